@@ -1,0 +1,41 @@
+"""The tilecraft exception family.
+
+Every error tilecraft raises on purpose derives from :class:`TilecraftError`, so callers can
+catch the whole family at once. Errors about the arguments of a compiled function also derive
+from the matching builtin (``TypeError`` / ``ValueError``), so code written against numpy
+conventions keeps working.
+"""
+
+from __future__ import annotations
+
+
+class TilecraftError(Exception):
+    """Base class of every error tilecraft raises deliberately."""
+
+
+class TargetError(TilecraftError, ValueError):
+    """A target string could not be parsed, or names a target this build cannot serve."""
+
+
+class PipelineError(TilecraftError):
+    """A pipeline description is malformed (unknown stage or pass, bad pass option)."""
+
+
+class CompileError(TilecraftError):
+    """MLIR rejected the input or a pass failed; the message carries MLIR's diagnostics."""
+
+    def __init__(self, message: str, *, stage: str | None = None) -> None:
+        super().__init__(f"[stage {stage}] {message}" if stage else message)
+        self.stage = stage
+
+
+class EntryPointError(TilecraftError, ValueError):
+    """The module has no usable entry function, or several and none was chosen."""
+
+
+class ArgumentTypeError(TilecraftError, TypeError):
+    """A call passed an argument of the wrong kind or element type."""
+
+
+class ArgumentValueError(TilecraftError, ValueError):
+    """A call passed the wrong number of arguments, or an array of the wrong rank or shape."""

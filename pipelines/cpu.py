@@ -1,0 +1,132 @@
+"""The CPU pipeline: linalg on tensors -> default schedule -> buffers -> LLVM dialect.
+
+Each stage is one line of intent; the pass elements are what ``tilecraft-opt`` runs.
+Ordering constraints that bite (see ``../shared/STACK.md``): vector transfers are unrolled
+(``full-unroll``) before reaching LLVM so no ``alloca`` lands inside loops;
+``expand-strided-metadata`` runs before ``lower-affine``; the async runtime is lowered
+before ``convert-to-llvm``; ``reconcile-unrealized-casts`` comes last.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mlir import ir
+
+from .passes import register_pass
+from .pipeline import Pipeline, Stage
+from .target import Target
+
+C_INTERFACE = "llvm.emit_c_interface"
+
+
+def _public_functions(module: ir.Operation) -> list[ir.Operation]:
+    functions = []
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "func.func" or len(op.regions[0].blocks) == 0:
+            continue
+        visibility = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+        if visibility is None or ir.StringAttr(visibility).value == "public":
+            functions.append(op)
+    return functions
+
+
+@register_pass(
+    "tilecraft-prepare-entry",
+    "Make public functions callable from the runtime: C interface, read-only tensor arguments",
+)
+def prepare_entry_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the runtime calls ``_mlir_ciface_<name>`` with memref descriptors, and the
+    caller's numpy arrays must never be overwritten, so bufferization may not write into
+    function arguments in place (``bufferization.writable = false``)."""
+    for func in _public_functions(module):
+        func.attributes[C_INTERFACE] = ir.UnitAttr.get()
+        function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        empty = ir.DictAttr.get({})
+        existing = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
+        merged = []
+        for index, arg_type in enumerate(function_type.inputs):
+            attrs = {} if existing is None else {
+                named.name: named.attr for named in ir.DictAttr(existing[index])
+            }
+            if isinstance(arg_type, ir.RankedTensorType):
+                attrs["bufferization.writable"] = ir.BoolAttr.get(False)
+            merged.append(ir.DictAttr.get(attrs) if attrs else empty)
+        if merged and (existing is not None or any(m != empty for m in merged)):
+            func.attributes["arg_attrs"] = ir.ArrayAttr.get(merged)
+
+
+@register_pass(
+    "tilecraft-set-target",
+    "Set target-cpu / target-features on every llvm.func",
+    options={"cpu": "LLVM CPU name, e.g. skylake-avx512", "features": "e.g. +avx512f,-avx512vl"},
+)
+def set_target_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the JIT compiles for the host; a named target's CPU and features travel as
+    function attributes, which LLVM's code generator honours per function."""
+    attributes = {}
+    if options.get("cpu"):
+        attributes["target_cpu"] = ir.StringAttr.get(options["cpu"])
+    if options.get("features"):
+        attributes["target_features"] = ir.Attribute.parse(
+            "#llvm.target_features<[" + ", ".join(f'"{f}"' for f in options["features"].split(",")) + "]>"
+        )
+    if not attributes:
+        return
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "llvm.func":
+            for name, value in attributes.items():
+                op.operation.attributes[name] = value
+
+
+def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
+    """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`."""
+    target = Target.parse(target)
+    threads = target.num_threads
+    async_lowering = (
+        (
+            f"async-parallel-for{{num-workers={threads}}}",
+            "async-to-async-runtime",
+            "async-runtime-ref-counting",
+            "async-runtime-ref-counting-opt",
+            "convert-async-to-llvm",
+        )
+        if threads > 1
+        else ()
+    )
+    target_options = " ".join(
+        f"{key}={value}"
+        for key, value in (("cpu", target.mcpu), ("features", ",".join(target.mattr)))
+        if value
+    )
+    return Pipeline(
+        (
+            Stage("input", ("tilecraft-prepare-entry",),
+                  "C interface on public functions; arguments read-only"),
+            Stage("simplify", ("canonicalize", "cse", "func.func(linalg-fuse-elementwise-ops)",
+                               "canonicalize"),
+                  "fold constants, fuse elementwise producers into consumers"),
+            Stage("schedule",
+                  (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads}}}",
+                   "canonicalize", "cse"),
+                  "default schedule: thread tiles, register tiles, vectorization"),
+            Stage("bufferize",
+                  ("one-shot-bufferize{bufferize-function-boundaries "
+                   "function-boundary-type-conversion=identity-layout-map}",
+                   "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
+                  "tensors to buffers; results returned as fresh allocations the caller frees"),
+            Stage("loops",
+                  ("convert-linalg-to-loops", "func.func(scf-forall-to-parallel)", *async_lowering),
+                  "remaining linalg to loops; parallel loops onto the async runtime"),
+            Stage("vector",
+                  ("convert-vector-to-scf{full-unroll=true}", "canonicalize"),
+                  "unroll vector transfers to 1-D (no alloca in loops)"),
+            Stage("llvm",
+                  ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
+                   "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
+                   "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize")
+                  + ((f"tilecraft-set-target{{{target_options}}}",) if target_options else ()),
+                  "everything to the LLVM dialect"),
+        )
+    )

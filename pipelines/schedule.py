@@ -1,0 +1,423 @@
+"""The default (untuned) CPU schedule, expressed as transform-dialect scripts.
+
+For every structured linalg op the planner picks, from the op's loop nest and the target:
+
+1. a *thread* level: ``tile_using_forall`` over outer parallel loops, so the work splits
+   into tasks for all cores (the ``scf.forall`` later becomes an async parallel loop);
+   a ``linalg.fill`` that initializes the op's output is fused into each task;
+2. a *register* level: ``tile_using_for`` so the innermost tile fits in vector registers
+   (e.g. 8 x 32 f32 accumulators for a matmul on AVX-512), then the reduction loops;
+3. ``decompose`` for 2-D convolutions and pooling (to their 1-D forms, which vectorize);
+4. ``vectorize`` of the innermost tile.
+
+The plan is rendered as one ``transform.named_sequence`` per op (``@schedule_op_<tag>``),
+which the ``tilecraft-schedule`` pass applies with MLIR's transform interpreter. A sequence
+that fails for an op is dropped for that op alone (the op then lowers to scalar loops) and a
+warning names it. Finally ``@cleanup`` hoists loop-invariant vector transfers, e.g. the
+matmul accumulators out of the reduction loop. The tuner (``tilecraft.tuning``) searches the
+same knobs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Mapping
+
+from mlir import ir
+from mlir.dialects.transform import interpreter
+
+from .loop_nest import LoopNest, analyze_loop_nests
+from .passes import register_pass
+from .scratch import scratch_copy
+
+TAG = "tilecraft.op_id"
+
+# Named ops `transform.structured.decompose` turns into 1-D forms the vectorizer handles.
+_DECOMPOSABLE = frozenset(
+    {
+        "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf", "linalg.depthwise_conv_2d_nhwc_hwc",
+        "linalg.pooling_nchw_max", "linalg.pooling_nchw_sum", "linalg.pooling_nhwc_max",
+        "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min",
+    }
+)
+# Below this many loop iterations an op is not worth splitting across threads.
+_MIN_PARALLEL_WORK = 1 << 15
+# Matmul task tile (rows x columns of the output) per thread: fits L2 with its operands.
+_MATMUL_TASK_ROWS, _MATMUL_TASK_COLS = 64, 256
+# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators.
+_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
+# Elementwise register tile: at most this many vectors per innermost tile.
+_ELEMENTWISE_VECTORS = 4
+
+
+@dataclass(frozen=True)
+class OpSchedule:
+    """The knobs of one op's schedule; ``None`` skips a level, 0 leaves a loop untiled."""
+
+    tag: int
+    thread_tiles: tuple[int, ...] | None = None
+    fused_init_tag: int | None = None
+    init_register_tiles: tuple[int, ...] | None = None
+    register_tiles: tuple[int, ...] | None = None
+    reduction_tiles: tuple[int, ...] | None = None
+    decompose: bool = False
+    vectorize: bool = False
+
+
+def largest_divisor(n: int, limit: int, multiple_of: int = 1) -> int:
+    """The largest divisor of ``n`` that is ``<= limit`` and a multiple of ``multiple_of``.
+
+    Falls back to ``multiple_of`` constraints being dropped, then to 1: a tile that divides
+    its loop keeps every tile the same static shape, which vectorization needs.
+    """
+    for step in (multiple_of, 1):
+        for candidate in range(min(n, limit), 0, -1):
+            if n % candidate == 0 and candidate % step == 0:
+                return candidate
+    return 1
+
+
+def vector_tile(extent: int, lanes: int, max_vectors: int) -> int:
+    """Innermost tile: whole vectors where the extent allows, at most ``max_vectors`` of them."""
+    return largest_divisor(extent, lanes * max_vectors, multiple_of=lanes if extent >= lanes else 1)
+
+
+def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
+    """Tile size splitting ``extent`` into about ``2 * num_threads`` equal tasks."""
+    units = extent // register_tile
+    target_tasks = min(units, 2 * num_threads)
+    for tasks in range(target_tasks, units + 1):
+        if units % tasks == 0:
+            return units // tasks * register_tile
+    return extent
+
+
+def _work(nest: LoopNest) -> int:
+    total = 1
+    for extent in nest.ranges:
+        total *= max(extent, 1)
+    return total
+
+
+def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
+    batch, m_dims, n_dims, k_dims = nest.contraction
+    n_loops = len(nest.ranges)
+    register = [0] * n_loops
+    reduction = [0] * n_loops
+    for d in nest.parallel_dims:
+        register[d] = 1
+    m, n = m_dims[-1], n_dims[-1]
+    register[m] = largest_divisor(nest.ranges[m], _MATMUL_REGISTER_ROWS)
+    register[n] = vector_tile(nest.ranges[n], lanes, _MATMUL_REGISTER_VECTORS)
+    for d in k_dims:
+        reduction[d] = 1
+    thread = [0] * n_loops
+    for d in batch:
+        thread[d] = 1
+    thread[m] = largest_divisor(nest.ranges[m], _MATMUL_TASK_ROWS, multiple_of=register[m])
+    thread[n] = largest_divisor(nest.ranges[n], _MATMUL_TASK_COLS, multiple_of=register[n])
+    return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
+                      reduction_tiles=tuple(reduction), vectorize=True)
+
+
+def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
+    batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
+    n_loops = len(nest.ranges)
+    register = [0] * n_loops
+    reduction = [0] * n_loops
+    for d in nest.parallel_dims:
+        register[d] = 1
+    if out_channel:
+        register[out_channel[-1]] = largest_divisor(nest.ranges[out_channel[-1]], lanes)
+    if image:
+        register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
+    for d in nest.reduction_dims:
+        reduction[d] = 1
+    if in_channel:
+        reduction[in_channel[-1]] = largest_divisor(nest.ranges[in_channel[-1]], 8)
+    thread = [0] * n_loops
+    for d in batch:
+        thread[d] = 1
+    if out_channel:
+        d = out_channel[-1]
+        thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+    elif image:
+        d = image[0]
+        thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+    return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
+                      reduction_tiles=tuple(reduction), decompose=True, vectorize=True)
+
+
+def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
+    n_loops = len(nest.ranges)
+    if n_loops == 0:
+        return OpSchedule(tag)
+    register = [0] * n_loops
+    reduction = [0] * n_loops
+    innermost = n_loops - 1
+    for d in range(n_loops):
+        tiles = register if nest.parallel[d] else reduction
+        tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == innermost else 1
+    thread = None
+    outer = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
+    if outer is not None:
+        thread = [0] * n_loops
+        thread[outer] = thread_chunk(nest.ranges[outer], max(register[outer], 1), threads)
+    return OpSchedule(
+        tag,
+        thread_tiles=tuple(thread) if thread else None,
+        register_tiles=tuple(register) if any(register) else None,
+        reduction_tiles=tuple(reduction) if any(reduction) else None,
+        vectorize=True,
+    )
+
+
+def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_threads: int) -> OpSchedule:
+    """Pick the default schedule of one op from its loop nest and the target."""
+    lanes = max(1, vector_bits // max(nest.element_bits, 8))
+    if not nest.static:
+        # Dynamic extents: distribute the outermost parallel loop, leave the rest scalar.
+        if not nest.parallel_dims or num_threads == 1:
+            return OpSchedule(tag)
+        thread = [0] * len(nest.ranges)
+        outer = nest.parallel_dims[0]
+        extent = nest.ranges[outer]
+        thread[outer] = 1 if extent < 0 else max(1, -(-extent // num_threads))
+        return OpSchedule(tag, thread_tiles=tuple(thread))
+    if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
+        plan = _plan_contraction(nest, tag, lanes, num_threads)
+    elif nest.convolution and nest.op_name in _DECOMPOSABLE:
+        plan = _plan_convolution(nest, tag, lanes, num_threads)
+    else:
+        plan = _plan_generic(nest, tag, lanes, num_threads)
+    if num_threads == 1 or _work(nest) < _MIN_PARALLEL_WORK or not plan.thread_tiles:
+        plan = OpSchedule(**{**plan.__dict__, "thread_tiles": None})
+    return plan
+
+
+class _ScriptWriter:
+    """Accumulates transform-dialect lines with fresh SSA names."""
+
+    ANY = "!transform.any_op"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self._counter += 1
+        return f"%{prefix}{self._counter}"
+
+    def match_tag(self, tag: int) -> str:
+        handle = self.fresh("op")
+        self.lines.append(
+            f'{handle} = transform.structured.match attributes{{"{TAG}" = {tag} : i64}} in %root'
+            f" : ({self.ANY}) -> {self.ANY}"
+        )
+        return handle
+
+    def tile_forall(self, handle: str, sizes: tuple[int, ...]) -> tuple[str, str]:
+        tiled, forall = self.fresh("tiled"), self.fresh("forall")
+        self.lines.append(
+            f"{tiled}, {forall} = transform.structured.tile_using_forall {handle} tile_sizes "
+            f"{list(sizes)} : ({self.ANY}) -> ({self.ANY}, {self.ANY})"
+        )
+        return tiled, forall
+
+    def tile_for(self, handle: str, sizes: tuple[int, ...]) -> str:
+        n_loops = sum(1 for s in sizes if s)
+        tiled = self.fresh("tiled")
+        loops = self.fresh("loops")
+        results = ", ".join([self.ANY] * (n_loops + 1))
+        loops_decl = f", {loops}:{n_loops}" if n_loops > 1 else (f", {loops}" if n_loops else "")
+        self.lines.append(
+            f"{tiled}{loops_decl} = transform.structured.tile_using_for {handle} tile_sizes "
+            f"{list(sizes)} : ({self.ANY}) -> ({results})"
+        )
+        return tiled
+
+    def fuse_into(self, producer: str, container: str) -> str:
+        fused, new_container = self.fresh("fused"), self.fresh("forall")
+        self.lines.append(
+            f"{fused}, {new_container} = transform.structured.fuse_into_containing_op {producer} "
+            f"into {container} : ({self.ANY}, {self.ANY}) -> ({self.ANY}, {self.ANY})"
+        )
+        return fused
+
+    def decompose(self, handle: str) -> str:
+        result = self.fresh("decomposed")
+        self.lines.append(
+            f"{result} = transform.structured.decompose {handle} : ({self.ANY}) -> {self.ANY}"
+        )
+        return result
+
+    def vectorize(self, handle: str) -> None:
+        self.lines.append(f"transform.structured.vectorize {handle} : {self.ANY}")
+
+
+def render_op_sequence(plan: OpSchedule) -> str:
+    """The ``transform.named_sequence @schedule_op_<tag>`` applying ``plan``."""
+    w = _ScriptWriter()
+    op = w.match_tag(plan.tag)
+    if plan.thread_tiles:
+        op, forall = w.tile_forall(op, plan.thread_tiles)
+        if plan.fused_init_tag is not None:
+            init = w.fuse_into(w.match_tag(plan.fused_init_tag), forall)
+            if plan.init_register_tiles and any(plan.init_register_tiles):
+                init = w.tile_for(init, plan.init_register_tiles)
+            w.vectorize(init)
+    if plan.register_tiles:
+        op = w.tile_for(op, plan.register_tiles)
+    if plan.reduction_tiles:
+        op = w.tile_for(op, plan.reduction_tiles)
+    if plan.decompose:
+        op = w.decompose(op)
+    if plan.vectorize:
+        w.vectorize(op)
+    body = "\n".join(f"    {line}" for line in w.lines)
+    return (
+        f"  transform.named_sequence @schedule_op_{plan.tag}(%root: !transform.any_op "
+        "{transform.readonly}) {\n" + body + "\n    transform.yield\n  }"
+    )
+
+
+CLEANUP_SEQUENCE = """  transform.named_sequence @cleanup(%root: !transform.any_op {transform.readonly}) {
+    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %funcs {
+      transform.apply_patterns.vector.reduction_to_contract
+      transform.apply_patterns.vector.transfer_permutation_patterns
+      transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    %loops = transform.structured.match ops{["scf.for"]} in %root : (!transform.any_op) -> !transform.any_op
+    transform.apply_licm to %loops : !transform.any_op
+    transform.foreach %loops : !transform.any_op {
+    ^bb0(%loop: !transform.any_op):
+      transform.loop.hoist_loop_invariant_subsets %loop : !transform.any_op
+    }
+    transform.yield
+  }"""
+
+
+def render_script(plans: list[OpSchedule]) -> str:
+    """A complete transform module: one sequence per op, ``@cleanup``, and an entry point.
+
+    ``tilecraft-opt payload.mlir --transform-interpreter`` (with this module appended to
+    the payload file) replays the schedule with no Python in the loop.
+    """
+    sequences = [render_op_sequence(plan) for plan in plans]
+    includes = [
+        f"    transform.include @schedule_op_{plan.tag} failures(propagate) (%root)"
+        " : (!transform.any_op) -> ()"
+        for plan in plans
+    ] + ["    transform.include @cleanup failures(propagate) (%root) : (!transform.any_op) -> ()"]
+    main = (
+        "  transform.named_sequence @__transform_main(%root: !transform.any_op "
+        "{transform.readonly}) {\n" + "\n".join(includes) + "\n    transform.yield\n  }"
+    )
+    return (
+        "module attributes {transform.with_named_sequence} {\n"
+        + "\n".join([*sequences, CLEANUP_SEQUENCE, main])
+        + "\n}\n"
+    )
+
+
+def _init_fill(op: ir.Operation) -> ir.Operation | None:
+    """The single-use ``linalg.fill`` producing ``op``'s (only) output, if there is one."""
+    if len(op.results) != 1:
+        return None
+    init = op.operands[len(op.operands) - 1]
+    producer = init.owner
+    if not isinstance(producer, ir.Operation):
+        producer = getattr(producer, "operation", None)
+    if producer is None or not isinstance(producer, ir.Operation) or producer.name != "linalg.fill":
+        return None
+    if len(list(producer.results[0].uses)) != 1:
+        return None
+    return producer
+
+
+def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int) -> list[OpSchedule]:
+    """Tag every structured op of ``module`` with ``tilecraft.op_id`` and plan its schedule."""
+    analyzed = analyze_loop_nests(module)
+    tags: dict[ir.Operation, int] = {}
+    for tag, (op, _) in enumerate(analyzed):
+        op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tag)
+        tags[op] = tag
+    nests = {tags[op]: nest for op, nest in analyzed}
+    plans: dict[int, OpSchedule] = {}
+    fused: set[int] = set()
+    for op, nest in analyzed:
+        tag = tags[op]
+        plan = plan_default_schedule(nest, tag, vector_bits=vector_bits, num_threads=num_threads)
+        fill = _init_fill(op)
+        if plan.thread_tiles and plan.vectorize and fill is not None and fill in tags:
+            fill_tag = tags[fill]
+            fill_plan = plan_default_schedule(nests[fill_tag], fill_tag, vector_bits=vector_bits, num_threads=1)
+            plan = OpSchedule(**{**plan.__dict__, "fused_init_tag": fill_tag,
+                                 "init_register_tiles": fill_plan.register_tiles})
+            fused.add(fill_tag)
+        plans[tag] = plan
+    return [plan for tag, plan in sorted(plans.items()) if tag not in fused]
+
+
+def _remove_tags(module: ir.Operation) -> None:
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if TAG in op.attributes:
+            del op.attributes[TAG]
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+
+
+def _sequence(transform_module: ir.Module, name: str) -> ir.Operation:
+    for op in transform_module.body.operations:
+        if ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    raise KeyError(name)
+
+
+def _apply_or_warn(module: ir.Operation, transform_module: ir.Module, name: str) -> bool:
+    """Apply sequence ``name``; if it fails on a trial copy, leave ``module`` untouched."""
+    sequence = _sequence(transform_module, name)
+    _container, trial = scratch_copy(module)
+    try:
+        interpreter.apply_named_sequence(trial, sequence, transform_module.operation)
+    except ValueError as error:
+        warnings.warn(
+            f"tilecraft-schedule: {name} failed, the op keeps scalar loops: {error}",
+            RuntimeWarning, stacklevel=2,
+        )
+        return False
+    interpreter.apply_named_sequence(module, sequence, transform_module.operation)
+    return True
+
+
+def apply_schedule(module: ir.Operation, plans: list[OpSchedule]) -> str:
+    """Apply ``plans`` (op by op, then ``@cleanup``) to tagged ``module``; returns the script."""
+    script = render_script(plans)
+    with module.context:
+        transform_module = ir.Module.parse(script)
+    for plan in plans:
+        _apply_or_warn(module, transform_module, f"schedule_op_{plan.tag}")
+    _apply_or_warn(module, transform_module, "cleanup")
+    _remove_tags(module)
+    return script
+
+
+@register_pass(
+    "tilecraft-schedule",
+    "Tile, parallelize and vectorize every linalg op with the default CPU schedule",
+    options={
+        "vector-bits": "vector register width to plan for (default 512)",
+        "num-threads": "threads to split parallel loops for (default 1)",
+    },
+)
+def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    plans = plan_module(
+        module,
+        vector_bits=int(options.get("vector-bits", 512)),
+        num_threads=int(options.get("num-threads", 1)),
+    )
+    apply_schedule(module, plans)

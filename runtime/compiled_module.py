@@ -1,0 +1,133 @@
+"""A compiled entry function, callable with numpy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Mapping
+
+import numpy as np
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from ..errors import CompileError, TargetError
+from ..pipelines.pipeline import Pipeline
+from ..pipelines.target import Target
+from .libraries import runtime_library
+from .memref import adopt_result, describe, descriptor_type
+from .signature import EntrySignature
+
+# Runtime libraries the generated code may call into (async runtime for parallel loops).
+RUNTIME_LIBRARIES = ("mlir_async_runtime", "mlir_c_runner_utils")
+
+
+def _scalar_ctype(array: np.ndarray) -> ctypes._SimpleCData:
+    if array.dtype == np.float16:  # ctypes has no half type: pass the bits
+        return ctypes.c_uint16(int(array.view(np.uint16)))
+    return np.ctypeslib.as_ctypes_type(array.dtype)(array.item())
+
+
+def _results_type(signature: EntrySignature) -> type[ctypes.Structure] | None:
+    ranks = [len(spec.shape) for spec in signature.results]
+    if not ranks:
+        return None
+    if len(ranks) == 1:
+        return descriptor_type(ranks[0])
+    fields = [(f"result{i}", descriptor_type(rank)) for i, rank in enumerate(ranks)]
+    return type("Results", (ctypes.Structure,), {"_fields_": fields})
+
+
+class CompiledModule:
+    """The result of :func:`tilecraft.compile`.
+
+    Call it with numpy arrays, positionally or by argument name; it returns one array, or a
+    tuple for several results. Arrays own their memory. Every argument is checked against
+    :attr:`signature` first, so a wrong call raises instead of reaching native code.
+    """
+
+    def __init__(
+        self,
+        llvm_module: ir.Module,
+        signature: EntrySignature,
+        *,
+        target: Target,
+        pipeline: Pipeline,
+        stage_ir: Mapping[str, str],
+        opt_level: int = 3,
+    ) -> None:
+        self.signature = signature
+        self.target = target
+        self.pipeline = pipeline
+        self._stage_ir = dict(stage_ir)
+        self._module = llvm_module  # keeps the context alive as long as the engine
+        try:
+            self._engine = ExecutionEngine(
+                llvm_module,
+                opt_level=opt_level,
+                shared_libs=[runtime_library(name) for name in RUNTIME_LIBRARIES],
+            )
+        except RuntimeError as error:
+            raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+        self._engine.initialize()
+        self._entry = self._engine.lookup(signature.name)
+        self._results_type = _results_type(signature)
+
+    @property
+    def stages(self) -> list[str]:
+        """Names accepted by :meth:`ir`: ``"input"`` then each pipeline stage."""
+        return list(self._stage_ir)
+
+    def ir(self, stage: str = "llvm") -> str:
+        """The IR after pipeline stage ``stage`` (``"input"``: what compilation started from)."""
+        if stage not in self._stage_ir:
+            raise KeyError(f"no IR kept for stage {stage!r}; stages: {', '.join(self._stage_ir)}")
+        return self._stage_ir[stage]
+
+    def dump_object_file(self, path: str) -> None:
+        """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump)."""
+        self._engine.dump_to_object_file(str(path))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        if not self.target.is_host:
+            raise TargetError(
+                f"compiled for {self.target}, which this machine cannot run "
+                f"(features {', '.join(self.target.mattr) or 'none'})"
+            )
+        arrays = self.signature.bind(args, kwargs)
+        keep_alive: list[Any] = []
+        packed: list[Any] = []
+        results = self._results_type() if self._results_type is not None else None
+        if results is not None:
+            result_pointer = ctypes.pointer(results)
+            keep_alive.append(result_pointer)
+            packed.append(ctypes.pointer(result_pointer))
+        for spec, array in zip(self.signature.arguments, arrays):
+            if spec.is_scalar:
+                value = _scalar_ctype(array)
+                keep_alive.append(value)
+                packed.append(ctypes.pointer(value))
+            else:
+                descriptor_pointer = ctypes.pointer(describe(array))
+                keep_alive.append(descriptor_pointer)
+                packed.append(ctypes.pointer(descriptor_pointer))
+        argv = (ctypes.c_void_p * len(packed))(*[ctypes.cast(p, ctypes.c_void_p) for p in packed])
+        self._entry(argv)
+        if results is None:
+            return ()
+        return self._adopt_results(results, arrays)
+
+    def _adopt_results(self, results: ctypes.Structure, arguments: list[np.ndarray]) -> Any:
+        specs = self.signature.results
+        descriptors = [results] if len(specs) == 1 else [getattr(results, f"result{i}") for i in range(len(specs))]
+        # Never free what the caller owns or what another result already adopted.
+        foreign = {a.ctypes.data for a in arguments if not a.ndim == 0}
+        adopted: set[int] = set()
+        outputs = []
+        for spec, descriptor in zip(specs, descriptors):
+            owned = bool(descriptor.allocated) and descriptor.allocated not in foreign | adopted
+            outputs.append(adopt_result(descriptor, spec.dtype, len(spec.shape), owned=owned))
+            if owned:
+                adopted.add(descriptor.allocated)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def __repr__(self) -> str:
+        return f"<CompiledModule {self.signature} target={self.target}>"

@@ -1,0 +1,190 @@
+"""The entry function's signature as numpy sees it, and the checks every call goes through.
+
+Why a separate layer: the native code trusts the descriptors it receives; a shape or dtype
+mismatch there reads or writes out of bounds. Every argument is therefore checked here,
+against the types the MLIR function declares, before any native call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from mlir import ir
+
+from ..errors import ArgumentTypeError, ArgumentValueError, EntryPointError
+
+NAME_ATTRIBUTE = "tilecraft.name"
+
+
+def numpy_dtype(element_type: ir.Type) -> np.dtype:
+    """The numpy dtype of an MLIR element type; :class:`EntryPointError` if there is none."""
+    text = str(element_type)
+    dtypes = {
+        "f16": np.float16, "f32": np.float32, "f64": np.float64,
+        "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+        "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
+        "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
+        "index": np.int64,
+    }
+    if text not in dtypes:
+        raise EntryPointError(
+            f"element type {text} has no numpy equivalent; supported: {', '.join(dtypes)}"
+        )
+    return np.dtype(dtypes[text])
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One argument or result: name, dtype, shape (``None`` for a dynamic dimension).
+
+    ``shape is None`` marks a scalar (a plain ``f32``/``i64`` argument, not a tensor).
+    """
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int | None, ...] | None
+    element_type: str = ""
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.shape is None
+
+    @property
+    def mlir_style(self) -> str:
+        element = self.element_type or str(self.dtype)
+        if self.shape is None:
+            return element
+        dims = "x".join("?" if d is None else str(d) for d in self.shape)
+        return f"tensor<{dims + 'x' if dims else ''}{element}>"
+
+    @classmethod
+    def from_type(cls, name: str, value_type: ir.Type) -> "TensorSpec":
+        if isinstance(value_type, ir.RankedTensorType):
+            tensor = ir.RankedTensorType(value_type)
+            shape = tuple(None if tensor.is_dynamic_dim(i) else tensor.shape[i] for i in range(tensor.rank))
+            return cls(name, numpy_dtype(tensor.element_type), shape, str(tensor.element_type))
+        if isinstance(value_type, ir.ShapedType):
+            raise EntryPointError(
+                f"{name} has type {value_type}; entry functions take ranked tensors or scalars"
+            )
+        return cls(name, numpy_dtype(value_type), None, str(value_type))
+
+    def check(self, value: Any) -> np.ndarray:
+        """Return ``value`` as a C-contiguous array of this spec, or raise naming the problem."""
+        if self.is_scalar:
+            return self._check_scalar(value)
+        if not isinstance(value, np.ndarray):
+            raise ArgumentTypeError(
+                f"argument {self.name!r}: expected a numpy array {self.mlir_style}, "
+                f"got {type(value).__name__}"
+            )
+        if value.dtype != self.dtype:
+            raise ArgumentTypeError(
+                f"argument {self.name!r}: expected dtype {self.dtype} ({self.mlir_style}), "
+                f"got {value.dtype}"
+            )
+        if value.ndim != len(self.shape):
+            raise ArgumentValueError(
+                f"argument {self.name!r}: expected rank {len(self.shape)} ({self.mlir_style}), "
+                f"got shape {value.shape}"
+            )
+        for axis, (expected, given) in enumerate(zip(self.shape, value.shape)):
+            if expected is not None and expected != given:
+                raise ArgumentValueError(
+                    f"argument {self.name!r}: expected shape {self.mlir_style}, got {value.shape} "
+                    f"(dimension {axis} is {given}, must be {expected})"
+                )
+        return np.ascontiguousarray(value)
+
+    def _check_scalar(self, value: Any) -> np.ndarray:
+        if isinstance(value, (np.generic, np.ndarray)):
+            array = np.asarray(value)
+            if array.ndim != 0:
+                raise ArgumentValueError(
+                    f"argument {self.name!r}: expected a scalar {self.dtype}, got shape {array.shape}"
+                )
+            if array.dtype != self.dtype:
+                raise ArgumentTypeError(
+                    f"argument {self.name!r}: expected a scalar {self.dtype}, got {array.dtype}"
+                )
+            return array
+        python_kinds = {"f": (bool, int, float), "i": (bool, int), "u": (bool, int), "b": (bool,)}
+        if not isinstance(value, python_kinds[self.dtype.kind]):
+            raise ArgumentTypeError(
+                f"argument {self.name!r}: expected a scalar {self.dtype}, got {type(value).__name__}"
+            )
+        try:
+            return np.asarray(value, dtype=self.dtype)
+        except OverflowError:
+            raise ArgumentValueError(
+                f"argument {self.name!r}: {value} does not fit in {self.dtype}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class EntrySignature:
+    """Name, arguments and results of the function a :class:`CompiledModule` calls."""
+
+    name: str
+    arguments: tuple[TensorSpec, ...]
+    results: tuple[TensorSpec, ...]
+
+    @classmethod
+    def from_function(cls, func: ir.Operation) -> "EntrySignature":
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
+        arguments = []
+        for index, arg_type in enumerate(function_type.inputs):
+            arg_name = f"arg{index}"
+            if arg_attrs is not None:
+                attrs = ir.DictAttr(arg_attrs[index])
+                if NAME_ATTRIBUTE in attrs:
+                    arg_name = ir.StringAttr(attrs[NAME_ATTRIBUTE]).value
+            arguments.append(TensorSpec.from_type(arg_name, arg_type))
+        results = []
+        for index, result_type in enumerate(function_type.results):
+            spec = TensorSpec.from_type(f"result{index}", result_type)
+            if spec.is_scalar:
+                raise EntryPointError(
+                    f"@{name} returns a scalar {result_type} (result {index}); "
+                    "return a 0-d tensor instead"
+                )
+            results.append(spec)
+        names = [a.name for a in arguments]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise EntryPointError(f"@{name} has several arguments named {duplicates}")
+        return cls(name, tuple(arguments), tuple(results))
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
+        """Match positional and keyword arguments to the signature and check each one."""
+        expected = len(self.arguments)
+        if len(args) > expected:
+            raise ArgumentValueError(
+                f"@{self.name} takes {expected} argument(s) ({self._listing()}), got {len(args)}"
+            )
+        bound: dict[str, Any] = {spec.name: value for spec, value in zip(self.arguments, args)}
+        for key, value in kwargs.items():
+            if key not in {spec.name for spec in self.arguments}:
+                raise ArgumentTypeError(
+                    f"@{self.name} has no argument {key!r}; arguments: {self._listing()}"
+                )
+            if key in bound:
+                raise ArgumentTypeError(f"@{self.name}: argument {key!r} given twice")
+            bound[key] = value
+        missing = [spec.name for spec in self.arguments if spec.name not in bound]
+        if missing:
+            raise ArgumentValueError(
+                f"@{self.name} is missing argument(s) {missing}; arguments: {self._listing()}"
+            )
+        return [spec.check(bound[spec.name]) for spec in self.arguments]
+
+    def _listing(self) -> str:
+        return ", ".join(f"{spec.name}: {spec.mlir_style}" for spec in self.arguments)
+
+    def __str__(self) -> str:
+        results = ", ".join(spec.mlir_style for spec in self.results)
+        return f"@{self.name}({self._listing()}) -> ({results})"

@@ -1,0 +1,1 @@
+"""Command-line tools: ``tilecraft-opt`` (``tools/opt.py``)."""
