@@ -9,11 +9,12 @@ before ``convert-to-llvm``; ``reconcile-unrealized-casts`` comes last.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from mlir import ir
 
-from .passes import register_pass
+from .passes import positive_int_option, register_pass, register_pipeline
 from .pipeline import Pipeline, Stage
 from .target import Target
 
@@ -120,8 +121,14 @@ def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
                   ("convert-linalg-to-loops", "func.func(scf-forall-to-parallel)", *async_lowering),
                   "remaining linalg to loops; parallel loops onto the async runtime"),
             Stage("vector",
-                  ("convert-vector-to-scf{full-unroll=true}", "canonicalize"),
-                  "unroll vector transfers to 1-D (no alloca in loops)"),
+                  # Why lower-vector-multi-reduction: vectorized reductions (sum, max,
+                  # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does
+                  # not lower (it survived as an unrealized cast and the JIT failed). The
+                  # default schedule keeps reduced dims innermost, hence inner-reduction.
+                  ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
+                   "convert-vector-to-scf{full-unroll=true}", "canonicalize"),
+                  "multi-reductions to 1-D reductions; unroll vector transfers to 1-D "
+                  "(no alloca in loops)"),
             Stage("llvm",
                   ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
                    "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
@@ -130,3 +137,24 @@ def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
                   "everything to the LLVM dialect"),
         )
     )
+
+
+@register_pipeline(
+    "tilecraft-lower-cpu",
+    "The whole CPU pipeline (cpu_pipeline) from linalg on tensors to the LLVM dialect",
+    options={
+        "cpu": "LLVM CPU name (default: the host)",
+        "features": "LLVM feature toggles, e.g. +avx512f,-avx512vl",
+        "num-threads": "threads for parallel loops (default: TILECRAFT_NUM_THREADS or all cores)",
+    },
+)
+def lower_cpu_pipeline(options: Mapping[str, str]) -> list[str]:
+    spec = "llvm"
+    if options.get("cpu"):
+        spec += f" -mcpu={options['cpu']}"
+    if options.get("features"):
+        spec += f" -mattr={options['features']}"
+    target = Target.parse(spec)
+    if "num-threads" in options:
+        target = replace(target, num_threads=positive_int_option("num-threads", options["num-threads"]))
+    return cpu_pipeline(target).pass_elements()

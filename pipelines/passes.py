@@ -1,6 +1,7 @@
 """tilecraft's own passes, written in Python, and the registry that names them.
 
-A tilecraft pass is a function over the ``builtin.module`` operation. Registering it under
+A tilecraft pass is a function over the ``builtin.module`` operation; a tilecraft pipeline
+is a named list of pass elements (``tilecraft-lower-cpu``), expanded where it is used. Registering it under
 a command-line argument (``tilecraft-schedule``) lets it appear in pass-pipeline strings next
 to upstream passes, in ``tilecraft-opt`` flags, and in IR dumps ("IR Dump After
 tilecraft-schedule"). Options use MLIR's syntax: ``tilecraft-schedule{vector-bits=512}``.
@@ -41,7 +42,31 @@ class TilecraftPass:
         return values
 
 
+@dataclass(frozen=True)
+class TilecraftPipeline:
+    """A named pass pipeline: expands, given its options, into pass-pipeline elements."""
+
+    argument: str
+    summary: str
+    expand: Callable[[Mapping[str, str]], list[str]]
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    parse_options = TilecraftPass.parse_options
+
+
+def positive_int_option(name: str, text: str) -> int:
+    """Parse a pass option that must be a positive integer, or raise :class:`PipelineError`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise PipelineError(f"option {name} must be a positive integer, got {text!r}")
+    return value
+
+
 _REGISTRY: dict[str, TilecraftPass] = {}
+_PIPELINES: dict[str, TilecraftPipeline] = {}
 
 
 def register_pass(
@@ -58,13 +83,41 @@ def register_pass(
     return decorate
 
 
-def registered_passes() -> dict[str, TilecraftPass]:
-    """All tilecraft passes by argument (importing the modules that define them first)."""
-    from . import cpu, schedule  # noqa: F401  (their decorators fill the registry)
+def register_pipeline(
+    argument: str, summary: str, options: Mapping[str, str] | None = None
+) -> Callable[[Callable[[Mapping[str, str]], list[str]]], Callable[[Mapping[str, str]], list[str]]]:
+    """Decorator registering ``expand(options) -> elements`` as the named pipeline ``argument``."""
 
+    def decorate(expand: Callable[[Mapping[str, str]], list[str]]) -> Callable[[Mapping[str, str]], list[str]]:
+        if argument in _PIPELINES or argument in _REGISTRY:
+            raise PipelineError(f"tilecraft pipeline {argument!r} registered twice")
+        _PIPELINES[argument] = TilecraftPipeline(argument, summary, expand, dict(options or {}))
+        return expand
+
+    return decorate
+
+
+def _load_definitions() -> None:
+    from . import cpu, schedule  # noqa: F401  (their decorators fill the registries)
+
+
+def registered_passes() -> dict[str, TilecraftPass]:
+    """All tilecraft passes by argument."""
+    _load_definitions()
     return dict(_REGISTRY)
 
 
+def registered_pipelines() -> dict[str, TilecraftPipeline]:
+    """All named tilecraft pipelines by argument."""
+    _load_definitions()
+    return dict(_PIPELINES)
+
+
 def lookup_pass(argument: str) -> TilecraftPass | None:
-    """The tilecraft pass registered as ``argument``, or ``None`` for an upstream name."""
+    """The tilecraft pass registered as ``argument``, or ``None`` for another name."""
     return registered_passes().get(argument)
+
+
+def lookup_pipeline(argument: str) -> TilecraftPipeline | None:
+    """The named tilecraft pipeline registered as ``argument``, or ``None``."""
+    return registered_pipelines().get(argument)

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Sequence
 from mlir import ir, passmanager
 
 from ..errors import CompileError, PipelineError
-from .passes import TilecraftPass, lookup_pass
+from .passes import TilecraftPass, lookup_pass, lookup_pipeline
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,26 @@ def split_pipeline_elements(text: str) -> list[str]:
     return [e for e in elements if e]
 
 
+def expand_named_pipelines(elements: Sequence[str]) -> list[str]:
+    """Replace each named tilecraft pipeline (``tilecraft-lower-cpu{...}``) by its elements."""
+    expanded: list[str] = []
+    for element in elements:
+        name, option_text = _element_name_and_options(element)
+        pipeline = lookup_pipeline(name)
+        if pipeline is None:
+            expanded.append(element)
+        else:
+            expanded.extend(expand_named_pipelines(pipeline.expand(pipeline.parse_options(option_text))))
+    return expanded
+
+
 def _element_name_and_options(element: str) -> tuple[str, str]:
+    # An op-anchored nested pipeline, ``func.func(pass{opt=v})``, is passed to MLIR whole:
+    # its braces belong to the inner pass, not to this element (splitting at the first
+    # ``{`` rejected valid elements as "malformed").
+    paren, brace_at = element.find("("), element.find("{")
+    if paren != -1 and (brace_at == -1 or paren < brace_at):
+        return element.strip(), ""
     name, brace, rest = element.partition("{")
     if brace and not rest.endswith("}"):
         raise PipelineError(f"malformed pass options in {element!r}")
@@ -75,27 +94,29 @@ def _python_pass_callback(
     return run
 
 
-def run_pass_elements(
-    module: ir.Module, elements: Sequence[str], *, print_ir_after_all: bool = False
-) -> None:
-    """Run pass elements (upstream or tilecraft) in order on ``module`` with one pass manager.
+def build_pass_manager(
+    context: ir.Context,
+    elements: Sequence[str],
+    *,
+    errors: list[BaseException] | None = None,
+    print_ir_after_all: bool = False,
+) -> passmanager.PassManager:
+    """A pass manager running ``elements`` (upstream or tilecraft) in order.
 
-    Raises :class:`PipelineError` for an unknown pass or bad option and
-    :class:`CompileError` (carrying MLIR's diagnostics) when a pass fails.
+    Exceptions raised by tilecraft passes are appended to ``errors``. Raises
+    :class:`PipelineError` for an unknown pass or a bad option, before anything runs.
     """
-    context = module.context
-    errors: list[BaseException] = []
+    errors = errors if errors is not None else []
     with context:
         pm = passmanager.PassManager("builtin.module")
         if print_ir_after_all:
             pm.enable_ir_printing(print_after_all=True, large_elements_limit=16)
-        for element in elements:
+        for element in expand_named_pipelines(elements):
             name, option_text = _element_name_and_options(element)
             tc_pass = lookup_pass(name)
             if tc_pass is not None:
-                options = tc_pass.parse_options(option_text)
                 pm.add(
-                    _python_pass_callback(tc_pass, options, errors),
+                    _python_pass_callback(tc_pass, tc_pass.parse_options(option_text), errors),
                     name=tc_pass.argument,
                     argument=tc_pass.argument,
                     description=tc_pass.summary,
@@ -105,14 +126,35 @@ def run_pass_elements(
                 pm.add(element)
             except ValueError as error:
                 raise PipelineError(f"bad pass element {element!r}: {error}") from None
-        try:
+    return pm
+
+
+def validate_pass_elements(elements: Sequence[str]) -> None:
+    """Raise :class:`PipelineError` if any element names an unknown pass or option."""
+    build_pass_manager(ir.Context(), elements)
+
+
+def run_pass_elements(
+    module: ir.Module, elements: Sequence[str], *, print_ir_after_all: bool = False
+) -> None:
+    """Run pass elements (upstream or tilecraft) in order on ``module`` with one pass manager.
+
+    Raises :class:`PipelineError` for an unknown pass or bad option and
+    :class:`CompileError` (carrying MLIR's diagnostics) when a pass fails.
+    """
+    errors: list[BaseException] = []
+    pm = build_pass_manager(
+        module.context, elements, errors=errors, print_ir_after_all=print_ir_after_all
+    )
+    try:
+        with module.context:
             pm.run(module.operation)
-        except ir.MLIRError as error:
-            if errors:
-                raise CompileError(f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
-            raise CompileError(str(error)) from None
+    except ir.MLIRError as error:
         if errors:
             raise CompileError(f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
+        raise CompileError(str(error)) from error
+    if errors:
+        raise CompileError(f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from .loop_nest import LoopNest, analyze_loop_nests
-from .passes import register_pass
+from .passes import positive_int_option, register_pass
 from .scratch import scratch_copy
 
 TAG = "tilecraft.op_id"
@@ -417,7 +417,7 @@ def apply_schedule(module: ir.Operation, plans: list[OpSchedule]) -> str:
 def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     plans = plan_module(
         module,
-        vector_bits=int(options.get("vector-bits", 512)),
-        num_threads=int(options.get("num-threads", 1)),
+        vector_bits=positive_int_option("vector-bits", options.get("vector-bits", "512")),
+        num_threads=positive_int_option("num-threads", options.get("num-threads", "1")),
     )
     apply_schedule(module, plans)

@@ -1,0 +1,67 @@
+"""Wall-clock measurement of a callable, the way TVM's time_evaluator does it.
+
+``repeat`` measurements are taken; each runs the callable ``number`` times (raised until a
+measurement lasts at least ``min_repeat_ms``) and reports the mean time per call. One warm-up
+call comes first, so JIT and first-touch page faults are not measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call for each repeat, and their summary statistics."""
+
+    per_call: tuple[float, ...]
+
+    @property
+    def min(self) -> float:
+        return min(self.per_call)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.per_call)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.per_call)
+
+    @property
+    def max(self) -> float:
+        return max(self.per_call)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.per_call)
+
+    def summary_ms(self) -> str:
+        return (
+            f"mean {self.mean * 1e3:.3f} ms, median {self.median * 1e3:.3f} ms, "
+            f"min {self.min * 1e3:.3f} ms, max {self.max * 1e3:.3f} ms, std {self.std * 1e3:.3f} ms"
+        )
+
+
+def measure(
+    fn: Callable[[], object], *, number: int = 1, repeat: int = 5, min_repeat_ms: float = 0.0
+) -> Timing:
+    """Time ``fn()``; see the module docstring for the meaning of the parameters."""
+    if number < 1 or repeat < 1:
+        raise ValueError(f"number and repeat must be >= 1, got {number} and {repeat}")
+    fn()
+    per_call = []
+    for _ in range(repeat):
+        while True:
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            elapsed = time.perf_counter() - start
+            if elapsed * 1e3 >= min_repeat_ms or number >= 1 << 20:
+                break
+            number *= 2
+        per_call.append(elapsed / number)
+    return Timing(tuple(per_call))
