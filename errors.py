@@ -39,3 +39,15 @@ class ArgumentTypeError(TilecraftError, TypeError):
 
 class ArgumentValueError(TilecraftError, ValueError):
     """A call passed the wrong number of arguments, or an array of the wrong rank or shape."""
+
+
+class ModelImportError(TilecraftError):
+    """A model could not be imported: not a model, malformed, or using unsupported features.
+
+    ``problems`` lists every offending node as ``(node name, op type, reason)`` so one error
+    reports all unsupported operators of a model at once.
+    """
+
+    def __init__(self, message: str, *, problems: "list[tuple[str, str, str]] | None" = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [])

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import io
+from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import CompileError, EntryPointError
+from ..errors import EntryPointError
+from ..frontend.loader import load_module
 from ..runtime.compiled_module import CompiledModule
 from ..runtime.signature import EntrySignature
 from .cpu import cpu_pipeline
@@ -14,28 +15,6 @@ from .pipeline import Pipeline, Stage
 from .target import Target
 
 
-
-
-def parse_module(source: "str | bytes | ir.Module", context: ir.Context) -> ir.Module:
-    """Parse text/bytecode, or copy an existing module, into ``context``.
-
-    A module given as ``ir.Module`` is copied (through bytecode) so compilation never
-    mutates the caller's IR.
-    """
-    if isinstance(source, ir.Module):
-
-
-        buffer = io.BytesIO()
-        source.operation.write_bytecode(buffer)
-        source = buffer.getvalue()
-    if not isinstance(source, (str, bytes)):
-        raise TypeError(
-            f"compile() takes MLIR text, bytecode or an mlir.ir.Module, got {type(source).__name__}"
-        )
-    try:
-        return ir.Module.parse(source, context=context)
-    except ir.MLIRError as error:
-        raise CompileError(f"could not parse the input module: {error}", stage="input") from None
 
 
 def find_entry(module: ir.Module, entry: str | None) -> ir.Operation:
@@ -61,13 +40,14 @@ def find_entry(module: ir.Module, entry: str | None) -> ir.Operation:
 
 
 def _asm(module: ir.Module) -> str:
-    return module.operation.get_asm(large_elements_limit=64)
+    return module.operation.get_asm(large_elements_limit=64, large_resource_limit=64)
 
 
 def compile(
-    source: "str | bytes | ir.Module",
+    source: Any,
     *,
     target: "str | Target" = "llvm",
+    shape_dict: Mapping[str, Sequence[int | None]] | None = None,
     entry: str | None = None,
     pipeline: Pipeline | None = None,
     opt_level: int = 3,
@@ -76,8 +56,10 @@ def compile(
     """Compile a linalg-on-tensors module for ``target`` and JIT it.
 
     Args:
-      source: MLIR text or bytecode, or an ``mlir.ir.Module`` (left unchanged).
+      source: MLIR text or bytecode, an ``mlir.ir.Module`` (left unchanged), an
+        ``onnx.ModelProto``, or a path to a ``.mlir`` / ``.onnx`` file.
       target: ``"llvm"`` for the host CPU or ``"llvm -mcpu=... -mattr=..."``.
+      shape_dict: for ONNX models, input name -> shape (``None`` keeps a dim dynamic).
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
       opt_level: LLVM optimization level for the JIT (0-3).
@@ -88,10 +70,12 @@ def compile(
     target = Target.parse(target)
     pipeline = pipeline if pipeline is not None else cpu_pipeline(target)
     context = ir.Context()
-    module = parse_module(source, context)
+    module = load_module(source, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
         signature = EntrySignature.from_function(find_entry(module, entry))
-        stage_ir: dict[str, str] = {"input": _asm(module)} if keep_ir else {}
+        # "source", not "input": the pipeline's first stage is named "input", and its IR
+        # silently replaced the snapshot of what compilation started from.
+        stage_ir: dict[str, str] = {"source": _asm(module)} if keep_ir else {}
 
         def record(stage: Stage, current: ir.Module) -> None:
             if keep_ir:

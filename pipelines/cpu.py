@@ -14,6 +14,7 @@ from typing import Mapping
 
 from mlir import ir
 
+from .bool_memory import WIDEN_BOOL_MEMORY
 from .passes import positive_int_option, register_pass, register_pipeline
 from .pipeline import Pipeline, Stage
 from .target import Target
@@ -87,7 +88,11 @@ def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
     threads = target.num_threads
     async_lowering = (
         (
-            f"async-parallel-for{{num-workers={threads}}}",
+            # min-task-size=1: each scf.forall iteration is already a task the planner
+            # sized (about 2 per thread). With the default (1000 iterations per task) a
+            # loop of fewer than 1000 iterations ran whole on the calling thread, so
+            # matmuls and convolutions never used a second core.
+            f"async-parallel-for{{num-workers={threads} min-task-size=1}}",
             "async-to-async-runtime",
             "async-runtime-ref-counting",
             "async-runtime-ref-counting-opt",
@@ -118,8 +123,12 @@ def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
                    "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
                   "tensors to buffers; results returned as fresh allocations the caller frees"),
             Stage("loops",
-                  ("convert-linalg-to-loops", "func.func(scf-forall-to-parallel)", *async_lowering),
-                  "remaining linalg to loops; parallel loops onto the async runtime"),
+                  # Bool buffers become byte buffers once nothing but loads and stores
+                  # touches them, and before async lowering outlines parallel bodies.
+                  ("convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
+                   "func.func(scf-forall-to-parallel)", *async_lowering),
+                  "remaining linalg to loops; i1 buffers as bytes; parallel loops onto the "
+                  "async runtime"),
             Stage("vector",
                   # Why lower-vector-multi-reduction: vectorized reductions (sum, max,
                   # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does

@@ -35,6 +35,8 @@ class LoopNest:
       contraction: loop dims as (batch, m, n, k) when the op is a contraction.
       convolution: loop dims as (batch, output_image, output_channel, filter_loop,
         input_channel, depth) when the op is a convolution or pooling.
+      output_dims: for each dimension of the last operand (the output), the loop indexing
+        it, ``None`` where the index is not a single loop.
     """
 
     op_name: str
@@ -44,6 +46,7 @@ class LoopNest:
     projected: bool
     contraction: tuple[tuple[int, ...], ...] | None = None
     convolution: tuple[tuple[int, ...], ...] | None = None
+    output_dims: tuple[int | None, ...] = ()
 
     @property
     def static(self) -> bool:
@@ -111,6 +114,10 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
                 dims.filter_loop, dims.input_channel, dims.depth,
             )
         )
+    output_dims = tuple(
+        expr.position if isinstance(expr, ir.AffineDimExpr) else None
+        for expr in maps[-1].results
+    )
     result_type = original.results[0].type if len(original.results) else original.operands[-1].type
     return LoopNest(
         op_name=original.name,
@@ -120,6 +127,7 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
         projected=projected,
         contraction=contraction,
         convolution=convolution,
+        output_dims=output_dims,
     )
 
 

@@ -21,7 +21,7 @@ same knobs.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from mlir import ir
@@ -354,7 +354,19 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int) -> 
         fill = _init_fill(op)
         if plan.thread_tiles and plan.vectorize and fill is not None and fill in tags:
             fill_tag = tags[fill]
-            fill_plan = plan_default_schedule(nests[fill_tag], fill_tag, vector_bits=vector_bits, num_threads=1)
+            # Why task extents: the fused fill runs per task, on the slice of the output
+            # that one thread tile covers; register tiles planned for the whole output
+            # (64 for a 128-row reduction split in 32-row tasks) left partial, dynamic
+            # tiles that failed to vectorize, and the op fell back to scalar loops.
+            fill_nest = nests[fill_tag]
+            task_extents = tuple(
+                extent if d is None else (plan.thread_tiles[d] or nest.ranges[d])
+                for d, extent in zip(nest.output_dims, fill_nest.ranges)
+            )
+            fill_plan = plan_default_schedule(
+                replace(fill_nest, ranges=task_extents), fill_tag,
+                vector_bits=vector_bits, num_threads=1,
+            )
             plan = OpSchedule(**{**plan.__dict__, "fused_init_tag": fill_tag,
                                  "init_register_tiles": fill_plan.register_tiles})
             fused.add(fill_tag)

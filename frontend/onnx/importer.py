@@ -1,0 +1,215 @@
+"""ONNX graph -> one ``func.func`` in linalg/tensor/arith/math.
+
+The importer walks the (topologically sorted) nodes once, keeping one map from ONNX value
+name to what it is in the IR: an SSA tensor, or an array known at import time. Nodes whose
+inputs are all known are evaluated at import (``folding.py``); the others go to their
+handler from the table in ``registry.py``. Every op is emitted under a location naming its
+ONNX node, so an error deep in the pipeline points back at the model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+from mlir import ir
+from mlir.dialects import func
+
+from ...errors import ModelImportError
+from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
+from ..emit import core
+from . import folding
+from .model import (
+    MIN_OPSET, check_model, default_opset, infer_shapes, initializers, load_model,
+    onnx_dtype, override_input_shapes, value_infos,
+)
+from .node import HandlerError, NodeContext
+from .registry import lookup
+
+ENTRY_NAME = "main"
+
+
+def _node_label(node: onnx.NodeProto, position: int) -> str:
+    return node.name or f"{node.op_type}_{position}"
+
+
+def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str, str]]:
+    """Every node no handler covers, as (node name, op type, reason)."""
+    problems = []
+    for position, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            problems.append((_node_label(node, position), node.op_type, f"domain {node.domain!r}"))
+        elif lookup(node.op_type, opset) is None:
+            problems.append((_node_label(node, position), node.op_type, f"opset {opset}"))
+    return problems
+
+
+class GraphImporter:
+    """Imports one ONNX graph into a function of ``module``."""
+
+    def __init__(self, proto: onnx.ModelProto, module: ir.Module, source_name: str) -> None:
+        self.proto = proto
+        self.graph = proto.graph
+        self.module = module
+        self.source_name = source_name
+        self.opset = default_opset(proto)
+        self.infos = value_infos(self.graph)
+        self.values: dict[str, ir.Value | np.ndarray] = {}
+
+    def bind(self, name: str, value: ir.Value | np.ndarray) -> None:
+        if name in self.values:
+            raise ModelImportError(f"value {name!r} is defined twice in the graph")
+        self.values[name] = value
+
+    def materialize(self, array: np.ndarray, name: str) -> ir.Value:
+        """An SSA constant for ``array`` (a weight becomes a dense_resource blob)."""
+        return core.constant(array, name=name.replace("/", "_").replace(":", "_") or "constant")
+
+    def _input_type(self, value: onnx.ValueInfoProto) -> ir.RankedTensorType:
+        info = self.infos.get(value.name)
+        if info is None:
+            dtype = onnx_dtype(value.type.tensor_type.elem_type, f"input {value.name!r}")
+            raise ModelImportError(f"input {value.name!r} ({dtype}) has no shape: pass shape_dict")
+        if info.shape is None:
+            raise ModelImportError(f"input {value.name!r} has unknown rank: pass shape_dict")
+        dims = [d if d is not None else ir.ShapedType.get_dynamic_size() for d in info.shape]
+        return ir.RankedTensorType.get(dims, core.element_type(info.dtype))
+
+    def import_graph(self) -> func.FuncOp:
+        weights = initializers(self.graph)
+        graph_inputs = [v for v in self.graph.input if v.name not in weights]
+        arg_types = [self._input_type(v) for v in graph_inputs]
+        location = ir.Location.file(self.source_name, 0, 0)
+        with location, ir.InsertionPoint(self.module.body):
+            function = func.FuncOp(ENTRY_NAME, ir.FunctionType.get(arg_types, []))
+            function.arg_attrs = ir.ArrayAttr.get(
+                [self._boundary_attributes(v.name, name=True) for v in graph_inputs]
+            )
+            entry = function.add_entry_block()
+        for name, array in weights.items():
+            self.bind(name, array)
+        for value, argument in zip(graph_inputs, entry.arguments):
+            self.bind(value.name, argument)
+        with ir.InsertionPoint(entry):
+            for position, node in enumerate(self.graph.node):
+                label = _node_label(node, position)
+                with ir.Location.name(f"{label}({node.op_type})", childLoc=location):
+                    self._import_node(node, label)
+            with location:
+                results = [self._result(output.name) for output in self.graph.output]
+                func.ReturnOp(results)
+        function.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(arg_types, [r.type for r in results])
+        )
+        function.attributes["res_attrs"] = ir.ArrayAttr.get(
+            [self._boundary_attributes(output.name, name=False) for output in self.graph.output]
+        )
+        return function
+
+    def _boundary_attributes(self, value_name: str, *, name: bool) -> ir.DictAttr:
+        """Argument/result attributes: the ONNX name and, for unsigned integers, the dtype.
+
+        Why the dtype: MLIR integers are signless, so a ``uint8`` input is an ``i8`` argument;
+        ``tilecraft.dtype`` tells the runtime to accept and return ``uint8`` arrays.
+        """
+        attributes = {}
+        if name:
+            attributes[NAME_ATTRIBUTE] = ir.StringAttr.get(value_name)
+        info = self.infos.get(value_name)
+        if info is not None and info.dtype.kind == "u":
+            attributes[DTYPE_ATTRIBUTE] = ir.StringAttr.get(info.dtype.name)
+        return ir.DictAttr.get(attributes)
+
+    def _result(self, name: str) -> ir.Value:
+        value = self.values.get(name)
+        if value is None:
+            raise ModelImportError(f"graph output {name!r} is never produced")
+        return self.materialize(value, name) if isinstance(value, np.ndarray) else value
+
+    def _import_node(self, node: onnx.NodeProto, label: str) -> None:
+        inputs: list[ir.Value | np.ndarray | None] = []
+        for name in node.input:
+            if not name:
+                inputs.append(None)
+            elif name not in self.values:
+                raise ModelImportError(
+                    f"node {label!r} ({node.op_type}) reads {name!r}, which no earlier node produces",
+                    problems=[(label, node.op_type, f"undefined input {name!r}")],
+                )
+            else:
+                inputs.append(self.values[name])
+        outputs = folding.fold(node, inputs, self.opset) if folding.can_fold(node, inputs) else None
+        if outputs is None:
+            outputs = self._emit(node, label, inputs)
+        for name, value in zip(node.output, outputs):
+            if name and value is not None:
+                self.bind(name, value)
+
+    def _emit(self, node: onnx.NodeProto, label: str, inputs: list) -> Sequence[object]:
+        handler = lookup(node.op_type, self.opset)
+        if handler is None:  # checked up front; kept for nodes reached another way
+            raise ModelImportError(f"node {label!r}: {node.op_type} is not supported")
+        context = NodeContext(
+            node=node,
+            opset=self.opset,
+            inputs=inputs,
+            input_infos=[self.infos.get(name) for name in node.input],
+            output_infos=[self.infos.get(name) for name in node.output],
+            materialize=self.materialize,
+        )
+        try:
+            outputs = list(handler.emit(context))
+        except (HandlerError, ValueError, TypeError, NotImplementedError) as error:
+            raise ModelImportError(
+                f"node {label!r} ({node.op_type}, opset {self.opset}): {error}",
+                problems=[(label, node.op_type, str(error))],
+            ) from error
+        if len(outputs) < len([o for o in node.output if o]):
+            raise ModelImportError(
+                f"node {label!r} ({node.op_type}): handler produced {len(outputs)} outputs, "
+                f"the node has {len(node.output)}"
+            )
+        return outputs
+
+
+def import_model(
+    model: "str | Path | bytes | onnx.ModelProto",
+    shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+    *,
+    context: ir.Context | None = None,
+) -> ir.Module:
+    """Import an ONNX model as an MLIR module with one public function ``@main``.
+
+    Args:
+      model: a path, serialized bytes or an ``onnx.ModelProto``.
+      shape_dict: input name -> shape, overriding the model's; ``None`` entries stay dynamic.
+      context: the MLIR context to build in (a new one by default).
+
+    Raises:
+      ModelImportError: the model cannot be read, uses unsupported operators (all of them
+        are listed, with node names), or a node cannot be imported (named in the message).
+    """
+    source_name = str(model) if isinstance(model, (str, Path)) else "model.onnx"
+    proto = load_model(model)
+    opset = default_opset(proto)
+    if opset < MIN_OPSET:
+        raise ModelImportError(f"opset {opset} is older than the oldest supported ({MIN_OPSET})")
+    problems = unsupported_nodes(proto.graph, opset)
+    if problems:
+        listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)
+        raise ModelImportError(
+            f"{len(problems)} unsupported operator(s) in {source_name}: {listing}", problems=problems
+        )
+    check_model(proto)
+    proto = infer_shapes(override_input_shapes(proto, shape_dict))
+    context = context or ir.Context()
+    with context, ir.Location.unknown():
+        module = ir.Module.create()
+        GraphImporter(proto, module, source_name).import_graph()
+        try:
+            module.operation.verify()
+        except ir.MLIRError as error:
+            raise ModelImportError(f"the imported IR does not verify: {error}") from error
+    return module

@@ -1,0 +1,8 @@
+"""ONNX operator handlers, one module per family; importing them fills the registry."""
+
+from . import (  # noqa: F401
+    elementwise,
+    nn,
+    reduction,
+    shape,
+)

@@ -1,0 +1,295 @@
+"""ONNX contraction, convolution and pooling operators.
+
+The handlers only translate ONNX conventions (auto_pad, the pads layout
+``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``, ConvTranspose's output_shape, Gemm's
+transposes) into the arguments of the framework-neutral emitters in
+``frontend/emit/contraction.py``, ``conv.py`` and ``pooling.py``, which the PyTorch frontend
+shares.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, math
+
+from ...emit import contraction, conv, core, pooling
+from ..node import HandlerError, NodeContext
+from ..registry import onnx_op
+
+_AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+
+
+# --- contractions ----------------------------------------------------------------------------
+
+
+@onnx_op("MatMul")
+def matmul(ctx: NodeContext) -> list[ir.Value]:
+    return [contraction.matmul(ctx.value(0), ctx.value(1))]
+
+
+def _maybe_transposed(ctx: NodeContext, index: int, transpose: bool) -> tuple[ir.Value, bool]:
+    """Input ``index`` and whether it still needs transposing: a constant (a weight) is
+    transposed here by numpy, once, so the product reads it row by row."""
+    array = ctx.const(index)
+    if transpose and array is not None:
+        if array.ndim != 2:
+            raise HandlerError(f"Gemm input {index} must be 2-D, got shape {array.shape}")
+        return core.constant(np.ascontiguousarray(array.T), name=f"{ctx.node.input[index]}_T"), False
+    return ctx.value(index), transpose
+
+
+@onnx_op("Gemm")
+def gemm(ctx: NodeContext) -> list[ir.Value]:
+    a, trans_a = _maybe_transposed(ctx, 0, bool(ctx.attr("transA", 0)))
+    b, trans_b = _maybe_transposed(ctx, 1, bool(ctx.attr("transB", 0)))
+    for name, value in (("A", a), ("B", b)):
+        if core.tensor_type(value).rank != 2:
+            raise HandlerError(f"Gemm input {name} must be 2-D, got {value.type}")
+    c = ctx.value(2) if ctx.has_input(2) else None
+    return [contraction.gemm(
+        a, b, c, alpha=float(ctx.attr("alpha", 1.0)), beta=float(ctx.attr("beta", 1.0)),
+        trans_a=trans_a, trans_b=trans_b,
+    )]
+
+
+@onnx_op("Einsum", since=12)
+def einsum(ctx: NodeContext) -> list[ir.Value]:
+    operands = [ctx.value(i) for i in range(len(ctx.inputs))]
+    return [contraction.einsum(ctx.attr("equation"), operands)]
+
+
+# --- window attributes -----------------------------------------------------------------------
+
+
+def _spatial_rank(ctx: NodeContext) -> int:
+    rank = core.tensor_type(ctx.value(0)).rank
+    if rank < 3:
+        raise HandlerError(f"{ctx.op_type} needs an input of rank >= 3 (N, C, spatial...), got {rank}")
+    return rank - 2
+
+
+def _ints(ctx: NodeContext, name: str, count: int, default: int) -> list[int]:
+    """A per-spatial-dim int attribute, checked to have ``count`` entries."""
+    values = ctx.attr(name, None)
+    if values is None:
+        return [default] * count
+    values = [int(v) for v in values]
+    if len(values) != count:
+        raise HandlerError(f"attribute {name!r} has {len(values)} entries for {count} spatial dims")
+    return values
+
+
+def _auto_pad(ctx: NodeContext) -> str:
+    mode = ctx.attr("auto_pad", "NOTSET") or "NOTSET"
+    if mode not in _AUTO_PADS:
+        raise HandlerError(f"auto_pad={mode!r} is not one of {_AUTO_PADS}")
+    return mode
+
+
+def _static_spatial(ctx: NodeContext, why: str) -> list[int]:
+    extents = core.static_shape(ctx.value(0))[2:]
+    if None in extents:
+        raise HandlerError(f"{why} needs static spatial extents, got {ctx.value(0).type}")
+    return extents
+
+
+def _split_same(total: int, mode: str) -> tuple[int, int]:
+    """SAME_UPPER puts the odd element of padding at the end, SAME_LOWER at the start."""
+    small, large = total // 2, total - total // 2
+    return (small, large) if mode == "SAME_UPPER" else (large, small)
+
+
+def _window_padding(
+    ctx: NodeContext, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """(low, high) padding per spatial dim from ``pads`` or ``auto_pad``.
+
+    SAME pads so that ``out = ceil(in / stride)``, with the dilated window; the odd
+    element goes as :func:`_split_same` says.
+    """
+    spatial = len(kernel)
+    mode = _auto_pad(ctx)
+    if mode == "NOTSET":
+        pads = _ints(ctx, "pads", 2 * spatial, 0)
+        if any(p < 0 for p in pads):
+            raise HandlerError(f"negative pads {pads}")
+        return pads[:spatial], pads[spatial:]
+    if mode == "VALID":
+        return [0] * spatial, [0] * spatial
+    extents = _static_spatial(ctx, f"auto_pad={mode}")
+    low, high = [], []
+    for extent, k, s, d in zip(extents, kernel, strides, dilations):
+        out = -(-extent // s)
+        total = max(0, (out - 1) * s + conv.window_span(k, d) - extent)
+        lo, hi = _split_same(total, mode)
+        low.append(lo)
+        high.append(hi)
+    return low, high
+
+
+def _kernel(ctx: NodeContext, filter_shape: Sequence[int | None]) -> list[int]:
+    """kernel_shape, which must agree with the filter's spatial extents when both are known."""
+    spatial = len(filter_shape) - 2
+    kernel = ctx.attr("kernel_shape", None)
+    if kernel is None:
+        if None in filter_shape[2:]:
+            raise HandlerError(f"the filter's spatial extents {filter_shape[2:]} must be static")
+        return list(filter_shape[2:])
+    kernel = [int(k) for k in kernel]
+    if len(kernel) != spatial or any(f is not None and f != k for f, k in zip(filter_shape[2:], kernel)):
+        raise HandlerError(f"kernel_shape {kernel} does not match the filter shape {list(filter_shape)}")
+    return kernel
+
+
+# --- convolutions ----------------------------------------------------------------------------
+
+
+@onnx_op("Conv")
+def conv_op(ctx: NodeContext) -> list[ir.Value]:
+    spatial = _spatial_rank(ctx)
+    x, w = ctx.value(0), ctx.value(1)
+    kernel = _kernel(ctx, core.static_shape(w))
+    strides = _ints(ctx, "strides", spatial, 1)
+    dilations = _ints(ctx, "dilations", spatial, 1)
+    low, high = _window_padding(ctx, kernel, strides, dilations)
+    bias = ctx.value(2) if ctx.has_input(2) else None
+    return [conv.conv(
+        x, w, bias, strides=strides, padding_low=low, padding_high=high,
+        dilations=dilations, groups=int(ctx.attr("group", 1)),
+    )]
+
+
+def _conv_transpose_padding(
+    ctx: NodeContext, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+    output_padding: Sequence[int],
+) -> tuple[list[int], list[int]]:
+    """(low, high) padding of ConvTranspose: from ``output_shape`` when given (pads are then
+    ignored, as the spec says), from ``auto_pad`` SAME (``out = in * stride``), else ``pads``."""
+    spatial = len(kernel)
+    mode = _auto_pad(ctx)
+    output_shape = ctx.attr("output_shape", None)
+    if output_shape is None and mode in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [e * s for e, s in zip(_static_spatial(ctx, f"auto_pad={mode}"), strides)]
+    if output_shape is not None:
+        output_shape = [int(o) for o in output_shape][-spatial:]
+        extents = _static_spatial(ctx, "output_shape")
+        low, high = [], []
+        for e, k, s, d, p, o in zip(extents, kernel, strides, dilations, output_padding, output_shape):
+            total = s * (e - 1) + p + conv.window_span(k, d) - o
+            lo, hi = _split_same(total, "SAME_UPPER" if mode == "SAME_UPPER" else "SAME_LOWER")
+            low.append(lo)
+            high.append(hi)
+        return low, high
+    if mode == "VALID":
+        return [0] * spatial, [0] * spatial
+    pads = _ints(ctx, "pads", 2 * spatial, 0)
+    return pads[:spatial], pads[spatial:]
+
+
+@onnx_op("ConvTranspose")
+def conv_transpose(ctx: NodeContext) -> list[ir.Value]:
+    spatial = _spatial_rank(ctx)
+    x = ctx.value(0)
+    weight = ctx.const(1)
+    w = weight if weight is not None else ctx.value(1)
+    filter_shape = list(weight.shape) if weight is not None else core.static_shape(w)
+    kernel = _kernel(ctx, filter_shape)
+    strides = _ints(ctx, "strides", spatial, 1)
+    dilations = _ints(ctx, "dilations", spatial, 1)
+    output_padding = _ints(ctx, "output_padding", spatial, 0)
+    low, high = _conv_transpose_padding(ctx, kernel, strides, dilations, output_padding)
+    bias = ctx.value(2) if ctx.has_input(2) else None
+    return [conv.conv_transpose(
+        x, w, bias, strides=strides, padding_low=low, padding_high=high,
+        output_padding=output_padding, dilations=dilations, groups=int(ctx.attr("group", 1)),
+    )]
+
+
+# --- pooling ---------------------------------------------------------------------------------
+
+
+def _pool_arguments(ctx: NodeContext) -> dict:
+    """kernel, strides, padding, dilations and ceil mode of a pooling node, for ``pool``."""
+    spatial = _spatial_rank(ctx)
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    if len(kernel) != spatial:
+        raise HandlerError(f"kernel_shape {kernel} does not match {spatial} spatial dims")
+    strides = _ints(ctx, "strides", spatial, 1)
+    dilations = _ints(ctx, "dilations", spatial, 1)
+    if _auto_pad(ctx) in ("SAME_UPPER", "SAME_LOWER") and any(d != 1 for d in dilations):
+        # The reference and onnxruntime disagree on SAME padding of a dilated pool window.
+        raise HandlerError(f"auto_pad={_auto_pad(ctx)} with dilations {dilations} is ambiguous")
+    low, high = _window_padding(ctx, kernel, strides, dilations)
+    return {
+        "kernel": kernel, "strides": strides, "dilations": dilations,
+        "padding_low": low, "padding_high": high, "ceil_mode": bool(ctx.attr("ceil_mode", 0)),
+    }
+
+
+@onnx_op("AveragePool")
+def average_pool(ctx: NodeContext) -> list[ir.Value]:
+    arguments = _pool_arguments(ctx)
+    return [pooling.pool(
+        ctx.value(0), "avg", arguments.pop("kernel"),
+        count_include_pad=bool(ctx.attr("count_include_pad", 0)), **arguments,
+    )]
+
+
+@onnx_op("MaxPool")
+def max_pool(ctx: NodeContext) -> list[ir.Value]:
+    """The optional Indices output switches to the (unvectorized) index-tracking pool."""
+    arguments = _pool_arguments(ctx)
+    kernel = arguments.pop("kernel")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        storage_order = int(ctx.attr("storage_order", 0))
+        if storage_order not in (0, 1):
+            raise HandlerError(f"storage_order={storage_order} is not 0 or 1")
+        if None in core.static_shape(ctx.value(0))[2:]:
+            raise HandlerError("the Indices output needs static spatial extents")
+        values, indices = pooling.max_pool_with_indices(
+            ctx.value(0), kernel, column_major=storage_order == 1,
+            unsigned=ctx.is_unsigned(0), **arguments,
+        )
+        return [values, indices]
+    return [pooling.pool(ctx.value(0), "max", kernel, unsigned=ctx.is_unsigned(0), **arguments)]
+
+
+@onnx_op("LpPool")
+def lp_pool(ctx: NodeContext) -> list[ir.Value]:
+    """``(sum |x|^p)^(1/p)`` over each window: a sum pool between two elementwise powers."""
+    x = ctx.value(0)
+    element = core.tensor_type(x).element_type
+    p = float(ctx.attr("p", 2))
+    if p <= 0:
+        raise HandlerError(f"LpPool p={p} must be positive")
+    arguments = _pool_arguments(ctx)
+
+    def to_power(v: ir.Value) -> ir.Value:
+        if p == 2:
+            return arith.mulf(v, v)
+        magnitude = math.absf(v)
+        return magnitude if p == 1 else math.powf(magnitude, core.scalar_constant(p, element))
+
+    def root(v: ir.Value) -> ir.Value:
+        if p == 2:
+            return math.sqrt(v)
+        return v if p == 1 else math.powf(v, core.scalar_constant(1.0 / p, element))
+
+    powered = core.elementwise([x], element, to_power)
+    summed = pooling.pool(powered, "sum", arguments.pop("kernel"), **arguments)
+    return [core.elementwise([summed], element, root)]
+
+
+@onnx_op("GlobalAveragePool")
+def global_average_pool(ctx: NodeContext) -> list[ir.Value]:
+    _spatial_rank(ctx)
+    return [pooling.global_pool(ctx.value(0), "avg")]
+
+
+@onnx_op("GlobalMaxPool")
+def global_max_pool(ctx: NodeContext) -> list[ir.Value]:
+    _spatial_rank(ctx)
+    return [pooling.global_pool(ctx.value(0), "max", unsigned=ctx.is_unsigned(0))]

@@ -1,0 +1,986 @@
+"""ONNX shape and data-movement operators.
+
+These handlers run only when an input is a runtime tensor: nodes whose inputs are all known
+are folded at import (``folding.py``). So a ``Shape`` of a static tensor answers with a
+numpy array (which lets the following Gather/Concat/Reshape fold too), while a dynamic
+dimension is read at run time with ``tensor.dim``.
+
+Operands given as inputs may be runtime tensors wherever the result's *rank* does not
+depend on them: reshape targets, slice bounds, steps and axes, pads, repeats, split sizes,
+resize scales and sizes are then read at run time (result extents become dynamic, or the
+static extents shape inference or the model declares). Where the rank itself would depend on
+the data (Squeeze/Unsqueeze axes), the declared output shape is used, and its absence is a
+``HandlerError``. Declared output types are trusted, as in every ONNX importer: a model that
+declares a wrong static shape is invalid.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, tensor
+from mlir.dialects import math as mmath
+
+from ...emit import core
+from ...emit import shape as shapes
+from ..model import ONNX_DTYPES, TensorInfo
+from ..node import HandlerError, NodeContext
+from ..registry import onnx_op
+
+Extent = "int | ir.Value"
+
+# Static slice bounds beyond this mean "to the end" (INT64_MAX / INT64_MIN in models): no
+# tensor has 2**62 elements along a dim, so clamping them needs no runtime min/max.
+_HUGE = 1 << 62
+
+
+# --------------------------------------------------------------------------------------
+# Operand helpers
+# --------------------------------------------------------------------------------------
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise HandlerError(f"axis {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def _int_list(ctx: NodeContext, attribute: str, index: int, since: int, what: str) -> list[int] | None:
+    """An int list given as an attribute before opset ``since`` and as input ``index``
+    after; ``None`` when absent. A runtime input raises: it fixes the result's structure."""
+    if ctx.opset < since:
+        value = ctx.attr(attribute, None)
+        return None if value is None else [int(v) for v in value]
+    if not ctx.has_input(index):
+        return None
+    return [int(v) for v in ctx.require_const(index, what).reshape(-1)]
+
+
+def _known_dims(info: TensorInfo | None, rank: int) -> list[int | None]:
+    """Static dims shape inference found for an output (``None`` where unknown)."""
+    if info is None or info.shape is None or len(info.shape) != rank:
+        return [None] * rank
+    return list(info.shape)
+
+
+def _settle(extents: list[Extent], info: TensorInfo | None) -> list[Extent]:
+    """Replace runtime extents that are opaque arithmetic by the static value ONNX shape
+    inference proved (a ``tensor.dim`` stays: it is what lets reshapes become views)."""
+    known = _known_dims(info, len(extents))
+    return [
+        k if k is not None and not isinstance(e, int) and shapes.dim_source(e) is None else e
+        for e, k in zip(extents, known)
+    ]
+
+
+def _scalar(ctx: NodeContext, index: int) -> ir.Value | int | float:
+    """Input ``index`` (a scalar or one-element tensor) as a Python number when known at
+    import, else as an SSA scalar read from the tensor."""
+    known = ctx.const(index)
+    if known is not None:
+        if known.size != 1:
+            raise HandlerError(f"input {index} must hold one value, not {known.size}")
+        return known.reshape(-1)[0].item()
+    value = ctx.value(index)
+    return tensor.extract(value, [core.index(0)] * core.tensor_type(value).rank)
+
+
+def _axis_info(info: TensorInfo | None, axis: int) -> TensorInfo | None:
+    """The declared extent of one axis of an output, as a rank-1 info for :func:`_settle`."""
+    if info is None or info.shape is None or axis >= len(info.shape):
+        return None
+    return TensorInfo(info.name, info.dtype, (info.shape[axis],))
+
+
+def _declared_shape(ctx: NodeContext, output: int = 0) -> list[int] | None:
+    """The static shape the model (or shape inference) declares for an output, if any."""
+    info = ctx.output_infos[output] if output < len(ctx.output_infos) else None
+    if info is None or info.shape is None or None in info.shape:
+        return None
+    return list(info.shape)
+
+
+def _runtime_operand(ctx: NodeContext, index: int, since: int) -> bool:
+    """Whether a structure operand (axes, repeats, split) is an input known only at run
+    time: then the result's shape must come from the declared output type."""
+    return ctx.opset >= since and ctx.has_input(index) and ctx.const(index) is None
+
+
+def _reshape_to_declared(ctx: NodeContext, x: ir.Value, what: str) -> ir.Value:
+    """Squeeze/Unsqueeze with runtime axes only insert or drop unit dims, so the data is a
+    row-major reshape to the declared result shape."""
+    shape = _declared_shape(ctx)
+    if shape is None:
+        raise HandlerError(f"{what} is only known at run time and the output shape is not declared")
+    total = shapes.product(core.sizes(x))
+    if isinstance(total, int) and total != math.prod(shape):
+        raise HandlerError(f"the declared output shape {shape} does not hold {total} elements")
+    return core.reshape(x, shape)
+
+
+def _numbers(ctx: NodeContext, index: int, kind: type) -> list | None:
+    """A 1-D input as Python numbers when known at import, else as SSA scalars read from
+    the tensor (f64 for reals, index for ints); ``None`` when absent or empty."""
+    if not ctx.has_input(index):
+        return None
+    known = ctx.const(index)
+    if known is not None:
+        return [kind(v) for v in known.reshape(-1)] or None
+    values = ctx.value(index)
+    (count,) = core.static_shape(values)
+    if count is None:
+        raise HandlerError(f"input {index} has a dynamic length")
+    if count == 0:
+        return None
+    read = [tensor.extract(values, [core.index(i)]) for i in range(count)]
+    return [shapes.as_f64(v) if kind is float else shapes.scalar_to_index(v) for v in read]
+
+
+def _is_known(*values: object) -> bool:
+    return not any(isinstance(v, ir.Value) for v in values)
+
+
+def _assume_static(value: ir.Value, dims: dict[int, int]) -> ir.Value:
+    """``tensor.cast`` dynamic dims the model guarantees (e.g. squeezed dims are 1), so the
+    following reshape can be a static collapse."""
+    shape = core.static_shape(value)
+    if all(shape[d] is not None for d in dims):
+        return value
+    refined = [dims.get(d, s) if s is None else s for d, s in enumerate(shape)]
+    refined = [ir.ShapedType.get_dynamic_size() if s is None else s for s in refined]
+    return tensor.cast(ir.RankedTensorType.get(refined, core.tensor_type(value).element_type), value)
+
+
+# --------------------------------------------------------------------------------------
+# Shape, Size
+# --------------------------------------------------------------------------------------
+
+@onnx_op("Shape")
+def shape(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
+    """Static dims fold to an array (so shape arithmetic keeps folding); dynamic ones are
+    read at run time."""
+    x = ctx.value(0)
+    rank = core.tensor_type(x).rank
+    start, end = ctx.attr("start", 0), ctx.attr("end", rank)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    dims = core.static_shape(x)[start:end] if start < end else []
+    if None not in dims:
+        return [np.array(dims, dtype=np.int64)]
+    return [shapes.shape_of(x, start, end)]
+
+
+@onnx_op("Size")
+def size(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
+    x = ctx.value(0)
+    total = shapes.product(core.sizes(x))
+    if isinstance(total, int):
+        return [np.array(total, dtype=np.int64)]
+    return [shapes.scalar_tensor(arith.index_cast(ir.IntegerType.get_signless(64), total))]
+
+
+# --------------------------------------------------------------------------------------
+# Reshape family
+# --------------------------------------------------------------------------------------
+
+def _reshape_extents(source: list[Extent], target: Sequence[int], allowzero: bool) -> list[Extent]:
+    """ONNX target shape -> extents: 0 copies the input dim (unless ``allowzero``), one -1
+    is inferred from the element count."""
+    if sum(1 for t in target if t == -1) > 1:
+        raise HandlerError(f"shape {list(target)} has more than one -1")
+    if allowzero and -1 in target and 0 in target:
+        raise HandlerError(f"shape {list(target)} mixes 0 and -1 with allowzero=1")
+    extents: list[Extent | None] = []
+    for i, t in enumerate(target):
+        if t == 0 and not allowzero:
+            if i >= len(source):
+                raise HandlerError(f"shape {list(target)} copies dim {i} of a rank-{len(source)} input")
+            extents.append(source[i])
+        elif t == -1:
+            extents.append(None)
+        elif t < 0:
+            raise HandlerError(f"shape {list(target)} has the invalid extent {t}")
+        else:
+            extents.append(int(t))
+    missing = [i for i, e in enumerate(extents) if e is None]
+    if missing:
+        position = missing[0]
+        known = [e for e in extents if e is not None]
+        try:
+            extents[position] = shapes.infer_extent(source, known)
+        except ValueError as error:
+            raise HandlerError(str(error)) from error
+    if all(isinstance(e, int) for e in [*source, *extents]) and math.prod(source) != math.prod(extents):
+        raise HandlerError(f"cannot reshape {source} into {list(target)}")
+    return extents
+
+
+def _runtime_reshape_extents(source: list[Extent], shape: ir.Value, allowzero: bool) -> list[Extent]:
+    """The same rules as :func:`_reshape_extents`, computed at run time from a shape tensor."""
+    try:
+        extents = shapes.extents_from_tensor(shape)
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+    zero, minus_one, one = core.index(0), core.index(-1), core.index(1)
+    if not allowzero:
+        extents = [
+            arith.select(arith.cmpi(arith.CmpIPredicate.eq, e, zero), shapes.as_index(source[i]), e)
+            if i < len(source) else e
+            for i, e in enumerate(extents)
+        ]
+    is_inferred = [arith.cmpi(arith.CmpIPredicate.eq, e, minus_one) for e in extents]
+    known = shapes.product([arith.select(m, one, e) for m, e in zip(is_inferred, extents)])
+    # No -1 leaves `inferred` unused, but the division still runs: keep it off zero.
+    known = arith.select(arith.cmpi(arith.CmpIPredicate.eq, known, zero), one, shapes.as_index(known))
+    inferred = shapes.floordiv(shapes.product(source), known)
+    return [arith.select(m, shapes.as_index(inferred), e) for m, e in zip(is_inferred, extents)]
+
+
+@onnx_op("Reshape", since=5)
+def reshape(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    allowzero = bool(ctx.attr("allowzero", 0))
+    source = core.sizes(x)
+    target = ctx.const(1)
+    if target is not None:
+        extents = _reshape_extents(source, [int(t) for t in target.reshape(-1)], allowzero)
+    else:
+        extents = _runtime_reshape_extents(source, ctx.value(1), allowzero)
+    return [core.reshape(x, _settle(extents, ctx.output_infos[0]))]
+
+
+@onnx_op("Flatten")
+def flatten(ctx: NodeContext) -> list[ir.Value]:
+    """2-D ``[prod(dims[:axis]), prod(dims[axis:])]``."""
+    x = ctx.value(0)
+    extents = core.sizes(x)
+    axis = ctx.attr("axis", 1)
+    axis = axis + len(extents) if axis < 0 else axis
+    if not 0 <= axis <= len(extents):
+        raise HandlerError(f"axis {ctx.attr('axis', 1)} is out of range for rank {len(extents)}")
+    result = [shapes.product(extents[:axis]), shapes.product(extents[axis:])]
+    return [core.reshape(x, _settle(result, ctx.output_infos[0]))]
+
+
+@onnx_op("Squeeze")
+def squeeze(ctx: NodeContext) -> list[ir.Value]:
+    """Drop the given unit dims, or every unit dim when no axes are given (then dynamic
+    dims must be provably not 1: shape inference must agree on the result rank)."""
+    x = ctx.value(0)
+    if _runtime_operand(ctx, 1, 13):
+        return [_reshape_to_declared(ctx, x, "axes")]
+    dims = core.static_shape(x)
+    axes = _int_list(ctx, "axes", 1, 13, "axes")
+    if axes is None:
+        axes = [d for d, n in enumerate(dims) if n == 1]
+        info = ctx.output_infos[0]
+        if None in dims and (info is None or info.shape is None or len(info.shape) != len(dims) - len(axes)):
+            raise HandlerError("Squeeze without axes on a tensor with dynamic dims: which dims are 1 is unknown")
+    axes = sorted({_axis(a, len(dims)) for a in axes})
+    for a in axes:
+        if dims[a] not in (1, None):
+            raise HandlerError(f"cannot squeeze axis {a} of extent {dims[a]}")
+    x = _assume_static(x, {a: 1 for a in axes})
+    extents = [e for d, e in enumerate(core.sizes(x)) if d not in axes]
+    return [core.reshape(x, extents)]
+
+
+@onnx_op("Unsqueeze")
+def unsqueeze(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    if _runtime_operand(ctx, 1, 13):
+        return [_reshape_to_declared(ctx, x, "axes")]
+    axes = _int_list(ctx, "axes", 1, 13, "axes")
+    if axes is None:
+        raise HandlerError("Unsqueeze needs axes")
+    extents = core.sizes(x)
+    rank = len(extents) + len(axes)
+    axes = sorted(_axis(a, rank) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise HandlerError(f"Unsqueeze axes {axes} repeat")
+    source = iter(extents)
+    return [core.reshape(x, [1 if d in axes else next(source) for d in range(rank)])]
+
+
+# --------------------------------------------------------------------------------------
+# Concat, Split, Slice
+# --------------------------------------------------------------------------------------
+
+@onnx_op("Concat")
+def concat(ctx: NodeContext) -> list[ir.Value]:
+    values = ctx.values()
+    rank = core.tensor_type(values[0]).rank
+    return [shapes.concat(values, _axis(ctx.attr("axis"), rank))]
+
+
+def _split_sizes(ctx: NodeContext, extent: Extent, axis: int, parts: int) -> list[Extent]:
+    """Sizes from the split attribute/input (read at run time when it is a runtime tensor),
+    else equal parts (opset 18: the last one smaller)."""
+    if _runtime_operand(ctx, 1, 13):
+        sizes = _numbers(ctx, 1, int)
+        if sizes is None or len(sizes) != parts:
+            raise HandlerError(f"split has {0 if sizes is None else len(sizes)} parts for {parts} outputs")
+        return sizes
+    if ctx.opset < 13:
+        sizes = ctx.attr("split", None)
+    elif ctx.has_input(1):
+        sizes = ctx.require_const(1, "split").reshape(-1).tolist()
+    else:
+        sizes = None
+    if sizes is not None:
+        if len(sizes) != parts:
+            raise HandlerError(f"split {list(sizes)} has {len(sizes)} parts for {parts} outputs")
+        if isinstance(extent, int) and sum(sizes) != extent:
+            raise HandlerError(f"split {list(sizes)} does not add up to the axis extent {extent}")
+        return [int(s) for s in sizes]
+    if ctx.opset >= 18:
+        parts = ctx.attr("num_outputs", parts)
+    chunk = shapes.ceildiv(extent, parts)
+    last = shapes.sub(extent, shapes.mul(chunk, parts - 1))
+    if isinstance(last, int) and last < 0:
+        raise HandlerError(f"cannot split extent {extent} into {parts} parts")
+    return [chunk] * (parts - 1) + [last]
+
+
+@onnx_op("Split")
+def split(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    extents = core.sizes(x)
+    axis = _axis(ctx.attr("axis", 0), len(extents))
+    sizes = _split_sizes(ctx, extents[axis], axis, len(ctx.node.output))
+    results, offset = [], 0
+    for k, size in enumerate(sizes):
+        settled = _settle([size], _axis_info(ctx.output_infos[k], axis))[0] if k < len(ctx.output_infos) else size
+        results.append(shapes.slice_axis(x, axis, offset, settled))
+        offset = shapes.add(offset, size)
+    return results
+
+
+def _slice_operands(ctx: NodeContext, rank: int) -> tuple[list, list, list, list]:
+    """Starts, ends, axes and steps: ints when known at import, index values otherwise."""
+    if ctx.opset < 10:
+        starts, ends = ctx.attr("starts"), ctx.attr("ends")
+        axes = ctx.attr("axes", list(range(len(starts))))
+        return list(starts), list(ends), list(axes), [1] * len(starts)
+    starts, ends = _numbers(ctx, 1, int) or [], _numbers(ctx, 2, int) or []
+    axes = _numbers(ctx, 3, int) or list(range(len(starts)))
+    steps = _numbers(ctx, 4, int) or [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise HandlerError("Slice starts, ends, axes and steps differ in length")
+    if 0 in [s for s in steps if isinstance(s, int)]:
+        raise HandlerError("Slice step 0 is invalid")
+    return starts, ends, axes, steps
+
+
+def _normalize_bound(bound: Extent, n: Extent) -> Extent:
+    """A slice bound with negative values counted from the end; static bounds beyond
+    +-2**62 (INT64_MAX / INT64_MIN in models) mean "past the end" without runtime code."""
+    if isinstance(bound, int):
+        if bound >= _HUGE:
+            return n
+        if bound <= -_HUGE:
+            return -1
+        return bound if bound >= 0 else shapes.add(bound, n)
+    return shapes.normalize_index(bound, n)
+
+
+def _slice_bounds(start: Extent, end: Extent, step: int, n: Extent) -> tuple[Extent, Extent]:
+    """First element and count of a Python-style slice ``start:end:step`` of ``n`` elements.
+
+    Bounds are clamped to ``[0, n]`` for positive steps and ``[-1, n - 1]`` for negative
+    ones (ONNX's rules, which are Python's).
+    """
+    start, end = _normalize_bound(start, n), _normalize_bound(end, n)
+    if step > 0:
+        start, end = shapes.clamp(start, 0, n), shapes.clamp(end, 0, n)
+        count = shapes.maximum(shapes.ceildiv(shapes.sub(end, start), step), 0)
+    else:
+        start, end = shapes.clamp(start, 0, shapes.sub(n, 1)), shapes.clamp(end, -1, shapes.sub(n, 1))
+        count = shapes.maximum(shapes.ceildiv(shapes.sub(start, end), -step), 0)
+    return start, count
+
+
+def _static_slice(x: ir.Value, starts: list, ends: list, axes: list[int], steps: list[int],
+                  info: TensorInfo | None) -> ir.Value:
+    """A strided ``tensor.extract_slice`` (a view); negative steps slice the same elements
+    in ascending order, then reverse those axes."""
+    extents = core.sizes(x)
+    rank = len(extents)
+    offsets, sizes, strides = [0] * rank, list(extents), [1] * rank
+    reversed_axes = []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        first, count = _slice_bounds(start, end, step, extents[axis])
+        sizes[axis] = count
+        if step > 0:
+            offsets[axis], strides[axis] = first, step
+        else:  # the last element selected is the lowest address
+            last = shapes.add(first, shapes.mul(shapes.sub(count, 1), step))
+            offsets[axis], strides[axis] = shapes.maximum(last, 0), -step
+            reversed_axes.append(axis)
+    sliced = shapes.extract_slice(x, offsets, _settle(sizes, info), strides)
+    return shapes.reverse(sliced, reversed_axes)
+
+
+def _runtime_slice(x: ir.Value, starts: list, ends: list, axes: list, steps: list,
+                   info: TensorInfo | None) -> ir.Value:
+    """Slice with axes or steps known only at run time: per dim, the first element, step
+    and count are selected at run time (both step signs computed), then gathered."""
+    extents = core.sizes(x)
+    rank = len(extents)
+    ix = shapes.as_index
+    first = [core.index(0)] * rank
+    stride = [core.index(1)] * rank
+    count = [ix(e) for e in extents]
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis, step = ix(shapes.normalize_index(axis, rank)), ix(step)
+        positive = arith.cmpi(arith.CmpIPredicate.sgt, step, core.index(0))
+        for d, n in enumerate(extents):
+            s = ix(_normalize_bound(start, n))
+            e = ix(_normalize_bound(end, n))
+            up_first, up_count = _slice_bounds_dynamic(s, e, step, n, ascending=True)
+            down_first, down_count = _slice_bounds_dynamic(s, e, step, n, ascending=False)
+            hit = arith.cmpi(arith.CmpIPredicate.eq, axis, core.index(d))
+            first[d] = arith.select(hit, arith.select(positive, up_first, down_first), first[d])
+            count[d] = arith.select(hit, arith.select(positive, up_count, down_count), count[d])
+            stride[d] = arith.select(hit, step, stride[d])
+    out = _settle(list(count), info)
+
+    def body(positions, _):
+        return tensor.extract(x, [arith.addi(f, arith.muli(i, t)) for f, i, t in zip(first, positions, stride)])
+
+    return shapes.indexed_generic(out, core.tensor_type(x).element_type, body)
+
+
+def _slice_bounds_dynamic(start: ir.Value, end: ir.Value, step: ir.Value, n: Extent,
+                          ascending: bool) -> tuple[ir.Value, ir.Value]:
+    """:func:`_slice_bounds` for a step whose sign is assumed (``ascending``)."""
+    n = shapes.as_index(n)
+    if ascending:
+        start, end = shapes.clamp(start, 0, n), shapes.clamp(end, 0, n)
+        span = shapes.sub(end, start)
+    else:
+        top = shapes.sub(n, 1)
+        start, end = shapes.clamp(start, 0, top), shapes.clamp(end, -1, top)
+        span = shapes.sub(start, end)
+    magnitude = arith.maxsi(step, arith.subi(core.index(0), step))
+    count = shapes.maximum(shapes.ceildiv(span, magnitude), 0)
+    return shapes.as_index(start), shapes.as_index(count)
+
+
+@onnx_op("Slice")
+def slice_(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    rank = core.tensor_type(x).rank
+    starts, ends, axes, steps = _slice_operands(ctx, rank)
+    info = ctx.output_infos[0]
+    partial = shapes.known_elements(x)
+    if partial is not None and _is_known(*starts, *ends, *steps) and len(starts) == 1:
+        picked = partial[slice(starts[0], ends[0], steps[0])]
+        if None not in picked:  # static dims of a partly dynamic shape: fold on
+            return [np.array(picked, dtype=np.int64)]
+    if not _is_known(*axes, *steps):
+        return [_runtime_slice(x, starts, ends, axes, steps, info)]
+    axes = [_axis(a, rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise HandlerError(f"Slice axes {axes} repeat")
+    return [_static_slice(x, starts, ends, axes, steps, info)]
+
+
+# --------------------------------------------------------------------------------------
+# Gathers
+# --------------------------------------------------------------------------------------
+
+def _constant_gather(data: ir.Value, indices: np.ndarray, axis: int) -> ir.Value | None:
+    """A gather whose indices are known at import as a slice, when they form one: a
+    scalar index selects, an ascending arithmetic run is a strided slice."""
+    extent = core.static_shape(data)[axis]
+    if extent is None and (indices < 0).any():
+        return None
+    flat = np.where(indices < 0, indices + (extent or 0), indices).reshape(-1).astype(np.int64)
+    if indices.ndim == 0:
+        return shapes.select(data, axis, int(flat[0]))
+    if flat.size == 0 or indices.ndim != 1:
+        return None
+    step = int(flat[1] - flat[0]) if flat.size > 1 else 1
+    if step <= 0 or not np.array_equal(flat, flat[0] + step * np.arange(flat.size)):
+        return None
+    return shapes.slice_axis(data, axis, int(flat[0]), int(flat.size), step)
+
+
+@onnx_op("Gather")
+def gather(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
+    data = ctx.value(0)
+    axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
+    known = ctx.const(1)
+    partial = shapes.known_elements(data)
+    if known is not None and partial is not None and all(-len(partial) <= i < len(partial) for i in known.reshape(-1)):
+        picked = [partial[int(i)] for i in known.reshape(-1)]
+        if None not in picked:  # static dims of a partly dynamic shape: fold on
+            return [np.array(picked, dtype=np.int64).reshape(known.shape)]
+    if known is not None:
+        sliced = _constant_gather(data, known, axis)
+        if sliced is not None:
+            return [sliced]
+    return [shapes.gather(data, ctx.value(1), axis)]
+
+
+@onnx_op("GatherElements", since=11)
+def gather_elements(ctx: NodeContext) -> list[ir.Value]:
+    data = ctx.value(0)
+    axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
+    return [shapes.gather_elements(data, ctx.value(1), axis)]
+
+
+@onnx_op("GatherND", since=11)
+def gather_nd(ctx: NodeContext) -> list[ir.Value]:
+    indices = ctx.value(1)
+    if not core.static_shape(indices) or core.static_shape(indices)[-1] is None:
+        raise HandlerError("GatherND needs indices of rank >= 1 with a static last dim")
+    return [shapes.gather_nd(ctx.value(0), indices, ctx.attr("batch_dims", 0))]
+
+
+# --------------------------------------------------------------------------------------
+# Expand, Tile, Transpose, Pad
+# --------------------------------------------------------------------------------------
+
+def _expand_extents(source: list[Extent], target: list[Extent]) -> list[Extent]:
+    """numpy broadcasting of the input dims with the target dims. A dynamic input dim is
+    taken to be the result extent (it cannot be broadcast at run time by an affine map)."""
+    rank = max(len(source), len(target))
+    source = [1] * (rank - len(source)) + list(source)
+    target = [1] * (rank - len(target)) + list(target)
+    result = []
+    for s, t in zip(source, target):
+        if not isinstance(s, int):
+            result.append(s)
+        elif s != 1:
+            if isinstance(t, int) and t not in (1, s):
+                raise HandlerError(f"cannot expand extent {s} to {t}")
+            result.append(s)
+        else:
+            result.append(t)
+    return result
+
+
+@onnx_op("Expand", since=8)
+def expand(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    known = ctx.const(1)
+    if known is not None:
+        target: list[Extent] = [int(t) for t in known.reshape(-1)]
+    else:
+        target = shapes.extents_from_tensor(ctx.value(1))
+    extents = _settle(_expand_extents(core.sizes(x), target), ctx.output_infos[0])
+    return [shapes.broadcast_to(x, extents)]
+
+
+@onnx_op("Tile", since=6)
+def tile(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    repeats = _numbers(ctx, 1, int) or []
+    if len(repeats) != core.tensor_type(x).rank or any(_is_known(r) and r < 0 for r in repeats):
+        raise HandlerError(f"repeats {repeats} do not fit a rank-{core.tensor_type(x).rank} input")
+    if _is_known(*repeats):
+        return [shapes.tile(x, repeats)]
+    extents = [shapes.mul(n, r) for n, r in zip(core.sizes(x), repeats)]
+    return [shapes.tile_to(x, _settle(extents, ctx.output_infos[0]))]
+
+
+@onnx_op("Transpose")
+def transpose(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    rank = core.tensor_type(x).rank
+    perm = [_axis(p, rank) for p in ctx.attr("perm", list(range(rank))[::-1])]
+    if sorted(perm) != list(range(rank)):
+        raise HandlerError(f"perm {perm} is not a permutation of {rank} axes")
+    return [core.transpose(x, perm)]
+
+
+def _pads(ctx: NodeContext, rank: int) -> tuple[list[Extent], list[Extent]]:
+    """Per-axis (low, high) pads from the attribute (opset < 11) or the inputs (ints, or
+    index values read at run time), with the axes input of opset 18 selecting which axes
+    the pads apply to."""
+    if ctx.opset < 11:
+        pads = [int(p) for p in ctx.attr("pads", ctx.attr("paddings", []))]
+        axes = list(range(rank))
+    else:
+        pads = _numbers(ctx, 1, int) or []
+        axes = (_numbers(ctx, 3, int) if ctx.opset >= 18 else None) or list(range(rank))
+        if not _is_known(*axes):
+            return _pads_on_runtime_axes(pads, axes, rank)
+        axes = [_axis(a, rank) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise HandlerError(f"pads {pads} do not have 2 entries per padded axis ({len(axes)})")
+    low, high = [0] * rank, [0] * rank
+    for k, a in enumerate(axes):
+        low[a], high[a] = pads[k], pads[k + len(axes)]
+    return low, high
+
+
+def _pads_on_runtime_axes(pads: list, axes: list, rank: int) -> tuple[list[ir.Value], list[ir.Value]]:
+    """Per-dim pads when the padded axes are known only at run time: each dim sums the
+    pads of the entries naming it (negative axes count from the end)."""
+    if len(pads) != 2 * len(axes):
+        raise HandlerError(f"{len(pads)} pads for {len(axes)} padded axes")
+    low, high = [], []
+    for d in range(rank):
+        lo: Extent = 0
+        hi: Extent = 0
+        for k, a in enumerate(axes):
+            hit = arith.cmpi(arith.CmpIPredicate.eq, shapes.as_index(shapes.normalize_index(a, rank)), core.index(d))
+            lo = shapes.add(lo, arith.select(hit, shapes.as_index(pads[k]), core.index(0)))
+            hi = shapes.add(hi, arith.select(hit, shapes.as_index(pads[k + len(axes)]), core.index(0)))
+        low.append(lo)
+        high.append(hi)
+    return low, high
+
+
+@onnx_op("Pad", since=2)
+def pad(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    rank = core.tensor_type(x).rank
+    mode = ctx.attr("mode", "constant")
+    if mode not in shapes.PAD_MODES or (mode == "wrap" and ctx.opset < 19):
+        raise HandlerError(f"pad mode {mode!r} is not supported in opset {ctx.opset}")
+    low, high = _pads(ctx, rank)
+    if ctx.opset < 11:
+        fill: float | int | ir.Value = ctx.attr("value", 0.0)
+    else:
+        fill = _scalar(ctx, 2) if ctx.has_input(2) else 0
+    if mode != "constant":
+        extents = core.static_shape(x)
+        if any(extents[d] == 0 and not (low[d] == 0 == high[d]) for d in range(rank)
+               if _is_known(low[d], high[d])):
+            raise HandlerError(f"{mode} padding of an empty axis has nothing to repeat")
+    padded = shapes.pad(x, low, high, mode, fill)
+    declared = _declared_shape(ctx)
+    if declared is not None and core.static_shape(padded) != declared:
+        padded = tensor.cast(core.shape_type(declared, core.tensor_type(padded).element_type), padded)
+    return [padded]
+
+
+# --------------------------------------------------------------------------------------
+# DepthToSpace, SpaceToDepth
+# --------------------------------------------------------------------------------------
+
+def _block(ctx: NodeContext, x: ir.Value) -> int:
+    block = int(ctx.attr("blocksize"))
+    if core.tensor_type(x).rank != 4 or block < 1:
+        raise HandlerError(f"expects a 4-D NCHW input and blocksize >= 1 (got {block})")
+    return block
+
+
+@onnx_op("DepthToSpace")
+def depth_to_space(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    block = _block(ctx, x)
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise HandlerError(f"DepthToSpace mode {mode!r} is not DCR or CRD")
+    channels = core.static_shape(x)[1]
+    if channels is not None and channels % (block * block):
+        raise HandlerError(f"{channels} channels are not divisible by blocksize^2 = {block * block}")
+    return [shapes.depth_to_space(x, block, channel_major=mode == "CRD")]
+
+
+@onnx_op("SpaceToDepth")
+def space_to_depth(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    block = _block(ctx, x)
+    _, _, h, w = core.static_shape(x)
+    if any(d is not None and d % block for d in (h, w)):
+        raise HandlerError(f"spatial dims {h}x{w} are not divisible by blocksize {block}")
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise HandlerError(f"SpaceToDepth mode {mode!r} is not DCR or CRD")
+    return [shapes.space_to_depth(x, block, channel_major=mode == "CRD")]
+
+
+# --------------------------------------------------------------------------------------
+# Resize, Upsample
+# --------------------------------------------------------------------------------------
+
+def _ratio(a: int | ir.Value, b: int | ir.Value) -> float | ir.Value:
+    if _is_known(a, b):
+        return a / b
+    return arith.divf(shapes.as_f64(a), shapes.as_f64(b))
+
+
+def _floor_size(extent: int | ir.Value, scale: float | ir.Value, rounding: float = 0.0) -> int | ir.Value:
+    """``floor(extent * scale + rounding)``, the output extent for a scale."""
+    if _is_known(extent, scale):
+        return int(math.floor(extent * scale + rounding))
+    product = arith.addf(arith.mulf(shapes.as_f64(extent), shapes.as_f64(scale)), shapes.as_f64(rounding))
+    floor = arith.fptosi(ir.IntegerType.get_signless(64), mmath.floor(product))
+    return shapes.scalar_to_index(floor)
+
+
+def _resize_axes(
+    dims: list[Extent], axes: list[int], scales: list | None, sizes: list | None, policy: str,
+    declared: list[int | None],
+) -> dict[int, shapes.ResizeAxis]:
+    """Per axis, the output extent and scale by ONNX's rules: sizes give scale = out / in
+    (``keep_aspect_ratio_policy`` turns them into one common scale, rounding the sizes);
+    scales give out = floor(in * scale). Runtime operands give runtime extents unless
+    shape inference (or the model) declares them."""
+    result = {}
+    if sizes is not None:
+        if policy not in ("stretch", "not_larger", "not_smaller"):
+            raise HandlerError(f"keep_aspect_ratio_policy {policy!r} is not supported")
+        if policy == "stretch":
+            for a, size in zip(axes, sizes):
+                size = declared[a] if declared[a] is not None else size
+                result[a] = shapes.ResizeAxis(size, _ratio(size, dims[a]))
+            return result
+        ratios = [_ratio(size, dims[a]) for a, size in zip(axes, sizes)]
+        pick = min if policy == "not_larger" else max
+        if _is_known(*ratios):
+            common: float | ir.Value = pick(ratios)
+        else:
+            combine = arith.minimumf if policy == "not_larger" else arith.maximumf
+            common = shapes.as_f64(ratios[0])
+            for r in ratios[1:]:
+                common = combine(common, shapes.as_f64(r))
+        for a in axes:
+            size = declared[a] if declared[a] is not None else _floor_size(dims[a], common, 0.5)
+            result[a] = shapes.ResizeAxis(size, common)
+        return result
+    for a, scale in zip(axes, scales):
+        if _is_known(scale) and scale <= 0:
+            raise HandlerError(f"scale {scale} is not positive")
+        size = declared[a] if declared[a] is not None else _floor_size(dims[a], scale)
+        # floor(in * scale) == size bounds a runtime scale from below by size / in
+        bound = size / dims[a] if _is_known(size, dims[a]) and size and dims[a] else None
+        result[a] = shapes.ResizeAxis(size, scale, min_scale=bound)
+    return result
+
+
+def _with_roi(axes: dict[int, shapes.ResizeAxis], listed: list[int], roi: list | None,
+              rank: int) -> dict[int, shapes.ResizeAxis]:
+    """Attach crop-and-resize regions (``roi`` is starts then ends, for the listed axes or
+    for every axis)."""
+    if roi is None:
+        raise HandlerError("tf_crop_and_resize needs roi")
+    count = len(roi) // 2
+    if count not in (len(listed), rank) or len(roi) % 2:
+        raise HandlerError(f"roi has {len(roi)} values for {len(listed)} axes")
+    position = {a: k for k, a in enumerate(listed)} if count == len(listed) else {a: a for a in listed}
+    return {
+        a: shapes.ResizeAxis(r.size, r.scale, (roi[position[a]], roi[position[a] + count]), r.min_scale)
+        for a, r in axes.items()
+    }
+
+
+def _drop_identity_axes(axes: dict[int, shapes.ResizeAxis], dims: list[Extent]) -> dict[int, shapes.ResizeAxis]:
+    """Axes the resize provably leaves as they are (like ONNX's reference, which skips
+    them: a scale of about 1 with an unchanged extent and no crop)."""
+    kept = {}
+    for a, r in axes.items():
+        unchanged = (
+            _is_known(r.scale, r.size, *r.roi) and math.isclose(r.scale, 1.0)
+            and shapes.same_extent(r.size, dims[a]) and r.roi == (0.0, 1.0)
+        )
+        if not unchanged:
+            kept[a] = r
+    return kept
+
+
+def _resize(ctx: NodeContext, x: ir.Value, axes: dict[int, shapes.ResizeAxis],
+            method: shapes.ResizeMethod, fill: float = 0.0) -> ir.Value:
+    axes = _drop_identity_axes(axes, core.sizes(x))
+    try:
+        return shapes.resize(x, axes, method, fill=fill, unsigned=ctx.is_unsigned(0))
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+
+
+def _method(ctx: NodeContext, **overrides: object) -> shapes.ResizeMethod:
+    options = dict(
+        mode=ctx.attr("mode", "nearest"),
+        coordinate_mode=ctx.attr("coordinate_transformation_mode", "half_pixel"),
+        nearest_mode=ctx.attr("nearest_mode", "round_prefer_floor"),
+        cubic_a=float(ctx.attr("cubic_coeff_a", -0.75)),
+        exclude_outside=bool(ctx.attr("exclude_outside", 0)),
+        antialias=bool(ctx.attr("antialias", 0)),
+    )
+    options.update(overrides)
+    try:
+        return shapes.ResizeMethod(**options)
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+
+
+@onnx_op("Resize", since=11)
+def resize(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    dims = core.sizes(x)
+    rank = len(dims)
+    listed = ctx.attr("axes", None) if ctx.opset >= 18 else None
+    listed = list(range(rank)) if listed is None else [_axis(a, rank) for a in listed]
+    scales, sizes = _numbers(ctx, 2, float), _numbers(ctx, 3, int)
+    if (scales is None) == (sizes is None):
+        raise HandlerError("Resize needs exactly one of scales and sizes")
+    if len(scales if scales is not None else sizes) != len(listed):
+        raise HandlerError(f"{len(scales if scales is not None else sizes)} scales/sizes for {len(listed)} axes")
+    method = _method(ctx)
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    axes = _resize_axes(dims, listed, scales, sizes, policy, _known_dims(ctx.output_infos[0], rank))
+    if method.coordinate_mode == "tf_crop_and_resize":
+        axes = _with_roi(axes, listed, _numbers(ctx, 1, float), rank)
+    return [_resize(ctx, x, axes, method, float(ctx.attr("extrapolation_value", 0.0)))]
+
+
+def _legacy_resize(ctx: NodeContext, scales: list) -> ir.Value:
+    """Upsample (7-9) and Resize 10: out = floor(in * scale), asymmetric coordinates, and
+    nearest rounds down (what ONNX's version converter maps them to in Resize 11)."""
+    x = ctx.value(0)
+    dims = core.sizes(x)
+    if len(scales) != len(dims):
+        raise HandlerError(f"{len(scales)} scales for a rank-{len(dims)} input")
+    mode = {"bilinear": "linear"}.get(ctx.attr("mode", "nearest"), ctx.attr("mode", "nearest"))
+    if mode not in ("nearest", "linear"):
+        raise HandlerError(f"{ctx.op_type} mode {mode!r} is not supported")
+    method = _method(ctx, mode=mode, coordinate_mode="asymmetric", nearest_mode="floor",
+                     cubic_a=-0.75, exclude_outside=False, antialias=False)
+    declared = _known_dims(ctx.output_infos[0], len(dims))
+    axes = _resize_axes(dims, list(range(len(dims))), scales, None, "stretch", declared)
+    return _resize(ctx, x, axes, method)
+
+
+@onnx_op("Resize", since=10, until=10)
+def resize_10(ctx: NodeContext) -> list[ir.Value]:
+    return [_legacy_resize(ctx, _numbers(ctx, 1, float) or [])]
+
+
+@onnx_op("Upsample", since=7, until=9)
+def upsample(ctx: NodeContext) -> list[ir.Value]:
+    scales = [float(s) for s in ctx.attr("scales")] if ctx.opset < 9 else _numbers(ctx, 1, float)
+    return [_legacy_resize(ctx, scales or [])]
+
+
+# --------------------------------------------------------------------------------------
+# Generators: ConstantOfShape, Range, Trilu, OneHot, EyeLike
+# --------------------------------------------------------------------------------------
+
+@onnx_op("ConstantOfShape", since=9)
+def constant_of_shape(ctx: NodeContext) -> list[ir.Value]:
+    value = ctx.attr("value", np.zeros(1, np.float32))
+    element = core.element_type(value.dtype)
+    try:
+        extents = shapes.extents_from_tensor(ctx.value(0))
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+    extents = _settle(list(extents), ctx.output_infos[0])
+    return [core.filled(extents, value.reshape(-1)[0].item(), element)]
+
+
+def _scalar_value(ctx: NodeContext, index: int) -> ir.Value:
+    """Input ``index`` as an SSA scalar (constants become ``arith.constant``)."""
+    known = _scalar(ctx, index)
+    if isinstance(known, ir.Value):
+        return known
+    return core.scalar_constant(known, ctx.element_type(index))
+
+
+@onnx_op("Range", since=11)
+def range_(ctx: NodeContext) -> list[ir.Value]:
+    """``start + i * delta`` for ``i < max(ceil((limit - start) / delta), 0)`` (the count is
+    computed at run time unless shape inference knows it)."""
+    start, limit, delta = (_scalar_value(ctx, i) for i in range(3))
+    element = start.type
+    if core.is_float(element):  # the count in f64, as numpy's arange computes it
+        span = arith.subf(shapes.as_f64(limit), shapes.as_f64(start))
+        steps = mmath.ceil(arith.divf(span, shapes.as_f64(delta)))
+        steps = arith.fptosi(ir.IntegerType.get_signless(64), steps)
+        count = shapes.maximum(shapes.scalar_to_index(steps), 0)
+    else:
+        span = arith.subi(shapes.scalar_to_index(limit), shapes.scalar_to_index(start))
+        count = shapes.maximum(shapes.ceildiv(span, shapes.scalar_to_index(delta)), 0)
+    (count,) = _settle([count], ctx.output_infos[0])
+    return [shapes.arange(start, delta, count)]
+
+
+@onnx_op("Trilu", since=14)
+def trilu(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    if core.tensor_type(x).rank < 2:
+        raise HandlerError("Trilu needs a tensor of rank >= 2")
+    k: int | ir.Value = 0
+    if ctx.has_input(1):
+        k = _scalar(ctx, 1)
+        k = int(k) if not isinstance(k, ir.Value) else shapes.scalar_to_index(k)
+    return [shapes.triangular(x, upper=bool(ctx.attr("upper", 1)), k=k)]
+
+
+@onnx_op("OneHot", since=9)
+def one_hot(ctx: NodeContext) -> list[ir.Value]:
+    indices = ctx.value(0)
+    depth = _scalar(ctx, 1)
+    if isinstance(depth, ir.Value):
+        if core.is_float(depth.type):
+            depth = arith.fptosi(ir.IntegerType.get_signless(64), depth)
+        depth = shapes.scalar_to_index(depth)
+    else:
+        depth = int(depth)
+        if depth < 1:
+            raise HandlerError(f"depth {depth} is not positive")
+    rank = core.tensor_type(indices).rank + 1
+    axis = _axis(ctx.attr("axis", -1), rank)
+    values = ctx.value(2)
+    off = tensor.extract(values, [core.index(0)])
+    on = tensor.extract(values, [core.index(1)])
+    return [shapes.one_hot(indices, depth, axis, off, on)]
+
+
+@onnx_op("EyeLike", since=9)
+def eye_like(ctx: NodeContext) -> list[ir.Value]:
+    x = ctx.value(0)
+    if core.tensor_type(x).rank != 2:
+        raise HandlerError("EyeLike needs a 2-D input")
+    dtype = ctx.attr("dtype", None)
+    if dtype is None:
+        element = core.tensor_type(x).element_type
+    elif dtype in ONNX_DTYPES:
+        element = core.element_type(ONNX_DTYPES[dtype])
+    else:
+        raise HandlerError(f"EyeLike dtype {dtype} is not supported")
+    return [shapes.eye(core.sizes(x), element, int(ctx.attr("k", 0)))]
+
+
+@onnx_op("NonZero", since=9)
+def non_zero(ctx: NodeContext) -> list[ir.Value]:
+    """Data-dependent result extent: counted, then written, by sequential loops."""
+    return [shapes.nonzero(ctx.value(0))]
+
+
+# --------------------------------------------------------------------------------------
+# Scatters
+# --------------------------------------------------------------------------------------
+
+def _reduction(ctx: NodeContext) -> str:
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in shapes.SCATTER_REDUCTIONS:
+        raise HandlerError(f"scatter reduction {reduction!r} is not supported")
+    return reduction
+
+
+@onnx_op("ScatterElements", since=11)
+@onnx_op("Scatter", since=9, until=10)
+def scatter_elements(ctx: NodeContext) -> list[ir.Value]:
+    """Writes applied in row-major order of ``updates`` (so with a reduction, duplicates
+    accumulate)."""
+    data = ctx.value(0)
+    axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
+    return [shapes.scatter_elements(data, ctx.value(1), ctx.value(2), axis, _reduction(ctx),
+                                    unsigned=ctx.is_unsigned(0))]
+
+
+@onnx_op("ScatterND", since=11)
+def scatter_nd(ctx: NodeContext) -> list[ir.Value]:
+    indices = ctx.value(1)
+    if not core.static_shape(indices) or core.static_shape(indices)[-1] is None:
+        raise HandlerError("ScatterND needs indices of rank >= 1 with a static last dim")
+    return [shapes.scatter_nd(ctx.value(0), indices, ctx.value(2), _reduction(ctx),
+                              unsigned=ctx.is_unsigned(0))]

@@ -1,0 +1,32 @@
+"""Operator definition and schedule primitives: TVM's TE/TensorIR workflow on MLIR.
+
+    from tilecraft.scheduling import placeholder, reduce_axis, compute, sum, Schedule, build
+
+    A = placeholder((M, K), name="A"); B = placeholder((K, N), name="B")
+    k = reduce_axis(K, name="k")
+    C = compute((M, N), lambda i, j: sum(A[i, k] * B[k, j], axis=k), name="C")
+    sch = Schedule(C)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    ...                                   # split, reorder, vectorize, parallel, ...
+    sch.trace(); sch.show()               # the transform script; the loops it makes
+    f = build(sch, target="llvm")         # callable with numpy arrays
+
+Each primitive emits transform-dialect ops (see docs/scheduling.md).
+"""
+
+from .builder import build, scheduled_pipeline
+from .compute import Tensor, compute, create_func, einsum, placeholder
+from .errors import ScheduleError
+from .expr import (
+    IterVar, abs, exp, if_then_else, log, max, maximum, min, minimum, prod, reduce_axis, sigmoid,
+    sqrt, sum, tanh,
+)
+from .schedule import Schedule
+from .state import BlockRV, LoopRV
+
+__all__ = [
+    "BlockRV", "IterVar", "LoopRV", "Schedule", "ScheduleError", "Tensor",
+    "abs", "build", "compute", "create_func", "einsum", "exp", "if_then_else", "log", "max",
+    "maximum", "min", "minimum", "placeholder", "prod", "reduce_axis", "scheduled_pipeline",
+    "sigmoid", "sqrt", "sum", "tanh",
+]

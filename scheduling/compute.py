@@ -1,0 +1,537 @@
+"""Operator definition: TVM's ``te.placeholder`` / ``te.compute`` emitting ``linalg.generic``.
+
+    A = placeholder((M, K), name="A")
+    B = placeholder((K, N), name="B")
+    k = reduce_axis(K, name="k")
+    C = compute((M, N), lambda i, j: sum(A[i, k] * B[k, j], axis=k), name="C")
+    module = create_func([A, B, C])          # func.func @main(%A, %B) -> C
+
+Each compute becomes one ``linalg.generic``: its spatial axes are ``parallel`` iterators,
+its reduction axes ``reduction`` iterators (after the spatial ones, as in
+``linalg.matmul``); every distinct ``T[index...]`` is one input whose ``indexing_map`` is
+the affine index. A reduction's output starts from a ``linalg.fill`` with the combiner's
+identity (the *init* block, named ``C.init``). Ops carry ``tilecraft.block = "C"`` so
+:class:`~tilecraft.scheduling.Schedule` finds them by name.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math as _math
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func, linalg, math, tensor
+
+from .errors import ScheduleError
+from .expr import (
+    Binary, Cast, Compare, Const, Expr, IndexBinary, IndexConst, IndexExpr, IterVar, Load,
+    Reduce, Select, Unary, _dtype, as_expr, as_index, sum,
+)
+
+BLOCK_ATTR = "tilecraft.block"
+DIMS_ATTR = "tilecraft.dims"
+NAME_ATTR = "tilecraft.name"  # argument names, as runtime/signature.py reads them
+
+_tensor_ids = itertools.count()
+
+
+class Tensor:
+    """A placeholder (function argument) or the result of :func:`compute`."""
+
+    def __init__(self, shape: Sequence[int], dtype: np.dtype, name: str, op: "ComputeOp | None") -> None:
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.name = name
+        self.op = op
+        self.uid = next(_tensor_ids)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_placeholder(self) -> bool:
+        return self.op is None
+
+    def __getitem__(self, indices: object) -> Load:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise ScheduleError(
+                f"{self.name} has rank {self.ndim}, indexed with {len(indices)} indices"
+            )
+        index_exprs = tuple(as_index(i) for i in indices)
+        for index in index_exprs:
+            _check_affine(index)
+        for position, (index, extent) in enumerate(zip(index_exprs, self.shape)):
+            low, high = _index_range(index)
+            if low < 0 or high >= extent:
+                raise ScheduleError(
+                    f"{self.name}[{', '.join(map(repr, index_exprs))}]: index {position} ranges "
+                    f"over [{low}, {high}] but dimension {position} of {self.name} has extent {extent}"
+                )
+        return Load(self, index_exprs, self.dtype)
+
+    def __repr__(self) -> str:
+        kind = "placeholder" if self.is_placeholder else "compute"
+        return f"Tensor({self.name!r}, {kind}, shape={self.shape}, dtype={self.dtype})"
+
+
+class ComputeOp:
+    """What :func:`compute` recorded: its axes and the body expression."""
+
+    def __init__(self, axes: list[IterVar], body: Expr) -> None:
+        self.axes = axes
+        self.body = body
+        self.reduce_axes: list[IterVar] = list(body.axes) if isinstance(body, Reduce) else []
+
+    def inputs(self) -> list[Tensor]:
+        found: dict[int, Tensor] = {}
+        for load in _loads(self.body):
+            found.setdefault(load.tensor.uid, load.tensor)
+        return list(found.values())
+
+
+def placeholder(shape: Sequence[int], dtype: object = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor (a function argument), as ``te.placeholder``."""
+    shape = tuple(shape)
+    if not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
+        raise ScheduleError(f"placeholder {name!r}: shape must be positive integers, got {shape}")
+    return Tensor(shape, _dtype(dtype), name, None)
+
+
+def _axis_names(fcompute: Callable, rank: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if len(params) == rank and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        return [p.name for p in params]
+    return [f"i{d}" for d in range(rank)]
+
+
+def compute(shape: Sequence[int], fcompute: Callable[..., object], name: str = "compute",
+            dtype: object = None) -> Tensor:
+    """``te.compute``: a tensor of ``shape`` whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    The body may be a :func:`sum` / :func:`max` / :func:`min` / :func:`prod` reduction at its top
+    (as in TVM). ``dtype`` defaults to the body's.
+    """
+    shape = tuple(shape)
+    if not shape or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
+        raise ScheduleError(f"compute {name!r}: shape must be positive integers, got {shape}")
+    axes = [IterVar(extent, axis_name, "spatial") for extent, axis_name in zip(shape, _axis_names(fcompute, len(shape)))]
+    body = as_expr(fcompute(*axes))
+    _check_body(body, axes, name)
+    out_dtype = _dtype(dtype) if dtype is not None else (body.dtype or np.dtype(np.float32))
+    if body.dtype is not None and body.dtype != out_dtype:
+        raise ScheduleError(
+            f"compute {name!r}: the body has dtype {body.dtype} but dtype={out_dtype} was asked; "
+            "convert the body with .astype(...)"
+        )
+    return Tensor(shape, out_dtype, name, ComputeOp(axes, body))
+
+
+def _check_body(body: Expr, axes: list[IterVar], name: str) -> None:
+    reduce_axes = list(body.axes) if isinstance(body, Reduce) else []
+    if len(set(reduce_axes)) != len(reduce_axes):
+        raise ScheduleError(f"compute {name!r}: a reduction axis is listed twice")
+    for node in _walk(body.body if isinstance(body, Reduce) else body):
+        if isinstance(node, Reduce):
+            raise ScheduleError(
+                f"compute {name!r}: a reduction (sum/max/...) may only be the whole body of a "
+                "compute; compute the inner reduction as its own tensor"
+            )
+    known = set(axes) | set(reduce_axes)
+    used: set[IterVar] = set()
+    for load in _loads(body):
+        for index in load.indices:
+            for var in index.variables():
+                if var not in known:
+                    hint = " (pass it as axis= of the reduction)" if var.kind == "reduce" else ""
+                    raise ScheduleError(
+                        f"compute {name!r}: {load!r} uses axis {var.name!r}, which is not an axis "
+                        f"of this compute{hint}"
+                    )
+                used.add(var)
+    for var in reduce_axes:
+        if var not in used:
+            raise ScheduleError(f"compute {name!r}: reduction axis {var.name!r} indexes no tensor")
+        if not any(index is var for load in _loads(body) for index in load.indices):
+            raise ScheduleError(
+                f"compute {name!r}: reduction axis {var.name!r} only appears inside compound indices; "
+                "linalg infers each loop's range from an operand it indexes directly (e.g. a filter "
+                f"F[{var.name}])")
+
+
+def _walk(expr: Expr):
+    yield expr
+    for child in _children(expr):
+        yield from _walk(child)
+
+
+def _children(expr: Expr) -> list[Expr]:
+    if isinstance(expr, (Binary, Compare)):
+        return [expr.lhs, expr.rhs]
+    if isinstance(expr, (Unary, Cast)):
+        return [expr.operand]
+    if isinstance(expr, Select):
+        return [expr.condition, expr.true_value, expr.false_value]
+    if isinstance(expr, Reduce):
+        return [expr.body]
+    return []
+
+
+def _loads(expr: Expr) -> list[Load]:
+    return [node for node in _walk(expr) if isinstance(node, Load)]
+
+
+def _check_affine(index: IndexExpr) -> None:
+    if isinstance(index, IndexBinary):
+        _check_affine(index.lhs)
+        _check_affine(index.rhs)
+        if index.op == "*" and index.lhs.variables() and index.rhs.variables():
+            raise ScheduleError(f"index {index!r} is not affine: one side of * must be a constant")
+        if index.op in ("floordiv", "mod") and index.rhs.variables():
+            raise ScheduleError(f"index {index!r} is not affine: // and % need a constant divisor")
+
+
+def _index_range(index: IndexExpr) -> tuple[int, int]:
+    """Interval of values ``index`` takes (axes range over ``[0, extent)``)."""
+    if isinstance(index, IterVar):
+        return 0, index.extent - 1
+    if isinstance(index, IndexConst):
+        return index.value, index.value
+    assert isinstance(index, IndexBinary)
+    a_lo, a_hi = _index_range(index.lhs)
+    b_lo, b_hi = _index_range(index.rhs)
+    if index.op == "+":
+        return a_lo + b_lo, a_hi + b_hi
+    if index.op == "*":
+        products = [a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi]
+        return min(products), max(products)
+    if not isinstance(index.rhs, IndexConst) or index.rhs.value <= 0:
+        raise ScheduleError(f"{index!r}: // and % need a positive integer constant divisor")
+    d = index.rhs.value
+    if index.op == "floordiv":
+        return a_lo // d, a_hi // d
+    return (0, d - 1) if a_hi - a_lo + 1 >= d or a_lo // d != a_hi // d else (a_lo % d, a_hi % d)
+
+
+_LETTERS = re.compile(r"^[a-zA-Z]*$")
+
+
+def einsum(spec: str, *tensors: Tensor, name: str = "einsum") -> Tensor:
+    """``numpy.einsum``-style spec: ``einsum("ik,kj->ij", A, B)`` is ``A @ B`` as one compute.
+
+    Letters on the right are the spatial axes (in that order); the others are summed.
+    """
+    if "->" not in spec:
+        raise ScheduleError(f"einsum {spec!r}: write the output explicitly, e.g. 'ik,kj->ij'")
+    lhs, out = (s.strip() for s in spec.split("->"))
+    subscripts = [s.strip() for s in lhs.split(",")]
+    if len(subscripts) != len(tensors):
+        raise ScheduleError(f"einsum {spec!r}: {len(subscripts)} operands in the spec, {len(tensors)} given")
+    extents: dict[str, int] = {}
+    for letters, t in zip(subscripts, tensors):
+        if not _LETTERS.match(letters) or len(letters) != t.ndim:
+            raise ScheduleError(f"einsum {spec!r}: {letters!r} does not match {t.name} of rank {t.ndim}")
+        for letter, extent in zip(letters, t.shape):
+            if extents.setdefault(letter, extent) != extent:
+                raise ScheduleError(
+                    f"einsum {spec!r}: {letter!r} has extent {extents[letter]} and {extent}"
+                )
+    if not _LETTERS.match(out) or len(set(out)) != len(out) or not out:
+        raise ScheduleError(f"einsum {spec!r}: bad output subscripts {out!r}")
+    missing = [letter for letter in out if letter not in extents]
+    if missing:
+        raise ScheduleError(f"einsum {spec!r}: output letters {missing} index no operand")
+    reduced = [letter for letter in dict.fromkeys("".join(subscripts)) if letter not in out]
+    raxes = {letter: IterVar(extents[letter], letter, "reduce") for letter in reduced}
+
+    def body(*axes: IterVar) -> Expr:
+        env = dict(zip(out, axes)) | raxes
+        product = None
+        for letters, t in zip(subscripts, tensors):
+            load = t[tuple(env[letter] for letter in letters)]
+            product = load if product is None else product * load
+        return sum(product, axis=list(raxes.values())) if raxes else product
+
+    body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(letter, inspect.Parameter.POSITIONAL_ONLY) for letter in out]
+    )
+    return compute(tuple(extents[letter] for letter in out), body, name=name)
+
+
+# --- emission -----------------------------------------------------------------------------
+
+_ELEMENT_TYPES: dict[np.dtype, Callable[[], ir.Type]] = {
+    np.dtype(np.float16): ir.F16Type.get,
+    np.dtype(np.float32): ir.F32Type.get,
+    np.dtype(np.float64): ir.F64Type.get,
+    np.dtype(np.bool_): lambda: ir.IntegerType.get_signless(1),
+    np.dtype(np.int8): lambda: ir.IntegerType.get_signless(8),
+    np.dtype(np.int16): lambda: ir.IntegerType.get_signless(16),
+    np.dtype(np.int32): lambda: ir.IntegerType.get_signless(32),
+    np.dtype(np.int64): lambda: ir.IntegerType.get_signless(64),
+}
+
+
+def element_type(dtype: np.dtype) -> ir.Type:
+    if dtype not in _ELEMENT_TYPES:
+        raise ScheduleError(f"dtype {dtype} is not supported (float16/32/64, int8/16/32/64, bool)")
+    return _ELEMENT_TYPES[dtype]()
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f"
+
+
+def _constant(value: float | int | bool, dtype: np.dtype) -> ir.Value:
+    t = element_type(dtype)
+    if _is_float(dtype):
+        return arith.constant(t, float(value))
+    return arith.constant(t, int(value))
+
+
+def _identity(combiner: str, dtype: np.dtype) -> float | int:
+    if combiner == "sum":
+        return 0
+    if combiner == "prod":
+        return 1
+    if _is_float(dtype):
+        return -_math.inf if combiner == "max" else _math.inf
+    if dtype == np.dtype(np.bool_):
+        return 0 if combiner == "max" else 1
+    info = np.iinfo(dtype)
+    return info.min if combiner == "max" else info.max
+
+
+def _affine(index: IndexExpr, positions: dict[IterVar, int]) -> ir.AffineExpr:
+    if isinstance(index, IterVar):
+        return ir.AffineDimExpr.get(positions[index])
+    if isinstance(index, IndexConst):
+        return ir.AffineConstantExpr.get(index.value)
+    lhs, rhs = _affine(index.lhs, positions), _affine(index.rhs, positions)
+    if index.op == "+":
+        return lhs + rhs
+    if index.op == "*":
+        if not isinstance(index.lhs, IndexConst) and not isinstance(index.rhs, IndexConst):
+            raise ScheduleError(f"{index!r} is not affine: one side of * must be a constant")
+        return lhs * rhs
+    if index.op == "floordiv":
+        return ir.AffineFloorDivExpr.get(lhs, rhs)
+    return ir.AffineModExpr.get(lhs, rhs)
+
+
+class _BodyEmitter:
+    """Emits a scalar expression inside a ``linalg.generic`` body."""
+
+    def __init__(self, operand_values: dict[int, ir.Value]) -> None:
+        self.operand_values = operand_values  # id(Load) -> block argument
+
+    def emit(self, expr: Expr, dtype: np.dtype) -> ir.Value:
+        if isinstance(expr, Const):
+            return _constant(expr.value, expr.dtype or dtype)
+        if isinstance(expr, Load):
+            return self.operand_values[id(expr)]
+        if isinstance(expr, Cast):
+            source = expr.operand.dtype or expr.dtype
+            return _convert(self.emit(expr.operand, source), source, expr.dtype)
+        if isinstance(expr, Binary):
+            t = expr.dtype or dtype
+            return _binary(expr.op, self.emit(expr.lhs, t), self.emit(expr.rhs, t), t)
+        if isinstance(expr, Compare):
+            t = expr.lhs.dtype or expr.rhs.dtype or np.dtype(np.float32)
+            return _compare(expr.op, self.emit(expr.lhs, t), self.emit(expr.rhs, t), t)
+        if isinstance(expr, Unary):
+            t = expr.dtype or dtype
+            return _unary_op(expr.op, self.emit(expr.operand, t), t)
+        if isinstance(expr, Select):
+            t = expr.dtype or dtype
+            return arith.select(
+                self.emit(expr.condition, np.dtype(np.bool_)),
+                self.emit(expr.true_value, t),
+                self.emit(expr.false_value, t),
+            )
+        raise ScheduleError(f"cannot emit {expr!r}")
+
+
+def _binary(op: str, a: ir.Value, b: ir.Value, dtype: np.dtype) -> ir.Value:
+    if _is_float(dtype):
+        fn = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf,
+              "max": arith.maximumf, "min": arith.minimumf}[op]
+    else:
+        fn = {"add": arith.addi, "sub": arith.subi, "mul": arith.muli, "div": arith.divsi,
+              "max": arith.maxsi, "min": arith.minsi}[op]
+    return fn(a, b)
+
+
+def _compare(op: str, a: ir.Value, b: ir.Value, dtype: np.dtype) -> ir.Value:
+    if _is_float(dtype):
+        predicate = {"lt": arith.CmpFPredicate.OLT, "le": arith.CmpFPredicate.OLE,
+                     "gt": arith.CmpFPredicate.OGT, "ge": arith.CmpFPredicate.OGE}[op]
+        return arith.cmpf(predicate, a, b)
+    predicate = {"lt": arith.CmpIPredicate.slt, "le": arith.CmpIPredicate.sle,
+                 "gt": arith.CmpIPredicate.sgt, "ge": arith.CmpIPredicate.sge}[op]
+    return arith.cmpi(predicate, a, b)
+
+
+def _unary_op(op: str, x: ir.Value, dtype: np.dtype) -> ir.Value:
+    if op == "neg":
+        return arith.negf(x) if _is_float(dtype) else arith.subi(_constant(0, dtype), x)
+    if op == "abs":
+        return math.absf(x) if _is_float(dtype) else math.absi(x)
+    if op == "sigmoid":
+        one = _constant(1.0, dtype)
+        return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
+    return {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh}[op](x)
+
+
+def _convert(x: ir.Value, source: np.dtype, target: np.dtype) -> ir.Value:
+    if source == target:
+        return x
+    t = element_type(target)
+    if _is_float(source) and _is_float(target):
+        return arith.extf(t, x) if target.itemsize > source.itemsize else arith.truncf(t, x)
+    if _is_float(target):
+        return arith.uitofp(t, x) if source == np.dtype(np.bool_) else arith.sitofp(t, x)
+    if target == np.dtype(np.bool_):
+        zero = _constant(0, source)
+        if _is_float(source):
+            return arith.cmpf(arith.CmpFPredicate.UNE, x, zero)
+        return arith.cmpi(arith.CmpIPredicate.ne, x, zero)
+    if _is_float(source):
+        return arith.fptosi(t, x)
+    if source == np.dtype(np.bool_):
+        return arith.extui(t, x)
+    return arith.extsi(t, x) if target.itemsize > source.itemsize else arith.trunci(t, x)
+
+
+def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str) -> ir.Value:
+    op = tensor_.op
+    assert op is not None
+    axes = op.axes + op.reduce_axes
+    positions = {axis: d for d, axis in enumerate(axes)}
+    n_dims = len(axes)
+    body = op.body.body if isinstance(op.body, Reduce) else op.body
+
+    operands: list[ir.Value] = []
+    maps: list[ir.AffineMap] = []
+    arg_of_load: dict[int, int] = {}
+    seen: dict[tuple[int, str], int] = {}
+    for load in _loads(body):
+        affine_map = ir.AffineMap.get(n_dims, 0, [_affine(i, positions) for i in load.indices])
+        key = (load.tensor.uid, str(affine_map))
+        if key not in seen:
+            seen[key] = len(operands)
+            operands.append(values[load.tensor.uid])
+            maps.append(affine_map)
+        arg_of_load[id(load)] = seen[key]
+    out_type = element_type(tensor_.dtype)
+    maps.append(ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in range(len(op.axes))]))
+
+    init = tensor.empty(list(tensor_.shape), out_type)
+    if isinstance(op.body, Reduce):
+        fill = linalg.fill(_constant(_identity(op.body.combiner, tensor_.dtype), tensor_.dtype), outs=[init])
+        fill.owner.attributes[BLOCK_ATTR] = ir.StringAttr.get(f"{block_name}.init")
+        init = fill
+    iterators = ["parallel"] * len(op.axes) + ["reduction"] * len(op.reduce_axes)
+    generic = linalg.GenericOp(
+        [init.type], operands, [init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iterators]),
+    )
+    generic.attributes[BLOCK_ATTR] = ir.StringAttr.get(block_name)
+    generic.attributes[DIMS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(a.name) for a in axes])
+    block = generic.regions[0].blocks.append(
+        *[ir.RankedTensorType(v.type).element_type for v in operands], out_type
+    )
+    with ir.InsertionPoint(block):
+        emitter = _BodyEmitter({load_id: block.arguments[i] for load_id, i in arg_of_load.items()})
+        value = emitter.emit(body, tensor_.dtype)
+        if isinstance(op.body, Reduce):
+            acc = block.arguments[len(operands)]
+            combine = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}[op.body.combiner]
+            value = _binary(combine, acc, value, tensor_.dtype)
+        linalg.YieldOp([value])
+    return generic.result
+
+
+def _topological(outputs: list[Tensor]) -> list[Tensor]:
+    order: list[Tensor] = []
+    state: dict[int, str] = {}
+
+    def visit(t: Tensor) -> None:
+        if state.get(t.uid) == "done" or t.is_placeholder:
+            return
+        if state.get(t.uid) == "active":
+            raise ScheduleError(f"compute {t.name!r} depends on itself")
+        state[t.uid] = "active"
+        for dep in t.op.inputs():
+            visit(dep)
+        state[t.uid] = "done"
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
+
+
+def _unique_names(tensors: list[Tensor]) -> dict[int, str]:
+    names: dict[int, str] = {}
+    used: set[str] = set()
+    for t in tensors:
+        name, suffix = t.name, 1
+        while name in used:
+            name, suffix = f"{t.name}_{suffix}", suffix + 1
+        used.add(name)
+        names[t.uid] = name
+    return names
+
+
+def create_func(tensors: "Tensor | Sequence[Tensor]", name: str = "main",
+                context: ir.Context | None = None) -> ir.Module:
+    """A module with ``func.func @name``: TVM's ``te.create_prim_func([A, B, C])``.
+
+    Placeholders in ``tensors`` are the arguments (in that order) and computes are the
+    results. Given only computes, the placeholders they read become the arguments in
+    creation order.
+    """
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise ScheduleError("create_func takes Tensors (placeholders and computes)")
+    outputs = [t for t in tensors if not t.is_placeholder]
+    if not outputs:
+        raise ScheduleError("create_func: give at least one compute to return")
+    ordered = _topological(outputs)
+    needed = {d.uid: d for t in ordered for d in t.op.inputs() if d.is_placeholder}
+    args = [t for t in tensors if t.is_placeholder]
+    if not args:
+        args = sorted(needed.values(), key=lambda t: t.uid)
+    missing = [t.name for uid, t in needed.items() if uid not in {a.uid for a in args}]
+    if missing:
+        raise ScheduleError(f"create_func: placeholders {missing} are read but not listed")
+    names = _unique_names(ordered)
+    context = context or ir.Context()
+    with context, ir.Location.unknown():
+        module = ir.Module.create()
+        arg_types = [ir.RankedTensorType.get(list(t.shape), element_type(t.dtype)) for t in args]
+        result_types = [ir.RankedTensorType.get(list(t.shape), element_type(t.dtype)) for t in outputs]
+        with ir.InsertionPoint(module.body):
+            function = func.FuncOp(name, ir.FunctionType.get(arg_types, result_types))
+            function.arg_attrs = ir.ArrayAttr.get(
+                [ir.DictAttr.get({NAME_ATTR: ir.StringAttr.get(t.name)}) for t in args]
+            )
+            entry = function.add_entry_block()
+            values = {t.uid: entry.arguments[i] for i, t in enumerate(args)}
+            with ir.InsertionPoint(entry):
+                for t in ordered:
+                    values[t.uid] = _emit_compute(t, values, names[t.uid])
+                func.ReturnOp([values[t.uid] for t in outputs])
+        module.operation.verify()
+    return module

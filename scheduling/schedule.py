@@ -1,0 +1,1045 @@
+"""``Schedule``: TVM's schedule primitives over an MLIR function, as transform-dialect scripts.
+
+    sch = Schedule(module)                      # or a compute Tensor, MLIR text, a func op
+    C = sch.get_block("C")
+    i, j, k = sch.get_loops(C)
+    io, ii = sch.split(i, factor=32)
+    sch.vectorize(...); sch.trace(); sch.show()
+
+Every primitive checks its arguments first and raises :class:`ScheduleError` on an illegal
+step (nothing changes then). A legal step is recorded, the whole transform script is
+re-rendered from the schedule (``render.py``) and applied to a copy of the original function
+with MLIR's transform interpreter, so :meth:`Schedule.show` prints the loops after each step
+and :meth:`Schedule.trace` the script that makes them. Handles (``BlockRV``/``LoopRV``)
+stay valid until a primitive consumes them (``split``/``fuse`` consume their loops;
+``compute_at`` and friends rebuild the moved block's loops); a consumed handle raises an
+error naming the step that consumed it.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import io
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mlir import ir
+
+from .errors import ScheduleError
+from .expr import IndexBinary, IndexConst, IterVar
+from .interpret import apply_script
+from .payload import DYNAMIC, IndexResult, OpInfo, analyze_function, argument_names, find_function, load_payload
+from .render import render
+from .state import (
+    PARALLEL, SERIAL, UNROLLED, VECTORIZED, Attach, BlockRV, Dim, Layout, LoopRV, Part, State,
+    chain_check, check_block, check_loop, operand_extents, producer_region, tile_extents,
+)
+
+MAX_UNROLL = 1024
+
+
+# --- building the initial state ---------------------------------------------------------
+
+
+def _blocks_from_ops(infos: list[OpInfo]) -> list[BlockRV]:
+    blocks: list[BlockRV] = []
+    for info in infos:
+        dims = [Dim(name, extent, not parallel)
+                for name, extent, parallel in zip(info.dim_names, info.ranges, info.parallel)]
+        block = BlockRV(info.tag, "op", dims, info.maps, info.n_inputs, info.element_types, info)
+        block.returned = info.returned
+        blocks.append(block)
+    for info, block in zip(infos, blocks):
+        block.producers = [blocks[p] if p is not None else None for p in info.producers]
+        block.consumers = [(blocks[c], x) for c, x in info.consumers]
+    for block in blocks:
+        if block.op.is_fill and len(block.consumers) == 1 and not block.returned:
+            owner, operand = block.consumers[0]
+            if operand >= owner.n_inputs and owner.is_reduction:
+                block.kind = "init"
+                block.init_of = owner
+                owner.init_block = block
+    return blocks
+
+
+def _uses_outside(block: BlockRV, consumer: BlockRV) -> list[str]:
+    """Who else reads ``block``'s result besides ``consumer``."""
+    others = [c.name for c, _ in block.consumers if c is not consumer]
+    if block.returned:
+        others.append("the function's return")
+    return others
+
+
+# --- validation helpers -----------------------------------------------------------------
+
+
+def _static(block: BlockRV, what: str) -> None:
+    dynamic = [d.name for d in block.dims if d.extent == DYNAMIC or d.extent < 0]
+    if dynamic:
+        raise ScheduleError(
+            f"{what}: block {block.name!r} has dynamic extents ({', '.join(dynamic)}); the schedule "
+            "API needs static shapes"
+        )
+
+
+def _attach_index(block: BlockRV) -> tuple[int, BlockRV | None]:
+    index, who = -1, None
+    for i, loop in enumerate(block.loops):
+        if loop.attached:
+            index, who = i, loop.attached[-1]
+    return index, who
+
+
+def _not_frozen(loops: Sequence[LoopRV], what: str) -> None:
+    for loop in loops:
+        block = loop.block
+        index, who = _attach_index(block)
+        if block.loops.index(loop) <= index:
+            raise ScheduleError(
+                f"{what}: loop {loop.name!r} is at or outside loop {block.loops[index].name!r}, where "
+                f"block {who.name!r} is computed ({who.attach.mode}); the loops there are fixed — "
+                f"transform them before that step"
+            )
+
+
+def _resolve_factors(extent: int, factor: int | None, nparts: int | None,
+                     factors: Sequence[int | None] | None, pad: bool, name: str) -> list[int]:
+    given = [x is not None for x in (factor, nparts, factors)]
+    if sum(given) != 1:
+        raise ScheduleError("split: give exactly one of factor=, nparts= or factors=")
+    if factor is not None:
+        factors = [None, factor]
+    elif nparts is not None:
+        factors = [nparts, None]
+    factors = list(factors)
+    if len(factors) < 2:
+        raise ScheduleError(f"split: factors={factors} must have at least two entries")
+    if sum(1 for f in factors if f is None) > 1:
+        raise ScheduleError(f"split: at most one factor may be None, got {factors}")
+    for f in factors:
+        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f < 1):
+            raise ScheduleError(f"split: factors must be positive integers or None, got {factors}")
+    known = 1
+    for f in factors:
+        if f is not None:
+            known *= f
+    if None in factors:
+        missing = -(-extent // known)
+        if missing * known != extent and not pad:
+            raise ScheduleError(
+                f"split: the factors {factors} do not divide the extent {extent} of loop {name!r}; "
+                "choose a divisor, or pass pad=True to allow a partial last tile"
+            )
+        factors[factors.index(None)] = missing
+        known *= missing
+    if known != extent:
+        if known < extent:
+            raise ScheduleError(
+                f"split: the factors {factors} of loop {name!r} cover {known} iterations, fewer than "
+                f"its extent {extent}"
+            )
+        if not pad:
+            raise ScheduleError(
+                f"split: the factors {factors} cover {known} iterations but loop {name!r} has "
+                f"{extent}; pass pad=True to allow a partial last tile"
+            )
+    return factors
+
+
+def _find_operand(block: BlockRV, producer: BlockRV) -> int | None:
+    for x, p in enumerate(block.producers):
+        if p is producer and x < block.n_inputs:
+            return x
+    return None
+
+
+# --- the primitives as state transitions ------------------------------------------------
+
+
+def _split(state: State, loop: LoopRV, factors: list[int], pad: bool, step: str) -> list[LoopRV]:
+    block = loop.block
+    part = loop.parts[0]
+    partial = part.partial or (pad and _product(factors) != part.extent)
+    new_loops = []
+    for j, f in enumerate(factors):
+        stride = part.stride * _product(factors[j + 1:])
+        new_loops.append(LoopRV(block, [Part(part.dim, stride, f, partial)], f"{loop.name}_{j}"))
+    index = block.loops.index(loop)
+    block.loops[index:index + 1] = new_loops
+    loop.consumed = f"{step} (it became {', '.join(l.name for l in new_loops)})"
+    return new_loops
+
+
+def _product(values: Sequence[int]) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+def _reorder(state: State, loops: list[LoopRV], what: str) -> None:
+    block = loops[0].block
+    positions = sorted(block.loops.index(l) for l in loops)
+    order = list(block.loops)
+    for position, loop in zip(positions, loops):
+        order[position] = loop
+    chain_check(block, order, what)
+    vectorized = [l for l in order if l.kind == VECTORIZED]
+    if vectorized and order[-1] is not vectorized[0]:
+        raise ScheduleError(
+            f"{what}: the vectorized loop {vectorized[0].name!r} must stay innermost"
+        )
+    block.loops = order
+
+
+def _fuse(state: State, loops: list[LoopRV], step: str) -> LoopRV:
+    block = loops[0].block
+    parts: list[Part] = []
+    for loop in loops:
+        for part in loop.parts:
+            if parts and parts[-1].dim == part.dim and parts[-1].stride == part.stride * part.extent:
+                parts[-1] = Part(part.dim, part.stride, parts[-1].extent * part.extent,
+                                 parts[-1].partial or part.partial)
+            else:
+                parts.append(Part(part.dim, part.stride, part.extent, part.partial))
+    dims = [p.dim for p in parts]
+    if len(set(dims)) != len(dims):
+        raise ScheduleError(
+            f"{step}: the fused loops step over {block.dims[dims[0]].name!r} twice, not contiguously; "
+            "a tiled op cannot walk one dim in two places of one loop"
+        )
+    if any(p.partial for p in parts) and len(parts) > 1:
+        raise ScheduleError(f"{step}: loops with a partial last tile (pad=True) cannot be fused")
+    fused = LoopRV(block, parts, "_".join(l.name for l in loops) + "_fused")
+    index = block.loops.index(loops[0])
+    block.loops[index:index + len(loops)] = [fused]
+    for loop in loops:
+        loop.consumed = f"{step} (it became {fused.name})"
+    return fused
+
+
+def _annotate(state: State, loop: LoopRV, kind: str) -> None:
+    loop.kind = kind
+
+
+def _attach(state: State, block: BlockRV, loop: LoopRV | None, host: BlockRV, mode: str,
+            extents: list[int], step: str) -> None:
+    for dim, extent in zip(block.dims, extents):
+        dim.extent = extent
+    block.reset_loops(f"{step} (it rebuilt the loops of {block.name!r}; call get_loops again)")
+    if loop is not None and any(p.partial for l in host.loops[: host.loops.index(loop) + 1] for p in l.parts):
+        for new_loop in block.loops:  # the region of a partial tile is partial too
+            for part in new_loop.parts:
+                part.partial = True
+    block.attach = Attach(mode, host, loop)
+    if loop is not None:
+        loop.attached.append(block)
+
+
+def _compute_at(state: State, block: BlockRV, loop: LoopRV, step: str) -> None:
+    host = loop.block
+    tile = tile_extents(host, loop)
+    if block.kind == "cache":
+        extents = producer_region(block, tile, step)
+        _attach(state, block, loop, host, "cache", extents, step)
+        return
+    x = _find_operand(host, block)
+    sizes = operand_extents(host.maps[x], tile, step)
+    _attach(state, block, loop, host, "compute_at", producer_region(block, sizes, step), step)
+
+
+def _reverse_compute_at(state: State, block: BlockRV, loop: LoopRV, step: str) -> None:
+    host = loop.block
+    x = _find_operand(block, host)
+    tile = tile_extents(host, loop)
+    extents = [dim.extent for dim in block.dims]
+    for position, result in enumerate(host.output_map):
+        extents[block.maps[x][position].value] = tile[result.value]
+    _attach(state, block, loop, host, "reverse", extents, step)
+    host.reverse = (block, loop)
+
+
+def _compute_inline(state: State, block: BlockRV, step: str) -> None:
+    consumers = [c for c, _ in block.consumers]
+    for consumer in consumers:
+        consumer.inlined.append(block)
+    block.inlined_into = consumers
+    block.removed = f"inlined into {', '.join(c.name for c in consumers)} by {step}"
+    for loop in block.loops:
+        loop.consumed = f"{step} (block {block.name!r} was inlined)"
+
+
+def _cache_write(state: State, block: BlockRV, scope: str, step: str) -> BlockRV:
+    cache = BlockRV(f"{block.name}.{scope}", "cache", [Dim(d.name, d.extent, d.reduction) for d in block.dims],
+                    block.maps, block.n_inputs, block.element_types, block.op)
+    cache.producers = list(block.producers)
+    cache.consumers = [(block, 0)]
+    cache.cache_of = block
+    out_type = block.element_types[-1]
+    output_dims = [block.dims[r.value] for r in block.output_map]
+    block.kind = "copy"
+    block.dims = [Dim(d.name, d.extent, False) for d in output_dims]
+    identity = [IndexResult("dim", d) for d in range(len(block.dims))]
+    block.maps = [identity, identity]
+    block.n_inputs = 1
+    block.element_types = [out_type, out_type]
+    block.producers = [cache, None]
+    block.cache = cache
+    block.reset_loops(f"{step} (it made {block.name!r} the copy-out stage; call get_loops again)")
+    state.blocks.insert(state.blocks.index(block), cache)
+    return cache
+
+
+def _decompose_reduction(state: State, block: BlockRV, loop: LoopRV, step: str) -> BlockRV:
+    init = block.init_block
+    index = block.loops.index(loop)
+    if index == 0:
+        return init  # the init already runs before the whole nest
+    parent = block.loops[index - 1]
+    tile = tile_extents(block, parent)
+    extents = [tile[r.value] for r in block.output_map]
+    _attach(state, init, parent, block, "init", extents, step)
+    return init
+
+
+def _transform_layout(state: State, block: BlockRV, operand: int, outer: list[int], inner_dims: list[int],
+                      packed_sizes: list[int], name: str, step: str) -> BlockRV:
+    old_dims = block.dims
+    packed = [d for d, size in enumerate(packed_sizes) if size]
+    new_index = {d: d for d in range(len(old_dims))}
+    inner_index = {d: len(old_dims) + i for i, d in enumerate(packed)}
+    dims = [Dim(f"{dim.name}o", dim.extent // packed_sizes[d], dim.reduction) if packed_sizes[d] else
+            Dim(dim.name, dim.extent, dim.reduction) for d, dim in enumerate(old_dims)]
+    dims += [Dim(f"{old_dims[d].name}i", packed_sizes[d], old_dims[d].reduction) for d in packed]
+
+    def packed_map(results: list[IndexResult]) -> list[IndexResult]:
+        mapped = [IndexResult("dim", new_index[r.value]) if r.kind == "dim" else r for r in results]
+        used = [r.value for r in results if r.kind == "dim"]
+        return mapped + [IndexResult("dim", inner_index[d]) for d in packed if d in used]
+
+    maps = [packed_map(m) for m in block.maps]
+    # The transposed operand: outer dims in the requested order, then the requested inner order.
+    operand_outer = [IndexResult("dim", new_index[block.maps[operand][r].value]) for r in outer]
+    operand_inner = [IndexResult("dim", inner_index[d]) for d in inner_dims]
+    maps[operand] = operand_outer + operand_inner
+    layout_dims = [dims[r.value] for r in maps[operand]]
+
+    source_type = block.element_types[operand]
+    pack_block = BlockRV(name, "pack", [Dim(d.name, d.extent, False) for d in layout_dims],
+                         [[IndexResult("expr")] * len(layout_dims),
+                          [IndexResult("dim", d) for d in range(len(layout_dims))]],
+                         1, [source_type, source_type], None)
+    pack_block.producers = [block.producers[operand], None]
+    pack_block.consumers = [(block, operand)]
+    pack_block.derived_from = block
+    old_output = block.output_map
+    unpack_block = None
+    if any(r.kind == "dim" and packed_sizes[r.value] for r in old_output):
+        out_type = block.element_types[-1]
+        unpack_dims = [Dim(old_dims[r.value].name, old_dims[r.value].extent, False) for r in old_output]
+        identity = [IndexResult("dim", d) for d in range(len(unpack_dims))]
+        unpack_block = BlockRV(f"{block.name}.unpack", "unpack", unpack_dims, [identity, identity], 1,
+                               [out_type, out_type], None)
+        unpack_block.producers = [block, None]
+        unpack_block.consumers = list(block.consumers)
+        unpack_block.returned = block.returned
+        unpack_block.derived_from = block
+        for consumer, x in block.consumers:
+            consumer.producers[x] = unpack_block
+        block.consumers = [(unpack_block, 0)]
+        block.returned = False
+    other_inputs = [x for x in range(block.n_inputs) if x != operand and any(
+        r.kind == "dim" and packed_sizes[r.value] for r in block.maps[x])]
+    natural_inner = [d for d in packed if any(r.kind == "dim" and r.value == d for r in block.maps[operand])]
+    outer_perm = outer if outer != sorted(outer) else []
+    inner_perm = [natural_inner.index(d) for d in inner_dims]
+    inner_perm = inner_perm if inner_perm != sorted(inner_perm) else []
+    block.layout = Layout(operand, packed_sizes, outer_perm, inner_perm, pack_block, unpack_block, other_inputs)
+    block.dims = dims
+    block.maps = maps
+    block.producers[operand] = pack_block
+    block.reset_loops(f"{step} (it rebuilt the loops of {block.name!r} over the packed iteration space; "
+                      "call get_loops again)")
+    position = state.blocks.index(block)
+    state.blocks.insert(position, pack_block)
+    if unpack_block is not None:
+        state.blocks.insert(position + 2, unpack_block)
+    return pack_block
+
+
+# --- the public object ------------------------------------------------------------------
+
+
+class Schedule:
+    """A schedule over one function: TVM's ``tir.Schedule`` workflow on MLIR.
+
+    Args:
+      func_or_module: a compute :class:`~tilecraft.scheduling.Tensor` (or a list, as
+        :func:`~tilecraft.scheduling.create_func` takes), MLIR text or bytecode, an
+        ``mlir.ir.Module``, a ``func.func`` operation, a path to a ``.mlir``/``.onnx`` file.
+        The source is copied; it is never modified.
+      func_name: the function to schedule when the module has several.
+    """
+
+    def __init__(self, func_or_module: Any, *, func_name: str | None = None) -> None:
+        self._context = ir.Context()
+        module, name = load_payload(func_or_module, self._context, func_name)
+        self.func_name = name
+        function = find_function(module, name)
+        for op in function.regions[0].blocks[0].operations:
+            for result in op.operation.results:
+                if isinstance(result.type, ir.MemRefType):
+                    raise ScheduleError("Schedule works on linalg on tensors; this function uses memrefs")
+        self._argument_names = argument_names(function)
+        infos = analyze_function(module, function)
+        self._payload = module
+        self._state = State(_blocks_from_ops(infos))
+        self._history: list[str] = []
+        self._names: dict[int, str] = {}
+        self._counter = 0
+        self._script = ""
+        self._container: ir.Module | None = None
+        self._current: ir.Operation | None = None
+        self._commit("", lambda state: None)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _name(self, rv: object) -> str:
+        if isinstance(rv, (BlockRV, LoopRV)):
+            if rv.uid not in self._names:
+                self._names[rv.uid] = f"{'b' if isinstance(rv, BlockRV) else 'l'}{self._counter}"
+                self._counter += 1
+            return self._names[rv.uid]
+        if isinstance(rv, (list, tuple)):
+            return "[" + ", ".join(self._name(x) for x in rv) + "]"
+        return repr(rv)
+
+    def _record(self, call: str, result: object = None) -> None:
+        if result is None:
+            self._history.append(call)
+        elif isinstance(result, (list, tuple)):
+            targets = ", ".join(self._name(r) for r in result)
+            self._history.append(f"{targets} = {call}" if targets else call)
+        else:
+            self._history.append(f"{self._name(result)} = {call}")
+
+    def _header(self, extra: list[str] = ()) -> list[str]:
+        return [f"tilecraft schedule of @{self.func_name}", *self._history, *extra]
+
+    def _commit(self, call: str, mutate: Callable[..., Any], *args: Any) -> Any:
+        """Check ``mutate`` on a copy of the state, render and apply; then do it for real."""
+        memo: dict[int, Any] = {}
+        trial = copy.deepcopy(self._state, memo)
+        trial_args = copy.deepcopy(args, memo)
+        mutate(trial, *trial_args)
+        script = render(trial, self._header([call] if call else []))
+        container, current = apply_script(self._payload, script, call or "Schedule")
+        result = mutate(self._state, *args)
+        self._container, self._current = container, current
+        self._script = script
+        return result
+
+    def _step(self, call_text: str, mutate: Callable[..., Any], *args: Any) -> Any:
+        result = self._commit(call_text, mutate, *args)
+        self._record(call_text, result)
+        self._script = render(self._state, self._header())
+        return result
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    def get_block(self, name: str) -> BlockRV:
+        """The block named ``name`` (its ``tilecraft.block`` tag, e.g. the compute's name), or
+        the only block of an op kind (``"matmul"``, ``"linalg.matmul"``)."""
+        block = self._state.block(name)
+        self._record(f'sch.get_block("{name}")', block)
+        return block
+
+    def get_blocks(self) -> list[BlockRV]:
+        return [b for b in self._state.blocks if not b.removed]
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        """The loops of ``block``, outermost first (only its own: for a block computed at
+        another block's loop, the loops inside that loop)."""
+        block = check_block(block, "get_loops")
+        loops = list(block.loops)
+        self._record(f"sch.get_loops({self._name(block)})", loops)
+        return loops
+
+    # -- loop primitives ---------------------------------------------------------------------
+
+    def split(self, loop: LoopRV, factor: int | None = None, *, nparts: int | None = None,
+              factors: Sequence[int | None] | None = None, pad: bool = False) -> list[LoopRV]:
+        """Split ``loop`` into nested loops: ``factor=`` (inner extent), ``nparts=`` (outer
+        extent) or ``factors=[...]`` (outer to inner, one may be None). Consumes ``loop``.
+
+        A factor must divide the extent unless ``pad=True``: then the last iteration covers
+        a partial tile (bounds clamped; a vectorized partial tile is masked)."""
+        loop = check_loop(loop, "split")
+        _not_frozen([loop], "split")
+        _static(loop.block, "split")
+        if len(loop.parts) != 1:
+            raise ScheduleError(f"split: loop {loop.name!r} is a fused loop; split before fusing")
+        if loop.kind != SERIAL:
+            raise ScheduleError(f"split: loop {loop.name!r} is {loop.kind}; split before annotating it")
+        resolved = _resolve_factors(loop.extent, factor, nparts, factors, pad, loop.name)
+        args = (f"factor={factor}" if factor is not None else f"nparts={nparts}" if nparts is not None
+                else f"factors={list(factors)}") + (", pad=True" if pad else "")
+        call = f"sch.split({self._name(loop)}, {args})"
+        return self._step(call, _split, loop, resolved, pad, call)
+
+    def tile(self, x: LoopRV, y: LoopRV, x_factor: int, y_factor: int) -> list[LoopRV]:
+        """TE's ``tile``: split ``x`` and ``y`` and order them ``xo, yo, xi, yi``."""
+        x, y = check_loop(x, "tile"), check_loop(y, "tile")
+        if x.block is not y.block:
+            raise ScheduleError("tile: both loops must belong to the same block")
+        block = x.block
+        if block.loops.index(y) != block.loops.index(x) + 1:
+            raise ScheduleError(f"tile: {y.name!r} must be the loop directly inside {x.name!r}")
+        _not_frozen([x, y], "tile")
+        for loop in (x, y):
+            if len(loop.parts) != 1 or loop.kind != SERIAL:
+                raise ScheduleError(f"tile: loop {loop.name!r} must be a plain (unfused, unannotated) loop")
+        fx = _resolve_factors(x.extent, x_factor, None, None, False, x.name)
+        fy = _resolve_factors(y.extent, y_factor, None, None, False, y.name)
+        call = f"sch.tile({self._name(x)}, {self._name(y)}, {x_factor}, {y_factor})"
+
+        def mutate(state: State, x: LoopRV, y: LoopRV) -> list[LoopRV]:
+            xo, xi = _split(state, x, fx, False, call)
+            yo, yi = _split(state, y, fy, False, call)
+            _reorder(state, [xo, yo, xi, yi], "tile")
+            return [xo, yo, xi, yi]
+
+        return self._step(call, mutate, x, y)
+
+    def reorder(self, *loops: LoopRV) -> None:
+        """Put ``loops`` (of one block) in this order, in the positions they occupy (TE semantics)."""
+        if len(loops) == 1 and isinstance(loops[0], (list, tuple)):
+            loops = tuple(loops[0])
+        loops = [check_loop(l, "reorder") for l in loops]
+        if len({l.block.uid for l in loops}) != 1:
+            raise ScheduleError("reorder: all loops must belong to the same block")
+        if len({l.uid for l in loops}) != len(loops):
+            raise ScheduleError("reorder: a loop is listed twice")
+        _not_frozen(loops, "reorder")
+        call = f"sch.reorder({', '.join(self._name(l) for l in loops)})"
+        # Validate before rendering: chain order and the vectorized loop.
+        block = loops[0].block
+        positions = sorted(block.loops.index(l) for l in loops)
+        order = list(block.loops)
+        for position, loop in zip(positions, loops):
+            order[position] = loop
+        chain_check(block, order, "reorder")
+        _not_frozen([block.loops[p] for p in positions], "reorder")
+        return self._step(call, lambda state, *ls: _reorder(state, list(ls), "reorder"), *loops)
+
+    def fuse(self, *loops: LoopRV) -> LoopRV:
+        """Fuse adjacent loops (outermost first) into one (``transform.loop.coalesce``; a
+        parallel fused loop is one multi-dimensional ``scf.forall``). Consumes ``loops``."""
+        if len(loops) == 1 and isinstance(loops[0], (list, tuple)):
+            loops = tuple(loops[0])
+        if len(loops) < 2:
+            raise ScheduleError("fuse: give at least two loops")
+        loops = [check_loop(l, "fuse") for l in loops]
+        block = loops[0].block
+        if any(l.block is not block for l in loops):
+            raise ScheduleError("fuse: all loops must belong to the same block")
+        indices = [block.loops.index(l) for l in loops]
+        if indices != list(range(indices[0], indices[0] + len(loops))):
+            raise ScheduleError(
+                f"fuse: loops {[l.name for l in loops]} are not adjacent and outermost-first; "
+                f"the loops of {block.name!r} are {[l.name for l in block.loops]}"
+            )
+        _not_frozen(loops, "fuse")
+        for loop in loops:
+            if loop.kind != SERIAL:
+                raise ScheduleError(f"fuse: loop {loop.name!r} is {loop.kind}; fuse before annotating")
+        call = f"sch.fuse({', '.join(self._name(l) for l in loops)})"
+        trial = copy.deepcopy(loops)
+        _fuse(State(), trial, call)  # validation only
+        return self._step(call, lambda state, *ls: _fuse(state, list(ls), call), *loops)
+
+    def parallel(self, loop: LoopRV) -> None:
+        """Run ``loop``'s iterations on all cores (``transform.structured.tile_using_forall``)."""
+        loop = check_loop(loop, "parallel")
+        self._check_annotation(loop, "parallel")
+        if loop.is_reduction:
+            dims = [loop.block.dims[p.dim].name for p in loop.parts if loop.block.dims[p.dim].reduction]
+            raise ScheduleError(
+                f"parallel: loop {loop.name!r} iterates the reduction dim {dims[0]!r} of block "
+                f"{loop.block.name!r}; its iterations accumulate into the same element, so running "
+                "them in parallel would race"
+            )
+        call = f"sch.parallel({self._name(loop)})"
+        return self._step(call, _annotate, loop, PARALLEL)
+
+    def vectorize(self, loop: LoopRV) -> None:
+        """Vectorize the innermost ``loop`` (``transform.structured.vectorize`` of the op tile)."""
+        loop = check_loop(loop, "vectorize")
+        self._check_annotation(loop, "vectorize")
+        block = loop.block
+        if loop.is_reduction:
+            dims = [block.dims[p.dim].name for p in loop.parts if block.dims[p.dim].reduction]
+            raise ScheduleError(
+                f"vectorize: loop {loop.name!r} carries a dependence: it iterates the reduction dim "
+                f"{dims[0]!r} of block {block.name!r}, each iteration accumulating into the previous "
+                "one's result; vectorize a spatial loop (split and reorder one innermost)"
+            )
+        if block.loops[-1] is not loop:
+            inside = [l.name for l in block.loops[block.loops.index(loop) + 1:]]
+            raise ScheduleError(
+                f"vectorize: loop {loop.name!r} is not the innermost loop of {block.name!r} "
+                f"(inside it: {', '.join(inside)}); reorder it innermost first"
+            )
+        if loop.attached:
+            raise ScheduleError(f"vectorize: block {loop.attached[0].name!r} is computed at {loop.name!r}")
+        dims = [p.dim for p in loop.parts]
+        if dims != sorted(dims) or any(p.stride != 1 for p in loop.parts[1:]):
+            raise ScheduleError(f"vectorize: the fused loop {loop.name!r} does not walk its dims in order")
+        call = f"sch.vectorize({self._name(loop)})"
+        return self._step(call, _annotate, loop, VECTORIZED)
+
+    def unroll(self, loop: LoopRV) -> None:
+        """Fully unroll ``loop`` (``transform.loop.unroll`` by its trip count)."""
+        loop = check_loop(loop, "unroll")
+        self._check_annotation(loop, "unroll")
+        if any(p.partial for p in loop.parts):
+            raise ScheduleError(f"unroll: loop {loop.name!r} has a partial last tile (pad=True); "
+                                "its trip count varies, so it cannot be fully unrolled")
+        if loop.extent > MAX_UNROLL:
+            raise ScheduleError(f"unroll: loop {loop.name!r} has {loop.extent} iterations; unroll "
+                                f"at most {MAX_UNROLL} (split it first)")
+        call = f"sch.unroll({self._name(loop)})"
+        return self._step(call, _annotate, loop, UNROLLED)
+
+    def _check_annotation(self, loop: LoopRV, what: str) -> None:
+        _static(loop.block, what)
+        if loop.kind != SERIAL:
+            raise ScheduleError(f"{what}: loop {loop.name!r} is already {loop.kind}")
+
+    # -- block primitives --------------------------------------------------------------------
+
+    def _movable(self, block: BlockRV, what: str, allow_layout: bool = False) -> None:
+        if block.attach is not None:
+            where = block.attach.loop.name if block.attach.loop else "the root"
+            raise ScheduleError(f"{what}: block {block.name!r} is already computed at {where!r}")
+        if not block.pristine:
+            raise ScheduleError(
+                f"{what}: block {block.name!r} already has scheduled loops; move it first (its loops "
+                "are rebuilt for the region it computes), then schedule them"
+            )
+        if (block.layout is not None and not allow_layout) or block.cache is not None or (
+                block.reverse is not None or block.inlined):
+            raise ScheduleError(f"{what}: block {block.name!r} has a layout, cache, inlined producer or a "
+                                "consumer computed in it; move it before those steps")
+
+    def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        """Compute producer ``block`` inside ``loop`` of its consumer, one tile at a time
+        (``transform.structured.fuse_into_containing_op``). Rebuilds ``block``'s loops."""
+        block, loop = check_block(block, "compute_at"), check_loop(loop, "compute_at")
+        host = loop.block
+        _static(block, "compute_at")
+        if host is block:
+            raise ScheduleError("compute_at: a block cannot be computed at its own loop")
+        self._movable(block, "compute_at")
+        if loop.kind == VECTORIZED:
+            raise ScheduleError(f"compute_at: loop {loop.name!r} is vectorized: it is not a loop of the "
+                                "generated code; choose a loop outside it")
+        if block.kind == "cache":
+            if host is not block.cache_of:
+                raise ScheduleError(f"compute_at: the cache {block.name!r} can only be computed at a loop "
+                                    f"of {block.cache_of.name!r}, the stage it writes")
+        else:
+            x = _find_operand(host, block)
+            if x is None:
+                if block is host.init_block:
+                    raise ScheduleError(
+                        f"compute_at: {block.name!r} initializes {host.name!r}; place it with "
+                        f"decompose_reduction({host.name!r}, loop)")
+                raise ScheduleError(f"compute_at: block {block.name!r} does not produce an input of "
+                                    f"{host.name!r}")
+            others = _uses_outside(block, host)
+            if others:
+                raise ScheduleError(
+                    f"compute_at: {block.name!r} is also used by {', '.join(others)}; tilecraft moves "
+                    "a producer into its consumer's loops only when that consumer is its only user "
+                    "(MLIR 22's fuse_into_containing_op cannot keep the producer alive across a "
+                    "serial loop)")
+            if host.reverse is not None and host.loops.index(loop) <= host.loops.index(host.reverse[1]):
+                raise ScheduleError(f"compute_at: loop {loop.name!r} is shared with "
+                                    f"{host.reverse[0].name!r} (reverse_compute_at); choose a loop inside it")
+            self._check_decompose_conflict(host, block)
+        call = f"sch.compute_at({self._name(block)}, {self._name(loop)})"
+        self._step(call, _compute_at, block, loop, call)
+
+    def _check_decompose_conflict(self, host: BlockRV, producer: BlockRV) -> None:
+        init = host.init_block
+        if init is not None and init.attach is not None and init.attach.mode == "init" and init.attach.loop:
+            raise ScheduleError(
+                f"block {host.name!r} has its init placed by decompose_reduction; compute producers "
+                "at its loops before decompose_reduction")
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        """Compute consumer ``block`` inside ``loop`` of its producer, right after each tile
+        is produced. Rendered as tiling the consumer like the producer's loops and fusing the
+        producer into it. Rebuilds ``block``'s loops."""
+        block, loop = check_block(block, "reverse_compute_at"), check_loop(loop, "reverse_compute_at")
+        host = loop.block
+        _static(block, "reverse_compute_at")
+        _static(host, "reverse_compute_at")
+        if host is block:
+            raise ScheduleError("reverse_compute_at: a block cannot be computed at its own loop")
+        self._movable(block, "reverse_compute_at")
+        if block.kind != "op" or host.kind != "op":
+            raise ScheduleError("reverse_compute_at: both blocks must be ops of the function (not "
+                                "cache or layout stages)")
+        x = _find_operand(block, host)
+        if x is None:
+            raise ScheduleError(f"reverse_compute_at: block {block.name!r} does not read the result of "
+                                f"{host.name!r}")
+        if host.attach is not None or host.reverse is not None or host.cache is not None or host.layout:
+            raise ScheduleError(f"reverse_compute_at: {host.name!r} must be a root block without a cache, "
+                                "layout or other reverse_compute_at")
+        outer = host.loops[: host.loops.index(loop) + 1]
+        for l in outer:
+            if l.attached:
+                raise ScheduleError(f"reverse_compute_at: block {l.attached[0].name!r} is computed at "
+                                    f"{l.name!r}, outside {loop.name!r}")
+            if l.is_reduction:
+                raise ScheduleError(
+                    f"reverse_compute_at: loop {l.name!r} iterates a reduction of {host.name!r}; a tile of "
+                    f"its result is complete only inside the reduction — choose a loop outside it")
+            if any(p.partial for p in l.parts):
+                raise ScheduleError("reverse_compute_at: loops with partial tiles are not supported")
+        positions = {r.value: i for i, r in enumerate(host.output_map) if r.kind == "dim"}
+        if len(positions) != len(host.output_map):
+            raise ScheduleError(f"reverse_compute_at: {host.name!r} writes its output through a "
+                                "non-trivial index")
+        for r in block.maps[x]:
+            if r.kind != "dim":
+                raise ScheduleError(f"reverse_compute_at: {block.name!r} reads {host.name!r} through "
+                                    f"{r.text or r.kind}")
+        for l in outer:
+            for p in l.parts:
+                target = block.maps[x][positions[p.dim]].value
+                if block.dims[target].reduction:
+                    raise ScheduleError(
+                        f"reverse_compute_at: loop {l.name!r} would split the reduction dim "
+                        f"{block.dims[target].name!r} of {block.name!r}")
+        others = _uses_outside(host, block)
+        if others:
+            raise ScheduleError(
+                f"reverse_compute_at: {host.name!r} is also used by {', '.join(others)}; tilecraft "
+                "fuses a producer into its consumer's loops only when that consumer is its only user "
+                "(MLIR 22's fuse_into_containing_op cannot keep it alive across a serial loop)")
+        init = host.init_block
+        if init is not None and init.attach is not None and init.attach.loop is not None:
+            raise ScheduleError("reverse_compute_at: not supported together with decompose_reduction")
+        call = f"sch.reverse_compute_at({self._name(block)}, {self._name(loop)})"
+        self._step(call, _reverse_compute_at, block, loop, call)
+
+    def compute_inline(self, block: BlockRV) -> None:
+        """Inline the elementwise ``block`` into its consumer: it is recomputed in the
+        consumer's innermost loop (fused there, then vectorized with it), and its tensor
+        disappears."""
+        block = check_block(block, "compute_inline")
+        self._movable(block, "compute_inline")
+        if block.kind != "op":
+            raise ScheduleError(f"compute_inline: {block.name!r} is a {block.kind} block, not an op of the function")
+        if block.is_reduction:
+            raise ScheduleError(f"compute_inline: {block.name!r} is a reduction; only elementwise "
+                                "(injective) blocks can be inlined")
+        for results in block.maps:
+            if any(r.kind != "dim" for r in results):
+                raise ScheduleError(f"compute_inline: {block.name!r} indexes an operand with a "
+                                    "non-trivial expression; only elementwise blocks can be inlined")
+        if block.returned:
+            raise ScheduleError(f"compute_inline: {block.name!r} is an output of the function; "
+                                "an output block cannot be inlined")
+        if len(block.consumers) != 1:
+            raise ScheduleError(
+                f"compute_inline: {block.name!r} has {len(block.consumers)} consumers; tilecraft "
+                "inlines into exactly one (MLIR 22's fuse_into_containing_op cannot fuse a producer "
+                "that stays used elsewhere into a serial loop)")
+        consumer, x = block.consumers[0]
+        if x >= consumer.n_inputs:
+            raise ScheduleError(f"compute_inline: {block.name!r} is the init of {consumer.name!r}")
+        if consumer.removed:
+            raise ScheduleError(f"compute_inline: its consumer {consumer.name!r} was {consumer.removed}")
+        if consumer.reverse is not None or (consumer.init_block and consumer.init_block.attach):
+            raise ScheduleError(f"compute_inline: {consumer.name!r} uses reverse_compute_at or "
+                                "decompose_reduction; inline first")
+        call = f"sch.compute_inline({self._name(block)})"
+        self._step(call, _compute_inline, block, call)
+
+    def cache_write(self, block: BlockRV, scope: str = "local") -> BlockRV:
+        """TVM's ``cache_write``: ``block`` now computes into a new tensor (the returned
+        ``<name>.<scope>`` block), and ``block`` keeps its name as the stage copying it to
+        the real output. Place the cache with ``compute_at(cache, loop)`` at a loop of
+        ``block``: a tile-sized buffer (``transform.structured.pad`` with a copy back)."""
+        block = check_block(block, "cache_write")
+        _static(block, "cache_write")
+        if block.kind != "op":
+            raise ScheduleError(f"cache_write: {block.name!r} is a {block.kind} block, not an op of the function")
+        self._movable(block, "cache_write", allow_layout=True)
+        if any(r.kind != "dim" for r in block.output_map):
+            raise ScheduleError(f"cache_write: {block.name!r} writes through a non-trivial index")
+        if block.reverse is not None:
+            raise ScheduleError("cache_write: not supported with reverse_compute_at")
+        if not isinstance(scope, str) or not scope.isidentifier():
+            raise ScheduleError(f"cache_write: scope must be a name such as 'local', got {scope!r}")
+        call = f'sch.cache_write({self._name(block)}, "{scope}")'
+        return self._step(call, _cache_write, block, scope, call)
+
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Compute the init of reduction ``block`` right before ``loop`` (instead of once
+        for the whole output before the nest); returns the init block."""
+        block, loop = check_block(block, "decompose_reduction"), check_loop(loop, "decompose_reduction")
+        if loop.block is not block:
+            raise ScheduleError(f"decompose_reduction: loop {loop.name!r} is not a loop of {block.name!r}")
+        if not block.is_reduction:
+            raise ScheduleError(f"decompose_reduction: block {block.name!r} is not a reduction")
+        init = block.init_block
+        if init is None or block.kind != "op":
+            raise ScheduleError(
+                f"decompose_reduction: block {block.name!r} has no init block of its own (a "
+                "linalg.fill used only as its output)")
+        if init.attach is not None or not init.pristine:
+            raise ScheduleError(f"decompose_reduction: {init.name!r} is already placed or scheduled")
+        if block.layout is not None:
+            raise ScheduleError("decompose_reduction: not supported after transform_layout (the init is "
+                                "packed with the output)")
+        if block.reverse is not None:
+            raise ScheduleError("decompose_reduction: not supported with reverse_compute_at")
+        index = block.loops.index(loop)
+        outer = block.loops[:index]
+        for l in outer:
+            if l.is_reduction:
+                raise ScheduleError(
+                    f"decompose_reduction: loop {l.name!r} outside {loop.name!r} iterates a reduction "
+                    f"dim; the init must run before every reduction loop — pass {l.name!r} or a loop "
+                    "outside it")
+            if any(p.partial for p in l.parts):
+                raise ScheduleError("decompose_reduction: loops with partial tiles are not supported")
+        _not_frozen(outer[-1:], "decompose_reduction")
+        serial = [l for l in outer if l.kind != PARALLEL and l.extent > 1]
+        producers = [p.name for x, p in enumerate(block.producers[: block.n_inputs]) if p is not None]
+        if serial and producers:
+            raise ScheduleError(
+                f"decompose_reduction: the serial loops {[l.name for l in serial]} are made with "
+                f"transform.structured.fuse, which would also fuse the producers {producers} of "
+                f"{block.name!r} into them; compute them at the root first, or make those loops parallel")
+        call = f"sch.decompose_reduction({self._name(block)}, {self._name(loop)})"
+        return self._step(call, _decompose_reduction, block, loop, call)
+
+    def transform_layout(self, block: BlockRV, buffer: "int | str", index_map: Callable[..., tuple],
+                         name: str | None = None) -> BlockRV:
+        """Store input ``buffer`` of ``block`` in a new layout (TVM's array packing), e.g.
+        ``lambda k, n: (n // 32, k, n % 32)``: ``transform.structured.pack`` +
+        ``pack_transpose``. Returns the packing block (a transpose, schedulable).
+
+        The packed dims of ``block`` become two dims (``no`` and ``ni``), so its loops are
+        rebuilt; an output indexed by a packed dim is unpacked by a copy block
+        ``<name>.unpack``. Call it before other primitives on ``block``.
+        """
+        block = check_block(block, "transform_layout")
+        _static(block, "transform_layout")
+        if block.kind != "op" or block.attach is not None:
+            raise ScheduleError("transform_layout: the block must be a root op block")
+        self._movable(block, "transform_layout")
+        if len(block.output_map) and any(r.kind != "dim" for r in block.output_map):
+            raise ScheduleError("transform_layout: the output is written through a non-trivial index")
+        operand = self._operand_index(block, buffer)
+        results = block.maps[operand]
+        if any(r.kind != "dim" for r in results):
+            raise ScheduleError(f"transform_layout: operand {buffer!r} is indexed by a non-trivial "
+                                "expression; only operands indexed by loop dims can be packed")
+        shape = [block.dims[r.value].extent for r in results]
+        outer, inner_dims, packed_sizes = self._parse_layout(block, operand, shape, index_map)
+        out = block.output_map
+        packed_out = [p for p, r in enumerate(out) if packed_sizes[r.value]]
+        if len(packed_out) > 1 or (packed_out and packed_out[0] != len(out) - 1):
+            raise ScheduleError(
+                "transform_layout: MLIR packs every operand indexed by the packed dim, so the output "
+                "would be re-laid out too; tilecraft supports that only when the packed dim is the "
+                "output's innermost dim (the unpack is then a reshape)")
+        pack_name = name or f"{self._operand_name(block, operand)}_packed"
+        if any(b.name == pack_name for b in self._state.blocks):
+            raise ScheduleError(f"transform_layout: a block named {pack_name!r} exists; pass name=")
+        buffer_text = f'"{buffer}"' if isinstance(buffer, str) else str(buffer)
+        call = f"sch.transform_layout({self._name(block)}, {buffer_text}, {self._layout_text(shape, index_map)})"
+        return self._step(call, _transform_layout, block, operand, outer, inner_dims, packed_sizes,
+                          pack_name, call)
+
+    @staticmethod
+    def _layout_text(shape: list[int], index_map: Callable[..., tuple]) -> str:
+        names = list(inspect.signature(index_map).parameters)
+        variables = [IterVar(extent, n, "spatial") for extent, n in zip(shape, names)]
+        result = index_map(*variables)
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        text = ", ".join(repr(r).removeprefix("(").removesuffix(")") for r in result)
+        return f"lambda {', '.join(names)}: ({text})"
+
+    def _operand_name(self, block: BlockRV, operand: int) -> str:
+        producer = block.producers[operand]
+        if producer is not None:
+            return producer.name
+        position = block.op.arg_positions[operand] if block.op else None
+        return self._argument_names[position] if position is not None else f"operand{operand}"
+
+    def _operand_index(self, block: BlockRV, buffer: "int | str") -> int:
+        if isinstance(buffer, int) and not isinstance(buffer, bool):
+            if not 0 <= buffer < block.n_inputs:
+                raise ScheduleError(f"transform_layout: {block.name!r} has inputs 0..{block.n_inputs - 1}")
+            return buffer
+        names = [self._operand_name(block, x) for x in range(block.n_inputs)]
+        if buffer not in names:
+            raise ScheduleError(f"transform_layout: {block.name!r} reads no buffer {buffer!r}; its inputs "
+                                f"are {names}")
+        return names.index(buffer)
+
+    def _parse_layout(self, block: BlockRV, operand: int, shape: list[int],
+                      index_map: Callable[..., tuple]) -> tuple[list[int], list[int], list[int]]:
+        try:
+            names = list(inspect.signature(index_map).parameters)
+        except (TypeError, ValueError):
+            names = []
+        if len(names) != len(shape):
+            raise ScheduleError(f"transform_layout: the index map takes {len(names)} arguments but the "
+                                f"buffer has rank {len(shape)}")
+        variables = [IterVar(extent, n, "spatial") for extent, n in zip(shape, names)]
+        result = index_map(*variables)
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        whole: dict[int, int] = {}
+        outer_split: dict[int, int] = {}
+        inner_split: dict[int, int] = {}
+        entries: list[tuple[str, int]] = []
+        for expr in result:
+            if isinstance(expr, IterVar) and expr in variables:
+                position = variables.index(expr)
+                whole[position] = 1
+                entries.append(("outer", position))
+            elif isinstance(expr, IndexBinary) and expr.op in ("floordiv", "mod") and isinstance(
+                    expr.lhs, IterVar) and expr.lhs in variables and isinstance(expr.rhs, IndexConst):
+                position = variables.index(expr.lhs)
+                target = outer_split if expr.op == "floordiv" else inner_split
+                if position in target:
+                    raise ScheduleError(f"transform_layout: {expr!r} appears twice")
+                target[position] = expr.rhs.value
+                entries.append(("outer" if expr.op == "floordiv" else "inner", position))
+            else:
+                raise ScheduleError(
+                    f"transform_layout: each index of the new layout must be a variable v, v // c or "
+                    f"v % c; got {expr!r}")
+        kinds = [k for k, _ in entries]
+        if "inner" in kinds and "outer" in kinds[kinds.index("inner"):]:
+            raise ScheduleError("transform_layout: the v % c (inner tile) indices must come last")
+        for position in range(len(shape)):
+            count = (position in whole) + (position in outer_split) + (position in inner_split)
+            if position in whole and count > 1 or count == 0:
+                raise ScheduleError(f"transform_layout: {names[position]!r} must appear once, or as "
+                                    f"{names[position]} // c and {names[position]} % c")
+            if (position in outer_split) != (position in inner_split) or (
+                    position in outer_split and outer_split[position] != inner_split[position]):
+                raise ScheduleError(f"transform_layout: split {names[position]!r} as "
+                                    f"{names[position]} // c and {names[position]} % c with the same c")
+            c = outer_split.get(position)
+            if c is not None and (c < 1 or shape[position] % c):
+                raise ScheduleError(f"transform_layout: {c} does not divide the extent {shape[position]} "
+                                    f"of {names[position]!r} (padding is not supported for layouts)")
+        if not inner_split:
+            raise ScheduleError("transform_layout: the layout tiles nothing (no v // c, v % c pair); "
+                                "a pure permutation is not a packing")
+        results = block.maps[operand]
+        packed_sizes = [0] * len(block.dims)
+        for position, c in inner_split.items():
+            packed_sizes[results[position].value] = c
+        outer = [p for k, p in entries if k == "outer"]
+        inner_dims = [results[p].value for k, p in entries if k == "inner"]
+        return outer, inner_dims, packed_sizes
+
+    # -- output ------------------------------------------------------------------------------
+
+    @property
+    def script(self) -> str:
+        """The transform module making the current schedule (header: the primitive calls)."""
+        return self._script
+
+    @property
+    def trace(self) -> "Trace":
+        """The transform script: ``sch.trace()`` or ``sch.trace.show()`` print it (TVM's
+        ``sch.trace.show()``), ``str(sch.trace)`` is its text."""
+        return Trace(self._script, self.history)
+
+    def ir(self) -> str:
+        """The scheduled function's IR (the payload after the script)."""
+        return str(find_function_in(self._current, self.func_name))
+
+    def show(self) -> None:
+        """Print the scheduled function's loops (TVM's ``sch.mod.show()``)."""
+        print(self.ir())
+
+    @property
+    def mod(self) -> ir.Module:
+        """A fresh copy of the scheduled module (with every function of the source)."""
+        return ir.Module.parse(str(self._current), context=self._context)
+
+    def module_text(self) -> str:
+        """The scheduled module as MLIR text."""
+        return str(self._current)
+
+    def module_bytecode(self) -> bytes:
+        """The scheduled module as MLIR bytecode (what :func:`build` compiles)."""
+        buffer = io.BytesIO()
+        self._current.write_bytecode(buffer)
+        return buffer.getvalue()
+
+    @property
+    def history(self) -> list[str]:
+        """The primitive calls so far, TVM-trace style (``l3, l4 = sch.split(l1, factor=32)``)."""
+        return list(self._history)
+
+    def save(self, path: "str | Path") -> Path:
+        """Write the unscheduled function followed by the script: ``tilecraft-opt <path>
+        --transform-interpreter`` reproduces :meth:`show`'s IR without Python."""
+        path = Path(path)
+        payload = str(self._payload)
+        resources = ""
+        marker = payload.find("\n{-#")
+        if marker != -1:
+            payload, resources = payload[:marker], payload[marker:]
+        if not len(self._payload.operation.attributes):
+            # The functions at top level, as upstream transform tests write them.
+            payload = "\n".join(str(op) for op in self._payload.body.operations)
+        path.write_text(payload.rstrip() + "\n\n" + self._script + resources)
+        return path
+
+    def __repr__(self) -> str:
+        return f"<Schedule @{self.func_name}: {len(self._history)} steps>"
+
+
+class Trace:
+    """What :attr:`Schedule.trace` returns: the script, printable, and the primitive calls."""
+
+    def __init__(self, script: str, calls: list[str]) -> None:
+        self.script = script
+        self.calls = calls
+
+    def show(self) -> None:
+        print(self.script, end="")
+
+    __call__ = show
+
+    def __str__(self) -> str:
+        return self.script
+
+    def __repr__(self) -> str:
+        return f"<Trace: {len(self.calls)} calls>"
+
+
+def find_function_in(module_op: ir.Operation, name: str) -> ir.Operation:
+    for op in module_op.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    raise ScheduleError(f"no function @{name}")

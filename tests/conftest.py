@@ -1,0 +1,36 @@
+"""Shared fixtures. MLIR text builders and numpy references live in ``mlir_text.py``.
+
+``tests/`` is deliberately not a package: the repository root is the ``tilecraft`` package
+itself, so a ``tests/__init__.py`` made pytest import a second copy of tilecraft under the
+checkout folder's name (``main.pipelines...``) beside the installed one.
+"""
+
+import numpy as np
+import pytest
+
+
+def pytest_configure(config):
+    # A schedule that fails for an op only warns and falls back to scalar loops; in the
+    # tests that is a compiler bug, so it must fail the test that triggers it.
+    config.addinivalue_line("filterwarnings", "error:tilecraft-schedule:RuntimeWarning")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def random_array(rng, shape, dtype=np.float32):
+    """Values in [-1, 1) for floats, small integers for ints, coin flips for bools."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "i":
+        return rng.integers(-50, 50, size=shape).astype(dtype)
+    return (rng.random(shape) * 2 - 1).astype(dtype)
+
+
+@pytest.fixture
+def rand(rng):
+    """``rand(shape, dtype=np.float32)``: a reproducible random array."""
+    return lambda shape, dtype=np.float32: random_array(rng, shape, dtype)

@@ -1,0 +1,106 @@
+"""The ONNX importer's own behaviour: loading, dynamic batch, folding, weights, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import tilecraft
+from tilecraft.frontend.onnx import import_model
+
+from onnx_testing import check_node, make_model
+
+
+def test_add_broadcast_against_reference():
+    rng = np.random.default_rng(0)
+    check_node("Add", {"a": rng.standard_normal((3, 4), dtype=np.float32),
+                       "b": rng.standard_normal((4,), dtype=np.float32)})
+
+
+def test_dynamic_batch_accepts_any_batch_size():
+    x = np.ones((2, 5), np.float32)
+    model = make_model("Relu", {"x": x}, dynamic=["x"])
+    module = import_model(model)
+    assert "tensor<?x5xf32>" in str(module)
+    compiled = tilecraft.compile(model)
+    for batch in (1, 3, 8):
+        value = np.random.default_rng(batch).standard_normal((batch, 5), dtype=np.float32)
+        np.testing.assert_array_equal(compiled(x=value), np.maximum(value, 0))
+
+
+def test_weights_are_resources_not_text():
+    weight = np.random.default_rng(0).standard_normal((64, 64), dtype=np.float32)
+    model = make_model("Add", {"x": np.ones((64, 64), np.float32)}, constants={"w": weight})
+    text = str(import_model(model))
+    assert "dense_resource<w>" in text
+    assert f"{weight[0, 0]:.6}" not in text.split("{-#")[0]
+
+
+def test_shape_arithmetic_folds_at_import():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 12])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["i"], value=onnx.numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Gather", ["s", "i"], ["d0"], axis=0),
+        helper.make_node("Constant", [], ["m1"], value=onnx.numpy_helper.from_array(np.array([-1], np.int64))),
+        helper.make_node("Unsqueeze", ["d0", "zero"], ["d0u"]),
+        helper.make_node("Concat", ["d0u", "m1"], ["shape"], axis=0),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["y"]),
+    ]
+    zero = onnx.numpy_helper.from_array(np.array([0], np.int64), "zero")
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [zero]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    pytest.importorskip("onnx")
+    if tilecraft.frontend.onnx.registry.lookup("Reshape", 17) is None:
+        pytest.skip("Reshape not implemented yet")
+    text = str(import_model(model))
+    assert "tensor.dim" not in text and "Shape" not in text
+
+
+def test_unsupported_ops_listed_all_at_once():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="fine"),
+             helper.make_node("NoSuchOp", ["a"], ["b"], name="first_bad"),
+             helper.make_node("AlsoMissing", ["b"], ["y"], name="second_bad", domain="com.example")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    with pytest.raises(tilecraft.ModelImportError) as error:
+        import_model(model)
+    message = str(error.value)
+    assert "NoSuchOp (node 'first_bad'" in message and "AlsoMissing (node 'second_bad'" in message
+    assert [p[0] for p in error.value.problems] == ["first_bad", "second_bad"]
+
+
+def test_not_onnx_and_truncated_files(tmp_path):
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"this is not a protobuf \xff\xfe")
+    with pytest.raises(tilecraft.ModelImportError, match="not a valid ONNX model|no graph"):
+        import_model(garbage)
+    model = make_model("Relu", {"x": np.ones((2, 2), np.float32)})
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(model.SerializeToString()[:20])
+    with pytest.raises(tilecraft.ModelImportError):
+        import_model(truncated)
+    with pytest.raises(tilecraft.ModelImportError, match="no such"):
+        tilecraft.compile(tmp_path / "missing.onnx")
+
+
+def test_unsupported_input_dtype_is_named():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.COMPLEX64, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.COMPLEX64, [2])
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="id")], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(tilecraft.ModelImportError, match="COMPLEX64|Identity"):
+        import_model(model)
+
+
+def test_shape_dict_overrides_and_rejects_unknown_names():
+    model = make_model("Relu", {"x": np.ones((2, 5), np.float32)}, dynamic=["x"])
+    assert "tensor<7x5xf32>" in str(import_model(model, {"x": [7, 5]}))
+    with pytest.raises(tilecraft.ModelImportError, match="unknown inputs"):
+        import_model(model, {"nope": [1]})

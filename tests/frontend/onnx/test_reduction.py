@@ -1,0 +1,336 @@
+"""ONNX reductions and normalizations against onnx.reference (or onnxruntime / numpy where
+the reference departs from the spec): Reduce*, ArgMax/ArgMin, TopK, CumSum, Softmax,
+LogSoftmax, Hardmax, BatchNormalization, InstanceNormalization, LayerNormalization,
+GroupNormalization, LRN, MeanVarianceNormalization, LpNormalization."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import tilecraft
+from tilecraft.frontend.onnx import import_model
+
+from onnx_testing import check_node, make_model, reference_outputs
+
+F16 = dict(rtol=2e-3, atol=2e-3)
+
+
+def rand(shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(-9 if np.dtype(dtype).kind == "i" else 0, 10, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def compile_and_run(model, **inputs):
+    got = tilecraft.compile(model)(**inputs)
+    return list(got) if isinstance(got, tuple) else [got]
+
+
+def onnxruntime_outputs(model, inputs):
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, dict(inputs))
+
+
+def declare_output(model, dims, index=0, elem_type=None):
+    """Give an output a type where shape inference cannot (a runtime input decides the
+    rank, a function op, an invalid attribute); by default the input's element type."""
+    output = model.graph.output[index]
+    elem_type = elem_type or output.type.tensor_type.elem_type or model.graph.input[0].type.tensor_type.elem_type
+    output.CopyFrom(onnx.helper.make_tensor_value_info(output.name, elem_type, dims))
+
+
+# --- Reduce* -----------------------------------------------------------------------------
+
+# (op, opset, axes, keepdims): axes are an attribute before opset 13 (ReduceSum) / 18 (the
+# others) and an initializer input after; each row also covers negative axes or defaults.
+REDUCE_CASES = [
+    ("ReduceSum", 11, [1], 1), ("ReduceSum", 13, [-1, 0], 0),
+    ("ReduceMean", 13, [1, 2], 1), ("ReduceMean", 18, None, 0),
+    ("ReduceMax", 12, [-2], 0), ("ReduceMax", 18, [0, 2], 1),
+    ("ReduceMin", 18, [1], 0), ("ReduceProd", 18, [2], 1),
+    ("ReduceL1", 11, [0], 1), ("ReduceL2", 18, [-1], 0),
+    ("ReduceLogSum", 13, [1], 1), ("ReduceLogSumExp", 18, [0, 1], 0),
+    ("ReduceSumSquare", 18, None, 1),
+]
+
+
+@pytest.mark.parametrize("op, opset, axes, keepdims", REDUCE_CASES)
+def test_reduce(op, opset, axes, keepdims):
+    x = rand((3, 4, 5))
+    if op in ("ReduceLogSum", "ReduceProd"):
+        x = np.abs(x) + 0.5
+    axes_as_input = opset >= (13 if op == "ReduceSum" else 18)
+    attributes = {"keepdims": keepdims}
+    constants = {}
+    if axes is not None and axes_as_input:
+        constants["axes"] = np.array(axes, np.int64)
+    elif axes is not None:
+        attributes["axes"] = axes
+    check_node(op, {"x": x}, constants=constants, attributes=attributes, opset=opset, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, dtype", [
+    ("ReduceSum", np.int32), ("ReduceMax", np.int64), ("ReduceMin", np.int32), ("ReduceProd", np.int64),
+    ("ReduceMean", np.int32), ("ReduceSum", np.float16), ("ReduceMean", np.float64),
+])
+def test_reduce_element_types(op, dtype):
+    x = rand((4, 6), dtype)
+    check_node(op, {"x": x}, constants={"axes": np.array([1], np.int64)}, opset=18,
+               **(F16 if dtype == np.float16 else {}))
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_reduce_max_min_unsigned_and_bool(op):
+    """uint8 max/min compare unsigned (200 > 100 although 200 is -56 as a signed i8);
+    bool max/min are any/all."""
+    axes = {"axes": np.array([1], np.int64)}
+    check_node(op, {"x": np.array([[200, 100, 3], [0, 255, 7]], np.uint8)}, constants=axes, opset=18)
+    check_node(op, {"x": np.array([[True, False], [True, True]])}, constants=axes, opset=20)
+
+
+def test_reduce_noop_with_empty_axes_and_empty_set():
+    x = rand((2, 3))
+    check_node("ReduceL2", {"x": x}, constants={"axes": np.array([], np.int64)},
+               attributes={"noop_with_empty_axes": 1}, opset=18)
+    empty = np.zeros((2, 0, 3), np.float32)
+    check_node("ReduceMax", {"x": empty}, constants={"axes": np.array([1], np.int64)}, opset=18)
+
+
+def test_reduce_axes_known_only_at_run_time():
+    """Axes as a graph input: the model is compiled once and serves every axes value."""
+    x = rand((3, 4))
+    model = make_model("ReduceMean", {"x": x, "axes": np.array([1], np.int64)}, attributes={"keepdims": 0}, opset=18)
+    declare_output(model, ["r0"])
+    compiled = tilecraft.compile(model)
+    for axes in ([1], [-2], [0]):
+        got = compiled(x=x, axes=np.array(axes, np.int64))
+        np.testing.assert_allclose(got, x.mean(axis=tuple(axes)), rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_log_sum_exp_keeps_large_values_finite():
+    x = np.array([[1000.0, 1000.0, -np.inf], [-1000.0, 0.0, 1.0]], np.float32)
+    check_node("ReduceLogSumExp", {"x": x}, constants={"axes": np.array([1], np.int64)}, opset=18)
+
+
+def test_reduce_mean_dynamic_batch():
+    x = rand((3, 8))
+    model = make_model("ReduceMean", {"x": x}, constants={"axes": np.array([0], np.int64)},
+                       opset=18, dynamic=["x"], attributes={"keepdims": 0})
+    assert "tensor<?x8xf32>" in str(import_model(model))
+    compiled = tilecraft.compile(model)
+    for batch in (1, 5):
+        value = rand((batch, 8), seed=batch)
+        np.testing.assert_allclose(compiled(x=value), value.mean(axis=0), rtol=1e-5, atol=1e-6)
+
+
+# --- ArgMax / ArgMin / TopK --------------------------------------------------------------
+
+@pytest.mark.parametrize("op, axis, keepdims, select_last", [
+    ("ArgMax", 1, 1, 0), ("ArgMax", -1, 0, 1), ("ArgMin", 0, 1, 1), ("ArgMin", 2, 0, 0),
+])
+def test_arg_max_min_with_ties(op, axis, keepdims, select_last):
+    x = np.random.default_rng(1).integers(0, 3, size=(3, 4, 5)).astype(np.float32)  # many ties
+    check_node(op, {"x": x}, attributes={"axis": axis, "keepdims": keepdims, "select_last_index": select_last},
+               opset=13)
+
+
+def test_arg_max_integers_and_old_opset():
+    check_node("ArgMax", {"x": rand((4, 6), np.int64)}, attributes={"axis": 1}, opset=11)
+    check_node("ArgMin", {"x": np.array([[130, 7, 255], [0, 128, 1]], np.uint8)}, attributes={"axis": 1}, opset=13)
+
+
+@pytest.mark.parametrize("largest, axis", [(1, -1), (0, 0)])
+def test_top_k_ties_keep_lower_index_first(largest, axis):
+    """Ties keep the lower index first; NaN sorts above +inf; -0.0 and 0.0 tie and keep
+    their sign (the values are selected, not recomputed)."""
+    x = np.random.default_rng(2).integers(0, 4, size=(5, 6)).astype(np.float32)
+    x[0, :4] = [np.nan, -0.0, np.inf, 0.0]
+    options = dict(constants={"k": np.array([3], np.int64)}, attributes={"axis": axis, "largest": largest},
+                   opset=11, num_outputs=2)
+    values, _ = check_node("TopK", {"x": x}, **options)
+    expected, _ = reference_outputs(make_model("TopK", {"x": x}, **options), {"x": x})
+    np.testing.assert_array_equal(np.signbit(values), np.signbit(expected))
+
+
+def test_top_k_old_opset_and_runtime_k():
+    x = rand((3, 7), np.int32)
+    check_node("TopK", {"x": x}, attributes={"k": 2}, opset=9, num_outputs=2)
+    model = make_model("TopK", {"x": rand((3, 7)), "k": np.array([2], np.int64)}, opset=11, num_outputs=2)
+    compiled = tilecraft.compile(model)
+    value = rand((3, 7), seed=4)
+    for k in (1, 4):
+        values, indices = compiled(x=value, k=np.array([k], np.int64))
+        expected = np.argsort(-value, axis=1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(indices, expected)
+        np.testing.assert_array_equal(values, np.take_along_axis(value, expected, axis=1))
+
+
+# --- CumSum ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("exclusive, reverse, dtype", [
+    (0, 0, np.float32), (1, 0, np.int32), (0, 1, np.int64), (1, 1, np.float64),
+])
+def test_cum_sum(exclusive, reverse, dtype):
+    check_node("CumSum", {"x": rand((3, 5), dtype)}, constants={"axis": np.array(1, np.int32)},
+               attributes={"exclusive": exclusive, "reverse": reverse}, opset=14)
+
+
+def test_cum_sum_axis_known_only_at_run_time():
+    x = rand((3, 4))
+    model = make_model("CumSum", {"x": x, "axis": np.array(0, np.int64)}, opset=14)
+    compiled = tilecraft.compile(model)
+    for axis in (0, 1, -1):
+        np.testing.assert_allclose(compiled(x=x, axis=np.array(axis, np.int64)), np.cumsum(x, axis=axis), rtol=1e-5)
+
+
+# --- Softmax / LogSoftmax / Hardmax ------------------------------------------------------
+
+@pytest.mark.parametrize("op, opset, axis, dtype", [
+    ("Softmax", 13, 1, np.float32), ("Softmax", 13, -1, np.float16), ("LogSoftmax", 13, 0, np.float64),
+    ("Hardmax", 13, 1, np.float32),
+])
+def test_softmax_family_single_axis(op, opset, axis, dtype):
+    x = rand((2, 3, 4), dtype) * 10
+    if op == "Hardmax":
+        x = np.round(x)  # ties: the first maximum wins
+    check_node(op, {"x": x}, attributes={"axis": axis}, opset=opset, **(F16 if dtype == np.float16 else {}))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_softmax_family_before_13_coerces_to_2d(op):
+    """onnx.reference applies old opsets on one axis; the spec (and onnxruntime) flatten
+    every axis from ``axis`` on."""
+    x = np.round(rand((2, 3, 4)) * 4)
+    model = make_model(op, {"x": x}, attributes={"axis": 1}, opset=11)
+    (got,) = compile_and_run(model, x=x)
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_dynamic_batch():
+    x = rand((2, 6))
+    model = make_model("Softmax", {"x": x}, opset=13, dynamic=["x"])
+    compiled = tilecraft.compile(model)
+    for batch in (1, 4):
+        value = rand((batch, 6), seed=batch) * 30
+        expected = np.exp(value - value.max(axis=1, keepdims=True))
+        expected /= expected.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(compiled(x=value), expected, rtol=1e-5, atol=1e-7)
+
+
+# --- normalizations ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("opset, dtype", [(15, np.float32), (9, np.float64), (7, np.float16)])
+def test_batch_normalization_inference(opset, dtype):
+    """Against the formula: onnx.reference mixes in momentum-updated batch statistics for
+    opsets 7-9 even in test mode (one output), which the spec does not."""
+    c = 3
+    params = {"scale": rand((c,), dtype, 1), "B": rand((c,), dtype, 2), "mean": rand((c,), dtype, 3),
+              "var": (np.abs(rand((c,), dtype, 4)) + 0.1).astype(dtype)}
+    x = rand((2, c, 4, 5), dtype)
+    model = make_model("BatchNormalization", {"x": x}, constants=params, attributes={"epsilon": 1e-3}, opset=opset)
+    (got,) = compile_and_run(model, x=x)
+    p = {name: value.astype(np.float64).reshape(-1, 1, 1) for name, value in params.items()}
+    expected = (x - p["mean"]) / np.sqrt(p["var"] + np.float32(1e-3)) * p["scale"] + p["B"]
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, **(F16 if dtype == np.float16 else dict(rtol=1e-6, atol=1e-7)))
+
+
+def test_instance_normalization():
+    check_node("InstanceNormalization", {"x": rand((2, 3, 4, 5))},
+               constants={"s": rand((3,), seed=1), "b": rand((3,), seed=2)}, attributes={"epsilon": 1e-4},
+               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis, with_stats", [(-1, True), (1, False)])
+def test_layer_normalization(axis, with_stats):
+    x = rand((2, 3, 8))
+    shape = x.shape[axis:]
+    check_node("LayerNormalization", {"x": x}, constants={"scale": rand(shape, seed=1), "bias": rand(shape, seed=2)},
+               attributes={"axis": axis}, opset=17, num_outputs=3 if with_stats else 1, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_normalization_dynamic_batch_without_bias():
+    x = rand((2, 16))
+    model = make_model("LayerNormalization", {"x": x}, constants={"scale": rand((16,), seed=1)},
+                       opset=17, dynamic=["x"])
+    compiled = tilecraft.compile(model)
+    scale = rand((16,), seed=1)
+    for batch in (1, 3):
+        value = rand((batch, 16), seed=batch)
+        centered = value - value.mean(axis=1, keepdims=True)
+        expected = centered / np.sqrt(value.var(axis=1, keepdims=True) + 1e-5) * scale
+        np.testing.assert_allclose(compiled(x=value), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_group_normalization():
+    """Statistics per (instance, group of channels), then per-channel scale and bias
+    (opset 21; the checker rejects the deprecated opset-18 form)."""
+    n, c, groups = 2, 4, 2
+    x = rand((n, c, 3, 3))
+    scale, bias = rand((c,), seed=1), rand((c,), seed=2)
+    model = make_model("GroupNormalization", {"x": x}, constants={"scale": scale, "bias": bias},
+                       attributes={"num_groups": groups, "epsilon": 1e-5}, opset=21)
+    declare_output(model, list(x.shape))
+    (got,) = compile_and_run(model, x=x)
+    grouped = x.reshape(n, groups, -1)
+    normed = ((grouped - grouped.mean(-1, keepdims=True)) / np.sqrt(grouped.var(-1, keepdims=True) + 1e-5))
+    expected = normed.reshape(x.shape) * scale[:, None, None] + bias[:, None, None]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [3, 4])
+def test_lrn(size):
+    """Against the spec's formula (onnx.reference's LRN loops over the batch, not the
+    channels; onnxruntime accepts odd sizes only)."""
+    x = rand((2, 5, 3, 3))
+    alpha, beta, bias = 0.2, 0.6, 1.5
+    model = make_model("LRN", {"x": x}, attributes={"size": size, "alpha": alpha, "beta": beta, "bias": bias}, opset=13)
+    (got,) = compile_and_run(model, x=x)
+    square_sum = np.zeros_like(x)
+    for c in range(x.shape[1]):
+        low, high = max(0, c - (size - 1) // 2), min(x.shape[1] - 1, c + size // 2)
+        square_sum[:, c] = (x[:, low: high + 1] ** 2).sum(axis=1)
+    np.testing.assert_allclose(got, x / (bias + alpha / size * square_sum) ** beta, rtol=1e-5, atol=1e-6)
+
+
+def test_mean_variance_normalization():
+    check_node("MeanVarianceNormalization", {"x": rand((2, 3, 4, 4))}, attributes={"axes": [0, 2, 3]},
+               opset=13, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization(p):
+    """L1 uses |x| as the spec says (onnx.reference sums x itself); a zero row stays zero."""
+    x = rand((3, 4))
+    x[1] = 0
+    model = make_model("LpNormalization", {"x": x}, attributes={"axis": 1, "p": p}, opset=13)
+    (got,) = compile_and_run(model, x=x)
+    norm = np.linalg.norm(x, ord=p, axis=1, keepdims=True)
+    np.testing.assert_allclose(got, np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm)), rtol=1e-5, atol=1e-6)
+
+
+# --- what is refused, by name ------------------------------------------------------------
+
+@pytest.mark.parametrize("op, inputs, constants, attributes, opset, message", [
+    ("BatchNormalization", {"x": rand((2, 3, 4))}, {"s": rand((3,)), "b": rand((3,)), "m": rand((3,)), "v": rand((3,))},
+     {"training_mode": 1}, 15, "training_mode=1"),
+    ("GroupNormalization", {"x": rand((2, 3, 4))}, {"s": rand((3,)), "b": rand((3,))}, {"num_groups": 2}, 21,
+     "does not divide"),
+    ("LpNormalization", {"x": rand((2, 3))}, {}, {"p": 3}, 13, "p=3"),
+    ("Softmax", {"x": rand((2, 3), np.int32)}, {}, {}, 13, "floating-point"),
+    ("ReduceSum", {"x": rand((2, 3))}, {"axes": np.array([2], np.int64)}, {}, 13, "out of range"),
+    ("TopK", {"x": rand((2, 3))}, {"k": np.array([4], np.int64)}, {}, 11, "k=4"),
+])
+def test_unsupported_attributes_name_the_node(op, inputs, constants, attributes, opset, message):
+    model = make_model(op, inputs, constants=constants, attributes=attributes, opset=opset,
+                       num_outputs=2 if op == "TopK" else 1)
+    declare_output(model, ["d"] * len(next(iter(inputs.values())).shape))
+    if op == "TopK":
+        declare_output(model, ["d", "e"], index=1, elem_type=onnx.TensorProto.INT64)
+    with pytest.raises(tilecraft.ModelImportError, match=message) as error:
+        import_model(model)
+    assert f"{op.lower()}_node" in str(error.value)

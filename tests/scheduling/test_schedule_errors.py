@@ -1,0 +1,243 @@
+"""Every illegal schedule step raises ScheduleError with a clear message, before anything runs:
+the schedule (its script and its loops) is unchanged afterwards."""
+
+import pytest
+
+import tilecraft.scheduling as tc
+from tilecraft import TilecraftError
+
+
+def matmul(M=64, N=64, K=64):
+    A = tc.placeholder((M, K), name="A")
+    B = tc.placeholder((K, N), name="B")
+    k = tc.reduce_axis(K, "k")
+    return tc.compute((M, N), lambda i, j: tc.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def chain(consumers=1, returned=False):
+    X, W = tc.placeholder((64, 64), name="X"), tc.placeholder((64, 64), name="W")
+    R = tc.compute((64, 64), lambda i, j: tc.maximum(X[i, j], 0.0), name="R")
+    k = tc.reduce_axis(64, "k")
+    C = tc.compute((64, 64), lambda i, j: tc.sum(R[i, k] * W[k, j], axis=k), name="C")
+    D = tc.compute((64, 64), lambda i, j: C[i, j] * 2.0, name="D")
+    outputs = [D]
+    if consumers > 1:
+        outputs.append(tc.compute((64, 64), lambda i, j: R[i, j] + 1.0, name="E"))
+    if returned:
+        outputs.append(R)
+    return [X, W, *outputs]
+
+
+@pytest.fixture
+def mm():
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    return sch, C, *sch.get_loops(C)
+
+
+def raises(sch, message, step):
+    """``step()`` raises ScheduleError matching ``message`` and leaves ``sch`` unchanged."""
+    script, loops = sch.script, {b.name: [l.name for l in b.loops] for b in sch.get_blocks()}
+    with pytest.raises(tc.ScheduleError, match=message) as info:
+        step()
+    assert isinstance(info.value, TilecraftError)
+    assert sch.script == script
+    assert {b.name: [l.name for l in b.loops] for b in sch.get_blocks()} == loops
+
+
+# -- loops --------------------------------------------------------------------------------
+
+def test_vectorize_a_loop_with_a_dependence(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "loop 'k' carries a dependence: it iterates the reduction dim 'k'", lambda: sch.vectorize(k))
+
+
+def test_vectorize_a_loop_that_is_not_innermost(mm):
+    sch, C, i, j, k = mm
+    raises(sch, r"'j' is not the innermost loop of 'C' \(inside it: k\)", lambda: sch.vectorize(j))
+
+
+def test_split_a_consumed_handle(mm):
+    sch, C, i, j, k = mm
+    sch.split(i, factor=8)
+    raises(sch, r"loop 'i' no longer exists: it was consumed by sch.split\(l1, factor=8\) "
+                r"\(it became i_0, i_1\)", lambda: sch.split(i, factor=2))
+
+
+def test_split_factor_that_does_not_divide(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "do not divide the extent 64 of loop 'i'.*pad=True", lambda: sch.split(i, factor=10))
+    raises(sch, "cover 60 iterations, fewer than its extent 64", lambda: sch.split(i, factors=[6, 10]))
+    raises(sch, "cover 66 iterations but loop 'i' has 64; pass pad=True", lambda: sch.split(i, factors=[11, 6]))
+    raises(sch, "exactly one of factor=, nparts= or factors=", lambda: sch.split(i, factor=8, nparts=8))
+    raises(sch, "at most one factor may be None", lambda: sch.split(i, factors=[None, None]))
+
+
+def test_reorder_against_the_split_order(mm):
+    sch, C, i, j, k = mm
+    io, ii = sch.split(i, factor=8)
+    raises(sch, "'i_0' steps over 'i' by 8, so it must stay outside 'i_1'", lambda: sch.reorder(ii, io))
+    raises(sch, "a loop is listed twice", lambda: sch.reorder(j, j))
+
+
+def test_reorder_moving_the_vectorized_loop(mm):
+    sch, C, i, j, k = mm
+    sch.reorder(i, k, j)
+    sch.vectorize(j)
+    raises(sch, "vectorized loop 'j' must stay innermost", lambda: sch.reorder(j, k))
+
+
+def test_fuse_loops_that_are_not_adjacent(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "not adjacent and outermost-first", lambda: sch.fuse(i, k))
+    raises(sch, "not adjacent and outermost-first", lambda: sch.fuse(j, i))
+    raises(sch, "at least two loops", lambda: sch.fuse(i))
+
+
+def test_fuse_or_split_an_annotated_loop(mm):
+    sch, C, i, j, k = mm
+    sch.parallel(i)
+    raises(sch, "loop 'i' is parallel; fuse before annotating", lambda: sch.fuse(i, j))
+    raises(sch, "loop 'i' is parallel; split before annotating it", lambda: sch.split(i, factor=2))
+    raises(sch, "loop 'i' is already parallel", lambda: sch.vectorize(i))
+
+
+def test_parallel_reduction_loop(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "parallel: loop 'k' iterates the reduction dim 'k'.*would race", lambda: sch.parallel(k))
+
+
+def test_unroll_partial_or_huge_loops():
+    A = tc.placeholder((100, 4096), name="A")
+    sch = tc.Schedule(tc.compute((100, 4096), lambda i, j: A[i, j] * 2.0, name="C"))
+    i, j = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, factor=8, pad=True)
+    raises(sch, "partial last tile.*cannot be fully unrolled", lambda: sch.unroll(ii))
+    raises(sch, "4096 iterations; unroll at most 1024", lambda: sch.unroll(j))
+
+
+def test_loops_of_another_block_and_bad_handles(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "expected a loop", lambda: sch.vectorize("j"))
+    raises(sch, "no block named 'D'; blocks: \\['C.init', 'C'\\]", lambda: sch.get_block("D"))
+
+
+# -- blocks -------------------------------------------------------------------------------
+
+def test_compute_at_errors():
+    sch = tc.Schedule(chain())
+    R, C, D = (sch.get_block(n) for n in "RCD")
+    i, j, k = sch.get_loops(C)
+    raises(sch, "'C.init' initializes 'C'; place it with decompose_reduction",
+           lambda: sch.compute_at(sch.get_block("C.init"), i))
+    raises(sch, "block 'D' does not produce an input of 'C'", lambda: sch.compute_at(D, i))
+    raises(sch, "cannot be computed at its own loop", lambda: sch.compute_at(C, i))
+    sch.reorder(i, k, j)
+    sch.vectorize(j)
+    raises(sch, "loop 'j' is vectorized", lambda: sch.compute_at(R, j))
+    sch.compute_at(R, i)
+    raises(sch, "'i' is at or outside loop 'i', where block 'R' is computed \\(compute_at\\)",
+           lambda: sch.split(i, factor=2))
+    raises(sch, "block 'R' is already computed at 'i'", lambda: sch.compute_at(R, k))
+
+
+def test_compute_at_producer_with_other_uses_in_a_serial_loop():
+    sch = tc.Schedule(chain(consumers=2))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    raises(sch, "'R' is also used by E; tilecraft moves a producer into its consumer's loops only",
+           lambda: sch.compute_at(sch.get_block("R"), i))
+
+
+def test_reverse_compute_at_inside_a_reduction():
+    sch = tc.Schedule(chain())
+    C, D = sch.get_block("C"), sch.get_block("D")
+    i, j, k = sch.get_loops(C)
+    sch.reorder(k, i, j)
+    raises(sch, "loop 'k' iterates a reduction of 'C'", lambda: sch.reverse_compute_at(D, i))
+    fresh = tc.Schedule(chain())
+    C, D = fresh.get_block("C"), fresh.get_block("D")
+    raises(fresh, "block 'C' does not read the result of 'D'",
+           lambda: fresh.reverse_compute_at(C, fresh.get_loops(D)[0]))
+
+
+def test_compute_inline_errors():
+    sch = tc.Schedule(chain(returned=True))
+    raises(sch, "'R' is an output of the function", lambda: sch.compute_inline(sch.get_block("R")))
+    raises(sch, "'C' is a reduction", lambda: sch.compute_inline(sch.get_block("C")))
+    sch = tc.Schedule(chain(consumers=2))
+    raises(sch, "'R' has 2 consumers", lambda: sch.compute_inline(sch.get_block("R")))
+    sch = tc.Schedule(chain())
+    R = sch.get_block("R")
+    (i, j) = sch.get_loops(R)
+    sch.compute_inline(R)
+    raises(sch, "block 'R' was inlined into C by sch.compute_inline", lambda: sch.get_loops(R))
+    raises(sch, "block 'R' was inlined", lambda: sch.vectorize(j))
+    raises(sch, "no block named 'R'", lambda: sch.get_block("R"))
+
+
+def test_cache_write_errors(mm):
+    sch, C, i, j, k = mm
+    sch.split(i, factor=8)
+    raises(sch, "block 'C' already has scheduled loops", lambda: sch.cache_write(C))
+    fresh = tc.Schedule(matmul())
+    CC = fresh.cache_write(fresh.get_block("C"))
+    ci, cj = fresh.get_loops(fresh.get_block("C"))
+    init_loop = fresh.get_loops(fresh.get_block("C.init"))[0]
+    raises(fresh, "the cache 'C.local' can only be computed at a loop of 'C'",
+           lambda: fresh.compute_at(CC, init_loop))
+    raises(fresh, "'C.init' is a init block, not an op", lambda: fresh.cache_write(fresh.get_block("C.init")))
+    other = tc.Schedule(matmul())
+    raises(other, "scope must be a name", lambda: other.cache_write(other.get_block("C"), "a b"))
+
+
+def test_decompose_reduction_errors(mm):
+    sch, C, i, j, k = mm
+    sch.reorder(k, i, j)
+    raises(sch, "loop 'k' outside 'i' iterates a reduction dim", lambda: sch.decompose_reduction(C, i))
+    init = sch.get_block("C.init")
+    raises(sch, "block 'C.init' is not a reduction", lambda: sch.decompose_reduction(init, sch.get_loops(init)[0]))
+    raises(sch, "loop 'i' is not a loop of 'C.init'", lambda: sch.decompose_reduction(init, i))
+    chained = tc.Schedule(chain())
+    C2 = chained.get_block("C")
+    ci, cj, ck = chained.get_loops(C2)
+    raises(chained, "made with transform.structured.fuse, which would also fuse the producers \\['R'\\]",
+           lambda: chained.decompose_reduction(C2, ck))
+
+
+def test_transform_layout_errors(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "reads no buffer 'Z'; its inputs are \\['A', 'B'\\]",
+           lambda: sch.transform_layout(C, "Z", lambda k, n: (n // 16, k, n % 16)))
+    raises(sch, "10 does not divide the extent 64",
+           lambda: sch.transform_layout(C, "B", lambda k, n: (n // 10, k, n % 10)))
+    raises(sch, "the v % c \\(inner tile\\) indices must come last",
+           lambda: sch.transform_layout(C, "B", lambda k, n: (n % 16, k, n // 16)))
+    raises(sch, "tiles nothing", lambda: sch.transform_layout(C, "B", lambda k, n: (n, k)))
+    raises(sch, "must be a variable v, v // c or v % c",
+           lambda: sch.transform_layout(C, "B", lambda k, n: (n + 1, k)))
+    raises(sch, "index map takes 1 arguments but the buffer has rank 2",
+           lambda: sch.transform_layout(C, "B", lambda k: (k,)))
+    raises(sch, "the output would be re-laid out too",
+           lambda: sch.transform_layout(C, "A", lambda m, k: (m // 16, k, m % 16)))
+    sch.split(i, factor=8)
+    raises(sch, "already has scheduled loops",
+           lambda: sch.transform_layout(C, "B", lambda k, n: (n // 16, k, n % 16)))
+
+
+def test_dynamic_shapes_are_rejected():
+    text = """
+    func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+      %c0 = arith.constant 0 : index
+      %d = tensor.dim %x, %c0 : tensor<?xf32>
+      %e = tensor.empty(%d) : tensor<?xf32>
+      %y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                           iterator_types = ["parallel"]} ins(%x : tensor<?xf32>) outs(%e : tensor<?xf32>) {
+      ^bb0(%a: f32, %b: f32):
+        %s = arith.addf %a, %a : f32
+        linalg.yield %s : f32
+      } -> tensor<?xf32>
+      return %y : tensor<?xf32>
+    }"""
+    sch = tc.Schedule(text)
+    (i,) = sch.get_loops(sch.get_block("generic"))
+    raises(sch, "dynamic extents \\(i0\\); the schedule API needs static shapes", lambda: sch.split(i, factor=4))
