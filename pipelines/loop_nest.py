@@ -37,6 +37,7 @@ class LoopNest:
         input_channel, depth) when the op is a convolution or pooling.
       output_dims: for each dimension of the last operand (the output), the loop indexing
         it, ``None`` where the index is not a single loop.
+      num_inputs: how many input operands the op reads.
     """
 
     op_name: str
@@ -47,6 +48,7 @@ class LoopNest:
     contraction: tuple[tuple[int, ...], ...] | None = None
     convolution: tuple[tuple[int, ...], ...] | None = None
     output_dims: tuple[int | None, ...] = ()
+    num_inputs: int = 1
 
     @property
     def static(self) -> bool:
@@ -128,6 +130,7 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
         contraction=contraction,
         convolution=convolution,
         output_dims=output_dims,
+        num_inputs=len(generic.operands) - max(len(generic.results), 1),
     )
 
 

@@ -164,18 +164,30 @@ def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSched
     if outer is not None:
         thread = [0] * n_loops
         thread[outer] = thread_chunk(nest.ranges[outer], max(register[outer], 1), threads)
+    # A product of three or more inputs reduced over several loops vectorizes into a
+    # vector.contract with several reduction dims, whose LLVM lowering aborts the process
+    # (MLIR 22 assertion in the outer-product lowering): keep such ops scalar.
+    crashes_contract_lowering = nest.num_inputs > 2 and len(nest.reduction_dims) > 1
     return OpSchedule(
         tag,
         thread_tiles=tuple(thread) if thread else None,
         register_tiles=tuple(register) if any(register) else None,
         reduction_tiles=tuple(reduction) if any(reduction) else None,
-        vectorize=True,
+        vectorize=not crashes_contract_lowering,
     )
 
 
 def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_threads: int) -> OpSchedule:
     """Pick the default schedule of one op from its loop nest and the target."""
     lanes = max(1, vector_bits // max(nest.element_bits, 8))
+    if 0 in nest.ranges:
+        # Nothing to compute; and tiling a zero-extent loop next to a dynamic one aborts
+        # (MLIR 22 assertion "expected as many ivs as non-zero sizes").
+        return OpSchedule(tag)
+    if not nest.projected and nest.op_name not in _DECOMPOSABLE:
+        # Index expressions such as `2 - d1` (a flipped window) abort linalg's tiling inside
+        # the process (an assertion, not a recoverable error): leave such ops as loops.
+        return OpSchedule(tag)
     if not nest.static:
         # Dynamic extents: distribute the outermost parallel loop, leave the rest scalar.
         if not nest.parallel_dims or num_threads == 1:
@@ -252,8 +264,10 @@ class _ScriptWriter:
         )
         return result
 
-    def vectorize(self, handle: str) -> None:
-        self.lines.append(f"transform.structured.vectorize {handle} : {self.ANY}")
+    def vectorize(self, handle: str, *, nd_extract: bool = False) -> None:
+        """``nd_extract``: also vectorize gathers (``tensor.extract`` in a body)."""
+        options = " {vectorize_nd_extract}" if nd_extract else ""
+        self.lines.append(f"transform.structured.vectorize {handle}{options} : {self.ANY}")
 
 
 def render_op_sequence(plan: OpSchedule) -> str:
@@ -274,6 +288,9 @@ def render_op_sequence(plan: OpSchedule) -> str:
     if plan.decompose:
         op = w.decompose(op)
     if plan.vectorize:
+        # Not vectorize_nd_extract: with it, a gather-style Pad (reflect, cropping) vectorized
+        # to wrong values (tests/frontend/onnx/test_shape.py::test_negative_pads_crop); such
+        # ops fail to vectorize without it and keep correct scalar loops, with a warning.
         w.vectorize(op)
     body = "\n".join(f"    {line}" for line in w.lines)
     return (

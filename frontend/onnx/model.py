@@ -102,7 +102,7 @@ def value_infos(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
         shape = None
         if t.tensor_type.HasField("shape"):
             shape = tuple(
-                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
                 for d in t.tensor_type.shape.dim
             )
         infos[value.name] = TensorInfo(value.name, ONNX_DTYPES[t.tensor_type.elem_type], shape)
