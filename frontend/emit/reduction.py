@@ -551,9 +551,18 @@ def _axis_swapped_map(rank: int, axis: int, swap_to: int) -> ir.AffineMap:
     return ir.AffineMap.get(rank + 1, 0, exprs)
 
 
-def cumulative_sum(x: ir.Value, axis: int, *, exclusive: bool = False, reverse: bool = False) -> ir.Value:
-    """Running sum along ``axis``: ``out[i] = sum of x[j]`` for ``j <= i`` (``j < i`` when
-    ``exclusive``; ``j >= i`` / ``j > i`` when ``reverse``).
+def cumulative(
+    x: ir.Value, axis: int, kind: str = "sum", *, exclusive: bool = False, reverse: bool = False
+) -> ir.Value:
+    """Running sum or product along ``axis``: ``out[i] = x[j]`` combined for ``j <= i``
+    (``j < i`` when ``exclusive``; ``j >= i`` / ``j > i`` when ``reverse``)."""
+    if kind not in ("sum", "prod"):
+        raise ValueError(f"cumulative {kind!r}: expected 'sum' or 'prod'")
+    return _cumulative(x, axis, kind, exclusive, reverse)
+
+
+def _cumulative(x: ir.Value, axis: int, kind: str, exclusive: bool, reverse: bool) -> ir.Value:
+    """
 
     A triangular reduction (loop ``j`` innermost, masked): O(n^2) along the axis but one
     structured, vectorizable op with static or dynamic extents.
@@ -565,15 +574,16 @@ def cumulative_sum(x: ir.Value, axis: int, *, exclusive: bool = False, reverse: 
         (False, False): arith.CmpIPredicate.ule, (True, False): arith.CmpIPredicate.ult,
         (False, True): arith.CmpIPredicate.uge, (True, True): arith.CmpIPredicate.ugt,
     }[(exclusive, reverse)]
-    zero = core.scalar_constant(0, element)
+    identity = 0 if kind == "sum" else 1
+    neutral = core.scalar_constant(identity, element)
     maps = [_axis_swapped_map(rank, axis, rank), _leading_identity_map(rank)]
-    init = core.filled(extents, 0, element)
+    init = core.filled(extents, identity, element)
 
-    def masked_add(v: ir.Value, total: ir.Value) -> ir.Value:
+    def masked_combine(v: ir.Value, total: ir.Value) -> ir.Value:
         take = arith.cmpi(predicate, _loop_index(rank), _loop_index(axis))
-        return combine("sum", total, arith.select(take, v, zero))
+        return combine(kind, total, arith.select(take, v, neutral))
 
-    return _generic([x], maps, init, [_PARALLEL] * rank + [_REDUCTION], masked_add)
+    return _generic([x], maps, init, [_PARALLEL] * rank + [_REDUCTION], masked_combine)
 
 
 def top_k(

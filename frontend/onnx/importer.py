@@ -18,11 +18,11 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...errors import ModelImportError
-from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
+from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from ..emit import core
-from . import folding
+from . import folding, functions
 from .model import (
-    MIN_OPSET, check_model, default_opset, infer_shapes, initializers, load_model,
+    TensorInfo, check_model, default_opset, upgrade_old_opset, infer_shapes, initializers, load_model,
     onnx_dtype, override_input_shapes, value_infos,
 )
 from .node import HandlerError, NodeContext
@@ -41,7 +41,7 @@ def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str
     for position, node in enumerate(graph.node):
         if node.domain not in ("", "ai.onnx"):
             problems.append((_node_label(node, position), node.op_type, f"domain {node.domain!r}"))
-        elif lookup(node.op_type, opset) is None:
+        elif lookup(node.op_type, opset) is None and not functions.has_function(node, opset):
             problems.append((_node_label(node, position), node.op_type, f"opset {opset}"))
     return problems
 
@@ -141,11 +141,47 @@ class GraphImporter:
             else:
                 inputs.append(self.values[name])
         outputs = folding.fold(node, inputs, self.opset) if folding.can_fold(node, inputs) else None
+        if outputs is None and lookup(node.op_type, self.opset) is None:
+            self._import_function(node, label, inputs)
+            return
         if outputs is None:
             outputs = self._emit(node, label, inputs)
         for name, value in zip(node.output, outputs):
             if name and value is not None:
                 self.bind(name, value)
+
+    def _info(self, name: str, value: "ir.Value | np.ndarray | None") -> TensorInfo | None:
+        """The declared/inferred type of a value, else what its IR type or array says.
+
+        Values made inside an expanded function body have no inferred type; an unsigned
+        integer among them reads as signed (MLIR's integers are signless).
+        """
+        if name in self.infos:
+            return self.infos[name]
+        if isinstance(value, np.ndarray):
+            return TensorInfo(name, value.dtype, value.shape)
+        if isinstance(value, ir.Value):
+            element = core.tensor_type(value).element_type
+            return TensorInfo(name, numpy_dtype(element), tuple(core.static_shape(value)))
+        return None
+
+    def _import_function(self, node: onnx.NodeProto, label: str, inputs: list) -> None:
+        """Import an op without a handler through its ONNX function body (functions.py)."""
+        types = {}
+        for name, value in zip(node.input, inputs):
+            info = self._info(name, value)
+            if info is not None:
+                types[name] = functions.tensor_type(info)
+        body = functions.function_body(node, self.opset, types)
+        if body is None:
+            raise ModelImportError(
+                f"node {label!r} ({node.op_type}, opset {self.opset}): no handler, and ONNX "
+                "could not build its function body for these inputs",
+                problems=[(label, node.op_type, "function body unavailable")],
+            )
+        for position, body_node in enumerate(functions.expand(node, label, body)):
+            with ir.Location.name(f"{body_node.name}({body_node.op_type})"):
+                self._import_node(body_node, body_node.name or f"{label}/{position}")
 
     def _emit(self, node: onnx.NodeProto, label: str, inputs: list) -> Sequence[object]:
         handler = lookup(node.op_type, self.opset)
@@ -155,7 +191,7 @@ class GraphImporter:
             node=node,
             opset=self.opset,
             inputs=inputs,
-            input_infos=[self.infos.get(name) for name in node.input],
+            input_infos=[self._info(name, value) for name, value in zip(node.input, inputs)],
             output_infos=[self.infos.get(name) for name in node.output],
             materialize=self.materialize,
         )
@@ -192,10 +228,8 @@ def import_model(
         are listed, with node names), or a node cannot be imported (named in the message).
     """
     source_name = str(model) if isinstance(model, (str, Path)) else "model.onnx"
-    proto = load_model(model)
+    proto = upgrade_old_opset(load_model(model))
     opset = default_opset(proto)
-    if opset < MIN_OPSET:
-        raise ModelImportError(f"opset {opset} is older than the oldest supported ({MIN_OPSET})")
     problems = unsupported_nodes(proto.graph, opset)
     if problems:
         listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)

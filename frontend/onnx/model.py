@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
@@ -72,6 +73,24 @@ def check_model(proto: onnx.ModelProto) -> None:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as error:
         raise ModelImportError(f"the ONNX model is malformed: {str(error).splitlines()[0]}") from error
+
+
+def upgrade_old_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Models older than :data:`MIN_OPSET` go through ONNX's own version converter.
+
+    Why it is sound: the converter applies the ONNX-maintained adapters op by op and refuses
+    (raises) when an op cannot be expressed in the newer opset; we never guess.
+    """
+    opset = default_opset(proto)
+    if opset >= MIN_OPSET:
+        return proto
+    try:
+        return onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as error:  # the converter raises plain RuntimeError/ValueError subclasses
+        raise ModelImportError(
+            f"opset {opset} is older than the oldest supported ({MIN_OPSET}) and ONNX's version "
+            f"converter could not upgrade it: {str(error).splitlines()[0]}"
+        ) from error
 
 
 def default_opset(proto: onnx.ModelProto) -> int:

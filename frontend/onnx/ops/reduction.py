@@ -257,8 +257,7 @@ def top_k(ctx: NodeContext) -> list[ir.Value]:
 
 # --- CumSum ----------------------------------------------------------------------------
 
-@onnx_op("CumSum", since=11)
-def cum_sum(ctx: NodeContext) -> list[ir.Value]:
+def _cumulative(ctx: NodeContext, kind: str) -> list[ir.Value]:
     """The axis may be known only at run time: then each candidate axis has its own scan
     and the runtime value picks which one runs."""
     x = ctx.value(0)
@@ -266,8 +265,18 @@ def cum_sum(ctx: NodeContext) -> list[ir.Value]:
     options = dict(exclusive=bool(ctx.attr("exclusive", 0)), reverse=bool(ctx.attr("reverse", 0)))
     known = ctx.const(1)
     if known is not None:
-        return [emit.cumulative_sum(x, _axes(known, rank)[0], **options)]
-    return [emit.select_axis(ctx.value(1), rank, x.type, lambda d: emit.cumulative_sum(x, d, **options))]
+        return [emit.cumulative(x, _axes(known, rank)[0], kind, **options)]
+    return [emit.select_axis(ctx.value(1), rank, x.type, lambda d: emit.cumulative(x, d, kind, **options))]
+
+
+@onnx_op("CumSum", since=11)
+def cum_sum(ctx: NodeContext) -> list[ir.Value]:
+    return _cumulative(ctx, "sum")
+
+
+@onnx_op("CumProd", since=26)
+def cum_prod(ctx: NodeContext) -> list[ir.Value]:
+    return _cumulative(ctx, "prod")
 
 
 # --- Softmax / LogSoftmax / Hardmax ----------------------------------------------------

@@ -104,3 +104,21 @@ def test_shape_dict_overrides_and_rejects_unknown_names():
     assert "tensor<7x5xf32>" in str(import_model(model, {"x": [7, 5]}))
     with pytest.raises(tilecraft.ModelImportError, match="unknown inputs"):
         import_model(model, {"nope": [1]})
+
+
+def test_function_ops_expand_through_their_onnx_body():
+    """RMSNormalization has no handler: it imports through the function ONNX defines."""
+    x = np.random.default_rng(0).standard_normal((2, 3, 8), dtype=np.float32)
+    scale = np.random.default_rng(1).standard_normal((8,), dtype=np.float32)
+    check_node("RMSNormalization", {"x": x, "scale": scale}, attributes={"axis": -1}, opset=23,
+               rtol=1e-4, atol=1e-5)
+
+
+def test_old_opset_models_are_upgraded_by_the_version_converter():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 6)])
+    model.ir_version = 3
+    value = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
+    np.testing.assert_array_equal(tilecraft.compile(model)(x=value), np.maximum(value, 0))

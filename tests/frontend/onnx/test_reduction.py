@@ -179,6 +179,12 @@ def test_cum_sum(exclusive, reverse, dtype):
                attributes={"exclusive": exclusive, "reverse": reverse}, opset=14)
 
 
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 1)])
+def test_cum_prod(exclusive, reverse):
+    check_node("CumProd", {"x": rand((3, 5))}, constants={"axis": np.array(1, np.int32)},
+               attributes={"exclusive": exclusive, "reverse": reverse}, opset=26, rtol=1e-5)
+
+
 def test_cum_sum_axis_known_only_at_run_time():
     x = rand((3, 4))
     model = make_model("CumSum", {"x": x, "axis": np.array(0, np.int64)}, opset=14)
