@@ -27,29 +27,35 @@ print(seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
+PREPARE = """
+import os, sys
+import onnx
+sys.path.insert(0, sys.argv[1])
+from onnx_models import LIGHT_DIR, randomize_weights
+model, count = randomize_weights(onnx.load(os.path.join(LIGHT_DIR, f"light_{sys.argv[2]}.onnx")))
+onnx.save(model, sys.argv[3])
+print(count, sum(t.ByteSize() for t in model.graph.initializer) / 2**20)
+"""
+
+
+def _run(*args: str) -> str:
+    return subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, check=True).stdout
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="resnet50", help="light zoo model name (default resnet50)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import onnx
-    from onnx_models import LIGHT_DIR, available_models, randomize_weights
-
-    if args.model not in available_models():
-        parser.error(f"unknown model {args.model!r}; choose from {', '.join(available_models())}")
-    model, count = randomize_weights(onnx.load(os.path.join(LIGHT_DIR, f"light_{args.model}.onnx")))
-    weights_mb = sum(t.ByteSize() for t in model.graph.initializer) / 2**20
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Every step runs in its own process: a peak RSS is inherited across fork, so the parent
+    # must never hold the model itself.
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, f"{args.model}.onnx")
-        onnx.save(model, path)
-        baseline = subprocess.run(
-            [sys.executable, "-c", "import resource, tilecraft.frontend.onnx; "
-             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
-            capture_output=True, text=True, check=True,
-        )
-        result = subprocess.run([sys.executable, "-c", MEASURE, path], capture_output=True, text=True, check=True)
-    seconds, peak_mb = map(float, result.stdout.split())
-    base_mb = float(baseline.stdout)
+        count, weights_mb = _run(PREPARE, here, args.model, path).split()
+        weights_mb = float(weights_mb)
+        base_mb = float(_run("import resource, tilecraft.frontend.onnx; "
+                             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"))
+        seconds, peak_mb = map(float, _run(MEASURE, path).split())
     print(f"{args.model}: {count} weight tensors, {weights_mb:.1f} MB of weights")
     print(f"import: {seconds:.2f} s, peak RSS {peak_mb:.0f} MB "
           f"({peak_mb - base_mb:.0f} MB above the {base_mb:.0f} MB of a bare import; "
