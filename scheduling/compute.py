@@ -26,6 +26,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, linalg, math, tensor
 
+from ..frontend.emit import core
 from .errors import ScheduleError
 from .expr import (
     Binary, Cast, Compare, Const, Expr, IndexBinary, IndexConst, IndexExpr, IterVar, Load,
@@ -269,22 +270,16 @@ def einsum(spec: str, *tensors: Tensor, name: str = "einsum") -> Tensor:
 
 # --- emission -----------------------------------------------------------------------------
 
-_ELEMENT_TYPES: dict[np.dtype, Callable[[], ir.Type]] = {
-    np.dtype(np.float16): ir.F16Type.get,
-    np.dtype(np.float32): ir.F32Type.get,
-    np.dtype(np.float64): ir.F64Type.get,
-    np.dtype(np.bool_): lambda: ir.IntegerType.get_signless(1),
-    np.dtype(np.int8): lambda: ir.IntegerType.get_signless(8),
-    np.dtype(np.int16): lambda: ir.IntegerType.get_signless(16),
-    np.dtype(np.int32): lambda: ir.IntegerType.get_signless(32),
-    np.dtype(np.int64): lambda: ir.IntegerType.get_signless(64),
-}
+# The DSL's arithmetic is signed (arith.divsi, cmpi slt...), so unsigned dtypes stay out.
+_SUPPORTED_DTYPES = frozenset(
+    np.dtype(t) for t in (np.float16, np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32, np.int64)
+)
 
 
 def element_type(dtype: np.dtype) -> ir.Type:
-    if dtype not in _ELEMENT_TYPES:
+    if dtype not in _SUPPORTED_DTYPES:
         raise ScheduleError(f"dtype {dtype} is not supported (float16/32/64, int8/16/32/64, bool)")
-    return _ELEMENT_TYPES[dtype]()
+    return core.element_type(dtype)
 
 
 def _is_float(dtype: np.dtype) -> bool:
