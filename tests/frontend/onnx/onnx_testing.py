@@ -14,10 +14,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import tilecraft
+from tilecraft.frontend.onnx import import_model
 
 
 def make_model(
@@ -79,3 +81,12 @@ def check_node(
         assert g.shape == e.shape, f"{op_type}: shape {g.shape} != reference {e.shape}"
         np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=op_type)
     return got
+
+
+def import_error(op_type: str, inputs: Mapping[str, np.ndarray], **model_options: Any) -> str:
+    """The ModelImportError message for a one-node model; it must name the node."""
+    with pytest.raises(tilecraft.ModelImportError) as error:
+        import_model(make_model(op_type, inputs, **model_options))
+    message = str(error.value)
+    assert f"{op_type.lower()}_node" in message
+    return message

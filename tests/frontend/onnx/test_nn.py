@@ -10,7 +10,7 @@ from onnx import helper
 import tilecraft
 from tilecraft.frontend.onnx import import_model
 
-from onnx_testing import check_node, make_model, reference_outputs
+from onnx_testing import check_node, import_error, make_model, reference_outputs
 
 RNG = np.random.default_rng(0)
 
@@ -39,14 +39,6 @@ def check_against_onnxruntime(op_type: str, inputs: dict, **options) -> None:
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
     np.testing.assert_allclose(tilecraft.compile(model)(**inputs), expected[0], rtol=1e-4, atol=1e-5)
 
-
-def import_error(op_type: str, inputs: dict, **options) -> str:
-    """The ModelImportError message for a one-node model (which must name the node)."""
-    with pytest.raises(tilecraft.ModelImportError) as info:
-        import_model(make_model(op_type, inputs, **options))
-    message = str(info.value)
-    assert f"{op_type.lower()}_node" in message
-    return message
 
 
 # --- MatMul ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from onnx import helper
 import tilecraft
 from tilecraft.frontend.onnx import import_model
 
-from onnx_testing import check_node, make_model
+from onnx_testing import check_node, import_error, make_model
 
 RNG = np.random.default_rng(0)
 
@@ -45,14 +45,6 @@ def run(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:
     got = tilecraft.compile(model)(**inputs)
     return list(got) if isinstance(got, tuple) else [got]
 
-
-def import_error(op_type: str, inputs: dict, **options) -> str:
-    """The ModelImportError message for a one-node model; it must name the node."""
-    with pytest.raises(tilecraft.ModelImportError) as error:
-        import_model(make_model(op_type, inputs, **options))
-    message = str(error.value)
-    assert f"{op_type.lower()}_node" in message
-    return message
 
 
 # ------------------------------------------------------------------------- Shape, Size
