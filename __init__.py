@@ -9,7 +9,16 @@
     A, B = tilecraft.placeholder((M, K), name="A"), tilecraft.placeholder((K, N), name="B")
 
 See docs/architecture.md for how a model travels from file to machine code.
+
+Public names are resolved lazily (PEP 562): `import tilecraft.runtime` must work in a process
+that has numpy and ctypes but no MLIR bindings (deployed packages), and `import tilecraft`
+must not import torch or xgboost for users who never touch them.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from .errors import (
     ArgumentTypeError,
@@ -21,23 +30,50 @@ from .errors import (
     TargetError,
     TilecraftError,
 )
-from .pipelines.compiler import compile
-from .pipelines.cpu import cpu_pipeline
-from .pipelines.pipeline import Pipeline, Stage
-from .pipelines.target import Target
-from .runtime.compiled_module import CompiledModule
-from .scheduling import Schedule, ScheduleError, build, compute, placeholder, reduce_axis
+
+__version__ = "0.1.0"
+
+# public name -> (module relative to this package, attribute in it; None for the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "compile": (".pipelines.compiler", "compile"),
+    "cpu_pipeline": (".pipelines.cpu", "cpu_pipeline"),
+    "Pipeline": (".pipelines.pipeline", "Pipeline"),
+    "Stage": (".pipelines.pipeline", "Stage"),
+    "Target": (".pipelines.target", "Target"),
+    "CompiledModule": (".runtime.compiled_module", "CompiledModule"),
+    "Schedule": (".scheduling", "Schedule"),
+    "ScheduleError": (".scheduling", "ScheduleError"),
+    "build": (".scheduling", "build"),
+    "compute": (".scheduling", "compute"),
+    "placeholder": (".scheduling", "placeholder"),
+    "reduce_axis": (".scheduling", "reduce_axis"),
+}
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept
 # out of __all__ because `from tilecraft import *` would shadow Python's sum/max/min/abs.
-from .scheduling import (  # noqa: F401
-    abs, einsum, exp, if_then_else, log, max, maximum, min, minimum, prod, sigmoid, sqrt, sum, tanh,
-)
-
-__version__ = "0.1.0"
+for _name in ("abs", "einsum", "exp", "if_then_else", "log", "max", "maximum", "min", "minimum",
+              "prod", "sigmoid", "sqrt", "sum", "tanh"):
+    _LAZY[_name] = (".scheduling", _name)
+del _name
 
 __all__ = [
     "ArgumentTypeError", "ArgumentValueError", "CompileError", "CompiledModule", "EntryPointError", "ModelImportError",
     "Pipeline", "PipelineError", "Schedule", "ScheduleError", "Stage", "Target", "TargetError",
     "TilecraftError", "build", "compile", "compute", "cpu_pipeline", "placeholder", "reduce_axis",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module behind a public name on first use and cache the attribute."""
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tilecraft' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name, __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

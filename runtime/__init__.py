@@ -1,6 +1,28 @@
-"""Running compiled code from Python: entry signatures, memref descriptors, CompiledModule."""
+"""Running compiled code from Python: entry signatures, memref descriptors, CompiledModule.
 
-from .compiled_module import CompiledModule
-from .signature import TensorSpec, EntrySignature
+Names resolve lazily so that the parts that need only numpy and ctypes (deployed packages)
+import in a process without the MLIR bindings.
+"""
 
-__all__ = ["CompiledModule", "EntrySignature", "TensorSpec"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "CompiledModule": ".compiled_module",
+    "EntrySignature": ".signature",
+    "TensorSpec": ".signature",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tilecraft.runtime' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value
