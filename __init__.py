@@ -36,6 +36,9 @@ __version__ = "0.1.0"
 # public name -> (module relative to this package, attribute in it; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
     "compile": (".pipelines.compiler", "compile"),
+    "load": (".driver", "load"),
+    "run": (".driver", "run"),
+    "Model": (".driver", "Model"),
     "cpu_pipeline": (".pipelines.cpu", "cpu_pipeline"),
     "Pipeline": (".pipelines.pipeline", "Pipeline"),
     "Stage": (".pipelines.pipeline", "Stage"),

@@ -51,3 +51,18 @@ class ModelImportError(TilecraftError):
     def __init__(self, message: str, *, problems: "list[tuple[str, str, str]] | None" = None) -> None:
         super().__init__(message)
         self.problems = list(problems or [])
+
+
+class PackageError(TilecraftError):
+    """A deployable package cannot be written or loaded: not a tilecraft package, truncated or
+    corrupted (content hash mismatch), or written by an incompatible package format."""
+
+
+class PackageTargetError(PackageError, TargetError):
+    """A package was built for a machine this one is not (another architecture, or CPU
+    features this CPU lacks)."""
+
+
+class ToolchainError(TilecraftError):
+    """An external tool that turns MLIR into a shared library (mlir-translate, opt, llc, the C
+    compiler or cross compiler) is missing or failed; the message carries its output."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
 from ..errors import EntryPointError
+from ..driver import Model
 from ..frontend.loader import load_module
 from ..runtime.compiled_module import CompiledModule
 from ..runtime.signature import EntrySignature
 from .cpu import cpu_pipeline
+from .package import PackageWriter
 from .pipeline import Pipeline, Stage
 from .target import Target
 
@@ -52,23 +55,34 @@ def compile(
     pipeline: Pipeline | None = None,
     opt_level: int = 3,
     keep_ir: bool = True,
+    package_path: "str | os.PathLike[str] | None" = None,
+    profile: bool = False,
 ) -> CompiledModule:
     """Compile a linalg-on-tensors module for ``target`` and JIT it.
 
     Args:
       source: MLIR text or bytecode, an ``mlir.ir.Module`` (left unchanged), an
-        ``onnx.ModelProto``, or a path to a ``.mlir`` / ``.onnx`` file.
+        ``onnx.ModelProto``, a path to a ``.mlir`` / ``.onnx`` file, or a model from
+        :func:`tilecraft.load` (its shape_dict and output names come along).
       target: ``"llvm"`` for the host CPU or ``"llvm -mcpu=... -mattr=..."``.
       shape_dict: for ONNX models, input name -> shape (``None`` keeps a dim dynamic).
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
       opt_level: LLVM optimization level for the JIT (0-3).
       keep_ir: keep the IR after each stage for :meth:`CompiledModule.ir`.
+      package_path: also write a deployable package there (``model.tar``: shared library,
+        manifest; load it with :func:`tilecraft.runtime.load`, no MLIR needed).
+      profile: with ``package_path``, add the per-kernel profiling variant to the package.
     """
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     target = Target.parse(target)
     pipeline = pipeline if pipeline is not None else cpu_pipeline(target)
+    output_names = None
+    if isinstance(source, Model):
+        shape_dict = source.shape_dict if shape_dict is None else shape_dict
+        output_names = source.output_names
+        source = source.source
     context = ir.Context()
     module = load_module(source, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
@@ -81,7 +95,14 @@ def compile(
             if keep_ir:
                 stage_ir[stage.name] = _asm(current)
 
+        writer = None
+        if package_path is not None:
+            writer = PackageWriter(signature, target, pipeline, opt_level=opt_level,
+                                   output_names=output_names, profile=profile)
+            writer.capture_source(module)
         pipeline.run(module, after_stage=record)
+        if writer is not None:
+            writer.write(module, package_path)
     return CompiledModule(
         module, signature, target=target, pipeline=pipeline, stage_ir=stage_ir, opt_level=opt_level
     )

@@ -12,10 +12,9 @@ import os
 import platform
 import shlex
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
 from ..errors import TargetError
+from ..runtime.host import host_cpu_flags
 
 # CPUs whose widest profitable vector registers are 512 bits (LLVM -mcpu names).
 _AVX512_CPUS = frozenset(
@@ -33,19 +32,6 @@ _AVX2_CPUS = frozenset(
     }
 )
 _KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple")
-
-
-@cache
-def host_cpu_flags() -> frozenset[str]:
-    """CPU feature flags of this machine as the kernel reports them (empty off Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
 
 
 def default_num_threads() -> int:

@@ -12,6 +12,8 @@ from typing import Any
 _LAZY = {
     "CompiledModule": ".compiled_module",
     "EntrySignature": ".signature",
+    "Package": ".package",
+    "load": ".package",
     "TensorSpec": ".signature",
 }
 

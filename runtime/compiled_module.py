@@ -13,7 +13,7 @@ from ..errors import CompileError, TargetError
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.target import Target
 from .libraries import load_process_wide, runtime_library
-from .memref import adopt_result, describe, descriptor_type
+from .memref import adopt_results, describe, results_type, scalar_ctype
 from .signature import EntrySignature
 
 # Runtime libraries the generated code may call into: handed to each JIT...
@@ -21,22 +21,6 @@ RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
 # ...or loaded once per process (the async runtime for parallel loops, whose per-engine
 # destroy hook would reset the runtime under every other module; see load_process_wide).
 PROCESS_WIDE_LIBRARIES = ("mlir_async_runtime",)
-
-
-def _scalar_ctype(array: np.ndarray) -> ctypes._SimpleCData:
-    if array.dtype == np.float16:  # ctypes has no half type: pass the bits
-        return ctypes.c_uint16(int(array.view(np.uint16)))
-    return np.ctypeslib.as_ctypes_type(array.dtype)(array.item())
-
-
-def _results_type(signature: EntrySignature) -> type[ctypes.Structure] | None:
-    ranks = [len(spec.shape) for spec in signature.results]
-    if not ranks:
-        return None
-    if len(ranks) == 1:
-        return descriptor_type(ranks[0])
-    fields = [(f"result{i}", descriptor_type(rank)) for i, rank in enumerate(ranks)]
-    return type("Results", (ctypes.Structure,), {"_fields_": fields})
 
 
 class CompiledModule:
@@ -74,7 +58,7 @@ class CompiledModule:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
         self._engine.initialize()
         self._entry = self._engine.lookup(signature.name)
-        self._results_type = _results_type(signature)
+        self._results_type = results_type([len(spec.shape) for spec in signature.results])
 
     @property
     def stages(self) -> list[str]:
@@ -107,7 +91,7 @@ class CompiledModule:
             packed.append(ctypes.pointer(result_pointer))
         for spec, array in zip(self.signature.arguments, arrays):
             if spec.is_scalar:
-                value = _scalar_ctype(array)
+                value = scalar_ctype(array)
                 keep_alive.append(value)
                 packed.append(ctypes.pointer(value))
             else:
@@ -118,27 +102,7 @@ class CompiledModule:
         self._entry(argv)
         if results is None:
             return ()
-        return self._adopt_results(results, arrays)
-
-    def _adopt_results(self, results: ctypes.Structure, arguments: list[np.ndarray]) -> Any:
-        specs = self.signature.results
-        descriptors = [results] if len(specs) == 1 else [getattr(results, f"result{i}") for i in range(len(specs))]
-        # Never free what the caller owns or what another result already adopted.
-        # Every tensor argument counts, 0-d ones too (only scalars travel by value): a result
-        # that is an argument's buffer must be copied, never freed with the result.
-        foreign = {
-            array.ctypes.data
-            for spec, array in zip(self.signature.arguments, arguments)
-            if not spec.is_scalar
-        }
-        adopted: set[int] = set()
-        outputs = []
-        for spec, descriptor in zip(specs, descriptors):
-            owned = bool(descriptor.allocated) and descriptor.allocated not in foreign | adopted
-            outputs.append(adopt_result(descriptor, spec.dtype, len(spec.shape), owned=owned))
-            if owned:
-                adopted.add(descriptor.allocated)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return adopt_results(results, self.signature, arrays)
 
     def __repr__(self) -> str:
         return f"<CompiledModule {self.signature} target={self.target}>"

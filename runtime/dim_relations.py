@@ -17,21 +17,11 @@ code would handle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mlir import ir, passmanager
 
 from ..pipelines.loop_nest import is_structured
 from ..pipelines.scratch import scratch_copy
-
-
-@dataclass(frozen=True)
-class DimGroup:
-    """Argument dimensions ``(argument index, axis)`` that must all have one extent,
-    ``size`` when the IR fixes it statically somewhere."""
-
-    members: tuple[tuple[int, int], ...]
-    size: int | None = None
+from .signature import DimGroup
 
 
 class _UnionFind:

@@ -13,8 +13,12 @@ import ctypes
 import ctypes.util
 import weakref
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .signature import EntrySignature
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 _LIBC.free.argtypes = [ctypes.c_void_p]
@@ -71,3 +75,46 @@ def adopt_result(descriptor: ctypes.Structure, dtype: np.dtype, rank: int, *, ow
         return array.copy()
     weakref.finalize(block, _LIBC.free, descriptor.allocated)
     return array
+
+
+def scalar_ctype(array: np.ndarray) -> ctypes._SimpleCData:
+    """A 0-d array as the ctypes value a scalar argument is passed as (f16: its bits)."""
+    if array.dtype == np.float16:  # ctypes has no half type: pass the bits
+        return ctypes.c_uint16(int(array.view(np.uint16)))
+    return np.ctypeslib.as_ctypes_type(array.dtype)(array.item())
+
+
+def results_type(ranks: "list[int] | tuple[int, ...]") -> type[ctypes.Structure] | None:
+    """The struct the C interface writes results into: one descriptor, or one per result."""
+    if not ranks:
+        return None
+    if len(ranks) == 1:
+        return descriptor_type(ranks[0])
+    fields = [(f"result{i}", descriptor_type(rank)) for i, rank in enumerate(ranks)]
+    return type("Results", (ctypes.Structure,), {"_fields_": fields})
+
+
+def adopt_results(
+    results: ctypes.Structure, signature: "EntrySignature", arguments: "list[np.ndarray]"
+) -> "np.ndarray | tuple[np.ndarray, ...]":
+    """Numpy arrays for the descriptors a call of ``signature`` with ``arguments`` returned.
+
+    Never free what the caller owns or what another result already adopted: a result that
+    is a tensor argument's buffer (0-d ones too; only scalars travel by value), or returned
+    twice, is copied instead of adopted.
+    """
+    specs = signature.results
+    foreign = {
+        array.ctypes.data
+        for spec, array in zip(signature.arguments, arguments)
+        if not spec.is_scalar
+    }
+    descriptors = [results] if len(specs) == 1 else [getattr(results, f"result{i}") for i in range(len(specs))]
+    adopted: set[int] = set()
+    outputs = []
+    for spec, descriptor in zip(specs, descriptors):
+        owned = bool(descriptor.allocated) and descriptor.allocated not in foreign | adopted
+        outputs.append(adopt_result(descriptor, spec.dtype, len(spec.shape), owned=owned))
+        if owned:
+            adopted.add(descriptor.allocated)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

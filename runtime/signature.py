@@ -8,20 +8,25 @@ against the types the MLIR function declares, before any native call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-from mlir import ir
 
 from ..errors import ArgumentTypeError, ArgumentValueError, EntryPointError
-from .dim_relations import DimGroup, equal_argument_dims
+
+if TYPE_CHECKING:
+    from mlir import ir
+
+# This module is imported without the MLIR bindings by deployed packages
+# (runtime/package.py), which rebuild a signature from their manifest: ``mlir`` is imported
+# only by the constructors that read IR (from_type, from_function).
 
 NAME_ATTRIBUTE = "tilecraft.name"
 # Overrides the numpy dtype of a signless integer argument/result (``"uint8"`` for ``i8``).
 DTYPE_ATTRIBUTE = "tilecraft.dtype"
 
 
-def numpy_dtype(element_type: ir.Type) -> np.dtype:
+def numpy_dtype(element_type: "ir.Type") -> np.dtype:
     """The numpy dtype of an MLIR element type; :class:`EntryPointError` if there is none."""
     text = str(element_type)
     dtypes = {
@@ -52,6 +57,15 @@ def _overridden_dtype(name: str, natural: np.dtype, requested: str) -> np.dtype:
 
 
 @dataclass(frozen=True)
+class DimGroup:
+    """Argument dimensions ``(argument index, axis)`` that must all have one extent,
+    ``size`` when the IR fixes it statically somewhere (see dim_relations.py)."""
+
+    members: tuple[tuple[int, int], ...]
+    size: int | None = None
+
+
+@dataclass(frozen=True)
 class TensorSpec:
     """One argument or result: name, dtype, shape (``None`` for a dynamic dimension).
 
@@ -77,8 +91,10 @@ class TensorSpec:
 
     @classmethod
     def from_type(
-        cls, name: str, value_type: ir.Type, attributes: ir.DictAttr | None = None
+        cls, name: str, value_type: "ir.Type", attributes: "ir.DictAttr | None" = None
     ) -> "TensorSpec":
+        from mlir import ir
+
         if isinstance(value_type, ir.RankedTensorType):
             tensor = ir.RankedTensorType(value_type)
             shape = tuple(None if tensor.is_dynamic_dim(i) else tensor.shape[i] for i in range(tensor.rank))
@@ -164,7 +180,11 @@ class EntrySignature:
     equal_dims: tuple[DimGroup, ...] = ()
 
     @classmethod
-    def from_function(cls, func: ir.Operation) -> "EntrySignature":
+    def from_function(cls, func: "ir.Operation") -> "EntrySignature":
+        from mlir import ir
+
+        from .dim_relations import equal_argument_dims
+
         name = ir.StringAttr(func.attributes["sym_name"]).value
         function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
         arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None

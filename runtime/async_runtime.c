@@ -1,0 +1,307 @@
+/* The MLIR async runtime ABI (mlirAsyncRuntime*) in plain C with pthreads.
+ *
+ * Why this file exists: code lowered with async-parallel-for / convert-async-to-llvm calls
+ * these functions for its parallel loops. The JIT takes them from MLIR's
+ * libmlir_async_runtime.so, but that library needs libLLVM.so (130 MB), so a deployed
+ * package cannot carry it. This implementation is compiled into each package's shared
+ * library instead: tokens, values and groups with reference counts, awaiters run when they
+ * become ready, and a fixed pool of worker threads (TILECRAFT_NUM_THREADS or the number of
+ * online CPUs) that runs resumed coroutines. Semantics follow MLIR's reference runtime
+ * (mlir/lib/ExecutionEngine/AsyncRuntime.cpp): tokens and values start with two
+ * references (the caller's and the producing task's, dropped when emplaced), a group
+ * completes when `size` added tokens are ready.
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef void (*CoroResume)(void *);
+
+enum { UNAVAILABLE = 0, AVAILABLE = 1, ERROR = 2 };
+enum { KIND_TOKEN, KIND_VALUE, KIND_GROUP };
+
+/* A callback run once when an object becomes ready: resume a coroutine, or count a token
+ * into a group (then `arg2` is the token). */
+typedef struct Awaiter {
+  void (*fn)(void *, void *);
+  void *arg1;
+  void *arg2;
+  struct Awaiter *next;
+} Awaiter;
+
+typedef struct Object {
+  int kind;
+  int64_t refs; /* atomic */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  Awaiter *awaiters;
+  /* tokens and values */
+  int state;
+  void *storage;
+  /* groups */
+  int64_t pending;
+  int64_t errors;
+  int64_t rank;
+} Object;
+
+static void die(const char *what) {
+  fprintf(stderr, "tilecraft async runtime: %s\n", what);
+  abort();
+}
+
+static Object *new_object(int kind, int64_t refs) {
+  Object *object = calloc(1, sizeof(Object));
+  if (!object) die("out of memory");
+  object->kind = kind;
+  object->refs = refs;
+  pthread_mutex_init(&object->mu, NULL);
+  pthread_cond_init(&object->cv, NULL);
+  return object;
+}
+
+static void destroy(Object *object) {
+  pthread_mutex_destroy(&object->mu);
+  pthread_cond_destroy(&object->cv);
+  free(object->storage);
+  free(object);
+}
+
+EXPORT void mlirAsyncRuntimeAddRef(void *ptr, int64_t count) {
+  __atomic_fetch_add(&((Object *)ptr)->refs, count, __ATOMIC_RELAXED);
+}
+
+EXPORT void mlirAsyncRuntimeDropRef(void *ptr, int64_t count) {
+  Object *object = ptr;
+  int64_t previous = __atomic_fetch_sub(&object->refs, count, __ATOMIC_ACQ_REL);
+  if (previous < count) die("reference count below zero");
+  if (previous == count) destroy(object);
+}
+
+/* ---- the worker pool ---------------------------------------------------------------- */
+
+typedef struct Task {
+  CoroResume resume;
+  void *handle;
+  struct Task *next;
+} Task;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static Task *queue_head, *queue_tail;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static int64_t pool_size;
+
+static void *worker(void *unused) {
+  (void)unused;
+  for (;;) {
+    pthread_mutex_lock(&pool_mu);
+    while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
+    Task *task = queue_head;
+    queue_head = task->next;
+    if (!queue_head) queue_tail = NULL;
+    pthread_mutex_unlock(&pool_mu);
+    task->resume(task->handle);
+    free(task);
+  }
+  return NULL;
+}
+
+static void start_pool(void) {
+  long threads = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *env = getenv("TILECRAFT_NUM_THREADS");
+  if (env && atol(env) > 0) threads = atol(env);
+  if (threads < 1) threads = 1;
+  pool_size = threads;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  for (long i = 0; i < threads; ++i) {
+    pthread_t thread;
+    if (pthread_create(&thread, &attr, worker, NULL) != 0) die("cannot start a worker thread");
+  }
+  pthread_attr_destroy(&attr);
+}
+
+EXPORT void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
+  pthread_once(&pool_once, start_pool);
+  Task *task = malloc(sizeof(Task));
+  if (!task) die("out of memory");
+  task->resume = resume;
+  task->handle = handle;
+  task->next = NULL;
+  pthread_mutex_lock(&pool_mu);
+  if (queue_tail) queue_tail->next = task; else queue_head = task;
+  queue_tail = task;
+  pthread_cond_signal(&pool_cv);
+  pthread_mutex_unlock(&pool_mu);
+}
+
+EXPORT int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
+  pthread_once(&pool_once, start_pool);
+  return pool_size;
+}
+
+/* ---- tokens, values, groups ---------------------------------------------------------- */
+
+EXPORT void *mlirAsyncRuntimeCreateToken(void) { return new_object(KIND_TOKEN, 2); }
+
+EXPORT void *mlirAsyncRuntimeCreateValue(int64_t size) {
+  Object *value = new_object(KIND_VALUE, 2);
+  value->storage = calloc(1, size > 0 ? (size_t)size : 1);
+  if (!value->storage) die("out of memory");
+  return value;
+}
+
+EXPORT void *mlirAsyncRuntimeCreateGroup(int64_t size) {
+  Object *group = new_object(KIND_GROUP, 1);
+  group->pending = size;
+  return group;
+}
+
+/* Run and free a list of awaiters (called without any object lock held). */
+static void run_awaiters(Awaiter *awaiter) {
+  while (awaiter) {
+    Awaiter *next = awaiter->next;
+    awaiter->fn(awaiter->arg1, awaiter->arg2);
+    free(awaiter);
+    awaiter = next;
+  }
+}
+
+static void push_awaiter(Object *object, void (*fn)(void *, void *), void *arg1, void *arg2) {
+  Awaiter *awaiter = malloc(sizeof(Awaiter));
+  if (!awaiter) die("out of memory");
+  awaiter->fn = fn;
+  awaiter->arg1 = arg1;
+  awaiter->arg2 = arg2;
+  awaiter->next = object->awaiters;
+  object->awaiters = awaiter;
+}
+
+static void set_state(Object *object, int state) {
+  pthread_mutex_lock(&object->mu);
+  if (object->state != UNAVAILABLE) die("token or value completed twice");
+  object->state = state;
+  Awaiter *awaiters = object->awaiters;
+  object->awaiters = NULL;
+  pthread_cond_broadcast(&object->cv);
+  pthread_mutex_unlock(&object->mu);
+  run_awaiters(awaiters);
+  mlirAsyncRuntimeDropRef(object, 1); /* the producing task's reference */
+}
+
+EXPORT void mlirAsyncRuntimeEmplaceToken(void *token) { set_state(token, AVAILABLE); }
+EXPORT void mlirAsyncRuntimeEmplaceValue(void *value) { set_state(value, AVAILABLE); }
+EXPORT void mlirAsyncRuntimeSetTokenError(void *token) { set_state(token, ERROR); }
+EXPORT void mlirAsyncRuntimeSetValueError(void *value) { set_state(value, ERROR); }
+
+static int load_state(Object *object) {
+  pthread_mutex_lock(&object->mu);
+  int state = object->state;
+  pthread_mutex_unlock(&object->mu);
+  return state;
+}
+
+EXPORT bool mlirAsyncRuntimeIsTokenError(void *token) { return load_state(token) == ERROR; }
+EXPORT bool mlirAsyncRuntimeIsValueError(void *value) { return load_state(value) == ERROR; }
+
+EXPORT bool mlirAsyncRuntimeIsGroupError(void *ptr) {
+  Object *group = ptr;
+  pthread_mutex_lock(&group->mu);
+  bool error = group->errors > 0;
+  pthread_mutex_unlock(&group->mu);
+  return error;
+}
+
+/* A token of `group` became ready: count it; the last one wakes the group's awaiters. */
+static void group_token_ready(void *group_ptr, void *token_ptr) {
+  Object *group = group_ptr, *token = token_ptr;
+  bool error = load_state(token) == ERROR;
+  pthread_mutex_lock(&group->mu);
+  if (error) group->errors += 1;
+  if (group->pending <= 0) die("more tokens added to a group than its size");
+  Awaiter *awaiters = NULL;
+  if (--group->pending == 0) {
+    awaiters = group->awaiters;
+    group->awaiters = NULL;
+    pthread_cond_broadcast(&group->cv);
+  }
+  pthread_mutex_unlock(&group->mu);
+  run_awaiters(awaiters);
+  mlirAsyncRuntimeDropRef(token, 1);
+  mlirAsyncRuntimeDropRef(group, 1);
+}
+
+EXPORT int64_t mlirAsyncRuntimeAddTokenToGroup(void *token_ptr, void *group_ptr) {
+  Object *token = token_ptr, *group = group_ptr;
+  int64_t rank = __atomic_fetch_add(&group->rank, 1, __ATOMIC_RELAXED);
+  /* Both stay alive until the token has been counted. */
+  mlirAsyncRuntimeAddRef(group, 1);
+  mlirAsyncRuntimeAddRef(token, 1);
+  pthread_mutex_lock(&token->mu);
+  if (token->state == UNAVAILABLE) {
+    push_awaiter(token, group_token_ready, group, token);
+    pthread_mutex_unlock(&token->mu);
+  } else {
+    pthread_mutex_unlock(&token->mu);
+    group_token_ready(group, token);
+  }
+  return rank;
+}
+
+static void wait_ready(Object *object) {
+  pthread_mutex_lock(&object->mu);
+  if (object->kind == KIND_GROUP) {
+    while (object->pending != 0) pthread_cond_wait(&object->cv, &object->mu);
+  } else {
+    while (object->state == UNAVAILABLE) pthread_cond_wait(&object->cv, &object->mu);
+  }
+  pthread_mutex_unlock(&object->mu);
+}
+
+EXPORT void mlirAsyncRuntimeAwaitToken(void *token) { wait_ready(token); }
+EXPORT void mlirAsyncRuntimeAwaitValue(void *value) { wait_ready(value); }
+EXPORT void mlirAsyncRuntimeAwaitAllInGroup(void *group) { wait_ready(group); }
+
+EXPORT void *mlirAsyncRuntimeGetValueStorage(void *value) { return ((Object *)value)->storage; }
+
+static void resume_coroutine(void *handle, void *resume) {
+  ((CoroResume)resume)(handle);
+}
+
+/* Resume `handle` once `object` is ready: now, on this thread, if it already is. */
+static void await_and_execute(Object *object, void *handle, CoroResume resume) {
+  pthread_mutex_lock(&object->mu);
+  bool ready = object->kind == KIND_GROUP ? object->pending == 0 : object->state != UNAVAILABLE;
+  if (!ready) {
+    push_awaiter(object, resume_coroutine, handle, (void *)resume);
+    pthread_mutex_unlock(&object->mu);
+    return;
+  }
+  pthread_mutex_unlock(&object->mu);
+  resume(handle);
+}
+
+EXPORT void mlirAsyncRuntimeAwaitTokenAndExecute(void *token, void *handle, CoroResume resume) {
+  await_and_execute(token, handle, resume);
+}
+
+EXPORT void mlirAsyncRuntimeAwaitValueAndExecute(void *value, void *handle, CoroResume resume) {
+  await_and_execute(value, handle, resume);
+}
+
+EXPORT void mlirAsyncRuntimeAwaitAllInGroupAndExecute(void *group, void *handle,
+                                                      CoroResume resume) {
+  await_and_execute(group, handle, resume);
+}
+
+EXPORT void mlirAsyncRuntimePrintCurrentThreadId(void) {
+  printf("Current thread id: %lu\n", (unsigned long)pthread_self());
+}

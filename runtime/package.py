@@ -1,0 +1,304 @@
+"""Deployable packages: load and run a ``model.tar`` with numpy and ctypes only.
+
+A package (written by ``tilecraft compile -o model.tar`` / ``tilecraft.compile(...,
+package_path=...)``, see pipelines/package.py) is a tar archive with
+
+- ``model.so``: the compiled model, a shared library built from MLIR's LLVM output by
+  ``llc`` and the system C compiler. The weights are its read-only data; the parallel loops
+  call the small async runtime (runtime/async_runtime.c) linked into it.
+- ``manifest.json``: the package format version, the tilecraft version that wrote it, the
+  entry symbol, inputs and outputs (names, dtypes, shapes), the dimension relations the
+  arguments must satisfy, the target string, the machine and the CPU features the code
+  needs, and the SHA-256 of ``model.so``.
+- ``profile.so`` (only in packages compiled with ``profile=True``): the same model with a
+  timer around every kernel, for ``tilecraft run --profile``.
+
+Why this module imports no MLIR: a package must run where only numpy is installed. Every
+call goes through the same argument checks (:class:`EntrySignature`) and memref
+descriptors (memref.py) as a JIT-compiled module. Anything wrong with the file is a
+:class:`PackageError` naming the problem; a package for another machine is a
+:class:`PackageTargetError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tarfile
+import tempfile
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import PackageError, PackageTargetError
+from .host import host_cpu_flags
+from .memref import adopt_results, describe, results_type, scalar_ctype
+from .signature import DimGroup, EntrySignature, TensorSpec
+
+FORMAT_NAME = "tilecraft-package"
+# Raise when the manifest or the library's calling convention changes incompatibly.
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+LIBRARY = "model.so"
+PROFILE_LIBRARY = "profile.so"
+# Symbols of the profiling library's timer helper (runtime/profile_timer.c).
+PROFILE_RESET = "tilecraft_profile_reset"
+PROFILE_READ = "tilecraft_profile_read"
+
+
+# ---- manifest <-> signature ------------------------------------------------------------
+
+def _spec_to_json(spec: TensorSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "dtype": spec.dtype.name,
+        "shape": None if spec.shape is None else list(spec.shape),
+        "element_type": spec.element_type,
+    }
+
+
+def _spec_from_json(entry: Mapping[str, Any]) -> TensorSpec:
+    shape = entry["shape"]
+    return TensorSpec(
+        str(entry["name"]),
+        np.dtype(entry["dtype"]),
+        None if shape is None else tuple(None if d is None else int(d) for d in shape),
+        str(entry.get("element_type", "")),
+    )
+
+
+def signature_to_manifest(signature: EntrySignature, output_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The manifest fields that describe how to call the entry function."""
+    outputs = [_spec_to_json(spec) for spec in signature.results]
+    if output_names is not None:
+        if len(output_names) != len(outputs):
+            raise PackageError(f"{len(output_names)} output names for {len(outputs)} results")
+        for entry, name in zip(outputs, output_names):
+            entry["name"] = name
+    return {
+        "entry": signature.name,
+        "symbol": f"_mlir_ciface_{signature.name}",
+        "inputs": [_spec_to_json(spec) for spec in signature.arguments],
+        "outputs": outputs,
+        "equal_dims": [
+            {"members": [list(m) for m in group.members], "size": group.size}
+            for group in signature.equal_dims
+        ],
+    }
+
+
+def signature_from_manifest(manifest: Mapping[str, Any]) -> EntrySignature:
+    return EntrySignature(
+        str(manifest["entry"]),
+        tuple(_spec_from_json(e) for e in manifest["inputs"]),
+        tuple(_spec_from_json(e) for e in manifest["outputs"]),
+        tuple(
+            DimGroup(tuple((int(a), int(b)) for a, b in g["members"]), g["size"])
+            for g in manifest["equal_dims"]
+        ),
+    )
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def normalized_machine(name: str) -> str:
+    """``arm64`` and ``aarch64`` are one architecture; so are ``amd64`` and ``x86_64``."""
+    return {"arm64": "aarch64", "amd64": "x86_64"}.get(name.lower(), name.lower())
+
+
+# ---- reading a package ------------------------------------------------------------------
+
+def _extract(path: Path, directory: Path) -> dict[str, Any]:
+    """Unpack the package's members into ``directory`` and return its parsed manifest."""
+    if not path.is_file():
+        raise PackageError(f"{path}: no such package file")
+    try:
+        with tarfile.open(path, "r:*") as archive:
+            members = {m.name: m for m in archive.getmembers()}
+            if MANIFEST not in members:
+                raise PackageError(f"{path}: not a tilecraft package (no {MANIFEST} in the archive)")
+            for name, member in members.items():
+                if name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) or not member.isfile():
+                    raise PackageError(f"{path}: unexpected archive member {name!r}")
+                source = archive.extractfile(member)
+                with open(directory / name, "wb") as target:
+                    shutil.copyfileobj(source, target)
+    except tarfile.TarError as error:
+        raise PackageError(f"{path}: not a tilecraft package, or truncated ({error})") from None
+    except (OSError, EOFError) as error:
+        raise PackageError(f"{path}: could not read the package ({error})") from None
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise PackageError(f"{path}: {MANIFEST} is not valid JSON ({error})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise PackageError(f"{path}: {MANIFEST} does not describe a tilecraft package")
+    return manifest
+
+
+def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
+    """Version, target and required fields; raises naming the first problem."""
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise PackageError(
+            f"{where}: package format {version!r} (written by tilecraft "
+            f"{manifest.get('tilecraft_version', '?')}); this tilecraft reads format "
+            f"{FORMAT_VERSION}: recompile the model with this version"
+        )
+    for key in ("entry", "symbol", "inputs", "outputs", "equal_dims", "machine", "target", "sha256"):
+        if key not in manifest:
+            raise PackageError(f"{where}: {MANIFEST} lacks {key!r}")
+    machine = normalized_machine(platform.machine())
+    if normalized_machine(str(manifest["machine"])) != machine:
+        raise PackageTargetError(
+            f"{where}: built for target '{manifest['target']}' ({manifest['machine']}); "
+            f"this machine is {machine}"
+        )
+    flags = host_cpu_flags()
+    missing = sorted(set(manifest.get("required_cpu_flags", ())) - flags) if flags else []
+    if missing:
+        raise PackageTargetError(
+            f"{where}: built for target '{manifest['target']}' on a CPU with "
+            f"{', '.join(missing)}, which this CPU lacks: recompile it here"
+        )
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """Time spent in one kernel (a top-level loop nest of the entry function) per call."""
+
+    name: str
+    calls: int
+    seconds: float
+
+
+class Package:
+    """A loaded package: call it like a :class:`CompiledModule` (numpy in, numpy out).
+
+    Attributes:
+      manifest: the parsed ``manifest.json``.
+      signature: the entry signature the arguments are checked against.
+      output_names: names of the outputs in order (the ONNX graph's, for ONNX models).
+    """
+
+    def __init__(self, path: "str | os.PathLike[str]") -> None:
+        self.path = Path(path)
+        directory = Path(tempfile.mkdtemp(prefix="tilecraft-package-"))
+        # The libraries stay mapped after their files are gone; the directory is only
+        # needed until dlopen has run.
+        try:
+            self.manifest = _extract(self.path, directory)
+            check_manifest(self.manifest, str(self.path))
+            library = directory / LIBRARY
+            if not library.is_file():
+                raise PackageError(f"{self.path}: the archive has no {LIBRARY}")
+            expected = self.manifest["sha256"].get(LIBRARY)
+            if sha256_file(library) != expected:
+                raise PackageError(
+                    f"{self.path}: {LIBRARY} is corrupted (its SHA-256 does not match the manifest)"
+                )
+            try:
+                self.signature = signature_from_manifest(self.manifest)
+            except (KeyError, TypeError, ValueError) as error:
+                raise PackageError(f"{self.path}: malformed signature in {MANIFEST} ({error})") from None
+            self._library = self._open(library)
+            self._entry = self._symbol(self._library, self.manifest["symbol"])
+            self._profile_library = None
+            profile = directory / PROFILE_LIBRARY
+            if profile.is_file():
+                if sha256_file(profile) != self.manifest["sha256"].get(PROFILE_LIBRARY):
+                    raise PackageError(f"{self.path}: {PROFILE_LIBRARY} is corrupted (SHA-256 mismatch)")
+                self._profile_library = self._open(profile)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
+        self._results_type = results_type([len(spec.shape) for spec in self.signature.results])
+
+    def _open(self, library: Path) -> ctypes.CDLL:
+        try:
+            return ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
+        except OSError as error:
+            raise PackageError(f"{self.path}: cannot load {library.name} ({error})") from None
+
+    def _symbol(self, library: ctypes.CDLL, name: str) -> Any:
+        try:
+            function = getattr(library, name)
+        except AttributeError:
+            raise PackageError(f"{self.path}: the library has no symbol {name}") from None
+        function.restype = None
+        return function
+
+    @property
+    def has_profile(self) -> bool:
+        """Whether the package carries the per-kernel profiling variant."""
+        return self._profile_library is not None
+
+    @property
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.signature.arguments]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
+        return self._call(self._entry, args, kwargs)
+
+    def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        arrays = self.signature.bind(args, kwargs)
+        keep_alive: list[Any] = []
+        pointers: list[Any] = []
+        results = self._results_type() if self._results_type is not None else None
+        if results is not None:
+            pointers.append(ctypes.pointer(results))
+        for spec, array in zip(self.signature.arguments, arrays):
+            if spec.is_scalar:
+                pointers.append(scalar_ctype(array))  # scalars travel by value
+            else:
+                descriptor = describe(array)
+                keep_alive.append(descriptor)
+                pointers.append(ctypes.pointer(descriptor))
+        entry(*pointers)
+        if results is None:
+            return ()
+        return adopt_results(results, self.signature, arrays)
+
+    def profile(self, *args: Any, **kwargs: Any) -> "tuple[Any, list[KernelTime]]":
+        """Run the profiling variant once: the outputs and the time of each kernel."""
+        if self._profile_library is None:
+            raise PackageError(
+                f"{self.path}: compiled without the profiling variant; recompile with "
+                "`tilecraft compile --profile` (or profile=True)"
+            )
+        library = self._profile_library
+        entry = self._symbol(library, self.manifest["symbol"])
+        kernels = self.manifest["profile"]["kernels"]
+        library[PROFILE_RESET].restype = None
+        library[PROFILE_RESET]()
+        outputs = self._call(entry, args, kwargs)
+        read = library[PROFILE_READ]
+        read.restype = None
+        read.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)]
+        times: list[KernelTime] = []
+        for index, name in enumerate(kernels):
+            seconds, calls = ctypes.c_double(), ctypes.c_int64()
+            read(index, ctypes.byref(seconds), ctypes.byref(calls))
+            times.append(KernelTime(name, calls.value, seconds.value))
+        return outputs, times
+
+    def __repr__(self) -> str:
+        return f"<Package {self.path.name} {self.signature} target='{self.manifest['target']}'>"
+
+
+def load(path: "str | os.PathLike[str]") -> Package:
+    """Load a package written by ``tilecraft compile -o``; see the module docstring."""
+    return Package(path)

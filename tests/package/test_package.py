@@ -1,0 +1,264 @@
+"""Deployable packages: written by tilecraft.compile(package_path=...), loaded by
+tilecraft.runtime.load with numpy + ctypes only, and rejected clearly when they are bad."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tilecraft  # noqa: E402
+from tilecraft.errors import ArgumentTypeError, ArgumentValueError, PackageError, PackageTargetError  # noqa: E402
+from tilecraft.runtime import package as fmt  # noqa: E402
+
+WEIGHTS = np.random.default_rng(7).standard_normal((64, 48)).astype(np.float32)
+BIAS = np.linspace(-1, 1, 48, dtype=np.float32)
+
+
+def dense_model() -> "onnx.ModelProto":
+    """x[N, 64] -> (relu(x @ W + b) [N, 48], sum over the features [N]): weights, a dynamic
+    batch, two named outputs."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["xw"], name="dense"),
+        helper.make_node("Add", ["xw", "b"], ["pre"], name="bias"),
+        helper.make_node("Relu", ["pre"], ["activation"], name="relu"),
+        helper.make_node("ReduceSum", ["activation", "axes"], ["total"], name="total", keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "dense",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("activation", TensorProto.FLOAT, ["N", 48]),
+         helper.make_tensor_value_info("total", TensorProto.FLOAT, ["N"])],
+        [numpy_helper.from_array(WEIGHTS, "W"), numpy_helper.from_array(BIAS, "b"),
+         numpy_helper.from_array(np.array([1], np.int64), "axes")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    activation = np.maximum(x @ WEIGHTS + BIAS, 0)
+    return activation, activation.sum(axis=1)
+
+
+@pytest.fixture(scope="module")
+def package_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("package") / "dense.tar"
+    tilecraft.compile(tilecraft.load(dense_model()), package_path=path, profile=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def package(package_path):
+    return tilecraft.runtime.load(package_path)
+
+
+def test_package_layout_and_manifest(package_path):
+    with tarfile.open(package_path) as archive:
+        assert sorted(archive.getnames()) == sorted([fmt.MANIFEST, fmt.LIBRARY, fmt.PROFILE_LIBRARY])
+        manifest = json.load(archive.extractfile(fmt.MANIFEST))
+    assert manifest["format"] == fmt.FORMAT_NAME and manifest["format_version"] == fmt.FORMAT_VERSION
+    assert manifest["tilecraft_version"] == tilecraft.__version__
+    assert [i["name"] for i in manifest["inputs"]] == ["x"]
+    assert manifest["inputs"][0]["shape"] == [None, 64] and manifest["inputs"][0]["dtype"] == "float32"
+    assert [o["name"] for o in manifest["outputs"]] == ["activation", "total"]
+    assert manifest["outputs"][1]["shape"] == [None]
+    assert manifest["target"] == "llvm" and manifest["machine"] == fmt.normalized_machine(os.uname().machine)
+    assert len(manifest["sha256"][fmt.LIBRARY]) == 64
+
+
+def test_package_runs_and_matches_numpy(package, rand):
+    for batch in (1, 5, 33):
+        x = rand((batch, 64))
+        activation, total = package(x)
+        expected_activation, expected_total = reference(x)
+        np.testing.assert_allclose(activation, expected_activation, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(total, expected_total, rtol=1e-4, atol=1e-4)
+    assert package.input_names == ["x"] and package.output_names == ["activation", "total"]
+
+
+def test_package_checks_arguments_like_a_compiled_module(package, rand):
+    with pytest.raises(ArgumentTypeError, match="expected dtype float32"):
+        package(rand((2, 64), np.float64))
+    with pytest.raises(ArgumentValueError, match="dimension 1 is 63, must be 64"):
+        package(rand((2, 63)))
+    with pytest.raises(ArgumentValueError, match="missing argument"):
+        package()
+
+
+def test_package_matches_the_jit(package, rand):
+    x = rand((16, 64))
+    jit = tilecraft.compile(dense_model())
+    for ours, theirs in zip(package(x), jit(x)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
+
+
+def test_parallel_loops_run_on_the_packaged_async_runtime(tmp_path, rand):
+    """A matmul the schedule splits across threads, called many times: the C async
+    runtime (runtime/async_runtime.c) must complete every task and free its objects."""
+    text = textwrap.dedent("""
+        func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
+          %zero = arith.constant 0.0 : f32
+          %init = tensor.empty() : tensor<96x80xf32>
+          %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
+          %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>) outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
+          return %c : tensor<96x80xf32>
+        }
+    """)
+    path = tmp_path / "mm.tar"
+    tilecraft.compile(text, target=tilecraft.Target(num_threads=2), package_path=path)
+    package = tilecraft.runtime.load(path)
+    assert package.manifest["planned_threads"] == 2
+    a, b = rand((96, 128)), rand((128, 80))
+    for _ in range(50):
+        np.testing.assert_allclose(package(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_profile_reports_each_kernel(package, rand):
+    x = rand((4, 64))
+    outputs, kernels = package.profile(x)
+    names = [k.name for k in kernels]
+    assert any(name.startswith("dense(MatMul)") for name in names), names
+    assert all(k.calls == 1 and k.seconds >= 0 for k in kernels)
+    np.testing.assert_allclose(outputs[0], reference(x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_run_driver_returns_named_outputs_and_timing(package_path, rand):
+    x = rand((3, 64))
+    result = tilecraft.run(package_path, {"x": x}, repeat=3, number=2, profile=True)
+    np.testing.assert_allclose(result.outputs["activation"], reference(x)[0], rtol=1e-5, atol=1e-5)
+    assert len(result.timing.per_call) == 3
+    assert "Execution time summary" in result.format_times()
+    assert "dense(MatMul)" in result.format_profile()
+
+
+# ---- runtime-only loading ---------------------------------------------------------------
+
+RUNTIME_ONLY = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class NoMLIR(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "mlir" or name.startswith("mlir.") or name == "onnx" or name.startswith("onnx."):
+                raise ImportError(f"{name} is blocked in this runtime-only test")
+            return None
+
+    sys.meta_path.insert(0, NoMLIR())
+    import numpy as np
+    import tilecraft.runtime
+
+    package = tilecraft.runtime.load(sys.argv[1])
+    x = np.load(sys.argv[2])["x"]
+    activation, total = package(x)
+    np.savez(sys.argv[3], activation=activation, total=total)
+    assert not any(m == "mlir" or m.startswith("mlir.") for m in sys.modules), "mlir was imported"
+    try:
+        import mlir  # noqa: F401
+    except ImportError:
+        print("mlir import blocked")
+""")
+
+
+def test_package_loads_and_runs_without_mlir(package_path, tmp_path, rand):
+    x = rand((7, 64))
+    np.savez(tmp_path / "in.npz", x=x)
+    script = tmp_path / "runtime_only.py"
+    script.write_text(RUNTIME_ONLY)
+    completed = subprocess.run(
+        [sys.executable, str(script), str(package_path), str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "mlir import blocked" in completed.stdout
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_allclose(out["activation"], reference(x)[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["total"], reference(x)[1], rtol=1e-4, atol=1e-4)
+
+
+# ---- bad packages -----------------------------------------------------------------------
+
+def _members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+
+
+def _write(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _with_manifest(package_path: Path, tmp_path: Path, **changes) -> Path:
+    members = _members(package_path)
+    manifest = json.loads(members[fmt.MANIFEST])
+    manifest.update(changes)
+    members[fmt.MANIFEST] = json.dumps(manifest).encode()
+    return _write(tmp_path / "edited.tar", members)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(PackageError, match="no such package file"):
+        tilecraft.runtime.load(tmp_path / "absent.tar")
+
+
+def test_not_a_package(tmp_path):
+    path = tmp_path / "random.tar"
+    path.write_bytes(np.random.default_rng(0).bytes(4096))
+    with pytest.raises(PackageError, match="not a tilecraft package"):
+        tilecraft.runtime.load(path)
+
+
+def test_truncated_package(package_path, tmp_path):
+    data = package_path.read_bytes()
+    path = tmp_path / "truncated.tar"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(PackageError, match="truncated|corrupted|could not read"):
+        tilecraft.runtime.load(path)
+
+
+def test_corrupted_library(package_path, tmp_path):
+    members = _members(package_path)
+    library = bytearray(members[fmt.LIBRARY])
+    library[len(library) // 2] ^= 0xFF
+    members[fmt.LIBRARY] = bytes(library)
+    with pytest.raises(PackageError, match="model.so is corrupted"):
+        tilecraft.runtime.load(_write(tmp_path / "corrupt.tar", members))
+
+
+def test_archive_without_manifest(package_path, tmp_path):
+    members = _members(package_path)
+    del members[fmt.MANIFEST]
+    with pytest.raises(PackageError, match="no manifest.json"):
+        tilecraft.runtime.load(_write(tmp_path / "nomanifest.tar", members))
+
+
+def test_incompatible_format_version(package_path, tmp_path):
+    path = _with_manifest(package_path, tmp_path, format_version=fmt.FORMAT_VERSION + 1, tilecraft_version="9.0.0")
+    with pytest.raises(PackageError, match=r"package format 2 \(written by tilecraft 9.0.0\)"):
+        tilecraft.runtime.load(path)
+
+
+def test_package_for_another_architecture(package_path, tmp_path):
+    other = "aarch64" if fmt.normalized_machine(os.uname().machine) != "aarch64" else "x86_64"
+    path = _with_manifest(package_path, tmp_path, machine=other, target=f"llvm -mtriple={other}-linux-gnu")
+    with pytest.raises(PackageTargetError, match=f"built for target 'llvm -mtriple={other}-linux-gnu'"):
+        tilecraft.runtime.load(path)
+
+
+def test_package_for_missing_cpu_features(package_path, tmp_path):
+    path = _with_manifest(package_path, tmp_path, required_cpu_flags=["avx512f", "not_a_real_cpu_feature"])
+    with pytest.raises(PackageTargetError, match="not_a_real_cpu_feature, which this CPU lacks"):
+        tilecraft.runtime.load(path)

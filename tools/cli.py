@@ -1,0 +1,369 @@
+"""``tilecraft``: compile, run, tune and benchmark models from the shell, as ``tvmc`` does.
+
+    tilecraft compile model.onnx --target llvm --input-shapes "data:[1,3,224,224]" -o model.tar
+    tilecraft run model.tar --inputs in.npz --output out.npz --print-time --repeat 100
+    tilecraft tune model.onnx --target llvm -o records.jsonl --trials 200
+    tilecraft bench model.onnx --vs onnxruntime
+
+A thin layer over the Python driver (driver.py, ``tilecraft.compile``, ``tilecraft.tune``):
+argument parsing is separate from the work, and every :class:`TilecraftError` (and every
+unreadable file) becomes one line ``tilecraft: error: ...`` on stderr. Exit codes: 0 success,
+1 a tilecraft error, 2 a bad command line or a feature this build lacks. Heavy modules
+(MLIR, onnx, onnxruntime) are imported by the subcommand that needs them, so ``tilecraft run``
+works where only numpy is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import TilecraftError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+TUNERS = ("xgb", "random", "grid")
+ANCHORS = ("onnxruntime", "torch")
+_SHAPE_ENTRY = re.compile(r"\s*([^\s:,\[\]]+)\s*:\s*\[([^\]]*)\]\s*,?")
+
+
+class UsageError(TilecraftError):
+    """A command-line value is malformed (exit code 2, like argparse's own errors)."""
+
+
+class UnavailableError(TilecraftError):
+    """The command needs a part of tilecraft this build lacks (exit code 2)."""
+
+
+# ---- argument values --------------------------------------------------------------------
+
+def parse_input_shapes(text: str) -> dict[str, list[int | None]]:
+    """``"data:[1,3,224,224] mask:[1,?]"`` (tvmc's syntax; ``?`` or ``-1``: dynamic)."""
+    shapes: dict[str, list[int | None]] = {}
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        match = _SHAPE_ENTRY.match(text, position)
+        if match is None:
+            raise UsageError(
+                f"--input-shapes: cannot parse {text[position:]!r}; expected name:[d0,d1,...] "
+                "entries separated by spaces, e.g. \"data:[1,3,224,224]\""
+            )
+        name, dims = match.group(1), match.group(2)
+        shape: list[int | None] = []
+        for dim in (d.strip() for d in dims.split(",") if d.strip()):
+            if dim in ("?", "-1"):
+                shape.append(None)
+            elif dim.isdigit():
+                shape.append(int(dim))
+            else:
+                raise UsageError(f"--input-shapes: dimension {dim!r} of {name!r} is not a number or '?'")
+        shapes[name] = shape
+        position = match.end()
+    if not shapes:
+        raise UsageError("--input-shapes: no shapes given")
+    return shapes
+
+
+def parse_tasks(text: str) -> "list[int] | str":
+    """``list`` or task indexes ``"0,3-5"`` (as printed by ``--tasks list``)."""
+    if text.strip() == "list":
+        return "list"
+    indexes: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise UsageError(f"--tasks: {part!r} is not an index or a range like 3-5 (or 'list')")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise UsageError(f"--tasks: empty range {part!r}")
+        indexes.extend(range(first, last + 1))
+    return sorted(set(indexes))
+
+
+def _positive(name: str) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}")
+        return value
+
+    return convert
+
+
+# ---- the parser -------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilecraft",
+        description="Compile, run, tune and benchmark models with tilecraft (a tvmc-style CLI).",
+    )
+    parser.add_argument("--verbose", action="store_true", help="print full error messages and tracebacks")
+    commands = parser.add_subparsers(dest="command", metavar="{compile,run,tune,bench}")
+    commands.required = True
+
+    def model_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("model", help="an ONNX model (.onnx) or linalg MLIR (.mlir)")
+        sub.add_argument("--target", default="llvm",
+                         help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
+                              "'llvm -mtriple=aarch64-linux-gnu' (default: llvm)")
+        sub.add_argument("--input-shapes", type=parse_input_shapes, metavar="SHAPES",
+                         help="override input shapes: \"name:[1,3,224,224] other:[1,?]\"")
+
+    compile_ = commands.add_parser("compile", help="compile a model into a deployable package",
+                                   description="Compile a model into a package (model.tar): a "
+                                   "shared library, a manifest and the weights.")
+    model_options(compile_)
+    compile_.add_argument("--tuning-records", metavar="FILE", help="records from `tilecraft tune`")
+    compile_.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=3,
+                          help="LLVM optimization level (default 3)")
+    compile_.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage into DIR")
+    compile_.add_argument("--profile", action="store_true",
+                          help="also build the per-kernel profiling variant (for `run --profile`)")
+    compile_.add_argument("-o", "--output", default="module.tar", help="package path (default module.tar)")
+    compile_.set_defaults(handler=command_compile)
+
+    run = commands.add_parser("run", help="run a compiled package",
+                              description="Run a package on inputs from an .npz file (random "
+                              "inputs when none are given).")
+    run.add_argument("package", help="a package written by `tilecraft compile`")
+    run.add_argument("--inputs", metavar="NPZ", help="input arrays by input name (.npz)")
+    run.add_argument("--output", metavar="NPZ", help="write the outputs to this .npz file")
+    run.add_argument("--print-time", action="store_true", help="print the execution time summary")
+    run.add_argument("--repeat", type=_positive("--repeat"), default=1, help="timed measurements (default 1)")
+    run.add_argument("--number", type=_positive("--number"), default=1,
+                     help="calls averaged in each measurement (default 1)")
+    run.add_argument("--profile", action="store_true",
+                     help="print per-kernel times (package compiled with --profile)")
+    run.add_argument("--print-top", type=_positive("--print-top"), metavar="N",
+                     help="print the N largest entries of the first output with their indexes")
+    run.set_defaults(handler=command_run)
+
+    tune = commands.add_parser("tune", help="search schedules, write tuning records",
+                               description="Tune the model's ops and write the records that "
+                               "`tilecraft compile --tuning-records` applies.")
+    model_options(tune)
+    tune.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl)")
+    tune.add_argument("--trials", type=_positive("--trials"), default=64, help="measured candidates (default 64)")
+    tune.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy (default xgb)")
+    tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
+                      help="stop a task after N trials without improvement")
+    tune.add_argument("--prior-records", metavar="FILE", help="records to start from")
+    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement (default 10)")
+    tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
+                      help="'list' prints the tasks; indexes restrict tuning to them")
+    tune.set_defaults(handler=command_tune)
+
+    bench = commands.add_parser("bench", help="compile and time against onnxruntime / torch",
+                                description="Compile a model, check its outputs against the "
+                                "anchors and print median latencies and ratios, in one run.")
+    model_options(bench)
+    bench.add_argument("--vs", default="onnxruntime", metavar="ANCHORS",
+                       help=f"comma-separated anchors among {', '.join(ANCHORS)} (default onnxruntime)")
+    bench.add_argument("--tuning-records", metavar="FILE", help="records from `tilecraft tune`")
+    bench.add_argument("--repeat", type=_positive("--repeat"), default=10, help="measurements (default 10)")
+    bench.set_defaults(handler=command_bench)
+    return parser
+
+
+# ---- the commands -----------------------------------------------------------------------
+
+def command_compile(args: argparse.Namespace) -> int:
+    import tilecraft
+
+    model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    start = time.perf_counter()
+    compiled = tilecraft.compile(
+        model, target=args.target, opt_level=args.opt_level, tuning_records=args.tuning_records,
+        package_path=args.output, profile=args.profile, keep_ir=args.dump_ir is not None,
+    )
+    seconds = time.perf_counter() - start
+    if args.dump_ir:
+        directory = Path(args.dump_ir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for index, stage in enumerate(compiled.stages):
+            (directory / f"{index:02d}-{stage}.mlir").write_text(compiled.ir(stage))
+        print(f"IR after each stage written to {directory}/")
+    print(f"compiled {model.name} for '{compiled.target}' in {seconds:.1f} s -> {args.output}")
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from ..driver import run
+    from ..runtime.package import load
+
+    package = load(args.package)
+    timed = args.print_time
+    result = run(package, args.inputs, repeat=args.repeat if timed else 0, number=args.number,
+                 profile=args.profile)
+    if args.output:
+        result.save(args.output)
+        print(f"outputs written to {args.output} ({', '.join(result.outputs)})")
+    elif not (timed or args.profile or args.print_top):
+        for name, array in result.outputs.items():
+            print(f"{name}: {array.dtype} {list(array.shape)}\n{np.array2string(array, threshold=20)}")
+    if args.print_top:
+        name, array = next(iter(result.outputs.items()))
+        flat = array.reshape(-1)
+        top = np.argsort(flat)[::-1][: args.print_top]
+        print(f"top {len(top)} of {name}: " + ", ".join(f"[{i}] {flat[i]:.4g}" for i in top))
+    if timed:
+        print(result.format_times())
+    if args.profile:
+        print(result.format_profile())
+    return 0
+
+
+def _tuning_api() -> Any:
+    try:
+        import tilecraft.tuning as tuning
+    except ImportError as error:
+        raise UnavailableError(f"tuning is not available in this build ({error})") from None
+    if not hasattr(tuning, "tune"):
+        raise UnavailableError("tuning is not available in this build")
+    return tuning
+
+
+def command_tune(args: argparse.Namespace) -> int:
+    import tilecraft
+
+    tuning = _tuning_api()
+    model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    source = model.source
+    if model.shape_dict and not isinstance(source, (str, bytes)):
+        from ..frontend.onnx.model import override_input_shapes
+
+        source = override_input_shapes(source, model.shape_dict)
+    if args.tasks == "list":
+        extract = getattr(tuning, "extract_tasks", None)
+        if extract is None:
+            from ..tuning.task import extract_tasks as extract
+        for index, task in enumerate(extract(source, args.target)):
+            print(f"{index:3d}  {task.name:<40} {task.kind:<18} x{task.count:<3} {task.flops / 1e6:12.1f} MFLOP")
+        return 0
+    tuning.tune(
+        source, target=args.target, trials=args.trials, tuning_records=args.output,
+        tuner=args.tuner, early_stopping=args.early_stopping, prior_records=args.prior_records,
+        timeout=args.timeout, tasks=args.tasks,
+    )
+    print(f"tuning records written to {args.output}")
+    return 0
+
+
+def _onnxruntime_anchor(model: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
+    try:
+        import onnxruntime
+    except ImportError:
+        raise UnavailableError("the onnxruntime anchor needs onnxruntime (pip install -e '.[onnx]')") from None
+    from ..frontend.onnx.model import override_input_shapes
+
+    options = onnxruntime.SessionOptions()
+    proto = override_input_shapes(model.source, model.shape_dict)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    return lambda: session.run(None, inputs)
+
+
+def command_bench(args: argparse.Namespace) -> int:
+    import tilecraft
+    from ..driver import random_inputs
+    from ..runtime.timing import measure
+
+    anchors = [a.strip() for a in args.vs.split(",") if a.strip()]
+    unknown = [a for a in anchors if a not in ANCHORS]
+    if unknown:
+        raise UsageError(f"--vs: unknown anchor(s) {unknown}; choose among {', '.join(ANCHORS)}")
+    model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    if "torch" in anchors:
+        raise UnavailableError(
+            "the torch anchor needs a PyTorch model; ONNX and MLIR models are compared with "
+            "onnxruntime (--vs onnxruntime)"
+        )
+    if anchors and isinstance(model.source, (str, bytes)):
+        raise UsageError("the anchors run ONNX models; an MLIR model can only be timed alone (--vs '')")
+    start = time.perf_counter()
+    compiled = tilecraft.compile(model, target=args.target, tuning_records=args.tuning_records,
+                                 keep_ir=False)
+    print(f"compiled {model.name} for '{compiled.target}' in {time.perf_counter() - start:.1f} s")
+    inputs = random_inputs(compiled)
+    print("inputs: " + ", ".join(f"{k} {v.dtype} {list(v.shape)}" for k, v in inputs.items()))
+    ours = compiled(**inputs)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    rows = [("tilecraft", measure(lambda: compiled(**inputs), repeat=args.repeat, min_repeat_ms=20))]
+    for anchor in anchors:
+        call = _onnxruntime_anchor(model, inputs)
+        reference = call()
+        errors = [
+            float(np.max(np.abs(a.astype(np.float64) - b))) / (float(np.max(np.abs(b))) or 1.0)
+            for a, b in zip(ours, reference) if a.size and a.dtype.kind == "f"
+        ]
+        if errors:
+            print(f"outputs vs {anchor}: max error {max(errors):.2e} of the largest magnitude")
+        rows.append((anchor, measure(call, repeat=args.repeat, min_repeat_ms=20)))
+    base = rows[0][1].median
+    print(f"{'runtime':<14} {'median (ms)':>12} {'min (ms)':>10}")
+    for name, timing in rows:
+        print(f"{name:<14} {timing.median * 1e3:12.3f} {timing.min * 1e3:10.3f}")
+    for name, timing in rows[1:]:
+        print(f"ratio tilecraft / {name}: {base / timing.median:.2f} (below 1: tilecraft is faster)")
+    return 0
+
+
+# ---- entry point ------------------------------------------------------------------------
+
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    if len(lines) > 1:
+        text += f" (+{len(lines) - 1} more lines; rerun with --verbose)"
+    return text
+
+
+def run_cli(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the subcommand; returns the exit code (no ``sys.exit``)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:  # raised by the type= converters above
+        parser.print_usage(sys.stderr)
+        print(f"tilecraft: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.handler(args)
+    except (UsageError, UnavailableError) as error:
+        print(f"tilecraft: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except TilecraftError as error:
+        if args.verbose:
+            raise
+        print(f"tilecraft: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
+    except (OSError, json.JSONDecodeError) as error:
+        if args.verbose:
+            raise
+        print(f"tilecraft: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def main() -> None:
+    try:
+        sys.exit(run_cli(sys.argv[1:]))
+    except BrokenPipeError:
+        sys.exit(0)
+    except KeyboardInterrupt:
+        print("tilecraft: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
