@@ -50,6 +50,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "compute": (".scheduling", "compute"),
     "placeholder": (".scheduling", "placeholder"),
     "reduce_axis": (".scheduling", "reduce_axis"),
+    "torch": (".frontend.torch", None),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept

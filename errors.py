@@ -66,3 +66,9 @@ class PackageTargetError(PackageError, TargetError):
 class ToolchainError(TilecraftError):
     """An external tool that turns MLIR into a shared library (mlir-translate, opt, llc, the C
     compiler or cross compiler) is missing or failed; the message carries its output."""
+
+
+class TorchImportError(ModelImportError):
+    """A PyTorch module could not be imported: an unsupported ATen op (``problems`` lists each
+    as ``(FX node, ATen op, source location)``), a training-mode module, a non-tensor output,
+    or example inputs ``torch.export`` rejects."""

@@ -1,0 +1,338 @@
+"""``torch.export`` program -> one ``func.func`` in linalg/tensor/arith/math.
+
+The importer walks the FX graph of an :class:`torch.export.ExportedProgram` (decomposed to
+the core ATen op set) once, keeping one map from FX node to what it is in the IR: an SSA
+tensor, an ``index`` value (a symbolic size), an array or Python scalar known at import
+time, or a tuple of those (multi-result ops). Parameters, buffers and lifted constants are
+weights: ``core.constant`` turns them into ``dense_resource`` blobs, never IR text.
+
+A node whose inputs are all known at import time (a transposed weight, a causal mask built
+from ``arange``) is evaluated by PyTorch itself, like the ONNX importer folds with
+``onnx.reference``: the IR then carries the result, and the compiled code does not redo it.
+Every other node goes to its handler in ``ops.py`` under a location naming the FX node and
+the Python source line that made it, so a failure deep in the pipeline points at the model.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from mlir import ir
+from mlir.dialects import func
+from torch import fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+
+from ...errors import TorchImportError
+from ...runtime.signature import NAME_ATTRIBUTE
+from ..emit import core
+
+ENTRY_NAME = "main"
+
+# torch dtype -> numpy dtype (bfloat16 and complex types have no numpy/MLIR path here).
+TORCH_TO_NUMPY: dict[torch.dtype, np.dtype] = {
+    torch.float16: np.dtype(np.float16),
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.bool: np.dtype(np.bool_),
+    torch.uint8: np.dtype(np.uint8),
+    torch.int8: np.dtype(np.int8),
+    torch.int16: np.dtype(np.int16),
+    torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64),
+}
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype of a torch dtype; ``TypeError`` naming it if there is none."""
+    if dtype not in TORCH_TO_NUMPY:
+        raise TypeError(f"dtype {dtype} is not supported (supported: "
+                        f"{', '.join(str(d) for d in TORCH_TO_NUMPY)})")
+    return TORCH_TO_NUMPY[dtype]
+
+
+def op_name(target: Any) -> str:
+    """The key of an FX call target in the op table: ``aten.add.Tensor``, ``operator.getitem``."""
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    if getattr(target, "__module__", None) in ("_operator", "operator"):
+        return f"operator.{target.__name__}"
+    return getattr(target, "__name__", str(target))
+
+
+def source_location(node: fx.Node) -> tuple[str, int] | None:
+    """The innermost model source line of ``node`` (from its ``stack_trace``), skipping
+    frames inside torch itself so ``nn.Linear`` points at the model that used it."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = [(path, int(line)) for path, line in _FRAME.findall(trace)]
+    if not frames:
+        return None
+    outside_torch = [f for f in frames if "/torch/" not in f[0]]
+    return (outside_torch or frames)[-1]
+
+
+def describe_location(node: fx.Node) -> str:
+    where = source_location(node)
+    return f"{where[0]}:{where[1]}" if where else "unknown source location"
+
+
+@dataclass
+class OpContext:
+    """What a handler sees of its node: the node's metadata and a way to make tensors."""
+
+    node: fx.Node
+    importer: "ProgramImporter"
+
+    @property
+    def meta(self) -> Any:
+        """The node's result as a FakeTensor (or a tuple of them), shapes possibly symbolic."""
+        return self.node.meta.get("val")
+
+    def result_dtype(self, index: int | None = None) -> np.dtype:
+        meta = self.meta if index is None else self.meta[index]
+        return numpy_dtype(meta.dtype)
+
+    def result_element(self, index: int | None = None) -> ir.Type:
+        return core.element_type(self.result_dtype(index))
+
+    def arg_meta(self, position: int) -> Any:
+        """The FakeTensor (or Python scalar) of positional argument ``position``."""
+        arg = self.node.args[position]
+        return arg.meta.get("val") if isinstance(arg, fx.Node) else arg
+
+    def tensor(self, value: Any, dtype: np.dtype | None = None) -> ir.Value:
+        """``value`` (SSA tensor, import-time array or Python scalar) as a tensor value,
+        converted to ``dtype`` when given."""
+        return self.importer.as_tensor(value, dtype)
+
+
+Handler = Callable[..., Any]
+
+
+class ProgramImporter:
+    """Imports one exported program into the function ``@main`` of ``module``."""
+
+    def __init__(self, program: ExportedProgram, module: ir.Module,
+                 table: "dict[str, Handler]") -> None:
+        self.program = program
+        self.graph = program.graph
+        self.module = module
+        self.table = table
+        self.values: dict[fx.Node, Any] = {}
+        self._constants: dict[int, ir.Value] = {}  # id(array) -> its materialized constant
+
+    # --- values ---------------------------------------------------------------------------
+
+    def bind(self, node: fx.Node, value: Any) -> None:
+        if node in self.values:
+            raise TorchImportError(f"FX node {node.name!r} is defined twice")
+        self.values[node] = value
+
+    def as_tensor(self, value: Any, dtype: np.dtype | None = None) -> ir.Value:
+        from ..emit import elementwise
+
+        if isinstance(value, np.ndarray):
+            array = value if dtype is None else value.astype(dtype, copy=False)
+            key = id(array)
+            if key not in self._constants or array is not value:
+                constant = core.constant(array, name="weight")
+                if array is not value:
+                    return constant
+                self._constants[key] = constant
+            return self._constants[key]
+        if isinstance(value, (bool, int, float)):
+            if dtype is None:
+                raise TypeError(f"a scalar {value!r} needs a dtype to become a tensor")
+            return core.constant(np.array(value, dtype=dtype))
+        if isinstance(value, ir.Value) and isinstance(value.type, ir.RankedTensorType):
+            if dtype is None:
+                return value
+            target = core.element_type(dtype)
+            if core.tensor_type(value).element_type == target:
+                return value
+            return core.elementwise([value], target, lambda s: elementwise.cast(
+                s, target, target_unsigned=dtype.kind == "u"))
+        raise TypeError(f"expected a tensor, got {type(value).__name__}")
+
+    def _known(self, value: Any) -> bool:
+        """True when ``value`` holds nothing computed at run time."""
+        if isinstance(value, ir.Value):
+            return False
+        if isinstance(value, (list, tuple)):
+            return all(self._known(v) for v in value)
+        if isinstance(value, dict):
+            return all(self._known(v) for v in value.values())
+        return True
+
+    # --- the graph ------------------------------------------------------------------------
+
+    def unsupported(self) -> list[tuple[str, str, str]]:
+        """Every call no handler covers, as (FX node, op, source location)."""
+        return [
+            (node.name, op_name(node.target), describe_location(node))
+            for node in self.graph.nodes
+            if node.op == "call_function" and op_name(node.target) not in self.table
+        ]
+
+    def _weights(self) -> dict[str, np.ndarray]:
+        """Parameters, buffers and lifted constants by placeholder name."""
+        signature = self.program.graph_signature
+        weights = {}
+        for spec in signature.input_specs:
+            if spec.kind == InputKind.USER_INPUT:
+                continue
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+                tensor = self.program.state_dict.get(spec.target)
+                if tensor is None:  # a non-persistent buffer lives with the constants
+                    tensor = self.program.constants[spec.target]
+            elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+                tensor = self.program.constants[spec.target]
+            else:
+                raise TorchImportError(f"input {spec.arg.name!r} of kind {spec.kind.name} is not supported")
+            if not isinstance(tensor, torch.Tensor):
+                raise TorchImportError(f"{spec.target!r} is a {type(tensor).__name__}, not a tensor")
+            weights[spec.arg.name] = to_numpy(tensor)
+        return weights
+
+    def _argument_type(self, node: fx.Node) -> ir.RankedTensorType:
+        meta = node.meta.get("val")
+        if not isinstance(meta, torch.Tensor):
+            raise TorchImportError(
+                f"input {node.name!r} is a {type(meta).__name__}; only tensor inputs are supported")
+        dims = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in meta.shape]
+        try:
+            element = core.element_type(numpy_dtype(meta.dtype))
+        except TypeError as error:
+            raise TorchImportError(f"input {node.name!r}: {error}") from None
+        return ir.RankedTensorType.get(dims, element)
+
+    def import_program(self) -> func.FuncOp:
+        problems = self.unsupported()
+        if problems:
+            listing = "; ".join(f"{op} (node {name!r} at {where})" for name, op, where in problems)
+            raise TorchImportError(f"{len(problems)} unsupported ATen op(s): {listing}", problems=problems)
+        for spec in self.program.graph_signature.output_specs:
+            if spec.kind != OutputKind.USER_OUTPUT:
+                raise TorchImportError(
+                    f"the program updates {spec.target!r} ({spec.kind.name}): a module that mutates "
+                    "its state on every call (training mode?) cannot be compiled for inference")
+        weights = self._weights()
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        user_inputs = [n for n in placeholders if n.name not in weights]
+        arg_types = [self._argument_type(n) for n in user_inputs]
+        location = ir.Location.file("torch.export", 0, 0)
+        with location, ir.InsertionPoint(self.module.body):
+            function = func.FuncOp(ENTRY_NAME, ir.FunctionType.get(arg_types, []))
+            function.arg_attrs = ir.ArrayAttr.get(
+                [ir.DictAttr.get({NAME_ATTRIBUTE: ir.StringAttr.get(n.name)}) for n in user_inputs])
+            entry = function.add_entry_block()
+        for node in placeholders:
+            if node.name in weights:
+                self.bind(node, weights[node.name])
+        for node, argument in zip(user_inputs, entry.arguments):
+            self.bind(node, argument)
+        results: list[ir.Value] = []
+        with ir.InsertionPoint(entry):
+            for node in self.graph.nodes:
+                if node.op == "call_function":
+                    with self._location(node):
+                        self._import_node(node)
+                elif node.op == "output":
+                    with location:
+                        results = self._results(node)
+                    func.ReturnOp(results, loc=location)
+                elif node.op != "placeholder":
+                    raise TorchImportError(f"FX node {node.name!r}: {node.op} nodes are not supported")
+        function.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(arg_types, [r.type for r in results]))
+        return function
+
+    def _location(self, node: fx.Node) -> ir.Location:
+        where = source_location(node)
+        child = ir.Location.file(where[0], where[1], 0) if where else ir.Location.unknown()
+        return ir.Location.name(f"{node.name}({op_name(node.target)})", childLoc=child)
+
+    def _results(self, node: fx.Node) -> list[ir.Value]:
+        outputs = node.args[0]
+        results = []
+        for position, output in enumerate(outputs):
+            value = self.values.get(output) if isinstance(output, fx.Node) else output
+            if isinstance(value, (np.ndarray, ir.Value)) and (
+                    isinstance(value, np.ndarray) or isinstance(value.type, ir.RankedTensorType)):
+                results.append(self.as_tensor(value))
+            else:
+                raise TorchImportError(
+                    f"output {position} is a {type(value).__name__}, not a tensor: compiled "
+                    "modules return tensors only")
+        return results
+
+    def _import_node(self, node: fx.Node) -> None:
+        args = fx.node.map_arg(node.args, lambda n: self.values[n])
+        kwargs = fx.node.map_arg(node.kwargs, lambda n: self.values[n])
+        name = op_name(node.target)
+        if name == "operator.getitem" or (self._known((args, kwargs)) and _foldable(node.target)):
+            try:
+                self.bind(node, _evaluate(node.target, args, kwargs))
+                return
+            except TorchImportError:
+                raise
+            except Exception:  # not evaluable eagerly (symbolic input): emit it instead
+                pass
+        context = OpContext(node, self)
+        try:
+            value = self.table[name](context, *args, **kwargs)
+        except (ValueError, TypeError, NotImplementedError) as error:
+            raise TorchImportError(
+                f"node {node.name!r} ({name}) at {describe_location(node)}: {error}",
+                problems=[(node.name, name, str(error))]) from error
+        self.bind(node, value)
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy array with ``tensor``'s contents (a view where torch allows one)."""
+    tensor = tensor.detach()
+    if tensor.dtype not in TORCH_TO_NUMPY:
+        raise TorchImportError(f"dtype {tensor.dtype} is not supported")
+    return tensor.cpu().contiguous().numpy()
+
+
+def _foldable(target: Any) -> bool:
+    """Ops PyTorch may evaluate at import time: deterministic ATen ops."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    return torch.Tag.nondeterministic_seeded not in target.tags
+
+
+def _evaluate(target: Any, args: Any, kwargs: Any) -> Any:
+    """Run ``target`` eagerly on import-time values; arrays go in and come out as numpy."""
+    if target is operator.getitem:
+        container, position = args
+        return container[position]
+    to_torch = lambda v: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v  # noqa: E731
+    args = torch.utils._pytree.tree_map(to_torch, args)
+    kwargs = torch.utils._pytree.tree_map(to_torch, kwargs)
+    result = target(*args, **kwargs)
+    return torch.utils._pytree.tree_map(
+        lambda v: to_numpy(v) if isinstance(v, torch.Tensor) else v, result)
+
+
+def import_program(program: ExportedProgram, table: "dict[str, Handler]",
+                   context: ir.Context | None = None) -> ir.Module:
+    """The module with one public function ``@main`` computing ``program``'s user outputs
+    from its user inputs; ``TorchImportError`` lists every unsupported op at once."""
+    context = context or ir.Context()
+    with context, ir.Location.unknown():
+        module = ir.Module.create()
+        ProgramImporter(program, module, table).import_program()
+        try:
+            module.operation.verify()
+        except ir.MLIRError as error:
+            raise TorchImportError(f"the imported IR does not verify: {error}") from error
+    return module

@@ -1,0 +1,65 @@
+"""Apply the best tuning record of each op: the planner the ``tilecraft-schedule`` pass uses.
+
+``tilecraft.compile(model, tuning_records=path)`` and ``tilecraft-opt
+--tilecraft-schedule="tuning-records=path"`` both come here: for each op the pass plans, the
+op's task key is computed as :func:`~tilecraft.tuning.task.extract_tasks` computes it; when
+the records hold a successful measurement for that key (same target and tilecraft version),
+the fastest one's config is planned through the task's schedule space. Ops without a record
+keep the default plan.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Mapping
+
+from mlir import ir
+
+from ..errors import KnobError
+from ..pipelines.loop_nest import LoopNest
+from ..pipelines.schedule import OpSchedule
+from ..pipelines.target import Target
+from .records import Record, best_records, load_records
+from .space import make_space
+from .task import describe_op
+
+
+class RecordPlanner:
+    """``planner(op, nest, tag)`` for :func:`~tilecraft.pipelines.schedule.plan_module`."""
+
+    def __init__(self, best: Mapping[str, Record], target: Target) -> None:
+        self.best = dict(best)
+        self.target = target
+        self.applied: list[str] = []  # task names planned from a record, for tests and logs
+
+    @classmethod
+    def from_file(cls, path: "str | os.PathLike[str]", target: "str | Target") -> "RecordPlanner":
+        target = Target.parse(target)
+        return cls(best_records(load_records(path, target=target)), target)
+
+    @classmethod
+    def from_pass_options(cls, options: Mapping[str, str]) -> "RecordPlanner":
+        spec = "llvm"
+        if options.get("cpu"):
+            spec += f" -mcpu={options['cpu']}"
+        if options.get("features"):
+            spec += f" -mattr={options['features']}"
+        return cls.from_file(options["tuning-records"], spec)
+
+    def __call__(self, op: ir.Operation, nest: LoopNest, tag: int) -> OpSchedule | None:
+        if not self.best:
+            return None
+        task = describe_op(op, nest)
+        if task is None or task.key not in self.best:
+            return None
+        record = self.best[task.key]
+        space = make_space(task, nest, self.target)
+        try:
+            plan = space.plan(space.validate(record.config), tag)
+        except KnobError as error:
+            warnings.warn(f"tuning record for {task.name} ignored: {error}", RuntimeWarning,
+                          stacklevel=2)
+            return None
+        self.applied.append(task.name)
+        return plan

@@ -1,0 +1,248 @@
+"""Build and run candidates in a separate worker process, like TVM's LocalRunner.
+
+Why a process: a candidate schedule can abort the process inside MLIR (an assertion), hang
+in the transform interpreter or the JIT'd code, or compute garbage. The worker is started
+with the ``spawn`` context (MLIR's JIT is not fork-safe once used); the parent waits at most
+``timeout`` seconds per candidate, kills and restarts a worker that hangs, and notices one
+that died. Every outcome comes back as a :class:`MeasureResult` — data, not an exception —
+so one bad candidate cannot stop a batch.
+
+A candidate is compiled exactly as ``tilecraft.compile(payload, tuning_records=...)`` would
+compile it (a one-record file in the worker's scratch folder), run on fixed random inputs,
+compared with the default schedule's output (the task's first measurement saves it), then
+timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
+``min_repeat_ms``; optional cache flush before each repeat).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+# A test-only hook: ``hook(config)`` runs in the worker before the candidate is built.
+CandidateHook = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One candidate: the task's payload and description, a config (``None``: default)."""
+
+    payload: str
+    task: dict[str, Any]
+    config: dict[str, int] | None
+    target: str
+    reference: str | None = None  # .npy with the default schedule's output
+    save_output: str | None = None  # write this candidate's output here (.npy)
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """``status`` is one of ok, build_error, run_error, wrong, timeout, crash."""
+
+    status: str
+    costs: tuple[float, ...] = ()
+    error: str = ""
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """Measurement settings (TVM's LocalRunner names).
+
+    Attributes:
+      timeout: seconds allowed per candidate, build included.
+      number: runs per measurement (raised until one lasts ``min_repeat_ms``).
+      repeat: measurements per candidate; the record keeps each one's seconds per run.
+      min_repeat_ms: minimum duration of one measurement.
+      flush_cache: overwrite a buffer larger than the last-level cache before each repeat.
+      startup_timeout: seconds a fresh worker may take to import MLIR and report ready.
+    """
+
+    timeout: float = 30.0
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: float = 50.0
+    flush_cache: bool = False
+    startup_timeout: float = 120.0
+    hook: CandidateHook | None = field(default=None, compare=False)
+
+
+def random_inputs(signature: Any, seed: int = 0) -> list[np.ndarray]:
+    """Fixed inputs for a task: the same in every worker, so outputs compare."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for spec in signature.arguments:
+        shape = tuple(spec.shape or ())
+        dtype = np.dtype(spec.dtype)
+        if dtype == np.bool_:
+            arrays.append(rng.random(shape) < 0.5)
+        elif dtype.kind in "iu":
+            arrays.append(rng.integers(0, 8, size=shape).astype(dtype))
+        else:
+            arrays.append((rng.random(shape) * 2 - 1).astype(dtype))
+    return arrays
+
+
+def outputs_match(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """Equal up to float reassociation (tiling changes the order of a reduction)."""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return False
+    if expected.dtype.kind != "f":
+        return bool(np.array_equal(actual, expected))
+    scale = float(np.max(np.abs(expected))) if expected.size else 1.0
+    return bool(np.allclose(actual, expected, rtol=1e-3, atol=1e-4 * max(scale, 1.0), equal_nan=True))
+
+
+def _build(job: MeasureInput, scratch: Path) -> Any:
+    from ..pipelines.compiler import compile as tc_compile
+    from .records import Record
+
+    records = None
+    if job.config is not None:
+        records = scratch / f"candidate-{os.getpid()}.jsonl"
+        candidate = Record(task=job.task, config=job.config, status="ok", costs=[1.0],
+                           gflops=0.0, target=job.target)
+        records.write_text(candidate.to_json() + "\n")
+    with warnings.catch_warnings():
+        # A candidate script the interpreter rejects must fail the build, not fall back to
+        # scalar loops as the default schedule does.
+        warnings.filterwarnings("error", message="tilecraft-schedule", category=RuntimeWarning)
+        return tc_compile(job.payload, target=job.target, keep_ir=False, tuning_records=records)
+
+
+def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> MeasureResult:
+    from ..runtime.timing import measure
+
+    start = time.perf_counter()
+    if options.hook is not None:
+        options.hook(dict(job.config or {}))
+    try:
+        module = _build(job, scratch)
+    except Exception as error:  # noqa: BLE001 - every build failure is a result, not a crash
+        return MeasureResult("build_error", error=f"{type(error).__name__}: {error}"[:2000],
+                             elapsed=time.perf_counter() - start)
+    try:
+        arguments = random_inputs(module.signature)
+        output = module(*arguments)
+        if job.reference is not None and not outputs_match(output, np.load(job.reference)):
+            return MeasureResult("wrong", error="output differs from the default schedule's",
+                                 elapsed=time.perf_counter() - start)
+        if job.save_output is not None:
+            np.save(job.save_output, output)
+        flush = np.empty(64 << 20, dtype=np.uint8) if options.flush_cache else None
+        costs = []
+        for _ in range(options.repeat):
+            if flush is not None:
+                flush.fill(1)
+            timing = measure(lambda: module(*arguments), number=options.number, repeat=1,
+                             min_repeat_ms=options.min_repeat_ms)
+            costs.append(timing.per_call[0])
+    except Exception as error:  # noqa: BLE001
+        return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
+                             elapsed=time.perf_counter() - start)
+    return MeasureResult("ok", costs=tuple(costs), elapsed=time.perf_counter() - start)
+
+
+def _worker_main(connection: Any, options: RunnerOptions, scratch: str) -> None:
+    """The worker's loop: import MLIR once, then build and run jobs until told to stop."""
+    from .. import pipelines  # noqa: F401  (the MLIR import, before saying ready)
+
+    connection.send("ready")
+    while True:
+        job = connection.recv()
+        if job is None:
+            return
+        try:
+            result = _run_job(job, options, Path(scratch))
+        except BaseException as error:  # noqa: BLE001 - report even a hook's exception
+            result = MeasureResult("run_error", error=traceback.format_exception_only(error)[-1])
+        connection.send(result)
+
+
+class LocalRunner:
+    """Measures candidates one at a time in a worker process (restarted after a failure)."""
+
+    def __init__(self, options: RunnerOptions | None = None) -> None:
+        self.options = options or RunnerOptions()
+        self._context = multiprocessing.get_context("spawn")
+        self._scratch = tempfile.TemporaryDirectory(prefix="tilecraft-measure-")
+        self._process: Any = None
+        self._connection: Any = None
+
+    @property
+    def scratch(self) -> Path:
+        """A folder for reference outputs, removed with the runner."""
+        return Path(self._scratch.name)
+
+    def _start(self) -> None:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(
+            target=_worker_main, args=(child, self.options, self._scratch.name), daemon=True)
+        process.start()
+        child.close()
+        if not parent.poll(self.options.startup_timeout):
+            process.kill()
+            raise RuntimeError("the measurement worker did not start")
+        parent.recv()
+        self._process, self._connection = process, parent
+
+    def _stop(self, *, kill: bool) -> None:
+        if self._process is None:
+            return
+        if kill:
+            self._process.kill()
+        else:
+            try:
+                self._connection.send(None)
+            except OSError:
+                pass
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._connection.close()
+        self._process = self._connection = None
+
+    def measure(self, job: MeasureInput) -> MeasureResult:
+        """Build, check and time one candidate; never raises for a bad candidate."""
+        if self._process is None or not self._process.is_alive():
+            self._stop(kill=True)
+            self._start()
+        start = time.perf_counter()
+        self._connection.send(job)
+        try:
+            if self._connection.poll(self.options.timeout):
+                return self._connection.recv()
+        except (EOFError, OSError):
+            pass
+        elapsed = time.perf_counter() - start
+        if self._process.is_alive():
+            self._stop(kill=True)
+            return MeasureResult("timeout", error=f"no result within {self.options.timeout:g} s",
+                                 elapsed=elapsed)
+        code = self._process.exitcode
+        self._stop(kill=True)
+        return MeasureResult("crash", error=f"the worker died (exit code {code})", elapsed=elapsed)
+
+    def close(self) -> None:
+        self._stop(kill=False)
+        self._scratch.cleanup()
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,176 @@
+"""Tuning records: one JSON object per line, one line per measurement.
+
+A line is appended, flushed and fsync'd as soon as its measurement ends, so a killed tuning
+loses at most the candidate in flight and resumes from the file (``prior_records``). Each
+record carries the task key, the target, tilecraft's version and the schedule script, so a
+user can read the best script for a task. Lines that are not JSON, miss fields, or come from
+another target or tilecraft version are skipped; unreadable lines produce one warning per
+file.
+
+    {"version": 1, "tilecraft": "0.1.0", "target": "llvm", "task": {"key": "...", "name":
+     "matmul_1024x1024x1024_f32", "kind": "matmul", ...}, "config": {"par_m": 64, ...},
+     "status": "ok", "costs": [0.0051, ...], "gflops": 421.3, "error": "", "tuner": "xgb",
+     "trial": 17, "timestamp": 1795310000.0, "script": "transform.named_sequence ..."}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ..pipelines.target import Target
+
+RECORD_FORMAT = 1
+STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong", "crash")
+
+
+def tilecraft_version() -> str:
+    from .. import __version__  # the package root; imported late, it imports this package lazily
+
+    return __version__
+
+
+def canonical_target(target: "str | Target") -> str:
+    """The target as records key it: kind and CPU options, not the thread count."""
+    target = Target.parse(target)
+    parts = [target.kind]
+    if target.mcpu:
+        parts.append(f"-mcpu={target.mcpu}")
+    if target.mattr:
+        parts.append(f"-mattr={','.join(target.mattr)}")
+    if target.mtriple:
+        parts.append(f"-mtriple={target.mtriple}")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measurement of one config of one task (see the module docstring for the fields)."""
+
+    task: dict[str, Any]
+    config: dict[str, int]
+    status: str
+    costs: list[float]
+    gflops: float
+    target: str
+    tilecraft: str = field(default_factory=tilecraft_version)
+    error: str = ""
+    tuner: str = ""
+    trial: int = 0
+    timestamp: float = 0.0
+    script: str = ""
+    version: int = RECORD_FORMAT
+
+    @property
+    def key(self) -> str:
+        return self.task["key"]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def cost(self) -> float:
+        """Median seconds per run; infinite for a failed measurement."""
+        return statistics.median(self.costs) if self.ok and self.costs else float("inf")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> "Record":
+        """Parse one line; raises ``ValueError`` (or ``KeyError``/``TypeError``) if malformed."""
+        data = json.loads(line)
+        if not isinstance(data, dict) or data.get("version") != RECORD_FORMAT:
+            raise ValueError("not a tilecraft tuning record")
+        record = cls(
+            task=dict(data["task"]), config={str(k): int(v) for k, v in data["config"].items()},
+            status=str(data["status"]), costs=[float(c) for c in data["costs"]],
+            gflops=float(data["gflops"]), target=str(data["target"]),
+            tilecraft=str(data["tilecraft"]), error=str(data.get("error", "")),
+            tuner=str(data.get("tuner", "")), trial=int(data.get("trial", 0)),
+            timestamp=float(data.get("timestamp", 0.0)), script=str(data.get("script", "")),
+        )
+        if record.status not in STATUSES or not isinstance(record.task.get("key"), str):
+            raise ValueError(f"bad status {record.status!r} or task key")
+        return record
+
+
+class RecordWriter:
+    """Appends records to a JSON-lines file, durably, one measurement at a time."""
+
+    def __init__(self, path: "str | os.PathLike[str]") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def write(self, record: Record) -> None:
+        self._file.write(record.to_json() + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_records(path: "str | os.PathLike[str]", *, target: "str | Target | None" = None,
+                 version: str | None = None) -> list[Record]:
+    """Records of ``path`` for ``target`` and tilecraft ``version`` (default: this one).
+
+    Malformed lines, and lines of another target or version, are skipped; one
+    ``RuntimeWarning`` per file says how many and why. A missing file has no records.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    wanted_target = canonical_target(target) if target is not None else None
+    wanted_version = version or tilecraft_version()
+    records: list[Record] = []
+    corrupt = foreign = 0
+    first_problem = ""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = Record.from_json(line)
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                corrupt += 1
+                first_problem = first_problem or f"line {number}: {error}"
+                continue
+            if (wanted_target is not None and record.target != wanted_target) or (
+                    record.tilecraft != wanted_version):
+                foreign += 1
+                continue
+            records.append(record)
+    if corrupt or foreign:
+        warnings.warn(
+            f"{path}: skipped {corrupt} corrupt line(s) and {foreign} record(s) of another "
+            f"target or tilecraft version" + (f" (first corrupt: {first_problem})" if corrupt else ""),
+            RuntimeWarning, stacklevel=2,
+        )
+    return records
+
+
+def best_records(records: Iterable[Record]) -> dict[str, Record]:
+    """Per task key, the fastest successful record (failed records are never chosen)."""
+    best: dict[str, Record] = {}
+    for record in records:
+        if record.ok and (record.key not in best or record.cost < best[record.key].cost):
+            best[record.key] = record
+    return best
+
+
+def iter_ok(records: Iterable[Record], key: str) -> Iterator[Record]:
+    return (r for r in records if r.key == key)

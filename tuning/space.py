@@ -1,0 +1,481 @@
+"""Schedule spaces: for each kernel class, the knobs a TVM user knows, on one task.
+
+A point of a space (a *config*: knob name -> int) becomes an
+:class:`~tilecraft.pipelines.schedule.OpSchedule`, which the default schedule's script writer
+(``pipelines/schedule.py``) renders as a ``transform.named_sequence``: there is one renderer,
+and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan equals
+``plan_default_schedule``'s. Knobs by class:
+
+- ``matmul`` (matmul, batch matmul, any contraction): thread tiles of M and N
+  (``par_m``/``par_n``, 0 = no ``scf.forall``), the K cache block (``cache_k``, 0 = none),
+  register tiles (``reg_m`` x ``reg_n`` accumulators, kept in registers across the reduction
+  loop by ``@cleanup``'s hoisting), the reduction step (``step_k``, unrolled into
+  ``step_k`` outer products) and array packing of B (``pack_b``: each ``cache_k x reg_n``
+  panel of B copied to a contiguous buffer before the M loop reuses it);
+- ``conv2d`` / ``depthwise_conv2d`` / ``pooling``: the thread tile of the outer output dim
+  (``par``), register tiles of output channels/width (``reg_oc``, ``reg_c``, ``reg_ow``),
+  the input-channel cache block and step (``cache_ic``, ``step_ic``); always decomposed to 1-D;
+- ``elementwise`` / ``reduction``: the thread tile of the outer parallel dim (``par``), the
+  innermost vector tile (``vec``) and the tile of the next loop out (``reg_outer``).
+
+Every tile divides its loop (tiles stay static, so they vectorize); configs breaking a rule
+are *invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Mapping
+
+from mlir import ir
+
+from ..errors import KnobError
+from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
+from ..pipelines.schedule import OpSchedule, plan_default_schedule, render_op_sequence
+from ..pipelines.target import Target
+from .task import Task
+
+Config = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable parameter: its name, the values it may take, and what it controls."""
+
+    name: str
+    values: tuple[int, ...]
+    doc: str
+
+
+def _divisors(n: int, candidates: "list[int] | range", *, include: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Sorted candidates (and ``include``) that divide ``n``; 0 is kept as 'untiled'."""
+    chosen = {c for c in (*candidates, *include) if c == 0 or (0 < c <= n and n % c == 0)}
+    return tuple(sorted(chosen))
+
+
+def _powers(limit: int) -> list[int]:
+    return [1 << i for i in range(limit.bit_length())]
+
+
+class ScheduleSpace:
+    """The knobs of one task's kernel class and how a config becomes a plan.
+
+    Built from the task's loop nest and the target (vector lanes, threads). Subclasses define
+    :meth:`_knobs`, :meth:`plan` and :meth:`_derived_features`.
+    """
+
+    kind = "generic"
+
+    def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
+        self.task = task
+        self.nest = nest
+        self.target = target
+        self.vector_bits = target.vector_bits
+        self.threads = target.num_threads
+        self.lanes = max(1, self.vector_bits // max(nest.element_bits, 8))
+        self.default_plan = plan_default_schedule(
+            nest, 0, vector_bits=self.vector_bits, num_threads=self.threads)
+        self.knobs: tuple[Knob, ...] = tuple(self._knobs())
+
+    # -- the space -------------------------------------------------------------------------
+    def _knobs(self) -> list[Knob]:
+        raise NotImplementedError
+
+    def default(self) -> Config:
+        """The default schedule's point: its plan equals ``plan_default_schedule``'s."""
+        raise NotImplementedError
+
+    def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
+        raise NotImplementedError
+
+    @cached_property
+    def size(self) -> int:
+        return math.prod(len(k.values) for k in self.knobs)
+
+    def point(self, index: int) -> Config:
+        """The config at ``index`` in mixed radix (the last knob varies fastest)."""
+        config: Config = {}
+        for knob in reversed(self.knobs):
+            index, digit = divmod(index, len(knob.values))
+            config[knob.name] = knob.values[digit]
+        return {k.name: config[k.name] for k in self.knobs}
+
+    def index(self, config: Mapping[str, int]) -> int:
+        index = 0
+        for knob in self.knobs:
+            index = index * len(knob.values) + knob.values.index(config[knob.name])
+        return index
+
+    def validate(self, config: Mapping[str, object]) -> Config:
+        """``config`` as a clean dict, or :class:`KnobError` naming the offending knob."""
+        if not isinstance(config, Mapping):
+            raise KnobError(f"a config must be a mapping knob -> int, got {type(config).__name__}")
+        names = [k.name for k in self.knobs]
+        unknown = sorted(set(config) - set(names))
+        missing = [n for n in names if n not in config]
+        if unknown or missing:
+            raise KnobError(f"{self.kind} space of {self.task.name} has knobs {names}; "
+                            f"unknown {unknown}, missing {missing}")
+        for knob in self.knobs:
+            value = config[knob.name]
+            if isinstance(value, bool) or not isinstance(value, int) or value not in knob.values:
+                raise KnobError(f"knob {knob.name}={value!r} of {self.task.name}: "
+                                f"expected one of {list(knob.values)}")
+        return {n: int(config[n]) for n in names}  # type: ignore[arg-type]
+
+    def is_valid(self, config: Mapping[str, int]) -> bool:
+        """Whether the tiles of every level divide the enclosing level's (static tiles)."""
+        plan = self.plan(config)
+        levels = [plan.thread_tiles, plan.cache_tiles, plan.outer_register_tiles,
+                  plan.register_tiles, plan.reduction_tiles]
+        for d, extent in enumerate(self.nest.ranges):
+            current = extent
+            for level in levels:
+                if not level or not level[d]:
+                    continue
+                if current % level[d]:
+                    return False
+                current = level[d]
+        return True
+
+    def random(self, rng: random.Random) -> Config:
+        """A uniformly drawn valid config (rejection sampling; the default if none is found)."""
+        for _ in range(1000):
+            config = {k.name: rng.choice(k.values) for k in self.knobs}
+            if self.is_valid(config):
+                return config
+        return self.default()
+
+    def neighbour(self, config: Mapping[str, int], rng: random.Random) -> Config:
+        """``config`` with one knob moved to an adjacent value (simulated annealing's step)."""
+        for _ in range(100):
+            knob = rng.choice([k for k in self.knobs if len(k.values) > 1] or list(self.knobs))
+            position = knob.values.index(config[knob.name]) + rng.choice((-1, 1))
+            if 0 <= position < len(knob.values):
+                moved = {**config, knob.name: knob.values[position]}
+                if self.is_valid(moved):
+                    return moved
+        return dict(config)
+
+    def script(self, config: Mapping[str, int], tag: int = 0) -> str:
+        """The config's ``transform.named_sequence`` (human-readable, stored in records)."""
+        return render_op_sequence(self.plan(config, tag))
+
+    # -- features for the cost model ---------------------------------------------------------
+    def feature_names(self) -> list[str]:
+        return [f"knob.{k.name}" for k in self.knobs] + list(self._derived_names())
+
+    def features(self, config: Mapping[str, int]) -> list[float]:
+        """Knob values (log2) plus loop-nest features of the plan, for the cost model."""
+        plan = self.plan(config)
+        knob_part = [math.log2(1 + config[k.name]) for k in self.knobs]
+        return knob_part + self._derived_features(plan)
+
+    _DERIVED = ("log_parallel_tasks", "log_thread_tile", "log_cache_tile", "log_register_tile",
+                "log_reduction_step", "vector_use", "log_vectors_per_step", "arith_intensity",
+                "log_register_footprint", "log_cache_footprint", "packed")
+
+    def _derived_names(self) -> tuple[str, ...]:
+        return self._DERIVED
+
+    def _level(self, tiles: tuple[int, ...] | None, fallback: tuple[int, ...]) -> tuple[int, ...]:
+        if not tiles:
+            return fallback
+        return tuple(t if t else f for t, f in zip(tiles, fallback))
+
+    def _derived_features(self, plan: OpSchedule) -> list[float]:
+        ranges = self.nest.ranges
+        thread = self._level(plan.thread_tiles, ranges)
+        cache = self._level(plan.cache_tiles, thread)
+        outer = self._level(plan.outer_register_tiles, cache)
+        register = self._level(plan.register_tiles, outer)
+        reduction = self._level(plan.reduction_tiles, register)
+        tasks = math.prod(r // t for r, t in zip(ranges, thread)) if plan.thread_tiles else 1
+        inner = reduction[-1] if self.nest.parallel[-1] else register[-1]
+        for d in range(len(ranges) - 1, -1, -1):
+            if self.nest.parallel[d]:
+                inner = register[d]
+                break
+        vectors = math.prod(
+            t for t, p in zip(register, self.nest.parallel) if p) / max(self.lanes, 1)
+        step = math.prod(t for t, p in zip(reduction, self.nest.parallel) if not p)
+        bytes_per = max(self.nest.element_bits // 8, 1)
+        reg_points = math.prod(reduction)
+        reg_out = math.prod(t for t, p in zip(register, self.nest.parallel) if p)
+        reg_footprint = (reg_out + reg_points / max(min(register[-1], reg_out), 1) * 2) * bytes_per
+        cache_footprint = math.prod(cache) ** (2 / 3) * 3 * bytes_per
+        intensity = 2 * reg_points / max(reg_footprint, 1)
+        return [math.log2(tasks), math.log2(math.prod(thread)), math.log2(math.prod(cache)),
+                math.log2(math.prod(register)), math.log2(max(step, 1)),
+                (inner % self.lanes == 0) * min(inner / self.lanes, 8.0),
+                math.log2(max(vectors, 1e-3) * max(step, 1)), intensity,
+                math.log2(reg_footprint), math.log2(cache_footprint),
+                float(bool(plan.packed_operands))]
+
+
+class MatmulSpace(ScheduleSpace):
+    """Contractions: thread, K-cache, packing and register levels (see the module docstring)."""
+
+    kind = "matmul"
+
+    def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
+        batch, m_dims, n_dims, k_dims = nest.contraction
+        self.m, self.n, self.k = m_dims[-1], n_dims[-1], k_dims[-1]
+        self.batch = batch
+        super().__init__(task, nest, target)
+
+    def _default_values(self) -> dict[str, int]:
+        plan = self.default_plan
+        thread = plan.thread_tiles or (0,) * len(self.nest.ranges)
+        return {"par_m": thread[self.m], "par_n": thread[self.n], "cache_k": 0,
+                "reg_m": plan.register_tiles[self.m], "reg_n": plan.register_tiles[self.n],
+                "step_k": plan.reduction_tiles[self.k], "pack_b": 0}
+
+    def _knobs(self) -> list[Knob]:
+        M, N, K = (self.nest.ranges[d] for d in (self.m, self.n, self.k))
+        lanes = self.lanes
+        d = self._default_values()
+        threaded = self.default_plan.thread_tiles is not None or self.threads > 1
+        par = [0] + ([16, 32, 64, 128, 256, 512] if threaded else [])
+        return [
+            Knob("par_m", _divisors(M, par + ([M] if threaded else []), include=(d["par_m"],)),
+                 "rows of C per parallel task (0: no scf.forall)"),
+            Knob("par_n", _divisors(N, [0] + ([32, 64, 128, 256, 512, 1024] if threaded else []),
+                                    include=(d["par_n"],)),
+                 "columns of C per parallel task (0: untiled)"),
+            Knob("cache_k", _divisors(K, [0, 32, 64, 128, 256, 512]), "K cache block (0: none)"),
+            Knob("reg_m", _divisors(M, [1, 2, 4, 6, 8, 12, 16], include=(d["reg_m"],)),
+                 "accumulator rows in registers"),
+            Knob("reg_n", _divisors(N, [lanes * i for i in (1, 2, 3, 4)], include=(d["reg_n"],)),
+                 "accumulator columns in registers (multiples of the vector lanes)"),
+            Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
+                 "reduction step: outer products per loop iteration"),
+            Knob("pack_b", (0, 1), "copy each cache_k x reg_n panel of B to a contiguous buffer"),
+        ]
+
+    def default(self) -> Config:
+        return self._default_values()
+
+    def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
+        n_loops = len(self.nest.ranges)
+        thread = None
+        if config["par_m"] or config["par_n"]:
+            thread = [0] * n_loops
+            for d in self.batch:
+                thread[d] = 1
+            thread[self.m], thread[self.n] = config["par_m"], config["par_n"]
+        cache = None
+        if config["cache_k"]:
+            cache = [0] * n_loops
+            cache[self.k] = config["cache_k"]
+        register = [0] * n_loops
+        for d in self.nest.parallel_dims:
+            register[d] = 1
+        register[self.m] = config["reg_m"]
+        register[self.n] = config["reg_n"]
+        reduction = [0] * n_loops
+        for d in self.nest.reduction_dims:
+            reduction[d] = 1
+        reduction[self.k] = config["step_k"]
+        outer = None
+        packed: tuple[tuple[int, int], ...] = ()
+        if config["pack_b"]:
+            outer = [0] * n_loops
+            outer[self.n] = config["reg_n"]
+            register[self.n] = 0
+            packed = ((1, len(self.batch) + 2),)  # B: batch dims, K, N
+        return OpSchedule(
+            tag, thread_tiles=tuple(thread) if thread else None,
+            cache_tiles=tuple(cache) if cache else None,
+            outer_register_tiles=tuple(outer) if outer else None, packed_operands=packed,
+            register_tiles=tuple(register), reduction_tiles=tuple(reduction), vectorize=True)
+
+    def is_valid(self, config: Mapping[str, int]) -> bool:
+        if config["pack_b"] and config["reg_n"] == self.nest.ranges[self.n] and not config["par_n"]:
+            return False  # the whole of B in one panel: the copy buys nothing
+        return super().is_valid(config)
+
+
+class ConvSpace(ScheduleSpace):
+    """2-D convolution, depthwise convolution and pooling; decomposed to 1-D, then vectorized."""
+
+    def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
+        self.kind = task.kind
+        batch, image, out_channel, _filter, in_channel, depth = nest.convolution
+        self.batch, self.image = batch, image
+        self.oc = out_channel[-1] if out_channel else None
+        self.c = depth[-1] if depth else None
+        self.ic = in_channel[-1] if in_channel else None
+        self.ow = image[-1] if image else None
+        self.par_dim = self.oc if self.oc is not None else (image[0] if image else None)
+        super().__init__(task, nest, target)
+
+    def _default_values(self) -> dict[str, int]:
+        plan = self.default_plan
+        values = {}
+        if self.par_dim is not None:
+            values["par"] = plan.thread_tiles[self.par_dim] if plan.thread_tiles else 0
+        if self.oc is not None:
+            values["reg_oc"] = plan.register_tiles[self.oc]
+        if self.c is not None:
+            values["reg_c"] = plan.register_tiles[self.c]
+        if self.ow is not None:
+            values["reg_ow"] = plan.register_tiles[self.ow]
+        if self.ic is not None:
+            values["cache_ic"] = 0
+            values["step_ic"] = plan.reduction_tiles[self.ic]
+        return values
+
+    def _knobs(self) -> list[Knob]:
+        r = self.nest.ranges
+        d = self._default_values()
+        knobs = []
+        if self.par_dim is not None:
+            knobs.append(Knob("par", _divisors(r[self.par_dim], [0, *_powers(r[self.par_dim])],
+                                               include=(d["par"],)),
+                              "thread tile of the outermost split output dim (0: no forall)"))
+        if self.oc is not None:
+            knobs.append(Knob("reg_oc", _divisors(r[self.oc], [1, 2, 4, 8, 16, 32, 64],
+                                                  include=(d["reg_oc"],)),
+                              "output channels per register tile"))
+        if self.c is not None:
+            knobs.append(Knob("reg_c", _divisors(r[self.c], [1, 4, 8, 16, 32, 64],
+                                                 include=(d["reg_c"],)),
+                              "channels per register tile (depthwise/pooling)"))
+        if self.ow is not None:
+            knobs.append(Knob("reg_ow", _divisors(r[self.ow], [1, 2, 4, 7, 8, 14, 16, 28, 32],
+                                                  include=(d["reg_ow"],)),
+                              "output columns per register tile"))
+        if self.ic is not None:
+            knobs.append(Knob("cache_ic", _divisors(r[self.ic], [0, 16, 32, 64, 128]),
+                              "input-channel cache block (0: none)"))
+            knobs.append(Knob("step_ic", _divisors(r[self.ic], [1, 2, 4, 8, 16],
+                                                   include=(d["step_ic"],)),
+                              "input channels per reduction step"))
+        return knobs
+
+    def default(self) -> Config:
+        return self._default_values()
+
+    def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
+        n_loops = len(self.nest.ranges)
+        register = [0] * n_loops
+        for d in self.nest.parallel_dims:
+            register[d] = 1
+        for dim, name in ((self.oc, "reg_oc"), (self.c, "reg_c"), (self.ow, "reg_ow")):
+            if dim is not None:
+                register[dim] = config[name]
+        reduction = [0] * n_loops
+        for d in self.nest.reduction_dims:
+            reduction[d] = 1
+        cache = None
+        if self.ic is not None:
+            reduction[self.ic] = config["step_ic"]
+            if config["cache_ic"]:
+                cache = [0] * n_loops
+                cache[self.ic] = config["cache_ic"]
+        thread = None
+        if self.par_dim is not None and config["par"]:
+            thread = [0] * n_loops
+            for d in self.batch:
+                thread[d] = 1
+            thread[self.par_dim] = config["par"]
+        return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
+                          cache_tiles=tuple(cache) if cache else None,
+                          register_tiles=tuple(register), reduction_tiles=tuple(reduction),
+                          decompose=True, vectorize=True)
+
+
+class GenericSpace(ScheduleSpace):
+    """Elementwise/injective ops and reductions (softmax and layer-norm parts)."""
+
+    def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
+        self.kind = task.kind
+        n = len(nest.ranges)
+        self.inner = n - 1
+        self.outer_dim = next((d for d in range(n - 2, -1, -1)), None)
+        self.par_dim = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
+        super().__init__(task, nest, target)
+
+    def _tiles(self, plan: OpSchedule) -> list[int]:
+        return [max(a, b) for a, b in zip(plan.register_tiles or (0,) * len(self.nest.ranges),
+                                           plan.reduction_tiles or (0,) * len(self.nest.ranges))]
+
+    def _default_values(self) -> dict[str, int]:
+        plan = self.default_plan
+        tiles = self._tiles(plan)
+        values = {"vec": tiles[self.inner]}
+        if self.outer_dim is not None:
+            values["reg_outer"] = tiles[self.outer_dim]
+        if self.par_dim is not None:
+            values["par"] = plan.thread_tiles[self.par_dim] if plan.thread_tiles else 0
+        values["vectorize"] = int(plan.vectorize)
+        return values
+
+    def _knobs(self) -> list[Knob]:
+        r = self.nest.ranges
+        d = self._default_values()
+        knobs = [Knob("vec", _divisors(r[self.inner], [self.lanes * f for f in (1, 2, 4, 8)]
+                                       + [1, 2, 4, 8], include=(d["vec"],)),
+                      "innermost tile (vector length after vectorization)")]
+        if self.outer_dim is not None:
+            knobs.append(Knob("reg_outer", _divisors(r[self.outer_dim], [1, 2, 4, 8],
+                                                     include=(d["reg_outer"],)),
+                              "tile of the loop outside the innermost one"))
+        if self.par_dim is not None:
+            knobs.append(Knob("par", _divisors(r[self.par_dim], [0, *_powers(r[self.par_dim])],
+                                               include=(d["par"],)),
+                              "thread tile of the outer parallel loop (0: no forall)"))
+        # A fixed knob: ops the default leaves scalar (see _plan_generic) stay scalar.
+        knobs.append(Knob("vectorize", (d["vectorize"],), "vectorize the innermost tile"))
+        return knobs
+
+    def default(self) -> Config:
+        return self._default_values()
+
+    def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
+        n_loops = len(self.nest.ranges)
+        register = [0] * n_loops
+        reduction = [0] * n_loops
+        for d in range(n_loops):
+            (register if self.nest.parallel[d] else reduction)[d] = 1
+        (register if self.nest.parallel[self.inner] else reduction)[self.inner] = config["vec"]
+        if self.outer_dim is not None:
+            tiles = register if self.nest.parallel[self.outer_dim] else reduction
+            tiles[self.outer_dim] = config["reg_outer"]
+        thread = None
+        if self.par_dim is not None and config["par"]:
+            thread = [0] * n_loops
+            thread[self.par_dim] = config["par"]
+        return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
+                          register_tiles=tuple(register) if any(register) else None,
+                          reduction_tiles=tuple(reduction) if any(reduction) else None,
+                          vectorize=bool(config["vectorize"]))
+
+
+_SPACES: dict[str, type[ScheduleSpace]] = {
+    "matmul": MatmulSpace, "conv2d": ConvSpace, "depthwise_conv2d": ConvSpace,
+    "pooling": ConvSpace, "elementwise": GenericSpace, "reduction": GenericSpace,
+}
+
+
+def task_nest(task: Task) -> LoopNest:
+    """The loop nest of the task's op, analysed from its payload."""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(task.payload)
+        nests = [nest for op, nest in analyze_loop_nests(module.operation)
+                 if op.name != "linalg.fill" or task.op_name == "linalg.fill"]
+    return nests[-1]
+
+
+def make_space(task: Task, nest: LoopNest, target: "str | Target") -> ScheduleSpace:
+    """The schedule space of ``task`` (whose loop nest is ``nest``) on ``target``."""
+    return _SPACES[task.kind](task, nest, Target.parse(target))
+
+
+def space_for(task: Task, target: "str | Target" = "llvm") -> ScheduleSpace:
+    """The schedule space of ``task``'s kernel class on ``target``."""
+    return make_space(task, task_nest(task), target)
