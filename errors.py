@@ -72,3 +72,19 @@ class TorchImportError(ModelImportError):
     """A PyTorch module could not be imported: an unsupported ATen op (``problems`` lists each
     as ``(FX node, ATen op, source location)``), a training-mode module, a non-tensor output,
     or example inputs ``torch.export`` rejects."""
+
+
+class TuningError(TilecraftError):
+    """The tuner was misused or its inputs are unusable (see the subclasses)."""
+
+
+class TunerNameError(TuningError, ValueError):
+    """An unknown tuner name; the message lists the valid ones."""
+
+
+class KnobError(TuningError, ValueError):
+    """A schedule configuration names a knob the task's space lacks, or a value outside it."""
+
+
+class TaskExtractionError(TuningError, ValueError):
+    """A model has no tunable task (e.g. only dynamic shapes), or ``tasks=`` names none of them."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import EntryPointError
+from ..errors import EntryPointError, TuningError
 from ..driver import Model
 from ..frontend.loader import load_module
 from ..runtime.compiled_module import CompiledModule
@@ -42,6 +43,34 @@ def find_entry(module: ir.Module, entry: str | None) -> ir.Operation:
     return public[0]
 
 
+def with_tuning_records(pipeline: Pipeline, records: "str | os.PathLike[str]", target: Target) -> Pipeline:
+    """``pipeline`` whose ``tilecraft-schedule`` applies the best record of each op.
+
+    The records travel as pass options, so the edited pipeline prints and replays in
+    ``tilecraft-opt`` like any other; ops without a record keep the default schedule.
+    """
+    path = Path(records)
+    if not path.is_file():
+        raise TuningError(f"tuning records {str(path)!r}: no such file")
+    if any(c.isspace() or c in "{}" for c in str(path.resolve())):
+        raise TuningError(f"tuning records path {str(path)!r} must not contain spaces or braces")
+    extra = f"tuning-records={path.resolve()}"
+    if target.mcpu:
+        extra += f" cpu={target.mcpu}"
+    if target.mattr:
+        extra += f" features={','.join(target.mattr)}"
+    stage = pipeline.stage("schedule")
+    passes = []
+    for element in stage.passes:
+        if element.startswith("tilecraft-schedule"):
+            element = (element[:-1] + f" {extra}}}" if element.endswith("}")
+                       else f"tilecraft-schedule{{{extra}}}")
+        passes.append(element)
+    if passes == list(stage.passes):
+        raise TuningError("tuning_records needs a pipeline whose schedule stage runs tilecraft-schedule")
+    return pipeline.replace("schedule", passes)
+
+
 def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(large_elements_limit=64, large_resource_limit=64)
 
@@ -55,6 +84,7 @@ def compile(
     pipeline: Pipeline | None = None,
     opt_level: int = 3,
     keep_ir: bool = True,
+    tuning_records: "str | os.PathLike[str] | None" = None,
     package_path: "str | os.PathLike[str] | None" = None,
     profile: bool = False,
 ) -> CompiledModule:
@@ -70,6 +100,9 @@ def compile(
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
       opt_level: LLVM optimization level for the JIT (0-3).
       keep_ir: keep the IR after each stage for :meth:`CompiledModule.ir`.
+      tuning_records: a JSON-lines file written by :func:`tilecraft.tune`; each op with a
+        successful record for ``target`` gets the fastest record's schedule, the others the
+        default schedule.
       package_path: also write a deployable package there (``model.tar``: shared library,
         manifest; load it with :func:`tilecraft.runtime.load`, no MLIR needed).
       profile: with ``package_path``, add the per-kernel profiling variant to the package.
@@ -78,6 +111,8 @@ def compile(
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     target = Target.parse(target)
     pipeline = pipeline if pipeline is not None else cpu_pipeline(target)
+    if tuning_records is not None:
+        pipeline = with_tuning_records(pipeline, tuning_records, target)
     output_names = None
     if isinstance(source, Model):
         shape_dict = source.shape_dict if shape_dict is None else shape_dict

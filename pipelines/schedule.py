@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 from mlir import ir
 from mlir.dialects.transform import interpreter
@@ -63,6 +63,16 @@ class OpSchedule:
     reduction_tiles: tuple[int, ...] | None = None
     decompose: bool = False
     vectorize: bool = False
+    # Levels the tuner's spaces use (tilecraft.tuning); the default plans leave them unset,
+    # so the default scripts are unchanged. Order in the script: thread, cache, outer
+    # register, packing, register, reduction.
+    cache_tiles: tuple[int, ...] | None = None
+    cache_interchange: tuple[int, ...] | None = None
+    outer_register_tiles: tuple[int, ...] | None = None
+    # (operand index, operand rank) of operands whose tile is copied into a fresh contiguous
+    # buffer (array packing) once per outer-register tile, before the register level reads
+    # it many times.
+    packed_operands: tuple[tuple[int, int], ...] = ()
 
 
 def largest_divisor(n: int, limit: int, multiple_of: int = 1) -> int:
@@ -237,17 +247,62 @@ class _ScriptWriter:
         )
         return tiled, forall
 
-    def tile_for(self, handle: str, sizes: tuple[int, ...]) -> str:
+    def tile_for(self, handle: str, sizes: tuple[int, ...],
+                 interchange: tuple[int, ...] | None = None) -> str:
+        """``interchange``: the loops' order, outermost first (only tiled loops matter)."""
         n_loops = sum(1 for s in sizes if s)
         tiled = self.fresh("tiled")
         loops = self.fresh("loops")
         results = ", ".join([self.ANY] * (n_loops + 1))
         loops_decl = f", {loops}:{n_loops}" if n_loops > 1 else (f", {loops}" if n_loops else "")
+        order = (f" interchange = {list(interchange)}"
+                 if interchange and list(interchange) != sorted(interchange) else "")
         self.lines.append(
             f"{tiled}{loops_decl} = transform.structured.tile_using_for {handle} tile_sizes "
-            f"{list(sizes)} : ({self.ANY}) -> ({results})"
+            f"{list(sizes)}{order} : ({self.ANY}) -> ({results})"
         )
         return tiled
+
+    def pack_operands(self, handle: str, operands: tuple[tuple[int, int], ...], n_loops: int) -> str:
+        """Copy the tiles of ``operands`` ((index, rank) pairs) into fresh contiguous buffers.
+
+        ``pad`` with ``nofold`` and zero amounts materializes the tile; it is then given its
+        own allocation filled by a ``linalg.copy``, vectorized row by row. Why not leave the
+        pad to bufferization: it became a ``memref.copy`` (an element-wise library call),
+        and a vectorized pad folded away into a read of the original, unpacked operand.
+        """
+        padded, pad, copy = self.fresh("packed"), self.fresh("pad"), self.fresh("copy")
+        flags = [0] * (max(i for i, _ in operands) + 1)
+        for index, _rank in operands:
+            flags[index] = 1
+        self.lines.append(
+            f"{padded}, {pad}, {copy} = transform.structured.pad {handle} {{padding_dimensions = "
+            f"{list(range(n_loops))}, nofold_flags = {flags}}} : ({self.ANY}) -> "
+            f"({self.ANY}, {self.ANY}, {self.ANY})"
+        )
+        producers = []
+        for index, _rank in operands:
+            producers.append(self.fresh("pads"))
+            self.lines.append(f"{producers[-1]} = transform.get_producer_of_operand "
+                              f"{padded}[{index}] : ({self.ANY}) -> {self.ANY}")
+        pads = producers[0]
+        if len(producers) > 1:
+            pads = self.fresh("pads")
+            self.lines.append(f"{pads} = transform.merge_handles {', '.join(producers)} : {self.ANY}")
+        buffer, new_ops = self.fresh("buffer"), self.fresh("alloc")
+        self.lines.append(f'{buffer}, {new_ops} = transform.structured.bufferize_to_allocation {pads} '
+                          f'{{memcpy_op = "linalg.copy"}} : {self.ANY}')
+        # The copies are found in the loop around the packed op (``match`` takes one op, and
+        # ``new_ops`` holds the allocation too).
+        loop, copies = self.fresh("loop"), self.fresh("copies")
+        self.lines.append(f'{loop} = transform.get_parent_op {padded} {{op_name = "scf.for"}}'
+                          f" : ({self.ANY}) -> {self.ANY}")
+        self.lines.append(f'{copies} = transform.structured.match ops{{["linalg.copy"]}} in {loop}'
+                          f" : ({self.ANY}) -> {self.ANY}")
+        rank = operands[0][1]
+        rows = self.tile_for(copies, tuple([1] * (rank - 1) + [0]))
+        self.vectorize(rows)
+        return padded
 
     def fuse_into(self, producer: str, container: str) -> str:
         fused, new_container = self.fresh("fused"), self.fresh("forall")
@@ -281,6 +336,13 @@ def render_op_sequence(plan: OpSchedule) -> str:
             if plan.init_register_tiles and any(plan.init_register_tiles):
                 init = w.tile_for(init, plan.init_register_tiles)
             w.vectorize(init)
+    if plan.cache_tiles and any(plan.cache_tiles):
+        op = w.tile_for(op, plan.cache_tiles, plan.cache_interchange)
+    if plan.outer_register_tiles and any(plan.outer_register_tiles):
+        op = w.tile_for(op, plan.outer_register_tiles)
+    if plan.packed_operands:
+        n_loops = len(plan.register_tiles or plan.reduction_tiles or plan.cache_tiles or ())
+        op = w.pack_operands(op, plan.packed_operands, n_loops)
     if plan.register_tiles:
         op = w.tile_for(op, plan.register_tiles)
     if plan.reduction_tiles:
@@ -355,8 +417,17 @@ def _init_fill(op: ir.Operation) -> ir.Operation | None:
     return producer
 
 
-def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int) -> list[OpSchedule]:
-    """Tag every structured op of ``module`` with ``tilecraft.op_id`` and plan its schedule."""
+# ``planner(op, nest, tag)`` returns a plan for one op, or ``None`` for the default plan.
+OpPlanner = Callable[[ir.Operation, LoopNest, int], "OpSchedule | None"]
+
+
+def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
+                planner: OpPlanner | None = None) -> list[OpSchedule]:
+    """Tag every structured op of ``module`` with ``tilecraft.op_id`` and plan its schedule.
+
+    ``planner`` overrides the plan of the ops it answers for (the tuner's records); the init
+    fill of an overridden op is fused the same way as for a default plan.
+    """
     analyzed = analyze_loop_nests(module)
     tags: dict[ir.Operation, int] = {}
     for tag, (op, _) in enumerate(analyzed):
@@ -367,7 +438,9 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int) -> 
     fused: set[int] = set()
     for op, nest in analyzed:
         tag = tags[op]
-        plan = plan_default_schedule(nest, tag, vector_bits=vector_bits, num_threads=num_threads)
+        plan = planner(op, nest, tag) if planner is not None else None
+        if plan is None:
+            plan = plan_default_schedule(nest, tag, vector_bits=vector_bits, num_threads=num_threads)
         fill = _init_fill(op)
         if plan.thread_tiles and plan.vectorize and fill is not None and fill in tags:
             fill_tag = tags[fill]
@@ -441,12 +514,23 @@ def apply_schedule(module: ir.Operation, plans: list[OpSchedule]) -> str:
     options={
         "vector-bits": "vector register width to plan for (default 512)",
         "num-threads": "threads to split parallel loops for (default 1)",
+        "tuning-records": "JSON-lines tuning records: ops with a record get its best schedule",
+        "cpu": "with tuning-records: the target CPU the records were tuned for (default host)",
+        "features": "with tuning-records: the target's -mattr features (default none)",
     },
 )
 def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    planner = None
+    if options.get("tuning-records"):
+        # Imported here: tilecraft.tuning builds on this module (its spaces render through
+        # _ScriptWriter), so a module-level import would be circular.
+        from ..tuning.apply import RecordPlanner
+
+        planner = RecordPlanner.from_pass_options(options)
     plans = plan_module(
         module,
         vector_bits=positive_int_option("vector-bits", options.get("vector-bits", "512")),
         num_threads=positive_int_option("num-threads", options.get("num-threads", "1")),
+        planner=planner,
     )
     apply_schedule(module, plans)

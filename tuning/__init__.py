@@ -1,5 +1,27 @@
-"""Schedule search (transform-dialect scripts, XGBoost cost model, tuning records).
+"""Schedule search: transform-dialect scripts, an XGBoost-guided tuner, persistent records.
 
-Empty until the tuner issue lands; the default, untuned schedule is in
-``tilecraft.pipelines.schedule``.
+    import tilecraft
+    result = tilecraft.tune("model.onnx", trials=200, tuning_records="model.jsonl")
+    module = tilecraft.compile("model.onnx", tuning_records="model.jsonl")
+
+Roles, one module each (TVM's meta_schedule layout): ``task`` (what to tune), ``space`` (the
+knobs of each kernel class, rendered by the default schedule's script writer), ``measure``
+(build and run in a worker process), ``records`` (JSON lines), ``cost_model`` (XGBoost),
+``tuners`` (xgb, xgb_rank, random, grid), ``tune`` (task scheduler, progress), ``apply``
+(the best record per op inside ``tilecraft-schedule``), ``report`` (the PNG). See
+docs/tuning.md. xgboost, tqdm and matplotlib are imported only when used.
 """
+
+from __future__ import annotations
+
+from .records import Record, best_records, load_records
+from .space import Knob, ScheduleSpace, space_for
+from .task import Task, extract_tasks
+from .tune import TaskResult, TuningResult, allocate_trials, tune
+from .tuners import TUNERS, make_tuner
+
+__all__ = [
+    "Knob", "Record", "ScheduleSpace", "TUNERS", "Task", "TaskResult", "TuningResult",
+    "allocate_trials", "best_records", "extract_tasks", "load_records", "make_tuner",
+    "space_for", "tune",
+]

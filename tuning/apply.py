@@ -18,11 +18,11 @@ from mlir import ir
 
 from ..errors import KnobError
 from ..pipelines.loop_nest import LoopNest
-from ..pipelines.schedule import OpSchedule
+from ..pipelines.schedule import OpSchedule, plan_module, render_script
 from ..pipelines.target import Target
 from .records import Record, best_records, load_records
 from .space import make_space
-from .task import describe_op
+from .task import Task, describe_op
 
 
 class RecordPlanner:
@@ -63,3 +63,25 @@ class RecordPlanner:
             return None
         self.applied.append(task.name)
         return plan
+
+
+def reproducer(task: Task, config: Mapping[str, int] | None, target: "str | Target" = "llvm") -> str:
+    """The task's payload (ops tagged) followed by the schedule script of ``config``.
+
+    ``tilecraft-opt file.mlir --transform-interpreter`` applies it with no Python in the
+    loop; ``config=None`` gives the default schedule. The script is exactly what
+    ``tilecraft-schedule`` applies for a record with this config.
+    """
+    target = Target.parse(target)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(task.payload)
+
+        def planner(op: ir.Operation, nest: LoopNest, tag: int) -> OpSchedule | None:
+            if config is None or op.name == "linalg.fill" and task.op_name != "linalg.fill":
+                return None
+            space = make_space(task, nest, target)
+            return space.plan(space.validate(config), tag)
+
+        plans = plan_module(module.operation, vector_bits=target.vector_bits,
+                            num_threads=target.num_threads, planner=planner)
+        return str(module) + render_script(plans)

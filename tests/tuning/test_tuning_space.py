@@ -1,0 +1,137 @@
+"""Tasks and schedule spaces: extraction, keys, the default point, knob validation, scripts."""
+
+import random
+
+import pytest
+from mlir import ir
+from mlir.dialects.transform import interpreter
+
+import mlir_text
+from tilecraft.errors import KnobError, TaskExtractionError
+from tilecraft.pipelines.schedule import plan_default_schedule
+from tilecraft.pipelines.target import Target
+from tilecraft.tuning import extract_tasks, space_for
+from tilecraft.tuning.apply import reproducer
+from tilecraft.tuning.space import task_nest
+
+TARGET = "llvm -mcpu=znver4"  # 512-bit vectors whatever the host
+
+
+def two_matmuls() -> str:
+    t = mlir_text.tensor
+    return f"""
+func.func @main(%a: {t((32, 64))}, %b: {t((64, 32))}, %c: {t((64, 32))}) -> ({t((32, 32))}, {t((32, 32))}) {{
+{mlir_text.filled("z1", (32, 32), "0.0")}{mlir_text.filled("z2", (32, 32), "0.0")}
+  %x = linalg.matmul ins(%a, %b : {t((32, 64))}, {t((64, 32))}) outs(%z1 : {t((32, 32))}) -> {t((32, 32))}
+  %y = linalg.matmul ins(%a, %c : {t((32, 64))}, {t((64, 32))}) outs(%z2 : {t((32, 32))}) -> {t((32, 32))}
+  return %x, %y : {t((32, 32))}, {t((32, 32))}
+}}
+"""
+
+
+def test_identical_ops_are_one_task_with_a_count():
+    (task,) = extract_tasks(two_matmuls(), TARGET)
+    assert task.kind == "matmul" and task.count == 2
+    assert task.ranges == (32, 32, 64) and task.flops == 2 * 32 * 32 * 64
+    assert task.name == "matmul_32x32x64_f32"
+
+
+def test_named_and_generic_spellings_share_a_key(matmul_64):
+    generic = """
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @mm(%a: tensor<64x128xf32>, %b: tensor<128x64xf32>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %c = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : tensor<64x128xf32>, tensor<128x64xf32>) outs(%init : tensor<64x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<64x64xf32>
+  return %c : tensor<64x64xf32>
+}
+"""
+    assert extract_tasks(matmul_64, TARGET)[0].key == extract_tasks(generic, TARGET)[0].key
+
+
+def test_kernel_classes():
+    sources = {
+        "conv2d": mlir_text.conv_nchw(1, 16, 10, 10, 32, 3, 3),
+        "depthwise_conv2d": mlir_text.depthwise_nhwc(1, 10, 10, 32, 3, 3),
+        "pooling": mlir_text.pooling_nchw("max", 1, 16, 8, 8, 2),
+        "reduction": mlir_text.reduce_2d((64, 128), 1, "arith.addf", "0.0"),
+        "elementwise": mlir_text.elementwise((64, 128), 1, ["%e = math.exp %in0 : f32", "linalg.yield %e : f32"]),
+    }
+    for kind, source in sources.items():
+        assert kind in {t.kind for t in extract_tasks(source, TARGET)}, kind
+
+
+def test_dynamic_only_model_has_no_task():
+    with pytest.raises(TaskExtractionError):
+        extract_tasks(mlir_text.dynamic_matmul(), TARGET)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_default_point_is_the_default_schedule(threads, matmul_64):
+    sources = [matmul_64, mlir_text.conv_nchw(1, 16, 10, 10, 32, 3, 3),
+               mlir_text.depthwise_nhwc(1, 10, 10, 32, 3, 3),
+               mlir_text.pooling_nchw("max", 1, 16, 8, 8, 2),
+               mlir_text.softmax(64, 256), mlir_text.elementwise((64, 128), 2, ["%s = arith.addf %in0, %in1 : f32", "linalg.yield %s : f32"])]
+    target = Target.parse(TARGET)
+    target = Target(mcpu=target.mcpu, num_threads=threads)
+    for source in sources:
+        for task in extract_tasks(source, target):
+            space = space_for(task, target)
+            default = space.default()
+            assert space.is_valid(default), task.name
+            expected = plan_default_schedule(task_nest(task), 3, vector_bits=512,
+                                             num_threads=threads)
+            assert space.plan(space.validate(default), 3) == expected, task.name
+
+
+def test_bad_knobs_raise_knob_error(matmul_64):
+    space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
+    default = space.default()
+    with pytest.raises(KnobError, match="unknown"):
+        space.validate({**default, "tile_z": 4})
+    with pytest.raises(KnobError, match="reg_m"):
+        space.validate({**default, "reg_m": 5})
+    with pytest.raises(KnobError, match="missing"):
+        space.validate({k: v for k, v in default.items() if k != "pack_b"})
+    with pytest.raises(KnobError):
+        space.validate({**default, "pack_b": True})
+
+
+@pytest.mark.parametrize("source", [
+    mlir_text.matmul(64, 64, 128),
+    mlir_text.batch_matmul(2, 32, 32, 64),
+    mlir_text.conv_nchw(1, 16, 10, 10, 32, 3, 3),
+    mlir_text.pooling_nchw("max", 1, 16, 8, 8, 2),
+    mlir_text.softmax(64, 256),
+], ids=["matmul", "batch_matmul", "conv", "pool", "softmax"])
+def test_random_points_apply_with_the_transform_interpreter(source):
+    """Every valid point renders a script the interpreter accepts (no JIT: fast)."""
+    rng = random.Random(0)
+    for task in extract_tasks(source, TARGET):
+        space = space_for(task, TARGET)
+        for _ in range(4):
+            config = space.random(rng)
+            text = reproducer(task, config, TARGET)
+            with ir.Context():
+                module = ir.Module.parse(text)
+                payload, script = list(module.body.operations)[:-1], list(module.body.operations)[-1]
+                main = [op for op in script.regions[0].blocks[0].operations
+                        if "__transform_main" in str(op.attributes["sym_name"])][0]
+                interpreter.apply_named_sequence(module.operation, main, script)
+                if space.plan(config).vectorize:
+                    assert "vector.transfer_read" in str(payload[0]), (task.name, config)
+
+
+def test_features_have_one_value_per_name(matmul_64):
+    space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
+    config = space.random(random.Random(1))
+    assert len(space.features(config)) == len(space.feature_names())

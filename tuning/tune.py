@@ -1,0 +1,285 @@
+"""``tilecraft.tune``: tune every task of a model and append the measurements to records.
+
+The loop, per task (heaviest first):
+
+1. measure the default schedule (the default point of the task's space): its output is the
+   reference every candidate is checked against, its time the baseline;
+2. the task scheduler splits the remaining trials between tasks in proportion to their weight
+   in total latency (default time x occurrences), at least one each while trials last;
+3. the tuner proposes batches, the runner measures them in a worker process, each result is
+   appended to ``tuning_records`` at once; the tuner learns from it; a task stops early after
+   ``early_stopping`` trials without improvement.
+
+Progress is printed as TVM prints it, with a progress bar:
+``[Task  1/ 2] Current/Best:   31.97/  59.33 GFLOPS | Progress: (40/60) | 127.85 s``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import TaskExtractionError, TunerNameError, TuningError
+from ..pipelines.target import Target
+from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
+from .records import Record, RecordWriter, best_records, canonical_target, load_records
+from .space import ScheduleSpace, space_for
+from .task import Task, extract_tasks
+from .tuners import TUNERS, Tuner, make_tuner
+
+
+@dataclass
+class TaskResult:
+    """What tuning found for one task."""
+
+    task: Task
+    default_gflops: float
+    best_gflops: float
+    best_config: dict[str, int] | None
+    trials: int
+    history: list[float] = field(default_factory=list)  # GFLOPS per trial, 0 when failed
+
+
+@dataclass
+class TuningResult:
+    """Per-task results and the records file to pass to ``tilecraft.compile``."""
+
+    records: Path
+    tasks: list[TaskResult]
+
+    def summary(self) -> str:
+        lines = [f"{'task':<40} {'default':>9} {'best':>9} {'speedup':>8} trials"]
+        for r in self.tasks:
+            speedup = r.best_gflops / r.default_gflops if r.default_gflops else float("nan")
+            lines.append(f"{r.task.name[:40]:<40} {r.default_gflops:>9.2f} {r.best_gflops:>9.2f} "
+                         f"{speedup:>7.2f}x {r.trials}")
+        return "\n".join(lines)
+
+
+def allocate_trials(weights: Sequence[float], budget: int) -> list[int]:
+    """Split ``budget`` trials in proportion to ``weights`` (largest remainder), >= 1 each
+    while the budget lasts, heaviest first."""
+    n = len(weights)
+    if budget <= 0 or n == 0:
+        return [0] * n
+    order = sorted(range(n), key=lambda i: -weights[i])
+    shares = [0] * n
+    for i in order[:budget]:
+        shares[i] = 1
+    rest = budget - sum(shares)
+    total = sum(weights) or 1.0
+    exact = [rest * w / total for w in weights]
+    for i in range(n):
+        shares[i] += int(exact[i])
+    leftover = budget - sum(shares)
+    for i in sorted(range(n), key=lambda i: -(exact[i] - int(exact[i])))[:leftover]:
+        shares[i] += 1
+    return shares
+
+
+class _Progress:
+    """The TVM-style progress line over a tqdm bar (plain lines when tqdm is missing)."""
+
+    def __init__(self, index: int, count: int, total: int, done: int, enabled: bool) -> None:
+        self.prefix = f"[Task {index:>2}/{count:>2}]"
+        self.total = total
+        self.start = time.perf_counter()
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, bar_format="{desc} {bar:20}",
+                            file=sys.stderr, leave=True, dynamic_ncols=False)
+
+    def line(self, current: float, best: float, done: int) -> str:
+        return (f"{self.prefix} Current/Best: {current:>7.2f}/{best:>7.2f} GFLOPS | "
+                f"Progress: ({done}/{self.total}) | {time.perf_counter() - self.start:.2f} s")
+
+    def update(self, current: float, best: float, done: int) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(self.line(current, best, done), refresh=False)
+            self.bar.update(1)
+
+    def close(self, best: float, done: int) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(self.line(best, best, done) + " Done.", refresh=False)
+            self.bar.close()
+
+
+class _TaskTuning:
+    """The state of one task: space, tuner, reference output, budget."""
+
+    def __init__(self, task: Task, target: Target, tuner: str, seed: int) -> None:
+        self.task = task
+        self.space: ScheduleSpace = space_for(task, target)
+        self.tuner: Tuner = make_tuner(tuner, self.space, seed)
+        self.reference: str | None = None
+        self.default_cost = math.inf
+        self.trials = 0
+        self.history: list[float] = []
+        self.since_best = 0
+
+    def gflops(self, cost: float) -> float:
+        return self.task.flops / cost / 1e9 if math.isfinite(cost) and cost > 0 else 0.0
+
+
+def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any) -> list[Task]:
+    found = extract_tasks(model, target, shape_dict=shape_dict)
+    if tasks is None:
+        return found
+    wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]
+    chosen = [t for t in found if t.key in wanted or t.name in wanted]
+    if not chosen:
+        raise TaskExtractionError(
+            f"tasks={wanted} names none of the model's tasks: {[t.name for t in found]}")
+    return chosen
+
+
+def tune(
+    model: Any,
+    target: "str | Target" = "llvm",
+    trials: int = 200,
+    tuning_records: "str | os.PathLike[str]" = "tuning.jsonl",
+    tuner: str = "xgb",
+    early_stopping: int | None = None,
+    prior_records: "str | os.PathLike[str] | None" = None,
+    timeout: float = 30.0,
+    tasks: Sequence[Any] | None = None,
+    *,
+    shape_dict: Any = None,
+    runner: RunnerOptions | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    report: "str | os.PathLike[str] | None" = None,
+    progress: bool = True,
+) -> TuningResult:
+    """Tune every task of ``model`` for ``target``; returns the best schedule per task.
+
+    Args:
+      model: anything :func:`tilecraft.compile` accepts.
+      target: the target to tune for; records are keyed by it.
+      trials: measurements in total over all tasks (the default schedules included).
+      tuning_records: JSON-lines file the measurements are appended to.
+      tuner: ``xgb``, ``xgb_rank``, ``random`` or ``grid``.
+      early_stopping: stop a task after this many trials without improvement.
+      prior_records: records of an earlier (perhaps killed) run: their configs are not
+        measured again and count toward each task's trials.
+      timeout: seconds a candidate may take to build and run before it counts as failed.
+      tasks: restrict to these tasks (``Task`` objects, keys or names).
+      shape_dict: for ONNX models, as in :func:`tilecraft.compile`.
+      runner: measurement settings (``number``, ``repeat``, ``min_repeat_ms``, cache
+        flush); its ``timeout`` is replaced by ``timeout``.
+      batch_size: candidates proposed per tuner step (the model retrains between steps).
+      seed: seed of the tuners' random choices.
+      report: write a PNG plotting best-so-far GFLOPS vs trials per task and tuner.
+      progress: print the progress lines.
+    """
+    if tuner not in TUNERS:
+        raise TunerNameError(f"unknown tuner {tuner!r}; choose one of {', '.join(TUNERS)}")
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise TuningError(f"trials must be a positive integer, got {trials!r}")
+    if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
+        raise TuningError(f"early_stopping must be a positive integer or None, got {early_stopping!r}")
+    if timeout <= 0:
+        raise TuningError(f"timeout must be positive, got {timeout!r}")
+    target = Target.parse(target)
+    target_key = canonical_target(target)
+    chosen = _resolve_tasks(model, target, tasks, shape_dict)
+    prior = load_records(prior_records, target=target) if prior_records is not None else []
+    states = [_TaskTuning(task, target, tuner, seed) for task in chosen]
+    options = RunnerOptions(**{**(runner or RunnerOptions()).__dict__, "timeout": float(timeout)})
+    records_path = Path(tuning_records)
+    budget = trials
+    with LocalRunner(options) as local, RecordWriter(records_path) as writer:
+
+        def run(state: _TaskTuning, config: dict[str, int] | None, name: str) -> MeasureResult:
+            job = MeasureInput(
+                payload=state.task.payload, task=state.task.describe(), config=config,
+                target=target_key, reference=state.reference,
+                save_output=str(local.scratch / f"{state.task.key}.npy") if config is None else None,
+            )
+            result = local.measure(job)
+            recorded = config if config is not None else state.space.default()
+            writer.write(Record(
+                task=state.task.describe(), config=recorded, status=result.status,
+                costs=list(result.costs), gflops=state.gflops(_cost(result)), target=target_key,
+                error=result.error, tuner=name, trial=state.trials + 1, timestamp=time.time(),
+                script=state.space.script(recorded),
+            ))
+            state.trials += 1
+            state.history.append(state.gflops(_cost(result)))
+            return result
+
+        # 1. Defaults: the reference outputs and the weights of the task scheduler.
+        for state in states:
+            if budget <= 0:
+                break
+            result = run(state, None, "default")
+            budget -= 1
+            if result.ok:
+                state.reference = str(local.scratch / f"{state.task.key}.npy")
+                state.default_cost = _cost(result)
+                state.tuner.update([state.space.default()], [state.default_cost])
+            else:
+                print(f"warning: the default schedule of {state.task.name} failed "
+                      f"({result.status}: {result.error[:200]}); task not tuned", file=sys.stderr)
+            for record in prior:
+                if record.key == state.task.key and record.tuner != "default":
+                    try:
+                        config = state.space.validate(record.config)
+                    except TuningError:
+                        continue
+                    state.tuner.update([config], [record.cost])
+                    state.trials += 1
+                    state.history.append(state.gflops(record.cost))
+        # 2. The task scheduler's shares.
+        tunable = [s for s in states if s.reference is not None]
+        shares = allocate_trials(
+            [s.default_cost * s.task.count for s in tunable], budget)
+        # 3. Search.
+        for index, (state, share) in enumerate(zip(tunable, shares), 1):
+            _search(state, share, run, index, len(tunable), batch_size, early_stopping,
+                    tuner, progress)
+    results = [
+        TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
+                   best_gflops=s.gflops(s.tuner.best_cost), best_config=s.tuner.best_config,
+                   trials=s.trials, history=s.history)
+        for s in states
+    ]
+    if report is not None:
+        from .report import plot_report
+
+        plot_report(load_records(records_path, target=target), report)
+    return TuningResult(records_path, results)
+
+
+def _cost(result: MeasureResult) -> float:
+    return min(result.costs) if result.ok and result.costs else math.inf
+
+
+def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, batch_size: int,
+            early_stopping: int | None, tuner: str, progress: bool) -> None:
+    bar = _Progress(index, count, state.trials + share, state.trials, progress)
+    done = 0
+    best = state.tuner.best_cost
+    while done < share and state.tuner.has_next():
+        batch = state.tuner.next_batch(min(batch_size, share - done))
+        if not batch:
+            break
+        costs = []
+        for config in batch:
+            cost = _cost(run(state, config, tuner))
+            costs.append(cost)
+            done += 1
+            state.since_best = 0 if cost < best else state.since_best + 1
+            best = min(best, cost)
+            bar.update(state.gflops(cost), state.gflops(best), state.trials)
+        state.tuner.update(batch, costs)
+        if early_stopping is not None and state.since_best >= early_stopping:
+            break
+    bar.close(state.gflops(state.tuner.best_cost), state.trials)

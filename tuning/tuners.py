@@ -1,0 +1,179 @@
+"""Search strategies over one task's schedule space (TVM's tuners).
+
+A tuner proposes batches of configs it has not measured (:meth:`Tuner.next_batch`) and is
+told their costs (:meth:`Tuner.update`: seconds, ``inf`` for a failed candidate):
+
+- ``random``: uniform valid configs, without repetition;
+- ``grid``: the space in index order (the last knob varies fastest), invalid points skipped;
+- ``xgb`` / ``xgb_rank``: an XGBoost cost model (regression / pairwise-rank loss) retrained
+  after every batch; simulated annealing over the space, scored by the model, collects the
+  top predicted configs; a fraction ``epsilon`` of each batch stays random (exploration).
+  Until the model has ``min_samples`` measurements, proposals are random.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import TunerNameError
+from .cost_model import CostModelConfig, XGBCostModel
+from .space import Config, ScheduleSpace
+
+TUNERS = ("xgb", "xgb_rank", "random", "grid")
+
+
+def _frozen(config: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(config.items()))
+
+
+class Tuner:
+    """Base class: remembers what was measured and the best result."""
+
+    name = "base"
+
+    def __init__(self, space: ScheduleSpace, seed: int = 0) -> None:
+        self.space = space
+        self.rng = random.Random(seed)
+        self.visited: set[tuple[tuple[str, int], ...]] = set()
+        self.configs: list[Config] = []
+        self.costs: list[float] = []
+        self.best_cost = math.inf
+        self.best_config: Config | None = None
+
+    def has_next(self) -> bool:
+        return len(self.visited) < self.space.size
+
+    def next_batch(self, size: int) -> list[Config]:
+        raise NotImplementedError
+
+    def mark(self, config: Mapping[str, int]) -> None:
+        """Count ``config`` as proposed (e.g. the default point measured first, or a prior record)."""
+        self.visited.add(_frozen(config))
+
+    def update(self, configs: list[Config], costs: list[float]) -> None:
+        for config, cost in zip(configs, costs):
+            self.mark(config)
+            self.configs.append(dict(config))
+            self.costs.append(cost)
+            if cost < self.best_cost:
+                self.best_cost, self.best_config = cost, dict(config)
+
+    def _random_unvisited(self, count: int, exclude: set) -> list[Config]:
+        found: list[Config] = []
+        for _ in range(count * 50):
+            if len(found) == count:
+                break
+            config = self.space.random(self.rng)
+            key = _frozen(config)
+            if key not in self.visited and key not in exclude:
+                exclude.add(key)
+                found.append(config)
+        return found
+
+
+class RandomTuner(Tuner):
+    name = "random"
+
+    def next_batch(self, size: int) -> list[Config]:
+        return self._random_unvisited(size, set())
+
+
+class GridTuner(Tuner):
+    name = "grid"
+
+    def __init__(self, space: ScheduleSpace, seed: int = 0) -> None:
+        super().__init__(space, seed)
+        self._cursor = 0
+
+    def next_batch(self, size: int) -> list[Config]:
+        batch: list[Config] = []
+        while len(batch) < size and self._cursor < self.space.size:
+            config = self.space.point(self._cursor)
+            self._cursor += 1
+            if _frozen(config) not in self.visited and self.space.is_valid(config):
+                batch.append(config)
+        return batch
+
+    def has_next(self) -> bool:
+        return self._cursor < self.space.size
+
+
+class XGBTuner(Tuner):
+    """Model-guided search: simulated annealing on the cost model's predictions."""
+
+    def __init__(self, space: ScheduleSpace, seed: int = 0, *, loss: str = "reg",
+                 epsilon: float = 0.1, sa_steps: int = 60, sa_walkers: int = 64,
+                 model_config: CostModelConfig | None = None) -> None:
+        super().__init__(space, seed)
+        self.name = "xgb" if loss == "reg" else "xgb_rank"
+        self.model = XGBCostModel(model_config or CostModelConfig(loss=loss, seed=seed))
+        self.epsilon = epsilon
+        self.sa_steps = sa_steps
+        self.sa_walkers = sa_walkers
+        self._features: list[list[float]] = []
+
+    def update(self, configs: list[Config], costs: list[float]) -> None:
+        super().update(configs, costs)
+        self._features.extend(self.space.features(c) for c in configs)
+        self.model.fit(self._features, self.costs)
+
+    def _score(self, configs: list[Config]) -> np.ndarray:
+        return self.model.predict([self.space.features(c) for c in configs])
+
+    def _anneal(self, wanted: int) -> list[Config]:
+        """The ``wanted`` best unvisited configs the annealing walk met, by predicted score."""
+        order = sorted(range(len(self.costs)), key=lambda i: self.costs[i])
+        starts = [self.configs[i] for i in order[: self.sa_walkers // 2]]
+        while len(starts) < self.sa_walkers:
+            starts.append(self.space.random(self.rng))
+        walkers = starts
+        scores = self._score(walkers)
+        best: list[tuple[float, int, Config]] = []
+        seen: set = set()
+        counter = 0
+        temperature = 1.0
+        for step in range(self.sa_steps):
+            proposals = [self.space.neighbour(w, self.rng) for w in walkers]
+            new_scores = self._score(proposals)
+            for i, (proposal, score) in enumerate(zip(proposals, new_scores)):
+                key = _frozen(proposal)
+                if key not in self.visited and key not in seen:
+                    seen.add(key)
+                    counter += 1
+                    item = (float(score), counter, proposal)
+                    if len(best) < wanted:
+                        heapq.heappush(best, item)
+                    elif item[0] > best[0][0]:
+                        heapq.heapreplace(best, item)
+                delta = float(score - scores[i])
+                if delta >= 0 or self.rng.random() < math.exp(delta / max(temperature, 1e-3)):
+                    walkers[i], scores[i] = proposal, score
+            temperature = 1.0 - (step + 1) / self.sa_steps
+        return [config for _score, _n, config in sorted(best, reverse=True)]
+
+    def next_batch(self, size: int) -> list[Config]:
+        if not self.model.trained:
+            return self._random_unvisited(size, set())
+        explore = sum(1 for _ in range(size) if self.rng.random() < self.epsilon)
+        batch = self._anneal(size - explore)
+        taken = {_frozen(c) for c in batch}
+        batch += self._random_unvisited(size - len(batch), taken)
+        return batch
+
+
+def make_tuner(name: str, space: ScheduleSpace, seed: int = 0) -> Tuner:
+    """The tuner called ``name`` (one of :data:`TUNERS`) over ``space``."""
+    if name == "xgb":
+        return XGBTuner(space, seed, loss="reg")
+    if name == "xgb_rank":
+        return XGBTuner(space, seed, loss="rank")
+    if name == "random":
+        return RandomTuner(space, seed)
+    if name == "grid":
+        return GridTuner(space, seed)
+    raise TunerNameError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
