@@ -51,6 +51,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "placeholder": (".scheduling", "placeholder"),
     "reduce_axis": (".scheduling", "reduce_axis"),
     "torch": (".frontend.torch", None),
+    "tune": (".tuning.tune", "tune"),
+    "extract_tasks": (".tuning.task", "extract_tasks"),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept
