@@ -59,8 +59,24 @@ def function_body(
     return None
 
 
-def expand(node: onnx.NodeProto, label: str, function: onnx.FunctionProto) -> list[onnx.NodeProto]:
-    """The body of ``function`` as nodes wired to ``node``'s inputs, outputs and attributes."""
+def _schema_defaults(node: onnx.NodeProto, opset: int) -> dict[str, onnx.AttributeProto]:
+    """The schema's attribute defaults: a function body may refer to an attribute the node
+    leaves unset (BlackmanWindow's ``periodic``) while its FunctionProto carries no default."""
+    schema = _schema(node, opset)
+    if schema is None:
+        return {}
+    return {
+        name: attribute.default_value
+        for name, attribute in schema.attributes.items()
+        if attribute.default_value.type != onnx.AttributeProto.UNDEFINED
+    }
+
+
+def expand(
+    node: onnx.NodeProto, label: str, function: onnx.FunctionProto, opset: int
+) -> list[onnx.NodeProto]:
+    """The body of ``function`` as nodes wired to ``node``'s inputs, outputs and attributes
+    (the node's own, else the function's defaults, else the schema's at ``opset``)."""
     names: dict[str, str] = {"": ""}
     for formal, actual in zip(function.input, node.input):
         names[formal] = actual
@@ -68,7 +84,8 @@ def expand(node: onnx.NodeProto, label: str, function: onnx.FunctionProto) -> li
         names[formal] = ""  # optional input not given
     for formal, actual in zip(function.output, node.output):
         names[formal] = actual
-    attributes = {a.name: a for a in function.attribute_proto}  # defaults
+    attributes = _schema_defaults(node, opset)
+    attributes.update({a.name: a for a in function.attribute_proto})  # the function's defaults
     attributes.update({a.name: a for a in node.attribute})
 
     def rename(name: str) -> str:

@@ -179,7 +179,7 @@ class GraphImporter:
                 "could not build its function body for these inputs",
                 problems=[(label, node.op_type, "function body unavailable")],
             )
-        for position, body_node in enumerate(functions.expand(node, label, body)):
+        for position, body_node in enumerate(functions.expand(node, label, body, self.opset)):
             with ir.Location.name(f"{body_node.name}({body_node.op_type})"):
                 self._import_node(body_node, body_node.name or f"{label}/{position}")
 

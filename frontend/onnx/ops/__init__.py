@@ -3,6 +3,7 @@
 from . import (  # noqa: F401
     elementwise,
     nn,
+    quantization,
     reduction,
     shape,
 )

@@ -18,6 +18,7 @@ from mlir.dialects import arith, math
 from ...emit import contraction, conv, core, pooling
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
+from . import quantization
 
 _AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
@@ -149,17 +150,30 @@ def _kernel(ctx: NodeContext, filter_shape: Sequence[int | None]) -> list[int]:
 
 @onnx_op("Conv")
 def conv_op(ctx: NodeContext) -> list[ir.Value]:
+    bias = ctx.value(2) if ctx.has_input(2) else None
+    return [_convolution(ctx, ctx.value(0), ctx.value(1), bias)]
+
+
+@onnx_op("ConvInteger", since=10)
+def conv_integer(ctx: NodeContext) -> list[ir.Value]:
+    """Conv of the operands widened to i32 with their zero points subtracted; padding the
+    centered input with 0 is padding the original with its zero point, as ONNX says."""
+    x = quantization.centered_i32(ctx, 0, 2, "x")
+    w = quantization.centered_i32(ctx, 1, 3, "w", per_row=True)
+    return [_convolution(ctx, x, w, None)]
+
+
+def _convolution(ctx: NodeContext, x: ir.Value, w: ir.Value, bias: ir.Value | None) -> ir.Value:
+    """Conv / ConvInteger with the node's strides, dilations, pads (or auto_pad) and groups."""
     spatial = _spatial_rank(ctx)
-    x, w = ctx.value(0), ctx.value(1)
     kernel = _kernel(ctx, core.static_shape(w))
     strides = _ints(ctx, "strides", spatial, 1)
     dilations = _ints(ctx, "dilations", spatial, 1)
     low, high = _window_padding(ctx, kernel, strides, dilations)
-    bias = ctx.value(2) if ctx.has_input(2) else None
-    return [conv.conv(
+    return conv.conv(
         x, w, bias, strides=strides, padding_low=low, padding_high=high,
         dilations=dilations, groups=int(ctx.attr("group", 1)),
-    )]
+    )
 
 
 def _conv_transpose_padding(

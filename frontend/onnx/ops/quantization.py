@@ -1,0 +1,252 @@
+"""Linear quantization: QuantizeLinear, DequantizeLinear, QLinearMatMul, MatMulInteger.
+
+Integer targets only (int8/uint8/int16/uint16 and wider integers): float8/float4/int4/int2
+have no MLIR element type the runtime can hand to numpy, so a model using them gets the
+import error that names its type.
+
+Scales and zero points come in three layouts (ONNX opset 21): one value for the whole
+tensor, one per slice along ``axis`` (1-D), or one per block of ``block_size`` elements
+along ``axis`` (same rank as the input). All three are one indexing map of a single
+``linalg.generic`` — ``d_axis floordiv block_size`` for blocks — so no broadcast copy of the
+parameters is materialized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from mlir import ir
+from mlir.dialects import arith, math
+
+from ...emit import contraction, core
+from ...emit import elementwise as ew
+from ..model import ONNX_DTYPES
+from ..node import HandlerError, NodeContext, Output
+from ..registry import onnx_op
+
+_F32 = ir.F32Type.get
+_F64 = ir.F64Type.get
+
+
+def _axis(ctx: NodeContext, rank: int) -> int:
+    axis = int(ctx.attr("axis", 1))
+    if not -rank <= axis < max(rank, 1):
+        raise HandlerError(f"axis {axis} is out of range for a rank-{rank} input")
+    return axis % rank if rank else 0
+
+
+def _parameter_map(ctx: NodeContext, name: str, parameter: ir.Value, x: ir.Value) -> ir.AffineMap:
+    """How element ``(d0, ..., dn)`` of ``x`` finds its scale / zero point in ``parameter``."""
+    x_shape = core.static_shape(x)
+    rank = len(x_shape)
+    shape = core.static_shape(parameter)
+    block_size = int(ctx.attr("block_size", 0))
+    dims = [ir.AffineDimExpr.get(d) for d in range(rank)]
+    if len(shape) == 0 or (len(shape) == 1 and shape[0] == 1 and block_size == 0):
+        return ir.AffineMap.get(rank, 0, [ir.AffineConstantExpr.get(0)] * len(shape))
+    axis = _axis(ctx, rank)
+    if block_size == 0:
+        if len(shape) != 1 or shape[0] not in (x_shape[axis], None) or x_shape[axis] is None and shape[0] is None:
+            raise HandlerError(
+                f"{name} of shape {shape} fits neither per-tensor nor per-axis quantization of an "
+                f"input of shape {x_shape} along axis {axis}"
+            )
+        return ir.AffineMap.get(rank, 0, [dims[axis]])
+    if block_size < 0:
+        raise HandlerError(f"block_size must be positive, got {block_size}")
+    expected = list(x_shape)
+    if expected[axis] is not None:
+        expected[axis] = -(-expected[axis] // block_size)
+    if len(shape) != rank or any(a is not None and b is not None and a != b for a, b in zip(shape, expected)):
+        raise HandlerError(
+            f"blocked {name} must have shape {expected} (block_size {block_size} along axis {axis}), got {shape}"
+        )
+    exprs = list(dims)
+    exprs[axis] = ir.AffineExpr.get_floor_div(dims[axis], block_size)
+    return ir.AffineMap.get(rank, 0, exprs)
+
+
+def _map_with_parameters(
+    ctx: NodeContext, x: ir.Value, parameters: list[tuple[str, ir.Value]], result: ir.Type, body
+) -> ir.Value:
+    """One ``linalg.generic`` over ``x`` reading each parameter through its layout's map."""
+    rank = core.tensor_type(x).rank
+    maps = [ir.AffineMap.get_identity(rank)]
+    maps += [_parameter_map(ctx, name, value, x) for name, value in parameters]
+    maps.append(ir.AffineMap.get_identity(rank))
+    init = core.empty(core.sizes(x), result)
+    inputs = [x, *(value for _, value in parameters)]
+    return contraction.generic_op(inputs, init, maps, rank, 0, lambda *args: body(*args[:-1]))
+
+
+def _to_float(scalar: ir.Value, to: ir.Type, *, unsigned: bool) -> ir.Value:
+    return core.convert_scalar(scalar, to, unsigned=unsigned)
+
+
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _saturate_to_integer(value: ir.Value, dtype: np.dtype) -> ir.Value:
+    """A float already rounded to an integer value, clamped to ``dtype``'s range and converted."""
+    low, high = _integer_range(dtype)
+    clamped = arith.minimumf(arith.maximumf(value, ew.like(float(low), value)), ew.like(float(high), value))
+    return ew.cast(clamped, core.element_type(dtype), target_unsigned=dtype.kind == "u")
+
+
+def _quantized_dtype(ctx: NodeContext, zero_index: int, default: np.dtype) -> np.dtype:
+    """The integer type of the quantized output: declared, else the zero point's, else
+    ``default`` (uint8 for QuantizeLinear, the input's type for QLinearMatMul)."""
+    info = ctx.output_infos[0] if ctx.output_infos else None
+    output_dtype = int(ctx.attr("output_dtype", 0))
+    if output_dtype and output_dtype not in ONNX_DTYPES:
+        # float8/float4/int4/int2: shape inference leaves no info for such outputs, so
+        # without this check the default type would be used — a wrong answer.
+        name = onnx.TensorProto.DataType.Name(output_dtype) if output_dtype in onnx.TensorProto.DataType.values() else str(output_dtype)
+        raise HandlerError(f"{ctx.op_type} to {name} is not supported (integer types of 8 bits and more only)")
+    if output_dtype:
+        dtype = ONNX_DTYPES[output_dtype]
+    elif info is not None:
+        dtype = np.dtype(info.dtype)
+    elif ctx.has_input(zero_index) and ctx.const(zero_index) is not None:
+        dtype = ctx.const(zero_index).dtype
+    elif ctx.has_input(zero_index) and ctx.input_infos[zero_index] is not None:
+        dtype = np.dtype(ctx.input_infos[zero_index].dtype)
+    else:
+        dtype = np.dtype(default)
+    if dtype.kind not in "iu":
+        raise HandlerError(f"{ctx.op_type} to {dtype} is not supported (integer types only)")
+    return dtype
+
+
+def _compute_type(element: ir.Type) -> ir.Type:
+    """f16/bf16 arithmetic happens in f32 (as contraction.accumulator_type does for sums)."""
+    return element if element.width >= 32 else _F32()
+
+
+@onnx_op("QuantizeLinear", since=10)
+def quantize_linear(ctx: NodeContext) -> list[Output]:
+    """``y = saturate(rint(x / scale) + zero_point)``, halves to even like ``numpy.rint``."""
+    x, scale = ctx.value(0), ctx.value(1)
+    x_element = core.tensor_type(x).element_type
+    if not core.is_float(x_element):
+        raise HandlerError(f"QuantizeLinear needs a float input, got {x_element}")
+    dtype = _quantized_dtype(ctx, 2, np.dtype(np.uint8))
+    compute = _compute_type(x_element)
+    parameters = [("y_scale", scale)]
+    # The zero point has the output's type (ONNX requires it); its own value info may be
+    # missing inside an expanded function body, so its signedness comes from ``dtype``.
+    zero_unsigned = dtype.kind == "u"
+    if ctx.has_input(2):
+        parameters.append(("y_zero_point", ctx.value(2)))
+
+    def body(x_scalar: ir.Value, scale_scalar: ir.Value, *zero: ir.Value) -> ir.Value:
+        quotient = arith.divf(_to_float(x_scalar, compute, unsigned=False), _to_float(scale_scalar, compute, unsigned=False))
+        rounded = math.roundeven(quotient)
+        if zero:
+            rounded = arith.addf(rounded, _to_float(zero[0], compute, unsigned=zero_unsigned))
+        return _saturate_to_integer(rounded, dtype)
+
+    return [_map_with_parameters(ctx, x, parameters, core.element_type(dtype), body)]
+
+
+@onnx_op("DequantizeLinear", since=10)
+def dequantize_linear(ctx: NodeContext) -> list[Output]:
+    """``y = (x - zero_point) * scale`` in f32, then the scale's (or ``output_dtype``'s) type."""
+    x, scale = ctx.value(0), ctx.value(1)
+    x_element = core.tensor_type(x).element_type
+    if not isinstance(x_element, ir.IntegerType) or x_element.width == 1:
+        raise HandlerError(f"DequantizeLinear needs an integer input, got {x_element}")
+    info = ctx.output_infos[0] if ctx.output_infos else None
+    result = core.element_type(info.dtype) if info is not None else core.tensor_type(scale).element_type
+    if not core.is_float(result):
+        raise HandlerError(f"DequantizeLinear to {result} is not supported")
+    compute = _F32() if result.width <= 32 else result
+    x_unsigned = zero_unsigned = ctx.is_unsigned(0)  # the zero point has x's type
+    parameters = [("x_scale", scale)]
+    if ctx.has_input(2):
+        parameters.append(("x_zero_point", ctx.value(2)))
+
+    def body(x_scalar: ir.Value, scale_scalar: ir.Value, *zero: ir.Value) -> ir.Value:
+        value = _to_float(x_scalar, compute, unsigned=x_unsigned)
+        if zero:
+            value = arith.subf(value, _to_float(zero[0], compute, unsigned=zero_unsigned))
+        product = arith.mulf(value, _to_float(scale_scalar, compute, unsigned=False))
+        return core.convert_scalar(product, result)
+
+    return [_map_with_parameters(ctx, x, parameters, result, body)]
+
+
+def _per_tensor(ctx: NodeContext, index: int, what: str) -> ir.Value:
+    """Input ``index`` as a 0-d tensor; QLinearMatMul and MatMulInteger accept one value
+    (rank 0 or shape [1]) for the whole tensor here."""
+    value = ctx.value(index)
+    shape = core.static_shape(value)
+    if shape == []:
+        return value
+    if shape == [1]:
+        return contraction.collapse(value, [])
+    raise HandlerError(f"{what} must hold one value for the whole tensor (shape [] or [1]), got {shape}")
+
+
+def centered_i32(
+    ctx: NodeContext, index: int, zero_index: int, what: str, *, per_row: bool = False
+) -> ir.Value:
+    """Input ``index`` widened to i32 with its zero point, if any, subtracted: the operand
+    of MatMulInteger, QLinearMatMul and ConvInteger (nn.py). The zero point holds one value,
+    or with ``per_row`` one per slice of dim 0 (ConvInteger's per-output-channel weights)."""
+    i32 = ir.IntegerType.get_signless(32)
+    value = ctx.value(index)
+    unsigned = ctx.is_unsigned(index)
+    inputs = [value]
+    if ctx.has_input(zero_index):  # of the operand's type
+        zero = ctx.value(zero_index)
+        shape = core.static_shape(zero)
+        rank = core.tensor_type(value).rank
+        if per_row and len(shape) == 1 and shape[0] not in (1, None) and rank > 1:
+            if shape[0] != core.static_shape(value)[0]:
+                raise HandlerError(f"{what} zero point has {shape[0]} values for {core.static_shape(value)[0]} rows")
+            inputs.append(contraction.expand(zero, [list(range(rank))], [shape[0]] + [1] * (rank - 1)))
+        else:
+            inputs.append(_per_tensor(ctx, zero_index, f"{what} zero point"))
+
+    def body(scalar: ir.Value, *zero: ir.Value) -> ir.Value:
+        wide = core.convert_scalar(scalar, i32, unsigned=unsigned)
+        if zero:
+            wide = arith.subi(wide, core.convert_scalar(zero[0], i32, unsigned=unsigned))
+        return wide
+
+    return core.elementwise(inputs, i32, body)
+
+
+@onnx_op("MatMulInteger", since=10)
+def matmul_integer(ctx: NodeContext) -> list[Output]:
+    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in i32."""
+    a = centered_i32(ctx, 0, 2, "a")
+    b = centered_i32(ctx, 1, 3, "b")
+    return [contraction.matmul(a, b)]
+
+
+@onnx_op("QLinearMatMul", since=10)
+def qlinear_matmul(ctx: NodeContext) -> list[Output]:
+    """Integer product of the centered operands, requantized with
+    ``a_scale * b_scale / y_scale`` (formed in the scales' type, applied in f64 as the ONNX
+    reference does) and saturated to the output's integer type."""
+    a = centered_i32(ctx, 0, 2, "a")
+    b = centered_i32(ctx, 3, 5, "b")
+    product = contraction.matmul(a, b)
+    scales = [_per_tensor(ctx, i, name) for i, name in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))]
+    a_info = ctx.input_infos[0]
+    dtype = _quantized_dtype(ctx, 7, a_info.dtype if a_info is not None else np.dtype(np.uint8))
+    zero = [_per_tensor(ctx, 7, "y_zero_point")] if ctx.has_input(7) else []
+    zero_unsigned = dtype.kind == "u"
+
+    def body(c: ir.Value, a_scale: ir.Value, b_scale: ir.Value, y_scale: ir.Value, *zp: ir.Value) -> ir.Value:
+        multiplier = arith.divf(arith.mulf(a_scale, b_scale), y_scale)
+        value = arith.mulf(core.convert_scalar(c, _F64()), core.convert_scalar(multiplier, _F64()))
+        if zp:
+            value = arith.addf(value, core.convert_scalar(zp[0], _F64(), unsigned=zero_unsigned))
+        return _saturate_to_integer(math.roundeven(value), dtype)
+
+    return [core.elementwise([product, *scales, *zero], core.element_type(dtype), body)]

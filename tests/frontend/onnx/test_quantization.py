@@ -1,0 +1,119 @@
+"""ONNX linear quantization (QuantizeLinear, DequantizeLinear, QLinearMatMul, MatMulInteger,
+ConvInteger) against ONNX's reference implementation: the three parameter layouts
+(per tensor, per axis, blocked), both signednesses, rounding of halves and saturation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_testing import check_node, import_error
+
+RNG = np.random.default_rng(7)
+
+
+def integers(shape, dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, int(info.max) + 1, size=shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+def test_quantize_per_tensor_rounds_halves_to_even_and_saturates(dtype):
+    # x / scale hits .5 exactly (ties go to even) and runs past both ends of the range.
+    x = np.array([-1e6, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.0, 1e6], dtype=np.float32)
+    check_node(
+        "QuantizeLinear", {"x": x},
+        constants={"scale": np.float32(1.0), "zero": np.array(3, dtype=dtype)}, opset=21,
+    )
+
+
+def test_quantize_without_zero_point_defaults_to_uint8():
+    x = RNG.standard_normal((4, 5)).astype(np.float32) * 50
+    (got,) = check_node("QuantizeLinear", {"x": x, "scale": np.float32(0.25)}, opset=21)
+    assert got.dtype == np.uint8
+
+
+def test_quantize_per_axis_and_runtime_parameters():
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    check_node(
+        "QuantizeLinear",
+        {"x": x, "scale": np.array([0.01, 0.02, 0.05], np.float32), "zero": np.array([0, 10, -5], np.int8)},
+        attributes={"axis": 1}, opset=21,
+    )
+
+
+def test_quantize_blocked_along_last_axis_with_a_partial_block():
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    scale = RNG.uniform(0.01, 0.1, size=(3, 3)).astype(np.float32)  # ceil(5 / 2) blocks
+    zero = integers((3, 3), np.uint8)
+    check_node(
+        "QuantizeLinear", {"x": x, "scale": scale, "zero": zero},
+        attributes={"axis": -1, "block_size": 2}, opset=21,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32])
+def test_dequantize_per_tensor(dtype):
+    x = integers((4, 6), dtype)
+    zero = {} if dtype == np.int32 else {"zero": np.array(2, dtype=dtype)}
+    check_node("DequantizeLinear", {"x": x}, constants={"scale": np.float32(0.125), **zero}, opset=21)
+
+
+def test_dequantize_per_axis_and_blocked():
+    x = integers((2, 4, 3), np.int8)
+    check_node(
+        "DequantizeLinear",
+        {"x": x, "scale": np.array([0.5, 0.25, 2.0, 1.0], np.float32), "zero": integers((4,), np.int8)},
+        attributes={"axis": 1}, opset=21,
+    )
+    check_node(
+        "DequantizeLinear",
+        {"x": x, "scale": RNG.uniform(0.1, 1, (2, 2, 3)).astype(np.float32), "zero": integers((2, 2, 3), np.int8)},
+        attributes={"axis": 1, "block_size": 2}, opset=21,
+    )
+
+
+def test_dequantize_to_float16_scale_type():
+    x = integers((8,), np.uint8)
+    (got,) = check_node(
+        "DequantizeLinear", {"x": x, "scale": np.float16(0.5), "zero": np.uint8(128)}, opset=21,
+    )
+    assert got.dtype == np.float16
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_matmul_requantizes(dtype):
+    a, b = integers((2, 3, 8), dtype), integers((8, 5), dtype)
+    params = {
+        "a_scale": np.array([0.02], np.float32), "a_zero": np.array([3], dtype),
+        "b_scale": np.array([0.01], np.float32), "b_zero": np.array([1], dtype),
+        "y_scale": np.array([0.05], np.float32), "y_zero": np.array([7], dtype),
+    }
+    check_node(
+        "QLinearMatMul", {"a": a, "b": b}, constants=params,
+        input_order=["a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero"], opset=21,
+    )
+
+
+def test_matmul_integer_and_conv_integer_accumulate_in_int32():
+    a, b = integers((4, 16), np.uint8), integers((16, 3), np.uint8)
+    (got,) = check_node("MatMulInteger", {"a": a, "b": b, "a_zero": np.uint8(12), "b_zero": np.uint8(200)}, opset=10)
+    assert got.dtype == np.int32
+    x, w = integers((1, 2, 5, 5), np.uint8), integers((3, 2, 3, 3), np.uint8)
+    check_node(
+        "ConvInteger", {"x": x, "w": w, "x_zero": np.uint8(100), "w_zero": np.array([1, 50, 250], np.uint8)},
+        attributes={"pads": [1, 1, 1, 1]}, opset=10,
+    )
+
+
+def test_float8_and_int4_quantization_are_named_as_unsupported():
+    x = RNG.standard_normal((4,)).astype(np.float32)
+    message = import_error("QuantizeLinear", {"x": x}, constants={"scale": np.float32(1)},
+                           attributes={"output_dtype": 22}, opset=21)  # INT4
+    assert "QuantizeLinear" in message and "int" in message.lower()
+
+
+def test_scale_of_the_wrong_layout_is_rejected():
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    message = import_error("QuantizeLinear", {"x": x, "scale": np.ones(4, np.float32)}, attributes={"axis": 1}, opset=21)
+    assert "per-axis" in message
