@@ -1,12 +1,19 @@
-"""The demo behind `make demo`: compile the bundled dense+relu layer, check it, time it.
+"""The demo behind `make demo`: classify handwritten digits with the bundled CNN.
 
-Prints the pipeline's stages, whether the result matches numpy, and the time per call next
-to numpy's (numpy/OpenBLAS computing the same layer in the same process).
+1. ``tilecraft.load`` the bundled ONNX model (examples/digits_cnn.onnx, trained by
+   examples/train_digits_cnn.py on scikit-learn's 8x8 digits) with the batch fixed to the
+   held-out split's size, and print its summary;
+2. ``tilecraft.compile`` it into a deployable package (shared library + manifest);
+3. load the package with ``tilecraft.runtime.load`` (numpy + ctypes only) and classify the
+   whole held-out split (examples/digits_test.npz);
+4. do the same with onnxruntime, print both accuracies (they must be equal: exit code 1
+   otherwise) and the latency of one batch in each, measured in this process.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,34 +22,50 @@ import numpy as np
 import tilecraft
 from tilecraft.runtime.timing import measure
 
-MODEL = Path(__file__).with_name("matmul_bias_relu.mlir")
+HERE = Path(__file__).resolve().parent
+MODEL = HERE / "digits_cnn.onnx"
+TEST_SPLIT = HERE / "digits_test.npz"
 
 
 def main() -> int:
-    rng = np.random.default_rng(0)
-    start = time.perf_counter()
-    module = tilecraft.compile(MODEL.read_text(), target="llvm")
-    compile_seconds = time.perf_counter() - start
-    print(f"compiled {MODEL.name} for '{module.target}' in {compile_seconds:.2f} s")
-    print(f"entry: {module.signature}")
-    print(f"stages: {' -> '.join(module.stages)}")
+    with np.load(TEST_SPLIT) as split:
+        images, labels = split["images"], split["labels"]
+    model = tilecraft.load(MODEL, shape_dict={"input": list(images.shape)})
+    print(model.summary())
 
-    x = rng.standard_normal((512, 512), dtype=np.float32)
-    w = rng.standard_normal((512, 512), dtype=np.float32)
-    b = rng.standard_normal(512, dtype=np.float32)
-    y = module(x=x, w=w, b=b)
-    expected = np.maximum(x @ w + b, 0)
-    error = float(np.max(np.abs(y - expected)))
-    ok = np.allclose(y, expected, rtol=1e-4, atol=1e-4)
-    print(f"result check vs numpy: {'OK' if ok else 'MISMATCH'} (max abs error {error:.2e})")
+    with tempfile.TemporaryDirectory() as scratch:
+        package_path = Path(scratch) / "digits_cnn.tar"
+        start = time.perf_counter()
+        tilecraft.compile(model, target="llvm", package_path=package_path, keep_ir=False)
+        print(f"\ncompiled {MODEL.name} into a package ({package_path.stat().st_size / 1024:.0f} KiB) "
+              f"in {time.perf_counter() - start:.1f} s")
+        package = tilecraft.runtime.load(package_path)
+    ours = package(images)
 
-    ours = measure(lambda: module(x, w, b), repeat=10, min_repeat_ms=50)
-    reference = measure(lambda: np.maximum(x @ w + b, 0), repeat=10, min_repeat_ms=50)
-    flops = 2 * 512**3
-    print(f"tilecraft: {ours.median * 1e3:8.3f} ms  ({flops / ours.median / 1e9:6.1f} GFLOPS)")
-    print(f"numpy:     {reference.median * 1e3:8.3f} ms  ({flops / reference.median / 1e9:6.1f} GFLOPS)")
-    print(f"speed vs numpy: {reference.median / ours.median:.2f}x")
-    return 0 if ok else 1
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+    (theirs,) = session.run(None, {"input": images})
+
+    our_accuracy = float(np.mean(ours.argmax(1) == labels))
+    their_accuracy = float(np.mean(theirs.argmax(1) == labels))
+    disagreements = int(np.sum(ours.argmax(1) != theirs.argmax(1)))
+    print(f"held-out split: {len(labels)} images of 10 digits")
+    print(f"accuracy  tilecraft: {our_accuracy:.4f}   onnxruntime: {their_accuracy:.4f}   "
+          f"(predictions that differ: {disagreements}; "
+          f"max logit difference {float(np.max(np.abs(ours - theirs))):.2e})")
+
+    tilecraft_time = measure(lambda: package(images), repeat=10, min_repeat_ms=50)
+    ort_time = measure(lambda: session.run(None, {"input": images}), repeat=10, min_repeat_ms=50)
+    print(f"latency of one batch of {len(labels)} (median)  tilecraft: {tilecraft_time.median * 1e3:.3f} ms   "
+          f"onnxruntime: {ort_time.median * 1e3:.3f} ms")
+    print(f"ratio tilecraft / onnxruntime: {tilecraft_time.median / ort_time.median:.2f} "
+          "(below 1: tilecraft is faster)")
+    if our_accuracy != their_accuracy:
+        print("FAIL: the accuracies differ", file=sys.stderr)
+        return 1
+    print("OK: same accuracy as onnxruntime")
+    return 0
 
 
 if __name__ == "__main__":

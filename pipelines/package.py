@@ -245,6 +245,11 @@ class PackageWriter:
         output_names: Sequence[str] | None = None,
         profile: bool = False,
     ) -> None:
+        if target.kind != "llvm":
+            raise PackageError(
+                f"packages hold CPU code: target '{target}' cannot be packaged; "
+                "use an 'llvm ...' target"
+            )
         for spec in signature.arguments:
             if spec.is_scalar and spec.dtype.kind == "f" and spec.dtype.itemsize == 2:
                 raise PackageError(f"argument {spec.name!r}: f16 scalars cannot be passed through ctypes")

@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", action="store_true",
                      help="print per-kernel times (package compiled with --profile)")
     run.add_argument("--print-top", type=_positive("--print-top"), metavar="N",
-                     help="print the N largest entries of the first output with their indexes")
+                     help="print the N largest scores (and their indexes) of the first output "
+                          "(of its first item for a batch)")
     run.set_defaults(handler=command_run)
 
     tune = commands.add_parser("tune", help="search schedules, write tuning records",
@@ -214,6 +215,8 @@ def command_run(args: argparse.Namespace) -> int:
             print(f"{name}: {array.dtype} {list(array.shape)}\n{np.array2string(array, threshold=20)}")
     if args.print_top:
         name, array = next(iter(result.outputs.items()))
+        if array.ndim >= 2:  # a batch: the first item's scores, as tvmc shows them
+            name, array = f"{name}[0]", array[0]
         flat = array.reshape(-1)
         top = np.argsort(flat)[::-1][: args.print_top]
         print(f"top {len(top)} of {name}: " + ", ".join(f"[{i}] {flat[i]:.4g}" for i in top))

@@ -1,0 +1,155 @@
+"""The `tilecraft` command line: compile -> package -> run, bench, and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import tilecraft  # noqa: E402
+from tilecraft.tools.cli import parse_input_shapes, parse_tasks, run_cli  # noqa: E402
+
+EXAMPLES = Path(tilecraft.__file__).resolve().parent / "examples"
+MODEL = EXAMPLES / "digits_cnn.onnx"
+SHAPES = "input:[4,1,16,16]"
+
+
+@pytest.fixture(scope="module")
+def images() -> np.ndarray:
+    with np.load(EXAMPLES / "digits_test.npz") as split:
+        return split["images"][:4]
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "digits.tar"
+    assert run_cli(["compile", str(MODEL), "--input-shapes", SHAPES, "-o", str(path)]) == 0
+    return path
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) >= 1
+    assert err[-1].startswith("tilecraft: error: "), err
+    return err[-1]
+
+
+@pytest.mark.parametrize("command", ["compile", "run", "tune", "bench"])
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"usage: tilecraft {command}" in capsys.readouterr().out
+
+
+def test_compile_then_run_with_npz_inputs_and_outputs(package, images, tmp_path, capsys):
+    np.savez(tmp_path / "in.npz", input=images)
+    code = run_cli(["run", str(package), "--inputs", str(tmp_path / "in.npz"),
+                    "--output", str(tmp_path / "out.npz"), "--print-time", "--repeat", "3"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Execution time summary" in out and "median (ms)" in out and "std (ms)" in out
+    session = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"input": images})
+    with np.load(tmp_path / "out.npz") as outputs:
+        np.testing.assert_allclose(outputs["logits"], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_run_without_inputs_uses_random_inputs_and_prints_outputs(package, capsys):
+    assert run_cli(["run", str(package), "--print-top", "3"]) == 0
+    assert "top 3 of logits" in capsys.readouterr().out
+
+
+def test_profile_needs_a_profiling_package(package, capsys):
+    assert run_cli(["run", str(package), "--profile"]) == 1
+    assert "recompile with `tilecraft compile --profile`" in _error_line(capsys)
+
+
+def test_compile_with_profile_and_dump_ir(tmp_path, capsys):
+    path = tmp_path / "profiled.tar"
+    code = run_cli(["compile", str(MODEL), "--input-shapes", "input:[2,1,16,16]", "--profile",
+                    "--dump-ir", str(tmp_path / "ir"), "--opt-level", "2", "-o", str(path)])
+    assert code == 0
+    dumped = sorted(p.name for p in (tmp_path / "ir").iterdir())
+    assert dumped[0] == "00-source.mlir" and any(name.endswith("-schedule.mlir") for name in dumped)
+    capsys.readouterr()
+    assert run_cli(["run", str(path), "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "conv1(Conv)" in out and "fc2(Gemm)" in out and "share" in out
+
+
+def test_bench_against_onnxruntime(capsys):
+    code = run_cli(["bench", str(MODEL), "--input-shapes", SHAPES, "--vs", "onnxruntime", "--repeat", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "outputs vs onnxruntime: max error" in out
+    assert "ratio tilecraft / onnxruntime:" in out
+
+
+@pytest.mark.parametrize(
+    "argv, code, message",
+    [
+        (["compile", "missing.onnx"], 1, "missing.onnx: no such file"),
+        (["compile", str(MODEL), "--input-shapes", "data:[1,3]"], 1, "not inputs of the model"),
+        (["compile", str(MODEL), "--target", "llvm -mfoo=1"], 1, "bad target option '-mfoo=1'"),
+        (["compile", str(MODEL), "--target", "opencl"], 1, "unknown target kind 'opencl'"),
+        (["run", "missing.tar"], 1, "no such package file"),
+        (["bench", str(MODEL), "--vs", "tvm"], 2, "unknown anchor(s) ['tvm']"),
+        (["bench", str(MODEL), "--vs", "torch"], 2, "the torch anchor needs a PyTorch model"),
+    ],
+)
+def test_errors_are_one_line_with_nonzero_exit(argv, code, message, capsys):
+    assert run_cli(argv) == code
+    assert message in _error_line(capsys)
+
+
+def test_bad_input_shapes_is_a_usage_error(capsys):
+    assert run_cli(["compile", str(MODEL), "--input-shapes", "input:[1,x]"]) == 2
+    assert "dimension 'x' of 'input' is not a number" in _error_line(capsys)
+
+
+def test_run_rejects_a_file_that_is_not_a_package(tmp_path, capsys):
+    path = tmp_path / "model.tar"
+    path.write_bytes(b"\x00" * 100)
+    assert run_cli(["run", str(path)]) == 1
+    assert "not a tilecraft package" in _error_line(capsys)
+
+
+def test_run_rejects_inputs_of_the_wrong_shape(package, tmp_path, capsys):
+    np.savez(tmp_path / "bad.npz", input=np.zeros((4, 1, 8, 8), np.float32))
+    assert run_cli(["run", str(package), "--inputs", str(tmp_path / "bad.npz")]) == 1
+    assert "argument 'input': expected shape tensor<4x1x16x16xf32>" in _error_line(capsys)
+
+
+def test_run_rejects_an_unreadable_inputs_file(package, tmp_path, capsys):
+    (tmp_path / "in.npz").write_text("not numpy")
+    assert run_cli(["run", str(package), "--inputs", str(tmp_path / "in.npz")]) == 1
+    assert "not a readable .npz file" in _error_line(capsys)
+
+
+def test_tune_rejects_bad_task_lists(capsys):
+    assert run_cli(["tune", str(MODEL), "-o", "r.jsonl", "--tasks", "3-1"]) == 2
+    assert "empty range '3-1'" in _error_line(capsys)
+
+
+def test_value_parsers():
+    assert parse_input_shapes("data:[1,3,224,224] mask:[?,4]") == {"data": [1, 3, 224, 224], "mask": [None, 4]}
+    assert parse_input_shapes("a:[2], b:[-1]") == {"a": [2], "b": [None]}
+    assert parse_tasks("0,3-5,4") == [0, 3, 4, 5]
+    assert parse_tasks("list") == "list"
+
+
+def test_console_script_entry_point():
+    completed = subprocess.run([sys.executable, "-m", "tilecraft.tools.cli", "run", "--help"],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0 and "--print-time" in completed.stdout
+    completed = subprocess.run([sys.executable, "-m", "tilecraft.tools.cli", "run", "nothing.tar"],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 1
+    assert completed.stderr.strip() == "tilecraft: error: nothing.tar: no such package file"
