@@ -1,0 +1,111 @@
+"""Records: appended durably, corrupt and foreign lines skipped with one warning, best of
+successful measurements only; the task scheduler's split; the tuners' bookkeeping."""
+
+import math
+import random
+import warnings
+
+import pytest
+
+from tilecraft.errors import TunerNameError
+from tilecraft.tuning import allocate_trials, best_records, extract_tasks, load_records, make_tuner, space_for
+from tilecraft.tuning.records import Record, RecordWriter, canonical_target
+
+TARGET = "llvm -mcpu=znver4"
+
+
+def _record(key="k1", status="ok", costs=(1.0,), target=TARGET, version=None, config=None):
+    extra = {"tilecraft": version} if version else {}
+    return Record(task={"key": key, "name": key}, config=config or {"a": 1}, status=status,
+                  costs=list(costs), gflops=1.0, target=canonical_target(target), **extra)
+
+
+def test_records_round_trip_and_best_skips_failures(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with RecordWriter(path) as writer:
+        writer.write(_record(costs=(2.0,), config={"a": 1}))
+        writer.write(_record(status="timeout", costs=(), config={"a": 2}))
+        writer.write(_record(status="wrong", costs=(0.1,), config={"a": 3}))
+        writer.write(_record(costs=(1.0, 3.0, 1.5), config={"a": 4}))
+        # Each line is on disk as soon as it is written (a killed tuning keeps it).
+        assert len(path.read_text().splitlines()) == 4
+    records = load_records(path, target=TARGET)
+    assert [r.status for r in records] == ["ok", "timeout", "wrong", "ok"]
+    assert best_records(records)["k1"].config == {"a": 4}
+    assert math.isinf(records[1].cost)
+
+
+def test_corrupt_and_foreign_lines_are_skipped_with_one_warning(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with RecordWriter(path) as writer:
+        writer.write(_record(config={"a": 1}))
+        writer.write(_record(target="llvm -mcpu=haswell", config={"a": 2}))
+        writer.write(_record(version="0.0.1", config={"a": 3}))
+    with path.open("a") as out:
+        out.write('{"version": 1, "task": {"key": "k1"}, "config": {"a": 5}, "stat\n')
+        out.write("not json at all\n")
+        out.write('{"version": 99}\n')
+        out.write('{"version": 1, "task": {"key": "k1"}, "config": {"a": "x"}, "status": "ok",'
+                  ' "costs": [1], "gflops": 1, "target": "llvm -mcpu=znver4", "tilecraft": "0.1.0"}\n')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = load_records(path, target=TARGET)
+    assert [r.config for r in records] == [{"a": 1}]
+    assert len(caught) == 1
+    assert "4 corrupt line(s) and 2 record(s) of another target" in str(caught[0].message)
+
+
+def test_missing_file_has_no_records(tmp_path):
+    assert load_records(tmp_path / "nothing.jsonl") == []
+
+
+def test_allocate_trials_weighs_tasks():
+    assert allocate_trials([3.0, 1.0], 8) == [6, 2]
+    assert sum(allocate_trials([5.0, 1.0, 1.0], 10)) == 10
+    shares = allocate_trials([1.0, 100.0, 1.0], 2)
+    assert shares[1] == 1 and sum(shares) == 2
+    assert allocate_trials([1.0], 0) == [0]
+
+
+@pytest.fixture
+def matmul_space(matmul_64):
+    return space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
+
+
+def test_unknown_tuner_is_a_typed_error(matmul_space):
+    with pytest.raises(TunerNameError, match="xgb, xgb_rank, random, grid"):
+        make_tuner("annealing", matmul_space)
+
+
+@pytest.mark.parametrize("name", ["random", "grid", "xgb", "xgb_rank"])
+def test_tuners_propose_new_valid_configs_only(name, matmul_space):
+    tuner = make_tuner(name, matmul_space, seed=0)
+    seen = set()
+
+    def cost(config):  # a synthetic landscape: larger register tiles are faster
+        return 1.0 / (config["reg_m"] * config["reg_n"]) + 0.01 * config["step_k"]
+
+    for _ in range(5):
+        batch = tuner.next_batch(8)
+        assert batch
+        for config in batch:
+            key = tuple(sorted(config.items()))
+            assert key not in seen and matmul_space.is_valid(config)
+            seen.add(key)
+        tuner.update(batch, [cost(c) for c in batch])
+    assert tuner.best_cost == min(cost(c) for c in tuner.configs)
+
+
+def test_xgb_tuner_follows_its_model(matmul_space):
+    """After training on a landscape, the model-guided batch beats a random batch."""
+    def cost(config):
+        return (1.0 / (config["reg_m"] * config["reg_n"])) * (1 + config["pack_b"]) + 0.001 * config["step_k"]
+
+    tuner = make_tuner("xgb", matmul_space, seed=0)
+    tuner.epsilon = 0.0
+    rng = random.Random(3)
+    warm = [matmul_space.random(rng) for _ in range(40)]
+    tuner.update(warm, [cost(c) for c in warm])
+    guided = tuner.next_batch(8)
+    randoms = [matmul_space.random(random.Random(i)) for i in range(8)]
+    assert sum(cost(c) for c in guided) < sum(cost(c) for c in randoms)

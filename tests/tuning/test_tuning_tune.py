@@ -1,0 +1,76 @@
+"""tilecraft.tune end to end (real builds, real runs), resume from records, and
+tilecraft.compile(tuning_records=) applying the best record."""
+
+import re
+
+import numpy as np
+import pytest
+
+import mlir_text
+import tilecraft
+from tilecraft.errors import TaskExtractionError, TunerNameError, TuningError
+from tilecraft.tuning import extract_tasks, load_records, space_for
+from tilecraft.tuning.records import Record, RecordWriter, canonical_target
+
+TARGET = "llvm"
+
+
+def test_tune_writes_records_progress_and_report(tmp_path, capsys, matmul_64):
+    records = tmp_path / "tune.jsonl"
+    report = tmp_path / "report.png"
+    result = tilecraft.tune(matmul_64, TARGET, trials=5, tuning_records=records, tuner="random",
+                            timeout=60, batch_size=2, report=report)
+    lines = load_records(records, target=TARGET)
+    assert len(lines) == 5
+    assert lines[0].tuner == "default" and lines[0].ok
+    assert {r.tuner for r in lines[1:]} == {"random"}
+    assert all("transform.named_sequence" in r.script for r in lines)
+    (task_result,) = result.tasks
+    assert task_result.trials == 5 and task_result.best_gflops >= task_result.default_gflops > 0
+    err = capsys.readouterr().err
+    assert re.search(r"\[Task  1/ 1\] Current/Best: +\d+\.\d\d/ +\d+\.\d\d GFLOPS \| "
+                     r"Progress: \(5/5\) \| \d+\.\d\d s", err)
+    assert report.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Resume: configs already measured are not measured again and count as trials.
+    again = tilecraft.tune(matmul_64, TARGET, trials=8, tuning_records=records, tuner="random",
+                           prior_records=records, timeout=60, batch_size=2, progress=False)
+    all_lines = load_records(records, target=TARGET)
+    tuned = [tuple(sorted(r.config.items())) for r in all_lines if r.tuner == "random"]
+    assert len(tuned) == len(set(tuned))
+    assert again.tasks[0].trials >= 8
+
+
+def test_compile_applies_the_best_record(tmp_path, matmul_64):
+    (task,) = extract_tasks(matmul_64, TARGET)
+    space = space_for(task, TARGET)
+    best = {**space.default(), "cache_k": 64, "pack_b": 1, "reg_m": 4}
+    slower = {**space.default(), "reg_m": 1}
+    path = tmp_path / "records.jsonl"
+    with RecordWriter(path) as writer:
+        for config, cost, status in ((slower, 2e-3, "ok"), (best, 1e-3, "ok"),
+                                     ({**space.default(), "reg_m": 2}, 1e-6, "wrong")):
+            writer.write(Record(task=task.describe(), config=config, status=status, costs=[cost],
+                                gflops=task.flops / cost / 1e9, target=canonical_target(TARGET)))
+    tuned = tilecraft.compile(matmul_64, target=TARGET, tuning_records=path)
+    scheduled = tuned.ir("schedule")
+    assert "memref<64x" in scheduled  # the packed panel of B: the record with pack_b=1
+    assert "vector<4x" in scheduled
+    a = np.random.default_rng(0).random((64, 128), dtype=np.float32)
+    b = np.random.default_rng(1).random((128, 64), dtype=np.float32)
+    np.testing.assert_allclose(tuned(a, b), a @ b, rtol=1e-4)
+    # An op without a record keeps the default schedule.
+    other = mlir_text.matmul(32, 32, 32)
+    default = tilecraft.compile(other, target=TARGET)
+    assert tilecraft.compile(other, target=TARGET, tuning_records=path).ir("schedule") == default.ir("schedule")
+
+
+def test_bad_arguments_are_typed_errors(tmp_path, matmul_64):
+    with pytest.raises(TunerNameError):
+        tilecraft.tune(matmul_64, TARGET, trials=2, tuning_records=tmp_path / "r", tuner="ga")
+    with pytest.raises(TuningError, match="trials"):
+        tilecraft.tune(matmul_64, TARGET, trials=0, tuning_records=tmp_path / "r")
+    with pytest.raises(TaskExtractionError):
+        tilecraft.tune(matmul_64, TARGET, trials=2, tuning_records=tmp_path / "r", tasks=["nope"])
+    with pytest.raises(TuningError, match="no such file"):
+        tilecraft.compile(matmul_64, tuning_records=tmp_path / "missing.jsonl")
