@@ -29,7 +29,7 @@ from ..errors import TilecraftError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-TUNERS = ("xgb", "random", "grid")
+TUNERS = ("xgb", "xgb_rank", "random", "grid")
 ANCHORS = ("onnxruntime", "torch")
 _SHAPE_ENTRY = re.compile(r"\s*([^\s:,\[\]]+)\s*:\s*\[([^\]]*)\]\s*,?")
 
@@ -242,23 +242,24 @@ def command_tune(args: argparse.Namespace) -> int:
 
     tuning = _tuning_api()
     model = tilecraft.load(args.model, shape_dict=args.input_shapes)
-    source = model.source
-    if model.shape_dict and not isinstance(source, (str, bytes)):
-        from ..frontend.onnx.model import override_input_shapes
-
-        source = override_input_shapes(source, model.shape_dict)
-    if args.tasks == "list":
-        extract = getattr(tuning, "extract_tasks", None)
-        if extract is None:
-            from ..tuning.task import extract_tasks as extract
-        for index, task in enumerate(extract(source, args.target)):
-            print(f"{index:3d}  {task.name:<40} {task.kind:<18} x{task.count:<3} {task.flops / 1e6:12.1f} MFLOP")
-        return 0
-    tuning.tune(
-        source, target=args.target, trials=args.trials, tuning_records=args.output,
+    selected = None
+    if args.tasks is not None:
+        tasks = tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict)
+        if args.tasks == "list":
+            print(f"{'index':>5}  {'task':<40} {'kind':<18} {'count':>5} {'MFLOP':>12}")
+            for index, task in enumerate(tasks):
+                print(f"{index:>5}  {task.name[:40]:<40} {task.kind:<18} {task.count:>5} {task.flops / 1e6:12.1f}")
+            return 0
+        beyond = [i for i in args.tasks if i >= len(tasks)]
+        if beyond:
+            raise UsageError(f"--tasks: no task {beyond[0]}; the model has {len(tasks)} (0-{len(tasks) - 1}), see --tasks list")
+        selected = [tasks[i] for i in args.tasks]
+    result = tuning.tune(
+        model.source, target=args.target, trials=args.trials, tuning_records=args.output,
         tuner=args.tuner, early_stopping=args.early_stopping, prior_records=args.prior_records,
-        timeout=args.timeout, tasks=args.tasks,
+        timeout=args.timeout, tasks=selected, shape_dict=model.shape_dict,
     )
+    print(result.summary())
     print(f"tuning records written to {args.output}")
     return 0
 

@@ -153,3 +153,34 @@ def test_console_script_entry_point():
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 1
     assert completed.stderr.strip() == "tilecraft: error: nothing.tar: no such package file"
+
+
+def test_tune_lists_tasks(capsys):
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl", "--tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "conv_2d_nchw_fchw_4x16x8x8x8x3x3_f32" in out and "conv2d" in out
+
+
+def test_tune_then_compile_with_the_records(tmp_path, images, capsys):
+    records = tmp_path / "records.jsonl"
+    code = run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", str(records), "--tasks", "0",
+                    "--trials", "2", "--tuner", "random", "--timeout", "60"])
+    assert code == 0, capsys.readouterr().err
+    assert records.is_file() and records.read_text().strip()
+    assert "tuning records written to" in capsys.readouterr().out
+    package = tmp_path / "tuned.tar"
+    assert run_cli(["compile", str(MODEL), "--input-shapes", SHAPES, "--tuning-records", str(records),
+                    "-o", str(package)]) == 0
+    session = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"input": images})
+    np.testing.assert_allclose(tilecraft.runtime.load(package)(images), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_rejects_a_task_index_beyond_the_model(capsys):
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl", "--tasks", "99"]) == 2
+    assert "--tasks: no task 99" in _error_line(capsys)
+
+
+def test_compile_with_missing_tuning_records(capsys):
+    assert run_cli(["compile", str(MODEL), "--tuning-records", "absent.jsonl", "-o", "unused.tar"]) == 1
+    assert "absent.jsonl" in _error_line(capsys)
