@@ -7,9 +7,9 @@
     print(result.outputs["output"].argmax(), result.format_times())
 
 ``tilecraft.compile`` is the compiler itself (pipelines/compiler.py) and accepts the model
-object; ``tilecraft.tune`` is the tuner (tuning/). This module imports neither numpy-only
-code's enemies (MLIR, onnx) at module level: ``tilecraft.run`` on a package works in a
-process without the MLIR bindings.
+object; ``tilecraft.tune`` is the tuner (tuning/). This module imports neither MLIR nor
+onnx at module level: ``tilecraft.run`` on a package works in a process without the MLIR
+bindings.
 """
 
 from __future__ import annotations
@@ -17,17 +17,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ArgumentValueError, ModelImportError
+from .runtime.package import KernelTime, Package, load as load_package
 from .runtime.timing import Timing, measure
 
-MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc")
-
-if TYPE_CHECKING:
-    from .runtime.package import KernelTime, Package
+MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2")
 
 
 @dataclass(frozen=True)
@@ -50,9 +48,11 @@ class Model:
     """A model loaded by :func:`load`, ready for :func:`tilecraft.compile`.
 
     Attributes:
-      source: an ``onnx.ModelProto`` or MLIR text.
+      source: an ``onnx.ModelProto``, MLIR text, or MLIR bytecode (a PyTorch program).
       shape_dict: input shapes overriding the model's (ONNX), passed on to compile.
       name: where it came from (file name).
+      torch_program: for a ``.pt2`` file, the ``torch.export.ExportedProgram`` it holds
+        (the PyTorch anchor of ``tilecraft bench``).
     """
 
     source: Any
@@ -61,6 +61,7 @@ class Model:
     inputs: list[TensorInfo] = field(default_factory=list)
     outputs: list[TensorInfo] = field(default_factory=list)
     operators: dict[str, int] = field(default_factory=dict)
+    torch_program: Any = None
 
     @property
     def output_names(self) -> list[str] | None:
@@ -121,6 +122,8 @@ def load(
         and path_or_module.strip().endswith(MODEL_SUFFIXES)
     ):
         path = Path(path_or_module)
+    if path is not None and path.suffix == ".pt2":
+        return _load_exported_program(path, shape_dict)
     if path is not None and path.suffix != ".onnx":
         if not path.is_file():
             raise ModelImportError(f"{path}: no such file")
@@ -157,13 +160,35 @@ def load(
     )
 
 
+def _load_exported_program(path: Path, shape_dict: Mapping[str, Any] | None) -> Model:
+    """A ``torch.export.save``'d program, imported through the PyTorch frontend."""
+    if not path.is_file():
+        raise ModelImportError(f"{path}: no such file")
+    if shape_dict:
+        raise ModelImportError("shape_dict applies to ONNX models; a .pt2 program has its shapes")
+    import io
+
+    import torch
+
+    from .frontend.torch import import_exported
+
+    try:
+        program = torch.export.load(str(path))
+    except Exception as error:  # torch raises many kinds for a file that is not a program
+        raise ModelImportError(f"{path} is not a torch.export program: {error}") from None
+    module = import_exported(program.run_decompositions())
+    buffer = io.BytesIO()
+    module.operation.write_bytecode(buffer)
+    return Model(buffer.getvalue(), None, path.name, torch_program=program)
+
+
 @dataclass
 class RunResult:
     """What :func:`run` returns: outputs by name, and timings when asked for."""
 
     outputs: dict[str, np.ndarray]
     timing: Timing | None = None
-    kernels: "list[KernelTime] | None" = None
+    kernels: list[KernelTime] | None = None
 
     def save(self, path: "str | os.PathLike[str]") -> None:
         """Write the outputs to an ``.npz`` file, one array per output name."""
@@ -191,9 +216,10 @@ class RunResult:
         return "\n".join(lines)
 
 
-def random_inputs(package: "Package", seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every argument (uniform [0, 1) floats, small integers), as tvmc
-    does without ``--inputs``; a dynamic dimension needs real inputs."""
+def random_inputs(package: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for every argument of a :class:`Package` or ``CompiledModule`` (uniform
+    [0, 1) floats, small integers), as tvmc does without ``--inputs``; a dynamic dimension
+    needs real inputs."""
     rng = np.random.default_rng(seed)
     inputs = {}
     for spec in package.signature.arguments:
@@ -235,8 +261,6 @@ def run(
     ``inputs``: arrays by input name, an ``.npz`` path, or ``None`` for seeded random inputs.
     ``profile``: also run the package's profiling variant once and report per-kernel time.
     """
-    from .runtime.package import Package, load as load_package
-
     if not isinstance(package, Package):
         package = load_package(package)
     if inputs is None:

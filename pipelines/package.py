@@ -21,6 +21,7 @@ import io
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -60,12 +61,17 @@ _ISA_FLAGS = frozenset(
 
 # ---- the profiling instrumentation pass -------------------------------------------------
 
+# loc("name"), loc("name"(child)) (ONNX nodes), loc("file":line:col) (MLIR files)
+_LOCATION = re.compile(r'^loc\("([^"]*)"(?::(\d+):\d+)?(?:\(.*\))?\)$')
+
+
 def _kernel_name(op: ir.Operation, index: int) -> str:
-    """``<node>(<OpType>)`` from the op's location when the frontend put one there."""
-    text = str(op.location)
-    if text.startswith('loc("') and '"' in text[5:]:
-        return text[5 : text.index('"', 5)]
-    return f"kernel{index}:{op.name}"
+    """``<node>(<OpType>)`` from an ONNX model's locations, ``<op> (line N)`` for MLIR files."""
+    match = _LOCATION.match(str(op.location))
+    if match is None:
+        return f"kernel{index} ({op.name})"
+    name, line = match.groups()
+    return f"{op.name} (line {line})" if line else name
 
 
 _KERNEL_OPS = ("scf.forall", "scf.for", "scf.parallel")

@@ -30,7 +30,6 @@ import platform
 import shutil
 import tarfile
 import tempfile
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence

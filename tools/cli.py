@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     def model_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("model", help="an ONNX model (.onnx) or linalg MLIR (.mlir)")
+        sub.add_argument("model", help="an ONNX model (.onnx), linalg MLIR (.mlir) or a "
+                         "torch.export program (.pt2)")
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
                               "'llvm -mtriple=aarch64-linux-gnu' (default: llvm)")
@@ -278,6 +279,21 @@ def _onnxruntime_anchor(model: Any, inputs: dict[str, np.ndarray]) -> Callable[[
     return lambda: session.run(None, inputs)
 
 
+def _torch_anchor(model: Any, arrays: list[np.ndarray]) -> Callable[[], Any]:
+    import torch
+
+    module = model.torch_program.module()
+    tensors = [torch.from_numpy(a) for a in arrays]
+
+    def call() -> list[np.ndarray]:
+        with torch.no_grad():
+            outputs = module(*tensors)
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        return [o.numpy() for o in outputs]
+
+    return call
+
+
 def command_bench(args: argparse.Namespace) -> int:
     import tilecraft
     from ..driver import random_inputs
@@ -288,13 +304,14 @@ def command_bench(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"--vs: unknown anchor(s) {unknown}; choose among {', '.join(ANCHORS)}")
     model = tilecraft.load(args.model, shape_dict=args.input_shapes)
-    if "torch" in anchors:
-        raise UnavailableError(
-            "the torch anchor needs a PyTorch model; ONNX and MLIR models are compared with "
-            "onnxruntime (--vs onnxruntime)"
+    if "torch" in anchors and model.torch_program is None:
+        raise UsageError(
+            "the torch anchor needs a PyTorch model (a .pt2 file from torch.export.save); "
+            "compare ONNX models with onnxruntime (--vs onnxruntime)"
         )
-    if anchors and isinstance(model.source, (str, bytes)):
-        raise UsageError("the anchors run ONNX models; an MLIR model can only be timed alone (--vs '')")
+    if "onnxruntime" in anchors and isinstance(model.source, (str, bytes)):
+        raise UsageError("the onnxruntime anchor runs ONNX models; use --vs torch for a .pt2 "
+                         "program, --vs '' to time an MLIR model alone")
     start = time.perf_counter()
     compiled = tilecraft.compile(model, target=args.target, tuning_records=args.tuning_records,
                                  keep_ir=False)
@@ -305,8 +322,9 @@ def command_bench(args: argparse.Namespace) -> int:
     ours = ours if isinstance(ours, tuple) else (ours,)
     rows = [("tilecraft", measure(lambda: compiled(**inputs), repeat=args.repeat, min_repeat_ms=20))]
     for anchor in anchors:
-        call = _onnxruntime_anchor(model, inputs)
-        reference = call()
+        call = (_onnxruntime_anchor(model, inputs) if anchor == "onnxruntime"
+                else _torch_anchor(model, [inputs[spec.name] for spec in compiled.signature.arguments]))
+        reference = [np.asarray(r) for r in call()]
         errors = [
             float(np.max(np.abs(a.astype(np.float64) - b))) / (float(np.max(np.abs(b))) or 1.0)
             for a, b in zip(ours, reference) if a.size and a.dtype.kind == "f"

@@ -184,3 +184,31 @@ def test_tune_rejects_a_task_index_beyond_the_model(capsys):
 def test_compile_with_missing_tuning_records(capsys):
     assert run_cli(["compile", str(MODEL), "--tuning-records", "absent.jsonl", "-o", "unused.tar"]) == 1
     assert "absent.jsonl" in _error_line(capsys)
+
+
+@pytest.fixture(scope="module")
+def torch_program(tmp_path_factory) -> Path:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    path = tmp_path_factory.mktemp("torch") / "mlp.pt2"
+    torch.export.save(torch.export.export(module, (torch.randn(8, 32),)), str(path))
+    return path
+
+
+def test_bench_a_pytorch_program_against_torch(torch_program, capsys):
+    assert run_cli(["bench", str(torch_program), "--vs", "torch", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "outputs vs torch: max error" in out and "ratio tilecraft / torch:" in out
+
+
+def test_compile_and_run_a_pytorch_program(torch_program, tmp_path, capsys):
+    package = tmp_path / "mlp.tar"
+    assert run_cli(["compile", str(torch_program), "-o", str(package)]) == 0
+    assert run_cli(["run", str(package), "--print-time"]) == 0
+    assert "Execution time summary" in capsys.readouterr().out
+
+
+def test_onnxruntime_anchor_needs_an_onnx_model(torch_program, capsys):
+    assert run_cli(["bench", str(torch_program), "--vs", "onnxruntime"]) == 2
+    assert "the onnxruntime anchor runs ONNX models" in _error_line(capsys)
