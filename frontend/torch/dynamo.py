@@ -123,8 +123,9 @@ def _model_location(graph: fx.GraphModule, location: str) -> str:
 def _unsupported_message(error: TorchImportError, graph: fx.GraphModule) -> str:
     if error.problems:
         ops = sorted({op for _, op, _ in error.problems})
-        where = "; ".join(f"{op} at {_model_location(graph, location)}"
-                          for _, op, location in error.problems[:10])
+        sites = dict.fromkeys(f"{op} at {_model_location(graph, location)}"
+                              for _, op, location in error.problems)
+        where = "; ".join(list(sites)[:10])
         return f"tilecraft does not support the ATen op(s) {', '.join(ops)} ({where})"
     return f"tilecraft could not import the graph ({error})"
 

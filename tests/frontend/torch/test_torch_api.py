@@ -1,0 +1,200 @@
+"""tilecraft.torch.compile and the torch.compile backend: API, dynamic shapes, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tilecraft
+from tilecraft.errors import ArgumentTypeError, ArgumentValueError, TorchImportError
+from tilecraft.frontend.torch.dynamo import TilecraftFallbackWarning
+
+from torch_testing import Lambda, assert_close, check
+
+
+class Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.softmax(self.fc(F.relu(self.conv(x)).flatten(1)), -1)
+
+
+def small() -> nn.Module:
+    torch.manual_seed(0)
+    return Small().eval()
+
+
+def test_returns_tensors_in_the_module_structure():
+    compiled = check(lambda x: {"double": (x * 2,), "sum": x.sum(0)}, torch.randn(3, 4))
+    out = compiled(torch.randn(3, 4))
+    assert set(out) == {"double", "sum"} and isinstance(out["double"][0], torch.Tensor)
+
+
+def test_dynamic_batch_becomes_a_question_mark():
+    model = small()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    compiled = tilecraft.torch.compile(model, (torch.randn(2, 2, 6, 6),), dynamic_shapes={"x": {0: batch}})
+    assert compiled.signature.arguments[0].shape == (None, 2, 6, 6)
+    assert "tensor<?x2x6x6xf32>" in compiled.ir("source")
+    with torch.no_grad():
+        for n in (1, 2, 7):
+            x = torch.randn(n, 2, 6, 6)
+            assert_close(compiled(x), model(x))
+
+
+def test_dynamic_sequence_length_through_views():
+    def attention_like(x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        heads = x.view(b, t, 2, c // 2).transpose(1, 2)
+        scores = (heads @ heads.transpose(-1, -2)).softmax(-1)
+        return (scores @ heads).transpose(1, 2).reshape(b, t, c)
+
+    seq = torch.export.Dim("seq", min=2, max=256)
+    compiled = tilecraft.torch.compile(Lambda(attention_like).eval(), (torch.randn(2, 8, 6),),
+                                       dynamic_shapes=(({1: seq},),))  # forward(*args)
+    for t in (3, 16):
+        x = torch.randn(2, t, 6)
+        assert_close(compiled(x), attention_like(x))
+
+
+def test_weights_travel_as_resources_not_text():
+    torch.manual_seed(0)
+    layer = nn.Linear(64, 32).eval()
+    compiled = check(layer, torch.randn(2, 64))
+    source = compiled.ir("source")
+    assert "dense_resource<" in source
+    assert f"{layer.weight[0, 0].item():.6e}"[:6] not in source
+
+
+def test_inputs_are_not_modified_and_results_are_writable():
+    x = torch.randn(2, 2, 6, 6)
+    before = x.clone()
+    compiled = tilecraft.torch.compile(small(), (x,))
+    y = compiled(x)
+    assert torch.equal(x, before)
+    y += 1  # the result owns its memory
+    non_contiguous = torch.randn(6, 6, 2, 2).permute(2, 3, 0, 1)
+    with torch.no_grad():
+        assert_close(compiled(non_contiguous), small()(non_contiguous))
+
+
+class UsesFft(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(x).abs() + 1  # the line the error must name
+
+
+def test_unsupported_op_is_listed_with_its_source_line():
+    line = UsesFft.forward.__code__.co_firstlineno + 1
+    with pytest.raises(TorchImportError) as error:
+        tilecraft.torch.compile(UsesFft().eval(), (torch.randn(8),))
+    assert "aten._fft_r2c" in str(error.value)
+    assert f"test_torch_api.py:{line}" in str(error.value)
+    assert any(op == "aten._fft_r2c.default" for _, op, _ in error.value.problems)
+
+
+def test_training_mode_is_refused_with_a_clear_message():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    with pytest.raises(TorchImportError, match=r"training mode.*eval\(\)"):
+        tilecraft.torch.compile(model, (torch.randn(2, 4),))
+
+
+@pytest.mark.parametrize("fn", [lambda x: (x + 1, 3), lambda x: (x * 2, x.shape[0])])
+def test_non_tensor_outputs_are_refused(fn):
+    with pytest.raises(TorchImportError, match="not a tensor"):
+        tilecraft.torch.compile(Lambda(fn).eval(), (torch.randn(2, 4),))
+
+
+def test_wrong_inputs_raise_typed_errors():
+    compiled = tilecraft.torch.compile(small(), (torch.randn(2, 2, 6, 6),))
+    with pytest.raises(ArgumentValueError, match="shape|dim"):
+        compiled(torch.randn(2, 2, 7, 7))
+    with pytest.raises(ArgumentTypeError):
+        compiled(torch.randn(2, 2, 6, 6, dtype=torch.float64))
+    with pytest.raises(ArgumentTypeError):
+        compiled(np.zeros((2, 2, 6, 6), np.float32))
+    with pytest.raises(ArgumentValueError):
+        compiled(torch.randn(2, 2, 6, 6), torch.randn(1))
+
+
+def test_export_failure_is_a_typed_error():
+    class DataDependent(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0]  # the result's size depends on the data
+
+    with pytest.raises(TorchImportError):
+        tilecraft.torch.compile(DataDependent().eval(), (torch.randn(5),))
+
+
+# --- torch.compile(backend="tilecraft") ---------------------------------------------------------
+
+def test_backend_compiles_and_follows_new_shapes():
+    torch._dynamo.reset()
+    model = small()
+    compiled = torch.compile(model, backend="tilecraft")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TilecraftFallbackWarning)
+        for n in (2, 2, 3, 5):
+            x = torch.randn(n, 2, 6, 6)
+            assert_close(compiled(x), model(x))
+
+
+def test_backend_falls_back_to_eager_with_one_warning():
+    torch._dynamo.reset()
+
+    def partly_supported(x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(x).abs().sum(-1) + x.relu().sum(-1)
+
+    compiled = torch.compile(partly_supported, backend="tilecraft")
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = torch.randn(4, 8)
+            assert_close(compiled(x), partly_supported(x))
+    fallbacks = [w for w in caught if issubclass(w.category, TilecraftFallbackWarning)]
+    assert len(fallbacks) == 1
+    assert "aten._fft_r2c" in str(fallbacks[0].message)
+    assert "test_torch_api.py" in str(fallbacks[0].message)
+
+
+def test_backend_leaves_autograd_to_eager():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 3)
+    compiled = torch.compile(layer, backend="tilecraft")
+    x = torch.randn(2, 4)
+    with pytest.warns(TilecraftFallbackWarning, match="gradients"):
+        y = compiled(x)
+    y.sum().backward()
+    assert layer.weight.grad is not None
+    assert_close(y.detach(), layer(x).detach())
+
+
+def test_backend_is_found_by_name_without_importing_tilecraft():
+    script = (
+        "import sys, torch\n"
+        "assert 'tilecraft' not in sys.modules\n"
+        "f = torch.compile(lambda x: torch.relu(x) * 2, backend='tilecraft')\n"
+        "with torch.no_grad():\n"
+        "    x = torch.randn(3, 5)\n"
+        "    assert torch.allclose(f(x), torch.relu(x) * 2)\n"
+        "assert 'tilecraft.frontend.torch.dynamo' in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd="/")
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_import_tilecraft_does_not_import_torch():
+    script = "import sys, tilecraft\nassert 'torch' not in sys.modules\nassert tilecraft.torch.compile\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-2000:]
