@@ -69,6 +69,7 @@ class OpSchedule:
     cache_tiles: tuple[int, ...] | None = None
     cache_interchange: tuple[int, ...] | None = None
     outer_register_tiles: tuple[int, ...] | None = None
+    register_interchange: tuple[int, ...] | None = None
     # (operand index, operand rank) of operands whose tile is copied into a fresh contiguous
     # buffer (array packing) once per outer-register tile, before the register level reads
     # it many times.
@@ -344,7 +345,7 @@ def render_op_sequence(plan: OpSchedule) -> str:
         n_loops = len(plan.register_tiles or plan.reduction_tiles or plan.cache_tiles or ())
         op = w.pack_operands(op, plan.packed_operands, n_loops)
     if plan.register_tiles:
-        op = w.tile_for(op, plan.register_tiles)
+        op = w.tile_for(op, plan.register_tiles, plan.register_interchange)
     if plan.reduction_tiles:
         op = w.tile_for(op, plan.reduction_tiles)
     if plan.decompose:

@@ -232,7 +232,7 @@ class MatmulSpace(ScheduleSpace):
         thread = plan.thread_tiles or (0,) * len(self.nest.ranges)
         return {"par_m": thread[self.m], "par_n": thread[self.n], "cache_k": 0,
                 "reg_m": plan.register_tiles[self.m], "reg_n": plan.register_tiles[self.n],
-                "step_k": plan.reduction_tiles[self.k], "pack_b": 0}
+                "step_k": plan.reduction_tiles[self.k], "pack_b": 0, "n_outer": 0}
 
     def _knobs(self) -> list[Knob]:
         M, N, K = (self.nest.ranges[d] for d in (self.m, self.n, self.k))
@@ -254,6 +254,8 @@ class MatmulSpace(ScheduleSpace):
             Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
                  "reduction step: outer products per loop iteration"),
             Knob("pack_b", (0, 1), "copy each cache_k x reg_n panel of B to a contiguous buffer"),
+            Knob("n_outer", (0, 1), "loop order of the register tiles: N outside M (1) or M "
+                 "outside N (0); with pack_b, N is always outside"),
         ]
 
     def default(self) -> Config:
@@ -281,6 +283,12 @@ class MatmulSpace(ScheduleSpace):
             reduction[d] = 1
         reduction[self.k] = config["step_k"]
         outer = None
+        interchange = None
+        if config["n_outer"] and not config["pack_b"]:
+            order = list(range(n_loops))
+            order.remove(self.n)
+            order.insert(order.index(self.m), self.n)
+            interchange = tuple(order)
         packed: tuple[tuple[int, int], ...] = ()
         if config["pack_b"]:
             outer = [0] * n_loops
@@ -291,11 +299,14 @@ class MatmulSpace(ScheduleSpace):
             tag, thread_tiles=tuple(thread) if thread else None,
             cache_tiles=tuple(cache) if cache else None,
             outer_register_tiles=tuple(outer) if outer else None, packed_operands=packed,
-            register_tiles=tuple(register), reduction_tiles=tuple(reduction), vectorize=True)
+            register_tiles=tuple(register), register_interchange=interchange,
+            reduction_tiles=tuple(reduction), vectorize=True)
 
     def is_valid(self, config: Mapping[str, int]) -> bool:
         if config["pack_b"] and config["reg_n"] == self.nest.ranges[self.n] and not config["par_n"]:
             return False  # the whole of B in one panel: the copy buys nothing
+        if config["pack_b"] and config["n_outer"]:
+            return False  # the same loop nest as pack_b alone
         return super().is_valid(config)
 
 

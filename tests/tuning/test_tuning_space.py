@@ -135,3 +135,10 @@ def test_features_have_one_value_per_name(matmul_64):
     space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
     config = space.random(random.Random(1))
     assert len(space.features(config)) == len(space.feature_names())
+
+
+def test_loop_order_knob_renders_an_interchange(matmul_64):
+    space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
+    script = space.script({**space.default(), "n_outer": 1})
+    assert "interchange = [1, 0, 2]" in script
+    assert "interchange" not in space.script(space.default())
