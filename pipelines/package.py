@@ -213,7 +213,10 @@ def build_shared_library(
                  f"compiling {source.name}")
             objects.append(str(obj))
         # -z defs: an undefined symbol fails here, not when the package is loaded.
-        _run([*cc, "-shared", "-Wl,-z,defs", "-o", str(output), *objects, "-lpthread", "-lm", "-lc"],
+        # -Bsymbolic: the model binds to its own runtime even where the process already
+        # has MLIR's (a JIT loads libmlir_async_runtime globally).
+        _run([*cc, "-shared", "-Wl,-z,defs", "-Wl,-Bsymbolic", "-o", str(output), *objects,
+              "-lpthread", "-lm", "-lc"],
              "linking the shared library")
 
 

@@ -20,7 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
+/* Hidden: the model.o linked beside this file calls these; nothing outside the package
+ * library may bind to them (nor may the library bind to MLIR's own runtime that a JIT in
+ * the same process loaded globally). */
+#define RUNTIME_API __attribute__((visibility("hidden")))
 
 typedef void (*CoroResume)(void *);
 
@@ -73,11 +76,11 @@ static void destroy(Object *object) {
   free(object);
 }
 
-EXPORT void mlirAsyncRuntimeAddRef(void *ptr, int64_t count) {
+RUNTIME_API void mlirAsyncRuntimeAddRef(void *ptr, int64_t count) {
   __atomic_fetch_add(&((Object *)ptr)->refs, count, __ATOMIC_RELAXED);
 }
 
-EXPORT void mlirAsyncRuntimeDropRef(void *ptr, int64_t count) {
+RUNTIME_API void mlirAsyncRuntimeDropRef(void *ptr, int64_t count) {
   Object *object = ptr;
   int64_t previous = __atomic_fetch_sub(&object->refs, count, __ATOMIC_ACQ_REL);
   if (previous < count) die("reference count below zero");
@@ -129,7 +132,7 @@ static void start_pool(void) {
   pthread_attr_destroy(&attr);
 }
 
-EXPORT void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
+RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   pthread_once(&pool_once, start_pool);
   Task *task = malloc(sizeof(Task));
   if (!task) die("out of memory");
@@ -143,23 +146,23 @@ EXPORT void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   pthread_mutex_unlock(&pool_mu);
 }
 
-EXPORT int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
+RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
   pthread_once(&pool_once, start_pool);
   return pool_size;
 }
 
 /* ---- tokens, values, groups ---------------------------------------------------------- */
 
-EXPORT void *mlirAsyncRuntimeCreateToken(void) { return new_object(KIND_TOKEN, 2); }
+RUNTIME_API void *mlirAsyncRuntimeCreateToken(void) { return new_object(KIND_TOKEN, 2); }
 
-EXPORT void *mlirAsyncRuntimeCreateValue(int64_t size) {
+RUNTIME_API void *mlirAsyncRuntimeCreateValue(int64_t size) {
   Object *value = new_object(KIND_VALUE, 2);
   value->storage = calloc(1, size > 0 ? (size_t)size : 1);
   if (!value->storage) die("out of memory");
   return value;
 }
 
-EXPORT void *mlirAsyncRuntimeCreateGroup(int64_t size) {
+RUNTIME_API void *mlirAsyncRuntimeCreateGroup(int64_t size) {
   Object *group = new_object(KIND_GROUP, 1);
   group->pending = size;
   return group;
@@ -197,10 +200,10 @@ static void set_state(Object *object, int state) {
   mlirAsyncRuntimeDropRef(object, 1); /* the producing task's reference */
 }
 
-EXPORT void mlirAsyncRuntimeEmplaceToken(void *token) { set_state(token, AVAILABLE); }
-EXPORT void mlirAsyncRuntimeEmplaceValue(void *value) { set_state(value, AVAILABLE); }
-EXPORT void mlirAsyncRuntimeSetTokenError(void *token) { set_state(token, ERROR); }
-EXPORT void mlirAsyncRuntimeSetValueError(void *value) { set_state(value, ERROR); }
+RUNTIME_API void mlirAsyncRuntimeEmplaceToken(void *token) { set_state(token, AVAILABLE); }
+RUNTIME_API void mlirAsyncRuntimeEmplaceValue(void *value) { set_state(value, AVAILABLE); }
+RUNTIME_API void mlirAsyncRuntimeSetTokenError(void *token) { set_state(token, ERROR); }
+RUNTIME_API void mlirAsyncRuntimeSetValueError(void *value) { set_state(value, ERROR); }
 
 static int load_state(Object *object) {
   pthread_mutex_lock(&object->mu);
@@ -209,10 +212,10 @@ static int load_state(Object *object) {
   return state;
 }
 
-EXPORT bool mlirAsyncRuntimeIsTokenError(void *token) { return load_state(token) == ERROR; }
-EXPORT bool mlirAsyncRuntimeIsValueError(void *value) { return load_state(value) == ERROR; }
+RUNTIME_API bool mlirAsyncRuntimeIsTokenError(void *token) { return load_state(token) == ERROR; }
+RUNTIME_API bool mlirAsyncRuntimeIsValueError(void *value) { return load_state(value) == ERROR; }
 
-EXPORT bool mlirAsyncRuntimeIsGroupError(void *ptr) {
+RUNTIME_API bool mlirAsyncRuntimeIsGroupError(void *ptr) {
   Object *group = ptr;
   pthread_mutex_lock(&group->mu);
   bool error = group->errors > 0;
@@ -239,7 +242,7 @@ static void group_token_ready(void *group_ptr, void *token_ptr) {
   mlirAsyncRuntimeDropRef(group, 1);
 }
 
-EXPORT int64_t mlirAsyncRuntimeAddTokenToGroup(void *token_ptr, void *group_ptr) {
+RUNTIME_API int64_t mlirAsyncRuntimeAddTokenToGroup(void *token_ptr, void *group_ptr) {
   Object *token = token_ptr, *group = group_ptr;
   int64_t rank = __atomic_fetch_add(&group->rank, 1, __ATOMIC_RELAXED);
   /* Both stay alive until the token has been counted. */
@@ -266,11 +269,11 @@ static void wait_ready(Object *object) {
   pthread_mutex_unlock(&object->mu);
 }
 
-EXPORT void mlirAsyncRuntimeAwaitToken(void *token) { wait_ready(token); }
-EXPORT void mlirAsyncRuntimeAwaitValue(void *value) { wait_ready(value); }
-EXPORT void mlirAsyncRuntimeAwaitAllInGroup(void *group) { wait_ready(group); }
+RUNTIME_API void mlirAsyncRuntimeAwaitToken(void *token) { wait_ready(token); }
+RUNTIME_API void mlirAsyncRuntimeAwaitValue(void *value) { wait_ready(value); }
+RUNTIME_API void mlirAsyncRuntimeAwaitAllInGroup(void *group) { wait_ready(group); }
 
-EXPORT void *mlirAsyncRuntimeGetValueStorage(void *value) { return ((Object *)value)->storage; }
+RUNTIME_API void *mlirAsyncRuntimeGetValueStorage(void *value) { return ((Object *)value)->storage; }
 
 static void resume_coroutine(void *handle, void *resume) {
   ((CoroResume)resume)(handle);
@@ -289,19 +292,19 @@ static void await_and_execute(Object *object, void *handle, CoroResume resume) {
   resume(handle);
 }
 
-EXPORT void mlirAsyncRuntimeAwaitTokenAndExecute(void *token, void *handle, CoroResume resume) {
+RUNTIME_API void mlirAsyncRuntimeAwaitTokenAndExecute(void *token, void *handle, CoroResume resume) {
   await_and_execute(token, handle, resume);
 }
 
-EXPORT void mlirAsyncRuntimeAwaitValueAndExecute(void *value, void *handle, CoroResume resume) {
+RUNTIME_API void mlirAsyncRuntimeAwaitValueAndExecute(void *value, void *handle, CoroResume resume) {
   await_and_execute(value, handle, resume);
 }
 
-EXPORT void mlirAsyncRuntimeAwaitAllInGroupAndExecute(void *group, void *handle,
+RUNTIME_API void mlirAsyncRuntimeAwaitAllInGroupAndExecute(void *group, void *handle,
                                                       CoroResume resume) {
   await_and_execute(group, handle, resume);
 }
 
-EXPORT void mlirAsyncRuntimePrintCurrentThreadId(void) {
+RUNTIME_API void mlirAsyncRuntimePrintCurrentThreadId(void) {
   printf("Current thread id: %lu\n", (unsigned long)pthread_self());
 }

@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
+/* Hidden: the model.o linked beside this file calls these; nothing outside the package
+ * library may bind to them (nor may the library bind to MLIR's own runtime that a JIT in
+ * the same process loaded globally). */
+#define RUNTIME_API __attribute__((visibility("hidden")))
 
 typedef struct {
   int64_t rank;
@@ -42,7 +45,7 @@ static void copy_dims(int64_t element_size, int64_t rank, int64_t dim, const int
               src + i * src_strides[dim] * element_size, dst + i * dst_strides[dim] * element_size);
 }
 
-EXPORT void memrefCopy(int64_t element_size, UnrankedMemRef *src_arg, UnrankedMemRef *dst_arg) {
+RUNTIME_API void memrefCopy(int64_t element_size, UnrankedMemRef *src_arg, UnrankedMemRef *dst_arg) {
   int64_t rank = src_arg->rank;
   Descriptor *src = src_arg->descriptor, *dst = dst_arg->descriptor;
   const int64_t *sizes = src->sizes_and_strides;

@@ -262,3 +262,17 @@ def test_package_for_missing_cpu_features(package_path, tmp_path):
     path = _with_manifest(package_path, tmp_path, required_cpu_flags=["avx512f", "not_a_real_cpu_feature"])
     with pytest.raises(PackageTargetError, match="not_a_real_cpu_feature, which this CPU lacks"):
         tilecraft.runtime.load(path)
+
+
+def test_library_exports_the_entry_and_keeps_its_runtime_private(package_path, tmp_path):
+    """The C runtime linked into the package is hidden, so neither the package nor a JIT in
+    the same process binds to the other's async runtime."""
+    from tilecraft.runtime.libraries import llvm_tool
+
+    members = _members(package_path)
+    (tmp_path / fmt.LIBRARY).write_bytes(members[fmt.LIBRARY])
+    listing = subprocess.run([llvm_tool("llvm-nm"), "--dynamic", "--defined-only", str(tmp_path / fmt.LIBRARY)],
+                             capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in listing.splitlines() if line.strip()}
+    assert json.loads(members[fmt.MANIFEST])["symbol"] in exported
+    assert not {s for s in exported if s.startswith("mlirAsyncRuntime") or s == "memrefCopy"}
