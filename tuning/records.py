@@ -21,7 +21,7 @@ import statistics
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from ..pipelines.target import Target
 
@@ -171,6 +171,3 @@ def best_records(records: Iterable[Record]) -> dict[str, Record]:
             best[record.key] = record
     return best
 
-
-def iter_ok(records: Iterable[Record], key: str) -> Iterator[Record]:
-    return (r for r in records if r.key == key)

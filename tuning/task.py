@@ -136,7 +136,6 @@ def _inner_ops(op: ir.Operation) -> list[ir.Operation]:
 def _captured_constants(op: ir.Operation) -> list[ir.Value]:
     """Values the op's body uses from outside it (constants such as a ReLU's zero)."""
     inner = _inner_ops(op)
-    defined = {id(r) for r in []}
     local: list[ir.Value] = []
     for inner_op in inner:
         local.extend(inner_op.results)
@@ -156,7 +155,6 @@ def _captured_constants(op: ir.Operation) -> list[ir.Value]:
             if producer is None or producer.name != "arith.constant":
                 raise TaskExtractionError(f"{op.name} captures a non-constant value; not tunable")
             captured.append(value)
-    del defined
     return captured
 
 

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from ..errors import TaskExtractionError, TunerNameError, TuningError
 from ..pipelines.target import Target
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
-from .records import Record, RecordWriter, best_records, canonical_target, load_records
+from .records import Record, RecordWriter, canonical_target, load_records
 from .space import ScheduleSpace, space_for
 from .task import Task, extract_tasks
 from .tuners import TUNERS, Tuner, make_tuner
