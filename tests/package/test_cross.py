@@ -2,17 +2,22 @@
 
 The library is linked by the cross toolchain pipelines/package.py finds (``zig cc`` from
 the ``cross`` extra, or Debian's aarch64-linux-gnu-gcc); without one the test is skipped
-with the reason. Running it needs an AArch64 machine (or qemu-user with an AArch64 sysroot);
-here the ELF header proves what was built, and loading it on this machine must fail clearly.
+with the reason. The ELF header proves what was built, and loading it on this machine must
+fail clearly. Where Debian's ``qemu-user`` and ``libc6-arm64-cross`` are installed, the slow
+tier also runs a parallel matmul package under qemu-aarch64 through a small C harness
+(aarch64/run_matmul.c) that calls the library the way runtime/package.py does.
 """
 
 from __future__ import annotations
 
 import json
 import platform
+import shutil
 import struct
+import subprocess
 import tarfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +74,41 @@ def test_aarch64_package_holds_an_aarch64_shared_library(aarch64_package):
 def test_aarch64_package_is_refused_on_this_machine(aarch64_package):
     with pytest.raises(PackageTargetError, match=r"built for target 'llvm -mtriple=aarch64-linux-gnu' \(aarch64\)"):
         tilecraft.runtime.load(aarch64_package)
+
+
+MATMUL = textwrap.dedent("""
+    func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
+      %zero = arith.constant 0.0 : f32
+      %init = tensor.empty() : tensor<96x80xf32>
+      %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
+      %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>)
+                         outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
+      return %c : tensor<96x80xf32>
+    }
+""")
+SYSROOT = Path("/usr/aarch64-linux-gnu")
+
+
+@pytest.mark.slow
+def test_aarch64_package_runs_under_qemu(tmp_path):
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None or not (SYSROOT / "lib" / "libc.so.6").exists():
+        pytest.skip("needs Debian's qemu-user and libc6-arm64-cross")
+    try:
+        compiler = c_compiler(tilecraft.Target.parse(AARCH64))
+    except ToolchainError as error:
+        pytest.skip(f"no AArch64 cross toolchain: {error}")
+    package = tmp_path / "mm.tar"
+    # Two threads planned: the matmul runs on the package's async runtime.
+    tilecraft.compile(MATMUL, target=tilecraft.Target(mtriple="aarch64-linux-gnu", num_threads=2),
+                      package_path=package)
+    with tarfile.open(package) as archive:
+        (tmp_path / "model.so").write_bytes(archive.extractfile(fmt.LIBRARY).read())
+    harness = tmp_path / "run_matmul"
+    source = Path(__file__).with_name("aarch64") / "run_matmul.c"
+    subprocess.run([*compiler, "-O2", "-o", str(harness), str(source), "-ldl", "-lm"],
+                   check=True, capture_output=True, timeout=300)
+    completed = subprocess.run([qemu, "-L", str(SYSROOT), str(harness), str(tmp_path / "model.so")],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert completed.stdout.startswith("OK ")
