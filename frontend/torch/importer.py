@@ -126,7 +126,8 @@ class ProgramImporter:
         self.module = module
         self.table = table
         self.values: dict[fx.Node, Any] = {}
-        self._constants: dict[int, ir.Value] = {}  # id(array) -> its materialized constant
+        # id(array) -> (array, its materialized constant): each weight is emitted once
+        self._constants: dict[int, tuple[np.ndarray, ir.Value]] = {}
 
     # --- values ---------------------------------------------------------------------------
 
@@ -140,13 +141,12 @@ class ProgramImporter:
 
         if isinstance(value, np.ndarray):
             array = value if dtype is None else value.astype(dtype, copy=False)
-            key = id(array)
-            if key not in self._constants or array is not value:
-                constant = core.constant(array, name="weight")
-                if array is not value:
-                    return constant
-                self._constants[key] = constant
-            return self._constants[key]
+            cached = self._constants.get(id(array))
+            if cached is None or cached[0] is not array:
+                # the entry keeps the array alive, so its id cannot be reused by another one
+                cached = (array, core.constant(array, name="weight"))
+                self._constants[id(array)] = cached
+            return cached[1]
         if isinstance(value, (bool, int, float)):
             if dtype is None:
                 raise TypeError(f"a scalar {value!r} needs a dtype to become a tensor")
