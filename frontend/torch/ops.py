@@ -515,14 +515,8 @@ def any_(ctx: OpContext, x: Any, dims: Any = None, keepdim: bool = False) -> ir.
     return reduction.reduce(x, _dims(dims, _rank(x)), kind, keepdims=keepdim, unsigned=True)
 
 
-@aten("var.correction", "var.dim")
-def var(ctx: OpContext, x: Any, dims: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-        correction: float | None = None) -> ir.Value:
-    if ctx.node.target._overloadname == "dim":
-        correction = 1 if unbiased in (None, True) else 0
-    elif isinstance(unbiased, bool):  # var.correction(x, dims, *, correction, keepdim)
-        keepdim = unbiased
-    correction = 1 if correction is None else correction
+def _variance(ctx: OpContext, x: Any, dims: Any, correction: float, keepdim: bool) -> ir.Value:
+    """Sum of squared deviations from the mean over ``dims``, divided by ``N - correction``."""
     dtype = ctx.result_dtype()
     x = ctx.tensor(x, dtype)
     axes = _dims(dims, _rank(x))
@@ -534,6 +528,17 @@ def var(ctx: OpContext, x: Any, dims: Any = None, unbiased: Any = None, keepdim:
     count = reduction.count([extents[a] for a in axes], element)
     denominator = arith.subf(count, core.scalar_constant(float(correction), element))
     return core.elementwise([squares], element, lambda s: arith.divf(s, denominator))
+
+
+@aten("var.correction")
+def var_correction(ctx: OpContext, x: Any, dims: Any = None, *, correction: float | None = None,
+                   keepdim: bool = False) -> ir.Value:
+    return _variance(ctx, x, dims, 1 if correction is None else correction, keepdim)
+
+
+@aten("var.dim")
+def var_dim(ctx: OpContext, x: Any, dims: Any = None, unbiased: bool = True, keepdim: bool = False) -> ir.Value:
+    return _variance(ctx, x, dims, 1 if unbiased else 0, keepdim)
 
 
 @aten("_softmax.default", "_log_softmax.default", "softmax.int", "log_softmax.int")

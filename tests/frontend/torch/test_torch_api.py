@@ -148,6 +148,17 @@ def test_backend_compiles_and_follows_new_shapes():
             assert_close(compiled(x), model(x))
 
 
+def test_backend_with_symbolic_shapes():
+    torch._dynamo.reset()
+    model = small()
+    compiled = torch.compile(model, backend="tilecraft", dynamic=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TilecraftFallbackWarning)
+        for n in (2, 3, 3):
+            x = torch.randn(n, 2, 6, 6)
+            assert_close(compiled(x), model(x))
+
+
 def test_backend_falls_back_to_eager_with_one_warning():
     torch._dynamo.reset()
 

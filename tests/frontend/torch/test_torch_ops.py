@@ -34,7 +34,8 @@ ELEMENTWISE = {
     "neg": torch.neg, "abs": torch.abs, "erf": torch.erf, "clamp": lambda x: x.clamp(-0.5, 0.3),
     "where": lambda x: torch.where(x > 0, x, x * 0.1), "masked_fill": lambda x: x.masked_fill(x < 0, -2.0),
     "compare": lambda x: (x >= 0.2) | (x == x[0]) & (x != 1) | (x < -1), "maximum": lambda x: torch.maximum(x, x[1]),
-    "round": torch.round, "floor": torch.floor, "sign": torch.sign,
+    "floor_divide": lambda x: torch.div(x, 0.3, rounding_mode="floor"),
+    "trunc_divide": lambda x: torch.div(x, 0.3, rounding_mode="trunc"), "round": torch.round, "floor": torch.floor, "sign": torch.sign,
     "int_math": lambda x: (x * 10).long() // 3 + (x * 10).long() % 4, "cast": lambda x: (x > 0).float() + x.int(),
 }
 
