@@ -93,6 +93,13 @@ class Model:
         return path
 
 
+def is_onnx_source(source: Any) -> bool:
+    """An ``onnx.ModelProto`` or a path to an ``.onnx`` file (what :func:`load` reads as ONNX)."""
+    if type(source).__name__ == "ModelProto" and type(source).__module__.startswith("onnx"):
+        return True
+    return isinstance(source, (str, Path)) and "\n" not in str(source) and str(source).strip().endswith(".onnx")
+
+
 def _onnx_tensor_info(value: Any, overrides: Mapping[str, Sequence[int | None]]) -> TensorInfo:
     from onnx import helper
 

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from mlir import ir
 
 from ..errors import EntryPointError, TuningError
-from ..driver import Model
+from ..driver import Model, is_onnx_source, load
 from ..frontend.loader import load_module
 from ..runtime.compiled_module import CompiledModule
 from ..runtime.signature import EntrySignature
@@ -114,6 +114,8 @@ def compile(
     if tuning_records is not None:
         pipeline = with_tuning_records(pipeline, tuning_records, target)
     output_names = None
+    if package_path is not None and is_onnx_source(source):
+        source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
     if isinstance(source, Model):
         shape_dict = source.shape_dict if shape_dict is None else shape_dict
         output_names = source.output_names

@@ -75,6 +75,17 @@ def test_package_layout_and_manifest(package_path):
     assert manifest["outputs"][1]["shape"] == [None]
     assert manifest["target"] == "llvm" and manifest["machine"] == fmt.normalized_machine(os.uname().machine)
     assert len(manifest["sha256"][fmt.LIBRARY]) == 64
+    # W (64x48 f32) is a dense_resource weight: assembled from its bytes, not printed as IR
+    assert manifest["weights"]["tensors"] >= 1 and manifest["weights"]["bytes"] >= WEIGHTS.nbytes
+
+
+def test_compiling_an_onnx_path_names_the_outputs_after_the_graph(tmp_path, rand):
+    onnx.save(dense_model(), str(tmp_path / "dense.onnx"))
+    tilecraft.compile(str(tmp_path / "dense.onnx"), shape_dict={"x": [2, 64]}, package_path=tmp_path / "p.tar")
+    package = tilecraft.runtime.load(tmp_path / "p.tar")
+    assert package.output_names == ["activation", "total"]
+    x = rand((2, 64))
+    np.testing.assert_allclose(package(x)[0], reference(x)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_package_runs_and_matches_numpy(package, rand):
