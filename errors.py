@@ -88,3 +88,9 @@ class KnobError(TuningError, ValueError):
 
 class TaskExtractionError(TuningError, ValueError):
     """A model has no tunable task (e.g. only dynamic shapes), or ``tasks=`` names none of them."""
+
+
+class GraphError(CompileError):
+    """Graph-dialect IR is malformed (a fusion group whose terminator, anchor or signature
+    disagrees with its body, an unknown kind or layout), or a graph pass was given IR it
+    cannot transform; names the op."""

@@ -14,6 +14,7 @@ from ..frontend.loader import load_module
 from ..runtime.compiled_module import CompiledModule
 from ..runtime.signature import EntrySignature
 from .cpu import cpu_pipeline
+from .graph.fusion import count_groups
 from .package import PackageWriter
 from .pipeline import Pipeline, Stage
 from .target import Target
@@ -98,7 +99,10 @@ def compile(
       shape_dict: for ONNX models, input name -> shape (``None`` keeps a dim dynamic).
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
-      opt_level: LLVM optimization level for the JIT (0-3).
+      opt_level: 0-3, like TVM's PassContext opt_level: the LLVM optimization level for
+        the JIT, and which graph passes run (``pipelines/graph``: 1 dead code and CSE,
+        2 + constant folding and combined parallel matmuls, 3 + operator fusion; default
+        3). Applies to the default pipeline; a given ``pipeline`` is run as it is.
       keep_ir: keep the IR after each stage for :meth:`CompiledModule.ir`.
       tuning_records: a JSON-lines file written by :func:`tilecraft.tune`; each op with a
         successful record for ``target`` gets the fastest record's schedule, the others the
@@ -110,7 +114,7 @@ def compile(
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     target = Target.parse(target)
-    pipeline = pipeline if pipeline is not None else cpu_pipeline(target)
+    pipeline = pipeline if pipeline is not None else cpu_pipeline(target, opt_level=opt_level)
     if tuning_records is not None:
         pipeline = with_tuning_records(pipeline, tuning_records, target)
     output_names = None
@@ -128,9 +132,13 @@ def compile(
         # silently replaced the snapshot of what compilation started from.
         stage_ir: dict[str, str] = {"source": _asm(module)} if keep_ir else {}
 
+        group_count: list[int] = []
+
         def record(stage: Stage, current: ir.Module) -> None:
             if keep_ir:
                 stage_ir[stage.name] = _asm(current)
+            if stage.name == "graph" and "tilecraft-fuse-ops" in stage.passes:
+                group_count.append(count_groups(current.operation))
 
         writer = None
         if package_path is not None:
@@ -140,6 +148,8 @@ def compile(
         pipeline.run(module, after_stage=record)
         if writer is not None:
             writer.write(module, package_path)
-    return CompiledModule(
+    compiled = CompiledModule(
         module, signature, target=target, pipeline=pipeline, stage_ir=stage_ir, opt_level=opt_level
     )
+    compiled.group_count = group_count[0] if group_count else None
+    return compiled

@@ -15,6 +15,7 @@ from typing import Mapping
 from mlir import ir
 
 from .bool_memory import WIDEN_BOOL_MEMORY
+from .graph import graph_pass_elements
 from .passes import positive_int_option, register_pass, register_pipeline
 from .pipeline import Pipeline, Stage
 from .target import Target
@@ -82,8 +83,14 @@ def set_target_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
                 op.operation.attributes[name] = value
 
 
-def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
-    """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`."""
+def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipeline:
+    """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
+
+    ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
+    ``pipelines/graph``); at 3 it ends with fusion groups, unpacked first thing in ``simplify``.
+    """
+    graph_elements = graph_pass_elements(opt_level)
+    unpack = ("tilecraft-unpack-groups",) if "tilecraft-fuse-ops" in graph_elements else ()
     target = Target.parse(target)
     threads = target.num_threads
     async_lowering = (
@@ -110,8 +117,11 @@ def cpu_pipeline(target: "Target | str" = "llvm") -> Pipeline:
         (
             Stage("input", ("tilecraft-prepare-entry",),
                   "C interface on public functions; arguments read-only"),
-            Stage("simplify", ("canonicalize", "cse", "func.func(linalg-fuse-elementwise-ops)",
-                               "canonicalize"),
+            *((Stage("graph", tuple(graph_elements),
+                     "graph passes for opt_level: constant folding, combining, fusion groups"),)
+              if graph_elements else ()),
+            Stage("simplify", (*unpack, "canonicalize", "cse",
+                               "func.func(linalg-fuse-elementwise-ops)", "canonicalize"),
                   "fold constants, fuse elementwise producers into consumers"),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads}}}",

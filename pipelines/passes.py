@@ -27,6 +27,10 @@ class TilecraftPass:
     summary: str
     run: PassFunction
     options: Mapping[str, str] = field(default_factory=dict)
+    # Called with the context before the pass manager runs: loading a dialect (the IRDL
+    # graph dialect) from inside a running pass aborts MLIR ("appending to the MLIRContext
+    # dialect registry while in a multi-threaded execution context").
+    prepare: Callable[[ir.Context], None] | None = None
 
     def parse_options(self, text: str) -> dict[str, str]:
         """Parse ``"k1=v1 k2=v2"`` and reject options this pass does not declare."""
@@ -70,14 +74,16 @@ _PIPELINES: dict[str, TilecraftPipeline] = {}
 
 
 def register_pass(
-    argument: str, summary: str, options: Mapping[str, str] | None = None
+    argument: str, summary: str, options: Mapping[str, str] | None = None,
+    prepare: Callable[[ir.Context], None] | None = None,
 ) -> Callable[[PassFunction], PassFunction]:
-    """Decorator registering ``fn(module_op, options)`` as the tilecraft pass ``argument``."""
+    """Decorator registering ``fn(module_op, options)`` as the tilecraft pass ``argument``;
+    ``prepare(context)``, if given, runs when a pass manager is built with it."""
 
     def decorate(fn: PassFunction) -> PassFunction:
         if argument in _REGISTRY:
             raise PipelineError(f"tilecraft pass {argument!r} registered twice")
-        _REGISTRY[argument] = TilecraftPass(argument, summary, fn, dict(options or {}))
+        _REGISTRY[argument] = TilecraftPass(argument, summary, fn, dict(options or {}), prepare)
         return fn
 
     return decorate

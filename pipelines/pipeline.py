@@ -115,6 +115,8 @@ def build_pass_manager(
             name, option_text = _element_name_and_options(element)
             tc_pass = lookup_pass(name)
             if tc_pass is not None:
+                if tc_pass.prepare is not None:
+                    tc_pass.prepare(context)
                 pm.add(
                     _python_pass_callback(tc_pass, tc_pass.parse_options(option_text), errors),
                     name=tc_pass.argument,

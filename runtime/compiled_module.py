@@ -31,6 +31,10 @@ class CompiledModule:
     :attr:`signature` first, so a wrong call raises instead of reaching native code.
     """
 
+    # How many fusion groups (kernels after fusion) the graph stage formed; set by
+    # tilecraft.compile, None when the pipeline did not run tilecraft-fuse-ops.
+    group_count: int | None = None
+
     def __init__(
         self,
         llvm_module: ir.Module,

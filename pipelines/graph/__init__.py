@@ -1,0 +1,39 @@
+"""Graph-level passes over linalg on tensors, before the schedule: constant folding,
+combining parallel matmuls, operator fusion into ``graph.fusion_group`` ops (the graph
+dialect, ``tilecraft.dialects.graph``) and the lowering of groups back to tagged linalg ops.
+
+:func:`graph_pass_elements` says which run at each ``opt_level`` (TVM's PassContext levels):
+
+====  ==================================================================================
+0     none
+1     ``canonicalize``, ``cse`` (dead code and common subexpressions)
+2     + ``tilecraft-combine-parallel-matmul`` (Q/K/V in one matmul) and
+      ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
+      folded into conv and matmul weights and biases, constant subgraphs such as transposes
+      of weights evaluated)
+3     + ``tilecraft-fuse-ops`` (fusion groups; unpacked by ``tilecraft-unpack-groups`` at
+      the start of the simplify stage)
+====  ==================================================================================
+"""
+
+from __future__ import annotations
+
+from . import combine, constant_folding, fusion  # noqa: F401  (their decorators register passes)
+
+OPT_LEVELS = (0, 1, 2, 3)
+
+
+def graph_pass_elements(opt_level: int) -> list[str]:
+    """The graph stage's pass elements at ``opt_level`` (table in the module docstring)."""
+    if opt_level not in OPT_LEVELS:
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    elements: list[str] = []
+    if opt_level >= 1:
+        elements += ["canonicalize", "cse"]
+    if opt_level >= 2:
+        # Combining first: the concatenated weights are constants the folder evaluates.
+        elements += ["tilecraft-combine-parallel-matmul", "tilecraft-fold-constants",
+                     "canonicalize", "cse"]
+    if opt_level >= 3:
+        elements += ["tilecraft-fuse-ops"]
+    return elements

@@ -1,0 +1,344 @@
+"""Constant folding over linalg on tensors: ``tilecraft-fold-constants``.
+
+Two steps, in this order:
+
+1. *Affine epilogues into weights.* A convolution or matmul with a constant filter and a
+   zero-initialized accumulator, followed by a chain of single-use elementwise ops that are
+   affine in its result with per-output-channel constants (``x * a + b``: inference-mode
+   BatchNormalization as the ONNX importer emits it, or Mul/Add by per-channel constants),
+   becomes ``conv(x, W * s) + t`` where ``s`` and ``t`` are the chain evaluated at ``x = 1``
+   and ``x = 0`` (``s = f(1) - f(0)``). The rewrite only *builds* IR for ``s``, ``t`` and
+   ``W * s``; step 2 evaluates it.
+2. *Constant subgraphs evaluated.* Every op whose operands are all constants (per-channel
+   BatchNormalization arithmetic, ``W * s``, transposes and reshapes of weights) is
+   computed at compile time and replaced by one constant per value the rest of the graph
+   reads.
+
+Why evaluate with tilecraft's own JIT instead of numpy: the weights are ``dense_resource``
+blobs, which MLIR 22's Python bindings cannot read back (``DenseResourceElementsAttr`` has
+no buffer accessor), and a JIT gives every linalg op its exact semantics for free. The
+constant ops are cloned into a function of a scratch module in the same context and
+compiled without a schedule (scalar loops: these are small or run once).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Mapping
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func
+
+from ...dialects import graph
+from ...frontend.emit import core
+from ..loop_nest import is_structured
+from ..passes import register_pass
+
+# Ops whose result is a pure function of their operands, evaluable at compile time.
+_FOLDABLE = frozenset({
+    "tensor.empty", "tensor.expand_shape", "tensor.collapse_shape", "tensor.pad",
+    "tensor.extract_slice", "tensor.insert_slice", "tensor.concat", "tensor.cast",
+})
+# Leaves not worth folding: they make a constant larger than what they read.
+_NOT_LEAVES = frozenset({"tensor.empty", "linalg.fill", "linalg.broadcast"})
+# Anchor op -> (filter operand's output-channel dim, result's channel dim).
+_CHANNEL_DIMS = {
+    "linalg.conv_2d_nchw_fchw": (0, 1),
+    "linalg.depthwise_conv_2d_nchw_chw": (0, 1),
+    "linalg.conv_1d_ncw_fcw": (0, 1),
+    "linalg.matmul": (1, 1),
+}
+_AFFINE_OPS = frozenset({"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf"})
+
+
+class ConstantAnalysis:
+    """Which values of a function are compile-time constants (memoized by defining op)."""
+
+    def __init__(self) -> None:
+        self._known: dict[ir.Operation, bool] = {}
+
+    def op_is_constant(self, op: ir.Operation) -> bool:
+        if op in self._known:
+            return self._known[op]
+        result = False
+        if op.name == "arith.constant":
+            result = True
+        elif op.name in _FOLDABLE or is_structured(op):
+            captured = graph._walk_values([op])[1]
+            result = all(self.value_is_constant(v) for v in captured) and all(
+                isinstance(r.type, ir.RankedTensorType) and ir.RankedTensorType(r.type).has_static_shape
+                for r in op.results
+            )
+        self._known[op] = result
+        return result
+
+    def value_is_constant(self, value: ir.Value) -> bool:
+        owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
+        return owner is not None and self.op_is_constant(owner)
+
+
+# --- step 1: affine epilogues into weights --------------------------------------------------
+
+
+def _single_user(value: ir.Value) -> ir.Operation | None:
+    uses = list(value.uses)
+    return graph._op(uses[0].owner) if len(uses) == 1 else None
+
+
+def _is_zero_fill(value: ir.Value) -> bool:
+    owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
+    if owner is None or owner.name != "linalg.fill":
+        return False
+    scalar = graph._op(owner.operands[0].owner) if isinstance(owner.operands[0], ir.OpResult) else None
+    if scalar is None or scalar.name != "arith.constant":
+        return False
+    attr = scalar.attributes["value"]
+    return isinstance(attr, ir.FloatAttr) and ir.FloatAttr(attr).value == 0.0
+
+
+def _affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: ConstantAnalysis) -> int | None:
+    """If ``op`` is an elementwise generic affine in ``x`` with per-channel constant other
+    operands, the position of ``x`` among its inputs; else ``None``."""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return None
+    if any("parallel" not in str(it) for it in op.attributes["iterator_types"]):
+        return None
+    maps = [attr.value for attr in op.attributes["indexing_maps"]]
+    n_inputs = len(op.operands) - 1
+    positions = [i for i in range(n_inputs) if op.operands[i] == x]
+    if len(positions) != 1 or maps[positions[0]] != ir.AffineMap.get_identity(maps[0].n_dims):
+        return None
+    if op.results[0].type != x.type or maps[-1] != maps[positions[0]]:
+        return None
+    for i in range(n_inputs):
+        if i == positions[0]:
+            continue
+        if not constants.value_is_constant(op.operands[i]):
+            return None
+        for expr in maps[i].results:
+            if isinstance(expr, ir.AffineDimExpr) and expr.position != channel_dim:
+                return None
+            if not isinstance(expr, (ir.AffineDimExpr, ir.AffineConstantExpr)):
+                return None
+    body = op.regions[0].blocks[0]
+    linear = {body.arguments[positions[0]]}
+    if len(list(body.arguments[n_inputs].uses)):
+        return None  # reads its output: not elementwise
+    for inner in body.operations:
+        inner = inner.operation
+        depends = [v in linear for v in inner.operands]
+        if inner.name == "linalg.yield":
+            return positions[0] if depends == [True] else None
+        if not any(depends):
+            continue
+        if inner.name not in _AFFINE_OPS:
+            return None
+        if inner.name == "arith.mulf" and all(depends):
+            return None
+        if inner.name == "arith.divf" and depends[1]:
+            return None
+        linear.update(inner.results)
+    return None
+
+
+def _is_bias_add(op: ir.Operation, position: int) -> bool:
+    """``x + t`` already: folding it again would rebuild the same op forever."""
+    body = [o.operation for o in op.regions[0].blocks[0].operations]
+    return (len(body) == 2 and body[0].name == "arith.addf"
+            and op.regions[0].blocks[0].arguments[position] in list(body[0].operands))
+
+
+def _channel_view(value: ir.Value, affine_map: ir.AffineMap, channel_dim: int, channels: int) -> ir.Value:
+    """A per-channel operand as a ``[C]`` (or ``[1]``) tensor."""
+    has_channel = any(isinstance(e, ir.AffineDimExpr) and e.position == channel_dim
+                      for e in affine_map.results)
+    return core.reshape(value, [channels if has_channel else 1])
+
+
+def _clone_chain_body(chain: list[tuple[ir.Operation, int]], x: ir.Value,
+                      views: list[list[ir.Value | None]]) -> ir.Value:
+    """Clone the bodies of ``chain`` at the insertion point, ``x`` for the chained value."""
+    current = x
+    for (op, position), scalars in zip(chain, views):
+        body = op.regions[0].blocks[0]
+        mapping: dict[ir.Value, ir.Value] = {}
+        for i, arg in enumerate(list(body.arguments)[:-1]):
+            mapping[arg] = current if i == position else scalars[i]
+        for inner in body.operations:
+            inner = inner.operation
+            if inner.name == "linalg.yield":
+                current = mapping.get(inner.operands[0], inner.operands[0])
+                break
+            clone = inner.clone()
+            for n, value in enumerate(clone.operands):
+                if value in mapping:
+                    clone.operands[n] = mapping[value]
+            mapping.update(zip(inner.results, clone.results))
+    return current
+
+
+def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -> int:
+    """Step 1 of the module docstring over one function; returns how many were folded."""
+    folded = 0
+    block = function.regions[0].blocks[0]
+    for anchor in [o.operation for o in block.operations]:
+        dims = _CHANNEL_DIMS.get(anchor.name)
+        if dims is None or len(anchor.results) != 1:
+            continue
+        filter_dim, channel_dim = dims
+        weight = anchor.operands[1]
+        result_type = ir.RankedTensorType(anchor.results[0].type)
+        if (not constants.value_is_constant(weight) or not _is_zero_fill(anchor.operands[2])
+                or not isinstance(result_type.element_type, ir.FloatType)
+                or not result_type.has_static_shape):
+            continue
+        chain: list[tuple[ir.Operation, int]] = []
+        value = anchor.results[0]
+        while (user := _single_user(value)) is not None:
+            position = _affine_link(user, value, channel_dim, constants)
+            if position is None:
+                break
+            chain.append((user, position))
+            value = user.results[0]
+        if not chain or (len(chain) == 1 and _is_bias_add(*chain[0])):
+            continue
+        channels = result_type.shape[channel_dim]
+        element = result_type.element_type
+        last = chain[-1][0]
+        with ir.InsertionPoint(last), last.location:
+            flat_inputs: list[ir.Value] = []
+            slots: list[list[int | None]] = []
+            for op, position in chain:
+                maps = [attr.value for attr in op.attributes["indexing_maps"]]
+                row: list[int | None] = []
+                for i in range(len(op.operands) - 1):
+                    if i == position:
+                        row.append(None)
+                    else:
+                        flat_inputs.append(_channel_view(op.operands[i], maps[i], channel_dim, channels))
+                        row.append(len(flat_inputs) - 1)
+                slots.append(row)
+
+            def at(x_value: float):  # noqa: ANN202  (a body builder for core.elementwise)
+                def body(*scalars: ir.Value) -> ir.Value:
+                    x = arith.constant(element, x_value)
+                    views = [[None if s is None else scalars[s] for s in row] for row in slots]
+                    return _clone_chain_body(chain, x, views)
+                return body
+
+            shift = core.elementwise(flat_inputs, element, at(0.0), extents=[channels])
+            one = core.elementwise(flat_inputs, element, at(1.0), extents=[channels])
+            scale = core.elementwise([one, shift], element, lambda a, b: arith.subf(a, b))
+            weight_type = ir.RankedTensorType(weight.type)
+            column = [1] * weight_type.rank
+            column[filter_dim] = channels
+            new_weight = core.elementwise([weight, core.reshape(scale, column)], element,
+                                          lambda w, s: arith.mulf(w, s),
+                                          extents=list(weight_type.shape))
+            new_anchor = anchor.clone()
+            new_anchor.operands[1] = new_weight
+            bias_shape = [1] * result_type.rank
+            bias_shape[channel_dim] = channels
+            bias = core.reshape(shift, bias_shape[1:] if channel_dim == 1 and result_type.rank > 2
+                                else [channels])
+            result = core.elementwise([new_anchor.results[0], bias], element,
+                                      lambda y, t: arith.addf(y, t), extents=list(result_type.shape))
+        last.results[0].replace_all_uses_with(result)
+        for op, _ in reversed(chain):
+            op.erase()
+        anchor.erase()
+        folded += 1
+    return folded
+
+
+# --- step 2: constant subgraphs evaluated ---------------------------------------------------
+
+
+def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Context) -> list[np.ndarray]:
+    """Clone ``ops`` into ``@fold() -> leaves`` in a scratch module, JIT it, run it once."""
+    # Imported here: the CPU pipeline builds on this package (its graph stage).
+    from ...runtime.compiled_module import CompiledModule  # noqa: PLC0415
+    from ...runtime.signature import EntrySignature  # noqa: PLC0415
+    from ..cpu import cpu_pipeline  # noqa: PLC0415
+    from ..target import Target  # noqa: PLC0415
+
+    with context, ir.Location.unknown():
+        scratch = ir.Module.create()
+        with ir.InsertionPoint(scratch.body):
+            fold = func.FuncOp("fold", ir.FunctionType.get([], [v.type for v in leaves]))
+        block = fold.add_entry_block()
+        mapping: dict[ir.Value, ir.Value] = {}
+        with ir.InsertionPoint(block):
+            for op in ops:
+                clone = op.clone()
+
+                def rewire(inner: ir.Operation) -> ir.WalkResult:
+                    for n, value in enumerate(inner.operands):
+                        if value in mapping:
+                            inner.operands[n] = mapping[value]
+                    return ir.WalkResult.ADVANCE
+
+                clone.walk(rewire, ir.WalkOrder.PRE_ORDER)
+                mapping.update(zip(op.results, clone.results))
+            func.ReturnOp([mapping[v] for v in leaves])
+        payload = io.BytesIO()
+        scratch.operation.write_bytecode(payload)
+    # A fresh context: JIT-compiling registers LLVM translations in its context, which MLIR
+    # forbids while a pass manager runs there (it asserts). Bytecode carries the weights
+    # as binary resources.
+    fold_context = ir.Context()
+    with fold_context, ir.Location.unknown():
+        module = ir.Module.parse(payload.getvalue())
+        target = Target.parse("llvm")
+        pipeline = cpu_pipeline(target, opt_level=0).without("schedule")
+        signature = EntrySignature.from_function(module.body.operations[0].operation)
+        pipeline.run(module)
+        compiled = CompiledModule(module, signature, target=target, pipeline=pipeline,
+                                  stage_ir={}, opt_level=0)
+        results = compiled()
+    return list(results) if isinstance(results, tuple) else [results]
+
+
+def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis) -> int:
+    """Step 2 of the module docstring over one function; returns how many values it folded."""
+    block = function.regions[0].blocks[0]
+    needed: list[ir.Operation] = []
+    leaves: list[ir.Value] = []
+    for op in [o.operation for o in block.operations]:
+        if not constants.op_is_constant(op):
+            continue
+        needed.append(op)
+        if op.name in _NOT_LEAVES or op.name == "arith.constant":
+            continue
+        for result in op.results:
+            if any(not constants.op_is_constant(graph._op(u.owner)) for u in result.uses):
+                leaves.append(result)
+    if not leaves:
+        return 0
+    arrays = _evaluate(needed, leaves, function.context)
+    for index, (value, array) in enumerate(zip(leaves, arrays)):
+        owner = graph._op(value.owner)
+        with ir.InsertionPoint(owner), owner.location:
+            replacement = core.constant(np.asarray(array), name=f"folded_{index}")
+        value.replace_all_uses_with(replacement)
+    return len(leaves)
+
+
+def _functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+@register_pass(
+    "tilecraft-fold-constants",
+    "Fold per-channel affine epilogues (BatchNormalization, Mul/Add by constants) into conv "
+    "and matmul weights, then evaluate every constant subgraph at compile time",
+)
+def fold_constants_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: inference-mode BatchNormalization costs a full pass over every conv output, and
+    per-channel constant arithmetic and weight transposes would otherwise run on every call;
+    folded, a ResNet's conv + BN + ReLU is conv + bias + ReLU, fused into one kernel."""
+    for function in _functions(module):
+        fold_affine_epilogues(function, ConstantAnalysis())
+        fold_constant_subgraphs(function, ConstantAnalysis())

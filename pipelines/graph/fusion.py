@@ -1,0 +1,273 @@
+"""Operator fusion into ``graph.fusion_group`` ops, and their lowering back to linalg.
+
+The rules follow TVM's FuseOps, on linalg ops instead of Relay calls. Each op gets a class:
+
+- *anchors*: convolutions (``conv``), pooling (``pooling``), contractions with both an M
+  and an N loop (``matmul``), other ops with a reduction loop (``reduction``);
+- ``elementwise``: all loops parallel, every operand indexed by a projected permutation
+  (TVM's kElemWise and kBroadcast);
+- ``injective``: data movement (``tensor.pad``, ``linalg.transpose``,
+  ``linalg.broadcast``, slices, concatenation); ``reshape``: ``tensor.expand_shape`` and
+  ``collapse_shape``, which move no data, so they go wherever elementwise ops go;
+- ``init``: ``tensor.empty`` and ``linalg.fill`` (an op's output buffer and its zeroing);
+- everything else is opaque and left outside groups.
+
+A producer group joins its consumer's group only when *every* user of every value it
+defines is in that consumer group: so no work is ever duplicated (a producer with two
+consumers in different groups stays a kernel of its own), and the merged set is convex. The
+merge must also keep at most one anchor, with these pairings:
+
+- anchor + elementwise consumers (bias add, ReLU/GELU/SiLU, residual add, casts): TVM's
+  "out-elemwise-fusable" rule;
+- injective producers into any anchor (a ``tensor.pad`` into its convolution, a transpose
+  or reshape into a matmul); elementwise producers only into reductions (TVM fuses
+  injective ops into reductions; into a convolution or matmul an elementwise producer would
+  be recomputed once per window or per output tile);
+- elementwise and injective ops with each other, with no anchor involved;
+- the one exception to "one anchor": reductions that produce the same shape (softmax's max
+  and sum, layer norm's mean and variance: row statistics of one row set) share a group,
+  so softmax and layer normalization are one kernel each.
+
+``tilecraft-unpack-groups`` inlines every group again before the schedule stage, tagging
+its ops with ``tilecraft.group = <n>`` (and the anchor with ``tilecraft.group_anchor``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from mlir import ir
+
+from ...dialects import graph
+from ..loop_nest import LoopNest, analyze_loop_nests
+from ..passes import register_pass
+
+GROUP_ATTR = "tilecraft.group"
+ANCHOR_ATTR = "tilecraft.group_anchor"
+
+ANCHORS = ("conv", "pooling", "matmul", "reduction")
+# Reshapes move no data (they bufferize to views): they go wherever elementwise ops go.
+_RESHAPE_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
+_INJECTIVE_OPS = frozenset({
+    "tensor.pad", "tensor.extract_slice",
+    "tensor.insert_slice", "tensor.concat", "tensor.cast", "linalg.transpose",
+    "linalg.broadcast", "linalg.copy",
+})
+_INIT_OPS = frozenset({"tensor.empty", "linalg.fill"})
+
+
+def classify(op: ir.Operation, nest: LoopNest | None) -> str | None:
+    """The fusion class of a top-level op (see the module docstring); ``None``: opaque."""
+    name = op.name
+    if name in _INIT_OPS:
+        return "init"
+    if name in _RESHAPE_OPS:
+        return "reshape"
+    if name in _INJECTIVE_OPS:
+        return "injective"
+    if nest is None:
+        return None
+    if nest.convolution:
+        return "pooling" if "pooling" in nest.op_name else "conv"
+    if nest.contraction and nest.contraction[1] and nest.contraction[2]:
+        return "matmul"
+    if not all(nest.parallel):
+        return "reduction"
+    return "elementwise" if nest.projected else "injective"
+
+
+@dataclass
+class _Group:
+    ops: list[ir.Operation] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+
+    @property
+    def anchors(self) -> list[tuple[ir.Operation, str]]:
+        return [(o, c) for o, c in zip(self.ops, self.classes) if c in ANCHORS]
+
+    def has_only(self, allowed: set[str]) -> bool:
+        return all(c in allowed for c in self.classes)
+
+
+def _top_level(op: ir.Operation, block_owner: ir.Operation) -> ir.Operation | None:
+    """The ancestor of ``op`` directly in ``block_owner``'s body (``None`` if not inside)."""
+    while op is not None:
+        parent = op.parent
+        if parent is None:
+            return None
+        parent = graph._op(parent)
+        if parent == block_owner:
+            return op
+        op = parent
+    return None
+
+
+def _reduction_shape(op: ir.Operation) -> str:
+    return ",".join(str(r.type) for r in op.results)
+
+
+def can_merge(producer: _Group, consumer: _Group) -> bool:
+    """TVM's pairing rules (module docstring) for ``producer`` joining ``consumer``."""
+    anchors = producer.anchors + consumer.anchors
+    if len(anchors) > 1:
+        return (all(cls == "reduction" for _, cls in anchors)
+                and len({_reduction_shape(op) for op, _ in anchors}) == 1
+                and producer.has_only({"reduction", "elementwise", "reshape", "injective", "init"})
+                and consumer.has_only({"reduction", "elementwise", "reshape", "injective", "init"}))
+    if producer.has_only({"init"}):
+        return True
+    if producer.anchors:
+        # out-elemwise-fusable: the consumer side holds only elementwise ops (and inits).
+        return consumer.has_only({"elementwise", "reshape", "init"})
+    if consumer.anchors:
+        kind = consumer.anchors[0][1]
+        allowed = {"injective", "reshape", "init"} | ({"elementwise"} if kind == "reduction" else set())
+        return producer.has_only(allowed)
+    return True
+
+
+def _group_kind(group: _Group) -> tuple[str, ir.Operation | None]:
+    if group.anchors:
+        op, cls = group.anchors[0]
+        return cls, op
+    if "injective" in group.classes or "elementwise" not in group.classes:
+        return "injective", None
+    return "elementwise", None
+
+
+def private_inits(func: ir.Operation) -> None:
+    """Give every user of a shared ``tensor.empty`` or ``linalg.fill`` its own copy.
+
+    Why: CSE merges equal inits (all zero accumulators of one shape become one fill); they
+    are an op's output buffer, not shared work, and a shared one would tie otherwise
+    independent groups together (or stay a kernel of its own)."""
+    block = func.regions[0].blocks[0]
+    for op in [o.operation for o in block.operations]:
+        if op.name not in _INIT_OPS or len(op.results) != 1:
+            continue
+        for use in list(op.results[0].uses)[1:]:
+            owner = graph._op(use.owner)
+            clone = op.clone(ip=ir.InsertionPoint(op))
+            if op.name == "linalg.fill":
+                init = op.operands[1]
+                source = graph._op(init.owner) if isinstance(init, ir.OpResult) else None
+                if source is not None and source.name == "tensor.empty":
+                    clone.operands[1] = source.clone(ip=ir.InsertionPoint(clone)).results[0]
+            owner.operands[use.operand_number] = clone.results[0]
+
+
+def fuse_function(func: ir.Operation, nests: Mapping[ir.Operation, LoopNest]) -> list[graph.FusionGroup]:
+    """Partition the body of ``func`` into fusion groups and outline them; returns them."""
+    block = func.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    group_of: dict[ir.Operation, int] = {}
+    groups: dict[int, _Group] = {}
+    for op in ops:
+        cls = classify(op, nests.get(op))
+        if cls is None:
+            continue
+        group_of[op] = len(groups)
+        groups[len(groups)] = _Group([op], [cls])
+
+    def users(group_id: int) -> set[int | None]:
+        found: set[int | None] = set()
+        for op in groups[group_id].ops:
+            for result in op.results:
+                for use in result.uses:
+                    top = _top_level(graph._op(use.owner), func)
+                    found.add(group_of.get(top) if top is not None else None)
+        return found
+
+    def producers(group_id: int) -> list[int]:
+        found: list[int] = []
+        member_set = set(groups[group_id].ops)
+
+        def visit(inner: ir.Operation) -> ir.WalkResult:
+            for value in inner.operands:
+                owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
+                if owner is None or owner in member_set:
+                    continue
+                top = _top_level(owner, func)
+                gid = group_of.get(top)
+                if gid is not None and gid != group_id and gid not in found:
+                    found.append(gid)
+            return ir.WalkResult.ADVANCE
+
+        for member in groups[group_id].ops:
+            member.walk(visit, ir.WalkOrder.PRE_ORDER)
+        return found
+
+    for op in ops:
+        if op not in group_of or groups[group_of[op]].classes == ["init"]:
+            continue
+        current = group_of[op]
+        changed = True
+        while changed:
+            changed = False
+            for gid in producers(current):
+                if users(gid) - {gid, current}:
+                    continue
+                if not can_merge(groups[gid], groups[current]):
+                    continue
+                merged = groups.pop(gid)
+                for member in merged.ops:
+                    group_of[member] = current
+                groups[current].ops.extend(merged.ops)
+                groups[current].classes.extend(merged.classes)
+                changed = True
+                break
+    # Plans are made before any op moves: outlining moves ops into regions.
+    order = {op: index for index, op in enumerate(ops)}
+    plans = []
+    for gid in sorted(groups, key=lambda g: max(order[o] for o in groups[g].ops)):
+        group = groups[gid]
+        if group.has_only({"init"}) and all(o.name == "tensor.empty" for o in group.ops):
+            continue  # an empty alone computes nothing
+        plans.append((sorted(group.ops, key=order.__getitem__), *_group_kind(group)))
+    return [graph.outline_group(members, kind=kind, anchor=anchor) for members, kind, anchor in plans]
+
+
+def _functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+@register_pass(
+    "tilecraft-fuse-ops",
+    "Group linalg ops into graph.fusion_group kernels (TVM FuseOps rules: one anchor per "
+    "group with its elementwise consumers and injective producers, no duplicated work)",
+    prepare=graph.load,
+)
+def fuse_ops_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: one kernel per group instead of one per op keeps intermediate tensors in cache
+    (bias add and ReLU applied to a convolution's tile while it is hot), and each group's
+    signature names a tuning task."""
+    functions = _functions(module)
+    for func in functions:
+        private_inits(func)
+    # Analyzed after the inits are copied: the pairing of ops with their nests is by object.
+    nests = dict(analyze_loop_nests(module))
+    for func in _functions(module):
+        fuse_function(func, nests)
+
+
+@register_pass(
+    "tilecraft-unpack-groups",
+    "Inline every graph.fusion_group back into linalg ops tagged tilecraft.group = <n>",
+    prepare=graph.load,
+)
+def unpack_groups_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the schedule and bufferization work on linalg ops; the tags keep the grouping
+    visible to them (the anchor is tagged ``tilecraft.group_anchor``)."""
+    i64 = ir.IntegerType.get_signless(64, module.context)
+    for index, group in enumerate(graph.fusion_groups(module)):
+        anchor = group.anchor
+        if anchor is not None:
+            anchor.attributes[ANCHOR_ATTR] = ir.UnitAttr.get(module.context)
+        graph.inline_group(group, marker=[(GROUP_ATTR, ir.IntegerAttr.get(i64, index))])
+
+
+def count_groups(module: ir.Operation) -> int:
+    """How many fusion groups ``module`` holds (the kernels after fusion)."""
+    return len(graph.fusion_groups(module))

@@ -1,0 +1,108 @@
+"""Small ONNX models for the graph-pass tests, built in memory with seeded random weights.
+
+Why here and not a file: the tests need exact topologies (a conv + BatchNormalization +
+ReLU block with a residual add; a BERT-style encoder layer whose Q/K/V projections share
+their input), and torchvision does not import beside the CPU torch wheel (STACK.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(array.astype(np.float32), name)
+
+
+def conv_bn_block(channels: int = 8, size: int = 10, seed: int = 0) -> onnx.ModelProto:
+    """x -> Conv(pad 1) -> BatchNormalization -> Relu -> Conv -> BatchNormalization -> Add(x)
+    -> Relu: a ResNet basic block, batch 1, NCHW."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits, nodes = [], []
+    for i in (1, 2):
+        inits += [
+            _init(f"w{i}", rng.standard_normal((c, c, 3, 3)) * np.sqrt(2.0 / (9 * c))),
+            _init(f"scale{i}", rng.uniform(0.5, 1.5, c)),
+            _init(f"bias{i}", rng.uniform(-0.5, 0.5, c)),
+            _init(f"mean{i}", rng.uniform(-0.5, 0.5, c)),
+            _init(f"var{i}", rng.uniform(0.5, 1.5, c)),
+        ]
+    nodes += [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("BatchNormalization", ["c1", "scale1", "bias1", "mean1", "var1"], ["b1"], name="bn1"),
+        helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        helper.make_node("BatchNormalization", ["c2", "scale2", "bias2", "mean2", "var2"], ["b2"], name="bn2"),
+        helper.make_node("Add", ["b2", "x"], ["s"], name="residual"),
+        helper.make_node("Relu", ["s"], ["y"], name="relu2"),
+    ]
+    graph = helper.make_graph(
+        nodes, "conv_bn_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, size, size])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def bert_layer(seq: int = 16, hidden: int = 32, heads: int = 4, ffn: int = 64,
+               seed: int = 0) -> onnx.ModelProto:
+    """One post-norm BERT encoder layer on [seq, hidden]: Q/K/V MatMuls sharing the input,
+    per-head attention with Softmax, output projection, residual + LayerNormalization, a
+    Gelu feed-forward, residual + LayerNormalization."""
+    rng = np.random.default_rng(seed)
+    d = hidden // heads
+    w = lambda *shape: rng.standard_normal(shape) / np.sqrt(shape[0])  # noqa: E731
+    inits = [
+        _init("wq", w(hidden, hidden)), _init("bq", rng.uniform(-0.1, 0.1, hidden)),
+        _init("wk", w(hidden, hidden)), _init("bk", rng.uniform(-0.1, 0.1, hidden)),
+        _init("wv", w(hidden, hidden)), _init("bv", rng.uniform(-0.1, 0.1, hidden)),
+        _init("wo", w(hidden, hidden)), _init("bo", rng.uniform(-0.1, 0.1, hidden)),
+        _init("w1", w(hidden, ffn)), _init("b1", rng.uniform(-0.1, 0.1, ffn)),
+        _init("w2", w(ffn, hidden)), _init("b2", rng.uniform(-0.1, 0.1, hidden)),
+        _init("g1", rng.uniform(0.5, 1.5, hidden)), _init("beta1", rng.uniform(-0.1, 0.1, hidden)),
+        _init("g2", rng.uniform(0.5, 1.5, hidden)), _init("beta2", rng.uniform(-0.1, 0.1, hidden)),
+        numpy_helper.from_array(np.array([seq, heads, d], np.int64), "heads_shape"),
+        numpy_helper.from_array(np.array([seq, hidden], np.int64), "flat_shape"),
+        _init("inv_sqrt_d", np.array(1.0 / np.sqrt(d))),
+    ]
+    nodes = []
+    for name in ("q", "k", "v"):
+        nodes += [
+            helper.make_node("MatMul", ["x", f"w{name}"], [f"{name}_mm"], name=f"{name}_proj"),
+            helper.make_node("Add", [f"{name}_mm", f"b{name}"], [f"{name}_b"], name=f"{name}_bias"),
+            helper.make_node("Reshape", [f"{name}_b", "heads_shape"], [f"{name}_r"], name=f"{name}_split"),
+        ]
+    nodes += [
+        helper.make_node("Transpose", ["q_r"], ["q_t"], perm=[1, 0, 2]),
+        helper.make_node("Transpose", ["k_r"], ["k_t"], perm=[1, 2, 0]),
+        helper.make_node("Transpose", ["v_r"], ["v_t"], perm=[1, 0, 2]),
+        helper.make_node("MatMul", ["q_t", "k_t"], ["scores_raw"], name="scores"),
+        helper.make_node("Mul", ["scores_raw", "inv_sqrt_d"], ["scores_s"]),
+        helper.make_node("Softmax", ["scores_s"], ["probs"], axis=-1, name="softmax"),
+        helper.make_node("MatMul", ["probs", "v_t"], ["ctx"], name="context"),
+        helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[1, 0, 2]),
+        helper.make_node("Reshape", ["ctx_t", "flat_shape"], ["ctx_f"]),
+        helper.make_node("MatMul", ["ctx_f", "wo"], ["o_mm"], name="out_proj"),
+        helper.make_node("Add", ["o_mm", "bo"], ["o_b"]),
+        helper.make_node("Add", ["o_b", "x"], ["res1"], name="residual1"),
+        helper.make_node("LayerNormalization", ["res1", "g1", "beta1"], ["ln1"], axis=-1, name="ln1"),
+        helper.make_node("MatMul", ["ln1", "w1"], ["f1"], name="ffn1"),
+        helper.make_node("Add", ["f1", "b1"], ["f1b"]),
+        helper.make_node("Gelu", ["f1b"], ["f1g"], name="gelu") if False else
+        helper.make_node("Relu", ["f1b"], ["f1g"], name="act"),
+        helper.make_node("MatMul", ["f1g", "w2"], ["f2"], name="ffn2"),
+        helper.make_node("Add", ["f2", "b2"], ["f2b"]),
+        helper.make_node("Add", ["f2b", "ln1"], ["res2"], name="residual2"),
+        helper.make_node("LayerNormalization", ["res2", "g2", "beta2"], ["y"], axis=-1, name="ln2"),
+    ]
+    graph = helper.make_graph(
+        nodes, "bert_layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [seq, hidden])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
