@@ -136,11 +136,11 @@ def load(
             raise ModelImportError(f"{path}: no such file")
         if shape_dict:
             raise ModelImportError("shape_dict applies to ONNX models only")
-        return Model(path.read_text() if path.suffix == ".mlir" else path.read_bytes(), None, path.name)
+        return _mlir_model(path.read_text() if path.suffix == ".mlir" else path.read_bytes(), path.name)
     if path is None and isinstance(path_or_module, str):
         if shape_dict:
             raise ModelImportError("shape_dict applies to ONNX models only")
-        return Model(path_or_module, None, "module.mlir")
+        return _mlir_model(path_or_module, "module.mlir")
     from .frontend.onnx.model import infer_shapes, load_model, override_input_shapes
 
     if path is not None and not path.is_file():
@@ -186,7 +186,33 @@ def _load_exported_program(path: Path, shape_dict: Mapping[str, Any] | None) -> 
     module = import_exported(program.run_decompositions())
     buffer = io.BytesIO()
     module.operation.write_bytecode(buffer)
-    return Model(buffer.getvalue(), None, path.name, torch_program=program)
+    model = _mlir_model(buffer.getvalue(), path.name)
+    model.torch_program = program
+    return model
+
+
+def _mlir_model(source: "str | bytes", name: str) -> Model:
+    """A model of MLIR text or bytecode, its inputs and outputs read from the entry function
+    (none listed when the module has several public functions: compile picks with entry=)."""
+    from mlir import ir
+
+    from .errors import EntryPointError
+    from .frontend.loader import load_module
+    from .pipelines.compiler import find_entry
+    from .runtime.signature import EntrySignature
+
+    context = ir.Context()
+    module = load_module(source, context)
+    try:
+        with context:
+            signature = EntrySignature.from_function(find_entry(module, None))
+    except EntryPointError:
+        return Model(source, None, name)
+    return Model(
+        source, None, name,
+        [TensorInfo(s.name, s.dtype.name, s.shape) for s in signature.arguments],
+        [TensorInfo(s.name, s.dtype.name, s.shape) for s in signature.results],
+    )
 
 
 @dataclass
