@@ -212,3 +212,21 @@ def test_compile_and_run_a_pytorch_program(torch_program, tmp_path, capsys):
 def test_onnxruntime_anchor_needs_an_onnx_model(torch_program, capsys):
     assert run_cli(["bench", str(torch_program), "--vs", "onnxruntime"]) == 2
     assert "the onnxruntime anchor runs ONNX models" in _error_line(capsys)
+
+
+def test_run_needs_no_mlir(package, tmp_path):
+    """`tilecraft run` imports the package loader only: it works where `import mlir` fails."""
+    script = (
+        "import importlib.abc, sys\n"
+        "class NoMLIR(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('mlir', 'onnx', 'onnxruntime', 'torch'):\n"
+        "            raise ImportError(name + ' is blocked')\n"
+        "sys.meta_path.insert(0, NoMLIR())\n"
+        "from tilecraft.tools.cli import run_cli\n"
+        "sys.exit(run_cli(sys.argv[1:]))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script, "run", str(package), "--print-time", "--repeat", "2"],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert "Execution time summary" in completed.stdout
