@@ -287,3 +287,27 @@ def test_library_exports_the_entry_and_keeps_its_runtime_private(package_path, t
     exported = {line.split()[-1] for line in listing.splitlines() if line.strip()}
     assert json.loads(members[fmt.MANIFEST])["symbol"] in exported
     assert not {s for s in exported if s.startswith("mlirAsyncRuntime") or s == "memrefCopy"}
+
+
+def test_scalar_arguments_travel_by_value(tmp_path, rand):
+    text = textwrap.dedent("""
+        func.func @axpb(%x: tensor<16xf32>, %a: f32, %b: f64) -> tensor<16xf32> {
+          %init = tensor.empty() : tensor<16xf32>
+          %bf = arith.truncf %b : f64 to f32
+          %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                               iterator_types = ["parallel"]}
+              ins(%x : tensor<16xf32>) outs(%init : tensor<16xf32>) {
+            ^bb0(%v: f32, %out: f32):
+              %m = arith.mulf %v, %a : f32
+              %s = arith.addf %m, %bf : f32
+              linalg.yield %s : f32
+          } -> tensor<16xf32>
+          return %r : tensor<16xf32>
+        }
+    """)
+    tilecraft.compile(text, package_path=tmp_path / "axpb.tar")
+    package = tilecraft.runtime.load(tmp_path / "axpb.tar")
+    x = rand((16,))
+    np.testing.assert_allclose(package(x, 2.5, -1.25), x * 2.5 - 1.25, rtol=1e-6)
+    with pytest.raises(ArgumentTypeError, match="expected a scalar float32"):
+        package(x, "2", 1.0)
