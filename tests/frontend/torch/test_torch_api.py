@@ -159,6 +159,29 @@ def test_backend_with_symbolic_shapes():
             assert_close(compiled(x), model(x))
 
 
+def test_backend_compiles_each_graph_around_a_graph_break():
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting_backend(graph, example_inputs):
+        from tilecraft.frontend.torch.dynamo import tilecraft_backend
+
+        graphs.append(graph)
+        return tilecraft_backend(graph, example_inputs)
+
+    def two_graphs(x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(x) @ x.T
+        torch._dynamo.graph_break()
+        return y.softmax(-1) + 1
+
+    compiled = torch.compile(two_graphs, backend=counting_backend)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TilecraftFallbackWarning)
+        x = torch.randn(4, 4)
+        assert_close(compiled(x), two_graphs(x))
+    assert len(graphs) == 2
+
+
 def test_backend_falls_back_to_eager_with_one_warning():
     torch._dynamo.reset()
 
