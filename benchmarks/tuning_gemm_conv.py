@@ -4,12 +4,15 @@ schedule vs tuned, and the XGBoost tuner's curve against random search, in one r
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/tuning_gemm_conv.py \\
         --trials 200 --out bench-tuning
 
-For each workload and each tuner (``--tuners``, default ``random,xgb``) it tunes with
-``trials`` measurements (N), compiles with the records, and measures in this process. It then
-prints how many trials the XGBoost tuner needed to reach the best GFLOPS random search found
-in N trials (the issue's target: at most N/3), and writes ``report.png`` (best-so-far vs
-trials per tuner). No thresholds: the figures are for notes. Quote ``/proc/loadavg`` with
-them: on a shared machine every number, numpy's included, moves with the load.
+For each workload the tuners (``--tuners``, default ``random,xgb``) get N = ``--trials``
+measurements each, interleaved batch by batch in one worker
+(``tilecraft.tuning.tune.compare_tuners``) so load drift hits them alike; then the reference
+(numpy / PyTorch), the default schedule and each tuner's best records are compiled and timed
+in this process, round-robin. It prints how many trials the XGBoost tuner needed to reach
+the best GFLOPS random search found in N trials (the issue's target: at most N/3), and
+writes ``report.png`` (best-so-far vs trials per tuner). No thresholds: the figures are for
+notes. Quote the load average with them: on a shared machine every number, numpy's
+included, moves with the load.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import tilecraft
 from tilecraft.runtime.timing import measure
 from tilecraft.tuning import load_records
 from tilecraft.tuning.report import best_so_far, plot_report
+from tilecraft.tuning.tune import compare_tuners
 
 GEMM = """
 func.func @gemm(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
@@ -53,8 +57,14 @@ func.func @conv(%x: tensor<1x64x58x58xf32>, %w: tensor<64x64x3x3xf32>) -> tensor
 CONV_FLOPS = 2 * 64 * 56 * 56 * 64 * 9
 
 
-def _median_seconds(fn, repeat: int) -> float:
-    return measure(fn, repeat=repeat, min_repeat_ms=200).median
+def interleaved_seconds(functions: dict[str, object], repeat: int) -> dict[str, float]:
+    """Median seconds per call of each function, measured round-robin (``repeat`` rounds) so
+    that load drift on a shared machine affects them all alike."""
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(repeat):
+        for name, fn in functions.items():
+            samples[name].append(measure(fn, repeat=1, min_repeat_ms=200).per_call[0])
+    return {name: float(np.median(values)) for name, values in samples.items()}
 
 
 def trials_to_reach(curve: list[float], level: float) -> int | None:
@@ -62,48 +72,47 @@ def trials_to_reach(curve: list[float], level: float) -> int | None:
     return next((i + 1 for i, value in enumerate(curve) if value >= level), None)
 
 
-def _tuner_curve(path: Path) -> list[float]:
-    records = load_records(path)
-    return best_so_far(records)
-
-
 def run_workload(name: str, source: str, flops: float, arrays: list[np.ndarray], reference,
                  reference_name: str, args: argparse.Namespace, out: Path) -> dict[str, list[float]]:
-    print(f"\n== {name} ==")
-    default = tilecraft.compile(source, keep_ir=False)
+    print(f"\n== {name} ==", flush=True)
+    tuners = args.tuners.split(",")
+    records = {tuner: out / f"{name}-{tuner}.jsonl" for tuner in tuners}
+    for path in records.values():
+        if path.exists():
+            path.unlink()
+    (task,) = tilecraft.extract_tasks(source)
+    start = time.perf_counter()
+    results = compare_tuners(task, records, trials=args.trials, timeout=args.timeout,
+                             batch_size=args.batch)
+    print(f"tuning: {time.perf_counter() - start:.0f} s for {len(tuners)} x {args.trials} trials "
+          f"(interleaved batches of {args.batch})")
     expected = reference()
-    ref_seconds = _median_seconds(reference, args.repeat)
-    default_seconds = _median_seconds(lambda: default(*arrays), args.repeat)
-    rows = [(reference_name, ref_seconds, "")]
-    rows.append(("tilecraft default", default_seconds,
-                 "ok" if np.allclose(default(*arrays), expected, rtol=1e-3, atol=1e-2) else "MISMATCH"))
-    curves = {}
-    for tuner in args.tuners.split(","):
-        records = out / f"{name}-{tuner}.jsonl"
-        if records.exists() and not args.resume:
-            records.unlink()
-        start = time.perf_counter()
-        tilecraft.tune(source, trials=args.trials, tuning_records=records, tuner=tuner,
-                       timeout=args.timeout, early_stopping=None,
-                       prior_records=records if args.resume else None, batch_size=args.batch)
-        tuning_seconds = time.perf_counter() - start
-        tuned = tilecraft.compile(source, keep_ir=False, tuning_records=records)
-        seconds = _median_seconds(lambda: tuned(*arrays), args.repeat)
-        ok = np.allclose(tuned(*arrays), expected, rtol=1e-3, atol=1e-2)
-        rows.append((f"tilecraft tuned ({tuner}, {tuning_seconds:.0f} s)", seconds,
-                     "ok" if ok else "MISMATCH"))
-        curves[tuner] = _tuner_curve(records)
-    print(f"{'':40} {'ms':>9} {'GFLOPS':>8} {'vs ' + reference_name:>14}")
-    for label, seconds, check in rows:
-        print(f"{label:40} {seconds * 1e3:>9.3f} {flops / seconds / 1e9:>8.1f} "
-              f"{ref_seconds / seconds:>13.2f}x  {check}")
+    modules = {"tilecraft default": tilecraft.compile(source, keep_ir=False)}
+    for tuner in tuners:
+        modules[f"tilecraft tuned ({tuner})"] = tilecraft.compile(
+            source, keep_ir=False, tuning_records=records[tuner])
+    functions = {reference_name: reference}
+    functions.update({label: (lambda m=m: m(*arrays)) for label, m in modules.items()})
+    seconds = interleaved_seconds(functions, args.repeat)
+    print(f"{'':32} {'ms':>9} {'GFLOPS':>8} {'vs ' + reference_name:>10}  check")
+    for label, value in seconds.items():
+        check = ""
+        if label in modules:
+            check = "ok" if np.allclose(modules[label](*arrays), expected, rtol=1e-3, atol=1e-2) else "MISMATCH"
+        print(f"{label:32} {value * 1e3:>9.3f} {flops / value / 1e9:>8.1f} "
+              f"{seconds[reference_name] / value:>9.2f}x  {check}")
+    curves = {tuner: best_so_far(load_records(path)) for tuner, path in records.items()}
+    for tuner, result in results.items():
+        print(f"{tuner}: best {result.best_gflops:.1f} GFLOPS in the worker after {result.trials} "
+              f"trials (default {result.default_gflops:.1f}); config {result.best_config}")
     if "xgb" in curves and "random" in curves and curves["random"]:
-        target = curves["random"][-1]
-        exact = trials_to_reach(curves["xgb"], target)
-        near = trials_to_reach(curves["xgb"], 0.95 * target)
-        print(f"random's best after {len(curves['random'])} trials: {target:.1f} GFLOPS (measured in "
-              f"the worker); xgb reaches it after {exact or 'never (>' + str(len(curves['xgb'])) + ')'} "
-              f"trials, 95% of it after {near} trials (target: <= {len(curves['random']) // 3})")
+        level = curves["random"][-1]
+        n = len(curves["random"])
+        exact = trials_to_reach(curves["xgb"], level)
+        near = trials_to_reach(curves["xgb"], 0.95 * level)
+        print(f"random's best in N={n} trials: {level:.1f} GFLOPS; xgb reaches it after "
+              f"{exact if exact else 'never (> ' + str(len(curves['xgb'])) + ')'} trials, 95% of it "
+              f"after {near if near else 'never'} (target: <= N/3 = {n // 3})")
     return curves
 
 
@@ -116,7 +125,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", default="bench-tuning", help="folder for records and report.png")
     parser.add_argument("--only", choices=("gemm", "conv"), help="run one workload")
-    parser.add_argument("--resume", action="store_true", help="continue from the records in --out")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -184,6 +184,8 @@ def build_payload(op: ir.Operation) -> ir.Module:
                     new_operands.append(next(next_argument))
                     continue
                 clones = [c.clone() for c in chain]
+                for clone in clones:
+                    _strip_tilecraft_attributes(clone)
                 if len(clones) == 3:  # constant, empty, fill
                     clones[2].operands[0] = clones[0].results[0]
                     clones[2].operands[1] = clones[1].results[0]
@@ -243,26 +245,28 @@ def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
     )
 
 
-def _schedule_input(module: ir.Module, target: Target) -> None:
+def _schedule_input(module: ir.Module, target: Target, opt_level: int) -> None:
     """Run the stages before ``schedule`` so ops look as the schedule pass sees them."""
-    pipeline = cpu_pipeline(target)
+    pipeline = cpu_pipeline(target, opt_level=opt_level)
     stages = pipeline.stages[: pipeline.stage_names.index("schedule")]
     Pipeline(stages).run(module)
 
 
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
-                  shape_dict: Any = None) -> list[Task]:
+                  shape_dict: Any = None, opt_level: int = 3) -> list[Task]:
     """The distinct tunable ops of ``model``, heaviest (flops x count) first.
 
     ``model`` is anything :func:`tilecraft.compile` accepts (MLIR text or bytecode, an
-    ``mlir.ir.Module``, an ``onnx.ModelProto``, a path). Raises :class:`TaskExtractionError`
-    when no op is tunable (dynamic shapes only, or no linalg op).
+    ``mlir.ir.Module``, an ``onnx.ModelProto``, a path). ``opt_level`` must be the one the
+    model will be compiled with (the graph passes it enables change the ops; 3 is
+    :func:`tilecraft.compile`'s default). Raises :class:`TaskExtractionError` when no op is
+    tunable (dynamic shapes only: pass ``shape_dict``; or no linalg op).
     """
     target = Target.parse(target)
     context = ir.Context()
     module = load_module(model, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
-        _schedule_input(module, target)
+        _schedule_input(module, target, opt_level)
         found: dict[str, Task] = {}
         for op, nest in analyze_loop_nests(module.operation):
             task = describe_op(op, nest)
@@ -272,6 +276,7 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
             found[task.key] = task if previous is None else previous.with_count(previous.count + 1)
     if not found:
         raise TaskExtractionError(
-            "the model has no tunable op (static-shaped linalg ops other than fills)"
+            "the model has no tunable op (static-shaped linalg ops other than fills); "
+            "for a model with dynamic dims, fix them with shape_dict="
         )
     return sorted(found.values(), key=lambda t: -t.flops * t.count)

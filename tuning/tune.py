@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -196,38 +197,17 @@ def tune(
     records_path = Path(tuning_records)
     budget = trials
     with LocalRunner(options) as local, RecordWriter(records_path) as writer:
+        session = _Session(local, target_key)
 
         def run(state: _TaskTuning, config: dict[str, int] | None, name: str) -> MeasureResult:
-            job = MeasureInput(
-                payload=state.task.payload, task=state.task.describe(), config=config,
-                target=target_key, reference=state.reference,
-                save_output=str(local.scratch / f"{state.task.key}.npy") if config is None else None,
-            )
-            result = local.measure(job)
-            recorded = config if config is not None else state.space.default()
-            writer.write(Record(
-                task=state.task.describe(), config=recorded, status=result.status,
-                costs=list(result.costs), gflops=state.gflops(_cost(result)), target=target_key,
-                error=result.error, tuner=name, trial=state.trials + 1, timestamp=time.time(),
-                script=state.space.script(recorded),
-            ))
-            state.trials += 1
-            state.history.append(state.gflops(_cost(result)))
-            return result
+            return session.measure(state, config, name, [writer])
 
         # 1. Defaults: the reference outputs and the weights of the task scheduler.
         for state in states:
             if budget <= 0:
                 break
-            result = run(state, None, "default")
+            session.measure_default([state], [writer])
             budget -= 1
-            if result.ok:
-                state.reference = str(local.scratch / f"{state.task.key}.npy")
-                state.default_cost = _cost(result)
-                state.tuner.update([state.space.default()], [state.default_cost])
-            else:
-                print(f"warning: the default schedule of {state.task.name} failed "
-                      f"({result.status}: {result.error[:200]}); task not tuned", file=sys.stderr)
             for record in prior:
                 if record.key == state.task.key and record.tuner != "default":
                     try:
@@ -258,8 +238,115 @@ def tune(
     return TuningResult(records_path, results)
 
 
+class _Session:
+    """A runner and the target's record key: measures candidates and records each one."""
+
+    def __init__(self, local: LocalRunner, target_key: str) -> None:
+        self.local = local
+        self.target_key = target_key
+
+    def measure(self, state: _TaskTuning, config: dict[str, int] | None, name: str,
+                writers: list[RecordWriter]) -> MeasureResult:
+        """Measure ``config`` (``None``: the default schedule, whose output is saved as the
+        task's reference) and append its record to every writer."""
+        job = MeasureInput(
+            payload=state.task.payload, task=state.task.describe(), config=config,
+            target=self.target_key, reference=state.reference,
+            save_output=str(self._reference(state)) if config is None else None,
+        )
+        result = self.local.measure(job)
+        recorded = config if config is not None else state.space.default()
+        record = Record(
+            task=state.task.describe(), config=recorded, status=result.status,
+            costs=list(result.costs), gflops=state.gflops(_cost(result)), target=self.target_key,
+            error=result.error, tuner=name, trial=state.trials + 1, timestamp=time.time(),
+            script=state.space.script(recorded),
+        )
+        for writer in writers:
+            writer.write(record)
+        state.trials += 1
+        state.history.append(state.gflops(_cost(result)))
+        return result
+
+    def measure_default(self, states: list[_TaskTuning], writers: list[RecordWriter]) -> None:
+        """Measure the default schedule once for ``states`` (one task, perhaps several tuners)."""
+        first = states[0]
+        result = self.measure(first, None, "default", writers)
+        if not result.ok:
+            print(f"warning: the default schedule of {first.task.name} failed "
+                  f"({result.status}: {result.error[:200]}); task not tuned", file=sys.stderr)
+            return
+        for state in states:
+            if state is not first:
+                state.trials, state.history = first.trials, list(first.history)
+            state.reference = str(self._reference(first))
+            state.default_cost = _cost(result)
+            state.tuner.update([state.space.default()], [state.default_cost])
+
+    def _reference(self, state: _TaskTuning) -> Path:
+        return self.local.scratch / f"{state.task.key}.npy"
+
+
+def compare_tuners(
+    task: Task,
+    records: "dict[str, str | os.PathLike[str]]",
+    target: "str | Target" = "llvm",
+    trials: int = 200,
+    timeout: float = 30.0,
+    *,
+    runner: RunnerOptions | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, TaskResult]:
+    """Tune one task with several tuners *interleaved*, batch by batch, for ``trials`` each.
+
+    Why not one :func:`tune` per tuner: on a shared machine the load drifts between runs
+    minutes apart, and tuners measured at different times cannot be compared. Here every
+    round measures one batch of each tuner with the same worker, so their curves share the
+    conditions. ``records`` maps tuner name to its records file (the default schedule,
+    measured once, opens each file).
+    """
+    for name in records:
+        if name not in TUNERS:
+            raise TunerNameError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
+    target = Target.parse(target)
+    options = RunnerOptions(**{**(runner or RunnerOptions()).__dict__, "timeout": float(timeout)})
+    states = {name: _TaskTuning(task, target, name, seed) for name in records}
+    writers = {name: RecordWriter(path) for name, path in records.items()}
+    start = time.perf_counter()
+    try:
+        with LocalRunner(options) as local:
+            session = _Session(local, canonical_target(target))
+            session.measure_default(list(states.values()), list(writers.values()))
+            while any(s.reference and s.trials < trials and s.tuner.has_next()
+                      for s in states.values()):
+                for name, state in states.items():
+                    if state.reference is None or state.trials >= trials:
+                        continue
+                    batch = state.tuner.next_batch(min(batch_size, trials - state.trials))
+                    costs = [_cost(session.measure(state, c, name, [writers[name]])) for c in batch]
+                    state.tuner.update(batch, costs)
+                    if progress:
+                        current = max(state.history[-len(batch):] or [0.0])
+                        print(f"[{name:>8}] Current/Best: {current:>7.2f}/"
+                              f"{state.gflops(state.tuner.best_cost):>7.2f} GFLOPS | Progress: "
+                              f"({state.trials}/{trials}) | {time.perf_counter() - start:.2f} s",
+                              file=sys.stderr, flush=True)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return {
+        name: TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
+                         best_gflops=s.gflops(s.tuner.best_cost), best_config=s.tuner.best_config,
+                         trials=s.trials, history=s.history)
+        for name, s in states.items()
+    }
+
+
 def _cost(result: MeasureResult) -> float:
-    return min(result.costs) if result.ok and result.costs else math.inf
+    """Median seconds per run, as :attr:`Record.cost` ranks records; ``inf`` when failed."""
+    return statistics.median(result.costs) if result.ok and result.costs else math.inf
 
 
 def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, batch_size: int,

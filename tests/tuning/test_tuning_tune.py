@@ -74,3 +74,20 @@ def test_bad_arguments_are_typed_errors(tmp_path, matmul_64):
         tilecraft.tune(matmul_64, TARGET, trials=2, tuning_records=tmp_path / "r", tasks=["nope"])
     with pytest.raises(TuningError, match="no such file"):
         tilecraft.compile(matmul_64, tuning_records=tmp_path / "missing.jsonl")
+
+
+def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):
+    from tilecraft.tuning.tune import compare_tuners
+
+    (task,) = extract_tasks(matmul_64, TARGET)
+    paths = {"random": tmp_path / "random.jsonl", "grid": tmp_path / "grid.jsonl"}
+    results = compare_tuners(task, paths, TARGET, trials=5, timeout=60, batch_size=2,
+                             progress=False)
+    assert {name: r.trials for name, r in results.items()} == {"random": 5, "grid": 5}
+    random_lines = load_records(paths["random"], target=TARGET)
+    grid_lines = load_records(paths["grid"], target=TARGET)
+    assert random_lines[0] == grid_lines[0] and random_lines[0].tuner == "default"
+    assert len(random_lines) == len(grid_lines) == 5
+    # Batch by batch: the first random batch was measured before the last grid batch.
+    assert random_lines[1].timestamp < grid_lines[-1].timestamp
+    assert grid_lines[1].timestamp < random_lines[-1].timestamp
