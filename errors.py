@@ -94,3 +94,13 @@ class GraphError(CompileError):
     """Graph-dialect IR is malformed (a fusion group whose terminator, anchor or signature
     disagrees with its body, an unknown kind or layout), or a graph pass was given IR it
     cannot transform; names the op."""
+
+
+class DeviceUnavailableError(TargetError):
+    """Code compiled for a GPU was called where it cannot run: no CUDA driver, no GPU, or MLIR's
+    CUDA runtime wrappers missing. Compiling for the GPU needs none of them."""
+
+
+class GpuScheduleError(CompileError):
+    """The GPU schedule cannot map an op onto blocks and threads (dynamic shapes, an op kind
+    it has no plan for, or a plan the transform interpreter rejected); names the op."""

@@ -8,13 +8,14 @@ from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import EntryPointError, TuningError
+from ..errors import EntryPointError, PackageError, TuningError
 from ..driver import Model, is_onnx_source, load
 from ..frontend.loader import load_module
-from ..runtime.compiled_module import CompiledModule
+from ..runtime.compiled_module import CompiledModule, CudaCompiledModule
 from ..runtime.signature import EntrySignature
 from .cpu import cpu_pipeline
 from .graph.fusion import count_groups
+from .cuda.lowering import cuda_pipeline
 from .package import PackageWriter
 from .pipeline import Pipeline, Stage
 from .target import Target
@@ -95,7 +96,9 @@ def compile(
       source: MLIR text or bytecode, an ``mlir.ir.Module`` (left unchanged), an
         ``onnx.ModelProto``, a path to a ``.mlir`` / ``.onnx`` file, or a model from
         :func:`tilecraft.load` (its shape_dict and output names come along).
-      target: ``"llvm"`` for the host CPU or ``"llvm -mcpu=... -mattr=..."``.
+      target: ``"llvm"`` for the host CPU or ``"llvm -mcpu=... -mattr=..."``;
+        ``"cuda -arch=sm_80"`` for an NVIDIA GPU (docs/cuda.md: compiles anywhere, runs
+        where a CUDA driver is).
       shape_dict: for ONNX models, input name -> shape (``None`` keeps a dim dynamic).
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
@@ -114,7 +117,11 @@ def compile(
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     target = Target.parse(target)
-    pipeline = pipeline if pipeline is not None else cpu_pipeline(target, opt_level=opt_level)
+    if pipeline is None:
+        pipeline = cuda_pipeline(target) if target.is_cuda else cpu_pipeline(target, opt_level=opt_level)
+    if target.is_cuda and package_path is not None:
+        raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
+                           "package, or call the CUDA module in-process")
     if tuning_records is not None:
         pipeline = with_tuning_records(pipeline, tuning_records, target)
     output_names = None
@@ -148,7 +155,8 @@ def compile(
         pipeline.run(module, after_stage=record)
         if writer is not None:
             writer.write(module, package_path)
-    compiled = CompiledModule(
+    module_class = CudaCompiledModule if target.is_cuda else CompiledModule
+    compiled = module_class(
         module, signature, target=target, pipeline=pipeline, stage_ir=stage_ir, opt_level=opt_level
     )
     compiled.group_count = group_count[0] if group_count else None

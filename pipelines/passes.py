@@ -105,6 +105,7 @@ def register_pipeline(
 
 def _load_definitions() -> None:
     from . import cpu, schedule  # noqa: F401  (their decorators fill the registries)
+    from .cuda import lowering  # noqa: F401  (tilecraft-gpu-*, tilecraft-lower-cuda)
 
 
 def registered_passes() -> dict[str, TilecraftPass]:

@@ -4,6 +4,10 @@
 specific CPU. The target decides two things: the LLVM ``target-cpu``/``target-features``
 attributes put on every function (so code generation uses, e.g., AVX-512), and the vector
 width and thread count the default schedule plans for.
+
+``"cuda -arch=sm_80"`` is an NVIDIA GPU (pipelines/cuda): kernels become PTX for that
+architecture (and a cubin where ``ptxas`` is installed), the host code calls MLIR's CUDA
+runtime wrappers.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TargetError
 from ..runtime.host import host_cpu_flags
+from ..runtime.libraries import cuda_driver_available
 
 # CPUs whose widest profitable vector registers are 512 bits (LLVM -mcpu names).
 _AVX512_CPUS = frozenset(
@@ -32,6 +37,15 @@ _AVX2_CPUS = frozenset(
     }
 )
 _KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple")
+# CUDA architectures (LLVM NVPTX chip names) -> the PTX ISA version emitted for them: the
+# lowest version that architecture exists in (LLVM rejects older ones; ptxas accepts newer).
+CUDA_ARCHS: dict[str, str] = {
+    "sm_70": "ptx60", "sm_72": "ptx61", "sm_75": "ptx63", "sm_80": "ptx70", "sm_86": "ptx71",
+    "sm_87": "ptx74", "sm_89": "ptx78", "sm_90": "ptx78", "sm_90a": "ptx80",
+    "sm_100": "ptx86", "sm_100a": "ptx86", "sm_103": "ptx88", "sm_110": "ptx90",
+    "sm_120": "ptx87", "sm_120a": "ptx87", "sm_121": "ptx88",
+}
+DEFAULT_CUDA_ARCH = "sm_80"
 
 
 def default_num_threads() -> int:
@@ -58,6 +72,7 @@ class Target:
       mattr: LLVM feature toggles such as ``("+avx512f", "-avx512vl")``.
       mtriple: target triple, ``None`` for the host.
       num_threads: how many threads parallel loops are split for.
+      arch: for ``kind == "cuda"``, the GPU architecture (``"sm_80"``); ``None`` otherwise.
     """
 
     kind: str = "llvm"
@@ -65,6 +80,7 @@ class Target:
     mattr: tuple[str, ...] = ()
     mtriple: str | None = None
     num_threads: int = field(default_factory=default_num_threads)
+    arch: str | None = None
 
     @classmethod
     def parse(cls, spec: "str | Target") -> "Target":
@@ -74,8 +90,12 @@ class Target:
         if not isinstance(spec, str) or not spec.strip():
             raise TargetError(f"target must be a non-empty string such as 'llvm', got {spec!r}")
         kind, *options = shlex.split(spec)
+        if kind == "cuda":
+            return cls._parse_cuda(spec, options)
         if kind != "llvm":
-            raise TargetError(f"unknown target kind {kind!r} in {spec!r}; supported: 'llvm'")
+            raise TargetError(
+                f"unknown target kind {kind!r} in {spec!r}; supported: 'llvm', 'cuda -arch=sm_XX'"
+            )
         values: dict[str, str] = {}
         for option in options:
             key, sep, value = option.lstrip("-").partition("=")
@@ -91,9 +111,39 @@ class Target:
             raise TargetError(f"-mattr entries must look like +feature or -feature, got {bad}")
         return cls(kind=kind, mcpu=values.get("mcpu"), mattr=mattr, mtriple=values.get("mtriple"))
 
+    @classmethod
+    def _parse_cuda(cls, spec: str, options: list[str]) -> "Target":
+        """``cuda [-arch=sm_XX]``: TVM's spelling; the architecture defaults to sm_80."""
+        arch = DEFAULT_CUDA_ARCH
+        for option in options:
+            key, sep, value = option.lstrip("-").partition("=")
+            if not option.startswith("-") or key != "arch" or not sep:
+                raise TargetError(f"bad target option {option!r} in {spec!r}; expected -arch=sm_XX")
+            if value not in CUDA_ARCHS:
+                raise TargetError(
+                    f"unknown CUDA architecture {value!r} in {spec!r}; supported: "
+                    + ", ".join(CUDA_ARCHS)
+                )
+            arch = value
+        return cls(kind="cuda", arch=arch)
+
+    @property
+    def is_cuda(self) -> bool:
+        """True for an NVIDIA GPU target (``cuda -arch=...``)."""
+        return self.kind == "cuda"
+
+    @property
+    def ptx_version(self) -> str:
+        """LLVM NVPTX feature naming the PTX ISA version (``"ptx70"``); CUDA targets only."""
+        if self.arch is None:
+            raise TargetError(f"{self} is not a CUDA target")
+        return CUDA_ARCHS[self.arch]
+
     @property
     def is_host(self) -> bool:
         """True when code for this target can run on this machine."""
+        if self.is_cuda:
+            return cuda_driver_available()
         if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
             return False
         enabled = {a[1:] for a in self.mattr if a.startswith("+")}
@@ -135,6 +185,8 @@ class Target:
         return attributes
 
     def __str__(self) -> str:
+        if self.is_cuda:
+            return f"cuda -arch={self.arch}"
         parts = [self.kind]
         if self.mcpu:
             parts.append(f"-mcpu={self.mcpu}")

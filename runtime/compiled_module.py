@@ -12,7 +12,7 @@ from mlir.execution_engine import ExecutionEngine
 from ..errors import CompileError, TargetError
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.target import Target
-from .libraries import load_process_wide, runtime_library
+from .libraries import cuda_runtime_library, load_process_wide, runtime_library
 from .memref import adopt_results, describe, results_type, scalar_ctype
 from .signature import EntrySignature
 
@@ -85,6 +85,9 @@ class CompiledModule:
                 f"compiled for {self.target}, which this machine cannot run "
                 f"(features {', '.join(self.target.mattr) or 'none'})"
             )
+        return self._invoke(args, kwargs)
+
+    def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
         arrays = self.signature.bind(args, kwargs)
         keep_alive: list[Any] = []
         packed: list[Any] = []
@@ -110,3 +113,75 @@ class CompiledModule:
 
     def __repr__(self) -> str:
         return f"<CompiledModule {self.signature} target={self.target}>"
+
+
+class CudaCompiledModule(CompiledModule):
+    """A module compiled for ``cuda -arch=...``: host code plus kernels in ``gpu.binary`` ops.
+
+    Compiling needs no GPU: the PTX (:meth:`ptx`) and, where ``ptxas`` is installed, the
+    cubin (:meth:`cubin`) are in hand right away. The JIT is created on the first call, with
+    MLIR's CUDA runtime wrappers (``libmlir_cuda_runtime.so``), because those link against
+    the CUDA driver: without one, calling raises :class:`DeviceUnavailableError` (creating
+    the JIT anyway would abort the process on unresolved ``mgpu*`` symbols). The calling
+    convention is the CPU one: numpy arrays in (copied to the device by the compiled host
+    code), fresh numpy arrays out (copied back).
+    """
+
+    def __init__(
+        self,
+        llvm_module: ir.Module,
+        signature: EntrySignature,
+        *,
+        target: Target,
+        pipeline: Pipeline,
+        stage_ir: Mapping[str, str],
+        opt_level: int = 3,
+    ) -> None:
+        self.signature = signature
+        self.target = target
+        self.pipeline = pipeline
+        self._stage_ir = dict(stage_ir)
+        self._module = llvm_module
+        self._opt_level = opt_level
+        self._engine = None
+        self._entry = None
+        self._results_type = results_type([len(spec.shape) for spec in signature.results])
+
+    def _binaries(self) -> dict[str, ir.Operation]:
+        from ..pipelines.cuda.lowering import gpu_binaries
+
+        return {ir.StringAttr(b.attributes["sym_name"]).value: b
+                for b in gpu_binaries(self._module.operation)}
+
+    def ptx(self) -> str:
+        """The PTX of every kernel module, concatenated (one ``.entry`` per kernel)."""
+        from ..pipelines.cuda.lowering import binary_ptx
+
+        return "\n".join(binary_ptx(b) for b in self._binaries().values())
+
+    def cubin(self) -> dict[str, bytes]:
+        """Kernel module name -> cubin (ELF) from ptxas; empty when ptxas was not found."""
+        from mlir.dialects import gpu
+
+        cubins = {}
+        for name, binary in self._binaries().items():
+            obj = gpu.ObjectAttr(ir.ArrayAttr(binary.attributes["objects"])[0])
+            if obj.format == int(gpu.CompilationTarget.Binary):
+                cubins[name] = bytes(obj.object)
+        return cubins
+
+    def _ensure_engine(self) -> None:
+        if self._engine is not None:
+            return
+        libraries = [cuda_runtime_library(), *(runtime_library(n) for n in RUNTIME_LIBRARIES)]
+        try:
+            self._engine = ExecutionEngine(self._module, opt_level=self._opt_level,
+                                           shared_libs=libraries)
+        except RuntimeError as error:
+            raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+        self._engine.initialize()
+        self._entry = self._engine.lookup(self.signature.name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        self._ensure_engine()
+        return self._invoke(args, kwargs)

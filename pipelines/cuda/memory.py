@@ -1,0 +1,274 @@
+"""Where buffers live once loops are on the GPU: device memory for the host code's buffers,
+workgroup (shared) memory and registers for the kernels' own.
+
+``tilecraft-gpu-host-memory`` rewrites the host side of each function after
+``tilecraft-gpu-map`` made its ``gpu.launch`` ops:
+
+- memref arguments (the caller's numpy arrays, host memory) are copied into fresh device
+  buffers (``gpu.alloc`` + ``gpu.memcpy``) that the kernels use instead;
+- ``memref.get_global`` (weights) is copied to the device the same way;
+- host allocations (``memref.alloc``, intermediate tensors) become ``gpu.alloc`` and their
+  ``memref.dealloc`` becomes ``gpu.dealloc``; ``memref.copy`` between them ``gpu.memcpy``;
+- each returned buffer is copied back into a host ``memref.alloc`` (the runtime hands it to
+  numpy, which frees it with ``free()``) and its device buffer is freed.
+
+Inside each ``gpu.launch``, ``memref.alloc`` in ``#gpu.address_space<workgroup>`` (shared
+memory staged by the schedule) becomes a workgroup attribution of the launch, and other
+allocations (per-thread temporaries) become ``memref.alloca`` (registers / local memory).
+Host code that would still read or write a buffer raises :class:`GpuScheduleError`: the
+pointer is a device pointer there.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mlir import ir
+from mlir.dialects import gpu, memref
+
+from ...errors import GpuScheduleError
+from ..passes import register_pass
+
+# Host-side ops that only compute addresses or sizes: safe on device pointers.
+_VIEW_OPS = frozenset(
+    {
+        "memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
+        "memref.reinterpret_cast", "memref.view", "memref.reshape", "memref.transpose",
+    }
+)
+_METADATA_OPS = _VIEW_OPS | frozenset(
+    {
+        "memref.dim", "memref.rank", "memref.extract_strided_metadata",
+        "memref.extract_aligned_pointer_as_index", "memref.assume_alignment",
+    }
+)
+# Host-side ops that dereference a buffer: must not see a device buffer.
+_TOUCHING_PREFIXES = ("linalg.", "vector.transfer", "vector.load", "vector.store")
+_TOUCHING_OPS = frozenset({"memref.load", "memref.store", "memref.copy", "memref.atomic_rmw"})
+
+
+def _identity_layout(memref_type: ir.MemRefType) -> bool:
+    layout = memref_type.layout
+    return (isinstance(layout, ir.AffineMapAttr)
+            and layout.value == ir.AffineMap.get_identity(memref_type.rank))
+
+
+def _is_memref(value: ir.Value) -> bool:
+    return isinstance(value.type, ir.MemRefType)
+
+
+def _inside_launch(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None:
+        if parent.name == "gpu.launch":
+            return True
+        if parent.name in ("func.func", "builtin.module"):
+            return False
+        parent = parent.parent
+    return False
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The allocation a view was taken of (through subview / reshape / cast)."""
+    while isinstance(value.owner, ir.Operation) or hasattr(value.owner, "operation"):
+        owner = value.owner if isinstance(value.owner, ir.Operation) else value.owner.operation
+        if owner.name not in _VIEW_OPS:
+            break
+        value = owner.operands[0]
+    return value
+
+
+def _dynamic_sizes(value: ir.Value) -> list[ir.Value]:
+    memref_type = ir.MemRefType(value.type)
+    return [memref.DimOp(value, _index(i)).result
+            for i, size in enumerate(memref_type.shape) if size == ir.ShapedType.get_dynamic_size()]
+
+
+def _index(i: int) -> ir.Value:
+    from mlir.dialects import arith
+
+    return arith.ConstantOp(ir.IndexType.get(), i).result
+
+
+def _device_copy_of(value: ir.Value) -> ir.Value:
+    """A ``gpu.alloc`` of ``value``'s shape filled from it (at the current insertion point)."""
+    memref_type = ir.MemRefType(value.type)
+    if not _identity_layout(memref_type):
+        raise GpuScheduleError(f"cannot copy a strided buffer {memref_type} to the device")
+    device = gpu.AllocOp(memref_type, None, [], _dynamic_sizes(value), []).result
+    gpu.MemcpyOp(None, [], device, value)
+    return device
+
+
+def _replace_uses_except(value: ir.Value, new: ir.Value, keep: ir.Operation) -> None:
+    for use in list(value.uses):
+        if use.owner != keep:
+            use.owner.operands[use.operand_number] = new
+
+
+def _host_side_ops(func: ir.Operation) -> list[ir.Operation]:
+    """Ops of ``func`` outside any ``gpu.launch`` (pre-order)."""
+    ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.launch":
+            return ir.WalkResult.SKIP
+        if op != func:
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return ops
+
+
+def _move_host_buffers_to_device(func: ir.Operation) -> None:
+    body = func.regions[0].blocks[0]
+    host_ops = _host_side_ops(func)
+    for op in host_ops:
+        if op.name in _TOUCHING_OPS and op.name != "memref.copy" or op.name.startswith(_TOUCHING_PREFIXES):
+            raise GpuScheduleError(
+                f"{op.name} at {op.location} stays on the host but reads or writes a buffer "
+                "that lives on the GPU: the GPU schedule did not map it"
+            )
+    device_roots: set[ir.Value] = set()
+    copies_to_free: list[ir.Value] = []
+    first = list(body.operations)[0] if len(list(body.operations)) else None
+    # Arguments: host arrays -> device copies at entry.
+    for argument in body.arguments:
+        if not _is_memref(argument) or not list(argument.uses):
+            continue
+        with ir.InsertionPoint(first), func.location:
+            device = _device_copy_of(argument)
+        copy_op = device.owner  # the gpu.alloc; the memcpy follows it
+        _replace_uses_except(argument, device, _memcpy_after(copy_op))
+        device_roots.add(device)
+        copies_to_free.append(device)
+    for op in host_ops:
+        if op.name == "memref.get_global":
+            result = op.results[0]
+            with ir.InsertionPoint(_next_op(op)), op.location:
+                device = _device_copy_of(result)
+            _replace_uses_except(result, device, _memcpy_after(device.owner))
+            device_roots.add(device)
+            copies_to_free.append(device)
+        elif op.name in ("memref.alloc", "memref.alloca"):
+            memref_type = ir.MemRefType(op.results[0].type)
+            with ir.InsertionPoint(op), op.location:
+                device = gpu.AllocOp(memref_type, None, [], list(op.operands), []).result
+            op.results[0].replace_all_uses_with(device)
+            op.erase()
+            device_roots.add(device)
+    for op in _host_side_ops(func):
+        if op.name == "memref.dealloc":
+            root = _root(op.operands[0])
+            if root not in device_roots:
+                raise GpuScheduleError(f"memref.dealloc at {op.location} frees a buffer of unknown "
+                                       "provenance on the host")
+            with ir.InsertionPoint(op), op.location:
+                gpu.DeallocOp(None, [], op.operands[0])
+            op.erase()
+        elif op.name == "memref.copy":
+            with ir.InsertionPoint(op), op.location:
+                for operand in op.operands:
+                    if not _identity_layout(ir.MemRefType(operand.type)):
+                        raise GpuScheduleError(f"memref.copy of a strided buffer at {op.location} "
+                                               "stays on the host")
+                gpu.MemcpyOp(None, [], op.operands[1], op.operands[0])
+            op.erase()
+        elif op.name == "func.return":
+            _return_to_host(op, device_roots, copies_to_free)
+
+
+def _next_op(op: ir.Operation) -> ir.Operation:
+    block_ops = [o.operation for o in op.block.operations]
+    return block_ops[block_ops.index(op) + 1]
+
+
+def _memcpy_after(alloc: ir.Operation) -> ir.Operation:
+    alloc = alloc if isinstance(alloc, ir.Operation) else alloc.operation
+    return _next_op(alloc).operation
+
+
+def _return_to_host(ret: ir.Operation, device_roots: set[ir.Value],
+                    copies_to_free: list[ir.Value]) -> None:
+    freed: list[ir.Value] = []
+    with ir.InsertionPoint(ret), ret.location:
+        for index, value in enumerate(list(ret.operands)):
+            if not _is_memref(value):
+                continue
+            memref_type = ir.MemRefType(value.type)
+            host = memref.AllocOp(memref_type, _dynamic_sizes(value), [],
+                                  alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
+            gpu.MemcpyOp(None, [], host, value)
+            ret.operands[index] = host
+            root = _root(value)
+            if root in device_roots and root not in freed and root not in copies_to_free:
+                freed.append(root)
+        for device in [*freed, *copies_to_free]:
+            gpu.DeallocOp(None, [], device)
+
+
+def _workgroup_space(memref_type: ir.MemRefType) -> bool:
+    space = memref_type.memory_space
+    return space is not None and "workgroup" in str(space)
+
+
+def _launch_buffers(launch: ir.Operation) -> None:
+    """Shared-memory allocs -> workgroup attributions of ``launch``; others -> alloca."""
+    body = launch.regions[0].blocks[0]
+    allocs: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("memref.alloc", "memref.dealloc"):
+            allocs.append(op)
+        return ir.WalkResult.ADVANCE
+
+    launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+    count = 0
+    if "workgroup_attributions" in launch.attributes:
+        count = ir.IntegerAttr(launch.attributes["workgroup_attributions"]).value
+    for op in allocs:
+        if op.name == "memref.dealloc":
+            op.erase()
+            continue
+        memref_type = ir.MemRefType(op.results[0].type)
+        if _workgroup_space(memref_type):
+            if not memref_type.has_static_shape:
+                raise GpuScheduleError(f"shared memory of dynamic size at {op.location}")
+            argument = body.add_argument(memref_type, op.location)
+            op.results[0].replace_all_uses_with(argument)
+            count += 1
+        else:
+            with ir.InsertionPoint(op), op.location:
+                private = memref.AllocaOp(memref_type, list(op.operands), []).result
+            op.results[0].replace_all_uses_with(private)
+        op.erase()
+    if count:
+        launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), count)
+
+
+@register_pass(
+    "tilecraft-gpu-host-memory",
+    "Host buffers to device memory with copies in and out; kernel allocations to shared "
+    "memory / registers",
+)
+def gpu_host_memory_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the caller's arrays and the weights live in host memory, which a CUDA kernel
+    cannot read; results must come back as host ``malloc`` buffers the runtime gives to numpy."""
+    launches: list[ir.Operation] = []
+    functions: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.launch":
+            launches.append(op)
+            return ir.WalkResult.SKIP
+        if op.name == "func.func" and op.regions[0].blocks:
+            functions.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    for launch in launches:
+        _launch_buffers(launch)
+    for func in functions:
+        _move_host_buffers_to_device(func)
