@@ -84,3 +84,30 @@ func.func @not_foldable(%x: tensor<3x2xf32>, %w: tensor<2x2xf32>, %v: tensor<2x2
   } -> tensor<3x2xf32>
   return %r, %y : tensor<3x2xf32>, tensor<3x2xf32>
 }
+
+// -----
+
+// Weights stored as dense_resource blobs (how the ONNX importer stores them) are read
+// back and passed to the folding JIT: the transpose of [[1, 2], [3, 4]] is folded.
+// CHECK-LABEL: func.func @resource_weight
+// CHECK: %[[W:.*]] = arith.constant dense<{{\[}}[1.000000e+00, 3.000000e+00], [2.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.matmul ins(%arg0, %[[W]] :
+func.func @resource_weight(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  %w = arith.constant dense_resource<"model/w:0"> : tensor<2x2xf32>
+  %e0 = tensor.empty() : tensor<2x2xf32>
+  %wt = linalg.transpose ins(%w : tensor<2x2xf32>) outs(%e0 : tensor<2x2xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<3x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<3x2xf32>) -> tensor<3x2xf32>
+  %m = linalg.matmul ins(%x, %wt : tensor<3x2xf32>, tensor<2x2xf32>) outs(%f : tensor<3x2xf32>) -> tensor<3x2xf32>
+  return %m : tensor<3x2xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      "model/w:0": "0x040000000000803F000000400000404000008040"
+    }
+  }
+#-}
