@@ -115,6 +115,9 @@ def compile(
       target: ``"llvm"`` for the host CPU, or ``"llvm -mcpu=... -mattr=..."``.
       options: passed on to :func:`tilecraft.compile` (``pipeline``, ``opt_level``, ``keep_ir``).
     """
-    program = export(module, example_inputs, dynamic_shapes)
-    mlir_module = import_exported(program)
-    return CompiledTorchModule(compile_mlir(mlir_module, target=target, **options), program)
+    return compile_exported(export(module, example_inputs, dynamic_shapes), target, **options)
+
+
+def compile_exported(program: ExportedProgram, target: str = "llvm", **options: Any) -> CompiledTorchModule:
+    """Compile an exported, decomposed program (see :func:`compile` for the arguments)."""
+    return CompiledTorchModule(compile_mlir(import_exported(program), target=target, **options), program)

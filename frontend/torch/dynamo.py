@@ -10,10 +10,12 @@ integer arguments: Dynamo's guards decide when a region is re-entered or recompi
 whatever shapes reach this callable are served correctly, so a dynamic batch simply compiles
 one more specialization on first sight.
 
-Never a wrong answer, never a crash: a graph with ATen ops tilecraft does not cover runs
-eagerly, after one warning listing the ops and where the model uses them; so does a graph
-whose compilation fails for another reason (with the reason), and any call that needs
-autograd (the compiled code computes no gradients).
+Never a wrong answer, never a crash: in a graph with ATen ops tilecraft does not cover, the
+regions of supported ops are still compiled (``CapabilityBasedPartitioner`` on the exported
+ATen graph) and the unsupported ops run eagerly between them, after one warning listing the
+ops and where the model uses them. A graph whose compilation fails for another reason runs
+eagerly as a whole (the warning gives the reason), and so does any call that needs autograd
+(the compiled code computes no gradients).
 """
 
 from __future__ import annotations
@@ -24,10 +26,14 @@ from typing import Any, Callable, Sequence
 
 import torch
 from torch import fx
+from torch.export import ExportedProgram
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ...errors import TilecraftError, TorchImportError
-from .compiler import CompiledTorchModule, compile as compile_module
-from .importer import describe_location
+from .compiler import CompiledTorchModule, compile_exported, export
+from .importer import TORCH_TO_NUMPY, describe_location, op_name
+from .ops import ATEN_OPS
 
 _GENERATED = re.compile(r"<eval_with_key>\.\d+:(\d+)")
 
@@ -64,13 +70,14 @@ class DynamoGraph:
     def __init__(self, graph: fx.GraphModule, options: dict[str, Any]) -> None:
         self.graph = graph
         self.options = options
-        self.compiled: dict[tuple, CompiledTorchModule] = {}
+        self.compiled: dict[tuple, Callable[..., Any]] = {}
         self.fallback_reason: str | None = None
+        self.warned_unsupported = False
         self._warned_autograd = False
 
-    def compile_for(self, arguments: Sequence[Any]) -> CompiledTorchModule | None:
+    def compile_for(self, arguments: Sequence[Any]) -> Callable[..., Any] | None:
         """The compiled code for these arguments' shapes, compiling on first sight; ``None``
-        (after one warning) when the graph must run eagerly."""
+        (after one warning) when the graph must run eagerly as a whole."""
         if self.fallback_reason is not None:
             return None
         key = _key(arguments)
@@ -78,15 +85,29 @@ class DynamoGraph:
             module = _WithConstants(self.graph, arguments).eval()
             tensors = tuple(a for a in arguments if isinstance(a, torch.Tensor))
             try:
-                self.compiled[key] = compile_module(module, tensors, **self.options)
-            except TorchImportError as error:
-                self._fall_back(_unsupported_message(error, self.graph))
-                return None
-            except (TilecraftError, NotImplementedError, ValueError, TypeError) as error:
+                program = export(module, tensors)
+                try:
+                    self.compiled[key] = compile_exported(program, **self.options)
+                except TorchImportError as error:
+                    if not error.problems:
+                        raise
+                    self.compiled[key] = self._compile_supported_regions(program, tensors, error)
+            except (TilecraftError, NotImplementedError, ValueError, TypeError, RuntimeError) as error:
                 self._fall_back(f"tilecraft could not compile the graph ({type(error).__name__}: "
                                 f"{str(error).splitlines()[0] if str(error) else ''})")
                 return None
         return self.compiled[key]
+
+    def _compile_supported_regions(self, program: ExportedProgram, tensors: Sequence[torch.Tensor],
+                                   error: TorchImportError) -> fx.GraphModule:
+        """``program`` with each region of supported ops compiled, the rest eager ATen."""
+        regions = compile_supported_regions(program, tensors, self.options)
+        if not self.warned_unsupported:
+            self.warned_unsupported = True
+            warnings.warn(f"{_unsupported_message(error, self.graph)}: they run in PyTorch eager mode, "
+                          f"{regions.compiled_regions} region(s) of the graph around them are compiled",
+                          TilecraftFallbackWarning, stacklevel=4)
+        return regions
 
     def _fall_back(self, reason: str) -> None:
         self.fallback_reason = reason
@@ -106,6 +127,63 @@ class DynamoGraph:
         if compiled is None:
             return self.graph(*arguments)
         return compiled(*[a for a in arguments if isinstance(a, torch.Tensor)])
+
+
+class _SupportedOps(OperatorSupportBase):
+    """A call with a handler whose tensors all have a dtype the runtime carries."""
+
+    def is_node_supported(self, submodules: Any, node: fx.Node) -> bool:
+        if node.op != "call_function" or op_name(node.target) not in ATEN_OPS:
+            return False
+        values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+        tensors = [t for t in torch.utils._pytree.tree_leaves(values) if isinstance(t, torch.Tensor)]
+        return all(t.dtype in TORCH_TO_NUMPY for t in tensors)
+
+
+class _CompiledRegion(torch.nn.Module):
+    """A fused region of the partitioned graph, replaced by its compiled code."""
+
+    def __init__(self, compiled: CompiledTorchModule) -> None:
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        return self.compiled(*tensors)
+
+
+def compile_supported_regions(program: ExportedProgram, tensors: Sequence[torch.Tensor],
+                              options: dict[str, Any]) -> fx.GraphModule:
+    """The program as an FX graph whose maximal regions of supported ATen ops are each
+    compiled by tilecraft; unsupported ops stay eager ATen calls between them.
+
+    Each region is exported on its own with the tensors it receives in a run on
+    ``tensors`` (recorded by a pre-hook), so its compiled shapes are the ones the graph
+    passes it. ``compiled_regions`` on the result counts them.
+    """
+    graph = program.module()
+    partitioner = CapabilityBasedPartitioner(graph, _SupportedOps(), allows_single_node_partition=True,
+                                             non_compute_ops=["operator.getitem", "aten.sym_size.int"])
+    fused = partitioner.partition_and_fuse(prefix="tilecraft_region_")
+    names = [name for name, _ in fused.named_children() if name.startswith("tilecraft_region_")]
+    seen: dict[str, tuple] = {}
+    hooks = [getattr(fused, name).register_forward_pre_hook(
+        lambda _, args, name=name: seen.setdefault(name, args)) for name in names]
+    try:
+        with torch.no_grad():
+            fused(*tensors)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    compiled = 0
+    for name in names:
+        inputs = seen.get(name)
+        if inputs is None or not all(isinstance(t, torch.Tensor) for t in inputs):
+            continue  # never reached, or takes sizes: stays eager
+        region = getattr(fused, name).eval()
+        setattr(fused, name, _CompiledRegion(compile_exported(export(region, inputs), **options)))
+        compiled += 1
+    fused.compiled_regions = compiled
+    return fused
 
 
 def _model_location(graph: fx.GraphModule, location: str) -> str:

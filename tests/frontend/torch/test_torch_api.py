@@ -198,6 +198,7 @@ def test_backend_falls_back_to_eager_with_one_warning():
     assert len(fallbacks) == 1
     assert "aten._fft_r2c" in str(fallbacks[0].message)
     assert "test_torch_api.py" in str(fallbacks[0].message)
+    assert "1 region(s) of the graph around them are compiled" in str(fallbacks[0].message)
 
 
 def test_backend_leaves_autograd_to_eager():
