@@ -212,6 +212,9 @@ class Pipeline:
             try:
                 run_pass_elements(module, stage.passes)
             except CompileError as error:
+                typed = error.__cause__
+                if isinstance(typed, CompileError):  # a typed error a tilecraft pass raised
+                    raise type(typed)(str(typed), stage=stage.name) from typed
                 raise CompileError(str(error), stage=stage.name) from error.__cause__
             if after_stage is not None:
                 after_stage(stage, module)

@@ -153,11 +153,15 @@ class CudaCompiledModule(CompiledModule):
         return {ir.StringAttr(b.attributes["sym_name"]).value: b
                 for b in gpu_binaries(self._module.operation)}
 
-    def ptx(self) -> str:
-        """The PTX of every kernel module, concatenated (one ``.entry`` per kernel)."""
+    def ptx_modules(self) -> dict[str, str]:
+        """Kernel module name -> its PTX (one PTX file each, as ptxas takes them)."""
         from ..pipelines.cuda.lowering import binary_ptx
 
-        return "\n".join(binary_ptx(b) for b in self._binaries().values())
+        return {name: binary_ptx(b) for name, b in self._binaries().items()}
+
+    def ptx(self) -> str:
+        """The PTX of every kernel module, one after the other (for reading and grepping)."""
+        return "\n".join(self.ptx_modules().values())
 
     def cubin(self) -> dict[str, bytes]:
         """Kernel module name -> cubin (ELF) from ptxas; empty when ptxas was not found."""

@@ -68,7 +68,7 @@ def test_unknown_or_private_entry():
         tilecraft.compile(TWO_FUNCTIONS, entry="helper")
 
 
-@pytest.mark.parametrize("target", ["cuda", "", "llvm -mcpu", "llvm -foo=bar", "llvm -mattr=avx2", 42])
+@pytest.mark.parametrize("target", ["opencl", "cuda -arch=sm_1", "", "llvm -mcpu", "llvm -foo=bar", "llvm -mattr=avx2", 42])
 def test_bad_target(target):
     with pytest.raises(tilecraft.TargetError):
         tilecraft.compile(ADD, target=target)

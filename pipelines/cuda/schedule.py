@@ -513,7 +513,9 @@ def _pads_to_copies(module: ir.Operation) -> None:
         result_type = ir.RankedTensorType(pad.results[0].type)
         low = [int(v) for v in ir.DenseI64ArrayAttr(pad.attributes["static_low"])]
         if not (source_type.has_static_shape and result_type.has_static_shape) or len(pad.operands) > 1:
-            raise GpuScheduleError(f"tensor.pad with dynamic sizes is not supported on cuda (at {pad.location})")
+            raise GpuScheduleError(
+                "tensor.pad: dynamic shapes are not supported by the CUDA schedule; give static "
+                f"input shapes (shape_dict=) (at {pad.location})")
         body = pad.regions[0].blocks[0]
         yielded = list(body.operations)[-1].operands[0]
         owner = yielded.owner
@@ -608,6 +610,7 @@ def _remove_tags(module: ir.Operation) -> None:
 
 _CONFIG_OPTIONS = {
     "max-threads": "threads per block (default 256)",
+    "vector": "elements per thread along the innermost loop, one vector access (default 4)",
     "block-m": "contraction rows per block (default 64)",
     "block-n": "contraction columns per block (default 64)",
     "thread-m": "contraction rows per thread (default 4)",
@@ -622,7 +625,7 @@ _CONFIG_OPTIONS = {
 def config_from_options(options: Mapping[str, str]) -> GpuConfig:
     """A :class:`GpuConfig` from ``tilecraft-gpu-schedule`` pass options."""
     values = {}
-    for key, field_name in (("max-threads", "max_threads"), ("block-m", "block_m"),
+    for key, field_name in (("max-threads", "max_threads"), ("vector", "vector"), ("block-m", "block_m"),
                             ("block-n", "block_n"), ("thread-m", "thread_m"),
                             ("thread-n", "thread_n"), ("k-step", "k_step"),
                             ("unroll", "unroll"), ("row-threads", "row_threads")):

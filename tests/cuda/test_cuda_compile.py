@@ -1,0 +1,175 @@
+"""CUDA compilation without a GPU: targets, PTX structure, ptxas, CPU replay of the schedules,
+errors. Execution on a GPU is in test_cuda_run.py (marked ``gpu``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cuda_testing import (
+    DEMO_CNN, check_ptxas, conv_model, cpu_replay, matmul_mlir, ptx_counts, softmax_model,
+    softmax_reference,
+)
+
+import tilecraft
+from tilecraft.errors import DeviceUnavailableError, GpuScheduleError, PackageError, TargetError
+from tilecraft.pipelines.cuda import cuda_pipeline
+from tilecraft.pipelines.target import Target
+from tilecraft.runtime.libraries import cuda_driver_available
+from tilecraft.scheduling import compute, create_func, placeholder
+
+ARCHS = ["sm_80", "sm_90"]
+
+
+def test_cuda_targets_parse():
+    assert str(Target.parse("cuda -arch=sm_90")) == "cuda -arch=sm_90"
+    assert Target.parse("cuda").arch == "sm_80"
+    assert Target.parse("cuda -arch=sm_90").ptx_version == "ptx78"
+    assert Target.parse("cuda -arch=sm_80").is_cuda and not Target.parse("llvm").is_cuda
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("cuda -arch=sm_13", "unknown CUDA architecture 'sm_13'"),
+    ("cuda -arch=compute_80", "unknown CUDA architecture"),
+    ("cuda -mcpu=sm_80", "expected -arch=sm_XX"),
+    ("opencl", "unknown target kind 'opencl'"),
+])
+def test_bad_cuda_targets(spec, message):
+    with pytest.raises(TargetError, match=message):
+        Target.parse(spec)
+
+
+def vector_add(n: int) -> str:
+    A = placeholder((n,), name="A")
+    B = placeholder((n,), name="B")
+    C = compute((n,), lambda i: A[i] + B[i], name="C")
+    return str(create_func([A, B, C], name="vector_add"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vector_add_tvm_tutorial(arch, tmp_path):
+    # TVM's tutorial: split C's loop by 64, bind the outer loop to blockIdx.x and the inner
+    # one to threadIdx.x. Here: 64 threads per block, one element per thread.
+    pipeline = cuda_pipeline(f"cuda -arch={arch}", schedule_options="max-threads=64 vector=1")
+    module = tilecraft.compile(vector_add(1024), target=f"cuda -arch={arch}", pipeline=pipeline)
+    ptx = module.ptx()
+    assert f".target {arch}" in ptx
+    assert ".maxntid 64, 1, 1" in ptx
+    counts = ptx_counts(ptx)
+    assert counts["%ctaid.x"] >= 1 and counts["%tid.x"] >= 1
+    assert counts["ld.global.f32"] + counts["ld.global.b32"] == 2
+    assert "add.rn.f32" in ptx
+    assert "gpu.launch_func" in module.ir("host") or "mgpuLaunchKernel" in module.ir("host")
+    check_ptxas(module, arch, tmp_path)
+
+
+def test_vector_add_default_schedule_vectorizes_global_loads(tmp_path):
+    module = tilecraft.compile(vector_add(1 << 16), target="cuda -arch=sm_80")
+    counts = ptx_counts(module.ptx())
+    # 4 floats per thread, 16-byte aligned provably (offsets are multiples of 4 elements).
+    assert counts["ld.global.v4.b32"] == 2 and counts["st.global.v4.b32"] == 1
+    assert ".maxntid 256, 1, 1" in module.ptx()
+    check_ptxas(module, "sm_80", tmp_path)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_matmul_shared_memory(arch, tmp_path, rand):
+    module = tilecraft.compile(matmul_mlir(256, 192, 128), target=f"cuda -arch={arch}")
+    ptx = module.ptx()
+    counts = ptx_counts(ptx)
+    # Operand tiles staged in shared memory by all threads, barriers around the reads,
+    # 4x4 register accumulators updated by FMAs.
+    assert counts[".shared"] >= 2
+    assert counts["st.shared.v4.b32"] >= 1 and counts["ld.shared.v4.b32"] >= 1
+    assert counts["bar.sync"] >= 2
+    assert counts["fma.rn.f32"] >= 64
+    assert ".maxntid 16, 16, 1" in ptx
+    check_ptxas(module, arch, tmp_path)
+    a, b = rand((256, 128)), rand((128, 192))
+    np.testing.assert_allclose(cpu_replay(module, matmul_mlir(256, 192, 128))(a, b), a @ b,
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_matmul_without_shared_memory(tmp_path, rand):
+    pipeline = cuda_pipeline("cuda -arch=sm_80", schedule_options="shared=0 unroll=2")
+    module = tilecraft.compile(matmul_mlir(128, 64, 96), target="cuda -arch=sm_80",
+                               pipeline=pipeline)
+    counts = ptx_counts(module.ptx())
+    assert counts["ld.shared.v4.b32"] == 0 and counts[".shared"] == 0
+    assert counts["fma.rn.f32"] >= 16
+    check_ptxas(module, "sm_80", tmp_path)
+    a, b = rand((128, 96)), rand((96, 64))
+    np.testing.assert_allclose(cpu_replay(module, matmul_mlir(128, 64, 96))(a, b), a @ b,
+                               rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_softmax_block_per_row(arch, tmp_path, rand):
+    model = softmax_model(64, 1000)
+    module = tilecraft.compile(model, target=f"cuda -arch={arch}")
+    ptx = module.ptx()
+    counts = ptx_counts(ptx)
+    # The max and the sum each: one block per row, 125 threads reducing 8 elements each
+    # into shared memory, combined after a barrier.
+    assert ".maxntid 125, 1, 1" in ptx
+    assert counts[".shared"] >= 2 and counts["bar.sync"] >= 2
+    assert counts["ld.shared.f32"] + counts["ld.shared.b32"] >= 2
+    check_ptxas(module, arch, tmp_path)
+    x = rand((64, 1000)) * 10
+    np.testing.assert_allclose(cpu_replay(module, model)(x), softmax_reference(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_conv2d(arch, tmp_path, rng, rand):
+    model = conv_model(rng)
+    module = tilecraft.compile(model, target=f"cuda -arch={arch}")
+    counts = ptx_counts(module.ptx())
+    assert counts[".entry"] >= 2  # the padded input, the convolution (+ bias)
+    assert counts["fma.rn.f32"] >= 1
+    check_ptxas(module, arch, tmp_path)
+    x = rand((1, 8, 32, 32))
+    expected = tilecraft.compile(model, target="llvm")(x)
+    np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_demo_cnn_whole_model(arch, tmp_path, rand):
+    shapes = {"input": [1, 1, 16, 16]}
+    module = tilecraft.compile(str(DEMO_CNN), target=f"cuda -arch={arch}", shape_dict=shapes)
+    counts = ptx_counts(module.ptx())
+    # conv, relu, maxpool (x2), gemm, relu, gemm: every op runs in a kernel.
+    assert counts[".entry"] >= 7
+    assert counts["bar.sync"] >= 1 and counts["fma.rn.f32"] >= 1
+    check_ptxas(module, arch, tmp_path)
+    x = rand((1, 1, 16, 16))
+    expected = tilecraft.compile(str(DEMO_CNN), target="llvm", shape_dict=shapes)(x)
+    replay = cpu_replay(module, str(DEMO_CNN), shapes)
+    np.testing.assert_allclose(replay(x), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_stages_and_ir():
+    module = tilecraft.compile(vector_add(256), target="cuda -arch=sm_80")
+    assert module.pipeline.stage_names == [
+        "input", "simplify", "schedule", "bufferize", "map", "loops", "outline", "kernel",
+        "host", "binary", "assemble"]
+    assert "#gpu.thread<x>" in module.ir("schedule")
+    assert "gpu.launch" in module.ir("map") and "gpu.memcpy" in module.ir("map")
+    assert "gpu.module" in module.ir("outline")
+
+
+def test_dynamic_shapes_are_rejected():
+    with pytest.raises(GpuScheduleError, match="dynamic shapes"):
+        tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_80")
+
+
+def test_packages_are_cpu_only(tmp_path):
+    with pytest.raises(PackageError, match="CPU code only"):
+        tilecraft.compile(vector_add(64), target="cuda", package_path=tmp_path / "m.tar")
+
+
+@pytest.mark.skipif(cuda_driver_available(), reason="this machine has a CUDA driver")
+def test_calling_without_a_driver_raises(rand):
+    module = tilecraft.compile(vector_add(64), target="cuda -arch=sm_80")
+    assert module.ptx()  # compiling needed no GPU
+    with pytest.raises(DeviceUnavailableError, match="libcuda.so.1"):
+        module(rand((64,)), rand((64,)))
+    assert issubclass(DeviceUnavailableError, TargetError)
