@@ -29,6 +29,7 @@ from tilecraft.pipelines.cpu import cpu_pipeline
 from tilecraft.pipelines.pipeline import Pipeline
 from tilecraft.pipelines.target import Target
 from tilecraft.runtime.libraries import cuda_driver_available
+from tilecraft.scheduling import compute, create_func, placeholder
 
 DEMO_CNN = Path(__file__).resolve().parents[2] / "examples" / "digits_cnn.onnx"
 PTX_PATTERN = re.compile(
@@ -113,3 +114,11 @@ def conv_model(rng):
 def softmax_reference(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def vector_add(n: int) -> str:
+    """TVM's vector add, defined with the TE-style API: C[i] = A[i] + B[i]."""
+    A = placeholder((n,), name="A")
+    B = placeholder((n,), name="B")
+    C = compute((n,), lambda i: A[i] + B[i], name="C")
+    return str(create_func([A, B, C], name="vector_add"))

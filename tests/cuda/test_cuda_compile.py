@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from cuda_testing import (
     DEMO_CNN, check_ptxas, conv_model, cpu_replay, matmul_mlir, ptx_counts, softmax_model,
-    softmax_reference,
+    softmax_reference, vector_add,
 )
 
 import tilecraft
@@ -15,7 +15,6 @@ from tilecraft.errors import DeviceUnavailableError, GpuScheduleError, PackageEr
 from tilecraft.pipelines.cuda import cuda_pipeline
 from tilecraft.pipelines.target import Target
 from tilecraft.runtime.libraries import cuda_driver_available
-from tilecraft.scheduling import compute, create_func, placeholder
 
 ARCHS = ["sm_80", "sm_90"]
 
@@ -36,13 +35,6 @@ def test_cuda_targets_parse():
 def test_bad_cuda_targets(spec, message):
     with pytest.raises(TargetError, match=message):
         Target.parse(spec)
-
-
-def vector_add(n: int) -> str:
-    A = placeholder((n,), name="A")
-    B = placeholder((n,), name="B")
-    C = compute((n,), lambda i: A[i] + B[i], name="C")
-    return str(create_func([A, B, C], name="vector_add"))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
