@@ -453,7 +453,7 @@ def _init_plan(plan: GpuOpSchedule, nest: LoopNest) -> tuple[tuple[int, ...], tu
     return tuple(tiles), tuple(axes)
 
 
-def _operand_maps(module: ir.Operation) -> list[list[ir.AffineMap]]:
+def operand_maps_of(module: ir.Operation) -> list[list[ir.AffineMap]]:
     """Indexing maps of every structured op (named ops through a generalized twin)."""
     _container, twin = scratch_copy(module)
     with module.context:
@@ -465,7 +465,7 @@ def _operand_maps(module: ir.Operation) -> list[list[ir.AffineMap]]:
 def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> list[GpuOpSchedule]:
     """Tag every structured op of ``module`` (``tilecraft.op_id``) and plan it for the GPU."""
     analyzed = analyze_loop_nests(module)
-    maps = _operand_maps(module)
+    maps = operand_maps_of(module)
     tags: dict[ir.Operation, int] = {}
     for tag, (op, _) in enumerate(analyzed):
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tag)
