@@ -134,7 +134,7 @@ def multiple_of(value: ir.Value, depth: int = 0) -> int:
     return _UNKNOWN
 
 
-def _device_buffer(memref: ir.Value, launch_body: ir.Block) -> bool:
+def _device_buffer(memref: ir.Value) -> bool:
     """A buffer the host allocated (``gpu.alloc``: 256-byte aligned) with identity layout."""
     memref_type = ir.MemRefType(memref.type)
     layout = memref_type.layout
@@ -186,16 +186,15 @@ def vector_alignment_pass(module: ir.Operation, options: Mapping[str, str]) -> N
 
     module.walk(find, ir.WalkOrder.PRE_ORDER)
     for launch in launches:
-        body = launch.regions[0].blocks[0]
 
         def visit(op: ir.Operation) -> ir.WalkResult:
             if op.name == "vector.load":
                 memref, indices = op.operands[0], list(op.operands)[1:]
-                if _device_buffer(memref, body):
+                if _device_buffer(memref):
                     _align_access(op, memref, indices, ir.VectorType(op.results[0].type))
             elif op.name == "vector.store":
                 memref, indices = op.operands[1], list(op.operands)[2:]
-                if _device_buffer(memref, body):
+                if _device_buffer(memref):
                     _align_access(op, memref, indices, ir.VectorType(op.operands[0].type))
             return ir.WalkResult.ADVANCE
 
