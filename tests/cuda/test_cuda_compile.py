@@ -165,3 +165,24 @@ def test_calling_without_a_driver_raises(rand):
     with pytest.raises(DeviceUnavailableError, match="libcuda.so.1"):
         module(rand((64,)), rand((64,)))
     assert issubclass(DeviceUnavailableError, TargetError)
+
+
+def test_op_without_parallel_loops_is_rejected():
+    # A reduction to a scalar has no parallel loop to spread over blocks: a typed error that
+    # names the op, never host code touching device memory.
+    src = """
+    func.func @total(%x: tensor<1024xf32>) -> tensor<f32> {
+      %zero = arith.constant 0.0 : f32
+      %empty = tensor.empty() : tensor<f32>
+      %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<f32>) -> tensor<f32>
+      %r = linalg.reduce ins(%x : tensor<1024xf32>) outs(%init : tensor<f32>) dimensions = [0]
+        (%in: f32, %acc: f32) {
+          %s = arith.addf %in, %acc : f32
+          linalg.yield %s : f32
+        }
+      return %r : tensor<f32>
+    }
+    """
+    with pytest.raises(GpuScheduleError, match="linalg.fill: a 0-d op") as error:
+        tilecraft.compile(src, target="cuda -arch=sm_80")
+    assert error.value.stage == "schedule"
