@@ -37,7 +37,10 @@ from mlir.dialects.transform import interpreter
 from ...errors import GpuScheduleError
 from ..loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..passes import positive_int_option, register_pass
-from ..schedule import _DECOMPOSABLE, CLEANUP_SEQUENCE, TAG, _ScriptWriter, _init_fill, largest_divisor
+from ..schedule import (
+    _DECOMPOSABLE, CLEANUP_SEQUENCE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence,
+    largest_divisor,
+)
 from ..scratch import scratch_copy
 
 WORKGROUP = "#gpu.address_space<workgroup>"
@@ -224,7 +227,7 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
         if plan.vectorize:
             w.vectorize(split)
-        return _sequence(plan.tag, w)
+        return _sequence_text(f"schedule_op_{plan.tag}", w)
     if plan.k_tiles is not None and any(plan.k_tiles):
         n_k = sum(1 for t in plan.k_tiles if t)
         k_loops, tiled = w.fresh("kloops"), w.fresh("tiled")
@@ -245,13 +248,13 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         op = w.decompose(op)
     if plan.vectorize:
         w.vectorize(op)
-    return _sequence(plan.tag, w)
+    return _sequence_text(f"schedule_op_{plan.tag}", w)
 
 
-def _sequence(tag: int, w: GpuScriptWriter) -> str:
+def _sequence_text(name: str, w: GpuScriptWriter) -> str:
     body = "\n".join(f"    {line}" for line in w.lines)
     return (
-        f"  transform.named_sequence @schedule_op_{tag}(%root: !transform.any_op "
+        f"  transform.named_sequence @{name}(%root: !transform.any_op "
         "{transform.readonly}) {\n" + body + "\n    transform.yield\n  }"
     )
 
@@ -367,7 +370,6 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
     if outer_batch:
         block[outer_batch[-1]] = 1
         mapped.insert(0, outer_batch[-1])
-    block_axes = ("z", "y", "x") if outer_batch else ("y", "x")
     register = [1 if (p and block[d] == 0 and nest.ranges[d] > 1) else 0
                 for d, p in enumerate(nest.parallel)]
     kt = largest_divisor(nest.ranges[k], config.k_step)
@@ -392,7 +394,7 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
             promotions.append(Promotion(operand, full, axes))
         promoted = tuple(promotions)
     return GpuOpSchedule(
-        tag, "contraction", tuple(block), block_axes if not outer_batch else ("z", "y", "x"),
+        tag, "contraction", tuple(block), ("z", "y", "x") if outer_batch else ("y", "x"),
         tuple(thread), ("y", "x"), k_tiles=k_tiles, promoted=promoted,
         register_tiles=tuple(register) if any(register) else None,
         reduction_tiles=tuple(reduction),
@@ -543,11 +545,10 @@ def _pads_to_copies(module: ir.Operation) -> None:
 
 def _try_sequence(module: ir.Operation, transform_module: ir.Module, name: str) -> str | None:
     """Apply ``name`` to a scratch copy; the interpreter's message if it fails."""
-    sequence = next(op for op in transform_module.body.operations
-                    if ir.StringAttr(op.attributes["sym_name"]).value == name)
     _container, trial = scratch_copy(module)
     try:
-        interpreter.apply_named_sequence(trial, sequence, transform_module.operation)
+        interpreter.apply_named_sequence(trial, _sequence(transform_module, name),
+                                         transform_module.operation)
     except ValueError as error:
         return str(error)
     return None
@@ -585,27 +586,16 @@ def apply_gpu_schedule(module: ir.Operation, plans: list[GpuOpSchedule]) -> str:
         if error is not None:
             raise GpuScheduleError(
                 f"the GPU schedule cannot map {_op_description(module, plan.tag)}: {error}")
-        sequence = next(op for op in transform_module.body.operations
-                        if ir.StringAttr(op.attributes["sym_name"]).value == f"schedule_op_{plan.tag}")
-        interpreter.apply_named_sequence(module, sequence, transform_module.operation)
+        interpreter.apply_named_sequence(module, _sequence(transform_module, f"schedule_op_{plan.tag}"),
+                                         transform_module.operation)
         applied.append(plan)
     script = render_gpu_script(applied)
     with module.context:
         transform_module = ir.Module.parse(script)
-    cleanup = next(op for op in transform_module.body.operations
-                   if ir.StringAttr(op.attributes["sym_name"]).value == "cleanup")
-    interpreter.apply_named_sequence(module, cleanup, transform_module.operation)
+    interpreter.apply_named_sequence(module, _sequence(transform_module, "cleanup"),
+                                     transform_module.operation)
     _remove_tags(module)
     return script
-
-
-def _remove_tags(module: ir.Operation) -> None:
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if TAG in op.attributes:
-            del op.attributes[TAG]
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit, ir.WalkOrder.PRE_ORDER)
 
 
 _CONFIG_OPTIONS = {
@@ -702,8 +692,8 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
                        f" : ({w.ANY}) -> {w.ANY}")
         w.lines.append(f"{w.fresh('mapped')} = transform.gpu.map_nested_forall_to_threads {launch} "
                        f"block_dims = {list(dims)} : ({w.ANY}) -> {w.ANY}")
-    script = ("module attributes {transform.with_named_sequence} {\n" + _sequence("map", w)
-              .replace("@schedule_op_map", "@__transform_main") + "\n}\n")
+    script = ("module attributes {transform.with_named_sequence} {\n"
+              + _sequence_text("__transform_main", w) + "\n}\n")
     with module.context:
         transform_module = ir.Module.parse(script)
     main = next(iter(transform_module.body.operations))
