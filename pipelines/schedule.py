@@ -380,13 +380,15 @@ CLEANUP_SEQUENCE = """  transform.named_sequence @cleanup(%root: !transform.any_
   }"""
 
 
-def render_script(plans: list[OpSchedule]) -> str:
+def render_script(plans: list[OpSchedule],
+                  render_op: Callable[[OpSchedule], str] | None = None) -> str:
     """A complete transform module: one sequence per op, ``@cleanup``, and an entry point.
 
     ``tilecraft-opt payload.mlir --transform-interpreter`` (with this module appended to
-    the payload file) replays the schedule with no Python in the loop.
+    the payload file) replays the schedule with no Python in the loop. ``render_op``
+    renders one plan (default :func:`render_op_sequence`; the CUDA schedule passes its own).
     """
-    sequences = [render_op_sequence(plan) for plan in plans]
+    sequences = [(render_op or render_op_sequence)(plan) for plan in plans]
     includes = [
         f"    transform.include @schedule_op_{plan.tag} failures(propagate) (%root)"
         " : (!transform.any_op) -> ()"

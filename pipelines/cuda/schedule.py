@@ -38,8 +38,8 @@ from ...errors import GpuScheduleError
 from ..loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..passes import positive_int_option, register_pass
 from ..schedule import (
-    _DECOMPOSABLE, CLEANUP_SEQUENCE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence,
-    largest_divisor,
+    _DECOMPOSABLE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence, largest_divisor,
+    render_script,
 )
 from ..scratch import scratch_copy
 
@@ -262,18 +262,7 @@ def _sequence_text(name: str, w: GpuScriptWriter) -> str:
 def render_gpu_script(plans: list[GpuOpSchedule]) -> str:
     """One transform module: a sequence per op, ``@cleanup`` (shared with the CPU
     schedule), and ``@__transform_main`` for ``tilecraft-opt --transform-interpreter``."""
-    sequences = [render_gpu_op_sequence(plan) for plan in plans]
-    includes = [
-        f"    transform.include @schedule_op_{plan.tag} failures(propagate) (%root)"
-        " : (!transform.any_op) -> ()"
-        for plan in plans
-    ] + ["    transform.include @cleanup failures(propagate) (%root) : (!transform.any_op) -> ()"]
-    main = (
-        "  transform.named_sequence @__transform_main(%root: !transform.any_op "
-        "{transform.readonly}) {\n" + "\n".join(includes) + "\n    transform.yield\n  }"
-    )
-    return ("module attributes {transform.with_named_sequence} {\n"
-            + "\n".join([*sequences, CLEANUP_SEQUENCE, main]) + "\n}\n")
+    return render_script(plans, render_gpu_op_sequence)
 
 
 # ---- planning ---------------------------------------------------------------------------
