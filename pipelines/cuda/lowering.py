@@ -27,6 +27,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import warnings
+from functools import cache
 from pathlib import Path
 from typing import Mapping
 
@@ -53,6 +55,17 @@ def find_ptxas() -> str | None:
         if root and (Path(root) / "bin" / "ptxas").is_file():
             return str(Path(root) / "bin" / "ptxas")
     return None
+
+
+@cache
+def ptxas_architectures(ptxas: str) -> frozenset[str]:
+    """The ``sm_XX`` names ``ptxas`` can target (from its ``--help``; CUDA 13 dropped sm_7x < 75)."""
+    result = subprocess.run([ptxas, "--help"], capture_output=True, text=True)
+    allowed = result.stdout.split("Allowed values for this option:", 1)
+    if len(allowed) < 2:
+        return frozenset()
+    names = allowed[1].split("Default value", 1)[0]
+    return frozenset(re.findall(r"'(sm_[0-9a-z]+)'", names))
 
 
 def assemble_ptx(ptx: str, arch: str, ptxas: str | None = None) -> bytes:
@@ -108,6 +121,14 @@ def ptxas_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             continue
         ptx = bytes(obj.object).decode()
         arch = options.get("arch") or re.search(r'chip = "([^"]+)"', str(obj.target)).group(1)
+        supported = ptxas_architectures(ptxas)
+        if supported and arch not in supported:
+            if options.get("required") == "1":
+                raise ToolchainError(f"{ptxas} cannot target {arch}")
+            warnings.warn(f"tilecraft-ptxas: {ptxas} cannot target {arch}; the kernels stay "
+                          "PTX, which the CUDA driver compiles when it loads them",
+                          RuntimeWarning, stacklevel=2)
+            return
         cubin = assemble_ptx(ptx, arch, ptxas)
         binary.attributes[PTX_ATTRIBUTE] = ir.StringAttr.get(ptx)
         binary.attributes["objects"] = ir.ArrayAttr.get([gpu.ObjectAttr.get(

@@ -3,6 +3,8 @@ errors. Execution on a GPU is in test_cuda_run.py (marked ``gpu``)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from cuda_testing import (
@@ -12,8 +14,9 @@ from cuda_testing import (
 
 import tilecraft
 from tilecraft.errors import DeviceUnavailableError, GpuScheduleError, PackageError, TargetError
-from tilecraft.pipelines.cuda import cuda_pipeline
-from tilecraft.pipelines.target import Target
+from tilecraft.pipelines.cuda import cuda_pipeline, find_ptxas
+from tilecraft.pipelines.cuda.lowering import ptxas_architectures
+from tilecraft.pipelines.target import CUDA_ARCHS, Target
 from tilecraft.runtime.libraries import cuda_driver_available
 
 ARCHS = ["sm_80", "sm_90"]
@@ -186,3 +189,20 @@ def test_op_without_parallel_loops_is_rejected():
     with pytest.raises(GpuScheduleError, match="linalg.fill: a 0-d op") as error:
         tilecraft.compile(src, target="cuda -arch=sm_80")
     assert error.value.stage == "schedule"
+
+
+@pytest.mark.parametrize("arch", list(CUDA_ARCHS))
+def test_every_architecture(arch, tmp_path):
+    # PTX for each listed architecture (LLVM's NVPTX accepts its PTX version); a cubin where
+    # the installed ptxas can target it, else PTX kept with a warning (CUDA 13: no sm_70/72).
+    ptxas = find_ptxas()
+    unsupported = ptxas is not None and arch not in ptxas_architectures(ptxas)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = tilecraft.compile(vector_add(256), target=f"cuda -arch={arch}")
+    assert f".target {arch}" in module.ptx()
+    if unsupported:
+        assert not module.cubin()
+        assert any(f"cannot target {arch}" in str(w.message) for w in caught)
+    elif ptxas is not None:
+        check_ptxas(module, arch, tmp_path)
