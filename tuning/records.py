@@ -163,11 +163,24 @@ def load_records(path: "str | os.PathLike[str]", *, target: "str | Target | None
     return records
 
 
+# Tuner name of the records of the validation phase (see tilecraft.tuning.tune).
+VALIDATED = "final"
+
+
 def best_records(records: Iterable[Record]) -> dict[str, Record]:
-    """Per task key, the fastest successful record (failed records are never chosen)."""
+    """Per task key, the fastest successful record (failed records are never chosen).
+
+    Where a task has validated records (the top candidates re-measured round-robin after the
+    search), only those compete: a single search measurement taken in a quiet moment of a
+    loaded machine must not beat candidates measured side by side.
+    """
+    records = [r for r in records if r.ok]
+    validated = {r.key for r in records if r.tuner == VALIDATED}
     best: dict[str, Record] = {}
     for record in records:
-        if record.ok and (record.key not in best or record.cost < best[record.key].cost):
+        if record.key in validated and record.tuner != VALIDATED:
+            continue
+        if record.key not in best or record.cost < best[record.key].cost:
             best[record.key] = record
     return best
 

@@ -6,7 +6,7 @@ import os
 from collections import defaultdict
 from typing import Iterable
 
-from .records import Record
+from .records import VALIDATED, Record
 
 
 def best_so_far(records: Iterable[Record]) -> list[float]:
@@ -26,6 +26,8 @@ def curves(records: Iterable[Record]) -> dict[str, dict[str, list[float]]]:
     pending: dict[str, list[Record]] = defaultdict(list)
     for record in records:
         name = record.task.get("name", record.key)
+        if record.tuner == VALIDATED:
+            continue  # re-measurements of the best candidates, not trials of a search
         if record.tuner == "default":
             pending[name] = [record]
             continue

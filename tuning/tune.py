@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from ..errors import TaskExtractionError, TunerNameError, TuningError
 from ..pipelines.target import Target
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
-from .records import Record, RecordWriter, canonical_target, load_records
+from .records import VALIDATED, Record, RecordWriter, canonical_target, load_records
 from .space import ScheduleSpace, space_for
 from .task import Task, extract_tasks
 from .tuners import TUNERS, Tuner, make_tuner
@@ -158,6 +158,7 @@ def tune(
     seed: int = 0,
     report: "str | os.PathLike[str] | None" = None,
     progress: bool = True,
+    validate_top: int = 4,
 ) -> TuningResult:
     """Tune every task of ``model`` for ``target``; returns the best schedule per task.
 
@@ -179,6 +180,10 @@ def tune(
       seed: seed of the tuners' random choices.
       report: write a PNG plotting best-so-far GFLOPS vs trials per task and tuner.
       progress: print the progress lines.
+      validate_top: after a task's search, re-measure its best ``validate_top`` configs and
+        the default, round-robin (:data:`VALIDATION_ROUNDS` rounds), and record them as
+        ``final``; ``compile`` then picks among these (0: no validation). Why: on a loaded
+        machine the search's best single measurement is often a lucky one.
     """
     if tuner not in TUNERS:
         raise TunerNameError(f"unknown tuner {tuner!r}; choose one of {', '.join(TUNERS)}")
@@ -225,6 +230,8 @@ def tune(
         for index, (state, share) in enumerate(zip(tunable, shares), 1):
             _search(state, share, run, index, len(tunable), batch_size, early_stopping,
                     tuner, progress)
+            if validate_top > 0:
+                session.validate(state, validate_top, [writer])
     results = [
         TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
                    best_gflops=s.gflops(s.tuner.best_cost), best_config=s.tuner.best_config,
@@ -236,6 +243,10 @@ def tune(
 
         plot_report(load_records(records_path, target=target), report)
     return TuningResult(records_path, results)
+
+
+# Rounds of the validation phase: each round measures every finalist once.
+VALIDATION_ROUNDS = 3
 
 
 class _Session:
@@ -283,6 +294,43 @@ class _Session:
             state.default_cost = _cost(result)
             state.tuner.update([state.space.default()], [state.default_cost])
 
+    def validate(self, state: _TaskTuning, top: int, writers: list[RecordWriter]) -> None:
+        """Re-measure the ``top`` best configs and the default side by side; record each as
+        ``final`` (costs: one median per round) and make the validated best the tuner's."""
+        order = sorted(range(len(state.tuner.costs)), key=lambda i: state.tuner.costs[i])
+        candidates: list[dict[str, int]] = []
+        for i in order:
+            if math.isfinite(state.tuner.costs[i]) and state.tuner.configs[i] not in candidates:
+                candidates.append(state.tuner.configs[i])
+            if len(candidates) == top:
+                break
+        if state.space.default() not in candidates:
+            candidates.append(state.space.default())
+        rounds: list[list[MeasureResult]] = [[] for _ in candidates]
+        for _ in range(VALIDATION_ROUNDS):
+            for i, config in enumerate(candidates):
+                rounds[i].append(self.local.measure(MeasureInput(
+                    payload=state.task.payload, task=state.task.describe(), config=config,
+                    target=self.target_key, reference=state.reference)))
+        best_cost, best_config = math.inf, None
+        for config, results in zip(candidates, rounds):
+            failed = next((r for r in results if not r.ok), None)
+            costs = [_cost(r) for r in results]
+            cost = statistics.median(costs) if failed is None else math.inf
+            record = Record(
+                task=state.task.describe(), config=config,
+                status="ok" if failed is None else failed.status, costs=costs if failed is None else [],
+                gflops=state.gflops(cost), target=self.target_key,
+                error="" if failed is None else failed.error, tuner=VALIDATED, trial=state.trials,
+                timestamp=time.time(), script=state.space.script(config),
+            )
+            for writer in writers:
+                writer.write(record)
+            if cost < best_cost:
+                best_cost, best_config = cost, config
+        if best_config is not None:
+            state.tuner.best_cost, state.tuner.best_config = best_cost, dict(best_config)
+
     def _reference(self, state: _TaskTuning) -> Path:
         return self.local.scratch / f"{state.task.key}.npy"
 
@@ -298,6 +346,7 @@ def compare_tuners(
     batch_size: int = 8,
     seed: int = 0,
     progress: bool = True,
+    validate_top: int = 4,
 ) -> dict[str, TaskResult]:
     """Tune one task with several tuners *interleaved*, batch by batch, for ``trials`` each.
 
@@ -333,6 +382,10 @@ def compare_tuners(
                               f"{state.gflops(state.tuner.best_cost):>7.2f} GFLOPS | Progress: "
                               f"({state.trials}/{trials}) | {time.perf_counter() - start:.2f} s",
                               file=sys.stderr, flush=True)
+            if validate_top > 0:
+                for name, state in states.items():
+                    if state.reference is not None:
+                        session.validate(state, validate_top, [writers[name]])
     finally:
         for writer in writers.values():
             writer.close()

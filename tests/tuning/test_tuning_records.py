@@ -35,6 +35,14 @@ def test_records_round_trip_and_best_skips_failures(tmp_path):
     assert math.isinf(records[1].cost)
 
 
+def test_validated_records_decide():
+    fast_once = _record(costs=(0.5,), config={"a": 1})
+    validated = [Record(**{**_record(costs=(1.0, 1.1, 0.9), config={"a": 2}).__dict__, "tuner": "final"}),
+                 Record(**{**_record(costs=(2.0, 2.0, 2.0), config={"a": 1}).__dict__, "tuner": "final"})]
+    assert best_records([fast_once, *validated])["k1"].config == {"a": 2}
+    assert best_records([fast_once])["k1"].config == {"a": 1}
+
+
 def test_corrupt_and_foreign_lines_are_skipped_with_one_warning(tmp_path):
     path = tmp_path / "r.jsonl"
     with RecordWriter(path) as writer:

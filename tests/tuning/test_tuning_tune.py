@@ -9,7 +9,7 @@ import pytest
 import mlir_text
 import tilecraft
 from tilecraft.errors import TaskExtractionError, TunerNameError, TuningError
-from tilecraft.tuning import extract_tasks, load_records, space_for
+from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
 from tilecraft.tuning.records import Record, RecordWriter, canonical_target
 
 TARGET = "llvm"
@@ -19,7 +19,7 @@ def test_tune_writes_records_progress_and_report(tmp_path, capsys, matmul_64):
     records = tmp_path / "tune.jsonl"
     report = tmp_path / "report.png"
     result = tilecraft.tune(matmul_64, TARGET, trials=5, tuning_records=records, tuner="random",
-                            timeout=60, batch_size=2, report=report)
+                            timeout=60, batch_size=2, report=report, validate_top=0)
     lines = load_records(records, target=TARGET)
     assert len(lines) == 5
     assert lines[0].tuner == "default" and lines[0].ok
@@ -34,11 +34,16 @@ def test_tune_writes_records_progress_and_report(tmp_path, capsys, matmul_64):
 
     # Resume: configs already measured are not measured again and count as trials.
     again = tilecraft.tune(matmul_64, TARGET, trials=8, tuning_records=records, tuner="random",
-                           prior_records=records, timeout=60, batch_size=2, progress=False)
+                           prior_records=records, timeout=60, batch_size=2, progress=False,
+                           validate_top=2)
     all_lines = load_records(records, target=TARGET)
     tuned = [tuple(sorted(r.config.items())) for r in all_lines if r.tuner == "random"]
     assert len(tuned) == len(set(tuned))
     assert again.tasks[0].trials >= 8
+    # Validation: the two best configs and the default, re-measured side by side, decide.
+    final = [r for r in all_lines if r.tuner == "final"]
+    assert 2 <= len(final) <= 3 and all(len(r.costs) == 3 for r in final if r.ok)
+    assert best_records(all_lines)[final[0].key].tuner == "final"
 
 
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
@@ -82,7 +87,7 @@ def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):
     (task,) = extract_tasks(matmul_64, TARGET)
     paths = {"random": tmp_path / "random.jsonl", "grid": tmp_path / "grid.jsonl"}
     results = compare_tuners(task, paths, TARGET, trials=5, timeout=60, batch_size=2,
-                             progress=False)
+                             progress=False, validate_top=0)
     assert {name: r.trials for name, r in results.items()} == {"random": 5, "grid": 5}
     random_lines = load_records(paths["random"], target=TARGET)
     grid_lines = load_records(paths["grid"], target=TARGET)
