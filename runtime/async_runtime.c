@@ -98,7 +98,7 @@ typedef struct Task {
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
 static Task *queue_head, *queue_tail;
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static pid_t pool_pid; /* the process whose workers exist (0: none started yet) */
 static int64_t pool_size;
 
 static void *worker(void *unused) {
@@ -116,7 +116,28 @@ static void *worker(void *unused) {
   return NULL;
 }
 
-static void start_pool(void) {
+/* fork(): hold the queue lock across it, so the child's copy is consistent and unlocked. */
+static void before_fork(void) { pthread_mutex_lock(&pool_mu); }
+static void after_fork_in_parent(void) { pthread_mutex_unlock(&pool_mu); }
+static void after_fork_in_child(void) {
+  pthread_mutex_unlock(&pool_mu);
+  queue_head = queue_tail = NULL; /* the parent's tasks: its workers run them */
+}
+__attribute__((constructor)) static void register_fork_handlers(void) {
+  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+}
+
+/* Start the workers once per process. Why per process: a fork()ed child (a tuner's or a
+ * test's worker) inherits the started flag and the queue but none of the threads, and its
+ * first parallel loop waited forever. The queue was the parent's; the child starts afresh. */
+static void ensure_pool(void) {
+  pid_t pid = getpid();
+  if (__atomic_load_n(&pool_pid, __ATOMIC_ACQUIRE) == pid) return;
+  pthread_mutex_lock(&pool_mu);
+  if (pool_pid == pid) {
+    pthread_mutex_unlock(&pool_mu);
+    return;
+  }
   long threads = sysconf(_SC_NPROCESSORS_ONLN);
   const char *env = getenv("TILECRAFT_NUM_THREADS");
   if (env && atol(env) > 0) threads = atol(env);
@@ -130,10 +151,12 @@ static void start_pool(void) {
     if (pthread_create(&thread, &attr, worker, NULL) != 0) die("cannot start a worker thread");
   }
   pthread_attr_destroy(&attr);
+  __atomic_store_n(&pool_pid, pid, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&pool_mu);
 }
 
 RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
-  pthread_once(&pool_once, start_pool);
+  ensure_pool();
   Task *task = malloc(sizeof(Task));
   if (!task) die("out of memory");
   task->resume = resume;
@@ -147,7 +170,7 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
 }
 
 RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
-  pthread_once(&pool_once, start_pool);
+  ensure_pool();
   return pool_size;
 }
 

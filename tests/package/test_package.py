@@ -311,3 +311,33 @@ def test_scalar_arguments_travel_by_value(tmp_path, rand):
     np.testing.assert_allclose(package(x, 2.5, -1.25), x * 2.5 - 1.25, rtol=1e-6)
     with pytest.raises(ArgumentTypeError, match="expected a scalar float32"):
         package(x, "2", 1.0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_parallel_package_runs_in_a_forked_child(tmp_path, rand):
+    """A worker process forked after the package ran (as a tuner's or a server's workers
+    are) starts its own threads: its first parallel loop must not wait forever."""
+    text = textwrap.dedent("""
+        func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
+          %zero = arith.constant 0.0 : f32
+          %init = tensor.empty() : tensor<96x80xf32>
+          %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
+          %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>) outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
+          return %c : tensor<96x80xf32>
+        }
+    """)
+    tilecraft.compile(text, target=tilecraft.Target(num_threads=2), package_path=tmp_path / "mm.tar")
+    package = tilecraft.runtime.load(tmp_path / "mm.tar")
+    a, b = rand((96, 128)), rand((128, 80))
+    np.testing.assert_allclose(package(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run twice, report through the pipe, never return into pytest
+        try:
+            ok = all(np.allclose(package(a, b), a @ b, rtol=1e-4, atol=1e-4) for _ in range(2))
+            os.write(write_end, b"ok" if ok else b"wrong")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    assert os.read(read_end, 16) == b"ok" and status == 0
