@@ -7,7 +7,8 @@ Stages, as data like the CPU pipeline (``pipelines/cpu.py``):
   schedule   tilecraft-gpu-schedule: blocks, threads, shared memory, vectors (on tensors)
   bufferize  one-shot-bufferize, ownership-based deallocation
   map        tilecraft-gpu-map (scf.forall -> gpu.launch, thread ids, barriers),
-             tilecraft-gpu-host-memory (device buffers, host<->device copies, shared memory)
+             tilecraft-gpu-host-memory (device buffers, host<->device copies, shared memory),
+             tilecraft-gpu-hoist-accumulators (a thread's C tile in registers across K)
   loops      vector multi-reductions and transfers to 1-D, remaining linalg to loops
   outline    kernel outlining into gpu.module, NVVM target attached (chip, PTX version)
   kernel     inside gpu.module: vector/memref/scf/arith to LLVM + NVVM intrinsics
@@ -161,9 +162,11 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                    "canonicalize"),
                   "tensors to buffers; results returned as fresh allocations"),
             Stage("map", ("tilecraft-gpu-map", "tilecraft-gpu-host-memory",
+                          "loop-invariant-code-motion", "tilecraft-gpu-hoist-accumulators",
                           "func.func(gpu-eliminate-barriers)", "canonicalize", "cse"),
                   "block loops to gpu.launch, thread loops to thread ids (+ barriers); device "
-                  "buffers and host<->device copies; shared memory as workgroup attributions"),
+                  "buffers and host<->device copies; shared memory as workgroup attributions; "
+                  "accumulator tiles in registers across the staged K loop"),
             Stage("loops",
                   ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                    # No canonicalize after tilecraft-gpu-lower-vectors: it folds insert

@@ -272,3 +272,109 @@ def gpu_host_memory_pass(module: ir.Operation, options: Mapping[str, str]) -> No
         _launch_buffers(launch)
     for func in functions:
         _move_host_buffers_to_device(func)
+
+
+# ---- accumulators in registers across a loop ----------------------------------------------
+
+def _accesses_root(op: ir.Operation, root: ir.Value, skip: tuple[ir.Operation, ...]) -> bool:
+    """Whether ``op`` or anything nested in it uses a view of ``root`` (``skip`` excepted)."""
+    found = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if inner in skip:
+            return ir.WalkResult.SKIP
+        if any(_is_memref(v) and _root(v) == root for v in inner.operands):
+            found.append(inner)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
+def _defined_outside(value: ir.Value, loop: ir.Operation) -> bool:
+    owner = value.owner
+    op = owner.owner if isinstance(owner, ir.Block) else owner
+    op = op if isinstance(op, ir.Operation) else op.operation
+    while op is not None:
+        if op == loop:
+            return False
+        op = op.parent
+    return True
+
+
+def _hoistable_pair(loop: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
+    """A transfer_read / transfer_write pair of the same slice that only this pair touches."""
+    body_ops = [o.operation for o in loop.regions[0].blocks[0].operations]
+    for read in body_ops:
+        if read.name != "vector.transfer_read":
+            continue
+        memref_value, indices = read.operands[0], list(read.operands)[1:-1]
+        if not all(_defined_outside(v, loop) for v in [memref_value, *indices]):
+            continue
+        for write in body_ops[body_ops.index(read) + 1:]:
+            if (write.name == "vector.transfer_write" and write.operands[1] == memref_value
+                    and list(write.operands)[2:] == indices
+                    and write.operands[0].type == read.results[0].type
+                    and read.attributes["permutation_map"] == write.attributes["permutation_map"]):
+                root = _root(memref_value)
+                others = [o for o in body_ops if o not in (read, write)]
+                if not any(_accesses_root(o, root, (read, write)) for o in others):
+                    return read, write
+    return None
+
+
+def _hoist(loop: ir.Operation, read: ir.Operation, write: ir.Operation) -> None:
+    """``read`` before ``loop`` and ``write`` after it; the value rides in an iter_arg."""
+    from mlir.dialects import scf
+
+    read.move_before(loop)
+    lower, upper, step = list(loop.operands)[:3]
+    with ir.InsertionPoint(loop), loop.location:
+        new_loop = scf.ForOp(lower, upper, step, [read.results[0]])
+    carried = write.operands[0]
+    with ir.InsertionPoint(new_loop.body), loop.location:
+        new_yield = scf.YieldOp([carried])
+    old_body = loop.regions[0].blocks[0]
+    old_body.arguments[0].replace_all_uses_with(new_loop.induction_variable)
+    old_ops = [o.operation for o in old_body.operations]
+    for op in old_ops[:-1]:  # all but the old scf.yield
+        if op != write:
+            op.move_before(new_yield.operation)
+    for use in list(read.results[0].uses):
+        if use.owner != new_loop.operation:
+            use.owner.operands[use.operand_number] = new_loop.inner_iter_args[0]
+    write.move_after(new_loop.operation)
+    write.operands[0] = new_loop.results[0]
+    loop.erase()
+
+
+def _launch_loops(module: ir.Operation) -> list[ir.Operation]:
+    """``scf.for`` ops inside ``gpu.launch`` bodies, innermost first."""
+    loops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.for" and _inside_launch(op) and len(op.results) == 0:
+            loops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.POST_ORDER)
+    return loops
+
+
+@register_pass(
+    "tilecraft-gpu-hoist-accumulators",
+    "Keep a thread's read-modify-write slice in registers across a kernel loop",
+)
+def hoist_accumulators_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: with shared-memory staging the thread loop of a matmul sits inside the K loop, so
+    each K slice read and wrote the thread's accumulator tile in global memory. After
+    mapping, the thread's read and write of its own tile are the only accesses to that
+    buffer in the K loop (the forall gave every thread a disjoint tile, and no other op
+    touches the buffer), so the tile can ride through the loop in registers.
+    ``hoist_redundant_vector_transfers`` refuses because the tile's zero-fill, before the
+    loop, also uses the same view."""
+    for loop in _launch_loops(module):
+        pair = _hoistable_pair(loop)
+        if pair is not None:
+            _hoist(loop, *pair)
