@@ -303,7 +303,9 @@ def _plan_parallel(nest: LoopNest, tag: int, config: GpuConfig, *, kind: str) ->
         raise GpuScheduleError(f"{nest.op_name}: no parallel loop to map onto GPU threads")
     mapped = candidates[-3:]
     tiles = [1] * len(mapped)
-    if mapped[-1] == n_loops - 1:
+    if mapped[-1] == n_loops - 1 or kind == "convolution":
+        # A convolution's innermost output loop (ow) is not its innermost loop, but the 1-D
+        # form `decompose` leaves vectorizes along it: 4 accumulators per thread.
         tiles[-1] = _vector_lanes(nest.ranges[mapped[-1]], nest, config)
     threads = _spread_threads([nest.ranges[d] for d in mapped], tiles, config.max_threads)
     block = [0] * n_loops
