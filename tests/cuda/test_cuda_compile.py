@@ -7,9 +7,10 @@ import warnings
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 from cuda_testing import (
-    DEMO_CNN, check_ptxas, conv_model, cpu_replay, matmul_mlir, ptx_counts, softmax_model,
-    softmax_reference, vector_add,
+    DEMO_CNN, check_ptxas, conv_model, cpu_replay, f32, matmul_mlir, onnx_model, ptx_counts,
+    softmax_model, softmax_reference, vector_add,
 )
 
 import tilecraft
@@ -206,3 +207,21 @@ def test_every_architecture(arch, tmp_path):
         assert any(f"cannot target {arch}" in str(w.message) for w in caught)
     elif ptxas is not None:
         check_ptxas(module, arch, tmp_path)
+
+
+def test_layer_norm_block_per_row(rng, rand, tmp_path):
+    scale, bias = (rng.random(768).astype(np.float32) for _ in range(2))
+    model = onnx_model(
+        [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+        [f32("x", [32, 768])], [f32("y", [32, 768])],
+        [helper.make_tensor("s", TensorProto.FLOAT, [768], scale),
+         helper.make_tensor("b", TensorProto.FLOAT, [768], bias)])
+    module = tilecraft.compile(model, target="cuda -arch=sm_80")
+    ptx = module.ptx()
+    # The mean and the variance: one block per row, 128 threads splitting its 768 elements.
+    assert ptx.count(".maxntid 128, 1, 1") == 2
+    assert ptx_counts(ptx)[".shared"] == 2
+    check_ptxas(module, "sm_80", tmp_path)
+    x = rand((32, 768))
+    expected = tilecraft.compile(model, target="llvm")(x)
+    np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-5, atol=1e-5)
