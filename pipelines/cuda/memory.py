@@ -70,7 +70,7 @@ def _inside_launch(op: ir.Operation) -> bool:
 
 def _root(value: ir.Value) -> ir.Value:
     """The allocation a view was taken of (through subview / reshape / cast)."""
-    while isinstance(value.owner, ir.Operation) or hasattr(value.owner, "operation"):
+    while not isinstance(value.owner, ir.Block):
         owner = value.owner if isinstance(value.owner, ir.Operation) else value.owner.operation
         if owner.name not in _VIEW_OPS:
             break
@@ -125,14 +125,14 @@ def _move_host_buffers_to_device(func: ir.Operation) -> None:
     body = func.regions[0].blocks[0]
     host_ops = _host_side_ops(func)
     for op in host_ops:
-        if op.name in _TOUCHING_OPS and op.name != "memref.copy" or op.name.startswith(_TOUCHING_PREFIXES):
+        if (op.name in _TOUCHING_OPS and op.name != "memref.copy") or op.name.startswith(_TOUCHING_PREFIXES):
             raise GpuScheduleError(
                 f"{op.name} at {op.location} stays on the host but reads or writes a buffer "
                 "that lives on the GPU: the GPU schedule did not map it"
             )
     device_roots: set[ir.Value] = set()
     copies_to_free: list[ir.Value] = []
-    first = list(body.operations)[0] if len(list(body.operations)) else None
+    first = body.operations[0]  # a function body ends in func.return: never empty
     # Arguments: host arrays -> device copies at entry.
     for argument in body.arguments:
         if not _is_memref(argument) or not list(argument.uses):
