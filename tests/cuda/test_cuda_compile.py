@@ -225,3 +225,23 @@ def test_layer_norm_block_per_row(rng, rand, tmp_path):
     x = rand((32, 768))
     expected = tilecraft.compile(model, target="llvm")(x)
     np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_matmul_maps_batch_to_z(rand, tmp_path):
+    src = """
+    func.func @bmm(%a: tensor<8x64x32xf32>, %b: tensor<8x32x128xf32>) -> tensor<8x64x128xf32> {
+      %zero = arith.constant 0.0 : f32
+      %empty = tensor.empty() : tensor<8x64x128xf32>
+      %c = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x64x128xf32>) -> tensor<8x64x128xf32>
+      %r = linalg.batch_matmul ins(%a, %b : tensor<8x64x32xf32>, tensor<8x32x128xf32>)
+                               outs(%c : tensor<8x64x128xf32>) -> tensor<8x64x128xf32>
+      return %r : tensor<8x64x128xf32>
+    }
+    """
+    module = tilecraft.compile(src, target="cuda -arch=sm_80")
+    assert "#gpu.block<z>, #gpu.block<y>, #gpu.block<x>" in module.ir("schedule")
+    counts = ptx_counts(module.ptx())
+    assert counts["%ctaid.z"] == 1 and counts["ld.shared.v4.b32"] >= 1
+    check_ptxas(module, "sm_80", tmp_path)
+    a, b = rand((8, 64, 32)), rand((8, 32, 128))
+    np.testing.assert_allclose(cpu_replay(module, src)(a, b), a @ b, rtol=1e-5, atol=1e-5)
