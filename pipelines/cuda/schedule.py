@@ -19,9 +19,9 @@ loop-invariant vector transfers. What differs is what the tiles mean:
   element, its threads each reduce a chunk (``tile_reduction_using_forall``) into a
   partials buffer in workgroup memory that one thread combines.
 
-After bufferization, :func:`map_to_gpu_pass` turns each block loop into a ``gpu.launch``
-(``map_forall_to_blocks``) and its thread loops into thread ids
-(``map_nested_forall_to_threads``), with the block size the schedule chose.
+After bufferization, :func:`gpu_map_pass` (``tilecraft-gpu-map``) turns each block loop into
+a ``gpu.launch`` (``map_forall_to_blocks``) and its thread loops into thread ids
+(``map_nested_forall_to_threads``), with the block size its thread loops need.
 An op the schedule cannot map raises :class:`~tilecraft.errors.GpuScheduleError`: on a GPU
 there is no scalar fallback, since host code cannot touch device memory.
 """
