@@ -637,10 +637,21 @@ def view(ctx: OpContext, x: Any, size: Sequence[Any]) -> ir.Value:
     return core.reshape(x, _extents(x, size))
 
 
+def _transpose(x: ir.Value, permutation: Sequence[int]) -> ir.Value:
+    """``core.transpose``, composed with a ``linalg.transpose`` that produced ``x``: the
+    decompositions of attention permute heads back and forth, and two copies where one (or
+    none, for inverse permutations) does would each cost a pass over the tensor."""
+    owner = x.owner
+    if isinstance(owner, ir.OpView) and owner.operation.name == "linalg.transpose":
+        inner = list(ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+        return core.transpose(owner.operands[0], [inner[p] for p in permutation])
+    return core.transpose(x, permutation)
+
+
 @aten("permute.default")
 def permute(ctx: OpContext, x: Any, dims: Sequence[int]) -> ir.Value:
     x = ctx.tensor(x)
-    return core.transpose(x, [_dim(d, _rank(x)) for d in dims])
+    return _transpose(x, [_dim(d, _rank(x)) for d in dims])
 
 
 @aten("t.default", "transpose.int")
@@ -652,7 +663,7 @@ def transpose(ctx: OpContext, x: Any, dim0: int = 0, dim1: int = 1) -> ir.Value:
     order = list(range(rank))
     a, b = _dim(dim0, rank), _dim(dim1, rank)
     order[a], order[b] = order[b], order[a]
-    return core.transpose(x, order)
+    return _transpose(x, order)
 
 
 @aten("expand.default")

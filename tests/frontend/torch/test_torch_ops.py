@@ -152,3 +152,12 @@ def test_scaled_dot_product_attention(mode):
     else:
         fn = F.scaled_dot_product_attention
     check(fn, q, k, v)
+
+
+def test_consecutive_permutes_compose():
+    def permutes(x):
+        return (x.permute(2, 0, 1, 3).permute(1, 2, 0, 3) + x.transpose(1, 2).transpose(2, 1),
+                x.permute(1, 0, 2, 3).permute(0, 1, 3, 2) * 2)
+
+    compiled = check(permutes, torch.randn(2, 3, 4, 5))
+    assert compiled.ir("simplify").count("linalg.transpose") == 1  # inverse pairs vanish
