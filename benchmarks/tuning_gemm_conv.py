@@ -27,7 +27,7 @@ import numpy as np
 
 import tilecraft
 from tilecraft.runtime.timing import measure
-from tilecraft.tuning import load_records
+from tilecraft.tuning import best_records, load_records
 from tilecraft.tuning.report import best_so_far, plot_report
 from tilecraft.tuning.tune import compare_tuners
 
@@ -74,26 +74,31 @@ def trials_to_reach(curve: list[float], level: float) -> int | None:
 
 def run_workload(name: str, source: str, flops: float, arrays: list[np.ndarray], reference,
                  reference_name: str, args: argparse.Namespace, out: Path) -> dict[str, list[float]]:
+    """Tune (unless ``--reuse-records``), then time reference, default and tuned modules."""
     print(f"\n== {name} ==", flush=True)
     tuners = args.tuners.split(",")
     records = {tuner: out / f"{name}-{tuner}.jsonl" for tuner in tuners}
-    for path in records.values():
-        if path.exists():
-            path.unlink()
-    (task,) = tilecraft.extract_tasks(source)
-    start = time.perf_counter()
-    results = compare_tuners(task, records, trials=args.trials, timeout=args.timeout,
-                             batch_size=args.batch)
-    print(f"tuning: {time.perf_counter() - start:.0f} s for {len(tuners)} x {args.trials} trials "
-          f"(interleaved batches of {args.batch})")
+    if not args.reuse_records:
+        for path in records.values():
+            if path.exists():
+                path.unlink()
+        (task,) = tilecraft.extract_tasks(source)
+        start = time.perf_counter()
+        compare_tuners(task, records, trials=args.trials, timeout=args.timeout,
+                       batch_size=args.batch)
+        print(f"tuning: {time.perf_counter() - start:.0f} s for {len(tuners)} x {args.trials} "
+              f"trials (interleaved batches of {args.batch})")
     expected = reference()
     modules = {"tilecraft default": tilecraft.compile(source, keep_ir=False)}
     for tuner in tuners:
         modules[f"tilecraft tuned ({tuner})"] = tilecraft.compile(
             source, keep_ir=False, tuning_records=records[tuner])
-    functions = {reference_name: reference}
-    functions.update({label: (lambda m=m: m(*arrays)) for label, m in modules.items()})
-    seconds = interleaved_seconds(functions, args.repeat)
+    # The reference first, on its own, then a pause: OpenBLAS's and PyTorch's thread pools
+    # keep spinning for a while after a call and slowed whatever ran next on the 2 cores.
+    seconds = interleaved_seconds({reference_name: reference}, args.repeat)
+    time.sleep(2.0)
+    seconds.update(interleaved_seconds(
+        {label: (lambda m=m: m(*arrays)) for label, m in modules.items()}, args.repeat))
     print(f"{'':32} {'ms':>9} {'GFLOPS':>8} {'vs ' + reference_name:>10}  check")
     for label, value in seconds.items():
         check = ""
@@ -104,10 +109,14 @@ def run_workload(name: str, source: str, flops: float, arrays: list[np.ndarray],
     # Search curves: the trials only, not the validation phase's re-measurements.
     curves = {tuner: best_so_far([r for r in load_records(path) if r.tuner != "final"])
               for tuner, path in records.items()}
-    for tuner, result in results.items():
-        print(f"{tuner}: after {result.trials} trials, best in the search {curves[tuner][-1]:.1f} "
-              f"GFLOPS, validated best {result.best_gflops:.1f} (default {result.default_gflops:.1f}, "
-              f"measured in the worker); config {result.best_config}")
+    for tuner, path in records.items():
+        lines = load_records(path)
+        final = {tuple(sorted(r.config.items())): r for r in lines if r.tuner == "final" and r.ok}
+        best = best_records(lines)[lines[0].key]
+        default = final.get(tuple(sorted(lines[0].config.items())), lines[0])
+        print(f"{tuner}: {sum(r.tuner not in ('final',) for r in lines)} trials, best in the "
+              f"search {curves[tuner][-1]:.1f} GFLOPS; validated best {best.gflops:.1f} vs default "
+              f"{default.gflops:.1f} (worker, side by side); config {best.config}")
     if "xgb" in curves and "random" in curves and curves["random"]:
         level = curves["random"][-1]
         n = len(curves["random"])
@@ -128,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", default="bench-tuning", help="folder for records and report.png")
     parser.add_argument("--only", choices=("gemm", "conv"), help="run one workload")
+    parser.add_argument("--reuse-records", action="store_true",
+                        help="skip tuning: time the modules compiled with the records in --out")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

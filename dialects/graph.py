@@ -362,10 +362,15 @@ def inline_group(group: FusionGroup, *, marker: Iterable[tuple[str, ir.Attribute
     from, so later stages can keep them together."""
     marker = list(marker)
     op = group.op
-    for result, yielded in zip(op.results, group.terminator.operands):
+    terminator = group.terminator
+    members = group.ops
+    for result, yielded in zip(op.results, terminator.operands):
         result.replace_all_uses_with(yielded)
+    # Erased through Python first: erasing the group would free it behind the back of a
+    # live Python object for it.
+    terminator.erase()
     moved = []
-    for inner in group.ops:
+    for inner in members:
         inner.move_before(op)
         for name, attr in marker:
             inner.attributes[name] = attr

@@ -144,7 +144,8 @@ def compile(
         def record(stage: Stage, current: ir.Module) -> None:
             if keep_ir:
                 stage_ir[stage.name] = _asm(current)
-            if stage.name == "graph" and "tilecraft-fuse-ops" in stage.passes:
+            if stage.name == "graph" and ("tilecraft-fuse-ops" in stage.passes
+                                          or "tilecraft-mark-groups" in stage.passes):
                 group_count.append(count_groups(current.operation))
 
         writer = None

@@ -87,10 +87,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
 
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
-    ``pipelines/graph``); at 3 it ends with fusion groups, unpacked first thing in ``simplify``.
+    ``pipelines/graph``); at 3 it ends by tagging each op with its fusion group.
     """
     graph_elements = graph_pass_elements(opt_level)
-    unpack = ("tilecraft-unpack-groups",) if "tilecraft-fuse-ops" in graph_elements else ()
     target = Target.parse(target)
     threads = target.num_threads
     async_lowering = (
@@ -118,10 +117,11 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
             Stage("input", ("tilecraft-prepare-entry",),
                   "C interface on public functions; arguments read-only"),
             *((Stage("graph", tuple(graph_elements),
-                     "graph passes for opt_level: constant folding, combining, fusion groups"),)
+                     "graph passes for opt_level: constant folding, combining, fusion groups "
+                     "(as tilecraft.group tags)"),)
               if graph_elements else ()),
-            Stage("simplify", (*unpack, "canonicalize", "cse",
-                               "func.func(linalg-fuse-elementwise-ops)", "canonicalize"),
+            Stage("simplify", ("canonicalize", "cse", "func.func(linalg-fuse-elementwise-ops)",
+                               "canonicalize"),
                   "fold constants, fuse elementwise producers into consumers"),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads}}}",

@@ -222,20 +222,22 @@ class LocalRunner:
             self._stop(kill=True)
             self._start()
         start = time.perf_counter()
-        self._connection.send(job)
         try:
-            if self._connection.poll(self.options.timeout):
+            self._connection.send(job)
+            ready = self._connection.poll(self.options.timeout)
+            if ready:
                 return self._connection.recv()
         except (EOFError, OSError):
-            pass
-        elapsed = time.perf_counter() - start
-        if self._process.is_alive():
+            # The pipe closed: the worker died. Wait for it, so the exit code is known (an
+            # aborting process may still be writing its core or traceback).
+            self._process.join(timeout=10)
+            code = self._process.exitcode
             self._stop(kill=True)
-            return MeasureResult("timeout", error=f"no result within {self.options.timeout:g} s",
-                                 elapsed=elapsed)
-        code = self._process.exitcode
+            return MeasureResult("crash", error=f"the worker died (exit code {code})",
+                                 elapsed=time.perf_counter() - start)
         self._stop(kill=True)
-        return MeasureResult("crash", error=f"the worker died (exit code {code})", elapsed=elapsed)
+        return MeasureResult("timeout", error=f"no result within {self.options.timeout:g} s",
+                             elapsed=time.perf_counter() - start)
 
     def close(self) -> None:
         self._stop(kill=False)

@@ -11,8 +11,8 @@ dialect, ``tilecraft.dialects.graph``) and the lowering of groups back to tagged
       ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
       folded into conv and matmul weights and biases, constant subgraphs such as transposes
       of weights evaluated)
-3     + ``tilecraft-fuse-ops`` (fusion groups; unpacked by ``tilecraft-unpack-groups`` at
-      the start of the simplify stage)
+3     + ``tilecraft-mark-groups`` (the partition of ``tilecraft-fuse-ops``, as
+      ``tilecraft.group = <n>`` tags on the ops instead of ``graph.fusion_group`` ops)
 ====  ==================================================================================
 """
 
@@ -35,5 +35,5 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["tilecraft-combine-parallel-matmul", "tilecraft-fold-constants",
                      "canonicalize", "cse"]
     if opt_level >= 3:
-        elements += ["tilecraft-fuse-ops"]
+        elements += ["tilecraft-mark-groups"]
     return elements

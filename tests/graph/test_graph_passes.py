@@ -1,6 +1,7 @@
 """End-to-end checks of the graph passes: every model compiled with and without them gives
 the same outputs (and matches onnxruntime), and the passes do what they claim (BN folded,
-Q/K/V combined, softmax and layer norm one group each)."""
+Q/K/V combined, softmax and layer norm one group each). The outlined ``graph.fusion_group``
+form (signatures, the dialect API) is tested in tests/lit/graph, one process per file."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tilecraft.dialects import graph
 from tilecraft.errors import GraphError
 from tilecraft.frontend.loader import load_module
 from tilecraft.pipelines.graph import graph_pass_elements
+from tilecraft.pipelines.graph.fusion import ANCHOR_ATTR, GROUP_ATTR, count_groups
 from tilecraft.pipelines.pipeline import run_pass_elements
 
 
@@ -30,10 +32,6 @@ def _graph_ir(model, elements: list[str]) -> ir.Module:
     with context:
         run_pass_elements(module, elements)
     return module
-
-
-def _groups(module: ir.Module) -> list[graph.FusionGroup]:
-    return graph.fusion_groups(module.operation)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +68,7 @@ def test_opt_level_selects_passes():
     assert graph_pass_elements(0) == []
     assert "tilecraft-fold-constants" not in graph_pass_elements(1)
     assert "tilecraft-fuse-ops" not in graph_pass_elements(2)
-    assert graph_pass_elements(3)[-1] == "tilecraft-fuse-ops"
+    assert graph_pass_elements(3)[-1] == "tilecraft-mark-groups"
     with pytest.raises(ValueError):
         graph_pass_elements(4)
     stages = tilecraft.cpu_pipeline("llvm", opt_level=3).stage_names
@@ -88,51 +86,52 @@ def test_batch_norm_folded_into_conv(block):
     assert after.count("linalg.conv_2d_nchw_fchw") == 2
 
 
+def _tagged_groups(module: ir.Module) -> list[list[ir.Operation]]:
+    """The ops of each group ``tilecraft-mark-groups`` tagged, by group number.
+
+    Why tags, not ``graph.fusion_group`` ops: outlining and inlining groups in this process
+    made later compilations in it crash now and then (see docs/graph-dialect.md); the
+    outlined form is covered by tests/lit/graph, one process per file."""
+    groups: dict[int, list[ir.Operation]] = {}
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if GROUP_ATTR in op.attributes:
+            groups.setdefault(ir.IntegerAttr(op.attributes[GROUP_ATTR]).value, []).append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return [groups[k] for k in sorted(groups)]
+
+
+def _anchor(ops: list[ir.Operation]) -> ir.Operation | None:
+    return next((op for op in ops if ANCHOR_ATTR in op.attributes), None)
+
+
 def test_conv_block_groups(block):
     module = _graph_ir(block[0], graph_pass_elements(3))  # keeps the ops alive
-    groups = _groups(module)
-    assert [g.kind for g in groups] == ["conv", "conv"]
+    groups = _tagged_groups(module)
+    assert [_anchor(g).name for g in groups] == ["linalg.conv_2d_nchw_fchw"] * 2
     for group in groups:
-        group.verify()
-        names = [op.name for op in group.ops]
+        names = [op.name for op in group]
         assert "tensor.pad" in names and "linalg.fill" in names  # pad and init fused in
+        assert "linalg.generic" in names  # the bias add (folded BN) and ReLU / residual
 
 
 def test_bert_qkv_combined_softmax_layernorm_one_group(bert):
     module = _graph_ir(bert[0], graph_pass_elements(3))
-    groups = _groups(module)
-    matmuls = [g for g in groups if g.anchor_name == "linalg.matmul"]
+    groups = _tagged_groups(module)
+    anchors = [_anchor(g) for g in groups]
+    matmuls = [a for a in anchors if a is not None and a.name == "linalg.matmul"]
     # Q, K, V in one matmul of width 3 * hidden, then out projection, FFN1, FFN2.
     assert len(matmuls) == 4
-    assert str(matmuls[0].anchor.results[0].type) == "tensor<16x96xf32>"
-    reductions = [g for g in groups if g.kind == "reduction"]
+    assert str(matmuls[0].results[0].type) == "tensor<16x96xf32>"
+    reductions = [g for g, a in zip(groups, anchors) if a is not None and a.name == "linalg.generic"]
     assert len(reductions) == 3  # softmax, layer norm 1, layer norm 2
     for group in reductions:
-        assert sum(1 for op in group.ops if op.name == "linalg.generic"
+        assert sum(1 for op in group if op.name == "linalg.generic"
                    and "reduction" in str(op.attributes["iterator_types"])) == 2
     assert len(groups) == 9
-
-
-def test_equal_groups_share_a_signature():
-    text = """
-func.func @main(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x16xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<8x16xf32>
-  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
-  %m = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x16xf32>) outs(%f : tensor<8x16xf32>) -> tensor<8x16xf32>
-  %n = linalg.matmul ins(%m, %w : tensor<8x16xf32>, tensor<16x16xf32>) outs(%f : tensor<8x16xf32>) -> tensor<8x16xf32>
-  return %n : tensor<8x16xf32>
-}"""
-    context = ir.Context()
-    graph.load(context)
-    with context:
-        module = ir.Module.parse(text)
-        run_pass_elements(module, ["tilecraft-fuse-ops"])
-    first, second = _groups(module)
-    assert first.signature == second.signature
-    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
-    w = np.random.default_rng(4).standard_normal((16, 16)).astype(np.float32)
-    np.testing.assert_allclose(tilecraft.compile(text, opt_level=3)(x, w), x @ w @ w, rtol=1e-4, atol=1e-4)
+    assert count_groups(module.operation) == 9
 
 
 def test_outline_rejects_bad_input():
