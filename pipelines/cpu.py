@@ -15,6 +15,7 @@ from typing import Mapping
 from mlir import ir
 
 from .bool_memory import WIDEN_BOOL_MEMORY
+from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .graph import graph_pass_elements
 from .passes import positive_int_option, register_pass, register_pipeline
 from .pipeline import Pipeline, Stage
@@ -120,7 +121,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
                      "graph passes for opt_level: constant folding, combining, fusion groups "
                      "(as tilecraft.group tags)"),)
               if graph_elements else ()),
-            Stage("simplify", ("canonicalize", "cse", "func.func(linalg-fuse-elementwise-ops)",
+            Stage("simplify", ("canonicalize", "cse",
+                               INSERT_BARRIERS,
+                               "func.func(linalg-fuse-elementwise-ops)", DROP_BARRIERS,
                                "canonicalize"),
                   "fold constants, fuse elementwise producers into consumers"),
             Stage("schedule",

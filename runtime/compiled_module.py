@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import threading
+import time
+import weakref
 from typing import Any, Mapping
 
 import numpy as np
@@ -21,6 +25,28 @@ RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
 # ...or loaded once per process (the async runtime for parallel loops, whose per-engine
 # destroy hook would reset the runtime under every other module; see load_process_wide).
 PROCESS_WIDE_LIBRARIES = ("mlir_async_runtime",)
+
+# Why engines outlive their modules for a moment: a worker thread of the async runtime marks
+# a parallel task complete and only then returns through the task's last instructions, which
+# are JIT'ed code of the module. A module dropped right after its call would free that code
+# under the worker (a rare segfault in whatever runs next). So a collected module's engine
+# (and the IR context it compiled from) is retired, and released only after a grace period,
+# when the next module is created.
+_RETIREMENT_GRACE_S = 1.0
+_retired: collections.deque[tuple[float, tuple[Any, ...]]] = collections.deque()
+_retired_lock = threading.Lock()
+
+
+def _retire(*owned: Any) -> None:
+    with _retired_lock:
+        _retired.append((time.monotonic(), owned))
+
+
+def _release_retired() -> None:
+    now = time.monotonic()
+    with _retired_lock:
+        while _retired and now - _retired[0][0] > _RETIREMENT_GRACE_S:
+            _retired.popleft()
 
 
 class CompiledModule:
@@ -63,6 +89,8 @@ class CompiledModule:
         self._engine.initialize()
         self._entry = self._engine.lookup(signature.name)
         self._results_type = results_type([len(spec.shape) for spec in signature.results])
+        _release_retired()
+        weakref.finalize(self, _retire, self._engine, self._module)
 
     @property
     def stages(self) -> list[str]:
