@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage into DIR")
     compile_.add_argument("--profile", action="store_true",
                           help="also build the per-kernel profiling variant (for `run --profile`)")
-    compile_.add_argument("-o", "--output", default="module.tar", help="package path (default module.tar)")
+    compile_.add_argument("-o", "--output", default="module.tar",
+                          help="package path (default module.tar); for a CUDA target, a directory "
+                          "for the kernels' .ptx/.cubin files")
     compile_.set_defaults(handler=command_compile)
 
     run = commands.add_parser("run", help="run a compiled package",
@@ -184,12 +186,20 @@ def command_compile(args: argparse.Namespace) -> int:
     import tilecraft
 
     model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    cuda = tilecraft.Target.parse(args.target).is_cuda
+    if cuda and (args.output.endswith(".tar") or Path(args.output).is_file()):
+        raise UsageError(
+            "packages hold CPU code only: for a CUDA target, -o names a directory that receives "
+            "the kernels' PTX and cubin files (run CUDA models in-process with tilecraft.compile)")
     start = time.perf_counter()
     compiled = tilecraft.compile(
         model, target=args.target, opt_level=args.opt_level, tuning_records=args.tuning_records,
-        package_path=args.output, profile=args.profile, keep_ir=args.dump_ir is not None,
+        package_path=None if cuda else args.output, profile=args.profile,
+        keep_ir=args.dump_ir is not None,
     )
     seconds = time.perf_counter() - start
+    if cuda:
+        _write_kernels(compiled, Path(args.output))
     if args.dump_ir:
         directory = Path(args.dump_ir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -198,6 +208,18 @@ def command_compile(args: argparse.Namespace) -> int:
         print(f"IR after each stage written to {directory}/")
     print(f"compiled {model.name} for '{compiled.target}' in {seconds:.1f} s -> {args.output}")
     return 0
+
+
+def _write_kernels(compiled: Any, directory: Path) -> None:
+    """A CUDA module's kernels as files: ``<module>.ptx`` and, where ptxas ran, ``.cubin``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cubins = compiled.cubin()
+    for name, ptx in compiled.ptx_modules().items():
+        (directory / f"{name}.ptx").write_text(ptx)
+        if name in cubins:
+            (directory / f"{name}.cubin").write_bytes(cubins[name])
+    print(f"{len(compiled.ptx_modules())} kernel module(s) written to {directory}/ "
+          f"({len(cubins)} assembled by ptxas)")
 
 
 def command_run(args: argparse.Namespace) -> int:

@@ -194,6 +194,8 @@ def tune(
     if timeout <= 0:
         raise TuningError(f"timeout must be positive, got {timeout!r}")
     target = Target.parse(target)
+    if target.is_cuda:
+        _refuse_cuda_tuning()
     target_key = canonical_target(target)
     chosen = _resolve_tasks(model, target, tasks, shape_dict)
     prior = load_records(prior_records, target=target) if prior_records is not None else []
@@ -423,3 +425,17 @@ def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, ba
         if early_stopping is not None and state.since_best >= early_stopping:
             break
     bar.close(state.gflops(state.tuner.best_cost), state.trials)
+
+
+def _refuse_cuda_tuning() -> None:
+    """Stop before any work: CUDA candidates must be timed on a GPU, and the measurement
+    workers here time CPU code (timing a GPU schedule on the CPU would rank the wrong thing).
+    Without a device the error says why there is none; with one, that measuring GPU
+    candidates is not built yet (the GPU schedule space is in pipelines/cuda/space.py)."""
+    from ..pipelines.cuda.space import require_cuda_device
+
+    require_cuda_device()
+    raise TuningError(
+        "tuning a CUDA target is not supported yet: the measurement workers time CPU code; "
+        "the GPU schedule space (pipelines/cuda/space.py) has no GPU runner"
+    )

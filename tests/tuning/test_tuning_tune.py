@@ -96,3 +96,15 @@ def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):
     # Batch by batch: the first random batch was measured before the last grid batch.
     assert random_lines[1].timestamp < grid_lines[-1].timestamp
     assert grid_lines[1].timestamp < random_lines[-1].timestamp
+
+
+def test_cuda_target_stops_before_any_measurement(tmp_path, matmul_64):
+    """Without a GPU the error says why; with one, that GPU measurement is not built. Either
+    way no record is written (a CPU timing of a GPU schedule would be a wrong ranking)."""
+    from tilecraft.runtime.libraries import cuda_driver_available
+
+    records = tmp_path / "cuda.jsonl"
+    expected = TuningError if cuda_driver_available() else tilecraft.errors.DeviceUnavailableError
+    with pytest.raises(expected, match="GPU|CUDA"):
+        tilecraft.tune(matmul_64, target="cuda -arch=sm_80", trials=2, tuning_records=records)
+    assert not records.exists()
