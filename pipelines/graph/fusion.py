@@ -272,12 +272,9 @@ def fuse_ops_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     "(the anchor also tilecraft.group_anchor) instead of outlining them",
 )
 def mark_groups_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    """Why: the default pipeline unpacks groups before scheduling anyway, so it only needs
-    the partition. Outlining into ``graph.fusion_group`` and inlining again in the same
-    compilation made later compilations in the process crash intermittently (a segfault
-    within tests/test_numerics.py, reliably reproduced with ``MALLOC_PERTURB_=165``: a
-    use-after-free not yet pinned down, see docs/graph-dialect.md); tagging in place does
-    the same partition with no op moved or erased."""
+    """Why: the default pipeline needs only the partition before scheduling: tagging in
+    place moves and erases no op and leaves nothing to unpack (see docs/graph-dialect.md,
+    "Why the default pipeline tags instead of outlining")."""
     functions = _functions(module)
     for func in functions:
         private_inits(func)

@@ -89,9 +89,8 @@ def test_batch_norm_folded_into_conv(block):
 def _tagged_groups(module: ir.Module) -> list[list[ir.Operation]]:
     """The ops of each group ``tilecraft-mark-groups`` tagged, by group number.
 
-    Why tags, not ``graph.fusion_group`` ops: outlining and inlining groups in this process
-    made later compilations in it crash now and then (see docs/graph-dialect.md); the
-    outlined form is covered by tests/lit/graph, one process per file."""
+    The default pipeline tags groups (``tilecraft-mark-groups``); the outlined form is
+    covered by tests/lit/graph."""
     groups: dict[int, list[ir.Operation]] = {}
 
     def visit(op: ir.Operation) -> ir.WalkResult:
