@@ -184,7 +184,14 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
     """Step 1 of the module docstring over one function; returns how many were folded."""
     folded = 0
     block = function.regions[0].blocks[0]
-    for anchor in [o.operation for o in block.operations]:
+    ops = [o.operation for o in block.operations]
+    # Positions of ops this loop erased: their entries in ``ops`` must not be touched again
+    # (an erased op's name reads freed memory). Looked up while the op is still alive.
+    op_index = {op: i for i, op in enumerate(ops)}
+    erased: set[int] = set()
+    for anchor_index, anchor in enumerate(ops):
+        if anchor_index in erased:
+            continue
         dims = _CHANNEL_DIMS.get(anchor.name)
         if dims is None or len(anchor.results) != 1:
             continue
@@ -247,9 +254,10 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
             result = core.elementwise([new_anchor.results[0], bias], element,
                                       lambda y, t: arith.addf(y, t), extents=list(result_type.shape))
         last.results[0].replace_all_uses_with(result)
-        for op, _ in reversed(chain):
+        for op in [op for op, _ in reversed(chain)] + [anchor]:
+            if op in op_index:
+                erased.add(op_index[op])
             op.erase()
-        anchor.erase()
         folded += 1
     return folded
 
