@@ -71,11 +71,7 @@ class CompiledModule:
         stage_ir: Mapping[str, str],
         opt_level: int = 3,
     ) -> None:
-        self.signature = signature
-        self.target = target
-        self.pipeline = pipeline
-        self._stage_ir = dict(stage_ir)
-        self._module = llvm_module  # keeps the context alive as long as the engine
+        self._describe(llvm_module, signature, target, pipeline, stage_ir)
         for name in PROCESS_WIDE_LIBRARIES:
             load_process_wide(name)
         try:
@@ -91,6 +87,17 @@ class CompiledModule:
         self._results_type = results_type([len(spec.shape) for spec in signature.results])
         _release_retired()
         weakref.finalize(self, _retire, self._engine, self._module)
+
+    def _describe(
+        self, llvm_module: ir.Module, signature: EntrySignature, target: Target, pipeline: Pipeline,
+        stage_ir: Mapping[str, str],
+    ) -> None:
+        """What every compiled module knows about itself, whichever way it runs its code."""
+        self.signature = signature
+        self.target = target
+        self.pipeline = pipeline
+        self._stage_ir = dict(stage_ir)
+        self._module = llvm_module  # keeps the context alive as long as the engine
 
     @property
     def stages(self) -> list[str]:
@@ -165,11 +172,7 @@ class CudaCompiledModule(CompiledModule):
         stage_ir: Mapping[str, str],
         opt_level: int = 3,
     ) -> None:
-        self.signature = signature
-        self.target = target
-        self.pipeline = pipeline
-        self._stage_ir = dict(stage_ir)
-        self._module = llvm_module
+        self._describe(llvm_module, signature, target, pipeline, stage_ir)
         self._opt_level = opt_level
         self._engine = None
         self._entry = None
