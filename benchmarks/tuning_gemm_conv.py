@@ -31,16 +31,8 @@ from tilecraft.tuning import best_records, load_records
 from tilecraft.tuning.report import best_so_far, plot_report
 from tilecraft.tuning.tune import compare_tuners
 
-GEMM = """
-func.func @gemm(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
-  %zero = arith.constant 0.0 : f32
-  %empty = tensor.empty() : tensor<{n}x{n}xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  %c = linalg.matmul ins(%a, %b : tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>)
-                     outs(%init : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  return %c : tensor<{n}x{n}xf32>
-}}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemm import GEMM  # noqa: E402  the same payload as `make bench`
 
 # ResNet-50 conv2_x 3x3 layer: 1x64x56x56 input (padded to 58x58), 64 filters, stride 1.
 CONV = """
