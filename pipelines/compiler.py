@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
+from ..dialects import graph
 from ..errors import EntryPointError, PackageError, TuningError
 from ..driver import Model, is_onnx_source, load
 from ..frontend.loader import load_module
@@ -132,6 +133,7 @@ def compile(
         output_names = source.output_names
         source = source.source
     context = ir.Context()
+    graph.load(context)  # so IR dumped after the graph stage compiles as well
     module = load_module(source, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
         signature = EntrySignature.from_function(find_entry(module, entry))

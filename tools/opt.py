@@ -18,6 +18,7 @@ from typing import Sequence, TextIO
 
 from mlir import ir
 
+from ..dialects import graph
 from ..errors import CompileError, PipelineError
 from ..pipelines.passes import registered_passes, registered_pipelines
 from ..pipelines.pipeline import run_pass_elements, split_pipeline_elements, validate_pass_elements
@@ -162,6 +163,7 @@ def process_chunk(
 ) -> tuple[str | None, list[Diagnostic], str | None]:
     """Parse and transform one chunk. Returns (output IR or None, diagnostics, failure)."""
     context = ir.Context()
+    graph.load(context)  # files dumped after the graph stage hold graph.fusion_group ops
     diagnostics: list[Diagnostic] = []
 
     def handler(diagnostic: object) -> bool:

@@ -1,5 +1,7 @@
 // tilecraft-unpack-groups: fusion groups back to linalg ops, tagged with their group.
 // RUN: tilecraft-opt %s --tilecraft-fuse-ops --tilecraft-unpack-groups | FileCheck %s
+// Groups survive a round trip through text (tilecraft-opt loads the graph dialect).
+// RUN: tilecraft-opt %s --tilecraft-fuse-ops | tilecraft-opt --tilecraft-unpack-groups | FileCheck %s
 // Negative: without groups the pass changes nothing.
 // RUN: tilecraft-opt %s --tilecraft-unpack-groups | FileCheck %s --check-prefix=NONE
 

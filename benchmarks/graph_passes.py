@@ -1,8 +1,8 @@
 """Graph passes on vs off: end-to-end latency of ResNet-50 and a BERT-style encoder layer,
-beside onnxruntime, measured in the same run (not a test: pytest does not collect it).
+beside onnxruntime, measured in the same run.
 
-    .venv/bin/python tests/graph/bench_graph_passes.py
-    .venv/bin/python tests/graph/bench_graph_passes.py --models bert --repeat 10
+    .venv/bin/python benchmarks/graph_passes.py
+    .venv/bin/python benchmarks/graph_passes.py --models bert --repeat 10
 
 For each model: tilecraft with the graph passes off and on (opt_level 3 both times, so the
 JIT's LLVM level is the same; "off" runs ``cpu_pipeline(opt_level=0)``), onnxruntime (all
@@ -29,7 +29,7 @@ from tilecraft.runtime.timing import measure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "graph"))  # graph_models: the test models
 
 import graph_models  # noqa: E402
 import onnx_models  # noqa: E402
