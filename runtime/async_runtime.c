@@ -120,7 +120,12 @@ static void *worker(void *unused) {
 static void before_fork(void) { pthread_mutex_lock(&pool_mu); }
 static void after_fork_in_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static void after_fork_in_child(void) {
+  /* Start the lock and the condition afresh: the copy of pool_cv still counts the parent's
+   * waiting workers, which do not exist here, and a signal consumed by such a phantom
+   * waiter left the child's own worker asleep (its second parallel loop hung). */
   pthread_mutex_unlock(&pool_mu);
+  pthread_mutex_init(&pool_mu, NULL);
+  pthread_cond_init(&pool_cv, NULL);
   queue_head = queue_tail = NULL; /* the parent's tasks: its workers run them */
 }
 __attribute__((constructor)) static void register_fork_handlers(void) {

@@ -327,17 +327,34 @@ def test_parallel_package_runs_in_a_forked_child(tmp_path, rand):
         }
     """)
     tilecraft.compile(text, target=tilecraft.Target(num_threads=2), package_path=tmp_path / "mm.tar")
-    package = tilecraft.runtime.load(tmp_path / "mm.tar")
     a, b = rand((96, 128)), rand((128, 80))
-    np.testing.assert_allclose(package(a, b), a @ b, rtol=1e-4, atol=1e-4)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: run twice, report through the pipe, never return into pytest
-        try:
-            ok = all(np.allclose(package(a, b), a @ b, rtol=1e-4, atol=1e-4) for _ in range(2))
-            os.write(write_end, b"ok" if ok else b"wrong")
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    _, status = os.waitpid(pid, 0)
-    assert os.read(read_end, 16) == b"ok" and status == 0
+    np.savez(tmp_path / "io.npz", a=a, b=b, expected=a @ b)
+    # In a fresh interpreter: forking pytest itself would also fork the threads of whatever
+    # earlier tests loaded (torch's OpenMP pool, OpenBLAS), whose locks the child could
+    # inherit held — a hang that says nothing about the package's runtime.
+    script = textwrap.dedent("""
+        import os, sys
+        import numpy as np
+        import tilecraft.runtime
+        data = np.load(sys.argv[2])
+        package = tilecraft.runtime.load(sys.argv[1])
+        assert np.allclose(package(data["a"], data["b"]), data["expected"], rtol=1e-4, atol=1e-4)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its first parallel loops must start their own threads
+            try:
+                ok = all(np.allclose(package(data["a"], data["b"]), data["expected"], rtol=1e-4, atol=1e-4)
+                         for _ in range(5))
+                os.write(write_end, b"ok" if ok else b"wrong")
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        _, status = os.waitpid(pid, 0)
+        print(os.read(read_end, 16).decode(), status)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "mm.tar"), str(tmp_path / "io.npz")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ok", "0"]
