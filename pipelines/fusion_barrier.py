@@ -101,13 +101,13 @@ def _barrier_callee(module: ir.Operation, value_type: ir.Type, declared: dict[st
     "linalg-fuse-elementwise-ops does not recompute them per reduction step",
 )
 def insert_fusion_barriers(module: ir.Operation, options: Mapping[str, str]) -> None:
-    guarded: list[ir.Value] = []
+    guarded: dict[ir.Value, None] = {}  # insertion-ordered set: barriers in program order
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         for index in _reused_inputs(op):
             producer = _producer_through_reshapes(op.operands[index])
-            if producer is not None and not any(producer == g for g in guarded):
-                guarded.append(producer)
+            if producer is not None:
+                guarded[producer] = None
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

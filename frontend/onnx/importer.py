@@ -19,6 +19,7 @@ from mlir.dialects import func
 
 from ...errors import ModelImportError
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
+from .. import build_module
 from ..emit import core
 from . import folding, functions
 from .model import (
@@ -238,12 +239,6 @@ def import_model(
         )
     check_model(proto)
     proto = infer_shapes(override_input_shapes(proto, shape_dict))
-    context = context or ir.Context()
-    with context, ir.Location.unknown():
-        module = ir.Module.create()
-        GraphImporter(proto, module, source_name).import_graph()
-        try:
-            module.operation.verify()
-        except ir.MLIRError as error:
-            raise ModelImportError(f"the imported IR does not verify: {error}") from error
-    return module
+    return build_module(
+        context, lambda module: GraphImporter(proto, module, source_name).import_graph(), ModelImportError
+    )

@@ -30,6 +30,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from ...errors import TorchImportError
 from ...runtime.signature import NAME_ATTRIBUTE
+from .. import build_module
 from ..emit import core
 
 ENTRY_NAME = "main"
@@ -327,12 +328,6 @@ def import_program(program: ExportedProgram, table: "dict[str, Handler]",
                    context: ir.Context | None = None) -> ir.Module:
     """The module with one public function ``@main`` computing ``program``'s user outputs
     from its user inputs; ``TorchImportError`` lists every unsupported op at once."""
-    context = context or ir.Context()
-    with context, ir.Location.unknown():
-        module = ir.Module.create()
-        ProgramImporter(program, module, table).import_program()
-        try:
-            module.operation.verify()
-        except ir.MLIRError as error:
-            raise TorchImportError(f"the imported IR does not verify: {error}") from error
-    return module
+    return build_module(
+        context, lambda module: ProgramImporter(program, module, table).import_program(), TorchImportError
+    )
