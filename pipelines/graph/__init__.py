@@ -18,7 +18,7 @@ dialect, ``tilecraft.dialects.graph``) and the lowering of groups back to tagged
 
 from __future__ import annotations
 
-from . import combine, constant_folding, fusion  # noqa: F401  (their decorators register passes)
+from . import combine, constant_folding, fusion, layout  # noqa: F401  (their decorators register passes)
 
 OPT_LEVELS = (0, 1, 2, 3)
 
@@ -32,8 +32,13 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["canonicalize", "cse"]
     if opt_level >= 2:
         # Combining first: the concatenated weights are constants the folder evaluates.
-        elements += ["tilecraft-combine-parallel-matmul", "tilecraft-fold-constants",
-                     "canonicalize", "cse"]
+        elements += ["tilecraft-combine-parallel-matmul"]
+    if opt_level >= 3:
+        # Before folding: the transposed filters are constants the folder evaluates, and
+        # batch norms fold into the NHWC convolutions as they would into NCHW ones.
+        elements += ["tilecraft-convert-layout", "tilecraft-lower-layout-converts"]
+    if opt_level >= 2:
+        elements += ["tilecraft-fold-constants", "canonicalize", "cse"]
     if opt_level >= 3:
         elements += ["tilecraft-mark-groups"]
     return elements

@@ -48,6 +48,9 @@ _NOT_LEAVES = frozenset({"tensor.empty", "linalg.fill", "linalg.broadcast"})
 _CHANNEL_DIMS = {
     "linalg.conv_2d_nchw_fchw": (0, 1),
     "linalg.depthwise_conv_2d_nchw_chw": (0, 1),
+    # After tilecraft-convert-layout (which runs first at opt_level 3).
+    "linalg.conv_2d_nhwc_hwcf": (3, 3),
+    "linalg.depthwise_conv_2d_nhwc_hwc": (2, 3),
     "linalg.conv_1d_ncw_fcw": (0, 1),
     "linalg.matmul": (1, 1),
 }

@@ -1,0 +1,139 @@
+// tilecraft-convert-layout: NCHW convolutions and pooling run in NHWC, the layout propagates
+// through pads, elementwise ops and reductions, back-to-back conversions cancel
+// (pipelines/graph/layout.py).
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-convert-layout | FileCheck %s
+
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#bias = affine_map<(d0, d1, d2, d3) -> (d1, 0, 0)>
+
+// pad -> conv -> bias -> relu -> pad -> conv -> residual add of the input: one conversion
+// of the argument (before the first pad) and one of the result, nothing in between; the
+// per-channel bias keeps its operand, its map reads the channel from the last loop.
+// CHECK-DAG: #[[$ID:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[$BIAS:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, 0, 0)>
+// CHECK-LABEL: func.func @block
+// CHECK: %[[X:.*]] = "graph.layout_convert"(%arg0) {dst_layout = #graph.layout<"NHWC">, src_layout = #graph.layout<"NCHW">} : (tensor<1x8x6x6xf32>) -> tensor<1x6x6x8xf32>
+// CHECK: %[[P:.*]] = tensor.pad %[[X]] low[0, 1, 1, 0] high[0, 1, 1, 0]
+// CHECK: linalg.transpose ins(%arg1 : tensor<8x8x3x3xf32>) outs(%{{.*}} : tensor<3x3x8x8xf32>) permutation = [2, 3, 1, 0]
+// CHECK: %[[C:.*]] = linalg.conv_2d_nhwc_hwcf {{.*}} ins(%[[P]], %{{.*}} : tensor<1x8x8x8xf32>, tensor<3x3x8x8xf32>) outs(%{{.*}} : tensor<1x6x6x8xf32>)
+// CHECK: %[[B:.*]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$BIAS]], #[[$ID]]], {{.*}} ins(%[[C]], %arg2 : tensor<1x6x6x8xf32>, tensor<8x1x1xf32>)
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<1x6x6x8xf32>)
+// CHECK: %[[P2:.*]] = tensor.pad %[[R]] low[0, 1, 1, 0]
+// CHECK: %[[C2:.*]] = linalg.conv_2d_nhwc_hwcf {{.*}} ins(%[[P2]],
+// CHECK: %[[S:.*]] = linalg.generic {{.*}} ins(%[[C2]], %[[X]] : tensor<1x6x6x8xf32>, tensor<1x6x6x8xf32>)
+// CHECK: %[[Y:.*]] = "graph.layout_convert"(%[[S]]) {dst_layout = #graph.layout<"NCHW">, src_layout = #graph.layout<"NHWC">}
+// CHECK-NOT: graph.layout_convert
+// CHECK: return %[[Y]] : tensor<1x8x6x6xf32>
+func.func @block(%x: tensor<1x8x6x6xf32>, %w: tensor<8x8x3x3xf32>, %b: tensor<8x1x1xf32>) -> tensor<1x8x6x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x8x6x6xf32> to tensor<1x8x8x8xf32>
+  %e = tensor.empty() : tensor<1x8x6x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%p, %w : tensor<1x8x8x8xf32>, tensor<8x8x3x3xf32>) outs(%f : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>
+  %bc = linalg.generic {indexing_maps = [#id, #bias, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%c, %b : tensor<1x8x6x6xf32>, tensor<8x1x1xf32>) outs(%e : tensor<1x8x6x6xf32>) {
+  ^bb0(%in: f32, %bb: f32, %out: f32):
+    %s = arith.addf %in, %bb : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8x6x6xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%bc : tensor<1x8x6x6xf32>) outs(%e : tensor<1x8x6x6xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x6x6xf32>
+  %p2 = tensor.pad %r low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x8x6x6xf32> to tensor<1x8x8x8xf32>
+  %c2 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%p2, %w : tensor<1x8x8x8xf32>, tensor<8x8x3x3xf32>) outs(%f : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%c2, %x : tensor<1x8x6x6xf32>, tensor<1x8x6x6xf32>) outs(%e : tensor<1x8x6x6xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %s = arith.addf %in, %in2 : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8x6x6xf32>
+  return %sum : tensor<1x8x6x6xf32>
+}
+
+// -----
+
+#in = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#out = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+
+// Depthwise conv -> max pooling -> global sum pooling written as a reduction generic: all
+// NHWC; the reduction reads NHWC through its permuted input map and its 1x4 result needs no
+// conversion.
+// CHECK-DAG: #[[$IN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3, d1)>
+// CHECK-DAG: #[[$OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+// CHECK-LABEL: func.func @depthwise_pool_reduce
+// CHECK: "graph.layout_convert"(%arg0)
+// CHECK: linalg.transpose ins(%arg1 : tensor<4x3x3xf32>) outs(%{{.*}} : tensor<3x3x4xf32>) permutation = [1, 2, 0]
+// CHECK: %[[D:.*]] = linalg.depthwise_conv_2d_nhwc_hwc {{.*}} -> tensor<1x6x6x4xf32>
+// CHECK: %[[M:.*]] = linalg.pooling_nhwc_max {{.*}} ins(%[[D]], %{{.*}} : tensor<1x6x6x4xf32>, tensor<2x2xf32>) {{.*}} -> tensor<1x3x3x4xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[$IN]], #[[$OUT]]], {{.*}} ins(%[[M]] : tensor<1x3x3x4xf32>) outs(%{{.*}} : tensor<1x4xf32>)
+// CHECK-NOT: graph.layout_convert
+// CHECK: return
+func.func @depthwise_pool_reduce(%x: tensor<1x4x8x8xf32>, %w: tensor<4x3x3xf32>) -> tensor<1x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<1x4x6x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %d = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x4x8x8xf32>, tensor<4x3x3xf32>) outs(%f : tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %pe = tensor.empty() : tensor<1x4x3x3xf32>
+  %pf = linalg.fill ins(%ninf : f32) outs(%pe : tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %win = tensor.empty() : tensor<2x2xf32>
+  %m = linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>} ins(%d, %win : tensor<1x4x6x6xf32>, tensor<2x2xf32>) outs(%pf : tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %re = tensor.empty() : tensor<1x4xf32>
+  %rf = linalg.fill ins(%zero : f32) outs(%re : tensor<1x4xf32>) -> tensor<1x4xf32>
+  %s = linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%m : tensor<1x4x3x3xf32>) outs(%rf : tensor<1x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.addf %in, %acc : f32
+    linalg.yield %a : f32
+  } -> tensor<1x4xf32>
+  return %s : tensor<1x4xf32>
+}
+
+// -----
+
+// Conversions written back to back cancel; a conversion between unrelated ops stays.
+// CHECK-LABEL: func.func @cancel
+// CHECK-NOT: graph.layout_convert
+// CHECK: return %arg0
+func.func @cancel(%x: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %a = "graph.layout_convert"(%x) {src_layout = #graph.layout<"NCHW">, dst_layout = #graph.layout<"NHWC">} : (tensor<1x2x3x4xf32>) -> tensor<1x3x4x2xf32>
+  %b = "graph.layout_convert"(%a) {src_layout = #graph.layout<"NHWC">, dst_layout = #graph.layout<"NCHW">} : (tensor<1x3x4x2xf32>) -> tensor<1x2x3x4xf32>
+  return %b : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Negative: a reshape of the NHWC result (not of unit dims) blocks the propagation, so an
+// explicit conversion back to NCHW stays in front of it.
+// CHECK-LABEL: func.func @blocked_by_reshape
+// CHECK: %[[C:.*]] = linalg.conv_2d_nhwc_hwcf
+// CHECK: %[[B:.*]] = "graph.layout_convert"(%[[C]]) {dst_layout = #graph.layout<"NCHW">, src_layout = #graph.layout<"NHWC">}
+// CHECK: tensor.collapse_shape %[[B]] {{\[}}[0], [1, 2, 3]] : tensor<1x2x2x2xf32> into tensor<1x8xf32>
+func.func @blocked_by_reshape(%x: tensor<1x2x2x2xf32>, %w: tensor<2x2x1x1xf32>) -> tensor<1x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x2x2x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x2x2x2xf32>, tensor<2x2x1x1xf32>) outs(%f : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %r = tensor.collapse_shape %c [[0], [1, 2, 3]] : tensor<1x2x2x2xf32> into tensor<1x8xf32>
+  return %r : tensor<1x8xf32>
+}
+
+// -----
+
+// Negative: an NHWC conv and a conv with dynamic shapes are left alone.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: graph.layout_convert
+// CHECK: linalg.conv_2d_nhwc_hwcf
+// CHECK: linalg.conv_2d_nchw_fchw {{.*}} -> tensor<?x2x2x2xf32>
+// CHECK-NOT: graph.layout_convert
+func.func @left_alone(%x: tensor<1x4x4x2xf32>, %w: tensor<3x3x2x2xf32>, %init: tensor<1x2x2x2xf32>,
+                      %y: tensor<?x2x4x4xf32>, %v: tensor<2x2x3x3xf32>, %yinit: tensor<?x2x2x2xf32>) -> (tensor<1x2x2x2xf32>, tensor<?x2x2x2xf32>) {
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x4x4x2xf32>, tensor<3x3x2x2xf32>) outs(%init : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %d = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%y, %v : tensor<?x2x4x4xf32>, tensor<2x2x3x3xf32>) outs(%yinit : tensor<?x2x2x2xf32>) -> tensor<?x2x2x2xf32>
+  return %c, %d : tensor<1x2x2x2xf32>, tensor<?x2x2x2xf32>
+}
