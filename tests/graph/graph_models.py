@@ -106,3 +106,44 @@ def bert_layer(seq: int = 16, hidden: int = 32, heads: int = 4, ffn: int = 64,
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def depthwise_pool_net(channels: int = 8, size: int = 12, classes: int = 5, grouped: bool = False,
+                       seed: int = 0) -> onnx.ModelProto:
+    """x -> Conv 3x3 (pad 1, bias) -> Relu -> depthwise Conv 3x3 (group = C, pad 1) -> Relu
+    -> MaxPool 2x2 -> [grouped Conv 1x1, 2 groups] -> GlobalAveragePool -> Flatten -> Gemm:
+    a MobileNet-style tail for the layout pass (depthwise, pooling, the reduction and the
+    Flatten of ``1xCx1x1``). ``grouped`` adds a grouped conv, which stays NCHW."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = [
+        _init("w1", rng.standard_normal((c, 3, 3, 3)) * 0.3),
+        _init("b1", rng.uniform(-0.5, 0.5, c)),
+        _init("wd", rng.standard_normal((c, 1, 3, 3)) * 0.3),
+        _init("fc", rng.standard_normal((c, classes)) * 0.3),
+        _init("fcb", rng.uniform(-0.5, 0.5, classes)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "wd"], ["d"], pads=[1, 1, 1, 1], group=c, name="depthwise"),
+        helper.make_node("Relu", ["d"], ["r2"], name="relu2"),
+        helper.make_node("MaxPool", ["r2"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+    ]
+    pooled = "p"
+    if grouped:
+        inits.append(_init("wg", rng.standard_normal((c, c // 2, 1, 1)) * 0.3))
+        nodes.append(helper.make_node("Conv", ["p", "wg"], ["g"], group=2, name="grouped"))
+        pooled = "g"
+    nodes += [
+        helper.make_node("GlobalAveragePool", [pooled], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc", "fcb"], ["y"], name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes, "depthwise_pool_net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

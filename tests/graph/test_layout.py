@@ -1,0 +1,98 @@
+"""tilecraft-convert-layout end to end: models compiled at opt_level 3 (convolutions in NHWC)
+match onnxruntime, and after the graph stage the only layout transposes are at the model's
+input and output. The rewrite rules themselves are checked in tests/lit/graph."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import graph_models
+import tilecraft
+from tilecraft.errors import CompileError, PipelineError
+from tilecraft.pipelines.graph.layout import parse_layout
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def _reference(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _graph_counts(compiled) -> dict[str, int]:
+    text = compiled.ir("graph")
+    return {name: text.count(name) for name in (
+        "linalg.transpose", "graph.layout_convert", "linalg.conv_2d_nchw_fchw",
+        "linalg.conv_2d_nhwc_hwcf", "linalg.depthwise_conv_2d_nhwc_hwc",
+        "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nhwc", "linalg.pooling_nchw",
+        "linalg.conv_2d_ngchw_gfchw")}
+
+
+def test_conv_bn_block_in_nhwc_matches_onnxruntime():
+    model = graph_models.conv_bn_block(channels=16, size=14)
+    x = np.random.default_rng(3).standard_normal((1, 16, 14, 14)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    counts = _graph_counts(compiled)
+    assert counts["linalg.conv_2d_nhwc_hwcf"] == 2 and counts["linalg.conv_2d_nchw_fchw"] == 0
+    # Input NCHW -> NHWC and output NHWC -> NCHW; the filters' transposes were folded.
+    assert counts["linalg.transpose"] == 2
+    assert counts["graph.layout_convert"] == 0
+
+
+def test_depthwise_pooling_net_in_nhwc_matches_onnxruntime():
+    model = graph_models.depthwise_pool_net()
+    x = np.random.default_rng(4).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    counts = _graph_counts(compiled)
+    assert counts["linalg.depthwise_conv_2d_nhwc_hwc"] == 1
+    assert counts["linalg.depthwise_conv_2d_nchw_chw"] == 0
+    # MaxPool; GlobalAveragePool is a reduction generic, reading NHWC through its map.
+    assert counts["linalg.pooling_nchw"] == 0 and counts["linalg.pooling_nhwc"] == 1
+    # Only the input: the pooled 1x1x1xC reaches Flatten as a reshape, not a transpose.
+    assert counts["linalg.transpose"] == 1
+
+
+def test_grouped_conv_stays_nchw_between_conversions():
+    model = graph_models.depthwise_pool_net(grouped=True)
+    x = np.random.default_rng(5).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    counts = _graph_counts(compiled)
+    assert counts["linalg.conv_2d_ngchw_gfchw"] == 1
+    # The input, and the pooled NHWC value back to NCHW for the grouped conv.
+    assert counts["linalg.transpose"] == 2
+
+
+def test_unknown_layout_is_a_pipeline_error():
+    with pytest.raises(PipelineError, match="unknown layout 'NCHW8c'.*supported: NHWC"):
+        parse_layout("NCHW8c")
+    pipeline = tilecraft.cpu_pipeline("llvm", opt_level=3)
+    graph_passes = [("tilecraft-convert-layout{layout=NCHW8c}" if e == "tilecraft-convert-layout" else e)
+                    for e in pipeline.stage("graph").passes]
+    with pytest.raises(CompileError, match="unknown layout") as caught:
+        tilecraft.compile(graph_models.conv_bn_block(), pipeline=pipeline.replace("graph", graph_passes))
+    assert isinstance(caught.value.__cause__, PipelineError)
+
+
+@pytest.mark.slow
+def test_resnet50_converts_layout_only_at_its_boundaries():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import graph_passes  # noqa: PLC0415  (the benchmark's ResNet-50 loader: light zoo model)
+
+    model, feeds = graph_passes.resnet50()
+    compiled = tilecraft.compile(model, opt_level=3)
+    counts = _graph_counts(compiled)
+    assert counts["linalg.conv_2d_nhwc_hwcf"] == 53 and counts["linalg.conv_2d_nchw_fchw"] == 0
+    assert counts["linalg.transpose"] == 1  # the image; the pooled features leave by a reshape
+    got = compiled(*feeds.values())
+    got = list(got) if isinstance(got, tuple) else [got]
+    for value, reference in zip(got, _reference(model, feeds)):
+        scale = float(np.abs(reference).max())
+        np.testing.assert_allclose(value, reference, rtol=1e-3, atol=1e-3 * scale)
