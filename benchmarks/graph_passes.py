@@ -3,6 +3,7 @@ beside onnxruntime, measured in the same run.
 
     .venv/bin/python benchmarks/graph_passes.py
     .venv/bin/python benchmarks/graph_passes.py --models bert --repeat 10
+    .venv/bin/python benchmarks/graph_passes.py --models resnet50 --without-layout
 
 For each model: tilecraft with the graph passes off and on (opt_level 3 both times, so the
 JIT's LLVM level is the same; "off" runs ``cpu_pipeline(opt_level=0)``), onnxruntime (all
@@ -10,7 +11,9 @@ graph optimizations, its default), the
 kernel count after fusion (``CompiledModule.group_count``), and a check of each output
 against onnxruntime (rtol 1e-3, atol 1e-3 of the output's largest magnitude, as in
 benchmarks/onnx_models.py). ResNet-50 is the ONNX zoo's light model with seeded random
-weights (benchmarks/onnx_models.py explains why); its logits are compared too.
+weights (benchmarks/onnx_models.py explains why); its logits are compared too. ``--without-layout``
+adds a column: the graph stage without ``tilecraft-convert-layout`` and
+``tilecraft-lower-layout-converts`` (convolutions left NCHW), to see what the layout pass buys.
 """
 
 from __future__ import annotations
@@ -56,16 +59,24 @@ def _matches(got: np.ndarray, reference: np.ndarray) -> bool:
     return got.shape == reference.shape and np.allclose(got, reference, rtol=1e-3, atol=1e-3 * scale)
 
 
-def run(name: str, repeat: int) -> str:
+def _variants(without_layout: bool) -> list[tuple[str, "tilecraft.Pipeline | None"]]:
+    # Graph passes off and on at the same LLVM level: opt_level also sets the JIT's LLVM
+    # optimization level, so "off" is opt_level 3 with the graph-less pipeline.
+    variants = [("graph off", tilecraft.cpu_pipeline("llvm", opt_level=0)), ("graph on", None)]
+    if without_layout:
+        full = tilecraft.cpu_pipeline("llvm", opt_level=3)
+        kept = [e for e in full.stage("graph").passes if "layout" not in e]
+        variants.append(("graph on, NCHW", full.replace("graph", kept)))
+    return variants
+
+
+def run(name: str, repeat: int, without_layout: bool = False) -> str:
     model, feeds = MODELS[name]()
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     reference = session.run(None, feeds)
     ort_ms = measure(lambda: session.run(None, feeds), repeat=repeat, min_repeat_ms=200).median * 1e3
     cells = []
-    # Graph passes off and on at the same LLVM level: opt_level also sets the JIT's LLVM
-    # optimization level, so "off" is opt_level 3 with the graph-less pipeline.
-    for label, pipeline in (("graph off", tilecraft.cpu_pipeline("llvm", opt_level=0)),
-                            ("graph on", None)):
+    for label, pipeline in _variants(without_layout):
         start = time.perf_counter()
         compiled = tilecraft.compile(model, opt_level=3, pipeline=pipeline, keep_ir=False)
         compile_s = time.perf_counter() - start
@@ -84,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
     parser.add_argument("--repeat", type=int, default=5, help="timed repeats (median reported)")
+    parser.add_argument("--without-layout", action="store_true",
+                        help="also time the graph stage without the layout passes")
     args = parser.parse_args(argv)
     print(f"threads: {tilecraft.Target.parse('llvm').num_threads}")
     for name in args.models.split(","):
-        print(run(name.strip(), args.repeat), flush=True)
+        print(run(name.strip(), args.repeat, args.without_layout), flush=True)
     return 0
 
 

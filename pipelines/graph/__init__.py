@@ -1,6 +1,7 @@
 """Graph-level passes over linalg on tensors, before the schedule: constant folding,
-combining parallel matmuls, operator fusion into ``graph.fusion_group`` ops (the graph
-dialect, ``tilecraft.dialects.graph``) and the lowering of groups back to tagged linalg ops.
+combining parallel matmuls, layout transformation (NCHW -> NHWC), operator fusion into
+``graph.fusion_group`` ops (the graph dialect, ``tilecraft.dialects.graph``) and the
+lowering of groups back to tagged linalg ops.
 
 :func:`graph_pass_elements` says which run at each ``opt_level`` (TVM's PassContext levels):
 
@@ -11,8 +12,11 @@ dialect, ``tilecraft.dialects.graph``) and the lowering of groups back to tagged
       ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
       folded into conv and matmul weights and biases, constant subgraphs such as transposes
       of weights evaluated)
-3     + ``tilecraft-mark-groups`` (the partition of ``tilecraft-fuse-ops``, as
-      ``tilecraft.group = <n>`` tags on the ops instead of ``graph.fusion_group`` ops)
+3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
+      convolutions and pooling in NHWC, conversions only at the model's boundaries; before
+      the folder, which packs the transposed filters) and ``tilecraft-mark-groups`` (the
+      partition of ``tilecraft-fuse-ops``, as ``tilecraft.group = <n>`` tags on the ops
+      instead of ``graph.fusion_group`` ops)
 ====  ==================================================================================
 """
 

@@ -129,7 +129,6 @@ class LayoutRewriter:
     def __init__(self, layout: str) -> None:
         self.layout = layout
         self.to_layout = layout_permutation(SOURCE_LAYOUT, layout)
-        self.to_source = layout_permutation(layout, SOURCE_LAYOUT)
         self._converted: dict[ir.Value, ir.Value] = {}
         self.rewritten = 0
 
