@@ -2,8 +2,12 @@
 
 ``"llvm"`` is the host CPU. ``"llvm -mcpu=<cpu> -mattr=+f1,-f2 -mtriple=<triple>"`` names a
 specific CPU. The target decides two things: the LLVM ``target-cpu``/``target-features``
-attributes put on every function (so code generation uses, e.g., AVX-512), and the vector
-width and thread count the default schedule plans for.
+attributes put on every function (so code generation uses, e.g., AVX-512), and what the
+default schedule plans for: vector width, thread count and data-cache sizes.
+
+Cache sizes come from sysfs for the host, from a table of documented figures for named
+CPUs, and from conservative defaults otherwise; ``-l1d=48K -l2=2M -l3=32M`` overrides them
+(a target for a machine the table does not know, or an experiment).
 
 ``"cuda -arch=sm_80"`` is an NVIDIA GPU (pipelines/cuda): kernels become PTX for that
 architecture (and a cubin where ``ptxas`` is installed), the host code calls MLIR's CUDA
@@ -14,8 +18,12 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Mapping
 
 from ..errors import TargetError
 from ..runtime.host import host_cpu_flags
@@ -36,7 +44,8 @@ _AVX2_CPUS = frozenset(
         "znver1", "znver2", "znver3", "x86-64-v3", "sandybridge", "ivybridge",
     }
 )
-_KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple")
+_KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple", "l1d", "l2", "l3")
+_CACHE_OPTIONS = ("l1d", "l2", "l3")
 # CUDA architectures (LLVM NVPTX chip names) -> the PTX ISA version emitted for them: the
 # lowest version that architecture exists in (LLVM rejects older ones; ptxas accepts newer).
 CUDA_ARCHS: dict[str, str] = {
@@ -46,6 +55,117 @@ CUDA_ARCHS: dict[str, str] = {
     "sm_120": "ptx87", "sm_120a": "ptx87", "sm_121": "ptx88",
 }
 DEFAULT_CUDA_ARCH = "sm_80"
+
+
+@dataclass(frozen=True)
+class CacheHierarchy:
+    """Data-cache sizes in bytes: ``l1d`` and ``l2`` per core, ``l3`` one (shared) instance.
+
+    The default schedule sizes its cache blocks from these (docs/tuning.md). The defaults are
+    deliberately small (32 KiB / 256 KiB / 8 MiB: Haswell-era Intel, the smallest common x86
+    server figures): a block planned for too small a cache costs a little loop overhead; one
+    planned for too large a cache misses on every reuse.
+    """
+
+    l1d: int = 32 << 10
+    l2: int = 256 << 10
+    l3: int = 8 << 20
+
+    def __post_init__(self) -> None:
+        for name in _CACHE_OPTIONS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise TargetError(f"cache size {name} must be a positive number of bytes, got {value!r}")
+
+    @classmethod
+    def from_sysfs(cls, cache_dir: "str | os.PathLike[str]") -> "CacheHierarchy | None":
+        """Sizes from a Linux ``.../cpu0/cache`` folder (``index*/{level,type,size}``).
+
+        ``None`` when the folder is missing or lists no data cache; a level the folder lacks
+        keeps its default. Instruction caches are skipped. Raises :class:`TargetError` for
+        an unreadable size (the kernel writes ``32K``, ``1024K``, ``32M``).
+        """
+        sizes: dict[str, int] = {}
+        try:
+            indices = sorted(Path(cache_dir).glob("index*"))
+        except OSError:
+            return None
+        for index in indices:
+            try:
+                level = (index / "level").read_text().strip()
+                kind = (index / "type").read_text().strip()
+                size = (index / "size").read_text().strip()
+            except OSError:
+                continue
+            if kind not in ("Data", "Unified") or level not in ("1", "2", "3"):
+                continue
+            name = "l1d" if level == "1" else f"l{level}"
+            sizes[name] = parse_size(size, what=f"{index}/size")
+        return replace(cls(), **sizes) if sizes else None
+
+    def with_sizes(self, options: Mapping[str, str], *, what: str = "") -> "CacheHierarchy":
+        """These sizes, with the levels ``options`` names (``{"l2": "1M"}``) replaced; other
+        keys are ignored. Target strings and the ``tilecraft-schedule`` pass both parse here."""
+        sizes = {name: parse_size(options[name], what=f"{name} {what}".strip())
+                 for name in _CACHE_OPTIONS if name in options}
+        return replace(self, **sizes)
+
+    def options(self) -> dict[str, str]:
+        """The sizes as option values: ``{"l1d": "32K", "l2": "1M", "l3": "32M"}``."""
+        return {name: format_size(getattr(self, name)) for name in _CACHE_OPTIONS}
+
+    def spec(self) -> str:
+        """The sizes as target options: ``-l1d=32K -l2=1M -l3=32M``."""
+        return " ".join(f"-{name}={value}" for name, value in self.options().items())
+
+
+_SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:I?B)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str, *, what: str = "cache size") -> int:
+    """``"32K"``, ``"1M"``, ``"1024KiB"``, ``"65536"`` -> bytes (binary units, as sysfs means
+    them); raises :class:`TargetError` for anything else or zero."""
+    match = _SIZE.fullmatch(text.strip())
+    if not match or int(match.group(1)) == 0:
+        raise TargetError(f"{what}: expected a size such as 32K, 1M or 65536, got {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def format_size(size: int) -> str:
+    """Bytes in the largest binary unit that divides them: 1048576 -> ``"1M"``."""
+    for unit in ("G", "M", "K"):
+        if size % _UNITS[unit] == 0:
+            return f"{size // _UNITS[unit]}{unit}"
+    return str(size)
+
+
+# Documented per-core L1d / L2 and per-socket (or per-CCD for AMD) L3 of named CPUs; the
+# L3 figure is the smallest part sold, since only its order of magnitude matters.
+_KIB, _MIB = 1 << 10, 1 << 20
+_CPU_CACHES: dict[str, CacheHierarchy] = {
+    **dict.fromkeys(("sandybridge", "ivybridge", "haswell", "broadwell", "skylake", "x86-64-v3"),
+                    CacheHierarchy(32 * _KIB, 256 * _KIB, 8 * _MIB)),
+    **dict.fromkeys(("skylake-avx512", "cascadelake", "cooperlake"),
+                    CacheHierarchy(32 * _KIB, 1 * _MIB, 16 * _MIB)),
+    **dict.fromkeys(("icelake-client", "icelake-server", "tigerlake", "cannonlake"),
+                    CacheHierarchy(48 * _KIB, 1280 * _KIB, 8 * _MIB)),
+    **dict.fromkeys(("alderlake", "raptorlake", "meteorlake"),
+                    CacheHierarchy(48 * _KIB, 1280 * _KIB, 12 * _MIB)),
+    **dict.fromkeys(("sapphirerapids", "emeraldrapids", "graniterapids"),
+                    CacheHierarchy(48 * _KIB, 2 * _MIB, 32 * _MIB)),
+    **dict.fromkeys(("znver1", "znver2"), CacheHierarchy(32 * _KIB, 512 * _KIB, 8 * _MIB)),
+    "znver3": CacheHierarchy(32 * _KIB, 512 * _KIB, 32 * _MIB),
+    "znver4": CacheHierarchy(32 * _KIB, 1 * _MIB, 32 * _MIB),
+    "znver5": CacheHierarchy(48 * _KIB, 1 * _MIB, 32 * _MIB),
+}
+_HOST_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@cache
+def host_caches() -> CacheHierarchy:
+    """This machine's caches (cpu0's, from sysfs); the defaults where sysfs says nothing."""
+    return CacheHierarchy.from_sysfs(_HOST_CACHE_DIR) or CacheHierarchy()
 
 
 def default_num_threads() -> int:
@@ -73,6 +193,9 @@ class Target:
       mtriple: target triple, ``None`` for the host.
       num_threads: how many threads parallel loops are split for.
       arch: for ``kind == "cuda"``, the GPU architecture (``"sm_80"``); ``None`` otherwise.
+      cache_override: cache sizes given in the target string (``-l1d= -l2= -l3=``), complete
+        (the CPU's own sizes fill the levels not given); ``None``: the CPU's, see
+        :attr:`caches`.
     """
 
     kind: str = "llvm"
@@ -81,6 +204,7 @@ class Target:
     mtriple: str | None = None
     num_threads: int = field(default_factory=default_num_threads)
     arch: str | None = None
+    cache_override: CacheHierarchy | None = None
 
     @classmethod
     def parse(cls, spec: "str | Target") -> "Target":
@@ -109,7 +233,11 @@ class Target:
         bad = [a for a in mattr if a[0] not in "+-" or len(a) < 2]
         if bad:
             raise TargetError(f"-mattr entries must look like +feature or -feature, got {bad}")
-        return cls(kind=kind, mcpu=values.get("mcpu"), mattr=mattr, mtriple=values.get("mtriple"))
+        target = cls(kind=kind, mcpu=values.get("mcpu"), mattr=mattr, mtriple=values.get("mtriple"))
+        if any(name in values for name in _CACHE_OPTIONS):
+            caches = target.caches.with_sizes(values, what=f"in {spec!r}")
+            target = replace(target, cache_override=caches)
+        return target
 
     @classmethod
     def _parse_cuda(cls, spec: str, options: list[str]) -> "Target":
@@ -149,6 +277,18 @@ class Target:
         enabled = {a[1:] for a in self.mattr if a.startswith("+")}
         flags = host_cpu_flags()
         return not flags or enabled <= flags
+
+    @property
+    def caches(self) -> CacheHierarchy:
+        """Data-cache sizes the schedule plans for: the target string's, else the named
+        CPU's (table), else the host's (sysfs) for a host target, else the defaults."""
+        if self.cache_override is not None:
+            return self.cache_override
+        if self.mcpu is not None:
+            return _CPU_CACHES.get(self.mcpu, CacheHierarchy())
+        if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
+            return CacheHierarchy()
+        return host_caches()
 
     @property
     def vector_bits(self) -> int:
@@ -194,4 +334,6 @@ class Target:
             parts.append("-mattr=" + ",".join(self.mattr))
         if self.mtriple:
             parts.append(f"-mtriple={self.mtriple}")
+        if self.cache_override is not None:
+            parts.append(self.cache_override.spec())
         return " ".join(parts)
