@@ -86,11 +86,7 @@ class CacheHierarchy:
         an unreadable size (the kernel writes ``32K``, ``1024K``, ``32M``).
         """
         sizes: dict[str, int] = {}
-        try:
-            indices = sorted(Path(cache_dir).glob("index*"))
-        except OSError:
-            return None
-        for index in indices:
+        for index in sorted(Path(cache_dir).glob("index*")):
             try:
                 level = (index / "level").read_text().strip()
                 kind = (index / "type").read_text().strip()
