@@ -16,6 +16,7 @@ from ..runtime.compiled_module import CompiledModule, CudaCompiledModule
 from ..runtime.signature import EntrySignature
 from .cpu import cpu_pipeline
 from .graph.fusion import count_groups
+from .group_schedule import count_kernels
 from .cuda.lowering import cuda_pipeline
 from .package import PackageWriter
 from .pipeline import Pipeline, Stage
@@ -142,6 +143,7 @@ def compile(
         stage_ir: dict[str, str] = {"source": _asm(module)} if keep_ir else {}
 
         group_count: list[int] = []
+        kernel_count: list[int] = []
 
         def record(stage: Stage, current: ir.Module) -> None:
             if keep_ir:
@@ -149,6 +151,8 @@ def compile(
             if stage.name == "graph" and ("tilecraft-fuse-ops" in stage.passes
                                           or "tilecraft-mark-groups" in stage.passes):
                 group_count.append(count_groups(current.operation))
+            if stage.name == "schedule":
+                kernel_count.append(count_kernels(current.operation))
 
         writer = None
         if package_path is not None:
@@ -163,4 +167,5 @@ def compile(
         module, signature, target=target, pipeline=pipeline, stage_ir=stage_ir, opt_level=opt_level
     )
     compiled.group_count = group_count[0] if group_count else None
+    compiled.kernel_count = kernel_count[0] if kernel_count else None
     return compiled

@@ -17,6 +17,7 @@ from mlir import ir
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .graph import graph_pass_elements
+from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import positive_int_option, register_pass, register_pipeline
 from .pipeline import Pipeline, Stage
 from .target import Target
@@ -98,7 +99,10 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
             # min-task-size=1: each scf.forall iteration is already a task the planner
             # sized (about 2 per thread). With the default (1000 iterations per task) a
             # loop of fewer than 1000 iterations ran whole on the calling thread, so
-            # matmuls and convolutions never used a second core.
+            # matmuls and convolutions never used a second core. Loops are collapsed to
+            # one dimension first (parallel_loops.py: async-parallel-for ran some blocks
+            # of multi-dimensional loops twice).
+            COLLAPSE_PARALLEL_LOOPS,
             f"async-parallel-for{{num-workers={threads} min-task-size=1}}",
             "async-to-async-runtime",
             "async-runtime-ref-counting",
@@ -127,7 +131,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
                                "canonicalize"),
                   "fold constants, fuse elementwise producers into consumers"),
             Stage("schedule",
-                  (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads}}}",
+                  (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
+                   + " ".join(f"{k}={v}" for k, v in target.caches.options().items())
+                   + f"{' fuse-groups=1' if opt_level >= 3 else ''}}}",
                    "canonicalize", "cse"),
                   "default schedule: thread tiles, register tiles, vectorization"),
             Stage("bufferize",

@@ -38,6 +38,8 @@ class LoopNest:
       output_dims: for each dimension of the last operand (the output), the loop indexing
         it, ``None`` where the index is not a single loop.
       num_inputs: how many input operands the op reads.
+      operand_dims: for each operand (inputs, then outputs), what ``output_dims`` is for the
+        output: per dimension of the operand, the loop indexing it or ``None``.
     """
 
     op_name: str
@@ -49,6 +51,7 @@ class LoopNest:
     convolution: tuple[tuple[int, ...], ...] | None = None
     output_dims: tuple[int | None, ...] = ()
     num_inputs: int = 1
+    operand_dims: tuple[tuple[int | None, ...], ...] = ()
 
     @property
     def static(self) -> bool:
@@ -116,10 +119,12 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
                 dims.filter_loop, dims.input_channel, dims.depth,
             )
         )
-    output_dims = tuple(
-        expr.position if isinstance(expr, ir.AffineDimExpr) else None
-        for expr in maps[-1].results
+    operand_dims = tuple(
+        tuple(expr.position if isinstance(expr, ir.AffineDimExpr) else None
+              for expr in affine_map.results)
+        for affine_map in maps
     )
+    output_dims = operand_dims[-1]
     result_type = original.results[0].type if len(original.results) else original.operands[-1].type
     return LoopNest(
         op_name=original.name,
@@ -131,6 +136,7 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
         convolution=convolution,
         output_dims=output_dims,
         num_inputs=len(generic.operands) - max(len(generic.results), 1),
+        operand_dims=operand_dims,
     )
 
 

@@ -69,6 +69,17 @@ def positive_int_option(name: str, text: str) -> int:
     return value
 
 
+def bool_option(name: str, text: str) -> bool:
+    """Parse a boolean pass option (``1``/``0``, ``true``/``false``), or raise
+    :class:`PipelineError`."""
+    value = text.strip().lower()
+    if value in ("1", "true"):
+        return True
+    if value in ("0", "false"):
+        return False
+    raise PipelineError(f"option {name} must be 0 or 1 (or true/false), got {text!r}")
+
+
 _REGISTRY: dict[str, TilecraftPass] = {}
 _PIPELINES: dict[str, TilecraftPipeline] = {}
 

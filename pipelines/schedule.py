@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from .loop_nest import LoopNest, analyze_loop_nests
-from .passes import positive_int_option, register_pass
+from .passes import bool_option, positive_int_option, register_pass
 from .scratch import scratch_copy
+from .target import CacheHierarchy
 
 TAG = "tilecraft.op_id"
 
@@ -47,6 +48,12 @@ _MIN_PARALLEL_WORK = 1 << 15
 _MATMUL_TASK_ROWS, _MATMUL_TASK_COLS = 64, 256
 # Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators.
 _MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
+# Matmul K cache block: the A sliver (register rows x block) that the N register loop reuses
+# takes at most this fraction of L1d; the rest holds B's rows streaming through and C's
+# accumulator lines. A block below half its limit (K with no fitting divisor) is not used.
+_MATMUL_SLIVER_L1_FRACTION = 4
+# The B block (K block x task columns) that the M register loop rereads: half of L2.
+_MATMUL_PANEL_L2_FRACTION = 2
 # Elementwise register tile: at most this many vectors per innermost tile.
 _ELEMENTWISE_VECTORS = 4
 
@@ -74,6 +81,38 @@ class OpSchedule:
     # buffer (array packing) once per outer-register tile, before the register level reads
     # it many times.
     packed_operands: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def sequence_name(self) -> str:
+        return f"schedule_op_{self.tag}"
+
+
+@dataclass(frozen=True)
+class GroupSchedule:
+    """A fusion group scheduled as one loop nest (planned by ``pipelines/group_schedule.py``).
+
+    ``root`` is the group's last op: its ``thread_tiles`` tile the whole group with one
+    ``scf.forall``. ``producers`` are the group's other ops, consumers first, each fused into
+    that ``scf.forall`` and then given its own inner levels (its plan's ``thread_tiles`` are
+    unset). ``fallback`` holds the ops' own plans, applied if the group's sequence fails.
+    """
+
+    root: OpSchedule
+    producers: tuple[OpSchedule, ...]
+    fallback: tuple[OpSchedule, ...] = ()
+    # Reshapes sit between fused ops: move each slice above its reshape before fusing.
+    bubble_up_slices: bool = False
+
+    @property
+    def tag(self) -> int:
+        return self.root.tag
+
+    @property
+    def sequence_name(self) -> str:
+        return f"schedule_group_{self.root.tag}"
+
+
+Plan = "OpSchedule | GroupSchedule"
 
 
 def largest_divisor(n: int, limit: int, multiple_of: int = 1) -> int:
@@ -111,24 +150,60 @@ def _work(nest: LoopNest) -> int:
     return total
 
 
-def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
+def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
+                      caches: CacheHierarchy) -> OpSchedule:
+    """GotoBLAS's blocking, sized from the caches (docs/tuning.md, "The default schedule").
+
+    Thread tasks of C, a K cache block whose A sliver stays in L1d while the N register loop
+    reuses it (the sliver packed contiguously: both measured 1.3-2.2x faster on 1024-2048
+    GEMMs than the unblocked plan), task columns whose B block stays in L2 while the M
+    register loop rereads it, and register tiles of accumulators.
+    """
     batch, m_dims, n_dims, k_dims = nest.contraction
     n_loops = len(nest.ranges)
     register = [0] * n_loops
     reduction = [0] * n_loops
     for d in nest.parallel_dims:
         register[d] = 1
-    m, n = m_dims[-1], n_dims[-1]
+    m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
     register[m] = largest_divisor(nest.ranges[m], _MATMUL_REGISTER_ROWS)
-    register[n] = vector_tile(nest.ranges[n], lanes, _MATMUL_REGISTER_VECTORS)
+    # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with 16
+    # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran 10x slower).
+    part = min(lanes, nest.ranges[n] & -nest.ranges[n])
+    register[n] = vector_tile(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part)
     for d in k_dims:
         reduction[d] = 1
+    element_bytes = max(nest.element_bits // 8, 1)
+    sliver_limit = caches.l1d // (_MATMUL_SLIVER_L1_FRACTION * register[m] * element_bytes)
+    block_k = largest_divisor(nest.ranges[k], max(sliver_limit, 1))
+    blocked = len(k_dims) == 1 and nest.ranges[k] > block_k >= sliver_limit // 2
+    sliver_k = block_k if blocked else nest.ranges[k]
     thread = [0] * n_loops
     for d in batch:
         thread[d] = 1
     thread[m] = largest_divisor(nest.ranges[m], _MATMUL_TASK_ROWS, multiple_of=register[m])
-    thread[n] = largest_divisor(nest.ranges[n], _MATMUL_TASK_COLS, multiple_of=register[n])
-    return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
+    panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
+    cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
+    thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
+    cache = None
+    if blocked:
+        cache = [0] * n_loops
+        cache[k] = block_k
+    # Packing A: the M register loop moves outside, one sliver is copied per M step and read
+    # by every N register tile of the task. Only for A laid out (batch, M, K), the space's
+    # pack_a, and only where the sliver fits the L1d share and is reused.
+    outer = None
+    packed: tuple[tuple[int, int], ...] = ()
+    if (len(m_dims) == 1 and nest.operand_dims[:1] == ((*batch, m, k),)
+            and sliver_k <= sliver_limit and nest.ranges[m] > register[m]
+            and thread[n] >= 2 * register[n]):
+        outer = [0] * n_loops
+        outer[m], register[m] = register[m], 0
+        packed = ((0, len(batch) + 2),)
+    return OpSchedule(tag, thread_tiles=tuple(thread),
+                      cache_tiles=tuple(cache) if cache else None,
+                      outer_register_tiles=tuple(outer) if outer else None,
+                      packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True)
 
 
@@ -150,7 +225,18 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
     thread = [0] * n_loops
     for d in batch:
         thread[d] = 1
-    if out_channel:
+    images = 1
+    for d in batch:
+        images *= nest.ranges[d]
+    rows = balanced_chunk(nest.ranges[image[0]], threads) if image else None
+    if images % threads == 0:
+        pass  # one task per image already keeps every thread busy
+    elif rows is not None:
+        # Tasks split the output image by rows: each reads its band of the input plus a
+        # halo, so a fusion group can pad the input per task (group_schedule.py); tasks
+        # split by output channels would each read, and pad, the whole input.
+        thread[image[0]] = rows
+    elif out_channel:
         d = out_channel[-1]
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     elif image:
@@ -158,6 +244,15 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), decompose=True, vectorize=True)
+
+
+def balanced_chunk(extent: int, threads: int) -> int | None:
+    """Tile size splitting ``extent`` into ``2 * threads`` or ``threads`` equal tasks (every
+    thread gets as many), or ``None`` when neither divides it."""
+    for tasks in (2 * threads, threads):
+        if tasks > 1 and extent % tasks == 0:
+            return extent // tasks
+    return None
 
 
 def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
@@ -188,8 +283,13 @@ def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSched
     )
 
 
-def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_threads: int) -> OpSchedule:
-    """Pick the default schedule of one op from its loop nest and the target."""
+def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_threads: int,
+                          caches: CacheHierarchy = CacheHierarchy()) -> OpSchedule:
+    """Pick the default schedule of one op from its loop nest and the target.
+
+    ``caches``: the target's data caches (``Target.caches``); the default is the
+    conservative hierarchy, so a plan never assumes a cache the machine may lack.
+    """
     lanes = max(1, vector_bits // max(nest.element_bits, 8))
     if 0 in nest.ranges:
         # Nothing to compute; and tiling a zero-extent loop next to a dynamic one aborts
@@ -209,7 +309,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
         thread[outer] = 1 if extent < 0 else max(1, -(-extent // num_threads))
         return OpSchedule(tag, thread_tiles=tuple(thread))
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
-        plan = _plan_contraction(nest, tag, lanes, num_threads)
+        plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
     elif nest.convolution and nest.op_name in _DECOMPOSABLE:
         plan = _plan_convolution(nest, tag, lanes, num_threads)
     else:
@@ -305,13 +405,14 @@ class _ScriptWriter:
         self.vectorize(rows)
         return padded
 
-    def fuse_into(self, producer: str, container: str) -> str:
+    def fuse_into(self, producer: str, container: str) -> tuple[str, str]:
+        """Fuse ``producer`` into ``container``; returns (fused op, container's new handle)."""
         fused, new_container = self.fresh("fused"), self.fresh("forall")
         self.lines.append(
             f"{fused}, {new_container} = transform.structured.fuse_into_containing_op {producer} "
             f"into {container} : ({self.ANY}, {self.ANY}) -> ({self.ANY}, {self.ANY})"
         )
-        return fused
+        return fused, new_container
 
     def decompose(self, handle: str) -> str:
         result = self.fresh("decomposed")
@@ -326,17 +427,67 @@ class _ScriptWriter:
         self.lines.append(f"transform.structured.vectorize {handle}{options} : {self.ANY}")
 
 
-def render_op_sequence(plan: OpSchedule) -> str:
-    """The ``transform.named_sequence @schedule_op_<tag>`` applying ``plan``."""
+def render_op_sequence(plan: "OpSchedule | GroupSchedule") -> str:
+    """The ``transform.named_sequence @schedule_op_<tag>`` applying ``plan`` (or
+    ``@schedule_group_<root tag>`` for a group)."""
+    if isinstance(plan, GroupSchedule):
+        return render_group_sequence(plan)
     w = _ScriptWriter()
     op = w.match_tag(plan.tag)
     if plan.thread_tiles:
         op, forall = w.tile_forall(op, plan.thread_tiles)
         if plan.fused_init_tag is not None:
-            init = w.fuse_into(w.match_tag(plan.fused_init_tag), forall)
+            init, forall = w.fuse_into(w.match_tag(plan.fused_init_tag), forall)
             if plan.init_register_tiles and any(plan.init_register_tiles):
                 init = w.tile_for(init, plan.init_register_tiles)
             w.vectorize(init)
+    render_inner_levels(w, op, plan)
+    return named_sequence(plan.sequence_name, w)
+
+
+def render_group_sequence(group: GroupSchedule) -> str:
+    """Tile the root with ``scf.forall``, fuse the producers into it (consumers first, so
+    each producer's slice is already used inside), then each op's inner levels."""
+    w = _ScriptWriter()
+    root, forall = w.tile_forall(w.match_tag(group.root.tag), group.root.thread_tiles or ())
+    fused = []
+    for producer in group.producers:
+        if group.bubble_up_slices:
+            # fuse_into_containing_op fuses a producer through the slice its consumer takes;
+            # a slice of expand_shape(producer) becomes expand_shape(slice of producer).
+            # Canonicalization folds the index arithmetic this leaves (a linearize_index of
+            # [row, 0]), so equal slices stay equal for CSE below.
+            w.lines.append(f"transform.apply_patterns to {forall} {{\n"
+                           "      transform.apply_patterns.tensor.bubble_up_extract_slice\n"
+                           "      transform.apply_patterns.canonicalization\n"
+                           f"    }} : {w.ANY}")
+        handle, forall = w.fuse_into(w.match_tag(producer.tag), forall)
+        fused.append((handle, producer))
+    # A producer read by two ops of the group is fused once per read (softmax's row max
+    # feeds the sum and the normalization); both copies compute the same slice, so CSE
+    # keeps one.
+    w.lines.append(f"transform.apply_cse to {forall} : {w.ANY}")
+    for handle, producer in fused:
+        # After CSE a producer fused twice is one op the handle lists twice.
+        unique = w.fresh("unique")
+        w.lines.append(f"{unique} = transform.merge_handles deduplicate {handle} : {w.ANY}")
+        render_inner_levels(w, unique, producer)
+    render_inner_levels(w, root, group.root)
+    return named_sequence(group.sequence_name, w)
+
+
+def named_sequence(name: str, w: "_ScriptWriter") -> str:
+    """``w``'s lines as ``transform.named_sequence @<name>`` over ``%root``."""
+    body = "\n".join(f"    {line}" for line in w.lines)
+    return (
+        f"  transform.named_sequence @{name}(%root: !transform.any_op "
+        "{transform.readonly}) {\n" + body + "\n    transform.yield\n  }"
+    )
+
+
+def render_inner_levels(w: "_ScriptWriter", op: str, plan: OpSchedule) -> None:
+    """The levels of ``plan`` inside its thread tile: cache, outer register, packing,
+    register, reduction tiles, decomposition and vectorization of the op ``op`` names."""
     if plan.cache_tiles and any(plan.cache_tiles):
         op = w.tile_for(op, plan.cache_tiles, plan.cache_interchange)
     if plan.outer_register_tiles and any(plan.outer_register_tiles):
@@ -355,11 +506,6 @@ def render_op_sequence(plan: OpSchedule) -> str:
         # to wrong values (tests/frontend/onnx/test_shape.py::test_negative_pads_crop); such
         # ops fail to vectorize without it and keep correct scalar loops, with a warning.
         w.vectorize(op)
-    body = "\n".join(f"    {line}" for line in w.lines)
-    return (
-        f"  transform.named_sequence @schedule_op_{plan.tag}(%root: !transform.any_op "
-        "{transform.readonly}) {\n" + body + "\n    transform.yield\n  }"
-    )
 
 
 CLEANUP_SEQUENCE = """  transform.named_sequence @cleanup(%root: !transform.any_op {transform.readonly}) {
@@ -390,7 +536,7 @@ def render_script(plans: list[OpSchedule],
     """
     sequences = [(render_op or render_op_sequence)(plan) for plan in plans]
     includes = [
-        f"    transform.include @schedule_op_{plan.tag} failures(propagate) (%root)"
+        f"    transform.include @{plan.sequence_name} failures(propagate) (%root)"
         " : (!transform.any_op) -> ()"
         for plan in plans
     ] + ["    transform.include @cleanup failures(propagate) (%root) : (!transform.any_op) -> ()"]
@@ -420,30 +566,49 @@ def _init_fill(op: ir.Operation) -> ir.Operation | None:
     return producer
 
 
-# ``planner(op, nest, tag)`` returns a plan for one op, or ``None`` for the default plan.
-OpPlanner = Callable[[ir.Operation, LoopNest, int], "OpSchedule | None"]
+# ``planner(op, nest, tag, unit)`` returns a plan for one op, or ``None`` for the default
+# plan; ``unit`` is the fusion unit (pipelines/group_schedule.py) the op anchors, if any.
+OpPlanner = Callable[[ir.Operation, LoopNest, int, Any], "OpSchedule | None"]
 
 
 def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
-                planner: OpPlanner | None = None) -> list[OpSchedule]:
+                planner: OpPlanner | None = None,
+                fuse_groups: bool = False,
+                caches: CacheHierarchy = CacheHierarchy()) -> list["OpSchedule | GroupSchedule"]:
     """Tag every structured op of ``module`` with ``tilecraft.op_id`` and plan its schedule.
 
     ``planner`` overrides the plan of the ops it answers for (the tuner's records); the init
-    fill of an overridden op is fused the same way as for a default plan.
+    fill of an overridden op is fused the same way as for a default plan. ``fuse_groups``:
+    the ops of each fusion group (the graph stage's partition, recomputed on this IR) become
+    one loop nest, a :class:`GroupSchedule` (``pipelines/group_schedule.py``).
     """
+    units = []
+    if fuse_groups:
+        # Imported here: group_schedule plans with this module's per-op planner.
+        from .group_schedule import (find_fusion_units, plan_groups, prepare_groups,
+                                     tag_fused_data_ops)
+
+        prepare_groups(module)
     analyzed = analyze_loop_nests(module)
+    if fuse_groups:
+        units = find_fusion_units(module, dict(analyzed))
     tags: dict[ir.Operation, int] = {}
     for tag, (op, _) in enumerate(analyzed):
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tag)
         tags[op] = tag
+    if units:
+        tag_fused_data_ops(units, tags, TAG)
+    # Built after tagging: an ir.Operation's hash changes with its attributes.
+    unit_of_anchor = {unit.anchor: unit for unit in units}
     nests = {tags[op]: nest for op, nest in analyzed}
     plans: dict[int, OpSchedule] = {}
     fused: set[int] = set()
     for op, nest in analyzed:
         tag = tags[op]
-        plan = planner(op, nest, tag) if planner is not None else None
+        plan = planner(op, nest, tag, unit_of_anchor.get(op)) if planner is not None else None
         if plan is None:
-            plan = plan_default_schedule(nest, tag, vector_bits=vector_bits, num_threads=num_threads)
+            plan = plan_default_schedule(nest, tag, vector_bits=vector_bits, num_threads=num_threads,
+                                         caches=caches)
         fill = _init_fill(op)
         if plan.thread_tiles and plan.vectorize and fill is not None and fill in tags:
             fill_tag = tags[fill]
@@ -464,7 +629,14 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
                                  "init_register_tiles": fill_plan.register_tiles})
             fused.add(fill_tag)
         plans[tag] = plan
-    return [plan for tag, plan in sorted(plans.items()) if tag not in fused]
+    op_plans = [plan for tag, plan in sorted(plans.items()) if tag not in fused]
+    if not fuse_groups:
+        return op_plans
+    groups = plan_groups(units, analyzed, tags, plans, {p.tag for p in op_plans},
+                         vector_bits=vector_bits, caches=caches)
+    grouped = {tag for group in groups for tag in (group.tag, *(p.tag for p in group.producers))}
+    merged: list[OpSchedule | GroupSchedule] = [*groups, *(p for p in op_plans if p.tag not in grouped)]
+    return sorted(merged, key=lambda plan: plan.tag)
 
 
 def _remove_tags(module: ir.Operation) -> None:
@@ -483,32 +655,56 @@ def _sequence(transform_module: ir.Module, name: str) -> ir.Operation:
     raise KeyError(name)
 
 
-def _apply_or_warn(module: ir.Operation, transform_module: ir.Module, name: str) -> bool:
-    """Apply sequence ``name``; if it fails on a trial copy, leave ``module`` untouched."""
+def _apply_if_valid(module: ir.Operation, transform_module: ir.Module, name: str) -> str | None:
+    """Apply sequence ``name`` if it succeeds on a trial copy; else leave ``module``
+    untouched and return the error. ``None`` on success."""
     sequence = _sequence(transform_module, name)
     _container, trial = scratch_copy(module)
     try:
         interpreter.apply_named_sequence(trial, sequence, transform_module.operation)
     except ValueError as error:
+        return str(error) or "failed"
+    interpreter.apply_named_sequence(module, sequence, transform_module.operation)
+    return None
+
+
+def _apply_or_warn(module: ir.Operation, transform_module: ir.Module, name: str) -> bool:
+    """Apply sequence ``name``; if it fails on a trial copy, leave ``module`` untouched."""
+    error = _apply_if_valid(module, transform_module, name)
+    if error is not None:
         warnings.warn(
             f"tilecraft-schedule: {name} failed, the op keeps scalar loops: {error}",
             RuntimeWarning, stacklevel=2,
         )
         return False
-    interpreter.apply_named_sequence(module, sequence, transform_module.operation)
     return True
 
 
-def apply_schedule(module: ir.Operation, plans: list[OpSchedule]) -> str:
-    """Apply ``plans`` (op by op, then ``@cleanup``) to tagged ``module``; returns the script."""
+def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule"]) -> str:
+    """Apply ``plans`` (op by op or group by group, then ``@cleanup``) to tagged ``module``;
+    returns the script. A group whose sequence fails falls back to its ops' own plans."""
     script = render_script(plans)
     with module.context:
         transform_module = ir.Module.parse(script)
     for plan in plans:
-        _apply_or_warn(module, transform_module, f"schedule_op_{plan.tag}")
+        if isinstance(plan, GroupSchedule) and plan.fallback:
+            # No warning: the fallback is the per-op schedule, correct but one loop nest
+            # per op (CompiledModule.kernel_count shows it).
+            if _apply_if_valid(module, transform_module, plan.sequence_name) is not None:
+                apply_schedule_ops(module, list(plan.fallback))
+            continue
+        _apply_or_warn(module, transform_module, plan.sequence_name)
     _apply_or_warn(module, transform_module, "cleanup")
     _remove_tags(module)
     return script
+
+
+def apply_schedule_ops(module: ir.Operation, plans: list[OpSchedule]) -> None:
+    """Apply per-op ``plans`` (no ``@cleanup``): a failed group's fallback."""
+    with module.context:
+        transform_module = ir.Module.parse(render_script(plans))
+    for plan in plans:
+        _apply_or_warn(module, transform_module, plan.sequence_name)
 
 
 @register_pass(
@@ -520,6 +716,11 @@ def apply_schedule(module: ir.Operation, plans: list[OpSchedule]) -> str:
         "tuning-records": "JSON-lines tuning records: ops with a record get its best schedule",
         "cpu": "with tuning-records: the target CPU the records were tuned for (default host)",
         "features": "with tuning-records: the target's -mattr features (default none)",
+        "fuse-groups": "1: each fusion group (TVM FuseOps rules) becomes one loop nest "
+                       "(default 0: one loop nest per op)",
+        "l1d": "L1 data cache per core, e.g. 48K (default 32K)",
+        "l2": "L2 cache per core (default 256K)",
+        "l3": "shared L3 cache (default 8M)",
     },
 )
 def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
@@ -535,5 +736,7 @@ def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> N
         vector_bits=positive_int_option("vector-bits", options.get("vector-bits", "512")),
         num_threads=positive_int_option("num-threads", options.get("num-threads", "1")),
         planner=planner,
+        fuse_groups=bool_option("fuse-groups", options.get("fuse-groups", "0")),
+        caches=CacheHierarchy().with_sizes(options, what="option of tilecraft-schedule"),
     )
     apply_schedule(module, plans)

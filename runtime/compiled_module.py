@@ -57,9 +57,12 @@ class CompiledModule:
     :attr:`signature` first, so a wrong call raises instead of reaching native code.
     """
 
-    # How many fusion groups (kernels after fusion) the graph stage formed; set by
-    # tilecraft.compile, None when the pipeline did not run tilecraft-fuse-ops.
+    # How many fusion groups the graph stage formed; set by tilecraft.compile, None when the
+    # pipeline did not run tilecraft-fuse-ops or tilecraft-mark-groups.
     group_count: int | None = None
+    # How many kernels (top-level loop nests and copies, pipelines/group_schedule.py's
+    # count_kernels) the schedule stage left; None when the pipeline has no such stage.
+    kernel_count: int | None = None
 
     def __init__(
         self,

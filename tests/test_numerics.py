@@ -25,6 +25,23 @@ def test_matmul(rand, m, n, k):
     np.testing.assert_allclose(run(mt.matmul(m, n, k), a, b), a @ b, **F32)
 
 
+@pytest.mark.parametrize("m, n", [(1000, 1000), (1000, 1024), (680, 200)])
+def test_every_parallel_task_runs_once(monkeypatch, rand, m, n):
+    """Task grids of 25 x 5, 25 x 4 and 17: MLIR's async-parallel-for ran some blocks of a
+    2-D loop twice (pipelines/parallel_loops.py collapses loops first). Accumulating into
+    C, a task run twice adds its product twice."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
+    k = 32
+    a_type, b_type, c_type = f"tensor<{m}x{k}xf32>", f"tensor<{k}x{n}xf32>", f"tensor<{m}x{n}xf32>"
+    text = (f"func.func @main(%a: {a_type}, %b: {b_type}, %c: {c_type}) -> {c_type} {{\n"
+            f"  %r = linalg.matmul ins(%a, %b : {a_type}, {b_type}) outs(%c : {c_type}) -> {c_type}\n"
+            f"  return %r : {c_type}\n}}\n")
+    a, b, c = rand((m, k)), rand((k, n)), rand((m, n))
+    module = tilecraft.compile(text)
+    for _ in range(3):
+        np.testing.assert_allclose(module(a, b, c), c + a @ b, **F32)
+
+
 @pytest.mark.parametrize("batch, m, n, k", [(1, 4, 4, 4), (3, 7, 13, 5), (4, 32, 48, 16)])
 def test_batch_matmul(rand, batch, m, n, k):
     a, b = rand((batch, m, k)), rand((batch, k, n))

@@ -269,9 +269,10 @@ def command_tune(args: argparse.Namespace) -> int:
     if args.tasks is not None:
         tasks = tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict)
         if args.tasks == "list":
-            print(f"{'index':>5}  {'task':<40} {'kind':<18} {'count':>5} {'MFLOP':>12}")
+            width = max(len("task"), *(len(task.name) for task in tasks))
+            print(f"{'index':>5}  {'task':<{width}} {'kind':<18} {'count':>5} {'MFLOP':>12}")
             for index, task in enumerate(tasks):
-                print(f"{index:>5}  {task.name[:40]:<40} {task.kind:<18} {task.count:>5} {task.flops / 1e6:12.1f}")
+                print(f"{index:>5}  {task.name:<{width}} {task.kind:<18} {task.count:>5} {task.flops / 1e6:12.1f}")
             return 0
         beyond = [i for i in args.tasks if i >= len(tasks)]
         if beyond:

@@ -17,16 +17,17 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
+from ..pipelines.group_schedule import FusionUnit
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.schedule import OpSchedule, plan_module, render_script
 from ..pipelines.target import Target
 from .records import Record, best_records, load_records
 from .space import make_space
-from .task import Task, describe_op
+from .task import Task, describe_op, describe_unit
 
 
 class RecordPlanner:
-    """``planner(op, nest, tag)`` for :func:`~tilecraft.pipelines.schedule.plan_module`."""
+    """``planner(op, nest, tag, unit)`` for :func:`~tilecraft.pipelines.schedule.plan_module`."""
 
     def __init__(self, best: Mapping[str, Record], target: Target) -> None:
         self.best = dict(best)
@@ -47,10 +48,18 @@ class RecordPlanner:
             spec += f" -mattr={options['features']}"
         return cls.from_file(options["tuning-records"], spec)
 
-    def __call__(self, op: ir.Operation, nest: LoopNest, tag: int) -> OpSchedule | None:
+    def __call__(self, op: ir.Operation, nest: LoopNest, tag: int,
+                 unit: FusionUnit | None = None) -> OpSchedule | None:
+        """The best record's plan for ``op`` — for the anchor of a fusion ``unit``, the
+        record of the unit's task — or ``None`` (the default plan)."""
         if not self.best:
             return None
-        task = describe_op(op, nest)
+        if unit is not None:
+            # Only the anchor's nest is at hand: the task's flops count the anchor alone,
+            # which neither the lookup nor the schedule space reads.
+            task = describe_unit(unit, {op: nest})
+        else:
+            task = describe_op(op, nest)
         if task is None or task.key not in self.best:
             return None
         record = self.best[task.key]
@@ -76,12 +85,19 @@ def reproducer(task: Task, config: Mapping[str, int] | None, target: "str | Targ
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.payload)
 
-        def planner(op: ir.Operation, nest: LoopNest, tag: int) -> OpSchedule | None:
-            if config is None or op.name == "linalg.fill" and task.op_name != "linalg.fill":
+        anchored = [False]
+
+        def planner(op: ir.Operation, nest: LoopNest, tag: int,
+                    unit: FusionUnit | None = None) -> OpSchedule | None:
+            # The config is the anchor's: the op the task names (a fused group's other ops,
+            # and the init fill, keep their default plans).
+            if config is None or op.name != task.op_name or anchored[0]:
                 return None
+            anchored[0] = True
             space = make_space(task, nest, target)
             return space.plan(space.validate(config), tag)
 
         plans = plan_module(module.operation, vector_bits=target.vector_bits,
-                            num_threads=target.num_threads, planner=planner)
+                            num_threads=target.num_threads, planner=planner, caches=target.caches,
+                            fuse_groups=True)
         return str(module) + render_script(plans)

@@ -11,7 +11,9 @@ and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan 
   register tiles (``reg_m`` x ``reg_n`` accumulators, kept in registers across the reduction
   loop by ``@cleanup``'s hoisting), the reduction step (``step_k``, unrolled into
   ``step_k`` outer products) and array packing of B (``pack_b``: each ``cache_k x reg_n``
-  panel of B copied to a contiguous buffer before the M loop reuses it);
+  panel of B copied to a contiguous buffer before the M loop reuses it) or of A (``pack_a``:
+  each ``reg_m x cache_k`` sliver, before the N loop reuses it; the default packs A where
+  its sliver fits L1d);
 - ``conv2d`` / ``depthwise_conv2d`` / ``pooling``: the thread tile of the outer output dim
   (``par``), register tiles of output channels/width (``reg_oc``, ``reg_c``, ``reg_ow``),
   the input-channel cache block and step (``cache_ic``, ``step_ic``); always decomposed to 1-D;
@@ -33,6 +35,7 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
+from ..pipelines.group_schedule import find_fusion_units, prepare_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..pipelines.schedule import OpSchedule, plan_default_schedule, render_op_sequence
 from ..pipelines.target import Target
@@ -77,7 +80,7 @@ class ScheduleSpace:
         self.threads = target.num_threads
         self.lanes = max(1, self.vector_bits // max(nest.element_bits, 8))
         self.default_plan = plan_default_schedule(
-            nest, 0, vector_bits=self.vector_bits, num_threads=self.threads)
+            nest, 0, vector_bits=self.vector_bits, num_threads=self.threads, caches=target.caches)
         self.knobs: tuple[Knob, ...] = tuple(self._knobs())
 
     # -- the space -------------------------------------------------------------------------
@@ -230,9 +233,14 @@ class MatmulSpace(ScheduleSpace):
     def _default_values(self) -> dict[str, int]:
         plan = self.default_plan
         thread = plan.thread_tiles or (0,) * len(self.nest.ranges)
-        return {"par_m": thread[self.m], "par_n": thread[self.n], "cache_k": 0,
-                "reg_m": plan.register_tiles[self.m], "reg_n": plan.register_tiles[self.n],
-                "step_k": plan.reduction_tiles[self.k], "pack_b": 0, "n_outer": 0}
+        cache_k = plan.cache_tiles[self.k] if plan.cache_tiles else 0
+        packed = {index for index, _rank in plan.packed_operands}
+        outer = plan.outer_register_tiles or (0,) * len(self.nest.ranges)
+        return {"par_m": thread[self.m], "par_n": thread[self.n], "cache_k": cache_k,
+                "reg_m": plan.register_tiles[self.m] or outer[self.m],
+                "reg_n": plan.register_tiles[self.n] or outer[self.n],
+                "step_k": plan.reduction_tiles[self.k], "pack_a": int(0 in packed),
+                "pack_b": int(1 in packed), "n_outer": 0}
 
     def _knobs(self) -> list[Knob]:
         M, N, K = (self.nest.ranges[d] for d in (self.m, self.n, self.k))
@@ -246,16 +254,18 @@ class MatmulSpace(ScheduleSpace):
             Knob("par_n", _divisors(N, [0] + ([32, 64, 128, 256, 512, 1024] if threaded else []),
                                     include=(d["par_n"],)),
                  "columns of C per parallel task (0: untiled)"),
-            Knob("cache_k", _divisors(K, [0, 32, 64, 128, 256, 512]), "K cache block (0: none)"),
+            Knob("cache_k", _divisors(K, [0, 32, 64, 128, 256, 512], include=(d["cache_k"],)),
+                 "K cache block (0: none)"),
             Knob("reg_m", _divisors(M, [1, 2, 4, 6, 8, 12, 16], include=(d["reg_m"],)),
                  "accumulator rows in registers"),
             Knob("reg_n", _divisors(N, [lanes * i for i in (1, 2, 3, 4)], include=(d["reg_n"],)),
                  "accumulator columns in registers (multiples of the vector lanes)"),
             Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
                  "reduction step: outer products per loop iteration"),
+            Knob("pack_a", (0, 1), "copy each reg_m x cache_k sliver of A to a contiguous buffer"),
             Knob("pack_b", (0, 1), "copy each cache_k x reg_n panel of B to a contiguous buffer"),
             Knob("n_outer", (0, 1), "loop order of the register tiles: N outside M (1) or M "
-                 "outside N (0); with pack_b, N is always outside"),
+                 "outside N (0); with pack_b, N is always outside, with pack_a M"),
         ]
 
     def default(self) -> Config:
@@ -284,17 +294,20 @@ class MatmulSpace(ScheduleSpace):
         reduction[self.k] = config["step_k"]
         outer = None
         interchange = None
-        if config["n_outer"] and not config["pack_b"]:
+        if config["n_outer"] and not config["pack_b"] and not config["pack_a"]:
             order = list(range(n_loops))
             order.remove(self.n)
             order.insert(order.index(self.m), self.n)
             interchange = tuple(order)
         packed: tuple[tuple[int, int], ...] = ()
-        if config["pack_b"]:
-            outer = [0] * n_loops
-            outer[self.n] = config["reg_n"]
-            register[self.n] = 0
-            packed = ((1, len(self.batch) + 2),)  # B: batch dims, K, N
+        # Packing happens once per outer-register tile, around the register loop that
+        # reuses the packed operand: B's panel across the M loop, A's sliver across N.
+        for knob, index, dim in (("pack_a", 0, self.m), ("pack_b", 1, self.n)):
+            if config[knob]:
+                outer = [0] * n_loops
+                outer[dim] = register[dim]
+                register[dim] = 0
+                packed = ((index, len(self.batch) + 2),)  # A: batch, M, K; B: batch, K, N
         return OpSchedule(
             tag, thread_tiles=tuple(thread) if thread else None,
             cache_tiles=tuple(cache) if cache else None,
@@ -305,8 +318,14 @@ class MatmulSpace(ScheduleSpace):
     def is_valid(self, config: Mapping[str, int]) -> bool:
         if config["pack_b"] and config["reg_n"] == self.nest.ranges[self.n] and not config["par_n"]:
             return False  # the whole of B in one panel: the copy buys nothing
-        if config["pack_b"] and config["n_outer"]:
-            return False  # the same loop nest as pack_b alone
+        if config["pack_a"] and config["reg_m"] == self.nest.ranges[self.m] and not config["par_m"]:
+            return False  # the whole of A in one sliver: the copy buys nothing
+        if (config["pack_a"] or config["pack_b"]) and config["n_outer"]:
+            return False  # the loop order is the packing's (the same nest without n_outer)
+        if config["pack_a"] and config["pack_b"]:
+            # Both at one level would pack a reg_m x reg_n tile's operands per tile: copying
+            # as many elements as it computes with.
+            return False
         return super().is_valid(config)
 
 
@@ -322,6 +341,12 @@ class ConvSpace(ScheduleSpace):
         self.ic = in_channel[-1] if in_channel else None
         self.ow = image[-1] if image else None
         self.par_dim = self.oc if self.oc is not None else (image[0] if image else None)
+        # Convolutions split output rows too (the default plan's first choice, see
+        # _plan_convolution); for pooling the rows are already ``par``.
+        self.rows = image[0] if image and self.oc is not None else None
+        self.images = 1
+        for d in batch:
+            self.images *= nest.ranges[d]
         super().__init__(task, nest, target)
 
     def _default_values(self) -> dict[str, int]:
@@ -329,6 +354,10 @@ class ConvSpace(ScheduleSpace):
         values = {}
         if self.par_dim is not None:
             values["par"] = plan.thread_tiles[self.par_dim] if plan.thread_tiles else 0
+        if self.rows is not None:
+            values["par_rows"] = plan.thread_tiles[self.rows] if plan.thread_tiles else 0
+        if self.images > 1:
+            values["par_images"] = int(bool(plan.thread_tiles))
         if self.oc is not None:
             values["reg_oc"] = plan.register_tiles[self.oc]
         if self.c is not None:
@@ -348,6 +377,12 @@ class ConvSpace(ScheduleSpace):
             knobs.append(Knob("par", _divisors(r[self.par_dim], [0, *_powers(r[self.par_dim])],
                                                include=(d["par"],)),
                               "thread tile of the outermost split output dim (0: no forall)"))
+        if self.rows is not None:
+            knobs.append(Knob("par_rows", _divisors(r[self.rows], [0, *_powers(r[self.rows])],
+                                                    include=(d["par_rows"],)),
+                              "thread tile of output rows (0: rows not split)"))
+        if self.images > 1:
+            knobs.append(Knob("par_images", (0, 1), "one task per image of the batch"))
         if self.oc is not None:
             knobs.append(Knob("reg_oc", _divisors(r[self.oc], [1, 2, 4, 8, 16, 32, 64],
                                                   include=(d["reg_oc"],)),
@@ -388,12 +423,16 @@ class ConvSpace(ScheduleSpace):
             if config["cache_ic"]:
                 cache = [0] * n_loops
                 cache[self.ic] = config["cache_ic"]
-        thread = None
-        if self.par_dim is not None and config["par"]:
-            thread = [0] * n_loops
-            for d in self.batch:
-                thread[d] = 1
+        thread = [0] * n_loops
+        for d in self.batch:
+            thread[d] = 1
+        if self.par_dim is not None:
             thread[self.par_dim] = config["par"]
+        if self.rows is not None:
+            thread[self.rows] = config["par_rows"]
+        split = any(thread[d] for d in range(n_loops) if d not in self.batch)
+        if not split and not config.get("par_images", 0):
+            thread = None
         return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
                           cache_tiles=tuple(cache) if cache else None,
                           register_tiles=tuple(register), reduction_tiles=tuple(reduction),
@@ -474,10 +513,16 @@ _SPACES: dict[str, type[ScheduleSpace]] = {
 
 
 def task_nest(task: Task) -> LoopNest:
-    """The loop nest of the task's op, analysed from its payload."""
+    """The loop nest of the task's op — a fusion group's anchor — analysed from its payload
+    (found the way the schedule finds it, so the space sees what the planner will)."""
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.payload)
-        nests = [nest for op, nest in analyze_loop_nests(module.operation)
+        prepare_groups(module.operation)
+        analyzed = analyze_loop_nests(module.operation)
+        units = find_fusion_units(module.operation, dict(analyzed))
+        if len(units) == 1:
+            return dict(analyzed)[units[0].anchor]
+        nests = [nest for op, nest in analyzed
                  if op.name != "linalg.fill" or task.op_name == "linalg.fill"]
     return nests[-1]
 

@@ -1,22 +1,28 @@
-"""Tuning tasks: the distinct linalg ops of a model, each with its static shapes.
+"""Tuning tasks: the distinct kernels of a model, each with its static shapes.
 
-A task is one structured op (named or generic) as the ``schedule`` stage sees it, i.e. after
-the pipeline's ``input`` and ``simplify`` stages (elementwise producers already fused). Its
-*payload* is a standalone function holding the op alone: operands become arguments, except
-an init made of ``tensor.empty`` (and a ``linalg.fill`` of a constant), which is copied so the
-fill can be fused as the default schedule does. The task *key* is a hash of the payload's
-generalized form (indexing maps, iterators, body, shapes, element types): the same op in two
-models, or twice in one model, is one task. Weights are arguments, so their values do not
-change the key.
+A task is what the ``schedule`` stage turns into one loop nest, as it sees it (after the
+``input``, ``graph`` and ``simplify`` stages):
 
-The graph issue will extend tasks to fusion groups; the key then covers the whole group.
+- a *fusion group* that becomes one loop nest (``pipelines/group_schedule.py``'s
+  ``FusionUnit``, found when the model is compiled at ``opt_level`` 3): its anchor (conv,
+  matmul, pooling, reduction) with the ops fused around it — bias + activation epilogues,
+  zero fills, transposes, softmax's and layer norm's other reductions. The tuner searches
+  the anchor's knobs; the other ops follow the anchor's tiles;
+- any other structured op (named or generic), alone.
+
+Its *payload* is a standalone function holding the group (or op): values from outside
+become arguments, except inits made of ``tensor.empty`` (and a ``linalg.fill`` of a
+constant) and scalar constants, which are copied. The task *key* is a hash of the payload's
+generalized form (indexing maps, iterators, bodies, shapes, element types): the same group
+in two models, or twice in one model, is one task. Weights are arguments, so their values do
+not change the key.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from mlir import ir, passmanager
 from mlir.dialects import func
@@ -24,15 +30,14 @@ from mlir.dialects import func
 from ..errors import TaskExtractionError
 from ..frontend.loader import load_module
 from ..pipelines.cpu import cpu_pipeline
-from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
+from ..pipelines.group_schedule import FusionUnit, find_fusion_units, prepare_groups
+from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.schedule import _DECOMPOSABLE
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
 
 ENTRY = "task"
-# Init producers copied into the payload rather than passed in (no data, only a shape/value).
-_INIT_OPS = frozenset({"tensor.empty", "arith.constant"})
 
 
 @dataclass(frozen=True)
@@ -96,22 +101,6 @@ def _defining_op(value: ir.Value) -> ir.Operation | None:
     return owner.operation if hasattr(owner, "operation") else owner
 
 
-def _init_chain(value: ir.Value) -> list[ir.Operation] | None:
-    """The ops to copy for an operand that is only a shape and a value, else ``None``."""
-    producer = _defining_op(value)
-    if producer is None:
-        return None
-    if producer.name == "tensor.empty" and len(producer.operands) == 0:
-        return [producer]
-    if producer.name == "linalg.fill":
-        scalar, init = producer.operands[0], producer.operands[1]
-        scalar_op, init_op = _defining_op(scalar), _defining_op(init)
-        if (scalar_op is not None and scalar_op.name == "arith.constant" and init_op is not None
-                and init_op.name == "tensor.empty" and len(init_op.operands) == 0):
-            return [scalar_op, init_op, producer]
-    return None
-
-
 def _strip_tilecraft_attributes(op: ir.Operation) -> None:
     for name in [attribute if isinstance(attribute, str) else attribute.name
                  for attribute in op.attributes]:
@@ -133,31 +122,6 @@ def _inner_ops(op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def _captured_constants(op: ir.Operation) -> list[ir.Value]:
-    """Values the op's body uses from outside it (constants such as a ReLU's zero)."""
-    inner = _inner_ops(op)
-    local: list[ir.Value] = []
-    for inner_op in inner:
-        local.extend(inner_op.results)
-    for region in op.regions:
-        for block in region.blocks:
-            local.extend(block.arguments)
-    for inner_op in inner:
-        for block_region in inner_op.regions:
-            for block in block_region.blocks:
-                local.extend(block.arguments)
-    captured: list[ir.Value] = []
-    for inner_op in inner:
-        for value in inner_op.operands:
-            if any(value == known for known in local) or any(value == c for c in captured):
-                continue
-            producer = _defining_op(value)
-            if producer is None or producer.name != "arith.constant":
-                raise TaskExtractionError(f"{op.name} captures a non-constant value; not tunable")
-            captured.append(value)
-    return captured
-
-
 def _remap_captured(twin: ir.Operation, mapping: dict) -> None:
     for inner_op in _inner_ops(twin):
         for index, value in enumerate(inner_op.operands):
@@ -166,38 +130,84 @@ def _remap_captured(twin: ir.Operation, mapping: dict) -> None:
                     inner_op.operands[index] = replacement
 
 
-def build_payload(op: ir.Operation) -> ir.Module:
-    """A new module (in ``op``'s context) whose ``@task`` function computes ``op`` alone."""
-    with op.context, ir.Location.unknown():
+def build_payload(ops: "list[ir.Operation]", results: "list[ir.Value]") -> ir.Module:
+    """A new module whose ``@task`` function computes ``ops`` (of one block, in any order)
+    and returns ``results``. Values from outside become arguments in first-use order, except
+    shape-only inits and scalar constants, which are copied (:func:`_copyable`)."""
+    parent = ops[0].parent
+    block = getattr(parent, "operation", parent).regions[0].blocks[0]
+    position = {op.operation: index for index, op in enumerate(block.operations)}
+    ops = sorted(ops, key=position.__getitem__)
+    inside = set(ops)
+    outside: list[ir.Value] = []
+    for op in ops:
+        for value in [*op.operands, *_captured_values(op)]:
+            producer = _defining_op(value)
+            if producer in inside or _copyable(producer) or any(value == v for v in outside):
+                continue
+            outside.append(value)
+    with ops[0].context, ir.Location.unknown():
         module = ir.Module.create()
-        copied: list[list[ir.Operation] | None] = [_init_chain(v) for v in op.operands]
-        arguments = [v.type for v, chain in zip(op.operands, copied) if chain is None]
-        results = [r.type for r in op.results]
         with ir.InsertionPoint(module.body):
-            function = func.FuncOp(ENTRY, ir.FunctionType.get(arguments, results))
-        block = function.add_entry_block()
-        with ir.InsertionPoint(block):
-            next_argument = iter(block.arguments)
-            new_operands = []
-            for chain in copied:
-                if chain is None:
-                    new_operands.append(next(next_argument))
-                    continue
-                clones = [c.clone() for c in chain]
-                for clone in clones:
-                    _strip_tilecraft_attributes(clone)
-                if len(clones) == 3:  # constant, empty, fill
-                    clones[2].operands[0] = clones[0].results[0]
-                    clones[2].operands[1] = clones[1].results[0]
-                new_operands.append(clones[-1].results[0])
-            captured = [(value, _defining_op(value).clone()) for value in _captured_constants(op)]
-            twin = op.clone()
-            for index, value in enumerate(new_operands):
-                twin.operands[index] = value
-            _remap_captured(twin, {original: clone.results[0] for original, clone in captured})
-            _strip_tilecraft_attributes(twin)
-            func.ReturnOp(list(twin.results))
+            function = func.FuncOp(ENTRY, ir.FunctionType.get(
+                [v.type for v in outside], [r.type for r in results]))
+        entry = function.add_entry_block()
+        mapping: list[tuple[ir.Value, ir.Value]] = list(zip(outside, entry.arguments))
+
+        def mapped(value: ir.Value) -> ir.Value:
+            for original, replacement in mapping:
+                if value == original:
+                    return replacement
+            producer = _defining_op(value)  # a shape-only init or a scalar constant
+            operands = [mapped(operand) for operand in producer.operands]  # cloned first
+            clone = producer.clone()
+            for index, operand in enumerate(operands):
+                clone.operands[index] = operand
+            _strip_tilecraft_attributes(clone)
+            mapping.extend(zip(producer.results, clone.results))
+            return mapped(value)
+
+        with ir.InsertionPoint(entry):
+            for op in ops:
+                operands = [mapped(v) for v in op.operands]
+                captured = {value: mapped(value) for value in _captured_values(op)}
+                twin = op.clone()
+                for index, value in enumerate(operands):
+                    twin.operands[index] = value
+                _remap_captured(twin, captured)
+                _strip_tilecraft_attributes(twin)
+                mapping.extend(zip(op.results, twin.results))
+            func.ReturnOp([mapped(r) for r in results])
         return module
+
+
+def _copyable(producer: ir.Operation | None) -> bool:
+    """Shape-only inits (``tensor.empty``, and a ``linalg.fill`` of a scalar constant into
+    one) and scalar constants: copied into a payload, not passed in; a fill is then fused the
+    way the schedule fuses it."""
+    if producer is None:
+        return False
+    if producer.name == "tensor.empty":
+        return len(producer.operands) == 0
+    if producer.name == "linalg.fill":
+        return all(_copyable(_defining_op(operand)) for operand in producer.operands)
+    return producer.name == "arith.constant" and not isinstance(producer.results[0].type, ir.ShapedType)
+
+
+def _captured_values(op: ir.Operation) -> list[ir.Value]:
+    """Values ``op``'s regions read from outside it."""
+    inner = _inner_ops(op)
+    local = [r for inner_op in inner for r in inner_op.results]
+    for holder in [op, *inner]:
+        for region in holder.regions:
+            for block in region.blocks:
+                local.extend(block.arguments)
+    captured: list[ir.Value] = []
+    for inner_op in inner:
+        for value in inner_op.operands:
+            if not any(value == known for known in local) and not any(value == c for c in captured):
+                captured.append(value)
+    return captured
 
 
 def task_key(payload: ir.Module) -> str:
@@ -229,12 +239,41 @@ def _element_type(op: ir.Operation) -> str:
     return str(ir.ShapedType(value_type).element_type)
 
 
+def unit_payload(unit: FusionUnit) -> ir.Module:
+    """The payload of a fusion unit: its ops, returning the root's result."""
+    return build_payload(unit.ops, list(unit.root.results))
+
+
+def describe_unit(unit: FusionUnit, nests: Mapping[ir.Operation, LoopNest]) -> Task | None:
+    """The task of a fusion unit (count 1), or ``None`` when its anchor is not tunable.
+    ``nests`` must hold the anchor's; the flops count the unit's ops it holds."""
+    anchor_nest = nests[unit.anchor]
+    kind = kernel_class(anchor_nest)
+    if kind is None or len(unit.root.results) != 1:
+        return None
+    payload = unit_payload(unit)
+    element_type = _element_type(unit.anchor)
+    short = unit.anchor.name.removeprefix("linalg.")
+    fused = sum(1 for op in unit.ops
+                if op != unit.anchor and op.name != "linalg.fill" and is_structured(op))
+    name = f"{short}_{'x'.join(str(r) for r in anchor_nest.ranges)}_{element_type}"
+    if fused:
+        name += f"_fused{fused}"
+    flops = sum(_flops(op, nests[op], kernel_class(nests[op]) or "elementwise")
+                for op in unit.ops if op in nests and op.name != "linalg.fill")
+    return Task(
+        key=task_key(payload), name=name, kind=kind, op_name=unit.anchor.name,
+        ranges=anchor_nest.ranges, parallel=anchor_nest.parallel, element_type=element_type,
+        flops=flops, count=1, payload=str(payload),
+    )
+
+
 def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
     """The task of one analysed op (count 1), or ``None`` when the op is not tunable."""
     kind = kernel_class(nest)
     if kind is None or len(op.results) != 1:
         return None
-    payload = build_payload(op)
+    payload = build_payload([op], list(op.results))
     element_type = _element_type(op)
     short = op.name.removeprefix("linalg.")
     name = f"{short}_{'x'.join(str(r) for r in nest.ranges)}_{element_type}"
@@ -254,7 +293,8 @@ def _schedule_input(module: ir.Module, target: Target, opt_level: int) -> None:
 
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
                   shape_dict: Any = None, opt_level: int = 3) -> list[Task]:
-    """The distinct tunable ops of ``model``, heaviest (flops x count) first.
+    """The distinct tunable kernels of ``model`` — fusion groups computed as one loop nest,
+    and the other ops — heaviest (flops x count) first.
 
     ``model`` is anything :func:`tilecraft.compile` accepts (MLIR text or bytecode, an
     ``mlir.ir.Module``, an ``onnx.ModelProto``, a path). ``opt_level`` must be the one the
@@ -267,9 +307,17 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
     module = load_module(model, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
         _schedule_input(module, target, opt_level)
+        fuse_groups = opt_level >= 3
+        if fuse_groups:
+            prepare_groups(module.operation)  # as tilecraft-schedule does before planning
+        analyzed = analyze_loop_nests(module.operation)
+        nests = dict(analyzed)
+        units = find_fusion_units(module.operation, nests) if fuse_groups else []
+        in_units = {op for unit in units for op in unit.ops}
         found: dict[str, Task] = {}
-        for op, nest in analyze_loop_nests(module.operation):
-            task = describe_op(op, nest)
+        described = [describe_unit(unit, nests) for unit in units] + [
+            describe_op(op, nest) for op, nest in analyzed if op not in in_units]
+        for task in described:
             if task is None:
                 continue
             previous = found.get(task.key)

@@ -39,7 +39,7 @@ from ..loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..passes import positive_int_option, register_pass
 from ..schedule import (
     _DECOMPOSABLE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence, largest_divisor,
-    render_script,
+    named_sequence, render_script,
 )
 from ..scratch import scratch_copy
 
@@ -112,6 +112,10 @@ class GpuOpSchedule:
     init_thread_mapping: tuple[str, ...] = ()
     decompose: bool = False
     vectorize: bool = True
+
+    @property
+    def sequence_name(self) -> str:
+        return f"schedule_op_{self.tag}"
 
     @property
     def block_dims(self) -> tuple[int, int, int]:
@@ -216,7 +220,7 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
     n_loops = len(plan.block_tiles)
     op, block = w.tile_mapped(op, plan.block_tiles, plan.block_mapping, "block")
     if plan.fused_init_tag is not None:
-        init = w.fuse_into(w.match_tag(plan.fused_init_tag), block)
+        init, block = w.fuse_into(w.match_tag(plan.fused_init_tag), block)
         init, _ = w.tile_mapped(init, plan.init_thread_tiles, plan.init_thread_mapping, "thread")
         w.vectorize(init)
     if plan.row_threads:
@@ -227,7 +231,7 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
         if plan.vectorize:
             w.vectorize(split)
-        return _sequence_text(f"schedule_op_{plan.tag}", w)
+        return named_sequence(plan.sequence_name, w)
     if plan.k_tiles is not None and any(plan.k_tiles):
         n_k = sum(1 for t in plan.k_tiles if t)
         k_loops, tiled = w.fresh("kloops"), w.fresh("tiled")
@@ -248,15 +252,7 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         op = w.decompose(op)
     if plan.vectorize:
         w.vectorize(op)
-    return _sequence_text(f"schedule_op_{plan.tag}", w)
-
-
-def _sequence_text(name: str, w: GpuScriptWriter) -> str:
-    body = "\n".join(f"    {line}" for line in w.lines)
-    return (
-        f"  transform.named_sequence @{name}(%root: !transform.any_op "
-        "{transform.readonly}) {\n" + body + "\n    transform.yield\n  }"
-    )
+    return named_sequence(plan.sequence_name, w)
 
 
 def render_gpu_script(plans: list[GpuOpSchedule]) -> str:
@@ -568,16 +564,16 @@ def apply_gpu_schedule(module: ir.Operation, plans: list[GpuOpSchedule]) -> str:
         script = render_gpu_script([plan])
         with module.context:
             transform_module = ir.Module.parse(script)
-        error = _try_sequence(module, transform_module, f"schedule_op_{plan.tag}")
+        error = _try_sequence(module, transform_module, plan.sequence_name)
         if error is not None and plan.vectorize:
             plan = replace(plan, vectorize=False)
             with module.context:
                 transform_module = ir.Module.parse(render_gpu_script([plan]))
-            error = _try_sequence(module, transform_module, f"schedule_op_{plan.tag}")
+            error = _try_sequence(module, transform_module, plan.sequence_name)
         if error is not None:
             raise GpuScheduleError(
                 f"the GPU schedule cannot map {_op_description(module, plan.tag)}: {error}")
-        interpreter.apply_named_sequence(module, _sequence(transform_module, f"schedule_op_{plan.tag}"),
+        interpreter.apply_named_sequence(module, _sequence(transform_module, plan.sequence_name),
                                          transform_module.operation)
         applied.append(plan)
     script = render_gpu_script(applied)
@@ -684,7 +680,7 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         w.lines.append(f"{w.fresh('mapped')} = transform.gpu.map_nested_forall_to_threads {launch} "
                        f"block_dims = {list(dims)} : ({w.ANY}) -> {w.ANY}")
     script = ("module attributes {transform.with_named_sequence} {\n"
-              + _sequence_text("__transform_main", w) + "\n}\n")
+              + named_sequence("__transform_main", w) + "\n}\n")
     with module.context:
         transform_module = ir.Module.parse(script)
     main = next(iter(transform_module.body.operations))

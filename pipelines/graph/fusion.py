@@ -104,7 +104,14 @@ def _top_level(op: ir.Operation, block_owner: ir.Operation) -> ir.Operation | No
 
 
 def _reduction_shape(op: ir.Operation) -> str:
-    return ",".join(str(r.type) for r in op.results)
+    """The result types with unit dims dropped: a row statistic kept as ``16x1`` (ONNX
+    keepdims, or a reshape the simplify stage folded in) and one as ``16`` are the same rows."""
+    shapes = []
+    for result in op.results:
+        shaped = ir.ShapedType(result.type)
+        dims = "x".join(str(d) for d in shaped.shape if d != 1)
+        shapes.append(f"{dims}:{shaped.element_type}")
+    return ",".join(shapes)
 
 
 def can_merge(producer: _Group, consumer: _Group) -> bool:

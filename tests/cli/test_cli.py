@@ -158,7 +158,8 @@ def test_console_script_entry_point():
 def test_tune_lists_tasks(capsys):
     assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl", "--tasks", "list"]) == 0
     out = capsys.readouterr().out
-    assert "conv_2d_nchw_fchw_4x16x8x8x8x3x3_f32" in out and "conv2d" in out
+    # The second conv, in NHWC after the layout pass, as a group with its bias + ReLU.
+    assert "conv_2d_nhwc_hwcf_4x8x8x16x3x3x8_f32_fused1" in out and "conv2d" in out
 
 
 def test_tune_then_compile_with_the_records(tmp_path, images, capsys):

@@ -65,6 +65,24 @@ def test_group_count_reported(block, bert):
     assert tilecraft.compile(block[0], opt_level=2).group_count is None
 
 
+def test_each_fusion_group_is_one_loop_nest(monkeypatch):
+    """A BERT layer big enough for a thread level: 9 groups, 9 top-level loop nests (each
+    softmax and layer norm included), against 26 with one loop nest per op."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
+    model = graph_models.bert_layer(seq=128, hidden=256, heads=4, ffn=1024)
+    x = np.random.default_rng(3).standard_normal((128, 256)).astype(np.float32)
+    fused = tilecraft.compile(model, opt_level=3)
+    assert fused.group_count == 9 and fused.kernel_count == 9
+    pipeline = tilecraft.cpu_pipeline("llvm", opt_level=3)
+    per_op = pipeline.replace("schedule", [p.replace(" fuse-groups=1", "")
+                                           for p in pipeline.stage("schedule").passes])
+    unfused = tilecraft.compile(model, pipeline=per_op)
+    assert unfused.kernel_count > 2 * fused.kernel_count
+    reference = _reference(model, x)
+    np.testing.assert_allclose(fused(x), reference, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(unfused(x), reference, rtol=1e-4, atol=1e-4)
+
+
 def test_opt_level_selects_passes():
     assert graph_pass_elements(0) == []
     assert "tilecraft-fold-constants" not in graph_pass_elements(1)

@@ -45,8 +45,14 @@ def test_default_and_candidate_are_measured_and_checked(task):
         default = runner.measure(_job(task, None, save=reference))
         assert default.ok, default.error
         assert len(default.costs) == 2 and all(c > 0 for c in default.costs)
-        config = {**space.default(), "reg_m": 4, "step_k": 2, "pack_b": 1, "cache_k": 64}
+        config = {**space.default(), "reg_m": 4, "step_k": 2, "pack_a": 0, "pack_b": 1,
+                  "cache_k": 64}
         candidate = runner.measure(_job(task, config, reference=reference))
+        assert candidate.ok, candidate.error
+        # Packing A instead: the sliver copies must not change the result either.
+        packed_a = {**config, "pack_a": 1, "pack_b": 0}
+        assert space.is_valid(packed_a) and space.plan(packed_a).packed_operands == ((0, 2),)
+        candidate = runner.measure(_job(task, packed_a, reference=reference))
         assert candidate.ok, candidate.error
         # A reference the candidate cannot match: the check is real.
         wrong = runner.scratch / "wrong.npy"

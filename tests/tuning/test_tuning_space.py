@@ -89,7 +89,7 @@ def test_default_point_is_the_default_schedule(threads, matmul_64):
             default = space.default()
             assert space.is_valid(default), task.name
             expected = plan_default_schedule(task_nest(task), 3, vector_bits=512,
-                                             num_threads=threads)
+                                             num_threads=threads, caches=target.caches)
             assert space.plan(space.validate(default), 3) == expected, task.name
 
 
@@ -127,7 +127,10 @@ def test_random_points_apply_with_the_transform_interpreter(source):
                 main = [op for op in script.regions[0].blocks[0].operations
                         if "__transform_main" in str(op.attributes["sym_name"])][0]
                 interpreter.apply_named_sequence(module.operation, main, script)
-                if space.plan(config).vectorize:
+                plan = space.plan(config)
+                # One-element tiles vectorize to vector<1x...x1>, which canonicalization
+                # folds back to scalar extracts; wider tiles must stay vectors.
+                if plan.vectorize and plan.register_tiles and plan.register_tiles[-1] > 1:
                     assert "vector.transfer_read" in str(payload[0]), (task.name, config)
 
 
@@ -139,6 +142,6 @@ def test_features_have_one_value_per_name(matmul_64):
 
 def test_loop_order_knob_renders_an_interchange(matmul_64):
     space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
-    script = space.script({**space.default(), "n_outer": 1})
+    script = space.script({**space.default(), "pack_a": 0, "n_outer": 1})
     assert "interchange = [1, 0, 2]" in script
     assert "interchange" not in space.script(space.default())

@@ -49,7 +49,7 @@ def test_tune_writes_records_progress_and_report(tmp_path, capsys, matmul_64):
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
     (task,) = extract_tasks(matmul_64, TARGET)
     space = space_for(task, TARGET)
-    best = {**space.default(), "cache_k": 64, "pack_b": 1, "reg_m": 4}
+    best = {**space.default(), "cache_k": 64, "pack_a": 0, "pack_b": 1, "reg_m": 4}
     slower = {**space.default(), "reg_m": 1}
     path = tmp_path / "records.jsonl"
     with RecordWriter(path) as writer:

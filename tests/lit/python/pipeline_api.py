@@ -14,7 +14,7 @@ def run(f):
 # CHECK: input:
 # CHECK-NEXT: tilecraft-prepare-entry
 # CHECK: schedule:
-# CHECK-NEXT: tilecraft-schedule{vector-bits=256 num-threads=1}
+# CHECK-NEXT: tilecraft-schedule{vector-bits=256 num-threads=1 l1d={{[0-9]+[KMG]?}} l2={{[0-9]+[KMG]?}} l3={{[0-9]+[KMG]?}}}
 # CHECK: llvm:
 # CHECK: reconcile-unrealized-casts
 @run

@@ -3,10 +3,13 @@
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=256 num-threads=1" | FileCheck %s --check-prefix=AVX2
 
 // A matmul gets 64x256 tasks, an 8x32 accumulator tile (2 zmm per row) kept in registers
-// across the reduction loop, and its zero-fill fused into each task.
+// across the reduction loop, and its zero-fill fused into each task. With the default
+// 32K L1d, K = 128 needs no cache block, and each 8x128 sliver of A is packed (copied to
+// a contiguous buffer) before the 8 register tiles across N read it.
 // CHECK-LABEL: func.func @matmul
 // CHECK: scf.forall ({{.*}}) in (4)
 // CHECK: vector.transfer_write {{.*}} : vector<1x64xf32>
+// CHECK: memref.alloc() : memref<8x128xf32>
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<8x32xf32>, vector<8x32xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
 // CHECK: vector.contract {{.*}} : vector<8x1xf32>, vector<1x32xf32> into vector<8x32xf32>

@@ -21,7 +21,7 @@ func.func @mm(%a: tensor<128x256xf32>, %b: tensor<256x128xf32>) -> tensor<128x12
 
 (task,) = extract_tasks(MATMUL, "llvm -mcpu=znver4")
 config = {"par_m": 32, "par_n": 128, "cache_k": 64, "reg_m": 4, "reg_n": 32, "step_k": 1,
-          "pack_b": 1, "n_outer": 0}
+          "pack_a": 0, "pack_b": 1, "n_outer": 0}
 text = reproducer(task, config, "llvm -mcpu=znver4")
 with open(sys.argv[1], "w") as out:
     out.write(text)

@@ -1,0 +1,393 @@
+"""Fusion groups lowered to one loop nest each: tile the group's root, fuse its producers.
+
+The graph stage partitions a function into fusion groups with TVM's FuseOps rules
+(``pipelines/graph/fusion.py``: one anchor — conv, matmul, pooling, reduction — with its
+elementwise consumers and injective producers). The default schedule (``schedule.py``)
+plans one op at a time; here the plans of a group's ops become one
+:class:`~tilecraft.pipelines.schedule.GroupSchedule`, as IREE and TVM compute a group:
+
+1. the *root* is the group's last op (its result leaves the group: the bias + ReLU after a
+   convolution, or the anchor itself);
+2. the anchor's thread tiles, mapped through the indexing maps onto the root's loops, tile
+   the root with ``scf.forall`` — the group's one parallel loop;
+3. the group's other ops that the root depends on (the anchor, its zero fill, elementwise ops
+   in between) are fused into that loop, consumers first (``fuse_into_containing_op``),
+   each computing only the slice its consumer reads;
+4. inside the loop each op gets its own inner levels: the anchor keeps its plan's (default
+   or tuned register/reduction tiles), the others are planned for their slice's extents.
+
+The anchor's intermediate result is then one task's tile (allocated per task) instead of a
+whole tensor written by one kernel and read back by the next.
+
+The partition is recomputed on the IR the schedule sees, because the ``simplify`` stage's
+elementwise fusion replaces the tagged ops with new ones. What stays out of a group's loop
+nest, with the per-op schedule: ops reached only through a reshape (``fuse_into_containing_op``
+cannot fuse through ``expand_shape``/``collapse_shape``), ops whose result is also used
+outside the group, groups whose anchor has no thread level (too little work to split, or
+one thread), and a convolution's ``tensor.pad``. Fused, the pad ran per task over the whole
+input a task reads (a convolution tiled over output channels reads every input channel):
+measured on a ResNet block (64 channels, 56x56, 2 threads), 9.8-14.5 ms with the pad in
+the loop against 6.8-8.9 ms with it outside and 9.0-9.7 ms with one loop nest per op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from mlir import ir
+
+from .graph.fusion import ANCHORS, partition_function, private_inits
+from .loop_nest import LoopNest, is_structured
+from .schedule import GroupSchedule, OpSchedule, plan_default_schedule
+from .target import CacheHierarchy
+
+
+def _functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+def prepare_groups(module: ir.Operation) -> None:
+    """Give each op its own init (see :func:`~tilecraft.pipelines.graph.fusion.private_inits`):
+    a shared zero fill would tie two groups together. Runs before the loop nests are analyzed."""
+    for func in _functions(module):
+        private_inits(func)
+
+
+def _defining_op(value: ir.Value) -> ir.Operation | None:
+    if not isinstance(value, ir.OpResult):
+        return None
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _users(op: ir.Operation) -> list[ir.Operation]:
+    users = []
+    for result in op.results:
+        for use in result.uses:
+            owner = use.owner
+            users.append(owner.operation if hasattr(owner, "operation") else owner)
+    return users
+
+
+_RESHAPES = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
+# Data movement fused into a group's loop besides linalg ops (a convolution's zero padding).
+_FUSED_DATA_OPS = frozenset({"tensor.pad"})
+
+
+def _fused_producers(root: ir.Operation, members: set[ir.Operation],
+                     nests: dict[ir.Operation, LoopNest]
+                     ) -> tuple[list[ir.Operation], list[ir.Operation]] | None:
+    """The group members the root depends on that can be fused into its loop, and the
+    reshapes between them (not fused themselves: their slices are bubbled up, see
+    :func:`~tilecraft.pipelines.schedule.render_group_sequence`). ``None`` when one of them
+    is also needed outside (fusing would compute it twice) or cannot be computed by slices:
+    an op whose output is indexed by more than loop dims (``(d0, 0)``) is not tileable, and
+    ``fuse_into_containing_op`` would then clone it whole into every task."""
+    chosen: list[ir.Operation] = []
+    reshapes: list[ir.Operation] = []
+    stack = [root]
+    while stack:
+        consumer = stack.pop()
+        for operand in consumer.operands:
+            producer = _defining_op(operand)
+            if producer is None or producer not in members or producer in chosen or producer in reshapes:
+                continue
+            if producer.name in _RESHAPES:
+                reshapes.append(producer)
+            elif producer.name in _FUSED_DATA_OPS:
+                # A leaf: the slice a pad reads depends on where its task sits (the halo
+                # at the image's border), so nothing above it is fused.
+                chosen.append(producer)
+                continue
+            elif producer in nests:
+                if None in nests[producer].output_dims:
+                    return None
+                chosen.append(producer)
+            else:
+                continue
+            stack.append(producer)
+    inside = {*chosen, *reshapes, root}
+    if any(user not in inside for op in (*chosen, *reshapes) for user in _users(op)):
+        return None
+    return chosen, reshapes
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.ShapedType(value.type).shape)
+
+
+def _reassociation(op: ir.Operation) -> list[list[int]]:
+    return [[ir.IntegerAttr(i).value for i in group] for group in op.attributes["reassociation"]]
+
+
+def _through_reshape(op: ir.Operation, sizes: list[int], *, to_result: bool) -> list[int] | None:
+    """Slice sizes of a reshape's source carried to its result (or back): a reassociation
+    group keeps its slice when at most one of its high-rank dims is not 1, or when the slice
+    covers the whole group; otherwise the slice is not a box on the other side (``None``)."""
+    source, result = _shape(op.operands[0]), _shape(op.results[0])
+    high, low = (result, source) if op.name == "tensor.expand_shape" else (source, result)
+    expanding = (op.name == "tensor.expand_shape") == to_result
+    out = [0] * (len(high) if expanding else len(low))
+    for low_dim, group in enumerate(_reassociation(op)):
+        wide = [d for d in group if high[d] != 1]
+        if expanding:
+            whole = sizes[low_dim] == low[low_dim]
+            if len(wide) > 1 and not whole:
+                return None
+            for d in group:
+                out[d] = high[d] if whole or d not in wide else sizes[low_dim]
+        else:
+            if len(wide) > 1 and any(sizes[d] != high[d] for d in group):
+                return None
+            out[low_dim] = sizes[wide[0]] if len(wide) == 1 else low[low_dim]
+    return out
+
+
+def _root_thread_tiles(anchor: ir.Operation, root: ir.Operation, order: list[ir.Operation],
+                       nests: dict[ir.Operation, LoopNest], anchor_tiles: tuple[int, ...]
+                       ) -> tuple[int, ...] | None:
+    """The anchor's thread tiles carried forward (maps, reshapes) onto the root's loops.
+    ``order``: the root, then its producers and reshapes, consumers first."""
+    anchor_nest = nests[anchor]
+    out_sizes: dict[ir.Operation, list[int]] = {anchor: [
+        (anchor_tiles[d] or anchor_nest.ranges[d]) if d is not None else extent
+        for d, extent in zip(anchor_nest.output_dims, _shape(anchor.results[0]))]}
+    for op in reversed(order):  # producers first, the root last
+        if op in out_sizes:
+            continue
+        if op.name in _RESHAPES:
+            source = _defining_op(op.operands[0])
+            if source in out_sizes:
+                carried = _through_reshape(op, out_sizes[source], to_result=True)
+                if carried is None:
+                    return None
+                out_sizes[op] = carried
+            continue
+        if op not in nests:
+            continue  # a fused pad feeds the anchor: not on the way from it to the root
+        nest = nests[op]
+        sizes = list(nest.ranges)
+        known = False
+        for index, operand in enumerate(op.operands):
+            producer = _defining_op(operand)
+            if producer not in out_sizes or index >= len(nest.operand_dims):
+                continue
+            known = True
+            for j, d in enumerate(nest.operand_dims[index]):
+                if d is None:
+                    continue
+                size = out_sizes[producer][j]
+                if sizes[d] != nest.ranges[d] and size != sizes[d]:
+                    return None
+                sizes[d] = min(sizes[d], size)
+        if not known:
+            continue
+        if op == root:
+            tiles = tuple(size if size < extent else 0 for size, extent in zip(sizes, nest.ranges))
+            return tiles if any(tiles) else None
+        out_sizes[op] = [sizes[d] if d is not None else extent
+                         for d, extent in zip(nest.output_dims, _shape(op.results[0]))]
+    return None
+
+
+def _slice_extents(order: list[ir.Operation], nests: dict[ir.Operation, LoopNest],
+                   root_extents: tuple[int, ...]) -> dict[ir.Operation, tuple[int, ...]] | None:
+    """Per structured op of ``order`` (root first, then producers and reshapes consumers
+    first), the extents of its loops inside one task: the slice its consumers read, its
+    reduction loops whole. ``None`` when two consumers read different slices of one op."""
+    loops: dict[ir.Operation, tuple[int, ...]] = {order[0]: root_extents}
+    wanted: dict[ir.Operation, list[int]] = {}  # result slice sizes, per producer
+
+    def want(producer: ir.Operation | None, sizes: list[int] | None) -> bool:
+        if producer is None or (producer not in nests and producer.name not in _RESHAPES):
+            return True
+        if sizes is None or wanted.setdefault(producer, sizes) != sizes:
+            return False
+        if producer in nests:
+            nest = nests[producer]
+            loops[producer] = tuple(
+                sizes[nest.output_dims.index(d)] if d in nest.output_dims else extent
+                for d, extent in enumerate(nest.ranges))
+        return True
+
+    for consumer in order:
+        if consumer.name in _RESHAPES:
+            if consumer in wanted and not want(_defining_op(consumer.operands[0]), _through_reshape(
+                    consumer, wanted[consumer], to_result=False)):
+                return None
+            continue
+        if consumer not in loops:
+            continue
+        nest = nests[consumer]
+        for index, operand in enumerate(consumer.operands):
+            if index >= len(nest.operand_dims) or not isinstance(operand.type, ir.ShapedType):
+                continue
+            sizes = [loops[consumer][d] if d is not None else extent
+                     for d, extent in zip(nest.operand_dims[index], _shape(operand))]
+            if not want(_defining_op(operand), sizes):
+                return None
+    return loops
+
+
+@dataclass(frozen=True, eq=False)
+class FusionUnit:
+    """A fusion group whose ops can be computed as one loop nest (structure only; whether it
+    is depends on the anchor's plan having a thread level).
+
+    Attributes:
+      anchor: the group's conv/matmul/pooling/reduction op, whose knobs the tuner searches.
+      root: the group's last op (its result leaves the group); may be the anchor.
+      producers: the ops fused into the root's loop, consumers first (the anchor among them
+        unless it is the root).
+      reshapes: reshapes between them (their slices are moved above them, not fused).
+    """
+
+    anchor: ir.Operation
+    root: ir.Operation
+    producers: tuple[ir.Operation, ...]
+    reshapes: tuple[ir.Operation, ...]
+
+    @property
+    def ops(self) -> list[ir.Operation]:
+        """Every op of the unit, consumers first."""
+        return _consumers_first([self.root, *self.producers, *self.reshapes])
+
+
+def _unit(members: list[ir.Operation], anchor: ir.Operation,
+          nests: dict[ir.Operation, LoopNest]) -> FusionUnit | None:
+    member_set = set(members)
+    structured = [op for op in members if op in nests]
+    root = structured[-1] if structured else None
+    if root is None or any(u in member_set for u in _users(root)) or None in nests[root].output_dims:
+        return None
+    found = _fused_producers(root, member_set, nests)
+    if found is None or (root != anchor and anchor not in found[0]):
+        return None
+    producers, reshapes = found
+    if root == anchor and all(op.name == "linalg.fill" for op in producers):
+        return None  # the anchor and its fill alone: its own plan already is one loop nest
+    block_order = {op: index for index, op in enumerate(members)}
+    producers.sort(key=block_order.__getitem__, reverse=True)  # consumers first
+    reshapes.sort(key=block_order.__getitem__, reverse=True)
+    return FusionUnit(anchor, root, tuple(producers), tuple(reshapes))
+
+
+def tag_fused_data_ops(units: list[FusionUnit], tags: dict[ir.Operation, int],
+                       tag_attribute: str) -> None:
+    """Give the units' fused pads schedule tags after the structured ops' (the group's
+    sequence matches each op it fuses by tag)."""
+    for unit in units:
+        for op in unit.producers:
+            if op.name in _FUSED_DATA_OPS:
+                tag = max(tags.values(), default=-1) + 1
+                op.attributes[tag_attribute] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64, op.context), tag)
+                tags[op] = tag
+
+
+def find_fusion_units(module: ir.Operation, nests: Mapping[ir.Operation, LoopNest]
+                      ) -> list[FusionUnit]:
+    """The fusion groups of ``module`` (``tilecraft-fuse-ops``'s partition, recomputed on this
+    IR) that can become one loop nest, in block order. Call :func:`prepare_groups` before
+    analysing the loop nests."""
+    units = []
+    for func in _functions(module):
+        for members, kind, anchor in partition_function(func, nests):
+            if anchor is not None and kind in ANCHORS:
+                unit = _unit(members, anchor, dict(nests))
+                if unit is not None:
+                    units.append(unit)
+    return units
+
+
+def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
+               tags: dict[ir.Operation, int], plans: dict[int, OpSchedule],
+               standalone: set[int], vector_bits: int,
+               caches: CacheHierarchy) -> GroupSchedule | None:
+    anchor, root = unit.anchor, unit.root
+    anchor_plan = plans.get(tags[anchor])
+    if anchor_plan is None or not anchor_plan.thread_tiles:
+        return None
+    order = _consumers_first([root, *unit.producers, *unit.reshapes])
+    root_tiles = (anchor_plan.thread_tiles if root == anchor else
+                  _root_thread_tiles(anchor, root, order, nests, anchor_plan.thread_tiles))
+    if root_tiles is None:
+        return None
+    extents = _slice_extents(order, nests, tuple(
+        tile or extent for tile, extent in zip(root_tiles, nests[root].ranges)))
+    if extents is None or any(op not in extents for op in unit.producers if op in nests):
+        return None
+    producers = [op for op in unit.producers
+                 if op in nests or _pad_fusion_pays(nests[anchor], anchor_plan)]
+    if root == anchor and all(op.name == "linalg.fill" for op in producers):
+        return None  # the pad stays outside: the anchor's own plan is the same loop nest
+    inner = {"thread_tiles": None, "fused_init_tag": None, "init_register_tiles": None}
+
+    def inner_plan(op: ir.Operation) -> OpSchedule:
+        if op == anchor:
+            return replace(anchor_plan, **inner)
+        if op not in nests:
+            return OpSchedule(tags[op])  # a pad: fused, then bufferized as a copy per task
+        return plan_default_schedule(replace(nests[op], ranges=extents[op]), tags[op],
+                                     vector_bits=vector_bits, num_threads=1, caches=caches)
+
+    root_plan = replace(inner_plan(root), thread_tiles=root_tiles)
+    fallback = tuple(plans[tags[op]] for op in reversed(order) if tags.get(op) in standalone)
+    return GroupSchedule(root_plan, tuple(inner_plan(op) for op in producers), fallback,
+                         bubble_up_slices=bool(unit.reshapes))
+
+
+def _pad_fusion_pays(anchor: LoopNest, plan: OpSchedule) -> bool:
+    """Whether a convolution's input pad may be computed per task: only when the tasks split
+    images or rows of the output (each pads its image, or its band of rows plus a halo), not
+    its channels (each would pad the whole input: measured 1.5-1.8x slower on a 64-channel
+    56x56 ResNet block, while row bands matched the time of the pad left outside)."""
+    if not anchor.convolution or not plan.thread_tiles:
+        return False
+    out_channel = anchor.convolution[2]
+    return not any(plan.thread_tiles[d] for d in out_channel)
+
+
+def _consumers_first(ops: list[ir.Operation]) -> list[ir.Operation]:
+    """``ops`` (of one block) from the last to the first."""
+    parent = ops[0].parent
+    block = getattr(parent, "operation", parent).regions[0].blocks[0]
+    position = {op.operation: index for index, op in enumerate(block.operations)}
+    return sorted(ops, key=position.__getitem__, reverse=True)
+
+
+def plan_groups(units: list[FusionUnit], analyzed: list[tuple[ir.Operation, LoopNest]],
+                tags: dict[ir.Operation, int], plans: dict[int, OpSchedule],
+                standalone: set[int], *, vector_bits: int,
+                caches: CacheHierarchy = CacheHierarchy()) -> list[GroupSchedule]:
+    """One :class:`GroupSchedule` per unit whose anchor plan has a thread level (see the
+    module docstring); ``plans`` are the ops' own plans by tag, ``standalone`` the tags of
+    those applied on their own (not fused into another op's plan)."""
+    nests = dict(analyzed)
+    groups = []
+    for unit in units:
+        group = _plan_unit(unit, nests, tags, plans, standalone, vector_bits, caches)
+        if group is not None:
+            groups.append(group)
+    return groups
+
+
+# Top-level ops after the schedule stage that each run as a kernel of their own: loop nests,
+# linalg ops left unscheduled, data movement that bufferization turns into copies, and the
+# straight-line vector code of an op small enough to be one register tile.
+_KERNEL_OPS = frozenset({"scf.forall", "scf.for", "scf.parallel", "tensor.pad", "tensor.concat",
+                         "tensor.insert_slice", "vector.transfer_write"})
+
+
+def count_kernels(module: ir.Operation) -> int:
+    """How many kernels the scheduled ``module`` runs: top-level loop nests and copies of its
+    functions (what ``tilecraft run --profile`` times one by one)."""
+    count = 0
+    for func in _functions(module):
+        for op in func.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name in _KERNEL_OPS or is_structured(op):
+                count += 1
+    return count

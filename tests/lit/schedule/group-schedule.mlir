@@ -1,0 +1,169 @@
+// Fusion groups as one loop nest (tilecraft-schedule fuse-groups=1, what opt_level 3 runs):
+// the group's last op is tiled with scf.forall and its producers are fused into that loop.
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s --check-prefix=GROUP
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=0" | FileCheck %s --check-prefix=PEROP
+// RUN: not tilecraft-opt %s --split-input-file --tilecraft-schedule="fuse-groups=maybe" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: option fuse-groups must be 0 or 1
+
+// A matmul with its bias + ReLU epilogue: one parallel loop computes a 64x256 tile of the
+// product (in registers, 8x32 at a time) and applies the epilogue to it while it is hot.
+// GROUP-LABEL: func.func @matmul_bias_relu
+// GROUP: {{scf.forall \(}}
+// GROUP: vector.contract
+// GROUP-NOT: scf.forall
+// GROUP: arith.maximumf {{.*}} : vector<
+// GROUP: scf.forall.in_parallel
+// GROUP-NOT: scf.forall
+// GROUP: return
+// One loop nest per op: the product is written whole, then read again by the epilogue.
+// PEROP-LABEL: func.func @matmul_bias_relu
+// PEROP: {{scf.forall \(}}
+// PEROP: vector.contract
+// PEROP: scf.forall.in_parallel
+// PEROP: {{scf.forall \(}}
+// PEROP: arith.maximumf {{.*}} : vector<
+func.func @matmul_bias_relu(%a: tensor<256x128xf32>, %b: tensor<128x256xf32>, %bias: tensor<256xf32>) -> tensor<256x256xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<256x256xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<256x128xf32>, tensor<128x256xf32>) outs(%init : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %out = tensor.empty() : tensor<256x256xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : tensor<256x256xf32>, tensor<256xf32>) outs(%out : tensor<256x256xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    %m = arith.maximumf %s, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<256x256xf32>
+  return %r : tensor<256x256xf32>
+}
+
+// -----
+
+// Negative: the product is also a result of the function, so fusing it into the epilogue's
+// loop would compute it twice; each op keeps its own loop nest.
+// GROUP-LABEL: func.func @product_used_twice
+// GROUP: {{scf.forall \(}}
+// GROUP: vector.contract
+// GROUP: scf.forall.in_parallel
+// GROUP: {{scf.forall \(}}
+// GROUP: arith.maximumf
+func.func @product_used_twice(%a: tensor<256x128xf32>, %b: tensor<128x256xf32>) -> (tensor<256x256xf32>, tensor<256x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<256x256xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<256x128xf32>, tensor<128x256xf32>) outs(%init : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %out = tensor.empty() : tensor<256x256xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%c : tensor<256x256xf32>) outs(%out : tensor<256x256xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.maximumf %x, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<256x256xf32>
+  return %c, %r : tensor<256x256xf32>, tensor<256x256xf32>
+}
+
+// -----
+
+// Softmax over rows, as the ONNX frontend imports it (keepdims: the row max is 512x1 over
+// the input reshaped to 512x1x256, the row sum 512 reshaped to 512x1): max, sum of
+// exponentials and the normalization share one loop over row blocks; the slices are moved
+// above the reshapes so that the reductions fuse too, each computing only its rows, once
+// (the max feeds two ops: fused twice, the copies are merged by CSE).
+// GROUP-LABEL: func.func @softmax
+// GROUP: {{scf.forall \(}}
+// GROUP-NOT: scf.forall
+// GROUP: vector.multi_reduction <maximumf>
+// GROUP-NOT: {{scf.forall|multi_reduction <maximumf>}}
+// GROUP: vector.multi_reduction <add>
+// GROUP-NOT: scf.forall
+// GROUP: arith.divf {{.*}} : vector<
+// GROUP: scf.forall.in_parallel
+// GROUP-NOT: scf.forall
+// GROUP: return
+// PEROP-LABEL: func.func @softmax
+// PEROP-COUNT-3: {{scf.forall \(}}
+func.func @softmax(%x: tensor<512x256xf32>) -> tensor<512x256xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %x3 = tensor.expand_shape %x [[0, 1], [2]] output_shape [512, 1, 256] : tensor<512x256xf32> into tensor<512x1x256xf32>
+  %e1 = tensor.empty() : tensor<512x1xf32>
+  %f1 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<512x1xf32>) -> tensor<512x1xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(i, u, j) -> (i, u, j)>, affine_map<(i, u, j) -> (i, u)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x3 : tensor<512x1x256xf32>) outs(%f1 : tensor<512x1xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %m = arith.maximumf %v, %acc : f32
+    linalg.yield %m : f32
+  } -> tensor<512x1xf32>
+  %e2 = tensor.empty() : tensor<512xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<512xf32>) -> tensor<512xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, 0)>, affine_map<(i, j) -> (i)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%x, %max : tensor<512x256xf32>, tensor<512x1xf32>) outs(%f2 : tensor<512xf32>) {
+  ^bb0(%v: f32, %m: f32, %acc: f32):
+    %d = arith.subf %v, %m : f32
+    %e = math.exp %d : f32
+    %s = arith.addf %e, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<512xf32>
+  %sum2 = tensor.expand_shape %sum [[0, 1]] output_shape [512, 1] : tensor<512xf32> into tensor<512x1xf32>
+  %e3 = tensor.empty() : tensor<512x256xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, 0)>, affine_map<(i, j) -> (i, 0)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max, %sum2 : tensor<512x256xf32>, tensor<512x1xf32>, tensor<512x1xf32>) outs(%e3 : tensor<512x256xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %e = math.exp %d : f32
+    %q = arith.divf %e, %s : f32
+    linalg.yield %q : f32
+  } -> tensor<512x256xf32>
+  return %y : tensor<512x256xf32>
+}
+
+// -----
+
+// A convolution with its zero padding and bias + ReLU epilogue (NHWC, as the layout pass
+// leaves ResNet's): tasks split the output rows, so each pads its band of input rows in
+// the group's loop; the conv accumulates in vector registers, the epilogue follows.
+// GROUP-LABEL: func.func @conv_pad_bias_relu
+// GROUP: {{scf.forall \(}}
+// GROUP-NOT: scf.forall
+// GROUP: tensor.pad
+// GROUP-NOT: scf.forall
+// GROUP: vector.contract
+// GROUP-NOT: scf.forall
+// GROUP: arith.maximumf {{.*}} : vector<
+// GROUP: scf.forall.in_parallel
+// GROUP-NOT: scf.forall
+// GROUP: return
+// Per op: the pad is a copy of its own before the convolution's loop.
+// PEROP-LABEL: func.func @conv_pad_bias_relu
+// PEROP: tensor.pad
+// PEROP: {{scf.forall \(}}
+// PEROP: vector.contract
+// PEROP: {{scf.forall \(}}
+// PEROP: arith.maximumf
+func.func @conv_pad_bias_relu(%x: tensor<1x56x56x64xf32>, %w: tensor<3x3x64x64xf32>, %bias: tensor<64xf32>) -> tensor<1x56x56x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %padded = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x56x56x64xf32> to tensor<1x58x58x64xf32>
+  %empty = tensor.empty() : tensor<1x56x56x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32>
+  %conv = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%padded, %w : tensor<1x58x58x64xf32>, tensor<3x3x64x64xf32>) outs(%init : tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32>
+  %out = tensor.empty() : tensor<1x56x56x64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%conv, %bias : tensor<1x56x56x64xf32>, tensor<64xf32>) outs(%out : tensor<1x56x56x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    %m = arith.maximumf %s, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x56x56x64xf32>
+  return %r : tensor<1x56x56x64xf32>
+}
