@@ -6,9 +6,11 @@ beside onnxruntime, measured in the same run.
     .venv/bin/python benchmarks/graph_passes.py --models resnet50 --without-layout
 
 For each model: tilecraft with the graph passes off and on (opt_level 3 both times, so the
-JIT's LLVM level is the same; "off" runs ``cpu_pipeline(opt_level=0)``), onnxruntime (all
-graph optimizations, its default), the
-kernel count after fusion (``CompiledModule.group_count``), and a check of each output
+JIT's LLVM level is the same; "off" runs ``cpu_pipeline(opt_level=0)``), on but with one
+loop nest per op (the schedule without ``fuse-groups``), onnxruntime (all graph
+optimizations, its default), the time ratio to onnxruntime, the fusion groups
+(``CompiledModule.group_count``) and the loop nests the schedule leaves
+(``CompiledModule.kernel_count``), and a check of each output
 against onnxruntime (rtol 1e-3, atol 1e-3 of the output's largest magnitude, as in
 benchmarks/onnx_models.py). ResNet-50 is the ONNX zoo's light model with seeded random
 weights (benchmarks/onnx_models.py explains why); its logits are compared too. ``--without-layout``
@@ -62,9 +64,13 @@ def _matches(got: np.ndarray, reference: np.ndarray) -> bool:
 def _variants(without_layout: bool) -> list[tuple[str, "tilecraft.Pipeline | None"]]:
     # Graph passes off and on at the same LLVM level: opt_level also sets the JIT's LLVM
     # optimization level, so "off" is opt_level 3 with the graph-less pipeline.
-    variants = [("graph off", tilecraft.cpu_pipeline("llvm", opt_level=0)), ("graph on", None)]
+    full = tilecraft.cpu_pipeline("llvm", opt_level=3)
+    per_op = [e.replace(" fuse-groups=1", "") for e in full.stage("schedule").passes]
+    variants = [("graph off", tilecraft.cpu_pipeline("llvm", opt_level=0)),
+                # The graph stage, but each op its own loop nest (no group lowering).
+                ("graph on, loop nest per op", full.replace("schedule", per_op)),
+                ("graph on", None)]
     if without_layout:
-        full = tilecraft.cpu_pipeline("llvm", opt_level=3)
         kept = [e for e in full.stage("graph").passes if "layout" not in e]
         variants.append(("graph on, NCHW", full.replace("graph", kept)))
     return variants
@@ -86,9 +92,10 @@ def run(name: str, repeat: int, without_layout: bool = False) -> str:
         ok = all(_matches(g, r) for g, r in zip(got, reference))
         ms = measure(lambda: compiled(*inputs), repeat=repeat, min_repeat_ms=200).median * 1e3
         groups = "-" if compiled.group_count is None else str(compiled.group_count)
-        cells.append(f"{label}: {ms:8.2f} ms (compile {compile_s:5.1f} s, kernels {groups:>3}, "
+        cells.append(f"  {label:<27} {ms:8.2f} ms  x{ms / ort_ms:5.2f}  (compile {compile_s:5.1f} s, "
+                     f"groups {groups:>3}, loop nests {compiled.kernel_count:>3}, "
                      f"{'ok' if ok else 'MISMATCH'})")
-    return f"{name:<9} onnxruntime {ort_ms:8.2f} ms | " + " | ".join(cells)
+    return "\n".join([f"{name}: onnxruntime {ort_ms:8.2f} ms", *cells])
 
 
 def main(argv: list[str] | None = None) -> int:

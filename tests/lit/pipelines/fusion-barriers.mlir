@@ -62,3 +62,24 @@ func.func @exp_then_row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// Attention heads collapsed into the output projection's K: folding the reshape into the
+// matmul would make it a generic with two reduction loops (heads x head_dim), whose
+// vector.contract lowered element by element. The reshape keeps a barrier; the matmul stays.
+// CHECK-LABEL: func.func @heads_into_projection
+// CHECK: tensor.collapse_shape {{.*}} into tensor<16x32xf32>
+// CHECK: linalg.matmul
+// CHECK-NOT: "reduction", "reduction"
+// BARRIER-LABEL: func.func @heads_into_projection
+// BARRIER: %[[C:.*]] = tensor.collapse_shape
+// BARRIER: call @__tilecraft_fusion_barrier_{{[0-9]+}}(%[[C]]) : (tensor<16x32xf32>) -> ()
+func.func @heads_into_projection(%ctx: tensor<16x4x8xf32>, %w: tensor<32x32xf32>) -> tensor<16x32xf32> {
+  %c = tensor.collapse_shape %ctx [[0], [1, 2]] : tensor<16x4x8xf32> into tensor<16x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<16x32xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %m = linalg.matmul ins(%c, %w : tensor<16x32xf32>, tensor<32x32xf32>) outs(%acc : tensor<16x32xf32>) -> tensor<16x32xf32>
+  return %m : tensor<16x32xf32>
+}
