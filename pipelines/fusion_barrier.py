@@ -30,6 +30,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import func
 
+from .ir_queries import RESHAPE_OPS, defining_op
 from .passes import register_pass
 
 INSERT_BARRIERS = "tilecraft-fusion-barriers"
@@ -44,7 +45,6 @@ _REUSING_PREFIXES = (
     "linalg.contract", "linalg.mmt4d", "linalg.batch_mmt4d", "linalg.conv_",
     "linalg.depthwise_conv_", "linalg.pooling_",
 )
-_RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
 
 
 def _iterator_types(op: ir.Operation) -> list[str]:
@@ -81,19 +81,11 @@ def _producer_through_reshapes(value: ir.Value) -> ir.Value | None:
     while isinstance(value, ir.OpResult):
         op = value.owner
         op = op.operation if isinstance(op, ir.OpView) else op
-        if op.name in _RESHAPES:
+        if op.name in RESHAPE_OPS:
             value = op.operands[0]
             continue
         return value if _is_elementwise_generic(op) else None
     return None  # a block argument
-
-
-def _is_reshape(value: ir.Value) -> bool:
-    if not isinstance(value, ir.OpResult):
-        return False
-    owner = value.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner.name in _RESHAPES
 
 
 def _barrier_callee(module: ir.Operation, value_type: ir.Type, declared: dict[str, str]) -> str:
@@ -121,7 +113,8 @@ def insert_fusion_barriers(module: ir.Operation, options: Mapping[str, str]) -> 
             producer = _producer_through_reshapes(operand)
             if producer is not None:
                 guarded[producer] = None
-            if op.name.startswith(_REUSING_PREFIXES) and _is_reshape(operand):
+            reshape = defining_op(operand)
+            if op.name.startswith(_REUSING_PREFIXES) and reshape is not None and reshape.name in RESHAPE_OPS:
                 # A reshape folded into a named contraction makes it a generic with several
                 # reduction loops (attention's heads x head_dim feeding the output
                 # projection): its vector.contract keeps two reduction dims, which lowered

@@ -33,33 +33,23 @@ the loop against 6.8-8.9 ms with it outside and 9.0-9.7 ms with one loop nest pe
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Mapping
 
 from mlir import ir
 
 from .graph.fusion import ANCHORS, partition_function, private_inits
+from .ir_queries import RESHAPE_OPS, defined_functions, defining_op
 from .loop_nest import LoopNest, is_structured
 from .schedule import GroupSchedule, OpSchedule, plan_default_schedule
 from .target import CacheHierarchy
 
 
-def _functions(module: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-
-
 def prepare_groups(module: ir.Operation) -> None:
     """Give each op its own init (see :func:`~tilecraft.pipelines.graph.fusion.private_inits`):
     a shared zero fill would tie two groups together. Runs before the loop nests are analyzed."""
-    for func in _functions(module):
+    for func in defined_functions(module):
         private_inits(func)
-
-
-def _defining_op(value: ir.Value) -> ir.Operation | None:
-    if not isinstance(value, ir.OpResult):
-        return None
-    owner = value.owner
-    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def _users(op: ir.Operation) -> list[ir.Operation]:
@@ -71,7 +61,6 @@ def _users(op: ir.Operation) -> list[ir.Operation]:
     return users
 
 
-_RESHAPES = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
 # Data movement fused into a group's loop besides linalg ops (a convolution's zero padding).
 _FUSED_DATA_OPS = frozenset({"tensor.pad"})
 
@@ -91,10 +80,10 @@ def _fused_producers(root: ir.Operation, members: set[ir.Operation],
     while stack:
         consumer = stack.pop()
         for operand in consumer.operands:
-            producer = _defining_op(operand)
+            producer = defining_op(operand)
             if producer is None or producer not in members or producer in chosen or producer in reshapes:
                 continue
-            if producer.name in _RESHAPES:
+            if producer.name in RESHAPE_OPS:
                 reshapes.append(producer)
             elif producer.name in _FUSED_DATA_OPS:
                 # A leaf: the slice a pad reads depends on where its task sits (the halo
@@ -157,8 +146,8 @@ def _root_thread_tiles(anchor: ir.Operation, root: ir.Operation, order: list[ir.
     for op in reversed(order):  # producers first, the root last
         if op in out_sizes:
             continue
-        if op.name in _RESHAPES:
-            source = _defining_op(op.operands[0])
+        if op.name in RESHAPE_OPS:
+            source = defining_op(op.operands[0])
             if source in out_sizes:
                 carried = _through_reshape(op, out_sizes[source], to_result=True)
                 if carried is None:
@@ -171,7 +160,7 @@ def _root_thread_tiles(anchor: ir.Operation, root: ir.Operation, order: list[ir.
         sizes = list(nest.ranges)
         known = False
         for index, operand in enumerate(op.operands):
-            producer = _defining_op(operand)
+            producer = defining_op(operand)
             if producer not in out_sizes or index >= len(nest.operand_dims):
                 continue
             known = True
@@ -201,7 +190,7 @@ def _slice_extents(order: list[ir.Operation], nests: dict[ir.Operation, LoopNest
     wanted: dict[ir.Operation, list[int]] = {}  # result slice sizes, per producer
 
     def want(producer: ir.Operation | None, sizes: list[int] | None) -> bool:
-        if producer is None or (producer not in nests and producer.name not in _RESHAPES):
+        if producer is None or (producer not in nests and producer.name not in RESHAPE_OPS):
             return True
         if sizes is None or wanted.setdefault(producer, sizes) != sizes:
             return False
@@ -213,8 +202,8 @@ def _slice_extents(order: list[ir.Operation], nests: dict[ir.Operation, LoopNest
         return True
 
     for consumer in order:
-        if consumer.name in _RESHAPES:
-            if consumer in wanted and not want(_defining_op(consumer.operands[0]), _through_reshape(
+        if consumer.name in RESHAPE_OPS:
+            if consumer in wanted and not want(defining_op(consumer.operands[0]), _through_reshape(
                     consumer, wanted[consumer], to_result=False)):
                 return None
             continue
@@ -226,7 +215,7 @@ def _slice_extents(order: list[ir.Operation], nests: dict[ir.Operation, LoopNest
                 continue
             sizes = [loops[consumer][d] if d is not None else extent
                      for d, extent in zip(nest.operand_dims[index], _shape(operand))]
-            if not want(_defining_op(operand), sizes):
+            if not want(defining_op(operand), sizes):
                 return None
     return loops
 
@@ -249,9 +238,9 @@ class FusionUnit:
     producers: tuple[ir.Operation, ...]
     reshapes: tuple[ir.Operation, ...]
 
-    @property
+    @cached_property
     def ops(self) -> list[ir.Operation]:
-        """Every op of the unit, consumers first."""
+        """Every op of the unit, consumers first (sorted once: a block-order walk)."""
         return _consumers_first([self.root, *self.producers, *self.reshapes])
 
 
@@ -293,7 +282,7 @@ def find_fusion_units(module: ir.Operation, nests: Mapping[ir.Operation, LoopNes
     IR) that can become one loop nest, in block order. Call :func:`prepare_groups` before
     analysing the loop nests."""
     units = []
-    for func in _functions(module):
+    for func in defined_functions(module):
         for members, kind, anchor in partition_function(func, nests):
             if anchor is not None and kind in ANCHORS:
                 unit = _unit(members, anchor, dict(nests))
@@ -385,7 +374,7 @@ def count_kernels(module: ir.Operation) -> int:
     """How many kernels the scheduled ``module`` runs: top-level loop nests and copies of its
     functions (what ``tilecraft run --profile`` times one by one)."""
     count = 0
-    for func in _functions(module):
+    for func in defined_functions(module):
         for op in func.regions[0].blocks[0].operations:
             op = op.operation
             if op.name in _KERNEL_OPS or is_structured(op):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mlir import ir, passmanager
 from mlir.dialects import linalg
 
+from .ir_queries import ops_where
 from .scratch import scratch_copy
 
 DYNAMIC = -1
@@ -72,15 +73,7 @@ def is_structured(op: ir.Operation) -> bool:
 
 def structured_ops(root: ir.Operation) -> list[ir.Operation]:
     """Every structured linalg op under ``root``, in pre-order."""
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if is_structured(op):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
+    return ops_where(root, is_structured)
 
 
 def _element_bits(value_type: ir.Type) -> int:

@@ -22,6 +22,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith
 
+from .ir_queries import ops_where
 from .passes import register_pass
 
 COLLAPSE_PARALLEL_LOOPS = "tilecraft-collapse-parallel-loops"
@@ -100,14 +101,6 @@ def collapse(loop: ir.Operation) -> bool:
     "async-parallel-for running some blocks twice)",
 )
 def collapse_parallel_loops_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    loops: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "scf.parallel":
-            loops.append(op)
-        return ir.WalkResult.ADVANCE
-
     # Inner loops first: collapsing an outer loop clones its body, inner loops included.
-    module.walk(visit, ir.WalkOrder.POST_ORDER)
-    for loop in loops:
+    for loop in ops_where(module, lambda op: op.name == "scf.parallel", post_order=True):
         collapse(loop)

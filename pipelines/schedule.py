@@ -112,9 +112,6 @@ class GroupSchedule:
         return f"schedule_group_{self.root.tag}"
 
 
-Plan = "OpSchedule | GroupSchedule"
-
-
 def largest_divisor(n: int, limit: int, multiple_of: int = 1) -> int:
     """The largest divisor of ``n`` that is ``<= limit`` and a multiple of ``multiple_of``.
 

@@ -21,8 +21,8 @@ from ..pipelines.group_schedule import FusionUnit
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.schedule import OpSchedule, plan_module, render_script
 from ..pipelines.target import Target
-from .records import Record, best_records, load_records
-from .space import make_space
+from .records import Record, best_records, canonical_target, load_records
+from .space import make_space, space_for
 from .task import Task, describe_op, describe_unit
 
 
@@ -85,18 +85,14 @@ def reproducer(task: Task, config: Mapping[str, int] | None, target: "str | Targ
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.payload)
 
-        anchored = [False]
-
-        def planner(op: ir.Operation, nest: LoopNest, tag: int,
-                    unit: FusionUnit | None = None) -> OpSchedule | None:
-            # The config is the anchor's: the op the task names (a fused group's other ops,
-            # and the init fill, keep their default plans).
-            if config is None or op.name != task.op_name or anchored[0]:
-                return None
-            anchored[0] = True
-            space = make_space(task, nest, target)
-            return space.plan(space.validate(config), tag)
-
+        # The planner compile uses, given a record of this config: the script is the one
+        # tilecraft-schedule applies (a group's config goes to its anchor).
+        planner = None
+        if config is not None:
+            space_for(task, target).validate(config)  # a bad knob raises KnobError here
+            record = Record(task=task.describe(), config=dict(config), status="ok", costs=[],
+                            gflops=0.0, target=canonical_target(target))
+            planner = RecordPlanner({task.key: record}, target)
         plans = plan_module(module.operation, vector_bits=target.vector_bits,
                             num_threads=target.num_threads, planner=planner, caches=target.caches,
                             fuse_groups=True)

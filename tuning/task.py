@@ -31,6 +31,7 @@ from ..errors import TaskExtractionError
 from ..frontend.loader import load_module
 from ..pipelines.cpu import cpu_pipeline
 from ..pipelines.group_schedule import FusionUnit, find_fusion_units, prepare_groups
+from ..pipelines.ir_queries import defining_op
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.schedule import _DECOMPOSABLE
@@ -94,13 +95,6 @@ def kernel_class(nest: LoopNest) -> str | None:
     return "reduction" if nest.reduction_dims else "elementwise"
 
 
-def _defining_op(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if hasattr(owner, "operation") else owner
-
-
 def _strip_tilecraft_attributes(op: ir.Operation) -> None:
     for name in [attribute if isinstance(attribute, str) else attribute.name
                  for attribute in op.attributes]:
@@ -142,7 +136,7 @@ def build_payload(ops: "list[ir.Operation]", results: "list[ir.Value]") -> ir.Mo
     outside: list[ir.Value] = []
     for op in ops:
         for value in [*op.operands, *_captured_values(op)]:
-            producer = _defining_op(value)
+            producer = defining_op(value)
             if producer in inside or _copyable(producer) or any(value == v for v in outside):
                 continue
             outside.append(value)
@@ -158,7 +152,7 @@ def build_payload(ops: "list[ir.Operation]", results: "list[ir.Value]") -> ir.Mo
             for original, replacement in mapping:
                 if value == original:
                     return replacement
-            producer = _defining_op(value)  # a shape-only init or a scalar constant
+            producer = defining_op(value)  # a shape-only init or a scalar constant
             operands = [mapped(operand) for operand in producer.operands]  # cloned first
             clone = producer.clone()
             for index, operand in enumerate(operands):
@@ -190,7 +184,7 @@ def _copyable(producer: ir.Operation | None) -> bool:
     if producer.name == "tensor.empty":
         return len(producer.operands) == 0
     if producer.name == "linalg.fill":
-        return all(_copyable(_defining_op(operand)) for operand in producer.operands)
+        return all(_copyable(defining_op(operand)) for operand in producer.operands)
     return producer.name == "arith.constant" and not isinstance(producer.results[0].type, ir.ShapedType)
 
 

@@ -35,6 +35,7 @@ from mlir import ir, passmanager
 from mlir.dialects.transform import interpreter
 
 from ...errors import GpuScheduleError
+from ..ir_queries import ops_where
 from ..loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..passes import positive_int_option, register_pass
 from ..schedule import (
@@ -488,15 +489,7 @@ def _pads_to_copies(module: ir.Operation) -> None:
     """
     from mlir.dialects import linalg, tensor
 
-    pads: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "tensor.pad":
-            pads.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit, ir.WalkOrder.PRE_ORDER)
-    for pad in pads:
+    for pad in ops_where(module, lambda op: op.name == "tensor.pad"):
         source = pad.operands[0]
         source_type = ir.RankedTensorType(source.type)
         result_type = ir.RankedTensorType(pad.results[0].type)

@@ -18,9 +18,10 @@ from mlir.dialects import arith, linalg, tensor
 
 from ...dialects import graph
 from ...frontend.emit import core
+from ..ir_queries import defined_functions
 from ..passes import register_pass
 from .constant_folding import (
-    ConstantAnalysis, _affine_link, _functions, _is_bias_add, _is_zero_fill, _single_user,
+    ConstantAnalysis, _affine_link, _is_bias_add, _is_zero_fill, _single_user,
 )
 
 _MATMUL_MAPS = "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>]"
@@ -129,5 +130,5 @@ def combine_parallel_matmul_pass(module: ir.Operation, options: Mapping[str, str
     """Why: three [M,K]x[K,N] matmuls read the activation three times and each fills a
     thread pool for a small N; one [M,K]x[K,3N] matmul reads it once with 3x the work per
     task."""
-    for function in _functions(module):
+    for function in defined_functions(module):
         combine_function(function, ConstantAnalysis())

@@ -34,6 +34,7 @@ from mlir.dialects import arith, func
 
 from ...dialects import graph
 from ...frontend.emit import core
+from ..ir_queries import defined_functions
 from ..loop_nest import is_structured
 from ..passes import register_pass
 
@@ -390,11 +391,6 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
     return len(leaves)
 
 
-def _functions(module: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-
-
 @register_pass(
     "tilecraft-fold-constants",
     "Fold per-channel affine epilogues (BatchNormalization, Mul/Add by constants) into conv "
@@ -404,6 +400,6 @@ def fold_constants_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     """Why: inference-mode BatchNormalization costs a full pass over every conv output, and
     per-channel constant arithmetic and weight transposes would otherwise run on every call;
     folded, a ResNet's conv + BN + ReLU is conv + bias + ReLU, fused into one kernel."""
-    for function in _functions(module):
+    for function in defined_functions(module):
         fold_affine_epilogues(function, ConstantAnalysis())
         fold_constant_subgraphs(function, ConstantAnalysis())

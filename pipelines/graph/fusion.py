@@ -40,6 +40,7 @@ from typing import Mapping
 from mlir import ir
 
 from ...dialects import graph
+from ..ir_queries import RESHAPE_OPS, defined_functions
 from ..loop_nest import LoopNest, analyze_loop_nests
 from ..passes import register_pass
 
@@ -47,8 +48,7 @@ GROUP_ATTR = "tilecraft.group"
 ANCHOR_ATTR = "tilecraft.group_anchor"
 
 ANCHORS = ("conv", "pooling", "matmul", "reduction")
-# Reshapes move no data (they bufferize to views): they go wherever elementwise ops go.
-_RESHAPE_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
+# Reshapes (RESHAPE_OPS) move no data: they go wherever elementwise ops go.
 _INJECTIVE_OPS = frozenset({
     "tensor.pad", "tensor.extract_slice",
     "tensor.insert_slice", "tensor.concat", "tensor.cast", "linalg.transpose",
@@ -62,7 +62,7 @@ def classify(op: ir.Operation, nest: LoopNest | None) -> str | None:
     name = op.name
     if name in _INIT_OPS:
         return "init"
-    if name in _RESHAPE_OPS:
+    if name in RESHAPE_OPS:
         return "reshape"
     if name in _INJECTIVE_OPS:
         return "injective"
@@ -249,11 +249,6 @@ def _tag(op: ir.Operation, index: int, anchor: bool) -> None:
         op.attributes[ANCHOR_ATTR] = ir.UnitAttr.get(op.context)
 
 
-def _functions(module: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-
-
 @register_pass(
     "tilecraft-fuse-ops",
     "Group linalg ops into graph.fusion_group kernels (TVM FuseOps rules: one anchor per "
@@ -264,12 +259,12 @@ def fuse_ops_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: one kernel per group instead of one per op keeps intermediate tensors in cache
     (bias add and ReLU applied to a convolution's tile while it is hot), and each group's
     signature names a tuning task."""
-    functions = _functions(module)
+    functions = defined_functions(module)
     for func in functions:
         private_inits(func)
     # Analyzed after the inits are copied: the pairing of ops with their nests is by object.
     nests = dict(analyze_loop_nests(module))
-    for func in _functions(module):
+    for func in defined_functions(module):
         fuse_function(func, nests)
 
 
@@ -282,12 +277,12 @@ def mark_groups_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: the default pipeline needs only the partition before scheduling: tagging in
     place moves and erases no op and leaves nothing to unpack (see docs/graph-dialect.md,
     "Why the default pipeline tags instead of outlining")."""
-    functions = _functions(module)
+    functions = defined_functions(module)
     for func in functions:
         private_inits(func)
     nests = dict(analyze_loop_nests(module))
     index = 0
-    for func in _functions(module):
+    for func in defined_functions(module):
         for members, _kind, anchor in partition_function(func, nests):
             for op in members:
                 _tag(op, index, anchor is not None and op == anchor)

@@ -49,8 +49,8 @@ from mlir.dialects import linalg, tensor
 from ...dialects import graph
 from ...errors import GraphError, PipelineError
 from ...frontend.emit import core
+from ..ir_queries import defined_functions
 from ..passes import register_pass
-from .constant_folding import _functions
 
 SOURCE_LAYOUT = "NCHW"
 # Layouts the pass converts to (see the module docstring for why only NHWC).
@@ -389,7 +389,7 @@ def convert_layout_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     (2-10x faster than NCHW, benchmarks/conv_layout.py), and converting once at the model's
     boundaries costs two transposes instead of two per convolution."""
     layout = parse_layout(options.get("layout", DEFAULT_LAYOUT))
-    for function in _functions(module):
+    for function in defined_functions(module):
         LayoutRewriter(layout).run(function)
 
 
@@ -400,7 +400,7 @@ def convert_layout_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
 )
 def lower_layout_converts_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: the schedule stage knows linalg and tensor ops only."""
-    for function in _functions(module):
+    for function in defined_functions(module):
         block = function.regions[0].blocks[0]
         for op in [o.operation for o in block.operations]:
             if op.name == graph.LAYOUT_CONVERT:

@@ -33,12 +33,18 @@ def _graph_counts(compiled) -> dict[str, int]:
         "linalg.conv_2d_ngchw_gfchw")}
 
 
-def test_conv_bn_block_in_nhwc_matches_onnxruntime():
-    model = graph_models.conv_bn_block(channels=16, size=14)
-    x = np.random.default_rng(3).standard_normal((1, 16, 14, 14)).astype(np.float32)
+def _counts_after_matching_onnxruntime(model, shape, seed: int) -> dict[str, int]:
+    """Compile ``model`` at opt_level 3, check it against onnxruntime on random input of
+    ``shape``, and return its op counts after the graph stage."""
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     compiled = tilecraft.compile(model, opt_level=3)
     np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
-    counts = _graph_counts(compiled)
+    return _graph_counts(compiled)
+
+
+def test_conv_bn_block_in_nhwc_matches_onnxruntime():
+    counts = _counts_after_matching_onnxruntime(graph_models.conv_bn_block(channels=16, size=14),
+                                                (1, 16, 14, 14), seed=3)
     assert counts["linalg.conv_2d_nhwc_hwcf"] == 2 and counts["linalg.conv_2d_nchw_fchw"] == 0
     # Input NCHW -> NHWC and output NHWC -> NCHW; the filters' transposes were folded.
     assert counts["linalg.transpose"] == 2
@@ -46,11 +52,8 @@ def test_conv_bn_block_in_nhwc_matches_onnxruntime():
 
 
 def test_depthwise_pooling_net_in_nhwc_matches_onnxruntime():
-    model = graph_models.depthwise_pool_net()
-    x = np.random.default_rng(4).standard_normal((1, 3, 12, 12)).astype(np.float32)
-    compiled = tilecraft.compile(model, opt_level=3)
-    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
-    counts = _graph_counts(compiled)
+    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(), (1, 3, 12, 12),
+                                                seed=4)
     assert counts["linalg.depthwise_conv_2d_nhwc_hwc"] == 1
     assert counts["linalg.depthwise_conv_2d_nchw_chw"] == 0
     # MaxPool; GlobalAveragePool is a reduction generic, reading NHWC through its map.
@@ -60,11 +63,8 @@ def test_depthwise_pooling_net_in_nhwc_matches_onnxruntime():
 
 
 def test_grouped_conv_stays_nchw_between_conversions():
-    model = graph_models.depthwise_pool_net(grouped=True)
-    x = np.random.default_rng(5).standard_normal((1, 3, 12, 12)).astype(np.float32)
-    compiled = tilecraft.compile(model, opt_level=3)
-    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
-    counts = _graph_counts(compiled)
+    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(grouped=True),
+                                                (1, 3, 12, 12), seed=5)
     assert counts["linalg.conv_2d_ngchw_gfchw"] == 1
     # The input, and the pooled NHWC value back to NCHW for the grouped conv.
     assert counts["linalg.transpose"] == 2

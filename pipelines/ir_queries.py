@@ -1,0 +1,45 @@
+"""Small queries over MLIR IR that the passes share: functions with bodies, ops matching a
+predicate, the op defining a value, reshape ops.
+
+Why a module of its own: each pass had grown its own copy of these (a walk collecting ops
+by name, a list of function bodies); one place keeps their details — OpView vs Operation,
+walk order — the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mlir import ir
+
+# Reshapes move no data: they bufferize to views.
+RESHAPE_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
+
+
+def defined_functions(module: ir.Operation) -> list[ir.Operation]:
+    """The ``func.func`` ops of ``module``'s body that have a body (not declarations)."""
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+def ops_where(root: ir.Operation, predicate: Callable[[ir.Operation], bool], *,
+              post_order: bool = False) -> list[ir.Operation]:
+    """Every op under ``root`` (``root`` included) for which ``predicate`` holds, in pre-order,
+    or post-order (inner ops first) when ``post_order``."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if predicate(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.POST_ORDER if post_order else ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op whose result ``value`` is; ``None`` for a block argument."""
+    if not isinstance(value, ir.OpResult):
+        return None
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else owner
