@@ -18,6 +18,9 @@ must not import torch or xgboost for users who never touch them.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 from typing import Any
 
 from .errors import (
@@ -35,22 +38,23 @@ __version__ = "0.1.0"
 
 # public name -> (module relative to this package, attribute in it; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "compile": (".pipelines.compiler", "compile"),
-    "load": (".driver", "load"),
-    "run": (".driver", "run"),
-    "Model": (".driver", "Model"),
+    "compile": (".compiler.compile", "compile"),
+    "CompileOptions": (".compiler.options", "CompileOptions"),
+    "load": (".compiler.source", "load"),
+    "run": (".runtime.run", "run"),
+    "Model": (".compiler.source", "Model"),
     "cpu_pipeline": (".pipelines.cpu", "cpu_pipeline"),
     "Pipeline": (".pipelines.pipeline", "Pipeline"),
     "Stage": (".pipelines.pipeline", "Stage"),
     "Target": (".pipelines.target", "Target"),
-    "CompiledModule": (".runtime.compiled_module", "CompiledModule"),
+    "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
     "Schedule": (".scheduling", "Schedule"),
     "ScheduleError": (".scheduling", "ScheduleError"),
     "build": (".scheduling", "build"),
     "compute": (".scheduling", "compute"),
     "placeholder": (".scheduling", "placeholder"),
     "reduce_axis": (".scheduling", "reduce_axis"),
-    "torch": (".frontend.torch", None),
+    "torch": (".compiler.torch", None),
     "tune": (".tuning.tune", "tune"),
     "extract_tasks": (".tuning.task", "extract_tasks"),
 }
@@ -63,10 +67,42 @@ for _name in ("abs", "einsum", "exp", "if_then_else", "log", "max", "maximum", "
 del _name
 
 __all__ = [
-    "ArgumentTypeError", "ArgumentValueError", "CompileError", "CompiledModule", "EntryPointError", "ModelImportError",
+    "ArgumentTypeError", "ArgumentValueError", "CompileError", "CompileOptions", "CompiledModule", "EntryPointError", "ModelImportError",
     "Pipeline", "PipelineError", "Schedule", "ScheduleError", "Stage", "Target", "TargetError",
     "TilecraftError", "build", "compile", "compute", "cpu_pipeline", "placeholder", "reduce_axis",
 ]
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Makes ``import tilecraft.torch`` load ``tilecraft.compiler.torch``.
+
+    Why not a ``torch/`` folder: the repository root is this package, so a folder named
+    ``torch`` there would shadow PyTorch itself for ``python -m ...`` run in a checkout.
+    """
+
+    ALIASES = {f"{__name__}.torch": f"{__name__}.compiler.torch"}
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.ALIASES:
+            return None
+        module = importlib.import_module(self.ALIASES[fullname])
+        sys.modules[fullname] = module
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def create_module(self, spec: Any) -> Any:
+        return self.module
+
+    def exec_module(self, module: Any) -> None:
+        """The aliased module ran when it was imported under its own name."""
+
+
+if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+    sys.meta_path.append(_AliasFinder())
 
 
 def __getattr__(name: str) -> Any:

@@ -1,32 +1,132 @@
-"""Turn whatever a user hands to ``tilecraft.compile`` into an MLIR module in our context.
+"""One loader: whatever a user hands to tilecraft, as an MLIR module in our context.
 
-Accepted: MLIR text or bytecode, an ``mlir.ir.Module`` (copied, never mutated), a path to an
-``.mlir`` / ``.mlirbc`` / ``.onnx`` file, or an ``onnx.ModelProto``.
+Accepted sources (the same for ``tilecraft.compile``, ``tilecraft.load``, ``tilecraft.tune``
+and the CLI): a path to an ``.onnx`` / ``.mlir`` / ``.mlirbc`` / ``.pt2`` file, an
+``onnx.ModelProto``, a ``torch.export.ExportedProgram``, MLIR text or bytecode, an
+``mlir.ir.Module`` (copied, never mutated), or a :class:`Model` (its shape overrides apply).
+ONNX goes through ``frontend/onnx``, PyTorch programs through ``frontend/torch``; both
+packages are optional dependencies, imported only for their sources.
 """
 
 from __future__ import annotations
 
 import io
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import CompileError, ModelImportError
+from ..errors import ArgumentTypeError, CompileError, ModelImportError
 
-MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc")
+MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2")
 
 
-def _is_onnx_proto(source: Any) -> bool:
+@dataclass(frozen=True)
+class TensorInfo:
+    """A model input or output as the model declares it (``None``: a dynamic dimension)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | None, ...] | None
+
+
+@dataclass
+class Model:
+    """A model loaded by :func:`tilecraft.load`, ready for :func:`tilecraft.compile`.
+
+    Attributes:
+      source: an ``onnx.ModelProto``, MLIR text, or MLIR bytecode (a PyTorch program).
+      shape_dict: input shapes overriding the model's (ONNX), passed on to compile.
+      name: where it came from (file name).
+      torch_program: for a PyTorch program, the ``torch.export.ExportedProgram`` it holds
+        (the PyTorch anchor of ``tilecraft bench``).
+    """
+
+    source: Any
+    shape_dict: dict[str, list[int | None]] | None = None
+    name: str = "model"
+    inputs: list[TensorInfo] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+    operators: dict[str, int] = field(default_factory=dict)
+    torch_program: Any = None
+
+    @property
+    def output_names(self) -> list[str] | None:
+        return [o.name for o in self.outputs] if self.outputs else None
+
+    def summary(self) -> str:
+        """Inputs, outputs and the operator histogram (what ``tvmc``'s summary shows)."""
+        lines = [f"model: {self.name}", "inputs:"]
+        lines += [f"  {t.name}: {t.dtype} {_format_shape(t.shape)}" for t in self.inputs]
+        lines.append("outputs:")
+        lines += [f"  {t.name}: {t.dtype} {_format_shape(t.shape)}" for t in self.outputs]
+        if self.operators:
+            lines.append(f"operators ({sum(self.operators.values())} nodes):")
+            width = max(len(op) for op in self.operators)
+            lines += [f"  {op:<{width}}  {count}" for op, count in sorted(self.operators.items())]
+        return "\n".join(lines)
+
+    def save(self, path: "str | os.PathLike[str]") -> Path:
+        """Write the model (with the shape overrides applied, for ONNX) to ``path``.
+
+        The suffix must say what is written (``.onnx``, ``.mlir`` text, ``.mlirbc``
+        bytecode): a file that :func:`tilecraft.load` could not read back is refused.
+        """
+        path = Path(path)
+        kind = ".mlir" if isinstance(self.source, str) else ".mlirbc" if isinstance(self.source, bytes) else ".onnx"
+        if path.suffix != kind:
+            raise ModelImportError(
+                f"{path}: this model is saved as '*{kind}' (the suffix tells load() how to read it back)")
+        if kind == ".mlir":
+            path.write_text(self.source)
+        elif kind == ".mlirbc":
+            path.write_bytes(self.source)
+        else:
+            import onnx
+
+            from .onnx.model import override_input_shapes
+
+            onnx.save(override_input_shapes(self.source, self.shape_dict), str(path))
+        return path
+
+
+def _format_shape(shape: Sequence[int | None] | None) -> str:
+    if shape is None:
+        return "scalar"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def is_onnx_proto(source: Any) -> bool:
     return type(source).__name__ == "ModelProto" and type(source).__module__.startswith("onnx")
 
 
-def _as_path(source: Any) -> Path | None:
+def is_onnx_source(source: Any) -> bool:
+    """An ``onnx.ModelProto`` or a path to an ``.onnx`` file."""
+    path = source_path(source)
+    return is_onnx_proto(source) or (path is not None and path.suffix == ".onnx")
+
+
+def is_exported_program(source: Any) -> bool:
+    return type(source).__name__ == "ExportedProgram" and type(source).__module__.startswith("torch")
+
+
+def source_path(source: Any) -> Path | None:
+    """``source`` as a file path, when it names one (a string ending in a model suffix)."""
     if isinstance(source, Path):
         return source
     if isinstance(source, str) and "\n" not in source and source.strip().endswith(MODEL_SUFFIXES):
         return Path(source.strip())
     return None
+
+
+def existing_file(path: Path) -> Path:
+    if not path.is_file():
+        raise ModelImportError(f"{path}: no such file")
+    if path.suffix not in MODEL_SUFFIXES:
+        raise ModelImportError(f"{path}: unknown model file type; expected one of {', '.join(MODEL_SUFFIXES)}")
+    return path
 
 
 def parse_mlir(source: "str | bytes", context: ir.Context) -> ir.Module:
@@ -36,6 +136,27 @@ def parse_mlir(source: "str | bytes", context: ir.Context) -> ir.Module:
         raise CompileError(f"could not parse the input module: {error}", stage="input") from None
 
 
+def read_exported_program(path: Path) -> Any:
+    """The ``torch.export.save``'d program in ``path``, decomposed to core ATen ops."""
+    import torch
+
+    try:
+        program = torch.export.load(str(path))
+    except Exception as error:  # torch raises many kinds for a file that is not a program
+        raise ModelImportError(f"{path} is not a torch.export program: {error}") from None
+    return program
+
+
+def exported_program_bytecode(program: Any) -> bytes:
+    """The MLIR bytecode of an exported program (imported in a context of its own)."""
+    from .torch import import_exported
+
+    module = import_exported(program.run_decompositions())
+    buffer = io.BytesIO()
+    module.operation.write_bytecode(buffer)
+    return buffer.getvalue()
+
+
 def load_module(
     source: Any,
     context: ir.Context,
@@ -43,27 +164,40 @@ def load_module(
     shape_dict: Mapping[str, Sequence[int | None]] | None = None,
 ) -> ir.Module:
     """An MLIR module in ``context`` for ``source`` (see the module docstring)."""
-    path = _as_path(source)
+    if isinstance(source, Model):
+        shape_dict = source.shape_dict if shape_dict is None else shape_dict
+        source = source.source
+    path = source_path(source)
     if path is not None:
-        if not path.is_file():
-            raise ModelImportError(f"{path}: no such file")
-        if path.suffix == ".onnx":
+        path = existing_file(path)
+        if path.suffix == ".pt2":
+            source = read_exported_program(path)
+        elif path.suffix == ".onnx":
             source = path
         else:
+            if shape_dict:
+                raise ModelImportError("shape_dict applies to ONNX models only")
             return parse_mlir(path.read_bytes() if path.suffix == ".mlirbc" else path.read_text(), context)
-    if _is_onnx_proto(source) or isinstance(source, Path):
+    if is_onnx_proto(source) or isinstance(source, Path):
         from .onnx import import_model  # the onnx package is an optional dependency
 
         return import_model(source, shape_dict, context=context)
     if shape_dict:
-        raise TypeError("shape_dict applies to ONNX models only")
+        raise ModelImportError("shape_dict applies to ONNX models only")
+    if is_exported_program(source):
+        source = exported_program_bytecode(source)
     if isinstance(source, ir.Module):
         buffer = io.BytesIO()
         source.operation.write_bytecode(buffer)
         source = buffer.getvalue()
     if not isinstance(source, (str, bytes)):
-        raise TypeError(
-            "compile() takes MLIR text or bytecode, an mlir.ir.Module, an onnx.ModelProto or a "
-            f"path to a .mlir/.onnx file, got {type(source).__name__}"
-        )
+        raise unsupported_source(source)
     return parse_mlir(source, context)
+
+
+def unsupported_source(source: Any) -> ArgumentTypeError:
+    return ArgumentTypeError(
+        "expected MLIR text or bytecode, an mlir.ir.Module, an onnx.ModelProto, a "
+        "torch.export.ExportedProgram or a path to a .onnx/.mlir/.mlirbc/.pt2 file, got "
+        f"{type(source).__name__}"
+    )

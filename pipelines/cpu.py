@@ -9,11 +9,14 @@ before ``convert-to-llvm``; ``reconcile-unrealized-casts`` comes last.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping
 
 from mlir import ir
 
+from ..errors import TuningError
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .graph import graph_pass_elements
@@ -186,3 +189,31 @@ def lower_cpu_pipeline(options: Mapping[str, str]) -> list[str]:
     if "num-threads" in options:
         target = replace(target, num_threads=positive_int_option("num-threads", options["num-threads"]))
     return cpu_pipeline(target).pass_elements()
+
+
+def with_tuning_records(pipeline: Pipeline, records: "str | os.PathLike[str]", target: Target) -> Pipeline:
+    """``pipeline`` whose ``tilecraft-schedule`` applies the best record of each op.
+
+    The records travel as pass options, so the edited pipeline prints and replays in
+    ``tilecraft-opt`` like any other; ops without a record keep the default schedule.
+    """
+    path = Path(records)
+    if not path.is_file():
+        raise TuningError(f"tuning records {str(path)!r}: no such file")
+    if any(c.isspace() or c in "{}" for c in str(path.resolve())):
+        raise TuningError(f"tuning records path {str(path)!r} must not contain spaces or braces")
+    extra = f"tuning-records={path.resolve()}"
+    if target.mcpu:
+        extra += f" cpu={target.mcpu}"
+    if target.mattr:
+        extra += f" features={','.join(target.mattr)}"
+    stage = pipeline.stage("schedule")
+    passes = []
+    for element in stage.passes:
+        if element.startswith("tilecraft-schedule"):
+            element = (element[:-1] + f" {extra}}}" if element.endswith("}")
+                       else f"tilecraft-schedule{{{extra}}}")
+        passes.append(element)
+    if passes == list(stage.passes):
+        raise TuningError("tuning_records needs a pipeline whose schedule stage runs tilecraft-schedule")
+    return pipeline.replace("schedule", passes)

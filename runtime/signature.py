@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from mlir import ir
 
 # This module is imported without the MLIR bindings by deployed packages
-# (runtime/package.py), which rebuild a signature from their manifest: ``mlir`` is imported
-# only by the constructors that read IR (from_type, from_function).
+# (runtime/package.py), which rebuild a signature from their manifest; the compiler reads
+# signatures from IR in pipelines/entry.py.
 
 NAME_ATTRIBUTE = "tilecraft.name"
 # Overrides the numpy dtype of a signless integer argument/result (``"uint8"`` for ``i8``).
@@ -43,23 +43,10 @@ def numpy_dtype(element_type: "ir.Type") -> np.dtype:
     return np.dtype(dtypes[text])
 
 
-def _overridden_dtype(name: str, natural: np.dtype, requested: str) -> np.dtype:
-    """The dtype a ``tilecraft.dtype`` attribute asks for, if it has the same bits."""
-    try:
-        dtype = np.dtype(requested)
-    except TypeError:
-        raise EntryPointError(f"{name}: {DTYPE_ATTRIBUTE} = {requested!r} is not a numpy dtype") from None
-    if dtype.itemsize != natural.itemsize or dtype.kind not in "iu" or natural.kind not in "iu":
-        raise EntryPointError(
-            f"{name}: {DTYPE_ATTRIBUTE} = {requested!r} does not reinterpret {natural}"
-        )
-    return dtype
-
-
 @dataclass(frozen=True)
 class DimGroup:
     """Argument dimensions ``(argument index, axis)`` that must all have one extent,
-    ``size`` when the IR fixes it statically somewhere (see dim_relations.py)."""
+    ``size`` when the IR fixes it statically somewhere (see pipelines/dim_relations.py)."""
 
     members: tuple[tuple[int, int], ...]
     size: int | None = None
@@ -88,25 +75,6 @@ class TensorSpec:
             return element
         dims = "x".join("?" if d is None else str(d) for d in self.shape)
         return f"tensor<{dims + 'x' if dims else ''}{element}>"
-
-    @classmethod
-    def from_type(
-        cls, name: str, value_type: "ir.Type", attributes: "ir.DictAttr | None" = None
-    ) -> "TensorSpec":
-        from mlir import ir
-
-        if isinstance(value_type, ir.RankedTensorType):
-            tensor = ir.RankedTensorType(value_type)
-            shape = tuple(None if tensor.is_dynamic_dim(i) else tensor.shape[i] for i in range(tensor.rank))
-            dtype = numpy_dtype(tensor.element_type)
-            if attributes is not None and DTYPE_ATTRIBUTE in attributes:
-                dtype = _overridden_dtype(name, dtype, ir.StringAttr(attributes[DTYPE_ATTRIBUTE]).value)
-            return cls(name, dtype, shape, str(tensor.element_type))
-        if isinstance(value_type, ir.ShapedType):
-            raise EntryPointError(
-                f"{name} has type {value_type}; entry functions take ranked tensors or scalars"
-            )
-        return cls(name, numpy_dtype(value_type), None, str(value_type))
 
     def check(self, value: Any) -> np.ndarray:
         """Return ``value`` as a C-contiguous array of this spec, or raise naming the problem."""
@@ -176,41 +144,8 @@ class EntrySignature:
     arguments: tuple[TensorSpec, ...]
     results: tuple[TensorSpec, ...]
     # Argument dimensions that must agree at run time (``a.shape[1] == b.shape[0]`` for a
-    # dynamic matmul); see dim_relations.py.
+    # dynamic matmul); see pipelines/dim_relations.py.
     equal_dims: tuple[DimGroup, ...] = ()
-
-    @classmethod
-    def from_function(cls, func: "ir.Operation") -> "EntrySignature":
-        from mlir import ir
-
-        from .dim_relations import equal_argument_dims
-
-        name = ir.StringAttr(func.attributes["sym_name"]).value
-        function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-        arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
-        res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None
-        arguments = []
-        for index, arg_type in enumerate(function_type.inputs):
-            arg_name = f"arg{index}"
-            attrs = ir.DictAttr(arg_attrs[index]) if arg_attrs is not None else None
-            if attrs is not None and NAME_ATTRIBUTE in attrs:
-                arg_name = ir.StringAttr(attrs[NAME_ATTRIBUTE]).value
-            arguments.append(TensorSpec.from_type(arg_name, arg_type, attrs))
-        results = []
-        for index, result_type in enumerate(function_type.results):
-            attrs = ir.DictAttr(res_attrs[index]) if res_attrs is not None else None
-            spec = TensorSpec.from_type(f"result{index}", result_type, attrs)
-            if spec.is_scalar:
-                raise EntryPointError(
-                    f"@{name} returns a scalar {result_type} (result {index}); "
-                    "return a 0-d tensor instead"
-                )
-            results.append(spec)
-        names = [a.name for a in arguments]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise EntryPointError(f"@{name} has several arguments named {duplicates}")
-        return cls(name, tuple(arguments), tuple(results), equal_argument_dims(func))
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
         """Match positional and keyword arguments to the signature and check each one."""

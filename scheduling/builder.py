@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ..pipelines.compiler import compile as compile_module
+from ..pipelines.compiled_module import CompiledModule, compile_ir
 from ..pipelines.cpu import cpu_pipeline
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.target import Target
-from ..runtime.compiled_module import CompiledModule
 from .schedule import Schedule
 
 
@@ -33,7 +32,7 @@ def build(sch: Schedule, target: "str | Target" = "llvm", *, opt_level: int = 3)
     if not isinstance(sch, Schedule):
         raise TypeError(f"build takes a tilecraft.scheduling.Schedule, got {type(sch).__name__}")
     target = Target.parse(target)
-    return compile_module(
-        sch.module_bytecode(), target=target, entry=sch.func_name,
-        pipeline=scheduled_pipeline(target), opt_level=opt_level,
-    )
+    if opt_level not in (0, 1, 2, 3):
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    return compile_ir(sch.module_bytecode(), scheduled_pipeline(target), target,
+                      entry=sch.func_name, opt_level=opt_level)

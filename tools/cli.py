@@ -5,7 +5,7 @@
     tilecraft tune model.onnx --target llvm -o records.jsonl --trials 200
     tilecraft bench model.onnx --vs onnxruntime
 
-A thin layer over the Python driver (driver.py, ``tilecraft.compile``, ``tilecraft.tune``):
+A thin layer over the Python API (``tilecraft.load``, ``tilecraft.compile``, ``tilecraft.run``, ``tilecraft.tune``):
 argument parsing is separate from the work, and every :class:`TilecraftError` (and every
 unreadable file) becomes one line ``tilecraft: error: ...`` on stderr. Exit codes: 0 success,
 1 a tilecraft error, 2 a bad command line or a feature this build lacks. Heavy modules
@@ -223,7 +223,7 @@ def _write_kernels(compiled: Any, directory: Path) -> None:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from ..driver import run
+    from ..runtime.run import run
     from ..runtime.package import load
 
     package = load(args.package)
@@ -319,7 +319,7 @@ def _torch_anchor(model: Any, arrays: list[np.ndarray]) -> Callable[[], Any]:
 
 def command_bench(args: argparse.Namespace) -> int:
     import tilecraft
-    from ..driver import random_inputs
+    from ..runtime.run import random_inputs
     from ..runtime.timing import measure
 
     anchors = [a.strip() for a in args.vs.split(",") if a.strip()]

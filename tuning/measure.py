@@ -7,7 +7,7 @@ with the ``spawn`` context (MLIR's JIT is not fork-safe once used); the parent w
 that died. Every outcome comes back as a :class:`MeasureResult` — data, not an exception —
 so one bad candidate cannot stop a batch.
 
-A candidate is compiled exactly as ``tilecraft.compile(payload, tuning_records=...)`` would
+A candidate is compiled as ``tilecraft.compile(payload, tuning_records=...)`` would
 compile it (a one-record file in the worker's scratch folder), run on fixed random inputs,
 compared with the default schedule's output (the task's first measurement saves it), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
@@ -107,7 +107,9 @@ def outputs_match(actual: np.ndarray, expected: np.ndarray) -> bool:
 
 
 def _build(job: MeasureInput, scratch: Path) -> Any:
-    from ..pipelines.compiler import compile as tc_compile
+    from ..pipelines.compiled_module import compile_ir
+    from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+    from ..pipelines.target import Target
     from .records import Record
 
     records = None
@@ -120,7 +122,11 @@ def _build(job: MeasureInput, scratch: Path) -> Any:
         # A candidate script the interpreter rejects must fail the build, not fall back to
         # scalar loops as the default schedule does.
         warnings.filterwarnings("error", message="tilecraft-schedule", category=RuntimeWarning)
-        return tc_compile(job.payload, target=job.target, keep_ir=False, tuning_records=records)
+        target = Target.parse(job.target)
+        pipeline = cpu_pipeline(target, opt_level=3)  # what tilecraft.compile runs by default
+        if records is not None:
+            pipeline = with_tuning_records(pipeline, records, target)
+        return compile_ir(job.payload, pipeline, target)
 
 
 def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> MeasureResult:

@@ -231,27 +231,6 @@ def transpose(value: ir.Value, permutation: Sequence[int]) -> ir.Value:
     return linalg.transpose(value, outs=[init], permutation=list(permutation)).results[0]
 
 
-def reshape(value: ir.Value, extents: Sequence[int | ir.Value]) -> ir.Value:
-    """Row-major reshape to ``extents`` (ints or index values; the element count must match).
-
-    Emits ``tensor.collapse_shape`` / ``tensor.expand_shape`` when the dims group in row-major
-    order (see ``shape.reshape_by_groups``): unlike ``tensor.reshape`` they fold into their
-    producers and consumers and bufferize to views. ``tensor.reshape`` is the fallback.
-    """
-    from .shape import reshape_by_groups  # shape builds on this module
-
-    grouped = reshape_by_groups(value, extents)
-    if grouped is not None:
-        return grouped
-    i64 = ir.IntegerType.get_signless(64)
-    target = [
-        e if isinstance(e, int) else arith.index_cast(i64, e) for e in extents
-    ]
-    shape_values = [arith.constant(i64, e) if isinstance(e, int) else e for e in target]
-    shape = tensor.from_elements(ir.RankedTensorType.get([len(extents)], i64), shape_values)
-    result_type = shape_type(extents, tensor_type(value).element_type)
-    return tensor.reshape(result_type, value, shape)
-
 
 def pad_constant(
     value: ir.Value, low: Sequence[int], high: Sequence[int], fill: float | int | bool

@@ -17,7 +17,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, math, scf, tensor
 
-from . import core, shape
+from . import core, movement, reshapes
 
 Body = Callable[..., ir.Value]
 
@@ -523,7 +523,7 @@ def local_response_norm(x: ir.Value, size: int, alpha: float, beta: float, bias:
     low = (size - 1) // 2
     padded = core.pad_constant(x, [0, low] + [0] * (rank - 2), [0, size - 1 - low] + [0] * (rank - 2), 0)
     channels = core.sizes(x)[1]
-    window = [shape.slice_axis(padded, 1, k, channels) for k in range(size)]
+    window = [movement.slice_axis(padded, 1, k, channels) for k in range(size)]
     coefficient = core.scalar_constant(alpha / size, acc)
     offset, exponent = core.scalar_constant(bias, acc), core.scalar_constant(beta, acc)
 
@@ -736,7 +736,7 @@ def drop_flagged_dims(y: ir.Value, flags: Sequence[ir.Value], rank: int) -> ir.V
                                     arith.cmpi(arith.CmpIPredicate.eq, kept_before, core.index(position)))
             result[position] = arith.addi(result[position], arith.select(lands_here, extent, zero))
         kept_before = arith.addi(kept_before, arith.select(flag, zero, core.index(1)))
-    return core.reshape(y, result)
+    return reshapes.reshape(y, result)
 
 
 def select_axis(axis: ir.Value, rank: int, result_type: ir.Type, build: Callable[[int], ir.Value]) -> ir.Value:

@@ -13,15 +13,24 @@ Type promotion follows the FX node's metadata: arithmetic happens in the result 
 
 from __future__ import annotations
 
-import math as pymath
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from mlir import ir
-from mlir.dialects import arith, math, tensor
+from mlir.dialects import arith, math
 
-from ..emit import contraction, conv, core, elementwise, pooling, reduction, shape
+from ..emit import (
+    contraction,
+    conv,
+    core,
+    elementwise,
+    extent_math,
+    movement,
+    pooling,
+    reduction,
+    reshapes,
+)
 from .importer import Handler, OpContext, numpy_dtype
 
 ATEN_OPS: dict[str, Handler] = {}
@@ -502,9 +511,9 @@ def argmax(ctx: OpContext, x: Any, dim: int | None = None, keepdim: bool = False
     x = ctx.tensor(x)
     kind = "max" if ctx.node.target._opname == "argmax" else "min"
     if dim is None:
-        flat = core.reshape(x, [shape.product(core.sizes(x))])
+        flat = reshapes.reshape(x, [extent_math.product(core.sizes(x))])
         result = reduction.arg_reduce(flat, [0], kind)
-        return core.reshape(result, [1] * _rank(x)) if keepdim else result
+        return reshapes.reshape(result, [1] * _rank(x)) if keepdim else result
     return reduction.arg_reduce(x, [_dim(dim, _rank(x))], kind, keepdims=keepdim)
 
 
@@ -585,9 +594,9 @@ def group_norm(ctx: OpContext, x: Any, weight: Any, bias: Any, n: Any, c: int, h
     dtype = ctx.result_dtype(0)
     x = ctx.tensor(x, dtype)
     extents = core.sizes(x)
-    grouped = core.reshape(x, [extents[0], groups, shape.product([c // groups, *extents[2:]])])
+    grouped = reshapes.reshape(x, [extents[0], groups, extent_math.product([c // groups, *extents[2:]])])
     y, mean_, rstd = reduction.normalize(grouped, [2], eps)
-    y = core.reshape(y, extents)
+    y = reshapes.reshape(y, extents)
     rank = len(extents)
     if weight is not None or bias is not None:
         w = reduction.channel_view(ctx.tensor(np.ones([c], dtype) if weight is None else weight, dtype), rank)
@@ -620,21 +629,21 @@ def vector_norm(ctx: OpContext, x: Any, ord: float = 2, dim: Any = None, keepdim
 
 def _extents(x: ir.Value, requested: Sequence[Any]) -> list[Any]:
     """A PyTorch size list (ints, symbolic sizes as index values, one ``-1``) as extents."""
-    requested = [shape.scalar_to_index(e) if isinstance(e, ir.Value) and not isinstance(e.type, ir.IndexType)
+    requested = [extent_math.scalar_to_index(e) if isinstance(e, ir.Value) and not isinstance(e.type, ir.IndexType)
                  else e for e in requested]
     if sum(1 for e in requested if isinstance(e, int) and e == -1) > 1:
         raise ValueError(f"size {requested} has more than one -1")
     known = [e for e in requested if not (isinstance(e, int) and e == -1)]
     if len(known) == len(requested):
         return list(requested)
-    missing = shape.infer_extent(core.sizes(x), known)
+    missing = extent_math.infer_extent(core.sizes(x), known)
     return [missing if isinstance(e, int) and e == -1 else e for e in requested]
 
 
 @aten("view.default", "_unsafe_view.default", "reshape.default")
 def view(ctx: OpContext, x: Any, size: Sequence[Any]) -> ir.Value:
     x = ctx.tensor(x)
-    return core.reshape(x, _extents(x, size))
+    return reshapes.reshape(x, _extents(x, size))
 
 
 def _transpose(x: ir.Value, permutation: Sequence[int]) -> ir.Value:
@@ -674,7 +683,7 @@ def expand(ctx: OpContext, x: Any, size: Sequence[Any], *, implicit: bool = Fals
     extents = [current[i - offset] if isinstance(e, int) and e == -1 else e for i, e in enumerate(size)]
     if all(isinstance(e, int) for e in extents) and core.static_shape(x) == extents:
         return x
-    return shape.broadcast_to(x, _extents(x, extents))
+    return movement.broadcast_to(x, _extents(x, extents))
 
 
 @aten("unsqueeze.default")
@@ -701,7 +710,7 @@ def cat(ctx: OpContext, tensors: Sequence[Any], dim: int = 0) -> ir.Value:
     # torch.cat skips 1-D empty tensors whatever the other ranks are (legacy behaviour)
     values = [v for v in values if not (_rank(v) == 1 and core.static_shape(v) == [0])] or values[:1]
     rank = _rank(values[0])
-    return shape.concat(values, _dim(dim, rank))
+    return movement.concat(values, _dim(dim, rank))
 
 
 def _clamped(index: Any, extent: Any) -> Any:
@@ -712,7 +721,7 @@ def _clamped(index: Any, extent: Any) -> Any:
         return min(max(index, 0), extent)
     if isinstance(index, int) and index >= 0 and index >= 2**62:
         return extent
-    return shape.clamp(shape.normalize_index(index, extent), 0, extent)
+    return extent_math.clamp(extent_math.normalize_index(index, extent), 0, extent)
 
 
 @aten("slice.Tensor")
@@ -724,10 +733,10 @@ def slice_(ctx: OpContext, x: Any, dim: int = 0, start: Any = None, end: Any = N
     end = _clamped(extent if end is None else end, extent)
     if not isinstance(step, int) or step < 1:
         raise ValueError(f"slice step {step!r} (only positive static steps)")
-    length = shape.maximum(shape.ceildiv(shape.sub(end, start), step), 0)
-    if isinstance(start, int) and start == 0 and step == 1 and shape.same_extent(length, extent):
+    length = extent_math.maximum(extent_math.ceildiv(extent_math.sub(end, start), step), 0)
+    if isinstance(start, int) and start == 0 and step == 1 and extent_math.same_extent(length, extent):
         return x
-    return shape.slice_axis(x, axis, start, length, step)
+    return movement.slice_axis(x, axis, start, length, step)
 
 
 @aten("split_with_sizes.default", "split.Tensor")
@@ -739,7 +748,7 @@ def split(ctx: OpContext, x: Any, sizes: Any, dim: int = 0) -> list[ir.Value]:
         raise ValueError("split into symbolic sizes")
     pieces, offset = [], 0
     for length in lengths:
-        pieces.append(shape.slice_axis(x, axis, offset, length))
+        pieces.append(movement.slice_axis(x, axis, offset, length))
         offset += length
     return pieces
 
@@ -751,32 +760,32 @@ def unbind(ctx: OpContext, x: Any, dim: int = 0) -> list[ir.Value]:
     extent = core.static_shape(x)[axis]
     if extent is None:
         raise ValueError("unbind along a dynamic dim")
-    return [shape.select(x, axis, i) for i in range(extent)]
+    return [movement.select(x, axis, i) for i in range(extent)]
 
 
 @aten("select.int")
 def select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
     x = ctx.tensor(x)
     axis = _dim(dim, _rank(x))
-    return shape.select(x, axis, shape.normalize_index(index, core.sizes(x)[axis]))
+    return movement.select(x, axis, extent_math.normalize_index(index, core.sizes(x)[axis]))
 
 
 @aten("index_select.default")
 def index_select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
     x = ctx.tensor(x)
-    return shape.gather(x, ctx.tensor(index, _INT64), _dim(dim, _rank(x)))
+    return movement.gather(x, ctx.tensor(index, _INT64), _dim(dim, _rank(x)))
 
 
 @aten("gather.default")
 def gather(ctx: OpContext, x: Any, dim: int, index: Any, *, sparse_grad: bool = False) -> ir.Value:
     x = ctx.tensor(x)
-    return shape.gather_elements(x, ctx.tensor(index, _INT64), _dim(dim, _rank(x)))
+    return movement.gather_elements(x, ctx.tensor(index, _INT64), _dim(dim, _rank(x)))
 
 
 @aten("embedding.default")
 def embedding(ctx: OpContext, weight: Any, indices: Any, padding_idx: int = -1,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> ir.Value:
-    return shape.gather(ctx.tensor(weight), ctx.tensor(indices, _INT64), 0)
+    return movement.gather(ctx.tensor(weight), ctx.tensor(indices, _INT64), 0)
 
 
 @aten("index.Tensor")
@@ -796,12 +805,12 @@ def index(ctx: OpContext, x: Any, indices: Sequence[Any]) -> ir.Value:
         tensors.append(ctx.tensor(indices[p], _INT64))
     first = positions[0]
     if len(tensors) == 1:
-        return shape.gather(x, tensors[0], first)
+        return movement.gather(x, tensors[0], first)
     extents = core.broadcast_extents(tensors)
-    stacked = shape.concat([reduction.expand_dims(shape.broadcast_to(t, extents), [len(extents)])
+    stacked = movement.concat([reduction.expand_dims(movement.broadcast_to(t, extents), [len(extents)])
                             for t in tensors], len(extents))
     order = positions + [d for d in range(rank) if d not in positions]
-    gathered = shape.gather_nd(core.transpose(x, order), stacked)
+    gathered = movement.gather_nd(core.transpose(x, order), stacked)
     # gathered: index dims, then the dims not indexed; move the index dims to `first`
     index_rank = len(extents)
     rest = rank - len(positions)
@@ -817,13 +826,13 @@ def constant_pad(ctx: OpContext, x: Any, pad: Sequence[int], value: float = 0) -
     low, high = [0] * rank, [0] * rank
     for i in range(len(pad) // 2):
         low[rank - 1 - i], high[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
-    return shape.pad(x, low, high, "constant", value)
+    return movement.pad(x, low, high, "constant", value)
 
 
 @aten("flip.default")
 def flip(ctx: OpContext, x: Any, dims: Sequence[int]) -> ir.Value:
     x = ctx.tensor(x)
-    return shape.reverse(x, [_dim(d, _rank(x)) for d in dims])
+    return movement.reverse(x, [_dim(d, _rank(x)) for d in dims])
 
 
 @aten("repeat.default")
@@ -833,18 +842,18 @@ def repeat(ctx: OpContext, x: Any, repeats: Sequence[int]) -> ir.Value:
     if extra < 0:
         raise ValueError(f"repeat {list(repeats)} has fewer entries than the rank {_rank(x)}")
     x = reduction.expand_dims(x, list(range(extra)))
-    return shape.tile(x, list(repeats))
+    return movement.tile(x, list(repeats))
 
 
 @aten("tril.default", "triu.default")
 def triangle(ctx: OpContext, x: Any, diagonal: int = 0) -> ir.Value:
-    return shape.triangular(ctx.tensor(x), ctx.node.target._opname == "triu", diagonal)
+    return movement.triangular(ctx.tensor(x), ctx.node.target._opname == "triu", diagonal)
 
 
 # --- creation ---------------------------------------------------------------------------------
 
 def _size_list(size: Sequence[Any]) -> list[Any]:
-    return [shape.scalar_to_index(e) if isinstance(e, ir.Value) and not isinstance(e.type, ir.IndexType)
+    return [extent_math.scalar_to_index(e) if isinstance(e, ir.Value) and not isinstance(e.type, ir.IndexType)
             else e for e in size]
 
 
@@ -880,9 +889,9 @@ def arange(ctx: OpContext, *args: Any, **_: Any) -> ir.Value:
     if not isinstance(count, int):
         if not all(isinstance(v, int) for v in (start, step)) or step != 1:
             raise NotImplementedError("arange with a symbolic length needs integer start and step 1")
-        count = shape.sub(shape.scalar_to_index(end) if not isinstance(end.type, ir.IndexType) else end, start)
+        count = extent_math.sub(extent_math.scalar_to_index(end) if not isinstance(end.type, ir.IndexType) else end, start)
     element = core.element_type(dtype)
-    return shape.arange(core.scalar_constant(start, element), core.scalar_constant(step, element), count)
+    return movement.arange(core.scalar_constant(start, element), core.scalar_constant(step, element), count)
 
 
 # --- symbolic sizes ---------------------------------------------------------------------------
@@ -893,8 +902,8 @@ def sym_size(ctx: OpContext, x: Any, dim: int) -> Any:
     return core.sizes(x)[_dim(dim, _rank(x))]
 
 
-_SIZE_ARITHMETIC = {"operator.mul": shape.mul, "operator.add": shape.add, "operator.sub": shape.sub,
-                    "operator.floordiv": shape.floordiv}
+_SIZE_ARITHMETIC = {"operator.mul": extent_math.mul, "operator.add": extent_math.add, "operator.sub": extent_math.sub,
+                    "operator.floordiv": extent_math.floordiv}
 
 for _name, _fn in _SIZE_ARITHMETIC.items():
     aten(_name)(lambda ctx, a, b, _fn=_fn: _fn(a, b))

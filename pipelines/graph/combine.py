@@ -17,11 +17,15 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from ...dialects import graph
-from ...frontend.emit import core
+from ...frontend.emit import core, reshapes
 from ..ir_queries import defined_functions
 from ..passes import register_pass
 from .constant_folding import (
-    ConstantAnalysis, _affine_link, _is_bias_add, _is_zero_fill, _single_user,
+    ConstantAnalysis,
+    _affine_link,
+    _is_bias_add,
+    _is_zero_fill,
+    _single_user,
 )
 
 _MATMUL_MAPS = "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>]"
@@ -101,7 +105,7 @@ def combine_function(function: ir.Operation, constants: ConstantAnalysis) -> int
             if with_bias:
                 bias_columns = tensor.concat(
                     ir.RankedTensorType.get([total], element), 0,
-                    [core.reshape(b, [w]) for (_, b), w in zip(biases, widths)])
+                    [reshapes.reshape(b, [w]) for (_, b), w in zip(biases, widths)])
                 product = core.elementwise([product, bias_columns], element,
                                            lambda y, b: arith.addf(y, b), extents=[rows, total])
             offset = 0

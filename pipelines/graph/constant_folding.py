@@ -33,7 +33,7 @@ from mlir import ir
 from mlir.dialects import arith, func
 
 from ...dialects import graph
-from ...frontend.emit import core
+from ...frontend.emit import core, reshapes
 from ..ir_queries import defined_functions
 from ..loop_nest import is_structured
 from ..passes import register_pass
@@ -159,7 +159,7 @@ def _channel_view(value: ir.Value, affine_map: ir.AffineMap, channel_dim: int, c
     """A per-channel operand as a ``[C]`` (or ``[1]``) tensor."""
     has_channel = any(isinstance(e, ir.AffineDimExpr) and e.position == channel_dim
                       for e in affine_map.results)
-    return core.reshape(value, [channels if has_channel else 1])
+    return reshapes.reshape(value, [channels if has_channel else 1])
 
 
 def _clone_chain_body(chain: list[tuple[ir.Operation, int]], x: ir.Value,
@@ -246,14 +246,14 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
             weight_type = ir.RankedTensorType(weight.type)
             column = [1] * weight_type.rank
             column[filter_dim] = channels
-            new_weight = core.elementwise([weight, core.reshape(scale, column)], element,
+            new_weight = core.elementwise([weight, reshapes.reshape(scale, column)], element,
                                           lambda w, s: arith.mulf(w, s),
                                           extents=list(weight_type.shape))
             new_anchor = anchor.clone()
             new_anchor.operands[1] = new_weight
             bias_shape = [1] * result_type.rank
             bias_shape[channel_dim] = channels
-            bias = core.reshape(shift, bias_shape[1:] if channel_dim == 1 and result_type.rank > 2
+            bias = reshapes.reshape(shift, bias_shape[1:] if channel_dim == 1 and result_type.rank > 2
                                 else [channels])
             result = core.elementwise([new_anchor.results[0], bias], element,
                                       lambda y, t: arith.addf(y, t), extents=list(result_type.shape))
@@ -313,9 +313,9 @@ def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Conte
     embedded as globals, ResNet-50's 100 MB of weights took LLVM over two minutes to JIT.
     """
     # Imported here: the CPU pipeline builds on this package (its graph stage).
-    from ...runtime.compiled_module import CompiledModule  # noqa: PLC0415
-    from ...runtime.signature import EntrySignature  # noqa: PLC0415
     from ..cpu import cpu_pipeline  # noqa: PLC0415
+    from ..entry import entry_signature  # noqa: PLC0415
+    from ..jit import JitFunction  # noqa: PLC0415
     from ..target import Target  # noqa: PLC0415
 
     weights = [op for op in ops if _is_resource_constant(op)]
@@ -356,11 +356,9 @@ def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Conte
         module = ir.Module.parse(payload.getvalue())
         target = Target.parse("llvm")
         pipeline = cpu_pipeline(target, opt_level=0).without("schedule")
-        signature = EntrySignature.from_function(module.body.operations[0].operation)
+        signature = entry_signature(module.body.operations[0].operation)
         pipeline.run(module)
-        compiled = CompiledModule(module, signature, target=target, pipeline=pipeline,
-                                  stage_ir={}, opt_level=0)
-        results = compiled(*arrays)
+        results = JitFunction(module, signature, opt_level=0)(arrays, {})
     return list(results) if isinstance(results, tuple) else [results]
 
 

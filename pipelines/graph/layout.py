@@ -44,11 +44,11 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from mlir import ir
-from mlir.dialects import linalg, tensor
+from mlir.dialects import linalg
 
 from ...dialects import graph
 from ...errors import GraphError, PipelineError
-from ...frontend.emit import core
+from ...frontend.emit import core, reshapes
 from ..ir_queries import defined_functions
 from ..passes import register_pass
 
@@ -372,7 +372,7 @@ def lower_conversion(op: ir.Operation) -> ir.Value:
     with op.location, ir.InsertionPoint(op):
         moved = [p for p in permutation if shape[p] != 1]
         if moved == sorted(moved):
-            return core.reshape(value, [shape[p] for p in permutation])
+            return reshapes.reshape(value, [shape[p] for p in permutation])
         return core.transpose(value, permutation)
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tilecraft
-from tilecraft.frontend.torch.dynamo import TilecraftFallbackWarning
+from tilecraft.compiler.dynamo import TilecraftFallbackWarning
 
 from zoo import ZOO
 

@@ -16,7 +16,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math, tensor
 
-from ...emit import core
+from ...emit import core, reshapes
 from ...emit import reduction as emit
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
@@ -406,10 +406,10 @@ def group_normalization(ctx: NodeContext) -> list[ir.Value]:
     if groups <= 0 or channels % groups:
         raise HandlerError(f"num_groups={groups} does not divide the {channels} channels")
     extents = core.sizes(x)
-    grouped = core.reshape(x, [extents[0], groups, channels // groups, *extents[2:]])
+    grouped = reshapes.reshape(x, [extents[0], groups, channels // groups, *extents[2:]])
     y, _, _ = emit.normalize(grouped, list(range(2, rank + 1)), float(ctx.attr("epsilon", 1e-5)),
                              compute_element=_stash_element(ctx))
-    y = core.reshape(y, extents)
+    y = reshapes.reshape(y, extents)
     scale, bias = (emit.channel_view(ctx.value(i), rank) for i in (1, 2))
     element = ctx.element_type(0)
     return [core.elementwise(

@@ -24,8 +24,8 @@ from mlir import ir
 from mlir.dialects import arith, tensor
 from mlir.dialects import math as mmath
 
-from ...emit import core
-from ...emit import shape as shapes
+from ...emit import core, extent_math, movement, reshapes, scatter
+from ...emit import resize as resampling  # the module; `resize` below is the ONNX handler
 from ..model import ONNX_DTYPES, TensorInfo
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
@@ -70,7 +70,7 @@ def _settle(extents: list[Extent], info: TensorInfo | None) -> list[Extent]:
     inference proved (a ``tensor.dim`` stays: it is what lets reshapes become views)."""
     known = _known_dims(info, len(extents))
     return [
-        k if k is not None and not isinstance(e, int) and shapes.dim_source(e) is None else e
+        k if k is not None and not isinstance(e, int) and extent_math.dim_source(e) is None else e
         for e, k in zip(extents, known)
     ]
 
@@ -114,10 +114,10 @@ def _reshape_to_declared(ctx: NodeContext, x: ir.Value, what: str) -> ir.Value:
     shape = _declared_shape(ctx)
     if shape is None:
         raise HandlerError(f"{what} is only known at run time and the output shape is not declared")
-    total = shapes.product(core.sizes(x))
+    total = extent_math.product(core.sizes(x))
     if isinstance(total, int) and total != math.prod(shape):
         raise HandlerError(f"the declared output shape {shape} does not hold {total} elements")
-    return core.reshape(x, shape)
+    return reshapes.reshape(x, shape)
 
 
 def _numbers(ctx: NodeContext, index: int, kind: type) -> list | None:
@@ -135,7 +135,7 @@ def _numbers(ctx: NodeContext, index: int, kind: type) -> list | None:
     if count == 0:
         return None
     read = [tensor.extract(values, [core.index(i)]) for i in range(count)]
-    return [shapes.as_f64(v) if kind is float else shapes.scalar_to_index(v) for v in read]
+    return [resampling.as_f64(v) if kind is float else extent_math.scalar_to_index(v) for v in read]
 
 
 def _is_known(*values: object) -> bool:
@@ -169,16 +169,16 @@ def shape(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
     dims = core.static_shape(x)[start:end] if start < end else []
     if None not in dims:
         return [np.array(dims, dtype=np.int64)]
-    return [shapes.shape_of(x, start, end)]
+    return [reshapes.shape_of(x, start, end)]
 
 
 @onnx_op("Size")
 def size(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
     x = ctx.value(0)
-    total = shapes.product(core.sizes(x))
+    total = extent_math.product(core.sizes(x))
     if isinstance(total, int):
         return [np.array(total, dtype=np.int64)]
-    return [shapes.scalar_tensor(arith.index_cast(ir.IntegerType.get_signless(64), total))]
+    return [reshapes.scalar_tensor(arith.index_cast(ir.IntegerType.get_signless(64), total))]
 
 
 # --------------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def _reshape_extents(source: list[Extent], target: Sequence[int], allowzero: boo
         position = missing[0]
         known = [e for e in extents if e is not None]
         try:
-            extents[position] = shapes.infer_extent(source, known)
+            extents[position] = extent_math.infer_extent(source, known)
         except ValueError as error:
             raise HandlerError(str(error)) from error
     if all(isinstance(e, int) for e in [*source, *extents]) and math.prod(source) != math.prod(extents):
@@ -220,22 +220,22 @@ def _reshape_extents(source: list[Extent], target: Sequence[int], allowzero: boo
 def _runtime_reshape_extents(source: list[Extent], shape: ir.Value, allowzero: bool) -> list[Extent]:
     """The same rules as :func:`_reshape_extents`, computed at run time from a shape tensor."""
     try:
-        extents = shapes.extents_from_tensor(shape)
+        extents = extent_math.extents_from_tensor(shape)
     except ValueError as error:
         raise HandlerError(str(error)) from error
     zero, minus_one, one = core.index(0), core.index(-1), core.index(1)
     if not allowzero:
         extents = [
-            arith.select(arith.cmpi(arith.CmpIPredicate.eq, e, zero), shapes.as_index(source[i]), e)
+            arith.select(arith.cmpi(arith.CmpIPredicate.eq, e, zero), extent_math.as_index(source[i]), e)
             if i < len(source) else e
             for i, e in enumerate(extents)
         ]
     is_inferred = [arith.cmpi(arith.CmpIPredicate.eq, e, minus_one) for e in extents]
-    known = shapes.product([arith.select(m, one, e) for m, e in zip(is_inferred, extents)])
+    known = extent_math.product([arith.select(m, one, e) for m, e in zip(is_inferred, extents)])
     # No -1 leaves `inferred` unused, but the division still runs: keep it off zero.
-    known = arith.select(arith.cmpi(arith.CmpIPredicate.eq, known, zero), one, shapes.as_index(known))
-    inferred = shapes.floordiv(shapes.product(source), known)
-    return [arith.select(m, shapes.as_index(inferred), e) for m, e in zip(is_inferred, extents)]
+    known = arith.select(arith.cmpi(arith.CmpIPredicate.eq, known, zero), one, extent_math.as_index(known))
+    inferred = extent_math.floordiv(extent_math.product(source), known)
+    return [arith.select(m, extent_math.as_index(inferred), e) for m, e in zip(is_inferred, extents)]
 
 
 @onnx_op("Reshape", since=5)
@@ -248,7 +248,7 @@ def reshape(ctx: NodeContext) -> list[ir.Value]:
         extents = _reshape_extents(source, [int(t) for t in target.reshape(-1)], allowzero)
     else:
         extents = _runtime_reshape_extents(source, ctx.value(1), allowzero)
-    return [core.reshape(x, _settle(extents, ctx.output_infos[0]))]
+    return [reshapes.reshape(x, _settle(extents, ctx.output_infos[0]))]
 
 
 @onnx_op("Flatten")
@@ -260,8 +260,8 @@ def flatten(ctx: NodeContext) -> list[ir.Value]:
     axis = axis + len(extents) if axis < 0 else axis
     if not 0 <= axis <= len(extents):
         raise HandlerError(f"axis {ctx.attr('axis', 1)} is out of range for rank {len(extents)}")
-    result = [shapes.product(extents[:axis]), shapes.product(extents[axis:])]
-    return [core.reshape(x, _settle(result, ctx.output_infos[0]))]
+    result = [extent_math.product(extents[:axis]), extent_math.product(extents[axis:])]
+    return [reshapes.reshape(x, _settle(result, ctx.output_infos[0]))]
 
 
 @onnx_op("Squeeze")
@@ -284,7 +284,7 @@ def squeeze(ctx: NodeContext) -> list[ir.Value]:
             raise HandlerError(f"cannot squeeze axis {a} of extent {dims[a]}")
     x = _assume_static(x, {a: 1 for a in axes})
     extents = [e for d, e in enumerate(core.sizes(x)) if d not in axes]
-    return [core.reshape(x, extents)]
+    return [reshapes.reshape(x, extents)]
 
 
 @onnx_op("Unsqueeze")
@@ -301,7 +301,7 @@ def unsqueeze(ctx: NodeContext) -> list[ir.Value]:
     if len(set(axes)) != len(axes):
         raise HandlerError(f"Unsqueeze axes {axes} repeat")
     source = iter(extents)
-    return [core.reshape(x, [1 if d in axes else next(source) for d in range(rank)])]
+    return [reshapes.reshape(x, [1 if d in axes else next(source) for d in range(rank)])]
 
 
 # --------------------------------------------------------------------------------------
@@ -312,7 +312,7 @@ def unsqueeze(ctx: NodeContext) -> list[ir.Value]:
 def concat(ctx: NodeContext) -> list[ir.Value]:
     values = ctx.values()
     rank = core.tensor_type(values[0]).rank
-    return [shapes.concat(values, _axis(ctx.attr("axis"), rank))]
+    return [movement.concat(values, _axis(ctx.attr("axis"), rank))]
 
 
 def _split_sizes(ctx: NodeContext, extent: Extent, axis: int, parts: int) -> list[Extent]:
@@ -337,8 +337,8 @@ def _split_sizes(ctx: NodeContext, extent: Extent, axis: int, parts: int) -> lis
         return [int(s) for s in sizes]
     if ctx.opset >= 18:
         parts = ctx.attr("num_outputs", parts)
-    chunk = shapes.ceildiv(extent, parts)
-    last = shapes.sub(extent, shapes.mul(chunk, parts - 1))
+    chunk = extent_math.ceildiv(extent, parts)
+    last = extent_math.sub(extent, extent_math.mul(chunk, parts - 1))
     if isinstance(last, int) and last < 0:
         raise HandlerError(f"cannot split extent {extent} into {parts} parts")
     return [chunk] * (parts - 1) + [last]
@@ -353,8 +353,8 @@ def split(ctx: NodeContext) -> list[ir.Value]:
     results, offset = [], 0
     for k, size in enumerate(sizes):
         settled = _settle([size], _axis_info(ctx.output_infos[k], axis))[0] if k < len(ctx.output_infos) else size
-        results.append(shapes.slice_axis(x, axis, offset, settled))
-        offset = shapes.add(offset, size)
+        results.append(movement.slice_axis(x, axis, offset, settled))
+        offset = extent_math.add(offset, size)
     return results
 
 
@@ -382,8 +382,8 @@ def _normalize_bound(bound: Extent, n: Extent) -> Extent:
             return n
         if bound <= -_HUGE:
             return -1
-        return bound if bound >= 0 else shapes.add(bound, n)
-    return shapes.normalize_index(bound, n)
+        return bound if bound >= 0 else extent_math.add(bound, n)
+    return extent_math.normalize_index(bound, n)
 
 
 def _slice_bounds(start: Extent, end: Extent, step: int, n: Extent) -> tuple[Extent, Extent]:
@@ -394,11 +394,11 @@ def _slice_bounds(start: Extent, end: Extent, step: int, n: Extent) -> tuple[Ext
     """
     start, end = _normalize_bound(start, n), _normalize_bound(end, n)
     if step > 0:
-        start, end = shapes.clamp(start, 0, n), shapes.clamp(end, 0, n)
-        count = shapes.maximum(shapes.ceildiv(shapes.sub(end, start), step), 0)
+        start, end = extent_math.clamp(start, 0, n), extent_math.clamp(end, 0, n)
+        count = extent_math.maximum(extent_math.ceildiv(extent_math.sub(end, start), step), 0)
     else:
-        start, end = shapes.clamp(start, 0, shapes.sub(n, 1)), shapes.clamp(end, -1, shapes.sub(n, 1))
-        count = shapes.maximum(shapes.ceildiv(shapes.sub(start, end), -step), 0)
+        start, end = extent_math.clamp(start, 0, extent_math.sub(n, 1)), extent_math.clamp(end, -1, extent_math.sub(n, 1))
+        count = extent_math.maximum(extent_math.ceildiv(extent_math.sub(start, end), -step), 0)
     return start, count
 
 
@@ -416,11 +416,11 @@ def _static_slice(x: ir.Value, starts: list, ends: list, axes: list[int], steps:
         if step > 0:
             offsets[axis], strides[axis] = first, step
         else:  # the last element selected is the lowest address
-            last = shapes.add(first, shapes.mul(shapes.sub(count, 1), step))
-            offsets[axis], strides[axis] = shapes.maximum(last, 0), -step
+            last = extent_math.add(first, extent_math.mul(extent_math.sub(count, 1), step))
+            offsets[axis], strides[axis] = extent_math.maximum(last, 0), -step
             reversed_axes.append(axis)
-    sliced = shapes.extract_slice(x, offsets, _settle(sizes, info), strides)
-    return shapes.reverse(sliced, reversed_axes)
+    sliced = movement.extract_slice(x, offsets, _settle(sizes, info), strides)
+    return movement.reverse(sliced, reversed_axes)
 
 
 def _runtime_slice(x: ir.Value, starts: list, ends: list, axes: list, steps: list,
@@ -429,12 +429,12 @@ def _runtime_slice(x: ir.Value, starts: list, ends: list, axes: list, steps: lis
     and count are selected at run time (both step signs computed), then gathered."""
     extents = core.sizes(x)
     rank = len(extents)
-    ix = shapes.as_index
+    ix = extent_math.as_index
     first = [core.index(0)] * rank
     stride = [core.index(1)] * rank
     count = [ix(e) for e in extents]
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        axis, step = ix(shapes.normalize_index(axis, rank)), ix(step)
+        axis, step = ix(extent_math.normalize_index(axis, rank)), ix(step)
         positive = arith.cmpi(arith.CmpIPredicate.sgt, step, core.index(0))
         for d, n in enumerate(extents):
             s = ix(_normalize_bound(start, n))
@@ -450,23 +450,23 @@ def _runtime_slice(x: ir.Value, starts: list, ends: list, axes: list, steps: lis
     def body(positions, _):
         return tensor.extract(x, [arith.addi(f, arith.muli(i, t)) for f, i, t in zip(first, positions, stride)])
 
-    return shapes.indexed_generic(out, core.tensor_type(x).element_type, body)
+    return movement.indexed_generic(out, core.tensor_type(x).element_type, body)
 
 
 def _slice_bounds_dynamic(start: ir.Value, end: ir.Value, step: ir.Value, n: Extent,
                           ascending: bool) -> tuple[ir.Value, ir.Value]:
     """:func:`_slice_bounds` for a step whose sign is assumed (``ascending``)."""
-    n = shapes.as_index(n)
+    n = extent_math.as_index(n)
     if ascending:
-        start, end = shapes.clamp(start, 0, n), shapes.clamp(end, 0, n)
-        span = shapes.sub(end, start)
+        start, end = extent_math.clamp(start, 0, n), extent_math.clamp(end, 0, n)
+        span = extent_math.sub(end, start)
     else:
-        top = shapes.sub(n, 1)
-        start, end = shapes.clamp(start, 0, top), shapes.clamp(end, -1, top)
-        span = shapes.sub(start, end)
+        top = extent_math.sub(n, 1)
+        start, end = extent_math.clamp(start, 0, top), extent_math.clamp(end, -1, top)
+        span = extent_math.sub(start, end)
     magnitude = arith.maxsi(step, arith.subi(core.index(0), step))
-    count = shapes.maximum(shapes.ceildiv(span, magnitude), 0)
-    return shapes.as_index(start), shapes.as_index(count)
+    count = extent_math.maximum(extent_math.ceildiv(span, magnitude), 0)
+    return extent_math.as_index(start), extent_math.as_index(count)
 
 
 @onnx_op("Slice")
@@ -475,7 +475,7 @@ def slice_(ctx: NodeContext) -> list[ir.Value]:
     rank = core.tensor_type(x).rank
     starts, ends, axes, steps = _slice_operands(ctx, rank)
     info = ctx.output_infos[0]
-    partial = shapes.known_elements(x)
+    partial = reshapes.known_elements(x)
     if partial is not None and _is_known(*starts, *ends, *steps) and len(starts) == 1:
         picked = partial[slice(starts[0], ends[0], steps[0])]
         if None not in picked:  # static dims of a partly dynamic shape: fold on
@@ -500,13 +500,13 @@ def _constant_gather(data: ir.Value, indices: np.ndarray, axis: int) -> ir.Value
         return None
     flat = np.where(indices < 0, indices + (extent or 0), indices).reshape(-1).astype(np.int64)
     if indices.ndim == 0:
-        return shapes.select(data, axis, int(flat[0]))
+        return movement.select(data, axis, int(flat[0]))
     if flat.size == 0 or indices.ndim != 1:
         return None
     step = int(flat[1] - flat[0]) if flat.size > 1 else 1
     if step <= 0 or not np.array_equal(flat, flat[0] + step * np.arange(flat.size)):
         return None
-    return shapes.slice_axis(data, axis, int(flat[0]), int(flat.size), step)
+    return movement.slice_axis(data, axis, int(flat[0]), int(flat.size), step)
 
 
 @onnx_op("Gather")
@@ -514,7 +514,7 @@ def gather(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
     data = ctx.value(0)
     axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
     known = ctx.const(1)
-    partial = shapes.known_elements(data)
+    partial = reshapes.known_elements(data)
     if known is not None and partial is not None and all(-len(partial) <= i < len(partial) for i in known.reshape(-1)):
         picked = [partial[int(i)] for i in known.reshape(-1)]
         if None not in picked:  # static dims of a partly dynamic shape: fold on
@@ -523,14 +523,14 @@ def gather(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
         sliced = _constant_gather(data, known, axis)
         if sliced is not None:
             return [sliced]
-    return [shapes.gather(data, ctx.value(1), axis)]
+    return [movement.gather(data, ctx.value(1), axis)]
 
 
 @onnx_op("GatherElements", since=11)
 def gather_elements(ctx: NodeContext) -> list[ir.Value]:
     data = ctx.value(0)
     axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
-    return [shapes.gather_elements(data, ctx.value(1), axis)]
+    return [movement.gather_elements(data, ctx.value(1), axis)]
 
 
 @onnx_op("GatherND", since=11)
@@ -538,7 +538,7 @@ def gather_nd(ctx: NodeContext) -> list[ir.Value]:
     indices = ctx.value(1)
     if not core.static_shape(indices) or core.static_shape(indices)[-1] is None:
         raise HandlerError("GatherND needs indices of rank >= 1 with a static last dim")
-    return [shapes.gather_nd(ctx.value(0), indices, ctx.attr("batch_dims", 0))]
+    return [movement.gather_nd(ctx.value(0), indices, ctx.attr("batch_dims", 0))]
 
 
 # --------------------------------------------------------------------------------------
@@ -571,9 +571,9 @@ def expand(ctx: NodeContext) -> list[ir.Value]:
     if known is not None:
         target: list[Extent] = [int(t) for t in known.reshape(-1)]
     else:
-        target = shapes.extents_from_tensor(ctx.value(1))
+        target = extent_math.extents_from_tensor(ctx.value(1))
     extents = _settle(_expand_extents(core.sizes(x), target), ctx.output_infos[0])
-    return [shapes.broadcast_to(x, extents)]
+    return [movement.broadcast_to(x, extents)]
 
 
 @onnx_op("Tile", since=6)
@@ -583,9 +583,9 @@ def tile(ctx: NodeContext) -> list[ir.Value]:
     if len(repeats) != core.tensor_type(x).rank or any(_is_known(r) and r < 0 for r in repeats):
         raise HandlerError(f"repeats {repeats} do not fit a rank-{core.tensor_type(x).rank} input")
     if _is_known(*repeats):
-        return [shapes.tile(x, repeats)]
-    extents = [shapes.mul(n, r) for n, r in zip(core.sizes(x), repeats)]
-    return [shapes.tile_to(x, _settle(extents, ctx.output_infos[0]))]
+        return [movement.tile(x, repeats)]
+    extents = [extent_math.mul(n, r) for n, r in zip(core.sizes(x), repeats)]
+    return [movement.tile_to(x, _settle(extents, ctx.output_infos[0]))]
 
 
 @onnx_op("Transpose")
@@ -629,9 +629,9 @@ def _pads_on_runtime_axes(pads: list, axes: list, rank: int) -> tuple[list[ir.Va
         lo: Extent = 0
         hi: Extent = 0
         for k, a in enumerate(axes):
-            hit = arith.cmpi(arith.CmpIPredicate.eq, shapes.as_index(shapes.normalize_index(a, rank)), core.index(d))
-            lo = shapes.add(lo, arith.select(hit, shapes.as_index(pads[k]), core.index(0)))
-            hi = shapes.add(hi, arith.select(hit, shapes.as_index(pads[k + len(axes)]), core.index(0)))
+            hit = arith.cmpi(arith.CmpIPredicate.eq, extent_math.as_index(extent_math.normalize_index(a, rank)), core.index(d))
+            lo = extent_math.add(lo, arith.select(hit, extent_math.as_index(pads[k]), core.index(0)))
+            hi = extent_math.add(hi, arith.select(hit, extent_math.as_index(pads[k + len(axes)]), core.index(0)))
         low.append(lo)
         high.append(hi)
     return low, high
@@ -642,7 +642,7 @@ def pad(ctx: NodeContext) -> list[ir.Value]:
     x = ctx.value(0)
     rank = core.tensor_type(x).rank
     mode = ctx.attr("mode", "constant")
-    if mode not in shapes.PAD_MODES or (mode == "wrap" and ctx.opset < 19):
+    if mode not in movement.PAD_MODES or (mode == "wrap" and ctx.opset < 19):
         raise HandlerError(f"pad mode {mode!r} is not supported in opset {ctx.opset}")
     low, high = _pads(ctx, rank)
     if ctx.opset < 11:
@@ -654,7 +654,7 @@ def pad(ctx: NodeContext) -> list[ir.Value]:
         if any(extents[d] == 0 and not (low[d] == 0 == high[d]) for d in range(rank)
                if _is_known(low[d], high[d])):
             raise HandlerError(f"{mode} padding of an empty axis has nothing to repeat")
-    padded = shapes.pad(x, low, high, mode, fill)
+    padded = movement.pad(x, low, high, mode, fill)
     declared = _declared_shape(ctx)
     if declared is not None and core.static_shape(padded) != declared:
         padded = tensor.cast(core.shape_type(declared, core.tensor_type(padded).element_type), padded)
@@ -682,7 +682,7 @@ def depth_to_space(ctx: NodeContext) -> list[ir.Value]:
     channels = core.static_shape(x)[1]
     if channels is not None and channels % (block * block):
         raise HandlerError(f"{channels} channels are not divisible by blocksize^2 = {block * block}")
-    return [shapes.depth_to_space(x, block, channel_major=mode == "CRD")]
+    return [movement.depth_to_space(x, block, channel_major=mode == "CRD")]
 
 
 @onnx_op("SpaceToDepth")
@@ -695,7 +695,7 @@ def space_to_depth(ctx: NodeContext) -> list[ir.Value]:
     mode = ctx.attr("mode", "DCR")
     if mode not in ("DCR", "CRD"):
         raise HandlerError(f"SpaceToDepth mode {mode!r} is not DCR or CRD")
-    return [shapes.space_to_depth(x, block, channel_major=mode == "CRD")]
+    return [movement.space_to_depth(x, block, channel_major=mode == "CRD")]
 
 
 # --------------------------------------------------------------------------------------
@@ -705,22 +705,22 @@ def space_to_depth(ctx: NodeContext) -> list[ir.Value]:
 def _ratio(a: int | ir.Value, b: int | ir.Value) -> float | ir.Value:
     if _is_known(a, b):
         return a / b
-    return arith.divf(shapes.as_f64(a), shapes.as_f64(b))
+    return arith.divf(resampling.as_f64(a), resampling.as_f64(b))
 
 
 def _floor_size(extent: int | ir.Value, scale: float | ir.Value, rounding: float = 0.0) -> int | ir.Value:
     """``floor(extent * scale + rounding)``, the output extent for a scale."""
     if _is_known(extent, scale):
         return int(math.floor(extent * scale + rounding))
-    product = arith.addf(arith.mulf(shapes.as_f64(extent), shapes.as_f64(scale)), shapes.as_f64(rounding))
+    product = arith.addf(arith.mulf(resampling.as_f64(extent), resampling.as_f64(scale)), resampling.as_f64(rounding))
     floor = arith.fptosi(ir.IntegerType.get_signless(64), mmath.floor(product))
-    return shapes.scalar_to_index(floor)
+    return extent_math.scalar_to_index(floor)
 
 
 def _resize_axes(
     dims: list[Extent], axes: list[int], scales: list | None, sizes: list | None, policy: str,
     declared: list[int | None],
-) -> dict[int, shapes.ResizeAxis]:
+) -> dict[int, resampling.ResizeAxis]:
     """Per axis, the output extent and scale by ONNX's rules: sizes give scale = out / in
     (``keep_aspect_ratio_policy`` turns them into one common scale, rounding the sizes);
     scales give out = floor(in * scale). Runtime operands give runtime extents unless
@@ -732,7 +732,7 @@ def _resize_axes(
         if policy == "stretch":
             for a, size in zip(axes, sizes):
                 size = declared[a] if declared[a] is not None else size
-                result[a] = shapes.ResizeAxis(size, _ratio(size, dims[a]))
+                result[a] = resampling.ResizeAxis(size, _ratio(size, dims[a]))
             return result
         ratios = [_ratio(size, dims[a]) for a, size in zip(axes, sizes)]
         pick = min if policy == "not_larger" else max
@@ -740,12 +740,12 @@ def _resize_axes(
             common: float | ir.Value = pick(ratios)
         else:
             combine = arith.minimumf if policy == "not_larger" else arith.maximumf
-            common = shapes.as_f64(ratios[0])
+            common = resampling.as_f64(ratios[0])
             for r in ratios[1:]:
-                common = combine(common, shapes.as_f64(r))
+                common = combine(common, resampling.as_f64(r))
         for a in axes:
             size = declared[a] if declared[a] is not None else _floor_size(dims[a], common, 0.5)
-            result[a] = shapes.ResizeAxis(size, common)
+            result[a] = resampling.ResizeAxis(size, common)
         return result
     for a, scale in zip(axes, scales):
         if _is_known(scale) and scale <= 0:
@@ -753,12 +753,12 @@ def _resize_axes(
         size = declared[a] if declared[a] is not None else _floor_size(dims[a], scale)
         # floor(in * scale) == size bounds a runtime scale from below by size / in
         bound = size / dims[a] if _is_known(size, dims[a]) and size and dims[a] else None
-        result[a] = shapes.ResizeAxis(size, scale, min_scale=bound)
+        result[a] = resampling.ResizeAxis(size, scale, min_scale=bound)
     return result
 
 
-def _with_roi(axes: dict[int, shapes.ResizeAxis], listed: list[int], roi: list | None,
-              rank: int) -> dict[int, shapes.ResizeAxis]:
+def _with_roi(axes: dict[int, resampling.ResizeAxis], listed: list[int], roi: list | None,
+              rank: int) -> dict[int, resampling.ResizeAxis]:
     """Attach crop-and-resize regions (``roi`` is starts then ends, for the listed axes or
     for every axis)."""
     if roi is None:
@@ -768,35 +768,35 @@ def _with_roi(axes: dict[int, shapes.ResizeAxis], listed: list[int], roi: list |
         raise HandlerError(f"roi has {len(roi)} values for {len(listed)} axes")
     position = {a: k for k, a in enumerate(listed)} if count == len(listed) else {a: a for a in listed}
     return {
-        a: shapes.ResizeAxis(r.size, r.scale, (roi[position[a]], roi[position[a] + count]), r.min_scale)
+        a: resampling.ResizeAxis(r.size, r.scale, (roi[position[a]], roi[position[a] + count]), r.min_scale)
         for a, r in axes.items()
     }
 
 
-def _drop_identity_axes(axes: dict[int, shapes.ResizeAxis], dims: list[Extent]) -> dict[int, shapes.ResizeAxis]:
+def _drop_identity_axes(axes: dict[int, resampling.ResizeAxis], dims: list[Extent]) -> dict[int, resampling.ResizeAxis]:
     """Axes the resize provably leaves as they are (like ONNX's reference, which skips
     them: a scale of about 1 with an unchanged extent and no crop)."""
     kept = {}
     for a, r in axes.items():
         unchanged = (
             _is_known(r.scale, r.size, *r.roi) and math.isclose(r.scale, 1.0)
-            and shapes.same_extent(r.size, dims[a]) and r.roi == (0.0, 1.0)
+            and extent_math.same_extent(r.size, dims[a]) and r.roi == (0.0, 1.0)
         )
         if not unchanged:
             kept[a] = r
     return kept
 
 
-def _resize(ctx: NodeContext, x: ir.Value, axes: dict[int, shapes.ResizeAxis],
-            method: shapes.ResizeMethod, fill: float = 0.0) -> ir.Value:
+def _resize(ctx: NodeContext, x: ir.Value, axes: dict[int, resampling.ResizeAxis],
+            method: resampling.ResizeMethod, fill: float = 0.0) -> ir.Value:
     axes = _drop_identity_axes(axes, core.sizes(x))
     try:
-        return shapes.resize(x, axes, method, fill=fill, unsigned=ctx.is_unsigned(0))
+        return resampling.resize(x, axes, method, fill=fill, unsigned=ctx.is_unsigned(0))
     except ValueError as error:
         raise HandlerError(str(error)) from error
 
 
-def _method(ctx: NodeContext, **overrides: object) -> shapes.ResizeMethod:
+def _method(ctx: NodeContext, **overrides: object) -> resampling.ResizeMethod:
     options = dict(
         mode=ctx.attr("mode", "nearest"),
         coordinate_mode=ctx.attr("coordinate_transformation_mode", "half_pixel"),
@@ -807,7 +807,7 @@ def _method(ctx: NodeContext, **overrides: object) -> shapes.ResizeMethod:
     )
     options.update(overrides)
     try:
-        return shapes.ResizeMethod(**options)
+        return resampling.ResizeMethod(**options)
     except ValueError as error:
         raise HandlerError(str(error)) from error
 
@@ -869,7 +869,7 @@ def constant_of_shape(ctx: NodeContext) -> list[ir.Value]:
     value = ctx.attr("value", np.zeros(1, np.float32))
     element = core.element_type(value.dtype)
     try:
-        extents = shapes.extents_from_tensor(ctx.value(0))
+        extents = extent_math.extents_from_tensor(ctx.value(0))
     except ValueError as error:
         raise HandlerError(str(error)) from error
     extents = _settle(list(extents), ctx.output_infos[0])
@@ -891,15 +891,15 @@ def range_(ctx: NodeContext) -> list[ir.Value]:
     start, limit, delta = (_scalar_value(ctx, i) for i in range(3))
     element = start.type
     if core.is_float(element):  # the count in f64, as numpy's arange computes it
-        span = arith.subf(shapes.as_f64(limit), shapes.as_f64(start))
-        steps = mmath.ceil(arith.divf(span, shapes.as_f64(delta)))
+        span = arith.subf(resampling.as_f64(limit), resampling.as_f64(start))
+        steps = mmath.ceil(arith.divf(span, resampling.as_f64(delta)))
         steps = arith.fptosi(ir.IntegerType.get_signless(64), steps)
-        count = shapes.maximum(shapes.scalar_to_index(steps), 0)
+        count = extent_math.maximum(extent_math.scalar_to_index(steps), 0)
     else:
-        span = arith.subi(shapes.scalar_to_index(limit), shapes.scalar_to_index(start))
-        count = shapes.maximum(shapes.ceildiv(span, shapes.scalar_to_index(delta)), 0)
+        span = arith.subi(extent_math.scalar_to_index(limit), extent_math.scalar_to_index(start))
+        count = extent_math.maximum(extent_math.ceildiv(span, extent_math.scalar_to_index(delta)), 0)
     (count,) = _settle([count], ctx.output_infos[0])
-    return [shapes.arange(start, delta, count)]
+    return [movement.arange(start, delta, count)]
 
 
 @onnx_op("Trilu", since=14)
@@ -910,8 +910,8 @@ def trilu(ctx: NodeContext) -> list[ir.Value]:
     k: int | ir.Value = 0
     if ctx.has_input(1):
         k = _scalar(ctx, 1)
-        k = int(k) if not isinstance(k, ir.Value) else shapes.scalar_to_index(k)
-    return [shapes.triangular(x, upper=bool(ctx.attr("upper", 1)), k=k)]
+        k = int(k) if not isinstance(k, ir.Value) else extent_math.scalar_to_index(k)
+    return [movement.triangular(x, upper=bool(ctx.attr("upper", 1)), k=k)]
 
 
 @onnx_op("OneHot", since=9)
@@ -921,7 +921,7 @@ def one_hot(ctx: NodeContext) -> list[ir.Value]:
     if isinstance(depth, ir.Value):
         if core.is_float(depth.type):
             depth = arith.fptosi(ir.IntegerType.get_signless(64), depth)
-        depth = shapes.scalar_to_index(depth)
+        depth = extent_math.scalar_to_index(depth)
     else:
         depth = int(depth)
         if depth < 1:
@@ -931,7 +931,7 @@ def one_hot(ctx: NodeContext) -> list[ir.Value]:
     values = ctx.value(2)
     off = tensor.extract(values, [core.index(0)])
     on = tensor.extract(values, [core.index(1)])
-    return [shapes.one_hot(indices, depth, axis, off, on)]
+    return [movement.one_hot(indices, depth, axis, off, on)]
 
 
 @onnx_op("EyeLike", since=9)
@@ -946,13 +946,13 @@ def eye_like(ctx: NodeContext) -> list[ir.Value]:
         element = core.element_type(ONNX_DTYPES[dtype])
     else:
         raise HandlerError(f"EyeLike dtype {dtype} is not supported")
-    return [shapes.eye(core.sizes(x), element, int(ctx.attr("k", 0)))]
+    return [movement.eye(core.sizes(x), element, int(ctx.attr("k", 0)))]
 
 
 @onnx_op("NonZero", since=9)
 def non_zero(ctx: NodeContext) -> list[ir.Value]:
     """Data-dependent result extent: counted, then written, by sequential loops."""
-    return [shapes.nonzero(ctx.value(0))]
+    return [scatter.nonzero(ctx.value(0))]
 
 
 # --------------------------------------------------------------------------------------
@@ -961,7 +961,7 @@ def non_zero(ctx: NodeContext) -> list[ir.Value]:
 
 def _reduction(ctx: NodeContext) -> str:
     reduction = ctx.attr("reduction", "none")
-    if reduction not in shapes.SCATTER_REDUCTIONS:
+    if reduction not in scatter.SCATTER_REDUCTIONS:
         raise HandlerError(f"scatter reduction {reduction!r} is not supported")
     return reduction
 
@@ -973,7 +973,7 @@ def scatter_elements(ctx: NodeContext) -> list[ir.Value]:
     accumulate)."""
     data = ctx.value(0)
     axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
-    return [shapes.scatter_elements(data, ctx.value(1), ctx.value(2), axis, _reduction(ctx),
+    return [scatter.scatter_elements(data, ctx.value(1), ctx.value(2), axis, _reduction(ctx),
                                     unsigned=ctx.is_unsigned(0))]
 
 
@@ -982,5 +982,5 @@ def scatter_nd(ctx: NodeContext) -> list[ir.Value]:
     indices = ctx.value(1)
     if not core.static_shape(indices) or core.static_shape(indices)[-1] is None:
         raise HandlerError("ScatterND needs indices of rank >= 1 with a static last dim")
-    return [shapes.scatter_nd(ctx.value(0), indices, ctx.value(2), _reduction(ctx),
+    return [scatter.scatter_nd(ctx.value(0), indices, ctx.value(2), _reduction(ctx),
                               unsigned=ctx.is_unsigned(0))]

@@ -14,7 +14,7 @@ from torch import nn
 
 import tilecraft
 from tilecraft.errors import ArgumentTypeError, ArgumentValueError, TorchImportError
-from tilecraft.frontend.torch.dynamo import TilecraftFallbackWarning
+from tilecraft.compiler.dynamo import TilecraftFallbackWarning
 
 from torch_testing import Lambda, assert_close, check
 
@@ -164,7 +164,7 @@ def test_backend_compiles_each_graph_around_a_graph_break():
     graphs = []
 
     def counting_backend(graph, example_inputs):
-        from tilecraft.frontend.torch.dynamo import tilecraft_backend
+        from tilecraft.compiler.dynamo import tilecraft_backend
 
         graphs.append(graph)
         return tilecraft_backend(graph, example_inputs)
@@ -222,7 +222,7 @@ def test_backend_is_found_by_name_without_importing_tilecraft():
         "with torch.no_grad():\n"
         "    x = torch.randn(3, 5)\n"
         "    assert torch.allclose(f(x), torch.relu(x) * 2)\n"
-        "assert 'tilecraft.frontend.torch.dynamo' in sys.modules\n"
+        "assert 'tilecraft.compiler.dynamo' in sys.modules\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             cwd="/")

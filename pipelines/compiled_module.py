@@ -1,52 +1,25 @@
-"""A compiled entry function, callable with numpy arrays."""
+"""A compiled entry function, callable with numpy arrays, and the last step that makes one.
+
+Why below the front door (``tilecraft.compile`` in compiler/): the TE-style ``build`` and the
+tuner's measurement compile IR they made themselves, with a pipeline they chose; they need
+this step, not the session around it (loading models, options, packages).
+"""
 
 from __future__ import annotations
 
-import collections
-import ctypes
-import threading
-import time
-import weakref
 from typing import Any, Mapping
 
 import numpy as np
 from mlir import ir
-from mlir.execution_engine import ExecutionEngine
 
-from ..errors import CompileError, TargetError
-from ..pipelines.pipeline import Pipeline
-from ..pipelines.target import Target
-from .libraries import cuda_runtime_library, load_process_wide, runtime_library
-from .memref import adopt_results, describe, results_type, scalar_ctype
-from .signature import EntrySignature
-
-# Runtime libraries the generated code may call into: handed to each JIT...
-RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
-# ...or loaded once per process (the async runtime for parallel loops, whose per-engine
-# destroy hook would reset the runtime under every other module; see load_process_wide).
-PROCESS_WIDE_LIBRARIES = ("mlir_async_runtime",)
-
-# Why engines outlive their modules for a moment: a worker thread of the async runtime marks
-# a parallel task complete and only then returns through the task's last instructions, which
-# are JIT'ed code of the module. A module dropped right after its call would free that code
-# under the worker (a rare segfault in whatever runs next). So a collected module's engine
-# (and the IR context it compiled from) is retired, and released only after a grace period,
-# when the next module is created.
-_RETIREMENT_GRACE_S = 1.0
-_retired: collections.deque[tuple[float, tuple[Any, ...]]] = collections.deque()
-_retired_lock = threading.Lock()
-
-
-def _retire(*owned: Any) -> None:
-    with _retired_lock:
-        _retired.append((time.monotonic(), owned))
-
-
-def _release_retired() -> None:
-    now = time.monotonic()
-    with _retired_lock:
-        while _retired and now - _retired[0][0] > _RETIREMENT_GRACE_S:
-            _retired.popleft()
+from ..errors import TargetError
+from ..frontend.loader import load_module
+from ..runtime.libraries import cuda_runtime_library
+from ..runtime.signature import EntrySignature
+from .entry import entry_signature, find_entry
+from .jit import JitFunction
+from .pipeline import Pipeline
+from .target import Target
 
 
 class CompiledModule:
@@ -75,21 +48,7 @@ class CompiledModule:
         opt_level: int = 3,
     ) -> None:
         self._describe(llvm_module, signature, target, pipeline, stage_ir)
-        for name in PROCESS_WIDE_LIBRARIES:
-            load_process_wide(name)
-        try:
-            self._engine = ExecutionEngine(
-                llvm_module,
-                opt_level=opt_level,
-                shared_libs=[runtime_library(name) for name in RUNTIME_LIBRARIES],
-            )
-        except RuntimeError as error:
-            raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
-        self._engine.initialize()
-        self._entry = self._engine.lookup(signature.name)
-        self._results_type = results_type([len(spec.shape) for spec in signature.results])
-        _release_retired()
-        weakref.finalize(self, _retire, self._engine, self._module)
+        self._function = JitFunction(llvm_module, signature, opt_level=opt_level)
 
     def _describe(
         self, llvm_module: ir.Module, signature: EntrySignature, target: Target, pipeline: Pipeline,
@@ -115,7 +74,7 @@ class CompiledModule:
 
     def dump_object_file(self, path: str) -> None:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump)."""
-        self._engine.dump_to_object_file(str(path))
+        self._function.engine.dump_to_object_file(str(path))
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         if not self.target.is_host:
@@ -126,28 +85,7 @@ class CompiledModule:
         return self._invoke(args, kwargs)
 
     def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
-        arrays = self.signature.bind(args, kwargs)
-        keep_alive: list[Any] = []
-        packed: list[Any] = []
-        results = self._results_type() if self._results_type is not None else None
-        if results is not None:
-            result_pointer = ctypes.pointer(results)
-            keep_alive.append(result_pointer)
-            packed.append(ctypes.pointer(result_pointer))
-        for spec, array in zip(self.signature.arguments, arrays):
-            if spec.is_scalar:
-                value = scalar_ctype(array)
-                keep_alive.append(value)
-                packed.append(ctypes.pointer(value))
-            else:
-                descriptor_pointer = ctypes.pointer(describe(array))
-                keep_alive.append(descriptor_pointer)
-                packed.append(ctypes.pointer(descriptor_pointer))
-        argv = (ctypes.c_void_p * len(packed))(*[ctypes.cast(p, ctypes.c_void_p) for p in packed])
-        self._entry(argv)
-        if results is None:
-            return ()
-        return adopt_results(results, self.signature, arrays)
+        return self._function(args, kwargs)
 
     def __repr__(self) -> str:
         return f"<CompiledModule {self.signature} target={self.target}>"
@@ -176,20 +114,18 @@ class CudaCompiledModule(CompiledModule):
         opt_level: int = 3,
     ) -> None:
         self._describe(llvm_module, signature, target, pipeline, stage_ir)
-        self._opt_level = opt_level
-        self._engine = None
-        self._entry = None
-        self._results_type = results_type([len(spec.shape) for spec in signature.results])
+        self._function = JitFunction(llvm_module, signature, opt_level=opt_level,
+                                     extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
 
     def _binaries(self) -> dict[str, ir.Operation]:
-        from ..pipelines.cuda.lowering import gpu_binaries
+        from .cuda.lowering import gpu_binaries
 
         return {ir.StringAttr(b.attributes["sym_name"]).value: b
                 for b in gpu_binaries(self._module.operation)}
 
     def ptx_modules(self) -> dict[str, str]:
         """Kernel module name -> its PTX (one PTX file each, as ptxas takes them)."""
-        from ..pipelines.cuda.lowering import binary_ptx
+        from .cuda.lowering import binary_ptx
 
         return {name: binary_ptx(b) for name, b in self._binaries().items()}
 
@@ -208,18 +144,39 @@ class CudaCompiledModule(CompiledModule):
                 cubins[name] = bytes(obj.object)
         return cubins
 
-    def _ensure_engine(self) -> None:
-        if self._engine is not None:
-            return
-        libraries = [cuda_runtime_library(), *(runtime_library(n) for n in RUNTIME_LIBRARIES)]
-        try:
-            self._engine = ExecutionEngine(self._module, opt_level=self._opt_level,
-                                           shared_libs=libraries)
-        except RuntimeError as error:
-            raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
-        self._engine.initialize()
-        self._entry = self._engine.lookup(self.signature.name)
-
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        self._ensure_engine()
         return self._invoke(args, kwargs)
+
+
+def jit_module(
+    llvm_module: ir.Module,
+    signature: EntrySignature,
+    pipeline: Pipeline,
+    target: Target,
+    *,
+    opt_level: int = 3,
+    stage_ir: Mapping[str, str] | None = None,
+) -> CompiledModule:
+    """The :class:`CompiledModule` (CPU or CUDA, by ``target``) of a module ``pipeline`` lowered."""
+    module_class = CudaCompiledModule if target.is_cuda else CompiledModule
+    return module_class(llvm_module, signature, target=target, pipeline=pipeline,
+                        stage_ir=stage_ir or {}, opt_level=opt_level)
+
+
+def compile_ir(
+    source: "str | bytes | ir.Module",
+    pipeline: Pipeline,
+    target: Target,
+    *,
+    entry: str | None = None,
+    opt_level: int = 3,
+) -> CompiledModule:
+    """MLIR that its caller built, lowered by ``pipeline`` and JIT-compiled: the compile step
+    without the session around it (no model loading, packages or kept IR). The TE-style
+    ``build`` and the tuner's measurement compile their own payloads through it."""
+    context = ir.Context()
+    module = load_module(source, context)
+    with context, ir.Location.unknown():
+        signature = entry_signature(find_entry(module, entry))
+        pipeline.run(module)
+    return jit_module(module, signature, pipeline, target, opt_level=opt_level)

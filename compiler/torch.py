@@ -1,58 +1,30 @@
-"""``tilecraft.torch.compile``: an ``nn.Module`` and example inputs in, a callable on tensors out."""
+"""``tilecraft.torch``: an ``nn.Module`` and example inputs in, a callable on tensors out.
+
+    import tilecraft.torch
+    compiled = tilecraft.torch.compile(model.eval(), (x,))
+    y = compiled(x)
+
+``torch.compile(model, backend="tilecraft")`` is the other way in (compiler/dynamo.py).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
-from mlir import ir
 from torch.export import ExportedProgram
 from torch.utils import _pytree as pytree
 
-from ...errors import ArgumentTypeError, ArgumentValueError, TorchImportError
-from ...pipelines.compiler import compile as compile_mlir
-from ...runtime.compiled_module import CompiledModule
-from .importer import import_program, numpy_dtype
-from .ops import ATEN_OPS
+from ..errors import ArgumentTypeError, ArgumentValueError
+from ..frontend.torch.export import export, import_exported
+from ..frontend.torch.ops import ATEN_OPS
+from ..pipelines.compiled_module import CompiledModule
+from .compile import compile as compile_mlir
+from .options import CompileOptions
 
-
-def _training_submodules(module: torch.nn.Module) -> list[str]:
-    return [name or type(module).__name__ for name, m in module.named_modules() if m.training]
-
-
-def export(
-    module: torch.nn.Module,
-    example_inputs: Sequence[torch.Tensor] | torch.Tensor,
-    dynamic_shapes: Any = None,
-) -> ExportedProgram:
-    """``torch.export`` of ``module`` on ``example_inputs``, decomposed to core ATen ops.
-
-    Raises ``TorchImportError`` for a module in training mode (its dropout and batch-norm
-    behaviour would not be what an inference compiler computes) and for anything
-    ``torch.export`` rejects, with PyTorch's explanation chained.
-    """
-    if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"expected a torch.nn.Module, got {type(module).__name__}")
-    training = _training_submodules(module)
-    if training:
-        shown = ", ".join(training[:5]) + (", ..." if len(training) > 5 else "")
-        raise TorchImportError(
-            f"the module is in training mode ({shown}): tilecraft compiles for inference; "
-            "call module.eval() first")
-    args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
-    try:
-        program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
-        return program.run_decompositions()
-    except (torch._dynamo.exc.UserError, torch._dynamo.exc.Unsupported, RuntimeError, TypeError,
-            ValueError, AssertionError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise TorchImportError(f"torch.export could not trace the module: {first_line}") from error
-
-
-def import_exported(program: ExportedProgram, context: ir.Context | None = None) -> ir.Module:
-    """The MLIR module (one public ``@main``) of an exported, decomposed program."""
-    return import_program(program, ATEN_OPS, context)
+__all__ = ["ATEN_OPS", "CompiledTorchModule", "compile", "compile_exported", "export", "import_exported",
+           "tilecraft_backend"]
 
 
 class CompiledTorchModule:
@@ -102,8 +74,8 @@ def compile(
     module: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor] | torch.Tensor,
     dynamic_shapes: Any = None,
-    target: str = "llvm",
-    **options: Any,
+    options: CompileOptions | None = None,
+    **overrides: Any,
 ) -> CompiledTorchModule:
     """Compile ``module`` (in eval mode) for ``target``; the result takes and returns tensors.
 
@@ -112,12 +84,24 @@ def compile(
       example_inputs: a tensor or a tuple of tensors, as the module's ``forward`` takes them.
       dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` (e.g.
         ``{"x": {0: torch.export.Dim("batch")}}``); a dynamic dim becomes ``?`` in the IR.
-      target: ``"llvm"`` for the host CPU, or ``"llvm -mcpu=... -mattr=..."``.
-      options: passed on to :func:`tilecraft.compile` (``pipeline``, ``opt_level``, ``keep_ir``).
+      options, overrides: as for :func:`tilecraft.compile` (``target=``, ``opt_level=``,
+        ``pipeline=``, ``keep_ir=``, ...).
     """
-    return compile_exported(export(module, example_inputs, dynamic_shapes), target, **options)
+    return compile_exported(export(module, example_inputs, dynamic_shapes), options, **overrides)
 
 
-def compile_exported(program: ExportedProgram, target: str = "llvm", **options: Any) -> CompiledTorchModule:
+def compile_exported(program: ExportedProgram, options: CompileOptions | None = None,
+                     **overrides: Any) -> CompiledTorchModule:
     """Compile an exported, decomposed program (see :func:`compile` for the arguments)."""
-    return CompiledTorchModule(compile_mlir(import_exported(program), target=target, **options), program)
+    return CompiledTorchModule(compile_mlir(import_exported(program), options, **overrides), program)
+
+
+
+def __getattr__(name: str) -> Any:
+    """``tilecraft_backend`` (compiler/dynamo.py) on first use: the backend module builds on
+    this one, so importing it here at load time would be a cycle."""
+    if name == "tilecraft_backend":
+        from .dynamo import tilecraft_backend
+
+        return tilecraft_backend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

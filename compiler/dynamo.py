@@ -30,10 +30,11 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from ...errors import TilecraftError, TorchImportError
-from .compiler import CompiledTorchModule, compile_exported, export
-from .importer import TORCH_TO_NUMPY, describe_location, op_name
-from .ops import ATEN_OPS
+from ..errors import TilecraftError, TorchImportError
+from ..frontend.torch.export import export
+from ..frontend.torch.importer import TORCH_TO_NUMPY, describe_location, op_name
+from ..frontend.torch.ops import ATEN_OPS
+from .torch import CompiledTorchModule, compile_exported
 
 _GENERATED = re.compile(r"<eval_with_key>\.\d+:(\d+)")
 

@@ -1,0 +1,92 @@
+"""``tilecraft.compile``: the front door. One session, in stages, each a function of the
+previous stage's output:
+
+    load (frontend/loader.py: any source kind -> MLIR module)
+      -> entry signature (pipelines/entry.py)
+      -> pipeline: input, graph, simplify, schedule, bufferize, loops, vector, llvm
+         (pipelines/cpu.py or pipelines/cuda/; the schedule stage is schedule/)
+      -> JIT (compiler/compiled_module.py) and, when asked, a package (compiler/package.py)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlir import ir
+
+from ..dialects import graph
+from ..frontend.loader import Model, is_onnx_source, load_module
+from ..pipelines.compiled_module import CompiledModule, jit_module
+from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+from ..pipelines.cuda.lowering import cuda_pipeline
+from ..pipelines.entry import entry_signature, find_entry
+from ..pipelines.graph.fusion import count_groups
+from ..pipelines.group_schedule import count_kernels
+from ..pipelines.package import PackageWriter
+from ..pipelines.pipeline import Stage
+from .options import CompileOptions
+from .source import load
+
+
+def _asm(module: ir.Module) -> str:
+    return module.operation.get_asm(large_elements_limit=64, large_resource_limit=64)
+
+
+def compile(source: Any, options: CompileOptions | None = None, **overrides: Any) -> CompiledModule:
+    """Compile ``source`` and JIT it; returns a module callable with numpy arrays.
+
+    Args:
+      source: anything ``frontend/loader.py`` accepts: a path to an ``.onnx`` / ``.mlir`` /
+        ``.mlirbc`` / ``.pt2`` file, an ``onnx.ModelProto``, a ``torch.export``
+        program, MLIR text or bytecode, an ``mlir.ir.Module`` (left unchanged), or a model
+        from :func:`tilecraft.load` (its shape_dict and output names come along).
+      options: a :class:`CompileOptions`; keyword ``overrides`` (``target=``,
+        ``shape_dict=``, ``opt_level=``, ``package_path=``, ...) replace its fields, so
+        ``compile(m, target="llvm", opt_level=2)`` reads as before.
+    """
+    options = CompileOptions.of(options, **overrides)
+    target = options.target
+    pipeline = options.pipeline
+    if pipeline is None:
+        pipeline = cuda_pipeline(target) if target.is_cuda else cpu_pipeline(target, opt_level=options.opt_level)
+    if options.tuning_records is not None:
+        pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+    shape_dict = options.shape_dict
+    if options.package_path is not None and is_onnx_source(source):
+        source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
+    output_names = source.output_names if isinstance(source, Model) else None
+    keep_ir = options.keep_ir
+    context = ir.Context()
+    graph.load(context)  # so IR dumped after the graph stage compiles as well
+    module = load_module(source, context, shape_dict=shape_dict)
+    with context, ir.Location.unknown():
+        signature = entry_signature(find_entry(module, options.entry))
+        # "source", not "input": the pipeline's first stage is named "input", and its IR
+        # silently replaced the snapshot of what compilation started from.
+        stage_ir: dict[str, str] = {"source": _asm(module)} if keep_ir else {}
+
+        group_count: list[int] = []
+        kernel_count: list[int] = []
+
+        def record(stage: Stage, current: ir.Module) -> None:
+            if keep_ir:
+                stage_ir[stage.name] = _asm(current)
+            if stage.name == "graph" and ("tilecraft-fuse-ops" in stage.passes
+                                          or "tilecraft-mark-groups" in stage.passes):
+                group_count.append(count_groups(current.operation))
+            if stage.name == "schedule":
+                kernel_count.append(count_kernels(current.operation))
+
+        writer = None
+        if options.package_path is not None:
+            writer = PackageWriter(signature, target, pipeline, opt_level=options.opt_level,
+                                   output_names=output_names, profile=options.profile)
+            writer.capture_source(module)
+        pipeline.run(module, after_stage=record)
+        if writer is not None:
+            writer.write(module, options.package_path)
+    compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
+                          stage_ir=stage_ir)
+    compiled.group_count = group_count[0] if group_count else None
+    compiled.kernel_count = kernel_count[0] if kernel_count else None
+    return compiled

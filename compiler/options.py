@@ -1,0 +1,69 @@
+"""The options of a compile session, shared by ``tilecraft.compile``, the ``tilecraft``
+command, ``tilecraft.torch.compile`` and the ``torch.compile`` backend.
+
+One frozen object instead of keyword lists repeated at every door: a new option is added
+here once, validated here once, and documented here once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping, Sequence
+
+from ..errors import PackageError
+from ..pipelines.pipeline import Pipeline
+from ..pipelines.target import Target
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How to compile a model.
+
+    Attributes:
+      target: ``"llvm"`` for the host CPU or ``"llvm -mcpu=... -mattr=..."``;
+        ``"cuda -arch=sm_80"`` for an NVIDIA GPU (docs/cuda.md: compiles anywhere, runs
+        where a CUDA driver is). Parsed into a :class:`Target`.
+      shape_dict: for ONNX models, input name -> shape (``None`` keeps a dim dynamic).
+      entry: the public function to call; optional when there is exactly one.
+      pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
+      opt_level: 0-3, like TVM's PassContext opt_level: the LLVM optimization level for
+        the JIT, and which graph passes run (``pipelines/graph``: 1 dead code and CSE,
+        2 + constant folding and combined parallel matmuls, 3 + operator fusion; default
+        3). Applies to the default pipeline; a given ``pipeline`` is run as it is.
+      keep_ir: keep the IR after each stage for :meth:`CompiledModule.ir`.
+      tuning_records: a JSON-lines file written by :func:`tilecraft.tune`; each op with a
+        successful record for ``target`` gets the fastest record's schedule, the others the
+        default schedule.
+      package_path: also write a deployable package there (``model.tar``: shared library,
+        manifest; load it with :func:`tilecraft.runtime.load`, no MLIR needed).
+      profile: with ``package_path``, add the per-kernel profiling variant to the package.
+    """
+
+    target: "str | Target" = "llvm"
+    shape_dict: Mapping[str, Sequence[int | None]] | None = None
+    entry: str | None = None
+    pipeline: Pipeline | None = None
+    opt_level: int = 3
+    keep_ir: bool = True
+    tuning_records: "str | os.PathLike[str] | None" = None
+    package_path: "str | os.PathLike[str] | None" = None
+    profile: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target", Target.parse(self.target))
+        if self.opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.target.is_cuda and self.package_path is not None:
+            raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
+                               "package, or call the CUDA module in-process")
+
+    @classmethod
+    def of(cls, options: "CompileOptions | None" = None, **overrides: Any) -> "CompileOptions":
+        """``options`` (default: the defaults) with ``overrides`` applied; an unknown
+        option name raises ``TypeError`` listing the known ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise TypeError(f"unknown compile option(s) {unknown}; options: {sorted(known)}")
+        return replace(options or cls(), **overrides)

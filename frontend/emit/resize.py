@@ -1,0 +1,327 @@
+"""Resize: nearest, linear and cubic interpolation, one ``linalg.generic`` per pass over the output.
+
+Shared by the ONNX and PyTorch frontends; split from one shape module by topic."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, tensor
+from mlir.dialects import math as mmath
+
+from . import core
+from .extent_math import as_index, sub
+from .movement import indexed_generic
+
+# --------------------------------------------------------------------------------------
+# Resize (nearest / linear / cubic interpolation)
+# --------------------------------------------------------------------------------------
+
+COORDINATE_MODES = (
+    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric",
+    "tf_crop_and_resize",
+)
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+RESIZE_MODES = ("nearest", "linear", "cubic")
+
+@dataclass(frozen=True)
+class ResizeMethod:
+    """The interpolation, in the vocabulary ONNX and PyTorch's ``interpolate`` share.
+
+    ``coordinate_mode`` maps an output position to an input coordinate; ``nearest_mode``
+    rounds it (nearest); linear/cubic weigh 2/4 neighbours, more when ``antialias`` widens
+    the kernel of a downsample; ``exclude_outside`` drops neighbours past the edge instead
+    of repeating the edge element.
+    """
+
+    mode: str = "nearest"
+    coordinate_mode: str = "half_pixel"
+    nearest_mode: str = "round_prefer_floor"
+    cubic_a: float = -0.75
+    exclude_outside: bool = False
+    antialias: bool = False
+
+    def __post_init__(self) -> None:
+        for value, allowed in ((self.mode, RESIZE_MODES), (self.coordinate_mode, COORDINATE_MODES),
+                               (self.nearest_mode, NEAREST_MODES)):
+            if value not in allowed:
+                raise ValueError(f"unsupported resize option {value!r}; expected one of {allowed}")
+
+
+@dataclass(frozen=True)
+class ResizeAxis:
+    """One resized axis: the output extent, the scale (output / input, as given: it may
+    differ from the ratio of the integer extents) and, for crop-and-resize, the region of
+    interest in normalized input coordinates."""
+
+    size: int | ir.Value
+    scale: float | ir.Value
+    roi: tuple[float | ir.Value, float | ir.Value] = (0.0, 1.0)
+    min_scale: float | None = None  # a lower bound on a runtime scale (sizes the kernel)
+
+
+def as_f64(x: float | int | ir.Value) -> ir.Value:
+    """An f64 scalar for a Python number, an index or integer value, or a float value."""
+    f64 = ir.F64Type.get()
+    if not isinstance(x, ir.Value):
+        return arith.constant(f64, float(x))
+    if isinstance(x.type, ir.IndexType):
+        x = arith.index_cast(ir.IntegerType.get_signless(64), x)
+    if isinstance(x.type, ir.IntegerType):
+        return arith.sitofp(f64, x)
+    return x if x.type == f64 else arith.extf(f64, x)
+
+
+def _tap_count(method: ResizeMethod, axis: ResizeAxis) -> int:
+    """Neighbours per output position: 2 for nearest (then one is chosen), 2 for linear, 4
+    for cubic, and for an antialiased downsample the kernel's footprint at this scale.
+
+    A runtime scale uses the footprint at its lower bound ``min_scale``, the widest
+    possible: the taps beyond the actual footprint get weight exactly 0.
+    """
+    if method.mode == "nearest":
+        return 2
+    support = 1 if method.mode == "linear" else 2
+    if not method.antialias:
+        return 2 * support
+    scale = axis.scale
+    if isinstance(scale, ir.Value):
+        if not axis.min_scale:
+            raise ValueError("an antialiased resize needs its scale, or a bound on it, at import time")
+        scale = axis.min_scale
+    start = int(np.floor(-support / min(scale, 1.0)) + 1)
+    return 2 - 2 * start
+
+
+def _axis_coordinate(y: ir.Value, n: ir.Value, out: ir.Value, scale: ir.Value, axis: ResizeAxis,
+                     mode: str) -> ir.Value:
+    """The input coordinate of output position ``y`` (f64 throughout, operations in the
+    order of ONNX's reference so that ties round the same way)."""
+    one, half = as_f64(1.0), as_f64(0.5)
+    width = arith.mulf(scale, n)  # the output extent as a real number
+    is_single = arith.cmpf(arith.CmpFPredicate.OEQ, width, one)
+    half_pixel = arith.subf(arith.divf(arith.addf(y, half), scale), half)
+    n_minus_1 = arith.subf(n, one)
+    if mode == "half_pixel":
+        return half_pixel
+    if mode == "pytorch_half_pixel":
+        return arith.select(is_single, as_f64(-0.5), half_pixel)
+    if mode == "asymmetric":
+        return arith.divf(y, scale)
+    if mode == "align_corners":
+        stretched = arith.divf(arith.mulf(y, n_minus_1), arith.subf(width, one))
+        return arith.select(is_single, as_f64(0.0), stretched)
+    if mode == "half_pixel_symmetric":
+        offset = arith.mulf(arith.divf(n, as_f64(2.0)), arith.subf(one, arith.divf(out, width)))
+        return arith.subf(arith.addf(offset, arith.divf(arith.addf(y, half), scale)), half)
+    low, high = as_f64(axis.roi[0]), as_f64(axis.roi[1])
+    span = arith.subf(high, low)
+    single = arith.divf(arith.mulf(span, n_minus_1), as_f64(2.0))
+    stretched = arith.divf(arith.mulf(arith.mulf(y, span), n_minus_1), arith.subf(width, one))
+    return arith.addf(arith.select(is_single, single, stretched), arith.mulf(low, n_minus_1))
+
+
+def _kernel_weights(method: ResizeMethod, ratio: ir.Value, scale: ir.Value, taps: int) -> list[ir.Value]:
+    """The ``taps`` weights of the neighbours of a coordinate ``ratio`` past its floor."""
+    one = as_f64(1.0)
+    if method.mode == "nearest":
+        predicate = {
+            "round_prefer_floor": arith.CmpFPredicate.OGT, "round_prefer_ceil": arith.CmpFPredicate.OGE,
+        }.get(method.nearest_mode)
+        if predicate is not None:
+            right = arith.cmpf(predicate, ratio, as_f64(0.5))
+        else:
+            right = core.scalar_constant(method.nearest_mode == "ceil", ir.IntegerType.get_signless(1))
+        exact = arith.cmpf(arith.CmpFPredicate.OEQ, ratio, one)  # an exact coordinate reads itself
+        right = arith.ori(right, exact)
+        return [arith.select(right, as_f64(0.0), one), arith.select(right, one, as_f64(0.0))]
+    a = as_f64(method.cubic_a)
+    if not method.antialias:
+        if method.mode == "linear":
+            return [arith.subf(one, ratio), ratio]
+        return [_cubic(arith.addf(ratio, one), a), _cubic(ratio, a),
+                _cubic(arith.subf(one, ratio), a), _cubic(arith.subf(as_f64(2.0), ratio), a)]
+    shrink = arith.minimumf(scale, one)
+    first = -(taps // 2) + 1
+    weights = []
+    for k in range(taps):
+        x = arith.mulf(arith.subf(as_f64(float(first + k)), ratio), shrink)
+        if method.mode == "linear":
+            w = arith.maximumf(arith.subf(one, mmath.absf(x)), as_f64(0.0))
+        else:
+            w = _cubic(x, a)
+        weights.append(w)
+    return _normalized(weights)
+
+
+def _cubic(x: ir.Value, a: ir.Value) -> ir.Value:
+    """Keys' cubic convolution kernel with parameter ``a`` (zero beyond |x| >= 2)."""
+    x = mmath.absf(x)
+    one, two = as_f64(1.0), as_f64(2.0)
+    x2 = arith.mulf(x, x)
+    x3 = arith.mulf(x2, x)
+    # |x| <= 1: (a + 2)|x|^3 - (a + 3)|x|^2 + 1
+    near = arith.addf(arith.subf(arith.mulf(arith.addf(a, two), x3), arith.mulf(arith.addf(a, as_f64(3.0)), x2)), one)
+    # 1 < |x| < 2: a|x|^3 - 5a|x|^2 + 8a|x| - 4a
+    far = arith.subf(
+        arith.addf(arith.subf(arith.mulf(a, x3), arith.mulf(arith.mulf(as_f64(5.0), a), x2)),
+                   arith.mulf(arith.mulf(as_f64(8.0), a), x)),
+        arith.mulf(as_f64(4.0), a),
+    )
+    inner = arith.cmpf(arith.CmpFPredicate.OLE, x, one)
+    within = arith.cmpf(arith.CmpFPredicate.OLT, x, two)
+    return arith.select(inner, near, arith.select(within, far, as_f64(0.0)))
+
+
+def _normalized(weights: list[ir.Value]) -> list[ir.Value]:
+    total = weights[0]
+    for w in weights[1:]:
+        total = arith.addf(total, w)
+    zero = arith.cmpf(arith.CmpFPredicate.OEQ, total, as_f64(0.0))
+    total = arith.select(zero, as_f64(1.0), total)
+    return [arith.divf(w, total) for w in weights]
+
+
+@dataclass
+class _AxisTaps:
+    indices: list[ir.Value]  # index values, clamped into the input
+    weights: list[ir.Value] | None  # f64; None for nearest (one tap, weight 1)
+    outside: ir.Value | None  # i1: the coordinate fell outside (crop-and-resize)
+
+
+def _axis_taps(position: ir.Value, n_in: int | ir.Value, axis: ResizeAxis, method: ResizeMethod) -> _AxisTaps:
+    """Neighbours and weights for one output position along one axis (built in a body)."""
+    taps = _tap_count(method, axis)
+    y = as_f64(position)
+    n = as_f64(n_in)
+    scale = as_f64(axis.scale)
+    x = _axis_coordinate(y, n, as_f64(axis.size), scale, axis, method.coordinate_mode)
+    floor = mmath.floor(x)
+    exact = arith.cmpf(arith.CmpFPredicate.OEQ, x, floor)
+    ratio = arith.select(exact, as_f64(1.0), arith.subf(x, floor))
+    weights = _kernel_weights(method, ratio, scale, taps)
+    # The window of `taps` neighbours nearest to x, ties going to the lower ones.
+    pad = -(-taps // 2)
+    padded = arith.addf(x, as_f64(float(pad)))
+    base = mmath.floor(padded)
+    frac = arith.subf(padded, base)
+    if taps % 2 == 0:
+        tie = arith.cmpf(arith.CmpFPredicate.OEQ, frac, as_f64(0.0))
+        low = -(taps // 2)
+    else:
+        tie = arith.cmpf(arith.CmpFPredicate.OLE, frac, as_f64(0.5))
+        low = -((taps - 1) // 2)
+    offset = arith.select(tie, core.index(low - pad), core.index(low + 1 - pad))
+    start = arith.addi(arith.index_cast(ir.IndexType.get(), arith.fptosi(ir.IntegerType.get_signless(64), base)), offset)
+    raw = [arith.addi(start, core.index(k)) for k in range(taps)]
+    last = as_index(sub(n_in, 1))
+    if method.exclude_outside and weights is not None and method.mode != "nearest":
+        inside = [
+            arith.andi(arith.cmpi(arith.CmpIPredicate.sge, i, core.index(0)),
+                       arith.cmpi(arith.CmpIPredicate.sle, i, last))
+            for i in raw
+        ]
+        weights = _normalized([arith.select(ok, w, as_f64(0.0)) for ok, w in zip(inside, weights)])
+    indices = [arith.minsi(arith.maxsi(i, core.index(0)), last) for i in raw]
+    outside = None
+    if method.coordinate_mode == "tf_crop_and_resize":
+        below = arith.cmpf(arith.CmpFPredicate.OLT, x, as_f64(0.0))
+        above = arith.cmpf(arith.CmpFPredicate.OGT, x, arith.subf(n, as_f64(1.0)))
+        outside = arith.ori(below, above)
+    if method.mode == "nearest":
+        right = arith.cmpf(arith.CmpFPredicate.OGT, weights[1], as_f64(0.5))
+        return _AxisTaps([arith.select(right, indices[1], indices[0])], None, outside)
+    return _AxisTaps(indices, weights, outside)
+
+
+# One fused pass reads the product of every axis' taps per output element; beyond this
+# many the resize runs one pass per axis (as ONNX's reference does), each reading few.
+_MAX_FUSED_TAPS = 16
+
+
+def resize(
+    value: ir.Value,
+    axes: dict[int, ResizeAxis],
+    method: ResizeMethod,
+    *,
+    fill: float = 0.0,
+    unsigned: bool = False,
+) -> ir.Value:
+    """Resize ``value`` along ``axes`` (the others are kept).
+
+    Coordinates, neighbours and weights are computed in f64 in the loop body from the output
+    position, so runtime scales work the same as constant ones (constants fold). The
+    weighted sum is formed in f64 and converted once at the end; integer results are
+    rounded half to even and saturated (``unsigned``: MLIR integers are signless), and a
+    crop-and-resize position outside the input is ``fill``.
+
+    Integer results are interpolated one axis at a time, as ONNX's reference does: rounding
+    to an integer exposes the order of the sums whenever a value lands on a half.
+    """
+    if not axes:
+        return value
+    taps = math.prod(1 if method.mode == "nearest" else _tap_count(method, a) for a in axes.values())
+    element = core.tensor_type(value).element_type
+    if taps == 1 or (taps <= _MAX_FUSED_TAPS and core.is_float(element)):
+        return _resize_pass(value, axes, method, element, fill, unsigned)
+    ordered = list(axes)  # in the order given (ONNX: the order of the axes attribute)
+    for k, axis in enumerate(ordered):  # separable: f64 in between, converted at the end
+        last = k == len(ordered) - 1
+        result = element if last else ir.F64Type.get()
+        value = _resize_pass(value, {axis: axes[axis]}, method, result, fill, unsigned)
+    return value
+
+
+def _resize_pass(value: ir.Value, axes: dict[int, ResizeAxis], method: ResizeMethod,
+                 result: ir.Type, fill: float, unsigned: bool) -> ir.Value:
+    extents = core.sizes(value)
+    out = [axes[d].size if d in axes else e for d, e in enumerate(extents)]
+    source = core.tensor_type(value).element_type
+    f64 = ir.F64Type.get()
+
+    def body(positions, _):
+        ordered = sorted(axes)
+        per_axis = {d: _axis_taps(positions[d], extents[d], axes[d], method) for d in ordered}
+        total = None
+        counts = [len(per_axis[d].indices) for d in ordered]
+        for combo in np.ndindex(*counts):
+            where = list(positions)
+            weight = None
+            for d, k in zip(ordered, combo):
+                where[d] = per_axis[d].indices[k]
+                if per_axis[d].weights is not None:
+                    w = per_axis[d].weights[k]
+                    weight = w if weight is None else arith.mulf(weight, w)
+            sample = tensor.extract(value, where)
+            if weight is None:  # nearest: a pure gather, exact for every type
+                total = sample
+                continue
+            term = arith.mulf(weight, core.convert_scalar(sample, f64, unsigned=unsigned))
+            total = term if total is None else arith.addf(total, term)
+        if total.type != result:
+            total = _from_f64(total, result, unsigned)
+        for d in ordered:
+            if per_axis[d].outside is not None:
+                total = arith.select(per_axis[d].outside, core.scalar_constant(fill, result), total)
+        return total
+
+    if source != result and method.mode == "nearest":
+        raise ValueError("a nearest resize keeps the element type")
+    return indexed_generic(out, result, body)
+
+
+def _from_f64(value: ir.Value, element: ir.Type, unsigned: bool) -> ir.Value:
+    """An f64 sum back to the element type; integers are rounded half to even and
+    saturated to the type's range, as ONNX's reference does."""
+    if core.is_float(element):
+        return core.convert_scalar(value, element)
+    width = element.width
+    low, high = (0, 2**width - 1) if unsigned else (-(2 ** (width - 1)), 2 ** (width - 1) - 1)
+    rounded = mmath.roundeven(value)
+    clamped = arith.minimumf(arith.maximumf(rounded, as_f64(float(low))), as_f64(float(high)))
+    return arith.fptoui(element, clamped) if unsigned else arith.fptosi(element, clamped)
+
+

@@ -1,0 +1,163 @@
+"""Sequential writes, scatter and compaction: ``scf.for`` loops threading a tensor through
+``tensor.insert``, because ONNX defines colliding writes (scatter) and data-dependent counts
+(nonzero) as sequential, which no parallel structured op expresses.
+
+Shared by the ONNX and PyTorch frontends; split from one shape module by topic."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, tensor
+
+from . import core
+from .extent_math import as_index
+from .movement import source_index
+
+# --------------------------------------------------------------------------------------
+# Sequential writes: scatter and compaction
+# --------------------------------------------------------------------------------------
+
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def loop_nest(
+    extents: Sequence[int | ir.Value],
+    carried: Sequence[ir.Value],
+    body: Callable[[list[ir.Value], list[ir.Value]], list[ir.Value]],
+) -> list[ir.Value]:
+    """An ``scf.for`` nest over ``extents`` (row-major order) threading ``carried`` values
+    (tensors updated with ``tensor.insert``) through ``body(indices, carried) -> carried``.
+
+    Why loops and not ``linalg``: a scatter's writes may collide and ONNX defines them as
+    applied in order, which no parallel structured op expresses.
+    """
+    from mlir.dialects import scf
+
+    def level(depth: int, indices: list[ir.Value], values: list[ir.Value]) -> list[ir.Value]:
+        if depth == len(extents):
+            return body(indices, values)
+        loop = scf.ForOp(core.index(0), as_index(extents[depth]), core.index(1), values)
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp(level(depth + 1, [*indices, loop.induction_variable], list(loop.inner_iter_args)))
+        return list(loop.results)
+
+    return level(0, [], list(carried))
+
+
+def _combine(old: ir.Value, new: ir.Value, reduction: str, unsigned: bool) -> ir.Value:
+    """``reduction`` of the element already there with the scattered one (bool: add/max is
+    or, mul/min is and)."""
+    if reduction == "none":
+        return new
+    element = old.type
+    if isinstance(element, ir.IntegerType) and element.width == 1:
+        return (arith.ori if reduction in ("add", "max") else arith.andi)(old, new)
+    if core.is_float(element):
+        op = {"add": arith.addf, "mul": arith.mulf, "max": arith.maximumf, "min": arith.minimumf}
+    elif unsigned:
+        op = {"add": arith.addi, "mul": arith.muli, "max": arith.maxui, "min": arith.minui}
+    else:
+        op = {"add": arith.addi, "mul": arith.muli, "max": arith.maxsi, "min": arith.minsi}
+    return op[reduction](old, new)
+
+
+def scatter(
+    data: ir.Value,
+    updates: ir.Value,
+    target: Callable[[list[ir.Value]], list[ir.Value]],
+    reduction: str = "none",
+    *,
+    unsigned: bool = False,
+) -> ir.Value:
+    """A copy of ``data`` where each element of ``updates`` (in row-major order) is written
+    to ``target(its position)``, combined with what is there by ``reduction``."""
+    if reduction not in SCATTER_REDUCTIONS:
+        raise ValueError(f"unknown scatter reduction {reduction!r}; expected one of {SCATTER_REDUCTIONS}")
+
+    def body(positions: list[ir.Value], carried: list[ir.Value]) -> list[ir.Value]:
+        (result,) = carried
+        where = target(positions)
+        value = tensor.extract(updates, positions)
+        if reduction != "none":
+            value = _combine(tensor.extract(result, where), value, reduction, unsigned)
+        return [tensor.insert(value, result, where)]
+
+    (result,) = loop_nest(core.sizes(updates), [data], body)
+    return result
+
+
+def scatter_elements(data: ir.Value, indices: ir.Value, updates: ir.Value, axis: int,
+                     reduction: str = "none", *, unsigned: bool = False) -> ir.Value:
+    """The inverse of :func:`gather_elements`: ``out[p with p[axis] = indices[p]] = updates[p]``."""
+    extent = core.sizes(data)[axis]
+
+    def target(positions: list[ir.Value]) -> list[ir.Value]:
+        where = list(positions)
+        where[axis] = source_index(tensor.extract(indices, positions), extent)
+        return where
+
+    return scatter(data, updates, target, reduction, unsigned=unsigned)
+
+
+def scatter_nd(data: ir.Value, indices: ir.Value, updates: ir.Value,
+               reduction: str = "none", *, unsigned: bool = False) -> ir.Value:
+    """The inverse of :func:`gather_nd` (no batch dims): the last dim of ``indices`` (``k``,
+    static) addresses the leading ``k`` dims of ``data``."""
+    data_extents = core.sizes(data)
+    k = core.static_shape(indices)[-1]
+    if k is None:
+        raise ValueError("scatter_nd needs the last dim of indices to be static")
+    lead = core.tensor_type(indices).rank - 1
+
+    def target(positions: list[ir.Value]) -> list[ir.Value]:
+        prefix = positions[:lead]
+        where = [
+            source_index(tensor.extract(indices, [*prefix, core.index(j)]), data_extents[j])
+            for j in range(k)
+        ]
+        return where + positions[lead:]
+
+    return scatter(data, updates, target, reduction, unsigned=unsigned)
+
+
+def nonzero(value: ir.Value) -> ir.Value:
+    """``numpy.nonzero`` stacked: an i64 ``[rank, count]`` tensor of the coordinates of the
+    non-zero elements in row-major order. The count is data dependent: a first loop counts,
+    a second one writes."""
+    i64 = ir.IntegerType.get_signless(64)
+    extents = core.sizes(value)
+    element = core.tensor_type(value).element_type
+    zero = core.scalar_constant(0, element)
+
+    def is_set(positions: list[ir.Value]) -> ir.Value:
+        x = tensor.extract(value, positions)
+        if core.is_float(element):
+            return arith.cmpf(arith.CmpFPredicate.UNE, x, zero)
+        return arith.cmpi(arith.CmpIPredicate.ne, x, zero)
+
+    def count(positions, carried):
+        (n,) = carried
+        return [arith.select(is_set(positions), arith.addi(n, core.index(1)), n)]
+
+    (total,) = loop_nest(extents, [core.index(0)], count)
+    result = core.empty([len(extents), total], i64)
+
+    def write(positions, carried):
+        from mlir.dialects import scf
+
+        out, n = carried
+        hit = is_set(positions)
+        branch = scf.IfOp(hit, [out.type], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            filled = out
+            for d, p in enumerate(positions):
+                filled = tensor.insert(arith.index_cast(i64, p), filled, [core.index(d), n])
+            scf.YieldOp([filled])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([out])
+        return [branch.results[0], arith.select(hit, arith.addi(n, core.index(1)), n)]
+
+    result, _ = loop_nest(extents, [result, core.index(0)], write)
+    return result

@@ -1,0 +1,126 @@
+"""JIT compilation of an LLVM-dialect module, and calling its entry with numpy arrays.
+
+Shared by :class:`tilecraft.compiler.CompiledModule` (what ``tilecraft.compile`` returns)
+and the graph stage's constant folding, which runs folded subgraphs once at compile time.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import threading
+import time
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from ..errors import CompileError
+from ..runtime.libraries import load_process_wide, runtime_library
+from ..runtime.memref import adopt_results, describe, results_type, scalar_ctype
+from ..runtime.signature import EntrySignature
+
+# Runtime libraries the generated code may call into: handed to each JIT...
+RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
+# ...or loaded once per process (the async runtime for parallel loops, whose per-engine
+# destroy hook would reset the runtime under every other module; see load_process_wide).
+PROCESS_WIDE_LIBRARIES = ("mlir_async_runtime",)
+
+# Why engines outlive their modules for a moment: a worker thread of the async runtime marks
+# a parallel task complete and only then returns through the task's last instructions, which
+# are JIT'ed code of the module. A module dropped right after its call would free that code
+# under the worker (a rare segfault in whatever runs next). So a collected function's engine
+# (and the IR context it compiled from) is retired, and released only after a grace period,
+# when the next function is created.
+_RETIREMENT_GRACE_S = 1.0
+_retired: collections.deque[tuple[float, tuple[Any, ...]]] = collections.deque()
+_retired_lock = threading.Lock()
+
+
+def _retire(*owned: Any) -> None:
+    with _retired_lock:
+        _retired.append((time.monotonic(), owned))
+
+
+def _release_retired() -> None:
+    now = time.monotonic()
+    with _retired_lock:
+        while _retired and now - _retired[0][0] > _RETIREMENT_GRACE_S:
+            _retired.popleft()
+
+
+class JitFunction:
+    """The entry ``signature.name`` of ``llvm_module``, JIT-compiled at ``opt_level``.
+
+    Calls check every argument against ``signature`` before native code runs.
+    ``extra_libraries`` names further shared libraries when the engine is created. With
+    ``lazy=True`` that happens on the first call (the CUDA runtime wrappers link against
+    the driver: creating the engine without one would abort on unresolved symbols).
+    """
+
+    def __init__(
+        self,
+        llvm_module: ir.Module,
+        signature: EntrySignature,
+        *,
+        opt_level: int = 3,
+        extra_libraries: Callable[[], Sequence[str]] = tuple,
+        lazy: bool = False,
+    ) -> None:
+        self.signature = signature
+        self.module = llvm_module  # keeps the context alive as long as the engine
+        self._opt_level = opt_level
+        self._extra_libraries = extra_libraries
+        self._engine: ExecutionEngine | None = None
+        self._entry: Any = None
+        self._results_type = results_type([len(spec.shape) for spec in signature.results])
+        if not lazy:
+            self._ensure_engine()
+
+    def _ensure_engine(self) -> None:
+        if self._engine is not None:
+            return
+        for name in PROCESS_WIDE_LIBRARIES:
+            load_process_wide(name)
+        libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]
+        try:
+            engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
+        except RuntimeError as error:
+            raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+        engine.initialize()
+        self._entry = engine.lookup(self.signature.name)
+        self._engine = engine
+        _release_retired()
+        weakref.finalize(self, _retire, engine, self.module)
+
+    @property
+    def engine(self) -> ExecutionEngine:
+        self._ensure_engine()
+        return self._engine
+
+    def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
+        self._ensure_engine()
+        arrays = self.signature.bind(args, kwargs)
+        keep_alive: list[Any] = []
+        packed: list[Any] = []
+        results = self._results_type() if self._results_type is not None else None
+        if results is not None:
+            result_pointer = ctypes.pointer(results)
+            keep_alive.append(result_pointer)
+            packed.append(ctypes.pointer(result_pointer))
+        for spec, array in zip(self.signature.arguments, arrays):
+            if spec.is_scalar:
+                value = scalar_ctype(array)
+                keep_alive.append(value)
+                packed.append(ctypes.pointer(value))
+            else:
+                descriptor_pointer = ctypes.pointer(describe(array))
+                keep_alive.append(descriptor_pointer)
+                packed.append(ctypes.pointer(descriptor_pointer))
+        argv = (ctypes.c_void_p * len(packed))(*[ctypes.cast(p, ctypes.c_void_p) for p in packed])
+        self._entry(argv)
+        if results is None:
+            return ()
+        return adopt_results(results, self.signature, arrays)
