@@ -8,7 +8,8 @@
 
 A handler receives a :class:`~tilecraft.frontend.onnx.node.NodeContext` and returns one
 entry per node output: an ``ir.Value``, a numpy array (a value known at import time, which
-later nodes can fold), or ``None`` for an optional output that is not produced.
+later nodes can fold), or ``None`` for an optional output that is not produced. The
+handler modules (``ops/``) are imported by the package (``__init__.py``), never from here.
 """
 
 from __future__ import annotations
@@ -49,16 +50,10 @@ def onnx_op(op_type: str, *, since: int = 1, until: int | None = None) -> Callab
     return decorate
 
 
-def _load_handlers() -> None:
-    from . import ops  # noqa: F401  (importing the op modules fills the table)
-
-
 def lookup(op_type: str, opset: int) -> OpHandler | None:
     """The handler for ``op_type`` in ``opset``, or ``None``."""
-    _load_handlers()
     return next((h for h in _HANDLERS.get(op_type, []) if h.covers(opset)), None)
 
 
 def supported_op_types() -> list[str]:
-    _load_handlers()
     return sorted(_HANDLERS)
