@@ -48,22 +48,22 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Stage": (".pipelines.pipeline", "Stage"),
     "Target": (".pipelines.target", "Target"),
     "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
-    "Schedule": (".scheduling", "Schedule"),
-    "ScheduleError": (".scheduling", "ScheduleError"),
-    "build": (".scheduling", "build"),
-    "compute": (".scheduling", "compute"),
-    "placeholder": (".scheduling", "placeholder"),
-    "reduce_axis": (".scheduling", "reduce_axis"),
+    "Schedule": (".schedule.te", "Schedule"),
+    "ScheduleError": (".schedule.te", "ScheduleError"),
+    "build": (".schedule.te", "build"),
+    "compute": (".schedule.te", "compute"),
+    "placeholder": (".schedule.te", "placeholder"),
+    "reduce_axis": (".schedule.te", "reduce_axis"),
     "torch": (".compiler.torch", None),
     "tune": (".tuning.tune", "tune"),
-    "extract_tasks": (".tuning.task", "extract_tasks"),
+    "extract_tasks": (".schedule.task", "extract_tasks"),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept
 # out of __all__ because `from tilecraft import *` would shadow Python's sum/max/min/abs.
 for _name in ("abs", "einsum", "exp", "if_then_else", "log", "max", "maximum", "min", "minimum",
               "prod", "sigmoid", "sqrt", "sum", "tanh"):
-    _LAZY[_name] = (".scheduling", _name)
+    _LAZY[_name] = (".schedule.te", _name)
 del _name
 
 __all__ = [
@@ -74,17 +74,26 @@ __all__ = [
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
-    """Makes ``import tilecraft.torch`` load ``tilecraft.compiler.torch``.
+    """Public module names that live elsewhere in the layout.
 
-    Why not a ``torch/`` folder: the repository root is this package, so a folder named
-    ``torch`` there would shadow PyTorch itself for ``python -m ...`` run in a checkout.
+    ``tilecraft.torch`` is ``compiler/torch.py``: the repository root is this package, so a
+    folder named ``torch`` there would shadow PyTorch itself for ``python -m ...`` run in a
+    checkout. ``tilecraft.scheduling`` (the TE-style API, TVM users' ``te``) is
+    ``schedule/te/``, beside the default schedules it shares its script writer with.
     """
 
-    ALIASES = {f"{__name__}.torch": f"{__name__}.compiler.torch"}
+    ALIASES = {f"{__name__}.torch": f"{__name__}.compiler.torch",
+               f"{__name__}.scheduling": f"{__name__}.schedule.te"}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.ALIASES:
-            return None
+            prefix = next((a for a in self.ALIASES if fullname.startswith(a + ".")), None)
+            if prefix is None:
+                return None
+            # a submodule of an alias (tilecraft.scheduling.compute): the real one
+            module = importlib.import_module(self.ALIASES[prefix] + fullname[len(prefix):])
+            sys.modules[fullname] = module
+            return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
         module = importlib.import_module(self.ALIASES[fullname])
         sys.modules[fullname] = module
         return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
@@ -102,7 +111,8 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
-    sys.meta_path.append(_AliasFinder())
+    sys.meta_path.insert(0, _AliasFinder())  # before the path finder, which would load a
+    # second copy of an aliased submodule (tilecraft.scheduling.compute) under the alias name
 
 
 def __getattr__(name: str) -> Any:

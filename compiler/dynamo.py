@@ -34,7 +34,7 @@ from ..errors import TilecraftError, TorchImportError
 from ..frontend.torch.export import export
 from ..frontend.torch.importer import TORCH_TO_NUMPY, describe_location, op_name
 from ..frontend.torch.ops import ATEN_OPS
-from .torch import CompiledTorchModule, compile_exported
+from .torch_module import CompiledTorchModule, compile_exported
 
 _GENERATED = re.compile(r"<eval_with_key>\.\d+:(\d+)")
 

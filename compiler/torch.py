@@ -11,63 +11,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
 import torch
-from torch.export import ExportedProgram
-from torch.utils import _pytree as pytree
 
-from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import export, import_exported
 from ..frontend.torch.ops import ATEN_OPS
-from ..pipelines.compiled_module import CompiledModule
-from .compile import compile as compile_mlir
+from .dynamo import tilecraft_backend
 from .options import CompileOptions
+from .torch_module import CompiledTorchModule, compile_exported
 
 __all__ = ["ATEN_OPS", "CompiledTorchModule", "compile", "compile_exported", "export", "import_exported",
            "tilecraft_backend"]
-
-
-class CompiledTorchModule:
-    """A compiled ``nn.Module``: call it with tensors like the module, get tensors back.
-
-    Inputs are handed to the native code as numpy views of the tensors' memory (a copy is
-    made only for non-contiguous tensors); results are numpy arrays owned by the compiled
-    code, wrapped by ``torch.from_numpy`` without copying.
-    """
-
-    def __init__(self, compiled: CompiledModule, program: ExportedProgram) -> None:
-        self.compiled = compiled
-        self.program = program
-        self._in_spec = program.call_spec.in_spec
-        self._out_spec = program.call_spec.out_spec
-
-    @property
-    def signature(self):  # noqa: ANN201 - the runtime's EntrySignature
-        return self.compiled.signature
-
-    def ir(self, stage: str = "llvm") -> str:
-        """The IR after pipeline stage ``stage`` (``"source"``: the imported linalg)."""
-        return self.compiled.ir(stage)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        flat, spec = pytree.tree_flatten((args, kwargs))
-        if self._in_spec is not None and spec != self._in_spec:
-            raise ArgumentValueError(
-                f"the call's arguments are structured as {spec}, the example inputs as {self._in_spec}")
-        arrays = []
-        for position, value in enumerate(flat):
-            if not isinstance(value, torch.Tensor):
-                raise ArgumentTypeError(f"argument {position} is a {type(value).__name__}, not a torch.Tensor")
-            if value.device.type != "cpu":
-                raise ArgumentTypeError(f"argument {position} is on {value.device}; compiled code runs on the CPU")
-            arrays.append(value.detach().resolve_conj().resolve_neg().numpy())
-        results = self.compiled(*arrays)
-        results = results if isinstance(results, tuple) else (results,)
-        tensors = [torch.from_numpy(np.asarray(r)) for r in results]
-        return pytree.tree_unflatten(tensors, self._out_spec) if self._out_spec is not None else tensors
-
-    def __repr__(self) -> str:
-        return f"<CompiledTorchModule {self.compiled.signature}>"
 
 
 def compile(
@@ -88,20 +41,3 @@ def compile(
         ``pipeline=``, ``keep_ir=``, ...).
     """
     return compile_exported(export(module, example_inputs, dynamic_shapes), options, **overrides)
-
-
-def compile_exported(program: ExportedProgram, options: CompileOptions | None = None,
-                     **overrides: Any) -> CompiledTorchModule:
-    """Compile an exported, decomposed program (see :func:`compile` for the arguments)."""
-    return CompiledTorchModule(compile_mlir(import_exported(program), options, **overrides), program)
-
-
-
-def __getattr__(name: str) -> Any:
-    """``tilecraft_backend`` (compiler/dynamo.py) on first use: the backend module builds on
-    this one, so importing it here at load time would be a cycle."""
-    if name == "tilecraft_backend":
-        from .dynamo import tilecraft_backend
-
-        return tilecraft_backend
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

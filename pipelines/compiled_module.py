@@ -33,7 +33,7 @@ class CompiledModule:
     # How many fusion groups the graph stage formed; set by tilecraft.compile, None when the
     # pipeline did not run tilecraft-fuse-ops or tilecraft-mark-groups.
     group_count: int | None = None
-    # How many kernels (top-level loop nests and copies, pipelines/group_schedule.py's
+    # How many kernels (top-level loop nests and copies, schedule/group.py's
     # count_kernels) the schedule stage left; None when the pipeline has no such stage.
     kernel_count: int | None = None
 

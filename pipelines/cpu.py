@@ -1,10 +1,10 @@
-"""The CPU pipeline: linalg on tensors -> default schedule -> buffers -> LLVM dialect.
+"""The CPU pipeline: linalg on tensors -> graph passes -> default schedule -> buffers ->
+LLVM dialect.
 
-Each stage is one line of intent; the pass elements are what ``tilecraft-opt`` runs.
-Ordering constraints that bite (see ``../shared/STACK.md``): vector transfers are unrolled
-(``full-unroll``) before reaching LLVM so no ``alloca`` lands inside loops;
-``expand-strided-metadata`` runs before ``lower-affine``; the async runtime is lowered
-before ``convert-to-llvm``; ``reconcile-unrealized-casts`` comes last.
+Each stage is one line of intent; the pass elements are what ``tilecraft-opt`` runs. The
+stages around the graph passes and the schedule are shared (stages.py); the schedule stage
+names ``tilecraft-schedule``, which ``tilecraft.schedule`` defines (pipelines name passes,
+they do not import their schedules).
 """
 
 from __future__ import annotations
@@ -14,79 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-from mlir import ir
 
 from ..errors import TuningError
-from .bool_memory import WIDEN_BOOL_MEMORY
-from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .graph import graph_pass_elements
-from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
-from .passes import positive_int_option, register_pass, register_pipeline
+from .passes import positive_int_option, register_pipeline
 from .pipeline import Pipeline, Stage
+from .stages import input_stage, lowering_stages, simplify_stage
 from .target import Target
-
-C_INTERFACE = "llvm.emit_c_interface"
-
-
-def _public_functions(module: ir.Operation) -> list[ir.Operation]:
-    functions = []
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name != "func.func" or len(op.regions[0].blocks) == 0:
-            continue
-        visibility = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
-        if visibility is None or ir.StringAttr(visibility).value == "public":
-            functions.append(op)
-    return functions
-
-
-@register_pass(
-    "tilecraft-prepare-entry",
-    "Make public functions callable from the runtime: C interface, read-only tensor arguments",
-)
-def prepare_entry_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    """Why: the runtime calls ``_mlir_ciface_<name>`` with memref descriptors, and the
-    caller's numpy arrays must never be overwritten, so bufferization may not write into
-    function arguments in place (``bufferization.writable = false``)."""
-    for func in _public_functions(module):
-        func.attributes[C_INTERFACE] = ir.UnitAttr.get()
-        function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-        empty = ir.DictAttr.get({})
-        existing = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
-        merged = []
-        for index, arg_type in enumerate(function_type.inputs):
-            attrs = {} if existing is None else {
-                named.name: named.attr for named in ir.DictAttr(existing[index])
-            }
-            if isinstance(arg_type, ir.RankedTensorType):
-                attrs["bufferization.writable"] = ir.BoolAttr.get(False)
-            merged.append(ir.DictAttr.get(attrs) if attrs else empty)
-        if merged and (existing is not None or any(m != empty for m in merged)):
-            func.attributes["arg_attrs"] = ir.ArrayAttr.get(merged)
-
-
-@register_pass(
-    "tilecraft-set-target",
-    "Set target-cpu / target-features on every llvm.func",
-    options={"cpu": "LLVM CPU name, e.g. skylake-avx512", "features": "e.g. +avx512f,-avx512vl"},
-)
-def set_target_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    """Why: the JIT compiles for the host; a named target's CPU and features travel as
-    function attributes, which LLVM's code generator honours per function."""
-    attributes = {}
-    if options.get("cpu"):
-        attributes["target_cpu"] = ir.StringAttr.get(options["cpu"])
-    if options.get("features"):
-        attributes["target_features"] = ir.Attribute.parse(
-            "#llvm.target_features<[" + ", ".join(f'"{f}"' for f in options["features"].split(",")) + "]>"
-        )
-    if not attributes:
-        return
-    for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "llvm.func":
-            for name, value in attributes.items():
-                op.operation.attributes[name] = value
-
 
 def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipeline:
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
@@ -97,75 +31,21 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
     threads = target.num_threads
-    async_lowering = (
-        (
-            # min-task-size=1: each scf.forall iteration is already a task the planner
-            # sized (about 2 per thread). With the default (1000 iterations per task) a
-            # loop of fewer than 1000 iterations ran whole on the calling thread, so
-            # matmuls and convolutions never used a second core. Loops are collapsed to
-            # one dimension first (parallel_loops.py: async-parallel-for ran some blocks
-            # of multi-dimensional loops twice).
-            COLLAPSE_PARALLEL_LOOPS,
-            f"async-parallel-for{{num-workers={threads} min-task-size=1}}",
-            "async-to-async-runtime",
-            "async-runtime-ref-counting",
-            "async-runtime-ref-counting-opt",
-            "convert-async-to-llvm",
-        )
-        if threads > 1
-        else ()
-    )
-    target_options = " ".join(
-        f"{key}={value}"
-        for key, value in (("cpu", target.mcpu), ("features", ",".join(target.mattr)))
-        if value
-    )
     return Pipeline(
         (
-            Stage("input", ("tilecraft-prepare-entry",),
-                  "C interface on public functions; arguments read-only"),
+            input_stage(),
             *((Stage("graph", tuple(graph_elements),
                      "graph passes for opt_level: constant folding, combining, fusion groups "
                      "(as tilecraft.group tags)"),)
               if graph_elements else ()),
-            Stage("simplify", ("canonicalize", "cse",
-                               INSERT_BARRIERS,
-                               "func.func(linalg-fuse-elementwise-ops)", DROP_BARRIERS,
-                               "canonicalize"),
-                  "fold constants, fuse elementwise producers into consumers"),
+            simplify_stage(),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())
                    + f"{' fuse-groups=1' if opt_level >= 3 else ''}}}",
                    "canonicalize", "cse"),
                   "default schedule: thread tiles, register tiles, vectorization"),
-            Stage("bufferize",
-                  ("one-shot-bufferize{bufferize-function-boundaries "
-                   "function-boundary-type-conversion=identity-layout-map}",
-                   "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
-                  "tensors to buffers; results returned as fresh allocations the caller frees"),
-            Stage("loops",
-                  # Bool buffers become byte buffers once nothing but loads and stores
-                  # touches them, and before async lowering outlines parallel bodies.
-                  ("convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
-                   "func.func(scf-forall-to-parallel)", *async_lowering),
-                  "remaining linalg to loops; i1 buffers as bytes; parallel loops onto the "
-                  "async runtime"),
-            Stage("vector",
-                  # Why lower-vector-multi-reduction: vectorized reductions (sum, max,
-                  # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does
-                  # not lower (it survived as an unrealized cast and the JIT failed). The
-                  # default schedule keeps reduced dims innermost, hence inner-reduction.
-                  ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
-                   "convert-vector-to-scf{full-unroll=true}", "canonicalize"),
-                  "multi-reductions to 1-D reductions; unroll vector transfers to 1-D "
-                  "(no alloca in loops)"),
-            Stage("llvm",
-                  ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
-                   "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
-                   "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize")
-                  + ((f"tilecraft-set-target{{{target_options}}}",) if target_options else ()),
-                  "everything to the LLVM dialect"),
+            *lowering_stages(target),
         )
     )
 

@@ -9,6 +9,8 @@ tilecraft-schedule"). Options use MLIR's syntax: ``tilecraft-schedule{vector-bit
 
 from __future__ import annotations
 
+import importlib
+
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -114,9 +116,20 @@ def register_pipeline(
     return decorate
 
 
+# The modules whose decorators define tilecraft's passes and named pipelines, at every layer
+# (the schedule passes live above pipelines/). Named here, by string, so that any lookup sees
+# every pass whichever entry point the process came through; the one place where this
+# package names a module of a higher layer.
+DEFINITION_MODULES = (
+    "tilecraft.pipelines.cpu",
+    "tilecraft.pipelines.cuda.lowering",
+    "tilecraft.schedule",
+)
+
+
 def _load_definitions() -> None:
-    from . import cpu, schedule  # noqa: F401  (their decorators fill the registries)
-    from .cuda import lowering  # noqa: F401  (tilecraft-gpu-*, tilecraft-lower-cuda)
+    for name in DEFINITION_MODULES:
+        importlib.import_module(name)
 
 
 def registered_passes() -> dict[str, TilecraftPass]:

@@ -14,9 +14,9 @@ docs/tuning.md. xgboost, tqdm and matplotlib are imported only when used.
 
 from __future__ import annotations
 
-from .records import Record, best_records, load_records
-from .space import Knob, ScheduleSpace, space_for
-from .task import Task, extract_tasks
+from ..schedule.records import Record, best_records, load_records
+from ..schedule.space import Knob, ScheduleSpace, space_for
+from ..schedule.task import Task, extract_tasks
 from .tune import TaskResult, TuningResult, allocate_trials, tune
 from .tuners import TUNERS, make_tuner
 

@@ -110,7 +110,7 @@ def _build(job: MeasureInput, scratch: Path) -> Any:
     from ..pipelines.compiled_module import compile_ir
     from ..pipelines.cpu import cpu_pipeline, with_tuning_records
     from ..pipelines.target import Target
-    from .records import Record
+    from ..schedule.records import Record
 
     records = None
     if job.config is not None:

@@ -6,7 +6,7 @@ import os
 from collections import defaultdict
 from typing import Iterable
 
-from .records import VALIDATED, Record
+from ..schedule.records import VALIDATED, Record
 
 
 def best_so_far(records: Iterable[Record]) -> list[float]:

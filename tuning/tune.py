@@ -28,9 +28,9 @@ from typing import Any, Sequence
 from ..errors import TaskExtractionError, TunerNameError, TuningError
 from ..pipelines.target import Target
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
-from .records import VALIDATED, Record, RecordWriter, canonical_target, load_records
-from .space import ScheduleSpace, space_for
-from .task import Task, extract_tasks
+from ..schedule.records import VALIDATED, Record, RecordWriter, canonical_target, load_records
+from ..schedule.space import ScheduleSpace, space_for
+from ..schedule.task import Task, extract_tasks
 from .tuners import TUNERS, Tuner, make_tuner
 
 
@@ -431,11 +431,11 @@ def _refuse_cuda_tuning() -> None:
     """Stop before any work: CUDA candidates must be timed on a GPU, and the measurement
     workers here time CPU code (timing a GPU schedule on the CPU would rank the wrong thing).
     Without a device the error says why there is none; with one, that measuring GPU
-    candidates is not built yet (the GPU schedule space is in pipelines/cuda/space.py)."""
-    from ..pipelines.cuda.space import require_cuda_device
+    candidates is not built yet (the GPU schedule space is in schedule/cuda_space.py)."""
+    from ..schedule.cuda_space import require_cuda_device
 
     require_cuda_device()
     raise TuningError(
         "tuning a CUDA target is not supported yet: the measurement workers time CPU code; "
-        "the GPU schedule space (pipelines/cuda/space.py) has no GPU runner"
+        "the GPU schedule space (schedule/cuda_space.py) has no GPU runner"
     )

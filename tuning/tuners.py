@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import TunerNameError
 from .cost_model import CostModelConfig, XGBCostModel
-from .space import Config, ScheduleSpace
+from ..schedule.space import Config, ScheduleSpace
 
 TUNERS = ("xgb", "xgb_rank", "random", "grid")
 

@@ -2,10 +2,9 @@
 
 See docs/cuda.md. ``tilecraft.compile(src, target="cuda -arch=sm_80")`` uses
 :func:`cuda_pipeline`; compiling needs no GPU, running needs an NVIDIA driver.
+The GPU schedule (``tilecraft-gpu-schedule``) is ``tilecraft.schedule.cuda``.
 """
 
 from .lowering import assemble_ptx, cuda_pipeline, find_ptxas
-from .schedule import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
 
-__all__ = ["GpuConfig", "GpuOpSchedule", "assemble_ptx", "cuda_pipeline", "find_ptxas",
-           "plan_gpu_op", "render_gpu_script"]
+__all__ = ["assemble_ptx", "cuda_pipeline", "find_ptxas"]

@@ -39,7 +39,7 @@ from ...errors import ToolchainError
 from ..passes import register_pass, register_pipeline
 from ..pipeline import Pipeline, Stage
 from ..target import Target
-from . import memory, schedule, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
+from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
 
 PTX_ATTRIBUTE = "tilecraft.ptx"
 

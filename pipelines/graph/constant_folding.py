@@ -34,9 +34,14 @@ from mlir.dialects import arith, func
 
 from ...dialects import graph
 from ...frontend.emit import core, reshapes
+from ..entry import entry_signature
 from ..ir_queries import defined_functions
+from ..jit import JitFunction
 from ..loop_nest import is_structured
 from ..passes import register_pass
+from ..pipeline import Pipeline
+from ..stages import input_stage, lowering_stages, simplify_stage
+from ..target import Target
 
 # Ops whose result is a pure function of their operands, evaluable at compile time.
 _FOLDABLE = frozenset({
@@ -312,11 +317,6 @@ def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Conte
     The ``dense_resource`` weights become the function's arguments, passed as numpy arrays:
     embedded as globals, ResNet-50's 100 MB of weights took LLVM over two minutes to JIT.
     """
-    # Imported here: the CPU pipeline builds on this package (its graph stage).
-    from ..cpu import cpu_pipeline  # noqa: PLC0415
-    from ..entry import entry_signature  # noqa: PLC0415
-    from ..jit import JitFunction  # noqa: PLC0415
-    from ..target import Target  # noqa: PLC0415
 
     weights = [op for op in ops if _is_resource_constant(op)]
     if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in _NUMPY_TYPES
@@ -355,7 +355,7 @@ def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Conte
     with fold_context, ir.Location.unknown():
         module = ir.Module.parse(payload.getvalue())
         target = Target.parse("llvm")
-        pipeline = cpu_pipeline(target, opt_level=0).without("schedule")
+        pipeline = Pipeline((input_stage(), simplify_stage(), *lowering_stages(target)))
         signature = entry_signature(module.body.operations[0].operation)
         pipeline.run(module)
         results = JitFunction(module, signature, opt_level=0)(arrays, {})

@@ -9,7 +9,7 @@ import pytest
 import mlir_text
 import tilecraft
 from tilecraft.tuning import extract_tasks, space_for
-from tilecraft.tuning.records import Record, RecordWriter, canonical_target
+from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 
 TARGET = "llvm"
 M, N, K = 128, 256, 64

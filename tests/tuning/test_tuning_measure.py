@@ -10,7 +10,7 @@ import pytest
 
 from tilecraft.tuning import extract_tasks, space_for
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions
-from tilecraft.tuning.records import canonical_target
+from tilecraft.schedule.records import canonical_target
 
 TARGET = "llvm"
 

@@ -9,7 +9,7 @@ import pytest
 
 from tilecraft.errors import TunerNameError
 from tilecraft.tuning import allocate_trials, best_records, extract_tasks, load_records, make_tuner, space_for
-from tilecraft.tuning.records import Record, RecordWriter, canonical_target
+from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 
 TARGET = "llvm -mcpu=znver4"
 

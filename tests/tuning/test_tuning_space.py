@@ -8,11 +8,11 @@ from mlir.dialects.transform import interpreter
 
 import mlir_text
 from tilecraft.errors import KnobError, TaskExtractionError
-from tilecraft.pipelines.schedule import plan_default_schedule
+from tilecraft.schedule.plan import plan_default_schedule
 from tilecraft.pipelines.target import Target
 from tilecraft.tuning import extract_tasks, space_for
-from tilecraft.tuning.apply import reproducer
-from tilecraft.tuning.space import task_nest
+from tilecraft.schedule.record_plan import reproducer
+from tilecraft.schedule.space import task_nest
 
 TARGET = "llvm -mcpu=znver4"  # 512-bit vectors whatever the host
 

@@ -10,7 +10,7 @@ import mlir_text
 import tilecraft
 from tilecraft.errors import TaskExtractionError, TunerNameError, TuningError
 from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
-from tilecraft.tuning.records import Record, RecordWriter, canonical_target
+from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 
 TARGET = "llvm"
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..pipelines.compiled_module import CompiledModule, compile_ir
-from ..pipelines.cpu import cpu_pipeline
-from ..pipelines.pipeline import Pipeline
-from ..pipelines.target import Target
+from ...pipelines.compiled_module import CompiledModule, compile_ir
+from ...pipelines.cpu import cpu_pipeline
+from ...pipelines.pipeline import Pipeline
+from ...pipelines.target import Target
 from .schedule import Schedule
 
 
@@ -30,7 +30,7 @@ def build(sch: Schedule, target: "str | Target" = "llvm", *, opt_level: int = 3)
     unscheduled blocks become plain loops.
     """
     if not isinstance(sch, Schedule):
-        raise TypeError(f"build takes a tilecraft.scheduling.Schedule, got {type(sch).__name__}")
+        raise TypeError(f"build takes a tilecraft.schedule.te.Schedule, got {type(sch).__name__}")
     target = Target.parse(target)
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
-from ..pipelines.scratch import scratch_copy
+from ...pipelines.scratch import scratch_copy
 from .errors import ScheduleError
 
 

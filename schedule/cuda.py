@@ -1,6 +1,6 @@
 """The GPU schedule: every linalg op onto CUDA blocks and threads, as transform scripts.
 
-Same machinery as the CPU schedule (``pipelines/schedule.py``): ops are tagged with
+Same machinery as the CPU schedule (``schedule/plan.py``): ops are tagged with
 ``tilecraft.op_id``, each gets a plan (:class:`GpuOpSchedule`, plain data), each plan is
 rendered by a script writer (:class:`GpuScriptWriter`, a ``_ScriptWriter`` with GPU steps) as
 ``transform.named_sequence @schedule_op_<tag>``, and the ``@cleanup`` sequence hoists
@@ -34,15 +34,12 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects.transform import interpreter
 
-from ...errors import GpuScheduleError
-from ..ir_queries import ops_where
-from ..loop_nest import LoopNest, analyze_loop_nests, structured_ops
-from ..passes import positive_int_option, register_pass
-from ..schedule import (
-    _DECOMPOSABLE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence, largest_divisor,
-    named_sequence, render_script,
-)
-from ..scratch import scratch_copy
+from ..errors import GpuScheduleError
+from ..pipelines.ir_queries import ops_where
+from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
+from ..pipelines.passes import positive_int_option, register_pass
+from .plan import _DECOMPOSABLE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence, largest_divisor, named_sequence, render_script
+from ..pipelines.scratch import scratch_copy
 
 WORKGROUP = "#gpu.address_space<workgroup>"
 _AXES = ("x", "y", "z")

@@ -1,4 +1,4 @@
-"""The expression language of :func:`tilecraft.scheduling.compute`: index and scalar expressions.
+"""The expression language of :func:`tilecraft.schedule.te.compute`: index and scalar expressions.
 
 An operator is written the way TVM's ``te.compute`` writes it::
 
@@ -178,7 +178,7 @@ class Expr:
 
     def __bool__(self) -> bool:
         raise ScheduleError(
-            "a tensor expression has no truth value; use tilecraft.scheduling.if_then_else"
+            "a tensor expression has no truth value; use tilecraft.schedule.te.if_then_else"
         )
 
 

@@ -31,10 +31,7 @@ from .expr import IndexBinary, IndexConst, IterVar
 from .interpret import apply_script
 from .payload import DYNAMIC, IndexResult, OpInfo, analyze_function, argument_names, find_function, load_payload
 from .render import render
-from .state import (
-    PARALLEL, SERIAL, UNROLLED, VECTORIZED, Attach, BlockRV, Dim, Layout, LoopRV, Part, State,
-    chain_check, check_block, check_loop, operand_extents, producer_region, tile_extents,
-)
+from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, Attach, BlockRV, Dim, Layout, LoopRV, Part, State, chain_check, check_block, check_loop, operand_extents, producer_region, tile_extents
 
 MAX_UNROLL = 1024
 
@@ -375,8 +372,8 @@ class Schedule:
     """A schedule over one function: TVM's ``tir.Schedule`` workflow on MLIR.
 
     Args:
-      func_or_module: a compute :class:`~tilecraft.scheduling.Tensor` (or a list, as
-        :func:`~tilecraft.scheduling.create_func` takes), MLIR text or bytecode, an
+      func_or_module: a compute :class:`~tilecraft.schedule.te.Tensor` (or a list, as
+        :func:`~tilecraft.schedule.te.create_func` takes), MLIR text or bytecode, an
         ``mlir.ir.Module``, a ``func.func`` operation, a path to a ``.mlir``/``.onnx`` file.
         The source is copied; it is never modified.
       func_name: the function to schedule when the module has several.

@@ -4,7 +4,7 @@ The graph stage partitions a function into fusion groups with TVM's FuseOps rule
 (``pipelines/graph/fusion.py``: one anchor — conv, matmul, pooling, reduction — with its
 elementwise consumers and injective producers). The default schedule (``schedule.py``)
 plans one op at a time; here the plans of a group's ops become one
-:class:`~tilecraft.pipelines.schedule.GroupSchedule`, as IREE and TVM compute a group:
+:class:`~tilecraft.schedule.plan.GroupSchedule`, as IREE and TVM compute a group:
 
 1. the *root* is the group's last op (its result leaves the group: the bias + ReLU after a
    convolution, or the anchor itself);
@@ -38,11 +38,11 @@ from typing import Mapping
 
 from mlir import ir
 
-from .graph.fusion import ANCHORS, partition_function, private_inits
-from .ir_queries import RESHAPE_OPS, defined_functions, defining_op
-from .loop_nest import LoopNest, is_structured
-from .schedule import GroupSchedule, OpSchedule, plan_default_schedule
-from .target import CacheHierarchy
+from ..pipelines.graph.fusion import ANCHORS, partition_function, private_inits
+from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op
+from ..pipelines.loop_nest import LoopNest, is_structured
+from .plan import GroupSchedule, OpSchedule, plan_default_schedule
+from ..pipelines.target import CacheHierarchy
 
 
 def prepare_groups(module: ir.Operation) -> None:
@@ -70,7 +70,7 @@ def _fused_producers(root: ir.Operation, members: set[ir.Operation],
                      ) -> tuple[list[ir.Operation], list[ir.Operation]] | None:
     """The group members the root depends on that can be fused into its loop, and the
     reshapes between them (not fused themselves: their slices are bubbled up, see
-    :func:`~tilecraft.pipelines.schedule.render_group_sequence`). ``None`` when one of them
+    :func:`~tilecraft.schedule.plan.render_group_sequence`). ``None`` when one of them
     is also needed outside (fusing would compute it twice) or cannot be computed by slices:
     an op whose output is indexed by more than loop dims (``(d0, 0)``) is not tileable, and
     ``fuse_into_containing_op`` would then clone it whole into every task."""

@@ -3,7 +3,7 @@
 A task is what the ``schedule`` stage turns into one loop nest, as it sees it (after the
 ``input``, ``graph`` and ``simplify`` stages):
 
-- a *fusion group* that becomes one loop nest (``pipelines/group_schedule.py``'s
+- a *fusion group* that becomes one loop nest (``schedule/group.py``'s
   ``FusionUnit``, found when the model is compiled at ``opt_level`` 3): its anchor (conv,
   matmul, pooling, reduction) with the ops fused around it — bias + activation epilogues,
   zero fills, transposes, softmax's and layer norm's other reductions. The tuner searches
@@ -30,11 +30,11 @@ from mlir.dialects import func
 from ..errors import TaskExtractionError
 from ..frontend.loader import load_module
 from ..pipelines.cpu import cpu_pipeline
-from ..pipelines.group_schedule import FusionUnit, find_fusion_units, prepare_groups
+from .group import FusionUnit, find_fusion_units, prepare_groups
 from ..pipelines.ir_queries import defining_op
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
 from ..pipelines.pipeline import Pipeline
-from ..pipelines.schedule import _DECOMPOSABLE
+from .plan import _DECOMPOSABLE
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
 

@@ -1,7 +1,7 @@
-"""The payload a :class:`~tilecraft.scheduling.Schedule` works on: one function's linalg ops.
+"""The payload a :class:`~tilecraft.schedule.te.Schedule` works on: one function's linalg ops.
 
 Every structured op of the scheduled function becomes a *block*, named by its
-``tilecraft.block`` attribute (set by :func:`~tilecraft.scheduling.compute`), else after its
+``tilecraft.block`` attribute (set by :func:`~tilecraft.schedule.te.compute`), else after its
 op (``matmul``, ``generic``, ``generic_1``...); a ``linalg.fill`` that only initializes a
 reduction's output is ``<reduction>.init``. The names are written back as
 ``tilecraft.block`` attributes: transform scripts find the ops with
@@ -19,9 +19,9 @@ from typing import Any
 
 from mlir import ir, passmanager
 
-from ..frontend.loader import load_module
-from ..pipelines.loop_nest import structured_ops
-from ..pipelines.scratch import scratch_copy
+from ...frontend.loader import load_module
+from ...pipelines.loop_nest import structured_ops
+from ...pipelines.scratch import scratch_copy
 from .compute import BLOCK_ATTR, DIMS_ATTR, NAME_ATTR, Tensor, create_func
 from .errors import ScheduleError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import TilecraftError
+from ...errors import TilecraftError
 
 
 class ScheduleError(TilecraftError, ValueError):

@@ -2,7 +2,7 @@
 
 ``tilecraft.compile(model, tuning_records=path)`` and ``tilecraft-opt
 --tilecraft-schedule="tuning-records=path"`` both come here: for each op the pass plans, the
-op's task key is computed as :func:`~tilecraft.tuning.task.extract_tasks` computes it; when
+op's task key is computed as :func:`~tilecraft.schedule.task.extract_tasks` computes it; when
 the records hold a successful measurement for that key (same target and tilecraft version),
 the fastest one's config is planned through the task's schedule space. Ops without a record
 keep the default plan.
@@ -17,9 +17,9 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
-from ..pipelines.group_schedule import FusionUnit
+from .group import FusionUnit
 from ..pipelines.loop_nest import LoopNest
-from ..pipelines.schedule import OpSchedule, plan_module, render_script
+from .plan import OpSchedule, plan_module, render_script
 from ..pipelines.target import Target
 from .records import Record, best_records, canonical_target, load_records
 from .space import make_space, space_for
@@ -27,7 +27,7 @@ from .task import Task, describe_op, describe_unit
 
 
 class RecordPlanner:
-    """``planner(op, nest, tag, unit)`` for :func:`~tilecraft.pipelines.schedule.plan_module`."""
+    """``planner(op, nest, tag, unit)`` for :func:`~tilecraft.schedule.plan.plan_module`."""
 
     def __init__(self, best: Mapping[str, Record], target: Target) -> None:
         self.best = dict(best)

@@ -48,7 +48,7 @@ class LoopRV:
 
     Handles stay valid across primitives that do not remove the loop. ``split`` and ``fuse``
     consume their inputs (the loop no longer exists); using a consumed handle raises
-    :class:`~tilecraft.scheduling.ScheduleError` naming the step that consumed it.
+    :class:`~tilecraft.schedule.te.ScheduleError` naming the step that consumed it.
     """
 
     def __init__(self, block: "BlockRV", parts: list[Part], name: str) -> None:

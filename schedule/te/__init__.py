@@ -1,6 +1,6 @@
 """Operator definition and schedule primitives: TVM's TE/TensorIR workflow on MLIR.
 
-    from tilecraft.scheduling import placeholder, reduce_axis, compute, sum, Schedule, build
+    from tilecraft.schedule.te import placeholder, reduce_axis, compute, sum, Schedule, build
 
     A = placeholder((M, K), name="A"); B = placeholder((K, N), name="B")
     k = reduce_axis(K, name="k")
@@ -17,10 +17,7 @@ Each primitive emits transform-dialect ops (see docs/scheduling.md).
 from .builder import build, scheduled_pipeline
 from .compute import Tensor, compute, create_func, einsum, placeholder
 from .errors import ScheduleError
-from .expr import (
-    IterVar, abs, exp, if_then_else, log, max, maximum, min, minimum, prod, reduce_axis, sigmoid,
-    sqrt, sum, tanh,
-)
+from .expr import IterVar, abs, exp, if_then_else, log, max, maximum, min, minimum, prod, reduce_axis, sigmoid, sqrt, sum, tanh
 from .schedule import Schedule
 from .state import BlockRV, LoopRV
 

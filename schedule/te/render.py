@@ -20,7 +20,7 @@ after the payload.
 
 from __future__ import annotations
 
-from ..pipelines.schedule import _DECOMPOSABLE, CLEANUP_SEQUENCE, _ScriptWriter
+from ..plan import _DECOMPOSABLE, CLEANUP_SEQUENCE, _ScriptWriter
 from .compute import BLOCK_ATTR
 from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, BlockRV, LoopRV, State
 

@@ -27,10 +27,10 @@ from typing import Any, Callable, Mapping
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
-from .loop_nest import LoopNest, analyze_loop_nests
-from .passes import bool_option, positive_int_option, register_pass
-from .scratch import scratch_copy
-from .target import CacheHierarchy
+from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
+from ..pipelines.passes import bool_option, positive_int_option, register_pass
+from ..pipelines.scratch import scratch_copy
+from ..pipelines.target import CacheHierarchy
 
 TAG = "tilecraft.op_id"
 
@@ -89,7 +89,7 @@ class OpSchedule:
 
 @dataclass(frozen=True)
 class GroupSchedule:
-    """A fusion group scheduled as one loop nest (planned by ``pipelines/group_schedule.py``).
+    """A fusion group scheduled as one loop nest (planned by ``schedule/group.py``).
 
     ``root`` is the group's last op: its ``thread_tiles`` tile the whole group with one
     ``scf.forall``. ``producers`` are the group's other ops, consumers first, each fused into
@@ -564,7 +564,7 @@ def _init_fill(op: ir.Operation) -> ir.Operation | None:
 
 
 # ``planner(op, nest, tag, unit)`` returns a plan for one op, or ``None`` for the default
-# plan; ``unit`` is the fusion unit (pipelines/group_schedule.py) the op anchors, if any.
+# plan; ``unit`` is the fusion unit (schedule/group.py) the op anchors, if any.
 OpPlanner = Callable[[ir.Operation, LoopNest, int, Any], "OpSchedule | None"]
 
 
@@ -577,13 +577,12 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
     ``planner`` overrides the plan of the ops it answers for (the tuner's records); the init
     fill of an overridden op is fused the same way as for a default plan. ``fuse_groups``:
     the ops of each fusion group (the graph stage's partition, recomputed on this IR) become
-    one loop nest, a :class:`GroupSchedule` (``pipelines/group_schedule.py``).
+    one loop nest, a :class:`GroupSchedule` (``schedule/group.py``).
     """
     units = []
     if fuse_groups:
         # Imported here: group_schedule plans with this module's per-op planner.
-        from .group_schedule import (find_fusion_units, plan_groups, prepare_groups,
-                                     tag_fused_data_ops)
+        from .group import find_fusion_units, plan_groups, prepare_groups, tag_fused_data_ops
 
         prepare_groups(module)
     analyzed = analyze_loop_nests(module)
@@ -725,7 +724,7 @@ def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> N
     if options.get("tuning-records"):
         # Imported here: tilecraft.tuning builds on this module (its spaces render through
         # _ScriptWriter), so a module-level import would be circular.
-        from ..tuning.apply import RecordPlanner
+        from .record_plan import RecordPlanner
 
         planner = RecordPlanner.from_pass_options(options)
     plans = plan_module(

@@ -11,7 +11,7 @@ its reduction axes ``reduction`` iterators (after the spatial ones, as in
 ``linalg.matmul``); every distinct ``T[index...]`` is one input whose ``indexing_map`` is
 the affine index. A reduction's output starts from a ``linalg.fill`` with the combiner's
 identity (the *init* block, named ``C.init``). Ops carry ``tilecraft.block = "C"`` so
-:class:`~tilecraft.scheduling.Schedule` finds them by name.
+:class:`~tilecraft.schedule.te.Schedule` finds them by name.
 """
 
 from __future__ import annotations
@@ -26,12 +26,9 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, linalg, math, tensor
 
-from ..frontend.emit import core
+from ...frontend.emit import core
 from .errors import ScheduleError
-from .expr import (
-    Binary, Cast, Compare, Const, Expr, IndexBinary, IndexConst, IndexExpr, IterVar, Load,
-    Reduce, Select, Unary, _dtype, as_expr, as_index, sum,
-)
+from .expr import Binary, Cast, Compare, Const, Expr, IndexBinary, IndexConst, IndexExpr, IterVar, Load, Reduce, Select, Unary, _dtype, as_expr, as_index, sum
 
 BLOCK_ATTR = "tilecraft.block"
 DIMS_ATTR = "tilecraft.dims"

@@ -1,6 +1,6 @@
 """The GPU schedule space: the knobs of :class:`~.schedule.GpuConfig` a tuner searches.
 
-Same shape as the CPU spaces in ``tilecraft.tuning.space`` (:class:`Knob` s, configs as
+Same shape as the CPU spaces in ``tilecraft.schedule.space`` (:class:`Knob` s, configs as
 ``{knob: int}``, mixed-radix :meth:`point`, :meth:`validate`, :meth:`is_valid`), and a
 config becomes a plan through the same planner the default GPU schedule uses
 (:func:`~.schedule.plan_gpu_op`), rendered by the same script writer. Knobs by kind:
@@ -22,11 +22,11 @@ import math
 from dataclasses import fields
 from typing import Mapping
 
-from ...errors import DeviceUnavailableError, KnobError
-from ...runtime.libraries import cuda_driver_problem
-from ...tuning.space import Knob
-from ..loop_nest import LoopNest
-from .schedule import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
+from ..errors import DeviceUnavailableError, KnobError
+from ..runtime.libraries import cuda_driver_problem
+from .space import Knob
+from ..pipelines.loop_nest import LoopNest
+from .cuda import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
 
 Config = dict[str, int]
 _MAX_BLOCK_THREADS = 1024

@@ -1,8 +1,8 @@
 """Schedule spaces: for each kernel class, the knobs a TVM user knows, on one task.
 
 A point of a space (a *config*: knob name -> int) becomes an
-:class:`~tilecraft.pipelines.schedule.OpSchedule`, which the default schedule's script writer
-(``pipelines/schedule.py``) renders as a ``transform.named_sequence``: there is one renderer,
+:class:`~tilecraft.schedule.plan.OpSchedule`, which the default schedule's script writer
+(``schedule/plan.py``) renders as a ``transform.named_sequence``: there is one renderer,
 and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan equals
 ``plan_default_schedule``'s. Knobs by class:
 
@@ -35,9 +35,9 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
-from ..pipelines.group_schedule import find_fusion_units, prepare_groups
+from .group import find_fusion_units, prepare_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
-from ..pipelines.schedule import OpSchedule, plan_default_schedule, render_op_sequence
+from .plan import OpSchedule, plan_default_schedule, render_op_sequence
 from ..pipelines.target import Target
 from .task import Task
 

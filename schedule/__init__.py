@@ -1,0 +1,19 @@
+"""Schedules: what to do with each op or fusion group, as transform-dialect scripts.
+
+Plan -> script -> apply, for CPU and CUDA alike:
+- ``plan.py``: the default CPU plans (``OpSchedule``/``GroupSchedule`` from the loop nest and
+  the target), the script writer, and the ``tilecraft-schedule`` pass that applies them;
+- ``group.py``: a fusion group as one loop nest (its plan and producers);
+- ``cuda.py`` / ``cuda_space.py``: the GPU plans, the ``tilecraft-gpu-schedule`` pass, the
+  GPU knobs;
+- ``space.py``: the knobs a tuner searches, whose default point is the default plan;
+  ``task.py``: the tuning tasks of a model (ops and groups, keyed by their payload);
+  ``records.py``: the records file; ``record_plan.py``: records -> plans at compile time;
+- ``te/``: the TE-style API (``tilecraft.scheduling``: compute, Schedule, build), whose
+  primitives render through the same script writer.
+
+The search itself (tuners, cost model, measurement, task scheduler) is ``tilecraft.tuning``,
+one layer up. Importing this package registers the schedule passes.
+"""
+
+from . import cuda, plan  # noqa: F401  (register tilecraft-schedule, tilecraft-gpu-schedule)
