@@ -21,10 +21,10 @@ from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
-from ..schedule.group import count_kernels
-from ..pipelines.package import PackageWriter
 from ..pipelines.pipeline import Stage
+from ..schedule.group import count_kernels
 from .options import CompileOptions
+from .package import PackageWriter
 from .source import load
 
 

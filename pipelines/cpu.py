@@ -14,13 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-
 from ..errors import TuningError
 from .graph import graph_pass_elements
 from .passes import positive_int_option, register_pipeline
 from .pipeline import Pipeline, Stage
 from .stages import input_stage, lowering_stages, simplify_stage
 from .target import Target
+
 
 def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipeline:
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.

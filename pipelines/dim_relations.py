@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from mlir import ir, passmanager
 
+from ..runtime.signature import DimGroup
 from .loop_nest import is_structured
 from .scratch import scratch_copy
-from ..runtime.signature import DimGroup
 
 
 class _UnionFind:

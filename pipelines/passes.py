@@ -10,7 +10,6 @@ tilecraft-schedule"). Options use MLIR's syntax: ``tilecraft-schedule{vector-bit
 from __future__ import annotations
 
 import importlib
-
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -123,6 +122,7 @@ def register_pipeline(
 DEFINITION_MODULES = (
     "tilecraft.pipelines.cpu",
     "tilecraft.pipelines.cuda.lowering",
+    "tilecraft.pipelines.profiling",
     "tilecraft.schedule",
 )
 

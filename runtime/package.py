@@ -1,7 +1,7 @@
 """Deployable packages: load and run a ``model.tar`` with numpy and ctypes only.
 
 A package (written by ``tilecraft compile -o model.tar`` / ``tilecraft.compile(...,
-package_path=...)``, see pipelines/package.py) is a tar archive with
+package_path=...)``, see compiler/package.py) is a tar archive with
 
 - ``model.so``: the compiled model, a shared library built from MLIR's LLVM output by
   ``llc`` and the system C compiler. The weights are its read-only data; the parallel loops

@@ -230,7 +230,7 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         pass  # one task per image already keeps every thread busy
     elif rows is not None:
         # Tasks split the output image by rows: each reads its band of the input plus a
-        # halo, so a fusion group can pad the input per task (group_schedule.py); tasks
+        # halo, so a fusion group can pad the input per task (schedule/group.py); tasks
         # split by output channels would each read, and pad, the whole input.
         thread[image[0]] = rows
     elif out_channel:
@@ -581,7 +581,7 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
     """
     units = []
     if fuse_groups:
-        # Imported here: group_schedule plans with this module's per-op planner.
+        # Imported here: schedule/group.py plans with this module's per-op planner.
         from .group import find_fusion_units, plan_groups, prepare_groups, tag_fused_data_ops
 
         prepare_groups(module)

@@ -1,6 +1,6 @@
 """Cross-compiled packages: `-mtriple=aarch64-linux-gnu` gives an AArch64 shared library.
 
-The library is linked by the cross toolchain pipelines/package.py finds (``zig cc`` from
+The library is linked by the cross toolchain compiler/package.py finds (``zig cc`` from
 the ``cross`` extra, or Debian's aarch64-linux-gnu-gcc); without one the test is skipped
 with the reason. The ELF header proves what was built, and loading it on this machine must
 fail clearly. Where Debian's ``qemu-user`` and ``libc6-arm64-cross`` are installed, the slow
@@ -23,7 +23,7 @@ import pytest
 
 import tilecraft
 from tilecraft.errors import PackageTargetError, ToolchainError
-from tilecraft.pipelines.package import c_compiler
+from tilecraft.compiler.package import c_compiler
 from tilecraft.runtime import package as fmt
 
 EM_AARCH64 = 183

@@ -2,8 +2,11 @@
 
 from . import (  # noqa: F401
     elementwise,
+    generators,
     nn,
     quantization,
     reduction,
+    resizing,
+    scatter,
     shape,
 )

@@ -22,135 +22,18 @@ from typing import Sequence
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, tensor
-from mlir.dialects import math as mmath
 
-from ...emit import core, extent_math, movement, reshapes, scatter
-from ...emit import resize as resampling  # the module; `resize` below is the ONNX handler
-from ..model import ONNX_DTYPES, TensorInfo
+from ...emit import core, extent_math, movement, reshapes
+from ..model import TensorInfo
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
+from . import operands
 
 Extent = "int | ir.Value"
 
 # Static slice bounds beyond this mean "to the end" (INT64_MAX / INT64_MIN in models): no
 # tensor has 2**62 elements along a dim, so clamping them needs no runtime min/max.
 _HUGE = 1 << 62
-
-
-# --------------------------------------------------------------------------------------
-# Operand helpers
-# --------------------------------------------------------------------------------------
-
-def _axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
-        raise HandlerError(f"axis {axis} is out of range for rank {rank}")
-    return axis + rank if axis < 0 else axis
-
-
-def _int_list(ctx: NodeContext, attribute: str, index: int, since: int, what: str) -> list[int] | None:
-    """An int list given as an attribute before opset ``since`` and as input ``index``
-    after; ``None`` when absent. A runtime input raises: it fixes the result's structure."""
-    if ctx.opset < since:
-        value = ctx.attr(attribute, None)
-        return None if value is None else [int(v) for v in value]
-    if not ctx.has_input(index):
-        return None
-    return [int(v) for v in ctx.require_const(index, what).reshape(-1)]
-
-
-def _known_dims(info: TensorInfo | None, rank: int) -> list[int | None]:
-    """Static dims shape inference found for an output (``None`` where unknown)."""
-    if info is None or info.shape is None or len(info.shape) != rank:
-        return [None] * rank
-    return list(info.shape)
-
-
-def _settle(extents: list[Extent], info: TensorInfo | None) -> list[Extent]:
-    """Replace runtime extents that are opaque arithmetic by the static value ONNX shape
-    inference proved (a ``tensor.dim`` stays: it is what lets reshapes become views)."""
-    known = _known_dims(info, len(extents))
-    return [
-        k if k is not None and not isinstance(e, int) and extent_math.dim_source(e) is None else e
-        for e, k in zip(extents, known)
-    ]
-
-
-def _scalar(ctx: NodeContext, index: int) -> ir.Value | int | float:
-    """Input ``index`` (a scalar or one-element tensor) as a Python number when known at
-    import, else as an SSA scalar read from the tensor."""
-    known = ctx.const(index)
-    if known is not None:
-        if known.size != 1:
-            raise HandlerError(f"input {index} must hold one value, not {known.size}")
-        return known.reshape(-1)[0].item()
-    value = ctx.value(index)
-    return tensor.extract(value, [core.index(0)] * core.tensor_type(value).rank)
-
-
-def _axis_info(info: TensorInfo | None, axis: int) -> TensorInfo | None:
-    """The declared extent of one axis of an output, as a rank-1 info for :func:`_settle`."""
-    if info is None or info.shape is None or axis >= len(info.shape):
-        return None
-    return TensorInfo(info.name, info.dtype, (info.shape[axis],))
-
-
-def _declared_shape(ctx: NodeContext, output: int = 0) -> list[int] | None:
-    """The static shape the model (or shape inference) declares for an output, if any."""
-    info = ctx.output_infos[output] if output < len(ctx.output_infos) else None
-    if info is None or info.shape is None or None in info.shape:
-        return None
-    return list(info.shape)
-
-
-def _runtime_operand(ctx: NodeContext, index: int, since: int) -> bool:
-    """Whether a structure operand (axes, repeats, split) is an input known only at run
-    time: then the result's shape must come from the declared output type."""
-    return ctx.opset >= since and ctx.has_input(index) and ctx.const(index) is None
-
-
-def _reshape_to_declared(ctx: NodeContext, x: ir.Value, what: str) -> ir.Value:
-    """Squeeze/Unsqueeze with runtime axes only insert or drop unit dims, so the data is a
-    row-major reshape to the declared result shape."""
-    shape = _declared_shape(ctx)
-    if shape is None:
-        raise HandlerError(f"{what} is only known at run time and the output shape is not declared")
-    total = extent_math.product(core.sizes(x))
-    if isinstance(total, int) and total != math.prod(shape):
-        raise HandlerError(f"the declared output shape {shape} does not hold {total} elements")
-    return reshapes.reshape(x, shape)
-
-
-def _numbers(ctx: NodeContext, index: int, kind: type) -> list | None:
-    """A 1-D input as Python numbers when known at import, else as SSA scalars read from
-    the tensor (f64 for reals, index for ints); ``None`` when absent or empty."""
-    if not ctx.has_input(index):
-        return None
-    known = ctx.const(index)
-    if known is not None:
-        return [kind(v) for v in known.reshape(-1)] or None
-    values = ctx.value(index)
-    (count,) = core.static_shape(values)
-    if count is None:
-        raise HandlerError(f"input {index} has a dynamic length")
-    if count == 0:
-        return None
-    read = [tensor.extract(values, [core.index(i)]) for i in range(count)]
-    return [resampling.as_f64(v) if kind is float else extent_math.scalar_to_index(v) for v in read]
-
-
-def _is_known(*values: object) -> bool:
-    return not any(isinstance(v, ir.Value) for v in values)
-
-
-def _assume_static(value: ir.Value, dims: dict[int, int]) -> ir.Value:
-    """``tensor.cast`` dynamic dims the model guarantees (e.g. squeezed dims are 1), so the
-    following reshape can be a static collapse."""
-    shape = core.static_shape(value)
-    if all(shape[d] is not None for d in dims):
-        return value
-    refined = [dims.get(d, s) if s is None else s for d, s in enumerate(shape)]
-    refined = [ir.ShapedType.get_dynamic_size() if s is None else s for s in refined]
-    return tensor.cast(ir.RankedTensorType.get(refined, core.tensor_type(value).element_type), value)
 
 
 # --------------------------------------------------------------------------------------
@@ -248,7 +131,7 @@ def reshape(ctx: NodeContext) -> list[ir.Value]:
         extents = _reshape_extents(source, [int(t) for t in target.reshape(-1)], allowzero)
     else:
         extents = _runtime_reshape_extents(source, ctx.value(1), allowzero)
-    return [reshapes.reshape(x, _settle(extents, ctx.output_infos[0]))]
+    return [reshapes.reshape(x, operands.settle(extents, ctx.output_infos[0]))]
 
 
 @onnx_op("Flatten")
@@ -261,7 +144,7 @@ def flatten(ctx: NodeContext) -> list[ir.Value]:
     if not 0 <= axis <= len(extents):
         raise HandlerError(f"axis {ctx.attr('axis', 1)} is out of range for rank {len(extents)}")
     result = [extent_math.product(extents[:axis]), extent_math.product(extents[axis:])]
-    return [reshapes.reshape(x, _settle(result, ctx.output_infos[0]))]
+    return [reshapes.reshape(x, operands.settle(result, ctx.output_infos[0]))]
 
 
 @onnx_op("Squeeze")
@@ -269,20 +152,20 @@ def squeeze(ctx: NodeContext) -> list[ir.Value]:
     """Drop the given unit dims, or every unit dim when no axes are given (then dynamic
     dims must be provably not 1: shape inference must agree on the result rank)."""
     x = ctx.value(0)
-    if _runtime_operand(ctx, 1, 13):
-        return [_reshape_to_declared(ctx, x, "axes")]
+    if operands.runtime_operand(ctx, 1, 13):
+        return [operands.reshape_to_declared(ctx, x, "axes")]
     dims = core.static_shape(x)
-    axes = _int_list(ctx, "axes", 1, 13, "axes")
+    axes = operands.int_list(ctx, "axes", 1, 13, "axes")
     if axes is None:
         axes = [d for d, n in enumerate(dims) if n == 1]
         info = ctx.output_infos[0]
         if None in dims and (info is None or info.shape is None or len(info.shape) != len(dims) - len(axes)):
             raise HandlerError("Squeeze without axes on a tensor with dynamic dims: which dims are 1 is unknown")
-    axes = sorted({_axis(a, len(dims)) for a in axes})
+    axes = sorted({operands.axis(a, len(dims)) for a in axes})
     for a in axes:
         if dims[a] not in (1, None):
             raise HandlerError(f"cannot squeeze axis {a} of extent {dims[a]}")
-    x = _assume_static(x, {a: 1 for a in axes})
+    x = operands.assume_static(x, {a: 1 for a in axes})
     extents = [e for d, e in enumerate(core.sizes(x)) if d not in axes]
     return [reshapes.reshape(x, extents)]
 
@@ -290,14 +173,14 @@ def squeeze(ctx: NodeContext) -> list[ir.Value]:
 @onnx_op("Unsqueeze")
 def unsqueeze(ctx: NodeContext) -> list[ir.Value]:
     x = ctx.value(0)
-    if _runtime_operand(ctx, 1, 13):
-        return [_reshape_to_declared(ctx, x, "axes")]
-    axes = _int_list(ctx, "axes", 1, 13, "axes")
+    if operands.runtime_operand(ctx, 1, 13):
+        return [operands.reshape_to_declared(ctx, x, "axes")]
+    axes = operands.int_list(ctx, "axes", 1, 13, "axes")
     if axes is None:
         raise HandlerError("Unsqueeze needs axes")
     extents = core.sizes(x)
     rank = len(extents) + len(axes)
-    axes = sorted(_axis(a, rank) for a in axes)
+    axes = sorted(operands.axis(a, rank) for a in axes)
     if len(set(axes)) != len(axes):
         raise HandlerError(f"Unsqueeze axes {axes} repeat")
     source = iter(extents)
@@ -312,14 +195,14 @@ def unsqueeze(ctx: NodeContext) -> list[ir.Value]:
 def concat(ctx: NodeContext) -> list[ir.Value]:
     values = ctx.values()
     rank = core.tensor_type(values[0]).rank
-    return [movement.concat(values, _axis(ctx.attr("axis"), rank))]
+    return [movement.concat(values, operands.axis(ctx.attr("axis"), rank))]
 
 
 def _split_sizes(ctx: NodeContext, extent: Extent, axis: int, parts: int) -> list[Extent]:
     """Sizes from the split attribute/input (read at run time when it is a runtime tensor),
     else equal parts (opset 18: the last one smaller)."""
-    if _runtime_operand(ctx, 1, 13):
-        sizes = _numbers(ctx, 1, int)
+    if operands.runtime_operand(ctx, 1, 13):
+        sizes = operands.numbers(ctx, 1, int)
         if sizes is None or len(sizes) != parts:
             raise HandlerError(f"split has {0 if sizes is None else len(sizes)} parts for {parts} outputs")
         return sizes
@@ -348,11 +231,11 @@ def _split_sizes(ctx: NodeContext, extent: Extent, axis: int, parts: int) -> lis
 def split(ctx: NodeContext) -> list[ir.Value]:
     x = ctx.value(0)
     extents = core.sizes(x)
-    axis = _axis(ctx.attr("axis", 0), len(extents))
+    axis = operands.axis(ctx.attr("axis", 0), len(extents))
     sizes = _split_sizes(ctx, extents[axis], axis, len(ctx.node.output))
     results, offset = [], 0
     for k, size in enumerate(sizes):
-        settled = _settle([size], _axis_info(ctx.output_infos[k], axis))[0] if k < len(ctx.output_infos) else size
+        settled = operands.settle([size], operands.axis_info(ctx.output_infos[k], axis))[0] if k < len(ctx.output_infos) else size
         results.append(movement.slice_axis(x, axis, offset, settled))
         offset = extent_math.add(offset, size)
     return results
@@ -364,9 +247,9 @@ def _slice_operands(ctx: NodeContext, rank: int) -> tuple[list, list, list, list
         starts, ends = ctx.attr("starts"), ctx.attr("ends")
         axes = ctx.attr("axes", list(range(len(starts))))
         return list(starts), list(ends), list(axes), [1] * len(starts)
-    starts, ends = _numbers(ctx, 1, int) or [], _numbers(ctx, 2, int) or []
-    axes = _numbers(ctx, 3, int) or list(range(len(starts)))
-    steps = _numbers(ctx, 4, int) or [1] * len(starts)
+    starts, ends = operands.numbers(ctx, 1, int) or [], operands.numbers(ctx, 2, int) or []
+    axes = operands.numbers(ctx, 3, int) or list(range(len(starts)))
+    steps = operands.numbers(ctx, 4, int) or [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise HandlerError("Slice starts, ends, axes and steps differ in length")
     if 0 in [s for s in steps if isinstance(s, int)]:
@@ -419,7 +302,7 @@ def _static_slice(x: ir.Value, starts: list, ends: list, axes: list[int], steps:
             last = extent_math.add(first, extent_math.mul(extent_math.sub(count, 1), step))
             offsets[axis], strides[axis] = extent_math.maximum(last, 0), -step
             reversed_axes.append(axis)
-    sliced = movement.extract_slice(x, offsets, _settle(sizes, info), strides)
+    sliced = movement.extract_slice(x, offsets, operands.settle(sizes, info), strides)
     return movement.reverse(sliced, reversed_axes)
 
 
@@ -445,7 +328,7 @@ def _runtime_slice(x: ir.Value, starts: list, ends: list, axes: list, steps: lis
             first[d] = arith.select(hit, arith.select(positive, up_first, down_first), first[d])
             count[d] = arith.select(hit, arith.select(positive, up_count, down_count), count[d])
             stride[d] = arith.select(hit, step, stride[d])
-    out = _settle(list(count), info)
+    out = operands.settle(list(count), info)
 
     def body(positions, _):
         return tensor.extract(x, [arith.addi(f, arith.muli(i, t)) for f, i, t in zip(first, positions, stride)])
@@ -476,13 +359,13 @@ def slice_(ctx: NodeContext) -> list[ir.Value]:
     starts, ends, axes, steps = _slice_operands(ctx, rank)
     info = ctx.output_infos[0]
     partial = reshapes.known_elements(x)
-    if partial is not None and _is_known(*starts, *ends, *steps) and len(starts) == 1:
+    if partial is not None and operands.is_known(*starts, *ends, *steps) and len(starts) == 1:
         picked = partial[slice(starts[0], ends[0], steps[0])]
         if None not in picked:  # static dims of a partly dynamic shape: fold on
             return [np.array(picked, dtype=np.int64)]
-    if not _is_known(*axes, *steps):
+    if not operands.is_known(*axes, *steps):
         return [_runtime_slice(x, starts, ends, axes, steps, info)]
-    axes = [_axis(a, rank) for a in axes]
+    axes = [operands.axis(a, rank) for a in axes]
     if len(set(axes)) != len(axes):
         raise HandlerError(f"Slice axes {axes} repeat")
     return [_static_slice(x, starts, ends, axes, steps, info)]
@@ -512,7 +395,7 @@ def _constant_gather(data: ir.Value, indices: np.ndarray, axis: int) -> ir.Value
 @onnx_op("Gather")
 def gather(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
     data = ctx.value(0)
-    axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
+    axis = operands.axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
     known = ctx.const(1)
     partial = reshapes.known_elements(data)
     if known is not None and partial is not None and all(-len(partial) <= i < len(partial) for i in known.reshape(-1)):
@@ -529,7 +412,7 @@ def gather(ctx: NodeContext) -> list[ir.Value | np.ndarray]:
 @onnx_op("GatherElements", since=11)
 def gather_elements(ctx: NodeContext) -> list[ir.Value]:
     data = ctx.value(0)
-    axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
+    axis = operands.axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
     return [movement.gather_elements(data, ctx.value(1), axis)]
 
 
@@ -572,27 +455,27 @@ def expand(ctx: NodeContext) -> list[ir.Value]:
         target: list[Extent] = [int(t) for t in known.reshape(-1)]
     else:
         target = extent_math.extents_from_tensor(ctx.value(1))
-    extents = _settle(_expand_extents(core.sizes(x), target), ctx.output_infos[0])
+    extents = operands.settle(_expand_extents(core.sizes(x), target), ctx.output_infos[0])
     return [movement.broadcast_to(x, extents)]
 
 
 @onnx_op("Tile", since=6)
 def tile(ctx: NodeContext) -> list[ir.Value]:
     x = ctx.value(0)
-    repeats = _numbers(ctx, 1, int) or []
-    if len(repeats) != core.tensor_type(x).rank or any(_is_known(r) and r < 0 for r in repeats):
+    repeats = operands.numbers(ctx, 1, int) or []
+    if len(repeats) != core.tensor_type(x).rank or any(operands.is_known(r) and r < 0 for r in repeats):
         raise HandlerError(f"repeats {repeats} do not fit a rank-{core.tensor_type(x).rank} input")
-    if _is_known(*repeats):
+    if operands.is_known(*repeats):
         return [movement.tile(x, repeats)]
     extents = [extent_math.mul(n, r) for n, r in zip(core.sizes(x), repeats)]
-    return [movement.tile_to(x, _settle(extents, ctx.output_infos[0]))]
+    return [movement.tile_to(x, operands.settle(extents, ctx.output_infos[0]))]
 
 
 @onnx_op("Transpose")
 def transpose(ctx: NodeContext) -> list[ir.Value]:
     x = ctx.value(0)
     rank = core.tensor_type(x).rank
-    perm = [_axis(p, rank) for p in ctx.attr("perm", list(range(rank))[::-1])]
+    perm = [operands.axis(p, rank) for p in ctx.attr("perm", list(range(rank))[::-1])]
     if sorted(perm) != list(range(rank)):
         raise HandlerError(f"perm {perm} is not a permutation of {rank} axes")
     return [core.transpose(x, perm)]
@@ -606,11 +489,11 @@ def _pads(ctx: NodeContext, rank: int) -> tuple[list[Extent], list[Extent]]:
         pads = [int(p) for p in ctx.attr("pads", ctx.attr("paddings", []))]
         axes = list(range(rank))
     else:
-        pads = _numbers(ctx, 1, int) or []
-        axes = (_numbers(ctx, 3, int) if ctx.opset >= 18 else None) or list(range(rank))
-        if not _is_known(*axes):
+        pads = operands.numbers(ctx, 1, int) or []
+        axes = (operands.numbers(ctx, 3, int) if ctx.opset >= 18 else None) or list(range(rank))
+        if not operands.is_known(*axes):
             return _pads_on_runtime_axes(pads, axes, rank)
-        axes = [_axis(a, rank) for a in axes]
+        axes = [operands.axis(a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
         raise HandlerError(f"pads {pads} do not have 2 entries per padded axis ({len(axes)})")
     low, high = [0] * rank, [0] * rank
@@ -648,14 +531,14 @@ def pad(ctx: NodeContext) -> list[ir.Value]:
     if ctx.opset < 11:
         fill: float | int | ir.Value = ctx.attr("value", 0.0)
     else:
-        fill = _scalar(ctx, 2) if ctx.has_input(2) else 0
+        fill = operands.scalar(ctx, 2) if ctx.has_input(2) else 0
     if mode != "constant":
         extents = core.static_shape(x)
         if any(extents[d] == 0 and not (low[d] == 0 == high[d]) for d in range(rank)
-               if _is_known(low[d], high[d])):
+               if operands.is_known(low[d], high[d])):
             raise HandlerError(f"{mode} padding of an empty axis has nothing to repeat")
     padded = movement.pad(x, low, high, mode, fill)
-    declared = _declared_shape(ctx)
+    declared = operands.declared_shape(ctx)
     if declared is not None and core.static_shape(padded) != declared:
         padded = tensor.cast(core.shape_type(declared, core.tensor_type(padded).element_type), padded)
     return [padded]
@@ -696,291 +579,3 @@ def space_to_depth(ctx: NodeContext) -> list[ir.Value]:
     if mode not in ("DCR", "CRD"):
         raise HandlerError(f"SpaceToDepth mode {mode!r} is not DCR or CRD")
     return [movement.space_to_depth(x, block, channel_major=mode == "CRD")]
-
-
-# --------------------------------------------------------------------------------------
-# Resize, Upsample
-# --------------------------------------------------------------------------------------
-
-def _ratio(a: int | ir.Value, b: int | ir.Value) -> float | ir.Value:
-    if _is_known(a, b):
-        return a / b
-    return arith.divf(resampling.as_f64(a), resampling.as_f64(b))
-
-
-def _floor_size(extent: int | ir.Value, scale: float | ir.Value, rounding: float = 0.0) -> int | ir.Value:
-    """``floor(extent * scale + rounding)``, the output extent for a scale."""
-    if _is_known(extent, scale):
-        return int(math.floor(extent * scale + rounding))
-    product = arith.addf(arith.mulf(resampling.as_f64(extent), resampling.as_f64(scale)), resampling.as_f64(rounding))
-    floor = arith.fptosi(ir.IntegerType.get_signless(64), mmath.floor(product))
-    return extent_math.scalar_to_index(floor)
-
-
-def _resize_axes(
-    dims: list[Extent], axes: list[int], scales: list | None, sizes: list | None, policy: str,
-    declared: list[int | None],
-) -> dict[int, resampling.ResizeAxis]:
-    """Per axis, the output extent and scale by ONNX's rules: sizes give scale = out / in
-    (``keep_aspect_ratio_policy`` turns them into one common scale, rounding the sizes);
-    scales give out = floor(in * scale). Runtime operands give runtime extents unless
-    shape inference (or the model) declares them."""
-    result = {}
-    if sizes is not None:
-        if policy not in ("stretch", "not_larger", "not_smaller"):
-            raise HandlerError(f"keep_aspect_ratio_policy {policy!r} is not supported")
-        if policy == "stretch":
-            for a, size in zip(axes, sizes):
-                size = declared[a] if declared[a] is not None else size
-                result[a] = resampling.ResizeAxis(size, _ratio(size, dims[a]))
-            return result
-        ratios = [_ratio(size, dims[a]) for a, size in zip(axes, sizes)]
-        pick = min if policy == "not_larger" else max
-        if _is_known(*ratios):
-            common: float | ir.Value = pick(ratios)
-        else:
-            combine = arith.minimumf if policy == "not_larger" else arith.maximumf
-            common = resampling.as_f64(ratios[0])
-            for r in ratios[1:]:
-                common = combine(common, resampling.as_f64(r))
-        for a in axes:
-            size = declared[a] if declared[a] is not None else _floor_size(dims[a], common, 0.5)
-            result[a] = resampling.ResizeAxis(size, common)
-        return result
-    for a, scale in zip(axes, scales):
-        if _is_known(scale) and scale <= 0:
-            raise HandlerError(f"scale {scale} is not positive")
-        size = declared[a] if declared[a] is not None else _floor_size(dims[a], scale)
-        # floor(in * scale) == size bounds a runtime scale from below by size / in
-        bound = size / dims[a] if _is_known(size, dims[a]) and size and dims[a] else None
-        result[a] = resampling.ResizeAxis(size, scale, min_scale=bound)
-    return result
-
-
-def _with_roi(axes: dict[int, resampling.ResizeAxis], listed: list[int], roi: list | None,
-              rank: int) -> dict[int, resampling.ResizeAxis]:
-    """Attach crop-and-resize regions (``roi`` is starts then ends, for the listed axes or
-    for every axis)."""
-    if roi is None:
-        raise HandlerError("tf_crop_and_resize needs roi")
-    count = len(roi) // 2
-    if count not in (len(listed), rank) or len(roi) % 2:
-        raise HandlerError(f"roi has {len(roi)} values for {len(listed)} axes")
-    position = {a: k for k, a in enumerate(listed)} if count == len(listed) else {a: a for a in listed}
-    return {
-        a: resampling.ResizeAxis(r.size, r.scale, (roi[position[a]], roi[position[a] + count]), r.min_scale)
-        for a, r in axes.items()
-    }
-
-
-def _drop_identity_axes(axes: dict[int, resampling.ResizeAxis], dims: list[Extent]) -> dict[int, resampling.ResizeAxis]:
-    """Axes the resize provably leaves as they are (like ONNX's reference, which skips
-    them: a scale of about 1 with an unchanged extent and no crop)."""
-    kept = {}
-    for a, r in axes.items():
-        unchanged = (
-            _is_known(r.scale, r.size, *r.roi) and math.isclose(r.scale, 1.0)
-            and extent_math.same_extent(r.size, dims[a]) and r.roi == (0.0, 1.0)
-        )
-        if not unchanged:
-            kept[a] = r
-    return kept
-
-
-def _resize(ctx: NodeContext, x: ir.Value, axes: dict[int, resampling.ResizeAxis],
-            method: resampling.ResizeMethod, fill: float = 0.0) -> ir.Value:
-    axes = _drop_identity_axes(axes, core.sizes(x))
-    try:
-        return resampling.resize(x, axes, method, fill=fill, unsigned=ctx.is_unsigned(0))
-    except ValueError as error:
-        raise HandlerError(str(error)) from error
-
-
-def _method(ctx: NodeContext, **overrides: object) -> resampling.ResizeMethod:
-    options = dict(
-        mode=ctx.attr("mode", "nearest"),
-        coordinate_mode=ctx.attr("coordinate_transformation_mode", "half_pixel"),
-        nearest_mode=ctx.attr("nearest_mode", "round_prefer_floor"),
-        cubic_a=float(ctx.attr("cubic_coeff_a", -0.75)),
-        exclude_outside=bool(ctx.attr("exclude_outside", 0)),
-        antialias=bool(ctx.attr("antialias", 0)),
-    )
-    options.update(overrides)
-    try:
-        return resampling.ResizeMethod(**options)
-    except ValueError as error:
-        raise HandlerError(str(error)) from error
-
-
-@onnx_op("Resize", since=11)
-def resize(ctx: NodeContext) -> list[ir.Value]:
-    x = ctx.value(0)
-    dims = core.sizes(x)
-    rank = len(dims)
-    listed = ctx.attr("axes", None) if ctx.opset >= 18 else None
-    listed = list(range(rank)) if listed is None else [_axis(a, rank) for a in listed]
-    scales, sizes = _numbers(ctx, 2, float), _numbers(ctx, 3, int)
-    if (scales is None) == (sizes is None):
-        raise HandlerError("Resize needs exactly one of scales and sizes")
-    if len(scales if scales is not None else sizes) != len(listed):
-        raise HandlerError(f"{len(scales if scales is not None else sizes)} scales/sizes for {len(listed)} axes")
-    method = _method(ctx)
-    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
-    axes = _resize_axes(dims, listed, scales, sizes, policy, _known_dims(ctx.output_infos[0], rank))
-    if method.coordinate_mode == "tf_crop_and_resize":
-        axes = _with_roi(axes, listed, _numbers(ctx, 1, float), rank)
-    return [_resize(ctx, x, axes, method, float(ctx.attr("extrapolation_value", 0.0)))]
-
-
-def _legacy_resize(ctx: NodeContext, scales: list) -> ir.Value:
-    """Upsample (7-9) and Resize 10: out = floor(in * scale), asymmetric coordinates, and
-    nearest rounds down (what ONNX's version converter maps them to in Resize 11)."""
-    x = ctx.value(0)
-    dims = core.sizes(x)
-    if len(scales) != len(dims):
-        raise HandlerError(f"{len(scales)} scales for a rank-{len(dims)} input")
-    mode = {"bilinear": "linear"}.get(ctx.attr("mode", "nearest"), ctx.attr("mode", "nearest"))
-    if mode not in ("nearest", "linear"):
-        raise HandlerError(f"{ctx.op_type} mode {mode!r} is not supported")
-    method = _method(ctx, mode=mode, coordinate_mode="asymmetric", nearest_mode="floor",
-                     cubic_a=-0.75, exclude_outside=False, antialias=False)
-    declared = _known_dims(ctx.output_infos[0], len(dims))
-    axes = _resize_axes(dims, list(range(len(dims))), scales, None, "stretch", declared)
-    return _resize(ctx, x, axes, method)
-
-
-@onnx_op("Resize", since=10, until=10)
-def resize_10(ctx: NodeContext) -> list[ir.Value]:
-    return [_legacy_resize(ctx, _numbers(ctx, 1, float) or [])]
-
-
-@onnx_op("Upsample", since=7, until=9)
-def upsample(ctx: NodeContext) -> list[ir.Value]:
-    scales = [float(s) for s in ctx.attr("scales")] if ctx.opset < 9 else _numbers(ctx, 1, float)
-    return [_legacy_resize(ctx, scales or [])]
-
-
-# --------------------------------------------------------------------------------------
-# Generators: ConstantOfShape, Range, Trilu, OneHot, EyeLike
-# --------------------------------------------------------------------------------------
-
-@onnx_op("ConstantOfShape", since=9)
-def constant_of_shape(ctx: NodeContext) -> list[ir.Value]:
-    value = ctx.attr("value", np.zeros(1, np.float32))
-    element = core.element_type(value.dtype)
-    try:
-        extents = extent_math.extents_from_tensor(ctx.value(0))
-    except ValueError as error:
-        raise HandlerError(str(error)) from error
-    extents = _settle(list(extents), ctx.output_infos[0])
-    return [core.filled(extents, value.reshape(-1)[0].item(), element)]
-
-
-def _scalar_value(ctx: NodeContext, index: int) -> ir.Value:
-    """Input ``index`` as an SSA scalar (constants become ``arith.constant``)."""
-    known = _scalar(ctx, index)
-    if isinstance(known, ir.Value):
-        return known
-    return core.scalar_constant(known, ctx.element_type(index))
-
-
-@onnx_op("Range", since=11)
-def range_(ctx: NodeContext) -> list[ir.Value]:
-    """``start + i * delta`` for ``i < max(ceil((limit - start) / delta), 0)`` (the count is
-    computed at run time unless shape inference knows it)."""
-    start, limit, delta = (_scalar_value(ctx, i) for i in range(3))
-    element = start.type
-    if core.is_float(element):  # the count in f64, as numpy's arange computes it
-        span = arith.subf(resampling.as_f64(limit), resampling.as_f64(start))
-        steps = mmath.ceil(arith.divf(span, resampling.as_f64(delta)))
-        steps = arith.fptosi(ir.IntegerType.get_signless(64), steps)
-        count = extent_math.maximum(extent_math.scalar_to_index(steps), 0)
-    else:
-        span = arith.subi(extent_math.scalar_to_index(limit), extent_math.scalar_to_index(start))
-        count = extent_math.maximum(extent_math.ceildiv(span, extent_math.scalar_to_index(delta)), 0)
-    (count,) = _settle([count], ctx.output_infos[0])
-    return [movement.arange(start, delta, count)]
-
-
-@onnx_op("Trilu", since=14)
-def trilu(ctx: NodeContext) -> list[ir.Value]:
-    x = ctx.value(0)
-    if core.tensor_type(x).rank < 2:
-        raise HandlerError("Trilu needs a tensor of rank >= 2")
-    k: int | ir.Value = 0
-    if ctx.has_input(1):
-        k = _scalar(ctx, 1)
-        k = int(k) if not isinstance(k, ir.Value) else extent_math.scalar_to_index(k)
-    return [movement.triangular(x, upper=bool(ctx.attr("upper", 1)), k=k)]
-
-
-@onnx_op("OneHot", since=9)
-def one_hot(ctx: NodeContext) -> list[ir.Value]:
-    indices = ctx.value(0)
-    depth = _scalar(ctx, 1)
-    if isinstance(depth, ir.Value):
-        if core.is_float(depth.type):
-            depth = arith.fptosi(ir.IntegerType.get_signless(64), depth)
-        depth = extent_math.scalar_to_index(depth)
-    else:
-        depth = int(depth)
-        if depth < 1:
-            raise HandlerError(f"depth {depth} is not positive")
-    rank = core.tensor_type(indices).rank + 1
-    axis = _axis(ctx.attr("axis", -1), rank)
-    values = ctx.value(2)
-    off = tensor.extract(values, [core.index(0)])
-    on = tensor.extract(values, [core.index(1)])
-    return [movement.one_hot(indices, depth, axis, off, on)]
-
-
-@onnx_op("EyeLike", since=9)
-def eye_like(ctx: NodeContext) -> list[ir.Value]:
-    x = ctx.value(0)
-    if core.tensor_type(x).rank != 2:
-        raise HandlerError("EyeLike needs a 2-D input")
-    dtype = ctx.attr("dtype", None)
-    if dtype is None:
-        element = core.tensor_type(x).element_type
-    elif dtype in ONNX_DTYPES:
-        element = core.element_type(ONNX_DTYPES[dtype])
-    else:
-        raise HandlerError(f"EyeLike dtype {dtype} is not supported")
-    return [movement.eye(core.sizes(x), element, int(ctx.attr("k", 0)))]
-
-
-@onnx_op("NonZero", since=9)
-def non_zero(ctx: NodeContext) -> list[ir.Value]:
-    """Data-dependent result extent: counted, then written, by sequential loops."""
-    return [scatter.nonzero(ctx.value(0))]
-
-
-# --------------------------------------------------------------------------------------
-# Scatters
-# --------------------------------------------------------------------------------------
-
-def _reduction(ctx: NodeContext) -> str:
-    reduction = ctx.attr("reduction", "none")
-    if reduction not in scatter.SCATTER_REDUCTIONS:
-        raise HandlerError(f"scatter reduction {reduction!r} is not supported")
-    return reduction
-
-
-@onnx_op("ScatterElements", since=11)
-@onnx_op("Scatter", since=9, until=10)
-def scatter_elements(ctx: NodeContext) -> list[ir.Value]:
-    """Writes applied in row-major order of ``updates`` (so with a reduction, duplicates
-    accumulate)."""
-    data = ctx.value(0)
-    axis = _axis(ctx.attr("axis", 0), core.tensor_type(data).rank)
-    return [scatter.scatter_elements(data, ctx.value(1), ctx.value(2), axis, _reduction(ctx),
-                                    unsigned=ctx.is_unsigned(0))]
-
-
-@onnx_op("ScatterND", since=11)
-def scatter_nd(ctx: NodeContext) -> list[ir.Value]:
-    indices = ctx.value(1)
-    if not core.static_shape(indices) or core.static_shape(indices)[-1] is None:
-        raise HandlerError("ScatterND needs indices of rank >= 1 with a static last dim")
-    return [scatter.scatter_nd(ctx.value(0), indices, ctx.value(2), _reduction(ctx),
-                              unsigned=ctx.is_unsigned(0))]

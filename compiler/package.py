@@ -9,8 +9,7 @@ linked with that triple's cross compiler (``<triple>-gcc`` on the PATH, or ``zig
 the ``ziglang`` wheel). The manifest format and the loader live in runtime/package.py.
 
 ``--profile`` adds ``profile.so``: the same model with ``tilecraft_profile_begin/end(id)``
-calls around every top-level kernel of the entry function (each loop nest the schedule
-made from one linalg op, named after its ONNX node), timed by runtime/profile_timer.c.
+calls around every top-level kernel (pipelines/profiling.py), timed by runtime/profile_timer.c.
 """
 
 from __future__ import annotations
@@ -28,25 +27,24 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from mlir import ir
 
 from .. import __version__
 from ..errors import PackageError, ToolchainError
+from ..pipelines.pipeline import Pipeline
+from ..pipelines.profiling import profiling_pipeline
+from ..pipelines.target import Target
 from ..runtime import package as fmt
 from ..runtime.host import host_cpu_flags
 from ..runtime.libraries import llvm_tool, mlir_package_dir
 from ..runtime.signature import EntrySignature
-from .passes import register_pass
-from .pipeline import Pipeline
-from .target import Target
 
 _RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # What the JIT takes from MLIR's runtime libraries, in C the package links in (see the files).
 RUNTIME_SOURCES = (_RUNTIME_DIR / "async_runtime.c", _RUNTIME_DIR / "c_runner_utils.c")
 PROFILE_TIMER_SOURCE = _RUNTIME_DIR / "profile_timer.c"
-PROFILE_PASS = "tilecraft-profile-kernels"
 # x86 / Arm vector ISA flags (as /proc/cpuinfo names them) that code built for the host CPU
 # (-mcpu=native) may use: a package built here needs the ones this CPU has.
 _ISA_FLAGS = frozenset(
@@ -57,83 +55,6 @@ _ISA_FLAGS = frozenset(
         "asimd", "asimdhp", "asimddp", "sve", "sve2", "i8mm", "bf16",
     }
 )
-
-
-# ---- the profiling instrumentation pass -------------------------------------------------
-
-# loc("name"), loc("name"(child)) (ONNX nodes), loc("file":line:col) (MLIR files)
-_LOCATION = re.compile(r'^loc\("([^"]*)"(?::(\d+):\d+)?(?:\(.*\))?\)$')
-
-
-def _kernel_name(op: ir.Operation, index: int) -> str:
-    """``<node>(<OpType>)`` from an ONNX model's locations, ``<op> (line N)`` for MLIR files."""
-    match = _LOCATION.match(str(op.location))
-    if match is None:
-        return f"kernel{index} ({op.name})"
-    name, line = match.groups()
-    return f"{op.name} (line {line})" if line else name
-
-
-_KERNEL_OPS = ("scf.forall", "scf.for", "scf.parallel")
-
-
-@register_pass(
-    PROFILE_PASS,
-    "Bracket each top-level loop nest / linalg op of public functions with timer calls",
-)
-def profile_kernels_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    """Why after the schedule: each linalg op is then one top-level loop nest (or a linalg
-    op the schedule left alone), and nothing later moves code across an opaque call, so the
-    timers measure exactly that kernel. The kernel names go into ``tilecraft.kernels`` on
-    the module for the manifest."""
-    with ir.InsertionPoint(module.regions[0].blocks[0]):
-        i64 = ir.IntegerType.get_signless(64)
-        for name in ("tilecraft_profile_begin", "tilecraft_profile_end"):
-            ir.Operation.create(
-                "func.func",
-                attributes={
-                    "sym_name": ir.StringAttr.get(name),
-                    "function_type": ir.TypeAttr.get(ir.FunctionType.get([i64], [])),
-                    "sym_visibility": ir.StringAttr.get("private"),
-                },
-                regions=1,
-            )
-    names: list[str] = []
-    for func in list(module.regions[0].blocks[0].operations):
-        func = func.operation
-        if func.name != "func.func" or not func.regions[0].blocks:
-            continue
-        if "sym_visibility" in func.attributes:
-            continue
-        for op in list(func.regions[0].blocks[0].operations):
-            op = op.operation
-            if not (op.name in _KERNEL_OPS or op.name.startswith("linalg.")):
-                continue
-            index = len(names)
-            names.append(_kernel_name(op, index))
-            with op.location:
-                with ir.InsertionPoint(op):
-                    _timer_call("tilecraft_profile_begin", index, i64)
-                with ir.InsertionPoint.after(op):
-                    _timer_call("tilecraft_profile_end", index, i64)
-    module.attributes["tilecraft.kernels"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
-
-
-def _timer_call(callee: str, index: int, i64: ir.Type) -> None:
-    constant = ir.Operation.create(
-        "arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, index)}
-    )
-    ir.Operation.create(
-        "func.call",
-        operands=[constant.result],
-        attributes={"callee": ir.FlatSymbolRefAttr.get(callee)},
-    )
-
-
-def profiling_pipeline(pipeline: Pipeline) -> Pipeline:
-    """``pipeline`` with the kernel timers inserted at the end of its schedule stage."""
-    stage = pipeline.stage("schedule")
-    return pipeline.replace("schedule", (*stage.passes, PROFILE_PASS))
 
 
 # ---- the toolchain ----------------------------------------------------------------------

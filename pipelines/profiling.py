@@ -1,0 +1,91 @@
+"""Per-kernel profiling: ``tilecraft-profile-kernels`` brackets every top-level kernel of the
+entry function (each loop nest the schedule made from one linalg op, named after its ONNX
+node) with ``tilecraft_profile_begin/end(id)`` calls, timed by runtime/profile_timer.c in a
+package's ``profile.so`` (compiler/package.py builds it with :func:`profiling_pipeline`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from mlir import ir
+
+from .passes import register_pass
+from .pipeline import Pipeline
+
+PROFILE_PASS = "tilecraft-profile-kernels"
+
+# loc("name"), loc("name"(child)) (ONNX nodes), loc("file":line:col) (MLIR files)
+_LOCATION = re.compile(r'^loc\("([^"]*)"(?::(\d+):\d+)?(?:\(.*\))?\)$')
+
+
+def _kernel_name(op: ir.Operation, index: int) -> str:
+    """``<node>(<OpType>)`` from an ONNX model's locations, ``<op> (line N)`` for MLIR files."""
+    match = _LOCATION.match(str(op.location))
+    if match is None:
+        return f"kernel{index} ({op.name})"
+    name, line = match.groups()
+    return f"{op.name} (line {line})" if line else name
+
+
+_KERNEL_OPS = ("scf.forall", "scf.for", "scf.parallel")
+
+
+@register_pass(
+    PROFILE_PASS,
+    "Bracket each top-level loop nest / linalg op of public functions with timer calls",
+)
+def profile_kernels_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why after the schedule: each linalg op is then one top-level loop nest (or a linalg
+    op the schedule left alone), and nothing later moves code across an opaque call, so the
+    timers measure exactly that kernel. The kernel names go into ``tilecraft.kernels`` on
+    the module for the manifest."""
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        i64 = ir.IntegerType.get_signless(64)
+        for name in ("tilecraft_profile_begin", "tilecraft_profile_end"):
+            ir.Operation.create(
+                "func.func",
+                attributes={
+                    "sym_name": ir.StringAttr.get(name),
+                    "function_type": ir.TypeAttr.get(ir.FunctionType.get([i64], [])),
+                    "sym_visibility": ir.StringAttr.get("private"),
+                },
+                regions=1,
+            )
+    names: list[str] = []
+    for func in list(module.regions[0].blocks[0].operations):
+        func = func.operation
+        if func.name != "func.func" or not func.regions[0].blocks:
+            continue
+        if "sym_visibility" in func.attributes:
+            continue
+        for op in list(func.regions[0].blocks[0].operations):
+            op = op.operation
+            if not (op.name in _KERNEL_OPS or op.name.startswith("linalg.")):
+                continue
+            index = len(names)
+            names.append(_kernel_name(op, index))
+            with op.location:
+                with ir.InsertionPoint(op):
+                    _timer_call("tilecraft_profile_begin", index, i64)
+                with ir.InsertionPoint.after(op):
+                    _timer_call("tilecraft_profile_end", index, i64)
+    module.attributes["tilecraft.kernels"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+
+
+def _timer_call(callee: str, index: int, i64: ir.Type) -> None:
+    constant = ir.Operation.create(
+        "arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, index)}
+    )
+    ir.Operation.create(
+        "func.call",
+        operands=[constant.result],
+        attributes={"callee": ir.FlatSymbolRefAttr.get(callee)},
+    )
+
+
+def profiling_pipeline(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` with the kernel timers inserted at the end of its schedule stage."""
+    stage = pipeline.stage("schedule")
+    return pipeline.replace("schedule", (*stage.passes, PROFILE_PASS))
