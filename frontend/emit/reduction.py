@@ -7,6 +7,11 @@ last, because the default CPU schedule vectorizes the innermost loop, and whose 
 ``linalg.fill`` of the combiner's identity (which the schedule fuses into each task).
 
 Axes are non-negative and sorted here; frontends normalize their own conventions.
+
+Why one module past 700 lines: every emitter here is built on :func:`reduce` and the scalar
+combiners beside it (identity, combine, the NaN-aware comparisons), which the selections and
+scans at the end share with the statistics; split, those helpers would be imported across
+modules by their private names.
 """
 
 from __future__ import annotations

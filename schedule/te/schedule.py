@@ -14,6 +14,10 @@ and :meth:`Schedule.trace` the script that makes them. Handles (``BlockRV``/``Lo
 stay valid until a primitive consumes them (``split``/``fuse`` consume their loops;
 ``compute_at`` and friends rebuild the moved block's loops); a consumed handle raises an
 error naming the step that consumed it.
+
+Why one module past 700 lines: it is one class, whose methods are TVM's primitives over one
+recorded state (``state.py``); each primitive is a check, a record and a re-render, and
+spreading them over mixins would hide the state they all rewrite.
 """
 
 from __future__ import annotations

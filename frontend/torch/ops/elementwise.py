@@ -1,0 +1,252 @@
+"""Elementwise ATen ops: arithmetic, comparisons, activations, casts."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, math
+
+from ...emit import (
+    core,
+    elementwise,
+)
+from ..importer import Handler, OpContext
+from . import table
+
+
+def _float_unary(fn: Callable[[ir.Value], ir.Value]) -> Handler:
+    def handler(ctx: OpContext, x: Any) -> ir.Value:
+        dtype = ctx.result_dtype()
+        return table.map_(ctx, [x], dtype, fn)
+    return handler
+
+
+_UNARY: dict[str, Callable[[ir.Value], ir.Value]] = {
+    "exp.default": math.exp,
+    "log.default": math.log,
+    "tanh.default": math.tanh,
+    "sqrt.default": math.sqrt,
+    "rsqrt.default": math.rsqrt,
+    "sin.default": math.sin,
+    "cos.default": math.cos,
+    "floor.default": math.floor,
+    "ceil.default": math.ceil,
+    "round.default": math.roundeven,  # halves to even, like torch.round
+    "erf.default": elementwise.erf,
+    "log1p.default": elementwise.log1p,
+    "expm1.default": elementwise.expm1,
+    "sigmoid.default": elementwise.sigmoid,
+    "reciprocal.default": elementwise.reciprocal,
+    "silu.default": lambda x: arith.mulf(x, elementwise.sigmoid(x)),
+    "hardswish.default": elementwise.hard_swish,
+    "hardsigmoid.default": lambda x: elementwise.hard_sigmoid(x, 1 / 6, 0.5),
+    "softplus.default": elementwise.softplus,
+}
+for _name, _fn in _UNARY.items():
+    table.aten(_name)(_float_unary(_fn))
+
+
+@table.aten("relu.default")
+def relu(ctx: OpContext, x: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    return table.map_(ctx, [x], dtype, lambda v: elementwise.maximum(v, elementwise.like(0, v),
+                                                               unsigned=table.unsigned(dtype)))
+
+
+@table.aten("neg.default")
+def neg(ctx: OpContext, x: Any) -> ir.Value:
+    return table.map_(ctx, [x], ctx.result_dtype(), elementwise.negate)
+
+
+@table.aten("abs.default")
+def abs_(ctx: OpContext, x: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    return table.map_(ctx, [x], dtype, lambda v: elementwise.absolute(v, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("sign.default")
+def sign(ctx: OpContext, x: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    return table.map_(ctx, [x], dtype, lambda v: elementwise.sign(v, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("gelu.default")
+def gelu(ctx: OpContext, x: Any, approximate: str = "none") -> ir.Value:
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.gelu(v, approximate))
+
+
+@table.aten("leaky_relu.default")
+def leaky_relu(ctx: OpContext, x: Any, negative_slope: float = 0.01) -> ir.Value:
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.leaky_relu(v, negative_slope))
+
+
+@table.aten("elu.default")
+def elu(ctx: OpContext, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> ir.Value:
+    if scale != 1.0 or input_scale != 1.0:
+        raise NotImplementedError("elu with scale or input_scale other than 1 (selu/celu)")
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.elu(v, alpha))
+
+
+@table.aten("clamp.default", "hardtanh.default", "clamp_min.default", "clamp_max.default")
+def clamp(ctx: OpContext, x: Any, low: Any = None, high: Any = None) -> ir.Value:
+    name = ctx.node.target._opname
+    if name == "clamp_max":
+        low, high = None, low
+    dtype = ctx.result_dtype()
+    if name == "hardtanh":
+        low = -1.0 if low is None else low
+        high = 1.0 if high is None else high
+    unsigned = table.unsigned(dtype)
+
+    def body(v: ir.Value) -> ir.Value:
+        if low is not None:
+            v = elementwise.maximum(v, elementwise.like(low, v), unsigned=unsigned)
+        if high is not None:
+            v = elementwise.minimum(v, elementwise.like(high, v), unsigned=unsigned)
+        return v
+
+    return table.map_(ctx, [x], dtype, body)
+
+
+@table.aten("logical_not.default")
+def logical_not(ctx: OpContext, x: Any) -> ir.Value:
+    return table.map_(ctx, [x], np.dtype(np.bool_), elementwise.logical_not)
+
+
+@table.aten("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Scalar", "rsub.Tensor")
+def add_sub(ctx: OpContext, a: Any, b: Any, alpha: Any = 1) -> ir.Value:
+    name = ctx.node.target._opname
+    dtype = ctx.result_dtype()
+    if name == "rsub":
+        a, b = b, a
+    subtract = name in ("sub", "rsub")
+
+    def body(x: ir.Value, y: ir.Value) -> ir.Value:
+        if alpha != 1:
+            y = elementwise.multiply(y, elementwise.like(alpha, y))
+        return elementwise.subtract(x, y) if subtract else elementwise.add(x, y)
+
+    return table.map_(ctx, [a, b], dtype, body)
+
+
+@table.aten("mul.Tensor", "mul.Scalar")
+def mul(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    if dtype == np.bool_:
+        return table.map_(ctx, [a, b], dtype, arith.andi)
+    return table.map_(ctx, [a, b], dtype, elementwise.multiply)
+
+
+@table.aten("div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode")
+def div(ctx: OpContext, a: Any, b: Any, *, rounding_mode: str | None = None) -> ir.Value:
+    dtype = ctx.result_dtype()
+    unsigned = table.unsigned(dtype)
+    if rounding_mode is None or dtype.kind == "f":
+        def body(x: ir.Value, y: ir.Value) -> ir.Value:
+            q = elementwise.divide(x, y, unsigned=unsigned)
+            if rounding_mode == "floor":
+                return math.floor(q)
+            if rounding_mode == "trunc":
+                return math.trunc(q)
+            return q
+        return table.map_(ctx, [a, b], dtype, body)
+    if rounding_mode == "trunc":
+        return table.map_(ctx, [a, b], dtype, lambda x, y: elementwise.divide(x, y, unsigned=unsigned))
+    # Integer floor division: truncating quotient, minus one where the signs differ and
+    # the division is inexact (numpy's floor_divide).
+    def floor_body(x: ir.Value, y: ir.Value) -> ir.Value:
+        q = elementwise.divide(x, y, unsigned=unsigned)
+        if unsigned:
+            return q
+        r = elementwise.remainder(x, y, floored=False)
+        inexact = arith.cmpi(arith.CmpIPredicate.ne, r, elementwise.like(0, r))
+        signs_differ = arith.cmpi(arith.CmpIPredicate.slt, arith.xori(r, y), elementwise.like(0, r))
+        fix = arith.andi(inexact, signs_differ)
+        return arith.select(fix, arith.subi(q, elementwise.like(1, q)), q)
+    return table.map_(ctx, [a, b], dtype, floor_body)
+
+
+@table.aten("remainder.Tensor", "remainder.Scalar", "fmod.Tensor", "fmod.Scalar")
+def remainder(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    floored = ctx.node.target._opname == "remainder"
+    return table.map_(ctx, [a, b], dtype,
+                lambda x, y: elementwise.remainder(x, y, floored=floored, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
+def pow_(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    if isinstance(b, (int, float)) and float(b) == 2.0 and dtype.kind == "f":
+        return table.map_(ctx, [a], dtype, lambda x: arith.mulf(x, x))
+    if isinstance(b, (int, float)) and float(b) == 0.5 and dtype.kind == "f":
+        return table.map_(ctx, [a], dtype, math.sqrt)
+    return table.map_(ctx, [a, b], dtype, lambda x, y: elementwise.power(x, y))
+
+
+@table.aten("maximum.default", "minimum.default")
+def extremum(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    fn = elementwise.maximum if ctx.node.target._opname == "maximum" else elementwise.minimum
+    return table.map_(ctx, [a, b], dtype, lambda x, y: fn(x, y, unsigned=table.unsigned(dtype)))
+
+
+_COMPARISONS = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+def _compare(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    compute = table.promoted(ctx, 0, 1)
+    predicate = _COMPARISONS[ctx.node.target._opname]
+    return table.map_(ctx, [a, b], compute,
+                lambda x, y: elementwise.compare(predicate, x, y, unsigned=table.unsigned(compute)))
+
+
+for _name in _COMPARISONS:
+    table.aten(f"{_name}.Tensor", f"{_name}.Scalar")(_compare)
+
+
+_LOGICAL = {"logical_and": arith.andi, "logical_or": arith.ori, "logical_xor": arith.xori,
+            "bitwise_and": arith.andi, "bitwise_or": arith.ori, "bitwise_xor": arith.xori}
+
+
+def _logical(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    name = ctx.node.target._opname
+    dtype = np.dtype(np.bool_) if name.startswith("logical") else ctx.result_dtype()
+    if dtype.kind == "f":
+        raise TypeError(f"{name} of floating-point tensors")
+    return table.map_(ctx, [a, b], dtype, _LOGICAL[name])
+
+
+for _name in _LOGICAL:
+    table.aten(f"{_name}.default" if _name.startswith("logical") else f"{_name}.Tensor")(_logical)
+
+
+@table.aten("where.self", "where.ScalarSelf", "where.ScalarOther", "where.Scalar")
+def where(ctx: OpContext, condition: Any, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    c = ctx.tensor(condition, np.dtype(np.bool_))
+    values = [ctx.tensor(v, dtype) for v in (a, b)]
+    return core.elementwise([c, *values], core.element_type(dtype), arith.select)
+
+
+@table.aten("masked_fill.Scalar", "masked_fill.Tensor")
+def masked_fill(ctx: OpContext, x: Any, mask: Any, value: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    operands = [ctx.tensor(mask, np.dtype(np.bool_)), ctx.tensor(value, dtype), ctx.tensor(x, dtype)]
+    return core.elementwise(operands, core.element_type(dtype), arith.select)
+
+
+@table.aten("_to_copy.default", "to.dtype", "_to_copy.dtype")
+def to_copy(ctx: OpContext, x: Any, *_: Any, **__: Any) -> ir.Value:
+    return ctx.tensor(x, ctx.result_dtype())
+
+
+for _name in ("clone.default", "alias.default", "detach.default", "lift_fresh_copy.default",
+              "contiguous.default", "dropout.default"):
+    table.aten(_name)(table.identity)
+
+for _name in ("_assert_tensor_metadata.default", "_assert_scalar.default",
+              "sym_constrain_range_for_size.default", "sym_constrain_range.default"):
+    table.aten(_name)(table.nothing)
