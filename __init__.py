@@ -39,7 +39,7 @@ __version__ = "0.1.0"
 # public name -> (module relative to this package, attribute in it; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
     "compile": (".compiler.compile", "compile"),
-    "CompileOptions": (".compiler.options", "CompileOptions"),
+    "CompileOptions": (".pipelines.options", "CompileOptions"),
     "load": (".compiler.source", "load"),
     "run": (".runtime.run", "run"),
     "Model": (".compiler.source", "Model"),
@@ -56,6 +56,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "reduce_axis": (".schedule.te", "reduce_axis"),
     "torch": (".compiler.torch", None),
     "tune": (".tuning.tune", "tune"),
+    "TuneOptions": (".tuning.tune", "TuneOptions"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
 }
 

@@ -23,7 +23,7 @@ from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
 from ..pipelines.pipeline import Stage
 from ..schedule.group import count_kernels
-from .options import CompileOptions
+from ..pipelines.options import CompileOptions
 from .package import PackageWriter
 from .source import load
 

@@ -16,7 +16,7 @@ import torch
 from ..frontend.torch.export import export, import_exported
 from ..frontend.torch.ops import ATEN_OPS
 from .dynamo import tilecraft_backend
-from .options import CompileOptions
+from ..pipelines.options import CompileOptions
 from .torch_module import CompiledTorchModule, compile_exported
 
 __all__ = ["ATEN_OPS", "CompiledTorchModule", "compile", "compile_exported", "export", "import_exported",

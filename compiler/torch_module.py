@@ -13,7 +13,7 @@ from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import import_exported
 from ..pipelines.compiled_module import CompiledModule
 from .compile import compile as compile_mlir
-from .options import CompileOptions
+from ..pipelines.options import CompileOptions
 
 
 class CompiledTorchModule:

@@ -182,6 +182,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ---- the commands -----------------------------------------------------------------------
 
+def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
+    """The :class:`CompileOptions` the command line asks for: one object for compile, bench
+    and tune, as the Python API takes it."""
+    from ..pipelines.options import CompileOptions
+
+    return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
+                          opt_level=getattr(args, "opt_level", 3), **settings)
+
+
 def command_compile(args: argparse.Namespace) -> int:
     import tilecraft
 
@@ -192,11 +201,9 @@ def command_compile(args: argparse.Namespace) -> int:
             "packages hold CPU code only: for a CUDA target, -o names a directory that receives "
             "the kernels' PTX and cubin files (run CUDA models in-process with tilecraft.compile)")
     start = time.perf_counter()
-    compiled = tilecraft.compile(
-        model, target=args.target, opt_level=args.opt_level, tuning_records=args.tuning_records,
-        package_path=None if cuda else args.output, profile=args.profile,
-        keep_ir=args.dump_ir is not None,
-    )
+    compiled = tilecraft.compile(model, _compile_options(
+        args, package_path=None if cuda else args.output, profile=args.profile,
+        keep_ir=args.dump_ir is not None))
     seconds = time.perf_counter() - start
     if cuda:
         _write_kernels(compiled, Path(args.output))
@@ -278,11 +285,11 @@ def command_tune(args: argparse.Namespace) -> int:
         if beyond:
             raise UsageError(f"--tasks: no task {beyond[0]}; the model has {len(tasks)} (0-{len(tasks) - 1}), see --tasks list")
         selected = [tasks[i] for i in args.tasks]
-    result = tuning.tune(
-        model.source, target=args.target, trials=args.trials, tuning_records=args.output,
-        tuner=args.tuner, early_stopping=args.early_stopping, prior_records=args.prior_records,
-        timeout=args.timeout, tasks=selected, shape_dict=model.shape_dict,
-    )
+    search = tuning.TuneOptions(
+        trials=args.trials, tuning_records=args.output, tuner=args.tuner,
+        early_stopping=args.early_stopping, prior_records=args.prior_records,
+        timeout=args.timeout, tasks=selected)
+    result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())
     print(f"tuning records written to {args.output}")
     return 0
@@ -336,8 +343,7 @@ def command_bench(args: argparse.Namespace) -> int:
         raise UsageError("the onnxruntime anchor runs ONNX models; use --vs torch for a .pt2 "
                          "program, --vs '' to time an MLIR model alone")
     start = time.perf_counter()
-    compiled = tilecraft.compile(model, target=args.target, tuning_records=args.tuning_records,
-                                 keep_ir=False)
+    compiled = tilecraft.compile(model, _compile_options(args, keep_ir=False))
     print(f"compiled {model.name} for '{compiled.target}' in {time.perf_counter() - start:.1f} s")
     inputs = random_inputs(compiled)
     print("inputs: " + ", ".join(f"{k} {v.dtype} {list(v.shape)}" for k, v in inputs.items()))

@@ -21,11 +21,12 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import TaskExtractionError, TunerNameError, TuningError
+from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
 from ..schedule.records import VALIDATED, Record, RecordWriter, canonical_target, load_records
@@ -141,30 +142,11 @@ def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any) -> l
     return chosen
 
 
-def tune(
-    model: Any,
-    target: "str | Target" = "llvm",
-    trials: int = 200,
-    tuning_records: "str | os.PathLike[str]" = "tuning.jsonl",
-    tuner: str = "xgb",
-    early_stopping: int | None = None,
-    prior_records: "str | os.PathLike[str] | None" = None,
-    timeout: float = 30.0,
-    tasks: Sequence[Any] | None = None,
-    *,
-    shape_dict: Any = None,
-    runner: RunnerOptions | None = None,
-    batch_size: int = 8,
-    seed: int = 0,
-    report: "str | os.PathLike[str] | None" = None,
-    progress: bool = True,
-    validate_top: int = 4,
-) -> TuningResult:
-    """Tune every task of ``model`` for ``target``; returns the best schedule per task.
+@dataclass(frozen=True)
+class TuneOptions:
+    """How to search (the model and target come as :class:`CompileOptions`).
 
-    Args:
-      model: anything :func:`tilecraft.compile` accepts.
-      target: the target to tune for; records are keyed by it.
+    Attributes:
       trials: measurements in total over all tasks (the default schedules included).
       tuning_records: JSON-lines file the measurements are appended to.
       tuner: ``xgb``, ``xgb_rank``, ``random`` or ``grid``.
@@ -173,7 +155,6 @@ def tune(
         measured again and count toward each task's trials.
       timeout: seconds a candidate may take to build and run before it counts as failed.
       tasks: restrict to these tasks (``Task`` objects, keys or names).
-      shape_dict: for ONNX models, as in :func:`tilecraft.compile`.
       runner: measurement settings (``number``, ``repeat``, ``min_repeat_ms``, cache
         flush); its ``timeout`` is replaced by ``timeout``.
       batch_size: candidates proposed per tuner step (the model retrains between steps).
@@ -185,25 +166,70 @@ def tune(
         ``final``; ``compile`` then picks among these (0: no validation). Why: on a loaded
         machine the search's best single measurement is often a lucky one.
     """
-    if tuner not in TUNERS:
-        raise TunerNameError(f"unknown tuner {tuner!r}; choose one of {', '.join(TUNERS)}")
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-        raise TuningError(f"trials must be a positive integer, got {trials!r}")
-    if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
-        raise TuningError(f"early_stopping must be a positive integer or None, got {early_stopping!r}")
-    if timeout <= 0:
-        raise TuningError(f"timeout must be positive, got {timeout!r}")
-    target = Target.parse(target)
+
+    trials: int = 200
+    tuning_records: "str | os.PathLike[str]" = "tuning.jsonl"
+    tuner: str = "xgb"
+    early_stopping: int | None = None
+    prior_records: "str | os.PathLike[str] | None" = None
+    timeout: float = 30.0
+    tasks: Sequence[Any] | None = None
+    runner: RunnerOptions | None = None
+    batch_size: int = 8
+    seed: int = 0
+    report: "str | os.PathLike[str] | None" = None
+    progress: bool = True
+    validate_top: int = 4
+
+    def __post_init__(self) -> None:
+        if self.tuner not in TUNERS:
+            raise TunerNameError(f"unknown tuner {self.tuner!r}; choose one of {', '.join(TUNERS)}")
+        trials = self.trials
+        if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+            raise TuningError(f"trials must be a positive integer, got {trials!r}")
+        stop = self.early_stopping
+        if stop is not None and (not isinstance(stop, int) or stop < 1):
+            raise TuningError(f"early_stopping must be a positive integer or None, got {stop!r}")
+        if self.timeout <= 0:
+            raise TuningError(f"timeout must be positive, got {self.timeout!r}")
+
+
+def tune(
+    model: Any,
+    options: "CompileOptions | str | Target | None" = None,
+    search: TuneOptions | None = None,
+    **overrides: Any,
+) -> TuningResult:
+    """Tune every task of ``model``; returns the best schedule per task.
+
+    Args:
+      model: anything :func:`tilecraft.compile` accepts.
+      options: the :class:`CompileOptions` the model will be compiled with (``target``,
+        records are keyed by it; ``shape_dict``), or just a target.
+      search: the :class:`TuneOptions` (trials, tuner, records file, ...).
+      overrides: fields of either, by name: ``tune(m, trials=200, tuning_records="m.jsonl",
+        target="llvm", shape_dict=...)``.
+    """
+    if isinstance(options, (str, Target)):
+        options = CompileOptions(target=options)
+    compile_fields = {f.name for f in fields(CompileOptions)}
+    options = CompileOptions.of(options, **{k: v for k, v in overrides.items() if k in compile_fields})
+    search_fields = {f.name for f in fields(TuneOptions)}
+    unknown = sorted(set(overrides) - compile_fields - search_fields)
+    if unknown:
+        raise TypeError(f"unknown tune option(s) {unknown}; options: {sorted(compile_fields | search_fields)}")
+    search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
+    target, shape_dict = options.target, options.shape_dict
     if target.is_cuda:
         _refuse_cuda_tuning()
     target_key = canonical_target(target)
-    chosen = _resolve_tasks(model, target, tasks, shape_dict)
-    prior = load_records(prior_records, target=target) if prior_records is not None else []
-    states = [_TaskTuning(task, target, tuner, seed) for task in chosen]
-    options = RunnerOptions(**{**(runner or RunnerOptions()).__dict__, "timeout": float(timeout)})
-    records_path = Path(tuning_records)
-    budget = trials
-    with LocalRunner(options) as local, RecordWriter(records_path) as writer:
+    chosen = _resolve_tasks(model, target, search.tasks, shape_dict)
+    prior = load_records(search.prior_records, target=target) if search.prior_records is not None else []
+    states = [_TaskTuning(task, target, search.tuner, search.seed) for task in chosen]
+    runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
+    records_path = Path(search.tuning_records)
+    budget = search.trials
+    with LocalRunner(runner_options) as local, RecordWriter(records_path) as writer:
         session = _Session(local, target_key)
 
         def run(state: _TaskTuning, config: dict[str, int] | None, name: str) -> MeasureResult:
@@ -230,20 +256,20 @@ def tune(
             [s.default_cost * s.task.count for s in tunable], budget)
         # 3. Search.
         for index, (state, share) in enumerate(zip(tunable, shares), 1):
-            _search(state, share, run, index, len(tunable), batch_size, early_stopping,
-                    tuner, progress)
-            if validate_top > 0:
-                session.validate(state, validate_top, [writer])
+            _search(state, share, run, index, len(tunable), search.batch_size, search.early_stopping,
+                    search.tuner, search.progress)
+            if search.validate_top > 0:
+                session.validate(state, search.validate_top, [writer])
     results = [
         TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
                    best_gflops=s.gflops(s.tuner.best_cost), best_config=s.tuner.best_config,
                    trials=s.trials, history=s.history)
         for s in states
     ]
-    if report is not None:
+    if search.report is not None:
         from .report import plot_report
 
-        plot_report(load_records(records_path, target=target), report)
+        plot_report(load_records(records_path, target=target), search.report)
     return TuningResult(records_path, results)
 
 

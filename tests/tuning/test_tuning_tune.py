@@ -79,6 +79,18 @@ def test_bad_arguments_are_typed_errors(tmp_path, matmul_64):
         tilecraft.tune(matmul_64, TARGET, trials=2, tuning_records=tmp_path / "r", tasks=["nope"])
     with pytest.raises(TuningError, match="no such file"):
         tilecraft.compile(matmul_64, tuning_records=tmp_path / "missing.jsonl")
+    with pytest.raises(TypeError, match="unknown tune option.*'trails'"):
+        tilecraft.tune(matmul_64, TARGET, trails=2)
+    with pytest.raises(TuningError, match="early_stopping"):
+        tilecraft.TuneOptions(early_stopping=0)
+
+
+def test_tune_takes_the_compile_options_and_search_options_objects(tmp_path, matmul_64):
+    records = tmp_path / "objects.jsonl"
+    result = tilecraft.tune(matmul_64, tilecraft.CompileOptions(target=TARGET),
+                            tilecraft.TuneOptions(trials=2, tuning_records=records, tuner="random",
+                                                  progress=False, validate_top=0))
+    assert result.records == records and len(load_records(records, target=TARGET)) == 2
 
 
 def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):

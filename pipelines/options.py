@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
 from ..errors import PackageError
-from ..pipelines.pipeline import Pipeline
-from ..pipelines.target import Target
+from .pipeline import Pipeline
+from .target import Target
 
 
 @dataclass(frozen=True)
