@@ -71,8 +71,7 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
         def record(stage: Stage, current: ir.Module) -> None:
             if keep_ir:
                 stage_ir[stage.name] = _asm(current)
-            if stage.name == "graph" and ("tilecraft-fuse-ops" in stage.passes
-                                          or "tilecraft-mark-groups" in stage.passes):
+            if "tilecraft-fuse-ops" in stage.passes or "tilecraft-mark-groups" in stage.passes:
                 group_count.append(count_groups(current.operation))
             if stage.name == "schedule":
                 kernel_count.append(count_kernels(current.operation))

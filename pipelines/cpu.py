@@ -26,7 +26,8 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
 
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
-    ``pipelines/graph``); at 3 it ends by tagging each op with its fusion group.
+    ``pipelines/graph``); at 3 ``simplify`` ends by tagging each op with its fusion group,
+    which the schedule reads (one loop nest per group).
     """
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
@@ -35,10 +36,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipe
         (
             input_stage(),
             *((Stage("graph", tuple(graph_elements),
-                     "graph passes for opt_level: constant folding, combining, fusion groups "
-                     "(as tilecraft.group tags)"),)
+                     "graph passes for opt_level: layout, combining, constant folding"),)
               if graph_elements else ()),
-            simplify_stage(),
+            simplify_stage(mark_groups=opt_level >= 3),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())

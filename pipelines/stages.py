@@ -92,14 +92,15 @@ def input_stage() -> Stage:
           "C interface on public functions; arguments read-only")
 
 
-def simplify_stage() -> Stage:
+def simplify_stage(*, mark_groups: bool = False) -> Stage:
     """Canonicalization and elementwise fusion, with no producer fused where it would be
-    recomputed (fusion_barrier.py)."""
-    return Stage("simplify", ("canonicalize", "cse",
-                       INSERT_BARRIERS,
-                       "func.func(linalg-fuse-elementwise-ops)", DROP_BARRIERS,
-                       "canonicalize"),
-          "fold constants, fuse elementwise producers into consumers")
+    recomputed (fusion_barrier.py); with ``mark_groups``, then the partition into fusion
+    groups (``tilecraft-mark-groups``), made once here, on the ops the schedule will see."""
+    return Stage("simplify",
+                 ("canonicalize", "cse", INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
+                  DROP_BARRIERS, "canonicalize", *(("tilecraft-mark-groups",) if mark_groups else ())),
+                 "fold constants, fuse elementwise producers into consumers"
+                 + ("; tag fusion groups" if mark_groups else ""))
 
 
 def lowering_stages(target: Target) -> tuple[Stage, ...]:

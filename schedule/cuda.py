@@ -38,8 +38,18 @@ from ..errors import GpuScheduleError
 from ..pipelines.ir_queries import ops_where
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..pipelines.passes import positive_int_option, register_pass
-from .plan import _DECOMPOSABLE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence, largest_divisor, named_sequence, render_script
 from ..pipelines.scratch import scratch_copy
+from .plan import (
+    _DECOMPOSABLE,
+    TAG,
+    _init_fill,
+    _remove_tags,
+    _ScriptWriter,
+    _sequence,
+    largest_divisor,
+    named_sequence,
+    render_script,
+)
 
 WORKGROUP = "#gpu.address_space<workgroup>"
 _AXES = ("x", "y", "z")

@@ -582,7 +582,12 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
     units = []
     if fuse_groups:
         # Imported here: schedule/group.py plans with this module's per-op planner.
-        from .group import find_fusion_units, plan_groups, prepare_groups, tag_fused_data_ops
+        from .group import (
+            find_fusion_units,
+            plan_groups,
+            prepare_groups,
+            tag_fused_data_ops,
+        )
 
         prepare_groups(module)
     analyzed = analyze_loop_nests(module)

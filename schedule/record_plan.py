@@ -17,10 +17,10 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
-from .group import FusionUnit
 from ..pipelines.loop_nest import LoopNest
-from .plan import OpSchedule, plan_module, render_script
 from ..pipelines.target import Target
+from .group import FusionUnit
+from .plan import OpSchedule, plan_module, render_script
 from .records import Record, best_records, canonical_target, load_records
 from .space import make_space, space_for
 from .task import Task, describe_op, describe_unit

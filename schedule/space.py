@@ -35,10 +35,11 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
-from .group import find_fusion_units, prepare_groups
+from ..pipelines.graph.fusion import mark_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
-from .plan import OpSchedule, plan_default_schedule, render_op_sequence
 from ..pipelines.target import Target
+from .group import find_fusion_units
+from .plan import OpSchedule, plan_default_schedule, render_op_sequence
 from .task import Task
 
 Config = dict[str, int]
@@ -517,7 +518,7 @@ def task_nest(task: Task) -> LoopNest:
     (found the way the schedule finds it, so the space sees what the planner will)."""
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.payload)
-        prepare_groups(module.operation)
+        mark_groups(module.operation)  # partitioned as the pipeline partitions it
         analyzed = analyze_loop_nests(module.operation)
         units = find_fusion_units(module.operation, dict(analyzed))
         if len(units) == 1:

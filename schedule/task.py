@@ -30,13 +30,13 @@ from mlir.dialects import func
 from ..errors import TaskExtractionError
 from ..frontend.loader import load_module
 from ..pipelines.cpu import cpu_pipeline
-from .group import FusionUnit, find_fusion_units, prepare_groups
 from ..pipelines.ir_queries import defining_op
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
 from ..pipelines.pipeline import Pipeline
-from .plan import _DECOMPOSABLE
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
+from .group import FusionUnit, find_fusion_units, prepare_groups
+from .plan import _DECOMPOSABLE
 
 ENTRY = "task"
 

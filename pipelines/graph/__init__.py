@@ -14,10 +14,13 @@ lowering of groups back to tagged linalg ops.
       of weights evaluated)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
-      the folder, which packs the transposed filters) and ``tilecraft-mark-groups`` (the
-      partition of ``tilecraft-fuse-ops``, as ``tilecraft.group = <n>`` tags on the ops
-      instead of ``graph.fusion_group`` ops)
+      the folder, which packs the transposed filters)
 ====  ==================================================================================
+
+At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
+``tilecraft-mark-groups`` (the partition of ``tilecraft-fuse-ops``, as ``tilecraft.group =
+<n>`` tags on the ops instead of ``graph.fusion_group`` ops) ends the ``simplify`` stage,
+after the elementwise fusion that replaces ops, and the schedule reads the tags.
 """
 
 from __future__ import annotations
@@ -43,6 +46,4 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["tilecraft-convert-layout", "tilecraft-lower-layout-converts"]
     if opt_level >= 2:
         elements += ["tilecraft-fold-constants", "canonicalize", "cse"]
-    if opt_level >= 3:
-        elements += ["tilecraft-mark-groups"]
     return elements

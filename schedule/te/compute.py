@@ -28,7 +28,25 @@ from mlir.dialects import arith, func, linalg, math, tensor
 
 from ...frontend.emit import core
 from .errors import ScheduleError
-from .expr import Binary, Cast, Compare, Const, Expr, IndexBinary, IndexConst, IndexExpr, IterVar, Load, Reduce, Select, Unary, _dtype, as_expr, as_index, sum
+from .expr import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    IndexBinary,
+    IndexConst,
+    IndexExpr,
+    IterVar,
+    Load,
+    Reduce,
+    Select,
+    Unary,
+    _dtype,
+    as_expr,
+    as_index,
+    sum,
+)
 
 BLOCK_ATTR = "tilecraft.block"
 DIMS_ATTR = "tilecraft.dims"
