@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Tune the model's ops and write the records that "
                                "`tilecraft compile --tuning-records` applies.")
     model_options(tune)
-    tune.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl)")
+    tune.add_argument("-o", "--output", metavar="FILE",
+                      help="records file (.jsonl); required unless --tasks list")
     tune.add_argument("--trials", type=_positive("--trials"), default=64, help="measured candidates (default 64)")
     tune.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy (default xgb)")
     tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
@@ -285,6 +286,8 @@ def command_tune(args: argparse.Namespace) -> int:
         if beyond:
             raise UsageError(f"--tasks: no task {beyond[0]}; the model has {len(tasks)} (0-{len(tasks) - 1}), see --tasks list")
         selected = [tasks[i] for i in args.tasks]
+    if args.output is None:
+        raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
     search = tuning.TuneOptions(
         trials=args.trials, tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
