@@ -8,7 +8,9 @@
 # dependency metadata is what gets tested (a venv with --system-site-packages over .venv
 # would see .venv's editable tilecraft and its entry points; installing with --no-deps
 # would not notice a missing dependency). The pinned releases come from pip's cache or the
-# configured indexes, which `make` has already filled for .venv: about 30 s here.
+# configured indexes, which `make` has already filled for .venv; --no-compile skips
+# byte-compiling torch's files, the bulk of the install time (30 s to 3 min here, with the
+# two cores shared).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -49,7 +51,7 @@ step "installing it into a fresh venv"
 "$PYTHON" -m venv "$WORK/venv"
 VPY="$WORK/venv/bin/python"
 LIT_PIN="$(grep -o '"lit==[^"]*"' "$ROOT/pyproject.toml" | tr -d '"')"
-"$VPY" -m pip install --quiet --disable-pip-version-check "$WHEEL[onnx,torch]" "$LIT_PIN" \
+"$VPY" -m pip install --quiet --disable-pip-version-check --no-compile "$WHEEL[onnx,torch]" "$LIT_PIN" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 "$VPY" -m pip check --disable-pip-version-check >/dev/null
 export PATH="$WORK/venv/bin:$PATH"
