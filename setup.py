@@ -10,6 +10,8 @@ data files each package ships are globs in pyproject.toml's ``[tool.setuptools.p
 Everything else about the project (metadata, dependencies, entry points) is in pyproject.toml.
 """
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
@@ -21,7 +23,7 @@ def tilecraft_packages() -> list[str]:
     exclude = [pattern for name in NOT_SHIPPED for pattern in (name, f"{name}.*")]
     # Hidden folders (.venv, .git, .ci, ...) and *.egg-info are never packages.
     exclude += [".*", "*.egg-info", "*.egg-info.*"]
-    found = find_packages(where=".", exclude=exclude)
+    found = find_packages(where=str(Path(__file__).resolve().parent), exclude=exclude)
     return ["tilecraft"] + [f"tilecraft.{name}" for name in found]
 
 
@@ -35,8 +37,11 @@ class BuildPy(build_py):
         return modules
 
 
-setup(
-    packages=tilecraft_packages(),
-    package_dir={"tilecraft": "."},
-    cmdclass={"build_py": BuildPy},
-)
+# setuptools' build backend runs this file as __main__; in the checkout (an editable install)
+# it is also the module tilecraft.setup, which must do nothing when imported.
+if __name__ == "__main__":
+    setup(
+        packages=tilecraft_packages(),
+        package_dir={"tilecraft": "."},
+        cmdclass={"build_py": BuildPy},
+    )
