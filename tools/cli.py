@@ -101,6 +101,23 @@ def _positive(name: str) -> Callable[[str], int]:
     return convert
 
 
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``1.5h`` -> seconds (positive and finite)."""
+    value, unit = text.strip(), "s"
+    if value and value[-1].lower() in _DURATION_UNITS:
+        value, unit = value[:-1], value[-1].lower()
+    try:
+        seconds = float(value) * _DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a duration like 90s, 30m or 1h, got {text!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive duration, got {text!r}")
+    return seconds
+
+
 # ---- the parser -------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,7 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     model_options(tune)
     tune.add_argument("-o", "--output", metavar="FILE",
                       help="records file (.jsonl); required unless --tasks list")
-    tune.add_argument("--trials", type=_positive("--trials"), default=64, help="measured candidates (default 64)")
+    tune.add_argument("--trials", type=_positive("--trials"), default=64,
+                      help="measured candidates in total, the defaults included (default 64)")
+    tune.add_argument("--trials-per-task", type=int, default=0, metavar="N",
+                      help="the minimum every task gets before the task scheduler hands the rest "
+                      "to the tasks with the largest expected gain (default 0)")
+    tune.add_argument("--time-budget", type=parse_duration, metavar="DURATION",
+                      help="stop searching after this long (90s, 30m, 1h)")
     tune.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy (default xgb)")
     tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
                       help="stop a task after N trials without improvement")
@@ -289,7 +312,8 @@ def command_tune(args: argparse.Namespace) -> int:
     if args.output is None:
         raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
     search = tuning.TuneOptions(
-        trials=args.trials, tuning_records=args.output, tuner=args.tuner,
+        trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
+        tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected)
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)

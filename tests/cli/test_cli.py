@@ -102,11 +102,20 @@ def test_bench_against_onnxruntime(capsys):
         (["run", "missing.tar"], 1, "no such package file"),
         (["bench", str(MODEL), "--vs", "tvm"], 2, "unknown anchor(s) ['tvm']"),
         (["bench", str(MODEL), "--vs", "torch"], 2, "the torch anchor needs a PyTorch model"),
+        (["tune", str(MODEL), "-o", "r.jsonl", "--trials-per-task", "-1"], 1, "trials_per_task"),
     ],
 )
 def test_errors_are_one_line_with_nonzero_exit(argv, code, message, capsys):
     assert run_cli(argv) == code
     assert message in _error_line(capsys)
+
+
+@pytest.mark.parametrize("budget, message", [("soon", "a duration like 90s"), ("-5m", "a positive duration")])
+def test_bad_time_budget_is_a_usage_error(budget, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        run_cli(["tune", str(MODEL), "-o", "r.jsonl", f"--time-budget={budget}"])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 def test_bad_input_shapes_is_a_usage_error(capsys):
