@@ -7,7 +7,7 @@ this step, not the session around it (loading models, options, packages).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from mlir import ir
@@ -170,12 +170,14 @@ def compile_ir(
     *,
     entry: str | None = None,
     opt_level: int = 3,
+    shape_dict: "Mapping[str, Sequence[int | None]] | None" = None,
 ) -> CompiledModule:
-    """MLIR that its caller built, lowered by ``pipeline`` and JIT-compiled: the compile step
-    without the session around it (no model loading, packages or kept IR). The TE-style
-    ``build`` and the tuner's measurement compile their own payloads through it."""
+    """A source (any kind ``frontend/loader.py`` reads) lowered by ``pipeline`` and
+    JIT-compiled: the compile step without the session around it (no packages or kept IR).
+    The TE-style ``build`` and the tuner (candidates, the end-to-end comparison) compile
+    through it."""
     context = ir.Context()
-    module = load_module(source, context)
+    module = load_module(source, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
         signature = entry_signature(find_entry(module, entry))
         pipeline.run(module)

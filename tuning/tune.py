@@ -26,12 +26,22 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import TaskExtractionError, TunerNameError, TuningError
+from ..pipelines.compiled_module import compile_ir
+from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
-from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
-from ..schedule.records import VALIDATED, Record, RecordWriter, canonical_target, load_records
+from ..runtime.run import random_inputs
+from ..runtime.timing import measure
+from ..schedule.records import (
+    VALIDATED,
+    Record,
+    RecordWriter,
+    canonical_target,
+    load_records,
+)
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
+from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
 from .tuners import TUNERS, Tuner, make_tuner
 
 
@@ -52,10 +62,14 @@ class TaskResult:
 
 @dataclass
 class TuningResult:
-    """Per-task results and the records file to pass to ``tilecraft.compile``."""
+    """Per-task results and the records file to pass to ``tilecraft.compile``; the model's
+    time with the default schedules and with the records, measured side by side (``None``
+    when ``TuneOptions.end_to_end`` was off)."""
 
     records: Path
     tasks: list[TaskResult]
+    default_seconds: float | None = None
+    tuned_seconds: float | None = None
 
     def summary(self) -> str:
         """Per task: default and best time, speedup, trials and failed trials. The best is
@@ -71,6 +85,10 @@ class TuningResult:
             best = min(r.best_seconds, r.default_seconds)
             lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
                          f"{r.default_seconds / best:>7.2f}x {tail}")
+        if self.default_seconds is not None and self.tuned_seconds is not None:
+            lines.append(f"end to end: default {self.default_seconds * 1e3:.4f} ms, tuned "
+                         f"{self.tuned_seconds * 1e3:.4f} ms, speedup "
+                         f"{self.default_seconds / self.tuned_seconds:.2f}x (alternating calls)")
         return "\n".join(lines)
 
 
@@ -165,6 +183,8 @@ class TuneOptions:
         the default, round-robin (:data:`VALIDATION_ROUNDS` rounds), and record them as
         ``final``; ``compile`` then picks among these (0: no validation). Why: on a loaded
         machine the search's best single measurement is often a lucky one.
+      end_to_end: after the search, compile the model with the default schedules and with
+        the records and time both side by side (alternating calls): the speedup a user gets.
     """
 
     trials: int = 200
@@ -182,6 +202,7 @@ class TuneOptions:
     report: "str | os.PathLike[str] | None" = None
     progress: bool = True
     validate_top: int = 4
+    end_to_end: bool = True
 
     def __post_init__(self) -> None:
         if self.tuner not in TUNERS:
@@ -281,7 +302,29 @@ def tune(
         from .report import plot_report
 
         plot_report(load_records(records_path, target=target), search.report)
-    return TuningResult(records_path, results)
+    timing = _end_to_end(model, options, records_path) if search.end_to_end else (None, None)
+    return TuningResult(records_path, results, *timing)
+
+
+# Rounds of the end-to-end comparison: each round times the default and the tuned module.
+END_TO_END_ROUNDS = 5
+
+
+def _end_to_end(model: Any, options: CompileOptions, records: Path) -> tuple[float, float]:
+    """Seconds per call of ``model`` with the default schedules and with ``records``, each
+    the median of :data:`END_TO_END_ROUNDS` rounds alternating the two (so drift of a shared
+    machine hits both alike), on the same seeded random inputs."""
+    pipeline = cpu_pipeline(options.target, opt_level=options.opt_level)
+    default = compile_ir(model, pipeline, options.target, opt_level=options.opt_level,
+                         shape_dict=options.shape_dict)
+    tuned = compile_ir(model, with_tuning_records(pipeline, records, options.target), options.target,
+                       opt_level=options.opt_level, shape_dict=options.shape_dict)
+    inputs = random_inputs(default)
+    rounds: dict[str, list[float]] = {"default": [], "tuned": []}
+    for _ in range(END_TO_END_ROUNDS):
+        for name, module in (("default", default), ("tuned", tuned)):
+            rounds[name].append(measure(lambda m=module: m(**inputs), repeat=1, min_repeat_ms=50).median)
+    return statistics.median(rounds["default"]), statistics.median(rounds["tuned"])
 
 
 # Rounds of the validation phase: each round measures every finalist once.

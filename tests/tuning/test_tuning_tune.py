@@ -91,6 +91,8 @@ def test_tune_takes_the_compile_options_and_search_options_objects(tmp_path, mat
                             tilecraft.TuneOptions(trials=2, tuning_records=records, tuner="random",
                                                   progress=False, validate_top=0))
     assert result.records == records and len(load_records(records, target=TARGET)) == 2
+    assert result.default_seconds > 0 and result.tuned_seconds > 0
+    assert re.search(r"end to end: default [\d.]+ ms, tuned [\d.]+ ms, speedup [\d.]+x", result.summary())
 
 
 def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):
