@@ -215,6 +215,22 @@ def test_softmax(rand, shape):
     np.testing.assert_allclose(result.sum(axis=1), 1.0, rtol=1e-5)
 
 
+def test_vector_exp_whole_f32_range():
+    """Vectorized exp is a polynomial (pipelines/vector_math.py), not libm: within 3 ulp over
+    the f32 range, denormal results, overflow to inf, NaN and infinities kept."""
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, 88.73, -87.5, -103.0, -104.5, 1e-8]
+    x = np.concatenate([np.linspace(-110, 90, 4096 - len(edges)), edges]).astype(np.float32)
+    got = run(mt.elementwise(x.shape, 1, ["%r = math.exp %in0 : f32", "linalg.yield %r : f32"]), x)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    normal = np.isfinite(ref) & (ref >= np.finfo(np.float32).tiny)
+    np.testing.assert_allclose(got[normal], ref[normal], rtol=3 * np.finfo(np.float32).eps)
+    np.testing.assert_allclose(got[~normal & np.isfinite(ref)], ref[~normal & np.isfinite(ref)],
+                               rtol=0, atol=np.finfo(np.float32).tiny)
+    assert np.array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+
+
 # --- dynamic shapes ------------------------------------------------------------------------
 
 def test_dynamic_rows_elementwise(rand):
