@@ -6,8 +6,8 @@ scalar add per lane (a 64-lane row sum of a layer norm or softmax cost ~256 cycl
 element); with it, a tree of vector adds. The schedule already reassociates these sums (it
 tiles the reduction loop), so the result is as exact as before, in another order.
 
-``tilecraft-approximate-exp``: vector ``math.exp`` on f32 as a polynomial in arith ops, so it
-stays in vector registers.
+``tilecraft-approximate-exp``: vector ``math.exp`` and ``math.tanh`` (tanh-approximated GELU)
+on f32 as polynomials in arith ops, so they stay in vector registers.
 
 Why this pass exists: LLVM has no vector ``exp`` instruction; ``llvm.intr.exp`` on a
 ``vector<64xf32>`` is scalarized into 64 calls of libm's ``expf``. A vectorized softmax
@@ -23,8 +23,8 @@ ops that lower to AVX-512 instructions:
                                                         normal over the whole f32 range)
 
 ``x`` is clamped to [-104, 88.72] first (below, the result rounds to 0; above, it is +inf,
-restored by a select); NaN stays NaN. Maximum relative error about 2 ulp. Scalar ``exp``
-(loops the schedule left scalar) keeps calling ``expf``.
+restored by a select); NaN stays NaN. Maximum relative error about 2 ulp. ``tanh`` is Cephes'
+``tanhf`` on top of it. Scalar ops (loops the schedule left scalar) keep calling libm.
 """
 
 from __future__ import annotations
@@ -65,13 +65,12 @@ def _power_of_two(n: ir.Value, int_type: ir.VectorType, f32_type: ir.VectorType,
     return arith.bitcast(f32_type, bits)
 
 
-def expand_exp(op: ir.Operation) -> ir.Value:
-    """Emit the approximation of ``op`` (a vector f32 ``math.exp``) before it; its value."""
-    vector_type = ir.VectorType(op.results[0].type)
+def _exp(x: ir.Value) -> ir.Value:
+    """exp(``x``) for a vector f32 value, emitted at the current insertion point."""
+    vector_type = ir.VectorType(x.type)
     f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
     int_type = ir.VectorType.get(vector_type.shape, i32)
     c = lambda value: _splat(vector_type, f32, value)  # noqa: E731
-    x = op.operands[0]
     clamped = arith.maximumf(arith.minimumf(x, c(_X_MAX)), c(_X_MIN))
     n = math.floor(arith.addf(arith.mulf(clamped, c(_LOG2E)), c(0.5)))
     r = arith.subf(clamped, arith.mulf(n, c(_LN2_HI)))
@@ -93,20 +92,46 @@ def expand_exp(op: ir.Operation) -> ir.Value:
     return arith.select(is_nan, x, value)
 
 
-def _is_vector_f32_exp(op: ir.Operation) -> bool:
-    if op.name != "math.exp":
+# Cephes tanhf: below this |x|, x + x^3 P(x^2) (1 - 2 / (exp(2x) + 1) would cancel).
+_TANH_SMALL = 0.625
+_TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+              -3.33332819422e-1)
+
+
+def _tanh(x: ir.Value) -> ir.Value:
+    """tanh(``x``) for a vector f32 value (Cephes tanhf, about 2 ulp), via :func:`_exp`."""
+    vector_type = ir.VectorType(x.type)
+    c = lambda value: _splat(vector_type, ir.F32Type.get(), value)  # noqa: E731
+    magnitude = math.absf(x)
+    # Large |x|: 1 - 2 / (exp(2|x|) + 1), the sign restored; exp overflows to inf, giving 1.
+    large = arith.subf(c(1.0), arith.divf(c(2.0), arith.addf(_exp(arith.addf(magnitude, magnitude)), c(1.0))))
+    large = math.copysign(large, x)
+    z = arith.mulf(x, x)
+    poly = c(_TANH_POLY[0])
+    for coefficient in _TANH_POLY[1:]:
+        poly = math.fma(poly, z, c(coefficient))
+    small = math.fma(arith.mulf(poly, z), x, x)
+    is_large = arith.cmpf(arith.CmpFPredicate.OGE, magnitude, c(_TANH_SMALL))
+    return arith.select(is_large, large, small)
+
+
+_EXPANSIONS = {"math.exp": _exp, "math.tanh": _tanh}
+
+
+def _is_vector_f32_expansion(op: ir.Operation) -> bool:
+    if op.name not in _EXPANSIONS:
         return False
     result = op.results[0].type
     return isinstance(result, ir.VectorType) and isinstance(ir.VectorType(result).element_type, ir.F32Type)
 
 
 @register_pass(APPROXIMATE_EXP,
-               "Vector f32 math.exp as a polynomial in arith ops (LLVM scalarizes vector exp "
-               "into expf calls)")
+               "Vector f32 math.exp and math.tanh as polynomials in arith ops (LLVM "
+               "scalarizes them into expf / tanhf calls)")
 def approximate_exp_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    for op in ops_where(module, _is_vector_f32_exp):
+    for op in ops_where(module, _is_vector_f32_expansion):
         with ir.InsertionPoint(op), op.location:
-            value = expand_exp(op)
+            value = _EXPANSIONS[op.name](op.operands[0])
         op.results[0].replace_all_uses_with(value)
         op.erase()
 

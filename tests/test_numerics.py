@@ -231,6 +231,19 @@ def test_vector_exp_whole_f32_range():
     assert np.array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
 
 
+def test_vector_tanh():
+    """Vectorized tanh (Cephes tanhf on the polynomial exp): within 3 ulp, relative error
+    kept for tiny inputs (no 1 - 2 / (exp(2x) + 1) cancellation), +-1 at the ends, NaN kept."""
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-6, 0.6249, 0.625, 9.0, -50.0]
+    x = np.concatenate([np.linspace(-12, 12, 4096 - len(edges)), edges]).astype(np.float32)
+    got = run(mt.elementwise(x.shape, 1, ["%r = math.tanh %in0 : f32", "linalg.yield %r : f32"]), x)
+    ref = np.tanh(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    finite = ~np.isnan(ref)
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=3 * np.finfo(np.float32).eps,
+                               atol=np.finfo(np.float32).tiny)
+
+
 # --- dynamic shapes ------------------------------------------------------------------------
 
 def test_dynamic_rows_elementwise(rand):

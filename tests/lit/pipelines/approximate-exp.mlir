@@ -19,6 +19,21 @@ func.func @vector_exp(%x: vector<4x16xf32>) -> vector<4x16xf32> {
   return %y : vector<4x16xf32>
 }
 
+// tanh: a polynomial below |x| = 0.625, 1 - 2 / (exp(2|x|) + 1) above, both from arith ops.
+// CHECK-LABEL: func.func @vector_tanh
+// CHECK-NOT: math.tanh
+// CHECK-NOT: math.exp
+// CHECK: math.absf
+// CHECK: math.floor
+// CHECK: math.copysign
+// CHECK: arith.cmpf oge
+// CHECK: %[[R:.*]] = arith.select
+// CHECK: return %[[R]] : vector<16xf32>
+func.func @vector_tanh(%x: vector<16xf32>) -> vector<16xf32> {
+  %y = math.tanh %x : vector<16xf32>
+  return %y : vector<16xf32>
+}
+
 // CHECK-LABEL: func.func @left_to_libm
 // CHECK: math.exp %{{.*}} : f32
 // CHECK: math.exp %{{.*}} : vector<8xf64>
