@@ -244,6 +244,46 @@ def test_vector_tanh():
                                atol=np.finfo(np.float32).tiny)
 
 
+def _matmul_transposed_b(m, n, k, weight=None) -> str:
+    """``linalg.matmul`` reading B as [N, K] through its indexing map; B an argument, or the
+    constant ``weight`` (a dense literal)."""
+    b_type = mt.tensor((n, k))
+    b_arg = "" if weight is not None else f", %b: {b_type}"
+    constant = (f"  %b = arith.constant dense<{weight.tolist()}> : {b_type}\n" if weight is not None else "")
+    return (f"func.func @main(%a: {mt.tensor((m, k))}{b_arg}) -> {mt.tensor((m, n))} {{\n{constant}"
+            + mt.filled("init", (m, n), "0.0")
+            + f"  %c = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, "
+              f"affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]\n"
+              f"      ins(%a, %b : {mt.tensor((m, k))}, {b_type}) outs(%init : {mt.tensor((m, n))}) -> {mt.tensor((m, n))}\n"
+              f"  return %c : {mt.tensor((m, n))}\n}}\n")
+
+
+@pytest.mark.parametrize("constant", [False, True])
+def test_matmul_transposed_b(rand, constant):
+    """B^T through the map: an input is read in place, a constant is transposed at compile
+    time (tilecraft-contraction-operand-layout, then constant folding)."""
+    a, b = rand((64, 48)), rand((32, 48))
+    if constant:
+        result = run(_matmul_transposed_b(64, 32, 48, weight=b), a)
+    else:
+        result = run(_matmul_transposed_b(64, 32, 48), a, b)
+    np.testing.assert_allclose(result, a @ b.T, **F32)
+
+
+def test_batched_contraction_transposed_operand(rand):
+    """bmk,bnk->bmn as a generic: B transposed per batch before the contraction."""
+    q, k = rand((4, 64, 32)), rand((4, 96, 32))
+    text = mt.generic(
+        [((4, 64, 32), "f32"), ((4, 96, 32), "f32")], (4, 64, 96),
+        ["affine_map<(b, m, n, k) -> (b, m, k)>", "affine_map<(b, m, n, k) -> (b, n, k)>",
+         "affine_map<(b, m, n, k) -> (b, m, n)>"],
+        ["parallel", "parallel", "parallel", "reduction"],
+        ["%p = arith.mulf %in0, %in1 : f32", "%s = arith.addf %out, %p : f32", "linalg.yield %s : f32"],
+        init="0.0",
+    )
+    np.testing.assert_allclose(run(text, q, k), q @ k.transpose(0, 2, 1), **F32)
+
+
 # --- dynamic shapes ------------------------------------------------------------------------
 
 def test_dynamic_rows_elementwise(rand):

@@ -347,19 +347,6 @@ def _label_extents(
     return found
 
 
-def _innermost_last(operand: ir.Value, labels: Sequence[str],
-                    innermost: str) -> tuple[ir.Value, Sequence[str]]:
-    """``operand`` transposed so that the output's innermost label, if it has it, is its
-    innermost dim too (``bnk`` -> ``bkn``). Why: the schedule vectorizes a contraction along
-    that label; read across a dim of stride K, each vector was gathered lane by lane (Q·K^T
-    as ``bmk,bnk->bmn``: 53 GFLOPS per core, 63-70 with the transpose fused into each task).
-    A constant operand is transposed once, by the graph stage's constant folding."""
-    if innermost not in labels or labels[-1] == innermost or len(set(labels)) != len(labels):
-        return operand, labels
-    order = [i for i, l in enumerate(labels) if l != innermost] + [labels.index(innermost)]
-    return core.transpose(operand, order), tuple(labels[i] for i in order)
-
-
 def _contract(
     operands: Sequence[ir.Value], inputs: Sequence[Sequence[str]], output: Sequence[str],
     extents: dict[str, Extent], accumulator: ir.Type,
@@ -369,8 +356,6 @@ def _contract(
     ones (reduction); an operand is read through the map of its labels, so a repeated
     label reads a diagonal and a size-1 dim broadcasts."""
     summed = list(dict.fromkeys(l for labels in inputs for l in labels if l not in output))
-    if summed and output and len(operands) == 2:
-        operands, inputs = zip(*(_innermost_last(o, l, output[-1]) for o, l in zip(operands, inputs)))
     loops = [*output, *summed]
     position = {label: d for d, label in enumerate(loops)}
 
