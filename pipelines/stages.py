@@ -22,6 +22,7 @@ from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .pipeline import Stage
 from .target import Target
+from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
 
 C_INTERFACE = "llvm.emit_c_interface"
 
@@ -149,10 +150,13 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does
               # not lower (it survived as an unrealized cast and the JIT failed). The
               # default schedule keeps reduced dims innermost, hence inner-reduction.
+              # APPROXIMATE_EXP: LLVM would scalarize vector exp into expf calls;
+              # REASSOCIATE_REDUCTIONS: it would add a float reduction's lanes in order.
               ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
-               "convert-vector-to-scf{full-unroll=true}", "canonicalize"),
-              "multi-reductions to 1-D reductions; unroll vector transfers to 1-D "
-              "(no alloca in loops)"),
+               REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",
+               APPROXIMATE_EXP, "canonicalize"),
+              "multi-reductions to 1-D reductions (lanes summed as a tree); unroll vector "
+              "transfers to 1-D (no alloca in loops); vector exp as a polynomial"),
         Stage("llvm",
               ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
