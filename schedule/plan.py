@@ -213,6 +213,12 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         register[d] = 1
     if out_channel:
         register[out_channel[-1]] = largest_divisor(nest.ranges[out_channel[-1]], lanes)
+    elif depth:
+        # Depthwise: channels are the contiguous dim in NHWC and every output pixel of the
+        # register tile reuses the filter vector, so the tile is one vector of channels by
+        # several pixels, accumulated in registers over the (kh, kw) window. Tiled by 1, the
+        # channel loop ran scalar (1-5 GFLOPS).
+        register[depth[-1]] = vector_tile(nest.ranges[depth[-1]], lanes, 1)
     if image:
         register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
     for d in nest.reduction_dims:
