@@ -258,16 +258,30 @@ def balanced_chunk(extent: int, threads: int) -> int | None:
     return None
 
 
+def generic_vector_dim(nest: LoopNest) -> int:
+    """The loop whose tile a generic op's vectors span: the innermost loop, unless that is a
+    reduction while the contiguous (last) dim of the largest input is indexed by a parallel
+    loop. Then that loop: a reduction over the rows of an NHWC image (global average pooling)
+    vectorized along its reduced, strided columns ran at well under 1 GFLOPS; along channels
+    its vector accumulators stay in registers across the reduced loops."""
+    innermost = len(nest.ranges) - 1
+    inputs = [dims for dims in nest.operand_dims[:nest.num_inputs] if dims]
+    if nest.parallel[innermost] or not inputs:
+        return innermost
+    contiguous = max(inputs, key=len)[-1]
+    return contiguous if contiguous is not None and nest.parallel[contiguous] else innermost
+
+
 def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
     n_loops = len(nest.ranges)
     if n_loops == 0:
         return OpSchedule(tag)
     register = [0] * n_loops
     reduction = [0] * n_loops
-    innermost = n_loops - 1
+    vector_dim = generic_vector_dim(nest)
     for d in range(n_loops):
         tiles = register if nest.parallel[d] else reduction
-        tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == innermost else 1
+        tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == vector_dim else 1
     thread = None
     outer = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
     if outer is not None:

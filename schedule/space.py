@@ -39,7 +39,7 @@ from ..pipelines.graph.fusion import mark_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..pipelines.target import Target
 from .group import find_fusion_units
-from .plan import OpSchedule, plan_default_schedule, render_op_sequence
+from .plan import OpSchedule, generic_vector_dim, plan_default_schedule, render_op_sequence
 from .task import Task
 
 Config = dict[str, int]
@@ -446,8 +446,8 @@ class GenericSpace(ScheduleSpace):
     def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
         self.kind = task.kind
         n = len(nest.ranges)
-        self.inner = n - 1
-        self.outer_dim = next((d for d in range(n - 2, -1, -1)), None)
+        self.inner = generic_vector_dim(nest)
+        self.outer_dim = next((d for d in range(n - 1, -1, -1) if d != self.inner), None)
         self.par_dim = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
         super().__init__(task, nest, target)
 
