@@ -204,8 +204,21 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       reduction_tiles=tuple(reduction), vectorize=True)
 
 
+def conv_channel_dim(nest: LoopNest) -> int | None:
+    """The channel loop of a depthwise convolution or a pooling op, when it indexes the
+    output's contiguous (last) dim as in NHWC; ``None`` otherwise and for convolutions with
+    output channels. (linalg counts a pooling op's channels as a batch dim.)"""
+    batch, _image, out_channel, _filter, _in_channel, depth = nest.convolution
+    last = nest.output_dims[-1] if nest.output_dims else None
+    if out_channel or last is None or (last not in depth and last not in batch):
+        return None
+    return last
+
+
 def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
+    channel = conv_channel_dim(nest)
+    batch = tuple(d for d in batch if d != channel)
     n_loops = len(nest.ranges)
     register = [0] * n_loops
     reduction = [0] * n_loops
@@ -213,12 +226,12 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         register[d] = 1
     if out_channel:
         register[out_channel[-1]] = largest_divisor(nest.ranges[out_channel[-1]], lanes)
-    elif depth:
-        # Depthwise: channels are the contiguous dim in NHWC and every output pixel of the
-        # register tile reuses the filter vector, so the tile is one vector of channels by
-        # several pixels, accumulated in registers over the (kh, kw) window. Tiled by 1, the
-        # channel loop ran scalar (1-5 GFLOPS).
-        register[depth[-1]] = vector_tile(nest.ranges[depth[-1]], lanes, 1)
+    elif channel is not None:
+        # Depthwise/pooling in NHWC: every output pixel of the register tile reuses the
+        # filter vector, so the tile is one vector of the contiguous channels by several
+        # pixels, accumulated in registers over the (kh, kw) window. Tiled by 1 (pooling:
+        # also split into one task per channel) the channel loop ran scalar (1-5 GFLOPS).
+        register[channel] = vector_tile(nest.ranges[channel], lanes, 1)
     if image:
         register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
     for d in nest.reduction_dims:
@@ -239,8 +252,9 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         # halo, so a fusion group can pad the input per task (schedule/group.py); tasks
         # split by output channels would each read, and pad, the whole input.
         thread[image[0]] = rows
-    elif out_channel:
-        d = out_channel[-1]
+    elif out_channel or channel is not None:
+        # Rows that do not split evenly (7x7 layers, global pooling): split the channels.
+        d = out_channel[-1] if out_channel else channel
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     elif image:
         d = image[0]
