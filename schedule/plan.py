@@ -231,7 +231,10 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         # filter vector, so the tile is one vector of the contiguous channels by several
         # pixels, accumulated in registers over the (kh, kw) window. Tiled by 1 (pooling:
         # also split into one task per channel) the channel loop ran scalar (1-5 GFLOPS).
-        register[channel] = vector_tile(nest.ranges[channel], lanes, 1)
+        # As for matmul columns, whole vectors, narrower ones where the channels have no
+        # multiple of the lanes (24 channels: 8-lane vectors, not 12-lane ones).
+        part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
+        register[channel] = vector_tile(nest.ranges[channel], part, lanes // part)
     if image:
         register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
     for d in nest.reduction_dims:
