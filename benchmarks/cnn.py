@@ -5,8 +5,9 @@ measured in the same run, calls alternating so that load drift hits both alike.
     ... benchmarks/cnn.py --models mobilenetv2 --kernels none
 
 Models (``--models``): a MobileNetV2-style network (tests/graph/graph_models.py, random
-weights, 224x224) and ResNet-50 (the onnx wheel's light zoo model, random weights): latency
-of tilecraft and onnxruntime and their ratio, and a check of the output against onnxruntime.
+weights, 224x224), ResNet-50 (the onnx wheel's light zoo model, random weights) and a
+pooling pair (max pool, global average): latency of tilecraft and onnxruntime and their
+ratio, and a check of the output against onnxruntime.
 
 Kernels (``--kernels``): single convolutions as they run inside those models after the
 layout pass (NHWC, zero pad in the group, filters constant): GFLOPS, against numpy's
@@ -22,6 +23,7 @@ import time
 
 import numpy as np
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 import tilecraft
 from tilecraft.runtime.timing import measure
@@ -40,7 +42,21 @@ def mobilenetv2():
     return model, {"x": x}
 
 
-MODELS = {"mobilenetv2": mobilenetv2, "resnet50": resnet50}
+def pooling():
+    """ResNet's stem pooling then a global average: MaxPool 3x3 stride 2 (pad 1) on
+    1x64x112x112, GlobalAveragePool (NCHW in the model, NHWC inside tilecraft)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["p"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "pooling", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 112, 112])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(1).standard_normal((1, 64, 112, 112)).astype(np.float32)
+    return model, {"x": x}
+
+
+MODELS = {"mobilenetv2": mobilenetv2, "resnet50": resnet50, "pooling": pooling}
 
 # (name, input HxW, input channels, output channels or None for depthwise, kernel, stride).
 KERNELS = {
