@@ -1,7 +1,7 @@
 // Convolution-class ops in NHWC under the default schedule: vectors along the contiguous
 // channels, accumulators carried in registers by the (kh, kw) reduction loops, and a fused
 // pad that lowers to loops, not to the runtime's element-by-element memrefCopy.
-// RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-mark-groups --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-lower-cpu="num-threads=2" | FileCheck %s --check-prefix=LLVM
 
 // Depthwise 3x3 with its zero pad: tasks split the output rows (4 tasks of 7 rows) and pad
