@@ -21,6 +21,7 @@ from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .pipeline import Stage
+from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
 from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
 
@@ -141,7 +142,7 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores
               # touches them, and before async lowering outlines parallel bodies.
-              ("convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
+              (STRIDED_COPIES_TO_LINALG, "convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
                "func.func(scf-forall-to-parallel)", *async_lowering),
               "remaining linalg to loops; i1 buffers as bytes; parallel loops onto the "
               "async runtime"),

@@ -216,8 +216,21 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       reduction_tiles=tuple(reduction), vectorize=True)
 
 
+def conv_channel_dim(nest: LoopNest) -> int | None:
+    """The channel loop of a depthwise convolution or a pooling op, when it indexes the
+    output's contiguous (last) dim as in NHWC; ``None`` otherwise and for convolutions with
+    output channels. (linalg counts a pooling op's channels as a batch dim.)"""
+    batch, _image, out_channel, _filter, _in_channel, depth = nest.convolution
+    last = nest.output_dims[-1] if nest.output_dims else None
+    if out_channel or last is None or (last not in depth and last not in batch):
+        return None
+    return last
+
+
 def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
+    channel = conv_channel_dim(nest)
+    batch = tuple(d for d in batch if d != channel)
     n_loops = len(nest.ranges)
     register = [0] * n_loops
     reduction = [0] * n_loops
@@ -225,6 +238,15 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         register[d] = 1
     if out_channel:
         register[out_channel[-1]] = largest_divisor(nest.ranges[out_channel[-1]], lanes)
+    elif channel is not None:
+        # Depthwise/pooling in NHWC: every output pixel of the register tile reuses the
+        # filter vector, so the tile is one vector of the contiguous channels by several
+        # pixels, accumulated in registers over the (kh, kw) window. Tiled by 1 (pooling:
+        # also split into one task per channel) the channel loop ran scalar (1-5 GFLOPS).
+        # As for matmul columns, whole vectors, narrower ones where the channels have no
+        # multiple of the lanes (24 channels: 8-lane vectors, not 12-lane ones).
+        part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
+        register[channel] = vector_tile(nest.ranges[channel], part, lanes // part)
     if image:
         register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
     for d in nest.reduction_dims:
@@ -245,8 +267,9 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         # halo, so a fusion group can pad the input per task (schedule/group.py); tasks
         # split by output channels would each read, and pad, the whole input.
         thread[image[0]] = rows
-    elif out_channel:
-        d = out_channel[-1]
+    elif out_channel or channel is not None:
+        # Rows that do not split evenly (7x7 layers, global pooling): split the channels.
+        d = out_channel[-1] if out_channel else channel
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     elif image:
         d = image[0]
@@ -264,16 +287,30 @@ def balanced_chunk(extent: int, threads: int) -> int | None:
     return None
 
 
+def generic_vector_dim(nest: LoopNest) -> int:
+    """The loop whose tile a generic op's vectors span: the innermost loop, unless that is a
+    reduction while the contiguous (last) dim of the largest input is indexed by a parallel
+    loop. Then that loop: a reduction over the rows of an NHWC image (global average pooling)
+    vectorized along its reduced, strided columns ran at well under 1 GFLOPS; along channels
+    its vector accumulators stay in registers across the reduced loops."""
+    innermost = len(nest.ranges) - 1
+    inputs = [dims for dims in nest.operand_dims[:nest.num_inputs] if dims]
+    if nest.parallel[innermost] or not inputs:
+        return innermost
+    contiguous = max(inputs, key=len)[-1]
+    return contiguous if contiguous is not None and nest.parallel[contiguous] else innermost
+
+
 def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
     n_loops = len(nest.ranges)
     if n_loops == 0:
         return OpSchedule(tag)
     register = [0] * n_loops
     reduction = [0] * n_loops
-    innermost = n_loops - 1
+    vector_dim = generic_vector_dim(nest)
     for d in range(n_loops):
         tiles = register if nest.parallel[d] else reduction
-        tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == innermost else 1
+        tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == vector_dim else 1
     thread = None
     outer = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
     if outer is not None:
