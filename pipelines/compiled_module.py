@@ -76,12 +76,17 @@ class CompiledModule:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump)."""
         self._function.engine.dump_to_object_file(str(path))
 
+    # Whether this machine runs the code: checked on each call until it holds (a fixed
+    # answer per process; the check reads the host's CPU flags).
+    _runs_here = False
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        if not self.target.is_host:
+        if not self._runs_here and not self.target.is_host:
             raise TargetError(
                 f"compiled for {self.target}, which this machine cannot run "
                 f"(features {', '.join(self.target.mattr) or 'none'})"
             )
+        self._runs_here = True
         return self._invoke(args, kwargs)
 
     def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
