@@ -344,8 +344,8 @@ _EPILOGUE_OPS = frozenset({"Add", "Sum", "Relu", "Clip", "Mul", "BatchNormalizat
 def kernel_anchors(model: onnx.ModelProto, kernel_labels: "set[str]") -> dict[str, str]:
     """Kernel label -> the Conv/Gemm/MatMul node it computes. A fusion group is named after
     its last op (``Relu_5``: the conv, its folded batch norm and the ReLU), so an epilogue
-    label is followed back through epilogue producers to the contraction that no other
-    kernel is named after."""
+    label is followed back through epilogue producers, stopping at nodes other kernels are
+    named after, to the contraction."""
     producers = {output: node for node in model.graph.node for output in node.output}
     anchors = {}
     for label in kernel_labels:
@@ -357,11 +357,11 @@ def kernel_anchors(model: onnx.ModelProto, kernel_labels: "set[str]") -> dict[st
             if node is None or node.name in seen:
                 continue
             seen.add(node.name)
+            if node.name != label and node.name in kernel_labels:
+                continue  # computed by a kernel of its own (a residual's other input)
             if node.op_type in ("Conv", "Gemm", "MatMul"):
-                if node.name == label or node.name not in kernel_labels:
-                    anchors[label] = node.name
-                    break
-                continue
+                anchors[label] = node.name
+                break
             if node.op_type in _EPILOGUE_OPS:
                 frontier.extend(node.input)
     return anchors
