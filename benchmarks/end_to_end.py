@@ -341,29 +341,32 @@ _EPILOGUE_OPS = frozenset({"Add", "Sum", "Relu", "Clip", "Mul", "BatchNormalizat
                            "Div", "Erf", "Tanh", "Identity", "Reshape", "Flatten"})
 
 
-def kernel_anchors(model: onnx.ModelProto, kernel_labels: "set[str]") -> dict[str, str]:
-    """Kernel label -> the Conv/Gemm/MatMul node it computes. A fusion group is named after
-    its last op (``Relu_5``: the conv, its folded batch norm and the ReLU), so an epilogue
-    label is followed back through epilogue producers, stopping at nodes other kernels are
-    named after, to the contraction."""
+def kernel_anchors(model: onnx.ModelProto, labels: "set[str]",
+                   stop: "set[str] | frozenset[str]" = frozenset()) -> dict[str, str]:
+    """Label -> the Conv/Gemm/MatMul node it computes. A label names a node or the tensor a
+    node produces. A fused kernel is named after its last op (tilecraft's group
+    ``Relu_5``: the conv, its folded batch norm and the ReLU; onnxruntime's ``<output>_nchwc``),
+    so the label is followed back breadth-first through epilogue producers to the nearest
+    contraction, never through nodes in ``stop`` (those another kernel computes)."""
+    by_name = {node.name: node for node in model.graph.node}
     producers = {output: node for node in model.graph.node for output in node.output}
     anchors = {}
-    for label in kernel_labels:
-        frontier = [label]
-        seen = set()
-        while frontier:
-            name = frontier.pop()
-            node = next((n for n in model.graph.node if n.name == name), None) if name == label else producers.get(name)
+    for label in labels:
+        start = by_name.get(label) or producers.get(label)
+        queue = [start] if start is not None else []
+        seen: set[str] = set()
+        while queue:
+            node = queue.pop(0)
             if node is None or node.name in seen:
                 continue
             seen.add(node.name)
-            if node.name != label and node.name in kernel_labels:
+            if node is not start and node.name in stop:
                 continue  # computed by a kernel of its own (a residual's other input)
             if node.op_type in ("Conv", "Gemm", "MatMul"):
                 anchors[label] = node.name
                 break
             if node.op_type in _EPILOGUE_OPS:
-                frontier.extend(node.input)
+                queue.extend(producers.get(name) for name in node.input)
     return anchors
 
 
@@ -415,7 +418,8 @@ def onnxruntime_kernels(case: Case, ort: Any, runs: int = 20) -> dict[str, tuple
 
 def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int = 10) -> None:
     flops = node_flops(case.model)
-    anchors = kernel_anchors(case.model, {_label(name) for name in kernels})
+    labels = {_label(name) for name in kernels}
+    anchors = kernel_anchors(case.model, labels, stop=labels)
     total = sum(kernels.values()) or 1.0
     print(f"\n{case.name}: heaviest kernels of tilecraft's profile "
           f"(sum {total * 1e3:.1f} ms; GFLOPS of Conv/Gemm/MatMul; vs numpy GEMM {anchor:.0f} GFLOPS)")
@@ -431,17 +435,27 @@ def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int
 def compare_kernels(case: Case, kernels: dict[str, float], ort: Any, anchor: float, path: str) -> None:
     """Write tilecraft's kernels beside onnxruntime's, largest gap first, as Markdown.
 
-    Both sides are joined on the contraction node: tilecraft's kernels through
-    :func:`kernel_anchors`, onnxruntime's fused Conv (+ BatchNormalization + Relu + Add)
-    nodes by the name they keep. What is left on either side is listed by time under the
+    Both sides are joined on the contraction node, through :func:`kernel_anchors`:
+    tilecraft's fusion groups and onnxruntime's fused Conv (+ BatchNormalization + Relu +
+    Add) nodes. What is left on either side is listed by time under the
     table."""
     ort_kernels = onnxruntime_kernels(case, ort)
     flops = node_flops(case.model)
-    anchors = kernel_anchors(case.model, {_label(name) for name in kernels})
+    labels = {_label(name) for name in kernels}
+    anchors = kernel_anchors(case.model, labels, stop=labels)
     ours: dict[str, float] = {}
     for name, seconds in kernels.items():
         key = anchors.get(_label(name), _label(name))
         ours[key] = ours.get(key, 0.0) + seconds
+    # onnxruntime's fused nodes: "<output>_nchwc" (its NCHWc layout) or the node's own name.
+    ort_labels = {name: name.removesuffix("_nchwc") for name in ort_kernels}
+    ort_anchors = kernel_anchors(case.model, set(ort_labels.values()))
+    theirs_by_node: dict[str, tuple[str, float]] = {}
+    for name, (op, seconds) in ort_kernels.items():
+        key = ort_anchors.get(ort_labels[name], name)
+        _, total = theirs_by_node.get(key, (op, 0.0))
+        theirs_by_node[key] = (op, total + seconds)
+    ort_kernels = theirs_by_node
     rows = []
     for label, seconds in ours.items():
         if label in ort_kernels:
