@@ -279,18 +279,22 @@ _NUMPY_TYPES = {
 }
 
 
-def _resource_blobs(section: str) -> dict[str, str]:
-    """Resource name -> hex data, from a printed resource section: one ``name: "0x..."`` or
-    ``"quoted name": "0x..."`` line per blob (ONNX names hold '/', ':', ...; a quoted name
-    is kept escaped, as ``str(attr)`` prints it). Why lines rather than one regex over the
-    section: ResNet-50's section is 200 MB of hex, which a multiline regex scanned in 0.8 s."""
+def _resource_blobs(text: str) -> dict[str, tuple[int, int]]:
+    """Resource name -> where its hex data lies in ``text`` (``start, end``), from the
+    printed resource section: one ``name: "0x..."`` or ``"quoted name": "0x..."`` line per
+    blob (ONNX names hold '/', ':', ...; a quoted name is kept escaped, as ``str(attr)``
+    prints it). Why offsets and ``str.find`` rather than one regex over the section:
+    ResNet-50's section is 200 MB of hex, which a multiline regex scanned in 0.8 s, and
+    copies of it (slices, lines, matched groups) raised the compile's peak memory by as much."""
     blobs = {}
-    for line in section.split("\n"):
-        key, separator, rest = line.partition(': "0x')
-        if not separator:
-            continue
-        key = key.strip()
-        blobs[key[1:-1] if key.startswith('"') else key] = rest[: rest.index('"')]
+    marker = ': "0x'
+    position = text.rindex("{-#")
+    while (key_end := text.find(marker, position)) >= 0:
+        key = text[max(position, text.rfind("\n", position, key_end) + 1):key_end].strip()
+        start = key_end + len(marker)
+        end = text.index('"', start)
+        blobs[key[1:-1] if key.startswith('"') else key] = (start, end)
+        position = end + 1
     return blobs
 
 
@@ -309,7 +313,7 @@ def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
             for op in constants:
                 op.clone()
         text = holder.operation.get_asm(print_generic_op_form=True)
-    blobs = _resource_blobs(text[text.rindex("{-#"):])
+    blobs = _resource_blobs(text)
     arrays = []
     for op in constants:
         attr = str(op.attributes["value"])
@@ -317,7 +321,8 @@ def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
         name = name[1:-1] if name.startswith('"') else name
         tensor_type = ir.RankedTensorType(op.results[0].type)
         dtype = _NUMPY_TYPES[str(tensor_type.element_type)]
-        data = bytes.fromhex(blobs[name][8:])  # the first 4 bytes are the alignment
+        start, end = blobs[name]
+        data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
         arrays.append(np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy())
     return arrays
 
