@@ -343,8 +343,8 @@ _EPILOGUE_OPS = frozenset({"Add", "Sum", "Relu", "Clip", "Mul", "BatchNormalizat
 
 def kernel_anchors(model: onnx.ModelProto, labels: "set[str]",
                    stop: "set[str] | frozenset[str]" = frozenset()) -> dict[str, str]:
-    """Label -> the Conv/Gemm/MatMul node it computes. A label names a node or the tensor a
-    node produces. A fused kernel is named after its last op (tilecraft's group
+    """Label -> the Conv/Gemm/MatMul node it computes (else the labelled node itself). A
+    label names a node or the tensor a node produces. A fused kernel is named after its last op (tilecraft's group
     ``Relu_5``: the conv, its folded batch norm and the ReLU; onnxruntime's ``<output>_nchwc``),
     so the label is followed back breadth-first through epilogue producers to the nearest
     contraction, never through nodes in ``stop`` (those another kernel computes)."""
@@ -360,13 +360,15 @@ def kernel_anchors(model: onnx.ModelProto, labels: "set[str]",
             if node is None or node.name in seen:
                 continue
             seen.add(node.name)
-            if node is not start and node.name in stop:
-                continue  # computed by a kernel of its own (a residual's other input)
             if node.op_type in ("Conv", "Gemm", "MatMul"):
                 anchors[label] = node.name
                 break
+            if node is not start and node.name in stop:
+                continue  # computed by a kernel of its own (a residual's other input)
             if node.op_type in _EPILOGUE_OPS:
                 queue.extend(producers.get(name) for name in node.input)
+        if label not in anchors and start is not None:
+            anchors[label] = start.name  # no contraction (pooling, softmax): the node itself
     return anchors
 
 
@@ -426,7 +428,7 @@ def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int
     print(f"  {'kernel':<34} {'ms':>8} {'share':>6} {'GFLOPS':>8} {'/numpy':>7} contraction")
     for name, seconds in sorted(kernels.items(), key=lambda kv: -kv[1])[:top]:
         contraction = anchors.get(_label(name))
-        op_flops = flops.get(contraction) if contraction else None
+        op_flops = flops.get(contraction) if contraction else None  # None: not a contraction
         rate = op_flops[1] / seconds / 1e9 if op_flops and seconds else None
         rate_text = f"{rate:8.1f} {rate / anchor:7.2f} {contraction}" if rate else f"{'-':>8} {'-':>7}"
         print(f"  {name[:34]:<34} {seconds * 1e3:8.3f} {seconds / total:6.1%} {rate_text}")
