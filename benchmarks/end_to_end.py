@@ -21,7 +21,8 @@ BERT and MobileNetV2 are PyTorch modules exported with the TorchScript ONNX expo
 (``dynamo=False``: the torch.export-based one needs onnxscript), so PyTorch eager runs the
 same weights; ResNet-50 and the digits CNN have no PyTorch version here (no torchvision).
 
-Per model: compile time (``tilecraft.compile``; for onnxruntime, creating the session), the
+Per model: compile time (``tilecraft.compile``, and by step: ``CompiledModule.compile_seconds``;
+for onnxruntime, creating the session), the
 peak resident memory of the compile above what the process held before (``/proc/self/statm``
 sampled every 5 ms), median latency of tilecraft, onnxruntime and PyTorch with their calls
 alternating (one of each per round, so a load change on the shared machine hits all
@@ -608,11 +609,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{'torch ms':>9} {'tc/ort':>6}  check")
     profiled = {m.strip() for m in args.kernels.split(",") if m.strip()}
     cases = {}
+    steps: dict[str, dict[str, float]] = {}
     for name in selected:
         case = CASES[name](args)
-        line, _compiled = benchmark(case, ort, args.repeat, threads)
+        line, compiled = benchmark(case, ort, args.repeat, threads)
         print(line, flush=True)
         cases[name] = case
+        if compiled is not None and compiled.compile_seconds:
+            steps[case.name] = compiled.compile_seconds
+    if steps:
+        print("\ncompile seconds by step (CompiledModule.compile_seconds; graph includes the "
+              "constant folder's JITs)")
+        for name, seconds in steps.items():
+            print(f"  {name:<12} " + "  ".join(f"{step} {value:.2f}" for step, value in seconds.items()
+                                              if value >= 0.005))
     for name in selected:
         if name in profiled or (args.compare_kernels and name == "resnet50"):
             kernels = tilecraft_kernels(cases[name])

@@ -36,6 +36,10 @@ class CompiledModule:
     # How many kernels (top-level loop nests and copies, schedule/group.py's
     # count_kernels) the schedule stage left; None when the pipeline has no such stage.
     kernel_count: int | None = None
+    # Wall-clock seconds of compilation by step: "import" (the source to MLIR), each
+    # pipeline stage by name (the graph stage includes the constant folder's own JITs),
+    # "package" when one was written, "jit"; set by tilecraft.compile.
+    compile_seconds: dict[str, float] | None = None
 
     def __init__(
         self,
