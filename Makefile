@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test pytest lit wheel bench clean
+.PHONY: demo test pytest lit wheel bench bench-gemm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,12 @@ lit: $(INSTALLED)
 wheel: $(INSTALLED)
 	tests/wheel/check_wheel.sh $(BIN)/python
 
+# numpy's OpenBLAS anchors run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (they slow
+# numpy on these machines); only here, never in tests.
 bench: $(INSTALLED)
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/end_to_end.py
+
+bench-gemm: $(INSTALLED)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/gemm.py
 
 clean:

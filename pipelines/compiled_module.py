@@ -36,6 +36,10 @@ class CompiledModule:
     # How many kernels (top-level loop nests and copies, schedule/group.py's
     # count_kernels) the schedule stage left; None when the pipeline has no such stage.
     kernel_count: int | None = None
+    # Wall-clock seconds of compilation by step: "import" (the source to MLIR), each
+    # pipeline stage by name (the graph stage includes the constant folder's own JITs),
+    # "package" when one was written, "jit"; set by tilecraft.compile.
+    compile_seconds: dict[str, float] | None = None
 
     def __init__(
         self,
@@ -76,12 +80,17 @@ class CompiledModule:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump)."""
         self._function.engine.dump_to_object_file(str(path))
 
+    # Whether this machine runs the code: checked on each call until it holds (a fixed
+    # answer per process; the check reads the host's CPU flags).
+    _runs_here = False
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        if not self.target.is_host:
+        if not self._runs_here and not self.target.is_host:
             raise TargetError(
                 f"compiled for {self.target}, which this machine cannot run "
                 f"(features {', '.join(self.target.mattr) or 'none'})"
             )
+        self._runs_here = True
         return self._invoke(args, kwargs)
 
     def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:

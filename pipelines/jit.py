@@ -7,7 +7,6 @@ and the graph stage's constant folding, which runs folded subgraphs once at comp
 from __future__ import annotations
 
 import collections
-import ctypes
 import threading
 import time
 import weakref
@@ -19,7 +18,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
 from ..runtime.libraries import load_process_wide, runtime_library
-from ..runtime.memref import adopt_results, describe, results_type, scalar_ctype
+from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
 
 # Runtime libraries the generated code may call into: handed to each JIT...
@@ -75,7 +74,7 @@ class JitFunction:
         self._extra_libraries = extra_libraries
         self._engine: ExecutionEngine | None = None
         self._entry: Any = None
-        self._results_type = results_type([len(spec.shape) for spec in signature.results])
+        self._frame = CallFrame(signature)
         if not lazy:
             self._ensure_engine()
 
@@ -103,24 +102,9 @@ class JitFunction:
     def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
         self._ensure_engine()
         arrays = self.signature.bind(args, kwargs)
-        keep_alive: list[Any] = []
-        packed: list[Any] = []
-        results = self._results_type() if self._results_type is not None else None
-        if results is not None:
-            result_pointer = ctypes.pointer(results)
-            keep_alive.append(result_pointer)
-            packed.append(ctypes.pointer(result_pointer))
-        for spec, array in zip(self.signature.arguments, arrays):
-            if spec.is_scalar:
-                value = scalar_ctype(array)
-                keep_alive.append(value)
-                packed.append(ctypes.pointer(value))
-            else:
-                descriptor_pointer = ctypes.pointer(describe(array))
-                keep_alive.append(descriptor_pointer)
-                packed.append(ctypes.pointer(descriptor_pointer))
-        argv = (ctypes.c_void_p * len(packed))(*[ctypes.cast(p, ctypes.c_void_p) for p in packed])
-        self._entry(argv)
-        if results is None:
+        frame = self._frame
+        buffer, base, addresses = frame.fill(arrays)
+        self._entry(frame.argv_address(base))
+        if not self.signature.results:
             return ()
-        return adopt_results(results, self.signature, arrays)
+        return frame.adopt_results(buffer, addresses)

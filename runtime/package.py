@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import PackageError, PackageTargetError
 from .host import host_cpu_flags
-from .memref import adopt_results, describe, results_type, scalar_ctype
+from .memref import CallFrame, scalar_ctype
 from .signature import DimGroup, EntrySignature, TensorSpec
 
 FORMAT_NAME = "tilecraft-package"
@@ -224,7 +224,7 @@ class Package:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
-        self._results_type = results_type([len(spec.shape) for spec in self.signature.results])
+        self._frame = CallFrame(self.signature)
 
     def _open(self, library: Path) -> ctypes.CDLL:
         try:
@@ -254,22 +254,19 @@ class Package:
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         arrays = self.signature.bind(args, kwargs)
-        keep_alive: list[Any] = []
-        pointers: list[Any] = []
-        results = self._results_type() if self._results_type is not None else None
-        if results is not None:
-            pointers.append(ctypes.pointer(results))
-        for spec, array in zip(self.signature.arguments, arrays):
+        frame = self._frame
+        buffer, base, addresses = frame.fill(arrays)
+        # The C interface: results pointer first, descriptors by pointer, scalars by value.
+        pointers: list[Any] = [ctypes.c_void_p(base)] if self.signature.results else []
+        for index, (spec, array) in enumerate(zip(self.signature.arguments, arrays)):
             if spec.is_scalar:
-                pointers.append(scalar_ctype(array))  # scalars travel by value
+                pointers.append(scalar_ctype(array))
             else:
-                descriptor = describe(array)
-                keep_alive.append(descriptor)
-                pointers.append(ctypes.pointer(descriptor))
+                pointers.append(ctypes.c_void_p(frame.argument_address(base, index)))
         entry(*pointers)
-        if results is None:
+        if not self.signature.results:
             return ()
-        return adopt_results(results, self.signature, arrays)
+        return frame.adopt_results(buffer, addresses)
 
     def profile(self, *args: Any, **kwargs: Any) -> "tuple[Any, list[KernelTime]]":
         """Run the profiling variant once: the outputs and the time of each kernel."""

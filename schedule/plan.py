@@ -29,7 +29,7 @@ from mlir.dialects.transform import interpreter
 
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..pipelines.passes import bool_option, positive_int_option, register_pass
-from ..pipelines.scratch import scratch_copy
+from ..pipelines.scratch import restore, scratch_copy
 from ..pipelines.target import CacheHierarchy
 
 TAG = "tilecraft.op_id"
@@ -706,15 +706,21 @@ def _sequence(transform_module: ir.Module, name: str) -> ir.Operation:
 
 
 def _apply_if_valid(module: ir.Operation, transform_module: ir.Module, name: str) -> str | None:
-    """Apply sequence ``name`` if it succeeds on a trial copy; else leave ``module``
-    untouched and return the error. ``None`` on success."""
+    """Apply sequence ``name`` to ``module``; if it fails, restore ``module`` as it was and
+    return the error. ``None`` on success.
+
+    Why a checkpoint rather than a trial run: the sequence is applied once. A trial on a
+    scratch copy followed by the real application ran the transform interpreter twice per
+    op or group (ResNet-50: 128 applications, 4.7 of its 5.1 s of schedule), while copying
+    the module costs about 2 ms. A failed sequence can leave its op half transformed
+    (tiled but not vectorized), hence the restore."""
     sequence = _sequence(transform_module, name)
-    _container, trial = scratch_copy(module)
+    _container, checkpoint = scratch_copy(module)
     try:
-        interpreter.apply_named_sequence(trial, sequence, transform_module.operation)
+        interpreter.apply_named_sequence(module, sequence, transform_module.operation)
     except ValueError as error:
+        restore(module, checkpoint)
         return str(error) or "failed"
-    interpreter.apply_named_sequence(module, sequence, transform_module.operation)
     return None
 
 
