@@ -36,6 +36,9 @@ class CompiledModule:
     # How many kernels (top-level loop nests and copies, schedule/group.py's
     # count_kernels) the schedule stage left; None when the pipeline has no such stage.
     kernel_count: int | None = None
+    # Per offload backend, the ops it took by op name and how many it declined
+    # (pipelines/offload.py's offload_summary); empty without offload.
+    offloaded: dict[str, dict[str, int]] = {}
 
     def __init__(
         self,
