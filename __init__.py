@@ -56,6 +56,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "reduce_axis": (".schedule.te", "reduce_axis"),
     "torch": (".compiler.torch", None),
     "extern": (".runtime.extern", None),
+    "Backend": (".pipelines.offload", "Backend"),
+    "register_backend": (".pipelines.offload", "register_backend"),
     "tune": (".tuning.tune", "tune"),
     "TuneOptions": (".tuning.tune", "TuneOptions"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
