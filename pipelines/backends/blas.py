@@ -27,8 +27,7 @@ from mlir.dialects import arith, linalg, tensor
 from ...errors import BackendError
 from ...runtime.extern import ExternFunction, register_c
 from ..extern import emit_call
-from ..ir_queries import defining_op
-from ..offload import Backend, register_backend
+from ..offload import Backend, is_zero_fill, register_backend
 
 SHIM_SOURCE = Path(__file__).with_name("blas_shim.c")
 SHIM_NAME = "libtilecraft_blas.so"
@@ -108,17 +107,6 @@ def _maps(op: ir.Operation) -> tuple[str, ...] | None:
     return maps[0], maps[1]
 
 
-def _zero_fill(value: ir.Value) -> bool:
-    """True when ``value`` is ``linalg.fill`` of the constant 0.0 (the usual accumulator)."""
-    fill = defining_op(value)
-    if fill is None or fill.name != "linalg.fill":
-        return False
-    constant = defining_op(fill.operands[0])
-    return (constant is not None and constant.name == "arith.constant"
-            and isinstance(constant.attributes["value"], ir.FloatAttr)
-            and ir.FloatAttr(constant.attributes["value"]).value == 0.0)
-
-
 def _i32(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
 
@@ -177,7 +165,7 @@ class BlasBackend(Backend):
             result = self._conv_1x1(op, module, a, b, out, num_threads)
             if result is None:
                 return None
-        if not _zero_fill(init):
+        if not is_zero_fill(init):
             empty = tensor.EmptyOp(out.shape, out.element_type).result
             result = linalg.add(result, init, outs=[empty])
         return [result]
