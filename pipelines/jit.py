@@ -18,8 +18,8 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
-from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.extern import C_INTERFACE_PREFIX
+from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.memref import adopt_results, describe, results_type, scalar_ctype
 from ..runtime.signature import EntrySignature
 from .extern import extern_functions

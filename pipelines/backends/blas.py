@@ -14,6 +14,7 @@ elementwise add after the call, and fuses with the epilogue.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -118,10 +119,7 @@ def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
 
 def _collapse(value: ir.Value, groups: list[list[int]]) -> ir.Value:
     source = ir.RankedTensorType(value.type)
-    shape = [1] * len(groups)
-    for index, group in enumerate(groups):
-        for dim in group:
-            shape[index] *= source.shape[dim]
+    shape = [math.prod(source.shape[dim] for dim in group) for group in groups]
     return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, source.element_type), value,
                                   _reassociation(groups)).result
 
@@ -157,7 +155,7 @@ class BlasBackend(Backend):
             trans_a, trans_b = (0, 0) if maps is None else table[maps]
             a_type = ir.RankedTensorType(a.type)
             k = a_type.shape[-2] if trans_a else a_type.shape[-1]
-            if _product(out.shape) * k < self.min_macs:
+            if math.prod(out.shape) * k < self.min_macs:
                 return None
             extern = self.externs[MATMUL if op.name == "linalg.matmul" else BATCH_MATMUL]
             result = emit_call(module, extern, [a, b, _i32(trans_a), _i32(trans_b), _i32(num_threads)], [out])[0]
@@ -190,13 +188,6 @@ class BlasBackend(Backend):
         result = emit_call(module, self.externs[MATMUL],
                            [matrix, weights, _i32(0), _i32(0 if hwcf else 1), _i32(num_threads)], [flat])[0]
         return tensor.ExpandShapeOp(out, result, _reassociation([[0, 1, 2], [3]]), [], [n, h, w, f]).result
-
-
-def _product(shape: "list[int]") -> int:
-    total = 1
-    for dim in shape:
-        total *= dim
-    return total
 
 
 register_backend(BlasBackend())
