@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
-from ..runtime.extern import C_INTERFACE_PREFIX
+from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.memref import adopt_results, describe, results_type, scalar_ctype
 from ..runtime.signature import EntrySignature
@@ -128,6 +128,7 @@ class JitFunction:
                 packed.append(ctypes.pointer(descriptor_pointer))
         argv = (ctypes.c_void_p * len(packed))(*[ctypes.cast(p, ctypes.c_void_p) for p in packed])
         self._entry(argv)
-        if results is None:
-            return ()
-        return adopt_results(results, self.signature, arrays)
+        # adopted first, so that results are freed also when a Python extern failed
+        outputs = () if results is None else adopt_results(results, self.signature, arrays)
+        raise_pending_error()
+        return outputs

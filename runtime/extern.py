@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -247,12 +248,34 @@ def _view(address: int, spec: ArgSpec) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(base, shape, tuple(s * itemsize for s in strides))
 
 
+# An exception raised by a Python extern cannot unwind through the compiled code's C frames:
+# the callback keeps the first one of this thread's call here, and the caller of the
+# compiled entry raises it when the entry returns (raise_pending_error).
+_pending = threading.local()
+
+
+def raise_pending_error() -> None:
+    """Raise (as :class:`ExternError`) the exception a Python extern raised during the
+    compiled call that just returned on this thread, if any."""
+    error = getattr(_pending, "error", None)
+    if error is not None:
+        _pending.error = None
+        name, exception = error
+        raise ExternError(f"the Python extern {name!r} raised {type(exception).__name__}: {exception} "
+                          "(the outputs of the call are not valid)") from exception
+
+
 def _python_callback(extern: ExternFunction) -> object:
     ctypes_params = [ELEMENT_TYPES[p.element][1] if p.is_scalar else ctypes.c_void_p for p in extern.parameters]
     specs = extern.parameters
 
     def call(*raw: object) -> None:
-        arrays = [value if spec.is_scalar else _view(value, spec) for value, spec in zip(raw, specs)]
-        extern.function(*arrays)
+        if getattr(_pending, "error", None) is not None:
+            return  # an earlier extern of this call failed: its outputs are garbage already
+        try:
+            arrays = [value if spec.is_scalar else _view(value, spec) for value, spec in zip(raw, specs)]
+            extern.function(*arrays)
+        except Exception as exception:  # noqa: BLE001  (re-raised by raise_pending_error)
+            _pending.error = (extern.name, exception)
 
     return ctypes.CFUNCTYPE(None, *ctypes_params)(call)

@@ -169,3 +169,32 @@ def test_manifest_names_bundled_and_system_libraries(tmp_path):
         assert "libtilecraft_blas.so" in archive.getnames()
     assert manifest["libraries"]["bundled"] == ["libtilecraft_blas.so"]
     assert [Path(p).name for p in manifest["libraries"]["system"]] == ["libscipy_openblas.so"]
+
+
+def test_an_exception_in_a_python_extern_is_raised_after_the_call(externs, rand):
+    def failing(x, w, y):
+        raise ValueError("bad weights")
+
+    tilecraft.extern.register_python("failing", failing, inputs=[MATRIX, MATRIX], outputs=[MATRIX])
+    externs.append("failing")
+    module = tilecraft.compile(calling_module("failing"))
+    with pytest.raises(ExternError, match="'failing' raised ValueError: bad weights") as caught:
+        module(rand((4, 8)), rand((8, 16)))
+    assert isinstance(caught.value.__cause__, ValueError)
+    tilecraft.extern.register_python("failing", lambda x, w, y: np.matmul(x, w, out=y),
+                                     inputs=[MATRIX, MATRIX], outputs=[MATRIX])
+    x, w = rand((4, 8)), rand((8, 16))
+    np.testing.assert_allclose(tilecraft.compile(calling_module("failing"))(x, w), np.maximum(x @ w, 0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_example_runs(capsys):
+    import runpy
+    example = Path(tilecraft.__file__).resolve().parent / "examples" / "mlp_extern.py"
+    try:
+        runpy.run_path(str(example), run_name="__main__")
+        out = capsys.readouterr().out
+        assert "call @linear0" in out and "linalg.generic" in out and "extern MLP matches" in out
+    finally:
+        for name in ("linear0", "linear1"):
+            tilecraft.extern.unregister(name)
