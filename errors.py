@@ -104,3 +104,23 @@ class DeviceUnavailableError(TargetError):
 class GpuScheduleError(CompileError):
     """The GPU schedule cannot map an op onto blocks and threads (dynamic shapes, an op kind
     it has no plan for, or a plan the transform interpreter rejected); names the op."""
+
+
+class ExternError(CompileError):
+    """An extern function (``tilecraft.extern``) cannot be used: a call names a function that
+    was never registered, or one that cannot go where it is asked to (a Python callable in a
+    deployable package). Raised at compile time, never from inside the JIT."""
+
+
+class ExternSignatureError(ExternError, TypeError):
+    """A registered extern's signature is malformed, or a call's operand and result types
+    disagree with it (count, rank, element type or a static dimension)."""
+
+
+class ExternLibraryError(ExternError):
+    """The shared library of a C extern cannot be loaded, or lacks the symbol."""
+
+
+class BackendError(CompileError, ValueError):
+    """An offload backend is unknown (the message lists the registered ones), or cannot be
+    made ready (its library is missing or its C shim does not build)."""

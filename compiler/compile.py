@@ -10,6 +10,7 @@ previous stage's output:
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
+from ..pipelines.offload import offload_summary, summary_line
 from ..pipelines.pipeline import Stage
 from ..schedule.group import count_kernels
 from ..pipelines.options import CompileOptions
@@ -49,7 +51,8 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     target = options.target
     pipeline = options.pipeline
     if pipeline is None:
-        pipeline = cuda_pipeline(target) if target.is_cuda else cpu_pipeline(target, opt_level=options.opt_level)
+        pipeline = (cuda_pipeline(target) if target.is_cuda
+                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload))
     if options.tuning_records is not None:
         pipeline = with_tuning_records(pipeline, options.tuning_records, target)
     shape_dict = options.shape_dict
@@ -69,6 +72,7 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
         stage_ir: dict[str, str] = {"source": _asm(module)} if keep_ir else {}
 
         group_count: list[int] = []
+        offloaded: dict[str, dict[str, int]] = {}
         kernel_count: list[int] = []
 
         def record(stage: Stage, current: ir.Module) -> None:
@@ -78,6 +82,10 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
                 stage_ir[stage.name] = _asm(current)
             if "tilecraft-fuse-ops" in stage.passes or "tilecraft-mark-groups" in stage.passes:
                 group_count.append(count_groups(current.operation))
+            if stage.name == "graph" and options.offload:
+                offloaded.update(offload_summary(current.operation))
+                for backend, counts in offloaded.items():
+                    print(summary_line(backend, counts), file=sys.stderr)
             if stage.name == "schedule":
                 kernel_count.append(count_kernels(current.operation))
             started = time.perf_counter()  # the stage's time, not this record's
@@ -100,4 +108,5 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     compiled.compile_seconds = seconds
     compiled.group_count = group_count[0] if group_count else None
     compiled.kernel_count = kernel_count[0] if kernel_count else None
+    compiled.offloaded = offloaded
     return compiled

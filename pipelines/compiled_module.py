@@ -40,6 +40,9 @@ class CompiledModule:
     # pipeline stage by name (the graph stage includes the constant folder's own JITs),
     # "package" when one was written, "jit"; set by tilecraft.compile.
     compile_seconds: dict[str, float] | None = None
+    # Per offload backend, the ops it took by op name and how many it declined
+    # (pipelines/offload.py's offload_summary); empty without offload.
+    offloaded: dict[str, dict[str, int]] = {}
 
     def __init__(
         self,

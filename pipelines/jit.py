@@ -7,6 +7,7 @@ and the graph stage's constant folding, which runs folded subgraphs once at comp
 from __future__ import annotations
 
 import collections
+import ctypes
 import threading
 import time
 import weakref
@@ -17,9 +18,11 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
+from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
+from .extern import extern_functions
 
 # Runtime libraries the generated code may call into: handed to each JIT...
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
@@ -84,15 +87,20 @@ class JitFunction:
         for name in PROCESS_WIDE_LIBRARIES:
             load_process_wide(name)
         libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]
+        # Extern functions (pipelines/extern.py): bound by address before the first lookup;
+        # their libraries and callbacks live as long as the engine.
+        externs = [(C_INTERFACE_PREFIX + extern.name, *extern.load()) for extern in extern_functions(self.module)]
         try:
             engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
         except RuntimeError as error:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+        for symbol, address, _ in externs:
+            engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
         engine.initialize()
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
         _release_retired()
-        weakref.finalize(self, _retire, engine, self.module)
+        weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs])
 
     @property
     def engine(self) -> ExecutionEngine:
@@ -105,6 +113,7 @@ class JitFunction:
         frame = self._frame
         buffer, base, addresses = frame.fill(arrays)
         self._entry(frame.argv_address(base))
-        if not self.signature.results:
-            return ()
-        return frame.adopt_results(buffer, addresses)
+        # adopted first, so that results are freed also when a Python extern failed
+        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        raise_pending_error()
+        return outputs

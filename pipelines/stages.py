@@ -16,6 +16,7 @@ from typing import Mapping
 
 from mlir import ir
 
+from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
@@ -90,8 +91,9 @@ def set_target_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
 
 def input_stage() -> Stage:
     """The entry's calling convention (``tilecraft-prepare-entry``)."""
-    return Stage("input", ("tilecraft-prepare-entry",),
-          "C interface on public functions; arguments read-only")
+    return Stage("input", ("tilecraft-prepare-entry", "tilecraft-lower-externs"),
+          "C interface on public functions; arguments read-only; extern calls in "
+          "destination-passing style")
 
 
 def simplify_stage(*, mark_groups: bool = False) -> Stage:

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import tarfile
 import tempfile
@@ -47,6 +48,9 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LIBRARY = "model.so"
 PROFILE_LIBRARY = "profile.so"
+# Shared libraries of C extern functions travel beside model.so (which finds them through
+# its $ORIGIN run path); the libraries those need are named in the manifest instead.
+BUNDLED_LIBRARY = re.compile(r"lib[A-Za-z0-9_.+-]+\.so(\.[0-9]+)*$")
 # Symbols of the profiling library's timer helper (runtime/profile_timer.c).
 PROFILE_RESET = "tilecraft_profile_reset"
 PROFILE_READ = "tilecraft_profile_read"
@@ -120,6 +124,35 @@ def normalized_machine(name: str) -> str:
 
 # ---- reading a package ------------------------------------------------------------------
 
+def _load_libraries(manifest: Mapping[str, Any], directory: Path, where: str) -> list[ctypes.CDLL]:
+    """Load what the extern functions of a package need, before ``model.so``: the system
+    libraries the manifest names (by the recorded path, else by file name through the
+    loader's search path, e.g. ``LD_LIBRARY_PATH``), then the bundled ones (hash-checked)."""
+    libraries = manifest.get("libraries") or {}
+    loaded = []
+    for recorded in libraries.get("system", []):
+        for candidate in (recorded, os.path.basename(recorded)):
+            try:
+                loaded.append(ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL))
+                break
+            except OSError:
+                continue
+        else:
+            raise PackageError(f"{where}: needs the shared library {recorded}, which is not there and "
+                               f"not on the loader's search path (install it, or set LD_LIBRARY_PATH)")
+    for name in libraries.get("bundled", []):
+        path = directory / name
+        if not BUNDLED_LIBRARY.match(name) or not path.is_file():
+            raise PackageError(f"{where}: the archive lacks the bundled library {name!r}")
+        if sha256_file(path) != manifest["sha256"].get(name):
+            raise PackageError(f"{where}: {name} is corrupted (SHA-256 mismatch)")
+        try:
+            loaded.append(ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL))
+        except OSError as error:
+            raise PackageError(f"{where}: cannot load the bundled {name} ({error})") from None
+    return loaded
+
+
 def _extract(path: Path, directory: Path) -> dict[str, Any]:
     """Unpack the package's members into ``directory`` and return its parsed manifest."""
     if not path.is_file():
@@ -130,7 +163,8 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
             if MANIFEST not in members:
                 raise PackageError(f"{path}: not a tilecraft package (no {MANIFEST} in the archive)")
             for name, member in members.items():
-                if name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) or not member.isfile():
+                if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) and not BUNDLED_LIBRARY.match(name)) \
+                        or not member.isfile():
                     raise PackageError(f"{path}: unexpected archive member {name!r}")
                 source = archive.extractfile(member)
                 with open(directory / name, "wb") as target:
@@ -213,6 +247,7 @@ class Package:
                 self.signature = signature_from_manifest(self.manifest)
             except (KeyError, TypeError, ValueError) as error:
                 raise PackageError(f"{self.path}: malformed signature in {MANIFEST} ({error})") from None
+            self._dependencies = _load_libraries(self.manifest, directory, str(self.path))
             self._library = self._open(library)
             self._entry = self._symbol(self._library, self.manifest["symbol"])
             self._profile_library = None

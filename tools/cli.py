@@ -118,6 +118,20 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def parse_offload(text: str) -> tuple[str, ...]:
+    """``"blas"`` or ``"blas,other"`` -> backend names (checked when the options are built)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def split_composite_target(text: str) -> tuple[str, tuple[str, ...]]:
+    """tvmc's composite targets: ``"blas, llvm -mcpu=..."`` is the target ``llvm -mcpu=...``
+    with the backends before it offloaded to, in order."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) <= 1:
+        return text, ()
+    return parts[-1], tuple(parts[:-1])
+
+
 # ---- the parser -------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
                               "'llvm -mtriple=aarch64-linux-gnu' (default: llvm)")
+        sub.add_argument("--offload", type=parse_offload, default=(), metavar="BACKENDS",
+                         help="offload matched ops to backends, comma-separated (e.g. blas); "
+                              "tvmc-style, --target \"blas, llvm\" says the same")
         sub.add_argument("--input-shapes", type=parse_input_shapes, metavar="SHAPES",
                          help="override input shapes: \"name:[1,3,224,224] other:[1,?]\"")
 
@@ -212,7 +229,8 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
     from ..pipelines.options import CompileOptions
 
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
-                          opt_level=getattr(args, "opt_level", 3), **settings)
+                          opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
+                          **settings)
 
 
 def command_compile(args: argparse.Namespace) -> int:
@@ -416,6 +434,9 @@ def run_cli(argv: Sequence[str]) -> int:
         parser.print_usage(sys.stderr)
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if hasattr(args, "offload"):
+        args.target, composite = split_composite_target(args.target)
+        args.offload = (*composite, *args.offload)
     try:
         return args.handler(args)
     except (UsageError, UnavailableError) as error:

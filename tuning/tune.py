@@ -145,8 +145,8 @@ class _TaskTuning:
         return self.task.flops / cost / 1e9 if math.isfinite(cost) and cost > 0 else 0.0
 
 
-def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any) -> list[Task]:
-    found = extract_tasks(model, target, shape_dict=shape_dict)
+def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any, offload: Any = ()) -> list[Task]:
+    found = extract_tasks(model, target, shape_dict=shape_dict, offload=offload)
     if tasks is None:
         return found
     wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]
@@ -251,7 +251,7 @@ def tune(
     if target.is_cuda:
         _refuse_cuda_tuning()
     target_key = canonical_target(target)
-    chosen = _resolve_tasks(model, target, search.tasks, shape_dict)
+    chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
     prior = load_records(search.prior_records, target=target) if search.prior_records is not None else []
     states = [_TaskTuning(task, target, search.tuner, search.seed) for task in chosen]
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
