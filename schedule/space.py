@@ -39,8 +39,13 @@ from ..pipelines.graph.fusion import mark_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..pipelines.target import Target
 from .group import find_fusion_units
-from .plan import (OpSchedule, conv_channel_dim, generic_vector_dim, plan_default_schedule,
-                   render_op_sequence)
+from .plan import (
+    OpSchedule,
+    conv_channel_dim,
+    generic_vector_dim,
+    plan_default_schedule,
+)
+from .script import render_op_sequence
 from .task import Task
 
 Config = dict[str, int]

@@ -36,7 +36,7 @@ from ..pipelines.pipeline import Pipeline
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
 from .group import FusionUnit, find_fusion_units, prepare_groups
-from .plan import _DECOMPOSABLE
+from .plan import DECOMPOSABLE
 
 ENTRY = "task"
 
@@ -86,7 +86,7 @@ def kernel_class(nest: LoopNest) -> str | None:
         return None  # fused into its consumer's tasks, or a memset not worth a search
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
         return "matmul"
-    if nest.convolution and nest.op_name in _DECOMPOSABLE:
+    if nest.convolution and nest.op_name in DECOMPOSABLE:
         if "pooling" in nest.op_name:
             return "pooling"
         return "depthwise_conv2d" if "depthwise" in nest.op_name else "conv2d"

@@ -5,8 +5,7 @@ import warnings
 
 import pytest
 from mlir import ir
-
-from tilecraft.schedule.plan import _apply_if_valid, _apply_or_warn
+from tilecraft.schedule.apply import apply_if_valid, apply_or_warn
 
 PAYLOAD = """
 func.func @mm(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>, %c: tensor<8x8xf32>) -> tensor<8x8xf32> {
@@ -46,7 +45,7 @@ def modules():
 
 def test_a_sequence_that_succeeds_is_applied(modules):
     payload, sequences = modules
-    assert _apply_if_valid(payload.operation, sequences, "tile") is None
+    assert apply_if_valid(payload.operation, sequences, "tile") is None
     assert str(payload).count("scf.for") == 3
     payload.operation.verify()
 
@@ -54,12 +53,12 @@ def test_a_sequence_that_succeeds_is_applied(modules):
 def test_a_failed_sequence_leaves_the_module_as_it_was(modules):
     payload, sequences = modules
     before = str(payload)
-    error = _apply_if_valid(payload.operation, sequences, "tile_then_fail")
+    error = apply_if_valid(payload.operation, sequences, "tile_then_fail")
     assert error is not None
     assert str(payload) == before
     payload.operation.verify()
     # The restored module is a working payload: the next sequence applies to it.
-    assert _apply_if_valid(payload.operation, sequences, "tile") is None
+    assert apply_if_valid(payload.operation, sequences, "tile") is None
     assert str(payload).count("scf.for") == 3
 
 
@@ -67,5 +66,5 @@ def test_a_failed_sequence_warns_that_the_op_keeps_scalar_loops(modules):
     payload, sequences = modules
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert not _apply_or_warn(payload.operation, sequences, "tile_then_fail")
+        assert not apply_or_warn(payload.operation, sequences, "tile_then_fail")
     assert any("tile_then_fail failed, the op keeps scalar loops" in str(w.message) for w in caught)

@@ -6,10 +6,17 @@ import random
 import warnings
 
 import pytest
-
 from tilecraft.errors import TunerNameError
-from tilecraft.tuning import TaskScheduler, TuneOptions, best_records, extract_tasks, load_records, make_tuner, space_for
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
+from tilecraft.tuning import (
+    TaskScheduler,
+    TuneOptions,
+    best_records,
+    extract_tasks,
+    load_records,
+    make_tuner,
+    space_for,
+)
 
 TARGET = "llvm -mcpu=znver4"
 

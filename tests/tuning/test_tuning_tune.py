@@ -3,14 +3,13 @@ tilecraft.compile(tuning_records=) applying the best record."""
 
 import re
 
+import mlir_text
 import numpy as np
 import pytest
-
-import mlir_text
 import tilecraft
 from tilecraft.errors import TaskExtractionError, TunerNameError, TuningError
-from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
+from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
 
 TARGET = "llvm"
 
