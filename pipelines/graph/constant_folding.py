@@ -91,12 +91,12 @@ class ConstantAnalysis:
 # --- step 1: affine epilogues into weights --------------------------------------------------
 
 
-def _single_user(value: ir.Value) -> ir.Operation | None:
+def single_user(value: ir.Value) -> ir.Operation | None:
     uses = list(value.uses)
     return graph._op(uses[0].owner) if len(uses) == 1 else None
 
 
-def _is_zero_fill(value: ir.Value) -> bool:
+def is_zero_fill(value: ir.Value) -> bool:
     owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
     if owner is None or owner.name != "linalg.fill":
         return False
@@ -107,7 +107,7 @@ def _is_zero_fill(value: ir.Value) -> bool:
     return isinstance(attr, ir.FloatAttr) and ir.FloatAttr(attr).value == 0.0
 
 
-def _affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: ConstantAnalysis) -> int | None:
+def affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: ConstantAnalysis) -> int | None:
     """If ``op`` is an elementwise generic affine in ``x`` with per-channel constant other
     operands, the position of ``x`` among its inputs; else ``None``."""
     if op.name != "linalg.generic" or len(op.results) != 1:
@@ -152,7 +152,7 @@ def _affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: Con
     return None
 
 
-def _is_bias_add(op: ir.Operation, position: int) -> bool:
+def is_bias_add(op: ir.Operation, position: int) -> bool:
     """``x + t`` already: folding it again would rebuild the same op forever."""
     body = [o.operation for o in op.regions[0].blocks[0].operations]
     return (len(body) == 2 and body[0].name == "arith.addf"
@@ -206,19 +206,19 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
         filter_dim, channel_dim = dims
         weight = anchor.operands[1]
         result_type = ir.RankedTensorType(anchor.results[0].type)
-        if (not constants.value_is_constant(weight) or not _is_zero_fill(anchor.operands[2])
+        if (not constants.value_is_constant(weight) or not is_zero_fill(anchor.operands[2])
                 or not isinstance(result_type.element_type, ir.FloatType)
                 or not result_type.has_static_shape):
             continue
         chain: list[tuple[ir.Operation, int]] = []
         value = anchor.results[0]
-        while (user := _single_user(value)) is not None:
-            position = _affine_link(user, value, channel_dim, constants)
+        while (user := single_user(value)) is not None:
+            position = affine_link(user, value, channel_dim, constants)
             if position is None:
                 break
             chain.append((user, position))
             value = user.results[0]
-        if not chain or (len(chain) == 1 and _is_bias_add(*chain[0])):
+        if not chain or (len(chain) == 1 and is_bias_add(*chain[0])):
             continue
         channels = result_type.shape[channel_dim]
         element = result_type.element_type
