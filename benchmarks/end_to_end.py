@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/end_to_end.py
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,bert --bert-layers 12 --repeat 20
     .venv/bin/python benchmarks/end_to_end.py --models resnet50 --kernels 0 --compare-kernels ort.md
+    .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
 
 Models (random weights, built here; nothing is downloaded):
 
@@ -503,7 +504,8 @@ def compare_kernels(case: Case, kernels: dict[str, float], ort: Any, anchor: flo
 
 # ---- the run --------------------------------------------------------------------------------
 
-def benchmark(case: Case, ort: Any, repeat: int, threads: int) -> tuple[str, Any]:
+def benchmark(case: Case, ort: Any, repeat: int, threads: int,
+              offload: tuple[str, ...] = ()) -> tuple[str, Any]:
     import gc
 
     gc.collect()
@@ -528,6 +530,14 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int) -> tuple[str, Any
         "tilecraft": lambda: compiled(*inputs),
         "onnxruntime": lambda: session.run(None, case.feeds),
     }
+    offload_text = ""
+    if offload:
+        # The same model with matched ops offloaded (docs/backends.md), timed in the same rounds.
+        with_offload = tilecraft.compile(case.model, keep_ir=False, offload=list(offload))
+        outputs = with_offload(*inputs)
+        outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+        offload_ok = all(_matches(g, r) for g, r in zip(outputs, reference))
+        runners["offload"] = lambda: with_offload(*inputs)
     if case.torch_module is not None:
         import torch
 
@@ -547,8 +557,12 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int) -> tuple[str, Any
     else:
         speed = ""
     check = "ok" if ok else "MISMATCH"
+    if offload:
+        offload_text = (f" | --offload {','.join(offload)}: {medians['offload'] * 1e3:.2f} ms, "
+                        f"{medians['offload'] / theirs:.2f}x ort, {'ok' if offload_ok else 'MISMATCH'}")
     line = (f"{case.name:<12} {compile_s:8.2f} {memory.added_mb:8.0f} {ort_init:8.2f} {ours * 1e3:9.2f} "
-            f"{theirs * 1e3:9.2f} {torch_text} {ours / theirs:6.2f}  {check} (error {worst:.1e}) {speed}")
+            f"{theirs * 1e3:9.2f} {torch_text} {ours / theirs:6.2f}  {check} (error {worst:.1e}) {speed}"
+            f"{offload_text}")
     return line, compiled
 
 
@@ -580,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bert-layers", type=int, default=2, help="encoder layers of the BERT model (BERT-base: 12)")
     parser.add_argument("--kernels", default="resnet50",
                         help="models whose heaviest kernels are profiled (comma-separated; '' for none)")
+    parser.add_argument("--offload", default="",
+                        help="also time each model with these offload backends (e.g. blas), same rounds")
     parser.add_argument("--compare-kernels", metavar="FILE",
                         help="write ResNet-50's per-kernel table beside onnxruntime's profiler to FILE")
     args = parser.parse_args(argv)
@@ -612,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     steps: dict[str, dict[str, float]] = {}
     for name in selected:
         case = CASES[name](args)
-        line, compiled = benchmark(case, ort, args.repeat, threads)
+        offload = tuple(b.strip() for b in args.offload.split(",") if b.strip())
+        line, compiled = benchmark(case, ort, args.repeat, threads, offload)
         print(line, flush=True)
         cases[name] = case
         if compiled is not None and compiled.compile_seconds:
