@@ -157,3 +157,20 @@ def test_unknown_backend(capsys):
         tilecraft.compile(gemm_bias_relu(), offload=["cudnn"])
     assert run_cli(["compile", str(EXAMPLES / "digits_cnn.onnx"), "--offload", "cudnn", "-o", "x.tar"]) != 0
     assert "unknown offload backend 'cudnn'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_resnet50_against_onnxruntime():
+    """ResNet-50 v1 (the light zoo topology with random weights, as the benchmarks load it):
+    its 1x1 convolutions and the classifier go to OpenBLAS, the rest is compiled."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import graph_passes  # noqa: PLC0415  (the benchmarks' ResNet-50 loader)
+
+    model, feeds = graph_passes.resnet50()
+    module = tilecraft.compile(model, offload=["blas"])
+    assert sum(n for op, n in module.offloaded["blas"].items() if op != "declined") >= 20
+    expected = onnxruntime_outputs(model, feeds)
+    got = module(*feeds.values())
+    for value, reference in zip(got if isinstance(got, tuple) else (got,), expected):
+        scale = float(np.max(np.abs(reference)))
+        np.testing.assert_allclose(value, reference, rtol=1e-3, atol=1e-3 * scale)
