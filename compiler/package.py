@@ -224,6 +224,15 @@ def _required_flags(target: Target) -> list[str]:
     return sorted(a[1:].replace(".", "_") for a in target.mattr if a.startswith("+"))
 
 
+def _contract_source(directory: Path, contract: bytes) -> Path:
+    """A C file defining the exported, NUL-terminated ``tilecraft_contract`` string that the
+    loader compares with the manifest (runtime/package.py), as bytes so no name needs escaping."""
+    source = directory / "contract.c"
+    data = ", ".join(str(b) for b in contract + b"\0")
+    source.write_text(f'__attribute__((visibility("default"), used)) const char {fmt.CONTRACT_SYMBOL}[] = {{{data}}};\n')
+    return source
+
+
 class PackageWriter:
     """Collects what a package needs while :func:`tilecraft.compile` runs, then writes it.
 
@@ -290,15 +299,16 @@ class PackageWriter:
         with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
             work = Path(scratch)
             files = [fmt.LIBRARY]
+            contract = _contract_source(work, fmt.contract_json(manifest))
             tensors, weight_bytes = build_shared_library(llvm_module, self.target, work / fmt.LIBRARY,
-                                                         opt_level=self.opt_level)
+                                                         opt_level=self.opt_level, extra_sources=(contract,))
             manifest["weights"] = {"tensors": tensors, "bytes": weight_bytes,
                                    "stored": "read-only data of model.so"}
             if self.profile:
                 with llvm_module.context, ir.Location.unknown():
                     module, kernels = self._profile_module(llvm_module.context)
                 build_shared_library(module, self.target, work / fmt.PROFILE_LIBRARY,
-                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE,))
+                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE, contract))
                 manifest["profile"] = {"kernels": kernels}
                 files.append(fmt.PROFILE_LIBRARY)
             for name in files:

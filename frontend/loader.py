@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -130,9 +131,33 @@ def existing_file(path: Path) -> Path:
     return path
 
 
-def parse_mlir(source: "str | bytes", context: ir.Context) -> ir.Module:
-    """Parse MLIR text or bytecode, refusing text nested deeper than the parser's stack takes."""
+# The custom form of linalg.generic: its parser casts every iterator_types entry to a string
+# attribute unchecked, so ``[#linalg.iterator_type<reduction>]`` there aborts the process.
+_CUSTOM_GENERIC_ITERATORS = re.compile(r'(?<!")linalg\.generic\s*\{[^}]*?iterator_types\s*=\s*\[([^\]]*)\]')
+_STRING_ENTRY = re.compile(r'\s*"[^"]*"\s*')
+
+
+def check_mlir_text(source: "str | bytes") -> None:
+    """What MLIR's parser would abort or overflow its stack on, as typed errors: nesting
+    deeper than ``TILECRAFT_MAX_NESTING`` (:class:`ResourceLimitError`) and attributes of the
+    wrong kind where the parser casts without checking (:class:`ModelImportError`)."""
     check_nesting(source)
+    if not isinstance(source, str):
+        return
+    for match in _CUSTOM_GENERIC_ITERATORS.finditer(source):
+        entries = match.group(1).split(",") if match.group(1).strip() else []
+        bad = [e.strip() for e in entries if not _STRING_ENTRY.fullmatch(e)]
+        if bad:
+            line = source.count("\n", 0, match.start()) + 1
+            raise ModelImportError(
+                f"line {line}: linalg.generic iterator_types entries must be strings such as "
+                f'"parallel" in the custom form, got {bad[0]!r}'
+            )
+
+
+def parse_mlir(source: "str | bytes", context: ir.Context) -> ir.Module:
+    """Parse MLIR text or bytecode after :func:`check_mlir_text`."""
+    check_mlir_text(source)
     if isinstance(source, str) and not source.isascii():
         try:
             source.encode("utf-8")

@@ -21,9 +21,9 @@ from typing import Sequence, TextIO
 from mlir import ir
 
 from ..dialects import graph
-from ..errors import CompileError, PipelineError, ResourceLimitError
+from ..errors import CompileError, ModelImportError, PipelineError, ResourceLimitError
+from ..frontend.loader import check_mlir_text
 from ..pipelines.passes import registered_passes, registered_pipelines
-from ..runtime.limits import check_nesting
 from ..pipelines.pipeline import run_pass_elements, split_pipeline_elements, validate_pass_elements
 from .upstream_passes import upstream_pass_summaries
 
@@ -176,7 +176,7 @@ def process_chunk(
     context.attach_diagnostic_handler(handler)
     with context:
         try:
-            check_nesting(source)
+            check_mlir_text(source)
             module = ir.Module.parse(source)
             if elements:
                 run_pass_elements(module, elements, print_ir_after_all=options.mlir_print_ir_after_all)
@@ -184,7 +184,7 @@ def process_chunk(
             for diagnostic in error.error_diagnostics:
                 _collect(diagnostic, diagnostics)
             return None, diagnostics, str(error).splitlines()[0]
-        except ResourceLimitError as error:
+        except (ResourceLimitError, ModelImportError) as error:
             diagnostics.append(Diagnostic("error", None, str(error)))
             return None, diagnostics, str(error)
         except CompileError as error:

@@ -82,7 +82,7 @@ def check_model(proto: onnx.ModelProto) -> None:
     """ONNX's structural checker (run after the unsupported-operator check, which lists more)."""
     try:
         onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as error:
+    except (onnx.checker.ValidationError, UnicodeDecodeError) as error:  # names that are not UTF-8
         raise ModelImportError(f"the ONNX model is malformed: {str(error).splitlines()[0]}") from error
 
 
@@ -176,7 +176,7 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     then :func:`check_type_agreement`."""
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    except onnx.shape_inference.InferenceError as error:
+    except (onnx.shape_inference.InferenceError, UnicodeDecodeError) as error:
         raise ModelImportError(f"ONNX shape inference failed: {_first_line(error)}") from error
     check_type_agreement(inferred)
     return inferred

@@ -25,7 +25,9 @@ from tilecraft.tools import opt  # noqa: E402
 
 MATMUL_MLIR = """
 func.func @main(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  %c = tensor.empty() : tensor<4x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %c = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
   %0 = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
@@ -223,3 +225,19 @@ def test_tensor_limit_is_configurable(monkeypatch):
         tilecraft.compile(MATMUL_MLIR)
     monkeypatch.delenv("TILECRAFT_MAX_TENSOR")
     assert os.environ.get("TILECRAFT_MAX_TENSOR") is None
+
+
+@pytest.mark.parametrize("iterators", ["[#linalg.iterator_type<reduction>]", "[3]", '["parallel", 3]'])
+def test_iterator_types_of_the_wrong_kind_are_refused_before_mlir_aborts(iterators):
+    text = """#map = affine_map<(d0) -> (d0)>
+func.func @main(%a: tensor<4xf32>, %e: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ITERATORS}
+      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  } -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}""".replace("ITERATORS", iterators)
+    with pytest.raises(ModelImportError, match="iterator_types entries must be strings"):
+        tilecraft.compile(text)
+    assert run_opt(["-"], stdin=text)[0] == 1
