@@ -201,7 +201,7 @@ def check_type_agreement(proto: onnx.ModelProto) -> None:
             continue
         try:
             schema = onnx.defs.get_schema(node.op_type, opset, "")
-        except onnx.defs.SchemaError:
+        except (onnx.defs.SchemaError, TypeError):  # unknown op, or a name that is not UTF-8
             continue
         formals = list(schema.inputs)
         bound: dict[str, tuple[str, int]] = {}
