@@ -6,19 +6,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test pytest lit bench clean
+.PHONY: demo test pytest lit wheel bench bench-gemm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,onnx,torch,tuning,cross]'
+$(INSTALLED): pyproject.toml setup.py | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,onnx,torch,tuning,cross,blas]'
 	touch $@
 
 demo: $(INSTALLED)
 	$(BIN)/python examples/demo.py
 
-test: pytest lit
+test: pytest lit wheel
 
 pytest: $(INSTALLED)
 	$(BIN)/python -m pytest tests -q
@@ -26,8 +26,17 @@ pytest: $(INSTALLED)
 lit: $(INSTALLED)
 	$(BIN)/lit -sv tests/lit
 
+# The wheel, installed (not editable) into a fresh venv and used from outside the checkout.
+wheel: $(INSTALLED)
+	tests/wheel/check_wheel.sh $(BIN)/python
+
+# numpy's OpenBLAS anchors run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (they slow
+# numpy on these machines); only here, never in tests.
 bench: $(INSTALLED)
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/end_to_end.py
+
+bench-gemm: $(INSTALLED)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/gemm.py
 
 clean:
-	rm -rf $(VENV) *.egg-info tests/lit/**/Output
+	rm -rf $(VENV) *.egg-info build dist tests/lit/**/Output

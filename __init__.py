@@ -55,6 +55,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "placeholder": (".schedule.te", "placeholder"),
     "reduce_axis": (".schedule.te", "reduce_axis"),
     "torch": (".compiler.torch", None),
+    "extern": (".runtime.extern", None),
+    "Backend": (".pipelines.offload", "Backend"),
+    "register_backend": (".pipelines.offload", "register_backend"),
     "tune": (".tuning.tune", "tune"),
     "TuneOptions": (".tuning.tune", "TuneOptions"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
@@ -81,10 +84,13 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
     folder named ``torch`` there would shadow PyTorch itself for ``python -m ...`` run in a
     checkout. ``tilecraft.scheduling`` (the TE-style API, TVM users' ``te``) is
     ``schedule/te/``, beside the default schedules it shares its script writer with.
+    ``tilecraft.extern`` is ``runtime/extern.py``: a deployed package reads its registry
+    without MLIR.
     """
 
     ALIASES = {f"{__name__}.torch": f"{__name__}.compiler.torch",
-               f"{__name__}.scheduling": f"{__name__}.schedule.te"}
+               f"{__name__}.scheduling": f"{__name__}.schedule.te",
+               f"{__name__}.extern": f"{__name__}.runtime.extern"}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.ALIASES:

@@ -119,3 +119,23 @@ class ResourceLimitError(TilecraftError):
     larger than the size limits, an element count that overflows int64, or MLIR text nested
     deeper than the parser can take. The message names the tensor and the limit, and how to
     raise it (docs/robustness.md)."""
+
+
+class ExternError(CompileError):
+    """An extern function (``tilecraft.extern``) cannot be used: a call names a function that
+    was never registered, or one that cannot go where it is asked to (a Python callable in a
+    deployable package). Raised at compile time, never from inside the JIT."""
+
+
+class ExternSignatureError(ExternError, TypeError):
+    """A registered extern's signature is malformed, or a call's operand and result types
+    disagree with it (count, rank, element type or a static dimension)."""
+
+
+class ExternLibraryError(ExternError):
+    """The shared library of a C extern cannot be loaded, or lacks the symbol."""
+
+
+class BackendError(CompileError, ValueError):
+    """An offload backend is unknown (the message lists the registered ones), or cannot be
+    made ready (its library is missing or its C shim does not build)."""

@@ -10,6 +10,8 @@ previous stage's output:
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import Any
 
 from mlir import ir
@@ -21,6 +23,7 @@ from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
+from ..pipelines.offload import offload_summary, summary_line
 from ..pipelines.pipeline import Stage
 from ..schedule.group import count_kernels
 from ..pipelines.options import CompileOptions
@@ -48,7 +51,8 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     target = options.target
     pipeline = options.pipeline
     if pipeline is None:
-        pipeline = cuda_pipeline(target) if target.is_cuda else cpu_pipeline(target, opt_level=options.opt_level)
+        pipeline = (cuda_pipeline(target) if target.is_cuda
+                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload))
     if options.tuning_records is not None:
         pipeline = with_tuning_records(pipeline, options.tuning_records, target)
     shape_dict = options.shape_dict
@@ -58,7 +62,9 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     keep_ir = options.keep_ir
     context = ir.Context()
     graph.load(context)  # so IR dumped after the graph stage compiles as well
+    started = time.perf_counter()
     module = load_module(source, context, shape_dict=shape_dict)
+    seconds = {"import": time.perf_counter() - started}
     with context, ir.Location.unknown():
         signature = entry_signature(find_entry(module, options.entry))
         # "source", not "input": the pipeline's first stage is named "input", and its IR
@@ -66,27 +72,41 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
         stage_ir: dict[str, str] = {"source": _asm(module)} if keep_ir else {}
 
         group_count: list[int] = []
+        offloaded: dict[str, dict[str, int]] = {}
         kernel_count: list[int] = []
 
         def record(stage: Stage, current: ir.Module) -> None:
+            nonlocal started
+            seconds[stage.name] = time.perf_counter() - started
             if keep_ir:
                 stage_ir[stage.name] = _asm(current)
-            if stage.name == "graph" and ("tilecraft-fuse-ops" in stage.passes
-                                          or "tilecraft-mark-groups" in stage.passes):
+            if "tilecraft-fuse-ops" in stage.passes or "tilecraft-mark-groups" in stage.passes:
                 group_count.append(count_groups(current.operation))
+            if stage.name == "graph" and options.offload:
+                offloaded.update(offload_summary(current.operation))
+                for backend, counts in offloaded.items():
+                    print(summary_line(backend, counts), file=sys.stderr)
             if stage.name == "schedule":
                 kernel_count.append(count_kernels(current.operation))
+            started = time.perf_counter()  # the stage's time, not this record's
 
         writer = None
         if options.package_path is not None:
             writer = PackageWriter(signature, target, pipeline, opt_level=options.opt_level,
                                    output_names=output_names, profile=options.profile)
             writer.capture_source(module)
+        started = time.perf_counter()
         pipeline.run(module, after_stage=record)
         if writer is not None:
+            started = time.perf_counter()
             writer.write(module, options.package_path)
+            seconds["package"] = time.perf_counter() - started
+    started = time.perf_counter()
     compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
                           stage_ir=stage_ir)
+    seconds["jit"] = time.perf_counter() - started
+    compiled.compile_seconds = seconds
     compiled.group_count = group_count[0] if group_count else None
     compiled.kernel_count = kernel_count[0] if kernel_count else None
+    compiled.offloaded = offloaded
     return compiled

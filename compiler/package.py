@@ -32,7 +32,8 @@ from typing import Sequence
 from mlir import ir
 
 from .. import __version__
-from ..errors import PackageError, ToolchainError
+from ..errors import ExternError, PackageError, ToolchainError
+from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
 from ..pipelines.target import Target
@@ -168,10 +169,12 @@ def externalize_weights(llvm_module: ir.Module, directory: Path) -> tuple[ir.Mod
 
 
 def build_shared_library(
-    llvm_module: ir.Module, target: Target, output: Path, *, opt_level: int = 3, extra_sources: Sequence[Path] = ()
+    llvm_module: ir.Module, target: Target, output: Path, *, opt_level: int = 3, extra_sources: Sequence[Path] = (),
+    libraries: Sequence[Path] = (),
 ) -> tuple[int, int]:
     """Compile an LLVM-dialect module to ``output`` (a shared library) for ``target``;
-    returns the number of weight tensors and their bytes."""
+    returns the number of weight tensors and their bytes. ``libraries`` (extern functions'
+    shared libraries) are linked in and found beside ``output`` when it is loaded."""
     triple = _triple(target)
     cpu = target.mcpu or ("native" if target.is_host and target.mtriple is None else "generic")
     features = ",".join(target.mattr)
@@ -202,7 +205,11 @@ def build_shared_library(
         # -z defs: an undefined symbol fails here, not when the package is loaded.
         # -Bsymbolic: the model binds to its own runtime even where the process already
         # has MLIR's (a JIT loads libmlir_async_runtime globally).
-        _run([*cc, "-shared", "-Wl,-z,defs", "-Wl,-Bsymbolic", "-o", str(output), *objects,
+        # -l:name, not the path: the dependency is recorded by file name, and found beside
+        # model.so through the $ORIGIN run path when the package is loaded.
+        linked = ["-Wl,-rpath,$ORIGIN", *(f"-L{lib.parent}" for lib in libraries),
+                  *(f"-l:{lib.name}" for lib in libraries)] if libraries else []
+        _run([*cc, "-shared", "-Wl,-z,defs", "-Wl,-Bsymbolic", "-o", str(output), *objects, *linked,
               "-lpthread", "-lm", "-lc"],
              "linking the shared library")
     return tensors, weight_bytes
@@ -231,6 +238,39 @@ def _contract_source(directory: Path, contract: bytes) -> Path:
     data = ", ".join(str(b) for b in contract + b"\0")
     source.write_text(f'__attribute__((visibility("default"), used)) const char {fmt.CONTRACT_SYMBOL}[] = {{{data}}};\n')
     return source
+
+
+def _extern_dependencies(llvm_module: ir.Module, work: Path) -> tuple[list[Path], list[Path], dict[str, list[str]]]:
+    """What the extern functions a module calls add to its package: a C file binding each
+    ``_mlir_ciface_<name>`` to its symbol, their libraries (copied into ``work``, bundled)
+    and the system libraries those need (named in the manifest). A Python callable cannot
+    travel: :class:`ExternError` names it."""
+    externs = extern_functions(llvm_module)
+    if not externs:
+        return [], [], {"bundled": [], "system": []}
+    python = [extern.name for extern in externs if extern.is_python]
+    if python:
+        raise ExternError(f"the model calls the Python extern function(s) {', '.join(python)}: a package runs "
+                          "without this Python process, so it can only call C externs (register_c); "
+                          "compile without package_path to run it in-process")
+    bundled: dict[str, Path] = {}
+    system: list[str] = []
+    for extern in externs:
+        if not fmt.BUNDLED_LIBRARY.match(extern.library.name):
+            raise ExternError(f"extern {extern.name!r}: a bundled library must be named lib<name>.so, "
+                              f"not {extern.library.name}")
+        known = bundled.setdefault(extern.library.name, extern.library)
+        if known != extern.library:
+            raise ExternError(f"two extern libraries share the file name {extern.library.name}: "
+                              f"{known} and {extern.library}")
+        system += [d for d in extern.dependencies if d not in system]
+    copies = []
+    for name, library in bundled.items():
+        copies.append(work / name)
+        shutil.copyfile(library, copies[-1])
+    stub = work / "externs.c"
+    stub.write_text("#include <stdint.h>\n" + "".join(extern.c_stub() for extern in externs))
+    return [stub], copies, {"bundled": list(bundled), "system": system}
 
 
 class PackageWriter:
@@ -300,15 +340,19 @@ class PackageWriter:
             work = Path(scratch)
             files = [fmt.LIBRARY]
             contract = _contract_source(work, fmt.contract_json(manifest))
+            stubs, libraries, manifest["libraries"] = _extern_dependencies(llvm_module, work)
+            files += [library.name for library in libraries]
             tensors, weight_bytes = build_shared_library(llvm_module, self.target, work / fmt.LIBRARY,
-                                                         opt_level=self.opt_level, extra_sources=(contract,))
+                                                         opt_level=self.opt_level, extra_sources=(*stubs, contract),
+                                                         libraries=libraries)
             manifest["weights"] = {"tensors": tensors, "bytes": weight_bytes,
                                    "stored": "read-only data of model.so"}
             if self.profile:
                 with llvm_module.context, ir.Location.unknown():
                     module, kernels = self._profile_module(llvm_module.context)
                 build_shared_library(module, self.target, work / fmt.PROFILE_LIBRARY,
-                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE, contract))
+                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE, *stubs, contract),
+                                     libraries=libraries)
                 manifest["profile"] = {"kernels": kernels}
                 files.append(fmt.PROFILE_LIBRARY)
             for name in files:

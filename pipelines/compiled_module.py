@@ -7,7 +7,7 @@ this step, not the session around it (loading models, options, packages).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from mlir import ir
@@ -36,6 +36,13 @@ class CompiledModule:
     # How many kernels (top-level loop nests and copies, schedule/group.py's
     # count_kernels) the schedule stage left; None when the pipeline has no such stage.
     kernel_count: int | None = None
+    # Wall-clock seconds of compilation by step: "import" (the source to MLIR), each
+    # pipeline stage by name (the graph stage includes the constant folder's own JITs),
+    # "package" when one was written, "jit"; set by tilecraft.compile.
+    compile_seconds: dict[str, float] | None = None
+    # Per offload backend, the ops it took by op name and how many it declined
+    # (pipelines/offload.py's offload_summary); empty without offload.
+    offloaded: dict[str, dict[str, int]] = {}
 
     def __init__(
         self,
@@ -76,12 +83,17 @@ class CompiledModule:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump)."""
         self._function.engine.dump_to_object_file(str(path))
 
+    # Whether this machine runs the code: checked on each call until it holds (a fixed
+    # answer per process; the check reads the host's CPU flags).
+    _runs_here = False
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        if not self.target.is_host:
+        if not self._runs_here and not self.target.is_host:
             raise TargetError(
                 f"compiled for {self.target}, which this machine cannot run "
                 f"(features {', '.join(self.target.mattr) or 'none'})"
             )
+        self._runs_here = True
         return self._invoke(args, kwargs)
 
     def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -170,12 +182,14 @@ def compile_ir(
     *,
     entry: str | None = None,
     opt_level: int = 3,
+    shape_dict: "Mapping[str, Sequence[int | None]] | None" = None,
 ) -> CompiledModule:
-    """MLIR that its caller built, lowered by ``pipeline`` and JIT-compiled: the compile step
-    without the session around it (no model loading, packages or kept IR). The TE-style
-    ``build`` and the tuner's measurement compile their own payloads through it."""
+    """A source (any kind ``frontend/loader.py`` reads) lowered by ``pipeline`` and
+    JIT-compiled: the compile step without the session around it (no packages or kept IR).
+    The TE-style ``build`` and the tuner (candidates, the end-to-end comparison) compile
+    through it."""
     context = ir.Context()
-    module = load_module(source, context)
+    module = load_module(source, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
         signature = entry_signature(find_entry(module, entry))
         pipeline.run(module)

@@ -12,33 +12,40 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..errors import TuningError
 from .graph import graph_pass_elements
+from .offload import offload_element
 from .passes import positive_int_option, register_pipeline
 from .pipeline import Pipeline, Stage
 from .stages import input_stage, lowering_stages, simplify_stage
 from .target import Target
 
 
-def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0) -> Pipeline:
+def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
+                 offload: Sequence[str] = ()) -> Pipeline:
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
 
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
-    ``pipelines/graph``); at 3 it ends by tagging each op with its fusion group.
+    ``pipelines/graph``); at 3 ``simplify`` ends by tagging each op with its fusion group,
+    which the schedule reads (one loop nest per group).
+    ``offload`` names backends (pipelines/offload.py) whose matched ops become extern
+    calls, at the end of the graph stage, before fusion groups are tagged.
     """
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
     threads = target.num_threads
+    if offload:
+        at = len(graph_elements) - (graph_elements[-1:] == ["tilecraft-mark-groups"])
+        graph_elements.insert(at, offload_element(offload, threads))
     return Pipeline(
         (
             input_stage(),
             *((Stage("graph", tuple(graph_elements),
-                     "graph passes for opt_level: constant folding, combining, fusion groups "
-                     "(as tilecraft.group tags)"),)
+                     "graph passes for opt_level: layout, combining, constant folding"),)
               if graph_elements else ()),
-            simplify_stage(),
+            simplify_stage(mark_groups=opt_level >= 3),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())

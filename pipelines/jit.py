@@ -18,9 +18,11 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
+from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import load_process_wide, runtime_library
-from ..runtime.memref import adopt_results, describe, results_type, scalar_ctype
+from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
+from .extern import extern_functions
 
 # Runtime libraries the generated code may call into: handed to each JIT...
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
@@ -75,7 +77,7 @@ class JitFunction:
         self._extra_libraries = extra_libraries
         self._engine: ExecutionEngine | None = None
         self._entry: Any = None
-        self._results_type = results_type([len(spec.shape) for spec in signature.results])
+        self._frame = CallFrame(signature)
         if not lazy:
             self._ensure_engine()
 
@@ -85,15 +87,20 @@ class JitFunction:
         for name in PROCESS_WIDE_LIBRARIES:
             load_process_wide(name)
         libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]
+        # Extern functions (pipelines/extern.py): bound by address before the first lookup;
+        # their libraries and callbacks live as long as the engine.
+        externs = [(C_INTERFACE_PREFIX + extern.name, *extern.load()) for extern in extern_functions(self.module)]
         try:
             engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
         except RuntimeError as error:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+        for symbol, address, _ in externs:
+            engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
         engine.initialize()
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
         _release_retired()
-        weakref.finalize(self, _retire, engine, self.module)
+        weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs])
 
     @property
     def engine(self) -> ExecutionEngine:
@@ -103,24 +110,10 @@ class JitFunction:
     def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
         self._ensure_engine()
         arrays = self.signature.bind(args, kwargs)
-        keep_alive: list[Any] = []
-        packed: list[Any] = []
-        results = self._results_type() if self._results_type is not None else None
-        if results is not None:
-            result_pointer = ctypes.pointer(results)
-            keep_alive.append(result_pointer)
-            packed.append(ctypes.pointer(result_pointer))
-        for spec, array in zip(self.signature.arguments, arrays):
-            if spec.is_scalar:
-                value = scalar_ctype(array)
-                keep_alive.append(value)
-                packed.append(ctypes.pointer(value))
-            else:
-                descriptor_pointer = ctypes.pointer(describe(array))
-                keep_alive.append(descriptor_pointer)
-                packed.append(ctypes.pointer(descriptor_pointer))
-        argv = (ctypes.c_void_p * len(packed))(*[ctypes.cast(p, ctypes.c_void_p) for p in packed])
-        self._entry(argv)
-        if results is None:
-            return ()
-        return adopt_results(results, self.signature, arrays)
+        frame = self._frame
+        buffer, base, addresses = frame.fill(arrays)
+        self._entry(frame.argv_address(base))
+        # adopted first, so that results are freed also when a Python extern failed
+        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        raise_pending_error()
+        return outputs

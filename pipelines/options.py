@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
-from ..errors import OptionError, PackageError
+from ..errors import BackendError, OptionError, PackageError
+from .offload import backend_named
 from .pipeline import Pipeline
 from .target import Target
 
@@ -38,6 +39,8 @@ class CompileOptions:
       package_path: also write a deployable package there (``model.tar``: shared library,
         manifest; load it with :func:`tilecraft.runtime.load`, no MLIR needed).
       profile: with ``package_path``, add the per-kernel profiling variant to the package.
+      offload: backend names (``["blas"]``; pipelines/offload.py) whose matched ops become
+        calls of external libraries, in order; applies to the default CPU pipeline.
     """
 
     target: "str | Target" = "llvm"
@@ -49,9 +52,16 @@ class CompileOptions:
     tuning_records: "str | os.PathLike[str] | None" = None
     package_path: "str | os.PathLike[str] | None" = None
     profile: bool = False
+    offload: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
+        offload = (self.offload,) if isinstance(self.offload, str) else tuple(self.offload)
+        object.__setattr__(self, "offload", offload)
+        for name in offload:
+            backend_named(name)  # an unknown name fails here, listing the known ones
+        if offload and self.target.is_cuda:
+            raise BackendError("offload backends run on CPU targets only")
         if isinstance(self.opt_level, bool) or self.opt_level not in (0, 1, 2, 3):
             raise OptionError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
         if self.pipeline is not None and not isinstance(self.pipeline, Pipeline):

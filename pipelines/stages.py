@@ -16,12 +16,15 @@ from typing import Mapping
 
 from mlir import ir
 
+from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .pipeline import Stage
+from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
+from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
 
 C_INTERFACE = "llvm.emit_c_interface"
 
@@ -88,18 +91,20 @@ def set_target_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
 
 def input_stage() -> Stage:
     """The entry's calling convention (``tilecraft-prepare-entry``)."""
-    return Stage("input", ("tilecraft-prepare-entry",),
-          "C interface on public functions; arguments read-only")
+    return Stage("input", ("tilecraft-prepare-entry", "tilecraft-lower-externs"),
+          "C interface on public functions; arguments read-only; extern calls in "
+          "destination-passing style")
 
 
-def simplify_stage() -> Stage:
+def simplify_stage(*, mark_groups: bool = False) -> Stage:
     """Canonicalization and elementwise fusion, with no producer fused where it would be
-    recomputed (fusion_barrier.py)."""
-    return Stage("simplify", ("canonicalize", "cse",
-                       INSERT_BARRIERS,
-                       "func.func(linalg-fuse-elementwise-ops)", DROP_BARRIERS,
-                       "canonicalize"),
-          "fold constants, fuse elementwise producers into consumers")
+    recomputed (fusion_barrier.py); with ``mark_groups``, then the partition into fusion
+    groups (``tilecraft-mark-groups``), made once here, on the ops the schedule will see."""
+    return Stage("simplify",
+                 ("canonicalize", "cse", INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
+                  DROP_BARRIERS, "canonicalize", *(("tilecraft-mark-groups",) if mark_groups else ())),
+                 "fold constants, fuse elementwise producers into consumers"
+                 + ("; tag fusion groups" if mark_groups else ""))
 
 
 def lowering_stages(target: Target) -> tuple[Stage, ...]:
@@ -139,7 +144,7 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores
               # touches them, and before async lowering outlines parallel bodies.
-              ("convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
+              (STRIDED_COPIES_TO_LINALG, "convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
                "func.func(scf-forall-to-parallel)", *async_lowering),
               "remaining linalg to loops; i1 buffers as bytes; parallel loops onto the "
               "async runtime"),
@@ -148,10 +153,13 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does
               # not lower (it survived as an unrealized cast and the JIT failed). The
               # default schedule keeps reduced dims innermost, hence inner-reduction.
+              # APPROXIMATE_EXP: LLVM would scalarize vector exp into expf calls;
+              # REASSOCIATE_REDUCTIONS: it would add a float reduction's lanes in order.
               ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
-               "convert-vector-to-scf{full-unroll=true}", "canonicalize"),
-              "multi-reductions to 1-D reductions; unroll vector transfers to 1-D "
-              "(no alloca in loops)"),
+               REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",
+               APPROXIMATE_EXP, "canonicalize"),
+              "multi-reductions to 1-D reductions (lanes summed as a tree); unroll vector "
+              "transfers to 1-D (no alloca in loops); vector exp as a polynomial"),
         Stage("llvm",
               ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import tarfile
 import tempfile
@@ -38,7 +39,7 @@ import numpy as np
 
 from ..errors import PackageError, PackageTargetError
 from .host import host_cpu_flags
-from .memref import adopt_results, describe, results_type, scalar_ctype
+from .memref import CallFrame, scalar_ctype
 from .signature import DimGroup, EntrySignature, TensorSpec
 
 FORMAT_NAME = "tilecraft-package"
@@ -54,6 +55,9 @@ CONTRACT_KEYS = ("entry", "symbol", "inputs", "outputs", "equal_dims")
 # Archive members larger than this are refused before extraction (a library of a large model
 # holds its weights; 16 GiB is far above any package this tilecraft writes for one CPU).
 MAX_MEMBER_BYTES = 16 << 30
+# Shared libraries of C extern functions travel beside model.so (which finds them through
+# its $ORIGIN run path); the libraries those need are named in the manifest instead.
+BUNDLED_LIBRARY = re.compile(r"lib[A-Za-z0-9_.+-]+\.so(\.[0-9]+)*$")
 # Symbols of the profiling library's timer helper (runtime/profile_timer.c).
 PROFILE_RESET = "tilecraft_profile_reset"
 PROFILE_READ = "tilecraft_profile_read"
@@ -127,6 +131,35 @@ def normalized_machine(name: str) -> str:
 
 # ---- reading a package ------------------------------------------------------------------
 
+def _load_libraries(manifest: Mapping[str, Any], directory: Path, where: str) -> list[ctypes.CDLL]:
+    """Load what the extern functions of a package need, before ``model.so``: the system
+    libraries the manifest names (by the recorded path, else by file name through the
+    loader's search path, e.g. ``LD_LIBRARY_PATH``), then the bundled ones (hash-checked)."""
+    libraries = manifest.get("libraries") or {}
+    loaded = []
+    for recorded in libraries.get("system", []):
+        for candidate in (recorded, os.path.basename(recorded)):
+            try:
+                loaded.append(ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL))
+                break
+            except OSError:
+                continue
+        else:
+            raise PackageError(f"{where}: needs the shared library {recorded}, which is not there and "
+                               f"not on the loader's search path (install it, or set LD_LIBRARY_PATH)")
+    for name in libraries.get("bundled", []):
+        path = directory / name
+        if not BUNDLED_LIBRARY.match(name) or not path.is_file():
+            raise PackageError(f"{where}: the archive lacks the bundled library {name!r}")
+        if sha256_file(path) != manifest["sha256"].get(name):
+            raise PackageError(f"{where}: {name} is corrupted (SHA-256 mismatch)")
+        try:
+            loaded.append(ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL))
+        except OSError as error:
+            raise PackageError(f"{where}: cannot load the bundled {name} ({error})") from None
+    return loaded
+
+
 def _extract(path: Path, directory: Path) -> dict[str, Any]:
     """Unpack the package's members into ``directory`` and return its parsed manifest."""
     if not path.is_file():
@@ -137,9 +170,10 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
             if MANIFEST not in members:
                 raise PackageError(f"{path}: not a tilecraft package (no {MANIFEST} in the archive)")
             for name, member in members.items():
-                # Only the three known names, as regular files: no links, folders or paths that
-                # could escape the extraction folder.
-                if name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) or not member.isfile():
+                # Only the known names (and bundled extern libraries), as regular files: no
+                # links, folders or paths that could escape the extraction folder.
+                if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) and not BUNDLED_LIBRARY.match(name)) \
+                        or not member.isfile():
                     raise PackageError(f"{path}: unexpected archive member {name!r}")
                 if member.size > MAX_MEMBER_BYTES:
                     raise PackageError(f"{path}: archive member {name!r} is {member.size} bytes, "
@@ -234,6 +268,7 @@ class Package:
                 self.signature = signature_from_manifest(self.manifest)
             except (KeyError, TypeError, ValueError) as error:
                 raise PackageError(f"{self.path}: malformed signature in {MANIFEST} ({error})") from None
+            self._dependencies = _load_libraries(self.manifest, directory, str(self.path))
             self._library = self._open(library)
             self._check_contract(self._library)
             self._entry = self._symbol(self._library, self.manifest["symbol"])
@@ -246,7 +281,7 @@ class Package:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
-        self._results_type = results_type([len(spec.shape) for spec in self.signature.results])
+        self._frame = CallFrame(self.signature)
 
     def _open(self, library: Path) -> ctypes.CDLL:
         try:
@@ -289,22 +324,19 @@ class Package:
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         arrays = self.signature.bind(args, kwargs)
-        keep_alive: list[Any] = []
-        pointers: list[Any] = []
-        results = self._results_type() if self._results_type is not None else None
-        if results is not None:
-            pointers.append(ctypes.pointer(results))
-        for spec, array in zip(self.signature.arguments, arrays):
+        frame = self._frame
+        buffer, base, addresses = frame.fill(arrays)
+        # The C interface: results pointer first, descriptors by pointer, scalars by value.
+        pointers: list[Any] = [ctypes.c_void_p(base)] if self.signature.results else []
+        for index, (spec, array) in enumerate(zip(self.signature.arguments, arrays)):
             if spec.is_scalar:
-                pointers.append(scalar_ctype(array))  # scalars travel by value
+                pointers.append(scalar_ctype(array))
             else:
-                descriptor = describe(array)
-                keep_alive.append(descriptor)
-                pointers.append(ctypes.pointer(descriptor))
+                pointers.append(ctypes.c_void_p(frame.argument_address(base, index)))
         entry(*pointers)
-        if results is None:
+        if not self.signature.results:
             return ()
-        return adopt_results(results, self.signature, arrays)
+        return frame.adopt_results(buffer, addresses)
 
     def profile(self, *args: Any, **kwargs: Any) -> "tuple[Any, list[KernelTime]]":
         """Run the profiling variant once: the outputs and the time of each kernel."""

@@ -78,6 +78,12 @@ class TensorSpec:
 
     def check(self, value: Any) -> np.ndarray:
         """Return ``value`` as a C-contiguous array of this spec, or raise naming the problem."""
+        # The common case first, decided by the same checks as below: an aligned, C-ordered
+        # array of the right dtype and (static) shape. Anything else takes the full path,
+        # which names the problem. (A shape with a dynamic dim never equals value.shape.)
+        if (type(value) is np.ndarray and value.shape == self.shape and value.dtype == self.dtype
+                and value.flags.c_contiguous and value.flags.aligned):
+            return value
         if self.is_scalar:
             return self._check_scalar(value)
         if isinstance(value, np.generic) and self.shape == ():
@@ -150,6 +156,10 @@ class EntrySignature:
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
         """Match positional and keyword arguments to the signature and check each one."""
         expected = len(self.arguments)
+        if not kwargs and len(args) == expected:  # all positional: nothing to match by name
+            arrays = [spec.check(value) for spec, value in zip(self.arguments, args)]
+            self._check_equal_dims(arrays)
+            return arrays
         if len(args) > expected:
             raise ArgumentValueError(
                 f"@{self.name} takes {expected} argument(s) ({self._listing()}), got {len(args)}"

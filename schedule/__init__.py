@@ -1,9 +1,11 @@
 """Schedules: what to do with each op or fusion group, as transform-dialect scripts.
 
 Plan -> script -> apply, for CPU and CUDA alike:
-- ``plan.py``: the default CPU plans (``OpSchedule``/``GroupSchedule`` from the loop nest and
-  the target), the script writer, and the ``tilecraft-schedule`` pass that applies them;
-- ``group.py``: a fusion group as one loop nest (its plan and producers);
+- ``plan.py``: the default CPU plans (``OpSchedule``/``GroupSchedule``, from the loop nest and
+  the target); ``group.py``: a fusion group as one loop nest (its plan and producers);
+- ``script.py``: plans rendered as transform-dialect sequences (``ScriptWriter``);
+- ``apply.py``: the ``tilecraft-schedule`` pass (tag, plan, render, apply; undo a sequence
+  that fails), and ``reproducer`` (a task's payload with its script, for tilecraft-opt);
 - ``cuda.py`` / ``cuda_space.py``: the GPU plans, the ``tilecraft-gpu-schedule`` pass, the
   GPU knobs;
 - ``space.py``: the knobs a tuner searches, whose default point is the default plan;
@@ -16,4 +18,4 @@ The search itself (tuners, cost model, measurement, task scheduler) is ``tilecra
 one layer up. Importing this package registers the schedule passes.
 """
 
-from . import cuda, plan  # noqa: F401  (register tilecraft-schedule, tilecraft-gpu-schedule)
+from . import apply, cuda  # noqa: F401  (register tilecraft-schedule, tilecraft-gpu-schedule)

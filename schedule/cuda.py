@@ -2,7 +2,7 @@
 
 Same machinery as the CPU schedule (``schedule/plan.py``): ops are tagged with
 ``tilecraft.op_id``, each gets a plan (:class:`GpuOpSchedule`, plain data), each plan is
-rendered by a script writer (:class:`GpuScriptWriter`, a ``_ScriptWriter`` with GPU steps) as
+rendered by a script writer (:class:`GpuScriptWriter`, a ``ScriptWriter`` with GPU steps) as
 ``transform.named_sequence @schedule_op_<tag>``, and the ``@cleanup`` sequence hoists
 loop-invariant vector transfers. What differs is what the tiles mean:
 
@@ -38,8 +38,10 @@ from ..errors import GpuScheduleError
 from ..pipelines.ir_queries import ops_where
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..pipelines.passes import positive_int_option, register_pass
-from .plan import _DECOMPOSABLE, TAG, _init_fill, _remove_tags, _ScriptWriter, _sequence, largest_divisor, named_sequence, render_script
 from ..pipelines.scratch import scratch_copy
+from .apply import apply_if_valid, find_sequence, init_fill, remove_tags
+from .plan import DECOMPOSABLE, TAG, largest_divisor
+from .script import ScriptWriter, named_sequence, render_script
 
 WORKGROUP = "#gpu.address_space<workgroup>"
 _AXES = ("x", "y", "z")
@@ -131,7 +133,7 @@ def _mapping(axes: tuple[str, ...], kind: str) -> str:
     return "[" + ", ".join(f"#gpu.{kind}<{axis}>" for axis in axes) + "]"
 
 
-class GpuScriptWriter(_ScriptWriter):
+class GpuScriptWriter(ScriptWriter):
     """The CPU script writer plus the GPU steps: mapped foralls, shared-memory staging,
     block-per-row reductions."""
 
@@ -414,7 +416,7 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
         raise GpuScheduleError(f"{nest.op_name}: zero-size loops have nothing to run on the GPU")
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
         return _plan_contraction(nest, tag, config, operand_maps)
-    if nest.convolution and nest.op_name in _DECOMPOSABLE:
+    if nest.convolution and nest.op_name in DECOMPOSABLE:
         return _plan_parallel(nest, tag, config, kind="convolution")
     if nest.reduction_dims and nest.ranges[-1] >= 64:
         plan = _plan_row_reduction(nest, tag, config)
@@ -465,7 +467,7 @@ def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> li
             plan = plan_gpu_op(nest, tag, config, op_maps)
         except GpuScheduleError as error:
             raise GpuScheduleError(f"{error} (at {op.location})") from None
-        fill = _init_fill(op)
+        fill = init_fill(op)
         if fill is not None and fill in tags:
             tiles, axes = _init_plan(plan, nest)
             plan = replace(plan, fused_init_tag=tags[fill], init_thread_tiles=tiles,
@@ -520,17 +522,6 @@ def _pads_to_copies(module: ir.Operation) -> None:
         pad.erase()
 
 
-def _try_sequence(module: ir.Operation, transform_module: ir.Module, name: str) -> str | None:
-    """Apply ``name`` to a scratch copy; the interpreter's message if it fails."""
-    _container, trial = scratch_copy(module)
-    try:
-        interpreter.apply_named_sequence(trial, _sequence(transform_module, name),
-                                         transform_module.operation)
-    except ValueError as error:
-        return str(error)
-    return None
-
-
 def _op_description(module: ir.Operation, tag: int) -> str:
     found: list[str] = []
 
@@ -554,24 +545,23 @@ def apply_gpu_schedule(module: ir.Operation, plans: list[GpuOpSchedule]) -> str:
         script = render_gpu_script([plan])
         with module.context:
             transform_module = ir.Module.parse(script)
-        error = _try_sequence(module, transform_module, plan.sequence_name)
+        # Applied once; a failure restores the module (apply.py's checkpoint) for the retry.
+        error = apply_if_valid(module, transform_module, plan.sequence_name)
         if error is not None and plan.vectorize:
             plan = replace(plan, vectorize=False)
             with module.context:
                 transform_module = ir.Module.parse(render_gpu_script([plan]))
-            error = _try_sequence(module, transform_module, plan.sequence_name)
+            error = apply_if_valid(module, transform_module, plan.sequence_name)
         if error is not None:
             raise GpuScheduleError(
                 f"the GPU schedule cannot map {_op_description(module, plan.tag)}: {error}")
-        interpreter.apply_named_sequence(module, _sequence(transform_module, plan.sequence_name),
-                                         transform_module.operation)
         applied.append(plan)
     script = render_gpu_script(applied)
     with module.context:
         transform_module = ir.Module.parse(script)
-    interpreter.apply_named_sequence(module, _sequence(transform_module, "cleanup"),
+    interpreter.apply_named_sequence(module, find_sequence(transform_module, "cleanup"),
                                      transform_module.operation)
-    _remove_tags(module)
+    remove_tags(module)
     return script
 
 
@@ -678,4 +668,4 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         interpreter.apply_named_sequence(module, main, transform_module.operation)
     except ValueError as error:
         raise GpuScheduleError(f"mapping loops onto the GPU grid failed: {error}") from None
-    _remove_tags(module)
+    remove_tags(module)

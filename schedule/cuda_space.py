@@ -23,10 +23,10 @@ from dataclasses import fields
 from typing import Mapping
 
 from ..errors import DeviceUnavailableError, KnobError
-from ..runtime.libraries import cuda_driver_problem
-from .space import Knob
 from ..pipelines.loop_nest import LoopNest
+from ..runtime.libraries import cuda_driver_problem
 from .cuda import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
+from .space import Knob
 
 Config = dict[str, int]
 _MAX_BLOCK_THREADS = 1024

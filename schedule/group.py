@@ -2,7 +2,7 @@
 
 The graph stage partitions a function into fusion groups with TVM's FuseOps rules
 (``pipelines/graph/fusion.py``: one anchor — conv, matmul, pooling, reduction — with its
-elementwise consumers and injective producers). The default schedule (``schedule.py``)
+elementwise consumers and injective producers). The default schedule (``plan.py``)
 plans one op at a time; here the plans of a group's ops become one
 :class:`~tilecraft.schedule.plan.GroupSchedule`, as IREE and TVM compute a group:
 
@@ -19,8 +19,10 @@ plans one op at a time; here the plans of a group's ops become one
 The anchor's intermediate result is then one task's tile (allocated per task) instead of a
 whole tensor written by one kernel and read back by the next.
 
-The partition is recomputed on the IR the schedule sees, because the ``simplify`` stage's
-elementwise fusion replaces the tagged ops with new ones. What stays out of a group's loop
+The partition is read from the ``tilecraft.group`` tags that ``tilecraft-mark-groups`` sets at
+the end of the ``simplify`` stage (after elementwise fusion, which replaces ops, so the tags
+describe the ops the schedule sees): partitioned once, read by the schedule and by task
+extraction alike. What stays out of a group's loop
 nest, with the per-op schedule: ops reached only through a reshape (``fuse_into_containing_op``
 cannot fuse through ``expand_shape``/``collapse_shape``), ops whose result is also used
 outside the group, groups whose anchor has no thread level (too little work to split, or
@@ -38,11 +40,11 @@ from typing import Mapping
 
 from mlir import ir
 
-from ..pipelines.graph.fusion import ANCHORS, partition_function, private_inits
+from ..pipelines.graph.fusion import ANCHORS, classify, private_inits, tagged_groups
 from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op
 from ..pipelines.loop_nest import LoopNest, is_structured
-from .plan import GroupSchedule, OpSchedule, plan_default_schedule
 from ..pipelines.target import CacheHierarchy
+from .plan import GroupSchedule, OpSchedule, plan_default_schedule
 
 
 def prepare_groups(module: ir.Operation) -> None:
@@ -278,13 +280,13 @@ def tag_fused_data_ops(units: list[FusionUnit], tags: dict[ir.Operation, int],
 
 def find_fusion_units(module: ir.Operation, nests: Mapping[ir.Operation, LoopNest]
                       ) -> list[FusionUnit]:
-    """The fusion groups of ``module`` (``tilecraft-fuse-ops``'s partition, recomputed on this
-    IR) that can become one loop nest, in block order. Call :func:`prepare_groups` before
-    analysing the loop nests."""
+    """The fusion groups of ``module`` (the tags ``tilecraft-mark-groups`` set at the end of
+    the ``simplify`` stage) that can become one loop nest, in block order. Untagged IR has
+    none. Call :func:`prepare_groups` before analysing the loop nests."""
     units = []
     for func in defined_functions(module):
-        for members, kind, anchor in partition_function(func, nests):
-            if anchor is not None and kind in ANCHORS:
+        for members, anchor in tagged_groups(func):
+            if anchor is not None and classify(anchor, nests.get(anchor)) in ANCHORS:
                 unit = _unit(members, anchor, dict(nests))
                 if unit is not None:
                     units.append(unit)

@@ -17,13 +17,13 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError, PipelineError
-from .group import FusionUnit
 from ..pipelines.loop_nest import LoopNest
-from .plan import OpSchedule, plan_module, render_script
 from ..pipelines.target import Target
-from .records import Record, best_records, canonical_target, load_records
-from .space import make_space, space_for
-from .task import Task, describe_op, describe_unit
+from .group import FusionUnit
+from .plan import OpSchedule
+from .records import Record, best_records, load_records
+from .space import make_space
+from .task import describe_op, describe_unit
 
 
 class RecordPlanner:
@@ -77,28 +77,3 @@ class RecordPlanner:
             return None
         self.applied.append(task.name)
         return plan
-
-
-def reproducer(task: Task, config: Mapping[str, int] | None, target: "str | Target" = "llvm") -> str:
-    """The task's payload (ops tagged) followed by the schedule script of ``config``.
-
-    ``tilecraft-opt file.mlir --transform-interpreter`` applies it with no Python in the
-    loop; ``config=None`` gives the default schedule. The script is exactly what
-    ``tilecraft-schedule`` applies for a record with this config.
-    """
-    target = Target.parse(target)
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(task.payload)
-
-        # The planner compile uses, given a record of this config: the script is the one
-        # tilecraft-schedule applies (a group's config goes to its anchor).
-        planner = None
-        if config is not None:
-            space_for(task, target).validate(config)  # a bad knob raises KnobError here
-            record = Record(task=task.describe(), config=dict(config), status="ok", costs=[],
-                            gflops=0.0, target=canonical_target(target))
-            planner = RecordPlanner({task.key: record}, target)
-        plans = plan_module(module.operation, vector_bits=target.vector_bits,
-                            num_threads=target.num_threads, planner=planner, caches=target.caches,
-                            fuse_groups=True)
-        return str(module) + render_script(plans)

@@ -30,7 +30,9 @@ STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong", "crash")
 
 
 def tilecraft_version() -> str:
-    from .. import __version__  # the package root; imported late, it imports this package lazily
+    from .. import (
+        __version__,  # the package root; imported late, it imports this package lazily
+    )
 
     return __version__
 

@@ -35,10 +35,17 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError
-from .group import find_fusion_units, prepare_groups
+from ..pipelines.graph.fusion import mark_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
-from .plan import OpSchedule, plan_default_schedule, render_op_sequence
 from ..pipelines.target import Target
+from .group import find_fusion_units
+from .plan import (
+    OpSchedule,
+    conv_channel_dim,
+    generic_vector_dim,
+    plan_default_schedule,
+)
+from .script import render_op_sequence
 from .task import Task
 
 Config = dict[str, int]
@@ -335,15 +342,19 @@ class ConvSpace(ScheduleSpace):
     def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
         self.kind = task.kind
         batch, image, out_channel, _filter, in_channel, depth = nest.convolution
-        self.batch, self.image = batch, image
+        # The default plan's vector channel (NHWC depthwise/pooling) is no batch dim here.
+        channel = conv_channel_dim(nest)
+        self.batch, self.image = tuple(d for d in batch if d != channel), image
         self.oc = out_channel[-1] if out_channel else None
-        self.c = depth[-1] if depth else None
+        self.c = channel if channel is not None else (depth[-1] if depth else None)
         self.ic = in_channel[-1] if in_channel else None
         self.ow = image[-1] if image else None
-        self.par_dim = self.oc if self.oc is not None else (image[0] if image else None)
-        # Convolutions split output rows too (the default plan's first choice, see
-        # _plan_convolution); for pooling the rows are already ``par``.
-        self.rows = image[0] if image and self.oc is not None else None
+        # The channels split (output channels; NHWC depthwise/pooling channels), rows too
+        # (the default plan's first choice, see _plan_convolution); other pooling and
+        # depthwise ops split rows as ``par``.
+        split = self.oc if self.oc is not None else channel
+        self.par_dim = split if split is not None else (image[0] if image else None)
+        self.rows = image[0] if image and split is not None else None
         self.images = 1
         for d in batch:
             self.images *= nest.ranges[d]
@@ -445,8 +456,8 @@ class GenericSpace(ScheduleSpace):
     def __init__(self, task: Task, nest: LoopNest, target: Target) -> None:
         self.kind = task.kind
         n = len(nest.ranges)
-        self.inner = n - 1
-        self.outer_dim = next((d for d in range(n - 2, -1, -1)), None)
+        self.inner = generic_vector_dim(nest)
+        self.outer_dim = next((d for d in range(n - 1, -1, -1) if d != self.inner), None)
         self.par_dim = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
         super().__init__(task, nest, target)
 
@@ -517,7 +528,7 @@ def task_nest(task: Task) -> LoopNest:
     (found the way the schedule finds it, so the space sees what the planner will)."""
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.payload)
-        prepare_groups(module.operation)
+        mark_groups(module.operation)  # partitioned as the pipeline partitions it
         analyzed = analyze_loop_nests(module.operation)
         units = find_fusion_units(module.operation, dict(analyzed))
         if len(units) == 1:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from mlir import ir, passmanager
 from mlir.dialects import func
@@ -30,13 +30,13 @@ from mlir.dialects import func
 from ..errors import TaskExtractionError
 from ..frontend.loader import load_module
 from ..pipelines.cpu import cpu_pipeline
-from .group import FusionUnit, find_fusion_units, prepare_groups
 from ..pipelines.ir_queries import defining_op
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
 from ..pipelines.pipeline import Pipeline
-from .plan import _DECOMPOSABLE
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
+from .group import FusionUnit, find_fusion_units, prepare_groups
+from .plan import DECOMPOSABLE
 
 ENTRY = "task"
 
@@ -86,7 +86,7 @@ def kernel_class(nest: LoopNest) -> str | None:
         return None  # fused into its consumer's tasks, or a memset not worth a search
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
         return "matmul"
-    if nest.convolution and nest.op_name in _DECOMPOSABLE:
+    if nest.convolution and nest.op_name in DECOMPOSABLE:
         if "pooling" in nest.op_name:
             return "pooling"
         return "depthwise_conv2d" if "depthwise" in nest.op_name else "conv2d"
@@ -278,15 +278,16 @@ def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
     )
 
 
-def _schedule_input(module: ir.Module, target: Target, opt_level: int) -> None:
-    """Run the stages before ``schedule`` so ops look as the schedule pass sees them."""
-    pipeline = cpu_pipeline(target, opt_level=opt_level)
+def _schedule_input(module: ir.Module, target: Target, opt_level: int, offload: Sequence[str]) -> None:
+    """Run the stages before ``schedule`` so ops look as the schedule pass sees them (an
+    offloaded op is a call by then: no task)."""
+    pipeline = cpu_pipeline(target, opt_level=opt_level, offload=offload)
     stages = pipeline.stages[: pipeline.stage_names.index("schedule")]
     Pipeline(stages).run(module)
 
 
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
-                  shape_dict: Any = None, opt_level: int = 3) -> list[Task]:
+                  shape_dict: Any = None, opt_level: int = 3, offload: Sequence[str] = ()) -> list[Task]:
     """The distinct tunable kernels of ``model`` — fusion groups computed as one loop nest,
     and the other ops — heaviest (flops x count) first.
 
@@ -294,13 +295,14 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
     ``mlir.ir.Module``, an ``onnx.ModelProto``, a path). ``opt_level`` must be the one the
     model will be compiled with (the graph passes it enables change the ops; 3 is
     :func:`tilecraft.compile`'s default). Raises :class:`TaskExtractionError` when no op is
-    tunable (dynamic shapes only: pass ``shape_dict``; or no linalg op).
+    tunable (dynamic shapes only: pass ``shape_dict``; or no linalg op). ``offload``: the
+    backends the model will be compiled with; the ops they take are not tasks.
     """
     target = Target.parse(target)
     context = ir.Context()
     module = load_module(model, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():
-        _schedule_input(module, target, opt_level)
+        _schedule_input(module, target, opt_level, offload)
         fuse_groups = opt_level >= 3
         if fuse_groups:
             prepare_groups(module.operation)  # as tilecraft-schedule does before planning

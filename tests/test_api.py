@@ -245,3 +245,11 @@ def test_deleting_a_module_keeps_others_parallel_calls_working():
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_compile_seconds_name_each_step():
+    """compile records where its time went: the import, every pipeline stage, the JIT
+    (benchmarks/end_to_end.py and docs/performance.md read it). No timing is asserted."""
+    module = tilecraft.compile(mt.matmul(8, 8, 8), keep_ir=False)
+    assert list(module.compile_seconds) == ["import", *module.pipeline.stage_names, "jit"]
+    assert all(seconds >= 0 for seconds in module.compile_seconds.values())

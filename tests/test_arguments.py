@@ -325,3 +325,46 @@ func.func @main(%a: tensor<?x4xf32>, %b: tensor<3x4xf32>) -> tensor<3x4xf32> {
     with pytest.raises(tilecraft.ArgumentValueError, match=r"'arg0'.*\(7, 4\).*dimension 0 is 7.*needs 3"):
         module(ones((7, 4)), ones((3, 4)))
     np.testing.assert_array_equal(module(ones((3, 4)), 2 * ones((3, 4))), 2 * ones((3, 4)))
+
+
+# --- checks once the per-signature call frame is warm -----------------------------------------
+
+def test_every_check_still_raises_after_good_calls(add, scale, rand):
+    """The call path keeps a per-signature frame layout and a fast path for well-formed
+    arrays (runtime/memref.py's CallFrame, TensorSpec.check); neither may skip a check once
+    warm. Good and bad calls alternate, so each bad one follows a cached good one."""
+    x, y = rand((4, 8)), rand((4, 8))
+    bad_calls = [
+        (tilecraft.ArgumentTypeError, lambda: add(x.astype(np.float64), y)),
+        (tilecraft.ArgumentValueError, lambda: add(x, y[:, :4].copy())),
+        (tilecraft.ArgumentValueError, lambda: add(x.reshape(32), y)),
+        (tilecraft.ArgumentValueError, lambda: add(x)),
+        (tilecraft.ArgumentTypeError, lambda: add(x, list(y))),
+        (tilecraft.ArgumentTypeError, lambda: add(x, y=y, x=x)),
+    ]
+    for error, call in bad_calls:
+        np.testing.assert_allclose(add(x, y), x + y)
+        with pytest.raises(error):
+            call()
+    np.testing.assert_allclose(add(x, y), x + y)
+
+    rows = rand((3, 8))
+    for error, call in [
+        (tilecraft.ArgumentValueError, lambda: scale(rand((3, 7)), 2.0, 1)),
+        (tilecraft.ArgumentTypeError, lambda: scale(rows, "2", 1)),
+        (tilecraft.ArgumentValueError, lambda: scale(rows, 2.0, 300)),
+    ]:
+        np.testing.assert_allclose(scale(rows, 2.0, np.int8(3)), rows * 6, rtol=1e-6)
+        with pytest.raises(error):
+            call()
+
+
+def test_dynamic_dim_relation_checked_after_good_calls(rand):
+    """The matmul's a.shape[1] == b.shape[0] relation is checked on every call, also after
+    good calls of other shapes warmed the frame."""
+    module = tilecraft.compile(mt.dynamic_matmul())
+    for m, k, n in [(2, 3, 4), (5, 1, 2), (2, 3, 4)]:
+        a, b = rand((m, k)), rand((k, n))
+        np.testing.assert_allclose(module(a, b), a @ b, rtol=1e-5)
+        with pytest.raises(tilecraft.ArgumentValueError, match=r"dimension 0 is"):
+            module(a, rand((k + 1, n)))

@@ -215,6 +215,75 @@ def test_softmax(rand, shape):
     np.testing.assert_allclose(result.sum(axis=1), 1.0, rtol=1e-5)
 
 
+def test_vector_exp_whole_f32_range():
+    """Vectorized exp is a polynomial (pipelines/vector_math.py), not libm: within 3 ulp over
+    the f32 range, denormal results, overflow to inf, NaN and infinities kept."""
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, 88.73, -87.5, -103.0, -104.5, 1e-8]
+    x = np.concatenate([np.linspace(-110, 90, 4096 - len(edges)), edges]).astype(np.float32)
+    got = run(mt.elementwise(x.shape, 1, ["%r = math.exp %in0 : f32", "linalg.yield %r : f32"]), x)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    normal = np.isfinite(ref) & (ref >= np.finfo(np.float32).tiny)
+    np.testing.assert_allclose(got[normal], ref[normal], rtol=3 * np.finfo(np.float32).eps)
+    np.testing.assert_allclose(got[~normal & np.isfinite(ref)], ref[~normal & np.isfinite(ref)],
+                               rtol=0, atol=np.finfo(np.float32).tiny)
+    assert np.array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+
+
+def test_vector_tanh():
+    """Vectorized tanh (Cephes tanhf on the polynomial exp): within 3 ulp, relative error
+    kept for tiny inputs (no 1 - 2 / (exp(2x) + 1) cancellation), +-1 at the ends, NaN kept."""
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-6, 0.6249, 0.625, 9.0, -50.0]
+    x = np.concatenate([np.linspace(-12, 12, 4096 - len(edges)), edges]).astype(np.float32)
+    got = run(mt.elementwise(x.shape, 1, ["%r = math.tanh %in0 : f32", "linalg.yield %r : f32"]), x)
+    ref = np.tanh(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    finite = ~np.isnan(ref)
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=3 * np.finfo(np.float32).eps,
+                               atol=np.finfo(np.float32).tiny)
+
+
+def _matmul_transposed_b(m, n, k, weight=None) -> str:
+    """``linalg.matmul`` reading B as [N, K] through its indexing map; B an argument, or the
+    constant ``weight`` (a dense literal)."""
+    b_type = mt.tensor((n, k))
+    b_arg = "" if weight is not None else f", %b: {b_type}"
+    constant = (f"  %b = arith.constant dense<{weight.tolist()}> : {b_type}\n" if weight is not None else "")
+    return (f"func.func @main(%a: {mt.tensor((m, k))}{b_arg}) -> {mt.tensor((m, n))} {{\n{constant}"
+            + mt.filled("init", (m, n), "0.0")
+            + f"  %c = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, "
+              f"affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]\n"
+              f"      ins(%a, %b : {mt.tensor((m, k))}, {b_type}) outs(%init : {mt.tensor((m, n))}) -> {mt.tensor((m, n))}\n"
+              f"  return %c : {mt.tensor((m, n))}\n}}\n")
+
+
+@pytest.mark.parametrize("constant", [False, True])
+def test_matmul_transposed_b(rand, constant):
+    """B^T through the map: an input is read in place, a constant is transposed at compile
+    time (tilecraft-contraction-operand-layout, then constant folding)."""
+    a, b = rand((64, 48)), rand((32, 48))
+    if constant:
+        result = run(_matmul_transposed_b(64, 32, 48, weight=b), a)
+    else:
+        result = run(_matmul_transposed_b(64, 32, 48), a, b)
+    np.testing.assert_allclose(result, a @ b.T, **F32)
+
+
+def test_batched_contraction_transposed_operand(rand):
+    """bmk,bnk->bmn as a generic: B transposed per batch before the contraction."""
+    q, k = rand((4, 64, 32)), rand((4, 96, 32))
+    text = mt.generic(
+        [((4, 64, 32), "f32"), ((4, 96, 32), "f32")], (4, 64, 96),
+        ["affine_map<(b, m, n, k) -> (b, m, k)>", "affine_map<(b, m, n, k) -> (b, n, k)>",
+         "affine_map<(b, m, n, k) -> (b, m, n)>"],
+        ["parallel", "parallel", "parallel", "reduction"],
+        ["%p = arith.mulf %in0, %in1 : f32", "%s = arith.addf %out, %p : f32", "linalg.yield %s : f32"],
+        init="0.0",
+    )
+    np.testing.assert_allclose(run(text, q, k), q @ k.transpose(0, 2, 1), **F32)
+
+
 # --- dynamic shapes ------------------------------------------------------------------------
 
 def test_dynamic_rows_elementwise(rand):

@@ -101,6 +101,37 @@ def _positive(name: str) -> Callable[[str], int]:
     return convert
 
 
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``1.5h`` -> seconds (positive and finite)."""
+    value, unit = text.strip(), "s"
+    if value and value[-1].lower() in _DURATION_UNITS:
+        value, unit = value[:-1], value[-1].lower()
+    try:
+        seconds = float(value) * _DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a duration like 90s, 30m or 1h, got {text!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive duration, got {text!r}")
+    return seconds
+
+
+def parse_offload(text: str) -> tuple[str, ...]:
+    """``"blas"`` or ``"blas,other"`` -> backend names (checked when the options are built)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def split_composite_target(text: str) -> tuple[str, tuple[str, ...]]:
+    """tvmc's composite targets: ``"blas, llvm -mcpu=..."`` is the target ``llvm -mcpu=...``
+    with the backends before it offloaded to, in order."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) <= 1:
+        return text, ()
+    return parts[-1], tuple(parts[:-1])
+
+
 # ---- the parser -------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
                               "'llvm -mtriple=aarch64-linux-gnu' (default: llvm)")
+        sub.add_argument("--offload", type=parse_offload, default=(), metavar="BACKENDS",
+                         help="offload matched ops to backends, comma-separated (e.g. blas); "
+                              "tvmc-style, --target \"blas, llvm\" says the same")
         sub.add_argument("--input-shapes", type=parse_input_shapes, metavar="SHAPES",
                          help="override input shapes: \"name:[1,3,224,224] other:[1,?]\"")
 
@@ -157,8 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Tune the model's ops and write the records that "
                                "`tilecraft compile --tuning-records` applies.")
     model_options(tune)
-    tune.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl)")
-    tune.add_argument("--trials", type=_positive("--trials"), default=64, help="measured candidates (default 64)")
+    tune.add_argument("-o", "--output", metavar="FILE",
+                      help="records file (.jsonl); required unless --tasks list")
+    tune.add_argument("--trials", type=_positive("--trials"), default=64,
+                      help="measured candidates in total, the defaults included (default 64)")
+    tune.add_argument("--trials-per-task", type=int, default=0, metavar="N",
+                      help="the minimum every task gets before the task scheduler hands the rest "
+                      "to the tasks with the largest expected gain (default 0)")
+    tune.add_argument("--time-budget", type=parse_duration, metavar="DURATION",
+                      help="stop searching after this long (90s, 30m, 1h)")
     tune.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy (default xgb)")
     tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
                       help="stop a task after N trials without improvement")
@@ -188,7 +229,8 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
     from ..pipelines.options import CompileOptions
 
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
-                          opt_level=getattr(args, "opt_level", 3), **settings)
+                          opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
+                          **settings)
 
 
 def command_compile(args: argparse.Namespace) -> int:
@@ -285,8 +327,11 @@ def command_tune(args: argparse.Namespace) -> int:
         if beyond:
             raise UsageError(f"--tasks: no task {beyond[0]}; the model has {len(tasks)} (0-{len(tasks) - 1}), see --tasks list")
         selected = [tasks[i] for i in args.tasks]
+    if args.output is None:
+        raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
     search = tuning.TuneOptions(
-        trials=args.trials, tuning_records=args.output, tuner=args.tuner,
+        trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
+        tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected)
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
@@ -389,6 +434,9 @@ def run_cli(argv: Sequence[str]) -> int:
         parser.print_usage(sys.stderr)
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if hasattr(args, "offload"):
+        args.target, composite = split_composite_target(args.target)
+        args.offload = (*composite, *args.offload)
     try:
         return args.handler(args)
     except (UsageError, UnavailableError) as error:

@@ -17,11 +17,11 @@ from __future__ import annotations
 from ..schedule.records import Record, best_records, load_records
 from ..schedule.space import Knob, ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
-from .tune import TaskResult, TuneOptions, TuningResult, allocate_trials, tune
+from .tune import TaskResult, TaskScheduler, TuneOptions, TuningResult, tune
 from .tuners import TUNERS, make_tuner
 
 __all__ = [
     "Knob", "Record", "ScheduleSpace", "TUNERS", "Task", "TaskResult", "TuneOptions", "TuningResult",
-    "allocate_trials", "best_records", "extract_tasks", "load_records", "make_tuner",
+    "TaskScheduler", "best_records", "extract_tasks", "load_records", "make_tuner",
     "space_for", "tune",
 ]

@@ -16,16 +16,18 @@ timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -205,6 +207,28 @@ def remove_orphaned_scratch(folder: "str | os.PathLike[str] | None" = None) -> l
     return removed
 
 
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Start spawned workers without re-running a ``__main__`` that is no file.
+
+    Why: ``spawn`` re-imports the parent's main module in the child, from its ``__file__``.
+    A script read on standard input (``python - <<EOF``) has ``__file__ == "<stdin>"``; the
+    child failed to run it and the parent saw ``EOFError``. The worker needs nothing from
+    ``__main__`` (its entry point is this module's ``_worker_main``), so such a main is hidden
+    while the process starts."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    hide = (main is not None and getattr(main, "__spec__", None) is None and path is not None
+            and not os.path.isfile(path))
+    if hide:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if hide:
+            main.__file__ = path
+
+
 class LocalRunner:
     """Measures candidates one at a time in a worker process (restarted after a failure)."""
 
@@ -225,7 +249,8 @@ class LocalRunner:
         parent, child = self._context.Pipe()
         process = self._context.Process(
             target=_worker_main, args=(child, self.options, self._scratch.name), daemon=True)
-        process.start()
+        with _main_not_rerun():
+            process.start()
         child.close()
         if not parent.poll(self.options.startup_timeout):
             process.kill()

@@ -26,12 +26,22 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import TaskExtractionError, TunerNameError, TuningError
+from ..pipelines.compiled_module import compile_ir
+from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
-from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
-from ..schedule.records import VALIDATED, Record, RecordWriter, canonical_target, load_records
+from ..runtime.run import random_inputs
+from ..runtime.timing import measure
+from ..schedule.records import (
+    VALIDATED,
+    Record,
+    RecordWriter,
+    canonical_target,
+    load_records,
+)
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
+from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
 from .tuners import TUNERS, Tuner, make_tuner
 
 
@@ -45,43 +55,41 @@ class TaskResult:
     best_config: dict[str, int] | None
     trials: int
     history: list[float] = field(default_factory=list)  # GFLOPS per trial, 0 when failed
+    failures: int = 0
+    default_seconds: float = math.inf  # inf: the default schedule did not run
+    best_seconds: float = math.inf  # never above default_seconds: the default is a candidate
 
 
 @dataclass
 class TuningResult:
-    """Per-task results and the records file to pass to ``tilecraft.compile``."""
+    """Per-task results and the records file to pass to ``tilecraft.compile``; the model's
+    time with the default schedules and with the records, measured side by side (``None``
+    when ``TuneOptions.end_to_end`` was off)."""
 
     records: Path
     tasks: list[TaskResult]
+    default_seconds: float | None = None
+    tuned_seconds: float | None = None
 
     def summary(self) -> str:
-        lines = [f"{'task':<40} {'default':>9} {'best':>9} {'speedup':>8} trials"]
+        """Per task: default and best time, speedup, trials and failed trials. The best is
+        never slower than the default (the default schedule is one of the candidates, and
+        compile applies the fastest record); a task whose default did not run says so."""
+        lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'speedup':>8} {'trials':>6} {'failed':>6}"]
         for r in self.tasks:
-            speedup = r.best_gflops / r.default_gflops if r.default_gflops else float("nan")
-            lines.append(f"{r.task.name[:40]:<40} {r.default_gflops:>9.2f} {r.best_gflops:>9.2f} "
-                         f"{speedup:>7.2f}x {r.trials}")
+            head = f"{r.task.name[:40]:<40}"
+            tail = f"{r.trials:>6} {r.failures:>6}"
+            if not math.isfinite(r.default_seconds):
+                lines.append(f"{head} {'no successful measurement of the default schedule':>30} {tail}")
+                continue
+            best = min(r.best_seconds, r.default_seconds)
+            lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
+                         f"{r.default_seconds / best:>7.2f}x {tail}")
+        if self.default_seconds is not None and self.tuned_seconds is not None:
+            lines.append(f"end to end: default {self.default_seconds * 1e3:.4f} ms, tuned "
+                         f"{self.tuned_seconds * 1e3:.4f} ms, speedup "
+                         f"{self.default_seconds / self.tuned_seconds:.2f}x (alternating calls)")
         return "\n".join(lines)
-
-
-def allocate_trials(weights: Sequence[float], budget: int) -> list[int]:
-    """Split ``budget`` trials in proportion to ``weights`` (largest remainder), >= 1 each
-    while the budget lasts, heaviest first."""
-    n = len(weights)
-    if budget <= 0 or n == 0:
-        return [0] * n
-    order = sorted(range(n), key=lambda i: -weights[i])
-    shares = [0] * n
-    for i in order[:budget]:
-        shares[i] = 1
-    rest = budget - sum(shares)
-    total = sum(weights) or 1.0
-    exact = [rest * w / total for w in weights]
-    for i in range(n):
-        shares[i] += int(exact[i])
-    leftover = budget - sum(shares)
-    for i in sorted(range(n), key=lambda i: -(exact[i] - int(exact[i])))[:leftover]:
-        shares[i] += 1
-    return shares
 
 
 class _Progress:
@@ -125,13 +133,20 @@ class _TaskTuning:
         self.trials = 0
         self.history: list[float] = []
         self.since_best = 0
+        self.failures = 0
+        self.stopped = False  # early stopping fired or the space is exhausted
+
+    @property
+    def best_cost(self) -> float:
+        """The fastest measured schedule, the default included."""
+        return min(self.default_cost, self.tuner.best_cost)
 
     def gflops(self, cost: float) -> float:
         return self.task.flops / cost / 1e9 if math.isfinite(cost) and cost > 0 else 0.0
 
 
-def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any) -> list[Task]:
-    found = extract_tasks(model, target, shape_dict=shape_dict)
+def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any, offload: Any = ()) -> list[Task]:
+    found = extract_tasks(model, target, shape_dict=shape_dict, offload=offload)
     if tasks is None:
         return found
     wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]
@@ -148,6 +163,9 @@ class TuneOptions:
 
     Attributes:
       trials: measurements in total over all tasks (the default schedules included).
+      trials_per_task: the minimum every task gets (after its default) before the task
+        scheduler hands the rest to the tasks with the largest expected gain per trial.
+      time_budget: stop searching after this many seconds (the trials budget still caps).
       tuning_records: JSON-lines file the measurements are appended to.
       tuner: ``xgb``, ``xgb_rank``, ``random`` or ``grid``.
       early_stopping: stop a task after this many trials without improvement.
@@ -165,9 +183,13 @@ class TuneOptions:
         the default, round-robin (:data:`VALIDATION_ROUNDS` rounds), and record them as
         ``final``; ``compile`` then picks among these (0: no validation). Why: on a loaded
         machine the search's best single measurement is often a lucky one.
+      end_to_end: after the search, compile the model with the default schedules and with
+        the records and time both side by side (alternating calls): the speedup a user gets.
     """
 
     trials: int = 200
+    trials_per_task: int = 0
+    time_budget: float | None = None
     tuning_records: "str | os.PathLike[str]" = "tuning.jsonl"
     tuner: str = "xgb"
     early_stopping: int | None = None
@@ -180,6 +202,7 @@ class TuneOptions:
     report: "str | os.PathLike[str] | None" = None
     progress: bool = True
     validate_top: int = 4
+    end_to_end: bool = True
 
     def __post_init__(self) -> None:
         if self.tuner not in TUNERS:
@@ -198,6 +221,11 @@ class TuneOptions:
             least = 1 if name == "batch_size" else 0
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise TuningError(f"{name} must be an integer >= {least}, got {value!r}")
+        per_task = self.trials_per_task
+        if not isinstance(per_task, int) or isinstance(per_task, bool) or per_task < 0:
+            raise TuningError(f"trials_per_task must be a non-negative integer, got {per_task!r}")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise TuningError(f"time_budget must be positive seconds, got {self.time_budget!r}")
 
 
 def tune(
@@ -229,12 +257,13 @@ def tune(
     if target.is_cuda:
         _refuse_cuda_tuning()
     target_key = canonical_target(target)
-    chosen = _resolve_tasks(model, target, search.tasks, shape_dict)
+    chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
     prior = load_records(search.prior_records, target=target) if search.prior_records is not None else []
     states = [_TaskTuning(task, target, search.tuner, search.seed) for task in chosen]
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     records_path = Path(search.tuning_records)
     budget = search.trials
+    start = time.monotonic()
     with LocalRunner(runner_options) as local, RecordWriter(records_path) as writer:
         session = _Session(local, target_key)
 
@@ -256,27 +285,52 @@ def tune(
                     state.tuner.update([config], [record.cost])
                     state.trials += 1
                     state.history.append(state.gflops(record.cost))
-        # 2. The task scheduler's shares.
+        # 2. The task scheduler: every task's minimum, then the largest expected gain.
         tunable = [s for s in states if s.reference is not None]
-        shares = allocate_trials(
-            [s.default_cost * s.task.count for s in tunable], budget)
-        # 3. Search.
-        for index, (state, share) in enumerate(zip(tunable, shares), 1):
-            _search(state, share, run, index, len(tunable), search.batch_size, search.early_stopping,
-                    search.tuner, search.progress)
+        deadline = None if search.time_budget is None else start + search.time_budget
+        scheduler = TaskScheduler(tunable, search, run, deadline)
+        if search.progress:
+            print(scheduler.plan(budget), file=sys.stderr)
+        scheduler.run(budget)
+        for state in tunable:
             if search.validate_top > 0:
                 session.validate(state, search.validate_top, [writer])
+        if search.progress:
+            print(scheduler.allocation(), file=sys.stderr)
     results = [
         TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
-                   best_gflops=s.gflops(s.tuner.best_cost), best_config=s.tuner.best_config,
-                   trials=s.trials, history=s.history)
+                   best_gflops=s.gflops(s.best_cost), best_config=s.tuner.best_config,
+                   trials=s.trials, history=s.history, failures=s.failures,
+                   default_seconds=s.default_cost, best_seconds=s.best_cost)
         for s in states
     ]
     if search.report is not None:
         from .report import plot_report
 
         plot_report(load_records(records_path, target=target), search.report)
-    return TuningResult(records_path, results)
+    timing = _end_to_end(model, options, records_path) if search.end_to_end else (None, None)
+    return TuningResult(records_path, results, *timing)
+
+
+# Rounds of the end-to-end comparison: each round times the default and the tuned module.
+END_TO_END_ROUNDS = 5
+
+
+def _end_to_end(model: Any, options: CompileOptions, records: Path) -> tuple[float, float]:
+    """Seconds per call of ``model`` with the default schedules and with ``records``, each
+    the median of :data:`END_TO_END_ROUNDS` rounds alternating the two (so drift of a shared
+    machine hits both alike), on the same seeded random inputs."""
+    pipeline = cpu_pipeline(options.target, opt_level=options.opt_level)
+    default = compile_ir(model, pipeline, options.target, opt_level=options.opt_level,
+                         shape_dict=options.shape_dict)
+    tuned = compile_ir(model, with_tuning_records(pipeline, records, options.target), options.target,
+                       opt_level=options.opt_level, shape_dict=options.shape_dict)
+    inputs = random_inputs(default)
+    rounds: dict[str, list[float]] = {"default": [], "tuned": []}
+    for _ in range(END_TO_END_ROUNDS):
+        for name, module in (("default", default), ("tuned", tuned)):
+            rounds[name].append(measure(lambda m=module: m(**inputs), repeat=1, min_repeat_ms=50).median)
+    return statistics.median(rounds["default"]), statistics.median(rounds["tuned"])
 
 
 # Rounds of the validation phase: each round measures every finalist once.
@@ -437,11 +491,17 @@ def _cost(result: MeasureResult) -> float:
 
 
 def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, batch_size: int,
-            early_stopping: int | None, tuner: str, progress: bool) -> None:
+            early_stopping: int | None, tuner: str, progress: bool,
+            deadline: float | None = None) -> int:
+    """Up to ``share`` trials of ``state``'s tuner in batches; returns how many ran."""
     bar = _Progress(index, count, state.trials + share, state.trials, progress)
     done = 0
     best = state.tuner.best_cost
+    if not state.tuner.has_next():
+        state.stopped = True
     while done < share and state.tuner.has_next():
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         batch = state.tuner.next_batch(min(batch_size, share - done))
         if not batch:
             break
@@ -450,13 +510,100 @@ def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, ba
             cost = _cost(run(state, config, tuner))
             costs.append(cost)
             done += 1
+            state.failures += not math.isfinite(cost)
             state.since_best = 0 if cost < best else state.since_best + 1
             best = min(best, cost)
             bar.update(state.gflops(cost), state.gflops(best), state.trials)
         state.tuner.update(batch, costs)
         if early_stopping is not None and state.since_best >= early_stopping:
+            state.stopped = True
             break
+    if not state.tuner.has_next():
+        state.stopped = True
     bar.close(state.gflops(state.tuner.best_cost), state.trials)
+    return done
+
+
+class TaskScheduler:
+    """Hands trials to tasks, as Ansor's task scheduler does (gradient-based allocation).
+
+    A task's weight is its share of the model's time: the default schedule's time times the
+    number of times the model runs the task. Each task first gets ``trials_per_task``; then,
+    one batch at a time, the task with the largest expected gain per trial gets the next
+    batch: its weighted improvement over its last batch (the backward gradient) averaged with
+    an optimistic forward one (its weighted time over the trials it has had, which favours
+    tasks that are heavy and little searched). Tasks whose search stopped (early stopping,
+    space exhausted) drop out; the time budget ends the search between batches.
+    """
+
+    def __init__(self, states: list[_TaskTuning], search: TuneOptions, run: Any,
+                 deadline: float | None) -> None:
+        self.states = states
+        self.search = search
+        self.run_trial = run
+        self.deadline = deadline
+        self.planned_minimum = {id(s): 0 for s in states}
+        self.weighted_history: dict[int, list[float]] = {id(s): [] for s in states}
+
+    def weight(self, state: _TaskTuning) -> float:
+        return state.default_cost * state.task.count
+
+    def plan(self, budget: int) -> str:
+        """The plan printed before the search: tasks, weights, each one's minimum."""
+        total = sum(self.weight(s) for s in self.states) or 1.0
+        minimum = self.search.trials_per_task
+        lines = [f"tuning plan: {len(self.states)} task(s), {budget} trial(s) after the defaults, "
+                 f"at least {minimum} per task, then by expected gain"
+                 + (f", {self.search.time_budget:g} s at most" if self.search.time_budget else "")]
+        if minimum * len(self.states) > budget:
+            lines.append(f"  the budget covers the minimum of the {budget // max(minimum, 1)} "
+                         "heaviest task(s) only")
+        for state in sorted(self.states, key=self.weight, reverse=True):
+            lines.append(f"  {state.task.name[:48]:<48} weight {self.weight(state) / total:6.1%}")
+        return "\n".join(lines)
+
+    def allocation(self) -> str:
+        """Which tasks got how many trials (printed at the end)."""
+        lines = ["trials per task:"]
+        for state in sorted(self.states, key=lambda s: -s.trials):
+            state_note = " (stopped early)" if state.stopped and state.tuner.has_next() else ""
+            lines.append(f"  {state.task.name[:48]:<48} {state.trials:>5}{state_note}")
+        return "\n".join(lines)
+
+    def _expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def _give(self, state: _TaskTuning, trials: int) -> int:
+        index = self.states.index(state) + 1
+        done = _search(state, trials, self.run_trial, index, len(self.states),
+                       self.search.batch_size, self.search.early_stopping, self.search.tuner,
+                       self.search.progress, self.deadline)
+        self.weighted_history[id(state)].append(state.best_cost * state.task.count)
+        return done
+
+    def gradient(self, state: _TaskTuning) -> float:
+        """Expected reduction of the model's time per trial given to ``state``."""
+        history = self.weighted_history[id(state)]
+        now = state.best_cost * state.task.count
+        if not math.isfinite(now):
+            return 0.0
+        before = history[-2] if len(history) >= 2 else self.weight(state)
+        backward = max(before - now, 0.0) / max(self.search.batch_size, 1)
+        forward = now / max(state.trials, 1)
+        return 0.5 * backward + 0.5 * forward
+
+    def run(self, budget: int) -> None:
+        for state in sorted(self.states, key=self.weight, reverse=True):
+            share = min(self.search.trials_per_task, budget)
+            if share <= 0 or self._expired():
+                break
+            budget -= self._give(state, share)
+        while budget > 0 and not self._expired():
+            live = [s for s in self.states if not s.stopped]
+            if not live:
+                break
+            state = max(live, key=self.gradient)
+            budget -= self._give(state, min(self.search.batch_size, budget))
 
 
 def _refuse_cuda_tuning() -> None:

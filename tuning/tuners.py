@@ -21,8 +21,8 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import TunerNameError
-from .cost_model import CostModelConfig, XGBCostModel
 from ..schedule.space import Config, ScheduleSpace
+from .cost_model import CostModelConfig, XGBCostModel
 
 TUNERS = ("xgb", "xgb_rank", "random", "grid")
 

@@ -8,21 +8,25 @@ lowering of groups back to tagged linalg ops.
 ====  ==================================================================================
 0     none
 1     ``canonicalize``, ``cse`` (dead code and common subexpressions)
-2     + ``tilecraft-combine-parallel-matmul`` (Q/K/V in one matmul) and
-      ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
+2     + ``tilecraft-combine-parallel-matmul`` (Q/K/V in one matmul),
+      ``tilecraft-contraction-operand-layout`` (a transposed B read in the layout the schedule
+      vectorizes: ``operand_layout.py``) and ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
       folded into conv and matmul weights and biases, constant subgraphs such as transposes
       of weights evaluated)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
-      the folder, which packs the transposed filters) and ``tilecraft-mark-groups`` (the
-      partition of ``tilecraft-fuse-ops``, as ``tilecraft.group = <n>`` tags on the ops
-      instead of ``graph.fusion_group`` ops)
+      the folder, which packs the transposed filters)
 ====  ==================================================================================
+
+At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
+``tilecraft-mark-groups`` (the partition of ``tilecraft-fuse-ops``, as ``tilecraft.group =
+<n>`` tags on the ops instead of ``graph.fusion_group`` ops) ends the ``simplify`` stage,
+after the elementwise fusion that replaces ops, and the schedule reads the tags.
 """
 
 from __future__ import annotations
 
-from . import combine, constant_folding, fusion, layout  # noqa: F401  (their decorators register passes)
+from . import combine, constant_folding, fusion, layout, operand_layout  # noqa: F401  (their decorators register passes)
 
 OPT_LEVELS = (0, 1, 2, 3)
 
@@ -42,7 +46,7 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         # batch norms fold into the NHWC convolutions as they would into NCHW ones.
         elements += ["tilecraft-convert-layout", "tilecraft-lower-layout-converts"]
     if opt_level >= 2:
-        elements += ["tilecraft-fold-constants", "canonicalize", "cse"]
-    if opt_level >= 3:
-        elements += ["tilecraft-mark-groups"]
+        # Operand layout before folding: a transposed constant B is transposed back once.
+        elements += ["tilecraft-contraction-operand-layout", "tilecraft-fold-constants",
+                     "canonicalize", "cse"]
     return elements

@@ -22,10 +22,10 @@ from ..ir_queries import defined_functions
 from ..passes import register_pass
 from .constant_folding import (
     ConstantAnalysis,
-    _affine_link,
-    _is_bias_add,
-    _is_zero_fill,
-    _single_user,
+    affine_link,
+    is_bias_add,
+    is_zero_fill,
+    single_user,
 )
 
 _MATMUL_MAPS = "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>]"
@@ -38,7 +38,7 @@ def _plain_matmul(op: ir.Operation, constants: ConstantAnalysis) -> bool:
         return False
     types = [v.type for v in op.operands] + [op.results[0].type]
     return (all(isinstance(t, ir.RankedTensorType) and ir.RankedTensorType(t).has_static_shape for t in types)
-            and constants.value_is_constant(op.operands[1]) and _is_zero_fill(op.operands[2]))
+            and constants.value_is_constant(op.operands[1]) and is_zero_fill(op.operands[2]))
 
 
 def _constant_cone(value: ir.Value, constants: ConstantAnalysis, found: set[ir.Operation]) -> None:
@@ -52,11 +52,11 @@ def _constant_cone(value: ir.Value, constants: ConstantAnalysis, found: set[ir.O
 
 def _bias_of(matmul: ir.Operation, constants: ConstantAnalysis) -> tuple[ir.Operation, ir.Value] | None:
     """The single-user ``x + b[n]`` following ``matmul``, and ``b`` as a ``[N]`` tensor."""
-    user = _single_user(matmul.results[0])
+    user = single_user(matmul.results[0])
     if user is None:
         return None
-    position = _affine_link(user, matmul.results[0], 1, constants)
-    if position is None or not _is_bias_add(user, position) or len(user.operands) != 3:
+    position = affine_link(user, matmul.results[0], 1, constants)
+    if position is None or not is_bias_add(user, position) or len(user.operands) != 3:
         return None
     bias = user.operands[1 - position]
     maps = [attr.value for attr in user.attributes["indexing_maps"]]

@@ -25,7 +25,6 @@ own, and called with the weights as numpy arrays.
 from __future__ import annotations
 
 import io
-import re
 from typing import Mapping
 
 import numpy as np
@@ -104,12 +103,12 @@ class ConstantAnalysis:
 # --- step 1: affine epilogues into weights --------------------------------------------------
 
 
-def _single_user(value: ir.Value) -> ir.Operation | None:
+def single_user(value: ir.Value) -> ir.Operation | None:
     uses = list(value.uses)
     return graph._op(uses[0].owner) if len(uses) == 1 else None
 
 
-def _is_zero_fill(value: ir.Value) -> bool:
+def is_zero_fill(value: ir.Value) -> bool:
     owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
     if owner is None or owner.name != "linalg.fill":
         return False
@@ -120,7 +119,7 @@ def _is_zero_fill(value: ir.Value) -> bool:
     return isinstance(attr, ir.FloatAttr) and ir.FloatAttr(attr).value == 0.0
 
 
-def _affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: ConstantAnalysis) -> int | None:
+def affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: ConstantAnalysis) -> int | None:
     """If ``op`` is an elementwise generic affine in ``x`` with per-channel constant other
     operands, the position of ``x`` among its inputs; else ``None``."""
     if op.name != "linalg.generic" or len(op.results) != 1:
@@ -165,7 +164,7 @@ def _affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: Con
     return None
 
 
-def _is_bias_add(op: ir.Operation, position: int) -> bool:
+def is_bias_add(op: ir.Operation, position: int) -> bool:
     """``x + t`` already: folding it again would rebuild the same op forever."""
     body = [o.operation for o in op.regions[0].blocks[0].operations]
     return (len(body) == 2 and body[0].name == "arith.addf"
@@ -219,19 +218,19 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
         filter_dim, channel_dim = dims
         weight = anchor.operands[1]
         result_type = ir.RankedTensorType(anchor.results[0].type)
-        if (not constants.value_is_constant(weight) or not _is_zero_fill(anchor.operands[2])
+        if (not constants.value_is_constant(weight) or not is_zero_fill(anchor.operands[2])
                 or not isinstance(result_type.element_type, ir.FloatType)
                 or not result_type.has_static_shape):
             continue
         chain: list[tuple[ir.Operation, int]] = []
         value = anchor.results[0]
-        while (user := _single_user(value)) is not None:
-            position = _affine_link(user, value, channel_dim, constants)
+        while (user := single_user(value)) is not None:
+            position = affine_link(user, value, channel_dim, constants)
             if position is None:
                 break
             chain.append((user, position))
             value = user.results[0]
-        if not chain or (len(chain) == 1 and _is_bias_add(*chain[0])):
+        if not chain or (len(chain) == 1 and is_bias_add(*chain[0])):
             continue
         channels = result_type.shape[channel_dim]
         element = result_type.element_type
@@ -290,8 +289,25 @@ _NUMPY_TYPES = {
     "f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
     "i16": np.int16, "i8": np.int8,
 }
-# `name: "0x..."` or `"quoted name": "0x..."` (ONNX names hold '/', ':', ...).
-_RESOURCE_BLOB = re.compile(r'^\s*(?:"((?:[^"\\]|\\.)*)"|([\w.$-]+)): "0x([0-9A-Fa-f]*)"', re.MULTILINE)
+
+
+def _resource_blobs(text: str) -> dict[str, tuple[int, int]]:
+    """Resource name -> where its hex data lies in ``text`` (``start, end``), from the
+    printed resource section: one ``name: "0x..."`` or ``"quoted name": "0x..."`` line per
+    blob (ONNX names hold '/', ':', ...; a quoted name is kept escaped, as ``str(attr)``
+    prints it). Why offsets and ``str.find`` rather than one regex over the section:
+    ResNet-50's section is 200 MB of hex, which a multiline regex scanned in 0.8 s, and
+    copies of it (slices, lines, matched groups) raised the compile's peak memory by as much."""
+    blobs = {}
+    marker = ': "0x'
+    position = text.rindex("{-#")
+    while (key_end := text.find(marker, position)) >= 0:
+        key = text[max(position, text.rfind("\n", position, key_end) + 1):key_end].strip()
+        start = key_end + len(marker)
+        end = text.index('"', start)
+        blobs[key[1:-1] if key.startswith('"') else key] = (start, end)
+        position = end + 1
+    return blobs
 
 
 def _is_resource_constant(op: ir.Operation) -> bool:
@@ -309,8 +325,7 @@ def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
             for op in constants:
                 op.clone()
         text = holder.operation.get_asm(print_generic_op_form=True)
-    blobs = {quoted or bare: data
-             for quoted, bare, data in _RESOURCE_BLOB.findall(text.split("{-#", 1)[-1])}
+    blobs = _resource_blobs(text)
     arrays = []
     for op in constants:
         attr = str(op.attributes["value"])
@@ -318,23 +333,23 @@ def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
         name = name[1:-1] if name.startswith('"') else name
         tensor_type = ir.RankedTensorType(op.results[0].type)
         dtype = _NUMPY_TYPES[str(tensor_type.element_type)]
-        data = bytes.fromhex(blobs[name][8:])  # the first 4 bytes are the alignment
+        start, end = blobs[name]
+        data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
         arrays.append(np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy())
     return arrays
 
 
-def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Context) -> list[np.ndarray]:
+def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Context,
+              weight_arrays: Mapping[ir.Value, np.ndarray]) -> list[np.ndarray]:
     """Clone ``ops`` into ``@fold(weights...) -> leaves``, JIT it, run it once.
 
-    The ``dense_resource`` weights become the function's arguments, passed as numpy arrays:
-    embedded as globals, ResNet-50's 100 MB of weights took LLVM over two minutes to JIT.
+    The ``dense_resource`` weights (``weight_arrays``: result -> value) become the
+    function's arguments, passed as numpy arrays: embedded as globals, ResNet-50's 100 MB
+    of weights took LLVM over two minutes to JIT.
     """
 
     weights = [op for op in ops if _is_resource_constant(op)]
-    if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in _NUMPY_TYPES
-           for op in weights):
-        return []
-    arrays = _resource_arrays(weights) if weights else []
+    arrays = [weight_arrays[op.results[0]] for op in weights]
     with context, ir.Location.unknown():
         scratch = ir.Module.create()
         with ir.InsertionPoint(scratch.body):
@@ -374,6 +389,33 @@ def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Conte
     return list(results) if isinstance(results, tuple) else [results]
 
 
+def _backward_slice(ops: list[ir.Operation], leaves: list[ir.Value]) -> list[ir.Operation]:
+    """The ops of ``ops`` (in their order) that ``leaves`` depend on, through operands of
+    the ops or of ops nested in their regions."""
+    position = {op: index for index, op in enumerate(ops)}
+    wanted: set[ir.Operation] = set()
+    stack = [graph._op(value.owner) for value in leaves]
+
+    def push_operands(inner: ir.Operation) -> ir.WalkResult:
+        stack.extend(graph._op(value.owner) for value in inner.operands)
+        return ir.WalkResult.ADVANCE
+
+    while stack:
+        op = stack.pop()
+        if op is None or op in wanted or op not in position:
+            continue
+        wanted.add(op)
+        op.walk(push_operands, ir.WalkOrder.PRE_ORDER)
+    return sorted(wanted, key=position.__getitem__)
+
+
+# Values one folding function returns at most. Why: the JIT'ed function returns its results
+# as one LLVM struct of memref descriptors, and LLVM's code generation slowed down far more
+# than linearly with it: ResNet-50's 106 folded values in one function took 4.6 s to JIT at
+# -O0, in slices of this many about 0.5 s in all (docs/performance.md, compile time).
+_LEAVES_PER_FUNCTION = 8
+
+
 def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis) -> int:
     """Step 2 of the module docstring over one function; returns how many values it folded."""
     block = function.regions[0].blocks[0]
@@ -390,9 +432,16 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
                 leaves.append(result)
     if not leaves:
         return 0
-    arrays = _evaluate(needed, leaves, function.context)
-    if not arrays:
+    weights = [op for op in needed if _is_resource_constant(op)]
+    if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in _NUMPY_TYPES
+           for op in weights):
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
+    # Read once for all slices: reading prints the whole resource section.
+    weight_arrays = dict(zip((op.results[0] for op in weights), _resource_arrays(weights))) if weights else {}
+    arrays: list[np.ndarray] = []
+    for start in range(0, len(leaves), _LEAVES_PER_FUNCTION):
+        chunk = leaves[start:start + _LEAVES_PER_FUNCTION]
+        arrays += _evaluate(_backward_slice(needed, chunk), chunk, function.context, weight_arrays)
     for index, (value, array) in enumerate(zip(leaves, arrays)):
         owner = graph._op(value.owner)
         with ir.InsertionPoint(owner), owner.location:

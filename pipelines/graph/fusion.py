@@ -302,6 +302,13 @@ def mark_groups_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: the default pipeline needs only the partition before scheduling: tagging in
     place moves and erases no op and leaves nothing to unpack (see docs/graph-dialect.md,
     "Why the default pipeline tags instead of outlining")."""
+    mark_groups(module)
+
+
+def mark_groups(module: ir.Operation) -> None:
+    """Tag every op of ``module``'s functions with its fusion group (see
+    :func:`mark_groups_pass`): what the pipeline does, for IR built outside it (a tuning
+    task's payload)."""
     functions = defined_functions(module)
     for func in functions:
         private_inits(func)
@@ -328,6 +335,23 @@ def unpack_groups_pass(module: ir.Operation, options: Mapping[str, str]) -> None
         if anchor is not None:
             anchor.attributes[ANCHOR_ATTR] = ir.UnitAttr.get(module.context)
         graph.inline_group(group, marker=[(GROUP_ATTR, ir.IntegerAttr.get(i64, index))])
+
+
+def tagged_groups(func: ir.Operation) -> list[tuple[list[ir.Operation], ir.Operation | None]]:
+    """The groups ``tilecraft-mark-groups`` tagged in ``func``: ``(ops in block order,
+    anchor)`` per group, in the order the groups' last ops appear. Untagged ops belong to no
+    group. Why read back instead of partitioning again: the partition is made once, and
+    every later stage (the schedule, task extraction) sees the same groups."""
+    members: dict[int, list[ir.Operation]] = {}
+    anchors: dict[int, ir.Operation] = {}
+    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
+        if GROUP_ATTR not in op.attributes:
+            continue
+        index = ir.IntegerAttr(op.attributes[GROUP_ATTR]).value
+        members.setdefault(index, []).append(op)
+        if ANCHOR_ATTR in op.attributes:
+            anchors[index] = op
+    return [(ops, anchors.get(index)) for index, ops in members.items()]
 
 
 def count_groups(module: ir.Operation) -> int:

@@ -17,7 +17,23 @@ Each primitive emits transform-dialect ops (see docs/scheduling.md).
 from .builder import build, scheduled_pipeline
 from .compute import Tensor, compute, create_func, einsum, placeholder
 from .errors import ScheduleError
-from .expr import IterVar, abs, exp, if_then_else, log, max, maximum, min, minimum, prod, reduce_axis, sigmoid, sqrt, sum, tanh
+from .expr import (
+    IterVar,
+    abs,
+    exp,
+    if_then_else,
+    log,
+    max,
+    maximum,
+    min,
+    minimum,
+    prod,
+    reduce_axis,
+    sigmoid,
+    sqrt,
+    sum,
+    tanh,
+)
 from .schedule import Schedule
 from .state import BlockRV, LoopRV
 

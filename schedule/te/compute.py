@@ -28,7 +28,25 @@ from mlir.dialects import arith, func, linalg, math, tensor
 
 from ...frontend.emit import core
 from .errors import ScheduleError
-from .expr import Binary, Cast, Compare, Const, Expr, IndexBinary, IndexConst, IndexExpr, IterVar, Load, Reduce, Select, Unary, _dtype, as_expr, as_index, sum
+from .expr import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    IndexBinary,
+    IndexConst,
+    IndexExpr,
+    IterVar,
+    Load,
+    Reduce,
+    Select,
+    Unary,
+    as_dtype,
+    as_expr,
+    as_index,
+    sum,
+)
 
 BLOCK_ATTR = "tilecraft.block"
 DIMS_ATTR = "tilecraft.dims"
@@ -99,7 +117,7 @@ def placeholder(shape: Sequence[int], dtype: object = "float32", name: str = "pl
     shape = tuple(shape)
     if not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
         raise ScheduleError(f"placeholder {name!r}: shape must be positive integers, got {shape}")
-    return Tensor(shape, _dtype(dtype), name, None)
+    return Tensor(shape, as_dtype(dtype), name, None)
 
 
 def _axis_names(fcompute: Callable, rank: int) -> list[str]:
@@ -125,7 +143,7 @@ def compute(shape: Sequence[int], fcompute: Callable[..., object], name: str = "
     axes = [IterVar(extent, axis_name, "spatial") for extent, axis_name in zip(shape, _axis_names(fcompute, len(shape)))]
     body = as_expr(fcompute(*axes))
     _check_body(body, axes, name)
-    out_dtype = _dtype(dtype) if dtype is not None else (body.dtype or np.dtype(np.float32))
+    out_dtype = as_dtype(dtype) if dtype is not None else (body.dtype or np.dtype(np.float32))
     if body.dtype is not None and body.dtype != out_dtype:
         raise ScheduleError(
             f"compute {name!r}: the body has dtype {body.dtype} but dtype={out_dtype} was asked; "

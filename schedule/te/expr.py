@@ -134,7 +134,7 @@ def reduce_axis(extent: "int | tuple[int, int]", name: str = "k") -> IterVar:
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _dtype(value: object) -> np.dtype:
+def as_dtype(value: object) -> np.dtype:
     try:
         return np.dtype(value)
     except TypeError:
@@ -174,7 +174,7 @@ class Expr:
     def __ge__(self, other): return self._compare("ge", other)
 
     def astype(self, dtype: object) -> "Expr":
-        return Cast(self, _dtype(dtype))
+        return Cast(self, as_dtype(dtype))
 
     def __bool__(self) -> bool:
         raise ScheduleError(

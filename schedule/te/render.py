@@ -20,11 +20,12 @@ after the payload.
 
 from __future__ import annotations
 
-from ..plan import _DECOMPOSABLE, CLEANUP_SEQUENCE, _ScriptWriter
+from ..plan import DECOMPOSABLE
+from ..script import CLEANUP_SEQUENCE, ScriptWriter
 from .compute import BLOCK_ATTR
 from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, BlockRV, LoopRV, State
 
-ANY = _ScriptWriter.ANY
+ANY = ScriptWriter.ANY
 _PACK = '!transform.op<"linalg.pack">'
 _UNPACK = '!transform.op<"linalg.unpack">'
 
@@ -35,7 +36,7 @@ def _padding_value(element_type: str) -> str:
     return f"0 : {element_type}"
 
 
-class ScriptWriter(_ScriptWriter):
+class ScriptWriter(ScriptWriter):
     """The default schedule's writer (fresh SSA names, line list) plus the ops primitives need."""
 
     def emit(self, line: str) -> None:
@@ -356,7 +357,7 @@ class Renderer:
                 self.finishing.append(("vectorize", fused, None))
         if vectorized or block.inlined:
             sizes = self._vector_sizes(block, count) if partial else None
-            decompose = block.op is not None and block.op.op_name in _DECOMPOSABLE and block.kind == "op"
+            decompose = block.op is not None and block.op.op_name in DECOMPOSABLE and block.kind == "op"
             self.finishing.append(("vectorize", handle, sizes, decompose))
         if block.layout is not None:
             for derived in (block.layout.pack_block, block.layout.unpack_block):

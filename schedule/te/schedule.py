@@ -33,9 +33,35 @@ from mlir import ir
 from .errors import ScheduleError
 from .expr import IndexBinary, IndexConst, IterVar
 from .interpret import apply_script
-from .payload import DYNAMIC, IndexResult, OpInfo, analyze_function, argument_names, find_function, load_payload
+from .payload import (
+    DYNAMIC,
+    IndexResult,
+    OpInfo,
+    analyze_function,
+    argument_names,
+    find_function,
+    load_payload,
+)
 from .render import render
-from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, Attach, BlockRV, Dim, Layout, LoopRV, Part, State, chain_check, check_block, check_loop, operand_extents, producer_region, tile_extents
+from .state import (
+    PARALLEL,
+    SERIAL,
+    UNROLLED,
+    VECTORIZED,
+    Attach,
+    BlockRV,
+    Dim,
+    Layout,
+    LoopRV,
+    Part,
+    State,
+    chain_check,
+    check_block,
+    check_loop,
+    operand_extents,
+    producer_region,
+    tile_extents,
+)
 
 MAX_UNROLL = 1024
 

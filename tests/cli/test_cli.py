@@ -102,11 +102,20 @@ def test_bench_against_onnxruntime(capsys):
         (["run", "missing.tar"], 1, "no such package file"),
         (["bench", str(MODEL), "--vs", "tvm"], 2, "unknown anchor(s) ['tvm']"),
         (["bench", str(MODEL), "--vs", "torch"], 2, "the torch anchor needs a PyTorch model"),
+        (["tune", str(MODEL), "-o", "r.jsonl", "--trials-per-task", "-1"], 1, "trials_per_task"),
     ],
 )
 def test_errors_are_one_line_with_nonzero_exit(argv, code, message, capsys):
     assert run_cli(argv) == code
     assert message in _error_line(capsys)
+
+
+@pytest.mark.parametrize("budget, message", [("soon", "a duration like 90s"), ("-5m", "a positive duration")])
+def test_bad_time_budget_is_a_usage_error(budget, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        run_cli(["tune", str(MODEL), "-o", "r.jsonl", f"--time-budget={budget}"])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 def test_bad_input_shapes_is_a_usage_error(capsys):
@@ -138,6 +147,11 @@ def test_tune_rejects_bad_task_lists(capsys):
     assert "empty range '3-1'" in _error_line(capsys)
 
 
+def test_tune_needs_an_output_file_unless_listing(capsys):
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "--tasks", "0"]) == 2
+    assert "-o/--output FILE is required" in _error_line(capsys)
+
+
 def test_value_parsers():
     assert parse_input_shapes("data:[1,3,224,224] mask:[?,4]") == {"data": [1, 3, 224, 224], "mask": [None, 4]}
     assert parse_input_shapes("a:[2], b:[-1]") == {"a": [2], "b": [None]}
@@ -156,7 +170,8 @@ def test_console_script_entry_point():
 
 
 def test_tune_lists_tasks(capsys):
-    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl", "--tasks", "list"]) == 0
+    # Listing writes no records, so it needs no -o (the README's command, as written).
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "--tasks", "list"]) == 0
     out = capsys.readouterr().out
     # The second conv, in NHWC after the layout pass, as a group with its bias + ReLU.
     assert "conv_2d_nhwc_hwcf_4x8x8x16x3x3x8_f32_fused1" in out and "conv2d" in out

@@ -147,3 +147,68 @@ def depthwise_pool_net(channels: int = 8, size: int = 12, classes: int = 5, grou
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+# MobileNetV2's inverted residual stages: (expansion, output channels, blocks, first stride).
+MOBILENET_V2_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def mobilenet_v2(size: int = 224, width: float = 1.0, classes: int = 1000,
+                 stages: tuple[tuple[int, int, int, int], ...] = MOBILENET_V2_STAGES,
+                 seed: int = 0) -> onnx.ModelProto:
+    """A MobileNetV2-style network, batch 1, NCHW, opset 17: a 3x3 stride-2 stem, inverted
+    residual blocks (1x1 expand + BN + ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN,
+    a residual Add where shapes allow), a 1x1 head + BN + ReLU6, GlobalAveragePool, Gemm.
+    ``width`` scales the channel counts (not rounded to multiples of 8, so odd counts occur)."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    six = _init("six", np.array(6.0))
+    zero = _init("zero", np.array(0.0))
+    inits += [six, zero]
+
+    def conv_bn(x: str, cin: int, cout: int, k: int, stride: int, group: int, relu6: bool) -> str:
+        i = len(nodes)
+        w = rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (k * k * cin // group))
+        inits.extend([_init(f"w{i}", w), _init(f"s{i}", rng.uniform(0.5, 1.5, cout)),
+                      _init(f"b{i}", rng.uniform(-0.2, 0.2, cout)),
+                      _init(f"m{i}", rng.uniform(-0.2, 0.2, cout)),
+                      _init(f"v{i}", rng.uniform(0.5, 1.5, cout))])
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], pads=[k // 2] * 4,
+                                      strides=[stride] * 2, group=group, name=f"conv{i}"))
+        nodes.append(helper.make_node("BatchNormalization", [f"c{i}", f"s{i}", f"b{i}", f"m{i}", f"v{i}"],
+                                      [f"n{i}"], name=f"bn{i}"))
+        if not relu6:
+            return f"n{i}"
+        nodes.append(helper.make_node("Clip", [f"n{i}", "zero", "six"], [f"r{i}"], name=f"relu6_{i}"))
+        return f"r{i}"
+
+    channels = max(int(32 * width), 3)
+    x = conv_bn("x", 3, channels, 3, 2, 1, True)
+    for expansion, out, blocks, first_stride in stages:
+        out = max(int(out * width), 3)
+        for b in range(blocks):
+            stride = first_stride if b == 0 else 1
+            hidden = channels * expansion
+            y = conv_bn(x, channels, hidden, 1, 1, 1, True) if expansion != 1 else x
+            y = conv_bn(y, hidden, hidden, 3, stride, hidden, True)
+            y = conv_bn(y, hidden, out, 1, 1, 1, False)
+            if stride == 1 and channels == out:
+                nodes.append(helper.make_node("Add", [y, x], [f"add{len(nodes)}"], name=f"add{len(nodes)}"))
+                y = nodes[-1].output[0]
+            x, channels = y, out
+    head = max(int(1280 * width), 3)
+    x = conv_bn(x, channels, head, 1, 1, 1, True)
+    inits += [_init("fc", rng.standard_normal((head, classes)) / np.sqrt(head)),
+              _init("fcb", rng.uniform(-0.1, 0.1, classes))]
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["gap"], name="gap"),
+              helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+              helper.make_node("Gemm", ["flat", "fc", "fcb"], ["y"], name="fc")]
+    graph = helper.make_graph(
+        nodes, "mobilenet_v2",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

@@ -87,7 +87,10 @@ def test_opt_level_selects_passes():
     assert graph_pass_elements(0) == []
     assert "tilecraft-fold-constants" not in graph_pass_elements(1)
     assert "tilecraft-fuse-ops" not in graph_pass_elements(2)
-    assert graph_pass_elements(3)[-1] == "tilecraft-mark-groups"
+    assert "tilecraft-mark-groups" not in graph_pass_elements(3)
+    # Partitioned once, after elementwise fusion: the schedule reads these tags.
+    assert tilecraft.cpu_pipeline("llvm", opt_level=3).stage("simplify").passes[-1] == "tilecraft-mark-groups"
+    assert "tilecraft-mark-groups" not in tilecraft.cpu_pipeline("llvm", opt_level=2).pass_elements()
     with pytest.raises(ValueError):
         graph_pass_elements(4)
     stages = tilecraft.cpu_pipeline("llvm", opt_level=3).stage_names
@@ -126,7 +129,7 @@ def _anchor(ops: list[ir.Operation]) -> ir.Operation | None:
 
 
 def test_conv_block_groups(block):
-    module = _graph_ir(block[0], graph_pass_elements(3))  # keeps the ops alive
+    module = _graph_ir(block[0], [*graph_pass_elements(3), "tilecraft-mark-groups"])  # keeps the ops alive
     groups = _tagged_groups(module)
     anchored = [g for g in groups if _anchor(g) is not None]
     # The other two: the input and output layout transposes (tilecraft-convert-layout).
@@ -140,7 +143,7 @@ def test_conv_block_groups(block):
 
 
 def test_bert_qkv_combined_softmax_layernorm_one_group(bert):
-    module = _graph_ir(bert[0], graph_pass_elements(3))
+    module = _graph_ir(bert[0], [*graph_pass_elements(3), "tilecraft-mark-groups"])
     groups = _tagged_groups(module)
     anchors = [_anchor(g) for g in groups]
     matmuls = [a for a in anchors if a is not None and a.name == "linalg.matmul"]

@@ -23,7 +23,8 @@ path = [os.path.dirname(sys.executable), str(llvm_bin), config.environment.get("
 config.environment["PATH"] = os.pathsep.join(path)
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
-for variable in ("HOME", "TMPDIR", "TILECRAFT_NUM_THREADS"):
+# PYTHONPATH: a worktree checked out beside the installed package tests its own code.
+for variable in ("HOME", "TMPDIR", "TILECRAFT_NUM_THREADS", "PYTHONPATH"):
     if variable in os.environ:
         config.environment[variable] = os.environ[variable]
 config.substitutions.append(("%PYTHON", sys.executable))

@@ -3,13 +3,12 @@ one loop nest, a record for a group applies to its anchor when the model (or the
 payload, which is what the measurement worker builds) is compiled, and the group stays one
 loop nest with the tuned plan."""
 
+import mlir_text
 import numpy as np
 import pytest
-
-import mlir_text
 import tilecraft
-from tilecraft.tuning import extract_tasks, space_for
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
+from tilecraft.tuning import extract_tasks, space_for
 
 TARGET = "llvm"
 M, N, K = 128, 256, 64

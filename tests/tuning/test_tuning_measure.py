@@ -7,10 +7,9 @@ import time
 
 import numpy as np
 import pytest
-
+from tilecraft.schedule.records import canonical_target
 from tilecraft.tuning import extract_tasks, space_for
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions
-from tilecraft.schedule.records import canonical_target
 
 TARGET = "llvm"
 

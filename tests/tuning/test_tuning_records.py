@@ -6,10 +6,17 @@ import random
 import warnings
 
 import pytest
-
 from tilecraft.errors import TunerNameError
-from tilecraft.tuning import allocate_trials, best_records, extract_tasks, load_records, make_tuner, space_for
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
+from tilecraft.tuning import (
+    TaskScheduler,
+    TuneOptions,
+    best_records,
+    extract_tasks,
+    load_records,
+    make_tuner,
+    space_for,
+)
 
 TARGET = "llvm -mcpu=znver4"
 
@@ -67,12 +74,44 @@ def test_missing_file_has_no_records(tmp_path):
     assert load_records(tmp_path / "nothing.jsonl") == []
 
 
-def test_allocate_trials_weighs_tasks():
-    assert allocate_trials([3.0, 1.0], 8) == [6, 2]
-    assert sum(allocate_trials([5.0, 1.0, 1.0], 10)) == 10
-    shares = allocate_trials([1.0, 100.0, 1.0], 2)
-    assert shares[1] == 1 and sum(shares) == 2
-    assert allocate_trials([1.0], 0) == [0]
+class _FakeTask:
+    def __init__(self, name: str, seconds: float, count: int = 1) -> None:
+        self.name, self.count = name, count
+        self.default_cost = self.best_cost = seconds
+        self.trials, self.stopped = 0, False
+        self.task = self
+
+
+class _SimulatedScheduler(TaskScheduler):
+    """Trials improve a task's best time by 2 % each, without measuring anything."""
+
+    def _give(self, state, trials):
+        state.trials += trials
+        state.best_cost *= 0.98 ** trials
+        self.weighted_history[id(state)].append(state.best_cost * state.count)
+        return trials
+
+
+def test_task_scheduler_gives_every_task_its_minimum_then_follows_the_weights():
+    heavy, light, idle = _FakeTask("heavy", 9e-3), _FakeTask("light", 1e-3), _FakeTask("idle", 1e-5, count=2)
+    search = TuneOptions(trials=100, trials_per_task=4, batch_size=4)
+    scheduler = _SimulatedScheduler([light, heavy, idle], search, run=None, deadline=None)
+    assert scheduler.plan(60).splitlines()[1].split()[0] == "heavy"  # heaviest first
+    scheduler.run(60)
+    assert all(t.trials >= 4 for t in (heavy, light, idle))
+    assert heavy.trials + light.trials + idle.trials == 60
+    assert heavy.trials > light.trials > idle.trials
+    assert "heavy" in scheduler.allocation().splitlines()[1]
+
+
+def test_task_scheduler_stops_at_the_time_budget_and_without_live_tasks():
+    task = _FakeTask("t", 1e-3)
+    expired = _SimulatedScheduler([task], TuneOptions(trials_per_task=2), run=None, deadline=0.0)
+    expired.run(10)
+    assert task.trials == 0
+    task.stopped = True
+    _SimulatedScheduler([task], TuneOptions(), run=None, deadline=None).run(10)
+    assert task.trials == 0
 
 
 @pytest.fixture

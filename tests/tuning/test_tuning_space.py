@@ -2,17 +2,16 @@
 
 import random
 
+import mlir_text
 import pytest
 from mlir import ir
 from mlir.dialects.transform import interpreter
-
-import mlir_text
 from tilecraft.errors import KnobError, TaskExtractionError
-from tilecraft.schedule.plan import plan_default_schedule
 from tilecraft.pipelines.target import Target
-from tilecraft.tuning import extract_tasks, space_for
-from tilecraft.schedule.record_plan import reproducer
+from tilecraft.schedule.plan import plan_default_schedule
+from tilecraft.schedule.apply import reproducer
 from tilecraft.schedule.space import task_nest
+from tilecraft.tuning import extract_tasks, space_for
 
 TARGET = "llvm -mcpu=znver4"  # 512-bit vectors whatever the host
 

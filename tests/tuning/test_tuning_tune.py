@@ -3,14 +3,13 @@ tilecraft.compile(tuning_records=) applying the best record."""
 
 import re
 
+import mlir_text
 import numpy as np
 import pytest
-
-import mlir_text
 import tilecraft
 from tilecraft.errors import TaskExtractionError, TunerNameError, TuningError
-from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
+from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
 
 TARGET = "llvm"
 
@@ -91,6 +90,8 @@ def test_tune_takes_the_compile_options_and_search_options_objects(tmp_path, mat
                             tilecraft.TuneOptions(trials=2, tuning_records=records, tuner="random",
                                                   progress=False, validate_top=0))
     assert result.records == records and len(load_records(records, target=TARGET)) == 2
+    assert result.default_seconds > 0 and result.tuned_seconds > 0
+    assert re.search(r"end to end: default [\d.]+ ms, tuned [\d.]+ ms, speedup [\d.]+x", result.summary())
 
 
 def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):
@@ -120,3 +121,23 @@ def test_cuda_target_stops_before_any_measurement(tmp_path, matmul_64):
     with pytest.raises(expected, match="GPU|CUDA"):
         tilecraft.tune(matmul_64, target="cuda -arch=sm_80", trials=2, tuning_records=records)
     assert not records.exists()
+
+
+def test_tune_from_a_script_read_on_standard_input(tmp_path, matmul_64):
+    """``python - <<EOF``: spawn's re-import of a main module that is no file made the
+    worker die and the parent raise EOFError."""
+    import subprocess
+    import sys
+
+    payload = tmp_path / "mm.mlir"
+    payload.write_text(matmul_64)
+    script = (
+        "import tilecraft\n"
+        f"r = tilecraft.tune({str(payload)!r}, trials=2, tuning_records={str(tmp_path / 'r.jsonl')!r},\n"
+        "                   tuner='random', progress=False, validate_top=0)\n"
+        "print('measured', sum(t.trials for t in r.tasks))\n"
+    )
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "measured" in done.stdout

@@ -111,6 +111,61 @@ def test_gemm_fractional_alpha_on_ints_is_rejected():
     assert "0.5" in message
 
 
+# --- transformer-sized contractions ------------------------------------------------------------
+# Shapes that take the default schedule's matmul paths (register-blocked 8x32 tiles, K cache
+# blocks, packed A slivers where rows alias, whole-M tasks per attention head), compiled at
+# opt_level 3 (fusion groups) and compared with onnxruntime.
+
+
+def _compare_with_onnxruntime(model: onnx.ModelProto, inputs: dict) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+    got = tilecraft.compile(model, opt_level=3)(**inputs)
+    scale = np.sqrt(max(v.shape[-1] for v in inputs.values()))
+    np.testing.assert_allclose(got, expected[0], rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("weight_is_constant", [True, False])
+def test_gemm_transposed_weight_attention_projection(weight_is_constant):
+    """nn.Linear's export of a fused QKV projection: Gemm(transB=1), 128x192 by 576^T, the
+    weight an initializer (transposed at import) or an input (a transpose fused per task)."""
+    x, w, bias = rand(128, 192), rand(576, 192), rand(576)
+    inputs, constants = ({"x": x}, {"w": w, "bias": bias}) if weight_is_constant else (
+        {"x": x, "w": w}, {"bias": bias})
+    _compare_with_onnxruntime(make_model("Gemm", inputs, constants=constants,
+                                         attributes={"transB": 1}), inputs)
+
+
+def test_matmul_after_transpose_attention_scores():
+    """Q·K^T: MatMul of [heads, seq, d] with a Transpose of K (not a constant)."""
+    q, k = rand(12, 128, 64), rand(12, 128, 64)
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["q", "kt"], ["scores"])],
+        "scores", [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, v.shape) for n, v in (("q", q), ("k", k))],
+        [helper.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, (12, 128, 128))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    _compare_with_onnxruntime(model, {"q": q, "k": k})
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((12, 128, 128), (12, 128, 64)),
+                                              ((12, 128, 64), (12, 64, 128)),
+                                              ((64, 1024), (1024, 96)),
+                                              ((3, 40, 1024), (1024, 64))])
+def test_matmul_transformer_shapes(a_shape, b_shape):
+    """Attention's batch matmuls (one task per head), and K = 1024 (a K cache block, A's rows
+    4 KB apart packed per sliver)."""
+    inputs = {"a": rand(*a_shape), "b": rand(*b_shape)}
+    _compare_with_onnxruntime(make_model("MatMul", inputs), inputs)
+
+
+def test_einsum_transposed_operand():
+    """bmk,bnk->bmn: a contraction generic whose B is read through a transposing map."""
+    inputs = {"a": rand(4, 64, 48), "b": rand(4, 96, 48)}
+    _compare_with_onnxruntime(make_model("Einsum", inputs, attributes={"equation": "bmk,bnk->bmn"},
+                                         opset=12), inputs)
+
+
 # --- Einsum ----------------------------------------------------------------------------------
 
 

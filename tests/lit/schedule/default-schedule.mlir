@@ -4,12 +4,12 @@
 
 // A matmul gets 64x256 tasks, an 8x32 accumulator tile (2 zmm per row) kept in registers
 // across the reduction loop, and its zero-fill fused into each task. With the default
-// 32K L1d, K = 128 needs no cache block, and each 8x128 sliver of A is packed (copied to
-// a contiguous buffer) before the 8 register tiles across N read it.
+// 32K L1d, K = 128 needs no cache block; rows of A 512 B apart do not alias in L1d, so A is
+// read in place (no packed copy).
 // CHECK-LABEL: func.func @matmul
 // CHECK: scf.forall ({{.*}}) in (4)
 // CHECK: vector.transfer_write {{.*}} : vector<1x64xf32>
-// CHECK: memref.alloc() : memref<8x128xf32>
+// CHECK-NOT: memref.alloc
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<8x32xf32>, vector<8x32xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
 // CHECK: vector.contract {{.*}} : vector<8x1xf32>, vector<1x32xf32> into vector<8x32xf32>
@@ -24,6 +24,48 @@ func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x256xf32>) -> tensor<25
   %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32>
   %c = linalg.matmul ins(%a, %b : tensor<256x128xf32>, tensor<128x256xf32>) outs(%init : tensor<256x256xf32>) -> tensor<256x256xf32>
   return %c : tensor<256x256xf32>
+}
+
+// -----
+
+// K = 1024: a K cache block of 256 (the 8x256 sliver takes a quarter of L1d), and rows of A
+// 4 KB apart alias in L1d, so each sliver is packed (copied to a contiguous buffer) before
+// the 8 register tiles across N read it. The accumulators stay vector values carried by the
+// K loop: loaded before it, stored after it.
+// CHECK-LABEL: func.func @matmul_packed_a
+// CHECK: scf.forall ({{.*}}) in (4, 2)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c1024 step %c256
+// CHECK: memref.alloc() : memref<8x256xf32>
+// CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<8x32xf32>, vector<8x32xf32>
+// CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
+// CHECK: vector.contract {{.*}} : vector<8x1xf32>, vector<1x32xf32> into vector<8x32xf32>
+// CHECK: vector.transfer_write {{.*}} : vector<8x32xf32>
+func.func @matmul_packed_a(%a: tensor<256x1024xf32>, %b: tensor<1024x256xf32>) -> tensor<256x256xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<256x256xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<256x1024xf32>, tensor<1024x256xf32>) outs(%init : tensor<256x256xf32>) -> tensor<256x256xf32>
+  return %c : tensor<256x256xf32>
+}
+
+// -----
+
+// Attention's batch matmul: 12 heads are tasks enough for 2 threads, so each task keeps all
+// 128 rows; 8x32 accumulators carried in registers by the K loop, no scalar loop left.
+// CHECK-LABEL: func.func @batch_matmul
+// CHECK: scf.forall ({{.*}}) in (12)
+// CHECK-NOT: memref.alloc
+// CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<1x8x32xf32>, vector<1x8x32xf32>
+// CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<1x8x32xf32>)
+// CHECK: vector.contract {{.*}} into vector<1x8x32xf32>
+// CHECK: vector.transfer_write {{.*}} : vector<1x8x32xf32>
+// CHECK-NOT: linalg.batch_matmul
+func.func @batch_matmul(%a: tensor<12x128x64xf32>, %b: tensor<12x64x128xf32>) -> tensor<12x128x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<12x128x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<12x128x128xf32>) -> tensor<12x128x128xf32>
+  %c = linalg.batch_matmul ins(%a, %b : tensor<12x128x64xf32>, tensor<12x64x128xf32>) outs(%init : tensor<12x128x128xf32>) -> tensor<12x128x128xf32>
+  return %c : tensor<12x128x128xf32>
 }
 
 // -----

@@ -1,6 +1,9 @@
 // Fusion groups as one loop nest (tilecraft-schedule fuse-groups=1, what opt_level 3 runs):
 // the group's last op is tiled with scf.forall and its producers are fused into that loop.
-// RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s --check-prefix=GROUP
+// The schedule reads the partition tilecraft-mark-groups tags (the end of opt_level 3's simplify stage).
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-mark-groups --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s --check-prefix=GROUP
+// Untagged IR has no groups: one loop nest per op, as with fuse-groups=0.
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s --check-prefix=PEROP
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=0" | FileCheck %s --check-prefix=PEROP
 // RUN: not tilecraft-opt %s --split-input-file --tilecraft-schedule="fuse-groups=maybe" 2>&1 | FileCheck %s --check-prefix=BADOPT
 // BADOPT: option fuse-groups must be 0 or 1

@@ -10,7 +10,7 @@
 import sys
 
 from tilecraft.tuning import extract_tasks
-from tilecraft.schedule.record_plan import reproducer
+from tilecraft.schedule.apply import reproducer
 
 MATMUL = """
 func.func @mm(%a: tensor<128x256xf32>, %b: tensor<256x128xf32>) -> tensor<128x128xf32> {

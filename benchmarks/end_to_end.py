@@ -1,0 +1,637 @@
+"""End to end: tilecraft beside onnxruntime and PyTorch eager on five models, measured in one run.
+
+    make bench
+    .venv/bin/python benchmarks/end_to_end.py
+    .venv/bin/python benchmarks/end_to_end.py --models resnet50,bert --bert-layers 12 --repeat 20
+    .venv/bin/python benchmarks/end_to_end.py --models resnet50 --kernels 0 --compare-kernels ort.md
+
+Models (random weights, built here; nothing is downloaded):
+
+- ``resnet50``: the onnx wheel's light zoo ResNet-50 v1 (benchmarks/onnx_models.py
+  randomizes its weights and exposes the logits), batch 1;
+- ``resnet50_b8``: the same at batch 8 (the Reshape before the classifier rewritten), for
+  throughput in images/s;
+- ``bert``: a BERT-base-shaped encoder (seq 128, hidden 768, 12 heads, FFN 3072, GELU,
+  post-norm), ``--bert-layers`` layers (default 2, to run in about a minute);
+- ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
+  ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
+- ``digits``: the digits CNN of examples/ (batch 1).
+
+BERT and MobileNetV2 are PyTorch modules exported with the TorchScript ONNX exporter
+(``dynamo=False``: the torch.export-based one needs onnxscript), so PyTorch eager runs the
+same weights; ResNet-50 and the digits CNN have no PyTorch version here (no torchvision).
+
+Per model: compile time (``tilecraft.compile``, and by step: ``CompiledModule.compile_seconds``;
+for onnxruntime, creating the session), the
+peak resident memory of the compile above what the process held before (``/proc/self/statm``
+sampled every 5 ms), median latency of tilecraft, onnxruntime and PyTorch with their calls
+alternating (one of each per round, so a load change on the shared machine hits all
+three), the ratio tilecraft / onnxruntime (below 1: tilecraft is faster), and tilecraft's
+outputs checked against onnxruntime's (rtol 1e-3, atol 1e-3 of the output's largest
+magnitude, as benchmarks/onnx_models.py does).
+
+Also printed: the per-call overhead of the Python entry on a one-Add model of four floats
+(argument checks, descriptors, output allocation: there is no work to hide it), numpy's
+1024^3 float32 GEMM (the OpenBLAS anchor; run through ``make bench``, which unsets
+OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE), and for the models in ``--kernels`` the heaviest
+kernels of tilecraft's profile (``compile(package_path=, profile=True)``, the
+``tilecraft run --profile`` path) with their GFLOPS and ratio to that anchor.
+``--compare-kernels FILE`` writes ResNet-50's per-kernel table beside onnxruntime's own
+profiler (``SessionOptions.enable_profiling``) as Markdown (docs/performance.md).
+No thresholds: the figures are quoted in notes and compared across changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import tilecraft
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import onnx_models  # noqa: E402
+
+RTOL = 1e-3
+
+
+# ---- models -------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    """One benchmarked model: the ONNX graph all runtimes share, feeds, and the PyTorch
+    module with its inputs when there is one."""
+
+    name: str
+    model: onnx.ModelProto
+    feeds: dict[str, np.ndarray]
+    torch_module: Any = None
+    torch_inputs: tuple = ()
+    images: int = 0  # > 0: report throughput in images/s for this batch
+
+
+def _name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give unnamed nodes the label tilecraft's importer uses (``<OpType>_<position>``), so
+    onnxruntime's profile and tilecraft's kernels name the same nodes alike."""
+    for position, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{position}"
+    return model
+
+
+def _light_resnet50() -> onnx.ModelProto:
+    original = onnx.load(os.path.join(onnx_models.LIGHT_DIR, "light_resnet50.onnx"))
+    model, _ = onnx_models.randomize_weights(original)
+    return _name_nodes(onnx_models.expose_logits(model))
+
+
+def resnet50(batch: int = 1) -> Case:
+    model = _light_resnet50()
+    if batch != 1:
+        # The classifier's Reshape has a constant [1, 2048]; the input and outputs batch 1.
+        for tensor in model.graph.initializer:
+            array = numpy_helper.to_array(tensor)
+            if array.dtype == np.int64 and array.tolist() == [1, 2048]:
+                tensor.CopyFrom(numpy_helper.from_array(np.array([batch, 2048], np.int64), tensor.name))
+        for value in [*model.graph.input[:1], *model.graph.output]:
+            value.type.tensor_type.shape.dim[0].dim_value = batch
+        del model.graph.value_info[:]
+    feeds = onnx_models.random_inputs(model)
+    name = "resnet50" if batch == 1 else f"resnet50_b{batch}"
+    return Case(name, model, feeds, images=batch if batch > 1 else 0)
+
+
+def _torch_case(name: str, module: Any, inputs: tuple, input_names: list[str]) -> Case:
+    import torch
+
+    module = module.eval()
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version=17,
+                          input_names=input_names, output_names=["output"], do_constant_folding=True)
+    model = _name_nodes(onnx.load_from_string(buffer.getvalue()))
+    feeds = {n: t.numpy() for n, t in zip(input_names, inputs)}
+    return Case(name, model, feeds, torch_module=module, torch_inputs=inputs)
+
+
+def bert(layers: int) -> Case:
+    """A BERT-base-shaped encoder of ``layers`` post-norm layers on one 128-token sequence.
+    The attention is written out (as tests/graph/graph_models.py's ``bert_layer`` builds it
+    in ONNX) rather than ``nn.MultiheadAttention``, whose export adds batch-first reshapes."""
+    import torch
+    from torch import nn
+
+    seq, hidden, heads, ffn = 128, 768, 12, 3072
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden) for _ in range(4))
+            self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.ff1, self.ff2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            d = hidden // heads
+            q = self.q(x).reshape(seq, heads, d).transpose(0, 1)
+            k = self.k(x).reshape(seq, heads, d).permute(1, 2, 0)
+            v = self.v(x).reshape(seq, heads, d).transpose(0, 1)
+            probs = torch.softmax(torch.matmul(q, k) * (1.0 / math.sqrt(d)), dim=-1)
+            context = torch.matmul(probs, v).transpose(0, 1).reshape(seq, hidden)
+            x = self.ln1(x + self.o(context))
+            return self.ln2(x + self.ff2(nn.functional.gelu(self.ff1(x))))
+
+    torch.manual_seed(0)
+    module = nn.Sequential(*(Layer() for _ in range(layers)))
+    x = torch.randn(seq, hidden)
+    case = _torch_case("bert", module, (x,), ["x"])
+    case.name = f"bert_{layers}l"
+    return case
+
+
+def mobilenetv2() -> Case:
+    """MobileNetV2 1.0, 224x224, batch 1, with batch-norm statistics randomized (the
+    defaults, mean 0 and variance 1, would make every BN an identity)."""
+    import torch
+    from torch import nn
+
+    def conv_bn(cin: int, cout: int, kernel: int, stride: int, groups: int = 1, act: bool = True) -> list:
+        layers = [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
+                  nn.BatchNorm2d(cout)]
+        return layers + [nn.ReLU6()] if act else layers
+
+    class InvertedResidual(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+            super().__init__()
+            mid = cin * expand
+            layers = conv_bn(cin, mid, 1, 1) if expand != 1 else []
+            layers += conv_bn(mid, mid, 3, stride, groups=mid) + conv_bn(mid, cout, 1, 1, act=False)
+            self.body = nn.Sequential(*layers)
+            self.residual = stride == 1 and cin == cout
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.body(x) if self.residual else self.body(x)
+
+    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1)]
+    torch.manual_seed(0)
+    layers: list = conv_bn(3, 32, 3, 2)
+    cin = 32
+    for expand, cout, repeats, stride in settings:
+        for index in range(repeats):
+            layers.append(InvertedResidual(cin, cout, stride if index == 0 else 1, expand))
+            cin = cout
+    layers += conv_bn(cin, 1280, 1, 1) + [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000)]
+    module = nn.Sequential(*layers)
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.1, 0.1)
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    x = torch.rand(1, 3, 224, 224)
+    return _torch_case("mobilenetv2", module, (x,), ["input"])
+
+
+def digits() -> Case:
+    model = _name_nodes(onnx.load(os.path.join(HERE, "..", "examples", "digits_cnn.onnx")))
+    for value in [*model.graph.input, *model.graph.output]:  # batch 1 (the file's is dynamic)
+        value.type.tensor_type.shape.dim[0].dim_value = 1
+    x = np.random.default_rng(0).random((1, 1, 16, 16)).astype(np.float32)
+    return Case("digits", model, {"input": x})
+
+
+def tiny_add() -> onnx.ModelProto:
+    """One Add of four floats: what a call costs when the kernel costs nothing."""
+    spec = [4]
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")], "tiny_add",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, spec)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+# ---- measuring ----------------------------------------------------------------------------
+
+class PeakRss:
+    """Peak resident set size while the block runs, sampled from /proc/self/statm (a
+    process-wide ``ru_maxrss`` cannot be reset between models)."""
+
+    PAGE = os.sysconf("SC_PAGE_SIZE")
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.before = self.peak = 0
+        self._stop = threading.Event()
+
+    @classmethod
+    def rss(cls) -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * cls.PAGE
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(self.interval)
+
+    def __enter__(self) -> "PeakRss":
+        self.before = self.peak = self.rss()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss())
+
+    @property
+    def added_mb(self) -> float:
+        return (self.peak - self.before) / 2**20
+
+
+def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02) -> dict[str, float]:
+    """Median seconds per call of each runner, calls alternating round by round. A round
+    runs each runner ``n`` times (``n`` from a warm-up, so a sample lasts ``min_sample_s``)."""
+    counts = {}
+    for name, run in runners.items():
+        run()
+        start = time.perf_counter()
+        run()
+        once = max(time.perf_counter() - start, 1e-7)
+        counts[name] = max(1, int(min_sample_s / once))
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, run in runners.items():
+            n = counts[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                run()
+            samples[name].append((time.perf_counter() - start) / n)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def numpy_gemm_gflops(n: int = 1024, repeat: int = 10) -> float:
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    seconds = alternating({"numpy": lambda: a @ b}, repeat)["numpy"]
+    return 2 * n**3 / seconds / 1e9
+
+
+def _matches(got: np.ndarray, reference: np.ndarray) -> bool:
+    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    return got.shape == reference.shape and np.allclose(got, reference, rtol=RTOL, atol=RTOL * scale)
+
+
+def _scaled_error(got: np.ndarray, reference: np.ndarray) -> float:
+    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    return float(np.max(np.abs(got.astype(np.float64) - reference))) / scale if scale else 0.0
+
+
+# ---- kernels: tilecraft's profile, FLOPs, onnxruntime's profile -----------------------------
+
+def node_flops(model: onnx.ModelProto) -> dict[str, tuple[str, float]]:
+    """Node label -> (op type, multiply-adds x 2) for Conv, Gemm and MatMul nodes."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        shapes[value.name] = [d.dim_value for d in dims]
+    for tensor in model.graph.initializer:
+        shapes[tensor.name] = list(tensor.dims)
+    flops = {}
+    for node in model.graph.node:
+        out = shapes.get(node.output[0])
+        if not out:
+            continue
+        if node.op_type == "Conv":
+            weight = shapes.get(node.input[1])
+            if weight:
+                flops[node.name] = ("Conv", 2.0 * math.prod(out) * math.prod(weight[1:]))
+        elif node.op_type in ("Gemm", "MatMul"):
+            a = shapes.get(node.input[0])
+            if a:
+                trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
+                k = a[0] if trans_a and node.op_type == "Gemm" else a[-1]
+                flops[node.name] = (node.op_type, 2.0 * math.prod(out) * k)
+    return flops
+
+
+def _label(kernel_name: str) -> str:
+    """``Conv_12(Conv)`` -> ``Conv_12``."""
+    return kernel_name.split("(", 1)[0]
+
+
+# Ops a fusion group ends with after its contraction (its kernel takes the last one's name).
+_EPILOGUE_OPS = frozenset({"Add", "Sum", "Relu", "Clip", "Mul", "BatchNormalization", "Sigmoid",
+                           "Div", "Erf", "Tanh", "Identity", "Reshape", "Flatten"})
+
+
+def kernel_anchors(model: onnx.ModelProto, labels: "set[str]",
+                   stop: "set[str] | frozenset[str]" = frozenset()) -> dict[str, str]:
+    """Label -> the Conv/Gemm/MatMul node it computes (else the labelled node itself). A
+    label names a node or the tensor a node produces. A fused kernel is named after its last op (tilecraft's group
+    ``Relu_5``: the conv, its folded batch norm and the ReLU; onnxruntime's ``<output>_nchwc``),
+    so the label is followed back breadth-first through epilogue producers to the nearest
+    contraction, never through nodes in ``stop`` (those another kernel computes)."""
+    by_name = {node.name: node for node in model.graph.node}
+    producers = {output: node for node in model.graph.node for output in node.output}
+    anchors = {}
+    for label in labels:
+        start = by_name.get(label) or producers.get(label)
+        queue = [start] if start is not None else []
+        seen: set[str] = set()
+        while queue:
+            node = queue.pop(0)
+            if node is None or node.name in seen:
+                continue
+            seen.add(node.name)
+            if node.op_type in ("Conv", "Gemm", "MatMul"):
+                anchors[label] = node.name
+                break
+            if node is not start and node.name in stop:
+                continue  # computed by a kernel of its own (a residual's other input)
+            if node.op_type in _EPILOGUE_OPS:
+                queue.extend(producers.get(name) for name in node.input)
+        if label not in anchors and start is not None:
+            anchors[label] = start.name  # no contraction (pooling, softmax): the node itself
+    return anchors
+
+
+def tilecraft_kernels(case: Case, runs: int = 5) -> dict[str, float]:
+    """Kernel name -> median seconds per call, from the package's profiling variant."""
+    from tilecraft.runtime import load
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "model.tar")
+        tilecraft.compile(case.model, keep_ir=False,
+                          package_path=path, profile=True)
+        package = load(path)
+        samples: dict[str, list[float]] = {}
+        package.profile(**case.feeds)
+        for _ in range(runs):
+            _, kernels = package.profile(**case.feeds)
+            totals: dict[str, float] = {}
+            for kernel in kernels:
+                totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
+            for name, seconds in totals.items():
+                samples.setdefault(name, []).append(seconds)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def onnxruntime_kernels(case: Case, ort: Any, runs: int = 20) -> dict[str, tuple[str, float]]:
+    """Node name -> (op type, mean seconds per run) from onnxruntime's profiler (its JSON)."""
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as scratch:
+        options.profile_file_prefix = os.path.join(scratch, "ort")
+        session = ort.InferenceSession(case.model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        for _ in range(3):
+            session.run(None, case.feeds)
+        # The warm-up runs are in the profile too: count every run.
+        for _ in range(runs):
+            session.run(None, case.feeds)
+        with open(session.end_profiling()) as handle:
+            events = json.load(handle)
+    totals: dict[str, tuple[str, float]] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        name = event["name"][: -len("_kernel_time")]
+        op, seconds = totals.get(name, (event.get("args", {}).get("op_name", "?"), 0.0))
+        totals[name] = (op, seconds + event["dur"] * 1e-6 / (runs + 3))
+    return totals
+
+
+def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int = 10) -> None:
+    flops = node_flops(case.model)
+    labels = {_label(name) for name in kernels}
+    anchors = kernel_anchors(case.model, labels, stop=labels)
+    # A contraction computed by several kernels (a relayout, then the conv's group) is rated
+    # on their summed time.
+    per_anchor: dict[str, float] = {}
+    for name, seconds in kernels.items():
+        key = anchors.get(_label(name), _label(name))
+        per_anchor[key] = per_anchor.get(key, 0.0) + seconds
+    total = sum(kernels.values()) or 1.0
+    print(f"\n{case.name}: heaviest kernels of tilecraft's profile "
+          f"(sum {total * 1e3:.1f} ms; GFLOPS of the Conv/Gemm/MatMul computed, over all its "
+          f"kernels; vs numpy GEMM {anchor:.0f} GFLOPS)")
+    print(f"  {'kernel':<34} {'ms':>8} {'share':>6} {'GFLOPS':>8} {'/numpy':>7} contraction")
+    for name, seconds in sorted(kernels.items(), key=lambda kv: -kv[1])[:top]:
+        contraction = anchors.get(_label(name))
+        op_flops = flops.get(contraction) if contraction else None  # None: not a contraction
+        rate = op_flops[1] / per_anchor[contraction] / 1e9 if op_flops and seconds else None
+        rate_text = f"{rate:8.1f} {rate / anchor:7.2f} {contraction}" if rate else f"{'-':>8} {'-':>7}"
+        print(f"  {name[:34]:<34} {seconds * 1e3:8.3f} {seconds / total:6.1%} {rate_text}")
+
+
+def compare_kernels(case: Case, kernels: dict[str, float], ort: Any, anchor: float, path: str) -> None:
+    """Write tilecraft's kernels beside onnxruntime's, largest gap first, as Markdown.
+
+    Both sides are joined on the contraction node, through :func:`kernel_anchors`:
+    tilecraft's fusion groups and onnxruntime's fused Conv (+ BatchNormalization + Relu +
+    Add) nodes. What is left on either side is listed by time under the
+    table."""
+    ort_kernels = onnxruntime_kernels(case, ort)
+    flops = node_flops(case.model)
+    labels = {_label(name) for name in kernels}
+    anchors = kernel_anchors(case.model, labels, stop=labels)
+    ours: dict[str, float] = {}
+    for name, seconds in kernels.items():
+        key = anchors.get(_label(name), _label(name))
+        ours[key] = ours.get(key, 0.0) + seconds
+    # onnxruntime's fused nodes: "<output>_nchwc" (its NCHWc layout) or the node's own name.
+    ort_labels = {name: name.removesuffix("_nchwc") for name in ort_kernels}
+    ort_anchors = kernel_anchors(case.model, set(ort_labels.values()))
+    theirs_by_node: dict[str, tuple[str, float]] = {}
+    for name, (op, seconds) in ort_kernels.items():
+        key = ort_anchors.get(ort_labels[name], name)
+        _, total = theirs_by_node.get(key, (op, 0.0))
+        theirs_by_node[key] = (op, total + seconds)
+    ort_kernels = theirs_by_node
+    rows = []
+    for label, seconds in ours.items():
+        if label in ort_kernels:
+            op, theirs = ort_kernels[label]
+            rows.append((seconds - theirs, label, op, seconds, theirs))
+    rows.sort(reverse=True)
+    matched = {row[1] for row in rows}
+    lines = [
+        f"| # | node | op | GFLOP | tilecraft ms | onnxruntime ms | gap ms | ratio | tilecraft GFLOPS | /numpy | what was done |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for index, (gap, label, op, seconds, theirs) in enumerate(rows, 1):
+        gflop = flops.get(label, ("", 0.0))[1] / 1e9
+        rate = gflop / seconds if gflop and seconds else 0.0
+        lines.append(
+            f"| {index} | {label} | {op} | {gflop:.3f} | {seconds * 1e3:.3f} | {theirs * 1e3:.3f} | "
+            f"{gap * 1e3:+.3f} | {seconds / theirs if theirs else float('inf'):.2f} | "
+            f"{rate:.1f} | {rate / anchor:.2f} | |"
+        )
+    rest_ours = sorted(((s, n) for n, s in ours.items() if n not in matched), reverse=True)
+    rest_theirs = sorted(((s, n, op) for n, (op, s) in ort_kernels.items() if n not in matched), reverse=True)
+    lines += [
+        "",
+        f"Matched {len(rows)} nodes: tilecraft {sum(r[3] for r in rows) * 1e3:.2f} ms, "
+        f"onnxruntime {sum(r[4] for r in rows) * 1e3:.2f} ms. "
+        f"Unmatched tilecraft kernels ({len(rest_ours)}, {sum(s for s, _ in rest_ours) * 1e3:.2f} ms): "
+        + ", ".join(f"{n} {s * 1e3:.3f}" for s, n in rest_ours[:8])
+        + f". Unmatched onnxruntime nodes ({len(rest_theirs)}, {sum(s for s, _, _ in rest_theirs) * 1e3:.2f} ms): "
+        + ", ".join(f"{n} ({op}) {s * 1e3:.3f}" for s, n, op in rest_theirs[:8]) + ".",
+    ]
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    print(f"\nper-kernel comparison with onnxruntime written to {path}")
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+def benchmark(case: Case, ort: Any, repeat: int, threads: int) -> tuple[str, Any]:
+    import gc
+
+    gc.collect()
+    with PeakRss() as memory:
+        start = time.perf_counter()
+        try:
+            compiled = tilecraft.compile(case.model, keep_ir=False)
+        except Exception as error:  # report and go on with the next model
+            return f"{case.name:<12} compile failed: {onnx_models._first_line(error)}", None
+        compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    session = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ort_init = time.perf_counter() - start
+    inputs = list(case.feeds.values())
+    reference = session.run(None, case.feeds)
+    got = compiled(*inputs)
+    got = list(got) if isinstance(got, tuple) else [got]
+    ok = len(got) == len(reference) and all(_matches(g, r) for g, r in zip(got, reference))
+    worst = max((_scaled_error(g, r) for g, r in zip(got, reference) if g.shape == r.shape), default=float("nan"))
+
+    runners: dict[str, Callable[[], Any]] = {
+        "tilecraft": lambda: compiled(*inputs),
+        "onnxruntime": lambda: session.run(None, case.feeds),
+    }
+    if case.torch_module is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+        def torch_call() -> Any:
+            with torch.inference_mode():
+                return case.torch_module(*case.torch_inputs)
+
+        runners["torch"] = torch_call
+    medians = alternating(runners, repeat)
+    ours, theirs = medians["tilecraft"], medians["onnxruntime"]
+    torch_text = f"{medians['torch'] * 1e3:9.2f}" if "torch" in medians else f"{'-':>9}"
+    if case.images:
+        speed = (f"{case.images / ours:7.1f} img/s vs {case.images / theirs:7.1f} img/s"
+                 + (f", torch {case.images / medians['torch']:.1f}" if "torch" in medians else ""))
+    else:
+        speed = ""
+    check = "ok" if ok else "MISMATCH"
+    line = (f"{case.name:<12} {compile_s:8.2f} {memory.added_mb:8.0f} {ort_init:8.2f} {ours * 1e3:9.2f} "
+            f"{theirs * 1e3:9.2f} {torch_text} {ours / theirs:6.2f}  {check} (error {worst:.1e}) {speed}")
+    return line, compiled
+
+
+CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
+    "resnet50": lambda args: resnet50(1),
+    "bert": lambda args: bert(args.bert_layers),
+    "mobilenetv2": lambda args: mobilenetv2(),
+    "digits": lambda args: digits(),
+    "resnet50_b8": lambda args: resnet50(8),
+}
+
+
+def call_overhead(ort: Any, repeat: int) -> str:
+    model = tiny_add()
+    compiled = tilecraft.compile(model, keep_ir=False)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    a, b = np.ones(4, np.float32), np.ones(4, np.float32)
+    feeds = {"a": a, "b": b}
+    medians = alternating({"tilecraft": lambda: compiled(a, b),
+                           "onnxruntime": lambda: session.run(None, feeds)}, repeat)
+    return (f"per-call overhead (one Add of 4 floats, median): tilecraft {medians['tilecraft'] * 1e6:.1f} us, "
+            f"onnxruntime {medians['onnxruntime'] * 1e6:.1f} us")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(CASES), help=f"comma-separated subset of: {', '.join(CASES)}")
+    parser.add_argument("--repeat", type=int, default=10, help="alternating rounds per model (median reported)")
+    parser.add_argument("--bert-layers", type=int, default=2, help="encoder layers of the BERT model (BERT-base: 12)")
+    parser.add_argument("--kernels", default="resnet50",
+                        help="models whose heaviest kernels are profiled (comma-separated; '' for none)")
+    parser.add_argument("--compare-kernels", metavar="FILE",
+                        help="write ResNet-50's per-kernel table beside onnxruntime's profiler to FILE")
+    args = parser.parse_args(argv)
+    selected = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in selected if m not in CASES]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(CASES)}")
+    import onnxruntime as ort
+
+    for variable in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if variable in os.environ:
+            print(f"warning: {variable}={os.environ[variable]} is set; it slows numpy's anchor "
+                  "(run through `make bench`, which unsets it)")
+    threads = tilecraft.Target.parse("llvm").num_threads
+    anchor = numpy_gemm_gflops()
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = "not installed"
+    print(f"tilecraft target llvm ({threads} thread(s)); onnxruntime {ort.__version__} "
+          f"(CPUExecutionProvider); PyTorch {torch_version} eager; median of {args.repeat} alternating rounds")
+    print(f"numpy 1024^3 float32 GEMM: {anchor:.1f} GFLOPS")
+    print(call_overhead(ort, args.repeat))
+    print()
+    print(f"{'model':<12} {'compile':>8} {'RSS +MB':>8} {'ort init':>8} {'tc ms':>9} {'ort ms':>9} "
+          f"{'torch ms':>9} {'tc/ort':>6}  check")
+    profiled = {m.strip() for m in args.kernels.split(",") if m.strip()}
+    cases = {}
+    steps: dict[str, dict[str, float]] = {}
+    for name in selected:
+        case = CASES[name](args)
+        line, compiled = benchmark(case, ort, args.repeat, threads)
+        print(line, flush=True)
+        cases[name] = case
+        if compiled is not None and compiled.compile_seconds:
+            steps[case.name] = compiled.compile_seconds
+    if steps:
+        print("\ncompile seconds by step (CompiledModule.compile_seconds; graph includes the "
+              "constant folder's JITs)")
+        for name, seconds in steps.items():
+            print(f"  {name:<12} " + "  ".join(f"{step} {value:.2f}" for step, value in seconds.items()
+                                              if value >= 0.005))
+    for name in selected:
+        if name in profiled or (args.compare_kernels and name == "resnet50"):
+            kernels = tilecraft_kernels(cases[name])
+            if name in profiled:
+                print_kernels(cases[name], kernels, anchor)
+            if args.compare_kernels and name == "resnet50":
+                compare_kernels(cases[name], kernels, ort, anchor, args.compare_kernels)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

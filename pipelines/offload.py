@@ -1,0 +1,189 @@
+"""Offload by pattern (BYOC): backends take the linalg ops they match and turn each into a
+call of an extern function (pipelines/extern.py); everything else goes through the normal
+pipeline.
+
+A backend (UMA-style: a small class, registered with one call) names the linalg ops it looks
+at and, for each, either declines (the op stays a compiled kernel) or emits the call that
+replaces it. ``tilecraft-offload{backends=blas num-threads=4}`` runs the backends in order
+over the graph stage's output, before fusion groups are tagged: the calls are no fusion
+group's anchor, so epilogues (bias, ReLU) stay compiled kernels after them, and no schedule
+or tuning task sees an offloaded op. Each call carries ``tilecraft.offload =
+"<backend>:<op>"``, so ``CompiledModule.ir("graph")`` shows which ops went where, and the
+module's ``tilecraft.offload`` attribute counts them per backend (``offload_summary``).
+
+The built-in backend ``blas`` (backends/blas.py) sends matmuls, batch matmuls and 1x1
+convolutions to OpenBLAS's ``cblas_sgemm``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Mapping, Sequence
+
+from mlir import ir
+
+from ..errors import BackendError
+from .ir_queries import defined_functions, defining_op, ops_where
+from .passes import positive_int_option, register_pass
+
+OFFLOAD_ATTR = "tilecraft.offload"
+# Built-in backends, imported (and so registered) when first named.
+BUILTIN_BACKENDS = {"blas": ".backends.blas"}
+
+
+class Backend:
+    """An offload backend: subclass it, set ``name`` and ``patterns`` and define ``lower``,
+    then :func:`register_backend` an instance; ``tilecraft.compile(..., offload=[name])`` and
+    ``tilecraft compile --offload name`` use it.
+
+    Attributes:
+      name: what ``offload=`` names it by.
+      patterns: the linalg op names (``"linalg.matmul"``) whose ops are offered to ``lower``.
+    """
+
+    name: str = ""
+    patterns: tuple[str, ...] = ()
+
+    def prepare(self) -> None:
+        """Make the backend's externs callable (register them, build their libraries);
+        called once per compile before the first ``lower``. Raise :class:`BackendError`
+        when the backend cannot work here."""
+
+    def lower(self, op: ir.Operation, module: ir.Operation, num_threads: int) -> "list[ir.Value] | None":
+        """Replace ``op`` (an op named in ``patterns``): emit, at the current insertion point
+        (before ``op``), what computes its results, typically with
+        :func:`tilecraft.pipelines.extern.emit_call`, and return the values replacing them;
+        or return ``None`` to leave ``op`` to the compiler (not eligible: dynamic shapes,
+        another element type, too small to gain). ``num_threads`` is the target's."""
+        raise NotImplementedError
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend) -> Backend:
+    """Make ``backend`` available by its name (a later registration under the same name
+    replaces it)."""
+    if not backend.name or not backend.name.isidentifier():
+        raise BackendError(f"a backend needs a name that is an identifier, got {backend.name!r}")
+    if not backend.patterns:
+        raise BackendError(f"backend {backend.name!r} declares no patterns")
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def backend_named(name: str) -> Backend:
+    """The registered backend ``name`` (a built-in one is loaded on first use), or
+    :class:`BackendError` listing the known ones."""
+    if name not in _BACKENDS and name in BUILTIN_BACKENDS:
+        importlib.import_module(BUILTIN_BACKENDS[name], __package__)
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        known = ", ".join(sorted(set(_BACKENDS) | set(BUILTIN_BACKENDS)))
+        raise BackendError(f"unknown offload backend {name!r}; known backends: {known}") from None
+
+
+def is_zero_fill(value: ir.Value) -> bool:
+    """True when ``value`` is ``linalg.fill`` of the constant 0.0: the accumulator of a
+    matmul or convolution that computes a plain product (a backend whose call overwrites
+    its output may ignore it; any other init must still be added)."""
+    fill = defining_op(value)
+    if fill is None or fill.name != "linalg.fill":
+        return False
+    constant = defining_op(fill.operands[0])
+    return (constant is not None and constant.name == "arith.constant"
+            and isinstance(constant.attributes["value"], ir.FloatAttr)
+            and ir.FloatAttr(constant.attributes["value"]).value == 0.0)
+
+
+def offload_summary(module: ir.Operation) -> dict[str, dict[str, int]]:
+    """Per backend, how many ops of each kind it took, and how many it declined
+    (``"declined"``), from the module's ``tilecraft.offload`` attribute."""
+    if OFFLOAD_ATTR not in module.attributes:
+        return {}
+    summary: dict[str, dict[str, int]] = {}
+    for backend in ir.DictAttr(module.attributes[OFFLOAD_ATTR]):
+        counts = ir.DictAttr(backend.attr)
+        summary[backend.name] = {c.name: ir.IntegerAttr(c.attr).value for c in counts}
+    return summary
+
+
+def summary_line(backend: str, counts: Mapping[str, int]) -> str:
+    """``offload blas: 5 ops (linalg.matmul 4, linalg.batch_matmul 1), 2 declined``."""
+    taken = {op: n for op, n in counts.items() if op != "declined"}
+    detail = ", ".join(f"{op} {n}" for op, n in sorted(taken.items()))
+    line = f"offload {backend}: {sum(taken.values())} ops" + (f" ({detail})" if detail else "")
+    return line + f", {counts.get('declined', 0)} left to the compiler"
+
+
+def _record(module: ir.Operation, summary: Mapping[str, Mapping[str, int]]) -> None:
+    i64 = ir.IntegerType.get_signless(64)
+    module.attributes[OFFLOAD_ATTR] = ir.DictAttr.get({
+        backend: ir.DictAttr.get({op: ir.IntegerAttr.get(i64, n) for op, n in counts.items()})
+        for backend, counts in summary.items()})
+
+
+def offload(module: ir.Operation, backends: Sequence[str], num_threads: int) -> dict[str, dict[str, int]]:
+    """Run ``backends`` in order over ``module``; returns (and records) what each took."""
+    summary = offload_summary(module)
+    for name in backends:
+        backend = backend_named(name)
+        backend.prepare()
+        counts = summary.setdefault(name, {"declined": 0})
+        for function in defined_functions(module):
+            for op in ops_where(function, lambda op: op.name in backend.patterns):
+                calls_before = _calls_in(op.block)
+                with ir.InsertionPoint(op), op.location:
+                    values = backend.lower(op, module, num_threads)
+                if values is None:
+                    counts["declined"] += 1
+                    continue
+                for old, new in zip(op.results, values):
+                    old.replace_all_uses_with(new)
+                for call in _calls_in(op.block):  # tag the new call(s) with where the op went
+                    if call not in calls_before:
+                        call.attributes[OFFLOAD_ATTR] = ir.StringAttr.get(f"{name}:{op.name}")
+                counts[op.name] = counts.get(op.name, 0) + 1
+                operands = list(op.operands)
+                op.erase()
+                _erase_dead(operands)
+    _record(module, summary)
+    return summary
+
+
+# Ops a replaced op's operands may come from that are dead once it is gone (its zero-filled
+# accumulator): erased here, since the fusion analysis expects no dead linalg ops.
+_DEAD_WHEN_UNUSED = frozenset({"linalg.fill", "tensor.empty", "arith.constant"})
+
+
+def _erase_dead(values: Sequence[ir.Value]) -> None:
+    stack = list(values)
+    while stack:
+        producer = defining_op(stack.pop())
+        if (producer is None or producer.name not in _DEAD_WHEN_UNUSED
+                or any(True for result in producer.results for _ in result.uses)):
+            continue
+        stack.extend(producer.operands)
+        producer.erase()
+
+
+def _calls_in(block: ir.Block) -> list[ir.Operation]:
+    return [o.operation for o in block.operations if o.operation.name == "func.call"]
+
+
+def offload_element(backends: Sequence[str], num_threads: int) -> str:
+    """The pass element offloading to ``backends`` for a target of ``num_threads``."""
+    return f"tilecraft-offload{{backends={','.join(backends)} num-threads={num_threads}}}"
+
+
+@register_pass(
+    "tilecraft-offload",
+    "Offload the linalg ops that backends match to calls of their extern functions",
+    options={"backends": "comma-separated backend names, in order (e.g. blas)",
+             "num-threads": "the target's thread count, handed to the backends"},
+)
+def offload_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    backends = [b for b in options.get("backends", "").split(",") if b]
+    threads = positive_int_option("num-threads", options.get("num-threads", "1"))
+    offload(module, backends, threads)

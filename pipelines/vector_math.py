@@ -1,0 +1,159 @@
+"""Vector math that LLVM would otherwise lower to scalar code: ``exp`` and float sums.
+
+``tilecraft-reassociate-reductions`` marks float ``vector.reduction <add>/<mul>`` ops
+``fastmath<reassoc>``. Why: without the flag LLVM must add the lanes in order, one dependent
+scalar add per lane (a 64-lane row sum of a layer norm or softmax cost ~256 cycles, 4 per
+element); with it, a tree of vector adds. The schedule already reassociates these sums (it
+tiles the reduction loop), so the result is as exact as before, in another order.
+
+``tilecraft-approximate-exp``: vector ``math.exp`` and ``math.tanh`` (tanh-approximated GELU)
+on f32 as polynomials in arith ops, so they stay in vector registers.
+
+Why this pass exists: LLVM has no vector ``exp`` instruction; ``llvm.intr.exp`` on a
+``vector<64xf32>`` is scalarized into 64 calls of libm's ``expf``. A vectorized softmax
+(BERT's 12x128x128 attention probabilities) then spent nearly all its time in ``expf``
+(1 GFLOPS). MLIR's own polynomial approximation patterns are not exposed by the Python
+bindings of MLIR 22, so this pass writes Cephes' ``expf`` (the approximation MLIR's
+``populateMathPolynomialApproximationPatterns``, Eigen and XNNPACK use) with arith and math
+ops that lower to AVX-512 instructions:
+
+    n = floor(x * log2(e) + 1/2),  r = x - n * ln(2)   (ln 2 split in two for precision)
+    exp(r) ~ 1 + r + r^2 * P(r)                        (|r| <= ln(2)/2, degree-5 P)
+    exp(x) = exp(r) * 2^(n - n/2) * 2^(n/2)            (two factors keep both exponents
+                                                        normal over the whole f32 range)
+
+``x`` is clamped to [-104, 88.72] first (below, the result rounds to 0; above, it is +inf,
+restored by a select); NaN stays NaN. Maximum relative error about 2 ulp. ``tanh`` is Cephes'
+``tanhf`` on top of it. Scalar ops (loops the schedule left scalar) keep calling libm.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+from .ir_queries import ops_where
+from .passes import register_pass
+
+APPROXIMATE_EXP = "tilecraft-approximate-exp"
+REASSOCIATE_REDUCTIONS = "tilecraft-reassociate-reductions"
+
+_LOG2E = 1.44269504088896341
+# ln(2) = _LN2_HI + _LN2_LO, _LN2_HI exact in f32 with trailing zero bits (Cephes).
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+# Cephes expf: P(r) coefficients, highest degree first.
+_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+         1.6666665459e-1, 5.0000001201e-1)
+_X_MIN, _X_MAX = -104.0, 88.72283935546875
+_F32_EXPONENT_BIAS, _F32_MANTISSA_BITS = 127, 23
+
+
+def _splat(vector_type: ir.VectorType, element: ir.Type, value: float | int) -> ir.Value:
+    shaped = ir.VectorType.get(vector_type.shape, element)
+    attr = (ir.FloatAttr.get(element, value) if isinstance(element, ir.F32Type)
+            else ir.IntegerAttr.get(element, int(value)))
+    return arith.constant(shaped, ir.DenseElementsAttr.get_splat(shaped, attr))
+
+
+def _power_of_two(n: ir.Value, int_type: ir.VectorType, f32_type: ir.VectorType,
+                  i32: ir.Type) -> ir.Value:
+    """2^n as f32 for an integer vector ``n`` in [-126, 127]: the biased exponent's bits."""
+    biased = arith.addi(n, _splat(int_type, i32, _F32_EXPONENT_BIAS))
+    bits = arith.shli(biased, _splat(int_type, i32, _F32_MANTISSA_BITS))
+    return arith.bitcast(f32_type, bits)
+
+
+def _exp(x: ir.Value) -> ir.Value:
+    """exp(``x``) for a vector f32 value, emitted at the current insertion point."""
+    vector_type = ir.VectorType(x.type)
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    int_type = ir.VectorType.get(vector_type.shape, i32)
+    c = lambda value: _splat(vector_type, f32, value)  # noqa: E731
+    clamped = arith.maximumf(arith.minimumf(x, c(_X_MAX)), c(_X_MIN))
+    n = math.floor(arith.addf(arith.mulf(clamped, c(_LOG2E)), c(0.5)))
+    r = arith.subf(clamped, arith.mulf(n, c(_LN2_HI)))
+    r = arith.subf(r, arith.mulf(n, c(_LN2_LO)))
+    poly = c(_POLY[0])
+    for coefficient in _POLY[1:]:
+        poly = math.fma(poly, r, c(coefficient))
+    r2 = arith.mulf(r, r)
+    value = arith.addf(math.fma(poly, r2, r), c(1.0))
+    whole = arith.fptosi(int_type, n)
+    half = arith.shrsi(whole, _splat(int_type, i32, 1))
+    rest = arith.subi(whole, half)
+    value = arith.mulf(arith.mulf(value, _power_of_two(half, int_type, vector_type, i32)),
+                       _power_of_two(rest, int_type, vector_type, i32))
+    overflow = arith.cmpf(arith.CmpFPredicate.OGT, x, c(_X_MAX))
+    value = arith.select(overflow, c(float("inf")), value)
+    # fptosi of NaN is poison: select NaN inputs around the whole computation.
+    is_nan = arith.cmpf(arith.CmpFPredicate.UNO, x, x)
+    return arith.select(is_nan, x, value)
+
+
+# Cephes tanhf: below this |x|, x + x^3 P(x^2) (1 - 2 / (exp(2x) + 1) would cancel).
+_TANH_SMALL = 0.625
+_TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+              -3.33332819422e-1)
+
+
+def _tanh(x: ir.Value) -> ir.Value:
+    """tanh(``x``) for a vector f32 value (Cephes tanhf, about 2 ulp), via :func:`_exp`."""
+    vector_type = ir.VectorType(x.type)
+    c = lambda value: _splat(vector_type, ir.F32Type.get(), value)  # noqa: E731
+    magnitude = math.absf(x)
+    # Large |x|: 1 - 2 / (exp(2|x|) + 1), the sign restored; exp overflows to inf, giving 1.
+    large = arith.subf(c(1.0), arith.divf(c(2.0), arith.addf(_exp(arith.addf(magnitude, magnitude)), c(1.0))))
+    large = math.copysign(large, x)
+    z = arith.mulf(x, x)
+    poly = c(_TANH_POLY[0])
+    for coefficient in _TANH_POLY[1:]:
+        poly = math.fma(poly, z, c(coefficient))
+    small = math.fma(arith.mulf(poly, z), x, x)
+    is_large = arith.cmpf(arith.CmpFPredicate.OGE, magnitude, c(_TANH_SMALL))
+    return arith.select(is_large, large, small)
+
+
+_EXPANSIONS = {"math.exp": _exp, "math.tanh": _tanh}
+
+
+def _is_vector_f32_expansion(op: ir.Operation) -> bool:
+    if op.name not in _EXPANSIONS:
+        return False
+    result = op.results[0].type
+    return isinstance(result, ir.VectorType) and isinstance(ir.VectorType(result).element_type, ir.F32Type)
+
+
+@register_pass(APPROXIMATE_EXP,
+               "Vector f32 math.exp and math.tanh as polynomials in arith ops (LLVM "
+               "scalarizes them into expf / tanhf calls)")
+def approximate_exp_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    for op in ops_where(module, _is_vector_f32_expansion):
+        with ir.InsertionPoint(op), op.location:
+            value = _EXPANSIONS[op.name](op.operands[0])
+        op.results[0].replace_all_uses_with(value)
+        op.erase()
+
+
+_REASSOCIABLE_KINDS = ("add", "mul")
+
+
+def _is_ordered_float_reduction(op: ir.Operation) -> bool:
+    if op.name != "vector.reduction" or not isinstance(op.results[0].type, ir.FloatType):
+        return False
+    kind = str(op.attributes["kind"])
+    return any(f"<{k}>" in kind for k in _REASSOCIABLE_KINDS)
+
+
+@register_pass(REASSOCIATE_REDUCTIONS,
+               "Mark float vector.reduction <add>/<mul> fastmath<reassoc> (LLVM adds lanes "
+               "one by one otherwise)")
+def reassociate_reductions_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    for op in ops_where(module, _is_ordered_float_reduction):
+        text = str(op.attributes["fastmath"]) if "fastmath" in op.attributes else "#arith.fastmath<none>"
+        flags = {f.strip() for f in text[len("#arith.fastmath<"):-1].split(",")} - {"", "none"}
+        if flags & {"reassoc", "fast"}:
+            continue
+        op.attributes["fastmath"] = ir.Attribute.parse(
+            f"#arith.fastmath<{','.join(sorted(flags | {'reassoc'}))}>")

@@ -1,0 +1,74 @@
+"""CNN ops under the default schedule at opt_level 3 (NHWC after the layout pass) against
+onnxruntime: depthwise convolutions (stride, padding, dilation, channel counts that are no
+multiple of the vector width), 1x1 convolutions, pooling, and a MobileNetV2-style network.
+The schedule's structure is checked in tests/lit/schedule; speed in benchmarks/cnn.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import graph_models
+import tilecraft
+
+
+def _single_node_model(node, shape: tuple[int, ...], weights: dict[str, np.ndarray]):
+    graph = helper.make_graph(
+        [node], "single",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        [numpy_helper.from_array(w.astype(np.float32), name) for name, w in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _check_against_onnxruntime(model, shape: tuple[int, ...], seed: int = 0) -> None:
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})[0]
+    got = tilecraft.compile(model, opt_level=3)(x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels", [32, 19])
+@pytest.mark.parametrize("stride, pad, dilation", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 0, 1)])
+def test_depthwise_conv(channels, stride, pad, dilation):
+    rng = np.random.default_rng(1)
+    weights = {"w": rng.standard_normal((channels, 1, 3, 3)), "b": rng.standard_normal(channels)}
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=channels, strides=[stride] * 2,
+                            pads=[pad] * 4, dilations=[dilation] * 2)
+    _check_against_onnxruntime(_single_node_model(node, (1, channels, 17, 18), weights),
+                               (1, channels, 17, 18))
+
+
+@pytest.mark.parametrize("cin, cout, size", [(24, 144, 14), (19, 37, 9)])
+def test_pointwise_conv(cin, cout, size):
+    weights = {"w": np.random.default_rng(2).standard_normal((cout, cin, 1, 1)) / np.sqrt(cin)}
+    node = helper.make_node("Conv", ["x", "w"], ["y"])
+    _check_against_onnxruntime(_single_node_model(node, (1, cin, size, size), weights),
+                               (1, cin, size, size))
+
+
+@pytest.mark.parametrize("channels", [64, 21])
+@pytest.mark.parametrize("op, attributes", [
+    ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ("GlobalAveragePool", {}),
+])
+def test_pooling(channels, op, attributes):
+    node = helper.make_node(op, ["x"], ["y"], **attributes)
+    _check_against_onnxruntime(_single_node_model(node, (1, channels, 14, 14), {}),
+                               (1, channels, 14, 14))
+
+
+def test_mobilenet_v2_style_net():
+    """Inverted residual blocks (expand, depthwise stride 1 and 2, project, residual Add),
+    BN folded, ReLU6 as Clip; a width that makes odd channel counts."""
+    model = graph_models.mobilenet_v2(size=32, width=0.5, classes=10,
+                                      stages=((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2)))
+    _check_against_onnxruntime(model, (1, 3, 32, 32), seed=5)

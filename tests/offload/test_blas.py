@@ -1,0 +1,159 @@
+"""offload=["blas"]: GEMM-shaped ops to OpenBLAS, the rest compiled; numerics against numpy
+and onnxruntime from Python, the CLI and a package run in a fresh process; the tuner sees no
+offloaded op; an unknown backend is a typed error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("scipy_openblas32")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tilecraft  # noqa: E402
+from tilecraft.errors import BackendError  # noqa: E402
+from tilecraft.pipelines.offload import backend_named  # noqa: E402
+from tilecraft.tools.cli import run_cli  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+import graph_models  # noqa: E402
+
+EXAMPLES = Path(tilecraft.__file__).resolve().parent / "examples"
+
+
+def onnxruntime_outputs(model, feeds: dict) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString() if hasattr(model, "SerializeToString") else str(model),
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def gemm_bias_relu(m: int = 64, k: int = 128, n: int = 96, seed: int = 0):
+    """Gemm(x, W^T, b) -> Relu: transB and the bias in the accumulator."""
+    rng = np.random.default_rng(seed)
+    weights = numpy_helper.from_array(rng.standard_normal((n, k)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b")
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1),
+             helper.make_node("Relu", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "gemm_bias_relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
+                              [weights, bias])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_matmul_against_numpy(rand, capsys):
+    t = "tensor<96x80xf32>"
+    source = f"""
+    func.func @main(%a: tensor<96x64xf32>, %b: tensor<64x80xf32>) -> {t} {{
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : {t}
+      %f = linalg.fill ins(%zero : f32) outs(%e : {t}) -> {t}
+      %m = linalg.matmul ins(%a, %b : tensor<96x64xf32>, tensor<64x80xf32>) outs(%f : {t}) -> {t}
+      return %m : {t}
+    }}
+    """
+    module = tilecraft.compile(source, offload=["blas"])
+    assert "offload blas: 1 ops (linalg.matmul 1)" in capsys.readouterr().err
+    assert module.offloaded == {"blas": {"declined": 0, "linalg.matmul": 1}}
+    assert 'tilecraft.offload = "blas:linalg.matmul"' in module.ir("graph")
+    a, b = rand((96, 64)), rand((64, 80))
+    np.testing.assert_allclose(module(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_with_bias_keeps_the_epilogue_compiled(rng):
+    model = gemm_bias_relu()
+    module = tilecraft.compile(model, offload=["blas"])
+    assert module.offloaded["blas"].get("linalg.matmul") == 1
+    graph_ir = module.ir("graph")
+    assert "call @tilecraft_blas_matmul" in graph_ir and "linalg.matmul ins" not in graph_ir
+    x = rng.standard_normal((64, 128)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_bert_layer_against_onnxruntime(rng):
+    model = graph_models.bert_layer(seq=64, hidden=128, heads=4, ffn=256)
+    module = tilecraft.compile(model, offload=["blas"])
+    taken = module.offloaded["blas"]
+    assert taken.get("linalg.matmul", 0) >= 4 and taken.get("linalg.batch_matmul", 0) == 2
+    x = rng.standard_normal((64, 128)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture
+def offload_everything():
+    """The blas backend with no size threshold, so the small digits CNN offloads too."""
+    backend = backend_named("blas")
+    saved = backend.min_macs
+    backend.min_macs = 1
+    yield backend
+    backend.min_macs = saved
+
+
+def test_digits_cnn_against_onnxruntime(offload_everything):
+    with np.load(EXAMPLES / "digits_test.npz") as split:
+        images = split["images"][:4]
+    model_path = EXAMPLES / "digits_cnn.onnx"
+    module = tilecraft.compile(str(model_path), shape_dict={"input": [4, 1, 16, 16]}, offload=["blas"])
+    assert sum(n for op, n in module.offloaded["blas"].items() if op != "declined") >= 1
+    (expected,) = onnxruntime_outputs(model_path, {"input": images})
+    np.testing.assert_allclose(module(images), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_one_by_one_convolution(offload_everything, rng):
+    weights = numpy_helper.from_array(rng.standard_normal((32, 16, 1, 1)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "pointwise",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32, 8, 8])],
+                              [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    module = tilecraft.compile(model, offload=["blas"])
+    assert any(op.startswith("linalg.conv") for op in module.offloaded["blas"]), module.offloaded
+    x = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_compile_and_package_in_a_fresh_process(tmp_path, rng, capsys):
+    model = gemm_bias_relu()
+    onnx.save(model, tmp_path / "gemm.onnx")
+    package = tmp_path / "gemm.tar"
+    assert run_cli(["compile", str(tmp_path / "gemm.onnx"), "--target", "blas, llvm", "-o", str(package)]) == 0
+    assert "offload blas: 1 ops" in capsys.readouterr().err
+    x = rng.standard_normal((64, 128)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    np.savez(tmp_path / "io.npz", x=x, expected=expected)
+    code = textwrap.dedent(f"""
+        import sys, numpy as np
+        import tilecraft.runtime as rt
+        package = rt.load({str(package)!r})
+        with np.load({str(tmp_path / 'io.npz')!r}) as io:
+            np.testing.assert_allclose(package(io['x']), io['expected'], rtol=1e-4, atol=1e-4)
+        assert 'mlir' not in sys.modules
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_offloaded_ops_are_not_tuning_tasks():
+    model = gemm_bias_relu()
+    kinds = {task.op_name for task in tilecraft.extract_tasks(model)}
+    assert "linalg.matmul" in kinds
+    offloaded = {task.op_name for task in tilecraft.extract_tasks(model, offload=["blas"])}
+    assert "linalg.matmul" not in offloaded
+
+
+def test_unknown_backend(capsys):
+    with pytest.raises(BackendError, match="unknown offload backend 'cudnn'; known backends: blas"):
+        tilecraft.compile(gemm_bias_relu(), offload=["cudnn"])
+    assert run_cli(["compile", str(EXAMPLES / "digits_cnn.onnx"), "--offload", "cudnn", "-o", "x.tar"]) != 0
+    assert "unknown offload backend 'cudnn'" in capsys.readouterr().err
