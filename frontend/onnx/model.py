@@ -227,4 +227,11 @@ def check_type_agreement(proto: onnx.ModelProto) -> None:
 
 def initializers(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """The graph's weights as numpy arrays (external data is loaded by onnx.load)."""
-    return {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
+    arrays = {}
+    for tensor in graph.initializer:
+        try:
+            arrays[tensor.name] = numpy_helper.to_array(tensor)
+        except (ValueError, TypeError) as error:  # data of another length than the dims say
+            raise ModelImportError(f"initializer {tensor.name!r}: its data does not fit its shape "
+                                   f"{list(tensor.dims)}: {_first_line(error)}") from error
+    return arrays

@@ -241,3 +241,12 @@ func.func @main(%a: tensor<4xf32>, %e: tensor<4xf32>) -> tensor<4xf32> {
     with pytest.raises(ModelImportError, match="iterator_types entries must be strings"):
         tilecraft.compile(text)
     assert run_opt(["-"], stdin=text)[0] == 1
+
+
+def test_initializer_data_longer_than_its_dims_is_an_import_error():
+    model = matmul_model()
+    weight = model.graph.initializer[0]
+    weight.ClearField("raw_data")
+    weight.float_data.extend([1.0] * 20)
+    with pytest.raises(ModelImportError, match="initializer 'W': its data does not fit its shape"):
+        tilecraft.compile(model)
