@@ -491,6 +491,7 @@ def worker() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not break the protocol
     with tempfile.TemporaryDirectory(prefix="tilecraft-fuzz-") as folder:
+        os.chdir(folder)  # command lines writing default outputs (module.tar) write them here
         for line in sys.stdin:
             case = json.loads(line)
             started = time.perf_counter()
