@@ -106,6 +106,21 @@ class GpuScheduleError(CompileError):
     it has no plan for, or a plan the transform interpreter rejected); names the op."""
 
 
+class OptionError(TilecraftError, TypeError, ValueError):
+    """A compile, tune or pass option has the wrong type or a value outside its range
+    (``pipeline="text"``, ``opt_level=nan``, a negative count, a missing records file).
+
+    Derives from both ``TypeError`` and ``ValueError`` so code written before the option was
+    checked, which caught the builtin the unchecked value used to raise, keeps working."""
+
+
+class ResourceLimitError(TilecraftError):
+    """A model needs more than a configured limit allows: a tensor (or all of them together)
+    larger than the size limits, an element count that overflows int64, or MLIR text nested
+    deeper than the parser can take. The message names the tensor and the limit, and how to
+    raise it (docs/robustness.md)."""
+
+
 class ExternError(CompileError):
     """An extern function (``tilecraft.extern``) cannot be used: a call names a function that
     was never registered, or one that cannot go where it is asked to (a Python callable in a

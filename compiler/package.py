@@ -231,6 +231,15 @@ def _required_flags(target: Target) -> list[str]:
     return sorted(a[1:].replace(".", "_") for a in target.mattr if a.startswith("+"))
 
 
+def _contract_source(directory: Path, contract: bytes) -> Path:
+    """A C file defining the exported, NUL-terminated ``tilecraft_contract`` string that the
+    loader compares with the manifest (runtime/package.py), as bytes so no name needs escaping."""
+    source = directory / "contract.c"
+    data = ", ".join(str(b) for b in contract + b"\0")
+    source.write_text(f'__attribute__((visibility("default"), used)) const char {fmt.CONTRACT_SYMBOL}[] = {{{data}}};\n')
+    return source
+
+
 def _extern_dependencies(llvm_module: ir.Module, work: Path) -> tuple[list[Path], list[Path], dict[str, list[str]]]:
     """What the extern functions a module calls add to its package: a C file binding each
     ``_mlir_ciface_<name>`` to its symbol, their libraries (copied into ``work``, bundled)
@@ -330,10 +339,11 @@ class PackageWriter:
         with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
             work = Path(scratch)
             files = [fmt.LIBRARY]
+            contract = _contract_source(work, fmt.contract_json(manifest))
             stubs, libraries, manifest["libraries"] = _extern_dependencies(llvm_module, work)
             files += [library.name for library in libraries]
             tensors, weight_bytes = build_shared_library(llvm_module, self.target, work / fmt.LIBRARY,
-                                                         opt_level=self.opt_level, extra_sources=stubs,
+                                                         opt_level=self.opt_level, extra_sources=(*stubs, contract),
                                                          libraries=libraries)
             manifest["weights"] = {"tensors": tensors, "bytes": weight_bytes,
                                    "stored": "read-only data of model.so"}
@@ -341,7 +351,7 @@ class PackageWriter:
                 with llvm_module.context, ir.Location.unknown():
                     module, kernels = self._profile_module(llvm_module.context)
                 build_shared_library(module, self.target, work / fmt.PROFILE_LIBRARY,
-                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE, *stubs),
+                                     opt_level=self.opt_level, extra_sources=(PROFILE_TIMER_SOURCE, *stubs, contract),
                                      libraries=libraries)
                 manifest["profile"] = {"kernels": kernels}
                 files.append(fmt.PROFILE_LIBRARY)

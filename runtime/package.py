@@ -48,6 +48,13 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LIBRARY = "model.so"
 PROFILE_LIBRARY = "profile.so"
+# The call contract (entry symbol, inputs, outputs, equal dims) compiled into each library as
+# a NUL-terminated JSON string under this symbol: the manifest is checked against it at load.
+CONTRACT_SYMBOL = "tilecraft_contract"
+CONTRACT_KEYS = ("entry", "symbol", "inputs", "outputs", "equal_dims")
+# Archive members larger than this are refused before extraction (a library of a large model
+# holds its weights; 16 GiB is far above any package this tilecraft writes for one CPU).
+MAX_MEMBER_BYTES = 16 << 30
 # Shared libraries of C extern functions travel beside model.so (which finds them through
 # its $ORIGIN run path); the libraries those need are named in the manifest instead.
 BUNDLED_LIBRARY = re.compile(r"lib[A-Za-z0-9_.+-]+\.so(\.[0-9]+)*$")
@@ -163,9 +170,14 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
             if MANIFEST not in members:
                 raise PackageError(f"{path}: not a tilecraft package (no {MANIFEST} in the archive)")
             for name, member in members.items():
+                # Only the known names (and bundled extern libraries), as regular files: no
+                # links, folders or paths that could escape the extraction folder.
                 if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) and not BUNDLED_LIBRARY.match(name)) \
                         or not member.isfile():
                     raise PackageError(f"{path}: unexpected archive member {name!r}")
+                if member.size > MAX_MEMBER_BYTES:
+                    raise PackageError(f"{path}: archive member {name!r} is {member.size} bytes, "
+                                       f"above the limit of {MAX_MEMBER_BYTES}")
                 source = archive.extractfile(member)
                 with open(directory / name, "wb") as target:
                     shutil.copyfileobj(source, target)
@@ -182,6 +194,11 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
     return manifest
 
 
+def contract_json(manifest: Mapping[str, Any]) -> bytes:
+    """The canonical JSON of the manifest's call contract (:data:`CONTRACT_KEYS`)."""
+    return json.dumps({key: manifest.get(key) for key in CONTRACT_KEYS}, sort_keys=True).encode()
+
+
 def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
     """Version, target and required fields; raises naming the first problem."""
     version = manifest.get("format_version")
@@ -194,6 +211,10 @@ def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
     for key in ("entry", "symbol", "inputs", "outputs", "equal_dims", "machine", "target", "sha256"):
         if key not in manifest:
             raise PackageError(f"{where}: {MANIFEST} lacks {key!r}")
+    kinds = {"symbol": str, "inputs": list, "outputs": list, "sha256": dict}
+    for key, kind in kinds.items():
+        if not isinstance(manifest[key], kind):
+            raise PackageError(f"{where}: {MANIFEST} field {key!r} must be a {kind.__name__}")
     machine = normalized_machine(platform.machine())
     if normalized_machine(str(manifest["machine"])) != machine:
         raise PackageTargetError(
@@ -249,6 +270,7 @@ class Package:
                 raise PackageError(f"{self.path}: malformed signature in {MANIFEST} ({error})") from None
             self._dependencies = _load_libraries(self.manifest, directory, str(self.path))
             self._library = self._open(library)
+            self._check_contract(self._library)
             self._entry = self._symbol(self._library, self.manifest["symbol"])
             self._profile_library = None
             profile = directory / PROFILE_LIBRARY
@@ -266,6 +288,19 @@ class Package:
             return ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
         except OSError as error:
             raise PackageError(f"{self.path}: cannot load {library.name} ({error})") from None
+
+    def _check_contract(self, library: ctypes.CDLL) -> None:
+        """Refuse a manifest whose call contract differs from the one compiled into the
+        library. Why: the library's hash only proves the library intact; an edited manifest
+        (other shapes, dtypes or outputs) would otherwise bind arguments the code does not
+        expect and read or write outside its buffers."""
+        address = ctypes.cast(self._symbol(library, CONTRACT_SYMBOL), ctypes.c_void_p).value
+        embedded = ctypes.string_at(address)
+        if embedded != contract_json(self.manifest):
+            raise PackageError(
+                f"{self.path}: {MANIFEST} does not match the call contract compiled into {LIBRARY} "
+                "(inputs, outputs or entry edited): recompile the model"
+            )
 
     def _symbol(self, library: ctypes.CDLL, name: str) -> Any:
         try:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -81,7 +82,7 @@ def load_inputs(path: "str | os.PathLike[str]") -> dict[str, np.ndarray]:
             return {name: data[name] for name in data.files}
     except FileNotFoundError:
         raise ArgumentValueError(f"{path}: no such inputs file") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # truncated or not a zip
         raise ArgumentValueError(f"{path}: not a readable .npz file ({error})") from None
 
 

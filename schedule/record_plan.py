@@ -16,7 +16,7 @@ from typing import Mapping
 
 from mlir import ir
 
-from ..errors import KnobError
+from ..errors import KnobError, PipelineError
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import Target
 from .group import FusionUnit
@@ -41,12 +41,17 @@ class RecordPlanner:
 
     @classmethod
     def from_pass_options(cls, options: Mapping[str, str]) -> "RecordPlanner":
+        """A planner for ``tilecraft-schedule{tuning-records=...}``; a records file that does
+        not exist is a :class:`PipelineError` (a typo must not silently mean "no records")."""
+        path = options["tuning-records"]
+        if not os.path.isfile(path):
+            raise PipelineError(f"tilecraft-schedule: tuning-records {path!r}: no such file")
         spec = "llvm"
         if options.get("cpu"):
             spec += f" -mcpu={options['cpu']}"
         if options.get("features"):
             spec += f" -mattr={options['features']}"
-        return cls.from_file(options["tuning-records"], spec)
+        return cls.from_file(path, spec)
 
     def __call__(self, op: ir.Operation, nest: LoopNest, tag: int,
                  unit: FusionUnit | None = None) -> OpSchedule | None:

@@ -4,13 +4,15 @@
     tilecraft-opt in.mlir --pass-pipeline='builtin.module(tilecraft-lower-cpu)'
     tilecraft-opt tests.mlir --split-input-file --verify-diagnostics --tilecraft-schedule
 
-Exit status: 0 on success, 1 when the input does not parse or verify, a pass fails, an
+Exit status: 0 on success, 1 when the input cannot be read (missing, not UTF-8 text), does not
+parse or verify, is nested too deeply, a pass fails, the output cannot be written, an
 expected diagnostic is missing or an unexpected one appears, and 2 for bad command lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -19,7 +21,8 @@ from typing import Sequence, TextIO
 from mlir import ir
 
 from ..dialects import graph
-from ..errors import CompileError, PipelineError
+from ..errors import CompileError, ModelImportError, PipelineError, ResourceLimitError
+from ..frontend.loader import check_mlir_text
 from ..pipelines.passes import registered_passes, registered_pipelines
 from ..pipelines.pipeline import run_pass_elements, split_pipeline_elements, validate_pass_elements
 from .upstream_passes import upstream_pass_summaries
@@ -173,6 +176,7 @@ def process_chunk(
     context.attach_diagnostic_handler(handler)
     with context:
         try:
+            check_mlir_text(source)
             module = ir.Module.parse(source)
             if elements:
                 run_pass_elements(module, elements, print_ir_after_all=options.mlir_print_ir_after_all)
@@ -180,6 +184,9 @@ def process_chunk(
             for diagnostic in error.error_diagnostics:
                 _collect(diagnostic, diagnostics)
             return None, diagnostics, str(error).splitlines()[0]
+        except (ResourceLimitError, ModelImportError) as error:
+            diagnostics.append(Diagnostic("error", None, str(error)))
+            return None, diagnostics, str(error)
         except CompileError as error:
             cause = error.__cause__
             if isinstance(cause, ir.MLIRError):
@@ -215,9 +222,22 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
         return 2
     name = "<stdin>" if options.input == "-" else options.input
     try:
-        source = stdin.read() if options.input == "-" else open(options.input).read()
+        if options.input == "-":
+            source = stdin.read()
+        else:
+            with open(options.input, encoding="utf-8") as handle:
+                source = handle.read()
+        source.encode("utf-8")  # stdin decoded with surrogateescape holds what UTF-8 cannot
     except OSError as error:
         print(f"tilecraft-opt: error: cannot read {name}: {error.strerror}", file=stderr)
+        return 1
+    except UnicodeError as error:
+        print(f"tilecraft-opt: error: {name} is not UTF-8 text (position {error.start}); MLIR "
+              "bytecode and binary files are not read", file=stderr)
+        return 1
+    if options.output != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(options.output))):
+        print(f"tilecraft-opt: error: cannot write {options.output}: its folder does not exist",
+              file=stderr)
         return 1
     chunks = source.split(f"\n{SPLIT_MARKER}\n") if options.split_input_file else [source]
     outputs, failed, line_offset = [], False, 0
@@ -246,8 +266,12 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
     if options.output == "-":
         stdout.write(rendered)
     else:
-        with open(options.output, "w") as handle:
-            handle.write(rendered)
+        try:
+            with open(options.output, "w") as handle:
+                handle.write(rendered)
+        except OSError as error:
+            print(f"tilecraft-opt: error: cannot write {options.output}: {error.strerror}", file=stderr)
+            return 1
     return 1 if failed else 0
 
 

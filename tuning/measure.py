@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -180,6 +181,32 @@ def _worker_main(connection: Any, options: RunnerOptions, scratch: str) -> None:
         connection.send(result)
 
 
+SCRATCH_PREFIX = "tilecraft-measure-"
+
+
+def remove_orphaned_scratch(folder: "str | os.PathLike[str] | None" = None) -> list[Path]:
+    """Remove measurement folders whose owner process is gone; returns what was removed.
+
+    Why: a tuning run killed with SIGKILL never runs its cleanup, and its folder (reference
+    outputs, built candidates) stays in the temp folder. Each folder's name carries its
+    owner's pid (``tilecraft-measure-<pid>-...``); a folder whose pid is alive, or names no
+    pid, is left alone (a reused pid only delays the removal to a later run).
+    """
+    removed = []
+    for candidate in Path(folder or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = candidate.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not candidate.is_dir() or candidate.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(candidate, ignore_errors=True)
+            removed.append(candidate)
+        except (PermissionError, OverflowError):  # alive under another user, or not a pid
+            continue
+    return removed
+
+
 @contextlib.contextmanager
 def _main_not_rerun() -> Iterator[None]:
     """Start spawned workers without re-running a ``__main__`` that is no file.
@@ -208,7 +235,8 @@ class LocalRunner:
     def __init__(self, options: RunnerOptions | None = None) -> None:
         self.options = options or RunnerOptions()
         self._context = multiprocessing.get_context("spawn")
-        self._scratch = tempfile.TemporaryDirectory(prefix="tilecraft-measure-")
+        remove_orphaned_scratch()
+        self._scratch = tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
         self._process: Any = None
         self._connection: Any = None
 

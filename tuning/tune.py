@@ -213,8 +213,14 @@ class TuneOptions:
         stop = self.early_stopping
         if stop is not None and (not isinstance(stop, int) or stop < 1):
             raise TuningError(f"early_stopping must be a positive integer or None, got {stop!r}")
-        if not self.timeout > 0:
-            raise TuningError(f"timeout must be positive, got {self.timeout!r}")
+        timeout = self.timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise TuningError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
+        for name in ("batch_size", "validate_top", "seed"):
+            value = getattr(self, name)
+            least = 1 if name == "batch_size" else 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise TuningError(f"{name} must be an integer >= {least}, got {value!r}")
         per_task = self.trials_per_task
         if not isinstance(per_task, int) or isinstance(per_task, bool) or per_task < 0:
             raise TuningError(f"trials_per_task must be a non-negative integer, got {per_task!r}")

@@ -19,7 +19,7 @@ from .model import TensorInfo
 def _schema(node: onnx.NodeProto, opset: int) -> "defs.OpSchema | None":
     try:
         return defs.get_schema(node.op_type, opset, node.domain or "")
-    except defs.SchemaError:
+    except (defs.SchemaError, TypeError):  # TypeError: an op_type that is not UTF-8 (bytes)
         return None
 
 

@@ -18,6 +18,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...errors import ModelImportError
+from ...runtime.limits import Limits
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
 from ..emit import core
@@ -58,6 +59,10 @@ class GraphImporter:
         self.opset = default_opset(proto)
         self.infos = value_infos(self.graph)
         self.values: dict[str, ir.Value | np.ndarray] = {}
+        # Bytes constant folding has made so far; past TILECRAFT_MAX_TOTAL nothing more is
+        # folded (the nodes are emitted), so folding cannot exhaust memory however many nodes.
+        self.folded_bytes = 0
+        self.fold_budget = Limits.current().max_total_bytes
 
     def bind(self, name: str, value: ir.Value | np.ndarray) -> None:
         if name in self.values:
@@ -141,7 +146,11 @@ class GraphImporter:
                 )
             else:
                 inputs.append(self.values[name])
-        outputs = folding.fold(node, inputs, self.opset) if folding.can_fold(node, inputs) else None
+        output_shapes = [info.shape if (info := self.infos.get(name)) else None for name in node.output]
+        foldable = self.folded_bytes < self.fold_budget and folding.can_fold(node, inputs, output_shapes)
+        outputs = folding.fold(node, inputs, self.opset) if foldable else None
+        if outputs is not None:
+            self.folded_bytes += sum(a.nbytes for a in outputs if isinstance(a, np.ndarray))
         if outputs is None and lookup(node.op_type, self.opset) is None:
             self._import_function(node, label, inputs)
             return

@@ -15,6 +15,9 @@ from onnx import numpy_helper
 from ...errors import ModelImportError
 
 MIN_OPSET = 7
+# The newest default-domain opset the installed onnx package defines: the handlers follow its
+# schemas, so a newer opset (whose ops may have changed meaning) is refused, not guessed at.
+MAX_OPSET = onnx.defs.onnx_opset_version()
 
 # ONNX TensorProto element types tilecraft handles, as numpy dtypes.
 ONNX_DTYPES: dict[int, np.dtype] = {
@@ -51,8 +54,12 @@ def load_model(model: "str | Path | bytes | onnx.ModelProto") -> onnx.ModelProto
             raise ModelImportError(f"{path}: no such ONNX file")
         try:
             proto = onnx.load(str(path))
-        except (DecodeError, ValueError, RuntimeError) as error:
-            raise ModelImportError(f"{path} is not a valid ONNX model (truncated or not ONNX): {error}") from error
+        except onnx.checker.ValidationError as error:  # external data outside the model's folder
+            raise ModelImportError(f"{path}: external data refused: {_first_line(error)}") from error
+        except (DecodeError, ValueError, RuntimeError, OSError) as error:
+            raise ModelImportError(
+                f"{path} is not a valid ONNX model (truncated or not ONNX): {_first_line(error)}"
+            ) from error
     elif isinstance(model, bytes):
         try:
             proto = onnx.load_from_string(model)
@@ -67,21 +74,31 @@ def load_model(model: "str | Path | bytes | onnx.ModelProto") -> onnx.ModelProto
     return proto
 
 
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def check_model(proto: onnx.ModelProto) -> None:
     """ONNX's structural checker (run after the unsupported-operator check, which lists more)."""
     try:
         onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as error:
+    except (onnx.checker.ValidationError, UnicodeDecodeError) as error:  # names that are not UTF-8
         raise ModelImportError(f"the ONNX model is malformed: {str(error).splitlines()[0]}") from error
 
 
 def upgrade_old_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Models older than :data:`MIN_OPSET` go through ONNX's own version converter.
+    """Models older than :data:`MIN_OPSET` go through ONNX's own version converter; models
+    newer than :data:`MAX_OPSET` are refused with the supported range.
 
     Why it is sound: the converter applies the ONNX-maintained adapters op by op and refuses
     (raises) when an op cannot be expressed in the newer opset; we never guess.
     """
     opset = default_opset(proto)
+    if opset > MAX_OPSET:
+        raise ModelImportError(
+            f"opset {opset} is newer than this importer supports (opsets {MIN_OPSET}..{MAX_OPSET}; "
+            f"older ones are upgraded to {MIN_OPSET})"
+        )
     if opset >= MIN_OPSET:
         return proto
     try:
@@ -155,13 +172,66 @@ def override_input_shapes(
 
 
 def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """ONNX shape inference with data propagation (so Shape->Gather->Reshape chains resolve)."""
+    """ONNX shape inference with data propagation (so Shape->Gather->Reshape chains resolve),
+    then :func:`check_type_agreement`."""
     try:
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    except onnx.shape_inference.InferenceError as error:
-        raise ModelImportError(f"ONNX shape inference failed: {error}") from error
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, UnicodeDecodeError) as error:
+        raise ModelImportError(f"ONNX shape inference failed: {_first_line(error)}") from error
+    check_type_agreement(inferred)
+    return inferred
+
+
+def check_type_agreement(proto: onnx.ModelProto) -> None:
+    """:class:`ModelImportError` naming the node when inputs that the op's schema binds to one
+    type variable have different element types (an int64 weight feeding a float MatMul).
+
+    Why not ONNX's ``check_type``: it also refuses types outside a schema's list, and the
+    handlers deliberately accept more (``Relu`` on uint8); disagreeing inputs are never valid
+    and used to import as a module of the wrong meaning.
+    """
+    graph = proto.graph
+    elem_types = {t.name: t.data_type for t in graph.initializer}
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+            elem_types.setdefault(value.name, value.type.tensor_type.elem_type)
+    opset = default_opset(proto)
+    for position, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except (onnx.defs.SchemaError, TypeError):  # unknown op, or a name that is not UTF-8
+            continue
+        formals = list(schema.inputs)
+        bound: dict[str, tuple[str, int]] = {}
+        for index, name in enumerate(node.input):
+            if not name or name not in elem_types or not formals:
+                continue
+            formal = formals[min(index, len(formals) - 1)]
+            if index >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+                continue
+            if formal.type_str not in {c.type_param_str for c in schema.type_constraints}:
+                continue
+            earlier = bound.setdefault(formal.type_str, (name, elem_types[name]))
+            if earlier[1] != elem_types[name]:
+                label = node.name or f"{node.op_type}_{position}"
+                raise ModelImportError(
+                    f"node {label!r} ({node.op_type}): inputs {earlier[0]!r} "
+                    f"({onnx.TensorProto.DataType.Name(earlier[1])}) and {name!r} "
+                    f"({onnx.TensorProto.DataType.Name(elem_types[name])}) must have one element "
+                    f"type ({formal.type_str})",
+                    problems=[(label, node.op_type, "inputs of different element types")],
+                )
 
 
 def initializers(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """The graph's weights as numpy arrays (external data is loaded by onnx.load)."""
-    return {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
+    arrays = {}
+    for tensor in graph.initializer:
+        try:
+            arrays[tensor.name] = numpy_helper.to_array(tensor)
+        except (ValueError, TypeError) as error:  # data of another length than the dims say
+            raise ModelImportError(f"initializer {tensor.name!r}: its data does not fit its shape "
+                                   f"{list(tensor.dims)}: {_first_line(error)}") from error
+    return arrays

@@ -69,19 +69,31 @@ class ConstantAnalysis:
         self._known: dict[ir.Operation, bool] = {}
 
     def op_is_constant(self, op: ir.Operation) -> bool:
-        if op in self._known:
-            return self._known[op]
-        result = False
-        if op.name == "arith.constant":
-            result = True
-        elif op.name in _FOLDABLE or is_structured(op):
-            captured = graph._walk_values([op])[1]
-            result = all(self.value_is_constant(v) for v in captured) and all(
+        """Iterative (an explicit stack, not recursion over operands): a chain of thousands
+        of ops, as in a quantized ResNet's QDQ pairs, would exceed Python's recursion limit."""
+        stack, visiting = [op], set()
+        while stack:
+            current = stack[-1]
+            if current in self._known:
+                stack.pop()
+                continue
+            if current.name == "arith.constant" or not (current.name in _FOLDABLE or is_structured(current)):
+                self._known[current] = current.name == "arith.constant"
+                stack.pop()
+                continue
+            owners = [graph._op(v.owner) if isinstance(v, ir.OpResult) else None
+                      for v in graph._walk_values([current])[1]]
+            pending = [o for o in owners if o is not None and o not in self._known and o not in visiting]
+            if pending and current not in visiting:
+                visiting.add(current)
+                stack.extend(pending)
+                continue
+            self._known[current] = all(o is not None and self._known.get(o, False) for o in owners) and all(
                 isinstance(r.type, ir.RankedTensorType) and ir.RankedTensorType(r.type).has_static_shape
-                for r in op.results
+                for r in current.results
             )
-        self._known[op] = result
-        return result
+            stack.pop()
+        return self._known[op]
 
     def value_is_constant(self, value: ir.Value) -> bool:
         owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None

@@ -79,15 +79,26 @@ def classify(op: ir.Operation, nest: LoopNest | None) -> str | None:
 
 @dataclass
 class _Group:
+    """A fusion group being grown; its anchors and set of classes are kept as members join so
+    that a group of thousands of ops answers :func:`can_merge` without a scan."""
+
     ops: list[ir.Operation] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
+    anchors: list[tuple[ir.Operation, str]] = field(init=False)
+    class_set: set[str] = field(init=False)
 
-    @property
-    def anchors(self) -> list[tuple[ir.Operation, str]]:
-        return [(o, c) for o, c in zip(self.ops, self.classes) if c in ANCHORS]
+    def __post_init__(self) -> None:
+        self.anchors = [(o, c) for o, c in zip(self.ops, self.classes) if c in ANCHORS]
+        self.class_set = set(self.classes)
+
+    def absorb(self, other: "_Group") -> None:
+        self.ops.extend(other.ops)
+        self.classes.extend(other.classes)
+        self.anchors.extend(other.anchors)
+        self.class_set |= other.class_set
 
     def has_only(self, allowed: set[str]) -> bool:
-        return all(c in allowed for c in self.classes)
+        return self.class_set <= allowed
 
 
 def _top_level(op: ir.Operation, block_owner: ir.Operation) -> ir.Operation | None:
@@ -101,6 +112,23 @@ def _top_level(op: ir.Operation, block_owner: ir.Operation) -> ir.Operation | No
             return op
         op = parent
     return None
+
+
+def _top_level_producers(op: ir.Operation, block_owner: ir.Operation) -> list[ir.Operation]:
+    """Top-level ops of ``block_owner``'s body whose results ``op`` or an op nested in it
+    reads, in walk order (``op`` itself excluded)."""
+    found: list[ir.Operation] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        for value in inner.operands:
+            owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
+            top = _top_level(owner, block_owner) if owner is not None else None
+            if top is not None and top != op:
+                found.append(top)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
 
 
 def _reduction_shape(op: ir.Operation) -> str:
@@ -138,7 +166,7 @@ def _group_kind(group: _Group) -> tuple[str, ir.Operation | None]:
     if group.anchors:
         op, cls = group.anchors[0]
         return cls, op
-    if "injective" in group.classes or "elementwise" not in group.classes:
+    if "injective" in group.class_set or "elementwise" not in group.class_set:
         return "injective", None
     return "elementwise", None
 
@@ -179,33 +207,29 @@ def partition_function(func: ir.Operation, nests: Mapping[ir.Operation, LoopNest
         group_of[op] = len(groups)
         groups[len(groups)] = _Group([op], [cls])
 
+    # Each op's top-level producers and users, found once; a group's are kept as the merges
+    # go (members removed), so a chain of thousands of elementwise ops merging into one group
+    # costs linear time, not a walk over every member per merge.
+    producer_ops: dict[int, dict[ir.Operation, None]] = {}
+    user_ops: dict[int, dict[ir.Operation | None, None]] = {}
+    for op, gid in group_of.items():
+        producer_ops[gid] = dict.fromkeys(_top_level_producers(op, func))
+        user_ops[gid] = dict.fromkeys(
+            _top_level(graph._op(use.owner), func) for result in op.results for use in result.uses
+        )
+
+    def prune(table: dict[int, dict], group_id: int) -> dict:
+        """``table[group_id]`` without the group's own members (merged in since)."""
+        kept = {top: None for top in table[group_id] if top is None or group_of.get(top) != group_id}
+        table[group_id] = kept
+        return kept
+
     def users(group_id: int) -> set[int | None]:
-        found: set[int | None] = set()
-        for op in groups[group_id].ops:
-            for result in op.results:
-                for use in result.uses:
-                    top = _top_level(graph._op(use.owner), func)
-                    found.add(group_of.get(top) if top is not None else None)
-        return found
+        return {group_of.get(top) if top is not None else None for top in prune(user_ops, group_id)}
 
     def producers(group_id: int) -> list[int]:
-        found: list[int] = []
-        member_set = set(groups[group_id].ops)
-
-        def visit(inner: ir.Operation) -> ir.WalkResult:
-            for value in inner.operands:
-                owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
-                if owner is None or owner in member_set:
-                    continue
-                top = _top_level(owner, func)
-                gid = group_of.get(top)
-                if gid is not None and gid != group_id and gid not in found:
-                    found.append(gid)
-            return ir.WalkResult.ADVANCE
-
-        for member in groups[group_id].ops:
-            member.walk(visit, ir.WalkOrder.PRE_ORDER)
-        return found
+        found = (group_of.get(top) for top in prune(producer_ops, group_id))
+        return list(dict.fromkeys(gid for gid in found if gid is not None))
 
     for op in ops:
         if op not in group_of or groups[group_of[op]].classes == ["init"]:
@@ -222,8 +246,9 @@ def partition_function(func: ir.Operation, nests: Mapping[ir.Operation, LoopNest
                 merged = groups.pop(gid)
                 for member in merged.ops:
                     group_of[member] = current
-                groups[current].ops.extend(merged.ops)
-                groups[current].classes.extend(merged.classes)
+                groups[current].absorb(merged)
+                for table in (producer_ops, user_ops):
+                    table[current].update(table.pop(gid))
                 changed = True
                 break
     # Plans are made before any op moves: outlining moves ops into regions.

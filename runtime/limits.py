@@ -1,0 +1,125 @@
+"""Resource limits that keep bad input from crashing or exhausting the process.
+
+Models downloaded from the internet are untrusted: a ``ConstantOfShape`` of 2^40 elements,
+a tensor type whose element count overflows int64 (MLIR asserts and aborts the process) or
+MLIR text nested thousands of levels deep (MLIR's recursive-descent parser overflows the C
+stack) must end in a :class:`ResourceLimitError`, never in a dead process.
+
+The limits, with their defaults and the environment variables that override them (sizes
+accept ``K``/``M``/``G``/``T`` suffixes, powers of 1024):
+
+==========================  =========  ==================================================
+``TILECRAFT_MAX_TENSOR``     16G        bytes of one tensor of static shape in a module
+``TILECRAFT_MAX_FOLD``       64M        bytes of one tensor computed at constant-fold time
+                                        (larger results are left to run time, not folded)
+``TILECRAFT_MAX_TOTAL``      1G         bytes of all tensors constant folding computes for
+                                        one model (beyond it, nodes are emitted, not folded)
+``TILECRAFT_MAX_NESTING``    256        bracket nesting depth of MLIR text
+==========================  =========  ==================================================
+
+numpy only (this module is part of the runtime layer every other layer may import).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ResourceLimitError
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_INT64_MAX = (1 << 63) - 1
+
+
+def _env_size(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip().upper().removesuffix("B")
+    if not text:
+        return default
+    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
+    if match is None or int(match.group(1)) == 0:
+        raise ResourceLimitError(f"{name} must be a positive size such as 512M or 16G, got {os.environ[name]!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits in force (see the module docstring); read from the environment per call so
+    a test or a user can change them without restarting the process."""
+
+    max_tensor_bytes: int
+    max_total_bytes: int
+    max_fold_bytes: int
+    max_nesting: int
+
+    @classmethod
+    def current(cls) -> "Limits":
+        return cls(
+            max_tensor_bytes=_env_size("TILECRAFT_MAX_TENSOR", 16 << 30),
+            max_total_bytes=_env_size("TILECRAFT_MAX_TOTAL", 1 << 30),
+            max_fold_bytes=_env_size("TILECRAFT_MAX_FOLD", 64 << 20),
+            max_nesting=_env_size("TILECRAFT_MAX_NESTING", 256),
+        )
+
+
+def element_count(shape: Sequence[int]) -> int:
+    """Elements of a static shape as a Python int (never wraps around like int64 does)."""
+    count = 1
+    for extent in shape:
+        count *= int(extent)
+    return count
+
+
+def check_tensor(what: str, shape: Sequence[int], itemsize: int, limits: Limits | None = None) -> int:
+    """Bytes of a tensor of static ``shape``; :class:`ResourceLimitError` naming ``what`` when
+    its element count overflows int64 or its size exceeds ``TILECRAFT_MAX_TENSOR``."""
+    limits = limits or Limits.current()
+    count = element_count(shape)
+    if count > _INT64_MAX:
+        raise ResourceLimitError(f"{what}: shape {list(shape)} has {count} elements, more than int64 can count")
+    size = count * itemsize
+    if size > limits.max_tensor_bytes:
+        raise ResourceLimitError(
+            f"{what}: shape {list(shape)} needs {size} bytes, above the per-tensor limit of "
+            f"{limits.max_tensor_bytes} (TILECRAFT_MAX_TENSOR, docs/robustness.md)"
+        )
+    return size
+
+
+def fold_fits(shape: Sequence[int], itemsize: int, limits: Limits | None = None) -> bool:
+    """True when a constant of ``shape`` may be computed at fold time (``TILECRAFT_MAX_FOLD``)."""
+    limits = limits or Limits.current()
+    return element_count(shape) * itemsize <= limits.max_fold_bytes
+
+
+MLIR_BYTECODE_MAGIC = b"ML\xefR"
+# String literals (weights in hex, names) and comments hold brackets that do not nest.
+_NOT_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|//[^\n]*|->|>=|<=')
+_DEPTH_STEP = np.zeros(256, dtype=np.int64)
+for _open, _close in (b"()", b"[]", b"{}", b"<>"):
+    _DEPTH_STEP[_open] = 1
+    _DEPTH_STEP[_close] = -1
+
+
+def check_nesting(text: "str | bytes", what: str = "the MLIR text", limits: Limits | None = None) -> None:
+    """:class:`ResourceLimitError` when brackets in ``text`` nest deeper than
+    ``TILECRAFT_MAX_NESTING``.
+
+    Why before parsing: MLIR's parser recurses once per nested region, attribute or type and
+    overflows the C stack (a segfault, a dead process) a few thousand levels deep; real IR
+    nests a few dozen levels.
+    """
+    limits = limits or Limits.current()
+    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+    if data.startswith(MLIR_BYTECODE_MAGIC):  # bytecode is not parsed recursively as text
+        return
+    steps = _DEPTH_STEP[np.frombuffer(_NOT_NESTING.sub(b"", data), dtype=np.uint8)]
+    depth = int(np.cumsum(steps).max(initial=0))
+    if depth > limits.max_nesting:
+        raise ResourceLimitError(
+            f"{what} nests brackets {depth} levels deep, above the limit of {limits.max_nesting} "
+            "(TILECRAFT_MAX_NESTING, docs/robustness.md)"
+        )
