@@ -259,6 +259,17 @@ def test_layer_normalization(axis, with_stats):
                attributes={"axis": axis}, opset=17, num_outputs=3 if with_stats else 1, rtol=1e-4, atol=1e-5)
 
 
+def test_layer_normalization_bert_shape_against_onnxruntime():
+    """BERT-base's 128x768 layer norm as compiled at opt_level 3 (one fusion group, rows
+    split across tasks): its sum of squared deviations becomes a dot-product vector.contract
+    whose lowered LLVM reduction is reassociated (pipelines/vector_math.py)."""
+    x = rand((128, 768)) * 4 + 1
+    model = make_model("LayerNormalization", {"x": x}, constants={"scale": rand((768,), seed=1),
+                       "bias": rand((768,), seed=2)}, attributes={"axis": -1}, opset=17)
+    got = tilecraft.compile(model, opt_level=3)(x=x)
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
 def test_layer_normalization_dynamic_batch_without_bias():
     x = rand((2, 16))
     model = make_model("LayerNormalization", {"x": x}, constants={"scale": rand((16,), seed=1)},
