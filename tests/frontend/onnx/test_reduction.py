@@ -227,6 +227,15 @@ def test_softmax_dynamic_batch():
         np.testing.assert_allclose(compiled(x=value), expected, rtol=1e-5, atol=1e-7)
 
 
+def test_softmax_attention_shape_against_onnxruntime():
+    """BERT-base's 12x128x128 attention softmax at opt_level 3: exp computed once (its own op,
+    read by the row sum and the normalization in one fusion group), times 1 / sum."""
+    x = rand((12, 128, 128)) * 8
+    model = make_model("Softmax", {"x": x}, attributes={"axis": -1}, opset=17)
+    got = tilecraft.compile(model, opt_level=3)(x=x)
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-7)
+
+
 # --- normalizations ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("opset, dtype", [(15, np.float32), (9, np.float64), (7, np.float16)])
