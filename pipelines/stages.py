@@ -163,6 +163,8 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
         Stage("llvm",
               ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
+               # Again: lowering a dot-product vector.contract makes unflagged float sums.
+               REASSOCIATE_REDUCTIONS,
                "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize")
               + ((f"tilecraft-set-target{{{target_options}}}",) if target_options else ()),
               "everything to the LLVM dialect"),

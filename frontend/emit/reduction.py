@@ -402,7 +402,14 @@ def hardmax(x: ir.Value, axes: Sequence[int]) -> ir.Value:
 def softmax(x: ir.Value, axes: Sequence[int], *, log: bool = False) -> ir.Value:
     """Softmax (or log-softmax) over ``axes`` jointly, computed as ``exp(x - max)`` so no
     exponent overflows: a max pass, a sum-of-exp pass, and one elementwise pass (f16 is
-    accumulated in f32)."""
+    accumulated in f32).
+
+    Softmax computes ``e = exp(x - max)`` once, as its own op that the sum and the last pass
+    both read, and multiplies by ``1 / sum`` (loop-invariant along the row, hoisted out of
+    the vectorized loop), as onnxruntime does. Why: the vector exp is ~35 instructions per
+    16 lanes; computed in both passes (and a divide per element), BERT's 12x128x128
+    attention softmax ran at 2.5x onnxruntime's time per core. The fusion barrier keeps
+    ``e`` from being fused (recomputed) into its two consumers."""
     element = core.tensor_type(x).element_type
     acc = accumulator_type(element)
     peak = reduce(x, axes, "max", keepdims=True)
@@ -410,15 +417,20 @@ def softmax(x: ir.Value, axes: Sequence[int], *, log: bool = False) -> ir.Value:
     def shifted(v: ir.Value, m: ir.Value) -> ir.Value:
         return arith.subf(core.convert_scalar(v, acc), core.convert_scalar(m, acc))
 
-    total = reduce(x, axes, "sum", keepdims=True, extra=[peak], result_element=acc,
-                   body=lambda v, m: math.exp(shifted(v, m)))
     if log:
-        finish = lambda v, m, s: arith.subf(shifted(v, m), math.log(s))  # noqa: E731
-    else:
-        finish = lambda v, m, s: arith.divf(math.exp(shifted(v, m)), s)  # noqa: E731
+        total = reduce(x, axes, "sum", keepdims=True, extra=[peak], result_element=acc,
+                       body=lambda v, m: math.exp(shifted(v, m)))
+        return core.elementwise(
+            [x, peak, total], element,
+            lambda v, m, s: core.convert_scalar(arith.subf(shifted(v, m), math.log(s)), element),
+            extents=core.sizes(x),
+        )
+    exps = core.elementwise([x, peak], acc, lambda v, m: math.exp(shifted(v, m)), extents=core.sizes(x))
+    total = reduce(exps, axes, "sum", keepdims=True)
     return core.elementwise(
-        [x, peak, total], element,
-        lambda v, m, s: core.convert_scalar(finish(v, m, s), element), extents=core.sizes(x),
+        [exps, total], element,
+        lambda e, s: core.convert_scalar(arith.mulf(e, arith.divf(core.scalar_constant(1, acc), s)), element),
+        extents=core.sizes(x),
     )
 
 

@@ -94,9 +94,10 @@ def test_resnet50_converts_layout_only_at_its_boundaries(monkeypatch):
     assert counts["linalg.transpose"] == 1  # the image; the pooled features leave by a reshape
     # 176 ONNX nodes -> 57 fusion groups -> each group one loop nest, except what
     # docs/graph-dialect.md lists (the image's transpose, pads of convs whose tasks split
-    # channels, the final 1x1000 softmax, too small for a thread level).
+    # channels, the final 1x1000 softmax, too small for a thread level: max, exp, sum and
+    # the normalization, one loop nest each).
     assert compiled.group_count == 57
-    assert compiled.kernel_count <= 66
+    assert compiled.kernel_count <= 67
     got = compiled(*feeds.values())
     got = list(got) if isinstance(got, tuple) else [got]
     for value, reference in zip(got, _reference(model, feeds)):

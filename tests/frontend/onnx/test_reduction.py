@@ -227,6 +227,15 @@ def test_softmax_dynamic_batch():
         np.testing.assert_allclose(compiled(x=value), expected, rtol=1e-5, atol=1e-7)
 
 
+def test_softmax_attention_shape_against_onnxruntime():
+    """BERT-base's 12x128x128 attention softmax at opt_level 3: exp computed once (its own op,
+    read by the row sum and the normalization in one fusion group), times 1 / sum."""
+    x = rand((12, 128, 128)) * 8
+    model = make_model("Softmax", {"x": x}, attributes={"axis": -1}, opset=17)
+    got = tilecraft.compile(model, opt_level=3)(x=x)
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-7)
+
+
 # --- normalizations ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("opset, dtype", [(15, np.float32), (9, np.float64), (7, np.float16)])
@@ -257,6 +266,17 @@ def test_layer_normalization(axis, with_stats):
     shape = x.shape[axis:]
     check_node("LayerNormalization", {"x": x}, constants={"scale": rand(shape, seed=1), "bias": rand(shape, seed=2)},
                attributes={"axis": axis}, opset=17, num_outputs=3 if with_stats else 1, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_normalization_bert_shape_against_onnxruntime():
+    """BERT-base's 128x768 layer norm as compiled at opt_level 3 (one fusion group, rows
+    split across tasks): its sum of squared deviations becomes a dot-product vector.contract
+    whose lowered LLVM reduction is reassociated (pipelines/vector_math.py)."""
+    x = rand((128, 768)) * 4 + 1
+    model = make_model("LayerNormalization", {"x": x}, constants={"scale": rand((768,), seed=1),
+                       "bias": rand((768,), seed=2)}, attributes={"axis": -1}, opset=17)
+    got = tilecraft.compile(model, opt_level=3)(x=x)
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
 def test_layer_normalization_dynamic_batch_without_bias():

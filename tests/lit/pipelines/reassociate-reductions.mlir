@@ -15,3 +15,17 @@ func.func @sums(%v: vector<64xf32>, %w: vector<16xf32>, %i: vector<16xi32>, %a: 
   %n = vector.reduction <add>, %i : vector<16xi32> into i32
   return %s, %p, %m, %n : f32, f32, f32, i32
 }
+
+// The llvm stage runs the pass again after convert-vector-to-llvm: lowering a dot-product
+// vector.contract (layer norm's sum of squares) creates LLVM reductions there, unflagged.
+// CHECK-LABEL: llvm.func @lowered_sums
+// CHECK: "llvm.intr.vector.reduce.fadd"(%{{.*}}, %{{.*}}) <{fastmathFlags = #llvm.fastmath<reassoc>}>
+// CHECK: "llvm.intr.vector.reduce.fmul"(%{{.*}}, %{{.*}}) <{fastmathFlags = #llvm.fastmath<nnan, reassoc>}>
+// CHECK: llvm.intr.vector.reduce.fmaximum(%{{.*}}) : (vector<64xf32>) -> f32
+llvm.func @lowered_sums(%v: vector<64xf32>, %w: vector<16xf32>, %a: f32) -> f32 {
+  %s = "llvm.intr.vector.reduce.fadd"(%a, %v) <{fastmathFlags = #llvm.fastmath<none>}> : (f32, vector<64xf32>) -> f32
+  %p = "llvm.intr.vector.reduce.fmul"(%s, %w) <{fastmathFlags = #llvm.fastmath<nnan>}> : (f32, vector<16xf32>) -> f32
+  %m = llvm.intr.vector.reduce.fmaximum(%v) : (vector<64xf32>) -> f32
+  %r = llvm.fadd %p, %m : f32
+  llvm.return %r : f32
+}

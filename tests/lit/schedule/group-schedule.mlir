@@ -170,3 +170,65 @@ func.func @conv_pad_bias_relu(%x: tensor<1x56x56x64xf32>, %w: tensor<3x3x64x64xf
   } -> tensor<1x56x56x64xf32>
   return %r : tensor<1x56x56x64xf32>
 }
+
+// -----
+
+// Softmax as the frontend emits it now: exp(x - max) once, as its own op that the row sum
+// and the normalization both read (the fusion barrier keeps it from being recomputed in
+// each), and a multiply by 1 / sum hoisted out of the row's vector loop. One loop nest.
+// GROUP-LABEL: func.func @softmax_exp_once
+// GROUP: {{scf.forall \(}}
+// GROUP-NOT: scf.forall
+// GROUP: vector.multi_reduction <maximumf>
+// GROUP: math.exp {{.*}} : vector<
+// GROUP-NOT: math.exp
+// GROUP: vector.multi_reduction <add>
+// GROUP: arith.divf {{.*}} : vector<
+// GROUP-NEXT: scf.for
+// GROUP: arith.mulf {{.*}} : vector<
+// GROUP: scf.forall.in_parallel
+// GROUP-NOT: scf.forall
+// GROUP: return
+// PEROP-LABEL: func.func @softmax_exp_once
+#sm_id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#sm_red4out = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#sm_id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#sm_row = affine_map<(d0, d1, d2) -> (d0, d1, 0)>
+  func.func @softmax_exp_once(%arg0: tensor<12x128x128xf32>) -> tensor<12x128x128xf32> {
+    %cst = arith.constant 1.000000e+00 : f32
+    %cst_0 = arith.constant 0.000000e+00 : f32
+    %cst_1 = arith.constant 0xFF800000 : f32
+    %0 = tensor.empty() : tensor<12x128xf32>
+    %1 = tensor.empty() : tensor<12x128xf32>
+    %expanded = tensor.expand_shape %0 [[0], [1, 2]] output_shape [12, 128, 1] : tensor<12x128xf32> into tensor<12x128x1xf32>
+    %2 = linalg.fill ins(%cst_1 : f32) outs(%expanded : tensor<12x128x1xf32>) -> tensor<12x128x1xf32>
+    %expanded_2 = tensor.expand_shape %arg0 [[0], [1, 2], [3]] output_shape [12, 128, 1, 128] : tensor<12x128x128xf32> into tensor<12x128x1x128xf32>
+    %3 = linalg.generic {indexing_maps = [#sm_id4, #sm_red4out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%expanded_2 : tensor<12x128x1x128xf32>) outs(%2 : tensor<12x128x1xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %10 = arith.maximumf %out, %in : f32
+      linalg.yield %10 : f32
+    } -> tensor<12x128x1xf32>
+    %4 = tensor.empty() : tensor<12x128x128xf32>
+    %5 = tensor.empty() : tensor<12x128x128xf32>
+    %6 = linalg.generic {indexing_maps = [#sm_id3, #sm_row, #sm_id3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0, %3 : tensor<12x128x128xf32>, tensor<12x128x1xf32>) outs(%4 : tensor<12x128x128xf32>) {
+    ^bb0(%in: f32, %in_5: f32, %out: f32):
+      %10 = arith.subf %in, %in_5 : f32
+      %11 = math.exp %10 : f32
+      linalg.yield %11 : f32
+    } -> tensor<12x128x128xf32>
+    %expanded_3 = tensor.expand_shape %1 [[0], [1, 2]] output_shape [12, 128, 1] : tensor<12x128xf32> into tensor<12x128x1xf32>
+    %7 = linalg.fill ins(%cst_0 : f32) outs(%expanded_3 : tensor<12x128x1xf32>) -> tensor<12x128x1xf32>
+    %expanded_4 = tensor.expand_shape %6 [[0], [1, 2], [3]] output_shape [12, 128, 1, 128] : tensor<12x128x128xf32> into tensor<12x128x1x128xf32>
+    %8 = linalg.generic {indexing_maps = [#sm_id4, #sm_red4out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%expanded_4 : tensor<12x128x1x128xf32>) outs(%7 : tensor<12x128x1xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %10 = arith.addf %out, %in : f32
+      linalg.yield %10 : f32
+    } -> tensor<12x128x1xf32>
+    %9 = linalg.generic {indexing_maps = [#sm_id3, #sm_row, #sm_id3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%6, %8 : tensor<12x128x128xf32>, tensor<12x128x1xf32>) outs(%5 : tensor<12x128x128xf32>) {
+    ^bb0(%in: f32, %in_5: f32, %out: f32):
+      %10 = arith.divf %cst, %in_5 : f32
+      %11 = arith.mulf %in, %10 : f32
+      linalg.yield %11 : f32
+    } -> tensor<12x128x128xf32>
+    return %9 : tensor<12x128x128xf32>
+  }
