@@ -35,6 +35,15 @@ DECOMPOSABLE = frozenset(
 )
 # Below this many loop iterations an op is not worth splitting across threads.
 _MIN_PARALLEL_WORK = 1 << 15
+# The same for convolutions, whose iterations are multiply-adds on vectors held in
+# registers: a parallel loop costs an async dispatch and a wait on the other threads,
+# which on a loaded machine exceeds a few microseconds of such work. At 1 << 15 the digits
+# CNN's second conv (73k multiply-adds) was split and the model ran at 4.3x onnxruntime's
+# time; on one thread, 0.9x (same process, alternating calls). Other ops keep the lower
+# threshold: a fusion group needs its anchor's thread level (schedule/group.py), and a
+# BERT layer's softmax and layer norms (65k and 32k iterations at hidden 256) or
+# ResNet-50's global pooling (100k) would fall apart into one loop nest per op.
+_MIN_PARALLEL_CONV_WORK = 1 << 17
 # Matmul task tile (rows x columns of the output) per thread: fits L2 with its operands.
 _MATMUL_TASK_ROWS, _MATMUL_TASK_COLS = 64, 256
 # Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators.
@@ -345,12 +354,15 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
         extent = nest.ranges[outer]
         thread[outer] = 1 if extent < 0 else max(1, -(-extent // num_threads))
         return OpSchedule(tag, thread_tiles=tuple(thread))
+    min_work = _MIN_PARALLEL_WORK
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
         plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
     elif nest.convolution and nest.op_name in DECOMPOSABLE:
         plan = _plan_convolution(nest, tag, lanes, num_threads)
+        if not nest.op_name.startswith("linalg.pooling"):
+            min_work = _MIN_PARALLEL_CONV_WORK
     else:
         plan = _plan_generic(nest, tag, lanes, num_threads)
-    if num_threads == 1 or _work(nest) < _MIN_PARALLEL_WORK or not plan.thread_tiles:
+    if num_threads == 1 or _work(nest) < min_work or not plan.thread_tiles:
         plan = OpSchedule(**{**plan.__dict__, "thread_tiles": None})
     return plan

@@ -72,3 +72,18 @@ def test_mobilenet_v2_style_net():
     model = graph_models.mobilenet_v2(size=32, width=0.5, classes=10,
                                       stages=((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2)))
     _check_against_onnxruntime(model, (1, 3, 32, 32), seed=5)
+
+
+def test_digits_cnn_batch1():
+    """The digits CNN of examples/ at batch 1: every conv, pooling and Gemm is under the
+    schedule's parallel threshold, so the whole model runs on the calling thread."""
+    import os
+
+    path = os.path.join(os.path.dirname(tilecraft.__file__), "examples", "digits_cnn.onnx")
+    model = onnx.load(path)
+    for value in [*model.graph.input, *model.graph.output]:
+        value.type.tensor_type.shape.dim[0].dim_value = 1
+    x = np.random.default_rng(0).random((1, 1, 16, 16)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"input": x})[0]
+    np.testing.assert_allclose(tilecraft.compile(model, opt_level=3)(x), expected, rtol=1e-4, atol=1e-4)
