@@ -41,6 +41,7 @@ from ..pipelines.target import Target
 from .group import find_fusion_units
 from .plan import (
     OpSchedule,
+    channels_outer,
     conv_channel_dim,
     generic_vector_dim,
     plan_default_schedule,
@@ -371,6 +372,7 @@ class ConvSpace(ScheduleSpace):
             values["par_images"] = int(bool(plan.thread_tiles))
         if self.oc is not None:
             values["reg_oc"] = plan.register_tiles[self.oc]
+            values["oc_outer"] = int(plan.register_interchange is not None)
         if self.c is not None:
             values["reg_c"] = plan.register_tiles[self.c]
         if self.ow is not None:
@@ -398,6 +400,8 @@ class ConvSpace(ScheduleSpace):
             knobs.append(Knob("reg_oc", _divisors(r[self.oc], [1, 2, 4, 8, 16, 32, 64],
                                                   include=(d["reg_oc"],)),
                               "output channels per register tile"))
+            knobs.append(Knob("oc_outer", (0, 1),
+                              "output-channel loop outside the image loops (filter reuse)"))
         if self.c is not None:
             knobs.append(Knob("reg_c", _divisors(r[self.c], [1, 4, 8, 16, 32, 64],
                                                  include=(d["reg_c"],)),
@@ -444,10 +448,11 @@ class ConvSpace(ScheduleSpace):
         split = any(thread[d] for d in range(n_loops) if d not in self.batch)
         if not split and not config.get("par_images", 0):
             thread = None
+        interchange = channels_outer(self.nest) if config.get("oc_outer", 0) else None
         return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
                           cache_tiles=tuple(cache) if cache else None,
-                          register_tiles=tuple(register), reduction_tiles=tuple(reduction),
-                          decompose=True, vectorize=True)
+                          register_tiles=tuple(register), register_interchange=interchange,
+                          reduction_tiles=tuple(reduction), decompose=True, vectorize=True)
 
 
 class GenericSpace(ScheduleSpace):

@@ -54,6 +54,22 @@ def test_pointwise_conv(cin, cout, size):
                                (1, cin, size, size))
 
 
+@pytest.mark.parametrize("cin, cout, kernel, stride, pad, size", [
+    (64, 128, 1, 1, 0, 7), (37, 80, 1, 2, 0, 13), (19, 64, 3, 1, 1, 7), (21, 45, 3, 2, 1, 9),
+    (64, 96, 3, 1, 0, 8),
+])
+def test_filter_heavy_conv(cin, cout, kernel, stride, pad, size):
+    """Small images under large filters: the output-channel loop outside the image loops and,
+    for 1x1, a register tile of several channel vectors (schedule/plan.py filter_heavy); odd
+    channel counts take narrower tiles."""
+    rng = np.random.default_rng(3)
+    weights = {"w": rng.standard_normal((cout, cin, kernel, kernel)) / np.sqrt(cin * kernel * kernel),
+               "b": rng.standard_normal(cout)}
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride] * 2, pads=[pad] * 4)
+    _check_against_onnxruntime(_single_node_model(conv, (1, cin, size, size), weights),
+                               (1, cin, size, size))
+
+
 @pytest.mark.parametrize("channels", [64, 21])
 @pytest.mark.parametrize("op, attributes", [
     ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
