@@ -7,6 +7,7 @@ this step, not the session around it (loading models, options, packages).
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ class CompiledModule:
     compile_seconds: dict[str, float] | None = None
     # Per offload backend, the ops it took by op name and how many it declined
     # (pipelines/offload.py's offload_summary); empty without offload.
-    offloaded: dict[str, dict[str, int]] = {}
+    offloaded: Mapping[str, Mapping[str, int]] = MappingProxyType({})
 
     def __init__(
         self,
@@ -54,19 +55,16 @@ class CompiledModule:
         stage_ir: Mapping[str, str],
         opt_level: int = 3,
     ) -> None:
-        self._describe(llvm_module, signature, target, pipeline, stage_ir)
-        self._function = JitFunction(llvm_module, signature, opt_level=opt_level)
-
-    def _describe(
-        self, llvm_module: ir.Module, signature: EntrySignature, target: Target, pipeline: Pipeline,
-        stage_ir: Mapping[str, str],
-    ) -> None:
-        """What every compiled module knows about itself, whichever way it runs its code."""
         self.signature = signature
         self.target = target
         self.pipeline = pipeline
         self._stage_ir = dict(stage_ir)
         self._module = llvm_module  # keeps the context alive as long as the engine
+        self._function = self._jit(llvm_module, signature, opt_level)
+
+    def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
+        """The JIT of the host code: built now, for the host CPU's runtime libraries."""
+        return JitFunction(llvm_module, signature, opt_level=opt_level)
 
     @property
     def stages(self) -> list[str]:
@@ -115,19 +113,10 @@ class CudaCompiledModule(CompiledModule):
     code), fresh numpy arrays out (copied back).
     """
 
-    def __init__(
-        self,
-        llvm_module: ir.Module,
-        signature: EntrySignature,
-        *,
-        target: Target,
-        pipeline: Pipeline,
-        stage_ir: Mapping[str, str],
-        opt_level: int = 3,
-    ) -> None:
-        self._describe(llvm_module, signature, target, pipeline, stage_ir)
-        self._function = JitFunction(llvm_module, signature, opt_level=opt_level,
-                                     extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
+    def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
+        """Deferred to the first call, with the CUDA runtime wrappers (class docstring)."""
+        return JitFunction(llvm_module, signature, opt_level=opt_level,
+                           extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
 
     def _binaries(self) -> dict[str, ir.Operation]:
         from .cuda.lowering import gpu_binaries

@@ -26,9 +26,8 @@ from ..errors import DeviceUnavailableError, KnobError
 from ..pipelines.loop_nest import LoopNest
 from ..runtime.libraries import cuda_driver_problem
 from .cuda import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
-from .space import Knob
+from .space import Config, Knob, knob_point
 
-Config = dict[str, int]
 _MAX_BLOCK_THREADS = 1024
 
 _KNOBS: dict[str, tuple[Knob, ...]] = {
@@ -79,11 +78,7 @@ class GpuScheduleSpace:
 
     def point(self, index: int) -> Config:
         """The config at ``index`` in mixed radix (the last knob varies fastest)."""
-        config: Config = {}
-        for knob in reversed(self.knobs):
-            index, digit = divmod(index, len(knob.values))
-            config[knob.name] = knob.values[digit]
-        return {k.name: config[k.name] for k in self.knobs}
+        return knob_point(self.knobs, index)
 
     def validate(self, config: Mapping[str, object]) -> Config:
         """``config`` as a clean dict, or :class:`KnobError` naming the offending knob."""

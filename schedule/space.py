@@ -30,7 +30,7 @@ import math
 import random
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from mlir import ir
 
@@ -71,6 +71,16 @@ def _powers(limit: int) -> list[int]:
     return [1 << i for i in range(limit.bit_length())]
 
 
+def knob_point(knobs: Sequence[Knob], index: int) -> Config:
+    """The config at ``index`` of the product of ``knobs``' values, in mixed radix (the last
+    knob varies fastest): how every schedule space, CPU or GPU, enumerates its points."""
+    config: Config = {}
+    for knob in reversed(knobs):
+        index, digit = divmod(index, len(knob.values))
+        config[knob.name] = knob.values[digit]
+    return {k.name: config[k.name] for k in knobs}
+
+
 class ScheduleSpace:
     """The knobs of one task's kernel class and how a config becomes a plan.
 
@@ -97,6 +107,9 @@ class ScheduleSpace:
 
     def default(self) -> Config:
         """The default schedule's point: its plan equals ``plan_default_schedule``'s."""
+        return self._default_values()
+
+    def _default_values(self) -> Config:
         raise NotImplementedError
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
@@ -108,11 +121,7 @@ class ScheduleSpace:
 
     def point(self, index: int) -> Config:
         """The config at ``index`` in mixed radix (the last knob varies fastest)."""
-        config: Config = {}
-        for knob in reversed(self.knobs):
-            index, digit = divmod(index, len(knob.values))
-            config[knob.name] = knob.values[digit]
-        return {k.name: config[k.name] for k in self.knobs}
+        return knob_point(self.knobs, index)
 
     def index(self, config: Mapping[str, int]) -> int:
         index = 0
@@ -276,9 +285,6 @@ class MatmulSpace(ScheduleSpace):
                  "outside N (0); with pack_b, N is always outside, with pack_a M"),
         ]
 
-    def default(self) -> Config:
-        return self._default_values()
-
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
         thread = None
@@ -418,9 +424,6 @@ class ConvSpace(ScheduleSpace):
                               "input channels per reduction step"))
         return knobs
 
-    def default(self) -> Config:
-        return self._default_values()
-
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
         register = [0] * n_loops
@@ -498,9 +501,6 @@ class GenericSpace(ScheduleSpace):
         # A fixed knob: ops the default leaves scalar (see _plan_generic) stay scalar.
         knobs.append(Knob("vectorize", (d["vectorize"],), "vectorize the innermost tile"))
         return knobs
-
-    def default(self) -> Config:
-        return self._default_values()
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
