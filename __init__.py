@@ -58,6 +58,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "extern": (".runtime.extern", None),
     "Backend": (".pipelines.offload", "Backend"),
     "register_backend": (".pipelines.offload", "register_backend"),
+    "TransformSchedule": (".pipelines.offload", "TransformSchedule"),
     "tune": (".tuning.tune", "tune"),
     "TuneOptions": (".tuning.tune", "TuneOptions"),
     "extract_tasks": (".schedule.task", "extract_tasks"),

@@ -16,6 +16,8 @@ from .ir_queries import ops_where
 from .scratch import scratch_copy
 
 DYNAMIC = -1
+# Set by the offload pass on an op a backend schedules itself (pipelines/offload.py).
+BACKEND_SCHEDULE_ATTR = "tilecraft.backend_schedule"
 
 # linalg ops that are not structured (no loop nest of their own) or that the scheduler skips.
 _NOT_STRUCTURED = frozenset(
@@ -134,7 +136,10 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
 
 
 def analyze_loop_nests(module: ir.Operation) -> list[tuple[ir.Operation, LoopNest]]:
-    """Pair every structured op of the ``builtin.module`` op with its :class:`LoopNest`."""
+    """Pair every structured op of the ``builtin.module`` op with its :class:`LoopNest`.
+
+    Ops an offload backend schedules itself (``tilecraft.backend_schedule``) are left out:
+    they are no fusion group's member, no default plan's and no tuning task's."""
     ops = structured_ops(module)
     _container, twin = scratch_copy(module)
     with module.context:
@@ -146,4 +151,5 @@ def analyze_loop_nests(module: ir.Operation) -> list[tuple[ir.Operation, LoopNes
         raise RuntimeError(
             f"generalization changed the number of linalg ops ({len(ops)} -> {len(generics)})"
         )
-    return [(op, _loop_nest(op, generic)) for op, generic in zip(ops, generics)]
+    return [(op, _loop_nest(op, generic)) for op, generic in zip(ops, generics)
+            if BACKEND_SCHEDULE_ATTR not in op.attributes]

@@ -2,9 +2,13 @@
 call of an extern function (pipelines/extern.py); everything else goes through the normal
 pipeline.
 
-A backend (UMA-style: a small class, registered with one call) names the linalg ops it looks
-at and, for each, either declines (the op stays a compiled kernel) or emits the call that
-replaces it. ``tilecraft-offload{backends=blas num-threads=4}`` runs the backends in order
+A backend (UMA-style: a small class, registered with one call, or installed by another
+package under the ``tilecraft.backends`` entry-point group) names the linalg ops it looks at
+and, for each, answers one of four ways: ``None`` (declined: the op stays a compiled kernel
+with the default schedule), the values replacing its results (MLIR it emitted for the
+region, typically a call of its own extern), an :class:`ExternFunction` (called on the op's
+inputs and accumulator), or a :class:`TransformSchedule` (the op stays in the compiler but
+gets the backend's transform script instead of the default plan, fusion and tuning). ``tilecraft-offload{backends=blas num-threads=4}`` runs the backends in order
 over the graph stage's output, before fusion groups are tagged: the calls are no fusion
 group's anchor, so epilogues (bias, ReLU) stay compiled kernels after them, and no schedule
 or tuning task sees an offloaded op. Each call carries ``tilecraft.offload =
@@ -18,17 +22,45 @@ convolutions to OpenBLAS's ``cblas_sgemm``.
 from __future__ import annotations
 
 import importlib
-from typing import Mapping, Sequence
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Mapping, Sequence, Union
 
 from mlir import ir
 
 from ..errors import BackendError
+from ..runtime.extern import ExternFunction
+from .extern import emit_call
 from .ir_queries import defined_functions, defining_op, ops_where
+# On an op a backend schedules itself: {backend, entry, script} (schedule/backend_schedule.py).
+from .loop_nest import BACKEND_SCHEDULE_ATTR
 from .passes import positive_int_option, register_pass
 
 OFFLOAD_ATTR = "tilecraft.offload"
 # Built-in backends, imported (and so registered) when first named.
 BUILTIN_BACKENDS = {"blas": ".backends.blas"}
+# Backends other packages install: ``[project.entry-points."tilecraft.backends"]`` naming a
+# Backend subclass or instance, loaded when the CLI or ``offload=`` first names it.
+ENTRY_POINT_GROUP = "tilecraft.backends"
+
+
+@dataclass(frozen=True)
+class TransformSchedule:
+    """A backend's own schedule for one matched op (TVM UMA's schedule hook).
+
+    ``script`` is transform-dialect text defining ``transform.named_sequence @<entry>(%op:
+    !transform.any_op {transform.consumed})`` (and whatever sequences it includes); the
+    schedule stage applies it to the op in place of the default plan. The op is left out of
+    fusion groups and tuning tasks: it is the backend's. Parsed when the backend returns it,
+    so a malformed script is a :class:`BackendError` naming the backend.
+    """
+
+    script: str
+    entry: str = "schedule"
+
+
+# What ``Backend.lower`` may return besides ``None``.
+Lowering = Union["list[ir.Value]", ExternFunction, TransformSchedule]
 
 
 class Backend:
@@ -49,12 +81,19 @@ class Backend:
         called once per compile before the first ``lower``. Raise :class:`BackendError`
         when the backend cannot work here."""
 
-    def lower(self, op: ir.Operation, module: ir.Operation, num_threads: int) -> "list[ir.Value] | None":
-        """Replace ``op`` (an op named in ``patterns``): emit, at the current insertion point
-        (before ``op``), what computes its results, typically with
-        :func:`tilecraft.pipelines.extern.emit_call`, and return the values replacing them;
-        or return ``None`` to leave ``op`` to the compiler (not eligible: dynamic shapes,
-        another element type, too small to gain). ``num_threads`` is the target's."""
+    def lower(self, op: ir.Operation, module: ir.Operation, num_threads: int) -> "Lowering | None":
+        """Say what becomes of ``op`` (an op named in ``patterns``); ``num_threads`` is the
+        target's. One of:
+
+        - ``None``: leave ``op`` to the compiler (not eligible: dynamic shapes, another
+          element type, too small to gain);
+        - a list of values replacing ``op``'s results, computed by IR emitted at the current
+          insertion point (before ``op``), typically with
+          :func:`tilecraft.pipelines.extern.emit_call` (scalar arguments such as strides are
+          ``arith.constant`` values emitted here);
+        - an :class:`ExternFunction`: called on ``op``'s inputs, then its accumulators (the
+          ``outs`` operands), with fresh buffers for its results;
+        - a :class:`TransformSchedule`: ``op`` is compiled with the backend's schedule."""
         raise NotImplementedError
 
 
@@ -77,11 +116,33 @@ def backend_named(name: str) -> Backend:
     :class:`BackendError` listing the known ones."""
     if name not in _BACKENDS and name in BUILTIN_BACKENDS:
         importlib.import_module(BUILTIN_BACKENDS[name], __package__)
+    if name not in _BACKENDS:
+        _load_installed(name)
     try:
         return _BACKENDS[name]
     except KeyError:
-        known = ", ".join(sorted(set(_BACKENDS) | set(BUILTIN_BACKENDS)))
+        installed = {e.name for e in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+        known = ", ".join(sorted(set(_BACKENDS) | set(BUILTIN_BACKENDS) | installed))
         raise BackendError(f"unknown offload backend {name!r}; known backends: {known}") from None
+
+
+def _load_installed(name: str) -> None:
+    """Register the backend an installed package declares under ``name`` in the
+    ``tilecraft.backends`` entry-point group (a Backend subclass or instance), if any."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+        try:
+            loaded = entry.load()
+            backend = loaded() if isinstance(loaded, type) else loaded
+        except Exception as error:  # the plugin's own import failure, whatever it is
+            raise BackendError(f"backend {name!r} from entry point {entry.value!r} failed to load: "
+                               f"{type(error).__name__}: {error}") from error
+        if not isinstance(backend, Backend):
+            raise BackendError(f"entry point {entry.value!r} for backend {name!r} is not a "
+                               f"tilecraft.Backend (got {type(backend).__name__})")
+        if backend.name != name:
+            raise BackendError(f"entry point {name!r} names a backend called {backend.name!r}")
+        register_backend(backend)
+        return
 
 
 def is_zero_fill(value: ir.Value) -> bool:
@@ -135,10 +196,16 @@ def offload(module: ir.Operation, backends: Sequence[str], num_threads: int) -> 
             for op in ops_where(function, lambda op: op.name in backend.patterns):
                 calls_before = _calls_in(op.block)
                 with ir.InsertionPoint(op), op.location:
-                    values = backend.lower(op, module, num_threads)
-                if values is None:
-                    counts["declined"] += 1
-                    continue
+                    lowering = backend.lower(op, module, num_threads)
+                    if lowering is None:
+                        counts["declined"] += 1
+                        continue
+                    if isinstance(lowering, TransformSchedule):
+                        _attach_schedule(op, name, lowering)
+                        key = f"{op.name} (scheduled)"
+                        counts[key] = counts.get(key, 0) + 1
+                        continue
+                    values = _lowered_values(op, name, lowering, module)
                 for old, new in zip(op.results, values):
                     old.replace_all_uses_with(new)
                 for call in _calls_in(op.block):  # tag the new call(s) with where the op went
@@ -150,6 +217,58 @@ def offload(module: ir.Operation, backends: Sequence[str], num_threads: int) -> 
                 _erase_dead(operands)
     _record(module, summary)
     return summary
+
+
+def _lowered_values(op: ir.Operation, backend: str, lowering: "Lowering",
+                    module: ir.Operation) -> list[ir.Value]:
+    """The values replacing ``op``'s results for what ``backend.lower`` returned."""
+    if isinstance(lowering, ExternFunction):
+        # Destination-passing style: a linalg op's accumulators are its last operands.
+        return emit_call(module, lowering, list(op.operands), [r.type for r in op.results])
+    values = list(lowering)
+    if len(values) != len(op.results) or not all(isinstance(v, ir.Value) for v in values):
+        raise BackendError(f"backend {backend!r} replaced {op.name} ({len(op.results)} result(s)) "
+                           f"with {lowering!r}: return one ir.Value per result, an extern "
+                           "function, a TransformSchedule or None")
+    for old, new in zip(op.results, values):
+        if old.type != new.type:
+            raise BackendError(f"backend {backend!r} replaced a {old.type} result of {op.name} "
+                               f"with a {new.type}")
+    return values
+
+
+def _attach_schedule(op: ir.Operation, backend: str, schedule: TransformSchedule) -> None:
+    """Mark ``op`` as scheduled by ``backend``; the script must parse and define its entry."""
+    with op.context:
+        backend_transform_module(backend, schedule.script, schedule.entry, tag=0)
+    op.attributes[BACKEND_SCHEDULE_ATTR] = ir.DictAttr.get({
+        "backend": ir.StringAttr.get(backend),
+        "entry": ir.StringAttr.get(schedule.entry),
+        "script": ir.StringAttr.get(schedule.script)})
+
+
+BACKEND_OP_TAG = "tilecraft.backend_op"
+BACKEND_ROOT_SEQUENCE = "__tilecraft_backend_root"
+
+
+def backend_transform_module(backend: str, script: str, entry: str, tag: int) -> ir.Module:
+    """``script`` with a root sequence that finds the op tagged ``tilecraft.backend_op =
+    tag`` and includes ``@entry`` on it; :class:`BackendError` naming ``backend`` when the
+    script does not parse or lacks the entry. Call with a context active."""
+    if not entry.isidentifier():
+        raise BackendError(f"backend {backend!r}: schedule entry {entry!r} is not an identifier")
+    any_op = "!transform.any_op"
+    text = (f"module attributes {{transform.with_named_sequence}} {{\n{script}\n"
+            f"transform.named_sequence @{BACKEND_ROOT_SEQUENCE}(%root: {any_op} {{transform.readonly}}) {{\n"
+            f'  %op = transform.structured.match attributes{{"{BACKEND_OP_TAG}" = {tag} : i64}} in %root'
+            f" : ({any_op}) -> {any_op}\n"
+            f"  transform.include @{entry} failures(propagate) (%op) : ({any_op}) -> ()\n"
+            f"  transform.yield\n}}\n}}")
+    try:
+        return ir.Module.parse(text)
+    except ir.MLIRError as error:
+        raise BackendError(f"backend {backend!r}: its transform schedule does not parse or has no "
+                           f"@{entry}(%op: !transform.any_op): {error}") from None
 
 
 # Ops a replaced op's operands may come from that are dead once it is gone (its zero-filled

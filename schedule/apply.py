@@ -2,6 +2,10 @@
 groups, or tuning records), render the plans and apply them with MLIR's transform
 interpreter. A sequence that fails for an op or group is undone for it alone (the op then
 lowers to scalar loops, a group to its ops' own loop nests) and a warning names it.
+
+Ops an offload backend schedules itself (``tilecraft.backend_schedule``, set by the offload
+pass: UMA's schedule hook) are not planned here; their own scripts run on them alone, with
+the same checkpoint (:func:`apply_backend_schedules`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from ..pipelines.graph.fusion import mark_groups
-from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
+from ..pipelines.ir_queries import ops_where
+from ..pipelines.loop_nest import BACKEND_SCHEDULE_ATTR, LoopNest, analyze_loop_nests
+from ..pipelines.offload import BACKEND_OP_TAG, BACKEND_ROOT_SEQUENCE, backend_transform_module
 from ..pipelines.passes import bool_option, positive_int_option, register_pass
 from ..pipelines.scratch import restore, scratch_copy
 from ..pipelines.target import CacheHierarchy, Target
@@ -173,9 +179,39 @@ def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule
                 apply_schedule_ops(module, list(plan.fallback))
             continue
         apply_or_warn(module, transform_module, plan.sequence_name)
+    apply_backend_schedules(module)
     apply_or_warn(module, transform_module, "cleanup")
     remove_tags(module)
     return script
+
+
+def apply_backend_schedules(module: ir.Operation) -> int:
+    """Run each backend-scheduled op's own script on that op; returns how many applied.
+
+    Each op is tagged ``tilecraft.backend_op = n`` and its script wrapped in a root sequence
+    matching the tag (``backend_transform_module``); a script that fails leaves its op as it
+    was (scalar loops) and a warning names the backend."""
+    marked = ops_where(module, lambda op: BACKEND_SCHEDULE_ATTR in op.attributes)
+    i64 = ir.IntegerType.get_signless(64)
+    scripts = []
+    for tag, op in enumerate(marked):
+        spec = ir.DictAttr(op.attributes[BACKEND_SCHEDULE_ATTR])
+        scripts.append(tuple(ir.StringAttr(spec[key]).value for key in ("backend", "entry", "script")))
+        del op.attributes[BACKEND_SCHEDULE_ATTR]
+        op.attributes[BACKEND_OP_TAG] = ir.IntegerAttr.get(i64, tag)
+    applied = 0
+    with module.context:
+        for tag, (backend, entry, script) in enumerate(scripts):
+            transform_module = backend_transform_module(backend, script, entry, tag)
+            error = apply_if_valid(module, transform_module, BACKEND_ROOT_SEQUENCE)
+            if error is None:
+                applied += 1
+            else:
+                warnings.warn(f"tilecraft-schedule: backend {backend!r}'s schedule failed, "
+                              f"the op keeps scalar loops: {error}", RuntimeWarning, stacklevel=2)
+    for op in ops_where(module, lambda op: BACKEND_OP_TAG in op.attributes):
+        del op.attributes[BACKEND_OP_TAG]
+    return applied
 
 
 def apply_schedule_ops(module: ir.Operation, plans: list[OpSchedule]) -> None:

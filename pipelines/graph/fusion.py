@@ -41,7 +41,7 @@ from mlir import ir
 
 from ...dialects import graph
 from ..ir_queries import RESHAPE_OPS, defined_functions
-from ..loop_nest import LoopNest, analyze_loop_nests
+from ..loop_nest import BACKEND_SCHEDULE_ATTR, LoopNest, analyze_loop_nests
 from ..passes import register_pass
 
 GROUP_ATTR = "tilecraft.group"
@@ -59,6 +59,8 @@ _INIT_OPS = frozenset({"tensor.empty", "linalg.fill"})
 
 def classify(op: ir.Operation, nest: LoopNest | None) -> str | None:
     """The fusion class of a top-level op (see the module docstring); ``None``: opaque."""
+    if BACKEND_SCHEDULE_ATTR in op.attributes:
+        return None  # an offload backend schedules it (pipelines/offload.py)
     name = op.name
     if name in _INIT_OPS:
         return "init"

@@ -153,7 +153,7 @@ def test_offloaded_ops_are_not_tuning_tasks():
 
 
 def test_unknown_backend(capsys):
-    with pytest.raises(BackendError, match="unknown offload backend 'cudnn'; known backends: blas"):
+    with pytest.raises(BackendError, match=r"unknown offload backend 'cudnn'; known backends: (.*, )?blas\b"):
         tilecraft.compile(gemm_bias_relu(), offload=["cudnn"])
     assert run_cli(["compile", str(EXAMPLES / "digits_cnn.onnx"), "--offload", "cudnn", "-o", "x.tar"]) != 0
     assert "unknown offload backend 'cudnn'" in capsys.readouterr().err

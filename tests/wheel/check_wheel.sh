@@ -98,6 +98,15 @@ mkdir lit && cp "$ROOT/tests/lit/lit.cfg.py" lit/ && cp -r "$ROOT/tests/lit/opt"
 tilecraft-opt "$EXAMPLES/matmul_bias_relu.mlir" --tilecraft-schedule --canonicalize -o scheduled.mlir
 grep -q "vector.contract" scheduled.mlir   # scheduled: tiled and vectorized
 
+step "a backend in its own package: pip builds its C library, the CLI finds it by name"
+cp -r "$ROOT/examples/toy_accelerator" toy_src
+# Without build isolation where the venv has setuptools (Python <= 3.11): nothing to fetch.
+ISOLATION="$("$VPY" -c 'import setuptools' 2>/dev/null && echo --no-build-isolation || true)"
+"$VPY" -m pip install --quiet --disable-pip-version-check $ISOLATION --no-deps ./toy_src
+tilecraft compile "$EXAMPLES/digits_cnn.onnx" --input-shapes "input:[1,1,16,16]" --offload toy -o digits_toy.tar \
+    2>&1 | grep "offload toy: 2 ops"
+tilecraft run digits_toy.tar --print-time | tail -n 1
+
 step "PyTorch: tilecraft.torch.compile, torch.compile(backend=\"tilecraft\"), a .pt2 file"
 "$VPY" - <<'PY'
 import numpy as np, torch
