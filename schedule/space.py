@@ -194,6 +194,22 @@ class ScheduleSpace:
         knob_part = [math.log2(1 + config[k.name]) for k in self.knobs]
         return knob_part + self._derived_features(plan)
 
+    # Kernel classes one-hot in the transfer features (task.kernel_class's names).
+    TRANSFER_KINDS = ("matmul", "conv2d", "depthwise_conv2d", "pooling", "reduction", "elementwise")
+
+    def transfer_feature_names(self) -> list[str]:
+        return [f"kind.{k}" for k in self.TRANSFER_KINDS] + ["log_flops"] + list(self._DERIVED)
+
+    def transfer_features(self, config: Mapping[str, int]) -> list[float]:
+        """Features that mean the same in every task's space, for a model trained across
+        tasks (tuning/transfer.py): the kernel class, the task's size and the plan's
+        loop-nest features. Knob values are left out: knobs differ between spaces."""
+        plan = self.plan(config)
+        kind = [float(self.task.kind == k) for k in self.TRANSFER_KINDS]
+        # The base class's features on purpose: a subclass may add its own, and every
+        # space's transfer rows must have the same columns.
+        return kind + [math.log2(max(self.task.flops, 1))] + ScheduleSpace._derived_features(self, plan)
+
     _DERIVED = ("log_parallel_tasks", "log_thread_tile", "log_cache_tile", "log_register_tile",
                 "log_reduction_step", "vector_use", "log_vectors_per_step", "arith_intensity",
                 "log_register_footprint", "log_cache_footprint", "packed")

@@ -75,7 +75,8 @@ class Task:
     def describe(self) -> dict[str, Any]:
         """The JSON-able summary stored in every record (everything but the payload)."""
         return {"key": self.key, "name": self.name, "kind": self.kind, "op": self.op_name,
-                "ranges": list(self.ranges), "dtype": self.element_type, "flops": self.flops}
+                "ranges": list(self.ranges), "dtype": self.element_type, "flops": self.flops,
+                "count": self.count}
 
 
 def kernel_class(nest: LoopNest) -> str | None:

@@ -204,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
                       help="stop a task after N trials without improvement")
     tune.add_argument("--prior-records", metavar="FILE", help="records to start from")
+    tune.add_argument("--cost-model", metavar="FILE",
+                      help="warm-start from the cost model another run saved (<records>.costmodel.npz; "
+                           "default: the one beside -o, if any)")
+    tune.add_argument("--no-transfer", action="store_true",
+                      help="no warm start and no cost model saved beside the records")
+    tune.add_argument("--report", metavar="FILE",
+                      help="write the tuning report: FILE.html (table + figure) or FILE.png")
     tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement (default 10)")
     tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
                       help="'list' prints the tasks; indexes restrict tuning to them")
@@ -333,7 +340,8 @@ def command_tune(args: argparse.Namespace) -> int:
         trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
         tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
-        timeout=args.timeout, tasks=selected)
+        timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
+        transfer=not args.no_transfer, report=args.report)
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())
     print(f"tuning records written to {args.output}")

@@ -60,11 +60,18 @@ class XGBCostModel:
         finite = [c for c in costs if math.isfinite(c)]
         if not finite:
             return
+        best = min(finite)
+        self.fit_labels(features, [best / c if math.isfinite(c) else 0.0 for c in costs])
+
+    def fit_labels(self, features: Sequence[Sequence[float]], labels: Sequence[float]) -> None:
+        """Retrain on already normalized labels (1.0: the fastest of its task, 0: failed):
+        what the cross-task model (transfer.py) trains on."""
+        if len(labels) < self.config.min_samples:
+            return
         import xgboost
 
-        best = min(finite)
-        labels = np.array([best / c if math.isfinite(c) else 0.0 for c in costs], dtype=np.float32)
-        matrix = xgboost.DMatrix(np.asarray(features, dtype=np.float32), label=labels)
+        matrix = xgboost.DMatrix(np.asarray(features, dtype=np.float32),
+                                 label=np.asarray(labels, dtype=np.float32))
         if self.config.loss == "rank":
             matrix.set_group([len(labels)])
         params = {
@@ -74,6 +81,18 @@ class XGBCostModel:
             "nthread": 1, "verbosity": 0,
         }
         self._booster = xgboost.train(params, matrix, num_boost_round=self.config.rounds)
+
+    def raw(self) -> bytes:
+        """The trained booster as XGBoost's JSON (empty before training)."""
+        return bytes(self._booster.save_raw("json")) if self._booster is not None else b""
+
+    def load_raw(self, raw: bytes) -> None:
+        """Restore a booster :meth:`raw` returned."""
+        import xgboost
+
+        booster = xgboost.Booster()
+        booster.load_model(bytearray(raw))
+        self._booster = booster
 
     def predict(self, features: Sequence[Sequence[float]]) -> np.ndarray:
         """Scores (higher = predicted faster); zeros before the first training."""

@@ -1,9 +1,23 @@
-"""The tuning report: best-so-far GFLOPS against trials, one panel per task, one line per tuner."""
+"""The tuning report: the model's estimated time as the search goes (the end-to-end curve),
+best-so-far GFLOPS against trials per task and tuner, and a per-task table.
+
+``tune(..., report="r.png")`` writes the figure; ``report="r.html"`` a page with the figure
+inline and the table (default ms, best ms, speedup, trials, failures per task). The
+end-to-end curve is estimated from the records: the sum over tasks of (times the model runs
+the task) x (best cost so far), starting from every task's default; the measured end-to-end
+speedup is what ``tune`` prints after compiling the model both ways.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+import math
 import os
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 from ..schedule.records import VALIDATED, Record
@@ -39,17 +53,81 @@ def curves(records: Iterable[Record]) -> dict[str, dict[str, list[float]]]:
             for task, by_tuner in grouped.items()}
 
 
-def plot_report(records: Iterable[Record], path: "str | os.PathLike[str]") -> None:
-    """Write the PNG (matplotlib's Agg backend: no display needed)."""
+def end_to_end_curve(records: Iterable[Record]) -> list[float]:
+    """The model's estimated seconds per run after each search trial: every task at its
+    default's cost to begin with (the first point), then the best so far as trials come
+    in file order. Tasks whose default failed are left out; validation re-measurements are
+    not trials."""
+    records = [r for r in records if r.tuner != VALIDATED]
+    best: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for record in records:
+        if record.tuner == "default" and record.key not in best and math.isfinite(record.cost):
+            best[record.key] = record.cost
+            count[record.key] = int(record.task.get("count", 1))
+    if not best:
+        return []
+    curve = [sum(best[k] * count[k] for k in best)]
+    for record in records:
+        if record.tuner == "default" or record.key not in best:
+            continue
+        best[record.key] = min(best[record.key], record.cost)
+        curve.append(sum(best[k] * count[k] for k in best))
+    return curve
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task's line of the report's table."""
+
+    name: str
+    default_ms: float
+    best_ms: float
+    trials: int
+    failures: int
+
+    @property
+    def speedup(self) -> float:
+        return self.default_ms / self.best_ms if self.best_ms > 0 and math.isfinite(self.best_ms) else 0.0
+
+
+def task_rows(records: Iterable[Record]) -> list[TaskRow]:
+    """Per task: the default's time, the best time (validated re-measurements count), trials
+    and failed trials; tasks in order of first appearance."""
+    rows: dict[str, dict] = {}
+    for record in records:
+        row = rows.setdefault(record.key, {"name": record.task.get("name", record.key), "default": math.inf,
+                                           "best": math.inf, "trials": 0, "failures": 0})
+        if record.tuner == "default":
+            row["default"] = min(row["default"], record.cost)
+        else:
+            row["best"] = min(row["best"], record.cost)
+        if record.tuner != VALIDATED:
+            row["trials"] += 1
+            row["failures"] += not record.ok
+    return [TaskRow(r["name"], r["default"] * 1e3, min(r["best"], r["default"]) * 1e3, r["trials"], r["failures"])
+            for r in rows.values()]
+
+
+def _figure(records: list[Record]):
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
     data = curves(records)
-    count = max(len(data), 1)
+    overall = end_to_end_curve(records)
+    count = len(data) + 1
     figure, axes = pyplot.subplots(count, 1, figsize=(7, 3.2 * count), squeeze=False)
-    for axis, (task, by_tuner) in zip(axes[:, 0], sorted(data.items())):
+    axis = axes[0, 0]
+    if overall:
+        axis.plot(range(len(overall)), [1e3 * s for s in overall], color="black")
+        axis.set_title(f"model (estimated): {1e3 * overall[0]:.3f} -> {1e3 * overall[-1]:.3f} ms "
+                       f"({overall[0] / overall[-1]:.2f}x)", fontsize=9)
+    axis.set_xlabel("trials after the defaults")
+    axis.set_ylabel("estimated ms per run")
+    axis.grid(alpha=0.3)
+    for axis, (task, by_tuner) in zip(axes[1:, 0], sorted(data.items())):
         for tuner, curve in sorted(by_tuner.items()):
             axis.plot(range(1, len(curve) + 1), curve, label=tuner)
         axis.set_title(task, fontsize=9)
@@ -58,5 +136,34 @@ def plot_report(records: Iterable[Record], path: "str | os.PathLike[str]") -> No
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(os.fspath(path), dpi=100)
+    return figure, pyplot
+
+
+def plot_report(records: Iterable[Record], path: "str | os.PathLike[str]") -> None:
+    """Write the report: a PNG figure, or an HTML page (figure inline, per-task table) when
+    ``path`` ends in ``.html`` (matplotlib's Agg backend: no display needed)."""
+    records = list(records)
+    figure, pyplot = _figure(records)
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=100)
     pyplot.close(figure)
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        path.write_bytes(png.getvalue())
+        return
+    rows = "\n".join(
+        f"<tr><td>{html.escape(r.name)}</td><td>{r.default_ms:.4f}</td><td>{r.best_ms:.4f}</td>"
+        f"<td>{r.speedup:.2f}x</td><td>{r.trials}</td><td>{r.failures}</td></tr>"
+        for r in task_rows(records))
+    image = base64.b64encode(png.getvalue()).decode("ascii")
+    path.write_text(f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>tilecraft tuning report</title>
+<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}} td:first-child{{text-align:left}}</style>
+</head><body>
+<h1>tilecraft tuning report</h1>
+<table><tr><th>task</th><th>default ms</th><th>best ms</th><th>speedup</th><th>trials</th><th>failures</th></tr>
+{rows}
+</table>
+<img alt="estimated model time and best-so-far GFLOPS per task" src="data:image/png;base64,{image}">
+</body></html>
+""", encoding="utf-8")

@@ -42,6 +42,7 @@ from ..schedule.records import (
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
+from .transfer import TransferModel, beside
 from .tuners import TUNERS, Tuner, make_tuner
 
 
@@ -124,10 +125,11 @@ class _Progress:
 class _TaskTuning:
     """The state of one task: space, tuner, reference output, budget."""
 
-    def __init__(self, task: Task, target: Target, tuner: str, seed: int) -> None:
+    def __init__(self, task: Task, target: Target, tuner: str, seed: int,
+                 prior: TransferModel | None = None) -> None:
         self.task = task
         self.space: ScheduleSpace = space_for(task, target)
-        self.tuner: Tuner = make_tuner(tuner, self.space, seed)
+        self.tuner: Tuner = make_tuner(tuner, self.space, seed, prior)
         self.reference: str | None = None
         self.default_cost = math.inf
         self.trials = 0
@@ -185,6 +187,12 @@ class TuneOptions:
         machine the search's best single measurement is often a lucky one.
       end_to_end: after the search, compile the model with the default schedules and with
         the records and time both side by side (alternating calls): the speedup a user gets.
+      cost_model: a cross-task cost model saved by an earlier run (``<records>.costmodel.npz``,
+        tuning/transfer.py) to warm-start the XGBoost tuners from, e.g. one of another
+        model's run; by default the one beside ``tuning_records`` if that exists. Every run
+        saves its own, trained on the earlier model's rows and its own measurements, beside
+        its records.
+      transfer: ``False``: no warm start, and no model saved.
     """
 
     trials: int = 200
@@ -203,6 +211,8 @@ class TuneOptions:
     progress: bool = True
     validate_top: int = 4
     end_to_end: bool = True
+    cost_model: "str | os.PathLike[str] | None" = None
+    transfer: bool = True
 
     def __post_init__(self) -> None:
         if self.tuner not in TUNERS:
@@ -259,9 +269,10 @@ def tune(
     target_key = canonical_target(target)
     chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
     prior = load_records(search.prior_records, target=target) if search.prior_records is not None else []
-    states = [_TaskTuning(task, target, search.tuner, search.seed) for task in chosen]
-    runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     records_path = Path(search.tuning_records)
+    warm = _warm_start(search, records_path, chosen, target)
+    states = [_TaskTuning(task, target, search.tuner, search.seed, warm) for task in chosen]
+    runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     budget = search.trials
     start = time.monotonic()
     with LocalRunner(runner_options) as local, RecordWriter(records_path) as writer:
@@ -297,6 +308,8 @@ def tune(
                 session.validate(state, search.validate_top, [writer])
         if search.progress:
             print(scheduler.allocation(), file=sys.stderr)
+    if search.transfer:
+        _save_transfer(states, warm, records_path, search.progress)
     results = [
         TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
                    best_gflops=s.gflops(s.best_cost), best_config=s.tuner.best_config,
@@ -310,6 +323,49 @@ def tune(
         plot_report(load_records(records_path, target=target), search.report)
     timing = _end_to_end(model, options, records_path) if search.end_to_end else (None, None)
     return TuningResult(records_path, results, *timing)
+
+
+def _warm_start(search: TuneOptions, records: Path, tasks: list[Task], target: Target) -> TransferModel | None:
+    """The cross-task model the tuners start from: ``search.cost_model``, else the one beside
+    ``records`` from an earlier run; ``None`` without one, or when its columns are not this
+    version's (an older tilecraft's file: said, and ignored)."""
+    if not search.transfer or not tasks:
+        return None
+    path = Path(search.cost_model) if search.cost_model is not None else beside(records)
+    if search.cost_model is None and not path.is_file():
+        return None
+    if not path.is_file():
+        raise TuningError(f"cost_model {path} does not exist")
+    model = TransferModel.load(path)
+    names = space_for(tasks[0], target).transfer_feature_names()
+    if model.feature_names != names:
+        print(f"note: {path} was saved with other features; tuning starts without it", file=sys.stderr)
+        return None
+    if not model.trained:
+        model.fit()
+    if search.progress:
+        print(f"warm start: cost model {path} ({len(model.rows)} measurements of earlier runs)",
+              file=sys.stderr)
+    return model
+
+
+def _save_transfer(states: list[_TaskTuning], warm: TransferModel | None, records: Path,
+                   progress: bool) -> None:
+    """Train the cross-task model on the warm start's rows and this run's measurements and
+    save it beside ``records``."""
+    if not states:
+        return
+    model = TransferModel(states[0].space.transfer_feature_names())
+    if warm is not None:
+        model.extend(warm)
+    for state in states:
+        model.add_task([state.space.transfer_features(c) for c in state.tuner.configs], state.tuner.costs)
+    if not model.rows:
+        return
+    model.fit()
+    model.save(beside(records))
+    if progress:
+        print(f"cost model: {len(model.rows)} measurements -> {beside(records)}", file=sys.stderr)
 
 
 # Rounds of the end-to-end comparison: each round times the default and the tuned module.

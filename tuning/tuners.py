@@ -8,7 +8,8 @@ told their costs (:meth:`Tuner.update`: seconds, ``inf`` for a failed candidate)
 - ``xgb`` / ``xgb_rank``: an XGBoost cost model (regression / pairwise-rank loss) retrained
   after every batch; simulated annealing over the space, scored by the model, collects the
   top predicted configs; a fraction ``epsilon`` of each batch stays random (exploration).
-  Until the model has ``min_samples`` measurements, proposals are random.
+  Until the model has ``min_samples`` measurements, proposals are random, or ranked by a
+  cross-task model of earlier runs when one is given (``prior``, transfer.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from ..errors import TunerNameError
 from ..schedule.space import Config, ScheduleSpace
 from .cost_model import CostModelConfig, XGBCostModel
+from .transfer import TransferModel
 
 TUNERS = ("xgb", "xgb_rank", "random", "grid")
 
@@ -108,10 +110,13 @@ class XGBTuner(Tuner):
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, *, loss: str = "reg",
                  epsilon: float = 0.1, sa_steps: int = 60, sa_walkers: int = 64,
-                 model_config: CostModelConfig | None = None) -> None:
+                 model_config: CostModelConfig | None = None,
+                 prior: "TransferModel | None" = None) -> None:
         super().__init__(space, seed)
         self.name = "xgb" if loss == "reg" else "xgb_rank"
         self.model = XGBCostModel(model_config or CostModelConfig(loss=loss, seed=seed))
+        # A model trained on earlier runs (transfer.py): ranks candidates until ours has data.
+        self.prior = prior if prior is not None and prior.trained else None
         self.epsilon = epsilon
         self.sa_steps = sa_steps
         self.sa_walkers = sa_walkers
@@ -123,6 +128,8 @@ class XGBTuner(Tuner):
         self.model.fit(self._features, self.costs)
 
     def _score(self, configs: list[Config]) -> np.ndarray:
+        if not self.model.trained and self.prior is not None:
+            return self.prior.predict([self.space.transfer_features(c) for c in configs])
         return self.model.predict([self.space.features(c) for c in configs])
 
     def _anneal(self, wanted: int) -> list[Config]:
@@ -157,7 +164,7 @@ class XGBTuner(Tuner):
         return [config for _score, _n, config in sorted(best, reverse=True)]
 
     def next_batch(self, size: int) -> list[Config]:
-        if not self.model.trained:
+        if not self.model.trained and self.prior is None:
             return self._random_unvisited(size, set())
         explore = sum(1 for _ in range(size) if self.rng.random() < self.epsilon)
         batch = self._anneal(size - explore)
@@ -166,12 +173,14 @@ class XGBTuner(Tuner):
         return batch
 
 
-def make_tuner(name: str, space: ScheduleSpace, seed: int = 0) -> Tuner:
-    """The tuner called ``name`` (one of :data:`TUNERS`) over ``space``."""
+def make_tuner(name: str, space: ScheduleSpace, seed: int = 0,
+               prior: "TransferModel | None" = None) -> Tuner:
+    """The tuner called ``name`` (one of :data:`TUNERS`) over ``space``; the XGBoost tuners
+    warm-start from ``prior``, a cross-task model of earlier runs, if given."""
     if name == "xgb":
-        return XGBTuner(space, seed, loss="reg")
+        return XGBTuner(space, seed, loss="reg", prior=prior)
     if name == "xgb_rank":
-        return XGBTuner(space, seed, loss="rank")
+        return XGBTuner(space, seed, loss="rank", prior=prior)
     if name == "random":
         return RandomTuner(space, seed)
     if name == "grid":
