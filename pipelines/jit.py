@@ -18,6 +18,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
+from ..runtime import kernel_timers
 from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.memref import CallFrame
@@ -53,6 +54,15 @@ def _release_retired() -> None:
             _retired.popleft()
 
 
+def _declares(module: ir.Module, symbol: str) -> bool:
+    """Whether the LLVM-dialect ``module`` declares (or defines) the function ``symbol``."""
+    for op in module.body.operations:
+        name = op.operation.attributes["sym_name"] if "sym_name" in op.operation.attributes else None
+        if name is not None and ir.StringAttr(name).value == symbol:
+            return True
+    return False
+
+
 class JitFunction:
     """The entry ``signature.name`` of ``llvm_module``, JIT-compiled at ``opt_level``.
 
@@ -86,6 +96,8 @@ class JitFunction:
             return
         for name in PROCESS_WIDE_LIBRARIES:
             load_process_wide(name)
+        if _declares(self.module, kernel_timers.BEGIN):
+            kernel_timers.library()  # a profiling variant: its timers, process-wide
         libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]
         # Extern functions (pipelines/extern.py): bound by address before the first lookup;
         # their libraries and callbacks live as long as the engine.

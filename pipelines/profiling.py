@@ -20,8 +20,9 @@ PROFILE_PASS = "tilecraft-profile-kernels"
 _LOCATION = re.compile(r'^loc\("([^"]*)"(?::(\d+):\d+)?(?:\(.*\))?\)$')
 
 
-def _kernel_name(op: ir.Operation, index: int) -> str:
-    """``<node>(<OpType>)`` from an ONNX model's locations, ``<op> (line N)`` for MLIR files."""
+def kernel_name(op: ir.Operation, index: int) -> str:
+    """``<node>(<OpType>)`` from an ONNX model's locations, ``<op> (line N)`` for MLIR files.
+    Tuning tasks name their kernels the same way (``Task.kernels``), so a profile joins them."""
     match = _LOCATION.match(str(op.location))
     if match is None:
         return f"kernel{index} ({op.name})"
@@ -65,7 +66,7 @@ def profile_kernels_pass(module: ir.Operation, options: Mapping[str, str]) -> No
             if not (op.name in _KERNEL_OPS or op.name.startswith("linalg.")):
                 continue
             index = len(names)
-            names.append(_kernel_name(op, index))
+            names.append(kernel_name(op, index))
             with op.location:
                 with ir.InsertionPoint(op):
                     _timer_call("tilecraft_profile_begin", index, i64)

@@ -33,6 +33,7 @@ from ..pipelines.cpu import cpu_pipeline
 from ..pipelines.ir_queries import defining_op
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
 from ..pipelines.pipeline import Pipeline
+from ..pipelines.profiling import kernel_name
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
 from .group import FusionUnit, find_fusion_units, prepare_groups
@@ -56,6 +57,10 @@ class Task:
       flops: arithmetic operations of one execution (2 per multiply-add).
       count: how many ops of the model are this task.
       payload: MLIR text of ``func.func @task`` holding the op alone.
+      kernels: per occurrence in the model, the names the profiler may give its kernel
+        (pipelines/profiling.py's ``kernel_name`` of the unit's root op, then of its other
+        ops: the loop nest carries one of their locations): how a profile of the model is
+        joined with the task (the tuner's time next to the in-model time).
     """
 
     key: str
@@ -68,9 +73,12 @@ class Task:
     flops: int
     count: int
     payload: str
+    kernels: tuple[tuple[str, ...], ...] = ()
 
-    def with_count(self, count: int) -> "Task":
-        return Task(**{**self.__dict__, "count": count})
+    def merged(self, other: "Task") -> "Task":
+        """This task with ``other``'s occurrences (same key) added."""
+        return Task(**{**self.__dict__, "count": self.count + other.count,
+                       "kernels": self.kernels + other.kernels})
 
     def describe(self) -> dict[str, Any]:
         """The JSON-able summary stored in every record (everything but the payload)."""
@@ -239,6 +247,14 @@ def unit_payload(unit: FusionUnit) -> ir.Module:
     return build_payload(unit.ops, list(unit.root.results))
 
 
+def _kernel_names(ops: Sequence[ir.Operation]) -> tuple[str, ...]:
+    names: list[str] = []
+    for op in ops:
+        if is_structured(op) and op.name != "linalg.fill" and kernel_name(op, 0) not in names:
+            names.append(kernel_name(op, 0))
+    return tuple(names)
+
+
 def describe_unit(unit: FusionUnit, nests: Mapping[ir.Operation, LoopNest]) -> Task | None:
     """The task of a fusion unit (count 1), or ``None`` when its anchor is not tunable.
     ``nests`` must hold the anchor's; the flops count the unit's ops it holds."""
@@ -259,7 +275,7 @@ def describe_unit(unit: FusionUnit, nests: Mapping[ir.Operation, LoopNest]) -> T
     return Task(
         key=task_key(payload), name=name, kind=kind, op_name=unit.anchor.name,
         ranges=anchor_nest.ranges, parallel=anchor_nest.parallel, element_type=element_type,
-        flops=flops, count=1, payload=str(payload),
+        flops=flops, count=1, payload=str(payload), kernels=(_kernel_names([unit.root, *unit.ops]),),
     )
 
 
@@ -275,7 +291,7 @@ def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
     return Task(
         key=task_key(payload), name=name, kind=kind, op_name=op.name, ranges=nest.ranges,
         parallel=nest.parallel, element_type=element_type, flops=_flops(op, nest, kind), count=1,
-        payload=str(payload),
+        payload=str(payload), kernels=(_kernel_names([op]),),
     )
 
 
@@ -318,7 +334,7 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
             if task is None:
                 continue
             previous = found.get(task.key)
-            found[task.key] = task if previous is None else previous.with_count(previous.count + 1)
+            found[task.key] = task if previous is None else previous.merged(task)
     if not found:
         raise TaskExtractionError(
             "the model has no tunable op (static-shaped linalg ops other than fills); "

@@ -31,6 +31,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..runtime import kernel_timers
+from ..runtime.timing import measure
+
 # A test-only hook: ``hook(config)`` runs in the worker before the candidate is built.
 CandidateHook = Callable[[dict], None]
 
@@ -72,6 +75,12 @@ class RunnerOptions:
       min_repeat_ms: minimum duration of one measurement.
       flush_cache: overwrite a buffer larger than the last-level cache before each repeat.
       startup_timeout: seconds a fresh worker may take to import MLIR and report ready.
+      kernel_time: time the candidate's kernels with the profiler's timers (the profiling
+        variant, pipelines/profiling.py) instead of the whole call from Python. Why (the
+        default): a profile of the model measures its kernels the same way, while the
+        Python entry's per-call cost (argument checks, output allocation; tens of
+        microseconds) swamped small kernels and made the tuner's time disagree with the
+        kernel's time in the model. ``False``: wall time per call, entry included.
     """
 
     timeout: float = 30.0
@@ -80,6 +89,7 @@ class RunnerOptions:
     min_repeat_ms: float = 50.0
     flush_cache: bool = False
     startup_timeout: float = 120.0
+    kernel_time: bool = True
     hook: CandidateHook | None = field(default=None, compare=False)
 
 
@@ -109,9 +119,10 @@ def outputs_match(actual: np.ndarray, expected: np.ndarray) -> bool:
     return bool(np.allclose(actual, expected, rtol=1e-3, atol=1e-4 * max(scale, 1.0), equal_nan=True))
 
 
-def _build(job: MeasureInput, scratch: Path) -> Any:
+def _build(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
     from ..pipelines.compiled_module import compile_ir
     from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+    from ..pipelines.profiling import profiling_pipeline
     from ..pipelines.target import Target
     from ..schedule.records import Record
 
@@ -129,17 +140,17 @@ def _build(job: MeasureInput, scratch: Path) -> Any:
         pipeline = cpu_pipeline(target, opt_level=3)  # what tilecraft.compile runs by default
         if records is not None:
             pipeline = with_tuning_records(pipeline, records, target)
+        if kernel_time:
+            pipeline = profiling_pipeline(pipeline)
         return compile_ir(job.payload, pipeline, target)
 
 
 def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> MeasureResult:
-    from ..runtime.timing import measure
-
     start = time.perf_counter()
     if options.hook is not None:
         options.hook(dict(job.config or {}))
     try:
-        module = _build(job, scratch)
+        module = _build(job, scratch, options.kernel_time)
     except Exception as error:  # noqa: BLE001 - every build failure is a result, not a crash
         return MeasureResult("build_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
@@ -151,18 +162,43 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
                                  elapsed=time.perf_counter() - start)
         if job.save_output is not None:
             np.save(job.save_output, output)
-        flush = np.empty(64 << 20, dtype=np.uint8) if options.flush_cache else None
-        costs = []
-        for _ in range(options.repeat):
-            if flush is not None:
-                flush.fill(1)
-            timing = measure(lambda: module(*arguments), number=options.number, repeat=1,
-                             min_repeat_ms=options.min_repeat_ms)
-            costs.append(timing.per_call[0])
+        costs = _time(lambda: module(*arguments), options)
     except Exception as error:  # noqa: BLE001
         return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
     return MeasureResult("ok", costs=tuple(costs), elapsed=time.perf_counter() - start)
+
+
+def _time(call: Callable[[], Any], options: RunnerOptions) -> list[float]:
+    """Seconds per call for each of ``options.repeat`` measurements: the kernels' time from
+    the profiler's timers (``kernel_time``), else the wall time of the whole call. Each
+    measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
+    warm-up call, as runtime/timing.py's ``measure`` does."""
+    flush = np.empty(64 << 20, dtype=np.uint8) if options.flush_cache else None
+    if not options.kernel_time:
+        costs = []
+        for _ in range(options.repeat):
+            if flush is not None:
+                flush.fill(1)
+            costs.append(measure(call, number=options.number, repeat=1,
+                                 min_repeat_ms=options.min_repeat_ms).per_call[0])
+        return costs
+    call()
+    number, costs = options.number, []
+    for _ in range(options.repeat):
+        if flush is not None:
+            flush.fill(1)
+        while True:
+            kernel_timers.reset()
+            start = time.perf_counter()
+            for _ in range(number):
+                call()
+            elapsed = time.perf_counter() - start
+            if elapsed * 1e3 >= options.min_repeat_ms or number >= 1 << 20:
+                break
+            number *= 2
+        costs.append(kernel_timers.total_seconds() / number)
+    return costs
 
 
 def _worker_main(connection: Any, options: RunnerOptions, scratch: str) -> None:
@@ -209,24 +245,28 @@ def remove_orphaned_scratch(folder: "str | os.PathLike[str] | None" = None) -> l
 
 @contextlib.contextmanager
 def _main_not_rerun() -> Iterator[None]:
-    """Start spawned workers without re-running a ``__main__`` that is no file.
+    """Start spawned workers without re-running the user's ``__main__``.
 
-    Why: ``spawn`` re-imports the parent's main module in the child, from its ``__file__``.
-    A script read on standard input (``python - <<EOF``) has ``__file__ == "<stdin>"``; the
-    child failed to run it and the parent saw ``EOFError``. The worker needs nothing from
-    ``__main__`` (its entry point is this module's ``_worker_main``), so such a main is hidden
-    while the process starts."""
+    Why: ``spawn`` re-imports the parent's main module in the child (as ``__mp_main__``, from
+    its ``__spec__`` for ``python -m``, else from its ``__file__``). A script that calls
+    ``tilecraft.tune`` at top level, with no ``if __name__ == "__main__"`` guard, then ran
+    again in every worker (each starting a tuning run of its own, and multiprocessing's
+    bootstrapping error); a script read on standard input (``__file__ == "<stdin>"``) could not
+    be re-run at all (``EOFError`` in the parent). The worker needs nothing from ``__main__``
+    (its entry point is this module's ``_worker_main``), so both are hidden while the process
+    starts."""
     main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    hide = (main is not None and getattr(main, "__spec__", None) is None and path is not None
-            and not os.path.isfile(path))
-    if hide:
-        del main.__file__
+    saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
+    for name in saved:
+        if name == "__spec__":
+            main.__spec__ = None
+        else:
+            delattr(main, name)
     try:
         yield
     finally:
-        if hide:
-            main.__file__ = path
+        for name, value in saved.items():
+            setattr(main, name, value)
 
 
 class LocalRunner:

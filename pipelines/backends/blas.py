@@ -13,12 +13,7 @@ elementwise add after the call, and fuses with the epilogue.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import shutil
-import subprocess
-import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -27,6 +22,7 @@ from mlir.dialects import arith, linalg, tensor
 
 from ...errors import BackendError
 from ...runtime.extern import ExternFunction, register_c
+from ...runtime.native import build_shared_library
 from ..extern import emit_call
 from ..offload import Backend, is_zero_fill, register_backend
 
@@ -64,33 +60,15 @@ def openblas_library() -> Path:
     return path
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("TILECRAFT_CACHE", Path.home() / ".cache" / "tilecraft"))
-
-
 @cache
 def shim_library() -> Path:
     """Build (once per content) and return the shim linked against OpenBLAS."""
     blas = openblas_library()
-    compiler = os.environ.get("CC", "cc")
-    if shutil.which(compiler) is None:
-        raise BackendError(f"the blas backend builds a C shim: no C compiler {compiler!r} on the PATH (set CC)")
-    command = [compiler, "-O2", "-shared", "-fPIC", *(f"-D{k}={v}" for k, v in SYMBOLS.items()),
-               str(SHIM_SOURCE), "-o", "{output}", f"-Wl,-soname,{SHIM_NAME}", str(blas),
-               f"-Wl,-rpath,{blas.parent}"]
-    key = hashlib.sha256((SHIM_SOURCE.read_text() + " ".join(command)).encode()).hexdigest()[:16]
-    output = _cache_dir() / f"blas-{key}" / SHIM_NAME
-    if output.is_file():
-        return output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=output.parent) as scratch:
-        partial = Path(scratch) / SHIM_NAME
-        result = subprocess.run([c.replace("{output}", str(partial)) for c in command],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise BackendError(f"building the blas shim failed:\n{result.stderr}")
-        partial.replace(output)
-    return output
+    return build_shared_library(
+        SHIM_NAME, [SHIM_SOURCE],
+        [*(f"-D{k}={v}" for k, v in SYMBOLS.items()), f"-Wl,-soname,{SHIM_NAME}", str(blas),
+         f"-Wl,-rpath,{blas.parent}"],
+        what="the blas backend's C shim", error=BackendError)
 
 
 def _static_f32(value: ir.Value) -> bool:
