@@ -141,3 +141,23 @@ def test_tune_from_a_script_read_on_standard_input(tmp_path, matmul_64):
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "measured" in done.stdout
+
+
+def test_tune_from_a_script_file_without_a_main_guard(tmp_path, matmul_64):
+    """A script calling tune at top level: spawn re-ran it in every worker (a tuning run per
+    worker, and multiprocessing's bootstrapping error) before the main module was hidden."""
+    import subprocess
+    import sys
+
+    payload = tmp_path / "mm.mlir"
+    payload.write_text(matmul_64)
+    script = tmp_path / "tune_me.py"
+    script.write_text(
+        "import tilecraft\n"
+        f"r = tilecraft.tune({str(payload)!r}, trials=2, tuning_records={str(tmp_path / 'r.jsonl')!r},\n"
+        "                   tuner='random', progress=False, validate_top=0, end_to_end=False)\n"
+        "print('measured', sum(t.trials for t in r.tasks))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("measured") == 1  # the script ran once, not once per worker
