@@ -156,7 +156,10 @@ def _death(code: int, stderr: bytes, memory_limit: int) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return f"the package's process died of {name}" + (f" ({tail[0][:200]})" if tail[0] else "")
+        detail = f" ({tail[0][:200]})" if tail[0] else ""
+        # Compiled code does not check malloc: past RLIMIT_AS it dereferences NULL or aborts.
+        return (f"the package's process died of {name}{detail}; a run needing more memory than the "
+                f"limit of {memory_limit} bytes (the server's --memory-limit) ends this way too")
     if "MemoryError" in stderr.decode("utf-8", "replace"):
         return f"the package's process ran out of memory (limit {memory_limit} bytes, the server's --memory-limit)"
     return f"the package's process exited with code {code}" + (f": {tail[0][:300]}" if tail[0] else "")

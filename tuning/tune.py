@@ -30,6 +30,7 @@ from ..pipelines.compiled_module import compile_ir
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
+from ..runtime.rpc import Address
 from ..runtime.run import random_inputs
 from ..runtime.timing import measure
 from ..schedule.records import (
@@ -42,6 +43,7 @@ from ..schedule.records import (
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
+from .measure_remote import RemoteRunner
 from .tuners import TUNERS, Tuner, make_tuner
 
 
@@ -185,6 +187,10 @@ class TuneOptions:
         machine the search's best single measurement is often a lucky one.
       end_to_end: after the search, compile the model with the default schedules and with
         the records and time both side by side (alternating calls): the speedup a user gets.
+        Skipped with ``remote`` (it would time this machine, not the device).
+      remote: ``"remote://HOST:PORT"`` (or ``"HOST:PORT"``): time candidates on a tilecraft
+        server (tuning/measure_remote.py) instead of this machine; ``None``: locally.
+      remote_key: that server's shared key (default ``$TILECRAFT_RPC_KEY``).
     """
 
     trials: int = 200
@@ -203,8 +209,12 @@ class TuneOptions:
     progress: bool = True
     validate_top: int = 4
     end_to_end: bool = True
+    remote: str | None = None
+    remote_key: str | None = None
 
     def __post_init__(self) -> None:
+        if self.remote is not None:
+            Address.parse(self.remote)  # RemoteAddressError now, not after the defaults
         if self.tuner not in TUNERS:
             raise TunerNameError(f"unknown tuner {self.tuner!r}; choose one of {', '.join(TUNERS)}")
         trials = self.trials
@@ -264,7 +274,9 @@ def tune(
     records_path = Path(search.tuning_records)
     budget = search.trials
     start = time.monotonic()
-    with LocalRunner(runner_options) as local, RecordWriter(records_path) as writer:
+    runner = (LocalRunner(runner_options) if search.remote is None
+              else RemoteRunner(search.remote, runner_options, key=search.remote_key))
+    with runner as local, RecordWriter(records_path) as writer:
         session = _Session(local, target_key)
 
         def run(state: _TaskTuning, config: dict[str, int] | None, name: str) -> MeasureResult:
@@ -308,7 +320,8 @@ def tune(
         from .report import plot_report
 
         plot_report(load_records(records_path, target=target), search.report)
-    timing = _end_to_end(model, options, records_path) if search.end_to_end else (None, None)
+    end_to_end = search.end_to_end and search.remote is None
+    timing = _end_to_end(model, options, records_path) if end_to_end else (None, None)
     return TuningResult(records_path, results, *timing)
 
 
