@@ -314,3 +314,76 @@ def test_the_remote_runner_needs_a_reachable_server(tmp_path):
     with pytest.raises(RemoteConnectionError, match="127.0.0.1:1"):
         tilecraft.tune(MATMUL_32, "llvm", trials=1, tuning_records=tmp_path / "r.jsonl",
                        remote="127.0.0.1:1", progress=False)
+
+
+def test_cli_serve_and_tune_runner_arguments(tmp_path, capsys):
+    environment_key = os.environ.pop(rpc.KEY_ENVIRONMENT, None)
+    try:
+        assert run_cli(["serve", "--port", "0"]) == 1
+        assert "no key: pass --key" in capsys.readouterr().err
+    finally:
+        if environment_key is not None:
+            os.environ[rpc.KEY_ENVIRONMENT] = environment_key
+    (tmp_path / "mm.mlir").write_text(MATMUL_32)
+    assert run_cli(["tune", str(tmp_path / "mm.mlir"), "-o", str(tmp_path / "r.jsonl"),
+                    "--runner", "remote:/nowhere"]) == 1
+    assert "not a server address" in capsys.readouterr().err
+
+
+# ---- runtime only, other machines -------------------------------------------------------
+
+SITE = """
+import importlib.abc, os, sys
+with open(os.environ["TILECRAFT_TEST_LOG"], "a") as log:
+    log.write(f"runtime-only process {os.getpid()}\\n")
+
+class NoCompiler(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("mlir", "onnx", "torch") or name.startswith(
+                ("tilecraft.compiler", "tilecraft.pipelines", "tilecraft.frontend")):
+            with open(os.environ["TILECRAFT_TEST_LOG"], "a") as log:
+                log.write(f"blocked {name}\\n")
+            raise ImportError(f"{name} is blocked on this runtime-only device")
+        return None
+
+sys.meta_path.insert(0, NoCompiler())
+"""
+
+
+def test_the_server_runs_with_the_runtime_only(packages, tmp_path, rng, monkeypatch):
+    """The server and the child that runs a package import neither MLIR nor the compiler
+    (a sitecustomize on the path blocks them in both processes and logs each process)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SITE)
+    log = tmp_path / "imports.log"
+    monkeypatch.setenv("TILECRAFT_TEST_LOG", str(log))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p))
+    process, port = start_server()
+    try:
+        inputs = inputs_of(packages["mm"], rng)
+        outputs = tilecraft.remote.connect("127.0.0.1", port, key=KEY).run(packages["mm"], inputs)
+        np.testing.assert_array_equal(outputs["result0"], tilecraft.run(packages["mm"], inputs).outputs["result0"])
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    lines = log.read_text().splitlines()
+    assert sum(line.startswith("runtime-only process") for line in lines) >= 2  # server + child
+    assert not [line for line in lines if line.startswith("blocked")], lines
+
+
+def test_a_cross_compiled_package_is_refused_naming_both_architectures(server, tmp_path):
+    from tilecraft.compiler.package import c_compiler
+    from tilecraft.errors import ToolchainError
+
+    other = "x86_64" if tilecraft.runtime.package.normalized_machine(os.uname().machine) == "aarch64" else "aarch64"
+    target = f"llvm -mtriple={other}-linux-gnu"
+    try:
+        c_compiler(tilecraft.Target.parse(target))
+    except ToolchainError as error:
+        pytest.skip(f"no {other} cross toolchain: {error}")
+    path = tmp_path / f"mm-{other}.tar"
+    tilecraft.compile(MATMUL_32, target=target, package_path=path)
+    session = tilecraft.remote.connect("127.0.0.1", server, key=KEY)
+    with pytest.raises(PackageTargetError, match=rf"built for target '{target}' \({other}\); this machine is "):
+        session.upload(path)
