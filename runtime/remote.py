@@ -38,6 +38,8 @@ from .timing import Timing
 # Seconds to wait for a connection, and beyond a run's own time limit for its answer.
 CONNECT_TIMEOUT = 10.0
 ANSWER_MARGIN = 30.0
+# Seconds the server may take to receive and verify an upload before we give up on it.
+UPLOAD_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class RemoteSession(Session):
         if isinstance(limit, int) and len(data) > limit:
             raise RemoteLimitError(f"{self.where}: {name} is {len(data)} bytes, above the server's "
                                    f"upload limit of {limit} (its --max-upload)")
-        _, body = self._request("POST", "/upload?" + urlencode({"name": name}), data, None)
+        _, body = self._request("POST", "/upload?" + urlencode({"name": name}), data, UPLOAD_TIMEOUT)
         return str(json.loads(body)["package"])
 
     def _run(self, ident: str, inputs: Mapping[str, np.ndarray] | None,

@@ -27,6 +27,7 @@ import argparse
 import hmac
 import json
 import platform
+import signal
 import sys
 import threading
 import time
@@ -106,6 +107,7 @@ class Handler(BaseHTTPRequestHandler):
     server: Server
     server_version = f"tilecraft/{__version__}"
     protocol_version = "HTTP/1.1"
+    timeout = 120  # seconds a client may stall mid-request before its thread gives up
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         if self.server.verbose:
@@ -224,6 +226,9 @@ def serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; prints the address it listens on first (``port 0`` picks a
     free port: a script reads it from that line)."""
     server = make_server(args)
+    if threading.current_thread() is threading.main_thread():
+        # `kill` (SIGTERM) ends the server like Ctrl-C: the package store is removed.
+        signal.signal(signal.SIGTERM, _interrupt)
     host, port = server.server_address[:2]
     print(f"tilecraft server listening on {host}:{port} (machine {server.info()['machine']}, "
           f"{'signed requests' if server.key else 'NO KEY'})", flush=True)
@@ -235,6 +240,10 @@ def serve(args: argparse.Namespace) -> int:
         server.server_close()
         server.store.close()
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
