@@ -187,6 +187,7 @@ class LocalSession(Session):
                                   timeout=parameters["timeout"])
 
     def close(self) -> None:
+        self._executor.close()
         self._store.close()
 
 

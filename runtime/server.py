@@ -238,6 +238,7 @@ def serve(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        server.executor.close()
         server.store.close()
     return 0
 
