@@ -232,6 +232,10 @@ def test_local_session_runs_like_the_server(packages, rng):
         assert len(result.timing.per_call) == 3
         with pytest.raises(RemoteRunError, match="SIGSEGV"):
             session.run(packages["crash"])
+        waiting = session._executor._waiting  # the waiting run process dies while idle:
+        waiting.kill()
+        waiting.wait()
+        assert session.run(package, inputs)["result0"].shape == (16, 24)  # a fresh one runs
     with tilecraft.remote.LocalSession(max_upload=1000) as session:
         with pytest.raises(RemoteLimitError, match="above the server's limit of 1000"):
             session.upload(packages["mm"])
