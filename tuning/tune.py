@@ -210,7 +210,7 @@ class TuneOptions:
     validate_top: int = 4
     end_to_end: bool = True
     remote: str | None = None
-    remote_key: str | None = None
+    remote_key: str | None = field(default=None, repr=False)  # a secret: not in reprs or logs
 
     def __post_init__(self) -> None:
         if self.remote is not None:
