@@ -163,6 +163,8 @@ class RemoteSession(Session):
             connection.close()
         if response.status != 200:
             raise rpc.error_from_json(answer, response.status, self.where)
+        rpc.check_answer(self._key, headers, response.status, answer,
+                         response.getheader(rpc.SIGNATURE_HEADER), self.where)
         return response.status, answer
 
 

@@ -10,7 +10,9 @@ carries ``X-Tilecraft-Time`` (Unix seconds), ``X-Tilecraft-Nonce`` (random hex) 
 ``X-Tilecraft-Signature``: the HMAC-SHA256 of method, path with query, time, nonce and the
 SHA-256 of the body. The server compares with :func:`hmac.compare_digest` (constant time),
 refuses a time more than :data:`MAX_CLOCK_SKEW` seconds off, and a nonce seen before (a
-replayed request).
+replayed request). A successful answer is signed back (the HMAC of status, the request's
+nonce and the answer's body hash, in ``X-Tilecraft-Signature``), so a client takes no result
+that was altered on the way or sent by anyone without the key.
 
 **Messages.** A run's inputs and its outputs travel as one body: an 8-byte little-endian
 length, that many bytes of JSON (names, parameters, timings), then an ``.npz`` archive of the
@@ -95,6 +97,24 @@ def sign(key: bytes | None, method: str, path: str, body: bytes) -> dict[str, st
     timestamp, nonce = f"{time.time():.3f}", secrets.token_hex(16)
     return {TIME_HEADER: timestamp, NONCE_HEADER: nonce,
             SIGNATURE_HEADER: signature(key, method, path, timestamp, nonce, body)}
+
+
+def answer_signature(key: bytes, nonce: str, status: int, body: bytes) -> str:
+    """HMAC-SHA256 (hex) of an answer, bound to the request's nonce: a client that signed
+    its request knows the answer came from a holder of the key, for this request."""
+    return signature(key, "ANSWER", str(int(status)), "", nonce, body)
+
+
+def check_answer(key: bytes | None, request_headers: Mapping[str, str], status: int, body: bytes,
+                 given: str | None, where: str) -> None:
+    """:class:`RemoteAuthError` unless a successful answer to a signed request carries the
+    server's signature (a forged or altered result is not taken)."""
+    if key is None or status != 200:
+        return
+    expected = answer_signature(key, request_headers[NONCE_HEADER], status, body)
+    if not given or not hmac.compare_digest(expected.encode(), given.encode()):
+        raise errors.RemoteAuthError(f"{where}: the answer is not signed with the shared key "
+                                     "(altered on the way, or not from the server)")
 
 
 # ---- messages ---------------------------------------------------------------------------

@@ -142,6 +142,9 @@ class Handler(BaseHTTPRequestHandler):
             answer = rpc.error_to_json(RemoteError(f"server error: {type(error).__name__}: {error}"))
             kind = "application/json"
         self.send_response(status)
+        nonce = self.headers.get(rpc.NONCE_HEADER)
+        if self.server.key is not None and status == HTTPStatus.OK and nonce:
+            self.send_header(rpc.SIGNATURE_HEADER, rpc.answer_signature(self.server.key, nonce, status, answer))
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(answer)))
         if self.close_connection:

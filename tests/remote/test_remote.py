@@ -137,6 +137,20 @@ def test_a_replayed_request_is_refused(server):
     assert json.loads(body)["error"] == "RemoteAuthError" and b"replayed" in body
 
 
+def test_answers_are_signed_and_an_altered_answer_is_refused(server):
+    headers = rpc.sign(KEY.encode(), "GET", "/info", b"")
+    connection = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
+    connection.request("GET", "/info", headers=headers)
+    response = connection.getresponse()
+    body, given = response.read(), response.getheader(rpc.SIGNATURE_HEADER)
+    connection.close()
+    rpc.check_answer(KEY.encode(), headers, 200, body, given, "server")  # genuine: accepted
+    altered = body.replace(b'"protocol"', b'"protocoL"')
+    for answer, signature in ((altered, given), (body, None), (body, "0" * 64)):
+        with pytest.raises(RemoteAuthError, match="answer is not signed with the shared key"):
+            rpc.check_answer(KEY.encode(), headers, 200, answer, signature, "server")
+
+
 def test_tampered_foreign_and_non_packages_are_refused(server, packages, tmp_path):
     session = tilecraft.remote.connect("127.0.0.1", server, key=KEY)
     flipped = rewrite_member(packages["mm"], tmp_path / "tampered.tar", "model.so",
