@@ -36,11 +36,14 @@ void hang(M2 *x, M2 *out) { for (volatile int64_t i = 0; ; ++i) {} }
 """
 
 
-def start_server(*arguments: str, key: str | None = KEY) -> tuple[subprocess.Popen, int]:
-    """``python -m tilecraft.runtime.server`` on a free port; returns the process and port."""
+SERVER = (sys.executable, "-m", "tilecraft.runtime.server")
+
+
+def start_server(*arguments: str, key: str | None = KEY, entry=SERVER) -> tuple[subprocess.Popen, int]:
+    """``python -m tilecraft.runtime.server`` (or ``entry``) on a free port; returns the
+    process and port."""
     environment = {k: v for k, v in os.environ.items() if k != rpc.KEY_ENVIRONMENT}
-    command = [sys.executable, "-m", "tilecraft.runtime.server", "--host", "127.0.0.1", "--port", "0",
-               *(("--key", key) if key else ()), *arguments]
+    command = [*entry, "--host", "127.0.0.1", "--port", "0", *(("--key", key) if key else ()), *arguments]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=environment)
     line = process.stdout.readline()
@@ -332,6 +335,17 @@ def test_the_remote_runner_needs_a_reachable_server(tmp_path):
     with pytest.raises(RemoteConnectionError, match="127.0.0.1:1"):
         tilecraft.tune(MATMUL_32, "llvm", trials=1, tuning_records=tmp_path / "r.jsonl",
                        remote="127.0.0.1:1", progress=False)
+
+
+def test_tilecraft_serve_is_the_same_server(packages, rng):
+    process, port = start_server(entry=(sys.executable, "-m", "tilecraft.tools.cli", "serve"))
+    try:
+        inputs = inputs_of(packages["mm"], rng)
+        outputs = tilecraft.remote.connect("127.0.0.1", port, key=KEY).run(packages["mm"], inputs)
+        np.testing.assert_array_equal(outputs["result0"], tilecraft.run(packages["mm"], inputs).outputs["result0"])
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def test_cli_serve_and_tune_runner_arguments(tmp_path, capsys):
