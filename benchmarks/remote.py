@@ -1,7 +1,7 @@
 """What a remote run costs, and whether the device's timings agree with local ones.
 
     .venv/bin/python benchmarks/remote.py                 # digits CNN, batch 360
-    .venv/bin/python benchmarks/remote.py --batch 1 --rounds 20
+    .venv/bin/python benchmarks/remote.py --batch 1 --rounds 12
 
 A server (``python -m tilecraft.runtime.server``) is started on this machine (loopback), so
 the device is this CPU and the two timings must agree. Printed:
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=360)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}")
@@ -67,7 +67,11 @@ def main() -> None:
                     start = time.perf_counter()
                     session.run(uploaded, inputs)
                     trip.append(time.perf_counter() - start)
+                # Each timing after a pause: the server's next run process, started when a run
+                # ends, must not import numpy while either side is being timed.
+                time.sleep(2.0)
                 remote.append(session.time(uploaded, inputs, repeat=args.repeat).timing.median)
+                time.sleep(2.0)
                 local.append(tilecraft.run(loaded, inputs, repeat=args.repeat).timing.median)
         finally:
             server.terminate()

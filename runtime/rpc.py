@@ -122,8 +122,13 @@ def check_answer(key: bytes | None, request_headers: Mapping[str, str], status: 
 def encode(meta: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> bytes:
     """One message: JSON ``meta`` and ``arrays`` in order (see the module docstring)."""
     header = json.dumps(dict(meta)).encode()
+    arrays = [np.asarray(a) for a in arrays]
+    for array in arrays:
+        if array.dtype.hasobject:  # would be pickled, and the other side loads no pickles
+            raise errors.ArgumentTypeError(f"an array of Python objects cannot be sent ({array.dtype}): "
+                                           "pass numeric numpy arrays")
     stream = io.BytesIO()
-    np.savez(stream, *[np.asarray(a) for a in arrays])
+    np.savez(stream, *arrays)
     return _LENGTH.pack(len(header)) + header + stream.getvalue()
 
 

@@ -253,6 +253,8 @@ def test_local_session_runs_like_the_server(packages, rng):
         waiting.kill()
         waiting.wait()
         assert session.run(package, inputs)["result0"].shape == (16, 24)  # a fresh one runs
+        with pytest.raises(tilecraft.ArgumentTypeError, match="array of Python objects cannot be sent"):
+            session.run(package, {"arg0": np.array([None, 1], dtype=object)})
     with tilecraft.remote.LocalSession(max_upload=1000) as session:
         with pytest.raises(RemoteLimitError, match="above the server's limit of 1000"):
             session.upload(packages["mm"])
