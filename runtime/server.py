@@ -69,16 +69,23 @@ class Server(ThreadingHTTPServer):
         self._nonces: dict[str, float] = {}
         self._nonce_lock = threading.Lock()
 
+    def check_signed(self, headers: Any) -> None:
+        """:class:`RemoteAuthError` when a key is required and the request carries no
+        signature (checked from the headers, before the body is read)."""
+        if self.key is None:
+            return
+        if not all(headers.get(h) for h in (rpc.TIME_HEADER, rpc.NONCE_HEADER, rpc.SIGNATURE_HEADER)):
+            raise RemoteAuthError("the request is not signed: this server needs the shared key "
+                                  f"(connect with key=..., --key or {rpc.KEY_ENVIRONMENT})")
+
     def authenticate(self, method: str, path: str, headers: Any, body: bytes) -> None:
         """:class:`RemoteAuthError` unless the request carries a valid, fresh signature."""
         if self.key is None:
             return
+        self.check_signed(headers)
         timestamp = headers.get(rpc.TIME_HEADER, "")
         nonce = headers.get(rpc.NONCE_HEADER, "")
         given = headers.get(rpc.SIGNATURE_HEADER, "")
-        if not (timestamp and nonce and given):
-            raise RemoteAuthError("the request is not signed: this server needs the shared key "
-                                  f"(connect with key=..., --key or {rpc.KEY_ENVIRONMENT})")
         expected = rpc.signature(self.key, method, path, timestamp, nonce, body)
         if not hmac.compare_digest(expected.encode(), given.encode()):
             raise RemoteAuthError("the request's signature is wrong: the client's key differs from the server's")
@@ -121,9 +128,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
             if length < 0:
-                raise RemoteError("a negative Content-Length")
+                self.close_connection = True
+                raise RemoteError("the request's Content-Length is not a byte count")
+            # An unsigned request is refused before its body is read (no memory for strangers).
+            self.server.check_signed(self.headers)
             if urlsplit(self.path).path == "/upload":
                 self.server.store.check_size(length)  # before reading the body
             elif length > self.server.store.max_upload:
@@ -133,10 +146,10 @@ class Handler(BaseHTTPRequestHandler):
             self.server.authenticate(method, self.path, self.headers, body)
             status, answer, kind = self._route(method, body)
         except TilecraftError as error:
-            status = next(code for kind, code in _STATUS if isinstance(error, kind))
+            status = next(code for cls, code in _STATUS if isinstance(error, cls))
             answer, kind = rpc.error_to_json(error), "application/json"
-            if isinstance(error, RemoteLimitError):
-                self.close_connection = True  # the unread body must not be taken for a request
+            if isinstance(error, (RemoteLimitError, RemoteAuthError)):
+                self.close_connection = True  # an unread body must not be taken for a request
         except Exception as error:  # noqa: BLE001 - a bug here must not stop the server
             status = HTTPStatus.INTERNAL_SERVER_ERROR
             answer = rpc.error_to_json(RemoteError(f"server error: {type(error).__name__}: {error}"))

@@ -179,17 +179,21 @@ def test_tampered_foreign_and_non_packages_are_refused(server, packages, tmp_pat
 
 
 def test_an_oversized_upload_is_refused_before_it_is_read(server, packages):
-    # What the server does itself (a client that skips the size check):
+    # What the server does itself (a client that skips the size check), signed or not:
     path = "/upload?name=huge.tar"
-    connection = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
-    connection.putrequest("POST", path)
-    connection.putheader("Content-Length", str(1 << 40))
-    connection.endheaders()
-    response = connection.getresponse()
-    body = json.loads(response.read())
-    connection.close()
-    assert response.status == 413 and body["error"] == "RemoteLimitError"
-    assert "above the server's limit of 67108864" in body["message"]
+    for signed, status, error, message in (
+            (True, 413, "RemoteLimitError", "above the server's limit of 67108864"),
+            (False, 401, "RemoteAuthError", "the request is not signed")):
+        connection = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
+        connection.putrequest("POST", path)
+        connection.putheader("Content-Length", str(1 << 40))
+        for header, value in (rpc.sign(KEY.encode(), "POST", path, b"") if signed else {}).items():
+            connection.putheader(header, value)
+        connection.endheaders()  # and no body: the answer comes before it would be read
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        connection.close()
+        assert response.status == status and body["error"] == error and message in body["message"], body
     # The session checks the server's limit first:
     small, port = start_server("--max-upload", "1K")
     try:
