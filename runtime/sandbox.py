@@ -6,9 +6,10 @@ without a network exercises the same path as a device.
 Why a child process per run: the package's code is native. A segfault, an abort or a run
 past the memory limit kills the child, not the server; a hang is killed at the time limit.
 The child sets its address-space limit (``RLIMIT_AS``) first, waits for its job (see
-:class:`Executor`), then loads the package with :func:`tilecraft.runtime.load` (which checks the package again
-and compares the manifest with the call contract compiled into the library), runs it with
-:func:`tilecraft.run` and writes the outputs and timings beside its inputs.
+:class:`Executor`), then loads the package with :func:`tilecraft.runtime.load` (which
+checks the package again and compares the manifest with the call contract compiled into
+the library), runs it with :func:`tilecraft.run` and writes the outputs and timings beside
+its inputs.
 
 Nothing runs but packages :func:`verify` accepted at upload: members, manifest, this
 machine's architecture and CPU flags, the SHA-256 of every library.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
