@@ -56,6 +56,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "reduce_axis": (".schedule.te", "reduce_axis"),
     "torch": (".compiler.torch", None),
     "extern": (".runtime.extern", None),
+    "remote": (".runtime.remote", None),
     "Backend": (".pipelines.offload", "Backend"),
     "register_backend": (".pipelines.offload", "register_backend"),
     "TransformSchedule": (".pipelines.offload", "TransformSchedule"),
@@ -86,12 +87,14 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
     checkout. ``tilecraft.scheduling`` (the TE-style API, TVM users' ``te``) is
     ``schedule/te/``, beside the default schedules it shares its script writer with.
     ``tilecraft.extern`` is ``runtime/extern.py``: a deployed package reads its registry
-    without MLIR.
+    without MLIR. ``tilecraft.remote`` (sessions with a device's server) is
+    ``runtime/remote.py``: a device may drive another with the runtime alone.
     """
 
     ALIASES = {f"{__name__}.torch": f"{__name__}.compiler.torch",
                f"{__name__}.scheduling": f"{__name__}.schedule.te",
-               f"{__name__}.extern": f"{__name__}.runtime.extern"}
+               f"{__name__}.extern": f"{__name__}.runtime.extern",
+               f"{__name__}.remote": f"{__name__}.runtime.remote"}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.ALIASES:

@@ -139,3 +139,34 @@ class ExternLibraryError(ExternError):
 class BackendError(CompileError, ValueError):
     """An offload backend is unknown (the message lists the registered ones), or cannot be
     made ready (its library is missing or its C shim does not build)."""
+
+
+class RemoteError(TilecraftError):
+    """A remote run failed (see the subclasses); the message names the server."""
+
+
+class RemoteAddressError(RemoteError, ValueError):
+    """A server address is not ``HOST:PORT`` (or ``remote://HOST:PORT``) with a port in
+    1-65535."""
+
+
+class RemoteConnectionError(RemoteError):
+    """The server cannot be reached (unknown host, connection refused, no answer in time), or
+    what answered does not speak the tilecraft protocol."""
+
+
+class RemoteAuthError(RemoteError):
+    """The server refused the request's signature: no key, a wrong key, or a stale request."""
+
+
+class RemoteLimitError(RemoteError, ResourceLimitError):
+    """A request exceeds one of the server's limits (upload size, run timeout, memory)."""
+
+
+class RemoteRunError(RemoteError):
+    """The package's child process died on the server (a signal, such as a segfault in the
+    model's library, or a run past the memory limit); the server itself keeps serving."""
+
+
+class RemoteTimeoutError(RemoteError):
+    """The package's child process ran past the server's time limit and was killed."""

@@ -35,14 +35,18 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _INT64_MAX = (1 << 63) - 1
 
 
-def _env_size(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip().upper().removesuffix("B")
-    if not text:
-        return default
-    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
+def parse_size(text: str, name: str) -> int:
+    """``512M``, ``16G``, ``4096`` -> bytes (powers of 1024); :class:`ResourceLimitError`
+    naming ``name`` for anything else."""
+    match = re.fullmatch(r"(\d+)([KMGT]?)", text.strip().upper().removesuffix("B"))
     if match is None or int(match.group(1)) == 0:
-        raise ResourceLimitError(f"{name} must be a positive size such as 512M or 16G, got {os.environ[name]!r}")
+        raise ResourceLimitError(f"{name} must be a positive size such as 512M or 16G, got {text!r}")
     return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _env_size(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    return parse_size(text, name) if text else default
 
 
 @dataclass(frozen=True)

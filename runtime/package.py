@@ -230,6 +230,32 @@ def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
         )
 
 
+def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]") -> dict[str, Any]:
+    """Unpack ``path`` into ``directory`` and check it without loading any of its code: the
+    archive's members, the manifest (format, fields, this machine's architecture and CPU
+    flags) and the SHA-256 of ``model.so``; returns the manifest.
+
+    Why apart from :class:`Package`: the remote server (runtime/server.py) refuses a bad
+    upload in its own process, where nothing of the package may run (``dlopen`` runs the
+    library's initializers); the child that runs it then loads it with :func:`load`.
+    """
+    path, directory = Path(path), Path(directory)
+    manifest = _extract(path, directory)
+    check_manifest(manifest, str(path))
+    library = directory / LIBRARY
+    if not library.is_file():
+        raise PackageError(f"{path}: the archive has no {LIBRARY}")
+    if sha256_file(library) != manifest["sha256"].get(LIBRARY):
+        raise PackageError(f"{path}: {LIBRARY} is corrupted (its SHA-256 does not match the manifest)")
+    libraries = manifest.get("libraries") or {}
+    bundled = libraries.get("bundled", []) if isinstance(libraries, dict) else []
+    for name in (*bundled, PROFILE_LIBRARY):
+        member = directory / str(name)
+        if member.is_file() and sha256_file(member) != manifest["sha256"].get(name):
+            raise PackageError(f"{path}: {name} is corrupted (its SHA-256 does not match the manifest)")
+    return manifest
+
+
 @dataclass(frozen=True)
 class KernelTime:
     """Time spent in one kernel (a top-level loop nest of the entry function) per call."""
@@ -254,16 +280,8 @@ class Package:
         # The libraries stay mapped after their files are gone; the directory is only
         # needed until dlopen has run.
         try:
-            self.manifest = _extract(self.path, directory)
-            check_manifest(self.manifest, str(self.path))
+            self.manifest = verify(self.path, directory)
             library = directory / LIBRARY
-            if not library.is_file():
-                raise PackageError(f"{self.path}: the archive has no {LIBRARY}")
-            expected = self.manifest["sha256"].get(LIBRARY)
-            if sha256_file(library) != expected:
-                raise PackageError(
-                    f"{self.path}: {LIBRARY} is corrupted (its SHA-256 does not match the manifest)"
-                )
             try:
                 self.signature = signature_from_manifest(self.manifest)
             except (KeyError, TypeError, ValueError) as error:

@@ -92,11 +92,14 @@ def run(
     *,
     repeat: int = 0,
     number: int = 1,
+    min_repeat_ms: float = 0.0,
     profile: bool = False,
 ) -> RunResult:
     """Run a package once (and time it ``repeat`` times x ``number`` calls when ``repeat``).
 
     ``inputs``: arrays by input name, an ``.npz`` path, or ``None`` for seeded random inputs.
+    ``min_repeat_ms``: raise ``number`` until one measurement lasts this long (the tuner's
+    remote runner asks for it).
     ``profile``: also run the package's profiling variant once and report per-kernel time.
     """
     if not isinstance(package, Package):
@@ -113,6 +116,7 @@ def run(
     results = package(**inputs)
     results = results if isinstance(results, tuple) else (results,)
     outputs = dict(zip(package.output_names, results))
-    timing = measure(lambda: package(**inputs), number=number, repeat=repeat) if repeat > 0 else None
+    timing = (measure(lambda: package(**inputs), number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+              if repeat > 0 else None)
     kernels = package.profile(**inputs)[1] if profile else None
     return RunResult(outputs, timing, kernels)

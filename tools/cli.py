@@ -4,6 +4,8 @@
     tilecraft run model.tar --inputs in.npz --output out.npz --print-time --repeat 100
     tilecraft tune model.onnx --target llvm -o records.jsonl --trials 200
     tilecraft bench model.onnx --vs onnxruntime
+    tilecraft serve --port 9090 --key "$KEY"          # on the device (runtime only)
+    tilecraft run model.tar --remote device:9090 --print-time --repeat 20
 
 A thin layer over the Python API (``tilecraft.load``, ``tilecraft.compile``, ``tilecraft.run``, ``tilecraft.tune``):
 argument parsing is separate from the work, and every :class:`TilecraftError` (and every
@@ -140,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile, run, tune and benchmark models with tilecraft (a tvmc-style CLI).",
     )
     parser.add_argument("--verbose", action="store_true", help="print full error messages and tracebacks")
-    commands = parser.add_subparsers(dest="command", metavar="{compile,run,tune,bench}")
+    commands = parser.add_subparsers(dest="command", metavar="{compile,run,tune,bench,serve}")
     commands.required = True
 
     def model_options(sub: argparse.ArgumentParser) -> None:
@@ -185,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--print-top", type=_positive("--print-top"), metavar="N",
                      help="print the N largest scores (and their indexes) of the first output "
                           "(of its first item for a batch)")
+    run.add_argument("--remote", metavar="HOST:PORT",
+                     help="upload the package to a tilecraft server and run it there "
+                          "(`tilecraft serve` on the device)")
+    run.add_argument("--key", help="the server's shared key (default: $TILECRAFT_RPC_KEY)")
     run.set_defaults(handler=command_run)
 
     tune = commands.add_parser("tune", help="search schedules, write tuning records",
@@ -214,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement (default 10)")
     tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
                       help="'list' prints the tasks; indexes restrict tuning to them")
+    tune.add_argument("--runner", default="local", metavar="local|remote://HOST:PORT",
+                      help="where candidates are timed: this machine (default) or a tilecraft "
+                           "server; candidates are still built here")
+    tune.add_argument("--key", help="the remote runner's server key (default: $TILECRAFT_RPC_KEY)")
     tune.set_defaults(handler=command_tune)
 
     bench = commands.add_parser("bench", help="compile and time against onnxruntime / torch",
@@ -225,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--tuning-records", metavar="FILE", help="records from `tilecraft tune`")
     bench.add_argument("--repeat", type=_positive("--repeat"), default=10, help="measurements (default 10)")
     bench.set_defaults(handler=command_bench)
+
+    from ..runtime import server
+
+    serve = commands.add_parser("serve", help="serve remote runs of packages (on a device)",
+                                description="Serve uploads and timed runs of packages to "
+                                "`tilecraft run --remote` and tilecraft.remote.connect; needs "
+                                "numpy and the tilecraft runtime only.")
+    server.add_arguments(serve)
+    serve.set_defaults(handler=command_serve)
     return parser
 
 
@@ -282,10 +301,13 @@ def command_run(args: argparse.Namespace) -> int:
     from ..runtime.run import run
     from ..runtime.package import load
 
-    package = load(args.package)
     timed = args.print_time
-    result = run(package, args.inputs, repeat=args.repeat if timed else 0, number=args.number,
-                 profile=args.profile)
+    if args.remote is not None:
+        result = _run_remote(args)
+    else:
+        package = load(args.package)
+        result = run(package, args.inputs, repeat=args.repeat if timed else 0, number=args.number,
+                     profile=args.profile)
     if args.output:
         result.save(args.output)
         print(f"outputs written to {args.output} ({', '.join(result.outputs)})")
@@ -304,6 +326,25 @@ def command_run(args: argparse.Namespace) -> int:
     if args.profile:
         print(result.format_profile())
     return 0
+
+
+def _run_remote(args: argparse.Namespace) -> Any:
+    """Upload the package to ``--remote``, run (and time) it there: a :class:`RunResult`."""
+    from ..runtime import remote
+
+    if args.profile:
+        raise UsageError("--profile runs the package here: it cannot be combined with --remote")
+    session = remote.connect(args.remote, key=args.key)
+    package = session.upload(args.package)
+    print(f"uploaded {package} to {session.address} ({session.info()['machine']})")
+    return session.time(package, args.inputs, repeat=args.repeat if args.print_time else 0,
+                        number=args.number)
+
+
+def command_serve(args: argparse.Namespace) -> int:
+    from ..runtime import server
+
+    return server.serve(args)
 
 
 def _tuning_api() -> Any:
@@ -341,7 +382,8 @@ def command_tune(args: argparse.Namespace) -> int:
         tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
-        transfer=not args.no_transfer, report=args.report)
+        transfer=not args.no_transfer, report=args.report,
+        remote=None if args.runner == "local" else args.runner, remote_key=args.key)
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())
     print(f"tuning records written to {args.output}")

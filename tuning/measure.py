@@ -272,6 +272,9 @@ def _main_not_rerun() -> Iterator[None]:
 class LocalRunner:
     """Measures candidates one at a time in a worker process (restarted after a failure)."""
 
+    # The worker's loop; ``worker(connection, options, scratch)`` in the spawned process.
+    worker: Callable[[Any, RunnerOptions, str], None] = staticmethod(_worker_main)
+
     def __init__(self, options: RunnerOptions | None = None) -> None:
         self.options = options or RunnerOptions()
         self._context = multiprocessing.get_context("spawn")
@@ -288,7 +291,7 @@ class LocalRunner:
     def _start(self) -> None:
         parent, child = self._context.Pipe()
         process = self._context.Process(
-            target=_worker_main, args=(child, self.options, self._scratch.name), daemon=True)
+            target=self.worker, args=(child, self.options, self._scratch.name), daemon=True)
         with _main_not_rerun():
             process.start()
         child.close()
@@ -317,6 +320,10 @@ class LocalRunner:
 
     def measure(self, job: MeasureInput) -> MeasureResult:
         """Build, check and time one candidate; never raises for a bad candidate."""
+        return self._ask(job)
+
+    def _ask(self, job: MeasureInput) -> Any:
+        """Send ``job`` to the worker and return its answer, or a crash / timeout result."""
         if self._process is None or not self._process.is_alive():
             self._stop(kill=True)
             self._start()

@@ -30,6 +30,7 @@ from ..pipelines.compiled_module import compile_ir
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
+from ..runtime.rpc import Address
 from ..runtime.run import random_inputs
 from ..runtime.timing import measure
 from ..schedule.records import (
@@ -42,6 +43,7 @@ from ..schedule.records import (
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
+from .measure_remote import RemoteRunner
 from .transfer import TransferModel, beside
 from .tuners import TUNERS, Tuner, make_tuner
 
@@ -187,12 +189,16 @@ class TuneOptions:
         machine the search's best single measurement is often a lucky one.
       end_to_end: after the search, compile the model with the default schedules and with
         the records and time both side by side (alternating calls): the speedup a user gets.
+        Skipped with ``remote`` (it would time this machine, not the device).
       cost_model: a cross-task cost model saved by an earlier run (``<records>.costmodel.npz``,
         tuning/transfer.py) to warm-start the XGBoost tuners from, e.g. one of another
         model's run; by default the one beside ``tuning_records`` if that exists. Every run
         saves its own, trained on the earlier model's rows and its own measurements, beside
         its records.
       transfer: ``False``: no warm start, and no model saved.
+      remote: ``"remote://HOST:PORT"`` (or ``"HOST:PORT"``): time candidates on a tilecraft
+        server (tuning/measure_remote.py) instead of this machine; ``None``: locally.
+      remote_key: that server's shared key (default ``$TILECRAFT_RPC_KEY``).
     """
 
     trials: int = 200
@@ -213,8 +219,12 @@ class TuneOptions:
     end_to_end: bool = True
     cost_model: "str | os.PathLike[str] | None" = None
     transfer: bool = True
+    remote: str | None = None
+    remote_key: str | None = field(default=None, repr=False)  # a secret: not in reprs or logs
 
     def __post_init__(self) -> None:
+        if self.remote is not None:
+            Address.parse(self.remote)  # RemoteAddressError now, not after the defaults
         if self.tuner not in TUNERS:
             raise TunerNameError(f"unknown tuner {self.tuner!r}; choose one of {', '.join(TUNERS)}")
         trials = self.trials
@@ -275,7 +285,9 @@ def tune(
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     budget = search.trials
     start = time.monotonic()
-    with LocalRunner(runner_options) as local, RecordWriter(records_path) as writer:
+    runner = (LocalRunner(runner_options) if search.remote is None
+              else RemoteRunner(search.remote, runner_options, key=search.remote_key))
+    with runner as local, RecordWriter(records_path) as writer:
         session = _Session(local, target_key)
 
         def run(state: _TaskTuning, config: dict[str, int] | None, name: str) -> MeasureResult:
@@ -321,7 +333,8 @@ def tune(
         from .report import plot_report
 
         plot_report(load_records(records_path, target=target), search.report)
-    timing = _end_to_end(model, options, records_path) if search.end_to_end else (None, None)
+    end_to_end = search.end_to_end and search.remote is None
+    timing = _end_to_end(model, options, records_path) if end_to_end else (None, None)
     return TuningResult(records_path, results, *timing)
 
 
