@@ -220,9 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement (default 10)")
     tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
                       help="'list' prints the tasks; indexes restrict tuning to them")
-    tune.add_argument("--runner", default="local", metavar="local|remote://HOST:PORT",
-                      help="where candidates are timed: this machine (default) or a tilecraft "
-                           "server; candidates are still built here")
+    tune.add_argument("--runner", default="local", metavar="local|remote://HOST:PORT|ray|ray://HOST:PORT",
+                      help="where candidates are timed: this machine (default), a tilecraft "
+                           "server (built here), or a Ray cluster, local or joined (built and "
+                           "timed on its nodes; pip install 'tilecraft[distributed]')")
     tune.add_argument("--key", help="the remote runner's server key (default: $TILECRAFT_RPC_KEY)")
     tune.set_defaults(handler=command_tune)
 
@@ -383,7 +384,8 @@ def command_tune(args: argparse.Namespace) -> int:
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
         transfer=not args.no_transfer, report=args.report,
-        remote=None if args.runner == "local" else args.runner, remote_key=args.key)
+        remote=None if args.runner == "local" or args.runner.startswith("ray") else args.runner,
+        remote_key=args.key, ray=args.runner if args.runner.startswith("ray") else None)
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())
     print(f"tuning records written to {args.output}")

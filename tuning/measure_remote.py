@@ -10,15 +10,13 @@ before: a candidate that crashes or hangs on the device is a ``crash`` / ``timeo
 (the server survives it); only an unreachable server or a refused key stops the tuning, with
 its typed error. Records are still appended and flushed by the driver (tune.py) alone.
 
-Why the compiler's front door is imported by name in the worker: a package is written by
-``compiler/package.py``, a layer above the tuner; the worker needs it only to build, as the
-pass registry names higher layers by string (pipelines/passes.py). ``--flush-cache`` has no
-remote equivalent yet: the server times without flushing.
+The worker writes the package with the front door (``tilecraft.compile(...,
+package_path=)``): the tuner sits above the compiler. ``flush_cache`` has no remote
+equivalent yet, and the server times whole calls (``kernel_time`` is a local measurement).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import tempfile
 import time
@@ -33,10 +31,9 @@ from ..errors import (PackageError, RemoteAuthError, RemoteConnectionError, Remo
                       RemoteTimeoutError, TilecraftError)
 from ..runtime import remote
 from ..runtime.package import signature_from_manifest, verify
+from ..compiler.compile import compile as compile_model
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions, outputs_match, random_inputs
 
-# The front door that writes packages (see the module docstring), relative to tilecraft.
-_COMPILE_MODULE = "..compiler.compile"
 
 
 def _build_package(job: MeasureInput, scratch: Path) -> str:
@@ -44,7 +41,6 @@ def _build_package(job: MeasureInput, scratch: Path) -> str:
     tuning_records=<one record>, package_path=...)`` would; returns its path."""
     from ..schedule.records import Record
 
-    front_door = importlib.import_module(_COMPILE_MODULE, __package__)
     records = None
     if job.config is not None:
         records = scratch / f"candidate-{id(job)}.jsonl"
@@ -57,7 +53,7 @@ def _build_package(job: MeasureInput, scratch: Path) -> str:
     with warnings.catch_warnings():
         # A candidate script the interpreter rejects must fail the build (measure._build).
         warnings.filterwarnings("error", message="tilecraft-schedule", category=RuntimeWarning)
-        front_door.compile(job.payload, target=job.target, opt_level=3, tuning_records=records,
+        compile_model(job.payload, target=job.target, opt_level=3, tuning_records=records,
                            package_path=path)
     return str(path)
 

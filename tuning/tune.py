@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import TaskExtractionError, TunerNameError, TuningError
 from ..pipelines.compiled_module import compile_ir
@@ -43,6 +43,7 @@ from ..schedule.records import (
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
+from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
 from .transfer import TransferModel, beside
 from .tuners import TUNERS, Tuner, make_tuner
@@ -199,6 +200,10 @@ class TuneOptions:
       remote: ``"remote://HOST:PORT"`` (or ``"HOST:PORT"``): time candidates on a tilecraft
         server (tuning/measure_remote.py) instead of this machine; ``None``: locally.
       remote_key: that server's shared key (default ``$TILECRAFT_RPC_KEY``).
+      ray: measure on a Ray cluster (tuning/measure_ray.py; ``pip install
+        'tilecraft[distributed]'``): ``"local"`` starts one on this machine for the run,
+        ``"ray://HOST:PORT"`` joins a running one. Each batch is spread over the cluster's
+        nodes, one measurement at a time per node. Not with ``remote``.
     """
 
     trials: int = 200
@@ -221,10 +226,16 @@ class TuneOptions:
     transfer: bool = True
     remote: str | None = None
     remote_key: str | None = field(default=None, repr=False)  # a secret: not in reprs or logs
+    ray: str | None = None
 
     def __post_init__(self) -> None:
         if self.remote is not None:
             Address.parse(self.remote)  # RemoteAddressError now, not after the defaults
+        if self.ray is not None:
+            if self.remote is not None:
+                raise TuningError("choose one runner: remote= or ray=, not both")
+            if self.ray != "local" and not self.ray.startswith("ray://"):
+                raise TuningError(f"ray must be 'local' or 'ray://HOST:PORT', got {self.ray!r}")
         if self.tuner not in TUNERS:
             raise TunerNameError(f"unknown tuner {self.tuner!r}; choose one of {', '.join(TUNERS)}")
         trials = self.trials
@@ -285,13 +296,13 @@ def tune(
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     budget = search.trials
     start = time.monotonic()
-    runner = (LocalRunner(runner_options) if search.remote is None
-              else RemoteRunner(search.remote, runner_options, key=search.remote_key))
+    runner = _runner(search, runner_options)
     with runner as local, RecordWriter(records_path) as writer:
         session = _Session(local, target_key)
 
-        def run(state: _TaskTuning, config: dict[str, int] | None, name: str) -> MeasureResult:
-            return session.measure(state, config, name, [writer])
+        def run(state: _TaskTuning, configs: list[dict[str, int]], name: str,
+                on_result: Callable[[dict[str, int], MeasureResult], None]) -> None:
+            session.measure_batch(state, configs, name, [writer], on_result)
 
         # 1. Defaults: the reference outputs and the weights of the task scheduler.
         for state in states:
@@ -336,6 +347,15 @@ def tune(
     end_to_end = search.end_to_end and search.remote is None
     timing = _end_to_end(model, options, records_path) if end_to_end else (None, None)
     return TuningResult(records_path, results, *timing)
+
+
+def _runner(search: TuneOptions, options: RunnerOptions) -> Any:
+    """Where candidates are measured: this machine, a tilecraft server, or a Ray cluster."""
+    if search.remote is not None:
+        return RemoteRunner(search.remote, options, key=search.remote_key)
+    if search.ray is not None:
+        return RayRunner(options, address=None if search.ray == "local" else search.ray)
+    return LocalRunner(options)
 
 
 def _warm_start(search: TuneOptions, records: Path, tasks: list[Task], target: Target) -> TransferModel | None:
@@ -413,16 +433,16 @@ class _Session:
         self.local = local
         self.target_key = target_key
 
-    def measure(self, state: _TaskTuning, config: dict[str, int] | None, name: str,
-                writers: list[RecordWriter]) -> MeasureResult:
-        """Measure ``config`` (``None``: the default schedule, whose output is saved as the
-        task's reference) and append its record to every writer."""
-        job = MeasureInput(
+    def _job(self, state: _TaskTuning, config: dict[str, int] | None) -> MeasureInput:
+        return MeasureInput(
             payload=state.task.payload, task=state.task.describe(), config=config,
             target=self.target_key, reference=state.reference,
             save_output=str(self._reference(state)) if config is None else None,
         )
-        result = self.local.measure(job)
+
+    def _record(self, state: _TaskTuning, config: dict[str, int] | None, name: str,
+                result: MeasureResult, writers: list[RecordWriter]) -> None:
+        """Append the record of one measurement (flushed at once) and count the trial."""
         recorded = config if config is not None else state.space.default()
         record = Record(
             task=state.task.describe(), config=recorded, status=result.status,
@@ -434,7 +454,31 @@ class _Session:
             writer.write(record)
         state.trials += 1
         state.history.append(state.gflops(_cost(result)))
+
+    def measure(self, state: _TaskTuning, config: dict[str, int] | None, name: str,
+                writers: list[RecordWriter]) -> MeasureResult:
+        """Measure ``config`` (``None``: the default schedule, whose output is saved as the
+        task's reference) and append its record to every writer."""
+        result = self.local.measure(self._job(state, config))
+        self._record(state, config, name, result, writers)
         return result
+
+    def measure_batch(self, state: _TaskTuning, configs: list[dict[str, int]], name: str,
+                      writers: list[RecordWriter],
+                      on_result: "Callable[[dict[str, int], MeasureResult], None]") -> None:
+        """Measure ``configs``: side by side where the runner spreads a batch over several
+        machines (the Ray runner), else one after the other. Each result is recorded and
+        handed to ``on_result`` as soon as it arrives."""
+        def arrived(index: int, result: MeasureResult) -> None:
+            self._record(state, configs[index], name, result, writers)
+            on_result(configs[index], result)
+
+        jobs = [self._job(state, config) for config in configs]
+        if hasattr(self.local, "measure_batch"):
+            self.local.measure_batch(jobs, on_result=arrived)
+            return
+        for index, job in enumerate(jobs):
+            arrived(index, self.local.measure(job))
 
     def measure_default(self, states: list[_TaskTuning], writers: list[RecordWriter]) -> None:
         """Measure the default schedule once for ``states`` (one task, perhaps several tuners)."""
@@ -574,16 +618,20 @@ def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, ba
         batch = state.tuner.next_batch(min(batch_size, share - done))
         if not batch:
             break
-        costs = []
-        for config in batch:
-            cost = _cost(run(state, config, tuner))
-            costs.append(cost)
+        costs: dict[int, float] = {}
+
+        def arrived(config: dict[str, int], result: MeasureResult) -> None:
+            nonlocal done, best
+            cost = _cost(result)
+            costs[id(config)] = cost
             done += 1
             state.failures += not math.isfinite(cost)
             state.since_best = 0 if cost < best else state.since_best + 1
             best = min(best, cost)
             bar.update(state.gflops(cost), state.gflops(best), state.trials)
-        state.tuner.update(batch, costs)
+
+        run(state, batch, tuner, arrived)
+        state.tuner.update(batch, [costs[id(config)] for config in batch])
         if early_stopping is not None and state.since_best >= early_stopping:
             state.stopped = True
             break

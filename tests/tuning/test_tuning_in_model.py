@@ -1,6 +1,6 @@
 """Measurement that matches the model: candidates timed by the profiler's kernel timers (the
 same ones a profile of the model reads), and each task's tuner time joined with its kernels'
-time in a profiled run of the tuned model (compiler/in_model.py)."""
+time in a profiled run of the tuned model (tuning/in_model.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import tilecraft
-from tilecraft.compiler.in_model import agreement_table, in_model_times
+from tilecraft.tuning.in_model import agreement_table, in_model_times
 from tilecraft.pipelines.compiled_module import compile_ir
 from tilecraft.pipelines.cpu import cpu_pipeline
 from tilecraft.pipelines.profiling import profiling_pipeline

@@ -82,3 +82,26 @@ def test_a_worker_killed_mid_measurement_loses_that_candidate_only(runner, matmu
     assert [r.status for r in results] == ["ok", "crash", "ok"], results
     assert "Ray worker died" in results[1].error
     assert runner.workers == 2 and runner.measure(jobs[1]).ok  # replaced; the run goes on
+
+
+def test_tune_on_a_local_ray_cluster_records_every_trial(tmp_path, matmul_64, runner):
+    """tune(ray="local") joins the cluster the fixture started (one per process) and spreads
+    its batches over both workers; every trial is recorded by the driver."""
+    import tilecraft
+    from tilecraft.schedule.records import load_records
+
+    records = tmp_path / "ray.jsonl"
+    result = tilecraft.tune(matmul_64, TARGET, trials=5, tuning_records=records, tuner="random",
+                            batch_size=2, timeout=120, validate_top=0, end_to_end=False,
+                            transfer=False, progress=False, ray="local")
+    lines = load_records(records, target=TARGET)
+    assert len(lines) == 5 and all(r.ok for r in lines) and result.tasks[0].trials == 5
+
+
+def test_runner_choices_are_checked():
+    import tilecraft
+
+    with pytest.raises(TuningError, match="choose one runner"):
+        tilecraft.TuneOptions(ray="local", remote="remote://127.0.0.1:9")
+    with pytest.raises(TuningError, match="ray must be 'local' or 'ray://HOST:PORT'"):
+        tilecraft.TuneOptions(ray="127.0.0.1:9")

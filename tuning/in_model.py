@@ -1,7 +1,6 @@
 """The tuner's time of each task next to the same kernel's time inside the model.
 
-It lives with the front door (it compiles a package) rather than in tuning/, which sits
-below it. Why: a candidate is timed alone (its task's payload, run again and again), the model runs
+Why: a candidate is timed alone (its task's payload, run again and again), the model runs
 each kernel once, after another kernel has used the caches; if the two disagree, the tuner
 optimises the wrong thing. ``in_model_times`` compiles the model with the records and the
 profiling variant (``tilecraft run --profile``'s), runs it, and joins its kernels with the
@@ -26,7 +25,7 @@ from ..runtime.package import load
 from ..runtime.run import random_inputs
 from ..schedule.records import best_records, load_records
 from ..schedule.task import Task
-from .compile import compile as compile_model
+from ..compiler.compile import compile as compile_model
 
 
 @dataclass(frozen=True)
