@@ -21,6 +21,7 @@ from ..errors import CompileError
 from ..runtime import kernel_timers
 from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import load_process_wide, runtime_library
+from ..runtime.malloc_policy import keep_freed_memory
 from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
 from .extern import extern_functions
@@ -88,6 +89,7 @@ class JitFunction:
         self._engine: ExecutionEngine | None = None
         self._entry: Any = None
         self._frame = CallFrame(signature)
+        keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
         if not lazy:
             self._ensure_engine()
 

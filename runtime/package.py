@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import PackageError, PackageTargetError
 from .host import host_cpu_flags
+from .malloc_policy import keep_freed_memory
 from .memref import CallFrame, scalar_ctype
 from .signature import DimGroup, EntrySignature, TensorSpec
 
@@ -300,6 +301,7 @@ class Package:
             shutil.rmtree(directory, ignore_errors=True)
         self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
         self._frame = CallFrame(self.signature)
+        keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
 
     def _open(self, library: Path) -> ctypes.CDLL:
         try:

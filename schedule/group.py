@@ -44,7 +44,7 @@ from ..pipelines.graph.fusion import ANCHORS, classify, private_inits, tagged_gr
 from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op
 from ..pipelines.loop_nest import LoopNest, is_structured
 from ..pipelines.target import CacheHierarchy
-from .plan import GroupSchedule, OpSchedule, plan_default_schedule
+from .plan import GroupSchedule, OpSchedule, plan_default_schedule, sequential_tiles
 
 
 def prepare_groups(module: ir.Operation) -> None:
@@ -299,8 +299,15 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
                caches: CacheHierarchy) -> GroupSchedule | None:
     anchor, root = unit.anchor, unit.root
     anchor_plan = plans.get(tags[anchor])
-    if anchor_plan is None or not anchor_plan.thread_tiles:
+    if anchor_plan is None:
         return None
+    sequential = not anchor_plan.thread_tiles
+    if sequential:
+        # No thread level: the group is still one loop nest, a sequential one (scf.for).
+        tiles = sequential_tiles(nests[anchor], caches)
+        if tiles is None:
+            return None
+        anchor_plan = replace(anchor_plan, thread_tiles=tiles)
     order = _consumers_first([root, *unit.producers, *unit.reshapes])
     root_tiles = (anchor_plan.thread_tiles if root == anchor else
                   _root_thread_tiles(anchor, root, order, nests, anchor_plan.thread_tiles))
@@ -327,7 +334,7 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     root_plan = replace(inner_plan(root), thread_tiles=root_tiles)
     fallback = tuple(plans[tags[op]] for op in reversed(order) if tags.get(op) in standalone)
     return GroupSchedule(root_plan, tuple(inner_plan(op) for op in producers), fallback,
-                         bubble_up_slices=bool(unit.reshapes))
+                         bubble_up_slices=bool(unit.reshapes), sequential=sequential)
 
 
 def _pad_fusion_pays(anchor: LoopNest, plan: OpSchedule) -> bool:

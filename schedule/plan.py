@@ -107,6 +107,10 @@ class GroupSchedule:
     fallback: tuple[OpSchedule, ...] = ()
     # Reshapes sit between fused ops: move each slice above its reshape before fusing.
     bubble_up_slices: bool = False
+    # The anchor has no thread level (too little work to split, or a one-thread target):
+    # the root's tiles (``sequential_tiles``) still make one loop nest of the group, and
+    # its ``scf.forall`` becomes ``scf.for`` loops (no async dispatch per tile).
+    sequential: bool = False
 
     @property
     def tag(self) -> int:
@@ -286,6 +290,40 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
     return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
                       register_interchange=interchange, reduction_tiles=tuple(reduction),
                       decompose=True, vectorize=True)
+
+
+# Bytes of a convolution's output a sequential group tile holds (``sequential_tiles``): the
+# tile's intermediates (the anchor's result before its epilogue, a fused pad) stay in L2.
+_SEQUENTIAL_TILE_L2_FRACTION = 4
+
+
+def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy()
+                     ) -> tuple[int, ...] | None:
+    """Tiles of a sequential loop that computes a fusion group anchored on this convolution
+    or pooling op when it has no thread level (``GroupSchedule.sequential``): one image at a
+    time and bands of output rows whose output slice takes at most a quarter of L2, so the
+    anchor's result is consumed by its epilogue (batch norm, ReLU6, residual add) while it
+    is in cache instead of written whole and read back by one loop nest per op. ``None``
+    for other ops (a matmul or a reduction keeps one loop nest per op there)."""
+    if not nest.convolution or nest.op_name not in DECOMPOSABLE or not nest.static:
+        return None
+    batch, image, *_ = nest.convolution
+    channel = conv_channel_dim(nest)
+    if not image:
+        return None
+    tiles = [0] * len(nest.ranges)
+    for d in batch:
+        if d != channel and nest.ranges[d] > 1:
+            tiles[d] = 1
+    row_bytes = max(nest.element_bits // 8, 1)
+    for d in nest.output_dims:
+        if d is not None and d != image[0] and (d not in batch or d == channel):
+            row_bytes *= nest.ranges[d]
+    rows = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * row_bytes), 1)
+    tiles[image[0]] = largest_divisor(nest.ranges[image[0]], rows)
+    if all(tile in (0, extent) for tile, extent in zip(tiles, nest.ranges)):
+        return None  # one band would hold the whole output: it stays in L2 without fusion
+    return tuple(tiles)
 
 
 def filter_heavy(nest: LoopNest) -> bool:

@@ -57,6 +57,17 @@ class ScriptWriter:
         )
         return tiled
 
+    def tile_for_outer(self, handle: str, sizes: tuple[int, ...]) -> tuple[str, str]:
+        """``tile_using_for``; returns (tiled op, outermost loop): the container that a
+        sequential group's producers are fused into."""
+        n_loops = sum(1 for s in sizes if s)
+        tiled, loops = self.fresh("tiled"), self.fresh("loops")
+        results = ", ".join([self.ANY] * (n_loops + 1))
+        loops_decl = f"{loops}:{n_loops}" if n_loops > 1 else loops
+        self.lines.append(f"{tiled}, {loops_decl} = transform.structured.tile_using_for {handle} "
+                          f"tile_sizes {list(sizes)} : ({self.ANY}) -> ({results})")
+        return tiled, f"{loops}#0" if n_loops > 1 else loops
+
     def pack_operands(self, handle: str, operands: tuple[tuple[int, int], ...], n_loops: int) -> str:
         """Copy the tiles of ``operands`` ((index, rank) pairs) into fresh contiguous buffers.
 
@@ -142,7 +153,13 @@ def render_group_sequence(group: GroupSchedule) -> str:
     """Tile the root with ``scf.forall``, fuse the producers into it (consumers first, so
     each producer's slice is already used inside), then each op's inner levels."""
     w = ScriptWriter()
-    root, forall = w.tile_forall(w.match_tag(group.root.tag), group.root.thread_tiles or ())
+    if group.sequential:
+        # scf.for, not scf.forall: a forall with shared outputs cannot be turned into loops
+        # before bufferization (transform.loop.forall_to_for), and as a parallel loop each
+        # tile would be an async task. Producers fuse into an scf.for alike.
+        root, forall = w.tile_for_outer(w.match_tag(group.root.tag), group.root.thread_tiles or ())
+    else:
+        root, forall = w.tile_forall(w.match_tag(group.root.tag), group.root.thread_tiles or ())
     fused = []
     for producer in group.producers:
         if group.bubble_up_slices:

@@ -103,3 +103,34 @@ def test_digits_cnn_batch1():
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = session.run(None, {"input": x})[0]
     np.testing.assert_allclose(tilecraft.compile(model, opt_level=3)(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_mobilenet_v2_style_net_one_thread(monkeypatch):
+    """On a one-thread target no op has a thread level: each fusion group (expand conv + BN +
+    ReLU6, depthwise + BN + ReLU6, project + BN + residual Add) is one sequential loop nest
+    over bands of output rows (schedule/plan.py sequential_tiles), pads fused per band."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
+    model = graph_models.mobilenet_v2(size=64, width=0.5, classes=10,
+                                      stages=((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2)))
+    _check_against_onnxruntime(model, (1, 3, 64, 64), seed=6)
+
+
+@pytest.mark.parametrize("groups", [1, 16])
+def test_conv_clip_batch2_one_thread(monkeypatch, groups):
+    """A sequential group over two images: the loop takes one image and a band of rows."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
+    rng = np.random.default_rng(4)
+    cin, cout = 16, 16 if groups > 1 else 32
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=groups, pads=[1, 1, 1, 1]),
+         helper.make_node("Clip", ["c", "zero", "six"], ["y"])],
+        "conv_clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, cin, 20, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, cout, 20, 20])],
+        [numpy_helper.from_array((rng.standard_normal((cout, cin // groups, 3, 3)) / 4).astype(np.float32), "w"),
+         numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b"),
+         numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+         numpy_helper.from_array(np.array(6.0, np.float32), "six")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    _check_against_onnxruntime(model, (2, cin, 20, 20), seed=7)

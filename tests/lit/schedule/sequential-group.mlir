@@ -1,0 +1,90 @@
+// Fusion groups whose anchor has no thread level (a one-thread target, or too little work
+// to split) are still one loop nest: the root is tiled with scf.for over bands of output
+// rows (plan.sequential_tiles) and its producers are fused into that loop, so the
+// convolution's result is consumed by its epilogue while it is in cache. No scf.forall:
+// no async task per band.
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-mark-groups --tilecraft-schedule="vector-bits=512 num-threads=1 fuse-groups=1 l2=1M" | FileCheck %s
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=1 fuse-groups=1" | FileCheck %s --check-prefix=PEROP
+
+// MobileNetV2's expand convolution (1x1, 24 -> 144 channels at 56x56) with its folded
+// batch norm and ReLU6: one band of 8 output rows at a time (8 x 56 x 144 floats, a quarter
+// of a 1 MiB L2 as on the development machines), the zero fill, the 1x1 convolution on 16-lane channel
+// vectors and the clamp, all inside it.
+// CHECK-LABEL: func.func @expand_bn_relu6
+// CHECK-NOT: scf.forall
+// CHECK: %[[C8:.*]] = arith.constant 8 : index
+// CHECK: {{^    %.* = scf.for %.* = %.* to %.* step }}%[[C8]] iter_args
+// CHECK: vector.transfer_write {{.*}} : vector<{{.*}}xf32>, tensor<1x8x56x144xf32>
+// CHECK: vector.contract {{.*}} : vector<1x8x8xf32>, vector<8x16xf32> into vector<1x8x16xf32>
+// CHECK: arith.minimumf {{.*}} : vector<
+// CHECK: tensor.insert_slice {{.*}} into tensor<1x56x56x144xf32>
+// CHECK-NOT: {{^    %.* = scf.for}}
+// CHECK: return
+// Without the group tags: one loop nest per op (fill, conv, epilogue), each over the whole image.
+// PEROP-LABEL: func.func @expand_bn_relu6
+// PEROP-NOT: scf.forall
+// PEROP: {{^    %.* = scf.for}}
+// PEROP: vector.contract
+// PEROP: {{^    %.* = scf.for}}
+// PEROP: arith.minimumf {{.*}} : vector<
+func.func @expand_bn_relu6(%x: tensor<1x56x56x24xf32>, %w: tensor<1x1x24x144xf32>, %scale: tensor<144xf32>, %shift: tensor<144xf32>) -> tensor<1x56x56x144xf32> {
+  %zero = arith.constant 0.0 : f32
+  %six = arith.constant 6.0 : f32
+  %empty = tensor.empty() : tensor<1x56x56x144xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x56x56x144xf32>) -> tensor<1x56x56x144xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x56x56x24xf32>, tensor<1x1x24x144xf32>) outs(%init : tensor<1x56x56x144xf32>) -> tensor<1x56x56x144xf32>
+  %out = tensor.empty() : tensor<1x56x56x144xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c)>,
+                                        affine_map<(n, h, w, c) -> (c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y, %scale, %shift : tensor<1x56x56x144xf32>, tensor<144xf32>, tensor<144xf32>) outs(%out : tensor<1x56x56x144xf32>) {
+  ^bb0(%v: f32, %s: f32, %b: f32, %o: f32):
+    %m = arith.mulf %v, %s : f32
+    %a = arith.addf %m, %b : f32
+    %lo = arith.maximumf %a, %zero : f32
+    %hi = arith.minimumf %lo, %six : f32
+    linalg.yield %hi : f32
+  } -> tensor<1x56x56x144xf32>
+  return %r : tensor<1x56x56x144xf32>
+}
+
+// -----
+
+// Depthwise 3x3 with its zero pad and ReLU6: two bands of 28 rows (28 x 56 x 32 floats
+// fit the quarter of L2); each band pads its rows plus the halo (the pad is fused into the
+// loop, per band), then runs the register tiles of 8 pixels x one 16-lane channel vector
+// accumulated over the 3x3 window, then the clamp.
+// CHECK-LABEL: func.func @depthwise_relu6
+// CHECK-NOT: scf.forall
+// CHECK: %[[C28:.*]] = arith.constant 28 : index
+// CHECK: {{^    %.* = scf.for %.* = %.* to %.* step }}%[[C28]] iter_args
+// CHECK: tensor.pad {{.*}} low[0, %{{.*}}, 1, 0] high[0, %{{.*}}, 1, 0]
+// CHECK: scf.for {{.*}} -> ({{.*}}vector<1x8x16xf32>)
+// CHECK: vector.fma {{.*}} : vector<1x8x16xf32>
+// CHECK: arith.minimumf {{.*}} : vector<
+// CHECK: tensor.insert_slice {{.*}} into tensor<1x56x56x32xf32>
+// CHECK-NOT: {{^    %.* = scf.for}}
+// CHECK: return
+func.func @depthwise_relu6(%x: tensor<1x56x56x32xf32>, %w: tensor<3x3x32xf32>) -> tensor<1x56x56x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %six = arith.constant 6.0 : f32
+  %padded = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x56x56x32xf32> to tensor<1x58x58x32xf32>
+  %empty = tensor.empty() : tensor<1x56x56x32xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x56x56x32xf32>) -> tensor<1x56x56x32xf32>
+  %y = linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%padded, %w : tensor<1x58x58x32xf32>, tensor<3x3x32xf32>) outs(%init : tensor<1x56x56x32xf32>) -> tensor<1x56x56x32xf32>
+  %out = tensor.empty() : tensor<1x56x56x32xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y : tensor<1x56x56x32xf32>) outs(%out : tensor<1x56x56x32xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %lo = arith.maximumf %v, %zero : f32
+    %hi = arith.minimumf %lo, %six : f32
+    linalg.yield %hi : f32
+  } -> tensor<1x56x56x32xf32>
+  return %r : tensor<1x56x56x32xf32>
+}
