@@ -1,0 +1,153 @@
+"""Tuning that pays off end to end: issue #18's targets, printed side by side in one run.
+
+    .venv/bin/python benchmarks/tuning_end_to_end.py --models digits --minutes 2
+    .venv/bin/python benchmarks/tuning_end_to_end.py --models resnet50 --minutes 60 --tuners xgb,random
+    .venv/bin/python benchmarks/tuning_end_to_end.py --models bert --minutes 30
+    .venv/bin/python benchmarks/tuning_end_to_end.py --warm-start mobilenetv2,digits --minutes 5
+
+Per model (built as benchmarks/end_to_end.py builds them: random weights, nothing downloaded)
+and per tuner in ``--tuners``: ``tilecraft.tune`` with a time budget of ``--minutes`` (and at
+most ``--trials`` trials; at least ``--trials-per-task`` per task), records in ``--out``, an
+HTML report beside them (the model's estimated time against trials, per-task curves and
+table). Then, in one set of alternating rounds: the model compiled with the default
+schedules, with each tuner's records, and onnxruntime; printed: tuned / default (the
+speedup, target >= 1.2x for ResNet-50, >= 1.15x for BERT) and tuned / onnxruntime (target
+<= 0.85x for ResNet-50), and xgb against random at the same budget. Then the agreement of
+the tuner's time and the in-model kernel time for the heaviest tasks
+(``tuning/in_model.py``; target: within 20 %).
+
+``--warm-start A,B``: tune A (its cross-task cost model is saved beside its records), then
+tune B twice with the same trial budget, from that model and from nothing, and print B's
+estimated model time after each quarter of the budget for both (tuning/transfer.py).
+
+No thresholds: the figures are quoted in notes. Budgets of an hour take an hour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import end_to_end  # noqa: E402  (the model builders and the alternating timer)
+
+import tilecraft  # noqa: E402
+from tilecraft.schedule.records import load_records  # noqa: E402
+from tilecraft.tuning.in_model import agreement_table, in_model_times  # noqa: E402
+from tilecraft.tuning.report import end_to_end_curve  # noqa: E402
+from tilecraft.tuning.transfer import beside  # noqa: E402
+
+
+def tune(case: end_to_end.Case, tuner: str, args: argparse.Namespace, records: Path,
+         cost_model: Path | None = None, transfer: bool = True, trials: int | None = None) -> tilecraft.tuning.TuningResult:
+    records.unlink(missing_ok=True)
+    beside(records).unlink(missing_ok=True)
+    start = time.perf_counter()
+    result = tilecraft.tune(
+        case.model, trials=trials or args.trials, trials_per_task=args.trials_per_task,
+        time_budget=None if trials else args.minutes * 60, tuning_records=records, tuner=tuner,
+        report=records.with_suffix(".html"), end_to_end=False, cost_model=cost_model,
+        transfer=transfer, progress=args.progress)
+    print(f"  {tuner}: {sum(t.trials for t in result.tasks)} trials over {len(result.tasks)} tasks "
+          f"in {time.perf_counter() - start:.0f} s -> {records}")
+    return result
+
+
+def compare(case: end_to_end.Case, records: dict[str, Path], repeat: int) -> dict[str, float]:
+    """Median seconds per call: default, each tuner's records, onnxruntime, alternating."""
+    import onnxruntime
+
+    inputs = list(case.feeds.values())
+    modules = {"default": tilecraft.compile(case.model, keep_ir=False)}
+    for tuner, path in records.items():
+        modules[tuner] = tilecraft.compile(case.model, keep_ir=False, tuning_records=path)
+    session = onnxruntime.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    runners = {name: (lambda m=module: m(*inputs)) for name, module in modules.items()}
+    runners["onnxruntime"] = lambda: session.run(None, case.feeds)
+    return end_to_end.alternating(runners, repeat)
+
+
+def run_model(name: str, args: argparse.Namespace) -> None:
+    case = end_to_end.CASES[name](args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"\n== {name}: {len(tilecraft.extract_tasks(case.model))} tasks, "
+          f"{args.minutes:g} min per tuner, tuners {','.join(args.tuners)}")
+    records = {tuner: out / f"{name}.{tuner}.jsonl" for tuner in args.tuners}
+    for tuner, path in records.items():
+        tune(case, tuner, args, path)
+    medians = compare(case, records, args.repeat)
+    default, ort = medians["default"], medians["onnxruntime"]
+    print(f"  {'':<12} {'ms':>9} {'/default':>9} {'/ort':>7}")
+    for label, seconds in medians.items():
+        print(f"  {label:<12} {seconds * 1e3:9.3f} {seconds / default:9.3f} {seconds / ort:7.3f}")
+    for tuner in args.tuners:
+        print(f"  {tuner}: tuned {default / medians[tuner]:.2f}x faster than default, "
+              f"{medians[tuner] / ort:.2f}x onnxruntime's time")
+    if {"xgb", "random"} <= set(args.tuners):
+        print(f"  xgb vs random at the same budget: {medians['random'] / medians['xgb']:.2f}x")
+    tuner = args.tuners[0]
+    tasks = tilecraft.extract_tasks(case.model)
+    rows = in_model_times(case.model, tilecraft.CompileOptions(), records[tuner], tasks)[: args.top]
+    print(f"  tuner vs in-model kernel time ({tuner}'s records, heaviest {args.top} tasks):")
+    print("\n".join("    " + line for line in agreement_table(rows).splitlines()))
+    within = [r for r in rows if r.ratio is not None and 0.8 <= r.ratio <= 1.25]
+    print(f"  within 20 %: {len(within)}/{len(rows)}")
+
+
+def warm_start(first: str, second: str, args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    source = end_to_end.CASES[first](args)
+    print(f"\n== warm start: {first} then {second}, {args.trials} trials each")
+    tune(source, "xgb", args, out / f"{first}.source.jsonl", trials=args.trials)
+    model = beside(out / f"{first}.source.jsonl")
+    target = end_to_end.CASES[second](args)
+    curves = {}
+    for label, kwargs in (("warm", {"cost_model": model}), ("cold", {"transfer": False})):
+        path = out / f"{second}.{label}.jsonl"
+        tune(target, "xgb", args, path, trials=args.trials, **kwargs)
+        curves[label] = end_to_end_curve(load_records(path))
+    print(f"  {second}'s estimated model time (ms) after n trials of the search:")
+    length = min(len(c) for c in curves.values())
+    marks = sorted({max(1, length * q // 4) - 1 for q in (1, 2, 3, 4)})
+    print("  " + f"{'n':>6}" + "".join(f"{label:>10}" for label in curves))
+    for mark in marks:
+        print("  " + f"{mark:>6}" + "".join(f"{curves[label][mark] * 1e3:10.4f}" for label in curves))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="digits", help=f"comma-separated: {', '.join(end_to_end.CASES)}")
+    parser.add_argument("--tuners", default="xgb", help="comma-separated tuners (xgb,random,...)")
+    parser.add_argument("--minutes", type=float, default=2.0, help="time budget per tuner and model")
+    parser.add_argument("--trials", type=int, default=100000, help="trial cap (warm start: trials per run)")
+    parser.add_argument("--trials-per-task", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=15, help="alternating rounds of the comparison")
+    parser.add_argument("--top", type=int, default=5, help="tasks in the agreement table")
+    parser.add_argument("--bert-layers", type=int, default=2)
+    parser.add_argument("--warm-start", metavar="A,B", help="tune A, then B from A's cost model and cold")
+    parser.add_argument("--out", default="build/tuning-e2e", help="records and reports folder")
+    parser.add_argument("--progress", action="store_true", help="print the tuner's progress lines")
+    args = parser.parse_args(argv)
+    args.tuners = [t for t in args.tuners.split(",") if t]
+    print(f"tilecraft tuning end to end; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if args.warm_start:
+        first, second = args.warm_start.split(",")
+        if args.trials >= 100000:
+            args.trials = 64
+        warm_start(first, second, args)
+        return 0
+    for name in [m for m in args.models.split(",") if m]:
+        run_model(name, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
