@@ -139,3 +139,17 @@ class ExternLibraryError(ExternError):
 class BackendError(CompileError, ValueError):
     """An offload backend is unknown (the message lists the registered ones), or cannot be
     made ready (its library is missing or its C shim does not build)."""
+
+
+class CTargetError(CompileError):
+    """The C target (``target="c"``) cannot lower a model: an op it has no C for (the message
+    names it and its location), or a dynamic shape (its workspace is planned at compile time,
+    so every shape must be static: pass ``shape_dict``)."""
+
+
+class CTargetUnsupportedOpError(CTargetError):
+    """An op the C target cannot translate to C99 (the message names it)."""
+
+
+class CTargetShapeError(CTargetError):
+    """A dynamic dimension reached the C target, which needs static shapes."""

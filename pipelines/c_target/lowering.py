@@ -1,0 +1,288 @@
+"""The C target's pipeline: linalg on tensors -> plain loops over plain buffers -> EmitC.
+
+Why these steps, in this order:
+
+- no schedule: the C compiler of the device vectorizes and unrolls (``-O2``/``-O3``); the
+  loops stay ``linalg``'s own loop nests in the op's iteration order.
+- ``tilecraft-c-out-params``: results become output arguments (``float *out``), written in
+  place where the result buffer is a fresh allocation, copied otherwise (a result that is an
+  input or a weight). Upstream ``buffer-results-to-out-params`` left the results of our
+  functions in place (see shared/STACK.md); every ``memref.copy`` becomes ``linalg.copy`` so
+  that it lowers to loops, not ``memcpy`` of a descriptor.
+- ``fold-memref-alias-ops``: reshapes and subviews fold into the indices of the loads and
+  stores that read through them, so only whole buffers are left (EmitC has no views).
+- ``tilecraft-c-plan-workspace``: each ``memref.alloc`` becomes an argument that the
+  entry wrapper points into the workspace at an offset planned here (workspace.py), each
+  weight (``memref.get_global``) an argument pointing at a ``const`` array. What is left is a
+  function over arrays that ``convert-to-emitc`` turns into an ``emitc.func``.
+- ``tilecraft-c-math-to-libm``: math ops become calls of the C99 libm functions listed in
+  :data:`LIBM_FUNCTIONS` (docs/c-target.md); anything else is a typed error.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import linalg
+
+from ...errors import CTargetShapeError, CTargetUnsupportedOpError
+from ..graph import graph_pass_elements
+from ..ir_queries import defined_functions, defining_op, ops_where
+from ..passes import register_pass
+from ..pipeline import Pipeline, Stage
+from ..stages import input_stage, simplify_stage
+from . import workspace
+
+C_OUT_PARAMS = "tilecraft-c-out-params"
+C_PLAN_WORKSPACE = "tilecraft-c-plan-workspace"
+C_MATH_TO_LIBM = "tilecraft-c-math-to-libm"
+C_CHECK = "tilecraft-c-check"
+
+# Argument attributes the C packer reads (compiler/c_package.py).
+OUTPUT_ATTR = "tilecraft.c_output"  # index of the function result this argument holds
+OFFSET_ATTR = "tilecraft.c_workspace_offset"  # byte offset in the workspace
+WEIGHT_ATTR = "tilecraft.c_weight"  # the weight's initial value (a dense / dense_resource attr)
+WEIGHT_NAME_ATTR = "tilecraft.c_weight_name"
+WORKSPACE_SIZE_ATTR = "tilecraft.c_workspace_size"  # on the function: planned bytes
+BUFFER_TOTAL_ATTR = "tilecraft.c_buffer_total"  # on the function: sum of all buffers' bytes
+BUFFER_COUNT_ATTR = "tilecraft.c_buffer_count"
+
+# math op -> libm function (f32 name, f64 name). The documented list: the C target calls
+# nothing else from libm (docs/c-target.md).
+LIBM_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "math.exp": ("expf", "exp"), "math.exp2": ("exp2f", "exp2"), "math.expm1": ("expm1f", "expm1"),
+    "math.log": ("logf", "log"), "math.log2": ("log2f", "log2"), "math.log10": ("log10f", "log10"),
+    "math.log1p": ("log1pf", "log1p"), "math.sqrt": ("sqrtf", "sqrt"), "math.cbrt": ("cbrtf", "cbrt"),
+    "math.powf": ("powf", "pow"), "math.tanh": ("tanhf", "tanh"), "math.sinh": ("sinhf", "sinh"),
+    "math.cosh": ("coshf", "cosh"), "math.sin": ("sinf", "sin"), "math.cos": ("cosf", "cos"),
+    "math.tan": ("tanf", "tan"), "math.asin": ("asinf", "asin"), "math.acos": ("acosf", "acos"),
+    "math.atan": ("atanf", "atan"), "math.atan2": ("atan2f", "atan2"), "math.asinh": ("asinhf", "asinh"),
+    "math.acosh": ("acoshf", "acosh"), "math.atanh": ("atanhf", "atanh"), "math.erf": ("erff", "erf"),
+    "math.erfc": ("erfcf", "erfc"), "math.absf": ("fabsf", "fabs"), "math.floor": ("floorf", "floor"),
+    "math.ceil": ("ceilf", "ceil"), "math.round": ("roundf", "round"), "math.roundeven": ("rintf", "rint"),
+    "math.trunc": ("truncf", "trunc"), "math.copysign": ("copysignf", "copysign"),
+    "math.fma": ("fmaf", "fma"), "arith.remf": ("fmodf", "fmod"),
+}
+
+
+def _element_bytes(element: ir.Type) -> int:
+    if isinstance(element, ir.IndexType):
+        return 8  # size_t: at most 8 bytes on every target, so the plan is safe everywhere
+    if isinstance(element, (ir.IntegerType,)):
+        return max(1, ir.IntegerType(element).width // 8)
+    if isinstance(element, ir.F64Type):
+        return 8
+    if isinstance(element, ir.F32Type):
+        return 4
+    raise CTargetUnsupportedOpError(f"the C target has no C type for the element type {element}")
+
+
+def buffer_bytes(memref: ir.MemRefType) -> int:
+    """Bytes of a statically shaped buffer; :class:`CTargetShapeError` for a dynamic one."""
+    if not memref.has_static_shape:
+        raise CTargetShapeError(f"the C target needs static shapes, got a buffer {memref}: "
+                                "pass shape_dict / --input-shapes with every dimension")
+    return int(np.prod(memref.shape, dtype=np.int64)) * _element_bytes(memref.element_type)
+
+
+def _entry(module: ir.Operation) -> ir.Operation:
+    functions = defined_functions(module)
+    if len(functions) != 1:
+        raise CTargetUnsupportedOpError(
+            f"the C target compiles one function, found {len(functions)} "
+            f"({', '.join(ir.StringAttr(f.attributes['sym_name']).value for f in functions)})")
+    return functions[0]
+
+
+def _function_type(func: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+
+
+def _arg_attrs(func: ir.Operation) -> list[dict[str, ir.Attribute]]:
+    count = len(func.regions[0].blocks[0].arguments)
+    if "arg_attrs" not in func.attributes:
+        return [{} for _ in range(count)]
+    return [{named.name: named.attr for named in ir.DictAttr(a)} for a in ir.ArrayAttr(func.attributes["arg_attrs"])]
+
+
+def _set_signature(func: ir.Operation, attrs: list[dict[str, ir.Attribute]], results: list[ir.Type]) -> None:
+    block = func.regions[0].blocks[0]
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([a.type for a in block.arguments], results))
+    func.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in attrs])
+    if "res_attrs" in func.attributes:
+        del func.attributes["res_attrs"]
+
+
+def _top_level_ancestor(op: ir.Operation, func: ir.Operation) -> ir.Operation:
+    while True:
+        parent = op.parent
+        if parent is None or parent == func:
+            return op
+        op = parent.operation if hasattr(parent, "operation") else parent
+
+
+@register_pass(C_OUT_PARAMS, "C target: function results become output arguments; memref.copy becomes linalg.copy")
+def out_params_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    func = _entry(module)
+    block = func.regions[0].blocks[0]
+    for arg in block.arguments:
+        if isinstance(arg.type, ir.MemRefType) and not ir.MemRefType(arg.type).has_static_shape:
+            raise CTargetShapeError(f"the C target needs static shapes, got an argument {arg.type}: "
+                                    "pass shape_dict / --input-shapes with every dimension")
+    attrs = _arg_attrs(func)
+    terminator = block.operations[len(block.operations) - 1].operation
+    returned = list(terminator.operands)
+    for index, value in enumerate(returned):
+        if not isinstance(value.type, ir.MemRefType):
+            raise CTargetUnsupportedOpError(f"the C target returns buffers only, result {index} is {value.type}")
+        memref = ir.MemRefType(value.type)
+        buffer_bytes(memref)
+        layout = ir.MemRefType.get(memref.shape, memref.element_type)
+        arg = block.add_argument(layout, terminator.location)
+        attrs.append({OUTPUT_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), index)})
+        owner = defining_op(value)
+        if (owner is not None and owner.name == "memref.alloc" and owner.parent == func
+                and returned.count(value) == 1 and memref.layout == layout.layout):
+            value.replace_all_uses_with(arg)
+            owner.erase()
+        else:
+            with ir.InsertionPoint(terminator), terminator.location:
+                linalg.copy(value, outs=[arg])
+    with ir.InsertionPoint(terminator), terminator.location:
+        ir.Operation.create("func.return")
+    terminator.erase()
+    _set_signature(func, attrs, [])
+    for copy in ops_where(module, lambda op: op.name == "memref.copy"):
+        source, target = copy.operands
+        with ir.InsertionPoint(copy), copy.location:
+            linalg.copy(source, outs=[target])
+        copy.erase()
+
+
+@register_pass(C_PLAN_WORKSPACE,
+               "C target: allocations become arguments at planned workspace offsets (liveness-based "
+               "reuse), weights become arguments; memref.global ops are dropped",
+               options={"alignment": "byte alignment of every buffer (default 16)"})
+def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    alignment = int(options.get("alignment", workspace.DEFAULT_ALIGNMENT))
+    func = _entry(module)
+    block = func.regions[0].blocks[0]
+    attrs = _arg_attrs(func)
+    allocs = ops_where(func, lambda op: op.name in ("memref.alloc", "memref.alloca", "memref.dealloc"))
+    for op in allocs:
+        if op.name == "memref.dealloc":
+            op.erase()
+            continue
+        if op.parent != func:
+            raise CTargetUnsupportedOpError(f"the C target plans whole-function buffers only; {op.name} "
+                                            f"inside a loop at {op.location}")
+    allocs = [op for op in allocs if op.name != "memref.dealloc"]
+    # Lifetimes: positions in the top-level op order, from the allocation to its last user.
+    position = {op.operation: i for i, op in enumerate(block.operations)}
+    users: dict[ir.Value, int] = {op.results[0]: position[op] for op in allocs}
+    for op in block.operations:
+        top = position[op.operation]
+        for nested in ops_where(op.operation, lambda _: True):
+            for operand in nested.operands:
+                if operand in users:
+                    users[operand] = max(users[operand], top)
+    buffers = [workspace.Buffer(f"b{i}", buffer_bytes(ir.MemRefType(op.results[0].type)),
+                                position[op], users[op.results[0]]) for i, op in enumerate(allocs)]
+    plan = workspace.plan(buffers, alignment)
+    workspace.check(buffers, plan, alignment)
+    i64 = ir.IntegerType.get_signless(64)
+    for buffer, op in zip(buffers, allocs):
+        memref = ir.MemRefType(op.results[0].type)
+        arg = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type), op.location)
+        attrs.append({OFFSET_ATTR: ir.IntegerAttr.get(i64, plan.offsets[buffer.name])})
+        op.results[0].replace_all_uses_with(arg)
+        op.erase()
+    globals_ = {ir.StringAttr(op.attributes["sym_name"]).value: op
+                for op in ops_where(module, lambda op: op.name == "memref.global")}
+    weight_args: dict[str, ir.Value] = {}
+    for op in ops_where(func, lambda op: op.name == "memref.get_global"):
+        name = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+        if name not in weight_args:
+            memref = ir.MemRefType(op.results[0].type)
+            buffer_bytes(memref)
+            weight_args[name] = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type), op.location)
+            attrs.append({WEIGHT_ATTR: globals_[name].attributes["initial_value"],
+                          WEIGHT_NAME_ATTR: ir.StringAttr.get(name)})
+        op.results[0].replace_all_uses_with(weight_args[name])
+        op.erase()
+    for op in globals_.values():
+        op.erase()
+    _set_signature(func, attrs, [])
+    func.attributes[WORKSPACE_SIZE_ATTR] = ir.IntegerAttr.get(i64, plan.size)
+    func.attributes[BUFFER_TOTAL_ATTR] = ir.IntegerAttr.get(i64, plan.total)
+    func.attributes[BUFFER_COUNT_ATTR] = ir.IntegerAttr.get(i64, len(buffers))
+
+
+def _load_emitc(context: ir.Context) -> None:
+    context.dialects["emitc"]  # loads it: a dialect cannot be loaded while a pass runs
+
+
+@register_pass(C_MATH_TO_LIBM, "C target: math ops (and arith.remf) become emitc.call_opaque of C99 libm "
+               "functions (the documented list)", prepare=_load_emitc)
+def math_to_libm_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    for op in ops_where(module, lambda op: op.name in LIBM_FUNCTIONS or op.name == "math.rsqrt"):
+        result = op.results[0].type
+        if not isinstance(result, (ir.F32Type, ir.F64Type)):
+            raise CTargetUnsupportedOpError(f"the C target calls libm for f32/f64 scalars only; "
+                                            f"{op.name} on {result} at {op.location}")
+        single = isinstance(result, ir.F32Type)
+        with ir.InsertionPoint(op), op.location:
+            if op.name == "math.rsqrt":
+                root = ir.Operation.create("emitc.call_opaque", results=[result], operands=list(op.operands),
+                                           attributes={"callee": ir.StringAttr.get("sqrtf" if single else "sqrt")})
+                one = ir.Operation.create("arith.constant", results=[result],
+                                          attributes={"value": ir.FloatAttr.get(result, 1.0)})
+                call = ir.Operation.create("arith.divf", results=[result],
+                                           operands=[one.results[0], root.results[0]])
+            else:
+                name = LIBM_FUNCTIONS[op.name][0 if single else 1]
+                call = ir.Operation.create("emitc.call_opaque", results=[result], operands=list(op.operands),
+                                           attributes={"callee": ir.StringAttr.get(name)})
+        op.results[0].replace_all_uses_with(call.results[0])
+        op.erase()
+
+
+def _unsupported(op: ir.Operation) -> bool:
+    dialect = op.name.split(".")[0]
+    return dialect not in ("emitc", "builtin")
+
+
+@register_pass(C_CHECK, "C target: fail with the name of the first op EmitC did not translate")
+def check_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    left = ops_where(module, _unsupported)
+    if left:
+        names = sorted({op.name for op in left})
+        raise CTargetUnsupportedOpError(
+            f"the C target cannot translate {', '.join(names)} (first at {left[0].location})")
+
+
+def c_pipeline(*, opt_level: int = 0) -> Pipeline:
+    """linalg on tensors -> one ``emitc.func`` over arrays; ``mlir-translate --mlir-to-cpp``
+    then prints it (compiler/c_package.py)."""
+    graph_elements = [e for e in graph_pass_elements(opt_level) if e != "tilecraft-mark-groups"]
+    return Pipeline((
+        input_stage(),
+        *((Stage("graph", tuple(graph_elements), "graph passes for opt_level"),) if graph_elements else ()),
+        simplify_stage(),
+        Stage("bufferize",
+              ("one-shot-bufferize{bufferize-function-boundaries "
+               "function-boundary-type-conversion=identity-layout-map}",
+               "canonicalize", C_OUT_PARAMS),
+              "tensors to buffers; results as output arguments"),
+        Stage("loops",
+              ("convert-linalg-to-loops", "fold-memref-alias-ops", "lower-affine", "arith-expand",
+               "canonicalize", "cse"),
+              "linalg to loops; views folded into indices; affine to arith"),
+        Stage("workspace", (C_PLAN_WORKSPACE,),
+              "buffers into one planned workspace, weights as arguments"),
+        Stage("emitc", (C_MATH_TO_LIBM, "convert-to-emitc", "canonicalize", C_CHECK),
+              "math to libm calls; arith/scf/memref/func to EmitC"),
+    ))
