@@ -140,7 +140,7 @@ def out_params_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             raise CTargetUnsupportedOpError(f"the C target returns buffers only, result {index} is {value.type}")
         memref = ir.MemRefType(value.type)
         buffer_bytes(memref)
-        layout = ir.MemRefType.get(memref.shape, memref.element_type)
+        layout = ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown())
         arg = block.add_argument(layout, terminator.location)
         attrs.append({OUTPUT_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), index)})
         owner = defining_op(value)
@@ -196,7 +196,7 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     i64 = ir.IntegerType.get_signless(64)
     for buffer, op in zip(buffers, allocs):
         memref = ir.MemRefType(op.results[0].type)
-        arg = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type), op.location)
+        arg = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown()), op.location)
         attrs.append({OFFSET_ATTR: ir.IntegerAttr.get(i64, plan.offsets[buffer.name])})
         op.results[0].replace_all_uses_with(arg)
         op.erase()
@@ -208,7 +208,7 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
         if name not in weight_args:
             memref = ir.MemRefType(op.results[0].type)
             buffer_bytes(memref)
-            weight_args[name] = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type), op.location)
+            weight_args[name] = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown()), op.location)
             attrs.append({WEIGHT_ATTR: globals_[name].attributes["initial_value"],
                           WEIGHT_NAME_ATTR: ir.StringAttr.get(name)})
         op.results[0].replace_all_uses_with(weight_args[name])
