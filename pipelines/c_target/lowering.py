@@ -39,6 +39,8 @@ C_OUT_PARAMS = "tilecraft-c-out-params"
 C_PLAN_WORKSPACE = "tilecraft-c-plan-workspace"
 C_MATH_TO_LIBM = "tilecraft-c-math-to-libm"
 C_CHECK = "tilecraft-c-check"
+C_SIGNED_INDEX = "tilecraft-c-signed-index"
+_SIGNED_INDEX_OPS = ("arith.remsi", "arith.divsi", "arith.shrsi")
 
 # Argument attributes the C packer reads (compiler/c_package.py).
 OUTPUT_ATTR = "tilecraft.c_output"  # index of the function result this argument holds
@@ -250,6 +252,24 @@ def math_to_libm_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         op.erase()
 
 
+@register_pass(C_SIGNED_INDEX, "C target: signed division, remainder and shift of index values computed in "
+               "i64 (EmitC prints index as size_t, where they would be unsigned)")
+def signed_index_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: ``convert-arith-to-emitc`` turns ``arith.remsi`` of two ``index`` values into ``%``
+    of two ``size_t`` values: unsigned, so ``(j - 2) mod 6`` of a reflect pad was wrong for
+    ``j < 2``. ``arith.index_cast`` goes through ``ptrdiff_t`` (signed) in EmitC, so the op
+    is done on i64 between two such casts."""
+    i64 = ir.IntegerType.get_signless(64)
+    for op in ops_where(module, lambda op: op.name in _SIGNED_INDEX_OPS and isinstance(op.results[0].type, ir.IndexType)):
+        with ir.InsertionPoint(op), op.location:
+            operands = [ir.Operation.create("arith.index_cast", results=[i64], operands=[v]).results[0]
+                        for v in op.operands]
+            wide = ir.Operation.create(op.name, results=[i64], operands=operands)
+            back = ir.Operation.create("arith.index_cast", results=[op.results[0].type], operands=[wide.results[0]])
+        op.results[0].replace_all_uses_with(back.results[0])
+        op.erase()
+
+
 def _unsupported(op: ir.Operation) -> bool:
     dialect = op.name.split(".")[0]
     return dialect not in ("emitc", "builtin")
@@ -283,6 +303,6 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
               "linalg to loops; views folded into indices; affine to arith"),
         Stage("workspace", (C_PLAN_WORKSPACE,),
               "buffers into one planned workspace, weights as arguments"),
-        Stage("emitc", (C_MATH_TO_LIBM, "convert-to-emitc", "canonicalize", C_CHECK),
+        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, "convert-to-emitc", "canonicalize", C_CHECK),
               "math to libm calls; arith/scf/memref/func to EmitC"),
     ))
