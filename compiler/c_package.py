@@ -289,7 +289,8 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
         if arg.output is not None:
             spec = signature.results[arg.output]
             name = (output_names[arg.output] if output_names and arg.output < len(output_names) else spec.name)
-            outputs.append(Tensor(unique(_identifier(name or f"output{arg.output}", "output")), spec.dtype, arg.shape))
+            outputs.append(Tensor(unique(_identifier(name or f"output{arg.output}", "output")), spec.dtype,
+                                  tuple(spec.shape or ())))
             call_args.append(f"{cast}{outputs[-1].name}")
         elif arg.offset is not None:
             call_args.append(f"{cast}(ws + {arg.offset})")
@@ -300,7 +301,8 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
             call_args.append(f"{cast}{weight_name}")
         else:
             spec = signature.arguments[index]
-            inputs.append(Tensor(unique(_identifier(spec.name or f"input{index}", "input")), spec.dtype, arg.shape))
+            inputs.append(Tensor(unique(_identifier(spec.name or f"input{index}", "input")), spec.dtype,
+                                 tuple(spec.shape or ())))
             call_args.append(f"{cast}{inputs[-1].name}")
     workspace_size, buffer_total, buffer_count = plan.workspace_size, plan.buffer_total, plan.buffer_count
 

@@ -217,10 +217,33 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
         op.erase()
     for op in globals_.values():
         op.erase()
+    _scalars_as_one_element_arrays(block)
     _set_signature(func, attrs, [])
     func.attributes[WORKSPACE_SIZE_ATTR] = ir.IntegerAttr.get(i64, plan.size)
     func.attributes[BUFFER_TOTAL_ATTR] = ir.IntegerAttr.get(i64, plan.total)
     func.attributes[BUFFER_COUNT_ATTR] = ir.IntegerAttr.get(i64, len(buffers))
+
+
+def _scalars_as_one_element_arrays(block: ir.Block) -> None:
+    """Rank-0 buffers (a scalar tensor: ReduceSum without keepdims) become ``memref<1xT>``:
+    EmitC has no rank-0 array, and ``convert-func-to-emitc`` failed on such an argument."""
+    for arg in block.arguments:
+        if not isinstance(arg.type, ir.MemRefType) or ir.MemRefType(arg.type).rank != 0:
+            continue
+        element = ir.MemRefType(arg.type).element_type
+        arg.set_type(ir.MemRefType.get([1], element, loc=ir.Location.unknown()))
+        for use in list(arg.uses):
+            op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if op.name not in ("memref.load", "memref.store"):
+                raise CTargetUnsupportedOpError(f"the C target cannot index a scalar buffer in {op.name} at {op.location}")
+            with ir.InsertionPoint(op), op.location:
+                zero = ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
+                                           attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), 0)})
+                new = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                          operands=[*op.operands, zero.results[0]])
+            for old, replacement in zip(op.results, new.results):
+                old.replace_all_uses_with(replacement)
+            op.erase()
 
 
 def _load_emitc(context: ir.Context) -> None:

@@ -168,3 +168,55 @@ def test_target_string():
     assert tilecraft.Target.parse("c").is_c
     with pytest.raises(TargetError):
         tilecraft.Target.parse("c -mcpu=cortex-m4")
+
+
+def _small(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+_vi = helper.make_tensor_value_info
+_rng = np.random.default_rng(2)
+SMALL_MODELS = {
+    # a result that is an input: copied, not aliased
+    "identity": (_small([helper.make_node("Identity", ["x"], ["y"])], [_vi("x", TensorProto.FLOAT, [2, 3])],
+                        [_vi("y", TensorProto.FLOAT, [2, 3])]), [_rng.random((2, 3), dtype=np.float32)]),
+    "two_outputs": (_small([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Identity", ["y"], ["z"])],
+                           [_vi("x", TensorProto.FLOAT, [4])],
+                           [_vi("y", TensorProto.FLOAT, [4]), _vi("z", TensorProto.FLOAT, [4])]),
+                    [_rng.standard_normal(4).astype(np.float32)]),
+    # a rank-0 result: a one-element array in C
+    "scalar_output": (_small([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)], [_vi("x", TensorProto.FLOAT, [3, 4])],
+                             [_vi("y", TensorProto.FLOAT, [])]), [_rng.standard_normal((3, 4)).astype(np.float32)]),
+    "gather_int64_negative_index": (
+        _small([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)],
+               [_vi("x", TensorProto.FLOAT, [5, 3]), _vi("i", TensorProto.INT64, [4])], [_vi("y", TensorProto.FLOAT, [4, 3])]),
+        [_rng.standard_normal((5, 3)).astype(np.float32), np.array([0, 4, -1, 2], dtype=np.int64)]),
+    "bool_output": (_small([helper.make_node("Greater", ["x", "z"], ["y"])],
+                           [_vi("x", TensorProto.FLOAT, [6]), _vi("z", TensorProto.FLOAT, [6])], [_vi("y", TensorProto.BOOL, [6])]),
+                    [_rng.standard_normal(6).astype(np.float32), _rng.standard_normal(6).astype(np.float32)]),
+    "uint8_wraps": (_small([helper.make_node("Add", ["x", "z"], ["y"])],
+                           [_vi("x", TensorProto.UINT8, [6]), _vi("z", TensorProto.UINT8, [6])], [_vi("y", TensorProto.UINT8, [6])]),
+                    [np.arange(250, 256, dtype=np.uint8), np.arange(6, dtype=np.uint8) * 3]),
+    "transpose_reshape_sigmoid": (
+        _small([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), helper.make_node("Reshape", ["t", "s"], ["y"]),
+                helper.make_node("Sigmoid", ["y"], ["w"])], [_vi("x", TensorProto.FLOAT, [4, 6])],
+               [_vi("w", TensorProto.FLOAT, [3, 8])], [numpy_helper.from_array(np.array([3, 8], dtype=np.int64), "s")]),
+        [_rng.standard_normal((4, 6)).astype(np.float32)]),
+    "libm_erf_sqrt_pow": (
+        _small([helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Div", ["e", "x"], ["y"]),
+                helper.make_node("Sqrt", ["y"], ["q"]), helper.make_node("Pow", ["q", "x"], ["w"])],
+               [_vi("x", TensorProto.FLOAT, [5])], [_vi("w", TensorProto.FLOAT, [5])]),
+        [_rng.random(5, dtype=np.float32) + 0.1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_MODELS))
+def test_small_models_match_onnxruntime(name):
+    model, arrays = SMALL_MODELS[name]
+    compiled = tilecraft.compile(model, target="c")
+    got = compiled.run(*arrays)
+    want = reference(model, {v.name: a for v, a in zip(model.graph.input, arrays)})
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
