@@ -182,6 +182,12 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             raise CTargetUnsupportedOpError(f"the C target plans whole-function buffers only; {op.name} "
                                             f"inside a loop at {op.location}")
     allocs = [op for op in allocs if op.name != "memref.dealloc"]
+    # A view left unfolded would hide uses of its buffer from the lifetimes below.
+    views = ops_where(func, lambda op: op.name.startswith("memref.") and op.name not in _BUFFER_OPS
+                      and any(isinstance(r.type, ir.MemRefType) for r in op.results))
+    if views:
+        raise CTargetUnsupportedOpError(f"the C target cannot translate the view {views[0].name} at "
+                                        f"{views[0].location} (only loads and stores may read through views)")
     # Lifetimes: positions in the top-level op order, from the allocation to its last user.
     position = {op.operation: i for i, op in enumerate(block.operations)}
     users: dict[ir.Value, int] = {op.results[0]: position[op] for op in allocs}
@@ -222,6 +228,9 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     func.attributes[WORKSPACE_SIZE_ATTR] = ir.IntegerAttr.get(i64, plan.size)
     func.attributes[BUFFER_TOTAL_ATTR] = ir.IntegerAttr.get(i64, plan.total)
     func.attributes[BUFFER_COUNT_ATTR] = ir.IntegerAttr.get(i64, len(buffers))
+
+
+_BUFFER_OPS = frozenset({"memref.alloc", "memref.alloca", "memref.get_global"})
 
 
 def _scalars_as_one_element_arrays(block: ir.Block) -> None:
