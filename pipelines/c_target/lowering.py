@@ -40,7 +40,10 @@ C_PLAN_WORKSPACE = "tilecraft-c-plan-workspace"
 C_MATH_TO_LIBM = "tilecraft-c-math-to-libm"
 C_CHECK = "tilecraft-c-check"
 C_SIGNED_INDEX = "tilecraft-c-signed-index"
-_SIGNED_INDEX_OPS = ("arith.remsi", "arith.divsi", "arith.shrsi")
+# index op -> the cast that keeps its meaning in i64 (signed ops sign-extend, unsigned zero-extend)
+_INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.index_cast",
+                     "arith.shrsi": "arith.index_cast", "arith.remui": "arith.index_castui",
+                     "arith.divui": "arith.index_castui", "arith.shrui": "arith.index_castui"}
 
 # Argument attributes the C packer reads (compiler/c_package.py).
 OUTPUT_ATTR = "tilecraft.c_output"  # index of the function result this argument holds
@@ -284,20 +287,22 @@ def math_to_libm_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         op.erase()
 
 
-@register_pass(C_SIGNED_INDEX, "C target: signed division, remainder and shift of index values computed in "
-               "i64 (EmitC prints index as size_t, where they would be unsigned)")
+@register_pass(C_SIGNED_INDEX, "C target: division, remainder and right shift of index values computed in "
+               "i64 (EmitC prints index as size_t, where signed ones would be unsigned)")
 def signed_index_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: ``convert-arith-to-emitc`` turns ``arith.remsi`` of two ``index`` values into ``%``
     of two ``size_t`` values: unsigned, so ``(j - 2) mod 6`` of a reflect pad was wrong for
     ``j < 2``. ``arith.index_cast`` goes through ``ptrdiff_t`` (signed) in EmitC, so the op
-    is done on i64 between two such casts."""
+    is done on i64 between two such casts. The unsigned ones (``divui``/``remui`` of index,
+    from ConvTranspose's strided loops) have no EmitC pattern at all; zero-extended
+    (``index_castui``) to i64 they do."""
     i64 = ir.IntegerType.get_signless(64)
-    for op in ops_where(module, lambda op: op.name in _SIGNED_INDEX_OPS and isinstance(op.results[0].type, ir.IndexType)):
+    for op in ops_where(module, lambda op: op.name in _INDEX_OPS_IN_I64 and isinstance(op.results[0].type, ir.IndexType)):
+        cast = _INDEX_OPS_IN_I64[op.name]
         with ir.InsertionPoint(op), op.location:
-            operands = [ir.Operation.create("arith.index_cast", results=[i64], operands=[v]).results[0]
-                        for v in op.operands]
+            operands = [ir.Operation.create(cast, results=[i64], operands=[v]).results[0] for v in op.operands]
             wide = ir.Operation.create(op.name, results=[i64], operands=operands)
-            back = ir.Operation.create("arith.index_cast", results=[op.results[0].type], operands=[wide.results[0]])
+            back = ir.Operation.create(cast, results=[op.results[0].type], operands=[wide.results[0]])
         op.results[0].replace_all_uses_with(back.results[0])
         op.erase()
 

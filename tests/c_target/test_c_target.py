@@ -203,6 +203,12 @@ SMALL_MODELS = {
                 helper.make_node("Sigmoid", ["y"], ["w"])], [_vi("x", TensorProto.FLOAT, [4, 6])],
                [_vi("w", TensorProto.FLOAT, [3, 8])], [numpy_helper.from_array(np.array([3, 8], dtype=np.int64), "s")]),
         [_rng.standard_normal((4, 6)).astype(np.float32)]),
+    # ONNX's test_convtranspose: the weight an input; unsigned index division and remainder
+    "convtranspose": (
+        _small([helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
+               [_vi("x", TensorProto.FLOAT, [1, 1, 3, 3]), _vi("w", TensorProto.FLOAT, [1, 2, 3, 3])],
+               [_vi("y", TensorProto.FLOAT, [1, 2, 5, 5])]),
+        [_rng.standard_normal((1, 1, 3, 3)).astype(np.float32), _rng.standard_normal((1, 2, 3, 3)).astype(np.float32)]),
     "libm_erf_sqrt_pow": (
         _small([helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Div", ["e", "x"], ["y"]),
                 helper.make_node("Sqrt", ["y"], ["q"]), helper.make_node("Pow", ["q", "x"], ["w"])],

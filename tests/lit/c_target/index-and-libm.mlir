@@ -1,5 +1,5 @@
-// tilecraft-c-signed-index: signed index division/remainder go through i64 (EmitC prints
-// index as size_t, where % and / would be unsigned); tilecraft-c-math-to-libm: math ops as
+// tilecraft-c-signed-index: index division/remainder go through i64 (EmitC prints index as
+// size_t, where a signed % or / would be unsigned; the unsigned ones have no EmitC pattern); tilecraft-c-math-to-libm: math ops as
 // libm calls, rsqrt as 1 / sqrtf, f64 ops call the double functions.
 // RUN: tilecraft-opt %s --tilecraft-c-signed-index --tilecraft-c-math-to-libm | FileCheck %s
 
@@ -9,12 +9,16 @@
 // CHECK: %[[R:.*]] = arith.remsi %[[A]], %[[B]] : i64
 // CHECK: %[[RI:.*]] = arith.index_cast %[[R]] : i64 to index
 // CHECK: arith.divsi %{{.*}}, %{{.*}} : i64
-// CHECK: arith.remui %arg0, %arg1 : index
-func.func @signed(%a: index, %b: index) -> (index, index, index) {
+// CHECK: %[[UA:.*]] = arith.index_castui %arg0 : index to i64
+// CHECK: arith.remui %[[UA]], %{{.*}} : i64
+// CHECK: arith.index_castui %{{.*}} : i64 to index
+// CHECK: arith.addi %arg0, %arg1 : index
+func.func @signed(%a: index, %b: index) -> (index, index, index, index) {
   %r = arith.remsi %a, %b : index
   %d = arith.divsi %a, %b : index
   %u = arith.remui %a, %b : index
-  return %r, %d, %u : index, index, index
+  %s = arith.addi %a, %b : index
+  return %r, %d, %u, %s : index, index, index, index
 }
 
 // CHECK-LABEL: func.func @libm
