@@ -187,9 +187,18 @@ def _array_decl(c_type: str, name: str, array: np.ndarray) -> str:
 
 # ---- the sources -------------------------------------------------------------------------
 
+# C99 keywords, and the names model.c itself declares in tc_model_run
+_RESERVED = frozenset("""auto break case char const continue default do double else enum extern float for goto if
+    inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+    volatile while _Bool _Complex _Imaginary bool true false workspace ws""".split())
+
+
 def _identifier(name: str, fallback: str) -> str:
+    """A C parameter name for a tensor name (``input.1`` -> ``input_1``, ``0`` -> ``input_0``)."""
     text = re.sub(r"\W", "_", name)
-    return text if text and not text[0].isdigit() else f"{fallback}_{text}"
+    if not text or text[0].isdigit() or text in _RESERVED or text.startswith(("tc_model", "_")):
+        return f"{fallback}_{text}"
+    return text
 
 
 def _pointer_cast(c_type: str, shape: Sequence[int]) -> str:

@@ -226,3 +226,12 @@ def test_small_models_match_onnxruntime(name):
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_names_that_are_not_c_identifiers():
+    model = _small([helper.make_node("Neg", ["float"], ["1.out"])], [_vi("float", TensorProto.FLOAT, [3])],
+                   [_vi("1.out", TensorProto.FLOAT, [3])])
+    compiled = tilecraft.compile(model, target="c")
+    assert "int tc_model_run(const float *input_float, float *output_1_out, void *workspace);" in compiled.sources["model.h"]
+    x = np.array([1, -2, 3], dtype=np.float32)
+    np.testing.assert_array_equal(compiled.run(x)[0], -x)
