@@ -41,6 +41,9 @@ def _asm(module: ir.Module) -> str:
 def compile(source: Any, options: CompileOptions | None = None, **overrides: Any) -> "CompiledModule | CModel":
     """Compile ``source`` and JIT it; returns a module callable with numpy arrays.
 
+    With ``target="c"`` nothing is JIT-compiled: the result is a :class:`CModel` holding
+    C99 sources (``model.c``/``model.h``, docs/c-target.md) and their workspace plan.
+
     Args:
       source: anything ``frontend/loader.py`` accepts: a path to an ``.onnx`` / ``.mlir`` /
         ``.mlirbc`` / ``.pt2`` file, an ``onnx.ModelProto``, a ``torch.export``
