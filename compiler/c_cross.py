@@ -56,8 +56,8 @@ CROSS_TARGETS: dict[str, CrossTarget] = {
         CrossTarget("rv64gc", "RISC-V rv64gc (lp64d)", "riscv64-freestanding-none", "baseline_rv64", EM_RISCV, 64),
     )
 }
-CROSS_FLAGS = ("-std=c99", "-Os", "-g0", "-ffunction-sections", "-fdata-sections", "-DTC_MODEL_FREESTANDING",
-               "-Wall", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+CROSS_FLAGS = ("-std=c99", "-pedantic", "-Os", "-g0", "-ffunction-sections", "-fdata-sections", "-DTC_MODEL_FREESTANDING",
+               "-Wall", "-Wextra", "-Werror")
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ PREFIX = "tc_model"
 _C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
             "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
             "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool"}
-# compiler flags the reference Makefile and the tests use: C99, warnings that matter
-C_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+# compiler flags of the reference Makefile and CModel.build: C99, all warnings (the generated code has none)
+C_FLAGS = ("-std=c99", "-pedantic", "-O2", "-Wall", "-Wextra")
 
 
 @dataclass(frozen=True)

@@ -235,3 +235,15 @@ def test_tensor_names_that_are_not_c_identifiers():
     assert "int tc_model_run(const float *input_float, float *output_1_out, void *workspace);" in compiled.sources["model.h"]
     x = np.array([1, -2, 3], dtype=np.float32)
     np.testing.assert_array_equal(compiled.run(x)[0], -x)
+
+
+@pytest.mark.parametrize("name", ["digits", "chain", *sorted(SMALL_MODELS)])
+def test_sources_compile_without_warnings(name, tmp_path, digits):
+    """-std=c99 -pedantic -Wall -Wextra -Werror: a firmware build with strict flags takes the files."""
+    model = {"digits": digits, "chain": None}.get(name) or tilecraft.compile(
+        _chain_model() if name == "chain" else SMALL_MODELS[name][0], target="c")
+    model.write_sources(tmp_path)
+    for source in ("model.c", "main.c"):
+        completed = subprocess.run([os.environ.get("CC", "cc"), "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror",
+                                    "-c", str(tmp_path / source), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
+        assert completed.returncode == 0, completed.stderr
