@@ -17,7 +17,7 @@ from typing import Any
 from mlir import ir
 
 from ..dialects import graph
-from ..errors import CompileError, CTargetShapeError, OptionError
+from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module
 from ..pipelines.compiled_module import CompiledModule, jit_module
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
@@ -151,7 +151,14 @@ def _compile_c(source: Any, options: CompileOptions) -> CModel:
             started = time.perf_counter()
 
         started = time.perf_counter()
-        pipeline.run(module, after_stage=record)
+        try:
+            pipeline.run(module, after_stage=record)
+        except CompileError as error:
+            if isinstance(error, CTargetError) or error.stage != "emitc":
+                raise
+            # EmitC's conversions failing outright (not leaving an op behind) say so only in
+            # MLIR diagnostics: still a model the C target cannot translate.
+            raise CTargetUnsupportedOpError(f"EmitC could not translate the model: {error}", stage="emitc") from error
         if not planned:
             raise CompileError("the C target's pipeline needs its 'workspace' stage")
         started = time.perf_counter()

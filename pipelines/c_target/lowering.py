@@ -238,11 +238,21 @@ _BUFFER_OPS = frozenset({"memref.alloc", "memref.alloca", "memref.get_global"})
 
 def _scalars_as_one_element_arrays(block: ir.Block) -> None:
     """Rank-0 buffers (a scalar tensor: ReduceSum without keepdims) become ``memref<1xT>``:
-    EmitC has no rank-0 array, and ``convert-func-to-emitc`` failed on such an argument."""
+    EmitC has no rank-0 array, and ``convert-func-to-emitc`` failed on such an argument. An
+    unused empty tensor (CastLike's ``like`` input, ``memref<0xf64>``) becomes one too: C
+    has no zero-length array."""
     for arg in block.arguments:
-        if not isinstance(arg.type, ir.MemRefType) or ir.MemRefType(arg.type).rank != 0:
+        if not isinstance(arg.type, ir.MemRefType):
             continue
-        element = ir.MemRefType(arg.type).element_type
+        memref = ir.MemRefType(arg.type)
+        element = memref.element_type
+        if memref.rank > 0 and 0 in memref.shape:
+            if list(arg.uses):
+                raise CTargetUnsupportedOpError(f"the C target has no zero-length arrays: {memref} is used")
+            arg.set_type(ir.MemRefType.get([1], element, loc=ir.Location.unknown()))
+            continue
+        if memref.rank != 0:
+            continue
         arg.set_type(ir.MemRefType.get([1], element, loc=ir.Location.unknown()))
         for use in list(arg.uses):
             op = use.owner.operation if hasattr(use.owner, "operation") else use.owner

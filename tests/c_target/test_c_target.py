@@ -209,6 +209,11 @@ SMALL_MODELS = {
                [_vi("x", TensorProto.FLOAT, [1, 1, 3, 3]), _vi("w", TensorProto.FLOAT, [1, 2, 3, 3])],
                [_vi("y", TensorProto.FLOAT, [1, 2, 5, 5])]),
         [_rng.standard_normal((1, 1, 3, 3)).astype(np.float32), _rng.standard_normal((1, 2, 3, 3)).astype(np.float32)]),
+    # an unused empty input (C has no zero-length array) and an f64 output
+    "castlike_empty_like": (
+        _small([helper.make_node("CastLike", ["x", "like"], ["y"])],
+               [_vi("x", TensorProto.FLOAT, [3, 4]), _vi("like", TensorProto.DOUBLE, [0])], [_vi("y", TensorProto.DOUBLE, [3, 4])]),
+        [_rng.standard_normal((3, 4)).astype(np.float32), np.zeros(0, dtype=np.float64)]),
     "libm_erf_sqrt_pow": (
         _small([helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Div", ["e", "x"], ["y"]),
                 helper.make_node("Sqrt", ["y"], ["q"]), helper.make_node("Pow", ["q", "x"], ["w"])],
