@@ -321,6 +321,7 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
     with module.context:
         func.attributes["specifiers"] = ir.ArrayAttr.get([ir.StringAttr.get("static")])
         del func.attributes["arg_attrs"]
+        _mark_unused_parameters(func)
         body = _translate(module)
     model_h = _header(inputs, outputs, workspace_size, buffer_total, weight_bytes)
     params = ([f"const {t.c_type} *{t.name}" for t in inputs] + [f"{t.c_type} *{t.name}" for t in outputs]
@@ -346,6 +347,17 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
     sources = {"model.h": model_h, "model.c": model_c, "main.c": _main_c(inputs, outputs),
                "Makefile": _makefile()}
     return CModel(sources, tuple(inputs), tuple(outputs), workspace_size, buffer_total, buffer_count, weight_bytes)
+
+
+def _mark_unused_parameters(func: ir.Operation) -> None:
+    """``(void)v;`` for each parameter the body never reads (an unused empty input), so that
+    ``-Wextra -Werror`` builds take the file."""
+    block = func.regions[0].blocks[0]
+    first = block.operations[0]
+    for arg in block.arguments:
+        if not list(arg.uses):
+            with ir.InsertionPoint(first), ir.Location.unknown():
+                ir.Operation.create("emitc.verbatim", operands=[arg], attributes={"value": ir.StringAttr.get("(void){};")})
 
 
 _ARITY = {"powf": 2, "pow": 2, "atan2f": 2, "atan2": 2, "copysignf": 2, "copysign": 2, "fmodf": 2,
