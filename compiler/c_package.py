@@ -30,7 +30,7 @@ from ..errors import ArgumentValueError, CTargetUnsupportedOpError, PackageError
 from ..pipelines.c_target import lowering as c
 from ..runtime.libraries import llvm_tool, mlir_package_dir
 from ..runtime.signature import EntrySignature
-from .package import _resource_blobs
+from .package import resource_blobs
 
 PREFIX = "tc_model"
 _C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
@@ -250,10 +250,10 @@ class PlannedFunction:
 
 def capture_plan(module: ir.Module) -> PlannedFunction:
     """Read the planned function: argument roles, shapes, offsets and weight values."""
-    func = c._entry(module.operation)
+    func = c.entry_function(module.operation)
     block = func.regions[0].blocks[0]
-    attrs = c._arg_attrs(func)
-    blobs = _resource_blobs(module) if any(c.WEIGHT_ATTR in a for a in attrs) else {}
+    attrs = c.argument_attributes(func)
+    blobs = resource_blobs(module) if any(c.WEIGHT_ATTR in a for a in attrs) else {}
     arguments = []
     for arg, arg_attrs in zip(block.arguments, attrs):
         memref = ir.MemRefType(arg.type)

@@ -92,7 +92,8 @@ def buffer_bytes(memref: ir.MemRefType) -> int:
     return int(np.prod(memref.shape, dtype=np.int64)) * _element_bytes(memref.element_type)
 
 
-def _entry(module: ir.Operation) -> ir.Operation:
+def entry_function(module: ir.Operation) -> ir.Operation:
+    """The one function the C target compiles (the packer reads its planned signature)."""
     functions = defined_functions(module)
     if len(functions) != 1:
         raise CTargetUnsupportedOpError(
@@ -105,7 +106,8 @@ def _function_type(func: ir.Operation) -> ir.FunctionType:
     return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
 
 
-def _arg_attrs(func: ir.Operation) -> list[dict[str, ir.Attribute]]:
+def argument_attributes(func: ir.Operation) -> list[dict[str, ir.Attribute]]:
+    """Each argument's attributes by name (empty dicts where the function has none)."""
     count = len(func.regions[0].blocks[0].arguments)
     if "arg_attrs" not in func.attributes:
         return [{} for _ in range(count)]
@@ -131,13 +133,13 @@ def _top_level_ancestor(op: ir.Operation, func: ir.Operation) -> ir.Operation:
 
 @register_pass(C_OUT_PARAMS, "C target: function results become output arguments; memref.copy becomes linalg.copy")
 def out_params_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    func = _entry(module)
+    func = entry_function(module)
     block = func.regions[0].blocks[0]
     for arg in block.arguments:
         if isinstance(arg.type, ir.MemRefType) and not ir.MemRefType(arg.type).has_static_shape:
             raise CTargetShapeError(f"the C target needs static shapes, got an argument {arg.type}: "
                                     "pass shape_dict / --input-shapes with every dimension")
-    attrs = _arg_attrs(func)
+    attrs = argument_attributes(func)
     terminator = block.operations[len(block.operations) - 1].operation
     returned = list(terminator.operands)
     for index, value in enumerate(returned):
@@ -173,9 +175,9 @@ def out_params_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
                options={"alignment": "byte alignment of every buffer (default 16)"})
 def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     alignment = int(options.get("alignment", workspace.DEFAULT_ALIGNMENT))
-    func = _entry(module)
+    func = entry_function(module)
     block = func.regions[0].blocks[0]
-    attrs = _arg_attrs(func)
+    attrs = argument_attributes(func)
     allocs = ops_where(func, lambda op: op.name in ("memref.alloc", "memref.alloca", "memref.dealloc"))
     for op in allocs:
         if op.name == "memref.dealloc":
