@@ -34,8 +34,8 @@ from tilecraft.compiler.c_cross import size_reports, zig_available  # noqa: E402
 def build_library(model, directory: Path, flags: list[str]) -> ctypes.CDLL:
     model.write_sources(directory)
     library = directory / f"libmodel{abs(hash(tuple(flags)))}.so"
-    subprocess.run(["cc", "-std=c99", "-shared", "-fPIC", *flags, "-o", str(library), str(directory / "model.c"), "-lm"],
-                   check=True)
+    subprocess.run(["cc", "-std=c99", "-shared", "-fPIC", *flags, "-o", str(library), str(directory / "model.c"),
+                    "-lm"], check=True)
     return ctypes.CDLL(str(library))
 
 

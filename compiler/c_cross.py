@@ -28,7 +28,8 @@ from .c_package import CModel
 
 EM_ARM, EM_RISCV = 40, 243
 EF_ARM_ABI_FLOAT_HARD = 0x400
-EF_RISCV_RVC, EF_RISCV_FLOAT_ABI = 0x1, 0x6  # float ABI: 0 soft, 2 single, 4 double
+EF_RISCV_RVC, EF_RISCV_FLOAT_ABI = 0x1, 0x6
+_RISCV_FLOAT_ABIS = {0: "soft-float", 2: "single-float", 4: "double-float", 6: "quad-float"}
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ CROSS_TARGETS: dict[str, CrossTarget] = {
         CrossTarget("rv64gc", "RISC-V rv64gc (lp64d)", "riscv64-freestanding-none", "baseline_rv64", EM_RISCV, 64),
     )
 }
-CROSS_FLAGS = ("-std=c99", "-pedantic", "-Os", "-g0", "-ffunction-sections", "-fdata-sections", "-DTC_MODEL_FREESTANDING",
-               "-Wall", "-Wextra", "-Werror")
+CROSS_FLAGS = ("-std=c99", "-pedantic", "-Os", "-g0", "-ffunction-sections", "-fdata-sections",
+               "-DTC_MODEL_FREESTANDING", "-Wall", "-Wextra", "-Werror")
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class ElfInfo:
         if self.machine == EM_ARM:
             return "arm32 " + ("hard-float" if self.flags & EF_ARM_ABI_FLOAT_HARD else "soft-float")
         if self.machine == EM_RISCV:
-            abi = {0: "soft-float", 2: "single-float", 4: "double-float", 6: "quad-float"}[self.flags & EF_RISCV_FLOAT_ABI]
+            abi = _RISCV_FLOAT_ABIS[self.flags & EF_RISCV_FLOAT_ABI]
             return f"riscv{self.elf_class}" + (" rvc" if self.flags & EF_RISCV_RVC else "") + f" {abi}"
         return f"machine {self.machine} ({self.elf_class}-bit)"
 

@@ -357,7 +357,8 @@ def _mark_unused_parameters(func: ir.Operation) -> None:
     for arg in block.arguments:
         if not list(arg.uses):
             with ir.InsertionPoint(first), ir.Location.unknown():
-                ir.Operation.create("emitc.verbatim", operands=[arg], attributes={"value": ir.StringAttr.get("(void){};")})
+                ir.Operation.create("emitc.verbatim", operands=[arg],
+                                    attributes={"value": ir.StringAttr.get("(void){};")})
 
 
 _ARITY = {"powf": 2, "pow": 2, "atan2f": 2, "atan2": 2, "copysignf": 2, "copysign": 2, "fmodf": 2,
@@ -431,6 +432,7 @@ def _header(inputs: Sequence[Tensor], outputs: Sequence[Tensor], workspace_size:
 def _main_c(inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
     tensors = [*inputs, *outputs]
     count = len(tensors)
+    usage = " ".join(["<input.bin>"] * len(inputs) + ["<output.bin>"] * len(outputs))
     lines = [
         "/* Reference driver: ./model in0.bin ... out0.bin ...; tensors are raw little-endian files. */",
         "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>", '#include "model.h"', "",
@@ -447,15 +449,19 @@ def _main_c(inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
         "  fclose(f);", "}", "",
         "int main(int argc, char **argv) {",
         "  const uint16_t probe = 1;",
-        "  if (*(const uint8_t *)&probe != 1) { fprintf(stderr, \"big-endian hosts are not supported\\n\"); return 2; }",
+        "  if (*(const uint8_t *)&probe != 1) {",
+        "    fprintf(stderr, \"big-endian hosts are not supported\\n\");",
+        "    return 2;",
+        "  }",
         f"  if (argc != {count + 1}) {{",
-        f"    fprintf(stderr, \"usage: %s {' '.join(['<input.bin>'] * len(inputs) + ['<output.bin>'] * len(outputs))}\\n\", argv[0]);",
+        f"    fprintf(stderr, \"usage: %s {usage}\\n\", argv[0]);",
         "    return 2;", "  }",
     ]
     for index, t in enumerate(inputs):
         lines.append(f"  {t.c_type} *{t.name} = read_tensor(argv[{index + 1}], TC_MODEL_INPUT{index}_BYTES);")
     for index, t in enumerate(outputs):
-        lines.append(f"  {t.c_type} *{t.name} = malloc(TC_MODEL_OUTPUT{index}_BYTES ? TC_MODEL_OUTPUT{index}_BYTES : 1);")
+        size = f"TC_MODEL_OUTPUT{index}_BYTES"
+        lines.append(f"  {t.c_type} *{t.name} = malloc({size} ? {size} : 1);")
     lines += [
         "  /* malloc returns memory aligned for any type (16 bytes on common hosts) */",
         "  void *workspace = malloc(TC_MODEL_WORKSPACE_SIZE ? TC_MODEL_WORKSPACE_SIZE : 1);",

@@ -123,6 +123,11 @@ def _set_signature(func: ir.Operation, attrs: list[dict[str, ir.Attribute]], res
         del func.attributes["res_attrs"]
 
 
+def _identity_memref(memref: ir.MemRefType) -> ir.MemRefType:
+    """``memref`` with the identity layout: what a C array parameter is."""
+    return ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown())
+
+
 def _top_level_ancestor(op: ir.Operation, func: ir.Operation) -> ir.Operation:
     while True:
         parent = op.parent
@@ -184,8 +189,9 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             op.erase()
             continue
         if op.parent != func:
-            raise CTargetUnsupportedOpError(f"the C target plans whole-function buffers only; {op.name} "
-                                            f"inside a loop at {op.location}")
+            raise CTargetUnsupportedOpError(
+                f"the C target plans whole-function buffers only; {op.name} inside a loop or branch at "
+                f"{op.location} (a buffer chosen at run time, e.g. an axis given as an input)")
     allocs = [op for op in allocs if op.name != "memref.dealloc"]
     # A view left unfolded would hide uses of its buffer from the lifetimes below.
     views = ops_where(func, lambda op: op.name.startswith("memref.") and op.name not in _BUFFER_OPS
@@ -209,7 +215,7 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     i64 = ir.IntegerType.get_signless(64)
     for buffer, op in zip(buffers, allocs):
         memref = ir.MemRefType(op.results[0].type)
-        arg = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown()), op.location)
+        arg = block.add_argument(_identity_memref(memref), op.location)
         attrs.append({OFFSET_ATTR: ir.IntegerAttr.get(i64, plan.offsets[buffer.name])})
         op.results[0].replace_all_uses_with(arg)
         op.erase()
@@ -221,7 +227,7 @@ def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
         if name not in weight_args:
             memref = ir.MemRefType(op.results[0].type)
             buffer_bytes(memref)
-            weight_args[name] = block.add_argument(ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown()), op.location)
+            weight_args[name] = block.add_argument(_identity_memref(memref), op.location)
             attrs.append({WEIGHT_ATTR: globals_[name].attributes["initial_value"],
                           WEIGHT_NAME_ATTR: ir.StringAttr.get(name)})
         op.results[0].replace_all_uses_with(weight_args[name])
@@ -259,7 +265,8 @@ def _scalars_as_one_element_arrays(block: ir.Block) -> None:
         for use in list(arg.uses):
             op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
             if op.name not in ("memref.load", "memref.store"):
-                raise CTargetUnsupportedOpError(f"the C target cannot index a scalar buffer in {op.name} at {op.location}")
+                raise CTargetUnsupportedOpError(
+                    f"the C target cannot index a scalar buffer in {op.name} at {op.location}")
             with ir.InsertionPoint(op), op.location:
                 zero = ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
                                            attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), 0)})
@@ -309,7 +316,10 @@ def signed_index_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     from ConvTranspose's strided loops) have no EmitC pattern at all; zero-extended
     (``index_castui``) to i64 they do."""
     i64 = ir.IntegerType.get_signless(64)
-    for op in ops_where(module, lambda op: op.name in _INDEX_OPS_IN_I64 and isinstance(op.results[0].type, ir.IndexType)):
+    def on_index(op: ir.Operation) -> bool:
+        return op.name in _INDEX_OPS_IN_I64 and isinstance(op.results[0].type, ir.IndexType)
+
+    for op in ops_where(module, on_index):
         cast = _INDEX_OPS_IN_I64[op.name]
         with ir.InsertionPoint(op), op.location:
             operands = [ir.Operation.create(cast, results=[i64], operands=[v]).results[0] for v in op.operands]
