@@ -30,7 +30,7 @@ from mlir.dialects import linalg
 from ...errors import CTargetShapeError, CTargetUnsupportedOpError
 from ..graph import graph_pass_elements
 from ..ir_queries import defined_functions, defining_op, ops_where
-from ..passes import register_pass
+from ..passes import register_pass, register_pipeline
 from ..pipeline import Pipeline, Stage
 from ..stages import input_stage, simplify_stage
 from . import workspace
@@ -365,3 +365,10 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
         Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, "convert-to-emitc", "canonicalize", C_CHECK),
               "math to libm calls; arith/scf/memref/func to EmitC"),
     ))
+
+
+@register_pipeline("tilecraft-lower-c",
+                   "The whole C target pipeline (c_pipeline, opt_level 0) from linalg on tensors to EmitC; "
+                   "print it with mlir-translate --mlir-to-cpp")
+def lower_c_pipeline(options: Mapping[str, str]) -> list[str]:
+    return c_pipeline().pass_elements()
