@@ -123,9 +123,9 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
 def _compile_c(source: Any, options: CompileOptions) -> CModel:
     """``target="c"``: C99 sources (pipelines/c_target, compiler/c_package.py) instead of a
     JIT; ``package_path`` writes them as a tar with ``main.c`` and a Makefile."""
-    if options.tuning_records is not None or options.offload:
-        raise OptionError("the C target takes no tuning_records or offload: it has no schedule "
-                          "and calls no library")
+    if options.tuning_records is not None or options.offload or options.profile:
+        raise OptionError("the C target takes no tuning_records, offload or profile: it has no schedule, "
+                          "calls no library and has no profiling variant")
     pipeline = options.pipeline or c_pipeline(opt_level=options.opt_level)
     if is_onnx_source(source):
         source = load(source, options.shape_dict)  # the ONNX graph's output names name the outputs

@@ -252,3 +252,8 @@ def test_sources_compile_without_warnings(name, tmp_path, digits):
         completed = subprocess.run([os.environ.get("CC", "cc"), "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror",
                                     "-c", str(tmp_path / source), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
         assert completed.returncode == 0, completed.stderr
+
+
+def test_options_the_c_target_cannot_honour():
+    with pytest.raises(tilecraft.errors.OptionError, match="offload"):
+        tilecraft.compile(str(DIGITS), target="c", shape_dict=DIGITS_SHAPE, offload=["blas"])
