@@ -276,9 +276,10 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
            output_names: Sequence[str] | None = None) -> CModel:
     """``module`` after ``c_pipeline`` (and ``plan``, read after its workspace stage) -> the
     C sources and the plan's figures."""
-    functions = [op.operation for op in module.body.operations if op.operation.name == "emitc.func"]
+    functions = [op.operation for op in module.body.operations if op.operation.name == "emitc.func"
+                 and "sym_visibility" not in op.operation.attributes]
     if len(functions) != 1:
-        raise CTargetUnsupportedOpError(f"expected one emitc.func after the C pipeline, found {len(functions)}")
+        raise CTargetUnsupportedOpError(f"expected one public emitc.func after the C pipeline, found {len(functions)}")
     func = functions[0]
     inputs: list[Tensor] = []
     outputs: list[Tensor] = []
@@ -322,7 +323,7 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
         func.attributes["specifiers"] = ir.ArrayAttr.get([ir.StringAttr.get("static")])
         del func.attributes["arg_attrs"]
         _mark_unused_parameters(func)
-        body = _translate(module)
+        body = _restrict_nest_parameters(_translate(module))
     model_h = _header(inputs, outputs, workspace_size, buffer_total, weight_bytes)
     params = ([f"const {t.c_type} *{t.name}" for t in inputs] + [f"{t.c_type} *{t.name}" for t in outputs]
               + ["void *workspace"])
@@ -347,6 +348,18 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
     sources = {"model.h": model_h, "model.c": model_c, "main.c": _main_c(inputs, outputs),
                "Makefile": _makefile()}
     return CModel(sources, tuple(inputs), tuple(outputs), workspace_size, buffer_total, buffer_count, weight_bytes)
+
+
+_NEST_SIGNATURE = re.compile(rf"^static void {c.NEST_PREFIX}\d+\(.*\) {{$", re.MULTILINE)
+_ARRAY_PARAMETER = re.compile(r"(\b\w+ v\d+)\[")
+
+
+def _restrict_nest_parameters(body: str) -> str:
+    """``float v1[restrict 4][8]`` (C99) for the array parameters of each loop-nest function:
+    every buffer a nest touches is alive during it, so the workspace plan made them disjoint
+    (pipelines/c_target/lowering.py, ``tilecraft-c-outline-nests``), and the caller's inputs,
+    outputs and workspace must not overlap (docs/c-target.md)."""
+    return _NEST_SIGNATURE.sub(lambda m: _ARRAY_PARAMETER.sub(r"\1[restrict ", m.group(0)), body)
 
 
 def _mark_unused_parameters(func: ir.Operation) -> None:

@@ -17,6 +17,8 @@ Why these steps, in this order:
   function over arrays that ``convert-to-emitc`` turns into an ``emitc.func``.
 - ``tilecraft-c-math-to-libm``: math ops become calls of the C99 libm functions listed in
   :data:`LIBM_FUNCTIONS` (docs/c-target.md); anything else is a typed error.
+- ``tilecraft-c-outline-nests``: each top-level loop nest becomes a function of the buffers
+  it touches, which the plan made disjoint, so the packer can declare them ``restrict``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ C_PLAN_WORKSPACE = "tilecraft-c-plan-workspace"
 C_MATH_TO_LIBM = "tilecraft-c-math-to-libm"
 C_CHECK = "tilecraft-c-check"
 C_SIGNED_INDEX = "tilecraft-c-signed-index"
+C_OUTLINE_NESTS = "tilecraft-c-outline-nests"
+NEST_PREFIX = "tc_model_nest"
 # index op -> the cast that keeps its meaning in i64 (signed ops sign-extend, unsigned zero-extend)
 _INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.index_cast",
                      "arith.shrsi": "arith.index_cast", "arith.remui": "arith.index_castui",
@@ -329,6 +333,66 @@ def signed_index_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         op.erase()
 
 
+def _defined_inside(op: ir.Operation) -> set[ir.Value]:
+    inside: set[ir.Value] = set()
+    for nested in ops_where(op, lambda _: True):
+        inside.update(nested.results)
+        for region in nested.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+    return inside
+
+
+@register_pass(C_OUTLINE_NESTS, "C target: each top-level loop nest of the entry becomes a private function of "
+               "the buffers it touches (which the workspace plan makes disjoint: restrict-safe)",
+               options={"prefix": f"name prefix of the outlined functions (default {NEST_PREFIX})"})
+def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: every buffer a nest reads or writes is alive during that nest, so the plan gave
+    them disjoint bytes; as parameters of a function of their own they can be ``restrict``
+    (compiler/c_package.py adds it), which lets the C compiler keep accumulators in registers
+    and vectorize. In one function for the whole model they could not: buffers that share
+    bytes at different times would be parameters of the same function. Constants are cloned
+    into each nest, not passed."""
+    prefix = options.get("prefix", NEST_PREFIX)
+    func = entry_function(module)
+    block = func.regions[0].blocks[0]
+    count = 0
+    for op in list(block.operations):
+        op = op.operation
+        if op.name != "scf.for" or len(op.results):
+            continue
+        inside = _defined_inside(op)
+        captured: list[ir.Value] = []
+        for nested in ops_where(op, lambda _: True):
+            for value in nested.operands:
+                if value not in inside and value not in captured:
+                    captured.append(value)
+        constants = [v for v in captured if (d := defining_op(v)) is not None and d.name == "arith.constant"]
+        params = [v for v in captured if v not in constants]
+        name = f"{prefix}{count}"
+        count += 1
+        with ir.InsertionPoint(func), op.location:
+            outlined = ir.Operation.create(
+                "func.func", regions=1,
+                attributes={"sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
+                            "function_type": ir.TypeAttr.get(ir.FunctionType.get([v.type for v in params], []))})
+        body = outlined.regions[0].blocks.append(*[v.type for v in params], arg_locs=[op.location] * len(params))
+        mapping: dict[ir.Value, ir.Value] = dict(zip(params, body.arguments))
+        with ir.InsertionPoint(body), op.location:
+            for value in constants:
+                mapping[value] = defining_op(value).clone().results[0]
+            clone = op.clone()
+            ir.Operation.create("func.return")
+        for nested in ops_where(clone, lambda _: True):
+            for index, value in enumerate(nested.operands):
+                if value in mapping:
+                    nested.operands[index] = mapping[value]
+        with ir.InsertionPoint(op), op.location:
+            ir.Operation.create("func.call", operands=params,
+                                attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        op.erase()
+
+
 def _unsupported(op: ir.Operation) -> bool:
     dialect = op.name.split(".")[0]
     return dialect not in ("emitc", "builtin")
@@ -344,8 +408,8 @@ def check_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
 
 
 def c_pipeline(*, opt_level: int = 0) -> Pipeline:
-    """linalg on tensors -> one ``emitc.func`` over arrays; ``mlir-translate --mlir-to-cpp``
-    then prints it (compiler/c_package.py)."""
+    """linalg on tensors -> ``emitc.func`` s over arrays (the entry and one per loop nest),
+    which ``mlir-translate --mlir-to-cpp`` then prints (compiler/c_package.py)."""
     graph_elements = [e for e in graph_pass_elements(opt_level) if e != "tilecraft-mark-groups"]
     return Pipeline((
         input_stage(),
@@ -362,8 +426,9 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
               "linalg to loops; views folded into indices; affine to arith"),
         Stage("workspace", (C_PLAN_WORKSPACE,),
               "buffers into one planned workspace, weights as arguments"),
-        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, "convert-to-emitc", "canonicalize", C_CHECK),
-              "math to libm calls; arith/scf/memref/func to EmitC"),
+        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize", "convert-to-emitc",
+                        "canonicalize", C_CHECK),
+              "math to libm calls; one function per loop nest; arith/scf/memref/func to EmitC"),
     ))
 
 

@@ -58,6 +58,8 @@ def test_model_c_is_plain_c99(digits):
     for banned in ("malloc(", "free(", "pthread", "#include <stdlib.h>", "std::", "nullptr"):
         assert banned not in source
     assert "static const float tc_model_weight0[" in source
+    # one function per loop nest, its buffers restrict (disjoint by the workspace plan)
+    assert "static void tc_model_nest0(float v1[restrict " in source
     assert "/* libm functions called: none */" in source
 
 
