@@ -48,6 +48,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Stage": (".pipelines.pipeline", "Stage"),
     "Target": (".pipelines.target", "Target"),
     "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
+    "CModel": (".compiler.c_package", "CModel"),
     "Schedule": (".schedule.te", "Schedule"),
     "ScheduleError": (".schedule.te", "ScheduleError"),
     "build": (".schedule.te", "build"),

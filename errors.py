@@ -170,3 +170,17 @@ class RemoteRunError(RemoteError):
 
 class RemoteTimeoutError(RemoteError):
     """The package's child process ran past the server's time limit and was killed."""
+
+
+class CTargetError(CompileError):
+    """The C target (``target="c"``) cannot lower a model: an op it has no C for (the message
+    names it and its location), or a dynamic shape (its workspace is planned at compile time,
+    so every shape must be static: pass ``shape_dict``)."""
+
+
+class CTargetUnsupportedOpError(CTargetError):
+    """An op the C target cannot translate to C99 (the message names it)."""
+
+
+class CTargetShapeError(CTargetError):
+    """A dynamic dimension reached the C target, which needs static shapes."""

@@ -17,6 +17,7 @@ from typing import Any
 from mlir import ir
 
 from ..dialects import graph
+from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module
 from ..pipelines.compiled_module import CompiledModule, jit_module
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
@@ -27,6 +28,8 @@ from ..pipelines.offload import offload_summary, summary_line
 from ..pipelines.pipeline import Stage
 from ..schedule.group import count_kernels
 from ..pipelines.options import CompileOptions
+from ..pipelines.c_target import c_pipeline
+from .c_package import CModel, capture_plan, emit_c
 from .package import PackageWriter
 from .source import load
 
@@ -35,8 +38,11 @@ def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(large_elements_limit=64, large_resource_limit=64)
 
 
-def compile(source: Any, options: CompileOptions | None = None, **overrides: Any) -> CompiledModule:
+def compile(source: Any, options: CompileOptions | None = None, **overrides: Any) -> "CompiledModule | CModel":
     """Compile ``source`` and JIT it; returns a module callable with numpy arrays.
+
+    With ``target="c"`` nothing is JIT-compiled: the result is a :class:`CModel` holding
+    C99 sources (``model.c``/``model.h``, docs/c-target.md) and their workspace plan.
 
     Args:
       source: anything ``frontend/loader.py`` accepts: a path to an ``.onnx`` / ``.mlir`` /
@@ -49,6 +55,8 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     """
     options = CompileOptions.of(options, **overrides)
     target = options.target
+    if target.is_c:
+        return _compile_c(source, options)
     pipeline = options.pipeline
     if pipeline is None:
         pipeline = (cuda_pipeline(target) if target.is_cuda
@@ -110,3 +118,53 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     compiled.kernel_count = kernel_count[0] if kernel_count else None
     compiled.offloaded = offloaded
     return compiled
+
+
+def _compile_c(source: Any, options: CompileOptions) -> CModel:
+    """``target="c"``: C99 sources (pipelines/c_target, compiler/c_package.py) instead of a
+    JIT; ``package_path`` writes them as a tar with ``main.c`` and a Makefile."""
+    if options.tuning_records is not None or options.offload or options.profile:
+        raise OptionError("the C target takes no tuning_records, offload or profile: it has no schedule, "
+                          "calls no library and has no profiling variant")
+    pipeline = options.pipeline or c_pipeline(opt_level=options.opt_level)
+    if is_onnx_source(source):
+        source = load(source, options.shape_dict)  # the ONNX graph's output names name the outputs
+    output_names = source.output_names if isinstance(source, Model) else None
+    context = ir.Context()
+    graph.load(context)
+    started = time.perf_counter()
+    module = load_module(source, context, shape_dict=options.shape_dict)
+    seconds = {"import": time.perf_counter() - started}
+    planned = []
+    with context, ir.Location.unknown():
+        signature = entry_signature(find_entry(module, options.entry))
+        if any(d is None for spec in signature.arguments for d in (spec.shape or ())):
+            raise CTargetShapeError(
+                f"the C target needs static shapes; {signature} has dynamic dimensions: pass "
+                "shape_dict (CLI: --input-shapes) with every dimension")
+
+        def record(stage: Stage, current: ir.Module) -> None:
+            nonlocal started
+            seconds[stage.name] = time.perf_counter() - started
+            if stage.name == "workspace":
+                planned.append(capture_plan(current))
+            started = time.perf_counter()
+
+        started = time.perf_counter()
+        try:
+            pipeline.run(module, after_stage=record)
+        except CompileError as error:
+            if isinstance(error, CTargetError) or error.stage != "emitc":
+                raise
+            # EmitC's conversions failing outright (not leaving an op behind) say so only in
+            # MLIR diagnostics: still a model the C target cannot translate.
+            raise CTargetUnsupportedOpError(f"EmitC could not translate the model: {error}", stage="emitc") from error
+        if not planned:
+            raise CompileError("the C target's pipeline needs its 'workspace' stage")
+        started = time.perf_counter()
+        model = emit_c(module, planned[0], signature, output_names)
+        seconds["emit"] = time.perf_counter() - started
+    model.compile_seconds = seconds
+    if options.package_path is not None:
+        model.write(options.package_path)
+    return model

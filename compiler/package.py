@@ -110,7 +110,7 @@ _RESOURCE_VALUE = re.compile(r"^dense_resource<(.+)> : ")
 _RESOURCE_BLOB = re.compile(r'^\s*(.+?): "0x([0-9A-Fa-f]*)",?\s*$')
 
 
-def _resource_blobs(module: ir.Module) -> dict[str, bytes]:
+def resource_blobs(module: ir.Module) -> dict[str, bytes]:
     """The module's builtin resource blobs by printed key (each blob's data, after the
     4-byte alignment prefix MLIR prints before it)."""
     text = module.operation.get_asm(large_elements_limit=16)
@@ -146,7 +146,7 @@ def externalize_weights(llvm_module: ir.Module, directory: Path) -> tuple[ir.Mod
             weights.append((op, match.group(1)))
     if not weights:
         return module, None, 0, 0
-    blobs = _resource_blobs(module)
+    blobs = resource_blobs(module)
     lines = ['\t.section .rodata.tilecraft_weights,"a"']
     total = 0
     with module.context:

@@ -122,6 +122,7 @@ def register_pipeline(
 DEFINITION_MODULES = (
     "tilecraft.pipelines.cpu",
     "tilecraft.pipelines.cuda.lowering",
+    "tilecraft.pipelines.c_target.lowering",
     "tilecraft.pipelines.profiling",
     "tilecraft.schedule",
 )

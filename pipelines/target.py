@@ -9,6 +9,9 @@ Cache sizes come from sysfs for the host, from a table of documented figures for
 CPUs, and from conservative defaults otherwise; ``-l1d=48K -l2=2M -l3=32M`` overrides them
 (a target for a machine the table does not know, or an experiment).
 
+``"c"`` is portable C99 sources with a statically planned workspace (pipelines/c_target,
+docs/c-target.md): no JIT, the user's C compiler builds them for any device.
+
 ``"cuda -arch=sm_80"`` is an NVIDIA GPU (pipelines/cuda): kernels become PTX for that
 architecture (and a cubin where ``ptxas`` is installed), the host code calls MLIR's CUDA
 runtime wrappers.
@@ -263,9 +266,13 @@ class Target:
             raise TargetError(f"cannot parse the target {spec!r}: {error}") from None
         if kind == "cuda":
             return cls._parse_cuda(spec, options)
+        if kind == "c":
+            if options:
+                raise TargetError(f"the C target takes no options, got {' '.join(options)!r} in {spec!r}")
+            return cls(kind="c", num_threads=1)
         if kind != "llvm":
             raise TargetError(
-                f"unknown target kind {kind!r} in {spec!r}; supported: 'llvm', 'cuda -arch=sm_XX'"
+                f"unknown target kind {kind!r} in {spec!r}; supported: 'llvm', 'cuda -arch=sm_XX', 'c'"
             )
         values: dict[str, str] = {}
         for option in options:
@@ -307,6 +314,11 @@ class Target:
     def is_cuda(self) -> bool:
         """True for an NVIDIA GPU target (``cuda -arch=...``)."""
         return self.kind == "cuda"
+
+    @property
+    def is_c(self) -> bool:
+        """True for portable C99 sources (``c``: pipelines/c_target, docs/c-target.md)."""
+        return self.kind == "c"
 
     @property
     def ptx_version(self) -> str:
@@ -375,6 +387,8 @@ class Target:
     def __str__(self) -> str:
         if self.is_cuda:
             return f"cuda -arch={self.arch}"
+        if self.is_c:
+            return "c"
         parts = [self.kind]
         if self.mcpu:
             parts.append(f"-mcpu={self.mcpu}")

@@ -150,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "torch.export program (.pt2)")
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
-                              "'llvm -mtriple=aarch64-linux-gnu' (default: llvm)")
+                              "'llvm -mtriple=aarch64-linux-gnu', 'c' (C99 sources, docs/c-target.md) "
+                              "(default: llvm)")
         sub.add_argument("--offload", type=parse_offload, default=(), metavar="BACKENDS",
                          help="offload matched ops to backends, comma-separated (e.g. blas); "
                               "tvmc-style, --target \"blas, llvm\" says the same")
@@ -170,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("-o", "--output", default="module.tar",
                           help="package path (default module.tar); for a CUDA target, a directory "
                           "for the kernels' .ptx/.cubin files")
+    compile_.add_argument("--report-sizes", action="store_true",
+                          help="--target c: cross-compile model.c for Cortex-M4F, rv32imafc and rv64gc "
+                          "(zig cc) and print code size and static RAM per target")
     compile_.set_defaults(handler=command_compile)
 
     run = commands.add_parser("run", help="run a compiled package",
@@ -264,6 +268,10 @@ def command_compile(args: argparse.Namespace) -> int:
     import tilecraft
 
     model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    if tilecraft.Target.parse(args.target).is_c:
+        return _compile_c(args, model)
+    if args.report_sizes:
+        raise UsageError("--report-sizes reports the C target's objects: use it with --target c")
     cuda = tilecraft.Target.parse(args.target).is_cuda
     if cuda and (args.output.endswith(".tar") or Path(args.output).is_file()):
         raise UsageError(
@@ -283,6 +291,26 @@ def command_compile(args: argparse.Namespace) -> int:
             (directory / f"{index:02d}-{stage}.mlir").write_text(compiled.ir(stage))
         print(f"IR after each stage written to {directory}/")
     print(f"compiled {model.name} for '{compiled.target}' in {seconds:.1f} s -> {args.output}")
+    return 0
+
+
+def _compile_c(args: argparse.Namespace, model: Any) -> int:
+    """``--target c``: a tar of model.c, model.h, main.c and a Makefile; with
+    ``--report-sizes``, the cross-compiled objects' sizes (compiler/c_cross.py)."""
+    import tilecraft
+
+    if args.profile or args.dump_ir or args.tuning_records or args.offload:
+        raise UsageError("--target c takes none of --profile, --dump-ir, --tuning-records, --offload")
+    start = time.perf_counter()
+    compiled = tilecraft.compile(model, _compile_options(args, package_path=args.output))
+    seconds = time.perf_counter() - start
+    print(f"compiled {model.name} for 'c' in {seconds:.1f} s -> {args.output}")
+    print(compiled.summary())
+    if args.report_sizes:
+        from ..compiler.c_cross import size_reports
+
+        for report in size_reports(compiled):
+            print(report.line())
     return 0
 
 

@@ -1,0 +1,178 @@
+"""Cross-compiling the C target's ``model.c`` for microcontrollers, and what the objects cost.
+
+Why: the C target exists for devices without an OS; this module checks that its sources
+build for them and reports what microTVM's model library format reports per target: code
+size (``.text``), read-only data (``.rodata``: the weights), and static RAM (``.data`` +
+``.bss`` + the planned workspace). Compile-only (object files): a device's firmware links
+them with its own libm and start-up code.
+
+The compiler is ``zig cc`` from the pinned ``ziglang`` wheel (extra ``cross`` in
+pyproject.toml; compiler/package.py uses it the same way for Linux cross builds): one
+download that carries Clang and every LLVM backend. Its freestanding targets have no libc
+headers, hence ``-DTC_MODEL_FREESTANDING`` (model.c then declares its libm prototypes).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import ToolchainError
+from .c_package import CModel
+
+EM_ARM, EM_RISCV = 40, 243
+EF_ARM_ABI_FLOAT_HARD = 0x400
+EF_RISCV_RVC, EF_RISCV_FLOAT_ABI = 0x1, 0x6
+_RISCV_FLOAT_ABIS = {0: "soft-float", 2: "single-float", 4: "double-float", 6: "quad-float"}
+
+
+@dataclass(frozen=True)
+class CrossTarget:
+    """A microcontroller target: its name, ``zig cc`` target and CPU, and the ELF header
+    fields an object built for it must carry."""
+
+    name: str
+    description: str
+    zig_target: str
+    cpu: str
+    machine: int
+    elf_class: int  # 32 or 64
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "ziglang", "cc", "-target", self.zig_target, f"-mcpu={self.cpu}"]
+
+
+CROSS_TARGETS: dict[str, CrossTarget] = {
+    target.name: target for target in (
+        CrossTarget("cortex-m4f", "Arm Cortex-M4F (thumbv7em, hard float)", "thumb-freestanding-eabihf",
+                    "cortex_m4", EM_ARM, 32),
+        CrossTarget("rv32imafc", "RISC-V rv32imafc (ilp32f)", "riscv32-freestanding-none",
+                    "generic_rv32+m+a+f+c", EM_RISCV, 32),
+        CrossTarget("rv64gc", "RISC-V rv64gc (lp64d)", "riscv64-freestanding-none", "baseline_rv64", EM_RISCV, 64),
+    )
+}
+CROSS_FLAGS = ("-std=c99", "-pedantic", "-Os", "-g0", "-ffunction-sections", "-fdata-sections",
+               "-DTC_MODEL_FREESTANDING", "-Wall", "-Wextra", "-Werror")
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    """The ELF header fields that say what an object is for, and its section sizes summed
+    by kind (``.text.foo`` counts as ``.text``)."""
+
+    elf_class: int
+    machine: int
+    flags: int
+    sections: dict[str, int]
+
+    @property
+    def architecture(self) -> str:
+        """A readable architecture: ``arm32 hard-float``, ``riscv32 rvc single-float``..."""
+        if self.machine == EM_ARM:
+            return "arm32 " + ("hard-float" if self.flags & EF_ARM_ABI_FLOAT_HARD else "soft-float")
+        if self.machine == EM_RISCV:
+            abi = _RISCV_FLOAT_ABIS[self.flags & EF_RISCV_FLOAT_ABI]
+            return f"riscv{self.elf_class}" + (" rvc" if self.flags & EF_RISCV_RVC else "") + f" {abi}"
+        return f"machine {self.machine} ({self.elf_class}-bit)"
+
+
+def read_elf(path: "str | Path") -> ElfInfo:
+    """Parse an ELF file's header and section table (either class, little-endian)."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF":
+        raise ToolchainError(f"{path} is not an ELF file")
+    elf_class = {1: 32, 2: 64}[data[4]]
+    if data[5] != 1:
+        raise ToolchainError(f"{path}: big-endian ELF is not supported")
+    if elf_class == 32:
+        machine, = struct.unpack_from("<H", data, 18)
+        flags, = struct.unpack_from("<I", data, 36)
+        shoff, = struct.unpack_from("<I", data, 32)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 46)
+    else:
+        machine, = struct.unpack_from("<H", data, 18)
+        shoff, = struct.unpack_from("<Q", data, 40)
+        flags, = struct.unpack_from("<I", data, 48)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
+
+    def section(index: int) -> tuple[int, int, int, int]:
+        base = shoff + index * shentsize
+        if elf_class == 32:
+            name, kind, _flags, _addr, offset, size = struct.unpack_from("<IIIIII", data, base)
+        else:
+            name, kind, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", data, base)
+        return name, kind, offset, size
+
+    _, _, names_offset, _ = section(shstrndx)
+    sizes: dict[str, int] = {}
+    for index in range(shnum):
+        name_at, kind, _, size = section(index)
+        end = data.index(b"\0", names_offset + name_at)
+        name = data[names_offset + name_at:end].decode()
+        for prefix in (".text", ".rodata", ".data", ".bss", ".sdata", ".sbss", ".srodata"):
+            if name == prefix or name.startswith(prefix + "."):
+                sizes[prefix] = sizes.get(prefix, 0) + size
+                break
+    return ElfInfo(elf_class, machine, flags, sizes)
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """What one target's object costs, as microTVM's model library format reports it."""
+
+    target: CrossTarget
+    elf: ElfInfo
+    workspace: int
+
+    @property
+    def text(self) -> int:
+        return self.elf.sections.get(".text", 0)
+
+    @property
+    def rodata(self) -> int:
+        return self.elf.sections.get(".rodata", 0) + self.elf.sections.get(".srodata", 0)
+
+    @property
+    def static_ram(self) -> int:
+        """``.data`` + ``.bss`` (small-data sections included) + the workspace."""
+        return sum(self.elf.sections.get(s, 0) for s in (".data", ".bss", ".sdata", ".sbss")) + self.workspace
+
+    def line(self) -> str:
+        return (f"{self.target.name:<11} {self.elf.architecture:<26} .text {self.text:>8} B  "
+                f".rodata {self.rodata:>9} B  static RAM {self.static_ram:>8} B "
+                f"(.data+.bss {self.static_ram - self.workspace} + workspace {self.workspace})")
+
+
+def zig_available() -> bool:
+    return importlib.util.find_spec("ziglang") is not None
+
+
+def cross_compile(model: CModel, target: CrossTarget, directory: "str | Path") -> Path:
+    """Compile ``model.c`` for ``target`` into ``directory/model-<target>.o``."""
+    if not zig_available():
+        raise ToolchainError("cross-compiling the C target needs the ziglang wheel (pip install -e '.[cross]')")
+    directory = model.write_sources(directory)
+    output = directory / f"model-{target.name}.o"
+    completed = subprocess.run([*target.command(), *CROSS_FLAGS, "-c", str(directory / "model.c"), "-o", str(output)],
+                               capture_output=True, text=True, timeout=600)
+    if completed.returncode != 0:
+        raise ToolchainError(f"zig cc for {target.name} failed: {completed.stderr.strip()[-2000:]}")
+    return output
+
+
+def size_reports(model: CModel, targets: Sequence[str] = tuple(CROSS_TARGETS)) -> list[SizeReport]:
+    """Cross-compile for each named target and read back the objects' ELF headers and sizes."""
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="tilecraft-cross-") as scratch:
+        for name in targets:
+            if name not in CROSS_TARGETS:
+                raise ToolchainError(f"unknown cross target {name!r}; known: {', '.join(CROSS_TARGETS)}")
+            target = CROSS_TARGETS[name]
+            reports.append(SizeReport(target, read_elf(cross_compile(model, target, scratch)), model.workspace_size))
+    return reports

@@ -1,0 +1,439 @@
+"""The C target's pipeline: linalg on tensors -> plain loops over plain buffers -> EmitC.
+
+Why these steps, in this order:
+
+- no schedule: the C compiler of the device vectorizes and unrolls (``-O2``/``-O3``); the
+  loops stay ``linalg``'s own loop nests in the op's iteration order.
+- ``tilecraft-c-out-params``: results become output arguments (``float *out``), written in
+  place where the result buffer is a fresh allocation, copied otherwise (a result that is an
+  input or a weight). Upstream ``buffer-results-to-out-params`` left the results of our
+  functions in place (see shared/STACK.md); every ``memref.copy`` becomes ``linalg.copy`` so
+  that it lowers to loops, not ``memcpy`` of a descriptor.
+- ``fold-memref-alias-ops``: reshapes and subviews fold into the indices of the loads and
+  stores that read through them, so only whole buffers are left (EmitC has no views).
+- ``tilecraft-c-plan-workspace``: each ``memref.alloc`` becomes an argument that the
+  entry wrapper points into the workspace at an offset planned here (workspace.py), each
+  weight (``memref.get_global``) an argument pointing at a ``const`` array. What is left is a
+  function over arrays that ``convert-to-emitc`` turns into an ``emitc.func``.
+- ``tilecraft-c-math-to-libm``: math ops become calls of the C99 libm functions listed in
+  :data:`LIBM_FUNCTIONS` (docs/c-target.md); anything else is a typed error.
+- ``tilecraft-c-outline-nests``: each top-level loop nest becomes a function of the buffers
+  it touches, which the plan made disjoint, so the packer can declare them ``restrict``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import linalg
+
+from ...errors import CTargetShapeError, CTargetUnsupportedOpError
+from ..graph import graph_pass_elements
+from ..ir_queries import defined_functions, defining_op, ops_where
+from ..passes import register_pass, register_pipeline
+from ..pipeline import Pipeline, Stage
+from ..stages import input_stage, simplify_stage
+from . import workspace
+
+C_OUT_PARAMS = "tilecraft-c-out-params"
+C_PLAN_WORKSPACE = "tilecraft-c-plan-workspace"
+C_MATH_TO_LIBM = "tilecraft-c-math-to-libm"
+C_CHECK = "tilecraft-c-check"
+C_SIGNED_INDEX = "tilecraft-c-signed-index"
+C_OUTLINE_NESTS = "tilecraft-c-outline-nests"
+NEST_PREFIX = "tc_model_nest"
+# index op -> the cast that keeps its meaning in i64 (signed ops sign-extend, unsigned zero-extend)
+_INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.index_cast",
+                     "arith.shrsi": "arith.index_cast", "arith.remui": "arith.index_castui",
+                     "arith.divui": "arith.index_castui", "arith.shrui": "arith.index_castui"}
+
+# Argument attributes the C packer reads (compiler/c_package.py).
+OUTPUT_ATTR = "tilecraft.c_output"  # index of the function result this argument holds
+OFFSET_ATTR = "tilecraft.c_workspace_offset"  # byte offset in the workspace
+WEIGHT_ATTR = "tilecraft.c_weight"  # the weight's initial value (a dense / dense_resource attr)
+WEIGHT_NAME_ATTR = "tilecraft.c_weight_name"
+WORKSPACE_SIZE_ATTR = "tilecraft.c_workspace_size"  # on the function: planned bytes
+BUFFER_TOTAL_ATTR = "tilecraft.c_buffer_total"  # on the function: sum of all buffers' bytes
+BUFFER_COUNT_ATTR = "tilecraft.c_buffer_count"
+
+# math op -> libm function (f32 name, f64 name). The documented list: the C target calls
+# nothing else from libm (docs/c-target.md).
+LIBM_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "math.exp": ("expf", "exp"), "math.exp2": ("exp2f", "exp2"), "math.expm1": ("expm1f", "expm1"),
+    "math.log": ("logf", "log"), "math.log2": ("log2f", "log2"), "math.log10": ("log10f", "log10"),
+    "math.log1p": ("log1pf", "log1p"), "math.sqrt": ("sqrtf", "sqrt"), "math.cbrt": ("cbrtf", "cbrt"),
+    "math.powf": ("powf", "pow"), "math.tanh": ("tanhf", "tanh"), "math.sinh": ("sinhf", "sinh"),
+    "math.cosh": ("coshf", "cosh"), "math.sin": ("sinf", "sin"), "math.cos": ("cosf", "cos"),
+    "math.tan": ("tanf", "tan"), "math.asin": ("asinf", "asin"), "math.acos": ("acosf", "acos"),
+    "math.atan": ("atanf", "atan"), "math.atan2": ("atan2f", "atan2"), "math.asinh": ("asinhf", "asinh"),
+    "math.acosh": ("acoshf", "acosh"), "math.atanh": ("atanhf", "atanh"), "math.erf": ("erff", "erf"),
+    "math.erfc": ("erfcf", "erfc"), "math.absf": ("fabsf", "fabs"), "math.floor": ("floorf", "floor"),
+    "math.ceil": ("ceilf", "ceil"), "math.round": ("roundf", "round"), "math.roundeven": ("rintf", "rint"),
+    "math.trunc": ("truncf", "trunc"), "math.copysign": ("copysignf", "copysign"),
+    "math.fma": ("fmaf", "fma"), "arith.remf": ("fmodf", "fmod"),
+}
+
+
+def _element_bytes(element: ir.Type) -> int:
+    if isinstance(element, ir.IndexType):
+        return 8  # size_t: at most 8 bytes on every target, so the plan is safe everywhere
+    if isinstance(element, (ir.IntegerType,)):
+        return max(1, ir.IntegerType(element).width // 8)
+    if isinstance(element, ir.F64Type):
+        return 8
+    if isinstance(element, ir.F32Type):
+        return 4
+    raise CTargetUnsupportedOpError(f"the C target has no C type for the element type {element}")
+
+
+def buffer_bytes(memref: ir.MemRefType) -> int:
+    """Bytes of a statically shaped buffer; :class:`CTargetShapeError` for a dynamic one."""
+    if not memref.has_static_shape:
+        raise CTargetShapeError(f"the C target needs static shapes, got a buffer {memref}: "
+                                "pass shape_dict / --input-shapes with every dimension")
+    return int(np.prod(memref.shape, dtype=np.int64)) * _element_bytes(memref.element_type)
+
+
+def entry_function(module: ir.Operation) -> ir.Operation:
+    """The one function the C target compiles (the packer reads its planned signature)."""
+    functions = defined_functions(module)
+    if len(functions) != 1:
+        raise CTargetUnsupportedOpError(
+            f"the C target compiles one function, found {len(functions)} "
+            f"({', '.join(ir.StringAttr(f.attributes['sym_name']).value for f in functions)})")
+    return functions[0]
+
+
+def _function_type(func: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+
+
+def argument_attributes(func: ir.Operation) -> list[dict[str, ir.Attribute]]:
+    """Each argument's attributes by name (empty dicts where the function has none)."""
+    count = len(func.regions[0].blocks[0].arguments)
+    if "arg_attrs" not in func.attributes:
+        return [{} for _ in range(count)]
+    return [{named.name: named.attr for named in ir.DictAttr(a)} for a in ir.ArrayAttr(func.attributes["arg_attrs"])]
+
+
+def _set_signature(func: ir.Operation, attrs: list[dict[str, ir.Attribute]], results: list[ir.Type]) -> None:
+    block = func.regions[0].blocks[0]
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([a.type for a in block.arguments], results))
+    func.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in attrs])
+    if "res_attrs" in func.attributes:
+        del func.attributes["res_attrs"]
+
+
+def _identity_memref(memref: ir.MemRefType) -> ir.MemRefType:
+    """``memref`` with the identity layout: what a C array parameter is."""
+    return ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown())
+
+
+def _top_level_ancestor(op: ir.Operation, func: ir.Operation) -> ir.Operation:
+    while True:
+        parent = op.parent
+        if parent is None or parent == func:
+            return op
+        op = parent.operation if hasattr(parent, "operation") else parent
+
+
+@register_pass(C_OUT_PARAMS, "C target: function results become output arguments; memref.copy becomes linalg.copy")
+def out_params_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    func = entry_function(module)
+    block = func.regions[0].blocks[0]
+    for arg in block.arguments:
+        if isinstance(arg.type, ir.MemRefType) and not ir.MemRefType(arg.type).has_static_shape:
+            raise CTargetShapeError(f"the C target needs static shapes, got an argument {arg.type}: "
+                                    "pass shape_dict / --input-shapes with every dimension")
+    attrs = argument_attributes(func)
+    terminator = block.operations[len(block.operations) - 1].operation
+    returned = list(terminator.operands)
+    for index, value in enumerate(returned):
+        if not isinstance(value.type, ir.MemRefType):
+            raise CTargetUnsupportedOpError(f"the C target returns buffers only, result {index} is {value.type}")
+        memref = ir.MemRefType(value.type)
+        buffer_bytes(memref)
+        layout = ir.MemRefType.get(memref.shape, memref.element_type, loc=ir.Location.unknown())
+        arg = block.add_argument(layout, terminator.location)
+        attrs.append({OUTPUT_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), index)})
+        owner = defining_op(value)
+        if (owner is not None and owner.name == "memref.alloc" and owner.parent == func
+                and returned.count(value) == 1 and memref.layout == layout.layout):
+            value.replace_all_uses_with(arg)
+            owner.erase()
+        else:
+            with ir.InsertionPoint(terminator), terminator.location:
+                linalg.copy(value, outs=[arg])
+    with ir.InsertionPoint(terminator), terminator.location:
+        ir.Operation.create("func.return")
+    terminator.erase()
+    _set_signature(func, attrs, [])
+    for copy in ops_where(module, lambda op: op.name == "memref.copy"):
+        source, target = copy.operands
+        with ir.InsertionPoint(copy), copy.location:
+            linalg.copy(source, outs=[target])
+        copy.erase()
+
+
+@register_pass(C_PLAN_WORKSPACE,
+               "C target: allocations become arguments at planned workspace offsets (liveness-based "
+               "reuse), weights become arguments; memref.global ops are dropped",
+               options={"alignment": "byte alignment of every buffer (default 16)"})
+def plan_workspace_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    alignment = int(options.get("alignment", workspace.DEFAULT_ALIGNMENT))
+    func = entry_function(module)
+    block = func.regions[0].blocks[0]
+    attrs = argument_attributes(func)
+    allocs = ops_where(func, lambda op: op.name in ("memref.alloc", "memref.alloca", "memref.dealloc"))
+    for op in allocs:
+        if op.name == "memref.dealloc":
+            op.erase()
+            continue
+        if op.parent != func:
+            raise CTargetUnsupportedOpError(
+                f"the C target plans whole-function buffers only; {op.name} inside a loop or branch at "
+                f"{op.location} (a buffer chosen at run time, e.g. an axis given as an input)")
+    allocs = [op for op in allocs if op.name != "memref.dealloc"]
+    # A view left unfolded would hide uses of its buffer from the lifetimes below.
+    views = ops_where(func, lambda op: op.name.startswith("memref.") and op.name not in _BUFFER_OPS
+                      and any(isinstance(r.type, ir.MemRefType) for r in op.results))
+    if views:
+        raise CTargetUnsupportedOpError(f"the C target cannot translate the view {views[0].name} at "
+                                        f"{views[0].location} (only loads and stores may read through views)")
+    # Lifetimes: positions in the top-level op order, from the allocation to its last user.
+    position = {op.operation: i for i, op in enumerate(block.operations)}
+    users: dict[ir.Value, int] = {op.results[0]: position[op] for op in allocs}
+    for op in block.operations:
+        top = position[op.operation]
+        for nested in ops_where(op.operation, lambda _: True):
+            for operand in nested.operands:
+                if operand in users:
+                    users[operand] = max(users[operand], top)
+    buffers = [workspace.Buffer(f"b{i}", buffer_bytes(ir.MemRefType(op.results[0].type)),
+                                position[op], users[op.results[0]]) for i, op in enumerate(allocs)]
+    plan = workspace.plan(buffers, alignment)
+    workspace.check(buffers, plan, alignment)
+    i64 = ir.IntegerType.get_signless(64)
+    for buffer, op in zip(buffers, allocs):
+        memref = ir.MemRefType(op.results[0].type)
+        arg = block.add_argument(_identity_memref(memref), op.location)
+        attrs.append({OFFSET_ATTR: ir.IntegerAttr.get(i64, plan.offsets[buffer.name])})
+        op.results[0].replace_all_uses_with(arg)
+        op.erase()
+    globals_ = {ir.StringAttr(op.attributes["sym_name"]).value: op
+                for op in ops_where(module, lambda op: op.name == "memref.global")}
+    weight_args: dict[str, ir.Value] = {}
+    for op in ops_where(func, lambda op: op.name == "memref.get_global"):
+        name = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+        if name not in weight_args:
+            memref = ir.MemRefType(op.results[0].type)
+            buffer_bytes(memref)
+            weight_args[name] = block.add_argument(_identity_memref(memref), op.location)
+            attrs.append({WEIGHT_ATTR: globals_[name].attributes["initial_value"],
+                          WEIGHT_NAME_ATTR: ir.StringAttr.get(name)})
+        op.results[0].replace_all_uses_with(weight_args[name])
+        op.erase()
+    for op in globals_.values():
+        op.erase()
+    _scalars_as_one_element_arrays(block)
+    _set_signature(func, attrs, [])
+    func.attributes[WORKSPACE_SIZE_ATTR] = ir.IntegerAttr.get(i64, plan.size)
+    func.attributes[BUFFER_TOTAL_ATTR] = ir.IntegerAttr.get(i64, plan.total)
+    func.attributes[BUFFER_COUNT_ATTR] = ir.IntegerAttr.get(i64, len(buffers))
+
+
+_BUFFER_OPS = frozenset({"memref.alloc", "memref.alloca", "memref.get_global"})
+
+
+def _scalars_as_one_element_arrays(block: ir.Block) -> None:
+    """Rank-0 buffers (a scalar tensor: ReduceSum without keepdims) become ``memref<1xT>``:
+    EmitC has no rank-0 array, and ``convert-func-to-emitc`` failed on such an argument. An
+    unused empty tensor (CastLike's ``like`` input, ``memref<0xf64>``) becomes one too: C
+    has no zero-length array."""
+    for arg in block.arguments:
+        if not isinstance(arg.type, ir.MemRefType):
+            continue
+        memref = ir.MemRefType(arg.type)
+        element = memref.element_type
+        if memref.rank > 0 and 0 in memref.shape:
+            if list(arg.uses):
+                raise CTargetUnsupportedOpError(f"the C target has no zero-length arrays: {memref} is used")
+            arg.set_type(ir.MemRefType.get([1], element, loc=ir.Location.unknown()))
+            continue
+        if memref.rank != 0:
+            continue
+        arg.set_type(ir.MemRefType.get([1], element, loc=ir.Location.unknown()))
+        for use in list(arg.uses):
+            op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if op.name not in ("memref.load", "memref.store"):
+                raise CTargetUnsupportedOpError(
+                    f"the C target cannot index a scalar buffer in {op.name} at {op.location}")
+            with ir.InsertionPoint(op), op.location:
+                zero = ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
+                                           attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), 0)})
+                new = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                          operands=[*op.operands, zero.results[0]])
+            for old, replacement in zip(op.results, new.results):
+                old.replace_all_uses_with(replacement)
+            op.erase()
+
+
+def _load_emitc(context: ir.Context) -> None:
+    context.dialects["emitc"]  # loads it: a dialect cannot be loaded while a pass runs
+
+
+@register_pass(C_MATH_TO_LIBM, "C target: math ops (and arith.remf) become emitc.call_opaque of C99 libm "
+               "functions (the documented list)", prepare=_load_emitc)
+def math_to_libm_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    for op in ops_where(module, lambda op: op.name in LIBM_FUNCTIONS or op.name == "math.rsqrt"):
+        result = op.results[0].type
+        if not isinstance(result, (ir.F32Type, ir.F64Type)):
+            raise CTargetUnsupportedOpError(f"the C target calls libm for f32/f64 scalars only; "
+                                            f"{op.name} on {result} at {op.location}")
+        single = isinstance(result, ir.F32Type)
+        with ir.InsertionPoint(op), op.location:
+            if op.name == "math.rsqrt":
+                root = ir.Operation.create("emitc.call_opaque", results=[result], operands=list(op.operands),
+                                           attributes={"callee": ir.StringAttr.get("sqrtf" if single else "sqrt")})
+                one = ir.Operation.create("arith.constant", results=[result],
+                                          attributes={"value": ir.FloatAttr.get(result, 1.0)})
+                call = ir.Operation.create("arith.divf", results=[result],
+                                           operands=[one.results[0], root.results[0]])
+            else:
+                name = LIBM_FUNCTIONS[op.name][0 if single else 1]
+                call = ir.Operation.create("emitc.call_opaque", results=[result], operands=list(op.operands),
+                                           attributes={"callee": ir.StringAttr.get(name)})
+        op.results[0].replace_all_uses_with(call.results[0])
+        op.erase()
+
+
+@register_pass(C_SIGNED_INDEX, "C target: division, remainder and right shift of index values computed in "
+               "i64 (EmitC prints index as size_t, where signed ones would be unsigned)")
+def signed_index_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: ``convert-arith-to-emitc`` turns ``arith.remsi`` of two ``index`` values into ``%``
+    of two ``size_t`` values: unsigned, so ``(j - 2) mod 6`` of a reflect pad was wrong for
+    ``j < 2``. ``arith.index_cast`` goes through ``ptrdiff_t`` (signed) in EmitC, so the op
+    is done on i64 between two such casts. The unsigned ones (``divui``/``remui`` of index,
+    from ConvTranspose's strided loops) have no EmitC pattern at all; zero-extended
+    (``index_castui``) to i64 they do."""
+    i64 = ir.IntegerType.get_signless(64)
+    def on_index(op: ir.Operation) -> bool:
+        return op.name in _INDEX_OPS_IN_I64 and isinstance(op.results[0].type, ir.IndexType)
+
+    for op in ops_where(module, on_index):
+        cast = _INDEX_OPS_IN_I64[op.name]
+        with ir.InsertionPoint(op), op.location:
+            operands = [ir.Operation.create(cast, results=[i64], operands=[v]).results[0] for v in op.operands]
+            wide = ir.Operation.create(op.name, results=[i64], operands=operands)
+            back = ir.Operation.create(cast, results=[op.results[0].type], operands=[wide.results[0]])
+        op.results[0].replace_all_uses_with(back.results[0])
+        op.erase()
+
+
+def _defined_inside(op: ir.Operation) -> set[ir.Value]:
+    inside: set[ir.Value] = set()
+    for nested in ops_where(op, lambda _: True):
+        inside.update(nested.results)
+        for region in nested.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+    return inside
+
+
+@register_pass(C_OUTLINE_NESTS, "C target: each top-level loop nest of the entry becomes a private function of "
+               "the buffers it touches (which the workspace plan makes disjoint: restrict-safe)",
+               options={"prefix": f"name prefix of the outlined functions (default {NEST_PREFIX})"})
+def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: every buffer a nest reads or writes is alive during that nest, so the plan gave
+    them disjoint bytes; as parameters of a function of their own they can be ``restrict``
+    (compiler/c_package.py adds it), which lets the C compiler keep accumulators in registers
+    and vectorize. In one function for the whole model they could not: buffers that share
+    bytes at different times would be parameters of the same function. Constants are cloned
+    into each nest, not passed."""
+    prefix = options.get("prefix", NEST_PREFIX)
+    func = entry_function(module)
+    block = func.regions[0].blocks[0]
+    count = 0
+    for op in list(block.operations):
+        op = op.operation
+        if op.name != "scf.for" or len(op.results):
+            continue
+        inside = _defined_inside(op)
+        captured: list[ir.Value] = []
+        for nested in ops_where(op, lambda _: True):
+            for value in nested.operands:
+                if value not in inside and value not in captured:
+                    captured.append(value)
+        constants = [v for v in captured if (d := defining_op(v)) is not None and d.name == "arith.constant"]
+        params = [v for v in captured if v not in constants]
+        name = f"{prefix}{count}"
+        count += 1
+        with ir.InsertionPoint(func), op.location:
+            outlined = ir.Operation.create(
+                "func.func", regions=1,
+                attributes={"sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
+                            "function_type": ir.TypeAttr.get(ir.FunctionType.get([v.type for v in params], []))})
+        body = outlined.regions[0].blocks.append(*[v.type for v in params], arg_locs=[op.location] * len(params))
+        mapping: dict[ir.Value, ir.Value] = dict(zip(params, body.arguments))
+        with ir.InsertionPoint(body), op.location:
+            for value in constants:
+                mapping[value] = defining_op(value).clone().results[0]
+            clone = op.clone()
+            ir.Operation.create("func.return")
+        for nested in ops_where(clone, lambda _: True):
+            for index, value in enumerate(nested.operands):
+                if value in mapping:
+                    nested.operands[index] = mapping[value]
+        with ir.InsertionPoint(op), op.location:
+            ir.Operation.create("func.call", operands=params,
+                                attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        op.erase()
+
+
+def _unsupported(op: ir.Operation) -> bool:
+    dialect = op.name.split(".")[0]
+    return dialect not in ("emitc", "builtin")
+
+
+@register_pass(C_CHECK, "C target: fail with the name of the first op EmitC did not translate")
+def check_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    left = ops_where(module, _unsupported)
+    if left:
+        names = sorted({op.name for op in left})
+        raise CTargetUnsupportedOpError(
+            f"the C target cannot translate {', '.join(names)} (first at {left[0].location})")
+
+
+def c_pipeline(*, opt_level: int = 0) -> Pipeline:
+    """linalg on tensors -> ``emitc.func`` s over arrays (the entry and one per loop nest),
+    which ``mlir-translate --mlir-to-cpp`` then prints (compiler/c_package.py)."""
+    graph_elements = [e for e in graph_pass_elements(opt_level) if e != "tilecraft-mark-groups"]
+    return Pipeline((
+        input_stage(),
+        *((Stage("graph", tuple(graph_elements), "graph passes for opt_level"),) if graph_elements else ()),
+        simplify_stage(),
+        Stage("bufferize",
+              ("one-shot-bufferize{bufferize-function-boundaries "
+               "function-boundary-type-conversion=identity-layout-map}",
+               "canonicalize", C_OUT_PARAMS),
+              "tensors to buffers; results as output arguments"),
+        Stage("loops",
+              ("convert-linalg-to-loops", "fold-memref-alias-ops", "lower-affine", "arith-expand",
+               "canonicalize", "cse"),
+              "linalg to loops; views folded into indices; affine to arith"),
+        Stage("workspace", (C_PLAN_WORKSPACE,),
+              "buffers into one planned workspace, weights as arguments"),
+        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize", "convert-to-emitc",
+                        "canonicalize", C_CHECK),
+              "math to libm calls; one function per loop nest; arith/scf/memref/func to EmitC"),
+    ))
+
+
+@register_pipeline("tilecraft-lower-c",
+                   "The whole C target pipeline (c_pipeline, opt_level 0) from linalg on tensors to EmitC; "
+                   "print it with mlir-translate --mlir-to-cpp")
+def lower_c_pipeline(options: Mapping[str, str]) -> list[str]:
+    return c_pipeline().pass_elements()
