@@ -119,23 +119,37 @@ def outputs_match(actual: np.ndarray, expected: np.ndarray) -> bool:
     return bool(np.allclose(actual, expected, rtol=1e-3, atol=1e-4 * max(scale, 1.0), equal_nan=True))
 
 
+def candidate_records(job: MeasureInput, scratch: Path) -> Path | None:
+    """The one-record file that makes the pipeline apply ``job``'s config (``None``: the
+    default schedule needs none), written in ``scratch``."""
+    from ..schedule.records import Record
+
+    if job.config is None:
+        return None
+    records = scratch / f"candidate-{os.getpid()}-{id(job)}.jsonl"
+    candidate = Record(task=job.task, config=job.config, status="ok", costs=[1.0],
+                       gflops=0.0, target=job.target)
+    records.write_text(candidate.to_json() + "\n")
+    return records
+
+
+@contextlib.contextmanager
+def schedule_failures_raise() -> Iterator[None]:
+    """A candidate script the interpreter rejects must fail the build, not fall back to
+    scalar loops as the default schedule does (with a warning)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="tilecraft-schedule", category=RuntimeWarning)
+        yield
+
+
 def _build(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
     from ..pipelines.compiled_module import compile_ir
     from ..pipelines.cpu import cpu_pipeline, with_tuning_records
     from ..pipelines.profiling import profiling_pipeline
     from ..pipelines.target import Target
-    from ..schedule.records import Record
 
-    records = None
-    if job.config is not None:
-        records = scratch / f"candidate-{os.getpid()}.jsonl"
-        candidate = Record(task=job.task, config=job.config, status="ok", costs=[1.0],
-                           gflops=0.0, target=job.target)
-        records.write_text(candidate.to_json() + "\n")
-    with warnings.catch_warnings():
-        # A candidate script the interpreter rejects must fail the build, not fall back to
-        # scalar loops as the default schedule does.
-        warnings.filterwarnings("error", message="tilecraft-schedule", category=RuntimeWarning)
+    records = candidate_records(job, scratch)
+    with schedule_failures_raise():
         target = Target.parse(job.target)
         pipeline = cpu_pipeline(target, opt_level=3)  # what tilecraft.compile runs by default
         if records is not None:

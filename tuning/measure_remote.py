@@ -32,29 +32,21 @@ from ..errors import (PackageError, RemoteAuthError, RemoteConnectionError, Remo
 from ..runtime import remote
 from ..runtime.package import signature_from_manifest, verify
 from ..compiler.compile import compile as compile_model
-from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions, outputs_match, random_inputs
+from .measure import (LocalRunner, MeasureInput, MeasureResult, RunnerOptions, candidate_records,
+                      outputs_match, random_inputs, schedule_failures_raise)
 
 
 
 def _build_package(job: MeasureInput, scratch: Path) -> str:
     """The candidate as a package in ``scratch``, compiled as ``tilecraft.compile(payload,
     tuning_records=<one record>, package_path=...)`` would; returns its path."""
-    from ..schedule.records import Record
-
-    records = None
-    if job.config is not None:
-        records = scratch / f"candidate-{id(job)}.jsonl"
-        candidate = Record(task=job.task, config=job.config, status="ok", costs=[1.0],
-                           gflops=0.0, target=job.target)
-        records.write_text(candidate.to_json() + "\n")
+    records = candidate_records(job, scratch)
     handle, name = tempfile.mkstemp(prefix="candidate-", suffix=".tar", dir=scratch)
     os.close(handle)
     path = Path(name)
-    with warnings.catch_warnings():
-        # A candidate script the interpreter rejects must fail the build (measure._build).
-        warnings.filterwarnings("error", message="tilecraft-schedule", category=RuntimeWarning)
+    with schedule_failures_raise():
         compile_model(job.payload, target=job.target, opt_level=3, tuning_records=records,
-                           package_path=path)
+                      package_path=path)
     return str(path)
 
 
