@@ -21,7 +21,7 @@ from ...errors import ModelImportError
 from ...runtime.limits import Limits
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
-from ..emit import core
+from ..emit import core, small_types
 from . import folding, functions
 from .model import (
     TensorInfo, check_model, default_opset, upgrade_old_opset, infer_shapes, initializers, load_model,
@@ -46,6 +46,14 @@ def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str
         elif lookup(node.op_type, opset) is None and not functions.has_function(node, opset):
             problems.append((_node_label(node, position), node.op_type, f"opset {opset}"))
     return problems
+
+
+# Ops that may take int4/uint4/int2/uint2/float4 operands (carried as i8): conversions and
+# data movement, which never compute on the stored value.
+SUB_BYTE_OPS = frozenset({
+    "Cast", "CastLike", "DequantizeLinear", "QuantizeLinear", "Identity", "Reshape", "Flatten",
+    "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather", "Shape", "Size",
+})
 
 
 class GraphImporter:
@@ -97,6 +105,14 @@ class GraphImporter:
         for name, array in weights.items():
             self.bind(name, array)
         for value, argument in zip(graph_inputs, entry.arguments):
+            info = self.infos.get(value.name)
+            if info is not None and small_types.is_sub_byte(info.dtype):
+                # The caller's bytes hold the value in their low bits only.
+                with location, ir.InsertionPoint(entry):
+                    argument = core.elementwise(
+                        [argument], core.tensor_type(argument).element_type,
+                        lambda v, dtype=info.dtype: small_types.normalize(v, dtype),
+                    )
             self.bind(value.name, argument)
         with ir.InsertionPoint(entry):
             for position, node in enumerate(self.graph.node):
@@ -124,7 +140,7 @@ class GraphImporter:
         if name:
             attributes[NAME_ATTRIBUTE] = ir.StringAttr.get(value_name)
         info = self.infos.get(value_name)
-        if info is not None and info.dtype.kind == "u":
+        if info is not None and (core.is_unsigned_dtype(info.dtype) or small_types.is_sub_byte(info.dtype)):
             attributes[DTYPE_ATTRIBUTE] = ir.StringAttr.get(info.dtype.name)
         return ir.DictAttr.get(attributes)
 
@@ -193,15 +209,30 @@ class GraphImporter:
             with ir.Location.name(f"{body_node.name}({body_node.op_type})"):
                 self._import_node(body_node, body_node.name or f"{label}/{position}")
 
+    def _check_sub_byte(self, node: onnx.NodeProto, label: str, infos: list[TensorInfo | None]) -> None:
+        """int4/int2/float4 tensors are ``i8`` in IR (emit/small_types.py): only ops that
+        convert or move them may see one; arithmetic on the storage would be a wrong answer."""
+        if node.op_type in SUB_BYTE_OPS:
+            return
+        for info in infos:
+            if info is not None and small_types.is_sub_byte(info.dtype):
+                raise ModelImportError(
+                    f"node {label!r} ({node.op_type}): {info.dtype} operands are supported by "
+                    f"{', '.join(sorted(SUB_BYTE_OPS))} only",
+                    problems=[(label, node.op_type, f"{info.dtype} operand")],
+                )
+
     def _emit(self, node: onnx.NodeProto, label: str, inputs: list) -> Sequence[object]:
         handler = lookup(node.op_type, self.opset)
         if handler is None:  # checked up front; kept for nodes reached another way
             raise ModelImportError(f"node {label!r}: {node.op_type} is not supported")
+        input_infos = [self._info(name, value) for name, value in zip(node.input, inputs)]
+        self._check_sub_byte(node, label, input_infos)
         context = NodeContext(
             node=node,
             opset=self.opset,
             inputs=inputs,
-            input_infos=[self._info(name, value) for name, value in zip(node.input, inputs)],
+            input_infos=input_infos,
             output_infos=[self.infos.get(name) for name in node.output],
             materialize=self.materialize,
         )

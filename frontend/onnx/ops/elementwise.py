@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from mlir import ir
 from mlir.dialects import arith, math
+from onnx.reference.ops.op_cast import cast_to as onnx_cast_to
 
 from ...emit import core
 from ...emit import elementwise as ew
@@ -372,18 +373,25 @@ def clip_inputs(ctx: NodeContext) -> list[ir.Value]:
 # --- types: Cast, CastLike -----------------------------------------------------------------
 
 def _cast_to(ctx: NodeContext, dtype: np.dtype) -> list[Output]:
-    """Convert input 0 to ``dtype`` (C-style, see ``emit.elementwise.cast``)."""
-    if ctx.const(0) is not None:  # a constant input: cast at import time
-        return [ctx.const(0).astype(dtype)]
+    """Convert input 0 to ``dtype`` (C-style, see ``emit.elementwise.cast``).
+
+    ``saturate`` (opset 19+, default 1) only concerns float8 targets: out-of-range values
+    become the largest finite value instead of Inf/NaN.
+    """
+    saturate = bool(ctx.attr("saturate", 1))
+    if ctx.const(0) is not None:  # a constant input: cast at import time, as ONNX's reference
+        return [_cast_constant(ctx.const(0), dtype, saturate)]
     x = ctx.value(0)
     target = core.element_type(dtype)
-    source_unsigned = ctx.is_unsigned(0)
-    if _element(x) == target and (dtype.kind == "u") == source_unsigned:
+    source = ctx.dtype(0)
+    if source == dtype:
         return [x]
-    return _map(
-        [x], target,
-        lambda v: ew.cast(v, target, source_unsigned=source_unsigned, target_unsigned=dtype.kind == "u"),
-    )
+    return _map([x], target, lambda v: ew.cast_dtypes(v, source, dtype, target, saturate=saturate))
+
+
+def _cast_constant(array: np.ndarray, dtype: np.dtype, saturate: bool) -> np.ndarray:
+    code = next(code for code, known in ONNX_DTYPES.items() if known == dtype)
+    return np.asarray(onnx_cast_to(array, code, saturate)).astype(dtype, copy=False)
 
 
 def _onnx_dtype_name(code: int) -> str:
@@ -395,8 +403,8 @@ def _onnx_dtype_name(code: int) -> str:
 
 @onnx_op("Cast", since=6)
 def cast(ctx: NodeContext) -> list[Output]:
-    """``saturate`` and ``round_mode`` only concern float8/float4 targets, which are not
-    supported; they are ignored for the supported types."""
+    """Any pair of supported types, float8/float4/int4/int2/bfloat16 included; ``round_mode``
+    only concerns FLOAT8E8M0, which is not supported."""
     to = int(ctx.attr("to"))
     if to not in ONNX_DTYPES:
         raise HandlerError(f"Cast to {_onnx_dtype_name(to)} is not supported")
