@@ -148,6 +148,11 @@ class GraphImporter:
         value = self.values.get(name)
         if value is None:
             raise ModelImportError(f"graph output {name!r} is never produced")
+        if not isinstance(value, (ir.Value, np.ndarray)):  # a sequence (ops/sequence.py)
+            raise ModelImportError(
+                f"graph output {name!r} is a {type(value).__name__}: only tensors cross the "
+                "function boundary"
+            )
         return self.materialize(value, name) if isinstance(value, np.ndarray) else value
 
     def _import_node(self, node: onnx.NodeProto, label: str) -> None:

@@ -143,6 +143,9 @@ def value_infos(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
     infos = {}
     for value in [*graph.input, *graph.value_info, *graph.output]:
         t = value.type
+        if t.HasField("optional_type") and t.optional_type.elem_type.HasField("tensor_type"):
+            # An optional tensor is carried as the tensor itself (ops/sequence.py's Optional*).
+            t = t.optional_type.elem_type
         if not t.HasField("tensor_type") or not t.tensor_type.elem_type:
             continue
         if t.tensor_type.elem_type not in ONNX_DTYPES:

@@ -8,5 +8,6 @@ from . import (  # noqa: F401
     reduction,
     resizing,
     scatter,
+    sequence,
     shape,
 )
