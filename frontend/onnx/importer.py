@@ -227,6 +227,28 @@ class GraphImporter:
                     problems=[(label, node.op_type, f"{info.dtype} operand")],
                 )
 
+    def import_subgraph(self, graph: onnx.GraphProto, bindings: Mapping[str, object], label: str) -> list:
+        """Import a control-flow body's nodes at the current insertion point and return its
+        outputs (SSA values, arrays or sequences). ``bindings`` gives its inputs; outer
+        values stay visible by name (ONNX names are unique across a model's graphs)."""
+        for name, array in initializers(graph).items():
+            self.values[name] = array
+        for name, value in bindings.items():
+            self.values[name] = value
+        for name, info in value_infos(graph).items():
+            if name not in bindings:
+                self.infos.setdefault(name, info)
+        for position, node in enumerate(graph.node):
+            node_label = f"{label}/{_node_label(node, position)}"
+            with ir.Location.name(f"{node_label}({node.op_type})"):
+                self._import_node(node, node_label)
+        results = []
+        for output in graph.output:
+            if output.name not in self.values:
+                raise ModelImportError(f"node {label!r}: body output {output.name!r} is never produced")
+            results.append(self.values[output.name])
+        return results
+
     def _emit(self, node: onnx.NodeProto, label: str, inputs: list) -> Sequence[object]:
         handler = lookup(node.op_type, self.opset)
         if handler is None:  # checked up front; kept for nodes reached another way
@@ -240,6 +262,7 @@ class GraphImporter:
             input_infos=input_infos,
             output_infos=[self.infos.get(name) for name in node.output],
             materialize=self.materialize,
+            subgraph=lambda graph, bindings: self.import_subgraph(graph, bindings, label),
         )
         try:
             outputs = list(handler.emit(context))

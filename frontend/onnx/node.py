@@ -41,6 +41,9 @@ class NodeContext:
     input_infos: list[TensorInfo | None]
     output_infos: list[TensorInfo | None]
     materialize: Callable[[np.ndarray, str], ir.Value]
+    # Imports a body graph (If/Loop/Scan) at the current insertion point: (graph, input
+    # bindings) -> its outputs.
+    subgraph: Callable[[onnx.GraphProto, dict], list] | None = None
 
     @property
     def op_type(self) -> str:

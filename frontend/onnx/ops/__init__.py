@@ -1,6 +1,7 @@
 """ONNX operator handlers, one module per family; importing them fills the registry."""
 
 from . import (  # noqa: F401
+    control_flow,
     elementwise,
     generators,
     nn,

@@ -65,17 +65,22 @@ def _position(ctx: NodeContext, index: int, length: int) -> int | ir.Value:
     return arith.select(negative, arith.addi(scalar, core.index(length)), scalar)
 
 
-def _joined(values: list[ir.Value]) -> list[ir.Value]:
-    """``values`` cast to one tensor type: a dim is static where all agree, else dynamic."""
+def joined_type(values: list[ir.Value]) -> ir.RankedTensorType:
+    """The tensor type of all ``values``: a dim is static where all agree, else dynamic."""
     shapes = [core.static_shape(v) for v in values]
     elements = {str(core.tensor_type(v).element_type) for v in values}
     if len({len(s) for s in shapes}) != 1 or len(elements) != 1:
-        raise HandlerError("sequence elements chosen at run time must have one rank and element type")
+        raise HandlerError("values chosen at run time must have one rank and element type")
     dims = [column[0] if len(set(column)) == 1 else None for column in zip(*shapes)]
-    target = ir.RankedTensorType.get(
+    return ir.RankedTensorType.get(
         [d if d is not None else ir.ShapedType.get_dynamic_size() for d in dims],
         core.tensor_type(values[0]).element_type,
     )
+
+
+def _joined(values: list[ir.Value]) -> list[ir.Value]:
+    """``values`` cast to their :func:`joined_type`."""
+    target = joined_type(values)
     return [v if v.type == target else tensor.cast(target, v) for v in values]
 
 
