@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     generators,
     nn,
     quantization,
+    recurrent,
     reduction,
     resizing,
     scatter,
