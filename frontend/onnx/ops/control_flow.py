@@ -1,4 +1,4 @@
-"""Control flow: If as ``scf.if``, Scan as ``scf.for`` (not unrolled).
+"""Control flow: If as ``scf.if``, Scan as ``scf.for``, Loop as ``scf.while`` (not unrolled).
 
 A body graph is imported into the region of its op, seeing outer values by name
 (``NodeContext.subgraph``). The region's result types are only known once the body is
@@ -34,6 +34,15 @@ def _materialized(ctx: NodeContext, values: list, what: str) -> list[ir.Value]:
 def _move_body(source: ir.Block, target: ir.Block) -> None:
     for op in list(source.operations):
         target.append(op)
+
+
+def _rebind(old: list[ir.Value], new: list[ir.Value]):
+    """Point every use of the placeholder's block arguments ``old`` at ``new``; returns the
+    translation for values the handler still holds (a body output may be an argument)."""
+    for a, b in zip(old, new):
+        a.replace_all_uses_with(b)
+    mapping = list(zip(old, new))
+    return lambda value: next((b for a, b in mapping if a == value), value)
 
 
 def _scalar_condition(ctx: NodeContext) -> ir.Value:
@@ -132,9 +141,9 @@ def scan(ctx: NodeContext) -> list[Output]:
         accumulators.append(core.empty([*extents[:axis], trip, *extents[axis:]], core.tensor_type(value).element_type))
     loop = scf.ForOp(zero, trip_index, one, [*states, *accumulators])
     _move_body(placeholder.body, loop.body)
-    placeholder.induction_variable.replace_all_uses_with(loop.induction_variable)
-    for old, new in zip(placeholder.inner_iter_args, loop.inner_iter_args):
-        old.replace_all_uses_with(new)
+    renamed = _rebind([placeholder.induction_variable, *placeholder.inner_iter_args],
+                      [loop.induction_variable, *loop.inner_iter_args])
+    new_states, per_iteration = [renamed(v) for v in new_states], [renamed(v) for v in per_iteration]
     with ir.InsertionPoint(loop.body):
         carried = list(loop.inner_iter_args)
         yields = [v if v.type == s.type else tensor.cast(s.type, v) for v, s in zip(new_states, states)]
@@ -150,3 +159,69 @@ def scan(ctx: NodeContext) -> list[Output]:
 def scf_sub(trip: ir.Value, iteration: ir.Value) -> ir.Value:
     """``trip - 1 - iteration``: the position of a reversed iteration."""
     return arith.subi(arith.subi(trip, core.index(1)), iteration)
+
+
+def _tensor_of(scalar: ir.Value) -> ir.Value:
+    return tensor.from_elements(ir.RankedTensorType.get([], scalar.type), [scalar])
+
+
+def _scalar_of(value: ir.Value) -> ir.Value:
+    return tensor.extract(value, [core.index(0)] * core.tensor_type(value).rank)
+
+
+@onnx_op("Loop", since=1)
+def loop(ctx: NodeContext) -> list[Output]:
+    """``scf.while`` (the trip count and the condition may be runtime values): carried
+    ``(iteration, condition, states..., scan outputs so far...)``; the before region tests
+    ``condition and iteration < M``, the after region runs the body. Scan outputs grow by
+    one slice per iteration (``tensor.concat``), as their final extent may be unknown.
+    Loop-carried values must keep their type across iterations."""
+    body = ctx.attr("body")
+    i64, i1 = ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
+    limit = _scalar_of(ctx.value(0)) if ctx.has_input(0) else arith.constant(i64, (1 << 63) - 1)
+    cond0 = _scalar_of(ctx.value(1)) if ctx.has_input(1) else arith.constant(i1, 1)
+    states = [ctx.value(i) for i in range(2, len(ctx.inputs)) if ctx.inputs[i] is not None]
+    names = [i.name for i in body.input]
+    zero = arith.constant(i64, 0)
+
+    # 1. The body in a placeholder loop, to learn its result types.
+    placeholder = scf.ForOp(core.index(0), core.index(1), core.index(1), [zero, cond0, *states])
+    with ir.InsertionPoint(placeholder.body):
+        iteration, condition, *carried = placeholder.inner_iter_args
+        bindings = {names[0]: _tensor_of(iteration), names[1]: _tensor_of(condition), **dict(zip(names[2:], carried))}
+        outputs = _materialized(ctx, ctx.subgraph(body, bindings), "Loop body")
+    cond_out, new_states, scanned = outputs[0], outputs[1:1 + len(states)], outputs[1 + len(states):]
+    for new, old in zip(new_states, states):
+        if joined_type([new, old]) != old.type:
+            raise HandlerError(f"a loop-carried value changes type ({old.type} -> {new.type})")
+    accumulators = []
+    for value in scanned:
+        extents = core.sizes(value)
+        if any(isinstance(e, ir.Value) for e in extents):
+            raise HandlerError("Loop scan outputs with dynamic extents are not supported")
+        accumulators.append(core.empty([0, *extents], core.tensor_type(value).element_type))
+    grown = [ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size(), *core.static_shape(v)],
+                                     core.tensor_type(v).element_type) for v in scanned]
+    accumulators = [tensor.cast(t, a) for t, a in zip(grown, accumulators)]
+
+    # 2. The while loop; the placeholder's operations move into its after region.
+    inits = [zero, cond0, *states, *accumulators]
+    types = [v.type for v in inits]
+    op = scf.WhileOp(types, inits)
+    before = op.before.blocks.append(*types)
+    with ir.InsertionPoint(before):
+        go = arith.andi(before.arguments[1], arith.cmpi(arith.CmpIPredicate.slt, before.arguments[0], limit))
+        scf.ConditionOp(go, list(before.arguments))
+    after = op.after.blocks.append(*types)
+    _move_body(placeholder.body, after)
+    renamed = _rebind(list(placeholder.inner_iter_args), list(after.arguments))
+    cond_out, new_states, scanned = renamed(cond_out), [renamed(v) for v in new_states], [renamed(v) for v in scanned]
+    with ir.InsertionPoint(after):
+        yields = [arith.addi(after.arguments[0], arith.constant(i64, 1)), _scalar_of(cond_out)]
+        yields += [v if v.type == s.type else tensor.cast(s.type, v) for v, s in zip(new_states, states)]
+        for value, accumulator in zip(scanned, after.arguments[2 + len(states):]):
+            unit = reshapes.reshape(value, [1, *core.sizes(value)])
+            yields.append(movement.concat([accumulator, unit], 0))
+        scf.YieldOp(yields)
+    placeholder.operation.erase()
+    return list(op.results)[2:]

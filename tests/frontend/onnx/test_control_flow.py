@@ -108,3 +108,36 @@ def test_if_branch_yielding_a_sequence_is_refused_by_name():
     )
     with pytest.raises(tilecraft.ModelImportError, match="If branch yields a TensorSequence"):
         tilecraft.compile(model)
+
+
+@pytest.mark.parametrize("trips, stop_at", [(5, 100.0), (5, 2.5), (0, 100.0)])
+def test_loop_with_runtime_trip_count_condition_and_scan_output(trips, stop_at):
+    """``s += x`` each iteration while ``s < stop`` (checked after the update), at most ``M``
+    times; the running values are stacked as a scan output of runtime length."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x"], ["s_out"]),
+         helper.make_node("ReduceSum", ["s_out"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "stop"], ["go"]),
+         helper.make_node("Identity", ["s_out"], ["scanned"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("scanned", TensorProto.FLOAT, [2])],
+    )
+    node = helper.make_node("Loop", ["M", "cond", "s0"], ["s", "history"], body=body)
+    model = model_of(
+        [node],
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("stop", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("history", TensorProto.FLOAT, ["n", 2])],
+    )
+    compare(model, {"M": np.array(trips, np.int64), "cond": np.array(True), "s0": np.zeros(2, np.float32),
+                    "x": np.array([0.5, 0.25], np.float32), "stop": np.array(stop_at, np.float32)})
+    assert "scf.while" in str(import_model(model))
