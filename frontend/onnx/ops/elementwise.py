@@ -425,6 +425,24 @@ def cast_like(ctx: NodeContext) -> list[Output]:
     return _cast_to(ctx, dtype)
 
 
+@onnx_op("Shrink", since=9)
+def shrink(ctx: NodeContext) -> list[Output]:
+    """``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0. (ONNX's function
+    body for it depends on the input type and comes out empty here.)"""
+    lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
+    x = ctx.value(0)
+    if not core.is_float(_element(x)):
+        raise HandlerError(f"Shrink on {_element(x)} is not supported (float types only)")
+
+    def body(v: ir.Value) -> ir.Value:
+        low = arith.cmpf(arith.CmpFPredicate.OLT, v, ew.like(-lambd, v))
+        high = arith.cmpf(arith.CmpFPredicate.OGT, v, ew.like(lambd, v))
+        shifted_up, shifted_down = arith.addf(v, ew.like(bias, v)), arith.subf(v, ew.like(bias, v))
+        return arith.select(low, shifted_up, arith.select(high, shifted_down, ew.like(0.0, v)))
+
+    return _map([x], _element(x), body)
+
+
 # --- values passed through -------------------------------------------------------------------
 
 @onnx_op("Identity", since=1)

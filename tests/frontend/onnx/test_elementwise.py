@@ -508,3 +508,9 @@ def test_mismatched_operand_types_are_refused():
     )
     with ir.Context(), pytest.raises(HandlerError, match="one element type"):
         lookup("Add", 17).emit(context)
+
+
+def test_shrink_soft_and_hard():
+    x = np.linspace(-3, 3, 13).astype(np.float32)
+    check_node("Shrink", {"x": x}, attributes={"lambd": 1.5, "bias": 1.5}, opset=10)
+    check_node("Shrink", {"x": x}, attributes={"lambd": 1.5}, opset=10)
