@@ -17,7 +17,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 from onnx.reference.ops.op_cast import cast_to as onnx_cast_to
 
-from ...emit import core
+from ...emit import core, small_types
 from ...emit import elementwise as ew
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
@@ -409,6 +409,33 @@ def cast(ctx: NodeContext) -> list[Output]:
     if to not in ONNX_DTYPES:
         raise HandlerError(f"Cast to {_onnx_dtype_name(to)} is not supported")
     return _cast_to(ctx, ONNX_DTYPES[to])
+
+
+@onnx_op("BitCast", since=26)
+def bit_cast(ctx: NodeContext) -> list[Output]:
+    """Reinterpret the bits as another type of the same width (bool as a byte)."""
+    to = int(ctx.attr("to"))
+    if to not in ONNX_DTYPES:
+        raise HandlerError(f"BitCast to {_onnx_dtype_name(to)} is not supported")
+    dtype = ONNX_DTYPES[to]
+    source = ctx.dtype(0)
+    if source.itemsize != dtype.itemsize or small_types.is_sub_byte(source) or small_types.is_sub_byte(dtype):
+        raise HandlerError(f"BitCast from {source} to {dtype}: only types of one width are supported")
+    if ctx.const(0) is not None:
+        return [ctx.const(0).view(dtype)]
+    x = ctx.value(0)
+    target = core.element_type(dtype)
+    if _element(x) == target:
+        return [x]  # signless integers: int8 <-> uint8 and the like change only the dtype
+
+    def body(v: ir.Value) -> ir.Value:
+        if isinstance(v.type, ir.IntegerType) and v.type.width == 1:  # a bool is one byte
+            return arith.extui(target, v)
+        if isinstance(target, ir.IntegerType) and target.width == 1:
+            return arith.cmpi(arith.CmpIPredicate.ne, v, ew.like(0, v))
+        return arith.bitcast(target, v)
+
+    return _map([x], target, body)
 
 
 @onnx_op("CastLike", since=15)

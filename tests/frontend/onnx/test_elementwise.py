@@ -514,3 +514,11 @@ def test_shrink_soft_and_hard():
     x = np.linspace(-3, 3, 13).astype(np.float32)
     check_node("Shrink", {"x": x}, attributes={"lambd": 1.5, "bias": 1.5}, opset=10)
     check_node("Shrink", {"x": x}, attributes={"lambd": 1.5}, opset=10)
+
+
+@pytest.mark.parametrize("source, target", [(np.float32, onnx.TensorProto.INT32), (np.int64, onnx.TensorProto.DOUBLE),
+                                            (np.uint16, onnx.TensorProto.INT16), (np.bool_, onnx.TensorProto.UINT8)])
+def test_bitcast_reinterprets_bits(source, target):
+    x = np.array([1.5, -2.0, 0.0, 3.25]).astype(source) if source != np.bool_ else np.array([True, False, True, True])
+    check_node("BitCast", {"x": x}, attributes={"to": target}, opset=26)
+
