@@ -37,10 +37,16 @@ def _node_label(node: onnx.NodeProto, position: int) -> str:
     return node.name or f"{node.op_type}_{position}"
 
 
+# Domains besides the default whose ops import only through their ONNX function bodies.
+FUNCTION_DOMAINS = frozenset({"ai.onnx.preview"})
+
+
 def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str, str]]:
     """Every node no handler covers, as (node name, op type, reason)."""
     problems = []
     for position, node in enumerate(graph.node):
+        if node.domain in FUNCTION_DOMAINS and functions.has_function(node, opset):
+            continue  # expanded from its function body (ai.onnx.preview's FlexAttention)
         if node.domain not in ("", "ai.onnx"):
             problems.append((_node_label(node, position), node.op_type, f"domain {node.domain!r}"))
         elif lookup(node.op_type, opset) is None and not functions.has_function(node, opset):
@@ -66,6 +72,7 @@ class GraphImporter:
         self.source_name = source_name
         self.opset = default_opset(proto)
         self.infos = value_infos(self.graph)
+        self.domain_opsets = {entry.domain: entry.version for entry in proto.opset_import}
         self.values: dict[str, ir.Value | np.ndarray] = {}
         # Bytes constant folding has made so far; past TILECRAFT_MAX_TOTAL nothing more is
         # folded (the nodes are emitted), so folding cannot exhaust memory however many nodes.
@@ -172,7 +179,7 @@ class GraphImporter:
         outputs = folding.fold(node, inputs, self.opset) if foldable else None
         if outputs is not None:
             self.folded_bytes += sum(a.nbytes for a in outputs if isinstance(a, np.ndarray))
-        if outputs is None and lookup(node.op_type, self.opset) is None:
+        if outputs is None and (node.domain in FUNCTION_DOMAINS or lookup(node.op_type, self.opset) is None):
             self._import_function(node, label, inputs)
             return
         if outputs is None:
@@ -203,14 +210,16 @@ class GraphImporter:
             info = self._info(name, value)
             if info is not None:
                 types[name] = functions.tensor_type(info)
-        body = functions.function_body(node, self.opset, types)
+        # A function of another domain (ai.onnx.preview) is versioned by that domain's opset.
+        opset = self.domain_opsets.get(node.domain, self.opset) if node.domain not in ("", "ai.onnx") else self.opset
+        body = functions.function_body(node, opset, types)
         if body is None:
             raise ModelImportError(
                 f"node {label!r} ({node.op_type}, opset {self.opset}): no handler, and ONNX "
                 "could not build its function body for these inputs",
                 problems=[(label, node.op_type, "function body unavailable")],
             )
-        for position, body_node in enumerate(functions.expand(node, label, body, self.opset)):
+        for position, body_node in enumerate(functions.expand(node, label, body, opset)):
             with ir.Location.name(f"{body_node.name}({body_node.op_type})"):
                 self._import_node(body_node, body_node.name or f"{label}/{position}")
 
