@@ -504,8 +504,10 @@ def dropout_inputs(ctx: NodeContext) -> list[Output]:
     non-zero ratio would need random numbers."""
     if not ctx.has_input(2):
         return _dropout(ctx, training=False)
-    training = bool(ctx.require_const(2, "training_mode").item())
     ratio = ctx.const(1) if ctx.has_input(1) else np.array(0.5)
+    if ratio is not None and float(ratio) == 0.0:
+        return _dropout(ctx, training=False)  # nothing dropped, whatever training_mode is at run time
+    training = bool(ctx.require_const(2, "training_mode").item())
     if training and ratio is None:
         raise HandlerError("training_mode=True with a ratio unknown at import time is not supported")
     return _dropout(ctx, training=training and float(ratio) != 0.0)

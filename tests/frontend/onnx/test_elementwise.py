@@ -522,3 +522,9 @@ def test_bitcast_reinterprets_bits(source, target):
     x = np.array([1.5, -2.0, 0.0, 3.25]).astype(source) if source != np.bool_ else np.array([True, False, True, True])
     check_node("BitCast", {"x": x}, attributes={"to": target}, opset=26)
 
+
+
+def test_dropout_with_zero_ratio_and_runtime_training_mode_is_an_identity():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check_node("Dropout", {"x": x, "training": np.array(True)}, constants={"ratio": np.float32(0.0)},
+               input_order=["x", "ratio", "training"], num_outputs=2, opset=22)
