@@ -1,4 +1,5 @@
-"""LSTM, GRU and RNN as a loop over time (all directions, layouts, initial states).
+"""LSTM, GRU and RNN as a loop over time (all directions, layouts, initial states), and
+ReverseSequence.
 
 Each direction is written as ONNX nodes and imported through the importer itself
 (``NodeContext.subgraph``): the input projection ``X @ W^T + biases`` for every time step
@@ -257,3 +258,33 @@ def gru(ctx: NodeContext) -> list[Output]:
 @onnx_op("RNN", since=7)
 def rnn(ctx: NodeContext) -> list[Output]:
     return _recurrent(ctx, "RNN")
+
+
+@onnx_op("ReverseSequence", since=10)
+def reverse_sequence(ctx: NodeContext) -> list[Output]:
+    """Reverse the first ``sequence_lens[b]`` steps of each batch entry (the padded batches
+    bidirectional RNN models feed backwards): a GatherElements along the time axis with
+    indices ``len - 1 - t`` below the length, ``t`` past it."""
+    x_dtype = np.dtype(ctx.dtype(0))
+    b = _Builder(f"{ctx.node.output[0] or ctx.node.name}__reverse_", x_dtype)
+    rank = len(ctx.input_infos[0].shape) if ctx.input_infos[0] is not None and ctx.input_infos[0].shape is not None \
+        else None
+    if rank is None:
+        raise HandlerError("ReverseSequence needs the input's rank")
+    time_axis, batch_axis = int(ctx.attr("time_axis", 0)), int(ctx.attr("batch_axis", 1))
+    x, lens = b.name("x"), b.name("lens")
+    shape = b.one("Shape", [x])
+    steps = b.one("Range", [b.const(0, np.int64), b.one("Squeeze", [
+        b.one("Slice", [shape, b.const([time_axis], np.int64), b.const([time_axis + 1], np.int64)]),
+        b.const([0], np.int64)]), b.const(1, np.int64)])
+    grid = [1] * rank
+    time_shape, batch_shape = list(grid), list(grid)
+    time_shape[time_axis], batch_shape[batch_axis] = -1, -1
+    t = b.one("Reshape", [steps, b.const(time_shape, np.int64)])
+    n = b.one("Reshape", [b.one("Cast", [lens], to=onnx.TensorProto.INT64), b.const(batch_shape, np.int64)])
+    reversed_index = b.one("Sub", [b.one("Sub", [n, b.const(1, np.int64)]), t])
+    index = b.one("Where", [b.one("Less", [t, n]), reversed_index, t])
+    out = b.one("GatherElements", [x, b.one("Expand", [index, shape])], axis=time_axis)
+    graph = helper.make_graph(b.nodes, b.name("graph"), [], [helper.make_tensor_value_info(out, 0, None)],
+                              b.initializers)
+    return ctx.subgraph(graph, {x: ctx.inputs[0], lens: ctx.inputs[1]})

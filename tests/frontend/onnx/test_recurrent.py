@@ -144,3 +144,19 @@ def test_unsupported_activation_is_named():
         output.CopyFrom(helper.make_tensor_value_info(output.name, TensorProto.FLOAT, [6, 1, 3, 4][:3]))
     with pytest.raises(tilecraft.ModelImportError, match="activation 'Gelu'"):
         tilecraft.compile(model)
+
+
+# GatherElements keeps scalar loops (a known schedule fallback, see docs/onnx-conformance.md).
+@pytest.mark.filterwarnings("ignore:tilecraft-schedule")
+@pytest.mark.parametrize("time_axis, batch_axis", [(0, 1), (1, 0)])
+def test_reverse_sequence(time_axis, batch_axis):
+    x = RNG.standard_normal((4, 4, 3)).astype(np.float32)
+    lens = np.array([4, 1, 3, 0], np.int64)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=batch_axis)
+    graph = helper.make_graph(
+        [node], "rev", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4, 3]),
+                        helper.make_tensor_value_info("lens", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4, 3])],
+    )
+    compare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {"x": x, "lens": lens},
+            reference="onnx")
