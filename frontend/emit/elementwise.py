@@ -50,11 +50,12 @@ def like(value: float | int | bool, scalar: ir.Value) -> ir.Value:
 
 
 def _is_f16(element: ir.Type) -> bool:
-    return isinstance(element, ir.F16Type)
+    """16-bit floats (f16 and bf16), which the formulas here run in f32."""
+    return isinstance(element, (ir.F16Type, ir.BF16Type))
 
 
 def widened(fn: ScalarFn) -> ScalarFn:
-    """Run ``fn`` in f32 when its argument is f16.
+    """Run ``fn`` in f32 when its argument is f16 or bf16.
 
     Why: the formulas below square their argument or use f32/f64 polynomial tables; in f16
     ``x * x`` overflows from 256 on and the tables have no f16 version.

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 import tilecraft
 from onnx_testing import check_node, import_error
@@ -170,3 +170,17 @@ def test_cast_to_float8e8m0_is_refused_naming_the_type():
     model = cast_model(onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT8E8M0, [4])
     with pytest.raises(ModelImportError, match="FLOAT8E8M0"):
         tilecraft.compile(model)
+
+
+def test_bfloat16_sums_accumulate_in_float32():
+    """1024 ones: a bf16 accumulator stops at 256 (256 + 1 rounds back to 256)."""
+    x = np.ones((4, 1024), dtype=ml_dtypes.bfloat16)
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    graph = helper.make_graph(
+        [node], "sum", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [4, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [4])],
+        [onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    got = tilecraft.compile(model)(x)
+    assert got.dtype == ml_dtypes.bfloat16 and (got.astype(np.float32) == 1024).all()
