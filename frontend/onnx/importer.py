@@ -54,8 +54,8 @@ def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str
     return problems
 
 
-# Ops that may take int4/uint4/int2/uint2/float4 operands (carried as i8): conversions and
-# data movement, which never compute on the stored value.
+# Ops that may take int4/uint4/int2/uint2/float4 (carried as i8) or float8 operands:
+# conversions and data movement, which never compute on the stored value.
 SUB_BYTE_OPS = frozenset({
     "Cast", "CastLike", "DequantizeLinear", "QuantizeLinear", "Identity", "Reshape", "Flatten",
     "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather", "Shape", "Size",
@@ -225,11 +225,12 @@ class GraphImporter:
 
     def _check_sub_byte(self, node: onnx.NodeProto, label: str, infos: list[TensorInfo | None]) -> None:
         """int4/int2/float4 tensors are ``i8`` in IR (emit/small_types.py): only ops that
-        convert or move them may see one; arithmetic on the storage would be a wrong answer."""
+        convert or move them may see one; arithmetic on the storage would be a wrong answer.
+        float8 arithmetic would reach LLVM, which has no float8 types: refused here too."""
         if node.op_type in SUB_BYTE_OPS:
             return
         for info in infos:
-            if info is not None and small_types.is_sub_byte(info.dtype):
+            if info is not None and (small_types.is_sub_byte(info.dtype) or info.dtype.name.startswith("float8")):
                 raise ModelImportError(
                     f"node {label!r} ({node.op_type}): {info.dtype} operands are supported by "
                     f"{', '.join(sorted(SUB_BYTE_OPS))} only",

@@ -184,3 +184,9 @@ def test_bfloat16_sums_accumulate_in_float32():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     got = tilecraft.compile(model)(x)
     assert got.dtype == ml_dtypes.bfloat16 and (got.astype(np.float32) == 1024).all()
+
+
+def test_arithmetic_on_float8_is_refused_naming_the_type():
+    a = np.arange(4, dtype=np.uint8).view(ml_dtypes.float8_e5m2)
+    message = import_error("Mul", {"a": a, "b": a}, opset=21)
+    assert "Mul" in message and "float8_e5m2" in message
