@@ -7,6 +7,7 @@ dynamic-dimension analysis (dim_relations.py); the runtime only checks calls aga
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from mlir import ir
 
@@ -43,12 +44,20 @@ def find_entry(module: ir.Module, entry: str | None) -> ir.Operation:
     return public[0]
 
 
+# Sub-byte types travel as i8 (one value per byte, as ml_dtypes stores them; see
+# frontend/emit/small_types.py): ``tilecraft.dtype`` names which.
+_SUB_BYTE = {np.dtype(t) for t in (ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2,
+                                   ml_dtypes.float4_e2m1fn)}
+
+
 def _overridden_dtype(name: str, natural: np.dtype, requested: str) -> np.dtype:
     """The dtype a ``tilecraft.dtype`` attribute asks for, if it has the same bits."""
     try:
-        dtype = np.dtype(requested)
+        dtype = np.dtype(getattr(ml_dtypes, requested, requested))
     except TypeError:
         raise EntryPointError(f"{name}: {DTYPE_ATTRIBUTE} = {requested!r} is not a numpy dtype") from None
+    if natural == np.dtype(np.int8) and dtype in _SUB_BYTE:
+        return dtype
     if dtype.itemsize != natural.itemsize or dtype.kind not in "iu" or natural.kind not in "iu":
         raise EntryPointError(
             f"{name}: {DTYPE_ATTRIBUTE} = {requested!r} does not reinterpret {natural}"

@@ -137,7 +137,9 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
     )
     return (
         Stage("bufferize",
-              ("one-shot-bufferize{bufferize-function-boundaries "
+              # allow-return-allocs-from-loops: an ONNX Scan's state is a new tensor each
+              # iteration (frontend/onnx/ops/control_flow.py), not an update in place.
+              ("one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                "function-boundary-type-conversion=identity-layout-map}",
                "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
               "tensors to buffers; results returned as fresh allocations the caller frees"),

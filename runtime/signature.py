@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import ArgumentTypeError, ArgumentValueError, EntryPointError
@@ -35,6 +36,12 @@ def numpy_dtype(element_type: "ir.Type") -> np.dtype:
         "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
         "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
         "index": np.int64,
+        # Types numpy lacks, as ml_dtypes dtypes: the native code reads and writes the same
+        # bytes. (int4, int2 and float4 are i8 in IR, named by tilecraft.dtype.)
+        "bf16": ml_dtypes.bfloat16,
+        "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+        "f8E5M2": ml_dtypes.float8_e5m2, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+        "f8E8M0FNU": ml_dtypes.float8_e8m0fnu,
     }
     if text not in dtypes:
         raise EntryPointError(

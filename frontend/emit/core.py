@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
@@ -25,10 +26,32 @@ _ELEMENT_TYPES: dict[np.dtype, Callable[[], ir.Type]] = {
     np.dtype(np.uint32): lambda: ir.IntegerType.get_signless(32),
     np.dtype(np.int64): lambda: ir.IntegerType.get_signless(64),
     np.dtype(np.uint64): lambda: ir.IntegerType.get_signless(64),
+    # Small types (ml_dtypes): MLIR's own float types; sub-byte integers are signless iN.
+    # Conversions to and from the float8 ones are bit manipulation (emit/small_types.py).
+    np.dtype(ml_dtypes.bfloat16): ir.BF16Type.get,
+    np.dtype(ml_dtypes.float8_e4m3fn): ir.Float8E4M3FNType.get,
+    np.dtype(ml_dtypes.float8_e4m3fnuz): ir.Float8E4M3FNUZType.get,
+    np.dtype(ml_dtypes.float8_e5m2): ir.Float8E5M2Type.get,
+    np.dtype(ml_dtypes.float8_e5m2fnuz): ir.Float8E5M2FNUZType.get,
+    # Sub-byte types are carried as i8 (why: emit/small_types.py).
+    np.dtype(ml_dtypes.float4_e2m1fn): lambda: ir.IntegerType.get_signless(8),
+    np.dtype(ml_dtypes.int4): lambda: ir.IntegerType.get_signless(8),
+    np.dtype(ml_dtypes.uint4): lambda: ir.IntegerType.get_signless(8),
+    np.dtype(ml_dtypes.int2): lambda: ir.IntegerType.get_signless(8),
+    np.dtype(ml_dtypes.uint2): lambda: ir.IntegerType.get_signless(8),
 }
 
 # Arrays with more elements than this become dense_resource blobs (never printed as text).
 RESOURCE_THRESHOLD = 64
+
+
+_UNSIGNED_SUB_BYTE = (np.dtype(ml_dtypes.uint4), np.dtype(ml_dtypes.uint2))
+
+
+def is_unsigned_dtype(dtype: np.dtype | type) -> bool:
+    """numpy's unsigned integers and ml_dtypes' uint4/uint2 (whose kind is ``V``)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "u" or dtype in _UNSIGNED_SUB_BYTE
 
 
 def element_type(dtype: np.dtype | type) -> ir.Type:
@@ -95,6 +118,8 @@ def constant(array: np.ndarray, *, name: str = "constant") -> ir.Value:
     """
     array = np.asarray(array, order="C")  # not ascontiguousarray: that makes 0-d arrays 1-d
     ttype = ir.RankedTensorType.get(list(array.shape), element_type(array.dtype))
+    if array.dtype.kind == "V" or array.dtype == np.dtype(ml_dtypes.float8_e5m2):
+        return _small_type_constant(array, ttype, name)
     if array.size > RESOURCE_THRESHOLD and (array == array.flat[0]).all():
         # A large splat (e.g. ConstantOfShape weights) is filled at run time: as a global it
         # would put every element into the object code.
@@ -109,6 +134,25 @@ def constant(array: np.ndarray, *, name: str = "constant") -> ir.Value:
     else:
         attr = ir.DenseElementsAttr.get(array, type=ttype)
     return arith.constant(ttype, attr)
+
+
+def _small_type_constant(array: np.ndarray, ttype: ir.RankedTensorType, name: str) -> ir.Value:
+    """An ml_dtypes array (bfloat16, float8, float4, int4, int2) as a tensor constant.
+
+    Types of whole bytes take their bits as a same-width integer buffer; sub-byte ones are
+    ``i8`` constants (see emit/small_types.py).
+    """
+    element = ttype.element_type
+    if array.dtype.name not in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):
+        bits = array.view(np.dtype(f"i{array.dtype.itemsize}"))
+        if array.size > RESOURCE_THRESHOLD:
+            return arith.constant(ttype, ir.DenseResourceElementsAttr.get_from_buffer(bits, name, ttype))
+        return arith.constant(ttype, ir.DenseElementsAttr.get(bits, type=ttype))
+    if array.dtype.name == "float4_e2m1fn":
+        codes = (array.view(np.uint8) & 0xF).astype(np.int8)
+    else:  # int4/int2 values sign-extended, uint4/uint2 values zero-extended
+        codes = array.astype(np.int16).astype(np.int8)
+    return constant(codes, name=name)
 
 
 def broadcast_extents(values: Sequence[ir.Value]) -> list[int | ir.Value]:

@@ -24,10 +24,11 @@ import math as pymath
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from . import core
+from . import core, small_types
 
 ScalarFn = Callable[[ir.Value], ir.Value]
 
@@ -49,11 +50,12 @@ def like(value: float | int | bool, scalar: ir.Value) -> ir.Value:
 
 
 def _is_f16(element: ir.Type) -> bool:
-    return isinstance(element, ir.F16Type)
+    """16-bit floats (f16 and bf16), which the formulas here run in f32."""
+    return isinstance(element, (ir.F16Type, ir.BF16Type))
 
 
 def widened(fn: ScalarFn) -> ScalarFn:
-    """Run ``fn`` in f32 when its argument is f16.
+    """Run ``fn`` in f32 when its argument is f16 or bf16.
 
     Why: the formulas below square their argument or use f32/f64 polynomial tables; in f16
     ``x * x`` overflows from 256 on and the tables have no f16 version.
@@ -341,8 +343,12 @@ def cast(
     *,
     source_unsigned: bool = False,
     target_unsigned: bool = False,
+    saturate: bool = True,
 ) -> ir.Value:
     """C-style conversion of one scalar, without LLVM poison for float -> narrow int.
+
+    float8/float4 on either side go through ``f32`` (emit/small_types.py; ``saturate``
+    says what an out-of-range value becomes), and bf16 <-> f16 too (neither is narrower).
 
     Float -> integer truncates toward zero. LLVM's ``fptosi``/``fptoui`` are poison when the
     value does not fit the *target*, e.g. 200.0 -> u8 through a signed i8; so narrow
@@ -351,6 +357,17 @@ def cast(
     in-range values of the wider type. Everything else is :func:`core.convert_scalar`.
     """
     source = value.type
+    if source == to:
+        return value
+    f32 = ir.F32Type.get()
+    if small_types.small_format(source) is not None:
+        value = small_types.decode(value)
+        return value if to == f32 else cast(value, to, target_unsigned=target_unsigned, saturate=saturate)
+    if small_types.small_format(to) is not None:
+        wide = cast(value, f32, source_unsigned=source_unsigned)
+        return small_types.encode(wide, to, saturate=saturate)
+    if core.is_float(source) and core.is_float(to) and source.width == to.width:  # bf16 <-> f16
+        return core.convert_scalar(core.convert_scalar(value, f32), to)
     if not (core.is_float(source) and isinstance(to, ir.IntegerType) and to.width > 1):
         return core.convert_scalar(value, to, unsigned=source_unsigned)
     if to.width == 64:
@@ -358,6 +375,31 @@ def cast(
     wide = ir.IntegerType.get_signless(64 if target_unsigned and to.width == 32 else 32)
     converted = arith.fptosi(wide, value)
     return converted if wide == to else arith.trunci(to, converted)
+
+
+def cast_dtypes(value: ir.Value, source: np.dtype, target: np.dtype, to: ir.Type, *, saturate: bool) -> ir.Value:
+    """Convert a scalar of numpy type ``source`` to ``target`` (MLIR element type ``to``),
+    either of them possibly a sub-byte type carried as ``i8`` (see emit/small_types.py);
+    others go to :func:`cast`.
+
+    Integer targets wrap (as numpy's ``astype`` and ONNX's reference do): the value is
+    converted to ``i32`` first, then its low bits are kept and sign- or zero-extended.
+    """
+    source, target = np.dtype(source), np.dtype(target)
+    f32 = ir.F32Type.get()
+    i8 = ir.IntegerType.get_signless(8)
+    source_unsigned = source.kind == "u" or source.name in ("uint4", "uint2")
+    if source.name == small_types.FLOAT4:
+        value, source_unsigned = small_types.decode(value, small_types.FORMATS["f4E2M1FN"]), False
+    if target.name == small_types.FLOAT4:
+        wide = cast(value, f32, source_unsigned=source_unsigned)
+        return arith.trunci(i8, small_types.encode_code(wide, small_types.FORMATS["f4E2M1FN"], saturate=True))
+    if target.name in small_types.SUB_BYTE_INTEGERS:
+        i32 = ir.IntegerType.get_signless(32)
+        wide = cast(value, i32, source_unsigned=source_unsigned)
+        return small_types.normalize(arith.trunci(i8, wide), target)
+    return cast(value, to, source_unsigned=source_unsigned, target_unsigned=target.kind == "u",
+                saturate=saturate)
 
 
 # --- transcendental functions the pipeline cannot lower (accurately) as math ops ---------

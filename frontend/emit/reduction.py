@@ -119,8 +119,9 @@ def _index_to(value: ir.Value, element: ir.Type) -> ir.Value:
 
 def accumulator_type(element: ir.Type) -> ir.Type:
     """Element type to accumulate ``element`` in: f32 for f16 (its 11-bit mantissa loses
-    whole addends after ~2048 terms), the type itself otherwise."""
-    return ir.F32Type.get() if isinstance(element, ir.F16Type) else element
+    whole addends after ~2048 terms) and bf16 (8 bits: after ~256), the type itself
+    otherwise."""
+    return ir.F32Type.get() if isinstance(element, (ir.F16Type, ir.BF16Type)) else element
 
 
 # --- shapes ------------------------------------------------------------------------------

@@ -17,7 +17,11 @@ from ...runtime.limits import Limits, element_count
 # Ops whose result is not a function of their inputs, or that have side effects.
 _NEVER_FOLD = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-     "Bernoulli", "Dropout", "If", "Loop", "Scan"}
+     "Bernoulli", "Dropout", "If", "Loop", "Scan",
+     # Sequences and optionals are import-time objects of ops/sequence.py, never arrays.
+     "SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
+     "SequenceLength", "SplitToSequence", "ConcatFromSequence", "Optional",
+     "OptionalHasElement", "OptionalGetElement"}
 )
 # Fold only when the inputs are small: folding a large computation would bloat the model.
 _MAX_INPUT_ELEMENTS = 1 << 20

@@ -113,8 +113,33 @@ def expand(
                 new.attribute.append(bound)
             else:
                 new.attribute.append(attribute)
+                if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                    for graph in [new.attribute[-1].g] if attribute.type == onnx.AttributeProto.GRAPH else new.attribute[-1].graphs:
+                        _rename_graph(graph, rename)
         expanded.append(new)
     return expanded
+
+
+def _rename_graph(graph: onnx.GraphProto, rename) -> None:
+    """Apply the body's renaming inside a control-flow attribute (If branches, Loop/Scan
+    bodies): they read the function's values by name, and define names of their own."""
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        value.name = rename(value.name)
+    for initializer in graph.initializer:
+        initializer.name = rename(initializer.name)
+    for node in graph.node:
+        renamed_inputs = [rename(n) for n in node.input]
+        del node.input[:]
+        node.input.extend(renamed_inputs)
+        renamed_outputs = [rename(n) for n in node.output]
+        del node.output[:]
+        node.output.extend(renamed_outputs)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                _rename_graph(attribute.g, rename)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    _rename_graph(sub, rename)
 
 
 def tensor_type(info: TensorInfo) -> onnx.TypeProto:

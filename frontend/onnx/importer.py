@@ -21,7 +21,7 @@ from ...errors import ModelImportError
 from ...runtime.limits import Limits
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
-from ..emit import core
+from ..emit import core, small_types
 from . import folding, functions
 from .model import (
     TensorInfo, check_model, default_opset, upgrade_old_opset, infer_shapes, initializers, load_model,
@@ -37,15 +37,29 @@ def _node_label(node: onnx.NodeProto, position: int) -> str:
     return node.name or f"{node.op_type}_{position}"
 
 
+# Domains besides the default whose ops import only through their ONNX function bodies.
+FUNCTION_DOMAINS = frozenset({"ai.onnx.preview"})
+
+
 def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str, str]]:
     """Every node no handler covers, as (node name, op type, reason)."""
     problems = []
     for position, node in enumerate(graph.node):
+        if node.domain in FUNCTION_DOMAINS and functions.has_function(node, opset):
+            continue  # expanded from its function body (ai.onnx.preview's FlexAttention)
         if node.domain not in ("", "ai.onnx"):
             problems.append((_node_label(node, position), node.op_type, f"domain {node.domain!r}"))
         elif lookup(node.op_type, opset) is None and not functions.has_function(node, opset):
             problems.append((_node_label(node, position), node.op_type, f"opset {opset}"))
     return problems
+
+
+# Ops that may take int4/uint4/int2/uint2/float4 (carried as i8) or float8 operands:
+# conversions and data movement, which never compute on the stored value.
+SUB_BYTE_OPS = frozenset({
+    "Cast", "CastLike", "DequantizeLinear", "QuantizeLinear", "Identity", "Reshape", "Flatten",
+    "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather", "Shape", "Size",
+})
 
 
 class GraphImporter:
@@ -58,6 +72,7 @@ class GraphImporter:
         self.source_name = source_name
         self.opset = default_opset(proto)
         self.infos = value_infos(self.graph)
+        self.domain_opsets = {entry.domain: entry.version for entry in proto.opset_import}
         self.values: dict[str, ir.Value | np.ndarray] = {}
         # Bytes constant folding has made so far; past TILECRAFT_MAX_TOTAL nothing more is
         # folded (the nodes are emitted), so folding cannot exhaust memory however many nodes.
@@ -97,6 +112,14 @@ class GraphImporter:
         for name, array in weights.items():
             self.bind(name, array)
         for value, argument in zip(graph_inputs, entry.arguments):
+            info = self.infos.get(value.name)
+            if info is not None and small_types.is_sub_byte(info.dtype):
+                # The caller's bytes hold the value in their low bits only.
+                with location, ir.InsertionPoint(entry):
+                    argument = core.elementwise(
+                        [argument], core.tensor_type(argument).element_type,
+                        lambda v, dtype=info.dtype: small_types.normalize(v, dtype),
+                    )
             self.bind(value.name, argument)
         with ir.InsertionPoint(entry):
             for position, node in enumerate(self.graph.node):
@@ -124,7 +147,7 @@ class GraphImporter:
         if name:
             attributes[NAME_ATTRIBUTE] = ir.StringAttr.get(value_name)
         info = self.infos.get(value_name)
-        if info is not None and info.dtype.kind == "u":
+        if info is not None and (core.is_unsigned_dtype(info.dtype) or small_types.is_sub_byte(info.dtype)):
             attributes[DTYPE_ATTRIBUTE] = ir.StringAttr.get(info.dtype.name)
         return ir.DictAttr.get(attributes)
 
@@ -132,6 +155,11 @@ class GraphImporter:
         value = self.values.get(name)
         if value is None:
             raise ModelImportError(f"graph output {name!r} is never produced")
+        if not isinstance(value, (ir.Value, np.ndarray)):  # a sequence (ops/sequence.py)
+            raise ModelImportError(
+                f"graph output {name!r} is a {type(value).__name__}: only tensors cross the "
+                "function boundary"
+            )
         return self.materialize(value, name) if isinstance(value, np.ndarray) else value
 
     def _import_node(self, node: onnx.NodeProto, label: str) -> None:
@@ -151,7 +179,7 @@ class GraphImporter:
         outputs = folding.fold(node, inputs, self.opset) if foldable else None
         if outputs is not None:
             self.folded_bytes += sum(a.nbytes for a in outputs if isinstance(a, np.ndarray))
-        if outputs is None and lookup(node.op_type, self.opset) is None:
+        if outputs is None and (node.domain in FUNCTION_DOMAINS or lookup(node.op_type, self.opset) is None):
             self._import_function(node, label, inputs)
             return
         if outputs is None:
@@ -182,28 +210,69 @@ class GraphImporter:
             info = self._info(name, value)
             if info is not None:
                 types[name] = functions.tensor_type(info)
-        body = functions.function_body(node, self.opset, types)
+        # A function of another domain (ai.onnx.preview) is versioned by that domain's opset.
+        opset = self.domain_opsets.get(node.domain, self.opset) if node.domain not in ("", "ai.onnx") else self.opset
+        body = functions.function_body(node, opset, types)
         if body is None:
             raise ModelImportError(
                 f"node {label!r} ({node.op_type}, opset {self.opset}): no handler, and ONNX "
                 "could not build its function body for these inputs",
                 problems=[(label, node.op_type, "function body unavailable")],
             )
-        for position, body_node in enumerate(functions.expand(node, label, body, self.opset)):
+        for position, body_node in enumerate(functions.expand(node, label, body, opset)):
             with ir.Location.name(f"{body_node.name}({body_node.op_type})"):
                 self._import_node(body_node, body_node.name or f"{label}/{position}")
+
+    def _check_sub_byte(self, node: onnx.NodeProto, label: str, infos: list[TensorInfo | None]) -> None:
+        """int4/int2/float4 tensors are ``i8`` in IR (emit/small_types.py): only ops that
+        convert or move them may see one; arithmetic on the storage would be a wrong answer.
+        float8 arithmetic would reach LLVM, which has no float8 types: refused here too."""
+        if node.op_type in SUB_BYTE_OPS:
+            return
+        for info in infos:
+            if info is not None and (small_types.is_sub_byte(info.dtype) or info.dtype.name.startswith("float8")):
+                raise ModelImportError(
+                    f"node {label!r} ({node.op_type}): {info.dtype} operands are supported by "
+                    f"{', '.join(sorted(SUB_BYTE_OPS))} only",
+                    problems=[(label, node.op_type, f"{info.dtype} operand")],
+                )
+
+    def import_subgraph(self, graph: onnx.GraphProto, bindings: Mapping[str, object], label: str) -> list:
+        """Import a control-flow body's nodes at the current insertion point and return its
+        outputs (SSA values, arrays or sequences). ``bindings`` gives its inputs; outer
+        values stay visible by name (ONNX names are unique across a model's graphs)."""
+        for name, array in initializers(graph).items():
+            self.values[name] = array
+        for name, value in bindings.items():
+            self.values[name] = value
+        for name, info in value_infos(graph).items():
+            if name not in bindings:
+                self.infos.setdefault(name, info)
+        for position, node in enumerate(graph.node):
+            node_label = f"{label}/{_node_label(node, position)}"
+            with ir.Location.name(f"{node_label}({node.op_type})"):
+                self._import_node(node, node_label)
+        results = []
+        for output in graph.output:
+            if output.name not in self.values:
+                raise ModelImportError(f"node {label!r}: body output {output.name!r} is never produced")
+            results.append(self.values[output.name])
+        return results
 
     def _emit(self, node: onnx.NodeProto, label: str, inputs: list) -> Sequence[object]:
         handler = lookup(node.op_type, self.opset)
         if handler is None:  # checked up front; kept for nodes reached another way
             raise ModelImportError(f"node {label!r}: {node.op_type} is not supported")
+        input_infos = [self._info(name, value) for name, value in zip(node.input, inputs)]
+        self._check_sub_byte(node, label, input_infos)
         context = NodeContext(
             node=node,
             opset=self.opset,
             inputs=inputs,
-            input_infos=[self._info(name, value) for name, value in zip(node.input, inputs)],
+            input_infos=input_infos,
             output_infos=[self.infos.get(name) for name in node.output],
             materialize=self.materialize,
+            subgraph=lambda graph, bindings: self.import_subgraph(graph, bindings, label),
         )
         try:
             outputs = list(handler.emit(context))

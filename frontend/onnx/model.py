@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx.version_converter
@@ -33,6 +34,17 @@ ONNX_DTYPES: dict[int, np.dtype] = {
     onnx.TensorProto.UINT32: np.dtype(np.uint32),
     onnx.TensorProto.INT64: np.dtype(np.int64),
     onnx.TensorProto.UINT64: np.dtype(np.uint64),
+    # Small types, as ml_dtypes dtypes (what onnx.numpy_helper gives for them too).
+    onnx.TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    onnx.TensorProto.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    onnx.TensorProto.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    onnx.TensorProto.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    onnx.TensorProto.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    onnx.TensorProto.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    onnx.TensorProto.INT4: np.dtype(ml_dtypes.int4),
+    onnx.TensorProto.UINT4: np.dtype(ml_dtypes.uint4),
+    onnx.TensorProto.INT2: np.dtype(ml_dtypes.int2),
+    onnx.TensorProto.UINT2: np.dtype(ml_dtypes.uint2),
 }
 
 
@@ -131,6 +143,9 @@ def value_infos(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
     infos = {}
     for value in [*graph.input, *graph.value_info, *graph.output]:
         t = value.type
+        if t.HasField("optional_type") and t.optional_type.elem_type.HasField("tensor_type"):
+            # An optional tensor is carried as the tensor itself (ops/sequence.py's Optional*).
+            t = t.optional_type.elem_type
         if not t.HasField("tensor_type") or not t.tensor_type.elem_type:
             continue
         if t.tensor_type.elem_type not in ONNX_DTYPES:

@@ -10,6 +10,7 @@ import onnx
 from mlir import ir
 
 from ..emit import core
+from ...runtime.signature import numpy_dtype
 from .model import TensorInfo
 
 _MISSING = object()
@@ -40,6 +41,9 @@ class NodeContext:
     input_infos: list[TensorInfo | None]
     output_infos: list[TensorInfo | None]
     materialize: Callable[[np.ndarray, str], ir.Value]
+    # Imports a body graph (If/Loop/Scan) at the current insertion point: (graph, input
+    # bindings) -> its outputs.
+    subgraph: Callable[[onnx.GraphProto, dict], list] | None = None
 
     @property
     def op_type(self) -> str:
@@ -94,10 +98,21 @@ class NodeContext:
             return core.element_type(value.dtype)
         return core.tensor_type(value).element_type
 
+    def dtype(self, index: int) -> np.dtype:
+        """Input ``index``'s numpy dtype: declared or inferred (MLIR's signless ``i8`` may be
+        int8, uint8, int4, uint4, int2, uint2 or float4), else read from its element type."""
+        value = self.inputs[index]
+        if isinstance(value, np.ndarray):
+            return value.dtype
+        info = self.input_infos[index] if index < len(self.input_infos) else None
+        if info is not None:
+            return np.dtype(info.dtype)
+        return numpy_dtype(core.tensor_type(value).element_type)
+
     def is_unsigned(self, index: int) -> bool:
         """ONNX uintN: MLIR types are signless, so the handler must know which it was."""
         value = self.inputs[index]
         if isinstance(value, np.ndarray):
-            return value.dtype.kind == "u"
+            return core.is_unsigned_dtype(value.dtype)
         info = self.input_infos[index] if index < len(self.input_infos) else None
-        return info is not None and info.dtype.kind == "u"
+        return info is not None and core.is_unsigned_dtype(info.dtype)

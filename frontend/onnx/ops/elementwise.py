@@ -15,8 +15,9 @@ import numpy as np
 import onnx
 from mlir import ir
 from mlir.dialects import arith, math
+from onnx.reference.ops.op_cast import cast_to as onnx_cast_to
 
-from ...emit import core
+from ...emit import core, small_types
 from ...emit import elementwise as ew
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
@@ -372,18 +373,25 @@ def clip_inputs(ctx: NodeContext) -> list[ir.Value]:
 # --- types: Cast, CastLike -----------------------------------------------------------------
 
 def _cast_to(ctx: NodeContext, dtype: np.dtype) -> list[Output]:
-    """Convert input 0 to ``dtype`` (C-style, see ``emit.elementwise.cast``)."""
-    if ctx.const(0) is not None:  # a constant input: cast at import time
-        return [ctx.const(0).astype(dtype)]
+    """Convert input 0 to ``dtype`` (C-style, see ``emit.elementwise.cast``).
+
+    ``saturate`` (opset 19+, default 1) only concerns float8 targets: out-of-range values
+    become the largest finite value instead of Inf/NaN.
+    """
+    saturate = bool(ctx.attr("saturate", 1))
+    if ctx.const(0) is not None:  # a constant input: cast at import time, as ONNX's reference
+        return [_cast_constant(ctx.const(0), dtype, saturate)]
     x = ctx.value(0)
     target = core.element_type(dtype)
-    source_unsigned = ctx.is_unsigned(0)
-    if _element(x) == target and (dtype.kind == "u") == source_unsigned:
+    source = ctx.dtype(0)
+    if source == dtype:
         return [x]
-    return _map(
-        [x], target,
-        lambda v: ew.cast(v, target, source_unsigned=source_unsigned, target_unsigned=dtype.kind == "u"),
-    )
+    return _map([x], target, lambda v: ew.cast_dtypes(v, source, dtype, target, saturate=saturate))
+
+
+def _cast_constant(array: np.ndarray, dtype: np.dtype, saturate: bool) -> np.ndarray:
+    code = next(code for code, known in ONNX_DTYPES.items() if known == dtype)
+    return np.asarray(onnx_cast_to(array, code, saturate)).astype(dtype, copy=False)
 
 
 def _onnx_dtype_name(code: int) -> str:
@@ -395,12 +403,39 @@ def _onnx_dtype_name(code: int) -> str:
 
 @onnx_op("Cast", since=6)
 def cast(ctx: NodeContext) -> list[Output]:
-    """``saturate`` and ``round_mode`` only concern float8/float4 targets, which are not
-    supported; they are ignored for the supported types."""
+    """Any pair of supported types, float8/float4/int4/int2/bfloat16 included; ``round_mode``
+    only concerns FLOAT8E8M0, which is not supported."""
     to = int(ctx.attr("to"))
     if to not in ONNX_DTYPES:
         raise HandlerError(f"Cast to {_onnx_dtype_name(to)} is not supported")
     return _cast_to(ctx, ONNX_DTYPES[to])
+
+
+@onnx_op("BitCast", since=26)
+def bit_cast(ctx: NodeContext) -> list[Output]:
+    """Reinterpret the bits as another type of the same width (bool as a byte)."""
+    to = int(ctx.attr("to"))
+    if to not in ONNX_DTYPES:
+        raise HandlerError(f"BitCast to {_onnx_dtype_name(to)} is not supported")
+    dtype = ONNX_DTYPES[to]
+    source = ctx.dtype(0)
+    if source.itemsize != dtype.itemsize or small_types.is_sub_byte(source) or small_types.is_sub_byte(dtype):
+        raise HandlerError(f"BitCast from {source} to {dtype}: only types of one width are supported")
+    if ctx.const(0) is not None:
+        return [ctx.const(0).view(dtype)]
+    x = ctx.value(0)
+    target = core.element_type(dtype)
+    if _element(x) == target:
+        return [x]  # signless integers: int8 <-> uint8 and the like change only the dtype
+
+    def body(v: ir.Value) -> ir.Value:
+        if isinstance(v.type, ir.IntegerType) and v.type.width == 1:  # a bool is one byte
+            return arith.extui(target, v)
+        if isinstance(target, ir.IntegerType) and target.width == 1:
+            return arith.cmpi(arith.CmpIPredicate.ne, v, ew.like(0, v))
+        return arith.bitcast(target, v)
+
+    return _map([x], target, body)
 
 
 @onnx_op("CastLike", since=15)
@@ -415,6 +450,24 @@ def cast_like(ctx: NodeContext) -> list[Output]:
     if dtype not in ONNX_DTYPES.values():
         raise HandlerError(f"CastLike to {dtype} is not supported")
     return _cast_to(ctx, dtype)
+
+
+@onnx_op("Shrink", since=9)
+def shrink(ctx: NodeContext) -> list[Output]:
+    """``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0. (ONNX's function
+    body for it depends on the input type and comes out empty here.)"""
+    lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
+    x = ctx.value(0)
+    if not core.is_float(_element(x)):
+        raise HandlerError(f"Shrink on {_element(x)} is not supported (float types only)")
+
+    def body(v: ir.Value) -> ir.Value:
+        low = arith.cmpf(arith.CmpFPredicate.OLT, v, ew.like(-lambd, v))
+        high = arith.cmpf(arith.CmpFPredicate.OGT, v, ew.like(lambd, v))
+        shifted_up, shifted_down = arith.addf(v, ew.like(bias, v)), arith.subf(v, ew.like(bias, v))
+        return arith.select(low, shifted_up, arith.select(high, shifted_down, ew.like(0.0, v)))
+
+    return _map([x], _element(x), body)
 
 
 # --- values passed through -------------------------------------------------------------------
@@ -451,8 +504,10 @@ def dropout_inputs(ctx: NodeContext) -> list[Output]:
     non-zero ratio would need random numbers."""
     if not ctx.has_input(2):
         return _dropout(ctx, training=False)
-    training = bool(ctx.require_const(2, "training_mode").item())
     ratio = ctx.const(1) if ctx.has_input(1) else np.array(0.5)
+    if ratio is not None and float(ratio) == 0.0:
+        return _dropout(ctx, training=False)  # nothing dropped, whatever training_mode is at run time
+    training = bool(ctx.require_const(2, "training_mode").item())
     if training and ratio is None:
         raise HandlerError("training_mode=True with a ratio unknown at import time is not supported")
     return _dropout(ctx, training=training and float(ratio) != 0.0)

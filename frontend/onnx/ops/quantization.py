@@ -13,12 +13,13 @@ parameters is materialized.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...emit import contraction, core
+from ...emit import contraction, core, small_types
 from ...emit import elementwise as ew
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
@@ -84,7 +85,7 @@ def _to_float(scalar: ir.Value, to: ir.Type, *, unsigned: bool) -> ir.Value:
 
 
 def _integer_range(dtype: np.dtype) -> tuple[int, int]:
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)
     return int(info.min), int(info.max)
 
 
@@ -92,7 +93,22 @@ def _saturate_to_integer(value: ir.Value, dtype: np.dtype) -> ir.Value:
     """A float already rounded to an integer value, clamped to ``dtype``'s range and converted."""
     low, high = _integer_range(dtype)
     clamped = arith.minimumf(arith.maximumf(value, ew.like(float(low), value)), ew.like(float(high), value))
-    return ew.cast(clamped, core.element_type(dtype), target_unsigned=dtype.kind == "u")
+    return ew.cast_dtypes(clamped, _numpy_of(clamped.type), dtype, core.element_type(dtype), saturate=True)
+
+
+def _numpy_of(element: ir.Type) -> np.dtype:
+    return {"f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+            "bf16": np.dtype(ml_dtypes.bfloat16)}[str(element)]
+
+
+def _is_float_like(dtype: np.dtype) -> bool:
+    """float8 and float4 quantized types (ml_dtypes' kind is ``V``, float8_e5m2's ``f``)."""
+    return dtype.name.startswith(("float8", "float4"))
+
+
+def _to_compute(scalar: ir.Value, dtype: np.dtype, compute: ir.Type) -> ir.Value:
+    """A quantized value or zero point of numpy type ``dtype`` as a ``compute`` float."""
+    return ew.cast_dtypes(scalar, dtype, _numpy_of(compute), compute, saturate=True)
 
 
 def _quantized_dtype(ctx: NodeContext, zero_index: int, default: np.dtype) -> np.dtype:
@@ -101,7 +117,7 @@ def _quantized_dtype(ctx: NodeContext, zero_index: int, default: np.dtype) -> np
     info = ctx.output_infos[0] if ctx.output_infos else None
     output_dtype = int(ctx.attr("output_dtype", 0))
     if output_dtype and output_dtype not in ONNX_DTYPES:
-        # float8/float4/int4/int2: shape inference leaves no info for such outputs, so
+        # FLOAT8E8M0 and the like: shape inference leaves no info for such outputs, so
         # without this check the default type would be used — a wrong answer.
         name = onnx.TensorProto.DataType.Name(output_dtype) if output_dtype in onnx.TensorProto.DataType.values() else str(output_dtype)
         raise HandlerError(f"{ctx.op_type} to {name} is not supported (integer types of 8 bits and more only)")
@@ -115,8 +131,8 @@ def _quantized_dtype(ctx: NodeContext, zero_index: int, default: np.dtype) -> np
         dtype = np.dtype(ctx.input_infos[zero_index].dtype)
     else:
         dtype = np.dtype(default)
-    if dtype.kind not in "iu":
-        raise HandlerError(f"{ctx.op_type} to {dtype} is not supported (integer types only)")
+    if dtype.kind not in "iu" and not small_types.is_sub_byte(dtype) and not _is_float_like(dtype):
+        raise HandlerError(f"{ctx.op_type} to {dtype} is not supported (integer, float8 and float4 types only)")
     return dtype
 
 
@@ -127,7 +143,10 @@ def _compute_type(element: ir.Type) -> ir.Type:
 
 @onnx_op("QuantizeLinear", since=10)
 def quantize_linear(ctx: NodeContext) -> list[Output]:
-    """``y = saturate(rint(x / scale) + zero_point)``, halves to even like ``numpy.rint``."""
+    """``y = saturate(rint(x / scale) + zero_point)``, halves to even like ``numpy.rint``.
+
+    float8/float4 outputs: ``x / scale + zero_point`` rounded to the type (``saturate``
+    attribute, default 1, as Cast)."""
     x, scale = ctx.value(0), ctx.value(1)
     x_element = core.tensor_type(x).element_type
     if not core.is_float(x_element):
@@ -136,16 +155,19 @@ def quantize_linear(ctx: NodeContext) -> list[Output]:
     compute = _compute_type(x_element)
     parameters = [("y_scale", scale)]
     # The zero point has the output's type (ONNX requires it); its own value info may be
-    # missing inside an expanded function body, so its signedness comes from ``dtype``.
-    zero_unsigned = dtype.kind == "u"
+    # missing inside an expanded function body, so its type comes from ``dtype``.
     if ctx.has_input(2):
         parameters.append(("y_zero_point", ctx.value(2)))
+    to_float = _is_float_like(dtype)
+    saturate = bool(ctx.attr("saturate", 1))
 
     def body(x_scalar: ir.Value, scale_scalar: ir.Value, *zero: ir.Value) -> ir.Value:
         quotient = arith.divf(_to_float(x_scalar, compute, unsigned=False), _to_float(scale_scalar, compute, unsigned=False))
-        rounded = math.roundeven(quotient)
+        rounded = quotient if to_float else math.roundeven(quotient)
         if zero:
-            rounded = arith.addf(rounded, _to_float(zero[0], compute, unsigned=zero_unsigned))
+            rounded = arith.addf(rounded, _to_compute(zero[0], dtype, compute))
+        if to_float:
+            return ew.cast_dtypes(rounded, _numpy_of(compute), dtype, core.element_type(dtype), saturate=saturate)
         return _saturate_to_integer(rounded, dtype)
 
     return [_map_with_parameters(ctx, x, parameters, core.element_type(dtype), body)]
@@ -156,22 +178,22 @@ def dequantize_linear(ctx: NodeContext) -> list[Output]:
     """``y = (x - zero_point) * scale`` in f32, then the scale's (or ``output_dtype``'s) type."""
     x, scale = ctx.value(0), ctx.value(1)
     x_element = core.tensor_type(x).element_type
-    if not isinstance(x_element, ir.IntegerType) or x_element.width == 1:
-        raise HandlerError(f"DequantizeLinear needs an integer input, got {x_element}")
+    x_dtype = ctx.dtype(0)
+    if (not isinstance(x_element, ir.IntegerType) or x_element.width == 1) and not _is_float_like(x_dtype):
+        raise HandlerError(f"DequantizeLinear needs an integer, float8 or float4 input, got {x_dtype}")
     info = ctx.output_infos[0] if ctx.output_infos else None
     result = core.element_type(info.dtype) if info is not None else core.tensor_type(scale).element_type
     if not core.is_float(result):
         raise HandlerError(f"DequantizeLinear to {result} is not supported")
     compute = _F32() if result.width <= 32 else result
-    x_unsigned = zero_unsigned = ctx.is_unsigned(0)  # the zero point has x's type
-    parameters = [("x_scale", scale)]
+    parameters = [("x_scale", scale)]  # the zero point has x's type
     if ctx.has_input(2):
         parameters.append(("x_zero_point", ctx.value(2)))
 
     def body(x_scalar: ir.Value, scale_scalar: ir.Value, *zero: ir.Value) -> ir.Value:
-        value = _to_float(x_scalar, compute, unsigned=x_unsigned)
+        value = _to_compute(x_scalar, x_dtype, compute)
         if zero:
-            value = arith.subf(value, _to_float(zero[0], compute, unsigned=zero_unsigned))
+            value = arith.subf(value, _to_compute(zero[0], x_dtype, compute))
         product = arith.mulf(value, _to_float(scale_scalar, compute, unsigned=False))
         return core.convert_scalar(product, result)
 
@@ -240,7 +262,7 @@ def qlinear_matmul(ctx: NodeContext) -> list[Output]:
     a_info = ctx.input_infos[0]
     dtype = _quantized_dtype(ctx, 7, a_info.dtype if a_info is not None else np.dtype(np.uint8))
     zero = [_per_tensor(ctx, 7, "y_zero_point")] if ctx.has_input(7) else []
-    zero_unsigned = dtype.kind == "u"
+    zero_unsigned = core.is_unsigned_dtype(dtype)
 
     def body(c: ir.Value, a_scale: ir.Value, b_scale: ir.Value, y_scale: ir.Value, *zp: ir.Value) -> ir.Value:
         multiplier = arith.divf(arith.mulf(a_scale, b_scale), y_scale)

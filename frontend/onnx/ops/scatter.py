@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from ...emit import core, scatter
+from ...emit import core, reshapes, scatter
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
 from . import operands
@@ -35,3 +35,36 @@ def scatter_nd(ctx: NodeContext) -> list[ir.Value]:
         raise HandlerError("ScatterND needs indices of rank >= 1 with a static last dim")
     return [scatter.scatter_nd(ctx.value(0), indices, ctx.value(2), _reduction(ctx),
                               unsigned=ctx.is_unsigned(0))]
+
+
+@onnx_op("MaxUnpool", since=9)
+def max_unpool(ctx: NodeContext) -> list[ir.Value]:
+    """Zeros with each value of ``X`` written at its MaxPool index (indices run over the
+    whole flattened output, batch and channels included): one ScatterElements on the
+    flattened tensors. The output extents come from the attributes (an ``output_shape``
+    read at run time would make them data-dependent)."""
+    x, indices = ctx.value(0), ctx.value(1)
+    shape = core.static_shape(x)
+    if None in shape:
+        raise HandlerError("MaxUnpool needs static input extents")
+    if ctx.has_input(2):
+        known = ctx.require_const(2, "output_shape")
+        out = [int(v) for v in known.reshape(-1)]
+    else:
+        kernel = list(ctx.attr("kernel_shape"))
+        spatial = len(kernel)
+        strides = list(ctx.attr("strides", [1] * spatial))
+        pads = list(ctx.attr("pads", [0] * (2 * spatial)))
+        out = shape[:2] + [(shape[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[spatial + d]
+                           for d in range(spatial)]
+    total, count = 1, 1
+    for extent in out:
+        total *= extent
+    for extent in shape:
+        count *= extent
+    element = core.tensor_type(x).element_type
+    zeros = core.filled([total], 0, element)
+    flat_values = reshapes.reshape(x, [count])
+    flat_indices = reshapes.reshape(indices, [count])
+    written = scatter.scatter_elements(zeros, flat_indices, flat_values, 0, "none", unsigned=False)
+    return [reshapes.reshape(written, out)]

@@ -508,3 +508,23 @@ def test_mismatched_operand_types_are_refused():
     )
     with ir.Context(), pytest.raises(HandlerError, match="one element type"):
         lookup("Add", 17).emit(context)
+
+
+def test_shrink_soft_and_hard():
+    x = np.linspace(-3, 3, 13).astype(np.float32)
+    check_node("Shrink", {"x": x}, attributes={"lambd": 1.5, "bias": 1.5}, opset=10)
+    check_node("Shrink", {"x": x}, attributes={"lambd": 1.5}, opset=10)
+
+
+@pytest.mark.parametrize("source, target", [(np.float32, onnx.TensorProto.INT32), (np.int64, onnx.TensorProto.DOUBLE),
+                                            (np.uint16, onnx.TensorProto.INT16), (np.bool_, onnx.TensorProto.UINT8)])
+def test_bitcast_reinterprets_bits(source, target):
+    x = np.array([1.5, -2.0, 0.0, 3.25]).astype(source) if source != np.bool_ else np.array([True, False, True, True])
+    check_node("BitCast", {"x": x}, attributes={"to": target}, opset=26)
+
+
+
+def test_dropout_with_zero_ratio_and_runtime_training_mode_is_an_identity():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check_node("Dropout", {"x": x, "training": np.array(True)}, constants={"ratio": np.float32(0.0)},
+               input_order=["x", "ratio", "training"], num_outputs=2, opset=22)

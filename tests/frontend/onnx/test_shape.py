@@ -472,3 +472,10 @@ def test_one_hot(axis):
 def test_eye_like(k, dtype):
     attributes = {"k": k, **({"dtype": dtype} if dtype is not None else {})}
     check_node("EyeLike", {"x": X[0]}, attributes=attributes)
+
+
+@SCALAR_FALLBACK
+def test_max_unpool_writes_values_at_their_maxpool_indices():
+    x = np.array([[[[5.0, 6.0], [7.0, 8.0]]]], np.float32)
+    indices = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    check_node("MaxUnpool", {"x": x, "i": indices}, attributes={"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)

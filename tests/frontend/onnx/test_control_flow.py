@@ -1,0 +1,143 @@
+"""If (scf.if) and Scan (scf.for) against onnxruntime (frontend/onnx/ops/control_flow.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+import tilecraft
+from tilecraft.frontend.onnx import import_model
+
+RNG = np.random.default_rng(5)
+
+
+def compare(model: onnx.ModelProto, inputs: dict) -> tilecraft.CompiledModule:
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, inputs)
+    compiled = tilecraft.compile(model)
+    got = compiled(**inputs)
+    got = list(got) if isinstance(got, tuple) else [got]
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    return compiled
+
+
+def model_of(nodes, inputs, outputs, opset=17):
+    graph = helper.make_graph(nodes, "cf", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def branch(name: str, nodes, output: str, shape) -> onnx.GraphProto:
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)])
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_with_a_runtime_condition_and_branches_of_different_shapes(cond):
+    then = branch("then", [helper.make_node("Add", ["x", "x"], ["t"])], "t", [2, 3])
+    other = branch("else", [helper.make_node("Concat", ["x", "x"], ["e"], axis=0)], "e", [4, 3])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    model = model_of(
+        [node],
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])],
+    )
+    compare(model, {"c": np.array(cond), "x": RNG.standard_normal((2, 3)).astype(np.float32)})
+    assert "scf.if" in str(import_model(model)) and "tensor<?x3xf32>" in str(import_model(model))
+
+
+def test_if_with_a_constant_condition_imports_one_branch():
+    then = branch("then", [helper.make_node("Neg", ["x"], ["t"])], "t", [3])
+    other = branch("else", [helper.make_node("Abs", ["x"], ["e"])], "e", [3])
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [False])),
+        helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+    ]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    compare(model, {"x": RNG.standard_normal(3).astype(np.float32)})
+    text = str(import_model(model))
+    assert "scf.if" not in text and "math.absf" in text and "negf" not in text
+
+
+@pytest.mark.parametrize("directions", [(0, 0), (1, 0), (0, 1)])
+def test_scan_running_sum_and_product_with_directions(directions):
+    """Two states (sum, product) and two scan outputs, over axis 1 of a [2, 5] input."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x"], ["s2"]), helper.make_node("Mul", ["p_in", "x"], ["p2"]),
+         helper.make_node("Identity", ["s2"], ["out_s"]), helper.make_node("Neg", ["p2"], ["out_p"])],
+        "body",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("s_in", "p_in", "x")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("s2", "p2", "out_s", "out_p")],
+    )
+    node = helper.make_node(
+        "Scan", ["s0", "p0", "xs"], ["s", "p", "ys", "ps"], body=body, num_scan_inputs=1,
+        scan_input_axes=[1], scan_input_directions=[directions[0]],
+        scan_output_directions=[directions[1], 0], scan_output_axes=[0, 1],
+    )
+    model = model_of(
+        [node],
+        [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("p0", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("xs", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+         for n, shape in (("s", [2]), ("p", [2]), ("ys", [5, 2]), ("ps", [2, 5]))],
+    )
+    compare(model, {"s0": np.zeros(2, np.float32), "p0": np.ones(2, np.float32),
+                    "xs": RNG.uniform(0.5, 1.5, (2, 5)).astype(np.float32)})
+    assert str(import_model(model)).count("scf.for") == 1  # a loop, not unrolled
+
+
+def test_if_branch_yielding_a_sequence_is_refused_by_name():
+    then = helper.make_graph([helper.make_node("SequenceConstruct", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_sequence_value_info("t", TensorProto.FLOAT, [3])])
+    other = helper.make_graph([helper.make_node("SequenceConstruct", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_sequence_value_info("e", TensorProto.FLOAT, [3])])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    model = model_of(
+        [node, helper.make_node("ConcatFromSequence", ["y"], ["z"], axis=0)],
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])],
+    )
+    with pytest.raises(tilecraft.ModelImportError, match="If branch yields a TensorSequence"):
+        tilecraft.compile(model)
+
+
+@pytest.mark.parametrize("trips, stop_at", [(5, 100.0), (5, 2.5), (0, 100.0)])
+def test_loop_with_runtime_trip_count_condition_and_scan_output(trips, stop_at):
+    """``s += x`` each iteration while ``s < stop`` (checked after the update), at most ``M``
+    times; the running values are stacked as a scan output of runtime length."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x"], ["s_out"]),
+         helper.make_node("ReduceSum", ["s_out"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "stop"], ["go"]),
+         helper.make_node("Identity", ["s_out"], ["scanned"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("scanned", TensorProto.FLOAT, [2])],
+    )
+    node = helper.make_node("Loop", ["M", "cond", "s0"], ["s", "history"], body=body)
+    model = model_of(
+        [node],
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("stop", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("history", TensorProto.FLOAT, ["n", 2])],
+    )
+    compare(model, {"M": np.array(trips, np.int64), "cond": np.array(True), "s0": np.zeros(2, np.float32),
+                    "x": np.array([0.5, 0.25], np.float32), "stop": np.array(stop_at, np.float32)})
+    assert "scf.while" in str(import_model(model))
