@@ -566,14 +566,16 @@ def tune_template(made: TemplateTask, *, tuner: str = "xgb", trials: int = 20, b
         script = space.describe(config)
         try:
             sch, _tensors = made.instantiate(config)
-            job = MeasureInput(payload=sch.module_text(), task=made.describe(), config=None,
-                               target=made.target, reference=None if first else reference,
-                               save_output=reference if first else None, scheduled=sch.func_name)
-            result = runner.measure(job)
-            script = f"{script}\n{sch.script}"
+            payload = sch.module_text()
         except Exception as error:  # noqa: BLE001 - a config the schedule rejects is a result
             result = MeasureResult("build_error", error=f"{type(error).__name__}: {error}"[:2000],
                                    elapsed=time.perf_counter() - start)
+        else:
+            result = runner.measure(MeasureInput(
+                payload=payload, task=made.describe(), config=None, target=made.target,
+                reference=None if first else reference, save_output=reference if first else None,
+                scheduled=sch.func_name))
+            script = f"{script}\n{sch.script}"
         cost = statistics.median(result.costs) if result.ok and result.costs else math.inf
         trial += 1
         if writer is not None:

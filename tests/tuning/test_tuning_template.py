@@ -185,3 +185,25 @@ def test_autotvm_matmul_example_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ConfigSpace (len=" in result.stdout and "relative error vs numpy" in result.stdout
     assert len(load_records(tmp_path / "mm.jsonl")) == 5
+
+
+@template("test/sometimes_illegal")
+def _sometimes_illegal(n):
+    A = placeholder((n, n), name="A")
+    B = compute((n, n), lambda i, j: A[i, j] * 2.0, name="B")
+    s = Schedule(B)
+    i, j = s.get_loops(s.get_block("B"))
+    if get_config().define_knob("bad", [0, 1]) is None and get_config()["bad"].val:
+        s.vectorize(i)  # not the innermost loop: the schedule rejects it
+    return s, [A, B]
+
+
+def test_a_config_the_schedule_rejects_is_a_build_error_record(tmp_path):
+    records = tmp_path / "illegal.jsonl"
+    made = task("test/sometimes_illegal", args=(8,))
+    result = tune_template(made, tuner="grid", trials=2, records=records,
+                           options=RunnerOptions(repeat=1, min_repeat_ms=1, timeout=120))
+    lines = load_records(records)
+    assert [r.status for r in lines] == ["ok", "build_error"]
+    assert "ScheduleError" in lines[1].error and "innermost" in lines[1].error
+    assert result.best_config == {"bad": 0}
