@@ -19,6 +19,7 @@ from ..schedule.records import Record, best_records, load_records
 from ..schedule.space import Knob, ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .tune import TaskResult, TaskScheduler, TuneOptions, TuningResult, tune
+from .template_tune import TemplateTuningResult, tune_template
 from .templates import (
     ConfigEntity,
     ConfigSpace,
@@ -27,13 +28,12 @@ from .templates import (
     get_config,
     task,
     template,
-    tune_template,
 )
 from .tuners import TUNERS, make_tuner
 
 __all__ = [
-    "ConfigEntity", "ConfigSpace", "Knob", "Record", "TemplateTask", "apply_history_best", "get_config", "task",
-    "template", "tune_template", "ScheduleSpace", "TUNERS", "Task", "TaskResult", "TuneOptions", "TuningResult",
-    "TaskScheduler", "best_records", "extract_tasks", "load_records", "make_tuner",
-    "space_for", "tune",
+    "ConfigEntity", "ConfigSpace", "Knob", "Record", "ScheduleSpace", "TUNERS", "Task",
+    "TaskResult", "TaskScheduler", "TemplateTask", "TemplateTuningResult", "TuneOptions",
+    "TuningResult", "apply_history_best", "best_records", "extract_tasks", "get_config",
+    "load_records", "make_tuner", "space_for", "task", "template", "tune", "tune_template",
 ]
