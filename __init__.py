@@ -63,6 +63,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "TransformSchedule": (".pipelines.offload", "TransformSchedule"),
     "tune": (".tuning.tune", "tune"),
     "TuneOptions": (".tuning.tune", "TuneOptions"),
+    "template": (".tuning.templates", "template"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
 }
 

@@ -86,6 +86,17 @@ class KnobError(TuningError, ValueError):
     """A schedule configuration names a knob the task's space lacks, or a value outside it."""
 
 
+class TemplateError(TuningError, ValueError):
+    """A schedule template is misused: a name registered twice, ``task()`` of a name never
+    registered, ``get_config()`` outside a template."""
+
+
+class ConfigSpaceError(KnobError):
+    """A template's config space is malformed: ``define_split`` with a non-positive
+    ``num_outputs``, a knob with no candidates, a knob defined twice, or ``cfg[name]`` of a
+    knob the template never defined."""
+
+
 class TaskExtractionError(TuningError, ValueError):
     """A model has no tunable task (e.g. only dynamic shapes), or ``tasks=`` names none of them."""
 

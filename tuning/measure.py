@@ -48,6 +48,9 @@ class MeasureInput:
     target: str
     reference: str | None = None  # .npy with the default schedule's output
     save_output: str | None = None  # write this candidate's output here (.npy)
+    # A template's candidate (template.py): ``payload`` is already scheduled; this names its
+    # entry function, and it is compiled as ``schedule.te.build`` compiles a Schedule.
+    scheduled: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,14 @@ def _build(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
     from ..pipelines.profiling import profiling_pipeline
     from ..pipelines.target import Target
 
+    if job.scheduled is not None:
+        from ..schedule.te.builder import scheduled_pipeline
+
+        target = Target.parse(job.target)
+        pipeline = scheduled_pipeline(target)
+        if kernel_time:
+            pipeline = profiling_pipeline(pipeline)
+        return compile_ir(job.payload, pipeline, target, entry=job.scheduled)
     records = candidate_records(job, scratch)
     with schedule_failures_raise():
         target = Target.parse(job.target)

@@ -155,8 +155,19 @@ def _interchange(order: list[int], n_dims: int) -> list[int]:
 
 
 def _implicit_ok(block: BlockRV, suffix: list[LoopRV]) -> bool:
-    """Can ``suffix`` stay inside the op (its loops in the op's dim order, one range per dim)?"""
+    """Can ``suffix`` stay inside the op (its loops in the op's dim order, one loop per dim)?
+
+    A dim split over two loops of the suffix cannot: left inside the op, ``split``'s loops
+    would be the op's single loop again, so a lone ``split`` (its loops still in dim order)
+    would change neither the script nor ``show()`` until a later primitive moved them. The
+    outer part becomes a real ``scf.for``, as TVM prints the split loops at once."""
     seen: list[int] = []
+    loops_of: dict[int, int] = {}
+    for loop in suffix:
+        for part in loop.parts:
+            loops_of[part.dim] = loops_of.get(part.dim, 0) + 1
+            if loops_of[part.dim] > 1:
+                return False
     for loop in suffix:
         for part in loop.parts:
             if part.extent == 1:
