@@ -44,7 +44,8 @@ from ..runtime.signature import EntrySignature
 
 _RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # What the JIT takes from MLIR's runtime libraries, in C the package links in (see the files).
-RUNTIME_SOURCES = (_RUNTIME_DIR / "async_runtime.c", _RUNTIME_DIR / "c_runner_utils.c")
+RUNTIME_SOURCES = (_RUNTIME_DIR / "async_runtime.c", _RUNTIME_DIR / "c_runner_utils.c",
+                   _RUNTIME_DIR / "runtime_checks.c")
 PROFILE_TIMER_SOURCE = _RUNTIME_DIR / "profile_timer.c"
 # x86 / Arm vector ISA flags (as /proc/cpuinfo names them) that code built for the host CPU
 # (-mcpu=native) may use: a package built here needs the ones this CPU has.
