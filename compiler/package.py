@@ -38,6 +38,7 @@ from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
 from ..pipelines.target import Target
 from ..runtime import package as fmt
+from ..runtime.checks import TABLE_ATTRIBUTE
 from ..runtime.host import host_cpu_flags
 from ..runtime.libraries import llvm_tool, mlir_package_dir
 from ..runtime.signature import EntrySignature
@@ -241,6 +242,13 @@ def _contract_source(directory: Path, contract: bytes) -> Path:
     return source
 
 
+def _check_messages(llvm_module: ir.Module) -> list[str]:
+    attributes = llvm_module.operation.attributes
+    if TABLE_ATTRIBUTE not in attributes:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attributes[TABLE_ATTRIBUTE])]
+
+
 def _extern_dependencies(llvm_module: ir.Module, work: Path) -> tuple[list[Path], list[Path], dict[str, list[str]]]:
     """What the extern functions a module calls add to its package: a C file binding each
     ``_mlir_ciface_<name>`` to its symbol, their libraries (copied into ``work``, bundled)
@@ -336,6 +344,8 @@ class PackageWriter:
             "source_sha256": hashlib.sha256(self._source).hexdigest(),
             "weights": {},
             "sha256": {},
+            # The messages of the run-time checks by id (pipelines/runtime_checks.py).
+            "runtime_checks": _check_messages(llvm_module),
         }
         with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
             work = Path(scratch)

@@ -159,6 +159,25 @@ def _check_expand(op: ir.Operation) -> None:
                 f"a dimension of {{value}} elements is reshaped into {{bound}} elements (axis {axis})")
 
 
+def _check_reshape(op: ir.Operation) -> None:
+    """``tensor.reshape``: the element counts of the source and of the shape operand agree."""
+    source, shape = op.operands[0], op.operands[1]
+    result = ir.RankedTensorType(op.results[0].type)
+    if not isinstance(source.type, ir.RankedTensorType):
+        return
+    total = _index(1)
+    for axis in range(ir.RankedTensorType(source.type).rank):
+        total = arith.muli(total, _dim(source, axis))
+    product = _index(1)
+    for axis in range(result.rank):
+        extent = tensor.extract(shape, [_index(axis)])
+        if not isinstance(extent.type, ir.IndexType):
+            extent = arith.index_cast(ir.IndexType.get(), extent)
+        product = arith.muli(product, extent)
+    _marker(arith.cmpi(arith.CmpIPredicate.eq, total, product), total, product, "shape",
+            "a tensor of {value} elements is reshaped into a shape of {bound} elements")
+
+
 def _mixed(op: ir.Operation, name: str, dynamic: list[ir.Value]) -> list[ir.Value]:
     values = []
     for v in ir.DenseI64ArrayAttr(op.attributes[name]):
@@ -253,6 +272,8 @@ def insert_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str])
                     _check_slice(op, op.operands[1], 2)
                 elif op.name == "tensor.cast":
                     _check_cast(op)
+                elif op.name == "tensor.reshape":
+                    _check_reshape(op)
             if op.name == "tensor.expand_shape":  # after it: its result's dims are its sizes
                 with ir.InsertionPoint.after(op), op.location:
                     _check_expand(op)
@@ -280,7 +301,7 @@ def _backward_slice(call: ir.Operation, block: ir.Block) -> list[ir.Operation] |
             continue
         if op in seen.values():
             continue
-        if not _HOISTABLE.match(op.name) or op.parent != call.parent or len(op.regions):
+        if not _HOISTABLE.match(op.name) or op.block != block or len(op.regions):
             return None
         seen[len(seen)] = op
         stack.extend(op.operands)
@@ -434,7 +455,7 @@ def lower_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str]) 
                 call.erase()
                 continue
             kind = ir.StringAttr(call.attributes[KIND_ATTRIBUTE]).value
-            if kind != "index" and first is not None and call.parent == function:
+            if kind != "index" and first is not None and call.block == entry:
                 hoisted = _backward_slice(call, entry)
                 if hoisted is not None:  # the slice, in block order, then the call, at the start
                     order = [op.operation for op in entry.operations]

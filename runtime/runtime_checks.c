@@ -3,7 +3,8 @@
  * Generated code calls tilecraft_check_failed(id, value, bound) when a check fails; the
  * first failure of a call is kept per thread, so concurrent calls of one package do not see
  * each other's failures, and the Python runtime takes it after the entry returns with
- * tilecraft_take_check_failure. Never called on the success path. */
+ * tilecraft_take_check_failure (exported; files are compiled with -fvisibility=hidden).
+ * Never called on the success path. */
 #include <stdint.h>
 
 static _Thread_local int64_t pending[3];
@@ -20,7 +21,7 @@ __attribute__((visibility("hidden"))) void tilecraft_check_failed(int64_t id, in
   has_pending = 1;
 }
 
-int tilecraft_take_check_failure(int64_t *out) {
+__attribute__((visibility("default"))) int tilecraft_take_check_failure(int64_t *out) {
   if (!has_pending)
     return 0;
   out[0] = pending[0];
