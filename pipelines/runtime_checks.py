@@ -309,8 +309,9 @@ def _backward_slice(call: ir.Operation, block: ir.Block) -> list[ir.Operation] |
 
 
 def _alloc_check(op: ir.Operation, max_bytes: int) -> None:
-    """Before a dynamic ``memref.alloc``: its byte size must be at most ``max_bytes``, computed
-    without overflow (each factor is compared with the room the product left)."""
+    """Before a dynamic ``memref.alloc``: its byte size must be at most ``max_bytes``; the
+    product is computed without overflow (each factor is compared with the room left below
+    2^63), and a negative size fails too."""
     memref_type = ir.MemRefType(op.results[0].type)
     element_bits = memref_type.element_type.width if hasattr(memref_type.element_type, "width") else 64
     size = max(1, (element_bits + 7) // 8)
@@ -321,14 +322,16 @@ def _alloc_check(op: ir.Operation, max_bytes: int) -> None:
     if not sizes:
         return
     limit = _index(max_bytes)
+    largest = _index((1 << 63) - 1)
     bytes_so_far = _index(size)
-    ok = arith.constant(_i1(), 1 if size <= max_bytes else 0)
+    valid = arith.constant(_i1(), 1)  # no negative size, no int64 overflow so far
     for extent in sizes:
         nonnegative = arith.cmpi(arith.CmpIPredicate.sge, extent, _index(0))
         divisor = arith.select(arith.cmpi(arith.CmpIPredicate.sgt, extent, _index(0)), extent, _index(1))
-        fits = arith.cmpi(arith.CmpIPredicate.sle, bytes_so_far, arith.divsi(limit, divisor))
-        ok = arith.andi(ok, arith.andi(nonnegative, fits))
-        bytes_so_far = arith.select(ok, arith.muli(bytes_so_far, extent), _index(-1))
+        no_overflow = arith.cmpi(arith.CmpIPredicate.sle, bytes_so_far, arith.divsi(largest, divisor))
+        valid = arith.andi(valid, arith.andi(nonnegative, no_overflow))
+        bytes_so_far = arith.select(valid, arith.muli(bytes_so_far, extent), _index(-1))
+    ok = arith.andi(valid, arith.cmpi(arith.CmpIPredicate.sle, bytes_so_far, limit))
     _marker(ok, bytes_so_far, limit, "alloc",
             f"a buffer of {memref_type} needs {{value}} bytes at this call (-1: more than 2^63 or "
             f"a negative size); TILECRAFT_MAX_TENSOR allows {{bound}}")
