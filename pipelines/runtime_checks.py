@@ -308,6 +308,27 @@ def _backward_slice(call: ir.Operation, block: ir.Block) -> list[ir.Operation] |
     return list(seen.values())
 
 
+def _hoist(function: ir.Operation, markers: list[ir.Operation]) -> None:
+    """Move the shape checks that depend on the arguments only, with the index arithmetic
+    they read, to the function's start: they then run before anything is allocated or
+    computed, and a failure returns at once."""
+    entry = function.regions[0].blocks[0]
+    placed = 0  # ops at the start already hoisted: later checks go after them, in order
+    for call in markers:
+        if ir.StringAttr(call.attributes[KIND_ATTRIBUTE]).value == "index" or call.block != entry:
+            continue
+        hoisted = _backward_slice(call, entry)
+        if hoisted is None:
+            continue
+        order = [op.operation for op in entry.operations]
+        done = order[:placed]  # already at the start, before the anchor
+        moving = [op for op in sorted(hoisted, key=order.index) if op not in done] + [call]
+        anchor = next(op for op in order[placed:] if op not in moving)
+        for op in moving:
+            op.move_before(anchor)
+        placed = [op.operation for op in entry.operations].index(anchor)
+
+
 def _alloc_check(op: ir.Operation, max_bytes: int) -> None:
     """Before a dynamic ``memref.alloc``: its byte size must be at most ``max_bytes``; the
     product is computed without overflow (each factor is compared with the room left below
@@ -369,6 +390,22 @@ def _fail_block(function: ir.Operation, block: ir.Block, call: ir.Operation, che
     return fail
 
 
+def _preceding_ops(block: ir.Block, call: ir.Operation) -> list[ir.Operation]:
+    """The ops that ran before ``call`` on the straight line of blocks ending in ``block``
+    (each entered from one predecessor only, as the splits here make them)."""
+    ops = []
+    for op in block.operations:
+        if op.operation == call:
+            break
+        ops.append(op.operation)
+    while True:
+        predecessors = list(block.predecessors)
+        if len(predecessors) != 1:
+            return ops
+        block = predecessors[0]
+        ops = [op.operation for op in block.operations] + ops
+
+
 def _live_buffers(before: list[ir.Operation], after: list[ir.Operation]) -> list[ir.Value]:
     """Buffers allocated in ``before`` that ``after`` frees or returns (so they are live at the
     split and owned by this function); a buffer freed in ``before`` is never listed."""
@@ -405,7 +442,7 @@ def _split(function: ir.Operation, call: ir.Operation, check_id: int) -> bool:
     block = call.block
     ops = [op.operation for op in block.operations]
     position = ops.index(call)
-    before, after = ops[:position], ops[position + 1:]
+    before, after = _preceding_ops(block, call), ops[position + 1:]
     fail = _fail_block(function, block, call, check_id, _live_buffers(before, after))
     if fail is None:
         return False
@@ -443,6 +480,13 @@ def lower_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str]) 
     enabled = ENABLED_ATTRIBUTE in module.attributes
     table: list[tuple[str, str]] = []
     for function in defined_functions(module):
+        markers = []
+        for call in ops_where(function, lambda op: _is_call_to(op, CHECK_FUNCTION)):
+            if _is_true(call.operands[0]):  # proven at compile time
+                call.erase()
+            else:
+                markers.append(call)
+        _hoist(function, markers)
         if enabled:
             for block in function.regions[0].blocks:
                 for op in list(block.operations):
@@ -450,20 +494,8 @@ def lower_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str]) 
                     if op.name == "memref.alloc":
                         with ir.InsertionPoint(op), op.location:
                             _alloc_check(op, max_bytes)
-        markers = ops_where(function, lambda op: _is_call_to(op, CHECK_FUNCTION))
-        entry = function.regions[0].blocks[0]
-        first = entry.operations[0].operation if len(entry.operations) else None
-        for call in markers:
-            if _is_true(call.operands[0]):
-                call.erase()
-                continue
+        for call in ops_where(function, lambda op: _is_call_to(op, CHECK_FUNCTION)):
             kind = ir.StringAttr(call.attributes[KIND_ATTRIBUTE]).value
-            if kind != "index" and first is not None and call.block == entry:
-                hoisted = _backward_slice(call, entry)
-                if hoisted is not None:  # the slice, in block order, then the call, at the start
-                    order = [op.operation for op in entry.operations]
-                    for op in sorted(hoisted, key=order.index) + [call]:
-                        op.move_before(first)
             message = ir.StringAttr(call.attributes[MESSAGE_ATTRIBUTE]).value
             label = node_label(call.location, "")
             check_id = len(table)
