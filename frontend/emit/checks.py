@@ -10,7 +10,7 @@ function (runtime/checks.py), and the entry's caller raises ``IndexOutOfRangeErr
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func, tensor
+from mlir.dialects import arith, func, linalg, tensor
 
 from ...runtime.checks import CHECK_FUNCTION, KIND_ATTRIBUTE, MESSAGE_ATTRIBUTE
 from . import core
@@ -52,9 +52,28 @@ def emit_check(ok: ir.Value, value: ir.Value, bound: ir.Value, kind: str, messag
 
 
 def _extreme(indices: ir.Value, axes: list[int], kind: str) -> ir.Value:
-    from .reduction import reduce
-
-    return reduce(indices, axes, kind)
+    """The min or max of ``indices`` over ``axes`` (the last dim kept when not reduced): a
+    reduction ``linalg.generic`` from a filled init, as emit/reduction.py makes them (which
+    imports movement, which imports this module)."""
+    element = core.tensor_type(indices).element_type
+    extents = core.sizes(indices)
+    rank = len(extents)
+    kept = [a for a in range(rank) if a not in axes]
+    order = kept + axes  # loop d iterates dim order[d]: kept dims outermost
+    width = element.width
+    start = -(1 << (width - 1)) if kind == "max" else (1 << (width - 1)) - 1
+    init = linalg.fill(arith.constant(element, start), outs=[core.empty([extents[a] for a in kept], element)])
+    input_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(order.index(a)) for a in range(rank)])
+    output_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in range(len(kept))])
+    iterators = ["#linalg.iterator_type<parallel>"] * len(kept) + ["#linalg.iterator_type<reduction>"] * len(axes)
+    op = linalg.GenericOp([init.type], [indices], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(input_map), ir.AffineMapAttr.get(output_map)]),
+                          ir.ArrayAttr.get([ir.Attribute.parse(k) for k in iterators]))
+    block = op.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        combine = arith.maxsi if kind == "max" else arith.minsi
+        linalg.YieldOp([combine(block.arguments[1], block.arguments[0])])
+    return op.result
 
 
 def check_index_range(indices: ir.Value, extents: "list[int | ir.Value]", axis_names: "list[int]") -> None:
