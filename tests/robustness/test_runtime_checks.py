@@ -249,3 +249,25 @@ def test_pytorch_embedding_checks_its_indices():
     np.testing.assert_allclose(compiled(tokens).numpy(), module(tokens).detach().numpy(), rtol=1e-6)
     with pytest.raises(IndexOutOfRangeError, match="index 10 out of range for axis 0 of size 10"):
         compiled(torch.tensor([[1, 10, 2]]))
+
+
+def test_a_failure_on_one_thread_is_not_reported_on_another(gather):
+    import threading
+
+    errors = {"good": 0, "bad": 0}
+
+    def call(indices, key, expect_error):
+        for _ in range(50):
+            try:
+                gather(DATA, indices)
+                assert not expect_error
+            except IndexOutOfRangeError:
+                errors[key] += 1
+
+    threads = [threading.Thread(target=call, args=(np.array([0, 9]), "bad", True)),
+               threading.Thread(target=call, args=(np.array([1, 2]), "good", False))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == {"good": 0, "bad": 50}
