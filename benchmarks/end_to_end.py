@@ -5,7 +5,8 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,bert --bert-layers 12 --repeat 20
     .venv/bin/python benchmarks/end_to_end.py --models resnet50 --kernels 0 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
-    .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,resnet50 --kernels '' --checks-cost
+    TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
+        --kernels '' --checks-cost --cpu-time --repeat 41
 
 Models (random weights, built here; nothing is downloaded):
 
@@ -73,6 +74,9 @@ sys.path.insert(0, HERE)
 import onnx_models  # noqa: E402
 
 RTOL = 1e-3
+# What the alternating rounds time: wall clock, or with --cpu-time the process's CPU time
+# (all its threads), steadier on a loaded machine; compare runs of one clock only.
+CLOCK: Callable[[], float] = time.perf_counter
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -304,18 +308,18 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
     counts = {}
     for name, run in runners.items():
         run()
-        start = time.perf_counter()
+        start = CLOCK()
         run()
-        once = max(time.perf_counter() - start, 1e-7)
+        once = max(CLOCK() - start, 1e-7)
         counts[name] = max(1, int(min_sample_s / once))
     samples: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(repeat):
         for name, run in runners.items():
             n = counts[name]
-            start = time.perf_counter()
+            start = CLOCK()
             for _ in range(n):
                 run()
-            samples[name].append((time.perf_counter() - start) / n)
+            samples[name].append((CLOCK() - start) / n)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -666,7 +670,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks-cost", action="store_true",
                         help="also time each model compiled with runtime_checks=False, same rounds, "
                              "and print what the run-time checks cost")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time calls by the process's CPU time (time.process_time) instead of the "
+                             "wall clock: steadier on a loaded machine; with one thread "
+                             "(TILECRAFT_NUM_THREADS=1) for --checks-cost")
     args = parser.parse_args(argv)
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
     selected = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in selected if m not in CASES]
     if unknown:
