@@ -356,6 +356,13 @@ def _alloc_check(op: ir.Operation, max_bytes: int) -> None:
     _marker(ok, bytes_so_far, limit, "alloc",
             f"a buffer of {memref_type} needs {{value}} bytes at this call (-1: more than 2^63 or "
             f"a negative size); TILECRAFT_MAX_TENSOR allows {{bound}}")
+    # Below the limit, malloc may still fail (RLIMIT_AS, no overcommit): NULL is reported too.
+    with ir.InsertionPoint.after(op):
+        pointer = memref.extract_aligned_pointer_as_index(op.results[0])
+        ok = arith.ori(arith.cmpi(arith.CmpIPredicate.ne, pointer, _index(0)),
+                       arith.cmpi(arith.CmpIPredicate.eq, bytes_so_far, _index(0)))
+        _marker(ok, bytes_so_far, limit, "alloc",
+                f"a buffer of {memref_type}: allocating {{value}} bytes failed (out of memory)")
 
 
 def _move_to_block(ops: list[ir.Operation], block: ir.Block) -> None:

@@ -515,7 +515,8 @@ def case_runtime(rng: random.Random, work: Path) -> str:
     got = compiled(*inputs)  # a TilecraftError here is classified "typed" by run_case
     if name == "ConstantOfShape":
         rows, columns = (int(v) for v in inputs[0])
-        return "ok" if rows >= 0 and columns >= 0 and float(got) == rows * columns else "wrong"
+        # float32 sums of many ones round: compare relatively
+        return "ok" if rows >= 0 and columns >= 0 and np.isclose(float(got), rows * columns, rtol=1e-2) else "wrong"
     import onnxruntime
 
     session = onnxruntime.InferenceSession(models[name].SerializeToString(), providers=["CPUExecutionProvider"])

@@ -271,3 +271,31 @@ def test_a_failure_on_one_thread_is_not_reported_on_another(gather):
     for thread in threads:
         thread.join()
     assert errors == {"good": 0, "bad": 50}
+
+
+def test_failed_malloc_below_the_limit_raises(tmp_path):
+    """Under RLIMIT_AS an 8 GiB buffer (below the 16 GiB limit) cannot be had: malloc's NULL
+    is reported, not written through. In a subprocess, so the limit binds only there."""
+    script = tmp_path / "oom.py"
+    script.write_text(textwrap.dedent("""
+        import resource, sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        import tilecraft
+        from test_runtime_checks import fill_model
+        compiled = tilecraft.compile(fill_model())
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+        try:
+            compiled(np.array([1 << 31, 1]))
+        except tilecraft.errors.AllocationLimitError as error:
+            print(error)
+        print(compiled(np.array([3, 4])))
+    """))
+    import os
+
+    completed = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "ConstantOfShape node 'fill': a buffer of memref<?x?xf32>: allocating 8589934592 bytes failed (out of memory)",
+        "12.0"]
