@@ -34,6 +34,7 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects import arith, cf, func, memref, scf, tensor
 
+from ..frontend.emit.checks import emit_check
 from ..runtime.checks import (
     CHECK_FUNCTION,
     KIND_ATTRIBUTE,
@@ -99,13 +100,8 @@ def node_label(location: ir.Location, fallback: str) -> str:
     return f"{op_type} node {node!r}" if node else op_type
 
 
-def _marker(ok: ir.Value, value: ir.Value, bound: ir.Value, kind: str, message: str) -> None:
-    def as_i64(v: ir.Value) -> ir.Value:
-        return v if v.type == _i64() else arith.index_cast(_i64(), v)
-
-    call = func.CallOp([], ir.FlatSymbolRefAttr.get(CHECK_FUNCTION), [ok, as_i64(value), as_i64(bound)])
-    call.operation.attributes[KIND_ATTRIBUTE] = ir.StringAttr.get(kind)
-    call.operation.attributes[MESSAGE_ATTRIBUTE] = ir.StringAttr.get(message)
+# A marker call (declares the marker function when the module lacks it).
+_marker = emit_check
 
 
 # ---- insertion (tensor IR) --------------------------------------------------------------
@@ -257,7 +253,6 @@ def insert_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str])
     if not any(_has_dynamic_tensor(op) for f in functions for op in ops_where(f, lambda o: True)):
         return
     maps = _indexing_maps(module)
-    added = False
     for f, function in enumerate(functions):
         for i, op in enumerate(list(function.regions[0].blocks[0].operations)):
             op = op.operation
@@ -277,9 +272,6 @@ def insert_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str])
             if op.name == "tensor.expand_shape":  # after it: its result's dims are its sizes
                 with ir.InsertionPoint.after(op), op.location:
                     _check_expand(op)
-            added = True
-    if added:
-        _declare(module, CHECK_FUNCTION, [_i1(), _i64(), _i64()])
 
 
 # ---- lowering (buffers) -----------------------------------------------------------------
