@@ -107,7 +107,7 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True) ->
     checks = (f"{INSERT_CHECKS}{{enabled={int(runtime_checks)}}}", "resolve-ranked-shaped-type-result-dims")
     return Stage("simplify",
                  ("canonicalize", "cse", INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
-                  DROP_BARRIERS, *checks, "canonicalize", "cse",
+                  DROP_BARRIERS, *checks, "canonicalize",
                   *(("tilecraft-mark-groups",) if mark_groups else ())),
                  "fold constants, fuse elementwise producers into consumers; run-time checks"
                  + ("; tag fusion groups" if mark_groups else ""))
