@@ -32,9 +32,7 @@ def _declare(module: ir.Operation) -> None:
             return
     i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
-        declaration = func.FuncOp(CHECK_FUNCTION, ([ir.IntegerType.get_signless(1), i64, i64], []),
-                                  visibility="private")
-    del declaration
+        func.FuncOp(CHECK_FUNCTION, ([ir.IntegerType.get_signless(1), i64, i64], []), visibility="private")
 
 
 def emit_check(ok: ir.Value, value: ir.Value, bound: ir.Value, kind: str, message: str) -> None:
