@@ -195,3 +195,28 @@ class CTargetUnsupportedOpError(CTargetError):
 
 class CTargetShapeError(CTargetError):
     """A dynamic dimension reached the C target, which needs static shapes."""
+
+
+class RuntimeCheckError(TilecraftError, ValueError):
+    """A check compiled into the generated code failed during a call (docs/robustness.md,
+    "Run-time checks"): the arguments are of valid shapes and dtypes one by one, but their
+    values or the relations between their dimensions are invalid for the model. The
+    message names the op, its node and the bad value; the call's outputs were discarded."""
+
+
+class IndexOutOfRangeError(RuntimeCheckError, IndexError):
+    """A Gather/GatherElements/GatherND/Scatter*-style index (or a PyTorch ``index_select``,
+    ``embedding``, ``gather``, ``index``) is outside ``[-size, size)`` of the axis it
+    indexes; onnxruntime and PyTorch raise for it too."""
+
+
+class ShapeMismatchError(RuntimeCheckError):
+    """Dynamic dimensions that the compiled code needs to agree do not: a reshape whose
+    element counts differ, a slice or matmul whose sizes do not fit, operands of an
+    elementwise op that cannot broadcast. Computing on would read outside a buffer."""
+
+
+class AllocationLimitError(ResourceLimitError, RuntimeCheckError):
+    """A buffer whose size is known only at the call would exceed ``TILECRAFT_MAX_TENSOR``
+    (read at compile time); the generated code refuses it instead of calling ``malloc``
+    with that size."""

@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,bert --bert-layers 12 --repeat 20
     .venv/bin/python benchmarks/end_to_end.py --models resnet50 --kernels 0 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
+    TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
+        --kernels '' --checks-cost --cpu-time --repeat 41
 
 Models (random weights, built here; nothing is downloaded):
 
@@ -16,7 +18,11 @@ Models (random weights, built here; nothing is downloaded):
   post-norm), ``--bert-layers`` layers (default 2, to run in about a minute);
 - ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
   ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
-- ``digits``: the digits CNN of examples/ (batch 1).
+- ``digits``: the digits CNN of examples/ (batch 1);
+- ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
+  batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
+  models whose sizes are known only at the call, so the run-time checks are compiled in.
+  ``--checks-cost`` times every model also compiled with ``runtime_checks=False``.
 
 BERT and MobileNetV2 are PyTorch modules exported with the TorchScript ONNX exporter
 (``dynamo=False``: the torch.export-based one needs onnxscript), so PyTorch eager runs the
@@ -68,6 +74,9 @@ sys.path.insert(0, HERE)
 import onnx_models  # noqa: E402
 
 RTOL = 1e-3
+# What the alternating rounds time: wall clock, or with --cpu-time the process's CPU time
+# (all its threads), steadier on a loaded machine; compare runs of one clock only.
+CLOCK: Callable[[], float] = time.perf_counter
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -216,6 +225,33 @@ def digits() -> Case:
     return Case("digits", model, {"input": x})
 
 
+def digits_dynamic(batch: int = 64) -> Case:
+    """The digits CNN with the file's dynamic batch dim kept, called with ``batch`` images:
+    its sizes are known only at the call, so the run-time shape checks are compiled in."""
+    model = _name_nodes(onnx.load(os.path.join(HERE, "..", "examples", "digits_cnn.onnx")))
+    x = np.random.default_rng(0).random((batch, 1, 16, 16)).astype(np.float32)
+    return Case("digits_dyn", model, {"input": x}, images=batch)
+
+
+def embedding(tokens: int = 64, vocab: int = 8192, width: int = 256, hidden: int = 1024) -> Case:
+    """A token embedding (Gather of run-time ids) and a two-layer MLP over a dynamic number
+    of tokens: an index range check on the ids and shape checks on the matmuls."""
+    rng = np.random.default_rng(0)
+    weights = {"table": rng.standard_normal((vocab, width)).astype(np.float32) * 0.1,
+               "w1": rng.standard_normal((width, hidden)).astype(np.float32) * 0.05,
+               "w2": rng.standard_normal((hidden, width)).astype(np.float32) * 0.05}
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+         helper.make_node("MatMul", ["e", "w1"], ["h"], name="fc1"),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")], "embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["tokens"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["tokens", width])],
+        [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return Case("embedding", model, {"ids": rng.integers(0, vocab, tokens).astype(np.int64)})
+
+
 def tiny_add() -> onnx.ModelProto:
     """One Add of four floats: what a call costs when the kernel costs nothing."""
     spec = [4]
@@ -272,18 +308,18 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
     counts = {}
     for name, run in runners.items():
         run()
-        start = time.perf_counter()
+        start = CLOCK()
         run()
-        once = max(time.perf_counter() - start, 1e-7)
+        once = max(CLOCK() - start, 1e-7)
         counts[name] = max(1, int(min_sample_s / once))
     samples: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(repeat):
         for name, run in runners.items():
             n = counts[name]
-            start = time.perf_counter()
+            start = CLOCK()
             for _ in range(n):
                 run()
-            samples[name].append((time.perf_counter() - start) / n)
+            samples[name].append((CLOCK() - start) / n)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -505,7 +541,7 @@ def compare_kernels(case: Case, kernels: dict[str, float], ort: Any, anchor: flo
 # ---- the run --------------------------------------------------------------------------------
 
 def benchmark(case: Case, ort: Any, repeat: int, threads: int,
-              offload: tuple[str, ...] = ()) -> tuple[str, Any]:
+              offload: tuple[str, ...] = (), checks_cost: bool = False) -> tuple[str, Any]:
     import gc
 
     gc.collect()
@@ -538,6 +574,18 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int,
         outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
         offload_ok = all(_matches(g, r) for g, r in zip(outputs, reference))
         runners["offload"] = lambda: with_offload(*inputs)
+    checks_text = ""
+    if checks_cost:
+        # The same model without run-time checks (CompileOptions(runtime_checks=False),
+        # docs/robustness.md), timed in the same rounds: what the checks cost.
+        # Timed in rounds of their own: onnxruntime's pool threads spin on after a run and
+        # would slow (or, by CPU time, be billed to) whichever runner follows it.
+        unchecked = tilecraft.compile(case.model, keep_ir=False, runtime_checks=False)
+        unchecked(*inputs)
+        pair = alternating({"checked": lambda: compiled(*inputs), "unchecked": lambda: unchecked(*inputs)}, repeat)
+        checks_text = (f" | runtime checks cost {(pair['checked'] / pair['unchecked'] - 1) * 100:+.1f} % "
+                       f"({pair['checked'] * 1e3:.3f} ms with, {pair['unchecked'] * 1e3:.3f} ms without; "
+                       f"checks in code: {'yes' if compiled._function.check_table else 'none'})")
     if case.torch_module is not None:
         import torch
 
@@ -562,7 +610,7 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int,
                         f"{medians['offload'] / theirs:.2f}x ort, {'ok' if offload_ok else 'MISMATCH'}")
     line = (f"{case.name:<12} {compile_s:8.2f} {memory.added_mb:8.0f} {ort_init:8.2f} {ours * 1e3:9.2f} "
             f"{theirs * 1e3:9.2f} {torch_text} {ours / theirs:6.2f}  {check} (error {worst:.1e}) {speed}"
-            f"{offload_text}")
+            f"{offload_text}{checks_text}")
     return line, compiled
 
 
@@ -572,7 +620,11 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "mobilenetv2": lambda args: mobilenetv2(),
     "digits": lambda args: digits(),
     "resnet50_b8": lambda args: resnet50(8),
+    "digits_dyn": lambda args: digits_dynamic(),
+    "embedding": lambda args: embedding(),
 }
+# The default run (the models with dynamic sizes are for --checks-cost).
+DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")
 
 
 def call_overhead(ort: Any, repeat: int) -> str:
@@ -587,9 +639,27 @@ def call_overhead(ort: Any, repeat: int) -> str:
             f"onnxruntime {medians['onnxruntime'] * 1e6:.1f} us")
 
 
+def checks_overhead(repeat: int) -> str:
+    """The per-call cost of the run-time checks where nothing hides it: a Gather of four
+    run-time indices from a 4x4 table (one index check), compiled with and without checks."""
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], name="g")], "tiny_gather",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(np.ones((4, 4), np.float32), "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    checked = tilecraft.compile(model, keep_ir=False)
+    unchecked = tilecraft.compile(model, keep_ir=False, runtime_checks=False)
+    ids = np.array([0, 3, -1, 2])
+    medians = alternating({"checked": lambda: checked(ids), "unchecked": lambda: unchecked(ids)}, repeat)
+    return (f"per-call cost of run-time checks (Gather of 4 run-time indices, median): "
+            f"{medians['checked'] * 1e6:.1f} us with, {medians['unchecked'] * 1e6:.1f} us without")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(CASES), help=f"comma-separated subset of: {', '.join(CASES)}")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help=f"comma-separated subset of: {', '.join(CASES)}")
     parser.add_argument("--repeat", type=int, default=10, help="alternating rounds per model (median reported)")
     parser.add_argument("--bert-layers", type=int, default=2, help="encoder layers of the BERT model (BERT-base: 12)")
     parser.add_argument("--kernels", default="resnet50",
@@ -598,7 +668,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time each model with these offload backends (e.g. blas), same rounds")
     parser.add_argument("--compare-kernels", metavar="FILE",
                         help="write ResNet-50's per-kernel table beside onnxruntime's profiler to FILE")
+    parser.add_argument("--checks-cost", action="store_true",
+                        help="also time each model compiled with runtime_checks=False, same rounds, "
+                             "and print what the run-time checks cost")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time calls by the process's CPU time (time.process_time) instead of the "
+                             "wall clock: steadier on a loaded machine; with one thread "
+                             "(TILECRAFT_NUM_THREADS=1) for --checks-cost")
     args = parser.parse_args(argv)
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
     selected = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in selected if m not in CASES]
     if unknown:
@@ -620,6 +700,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(CPUExecutionProvider); PyTorch {torch_version} eager; median of {args.repeat} alternating rounds")
     print(f"numpy 1024^3 float32 GEMM: {anchor:.1f} GFLOPS")
     print(call_overhead(ort, args.repeat))
+    if args.checks_cost:
+        print(checks_overhead(args.repeat))
     print()
     print(f"{'model':<12} {'compile':>8} {'RSS +MB':>8} {'ort init':>8} {'tc ms':>9} {'ort ms':>9} "
           f"{'torch ms':>9} {'tc/ort':>6}  check")
@@ -629,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in selected:
         case = CASES[name](args)
         offload = tuple(b.strip() for b in args.offload.split(",") if b.strip())
-        line, compiled = benchmark(case, ort, args.repeat, threads, offload)
+        line, compiled = benchmark(case, ort, args.repeat, threads, offload, args.checks_cost)
         print(line, flush=True)
         cases[name] = case
         if compiled is not None and compiled.compile_seconds:

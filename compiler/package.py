@@ -38,13 +38,15 @@ from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
 from ..pipelines.target import Target
 from ..runtime import package as fmt
+from ..runtime.checks import TABLE_ATTRIBUTE
 from ..runtime.host import host_cpu_flags
 from ..runtime.libraries import llvm_tool, mlir_package_dir
 from ..runtime.signature import EntrySignature
 
 _RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # What the JIT takes from MLIR's runtime libraries, in C the package links in (see the files).
-RUNTIME_SOURCES = (_RUNTIME_DIR / "async_runtime.c", _RUNTIME_DIR / "c_runner_utils.c")
+RUNTIME_SOURCES = (_RUNTIME_DIR / "async_runtime.c", _RUNTIME_DIR / "c_runner_utils.c",
+                   _RUNTIME_DIR / "runtime_checks.c")
 PROFILE_TIMER_SOURCE = _RUNTIME_DIR / "profile_timer.c"
 # x86 / Arm vector ISA flags (as /proc/cpuinfo names them) that code built for the host CPU
 # (-mcpu=native) may use: a package built here needs the ones this CPU has.
@@ -240,6 +242,13 @@ def _contract_source(directory: Path, contract: bytes) -> Path:
     return source
 
 
+def _check_messages(llvm_module: ir.Module) -> list[str]:
+    attributes = llvm_module.operation.attributes
+    if TABLE_ATTRIBUTE not in attributes:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attributes[TABLE_ATTRIBUTE])]
+
+
 def _extern_dependencies(llvm_module: ir.Module, work: Path) -> tuple[list[Path], list[Path], dict[str, list[str]]]:
     """What the extern functions a module calls add to its package: a C file binding each
     ``_mlir_ciface_<name>`` to its symbol, their libraries (copied into ``work``, bundled)
@@ -335,6 +344,8 @@ class PackageWriter:
             "source_sha256": hashlib.sha256(self._source).hexdigest(),
             "weights": {},
             "sha256": {},
+            # The messages of the run-time checks by id (pipelines/runtime_checks.py).
+            "runtime_checks": _check_messages(llvm_module),
         }
         with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
             work = Path(scratch)

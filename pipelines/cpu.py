@@ -24,7 +24,7 @@ from .target import Target
 
 
 def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
-                 offload: Sequence[str] = ()) -> Pipeline:
+                 offload: Sequence[str] = (), runtime_checks: bool = True) -> Pipeline:
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
 
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
@@ -32,6 +32,8 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     which the schedule reads (one loop nest per group).
     ``offload`` names backends (pipelines/offload.py) whose matched ops become extern
     calls, at the end of the graph stage, before fusion groups are tagged.
+    ``runtime_checks=False`` drops the run-time checks of indices, dynamic sizes and
+    allocations (pipelines/runtime_checks.py; docs/robustness.md measures their cost).
     """
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
@@ -45,7 +47,7 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
             *((Stage("graph", tuple(graph_elements),
                      "graph passes for opt_level: layout, combining, constant folding"),)
               if graph_elements else ()),
-            simplify_stage(mark_groups=opt_level >= 3),
+            simplify_stage(mark_groups=opt_level >= 3, runtime_checks=runtime_checks),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())

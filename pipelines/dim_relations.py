@@ -12,7 +12,8 @@ a structured linalg op that is indexed by the same loop is one class, as are a
 ``tensor.empty``'s size and the ``tensor.dim`` it came from, and the two sides of a
 ``tensor.cast``, for the ops of the function's entry block (they run on every call). Ops it
 does not know (slices, pads, reshapes) add nothing, so it never rejects a call the compiled
-code would handle.
+code would handle; relations through them are checked by the compiled code itself
+(runtime_checks.py).
 """
 
 from __future__ import annotations

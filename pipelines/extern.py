@@ -31,6 +31,7 @@ from mlir.dialects import bufferization, func, memref
 
 from ..errors import ExternSignatureError
 from ..runtime.extern import ArgSpec, ExternFunction, lookup
+from ..runtime.checks import CHECK_FUNCTION
 from .ir_queries import ops_where
 from .passes import register_pass
 
@@ -143,8 +144,8 @@ def lower_externs_pass(module: ir.Operation, options: Mapping[str, str]) -> None
     lowered = set()
     for call in calls:
         name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-        if name not in declarations or name in recorded:
-            continue
+        if name not in declarations or name in recorded or name == CHECK_FUNCTION:
+            continue  # not an extern (CHECK_FUNCTION: a run-time check, runtime_checks.py)
         extern = lookup(name)
         if name not in lowered:  # the tensor-typed declaration gives way to the C interface one
             declarations[name].erase()

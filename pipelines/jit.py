@@ -19,6 +19,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
 from ..runtime import kernel_timers
+from ..runtime.checks import REPORT_SYMBOL, TABLE_ATTRIBUTE, check_error, decode_table, report_address, take_jit_failure
 from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.malloc_policy import keep_freed_memory
@@ -90,6 +91,10 @@ class JitFunction:
         self._entry: Any = None
         self._frame = CallFrame(signature)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
+        # The messages of the run-time checks (pipelines/runtime_checks.py), by check id.
+        attributes = llvm_module.operation.attributes
+        self.check_table = (decode_table([ir.StringAttr(a).value for a in ir.ArrayAttr(attributes[TABLE_ATTRIBUTE])])
+                            if TABLE_ATTRIBUTE in attributes else [])
         if not lazy:
             self._ensure_engine()
 
@@ -110,6 +115,8 @@ class JitFunction:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
         for symbol, address, _ in externs:
             engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
+        if self.check_table:
+            engine.raw_register_runtime(REPORT_SYMBOL, ctypes.c_void_p(report_address()))
         engine.initialize()
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
@@ -130,4 +137,8 @@ class JitFunction:
         # adopted first, so that results are freed also when a Python extern failed
         outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
         raise_pending_error()
+        if self.check_table:
+            failure = take_jit_failure()
+            if failure is not None:  # the outputs are freed with their arrays
+                raise check_error(self.check_table, failure)
         return outputs

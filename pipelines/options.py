@@ -41,6 +41,12 @@ class CompileOptions:
       profile: with ``package_path``, add the per-kernel profiling variant to the package.
       offload: backend names (``["blas"]``; pipelines/offload.py) whose matched ops become
         calls of external libraries, in order; applies to the default CPU pipeline.
+      runtime_checks: compile the run-time checks in (default): out-of-range gather and
+        scatter indices, dynamic dims that disagree (through reshapes, slices, matmuls,
+        broadcasts) and dynamic allocations above ``TILECRAFT_MAX_TENSOR`` raise a
+        ``RuntimeCheckError`` subclass instead of computing garbage (docs/robustness.md).
+        ``False`` leaves them out (for measuring their cost); applies to the default CPU
+        pipeline.
     """
 
     target: "str | Target" = "llvm"
@@ -53,6 +59,7 @@ class CompileOptions:
     package_path: "str | os.PathLike[str] | None" = None
     profile: bool = False
     offload: Sequence[str] = ()
+    runtime_checks: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -77,6 +84,8 @@ class CompileOptions:
             raise OptionError(f"shape_dict must map input names to shapes, got {type(self.shape_dict).__name__}")
         if self.entry is not None and not isinstance(self.entry, str):
             raise OptionError(f"entry must be a function name, got {type(self.entry).__name__}")
+        if not isinstance(self.runtime_checks, bool):
+            raise OptionError(f"runtime_checks must be True or False, got {self.runtime_checks!r}")
         if self.target.is_cuda and self.package_path is not None:
             raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
                                "package, or call the CUDA module in-process")

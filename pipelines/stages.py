@@ -21,6 +21,7 @@ from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
+from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .pipeline import Stage
 from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
@@ -96,14 +97,19 @@ def input_stage() -> Stage:
           "destination-passing style")
 
 
-def simplify_stage(*, mark_groups: bool = False) -> Stage:
+def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True) -> Stage:
     """Canonicalization and elementwise fusion, with no producer fused where it would be
-    recomputed (fusion_barrier.py); with ``mark_groups``, then the partition into fusion
-    groups (``tilecraft-mark-groups``), made once here, on the ops the schedule will see."""
+    recomputed (fusion_barrier.py); then the run-time checks of dynamic sizes
+    (runtime_checks.py; ``runtime_checks=False`` removes every check, the emitters' too),
+    with their sizes resolved to the arguments' dims; with ``mark_groups``, then the
+    partition into fusion groups (``tilecraft-mark-groups``), made once here, on the ops
+    the schedule will see."""
+    checks = (f"{INSERT_CHECKS}{{enabled={int(runtime_checks)}}}", "resolve-ranked-shaped-type-result-dims")
     return Stage("simplify",
                  ("canonicalize", "cse", INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
-                  DROP_BARRIERS, "canonicalize", *(("tilecraft-mark-groups",) if mark_groups else ())),
-                 "fold constants, fuse elementwise producers into consumers"
+                  DROP_BARRIERS, *checks, "canonicalize",
+                  *(("tilecraft-mark-groups",) if mark_groups else ())),
+                 "fold constants, fuse elementwise producers into consumers; run-time checks"
                  + ("; tag fusion groups" if mark_groups else ""))
 
 
@@ -163,11 +169,11 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               "multi-reductions to 1-D reductions (lanes summed as a tree); unroll vector "
               "transfers to 1-D (no alloca in loops); vector exp as a polynomial"),
         Stage("llvm",
-              ("expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
+              (LOWER_CHECKS, "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
                # Again: lowering a dot-product vector.contract makes unflagged float sums.
                REASSOCIATE_REDUCTIONS,
                "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize")
               + ((f"tilecraft-set-target{{{target_options}}}",) if target_options else ()),
-              "everything to the LLVM dialect"),
+              "run-time checks to reports and early returns; everything to the LLVM dialect"),
     )

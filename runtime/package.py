@@ -38,6 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import PackageError, PackageTargetError
+from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame, scalar_ctype
@@ -115,6 +116,15 @@ def signature_from_manifest(manifest: Mapping[str, Any]) -> EntrySignature:
             for g in manifest["equal_dims"]
         ),
     )
+
+
+def _check_table(manifest: Mapping[str, Any], where: str) -> list[tuple[str, str]]:
+    """The messages of the library's run-time checks (``runtime_checks``: one
+    ``"kind\tmessage"`` string per check id; absent in a package without checks)."""
+    entries = manifest.get("runtime_checks", [])
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise PackageError(f"{where}: runtime_checks in {MANIFEST} must be a list of strings")
+    return decode_table(entries)
 
 
 def sha256_file(path: Path) -> str:
@@ -302,6 +312,8 @@ class Package:
         self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
         self._frame = CallFrame(self.signature)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
+        self._check_table = _check_table(self.manifest, str(self.path))
+        self._takes: dict[int, Any] = {}
 
     def _open(self, library: Path) -> ctypes.CDLL:
         try:
@@ -354,9 +366,23 @@ class Package:
             else:
                 pointers.append(ctypes.c_void_p(frame.argument_address(base, index)))
         entry(*pointers)
-        if not self.signature.results:
-            return ()
-        return frame.adopt_results(buffer, addresses)
+        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        if self._check_table:
+            failure = take_package_failure(self._take_failure(entry))
+            if failure is not None:  # the outputs are freed with their arrays
+                raise check_error(self._check_table, failure)
+        return outputs
+
+    def _take_failure(self, entry: Any) -> Any:
+        """The run-time check report of the library ``entry`` belongs to (runtime_checks.c)."""
+        library = self._profile_library if entry is not self._entry else self._library
+        take = self._takes.get(id(library))
+        if take is None:
+            take = library[TAKE_SYMBOL]
+            take.restype = ctypes.c_int
+            take.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+            self._takes[id(library)] = take
+        return take
 
     def profile(self, *args: Any, **kwargs: Any) -> "tuple[Any, list[KernelTime]]":
         """Run the profiling variant once: the outputs and the time of each kernel."""

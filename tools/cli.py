@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--tuning-records", metavar="FILE", help="records from `tilecraft tune`")
     compile_.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=3,
                           help="LLVM optimization level (default 3)")
+    compile_.add_argument("--no-runtime-checks", dest="runtime_checks", action="store_false",
+                          help="leave out the run-time checks of indices, dynamic sizes and "
+                               "allocations (docs/robustness.md)")
     compile_.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage into DIR")
     compile_.add_argument("--profile", action="store_true",
                           help="also build the per-kernel profiling variant (for `run --profile`)")
@@ -261,7 +264,7 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
 
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
                           opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
-                          **settings)
+                          runtime_checks=getattr(args, "runtime_checks", True), **settings)
 
 
 def command_compile(args: argparse.Namespace) -> int:

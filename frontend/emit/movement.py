@@ -24,6 +24,7 @@ from .extent_math import (
     sub,
 )
 from .reshapes import collapse, reshape
+from .checks import check_index_range
 
 # --------------------------------------------------------------------------------------
 # Slices and concatenation
@@ -187,6 +188,7 @@ def gather(data: ir.Value, indices: ir.Value, axis: int) -> ir.Value:
         where = positions[:axis] + [source] + positions[axis + index_rank:]
         return tensor.extract(data, where)
 
+    check_index_range(indices, [extents[axis]], [axis])
     index_map = projection(len(out), range(axis, axis + index_rank))
     return indexed_generic(out, core.tensor_type(data).element_type, body, [indices], [index_map])
 
@@ -202,6 +204,7 @@ def gather_elements(data: ir.Value, indices: ir.Value, axis: int) -> ir.Value:
         where[axis] = source_index(scalars[0], extents[axis])
         return tensor.extract(data, where)
 
+    check_index_range(indices, [extents[axis]], [axis])
     return indexed_generic(
         out, core.tensor_type(data).element_type, body, [indices], [ir.AffineMap.get_identity(rank)]
     )
@@ -226,6 +229,7 @@ def gather_nd(data: ir.Value, indices: ir.Value, batch_dims: int = 0) -> ir.Valu
             where.append(source_index(raw, data_extents[batch_dims + j]))
         return tensor.extract(data, where + positions[lead:])
 
+    check_index_range(indices, data_extents[batch_dims:batch_dims + k], list(range(batch_dims, batch_dims + k)))
     return indexed_generic(out, core.tensor_type(data).element_type, body)
 
 

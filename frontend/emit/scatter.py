@@ -13,6 +13,7 @@ from mlir.dialects import arith, tensor
 
 from . import core
 from .extent_math import as_index
+from .checks import check_index_range
 from .movement import source_index
 
 # --------------------------------------------------------------------------------------
@@ -98,6 +99,7 @@ def scatter_elements(data: ir.Value, indices: ir.Value, updates: ir.Value, axis:
         where[axis] = source_index(tensor.extract(indices, positions), extent)
         return where
 
+    check_index_range(indices, [extent], [axis])
     return scatter(data, updates, target, reduction, unsigned=unsigned)
 
 
@@ -119,6 +121,7 @@ def scatter_nd(data: ir.Value, indices: ir.Value, updates: ir.Value,
         ]
         return where + positions[lead:]
 
+    check_index_range(indices, data_extents[:k], list(range(k)))
     return scatter(data, updates, target, reduction, unsigned=unsigned)
 
 

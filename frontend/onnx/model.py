@@ -233,11 +233,20 @@ def check_type_agreement(proto: onnx.ModelProto) -> None:
                 label = node.name or f"{node.op_type}_{position}"
                 raise ModelImportError(
                     f"node {label!r} ({node.op_type}): inputs {earlier[0]!r} "
-                    f"({onnx.TensorProto.DataType.Name(earlier[1])}) and {name!r} "
-                    f"({onnx.TensorProto.DataType.Name(elem_types[name])}) must have one element "
+                    f"({_type_name(earlier[1])}) and {name!r} "
+                    f"({_type_name(elem_types[name])}) must have one element "
                     f"type ({formal.type_str})",
                     problems=[(label, node.op_type, "inputs of different element types")],
                 )
+
+
+def _type_name(code: int) -> str:
+    """The ONNX name of an element type code; a code no ONNX version defines (corrupt bytes)
+    is named by its number instead of raising protobuf's ValueError."""
+    try:
+        return onnx.TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"element type {code}"
 
 
 def initializers(graph: onnx.GraphProto) -> dict[str, np.ndarray]:

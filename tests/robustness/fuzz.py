@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-CATEGORIES = ("onnx_bytes", "onnx_graph", "mlir", "package", "records", "api", "cli")
+CATEGORIES = ("onnx_bytes", "onnx_graph", "mlir", "package", "records", "api", "cli", "runtime")
 OUTCOMES = ("ok", "typed", "untyped", "crash", "hang", "wrong")
 FAILING = ("untyped", "crash", "hang", "wrong")
 MEMORY_LIMIT = 6 << 30
@@ -414,6 +414,119 @@ def case_api(rng: random.Random, work: Path) -> str:
     return "ok"
 
 
+def _runtime_models() -> dict[str, Any]:
+    """Models whose validity depends on the values and sizes of their inputs (run-time
+    checks, docs/robustness.md): name -> ONNX model."""
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    def info(name, element, shape):
+        return helper.make_tensor_value_info(name, element, shape)
+
+    def model(nodes, inputs, outputs, initializers=()):
+        graph = helper.make_graph(nodes, "m", inputs, outputs, initializer=list(initializers))
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    data = info("data", T.FLOAT, [5, 3])
+    return {
+        "Gather": model([helper.make_node("Gather", ["data", "idx"], ["y"], name="g", axis=0)],
+                        [data, info("idx", T.INT64, ["n"])], [info("y", T.FLOAT, ["n", 3])]),
+        "Gather1": model([helper.make_node("Gather", ["data", "idx"], ["y"], name="g", axis=1)],
+                         [data, info("idx", T.INT64, ["n", 2])], [info("y", T.FLOAT, [5, "n", 2])]),
+        "GatherElements": model([helper.make_node("GatherElements", ["data", "idx"], ["y"], name="g", axis=0)],
+                                [data, info("idx", T.INT64, ["n", 3])], [info("y", T.FLOAT, ["n", 3])]),
+        "GatherND": model([helper.make_node("GatherND", ["data", "idx"], ["y"], name="g")],
+                          [data, info("idx", T.INT64, ["n", 2])], [info("y", T.FLOAT, ["n"])]),
+        "ScatterND": model([helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], name="s")],
+                           [data, info("idx", T.INT64, ["n", 1]), info("upd", T.FLOAT, ["n", 3])],
+                           [info("y", T.FLOAT, [5, 3])]),
+        "ScatterElements": model([helper.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], name="s", axis=1)],
+                                 [data, info("idx", T.INT64, ["n", 2]), info("upd", T.FLOAT, ["n", 2])],
+                                 [info("y", T.FLOAT, [5, 3])]),
+        "Reshape": model([helper.make_node("Reshape", ["x", "s"], ["r"], name="r"),
+                          helper.make_node("Add", ["r", "y"], ["z"], name="add")],
+                         [info("x", T.FLOAT, ["N"]), info("y", T.FLOAT, ["M", 2])], [info("z", T.FLOAT, ["K", 2])],
+                         [helper.make_tensor("s", T.INT64, [2], [-1, 2])]),
+        "Slice": model([helper.make_node("Slice", ["x", "starts", "ends"], ["s"], name="sl"),
+                        helper.make_node("MatMul", ["s", "w"], ["z"], name="mm")],
+                       [info("x", T.FLOAT, ["N", "K"]), info("w", T.FLOAT, ["J", 3])], [info("z", T.FLOAT, ["M", 3])],
+                       [helper.make_tensor("starts", T.INT64, [1], [1]),
+                        helper.make_tensor("ends", T.INT64, [1], [1 << 62])]),
+        "ConstantOfShape": model([helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill",
+                                                   value=helper.make_tensor("v", T.FLOAT, [1], [1.0])),
+                                  helper.make_node("ReduceSum", ["c"], ["z"], name="sum", keepdims=0)],
+                                 [info("shape", T.INT64, [2])], [info("z", T.FLOAT, [])]),
+    }
+
+
+def _runtime_inputs(rng: random.Random, name: str) -> list[Any]:
+    """Inputs for one of :func:`_runtime_models`, valid or not at random."""
+    import numpy as np
+
+    data = np.arange(15, dtype=np.float32).reshape(5, 3)
+
+    def indices(shape, extent):
+        bound = rng.choice([extent, extent, 2 * extent, 1 << 40])
+        return np.array([rng.randint(-bound, bound - 1) for _ in range(int(np.prod(shape)))],
+                        dtype=np.int64).reshape(shape)
+
+    n = rng.randint(1, 4)
+    if name == "Gather":
+        return [data, indices((n,), 5)]
+    if name == "Gather1":
+        return [data, indices((n, 2), 3)]
+    if name == "GatherElements":
+        return [data, indices((n, 3), 5)]
+    if name == "GatherND":
+        return [data, np.stack([indices((n,), 5), indices((n,), 3)], axis=1)]
+    if name == "ScatterND":  # distinct rows: ONNX leaves duplicate ScatterND targets undefined
+        rows = rng.sample(range(-5, 5), n) if rng.random() < 0.7 else [rng.randint(-12, 12) for _ in range(n)]
+        if len({r % 5 for r in rows}) < len(rows):
+            rows = rows[:1]
+        return [data, np.array(rows, dtype=np.int64).reshape(-1, 1), np.ones((len(rows), 3), np.float32)]
+    if name == "ScatterElements":
+        columns = [rng.sample(range(-3, 3), 2) if rng.random() < 0.7 else [rng.randint(-7, 7) for _ in range(2)]
+                   for _ in range(n)]
+        columns = [c if len({x % 3 for x in c}) == 2 else c[:1] * 2 for c in columns]
+        return [data, np.array(columns, dtype=np.int64), np.ones((n, 2), np.float32)]
+    if name == "Reshape":
+        return [np.ones(rng.randint(0, 9), np.float32), np.ones((rng.randint(0, 5), 2), np.float32)]
+    if name == "Slice":
+        return [np.ones((rng.randint(1, 5), rng.randint(1, 4)), np.float32),
+                np.ones((rng.randint(1, 4), 3), np.float32)]
+    return [np.array([rng.choice([0, 3, 1 << 20, 1 << 31, -4]), rng.choice([1, 5, 1 << 20, 1 << 40])], dtype=np.int64)]
+
+
+def case_runtime(rng: random.Random, work: Path) -> str:
+    """A compiled model with dynamic sizes called with random, often invalid, index values
+    and sizes: ``typed`` (a run-time check fired) or ``ok`` when onnxruntime (numpy for the
+    allocation model) agrees; success where onnxruntime raises is ``wrong``."""
+    import numpy as np
+
+    import tilecraft
+
+    models = _runtime_models()
+    name = rng.choice(sorted(models))
+    key = "runtime:" + name
+    if key not in _COMPILED:
+        _COMPILED[key] = tilecraft.compile(models[name])
+    compiled = _COMPILED[key]
+    inputs = _runtime_inputs(rng, name)
+    got = compiled(*inputs)  # a TilecraftError here is classified "typed" by run_case
+    if name == "ConstantOfShape":
+        rows, columns = (int(v) for v in inputs[0])
+        # float32 sums of many ones round: compare relatively
+        return "ok" if rows >= 0 and columns >= 0 and np.isclose(float(got), rows * columns, rtol=1e-2) else "wrong"
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(models[name].SerializeToString(), providers=["CPUExecutionProvider"])
+    try:
+        (expected,) = session.run(None, {i.name: v for i, v in zip(models[name].graph.input, inputs)})
+    except Exception:  # noqa: BLE001  (onnxruntime refused the inputs; we computed something)
+        return "wrong"
+    return "ok" if np.shape(got) == np.shape(expected) and np.allclose(got, expected) else "wrong"
+
+
 class UntypedExit(Exception):
     """A command line that ended with an undocumented exit code or several error lines."""
 
@@ -464,6 +577,7 @@ def case_cli(rng: random.Random, work: Path) -> str:
 CASES: dict[str, Callable[[random.Random, Path], str]] = {
     "onnx_bytes": case_onnx_bytes, "onnx_graph": case_onnx_graph, "mlir": case_mlir,
     "package": case_package, "records": case_records, "api": case_api, "cli": case_cli,
+    "runtime": case_runtime,
 }
 
 

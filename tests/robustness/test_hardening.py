@@ -64,6 +64,15 @@ def test_inputs_of_one_type_variable_with_different_types_name_the_node():
         tilecraft.compile(matmul_model(weight_dtype=np.int64))
 
 
+def test_an_element_type_code_onnx_does_not_define_is_named_by_number():
+    """Found by the fuzz suite (onnx_bytes, seed 11 case 1432): a flipped byte made an
+    input's elem_type 33, and naming it raised protobuf's ValueError."""
+    model = matmul_model()
+    model.graph.input[0].type.tensor_type.elem_type = 33
+    with pytest.raises(ModelImportError, match=r"\(element type 33\) and 'W' \(FLOAT\)"):
+        tilecraft.compile(model)
+
+
 @pytest.mark.parametrize("spec, message", [
     ("llvm -mcpu=notacpu", r"unknown CPU 'notacpu'.*-mcpu=help"),
     ("llvm -mattr=+notafeature", r"unknown CPU feature\(s\) \['\+notafeature'\].*-mcpu=help"),

@@ -1,0 +1,101 @@
+"""Run-time checks the emitters put into the IR: index ranges of gathers and scatters.
+
+Why in the emitters: only they know which operand holds data-dependent indices and which
+extent those index. The check is hoisted by construction: a min and a max reduction over
+the whole index tensor, then one scalar comparison, before the gather's loop, which keeps
+its clamped (in-bounds) reads and stays vectorizable. A failed check calls the report
+function (runtime/checks.py), and the entry's caller raises ``IndexOutOfRangeError``.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, linalg, tensor
+
+from ...runtime.checks import CHECK_FUNCTION, KIND_ATTRIBUTE, MESSAGE_ATTRIBUTE
+from . import core
+from .extent_math import as_index, scalar_to_index
+
+
+def _module_of(block: ir.Block) -> ir.Operation:
+    op = block.owner
+    while op.name != "builtin.module":
+        op = op.parent
+    return op
+
+
+def _declare(module: ir.Operation) -> None:
+    """``func.func private @tilecraft_runtime_check(i1, i64, i64)``, once per module."""
+    body = module.regions[0].blocks[0]
+    for op in body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == CHECK_FUNCTION:
+            return
+    i64 = ir.IntegerType.get_signless(64)
+    with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
+        func.FuncOp(CHECK_FUNCTION, ([ir.IntegerType.get_signless(1), i64, i64], []), visibility="private")
+
+
+def emit_check(ok: ir.Value, value: ir.Value, bound: ir.Value, kind: str, message: str) -> None:
+    """A marker call: ``ok`` must hold; on failure the error reads ``message`` with ``{value}``
+    and ``{bound}`` (``index`` or ``i64`` scalars) filled in, prefixed by the op's node."""
+    i64 = ir.IntegerType.get_signless(64)
+
+    def as_i64(v: ir.Value) -> ir.Value:
+        return v if v.type == i64 else arith.index_cast(i64, v)
+
+    _declare(_module_of(ir.InsertionPoint.current.block))
+    call = func.CallOp([], ir.FlatSymbolRefAttr.get(CHECK_FUNCTION), [ok, as_i64(value), as_i64(bound)])
+    call.operation.attributes[KIND_ATTRIBUTE] = ir.StringAttr.get(kind)
+    call.operation.attributes[MESSAGE_ATTRIBUTE] = ir.StringAttr.get(message)
+
+
+def _extreme(indices: ir.Value, axes: list[int], kind: str) -> ir.Value:
+    """The min or max of ``indices`` over ``axes`` (the last dim kept when not reduced): a
+    reduction ``linalg.generic`` from a filled init, as emit/reduction.py makes them (which
+    imports movement, which imports this module)."""
+    element = core.tensor_type(indices).element_type
+    extents = core.sizes(indices)
+    rank = len(extents)
+    kept = [a for a in range(rank) if a not in axes]
+    order = kept + axes  # loop d iterates dim order[d]: kept dims outermost
+    width = element.width
+    start = -(1 << (width - 1)) if kind == "max" else (1 << (width - 1)) - 1
+    init = linalg.fill(arith.constant(element, start), outs=[core.empty([extents[a] for a in kept], element)])
+    input_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(order.index(a)) for a in range(rank)])
+    output_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in range(len(kept))])
+    iterators = ["#linalg.iterator_type<parallel>"] * len(kept) + ["#linalg.iterator_type<reduction>"] * len(axes)
+    op = linalg.GenericOp([init.type], [indices], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(input_map), ir.AffineMapAttr.get(output_map)]),
+                          ir.ArrayAttr.get([ir.Attribute.parse(k) for k in iterators]))
+    block = op.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        combine = arith.maxsi if kind == "max" else arith.minsi
+        linalg.YieldOp([combine(block.arguments[1], block.arguments[0])])
+    return op.result
+
+
+def check_index_range(indices: ir.Value, extents: "list[int | ir.Value]", axis_names: "list[int]") -> None:
+    """Every index must lie in ``[-extent, extent)`` (ONNX: negative counts from the end).
+
+    ``indices`` is an integer tensor; with one extent its elements all index that extent,
+    with ``k`` extents its last dim (static ``k``) holds one coordinate per extent (GatherND,
+    ScatterND). ``axis_names`` are the data axes the extents belong to, for the message.
+    """
+    shape = core.static_shape(indices)
+    if 0 in [s for s in shape if s is not None]:
+        return
+    rank = len(shape)
+    columns = len(extents)
+    axes = list(range(rank)) if columns == 1 else list(range(rank - 1))
+    low, high = _extreme(indices, axes, "min"), _extreme(indices, axes, "max")
+    for j, (extent, axis) in enumerate(zip(extents, axis_names)):
+        where = [] if columns == 1 else [core.index(j)]
+        smallest = scalar_to_index(tensor.extract(low, where))
+        largest = scalar_to_index(tensor.extract(high, where))
+        n = as_index(extent)
+        negative_n = arith.subi(core.index(0), n)
+        too_small = arith.cmpi(arith.CmpIPredicate.slt, smallest, negative_n)
+        too_large = arith.cmpi(arith.CmpIPredicate.sge, largest, n)
+        ok = arith.xori(arith.ori(too_small, too_large), arith.constant(ir.IntegerType.get_signless(1), 1))
+        bad = arith.select(too_small, smallest, largest)
+        emit_check(ok, bad, n, "index", f"index {{value}} out of range for axis {axis} of size {{bound}}")
