@@ -23,6 +23,7 @@ from ..runtime.libraries import load_process_wide, runtime_library
 from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
 from .extern import extern_functions
+from .weights import bind_resource_globals
 
 # Runtime libraries the generated code may call into: handed to each JIT...
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
@@ -90,17 +91,22 @@ class JitFunction:
         # Extern functions (pipelines/extern.py): bound by address before the first lookup;
         # their libraries and callbacks live as long as the engine.
         externs = [(C_INTERFACE_PREFIX + extern.name, *extern.load()) for extern in extern_functions(self.module)]
+        # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).
+        weights = bind_resource_globals(self.module)
         try:
             engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
         except RuntimeError as error:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
         for symbol, address, _ in externs:
             engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
+        for symbol, array in weights:
+            engine.raw_register_runtime(symbol, ctypes.c_void_p(array.ctypes.data))
         engine.initialize()
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
         _release_retired()
-        weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs])
+        weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs],
+                         [array for _, array in weights])
 
     @property
     def engine(self) -> ExecutionEngine:

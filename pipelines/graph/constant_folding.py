@@ -16,9 +16,9 @@ Two steps, in this order:
 
 Why evaluate with tilecraft's own JIT instead of a numpy interpreter of linalg: the JIT
 gives every linalg op its exact semantics for free. The constant ops are cloned into a
-function whose arguments are the ``dense_resource`` weights (read back from the printed
-resource section: MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in
-Python), compiled without a schedule (scalar loops: this runs once) in a context of its
+function whose arguments are the ``dense_resource`` weights (the arrays they were made
+from, frontend/resources.py; else read back from the printed resource section: MLIR 22's
+``DenseResourceElementsAttr`` has no buffer accessor in Python), compiled without a schedule (scalar loops: this runs once) in a context of its
 own, and called with the weights as numpy arrays.
 """
 
@@ -33,6 +33,7 @@ from mlir.dialects import arith, func
 
 from ...dialects import graph
 from ...frontend.emit import core, reshapes
+from ...frontend.resources import resource_array, resource_handle
 from ..entry import entry_signature
 from ..ir_queries import defined_functions
 from ..jit import JitFunction
@@ -315,27 +316,40 @@ def _is_resource_constant(op: ir.Operation) -> bool:
 
 
 def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
-    """The values of ``dense_resource`` constants, read from the printed resource section.
+    """The values of ``dense_resource`` constants: the arrays tilecraft made them from
+    (frontend/resources.py), else read from the printed resource section.
 
-    Why printing: MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python;
-    the printer writes each blob as ``name: "0x<4-byte alignment><data>"``."""
-    with constants[0].context, ir.Location.unknown():
+    Why printing for the others (a model given as ``.mlir`` text with its resources):
+    MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python; the printer
+    writes each blob as ``name: "0x<4-byte alignment><data>"``."""
+    arrays: list[np.ndarray | None] = []
+    for op in constants:
+        tensor_type = ir.RankedTensorType(op.results[0].type)
+        known = resource_array(op.attributes["value"])
+        arrays.append(None if known is None else
+                      known.view(_NUMPY_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape))
+    unknown = [op for op, array in zip(constants, arrays) if array is None]
+    if not unknown:
+        return arrays
+    with unknown[0].context, ir.Location.unknown():
         holder = ir.Module.create()
         with ir.InsertionPoint(holder.body):
-            for op in constants:
+            for op in unknown:
                 op.clone()
         text = holder.operation.get_asm(print_generic_op_form=True)
     blobs = _resource_blobs(text)
-    arrays = []
-    for op in constants:
-        attr = str(op.attributes["value"])
-        name = attr[len("dense_resource<"):attr.rindex("> : ")]
+    printed = iter(unknown)
+    for position, array in enumerate(arrays):
+        if array is not None:
+            continue
+        op = next(printed)
+        name = resource_handle(op.attributes["value"])
         name = name[1:-1] if name.startswith('"') else name
         tensor_type = ir.RankedTensorType(op.results[0].type)
         dtype = _NUMPY_TYPES[str(tensor_type.element_type)]
         start, end = blobs[name]
         data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
-        arrays.append(np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy())
+        arrays[position] = np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy()
     return arrays
 
 
@@ -436,7 +450,7 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
     if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in _NUMPY_TYPES
            for op in weights):
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
-    # Read once for all slices: reading prints the whole resource section.
+    # Read once for all slices: reading unknown ones prints the whole resource section.
     weight_arrays = dict(zip((op.results[0] for op in weights), _resource_arrays(weights))) if weights else {}
     arrays: list[np.ndarray] = []
     for start in range(0, len(leaves), _LEAVES_PER_FUNCTION):
