@@ -32,17 +32,17 @@ _REFERENCE = re.compile(r"@([A-Za-z_][\w$.]*)")
 _PLAIN_NAME = re.compile(r"[A-Za-z_][\w$.]*\Z")
 
 
-def _private_functions(module: ir.Operation) -> dict[str, ir.Operation]:
+def _defined_functions(module: ir.Operation) -> dict[str, tuple[ir.Operation, bool]]:
+    """Name -> (``llvm.func`` with a body, whether it may be merged: private, plain name)."""
     functions = {}
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
         if op.name != "llvm.func" or not op.regions[0].blocks:
             continue
-        if "sym_visibility" not in op.attributes or ir.StringAttr(op.attributes["sym_visibility"]).value != "private":
-            continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
-        if _PLAIN_NAME.match(name):  # a name that prints quoted is left alone
-            functions[name] = op
+        private = ("sym_visibility" in op.attributes
+                   and ir.StringAttr(op.attributes["sym_visibility"]).value == "private")
+        functions[name] = (op, private and bool(_PLAIN_NAME.match(name)))  # quoted names: left alone
     return functions
 
 
@@ -66,29 +66,39 @@ def equivalence_classes(shapes: dict[str, str], references: dict[str, list[str]]
 def merge_identical_functions(module: ir.Operation) -> int:
     """Merge the private ``llvm.func``s of ``module`` that compute the same thing (module
     docstring); returns how many were erased."""
-    functions = _private_functions(module)
+    functions = _defined_functions(module)
+    candidates = {name for name, (_, mergeable) in functions.items() if mergeable}
     shapes: dict[str, str] = {}
     references: dict[str, list[str]] = {}
-    for name, op in functions.items():
+    for name, (op, _) in functions.items():
         found: list[str] = []
 
         def blank(match: re.Match) -> str:
-            if match.group(1) not in functions:
+            if match.group(1) not in candidates:
                 return match.group(0)
             found.append(match.group(1))
             return "@?"
 
-        shapes[name] = _REFERENCE.sub(blank, op.get_asm(use_local_scope=True))
+        shape = _REFERENCE.sub(blank, op.get_asm(use_local_scope=True, assume_verified=True))
         references[name] = found
+        if name in candidates:
+            shapes[name] = shape
     keepers: dict[int, str] = {}
-    erased = 0
-    for name, cls in equivalence_classes(shapes, references).items():
+    replaced: dict[str, str] = {}
+    for name, cls in equivalence_classes(shapes, {n: references[n] for n in shapes}).items():
         keeper = keepers.setdefault(cls, name)
         if keeper != name:
-            ir.SymbolTable.replace_all_symbol_uses(name, keeper, module)
-            functions[name].erase()
-            erased += 1
-    return erased
+            replaced[name] = keeper
+    # Symbol uses renamed in the functions that hold them (a walk of the whole module per
+    # erased function cost more than finding them).
+    for name, (op, _) in functions.items():
+        if name in replaced:
+            continue
+        for old in dict.fromkeys(r for r in references[name] if r in replaced):
+            ir.SymbolTable.replace_all_symbol_uses(old, replaced[old], op)
+    for name in replaced:
+        functions[name][0].erase()
+    return len(replaced)
 
 
 @register_pass(
