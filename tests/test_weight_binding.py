@@ -131,3 +131,36 @@ def test_core_constant_goes_through_the_table(rand):
             value = core.constant(rand((10, 10)), name="c")
         array = resource_array(value.owner.attributes["value"])
         assert array is not None and array.shape == (10, 10)
+
+
+def _dense_chain(weights: list[np.ndarray]) -> onnx.ModelProto:
+    nodes, inits, current = [], [], "x"
+    for index, weight in enumerate(weights):
+        inits.append(numpy_helper.from_array(weight, f"w{index}"))
+        nodes += [helper.make_node("MatMul", [current, f"w{index}"], [f"m{index}"]),
+                  helper.make_node("Relu", [f"m{index}"], [f"r{index}"])]
+        current = f"r{index}"
+    size = weights[0].shape[0]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, size])],
+                              [helper.make_tensor_value_info(current, TensorProto.FLOAT, [256, size])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_repeated_layers_share_their_kernels(rand):
+    """Three layers of one shape (different weights) compile to the kernels of one layer:
+    tilecraft-merge-identical-functions keeps one copy of each, and the result is right."""
+    weights = [rand((256, 256)) for _ in range(3)]
+    one = tilecraft.compile(_dense_chain(weights[:1]), keep_ir=True)
+    three = tilecraft.compile(_dense_chain(weights), keep_ir=True)
+
+    def kernels(module: tilecraft.CompiledModule) -> int:
+        return sum(line.lstrip().startswith("llvm.func") and "@parallel_compute_fn" in line
+                   for line in module.ir("llvm").splitlines())
+
+    assert kernels(one) >= 1
+    assert kernels(three) == kernels(one)
+    x = rand((256, 256))
+    expected = x
+    for weight in weights:
+        expected = np.maximum(expected @ weight, 0)
+    np.testing.assert_allclose(three(x), expected, rtol=1e-4, atol=1e-4)
