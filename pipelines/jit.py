@@ -108,6 +108,21 @@ class JitFunction:
         weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs],
                          [array for _, array in weights])
 
+    def entry(self, signature: EntrySignature) -> "JitFunction":
+        """Another public function of the same module, from the same engine (the module is
+        compiled once). The engine lives as long as the first function and its entries."""
+        self._ensure_engine()
+        other = JitFunction.__new__(JitFunction)
+        other.signature = signature
+        other.module = self.module
+        other._opt_level = self._opt_level
+        other._extra_libraries = self._extra_libraries
+        other._engine = self._engine
+        other._entry = self._engine.lookup(signature.name)
+        other._frame = CallFrame(signature)
+        other._first = self  # keeps the engine from being retired
+        return other
+
     @property
     def engine(self) -> ExecutionEngine:
         self._ensure_engine()

@@ -353,54 +353,65 @@ def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
     return arrays
 
 
-def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Context,
+def _evaluate(slices: list[tuple[list[ir.Operation], list[ir.Value]]], context: ir.Context,
               weight_arrays: Mapping[ir.Value, np.ndarray]) -> list[np.ndarray]:
-    """Clone ``ops`` into ``@fold(weights...) -> leaves``, JIT it, run it once.
+    """Clone each slice's ``ops`` into ``@fold_<n>(weights...) -> leaves``, JIT the module
+    once, run each function once; the values of every slice's leaves, in order.
 
     The ``dense_resource`` weights (``weight_arrays``: result -> value) become the
-    function's arguments, passed as numpy arrays: embedded as globals, ResNet-50's 100 MB
-    of weights took LLVM over two minutes to JIT.
+    functions' arguments, passed as numpy arrays: embedded as globals, ResNet-50's 100 MB
+    of weights took LLVM over two minutes to JIT. One module and one engine for all slices:
+    the lowering pipeline and the engine's creation are paid once, not once per slice.
     """
-
-    weights = [op for op in ops if _is_resource_constant(op)]
-    arrays = [weight_arrays[op.results[0]] for op in weights]
+    functions = []
     with context, ir.Location.unknown():
         scratch = ir.Module.create()
-        with ir.InsertionPoint(scratch.body):
-            fold = func.FuncOp("fold", ir.FunctionType.get([op.results[0].type for op in weights],
-                                                           [v.type for v in leaves]))
-        block = fold.add_entry_block()
-        mapping: dict[ir.Value, ir.Value] = {
-            op.results[0]: arg for op, arg in zip(weights, block.arguments)
-        }
-        with ir.InsertionPoint(block):
-            for op in ops:
-                if op.results and op.results[0] in mapping:
-                    continue
-                clone = op.clone()
+        for index, (ops, leaves) in enumerate(slices):
+            weights = [op for op in ops if _is_resource_constant(op)]
+            functions.append((f"fold_{index}", [weight_arrays[op.results[0]] for op in weights], len(leaves)))
+            with ir.InsertionPoint(scratch.body):
+                fold = func.FuncOp(functions[-1][0],
+                                   ir.FunctionType.get([op.results[0].type for op in weights],
+                                                       [v.type for v in leaves]))
+            block = fold.add_entry_block()
+            mapping: dict[ir.Value, ir.Value] = {
+                op.results[0]: arg for op, arg in zip(weights, block.arguments)
+            }
+            with ir.InsertionPoint(block):
+                for op in ops:
+                    if op.results and op.results[0] in mapping:
+                        continue
+                    clone = op.clone()
 
-                def rewire(inner: ir.Operation) -> ir.WalkResult:
-                    for n, value in enumerate(inner.operands):
-                        if value in mapping:
-                            inner.operands[n] = mapping[value]
-                    return ir.WalkResult.ADVANCE
+                    def rewire(inner: ir.Operation) -> ir.WalkResult:
+                        for n, value in enumerate(inner.operands):
+                            if value in mapping:
+                                inner.operands[n] = mapping[value]
+                        return ir.WalkResult.ADVANCE
 
-                clone.walk(rewire, ir.WalkOrder.PRE_ORDER)
-                mapping.update(zip(op.results, clone.results))
-            func.ReturnOp([mapping[v] for v in leaves])
+                    clone.walk(rewire, ir.WalkOrder.PRE_ORDER)
+                    mapping.update(zip(op.results, clone.results))
+                func.ReturnOp([mapping[v] for v in leaves])
         payload = io.BytesIO()
         scratch.operation.write_bytecode(payload)
     # A fresh context: JIT-compiling registers LLVM translations in its context, which MLIR
     # forbids while a pass manager runs there (it asserts).
     fold_context = ir.Context()
+    values: list[np.ndarray] = []
     with fold_context, ir.Location.unknown():
         module = ir.Module.parse(payload.getvalue())
+        signatures = {ir.StringAttr(op.operation.attributes["sym_name"]).value: entry_signature(op.operation)
+                      for op in module.body.operations}
         target = Target.parse("llvm")
         pipeline = Pipeline((input_stage(), simplify_stage(), *lowering_stages(target)))
-        signature = entry_signature(module.body.operations[0].operation)
         pipeline.run(module)
-        results = JitFunction(module, signature, opt_level=0)(arrays, {})
-    return list(results) if isinstance(results, tuple) else [results]
+        first = None
+        for name, arrays, _ in functions:
+            jitted = JitFunction(module, signatures[name], opt_level=0) if first is None else first.entry(signatures[name])
+            first = first or jitted
+            results = jitted(arrays, {})
+            values += list(results) if isinstance(results, tuple) else [results]
+    return values
 
 
 def _backward_slice(ops: list[ir.Operation], leaves: list[ir.Value]) -> list[ir.Operation]:
@@ -452,10 +463,8 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
     # Read once for all slices: reading unknown ones prints the whole resource section.
     weight_arrays = dict(zip((op.results[0] for op in weights), _resource_arrays(weights))) if weights else {}
-    arrays: list[np.ndarray] = []
-    for start in range(0, len(leaves), _LEAVES_PER_FUNCTION):
-        chunk = leaves[start:start + _LEAVES_PER_FUNCTION]
-        arrays += _evaluate(_backward_slice(needed, chunk), chunk, function.context, weight_arrays)
+    chunks = [leaves[start:start + _LEAVES_PER_FUNCTION] for start in range(0, len(leaves), _LEAVES_PER_FUNCTION)]
+    arrays = _evaluate([(_backward_slice(needed, chunk), chunk) for chunk in chunks], function.context, weight_arrays)
     for index, (value, array) in enumerate(zip(leaves, arrays)):
         owner = graph._op(value.owner)
         with ir.InsertionPoint(owner), owner.location:
