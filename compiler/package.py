@@ -33,6 +33,7 @@ from mlir import ir
 
 from .. import __version__
 from ..errors import ExternError, PackageError, ToolchainError
+from ..frontend.resources import resource_array
 from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
@@ -137,6 +138,15 @@ def externalize_weights(llvm_module: ir.Module, directory: Path) -> tuple[ir.Mod
     hidden and ``dso_local``: the code addresses them PC-relative, as if they were internal.
     Returns (module, assembly file or None, number of tensors, bytes).
     """
+    # The arrays tilecraft made the blobs from (frontend/resources.py), read before the copy
+    # below (a fresh context has no such table); others are read from the printed module.
+    known = {}
+    for op in llvm_module.body.operations:
+        op = op.operation
+        if op.name == "llvm.mlir.global" and "value" in op.attributes:
+            array = resource_array(op.attributes["value"])
+            if array is not None:
+                known[ir.StringAttr(op.attributes["sym_name"]).value] = array
     module = ir.Module.parse(_bytecode(llvm_module), context=ir.Context())
     weights = []
     for op in module.body.operations:
@@ -148,22 +158,26 @@ def externalize_weights(llvm_module: ir.Module, directory: Path) -> tuple[ir.Mod
             weights.append((op, match.group(1)))
     if not weights:
         return module, None, 0, 0
-    blobs = resource_blobs(module)
+    names = [ir.StringAttr(op.attributes["sym_name"]).value for op, _ in weights]
+    blobs = resource_blobs(module) if any(name not in known for name in names) else {}
     lines = ['\t.section .rodata.tilecraft_weights,"a"']
     total = 0
     with module.context:
-        for index, (op, key) in enumerate(weights):
-            if key not in blobs:
+        for index, ((op, key), name) in enumerate(zip(weights, names)):
+            if name in known:
+                data = memoryview(known[name]).cast("B")
+            elif key in blobs:
+                data = blobs[key]
+            else:
                 raise PackageError(f"weight resource {key!r} has no data in the lowered module")
-            name = ir.StringAttr(op.attributes["sym_name"]).value
             data_file = directory / f"weight{index}.bin"
-            data_file.write_bytes(blobs[key])
-            total += len(blobs[key])
+            data_file.write_bytes(data)
+            total += len(data)
             del op.attributes["value"]
             op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<external>")
             op.attributes["dso_local"] = ir.UnitAttr.get()
             lines += [f'\t.globl "{name}"', f'\t.hidden "{name}"', "\t.p2align 6",
-                      f'\t.type "{name}", %object', f'\t.size "{name}", {len(blobs[key])}',
+                      f'\t.type "{name}", %object', f'\t.size "{name}", {len(data)}',
                       f'"{name}":', f'\t.incbin "{data_file}"']
     assembly = directory / "weights.s"
     assembly.write_text("\n".join(lines) + "\n")

@@ -78,7 +78,9 @@ class CompiledModule:
         return self._stage_ir[stage]
 
     def dump_object_file(self, path: str) -> None:
-        """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump)."""
+        """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump).
+        The weights are not in it: the JIT binds them by address (pipelines/weights.py), so
+        their globals are undefined symbols there."""
         self._function.engine.dump_to_object_file(str(path))
 
     # Whether this machine runs the code: checked on each call until it holds (a fixed

@@ -26,6 +26,7 @@ from ..runtime.malloc_policy import keep_freed_memory
 from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
 from .extern import extern_functions
+from .weights import bind_resource_globals
 
 # Runtime libraries the generated code may call into: handed to each JIT...
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
@@ -109,6 +110,8 @@ class JitFunction:
         # Extern functions (pipelines/extern.py): bound by address before the first lookup;
         # their libraries and callbacks live as long as the engine.
         externs = [(C_INTERFACE_PREFIX + extern.name, *extern.load()) for extern in extern_functions(self.module)]
+        # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).
+        weights = bind_resource_globals(self.module)
         try:
             engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
         except RuntimeError as error:
@@ -117,11 +120,29 @@ class JitFunction:
             engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
         if self.check_table:
             engine.raw_register_runtime(REPORT_SYMBOL, ctypes.c_void_p(report_address()))
+        for symbol, array in weights:
+            engine.raw_register_runtime(symbol, ctypes.c_void_p(array.ctypes.data))
         engine.initialize()
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
         _release_retired()
-        weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs])
+        weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs],
+                         [array for _, array in weights])
+
+    def entry(self, signature: EntrySignature) -> "JitFunction":
+        """Another public function of the same module, from the same engine (the module is
+        compiled once). The engine lives as long as the first function and its entries."""
+        self._ensure_engine()
+        other = JitFunction.__new__(JitFunction)
+        other.signature = signature
+        other.module = self.module
+        other._opt_level = self._opt_level
+        other._extra_libraries = self._extra_libraries
+        other._engine = self._engine
+        other._entry = self._engine.lookup(signature.name)
+        other._frame = CallFrame(signature)
+        other._first = self  # keeps the engine from being retired
+        return other
 
     @property
     def engine(self) -> ExecutionEngine:

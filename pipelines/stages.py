@@ -19,6 +19,7 @@ from mlir import ir
 from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
+from .merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
@@ -173,7 +174,10 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
                # Again: lowering a dot-product vector.contract makes unflagged float sums.
                REASSOCIATE_REDUCTIONS,
-               "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize")
+               "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize",
+               # Repeated blocks' kernels are the same functions: LLVM compiles each once.
+               MERGE_IDENTICAL_FUNCTIONS)
               + ((f"tilecraft-set-target{{{target_options}}}",) if target_options else ()),
-              "run-time checks to reports and early returns; everything to the LLVM dialect"),
+              "run-time checks to reports and early returns; everything to the LLVM dialect; "
+              "identical private functions merged"),
     )

@@ -9,6 +9,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from ..resources import resource_attr
+
 Size = "int | ir.Value"  # a static extent or an index-typed SSA value
 
 # numpy dtype -> MLIR element type builder. Unsigned integers are signless in MLIR: the ops
@@ -130,7 +132,7 @@ def constant(array: np.ndarray, *, name: str = "constant") -> ir.Value:
     if array.dtype.kind == "u":
         array = array.view(np.dtype(f"i{array.dtype.itemsize}"))
     if array.size > RESOURCE_THRESHOLD:
-        attr = ir.DenseResourceElementsAttr.get_from_buffer(array, name, ttype)
+        attr = resource_attr(array, name, ttype)  # its bytes stay readable (frontend/resources.py)
     else:
         attr = ir.DenseElementsAttr.get(array, type=ttype)
     return arith.constant(ttype, attr)

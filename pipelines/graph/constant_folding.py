@@ -16,9 +16,9 @@ Two steps, in this order:
 
 Why evaluate with tilecraft's own JIT instead of a numpy interpreter of linalg: the JIT
 gives every linalg op its exact semantics for free. The constant ops are cloned into a
-function whose arguments are the ``dense_resource`` weights (read back from the printed
-resource section: MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in
-Python), compiled without a schedule (scalar loops: this runs once) in a context of its
+function whose arguments are the ``dense_resource`` weights (the arrays they were made
+from, frontend/resources.py; else read back from the printed resource section: MLIR 22's
+``DenseResourceElementsAttr`` has no buffer accessor in Python), compiled without a schedule (scalar loops: this runs once) in a context of its
 own, and called with the weights as numpy arrays.
 """
 
@@ -33,6 +33,7 @@ from mlir.dialects import arith, func
 
 from ...dialects import graph
 from ...frontend.emit import core, reshapes
+from ...frontend.resources import resource_array, resource_handle
 from ..entry import entry_signature
 from ..ir_queries import defined_functions
 from ..jit import JitFunction
@@ -315,78 +316,102 @@ def _is_resource_constant(op: ir.Operation) -> bool:
 
 
 def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
-    """The values of ``dense_resource`` constants, read from the printed resource section.
+    """The values of ``dense_resource`` constants: the arrays tilecraft made them from
+    (frontend/resources.py), else read from the printed resource section.
 
-    Why printing: MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python;
-    the printer writes each blob as ``name: "0x<4-byte alignment><data>"``."""
-    with constants[0].context, ir.Location.unknown():
+    Why printing for the others (a model given as ``.mlir`` text with its resources):
+    MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python; the printer
+    writes each blob as ``name: "0x<4-byte alignment><data>"``."""
+    arrays: list[np.ndarray | None] = []
+    for op in constants:
+        tensor_type = ir.RankedTensorType(op.results[0].type)
+        known = resource_array(op.attributes["value"])
+        arrays.append(None if known is None else
+                      known.view(_NUMPY_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape))
+    unknown = [op for op, array in zip(constants, arrays) if array is None]
+    if not unknown:
+        return arrays
+    with unknown[0].context, ir.Location.unknown():
         holder = ir.Module.create()
         with ir.InsertionPoint(holder.body):
-            for op in constants:
+            for op in unknown:
                 op.clone()
         text = holder.operation.get_asm(print_generic_op_form=True)
     blobs = _resource_blobs(text)
-    arrays = []
-    for op in constants:
-        attr = str(op.attributes["value"])
-        name = attr[len("dense_resource<"):attr.rindex("> : ")]
+    printed = iter(unknown)
+    for position, array in enumerate(arrays):
+        if array is not None:
+            continue
+        op = next(printed)
+        name = resource_handle(op.attributes["value"])
         name = name[1:-1] if name.startswith('"') else name
         tensor_type = ir.RankedTensorType(op.results[0].type)
         dtype = _NUMPY_TYPES[str(tensor_type.element_type)]
         start, end = blobs[name]
         data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
-        arrays.append(np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy())
+        arrays[position] = np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy()
     return arrays
 
 
-def _evaluate(ops: list[ir.Operation], leaves: list[ir.Value], context: ir.Context,
+def _evaluate(slices: list[tuple[list[ir.Operation], list[ir.Value]]], context: ir.Context,
               weight_arrays: Mapping[ir.Value, np.ndarray]) -> list[np.ndarray]:
-    """Clone ``ops`` into ``@fold(weights...) -> leaves``, JIT it, run it once.
+    """Clone each slice's ``ops`` into ``@fold_<n>(weights...) -> leaves``, JIT the module
+    once, run each function once; the values of every slice's leaves, in order.
 
     The ``dense_resource`` weights (``weight_arrays``: result -> value) become the
-    function's arguments, passed as numpy arrays: embedded as globals, ResNet-50's 100 MB
-    of weights took LLVM over two minutes to JIT.
+    functions' arguments, passed as numpy arrays: embedded as globals, ResNet-50's 100 MB
+    of weights took LLVM over two minutes to JIT. One module and one engine for all slices:
+    the lowering pipeline and the engine's creation are paid once, not once per slice.
     """
-
-    weights = [op for op in ops if _is_resource_constant(op)]
-    arrays = [weight_arrays[op.results[0]] for op in weights]
+    functions = []
     with context, ir.Location.unknown():
         scratch = ir.Module.create()
-        with ir.InsertionPoint(scratch.body):
-            fold = func.FuncOp("fold", ir.FunctionType.get([op.results[0].type for op in weights],
-                                                           [v.type for v in leaves]))
-        block = fold.add_entry_block()
-        mapping: dict[ir.Value, ir.Value] = {
-            op.results[0]: arg for op, arg in zip(weights, block.arguments)
-        }
-        with ir.InsertionPoint(block):
-            for op in ops:
-                if op.results and op.results[0] in mapping:
-                    continue
-                clone = op.clone()
+        for index, (ops, leaves) in enumerate(slices):
+            weights = [op for op in ops if _is_resource_constant(op)]
+            functions.append((f"fold_{index}", [weight_arrays[op.results[0]] for op in weights], len(leaves)))
+            with ir.InsertionPoint(scratch.body):
+                fold = func.FuncOp(functions[-1][0],
+                                   ir.FunctionType.get([op.results[0].type for op in weights],
+                                                       [v.type for v in leaves]))
+            block = fold.add_entry_block()
+            mapping: dict[ir.Value, ir.Value] = {
+                op.results[0]: arg for op, arg in zip(weights, block.arguments)
+            }
+            with ir.InsertionPoint(block):
+                for op in ops:
+                    if op.results and op.results[0] in mapping:
+                        continue
+                    clone = op.clone()
 
-                def rewire(inner: ir.Operation) -> ir.WalkResult:
-                    for n, value in enumerate(inner.operands):
-                        if value in mapping:
-                            inner.operands[n] = mapping[value]
-                    return ir.WalkResult.ADVANCE
+                    def rewire(inner: ir.Operation) -> ir.WalkResult:
+                        for n, value in enumerate(inner.operands):
+                            if value in mapping:
+                                inner.operands[n] = mapping[value]
+                        return ir.WalkResult.ADVANCE
 
-                clone.walk(rewire, ir.WalkOrder.PRE_ORDER)
-                mapping.update(zip(op.results, clone.results))
-            func.ReturnOp([mapping[v] for v in leaves])
+                    clone.walk(rewire, ir.WalkOrder.PRE_ORDER)
+                    mapping.update(zip(op.results, clone.results))
+                func.ReturnOp([mapping[v] for v in leaves])
         payload = io.BytesIO()
         scratch.operation.write_bytecode(payload)
     # A fresh context: JIT-compiling registers LLVM translations in its context, which MLIR
     # forbids while a pass manager runs there (it asserts).
     fold_context = ir.Context()
+    values: list[np.ndarray] = []
     with fold_context, ir.Location.unknown():
         module = ir.Module.parse(payload.getvalue())
+        signatures = {ir.StringAttr(op.operation.attributes["sym_name"]).value: entry_signature(op.operation)
+                      for op in module.body.operations}
         target = Target.parse("llvm")
         pipeline = Pipeline((input_stage(), simplify_stage(runtime_checks=False), *lowering_stages(target)))
-        signature = entry_signature(module.body.operations[0].operation)
         pipeline.run(module)
-        results = JitFunction(module, signature, opt_level=0)(arrays, {})
-    return list(results) if isinstance(results, tuple) else [results]
+        first = None
+        for name, arrays, _ in functions:
+            jitted = JitFunction(module, signatures[name], opt_level=0) if first is None else first.entry(signatures[name])
+            first = first or jitted
+            results = jitted(arrays, {})
+            values += list(results) if isinstance(results, tuple) else [results]
+    return values
 
 
 def _backward_slice(ops: list[ir.Operation], leaves: list[ir.Value]) -> list[ir.Operation]:
@@ -436,12 +461,10 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
     if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in _NUMPY_TYPES
            for op in weights):
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
-    # Read once for all slices: reading prints the whole resource section.
+    # Read once for all slices: reading unknown ones prints the whole resource section.
     weight_arrays = dict(zip((op.results[0] for op in weights), _resource_arrays(weights))) if weights else {}
-    arrays: list[np.ndarray] = []
-    for start in range(0, len(leaves), _LEAVES_PER_FUNCTION):
-        chunk = leaves[start:start + _LEAVES_PER_FUNCTION]
-        arrays += _evaluate(_backward_slice(needed, chunk), chunk, function.context, weight_arrays)
+    chunks = [leaves[start:start + _LEAVES_PER_FUNCTION] for start in range(0, len(leaves), _LEAVES_PER_FUNCTION)]
+    arrays = _evaluate([(_backward_slice(needed, chunk), chunk) for chunk in chunks], function.context, weight_arrays)
     for index, (value, array) in enumerate(zip(leaves, arrays)):
         owner = graph._op(value.owner)
         with ir.InsertionPoint(owner), owner.location:

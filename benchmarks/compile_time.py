@@ -1,0 +1,139 @@
+"""Compile time of the light ONNX zoo (issue #16): seconds per step and peak memory per model.
+
+    .venv/bin/python benchmarks/compile_time.py
+    .venv/bin/python benchmarks/compile_time.py --models resnet50,densenet121 --rounds 3
+    .venv/bin/python benchmarks/compile_time.py --save-outputs /tmp/before   # then, after a change:
+    .venv/bin/python benchmarks/compile_time.py --compare-outputs /tmp/before  # bit-identical?
+
+Each compile runs in a fresh Python process (cold: no MLIR context, JIT or import cache
+carried over, and the process's peak RSS belongs to that one model). The models are the
+nine of ``onnx/backend/test/data/light`` with seeded random weights
+(benchmarks/onnx_models.py's ``randomize_weights``; preparing them is not timed), compiled
+untuned at the default opt_level with ``keep_ir=False``.
+
+Columns: ``total`` is the wall-clock time of ``tilecraft.compile``; the steps are
+``CompiledModule.compile_seconds`` (import = ONNX to MLIR, one column per pipeline stage,
+jit = the ExecutionEngine); ``cpu`` is the process CPU time of the compile (all threads:
+above ``total`` when work ran in parallel); ``RSS MB`` is the child's peak resident set
+(``ru_maxrss``) and ``+MB`` that peak above the RSS just before the compile. With
+``--rounds N`` each model is compiled N times (alternating models) and the medians are
+printed. No thresholds: the figures go into docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+STEPS = ("import", "input", "graph", "simplify", "schedule", "bufferize", "loops", "vector", "llvm", "jit")
+
+
+def _compile_one(name: str, save: str | None, compare: str | None) -> dict:
+    """Compile ``name`` in this process; the measurements (and the output check) as a dict."""
+    import numpy as np
+    import onnx
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import onnx_models
+    import tilecraft
+
+    original = onnx.load(os.path.join(onnx_models.LIGHT_DIR, f"light_{name}.onnx"))
+    model, _ = onnx_models.randomize_weights(original)
+    model = onnx_models.expose_logits(model)
+    feeds = onnx_models.random_inputs(model)
+    rss_before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    cpu = time.process_time()
+    start = time.perf_counter()
+    compiled = tilecraft.compile(model, keep_ir=False)
+    total = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result = {"model": name, "total": total, "cpu": cpu, "steps": dict(compiled.compile_seconds or {}),
+              "rss_peak_mb": peak / 2**20, "rss_added_mb": (peak - rss_before) / 2**20}
+    if save or compare:
+        outputs = compiled(*feeds.values())
+        outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+        path = os.path.join(save or compare, f"{name}.npz")
+        if save:
+            os.makedirs(save, exist_ok=True)
+            np.savez(path, *outputs)
+        else:
+            with np.load(path) as saved:
+                reference = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+            same = len(reference) == len(outputs) and all(
+                r.shape == o.shape and r.dtype == o.dtype and r.tobytes() == o.tobytes()
+                for r, o in zip(reference, outputs))
+            result["identical"] = same
+    return result
+
+
+def _run_child(name: str, args: argparse.Namespace) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--child", name]
+    if args.save_outputs:
+        command += ["--save-outputs", args.save_outputs]
+    if args.compare_outputs:
+        command += ["--compare-outputs", args.compare_outputs]
+    completed = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines:
+        tail = (completed.stderr or completed.stdout).strip().splitlines()
+        return {"model": name, "error": tail[-1] if tail else f"exit code {completed.returncode}"}
+    return json.loads(lines[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=None, help="comma-separated subset of the light zoo (default: all nine)")
+    parser.add_argument("--rounds", type=int, default=1, help="compiles per model, alternating (medians printed)")
+    parser.add_argument("--save-outputs", default=None, help="folder: write each model's outputs (.npz)")
+    parser.add_argument("--compare-outputs", default=None, help="folder of saved outputs: check bit-identity")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_compile_one(args.child, args.save_outputs, args.compare_outputs)))
+        return 0
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import onnx_models
+
+    names = onnx_models.available_models()
+    selected = names if args.models is None else [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in selected if m not in names]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {names}")
+    print(f"load average before: {open('/proc/loadavg').read().split()[:3]}; {os.cpu_count()} cores; "
+          f"median of {args.rounds} cold compile(s) per model, each in a fresh process", flush=True)
+    runs: dict[str, list[dict]] = {name: [] for name in selected}
+    for _ in range(args.rounds):
+        for name in selected:
+            runs[name].append(_run_child(name, args))
+    header = f"{'model':<14} {'total':>7} {'cpu':>7} " + " ".join(f"{s:>9}" for s in STEPS) + \
+             f" {'RSS MB':>7} {'+MB':>6}"
+    print(header)
+    for name in selected:
+        good = [r for r in runs[name] if "error" not in r]
+        if not good:
+            print(f"{name:<14} error: {runs[name][-1]['error']}")
+            continue
+
+        def median(key: str, step: bool = False) -> float:
+            return statistics.median(r["steps"].get(key, 0.0) if step else r[key] for r in good)
+
+        line = f"{name:<14} {median('total'):>7.2f} {median('cpu'):>7.2f} " + \
+               " ".join(f"{median(s, step=True):>9.2f}" for s in STEPS) + \
+               f" {median('rss_peak_mb'):>7.0f} {median('rss_added_mb'):>6.0f}"
+        if any("identical" in r for r in good):
+            line += "  identical" if all(r.get("identical") for r in good) else "  OUTPUTS DIFFER"
+        print(line, flush=True)
+    print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
