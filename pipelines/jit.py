@@ -142,6 +142,7 @@ class JitFunction:
         other._entry = self._engine.lookup(signature.name)
         other._frame = CallFrame(signature)
         other._first = self  # keeps the engine from being retired
+        other.check_table = self.check_table  # the module's messages, shared
         return other
 
     @property
