@@ -15,7 +15,9 @@ lowering of groups back to tagged linalg ops.
       of weights evaluated)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
-      the folder, which packs the transposed filters)
+      the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
+      (matmuls with constant weights read them as column panels ``B'[n/32, k, n%32]``,
+      packed by the folder: ``weight_panels.py``; left out when offload backends are named)
 ====  ==================================================================================
 
 At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
