@@ -39,6 +39,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     target = Target.parse(target)
     threads = target.num_threads
     if offload:
+        # Backends match linalg.matmul: weights left in their layout, not as panels
+        # (graph/weight_panels.py), so the matmuls stay visible to them.
+        graph_elements = [e for e in graph_elements if e != "tilecraft-pack-weight-panels"]
         at = len(graph_elements) - (graph_elements[-1:] == ["tilecraft-mark-groups"])
         graph_elements.insert(at, offload_element(offload, threads))
     return Pipeline(

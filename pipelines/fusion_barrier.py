@@ -31,6 +31,8 @@ from mlir import ir
 from mlir.dialects import func
 
 from .ir_queries import RESHAPE_OPS, defining_op
+
+PANELS_ATTR = "tilecraft.weight_panels"  # graph/weight_panels.py's mark
 from .passes import register_pass
 
 INSERT_BARRIERS = "tilecraft-fusion-barriers"
@@ -120,6 +122,14 @@ def insert_fusion_barriers(module: ir.Operation, options: Mapping[str, str]) -> 
                 # projection): its vector.contract keeps two reduction dims, which lowered
                 # to element-by-element code (BERT's output projection ran at 5 GFLOPS).
                 guarded[operand] = None
+        if (op.name == "linalg.generic" and PANELS_ATTR in op.attributes
+                and isinstance(op.operands[0], ir.OpResult)):
+            # A matmul on weight panels (graph/weight_panels.py): its result is collapsed
+            # back to 2-D, and upstream reshape propagation would carry that collapse through
+            # the epilogue into the next panel matmul's A, splitting its K loop in two
+            # (the same two-reduction-dim vector.contract as above). A second use of A stops
+            # the fold, which only takes single-use reshapes.
+            guarded[op.operands[0]] = None
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

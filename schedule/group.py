@@ -34,6 +34,7 @@ the loop against 6.8-8.9 ms with it outside and 9.0-9.7 ms with one loop nest pe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Mapping
@@ -129,9 +130,14 @@ def _through_reshape(op: ir.Operation, sizes: list[int], *, to_result: bool) -> 
                 return None
             for d in group:
                 out[d] = high[d] if whole or d not in wide else sizes[low_dim]
-        else:
-            if len(wide) > 1 and any(sizes[d] != high[d] for d in group):
+        elif len(wide) > 1 and any(sizes[d] != high[d] for d in group):
+            # Still a box (one run of the row-major collapsed dim) when only the group's
+            # outermost wide dim is partial: whole panels of a (panels, 32) column split
+            # (graph/weight_panels.py) are a block of columns.
+            if any(sizes[d] != high[d] for d in wide[1:]):
                 return None
+            out[low_dim] = math.prod(sizes[d] for d in group)
+        else:
             out[low_dim] = sizes[wide[0]] if len(wide) == 1 else low[low_dim]
     return out
 
@@ -251,7 +257,10 @@ def _unit(members: list[ir.Operation], anchor: ir.Operation,
     member_set = set(members)
     structured = [op for op in members if op in nests]
     root = structured[-1] if structured else None
-    if root is None or any(u in member_set for u in _users(root)) or None in nests[root].output_dims:
+    # A reshape after the root (the collapse of a matmul on weight panels back to 2-D,
+    # pipelines/graph/weight_panels.py) moves no data: the group's loop nest ends before it.
+    if (root is None or any(u in member_set and u.name not in RESHAPE_OPS for u in _users(root))
+            or None in nests[root].output_dims):
         return None
     found = _fused_producers(root, member_set, nests)
     if found is None or (root != anchor and anchor not in found[0]):

@@ -197,6 +197,16 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
     thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
+    panels = weight_panel_dims(nest)
+    if panels is not None:
+        # Weights packed as panels (pipelines/graph/weight_panels.py): the columns are
+        # (panel, column in panel); a task takes whole panels, as many as its columns.
+        outer_n, inner_n = panels
+        thread[inner_n] = 0
+        per_task = max(1, cols // nest.ranges[inner_n])
+        thread[outer_n] = largest_divisor(nest.ranges[outer_n], per_task)
+        if batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[outer_n] // thread[outer_n]) < 2 * threads:
+            thread[outer_n] = thread_chunk(nest.ranges[outer_n], 1, threads)
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -220,6 +230,20 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       outer_register_tiles=tuple(outer) if outer else None,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True)
+
+
+def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
+    """(panel loop, column-in-panel loop) of a contraction whose B is packed as column
+    panels ``B'[nb, k, j]`` and whose output is ``C[m, nb, j]`` (weight_panels.py), or None."""
+    if not nest.contraction:
+        return None
+    _batch, m_dims, n_dims, k_dims = nest.contraction
+    if len(n_dims) != 2 or len(m_dims) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 3:
+        return None
+    outer_n, inner_n = n_dims
+    if nest.operand_dims[1] != (outer_n, k_dims[0], inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):
+        return None
+    return outer_n, inner_n
 
 
 def conv_channel_dim(nest: LoopNest) -> int | None:

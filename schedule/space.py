@@ -45,6 +45,7 @@ from .plan import (
     conv_channel_dim,
     generic_vector_dim,
     plan_default_schedule,
+    weight_panel_dims,
 )
 from .script import render_op_sequence
 from .task import Task
@@ -261,6 +262,9 @@ class MatmulSpace(ScheduleSpace):
         batch, m_dims, n_dims, k_dims = nest.contraction
         self.m, self.n, self.k = m_dims[-1], n_dims[-1], k_dims[-1]
         self.batch = batch
+        # Weights as column panels (graph/weight_panels.py): N is (panel, column in panel);
+        # par_nb takes whole panels per task, reg_n stays within one panel.
+        self.panels = weight_panel_dims(nest)
         super().__init__(task, nest, target)
 
     def _default_values(self) -> dict[str, int]:
@@ -273,7 +277,8 @@ class MatmulSpace(ScheduleSpace):
                 "reg_m": plan.register_tiles[self.m] or outer[self.m],
                 "reg_n": plan.register_tiles[self.n] or outer[self.n],
                 "step_k": plan.reduction_tiles[self.k], "pack_a": int(0 in packed),
-                "pack_b": int(1 in packed), "n_outer": 0}
+                "pack_b": int(1 in packed), "n_outer": 0,
+                **({"par_nb": thread[self.panels[0]]} if self.panels else {})}
 
     def _knobs(self) -> list[Knob]:
         M, N, K = (self.nest.ranges[d] for d in (self.m, self.n, self.k))
@@ -296,19 +301,26 @@ class MatmulSpace(ScheduleSpace):
             Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
                  "reduction step: outer products per loop iteration"),
             Knob("pack_a", (0, 1), "copy each reg_m x cache_k sliver of A to a contiguous buffer"),
-            Knob("pack_b", (0, 1), "copy each cache_k x reg_n panel of B to a contiguous buffer"),
+            Knob("pack_b", (0,) if self.panels else (0, 1),
+                 "copy each cache_k x reg_n panel of B to a contiguous buffer (weights already "
+                 "in panels: never)"),
             Knob("n_outer", (0, 1), "loop order of the register tiles: N outside M (1) or M "
                  "outside N (0); with pack_b, N is always outside, with pack_a M"),
-        ]
+        ] + ([Knob("par_nb", _divisors(self.nest.ranges[self.panels[0]],
+                                       [0] + ([1, 2, 4, 8, 16] if threaded else []),
+                                       include=(d["par_nb"],)),
+                   "whole weight panels per parallel task (0: untiled)")] if self.panels else [])
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
         thread = None
-        if config["par_m"] or config["par_n"]:
+        if config["par_m"] or config["par_n"] or config.get("par_nb"):
             thread = [0] * n_loops
             for d in self.batch:
                 thread[d] = 1
             thread[self.m], thread[self.n] = config["par_m"], config["par_n"]
+            if self.panels:
+                thread[self.panels[0]] = config.get("par_nb", 0)
         cache = None
         if config["cache_k"]:
             cache = [0] * n_loops

@@ -110,12 +110,11 @@ class BlasBackend(Backend):
                 "linalg.conv_2d_nhwc_fhwc")
     # 32^3: below it, the call and the threads' wake-up outweigh the arithmetic.
     min_macs = 32 * 32 * 32
-    # OpenBLAS's threads hand work over by spinning, beside the compiled kernels' own worker
-    # threads: with 2 threads per call a BERT layer ran 3-20x slower than with one on this
-    # 2-core machine whenever other work shared the cores (docs/backends.md, "Threads"), while
-    # one thread stayed steady. So calls use at most this many threads; raise it
-    # (``BlasBackend.max_threads = n``) on a machine whose cores the model has to itself.
-    max_threads = 1
+    # Threads per call: None means the target's. The shim splits a call itself (columns of a
+    # matmul, batches of a batch matmul) over its own blocking pool, one OpenBLAS thread per
+    # part: OpenBLAS's threads hand work over by spinning, which on this loaded 2-core
+    # machine made a BERT layer 3-20x slower than one thread (docs/backends.md, "Threads").
+    max_threads: "int | None" = None
 
     def prepare(self) -> None:
         shim, blas = shim_library(), openblas_library()
@@ -127,7 +126,8 @@ class BlasBackend(Backend):
                                             outputs=[memref], dependencies=[str(blas)])
 
     def lower(self, op: ir.Operation, module: ir.Operation, num_threads: int) -> "list[ir.Value] | None":
-        num_threads = min(num_threads, self.max_threads)
+        if self.max_threads is not None:
+            num_threads = min(num_threads, self.max_threads)
         a, b, init = op.operands[0], op.operands[1], op.operands[2]
         if not all(_static_f32(v) for v in (a, b, init)):
             return None

@@ -15,7 +15,9 @@ lowering of groups back to tagged linalg ops.
       of weights evaluated)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
-      the folder, which packs the transposed filters)
+      the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
+      (matmuls with constant weights read them as column panels ``B'[n/32, k, n%32]``,
+      packed by the folder: ``weight_panels.py``; left out when offload backends are named)
 ====  ==================================================================================
 
 At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
@@ -26,7 +28,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 
 from __future__ import annotations
 
-from . import combine, constant_folding, fusion, layout, operand_layout  # noqa: F401  (their decorators register passes)
+from . import combine, constant_folding, fusion, layout, operand_layout, weight_panels  # noqa: F401  (their decorators register passes)
 
 OPT_LEVELS = (0, 1, 2, 3)
 
@@ -47,6 +49,10 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["tilecraft-convert-layout", "tilecraft-lower-layout-converts"]
     if opt_level >= 2:
         # Operand layout before folding: a transposed constant B is transposed back once.
-        elements += ["tilecraft-contraction-operand-layout", "tilecraft-fold-constants",
-                     "canonicalize", "cse"]
+        elements += ["tilecraft-contraction-operand-layout"]
+    if opt_level >= 3:
+        # Constant weights as column panels, packed by the folder (weight_panels.py).
+        elements += ["tilecraft-pack-weight-panels"]
+    if opt_level >= 2:
+        elements += ["tilecraft-fold-constants", "canonicalize", "cse"]
     return elements

@@ -74,12 +74,33 @@ def test_dynamic_only_model_has_no_task():
         extract_tasks(mlir_text.dynamic_matmul(), TARGET)
 
 
+def panel_matmul() -> str:
+    """A matmul on weight panels (pipelines/graph/weight_panels.py): C'[m, nb, j] += A[m, k] * B'[nb, k, j]."""
+    return """
+func.func @main(%a: tensor<128x256xf32>, %w: tensor<8x256x32xf32>) -> tensor<128x8x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<128x8x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<128x8x32xf32>) -> tensor<128x8x32xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(m, nb, j, k) -> (m, k)>, affine_map<(m, nb, j, k) -> (nb, k, j)>, affine_map<(m, nb, j, k) -> (m, nb, j)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+       ins(%a, %w : tensor<128x256xf32>, tensor<8x256x32xf32>) outs(%f : tensor<128x8x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<128x8x32xf32>
+  return %c : tensor<128x8x32xf32>
+}
+"""
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_default_point_is_the_default_schedule(threads, matmul_64):
     sources = [matmul_64, mlir_text.conv_nchw(1, 16, 10, 10, 32, 3, 3),
                mlir_text.depthwise_nhwc(1, 10, 10, 32, 3, 3),
                mlir_text.pooling_nchw("max", 1, 16, 8, 8, 2),
-               mlir_text.softmax(64, 256), mlir_text.elementwise((64, 128), 2, ["%s = arith.addf %in0, %in1 : f32", "linalg.yield %s : f32"])]
+               mlir_text.softmax(64, 256), mlir_text.elementwise((64, 128), 2, ["%s = arith.addf %in0, %in1 : f32", "linalg.yield %s : f32"]),
+               panel_matmul()]
     target = Target.parse(TARGET)
     target = Target(mcpu=target.mcpu, num_threads=threads)
     for source in sources:
@@ -111,7 +132,8 @@ def test_bad_knobs_raise_knob_error(matmul_64):
     mlir_text.conv_nchw(1, 16, 10, 10, 32, 3, 3),
     mlir_text.pooling_nchw("max", 1, 16, 8, 8, 2),
     mlir_text.softmax(64, 256),
-], ids=["matmul", "batch_matmul", "conv", "pool", "softmax"])
+    panel_matmul(),
+], ids=["matmul", "batch_matmul", "conv", "pool", "softmax", "weight_panels"])
 def test_random_points_apply_with_the_transform_interpreter(source):
     """Every valid point renders a script the interpreter accepts (no JIT: fast)."""
     rng = random.Random(0)
