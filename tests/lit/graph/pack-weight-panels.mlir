@@ -11,7 +11,8 @@
 // CHECK-LABEL: func.func @f
 // CHECK: %[[EXP:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0], [1, 2]] output_shape [768, 3, 32] : tensor<768x96xf32> into tensor<768x3x32xf32>
 // CHECK: %[[PANELS:.*]] = linalg.transpose ins(%[[EXP]] : tensor<768x3x32xf32>) outs(%{{.*}} : tensor<3x768x32xf32>) permutation = [1, 0, 2]
-// CHECK: %[[INIT:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0], [1, 2]] output_shape [128, 3, 32] : tensor<128x96xf32> into tensor<128x3x32xf32>
+// A zero-filled init becomes a fresh 3-D fill (a fusion group slices it by whole panels).
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<128x3x32xf32>) -> tensor<128x3x32xf32>
 // CHECK: %[[C3:.*]] = linalg.generic {indexing_maps = [#map, #map1, #map2], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %[[PANELS]] : tensor<128x768xf32>, tensor<3x768x32xf32>) outs(%[[INIT]] : tensor<128x3x32xf32>) attrs = {tilecraft.weight_panels = 32 : i64}
 // CHECK: arith.mulf
 // CHECK: arith.addf
