@@ -108,6 +108,12 @@ class GroupSchedule:
     fallback: tuple[OpSchedule, ...] = ()
     # Reshapes sit between fused ops: move each slice above its reshape before fusing.
     bubble_up_slices: bool = False
+    # A convolution anchor's register tile carried onto the root's loops (conv_kernels.py):
+    # the epilogue ops and the conv are fused into that tile's loop, so the epilogue runs on
+    # the accumulators. ``None``: each op keeps its own inner loop nest in the task.
+    accumulator_tiles: tuple[int, ...] | None = None
+    accumulator_interchange: tuple[int, ...] | None = None
+    anchor_tag: int | None = None
 
     @property
     def tag(self) -> int:
