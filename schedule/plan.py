@@ -253,7 +253,9 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int,
         oc = out_channel[-1]
         heavy = filter_heavy(nest)
         pointwise = all(nest.ranges[d] == 1 for d in filter_loop)
-        if image and in_channel:
+        # The micro-kernel's vectors run along the output channels: NHWC only (an NCHW conv,
+        # below opt_level 3, keeps the generic tile).
+        if image and in_channel and nest.output_dims and nest.output_dims[-1] == oc:
             kernel = conv_micro_kernel(nest.ranges[image[-1]], nest.ranges[oc],
                                        nest.ranges[in_channel[-1]], lanes=lanes,
                                        vector_bits=vector_bits)

@@ -67,3 +67,19 @@ func.func @stem(%x: tensor<1x229x229x3xf32>, %w: tensor<7x7x3x64xf32>) -> tensor
       ins(%x, %w : tensor<1x229x229x3xf32>, tensor<7x7x3x64xf32>) outs(%init : tensor<1x112x112x64xf32>) -> tensor<1x112x112x64xf32>
   return %y : tensor<1x112x112x64xf32>
 }
+
+// -----
+
+// NCHW (below opt_level 3): the vectors of the generic tile run along the output channels
+// too, but the output's contiguous dim is the row of pixels: no micro-kernel, the generic
+// tile (one vector of 16 channels by 7 pixels) is kept.
+// CHECK-LABEL: func.func @nchw
+// CHECK: vector.contract {{.*}} into vector<1x16x7xf32>
+func.func @nchw(%x: tensor<1x64x16x16xf32>, %w: tensor<64x64x3x3xf32>) -> tensor<1x64x14x14xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x64x14x14xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x64x14x14xf32>) -> tensor<1x64x14x14xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) outs(%init : tensor<1x64x14x14xf32>) -> tensor<1x64x14x14xf32>
+  return %y : tensor<1x64x14x14xf32>
+}
