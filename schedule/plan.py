@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
-from .conv_kernels import conv_micro_kernel
 
 TAG = "tilecraft.op_id"
 
@@ -236,9 +235,7 @@ def conv_channel_dim(nest: LoopNest) -> int | None:
     return last
 
 
-def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int,
-                      vector_bits: int = 512) -> OpSchedule:
-    """Register tiles of convolutions with output channels: conv_kernels.py's micro-kernel."""
+def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
     channel = conv_channel_dim(nest)
     batch = tuple(d for d in batch if d != channel)
@@ -248,22 +245,12 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int,
     for d in nest.parallel_dims:
         register[d] = 1
     interchange = None
-    kernel = None
     if out_channel:
         oc = out_channel[-1]
         heavy = filter_heavy(nest)
         pointwise = all(nest.ranges[d] == 1 for d in filter_loop)
-        # The micro-kernel's vectors run along the output channels: NHWC only (an NCHW conv,
-        # below opt_level 3, keeps the generic tile).
-        if image and in_channel and nest.output_dims and nest.output_dims[-1] == oc:
-            kernel = conv_micro_kernel(nest.ranges[image[-1]], nest.ranges[oc],
-                                       nest.ranges[in_channel[-1]], lanes=lanes,
-                                       vector_bits=vector_bits)
-        if kernel is not None:
-            register[oc] = kernel.channels
-        else:
-            register[oc] = (vector_tile(nest.ranges[oc], lanes, _HEAVY_CONV_VECTORS)
-                            if heavy and pointwise else largest_divisor(nest.ranges[oc], lanes))
+        register[oc] = (vector_tile(nest.ranges[oc], lanes, _HEAVY_CONV_VECTORS) if heavy and pointwise
+                        else largest_divisor(nest.ranges[oc], lanes))
         if heavy:
             interchange = channels_outer(nest)
     elif channel is not None:
@@ -276,12 +263,11 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int,
         part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
         register[channel] = vector_tile(nest.ranges[channel], part, lanes // part)
     if image:
-        register[image[-1]] = kernel.pixels if kernel else largest_divisor(nest.ranges[image[-1]], 8)
+        register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
     for d in nest.reduction_dims:
         reduction[d] = 1
     if in_channel:
-        reduction[in_channel[-1]] = (kernel.ic_step if kernel else
-                                     largest_divisor(nest.ranges[in_channel[-1]], 8))
+        reduction[in_channel[-1]] = largest_divisor(nest.ranges[in_channel[-1]], 8)
     thread = [0] * n_loops
     for d in batch:
         thread[d] = 1
@@ -416,7 +402,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
         plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
     elif nest.convolution and nest.op_name in DECOMPOSABLE:
-        plan = _plan_convolution(nest, tag, lanes, num_threads, vector_bits)
+        plan = _plan_convolution(nest, tag, lanes, num_threads)
         if not nest.op_name.startswith("linalg.pooling"):
             min_work = _MIN_PARALLEL_CONV_WORK
     else:

@@ -1,7 +1,8 @@
-"""Convolutions under the register-blocked micro-kernels of schedule/conv_kernels.py against
-onnxruntime (opt_level 3, NHWC after the layout pass): one case per tile shape the planner
-picks for ResNet-style layers, and the register budget those shapes come from. The loop and
-vector structure is checked in tests/lit/schedule/conv-micro-kernel.mlir."""
+"""ResNet-style convolution groups (conv + bias, folded BN, residual add, ReLU) whose
+epilogue runs on the accumulator tile (schedule/conv_kernels.py), against onnxruntime at
+opt_level 3 (NHWC after the layout pass), on one thread (no groups) and two: 3x3, strided
+3x3 and 1x1, filter-heavy 1x1 with the residual, and the 7x7 stem. The loop and vector
+structure is checked in tests/lit/schedule/conv-epilogue.mlir."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
-from tilecraft.schedule.conv_kernels import conv_micro_kernel, vector_registers
 
 
 def _conv_model(cin: int, cout: int, kernel: int, stride: int, pad: int, size: int,
@@ -46,12 +46,12 @@ def _conv_model(cin: int, cout: int, kernel: int, stride: int, pad: int, size: i
 
 
 @pytest.mark.parametrize("cin, cout, kernel, stride, pad, size, residual", [
-    (32, 64, 3, 1, 1, 14, False),   # 14 pixels x 2 vectors, input-channel step 4
-    (64, 64, 3, 1, 1, 28, False),   # 28 columns: two 14-pixel tiles per row
-    (64, 64, 3, 2, 1, 14, False),   # strided 3x3 on a 7x7 output: 7 pixels x 2 vectors
+    (32, 64, 3, 1, 1, 14, False),
+    (64, 64, 3, 1, 1, 28, False),
+    (64, 64, 3, 2, 1, 14, False),   # strided 3x3
     (64, 128, 1, 1, 0, 7, True),    # filter-heavy 1x1 with the residual add (7x7 stage)
     (128, 256, 1, 2, 0, 14, False),  # strided 1x1 projection shortcut
-    (3, 64, 7, 2, 3, 56, False),    # the 7x7 stem: 3 input channels in one step
+    (3, 64, 7, 2, 3, 56, False),    # the 7x7 stem
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_micro_kernel_matches_onnxruntime(cin, cout, kernel, stride, pad, size, residual,
@@ -67,22 +67,3 @@ def test_micro_kernel_matches_onnxruntime(cin, cout, kernel, stride, pad, size, 
     expected = session.run(None, feeds)[0]
     got = tilecraft.compile(model, opt_level=3)(**feeds)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("width, channels, in_channels, bits, expected", [
-    (14, 256, 256, 512, (14, 32, 4)),   # 28 accumulators: step 4
-    (7, 2048, 512, 512, (7, 32, 8)),    # was 4 vectors x 7 pixels: 33 registers, spilled
-    (56, 64, 64, 512, (14, 32, 4)),
-    (112, 64, 3, 512, (14, 32, 3)),     # the stem: the whole 3-channel reduction per step
-    (28, 48, 64, 512, (14, 16, 8)),     # 48 channels: one vector, 14 pixels at most
-    (14, 64, 64, 256, (14, 8, 8)),      # AVX2: 16 registers
-])
-def test_register_budget(width, channels, in_channels, bits, expected):
-    lanes = bits // 32
-    kernel = conv_micro_kernel(width, channels, in_channels, lanes=lanes, vector_bits=bits)
-    assert (kernel.pixels, kernel.channels, kernel.ic_step) == expected
-    assert kernel.registers <= vector_registers(bits)
-
-
-def test_channels_off_the_vector_width_keep_the_generic_tile():
-    assert conv_micro_kernel(14, 24, 16, lanes=16, vector_bits=512) is None
