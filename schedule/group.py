@@ -45,6 +45,7 @@ from ..pipelines.graph.fusion import ANCHORS, classify, private_inits, tagged_gr
 from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op
 from ..pipelines.loop_nest import LoopNest, is_structured
 from ..pipelines.target import CacheHierarchy
+from .conv_kernels import epilogue_register_tiles
 from .plan import GroupSchedule, OpSchedule, plan_default_schedule, sequential_tiles
 
 
@@ -342,8 +343,36 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
 
     root_plan = replace(inner_plan(root), thread_tiles=root_tiles)
     fallback = tuple(plans[tags[op]] for op in reversed(order) if tags.get(op) in standalone)
+    # Not for a sequential group: its band loop (tile_for_outer) and the accumulator
+    # re-tiling do not compose (the group's sequence failed and fell back to per-op nests).
+    accumulators = None if sequential else _accumulator_epilogue(unit, nests, anchor_plan)
     return GroupSchedule(root_plan, tuple(inner_plan(op) for op in producers), fallback,
-                         bubble_up_slices=bool(unit.reshapes), sequential=sequential)
+                         bubble_up_slices=bool(unit.reshapes), sequential=sequential,
+                         accumulator_tiles=accumulators[0] if accumulators else None,
+                         accumulator_interchange=accumulators[1] if accumulators else None,
+                         anchor_tag=tags[anchor] if accumulators else None)
+
+
+def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
+                          anchor_plan: OpSchedule
+                          ) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
+    """The root's register tiles when the group is a convolution followed by elementwise
+    ops on its output's shape (bias, folded batch norm, residual add, ReLU): those ops then run
+    on the conv's accumulators (conv_kernels.py). ``None`` for other groups."""
+    anchor, root = unit.anchor, unit.root
+    nest = nests[anchor]
+    if (root == anchor or unit.reshapes or not nest.convolution or not nest.convolution[2]
+            or not anchor_plan.decompose or not anchor_plan.register_tiles):
+        return None
+    shape = _shape(anchor.results[0])
+    for op in (root, *unit.producers):
+        if op in (anchor,) or op.name in _FUSED_DATA_OPS or op.name == "linalg.fill":
+            continue
+        if op not in nests or not all(nests[op].parallel) or _shape(op.results[0]) != shape:
+            return None
+    return epilogue_register_tiles(anchor_plan.register_tiles, nest.output_dims,
+                                   anchor_plan.register_interchange, nests[root].output_dims,
+                                   len(nests[root].ranges))
 
 
 def _pad_fusion_pays(anchor: LoopNest, plan: OpSchedule) -> bool:

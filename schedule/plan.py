@@ -111,6 +111,12 @@ class GroupSchedule:
     # the root's tiles (``sequential_tiles``) still make one loop nest of the group, and
     # its ``scf.forall`` becomes ``scf.for`` loops (no async dispatch per tile).
     sequential: bool = False
+    # A convolution anchor's register tile carried onto the root's loops (conv_kernels.py):
+    # the epilogue ops and the conv are fused into that tile's loop, so the epilogue runs on
+    # the accumulators. ``None``: each op keeps its own inner loop nest in the task.
+    accumulator_tiles: tuple[int, ...] | None = None
+    accumulator_interchange: tuple[int, ...] | None = None
+    anchor_tag: int | None = None
 
     @property
     def tag(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .conv_kernels import render_accumulator_epilogue
 from .plan import TAG, GroupSchedule, OpSchedule
 
 
@@ -177,10 +178,18 @@ def render_group_sequence(group: GroupSchedule) -> str:
     # feeds the sum and the normalization); both copies compute the same slice, so CSE
     # keeps one.
     w.lines.append(f"transform.apply_cse to {forall} : {w.ANY}")
+    unique_handles = []
     for handle, producer in fused:
         # After CSE a producer fused twice is one op the handle lists twice.
         unique = w.fresh("unique")
         w.lines.append(f"{unique} = transform.merge_handles deduplicate {handle} : {w.ANY}")
+        unique_handles.append((unique, producer))
+    if group.accumulator_tiles:
+        render_accumulator_epilogue(w, root, unique_handles, group.root.vectorize,
+                                    group.accumulator_tiles, group.accumulator_interchange,
+                                    group.anchor_tag, render_inner_levels)
+        return named_sequence(group.sequence_name, w)
+    for unique, producer in unique_handles:
         render_inner_levels(w, unique, producer)
     render_inner_levels(w, root, group.root)
     return named_sequence(group.sequence_name, w)

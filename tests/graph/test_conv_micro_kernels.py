@@ -1,0 +1,69 @@
+"""ResNet-style convolution groups (conv + bias, folded BN, residual add, ReLU) whose
+epilogue runs on the accumulator tile (schedule/conv_kernels.py), against onnxruntime at
+opt_level 3 (NHWC after the layout pass), on one thread (no groups) and two: 3x3, strided
+3x3 and 1x1, filter-heavy 1x1 with the residual, and the 7x7 stem. The loop and vector
+structure is checked in tests/lit/schedule/conv-epilogue.mlir."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tilecraft
+
+
+def _conv_model(cin: int, cout: int, kernel: int, stride: int, pad: int, size: int,
+                residual: bool) -> onnx.ModelProto:
+    """Conv + bias -> BatchNormalization -> (+ x) -> ReLU: a ResNet block's tail, so the
+    folded batch norm, the residual add and the ReLU form the conv's fusion group."""
+    rng = np.random.default_rng(cin * 131 + cout * 7 + kernel)
+    out = (size + 2 * pad - kernel) // stride + 1
+    weights = {
+        "w": rng.standard_normal((cout, cin, kernel, kernel)) / np.sqrt(cin * kernel * kernel),
+        "b": rng.standard_normal(cout),
+        "scale": rng.uniform(0.5, 1.5, cout), "shift": rng.standard_normal(cout),
+        "mean": rng.standard_normal(cout) * 0.1, "var": rng.uniform(0.5, 2.0, cout),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride] * 2, pads=[pad] * 4),
+        helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["n"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, size, size])]
+    last = "n"
+    if residual:
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, cout, out, out]))
+        nodes.append(helper.make_node("Add", ["n", "r"], ["a"]))
+        last = "a"
+    nodes.append(helper.make_node("Relu", [last], ["y"]))
+    graph = helper.make_graph(
+        nodes, "block", inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, out, out])],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("cin, cout, kernel, stride, pad, size, residual", [
+    (32, 64, 3, 1, 1, 14, False),
+    (64, 64, 3, 1, 1, 28, False),
+    (64, 64, 3, 2, 1, 14, False),   # strided 3x3
+    (64, 128, 1, 1, 0, 7, True),    # filter-heavy 1x1 with the residual add (7x7 stage)
+    (128, 256, 1, 2, 0, 14, False),  # strided 1x1 projection shortcut
+    (3, 64, 7, 2, 3, 56, False),    # the 7x7 stem
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_micro_kernel_matches_onnxruntime(cin, cout, kernel, stride, pad, size, residual,
+                                          threads, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", str(threads))
+    model = _conv_model(cin, cout, kernel, stride, pad, size, residual)
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.standard_normal((1, cin, size, size)).astype(np.float32)}
+    if residual:
+        out = (size + 2 * pad - kernel) // stride + 1
+        feeds["r"] = rng.standard_normal((1, cout, out, out)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)[0]
+    got = tilecraft.compile(model, opt_level=3)(**feeds)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
