@@ -22,11 +22,11 @@ import math
 from dataclasses import fields
 from typing import Mapping
 
-from ..errors import DeviceUnavailableError, KnobError
+from ..errors import DeviceUnavailableError
 from ..pipelines.loop_nest import LoopNest
 from ..runtime.libraries import cuda_driver_problem
 from .cuda import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
-from .space import Config, Knob, knob_point
+from .space import Config, Knob, knob_point, validate_config
 
 _MAX_BLOCK_THREADS = 1024
 
@@ -81,15 +81,8 @@ class GpuScheduleSpace:
         return knob_point(self.knobs, index)
 
     def validate(self, config: Mapping[str, object]) -> Config:
-        """``config`` as a clean dict, or :class:`KnobError` naming the offending knob."""
-        names = [k.name for k in self.knobs]
-        if set(config) != set(names):
-            raise KnobError(f"the {self.kind} GPU space has knobs {names}, got {sorted(config)}")
-        for knob in self.knobs:
-            value = config[knob.name]
-            if isinstance(value, bool) or value not in knob.values:
-                raise KnobError(f"knob {knob.name}={value!r}: expected one of {list(knob.values)}")
-        return {n: int(config[n]) for n in names}  # type: ignore[arg-type]
+        """``config`` as a clean dict, or ``KnobError`` naming the offending knob."""
+        return validate_config(self.knobs, config, f"the {self.kind} GPU space")
 
     def gpu_config(self, config: Mapping[str, int]) -> GpuConfig:
         values = dict(self.validate(config))

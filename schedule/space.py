@@ -72,6 +72,23 @@ def _powers(limit: int) -> list[int]:
     return [1 << i for i in range(limit.bit_length())]
 
 
+def validate_config(knobs: Sequence[Knob], config: Mapping[str, object], owner: str) -> Config:
+    """``config`` as a clean dict over ``knobs``, or :class:`KnobError` naming the offending
+    knob (``owner`` says whose knobs they are): every space's, CPU, GPU or template, check."""
+    if not isinstance(config, Mapping):
+        raise KnobError(f"a config must be a mapping knob -> int, got {type(config).__name__}")
+    names = [k.name for k in knobs]
+    unknown = sorted(set(config) - set(names))
+    missing = [n for n in names if n not in config]
+    if unknown or missing:
+        raise KnobError(f"{owner} has knobs {names}; unknown {unknown}, missing {missing}")
+    for knob in knobs:
+        value = config[knob.name]
+        if isinstance(value, bool) or not isinstance(value, int) or value not in knob.values:
+            raise KnobError(f"knob {knob.name}={value!r} of {owner}: expected one of {list(knob.values)}")
+    return {n: int(config[n]) for n in names}  # type: ignore[arg-type]
+
+
 def knob_point(knobs: Sequence[Knob], index: int) -> Config:
     """The config at ``index`` of the product of ``knobs``' values, in mixed radix (the last
     knob varies fastest): how every schedule space, CPU or GPU, enumerates its points."""
@@ -132,20 +149,7 @@ class ScheduleSpace:
 
     def validate(self, config: Mapping[str, object]) -> Config:
         """``config`` as a clean dict, or :class:`KnobError` naming the offending knob."""
-        if not isinstance(config, Mapping):
-            raise KnobError(f"a config must be a mapping knob -> int, got {type(config).__name__}")
-        names = [k.name for k in self.knobs]
-        unknown = sorted(set(config) - set(names))
-        missing = [n for n in names if n not in config]
-        if unknown or missing:
-            raise KnobError(f"{self.kind} space of {self.task.name} has knobs {names}; "
-                            f"unknown {unknown}, missing {missing}")
-        for knob in self.knobs:
-            value = config[knob.name]
-            if isinstance(value, bool) or not isinstance(value, int) or value not in knob.values:
-                raise KnobError(f"knob {knob.name}={value!r} of {self.task.name}: "
-                                f"expected one of {list(knob.values)}")
-        return {n: int(config[n]) for n in names}  # type: ignore[arg-type]
+        return validate_config(self.knobs, config, f"{self.kind} space of {self.task.name}")
 
     def is_valid(self, config: Mapping[str, int]) -> bool:
         """Whether the tiles of every level divide the enclosing level's (static tiles)."""

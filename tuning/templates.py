@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..errors import ConfigSpaceError, KnobError, TemplateError
 from ..pipelines.target import Target
 from ..schedule.records import Record, best_records, canonical_target, load_records
-from ..schedule.space import Config, Knob, knob_point
+from ..schedule.space import Config, Knob, knob_point, validate_config
 
 _TEMPLATES: dict[str, Callable[..., Any]] = {}
 _CURRENT: contextvars.ContextVar["ConfigEntity | None"] = contextvars.ContextVar(
@@ -418,20 +418,8 @@ class TemplateSpace:
         return index
 
     def validate(self, config: Mapping[str, object]) -> Config:
-        if not isinstance(config, Mapping):
-            raise KnobError(f"a config must be a mapping knob -> int, got {type(config).__name__}")
-        names = [k.name for k in self.knobs]
-        unknown = sorted(set(config) - set(names))
-        missing = [n for n in names if n not in config]
-        if unknown or missing:
-            raise KnobError(f"template {self.task.name} has knobs {names}; unknown {unknown}, "
-                            f"missing {missing}")
-        for knob in self.knobs:
-            value = config[knob.name]
-            if isinstance(value, bool) or not isinstance(value, int) or value not in knob.values:
-                raise KnobError(f"knob {knob.name}={value!r} of template {self.task.name}: expected "
-                                f"a candidate index in 0..{len(knob.values) - 1}")
-        return {n: int(config[n]) for n in names}  # type: ignore[arg-type]
+        """``config`` as a clean dict of candidate indexes, or :class:`KnobError`."""
+        return validate_config(self.knobs, config, f"template {self.task.name}")
 
     def is_valid(self, config: Mapping[str, int]) -> bool:
         return True
