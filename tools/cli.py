@@ -125,13 +125,26 @@ def parse_offload(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
+# A leading backend name of a composite target: an identifier and a comma.
+_COMPOSITE_HEAD = re.compile(r"\s*([A-Za-z_]\w*)\s*,(.*)", re.DOTALL)
+
+
 def split_composite_target(text: str) -> tuple[str, tuple[str, ...]]:
     """tvmc's composite targets: ``"blas, llvm -mcpu=..."`` is the target ``llvm -mcpu=...``
-    with the backends before it offloaded to, in order."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if len(parts) <= 1:
-        return text, ()
-    return parts[-1], tuple(parts[:-1])
+    with the backends before it offloaded to, in order.
+
+    Only leading bare names (backend names are identifiers) are split off, so a target's
+    own commas stay in it: ``"blas, llvm -mattr=+avx2,+fma"`` is ``blas`` and the target
+    ``llvm -mattr=+avx2,+fma``."""
+    backends: list[str] = []
+    rest = text
+    while (head := _COMPOSITE_HEAD.fullmatch(rest)) is not None:
+        backends.append(head.group(1))
+        rest = head.group(2)
+    if backends and not rest.strip():
+        raise UsageError(f"--target {text!r}: a composite target ends with the target itself, "
+                         f"as in \"{', '.join(backends)}, llvm\"")
+    return (rest.strip() if backends else text), tuple(backends)
 
 
 # ---- the parser -------------------------------------------------------------------------
@@ -513,13 +526,13 @@ def run_cli(argv: Sequence[str]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except UsageError as error:  # raised by the type= converters above
+        if hasattr(args, "offload"):
+            args.target, composite = split_composite_target(args.target)
+            args.offload = (*composite, *args.offload)
+    except UsageError as error:  # raised by the type= converters above and the composite split
         parser.print_usage(sys.stderr)
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    if hasattr(args, "offload"):
-        args.target, composite = split_composite_target(args.target)
-        args.offload = (*composite, *args.offload)
     try:
         return args.handler(args)
     except (UsageError, UnavailableError) as error:

@@ -10,6 +10,7 @@ import tilecraft
 from tilecraft.errors import BackendError
 from tilecraft.pipelines.extern import emit_call
 from tilecraft.pipelines.offload import is_zero_fill
+from tilecraft.tools.cli import run_cli, split_composite_target
 
 PLAIN = ("affine_map<(d0, d1, d2) -> (d0, d2)>", "affine_map<(d0, d1, d2) -> (d2, d1)>")
 
@@ -90,3 +91,20 @@ def test_registration_checks_name_and_patterns():
         tilecraft.register_backend(Patternless())
     with pytest.raises(BackendError, match="CPU targets only"):
         tilecraft.CompileOptions(target="cuda -arch=sm_80", offload=["blas"])
+
+
+@pytest.mark.parametrize("text, target, backends", [
+    ("llvm", "llvm", ()),
+    ("blas, llvm", "llvm", ("blas",)),
+    ("blas,toy, llvm -mcpu=znver4", "llvm -mcpu=znver4", ("blas", "toy")),
+    # A target's own commas (LLVM feature lists) are no composite.
+    ("llvm -mattr=+avx2,+fma", "llvm -mattr=+avx2,+fma", ()),
+    ("blas, llvm -mattr=+avx2,-avx512f", "llvm -mattr=+avx2,-avx512f", ("blas",)),
+])
+def test_composite_targets_split_off_leading_backend_names(text, target, backends):
+    assert split_composite_target(text) == (target, backends)
+
+
+def test_a_composite_target_with_no_target_is_a_usage_error(capsys):
+    assert run_cli(["compile", "model.onnx", "--target", "blas, ", "-o", "x.tar"]) != 0
+    assert "a composite target ends with the target itself" in capsys.readouterr().err

@@ -4,6 +4,7 @@ offloaded op; an unknown backend is a typed error."""
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 import textwrap
@@ -172,12 +173,20 @@ def test_one_by_one_convolution(offload_everything, rng):
     np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_cli_compile_and_package_in_a_fresh_process(tmp_path, rng, capsys):
-    model = gemm_bias_relu()
-    onnx.save(model, tmp_path / "gemm.onnx")
-    package = tmp_path / "gemm.tar"
-    assert run_cli(["compile", str(tmp_path / "gemm.onnx"), "--target", "blas, llvm", "-o", str(package)]) == 0
-    assert "offload blas: 1 ops" in capsys.readouterr().err
+@pytest.mark.parametrize("build, target, taken", [
+    (gemm_bias_relu, "blas, llvm", "offload blas: 1 ops"),
+    # A BERT-shaped layer: matmuls and attention's batch matmuls, both externs of one shim;
+    # a target with commas of its own after the composite's backend name.
+    (lambda: graph_models.bert_layer(seq=64, hidden=128, heads=4, ffn=256),
+     "blas, llvm -mattr=" + ("+sse2,+fma" if platform.machine() == "x86_64" else "+neon,+fp-armv8"),
+     "linalg.batch_matmul 2"),
+])
+def test_cli_compile_and_package_in_a_fresh_process(tmp_path, rng, capsys, build, target, taken):
+    model = build()
+    onnx.save(model, tmp_path / "model.onnx")
+    package = tmp_path / "model.tar"
+    assert run_cli(["compile", str(tmp_path / "model.onnx"), "--target", target, "-o", str(package)]) == 0
+    assert taken in capsys.readouterr().err
     x = rng.standard_normal((64, 128)).astype(np.float32)
     (expected,) = onnxruntime_outputs(model, {"x": x})
     np.savez(tmp_path / "io.npz", x=x, expected=expected)
