@@ -147,7 +147,14 @@ def _check_name(name: str) -> None:
 def _specs(specs: Sequence["str | ArgSpec"], what: str, name: str) -> tuple[ArgSpec, ...]:
     if isinstance(specs, str):
         raise ExternSignatureError(f"extern {name!r}: {what} must be a list of types, got one string")
-    return tuple(ArgSpec.parse(s) for s in specs)
+    parsed = tuple(ArgSpec.parse(s) for s in specs)
+    scalars = [str(spec) for spec in parsed if spec.is_scalar]
+    if what == "outputs" and scalars:
+        # Destination-passing style: the caller allocates each output and the callee fills
+        # it; a scalar passed by value has nowhere to be written.
+        raise ExternSignatureError(f"extern {name!r}: outputs must be memrefs the caller allocates, "
+                                   f"got {', '.join(scalars)} (return a scalar as memref<1x...>)")
+    return parsed
 
 
 def load_library(extern: ExternFunction) -> ctypes.CDLL:

@@ -128,6 +128,9 @@ def test_malformed_signatures_are_rejected_at_registration():
         tilecraft.extern.register_python("not-a-name", print, inputs=[MATRIX])
     with pytest.raises(ExternSignatureError, match="list of types"):
         tilecraft.extern.register_python("one_string", print, inputs=MATRIX)
+    with pytest.raises(ExternSignatureError, match="outputs must be memrefs the caller allocates, got f32"):
+        tilecraft.extern.register_python("scalar_out", print, inputs=[MATRIX], outputs=["f32"])
+    assert not {"bad", "not-a-name", "one_string", "scalar_out"} & set(tilecraft.extern.registered())
 
 
 def test_missing_library_or_symbol(tmp_path, c_library):
