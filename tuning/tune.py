@@ -409,7 +409,8 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path) -> tuple[flo
     """Seconds per call of ``model`` with the default schedules and with ``records``, each
     the median of :data:`END_TO_END_ROUNDS` rounds alternating the two (so drift of a shared
     machine hits both alike), on the same seeded random inputs."""
-    pipeline = cpu_pipeline(options.target, opt_level=options.opt_level)
+    # The model as it will be compiled: offloaded ops are calls here too.
+    pipeline = cpu_pipeline(options.target, opt_level=options.opt_level, offload=options.offload)
     default = compile_ir(model, pipeline, options.target, opt_level=options.opt_level,
                          shape_dict=options.shape_dict)
     tuned = compile_ir(model, with_tuning_records(pipeline, records, options.target), options.target,

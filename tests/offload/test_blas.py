@@ -4,6 +4,7 @@ offloaded op; an unknown backend is a typed error."""
 
 from __future__ import annotations
 
+import importlib
 import platform
 import subprocess
 import sys
@@ -209,6 +210,35 @@ def test_offloaded_ops_are_not_tuning_tasks():
     assert "matmul" in kinds
     offloaded = {task.kind for task in tilecraft.extract_tasks(model, offload=["blas"])}
     assert "matmul" not in offloaded
+
+
+def test_tuning_with_offload_tunes_the_rest_and_its_records_apply(tmp_path, rng, monkeypatch):
+    """tune(offload=...) measures only what stays compiled (here the bias + ReLU group), and
+    its end-to-end timing compiles the model with the same backends; compiling with them and
+    the records gives onnxruntime's values."""
+    tune_module = importlib.import_module("tilecraft.tuning.tune")
+
+    pipelines = []
+    real_compile_ir = tune_module.compile_ir
+
+    def spy(model, pipeline, *args, **kwargs):
+        pipelines.append(pipeline)
+        return real_compile_ir(model, pipeline, *args, **kwargs)
+
+    monkeypatch.setattr(tune_module, "compile_ir", spy)
+    model = gemm_bias_relu()
+    records = tmp_path / "gemm.jsonl"
+    result = tilecraft.tune(model, trials=3, tuning_records=str(records), offload=["blas"], progress=False,
+                            tuner="random", validate_top=0, transfer=False)
+    assert result.tasks and all(r.task.kind != "matmul" for r in result.tasks)
+    assert len(pipelines) == 2 and all(any(e.startswith("tilecraft-offload{backends=blas")
+                                           for e in p.pass_elements()) for p in pipelines)
+    assert records.stat().st_size > 0
+    module = tilecraft.compile(model, offload=["blas"], tuning_records=str(records))
+    assert module.offloaded["blas"]["linalg.matmul"] == 1
+    x = rng.standard_normal((64, 128)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_unknown_backend(capsys):
