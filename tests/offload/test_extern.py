@@ -153,6 +153,41 @@ def test_python_extern_in_a_package_is_refused_at_compile_time(externs, tmp_path
     assert not (tmp_path / "nope.tar").exists()
 
 
+def test_libraries_a_package_cannot_bundle_are_refused_at_compile_time(externs, c_library, tmp_path):
+    """A bundled library is found beside model.so by its file name: one not named
+    lib<name>.so, or two different libraries of one file name, are compile-time errors."""
+    import shutil
+
+    unnamed = tmp_path / "scale_add.so"
+    shutil.copyfile(c_library, unnamed)
+    tilecraft.extern.register_c("scale_add", unnamed, inputs=[MATRIX, MATRIX], outputs=[MATRIX])
+    externs.append("scale_add")
+    source = calling_module("scale_add", x="4x16", w="4x16")
+    with pytest.raises(ExternError, match="must be named lib<name>.so, not scale_add.so"):
+        tilecraft.compile(source, package_path=tmp_path / "unnamed.tar")
+    assert not (tmp_path / "unnamed.tar").exists()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copyfile(c_library, other / c_library.name)
+    tilecraft.extern.register_c("scale_add", c_library, inputs=[MATRIX, MATRIX], outputs=[MATRIX])
+    tilecraft.extern.register_c("scale_add_again", other / c_library.name, symbol="scale_add",
+                                inputs=[MATRIX, MATRIX], outputs=[MATRIX])
+    externs.append("scale_add_again")
+    t = "tensor<4x16xf32>"
+    both = f"""
+    func.func private @scale_add({t}, {t}) -> {t}
+    func.func private @scale_add_again({t}, {t}) -> {t}
+    func.func @main(%x: {t}, %y: {t}) -> {t} {{
+      %a = func.call @scale_add(%x, %y) : ({t}, {t}) -> {t}
+      %b = func.call @scale_add_again(%a, %y) : ({t}, {t}) -> {t}
+      return %b : {t}
+    }}
+    """
+    with pytest.raises(ExternError, match=f"two extern libraries share the file name {c_library.name}"):
+        tilecraft.compile(both, package_path=tmp_path / "clash.tar")
+
+
 def test_manifest_names_bundled_and_system_libraries(tmp_path):
     pytest.importorskip("scipy_openblas32")
     x = "tensor<64x64xf32>"
