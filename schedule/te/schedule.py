@@ -110,18 +110,21 @@ def _static(block: BlockRV, what: str) -> None:
         )
 
 
-def _attach_index(block: BlockRV) -> tuple[int, BlockRV | None]:
+def _attach_index(block: BlockRV, skip: BlockRV | None = None) -> tuple[int, BlockRV | None]:
     index, who = -1, None
     for i, loop in enumerate(block.loops):
-        if loop.attached:
-            index, who = i, loop.attached[-1]
+        attached = [b for b in loop.attached if b is not skip]
+        if attached:
+            index, who = i, attached[-1]
     return index, who
 
 
-def _not_frozen(loops: Sequence[LoopRV], what: str) -> None:
+def _not_frozen(loops: Sequence[LoopRV], what: str, allow: BlockRV | None = None) -> None:
+    """Refuse a step on ``loops`` at or outside a loop where a block (other than ``allow``)
+    is computed: the script fuses that block into those loops as they were."""
     for loop in loops:
         block = loop.block
-        index, who = _attach_index(block)
+        index, who = _attach_index(block, skip=allow)
         if block.loops.index(loop) <= index:
             raise ScheduleError(
                 f"{what}: loop {loop.name!r} is at or outside loop {block.loops[index].name!r}, where "
@@ -836,9 +839,12 @@ class Schedule:
         if block.layout is not None:
             raise ScheduleError("decompose_reduction: not supported after transform_layout (the init is "
                                 "packed with the output)")
-        if block.reverse is not None:
-            raise ScheduleError("decompose_reduction: not supported with reverse_compute_at")
         index = block.loops.index(loop)
+        if block.reverse is not None and 0 < index <= block.loops.index(block.reverse[1]):
+            raise ScheduleError(
+                f"decompose_reduction: {block.reverse[0].name!r} is computed at "
+                f"{block.reverse[1].name!r} (reverse_compute_at); the init can only be placed inside "
+                f"that loop — pass a loop inside {block.reverse[1].name!r}")
         outer = block.loops[:index]
         for l in outer:
             if l.is_reduction:
@@ -848,7 +854,10 @@ class Schedule:
                     "outside it")
             if any(p.partial for p in l.parts):
                 raise ScheduleError("decompose_reduction: loops with partial tiles are not supported")
-        _not_frozen(outer[-1:], "decompose_reduction")
+        if block.reverse is None:
+            _not_frozen(outer[-1:], "decompose_reduction")
+        else:  # the reverse consumer fixes the loops, but the init may join it (TVM's blitz order)
+            _not_frozen(outer[-1:], "decompose_reduction", allow=block.reverse[0])
         serial = [l for l in outer if l.kind != PARALLEL and l.extent > 1]
         producers = [p.name for x, p in enumerate(block.producers[: block.n_inputs]) if p is not None]
         if serial and producers:

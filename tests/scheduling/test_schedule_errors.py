@@ -241,3 +241,12 @@ def test_dynamic_shapes_are_rejected():
     sch = tc.Schedule(text)
     (i,) = sch.get_loops(sch.get_block("generic"))
     raises(sch, "dynamic extents \\(i0\\); the schedule API needs static shapes", lambda: sch.split(i, factor=4))
+
+
+def test_decompose_reduction_outside_a_reverse_compute_at():
+    sch = tc.Schedule(chain())
+    C, D = sch.get_block("C"), sch.get_block("D")
+    i, j, k = sch.get_loops(C)
+    sch.reverse_compute_at(D, j)
+    raises(sch, "'D' is computed at 'j' \\(reverse_compute_at\\); the init can only be placed inside",
+           lambda: sch.decompose_reduction(C, j))
