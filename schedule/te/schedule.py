@@ -255,6 +255,7 @@ def _annotate(state: State, loop: LoopRV, kind: str) -> None:
 
 def _attach(state: State, block: BlockRV, loop: LoopRV | None, host: BlockRV, mode: str,
             extents: list[int], step: str) -> None:
+    root_extents = [dim.extent for dim in block.dims]
     for dim, extent in zip(block.dims, extents):
         dim.extent = extent
     block.reset_loops(f"{step} (it rebuilt the loops of {block.name!r}; call get_loops again)")
@@ -262,9 +263,21 @@ def _attach(state: State, block: BlockRV, loop: LoopRV | None, host: BlockRV, mo
         for new_loop in block.loops:  # the region of a partial tile is partial too
             for part in new_loop.parts:
                 part.partial = True
-    block.attach = Attach(mode, host, loop)
+    block.attach = Attach(mode, host, loop, root_extents)
     if loop is not None:
         loop.attached.append(block)
+
+
+def _compute_root(state: State, block: BlockRV, step: str) -> None:
+    attach = block.attach
+    for dim, extent in zip(block.dims, attach.root_extents):
+        dim.extent = extent
+    block.reset_loops(f"{step} (it rebuilt the loops of {block.name!r}; call get_loops again)")
+    if attach.loop is not None:
+        attach.loop.attached.remove(block)
+    if attach.mode == "reverse":
+        attach.host.reverse = None
+    block.attach = None
 
 
 def _compute_at(state: State, block: BlockRV, loop: LoopRV, step: str) -> None:
@@ -701,6 +714,27 @@ class Schedule:
             self._check_decompose_conflict(host, block)
         call = f"sch.compute_at({self._name(block)}, {self._name(loop)})"
         self._step(call, _compute_at, block, loop, call)
+
+    def compute_root(self, block: BlockRV) -> None:
+        """Undo ``compute_at`` / ``reverse_compute_at`` / ``compute_at`` of a cache /
+        ``decompose_reduction``: ``block`` is computed whole again, before (or, for a
+        consumer, after) the nest of the block it was moved into (TE's ``compute_root``).
+        Rebuilds ``block``'s loops over its whole extents."""
+        block = check_block(block, "compute_root")
+        if block.attach is None or (block.attach.loop is None and block.attach.mode != "reverse"):
+            raise ScheduleError(f"compute_root: block {block.name!r} is already computed at the root")
+        inner = [b.name for l in block.loops for b in l.attached]
+        if inner or block.reverse is not None or block.inlined:
+            who = inner or ([block.reverse[0].name] if block.reverse else [b.name for b in block.inlined])
+            raise ScheduleError(f"compute_root: {who} are computed inside the loops of {block.name!r}; "
+                                "move them to the root first")
+        host = block.attach.host
+        if block.attach.mode == "compute_at" and host.init_block is not None and (
+                host.init_block.attach is not None and host.init_block.attach.loop is not None):
+            raise ScheduleError(f"compute_root: {host.name!r} has its init placed by decompose_reduction "
+                                "after this block was computed in it; compute_root that init first")
+        call = f"sch.compute_root({self._name(block)})"
+        self._step(call, _compute_root, block, call)
 
     def _check_decompose_conflict(self, host: BlockRV, producer: BlockRV) -> None:
         init = host.init_block

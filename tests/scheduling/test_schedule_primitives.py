@@ -412,3 +412,51 @@ def test_tensorir_blitz_example_runs():
     assert result.returncode == 0, result.stderr
     assert "mm_relu: OK" in result.stdout
     assert "b7 = sch.decompose_reduction(b0, l3)" in result.stdout
+
+
+def _chain_tiled():
+    sch = tc.Schedule(chain())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    return sch, io, jo
+
+
+@pytest.mark.parametrize("mover", ["compute_at", "reverse_compute_at"])
+def test_compute_root_undoes_a_move(arrays, mover):
+    """compute_root puts the block back at the root: the same script body as never moving it,
+    loops rebuilt over the whole extents (and schedulable again)."""
+    sch, io, jo = _chain_tiled()
+    block = sch.get_block("R" if mover == "compute_at" else "D")
+    getattr(sch, mover)(block, jo)
+    moved_loops = sch.get_loops(block)
+    assert [l.extent for l in moved_loops] == ([16, 16] if mover == "reverse_compute_at" else [16, 64])
+    sch.compute_root(block)
+    assert sch.history[-1] == f"sch.compute_root({sch._name(block)})"
+    assert [l.extent for l in sch.get_loops(block)] == [64, 64]
+    assert "no longer exists" in str(pytest.raises(tc.ScheduleError, sch.split, moved_loops[0], factor=2).value)
+    body = lambda s: s.script[s.script.index("module"):]  # noqa: E731 (the header lists the calls)
+    assert body(sch) == body(_chain_tiled()[0])
+    x, w = arrays(64, 64), arrays(64, 64)
+    sch.compute_at(sch.get_block("R"), io)  # movable again
+    np.testing.assert_allclose(tc.build(sch)(x, w), np.maximum(x, 0) @ w * 2 + 1, rtol=1e-4, atol=1e-4)
+
+
+def test_compute_root_of_a_cache_and_an_init(arrays):
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    CC = sch.cache_write(C, "local")
+    m, n = sch.get_loops(C)
+    mo, no, mi, ni = sch.tile(m, n, 16, 16)
+    sch.compute_at(CC, no)
+    sch.compute_root(CC)
+    a, b = arrays(64, 64), arrays(64, 64)
+    np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    i, j, k = sch.get_loops(C)
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    init = sch.decompose_reduction(C, sch.get_loops(C)[2])
+    assert sch.ir().index("linalg.fill") > sch.ir().index("scf.for")
+    sch.compute_root(init)
+    assert sch.ir().index("linalg.fill") < sch.ir().index("scf.for")
+    np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
