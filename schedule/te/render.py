@@ -340,6 +340,10 @@ class Renderer:
             if block.loops.index(last) == reverse_until:
                 consumer_levels = list(levels)
                 handle = self.fuse_chain(handle, consumer_levels)
+                if init_handle is not None:
+                    # decompose_reduction at or inside the reverse loop: the init follows the
+                    # producer into the consumer's loops (it feeds only the producer's tile).
+                    init_handle = self.fuse_chain(init_handle, consumer_levels)
                 levels = [consumer_levels[-1]]
                 dim_map = list(range(n_dims))
             for attached in last.attached:

@@ -110,18 +110,21 @@ def _static(block: BlockRV, what: str) -> None:
         )
 
 
-def _attach_index(block: BlockRV) -> tuple[int, BlockRV | None]:
+def _attach_index(block: BlockRV, skip: BlockRV | None = None) -> tuple[int, BlockRV | None]:
     index, who = -1, None
     for i, loop in enumerate(block.loops):
-        if loop.attached:
-            index, who = i, loop.attached[-1]
+        attached = [b for b in loop.attached if b is not skip]
+        if attached:
+            index, who = i, attached[-1]
     return index, who
 
 
-def _not_frozen(loops: Sequence[LoopRV], what: str) -> None:
+def _not_frozen(loops: Sequence[LoopRV], what: str, allow: BlockRV | None = None) -> None:
+    """Refuse a step on ``loops`` at or outside a loop where a block (other than ``allow``)
+    is computed: the script fuses that block into those loops as they were."""
     for loop in loops:
         block = loop.block
-        index, who = _attach_index(block)
+        index, who = _attach_index(block, skip=allow)
         if block.loops.index(loop) <= index:
             raise ScheduleError(
                 f"{what}: loop {loop.name!r} is at or outside loop {block.loops[index].name!r}, where "
@@ -252,6 +255,7 @@ def _annotate(state: State, loop: LoopRV, kind: str) -> None:
 
 def _attach(state: State, block: BlockRV, loop: LoopRV | None, host: BlockRV, mode: str,
             extents: list[int], step: str) -> None:
+    root_extents = [dim.extent for dim in block.dims]
     for dim, extent in zip(block.dims, extents):
         dim.extent = extent
     block.reset_loops(f"{step} (it rebuilt the loops of {block.name!r}; call get_loops again)")
@@ -259,9 +263,21 @@ def _attach(state: State, block: BlockRV, loop: LoopRV | None, host: BlockRV, mo
         for new_loop in block.loops:  # the region of a partial tile is partial too
             for part in new_loop.parts:
                 part.partial = True
-    block.attach = Attach(mode, host, loop)
+    block.attach = Attach(mode, host, loop, root_extents)
     if loop is not None:
         loop.attached.append(block)
+
+
+def _compute_root(state: State, block: BlockRV, step: str) -> None:
+    attach = block.attach
+    for dim, extent in zip(block.dims, attach.root_extents):
+        dim.extent = extent
+    block.reset_loops(f"{step} (it rebuilt the loops of {block.name!r}; call get_loops again)")
+    if attach.loop is not None:
+        attach.loop.attached.remove(block)
+    if attach.mode == "reverse":
+        attach.host.reverse = None
+    block.attach = None
 
 
 def _compute_at(state: State, block: BlockRV, loop: LoopRV, step: str) -> None:
@@ -699,6 +715,27 @@ class Schedule:
         call = f"sch.compute_at({self._name(block)}, {self._name(loop)})"
         self._step(call, _compute_at, block, loop, call)
 
+    def compute_root(self, block: BlockRV) -> None:
+        """Undo ``compute_at`` / ``reverse_compute_at`` / ``compute_at`` of a cache /
+        ``decompose_reduction``: ``block`` is computed whole again, before (or, for a
+        consumer, after) the nest of the block it was moved into (TE's ``compute_root``).
+        Rebuilds ``block``'s loops over its whole extents."""
+        block = check_block(block, "compute_root")
+        if block.attach is None or (block.attach.loop is None and block.attach.mode != "reverse"):
+            raise ScheduleError(f"compute_root: block {block.name!r} is already computed at the root")
+        inner = [b.name for l in block.loops for b in l.attached]
+        if inner or block.reverse is not None or block.inlined:
+            who = inner or ([block.reverse[0].name] if block.reverse else [b.name for b in block.inlined])
+            raise ScheduleError(f"compute_root: {who} are computed inside the loops of {block.name!r}; "
+                                "move them to the root first")
+        host = block.attach.host
+        if block.attach.mode == "compute_at" and host.init_block is not None and (
+                host.init_block.attach is not None and host.init_block.attach.loop is not None):
+            raise ScheduleError(f"compute_root: {host.name!r} has its init placed by decompose_reduction "
+                                "after this block was computed in it; compute_root that init first")
+        call = f"sch.compute_root({self._name(block)})"
+        self._step(call, _compute_root, block, call)
+
     def _check_decompose_conflict(self, host: BlockRV, producer: BlockRV) -> None:
         init = host.init_block
         if init is not None and init.attach is not None and init.attach.mode == "init" and init.attach.loop:
@@ -836,9 +873,12 @@ class Schedule:
         if block.layout is not None:
             raise ScheduleError("decompose_reduction: not supported after transform_layout (the init is "
                                 "packed with the output)")
-        if block.reverse is not None:
-            raise ScheduleError("decompose_reduction: not supported with reverse_compute_at")
         index = block.loops.index(loop)
+        if block.reverse is not None and 0 < index <= block.loops.index(block.reverse[1]):
+            raise ScheduleError(
+                f"decompose_reduction: {block.reverse[0].name!r} is computed at "
+                f"{block.reverse[1].name!r} (reverse_compute_at); the init can only be placed inside "
+                f"that loop — pass a loop inside {block.reverse[1].name!r}")
         outer = block.loops[:index]
         for l in outer:
             if l.is_reduction:
@@ -848,7 +888,10 @@ class Schedule:
                     "outside it")
             if any(p.partial for p in l.parts):
                 raise ScheduleError("decompose_reduction: loops with partial tiles are not supported")
-        _not_frozen(outer[-1:], "decompose_reduction")
+        if block.reverse is None:
+            _not_frozen(outer[-1:], "decompose_reduction")
+        else:  # the reverse consumer fixes the loops, but the init may join it (TVM's blitz order)
+            _not_frozen(outer[-1:], "decompose_reduction", allow=block.reverse[0])
         serial = [l for l in outer if l.kind != PARALLEL and l.extent > 1]
         producers = [p.name for x, p in enumerate(block.producers[: block.n_inputs]) if p is not None]
         if serial and producers:

@@ -84,6 +84,7 @@ class Attach:
     mode: str  # "compute_at", "cache", "init", "reverse"
     host: "BlockRV"
     loop: LoopRV | None
+    root_extents: list[int] = field(default_factory=list)  # the dims' extents before (compute_root)
 
 
 @dataclass

@@ -86,6 +86,9 @@ STEPS = [
      "CHECK: transform.structured.pad", "CHECK: linalg.copy"),
     ("decompose_reduction", matmul, _tiled, lambda s, l: s.decompose_reduction(s.get_block("C"), l[2]),
      "CHECK: tilecraft.block = \"C.init\"", "CHECK: scf.for\nCHECK: scf.for\nCHECK: linalg.fill"),
+    ("compute_root", chain, lambda s: s.compute_at(s.get_block("R"), _tiled(s)[0]),
+     lambda s, _: s.compute_root(s.get_block("R")),
+     "CHECK-NOT: fuse_into_containing_op", "CHECK: arith.maximumf\nCHECK: scf.for\nCHECK: tilecraft.block = \"C\""),
     ("transform_layout", matmul, lambda s: None,
      lambda s, _: s.transform_layout(s.get_block("C"), "B", lambda k, n: (n // 16, k, n % 16)),
      "CHECK: transform.structured.pack", "CHECK: tensor<4x64x16xf32>"),
@@ -104,7 +107,7 @@ def test_each_primitive_shows_at_once(check, arrays, name, payload, setup, step,
     assert sch.ir() != before_ir, f"{name} did not change what show() prints"
     assert sch.history[-1].split("= ")[-1].startswith(f"sch.{name.split('_')[0]}") or name in (
         "split_reduction", "split_nparts", "split_pad", "compute_at", "reverse_compute_at",
-        "compute_inline", "cache_write", "decompose_reduction", "transform_layout")
+        "compute_inline", "compute_root", "cache_write", "decompose_reduction", "transform_layout")
     check(sch.script, script_checks)
     check(sch.ir(), ir_checks)
     (check_chain if payload is chain else check_matmul)(sch, arrays)

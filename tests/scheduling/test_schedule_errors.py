@@ -241,3 +241,31 @@ def test_dynamic_shapes_are_rejected():
     sch = tc.Schedule(text)
     (i,) = sch.get_loops(sch.get_block("generic"))
     raises(sch, "dynamic extents \\(i0\\); the schedule API needs static shapes", lambda: sch.split(i, factor=4))
+
+
+def test_decompose_reduction_outside_a_reverse_compute_at():
+    sch = tc.Schedule(chain())
+    C, D = sch.get_block("C"), sch.get_block("D")
+    i, j, k = sch.get_loops(C)
+    sch.reverse_compute_at(D, j)
+    raises(sch, "'D' is computed at 'j' \\(reverse_compute_at\\); the init can only be placed inside",
+           lambda: sch.decompose_reduction(C, j))
+
+
+def test_compute_root_errors():
+    sch = tc.Schedule(chain())
+    R, C, D = sch.get_block("R"), sch.get_block("C"), sch.get_block("D")
+    raises(sch, "compute_root: block 'R' is already computed at the root", lambda: sch.compute_root(R))
+    raises(sch, "compute_root: expected a block from get_block", lambda: sch.compute_root("R"))
+    i, j = sch.get_loops(D)
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    sch.compute_at(C, jo)
+    sch.compute_at(R, sch.get_loops(C)[0])
+    raises(sch, "compute_root: \\['R'\\] are computed inside the loops of 'C'; move them to the root first",
+           lambda: sch.compute_root(C))
+    sch.compute_root(R)
+    sch.compute_root(C)
+    inlined = tc.Schedule(chain())
+    R2 = inlined.get_block("R")
+    inlined.compute_inline(R2)
+    raises(inlined, "compute_root: block 'R' was inlined into C", lambda: inlined.compute_root(R2))

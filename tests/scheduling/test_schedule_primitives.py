@@ -360,3 +360,103 @@ def test_named_convolution_is_decomposed_and_vectorized(check):
     x, w = rng.random((1, 10, 10, 4), dtype=np.float32), rng.random((3, 3, 4, 16), dtype=np.float32)
     expected = sum(np.einsum("nhwc,cf->nhwf", x[:, a:a + 8, b:b + 8, :], w[a, b]) for a in range(3) for b in range(3))
     np.testing.assert_allclose(tc.build(sch)(x, w), expected, rtol=1e-4, atol=1e-4)
+
+
+MM_RELU = """
+func.func @mm_relu(%A: tensor<32x32xf32>, %B: tensor<32x32xf32>) -> tensor<32x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %y = linalg.matmul ins(%A, %B : tensor<32x32xf32>, tensor<32x32xf32>)
+                     outs(%init : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<32x32xf32>) outs(%e : tensor<32x32xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<32x32xf32>
+  return %c : tensor<32x32xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("reverse_at, order", [("j0", "i j0 k j1"), ("i", "i j0 k j1"), ("j0", "i j0 j1 k")])
+def test_decompose_reduction_after_reverse_compute_at(check, arrays, reverse_at, order):
+    """TensorIR blitz order: the init joins the consumer's loops, right before the k loop."""
+    sch = tc.Schedule(MM_RELU)
+    assert [b.name for b in sch.get_blocks()] == ["matmul.init", "matmul", "generic"]
+    Y = sch.get_block("matmul")
+    i, j, k = sch.get_loops(Y)
+    j0, j1 = sch.split(j, factors=[None, 4])
+    loops = dict(i=i, j0=j0, j1=j1, k=k)
+    sch.reorder(*(loops[name] for name in order.split()))
+    sch.reverse_compute_at(sch.get_block("generic"), loops[reverse_at])
+    init = sch.decompose_reduction(Y, k)
+    assert init.name == "matmul.init"
+    check(sch.ir(), """
+CHECK: scf.for
+CHECK: scf.for
+CHECK: linalg.fill {tilecraft.block = "matmul.init"}
+CHECK: linalg.matmul
+CHECK: linalg.generic
+""")
+    a, b = arrays(32, 32), arrays(32, 32)
+    np.testing.assert_allclose(tc.build(sch)(a, b), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_tensorir_blitz_example_runs():
+    result = subprocess.run([sys.executable, str(EXAMPLES / "tutorials" / "tensorir_blitz.py"),
+                             "--size", "32", "--repeat", "2"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "mm_relu: OK" in result.stdout
+    assert "b7 = sch.decompose_reduction(b0, l3)" in result.stdout
+
+
+def _chain_tiled():
+    sch = tc.Schedule(chain())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    return sch, io, jo
+
+
+@pytest.mark.parametrize("mover", ["compute_at", "reverse_compute_at"])
+def test_compute_root_undoes_a_move(arrays, mover):
+    """compute_root puts the block back at the root: the same script body as never moving it,
+    loops rebuilt over the whole extents (and schedulable again)."""
+    sch, io, jo = _chain_tiled()
+    block = sch.get_block("R" if mover == "compute_at" else "D")
+    getattr(sch, mover)(block, jo)
+    moved_loops = sch.get_loops(block)
+    assert [l.extent for l in moved_loops] == ([16, 16] if mover == "reverse_compute_at" else [16, 64])
+    sch.compute_root(block)
+    assert sch.history[-1] == f"sch.compute_root({sch._name(block)})"
+    assert [l.extent for l in sch.get_loops(block)] == [64, 64]
+    assert "no longer exists" in str(pytest.raises(tc.ScheduleError, sch.split, moved_loops[0], factor=2).value)
+    body = lambda s: s.script[s.script.index("module"):]  # noqa: E731 (the header lists the calls)
+    assert body(sch) == body(_chain_tiled()[0])
+    x, w = arrays(64, 64), arrays(64, 64)
+    sch.compute_at(sch.get_block("R"), io)  # movable again
+    np.testing.assert_allclose(tc.build(sch)(x, w), np.maximum(x, 0) @ w * 2 + 1, rtol=1e-4, atol=1e-4)
+
+
+def test_compute_root_of_a_cache_and_an_init(arrays):
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    CC = sch.cache_write(C, "local")
+    m, n = sch.get_loops(C)
+    mo, no, mi, ni = sch.tile(m, n, 16, 16)
+    sch.compute_at(CC, no)
+    sch.compute_root(CC)
+    a, b = arrays(64, 64), arrays(64, 64)
+    np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    i, j, k = sch.get_loops(C)
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    init = sch.decompose_reduction(C, sch.get_loops(C)[2])
+    assert sch.ir().index("linalg.fill") > sch.ir().index("scf.for")
+    sch.compute_root(init)
+    assert sch.ir().index("linalg.fill") < sch.ir().index("scf.for")
+    np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
