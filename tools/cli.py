@@ -389,6 +389,18 @@ def _tuning_api() -> Any:
     return tuning
 
 
+def _runner_options(runner: str, key: str | None) -> dict[str, Any]:
+    """``--runner`` as TuneOptions fields: ``local`` (none), ``ray`` (a local Ray cluster,
+    ``ray="local"``), ``ray://HOST:PORT`` (a running one), else a tilecraft server's address."""
+    if runner == "local":
+        return {}
+    if runner == "ray":
+        return {"ray": "local"}
+    if runner.startswith("ray"):
+        return {"ray": runner}  # ray://HOST:PORT, or a malformed one TuneOptions names
+    return {"remote": runner, "remote_key": key}
+
+
 def command_tune(args: argparse.Namespace) -> int:
     import tilecraft
 
@@ -414,9 +426,7 @@ def command_tune(args: argparse.Namespace) -> int:
         tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
-        transfer=not args.no_transfer, report=args.report,
-        remote=None if args.runner == "local" or args.runner.startswith("ray") else args.runner,
-        remote_key=args.key, ray=args.runner if args.runner.startswith("ray") else None)
+        transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())
     print(f"tuning records written to {args.output}")
