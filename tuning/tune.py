@@ -719,8 +719,12 @@ class TaskScheduler:
             shares.append(share)
             left -= share
         rest = max(left, 0)
-        return [(state, share + int(rest * self.weight(state) / total))
-                for state, share in zip(order, shares)]
+        exact = [rest * self.weight(state) / total for state in order]
+        extra = [int(x) for x in exact]
+        # Largest remainders first, so the estimates add up to the budget.
+        for i in sorted(range(len(order)), key=lambda i: extra[i] - exact[i])[:rest - sum(extra)]:
+            extra[i] += 1
+        return [(state, share + more) for state, share, more in zip(order, shares, extra)]
 
     def allocation(self) -> str:
         """Which tasks got how many trials (printed at the end)."""
