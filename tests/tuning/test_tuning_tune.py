@@ -66,6 +66,18 @@ def test_a_budget_below_the_task_count_says_which_tasks_it_leaves_out(tmp_path, 
     assert "nan" not in result.summary()
 
 
+def test_a_task_searched_no_further_than_its_default_reports_no_speedup(tmp_path, matmul_64):
+    """One trial is the default alone: there is nothing to validate (no 'final' records, which
+    re-measured the default and reported it as up to 1.2x faster than itself)."""
+    records = tmp_path / "r.jsonl"
+    result = tilecraft.tune(matmul_64, TARGET, trials=1, tuning_records=records, tuner="random",
+                            timeout=60, validate_top=4, end_to_end=False, transfer=False, progress=False)
+    assert [r.tuner for r in load_records(records, target=TARGET)] == ["default"]
+    (task,) = result.tasks
+    assert task.best_seconds == task.default_seconds and task.best_config == space_for(task.task, TARGET).default()
+    assert result.summary().splitlines()[1].split()[-3] == "1.00x"
+
+
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
     (task,) = extract_tasks(matmul_64, TARGET)
     space = space_for(task, TARGET)
