@@ -238,6 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--report", metavar="FILE",
                       help="write the tuning report: FILE.html (table + figure) or FILE.png")
     tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement (default 10)")
+    tune.add_argument("--batch-size", type=_positive("--batch-size"), default=8, metavar="N",
+                      help="candidates proposed per tuner step (default 8)")
+    tune.add_argument("--validate-top", type=int, default=4, metavar="N",
+                      help="re-measure each task's N best configs and the default side by side "
+                           "after its search; 0: no validation (default 4)")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the tuners' random choices (default 0)")
+    tune.add_argument("--no-end-to-end", action="store_true",
+                      help="skip compiling and timing the model default vs tuned after the search")
     tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
                       help="'list' prints the tasks; indexes restrict tuning to them")
     tune.add_argument("--runner", default="local", metavar="local|remote://HOST:PORT|ray|ray://HOST:PORT",
@@ -402,6 +410,18 @@ def _tuning_api() -> Any:
     return tuning
 
 
+def _runner_options(runner: str, key: str | None) -> dict[str, Any]:
+    """``--runner`` as TuneOptions fields: ``local`` (none), ``ray`` (a local Ray cluster,
+    ``ray="local"``), ``ray://HOST:PORT`` (a running one), else a tilecraft server's address."""
+    if runner == "local":
+        return {}
+    if runner == "ray":
+        return {"ray": "local"}
+    if runner.startswith("ray"):
+        return {"ray": runner}  # ray://HOST:PORT, or a malformed one TuneOptions names
+    return {"remote": runner, "remote_key": key}
+
+
 def command_tune(args: argparse.Namespace) -> int:
     import tilecraft
 
@@ -427,9 +447,9 @@ def command_tune(args: argparse.Namespace) -> int:
         tuning_records=args.output, tuner=args.tuner,
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
-        transfer=not args.no_transfer, report=args.report,
-        remote=None if args.runner == "local" or args.runner.startswith("ray") else args.runner,
-        remote_key=args.key, ray=args.runner if args.runner.startswith("ray") else None)
+        batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
+        end_to_end=not args.no_end_to_end,
+        transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())
     print(f"tuning records written to {args.output}")

@@ -62,6 +62,7 @@ class TaskResult:
     failures: int = 0
     default_seconds: float = math.inf  # inf: the default schedule did not run
     best_seconds: float = math.inf  # never above default_seconds: the default is a candidate
+    skipped: bool = False  # the trials budget ran out before the task's default was measured
 
 
 @dataclass
@@ -84,7 +85,9 @@ class TuningResult:
             head = f"{r.task.name[:40]:<40}"
             tail = f"{r.trials:>6} {r.failures:>6}"
             if not math.isfinite(r.default_seconds):
-                lines.append(f"{head} {'no successful measurement of the default schedule':>30} {tail}")
+                why = ("not measured: the trials budget ran out before this task" if r.skipped
+                       else "no successful measurement of the default schedule")
+                lines.append(f"{head} {why:>30} {tail}")
                 continue
             best = min(r.best_seconds, r.default_seconds)
             lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
@@ -140,6 +143,7 @@ class _TaskTuning:
         self.since_best = 0
         self.failures = 0
         self.stopped = False  # early stopping fired or the space is exhausted
+        self.skipped = False  # the trials budget ran out before its default was measured
 
     @property
     def best_cost(self) -> float:
@@ -255,8 +259,10 @@ class TuneOptions:
         per_task = self.trials_per_task
         if not isinstance(per_task, int) or isinstance(per_task, bool) or per_task < 0:
             raise TuningError(f"trials_per_task must be a non-negative integer, got {per_task!r}")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise TuningError(f"time_budget must be positive seconds, got {self.time_budget!r}")
+        budget = self.time_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not budget > 0):
+            raise TuningError(f"time_budget must be positive seconds (a number), got {budget!r}")
 
 
 def tune(
@@ -305,9 +311,11 @@ def tune(
             session.measure_batch(state, configs, name, [writer], on_result)
 
         # 1. Defaults: the reference outputs and the weights of the task scheduler.
+        _warn_unmeasured(states, budget)
         for state in states:
             if budget <= 0:
-                break
+                state.skipped = True
+                continue
             session.measure_default([state], [writer])
             budget -= 1
             for record in prior:
@@ -337,7 +345,7 @@ def tune(
         TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
                    best_gflops=s.gflops(s.best_cost), best_config=s.tuner.best_config,
                    trials=s.trials, history=s.history, failures=s.failures,
-                   default_seconds=s.default_cost, best_seconds=s.best_cost)
+                   default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped)
         for s in states
     ]
     if search.report is not None:
@@ -347,6 +355,20 @@ def tune(
     end_to_end = search.end_to_end and search.remote is None
     timing = _end_to_end(model, options, records_path) if end_to_end else (None, None)
     return TuningResult(records_path, results, *timing)
+
+
+def _warn_unmeasured(states: list[_TaskTuning], budget: int) -> None:
+    """Say, before any measurement, which tasks ``trials`` leaves out: every task's default
+    schedule is its first trial (heaviest task first), so a budget below the number of tasks
+    never reaches the lightest ones (a user who asked for 16 trials of a 50-task model must
+    learn that 34 tasks are not tuned at all, not find them missing afterwards)."""
+    if budget >= len(states):
+        return
+    left = states[budget:]
+    names = ", ".join(s.task.name for s in left[:3]) + (", ..." if len(left) > 3 else "")
+    print(f"warning: trials={budget} covers the default schedules of {budget} of {len(states)} "
+          f"tasks only (one trial each, heaviest first); {len(left)} task(s) are not tuned "
+          f"({names}): give at least {len(states)} trials, more to search", file=sys.stderr)
 
 
 def _runner(search: TuneOptions, options: RunnerOptions) -> Any:
@@ -506,8 +528,11 @@ class _Session:
                 candidates.append(state.tuner.configs[i])
             if len(candidates) == top:
                 break
-        if state.space.default() not in candidates:
-            candidates.append(state.space.default())
+        default = state.space.default()
+        if default not in candidates:
+            candidates.append(default)
+        if len(candidates) == 1:
+            return  # the default alone: nothing to choose (its search measurement stands)
         rounds: list[list[MeasureResult]] = [[] for _ in candidates]
         for _ in range(VALIDATION_ROUNDS):
             for i, config in enumerate(candidates):
@@ -528,6 +553,11 @@ class _Session:
             )
             for writer in writers:
                 writer.write(record)
+            if config == default and math.isfinite(cost):
+                # The baseline measured side by side with the finalists: the summary's
+                # speedup compares like with like (the search's one default measurement
+                # against a validated median read up to 1.2x for the default itself).
+                state.default_cost = cost
             if cost < best_cost:
                 best_cost, best_config = cost, config
         if best_config is not None:
@@ -676,9 +706,34 @@ class TaskScheduler:
         if minimum * len(self.states) > budget:
             lines.append(f"  the budget covers the minimum of the {budget // max(minimum, 1)} "
                          "heaviest task(s) only")
-        for state in sorted(self.states, key=self.weight, reverse=True):
-            lines.append(f"  {state.task.name[:48]:<48} weight {self.weight(state) / total:6.1%}")
+        for state, trials in self.planned(budget):
+            lines.append(f"  {state.task.name[:48]:<48} weight {self.weight(state) / total:6.1%}"
+                         f"  trials ~{trials}")
+        if self.search.validate_top > 0:
+            lines.append(f"  then validation: up to {self.search.validate_top + 1} configs x "
+                         f"{VALIDATION_ROUNDS} rounds per task, not counted in trials"
+                         + (" nor in the time budget" if self.search.time_budget else ""))
         return "\n".join(lines)
+
+    def planned(self, budget: int) -> list[tuple[_TaskTuning, int]]:
+        """The plan's trials per task, heaviest first: the minimum (while the budget lasts),
+        then the rest of the budget in proportion to weight, as the scheduler would hand it
+        out if every task improved alike. An estimate: the scheduler then moves batches to
+        the tasks that improve most, and stopped tasks give theirs back."""
+        order = sorted(self.states, key=self.weight, reverse=True)
+        total = sum(self.weight(s) for s in order) or 1.0
+        minimum, left, shares = self.search.trials_per_task, budget, []
+        for state in order:
+            share = min(minimum, max(left, 0))
+            shares.append(share)
+            left -= share
+        rest = max(left, 0)
+        exact = [rest * self.weight(state) / total for state in order]
+        extra = [int(x) for x in exact]
+        # Largest remainders first, so the estimates add up to the budget.
+        for i in sorted(range(len(order)), key=lambda i: extra[i] - exact[i])[:rest - sum(extra)]:
+            extra[i] += 1
+        return [(state, share + more) for state, share, more in zip(order, shares, extra)]
 
     def allocation(self) -> str:
         """Which tasks got how many trials (printed at the end)."""

@@ -192,6 +192,55 @@ def test_tune_then_compile_with_the_records(tmp_path, images, capsys):
     np.testing.assert_allclose(tilecraft.runtime.load(package)(images), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("runner, expected", [
+    ("local", {"ray": None, "remote": None}),
+    ("ray", {"ray": "local", "remote": None}),  # the documented spelling of a local cluster
+    ("ray://10.0.0.5:10001", {"ray": "ray://10.0.0.5:10001", "remote": None}),
+    ("remote://127.0.0.1:9090", {"ray": None, "remote": "remote://127.0.0.1:9090"}),
+])
+def test_tune_runner_flag_becomes_the_tune_options(runner, expected, monkeypatch, capsys):
+    import tilecraft.tuning
+
+    seen = {}
+
+    def fake_tune(model, options, search):
+        seen.update(ray=search.ray, remote=search.remote)
+        raise tilecraft.errors.TuningError("stopped by the test")
+
+    monkeypatch.setattr(tilecraft.tuning, "tune", fake_tune)
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl",
+                    "--runner", runner]) == 1
+    assert seen == expected
+    assert "stopped by the test" in _error_line(capsys)
+
+
+def test_tune_flags_mirror_the_tune_options(monkeypatch, capsys):
+    import tilecraft.tuning
+
+    seen = {}
+
+    def fake_tune(model, options, search):
+        seen.update(search.__dict__)
+        raise tilecraft.errors.TuningError("stopped by the test")
+
+    monkeypatch.setattr(tilecraft.tuning, "tune", fake_tune)
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl", "--trials", "30",
+                    "--trials-per-task", "3", "--time-budget", "2m", "--batch-size", "4",
+                    "--validate-top", "0", "--seed", "7", "--no-end-to-end", "--early-stopping", "5"]) == 1
+    assert {k: seen[k] for k in ("trials", "trials_per_task", "time_budget", "batch_size", "validate_top",
+                                 "seed", "end_to_end", "early_stopping")} == {
+        "trials": 30, "trials_per_task": 3, "time_budget": 120.0, "batch_size": 4, "validate_top": 0,
+        "seed": 7, "end_to_end": False, "early_stopping": 5}
+    assert run_cli(["tune", str(MODEL), "-o", "r.jsonl", "--validate-top", "-1"]) == 1
+    assert "validate_top must be an integer >= 0" in _error_line(capsys)
+
+
+def test_tune_rejects_a_malformed_ray_runner(capsys):
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl",
+                    "--runner", "ray:10.0.0.5"]) == 1
+    assert "ray must be 'local' or 'ray://HOST:PORT'" in _error_line(capsys)
+
+
 def test_tune_rejects_a_task_index_beyond_the_model(capsys):
     assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES, "-o", "unused.jsonl", "--tasks", "99"]) == 2
     assert "--tasks: no task 99" in _error_line(capsys)

@@ -6,7 +6,7 @@ import random
 import warnings
 
 import pytest
-from tilecraft.errors import TunerNameError
+from tilecraft.errors import TunerNameError, TuningError
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import (
     TaskScheduler,
@@ -102,6 +102,27 @@ def test_task_scheduler_gives_every_task_its_minimum_then_follows_the_weights():
     assert heavy.trials + light.trials + idle.trials == 60
     assert heavy.trials > light.trials > idle.trials
     assert "heavy" in scheduler.allocation().splitlines()[1]
+
+
+def test_plan_prints_the_trials_each_task_is_expected_to_get():
+    heavy, light = _FakeTask("heavy", 3e-3), _FakeTask("light", 1e-3)
+    scheduler = _SimulatedScheduler([light, heavy], TuneOptions(trials_per_task=2, batch_size=4),
+                                    run=None, deadline=None)
+    planned = dict((s.name, n) for s, n in scheduler.planned(41))
+    # The minimum, then the remaining 37 by weight (3:1: 27.75 and 9.25), largest remainder first.
+    assert planned == {"heavy": 2 + 28, "light": 2 + 9}
+    lines = scheduler.plan(41).splitlines()
+    assert lines[1].split()[0] == "heavy" and lines[1].endswith("trials ~30")
+    assert "then validation: up to 5 configs x 3 rounds per task, not counted in trials" in lines[-1]
+    # A budget below the minima: the heaviest tasks get theirs, the rest nothing.
+    assert [n for _, n in scheduler.planned(3)] == [2, 1]
+
+
+def test_time_budget_must_be_a_number():
+    for bad in ("30m", True, 0, -1.0, float("nan")):
+        with pytest.raises(TuningError, match="time_budget must be positive seconds"):
+            TuneOptions(time_budget=bad)
+    assert TuneOptions(time_budget=90).time_budget == 90
 
 
 def test_task_scheduler_stops_at_the_time_budget_and_without_live_tasks():

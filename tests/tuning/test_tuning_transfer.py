@@ -119,3 +119,23 @@ def test_end_to_end_curve_and_table_from_records(tmp_path, matmul_64):
     assert row.speedup >= 1.0
     plot_report(lines, tmp_path / "r.png")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_rows_compare_validated_times_with_each_other():
+    """A validated task's row takes the default and the best from the side-by-side
+    re-measurements, not the search's lucky single measurement against the default's first."""
+    from tilecraft.schedule.records import Record
+
+    def record(tuner, config, cost, key="k"):
+        return Record(task={"key": key, "name": key}, config=config, status="ok", costs=[cost],
+                      gflops=1.0, target=TARGET, tuner=tuner)
+
+    rows = task_rows([
+        record("default", {"a": 1}, 2.0), record("xgb", {"a": 2}, 1.0), record("xgb", {"a": 3}, 1.8),
+        record("final", {"a": 2}, 1.6), record("final", {"a": 3}, 1.4), record("final", {"a": 1}, 1.5),
+        record("default", {"a": 1}, 3.0, key="alone"),
+    ])
+    validated, alone = rows
+    assert (validated.default_ms, validated.best_ms, validated.trials) == (1500.0, 1400.0, 3)
+    assert validated.speedup == pytest.approx(1.5 / 1.4)
+    assert (alone.default_ms, alone.best_ms, alone.speedup) == (3000.0, 3000.0, 1.0)

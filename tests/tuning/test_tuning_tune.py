@@ -1,6 +1,7 @@
 """tilecraft.tune end to end (real builds, real runs), resume from records, and
 tilecraft.compile(tuning_records=) applying the best record."""
 
+import math
 import re
 
 import mlir_text
@@ -43,6 +44,38 @@ def test_tune_writes_records_progress_and_report(tmp_path, capsys, matmul_64):
     final = [r for r in all_lines if r.tuner == "final"]
     assert 2 <= len(final) <= 3 and all(len(r.costs) == 3 for r in final if r.ok)
     assert best_records(all_lines)[final[0].key].tuner == "final"
+
+
+def test_a_budget_below_the_task_count_says_which_tasks_it_leaves_out(tmp_path, capsys):
+    """Every task's default is its first trial, heaviest first: trials=1 on a two-task model
+    measures one default; the other task is named before the run and in the summary as not
+    measured (not as a default schedule that failed)."""
+    two = mlir_text.matmul(64, 64, 128).replace("@main", "@big") + mlir_text.matmul(8, 8, 8).replace("@main", "@small")
+    tasks = extract_tasks(two, TARGET)
+    assert len(tasks) == 2
+    result = tilecraft.tune(two, TARGET, trials=1, tuning_records=tmp_path / "r.jsonl", tuner="random",
+                            timeout=60, validate_top=0, end_to_end=False, transfer=False)
+    err = capsys.readouterr().err
+    assert "warning: trials=1 covers the default schedules of 1 of 2 tasks only" in err
+    assert tasks[1].name in err
+    heavy, light = result.tasks
+    assert heavy.trials == 1 and not heavy.skipped and math.isfinite(heavy.default_seconds)
+    assert light.trials == 0 and light.skipped
+    summary = result.summary().splitlines()
+    assert "not measured: the trials budget ran out before this task" in summary[2]
+    assert "nan" not in result.summary()
+
+
+def test_a_task_searched_no_further_than_its_default_reports_no_speedup(tmp_path, matmul_64):
+    """One trial is the default alone: there is nothing to validate (no 'final' records, which
+    re-measured the default and reported it as up to 1.2x faster than itself)."""
+    records = tmp_path / "r.jsonl"
+    result = tilecraft.tune(matmul_64, TARGET, trials=1, tuning_records=records, tuner="random",
+                            timeout=60, validate_top=4, end_to_end=False, transfer=False, progress=False)
+    assert [r.tuner for r in load_records(records, target=TARGET)] == ["default"]
+    (task,) = result.tasks
+    assert task.best_seconds == task.default_seconds and task.best_config == space_for(task.task, TARGET).default()
+    assert result.summary().splitlines()[1].split()[-3] == "1.00x"
 
 
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
