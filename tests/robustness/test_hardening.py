@@ -259,3 +259,44 @@ def test_initializer_data_longer_than_its_dims_is_an_import_error():
     weight.float_data.extend([1.0] * 20)
     with pytest.raises(ModelImportError, match="initializer 'W': its data does not fit its shape"):
         tilecraft.compile(model)
+
+
+class _SpentTuner:
+    """A tuner whose space still counts unvisited points (``has_next``) that are all invalid:
+    ``next_batch`` finds nothing. A 4x4x4 matmul's space is like that after 51 trials."""
+
+    best_cost = 1.0
+
+    def has_next(self) -> bool:
+        return True
+
+    def next_batch(self, size: int) -> list:
+        return []
+
+
+class _SpentTask:
+    def __init__(self) -> None:
+        self.name, self.count, self.task = "spent", 1, self
+        self.default_cost = self.best_cost = 1.0
+        self.trials, self.failures, self.since_best, self.stopped = 0, 0, 0, False
+        self.tuner = _SpentTuner()
+
+    def gflops(self, cost: float) -> float:
+        return 1.0
+
+
+def test_tuning_a_spent_space_ends_instead_of_looping():
+    """`tilecraft tune` of a small matmul with the default 64 trials looped forever once no
+    valid config was left (found by the fuzz suite's cli category, seed 5)."""
+    import threading
+
+    from tilecraft.tuning import TaskScheduler, TuneOptions
+
+    task = _SpentTask()
+    scheduler = TaskScheduler([task], TuneOptions(trials_per_task=2, batch_size=4, progress=False),
+                              run=None, deadline=None)
+    thread = threading.Thread(target=scheduler.run, args=(64,), daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the task scheduler kept asking a spent tuner for trials"
+    assert task.stopped and task.trials == 0
