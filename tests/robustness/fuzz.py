@@ -561,6 +561,8 @@ def case_cli(rng: random.Random, work: Path) -> str:
             return "ok" if code == 0 else "typed"
         raise UntypedExit(f"tilecraft-opt {argv}: exit {code}: {stderr.getvalue()[-300:]!r}")
     argv = [rng.choice(["compile", "run", "tune", "bench", "bogus"])] + rng.sample(words, rng.randint(0, 6))
+    if argv[0] == "tune" and "--trials" not in argv:  # the default 64 trials take a minute: not a hang
+        argv += ["--trials", "2"]
     with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
         try:
             code = cli.run_cli(argv)
