@@ -159,6 +159,18 @@ def test_binary_input_and_missing_output_folder_in_tilecraft_opt(tmp_path):
     assert code == 1 and "its folder does not exist" in err
 
 
+def test_binary_mlir_file_is_an_import_error_in_the_api_and_the_cli(tmp_path, capsys):
+    from tilecraft.tools import cli
+
+    binary = tmp_path / "bin.mlir"
+    binary.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ModelImportError, match="bin.mlir is not UTF-8 text"):
+        tilecraft.compile(binary)
+    assert cli.run_cli(["compile", str(binary)]) == 1  # was a UnicodeDecodeError traceback
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"tilecraft: error: {binary} is not UTF-8 text (byte 0); MLIR bytecode is read from a .mlirbc file"]
+
+
 def test_truncated_npz_is_an_argument_error(tmp_path):
     path = tmp_path / "in.npz"
     np.savez(path, x=np.ones(1000))
