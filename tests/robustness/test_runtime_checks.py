@@ -197,6 +197,53 @@ def test_static_scatter_extents_that_disagree_are_import_errors():
         tilecraft.compile(model)
 
 
+def _range_model(element=T.INT64):
+    return _model([helper.make_node("Range", ["a", "b", "d"], ["y"], name="rg")],
+                  [_info("a", element, []), _info("b", element, []), _info("d", element, [])],
+                  [_info("y", element, ["m"])])
+
+
+def test_range_with_a_run_time_delta_of_zero_raises_instead_of_dying_of_sigfpe(tmp_path):
+    """The count's integer division by a delta of 0 killed the process (SIGFPE); in a
+    subprocess so that a regression fails this test, not the whole run."""
+    script = tmp_path / "range.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        import tilecraft
+        from onnx import TensorProto
+        from test_runtime_checks import _range_model
+        for element, dtype in ((TensorProto.INT64, np.int64), (TensorProto.FLOAT, np.float32)):
+            compiled = tilecraft.compile(_range_model(element))
+            print(compiled(dtype(1), dtype(7), dtype(2)).tolist())
+            for start, limit, delta in ((0, 5, 0), (0, -(1 << 63), -1) if dtype is np.int64 else (0, np.inf, 1)):
+                try:
+                    compiled(dtype(start), dtype(limit), dtype(delta))
+                    print("no error")
+                except tilecraft.errors.RuntimeCheckError as error:
+                    print(type(error).__name__, error)
+    """))
+    import os
+
+    completed = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "[1, 3, 5]" and lines[3] == "[1.0, 3.0, 5.0]"
+    for line in (lines[1], lines[4]):
+        assert line == "ShapeMismatchError Range node 'rg': a delta of 0 never ends the range"
+    for line in (lines[2], lines[5]):  # counts of 2^63 and of infinity
+        assert line.startswith("AllocationLimitError Range node 'rg'")
+
+
+def test_range_with_a_constant_delta_of_zero_is_an_import_error():
+    model = _range_model()
+    model.graph.initializer.append(helper.make_tensor("d", T.INT64, [], [0]))
+    with pytest.raises(tilecraft.errors.ModelImportError, match="delta of 0 never ends"):
+        tilecraft.compile(model)
+
+
 def test_reshape_with_inconsistent_dynamic_dims_raises():
     compiled = tilecraft.compile(reshape_model())
     np.testing.assert_array_equal(compiled(np.arange(6, dtype=np.float32), np.ones((3, 2), np.float32)),
