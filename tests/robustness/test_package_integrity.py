@@ -101,3 +101,12 @@ def test_manifest_fields_of_the_wrong_kind_are_refused(package, tmp_path):
     write(bad, files)
     with pytest.raises(PackageError, match="field 'sha256' must be a dict"):
         load(bad)
+
+
+def test_an_oversized_member_is_refused_before_extraction(package, monkeypatch):
+    import tilecraft.runtime.package as package_module
+
+    size = len(members(package)["model.so"])
+    monkeypatch.setattr(package_module, "MAX_MEMBER_BYTES", size - 1)
+    with pytest.raises(PackageError, match=f"archive member 'model.so' is {size} bytes, above the limit of {size - 1}"):
+        load(package)
