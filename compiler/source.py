@@ -90,6 +90,17 @@ def _mlir_model(source: "str | bytes", name: str) -> Model:
     )
 
 
+def _read_text(path: Path) -> str:
+    """MLIR text; a file that is not UTF-8 (a binary, a model of another format) is a
+    :class:`ModelImportError`, not Python's ``UnicodeDecodeError``."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ModelImportError(
+            f"{path} is not UTF-8 text (byte {error.start}); MLIR bytecode is read from a .mlirbc file"
+        ) from None
+
+
 def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = None) -> Model:
     """Load a model from any source ``tilecraft.compile`` accepts (``frontend/loader.py``).
 
@@ -119,7 +130,7 @@ def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = No
         model.torch_program = program
         return model
     if path is not None:
-        return _mlir_model(path.read_bytes() if path.suffix == ".mlirbc" else path.read_text(), path.name)
+        return _mlir_model(path.read_bytes() if path.suffix == ".mlirbc" else _read_text(path), path.name)
     if isinstance(source, ir.Module):
         return _mlir_model(source.operation.get_asm(binary=True), "module.mlirbc")
     if isinstance(source, (str, bytes)):

@@ -7,9 +7,10 @@ Two passes (design and cost: docs/robustness.md, "Run-time checks"):
 entry block whose dynamic sizes must agree for its loops to stay inside its buffers: the
 operand dims a structured linalg op indexes with one loop (matmul inner dims, elementwise
 operands, broadcasts), the element counts of a ``tensor.expand_shape`` (a Reshape), the
-offsets and sizes of ``tensor.extract_slice``/``insert_slice``, the static dims a
-``tensor.cast`` asserts. The emitters already added index-range checks for gathers and
-scatters (frontend/emit/checks.py). With ``enabled=0`` it removes every marker instead
+offsets and sizes of ``tensor.extract_slice``/``insert_slice``, the extents a
+``tensor.concat`` does not concatenate along, the static dims a ``tensor.cast`` asserts.
+The emitters already added index-range and extent checks for gathers and scatters
+(frontend/emit/checks.py). With ``enabled=0`` it removes every marker instead
 (``CompileOptions(runtime_checks=False)``). ``resolve-ranked-shaped-type-result-dims`` and
 ``canonicalize`` then express the sizes through the arguments' dims, so most checks fold
 away (static shapes) or depend on arguments only.
@@ -207,6 +208,20 @@ def _check_slice(op: ir.Operation, whole: ir.Value, first_dynamic: int) -> None:
         _marker(ok, bad, n, "shape", f"a slice reaches index {{value}} of axis {axis}, of size {{bound}}")
 
 
+def _check_concat(op: ir.Operation) -> None:
+    """``tensor.concat``: every operand has the result's extent along the other axes (the
+    copies write each operand's extents into the result's)."""
+    axis = ir.IntegerAttr(op.attributes["dim"]).value
+    operands = list(op.operands)
+    for index, operand in enumerate(operands[1:], start=1):
+        for d in range(ir.RankedTensorType(operand.type).rank):
+            if d == axis or (not _is_dynamic(operand, d) and not _is_dynamic(operands[0], d)):
+                continue
+            size, expected = _dim(operand, d), _dim(operands[0], d)
+            _marker(arith.cmpi(arith.CmpIPredicate.eq, size, expected), size, expected, "shape",
+                    f"operand {index} has size {{value}} along axis {d} where operand 0 has {{bound}}")
+
+
 def _check_cast(op: ir.Operation) -> None:
     source, result = op.operands[0], op.results[0]
     if not isinstance(source.type, ir.RankedTensorType) or not isinstance(result.type, ir.RankedTensorType):
@@ -269,6 +284,8 @@ def insert_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str])
                     _check_cast(op)
                 elif op.name == "tensor.reshape":
                     _check_reshape(op)
+                elif op.name == "tensor.concat":
+                    _check_concat(op)
             if op.name == "tensor.expand_shape":  # after it: its result's dims are its sizes
                 with ir.InsertionPoint.after(op), op.location:
                     _check_expand(op)

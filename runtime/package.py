@@ -50,10 +50,13 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LIBRARY = "model.so"
 PROFILE_LIBRARY = "profile.so"
-# The call contract (entry symbol, inputs, outputs, equal dims) compiled into each library as
+# The call contract (entry symbol, inputs, outputs, equal dims, check messages) compiled into each library as
 # a NUL-terminated JSON string under this symbol: the manifest is checked against it at load.
 CONTRACT_SYMBOL = "tilecraft_contract"
-CONTRACT_KEYS = ("entry", "symbol", "inputs", "outputs", "equal_dims")
+# The run-time checks' messages belong to it: a package whose list was emptied or edited
+# would otherwise drop or misname the failures its code reports (a clamped gather's wrong
+# values would come back as a success).
+CONTRACT_KEYS = ("entry", "symbol", "inputs", "outputs", "equal_dims", "runtime_checks")
 # Archive members larger than this are refused before extraction (a library of a large model
 # holds its weights; 16 GiB is far above any package this tilecraft writes for one CPU).
 MAX_MEMBER_BYTES = 16 << 30
@@ -331,7 +334,7 @@ class Package:
         if embedded != contract_json(self.manifest):
             raise PackageError(
                 f"{self.path}: {MANIFEST} does not match the call contract compiled into {LIBRARY} "
-                "(inputs, outputs or entry edited): recompile the model"
+                "(inputs, outputs, entry or run-time check messages edited): recompile the model"
             )
 
     def _symbol(self, library: ctypes.CDLL, name: str) -> Any:

@@ -647,7 +647,8 @@ def _search(state: _TaskTuning, share: int, run: Any, index: int, count: int, ba
         if deadline is not None and time.monotonic() >= deadline:
             break
         batch = state.tuner.next_batch(min(batch_size, share - done))
-        if not batch:
+        if not batch:  # no valid config left, though has_next() counts invalid points too
+            state.stopped = True
             break
         costs: dict[int, float] = {}
 
@@ -776,7 +777,10 @@ class TaskScheduler:
             if not live:
                 break
             state = max(live, key=self.gradient)
-            budget -= self._give(state, min(self.search.batch_size, budget))
+            given = self._give(state, min(self.search.batch_size, budget))
+            if given == 0:  # nothing measured: asking again would loop forever
+                state.stopped = True
+            budget -= given
 
 
 def _refuse_cuda_tuning() -> None:

@@ -1,7 +1,10 @@
-"""Run-time checks the emitters put into the IR: index ranges of gathers and scatters.
+"""Run-time checks the emitters put into the IR: index ranges of gathers and scatters, and
+the operand extents their loops rely on.
 
 Why in the emitters: only they know which operand holds data-dependent indices and which
-extent those index. The check is hoisted by construction: a min and a max reduction over
+extent those index, and which operand's extents a gather's or scatter's loop runs over
+while it reads or writes another (indices larger than the data they address read, or
+write, outside a buffer). The check is hoisted by construction: a min and a max reduction over
 the whole index tensor, then one scalar comparison, before the gather's loop, which keeps
 its clamped (in-bounds) reads and stays vectorizable. A failed check calls the report
 function (runtime/checks.py), and the entry's caller raises ``IndexOutOfRangeError``.
@@ -47,6 +50,21 @@ def emit_check(ok: ir.Value, value: ir.Value, bound: ir.Value, kind: str, messag
     call = func.CallOp([], ir.FlatSymbolRefAttr.get(CHECK_FUNCTION), [ok, as_i64(value), as_i64(bound)])
     call.operation.attributes[KIND_ATTRIBUTE] = ir.StringAttr.get(kind)
     call.operation.attributes[MESSAGE_ATTRIBUTE] = ir.StringAttr.get(message)
+
+
+def check_extent(extent: "int | ir.Value", bound: "int | ir.Value", message: str, *, at_most: bool = False) -> None:
+    """``extent`` must equal ``bound`` (with ``at_most``: be at most ``bound``), either known
+    only at run time: a ``shape`` check, whose failure returns from the entry before any
+    loop runs. ``message`` names ``{value}`` (the extent) and ``{bound}``. A static pair is
+    decided here: a violation is a ``ValueError``, which the importers report naming the node.
+    """
+    if isinstance(extent, int) and isinstance(bound, int):
+        if extent <= bound if at_most else extent == bound:
+            return
+        raise ValueError(message.format(value=extent, bound=bound))
+    value, limit = as_index(extent), as_index(bound)
+    predicate = arith.CmpIPredicate.sle if at_most else arith.CmpIPredicate.eq
+    emit_check(arith.cmpi(predicate, value, limit), value, limit, "shape", message)
 
 
 def _extreme(indices: ir.Value, axes: list[int], kind: str) -> ir.Value:

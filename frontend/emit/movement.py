@@ -24,7 +24,7 @@ from .extent_math import (
     sub,
 )
 from .reshapes import collapse, reshape
-from .checks import check_index_range
+from .checks import check_extent, check_index_range
 
 # --------------------------------------------------------------------------------------
 # Slices and concatenation
@@ -204,6 +204,12 @@ def gather_elements(data: ir.Value, indices: ir.Value, axis: int) -> ir.Value:
         where[axis] = source_index(scalars[0], extents[axis])
         return tensor.extract(data, where)
 
+    if rank != len(extents):
+        raise ValueError(f"indices of rank {rank} for data of rank {len(extents)}: the ranks must be equal")
+    for d in range(rank):  # the loop runs over the indices' extents and reads data there
+        if d != axis:
+            check_extent(out[d], extents[d], f"the indices have size {{value}} along axis {d}, more than "
+                         f"the data's {{bound}}", at_most=True)
     check_index_range(indices, [extents[axis]], [axis])
     return indexed_generic(
         out, core.tensor_type(data).element_type, body, [indices], [ir.AffineMap.get_identity(rank)]
@@ -218,6 +224,9 @@ def gather_nd(data: ir.Value, indices: ir.Value, batch_dims: int = 0) -> ir.Valu
     k = index_extents[-1]
     if not isinstance(k, int):
         raise ValueError("gather_nd needs the last dim of indices to be static")
+    if batch_dims + k > len(data_extents) or batch_dims > len(index_extents) - 1:
+        raise ValueError(f"indices of shape [..., {k}] with {batch_dims} batch dims address more axes than "
+                         f"the {len(data_extents)} of the data")
     out = index_extents[:-1] + data_extents[batch_dims + k:]
     lead = len(index_extents) - 1
 
@@ -229,6 +238,9 @@ def gather_nd(data: ir.Value, indices: ir.Value, batch_dims: int = 0) -> ir.Valu
             where.append(source_index(raw, data_extents[batch_dims + j]))
         return tensor.extract(data, where + positions[lead:])
 
+    for d in range(batch_dims):  # batch positions index the data too
+        check_extent(index_extents[d], data_extents[d], f"the indices have size {{value}} along batch axis {d} "
+                     f"where the data has {{bound}}")
     check_index_range(indices, data_extents[batch_dims:batch_dims + k], list(range(batch_dims, batch_dims + k)))
     return indexed_generic(out, core.tensor_type(data).element_type, body)
 

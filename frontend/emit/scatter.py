@@ -13,7 +13,7 @@ from mlir.dialects import arith, tensor
 
 from . import core
 from .extent_math import as_index
-from .checks import check_index_range
+from .checks import check_extent, check_index_range
 from .movement import source_index
 
 # --------------------------------------------------------------------------------------
@@ -99,6 +99,16 @@ def scatter_elements(data: ir.Value, indices: ir.Value, updates: ir.Value, axis:
         where[axis] = source_index(tensor.extract(indices, positions), extent)
         return where
 
+    data_extents, index_extents, update_extents = core.sizes(data), core.sizes(indices), core.sizes(updates)
+    if not len(data_extents) == len(index_extents) == len(update_extents):
+        raise ValueError(f"data, indices and updates of ranks {len(data_extents)}, {len(index_extents)} and "
+                         f"{len(update_extents)}: the ranks must be equal")
+    # The loop runs over the updates' extents, reads the indices there and writes the data there.
+    for d, (size, index_size) in enumerate(zip(update_extents, index_extents)):
+        check_extent(size, index_size, f"the updates have size {{value}} along axis {d} where the indices have {{bound}}")
+        if d != axis:
+            check_extent(index_size, data_extents[d], f"the indices have size {{value}} along axis {d}, more "
+                         f"than the data's {{bound}}", at_most=True)
     check_index_range(indices, [extent], [axis])
     return scatter(data, updates, target, reduction, unsigned=unsigned)
 
@@ -112,6 +122,8 @@ def scatter_nd(data: ir.Value, indices: ir.Value, updates: ir.Value,
     if k is None:
         raise ValueError("scatter_nd needs the last dim of indices to be static")
     lead = core.tensor_type(indices).rank - 1
+    if k > len(data_extents):
+        raise ValueError(f"indices of shape [..., {k}] address {k} axes of data of rank {len(data_extents)}")
 
     def target(positions: list[ir.Value]) -> list[ir.Value]:
         prefix = positions[:lead]
@@ -121,6 +133,15 @@ def scatter_nd(data: ir.Value, indices: ir.Value, updates: ir.Value,
         ]
         return where + positions[lead:]
 
+    # The loop runs over the updates' extents: indices[:-1] + data[k:] (ONNX), read and written there.
+    expected = core.sizes(indices)[:lead] + data_extents[k:]
+    update_extents = core.sizes(updates)
+    if len(update_extents) != len(expected):
+        raise ValueError(f"updates of rank {len(update_extents)}; indices of shape [..., {k}] into data of rank "
+                         f"{len(data_extents)} need rank {len(expected)}")
+    for d, (size, wanted) in enumerate(zip(update_extents, expected)):
+        check_extent(size, wanted, f"the updates have size {{value}} along axis {d} where the indices and the "
+                     f"data need {{bound}}")
     check_index_range(indices, data_extents[:k], list(range(k)))
     return scatter(data, updates, target, reduction, unsigned=unsigned)
 

@@ -159,6 +159,18 @@ def test_binary_input_and_missing_output_folder_in_tilecraft_opt(tmp_path):
     assert code == 1 and "its folder does not exist" in err
 
 
+def test_binary_mlir_file_is_an_import_error_in_the_api_and_the_cli(tmp_path, capsys):
+    from tilecraft.tools import cli
+
+    binary = tmp_path / "bin.mlir"
+    binary.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ModelImportError, match="bin.mlir is not UTF-8 text"):
+        tilecraft.compile(binary)
+    assert cli.run_cli(["compile", str(binary)]) == 1  # was a UnicodeDecodeError traceback
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"tilecraft: error: {binary} is not UTF-8 text (byte 0); MLIR bytecode is read from a .mlirbc file"]
+
+
 def test_truncated_npz_is_an_argument_error(tmp_path):
     path = tmp_path / "in.npz"
     np.savez(path, x=np.ones(1000))
@@ -259,3 +271,44 @@ def test_initializer_data_longer_than_its_dims_is_an_import_error():
     weight.float_data.extend([1.0] * 20)
     with pytest.raises(ModelImportError, match="initializer 'W': its data does not fit its shape"):
         tilecraft.compile(model)
+
+
+class _SpentTuner:
+    """A tuner whose space still counts unvisited points (``has_next``) that are all invalid:
+    ``next_batch`` finds nothing. A 4x4x4 matmul's space is like that after 51 trials."""
+
+    best_cost = 1.0
+
+    def has_next(self) -> bool:
+        return True
+
+    def next_batch(self, size: int) -> list:
+        return []
+
+
+class _SpentTask:
+    def __init__(self) -> None:
+        self.name, self.count, self.task = "spent", 1, self
+        self.default_cost = self.best_cost = 1.0
+        self.trials, self.failures, self.since_best, self.stopped = 0, 0, 0, False
+        self.tuner = _SpentTuner()
+
+    def gflops(self, cost: float) -> float:
+        return 1.0
+
+
+def test_tuning_a_spent_space_ends_instead_of_looping():
+    """`tilecraft tune` of a small matmul with the default 64 trials looped forever once no
+    valid config was left (found by the fuzz suite's cli category, seed 5)."""
+    import threading
+
+    from tilecraft.tuning import TaskScheduler, TuneOptions
+
+    task = _SpentTask()
+    scheduler = TaskScheduler([task], TuneOptions(trials_per_task=2, batch_size=4, progress=False),
+                              run=None, deadline=None)
+    thread = threading.Thread(target=scheduler.run, args=(64,), daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the task scheduler kept asking a spent tuner for trials"
+    assert task.stopped and task.trials == 0

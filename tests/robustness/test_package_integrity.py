@@ -58,6 +58,8 @@ def test_an_intact_package_loads_and_runs(package):
     lambda m: m["inputs"][1].update(dtype="float64", element_type="f64"),
     lambda m: m["outputs"].append(dict(m["outputs"][0], name="extra")),
     lambda m: m.update(equal_dims=[{"members": [[0, 0], [1, 1]], "size": None}]),
+    lambda m: m.pop("runtime_checks"),  # failures the code reports would go unread
+    lambda m: m.update(runtime_checks=["index\tall is well ({value})"]),
 ])
 def test_an_edited_contract_in_the_manifest_is_refused(package, tmp_path, edit):
     files = members(package)
@@ -99,3 +101,12 @@ def test_manifest_fields_of_the_wrong_kind_are_refused(package, tmp_path):
     write(bad, files)
     with pytest.raises(PackageError, match="field 'sha256' must be a dict"):
         load(bad)
+
+
+def test_an_oversized_member_is_refused_before_extraction(package, monkeypatch):
+    import tilecraft.runtime.package as package_module
+
+    size = len(members(package)["model.so"])
+    monkeypatch.setattr(package_module, "MAX_MEMBER_BYTES", size - 1)
+    with pytest.raises(PackageError, match=f"archive member 'model.so' is {size} bytes, above the limit of {size - 1}"):
+        load(package)

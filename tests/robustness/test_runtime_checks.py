@@ -132,6 +132,118 @@ def test_indexing_ops_check_their_indices(name):
         compiled(*bad)
 
 
+# Extents the gather's or scatter's loop runs over while it reads or writes another operand:
+# without a check these read (GatherElements, ScatterND's indices) or write (the scatters'
+# data) outside a buffer. name: (model, good inputs, bad inputs, message fragment).
+EXTENT_CASES = {
+    "GatherElements": (
+        lambda: _model([helper.make_node("GatherElements", ["data", "idx"], ["y"], name="g", axis=1)],
+                       [_info("data", T.FLOAT, ["r", 3]), _info("idx", T.INT64, ["n", 2])],
+                       [_info("y", T.FLOAT, ["n", 2])]),
+        [DATA, np.zeros((5, 2), np.int64)], [DATA, np.zeros((9, 2), np.int64)],
+        "GatherElements node 'g': the indices have size 9 along axis 0, more than the data's 5"),
+    "ScatterND updates": (
+        lambda: _model([helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], name="s")],
+                       [_info("data", T.FLOAT, [5, 3]), _info("idx", T.INT64, ["n", 1]),
+                        _info("upd", T.FLOAT, ["m", 3])], [_info("y", T.FLOAT, [5, 3])]),
+        [DATA, np.array([[1], [3]]), np.ones((2, 3), np.float32)],
+        [DATA, np.array([[1]]), np.ones((4, 3), np.float32)],
+        "ScatterND node 's': the updates have size 4 along axis 0 where the indices and the data need 1"),
+    "ScatterElements updates": (
+        lambda: _model([helper.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], name="s", axis=1)],
+                       [_info("data", T.FLOAT, [5, 3]), _info("idx", T.INT64, ["n", 2]),
+                        _info("upd", T.FLOAT, ["m", 2])], [_info("y", T.FLOAT, [5, 3])]),
+        [DATA, np.array([[0, 2]]), np.ones((1, 2), np.float32)],
+        [DATA, np.array([[0, 2]]), np.ones((3, 2), np.float32)],
+        "ScatterElements node 's': the updates have size 3 along axis 0 where the indices have 1"),
+    "ScatterElements indices": (
+        lambda: _model([helper.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], name="s", axis=1)],
+                       [_info("data", T.FLOAT, ["r", 3]), _info("idx", T.INT64, ["n", 2]),
+                        _info("upd", T.FLOAT, ["n", 2])], [_info("y", T.FLOAT, ["r", 3])]),
+        [DATA, np.array([[0, 2]] * 5), np.ones((5, 2), np.float32)],
+        [DATA, np.array([[0, 2]] * 7), np.ones((7, 2), np.float32)],
+        "ScatterElements node 's': the indices have size 7 along axis 0, more than the data's 5"),
+    "GatherND batch": (
+        lambda: _model([helper.make_node("GatherND", ["data", "idx"], ["y"], name="g", batch_dims=1)],
+                       [_info("data", T.FLOAT, ["b", 3]), _info("idx", T.INT64, ["c", 1])],
+                       [_info("y", T.FLOAT, ["c"])]),
+        [DATA, np.array([[0], [2], [1], [0], [2]])], [DATA, np.zeros((8, 1), np.int64)],
+        "GatherND node 'g': the indices have size 8 along batch axis 0 where the data has 5"),
+    "Concat": (
+        lambda: _model([helper.make_node("Concat", ["a", "b"], ["y"], name="c", axis=0)],
+                       [_info("a", T.FLOAT, ["n", "m"]), _info("b", T.FLOAT, ["k", "j"])],
+                       [_info("y", T.FLOAT, ["z", "m"])]),
+        [DATA, np.ones((2, 3), np.float32)], [DATA[:, :2], np.ones((2, 3), np.float32)],
+        "Concat node 'c': operand 1 has size 3 along axis 1 where operand 0 has 2"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTENT_CASES))
+def test_gathers_scatters_and_concat_check_the_extents_their_loops_run_over(name):
+    make, good, bad, message = EXTENT_CASES[name]
+    model = make()
+    compiled = tilecraft.compile(model)
+    (expected,) = ReferenceEvaluator(model).run(None, dict(zip([i.name for i in model.graph.input], good)))
+    np.testing.assert_allclose(compiled(*good), expected)
+    with pytest.raises(ShapeMismatchError, match=message):
+        compiled(*bad)
+
+
+def test_static_scatter_extents_that_disagree_are_import_errors():
+    model = _model([helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], name="s")],
+                   [_info("data", T.FLOAT, [5, 3]), _info("idx", T.INT64, [2, 1]), _info("upd", T.FLOAT, [3, 3])],
+                   [_info("y", T.FLOAT, [5, 3])])
+    with pytest.raises(tilecraft.errors.ModelImportError, match="the updates have size 3 along axis 0"):
+        tilecraft.compile(model)
+
+
+def _range_model(element=T.INT64):
+    return _model([helper.make_node("Range", ["a", "b", "d"], ["y"], name="rg")],
+                  [_info("a", element, []), _info("b", element, []), _info("d", element, [])],
+                  [_info("y", element, ["m"])])
+
+
+def test_range_with_a_run_time_delta_of_zero_raises_instead_of_dying_of_sigfpe(tmp_path):
+    """The count's integer division by a delta of 0 killed the process (SIGFPE); in a
+    subprocess so that a regression fails this test, not the whole run."""
+    script = tmp_path / "range.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        import tilecraft
+        from onnx import TensorProto
+        from test_runtime_checks import _range_model
+        for element, dtype in ((TensorProto.INT64, np.int64), (TensorProto.FLOAT, np.float32)):
+            compiled = tilecraft.compile(_range_model(element))
+            print(compiled(dtype(1), dtype(7), dtype(2)).tolist())
+            for start, limit, delta in ((0, 5, 0), (0, -(1 << 63), -1) if dtype is np.int64 else (0, np.inf, 1)):
+                try:
+                    compiled(dtype(start), dtype(limit), dtype(delta))
+                    print("no error")
+                except tilecraft.errors.RuntimeCheckError as error:
+                    print(type(error).__name__, error)
+    """))
+    import os
+
+    completed = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "[1, 3, 5]" and lines[3] == "[1.0, 3.0, 5.0]"
+    for line in (lines[1], lines[4]):
+        assert line == "ShapeMismatchError Range node 'rg': a delta of 0 never ends the range"
+    for line in (lines[2], lines[5]):  # counts of 2^63 and of infinity
+        assert line.startswith("AllocationLimitError Range node 'rg'")
+
+
+def test_range_with_a_constant_delta_of_zero_is_an_import_error():
+    model = _range_model()
+    model.graph.initializer.append(helper.make_tensor("d", T.INT64, [], [0]))
+    with pytest.raises(tilecraft.errors.ModelImportError, match="delta of 0 never ends"):
+        tilecraft.compile(model)
+
+
 def test_reshape_with_inconsistent_dynamic_dims_raises():
     compiled = tilecraft.compile(reshape_model())
     np.testing.assert_array_equal(compiled(np.arange(6, dtype=np.float32), np.ones((3, 2), np.float32)),

@@ -8,6 +8,7 @@ from mlir.dialects import arith, tensor
 from mlir.dialects import math as mmath
 
 from ...emit import core, extent_math, movement, scatter
+from ...emit.checks import emit_check
 from ...emit import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
@@ -41,16 +42,36 @@ def _scalar_value(ctx: NodeContext, index: int) -> ir.Value:
 def range_(ctx: NodeContext) -> list[ir.Value]:
     """``start + i * delta`` for ``i < max(ceil((limit - start) / delta), 0)`` (the count is
     computed at run time unless shape inference knows it)."""
+    known_delta = operands.scalar(ctx, 2)
+    if not isinstance(known_delta, ir.Value) and known_delta == 0:
+        raise HandlerError("Range with a delta of 0 never ends")
     start, limit, delta = (_scalar_value(ctx, i) for i in range(3))
     element = start.type
+    i64 = ir.IntegerType.get_signless(64)
     if core.is_float(element):  # the count in f64, as numpy's arange computes it
+        step = resampling.as_f64(delta)
+        nonzero = arith.cmpf(arith.CmpFPredicate.UNE, step, core.scalar_constant(0.0, step.type))
         span = arith.subf(resampling.as_f64(limit), resampling.as_f64(start))
-        steps = mmath.ceil(arith.divf(span, resampling.as_f64(delta)))
-        steps = arith.fptosi(ir.IntegerType.get_signless(64), steps)
+        steps = mmath.ceil(arith.divf(span, step))
+        # fptosi of inf, NaN or >= 2^63 is undefined: such counts become 2^62 (refused by the
+        # allocation check) instead
+        big = core.scalar_constant(float(1 << 62), steps.type)
+        steps = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, steps, big), steps, big)
+        steps = arith.fptosi(i64, steps)
         count = extent_math.maximum(extent_math.scalar_to_index(steps), 0)
     else:
+        step = extent_math.scalar_to_index(delta)
+        zero = core.index(0)
+        nonzero = arith.cmpi(arith.CmpIPredicate.ne, step, zero)
         span = arith.subi(extent_math.scalar_to_index(limit), extent_math.scalar_to_index(start))
-        count = extent_math.maximum(extent_math.ceildiv(span, extent_math.scalar_to_index(delta)), 0)
+        # Division by 0 and INT64_MIN / -1 trap (SIGFPE kills the process): divide by 1
+        # when the delta is 0 (the check below fails), and by -1 one above INT64_MIN.
+        smallest = core.index(-(1 << 63))
+        span = arith.select(arith.cmpi(arith.CmpIPredicate.eq, span, smallest), core.index(-(1 << 63) + 1), span)
+        divisor = arith.select(nonzero, step, core.index(1))
+        count = extent_math.maximum(extent_math.ceildiv(span, divisor), 0)
+    emit_check(nonzero, arith.constant(i64, 0), arith.constant(i64, 0), "shape",
+               "a delta of 0 never ends the range")
     (count,) = operands.settle([count], ctx.output_infos[0])
     return [movement.arange(start, delta, count)]
 
