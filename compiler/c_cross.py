@@ -57,6 +57,8 @@ CROSS_TARGETS: dict[str, CrossTarget] = {
         CrossTarget("rv64gc", "RISC-V rv64gc (lp64d)", "riscv64-freestanding-none", "baseline_rv64", EM_RISCV, 64),
     )
 }
+# Seconds one cross build may take (a model of millions of weights is a large source file).
+CROSS_TIMEOUT = 600
 CROSS_FLAGS = ("-std=c99", "-pedantic", "-Os", "-g0", "-ffunction-sections", "-fdata-sections",
                "-DTC_MODEL_FREESTANDING", "-Wall", "-Wextra", "-Werror")
 
@@ -83,13 +85,22 @@ class ElfInfo:
 
 
 def read_elf(path: "str | Path") -> ElfInfo:
-    """Parse an ELF file's header and section table (either class, little-endian)."""
+    """Parse an ELF file's header and section table (either class, little-endian);
+    :class:`ToolchainError` for anything else, a truncated or malformed file included."""
     data = Path(path).read_bytes()
-    if data[:4] != b"\x7fELF":
+    if data[:4] != b"\x7fELF" or len(data) < 6:
         raise ToolchainError(f"{path} is not an ELF file")
-    elf_class = {1: 32, 2: 64}[data[4]]
+    if data[4] not in (1, 2):
+        raise ToolchainError(f"{path}: unknown ELF class {data[4]}")
     if data[5] != 1:
         raise ToolchainError(f"{path}: big-endian ELF is not supported")
+    try:
+        return _parse_elf(data, 32 if data[4] == 1 else 64)
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError) as error:
+        raise ToolchainError(f"{path}: truncated or malformed ELF ({error})") from None
+
+
+def _parse_elf(data: bytes, elf_class: int) -> ElfInfo:
     if elf_class == 32:
         machine, = struct.unpack_from("<H", data, 18)
         flags, = struct.unpack_from("<I", data, 36)
@@ -159,8 +170,11 @@ def cross_compile(model: CModel, target: CrossTarget, directory: "str | Path") -
         raise ToolchainError("cross-compiling the C target needs the ziglang wheel (pip install -e '.[cross]')")
     directory = model.write_sources(directory)
     output = directory / f"model-{target.name}.o"
-    completed = subprocess.run([*target.command(), *CROSS_FLAGS, "-c", str(directory / "model.c"), "-o", str(output)],
-                               capture_output=True, text=True, timeout=600)
+    try:
+        completed = subprocess.run([*target.command(), *CROSS_FLAGS, "-c", str(directory / "model.c"), "-o",
+                                    str(output)], capture_output=True, text=True, timeout=CROSS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ToolchainError(f"zig cc for {target.name} took more than {CROSS_TIMEOUT} s") from None
     if completed.returncode != 0:
         raise ToolchainError(f"zig cc for {target.name} failed: {completed.stderr.strip()[-2000:]}")
     return output

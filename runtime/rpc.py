@@ -6,11 +6,13 @@ runtime only, and every request is one upload or one run (no streaming, no calls
 server's objects), which ``http.server`` / ``http.client`` carry without another dependency.
 
 **Signatures.** Client and server share a key (``--key`` or ``TILECRAFT_RPC_KEY``). A request
-carries ``X-Tilecraft-Time`` (Unix seconds), ``X-Tilecraft-Nonce`` (random hex) and
-``X-Tilecraft-Signature``: the HMAC-SHA256 of method, path with query, time, nonce and the
-SHA-256 of the body. The server compares with :func:`hmac.compare_digest` (constant time),
-refuses a time more than :data:`MAX_CLOCK_SKEW` seconds off, and a nonce seen before (a
-replayed request). A successful answer is signed back (the HMAC of status, the request's
+carries ``X-Tilecraft-Time`` (Unix seconds), ``X-Tilecraft-Nonce`` (random hex),
+``X-Tilecraft-Body-SHA256`` (the SHA-256 of the body, hex) and ``X-Tilecraft-Signature``: the
+HMAC-SHA256 of method, path with query, time, nonce and that body hash. The server checks the
+signature from the headers alone, before it reads the body (so a stranger's upload costs it
+no memory), then checks that the body it read has the signed hash. It compares with
+:func:`hmac.compare_digest` (constant time), refuses a time more than :data:`MAX_CLOCK_SKEW`
+seconds off, and a nonce seen before (a replayed request). A successful answer is signed back (the HMAC of status, the request's
 nonce and the answer's body hash, in ``X-Tilecraft-Signature``), so a client takes no result
 that was altered on the way or sent by anyone without the key.
 
@@ -40,10 +42,13 @@ import numpy as np
 from .. import errors
 from ..errors import RemoteAddressError, RemoteConnectionError, RemoteError, TilecraftError
 
-PROTOCOL_VERSION = 1
+# 2: the body's hash travels in its own header, signed, so the signature is checked before
+# the body is read.
+PROTOCOL_VERSION = 2
 KEY_ENVIRONMENT = "TILECRAFT_RPC_KEY"
 TIME_HEADER = "X-Tilecraft-Time"
 NONCE_HEADER = "X-Tilecraft-Nonce"
+BODY_HASH_HEADER = "X-Tilecraft-Body-SHA256"
 SIGNATURE_HEADER = "X-Tilecraft-Signature"
 # Seconds a signed request stays valid; the server remembers nonces this long.
 MAX_CLOCK_SKEW = 300.0
@@ -84,9 +89,15 @@ def key_bytes(key: "str | bytes | None") -> bytes | None:
     return key.encode() if isinstance(key, str) else bytes(key)
 
 
-def signature(key: bytes, method: str, path: str, timestamp: str, nonce: str, body: bytes) -> str:
-    """HMAC-SHA256 (hex) of one request; see the module docstring."""
-    message = "\n".join((method.upper(), path, timestamp, nonce, hashlib.sha256(body).hexdigest()))
+def body_hash(body: bytes) -> str:
+    """The SHA-256 (hex) a signature covers in place of the body itself."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def signature(key: bytes, method: str, path: str, timestamp: str, nonce: str, digest: str) -> str:
+    """HMAC-SHA256 (hex) of one request, ``digest`` being its body's :func:`body_hash`; see
+    the module docstring."""
+    message = "\n".join((method.upper(), path, timestamp, nonce, digest))
     return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
@@ -94,15 +105,15 @@ def sign(key: bytes | None, method: str, path: str, body: bytes) -> dict[str, st
     """The headers that authenticate a request (none without a key)."""
     if key is None:
         return {}
-    timestamp, nonce = f"{time.time():.3f}", secrets.token_hex(16)
-    return {TIME_HEADER: timestamp, NONCE_HEADER: nonce,
-            SIGNATURE_HEADER: signature(key, method, path, timestamp, nonce, body)}
+    timestamp, nonce, digest = f"{time.time():.3f}", secrets.token_hex(16), body_hash(body)
+    return {TIME_HEADER: timestamp, NONCE_HEADER: nonce, BODY_HASH_HEADER: digest,
+            SIGNATURE_HEADER: signature(key, method, path, timestamp, nonce, digest)}
 
 
 def answer_signature(key: bytes, nonce: str, status: int, body: bytes) -> str:
     """HMAC-SHA256 (hex) of an answer, bound to the request's nonce: a client that signed
     its request knows the answer came from a holder of the key, for this request."""
-    return signature(key, "ANSWER", str(int(status)), "", nonce, body)
+    return signature(key, "ANSWER", str(int(status)), "", nonce, body_hash(body))
 
 
 def check_answer(key: bytes | None, request_headers: Mapping[str, str], status: int, body: bytes,

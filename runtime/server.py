@@ -13,7 +13,7 @@ device uploads, runs and times. Endpoints (protocol in runtime/rpc.py):
 ==================  ====================================================================
 
 Safety: every request must be signed with the shared key (HMAC, constant-time compare,
-bounded clock skew, no replayed nonce); with no key the server refuses to start unless
+bounded clock skew, no replayed nonce), checked before its body is read; with no key the server refuses to start unless
 ``--insecure-no-key``. An upload above ``--max-upload`` is refused before it is read. Each
 run happens in a child process with ``--timeout`` and ``--memory-limit``
 (runtime/sandbox.py); only packages whose integrity and architecture checks passed at upload
@@ -69,24 +69,20 @@ class Server(ThreadingHTTPServer):
         self._nonces: dict[str, float] = {}
         self._nonce_lock = threading.Lock()
 
-    def check_signed(self, headers: Any) -> None:
-        """:class:`RemoteAuthError` when a key is required and the request carries no
-        signature (checked from the headers, before the body is read)."""
+    def authenticate(self, method: str, path: str, headers: Any) -> None:
+        """:class:`RemoteAuthError` unless the request carries a valid, fresh signature.
+        Checked from the headers alone, before the body is read: the signature covers the
+        body's hash (``X-Tilecraft-Body-SHA256``), which :meth:`check_body` compares with
+        the body once read. A stranger's request costs no more than its headers."""
         if self.key is None:
             return
-        if not all(headers.get(h) for h in (rpc.TIME_HEADER, rpc.NONCE_HEADER, rpc.SIGNATURE_HEADER)):
+        fields = (rpc.TIME_HEADER, rpc.NONCE_HEADER, rpc.BODY_HASH_HEADER, rpc.SIGNATURE_HEADER)
+        if not all(headers.get(h) for h in fields):
             raise RemoteAuthError("the request is not signed: this server needs the shared key "
-                                  f"(connect with key=..., --key or {rpc.KEY_ENVIRONMENT})")
-
-    def authenticate(self, method: str, path: str, headers: Any, body: bytes) -> None:
-        """:class:`RemoteAuthError` unless the request carries a valid, fresh signature."""
-        if self.key is None:
-            return
-        self.check_signed(headers)
-        timestamp = headers.get(rpc.TIME_HEADER, "")
-        nonce = headers.get(rpc.NONCE_HEADER, "")
-        given = headers.get(rpc.SIGNATURE_HEADER, "")
-        expected = rpc.signature(self.key, method, path, timestamp, nonce, body)
+                                  f"(connect with key=..., --key or {rpc.KEY_ENVIRONMENT}) and a client "
+                                  f"of protocol {rpc.PROTOCOL_VERSION}")
+        timestamp, nonce, digest, given = (headers.get(h, "") for h in fields)
+        expected = rpc.signature(self.key, method, path, timestamp, nonce, digest)
         if not hmac.compare_digest(expected.encode(), given.encode()):
             raise RemoteAuthError("the request's signature is wrong: the client's key differs from the server's")
         try:
@@ -102,6 +98,14 @@ class Server(ThreadingHTTPServer):
             if nonce in self._nonces:
                 raise RemoteAuthError("the request was already served (a replayed nonce)")
             self._nonces[nonce] = now
+
+    def check_body(self, headers: Any, body: bytes) -> None:
+        """:class:`RemoteAuthError` when the body read is not the one the client signed."""
+        if self.key is None:
+            return
+        if not hmac.compare_digest(rpc.body_hash(body).encode(), headers.get(rpc.BODY_HASH_HEADER, "").encode()):
+            raise RemoteAuthError("the request's body is not the one its signature covers "
+                                  "(altered on the way, or cut short)")
 
     def info(self) -> dict[str, Any]:
         return {"protocol": rpc.PROTOCOL_VERSION, "tilecraft_version": __version__,
@@ -135,15 +139,16 @@ class Handler(BaseHTTPRequestHandler):
             if length < 0:
                 self.close_connection = True
                 raise RemoteError("the request's Content-Length is not a byte count")
-            # An unsigned request is refused before its body is read (no memory for strangers).
-            self.server.check_signed(self.headers)
+            # A request not signed with the key is refused before its body is read (no memory
+            # for strangers); the body is checked against its signed hash once read.
+            self.server.authenticate(method, self.path, self.headers)
             if urlsplit(self.path).path == "/upload":
                 self.server.store.check_size(length)  # before reading the body
             elif length > self.server.store.max_upload:
                 raise RemoteLimitError(f"a request of {length} bytes is above the server's limit of "
                                        f"{self.server.store.max_upload} (its --max-upload)")
             body = self.rfile.read(length) if length else b""
-            self.server.authenticate(method, self.path, self.headers, body)
+            self.server.check_body(self.headers, body)
             status, answer, kind = self._route(method, body)
         except TilecraftError as error:
             status = next(code for cls, code in _STATUS if isinstance(error, cls))

@@ -5,13 +5,14 @@ adds the planned workspace to the static RAM."""
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import tilecraft
 from tilecraft.compiler.c_cross import (CROSS_TARGETS, EF_ARM_ABI_FLOAT_HARD, EF_RISCV_FLOAT_ABI, EF_RISCV_RVC,
-                                        EM_ARM, EM_RISCV, read_elf, size_reports)
+                                        EM_ARM, EM_RISCV, cross_compile, read_elf, size_reports)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ziglang") is None,
                                 reason="ziglang is not installed (extra 'cross': pip install -e '.[cross]')")
@@ -49,8 +50,15 @@ def test_size_report(reports):
         assert report.target.name in report.line()
 
 
-def test_read_elf_rejects_other_files(tmp_path):
+def test_read_elf_rejects_other_files(tmp_path, reports):
     path = tmp_path / "x.o"
     path.write_bytes(b"not an elf")
-    with pytest.raises(tilecraft.errors.ToolchainError):
+    with pytest.raises(tilecraft.errors.ToolchainError, match="not an ELF file"):
         read_elf(path)
+    with tempfile.TemporaryDirectory() as scratch:  # a real object, cut short or mislabelled
+        good = cross_compile(reports[0], CROSS_TARGETS["rv32imafc"], scratch).read_bytes()
+    for data, message in ((good[:40], "truncated or malformed ELF"), (good[:4] + b"\x07" + good[5:], "unknown ELF class 7"),
+                          (good[:2000], "truncated or malformed ELF")):
+        path.write_bytes(data)
+        with pytest.raises(tilecraft.errors.ToolchainError, match=message):
+            read_elf(path)

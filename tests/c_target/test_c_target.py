@@ -259,3 +259,25 @@ def test_sources_compile_without_warnings(name, tmp_path, digits):
 def test_options_the_c_target_cannot_honour():
     with pytest.raises(tilecraft.errors.OptionError, match="offload"):
         tilecraft.compile(str(DIGITS), target="c", shape_dict=DIGITS_SHAPE, offload=["blas"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_light_zoo_models_match_onnxruntime(name):
+    """The ONNX zoo's small models (onnx/backend/test/data/light) with seeded random weights, as
+    benchmarks/onnx_models.py prepares them; the logits before the final Softmax are compared
+    too (scaled tolerance: see that benchmark). About a minute each (a 20 MB model.c)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import onnx_models  # noqa: PLC0415  (the benchmark's light-model loader)
+
+    model = onnx_models.expose_logits(onnx_models.randomize_weights(
+        onnx.load(f"{onnx_models.LIGHT_DIR}/light_{name}.onnx"))[0])
+    feeds = onnx_models.random_inputs(model)
+    compiled = tilecraft.compile(model, target="c", shape_dict={k: list(v.shape) for k, v in feeds.items()})
+    assert compiled.workspace_size < compiled.buffer_total / 2  # dozens of buffers, a few alive at a time
+    got = compiled.run(*feeds.values())
+    want = reference(model, feeds)
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        scale = float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3 * scale)

@@ -140,6 +140,19 @@ def test_a_replayed_request_is_refused(server):
     assert json.loads(body)["error"] == "RemoteAuthError" and b"replayed" in body
 
 
+def test_a_body_other_than_the_signed_one_is_refused(server, packages):
+    path = "/upload?name=mm.tar"
+    body = packages["mm"].read_bytes()
+    headers = rpc.sign(KEY.encode(), "POST", path, body)
+    connection = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
+    connection.request("POST", path, body=body[:-1] + bytes([body[-1] ^ 1]), headers=headers)
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    connection.close()
+    assert response.status == 401 and answer["error"] == "RemoteAuthError", answer
+    assert "not the one its signature covers" in answer["message"]
+
+
 def test_answers_are_signed_and_an_altered_answer_is_refused(server):
     headers = rpc.sign(KEY.encode(), "GET", "/info", b"")
     connection = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
@@ -179,15 +192,19 @@ def test_tampered_foreign_and_non_packages_are_refused(server, packages, tmp_pat
 
 
 def test_an_oversized_upload_is_refused_before_it_is_read(server, packages):
-    # What the server does itself (a client that skips the size check), signed or not:
+    # What the server does itself (a client that skips the size check), signed, unsigned, or
+    # with made-up signature headers (checked before the body is read, which never comes):
     path = "/upload?name=huge.tar"
-    for signed, status, error, message in (
-            (True, 413, "RemoteLimitError", "above the server's limit of 67108864"),
-            (False, 401, "RemoteAuthError", "the request is not signed")):
+    forged = {h: v[:-1] + ("0" if v[-1] != "0" else "1") if h == rpc.SIGNATURE_HEADER else v
+              for h, v in rpc.sign(KEY.encode(), "POST", path, b"").items()}
+    for headers, status, error, message in (
+            (rpc.sign(KEY.encode(), "POST", path, b""), 413, "RemoteLimitError", "above the server's limit of 67108864"),
+            ({}, 401, "RemoteAuthError", "the request is not signed"),
+            (forged, 401, "RemoteAuthError", "signature is wrong")):
         connection = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
         connection.putrequest("POST", path)
         connection.putheader("Content-Length", str(1 << 40))
-        for header, value in (rpc.sign(KEY.encode(), "POST", path, b"") if signed else {}).items():
+        for header, value in headers.items():
             connection.putheader(header, value)
         connection.endheaders()  # and no body: the answer comes before it would be read
         response = connection.getresponse()
