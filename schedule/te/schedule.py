@@ -892,9 +892,12 @@ class Schedule:
             raise ScheduleError(f"compute_inline: {block.name!r} is the init of {consumer.name!r}")
         if consumer.removed:
             raise ScheduleError(f"compute_inline: its consumer {consumer.name!r} was {consumer.removed}")
-        if consumer.frozen or any(r.read_of[1] == x for r in consumer.reads):
+        if consumer.frozen:
+            raise ScheduleError(f"compute_inline: its consumer {consumer.name!r} takes no more primitives: "
+                                f"{consumer.frozen}; inline before rfactor")
+        if any(r.read_of[1] == x for r in consumer.reads):
             raise ScheduleError(f"compute_inline: {consumer.name!r} reads {block.name!r} through a "
-                                "cache_read copy, or was split by rfactor")
+                                "cache_read copy; a cached tensor cannot be inlined")
         if consumer.reverse is not None or (consumer.init_block and consumer.init_block.attach):
             raise ScheduleError(f"compute_inline: {consumer.name!r} uses reverse_compute_at or "
                                 "decompose_reduction; inline first")

@@ -291,6 +291,8 @@ def test_cache_read_errors(mm):
     R, Cc = chained.get_block("R"), chained.get_block("C")
     chained.cache_read(R, "local", [Cc])
     raises(chained, "'C' reads 'R' through a cache_read copy", lambda: chained.compute_at(R, chained.get_loops(Cc)[0]))
+    raises(chained, "'C' reads 'R' through a cache_read copy; a cached tensor cannot be inlined",
+           lambda: chained.compute_inline(R))
     raises(chained, "block 'D' does not read the result of 'R'",
            lambda: chained.cache_read(R, "local", [chained.get_block("D")]))
 
@@ -317,6 +319,11 @@ def test_rfactor_errors(mm):
     assert rf.name == "C.rf"
     raises(done, "the loops of block 'C' take no more primitives: sch.rfactor", lambda: done.parallel(di))
     raises(done, "takes no more primitives", lambda: done.cache_read("A", "local", [Cd]))
+    inl = tc.Schedule(chain())
+    Ci = inl.get_block("C")
+    ik = inl.get_loops(Ci)[2]
+    inl.rfactor(inl.split(ik, factor=8)[1])
+    raises(inl, "its consumer 'C' takes no more primitives: sch.rfactor", lambda: inl.compute_inline(inl.get_block("R")))
     nested = tc.Schedule(matmul())
     Cn = nested.get_block("C")
     ni, nj, nk = nested.get_loops(Cn)

@@ -530,3 +530,30 @@ CHECK: arith.maximumf
 """)
     a = arrays(32, 256)
     np.testing.assert_allclose(tc.build(sch)(a), a.max(axis=1), rtol=1e-6)
+
+
+def test_cache_read_after_tiling_and_back_to_the_root(check, arrays):
+    """cache_read of a block's result after the reader was tiled; compute_root moves the copy
+    back to the whole tensor."""
+    sch = tc.Schedule(chain())
+    C = sch.get_block("C")
+    i, j, k = sch.get_loops(C)
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    RL = sch.cache_read(sch.get_block("R"), "local", [C])
+    sch.compute_at(RL, jo)
+    # The rows a jo iteration reads do not depend on jo: the cleanup's LICM hoists the copy
+    # to the io loop (once per row block, as TVM's compute_at(io) would place it).
+    check(sch.ir(), """
+CHECK: scf.for
+CHECK: tensor.pad {{.*}} nofold
+CHECK: tilecraft.block = "R.local"} : tensor<16x64xf32> to tensor<16x64xf32>
+CHECK: scf.for
+""")
+    check_chain(sch, arrays)
+    sch.compute_root(RL)
+    assert [d.extent for d in RL.dims] == [64, 64]
+    check(sch.ir(), """
+CHECK: tilecraft.block = "R.local"} : tensor<64x64xf32> to tensor<64x64xf32>
+CHECK: scf.for
+""")
+    check_chain(sch, arrays)
