@@ -94,6 +94,13 @@ class ScriptWriter(ScriptWriter):
                   f'copy_back_op = "none"}} : ({ANY}) -> ({ANY}, {ANY}, {ANY})')
         return padded
 
+    def to_destination_style(self, pad: str) -> str:
+        """A ``tensor.pad`` without padding becomes ``alloc_tensor`` + ``linalg.copy``."""
+        copy = self.fresh("copy")
+        self.emit(f"{copy} = transform.structured.rewrite_in_destination_passing_style {pad} : "
+                  f"({ANY}) -> {ANY}")
+        return copy
+
     def tile_reduction(self, handle: str, sizes: list[int], parallel: bool) -> tuple[str, str, str]:
         """``rfactor``: split reduction; returns (fill of the partials, partial op, combining op)."""
         fill, split, combine, loop = (self.fresh(p) for p in ("fill", "rf", "combine", "loop"))
@@ -474,10 +481,13 @@ class Renderer:
         return copy
 
     def _render_read(self, block: BlockRV, read: BlockRV, handle: str) -> str:
-        """``cache_read``: pad the (tiled) op's operand into a nofold copy, tagged as the cache."""
+        """``cache_read``: pad the (tiled) op's operand with ``nofold`` and no padding, then
+        rewrite that pad in destination-passing style: a ``linalg.copy`` into a new tensor
+        (``bufferization.alloc_tensor``), tagged as the cache."""
         operand = read.read_of[1]
         padded = self.w.pad_input(handle, block.element_types, len(block.dims), operand)
-        self.w.annotate(self.w.producer_of_operand(padded, operand), read.name)
+        copy = self.w.to_destination_style(self.w.producer_of_operand(padded, operand))
+        self.w.annotate(copy, read.name)
         self.w.annotate(padded, block.name)
         return padded
 

@@ -345,8 +345,8 @@ def _cache_read(state: State, reader: BlockRV, operand: int, name: str, step: st
     read.producers = [reader.producers[operand], None]
     read.consumers = [(reader, operand)]
     read.read_of = (reader, operand)
-    read.frozen = ("it is a tensor.pad copy made by transform.structured.pad, which has no loops of "
-                   "its own to schedule; place it with compute_at(cache, loop of the reader)")
+    read.frozen = ("it is a linalg.copy made from transform.structured.pad, whose loops tilecraft does "
+                   "not track; place it with compute_at(cache, loop of the reader)")
     reader.reads.append(read)
     state.blocks.insert(state.blocks.index(reader), read)
     return read
@@ -932,8 +932,9 @@ class Schedule:
         block. At the root the copy is the whole tensor; ``compute_at(cache, loop)`` at a
         loop of the reader makes it the slice one iteration of ``loop`` reads (a tile-sized
         buffer). Rendered as ``transform.structured.pad`` of that operand with
-        ``nofold_flags`` (a ``tensor.pad nofold``: a copy that canonicalization keeps),
-        tagged with the cache's name."""
+        ``nofold_flags`` (a ``tensor.pad nofold`` without padding), rewritten in
+        destination-passing style: ``alloc_tensor`` + a ``linalg.copy`` tagged with the
+        cache's name."""
         if isinstance(readers, (list, tuple)):
             if len(readers) != 1:
                 raise ScheduleError(

@@ -91,8 +91,9 @@ STEPS = [
     ("cache_write", matmul, lambda s: None, lambda s, _: s.cache_write(s.get_block("C"), "local"),
      "CHECK: transform.structured.pad", "CHECK: linalg.copy"),
     ("cache_read", matmul, lambda s: None, lambda s, _: s.cache_read("A", "local", [s.get_block("C")]),
-     "CHECK: transform.structured.pad {{.*}} nofold_flags = [1, 0, 0], copy_back_op = \"none\"",
-     "CHECK: tensor.pad %arg0 nofold\nCHECK: tilecraft.block = \"A.local\""),
+     "CHECK: transform.structured.pad {{.*}} nofold_flags = [1, 0, 0], copy_back_op = \"none\"\n"
+     "CHECK: rewrite_in_destination_passing_style",
+     "CHECK: linalg.copy {tilecraft.block = \"A.local\"} ins(%arg0 : tensor<64x64xf32>)"),
     ("rfactor", matmul, _split_k, lambda s, ki: s.rfactor(ki),
      "CHECK: tile_reduction_using_for {{.*}} by tile_sizes = [0, 0, 4]",
      "CHECK: tensor<64x64x4xf32>\nCHECK: scf.for\nCHECK: tilecraft.block = \"C.rf\"\n"

@@ -1,5 +1,6 @@
-# cache_read stages an input into a copy the reader reads (a tensor.pad nofold made by
-# transform.structured.pad); compute_at makes it the tile one loop iteration reads.
+# cache_read stages an input into a copy the reader reads (transform.structured.pad with a
+# nofold flag on that operand, rewritten in destination-passing style: a linalg.copy into a
+# new tensor); compute_at makes it the tile one loop iteration reads.
 # RUN: %PYTHON %s | FileCheck %s
 
 import tilecraft.scheduling as tc
@@ -27,12 +28,13 @@ sch.show()
 # CHECK-LABEL: --- at the root
 # CHECK: // b1 = sch.cache_read("A", "local", [b0])
 # CHECK: %[[P:[^ ,]+]], %{{.*}}, %{{.*}} = transform.structured.pad %{{.*}} {padding_values = [0.0 : f32, 0.0 : f32, 0.0 : f32], padding_dimensions = [0, 1, 2], nofold_flags = [1, 0, 0], copy_back_op = "none"}
-# CHECK: %[[COPY:.*]] = transform.get_producer_of_operand %[[P]][0]
+# CHECK: %[[PAD:.*]] = transform.get_producer_of_operand %[[P]][0]
+# CHECK: %[[COPY:.*]] = transform.structured.rewrite_in_destination_passing_style %[[PAD]]
 # CHECK: transform.param.constant "A.local"
 # CHECK: transform.annotate %[[COPY]] "tilecraft.block"
 # CHECK: func.func @main
-# CHECK: %[[AL:.*]] = tensor.pad %arg0 nofold low[0, 0] high[0, 0]
-# CHECK: {tilecraft.block = "A.local"} : tensor<64x64xf32> to tensor<64x64xf32>
+# CHECK: %[[BUF:.*]] = bufferization.alloc_tensor() : tensor<64x64xf32>
+# CHECK: %[[AL:.*]] = linalg.copy {tilecraft.block = "A.local"} ins(%arg0 : tensor<64x64xf32>) outs(%[[BUF]] : tensor<64x64xf32>)
 # CHECK: linalg.generic {{.*}} ins(%[[AL]], %arg1 : tensor<64x64xf32>, tensor<64x64xf32>)
 
 # CHECK-LABEL: --- at ko
@@ -44,5 +46,5 @@ sch.show()
 # CHECK: scf.for {{.*}} step %c16
 # CHECK: scf.for {{.*}} step %c8
 # CHECK: %[[SLICE:.*]] = tensor.extract_slice %arg0[{{.*}}] [16, 8] [1, 1]
-# CHECK: tensor.pad %[[SLICE]] nofold
-# CHECK: {tilecraft.block = "A.local"} : tensor<16x8xf32> to tensor<16x8xf32>
+# CHECK: bufferization.alloc_tensor() : tensor<16x8xf32>
+# CHECK: linalg.copy {tilecraft.block = "A.local"} ins(%[[SLICE]] : tensor<16x8xf32>)
