@@ -660,8 +660,41 @@ class Schedule:
                 f"{loop.block.name!r}; its iterations accumulate into the same element, so running "
                 "them in parallel would race"
             )
+        nested = self._parallel_nesting(loop)
+        if nested is not None:
+            raise ScheduleError(
+                f"parallel: loop {loop.name!r} and the parallel loop {nested.name!r} (of "
+                f"{nested.block.name!r}) would nest one scf.forall in another; the CPU runtime (MLIR's "
+                "async runtime) deadlocks on nested parallel loops — parallelize one level, or fuse "
+                "adjacent loops and parallelize the fused loop")
         call = f"sch.parallel({self._name(loop)})"
         return self._step(call, _annotate, loop, PARALLEL)
+
+    def _parallel_nesting(self, loop: LoopRV) -> LoopRV | None:
+        """A parallel loop that would enclose ``loop``, or be enclosed by it, if any."""
+        def enclosing(block: BlockRV) -> list[LoopRV]:
+            loops: list[LoopRV] = []
+            while block.attach is not None and block.attach.loop is not None:
+                host, at = block.attach.host, block.attach.loop
+                if at not in host.loops:
+                    break
+                loops += host.loops[: host.loops.index(at) + 1]
+                block = host
+            return loops
+
+        own = [l for l in loop.block.loops if l is not loop] + enclosing(loop.block)
+        for other in own:
+            if other.kind == PARALLEL:
+                return other
+        inside = loop.block.loops[loop.block.loops.index(loop):]
+        for block in self._state.blocks:
+            if block is loop.block or block.removed:
+                continue
+            if any(l in inside for l in enclosing(block)):
+                for other in block.loops:
+                    if other.kind == PARALLEL:
+                        return other
+        return None
 
     def vectorize(self, loop: LoopRV) -> None:
         """Vectorize the innermost ``loop`` (``transform.structured.vectorize`` of the op tile)."""

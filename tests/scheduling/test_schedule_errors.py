@@ -337,3 +337,23 @@ def test_storage_align_is_refused(mm):
     sch, C, i, j, k = mm
     raises(sch, "storage_align: not supported: tilecraft schedules linalg on tensors",
            lambda: sch.storage_align(C, 0, 0, 16, 1))
+
+
+def test_nested_parallel_loops_are_refused(mm):
+    """Nested scf.forall loops deadlock MLIR's async runtime (every worker waits for an inner
+    group no free worker runs): refused, in the block and across compute_at."""
+    sch, C, i, j, k = mm
+    sch.parallel(i)
+    raises(sch, "loop 'j' and the parallel loop 'i' \\(of 'C'\\) would nest one scf.forall in another",
+           lambda: sch.parallel(j))
+    chained = tc.Schedule(chain())
+    Cc = chained.get_block("C")
+    ci, cj, ck = chained.get_loops(Cc)
+    R = chained.get_block("R")
+    chained.compute_at(R, ci)
+    ri = chained.get_loops(R)[1]
+    chained.parallel(ri)
+    raises(chained, "loop 'i' and the parallel loop 'j' \\(of 'R'\\)", lambda: chained.parallel(ci))
+    fused = tc.Schedule(matmul())
+    fi, fj, fk = fused.get_loops(fused.get_block("C"))
+    fused.parallel(fused.fuse(fi, fj))  # one multi-dimensional forall: fine
