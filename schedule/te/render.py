@@ -6,7 +6,8 @@ The script is a ``transform.named_sequence @__transform_main`` in two phases:
    a fused loop is tiled on its dims with ``interchange`` and later coalesced),
    ``tile_using_forall`` (a parallel loop), ``fuse_into_containing_op`` (``compute_at``,
    ``reverse_compute_at``, ``compute_inline``), ``structured.pad`` with a copy back
-   (``cache_write``), ``structured.fuse`` / fusing the fill into a forall
+   (``cache_write``), ``structured.pad`` of one input, ``nofold`` (``cache_read``),
+   ``tile_reduction_using_for/forall`` (``rfactor``), ``structured.fuse`` / fusing the fill into a forall
    (``decompose_reduction``), ``structured.pack`` + ``pack_transpose`` + ``lower_pack``
    (``transform_layout``);
 2. *finishing*, innermost first so no handle is used after an enclosing loop was rewritten:
@@ -82,6 +83,32 @@ class ScriptWriter(ScriptWriter):
                   f"[{values}], padding_dimensions = {list(range(n_dims))}, nofold_flags = {nofold}, "
                   f'copy_back_op = "linalg.copy"}} : ({ANY}) -> ({ANY}, {ANY}, {ANY})')
         return padded, copy
+
+    def pad_input(self, handle: str, element_types: list[str], n_dims: int, operand: int) -> str:
+        """``cache_read``: a ``tensor.pad nofold`` copy of input ``operand`` (others unpadded)."""
+        padded, pad, copy = self.fresh("padded"), self.fresh("pad"), self.fresh("copy")
+        values = ", ".join(_padding_value(t) for t in element_types)
+        nofold = [int(x == operand) for x in range(len(element_types))]
+        self.emit(f"{padded}, {pad}, {copy} = transform.structured.pad {handle} {{padding_values = "
+                  f"[{values}], padding_dimensions = {list(range(n_dims))}, nofold_flags = {nofold}, "
+                  f'copy_back_op = "none"}} : ({ANY}) -> ({ANY}, {ANY}, {ANY})')
+        return padded
+
+    def to_destination_style(self, pad: str) -> str:
+        """A ``tensor.pad`` without padding becomes ``alloc_tensor`` + ``linalg.copy``."""
+        copy = self.fresh("copy")
+        self.emit(f"{copy} = transform.structured.rewrite_in_destination_passing_style {pad} : "
+                  f"({ANY}) -> {ANY}")
+        return copy
+
+    def tile_reduction(self, handle: str, sizes: list[int], parallel: bool) -> tuple[str, str, str]:
+        """``rfactor``: split reduction; returns (fill of the partials, partial op, combining op)."""
+        fill, split, combine, loop = (self.fresh(p) for p in ("fill", "rf", "combine", "loop"))
+        op, by = ("tile_reduction_using_forall", "num_threads") if parallel else (
+            "tile_reduction_using_for", "tile_sizes")
+        self.emit(f"{fill}, {split}, {combine}, {loop} = transform.structured.{op} {handle} by "
+                  f"{by} = {sizes} : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
+        return fill, split, combine
 
     def annotate(self, handle: str, tag: str) -> None:
         param = self.fresh("name")
@@ -180,9 +207,10 @@ def _implicit_ok(block: BlockRV, suffix: list[LoopRV]) -> bool:
     return seen == sorted(seen)
 
 
-def materialized_count(block: BlockRV) -> int:
-    """How many of ``block``'s loops (outermost first) become real loops; the rest stay in the op."""
-    loops = block.loops
+def materialized_count(block: BlockRV, loops: "list[LoopRV] | None" = None) -> int:
+    """How many of ``block``'s loops (outermost first; or of ``loops``, a prefix of them)
+    become real loops; the rest stay in the op."""
+    loops = block.loops if loops is None else loops
     must = -1
     vectorized = [i for i, loop in enumerate(loops) if loop.kind == VECTORIZED]
     for i, loop in enumerate(loops):
@@ -267,7 +295,8 @@ class Renderer:
         )
 
     def _is_root(self, block: BlockRV) -> bool:
-        return not (block.removed or block.attach is not None or block.kind in ("cache", "pack", "unpack"))
+        return not (block.removed or block.attach is not None
+                    or block.kind in ("cache", "pack", "unpack", "read", "rf"))
 
     def fuse_chain(self, producer: str, levels: list[str]) -> str:
         """Fuse ``producer`` into each level in turn; returns the innermost fused tile."""
@@ -309,7 +338,11 @@ class Renderer:
             consumer_map = [r.value for r in consumer.maps[operand]]
             out_positions = {r.value: position for position, r in enumerate(block.output_map)}
 
-        count = materialized_count(block)
+        rf = block.rfactor
+        count = materialized_count(block, block.loops[:-2] if rf is not None else None)
+        for read in block.reads:
+            if read.attach is None:
+                handle = self._render_read(block, read, handle)
         index = 0
         while index < count:
             loop = block.loops[index]
@@ -356,6 +389,11 @@ class Renderer:
                     dim_map, op_dims = list(range(n_dims)), n_dims
                 elif mode == "init":
                     self.render_block(attached, init_handle, [levels[-1]])
+                elif mode == "read":
+                    handle = self._render_read(block, attached, handle)
+
+        if rf is not None:
+            handle = self._render_rfactor(block, handle, dim_map, op_dims)
 
         partial = _partial_dims(block)
         vectorized = bool(block.loops) and block.loops[-1].kind == VECTORIZED and count < len(block.loops)
@@ -441,6 +479,29 @@ class Renderer:
         self.w.annotate(padded, cache.name)
         self.render_block(cache, padded, levels)
         return copy
+
+    def _render_read(self, block: BlockRV, read: BlockRV, handle: str) -> str:
+        """``cache_read``: pad the (tiled) op's operand with ``nofold`` and no padding, then
+        rewrite that pad in destination-passing style: a ``linalg.copy`` into a new tensor
+        (``bufferization.alloc_tensor``), tagged as the cache."""
+        operand = read.read_of[1]
+        padded = self.w.pad_input(handle, block.element_types, len(block.dims), operand)
+        copy = self.w.to_destination_style(self.w.producer_of_operand(padded, operand))
+        self.w.annotate(copy, read.name)
+        self.w.annotate(padded, block.name)
+        return padded
+
+    def _render_rfactor(self, block: BlockRV, handle: str, dim_map: list[int], op_dims: int) -> str:
+        """``rfactor``: the split reduction of the (tiled) op; the combining op keeps the name."""
+        rf = block.rfactor
+        sizes = [0] * op_dims
+        loop = rf.outer if rf.parallel else rf.inner
+        sizes[dim_map[rf.dim]] = loop.extent
+        fill, split, combine = self.w.tile_reduction(handle, sizes, rf.parallel)
+        self.w.annotate(fill, f"{rf.rf_block.name}.init")
+        self.w.annotate(split, rf.rf_block.name)
+        self.w.annotate(combine, block.name)
+        return combine
 
     def _render_layout(self, block: BlockRV, handle: str) -> str:
         """``transform_layout``: pack the op, transpose the pack, lower packs to data movement."""

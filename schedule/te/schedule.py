@@ -54,6 +54,7 @@ from .state import (
     Layout,
     LoopRV,
     Part,
+    RFactor,
     State,
     chain_check,
     check_block,
@@ -332,6 +333,52 @@ def _cache_write(state: State, block: BlockRV, scope: str, step: str) -> BlockRV
     block.reset_loops(f"{step} (it made {block.name!r} the copy-out stage; call get_loops again)")
     state.blocks.insert(state.blocks.index(block), cache)
     return cache
+
+
+def _cache_read(state: State, reader: BlockRV, operand: int, name: str, step: str) -> BlockRV:
+    results = reader.maps[operand]
+    extents = operand_extents(results, [d.extent for d in reader.dims], step)
+    dims = [Dim(f"{name}_ax{p}", extent, False) for p, extent in enumerate(extents)]
+    identity = [IndexResult("dim", d) for d in range(len(dims))]
+    element_type = reader.element_types[operand]
+    read = BlockRV(name, "read", dims, [identity, identity], 1, [element_type, element_type], None)
+    read.producers = [reader.producers[operand], None]
+    read.consumers = [(reader, operand)]
+    read.read_of = (reader, operand)
+    read.frozen = ("it is a linalg.copy made from transform.structured.pad, whose loops tilecraft does "
+                   "not track; place it with compute_at(cache, loop of the reader)")
+    reader.reads.append(read)
+    state.blocks.insert(state.blocks.index(reader), read)
+    return read
+
+
+def _compute_at_read(state: State, block: BlockRV, loop: LoopRV, step: str) -> None:
+    reader, operand = block.read_of
+    extents = operand_extents(reader.maps[operand], tile_extents(reader, loop), step)
+    _attach(state, block, loop, reader, "read", extents, step)
+
+
+def _rfactor(state: State, block: BlockRV, loop: LoopRV, step: str) -> BlockRV:
+    outer, inner = block.loops[-2], block.loops[-1]
+    parallel = loop is outer
+    dim = loop.parts[0].dim
+    factor = loop.extent
+    out_dims = [block.dims[r.value] for r in block.output_map]
+    dims = [Dim(d.name, d.extent, False) for d in out_dims]
+    dims.append(Dim(f"{block.dims[dim].name}_{'o' if parallel else 'i'}", factor, False))
+    identity = [IndexResult("dim", d) for d in range(len(dims))]
+    rf = BlockRV(f"{block.name}.rf", "rf", dims, [identity, identity], 1,
+                 [block.element_types[-1]] * 2, None)
+    rf.consumers = [(block, 0)]
+    rf.producers = list(block.producers)
+    rf.frozen = (f"it is the partial reduction transform.structured.tile_reduction_using_"
+                 f"{'forall' if parallel else 'for'} made whole; schedule the loops of "
+                 f"{block.name!r} outside the split reduction before rfactor")
+    block.rfactor = RFactor(dim, outer, inner, parallel, rf)
+    block.frozen = (f"{step} split it into {rf.name!r} (partial sums over "
+                    f"{'parallel ' if parallel else ''}loop {loop.name!r}) and the final reduction")
+    state.blocks.insert(state.blocks.index(block), rf)
+    return rf
 
 
 def _decompose_reduction(state: State, block: BlockRV, loop: LoopRV, step: str) -> BlockRV:
@@ -613,8 +660,41 @@ class Schedule:
                 f"{loop.block.name!r}; its iterations accumulate into the same element, so running "
                 "them in parallel would race"
             )
+        nested = self._parallel_nesting(loop)
+        if nested is not None:
+            raise ScheduleError(
+                f"parallel: loop {loop.name!r} and the parallel loop {nested.name!r} (of "
+                f"{nested.block.name!r}) would nest one scf.forall in another; the CPU runtime (MLIR's "
+                "async runtime) deadlocks on nested parallel loops — parallelize one level, or fuse "
+                "adjacent loops and parallelize the fused loop")
         call = f"sch.parallel({self._name(loop)})"
         return self._step(call, _annotate, loop, PARALLEL)
+
+    def _parallel_nesting(self, loop: LoopRV) -> LoopRV | None:
+        """A parallel loop that would enclose ``loop``, or be enclosed by it, if any."""
+        def enclosing(block: BlockRV) -> list[LoopRV]:
+            loops: list[LoopRV] = []
+            while block.attach is not None and block.attach.loop is not None:
+                host, at = block.attach.host, block.attach.loop
+                if at not in host.loops:
+                    break
+                loops += host.loops[: host.loops.index(at) + 1]
+                block = host
+            return loops
+
+        own = [l for l in loop.block.loops if l is not loop] + enclosing(loop.block)
+        for other in own:
+            if other.kind == PARALLEL:
+                return other
+        inside = loop.block.loops[loop.block.loops.index(loop):]
+        for block in self._state.blocks:
+            if block is loop.block or block.removed:
+                continue
+            if any(l in inside for l in enclosing(block)):
+                for other in block.loops:
+                    if other.kind == PARALLEL:
+                        return other
+        return None
 
     def vectorize(self, loop: LoopRV) -> None:
         """Vectorize the innermost ``loop`` (``transform.structured.vectorize`` of the op tile)."""
@@ -688,6 +768,17 @@ class Schedule:
         if loop.kind == VECTORIZED:
             raise ScheduleError(f"compute_at: loop {loop.name!r} is vectorized: it is not a loop of the "
                                 "generated code; choose a loop outside it")
+        if block.kind == "read":
+            reader = block.read_of[0]
+            if host is not reader:
+                raise ScheduleError(f"compute_at: the cache {block.name!r} can only be computed at a loop "
+                                    f"of {reader.name!r}, the block reading it")
+            outer = host.loops[: host.loops.index(loop) + 1]
+            if any(p.partial for l in outer for p in l.parts):
+                raise ScheduleError("compute_at: a cache_read copy is padded to a static tile; loops with "
+                                    "partial tiles (pad=True) at or outside the loop are not supported")
+            call = f"sch.compute_at({self._name(block)}, {self._name(loop)})"
+            return self._step(call, _compute_at_read, block, loop, call)
         if block.kind == "cache":
             if host is not block.cache_of:
                 raise ScheduleError(f"compute_at: the cache {block.name!r} can only be computed at a loop "
@@ -712,6 +803,9 @@ class Schedule:
                 raise ScheduleError(f"compute_at: loop {loop.name!r} is shared with "
                                     f"{host.reverse[0].name!r} (reverse_compute_at); choose a loop inside it")
             self._check_decompose_conflict(host, block)
+            if any(r.read_of[1] == x for r in host.reads):
+                raise ScheduleError(f"compute_at: {host.name!r} reads {block.name!r} through a cache_read "
+                                    "copy; compute the producer at the root")
         call = f"sch.compute_at({self._name(block)}, {self._name(loop)})"
         self._step(call, _compute_at, block, loop, call)
 
@@ -761,7 +855,8 @@ class Schedule:
         if x is None:
             raise ScheduleError(f"reverse_compute_at: block {block.name!r} does not read the result of "
                                 f"{host.name!r}")
-        if host.attach is not None or host.reverse is not None or host.cache is not None or host.layout:
+        if host.attach is not None or host.reverse is not None or host.cache is not None or host.layout or (
+                host.reads or host.frozen):
             raise ScheduleError(f"reverse_compute_at: {host.name!r} must be a root block without a cache, "
                                 "layout or other reverse_compute_at")
         outer = host.loops[: host.loops.index(loop) + 1]
@@ -830,6 +925,12 @@ class Schedule:
             raise ScheduleError(f"compute_inline: {block.name!r} is the init of {consumer.name!r}")
         if consumer.removed:
             raise ScheduleError(f"compute_inline: its consumer {consumer.name!r} was {consumer.removed}")
+        if consumer.frozen:
+            raise ScheduleError(f"compute_inline: its consumer {consumer.name!r} takes no more primitives: "
+                                f"{consumer.frozen}; inline before rfactor")
+        if any(r.read_of[1] == x for r in consumer.reads):
+            raise ScheduleError(f"compute_inline: {consumer.name!r} reads {block.name!r} through a "
+                                "cache_read copy; a cached tensor cannot be inlined")
         if consumer.reverse is not None or (consumer.init_block and consumer.init_block.attach):
             raise ScheduleError(f"compute_inline: {consumer.name!r} uses reverse_compute_at or "
                                 "decompose_reduction; inline first")
@@ -850,10 +951,156 @@ class Schedule:
             raise ScheduleError(f"cache_write: {block.name!r} writes through a non-trivial index")
         if block.reverse is not None:
             raise ScheduleError("cache_write: not supported with reverse_compute_at")
+        if block.reads:
+            raise ScheduleError("cache_write: not supported together with cache_read on the same block "
+                                "(both pad the op; call cache_write alone)")
         if not isinstance(scope, str) or not scope.isidentifier():
             raise ScheduleError(f"cache_write: scope must be a name such as 'local', got {scope!r}")
         call = f'sch.cache_write({self._name(block)}, "{scope}")'
         return self._step(call, _cache_write, block, scope, call)
+
+    def cache_read(self, tensor: Any, scope: str, readers: "BlockRV | Sequence[BlockRV]") -> BlockRV:
+        """TE's ``cache_read``: ``readers`` reads ``tensor`` (an argument's name, a
+        placeholder, or the block producing it) from a copy, the returned ``<name>.<scope>``
+        block. At the root the copy is the whole tensor; ``compute_at(cache, loop)`` at a
+        loop of the reader makes it the slice one iteration of ``loop`` reads (a tile-sized
+        buffer). Rendered as ``transform.structured.pad`` of that operand with
+        ``nofold_flags`` (a ``tensor.pad nofold`` without padding), rewritten in
+        destination-passing style: ``alloc_tensor`` + a ``linalg.copy`` tagged with the
+        cache's name."""
+        if isinstance(readers, (list, tuple)):
+            if len(readers) != 1:
+                raise ScheduleError(
+                    f"cache_read: give one reader, got {len(readers)}; tilecraft makes one copy per "
+                    "reader (the pad belongs to the reader's op) — call cache_read once per reader")
+            readers = readers[0]
+        reader = check_block(readers, "cache_read")
+        _static(reader, "cache_read")
+        if not isinstance(scope, str) or not scope.isidentifier():
+            raise ScheduleError(f"cache_read: scope must be a name such as 'local', got {scope!r}")
+        if reader.kind != "op":
+            raise ScheduleError(f"cache_read: {reader.name!r} is a {reader.kind} block, not an op of the function")
+        if reader.frozen:
+            raise ScheduleError(f"cache_read: block {reader.name!r} takes no more primitives: {reader.frozen}")
+        if reader.attach is not None:
+            raise ScheduleError(f"cache_read: {reader.name!r} is computed inside another block's loops; "
+                                "cache its inputs before moving it")
+        if reader.cache is not None or reader.layout is not None or reader.reverse is not None or reader.inlined:
+            raise ScheduleError(f"cache_read: {reader.name!r} has a cache_write, layout, inlined producer or "
+                                "a consumer computed in it; tilecraft pads its inputs only before those steps")
+        init = reader.init_block
+        if init is not None and init.attach is not None and init.attach.loop is not None:
+            raise ScheduleError(f"cache_read: {reader.name!r} has its init placed by decompose_reduction; "
+                                "call cache_read first")
+        operand, label = self._read_operand(reader, tensor)
+        if any(r.read_of[1] == operand for r in reader.reads):
+            raise ScheduleError(f"cache_read: {reader.name!r} already reads {label!r} through a cache")
+        producer = reader.producers[operand]
+        if producer is not None and (producer.attach is not None or producer.inlined_into):
+            raise ScheduleError(f"cache_read: {label!r} is computed inside {reader.name!r}; cache a "
+                                "tensor computed at the root")
+        operand_extents(reader.maps[operand], [d.extent for d in reader.dims], "cache_read")
+        name = f"{label}.{scope}"
+        if any(b.name == name and not b.removed for b in self._state.blocks):
+            raise ScheduleError(f"cache_read: a block named {name!r} exists; choose another scope")
+        text = f'"{label}"' if not isinstance(tensor, BlockRV) else self._name(tensor)
+        call = f'sch.cache_read({text}, "{scope}", [{self._name(reader)}])'
+        return self._step(call, _cache_read, reader, operand, name, call)
+
+    def _read_operand(self, reader: BlockRV, tensor: Any) -> tuple[int, str]:
+        names = [self._operand_name(reader, x) for x in range(reader.n_inputs)]
+        if isinstance(tensor, BlockRV):
+            x = _find_operand(reader, tensor)
+            if x is None:
+                raise ScheduleError(f"cache_read: block {reader.name!r} does not read the result of "
+                                    f"{tensor.name!r}; its inputs are {names}")
+            return x, names[x]
+        label = getattr(tensor, "name", tensor)
+        if not isinstance(label, str) or label not in names:
+            raise ScheduleError(f"cache_read: block {reader.name!r} does not read {label!r}; its inputs "
+                                f"are {names}")
+        if names.count(label) > 1:
+            raise ScheduleError(f"cache_read: {reader.name!r} reads {label!r} twice; tilecraft caches "
+                                "one operand")
+        return names.index(label), label
+
+    def rfactor(self, loop: LoopRV, factor_axis: int | None = None) -> BlockRV:
+        """TE's ``rfactor``: split ``loop``'s reduction into partial sums, the returned
+        ``<name>.rf`` block, indexed by ``loop``; the block then reduces those partials.
+
+        ``loop`` is one of the two innermost loops ``ko, ki = split(k, ...)`` of a reduction
+        dim. ``rfactor(ki)`` is ``transform.structured.tile_reduction_using_for`` (a serial
+        loop over ``ko`` accumulates ``ki.extent`` independent partials);
+        ``rfactor(ko)`` is ``tile_reduction_using_forall`` (``ko.extent`` parallel partial
+        reductions in an ``scf.forall``, TVM's parallel reduction). The partial axis is the
+        last axis of the rf tensor (upstream's layout), so ``factor_axis`` may only be that
+        position (or -1). Loops outside ``ko`` are scheduled before ``rfactor``; afterwards
+        the block and its rf block take no more loop primitives."""
+        loop = check_loop(loop, "rfactor")
+        block = loop.block
+        _static(block, "rfactor")
+        if not loop.is_reduction:
+            names = [block.dims[p.dim].name for p in loop.parts]
+            raise ScheduleError(f"rfactor: loop {loop.name!r} iterates the spatial dim {names[0]!r} of "
+                                f"{block.name!r}, not a reduction; rfactor a part of a reduction loop")
+        if block.kind != "op" or block.attach is not None:
+            raise ScheduleError(f"rfactor: {block.name!r} must be an op block computed at the root")
+        if block.cache is not None or block.layout is not None or block.reverse is not None or (
+                block.inlined or block.reads):
+            raise ScheduleError(f"rfactor: {block.name!r} has a cache, layout, cache_read, inlined producer or "
+                                "consumer computed in it; rfactor it before those steps")
+        init = block.init_block
+        if init is not None and init.attach is not None:
+            raise ScheduleError(f"rfactor: {block.name!r} has its init placed by decompose_reduction")
+        loops = block.loops
+        inner = loops[-1]
+        outer = loops[-2] if len(loops) > 1 else None
+        shape_ok = (outer is not None and len(inner.parts) == 1 and len(outer.parts) == 1
+                    and inner.parts[0].dim == outer.parts[0].dim and inner.parts[0].stride == 1
+                    and outer.parts[0].stride == inner.extent
+                    and outer.extent * inner.extent == block.dims[inner.parts[0].dim].extent)
+        if not shape_ok or loop not in (outer, inner):
+            raise ScheduleError(
+                f"rfactor: split the reduction loop in two and keep both parts innermost "
+                f"(ko, ki = sch.split(k, factor=f); rfactor(ko or ki)); the loops of {block.name!r} are "
+                f"{[l.name for l in loops]}")
+        for l in (outer, inner):
+            if l.kind != SERIAL or l.attached or any(p.partial for p in l.parts):
+                raise ScheduleError(f"rfactor: loop {l.name!r} must be a plain loop (not annotated, "
+                                    "padded, or holding computed blocks)")
+        for l in loops[:-2]:
+            if l.is_reduction:
+                raise ScheduleError(f"rfactor: loop {l.name!r} outside {outer.name!r} iterates a reduction; "
+                                    "only the split reduction dim may be reduced")
+            if any(p.partial for p in l.parts):
+                raise ScheduleError("rfactor: loops with partial tiles (pad=True) are not supported")
+        parallel_outside = [l.name for l in loops[:-2] if l.kind == PARALLEL]
+        if loop is outer and parallel_outside:
+            raise ScheduleError(
+                f"rfactor: {loop.name!r} would become an scf.forall nested in the parallel loop "
+                f"{parallel_outside[0]!r}; the CPU runtime (MLIR's async runtime) deadlocks on nested "
+                f"parallel loops — rfactor the inner part {inner.name!r} instead, or leave "
+                f"{parallel_outside[0]!r} serial")
+        rank = len(block.output_map) + 1
+        if factor_axis is not None and factor_axis not in (rank - 1, -1):
+            raise ScheduleError(
+                f"rfactor: factor_axis={factor_axis}: upstream's split reduction puts the partial axis "
+                f"last in the rf tensor (axis {rank - 1} of {rank}); pass factor_axis={rank - 1}, -1 or None")
+        call = f"sch.rfactor({self._name(loop)}" + (f", {factor_axis})" if factor_axis is not None else ")")
+        return self._step(call, _rfactor, block, loop, call)
+
+    def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int) -> None:
+        """TE's ``storage_align`` (pad a buffer's row stride to ``k * factor + offset``) is
+        not expressible here: tilecraft schedules linalg on tensors, where a tensor has no
+        strides; the buffers, and their layout, are chosen later by one-shot bufferization,
+        and no transform op sets an allocation's stride (``structured.pad`` grows the
+        iteration domain, which changes what the op computes; ``bufferize_to_allocation``
+        allocates the exact shape). Always raises :class:`ScheduleError`."""
+        raise ScheduleError(
+            "storage_align: not supported: tilecraft schedules linalg on tensors, which have no "
+            "strides; buffer layouts are chosen by one-shot bufferization after the schedule, and no "
+            "upstream transform op pads an allocation's row stride (structured.pad would enlarge the "
+            "computed region instead) — see docs/scheduling.md")
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Compute the init of reduction ``block`` right before ``loop`` (instead of once
@@ -873,6 +1120,9 @@ class Schedule:
         if block.layout is not None:
             raise ScheduleError("decompose_reduction: not supported after transform_layout (the init is "
                                 "packed with the output)")
+        if block.reads:
+            raise ScheduleError("decompose_reduction: not supported together with cache_read on the same "
+                                "block")
         index = block.loops.index(loop)
         if block.reverse is not None and 0 < index <= block.loops.index(block.reverse[1]):
             raise ScheduleError(
@@ -917,6 +1167,8 @@ class Schedule:
         if block.kind != "op" or block.attach is not None:
             raise ScheduleError("transform_layout: the block must be a root op block")
         self._movable(block, "transform_layout")
+        if block.reads:
+            raise ScheduleError("transform_layout: not supported together with cache_read on the same block")
         if len(block.output_map) and any(r.kind != "dim" for r in block.output_map):
             raise ScheduleError("transform_layout: the output is written through a non-trivial index")
         operand = self._operand_index(block, buffer)

@@ -88,6 +88,21 @@ class Attach:
 
 
 @dataclass
+class RFactor:
+    """An ``rfactor`` of a block's reduction dim ``dim``, split as ``outer`` x ``inner`` loops.
+
+    ``parallel``: the outer loop became the partial axis (``tile_reduction_using_forall``
+    with ``outer.extent`` threads); else the inner one did (``tile_reduction_using_for``
+    with tile size ``inner.extent``)."""
+
+    dim: int
+    outer: LoopRV
+    inner: LoopRV
+    parallel: bool
+    rf_block: "BlockRV"
+
+
+@dataclass
 class Layout:
     """A ``transform_layout`` of one operand, rendered as ``transform.structured.pack``."""
 
@@ -106,7 +121,8 @@ class BlockRV:
     Kinds: ``op`` (an op of the payload), ``init`` (the fill of a reduction), ``copy`` (the
     copy-out stage ``cache_write`` leaves under the original name), ``cache`` (the compute
     stage ``cache_write`` returns), ``pack`` / ``unpack`` (the data movement
-    ``transform_layout`` creates).
+    ``transform_layout`` creates), ``read`` (the staged copy of an input ``cache_read``
+    returns), ``rf`` (the partial reduction ``rfactor`` returns).
     """
 
     def __init__(self, name: str, kind: str, dims: list[Dim], maps: list[list[IndexResult]],
@@ -129,6 +145,10 @@ class BlockRV:
         self.inlined_into: list[BlockRV] = []  # compute_inline: consumers it is computed in
         self.inlined: list[BlockRV] = []  # producers inlined into this block
         self.reverse: tuple[BlockRV, LoopRV] | None = None  # consumer computed at our loop
+        self.reads: list[BlockRV] = []  # cache_read stages of our inputs (kind "read")
+        self.read_of: tuple[BlockRV, int] | None = None  # a "read" stage: (reader, operand)
+        self.rfactor: "RFactor | None" = None  # rfactor: the partial-reduction stage made of us
+        self.frozen: str | None = None  # why this block's loops take no more primitives
         self.removed: str | None = None  # compute_inline: the block no longer exists
         self.producers: list[BlockRV | None] = []  # per operand
         self.consumers: list[tuple[BlockRV, int]] = []
@@ -172,6 +192,9 @@ def check_loop(loop: object, what: str) -> LoopRV:
         )
     if loop.block.removed:
         raise ScheduleError(f"{what}: block {loop.block.name!r} was {loop.block.removed}")
+    if loop.block.frozen:
+        raise ScheduleError(f"{what}: the loops of block {loop.block.name!r} take no more primitives: "
+                            f"{loop.block.frozen}")
     if loop not in loop.block.loops:
         raise ScheduleError(f"{what}: loop {loop.name!r} is not a loop of {loop.block.name!r}")
     return loop

@@ -53,6 +53,12 @@ def _split_k(sch):
     return ki
 
 
+def _split_k_outer(sch):
+    i, j, k = _loops(sch)
+    ko, ki = sch.split(k, nparts=4)
+    return ko
+
+
 # (id, payload, setup -> handles, the one step, FileCheck lines on the script, on the IR)
 STEPS = [
     ("split", matmul, lambda s: _loops(s)[0], lambda s, i: s.split(i, factor=16),
@@ -84,6 +90,17 @@ STEPS = [
      "CHECK: fuse_into_containing_op", "CHECK-NOT: tilecraft.block = \"R\""),
     ("cache_write", matmul, lambda s: None, lambda s, _: s.cache_write(s.get_block("C"), "local"),
      "CHECK: transform.structured.pad", "CHECK: linalg.copy"),
+    ("cache_read", matmul, lambda s: None, lambda s, _: s.cache_read("A", "local", [s.get_block("C")]),
+     "CHECK: transform.structured.pad {{.*}} nofold_flags = [1, 0, 0], copy_back_op = \"none\"\n"
+     "CHECK: rewrite_in_destination_passing_style",
+     "CHECK: linalg.copy {tilecraft.block = \"A.local\"} ins(%arg0 : tensor<64x64xf32>)"),
+    ("rfactor", matmul, _split_k, lambda s, ki: s.rfactor(ki),
+     "CHECK: tile_reduction_using_for {{.*}} by tile_sizes = [0, 0, 4]",
+     "CHECK: tensor<64x64x4xf32>\nCHECK: scf.for\nCHECK: tilecraft.block = \"C.rf\"\n"
+     "CHECK: linalg.reduce {{.*}} dimensions = [2] {{.*}}tilecraft.block = \"C\""),
+    ("rfactor_parallel", matmul, _split_k_outer, lambda s, ko: s.rfactor(ko),
+     "CHECK: tile_reduction_using_forall {{.*}} by num_threads = [0, 0, 4]",
+     "CHECK: scf.forall (%{{.*}}) in (4)\nCHECK: tilecraft.block = \"C.rf\"\nCHECK: linalg.reduce"),
     ("decompose_reduction", matmul, _tiled, lambda s, l: s.decompose_reduction(s.get_block("C"), l[2]),
      "CHECK: tilecraft.block = \"C.init\"", "CHECK: scf.for\nCHECK: scf.for\nCHECK: linalg.fill"),
     ("compute_root", chain, lambda s: s.compute_at(s.get_block("R"), _tiled(s)[0]),
@@ -106,7 +123,7 @@ def test_each_primitive_shows_at_once(check, arrays, name, payload, setup, step,
     assert str(sch.trace) != before_script, f"{name} did not change the script"
     assert sch.ir() != before_ir, f"{name} did not change what show() prints"
     assert sch.history[-1].split("= ")[-1].startswith(f"sch.{name.split('_')[0]}") or name in (
-        "split_reduction", "split_nparts", "split_pad", "compute_at", "reverse_compute_at",
+        "split_reduction", "split_nparts", "split_pad", "rfactor_parallel", "compute_at", "reverse_compute_at",
         "compute_inline", "compute_root", "cache_write", "decompose_reduction", "transform_layout")
     check(sch.script, script_checks)
     check(sch.ir(), ir_checks)

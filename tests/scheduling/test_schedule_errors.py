@@ -269,3 +269,91 @@ def test_compute_root_errors():
     R2 = inlined.get_block("R")
     inlined.compute_inline(R2)
     raises(inlined, "compute_root: block 'R' was inlined into C", lambda: inlined.compute_root(R2))
+
+
+def test_cache_read_errors(mm):
+    sch, C, i, j, k = mm
+    raises(sch, r"block 'C' does not read 'X'; its inputs are \['A', 'B'\]",
+           lambda: sch.cache_read("X", "local", [C]))
+    raises(sch, "give one reader, got 2", lambda: sch.cache_read("A", "local", [C, C]))
+    raises(sch, "scope must be a name", lambda: sch.cache_read("A", "sh ared", [C]))
+    raises(sch, "'C.init' is a init block, not an op", lambda: sch.cache_read("A", "local", [sch.get_block("C.init")]))
+    AL = sch.cache_read("A", "local", [C])
+    raises(sch, "'C' already reads 'A' through a cache", lambda: sch.cache_read("A", "local", [C]))
+    raises(sch, "the loops of block 'A.local' take no more primitives", lambda: sch.split(sch.get_loops(AL)[0], factor=2))
+    raises(sch, "not supported together with cache_read", lambda: sch.cache_write(C))
+    init = sch.get_block("C.init")
+    raises(sch, "the cache 'A.local' can only be computed at a loop of 'C'",
+           lambda: sch.compute_at(AL, sch.get_loops(init)[0]))
+    io, ii = sch.split(i, factor=24, pad=True)
+    raises(sch, "loops with partial tiles", lambda: sch.compute_at(AL, io))
+    chained = tc.Schedule(chain())
+    R, Cc = chained.get_block("R"), chained.get_block("C")
+    chained.cache_read(R, "local", [Cc])
+    raises(chained, "'C' reads 'R' through a cache_read copy", lambda: chained.compute_at(R, chained.get_loops(Cc)[0]))
+    raises(chained, "'C' reads 'R' through a cache_read copy; a cached tensor cannot be inlined",
+           lambda: chained.compute_inline(R))
+    raises(chained, "block 'D' does not read the result of 'R'",
+           lambda: chained.cache_read(R, "local", [chained.get_block("D")]))
+
+
+def test_rfactor_errors(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "loop 'i' iterates the spatial dim 'i' of 'C', not a reduction", lambda: sch.rfactor(i))
+    raises(sch, "split the reduction loop in two and keep both parts innermost", lambda: sch.rfactor(k))
+    ko, ki = sch.split(k, factor=8)
+    raises(sch, "upstream's split reduction puts the partial axis last", lambda: sch.rfactor(ki, factor_axis=0))
+    sch.unroll(ki)
+    raises(sch, "loop 'k_1' must be a plain loop", lambda: sch.rfactor(ki))
+    other = tc.Schedule(matmul())
+    Co = other.get_block("C")
+    oi, oj, ok = other.get_loops(Co)
+    oko, oki = other.split(ok, factor=8)
+    other.reorder(oko, oi, oj, oki)
+    raises(other, "split the reduction loop in two", lambda: other.rfactor(oki))
+    done = tc.Schedule(matmul())
+    Cd = done.get_block("C")
+    di, dj, dk = done.get_loops(Cd)
+    dko, dki = done.split(dk, factor=8)
+    rf = done.rfactor(dki)
+    assert rf.name == "C.rf"
+    raises(done, "the loops of block 'C' take no more primitives: sch.rfactor", lambda: done.parallel(di))
+    raises(done, "takes no more primitives", lambda: done.cache_read("A", "local", [Cd]))
+    inl = tc.Schedule(chain())
+    Ci = inl.get_block("C")
+    ik = inl.get_loops(Ci)[2]
+    inl.rfactor(inl.split(ik, factor=8)[1])
+    raises(inl, "its consumer 'C' takes no more primitives: sch.rfactor", lambda: inl.compute_inline(inl.get_block("R")))
+    nested = tc.Schedule(matmul())
+    Cn = nested.get_block("C")
+    ni, nj, nk = nested.get_loops(Cn)
+    nested.parallel(ni)
+    nko, nki = nested.split(nk, factor=8)
+    raises(nested, "would become an scf.forall nested in the parallel loop 'i'", lambda: nested.rfactor(nko))
+    nested.rfactor(nki)  # a serial partial loop inside the parallel one is fine
+
+
+def test_storage_align_is_refused(mm):
+    sch, C, i, j, k = mm
+    raises(sch, "storage_align: not supported: tilecraft schedules linalg on tensors",
+           lambda: sch.storage_align(C, 0, 0, 16, 1))
+
+
+def test_nested_parallel_loops_are_refused(mm):
+    """Nested scf.forall loops deadlock MLIR's async runtime (every worker waits for an inner
+    group no free worker runs): refused, in the block and across compute_at."""
+    sch, C, i, j, k = mm
+    sch.parallel(i)
+    raises(sch, "loop 'j' and the parallel loop 'i' \\(of 'C'\\) would nest one scf.forall in another",
+           lambda: sch.parallel(j))
+    chained = tc.Schedule(chain())
+    Cc = chained.get_block("C")
+    ci, cj, ck = chained.get_loops(Cc)
+    R = chained.get_block("R")
+    chained.compute_at(R, ci)
+    ri = chained.get_loops(R)[1]
+    chained.parallel(ri)
+    raises(chained, "loop 'i' and the parallel loop 'j' \\(of 'R'\\)", lambda: chained.parallel(ci))
+    fused = tc.Schedule(matmul())
+    fi, fj, fk = fused.get_loops(fused.get_block("C"))
+    fused.parallel(fused.fuse(fi, fj))  # one multi-dimensional forall: fine

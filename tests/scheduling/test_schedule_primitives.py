@@ -460,3 +460,97 @@ def test_compute_root_of_a_cache_and_an_init(arrays):
     sch.compute_root(init)
     assert sch.ir().index("linalg.fill") < sch.ir().index("scf.for")
     np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_cache_read_at_a_tile(check, arrays):
+    """TE's cache_read + compute_at: the reduction tile of A is copied into a local buffer
+    inside the ko loop, and the matmul reads the copy."""
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    AL = sch.cache_read("A", "local", [C])
+    assert AL.name == "A.local"
+    i, j, k = sch.get_loops(C)
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    ko, ki = sch.split(k, factor=8)
+    sch.reorder(io, jo, ko, ii, ki, ji)
+    sch.compute_at(AL, ko)
+    assert [d.extent for d in AL.dims] == [16, 8]
+    sch.vectorize(ji)
+    check(sch.ir(), """
+CHECK: scf.for {{.*}} step %c8
+CHECK: %[[BUF:.*]] = bufferization.alloc_tensor() : tensor<16x8xf32>
+CHECK: %[[COPY:.*]] = linalg.copy {tilecraft.block = "A.local"} ins(%{{.*}} : tensor<16x8xf32>) outs(%[[BUF]]
+CHECK: vector.transfer_read %[[COPY]]
+""")
+    a, b = arrays(64, 64), arrays(64, 64)
+    np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_cache_read_of_an_intermediate_and_an_argument(arrays):
+    """Two caches of one reader, one of a block's result, placed in a parallel loop."""
+    X, W = tc.placeholder((64, 64), name="X"), tc.placeholder((64, 64), name="W")
+    R = tc.compute((64, 64), lambda i, j: tc.maximum(X[i, j], 0.0), name="R")
+    k = tc.reduce_axis(64, "k")
+    C = tc.compute((64, 64), lambda i, j: tc.sum(R[i, k] * W[k, j], axis=k), name="C")
+    sch = tc.Schedule([X, W, C])
+    c = sch.get_block("C")
+    WL = sch.cache_read(W, "shared", [c])
+    RL = sch.cache_read(sch.get_block("R"), "local", [c])
+    i, j, kk = sch.get_loops(c)
+    io, ii = sch.split(i, factor=16)
+    sch.parallel(io)
+    sch.compute_at(WL, io)
+    sch.compute_at(RL, io)
+    assert [d.extent for d in RL.dims] == [16, 64] and [d.extent for d in WL.dims] == [64, 64]
+    x, w = arrays(64, 64), arrays(64, 64)
+    np.testing.assert_allclose(tc.build(sch)(x, w), np.maximum(x, 0) @ w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("which", ["ko", "ki"])
+def test_rfactor_of_a_row_max(check, arrays, which):
+    """TE's rfactor: partial maxima over k's outer part in parallel (ko) or k's inner part
+    in a serial loop (ki), then the final max of the partials."""
+    A = tc.placeholder((32, 256), name="A")
+    k = tc.reduce_axis(256, "k")
+    M = tc.compute((32,), lambda i: tc.max(A[i, k], axis=k), name="M")
+    sch = tc.Schedule(M)
+    blk = sch.get_block("M")
+    i, kk = sch.get_loops(blk)
+    io, ii = sch.split(i, factor=8)
+    ko, ki = sch.split(kk, nparts=4)
+    if which == "ki":
+        sch.parallel(io)  # TVM's idiom: parallel rows, a serial partial-sum loop inside
+    rf = sch.rfactor(ko if which == "ko" else ki)
+    assert rf.name == "M.rf" and [d.extent for d in rf.dims] == [32, 4 if which == "ko" else 64]
+    check(sch.ir(), ("CHECK: scf.forall (%{{.*}}) in (4)" if which == "ko" else
+                     "CHECK: scf.forall (%{{.*}}) in (4)\nCHECK: scf.for %{{.*}} = %c0 to %c256 step %c64") + """
+CHECK: tilecraft.block = "M.rf"
+CHECK: linalg.reduce {{.*}} dimensions = [1] {tilecraft.block = "M"}
+CHECK: arith.maximumf
+""")
+    a = arrays(32, 256)
+    np.testing.assert_allclose(tc.build(sch)(a), a.max(axis=1), rtol=1e-6)
+
+
+def test_cache_read_after_tiling_and_back_to_the_root(check, arrays):
+    """cache_read of a block's result after the reader was tiled; compute_root moves the copy
+    back to the whole tensor."""
+    sch = tc.Schedule(chain())
+    C = sch.get_block("C")
+    i, j, k = sch.get_loops(C)
+    io, jo, ii, ji = sch.tile(i, j, 16, 16)
+    RL = sch.cache_read(sch.get_block("R"), "local", [C])
+    sch.compute_at(RL, jo)
+    check(sch.ir(), """
+CHECK: scf.for
+CHECK: scf.for
+CHECK: linalg.copy {tilecraft.block = "R.local"} ins(%{{.*}} : tensor<16x64xf32>)
+""")
+    check_chain(sch, arrays)
+    sch.compute_root(RL)
+    assert [d.extent for d in RL.dims] == [64, 64]
+    check(sch.ir(), """
+CHECK: linalg.copy {tilecraft.block = "R.local"} ins(%{{.*}} : tensor<64x64xf32>)
+CHECK: scf.for
+""")
+    check_chain(sch, arrays)
