@@ -717,6 +717,9 @@ class Schedule:
             if not block_loops:
                 raise ScheduleError(f"build for cuda: block {block.name!r} has no loop bound to blockIdx; "
                                     f"it would run on the host, which cannot touch device memory — {hint}")
+            if thread_loops and thread_loops[0] < block_loops[-1]:
+                raise ScheduleError(f"build for cuda: threadIdx loop {loops[thread_loops[0]].name!r} of "
+                                    f"{block.name!r} is outside its blockIdx loops")
             outside = [l.name for l in loops[: block_loops[0]] if l.extent > 1]
             if outside:
                 raise ScheduleError(f"build for cuda: loops {outside} of {block.name!r} are outside its "
@@ -728,9 +731,6 @@ class Schedule:
                         f"build for cuda: the {kind} loops of {block.name!r} "
                         f"{[loops[i].name for i in positions]} are not adjacent; reorder them together "
                         "(they map onto one grid)")
-            if thread_loops and thread_loops[0] < block_loops[-1]:
-                raise ScheduleError(f"build for cuda: threadIdx loop {loops[thread_loops[0]].name!r} of "
-                                    f"{block.name!r} is outside its blockIdx loops")
             threads = _product([loops[i].extent for i in thread_loops])
             if threads > 1024:
                 raise ScheduleError(f"build for cuda: block {block.name!r} uses {threads} threads per "
