@@ -190,3 +190,19 @@ def test_bound_kernels_run_on_a_gpu():
     rng = np.random.default_rng(0)
     x, y = rng.random((64, 32), dtype=np.float32), rng.random((32, 64), dtype=np.float32)
     np.testing.assert_allclose(tc.build(bound_matmul(), target="cuda")(x, y), x @ y, rtol=1e-5)
+
+
+def test_vector_add_gpu_tutorial_compiles(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    import tilecraft
+
+    path = Path(tilecraft.__file__).resolve().parent / "examples" / "tutorials" / "vector_add_gpu.py"
+    spec = importlib.util.spec_from_file_location("vector_add_gpu", path)
+    tutorial = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tutorial)
+    assert tutorial.main(["--n", "1024", "--ptx-lines", "12"]) == 0
+    out = capsys.readouterr().out
+    assert ".entry main_kernel" in out
+    assert ("compiled only, not run" in out) != ("vector add on the GPU: OK" in out)
