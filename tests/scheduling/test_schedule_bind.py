@@ -105,6 +105,29 @@ def test_matmul_threads_and_block_size():
     assert "fma.rn.f32" in ptx or "mul.rn.f32" in ptx
 
 
+def test_mm_relu_in_one_kernel():
+    """The ReLU computed in each thread after its matmul element (reverse_compute_at at the
+    threadIdx loop), the init before the k loop: one kernel, right numerics."""
+    A, B = tc.placeholder((64, 32), name="A"), tc.placeholder((32, 64), name="B")
+    k = tc.reduce_axis(32, "k")
+    Y = tc.compute((64, 64), lambda i, j: tc.sum(A[i, k] * B[k, j], axis=k), name="Y")
+    C = tc.compute((64, 64), lambda i, j: tc.maximum(Y[i, j], 0.0), name="C")
+    sch = tc.Schedule([A, B, C])
+    block = sch.get_block("Y")
+    i, j, kk = sch.get_loops(block)
+    by, ty = sch.split(i, factor=16)
+    bx, tx = sch.split(j, factor=16)
+    sch.reorder(by, bx, ty, tx, kk)
+    for loop, axis in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        sch.bind(loop, axis)
+    sch.reverse_compute_at(sch.get_block("C"), tx)
+    sch.decompose_reduction(block, kk)
+    rng = np.random.default_rng(0)
+    a, b = rng.random((64, 32), dtype=np.float32) - 0.5, rng.random((32, 64), dtype=np.float32)
+    np.testing.assert_allclose(on_cpu(sch)(a, b), np.maximum(a @ b, 0), rtol=1e-5, atol=1e-5)
+    assert tc.build(sch, target="cuda").ptx().count(".entry") == 1
+
+
 # -- errors -------------------------------------------------------------------------------
 
 def raises(sch, message, step):
