@@ -215,17 +215,28 @@ def test_bound_kernels_run_on_a_gpu():
     np.testing.assert_allclose(tc.build(bound_matmul(), target="cuda")(x, y), x @ y, rtol=1e-5)
 
 
-def test_vector_add_gpu_tutorial_compiles(capsys):
+def tutorial(name):
     import importlib.util
     from pathlib import Path
 
     import tilecraft
 
-    path = Path(tilecraft.__file__).resolve().parent / "examples" / "tutorials" / "vector_add_gpu.py"
-    spec = importlib.util.spec_from_file_location("vector_add_gpu", path)
-    tutorial = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tutorial)
-    assert tutorial.main(["--n", "1024", "--ptx-lines", "12"]) == 0
+    path = Path(tilecraft.__file__).resolve().parent / "examples" / "tutorials" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_vector_add_gpu_tutorial_compiles(capsys):
+    assert tutorial("vector_add_gpu").main(["--n", "1024", "--ptx-lines", "12"]) == 0
     out = capsys.readouterr().out
     assert ".entry main_kernel" in out
     assert ("compiled only, not run" in out) != ("vector add on the GPU: OK" in out)
+
+
+def test_matmul_gpu_tutorial_compiles(capsys):
+    assert tutorial("matmul_gpu").main(["--size", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "1 kernel" in out and "scheduled program on the CPU: OK" in out
+    assert ("compiled only, not run" in out) != ("matmul on the GPU: OK" in out)
