@@ -4,7 +4,8 @@ The script is a ``transform.named_sequence @__transform_main`` in two phases:
 
 1. *structure*, walking each block's loops outside-in: ``tile_using_for`` (a serial loop;
    a fused loop is tiled on its dims with ``interchange`` and later coalesced),
-   ``tile_using_forall`` (a parallel loop), ``fuse_into_containing_op`` (``compute_at``,
+   ``tile_using_forall`` (a parallel loop; with a ``#gpu.block``/``#gpu.thread`` mapping, a
+   bound one), ``fuse_into_containing_op`` (``compute_at``,
    ``reverse_compute_at``, ``compute_inline``), ``structured.pad`` with a copy back
    (``cache_write``), ``structured.pad`` of one input, ``nofold`` (``cache_read``),
    ``tile_reduction_using_for/forall`` (``rfactor``), ``structured.fuse`` / fusing the fill into a forall
@@ -68,6 +69,18 @@ class ScriptWriter(ScriptWriter):
 
     def tile_parallel(self, handle: str, sizes: list[int]) -> tuple[str, str]:
         return self.tile_forall(handle, tuple(sizes))
+
+    def tile_bound(self, handle: str, sizes: list[int], loops: list[LoopRV],
+                   dims: list[list[int]]) -> tuple[str, str]:
+        """``bind``: ``tile_using_forall`` whose loops map to ``#gpu.block<x>`` /
+        ``#gpu.thread<x>``; the forall's dims (and so the mapping) follow the op's dim order."""
+        axes = sorted((loop_dims[0], loop.thread_axis) for loop, loop_dims in zip(loops, dims))
+        mapping = ", ".join(f"#gpu.{'block' if axis.startswith('blockIdx') else 'thread'}"
+                            f"<{axis[-1]}>" for _, axis in axes)
+        tiled, forall = self.fresh("tiled"), self.fresh("forall")
+        self.emit(f"{tiled}, {forall} = transform.structured.tile_using_forall {handle} tile_sizes "
+                  f"{sizes} (mapping = [{mapping}]) : ({ANY}) -> ({ANY}, {ANY})")
+        return tiled, forall
 
     def fuse_into_loop(self, producer: str, loop: str) -> tuple[str, str]:
         fused, new_loop = self.fresh("fused"), self.fresh("loop")
@@ -350,14 +363,17 @@ class Renderer:
                 index += 1
                 continue
             if index <= reverse_until:
-                group = [loop]
+                group = self._bound_group(block, index, reverse_until + 1) or [loop]
                 mapped = [[consumer_map[out_positions[p.dim]] for p in loop.parts]]
                 consumer_handle, inner, _outer = self._tile(
                     consumer_handle, group, mapped, len(consumer.dims), fuse=False)
                 levels.append(inner)
             else:
                 decompose = index <= decompose_until
-                group = [loop] if decompose else self._group(block, index, count)
+                if decompose:
+                    group = self._bound_group(block, index, decompose_until + 1) or [loop]
+                else:
+                    group = self._group(block, index, count)
                 mapped = [[dim_map[p.dim] for p in l.parts] for l in group]
                 handle, inner, outer = self._tile(handle, group, mapped, op_dims,
                                                   fuse=decompose and loop.kind != PARALLEL)
@@ -431,8 +447,32 @@ class Renderer:
         return sizes
 
     @staticmethod
+    def _bound_group(block: BlockRV, start: int, stop: int) -> list[LoopRV]:
+        """Consecutive loops bound to block axes (or to thread axes) on distinct dims, from
+        ``start``: one ``tile_using_forall`` with a mapping makes them (nested block foralls
+        could not be mapped onto one grid)."""
+        first = block.loops[start]
+        if first.thread_axis is None:
+            return []
+        kind = first.thread_axis.split(".")[0]
+        group: list[LoopRV] = []
+        dims: set[int] = set()
+        for loop in block.loops[start:stop]:
+            if (loop.thread_axis or "").split(".")[0] != kind or loop.parts[0].dim in dims:
+                break
+            group.append(loop)
+            dims.add(loop.parts[0].dim)
+            if loop.attached:
+                break
+        return group
+
+    @staticmethod
     def _group(block: BlockRV, start: int, count: int) -> list[LoopRV]:
-        """Consecutive plain serial loops on distinct dims: one ``tile_using_for`` makes them."""
+        """Consecutive plain serial loops on distinct dims: one ``tile_using_for`` makes them;
+        consecutive bound loops of one kind: one mapped ``tile_using_forall``."""
+        bound = Renderer._bound_group(block, start, count)
+        if bound:
+            return bound
         group: list[LoopRV] = []
         dims: set[int] = set()
         for loop in block.loops[start:count]:
@@ -456,6 +496,9 @@ class Renderer:
             for part, d in zip(loop.parts, loop_dims):
                 sizes[d] = part.stride
                 order.append(d)
+        if loops[0].thread_axis is not None:
+            tiled, forall = self.w.tile_bound(handle, sizes, loops, dims)
+            return tiled, forall, forall
         if loops[0].kind == PARALLEL:
             tiled, forall = self.w.tile_parallel(handle, sizes)
             return tiled, forall, forall

@@ -65,6 +65,7 @@ from .state import (
 )
 
 MAX_UNROLL = 1024
+GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
 
 
 # --- building the initial state ---------------------------------------------------------
@@ -735,8 +736,99 @@ class Schedule:
         call = f"sch.unroll({self._name(loop)})"
         return self._step(call, _annotate, loop, UNROLLED)
 
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:
+        """Run ``loop``'s iterations on a CUDA grid axis (TVM's ``bind``): ``"blockIdx.x"``
+        (``.y``, ``.z``) or ``"threadIdx.x"`` (``.y``, ``.z``).
+
+        The loop becomes an ``scf.forall`` mapped to ``#gpu.block<x>`` / ``#gpu.thread<x>``
+        (``transform.structured.tile_using_forall ... (mapping = [...])``); adjacent loops bound
+        to block axes (or to thread axes) form one multi-dimensional forall. ``build(sch,
+        target="cuda")`` then turns the block forall into a ``gpu.launch`` and the thread
+        forall into thread ids (``transform.gpu.map_forall_to_blocks``,
+        ``map_nested_forall_to_threads``), as the default CUDA schedule does.
+        """
+        loop = check_loop(loop, "bind")
+        if not isinstance(thread_axis, str) or thread_axis not in GPU_AXES:
+            raise ScheduleError(f"bind: unknown thread axis {thread_axis!r}; use one of "
+                                f"{', '.join(GPU_AXES)}")
+        block = loop.block
+        if loop.thread_axis is not None:
+            raise ScheduleError(f"bind: loop {loop.name!r} is already bound to {loop.thread_axis}")
+        self._check_annotation(loop, "bind")
+        if loop.is_reduction:
+            dims = [block.dims[p.dim].name for p in loop.parts if block.dims[p.dim].reduction]
+            raise ScheduleError(
+                f"bind: loop {loop.name!r} iterates the reduction dim {dims[0]!r} of block "
+                f"{block.name!r}; its iterations accumulate into the same element, so running them "
+                "on different threads would race (bind a spatial loop; keep the reduction serial)")
+        for other in block.loops:
+            if other.thread_axis == thread_axis:
+                raise ScheduleError(f"bind: {thread_axis} is already bound to loop {other.name!r} of "
+                                    f"block {block.name!r}; each axis can be bound once per block")
+        if len(loop.parts) != 1:
+            raise ScheduleError(f"bind: loop {loop.name!r} is a fused loop; bind unfused loops, one "
+                                "axis each (a fused loop would need one axis per dim it walks)")
+        if thread_axis.startswith("blockIdx") and block.attach is not None:
+            raise ScheduleError(f"bind: block {block.name!r} is computed inside another block's loops; "
+                                "only threadIdx axes can be bound there (blockIdx loops are outermost)")
+        call = f'sch.bind({self._name(loop)}, "{thread_axis}")'
+
+        def mutate(state: State, loop: LoopRV) -> None:
+            loop.kind = PARALLEL
+            loop.thread_axis = thread_axis
+
+        return self._step(call, mutate, loop)
+
+    def check_gpu(self) -> None:
+        """Refuse what the CUDA build cannot map (``build(sch, target="cuda")`` calls it):
+        every block computed at the root needs a ``blockIdx`` loop, outermost, since code
+        outside the kernels runs on the host, which cannot touch device memory; ``blockIdx``
+        loops and ``threadIdx`` loops must each be adjacent (one forall each), threads inside
+        blocks, and at most 1024 threads per block."""
+        for block in self._state.blocks:
+            if block.removed or block.attach is not None:
+                continue
+            loops = [l for l in block.loops]
+            block_loops = [i for i, l in enumerate(loops) if (l.thread_axis or "").startswith("blockIdx")]
+            thread_loops = [i for i, l in enumerate(loops) if (l.thread_axis or "").startswith("threadIdx")]
+            hint = (f"bind a loop of {block.name!r} to blockIdx.x" +
+                    (" (or place it with decompose_reduction inside bound loops)"
+                     if block.kind == "init" else ""))
+            if not block_loops:
+                raise ScheduleError(f"build for cuda: block {block.name!r} has no loop bound to blockIdx; "
+                                    f"it would run on the host, which cannot touch device memory — {hint}")
+            if thread_loops and thread_loops[0] < block_loops[-1]:
+                raise ScheduleError(f"build for cuda: threadIdx loop {loops[thread_loops[0]].name!r} of "
+                                    f"{block.name!r} is outside its blockIdx loops")
+            outside = [l.name for l in loops[: block_loops[0]] if l.extent > 1]
+            if outside:
+                raise ScheduleError(f"build for cuda: loops {outside} of {block.name!r} are outside its "
+                                    "blockIdx loops and would run on the host; reorder the blockIdx "
+                                    "loops outermost")
+            for kind, positions in (("blockIdx", block_loops), ("threadIdx", thread_loops)):
+                if positions and positions != list(range(positions[0], positions[-1] + 1)):
+                    raise ScheduleError(
+                        f"build for cuda: the {kind} loops of {block.name!r} "
+                        f"{[loops[i].name for i in positions]} are not adjacent; reorder them together "
+                        "(they map onto one grid)")
+            threads = _product([loops[i].extent for i in thread_loops])
+            if threads > 1024:
+                raise ScheduleError(f"build for cuda: block {block.name!r} uses {threads} threads per "
+                                    "CUDA block; at most 1024 (split the threadIdx loops further)")
+        for block in self._state.blocks:
+            for loop in block.loops:
+                if loop.kind == PARALLEL and loop.thread_axis is None and not block.removed:
+                    raise ScheduleError(f"build for cuda: loop {loop.name!r} of {block.name!r} is "
+                                        "parallel (a CPU primitive); bind it to a GPU axis instead")
+
+    def bound_loops(self) -> list[LoopRV]:
+        """The loops bound to GPU axes (``bind``)."""
+        return [l for b in self._state.blocks if not b.removed for l in b.loops if l.thread_axis]
+
     def _check_annotation(self, loop: LoopRV, what: str) -> None:
         _static(loop.block, what)
+        if loop.thread_axis is not None:
+            raise ScheduleError(f"{what}: loop {loop.name!r} is already bound to {loop.thread_axis}")
         if loop.kind != SERIAL:
             raise ScheduleError(f"{what}: loop {loop.name!r} is already {loop.kind}")
 

@@ -56,6 +56,9 @@ class LoopRV:
         self.parts = parts
         self.name = name
         self.kind = SERIAL
+        # A GPU axis ("blockIdx.x", "threadIdx.y", ...) set by ``bind``; the loop is then
+        # PARALLEL (an ``scf.forall``) whose mapping is ``#gpu.block<x>`` / ``#gpu.thread<y>``.
+        self.thread_axis: str | None = None
         self.consumed: str | None = None
         self.attached: list["BlockRV"] = []  # blocks computed at this loop, in call order
         self.uid = next(_uids)
@@ -74,6 +77,8 @@ class LoopRV:
     def __repr__(self) -> str:
         state = f", consumed by {self.consumed}" if self.consumed else ""
         kind = "" if self.kind == SERIAL else f", {self.kind}"
+        if self.thread_axis:
+            kind = f", bound to {self.thread_axis}"
         return f"LoopRV({self.name!r}, extent={self.extent}{kind}{state})"
 
 

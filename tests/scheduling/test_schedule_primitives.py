@@ -324,6 +324,7 @@ def test_vector_add_example_runs():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "vector add: OK" in result.stdout
+    assert "vector_add.tar, loaded: <Package" in result.stdout and ": OK" in result.stdout.split("loaded:")[1]
 
 
 def test_schedule_accepts_modules_funcs_and_text():
