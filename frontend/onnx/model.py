@@ -224,8 +224,11 @@ def check_type_agreement(proto: onnx.ModelProto) -> None:
             if not name or name not in elem_types or not formals:
                 continue
             formal = formals[min(index, len(formals) - 1)]
-            if index >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            variadic = formal.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+            if index >= len(formals) and not variadic:
                 continue
+            if variadic and not formal.is_homogeneous:
+                continue  # Loop's/Scan's states: each element has its own type
             if formal.type_str not in {c.type_param_str for c in schema.type_constraints}:
                 continue
             earlier = bound.setdefault(formal.type_str, (name, elem_types[name]))
