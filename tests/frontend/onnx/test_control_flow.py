@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import tilecraft
+from tilecraft.errors import ShapeMismatchError
 from tilecraft.frontend.onnx import import_model
 
 RNG = np.random.default_rng(5)
@@ -233,3 +234,48 @@ def test_pytorch_exported_data_dependent_loops():
         np.testing.assert_allclose(y, expected_y.numpy(), rtol=1e-5, atol=1e-6)
         assert int(steps) == int(expected_steps)
     assert "scf.while" in str(import_model(until))
+
+
+def _sliding_loop(declared: int) -> onnx.ModelProto:
+    """ONNX's test_loop11 with the slice width an input: ``y += x[i:i+width]`` and the running
+    ``y`` scanned, the body declaring its outputs ``float[declared]``."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["go"]),
+         helper.make_node("Add", ["i", "width"], ["end"]),
+         helper.make_node("Unsqueeze", ["i", "zero"], ["start1"]),
+         helper.make_node("Unsqueeze", ["end", "zero"], ["end1"]),
+         helper.make_node("Slice", ["x", "start1", "end1"], ["piece"]),
+         helper.make_node("Add", ["y_in", "piece"], ["y_out"]),
+         helper.make_node("Identity", ["y_out"], ["scanned"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [declared])],
+        [helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [declared]),
+         helper.make_tensor_value_info("scanned", TensorProto.FLOAT, [declared])],
+    )
+    zero = helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
+    return model_of(
+        [zero, helper.make_node("Loop", ["M", "", "y0"], ["y", "history"], body=body)],
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("width", TensorProto.INT64, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+         helper.make_tensor_value_info("y0", TensorProto.FLOAT, [declared])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [declared]),
+         helper.make_tensor_value_info("history", TensorProto.FLOAT, ["n", declared])],
+    )
+
+
+def test_loop_body_output_declared_static_where_the_import_is_dynamic():
+    """A Slice at the iteration count imports with a dynamic extent; the body declares
+    ``float[1]``, so the carried state and the scan output keep that extent (test_loop11).
+    A width that breaks the declaration at run time is a typed error, not a wrong result."""
+    model = _sliding_loop(1)
+    x = np.arange(1, 7, dtype=np.float32)
+    compiled = compare(model, {"M": np.array(4, np.int64), "width": np.array(1, np.int64), "x": x,
+                               "y0": np.zeros(1, np.float32)})
+    assert "tensor<?xf32>" not in str(compiled.ir("input").split("scf.while")[0])
+    declared = "body output 'y_out': extent 2 of axis 0 differs from the declared 1"
+    with pytest.raises(ShapeMismatchError, match=declared):
+        compiled(M=np.array(2, np.int64), width=np.array(2, np.int64), x=x, y0=np.zeros(1, np.float32))
