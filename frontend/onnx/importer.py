@@ -23,6 +23,7 @@ from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
 from ..emit import core, small_types
 from . import folding, functions
+from .gradient import expand_gradients
 from .model import (
     TensorInfo, check_model, default_opset, upgrade_old_opset, infer_shapes, initializers, load_model,
     onnx_dtype, override_input_shapes, value_infos,
@@ -309,6 +310,7 @@ def import_model(
     source_name = str(model) if isinstance(model, (str, Path)) else "model.onnx"
     proto = upgrade_old_opset(load_model(model))
     opset = default_opset(proto)
+    proto = expand_gradients(proto, opset)
     problems = unsupported_nodes(proto.graph, opset)
     if problems:
         listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)

@@ -91,7 +91,18 @@ def _first_line(error: BaseException) -> str:
 
 
 def check_model(proto: onnx.ModelProto) -> None:
-    """ONNX's structural checker (run after the unsupported-operator check, which lists more)."""
+    """ONNX's structural checker (run after the unsupported-operator check, which lists more).
+
+    One leniency: below IR version 4 every initializer had to be listed as a graph input too.
+    onnxruntime's quantization tool adds scales and zero points to such models (an opset-9
+    ResNet-50 from the zoo) without listing them; onnxruntime runs the result. An initializer
+    is a constant either way for this importer, so those models are checked as IR version 4.
+    """
+    if proto.ir_version < 4:
+        inputs = {value.name for value in proto.graph.input}
+        if any(t.name not in inputs for t in proto.graph.initializer):
+            proto = onnx.ModelProto.FromString(proto.SerializeToString())
+            proto.ir_version = 4
     try:
         onnx.checker.check_model(proto)
     except (onnx.checker.ValidationError, UnicodeDecodeError) as error:  # names that are not UTF-8
@@ -224,8 +235,11 @@ def check_type_agreement(proto: onnx.ModelProto) -> None:
             if not name or name not in elem_types or not formals:
                 continue
             formal = formals[min(index, len(formals) - 1)]
-            if index >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            variadic = formal.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+            if index >= len(formals) and not variadic:
                 continue
+            if variadic and not formal.is_homogeneous:
+                continue  # Loop's/Scan's states: each element has its own type
             if formal.type_str not in {c.type_param_str for c in schema.type_constraints}:
                 continue
             earlier = bound.setdefault(formal.type_str, (name, elem_types[name]))

@@ -10,25 +10,57 @@ An ``If`` whose condition is known at import time imports only the branch taken.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
 from ...emit import core, movement, reshapes
+from ...emit.checks import emit_check
 from ..node import HandlerError, NodeContext, Output
 from ..registry import onnx_op
 from . import operands
 from .sequence import joined_type
 
 
-def _materialized(ctx: NodeContext, values: list, what: str) -> list[ir.Value]:
+def _materialized(ctx: NodeContext, values: list, what: str, graph: onnx.GraphProto | None = None) -> list[ir.Value]:
+    """The body's outputs as SSA tensors; with ``graph``, an output whose extent the import
+    left dynamic where the body declares it static is cast to the declared extent (a Slice at
+    the iteration count declared ``float[1]``), so loop-carried types and scan outputs stay
+    static. A run-time check compares the extent with the declaration (a ShapeMismatchError
+    after the call; inside a region the computation goes on, as for index checks)."""
     result = []
-    for value in values:
+    for position, value in enumerate(values):
         if isinstance(value, np.ndarray):
             value = ctx.materialize(value, what)
         if not isinstance(value, ir.Value):
             raise HandlerError(f"{what} yields a {type(value).__name__}; only tensors may leave a region here")
+        if graph is not None and position < len(graph.output):
+            value = _refined(value, graph.output[position])
         result.append(value)
     return result
+
+
+def _refined(value: ir.Value, declared: onnx.ValueInfoProto) -> ir.Value:
+    if not isinstance(value.type, ir.RankedTensorType) or not declared.type.HasField("tensor_type"):
+        return value
+    dims = declared.type.tensor_type.shape.dim if declared.type.tensor_type.HasField("shape") else None
+    have = core.static_shape(value)
+    if dims is None or len(dims) != len(have):
+        return value
+    want = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    refined = [h if h is not None else w for h, w in zip(have, want)]
+    if refined == have or any(h is not None and w is not None and h != w for h, w in zip(have, want)):
+        return value
+    sizes = core.sizes(value)
+    for axis, (h, w) in enumerate(zip(have, want)):
+        if h is None and w is not None:
+            ok = arith.cmpi(arith.CmpIPredicate.eq, sizes[axis], core.index(w))
+            message = f"body output {declared.name!r}: extent {{value}} of axis {axis} differs from the declared"
+            message += " {bound}"
+            emit_check(ok, sizes[axis], core.index(w), "shape", message)
+    target = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size() if d is None else d for d in refined],
+                                     core.tensor_type(value).element_type)
+    return tensor.cast(target, value)
 
 
 def _move_body(source: ir.Block, target: ir.Block) -> None:
@@ -127,7 +159,7 @@ def scan(ctx: NodeContext) -> list[Output]:
     with ir.InsertionPoint(placeholder.body):
         outputs = _materialized(
             ctx, ctx.subgraph(body, bind(placeholder.induction_variable, list(placeholder.inner_iter_args))),
-            "Scan body",
+            "Scan body", body,
         )
     new_states, per_iteration = outputs[:len(states)], outputs[len(states):]
     out_axes = list(ctx.attr("scan_output_axes", [0] * len(per_iteration)))
@@ -189,7 +221,7 @@ def loop(ctx: NodeContext) -> list[Output]:
     with ir.InsertionPoint(placeholder.body):
         iteration, condition, *carried = placeholder.inner_iter_args
         bindings = {names[0]: _tensor_of(iteration), names[1]: _tensor_of(condition), **dict(zip(names[2:], carried))}
-        outputs = _materialized(ctx, ctx.subgraph(body, bindings), "Loop body")
+        outputs = _materialized(ctx, ctx.subgraph(body, bindings), "Loop body", body)
     cond_out, new_states, scanned = outputs[0], outputs[1:1 + len(states)], outputs[1 + len(states):]
     for new, old in zip(new_states, states):
         if joined_type([new, old]) != old.type:

@@ -17,7 +17,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 from onnx.reference.ops.op_cast import cast_to as onnx_cast_to
 
-from ...emit import core, small_types
+from ...emit import core, reshapes, small_types
 from ...emit import elementwise as ew
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
@@ -144,9 +144,20 @@ def relu(ctx: NodeContext) -> list[ir.Value]:
 
 @onnx_op("PRelu", since=7)
 def prelu(ctx: NodeContext) -> list[ir.Value]:
-    """``slope`` broadcasts to ``X`` (unidirectional; plain numpy broadcasting covers it)."""
+    """``slope`` broadcasts to ``X`` (unidirectional; plain numpy broadcasting covers it).
+
+    One exception: a 1-D slope holding one value per channel (``X``'s dim 1) that does not
+    broadcast against ``X``'s last dim is taken along the channel axis. PyTorch's exporter
+    wrote ``nn.PReLU(num_parameters=C)`` that way for opsets 6-7 (ONNX's pytorch-converted
+    PReLU_*_multiparam cases expect per-channel results); numpy broadcasting would refuse it.
+    """
     unsigned = ctx.is_unsigned(0)
-    return _same_type(ctx, lambda x, slope: ew.prelu(x, slope, unsigned=unsigned))
+    x, slope = ctx.value(0), ctx.value(1)
+    x_shape, slope_shape = core.static_shape(x), core.static_shape(slope)
+    if (len(slope_shape) == 1 and len(x_shape) >= 3 and slope_shape[0] not in (None, 1)
+            and x_shape[1] == slope_shape[0] and x_shape[-1] not in (None, 1, slope_shape[0])):
+        slope = reshapes.reshape(slope, [slope_shape[0]] + [1] * (len(x_shape) - 2))
+    return _map([x, slope], _element(x), lambda a, b: ew.prelu(a, b, unsigned=unsigned))
 
 
 # --- numeric functions of one tensor (float or integer) -----------------------------------

@@ -180,6 +180,22 @@ def test_prelu_slope_broadcasts(slope_shape):
     check_node("PRelu", {"x": normal((2, 3, 4))}, constants={"slope": uniform(0, 1, slope_shape)})
 
 
+@pytest.mark.parametrize("x_shape", [(2, 3, 4), (2, 3, 4, 5)])
+def test_prelu_one_slope_per_channel_that_does_not_broadcast(x_shape):
+    """PyTorch's exporter (opsets 6-7) wrote nn.PReLU(C)'s slope as a [C] vector: taken along
+    dim 1, as ONNX's pytorch-converted PReLU_*_multiparam cases expect."""
+    x, slope = normal(x_shape), uniform(0, 1, (3,))
+    model = make_model("PRelu", {"x": x}, constants={"slope": slope}, opset=7)
+    expected = np.where(x < 0, x * slope.reshape(3, *[1] * (len(x_shape) - 2)), x)
+    np.testing.assert_allclose(tilecraft.compile(model)(x), expected, rtol=1e-6)
+
+
+def test_prelu_slope_of_neither_extent_is_refused():
+    model = make_model("PRelu", {"x": normal((2, 3, 4))}, constants={"slope": uniform(0, 1, (5,))}, opset=7)
+    with pytest.raises(tilecraft.ModelImportError, match="do not broadcast"):
+        tilecraft.compile(model)
+
+
 def test_prelu_integers():
     check_node("PRelu", {"x": integers(-9, 9, (3, 4)), "slope": integers(1, 4, (4,))}, opset=16)
 

@@ -122,3 +122,19 @@ def test_old_opset_models_are_upgraded_by_the_version_converter():
     model.ir_version = 3
     value = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
     np.testing.assert_array_equal(tilecraft.compile(model)(x=value), np.maximum(value, 0))
+
+
+def test_ir3_model_with_initializers_not_listed_as_inputs():
+    """IR 3 wanted every initializer among the inputs; onnxruntime's quantize_static adds
+    scales and zero points to old models without listing them, and such models still run."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])
+    w = onnx.numpy_helper.from_array(np.array([1, 2, 3], np.float32), "w")
+    model = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    value = np.array([1, -1, 0.5], np.float32)
+    np.testing.assert_array_equal(tilecraft.compile(model)(x=value), value + [1, 2, 3])
+    model.graph.node[0].input[1] = "missing"
+    with pytest.raises(tilecraft.ModelImportError, match="malformed"):
+        tilecraft.compile(model)

@@ -62,7 +62,8 @@ OUT_OF_SCOPE = (
                "the compiled code and its runtime carry numeric tensors only (no string type in MLIR's tensors)"),
     OutOfScope("training", frozenset({"Gradient", "Momentum", "Adagrad", "Adam"}),
                r"training_mode|no version of the default ONNX operator set",
-               "an inference compiler: gradients, optimizer steps and training-mode normalization/dropout"),
+               "an inference compiler: optimizer steps and training-mode normalization/dropout "
+               "(Gradient is expanded into derivative nodes for elementwise arithmetic only)"),
     OutOfScope("random", frozenset({"RandomUniformLike", "Bernoulli"}), "",
                "outputs depend on a random generator whose stream the expected values came from"),
     OutOfScope("image decoding", frozenset({"ImageDecoder"}), "", "image codecs (JPEG/PNG/...) are not compiled code"),
