@@ -25,8 +25,8 @@ from ..emit import core, small_types
 from . import folding, functions
 from .gradient import expand_gradients
 from .model import (
-    TensorInfo, check_model, default_opset, upgrade_old_opset, infer_shapes, initializers, load_model,
-    onnx_dtype, override_input_shapes, value_infos,
+    TensorInfo, as_ir4_if_initializers_unlisted, check_model, default_opset, upgrade_old_opset, infer_shapes,
+    initializers, load_model, onnx_dtype, override_input_shapes, value_infos,
 )
 from .node import HandlerError, NodeContext
 from .registry import lookup
@@ -317,6 +317,7 @@ def import_model(
         raise ModelImportError(
             f"{len(problems)} unsupported operator(s) in {source_name}: {listing}", problems=problems
         )
+    proto = as_ir4_if_initializers_unlisted(proto)  # for shape inference too, not only the check
     check_model(proto)
     proto = infer_shapes(override_input_shapes(proto, shape_dict))
     return build_module(

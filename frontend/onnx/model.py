@@ -90,19 +90,30 @@ def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def check_model(proto: onnx.ModelProto) -> None:
-    """ONNX's structural checker (run after the unsupported-operator check, which lists more).
+def as_ir4_if_initializers_unlisted(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto``, or a copy marked IR version 4 when it is older and has initializers that are
+    not listed as graph inputs.
 
-    One leniency: below IR version 4 every initializer had to be listed as a graph input too.
-    onnxruntime's quantization tool adds scales and zero points to such models (an opset-9
-    ResNet-50 from the zoo) without listing them; onnxruntime runs the result. An initializer
-    is a constant either way for this importer, so those models are checked as IR version 4.
+    Below IR version 4 every initializer had to be listed as a graph input too. onnxruntime's
+    quantization tool adds scales and zero points to such models (an opset-9 ResNet-50 from
+    the zoo) without listing them; onnxruntime runs the result. An initializer is a constant
+    either way for this importer, so those models are read as IR version 4. Both the checker
+    and shape inference must see that version: at IR 3 ONNX's shape inference ignores the
+    unlisted initializers, so a QuantizeLinear output (typed by its zero point) got no element
+    type and its uint8 values were read as int8 (a wrong answer, not an error).
     """
     if proto.ir_version < 4:
         inputs = {value.name for value in proto.graph.input}
         if any(t.name not in inputs for t in proto.graph.initializer):
             proto = onnx.ModelProto.FromString(proto.SerializeToString())
             proto.ir_version = 4
+    return proto
+
+
+def check_model(proto: onnx.ModelProto) -> None:
+    """ONNX's structural checker (run after the unsupported-operator check, which lists more),
+    with :func:`as_ir4_if_initializers_unlisted`'s leniency."""
+    proto = as_ir4_if_initializers_unlisted(proto)
     try:
         onnx.checker.check_model(proto)
     except (onnx.checker.ValidationError, UnicodeDecodeError) as error:  # names that are not UTF-8
