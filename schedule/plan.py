@@ -92,14 +92,21 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
     """
     pixels = largest_divisor(width, _CONV_REGISTER_PIXELS)
     step = largest_divisor(in_channels, _CONV_INPUT_STEP) if in_channels else None
-    for vectors in range(_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS, 0, -1):
+    # Powers of two: 3-vector (48-channel) tiles of MobileNetV2's 576-channel 1x1 layers ran
+    # 2x slower than 1-vector ones (docs/performance.md, MobileNetV2).
+    for vectors in (4, 2, 1):
+        if vectors > (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS):
+            continue
         if out_channels % (vectors * lanes) or pixels * vectors + vectors + 1 > registers:
             continue
         if step is not None:
             while step > 1 and pixels * vectors + step * vectors + 1 > registers:
                 step = largest_divisor(in_channels, step - 1)
         return pixels, vectors * lanes, step
-    return pixels, largest_divisor(out_channels, lanes), step
+    # No whole vector of channels: narrower vectors (24 channels: 8-lane ones, not 12-lane
+    # ones, whose odd width LLVM lowers to masked or split operations).
+    part = min(lanes, out_channels & -out_channels)
+    return pixels, vector_tile(out_channels, part, lanes // part), step
 
 
 @dataclass(frozen=True)
