@@ -415,11 +415,9 @@ def filter_heavy(nest: LoopNest) -> bool:
     output channels than output pixels (ResNet's 14x14 and 7x7 layers). Such a layer streamed
     its whole filter (up to 9 MB at 7x7x512) from memory once per output row, at 25-45
     GFLOPS; with the output channels outermost (``channels_outer``) each filter slice stays
-    in cache across all rows. A 1x1 (pointwise) one also takes a register tile of 4 channel
-    vectors by up to 8 pixels, loading each input element once per 4 vectors (14x14 layers
-    fused with their bias and ReLU: 46 -> 54 GFLOPS per core); a 3x3 one keeps one vector
-    (4 vectors ran at 70 where one ran at 92, padded input fused), as large images do
-    (4 vectors by 8 pixels of a 56x56 layer ran at 60% of one)."""
+    in cache across all rows. A 1x1 (pointwise) one may take up to 4 channel vectors per
+    register tile where the register file holds them (``conv_register_tile``; at 7 pixels it
+    does not, and 4 vectors by 8 pixels, 32 accumulators, spilled and ran at 60% of one)."""
     _batch, image, out_channel, filter_loop, _in_channel, _depth = nest.convolution
     taps, pixels = 1, 1
     for d in (*filter_loop, *out_channel):
