@@ -220,7 +220,7 @@ def build_shared_library(
             objects.append(str(obj))
         # -z defs: an undefined symbol fails here, not when the package is loaded.
         # -Bsymbolic: the model binds to its own runtime even where the process already
-        # has MLIR's (a JIT loads libmlir_async_runtime globally).
+        # has the JIT's build of the same runtime loaded globally (runtime/parallel_runtime.py).
         # -l:name, not the path: the dependency is recorded by file name, and found beside
         # model.so through the $ORIGIN run path when the package is loaded.
         linked = ["-Wl,-rpath,$ORIGIN", *(f"-L{lib.parent}" for lib in libraries),

@@ -39,9 +39,11 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     target = Target.parse(target)
     threads = target.num_threads
     if offload:
-        # Backends match linalg.matmul: weights left in their layout, not as panels
-        # (graph/weight_panels.py), so the matmuls stay visible to them.
-        graph_elements = [e for e in graph_elements if e != "tilecraft-pack-weight-panels"]
+        # Backends match linalg.matmul and 1x1 convolutions: weights left in their layout,
+        # not as panels (graph/weight_panels.py) or padded rows (graph/filter_rows.py), so
+        # those ops keep constant operands the backends recognise.
+        graph_elements = [e for e in graph_elements
+                          if e not in ("tilecraft-pack-weight-panels", "tilecraft-pad-filter-rows")]
         at = len(graph_elements) - (graph_elements[-1:] == ["tilecraft-mark-groups"])
         graph_elements.insert(at, offload_element(offload, threads))
     return Pipeline(

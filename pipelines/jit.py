@@ -21,18 +21,17 @@ from ..errors import CompileError
 from ..runtime import kernel_timers
 from ..runtime.checks import REPORT_SYMBOL, TABLE_ATTRIBUTE, check_error, decode_table, report_address, take_jit_failure
 from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
-from ..runtime.libraries import load_process_wide, runtime_library
+from ..runtime import parallel_runtime
+from ..runtime.libraries import runtime_library
 from ..runtime.malloc_policy import keep_freed_memory
 from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
 from .extern import extern_functions
 from .weights import bind_resource_globals
 
-# Runtime libraries the generated code may call into: handed to each JIT...
+# Runtime libraries the generated code may call into, handed to each JIT (the parallel-loop
+# runtime is loaded once per process instead: runtime/parallel_runtime.py).
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
-# ...or loaded once per process (the async runtime for parallel loops, whose per-engine
-# destroy hook would reset the runtime under every other module; see load_process_wide).
-PROCESS_WIDE_LIBRARIES = ("mlir_async_runtime",)
 
 # Why engines outlive their modules for a moment: a worker thread of the async runtime marks
 # a parallel task complete and only then returns through the task's last instructions, which
@@ -102,8 +101,7 @@ class JitFunction:
     def _ensure_engine(self) -> None:
         if self._engine is not None:
             return
-        for name in PROCESS_WIDE_LIBRARIES:
-            load_process_wide(name)
+        parallel_runtime.load()
         if _declares(self.module, kernel_timers.BEGIN):
             kernel_timers.library()  # a profiling variant: its timers, process-wide
         libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]

@@ -10,6 +10,18 @@
  * (mlir/lib/ExecutionEngine/AsyncRuntime.cpp): tokens and values start with two
  * references (the caller's and the producing task's, dropped when emplaced), a group
  * completes when `size` added tokens are ready.
+ *
+ * The JIT uses this file too (built as a shared library, runtime/parallel_runtime.py), in
+ * place of MLIR's libmlir_async_runtime.so, for how it schedules on few cores:
+ * - The thread that waits for a parallel loop works while it waits. async-parallel-for
+ *   makes the calling thread run the loop's first block and then block in
+ *   mlirAsyncRuntimeAwaitAllInGroup; MLIR's runtime adds a pool of one worker per core
+ *   beside it, so N + 1 threads computed on N cores (on 2 cores, 4 equal blocks took 2.5
+ *   block-times instead of 2: three blocks shared two cores, then one ran alone). Here the
+ *   pool has N - 1 workers and a waiting thread runs queued tasks until its group is done.
+ * - Idle threads spin a short while (TILECRAFT_SPIN_US, default 100 microseconds) before
+ *   sleeping: a model's parallel loops follow one another microseconds apart, and a worker
+ *   woken from a condition variable for each of them lost tens of microseconds per loop.
  */
 
 #include <pthread.h>
@@ -18,12 +30,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Hidden: the model.o linked beside this file calls these; nothing outside the package
  * library may bind to them (nor may the library bind to MLIR's own runtime that a JIT in
  * the same process loaded globally). */
+#ifdef TILECRAFT_RUNTIME_EXPORT /* the JIT's build: the engines resolve these from the process */
+#define RUNTIME_API __attribute__((visibility("default")))
+#else
 #define RUNTIME_API __attribute__((visibility("hidden")))
+#endif
 
 typedef void (*CoroResume)(void *);
 
@@ -99,19 +116,78 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
 static Task *queue_head, *queue_tail;
 static pid_t pool_pid; /* the process whose workers exist (0: none started yet) */
-static int64_t pool_size;
+static int64_t pool_threads; /* threads computing parallel loops: the workers and a waiter */
+static int64_t spin_ns = 100 * 1000;
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spin until `ready(arg)` holds or `spin_ns` pass; whether it held. */
+static bool spin_until(bool (*ready)(void *), void *arg) {
+  if (ready(arg)) return true;
+  if (spin_ns <= 0) return false;
+  int64_t deadline = now_ns() + spin_ns;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      cpu_relax();
+      if (ready(arg)) return true;
+    }
+    if (now_ns() >= deadline) return false;
+  }
+}
+
+static bool queue_nonempty(void *unused) {
+  (void)unused;
+  return __atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* The next queued task, or NULL; pool_mu must be held. */
+static Task *pop_locked(void) {
+  Task *task = queue_head;
+  if (task) {
+    __atomic_store_n(&queue_head, task->next, __ATOMIC_RELEASE);
+    if (!task->next) queue_tail = NULL;
+  }
+  return task;
+}
+
+static Task *try_pop(void) {
+  if (!queue_nonempty(NULL)) return NULL;
+  pthread_mutex_lock(&pool_mu);
+  Task *task = pop_locked();
+  pthread_mutex_unlock(&pool_mu);
+  return task;
+}
+
+static void run_task(Task *task) {
+  CoroResume resume = task->resume;
+  void *handle = task->handle;
+  free(task);
+  resume(handle);
+}
 
 static void *worker(void *unused) {
   (void)unused;
   for (;;) {
-    pthread_mutex_lock(&pool_mu);
-    while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
-    Task *task = queue_head;
-    queue_head = task->next;
-    if (!queue_head) queue_tail = NULL;
-    pthread_mutex_unlock(&pool_mu);
-    task->resume(task->handle);
-    free(task);
+    Task *task = spin_until(queue_nonempty, NULL) ? try_pop() : NULL;
+    if (!task) {
+      pthread_mutex_lock(&pool_mu);
+      while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
+      task = pop_locked();
+      pthread_mutex_unlock(&pool_mu);
+    }
+    run_task(task);
   }
   return NULL;
 }
@@ -147,11 +223,17 @@ static void ensure_pool(void) {
   const char *env = getenv("TILECRAFT_NUM_THREADS");
   if (env && atol(env) > 0) threads = atol(env);
   if (threads < 1) threads = 1;
-  pool_size = threads;
+  pool_threads = threads;
+  const char *spin = getenv("TILECRAFT_SPIN_US");
+  if (spin && *spin) spin_ns = atol(spin) > 0 ? atol(spin) * 1000 : 0;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  for (long i = 0; i < threads; ++i) {
+  /* One thread fewer than the loop's threads: the thread that awaits the loop is the last
+   * (wait_ready runs queued tasks). At least one, so that tasks whose continuation nobody
+   * awaits with a blocking call still run. */
+  long workers = threads > 1 ? threads - 1 : 1;
+  for (long i = 0; i < workers; ++i) {
     pthread_t thread;
     if (pthread_create(&thread, &attr, worker, NULL) != 0) die("cannot start a worker thread");
   }
@@ -176,7 +258,7 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
 
 RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
   ensure_pool();
-  return pool_size;
+  return pool_threads;
 }
 
 /* ---- tokens, values, groups ---------------------------------------------------------- */
@@ -219,7 +301,7 @@ static void push_awaiter(Object *object, void (*fn)(void *, void *), void *arg1,
 static void set_state(Object *object, int state) {
   pthread_mutex_lock(&object->mu);
   if (object->state != UNAVAILABLE) die("token or value completed twice");
-  object->state = state;
+  __atomic_store_n(&object->state, state, __ATOMIC_RELEASE); /* read by object_ready */
   Awaiter *awaiters = object->awaiters;
   object->awaiters = NULL;
   pthread_cond_broadcast(&object->cv);
@@ -259,7 +341,9 @@ static void group_token_ready(void *group_ptr, void *token_ptr) {
   if (error) group->errors += 1;
   if (group->pending <= 0) die("more tokens added to a group than its size");
   Awaiter *awaiters = NULL;
-  if (--group->pending == 0) {
+  int64_t pending = group->pending - 1;
+  __atomic_store_n(&group->pending, pending, __ATOMIC_RELEASE); /* read by object_ready */
+  if (pending == 0) {
     awaiters = group->awaiters;
     group->awaiters = NULL;
     pthread_cond_broadcast(&group->cv);
@@ -287,14 +371,31 @@ RUNTIME_API int64_t mlirAsyncRuntimeAddTokenToGroup(void *token_ptr, void *group
   return rank;
 }
 
+static bool object_ready(void *ptr) {
+  Object *object = ptr;
+  if (object->kind == KIND_GROUP) return __atomic_load_n(&object->pending, __ATOMIC_ACQUIRE) == 0;
+  return __atomic_load_n(&object->state, __ATOMIC_ACQUIRE) != UNAVAILABLE;
+}
+
+static bool ready_or_work(void *ptr) { return object_ready(ptr) || queue_nonempty(NULL); }
+
+/* Block until `object` is ready, running queued tasks meanwhile (the tasks it waits for are
+ * usually among them): the waiting thread is one of the loop's threads, see the top. */
 static void wait_ready(Object *object) {
-  pthread_mutex_lock(&object->mu);
-  if (object->kind == KIND_GROUP) {
-    while (object->pending != 0) pthread_cond_wait(&object->cv, &object->mu);
-  } else {
-    while (object->state == UNAVAILABLE) pthread_cond_wait(&object->cv, &object->mu);
+  ensure_pool();
+  for (;;) {
+    if (object_ready(object)) break;
+    Task *task = try_pop();
+    if (task) {
+      run_task(task);
+      continue;
+    }
+    if (spin_until(ready_or_work, object)) continue;
+    pthread_mutex_lock(&object->mu);
+    while (!object_ready(object)) pthread_cond_wait(&object->cv, &object->mu);
+    pthread_mutex_unlock(&object->mu);
+    break;
   }
-  pthread_mutex_unlock(&object->mu);
 }
 
 RUNTIME_API void mlirAsyncRuntimeAwaitToken(void *token) { wait_ready(token); }

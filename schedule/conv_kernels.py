@@ -1,16 +1,17 @@
 """Epilogues of convolutions applied to the accumulator tile (the conv's register tile).
 
-The default plan (``plan.py`` ``_plan_convolution``) tiles a non-depthwise NHWC convolution
-down to a register tile (output pixels x a vector of output channels); ``decompose`` and
+The default plan (``plan.py`` ``_plan_convolution``, ``conv_register_tile``) tiles a
+non-depthwise NHWC convolution down to a register tile (output pixels x two vectors of output
+channels where the register file holds them); ``decompose`` and
 ``vectorize`` turn it into outer-product FMAs with one operand broadcast, and ``@cleanup``
 (script.py) keeps the accumulators in vector registers over kh x kw x input channels.
 This module makes the ops after the conv in its fusion group (bias, folded batch norm,
 residual add, ReLU) run on those accumulators before their one store: see below.
 
-A register-file-sized tile (up to 14 pixels x 2 channel vectors, 28 accumulators) was tried
-here and measured: it removed the spills of the filter-heavy 1x1 tile in the assembly, but
-ran 5-10% slower on the whole ResNet-50 in per-process comparisons (docs/performance.md,
-"Convolution micro-kernels"), so the plan's tile is unchanged.
+A 14-pixel x 2-vector tile (28 accumulators) measured 5-10% slower on the whole ResNet-50
+under load (docs/performance.md, "Convolution micro-kernels"); the 7-8 pixel x 2-vector tile
+of ``conv_register_tile`` (14-16 accumulators, no spill) measured 15-20% faster than one
+vector on a quiet machine (docs/performance.md, "Round 3").
 """
 
 from __future__ import annotations

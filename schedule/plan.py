@@ -59,8 +59,54 @@ _MATMUL_PANEL_L2_FRACTION = 2
 _L1_WAY_BYTES = 4096
 # Elementwise register tile: at most this many vectors per innermost tile.
 _ELEMENTWISE_VECTORS = 4
-# Output-channel vectors in the register tile of a filter-heavy convolution (filter_heavy).
-_HEAVY_CONV_VECTORS = 4
+# Output-channel vectors in the register tile of a convolution with output channels, at
+# most: 2 for every such convolution, 4 for a filter-heavy 1x1 (filter_heavy), as far as the
+# register file holds them (conv_register_tile).
+_CONV_VECTORS, _HEAVY_CONV_VECTORS = 2, 4
+# Output pixels (along the row) in a convolution's register tile, at most.
+_CONV_REGISTER_PIXELS = 8
+# Input channels per step of a convolution's reduction, at most.
+_CONV_INPUT_STEP = 8
+
+
+def vector_registers(vector_bits: int) -> int:
+    """Vector registers the register tiles may fill: 32 with AVX-512 (zmm0-31), else 16 (the
+    x86 AVX2/SSE file; AArch64's 32 NEON registers are counted as 16, which only makes its
+    tiles smaller than they could be)."""
+    return 32 if vector_bits >= 512 else 16
+
+
+def conv_register_tile(width: int, out_channels: int, in_channels: int | None, lanes: int,
+                       registers: int, heavy_pointwise: bool) -> tuple[int, int, int | None]:
+    """(pixels, output channels, input-channel step) of a convolution's register tile.
+
+    The tile's FMAs each take a filter vector and a broadcast input pixel: per input channel
+    it loads ``vectors`` filter vectors and broadcasts ``pixels`` inputs for ``pixels x
+    vectors`` FMAs. With one vector (7 pixels x 16 channels) that is 8 loads per 7 FMAs: the
+    two load ports, not the two FMA units, set the pace (the hot loop checked in assembly:
+    64 loads per 56 FMAs), and 7 accumulators do not cover 2 units x 4 cycles of FMA latency.
+    Two vectors halve the loads per FMA and hold 14-16 accumulators. The tile must fit the
+    register file with the filter vectors of one reduction step (LLVM loads a step's filter
+    vectors ahead of its FMAs) and the broadcast: a 7 x 4-vector tile (28 accumulators) spilled
+    159 times per hot loop; the input-channel step shrinks first, then the vectors.
+    """
+    pixels = largest_divisor(width, _CONV_REGISTER_PIXELS)
+    step = largest_divisor(in_channels, _CONV_INPUT_STEP) if in_channels else None
+    # Powers of two: 3-vector (48-channel) tiles of MobileNetV2's 576-channel 1x1 layers ran
+    # 2x slower than 1-vector ones (docs/performance.md, MobileNetV2).
+    for vectors in (4, 2, 1):
+        if vectors > (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS):
+            continue
+        if out_channels % (vectors * lanes) or pixels * vectors + vectors + 1 > registers:
+            continue
+        if step is not None:
+            while step > 1 and pixels * vectors + step * vectors + 1 > registers:
+                step = largest_divisor(in_channels, step - 1)
+        return pixels, vectors * lanes, step
+    # No whole vector of channels: narrower vectors (24 channels: 8-lane ones, not 12-lane
+    # ones, whose odd width LLVM lowers to masked or split operations).
+    part = min(lanes, out_channels & -out_channels)
+    return pixels, vector_tile(out_channels, part, lanes // part), step
 
 
 @dataclass(frozen=True)
@@ -263,7 +309,7 @@ def conv_channel_dim(nest: LoopNest) -> int | None:
     return last
 
 
-def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
+def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registers: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
     channel = conv_channel_dim(nest)
     batch = tuple(d for d in batch if d != channel)
@@ -273,12 +319,20 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
     for d in nest.parallel_dims:
         register[d] = 1
     interchange = None
+    input_step = None
     if out_channel:
         oc = out_channel[-1]
         heavy = filter_heavy(nest)
-        pointwise = all(nest.ranges[d] == 1 for d in filter_loop)
-        register[oc] = (vector_tile(nest.ranges[oc], lanes, _HEAVY_CONV_VECTORS) if heavy and pointwise
-                        else largest_divisor(nest.ranges[oc], lanes))
+        if image and nest.output_dims and nest.output_dims[-1] == oc:
+            # NHWC: the vectors run along the output channels (an NCHW conv, below
+            # opt_level 3, keeps one vector's worth of channels).
+            pointwise = all(nest.ranges[d] == 1 for d in filter_loop)
+            pixels, register[oc], input_step = conv_register_tile(
+                nest.ranges[image[-1]], nest.ranges[oc], nest.ranges[in_channel[-1]] if in_channel else None,
+                lanes, registers, heavy and pointwise)
+            register[image[-1]] = pixels
+        else:
+            register[oc] = largest_divisor(nest.ranges[oc], lanes)
         if heavy:
             interchange = channels_outer(nest)
     elif channel is not None:
@@ -290,12 +344,12 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpS
         # multiple of the lanes (24 channels: 8-lane vectors, not 12-lane ones).
         part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
         register[channel] = vector_tile(nest.ranges[channel], part, lanes // part)
-    if image:
-        register[image[-1]] = largest_divisor(nest.ranges[image[-1]], 8)
+    if image and register[image[-1]] == 1:
+        register[image[-1]] = largest_divisor(nest.ranges[image[-1]], _CONV_REGISTER_PIXELS)
     for d in nest.reduction_dims:
         reduction[d] = 1
     if in_channel:
-        reduction[in_channel[-1]] = largest_divisor(nest.ranges[in_channel[-1]], 8)
+        reduction[in_channel[-1]] = input_step or largest_divisor(nest.ranges[in_channel[-1]], _CONV_INPUT_STEP)
     thread = [0] * n_loops
     for d in batch:
         thread[d] = 1
@@ -361,11 +415,9 @@ def filter_heavy(nest: LoopNest) -> bool:
     output channels than output pixels (ResNet's 14x14 and 7x7 layers). Such a layer streamed
     its whole filter (up to 9 MB at 7x7x512) from memory once per output row, at 25-45
     GFLOPS; with the output channels outermost (``channels_outer``) each filter slice stays
-    in cache across all rows. A 1x1 (pointwise) one also takes a register tile of 4 channel
-    vectors by up to 8 pixels, loading each input element once per 4 vectors (14x14 layers
-    fused with their bias and ReLU: 46 -> 54 GFLOPS per core); a 3x3 one keeps one vector
-    (4 vectors ran at 70 where one ran at 92, padded input fused), as large images do
-    (4 vectors by 8 pixels of a 56x56 layer ran at 60% of one)."""
+    in cache across all rows. A 1x1 (pointwise) one may take up to 4 channel vectors per
+    register tile where the register file holds them (``conv_register_tile``; at 7 pixels it
+    does not, and 4 vectors by 8 pixels, 32 accumulators, spilled and ran at 60% of one)."""
     _batch, image, out_channel, filter_loop, _in_channel, _depth = nest.convolution
     taps, pixels = 1, 1
     for d in (*filter_loop, *out_channel):
@@ -464,7 +516,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
     if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
         plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
     elif nest.convolution and nest.op_name in DECOMPOSABLE:
-        plan = _plan_convolution(nest, tag, lanes, num_threads)
+        plan = _plan_convolution(nest, tag, lanes, num_threads, vector_registers(vector_bits))
         if not nest.op_name.startswith("linalg.pooling"):
             min_work = _MIN_PARALLEL_CONV_WORK
     else:

@@ -48,6 +48,9 @@ _FOLDABLE = frozenset({
     "tensor.empty", "tensor.expand_shape", "tensor.collapse_shape", "tensor.pad",
     "tensor.extract_slice", "tensor.insert_slice", "tensor.concat", "tensor.cast",
 })
+# A slice that stays a view of its constant (graph/filter_rows.py: a filter read from a
+# copy with padded rows); folded, it would be a dense constant again.
+STRIDED_VIEW_ATTR = "tilecraft.strided_view"
 # Leaves not worth folding: they make a constant larger than what they read.
 _NOT_LEAVES = frozenset({"tensor.empty", "linalg.fill", "linalg.broadcast"})
 # Anchor op -> (filter operand's output-channel dim, result's channel dim).
@@ -78,7 +81,8 @@ class ConstantAnalysis:
             if current in self._known:
                 stack.pop()
                 continue
-            if current.name == "arith.constant" or not (current.name in _FOLDABLE or is_structured(current)):
+            if current.name == "arith.constant" or not (current.name in _FOLDABLE or is_structured(current)) \
+                    or STRIDED_VIEW_ATTR in current.attributes:
                 self._known[current] = current.name == "arith.constant"
                 stack.pop()
                 continue

@@ -52,6 +52,8 @@ def _conv_model(cin: int, cout: int, kernel: int, stride: int, pad: int, size: i
     (64, 128, 1, 1, 0, 7, True),    # filter-heavy 1x1 with the residual add (7x7 stage)
     (128, 256, 1, 2, 0, 14, False),  # strided 1x1 projection shortcut
     (3, 64, 7, 2, 3, 56, False),    # the 7x7 stem
+    (16, 24, 1, 1, 0, 28, True),    # 24 output channels: 8-lane vectors (MobileNetV2's project)
+    (24, 144, 1, 1, 0, 28, False),  # 144 = 9 x 16 channels: one vector per tile
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_micro_kernel_matches_onnxruntime(cin, cout, kernel, stride, pad, size, residual,
@@ -67,3 +69,25 @@ def test_micro_kernel_matches_onnxruntime(cin, cout, kernel, stride, pad, size, 
     expected = session.run(None, feeds)[0]
     got = tilecraft.compile(model, opt_level=3)(**feeds)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("width, out_channels, in_channels, lanes, registers, heavy, expected", [
+    (28, 128, 128, 16, 32, False, (7, 32, 8)),   # 7 pixels x 2 vectors, 8 input channels a step
+    (56, 64, 64, 16, 32, False, (8, 32, 4)),     # 16 accumulators: the step shrinks to fit
+    (7, 2048, 512, 16, 32, True, (7, 32, 8)),    # 7 x 4 vectors (33 registers) does not fit
+    (8, 256, 64, 16, 32, True, (8, 32, 4)),      # neither does 8 x 3; powers of two only
+    (28, 144, 24, 16, 32, False, (7, 16, 8)),    # no multiple of 32 channels: one vector
+    (28, 24, 16, 16, 32, False, (7, 8, 8)),      # no whole 16-lane vector: 8-lane vectors
+    (56, 64, 64, 8, 16, False, (8, 8, 4)),       # AVX2: 16 registers, 8 + 4 + 1 <= 16
+    (14, 64, 3, 16, 32, False, (7, 32, 3)),      # the stem's 3 input channels
+])
+def test_register_tile_fits_the_register_file(width, out_channels, in_channels, lanes, registers,
+                                              heavy, expected):
+    """The tile's accumulators, one reduction step's filter vectors and the broadcast fit the
+    vector registers (no spill in the hot loop), with as many vectors as allowed."""
+    from tilecraft.schedule.plan import conv_register_tile
+
+    pixels, channels, step = conv_register_tile(width, out_channels, in_channels, lanes, registers, heavy)
+    assert (pixels, channels, step) == expected
+    vectors = -(-channels // lanes)
+    assert pixels * vectors + step * vectors + 1 <= registers

@@ -1,6 +1,7 @@
 // A convolution's fusion group (conv -> bias -> residual add -> ReLU) under the default
 // schedule: inside each task the group's root is tiled by the conv's register tile and the
 // epilogue, the conv and its zero fill are fused into that loop (schedule/conv_kernels.py).
+// The register tile is 7 pixels x 2 vectors of 16 channels (plan.py conv_register_tile).
 // The accumulators start from a zero constant (no fill stored and reloaded), are carried
 // through the kh, kw and input-channel loops as vectors, get the bias, the residual and the
 // ReLU in registers, and are written once.
@@ -8,29 +9,29 @@
 // RUN: tilecraft-opt %s --tilecraft-lower-cpu="num-threads=2" | FileCheck %s --check-prefix=LLVM
 
 // CHECK-LABEL: func.func @block
-// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<1x7x16xf32>
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<1x7x32xf32>
 // CHECK: scf.forall
 // CHECK: tensor.pad
-// CHECK: scf.for {{.*}} step %c16
-// CHECK: %[[BIAS:.*]] = vector.broadcast {{.*}} : vector<16xf32> to vector<7x16xf32>
+// CHECK: scf.for {{.*}} step %c32
+// CHECK: %[[BIAS:.*]] = vector.broadcast {{.*}} : vector<32xf32> to vector<7x32xf32>
 // CHECK: scf.for
 // CHECK: scf.for {{.*}} step %c7
-// CHECK: %[[ACC:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (vector<1x7x16xf32>)
-// CHECK: scf.for {{.*}} -> (vector<1x7x16xf32>)
-// CHECK: scf.for {{.*}} -> (vector<1x7x16xf32>)
-// CHECK: vector.contract {{.*}} into vector<7x16xf32>
-// CHECK: %[[TILE:.*]] = vector.extract %[[ACC]][0] : vector<7x16xf32> from vector<1x7x16xf32>
+// CHECK: %[[ACC:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (vector<1x7x32xf32>)
+// CHECK: scf.for {{.*}} -> (vector<1x7x32xf32>)
+// CHECK: scf.for {{.*}} -> (vector<1x7x32xf32>)
+// CHECK: vector.contract {{.*}} into vector<7x32xf32>
+// CHECK: %[[TILE:.*]] = vector.extract %[[ACC]][0] : vector<7x32xf32> from vector<1x7x32xf32>
 // CHECK-NOT: vector.transfer_write
-// CHECK: %[[RES:.*]] = vector.transfer_read %arg3{{.*}} vector<7x16xf32>
-// CHECK: %[[B:.*]] = arith.addf %[[TILE]], %[[BIAS]] : vector<7x16xf32>
-// CHECK: %[[R:.*]] = arith.addf %[[B]], %[[RES]] : vector<7x16xf32>
-// CHECK: %[[Y:.*]] = arith.maximumf %[[R]], %{{.*}} : vector<7x16xf32>
+// CHECK: %[[RES:.*]] = vector.transfer_read %arg3{{.*}} vector<7x32xf32>
+// CHECK: %[[B:.*]] = arith.addf %[[TILE]], %[[BIAS]] : vector<7x32xf32>
+// CHECK: %[[R:.*]] = arith.addf %[[B]], %[[RES]] : vector<7x32xf32>
+// CHECK: %[[Y:.*]] = arith.maximumf %[[R]], %{{.*}} : vector<7x32xf32>
 // CHECK: vector.transfer_write %[[Y]]
 // CHECK-NOT: linalg.conv_2d
 // CHECK-NOT: linalg.generic
 // LLVM-LABEL: llvm.func @block
 // LLVM-NOT: memrefCopy
-// LLVM: llvm.intr.fmuladd{{.*}}vector<16xf32>
+// LLVM: llvm.intr.fmuladd{{.*}}vector<32xf32>
 func.func @block(%x: tensor<1x14x14x64xf32>, %w: tensor<3x3x64x64xf32>, %b: tensor<64xf32>, %r: tensor<1x14x14x64xf32>) -> tensor<1x14x14x64xf32> {
   %zero = arith.constant 0.0 : f32
   %padded = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {

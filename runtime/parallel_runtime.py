@@ -1,0 +1,36 @@
+"""The runtime of parallel loops in JIT-compiled code: runtime/async_runtime.c, built once and
+loaded process-wide.
+
+Code lowered with ``async-parallel-for`` calls the ``mlirAsyncRuntime*`` functions. Why this
+library and not MLIR's ``libmlir_async_runtime.so``:
+
+- scheduling on few cores: MLIR's runtime runs a pool of one worker per core beside the
+  thread that awaits each loop, so N + 1 threads computed on N cores; ours keeps N (the
+  waiting thread runs queued blocks) and lets idle threads spin briefly between the loops
+  of a model instead of sleeping (async_runtime.c's header says what each saved);
+- one runtime for the JIT and for packages (compiler/package.py links the same file into
+  ``model.so``), so a model runs alike both ways;
+- lifetime: every engine given MLIR's library in ``shared_libs`` ran its destroy hook,
+  which reset that runtime's process-wide instance and made the next parallel call of any
+  other module dereference null. This library has no such hook; loaded once with
+  ``RTLD_GLOBAL``, every engine resolves the symbols from the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+
+from .native import build_shared_library
+
+SOURCE = Path(__file__).with_name("async_runtime.c")
+
+
+@cache
+def load() -> ctypes.CDLL:
+    """Build (once per content) and load the runtime, its symbols visible to every JIT."""
+    path = build_shared_library("libtilecraft_async_runtime.so", [SOURCE],
+                                ["-pthread", "-DTILECRAFT_RUNTIME_EXPORT"],
+                                what="the parallel-loop runtime")
+    return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
