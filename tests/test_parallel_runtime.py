@@ -11,18 +11,12 @@ import textwrap
 
 import pytest
 
+import mlir_text as mt
+
 PROBE = textwrap.dedent("""
-    import json, os, numpy as np, tilecraft
+    import json, os, sys, numpy as np, tilecraft
     from tilecraft.runtime import parallel_runtime
-    text = '''
-    func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
-      %zero = arith.constant 0.0 : f32
-      %init = tensor.empty() : tensor<96x80xf32>
-      %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
-      %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>) outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
-      return %c : tensor<96x80xf32>
-    }
-    '''
+    text = open(sys.argv[1]).read()
     threads = int(os.environ["TILECRAFT_NUM_THREADS"])
     m = tilecraft.compile(text, target=tilecraft.Target(num_threads=threads))
     rng = np.random.default_rng(0)
@@ -35,25 +29,27 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def _probe(threads: int, spin_us: str | None = None) -> dict:
+def _probe(tmp_path, threads: int, spin_us: str | None = None) -> dict:
+    source = tmp_path / "mm.mlir"
+    source.write_text(mt.matmul(96, 80, 128))
     env = {**os.environ, "TILECRAFT_NUM_THREADS": str(threads)}
     if spin_us is not None:
         env["TILECRAFT_SPIN_US"] = spin_us
-    result = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", PROBE, str(source)], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_a_loop_on_n_threads_starts_n_minus_one_workers(threads):
+def test_a_loop_on_n_threads_starts_n_minus_one_workers(tmp_path, threads):
     """The awaiting thread is the N-th: MLIR's runtime started N workers beside it."""
-    probe = _probe(threads)
+    probe = _probe(tmp_path, threads)
     assert probe["ok"]
     assert probe["new_threads"] == threads - 1
     assert "libtilecraft_async_runtime" in probe["library"]
 
 
 @pytest.mark.parametrize("spin_us", ["0", "5000"])
-def test_results_do_not_depend_on_spinning(spin_us):
-    probe = _probe(2, spin_us)
+def test_results_do_not_depend_on_spinning(tmp_path, spin_us):
+    probe = _probe(tmp_path, 2, spin_us)
     assert probe["ok"]
