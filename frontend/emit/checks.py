@@ -67,6 +67,21 @@ def check_extent(extent: "int | ir.Value", bound: "int | ir.Value", message: str
     emit_check(arith.cmpi(predicate, value, limit), value, limit, "shape", message)
 
 
+def check_broadcast(target: "int | ir.Value", extent: "int | ir.Value", message: str) -> None:
+    """``target`` must equal ``extent`` or be 1 (ONNX's bidirectional broadcast, where the
+    result keeps ``extent``), either known only at run time: a ``shape`` check like
+    :func:`check_extent`'s. ``message`` names ``{value}`` (the target) and ``{bound}``. A
+    static pair is decided here: a violation is a ``ValueError`` (an import error)."""
+    if isinstance(target, int) and (target == 1 or (isinstance(extent, int) and target == extent)):
+        return
+    if isinstance(target, int) and isinstance(extent, int):
+        raise ValueError(message.format(value=target, bound=extent))
+    value, limit = as_index(target), as_index(extent)
+    equal = arith.cmpi(arith.CmpIPredicate.eq, value, limit)
+    one = arith.cmpi(arith.CmpIPredicate.eq, value, core.index(1))
+    emit_check(arith.ori(equal, one), value, limit, "shape", message)
+
+
 def _extreme(indices: ir.Value, axes: list[int], kind: str) -> ir.Value:
     """The min or max of ``indices`` over ``axes`` (the last dim kept when not reduced): a
     reduction ``linalg.generic`` from a filled init, as emit/reduction.py makes them (which

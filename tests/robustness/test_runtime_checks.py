@@ -197,6 +197,97 @@ def test_static_scatter_extents_that_disagree_are_import_errors():
         tilecraft.compile(model)
 
 
+def _expand_model(x_shape, shape_length=1, constant_shape=None):
+    """Expand of ``x`` to a shape that is an input (or, with ``constant_shape``, an initializer)."""
+    rank = max(len(x_shape), shape_length)
+    model = _model([helper.make_node("Expand", ["x", "shape"], ["y"], name="e")],
+                   [_info("x", T.FLOAT, x_shape), _info("shape", T.INT64, [shape_length])],
+                   [_info("y", T.FLOAT, [f"d{i}" for i in range(rank)])])
+    if constant_shape is not None:
+        model.graph.initializer.append(helper.make_tensor("shape", T.INT64, [len(constant_shape)], constant_shape))
+        del model.graph.input[1]
+    model.ir_version = 8  # one onnxruntime reads
+    return model
+
+
+# (x's declared shape, x's actual shape, the run-time target shape). onnxruntime raises
+# where the target does not broadcast with x (sizes equal, or one of them 1); tilecraft
+# returned x unchanged there (issue 17). An input dim known only at run time is not
+# broadcast: 1 expanded to 4 there is refused too, where onnxruntime gives 4 rows.
+EXPAND_CASES = [
+    ([6], (6,), [4]), ([6], (6,), [12]), ([6], (6,), [6]), ([6], (6,), [1]),
+    (["n"], (6,), [4]), (["n"], (6,), [6]), (["n"], (6,), [1]),
+    ([2, 1], (2, 1), [2, 3]), ([2, 1], (2, 1), [3, 3]), ([2, 1], (2, 1), [1, 5]), ([2, 1], (2, 1), [2, 0]),
+    ([3], (3,), [2, 3]), ([3], (3,), [2, 1]), ([3], (3,), [2, 2]), ([2, 3], (2, 3), [3]),
+]
+
+
+@pytest.mark.parametrize("declared, actual, target", EXPAND_CASES)
+def test_expand_to_a_run_time_shape_that_does_not_broadcast_raises_like_onnxruntime(declared, actual, target):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    model = _expand_model(declared, len(target))
+    x = np.arange(np.prod(actual), dtype=np.float32).reshape(actual)
+    shape = np.array(target, np.int64)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    compiled = tilecraft.compile(model)
+    try:
+        (expected,) = session.run(None, {"x": x, "shape": shape})
+    except Exception:  # noqa: BLE001  (onnxruntime: "invalid expand shape")
+        with pytest.raises(ShapeMismatchError, match=r"Expand node 'e': the shape has \d+ along axis \d+"):
+            compiled(x, shape)
+        return
+    got = compiled(x, shape)
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_expand_of_a_run_time_input_dim_to_a_constant_shape_is_checked():
+    compiled = tilecraft.compile(_expand_model(["n"], constant_shape=[4]))
+    np.testing.assert_array_equal(compiled(np.arange(4, dtype=np.float32)), np.arange(4, dtype=np.float32))
+    with pytest.raises(ShapeMismatchError, match="Expand node 'e': the shape has 4 along axis 0 where the input has 6"):
+        compiled(np.arange(6, dtype=np.float32))
+
+
+@pytest.mark.parametrize("declared, target, message", [
+    ([6], [4], "has 4 along axis 0, which does not broadcast with the input's 6"),
+    ([6], [12], "has 12 along axis 0"),
+    ([2, 3], [3, 3], "has 3 along axis 0, which does not broadcast with the input's 2"),
+    ([3], [2, 2], "has 2 along axis 1, which does not broadcast with the input's 3"),
+])
+def test_expand_to_a_constant_shape_that_does_not_broadcast_is_an_import_error(declared, target, message):
+    with pytest.raises(tilecraft.errors.ModelImportError, match=rf"node 'e' \(Expand, opset 17\): the shape {message}"):
+        tilecraft.compile(_expand_model(declared, constant_shape=target))
+
+
+EXPAND_FRESH_PROCESS = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tilecraft.runtime as rt
+    p = rt.load(sys.argv[1])
+    x = np.arange(6, dtype=np.float32)
+    for target in ([6], [1], [4], [12]):
+        try:
+            print(p(x, np.array(target, np.int64)).tolist())
+        except Exception as error:
+            print(type(error).__name__, error)
+""")
+
+
+def test_expand_package_run_in_a_fresh_process_raises(tmp_path):
+    package = tmp_path / "expand.tar"
+    tilecraft.compile(_expand_model([6]), package_path=package)
+    script = tmp_path / "run.py"
+    script.write_text(EXPAND_FRESH_PROCESS)
+    completed = subprocess.run([sys.executable, str(script), str(package)], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]",
+        "[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]",
+        "ShapeMismatchError Expand node 'e': the shape has 4 along axis 0, which does not broadcast with the input's 6",
+        "ShapeMismatchError Expand node 'e': the shape has 12 along axis 0, which does not broadcast with the input's 6",
+    ]
+
+
 def _range_model(element=T.INT64):
     return _model([helper.make_node("Range", ["a", "b", "d"], ["y"], name="rg")],
                   [_info("a", element, []), _info("b", element, []), _info("d", element, [])],

@@ -23,7 +23,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, tensor
 
-from ...emit import core, extent_math, movement, reshapes
+from ...emit import checks, core, extent_math, movement, reshapes
 from ..model import TensorInfo
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
@@ -430,20 +430,29 @@ def gather_nd(ctx: NodeContext) -> list[ir.Value]:
 
 def _expand_extents(source: list[Extent], target: list[Extent]) -> list[Extent]:
     """numpy broadcasting of the input dims with the target dims. A dynamic input dim is
-    taken to be the result extent (it cannot be broadcast at run time by an affine map)."""
+    taken to be the result extent (it cannot be broadcast at run time by an affine map).
+
+    Where the input dim is not a static 1, the target dim must equal it or be 1: checked
+    here when both are static, else at run time (a target that does not broadcast would
+    otherwise return the input unchanged, where ONNX fails)."""
     rank = max(len(source), len(target))
     source = [1] * (rank - len(source)) + list(source)
     target = [1] * (rank - len(target)) + list(target)
     result = []
-    for s, t in zip(source, target):
-        if not isinstance(s, int):
-            result.append(s)
-        elif s != 1:
-            if isinstance(t, int) and t not in (1, s):
-                raise HandlerError(f"cannot expand extent {s} to {t}")
-            result.append(s)
-        else:
+    for d, (s, t) in enumerate(zip(source, target)):
+        if isinstance(s, int) and s == 1:
             result.append(t)
+            continue
+        if isinstance(s, int):
+            message = f"the shape has {{value}} along axis {d}, which does not broadcast with the input's {{bound}}"
+        else:
+            message = (f"the shape has {{value}} along axis {d} where the input has {{bound}} (an input size"
+                       " known only at run time must equal the shape's, or the shape's be 1)")
+        try:
+            checks.check_broadcast(t, s, message)
+        except ValueError as error:
+            raise HandlerError(str(error)) from None
+        result.append(s)
     return result
 
 
