@@ -453,6 +453,8 @@ def _runtime_models() -> dict[str, Any]:
                        [info("x", T.FLOAT, ["N", "K"]), info("w", T.FLOAT, ["J", 3])], [info("z", T.FLOAT, ["M", 3])],
                        [helper.make_tensor("starts", T.INT64, [1], [1]),
                         helper.make_tensor("ends", T.INT64, [1], [1 << 62])]),
+        "Expand": model([helper.make_node("Expand", ["x", "shape"], ["y"], name="e")],
+                        [info("x", T.FLOAT, [6, 1]), info("shape", T.INT64, [2])], [info("y", T.FLOAT, ["a", "b"])]),
         "ConstantOfShape": model([helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill",
                                                    value=helper.make_tensor("v", T.FLOAT, [1], [1.0])),
                                   helper.make_node("ReduceSum", ["c"], ["z"], name="sum", keepdims=0)],
@@ -494,6 +496,9 @@ def _runtime_inputs(rng: random.Random, name: str) -> list[Any]:
         return [data, np.array(columns, dtype=np.int64), np.ones((n, 2), np.float32)]
     if name == "Reshape":
         return [np.ones(rng.randint(0, 9), np.float32), np.ones((rng.randint(0, 5), 2), np.float32)]
+    if name == "Expand":  # a target size other than 6 or 1 along axis 0 does not broadcast
+        return [np.arange(6, dtype=np.float32).reshape(6, 1),
+                np.array([rng.choice([6, 6, 1, 4, 12, 0]), rng.choice([1, 3, 0])], dtype=np.int64)]
     if name == "Slice":
         return [np.ones((rng.randint(1, 5), rng.randint(1, 4)), np.float32),
                 np.ones((rng.randint(1, 4), 3), np.float32)]
