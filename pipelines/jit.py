@@ -18,10 +18,9 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
-from ..runtime import kernel_timers
+from ..runtime import kernel_timers, parallel_runtime
 from ..runtime.checks import REPORT_SYMBOL, TABLE_ATTRIBUTE, check_error, decode_table, report_address, take_jit_failure
 from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
-from ..runtime import parallel_runtime
 from ..runtime.libraries import runtime_library
 from ..runtime.malloc_policy import keep_freed_memory
 from ..runtime.memref import CallFrame

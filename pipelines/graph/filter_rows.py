@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from mlir import ir
-from mlir.dialects import arith, tensor
 
+from ...frontend.emit import core, movement
 from ..ir_queries import defined_functions, ops_where
 from ..passes import register_pass
 from .constant_folding import STRIDED_VIEW_ATTR, ConstantAnalysis
@@ -52,20 +52,11 @@ def pad_filter_rows(op: ir.Operation) -> None:
     """Give ``op`` its filter as a slice of the filter padded by ``_ROW_PADDING`` channels."""
     weights = op.operands[1]
     shape = list(ir.RankedTensorType(weights.type).shape)
-    element = ir.RankedTensorType(weights.type).element_type
-    location = op.location
-    with ir.InsertionPoint(op), location:
-        padded_type = ir.RankedTensorType.get([*shape[:3], shape[3] + _ROW_PADDING], element)
-        zero = arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0), loc=location).result
-        index = ir.IndexType.get()
-        pad = tensor.PadOp(padded_type, weights, [], [], [0, 0, 0, 0], [0, 0, 0, _ROW_PADDING], loc=location)
-        body = pad.region.blocks.append(*([index] * 4), arg_locs=[location] * 4)
-        with ir.InsertionPoint(body):
-            tensor.YieldOp(zero, loc=location)
-        view = tensor.ExtractSliceOp(weights.type, pad.result, [], [], [], [0, 0, 0, 0], shape, [1, 1, 1, 1],
-                                     loc=location)
-        view.operation.attributes[STRIDED_VIEW_ATTR] = ir.UnitAttr.get()
-    op.operands[1] = view.result
+    with ir.InsertionPoint(op), op.location:
+        padded = core.pad_constant(weights, [0, 0, 0, 0], [0, 0, 0, _ROW_PADDING], 0.0)
+        view = movement.extract_slice(padded, [0, 0, 0, 0], shape)
+        view.owner.attributes[STRIDED_VIEW_ATTR] = ir.UnitAttr.get()
+    op.operands[1] = view
 
 
 @register_pass(
