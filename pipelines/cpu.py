@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import TuningError
+from . import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
 from .graph import graph_pass_elements
 from .offload import offload_element
 from .passes import positive_int_option, register_pipeline
@@ -40,10 +41,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     threads = target.num_threads
     if offload:
         # Backends match linalg.matmul and 1x1 convolutions: weights left in their layout,
-        # not as panels (graph/weight_panels.py) or padded rows (graph/filter_rows.py), so
-        # those ops keep constant operands the backends recognise.
-        graph_elements = [e for e in graph_elements
-                          if e not in ("tilecraft-pack-weight-panels", "tilecraft-pad-filter-rows")]
+        # not as panels (graph/weight_panels.py), so those ops keep constant operands the
+        # backends recognise.
+        graph_elements = [e for e in graph_elements if e != "tilecraft-pack-weight-panels"]
         at = len(graph_elements) - (graph_elements[-1:] == ["tilecraft-mark-groups"])
         graph_elements.insert(at, offload_element(offload, threads))
     return Pipeline(
@@ -57,8 +57,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())
                    + f"{' fuse-groups=1' if opt_level >= 3 else ''}}}",
-                   "canonicalize", "cse"),
-                  "default schedule: thread tiles, register tiles, vectorization"),
+                   "canonicalize", "cse", "tilecraft-block-constant-reads"),
+                  "default schedule: thread tiles, register tiles, vectorization; constant "
+                  "operands read in vector-wide blocks stored block-major"),
             *lowering_stages(target),
         )
     )

@@ -28,7 +28,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 
 from __future__ import annotations
 
-from . import combine, constant_folding, filter_rows, fusion, layout, operand_layout, weight_panels  # noqa: F401  (their decorators register passes)
+from . import combine, constant_folding, fusion, layout, operand_layout, weight_panels  # noqa: F401  (their decorators register passes)
 
 OPT_LEVELS = (0, 1, 2, 3)
 
@@ -55,7 +55,4 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["tilecraft-pack-weight-panels"]
     if opt_level >= 2:
         elements += ["tilecraft-fold-constants", "canonicalize", "cse"]
-    if opt_level >= 3:
-        # After folding (batch norms are in the filters); the folder evaluates the pads.
-        elements += ["tilecraft-pad-filter-rows", "tilecraft-fold-constants", "canonicalize"]
     return elements

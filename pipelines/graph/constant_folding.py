@@ -48,9 +48,6 @@ _FOLDABLE = frozenset({
     "tensor.empty", "tensor.expand_shape", "tensor.collapse_shape", "tensor.pad",
     "tensor.extract_slice", "tensor.insert_slice", "tensor.concat", "tensor.cast",
 })
-# A slice that stays a view of its constant (graph/filter_rows.py: a filter read from a
-# copy with padded rows); folded, it would be a dense constant again.
-STRIDED_VIEW_ATTR = "tilecraft.strided_view"
 # Leaves not worth folding: they make a constant larger than what they read.
 _NOT_LEAVES = frozenset({"tensor.empty", "linalg.fill", "linalg.broadcast"})
 # Anchor op -> (filter operand's output-channel dim, result's channel dim).
@@ -81,8 +78,7 @@ class ConstantAnalysis:
             if current in self._known:
                 stack.pop()
                 continue
-            if current.name == "arith.constant" or not (current.name in _FOLDABLE or is_structured(current)) \
-                    or STRIDED_VIEW_ATTR in current.attributes:
+            if current.name == "arith.constant" or not (current.name in _FOLDABLE or is_structured(current)):
                 self._known[current] = current.name == "arith.constant"
                 stack.pop()
                 continue
@@ -319,7 +315,7 @@ def _is_resource_constant(op: ir.Operation) -> bool:
     return op.name == "arith.constant" and str(op.attributes["value"]).startswith("dense_resource<")
 
 
-def _resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
+def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
     """The values of ``dense_resource`` constants: the arrays tilecraft made them from
     (frontend/resources.py), else read from the printed resource section.
 
@@ -466,7 +462,7 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
            for op in weights):
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
     # Read once for all slices: reading unknown ones prints the whole resource section.
-    weight_arrays = dict(zip((op.results[0] for op in weights), _resource_arrays(weights))) if weights else {}
+    weight_arrays = dict(zip((op.results[0] for op in weights), resource_arrays(weights))) if weights else {}
     chunks = [leaves[start:start + _LEAVES_PER_FUNCTION] for start in range(0, len(leaves), _LEAVES_PER_FUNCTION)]
     arrays = _evaluate([(_backward_slice(needed, chunk), chunk) for chunk in chunks], function.context, weight_arrays)
     for index, (value, array) in enumerate(zip(leaves, arrays)):
