@@ -33,7 +33,7 @@ for onnxruntime, creating the session), the
 peak resident memory of the compile above what the process held before (``/proc/self/statm``
 sampled every 5 ms), median latency of tilecraft, onnxruntime and PyTorch with their calls
 alternating (one of each per round, so a load change on the shared machine hits all
-three), the ratio tilecraft / onnxruntime (below 1: tilecraft is faster), and tilecraft's
+three; each runner's timed calls follow one untimed call of its own, see ``alternating``), the ratio tilecraft / onnxruntime (below 1: tilecraft is faster), and tilecraft's
 outputs checked against onnxruntime's (rtol 1e-3, atol 1e-3 of the output's largest
 magnitude, as benchmarks/onnx_models.py does).
 
@@ -304,7 +304,15 @@ class PeakRss:
 
 def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02) -> dict[str, float]:
     """Median seconds per call of each runner, calls alternating round by round. A round
-    runs each runner ``n`` times (``n`` from a warm-up, so a sample lasts ``min_sample_s``)."""
+    runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a sample
+    lasts ``min_sample_s``).
+
+    Why the untimed call: the runner before it may leave threads busy. onnxruntime's pool
+    threads spin-wait after a run returns, and ran on through the next runner's call: a
+    ResNet-50 call of tilecraft (51 ms alone) took 80 ms right after an onnxruntime call, 60
+    ms with onnxruntime's spinning turned off (caches the other runtime refilled), 54 ms
+    after one untimed call of its own (Xeon, 2 threads each, one process). Rounds still
+    alternate, so machine drift hits every runner alike."""
     counts = {}
     for name, run in runners.items():
         run()
@@ -316,6 +324,7 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
     for _ in range(repeat):
         for name, run in runners.items():
             n = counts[name]
+            run()
             start = CLOCK()
             for _ in range(n):
                 run()
