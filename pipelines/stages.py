@@ -24,6 +24,7 @@ from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .pipeline import Stage
+from .pad_borders import FILL_PAD_BORDERS
 from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
 from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
@@ -153,10 +154,10 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores
               # touches them, and before async lowering outlines parallel bodies.
-              (STRIDED_COPIES_TO_LINALG, "convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
+              (FILL_PAD_BORDERS, STRIDED_COPIES_TO_LINALG, "convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
                "func.func(scf-forall-to-parallel)", *async_lowering),
-              "remaining linalg to loops; i1 buffers as bytes; parallel loops onto the "
-              "async runtime"),
+              "pads fill their borders only; remaining linalg to loops; i1 buffers as bytes; "
+              "parallel loops onto the async runtime"),
         Stage("vector",
               # Why lower-vector-multi-reduction: vectorized reductions (sum, max,
               # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does
