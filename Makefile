@@ -20,8 +20,10 @@ demo: $(INSTALLED)
 
 test: pytest lit wheel
 
+# Tests spread over the cores (pytest-xdist; at most 4 workers: a worker compiling the model
+# zoo holds a few GB) and the 25 slowest printed, so CI logs show where the time goes.
 pytest: $(INSTALLED)
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q -n auto --maxprocesses 4 --durations 25
 
 lit: $(INSTALLED)
 	$(BIN)/lit -sv tests/lit

@@ -40,8 +40,6 @@ from .graph.constant_folding import resource_arrays
 from .ir_queries import defined_functions, defining_op, ops_where
 from .passes import register_pass
 
-# Divisor standing for "any": the known divisor of the value 0.
-_ANY = 1 << 30
 # Element types whose constants are blocked, as numpy reads their bytes.
 _NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
                 "i32": np.int32, "i64": np.int64}
@@ -50,7 +48,9 @@ _NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.i
 def _known_divisor(value: ir.Value, depth: int = 0) -> int:
     """A number ``value`` (an index) is known to be a multiple of: constants, ``scf.for``
     induction variables (lower bound and step), ``scf.forall`` ones (static bounds),
-    ``arith.addi``/``muli`` and ``affine.apply`` of those; 1 when nothing is known."""
+    ``arith.addi``/``muli`` and ``affine.apply`` of those; 1 when nothing is known. 0 means
+    the value is 0 (a multiple of everything), so that ``gcd`` and products need no special
+    case."""
     if depth > 16:
         return 1
     op = defining_op(value)
@@ -60,13 +60,12 @@ def _known_divisor(value: ir.Value, depth: int = 0) -> int:
         attr = op.attributes["value"]
         if not isinstance(attr, ir.IntegerAttr):
             return 1
-        number = abs(ir.IntegerAttr(attr).value)
-        return _ANY if number == 0 else number
+        return abs(ir.IntegerAttr(attr).value)
     if op.name == "arith.addi":
         return math.gcd(*(_known_divisor(operand, depth + 1) for operand in op.operands))
     if op.name == "arith.muli":
         left, right = (_known_divisor(operand, depth + 1) for operand in op.operands)
-        return min(left * right, _ANY)
+        return left * right
     if op.name == "affine.apply":
         affine_map = ir.AffineMapAttr(op.attributes["map"]).value
         if len(affine_map.results) != 1:
@@ -79,7 +78,7 @@ def _known_divisor(value: ir.Value, depth: int = 0) -> int:
 def _expr_divisor(expr: ir.AffineExpr, operands: list[int], n_dims: int) -> int:
     # The bindings hand out results as their concrete subclasses.
     if isinstance(expr, ir.AffineConstantExpr):
-        return _ANY if expr.value == 0 else abs(expr.value)
+        return abs(expr.value)
     if isinstance(expr, ir.AffineDimExpr):
         return operands[expr.position]
     if isinstance(expr, ir.AffineSymbolExpr):
@@ -87,7 +86,7 @@ def _expr_divisor(expr: ir.AffineExpr, operands: list[int], n_dims: int) -> int:
     if isinstance(expr, ir.AffineAddExpr):
         return math.gcd(_expr_divisor(expr.lhs, operands, n_dims), _expr_divisor(expr.rhs, operands, n_dims))
     if isinstance(expr, ir.AffineMulExpr):
-        return min(_expr_divisor(expr.lhs, operands, n_dims) * _expr_divisor(expr.rhs, operands, n_dims), _ANY)
+        return _expr_divisor(expr.lhs, operands, n_dims) * _expr_divisor(expr.rhs, operands, n_dims)
     return 1  # floordiv, ceildiv, mod: not tracked
 
 
@@ -104,8 +103,7 @@ def _block_argument_divisor(value: ir.Value, depth: int) -> int:
         steps = list(ir.DenseI64ArrayAttr(parent.attributes["staticStep"]))
         if index >= len(lowers) or min(lowers[index], steps[index]) < 0:
             return 1  # a dynamic bound (ShapedType's dynamic marker is negative) or a shared output
-        lower = _ANY if lowers[index] == 0 else lowers[index]
-        return math.gcd(lower, steps[index])
+        return math.gcd(lowers[index], steps[index])
     return 1
 
 

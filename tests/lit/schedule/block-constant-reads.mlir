@@ -73,3 +73,23 @@ func.func @other_use(%out: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>
   %n = vector.transfer_write %v, %out[%c0, %c0] {in_bounds = [true, true]} : vector<2x4xf32>, tensor<2x8xf32>
   return %n, %w : tensor<2x8xf32>, tensor<2x8xf32>
 }
+
+// Blocks need not be powers of two: columns 3k of a 9-column constant, in blocks of 3.
+// CHECK-LABEL: func.func @three_wide
+// CHECK: arith.constant dense<{{.*}}> : tensor<3x2x3xf32>
+// CHECK: vector.transfer_read {{.*}} : tensor<3x2x3xf32>, vector<2x3xf32>
+func.func @three_wide(%out: tensor<2x9xf32>) -> tensor<2x9xf32> {
+  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0]]> : tensor<2x9xf32>
+  %c0 = arith.constant 0 : index
+  %pad = arith.constant 0.0 : f32
+  %r = scf.forall (%i) in (3) shared_outs(%acc = %out) -> tensor<2x9xf32> {
+    %j = affine.apply affine_map<(d0) -> (d0 * 3)>(%i)
+    %v = vector.transfer_read %w[%c0, %j], %pad {in_bounds = [true, true]} : tensor<2x9xf32>, vector<2x3xf32>
+    %e = tensor.empty() : tensor<2x3xf32>
+    %t = vector.transfer_write %v, %e[%c0, %c0] {in_bounds = [true, true]} : vector<2x3xf32>, tensor<2x3xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %t into %acc[0, %j] [2, 3] [1, 1] : tensor<2x3xf32> into tensor<2x9xf32>
+    }
+  }
+  return %r : tensor<2x9xf32>
+}
