@@ -14,7 +14,8 @@ block writes (``digits.tar``, ``digits_in.npz``) is there for the blocks after i
 environment's ``bin/`` (``tilecraft``, ``tilecraft-opt``, ``python``) is first on PATH.
 Every fence names its language: ``text``, ``mlir``, ``json`` ... (not in RUNNABLE) are
 output or IR listings and are not run; a fence without one fails ``test_fences_name_a_language``.
-A block that depends on a slow one is marked slow too.
+A block that depends on a slow one is marked slow too. Under pytest-xdist (``make test``
+runs ``--dist loadgroup``) the module is one group, so one worker runs every block, in order.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from pathlib import Path
 import pytest
 
 codeblocks = pytest.importorskip("pytest_codeblocks")
+
+# The blocks of a document share its scratch copy and run in order: one xdist worker.
+pytestmark = pytest.mark.xdist_group("doc_blocks")
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
