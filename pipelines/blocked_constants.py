@@ -37,7 +37,7 @@ from mlir.dialects import arith, vector
 from ..frontend.emit import core
 from ..frontend.resources import resource_array
 from .graph.constant_folding import resource_arrays
-from .ir_queries import defined_functions, defining_op, ops_where
+from .ir_queries import defined_functions, defining_op, ops_where, users
 from .passes import register_pass
 
 # Element types whose constants are blocked, as numpy reads their bytes.
@@ -113,9 +113,7 @@ def _blockable_reads(constant: ir.Operation) -> tuple[int, list[ir.Operation]] |
     tensor_type = ir.RankedTensorType(constant.results[0].type)
     rank = tensor_type.rank
     reads, widths = [], set()
-    for use in constant.results[0].uses:
-        read = use.owner
-        read = read.operation if hasattr(read, "operation") else read
+    for use, read in zip(constant.results[0].uses, users(constant.results[0])):
         if read.name != "vector.transfer_read" or use.operand_number != 0 or len(read.operands) != rank + 2:
             return None  # another op, or a masked read
         vector_type = ir.VectorType(read.results[0].type)

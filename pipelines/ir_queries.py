@@ -37,6 +37,12 @@ def ops_where(root: ir.Operation, predicate: Callable[[ir.Operation], bool], *,
     return found
 
 
+def users(value: ir.Value) -> list[ir.Operation]:
+    """The ops that use ``value``, once per use (as ``ir.Operation``, not OpView)."""
+    owners = [use.owner for use in value.uses]
+    return [owner.operation if hasattr(owner, "operation") else owner for owner in owners]
+
+
 def defining_op(value: ir.Value) -> ir.Operation | None:
     """The op whose result ``value`` is; ``None`` for a block argument."""
     if not isinstance(value, ir.OpResult):

@@ -22,7 +22,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
-from .ir_queries import defining_op, ops_where
+from .ir_queries import defining_op, ops_where, users
 from .passes import register_pass
 
 FILL_PAD_BORDERS = "tilecraft-fill-pad-borders"
@@ -38,28 +38,23 @@ def _fill_value(op: ir.Operation) -> ir.Value | None:
         return None
     value = operations[0].operands[0]
     owner = defining_op(value)
-    if owner is None:  # a block argument: the map's own init
+    if owner is None:  # a block argument: the map's own element, or one from outside
         return None
     return value
-
-
-def _users(value: ir.Value) -> list[ir.Operation]:
-    owners = [use.owner for use in value.uses]
-    return [owner.operation if hasattr(owner, "operation") else owner for owner in owners]
 
 
 def _interior_copy(alloc: ir.Operation, fill: ir.Operation
                    ) -> tuple[ir.Operation, ir.Operation] | None:
     """(subview, copy): the unit-stride subview of ``alloc`` that one copy writes whole after
     ``fill``, all three in one block, when no other use of ``alloc`` comes before that copy."""
-    users = _users(alloc.results[0])
-    subviews = [user for user in users if user.name == "memref.subview"]
+    alloc_users = users(alloc.results[0])
+    subviews = [user for user in alloc_users if user.name == "memref.subview"]
     if len(subviews) != 1:
         return None
     subview = subviews[0]
     if any(stride != 1 for stride in ir.DenseI64ArrayAttr(subview.attributes["static_strides"])):
         return None
-    copies = _users(subview.results[0])
+    copies = users(subview.results[0])
     if len(copies) != 1 or copies[0].name not in ("memref.copy", "linalg.copy"):
         return None
     copy = copies[0]
@@ -70,7 +65,7 @@ def _interior_copy(alloc: ir.Operation, fill: ir.Operation
         return None
     if not (fill.is_before_in_block(subview) and subview.is_before_in_block(copy)):
         return None
-    for user in users:
+    for user in alloc_users:
         if user in (fill, subview):
             continue
         if user.block != block or user.is_before_in_block(copy):
@@ -105,9 +100,7 @@ def _slab(alloc: ir.Value, dim: int, start: int | ir.Value, size: int | ir.Value
     offsets: list[int | ir.Value] = [0] * len(shape)
     sizes: list[int | ir.Value] = list(shape)
     offsets[dim], sizes[dim] = start, size
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
+    strides, _offset = memref_type.get_strides_and_offset()
     dynamic = ir.ShapedType.get_dynamic_size()
     offset = (sum(o * s for o, s in zip(offsets, strides)) if all(isinstance(o, int) for o in offsets)
               else ir.ShapedType.get_dynamic_stride_or_offset())
