@@ -25,6 +25,7 @@ from .passes import register_pass
 from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .pipeline import Stage
 from .pad_borders import FILL_PAD_BORDERS
+from .pad_destinations import PADS_AS_DESTINATIONS
 from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
 from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
@@ -147,10 +148,16 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
         Stage("bufferize",
               # allow-return-allocs-from-loops: an ONNX Scan's state is a new tensor each
               # iteration (frontend/onnx/ops/control_flow.py), not an update in place.
-              ("one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
+              # Pads become border fills plus an insert that their source's producer writes
+              # into (eliminate-empty-tensors); cse then merges the subviews bufferization
+              # made of one slice, so that canonicalize drops the copies onto themselves.
+              (PADS_AS_DESTINATIONS, "eliminate-empty-tensors",
+               "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                "function-boundary-type-conversion=identity-layout-map}",
-               "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
-              "tensors to buffers; results returned as fresh allocations the caller frees"),
+               "cse", "canonicalize", "buffer-deallocation-pipeline",
+               "convert-bufferization-to-memref"),
+              "pads as their source's destination; tensors to buffers; results returned as "
+              "fresh allocations the caller frees"),
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores
               # touches them, and before async lowering outlines parallel bodies.

@@ -24,7 +24,7 @@ from ..pipelines.offload import BACKEND_OP_TAG, BACKEND_ROOT_SEQUENCE, backend_t
 from ..pipelines.passes import bool_option, positive_int_option, register_pass
 from ..pipelines.scratch import restore, scratch_copy
 from ..pipelines.target import CacheHierarchy, Target
-from .group import find_fusion_units, plan_groups, prepare_groups, tag_fused_data_ops
+from .group import find_fusion_units, plan_groups, prepare_groups
 from .plan import TAG, GroupSchedule, OpSchedule, plan_default_schedule
 from .record_plan import RecordPlanner
 from .records import Record, canonical_target
@@ -75,8 +75,6 @@ def plan_module(module: ir.Operation, *, vector_bits: int, num_threads: int,
     for tag, (op, _) in enumerate(analyzed):
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tag)
         tags[op] = tag
-    if units:
-        tag_fused_data_ops(units, tags, TAG)
     # Built after tagging: an ir.Operation's hash changes with its attributes.
     unit_of_anchor = {unit.anchor: unit for unit in units}
     nests = {tags[op]: nest for op, nest in analyzed}

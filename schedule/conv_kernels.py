@@ -60,8 +60,7 @@ def render_accumulator_epilogue(w, root: str, fused: list, root_vectorize: bool,
                                 anchor_tag: int, render_levels) -> None:
     """Tile ``root`` (inside its task) by ``tiles``, fuse the group's producers (``fused``:
     (handle, plan) pairs, consumers first) into the innermost loop, then give each its inner
-    levels (``render_levels(w, handle, plan)``). Fused pads stay in the task: padding per
-    register tile would redo it for every tile of a row. ``w`` is script.py's ScriptWriter."""
+    levels (``render_levels(w, handle, plan)``). ``w`` is script.py's ScriptWriter."""
     n_loops = sum(1 for t in tiles if t)
     tiled, loops = w.fresh("tiled"), w.fresh("loops")
     results = ", ".join([w.ANY] * (n_loops + 1))

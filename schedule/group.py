@@ -26,10 +26,12 @@ extraction alike. What stays out of a group's loop
 nest, with the per-op schedule: ops reached only through a reshape (``fuse_into_containing_op``
 cannot fuse through ``expand_shape``/``collapse_shape``), ops whose result is also used
 outside the group, groups whose anchor has no thread level (too little work to split, or
-one thread), and a convolution's ``tensor.pad``. Fused, the pad ran per task over the whole
-input a task reads (a convolution tiled over output channels reads every input channel):
-measured on a ResNet block (64 channels, 56x56, 2 threads), 9.8-14.5 ms with the pad in
-the loop against 6.8-8.9 ms with it outside and 9.0-9.7 ms with one loop nest per op.
+one thread), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
+destination its source's producer writes into (``pipelines/pad_destinations.py``, at
+bufferization): the group reads its padded input in place. Fused per task, it copied each
+task's band of input rows (MobileNetV2 4% slower end to end; before that, with tasks over
+output channels, each task padded the whole input: a ResNet block 9.8-14.5 ms against
+6.8-8.9 ms with the pad outside).
 """
 
 from __future__ import annotations
@@ -65,8 +67,6 @@ def _users(op: ir.Operation) -> list[ir.Operation]:
     return users
 
 
-# Data movement fused into a group's loop besides linalg ops (a convolution's zero padding).
-_FUSED_DATA_OPS = frozenset({"tensor.pad"})
 
 
 def _fused_producers(root: ir.Operation, members: set[ir.Operation],
@@ -89,11 +89,6 @@ def _fused_producers(root: ir.Operation, members: set[ir.Operation],
                 continue
             if producer.name in RESHAPE_OPS:
                 reshapes.append(producer)
-            elif producer.name in _FUSED_DATA_OPS:
-                # A leaf: the slice a pad reads depends on where its task sits (the halo
-                # at the image's border), so nothing above it is fused.
-                chosen.append(producer)
-                continue
             elif producer in nests:
                 if None in nests[producer].output_dims:
                     return None
@@ -275,19 +270,6 @@ def _unit(members: list[ir.Operation], anchor: ir.Operation,
     return FusionUnit(anchor, root, tuple(producers), tuple(reshapes))
 
 
-def tag_fused_data_ops(units: list[FusionUnit], tags: dict[ir.Operation, int],
-                       tag_attribute: str) -> None:
-    """Give the units' fused pads schedule tags after the structured ops' (the group's
-    sequence matches each op it fuses by tag)."""
-    for unit in units:
-        for op in unit.producers:
-            if op.name in _FUSED_DATA_OPS:
-                tag = max(tags.values(), default=-1) + 1
-                op.attributes[tag_attribute] = ir.IntegerAttr.get(
-                    ir.IntegerType.get_signless(64, op.context), tag)
-                tags[op] = tag
-
-
 def find_fusion_units(module: ir.Operation, nests: Mapping[ir.Operation, LoopNest]
                       ) -> list[FusionUnit]:
     """The fusion groups of ``module`` (the tags ``tilecraft-mark-groups`` set at the end of
@@ -327,17 +309,14 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
         tile or extent for tile, extent in zip(root_tiles, nests[root].ranges)))
     if extents is None or any(op not in extents for op in unit.producers if op in nests):
         return None
-    producers = [op for op in unit.producers
-                 if op in nests or _pad_fusion_pays(nests[anchor], anchor_plan)]
+    producers = list(unit.producers)
     if root == anchor and all(op.name == "linalg.fill" for op in producers):
-        return None  # the pad stays outside: the anchor's own plan is the same loop nest
+        return None  # the anchor's own plan is the same loop nest
     inner = {"thread_tiles": None, "fused_init_tag": None, "init_register_tiles": None}
 
     def inner_plan(op: ir.Operation) -> OpSchedule:
         if op == anchor:
             return replace(anchor_plan, **inner)
-        if op not in nests:
-            return OpSchedule(tags[op])  # a pad: fused, then bufferized as a copy per task
         return plan_default_schedule(replace(nests[op], ranges=extents[op]), tags[op],
                                      vector_bits=vector_bits, num_threads=1, caches=caches)
 
@@ -366,24 +345,13 @@ def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
         return None
     shape = _shape(anchor.results[0])
     for op in (root, *unit.producers):
-        if op in (anchor,) or op.name in _FUSED_DATA_OPS or op.name == "linalg.fill":
+        if op in (anchor,) or op.name == "linalg.fill":
             continue
         if op not in nests or not all(nests[op].parallel) or _shape(op.results[0]) != shape:
             return None
     return epilogue_register_tiles(anchor_plan.register_tiles, nest.output_dims,
                                    anchor_plan.register_interchange, nests[root].output_dims,
                                    len(nests[root].ranges))
-
-
-def _pad_fusion_pays(anchor: LoopNest, plan: OpSchedule) -> bool:
-    """Whether a convolution's input pad may be computed per task: only when the tasks split
-    images or rows of the output (each pads its image, or its band of rows plus a halo), not
-    its channels (each would pad the whole input: measured 1.5-1.8x slower on a 64-channel
-    56x56 ResNet block, while row bands matched the time of the pad left outside)."""
-    if not anchor.convolution or not plan.thread_tiles:
-        return False
-    out_channel = anchor.convolution[2]
-    return not any(plan.thread_tiles[d] for d in out_channel)
 
 
 def _consumers_first(ops: list[ir.Operation]) -> list[ir.Operation]:
@@ -424,6 +392,8 @@ def count_kernels(module: ir.Operation) -> int:
     for func in defined_functions(module):
         for op in func.regions[0].blocks[0].operations:
             op = op.operation
+            if op.name == "tensor.pad" and defining_op(op.operands[0]) is not None:
+                continue  # its source's producer writes into it (pipelines/pad_destinations.py)
             if op.name in _KERNEL_OPS or is_structured(op):
                 count += 1
     return count

@@ -361,8 +361,7 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
         pass  # one task per image already keeps every thread busy
     elif rows is not None:
         # Tasks split the output image by rows: each reads its band of the input plus a
-        # halo, so a fusion group can pad the input per task (schedule/group.py); tasks
-        # split by output channels would each read, and pad, the whole input.
+        # halo; tasks split by output channels would each read the whole input.
         thread[image[0]] = rows
     elif out_channel or channel is not None:
         # Rows that do not split evenly (7x7 layers, global pooling): split the channels.
@@ -377,7 +376,7 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
 
 
 # Bytes of a convolution's output a sequential group tile holds (``sequential_tiles``): the
-# tile's intermediates (the anchor's result before its epilogue, a fused pad) stay in L2.
+# tile's intermediates (the anchor's result before its epilogue) stay in L2.
 _SEQUENTIAL_TILE_L2_FRACTION = 4
 
 

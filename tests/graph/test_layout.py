@@ -93,11 +93,11 @@ def test_resnet50_converts_layout_only_at_its_boundaries(monkeypatch):
     assert counts["linalg.conv_2d_nhwc_hwcf"] == 53 and counts["linalg.conv_2d_nchw_fchw"] == 0
     assert counts["linalg.transpose"] == 1  # the image; the pooled features leave by a reshape
     # 176 ONNX nodes -> 57 fusion groups -> each group one loop nest, except what
-    # docs/graph-dialect.md lists (the image's transpose, pads of convs whose tasks split
-    # channels, the final 1x1000 softmax, too small for a thread level: max, exp, sum and
-    # the normalization, one loop nest each).
+    # docs/graph-dialect.md lists (the image's transpose, the final 1x1000 softmax, too
+    # small for a thread level: max, exp, sum and the normalization, one loop nest each).
+    # Pads are no kernels: their sources' producers write into them (pad_destinations.py).
     assert compiled.group_count == 57
-    assert compiled.kernel_count <= 67
+    assert compiled.kernel_count <= 63
     got = compiled(*feeds.values())
     got = list(got) if isinstance(got, tuple) else [got]
     for value, reference in zip(got, _reference(model, feeds)):

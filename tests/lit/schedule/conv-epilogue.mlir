@@ -10,8 +10,9 @@
 
 // CHECK-LABEL: func.func @block
 // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<1x7x32xf32>
-// CHECK: scf.forall
 // CHECK: tensor.pad
+// CHECK: scf.forall
+// CHECK-NOT: tensor.pad
 // CHECK: scf.for {{.*}} step %c32
 // CHECK: %[[BIAS:.*]] = vector.broadcast {{.*}} : vector<32xf32> to vector<7x32xf32>
 // CHECK: scf.for
