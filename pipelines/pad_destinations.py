@@ -33,7 +33,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .ir_queries import ops_where
+from .ir_queries import defining_op, ops_where
 from .passes import register_pass
 
 PADS_AS_DESTINATIONS = "tilecraft-pads-as-destinations"
@@ -46,13 +46,10 @@ def _padding_value(pad: ir.Operation) -> ir.Value | None:
     if len(operations) != 1 or operations[0].operation.name != "tensor.yield":
         return None
     value = operations[0].operands[0]
-    if isinstance(value.owner, ir.Block) and value.owner == body:
-        return None  # the body's own index arguments
-    owner = value.owner
-    owner_op = getattr(owner, "operation", owner)
-    if isinstance(owner_op, ir.Operation) and _inside(owner_op, pad):
-        return None
-    return value
+    owner = defining_op(value)
+    if owner is None:  # a block argument: the body's own indices, or a scalar from outside
+        return None if value.owner == body else value
+    return None if _inside(owner, pad) else value
 
 
 def _inside(op: ir.Operation, ancestor: ir.Operation) -> bool:

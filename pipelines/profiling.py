@@ -18,12 +18,19 @@ PROFILE_PASS = "tilecraft-profile-kernels"
 
 # loc("name"), loc("name"(child)) (ONNX nodes), loc("file":line:col) (MLIR files)
 _LOCATION = re.compile(r'^loc\("([^"]*)"(?::(\d+):\d+)?(?:\(.*\))?\)$')
+# loc(fused["name"(child), ...]): ops merged by elementwise fusion; the first name is taken
+_FUSED_LOCATION = re.compile(r'^loc\(fused\["([^"]*)"')
 
 
 def kernel_name(op: ir.Operation, index: int) -> str:
-    """``<node>(<OpType>)`` from an ONNX model's locations, ``<op> (line N)`` for MLIR files.
+    """``<node>(<OpType>)`` from an ONNX model's locations (the first node of a fused
+    location: a GELU's generic made of several ONNX nodes), ``<op> (line N)`` for MLIR files.
     Tuning tasks name their kernels the same way (``Task.kernels``), so a profile joins them."""
-    match = _LOCATION.match(str(op.location))
+    location = str(op.location)
+    fused = _FUSED_LOCATION.match(location)
+    if fused is not None:
+        return fused.group(1)
+    match = _LOCATION.match(location)
     if match is None:
         return f"kernel{index} ({op.name})"
     name, line = match.groups()

@@ -20,7 +20,8 @@ from __future__ import annotations
 # ---- epilogues on the accumulator tile ------------------------------------------------------
 #
 # A fusion group "conv -> bias / folded batch norm -> residual add -> ReLU" (schedule/group.py)
-# is one scf.forall per task, but inside a task each op had its own loop nest: the conv wrote
+# is one scf.forall per task (a sequential group: one scf.for band of rows), but inside a
+# task each op had its own loop nest: the conv wrote
 # its whole task tile to a scratch tensor, the epilogue ops read it back. Here the group's
 # root is tiled once more, by the conv's register tile (the same loop order), and the
 # epilogue ops, the conv and its zero fill are fused into that innermost loop: each register
@@ -57,10 +58,11 @@ def epilogue_register_tiles(anchor_tiles: tuple[int, ...], anchor_output_dims: t
 
 def render_accumulator_epilogue(w, root: str, fused: list, root_vectorize: bool,
                                 tiles: tuple[int, ...], interchange: tuple[int, ...] | None,
-                                anchor_tag: int, render_levels) -> None:
+                                anchor_tag: int, render_levels, task_loop: str = "scf.forall") -> None:
     """Tile ``root`` (inside its task) by ``tiles``, fuse the group's producers (``fused``:
     (handle, plan) pairs, consumers first) into the innermost loop, then give each its inner
-    levels (``render_levels(w, handle, plan)``). ``w`` is script.py's ScriptWriter."""
+    levels (``render_levels(w, handle, plan)``). ``task_loop``: the op name of the group's
+    task loop (``scf.for`` for a sequential group's band). ``w`` is script.py's ScriptWriter."""
     n_loops = sum(1 for t in tiles if t)
     tiled, loops = w.fresh("tiled"), w.fresh("loops")
     results = ", ".join([w.ANY] * (n_loops + 1))
@@ -71,8 +73,12 @@ def render_accumulator_epilogue(w, root: str, fused: list, root_vectorize: bool,
     loop = f"{loops}#{n_loops - 1}"
     # The task's loop, taken before vectorization consumes the handles inside it.
     task = w.fresh("task")
-    w.lines.append(f'{task} = transform.get_parent_op {tiled} {{op_name = "scf.forall"}}'
-                   f" : ({w.ANY}) -> {w.ANY}")
+    if task_loop == "scf.forall":
+        w.lines.append(f'{task} = transform.get_parent_op {tiled} {{op_name = "scf.forall"}}'
+                       f" : ({w.ANY}) -> {w.ANY}")
+    else:  # the band loop: the register-tile loops just made are scf.for too
+        w.lines.append(f"{task} = transform.get_parent_op {tiled} {{nth_parent = {n_loops + 1}}}"
+                       f" : ({w.ANY}) -> {w.ANY}")
     inner = []
     for handle, plan in fused:
         if plan.vectorize or plan.tag == anchor_tag or plan.decompose:

@@ -358,3 +358,24 @@ def test_parallel_package_runs_in_a_forked_child(tmp_path, rand):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["ok", "0"]
+
+
+def test_kernel_names_from_fused_locations():
+    """Elementwise fusion merges ONNX nodes into one op with a fused location (BERT's GELU,
+    made of Mul/Erf/Add nodes): its kernel is named after the first node, not ``kernelN``."""
+    from mlir import ir
+
+    from tilecraft.pipelines.profiling import kernel_name
+
+    with ir.Context():
+        module = ir.Module.parse("""
+          func.func @f(%a: f32) -> f32 {
+            %0 = arith.addf %a, %a : f32 loc(fused["/0/Mul_2(Mul)"("model.onnx":0:0), "/0/Mul_1(Mul)"("model.onnx":0:0)])
+            %1 = arith.mulf %0, %0 : f32 loc("n7(Relu)")
+            %2 = arith.subf %1, %1 : f32
+            return %2 : f32
+          }""")
+        ops = [op.operation for op in module.body.operations[0].regions[0].blocks[0].operations]
+        assert kernel_name(ops[0], 0) == "/0/Mul_2(Mul)"
+        assert kernel_name(ops[1], 1) == "n7(Relu)"
+        assert kernel_name(ops[2], 2) == "arith.subf (line 5)"  # MLIR text: its line

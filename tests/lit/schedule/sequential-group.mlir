@@ -8,15 +8,20 @@
 
 // MobileNetV2's expand convolution (1x1, 24 -> 144 channels at 56x56) with its folded
 // batch norm and ReLU6: one band of 8 output rows at a time (8 x 56 x 144 floats, a quarter
-// of a 1 MiB L2 as on the development machines), the zero fill, the 1x1 convolution on 16-lane channel
-// vectors and the clamp, all inside it.
+// of a 1 MiB L2 as on the development machines), and inside it the conv's register tiles
+// (8 pixels x one 16-lane channel vector) with the epilogue on the accumulators, as in a
+// parallel group (conv_kernels.py): they start from a zero constant (no fill stored and
+// reloaded), get the batch norm and the clamp in registers and are written once.
 // CHECK-LABEL: func.func @expand_bn_relu6
 // CHECK-NOT: scf.forall
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<1x8x16xf32>
 // CHECK: %[[C8:.*]] = arith.constant 8 : index
 // CHECK: {{^    %.* = scf.for %.* = %.* to %.* step }}%[[C8]] iter_args
-// CHECK: vector.transfer_write {{.*}} : vector<{{.*}}xf32>, tensor<1x8x56x144xf32>
-// CHECK: vector.contract {{.*}} : vector<1x8x8xf32>, vector<8x16xf32> into vector<1x8x16xf32>
-// CHECK: arith.minimumf {{.*}} : vector<
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (vector<1x8x16xf32>)
+// CHECK: vector.contract {{.*}} : vector<8x8xf32>, vector<8x16xf32> into vector<8x16xf32>
+// CHECK-NOT: vector.transfer_write
+// CHECK: arith.minimumf {{.*}} : vector<8x16xf32>
+// CHECK: vector.transfer_write
 // CHECK: tensor.insert_slice {{.*}} into tensor<1x56x56x144xf32>
 // CHECK-NOT: {{^    %.* = scf.for}}
 // CHECK: return
