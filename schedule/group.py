@@ -296,7 +296,7 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     sequential = not anchor_plan.thread_tiles
     if sequential:
         # No thread level: the group is still one loop nest, a sequential one (scf.for).
-        tiles = sequential_tiles(nests[anchor], caches)
+        tiles = sequential_tiles(nests[anchor], caches, anchor_plan.register_tiles)
         if tiles is None:
             return None
         anchor_plan = replace(anchor_plan, thread_tiles=tiles)

@@ -18,6 +18,8 @@ data: script.py renders it as one ``transform.named_sequence`` per op, and apply
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from ..pipelines.loop_nest import LoopNest
@@ -380,17 +382,22 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
 _SEQUENTIAL_TILE_L2_FRACTION = 4
 
 
-def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy()
-                     ) -> tuple[int, ...] | None:
+def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy(),
+                     register_tiles: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
     """Tiles of a sequential loop that computes a fusion group anchored on this convolution
     or pooling op when it has no thread level (``GroupSchedule.sequential``): one image at a
     time and bands of output rows whose output slice takes at most a quarter of L2, so the
     anchor's result is consumed by its epilogue (batch norm, ReLU6, residual add) while it
-    is in cache instead of written whole and read back by one loop nest per op. ``None``
-    for other ops (a matmul or a reduction keeps one loop nest per op there)."""
+    is in cache instead of written whole and read back by one loop nest per op. A
+    filter-heavy convolution (``filter_heavy``) gets bands of output channels instead, whole
+    multiples of its register tile's (``register_tiles``): a band of rows streamed its whole
+    filter once per band (ResNet-50's 7x7 512 -> 2048 layer, one thread: 2.25 ms, against
+    1.17 in onnxruntime), while in a band of channels the register tiles keep the channels
+    outermost (``channels_outer``) and read each filter slice once. ``None`` for other ops
+    (a matmul or a reduction keeps one loop nest per op there)."""
     if not nest.convolution or nest.op_name not in DECOMPOSABLE or not nest.static:
         return None
-    batch, image, *_ = nest.convolution
+    batch, image, out_channel, *_ = nest.convolution
     channel = conv_channel_dim(nest)
     if not image:
         return None
@@ -398,12 +405,20 @@ def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy()
     for d in batch:
         if d != channel and nest.ranges[d] > 1:
             tiles[d] = 1
-    row_bytes = max(nest.element_bits // 8, 1)
-    for d in nest.output_dims:
-        if d is not None and d != image[0] and (d not in batch or d == channel):
-            row_bytes *= nest.ranges[d]
-    rows = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * row_bytes), 1)
-    tiles[image[0]] = largest_divisor(nest.ranges[image[0]], rows)
+    element_bytes = max(nest.element_bits // 8, 1)
+    if out_channel and filter_heavy(nest):
+        oc = out_channel[-1]
+        image_bytes = element_bytes * math.prod(nest.ranges[d] for d in image)
+        width = register_tiles[oc] if register_tiles and register_tiles[oc] else 1
+        channels = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * image_bytes), width)
+        tiles[oc] = largest_divisor(nest.ranges[oc], channels, multiple_of=width)
+    else:
+        row_bytes = element_bytes
+        for d in nest.output_dims:
+            if d is not None and d != image[0] and (d not in batch or d == channel):
+                row_bytes *= nest.ranges[d]
+        rows = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * row_bytes), 1)
+        tiles[image[0]] = largest_divisor(nest.ranges[image[0]], rows)
     if all(tile in (0, extent) for tile, extent in zip(tiles, nest.ranges)):
         return None  # one band would hold the whole output: it stays in L2 without fusion
     return tuple(tiles)

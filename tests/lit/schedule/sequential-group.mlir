@@ -95,3 +95,40 @@ func.func @depthwise_relu6(%x: tensor<1x56x56x32xf32>, %w: tensor<3x3x32xf32>) -
   } -> tensor<1x56x56x32xf32>
   return %r : tensor<1x56x56x32xf32>
 }
+
+// -----
+
+// A filter-heavy 1x1 convolution (ResNet-50's 7x7 512 -> 2048 with bias and ReLU: 2048
+// filter taps x channels against 49 pixels): bands of output channels, not of rows, so the
+// 4 MB filter is read once, not once per row band. 1024 channels x 49 pixels fit the quarter
+// of L2; inside a band the register tiles (7 pixels x 2 vectors) run the channels outermost
+// and apply the epilogue on the accumulators.
+// CHECK-LABEL: func.func @filter_heavy_pointwise
+// CHECK-NOT: scf.forall
+// CHECK: %[[C1024:.*]] = arith.constant 1024 : index
+// CHECK: {{^    %.* = scf.for %.* = %.* to %.* step }}%[[C1024]] iter_args
+// CHECK: scf.for {{.*}} step %c32
+// CHECK: scf.for {{.*}} -> (vector<1x7x32xf32>)
+// CHECK: vector.contract
+// CHECK: arith.maximumf {{.*}} : vector<7x32xf32>
+// CHECK: tensor.insert_slice {{.*}} into tensor<1x7x7x2048xf32>
+// CHECK-NOT: {{^    %.* = scf.for}}
+// CHECK: return
+func.func @filter_heavy_pointwise(%x: tensor<1x7x7x512xf32>, %w: tensor<1x1x512x2048xf32>, %b: tensor<2048xf32>) -> tensor<1x7x7x2048xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x7x7x2048xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x7x7x2048xf32>) -> tensor<1x7x7x2048xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x7x7x512xf32>, tensor<1x1x512x2048xf32>) outs(%init : tensor<1x7x7x2048xf32>) -> tensor<1x7x7x2048xf32>
+  %out = tensor.empty() : tensor<1x7x7x2048xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c)>,
+                                        affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y, %b : tensor<1x7x7x2048xf32>, tensor<2048xf32>) outs(%out : tensor<1x7x7x2048xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %a = arith.addf %v, %c : f32
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x7x7x2048xf32>
+  return %r : tensor<1x7x7x2048xf32>
+}
