@@ -22,8 +22,8 @@ consumer reads the padded buffer with no copy. When the source has no such produ
 function argument, a constant) the insert is one copy into the interior, as before.
 
 Only the borders are filled (the corners twice: they are few), so no element is written
-twice. The consumer's group no longer fuses the pad (``pads_outside_groups`` in
-schedule/group.py decides that, and this pass runs after the schedule).
+twice. Fusion groups leave pads out (schedule/group.py), and this pass runs after the
+schedule, so every pad it meets is at function level.
 """
 
 from __future__ import annotations

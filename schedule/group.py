@@ -67,8 +67,6 @@ def _users(op: ir.Operation) -> list[ir.Operation]:
     return users
 
 
-
-
 def _fused_producers(root: ir.Operation, members: set[ir.Operation],
                      nests: dict[ir.Operation, LoopNest]
                      ) -> tuple[list[ir.Operation], list[ir.Operation]] | None:
