@@ -46,20 +46,11 @@ def _padding_value(pad: ir.Operation) -> ir.Value | None:
     if len(operations) != 1 or operations[0].operation.name != "tensor.yield":
         return None
     value = operations[0].operands[0]
-    owner = defining_op(value)
-    if owner is None:  # a block argument: the body's own indices, or a scalar from outside
-        return None if value.owner == body else value
-    return None if _inside(owner, pad) else value
-
-
-def _inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        parent_op = getattr(parent, "operation", parent)
-        if parent_op == ancestor:
-            return True
-        parent = parent_op.parent
-    return False
+    # The yield is the body's only op, so a value defined by an op comes from outside; a
+    # block argument is the body's own index, or a scalar from an enclosing block.
+    if defining_op(value) is None and value.owner == body:
+        return None
+    return value
 
 
 def _at_function_level(op: ir.Operation) -> bool:

@@ -44,7 +44,7 @@ from typing import Mapping
 from mlir import ir
 
 from ..pipelines.graph.fusion import ANCHORS, classify, private_inits, tagged_groups
-from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op
+from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op, users
 from ..pipelines.loop_nest import LoopNest, is_structured
 from ..pipelines.target import CacheHierarchy
 from .conv_kernels import epilogue_register_tiles
@@ -59,12 +59,8 @@ def prepare_groups(module: ir.Operation) -> None:
 
 
 def _users(op: ir.Operation) -> list[ir.Operation]:
-    users = []
-    for result in op.results:
-        for use in result.uses:
-            owner = use.owner
-            users.append(owner.operation if hasattr(owner, "operation") else owner)
-    return users
+    """The ops using any result of ``op``."""
+    return [user for result in op.results for user in users(result)]
 
 
 def _fused_producers(root: ir.Operation, members: set[ir.Operation],
