@@ -68,6 +68,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
+from tilecraft.runtime import timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -303,33 +304,8 @@ class PeakRss:
 
 
 def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02) -> dict[str, float]:
-    """Median seconds per call of each runner, calls alternating round by round. A round
-    runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a sample
-    lasts ``min_sample_s``).
-
-    Why the untimed call: the runner before it may leave threads busy. onnxruntime's pool
-    threads spin-wait after a run returns, and ran on through the next runner's call: a
-    ResNet-50 call of tilecraft (51 ms alone) took 80 ms right after an onnxruntime call, 60
-    ms with onnxruntime's spinning turned off (caches the other runtime refilled), 54 ms
-    after one untimed call of its own (Xeon, 2 threads each, one process). Rounds still
-    alternate, so machine drift hits every runner alike."""
-    counts = {}
-    for name, run in runners.items():
-        run()
-        start = CLOCK()
-        run()
-        once = max(CLOCK() - start, 1e-7)
-        counts[name] = max(1, int(min_sample_s / once))
-    samples: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeat):
-        for name, run in runners.items():
-            n = counts[name]
-            run()
-            start = CLOCK()
-            for _ in range(n):
-                run()
-            samples[name].append((CLOCK() - start) / n)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    """``tilecraft.runtime.timing.alternating`` on this run's clock (``--cpu-time``)."""
+    return timing.alternating(runners, repeat, min_sample_s, clock=CLOCK)
 
 
 def numpy_gemm_gflops(n: int = 1024, repeat: int = 10) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,40 @@ def measure(
             number *= 2
         per_call.append(elapsed / number)
     return Timing(tuple(per_call))
+
+
+def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Median seconds per call of each runner, calls alternating round by round.
+
+    A round runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a
+    sample lasts ``min_sample_s``). Rounds alternate so that drift of a shared machine (its
+    speed moved 2x between runs here) hits every runner alike: only ratios taken from one
+    call of this function carry. ``clock`` may be ``time.process_time`` (CPU time of all the
+    process's threads), steadier on a loaded machine.
+
+    Why the untimed call: the runner before it may leave threads busy. onnxruntime's pool
+    threads spin-wait after a run returns, and ran on through the next runner's call: a
+    ResNet-50 call of tilecraft (51 ms alone) took 80 ms right after an onnxruntime call, 60
+    ms with onnxruntime's spinning turned off (caches the other runtime refilled), 54 ms
+    after one untimed call of its own (Xeon, 2 threads each, one process).
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    counts = {}
+    for name, run in runners.items():
+        run()
+        start = clock()
+        run()
+        once = max(clock() - start, 1e-7)
+        counts[name] = max(1, int(min_sample_s / once))
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, run in runners.items():
+            n = counts[name]
+            run()
+            start = clock()
+            for _ in range(n):
+                run()
+            samples[name].append((clock() - start) / n)
+    return {name: statistics.median(values) for name, values in samples.items()}

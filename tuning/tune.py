@@ -32,7 +32,7 @@ from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
 from ..runtime.rpc import Address
 from ..runtime.run import random_inputs
-from ..runtime.timing import measure
+from ..runtime.timing import alternating
 from ..schedule.records import (
     VALIDATED,
     Record,
@@ -438,11 +438,9 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path) -> tuple[flo
     tuned = compile_ir(model, with_tuning_records(pipeline, records, options.target), options.target,
                        opt_level=options.opt_level, shape_dict=options.shape_dict)
     inputs = random_inputs(default)
-    rounds: dict[str, list[float]] = {"default": [], "tuned": []}
-    for _ in range(END_TO_END_ROUNDS):
-        for name, module in (("default", default), ("tuned", tuned)):
-            rounds[name].append(measure(lambda m=module: m(**inputs), repeat=1, min_repeat_ms=50).median)
-    return statistics.median(rounds["default"]), statistics.median(rounds["tuned"])
+    medians = alternating({"default": lambda: default(**inputs), "tuned": lambda: tuned(**inputs)},
+                          END_TO_END_ROUNDS, min_sample_s=0.05)
+    return medians["default"], medians["tuned"]
 
 
 # Rounds of the validation phase: each round measures every finalist once.

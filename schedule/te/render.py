@@ -14,8 +14,9 @@ The script is a ``transform.named_sequence @__transform_main`` in two phases:
 2. *finishing*, innermost first so no handle is used after an enclosing loop was rewritten:
    ``structured.vectorize``, ``loop.coalesce`` (``fuse``), ``loop.unroll``.
 
-It ends with ``@cleanup`` of the default schedule (vector patterns, LICM, hoisting the
-accumulators out of reduction loops). Ops are found through their ``tilecraft.block``
+It ends with hoisting loop-invariant subsets (slices and vector transfers of the tiles a
+reduction loop updates: accumulators in registers across it), then ``@cleanup`` of the
+default schedule (vector patterns, LICM, hoisting again). Ops are found through their ``tilecraft.block``
 attribute, so ``tilecraft-opt payload.mlir --transform-interpreter`` replays a script written
 after the payload.
 """
@@ -297,6 +298,16 @@ class Renderer:
             # Masked (partial-tile) vectors: masks on the transfers, before bufferization.
             self.w.emit(f"transform.apply_patterns to {funcs} {{ "
                         f"transform.apply_patterns.vector.lower_masked_transfers }} : {ANY}")
+        # Hoist before @cleanup's subset folding: an unrolled block of rows reads and writes
+        # one slice of the cache per row; folded first, the first row's read goes to the
+        # loop's whole iter_arg and no (extract, insert) pair matches, so the rows' tile
+        # stayed in memory across the reduction loop instead of in vector registers.
+        loops = self.w.fresh("loops")
+        self.w.emit(f'{loops} = transform.structured.match ops{{["scf.for"]}} in %root : ({ANY}) -> {ANY}')
+        self.w.emit(f"transform.foreach {loops} : {ANY} {{")
+        self.w.emit(f"^bb0(%loop: {ANY}):")
+        self.w.emit(f"  transform.loop.hoist_loop_invariant_subsets %loop : {ANY}")
+        self.w.emit("}")
         self.w.emit(f"transform.include @cleanup failures(propagate) (%root) : ({ANY}) -> ()")
         self.w.emit(f"transform.apply_cse to {funcs} : {ANY}")
         text = "\n".join(f"    {line}" for line in self.w.lines)

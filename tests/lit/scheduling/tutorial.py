@@ -53,3 +53,15 @@ for title, apply in tutorial.STEPS:
 # CHECK: tile_using_forall %{{.*}} tile_sizes [32, 0, 0, 0]
 # CHECK: scf.forall (%{{.*}}) in (2) {{.*}} -> (tensor<64x2x32xf32>)
 # CHECK: tensor.pad {{.*}} nofold
+
+# Register blocking: 8 rows of the cache unrolled inside the k loop, their 8 vectors hoisted
+# out of it as loop-carried values (accumulators in registers), written back after it.
+# CHECK-LABEL: STEP: register blocking
+# CHECK: transform.loop.unroll %{{.*}} {factor = 8}
+# CHECK: transform.loop.hoist_loop_invariant_subsets
+# CHECK: scf.forall (%{{.*}}) in (2) {{.*}} -> (tensor<64x2x32xf32>)
+# CHECK-COUNT-8: vector.transfer_read {{.*}} : tensor<8x1x32xf32>, vector<1x1x32xf32>
+# CHECK: scf.for {{.*}} iter_args({{.*}}) -> (tensor<8x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>, vector<1x1x32xf32>)
+# CHECK-COUNT-8: vector.contract
+# CHECK: scf.yield
+# CHECK-COUNT-8: vector.transfer_write {{.*}} : vector<1x1x32xf32>, tensor<8x1x32xf32>
