@@ -81,8 +81,9 @@ def tensorize_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
                 f"tilecraft-tensorize: the {op.name} tensorized with {name!r} works on tensors; run "
                 "the pass after one-shot-bufferize")
         extern = _signature(op, name)
-        declare(module, extern)
-        with ir.InsertionPoint(op), op.location:
+        with module.context, op.location:
+            declare(module, extern)
+        with module.context, ir.InsertionPoint(op), op.location:
             arguments = [memref.CastOp(parameter_type(spec), value).result
                          for value, spec in zip(op.operands, extern.parameters)]
             func.CallOp([], ir.FlatSymbolRefAttr.get(name), arguments)

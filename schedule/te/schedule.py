@@ -766,6 +766,7 @@ class Schedule:
     def vectorize(self, loop: LoopRV) -> None:
         """Vectorize the innermost ``loop`` (``transform.structured.vectorize`` of the op tile)."""
         loop = check_loop(loop, "vectorize")
+        _not_tensorized(loop.block, "vectorize")
         self._check_annotation(loop, "vectorize")
         block = loop.block
         if loop.is_reduction:
@@ -786,7 +787,6 @@ class Schedule:
         dims = [p.dim for p in loop.parts]
         if dims != sorted(dims) or any(p.stride != 1 for p in loop.parts[1:]):
             raise ScheduleError(f"vectorize: the fused loop {loop.name!r} does not walk its dims in order")
-        _not_tensorized(block, "vectorize")
         call = f"sch.vectorize({self._name(loop)})"
         return self._step(call, _annotate, loop, VECTORIZED)
 
