@@ -1,6 +1,10 @@
 """tensorize: a tile computed by a registered C intrinsic (numerics against numpy, the update
 semantics under a split reduction), and every illegal tensorize named by its error."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -146,3 +150,13 @@ def test_cuda_build_is_refused(gemv):
     sch.tensorize(ji, "gemv_update")
     with pytest.raises(tc.ScheduleError, match="build for cuda: blocks \\['C'\\] are tensorized"):
         tc.build(sch, target="cuda")
+
+
+@pytest.mark.slow
+def test_tensorize_example_runs():
+    example = Path(__file__).resolve().parents[2] / "examples" / "tutorials" / "tensorize.py"
+    result = subprocess.run([sys.executable, str(example), "--size", "64", "--repeat", "1"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "gemv tensorize: OK" in result.stdout and "matmul 64^3: OK" in result.stdout
+    assert 'sch.tensorize(l5, "matmul_8x32_update")' in result.stdout
