@@ -97,6 +97,23 @@ def test_the_pass_calls_the_extern_on_subviews(gemv, check):
     ]))
 
 
+def test_tensorize_the_cache_write_stage(gemv, arrays, check):
+    """The compute stage of cache_write, computed at a loop of C, tensorized inside it."""
+    sch = tc.Schedule(matmul())
+    C = sch.get_block("C")
+    local = sch.cache_write(C, "local")
+    i, j = sch.get_loops(C)
+    jo, ji = sch.split(j, factor=16)
+    sch.compute_at(local, jo)
+    li, lj, lk = sch.get_loops(local)
+    lko, lki = sch.split(lk, factor=16)
+    sch.reorder(lko, li, lj, lki)
+    sch.tensorize(li, "gemv_update")
+    check(sch.ir(), 'CHECK: linalg.generic\nCHECK-SAME: tilecraft.block = "C.local"\nCHECK-SAME: tilecraft.tensorize')
+    x, y = arrays(32, 32), arrays(32, 32)
+    np.testing.assert_allclose(tc.build(sch)(x, y), x @ y, rtol=1e-5, atol=1e-5)
+
+
 def test_unknown_intrinsic(gemv):
     sch, C, i, jo, ko, ji, ki = tiled()
     raises(sch, r"tensorize: unknown intrinsic 'gemm' \(registered: .*gemv_update", lambda: sch.tensorize(ji, "gemm"))
