@@ -17,6 +17,7 @@ from typing import Mapping
 from mlir import ir
 
 from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
+from . import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .merge_functions import MERGE_IDENTICAL_FUNCTIONS

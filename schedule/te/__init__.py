@@ -8,6 +8,7 @@
     sch = Schedule(C)
     i, j, k = sch.get_loops(sch.get_block("C"))
     ...                                   # split, reorder, vectorize, parallel, ...
+    sch.tensorize(loop, "gemv")           # a registered intrinsic (register_intrinsic)
     sch.trace(); sch.show()               # the transform script; the loops it makes
     f = build(sch, target="llvm")         # callable with numpy arrays
 
@@ -34,12 +35,21 @@ from .expr import (
     sum,
     tanh,
 )
+from .intrinsics import (
+    TensorIntrin,
+    compile_c,
+    lookup_intrinsic,
+    register_intrinsic,
+    registered_intrinsics,
+    unregister_intrinsic,
+)
 from .schedule import Schedule
 from .state import BlockRV, LoopRV
 
 __all__ = [
-    "BlockRV", "IterVar", "LoopRV", "Schedule", "ScheduleError", "Tensor",
-    "abs", "build", "compute", "create_func", "einsum", "exp", "if_then_else", "log", "max",
-    "maximum", "min", "minimum", "placeholder", "prod", "reduce_axis", "scheduled_pipeline",
-    "sigmoid", "sqrt", "sum", "tanh",
+    "BlockRV", "IterVar", "LoopRV", "Schedule", "ScheduleError", "Tensor", "TensorIntrin",
+    "abs", "build", "compile_c", "compute", "create_func", "einsum", "exp", "if_then_else", "log",
+    "lookup_intrinsic", "max", "maximum", "min", "minimum", "placeholder", "prod", "reduce_axis",
+    "register_intrinsic", "registered_intrinsics", "scheduled_pipeline", "sigmoid", "sqrt", "sum",
+    "tanh", "unregister_intrinsic",
 ]

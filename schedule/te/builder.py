@@ -7,12 +7,14 @@ from ...pipelines.cpu import cpu_pipeline
 from ...pipelines.cuda import cuda_pipeline
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
+from ...pipelines.tensorize import TENSORIZE_PASS
 from .errors import ScheduleError
 from .schedule import Schedule
 
 
 def scheduled_pipeline(target: "str | Target" = "llvm") -> Pipeline:
     """The CPU (or, for a ``cuda`` target, the CUDA) pipeline for IR that is already scheduled.
+    On the CPU, ``tilecraft-tensorize`` follows one-shot bufferization (``tensorize``).
 
     The default schedule is replaced by a canonicalization, and ``simplify`` no longer fuses
     elementwise ops (it would merge blocks the schedule placed apart); bufferization and
@@ -21,7 +23,14 @@ def scheduled_pipeline(target: "str | Target" = "llvm") -> Pipeline:
     """
     target = Target.parse(target)
     base = cuda_pipeline(target) if target.is_cuda else cpu_pipeline(target)
-    return base.replace("simplify", ("canonicalize", "cse")).replace("schedule", ("canonicalize", "cse"))
+    pipeline = base.replace("simplify", ("canonicalize", "cse")).replace("schedule", ("canonicalize", "cse"))
+    if not target.is_cuda:
+        # Tensorized tiles (Schedule.tensorize) become calls of their intrinsics once
+        # bufferization has placed each tile in its buffer.
+        passes = list(pipeline.stage("bufferize").passes)
+        at = next(i for i, p in enumerate(passes) if p.startswith("one-shot-bufferize")) + 1
+        pipeline = pipeline.replace("bufferize", [*passes[:at], TENSORIZE_PASS, *passes[at:]])
+    return pipeline
 
 
 def build(sch: Schedule, target: "str | Target" = "llvm", *, opt_level: int = 3) -> CompiledModule:
@@ -38,6 +47,11 @@ def build(sch: Schedule, target: "str | Target" = "llvm", *, opt_level: int = 3)
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if target.is_cuda:
+        tensorized = sch.tensorized_blocks()
+        if tensorized:
+            raise ScheduleError(f"build for cuda: blocks {[b.name for b in tensorized]} are tensorized; "
+                                "intrinsics are C functions called on host memory — build with "
+                                "target='llvm', or schedule without tensorize")
         sch.check_gpu()
     elif sch.bound_loops():
         names = [f"{l.name} ({l.thread_axis})" for l in sch.bound_loops()]

@@ -56,6 +56,7 @@ class OpInfo:
     arg_positions: list[int | None] = field(default_factory=list)  # per operand: func argument
     consumers: list[tuple[int, int]] = field(default_factory=list)  # (op index, operand index)
     returned: bool = False  # its result is returned by the function
+    body: tuple[str, ...] = ()  # the generalized op's body, as body_signature gives it
 
     @property
     def n_operands(self) -> int:
@@ -280,13 +281,55 @@ def analyze_function(module: ir.Module, function: ir.Operation) -> list[OpInfo]:
             index=i, op_name=op_name, tag=unique[i], dim_names=dim_names, ranges=ranges,
             parallel=["parallel" in it for it in iterators], maps=maps, n_inputs=n_inputs,
             element_types=element_types, producers=producers, arg_positions=positions,
-            returned=i in returned,
+            returned=i in returned, body=body_signature(generic.operation),
         ))
     for info in infos:
         for operand_index, producer in enumerate(info.producers):
             if producer is not None:
                 infos[producer].consumers.append((info.index, operand_index))
     return infos
+
+
+# Ops whose operands may be swapped: their signature lists the operands sorted, so
+# ``out + a * b`` (linalg.matmul generalized) and ``a * b + out`` (a compute) match.
+_COMMUTATIVE = frozenset({
+    "arith.addf", "arith.mulf", "arith.addi", "arith.muli", "arith.maximumf", "arith.minimumf",
+    "arith.maxnumf", "arith.minnumf", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
+    "arith.andi", "arith.ori", "arith.xori",
+})
+
+
+def _external(value: ir.Value) -> str:
+    """A value the body captures: a constant by its value, anything else as unknown."""
+    owner = _owner(value)
+    if owner is not None and owner.name == "arith.constant":
+        return str(owner.attributes["value"])
+    return "external"
+
+
+def body_signature(op: ir.Operation) -> tuple[str, ...]:
+    """The computation in a structured op's body, independent of SSA names: one entry per
+    op, ``name(operands) {attributes}``, operands as ``a<i>`` (the i-th block argument: the
+    inputs' elements, then the output's) or ``r<j>`` (the j-th op's result).
+
+    Why not the printed region: value names and numbering depend on the surrounding
+    function; ``tensorize`` compares a block's body with an intrinsic definition's."""
+    block = op.regions[0].blocks[0]
+    names: dict[ir.Value, str] = {}
+    for index, argument in enumerate(block.arguments):
+        names[argument] = f"a{index}"
+    entries = []
+    for position, inner in enumerate(block.operations):
+        inner = inner.operation
+        operands = [names.get(v) or _external(v) for v in inner.operands]
+        if inner.name in _COMMUTATIVE:
+            operands.sort()
+        attributes = sorted(f"{name}={inner.attributes[name]}" for name in inner.attributes)
+        types = ",".join(str(r.type) for r in inner.results)
+        entries.append(f"{inner.name}({', '.join(operands)}) {{{', '.join(attributes)}}} : {types}")
+        for index, result in enumerate(inner.results):
+            names[result] = f"r{position}" if len(inner.results) == 1 else f"r{position}.{index}"
+    return tuple(entries)
 
 
 def _n_inputs(op: ir.Operation) -> int:

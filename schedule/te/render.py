@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..plan import DECOMPOSABLE
 from ..script import CLEANUP_SEQUENCE, ScriptWriter
+from ...pipelines.tensorize import TENSORIZE_ATTR
 from .compute import BLOCK_ATTR
 from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, BlockRV, LoopRV, State
 
@@ -124,10 +125,10 @@ class ScriptWriter(ScriptWriter):
                   f"{by} = {sizes} : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
         return fill, split, combine
 
-    def annotate(self, handle: str, tag: str) -> None:
+    def annotate(self, handle: str, tag: str, attribute: str = BLOCK_ATTR) -> None:
         param = self.fresh("name")
         self.emit(f'{param} = transform.param.constant "{tag}" -> !transform.any_param')
-        self.emit(f'transform.annotate {handle} "{BLOCK_ATTR}" = {param} : {ANY}, !transform.any_param')
+        self.emit(f'transform.annotate {handle} "{attribute}" = {param} : {ANY}, !transform.any_param')
 
     def pack(self, handle: str, sizes: list[int]) -> str:
         packed = self.fresh("packed")
@@ -364,6 +365,8 @@ class Renderer:
 
         rf = block.rfactor
         count = materialized_count(block, block.loops[:-2] if rf is not None else None)
+        if block.tensorized is not None:
+            count = len(block.loops)  # every loop outside the tile is a real loop
         for read in block.reads:
             if read.attach is None:
                 handle = self._render_read(block, read, handle)
@@ -421,6 +424,9 @@ class Renderer:
 
         if rf is not None:
             handle = self._render_rfactor(block, handle, dim_map, op_dims)
+        if block.tensorized is not None:
+            # The tile op, for tilecraft-tensorize to replace after bufferization.
+            self.w.annotate(handle, block.tensorized.extern, TENSORIZE_ATTR)
 
         partial = _partial_dims(block)
         vectorized = bool(block.loops) and block.loops[-1].kind == VECTORIZED and count < len(block.loops)

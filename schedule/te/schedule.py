@@ -33,6 +33,7 @@ from mlir import ir
 from .errors import ScheduleError
 from .expr import IndexBinary, IndexConst, IterVar
 from .interpret import apply_script
+from .intrinsics import TensorIntrin, lookup_intrinsic
 from .payload import (
     DYNAMIC,
     IndexResult,
@@ -56,6 +57,7 @@ from .state import (
     Part,
     RFactor,
     State,
+    Tensorized,
     chain_check,
     check_block,
     check_loop,
@@ -110,6 +112,14 @@ def _static(block: BlockRV, what: str) -> None:
             f"{what}: block {block.name!r} has dynamic extents ({', '.join(dynamic)}); the schedule "
             "API needs static shapes"
         )
+
+
+def _not_tensorized(block: BlockRV, what: str) -> None:
+    if block.tensorized is not None:
+        t = block.tensorized
+        raise ScheduleError(
+            f"{what}: the tile of block {block.name!r} from loop {t.loop.name!r} inward is tensorized "
+            f"(intrinsic {t.intrinsic!r}); call {what} before tensorize")
 
 
 def _attach_index(block: BlockRV, skip: BlockRV | None = None) -> tuple[int, BlockRV | None]:
@@ -392,6 +402,62 @@ def _decompose_reduction(state: State, block: BlockRV, loop: LoopRV, step: str) 
     extents = [tile[r.value] for r in block.output_map]
     _attach(state, init, parent, block, "init", extents, step)
     return init
+
+
+def _tensorize(state: State, block: BlockRV, loop: LoopRV, intrinsic: str, extern: str, step: str) -> None:
+    index = block.loops.index(loop)
+    inner = block.loops[index:]
+    for consumed in inner:
+        consumed.consumed = f"{step} (its iterations are the intrinsic {intrinsic!r})"
+    block.loops = block.loops[:index]
+    block.tensorized = Tensorized(loop, inner, intrinsic, extern)
+
+
+def _indices(results: list[IndexResult], names: list[str]) -> str:
+    return "[" + ", ".join(names[r.value] if r.kind == "dim" else (r.text or str(r.value))
+                           for r in results) + "]"
+
+
+def _ops_of(body: tuple[str, ...]) -> str:
+    return ", ".join(entry.split("(", 1)[0] for entry in body if not entry.startswith("linalg.yield"))
+
+
+def _match_intrinsic(block: BlockRV, intrinsic: TensorIntrin, tile: list[int], where: str) -> None:
+    """Raise unless ``block``'s tile of extents ``tile`` computes what ``intrinsic`` does."""
+    definition = intrinsic.op
+    names, theirs = [d.name for d in block.dims], definition.dim_names
+    what = f"tensorize: block {block.name!r} does not compute what intrinsic {intrinsic.name!r} does"
+    if len(block.dims) != len(definition.ranges):
+        raise ScheduleError(f"{what}: it has {len(block.dims)} loop dims {names}, the intrinsic "
+                            f"{len(definition.ranges)} {theirs}")
+    for d, dim in enumerate(block.dims):
+        if dim.reduction == definition.parallel[d]:
+            kind = "a reduction" if dim.reduction else "a parallel"
+            other = "parallel" if definition.parallel[d] else "a reduction"
+            raise ScheduleError(f"{what}: dim {dim.name!r} is {kind} dim, the intrinsic's dim "
+                                f"{theirs[d]!r} is {other}")
+    if block.n_inputs != definition.n_inputs:
+        raise ScheduleError(f"{what}: it reads {block.n_inputs} inputs, the intrinsic {definition.n_inputs}")
+    for x, (mine, other) in enumerate(zip(block.maps, definition.maps)):
+        if mine != other:
+            role = "the output" if x >= block.n_inputs else f"input {x}"
+            raise ScheduleError(
+                f"{what}: {role} is indexed {_indices(mine, names)} by the block but "
+                f"{_indices(other, theirs)} by the intrinsic (a transposed or differently indexed operand)")
+    if list(block.element_types) != list(definition.element_types):
+        raise ScheduleError(
+            f"tensorize: block {block.name!r} has element types ({', '.join(block.element_types)}) but "
+            f"intrinsic {intrinsic.name!r} takes ({', '.join(definition.element_types)})")
+    if block.op.body != definition.body:
+        raise ScheduleError(f"{what}: the block's body computes {_ops_of(block.op.body)}, the "
+                            f"intrinsic's {_ops_of(definition.body)}")
+    if list(tile) != list(definition.ranges):
+        mine = ", ".join(f"{n}={e}" for n, e in zip(names, tile))
+        other = ", ".join(f"{n}={e}" for n, e in zip(theirs, definition.ranges))
+        raise ScheduleError(
+            f"tensorize: the tile of {block.name!r} {where} is {tile} ({mine}), but intrinsic "
+            f"{intrinsic.name!r} computes {list(definition.ranges)} ({other}); split the loops so that "
+            "the loops from the tensorized one inward cover exactly the intrinsic's shape")
 
 
 def _transform_layout(state: State, block: BlockRV, operand: int, outer: list[int], inner_dims: list[int],
@@ -700,6 +766,7 @@ class Schedule:
     def vectorize(self, loop: LoopRV) -> None:
         """Vectorize the innermost ``loop`` (``transform.structured.vectorize`` of the op tile)."""
         loop = check_loop(loop, "vectorize")
+        _not_tensorized(loop.block, "vectorize")
         self._check_annotation(loop, "vectorize")
         block = loop.block
         if loop.is_reduction:
@@ -821,6 +888,10 @@ class Schedule:
                     raise ScheduleError(f"build for cuda: loop {loop.name!r} of {block.name!r} is "
                                         "parallel (a CPU primitive); bind it to a GPU axis instead")
 
+    def tensorized_blocks(self) -> list[BlockRV]:
+        """The blocks whose inner tile ``tensorize`` replaced by an intrinsic."""
+        return [b for b in self._state.blocks if b.tensorized is not None and not b.removed]
+
     def bound_loops(self) -> list[LoopRV]:
         """The loops bound to GPU axes (``bind``)."""
         return [l for b in self._state.blocks if not b.removed for l in b.loops if l.thread_axis]
@@ -835,6 +906,7 @@ class Schedule:
     # -- block primitives --------------------------------------------------------------------
 
     def _movable(self, block: BlockRV, what: str, allow_layout: bool = False) -> None:
+        _not_tensorized(block, what)
         if block.attach is not None:
             where = block.attach.loop.name if block.attach.loop else "the root"
             raise ScheduleError(f"{what}: block {block.name!r} is already computed at {where!r}")
@@ -1020,6 +1092,7 @@ class Schedule:
         if consumer.frozen:
             raise ScheduleError(f"compute_inline: its consumer {consumer.name!r} takes no more primitives: "
                                 f"{consumer.frozen}; inline before rfactor")
+        _not_tensorized(consumer, "compute_inline")
         if any(r.read_of[1] == x for r in consumer.reads):
             raise ScheduleError(f"compute_inline: {consumer.name!r} reads {block.name!r} through a "
                                 "cache_read copy; a cached tensor cannot be inlined")
@@ -1084,6 +1157,7 @@ class Schedule:
         if init is not None and init.attach is not None and init.attach.loop is not None:
             raise ScheduleError(f"cache_read: {reader.name!r} has its init placed by decompose_reduction; "
                                 "call cache_read first")
+        _not_tensorized(reader, "cache_read")
         operand, label = self._read_operand(reader, tensor)
         if any(r.read_of[1] == operand for r in reader.reads):
             raise ScheduleError(f"cache_read: {reader.name!r} already reads {label!r} through a cache")
@@ -1144,6 +1218,7 @@ class Schedule:
         init = block.init_block
         if init is not None and init.attach is not None:
             raise ScheduleError(f"rfactor: {block.name!r} has its init placed by decompose_reduction")
+        _not_tensorized(block, "rfactor")
         loops = block.loops
         inner = loops[-1]
         outer = loops[-2] if len(loops) > 1 else None
@@ -1243,6 +1318,49 @@ class Schedule:
                 f"{block.name!r} into them; compute them at the root first, or make those loops parallel")
         call = f"sch.decompose_reduction({self._name(block)}, {self._name(loop)})"
         return self._step(call, _decompose_reduction, block, loop, call)
+
+    def tensorize(self, loop: LoopRV, intrinsic: "str | TensorIntrin") -> None:
+        """Compute the tile made of ``loop`` and the loops inside it with one call of a
+        registered intrinsic (TVM's ``s[C].tensorize(yi, intrin)``; see
+        :func:`~tilecraft.schedule.te.register_intrinsic`).
+
+        The tile (one iteration of the loops outside ``loop``) must have the intrinsic's
+        shape, and the block must compute what the intrinsic's definition does (iterator
+        kinds, indexing maps, body, element types). The tiled op is annotated
+        ``tilecraft.tensorize = "<extern>"`` in the script; after bufferization the
+        ``tilecraft-tensorize`` pass replaces it by ``func.call @<extern>`` on the operands'
+        subviews. ``loop`` and the loops inside it are consumed: the tile is no longer
+        schedulable (schedule the loops outside it, before or after)."""
+        loop = check_loop(loop, "tensorize")
+        intrin = lookup_intrinsic(intrinsic)
+        block = loop.block
+        _static(block, "tensorize")
+        if block.kind not in ("op", "cache") or block.op is None:
+            raise ScheduleError(f"tensorize: {block.name!r} is a {block.kind} block; only an op of the "
+                                "function (or the compute stage cache_write returns) can be tensorized")
+        if block.layout is not None or block.inlined:
+            raise ScheduleError(f"tensorize: block {block.name!r} has a transform_layout or an inlined "
+                                "producer; its op no longer has the operands the intrinsic takes")
+        index = block.loops.index(loop)
+        inner, outer = block.loops[index:], block.loops[:index]
+        for l in inner:
+            if l.thread_axis is not None or l.kind != SERIAL:
+                how = f"bound to {l.thread_axis}" if l.thread_axis else l.kind
+                raise ScheduleError(
+                    f"tensorize: loop {l.name!r} at or inside {loop.name!r} is {how}; the tile becomes "
+                    "one call of the intrinsic and has no loops left to annotate — tensorize a loop "
+                    "inside it")
+            if l.attached:
+                raise ScheduleError(
+                    f"tensorize: block {l.attached[0].name!r} is computed at loop {l.name!r}, inside "
+                    f"the tile of {loop.name!r}; the tile becomes one call of the intrinsic")
+        if any(p.partial for l in block.loops for p in l.parts):
+            raise ScheduleError("tensorize: loops with partial tiles (pad=True): the intrinsic computes "
+                                "a fixed shape, and the last tile would be smaller")
+        tile = tile_extents(block, outer[-1] if outer else None)
+        _match_intrinsic(block, intrin, tile, f"inside {outer[-1].name!r}" if outer else "(the whole block)")
+        call = f'sch.tensorize({self._name(loop)}, "{intrin.name}")'
+        self._step(call, _tensorize, block, loop, intrin.name, intrin.extern.name, call)
 
     def transform_layout(self, block: BlockRV, buffer: "int | str", index_map: Callable[..., tuple],
                          name: str | None = None) -> BlockRV:

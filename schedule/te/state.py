@@ -120,6 +120,17 @@ class Layout:
     other_packed_inputs: list[int]
 
 
+@dataclass
+class Tensorized:
+    """A ``tensorize``: the tile inside ``block.loops`` (the loops from ``loop`` inward,
+    now in ``inner``) is one call of the extern ``extern`` (the intrinsic ``intrinsic``)."""
+
+    loop: LoopRV
+    inner: list[LoopRV]
+    intrinsic: str
+    extern: str
+
+
 class BlockRV:
     """A block (one linalg op, or a stage derived by a primitive), as ``get_block`` returns it.
 
@@ -154,6 +165,7 @@ class BlockRV:
         self.read_of: tuple[BlockRV, int] | None = None  # a "read" stage: (reader, operand)
         self.rfactor: "RFactor | None" = None  # rfactor: the partial-reduction stage made of us
         self.frozen: str | None = None  # why this block's loops take no more primitives
+        self.tensorized: Tensorized | None = None  # its inner tile is an intrinsic's call
         self.removed: str | None = None  # compute_inline: the block no longer exists
         self.producers: list[BlockRV | None] = []  # per operand
         self.consumers: list[tuple[BlockRV, int]] = []
