@@ -304,7 +304,7 @@ def analyze_function(module: ir.Module, function: ir.Operation) -> list[OpInfo]:
     return infos
 
 
-def _symbols(function: ir.Operation) -> list[list]:
+def argument_symbols(function: ir.Operation) -> list[list]:
     """Per argument, its ``tilecraft.symbols`` entries (str, int, or "" per dim; [] if none)."""
     n = len(function.regions[0].blocks[0].arguments)
     result: list[list] = [[] for _ in range(n)]
@@ -326,7 +326,7 @@ def _symbol_of(value: ir.Value, axis: int, function: ir.Operation, depth: int = 
         arguments = list(function.regions[0].blocks[0].arguments)
         for a, argument in enumerate(arguments):
             if argument == value:
-                symbols = _symbols(function)[a]
+                symbols = argument_symbols(function)[a]
                 if axis < len(symbols) and symbols[axis] != "":
                     symbol = symbols[axis]
                     return symbol if isinstance(symbol, int) else SymExtent.of(symbol)
@@ -358,7 +358,7 @@ def name_dynamic_dims(module: ir.Module, function: ir.Operation, names: list[str
     (``<argument>_<axis>`` of the first), a dim that must equal a static size gets that size.
     After tiling the relations are inside loops, where the run-time checks no longer see them."""
     arguments = list(function.regions[0].blocks[0].arguments)
-    if any(_symbols(function)) or not any(
+    if any(argument_symbols(function)) or not any(
             isinstance(a.type, ir.RankedTensorType) and not ir.RankedTensorType(a.type).has_static_shape
             for a in arguments):
         return

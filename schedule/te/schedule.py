@@ -30,16 +30,15 @@ from typing import Any, Callable, Sequence
 
 from mlir import ir
 
-from ...runtime.signature import SYMBOLS_ATTRIBUTE
 from .errors import ScheduleError
 from .expr import IndexBinary, IndexConst, IterVar
 from .interpret import apply_script
 from .payload import (
-    DYNAMIC,
     IndexResult,
     OpInfo,
     analyze_function,
     argument_names,
+    argument_symbols,
     find_function,
     load_payload,
     name_dynamic_dims,
@@ -98,14 +97,10 @@ def _blocks_from_ops(infos: list[OpInfo]) -> list[BlockRV]:
 def _symbol_sources(function: ir.Operation, names: list[str]) -> list[str]:
     """``n = A.shape[0]`` per symbol of the arguments (``tilecraft.symbols``), first source."""
     seen: dict[str, str] = {}
-    if "arg_attrs" in function.attributes:
-        for name, attrs in zip(names, function.attributes["arg_attrs"]):
-            attrs = ir.DictAttr(attrs)
-            if SYMBOLS_ATTRIBUTE not in attrs:
-                continue
-            for axis, symbol in enumerate(ir.ArrayAttr(attrs[SYMBOLS_ATTRIBUTE])):
-                if isinstance(symbol, ir.StringAttr) and ir.StringAttr(symbol).value:
-                    seen.setdefault(ir.StringAttr(symbol).value, f"{name}.shape[{axis}]")
+    for name, symbols in zip(names, argument_symbols(function)):
+        for axis, symbol in enumerate(symbols):
+            if isinstance(symbol, str) and symbol:
+                seen.setdefault(symbol, f"{name}.shape[{axis}]")
     return [f"{symbol} = {source}" for symbol, source in seen.items()]
 
 

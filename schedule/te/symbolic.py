@@ -89,9 +89,6 @@ class SymExtent:
         return " * ".join(terms)
 
 
-Extent = "int | SymExtent"
-
-
 def is_symbolic(extent: object) -> bool:
     return isinstance(extent, SymExtent)
 

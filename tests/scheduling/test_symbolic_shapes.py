@@ -127,3 +127,21 @@ def test_trace_names_the_symbols():
     assert "// symbolic extents: n = A.shape[0]" in str(sch.trace)
     assert "tensor<?x8xf32>" in sch.ir() and 'tilecraft.symbols = ["n", ""]' in sch.ir()
     assert tc.var is te.var
+
+
+def test_fuse_and_tile_of_symbolic_loops(arrays):
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    fused = te.Schedule(B)
+    loop = fused.fuse(*fused.get_loops(fused.get_block("B")))
+    assert repr(loop.extent) == "m * n"
+    fused.parallel(loop)
+    tiled = te.Schedule(B)
+    _, _, _, yi = tiled.tile(*tiled.get_loops(tiled.get_block("B")), 4, 8)
+    tiled.vectorize(yi)
+    for sch in (fused, tiled):
+        f = te.build(sch)
+        for shape in ((1, 1), (7, 3), (5, 33)):
+            a = arrays(*shape)
+            np.testing.assert_allclose(f(a), a * 2)
