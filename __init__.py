@@ -70,7 +70,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept
 # out of __all__ because `from tilecraft import *` would shadow Python's sum/max/min/abs.
 for _name in ("abs", "einsum", "exp", "if_then_else", "log", "max", "maximum", "min", "minimum",
-              "prod", "sigmoid", "sqrt", "sum", "tanh"):
+              "prod", "sigmoid", "sqrt", "sum", "tanh", "var"):
     _LAZY[_name] = (".schedule.te", _name)
 del _name
 

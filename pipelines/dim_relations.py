@@ -14,13 +14,18 @@ a structured linalg op that is indexed by the same loop is one class, as are a
 does not know (slices, pads, reshapes) add nothing, so it never rejects a call the compiled
 code would handle; relations through them are checked by the compiled code itself
 (runtime_checks.py).
+
+Argument dims named by one symbol (the ``tilecraft.symbols`` argument attribute, written by
+the TE API's ``var`` and by ``Schedule``) are one class too: once a schedule has tiled the
+linalg ops into loops, the entry block no longer shows which dims they relate, and the
+symbols keep that knowledge (an integer symbol fixes the dim's size).
 """
 
 from __future__ import annotations
 
 from mlir import ir, passmanager
 
-from ..runtime.signature import DimGroup
+from ..runtime.signature import SYMBOLS_ATTRIBUTE, DimGroup
 from .loop_nest import is_structured
 from .scratch import scratch_copy
 
@@ -86,6 +91,25 @@ def _relate(op: ir.Operation, classes: _UnionFind, dim_of: dict) -> None:
                 classes.union((source, axis), (result, axis))
 
 
+def _relate_symbols(func: ir.Operation, arguments: list, classes: _UnionFind) -> dict:
+    """Union the argument dims ``tilecraft.symbols`` names alike; returns the dims an integer
+    symbol fixes, ``{(argument, axis): size}``."""
+    fixed: dict = {}
+    if "arg_attrs" not in func.attributes:
+        return fixed
+    for argument, attrs in zip(arguments, func.attributes["arg_attrs"]):
+        attrs = ir.DictAttr(attrs)
+        if SYMBOLS_ATTRIBUTE not in attrs or _ranked(argument) is None:
+            continue
+        for axis, symbol in enumerate(ir.ArrayAttr(attrs[SYMBOLS_ATTRIBUTE])):
+            if isinstance(symbol, ir.IntegerAttr):
+                classes.find((argument, axis))
+                fixed[(argument, axis)] = ir.IntegerAttr(symbol).value
+            elif ir.StringAttr(symbol).value:
+                classes.union((argument, axis), ("symbol", ir.StringAttr(symbol).value))
+    return fixed
+
+
 def equal_argument_dims(func: ir.Operation) -> tuple[DimGroup, ...]:
     """The groups of ``func``'s argument dimensions that must agree (dynamic ones only)."""
     function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
@@ -116,14 +140,17 @@ def equal_argument_dims(func: ir.Operation) -> tuple[DimGroup, ...]:
     arguments = list(twin.regions[0].blocks[0].arguments)
     members: dict = {}
     sizes: dict = {}
+    fixed = _relate_symbols(twin, arguments, classes)
     for node in list(classes.parent):
-        if node[0] == "loop":
+        if node[0] in ("loop", "symbol"):
             continue
         value, axis = node
         root = classes.find(node)
         tensor = _ranked(value)
         if not tensor.is_dynamic_dim(axis):
             sizes[root] = tensor.shape[axis]
+        if node in fixed:
+            sizes[root] = fixed[node]
         if isinstance(value, ir.BlockArgument) and value in arguments:
             members.setdefault(root, set()).add((arguments.index(value), axis))
     groups = []

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 # signatures from IR in pipelines/entry.py.
 
 NAME_ATTRIBUTE = "tilecraft.name"
+# Per argument dim, the symbol (a name) that sizes it: dims sharing a symbol must agree at
+# every call; "" for a dim with no symbol, an integer for a dim that must have that size.
+# Written by the TE API (``te.var``) and by Schedule; read by pipelines/dim_relations.py.
+SYMBOLS_ATTRIBUTE = "tilecraft.symbols"
 # Overrides the numpy dtype of a signless integer argument/result (``"uint8"`` for ``i8``).
 DTYPE_ATTRIBUTE = "tilecraft.dtype"
 

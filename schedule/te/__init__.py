@@ -2,7 +2,7 @@
 
     from tilecraft.schedule.te import placeholder, reduce_axis, compute, sum, Schedule, build
 
-    A = placeholder((M, K), name="A"); B = placeholder((K, N), name="B")
+    A = placeholder((M, K), name="A"); B = placeholder((K, N), name="B")   # M = var("M"): symbolic
     k = reduce_axis(K, name="k")
     C = compute((M, N), lambda i, j: sum(A[i, k] * B[k, j], axis=k), name="C")
     sch = Schedule(C)
@@ -45,11 +45,12 @@ from .intrinsics import (
 )
 from .schedule import Schedule
 from .state import BlockRV, LoopRV
+from .symbolic import SymExtent, Var, var
 
 __all__ = [
-    "BlockRV", "IterVar", "LoopRV", "Schedule", "ScheduleError", "Tensor", "TensorIntrin",
-    "abs", "build", "compile_c", "compute", "create_func", "einsum", "exp", "if_then_else", "log",
-    "lookup_intrinsic", "max", "maximum", "min", "minimum", "placeholder", "prod", "reduce_axis",
-    "register_intrinsic", "registered_intrinsics", "scheduled_pipeline", "sigmoid", "sqrt", "sum",
-    "tanh", "unregister_intrinsic",
+    "BlockRV", "IterVar", "LoopRV", "Schedule", "ScheduleError", "SymExtent", "Tensor", "TensorIntrin",
+    "Var", "abs", "build", "compile_c", "compute", "create_func", "einsum", "exp", "if_then_else",
+    "log", "lookup_intrinsic", "max", "maximum", "min", "minimum", "placeholder", "prod",
+    "reduce_axis", "register_intrinsic", "registered_intrinsics", "scheduled_pipeline", "sigmoid",
+    "sqrt", "sum", "tanh", "unregister_intrinsic", "var",
 ]

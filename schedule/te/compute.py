@@ -12,6 +12,12 @@ its reduction axes ``reduction`` iterators (after the spatial ones, as in
 the affine index. A reduction's output starts from a ``linalg.fill`` with the combiner's
 identity (the *init* block, named ``C.init``). Ops carry ``tilecraft.block = "C"`` so
 :class:`~tilecraft.schedule.te.Schedule` finds them by name.
+
+Extents may be :func:`~tilecraft.schedule.te.var` s: their dims are ``?`` in the function's
+types, each var's value is read with ``tensor.dim`` from the first argument it sizes, and the
+arguments carry ``tilecraft.symbols`` (the var per dim) so that every call checks that the
+dims sharing a var agree (pipelines/dim_relations.py). Indexing is then checked symbolically:
+an index must stay in bounds for every value of the vars.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import inspect
 import itertools
 import math as _math
 import re
+from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
@@ -27,6 +34,7 @@ from mlir import ir
 from mlir.dialects import arith, func, linalg, math, tensor
 
 from ...frontend.emit import core
+from ...runtime.signature import SYMBOLS_ATTRIBUTE
 from .errors import ScheduleError
 from .expr import (
     Binary,
@@ -47,6 +55,7 @@ from .expr import (
     as_index,
     sum,
 )
+from .symbolic import Var
 
 BLOCK_ATTR = "tilecraft.block"
 DIMS_ATTR = "tilecraft.dims"
@@ -55,11 +64,21 @@ NAME_ATTR = "tilecraft.name"  # argument names, as runtime/signature.py reads th
 _tensor_ids = itertools.count()
 
 
+def _valid_extent(extent: object) -> bool:
+    return isinstance(extent, Var) or (
+        isinstance(extent, (int, np.integer)) and not isinstance(extent, bool) and extent >= 1)
+
+
+def _as_extent(extent: "int | Var") -> "int | Var":
+    return extent if isinstance(extent, Var) else int(extent)
+
+
 class Tensor:
     """A placeholder (function argument) or the result of :func:`compute`."""
 
-    def __init__(self, shape: Sequence[int], dtype: np.dtype, name: str, op: "ComputeOp | None") -> None:
-        self.shape = tuple(int(s) for s in shape)
+    def __init__(self, shape: "Sequence[int | Var]", dtype: np.dtype, name: str,
+                 op: "ComputeOp | None") -> None:
+        self.shape = tuple(_as_extent(s) for s in shape)
         self.dtype = dtype
         self.name = name
         self.op = op
@@ -83,14 +102,16 @@ class Tensor:
         index_exprs = tuple(as_index(i) for i in indices)
         for index in index_exprs:
             _check_affine(index)
-        for position, (index, extent) in enumerate(zip(index_exprs, self.shape)):
-            low, high = _index_range(index)
-            if low < 0 or high >= extent:
-                raise ScheduleError(
-                    f"{self.name}[{', '.join(map(repr, index_exprs))}]: index {position} ranges "
-                    f"over [{low}, {high}] but dimension {position} of {self.name} has extent {extent}"
-                )
-        return Load(self, index_exprs, self.dtype)
+        load = Load(self, index_exprs, self.dtype)
+        if not _is_symbolic(load):  # symbolic bounds are proved by compute(), knowing its axes
+            for position, (index, extent) in enumerate(zip(index_exprs, self.shape)):
+                low, high = _index_range(index)
+                if low < 0 or high >= extent:
+                    raise ScheduleError(
+                        f"{load!r}: index {position} ranges over [{low}, {high}] but dimension "
+                        f"{position} of {self.name} has extent {extent}"
+                    )
+        return load
 
     def __repr__(self) -> str:
         kind = "placeholder" if self.is_placeholder else "compute"
@@ -112,11 +133,13 @@ class ComputeOp:
         return list(found.values())
 
 
-def placeholder(shape: Sequence[int], dtype: object = "float32", name: str = "placeholder") -> Tensor:
-    """An input tensor (a function argument), as ``te.placeholder``."""
+def placeholder(shape: "Sequence[int | Var]", dtype: object = "float32",
+                name: str = "placeholder") -> Tensor:
+    """An input tensor (a function argument), as ``te.placeholder``; a :func:`var` in ``shape``
+    makes that dimension dynamic (``?``)."""
     shape = tuple(shape)
-    if not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
-        raise ScheduleError(f"placeholder {name!r}: shape must be positive integers, got {shape}")
+    if not all(_valid_extent(s) for s in shape):
+        raise ScheduleError(f"placeholder {name!r}: shape must be positive integers or vars, got {shape}")
     return Tensor(shape, as_dtype(dtype), name, None)
 
 
@@ -130,7 +153,7 @@ def _axis_names(fcompute: Callable, rank: int) -> list[str]:
     return [f"i{d}" for d in range(rank)]
 
 
-def compute(shape: Sequence[int], fcompute: Callable[..., object], name: str = "compute",
+def compute(shape: "Sequence[int | Var]", fcompute: Callable[..., object], name: str = "compute",
             dtype: object = None) -> Tensor:
     """``te.compute``: a tensor of ``shape`` whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
@@ -138,8 +161,8 @@ def compute(shape: Sequence[int], fcompute: Callable[..., object], name: str = "
     (as in TVM). ``dtype`` defaults to the body's.
     """
     shape = tuple(shape)
-    if not shape or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
-        raise ScheduleError(f"compute {name!r}: shape must be positive integers, got {shape}")
+    if not shape or not all(_valid_extent(s) for s in shape):
+        raise ScheduleError(f"compute {name!r}: shape must be positive integers or vars, got {shape}")
     axes = [IterVar(extent, axis_name, "spatial") for extent, axis_name in zip(shape, _axis_names(fcompute, len(shape)))]
     body = as_expr(fcompute(*axes))
     _check_body(body, axes, name)
@@ -182,6 +205,11 @@ def _check_body(body: Expr, axes: list[IterVar], name: str) -> None:
                 f"compute {name!r}: reduction axis {var.name!r} only appears inside compound indices; "
                 "linalg infers each loop's range from an operand it indexes directly (e.g. a filter "
                 f"F[{var.name}])")
+    # An access happens only when every axis is non-empty: the vars sizing them are >= 1.
+    nonempty = {axis.extent for axis in known if isinstance(axis.extent, Var)}
+    for load in _loads(body):
+        if _is_symbolic(load):
+            _check_symbolic_bounds(load, nonempty, name)
 
 
 def _walk(expr: Expr):
@@ -214,6 +242,91 @@ def _check_affine(index: IndexExpr) -> None:
             raise ScheduleError(f"index {index!r} is not affine: one side of * must be a constant")
         if index.op in ("floordiv", "mod") and index.rhs.variables():
             raise ScheduleError(f"index {index!r} is not affine: // and % need a constant divisor")
+
+
+def _is_symbolic(load: Load) -> bool:
+    return any(isinstance(e, Var) for e in load.tensor.shape) or any(
+        isinstance(v.extent, Var) for index in load.indices for v in index.variables())
+
+
+# A linear form over vars: {Var: coefficient, None: constant}.
+_Linear = dict
+
+
+def _linear_add(a: _Linear, b: _Linear) -> _Linear:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+
+
+def _linear_scale(a: _Linear, c: Fraction) -> _Linear:
+    return {k: v * c for k, v in a.items()}
+
+
+def _constant_of(a: _Linear) -> Fraction | None:
+    return a.get(None, Fraction(0)) if all(v == 0 for k, v in a.items() if k is not None) else None
+
+
+def _linear_range(index: IndexExpr) -> tuple[_Linear, _Linear] | None:
+    """Bounds ``(low, high)`` of ``index`` as linear forms of the vars (axes range over
+    ``[0, extent)``), or None where tilecraft has no linear bound."""
+    if isinstance(index, IterVar):
+        e = index.extent
+        return {}, ({e: Fraction(1), None: Fraction(-1)} if isinstance(e, Var) else {None: Fraction(e - 1)})
+    if isinstance(index, IndexConst):
+        return {None: Fraction(index.value)}, {None: Fraction(index.value)}
+    assert isinstance(index, IndexBinary)
+    lhs, rhs = _linear_range(index.lhs), _linear_range(index.rhs)
+    if lhs is None or rhs is None:
+        return None
+    if index.op == "+":
+        return _linear_add(lhs[0], rhs[0]), _linear_add(lhs[1], rhs[1])
+    if index.op == "*":
+        for (lo, hi), other in ((rhs, lhs), (lhs, rhs)):
+            c = _constant_of(lo)
+            if c is not None and c == _constant_of(hi):
+                a, b = _linear_scale(other[0], c), _linear_scale(other[1], c)
+                return (a, b) if c >= 0 else (b, a)
+        return None
+    d = _constant_of(rhs[0])
+    if d is None or d <= 0 or d != _constant_of(rhs[1]) or d.denominator != 1:
+        return None
+    if index.op == "floordiv":  # floor(x / d) lies in [(x - d + 1) / d, x / d]
+        return _linear_scale(_linear_add(lhs[0], {None: 1 - d}), 1 / d), _linear_scale(lhs[1], 1 / d)
+    return {None: Fraction(0)}, {None: d - 1}
+
+
+def _proved_nonnegative(form: _Linear, nonempty: set[Var]) -> bool:
+    """``form >= 0`` for all vars >= 0 (>= 1 for those in ``nonempty``)."""
+    if any(v < 0 for k, v in form.items() if k is not None):
+        return False
+    lowest = form.get(None, 0)
+    for k, v in form.items():
+        if k is not None and k in nonempty:
+            lowest += v
+    return lowest >= 0
+
+
+def _linear_text(form: _Linear) -> str:
+    terms = [f"{'' if v == 1 else f'{v}*'}{k.name}" for k, v in form.items() if k is not None and v]
+    constant = form.get(None, 0)
+    if constant or not terms:
+        terms.append(str(constant))
+    return " + ".join(terms).replace("+ -", "- ")
+
+
+def _check_symbolic_bounds(load: Load, nonempty: set[Var], name: str) -> None:
+    tensor_ = load.tensor
+    for position, (index, extent) in enumerate(zip(load.indices, tensor_.shape)):
+        bounds = _linear_range(index)
+        upper = ({extent: Fraction(1), None: Fraction(-1)} if isinstance(extent, Var)
+                 else {None: Fraction(extent - 1)})
+        if bounds is None or not _proved_nonnegative(bounds[0], nonempty) or not _proved_nonnegative(
+                _linear_add(upper, _linear_scale(bounds[1], Fraction(-1))), nonempty):
+            span = (f"[{_linear_text(bounds[0])}, {_linear_text(bounds[1])}]" if bounds is not None
+                    else "a range tilecraft cannot bound")
+            raise ScheduleError(
+                f"compute {name!r}: {load!r}: index {position} ranges over {span}, which cannot be "
+                f"proved inside dimension {position} of {tensor_.name} (extent {extent}) for every "
+                "value of the vars")
 
 
 def _index_range(index: IndexExpr) -> tuple[int, int]:
@@ -422,7 +535,8 @@ def _convert(x: ir.Value, source: np.dtype, target: np.dtype) -> ir.Value:
     return arith.extsi(t, x) if target.itemsize > source.itemsize else arith.trunci(t, x)
 
 
-def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str) -> ir.Value:
+def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str,
+                  var_sizes: "dict[Var, ir.Value]") -> ir.Value:
     op = tensor_.op
     assert op is not None
     axes = op.axes + op.reduce_axes
@@ -445,7 +559,7 @@ def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str)
     out_type = element_type(tensor_.dtype)
     maps.append(ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in range(len(op.axes))]))
 
-    init = tensor.empty(list(tensor_.shape), out_type)
+    init = tensor.empty([var_sizes[e] if isinstance(e, Var) else e for e in tensor_.shape], out_type)
     if isinstance(op.body, Reduce):
         fill = linalg.fill(_constant(_identity(op.body.combiner, tensor_.dtype), tensor_.dtype), outs=[init])
         fill.owner.attributes[BLOCK_ATTR] = ir.StringAttr.get(f"{block_name}.init")
@@ -504,6 +618,49 @@ def _unique_names(tensors: list[Tensor]) -> dict[int, str]:
     return names
 
 
+def _tensor_type(t: Tensor) -> ir.RankedTensorType:
+    dynamic = ir.ShapedType.get_dynamic_size()
+    return ir.RankedTensorType.get([dynamic if isinstance(e, Var) else e for e in t.shape],
+                                   element_type(t.dtype))
+
+
+def _arg_attributes(t: Tensor) -> dict[str, ir.Attribute]:
+    """``tilecraft.name``, and ``tilecraft.symbols`` (the var per dim, "" for a static one)."""
+    attributes = {NAME_ATTR: ir.StringAttr.get(t.name)}
+    if any(isinstance(e, Var) for e in t.shape):
+        attributes[SYMBOLS_ATTRIBUTE] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(e.name if isinstance(e, Var) else "") for e in t.shape])
+    return attributes
+
+
+def _var_sources(args: list[Tensor], computes: list[Tensor]) -> "dict[Var, tuple[int, int]]":
+    """Per var, the (argument, axis) its value is read from: the first argument it sizes.
+
+    A var that sizes no argument has no value at run time; two vars of one name would make
+    ``tilecraft.symbols`` ambiguous."""
+    sources: dict[Var, tuple[int, int]] = {}
+    by_name: dict[str, Var] = {}
+    used: list[Var] = []
+    for t in computes:
+        used += [e for e in t.shape if isinstance(e, Var)]
+        used += [a.extent for a in t.op.axes + t.op.reduce_axes if isinstance(a.extent, Var)]
+    for a, t in enumerate(args):
+        for axis, e in enumerate(t.shape):
+            if isinstance(e, Var):
+                sources.setdefault(e, (a, axis))
+                used.append(e)
+    for v in used:
+        if by_name.setdefault(v.name, v) is not v:
+            raise ScheduleError(f"create_func: two different vars are named {v.name!r}; give each "
+                                "var its own name (the name is how the function's arguments refer to it)")
+    missing = sorted({v.name for v in used if v not in sources})
+    if missing:
+        raise ScheduleError(
+            f"create_func: var(s) {missing} size no placeholder; a var must be a dimension of at "
+            "least one input (placeholder), where the function reads its value at call time")
+    return sources
+
+
 def create_func(tensors: "Tensor | Sequence[Tensor]", name: str = "main",
                 context: ir.Context | None = None) -> ir.Module:
     """A module with ``func.func @name``: TVM's ``te.create_prim_func([A, B, C])``.
@@ -527,21 +684,22 @@ def create_func(tensors: "Tensor | Sequence[Tensor]", name: str = "main",
     if missing:
         raise ScheduleError(f"create_func: placeholders {missing} are read but not listed")
     names = _unique_names(ordered)
+    var_source = _var_sources(args, ordered)
     context = context or ir.Context()
     with context, ir.Location.unknown():
         module = ir.Module.create()
-        arg_types = [ir.RankedTensorType.get(list(t.shape), element_type(t.dtype)) for t in args]
-        result_types = [ir.RankedTensorType.get(list(t.shape), element_type(t.dtype)) for t in outputs]
+        arg_types = [_tensor_type(t) for t in args]
+        result_types = [_tensor_type(t) for t in outputs]
         with ir.InsertionPoint(module.body):
             function = func.FuncOp(name, ir.FunctionType.get(arg_types, result_types))
-            function.arg_attrs = ir.ArrayAttr.get(
-                [ir.DictAttr.get({NAME_ATTR: ir.StringAttr.get(t.name)}) for t in args]
-            )
+            function.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(_arg_attributes(t)) for t in args])
             entry = function.add_entry_block()
             values = {t.uid: entry.arguments[i] for i, t in enumerate(args)}
             with ir.InsertionPoint(entry):
+                var_sizes = {v: tensor.dim(entry.arguments[a], arith.constant(ir.IndexType.get(), axis))
+                             for v, (a, axis) in var_source.items()}
                 for t in ordered:
-                    values[t.uid] = _emit_compute(t, values, names[t.uid])
+                    values[t.uid] = _emit_compute(t, values, names[t.uid], var_sizes)
                 func.ReturnOp([values[t.uid] for t in outputs])
         module.operation.verify()
     return module

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import ScheduleError
+from .symbolic import Var
 
 # --- index expressions ------------------------------------------------------------------
 
@@ -88,10 +89,14 @@ class IterVar(IndexExpr):
     lambda given to :func:`compute`.
     """
 
-    def __init__(self, extent: int, name: str, kind: str) -> None:
-        if not isinstance(extent, (int, np.integer)) or extent < 1:
-            raise ScheduleError(f"axis {name!r}: extent must be a positive integer, got {extent!r}")
-        self.extent = int(extent)
+    def __init__(self, extent: "int | Var", name: str, kind: str) -> None:
+        if isinstance(extent, Var):
+            self.extent: int | Var = extent
+        elif not isinstance(extent, (int, np.integer)) or isinstance(extent, bool) or extent < 1:
+            raise ScheduleError(
+                f"axis {name!r}: extent must be a positive integer or a var, got {extent!r}")
+        else:
+            self.extent = int(extent)
         self.name = name
         self.kind = kind  # "spatial" or "reduce"
         self.uid = next(_iter_ids)
@@ -120,8 +125,9 @@ def as_index(value: object) -> IndexExpr:
     )
 
 
-def reduce_axis(extent: "int | tuple[int, int]", name: str = "k") -> IterVar:
-    """A reduction axis over ``range(extent)``; TVM's ``te.reduce_axis((0, K), "k")`` also works."""
+def reduce_axis(extent: "int | Var | tuple[int, int | Var]", name: str = "k") -> IterVar:
+    """A reduction axis over ``range(extent)``; TVM's ``te.reduce_axis((0, K), "k")`` also works.
+    ``extent`` may be a :func:`var` (the axis then runs over a dimension given at call time)."""
     if isinstance(extent, tuple):
         if len(extent) != 2 or extent[0] != 0:
             raise ScheduleError(f"reduce_axis takes an extent or a (0, extent) range, got {extent!r}")

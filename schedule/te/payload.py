@@ -9,6 +9,12 @@ reduction's output is ``<reduction>.init``. The names are written back as
 
 Named ops (``linalg.matmul``) keep no indexing maps in the IR, so the analysis reads them
 from a generalized scratch copy, as ``pipelines/loop_nest.py`` does.
+
+A dynamic loop range is a :class:`~.symbolic.SymExtent` when it can be traced to an argument
+dim that ``tilecraft.symbols`` names (through ``tensor.dim``, ``tensor.empty`` and the
+outputs of structured ops); else it stays :data:`DYNAMIC`, which the primitives refuse.
+:func:`name_dynamic_dims` gives the dynamic argument dims of a function written without
+``te.var`` their symbols, from the relations of its unscheduled ops.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ from typing import Any
 from mlir import ir, passmanager
 
 from ...frontend.loader import load_module
+from ...pipelines.dim_relations import equal_argument_dims
 from ...pipelines.loop_nest import structured_ops
 from ...pipelines.scratch import scratch_copy
+from ...runtime.signature import SYMBOLS_ATTRIBUTE
 from .compute import BLOCK_ATTR, DIMS_ATTR, NAME_ATTR, Tensor, create_func
 from .errors import ScheduleError
+from .symbolic import SymExtent
 
 DYNAMIC = -1
 
@@ -47,7 +56,7 @@ class OpInfo:
     op_name: str
     tag: str
     dim_names: list[str]
-    ranges: list[int]
+    ranges: "list[int | SymExtent]"  # DYNAMIC where no symbol sizes the loop
     parallel: list[bool]
     maps: list[list[IndexResult]]  # per operand (inputs, then outputs)
     n_inputs: int
@@ -275,6 +284,12 @@ def analyze_function(module: ir.Module, function: ir.Operation) -> list[OpInfo]:
                 if result.kind == "dim" and ranges[result.value] == DYNAMIC:
                     if shape[position] != ir.ShapedType.get_dynamic_size():
                         ranges[result.value] = shape[position]
+        for operand, results in zip(generic.operands, maps):
+            for position, result in enumerate(results):
+                if result.kind == "dim" and ranges[result.value] == DYNAMIC:
+                    symbol = _symbol_of(operand, position, twin_function)
+                    if symbol is not None:
+                        ranges[result.value] = symbol
         iterators = [str(attr) for attr in generic.attributes["iterator_types"]]
         dim_names = dims_attr if dims_attr and len(dims_attr) == n_dims else _default_dim_names(iterators)
         infos.append(OpInfo(
@@ -330,6 +345,91 @@ def body_signature(op: ir.Operation) -> tuple[str, ...]:
         for index, result in enumerate(inner.results):
             names[result] = f"r{position}" if len(inner.results) == 1 else f"r{position}.{index}"
     return tuple(entries)
+
+
+def argument_symbols(function: ir.Operation) -> list[list]:
+    """Per argument, its ``tilecraft.symbols`` entries (str, int, or "" per dim; [] if none)."""
+    n = len(function.regions[0].blocks[0].arguments)
+    result: list[list] = [[] for _ in range(n)]
+    if "arg_attrs" in function.attributes:
+        for i, attrs in enumerate(function.attributes["arg_attrs"]):
+            attrs = ir.DictAttr(attrs)
+            if SYMBOLS_ATTRIBUTE in attrs:
+                result[i] = [ir.IntegerAttr(s).value if isinstance(s, ir.IntegerAttr) else ir.StringAttr(s).value
+                             for s in ir.ArrayAttr(attrs[SYMBOLS_ATTRIBUTE])]
+    return result
+
+
+def _symbol_of(value: ir.Value, axis: int, function: ir.Operation, depth: int = 0) -> "SymExtent | int | None":
+    """The symbol sizing dim ``axis`` of ``value``, traced back to an argument, if any."""
+    if depth > 64 or not isinstance(value.type, ir.RankedTensorType):
+        return None
+    owner = _owner(value)
+    if owner is None:
+        arguments = list(function.regions[0].blocks[0].arguments)
+        for a, argument in enumerate(arguments):
+            if argument == value:
+                symbols = argument_symbols(function)[a]
+                if axis < len(symbols) and symbols[axis] != "":
+                    symbol = symbols[axis]
+                    return symbol if isinstance(symbol, int) else SymExtent.of(symbol)
+        return None
+    if owner.name == "tensor.empty":
+        tensor_type = ir.RankedTensorType(value.type)
+        if not tensor_type.is_dynamic_dim(axis):
+            return None
+        position = sum(1 for d in range(axis) if tensor_type.is_dynamic_dim(d))
+        size = _owner(owner.operands[position])
+        if size is not None and size.name == "tensor.dim":
+            index = _owner(size.operands[1])
+            if index is not None and index.name == "arith.constant":
+                return _symbol_of(size.operands[0], ir.IntegerAttr(index.attributes["value"]).value,
+                                  function, depth + 1)
+        return None
+    if "indexing_maps" in owner.attributes or owner.name == "linalg.fill":
+        results = list(owner.results)
+        for r, result in enumerate(results):
+            if result == value:
+                init = list(owner.operands)[len(owner.operands) - len(results) + r]
+                return _symbol_of(init, axis, function, depth + 1)
+    return None
+
+
+def name_dynamic_dims(module: ir.Module, function: ir.Operation, names: list[str]) -> None:
+    """Give each dynamic argument dim of ``function`` a ``tilecraft.symbols`` entry (if no
+    argument has one yet): dims the unscheduled ops relate share one name
+    (``<argument>_<axis>`` of the first), a dim that must equal a static size gets that size.
+    After tiling the relations are inside loops, where the run-time checks no longer see them."""
+    arguments = list(function.regions[0].blocks[0].arguments)
+    if any(argument_symbols(function)) or not any(
+            isinstance(a.type, ir.RankedTensorType) and not ir.RankedTensorType(a.type).has_static_shape
+            for a in arguments):
+        return
+    symbols: list[list] = [[""] * ir.RankedTensorType(a.type).rank if isinstance(a.type, ir.RankedTensorType)
+                           else [] for a in arguments]
+    for group in equal_argument_dims(function):
+        first_arg, first_axis = group.members[0]
+        symbol = group.size if group.size is not None else f"{names[first_arg]}_{first_axis}"
+        for a, axis in group.members:
+            symbols[a][axis] = symbol
+    for a, argument in enumerate(arguments):
+        if isinstance(argument.type, ir.RankedTensorType):
+            for axis in range(len(symbols[a])):
+                if ir.RankedTensorType(argument.type).is_dynamic_dim(axis) and symbols[a][axis] == "":
+                    symbols[a][axis] = f"{names[a]}_{axis}"
+    with module.context:
+        old = list(function.attributes["arg_attrs"]) if "arg_attrs" in function.attributes else [
+            ir.DictAttr.get({}) for _ in arguments]
+        new = []
+        for attrs, entries in zip(old, symbols):
+            attrs = ir.DictAttr(attrs)
+            values = {attrs[i].name: attrs[i].attr for i in range(len(attrs))}
+            if entries:
+                values[SYMBOLS_ATTRIBUTE] = ir.ArrayAttr.get([
+                    ir.IntegerAttr.get(ir.IntegerType.get_signless(64), s) if isinstance(s, int)
+                    else ir.StringAttr.get(s) for s in entries])
+            new.append(ir.DictAttr.get(values))
+        function.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
 def _n_inputs(op: ir.Operation) -> int:

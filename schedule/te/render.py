@@ -28,6 +28,7 @@ from ..script import CLEANUP_SEQUENCE, ScriptWriter
 from ...pipelines.tensorize import TENSORIZE_ATTR
 from .compute import BLOCK_ATTR
 from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, BlockRV, LoopRV, State
+from .symbolic import is_symbolic
 
 ANY = ScriptWriter.ANY
 _PACK = '!transform.op<"linalg.pack">'
@@ -243,7 +244,10 @@ def materialized_count(block: BlockRV, loops: "list[LoopRV] | None" = None) -> i
 
 
 def _partial_dims(block: BlockRV) -> set[int]:
-    return {p.dim for loop in block.loops for p in loop.parts if p.partial}
+    """Dims whose tiles may be smaller than their stride: split with ``pad=True``, or of a
+    symbolic extent (whose tiles have dynamic shapes even when unsplit)."""
+    return {p.dim for loop in block.loops for p in loop.parts if p.partial} | {
+        d for d, dim in enumerate(block.dims) if is_symbolic(dim.extent)}
 
 
 class Renderer:

@@ -35,13 +35,14 @@ from .expr import IndexBinary, IndexConst, IterVar
 from .interpret import apply_script
 from .intrinsics import TensorIntrin, lookup_intrinsic
 from .payload import (
-    DYNAMIC,
     IndexResult,
     OpInfo,
     analyze_function,
     argument_names,
+    argument_symbols,
     find_function,
     load_payload,
+    name_dynamic_dims,
 )
 from .render import render
 from .state import (
@@ -65,6 +66,7 @@ from .state import (
     producer_region,
     tile_extents,
 )
+from .symbolic import ceildiv, is_symbolic
 
 MAX_UNROLL = 1024
 GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
@@ -94,6 +96,16 @@ def _blocks_from_ops(infos: list[OpInfo]) -> list[BlockRV]:
     return blocks
 
 
+def _symbol_sources(function: ir.Operation, names: list[str]) -> list[str]:
+    """``n = A.shape[0]`` per symbol of the arguments (``tilecraft.symbols``), first source."""
+    seen: dict[str, str] = {}
+    for name, symbols in zip(names, argument_symbols(function)):
+        for axis, symbol in enumerate(symbols):
+            if isinstance(symbol, str) and symbol:
+                seen.setdefault(symbol, f"{name}.shape[{axis}]")
+    return [f"{symbol} = {source}" for symbol, source in seen.items()]
+
+
 def _uses_outside(block: BlockRV, consumer: BlockRV) -> list[str]:
     """Who else reads ``block``'s result besides ``consumer``."""
     others = [c.name for c, _ in block.consumers if c is not consumer]
@@ -105,12 +117,25 @@ def _uses_outside(block: BlockRV, consumer: BlockRV) -> list[str]:
 # --- validation helpers -----------------------------------------------------------------
 
 
-def _static(block: BlockRV, what: str) -> None:
-    dynamic = [d.name for d in block.dims if d.extent == DYNAMIC or d.extent < 0]
+def _traced(block: BlockRV, what: str) -> None:
+    """Refuse dims whose dynamic extent no argument dim sizes (no symbol to name it by)."""
+    dynamic = [d.name for d in block.dims if not is_symbolic(d.extent) and d.extent < 0]
     if dynamic:
         raise ScheduleError(
-            f"{what}: block {block.name!r} has dynamic extents ({', '.join(dynamic)}); the schedule "
-            "API needs static shapes"
+            f"{what}: block {block.name!r} has dynamic extents ({', '.join(dynamic)}) that no "
+            "argument's dimension sizes; the schedule API needs static extents or extents of the "
+            "function's arguments (te.var)"
+        )
+
+
+def _static(block: BlockRV, what: str) -> None:
+    """Refuse symbolic extents: for primitives whose regions or tiles need constant sizes."""
+    _traced(block, what)
+    symbolic = [f"{d.name} ({d.extent!r})" for d in block.dims if is_symbolic(d.extent)]
+    if symbolic:
+        raise ScheduleError(
+            f"{what}: block {block.name!r} has symbolic extents {', '.join(symbolic)}; dynamic shapes "
+            f"are not supported for {what} (split, tile, reorder, fuse, parallel and vectorize are)"
         )
 
 
@@ -166,6 +191,23 @@ def _resolve_factors(extent: int, factor: int | None, nparts: int | None,
     for f in factors:
         if f is not None:
             known *= f
+    if is_symbolic(extent):
+        # A symbolic extent is split like pad=True: the outer loop runs ceildiv(n, known) times
+        # and its last tile is partial (clamped bounds, masked vectors).
+        if nparts is not None:
+            raise ScheduleError(
+                f"split: nparts= on loop {name!r} of symbolic extent {extent!r}: the inner extent "
+                f"would be ceildiv({extent!r}, {nparts}), not a constant; split with factor= instead")
+        if factors[0] is not None and None in factors:
+            raise ScheduleError(
+                f"split: loop {name!r} has the symbolic extent {extent!r}; only the outermost factor "
+                f"may be None (it becomes ceildiv({extent!r}, ...)), got {factors}")
+        if None not in factors:
+            raise ScheduleError(
+                f"split: the constant factors {factors} cannot cover the symbolic extent {extent!r} of "
+                f"loop {name!r}; make the outermost factor None")
+        factors[0] = ceildiv(extent, known)
+        return factors
     if None in factors:
         missing = -(-extent // known)
         if missing * known != extent and not pad:
@@ -202,7 +244,7 @@ def _find_operand(block: BlockRV, producer: BlockRV) -> int | None:
 def _split(state: State, loop: LoopRV, factors: list[int], pad: bool, step: str) -> list[LoopRV]:
     block = loop.block
     part = loop.parts[0]
-    partial = part.partial or (pad and _product(factors) != part.extent)
+    partial = part.partial or is_symbolic(part.extent) or (pad and _product(factors) != part.extent)
     new_loops = []
     for j, f in enumerate(factors):
         stride = part.stride * _product(factors[j + 1:])
@@ -549,6 +591,8 @@ class Schedule:
                 if isinstance(result.type, ir.MemRefType):
                     raise ScheduleError("Schedule works on linalg on tensors; this function uses memrefs")
         self._argument_names = argument_names(function)
+        name_dynamic_dims(module, function, self._argument_names)
+        self._symbols = _symbol_sources(function, self._argument_names)
         infos = analyze_function(module, function)
         self._payload = module
         self._state = State(_blocks_from_ops(infos))
@@ -582,7 +626,9 @@ class Schedule:
             self._history.append(f"{self._name(result)} = {call}")
 
     def _header(self, extra: list[str] = ()) -> list[str]:
-        return [f"tilecraft schedule of @{self.func_name}", *self._history, *extra]
+        symbols = ([f"symbolic extents: {', '.join(self._symbols)} (checked at every call)"]
+                   if self._symbols else [])
+        return [f"tilecraft schedule of @{self.func_name}", *symbols, *self._history, *extra]
 
     def _commit(self, call: str, mutate: Callable[..., Any], *args: Any) -> Any:
         """Check ``mutate`` on a copy of the state, render and apply; then do it for real."""
@@ -631,10 +677,12 @@ class Schedule:
         extent) or ``factors=[...]`` (outer to inner, one may be None). Consumes ``loop``.
 
         A factor must divide the extent unless ``pad=True``: then the last iteration covers
-        a partial tile (bounds clamped; a vectorized partial tile is masked)."""
+        a partial tile (bounds clamped; a vectorized partial tile is masked). A loop of
+        symbolic extent (``te.var``) is always split so: ``factor=16`` on ``n`` gives loops of
+        ``ceildiv(n, 16)`` and 16 iterations; ``nparts=`` is refused there."""
         loop = check_loop(loop, "split")
         _not_frozen([loop], "split")
-        _static(loop.block, "split")
+        _traced(loop.block, "split")
         if len(loop.parts) != 1:
             raise ScheduleError(f"split: loop {loop.name!r} is a fused loop; split before fusing")
         if loop.kind != SERIAL:
@@ -654,6 +702,7 @@ class Schedule:
         if block.loops.index(y) != block.loops.index(x) + 1:
             raise ScheduleError(f"tile: {y.name!r} must be the loop directly inside {x.name!r}")
         _not_frozen([x, y], "tile")
+        _traced(block, "tile")
         for loop in (x, y):
             if len(loop.parts) != 1 or loop.kind != SERIAL:
                 raise ScheduleError(f"tile: loop {loop.name!r} must be a plain (unfused, unannotated) loop")
@@ -784,6 +833,11 @@ class Schedule:
             )
         if loop.attached:
             raise ScheduleError(f"vectorize: block {loop.attached[0].name!r} is computed at {loop.name!r}")
+        if is_symbolic(loop.extent):
+            raise ScheduleError(
+                f"vectorize: loop {loop.name!r} has the symbolic extent {loop.extent!r}; a vector has a "
+                f"constant length — split it with a constant factor and vectorize the inner loop "
+                f"(the partial last tile is masked)")
         dims = [p.dim for p in loop.parts]
         if dims != sorted(dims) or any(p.stride != 1 for p in loop.parts[1:]):
             raise ScheduleError(f"vectorize: the fused loop {loop.name!r} does not walk its dims in order")
@@ -794,9 +848,15 @@ class Schedule:
         """Fully unroll ``loop`` (``transform.loop.unroll`` by its trip count)."""
         loop = check_loop(loop, "unroll")
         self._check_annotation(loop, "unroll")
+        if is_symbolic(loop.extent):
+            raise ScheduleError(f"unroll: loop {loop.name!r} has the symbolic trip count "
+                                f"{loop.extent!r}; only a loop of constant extent can be fully unrolled "
+                                "(split it with a constant factor and unroll the inner loop's block "
+                                "once its extent is static)")
         if any(p.partial for p in loop.parts):
-            raise ScheduleError(f"unroll: loop {loop.name!r} has a partial last tile (pad=True); "
-                                "its trip count varies, so it cannot be fully unrolled")
+            raise ScheduleError(f"unroll: loop {loop.name!r} has a partial last tile (pad=True, or a "
+                                "split of a symbolic extent); its trip count varies, so it cannot be "
+                                "fully unrolled")
         if loop.extent > MAX_UNROLL:
             raise ScheduleError(f"unroll: loop {loop.name!r} has {loop.extent} iterations; unroll "
                                 f"at most {MAX_UNROLL} (split it first)")
@@ -815,6 +875,7 @@ class Schedule:
         ``map_nested_forall_to_threads``), as the default CUDA schedule does.
         """
         loop = check_loop(loop, "bind")
+        _static(loop.block, "bind")
         if not isinstance(thread_axis, str) or thread_axis not in GPU_AXES:
             raise ScheduleError(f"bind: unknown thread axis {thread_axis!r}; use one of "
                                 f"{', '.join(GPU_AXES)}")
@@ -897,7 +958,7 @@ class Schedule:
         return [l for b in self._state.blocks if not b.removed for l in b.loops if l.thread_axis]
 
     def _check_annotation(self, loop: LoopRV, what: str) -> None:
-        _static(loop.block, what)
+        _traced(loop.block, what)
         if loop.thread_axis is not None:
             raise ScheduleError(f"{what}: loop {loop.name!r} is already bound to {loop.thread_axis}")
         if loop.kind != SERIAL:
@@ -926,6 +987,7 @@ class Schedule:
         block, loop = check_block(block, "compute_at"), check_loop(loop, "compute_at")
         host = loop.block
         _static(block, "compute_at")
+        _static(host, "compute_at")
         if host is block:
             raise ScheduleError("compute_at: a block cannot be computed at its own loop")
         self._movable(block, "compute_at")
@@ -1066,6 +1128,9 @@ class Schedule:
         consumer's innermost loop (fused there, then vectorized with it), and its tensor
         disappears."""
         block = check_block(block, "compute_inline")
+        _static(block, "compute_inline")
+        for consumer, _ in block.consumers:
+            _static(consumer, "compute_inline")
         self._movable(block, "compute_inline")
         if block.kind != "op":
             raise ScheduleError(f"compute_inline: {block.name!r} is a {block.kind} block, not an op of the function")
@@ -1277,6 +1342,7 @@ class Schedule:
             raise ScheduleError(f"decompose_reduction: loop {loop.name!r} is not a loop of {block.name!r}")
         if not block.is_reduction:
             raise ScheduleError(f"decompose_reduction: block {block.name!r} is not a reduction")
+        _static(block, "decompose_reduction")
         init = block.init_block
         if init is None or block.kind != "op":
             raise ScheduleError(

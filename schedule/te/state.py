@@ -7,6 +7,9 @@ concatenates parts). The transform dialect only creates loops outside-in (tiling
 loop around the op, inside the loops made before), so the script is re-rendered from this
 description after every primitive (``render.py``), rather than appended to.
 
+Extents are ints, or :class:`~.symbolic.SymExtent` (``ceildiv(n, 16)``) for dims sized by a
+``te.var``; strides stay ints (a symbolic dim is split by constant factors only).
+
 Loops of one dim must nest outer-to-inner in the order split made them: tiling cannot put
 the inner part of ``i`` outside its outer part.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .errors import ScheduleError
 from .payload import IndexResult, OpInfo
+from .symbolic import SymExtent
 
 SERIAL, PARALLEL, VECTORIZED, UNROLLED = "serial", "parallel", "vectorized", "unrolled"
 
@@ -29,7 +33,7 @@ class Dim:
     """One iteration dim of a block: a loop of the op before scheduling."""
 
     name: str
-    extent: int
+    extent: "int | SymExtent"  # symbolic for a dim sized by te.var (an argument's dim)
     reduction: bool
 
 
@@ -39,8 +43,8 @@ class Part:
 
     dim: int
     stride: int
-    extent: int
-    partial: bool = False  # the last step covers less than ``stride`` (pad=True)
+    extent: "int | SymExtent"  # symbolic for the outer part of a symbolic dim
+    partial: bool = False  # the last step may cover less than ``stride`` (pad=True, symbolic)
 
 
 class LoopRV:
@@ -64,7 +68,7 @@ class LoopRV:
         self.uid = next(_uids)
 
     @property
-    def extent(self) -> int:
+    def extent(self) -> "int | SymExtent":
         extent = 1
         for part in self.parts:
             extent *= part.extent

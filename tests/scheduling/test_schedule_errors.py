@@ -1,6 +1,7 @@
 """Every illegal schedule step raises ScheduleError with a clear message, before anything runs:
 the schedule (its script and its loops) is unchanged afterwards."""
 
+import numpy as np
 import pytest
 
 import tilecraft.scheduling as tc
@@ -224,7 +225,7 @@ def test_transform_layout_errors(mm):
            lambda: sch.transform_layout(C, "B", lambda k, n: (n // 16, k, n % 16)))
 
 
-def test_dynamic_shapes_are_rejected():
+def test_dynamic_shapes_of_mlir_text_are_symbolic():
     text = """
     func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
       %c0 = arith.constant 0 : index
@@ -239,8 +240,15 @@ def test_dynamic_shapes_are_rejected():
       return %y : tensor<?xf32>
     }"""
     sch = tc.Schedule(text)
-    (i,) = sch.get_loops(sch.get_block("generic"))
-    raises(sch, "dynamic extents \\(i0\\); the schedule API needs static shapes", lambda: sch.split(i, factor=4))
+    block = sch.get_block("generic")
+    (i,) = sch.get_loops(block)
+    assert repr(i.extent) == "arg0_0"  # the argument dim, named by Schedule (tilecraft.symbols)
+    raises(sch, "symbolic extents i0 \\(arg0_0\\); dynamic shapes are not supported for cache_write",
+           lambda: sch.cache_write(block))
+    _, inner = sch.split(i, factor=4)
+    sch.vectorize(inner)
+    x = np.arange(7, dtype=np.float32)
+    np.testing.assert_allclose(tc.build(sch)(x), x + x)
 
 
 def test_decompose_reduction_outside_a_reverse_compute_at():
