@@ -2,7 +2,8 @@
 
     make bench            # or: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/gemm.py
 
-Prints GFLOPS for each size and the ratio tilecraft / numpy. No thresholds: the figures are
+Prints GFLOPS for each size and the ratio tilecraft / numpy, calls alternating (median of
+``--repeat`` rounds). No thresholds: the figures are
 quoted in notes and compared across changes. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow
 OpenBLAS down on these machines; `make bench` unsets them for this command only.
 """
@@ -17,7 +18,7 @@ import time
 import numpy as np
 
 import tilecraft
-from tilecraft.runtime.timing import measure
+from tilecraft.runtime.timing import alternating
 
 GEMM = """
 func.func @gemm(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
@@ -62,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         ok = np.allclose(module(a, b), a @ b, rtol=1e-3, atol=1e-3 * np.sqrt(k))
-        ours = measure(lambda: module(a, b), repeat=args.repeat, min_repeat_ms=100)
-        reference = measure(lambda: a @ b, repeat=args.repeat, min_repeat_ms=100)
+        # Calls alternating, with a pause before each turn: OpenBLAS's threads spin ~0.1 s
+        # after a call returns, and tilecraft timed right after numpy lost half its speed.
+        medians = alternating({"tilecraft": lambda: module(a, b), "numpy": lambda: a @ b},
+                              args.repeat, min_sample_s=0.1, pause_s=0.25)
         flops = 2.0 * m * n * k
-        ours_gflops, ref_gflops = flops / ours.median / 1e9, flops / reference.median / 1e9
+        ours_gflops, ref_gflops = flops / medians["tilecraft"] / 1e9, flops / medians["numpy"] / 1e9
         print(f"{f'{m}x{n}x{k}':>14} {compile_seconds:>10.2f} {ours_gflops:>17.1f} {ref_gflops:>13.1f} "
               f"{ours_gflops / ref_gflops:>7.2f}  {'ok' if ok else 'MISMATCH'}")
     return 0

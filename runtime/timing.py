@@ -68,14 +68,17 @@ def measure(
 
 
 def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02,
-                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+                clock: Callable[[], float] = time.perf_counter, pause_s: float = 0.0) -> dict[str, float]:
     """Median seconds per call of each runner, calls alternating round by round.
 
     A round runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a
     sample lasts ``min_sample_s``). Rounds alternate so that drift of a shared machine (its
     speed moved 2x between runs here) hits every runner alike: only ratios taken from one
     call of this function carry. ``clock`` may be ``time.process_time`` (CPU time of all the
-    process's threads), steadier on a loaded machine.
+    process's threads), steadier on a loaded machine. ``pause_s``: a sleep before each
+    runner's turn, for runtimes whose pool threads spin on after a call returns (OpenBLAS's
+    spin for about 2^28 cycles, ~0.1 s: a tilecraft GEMM timed right after numpy's ran at
+    0.33-0.39x numpy, and at 0.69-0.82x when timed first in the round).
 
     Why the untimed call: the runner before it may leave threads busy. onnxruntime's pool
     threads spin-wait after a run returns, and ran on through the next runner's call: a
@@ -87,6 +90,7 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
         raise ValueError(f"repeat must be >= 1, got {repeat}")
     counts = {}
     for name, run in runners.items():
+        time.sleep(pause_s)
         run()
         start = clock()
         run()
@@ -96,6 +100,7 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
     for _ in range(repeat):
         for name, run in runners.items():
             n = counts[name]
+            time.sleep(pause_s)
             run()
             start = clock()
             for _ in range(n):
