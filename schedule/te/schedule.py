@@ -912,7 +912,16 @@ class Schedule:
         every block computed at the root needs a ``blockIdx`` loop, outermost, since code
         outside the kernels runs on the host, which cannot touch device memory; ``blockIdx``
         loops and ``threadIdx`` loops must each be adjacent (one forall each), threads inside
-        blocks, and at most 1024 threads per block."""
+        blocks, and at most 1024 threads per block. ``cache_read`` stages are refused: their
+        copy is a buffer of its own (global memory on the GPU), not GPU shared memory or
+        registers, so a ``"shared"`` cache would silently not be one."""
+        for block in self._state.blocks:
+            if block.read_of is not None and not block.removed:
+                raise ScheduleError(
+                    f"build for cuda: {block.name!r} is a cache_read stage; cache_read into GPU "
+                    "shared or local memory is not supported (the copy would be a global-memory "
+                    "buffer) — drop it for target='cuda' (the default CUDA schedule stages "
+                    "contraction operands in shared memory itself, docs/cuda.md)")
         for block in self._state.blocks:
             if block.removed or block.attach is not None:
                 continue

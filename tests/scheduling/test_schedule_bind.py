@@ -200,6 +200,20 @@ def test_cuda_build_refuses_host_loops_and_misordered_axes():
         tc.build(sch, target="cuda")
 
 
+def test_cuda_build_refuses_a_read_cache():
+    """A cache_read copy is a buffer of its own, global memory on the GPU: a "shared" cache
+    would silently not be one, so the CUDA build refuses it (the CPU build takes it)."""
+    sch = tc.Schedule(vector_add())
+    cache = sch.cache_read("A", "shared", sch.get_block("C"))
+    (i,) = sch.get_loops(sch.get_block("C"))
+    bx, tx = sch.split(i, factor=64)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    with pytest.raises(tc.ScheduleError, match="'A.shared' is a cache_read stage.*not supported"):
+        tc.build(sch, target="cuda")
+    assert cache.name == "A.shared"
+
+
 def test_cpu_build_refuses_bound_loops():
     with pytest.raises(tc.ScheduleError, match=r"bound to GPU axes .*build with target='cuda'"):
         tc.build(bound_vector_add())
