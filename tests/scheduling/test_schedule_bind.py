@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilecraft.scheduling as tc
-from tilecraft import TilecraftError
+from schedule_refusals import raises
 from tilecraft.pipelines.compiled_module import compile_ir
 from tilecraft.pipelines.target import Target
 from tilecraft.runtime.libraries import cuda_driver_available
@@ -129,14 +129,6 @@ def test_mm_relu_in_one_kernel():
 
 
 # -- errors -------------------------------------------------------------------------------
-
-def raises(sch, message, step):
-    script = sch.script
-    with pytest.raises(tc.ScheduleError, match=message) as info:
-        step()
-    assert isinstance(info.value, TilecraftError)
-    assert sch.script == script
-
 
 def test_bind_a_reduction_axis():
     sch = tc.Schedule(matmul())

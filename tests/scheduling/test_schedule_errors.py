@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tilecraft.scheduling as tc
-from tilecraft import TilecraftError
+from schedule_refusals import raises
 
 
 def matmul(M=64, N=64, K=64):
@@ -34,16 +34,6 @@ def mm():
     sch = tc.Schedule(matmul())
     C = sch.get_block("C")
     return sch, C, *sch.get_loops(C)
-
-
-def raises(sch, message, step):
-    """``step()`` raises ScheduleError matching ``message`` and leaves ``sch`` unchanged."""
-    script, loops = sch.script, {b.name: [l.name for l in b.loops] for b in sch.get_blocks()}
-    with pytest.raises(tc.ScheduleError, match=message) as info:
-        step()
-    assert isinstance(info.value, TilecraftError)
-    assert sch.script == script
-    assert {b.name: [l.name for l in b.loops] for b in sch.get_blocks()} == loops
 
 
 # -- loops --------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tilecraft.scheduling as tc
-from tilecraft import TilecraftError
+from schedule_refusals import raises
 
 # c[0, j] += sum_k a[0, k] * b[k, j] on a 1x16x16 tile; strided descriptors (MLIR's C interface).
 GEMV = r"""
@@ -51,14 +51,6 @@ def tiled(M=32, N=32, K=32, **kwargs):
     ko, ki = sch.split(k, factor=16)
     sch.reorder(i, jo, ko, ji, ki)
     return sch, C, i, jo, ko, ji, ki
-
-
-def raises(sch, message, step):
-    script = sch.script
-    with pytest.raises(tc.ScheduleError, match=message) as info:
-        step()
-    assert isinstance(info.value, TilecraftError)
-    assert sch.script == script
 
 
 def test_tensorized_matmul_matches_numpy(gemv, arrays, check):
