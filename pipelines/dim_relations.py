@@ -91,22 +91,34 @@ def _relate(op: ir.Operation, classes: _UnionFind, dim_of: dict) -> None:
                 classes.union((source, axis), (result, axis))
 
 
+def argument_symbols(func: ir.Operation) -> list[list]:
+    """Per argument of ``func``, its ``tilecraft.symbols`` entries: a name (``""`` for no
+    symbol) or an integer (a fixed size) per dim; ``[]`` for an argument without the
+    attribute. The one reader of that attribute (the TE schedule reads it through here)."""
+    result: list[list] = [[] for _ in func.regions[0].blocks[0].arguments]
+    if "arg_attrs" not in func.attributes:
+        return result
+    for index, attrs in enumerate(func.attributes["arg_attrs"]):
+        attrs = ir.DictAttr(attrs)
+        if SYMBOLS_ATTRIBUTE in attrs:
+            result[index] = [ir.IntegerAttr(s).value if isinstance(s, ir.IntegerAttr) else ir.StringAttr(s).value
+                             for s in ir.ArrayAttr(attrs[SYMBOLS_ATTRIBUTE])]
+    return result
+
+
 def _relate_symbols(func: ir.Operation, arguments: list, classes: _UnionFind) -> dict:
     """Union the argument dims ``tilecraft.symbols`` names alike; returns the dims an integer
     symbol fixes, ``{(argument, axis): size}``."""
     fixed: dict = {}
-    if "arg_attrs" not in func.attributes:
-        return fixed
-    for argument, attrs in zip(arguments, func.attributes["arg_attrs"]):
-        attrs = ir.DictAttr(attrs)
-        if SYMBOLS_ATTRIBUTE not in attrs or _ranked(argument) is None:
+    for argument, symbols in zip(arguments, argument_symbols(func)):
+        if _ranked(argument) is None:
             continue
-        for axis, symbol in enumerate(ir.ArrayAttr(attrs[SYMBOLS_ATTRIBUTE])):
-            if isinstance(symbol, ir.IntegerAttr):
+        for axis, symbol in enumerate(symbols):
+            if isinstance(symbol, int):
                 classes.find((argument, axis))
-                fixed[(argument, axis)] = ir.IntegerAttr(symbol).value
-            elif ir.StringAttr(symbol).value:
-                classes.union((argument, axis), ("symbol", ir.StringAttr(symbol).value))
+                fixed[(argument, axis)] = symbol
+            elif symbol:
+                classes.union((argument, axis), ("symbol", symbol))
     return fixed
 
 

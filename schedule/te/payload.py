@@ -26,7 +26,7 @@ from typing import Any
 from mlir import ir, passmanager
 
 from ...frontend.loader import load_module
-from ...pipelines.dim_relations import equal_argument_dims
+from ...pipelines.dim_relations import argument_symbols, equal_argument_dims
 from ...pipelines.loop_nest import structured_ops
 from ...pipelines.scratch import scratch_copy
 from ...runtime.signature import SYMBOLS_ATTRIBUTE
@@ -272,6 +272,7 @@ def analyze_function(module: ir.Module, function: ir.Operation) -> list[OpInfo]:
     if len(generics) != len(ops):
         raise ScheduleError("generalizing the named ops changed the number of linalg ops")
 
+    symbols = dict(zip(twin_function.regions[0].blocks[0].arguments, argument_symbols(twin_function)))
     infos: list[OpInfo] = []
     for i, generic in enumerate(generics):
         op_name, n_inputs, element_types, producers, positions, dims_attr = relations[i]
@@ -287,7 +288,7 @@ def analyze_function(module: ir.Module, function: ir.Operation) -> list[OpInfo]:
         for operand, results in zip(generic.operands, maps):
             for position, result in enumerate(results):
                 if result.kind == "dim" and ranges[result.value] == DYNAMIC:
-                    symbol = _symbol_of(operand, position, twin_function)
+                    symbol = _symbol_of(operand, position, symbols)
                     if symbol is not None:
                         ranges[result.value] = symbol
         iterators = [str(attr) for attr in generic.attributes["iterator_types"]]
@@ -347,32 +348,17 @@ def body_signature(op: ir.Operation) -> tuple[str, ...]:
     return tuple(entries)
 
 
-def argument_symbols(function: ir.Operation) -> list[list]:
-    """Per argument, its ``tilecraft.symbols`` entries (str, int, or "" per dim; [] if none)."""
-    n = len(function.regions[0].blocks[0].arguments)
-    result: list[list] = [[] for _ in range(n)]
-    if "arg_attrs" in function.attributes:
-        for i, attrs in enumerate(function.attributes["arg_attrs"]):
-            attrs = ir.DictAttr(attrs)
-            if SYMBOLS_ATTRIBUTE in attrs:
-                result[i] = [ir.IntegerAttr(s).value if isinstance(s, ir.IntegerAttr) else ir.StringAttr(s).value
-                             for s in ir.ArrayAttr(attrs[SYMBOLS_ATTRIBUTE])]
-    return result
-
-
-def _symbol_of(value: ir.Value, axis: int, function: ir.Operation, depth: int = 0) -> "SymExtent | int | None":
-    """The symbol sizing dim ``axis`` of ``value``, traced back to an argument, if any."""
+def _symbol_of(value: ir.Value, axis: int, symbols: dict, depth: int = 0) -> "SymExtent | int | None":
+    """The symbol sizing dim ``axis`` of ``value``, traced back to an argument, if any;
+    ``symbols`` maps each argument to its ``tilecraft.symbols`` entries."""
     if depth > 64 or not isinstance(value.type, ir.RankedTensorType):
         return None
     owner = _owner(value)
     if owner is None:
-        arguments = list(function.regions[0].blocks[0].arguments)
-        for a, argument in enumerate(arguments):
-            if argument == value:
-                symbols = argument_symbols(function)[a]
-                if axis < len(symbols) and symbols[axis] != "":
-                    symbol = symbols[axis]
-                    return symbol if isinstance(symbol, int) else SymExtent.of(symbol)
+        entries = symbols.get(value, [])
+        if axis < len(entries) and entries[axis] != "":
+            symbol = entries[axis]
+            return symbol if isinstance(symbol, int) else SymExtent.of(symbol)
         return None
     if owner.name == "tensor.empty":
         tensor_type = ir.RankedTensorType(value.type)
@@ -384,14 +370,14 @@ def _symbol_of(value: ir.Value, axis: int, function: ir.Operation, depth: int = 
             index = _owner(size.operands[1])
             if index is not None and index.name == "arith.constant":
                 return _symbol_of(size.operands[0], ir.IntegerAttr(index.attributes["value"]).value,
-                                  function, depth + 1)
+                                  symbols, depth + 1)
         return None
     if "indexing_maps" in owner.attributes or owner.name == "linalg.fill":
         results = list(owner.results)
         for r, result in enumerate(results):
             if result == value:
                 init = list(owner.operands)[len(owner.operands) - len(results) + r]
-                return _symbol_of(init, axis, function, depth + 1)
+                return _symbol_of(init, axis, symbols, depth + 1)
     return None
 
 

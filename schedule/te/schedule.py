@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 from mlir import ir
 
+from ...pipelines.dim_relations import argument_symbols
 from .errors import ScheduleError
 from .expr import IndexBinary, IndexConst, IterVar
 from .interpret import apply_script
@@ -39,7 +40,6 @@ from .payload import (
     OpInfo,
     analyze_function,
     argument_names,
-    argument_symbols,
     find_function,
     load_payload,
     name_dynamic_dims,
