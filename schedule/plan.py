@@ -46,8 +46,9 @@ _MIN_PARALLEL_WORK = 1 << 15
 # BERT layer's softmax and layer norms (65k and 32k iterations at hidden 256) or
 # ResNet-50's global pooling (100k) would fall apart into one loop nest per op.
 _MIN_PARALLEL_CONV_WORK = 1 << 17
-# Matmul task tile (rows x columns of the output) per thread: fits L2 with its operands.
-_MATMUL_TASK_ROWS, _MATMUL_TASK_COLS = 64, 256
+# Matmul task columns (of the output) per thread, at most; the B block they make takes at
+# most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
+_MATMUL_TASK_COLS = 256
 # Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators.
 _MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
 # Matmul K cache block: the A sliver (register rows x block) that the N register loop reuses
@@ -56,6 +57,9 @@ _MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
 _MATMUL_SLIVER_L1_FRACTION = 4
 # The B block (K block x task columns) that the M register loop rereads: half of L2.
 _MATMUL_PANEL_L2_FRACTION = 2
+# The A block (task rows x K block) the task's column panels reread: a quarter of L2. Task
+# rows are as many as that holds (_task_rows).
+_MATMUL_ROWS_L2_FRACTION = 4
 # Bytes of one L1d way (sets x line: 4 KB for x86's 32K 8-way and 48K 12-way caches). Rows
 # of A whose stride is a multiple of it map to the same sets: a sliver of them evicts itself.
 _L1_WAY_BYTES = 4096
@@ -246,21 +250,37 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # Batches alone make enough tasks for every thread (attention's 12 heads): keep M whole,
     # so a producer fused into each task (a transposed K) is computed once per batch, not
     # once per row block (measured +5-15% on BERT's 12x128 batch matmuls).
-    rows = nest.ranges[m] if batch_tasks >= 2 * threads else _MATMUL_TASK_ROWS
+    # Otherwise a task takes as many rows as the L2 share holds: every task rereads its B
+    # block (K x task columns) once per row block, and B is a weight matrix streamed from
+    # memory (BERT's 9 MB FFN weights): tasks of 64 of its 128 rows read each weight twice
+    # and the 2-layer encoder ran 14-16% slower than with all 128 rows per task (one
+    # process, calls alternating; docs/performance.md, round 6).
+    rows = nest.ranges[m] if batch_tasks >= 2 * threads else max(
+        caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
     thread[m] = largest_divisor(nest.ranges[m], rows, multiple_of=register[m])
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
     thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
     panels = weight_panel_dims(nest)
+    # Column blocks, as (loop, register tile): weights packed as panels
+    # (pipelines/graph/weight_panels.py) make the columns (panel, column in panel), and a
+    # task takes whole panels, as many as its columns.
+    col_loop, col_unit = n, register[n]
     if panels is not None:
-        # Weights packed as panels (pipelines/graph/weight_panels.py): the columns are
-        # (panel, column in panel); a task takes whole panels, as many as its columns.
         outer_n, inner_n = panels
         thread[inner_n] = 0
-        per_task = max(1, cols // nest.ranges[inner_n])
-        thread[outer_n] = largest_divisor(nest.ranges[outer_n], per_task)
-        if batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[outer_n] // thread[outer_n]) < 2 * threads:
-            thread[outer_n] = thread_chunk(nest.ranges[outer_n], 1, threads)
+        col_loop, col_unit = outer_n, 1
+        thread[outer_n] = largest_divisor(nest.ranges[outer_n], max(1, cols // nest.ranges[inner_n]))
+
+    def tasks() -> int:
+        return batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[col_loop] // thread[col_loop])
+
+    # Too few tasks for the threads: more column tasks (each rereads only its rows of A,
+    # not the weights), then more row tasks.
+    if tasks() < 2 * threads:
+        thread[col_loop] = thread_chunk(nest.ranges[col_loop], col_unit, threads)
+    if tasks() < 2 * threads:
+        thread[m] = thread_chunk(nest.ranges[m], register[m], threads)
     cache = None
     if blocked:
         cache = [0] * n_loops
