@@ -172,8 +172,18 @@ def _root_thread_tiles(anchor: ir.Operation, root: ir.Operation, order: list[ir.
         if not known:
             continue
         if op == root:
-            tiles = tuple(size if size < extent else 0 for size, extent in zip(sizes, nest.ranges))
-            return tiles if any(tiles) else None
+            if all(size >= extent for size, extent in zip(sizes, nest.ranges)):
+                return None
+            # A matmul behind a reshape: whole parallel dims are tiled by their extent,
+            # not left untiled (0). With a task spanning all 128 rows of a BERT
+            # projection, a root tiled only along its columns could not fuse the matmul
+            # behind the reshape ("could not find next producer to fuse"), and the group
+            # fell apart into one loop nest per op. Elsewhere untiled dims stay 0 (a
+            # softmax's row max and sum, tiled by their extent, each recomputed the exp
+            # they share).
+            whole = bool(anchor_nest.contraction) and any(op.name in RESHAPE_OPS for op in order)
+            return tuple(size if size < extent or (whole and nest.parallel[d]) else 0
+                         for d, (size, extent) in enumerate(zip(sizes, nest.ranges)))
         out_sizes[op] = [sizes[d] if d is not None else extent
                          for d, extent in zip(nest.output_dims, _shape(op.results[0]))]
     return None

@@ -221,7 +221,9 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     Thread tasks of C, a K cache block whose A sliver stays in L1d while the N register loop
     reuses it (the sliver packed contiguously: both measured 1.3-2.2x faster on 1024-2048
     GEMMs than the unblocked plan), task columns whose B block stays in L2 while the M
-    register loop rereads it, and register tiles of accumulators.
+    register loop rereads it, task rows as many as a quarter of L2 holds (so a weight
+    matrix streamed from memory is read once per row block, not once per 64 rows), and
+    register tiles of accumulators.
     """
     batch, m_dims, n_dims, k_dims = nest.contraction
     n_loops = len(nest.ranges)
@@ -276,9 +278,11 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         return batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[col_loop] // thread[col_loop])
 
     # Too few tasks for the threads: more column tasks (each rereads only its rows of A,
-    # not the weights), then more row tasks.
-    if tasks() < 2 * threads:
-        thread[col_loop] = thread_chunk(nest.ranges[col_loop], col_unit, threads)
+    # not the weights), then more row tasks. A column task is cut into divisors of itself,
+    # so task boundaries stay where they were (every 256 columns): a consumer that slices
+    # the result (a fused Q/K/V projection split into Q, K and V) still reads whole tasks.
+    while tasks() < 2 * threads and thread[col_loop] > col_unit:
+        thread[col_loop] = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
     if tasks() < 2 * threads:
         thread[m] = thread_chunk(nest.ranges[m], register[m], threads)
     cache = None
@@ -381,9 +385,18 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
     rows = balanced_chunk(nest.ranges[image[0]], threads) if image else None
     if images % threads == 0:
         pass  # one task per image already keeps every thread busy
+    elif out_channel and filter_heavy(nest):
+        # Tasks split by output channels each read the whole input and their slice of the
+        # filter; tasks split by rows each read their band of the input and the whole
+        # filter. Where the filter outweighs the image (ResNet-50's 28x28 3x3 layers and
+        # everything at 14x14: 2 tasks of 7 rows each streamed up to 2.4 MB of filter),
+        # channels: ResNet-50 -4 to -6%, MobileNetV2 -10% (one process, rotating order;
+        # docs/performance.md, round 6).
+        d = out_channel[-1]
+        thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     elif rows is not None:
         # Tasks split the output image by rows: each reads its band of the input plus a
-        # halo; tasks split by output channels would each read the whole input.
+        # halo, and the whole filter, which is the lighter of the two here.
         thread[image[0]] = rows
     elif out_channel or channel is not None:
         # Rows that do not split evenly (7x7 layers, global pooling): split the channels.

@@ -362,10 +362,13 @@ class MatmulSpace(ScheduleSpace):
             reduction_tiles=tuple(reduction), vectorize=True)
 
     def is_valid(self, config: Mapping[str, int]) -> bool:
-        if config["pack_b"] and config["reg_n"] == self.nest.ranges[self.n] and not config["par_n"]:
-            return False  # the whole of B in one panel: the copy buys nothing
-        if config["pack_a"] and config["reg_m"] == self.nest.ranges[self.m] and not config["par_m"]:
-            return False  # the whole of A in one sliver: the copy buys nothing
+        # A task (or the whole op) holding one panel of B (one sliver of A): the copy buys
+        # nothing, and its one-trip copy loop did not bufferize ("cannot avoid RaW
+        # conflict": 16 x 32 tasks of a 64 x 64 matmul with 32-column panels).
+        if config["pack_b"] and config["reg_n"] == (config["par_n"] or self.nest.ranges[self.n]):
+            return False
+        if config["pack_a"] and config["reg_m"] == (config["par_m"] or self.nest.ranges[self.m]):
+            return False
         if (config["pack_a"] or config["pack_b"]) and config["n_outer"]:
             return False  # the loop order is the packing's (the same nest without n_outer)
         if config["pack_a"] and config["pack_b"]:

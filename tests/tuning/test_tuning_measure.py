@@ -44,8 +44,10 @@ def test_default_and_candidate_are_measured_and_checked(task):
         default = runner.measure(_job(task, None, save=reference))
         assert default.ok, default.error
         assert len(default.costs) == 2 and all(c > 0 for c in default.costs)
+        # Tasks of two 32-column panels (par_n = 64), so that packing B has something to reuse.
         config = {**space.default(), "reg_m": 4, "step_k": 2, "pack_a": 0, "pack_b": 1,
-                  "cache_k": 64}
+                  "cache_k": 64, "par_n": 64}
+        assert space.is_valid(config)
         candidate = runner.measure(_job(task, config, reference=reference))
         assert candidate.ok, candidate.error
         # Packing A instead: the sliver copies must not change the result either.

@@ -113,6 +113,16 @@ def test_default_point_is_the_default_schedule(threads, matmul_64):
             assert space.plan(space.validate(default), 3) == expected, task.name
 
 
+def test_packing_one_panel_per_task_is_not_a_point(matmul_64):
+    """A task of one register tile's columns has one B panel: the copy would buy nothing
+    (and its one-trip copy loop did not bufferize), so such points are invalid."""
+    space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
+    point = {**space.default(), "pack_a": 0, "pack_b": 1, "reg_n": 32, "cache_k": 64}
+    assert not space.is_valid({**point, "par_n": 32})
+    assert space.is_valid({**point, "par_n": 64})
+    assert not space.is_valid({**point, "pack_a": 1, "pack_b": 0, "reg_m": 8, "par_m": 8})
+
+
 def test_bad_knobs_raise_knob_error(matmul_64):
     space = space_for(extract_tasks(matmul_64, TARGET)[0], TARGET)
     default = space.default()

@@ -81,7 +81,8 @@ def test_a_task_searched_no_further_than_its_default_reports_no_speedup(tmp_path
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
     (task,) = extract_tasks(matmul_64, TARGET)
     space = space_for(task, TARGET)
-    best = {**space.default(), "cache_k": 64, "pack_a": 0, "pack_b": 1, "reg_m": 4}
+    best = {**space.default(), "cache_k": 64, "pack_a": 0, "pack_b": 1, "reg_m": 4, "par_n": 64}
+    assert space.is_valid(best)
     slower = {**space.default(), "reg_m": 1}
     path = tmp_path / "records.jsonl"
     with RecordWriter(path) as writer:

@@ -11,9 +11,11 @@
 // CHECK-LABEL: func.func @block
 // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<1x7x32xf32>
 // CHECK: tensor.pad
-// CHECK: scf.forall
+// Its filter (3x3x64x64) outweighs the 14x14 image, so the two tasks split the output
+// channels (32 each, one register tile's width: no channel loop inside a task).
+// CHECK: scf.forall ({{.*}}) in (2)
 // CHECK-NOT: tensor.pad
-// CHECK: scf.for {{.*}} step %c32
+// CHECK: tensor.extract_slice {{.*}} [1, 14, 14, 32]
 // CHECK: %[[BIAS:.*]] = vector.broadcast {{.*}} : vector<32xf32> to vector<7x32xf32>
 // CHECK: scf.for
 // CHECK: scf.for {{.*}} step %c7

@@ -2,15 +2,15 @@
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=512 num-threads=2" | FileCheck %s
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-schedule="vector-bits=256 num-threads=1" | FileCheck %s --check-prefix=AVX2
 
-// A matmul gets 128x64 tasks, an 8x32 accumulator tile (2 zmm per row) kept in registers
+// A matmul gets 128x128 tasks, an 8x32 accumulator tile (2 zmm per row) kept in registers
 // across the reduction loop, and its zero-fill fused into each task. With the default
 // 32K L1d, K = 128 needs no cache block; rows of A 512 B apart do not alias in L1d, so A is
 // read in place (no packed copy). With the default 256K L2 a task's A block may hold 128
 // rows (a quarter of L2); 2 row blocks of one 256-column block are too few tasks for 2
-// threads, so the columns split into 4 (columns first: a task then rereads only its rows
-// of A).
+// threads, so the column block is halved (columns first: a task then rereads only its
+// rows of A).
 // CHECK-LABEL: func.func @matmul
-// CHECK: scf.forall ({{.*}}) in (2, 4)
+// CHECK: scf.forall ({{.*}}) in (2, 2)
 // CHECK: vector.transfer_write {{.*}} : vector<1x64xf32>
 // CHECK-NOT: memref.alloc
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<8x32xf32>, vector<8x32xf32>
