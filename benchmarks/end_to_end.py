@@ -3,7 +3,7 @@
     make bench
     .venv/bin/python benchmarks/end_to_end.py
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,bert --bert-layers 12 --repeat 20
-    .venv/bin/python benchmarks/end_to_end.py --models resnet50 --kernels 0 --compare-kernels ort.md
+    .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
@@ -43,7 +43,7 @@ Also printed: the per-call overhead of the Python entry on a one-Add model of fo
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE), and for the models in ``--kernels`` the heaviest
 kernels of tilecraft's profile (``compile(package_path=, profile=True)``, the
 ``tilecraft run --profile`` path) with their GFLOPS and ratio to that anchor.
-``--compare-kernels FILE`` writes ResNet-50's per-kernel table beside onnxruntime's own
+``--compare-kernels FILE`` writes each profiled model's per-kernel table beside onnxruntime's own
 profiler (``SessionOptions.enable_profiling``) as Markdown (docs/performance.md).
 No thresholds: the figures are quoted in notes and compared across changes.
 """
@@ -61,6 +61,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -652,7 +653,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offload", default="",
                         help="also time each model with these offload backends (e.g. blas), same rounds")
     parser.add_argument("--compare-kernels", metavar="FILE",
-                        help="write ResNet-50's per-kernel table beside onnxruntime's profiler to FILE")
+                        help="write each --kernels model's per-kernel table beside onnxruntime's "
+                             "profiler to FILE (FILE-<model>.md when several are profiled)")
     parser.add_argument("--checks-cost", action="store_true",
                         help="also time each model compiled with runtime_checks=False, same rounds, "
                              "and print what the run-time checks cost")
@@ -707,13 +709,15 @@ def main(argv: list[str] | None = None) -> int:
         for name, seconds in steps.items():
             print(f"  {name:<12} " + "  ".join(f"{step} {value:.2f}" for step, value in seconds.items()
                                               if value >= 0.005))
-    for name in selected:
-        if name in profiled or (args.compare_kernels and name == "resnet50"):
-            kernels = tilecraft_kernels(cases[name])
-            if name in profiled:
-                print_kernels(cases[name], kernels, anchor)
-            if args.compare_kernels and name == "resnet50":
-                compare_kernels(cases[name], kernels, ort, anchor, args.compare_kernels)
+    compared = [name for name in selected if name in profiled]
+    for name in compared:
+        kernels = tilecraft_kernels(cases[name])
+        print_kernels(cases[name], kernels, anchor)
+        if args.compare_kernels:
+            path = Path(args.compare_kernels)
+            if len(compared) > 1:
+                path = path.with_name(f"{path.stem}-{name}{path.suffix}")
+            compare_kernels(cases[name], kernels, ort, anchor, str(path))
     return 0
 
 
