@@ -304,9 +304,18 @@ class PeakRss:
         return (self.peak - self.before) / 2**20
 
 
-def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02) -> dict[str, float]:
+# Quiet time before each runner's turn when models alternate. onnxruntime's pool threads and
+# PyTorch's OpenMP threads spin on after a call returns, and the runner after them lost
+# the CPU to that spinning: of two tilecraft builds of MobileNetV2 timed in one process,
+# whichever ran right after onnxruntime was 15-30% slower (two runs, order swapped); with
+# 0.2 s of pause they ran within 3% of each other. Every runner gets the same pause.
+RUNNER_PAUSE_S = 0.2
+
+
+def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s: float = 0.02,
+                pause_s: float = 0.0) -> dict[str, float]:
     """``tilecraft.runtime.timing.alternating`` on this run's clock (``--cpu-time``)."""
-    return timing.alternating(runners, repeat, min_sample_s, clock=CLOCK)
+    return timing.alternating(runners, repeat, min_sample_s, clock=CLOCK, pause_s=pause_s)
 
 
 def numpy_gemm_gflops(n: int = 1024, repeat: int = 10) -> float:
@@ -582,7 +591,7 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int,
                 return case.torch_module(*case.torch_inputs)
 
         runners["torch"] = torch_call
-    medians = alternating(runners, repeat)
+    medians = alternating(runners, repeat, pause_s=RUNNER_PAUSE_S)
     ours, theirs = medians["tilecraft"], medians["onnxruntime"]
     torch_text = f"{medians['torch'] * 1e3:9.2f}" if "torch" in medians else f"{'-':>9}"
     if case.images:

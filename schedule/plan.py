@@ -255,8 +255,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # Otherwise a task takes as many rows as the L2 share holds: every task rereads its B
     # block (K x task columns) once per row block, and B is a weight matrix streamed from
     # memory (BERT's 9 MB FFN weights): tasks of 64 of its 128 rows read each weight twice
-    # and the 2-layer encoder ran 14-16% slower than with all 128 rows per task (one
-    # process, calls alternating; docs/performance.md, round 6).
+    # and the 2-layer encoder ran 6% slower than with all 128 rows per task (one process,
+    # calls alternating; docs/performance.md, round 6).
     rows = nest.ranges[m] if batch_tasks >= 2 * threads else max(
         caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
     thread[m] = largest_divisor(nest.ranges[m], rows, multiple_of=register[m])
@@ -390,8 +390,9 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
         # filter; tasks split by rows each read their band of the input and the whole
         # filter. Where the filter outweighs the image (ResNet-50's 28x28 3x3 layers and
         # everything at 14x14: 2 tasks of 7 rows each streamed up to 2.4 MB of filter),
-        # channels: ResNet-50 -4 to -6%, MobileNetV2 -10% (one process, rotating order;
-        # docs/performance.md, round 6).
+        # channels. Whole models moved within the noise (ResNet-50 -0.5%, MobileNetV2 -3%;
+        # docs/performance.md, round 6), ResNet-50's strided 1x1 layers from 0.41-0.44 to
+        # 0.58 of numpy's GEMM rate in its profile.
         d = out_channel[-1]
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     elif rows is not None:
