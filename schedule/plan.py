@@ -58,7 +58,7 @@ _MATMUL_SLIVER_L1_FRACTION = 4
 # The B block (K block x task columns) that the M register loop rereads: half of L2.
 _MATMUL_PANEL_L2_FRACTION = 2
 # The A block (task rows x K block) the task's column panels reread: a quarter of L2. Task
-# rows are as many as that holds (_task_rows).
+# rows are as many as that holds (_plan_contraction).
 _MATMUL_ROWS_L2_FRACTION = 4
 # Bytes of one L1d way (sets x line: 4 KB for x86's 32K 8-way and 48K 12-way caches). Rows
 # of A whose stride is a multiple of it map to the same sets: a sliver of them evicts itself.
