@@ -195,12 +195,8 @@ def test_cuda_build_refuses_host_loops_and_misordered_axes():
 def test_cuda_build_refuses_a_read_cache():
     """A cache_read copy is a buffer of its own, global memory on the GPU: a "shared" cache
     would silently not be one, so the CUDA build refuses it (the CPU build takes it)."""
-    sch = tc.Schedule(vector_add())
+    sch = bound_vector_add()
     cache = sch.cache_read("A", "shared", sch.get_block("C"))
-    (i,) = sch.get_loops(sch.get_block("C"))
-    bx, tx = sch.split(i, factor=64)
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(tx, "threadIdx.x")
     with pytest.raises(tc.ScheduleError, match="'A.shared' is a cache_read stage.*not supported"):
         tc.build(sch, target="cuda")
     assert cache.name == "A.shared"
