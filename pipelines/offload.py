@@ -8,10 +8,16 @@ and, for each, answers one of four ways: ``None`` (declined: the op stays a comp
 with the default schedule), the values replacing its results (MLIR it emitted for the
 region, typically a call of its own extern), an :class:`ExternFunction` (called on the op's
 inputs and accumulator), or a :class:`TransformSchedule` (the op stays in the compiler but
-gets the backend's transform script instead of the default plan, fusion and tuning). ``tilecraft-offload{backends=blas num-threads=4}`` runs the backends in order
-over the graph stage's output, before fusion groups are tagged: the calls are no fusion
-group's anchor, so epilogues (bias, ReLU) stay compiled kernels after them, and no schedule
-or tuning task sees an offloaded op. Each call carries ``tilecraft.offload =
+gets the backend's transform script instead of the default plan, fusion and tuning).
+
+A backend may also take a matched op's epilogue with it (BYOC's composite patterns: a
+matmul + bias + ReLU as one region): ``takes_epilogue`` is asked about each consumer in turn
+(the only user of the region's result so far, in the same block), and ``lower_region`` answers
+for the grown :class:`Region` as a whole. ``tilecraft-offload{backends=blas num-threads=4}``
+runs the backends in order over the graph stage's output, before fusion groups are tagged:
+the calls are no fusion group's anchor, so the epilogue ops a backend did not take (a GELU
+after a BLAS matmul) stay compiled kernels after them, and no schedule or tuning task sees an
+offloaded op. Each call carries ``tilecraft.offload =
 "<backend>:<op>"``, so ``CompiledModule.ir("graph")`` shows which ops went where, and the
 module's ``tilecraft.offload`` attribute counts them per backend (``offload_summary``).
 
@@ -31,12 +37,16 @@ from mlir import ir
 from ..errors import BackendError
 from ..runtime.extern import ExternFunction
 from .extern import emit_call
-from .ir_queries import defined_functions, defining_op, ops_where
+from .ir_queries import defined_functions, defining_op, ops_where, users
 # On an op a backend schedules itself: {backend, entry, script} (schedule/backend_schedule.py).
 from .loop_nest import BACKEND_SCHEDULE_ATTR
 from .passes import positive_int_option, register_pass
 
 OFFLOAD_ATTR = "tilecraft.offload"
+# On a call that also computes its op's epilogue: the epilogue ops' names, in order.
+EPILOGUE_ATTR = "tilecraft.offload_epilogue"
+# The summary's count of epilogue ops taken with their anchors (beside the per-op counts).
+EPILOGUE_KEY = "epilogue ops"
 # Built-in backends, imported (and so registered) when first named.
 BUILTIN_BACKENDS = {"blas": ".backends.blas"}
 # Backends other packages install: ``[project.entry-points."tilecraft.backends"]`` naming a
@@ -61,6 +71,29 @@ class TransformSchedule:
 
 # What ``Backend.lower`` may return besides ``None``.
 Lowering = Union["list[ir.Value]", ExternFunction, TransformSchedule]
+
+
+@dataclass(frozen=True)
+class Region:
+    """A matched op and the consumers its backend computes with it (a composite pattern).
+
+    ``epilogue`` follows ``anchor`` in order, each op the only user of the one before's single
+    result and in the same block; the region's results are ``last``'s. The partitioner grows a
+    region one consumer at a time while :meth:`Backend.takes_epilogue` says yes, so a backend
+    only ever judges one more op against what it already holds.
+    """
+
+    anchor: ir.Operation
+    epilogue: tuple[ir.Operation, ...] = ()
+
+    @property
+    def last(self) -> ir.Operation:
+        """The op whose results the region's lowering replaces."""
+        return self.epilogue[-1] if self.epilogue else self.anchor
+
+    @property
+    def ops(self) -> tuple[ir.Operation, ...]:
+        return (self.anchor, *self.epilogue)
 
 
 class Backend:
@@ -95,6 +128,20 @@ class Backend:
           ``outs`` operands), with fresh buffers for its results;
         - a :class:`TransformSchedule`: ``op`` is compiled with the backend's schedule."""
         raise NotImplementedError
+
+    def takes_epilogue(self, region: Region, consumer: ir.Operation) -> bool:
+        """Whether ``consumer`` joins ``region`` (it is the only user of the region's result,
+        in the same block): override with the backend's composite patterns, e.g. a bias add
+        then a ReLU after a matmul. The default takes nothing, so ``lower`` sees single ops."""
+        return False
+
+    def lower_region(self, region: Region, module: ir.Operation, num_threads: int) -> "list[ir.Value] | None":
+        """The values replacing the results of ``region.last``, for a region with an epilogue,
+        computed by IR emitted at the current insertion point (before ``region.last``, where
+        every operand of the region is defined). ``None`` declines the epilogue: ``lower`` is
+        then asked about the anchor alone. Override it together with ``takes_epilogue``."""
+        raise BackendError(f"backend {self.name!r} takes epilogues (takes_epilogue) but does not "
+                           "define lower_region to lower them")
 
 
 _BACKENDS: dict[str, Backend] = {}
@@ -171,10 +218,13 @@ def offload_summary(module: ir.Operation) -> dict[str, dict[str, int]]:
 
 
 def summary_line(backend: str, counts: Mapping[str, int]) -> str:
-    """``offload blas: 5 ops (linalg.matmul 4, linalg.batch_matmul 1), 2 declined``."""
-    taken = {op: n for op, n in counts.items() if op != "declined"}
+    """``offload blas: 5 ops (linalg.matmul 4, linalg.batch_matmul 1) with 6 epilogue ops,
+    2 left to the compiler``."""
+    taken = {op: n for op, n in counts.items() if op not in ("declined", EPILOGUE_KEY)}
     detail = ", ".join(f"{op} {n}" for op, n in sorted(taken.items()))
     line = f"offload {backend}: {sum(taken.values())} ops" + (f" ({detail})" if detail else "")
+    if counts.get(EPILOGUE_KEY):
+        line += f" with {counts[EPILOGUE_KEY]} epilogue ops"
     return line + f", {counts.get('declined', 0)} left to the compiler"
 
 
@@ -193,30 +243,82 @@ def offload(module: ir.Operation, backends: Sequence[str], num_threads: int) -> 
         backend.prepare()
         counts = summary.setdefault(name, {"declined": 0})
         for function in defined_functions(module):
-            for op in ops_where(function, lambda op: op.name in backend.patterns):
-                calls_before = _calls_in(op.block)
-                with ir.InsertionPoint(op), op.location:
-                    lowering = backend.lower(op, module, num_threads)
-                    if lowering is None:
-                        counts["declined"] += 1
-                        continue
-                    if isinstance(lowering, TransformSchedule):
-                        _attach_schedule(op, name, lowering)
-                        key = f"{op.name} (scheduled)"
-                        counts[key] = counts.get(key, 0) + 1
-                        continue
-                    values = _lowered_values(op, name, lowering, module)
-                for old, new in zip(op.results, values):
-                    old.replace_all_uses_with(new)
-                for call in _calls_in(op.block):  # tag the new call(s) with where the op went
-                    if call not in calls_before:
-                        call.attributes[OFFLOAD_ATTR] = ir.StringAttr.get(f"{name}:{op.name}")
-                counts[op.name] = counts.get(op.name, 0) + 1
-                operands = list(op.operands)
-                op.erase()
-                _erase_dead(operands)
+            matched = ops_where(function, lambda op: op.name in backend.patterns)
+            # An op taken into an earlier region's epilogue is erased: it must not be read
+            # again (an erased op's name reads freed memory), so it is skipped by position.
+            position = {op: i for i, op in enumerate(matched)}
+            erased: set[int] = set()
+            for index, op in enumerate(matched):
+                if index in erased:
+                    continue
+                region = _lower_one(backend, op, module, num_threads, counts)
+                if region is not None:
+                    erased.update(position[o] for o in region.epilogue if o in position)
+                    _erase_region(region)
     _record(module, summary)
     return summary
+
+
+def _grow(backend: Backend, op: ir.Operation) -> Region:
+    """``op`` with the chain of consumers ``backend`` takes with it."""
+    region = Region(op)
+    while len(region.last.results) == 1:
+        consumers = users(region.last.results[0])
+        if len(consumers) != 1 or consumers[0].block != op.block:
+            break
+        if not backend.takes_epilogue(region, consumers[0]):
+            break
+        region = Region(op, (*region.epilogue, consumers[0]))
+    return region
+
+
+def _lower_one(backend: Backend, op: ir.Operation, module: ir.Operation, num_threads: int,
+               counts: dict[str, int]) -> "Region | None":
+    """Ask ``backend`` about ``op`` (and the epilogue it takes) and replace the uses of what
+    it answers for; returns that region, still in the IR for the caller to erase (after
+    noting which matched ops it holds), or None when the backend declined or scheduled ``op``."""
+    name = backend.name
+    calls_before = _calls_in(op.block)
+    region, values = _grow(backend, op), None
+    if region.epilogue:
+        with ir.InsertionPoint(region.last), region.last.location:
+            answer = backend.lower_region(region, module, num_threads)
+            if answer is not None:
+                values = _checked_values(region.last, name, answer)
+    if values is None:
+        region = Region(op)
+        with ir.InsertionPoint(op), op.location:
+            lowering = backend.lower(op, module, num_threads)
+            if lowering is None:
+                counts["declined"] += 1
+                return None
+            if isinstance(lowering, TransformSchedule):
+                _attach_schedule(op, name, lowering)
+                key = f"{op.name} (scheduled)"
+                counts[key] = counts.get(key, 0) + 1
+                return None
+            values = _lowered_values(op, name, lowering, module)
+    for old, new in zip(region.last.results, values):
+        old.replace_all_uses_with(new)
+    for call in _calls_in(op.block):  # tag the new call(s) with where the region went
+        if call not in calls_before:
+            call.attributes[OFFLOAD_ATTR] = ir.StringAttr.get(f"{name}:{op.name}")
+            if region.epilogue:
+                call.attributes[EPILOGUE_ATTR] = ir.StringAttr.get(
+                    ",".join(o.name for o in region.epilogue))
+    counts[op.name] = counts.get(op.name, 0) + 1
+    if region.epilogue:
+        counts[EPILOGUE_KEY] = counts.get(EPILOGUE_KEY, 0) + len(region.epilogue)
+    return region
+
+
+def _erase_region(region: Region) -> None:
+    """Erase the replaced ``region`` (last op first) and the producers only it used."""
+    inside = {result for o in region.ops for result in o.results}  # gone with the region
+    operands = [v for o in region.ops for v in o.operands if v not in inside]
+    for done in reversed(region.ops):
+        done.erase()
+    _erase_dead(operands)
 
 
 def _lowered_values(op: ir.Operation, backend: str, lowering: "Lowering",
@@ -225,10 +327,16 @@ def _lowered_values(op: ir.Operation, backend: str, lowering: "Lowering",
     if isinstance(lowering, ExternFunction):
         # Destination-passing style: a linalg op's accumulators are its last operands.
         return emit_call(module, lowering, list(op.operands), [r.type for r in op.results])
-    values = list(lowering)
-    if len(values) != len(op.results) or not all(isinstance(v, ir.Value) for v in values):
+    return _checked_values(op, backend, lowering)
+
+
+def _checked_values(op: ir.Operation, backend: str, answer: object) -> list[ir.Value]:
+    """``answer`` as the values replacing ``op``'s results, or :class:`BackendError`."""
+    values = list(answer) if isinstance(answer, (list, tuple)) else None
+    if (values is None or len(values) != len(op.results)
+            or not all(isinstance(v, ir.Value) for v in values)):
         raise BackendError(f"backend {backend!r} replaced {op.name} ({len(op.results)} result(s)) "
-                           f"with {lowering!r}: return one ir.Value per result, an extern "
+                           f"with {answer!r}: return one ir.Value per result, an extern "
                            "function, a TransformSchedule or None")
     for old, new in zip(op.results, values):
         if old.type != new.type:

@@ -30,6 +30,7 @@ extern void SGEMM(int order, int trans_a, int trans_b, int m, int n, int k, floa
                   const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 extern void SET_THREADS(int threads);
 
+typedef struct { float *allocated, *aligned; int64_t offset, sizes[1], strides[1]; } Memref1;
 typedef struct { float *allocated, *aligned; int64_t offset, sizes[2], strides[2]; } Memref2;
 typedef struct { float *allocated, *aligned; int64_t offset, sizes[3], strides[3]; } Memref3;
 
@@ -142,12 +143,43 @@ static void part_range(int64_t total, int64_t step, int part, int parts, int64_t
   if (*end > total) *end = total;
 }
 
-/* c[m, n] = op(a) @ op(b) for one matrix; c is row-major with row stride ldc. */
+/* What a GEMM's parts do to their block of C after it: c = clamp(c + bias[j], low, high). */
+typedef struct {
+  const float *bias; /* NULL: no add */
+  int64_t bias_stride;
+  float low, high;
+  int clamps;
+} Epilogue;
+
+static const Epilogue NO_EPILOGUE = {NULL, 0, 0.0f, 0.0f, 0};
+
+/* c[m, n] = op(a) @ op(b) for one matrix, then the epilogue; c is row-major with row stride ldc. */
 typedef struct {
   Operand a, b;
   float *c;
   int64_t m, n, k, ldc;
+  Epilogue epilogue;
 } Gemm;
+
+/* The epilogue on columns [begin, end) of c, row by row. The comparisons are written so
+ * that a NaN stays NaN, as arith.maximumf / minimumf keep it. */
+static void apply_epilogue(const Epilogue *e, float *c, int64_t m, int64_t ldc, int64_t begin, int64_t end) {
+  for (int64_t i = 0; i < m; ++i) {
+    float *row = c + i * ldc;
+    if (e->bias) {
+      if (e->bias_stride == 1)
+        for (int64_t j = begin; j < end; ++j) row[j] += e->bias[j];
+      else
+        for (int64_t j = begin; j < end; ++j) row[j] += e->bias[j * e->bias_stride];
+    }
+    if (e->clamps)
+      for (int64_t j = begin; j < end; ++j) {
+        float v = row[j];
+        v = v < e->low ? e->low : v;
+        row[j] = v > e->high ? e->high : v;
+      }
+  }
+}
 
 /* One part of a GEMM: a block of C's columns (each part reads its share of B, the larger
  * operand of a layer's projections, and all of A). */
@@ -160,6 +192,7 @@ static void gemm_part(void *arg, int part, int parts) {
   SGEMM(ROW_MAJOR, g->a.trans ? TRANS : NO_TRANS, g->b.trans ? TRANS : NO_TRANS, (int)g->m,
         (int)(end - begin), (int)g->k, 1.0f, g->a.data, g->a.ld, b, g->b.ld, 0.0f, g->c + begin,
         (int)g->ldc);
+  if (g->epilogue.bias || g->epilogue.clamps) apply_epilogue(&g->epilogue, g->c, g->m, g->ldc, begin, end);
 }
 
 /* Below this many multiply-adds a GEMM runs on one thread: the wake-up costs more. */
@@ -167,10 +200,10 @@ enum { MIN_PARALLEL_MACS = 1 << 18 };
 
 static void gemm(const float *a, int64_t ar, int64_t ac, int64_t ars, int64_t acs, int32_t ta,
                  const float *b, int64_t br, int64_t bc, int64_t brs, int64_t bcs, int32_t tb,
-                 float *c, int64_t m, int64_t n, int64_t ldc, int parts) {
+                 float *c, int64_t m, int64_t n, int64_t ldc, const Epilogue *epilogue, int parts) {
   int64_t k = ta ? ar : ac;
   Gemm g = {operand(a, ar, ac, ars, acs, ta), operand(b, br, bc, brs, bcs, tb), c, m, n, k,
-            ldc > n ? ldc : (n > 0 ? n : 1)};
+            ldc > n ? ldc : (n > 0 ? n : 1), *epilogue};
   if (m * n * k < MIN_PARALLEL_MACS || n < 32) parts = 1;
   run_parts(gemm_part, &g, parts);
   free(g.a.packed);
@@ -184,7 +217,21 @@ void tilecraft_blas_matmul(Memref2 *a, Memref2 *b, int32_t trans_a, int32_t tran
   if (m == 0 || n == 0) return;
   gemm(a->aligned + a->offset, a->sizes[0], a->sizes[1], a->strides[0], a->strides[1], trans_a,
        b->aligned + b->offset, b->sizes[0], b->sizes[1], b->strides[0], b->strides[1], trans_b,
-       c->aligned + c->offset, m, n, m == 1 ? n : c->strides[0], threads);
+       c->aligned + c->offset, m, n, m == 1 ? n : c->strides[0], &NO_EPILOGUE, threads);
+}
+
+/* c = clamp(op(a) @ op(b) + bias[j], low, high); an empty bias adds nothing, infinite bounds
+ * clamp nothing (backends/blas.py takes a matmul's bias add and ReLU / Clip this way). */
+void tilecraft_blas_matmul_epilogue(Memref2 *a, Memref2 *b, Memref1 *bias, int32_t trans_a, int32_t trans_b,
+                                    int32_t threads, float low, float high, Memref2 *c) {
+  set_threads(1);
+  int64_t m = c->sizes[0], n = c->sizes[1];
+  if (m == 0 || n == 0) return;
+  Epilogue e = {bias->sizes[0] == n ? bias->aligned + bias->offset : NULL, bias->strides[0], low, high,
+                low > -__builtin_inff() || high < __builtin_inff()};
+  gemm(a->aligned + a->offset, a->sizes[0], a->sizes[1], a->strides[0], a->strides[1], trans_a,
+       b->aligned + b->offset, b->sizes[0], b->sizes[1], b->strides[0], b->strides[1], trans_b,
+       c->aligned + c->offset, m, n, m == 1 ? n : c->strides[0], &e, threads);
 }
 
 typedef struct {
@@ -202,7 +249,7 @@ static void batch_part(void *arg, int part, int parts) {
     gemm(a->aligned + a->offset + i * a->strides[0], a->sizes[1], a->sizes[2], a->strides[1], a->strides[2],
          t->trans_a, b->aligned + b->offset + i * b->strides[0], b->sizes[1], b->sizes[2], b->strides[1],
          b->strides[2], t->trans_b, c->aligned + c->offset + i * c->strides[0], m, n,
-         m == 1 ? n : c->strides[1], 1);
+         m == 1 ? n : c->strides[1], &NO_EPILOGUE, 1);
 }
 
 void tilecraft_blas_batch_matmul(Memref3 *a, Memref3 *b, int32_t trans_a, int32_t trans_b,
@@ -217,7 +264,7 @@ void tilecraft_blas_batch_matmul(Memref3 *a, Memref3 *b, int32_t trans_a, int32_
   if (c->sizes[0] == 1 && parts <= 1) {
     gemm(a->aligned + a->offset, a->sizes[1], a->sizes[2], a->strides[1], a->strides[2], trans_a,
          b->aligned + b->offset, b->sizes[1], b->sizes[2], b->strides[1], b->strides[2], trans_b,
-         c->aligned + c->offset, m, n, m == 1 ? n : c->strides[1], threads);
+         c->aligned + c->offset, m, n, m == 1 ? n : c->strides[1], &NO_EPILOGUE, threads);
     return;
   }
   run_parts(batch_part, &t, parts);

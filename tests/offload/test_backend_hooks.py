@@ -11,6 +11,7 @@ import pytest
 
 import tilecraft
 from tilecraft.errors import BackendError
+from tilecraft.pipelines.extern import emit_call
 
 TILE_8x32 = """
 transform.named_sequence @schedule(%op: !transform.any_op {transform.consumed}) {
@@ -127,3 +128,72 @@ def test_a_wrong_answer_is_a_backend_error(answer, message):
     tilecraft.register_backend(Answer("wrong_answer", answer))
     with pytest.raises(BackendError, match=message):
         tilecraft.compile(matmul_relu(16), offload=["wrong_answer"])
+
+
+class MatmulRelu(tilecraft.Backend):
+    """A composite pattern: a matmul and the ReLU after it, computed by one Python extern
+    (or, with ``region_answer``, whatever that returns for the region)."""
+
+    patterns = ("linalg.matmul",)
+
+    def __init__(self, name: str, region_answer=None, lower_region: bool = True) -> None:
+        self.name, self.region_answer = name, region_answer
+        self.extern = tilecraft.extern.register_python(
+            f"{name}_fn", lambda a, b, out: np.maximum(np.matmul(a, b, out=out), 0, out=out),
+            inputs=["memref<?x?xf32>"] * 2, outputs=["memref<?x?xf32>"])
+        if not lower_region:
+            self.lower_region = super().lower_region
+
+    def lower(self, op, module, num_threads):
+        return None  # the matmul alone stays compiled
+
+    def takes_epilogue(self, region, consumer):
+        return not region.epilogue and consumer.name == "linalg.generic"
+
+    def lower_region(self, region, module, num_threads):
+        if self.region_answer is not None:
+            return self.region_answer(region)
+        anchor = region.anchor
+        return emit_call(module, self.extern, list(anchor.operands[:2]), [region.last.results[0].type])
+
+
+def test_a_backend_takes_an_epilogue_with_its_op(rand):
+    backend = tilecraft.register_backend(MatmulRelu("matmul_relu_region"))
+    try:
+        module = tilecraft.compile(matmul_relu(16), offload=["matmul_relu_region"])
+        assert module.offloaded["matmul_relu_region"] == {"declined": 0, "linalg.matmul": 1, "epilogue ops": 1}
+        graph = module.ir("graph")
+        assert 'tilecraft.offload_epilogue = "linalg.generic"' in graph
+        assert "arith.maximumf" not in graph  # the ReLU went with the matmul
+        a, b = rand((16, 16)), rand((16, 16))
+        np.testing.assert_allclose(module(a, b), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5)
+    finally:
+        tilecraft.extern.unregister(backend.extern.name)
+
+
+def test_a_declined_region_leaves_the_op_to_lower(rand):
+    """``lower_region`` returning None: ``lower`` is asked about the anchor alone (which
+    here declines too), and everything stays compiled."""
+    backend = tilecraft.register_backend(MatmulRelu("region_declined", region_answer=lambda region: None))
+    try:
+        module = tilecraft.compile(matmul_relu(16), offload=["region_declined"])
+        assert module.offloaded["region_declined"] == {"declined": 1}
+        a, b = rand((16, 16)), rand((16, 16))
+        np.testing.assert_allclose(module(a, b), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5)
+    finally:
+        tilecraft.extern.unregister(backend.extern.name)
+
+
+@pytest.mark.parametrize("region_answer, lower_region, message", [
+    (None, False, "takes epilogues .* but does not define lower_region"),
+    (lambda region: [region.anchor.operands[2].owner.operands[0]], True,  # the fill's 0.0
+     r"replaced a tensor<16x16xf32> result of linalg.generic with a f32"),
+    (lambda region: region.anchor.operands[2], True, "return one ir.Value per result"),
+])
+def test_a_wrong_region_answer_is_a_backend_error(region_answer, lower_region, message):
+    backend = tilecraft.register_backend(MatmulRelu("wrong_region", region_answer, lower_region))
+    try:
+        with pytest.raises(BackendError, match=message):
+            tilecraft.compile(matmul_relu(16), offload=["wrong_region"])
+    finally:
+        tilecraft.extern.unregister(backend.extern.name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import platform
+import re
 import subprocess
 import sys
 import textwrap
@@ -36,13 +37,16 @@ def onnxruntime_outputs(model, feeds: dict) -> list[np.ndarray]:
     return session.run(None, feeds)
 
 
-def gemm_bias_relu(m: int = 64, k: int = 128, n: int = 96, seed: int = 0):
-    """Gemm(x, W^T, b) -> Relu: transB and the bias in the accumulator."""
+def gemm_bias_relu(m: int = 64, k: int = 128, n: int = 96, seed: int = 0, softmax: bool = False):
+    """Gemm(x, W^T, b) -> Relu (-> Softmax): transB and a bias; BLAS takes all but the
+    softmax, which stays a compiled kernel (and a tuning task)."""
     rng = np.random.default_rng(seed)
     weights = numpy_helper.from_array(rng.standard_normal((n, k)).astype(np.float32), "w")
     bias = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b")
     nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1),
-             helper.make_node("Relu", ["g"], ["y"])]
+             helper.make_node("Relu", ["g"], ["r" if softmax else "y"])]
+    if softmax:
+        nodes.append(helper.make_node("Softmax", ["r"], ["y"], axis=-1))
     graph = helper.make_graph(nodes, "gemm_bias_relu",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
@@ -118,15 +122,49 @@ def test_calls_split_over_the_shims_threads(rand, monkeypatch, threads):
             np.testing.assert_allclose(value, reference, rtol=1e-4, atol=1e-4)
 
 
-def test_gemm_with_bias_keeps_the_epilogue_compiled(rng):
+def test_gemm_bias_relu_is_one_call(rng):
+    """The bias add and the ReLU go with the matmul (one shim call applies them per block of
+    columns); a NaN input stays NaN through the ReLU, as onnxruntime's does."""
     model = gemm_bias_relu()
     module = tilecraft.compile(model, offload=["blas"])
-    assert module.offloaded["blas"].get("linalg.matmul") == 1
+    assert module.offloaded["blas"] == {"declined": 0, "linalg.matmul": 1, "epilogue ops": 2}
     graph_ir = module.ir("graph")
-    assert "call @tilecraft_blas_matmul" in graph_ir and "linalg.matmul ins" not in graph_ir
+    assert "call @tilecraft_blas_matmul_epilogue" in graph_ir and "linalg.matmul ins" not in graph_ir
+    assert "= linalg.generic" not in graph_ir  # no compiled kernel left
     x = rng.standard_normal((64, 128)).astype(np.float32)
+    x[5, 7] = np.nan
     (expected,) = onnxruntime_outputs(model, {"x": x})
-    np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-4)
+    got = module(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def conv1x1_bias_clip(low: float, high: float) -> "onnx.ModelProto":
+    """NCHW Conv 1x1 (48 -> 40 channels, 12x12) with a bias, then Clip(low, high)."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((40, 48, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(40).astype(np.float32), "b"),
+             numpy_helper.from_array(np.float32(low), "low"), numpy_helper.from_array(np.float32(high), "high")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+             helper.make_node("Clip", ["c", "low", "high"], ["y"])]
+    graph = helper.make_graph(nodes, "conv_clip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 48, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 12, 12])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("low, high", [(0.0, 6.0), (-0.5, 0.25)])
+def test_conv_bias_clip_against_onnxruntime(rng, monkeypatch, threads, low, high):
+    """Each of the shim's parts applies the epilogue to its own columns."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", str(threads))
+    model = conv1x1_bias_clip(low, high)
+    module = tilecraft.compile(model, offload=["blas"])
+    assert module.offloaded["blas"] == {"declined": 0, "linalg.conv_2d_nhwc_hwcf": 1, "epilogue ops": 2}
+    x = rng.standard_normal((1, 48, 12, 12)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    got = module(x)
+    assert got.min() >= low and got.max() <= high
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_bert_layer_against_onnxruntime(rng):
@@ -204,7 +242,7 @@ def test_cli_compile_and_package_in_a_fresh_process(tmp_path, rng, capsys, build
 
 
 def test_offloaded_ops_are_not_tuning_tasks():
-    model = gemm_bias_relu()
+    model = gemm_bias_relu(softmax=True)
     # Compiled, the Gemm is a matmul task (on weight panels: a linalg.generic of kind matmul).
     kinds = {task.kind for task in tilecraft.extract_tasks(model)}
     assert "matmul" in kinds
@@ -213,7 +251,7 @@ def test_offloaded_ops_are_not_tuning_tasks():
 
 
 def test_tuning_with_offload_tunes_the_rest_and_its_records_apply(tmp_path, rng, monkeypatch):
-    """tune(offload=...) measures only what stays compiled (here the bias + ReLU group), and
+    """tune(offload=...) measures only what stays compiled (here the softmax), and
     its end-to-end timing compiles the model with the same backends; compiling with them and
     the records gives onnxruntime's values."""
     tune_module = importlib.import_module("tilecraft.tuning.tune")
@@ -226,7 +264,7 @@ def test_tuning_with_offload_tunes_the_rest_and_its_records_apply(tmp_path, rng,
         return real_compile_ir(model, pipeline, *args, **kwargs)
 
     monkeypatch.setattr(tune_module, "compile_ir", spy)
-    model = gemm_bias_relu()
+    model = gemm_bias_relu(softmax=True)
     records = tmp_path / "gemm.jsonl"
     result = tilecraft.tune(model, trials=3, tuning_records=str(records), offload=["blas"], progress=False,
                             tuner="random", validate_top=0, transfer=False)
@@ -249,17 +287,35 @@ def test_unknown_backend(capsys):
 
 
 @pytest.mark.slow
-def test_resnet50_against_onnxruntime():
-    """ResNet-50 v1 (the light zoo topology with random weights, as the benchmarks load it):
-    its 1x1 convolutions and the classifier go to OpenBLAS, the rest is compiled."""
+def test_resnet50_from_the_cli_in_a_fresh_process(tmp_path, capsys):
+    """ResNet-50 v1 (the light zoo topology with random weights, as the benchmarks load it),
+    compiled by ``tilecraft compile --offload blas`` into a package and run runtime-only in a
+    fresh process: its 1x1 convolutions with their bias + ReLU, and the classifier, go to
+    OpenBLAS; the rest is compiled."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import graph_passes  # noqa: PLC0415  (the benchmarks' ResNet-50 loader)
 
     model, feeds = graph_passes.resnet50()
-    module = tilecraft.compile(model, offload=["blas"])
-    assert sum(n for op, n in module.offloaded["blas"].items() if op != "declined") >= 20
+    onnx.save(model, tmp_path / "resnet50.onnx")
+    package = tmp_path / "resnet50.tar"
+    assert run_cli(["compile", str(tmp_path / "resnet50.onnx"), "--offload", "blas", "-o", str(package)]) == 0
+    summary = capsys.readouterr().err
+    taken = re.search(r"offload blas: (\d+) ops .* with (\d+) epilogue ops", summary)
+    assert taken and int(taken[1]) >= 20 and int(taken[2]) >= 20, summary
     expected = onnxruntime_outputs(model, feeds)
-    got = module(*feeds.values())
-    for value, reference in zip(got if isinstance(got, tuple) else (got,), expected):
-        scale = float(np.max(np.abs(reference)))
-        np.testing.assert_allclose(value, reference, rtol=1e-3, atol=1e-3 * scale)
+    np.savez(tmp_path / "io.npz", image=next(iter(feeds.values())),
+             **{f"expected_{i}": value for i, value in enumerate(expected)})
+    code = textwrap.dedent(f"""
+        import sys, numpy as np
+        import tilecraft.runtime as rt
+        package = rt.load({str(package)!r})
+        with np.load({str(tmp_path / 'io.npz')!r}) as io:
+            got = package(io['image'])
+            references = [io[f'expected_{{i}}'] for i in range({len(expected)})]
+        for value, reference in zip(got if isinstance(got, tuple) else (got,), references, strict=True):
+            scale = float(np.max(np.abs(reference)))
+            np.testing.assert_allclose(value, reference, rtol=1e-3, atol=1e-3 * scale)
+        assert 'mlir' not in sys.modules
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
