@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #ifndef SGEMM
 #define SGEMM cblas_sgemm
@@ -103,10 +104,30 @@ static void *pool_worker(void *index_ptr) {
   return NULL;
 }
 
-/* Run fn over `parts` parts; serially when parts <= 1, when another call holds the pool
- * (a second Python thread calling the same model), or when a worker cannot be started. */
+/* The threads this process runs with, as the compiled code's runtime counts them
+ * (runtime/async_runtime.c): TILECRAFT_NUM_THREADS, else the online cores (read once). A
+ * call's `threads` is the compiling target's count, so a package built on a larger machine
+ * is capped here instead of oversubscribing the one it runs on. */
+static int process_threads(void) {
+  static int cores = 0;
+  const char *env = getenv("TILECRAFT_NUM_THREADS");
+  long count = env ? atol(env) : 0;
+  if (count <= 0) {
+    if (__atomic_load_n(&cores, __ATOMIC_RELAXED) == 0) {
+      long online = sysconf(_SC_NPROCESSORS_ONLN);
+      __atomic_store_n(&cores, online < 1 ? 1 : (int)(online > MAX_PARTS ? MAX_PARTS : online), __ATOMIC_RELAXED);
+    }
+    count = __atomic_load_n(&cores, __ATOMIC_RELAXED);
+  }
+  return count > MAX_PARTS ? MAX_PARTS : (int)count;
+}
+
+/* Run fn over `parts` parts (at most the process's threads); serially when parts <= 1, when
+ * another call holds the pool (a second Python thread calling the same model), or when a
+ * worker cannot be started. */
 static void run_parts(PartFn fn, void *arg, int parts) {
-  if (parts > MAX_PARTS) parts = MAX_PARTS;
+  int threads = process_threads();
+  if (parts > threads) parts = threads;
   if (parts <= 1 || pthread_mutex_trylock(&pool_lock) != 0) {
     for (int part = 0; part < parts || part == 0; ++part) fn(arg, part, parts > 1 ? parts : 1);
     return;

@@ -5,6 +5,7 @@ offloaded op; an unknown backend is a typed error."""
 from __future__ import annotations
 
 import importlib
+import os
 import platform
 import re
 import subprocess
@@ -238,6 +239,31 @@ def test_cli_compile_and_package_in_a_fresh_process(tmp_path, rng, capsys, build
         assert 'mlir' not in sys.modules
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_package_runs_on_the_threads_of_the_process_that_loads_it(tmp_path, rng, monkeypatch):
+    """Compiled for 4 threads, run where TILECRAFT_NUM_THREADS=1: the shim starts no
+    workers of its own (the compiled code's runtime starts its one worker)."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "4")
+    model = gemm_bias_relu(m=256, k=256, n=256)
+    package = tmp_path / "gemm.tar"
+    tilecraft.compile(model, offload=["blas"], package_path=str(package))
+    x = rng.standard_normal((256, 256)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, {"x": x})
+    np.savez(tmp_path / "io.npz", x=x, expected=expected)
+    code = textwrap.dedent(f"""
+        import os, numpy as np
+        import tilecraft.runtime as rt
+        package = rt.load({str(package)!r})
+        before = len(os.listdir('/proc/self/task'))
+        with np.load({str(tmp_path / 'io.npz')!r}) as io:
+            np.testing.assert_allclose(package(io['x']), io['expected'], rtol=1e-4, atol=1e-4)
+        started = len(os.listdir('/proc/self/task')) - before
+        assert started <= 1, started
+    """)
+    environment = {**os.environ, "TILECRAFT_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environment)
     assert done.returncode == 0, done.stderr
 
 
