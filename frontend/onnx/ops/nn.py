@@ -163,6 +163,24 @@ def conv_integer(ctx: NodeContext) -> list[ir.Value]:
     return [_convolution(ctx, x, w, None)]
 
 
+@onnx_op("QLinearConv", since=10)
+def qlinear_conv(ctx: NodeContext) -> list[ir.Value]:
+    """ConvInteger of the centered operands plus the optional i32 bias, requantized as
+    QLinearMatMul is, with a weight scale per tensor or per output channel."""
+    x = quantization.centered_i32(ctx, 0, 2, "x")
+    w = quantization.centered_i32(ctx, 3, 5, "w", per_row=True)
+    bias = ctx.value(8) if ctx.has_input(8) else None
+    if bias is not None and str(core.tensor_type(bias).element_type) != "i32":
+        raise HandlerError(f"QLinearConv's bias must be int32, got {core.tensor_type(bias).element_type}")
+    accumulator = _convolution(ctx, x, w, bias)
+    rank = core.tensor_type(accumulator).rank
+    channels = core.static_shape(w)[0]
+    scales = [quantization.per_tensor(ctx, 1, "x_scale"),
+              quantization.per_output_channel_scale(ctx, 4, "w_scale", channels, rank),
+              quantization.per_tensor(ctx, 6, "y_scale")]
+    return [quantization.requantize(ctx, accumulator, scales, zero_index=7, input_index=0)]
+
+
 def _convolution(ctx: NodeContext, x: ir.Value, w: ir.Value, bias: ir.Value | None) -> ir.Value:
     """Conv / ConvInteger with the node's strides, dilations, pads (or auto_pad) and groups."""
     spatial = _spatial_rank(ctx)

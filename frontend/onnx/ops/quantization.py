@@ -1,4 +1,5 @@
-"""Linear quantization: QuantizeLinear, DequantizeLinear, QLinearMatMul, MatMulInteger.
+"""Linear quantization: QuantizeLinear, DequantizeLinear, QLinearMatMul, MatMulInteger, and
+the requantizing end QLinearConv shares with QLinearMatMul.
 
 Integer targets only (int8/uint8/int16/uint16 and wider integers): float8/float4/int4/int2
 have no MLIR element type the runtime can hand to numpy, so a model using them gets the
@@ -200,7 +201,7 @@ def dequantize_linear(ctx: NodeContext) -> list[Output]:
     return [_map_with_parameters(ctx, x, parameters, result, body)]
 
 
-def _per_tensor(ctx: NodeContext, index: int, what: str) -> ir.Value:
+def per_tensor(ctx: NodeContext, index: int, what: str) -> ir.Value:
     """Input ``index`` as a 0-d tensor; QLinearMatMul and MatMulInteger accept one value
     (rank 0 or shape [1]) for the whole tensor here."""
     value = ctx.value(index)
@@ -231,7 +232,7 @@ def centered_i32(
                 raise HandlerError(f"{what} zero point has {shape[0]} values for {core.static_shape(value)[0]} rows")
             inputs.append(contraction.expand(zero, [list(range(rank))], [shape[0]] + [1] * (rank - 1)))
         else:
-            inputs.append(_per_tensor(ctx, zero_index, f"{what} zero point"))
+            inputs.append(per_tensor(ctx, zero_index, f"{what} zero point"))
 
     def body(scalar: ir.Value, *zero: ir.Value) -> ir.Value:
         wide = core.convert_scalar(scalar, i32, unsigned=unsigned)
@@ -258,17 +259,38 @@ def qlinear_matmul(ctx: NodeContext) -> list[Output]:
     a = centered_i32(ctx, 0, 2, "a")
     b = centered_i32(ctx, 3, 5, "b")
     product = contraction.matmul(a, b)
-    scales = [_per_tensor(ctx, i, name) for i, name in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))]
-    a_info = ctx.input_infos[0]
-    dtype = _quantized_dtype(ctx, 7, a_info.dtype if a_info is not None else np.dtype(np.uint8))
-    zero = [_per_tensor(ctx, 7, "y_zero_point")] if ctx.has_input(7) else []
+    scales = [per_tensor(ctx, i, name) for i, name in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))]
+    return [requantize(ctx, product, scales, zero_index=7, input_index=0)]
+
+
+def per_output_channel_scale(ctx: NodeContext, index: int, what: str, channels: int, rank: int) -> ir.Value:
+    """Input ``index`` as a scale broadcasting over a ``rank``-d ``[N, C, ...]`` result: one
+    value (0-d), or one per output channel (``[C]``, expanded to ``[C, 1, ...]``)."""
+    shape = core.static_shape(ctx.value(index))
+    if len(shape) == 1 and shape[0] not in (1, None):
+        if shape[0] != channels:
+            raise HandlerError(f"{what} has {shape[0]} values for {channels} output channels")
+        return contraction.expand(ctx.value(index), [list(range(rank - 1))], [channels] + [1] * (rank - 2))
+    return per_tensor(ctx, index, what)
+
+
+def requantize(ctx: NodeContext, accumulator: ir.Value, scales: list[ir.Value], *, zero_index: int,
+               input_index: int) -> ir.Value:
+    """An i32 ``accumulator`` times ``scales[0] * scales[1] / scales[2]`` (input scale, weight
+    scale, output scale: formed in the scales' type, applied in f64 as the ONNX reference
+    does), plus the output zero point (input ``zero_index``), rounded half to even and
+    saturated to the output's integer type (the zero point's, else input
+    ``input_index``'s). QLinearMatMul and QLinearConv (nn.py) end this way."""
+    info = ctx.input_infos[input_index]
+    dtype = _quantized_dtype(ctx, zero_index, info.dtype if info is not None else np.dtype(np.uint8))
+    zero = [per_tensor(ctx, zero_index, "y_zero_point")] if ctx.has_input(zero_index) else []
     zero_unsigned = core.is_unsigned_dtype(dtype)
 
-    def body(c: ir.Value, a_scale: ir.Value, b_scale: ir.Value, y_scale: ir.Value, *zp: ir.Value) -> ir.Value:
-        multiplier = arith.divf(arith.mulf(a_scale, b_scale), y_scale)
+    def body(c: ir.Value, x_scale: ir.Value, w_scale: ir.Value, y_scale: ir.Value, *zp: ir.Value) -> ir.Value:
+        multiplier = arith.divf(arith.mulf(x_scale, w_scale), y_scale)
         value = arith.mulf(core.convert_scalar(c, _F64()), core.convert_scalar(multiplier, _F64()))
         if zp:
             value = arith.addf(value, core.convert_scalar(zp[0], _F64(), unsigned=zero_unsigned))
         return _saturate_to_integer(math.roundeven(value), dtype)
 
-    return [core.elementwise([product, *scales, *zero], core.element_type(dtype), body)]
+    return core.elementwise([accumulator, *scales, *zero], core.element_type(dtype), body)

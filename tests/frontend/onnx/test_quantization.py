@@ -118,3 +118,60 @@ def test_scale_of_the_wrong_layout_is_rejected():
     x = RNG.standard_normal((2, 3)).astype(np.float32)
     message = import_error("QuantizeLinear", {"x": x, "scale": np.ones(4, np.float32)}, attributes={"axis": 1}, opset=21)
     assert "per-axis" in message
+
+
+@pytest.mark.parametrize("w_scale_per_channel", [False, True])
+def test_qlinear_conv_requantizes_with_bias_and_per_channel_scales(w_scale_per_channel):
+    """uint8 activations x int8 weights (per-output-channel zero points and, here, scales),
+    an int32 bias, padding and strides: ONNX's reference, exactly."""
+    x, w = integers((1, 4, 9, 9), np.uint8), integers((6, 4, 3, 3), np.int8)
+    params = {
+        "x_scale": np.array(0.02, np.float32), "x_zero": np.array(120, np.uint8),
+        "w_scale": (np.linspace(0.005, 0.02, 6).astype(np.float32) if w_scale_per_channel
+                    else np.array(0.01, np.float32)),
+        "w_zero": np.zeros(6, np.int8),
+        "y_scale": np.array(0.02, np.float32), "y_zero": np.array(100, np.uint8),  # some saturate
+        "bias": RNG.integers(-2000, 2000, 6).astype(np.int32),
+    }
+    (got,) = check_node(
+        "QLinearConv", {"x": x, "w": w}, constants=params,
+        input_order=["x", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero", "bias"],
+        attributes={"pads": [1, 1, 1, 1], "strides": [2, 2]}, opset=10, rtol=0, atol=0,
+    )
+    assert got.dtype == np.uint8 and 0 < np.count_nonzero(got == 255) + np.count_nonzero(got == 0) < got.size
+
+
+def test_qlinear_conv_with_a_scale_per_channel_of_the_wrong_count_is_rejected():
+    x, w = integers((1, 4, 5, 5), np.uint8), integers((6, 4, 3, 3), np.int8)
+    message = import_error(
+        "QLinearConv", {"x": x, "w": w}, opset=10,
+        constants={"x_scale": np.array(0.02, np.float32), "x_zero": np.array(120, np.uint8),
+                   "w_scale": np.full(4, 0.01, np.float32), "w_zero": np.zeros(6, np.int8),
+                   "y_scale": np.array(0.3, np.float32), "y_zero": np.array(100, np.uint8)},
+        input_order=["x", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"])
+    assert "w_scale has 4 values for 6 output channels" in message
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv_matches_onnxruntime_bit_for_bit(per_channel):
+    ort = pytest.importorskip("onnxruntime")
+    import tilecraft
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    parameters = {
+        "xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8),
+        "w": rng.integers(-128, 127, (16, 8, 3, 3)).astype(np.int8),
+        "ws": np.linspace(0.005, 0.02, 16).astype(np.float32) if per_channel else np.array(0.01, np.float32),
+        "wz": np.zeros(16, np.int8) if per_channel else np.array(0, np.int8),
+        "ys": np.array(0.05, np.float32), "yz": np.array(100, np.uint8),
+        "b": rng.integers(-2000, 2000, 16).astype(np.int32),
+    }
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([node], "qlinearconv", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 14, 14])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 16, 14, 14])],
+                              [numpy_helper.from_array(v, k) for k, v in parameters.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    x = rng.integers(0, 255, (1, 8, 14, 14)).astype(np.uint8)
+    (expected,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(tilecraft.compile(model, keep_ir=False)(x), expected)
