@@ -1,7 +1,12 @@
-"""int8 ResNet-50 (issue #22): onnxruntime's quantize_static (QDQ, per-channel int8 weights,
-uint8 activations) through tilecraft, beside onnxruntime's int8 and tilecraft's own f32 build.
+"""int8 ResNet-50 (issue #22): onnxruntime's quantize_static (QDQ by default, or QOperator;
+per-channel int8 weights, uint8 activations) through tilecraft, beside onnxruntime's int8 and
+tilecraft's own f32 build.
 
-    .venv/bin/python benchmarks/int8_resnet50.py [--rounds 5] [--calibration 2]
+    .venv/bin/python benchmarks/int8_resnet50.py [--rounds 5] [--calibration 2] [--format QOperator]
+
+QOperator models hold QLinearConv and onnxruntime's com.microsoft ops (QLinearAveragePool,
+QGemm, QLinearSoftmax), which tilecraft imports as float ops between Dequantize and Quantize
+(frontend/onnx/contrib.py).
 
 The model: the onnx wheel's light zoo ResNet-50 with random weights (end_to_end.py's), upgraded
 to opset 13 (per-channel DequantizeLinear needs it), prepared by onnxruntime's
@@ -47,14 +52,15 @@ class _RandomImages(CalibrationDataReader):
         return next(self.items, None)
 
 
-def quantized_resnet50(folder: str, calibration: int) -> tuple[onnx.ModelProto, onnx.ModelProto, str]:
-    """(prepared f32 model, its QDQ int8 version, input name)."""
+def quantized_resnet50(folder: str, calibration: int,
+                       quant_format: str = "QDQ") -> tuple[onnx.ModelProto, onnx.ModelProto, str]:
+    """(prepared f32 model, its int8 version in ``quant_format`` (QDQ or QOperator), input name)."""
     model = onnx.version_converter.convert_version(end_to_end.resnet50().model, 13)
     raw, prepared, quantized = (os.path.join(folder, f) for f in ("raw.onnx", "f32.onnx", "int8.onnx"))
     onnx.save(model, raw)
     quant_pre_process(raw, prepared, skip_symbolic_shape=True)
     name = model.graph.input[0].name
-    quantize_static(prepared, quantized, _RandomImages(name, calibration), quant_format=QuantFormat.QDQ,
+    quantize_static(prepared, quantized, _RandomImages(name, calibration), quant_format=QuantFormat[quant_format],
                     per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return onnx.load(prepared), onnx.load(quantized), name
 
@@ -63,9 +69,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calibration", type=int, default=2, help="random calibration images")
+    parser.add_argument("--format", choices=("QDQ", "QOperator"), default="QDQ", help="quantize_static's quant_format")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        f32, int8, name = quantized_resnet50(folder, args.calibration)
+        f32, int8, name = quantized_resnet50(folder, args.calibration, args.format)
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
@@ -73,7 +80,7 @@ def main() -> None:
     expected = session.run(None, {name: x})[0]
     start = time.process_time()
     compiled = tilecraft.compile(int8)
-    print(f"QDQ ResNet-50: {len(int8.graph.node)} nodes, tilecraft compile {time.process_time() - start:.1f} s CPU")
+    print(f"{args.format} ResNet-50: {len(int8.graph.node)} nodes, tilecraft compile {time.process_time() - start:.1f} s CPU")
     got = compiled(x)
     got = got[0] if isinstance(got, tuple) else got  # the softmax (end_to_end also exposes the logits)
     print(f"  vs onnxruntime int8: max |diff| {float(np.abs(got - expected).max()):.4f} (1/255 = 0.0039), "

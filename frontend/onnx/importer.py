@@ -23,6 +23,7 @@ from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
 from ..emit import core, small_types
 from . import folding, functions
+from .contrib import expand_contrib_ops
 from .gradient import expand_gradients
 from .model import (
     TensorInfo, as_ir4_if_initializers_unlisted, check_model, default_opset, upgrade_old_opset, infer_shapes,
@@ -311,6 +312,7 @@ def import_model(
     proto = upgrade_old_opset(load_model(model))
     opset = default_opset(proto)
     proto = expand_gradients(proto, opset)
+    proto = expand_contrib_ops(proto)
     problems = unsupported_nodes(proto.graph, opset)
     if problems:
         listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)
