@@ -12,7 +12,9 @@ lowering of groups back to tagged linalg ops.
       ``tilecraft-contraction-operand-layout`` (a transposed B read in the layout the schedule
       vectorizes: ``operand_layout.py``) and ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
       folded into conv and matmul weights and biases, constant subgraphs such as transposes
-      of weights evaluated)
+      of weights evaluated), after ``loop-invariant-code-motion`` (what a loop body does to
+      constants, such as a recurrent step packing its weights, moves out of the loop, where
+      the folder sees it)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
       the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
@@ -54,5 +56,5 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         # Constant weights as column panels, packed by the folder (weight_panels.py).
         elements += ["tilecraft-pack-weight-panels"]
     if opt_level >= 2:
-        elements += ["tilecraft-fold-constants", "canonicalize", "cse"]
+        elements += ["loop-invariant-code-motion", "tilecraft-fold-constants", "canonicalize", "cse"]
     return elements
