@@ -182,23 +182,35 @@ typedef struct {
   Epilogue epilogue;
 } Gemm;
 
-/* The epilogue on columns [begin, end) of c, row by row. The comparisons are written so
- * that a NaN stays NaN, as arith.maximumf / minimumf keep it. */
+/* The epilogue on columns [begin, end) of c, row by row, in one pass. The comparisons are
+ * written so that a NaN stays NaN, as arith.maximumf / minimumf keep it. Built once per
+ * instruction set (target_clones, picked at load time by the CPU), since the library is
+ * compiled without -march: vectorized at 16 bytes only, the epilogue took longer than the
+ * compiled kernel it replaces (ResNet-50 with --offload blas: 99 ms against 90 ms). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PER_ISA __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PER_ISA
+#endif
+PER_ISA
 static void apply_epilogue(const Epilogue *e, float *c, int64_t m, int64_t ldc, int64_t begin, int64_t end) {
+  const float low = e->clamps ? e->low : -__builtin_inff(), high = e->clamps ? e->high : __builtin_inff();
   for (int64_t i = 0; i < m; ++i) {
-    float *row = c + i * ldc;
-    if (e->bias) {
-      if (e->bias_stride == 1)
-        for (int64_t j = begin; j < end; ++j) row[j] += e->bias[j];
-      else
-        for (int64_t j = begin; j < end; ++j) row[j] += e->bias[j * e->bias_stride];
-    }
-    if (e->clamps)
+    float *restrict row = c + i * ldc;
+    if (e->bias && e->bias_stride == 1) {
+      const float *restrict bias = e->bias;
       for (int64_t j = begin; j < end; ++j) {
-        float v = row[j];
-        v = v < e->low ? e->low : v;
-        row[j] = v > e->high ? e->high : v;
+        float v = row[j] + bias[j];
+        v = v < low ? low : v;
+        row[j] = v > high ? high : v;
       }
+    } else {
+      for (int64_t j = begin; j < end; ++j) {
+        float v = row[j] + (e->bias ? e->bias[j * e->bias_stride] : 0.0f);
+        v = v < low ? low : v;
+        row[j] = v > high ? high : v;
+      }
+    }
   }
 }
 
