@@ -29,6 +29,7 @@ from .pad_borders import FILL_PAD_BORDERS
 from .pad_destinations import PADS_AS_DESTINATIONS
 from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
+from .vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
 from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
 
 C_INTERFACE = "llvm.emit_c_interface"
@@ -173,7 +174,10 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               # default schedule keeps reduced dims innermost, hence inner-reduction.
               # APPROXIMATE_EXP: LLVM would scalarize vector exp into expf calls;
               # REASSOCIATE_REDUCTIONS: it would add a float reduction's lanes in order.
-              ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
+              # CANONICALIZE_UNIT_CONTRACTIONS: it would lower a contraction over several
+              # unit reduction dims (a reduction over [dir, hidden]) to scalar code.
+              (CANONICALIZE_UNIT_CONTRACTIONS,
+               "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",
                APPROXIMATE_EXP, "canonicalize"),
               "multi-reductions to 1-D reductions (lanes summed as a tree); unroll vector "
