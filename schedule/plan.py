@@ -197,16 +197,18 @@ def vector_tile(extent: int, lanes: int, max_vectors: int) -> int:
     return largest_divisor(extent, lanes * max_vectors, multiple_of=lanes if extent >= lanes else 1)
 
 
-def accumulator_row(extent: int, part: int, max_vectors: int) -> int:
-    """A matmul register tile's width: a power-of-two count of ``part``-wide vectors that
-    divides ``extent`` (at most ``max_vectors``), else :func:`vector_tile`'s choice.
+def accumulator_row(extent: int, part: int, max_vectors: int, lanes: int) -> int:
+    """A matmul register tile's width: :func:`vector_tile`'s choice when it fits one
+    ``lanes``-wide register, else a power-of-two count of ``part``-wide vectors dividing
+    ``extent`` (at most ``max_vectors``).
 
     Why powers of two: LLVM's lowering of a contraction whose accumulator rows are three
     vectors wide (N = 72 with 8-lane parts: 24 columns) came out as scalar code: an 80x64x72
     matmul ran at 2.7 GFLOPS, 8 columns at a time it runs vectorized (benchmarks/recurrent.py's
-    GRU input projection)."""
-    if extent % part:
-        return vector_tile(extent, part, max_vectors)
+    GRU input projection). A row within one register (N = 10: 10 columns) lowers well."""
+    width = vector_tile(extent, part, max_vectors)
+    if width <= lanes or extent % part:
+        return width
     vectors = 1 << (max(max_vectors, 1).bit_length() - 1)
     while vectors > 1 and extent % (part * vectors):
         vectors //= 2
@@ -252,7 +254,7 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with 16
     # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran 10x slower).
     part = min(lanes, nest.ranges[n] & -nest.ranges[n])
-    register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part)
+    register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
     for d in k_dims:
         reduction[d] = 1
     element_bytes = max(nest.element_bits // 8, 1)
