@@ -211,9 +211,11 @@ def _concat(e: _Expansion) -> None:
 
 
 def _gemm(e: _Expansion) -> None:
-    """QGemm (A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp): ``alpha * A' @ B' + C'``
+    """QGemm (A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp): ``alpha * (A' @ B' + C')``
     on the dequantized operands, C an int32 bias at scale ``a_scale * b_scale`` (b_scale per
-    tensor or per output column); quantized when y_scale is given, else float."""
+    tensor or per output column), added to the product before alpha scales both (as
+    onnxruntime computes it: Gemm's beta is alpha); quantized when y_scale is given, else
+    float."""
     trans_b = int(e.attributes.get("transB", 0))
     b_scale = e.input(4)
     a = e.dequantize(e.input(0), e.input(1), e.input(2))
@@ -224,6 +226,8 @@ def _gemm(e: _Expansion) -> None:
         bias_scale = e.emit("Mul", [e.input(1), b_scale])
         inputs.append(e.dequantize(e.input(6), bias_scale, "", **({"axis": 0} if per_column else {})))
     attributes = {k: e.attributes[k] for k in ("alpha", "transA", "transB") if k in e.attributes}
+    if "alpha" in attributes and e.input(6):
+        attributes["beta"] = attributes["alpha"]
     if not e.input(7):
         e.emit("Gemm", inputs, output=e.node.output[0], **attributes)
         return

@@ -151,3 +151,33 @@ def test_qoperator_resnet50_against_onnxruntime(tmp_path):
     probabilities = got[0] if isinstance(got, tuple) else got
     assert int(probabilities.argmax()) == int(expected[0].argmax())
     np.testing.assert_allclose(probabilities, expected[0], atol=1 / 255 + 1e-6)
+
+
+def test_qgemm_without_an_output_scale_is_a_float_gemm():
+    """QGemm with no y_scale returns float: alpha * A' @ B' + C' (onnxruntime's definition)."""
+    parameters = {"as": np.array(0.05, np.float32), "az": np.array(120, np.uint8),
+                  "B": RNG.integers(-127, 127, (32, 16)).astype(np.int8),
+                  "bs": np.array(0.015, np.float32), "bz": np.array(0, np.int8),
+                  "C": RNG.integers(-3000, 3000, 16).astype(np.int32)}
+    node = helper.make_node("QGemm", ["a", "as", "az", "B", "bs", "bz", "C"], ["y"], domain="com.microsoft", alpha=0.5)
+    graph = helper.make_graph([node], "qgemm_float", [helper.make_tensor_value_info("a", U8, [4, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+                              [numpy_helper.from_array(value, name) for name, value in parameters.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    a = images((4, 32))
+    (expected,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})
+    got = tilecraft.compile(model, keep_ir=False)(a)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_a_concat_without_whole_triples_is_refused():
+    node = helper.make_node("QLinearConcat", ["ys", "yz", "x", "xs"], ["y"], domain="com.microsoft", axis=1)
+    graph = helper.make_graph([node], "bad_concat", [helper.make_tensor_value_info("x", U8, [2, 8, 5, 5])],
+                              [helper.make_tensor_value_info("y", U8, [2, 8, 5, 5])],
+                              [numpy_helper.from_array(value, name) for name, value in X_PARAMETERS.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    with pytest.raises(tilecraft.ModelImportError, match=r"QLinearConcat.*triples"):
+        tilecraft.compile(model)
