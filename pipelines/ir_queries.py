@@ -37,6 +37,18 @@ def ops_where(root: ir.Operation, predicate: Callable[[ir.Operation], bool], *,
     return found
 
 
+def replace_each(root: ir.Operation, predicate: Callable[[ir.Operation], bool],
+                 build: Callable[[ir.Operation], ir.Value]) -> None:
+    """Replace every single-result op under ``root`` for which ``predicate`` holds by the
+    value ``build(op)`` emits at the op's place (insertion point and location), then erase
+    it: the shape of the expanding passes (vector_math.py, vector_contract.py)."""
+    for op in ops_where(root, predicate):
+        with ir.InsertionPoint(op), op.location:
+            value = build(op)
+        op.results[0].replace_all_uses_with(value)
+        op.erase()
+
+
 def users(value: ir.Value) -> list[ir.Operation]:
     """The ops that use ``value``, once per use (as ``ir.Operation``, not OpView)."""
     owners = [use.owner for use in value.uses]

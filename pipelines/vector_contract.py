@@ -23,7 +23,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import vector
 
-from .ir_queries import ops_where
+from .ir_queries import replace_each
 from .passes import register_pass
 
 CANONICALIZE_UNIT_CONTRACTIONS = "tilecraft-canonicalize-unit-contractions"
@@ -92,8 +92,4 @@ def _canonical(op: ir.Operation) -> ir.Value:
                "vector.contract reducing over several extent-1 dims as a 2-D outer product "
                "(LLVM's contraction lowering turned that form into scalar code)")
 def canonicalize_unit_contractions_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    for op in ops_where(module, _has_several_unit_reductions):
-        with ir.InsertionPoint(op), op.location:
-            value = _canonical(op)
-        op.results[0].replace_all_uses_with(value)
-        op.erase()
+    replace_each(module, _has_several_unit_reductions, _canonical)

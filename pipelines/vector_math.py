@@ -39,7 +39,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, math
 
-from .ir_queries import ops_where
+from .ir_queries import ops_where, replace_each
 from .passes import register_pass
 
 APPROXIMATE_EXP = "tilecraft-approximate-exp"
@@ -134,11 +134,7 @@ def _is_vector_f32_expansion(op: ir.Operation) -> bool:
                "Vector f32 math.exp and math.tanh as polynomials in arith ops (LLVM "
                "scalarizes them into expf / tanhf calls)")
 def approximate_exp_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    for op in ops_where(module, _is_vector_f32_expansion):
-        with ir.InsertionPoint(op), op.location:
-            value = _EXPANSIONS[op.name](op.operands[0])
-        op.results[0].replace_all_uses_with(value)
-        op.erase()
+    replace_each(module, _is_vector_f32_expansion, lambda op: _EXPANSIONS[op.name](op.operands[0]))
 
 
 _REASSOCIABLE_KINDS = ("add", "mul")
