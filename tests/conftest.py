@@ -5,14 +5,34 @@ itself, so a ``tests/__init__.py`` made pytest import a second copy of tilecraft
 checkout folder's name (``main.pipelines...``) beside the installed one.
 """
 
+import os
+
 import numpy as np
 import pytest
+
+# Read by every compile (the target's thread count, hence the default schedule's tiles and
+# tuning spaces): a test that changes it must not change the tests after it in its process.
+_PROCESS_SETTINGS = ("TILECRAFT_NUM_THREADS",)
 
 
 def pytest_configure(config):
     # A schedule that fails for an op only warns and falls back to scalar loops; in the
     # tests that is a compiler bug, so it must fail the test that triggers it.
     config.addinivalue_line("filterwarnings", "error:tilecraft-schedule:RuntimeWarning")
+
+
+@pytest.fixture(autouse=True)
+def keep_process_settings():
+    """Restore the settings above after each test: a module imported during a test (the
+    benchmarks' model builders) once set ``TILECRAFT_NUM_THREADS=1`` for good, and the
+    tests after it in that xdist worker compiled for one thread and failed."""
+    saved = {name: os.environ.get(name) for name in _PROCESS_SETTINGS}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
