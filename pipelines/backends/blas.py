@@ -291,12 +291,12 @@ class BlasBackend(Backend):
     def takes_epilogue(self, region: Region, consumer: ir.Operation) -> bool:
         anchor = region.anchor
         return (anchor.name != "linalg.batch_matmul" and is_zero_fill(anchor.operands[2])
-                and self._eligible(anchor)
+                and self._gemm_shape(anchor) is not None
                 and _epilogue_of((*region.epilogue, consumer), anchor.results[0]) is not None)
 
     def lower_region(self, region: Region, module: ir.Operation, num_threads: int) -> "list[ir.Value] | None":
         epilogue = _epilogue_of(region.epilogue, region.anchor.results[0])
-        if epilogue is None or not self._eligible(region.anchor):
+        if epilogue is None or self._gemm_shape(region.anchor) is None:
             return None
         gemm = self._as_gemm(region.anchor)
         f32 = ir.F32Type.get()
@@ -311,10 +311,6 @@ class BlasBackend(Backend):
                             _i32(self._threads(num_threads)), arith.ConstantOp(f32, epilogue.low).result,
                             arith.ConstantOp(f32, epilogue.high).result], [gemm.flat])[0]
         return [gemm.unflatten(result)]
-
-    def _eligible(self, op: ir.Operation) -> bool:
-        """Whether ``_as_gemm`` takes ``op`` (a matmul or 1x1 convolution), emitting nothing."""
-        return self._gemm_shape(op) is not None
 
     def _gemm_shape(self, op: ir.Operation) -> "tuple[int, int] | None":
         """(trans_a, trans_b) when ``op`` is a matmul or 1x1 stride-1 convolution this backend

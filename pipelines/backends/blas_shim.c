@@ -168,11 +168,14 @@ static void part_range(int64_t total, int64_t step, int part, int parts, int64_t
 typedef struct {
   const float *bias; /* NULL: no add */
   int64_t bias_stride;
-  float low, high;
-  int clamps;
+  float low, high;   /* infinite: no clamp on that side */
 } Epilogue;
 
-static const Epilogue NO_EPILOGUE = {NULL, 0, 0.0f, 0.0f, 0};
+static const Epilogue NO_EPILOGUE = {NULL, 0, -__builtin_inff(), __builtin_inff()};
+
+static int has_epilogue(const Epilogue *e) {
+  return e->bias || e->low > -__builtin_inff() || e->high < __builtin_inff();
+}
 
 /* c[m, n] = op(a) @ op(b) for one matrix, then the epilogue; c is row-major with row stride ldc. */
 typedef struct {
@@ -194,7 +197,7 @@ typedef struct {
 #endif
 PER_ISA
 static void apply_epilogue(const Epilogue *e, float *c, int64_t m, int64_t ldc, int64_t begin, int64_t end) {
-  const float low = e->clamps ? e->low : -__builtin_inff(), high = e->clamps ? e->high : __builtin_inff();
+  const float low = e->low, high = e->high;
   for (int64_t i = 0; i < m; ++i) {
     float *restrict row = c + i * ldc;
     if (e->bias && e->bias_stride == 1) {
@@ -225,7 +228,7 @@ static void gemm_part(void *arg, int part, int parts) {
   SGEMM(ROW_MAJOR, g->a.trans ? TRANS : NO_TRANS, g->b.trans ? TRANS : NO_TRANS, (int)g->m,
         (int)(end - begin), (int)g->k, 1.0f, g->a.data, g->a.ld, b, g->b.ld, 0.0f, g->c + begin,
         (int)g->ldc);
-  if (g->epilogue.bias || g->epilogue.clamps) apply_epilogue(&g->epilogue, g->c, g->m, g->ldc, begin, end);
+  if (has_epilogue(&g->epilogue)) apply_epilogue(&g->epilogue, g->c, g->m, g->ldc, begin, end);
 }
 
 /* Below this many multiply-adds a GEMM runs on one thread: the wake-up costs more. */
@@ -260,8 +263,7 @@ void tilecraft_blas_matmul_epilogue(Memref2 *a, Memref2 *b, Memref1 *bias, int32
   set_threads(1);
   int64_t m = c->sizes[0], n = c->sizes[1];
   if (m == 0 || n == 0) return;
-  Epilogue e = {bias->sizes[0] == n ? bias->aligned + bias->offset : NULL, bias->strides[0], low, high,
-                low > -__builtin_inff() || high < __builtin_inff()};
+  Epilogue e = {bias->sizes[0] == n ? bias->aligned + bias->offset : NULL, bias->strides[0], low, high};
   gemm(a->aligned + a->offset, a->sizes[0], a->sizes[1], a->strides[0], a->strides[1], trans_a,
        b->aligned + b->offset, b->sizes[0], b->sizes[1], b->strides[0], b->strides[1], trans_b,
        c->aligned + c->offset, m, n, m == 1 ? n : c->strides[0], &e, threads);
