@@ -16,16 +16,27 @@ constant) and scalar constants, which are copied. The task *key* is a hash of th
 generalized form (indexing maps, iterators, bodies, shapes, element types): the same group
 in two models, or twice in one model, is one task. Weights are arguments, so their values do
 not change the key.
+
+An argument that is a constant in the model (a filter, a bias) carries the unit attribute
+``tilecraft.weight``, and :func:`measured_module` turns it back into a constant (of fixed
+random values) before a candidate is compiled. Why: the pipeline treats a constant operand
+differently from an argument: it pads a constant filter's rows and stores a constant read in
+column blocks block-major (pipelines/blocked_constants.py). A candidate compiled with its
+filters as arguments ran a different loop nest than the model's, 2 to 6 times slower on
+ResNet-50's convolutions, and the tuner ranked schedules by a kernel the model never runs.
+The attribute is left out of the key, so records keep matching.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 from mlir import ir, passmanager
-from mlir.dialects import func
+from mlir.dialects import arith, func
 
 from ..errors import TaskExtractionError
 from ..frontend.loader import load_module
@@ -40,6 +51,7 @@ from .group import FusionUnit, find_fusion_units, prepare_groups
 from .plan import DECOMPOSABLE
 
 ENTRY = "task"
+WEIGHT = "tilecraft.weight"  # a payload argument that is a constant in the model
 
 
 @dataclass(frozen=True)
@@ -58,9 +70,12 @@ class Task:
       count: how many ops of the model are this task.
       payload: MLIR text of ``func.func @task`` holding the op alone.
       kernels: per occurrence in the model, the names the profiler may give its kernel
-        (pipelines/profiling.py's ``kernel_name`` of the unit's root op, then of its other
+        (pipelines/profiling.py's ``kernel_name`` of the unit's anchor, then of its other
         ops: the loop nest carries one of their locations): how a profile of the model is
-        joined with the task (the tuner's time next to the in-model time).
+        joined with the task (the tuner's time next to the in-model time). The first name
+        is the anchor's, which no other task claims before this one.
+      weight_bytes: bytes of the model's constants one occurrence reads (its
+        ``tilecraft.weight`` arguments): whether a model's weights outgrow the caches.
     """
 
     key: str
@@ -74,6 +89,7 @@ class Task:
     count: int
     payload: str
     kernels: tuple[tuple[str, ...], ...] = ()
+    weight_bytes: int = 0
 
     def merged(self, other: "Task") -> "Task":
         """This task with ``other``'s occurrences (same key) added."""
@@ -154,6 +170,10 @@ def build_payload(ops: "list[ir.Operation]", results: "list[ir.Value]") -> ir.Mo
         with ir.InsertionPoint(module.body):
             function = func.FuncOp(ENTRY, ir.FunctionType.get(
                 [v.type for v in outside], [r.type for r in results]))
+        weights = [_is_weight(defining_op(value)) for value in outside]
+        if any(weights):
+            function.attributes["arg_attrs"] = ir.ArrayAttr.get([
+                ir.DictAttr.get({WEIGHT: ir.UnitAttr.get()} if weight else {}) for weight in weights])
         entry = function.add_entry_block()
         mapping: list[tuple[ir.Value, ir.Value]] = list(zip(outside, entry.arguments))
 
@@ -197,6 +217,78 @@ def _copyable(producer: ir.Operation | None) -> bool:
     return producer.name == "arith.constant" and not isinstance(producer.results[0].type, ir.ShapedType)
 
 
+def _is_weight(producer: ir.Operation | None) -> bool:
+    """A tensor constant (``arith.constant`` of a shaped type): a weight of the model."""
+    return (producer is not None and producer.name == "arith.constant"
+            and isinstance(producer.results[0].type, ir.RankedTensorType))
+
+
+def measured_module(payload: "str | ir.Module", context: ir.Context, seed: int = 1) -> ir.Module:
+    """The payload as a candidate is compiled and measured: a module in ``context`` whose
+    ``tilecraft.weight`` arguments are constants again (uniform in [-1, 1), or integers in
+    [0, 8), from ``seed``: the same in every worker, so outputs compare), the others left
+    as arguments. The model's weight values are not kept in the task; only their being
+    constants changes the code the pipeline builds."""
+    if isinstance(payload, ir.Module):
+        payload = str(payload)
+    module = ir.Module.parse(payload, context=context)
+    function = next(op for op in module.body.operations
+                    if op.operation.name == "func.func" and op.sym_name.value == ENTRY)
+    if "arg_attrs" not in function.attributes:
+        return module
+    rng = np.random.default_rng(seed)
+    entry = function.regions[0].blocks[0]
+    values = [_random_values(rng, ir.RankedTensorType(argument.type))
+              if WEIGHT in ir.DictAttr(attrs) else None
+              for attrs, argument in zip(function.attributes["arg_attrs"], entry.arguments)]
+    flags = [value is not None for value in values]
+    with context, ir.Location.unknown(), ir.InsertionPoint.at_block_begin(entry):
+        for index in reversed([i for i, weight in enumerate(flags) if weight]):
+            argument = entry.arguments[index]
+            tensor_type = ir.RankedTensorType(argument.type)
+            constant = arith.ConstantOp(tensor_type, ir.DenseElementsAttr.get(values[index], type=tensor_type))
+            argument.replace_all_uses_with(constant.result)
+            entry.erase_argument(index)
+        kept = [i for i, weight in enumerate(flags) if not weight]
+        old_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+        function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [old_type.inputs[i] for i in kept], old_type.results))
+        arg_attrs = list(function.attributes["arg_attrs"])
+        function.attributes["arg_attrs"] = ir.ArrayAttr.get([arg_attrs[i] for i in kept])
+    return module
+
+
+def _weight_bytes(payload: ir.Module) -> int:
+    """Bytes of ``payload``'s ``tilecraft.weight`` arguments."""
+    function = next(op for op in payload.body.operations if op.operation.name == "func.func")
+    if "arg_attrs" not in function.attributes:
+        return 0
+    total = 0
+    for attrs, argument in zip(function.attributes["arg_attrs"], function.arguments):
+        if WEIGHT in ir.DictAttr(attrs):
+            shaped = ir.ShapedType(argument.type)
+            width = getattr(shaped.element_type, "width", 64)  # index: 64 bits
+            total += math.prod(shaped.shape) * max(width // 8, 1)
+    return total
+
+
+_FLOATS = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
+
+
+def _random_values(rng: np.random.Generator, tensor_type: ir.RankedTensorType) -> np.ndarray | None:
+    """Values for a weight of ``tensor_type``, or ``None`` for an element type numpy does not
+    hold (it then stays an argument)."""
+    shape = tuple(tensor_type.shape)
+    element = str(tensor_type.element_type)
+    if element in _FLOATS:
+        return (rng.random(shape) * 2 - 1).astype(_FLOATS[element])
+    if element in ("i8", "i16", "i32", "i64"):
+        return rng.integers(0, 8, size=shape).astype(f"int{element[1:]}")
+    if element == "i1":
+        return rng.random(shape) < 0.5
+    return None
+
+
 def _captured_values(op: ir.Operation) -> list[ir.Value]:
     """Values ``op``'s regions read from outside it."""
     inner = _inner_ops(op)
@@ -216,6 +308,9 @@ def _captured_values(op: ir.Operation) -> list[ir.Value]:
 def task_key(payload: ir.Module) -> str:
     """Hash of the payload's generalized form: named and generic spellings of one op agree."""
     _container, twin = scratch_copy(payload.operation)
+    for function in twin.regions[0].blocks[0].operations:
+        if "arg_attrs" in function.operation.attributes:  # which arguments are weights: not the key
+            del function.operation.attributes["arg_attrs"]
     with payload.context:
         passmanager.PassManager.parse(
             "builtin.module(func.func(linalg-generalize-named-ops))"
@@ -275,7 +370,8 @@ def describe_unit(unit: FusionUnit, nests: Mapping[ir.Operation, LoopNest]) -> T
     return Task(
         key=task_key(payload), name=name, kind=kind, op_name=unit.anchor.name,
         ranges=anchor_nest.ranges, parallel=anchor_nest.parallel, element_type=element_type,
-        flops=flops, count=1, payload=str(payload), kernels=(_kernel_names([unit.root, *unit.ops]),),
+        flops=flops, count=1, payload=str(payload), kernels=(_kernel_names([unit.anchor, unit.root, *unit.ops]),),
+        weight_bytes=_weight_bytes(payload),
     )
 
 
@@ -291,7 +387,7 @@ def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
     return Task(
         key=task_key(payload), name=name, kind=kind, op_name=op.name, ranges=nest.ranges,
         parallel=nest.parallel, element_type=element_type, flops=_flops(op, nest, kind), count=1,
-        payload=str(payload), kernels=(_kernel_names([op]),),
+        payload=str(payload), kernels=(_kernel_names([op]),), weight_bytes=_weight_bytes(payload),
     )
 
 

@@ -7,7 +7,8 @@ profiling variant (``tilecraft run --profile``'s), runs it, and joins its kernel
 tasks: a task knows the names its kernels may carry in a profile (``Task.kernels``: per
 occurrence, the names of its ops), and an occurrence's time is the sum of the kernels so
 named (a kernel of another op named after one of them, such as a layout conversion at the
-model's input, is counted with it: the join is by name). Each row gives the tuner's best time (the validated median where there is one),
+model's input, is counted with it: the join is by name; an anchor's name belongs to its own
+task first). Each row gives the tuner's best time (the validated median where there is one),
 the kernel's median time per occurrence in the model, and their ratio.
 """
 
@@ -70,17 +71,19 @@ def join(tasks: Sequence[Task], kernels: dict[str, float],
          records: "str | os.PathLike[str]", target: Any) -> list[KernelAgreement]:
     """Each task's tuner time beside its kernels' mean time in ``kernels`` (a profile)."""
     best = best_records(load_records(records, target=target))
-    claimed: set[str] = set()
+    chosen = sorted((t for t in tasks if t.key in best), key=lambda t: -t.flops * t.count)
+    # An occurrence's anchor names its kernel first: no other task takes it, even one that
+    # fused an op of the same name (a layout transpose carries its source op's name).
+    claimed = {names[0] for task in chosen for names in task.kernels if names}
     rows = []
-    for task in sorted(tasks, key=lambda t: -t.flops * t.count):
-        if task.key not in best:
-            continue
+    for task in chosen:
         times = []
         for names in task.kernels:
             # Every kernel named after one of the occurrence's ops: a group whose pad or
             # packing copy became a loop nest of its own is still one task.
-            mine = [n for n in names if n in kernels and n not in claimed]
+            mine = [n for n in names[1:] if n in kernels and n not in claimed]
             claimed.update(mine)
+            mine += names[:1] if names and names[0] in kernels else []
             if mine:
                 times.append(sum(kernels[n] for n in mine))
         rows.append(KernelAgreement(task, best[task.key].cost, statistics.mean(times) if times else None))

@@ -42,7 +42,7 @@ from ..schedule.records import (
 )
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
-from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
+from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions, last_level_cache_bytes
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
 from .transfer import TransferModel, beside
@@ -154,16 +154,25 @@ class _TaskTuning:
         return self.task.flops / cost / 1e9 if math.isfinite(cost) and cost > 0 else 0.0
 
 
-def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any, offload: Any = ()) -> list[Task]:
+def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any,
+                   offload: Any = ()) -> tuple[list[Task], list[Task]]:
+    """(every task of the model, the ones ``tasks`` chooses)."""
     found = extract_tasks(model, target, shape_dict=shape_dict, offload=offload)
     if tasks is None:
-        return found
+        return found, found
     wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]
     chosen = [t for t in found if t.key in wanted or t.name in wanted]
     if not chosen:
         raise TaskExtractionError(
             f"tasks={wanted} names none of the model's tasks: {[t.name for t in found]}")
-    return chosen
+    return found, chosen
+
+
+def weights_outgrow_cache(tasks: Sequence[Task]) -> bool:
+    """Whether the constants a run of the model reads (every occurrence of every task) are
+    more than the last-level cache holds: then each kernel reads its weights from memory,
+    and candidates are timed with the caches flushed (``RunnerOptions.flush_cache``)."""
+    return sum(t.weight_bytes * t.count for t in tasks) > last_level_cache_bytes()
 
 
 @dataclass(frozen=True)
@@ -294,12 +303,14 @@ def tune(
     if target.is_cuda:
         _refuse_cuda_tuning()
     target_key = canonical_target(target)
-    chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
+    found, chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
     prior = load_records(search.prior_records, target=target) if search.prior_records is not None else []
     records_path = Path(search.tuning_records)
     warm = _warm_start(search, records_path, chosen, target)
     states = [_TaskTuning(task, target, search.tuner, search.seed, warm) for task in chosen]
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
+    if runner_options.flush_cache is None:
+        runner_options = replace(runner_options, flush_cache=weights_outgrow_cache(found))
     budget = search.trials
     start = time.monotonic()
     runner = _runner(search, runner_options)
