@@ -9,7 +9,8 @@ Per model (built as benchmarks/end_to_end.py builds them: random weights, nothin
 and per tuner in ``--tuners``: ``tilecraft.tune`` with a time budget of ``--minutes`` (and at
 most ``--trials`` trials; at least ``--trials-per-task`` per task), records in ``--out``, an
 HTML report beside them (the model's estimated time against trials, per-task curves and
-table). Then, in one set of alternating rounds: the model compiled with the default
+table), then the tuned configs confirmed inside the model as ``tune`` does after its search
+(``confirm_in_model``: a config slower in the model than the default is not applied). Then, in one set of alternating rounds: the model compiled with the default
 schedules, with each tuner's records, and onnxruntime; printed: tuned / default (the
 speedup, target >= 1.2x for ResNet-50, >= 1.15x for BERT) and tuned / onnxruntime (target
 <= 0.85x for ResNet-50), and xgb against random at the same budget. Then the agreement of
@@ -39,7 +40,7 @@ import end_to_end  # noqa: E402  (the model builders and the alternating timer)
 
 import tilecraft  # noqa: E402
 from tilecraft.schedule.records import load_records  # noqa: E402
-from tilecraft.tuning.in_model import agreement_table, in_model_times  # noqa: E402
+from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times  # noqa: E402
 from tilecraft.tuning.report import end_to_end_curve  # noqa: E402
 from tilecraft.tuning.transfer import beside  # noqa: E402
 
@@ -80,8 +81,11 @@ def run_model(name: str, args: argparse.Namespace) -> None:
     print(f"\n== {name}: {len(tilecraft.extract_tasks(case.model))} tasks, "
           f"{args.minutes:g} min per tuner, tuners {','.join(args.tuners)}")
     records = {tuner: out / f"{name}.{tuner}.jsonl" for tuner in args.tuners}
+    tasks = tilecraft.extract_tasks(case.model)
     for tuner, path in records.items():
         tune(case, tuner, args, path)
+        slower = confirm_in_model(case.model, tilecraft.CompileOptions(), path, tasks)
+        print(f"  {tuner}: {len(slower)} tuned config(s) slower in the model than the default, not applied")
     medians = compare(case, records, args.repeat)
     default, ort = medians["default"], medians["onnxruntime"]
     print(f"  {'':<12} {'ms':>9} {'/default':>9} {'/ort':>7}")
@@ -93,7 +97,6 @@ def run_model(name: str, args: argparse.Namespace) -> None:
     if {"xgb", "random"} <= set(args.tuners):
         print(f"  xgb vs random at the same budget: {medians['random'] / medians['xgb']:.2f}x")
     tuner = args.tuners[0]
-    tasks = tilecraft.extract_tasks(case.model)
     rows = in_model_times(case.model, tilecraft.CompileOptions(), records[tuner], tasks)[: args.top]
     print(f"  tuner vs in-model kernel time ({tuner}'s records, heaviest {args.top} tasks):")
     print("\n".join("    " + line for line in agreement_table(rows).splitlines()))

@@ -167,6 +167,16 @@ def load_records(path: "str | os.PathLike[str]", *, target: "str | Target | None
 
 # Tuner name of the records of the validation phase (see tilecraft.tuning.tune).
 VALIDATED = "final"
+# Tuner name of the records timed inside the model (tilecraft.tuning.in_model.confirm_in_model):
+# the best config and the default, each as a kernel of a profiled run of the whole model.
+IN_MODEL = "in_model"
+# Which records decide, per task: those of its highest tier (a search measurement is tier 0).
+_TIERS = {VALIDATED: 1, IN_MODEL: 2}
+
+
+def is_remeasurement(record: Record) -> bool:
+    """A validation or in-model record: a config measured again, not a trial of a search."""
+    return record.tuner in _TIERS
 
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:
@@ -174,13 +184,17 @@ def best_records(records: Iterable[Record]) -> dict[str, Record]:
 
     Where a task has validated records (the top candidates re-measured round-robin after the
     search), only those compete: a single search measurement taken in a quiet moment of a
-    loaded machine must not beat candidates measured side by side.
+    loaded machine must not beat candidates measured side by side. Where it has in-model
+    records (its best config and its default timed in profiled runs of the model), only
+    those compete: a config faster alone but slower in the model is not applied.
     """
     records = [r for r in records if r.ok]
-    validated = {r.key for r in records if r.tuner == VALIDATED}
+    tier: dict[str, int] = {}
+    for record in records:
+        tier[record.key] = max(tier.get(record.key, 0), _TIERS.get(record.tuner, 0))
     best: dict[str, Record] = {}
     for record in records:
-        if record.key in validated and record.tuner != VALIDATED:
+        if _TIERS.get(record.tuner, 0) != tier[record.key]:
             continue
         if record.key not in best or record.cost < best[record.key].cost:
             best[record.key] = record

@@ -17,14 +17,15 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..pipelines.options import CompileOptions
 from ..runtime.package import load
 from ..runtime.run import random_inputs
-from ..schedule.records import best_records, load_records
+from ..schedule.records import IN_MODEL, RecordWriter, best_records, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
 
@@ -50,32 +51,45 @@ def profile_kernels(model: Any, options: CompileOptions, records: "str | os.Path
                     runs: int = 5) -> dict[str, float]:
     """Kernel name -> median seconds per model run (kernels of one name summed), from the
     profiling variant of ``model`` compiled with ``records``."""
+    return profile_side_by_side(model, options, [records], runs)[0]
+
+
+def profile_side_by_side(model: Any, options: CompileOptions,
+                         records: "Sequence[str | os.PathLike[str] | None]",
+                         runs: int = 5) -> list[dict[str, float]]:
+    """Per entry of ``records`` (``None``: the default schedules), kernel name -> median
+    seconds per model run, the variants' runs alternating. Why alternating: on a shared
+    machine, two profiles taken one after the other differed by 45 % for the same package
+    (BERT, 23 against 34 ms); round by round, drift hits every variant alike."""
     with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "model.tar"
-        compile_model(model, options, tuning_records=records, package_path=path, profile=True,
-                      keep_ir=False)
-        package = load(path)
-        inputs = random_inputs(package)
-        package.profile(**inputs)  # first run: page faults, lazy binding
-        samples: dict[str, list[float]] = {}
+        packages = []
+        for index, variant in enumerate(records):
+            path = Path(scratch) / f"model{index}.tar"
+            compile_model(model, options, tuning_records=variant, package_path=path, profile=True,
+                          keep_ir=False)
+            packages.append(load(path))
+        inputs = random_inputs(packages[0])
+        for package in packages:
+            package.profile(**inputs)  # first run: page faults, lazy binding
+        samples: list[dict[str, list[float]]] = [{} for _ in packages]
         for _ in range(runs):
-            totals: dict[str, float] = {}
-            for kernel in package.profile(**inputs)[1]:
-                totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
-            for name, seconds in totals.items():
-                samples.setdefault(name, []).append(seconds)
-    return {name: statistics.median(values) for name, values in samples.items()}
+            for package, variant_samples in zip(packages, samples):
+                totals: dict[str, float] = {}
+                for kernel in package.profile(**inputs)[1]:
+                    totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
+                for name, seconds in totals.items():
+                    variant_samples.setdefault(name, []).append(seconds)
+    return [{name: statistics.median(values) for name, values in variant.items()} for variant in samples]
 
 
-def join(tasks: Sequence[Task], kernels: dict[str, float],
-         records: "str | os.PathLike[str]", target: Any) -> list[KernelAgreement]:
-    """Each task's tuner time beside its kernels' mean time in ``kernels`` (a profile)."""
-    best = best_records(load_records(records, target=target))
-    chosen = sorted((t for t in tasks if t.key in best), key=lambda t: -t.flops * t.count)
+def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, float | None]:
+    """Per task key, its kernels' mean time per occurrence in ``kernels`` (a profile), or
+    ``None`` when no kernel of the profile carries one of its names."""
+    chosen = sorted(tasks, key=lambda t: -t.flops * t.count)
     # An occurrence's anchor names its kernel first: no other task takes it, even one that
     # fused an op of the same name (a layout transpose carries its source op's name).
     claimed = {names[0] for task in chosen for names in task.kernels if names}
-    rows = []
+    result: dict[str, float | None] = {}
     for task in chosen:
         times = []
         for names in task.kernels:
@@ -86,8 +100,55 @@ def join(tasks: Sequence[Task], kernels: dict[str, float],
             mine += names[:1] if names and names[0] in kernels else []
             if mine:
                 times.append(sum(kernels[n] for n in mine))
-        rows.append(KernelAgreement(task, best[task.key].cost, statistics.mean(times) if times else None))
-    return rows
+        result[task.key] = statistics.mean(times) if times else None
+    return result
+
+
+def join(tasks: Sequence[Task], kernels: dict[str, float],
+         records: "str | os.PathLike[str]", target: Any) -> list[KernelAgreement]:
+    """Each task's tuner time beside its kernels' mean time in ``kernels`` (a profile)."""
+    best = best_records(load_records(records, target=target))
+    chosen = sorted((t for t in tasks if t.key in best), key=lambda t: -t.flops * t.count)
+    times = model_times(tasks, kernels)
+    return [KernelAgreement(task, best[task.key].cost, times[task.key]) for task in chosen]
+
+
+def confirm_in_model(model: Any, options: CompileOptions, records: "str | os.PathLike[str]",
+                     tasks: Sequence[Task], runs: int = 9) -> list[str]:
+    """Time each task's best config and its default as kernels of the model, and record both.
+
+    Why: a config can win alone and lose in the model (BERT's feed-forward matmul and GELU:
+    3.7 against 4.2 ms alone, 7.1 against 4.8 ms in the model). The model is profiled with the default
+    schedules and with ``records``, alternating runs; for every task whose best record is not its default and
+    whose kernels both profiles find, both configs get an ``IN_MODEL`` record with that
+    time, appended to ``records``. ``best_records`` then lets those alone decide, so the
+    config the model ran faster is applied. Returns the names of the tasks whose tuned
+    config was slower in the model (their default stays).
+    """
+    target = options.target
+    loaded = load_records(records, target=target)
+    best = best_records(loaded)
+    defaults = {r.key: r for r in loaded if r.tuner == "default" and r.ok}
+    candidates = [t for t in tasks if t.key in best and t.key in defaults
+                  and best[t.key].config != defaults[t.key].config]
+    if not candidates:
+        return []
+    default_kernels, tuned_kernels = profile_side_by_side(model, options, [None, records], runs)
+    default_times, tuned_times = model_times(tasks, default_kernels), model_times(tasks, tuned_kernels)
+    slower = []
+    with RecordWriter(records) as writer:
+        for task in candidates:
+            default_seconds, tuned_seconds = default_times[task.key], tuned_times[task.key]
+            if default_seconds is None or tuned_seconds is None:
+                continue
+            now = time.time()
+            # The tuned config first: on a tie it stays the best (best_records keeps the first).
+            for record, seconds in ((best[task.key], tuned_seconds), (defaults[task.key], default_seconds)):
+                writer.write(replace(record, tuner=IN_MODEL, costs=[seconds], timestamp=now,
+                                     gflops=task.flops / seconds / 1e9 if seconds else 0.0))
+            if tuned_seconds > default_seconds:
+                slower.append(task.name)
+    return slower
 
 
 def in_model_times(model: Any, options: CompileOptions, records: "str | os.PathLike[str]",

@@ -12,7 +12,9 @@ compile it (a one-record file in the worker's scratch folder; the model's weight
 constants again, of fixed random values: :func:`candidate_source`), run on fixed random inputs,
 compared with the default schedule's output (the task's first measurement saves it), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
-``min_repeat_ms``; optional cache flush before each repeat).
+``min_repeat_ms``; with ``flush_cache``, the caches are flushed and the inputs read again
+before each call, which leaves the weights cold and the inputs warm, as in a model whose
+weights outgrow the last-level cache).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class RunnerOptions:
       number: runs per measurement (raised until one lasts ``min_repeat_ms``).
       repeat: measurements per candidate; the record keeps each one's seconds per run.
       min_repeat_ms: minimum duration of one measurement.
-      flush_cache: overwrite a buffer twice the size of the last-level cache before each
+      flush_cache: read a buffer twice the size of the last-level cache before each
         call, then read the inputs again (with ``kernel_time``, the flush is not timed;
         without it, before each repeat). Why: inside a model whose weights outgrow the
         last-level cache, a kernel reads its weights from memory, while its inputs were

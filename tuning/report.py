@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ..schedule.records import VALIDATED, Record
+from ..schedule.records import VALIDATED, Record, is_remeasurement
 
 
 def best_so_far(records: Iterable[Record]) -> list[float]:
@@ -40,7 +40,7 @@ def curves(records: Iterable[Record]) -> dict[str, dict[str, list[float]]]:
     pending: dict[str, list[Record]] = defaultdict(list)
     for record in records:
         name = record.task.get("name", record.key)
-        if record.tuner == VALIDATED:
+        if is_remeasurement(record):
             continue  # re-measurements of the best candidates, not trials of a search
         if record.tuner == "default":
             pending[name] = [record]
@@ -58,7 +58,7 @@ def end_to_end_curve(records: Iterable[Record]) -> list[float]:
     default's cost to begin with (the first point), then the best so far as trials come
     in file order. Tasks whose default failed are left out; validation re-measurements are
     not trials."""
-    records = [r for r in records if r.tuner != VALIDATED]
+    records = [r for r in records if not is_remeasurement(r)]
     best: dict[str, float] = {}
     count: dict[str, int] = {}
     for record in records:
@@ -108,9 +108,9 @@ def task_rows(records: Iterable[Record]) -> list[TaskRow]:
             row["final"].append(record.cost)
             if record.config == row["config"]:
                 row["final_default"] = min(row["final_default"], record.cost)
-        else:
+        elif not is_remeasurement(record):
             row["best"] = min(row["best"], record.cost)
-        if record.tuner != VALIDATED:
+        if not is_remeasurement(record):
             row["trials"] += 1
             row["failures"] += not record.ok
     result = []

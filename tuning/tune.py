@@ -201,8 +201,11 @@ class TuneOptions:
         the default, round-robin (:data:`VALIDATION_ROUNDS` rounds), and record them as
         ``final``; ``compile`` then picks among these (0: no validation). Why: on a loaded
         machine the search's best single measurement is often a lucky one.
-      end_to_end: after the search, compile the model with the default schedules and with
-        the records and time both side by side (alternating calls): the speedup a user gets.
+      end_to_end: after the search, profile the model with the default schedules and with the
+        records, and record each tuned task's kernel time in both (``in_model`` records, which
+        then decide: a config slower in the model than the default is not applied); then
+        compile the model both ways and time them side by side (alternating calls): the
+        speedup a user gets.
         Skipped with ``remote`` (it would time this machine, not the device).
       cost_model: a cross-task cost model saved by an earlier run (``<records>.costmodel.npz``,
         tuning/transfer.py) to warm-start the XGBoost tuners from, e.g. one of another
@@ -359,11 +362,20 @@ def tune(
                    default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped)
         for s in states
     ]
+    end_to_end = search.end_to_end and search.remote is None
+    if end_to_end:
+        # Imported here: in_model compiles packages through the front door, as the end-to-end
+        # comparison does.
+        from .in_model import confirm_in_model
+
+        slower = confirm_in_model(model, options, records_path, chosen)
+        if slower and search.progress:
+            print(f"in the model, the tuned config of {len(slower)} task(s) was slower than the "
+                  f"default, which stays: {', '.join(slower)}", file=sys.stderr)
     if search.report is not None:
         from .report import plot_report
 
         plot_report(load_records(records_path, target=target), search.report)
-    end_to_end = search.end_to_end and search.remote is None
     timing = _end_to_end(model, options, records_path) if end_to_end else (None, None)
     return TuningResult(records_path, results, *timing)
 

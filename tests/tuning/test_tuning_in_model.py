@@ -15,12 +15,12 @@ from mlir import ir
 from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
-from tilecraft.schedule.records import canonical_target
+from tilecraft.schedule.records import IN_MODEL, best_records, canonical_target, load_records
 from tilecraft.schedule.task import WEIGHT, measured_module
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, last_level_cache_bytes
 from tilecraft.tuning.tune import weights_outgrow_cache
 from tilecraft.pipelines.pipeline import Pipeline
-from tilecraft.tuning.in_model import agreement_table, in_model_times
+from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times
 from tilecraft.pipelines.compiled_module import compile_ir
 from tilecraft.pipelines.cpu import cpu_pipeline
 from tilecraft.pipelines.profiling import profiling_pipeline
@@ -109,3 +109,27 @@ def test_candidates_are_timed_cold_when_the_weights_outgrow_the_cache():
         result = runner.measure(job)
     assert result.ok, result.error
     assert len(result.costs) == 2 and all(cost > 0 for cost in result.costs)
+
+
+def test_tuned_configs_are_confirmed_inside_the_model(tmp_path):
+    """Each task whose best config is not its default gets both configs timed as kernels of
+    the profiled model (in_model records), and those decide which config is applied."""
+    options = tilecraft.CompileOptions(shape_dict=SHAPES)
+    records = tmp_path / "digits.jsonl"
+    tilecraft.tune(DIGITS, options, trials=30, tuning_records=records, tuner="random", progress=False,
+                   end_to_end=False, validate_top=0, transfer=False, seed=3)
+    tasks = tilecraft.extract_tasks(DIGITS, "llvm", shape_dict=SHAPES)
+    before = load_records(records, target="llvm")
+    defaults = {r.key: r.config for r in before if r.tuner == "default"}
+    tuned = {key for key, record in best_records(before).items() if record.config != defaults[key]}
+    assert tuned, "the search found no config faster than a default: nothing to confirm"
+    slower = confirm_in_model(DIGITS, options, records, tasks, runs=3)
+    after = load_records(records, target="llvm")
+    confirmed = [r for r in after if r.tuner == IN_MODEL]
+    assert {r.key for r in confirmed} == tuned and len(confirmed) == 2 * len(tuned)
+    best = best_records(after)
+    for key in tuned:
+        pair = [r for r in confirmed if r.key == key]
+        assert best[key].tuner == IN_MODEL and best[key].cost == min(r.cost for r in pair)
+        kept_default = best[key].config == defaults[key]
+        assert kept_default == (next(t.name for t in tasks if t.key == key) in slower)

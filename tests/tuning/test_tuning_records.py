@@ -50,6 +50,19 @@ def test_validated_records_decide():
     assert best_records([fast_once])["k1"].config == {"a": 1}
 
 
+def test_in_model_records_decide_over_validated_ones():
+    """A config that won alone (validated) but lost inside the model is not applied; tasks
+    without in-model records keep their validated best."""
+    validated = [Record(**{**_record(costs=(1.0,), config={"a": 2}).__dict__, "tuner": "final"}),
+                 Record(**{**_record(costs=(2.0,), config={"a": 1}).__dict__, "tuner": "final"})]
+    in_model = [Record(**{**_record(costs=(3.0,), config={"a": 2}).__dict__, "tuner": "in_model"}),
+                Record(**{**_record(costs=(2.5,), config={"a": 1}).__dict__, "tuner": "in_model"})]
+    other_task = Record(**{**_record(key="k2", costs=(1.0,), config={"a": 2}).__dict__, "tuner": "final"})
+    best = best_records([*validated, *in_model, other_task])
+    assert best["k1"].config == {"a": 1} and best["k1"].tuner == "in_model"
+    assert best["k2"].config == {"a": 2}
+
+
 def test_corrupt_and_foreign_lines_are_skipped_with_one_warning(tmp_path):
     path = tmp_path / "r.jsonl"
     with RecordWriter(path) as writer:
