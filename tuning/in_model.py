@@ -114,7 +114,7 @@ def join(tasks: Sequence[Task], kernels: dict[str, float],
 
 
 def confirm_in_model(model: Any, options: CompileOptions, records: "str | os.PathLike[str]",
-                     tasks: Sequence[Task], runs: int = 9) -> list[str]:
+                     tasks: Sequence[Task], runs: int = 9) -> list[Task]:
     """Time each task's best config and its default as kernels of the model, and record both.
 
     Why: a config can win alone and lose in the model (BERT's feed-forward matmul and GELU:
@@ -122,8 +122,8 @@ def confirm_in_model(model: Any, options: CompileOptions, records: "str | os.Pat
     schedules and with ``records``, alternating runs; for every task whose best record is not its default and
     whose kernels both profiles find, both configs get an ``IN_MODEL`` record with that
     time, appended to ``records``. ``best_records`` then lets those alone decide, so the
-    config the model ran faster is applied. Returns the names of the tasks whose tuned
-    config was slower in the model (their default stays).
+    config the model ran faster is applied. Returns the tasks whose tuned config was slower
+    in the model (their default stays).
     """
     target = options.target
     loaded = load_records(records, target=target)
@@ -147,7 +147,7 @@ def confirm_in_model(model: Any, options: CompileOptions, records: "str | os.Pat
                 writer.write(replace(record, tuner=IN_MODEL, costs=[seconds], timestamp=now,
                                      gflops=task.flops / seconds / 1e9 if seconds else 0.0))
             if tuned_seconds > default_seconds:
-                slower.append(task.name)
+                slower.append(task)
     return slower
 
 

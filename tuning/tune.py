@@ -42,6 +42,7 @@ from ..schedule.records import (
 )
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
+from .in_model import confirm_in_model
 from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions, last_level_cache_bytes
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
@@ -63,6 +64,7 @@ class TaskResult:
     default_seconds: float = math.inf  # inf: the default schedule did not run
     best_seconds: float = math.inf  # never above default_seconds: the default is a candidate
     skipped: bool = False  # the trials budget ran out before the task's default was measured
+    slower_in_model: bool = False  # its best config lost to the default inside the model: not applied
 
 
 @dataclass
@@ -79,7 +81,8 @@ class TuningResult:
     def summary(self) -> str:
         """Per task: default and best time, speedup, trials and failed trials. The best is
         never slower than the default (the default schedule is one of the candidates, and
-        compile applies the fastest record); a task whose default did not run says so."""
+        compile applies the fastest record); a task whose default did not run says so, and
+        one whose tuned config lost inside the model shows its default as its best."""
         lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'speedup':>8} {'trials':>6} {'failed':>6}"]
         for r in self.tasks:
             head = f"{r.task.name[:40]:<40}"
@@ -89,9 +92,11 @@ class TuningResult:
                        else "no successful measurement of the default schedule")
                 lines.append(f"{head} {why:>30} {tail}")
                 continue
-            best = min(r.best_seconds, r.default_seconds)
+            best = r.default_seconds if r.slower_in_model else min(r.best_seconds, r.default_seconds)
             lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
-                         f"{r.default_seconds / best:>7.2f}x {tail}")
+                         f"{r.default_seconds / best:>7.2f}x {tail}"
+                         + ("  (the tuned config was slower in the model: default kept)"
+                            if r.slower_in_model else ""))
         if self.default_seconds is not None and self.tuned_seconds is not None:
             lines.append(f"end to end: default {self.default_seconds * 1e3:.4f} ms, tuned "
                          f"{self.tuned_seconds * 1e3:.4f} ms, speedup "
@@ -355,23 +360,22 @@ def tune(
             print(scheduler.allocation(), file=sys.stderr)
     if search.transfer:
         _save_transfer(states, warm, records_path, search.progress)
+    end_to_end = search.end_to_end and search.remote is None
+    slower: set[str] = set()
+    if end_to_end:
+        slower = {task.key for task in confirm_in_model(model, options, records_path, chosen)}
+        if slower and search.progress:
+            names = ", ".join(t.name for t in chosen if t.key in slower)
+            print(f"in the model, the tuned config of {len(slower)} task(s) was slower than the "
+                  f"default, which stays: {names}", file=sys.stderr)
     results = [
         TaskResult(task=s.task, default_gflops=s.gflops(s.default_cost),
                    best_gflops=s.gflops(s.best_cost), best_config=s.tuner.best_config,
                    trials=s.trials, history=s.history, failures=s.failures,
-                   default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped)
+                   default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped,
+                   slower_in_model=s.task.key in slower)
         for s in states
     ]
-    end_to_end = search.end_to_end and search.remote is None
-    if end_to_end:
-        # Imported here: in_model compiles packages through the front door, as the end-to-end
-        # comparison does.
-        from .in_model import confirm_in_model
-
-        slower = confirm_in_model(model, options, records_path, chosen)
-        if slower and search.progress:
-            print(f"in the model, the tuned config of {len(slower)} task(s) was slower than the "
-                  f"default, which stays: {', '.join(slower)}", file=sys.stderr)
     if search.report is not None:
         from .report import plot_report
 

@@ -3,6 +3,7 @@ tilecraft.compile(tuning_records=) applying the best record."""
 
 import math
 import re
+from pathlib import Path
 
 import mlir_text
 import numpy as np
@@ -195,3 +196,18 @@ def test_tune_from_a_script_file_without_a_main_guard(tmp_path, matmul_64):
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("measured") == 1  # the script ran once, not once per worker
+
+
+def test_a_task_whose_tuned_config_lost_in_the_model_shows_its_default(matmul_64):
+    """The summary says what compile applies: the default, where the confirmation inside the
+    model found the tuned config slower (tuning/in_model.py's confirm_in_model)."""
+    from tilecraft.tuning.tune import TaskResult, TuningResult
+
+    (task,) = extract_tasks(matmul_64, TARGET)
+    lost = TaskResult(task=task, default_gflops=1.0, best_gflops=2.0, best_config={}, trials=5,
+                      default_seconds=2e-3, best_seconds=1e-3, slower_in_model=True)
+    won = TaskResult(task=task, default_gflops=1.0, best_gflops=2.0, best_config={}, trials=5,
+                     default_seconds=2e-3, best_seconds=1e-3)
+    lines = TuningResult(Path("r.jsonl"), [lost, won]).summary().splitlines()
+    assert "1.00x" in lines[1] and "slower in the model: default kept" in lines[1]
+    assert "2.00x" in lines[2] and "slower in the model" not in lines[2]
