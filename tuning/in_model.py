@@ -106,11 +106,16 @@ def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, f
 
 def join(tasks: Sequence[Task], kernels: dict[str, float],
          records: "str | os.PathLike[str]", target: Any) -> list[KernelAgreement]:
-    """Each task's tuner time beside its kernels' mean time in ``kernels`` (a profile)."""
-    best = best_records(load_records(records, target=target))
-    chosen = sorted((t for t in tasks if t.key in best), key=lambda t: -t.flops * t.count)
+    """Each task's tuner time beside its kernels' mean time in ``kernels`` (a profile). The
+    tuner's time is the applied config's as measured alone (search or validation), never an
+    ``IN_MODEL`` record's, which is itself a time in the model."""
+    loaded = load_records(records, target=target)
+    applied = best_records(loaded)
+    alone = best_records([r for r in loaded if r.tuner != IN_MODEL
+                          and r.key in applied and r.config == applied[r.key].config])
+    chosen = sorted((t for t in tasks if t.key in alone), key=lambda t: -t.flops * t.count)
     times = model_times(tasks, kernels)
-    return [KernelAgreement(task, best[task.key].cost, times[task.key]) for task in chosen]
+    return [KernelAgreement(task, alone[task.key].cost, times[task.key]) for task in chosen]
 
 
 def confirm_in_model(model: Any, options: CompileOptions, records: "str | os.PathLike[str]",
