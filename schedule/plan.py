@@ -71,8 +71,12 @@ _ELEMENTWISE_VECTORS = 4
 _CONV_VECTORS, _HEAVY_CONV_VECTORS = 2, 4
 # Output pixels (along the row) in a convolution's register tile, at most.
 _CONV_REGISTER_PIXELS = 8
-# Input channels per step of a convolution's reduction, at most.
-_CONV_INPUT_STEP = 8
+# Input channels per step of a convolution's reduction, at most. 4, not 8: once the tuner
+# measured kernels with their weights cold, as a model whose weights outgrow the last-level
+# cache runs them (docs/tuning.md, "What is timed"), its validated bests on ResNet-50 took a
+# step of 4 (or 1) in most conv tasks; whole ResNet-50 then ran 0.87x the time of step 8 in
+# one process, alternating (53.4 to 46.6 ms), MobileNetV2 unchanged (1.00x).
+_CONV_INPUT_STEP = 4
 
 
 def vector_registers(vector_bits: int) -> int:

@@ -72,12 +72,12 @@ def test_micro_kernel_matches_onnxruntime(cin, cout, kernel, stride, pad, size, 
 
 
 @pytest.mark.parametrize("width, out_channels, in_channels, lanes, registers, heavy, expected", [
-    (28, 128, 128, 16, 32, False, (7, 32, 8)),   # 7 pixels x 2 vectors, 8 input channels a step
+    (28, 128, 128, 16, 32, False, (7, 32, 4)),   # 7 pixels x 2 vectors, 4 input channels a step
     (56, 64, 64, 16, 32, False, (8, 32, 4)),     # 16 accumulators: the step shrinks to fit
-    (7, 2048, 512, 16, 32, True, (7, 32, 8)),    # 7 x 4 vectors (33 registers) does not fit
+    (7, 2048, 512, 16, 32, True, (7, 32, 4)),    # 7 x 4 vectors (33 registers) does not fit
     (8, 256, 64, 16, 32, True, (8, 32, 4)),      # neither does 8 x 3; powers of two only
-    (28, 144, 24, 16, 32, False, (7, 16, 8)),    # no multiple of 32 channels: one vector
-    (28, 24, 16, 16, 32, False, (7, 8, 8)),      # no whole 16-lane vector: 8-lane vectors
+    (28, 144, 24, 16, 32, False, (7, 16, 4)),    # no multiple of 32 channels: one vector
+    (28, 24, 16, 16, 32, False, (7, 8, 4)),      # no whole 16-lane vector: 8-lane vectors
     (56, 64, 64, 8, 16, False, (8, 8, 4)),       # AVX2: 16 registers, 8 + 4 + 1 <= 16
     (14, 64, 3, 16, 32, False, (7, 32, 3)),      # the stem's 3 input channels
 ])

@@ -18,7 +18,7 @@
 // CHECK: %[[C8:.*]] = arith.constant 8 : index
 // CHECK: {{^    %.* = scf.for %.* = %.* to %.* step }}%[[C8]] iter_args
 // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (vector<1x8x16xf32>)
-// CHECK: vector.contract {{.*}} : vector<8x8xf32>, vector<8x16xf32> into vector<8x16xf32>
+// CHECK: vector.contract {{.*}} : vector<8x4xf32>, vector<4x16xf32> into vector<8x16xf32>
 // CHECK-NOT: vector.transfer_write
 // CHECK: arith.minimumf {{.*}} : vector<8x16xf32>
 // CHECK: vector.transfer_write
