@@ -20,6 +20,7 @@ weights outgrow the last-level cache).
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import shutil
@@ -232,13 +233,19 @@ def last_level_cache_bytes() -> int:
     return max(sizes, default=32 << 20)
 
 
+@functools.lru_cache(maxsize=1)
+def _eviction_buffer() -> np.ndarray:
+    """Twice the last-level cache, allocated once per worker process. Read, not written:
+    written lines would still be in cache, dirty, and their write-backs would share the
+    memory bus with the kernel that evicts them. Filled, so that its pages are its own
+    (untouched zero pages all map one physical page)."""
+    return np.ones(2 * last_level_cache_bytes() // 8, dtype=np.int64)
+
+
 def _cache_flusher(arguments: "list[np.ndarray]") -> Callable[[], None]:
     """Evicts every cache level, then brings ``arguments`` back in: a kernel as the model
     runs it, reading its inputs warm (just written) and its weights cold."""
-    # Read, not written: written lines would still be in cache, dirty, and their write-backs
-    # would share the memory bus with the kernel that evicts them. Filled once, so that its
-    # pages are its own (untouched zero pages all map one physical page).
-    buffer = np.ones(2 * last_level_cache_bytes() // 8, dtype=np.int64)
+    buffer = _eviction_buffer()
 
     def flush() -> None:
         buffer.sum()
