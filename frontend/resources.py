@@ -97,3 +97,88 @@ def resource_array(attr: ir.Attribute) -> np.ndarray | None:
     if array is None or array.nbytes != _expected_bytes(attr):
         return None
     return array
+
+
+# numpy dtypes of the element types whose constants the compiler reads back.
+NUMPY_TYPES = {
+    "f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+    "i16": np.int16, "i8": np.int8,
+}
+
+
+def _resource_blobs(text: str) -> dict[str, tuple[int, int]]:
+    """Resource name -> where its hex data lies in ``text`` (``start, end``), from the
+    printed resource section: one ``name: "0x..."`` or ``"quoted name": "0x..."`` line per
+    blob (ONNX names hold '/', ':', ...; a quoted name is kept escaped, as ``str(attr)``
+    prints it). Why offsets and ``str.find`` rather than one regex over the section:
+    ResNet-50's section is 200 MB of hex, which a multiline regex scanned in 0.8 s, and
+    copies of it (slices, lines, matched groups) raised the compile's peak memory by as much."""
+    blobs = {}
+    marker = ': "0x'
+    position = text.rindex("{-#")
+    while (key_end := text.find(marker, position)) >= 0:
+        key = text[max(position, text.rfind("\n", position, key_end) + 1):key_end].strip()
+        start = key_end + len(marker)
+        end = text.index('"', start)
+        blobs[key[1:-1] if key.startswith('"') else key] = (start, end)
+        position = end + 1
+    return blobs
+
+
+def is_resource_constant(op: ir.Operation) -> bool:
+    """Whether ``op`` is an ``arith.constant`` holding a ``dense_resource`` blob."""
+    return op.name == "arith.constant" and str(op.attributes["value"]).startswith("dense_resource<")
+
+
+def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
+    """The values of ``dense_resource`` constants: the arrays tilecraft made them from
+    (frontend/resources.py), else read from the printed resource section.
+
+    Why printing for the others (a model given as ``.mlir`` text with its resources):
+    MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python; the printer
+    writes each blob as ``name: "0x<4-byte alignment><data>"``."""
+    arrays: list[np.ndarray | None] = []
+    for op in constants:
+        tensor_type = ir.RankedTensorType(op.results[0].type)
+        known = resource_array(op.attributes["value"])
+        arrays.append(None if known is None else
+                      known.view(NUMPY_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape))
+    unknown = [op for op, array in zip(constants, arrays) if array is None]
+    if not unknown:
+        return arrays
+    with unknown[0].context, ir.Location.unknown():
+        holder = ir.Module.create()
+        with ir.InsertionPoint(holder.body):
+            for op in unknown:
+                op.clone()
+        text = holder.operation.get_asm(print_generic_op_form=True)
+    blobs = _resource_blobs(text)
+    printed = iter(unknown)
+    for position, array in enumerate(arrays):
+        if array is not None:
+            continue
+        op = next(printed)
+        name = resource_handle(op.attributes["value"])
+        name = name[1:-1] if name.startswith('"') else name
+        tensor_type = ir.RankedTensorType(op.results[0].type)
+        dtype = NUMPY_TYPES[str(tensor_type.element_type)]
+        start, end = blobs[name]
+        data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
+        arrays[position] = np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy()
+    return arrays
+
+
+def constant_array(constant: ir.Operation) -> np.ndarray:
+    """The value of an ``arith.constant`` tensor of a :data:`NUMPY_TYPES` element type, as
+    a numpy array of its shape: dense (splat or not) or ``dense_resource``."""
+    tensor_type = ir.RankedTensorType(constant.results[0].type)
+    dtype = NUMPY_TYPES[str(tensor_type.element_type)]
+    value = constant.attributes["value"]
+    if isinstance(value, ir.DenseElementsAttr):
+        dense = ir.DenseElementsAttr(value)
+        if dense.is_splat:
+            splat = dense.get_splat_value()
+            scalar = ir.FloatAttr(splat).value if isinstance(splat, ir.FloatAttr) else ir.IntegerAttr(splat).value
+            return np.full(tensor_type.shape, scalar, dtype)
+        return np.array(dense).view(dtype).reshape(tensor_type.shape)
+    return resource_arrays([constant])[0]

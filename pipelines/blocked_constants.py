@@ -35,12 +35,11 @@ from mlir import ir
 from mlir.dialects import arith, vector
 
 from ..frontend.emit import core
-from ..frontend.resources import resource_array
-from .graph.constant_folding import resource_arrays
+from ..frontend.resources import constant_array
 from .ir_queries import defined_functions, defining_op, ops_where, users
 from .passes import register_pass
 
-# Element types whose constants are blocked, as numpy reads their bytes.
+# Element types whose constants are blocked.
 _NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
                 "i32": np.int32, "i64": np.int64}
 
@@ -154,15 +153,7 @@ def block_constant_reads(constant: ir.Operation) -> bool:
     if found is None:
         return False
     width, reads = found
-    value = constant.attributes["value"]
-    if isinstance(value, ir.DenseElementsAttr):
-        array = np.array(value)
-    else:
-        array = resource_array(value)
-        if array is None:
-            array = resource_arrays([constant])[0]
-    tensor_type = ir.RankedTensorType(constant.results[0].type)
-    array = array.view(_NUMPY_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape)
+    array = constant_array(constant)
     rank = array.ndim
     with ir.InsertionPoint(constant), constant.location:
         blocked = core.constant(_blocked(array, width), name="blocked")

@@ -20,6 +20,7 @@ from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from . import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
+from .int8_matmul import INT8_MATMUL_PASS, VNNI_DOTS_PASS
 from .merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
@@ -102,19 +103,23 @@ def input_stage() -> Stage:
           "destination-passing style")
 
 
-def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True) -> Stage:
-    """Canonicalization and elementwise fusion, with no producer fused where it would be
-    recomputed (fusion_barrier.py); then the run-time checks of dynamic sizes
+def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vnni: bool = False,
+                   num_threads: int = 1) -> Stage:
+    """Canonicalization; 8-bit integer matmuls as VNNI kernels (``vnni``, split for
+    ``num_threads``) or i32 matmuls (int8_matmul.py); elementwise fusion, with no producer
+    fused where it would be recomputed (fusion_barrier.py); then the run-time checks of dynamic sizes
     (runtime_checks.py; ``runtime_checks=False`` removes every check, the emitters' too),
     with their sizes resolved to the arguments' dims; with ``mark_groups``, then the
     partition into fusion groups (``tilecraft-mark-groups``), made once here, on the ops
     the schedule will see."""
     checks = (f"{INSERT_CHECKS}{{enabled={int(runtime_checks)}}}", "resolve-ranked-shaped-type-result-dims")
     return Stage("simplify",
-                 ("canonicalize", "cse", INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
+                 ("canonicalize", "cse", f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
+                  INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
                   DROP_BARRIERS, *checks, "canonicalize",
                   *(("tilecraft-mark-groups",) if mark_groups else ())),
-                 "fold constants, fuse elementwise producers into consumers; run-time checks"
+                 "fold constants; 8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
+                 "elementwise producers into consumers; run-time checks"
                  + ("; tag fusion groups" if mark_groups else ""))
 
 
@@ -176,7 +181,8 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               # REASSOCIATE_REDUCTIONS: it would add a float reduction's lanes in order.
               # CANONICALIZE_UNIT_CONTRACTIONS: it would lower a contraction over several
               # unit reduction dims (a reduction over [dir, hidden]) to scalar code.
-              (CANONICALIZE_UNIT_CONTRACTIONS,
+              # VNNI_DOTS_PASS: the int8 kernels' dot products as vpdpbusd (int8_matmul.py).
+              ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (CANONICALIZE_UNIT_CONTRACTIONS,
                "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",
                APPROXIMATE_EXP, "canonicalize"),

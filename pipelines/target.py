@@ -41,6 +41,15 @@ _AVX512_CPUS = frozenset(
         "znver4", "znver5", "x86-64-v4",
     }
 )
+# CPUs with AVX-512 VNNI (vpdpbusd: u8 x s8 dot products; pipelines/int8_matmul.py).
+_AVX512_VNNI_CPUS = frozenset(
+    {
+        "cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
+        "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5",
+    }
+)
+# LLVM feature names whose Linux /proc/cpuinfo flag is spelled differently.
+_CPUINFO_FLAGS = {"avx512vnni": "avx512_vnni"}
 # CPUs with 256-bit AVX/AVX2 as the widest vector unit.
 _AVX2_CPUS = frozenset(
     {
@@ -371,6 +380,24 @@ class Target:
         if "avx2" in flags or "avx" in flags:
             return 256
         return 128
+
+    @property
+    def has_avx512_vnni(self) -> bool:
+        """Whether code for this target may use AVX-512 VNNI (``vpdpbusd``): ``+avx512vnni``
+        / ``-avx512vnni`` in ``-mattr`` decide, else the named CPU (table), else the host's
+        CPU flags; a cross target with neither says no."""
+        return self._has_feature("avx512vnni", _AVX512_VNNI_CPUS)
+
+    def _has_feature(self, feature: str, cpus: frozenset[str]) -> bool:
+        if f"-{feature}" in self.mattr or "-avx512f" in self.mattr:
+            return False
+        if f"+{feature}" in self.mattr:
+            return True
+        if self.mcpu is not None:
+            return self.mcpu in cpus
+        if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
+            return False
+        return _CPUINFO_FLAGS.get(feature, feature) in host_cpu_flags()
 
     def llvm_function_attributes(self) -> dict[str, str]:
         """``target_cpu`` / ``target_features`` values for ``llvm.func`` (empty for the host).

@@ -212,6 +212,32 @@ def matmul(a: ir.Value, b: ir.Value, *, accumulator: ir.Type | None = None) -> i
     return round_to(product, element)
 
 
+def integer_matmul(a: ir.Value, b: ir.Value, *, a_unsigned: bool, b_unsigned: bool) -> ir.Value:
+    """``a @ b`` of 8-bit integer operands, the products and sums in i32; ``a`` is
+    (..., M, K), ``b`` is (K, N).
+
+    Why a ``linalg.generic`` of the raw 8-bit operands (each widened inside the body, with
+    its own signedness) rather than a matmul of i32 copies: the widening stays visible to
+    the pipeline, which can then run the product as u8 x s8 dot products
+    (pipelines/graph/int8_matmul.py), and the operands are read at a quarter of the bytes.
+    """
+    i32 = ir.IntegerType.get_signless(32)
+    a_rank = core.tensor_type(a).rank
+    rows = collapse(a, [list(range(a_rank - 1)), [a_rank - 1]])
+    m, n = core.sizes(rows)[0], core.sizes(b)[1]
+    dims = [ir.AffineDimExpr.get(i) for i in range(3)]  # m, n, k
+    maps = [ir.AffineMap.get(3, 0, [dims[0], dims[2]]), ir.AffineMap.get(3, 0, [dims[2], dims[1]]),
+            ir.AffineMap.get(3, 0, [dims[0], dims[1]])]
+
+    def body(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
+        wide_x = core.convert_scalar(x, i32, unsigned=a_unsigned)
+        wide_w = core.convert_scalar(w, i32, unsigned=b_unsigned)
+        return arith.addi(acc, arith.muli(wide_x, wide_w))
+
+    product = generic_op([rows, b], core.filled([m, n], 0, i32), maps, 2, 1, body)
+    return expand(product, [list(range(a_rank - 1)), [a_rank - 1]], [*core.sizes(a)[:-1], n])
+
+
 # --- gemm ------------------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ def expand_contrib_ops(proto: onnx.ModelProto) -> onnx.ModelProto:
         return proto
     proto = onnx.ModelProto.FromString(proto.SerializeToString())
     graph = proto.graph
-    types = _element_types(proto)
+    types = element_types(proto)
     nodes: list[onnx.NodeProto] = []
     for position, node in enumerate(list(graph.node)):
         if node.domain != DOMAIN or node.op_type not in _EXPANSIONS:
@@ -54,7 +54,7 @@ def expand_contrib_ops(proto: onnx.ModelProto) -> onnx.ModelProto:
     return proto
 
 
-def _element_types(proto: onnx.ModelProto) -> dict[str, int]:
+def element_types(proto: onnx.ModelProto) -> dict[str, int]:
     """Value name -> ONNX element type, from initializers, Constant nodes and what shape
     inference knows (it skips the contrib nodes, whose outputs stay unknown)."""
     try:

@@ -30,6 +30,7 @@ from .model import (
     initializers, load_model, onnx_dtype, override_input_shapes, value_infos,
 )
 from .node import HandlerError, NodeContext
+from .qdq import integer_qdq_matmuls
 from .registry import lookup
 
 ENTRY_NAME = "main"
@@ -312,7 +313,7 @@ def import_model(
     proto = upgrade_old_opset(load_model(model))
     opset = default_opset(proto)
     proto = expand_gradients(proto, opset)
-    proto = expand_contrib_ops(proto)
+    proto = integer_qdq_matmuls(expand_contrib_ops(proto))
     problems = unsupported_nodes(proto.graph, opset)
     if problems:
         listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)

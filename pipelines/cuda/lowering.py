@@ -38,6 +38,7 @@ from mlir import ir
 from ...errors import ToolchainError
 from ..passes import register_pass, register_pipeline
 from ..pipeline import Pipeline, Stage
+from ..int8_matmul import INT8_MATMUL_PASS
 from ..runtime_checks import INSERT_CHECKS
 from ..target import Target
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
@@ -153,9 +154,10 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
             # status to report them through yet (docs/robustness.md).
             Stage("input", ("tilecraft-prepare-entry", f"{INSERT_CHECKS}{{enabled=0}}"),
                   "C interface on public functions; arguments read-only; no run-time checks"),
-            Stage("simplify", ("canonicalize", "cse", "func.func(linalg-fuse-elementwise-ops)",
-                               "canonicalize"),
-                  "fold constants, fuse elementwise producers into consumers"),
+            Stage("simplify", ("canonicalize", "cse", INT8_MATMUL_PASS,
+                               "func.func(linalg-fuse-elementwise-ops)", "canonicalize"),
+                  "fold constants; 8-bit matmuls as i32 matmuls; fuse elementwise producers "
+                  "into consumers"),
             Stage("schedule", (gpu_schedule, "canonicalize", "cse"),
                   "GPU schedule: block/thread tiles, shared-memory staging, vectors"),
             Stage("bufferize",

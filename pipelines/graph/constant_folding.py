@@ -33,7 +33,7 @@ from mlir.dialects import arith, func
 
 from ...dialects import graph
 from ...frontend.emit import core, reshapes
-from ...frontend.resources import resource_array, resource_handle
+from ...frontend.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
 from ..entry import entry_signature
 from ..ir_queries import defined_functions
 from ..jit import JitFunction
@@ -286,73 +286,6 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
 # --- step 2: constant subgraphs evaluated ---------------------------------------------------
 
 
-_NUMPY_TYPES = {
-    "f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-    "i16": np.int16, "i8": np.int8,
-}
-
-
-def _resource_blobs(text: str) -> dict[str, tuple[int, int]]:
-    """Resource name -> where its hex data lies in ``text`` (``start, end``), from the
-    printed resource section: one ``name: "0x..."`` or ``"quoted name": "0x..."`` line per
-    blob (ONNX names hold '/', ':', ...; a quoted name is kept escaped, as ``str(attr)``
-    prints it). Why offsets and ``str.find`` rather than one regex over the section:
-    ResNet-50's section is 200 MB of hex, which a multiline regex scanned in 0.8 s, and
-    copies of it (slices, lines, matched groups) raised the compile's peak memory by as much."""
-    blobs = {}
-    marker = ': "0x'
-    position = text.rindex("{-#")
-    while (key_end := text.find(marker, position)) >= 0:
-        key = text[max(position, text.rfind("\n", position, key_end) + 1):key_end].strip()
-        start = key_end + len(marker)
-        end = text.index('"', start)
-        blobs[key[1:-1] if key.startswith('"') else key] = (start, end)
-        position = end + 1
-    return blobs
-
-
-def _is_resource_constant(op: ir.Operation) -> bool:
-    return op.name == "arith.constant" and str(op.attributes["value"]).startswith("dense_resource<")
-
-
-def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
-    """The values of ``dense_resource`` constants: the arrays tilecraft made them from
-    (frontend/resources.py), else read from the printed resource section.
-
-    Why printing for the others (a model given as ``.mlir`` text with its resources):
-    MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python; the printer
-    writes each blob as ``name: "0x<4-byte alignment><data>"``."""
-    arrays: list[np.ndarray | None] = []
-    for op in constants:
-        tensor_type = ir.RankedTensorType(op.results[0].type)
-        known = resource_array(op.attributes["value"])
-        arrays.append(None if known is None else
-                      known.view(_NUMPY_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape))
-    unknown = [op for op, array in zip(constants, arrays) if array is None]
-    if not unknown:
-        return arrays
-    with unknown[0].context, ir.Location.unknown():
-        holder = ir.Module.create()
-        with ir.InsertionPoint(holder.body):
-            for op in unknown:
-                op.clone()
-        text = holder.operation.get_asm(print_generic_op_form=True)
-    blobs = _resource_blobs(text)
-    printed = iter(unknown)
-    for position, array in enumerate(arrays):
-        if array is not None:
-            continue
-        op = next(printed)
-        name = resource_handle(op.attributes["value"])
-        name = name[1:-1] if name.startswith('"') else name
-        tensor_type = ir.RankedTensorType(op.results[0].type)
-        dtype = _NUMPY_TYPES[str(tensor_type.element_type)]
-        start, end = blobs[name]
-        data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
-        arrays[position] = np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy()
-    return arrays
-
-
 def _evaluate(slices: list[tuple[list[ir.Operation], list[ir.Value]]], context: ir.Context,
               weight_arrays: Mapping[ir.Value, np.ndarray]) -> list[np.ndarray]:
     """Clone each slice's ``ops`` into ``@fold_<n>(weights...) -> leaves``, JIT the module
@@ -367,7 +300,7 @@ def _evaluate(slices: list[tuple[list[ir.Operation], list[ir.Value]]], context: 
     with context, ir.Location.unknown():
         scratch = ir.Module.create()
         for index, (ops, leaves) in enumerate(slices):
-            weights = [op for op in ops if _is_resource_constant(op)]
+            weights = [op for op in ops if is_resource_constant(op)]
             functions.append((f"fold_{index}", [weight_arrays[op.results[0]] for op in weights], len(leaves)))
             with ir.InsertionPoint(scratch.body):
                 fold = func.FuncOp(functions[-1][0],
@@ -457,8 +390,8 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
                 leaves.append(result)
     if not leaves:
         return 0
-    weights = [op for op in needed if _is_resource_constant(op)]
-    if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in _NUMPY_TYPES
+    weights = [op for op in needed if is_resource_constant(op)]
+    if any(str(ir.RankedTensorType(op.results[0].type).element_type) not in NUMPY_TYPES
            for op in weights):
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
     # Read once for all slices: reading unknown ones prints the whole resource section.

@@ -243,12 +243,57 @@ def centered_i32(
     return core.elementwise(inputs, i32, body)
 
 
+_EIGHT_BIT = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _absent_or_zero(ctx: NodeContext, index: int) -> bool:
+    if not ctx.has_input(index):
+        return True
+    zero = ctx.const(index)
+    return zero is not None and not np.any(zero)
+
+
+def integer_product(ctx: NodeContext, a_index: int, a_zero_index: int, b_index: int, b_zero_index: int
+                    ) -> ir.Value:
+    """``(a - a_zero_point) @ (b - b_zero_point)`` in i32: MatMulInteger's result and
+    QLinearMatMul's accumulator.
+
+    With 8-bit operands, a 2-D ``b`` and no ``b`` zero point (the usual quantized weight:
+    symmetric, often a constant), the product is formed from the raw operands
+    (``contraction.integer_matmul``) and ``a``'s zero point is taken off afterwards as
+    ``a_zero_point * column_sums(b)``, which is exact in integers and folds to a constant
+    vector when ``b`` is one. That keeps the 8-bit operands for the u8 x s8 dot-product
+    kernels (pipelines/graph/int8_matmul.py). Otherwise both operands are centered and
+    widened first."""
+    a_rank, b_rank = (core.tensor_type(ctx.value(i)).rank for i in (a_index, b_index))
+    if (ctx.dtype(a_index) in _EIGHT_BIT and ctx.dtype(b_index) in _EIGHT_BIT and a_rank >= 2
+            and b_rank == 2 and _absent_or_zero(ctx, b_zero_index)):
+        i32 = ir.IntegerType.get_signless(32)
+        b = ctx.value(b_index)
+        b_unsigned = ctx.is_unsigned(b_index)
+        product = contraction.integer_matmul(ctx.value(a_index), b, a_unsigned=ctx.is_unsigned(a_index),
+                                             b_unsigned=b_unsigned)
+        if _absent_or_zero(ctx, a_zero_index):
+            return product
+        zero = per_tensor(ctx, a_zero_index, "a zero point")
+        zero_unsigned = ctx.is_unsigned(a_zero_index)
+        k_dim, n_dim = (ir.AffineDimExpr.get(i) for i in (1, 0))  # loops (n | k)
+        column_sums = contraction.generic_op(
+            [b], core.filled([core.sizes(b)[1]], 0, i32),
+            [ir.AffineMap.get(2, 0, [k_dim, n_dim]), ir.AffineMap.get(2, 0, [n_dim])], 1, 1,
+            lambda w, acc: arith.addi(acc, core.convert_scalar(w, i32, unsigned=b_unsigned)))
+        return core.elementwise(
+            [product, column_sums, zero], i32,
+            lambda p, s, z: arith.subi(p, arith.muli(core.convert_scalar(z, i32, unsigned=zero_unsigned), s)))
+    a = centered_i32(ctx, a_index, a_zero_index, "a")
+    b = centered_i32(ctx, b_index, b_zero_index, "b")
+    return contraction.matmul(a, b)
+
+
 @onnx_op("MatMulInteger", since=10)
 def matmul_integer(ctx: NodeContext) -> list[Output]:
     """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in i32."""
-    a = centered_i32(ctx, 0, 2, "a")
-    b = centered_i32(ctx, 1, 3, "b")
-    return [contraction.matmul(a, b)]
+    return [integer_product(ctx, 0, 2, 1, 3)]
 
 
 @onnx_op("QLinearMatMul", since=10)
@@ -256,9 +301,7 @@ def qlinear_matmul(ctx: NodeContext) -> list[Output]:
     """Integer product of the centered operands, requantized with
     ``a_scale * b_scale / y_scale`` (formed in the scales' type, applied in f64 as the ONNX
     reference does) and saturated to the output's integer type."""
-    a = centered_i32(ctx, 0, 2, "a")
-    b = centered_i32(ctx, 3, 5, "b")
-    product = contraction.matmul(a, b)
+    product = integer_product(ctx, 0, 2, 3, 5)
     scales = [per_tensor(ctx, i, name) for i, name in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))]
     return [requantize(ctx, product, scales, zero_index=7, input_index=0)]
 

@@ -1,0 +1,146 @@
+"""QDQ matmuls as integer matmuls: ``MatMul(DequantizeLinear(a), DequantizeLinear(w))``.
+
+A model in QDQ format (``quantize_static``'s default, and what QGemm expands to in
+contrib.py) computes each quantized matmul in float between a DequantizeLinear of the 8-bit
+activation and one of the 8-bit constant weight. Since
+
+    sum_k (a - za) * sa * w * sw[n]  =  sa * sw[n] * sum_k (a - za) * w
+
+the same value is the i32 ``MatMulInteger(a, w, za)`` scaled once per column. This module
+rewrites such MatMul and Gemm nodes, before import, into exactly that::
+
+    MatMulInteger(a, w, za) -> Cast(float) -> Mul(sa * sw)  [-> Add(C) for a Gemm's bias]
+
+so that the product runs on the 8-bit operands (pipelines/int8_matmul.py: VNNI kernels on
+CPUs that have them). The integer sum is exact where the float one rounds, so the result
+is at least as close to the real-number value; onnxruntime runs these nodes on integers too.
+
+Rewritten only when nothing changes the meaning: the weight is a 2-D int8 initializer with no
+(or an all-zero) zero point and a scale per tensor or per output column, the activation is
+8-bit with a scale and zero point per tensor (initializers), the output is float32, and a
+Gemm has ``transA = 0`` and ``alpha = beta = 1``. The DequantizeLinear nodes stay for any
+other reader; the importer drops them when nothing reads them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .contrib import element_types
+
+_EIGHT_BIT = (TensorProto.UINT8, TensorProto.INT8)
+
+
+class _Graph:
+    """The top-level graph's producers and initializers, for the pattern tests."""
+
+    def __init__(self, proto: onnx.ModelProto) -> None:
+        graph = proto.graph
+        self.producer = {out: node for node in graph.node for out in node.output}
+        self.initializers = {t.name: t for t in graph.initializer}
+        self.types = element_types(proto)
+
+    def array(self, name: str) -> np.ndarray | None:
+        tensor = self.initializers.get(name)
+        return None if tensor is None else numpy_helper.to_array(tensor)
+
+    def dequantized(self, name: str) -> onnx.NodeProto | None:
+        node = self.producer.get(name)
+        if node is None or node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx"):
+            return None
+        return node
+
+
+def _input(node: onnx.NodeProto, index: int) -> str:
+    return node.input[index] if index < len(node.input) else ""
+
+
+def _activation(graph: _Graph, node: onnx.NodeProto) -> tuple[str, float, str] | None:
+    """(8-bit input, scale, zero-point name or '') of an activation's DequantizeLinear."""
+    if graph.types.get(node.input[0]) not in _EIGHT_BIT:
+        return None
+    scale = graph.array(_input(node, 1))
+    if scale is None or scale.size != 1 or scale.dtype != np.float32:
+        return None
+    zero = _input(node, 2)
+    if zero and (graph.array(zero) is None or graph.array(zero).size != 1):
+        return None
+    return node.input[0], float(scale.reshape(())), zero
+
+
+def _weight(graph: _Graph, node: onnx.NodeProto, transposed: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 weight as (K, N), scale of shape () or (N,)) of a weight's DequantizeLinear."""
+    weight, scale = graph.array(node.input[0]), graph.array(_input(node, 1))
+    if weight is None or scale is None or weight.dtype != np.int8 or weight.ndim != 2 or scale.dtype != np.float32:
+        return None
+    zero = _input(node, 2)
+    if zero and (graph.array(zero) is None or np.any(graph.array(zero))):
+        return None
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    if any(a.name == "block_size" and a.i for a in node.attribute):
+        return None
+    columns_axis = 0 if transposed else 1
+    if scale.size != 1 and (scale.ndim != 1 or axis % 2 != columns_axis or scale.size != weight.shape[columns_axis]):
+        return None
+    return (weight.T if transposed else weight), scale.reshape(()) if scale.size == 1 else scale
+
+
+def _gemm_plain(node: onnx.NodeProto) -> bool | None:
+    """``transB`` of a Gemm whose other attributes leave it a matmul plus bias, else None."""
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if attributes.get("transA", 0) or attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0:
+        return None
+    return bool(attributes.get("transB", 0))
+
+
+def integer_qdq_matmuls(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` with each QDQ MatMul/Gemm (module docstring) as an integer matmul and a
+    scale (the model itself when it has none)."""
+    if not any(n.op_type in ("MatMul", "Gemm") for n in proto.graph.node):
+        return proto
+    graph = _Graph(proto)
+    rewrites: dict[int, tuple[list[onnx.NodeProto], list[onnx.TensorProto]]] = {}
+    for position, node in enumerate(proto.graph.node):
+        if node.op_type not in ("MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
+            continue
+        transposed = False if node.op_type == "MatMul" else _gemm_plain(node)
+        a_node, w_node = (graph.dequantized(_input(node, i)) for i in (0, 1))
+        if transposed is None or a_node is None or w_node is None or graph.types.get(node.output[0]) != TensorProto.FLOAT:
+            continue
+        activation, weight = _activation(graph, a_node), _weight(graph, w_node, transposed)
+        if activation is None or weight is None:
+            continue
+        a, a_scale, a_zero = activation
+        w, w_scale = weight
+        label = f"{node.name or node.op_type + '_' + str(position)}/int8"
+        names = {key: f"{label}/{key}" for key in ("weight", "scale", "product", "float", "scaled")}
+        initializers = [numpy_helper.from_array(np.ascontiguousarray(w), names["weight"]),
+                        numpy_helper.from_array((np.float32(a_scale) * w_scale).astype(np.float32), names["scale"])]
+        bias = _input(node, 2) if node.op_type == "Gemm" else ""
+        result = node.output[0]
+        nodes = [
+            helper.make_node("MatMulInteger", [a, names["weight"], *([a_zero] if a_zero else [])], [names["product"]],
+                             name=f"{label}/matmul"),
+            helper.make_node("Cast", [names["product"]], [names["float"]], to=TensorProto.FLOAT, name=f"{label}/cast"),
+            helper.make_node("Mul", [names["float"], names["scale"]], [names["scaled"] if bias else result],
+                             name=f"{label}/scale"),
+        ]
+        if bias:
+            nodes.append(helper.make_node("Add", [names["scaled"], bias], [result], name=f"{label}/bias"))
+        rewrites[position] = (nodes, initializers)
+    if not rewrites:
+        return proto
+    proto = onnx.ModelProto.FromString(proto.SerializeToString())
+    nodes: list[onnx.NodeProto] = []
+    for position, node in enumerate(proto.graph.node):
+        if position in rewrites:
+            new_nodes, initializers = rewrites[position]
+            nodes.extend(new_nodes)
+            proto.graph.initializer.extend(initializers)
+        else:
+            nodes.append(node)
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    return proto

@@ -1,0 +1,147 @@
+"""8-bit matmuls (MatMulInteger, QLinearMatMul) with constant weights: the u8 x s8 VNNI
+kernels of pipelines/int8_matmul.py where the CPU has them, the widened i32 matmul where it
+does not (``-mattr=-avx512vnni``), and both exact against the ONNX reference.
+
+The shapes cover the kernel's edges: K not a multiple of 4 (the last group is read masked),
+N not a multiple of the register tile's columns (masked stores), M not a multiple of its rows
+(the one-row loop), a 3-D activation, and a matrix too small for a whole tile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilecraft
+from tilecraft.pipelines.target import Target
+
+from onnx_testing import make_model, reference_outputs
+
+RNG = np.random.default_rng(11)
+HOST_VNNI = Target.parse("llvm").has_avx512_vnni
+SHAPES = [((5, 6), 3), ((1, 7, 30), 70), ((13, 64), 48), ((100, 257), 33), ((2, 3, 512), 200)]
+
+
+def integers(shape, dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, int(info.max) + 1, size=shape, dtype=dtype)
+
+
+def compiled_against_reference(model, inputs, target: str = "llvm") -> tilecraft.CompiledModule:
+    compiled = tilecraft.compile(model, target=target)
+    (expected,) = reference_outputs(model, inputs)
+    got = compiled(**inputs)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    return compiled
+
+
+@pytest.mark.parametrize("a_shape,n", SHAPES)
+@pytest.mark.parametrize("a_dtype", [np.uint8, np.int8])
+def test_matmul_integer_with_constant_weights_is_exact(a_shape, n, a_dtype):
+    a = integers(a_shape, a_dtype)
+    b = integers((a_shape[-1], n), np.int8)
+    model = make_model("MatMulInteger", {"a": a}, constants={"b": b, "a_zero": np.array(17 if a_dtype == np.uint8 else -9, a_dtype)},
+                       opset=10)
+    compiled = compiled_against_reference(model, {"a": a})
+    uses_kernel = "tilecraft_int8_matmul" in compiled.ir("schedule")
+    assert uses_kernel == HOST_VNNI
+
+
+@pytest.mark.parametrize("a_dtype", [np.uint8, np.int8])
+def test_without_vnni_the_operands_are_widened_and_the_result_is_the_same(a_dtype):
+    a = integers((9, 40), a_dtype)
+    b = integers((40, 24), np.int8)
+    model = make_model("MatMulInteger", {"a": a}, constants={"b": b, "a_zero": np.array(3, a_dtype)}, opset=10)
+    compiled = compiled_against_reference(model, {"a": a}, target="llvm -mattr=-avx512vnni")
+    assert "tilecraft_int8_matmul" not in compiled.ir("schedule")
+
+
+@pytest.mark.parametrize("b_dtype", [np.uint8, np.int8])
+def test_weights_the_kernel_does_not_take_still_give_exact_results(b_dtype):
+    """Unsigned weights (vpdpbusd's second operand is signed), weights given at run time,
+    and a weight zero point: the widened matmul."""
+    a = integers((6, 20), np.uint8)
+    b = integers((20, 18), b_dtype)
+    compiled_against_reference(
+        make_model("MatMulInteger", {"a": a}, constants={"b": b, "a_zero": np.uint8(5)}, opset=10), {"a": a})
+    compiled_against_reference(make_model("MatMulInteger", {"a": a, "b": b}, opset=10), {"a": a, "b": b})
+    compiled_against_reference(
+        make_model("MatMulInteger", {"a": a}, constants={"b": b, "a_zero": np.uint8(5), "b_zero": np.array(2, b_dtype)},
+                   opset=10), {"a": a})
+
+
+@pytest.mark.parametrize("a_dtype", [np.uint8, np.int8])
+def test_qlinear_matmul_with_constant_weights_requantizes_exactly(a_dtype):
+    a = integers((2, 10, 72), a_dtype)
+    b = integers((72, 40), np.int8)
+    params = {
+        "a_scale": np.array(0.02, np.float32), "a_zero": np.array(4, a_dtype), "b": b,
+        "b_scale": np.array(0.003, np.float32), "b_zero": np.array(0, np.int8),
+        "y_scale": np.array(0.4, np.float32), "y_zero": np.array(7, a_dtype),
+    }
+    model = make_model("QLinearMatMul", {"a": a}, constants=params, opset=10,
+                       input_order=["a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero"])
+    compiled = compiled_against_reference(model, {"a": a})
+    assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+
+
+def test_target_features_decide_vnni():
+    assert Target.parse("llvm -mcpu=cascadelake").has_avx512_vnni
+    assert not Target.parse("llvm -mcpu=skylake-avx512").has_avx512_vnni
+    assert not Target.parse("llvm -mcpu=cascadelake -mattr=-avx512vnni").has_avx512_vnni
+    assert Target.parse("llvm -mcpu=skylake-avx512 -mattr=+avx512vnni").has_avx512_vnni
+    assert not Target.parse("llvm -mtriple=aarch64-linux-gnu").has_avx512_vnni
+
+
+def qdq_model(op_type: str, *, per_channel: bool, transposed: bool = False, bias: bool = False,
+              weight_zero: bool = False):
+    """x (f32) -> QuantizeLinear (u8) -> DequantizeLinear -> MatMul/Gemm with a
+    DequantizeLinear'd int8 weight -> y (f32): the pattern quantize_static writes."""
+    from onnx import TensorProto, helper, numpy_helper
+    k, n = 48, 20
+    w = integers((n, k) if transposed else (k, n), np.int8)
+    w_scale = (RNG.uniform(0.001, 0.01, n) if per_channel else np.array(0.004)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w_scale, "w_scale"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "x_scale"),
+             numpy_helper.from_array(np.array(128, np.uint8), "x_zero")]
+    if weight_zero:
+        inits.append(numpy_helper.from_array(np.full(w_scale.shape, 3, np.int8), "w_zero"))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zero"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "w_scale", *(["w_zero"] if weight_zero else [])], ["wd"],
+                              axis=0 if transposed else 1)]
+    inputs = ["xd", "wd"]
+    if bias:
+        inits.append(numpy_helper.from_array(RNG.standard_normal(n).astype(np.float32), "bias"))
+        inputs.append("bias")
+    attributes = {"transB": 1} if transposed else {}
+    nodes.append(helper.make_node(op_type, inputs, ["y"], **attributes))
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize("op_type,transposed,bias", [("MatMul", False, False), ("Gemm", True, True), ("Gemm", False, True)])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qdq_matmul_and_gemm_become_integer_matmuls(op_type, transposed, bias, per_channel):
+    from tilecraft.frontend.onnx.qdq import integer_qdq_matmuls
+    model = qdq_model(op_type, per_channel=per_channel, transposed=transposed, bias=bias)
+    rewritten = integer_qdq_matmuls(model)
+    assert [n.op_type for n in rewritten.graph.node if n.op_type in ("MatMul", "Gemm", "MatMulInteger")] == ["MatMulInteger"]
+    x = RNG.standard_normal((6, 48)).astype(np.float32)
+    (expected,) = reference_outputs(model, {"x": x})
+    compiled = tilecraft.compile(model)
+    # The float reference rounds each product's sum; the integer sum is exact.
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-5, atol=1e-5)
+    assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+
+
+def test_qdq_matmul_with_a_weight_zero_point_stays_float():
+    from tilecraft.frontend.onnx.qdq import integer_qdq_matmuls
+    model = qdq_model("MatMul", per_channel=True, weight_zero=True)
+    assert [n.op_type for n in integer_qdq_matmuls(model).graph.node].count("MatMul") == 1
+    x = RNG.standard_normal((6, 48)).astype(np.float32)
+    (expected,) = reference_outputs(model, {"x": x})
+    np.testing.assert_allclose(tilecraft.compile(model)(x), expected, rtol=1e-5, atol=1e-5)
