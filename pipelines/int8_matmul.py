@@ -46,7 +46,7 @@ from mlir.dialects import func, linalg, vector
 from ..errors import PipelineError
 from ..frontend.emit import core
 from ..frontend.resources import constant_array
-from .ir_queries import defined_functions, defining_op, ops_where
+from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where
 from .passes import positive_int_option, register_pass
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
@@ -101,16 +101,6 @@ def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
     if set(add.operands) != {acc, mul.results[0]} or yielded.operands[0] != add.results[0]:
         return None
     return signedness["a"], signedness["b"]
-
-
-def _zero_filled(value: ir.Value) -> bool:
-    fill = defining_op(value)
-    if fill is None or fill.name != "linalg.fill":
-        return False
-    scalar = defining_op(fill.operands[0])
-    return (scalar is not None and scalar.name == "arith.constant"
-            and isinstance(scalar.attributes["value"], ir.IntegerAttr)
-            and ir.IntegerAttr(scalar.attributes["value"]).value == 0)
 
 
 def _literal_array(value: ir.Value) -> np.ndarray | None:
@@ -337,7 +327,7 @@ def int8_matmul_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             a, b, init = op.operands
             static = all(ir.RankedTensorType(v.type).has_static_shape for v in (a, b))
             weights = _literal_array(b) if vnni == "1" and static and not b_unsigned else None
-            if weights is not None and _zero_filled(init):
+            if weights is not None and is_zero_fill(init):
                 _to_vnni_kernel(module, op, weights, a_unsigned, threads)
             else:
                 _to_widened_matmul(op, a_unsigned, b_unsigned)

@@ -61,3 +61,19 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
         return None
     owner = value.owner
     return owner.operation if hasattr(owner, "operation") else owner
+
+
+def is_zero_fill(value: ir.Value) -> bool:
+    """True when ``value`` is ``linalg.fill`` of a constant zero (0.0 or integer 0): the
+    accumulator of a matmul or convolution that computes a plain product, which a kernel
+    or backend call that overwrites its output may ignore (any other init must be added)."""
+    fill = defining_op(value)
+    if fill is None or fill.name != "linalg.fill":
+        return False
+    constant = defining_op(fill.operands[0])
+    if constant is None or constant.name != "arith.constant":
+        return False
+    attr = constant.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return ir.FloatAttr(attr).value == 0.0
+    return isinstance(attr, ir.IntegerAttr) and ir.IntegerAttr(attr).value == 0

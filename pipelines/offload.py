@@ -192,19 +192,6 @@ def _load_installed(name: str) -> None:
         return
 
 
-def is_zero_fill(value: ir.Value) -> bool:
-    """True when ``value`` is ``linalg.fill`` of the constant 0.0: the accumulator of a
-    matmul or convolution that computes a plain product (a backend whose call overwrites
-    its output may ignore it; any other init must still be added)."""
-    fill = defining_op(value)
-    if fill is None or fill.name != "linalg.fill":
-        return False
-    constant = defining_op(fill.operands[0])
-    return (constant is not None and constant.name == "arith.constant"
-            and isinstance(constant.attributes["value"], ir.FloatAttr)
-            and ir.FloatAttr(constant.attributes["value"]).value == 0.0)
-
-
 def offload_summary(module: ir.Operation) -> dict[str, dict[str, int]]:
     """Per backend, how many ops of each kind it took, and how many it declined
     (``"declined"``), from the module's ``tilecraft.offload`` attribute."""

@@ -33,8 +33,8 @@ from ...errors import BackendError
 from ...runtime.extern import ExternFunction, register_c
 from ...runtime.native import build_shared_library
 from ..extern import emit_call
-from ..ir_queries import defining_op
-from ..offload import Backend, Region, is_zero_fill, register_backend
+from ..ir_queries import defining_op, is_zero_fill
+from ..offload import Backend, Region, register_backend
 
 SHIM_SOURCE = Path(__file__).with_name("blas_shim.c")
 SHIM_NAME = "libtilecraft_blas.so"

@@ -18,13 +18,12 @@ from mlir.dialects import arith, linalg, tensor
 
 from ...dialects import graph
 from ...frontend.emit import core, reshapes
-from ..ir_queries import defined_functions
+from ..ir_queries import defined_functions, is_zero_fill
 from ..passes import register_pass
 from .constant_folding import (
     ConstantAnalysis,
     affine_link,
     is_bias_add,
-    is_zero_fill,
     single_user,
 )
 

@@ -35,7 +35,7 @@ from ...dialects import graph
 from ...frontend.emit import core, reshapes
 from ...frontend.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
 from ..entry import entry_signature
-from ..ir_queries import defined_functions
+from ..ir_queries import defined_functions, is_zero_fill
 from ..jit import JitFunction
 from ..loop_nest import is_structured
 from ..passes import register_pass
@@ -107,17 +107,6 @@ class ConstantAnalysis:
 def single_user(value: ir.Value) -> ir.Operation | None:
     uses = list(value.uses)
     return graph._op(uses[0].owner) if len(uses) == 1 else None
-
-
-def is_zero_fill(value: ir.Value) -> bool:
-    owner = graph._op(value.owner) if isinstance(value, ir.OpResult) else None
-    if owner is None or owner.name != "linalg.fill":
-        return False
-    scalar = graph._op(owner.operands[0].owner) if isinstance(owner.operands[0], ir.OpResult) else None
-    if scalar is None or scalar.name != "arith.constant":
-        return False
-    attr = scalar.attributes["value"]
-    return isinstance(attr, ir.FloatAttr) and ir.FloatAttr(attr).value == 0.0
 
 
 def affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: ConstantAnalysis) -> int | None:

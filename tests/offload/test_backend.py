@@ -9,7 +9,7 @@ import pytest
 import tilecraft
 from tilecraft.errors import BackendError
 from tilecraft.pipelines.extern import emit_call
-from tilecraft.pipelines.offload import is_zero_fill
+from tilecraft.pipelines.ir_queries import is_zero_fill
 from tilecraft.tools.cli import run_cli, split_composite_target
 
 PLAIN = ("affine_map<(d0, d1, d2) -> (d0, d2)>", "affine_map<(d0, d1, d2) -> (d2, d1)>")
