@@ -22,7 +22,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from . import core
-from .contraction import accumulator_type, collapse, expand, generic_op, round_to
+from .contraction import accumulator_type, collapse, expand, generic_op, integer_matmul, round_to
 
 Extent = "int | ir.Value"
 
@@ -219,6 +219,66 @@ def conv(
             grouped = _grouped_generic(xg, wg, init, strides, dilations)
         result = collapse(grouped, x_groups)
     return _add_bias(result, bias, element)
+
+
+# --- 8-bit integer convolution -------------------------------------------------------------
+
+
+def integer_conv2d(
+    x: ir.Value,
+    w: np.ndarray,
+    *,
+    x_zero: int,
+    x_unsigned: bool,
+    strides: Sequence[int],
+    padding_low: Sequence[int],
+    padding_high: Sequence[int],
+    dilations: Sequence[int],
+    bias: np.ndarray | None = None,
+) -> ir.Value:
+    """``sum (x - x_zero) * w + bias`` in i32: a 2-D convolution of an 8-bit NCHW ``x`` by a
+    constant int8 filter ``w`` (F, C, KH, KW) without zero point, ``bias`` (F,) int32.
+
+    Why not the named convolution of widened operands: it is computed as a matmul of the raw
+    8-bit values (``contraction.integer_matmul``), which the pipeline runs on u8 x s8
+    dot-product kernels (pipelines/int8_matmul.py). ``x`` goes to NHWC, is padded with its
+    zero point (so padding contributes nothing once the zero point is taken off), and its
+    windows are laid out as rows (im2col: (N*OH*OW, KH*KW*C); a 1x1 stride-1 convolution
+    needs no copy). The zero point comes off afterwards as ``x_zero * sum(w[f])``, with the
+    bias. The two transposes (NCHW -> NHWC in, back out) are layout conversions that
+    ``tilecraft-convert-layout`` propagates and cancels between consecutive convolutions, as
+    it does for float ones.
+    """
+    i8, i32 = ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
+    filters, channels, kh, kw = w.shape
+    check_window_args("conv", 2, strides=strides, padding_low=padding_low,
+                      padding_high=padding_high, dilations=dilations)
+    x = _with_static_channels(x, channels)
+    nhwc = core.transpose(x, [0, 2, 3, 1])
+    fill = int(np.array(x_zero).astype(np.uint8 if x_unsigned else np.int8).view(np.int8))
+    nhwc = core.pad_constant(nhwc, [0, *padding_low, 0], [0, *padding_high, 0], fill)
+    batch, height, width, _ = core.sizes(nhwc)
+    out_h = window_output_extent(height, 0, 0, kh, strides[0], dilations[0])
+    out_w = window_output_extent(width, 0, 0, kw, strides[1], dilations[1])
+    if (kh, kw) == (1, 1) and list(strides) == [1, 1]:
+        rows = collapse(nhwc, [[0, 1, 2], [3]])
+    else:
+        d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, oh, ow, kh, kw, c
+        window = ir.AffineMap.get(6, 0, [d[0], d[1] * strides[0] + d[3] * dilations[0],
+                                         d[2] * strides[1] + d[4] * dilations[1], d[5]])
+        patches = generic_op([nhwc], core.empty([batch, out_h, out_w, kh, kw, channels], i8),
+                             [window, ir.AffineMap.get_identity(6)], 6, 0, lambda v, _: v)
+        rows = collapse(patches, [[0, 1, 2], [3, 4, 5]])
+    matrix = core.constant(np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(kh * kw * channels, filters)),
+                           name="conv_weights")
+    product = expand(integer_matmul(rows, matrix, a_unsigned=x_unsigned, b_unsigned=False),
+                     [[0, 1, 2], [3]], [batch, out_h, out_w, filters])
+    offset = int(x_zero) * w.astype(np.int64).sum(axis=(1, 2, 3))
+    if bias is not None:
+        offset = offset - bias.astype(np.int64)
+    offsets = core.constant(offset.astype(np.int32), name="conv_offsets")
+    corrected = core.elementwise([product, offsets], i32, arith.subi)
+    return core.transpose(corrected, [0, 3, 1, 2])
 
 
 # --- transposed convolution ------------------------------------------------------------------

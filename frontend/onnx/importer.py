@@ -313,7 +313,7 @@ def import_model(
     proto = upgrade_old_opset(load_model(model))
     opset = default_opset(proto)
     proto = expand_gradients(proto, opset)
-    proto = integer_qdq_matmuls(expand_contrib_ops(proto))
+    proto = expand_contrib_ops(proto)
     problems = unsupported_nodes(proto.graph, opset)
     if problems:
         listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)
@@ -321,6 +321,7 @@ def import_model(
             f"{len(problems)} unsupported operator(s) in {source_name}: {listing}", problems=problems
         )
     proto = as_ir4_if_initializers_unlisted(proto)  # for shape inference too, not only the check
+    proto = integer_qdq_matmuls(proto)  # after: its pattern tests read inferred element types
     check_model(proto)
     proto = infer_shapes(override_input_shapes(proto, shape_dict))
     return build_module(

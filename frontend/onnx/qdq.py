@@ -1,4 +1,4 @@
-"""QDQ matmuls as integer matmuls: ``MatMul(DequantizeLinear(a), DequantizeLinear(w))``.
+"""QDQ matmuls and convolutions as integer ones: ``MatMul(DequantizeLinear(a), DequantizeLinear(w))``.
 
 A model in QDQ format (``quantize_static``'s default, and what QGemm expands to in
 contrib.py) computes each quantized matmul in float between a DequantizeLinear of the 8-bit
@@ -10,6 +10,9 @@ the same value is the i32 ``MatMulInteger(a, w, za)`` scaled once per column. Th
 rewrites such MatMul and Gemm nodes, before import, into exactly that::
 
     MatMulInteger(a, w, za) -> Cast(float) -> Mul(sa * sw)  [-> Add(C) for a Gemm's bias]
+
+and a 2-D ungrouped Conv the same way, with ConvInteger (ops/nn.py runs it as an im2col
+int8 matmul) and the scale and bias per output channel, shaped (F, 1, 1).
 
 so that the product runs on the 8-bit operands (pipelines/int8_matmul.py: VNNI kernels on
 CPUs that have them). The integer sum is exact where the float one rounds, so the result
@@ -87,6 +90,25 @@ def _weight(graph: _Graph, node: onnx.NodeProto, transposed: bool) -> tuple[np.n
     return (weight.T if transposed else weight), scale.reshape(()) if scale.size == 1 else scale
 
 
+def _filter(graph: _Graph, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 filter (F, C, KH, KW), scale of shape () or (F, 1, 1)) of a convolution
+    filter's DequantizeLinear."""
+    weight, scale = graph.array(node.input[0]), graph.array(_input(node, 1))
+    if weight is None or scale is None or weight.dtype != np.int8 or weight.ndim != 4 or scale.dtype != np.float32:
+        return None
+    zero = _input(node, 2)
+    if zero and (graph.array(zero) is None or np.any(graph.array(zero))):
+        return None
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    if any(a.name == "block_size" and a.i for a in node.attribute):
+        return None
+    if scale.size == 1:
+        return weight, scale.reshape(())
+    if scale.ndim != 1 or axis % 4 != 0 or scale.size != weight.shape[0]:
+        return None
+    return weight, scale.reshape(-1, 1, 1)
+
+
 def _gemm_plain(node: onnx.NodeProto) -> bool | None:
     """``transB`` of a Gemm whose other attributes leave it a matmul plus bias, else None."""
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -95,14 +117,53 @@ def _gemm_plain(node: onnx.NodeProto) -> bool | None:
     return bool(attributes.get("transB", 0))
 
 
+def _integer_conv(graph: _Graph, node: onnx.NodeProto, position: int
+                  ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]] | None:
+    """A QDQ Conv (2-D, ungrouped) as ConvInteger, Cast, Mul by ``x_scale * w_scale[f]`` and
+    Add of the bias reshaped to (F, 1, 1); ``None`` when it does not qualify."""
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    x_node, w_node = (graph.dequantized(_input(node, i)) for i in (0, 1))
+    if attributes.get("group", 1) != 1 or x_node is None or w_node is None \
+            or graph.types.get(node.output[0]) != TensorProto.FLOAT:
+        return None
+    activation, weight = _activation(graph, x_node), _filter(graph, w_node)
+    if activation is None or weight is None:
+        return None
+    x, x_scale, x_zero = activation
+    w, w_scale = weight
+    label = f"{node.name or 'Conv_' + str(position)}/int8"
+    names = {key: f"{label}/{key}" for key in ("weight", "scale", "product", "float", "scaled", "shape", "bias")}
+    initializers = [numpy_helper.from_array(w, names["weight"]),
+                    numpy_helper.from_array((np.float32(x_scale) * w_scale).astype(np.float32), names["scale"])]
+    bias = _input(node, 2)
+    result = node.output[0]
+    nodes = [
+        helper.make_node("ConvInteger", [x, names["weight"], *([x_zero] if x_zero else [])], [names["product"]],
+                         name=f"{label}/conv", **{k: v for k, v in attributes.items() if k != "group"}),
+        helper.make_node("Cast", [names["product"]], [names["float"]], to=TensorProto.FLOAT, name=f"{label}/cast"),
+        helper.make_node("Mul", [names["float"], names["scale"]], [names["scaled"] if bias else result],
+                         name=f"{label}/scale"),
+    ]
+    if bias:
+        initializers.append(numpy_helper.from_array(np.array([-1, 1, 1], np.int64), names["shape"]))
+        nodes += [helper.make_node("Reshape", [bias, names["shape"]], [names["bias"]], name=f"{label}/bias_shape"),
+                  helper.make_node("Add", [names["scaled"], names["bias"]], [result], name=f"{label}/bias")]
+    return nodes, initializers
+
+
 def integer_qdq_matmuls(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` with each QDQ MatMul/Gemm (module docstring) as an integer matmul and a
     scale (the model itself when it has none)."""
-    if not any(n.op_type in ("MatMul", "Gemm") for n in proto.graph.node):
+    if not any(n.op_type in ("MatMul", "Gemm", "Conv") for n in proto.graph.node):
         return proto
     graph = _Graph(proto)
     rewrites: dict[int, tuple[list[onnx.NodeProto], list[onnx.TensorProto]]] = {}
     for position, node in enumerate(proto.graph.node):
+        if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
+            rewrite = _integer_conv(graph, node, position)
+            if rewrite is not None:
+                rewrites[position] = rewrite
+            continue
         if node.op_type not in ("MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
             continue
         transposed = False if node.op_type == "MatMul" else _gemm_plain(node)

@@ -16,6 +16,9 @@ layout is NHWC, the only one the option accepts.
   ``linalg.transpose`` (FCHW -> HWCF, CHW -> HWC) that ``tilecraft-fold-constants``
   evaluates at compile time when the filter is a constant (run this pass before it). The
   input goes through ``graph.layout_convert`` NCHW -> NHWC, the result through NHWC -> NCHW.
+- *transposes*: a ``linalg.transpose`` NCHW -> NHWC or back is a conversion written out (the
+  int8 convolutions of ``conv.integer_conv2d`` wrap their NHWC matmul in two; a model may
+  hold its own): it becomes a ``graph.layout_convert``, so it propagates and cancels as below.
 - *propagation*: an op reading a value converted NHWC -> NCHW is rewritten to read the NHWC
   value itself and to produce NHWC: a ``linalg.generic`` (elementwise or reduction: each
   operand's indexing map gets its results permuted, broadcast operands such as a
@@ -217,6 +220,29 @@ class LayoutRewriter:
     def rewrite_pad(self, op: ir.Operation) -> None:
         self._replace(op, self._pad(op, self.converted_from(op.operands[0])))
 
+    def transpose_kind(self, op: ir.Operation) -> str | None:
+        """``"to"`` / ``"from"`` when ``op`` is a static rank-4 ``linalg.transpose`` from
+        NCHW to ``layout`` / back: a layout conversion written as a transpose (the int8
+        convolutions, conv.integer_conv2d; a model's own NCHW <-> NHWC Transpose nodes)."""
+        if op.name != "linalg.transpose" or not _static([op.operands[0]]) or _ranked(op.operands[0]).rank != 4:
+            return None
+        permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        if permutation == self.to_layout:
+            return "to"
+        if permutation == layout_permutation(self.layout, SOURCE_LAYOUT):
+            return "from"
+        return None
+
+    def rewrite_transpose(self, op: ir.Operation, kind: str) -> None:
+        """A transpose to ``layout`` reads the value in ``layout`` (cancelling a conversion
+        back); one from ``layout`` becomes a conversion the ops after it propagate."""
+        if kind == "to":
+            op.results[0].replace_all_uses_with(self.in_layout(op.operands[0], op))
+            op.erase()
+            self.rewritten += 1
+        else:
+            self._replace(op, op.operands[0])
+
     def rewrite_generic(self, op: ir.Operation) -> None:
         """Operands converted from ``layout`` are read directly (map results permuted); other
         full rank-4 operands are converted; a rank-4 output is produced in ``layout``, its
@@ -279,6 +305,8 @@ class LayoutRewriter:
             self.rewrite_conv(op)
         elif name in _POOLS and _static(list(op.operands) + list(op.results)):
             self.rewrite_pool(op)
+        elif (kind := self.transpose_kind(op)) is not None:
+            self.rewrite_transpose(op, kind)
         elif name == "tensor.pad" and _constant_pad(op) and _ranked(op.operands[0]).rank == 4 \
                 and self._reads_converted(op, [0]):
             self.rewrite_pad(op)

@@ -154,10 +154,33 @@ def conv_op(ctx: NodeContext) -> list[ir.Value]:
     return [_convolution(ctx, ctx.value(0), ctx.value(1), bias)]
 
 
+def _integer_conv(ctx: NodeContext, x_index: int, x_zero_index: int, w_index: int, w_zero_index: int,
+                  bias: np.ndarray | None = None) -> ir.Value | None:
+    """The i32 convolution as ``conv.integer_conv2d`` (8-bit operands kept, for the int8
+    kernels) when it applies: a 2-D, ungrouped convolution of an 8-bit input whose zero point
+    is known at import by a constant int8 filter without zero point; else ``None``."""
+    weight = ctx.const(w_index)
+    zero = ctx.const(x_zero_index) if ctx.has_input(x_zero_index) else np.zeros((), np.uint8)
+    if (weight is None or weight.dtype != np.int8 or weight.ndim != 4 or _spatial_rank(ctx) != 2
+            or int(ctx.attr("group", 1)) != 1 or ctx.dtype(x_index) not in (np.dtype(np.uint8), np.dtype(np.int8))
+            or zero is None or zero.size != 1 or not quantization.absent_or_zero(ctx, w_zero_index)):
+        return None
+    kernel = _kernel(ctx, list(weight.shape))
+    strides = _ints(ctx, "strides", 2, 1)
+    dilations = _ints(ctx, "dilations", 2, 1)
+    low, high = _window_padding(ctx, kernel, strides, dilations)
+    return conv.integer_conv2d(
+        ctx.value(x_index), weight, x_zero=int(zero.reshape(())), x_unsigned=ctx.is_unsigned(x_index),
+        strides=strides, padding_low=low, padding_high=high, dilations=dilations, bias=bias)
+
+
 @onnx_op("ConvInteger", since=10)
 def conv_integer(ctx: NodeContext) -> list[ir.Value]:
     """Conv of the operands widened to i32 with their zero points subtracted; padding the
     centered input with 0 is padding the original with its zero point, as ONNX says."""
+    fast = _integer_conv(ctx, 0, 2, 1, 3)
+    if fast is not None:
+        return [fast]
     x = quantization.centered_i32(ctx, 0, 2, "x")
     w = quantization.centered_i32(ctx, 1, 3, "w", per_row=True)
     return [_convolution(ctx, x, w, None)]
@@ -167,14 +190,19 @@ def conv_integer(ctx: NodeContext) -> list[ir.Value]:
 def qlinear_conv(ctx: NodeContext) -> list[ir.Value]:
     """ConvInteger of the centered operands plus the optional i32 bias, requantized as
     QLinearMatMul is, with a weight scale per tensor or per output channel."""
-    x = quantization.centered_i32(ctx, 0, 2, "x")
-    w = quantization.centered_i32(ctx, 3, 5, "w", per_row=True)
+    constant_bias = ctx.const(8) if ctx.has_input(8) else None  # before value(8) materializes it
     bias = ctx.value(8) if ctx.has_input(8) else None
     if bias is not None and str(core.tensor_type(bias).element_type) != "i32":
         raise HandlerError(f"QLinearConv's bias must be int32, got {core.tensor_type(bias).element_type}")
-    accumulator = _convolution(ctx, x, w, bias)
+    accumulator = None
+    if bias is None or constant_bias is not None:
+        accumulator = _integer_conv(ctx, 0, 2, 3, 5, constant_bias)
+    if accumulator is None:
+        x = quantization.centered_i32(ctx, 0, 2, "x")
+        w = quantization.centered_i32(ctx, 3, 5, "w", per_row=True)
+        accumulator = _convolution(ctx, x, w, bias)
     rank = core.tensor_type(accumulator).rank
-    channels = core.static_shape(w)[0]
+    channels = core.static_shape(ctx.value(3))[0]
     scales = [quantization.per_tensor(ctx, 1, "x_scale"),
               quantization.per_output_channel_scale(ctx, 4, "w_scale", channels, rank),
               quantization.per_tensor(ctx, 6, "y_scale")]

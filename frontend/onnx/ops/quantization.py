@@ -246,7 +246,8 @@ def centered_i32(
 _EIGHT_BIT = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
-def _absent_or_zero(ctx: NodeContext, index: int) -> bool:
+def absent_or_zero(ctx: NodeContext, index: int) -> bool:
+    """Whether input ``index`` (a zero point) is absent or known at import to be all zeros."""
     if not ctx.has_input(index):
         return True
     zero = ctx.const(index)
@@ -267,13 +268,13 @@ def integer_product(ctx: NodeContext, a_index: int, a_zero_index: int, b_index: 
     widened first."""
     a_rank, b_rank = (core.tensor_type(ctx.value(i)).rank for i in (a_index, b_index))
     if (ctx.dtype(a_index) in _EIGHT_BIT and ctx.dtype(b_index) in _EIGHT_BIT and a_rank >= 2
-            and b_rank == 2 and _absent_or_zero(ctx, b_zero_index)):
+            and b_rank == 2 and absent_or_zero(ctx, b_zero_index)):
         i32 = ir.IntegerType.get_signless(32)
         b = ctx.value(b_index)
         b_unsigned = ctx.is_unsigned(b_index)
         product = contraction.integer_matmul(ctx.value(a_index), b, a_unsigned=ctx.is_unsigned(a_index),
                                              b_unsigned=b_unsigned)
-        if _absent_or_zero(ctx, a_zero_index):
+        if absent_or_zero(ctx, a_zero_index):
             return product
         zero = per_tensor(ctx, a_zero_index, "a zero point")
         zero_unsigned = ctx.is_unsigned(a_zero_index)

@@ -145,3 +145,71 @@ def test_qdq_matmul_with_a_weight_zero_point_stays_float():
     x = RNG.standard_normal((6, 48)).astype(np.float32)
     (expected,) = reference_outputs(model, {"x": x})
     np.testing.assert_allclose(tilecraft.compile(model)(x), expected, rtol=1e-5, atol=1e-5)
+
+
+CONVS = [  # (input shape, filter shape, attributes)
+    ((1, 3, 9, 9), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 5, 10, 7), (20, 5, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
+    ((1, 16, 6, 6), (40, 16, 1, 1), {}),
+    ((1, 16, 7, 7), (24, 16, 1, 1), {"strides": [2, 2]}),
+    ((1, 4, 11, 11), (6, 4, 3, 3), {"dilations": [2, 2], "auto_pad": "SAME_UPPER"}),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attributes", CONVS)
+@pytest.mark.parametrize("x_dtype", [np.uint8, np.int8])
+def test_conv_integer_with_a_constant_filter_is_an_exact_int8_matmul(x_shape, w_shape, attributes, x_dtype):
+    x, w = integers(x_shape, x_dtype), integers(w_shape, np.int8)
+    zero = np.array(131 if x_dtype == np.uint8 else -7, x_dtype)
+    model = make_model("ConvInteger", {"x": x}, constants={"w": w, "x_zero": zero}, attributes=attributes, opset=10)
+    compiled = compiled_against_reference(model, {"x": x})
+    assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv_with_constant_filter_and_bias_requantizes_exactly(per_channel):
+    x, w = integers((1, 6, 8, 8), np.uint8), integers((10, 6, 3, 3), np.int8)
+    params = {
+        "x_scale": np.array(0.03, np.float32), "x_zero": np.array(120, np.uint8), "w": w,
+        "w_scale": (RNG.uniform(0.002, 0.02, 10) if per_channel else np.array(0.01)).astype(np.float32),
+        "w_zero": np.zeros(10 if per_channel else (), np.int8),
+        "y_scale": np.array(0.5, np.float32), "y_zero": np.array(100, np.uint8),
+        "bias": RNG.integers(-3000, 3000, 10).astype(np.int32),
+    }
+    model = make_model("QLinearConv", {"x": x}, constants=params, attributes={"pads": [1, 1, 1, 1]}, opset=10,
+                       input_order=["x", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero", "bias"])
+    compiled = compiled_against_reference(model, {"x": x})
+    assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_qdq_conv_becomes_an_integer_convolution(per_channel, bias):
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tilecraft.frontend.onnx.qdq import integer_qdq_matmuls
+    f, c = 12, 5
+    w = integers((f, c, 3, 3), np.int8)
+    w_scale = (RNG.uniform(0.001, 0.01, f) if per_channel else np.array(0.004)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w_scale, "w_scale"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "x_scale"),
+             numpy_helper.from_array(np.array(128, np.uint8), "x_zero")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zero"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "w_scale"], ["wd"], axis=0)]
+    inputs = ["xd", "wd"]
+    if bias:
+        inits.append(numpy_helper.from_array(RNG.standard_normal(f).astype(np.float32), "bias"))
+        inputs.append("bias")
+    nodes += [helper.make_node("Conv", inputs, ["conv"], pads=[1, 1, 1, 1], strides=[2, 2]),
+              helper.make_node("Relu", ["conv"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 9, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, 5, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    assert "ConvInteger" in [n.op_type for n in integer_qdq_matmuls(model).graph.node]
+    x = RNG.standard_normal((1, c, 9, 9)).astype(np.float32)
+    (expected,) = reference_outputs(model, {"x": x})
+    compiled = tilecraft.compile(model)
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-5, atol=1e-5)
+    assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
