@@ -55,6 +55,7 @@ LANES = 16        # i32 lanes of a 512-bit accumulator
 GROUP = 4         # bytes of k one lane's dot product sums
 MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
 ACCUMULATORS = 24  # of the 32 vector registers; the rest hold B' and the broadcast of A
+K_BLOCK = 64      # groups of k per block: its B' panel (64 x 256 bytes) stays in L1
 _SIGN_FLIP = -2139062144  # 0x80808080: each byte's sign bit
 
 # acc[i] += sum_j ext(a[i, j]) * ext(b[i, j]): vpdpbusd's meaning, on (16 lanes, 4 bytes).
@@ -155,11 +156,18 @@ def kernel_name(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str:
 
 def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str:
     """The kernel function's MLIR (see the module docstring): ``(A: MxKxi8, B': packed,
-    start: i32 per padded column) -> MxNxi32``."""
+    start: i32 per padded column) -> MxNxi32``.
+
+    Per task (a block of rows by one column tile): the tile is first filled with the start
+    values; then, per block of ``K_BLOCK`` groups of k (its B' panel, 16 KB, stays in L1
+    while every register tile of the task's rows uses it), each register tile loads its
+    accumulators from the tile, adds the block's dot products and stores them back; a K
+    that is not a multiple of 4 ends with one masked group."""
     rows, vectors = register_tile(n)
     columns = vectors * LANES
     tiles, groups = -(-n // columns), -(-k // GROUP)
     full_groups = k // GROUP
+    blocks = -(-full_groups // K_BLOCK)
     block_rows = _row_blocks(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
     name = kernel_name(m, n, k, a_unsigned, threads)
@@ -167,100 +175,130 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str
     b_type = f"tensor<{tiles}x{groups}x{columns * GROUP}xi8>"
     s_type = f"tensor<{tiles * columns}xi32>"
     c_type = f"tensor<{m}x{n}xi32>"
+    tile_type = "tensor<?x?xi32>"
     acc = "vector<16xi32>"
+    # Column tiles all whole: the accumulators' loads and stores need no mask.
+    columns_in_bounds = "true" if n % columns == 0 else "false"
     lines = [
         f"func.func private @{name}(%a: {a_type}, %b: {b_type}, %start: {s_type}) -> {c_type} {{",
         "  %c0 = arith.constant 0 : index",
         "  %c1 = arith.constant 1 : index",
         f"  %c_rows = arith.constant {rows} : index",
         f"  %c_full = arith.constant {full_groups} : index",
+        f"  %c_blocks = arith.constant {blocks} : index",
         "  %i8_0 = arith.constant 0 : i8",
         "  %i32_0 = arith.constant 0 : i32",
         f"  %flip = arith.constant dense<{_SIGN_FLIP}> : {acc}",
+        *(f"  %c{offset} = arith.constant {offset} : index"
+          for offset in sorted(({v * 64 for v in range(vectors)} | {v * LANES for v in range(vectors)}) - {0})),
         f"  %empty = tensor.empty() : {c_type}",
         f"  %c = scf.forall (%rb, %t) in ({row_blocks}, {tiles}) shared_outs(%out = %empty) -> ({c_type}) {{",
         f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
         f"    %n0 = affine.apply affine_map<(d0) -> (d0 * {columns})>(%t)",
         f"    %nrows = affine.min affine_map<(d0) -> ({block_rows}, {m} - d0 * {block_rows})>(%rb)",
         f"    %ncols = affine.min affine_map<(d0) -> ({columns}, {n} - d0 * {columns})>(%t)",
-        f"    %tile = tensor.extract_slice %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {c_type} to tensor<?x?xi32>",
+        f"    %tile = tensor.extract_slice %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {c_type} to {tile_type}",
         f"    %main = affine.apply affine_map<(d0) -> (d0 - d0 mod {rows})>(%nrows)",
     ]
-    starts = [f"%s{v}" for v in range(vectors)]
     for v in range(vectors):
         lines.append(f"    %s{v}_at = affine.apply affine_map<(d0) -> (d0 + {v * LANES})>(%n0)")
         lines.append(f"    %s{v} = vector.transfer_read %start[%s{v}_at], %i32_0 {{in_bounds = [true]}} : {s_type}, {acc}")
+    # The tile starts at the start values.
+    lines.append(f"    %filled = scf.for %r = %c0 to %nrows step %c1 iter_args(%tf = %tile) -> ({tile_type}) {{")
+    current = "%tf"
+    for v in range(vectors):
+        lines.append(f"      %tf{v} = vector.transfer_write %s{v}, {current}[%r, %c{v * LANES}] "
+                     f"{{in_bounds = [{columns_in_bounds}]}} : {acc}, {tile_type}")
+        current = f"%tf{v}"
+    lines += [f"      scf.yield {current} : {tile_type}", "    }"]
 
-    def micro_kernel(tag: str, mr: int, lower: str, upper: str, step: str, source: str) -> list[str]:
-        """scf.for over row groups of ``mr`` in [lower, upper) of the task's tile."""
-        out = [f"    %{tag} = scf.for %i_{tag} = {lower} to {upper} step {step} iter_args(%tl_{tag} = {source}) -> (tensor<?x?xi32>) {{"]
+    def step_body(tag: str, mr: int, group: str, in_bounds: str, accs: list[str], indent: str
+                  ) -> tuple[list[str], list[str]]:
+        """One group of four k: loads of B', broadcasts of A, the dot products."""
+        body = [f"{indent}%k_{tag} = affine.apply affine_map<(d0) -> (d0 * {GROUP})>({group})"]
+        for v in range(vectors):
+            body += [f"{indent}%b{v}_{tag} = vector.transfer_read %b[%t, {group}, %c{v * 64}], %i8_0 "
+                     f"{{in_bounds = [true]}} : {b_type}, vector<64xi8>",
+                     f"{indent}%bs{v}_{tag} = vector.shape_cast %b{v}_{tag} : vector<64xi8> to vector<16x4xi8>",
+                     f"{indent}%be{v}_{tag} = arith.extsi %bs{v}_{tag} : vector<16x4xi8> to vector<16x4xi32>"]
+        new = []
         for r in range(mr):
-            out.append(f"      %row{r}_{tag} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i_{tag})")
-        names = [f"%acc{r}_{v}_{tag}" for r in range(mr) for v in range(vectors)]
-        inits = [starts[v] for r in range(mr) for v in range(vectors)]
-
-        def step_body(group: str, indent: str, in_bounds: str, accs: list[str], suffix: str) -> tuple[list[str], list[str]]:
-            body = [f"{indent}%k{suffix} = affine.apply affine_map<(d0) -> (d0 * {GROUP})>({group})"]
+            body += [
+                f"{indent}%a{r}_{tag} = vector.transfer_read %a[%row{r}_{tag}, %k_{tag}], %i8_0 "
+                f"{{in_bounds = [{in_bounds}]}} : {a_type}, vector<4xi8>",
+                f"{indent}%w{r}_{tag} = vector.bitcast %a{r}_{tag} : vector<4xi8> to vector<1xi32>",
+                f"{indent}%x{r}_{tag} = vector.extract %w{r}_{tag}[0] : i32 from vector<1xi32>",
+                f"{indent}%y{r}_{tag} = vector.broadcast %x{r}_{tag} : i32 to {acc}",
+            ]
+            word = f"%y{r}_{tag}"
+            if not a_unsigned:
+                body.append(f"{indent}%f{r}_{tag} = arith.xori %y{r}_{tag}, %flip : {acc}")
+                word = f"%f{r}_{tag}"
+            body += [f"{indent}%q{r}_{tag} = vector.bitcast {word} : {acc} to vector<64xi8>",
+                     f"{indent}%qs{r}_{tag} = vector.shape_cast %q{r}_{tag} : vector<64xi8> to vector<16x4xi8>",
+                     f"{indent}%qe{r}_{tag} = arith.extui %qs{r}_{tag} : vector<16x4xi8> to vector<16x4xi32>"]
             for v in range(vectors):
-                body += [f"{indent}%b{v}{suffix} = vector.transfer_read %b[%t, {group}, %c{v * 64}], %i8_0 "
-                         f"{{in_bounds = [true]}} : {b_type}, vector<64xi8>",
-                         f"{indent}%bs{v}{suffix} = vector.shape_cast %b{v}{suffix} : vector<64xi8> to vector<16x4xi8>",
-                         f"{indent}%be{v}{suffix} = arith.extsi %bs{v}{suffix} : vector<16x4xi8> to vector<16x4xi32>"]
-            new = []
-            for r in range(mr):
-                body += [
-                    f"{indent}%a{r}{suffix} = vector.transfer_read %a[%row{r}_{tag}, %k{suffix}], %i8_0 "
-                    f"{{in_bounds = [{in_bounds}]}} : {a_type}, vector<4xi8>",
-                    f"{indent}%w{r}{suffix} = vector.bitcast %a{r}{suffix} : vector<4xi8> to vector<1xi32>",
-                    f"{indent}%x{r}{suffix} = vector.extract %w{r}{suffix}[0] : i32 from vector<1xi32>",
-                    f"{indent}%y{r}{suffix} = vector.broadcast %x{r}{suffix} : i32 to {acc}",
-                ]
-                word = f"%y{r}{suffix}"
-                if not a_unsigned:
-                    body.append(f"{indent}%f{r}{suffix} = arith.xori %y{r}{suffix}, %flip : {acc}")
-                    word = f"%f{r}{suffix}"
-                body.append(f"{indent}%q{r}{suffix} = vector.bitcast {word} : {acc} to vector<64xi8>")
-                body += [f"{indent}%qs{r}{suffix} = vector.shape_cast %q{r}{suffix} : vector<64xi8> to vector<16x4xi8>",
-                         f"{indent}%qe{r}{suffix} = arith.extui %qs{r}{suffix} : vector<16x4xi8> to vector<16x4xi32>"]
-                for v in range(vectors):
-                    result = f"%d{r}_{v}{suffix}"
-                    body.append(f"{indent}{result} = vector.contract {_DOT_TRAITS} %qe{r}{suffix}, %be{v}{suffix}, "
-                                f"{accs[r * vectors + v]} : vector<16x4xi32>, vector<16x4xi32> into {acc}")
-                    new.append(result)
-            return body, new
+                result = f"%d{r}_{v}_{tag}"
+                body.append(f"{indent}{result} = vector.contract {_DOT_TRAITS} %qe{r}_{tag}, %be{v}_{tag}, "
+                            f"{accs[r * vectors + v]} : vector<16x4xi32>, vector<16x4xi32> into {acc}")
+                new.append(result)
+        return body, new
 
-        loop_accs = [f"%l{j}_{tag}" for j in range(len(names))]
-        out.append(f"      %r_{tag}:{len(names)} = scf.for %g_{tag} = %c0 to %c_full step %c1 iter_args("
-                   + ", ".join(f"{a} = {i}" for a, i in zip(loop_accs, inits))
-                   + f") -> ({', '.join([acc] * len(names))}) {{")
-        body, new = step_body(f"%g_{tag}", "        ", "true", loop_accs, f"_{tag}")
-        out += body
-        out.append(f"        scf.yield {', '.join(new)} : {', '.join([acc] * len(names))}")
-        out.append("      }")
-        final = [f"%r_{tag}#{j}" for j in range(len(names))]
-        if k % GROUP:
-            body, final = step_body("%c_full", "      ", "false", final, f"_tail_{tag}")
+    def row_loop(tag: str, mr: int, lower: str, upper: str, step: str, source: str,
+                 group_range: tuple[str, str] | None) -> list[str]:
+        """scf.for over register tiles of ``mr`` rows in [lower, upper) of the task's tile:
+        accumulators loaded, the groups of ``group_range`` added (the masked last group
+        when ``None``), stored."""
+        out = [f"      %{tag} = scf.for %i_{tag} = {lower} to {upper} step {step} "
+               f"iter_args(%tl_{tag} = {source}) -> ({tile_type}) {{"]
+        for r in range(mr):
+            out += [f"        %local{r}_{tag} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i_{tag})",
+                    f"        %row{r}_{tag} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i_{tag})"]
+        loaded = []
+        for r in range(mr):
+            for v in range(vectors):
+                loaded.append(f"%ld{r}_{v}_{tag}")
+                out.append(f"        %ld{r}_{v}_{tag} = vector.transfer_read %tl_{tag}[%local{r}_{tag}, %c{v * LANES}], "
+                           f"%i32_0 {{in_bounds = [{columns_in_bounds}]}} : {tile_type}, {acc}")
+        count = len(loaded)
+        if group_range is None:
+            body, final = step_body(tag, mr, "%c_full", "false", loaded, "        ")
             out += body
+        else:
+            carried = [f"%l{j}_{tag}" for j in range(count)]
+            out.append(f"        %r_{tag}:{count} = scf.for %g_{tag} = {group_range[0]} to {group_range[1]} step %c1 "
+                       f"iter_args({', '.join(f'{c} = {i}' for c, i in zip(carried, loaded))}) "
+                       f"-> ({', '.join([acc] * count)}) {{")
+            body, new = step_body(tag, mr, f"%g_{tag}", "true", carried, "          ")
+            out += body
+            out += [f"          scf.yield {', '.join(new)} : {', '.join([acc] * count)}", "        }"]
+            final = [f"%r_{tag}#{j}" for j in range(count)]
         current = f"%tl_{tag}"
         for r in range(mr):
-            out.append(f"      %local{r}_{tag} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i_{tag})")
             for v in range(vectors):
                 written = f"%o{r}_{v}_{tag}"
-                out.append(f"      {written} = vector.transfer_write {final[r * vectors + v]}, {current}"
-                           f"[%local{r}_{tag}, %c{v * LANES}] {{in_bounds = [false]}} : {acc}, tensor<?x?xi32>")
+                out.append(f"        {written} = vector.transfer_write {final[r * vectors + v]}, {current}"
+                           f"[%local{r}_{tag}, %c{v * LANES}] {{in_bounds = [{columns_in_bounds}]}} : {acc}, {tile_type}")
                 current = written
-        out.append(f"      scf.yield {current} : tensor<?x?xi32>")
-        out.append("    }")
+        out += [f"        scf.yield {current} : {tile_type}", "      }"]
         return out
 
-    offsets = sorted(({v * 64 for v in range(vectors)} | {v * LANES for v in range(vectors)}) - {0})
-    for offset in offsets:
-        lines.append(f"    %c{offset} = arith.constant {offset} : index")
-    lines += micro_kernel("full", rows, "%c0", "%main", "%c_rows", "%tile")
-    lines += micro_kernel("rest", 1, "%main", "%nrows", "%c1", "%full")
+    lines += [
+        f"    %summed = scf.for %kb = %c0 to %c_blocks step %c1 iter_args(%tk = %filled) -> ({tile_type}) {{",
+        f"      %g0 = affine.apply affine_map<(d0) -> (d0 * {K_BLOCK})>(%kb)",
+        f"      %g1 = affine.min affine_map<(d0) -> (d0 * {K_BLOCK} + {K_BLOCK}, {full_groups})>(%kb)",
+    ]
+    lines += row_loop("full", rows, "%c0", "%main", "%c_rows", "%tk", ("%g0", "%g1"))
+    lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full", ("%g0", "%g1"))
+    lines += ["      scf.yield %rest : " + tile_type, "    }"]
+    result = "%summed"
+    if k % GROUP:
+        lines += row_loop("tailfull", rows, "%c0", "%main", "%c_rows", "%summed", None)
+        lines += row_loop("tailrest", 1, "%main", "%nrows", "%c1", "%tailfull", None)
+        result = "%tailrest"
     lines += [
         "    scf.forall.in_parallel {",
-        f"      tensor.parallel_insert_slice %rest into %out[%m0, %n0] [%nrows, %ncols] [1, 1] : tensor<?x?xi32> into {c_type}",
+        f"      tensor.parallel_insert_slice {result} into %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {tile_type} into {c_type}",
         "    }",
         "  }",
         f"  return %c : {c_type}",
