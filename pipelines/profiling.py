@@ -1,6 +1,6 @@
 """Per-kernel profiling: ``tilecraft-profile-kernels`` brackets every top-level kernel of the
-entry function (each loop nest the schedule made from one linalg op, named after its ONNX
-node) with ``tilecraft_profile_begin/end(id)`` calls, timed by runtime/profile_timer.c in a
+entry function (each loop nest the schedule made from one linalg op, and each call of a
+kernel function, an extern or an offloaded op, named after its ONNX node) with ``tilecraft_profile_begin/end(id)`` calls, timed by runtime/profile_timer.c in a
 package's ``profile.so`` (compiler/package.py builds it with :func:`profiling_pipeline`).
 """
 
@@ -70,7 +70,7 @@ def profile_kernels_pass(module: ir.Operation, options: Mapping[str, str]) -> No
             continue
         for op in list(func.regions[0].blocks[0].operations):
             op = op.operation
-            if not (op.name in _KERNEL_OPS or op.name.startswith("linalg.")):
+            if not (op.name in _KERNEL_OPS or op.name.startswith("linalg.") or _kernel_call(op)):
                 continue
             index = len(names)
             names.append(kernel_name(op, index))
@@ -80,6 +80,15 @@ def profile_kernels_pass(module: ir.Operation, options: Mapping[str, str]) -> No
                 with ir.InsertionPoint.after(op):
                     _timer_call("tilecraft_profile_end", index, i64)
     module.attributes["tilecraft.kernels"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+
+
+def _kernel_call(op: ir.Operation) -> bool:
+    """A call that is a kernel of its own: an int8 kernel function (int8_matmul.py), an
+    extern or offloaded call; not the timers."""
+    if op.name != "func.call":
+        return False
+    callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+    return not callee.startswith("tilecraft_profile_")
 
 
 def _timer_call(callee: str, index: int, i64: ir.Type) -> None:
