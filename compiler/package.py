@@ -37,7 +37,7 @@ from ..frontend.resources import resource_array
 from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
-from ..pipelines.target import Target
+from ..pipelines.target import Target, cpuinfo_flag
 from ..runtime import package as fmt
 from ..runtime.checks import TABLE_ATTRIBUTE
 from ..runtime.host import host_cpu_flags
@@ -244,7 +244,10 @@ def _required_flags(target: Target) -> list[str]:
         return []
     if target.mcpu is None:
         return sorted(host_cpu_flags() & _ISA_FLAGS)
-    return sorted(a[1:].replace(".", "_") for a in target.mattr if a.startswith("+"))
+    flags = {cpuinfo_flag(a[1:]) for a in target.mattr if a.startswith("+")}
+    if target.has_avx512_vnni:  # the int8 kernels' vpdpbusd (pipelines/int8_matmul.py)
+        flags.add("avx512_vnni")
+    return sorted(flags)
 
 
 def _contract_source(directory: Path, contract: bytes) -> Path:

@@ -49,7 +49,14 @@ _AVX512_VNNI_CPUS = frozenset(
     }
 )
 # LLVM feature names whose Linux /proc/cpuinfo flag is spelled differently.
-_CPUINFO_FLAGS = {"avx512vnni": "avx512_vnni"}
+_CPUINFO_FLAGS = {"avx512vnni": "avx512_vnni", "avx512bitalg": "avx512_bitalg",
+                  "avx512vpopcntdq": "avx512_vpopcntdq", "avx512bf16": "avx512_bf16",
+                  "avx512fp16": "avx512_fp16"}
+
+
+def cpuinfo_flag(feature: str) -> str:
+    """The /proc/cpuinfo flag of LLVM feature ``feature`` (``avx512vnni`` -> ``avx512_vnni``)."""
+    return _CPUINFO_FLAGS.get(feature, feature.replace(".", "_"))
 # CPUs with 256-bit AVX/AVX2 as the widest vector unit.
 _AVX2_CPUS = frozenset(
     {
@@ -343,7 +350,7 @@ class Target:
             return cuda_driver_available()
         if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
             return False
-        enabled = {a[1:] for a in self.mattr if a.startswith("+")}
+        enabled = {cpuinfo_flag(a[1:]) for a in self.mattr if a.startswith("+")}
         flags = host_cpu_flags()
         return not flags or enabled <= flags
 
@@ -397,7 +404,7 @@ class Target:
             return self.mcpu in cpus
         if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
             return False
-        return _CPUINFO_FLAGS.get(feature, feature) in host_cpu_flags()
+        return cpuinfo_flag(feature) in host_cpu_flags()
 
     def llvm_function_attributes(self) -> dict[str, str]:
         """``target_cpu`` / ``target_features`` values for ``llvm.func`` (empty for the host).

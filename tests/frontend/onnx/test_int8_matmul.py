@@ -8,6 +8,8 @@ N not a multiple of the register tile's columns (masked stores), M not a multipl
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,16 @@ def test_qdq_conv_becomes_an_integer_convolution(per_channel, bias):
     compiled = tilecraft.compile(model)
     np.testing.assert_allclose(compiled(x), expected, rtol=1e-5, atol=1e-5)
     assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+
+
+def test_a_package_for_a_vnni_cpu_requires_vnni_where_it_is_loaded():
+    """A named CPU with VNNI, or +avx512vnni, puts the cpuinfo flag in the manifest's
+    required flags, so loading on a CPU without it is refused instead of faulting."""
+    from tilecraft.compiler.package import _required_flags
+    host_arch = platform.machine() in ("x86_64", "AMD64")
+    for spec, needs_vnni in (("llvm -mcpu=cascadelake", True), ("llvm -mcpu=skylake-avx512", False),
+                             ("llvm -mcpu=skylake-avx512 -mattr=+avx512vnni", True),
+                             ("llvm -mcpu=cascadelake -mattr=-avx512vnni", False)):
+        target = Target.parse(spec)
+        if host_arch and target.is_host:
+            assert ("avx512_vnni" in _required_flags(target)) == needs_vnni, spec
