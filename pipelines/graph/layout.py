@@ -255,6 +255,10 @@ class LayoutRewriter:
         for i in range(n_inputs):
             value, affine_map = operands[i], maps[i]
             shaped = _ranked(value)
+            per_channel = _per_channel_vector(value, affine_map, op)
+            if per_channel is not None:
+                operands[i], new_maps[i] = per_channel
+                continue
             if shaped is None or shaped.rank != 4:
                 continue
             source = self.converted_from(value)
@@ -321,6 +325,27 @@ class LayoutRewriter:
                 self.visit(op)
         cancel_conversions(function)
         return self.rewritten
+
+
+def _per_channel_vector(value: ir.Value, affine_map: ir.AffineMap, op: ir.Operation
+                        ) -> tuple[ir.Value, ir.AffineMap] | None:
+    """A broadcast operand with one non-unit dim (a per-channel scale or bias ``[C, 1, 1]``)
+    as a 1-D ``[C]`` view read through that dim's loop; ``None`` for any other operand.
+
+    Why: in NHWC the channel loop is the innermost, vectorized one; read through its rank-3
+    map, such an operand became a ``vector<Cx1x1>`` read plus a transpose per vector, which
+    fully unrolled into thousands of shuffles (the QDQ ResNet-50's epilogues took 53 s of
+    canonicalization) and slow code."""
+    shaped = _ranked(value)
+    if shaped is None or shaped.rank < 2 or not shaped.has_static_shape:
+        return None
+    results = list(affine_map.results)
+    varying = [k for k, r in enumerate(results) if str(r) != "0"]
+    if len(varying) != 1 or any(shaped.shape[k] != 1 for k in range(shaped.rank) if k != varying[0]):
+        return None
+    with op.location, ir.InsertionPoint(op):
+        flat = reshapes.collapse(value, [list(range(shaped.rank))])
+    return flat, ir.AffineMap.get(affine_map.n_dims, affine_map.n_symbols, [results[varying[0]]])
 
 
 def _plain_generic(op: ir.Operation) -> bool:
