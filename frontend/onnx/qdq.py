@@ -73,40 +73,43 @@ def _activation(graph: _Graph, node: onnx.NodeProto) -> tuple[str, float, str] |
     return node.input[0], float(scale.reshape(())), zero
 
 
-def _weight(graph: _Graph, node: onnx.NodeProto, transposed: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """(int8 weight as (K, N), scale of shape () or (N,)) of a weight's DequantizeLinear."""
+def _weights(graph: _Graph, node: onnx.NodeProto, rank: int, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 constant of ``rank`` dims, scale of shape () or (extent of ``axis``,)) of a
+    weight's DequantizeLinear: no zero point (or an all-zero one), not blocked, the scale per
+    tensor or along ``axis``."""
     weight, scale = graph.array(node.input[0]), graph.array(_input(node, 1))
-    if weight is None or scale is None or weight.dtype != np.int8 or weight.ndim != 2 or scale.dtype != np.float32:
+    if weight is None or scale is None or weight.dtype != np.int8 or weight.ndim != rank or scale.dtype != np.float32:
         return None
     zero = _input(node, 2)
     if zero and (graph.array(zero) is None or np.any(graph.array(zero))):
         return None
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
     if any(a.name == "block_size" and a.i for a in node.attribute):
         return None
-    columns_axis = 0 if transposed else 1
-    if scale.size != 1 and (scale.ndim != 1 or axis % 2 != columns_axis or scale.size != weight.shape[columns_axis]):
+    if scale.size == 1:
+        return weight, scale.reshape(())
+    scale_axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    if scale.ndim != 1 or scale_axis % rank != axis or scale.size != weight.shape[axis]:
         return None
-    return (weight.T if transposed else weight), scale.reshape(()) if scale.size == 1 else scale
+    return weight, scale
+
+
+def _weight(graph: _Graph, node: onnx.NodeProto, transposed: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 weight as (K, N), scale of shape () or (N,)) of a matmul weight's DequantizeLinear."""
+    found = _weights(graph, node, 2, 0 if transposed else 1)
+    if found is None:
+        return None
+    weight, scale = found
+    return (weight.T if transposed else weight), scale
 
 
 def _filter(graph: _Graph, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray] | None:
     """(int8 filter (F, C, KH, KW), scale of shape () or (F, 1, 1)) of a convolution
     filter's DequantizeLinear."""
-    weight, scale = graph.array(node.input[0]), graph.array(_input(node, 1))
-    if weight is None or scale is None or weight.dtype != np.int8 or weight.ndim != 4 or scale.dtype != np.float32:
+    found = _weights(graph, node, 4, 0)
+    if found is None:
         return None
-    zero = _input(node, 2)
-    if zero and (graph.array(zero) is None or np.any(graph.array(zero))):
-        return None
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
-    if any(a.name == "block_size" and a.i for a in node.attribute):
-        return None
-    if scale.size == 1:
-        return weight, scale.reshape(())
-    if scale.ndim != 1 or axis % 4 != 0 or scale.size != weight.shape[0]:
-        return None
-    return weight, scale.reshape(-1, 1, 1)
+    weight, scale = found
+    return weight, scale if scale.ndim == 0 else scale.reshape(-1, 1, 1)
 
 
 def _gemm_plain(node: onnx.NodeProto) -> bool | None:
