@@ -54,6 +54,7 @@ KERNEL_PREFIX = "tilecraft_int8_matmul"
 LANES = 16        # i32 lanes of a 512-bit accumulator
 GROUP = 4         # bytes of k one lane's dot product sums
 MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
+MAX_ROWS = 12     # rows of the register tile: one broadcast of A per row and step of k
 ACCUMULATORS = 24  # of the 32 vector registers; the rest hold B' and the broadcast of A
 K_BLOCK = 64      # groups of k per block: its B' panel (64 x 256 bytes) stays in L1
 _SIGN_FLIP = -2139062144  # 0x80808080: each byte's sign bit
@@ -118,7 +119,7 @@ def _literal_array(value: ir.Value) -> np.ndarray | None:
 def register_tile(n: int) -> tuple[int, int]:
     """(rows MR, accumulator vectors per row NV) of the register tile for N columns."""
     vectors = min(MAX_VECTORS, -(-n // LANES))
-    return min(12, ACCUMULATORS // vectors), vectors
+    return min(MAX_ROWS, ACCUMULATORS // vectors), vectors
 
 
 def pack_weights(b: np.ndarray, columns: int) -> np.ndarray:
@@ -360,12 +361,16 @@ def int8_matmul_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         raise PipelineError(f"{INT8_MATMUL_PASS}: vnni must be 0 or 1, got {vnni!r}")
     threads = positive_int_option("num-threads", options.get("num-threads", "1"))
     for function in defined_functions(module):
-        for op in ops_where(function, lambda o: integer_product_signedness(o) is not None):
-            a_unsigned, b_unsigned = integer_product_signedness(op)
+        products = [(op, integer_product_signedness(op)) for op in ops_where(function, lambda o: o.name == "linalg.generic")]
+        for op, signedness in products:
+            if signedness is None:
+                continue
+            a_unsigned, b_unsigned = signedness
             a, b, init = op.operands
             static = all(ir.RankedTensorType(v.type).has_static_shape for v in (a, b))
-            weights = _literal_array(b) if vnni == "1" and static and not b_unsigned else None
-            if weights is not None and is_zero_fill(init):
+            takes_kernel = vnni == "1" and static and not b_unsigned and is_zero_fill(init)
+            weights = _literal_array(b) if takes_kernel else None  # read only when it can be used
+            if weights is not None:
                 _to_vnni_kernel(module, op, weights, a_unsigned, threads)
             else:
                 _to_widened_matmul(op, a_unsigned, b_unsigned)
@@ -406,8 +411,11 @@ def vnni_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> 
     with unknown memory effects (an LLVM intrinsic call), and the contraction is the
     portable meaning, correct on any target if this pass does not run."""
     bytes64 = "vector<64xi8>"
-    for op in ops_where(module, lambda o: _dot_operands(o) is not None):
-        unsigned, signed = _dot_operands(op)
+    dots = [(op, _dot_operands(op)) for op in ops_where(module, lambda o: o.name == "vector.contract")]
+    for op, operands in dots:
+        if operands is None:
+            continue
+        unsigned, signed = operands
         with ir.InsertionPoint(op), op.location:
             flat = ir.Type.parse(bytes64)
             operands = [op.operands[2], *(vector.shape_cast(flat, v) for v in (unsigned, signed))]

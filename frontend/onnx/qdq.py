@@ -44,10 +44,17 @@ class _Graph:
         self.producer = {out: node for node in graph.node for out in node.output}
         self.initializers = {t.name: t for t in graph.initializer}
         self.types = element_types(proto)
+        self._arrays: dict[str, np.ndarray] = {}
 
     def array(self, name: str) -> np.ndarray | None:
+        """Initializer ``name`` as numpy (converted once: scales and zero points are shared
+        by many nodes, and a weight is read by more than one test)."""
         tensor = self.initializers.get(name)
-        return None if tensor is None else numpy_helper.to_array(tensor)
+        if tensor is None:
+            return None
+        if name not in self._arrays:
+            self._arrays[name] = numpy_helper.to_array(tensor)
+        return self._arrays[name]
 
     def dequantized(self, name: str) -> onnx.NodeProto | None:
         node = self.producer.get(name)

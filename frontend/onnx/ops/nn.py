@@ -190,19 +190,22 @@ def conv_integer(ctx: NodeContext) -> list[ir.Value]:
 def qlinear_conv(ctx: NodeContext) -> list[ir.Value]:
     """ConvInteger of the centered operands plus the optional i32 bias, requantized as
     QLinearMatMul is, with a weight scale per tensor or per output channel."""
-    constant_bias = ctx.const(8) if ctx.has_input(8) else None  # before value(8) materializes it
-    bias = ctx.value(8) if ctx.has_input(8) else None
-    if bias is not None and str(core.tensor_type(bias).element_type) != "i32":
-        raise HandlerError(f"QLinearConv's bias must be int32, got {core.tensor_type(bias).element_type}")
+    has_bias = ctx.has_input(8)
+    if has_bias and str(ctx.element_type(8)) != "i32":
+        raise HandlerError(f"QLinearConv's bias must be int32, got {ctx.element_type(8)}")
+    # Constants are read before anything materializes them (the int8 path needs neither
+    # the filter nor the bias as IR values).
+    constant_bias = ctx.const(8) if has_bias else None
+    filter_shape = ctx.const(3).shape if ctx.const(3) is not None else core.static_shape(ctx.value(3))
     accumulator = None
-    if bias is None or constant_bias is not None:
+    if not has_bias or constant_bias is not None:
         accumulator = _integer_conv(ctx, 0, 2, 3, 5, constant_bias)
     if accumulator is None:
         x = quantization.centered_i32(ctx, 0, 2, "x")
         w = quantization.centered_i32(ctx, 3, 5, "w", per_row=True)
-        accumulator = _convolution(ctx, x, w, bias)
+        accumulator = _convolution(ctx, x, w, ctx.value(8) if has_bias else None)
     rank = core.tensor_type(accumulator).rank
-    channels = core.static_shape(ctx.value(3))[0]
+    channels = filter_shape[0]
     scales = [quantization.per_tensor(ctx, 1, "x_scale"),
               quantization.per_output_channel_scale(ctx, 4, "w_scale", channels, rank),
               quantization.per_tensor(ctx, 6, "y_scale")]
