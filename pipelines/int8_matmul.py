@@ -37,26 +37,30 @@ that no tiling of the (K, N) operand gives, and the vectorizer has no pattern fo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import func, linalg, vector
+from mlir.dialects import arith, func, linalg, vector
+from mlir.passmanager import PassManager
 
 from ..errors import PipelineError
 from ..frontend.emit import core
+from ..frontend.emit.contraction import collapse, expand
 from ..frontend.resources import constant_array
-from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where
+from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
 from .passes import positive_int_option, register_pass
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
+# On a kernel call: {a_unsigned, threads}, what the epilogue pass needs to regenerate it.
+_KERNEL_ATTRIBUTE = "tilecraft.int8_kernel"
 LANES = 16        # i32 lanes of a 512-bit accumulator
 GROUP = 4         # bytes of k one lane's dot product sums
 MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
 MAX_ROWS = 12     # rows of the register tile: one broadcast of A per row and step of k
 ACCUMULATORS = 24  # of the 32 vector registers; the rest hold B' and the broadcast of A
-K_BLOCK = 64      # groups of k per block: its B' panel (64 x 256 bytes) stays in L1
 _SIGN_FLIP = -2139062144  # 0x80808080: each byte's sign bit
 
 # acc[i] += sum_j ext(a[i, j]) * ext(b[i, j]): vpdpbusd's meaning, on (16 lanes, 4 bytes).
@@ -155,43 +159,58 @@ def kernel_name(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str:
     return f"{KERNEL_PREFIX}_{m}x{n}x{k}_{'u8' if a_unsigned else 's8'}_t{threads}"
 
 
-def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str:
+def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
+                  epilogue: "Epilogue | None" = None, name: str | None = None) -> str:
     """The kernel function's MLIR (see the module docstring): ``(A: MxKxi8, B': packed,
-    start: i32 per padded column) -> MxNxi32``.
+    start: i32 per padded column[, the epilogue's operands]) -> MxN`` of i32, or of the
+    epilogue's result type.
 
-    Per task (a block of rows by one column tile): the tile is first filled with the start
-    values; then, per block of ``K_BLOCK`` groups of k (its B' panel, 16 KB, stays in L1
-    while every register tile of the task's rows uses it), each register tile loads its
-    accumulators from the tile, adds the block's dot products and stores them back; a K
-    that is not a multiple of 4 ends with one masked group."""
+    Per task (a block of rows by one column tile), per register tile of its rows: the
+    accumulators start at the start values, take every group of k (a K that is not a
+    multiple of 4 ends with one masked group) and are stored, through ``epilogue`` when
+    there is one. Why all of k in registers rather than blocks of k with partial sums
+    stored between them: the partial sums of a task's rows (up to 800 KB for ResNet-50's
+    first layers on one thread) went out of L1 and back once per block, which cost as much
+    as streaming B' from L2 for each register tile; and the epilogue can then work on the
+    accumulators themselves."""
     rows, vectors = register_tile(n)
     columns = vectors * LANES
     tiles, groups = -(-n // columns), -(-k // GROUP)
     full_groups = k // GROUP
-    blocks = -(-full_groups // K_BLOCK)
     block_rows = _row_blocks(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
-    name = kernel_name(m, n, k, a_unsigned, threads)
+    name = name or kernel_name(m, n, k, a_unsigned, threads)
+    result_element = epilogue.result if epilogue else "i32"
     a_type = f"tensor<{m}x{k}xi8>"
     b_type = f"tensor<{tiles}x{groups}x{columns * GROUP}xi8>"
     s_type = f"tensor<{tiles * columns}xi32>"
-    c_type = f"tensor<{m}x{n}xi32>"
-    tile_type = "tensor<?x?xi32>"
+    c_type = f"tensor<{m}x{n}x{result_element}>"
+    tile_type = f"tensor<?x?x{result_element}>"
     acc = "vector<16xi32>"
+    extras = [] if epilogue is None else [
+        (index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
     # Column tiles all whole: the accumulators' loads and stores need no mask.
     columns_in_bounds = "true" if n % columns == 0 else "false"
+    arguments = [f"%a: {a_type}", f"%b: {b_type}", f"%start: {s_type}"]
+    arguments += [f"%e{i}: {operand.tensor_type(m, n)}" for i, operand in extras]
     lines = [
-        f"func.func private @{name}(%a: {a_type}, %b: {b_type}, %start: {s_type}) -> {c_type} {{",
+        f"func.func private @{name}({', '.join(arguments)}) -> {c_type} {{",
         "  %c0 = arith.constant 0 : index",
         "  %c1 = arith.constant 1 : index",
         f"  %c_rows = arith.constant {rows} : index",
         f"  %c_full = arith.constant {full_groups} : index",
-        f"  %c_blocks = arith.constant {blocks} : index",
         "  %i8_0 = arith.constant 0 : i8",
         "  %i32_0 = arith.constant 0 : i32",
         f"  %flip = arith.constant dense<{_SIGN_FLIP}> : {acc}",
         *(f"  %c{offset} = arith.constant {offset} : index"
           for offset in sorted(({v * 64 for v in range(vectors)} | {v * LANES for v in range(vectors)}) - {0})),
+    ]
+    for i, operand in extras:
+        lines.append(f"  %pad{i} = {operand.zero()}")
+        if operand.kind == "scalar":
+            lines += [f"  %e{i}_s = tensor.extract %e{i}[] : {operand.tensor_type(m, n)}",
+                      f"  %e{i}_v = vector.broadcast %e{i}_s : {operand.element} to {operand.vector_type()}"]
+    lines += [
         f"  %empty = tensor.empty() : {c_type}",
         f"  %c = scf.forall (%rb, %t) in ({row_blocks}, {tiles}) shared_outs(%out = %empty) -> ({c_type}) {{",
         f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
@@ -204,14 +223,10 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str
     for v in range(vectors):
         lines.append(f"    %s{v}_at = affine.apply affine_map<(d0) -> (d0 + {v * LANES})>(%n0)")
         lines.append(f"    %s{v} = vector.transfer_read %start[%s{v}_at], %i32_0 {{in_bounds = [true]}} : {s_type}, {acc}")
-    # The tile starts at the start values.
-    lines.append(f"    %filled = scf.for %r = %c0 to %nrows step %c1 iter_args(%tf = %tile) -> ({tile_type}) {{")
-    current = "%tf"
-    for v in range(vectors):
-        lines.append(f"      %tf{v} = vector.transfer_write %s{v}, {current}[%r, %c{v * LANES}] "
-                     f"{{in_bounds = [{columns_in_bounds}]}} : {acc}, {tile_type}")
-        current = f"%tf{v}"
-    lines += [f"      scf.yield {current} : {tile_type}", "    }"]
+        for i, operand in extras:
+            if operand.kind == "column":
+                lines.append(f"    %e{i}_c{v} = vector.transfer_read %e{i}[%s{v}_at], %pad{i} "
+                             f"{{in_bounds = [{columns_in_bounds}]}} : {operand.tensor_type(m, n)}, {operand.vector_type()}")
 
     def step_body(tag: str, mr: int, group: str, in_bounds: str, accs: list[str], indent: str
                   ) -> tuple[list[str], list[str]]:
@@ -225,7 +240,7 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str
         new = []
         for r in range(mr):
             body += [
-                f"{indent}%a{r}_{tag} = vector.transfer_read %a[%row{r}_{tag}, %k_{tag}], %i8_0 "
+                f"{indent}%a{r}_{tag} = vector.transfer_read %a[%row{r}, %k_{tag}], %i8_0 "
                 f"{{in_bounds = [{in_bounds}]}} : {a_type}, vector<4xi8>",
                 f"{indent}%w{r}_{tag} = vector.bitcast %a{r}_{tag} : vector<4xi8> to vector<1xi32>",
                 f"{indent}%x{r}_{tag} = vector.extract %w{r}_{tag}[0] : i32 from vector<1xi32>",
@@ -245,61 +260,72 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str
                 new.append(result)
         return body, new
 
-    def row_loop(tag: str, mr: int, lower: str, upper: str, step: str, source: str,
-                 group_range: tuple[str, str] | None) -> list[str]:
+    def stored(r: int, v: int, value: str, indent: str) -> tuple[list[str], str]:
+        """The value stored for accumulator vector ``value`` (row ``r``, vector ``v``): itself,
+        or the epilogue's result on it and its operands' values there."""
+        if epilogue is None:
+            return [], value
+        out, arguments = [], []
+        for i, operand in enumerate(epilogue.operands):
+            if i == epilogue.accumulator:
+                arguments.append(value)
+            elif operand.kind == "scalar":
+                arguments.append(f"%e{i}_v")
+            elif operand.kind == "column":
+                arguments.append(f"%e{i}_c{v}")
+            else:
+                read = f"%e{i}_{r}_{v}"
+                out.append(f"{indent}{read} = vector.transfer_read %e{i}[%row{r}, %s{v}_at], %pad{i} "
+                           f"{{in_bounds = [{columns_in_bounds}]}} : {operand.tensor_type(m, n)}, {operand.vector_type()}")
+                arguments.append(read)
+        types = ", ".join(operand.vector_type() for operand in epilogue.operands)
+        result = f"%ep{r}_{v}"
+        out.append(f"{indent}{result} = func.call @{epilogue.function}({', '.join(arguments)}) : "
+                   f"({types}) -> vector<16x{epilogue.result}>")
+        return out, result
+
+    def row_loop(tag: str, mr: int, lower: str, upper: str, step: str, source: str) -> list[str]:
         """scf.for over register tiles of ``mr`` rows in [lower, upper) of the task's tile:
-        accumulators loaded, the groups of ``group_range`` added (the masked last group
-        when ``None``), stored."""
-        out = [f"      %{tag} = scf.for %i_{tag} = {lower} to {upper} step {step} "
-               f"iter_args(%tl_{tag} = {source}) -> ({tile_type}) {{"]
+        accumulators from the start values, every group of k added, stored."""
+        out = [f"    %{tag} = scf.for %i = {lower} to {upper} step {step} "
+               f"iter_args(%tl = {source}) -> ({tile_type}) {{"]
         for r in range(mr):
-            out += [f"        %local{r}_{tag} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i_{tag})",
-                    f"        %row{r}_{tag} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i_{tag})"]
-        loaded = []
+            out += [f"      %local{r} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i)",
+                    f"      %row{r} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i)"]
+        count = mr * vectors
+        starts = [f"%s{v}" for _ in range(mr) for v in range(vectors)]
+        carried = [f"%l{j}" for j in range(count)]
+        out.append(f"      %r:{count} = scf.for %g = %c0 to %c_full step %c1 "
+                   f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(carried, starts))}) "
+                   f"-> ({', '.join([acc] * count)}) {{")
+        body, new = step_body("g", mr, "%g", "true", carried, "        ")
+        out += body
+        out += [f"        scf.yield {', '.join(new)} : {', '.join([acc] * count)}", "      }"]
+        final = [f"%r#{j}" for j in range(count)]
+        if k % GROUP:
+            body, final = step_body("tail", mr, "%c_full", "false", final, "      ")
+            out += body
+        current = "%tl"
         for r in range(mr):
             for v in range(vectors):
-                loaded.append(f"%ld{r}_{v}_{tag}")
-                out.append(f"        %ld{r}_{v}_{tag} = vector.transfer_read %tl_{tag}[%local{r}_{tag}, %c{v * LANES}], "
-                           f"%i32_0 {{in_bounds = [{columns_in_bounds}]}} : {tile_type}, {acc}")
-        count = len(loaded)
-        if group_range is None:
-            body, final = step_body(tag, mr, "%c_full", "false", loaded, "        ")
-            out += body
-        else:
-            carried = [f"%l{j}_{tag}" for j in range(count)]
-            out.append(f"        %r_{tag}:{count} = scf.for %g_{tag} = {group_range[0]} to {group_range[1]} step %c1 "
-                       f"iter_args({', '.join(f'{c} = {i}' for c, i in zip(carried, loaded))}) "
-                       f"-> ({', '.join([acc] * count)}) {{")
-            body, new = step_body(tag, mr, f"%g_{tag}", "true", carried, "          ")
-            out += body
-            out += [f"          scf.yield {', '.join(new)} : {', '.join([acc] * count)}", "        }"]
-            final = [f"%r_{tag}#{j}" for j in range(count)]
-        current = f"%tl_{tag}"
-        for r in range(mr):
-            for v in range(vectors):
-                written = f"%o{r}_{v}_{tag}"
-                out.append(f"        {written} = vector.transfer_write {final[r * vectors + v]}, {current}"
-                           f"[%local{r}_{tag}, %c{v * LANES}] {{in_bounds = [{columns_in_bounds}]}} : {acc}, {tile_type}")
+                computed, value = stored(r, v, final[r * vectors + v], "      ")
+                out += computed
+                written = f"%o{r}_{v}"
+                out.append(f"      {written} = vector.transfer_write {value}, {current}"
+                           f"[%local{r}, %c{v * LANES}] {{in_bounds = [{columns_in_bounds}]}} : "
+                           f"vector<16x{result_element}>, {tile_type}")
                 current = written
-        out += [f"        scf.yield {current} : {tile_type}", "      }"]
+        out += [f"      scf.yield {current} : {tile_type}", "    }"]
         return out
 
-    lines += [
-        f"    %summed = scf.for %kb = %c0 to %c_blocks step %c1 iter_args(%tk = %filled) -> ({tile_type}) {{",
-        f"      %g0 = affine.apply affine_map<(d0) -> (d0 * {K_BLOCK})>(%kb)",
-        f"      %g1 = affine.min affine_map<(d0) -> (d0 * {K_BLOCK} + {K_BLOCK}, {full_groups})>(%kb)",
-    ]
-    lines += row_loop("full", rows, "%c0", "%main", "%c_rows", "%tk", ("%g0", "%g1"))
-    lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full", ("%g0", "%g1"))
-    lines += ["      scf.yield %rest : " + tile_type, "    }"]
-    result = "%summed"
-    if k % GROUP:
-        lines += row_loop("tailfull", rows, "%c0", "%main", "%c_rows", "%summed", None)
-        lines += row_loop("tailrest", 1, "%main", "%nrows", "%c1", "%tailfull", None)
-        result = "%tailrest"
+    lines += row_loop("full", rows, "%c0", "%main", "%c_rows", "%tile")
+    lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full")
+    if epilogue is not None:  # its body is the epilogue pass's to fill in
+        types = ", ".join(operand.vector_type() for operand in epilogue.operands)
+        lines.insert(0, f"func.func private @{epilogue.function}({types}) -> vector<16x{epilogue.result}>")
     lines += [
         "    scf.forall.in_parallel {",
-        f"      tensor.parallel_insert_slice {result} into %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {tile_type} into {c_type}",
+        f"      tensor.parallel_insert_slice %rest into %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {tile_type} into {c_type}",
         "    }",
         "  }",
         f"  return %c : {c_type}",
@@ -333,6 +359,9 @@ def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_uns
         packed = core.constant(pack_weights(b, columns), name="vnni_weights")
         start = core.constant(accumulator_start(b, columns, a_unsigned), name="vnni_start")
         call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name), [a, packed, start])
+        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get({
+            "a_unsigned": ir.BoolAttr.get(a_unsigned),
+            "threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)})
     op.results[0].replace_all_uses_with(call.results[0])
     op.erase()
 
@@ -426,3 +455,223 @@ def vnni_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> 
                             "operandSegmentSizes": ir.DenseI32ArrayAttr.get([3, 0])})
         op.results[0].replace_all_uses_with(call.results[0])
         op.erase()
+
+
+# ---- the epilogue, on the accumulators -----------------------------------------------------
+
+INT8_EPILOGUE_PASS = "tilecraft-int8-epilogues"
+# Elementwise ops that may run on the padding lanes of a partial column tile: no integer
+# division (LLVM scalarizes it, and a zero lane would trap).
+_TRAPPING_OPS = frozenset({"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
+                           "arith.ceildivui", "arith.floordivsi"})
+
+
+@dataclass(frozen=True)
+class EpilogueOperand:
+    """An operand of the elementwise epilogue, as the kernel reads it at an accumulator's
+    place: ``full`` (M x N, the element at its row and column), ``column`` (N, per column:
+    a per-channel scale or bias) or ``scalar`` (0-d)."""
+
+    kind: str
+    element: str
+
+    def tensor_type(self, m: int, n: int) -> str:
+        dims = {"full": f"{m}x{n}x", "column": f"{n}x", "scalar": ""}[self.kind]
+        return f"tensor<{dims}{self.element}>"
+
+    def vector_type(self) -> str:
+        return f"vector<{LANES}x{self.element}>"
+
+    def zero(self) -> str:
+        """The MLIR of a zero of the element type (padding of masked reads)."""
+        value = "0.0" if self.element.startswith(("f", "bf")) else "0"
+        return f"arith.constant {value} : {self.element}"
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What the kernel applies to each accumulator vector before storing it: the vector
+    function ``function`` of ``operands`` (the accumulator at position ``accumulator``),
+    whose result has element type ``result``."""
+
+    function: str
+    operands: tuple[EpilogueOperand, ...]
+    accumulator: int
+    result: str
+
+
+def _is_identity(map_attr: ir.Attribute) -> bool:
+    value = ir.AffineMapAttr(map_attr).value
+    return [str(e) for e in value.results] == [f"d{i}" for i in range(value.n_dims)]
+
+
+def _operand_kind(map_attr: ir.Attribute, rank: int) -> str | None:
+    value = ir.AffineMapAttr(map_attr).value
+    results = [str(e) for e in value.results]
+    if results == [f"d{i}" for i in range(rank)]:
+        return "full"
+    if results == [f"d{rank - 1}"]:
+        return "column"
+    if not results:
+        return "scalar"
+    return None
+
+
+def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operation | None, int] | None:
+    """(generic, expand_shape or None, the accumulator's input position) when the kernel
+    call's result (directly or through one ``tensor.expand_shape`` that keeps its last dim)
+    has one use, as an identity-mapped input of an all-parallel, single-result
+    ``linalg.generic`` whose body an epilogue can take; else ``None``."""
+    m, n = ir.RankedTensorType(call.results[0].type).shape
+    value, reshape = call.results[0], None
+    uses = users(value)
+    if len(uses) == 1 and uses[0].name == "tensor.expand_shape":
+        reshape = uses[0]
+        value = reshape.results[0]
+        shape = ir.RankedTensorType(value.type).shape
+        if shape[-1] != n or int(np.prod(shape[:-1])) != m:
+            return None
+        uses = users(value)
+    if len(uses) != 1 or uses[0].name != "linalg.generic":
+        return None
+    generic = uses[0]
+    if len(generic.results) != 1 or any("reduction" in str(i) for i in ir.ArrayAttr(generic.attributes["iterator_types"])):
+        return None
+    inputs = list(generic.operands)[:-1]
+    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    positions = [i for i, v in enumerate(inputs) if v == value]
+    if len(positions) != 1:
+        return None
+    position = positions[0]
+    rank = ir.RankedTensorType(value.type).rank
+    if not _is_identity(maps[position]) or not _is_identity(maps[-1]):
+        return None
+    block = generic.regions[0].blocks[0]
+    if list(block.arguments[-1].uses):
+        return None  # the body reads its output
+    for operand, map_attr in zip(inputs, maps):
+        kind = _operand_kind(map_attr, rank)
+        if kind is None or not isinstance(operand.type, ir.RankedTensorType) \
+                or not ir.RankedTensorType(operand.type).has_static_shape:
+            return None
+        if kind == "full" and ir.RankedTensorType(operand.type).shape != ir.RankedTensorType(value.type).shape:
+            return None
+    body = [op.operation for op in block.operations]
+    inside = [result for op in body for result in op.results]
+    for op in body[:-1]:  # the last is linalg.yield
+        if not op.name.startswith(("arith.", "math.")) or op.name in _TRAPPING_OPS or len(op.regions):
+            return None
+        for operand in op.operands:
+            if isinstance(operand, ir.BlockArgument) or any(operand == r for r in inside):
+                continue
+            outer = defining_op(operand)  # captured from outside the body: a scalar constant
+            if outer is None or outer.name != "arith.constant" or isinstance(operand.type, ir.ShapedType):
+                return None
+    return generic, reshape, position
+
+
+def _vector_of(element: ir.Type) -> ir.VectorType:
+    return ir.VectorType.get([LANES], element)
+
+
+def _define_epilogue_function(module: ir.Module, name: str, generic: ir.Operation) -> None:
+    """The body of ``module``'s function declaration ``name``: the generic's body on vectors
+    of ``LANES`` elements (each arith / math op is elementwise on vectors as on scalars;
+    constants from outside the body become splats)."""
+    block = generic.regions[0].blocks[0]
+    inputs = list(block.arguments)[:-1]
+    function = next(op for op in module.body.operations
+                    if ir.StringAttr(op.operation.attributes["sym_name"]).value == name)
+    entry = function.add_entry_block()
+    mapped: list[tuple[ir.Value, ir.Value]] = list(zip(inputs, entry.arguments))
+
+    def lookup(value: ir.Value) -> ir.Value:
+        for old, new in mapped:
+            if old == value:
+                return new
+        constant = defining_op(value)  # from outside the body: a scalar constant
+        splat = ir.DenseElementsAttr.get_splat(_vector_of(value.type), constant.attributes["value"])
+        new = arith.ConstantOp(_vector_of(value.type), splat).result
+        mapped.append((value, new))
+        return new
+
+    with ir.InsertionPoint(entry), generic.location:
+        for op in block.operations:
+            op = op.operation
+            if op.name == "linalg.yield":
+                func.ReturnOp([lookup(op.operands[0])])
+                continue
+            operands = [lookup(v) for v in op.operands]
+            clone = ir.Operation.create(op.name, results=[_vector_of(r.type) for r in op.results],
+                                        operands=operands,
+                                        attributes={key: op.attributes[key] for key in op.attributes})
+            mapped.extend(zip(op.results, clone.results))
+
+
+def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operation,
+                   reshape: ir.Operation | None, position: int) -> None:
+    """Replace ``call`` and ``generic`` by a call of a kernel that applies the generic's body
+    to its accumulators."""
+    settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
+    a_unsigned = ir.BoolAttr(settings["a_unsigned"]).value
+    threads = ir.IntegerAttr(settings["threads"]).value
+    a, packed, start = call.operands
+    m, k = ir.RankedTensorType(a.type).shape
+    n = ir.RankedTensorType(call.results[0].type).shape[1]
+    inputs = list(generic.operands)[:-1]
+    rank = ir.RankedTensorType(inputs[position].type).rank
+    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    operands = tuple(EpilogueOperand(_operand_kind(map_attr, rank), str(ir.RankedTensorType(v.type).element_type))
+                     for v, map_attr in zip(inputs, maps))
+    result_type = ir.RankedTensorType(generic.results[0].type)
+    existing = {ir.StringAttr(op.operation.attributes["sym_name"]).value
+                for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes}
+    base = f"{kernel_name(m, n, k, a_unsigned, threads)}_epilogue"
+    name = next(f"{base}{i}" for i in range(len(existing) + 1) if f"{base}{i}" not in existing)
+    epilogue = Epilogue(f"{name}_body", operands, position, str(result_type.element_type))
+    # Public while the epilogue is inlined into it: symbol-dce would drop it, unused, otherwise.
+    kernel = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, epilogue, name).replace(
+        f"func.func private @{name}(", f"func.func @{name}("), module.context)
+    _define_epilogue_function(kernel, epilogue.function, generic)
+    PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        for op in kernel.body.operations:
+            clone = op.operation.clone()
+            clone.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    with ir.InsertionPoint(generic), generic.location:
+        extras = []
+        for index, (value, operand) in enumerate(zip(inputs, operands)):
+            if index == position:
+                continue
+            if operand.kind == "full" and rank > 2:
+                value = collapse(value, [list(range(rank - 1)), [rank - 1]])
+            extras.append(value)
+        flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
+        fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [a, packed, start, *extras])
+        result = fused.results[0]
+        if rank > 2:
+            result = expand(result, [list(range(rank - 1)), [rank - 1]], result_type.shape)
+    generic.results[0].replace_all_uses_with(result)
+    generic.erase()
+    if reshape is not None:
+        reshape.erase()
+    call.erase()
+
+
+@register_pass(
+    INT8_EPILOGUE_PASS,
+    "An elementwise linalg.generic consuming an int8 kernel's i32 result (requantization: "
+    "scale, bias, activation, residual, rounding) moves into the kernel, onto its accumulators",
+)
+def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the i32 product is 4 bytes per output that the kernel would write and the
+    requantizing generic read back (a ResNet-50 layer's 3136 x 256 product is 3.2 MB, past
+    L2); applied to the accumulators, the kernel writes the final, usually 8-bit, values.
+    Runs after elementwise fusion, so that the whole chain from the i32 sum to the next
+    tensor is one generic."""
+    for function in defined_functions(module):
+        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        for call in calls:
+            consumer = _elementwise_consumer(call)
+            if consumer is not None:
+                _fuse_epilogue(module, call, *consumer)

@@ -20,7 +20,7 @@ from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from . import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
-from .int8_matmul import INT8_MATMUL_PASS, VNNI_DOTS_PASS
+from .int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
 from .merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
@@ -116,7 +116,7 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
     return Stage("simplify",
                  ("canonicalize", "cse", f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
                   INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
-                  DROP_BARRIERS, *checks, "canonicalize",
+                  DROP_BARRIERS, INT8_EPILOGUE_PASS, *checks, "canonicalize",
                   *(("tilecraft-mark-groups",) if mark_groups else ())),
                  "fold constants; 8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
                  "elementwise producers into consumers; run-time checks"
