@@ -582,7 +582,8 @@ def _define_epilogue_function(module: ir.Module, name: str, generic: ir.Operatio
     inputs = list(block.arguments)[:-1]
     function = next(op for op in module.body.operations
                     if ir.StringAttr(op.operation.attributes["sym_name"]).value == name)
-    entry = function.add_entry_block()
+    with generic.location:
+        entry = function.add_entry_block()
     mapped: list[tuple[ir.Value, ir.Value]] = list(zip(inputs, entry.arguments))
 
     def lookup(value: ir.Value) -> ir.Value:
@@ -675,3 +676,16 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             consumer = _elementwise_consumer(call)
             if consumer is not None:
                 _fuse_epilogue(module, call, *consumer)
+    _erase_uncalled_kernels(module)
+
+
+def _erase_uncalled_kernels(module: ir.Operation) -> None:
+    """Kernel functions whose every call took an epilogue: LLVM would still compile them."""
+    called = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+              for op in ops_where(module, lambda o: o.name == "func.call")}
+    for op in list(module.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name == "func.func" and "sym_name" in op.attributes:
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            if name.startswith(KERNEL_PREFIX) and name not in called:
+                op.erase()

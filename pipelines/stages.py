@@ -31,7 +31,7 @@ from .pad_destinations import PADS_AS_DESTINATIONS
 from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
 from .vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
-from .vector_math import APPROXIMATE_EXP, REASSOCIATE_REDUCTIONS
+from .vector_math import APPROXIMATE_EXP, DIVIDE_BY_RECIPROCAL, REASSOCIATE_REDUCTIONS
 
 C_INTERFACE = "llvm.emit_c_interface"
 
@@ -182,7 +182,8 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               # CANONICALIZE_UNIT_CONTRACTIONS: it would lower a contraction over several
               # unit reduction dims (a reduction over [dir, hidden]) to scalar code.
               # VNNI_DOTS_PASS: the int8 kernels' dot products as vpdpbusd (int8_matmul.py).
-              ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (CANONICALIZE_UNIT_CONTRACTIONS,
+              # DIVIDE_BY_RECIPROCAL: a vector divide is ~10x a multiply (QuantizeLinear).
+              ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (DIVIDE_BY_RECIPROCAL, CANONICALIZE_UNIT_CONTRACTIONS,
                "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",
                APPROXIMATE_EXP, "canonicalize"),

@@ -244,6 +244,29 @@ def test_vector_tanh():
                                atol=np.finfo(np.float32).tiny)
 
 
+@pytest.mark.parametrize("divisor", [3.0, 0.1, 0.0235294122, -0.3, 1.9999999, 6.0, 1e-30, 1e30])
+def test_division_by_a_constant_is_divfs_quotient(divisor):
+    """``x / d`` for a constant ``d`` is a multiplication by ``1/d`` and an FMA correction
+    (pipelines/vector_math.py): bit for bit divf's quotient over random f32 bit patterns with
+    |x| >= 2^(emin + 2p) (below, within an ulp), signed zeros, infinities, NaN and overflow
+    kept."""
+    info = np.finfo(np.float32)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, info.max, -info.max, info.tiny, 1.0, 1e-25], np.float32)
+    x = np.concatenate([np.random.default_rng(5).integers(0, 2**32, 1 << 16, dtype=np.uint32).view(np.float32), edges])
+    source = mt.elementwise(x.shape, 1, [f"%d = arith.constant {divisor:.9e} : f32", "%r = arith.divf %in0, %d : f32",
+                                         "linalg.yield %r : f32"])
+    compiled = tilecraft.compile(source)
+    assert "divf" not in compiled.ir("vector")
+    got = compiled(x)
+    with np.errstate(all="ignore"):
+        ref = x / np.float32(divisor)
+    same = (got.view(np.uint32) == ref.view(np.uint32)) | (np.isnan(got) & np.isnan(ref))
+    tiny = np.abs(x) < np.ldexp(np.float32(1), info.minexp + 2 * (info.nmant + 1))
+    assert same[~tiny].all(), x[~same & ~tiny][:5]
+    off = tiny & ~same
+    assert (np.abs(got[off].astype(np.float64) - ref[off]) <= np.spacing(np.abs(ref[off]))).all()
+
+
 def _matmul_transposed_b(m, n, k, weight=None) -> str:
     """``linalg.matmul`` reading B as [N, K] through its indexing map; B an argument, or the
     constant ``weight`` (a dense literal)."""

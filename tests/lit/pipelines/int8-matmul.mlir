@@ -14,7 +14,7 @@
 // VNNI-LABEL: func.func @u8_by_s8
 // VNNI-DAG: %[[W:.*]] = arith.constant dense{{.*}} : tensor<1x2x64xi8>
 // VNNI-DAG: %[[S:.*]] = arith.constant dense<0> : tensor<16xi32>
-// VNNI: %[[R:.*]] = call @tilecraft_int8_matmul_5x3x6_u8_t2(%arg0, %[[W]], %[[S]]) : (tensor<5x6xi8>, tensor<1x2x64xi8>, tensor<16xi32>) -> tensor<5x3xi32>
+// VNNI: %[[R:.*]] = call @tilecraft_int8_matmul_5x3x6_u8_t2(%arg0, %[[W]], %[[S]]) {{.*}}: (tensor<5x6xi8>, tensor<1x2x64xi8>, tensor<16xi32>) -> tensor<5x3xi32>
 // VNNI: return %[[R]]
 // VNNI-LABEL: func.func private @tilecraft_int8_matmul_5x3x6_u8_t2
 // VNNI: scf.forall
