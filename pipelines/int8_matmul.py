@@ -49,7 +49,7 @@ from ..errors import PipelineError
 from ..frontend.emit import core
 from ..frontend.emit.contraction import collapse, expand
 from ..frontend.resources import constant_array
-from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
+from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
@@ -155,12 +155,87 @@ def _row_blocks(m: int, column_tiles: int, rows: int, threads: int) -> int:
     return rows * -(-tiles // blocks)
 
 
-def kernel_name(m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str:
-    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_{'u8' if a_unsigned else 's8'}_t{threads}"
+@dataclass(frozen=True)
+class Window:
+    """A 2-D convolution's windows, which the kernel reads in place of im2col's rows
+    (implicit GEMM): A is the padded NHWC input, row m is the output pixel (image, oh, ow)
+    and k runs over (kernel row, kernel column, channel), the order of the packed filter.
+    The channels are a multiple of 4, so that each group of four k lies in one tap."""
+
+    input_shape: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    out_h: int
+    out_w: int
+
+    @property
+    def channels(self) -> int:
+        return self.input_shape[3]
+
+    @property
+    def rows(self) -> int:
+        return self.input_shape[0] * self.out_h * self.out_w
+
+    @property
+    def depth(self) -> int:
+        return self.kernel[0] * self.kernel[1] * self.channels
+
+    def as_list(self) -> list[int]:
+        return [*self.input_shape, *self.kernel, *self.strides, *self.dilations, self.out_h, self.out_w]
+
+    @classmethod
+    def from_list(cls, values: list[int]) -> "Window":
+        return cls(tuple(values[0:4]), tuple(values[4:6]), tuple(values[6:8]), tuple(values[8:10]),
+                   values[10], values[11])
+
+    def suffix(self) -> str:
+        return ("_conv" + "x".join(map(str, self.input_shape)) + f"_k{self.kernel[0]}x{self.kernel[1]}"
+                f"_s{self.strides[0]}x{self.strides[1]}_d{self.dilations[0]}x{self.dilations[1]}")
+
+
+def kernel_name(m: int, n: int, k: int, a_unsigned: bool, threads: int, window: Window | None = None) -> str:
+    return (f"{KERNEL_PREFIX}_{m}x{n}x{k}_{'u8' if a_unsigned else 's8'}_t{threads}"
+            + (window.suffix() if window else ""))
+
+
+def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
+    """(padded NHWC input, its windows) when ``a`` is ``conv.integer_conv2d``'s im2col
+    matrix: the (N*OH*OW, KH*KW*C) collapse of a copy generic reading
+    ``x[n, oh * s0 + kh * d0, ow * s1 + kw * d1, c]``, with C a multiple of 4."""
+    collapse = defining_op(a)
+    if collapse is None or collapse.name != "tensor.collapse_shape":
+        return None
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(collapse.attributes["reassociation"])]
+    copy = defining_op(collapse.operands[0])
+    if groups != [[0, 1, 2], [3, 4, 5]] or copy is None or copy.name != "linalg.generic" or len(copy.operands) != 2:
+        return None
+    body = [o.operation for o in copy.regions[0].blocks[0].operations]
+    if len(body) != 1 or body[0].operands[0] != copy.regions[0].blocks[0].arguments[0]:
+        return None
+    source = copy.operands[0]
+    if not isinstance(source.type, ir.RankedTensorType) or not ir.RankedTensorType(source.type).has_static_shape:
+        return None
+    input_shape = tuple(ir.RankedTensorType(source.type).shape)
+    images, out_h, out_w, kh, kw, channels = ir.RankedTensorType(copy.results[0].type).shape
+    read, written = (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(copy.attributes["indexing_maps"]))
+    if not _is_identity(ir.AffineMapAttr.get(written)) or len(read.results) != 4:
+        return None
+    forms = [linear_form(e) for e in read.results]
+    if forms[0] != {0: 1} or forms[3] != {5: 1} or None in forms:
+        return None
+    height, width = forms[1], forms[2]
+    if set(height) - {1, 3} or set(width) - {2, 4} or min(*height.values(), *width.values()) < 1:
+        return None
+    if len(input_shape) != 4 or input_shape[0] != images or input_shape[3] != channels or channels % GROUP:
+        return None
+    return source, Window(input_shape, (kh, kw), (height.get(1, 1), width.get(2, 1)),
+                          (height.get(3, 1), width.get(4, 1)), out_h, out_w)
 
 
 def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
-                  epilogue: "Epilogue | None" = None, name: str | None = None) -> str:
+                  epilogue: "Epilogue | None" = None, name: str | None = None,
+                  window: "Window | None" = None) -> str:
     """The kernel function's MLIR (see the module docstring): ``(A: MxKxi8, B': packed,
     start: i32 per padded column[, the epilogue's operands]) -> MxN`` of i32, or of the
     epilogue's result type.
@@ -179,9 +254,9 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     full_groups = k // GROUP
     block_rows = _row_blocks(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
-    name = name or kernel_name(m, n, k, a_unsigned, threads)
+    name = name or kernel_name(m, n, k, a_unsigned, threads, window)
     result_element = epilogue.result if epilogue else "i32"
-    a_type = f"tensor<{m}x{k}xi8>"
+    a_type = f"tensor<{'x'.join(map(str, window.input_shape))}xi8>" if window else f"tensor<{m}x{k}xi8>"
     b_type = f"tensor<{tiles}x{groups}x{columns * GROUP}xi8>"
     s_type = f"tensor<{tiles * columns}xi32>"
     c_type = f"tensor<{m}x{n}x{result_element}>"
@@ -199,6 +274,8 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
         "  %c1 = arith.constant 1 : index",
         f"  %c_rows = arith.constant {rows} : index",
         f"  %c_full = arith.constant {full_groups} : index",
+        *((f"  %c_taps = arith.constant {window.kernel[0] * window.kernel[1]} : index",
+           f"  %c_channel_groups = arith.constant {window.channels // GROUP} : index") if window else ()),
         "  %i8_0 = arith.constant 0 : i8",
         "  %i32_0 = arith.constant 0 : i32",
         f"  %flip = arith.constant dense<{_SIGN_FLIP}> : {acc}",
@@ -228,19 +305,23 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                 lines.append(f"    %e{i}_c{v} = vector.transfer_read %e{i}[%s{v}_at], %pad{i} "
                              f"{{in_bounds = [{columns_in_bounds}]}} : {operand.tensor_type(m, n)}, {operand.vector_type()}")
 
-    def step_body(tag: str, mr: int, group: str, in_bounds: str, accs: list[str], indent: str
-                  ) -> tuple[list[str], list[str]]:
-        """One group of four k: loads of B', broadcasts of A, the dot products."""
+    def step_body(tag: str, mr: int, group: str, in_bounds: str, accs: list[str], indent: str,
+                  b_group: str | None = None) -> tuple[list[str], list[str]]:
+        """One group of four k: loads of B' (group ``b_group``, default ``group``), broadcasts
+        of A (its 4 bytes at k = 4 * ``group`` of each row, or of each row's window tap), the
+        dot products."""
+        b_group = b_group or group
         body = [f"{indent}%k_{tag} = affine.apply affine_map<(d0) -> (d0 * {GROUP})>({group})"]
         for v in range(vectors):
-            body += [f"{indent}%b{v}_{tag} = vector.transfer_read %b[%t, {group}, %c{v * 64}], %i8_0 "
+            body += [f"{indent}%b{v}_{tag} = vector.transfer_read %b[%t, {b_group}, %c{v * 64}], %i8_0 "
                      f"{{in_bounds = [true]}} : {b_type}, vector<64xi8>",
                      f"{indent}%bs{v}_{tag} = vector.shape_cast %b{v}_{tag} : vector<64xi8> to vector<16x4xi8>",
                      f"{indent}%be{v}_{tag} = arith.extsi %bs{v}_{tag} : vector<16x4xi8> to vector<16x4xi32>"]
         new = []
         for r in range(mr):
+            at = f"%img{r}, %ih{r}, %iw{r}, %k_{tag}" if window else f"%row{r}, %k_{tag}"
             body += [
-                f"{indent}%a{r}_{tag} = vector.transfer_read %a[%row{r}, %k_{tag}], %i8_0 "
+                f"{indent}%a{r}_{tag} = vector.transfer_read %a[{at}], %i8_0 "
                 f"{{in_bounds = [{in_bounds}]}} : {a_type}, vector<4xi8>",
                 f"{indent}%w{r}_{tag} = vector.bitcast %a{r}_{tag} : vector<4xi8> to vector<1xi32>",
                 f"{indent}%x{r}_{tag} = vector.extract %w{r}_{tag}[0] : i32 from vector<1xi32>",
@@ -292,15 +373,38 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
         for r in range(mr):
             out += [f"      %local{r} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i)",
                     f"      %row{r} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i)"]
+            if window:  # the row's output pixel: image, output row, output column
+                out += [f"      %img{r} = affine.apply affine_map<(d0) -> (d0 floordiv {window.out_h * window.out_w})>(%row{r})",
+                        f"      %oh{r} = affine.apply affine_map<(d0) -> ((d0 floordiv {window.out_w}) mod {window.out_h})>(%row{r})",
+                        f"      %ow{r} = affine.apply affine_map<(d0) -> (d0 mod {window.out_w})>(%row{r})"]
         count = mr * vectors
         starts = [f"%s{v}" for _ in range(mr) for v in range(vectors)]
         carried = [f"%l{j}" for j in range(count)]
-        out.append(f"      %r:{count} = scf.for %g = %c0 to %c_full step %c1 "
-                   f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(carried, starts))}) "
-                   f"-> ({', '.join([acc] * count)}) {{")
-        body, new = step_body("g", mr, "%g", "true", carried, "        ")
-        out += body
-        out += [f"        scf.yield {', '.join(new)} : {', '.join([acc] * count)}", "      }"]
+        types = ", ".join([acc] * count)
+        if window is None:
+            out.append(f"      %r:{count} = scf.for %g = %c0 to %c_full step %c1 "
+                       f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(carried, starts))}) -> ({types}) {{")
+            body, new = step_body("g", mr, "%g", "true", carried, "        ")
+            out += body
+            out += [f"        scf.yield {', '.join(new)} : {types}", "      }"]
+        else:  # per tap of the window, its channels: a group of k is 4 channels of one tap
+            kh, kw = window.kernel
+            inner = [f"%ci{j}" for j in range(count)]
+            out.append(f"      %r:{count} = scf.for %tap = %c0 to %c_taps step %c1 "
+                       f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(carried, starts))}) -> ({types}) {{")
+            for r in range(mr):
+                out += [f"        %ih{r} = affine.apply affine_map<(d0, d1) -> (d0 * {window.strides[0]} + "
+                        f"(d1 floordiv {kw}) * {window.dilations[0]})>(%oh{r}, %tap)",
+                        f"        %iw{r} = affine.apply affine_map<(d0, d1) -> (d0 * {window.strides[1]} + "
+                        f"(d1 mod {kw}) * {window.dilations[1]})>(%ow{r}, %tap)"]
+            out += [f"        %tap_groups = affine.apply affine_map<(d0) -> (d0 * {window.channels // GROUP})>(%tap)",
+                    f"        %rc:{count} = scf.for %cg = %c0 to %c_channel_groups step %c1 "
+                    f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(inner, carried))}) -> ({types}) {{",
+                    "          %g = affine.apply affine_map<(d0, d1) -> (d0 + d1)>(%tap_groups, %cg)"]
+            body, new = step_body("g", mr, "%cg", "true", inner, "          ", b_group="%g")
+            out += body
+            out += [f"          scf.yield {', '.join(new)} : {types}", "        }",
+                    f"        scf.yield {', '.join(f'%rc#{j}' for j in range(count))} : {types}", "      }"]
         final = [f"%r#{j}" for j in range(count)]
         if k % GROUP:
             body, final = step_body("tail", mr, "%c_full", "false", final, "      ")
@@ -334,14 +438,15 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     return "\n".join(lines)
 
 
-def _kernel(module: ir.Operation, m: int, n: int, k: int, a_unsigned: bool, threads: int) -> str:
+def _kernel(module: ir.Operation, m: int, n: int, k: int, a_unsigned: bool, threads: int,
+            window: Window | None) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    name = kernel_name(m, n, k, a_unsigned, threads)
+    name = kernel_name(m, n, k, a_unsigned, threads, window)
     body = module.regions[0].blocks[0]
     for op in body.operations:
         if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
             return name
-    parsed = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads), module.context)
+    parsed = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, window=window), module.context)
     with ir.InsertionPoint(body):
         for op in parsed.body.operations:
             op.operation.clone()
@@ -354,16 +459,26 @@ def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_uns
     n = b.shape[1]
     _, vectors = register_tile(n)
     columns = vectors * LANES
-    name = _kernel(module, m, n, k, a_unsigned, threads)
+    windows = im2col_window(a)
+    source, window = windows if windows else (a, None)
+    name = _kernel(module, m, n, k, a_unsigned, threads, window)
+    settings = {"a_unsigned": ir.BoolAttr.get(a_unsigned),
+                "threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)}
+    if window:
+        settings["window"] = ir.DenseI64ArrayAttr.get(window.as_list())
     with ir.InsertionPoint(op), op.location:
         packed = core.constant(pack_weights(b, columns), name="vnni_weights")
         start = core.constant(accumulator_start(b, columns, a_unsigned), name="vnni_start")
-        call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name), [a, packed, start])
-        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get({
-            "a_unsigned": ir.BoolAttr.get(a_unsigned),
-            "threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)})
+        call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name), [source, packed, start])
+        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get(settings)
     op.results[0].replace_all_uses_with(call.results[0])
     op.erase()
+    if window:  # the im2col copy, unless something else reads it
+        collapse = defining_op(a)
+        copy = defining_op(collapse.operands[0])
+        for dead in (collapse, copy):
+            if not list(dead.results[0].uses):
+                dead.erase()
 
 
 def _to_widened_matmul(op: ir.Operation, a_unsigned: bool, b_unsigned: bool) -> None:
@@ -616,8 +731,9 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
     a_unsigned = ir.BoolAttr(settings["a_unsigned"]).value
     threads = ir.IntegerAttr(settings["threads"]).value
+    window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
     a, packed, start = call.operands
-    m, k = ir.RankedTensorType(a.type).shape
+    m, k = (window.rows, window.depth) if window else ir.RankedTensorType(a.type).shape
     n = ir.RankedTensorType(call.results[0].type).shape[1]
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
@@ -627,11 +743,11 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     result_type = ir.RankedTensorType(generic.results[0].type)
     existing = {ir.StringAttr(op.operation.attributes["sym_name"]).value
                 for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes}
-    base = f"{kernel_name(m, n, k, a_unsigned, threads)}_epilogue"
+    base = f"{kernel_name(m, n, k, a_unsigned, threads, window)}_epilogue"
     name = next(f"{base}{i}" for i in range(len(existing) + 1) if f"{base}{i}" not in existing)
     epilogue = Epilogue(f"{name}_body", operands, position, str(result_type.element_type))
     # Public while the epilogue is inlined into it: symbol-dce would drop it, unused, otherwise.
-    kernel = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, epilogue, name).replace(
+    kernel = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, epilogue, name, window).replace(
         f"func.func private @{name}(", f"func.func @{name}("), module.context)
     _define_epilogue_function(kernel, epilogue.function, generic)
     PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)

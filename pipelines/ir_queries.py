@@ -77,3 +77,25 @@ def is_zero_fill(value: ir.Value) -> bool:
     if isinstance(attr, ir.FloatAttr):
         return ir.FloatAttr(attr).value == 0.0
     return isinstance(attr, ir.IntegerAttr) and ir.IntegerAttr(attr).value == 0
+
+
+def linear_form(expr: ir.AffineExpr) -> dict[int, int] | None:
+    """``{dim: coefficient, -1: constant}`` for a linear expression, else None."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return {expr.position: 1}
+    if isinstance(expr, ir.AffineConstantExpr):
+        return {-1: expr.value}
+    if isinstance(expr, ir.AffineAddExpr):
+        a, b = linear_form(expr.lhs), linear_form(expr.rhs)
+        if a is None or b is None:
+            return None
+        return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+    if isinstance(expr, ir.AffineMulExpr):
+        a, b = linear_form(expr.lhs), linear_form(expr.rhs)
+        if a is None or b is None:
+            return None
+        if set(b) == {-1}:
+            return {k: v * b[-1] for k, v in a.items()}
+        if set(a) == {-1}:
+            return {k: v * a[-1] for k, v in b.items()}
+    return None

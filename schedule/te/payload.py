@@ -27,6 +27,7 @@ from mlir import ir, passmanager
 
 from ...frontend.loader import load_module
 from ...pipelines.dim_relations import argument_symbols, equal_argument_dims
+from ...pipelines.ir_queries import linear_form
 from ...pipelines.loop_nest import structured_ops
 from ...pipelines.scratch import scratch_copy
 from ...runtime.signature import SYMBOLS_ATTRIBUTE
@@ -85,34 +86,12 @@ def _index_result(expr: ir.AffineExpr) -> IndexResult:
         return IndexResult("dim", expr.position)
     if isinstance(expr, ir.AffineConstantExpr):
         return IndexResult("const", expr.value)
-    coefficients = _linear(expr)
+    coefficients = linear_form(expr)
     if coefficients is not None:
         dims = tuple(sorted(d for d in coefficients if d >= 0))
         return IndexResult("expr", coefficients.get(-1, 0), dims,
                            tuple(coefficients[d] for d in dims), str(expr))
     return IndexResult("expr", 0, (), None, str(expr))
-
-
-def _linear(expr: ir.AffineExpr) -> dict[int, int] | None:
-    """``{dim: coefficient, -1: constant}`` for a linear expression, else None."""
-    if isinstance(expr, ir.AffineDimExpr):
-        return {expr.position: 1}
-    if isinstance(expr, ir.AffineConstantExpr):
-        return {-1: expr.value}
-    if isinstance(expr, ir.AffineAddExpr):
-        a, b = _linear(expr.lhs), _linear(expr.rhs)
-        if a is None or b is None:
-            return None
-        return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
-    if isinstance(expr, ir.AffineMulExpr):
-        a, b = _linear(expr.lhs), _linear(expr.rhs)
-        if a is None or b is None:
-            return None
-        if set(b) == {-1}:
-            return {k: v * b[-1] for k, v in a.items()}
-        if set(a) == {-1}:
-            return {k: v * a[-1] for k, v in b.items()}
-    return None
 
 
 def _owner(value: ir.Value) -> ir.Operation | None:

@@ -189,6 +189,7 @@ CONVS = [  # (input shape, filter shape, attributes)
     ((1, 16, 6, 6), (40, 16, 1, 1), {}),
     ((1, 16, 7, 7), (24, 16, 1, 1), {"strides": [2, 2]}),
     ((1, 4, 11, 11), (6, 4, 3, 3), {"dilations": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((2, 8, 9, 8), (70, 8, 3, 3), {"pads": [1, 2, 0, 1], "strides": [2, 1]}),
 ]
 
 
@@ -199,7 +200,11 @@ def test_conv_integer_with_a_constant_filter_is_an_exact_int8_matmul(x_shape, w_
     zero = np.array(131 if x_dtype == np.uint8 else -7, x_dtype)
     model = make_model("ConvInteger", {"x": x}, constants={"w": w, "x_zero": zero}, attributes=attributes, opset=10)
     compiled = compiled_against_reference(model, {"x": x})
-    assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+    schedule = compiled.ir("schedule")
+    assert ("tilecraft_int8_matmul" in schedule) == HOST_VNNI
+    # Channels a multiple of 4: the kernel reads the windows in place (no im2col copy).
+    windowed = x_shape[1] % 4 == 0 and (w_shape[2:] != (1, 1) or attributes.get("strides", [1, 1]) != [1, 1])
+    assert ("_conv" in schedule) == (HOST_VNNI and windowed)
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
