@@ -1,4 +1,5 @@
-"""``tilecraft-int8-matmul``: 8-bit integer matmuls as u8 x s8 dot products (AVX-512 VNNI).
+"""``tilecraft-int8-matmul``: 8-bit integer matmuls as u8 x s8 dot products (AVX-512 VNNI);
+``tilecraft-int8-epilogues``: their requantization moved onto the accumulators.
 
 The ONNX frontend forms the product of quantized operands (MatMulInteger, QLinearMatMul)
 from the raw 8-bit values, ``contraction.integer_matmul``::
@@ -18,13 +19,25 @@ This pass decides how that product runs, once per matmul:
 
   - ``scf.forall`` over (row blocks, column tiles), about two tasks per thread;
   - per task, register tiles of MR rows x NT columns (MR x NT/16 accumulators, MR = 6 for
-    NT = 64); per 4 values of k, one broadcast of A's 4 bytes per row and one load of B'
-    per 16 columns;
+    NT = 64) that stay in registers over the whole of k; per 4 values of k, one broadcast
+    of A's 4 bytes per row and one load of B' per 16 columns;
   - a signed A is made unsigned by flipping its bytes' sign bit (``a + 128``) and the
-    accumulators start at ``-128 * column_sums(B)``, which undoes it exactly.
+    accumulators start at ``-128 * column_sums(B)``, which undoes it exactly;
+  - for a convolution (``conv.integer_conv2d``: A is the im2col matrix of a padded NHWC
+    input, ``im2col_window``) with channels a multiple of 4, the kernel reads each row's
+    window from the padded input itself (implicit GEMM, ``Window``): k runs over the taps,
+    then over their channels, and the im2col copy (9 times the input for a 3x3 filter,
+    scalar loops: 3 ms of a 27 ms int8 ResNet-50) is gone.
 
   The kernel reads its operands through the function's arguments, so the later passes
   that rewrite constant reads (blocked_constants.py) leave the packed layout alone.
+
+  ``tilecraft-int8-epilogues`` (after elementwise fusion) regenerates a kernel whose i32
+  result feeds one elementwise generic (the requantization: zero-point offsets, scales,
+  bias, ReLU, a residual, QuantizeLinear's rounding and clamp) as a variant that applies
+  the generic's body, on vectors, to its accumulators and writes the generic's result
+  (``Epilogue``). The i32 product, 4 bytes per output written and read back, is never
+  stored.
 * **Widened operands and ``linalg.matmul`` on i32** otherwise (no VNNI, an unsigned or
   run-time B, dynamic shapes): the form the default schedule vectorizes.
 
