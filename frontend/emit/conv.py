@@ -21,7 +21,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from . import core
+from . import core, extent_math
+from .checks import check_extent
 from .contraction import accumulator_type, collapse, expand, generic_op, integer_matmul, round_to
 
 Extent = "int | ir.Value"
@@ -279,6 +280,88 @@ def integer_conv2d(
     offsets = core.constant(offset.astype(np.int32), name="conv_offsets")
     corrected = core.elementwise([product, offsets], i32, arith.subi)
     return core.transpose(corrected, [0, 3, 1, 2])
+
+
+# --- col2im ------------------------------------------------------------------------------------
+
+
+def col2im(x: ir.Value, image: Sequence[Extent], block: Sequence[Extent], *, strides: Sequence[int],
+           dilations: Sequence[int], pads: Sequence[int]) -> ir.Value:
+    """ONNX Col2Im: the sliding blocks of ``x`` ``(N, C * prod(block), L)`` summed back into
+    an image ``(N, C, *image)``, the adjoint of im2col. ``image`` and ``block`` may be known
+    only at run time; ``pads`` is ``[begin..., end...]``.
+
+    As a gather, not a scatter: one ``linalg.generic`` over ``(n, c, *image, tap)`` with the
+    tap a reduction, reading for each output position and block offset the column whose
+    window covers it: ``p = y + pad_begin - offset * dilation`` must be a non-negative
+    multiple of the stride below the block count. Every read index is clamped; the extents
+    it relies on (C * prod(block) rows, L blocks) are run-time checks."""
+    rank = len(image)
+    if not (len(block) == rank == len(strides) == len(dilations) and len(pads) == 2 * rank):
+        raise ValueError(f"Col2Im: image_shape, block_shape, strides, dilations and pads disagree on the "
+                         f"spatial rank ({rank}, {len(block)}, {len(strides)}, {len(dilations)}, {len(pads)} // 2)")
+    if min((*strides, *dilations), default=1) < 1 or min(pads, default=0) < 0:
+        raise ValueError(f"Col2Im: strides and dilations must be >= 1 and pads >= 0; got {strides}, "
+                         f"{dilations}, {pads}")
+    batch, rows, length = core.sizes(x)
+    for extent in block:
+        check_extent(1, extent, "Col2Im: a block dim of {bound}", at_most=True)
+    taps = extent_math.product(block)
+    channels = extent_math.floordiv(rows, taps)
+    check_extent(extent_math.mul(channels, taps), rows, "Col2Im: the input's {bound} rows are not a multiple "
+                 "of the block size")
+    counts = []
+    for d in range(rank):
+        span = extent_math.add(extent_math.mul(dilations[d], extent_math.sub(block[d], 1)), 1)
+        room = extent_math.sub(extent_math.add(image[d], pads[d] + pads[rank + d]), span)
+        count = extent_math.add(extent_math.floordiv(room, strides[d]), 1)
+        check_extent(1, count, "Col2Im: {bound} sliding blocks along a dim", at_most=True)
+        counts.append(count)
+    check_extent(extent_math.product(counts), length, "Col2Im: the input holds {bound} blocks, the shapes "
+                 "make {value}")
+    element = core.tensor_type(x).element_type
+    out_extents = [batch, channels, *image]
+    init = core.filled(out_extents, 0, element)
+    loops = len(out_extents) + 1
+    dims = [ir.AffineDimExpr.get(i) for i in range(loops)]
+    # linalg infers each loop's extent from an operand: an empty tensor of one element per
+    # tap gives the reduction's (nothing reads it).
+    tap_extent = core.empty([taps], element)
+    op = linalg.GenericOp(
+        [init.type], [tap_extent], [init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, [dims[-1]])),
+                          ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, dims[:-1]))]),
+        ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * (loops - 1)
+                         + [ir.Attribute.parse("#linalg.iterator_type<reduction>")]),
+    )
+    body = op.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(body):
+        at = [linalg.IndexOp(d).result for d in range(loops)]
+        image_at, tap = at[2:-1], at[-1]
+        offsets, rest = [None] * rank, tap
+        for d in reversed(range(rank)):  # the tap's block offset, the last dim fastest
+            extent = extent_math.as_index(block[d])
+            offsets[d], rest = arith.remui(rest, extent), arith.divui(rest, extent)
+        valid, column = None, core.index(0)
+        for d in range(rank):
+            p = arith.subi(arith.addi(image_at[d], core.index(pads[d])),
+                           arith.muli(offsets[d], core.index(dilations[d])))
+            nonnegative = arith.maxsi(p, core.index(0))
+            step = core.index(strides[d])
+            q = arith.divui(nonnegative, step)
+            count = extent_math.as_index(counts[d])
+            ok = arith.andi(arith.andi(arith.cmpi(arith.CmpIPredicate.sge, p, core.index(0)),
+                                       arith.cmpi(arith.CmpIPredicate.eq, arith.remui(nonnegative, step), core.index(0))),
+                            arith.cmpi(arith.CmpIPredicate.ult, q, count))
+            valid = ok if valid is None else arith.andi(valid, ok)
+            clamped = arith.minui(q, arith.subi(count, core.index(1)))
+            column = arith.addi(arith.muli(column, count), clamped)
+        row = arith.addi(arith.muli(at[1], extent_math.as_index(taps)), tap)
+        sample = tensor.extract(x, [at[0], row, column])
+        zero = core.scalar_constant(0, element)
+        add = arith.addf if core.is_float(element) else arith.addi
+        linalg.YieldOp([add(body.arguments[1], arith.select(valid, sample, zero))])
+    return op.results[0]
 
 
 # --- transposed convolution ------------------------------------------------------------------

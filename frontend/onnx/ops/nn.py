@@ -16,9 +16,10 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from ...emit import contraction, conv, core, pooling
+from ...emit.checks import check_extent
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
-from . import quantization
+from . import operands, quantization
 
 _AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
@@ -58,8 +59,8 @@ def gemm(ctx: NodeContext) -> list[ir.Value]:
 
 @onnx_op("Einsum", since=12)
 def einsum(ctx: NodeContext) -> list[ir.Value]:
-    operands = [ctx.value(i) for i in range(len(ctx.inputs))]
-    return [contraction.einsum(ctx.attr("equation"), operands)]
+    values = [ctx.value(i) for i in range(len(ctx.inputs))]
+    return [contraction.einsum(ctx.attr("equation"), values)]
 
 
 # --- window attributes -----------------------------------------------------------------------
@@ -356,3 +357,26 @@ def global_average_pool(ctx: NodeContext) -> list[ir.Value]:
 def global_max_pool(ctx: NodeContext) -> list[ir.Value]:
     _spatial_rank(ctx)
     return [pooling.global_pool(ctx.value(0), "max", unsigned=ctx.is_unsigned(0))]
+
+
+@onnx_op("Col2Im", since=18)
+def col2im(ctx: NodeContext) -> list[ir.Value]:
+    image = operands.numbers(ctx, 1, int)
+    block = operands.numbers(ctx, 2, int)
+    if image is None or block is None:
+        raise HandlerError("Col2Im needs a non-empty image_shape and block_shape")
+    rank = len(image)
+    try:
+        # An image_shape read at run time takes the model's declared output extents, checked
+        # against it at run time: the output's shape is then static.
+        declared = operands.known_dims(ctx.output_infos[0], rank + 2)[2:]
+        for d, known in enumerate(declared):
+            if not isinstance(image[d], int) and known is not None:
+                check_extent(image[d], known, "Col2Im: image_shape holds {value} where the model declares {bound}")
+                image[d] = known
+        return [conv.col2im(ctx.value(0), image, block,
+                            strides=list(ctx.attr("strides", [1] * rank)),
+                            dilations=list(ctx.attr("dilations", [1] * rank)),
+                            pads=list(ctx.attr("pads", [0] * (2 * rank))))]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error

@@ -1,5 +1,6 @@
 """ONNX Resize and Upsample: scales or sizes (attributes or runtime inputs), coordinate
-transformation modes, nearest/linear/cubic, through ``frontend/emit/resize.py``."""
+transformation modes, nearest/linear/cubic, through ``frontend/emit/resize.py``; GridSample
+through ``frontend/emit/grid_sample.py``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from mlir.dialects import arith
 from mlir.dialects import math as mmath
 
 from ...emit import core, extent_math
+from ...emit import grid_sample as sampling
 from ...emit import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
@@ -176,3 +178,17 @@ def resize_10(ctx: NodeContext) -> list[ir.Value]:
 def upsample(ctx: NodeContext) -> list[ir.Value]:
     scales = [float(s) for s in ctx.attr("scales")] if ctx.opset < 9 else operands.numbers(ctx, 1, float)
     return [_legacy_resize(ctx, scales or [])]
+
+
+@onnx_op("GridSample", since=16)
+def grid_sample(ctx: NodeContext) -> list[ir.Value]:
+    """Opset 16 names the modes bilinear / bicubic and samples 4-D inputs; 20 calls them
+    linear / cubic and takes any number of spatial dims. Both spellings are accepted."""
+    mode = ctx.attr("mode", "bilinear" if ctx.opset < 20 else "linear")
+    method = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    try:
+        options = sampling.GridSampleMethod(method, ctx.attr("padding_mode", "zeros"),
+                                            bool(ctx.attr("align_corners", 0)))
+        return [sampling.grid_sample(ctx.value(0), ctx.value(1), options)]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error

@@ -1,0 +1,149 @@
+"""GridSample and Col2Im against ONNX's reference (frontend/emit/grid_sample.py, conv.col2im):
+every interpolation and padding mode, 2-D and 3-D grids, coordinates far outside the input
+or NaN (read clamped: no out-of-bounds read), image and block shapes given at run time, and
+the errors bad shapes get."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tilecraft
+
+from onnx_testing import check_node, import_error, make_model
+
+RNG = np.random.default_rng(23)
+# Both ops are gathers, which the default schedule does not vectorize: they keep scalar
+# loops with a warning, which tests/conftest.py would make an error.
+pytestmark = pytest.mark.filterwarnings("ignore:tilecraft-schedule:RuntimeWarning")
+
+
+def grid(shape) -> np.ndarray:
+    """Normalized coordinates, a fifth of them outside [-1, 1] (where padding decides)."""
+    return RNG.uniform(-1.25, 1.25, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_2d_matches_the_reference(mode, padding_mode, align_corners):
+    """(The reference knows opset 20's mode names only; opset 16's are checked against
+    PyTorch below.)"""
+    x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    check_node("GridSample", {"x": x, "grid": grid((2, 4, 6, 2))}, opset=20, rtol=1e-5, atol=1e-5,
+               attributes={"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners})
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_20_volumes(mode):
+    """Opset 20 samples 3-D inputs too (cubic: 2-D only)."""
+    x = RNG.standard_normal((1, 2, 4, 5, 6)).astype(np.float32)
+    if mode == "cubic":
+        x = x[:, :, 0]
+        points = grid((1, 3, 4, 2))
+    else:
+        points = grid((1, 2, 3, 4, 3))
+    check_node("GridSample", {"x": x, "grid": points}, opset=20, rtol=1e-5, atol=1e-5,
+               attributes={"mode": mode, "padding_mode": "border"})
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_16_agrees_with_pytorch(mode):
+    """(Not bicubic: PyTorch pads only its taps, ONNX also the coordinate, so the two differ
+    for coordinates outside the input.)"""
+    x = RNG.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    points = grid((2, 5, 7, 2))
+    model = make_model("GridSample", {"x": x, "grid": points}, opset=16,
+                       attributes={"mode": mode, "padding_mode": "border", "align_corners": 1})
+    expected = torch.nn.functional.grid_sample(torch.from_numpy(x), torch.from_numpy(points), mode=mode,
+                                               padding_mode="border", align_corners=True).numpy()
+    np.testing.assert_allclose(tilecraft.compile(model)(x=x, grid=points), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_reads_in_bounds_for_wild_coordinates(padding_mode):
+    """Coordinates of 1e30, -1e30, +-inf and NaN: every read is clamped into the input, so
+    the result is the padding's value or an input element, never memory outside it."""
+    x = RNG.uniform(1.0, 2.0, (1, 1, 3, 4)).astype(np.float32)
+    wild = np.array([1e30, -1e30, np.inf, -np.inf, np.nan, 0.5], np.float32)
+    points = np.stack(np.meshgrid(wild, wild), axis=-1).reshape(1, 6, 6, 2).astype(np.float32)
+    model = make_model("GridSample", {"x": x, "grid": points}, opset=16,
+                       attributes={"mode": "nearest", "padding_mode": padding_mode})
+    got = tilecraft.compile(model)(x=x, grid=points)
+    assert got.shape == (1, 1, 6, 6)
+    finite = got[np.isfinite(got)]
+    assert np.all((finite == 0) | ((finite >= 1.0) & (finite <= 2.0)))
+
+
+def test_grid_sample_bad_input_is_an_import_error():
+    x = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    for points in (grid((1, 3, 3, 3)), grid((2, 3, 3, 2)), grid((1, 3, 2))):  # ONNX's shape inference refuses these
+        with pytest.raises(tilecraft.ModelImportError):
+            tilecraft.compile(make_model("GridSample", {"x": x, "grid": points}, opset=16))
+    assert "float" in import_error("GridSample", {"x": x.astype(np.int32), "grid": grid((1, 3, 3, 2))}, opset=16)
+    assert "mode" in import_error("GridSample", {"x": x, "grid": grid((1, 3, 3, 2))}, opset=16,
+                                  attributes={"mode": "area"})
+
+
+COL2IM = [  # (batch, channels, image_shape, block_shape, attributes)
+    (1, 1, [5, 5], [1, 5], {}),
+    (2, 3, [4, 5], [2, 3], {"pads": [1, 0, 0, 1]}),
+    (1, 2, [5, 5], [3, 3], {"strides": [2, 2]}),
+    (1, 2, [6, 5], [2, 2], {"dilations": [2, 3], "strides": [2, 1], "pads": [1, 1, 0, 1]}),
+    (1, 2, [4, 3, 4], [2, 2, 2], {"strides": [2, 2, 2], "pads": [0, 1, 0, 0, 0, 0]}),
+]
+
+
+def blocks(image, block, attributes) -> int:
+    """L: the number of sliding blocks the shapes make."""
+    rank = len(image)
+    pads = attributes.get("pads", [0] * 2 * rank)
+    strides, dilations = attributes.get("strides", [1] * rank), attributes.get("dilations", [1] * rank)
+    return int(np.prod([(image[d] + pads[d] + pads[rank + d] - dilations[d] * (block[d] - 1) - 1) // strides[d] + 1
+                        for d in range(rank)]))
+
+
+@pytest.mark.parametrize("batch,channels,image,block,attributes", COL2IM)
+@pytest.mark.parametrize("given", ["constants", "inputs"])
+def test_col2im_matches_the_reference(batch, channels, image, block, attributes, given):
+    x_shape = (batch, channels * int(np.prod(block)), blocks(image, block, attributes))
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    shapes = {"image_shape": np.array(image, np.int64), "block_shape": np.array(block, np.int64)}
+    inputs = {"x": x, **(shapes if given == "inputs" else {})}
+    constants = shapes if given == "constants" else {}
+    check_node("Col2Im", inputs, constants=constants, attributes=attributes, opset=18,
+               input_order=["x", "image_shape", "block_shape"], rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_agrees_with_torch_fold():
+    x = RNG.standard_normal((2, 27, 8)).astype(np.float32)
+    model = make_model("Col2Im", {"x": x}, constants={"image_shape": np.array([7, 6]), "block_shape": np.array([3, 3])},
+                       attributes={"strides": [2, 1], "pads": [1, 0, 1, 0], "dilations": [1, 2]}, opset=18)
+    expected = torch.nn.functional.fold(torch.from_numpy(x), (7, 6), (3, 3), dilation=(1, 2), padding=(1, 0),
+                                        stride=(2, 1)).numpy()
+    np.testing.assert_allclose(tilecraft.compile(model)(x=x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_integers_sum_exactly():
+    x = RNG.integers(-100, 100, (1, 4, 9)).astype(np.int32)
+    check_node("Col2Im", {"x": x}, constants={"image_shape": np.array([4, 4]), "block_shape": np.array([2, 2])},
+               opset=18, input_order=["x", "image_shape", "block_shape"], rtol=0, atol=0)
+
+
+def test_col2im_bad_shapes():
+    x = RNG.standard_normal((1, 5, 5)).astype(np.float32)
+    block = {"image_shape": np.array([5, 5]), "block_shape": np.array([2, 2])}
+    assert "multiple of the block size" in import_error("Col2Im", {"x": x}, constants=block, opset=18)
+    fits = {"image_shape": np.array([5, 5]), "block_shape": np.array([1, 5])}
+    assert "blocks" in import_error("Col2Im", {"x": np.zeros((1, 5, 4), np.float32)}, constants=fits, opset=18)
+    assert "strides" in import_error("Col2Im", {"x": x}, constants=fits, opset=18, attributes={"strides": [0, 1]})
+    # Shapes given at run time are checked there: a mismatch is an error, not a wrong read.
+    model = make_model("Col2Im", {"x": x, "image_shape": np.array([5, 5]), "block_shape": np.array([1, 5])}, opset=18)
+    compiled = tilecraft.compile(model)
+    np.testing.assert_allclose(compiled(x=x, image_shape=np.array([5, 5]), block_shape=np.array([1, 5])).sum(), x.sum(),
+                               rtol=1e-5)
+    with pytest.raises(tilecraft.TilecraftError, match="multiple of the block size"):
+        compiled(x=x, image_shape=np.array([5, 5]), block_shape=np.array([2, 2]))
+    with pytest.raises(tilecraft.TilecraftError, match="blocks"):
+        compiled(x=x, image_shape=np.array([6, 5]), block_shape=np.array([1, 5]))
