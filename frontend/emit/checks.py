@@ -132,3 +132,20 @@ def check_index_range(indices: ir.Value, extents: "list[int | ir.Value]", axis_n
         ok = arith.xori(arith.ori(too_small, too_large), arith.constant(ir.IntegerType.get_signless(1), 1))
         bad = arith.select(too_small, smallest, largest)
         emit_check(ok, bad, n, "index", f"index {{value}} out of range for axis {axis} of size {{bound}}")
+
+
+def check_value_range(values: ir.Value, low: "int | ir.Value", high: "int | ir.Value", message: str) -> None:
+    """Every element of the integer tensor ``values`` must lie in ``[low, high]``: a run-time
+    ``index`` check on the tensor's min and max, before the loops that use the values as
+    positions. ``message`` names ``{value}`` (the offending extreme) and ``{bound}``."""
+    shape = core.static_shape(values)
+    if 0 in [s for s in shape if s is not None]:
+        return
+    axes = list(range(len(shape)))
+    smallest = scalar_to_index(tensor.extract(_extreme(values, axes, "min"), []))
+    largest = scalar_to_index(tensor.extract(_extreme(values, axes, "max"), []))
+    lower, upper = as_index(low), as_index(high)
+    too_small = arith.cmpi(arith.CmpIPredicate.slt, smallest, lower)
+    too_large = arith.cmpi(arith.CmpIPredicate.sgt, largest, upper)
+    ok = arith.xori(arith.ori(too_small, too_large), arith.constant(ir.IntegerType.get_signless(1), 1))
+    emit_check(ok, arith.select(too_small, smallest, largest), arith.select(too_small, lower, upper), "index", message)

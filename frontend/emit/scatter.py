@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, tensor
+from mlir.dialects import arith, scf, tensor
 
-from . import core
+from . import core, extent_math
+from .checks import check_extent, check_index_range, check_value_range
 from .extent_math import as_index
-from .checks import check_extent, check_index_range
-from .movement import source_index
+from .movement import indexed_generic, source_index
 
 # --------------------------------------------------------------------------------------
 # Sequential writes: scatter and compaction
@@ -34,7 +34,6 @@ def loop_nest(
     Why loops and not ``linalg``: a scatter's writes may collide and ONNX defines them as
     applied in order, which no parallel structured op expresses.
     """
-    from mlir.dialects import scf
 
     def level(depth: int, indices: list[ir.Value], values: list[ir.Value]) -> list[ir.Value]:
         if depth == len(extents):
@@ -169,8 +168,6 @@ def nonzero(value: ir.Value) -> ir.Value:
     result = core.empty([len(extents), total], i64)
 
     def write(positions, carried):
-        from mlir.dialects import scf
-
         out, n = carried
         hit = is_set(positions)
         branch = scf.IfOp(hit, [out.type], has_else=True)
@@ -185,3 +182,65 @@ def nonzero(value: ir.Value) -> ir.Value:
 
     result, _ = loop_nest(extents, [result, core.index(0)], write)
     return result
+
+
+# --------------------------------------------------------------------------------------
+# TensorScatter: a window written into a cache
+# --------------------------------------------------------------------------------------
+
+TENSOR_SCATTER_MODES = ("linear", "circular")
+
+
+def tensor_scatter(cache: ir.Value, update: ir.Value, write_indices: ir.Value | None, axis: int,
+                   mode: str) -> ir.Value:
+    """ONNX TensorScatter (a KV-cache update): ``cache`` with ``update`` written along
+    ``axis`` from ``write_indices[b]`` on, for each batch entry ``b`` (dim 0), wrapping
+    around in ``circular`` mode.
+
+    Written as a gather, not as the sequential writes above: the windows of different
+    entries never overlap, so each output element reads ``update`` at ``s - w`` when that
+    lies in the window and ``cache`` otherwise, one parallel pass. In linear mode every
+    write index must keep the window inside the cache (a run-time check); ``update`` is read
+    only where the window is."""
+    if mode not in TENSOR_SCATTER_MODES:
+        raise ValueError(f"unsupported TensorScatter mode {mode!r}; expected one of {TENSOR_SCATTER_MODES}")
+    dims, update_dims = core.sizes(cache), core.sizes(update)
+    rank = len(dims)
+    if len(update_dims) != rank or not 0 < axis < rank:
+        raise ValueError(f"TensorScatter: the cache (rank {rank}) and the update (rank {len(update_dims)}) need one "
+                         f"rank and a sequence axis after the batch dim (axis {axis})")
+    for d in range(rank):
+        if d != axis:
+            check_extent(update_dims[d], dims[d], f"TensorScatter: dim {d} of the update is {{value}}, of the cache {{bound}}")
+    length, window = dims[axis], update_dims[axis]
+    check_extent(window, length, "TensorScatter: an update of {value} positions into a cache of {bound}", at_most=True)
+    if write_indices is not None:
+        check_extent(core.sizes(write_indices)[0], dims[0], "TensorScatter: {value} write indices for a batch of {bound}")
+        if mode == "linear":
+            check_value_range(write_indices, 0, extent_math.sub(length, window),
+                              "TensorScatter: write index {value} puts the update past the cache's end (at most {bound})")
+    element = core.tensor_type(cache).element_type
+    identity = ir.AffineMap.get_identity(rank)
+
+    def body(positions: list[ir.Value], values: list[ir.Value]) -> ir.Value:
+        start = core.index(0)
+        if write_indices is not None:
+            start = extent_math.scalar_to_index(tensor.extract(write_indices, [positions[0]]))
+        offset = arith.subi(positions[axis], start)
+        if mode == "circular":  # Python's modulo: non-negative (a cache of 0 positions has no elements)
+            size = as_index(length)
+            offset = arith.remsi(offset, size)
+            offset = arith.select(arith.cmpi(arith.CmpIPredicate.slt, offset, core.index(0)),
+                                  arith.addi(offset, size), offset)
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, offset, core.index(0)),
+                            arith.cmpi(arith.CmpIPredicate.slt, offset, as_index(window)))
+        choice = scf.IfOp(inside, [element], has_else=True)
+        with ir.InsertionPoint(choice.then_block):
+            at = list(positions)
+            at[axis] = offset
+            scf.YieldOp([tensor.extract(update, at)])
+        with ir.InsertionPoint(choice.else_block):
+            scf.YieldOp([values[0]])
+        return choice.results[0]
+
+    return indexed_generic(dims, element, body, [cache], [identity])

@@ -1,4 +1,4 @@
-"""ONNX scatters: ScatterElements, ScatterND and the sequential writes ONNX defines."""
+"""ONNX scatters: ScatterElements, ScatterND, TensorScatter and the sequential writes ONNX defines."""
 
 from __future__ import annotations
 
@@ -68,3 +68,15 @@ def max_unpool(ctx: NodeContext) -> list[ir.Value]:
     flat_indices = reshapes.reshape(indices, [count])
     written = scatter.scatter_elements(zeros, flat_indices, flat_values, 0, "none", unsigned=False)
     return [reshapes.reshape(written, out)]
+
+
+@onnx_op("TensorScatter", since=24)
+def tensor_scatter(ctx: NodeContext) -> list[ir.Value]:
+    cache = ctx.value(0)
+    rank = len(core.sizes(cache))
+    indices = ctx.value(2) if ctx.has_input(2) else None
+    try:
+        return [scatter.tensor_scatter(cache, ctx.value(1), indices, operands.axis(ctx.attr("axis", -2), rank),
+                                       ctx.attr("mode", "linear"))]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error

@@ -1,7 +1,8 @@
-"""GridSample and Col2Im against ONNX's reference (frontend/emit/grid_sample.py, conv.col2im):
-every interpolation and padding mode, 2-D and 3-D grids, coordinates far outside the input
-or NaN (read clamped: no out-of-bounds read), image and block shapes given at run time, and
-the errors bad shapes get."""
+"""GridSample, Col2Im and TensorScatter against ONNX's reference (frontend/emit/grid_sample.py,
+conv.col2im, scatter.tensor_scatter): every interpolation and padding mode, 2-D and 3-D
+grids, coordinates far outside the input or NaN (read clamped: no out-of-bounds read), image
+and block shapes given at run time, cache windows in both modes, and the errors bad shapes
+and write indices get."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import tilecraft
 from onnx_testing import check_node, import_error, make_model
 
 RNG = np.random.default_rng(23)
-# Both ops are gathers, which the default schedule does not vectorize: they keep scalar
+# The ops are gathers, which the default schedule does not vectorize: they keep scalar
 # loops with a warning, which tests/conftest.py would make an error.
 pytestmark = pytest.mark.filterwarnings("ignore:tilecraft-schedule:RuntimeWarning")
 
@@ -147,3 +148,37 @@ def test_col2im_bad_shapes():
         compiled(x=x, image_shape=np.array([5, 5]), block_shape=np.array([2, 2]))
     with pytest.raises(tilecraft.TilecraftError, match="blocks"):
         compiled(x=x, image_shape=np.array([6, 5]), block_shape=np.array([1, 5]))
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("axis", [-2, 1, 2])
+def test_tensor_scatter_writes_each_window(mode, axis):
+    """A KV-cache update: the update's window goes to each batch entry's write index
+    (wrapping around in circular mode, negative indices counted Python's way)."""
+    cache = RNG.standard_normal((3, 7, 8, 4)).astype(np.float32)
+    shape = list(cache.shape)
+    shape[axis] = 3
+    update = RNG.standard_normal(shape).astype(np.float32)
+    length = cache.shape[axis]
+    indices = np.array([0, length - 3, 2], np.int64) if mode == "linear" else np.array([length - 1, -2, 5], np.int64)
+    check_node("TensorScatter", {"cache": cache, "update": update, "write_indices": indices}, opset=24,
+               attributes={"mode": mode, "axis": axis}, rtol=0, atol=0)
+
+
+def test_tensor_scatter_without_write_indices_writes_at_the_start():
+    cache = RNG.integers(0, 100, (2, 5, 3)).astype(np.int64)
+    update = RNG.integers(-100, 0, (2, 2, 3)).astype(np.int64)
+    check_node("TensorScatter", {"cache": cache, "update": update}, opset=24, attributes={"axis": 1}, rtol=0, atol=0)
+
+
+def test_tensor_scatter_past_the_end_is_an_error_not_a_write_outside():
+    cache, update = np.zeros((2, 6, 4), np.float32), np.ones((2, 3, 4), np.float32)
+    model = make_model("TensorScatter", {"cache": cache, "update": update, "write_indices": np.array([0, 3], np.int64)},
+                       opset=24, attributes={"axis": 1})
+    compiled = tilecraft.compile(model)
+    assert compiled(cache=cache, update=update, write_indices=np.array([0, 3], np.int64)).sum() == 24
+    for bad in ([0, 4], [-1, 0]):
+        with pytest.raises(tilecraft.TilecraftError, match="write index"):
+            compiled(cache=cache, update=update, write_indices=np.array(bad, np.int64))
+    assert "mode" in import_error("TensorScatter", {"cache": cache, "update": update}, opset=24,
+                                  attributes={"axis": 1, "mode": "ring"})
