@@ -1,6 +1,7 @@
 """GridSample: each output element samples the input at a position a grid gives, in
 normalized coordinates, with nearest, linear or cubic interpolation over any number of
-spatial dims (ONNX GridSample 16/20/22, PyTorch's ``grid_sample``).
+spatial dims (ONNX GridSample 16/20/22, PyTorch's ``grid_sample``); and AffineGrid, the
+grid an affine map makes (a spatial transformer's pair).
 
 One ``linalg.generic`` over the output ``[N, C, *grid spatial dims]``: its body reads the
 grid's coordinates, maps them to input positions, and reads (``tensor.extract``) the
@@ -54,6 +55,7 @@ def _f64(value: float) -> ir.Value:
 
 
 def _as_float(extent: int | ir.Value, element: ir.Type) -> ir.Value:
+    """An extent or position (int or ``index``) as a float of ``element``'s type."""
     if isinstance(extent, int):
         return core.scalar_constant(float(extent), element)
     wide = arith.index_cast(ir.IntegerType.get_signless(64), extent)
@@ -214,3 +216,46 @@ def grid_sample(x: ir.Value, grid: ir.Value, method: GridSampleMethod) -> ir.Val
         return core.convert_scalar(total, element)
 
     return indexed_generic([dims[0], dims[1], *grid_dims[1:-1]], element, body)
+
+
+def _base_coordinate(position: ir.Value, extent: int | ir.Value, align_corners: bool) -> ir.Value:
+    """The normalized coordinate (f64) of element ``position`` of ``extent``, as ONNX's
+    reference lays out its base grid: ``-1 + k * 2 / (n - 1)`` with aligned corners (-1 for
+    a single element), else the element centres ``-1 + step / 2 + k * step``, step 2 / n."""
+    f64 = ir.F64Type.get()
+    n = _as_float(extent, f64)
+    k = _as_float(position, f64)
+    if align_corners:
+        step = arith.divf(_f64(2.0), arith.subf(n, _f64(1.0)))
+        several = arith.cmpf(arith.CmpFPredicate.OGT, n, _f64(1.0))
+        return arith.select(several, arith.addf(_f64(-1.0), arith.mulf(k, step)), _f64(-1.0))
+    step = arith.divf(_f64(2.0), n)
+    start = arith.addf(_f64(-1.0), arith.divf(step, _f64(2.0)))
+    return arith.addf(start, arith.mulf(k, step))
+
+
+def affine_grid(theta: ir.Value, spatial: list[int | ir.Value], align_corners: bool) -> ir.Value:
+    """ONNX AffineGrid: the sampling grid ``[N, *spatial, r]`` that ``theta`` ``[N, r, r + 1]``
+    maps the base grid to, the input GridSample takes (r = 2 or 3 spatial dims). Each
+    element is ``sum_j theta[n, i, j] * (x, y[, z], 1)[j]``, with x the coordinate along
+    the last spatial dim, formed in f64 and converted once."""
+    rank = len(spatial)
+    dims = core.sizes(theta)
+    element = core.tensor_type(theta).element_type
+    if rank not in (2, 3) or len(dims) != 3 or not core.is_float(element):
+        raise ValueError(f"AffineGrid needs a float theta [N, r, r + 1] and 2 or 3 spatial sizes; got a rank-"
+                         f"{len(dims)} {element} theta and {rank} sizes")
+    check_extent(dims[1], rank, "AffineGrid: theta has {value} rows for {bound} spatial dims")
+    check_extent(dims[2], rank + 1, "AffineGrid: theta has {value} columns, {bound} needed")
+    f64 = ir.F64Type.get()
+
+    def body(positions: list[ir.Value], _: list[ir.Value]) -> ir.Value:
+        image, row, at = positions[0], positions[-1], positions[1:-1]
+        base = [_base_coordinate(at[rank - 1 - j], spatial[rank - 1 - j], align_corners) for j in range(rank)]
+        total = core.convert_scalar(tensor.extract(theta, [image, row, core.index(rank)]), f64)
+        for j, coordinate in enumerate(base):
+            weight = core.convert_scalar(tensor.extract(theta, [image, row, core.index(j)]), f64)
+            total = arith.addf(total, arith.mulf(weight, coordinate))
+        return core.convert_scalar(total, element)
+
+    return indexed_generic([dims[0], *spatial, rank], element, body)

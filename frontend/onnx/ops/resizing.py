@@ -1,6 +1,6 @@
 """ONNX Resize and Upsample: scales or sizes (attributes or runtime inputs), coordinate
 transformation modes, nearest/linear/cubic, through ``frontend/emit/resize.py``; GridSample
-through ``frontend/emit/grid_sample.py``."""
+and AffineGrid through ``frontend/emit/grid_sample.py``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from mlir.dialects import math as mmath
 
 from ...emit import core, extent_math
 from ...emit import grid_sample as sampling
+from ...emit.checks import check_extent
 from ...emit import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
@@ -190,5 +191,26 @@ def grid_sample(ctx: NodeContext) -> list[ir.Value]:
         options = sampling.GridSampleMethod(method, ctx.attr("padding_mode", "zeros"),
                                             bool(ctx.attr("align_corners", 0)))
         return [sampling.grid_sample(ctx.value(0), ctx.value(1), options)]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+
+
+@onnx_op("AffineGrid", since=20)
+def affine_grid(ctx: NodeContext) -> list[ir.Value]:
+    """``size`` (N, C, *spatial) read at run time takes the declared output extents, checked
+    against it at run time, as Col2Im's image shape does."""
+    size = operands.numbers(ctx, 1, int)
+    if size is None or len(size) not in (4, 5):
+        raise HandlerError("AffineGrid needs a size of 4 (N, C, H, W) or 5 (N, C, D, H, W) values")
+    spatial = size[2:]
+    try:
+        declared = operands.known_dims(ctx.output_infos[0], len(spatial) + 2)[1:-1]
+        for d, known in enumerate(declared):
+            if not isinstance(spatial[d], int) and known is not None:
+                check_extent(spatial[d], known, "AffineGrid: size holds {value} where the model declares {bound}")
+                spatial[d] = known
+        theta = ctx.value(0)
+        check_extent(size[0], core.sizes(theta)[0], "AffineGrid: size says {value} images, theta has {bound}")
+        return [sampling.affine_grid(theta, spatial, bool(ctx.attr("align_corners", 0)))]
     except ValueError as error:
         raise HandlerError(str(error)) from error

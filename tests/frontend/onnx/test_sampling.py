@@ -182,3 +182,39 @@ def test_tensor_scatter_past_the_end_is_an_error_not_a_write_outside():
             compiled(cache=cache, update=update, write_indices=np.array(bad, np.int64))
     assert "mode" in import_error("TensorScatter", {"cache": cache, "update": update}, opset=24,
                                   attributes={"axis": 1, "mode": "ring"})
+
+
+@pytest.mark.parametrize("size", [(2, 3, 5, 6), (1, 2, 4, 5, 3), (1, 1, 1, 4)])
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("given", ["constant", "input"])
+def test_affine_grid_matches_the_reference(size, align_corners, given):
+    rank = len(size) - 2
+    theta = RNG.standard_normal((size[0], rank, rank + 1)).astype(np.float32)
+    size = np.array(size, np.int64)
+    inputs = {"theta": theta, **({"size": size} if given == "input" else {})}
+    check_node("AffineGrid", inputs, constants={} if given == "input" else {"size": size}, opset=20,
+               input_order=["theta", "size"], attributes={"align_corners": align_corners}, rtol=1e-6, atol=1e-6)
+
+
+def test_a_spatial_transformer_agrees_with_pytorch():
+    """AffineGrid then GridSample, the pair a spatial transformer network uses."""
+    from onnx import TensorProto, helper, numpy_helper
+    x = RNG.standard_normal((2, 3, 8, 9)).astype(np.float32)
+    theta = (np.eye(2, 3)[None] + 0.2 * RNG.standard_normal((2, 2, 3))).astype(np.float32)
+    nodes = [helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=0),
+             helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear", padding_mode="zeros", align_corners=0)]
+    graph = helper.make_graph(nodes, "stn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+                                             helper.make_tensor_value_info("theta", TensorProto.FLOAT, [2, 2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 6, 7])],
+                              [numpy_helper.from_array(np.array([2, 3, 6, 7], np.int64), "size")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    grid = torch.nn.functional.affine_grid(torch.from_numpy(theta), [2, 3, 6, 7], align_corners=False)
+    expected = torch.nn.functional.grid_sample(torch.from_numpy(x), grid, align_corners=False).numpy()
+    np.testing.assert_allclose(tilecraft.compile(model)(x=x, theta=theta), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_affine_grid_bad_input():
+    theta = RNG.standard_normal((2, 2, 3)).astype(np.float32)
+    for bad_theta, size in ((theta, [2, 3, 4]), (theta[:, :, :2], [2, 1, 4, 4]), (theta, [3, 1, 4, 4])):
+        with pytest.raises(tilecraft.ModelImportError):  # ours, or ONNX's shape inference first
+            tilecraft.compile(make_model("AffineGrid", {"theta": bad_theta}, constants={"size": np.array(size)}, opset=20))
