@@ -16,6 +16,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from ...emit import contraction, conv, core, pooling
+from ...emit import roi_align as regions
 from ...emit.checks import check_extent
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
@@ -378,5 +379,22 @@ def col2im(ctx: NodeContext) -> list[ir.Value]:
                             strides=list(ctx.attr("strides", [1] * rank)),
                             dilations=list(ctx.attr("dilations", [1] * rank)),
                             pads=list(ctx.attr("pads", [0] * (2 * rank))))]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+
+
+@onnx_op("RoiAlign", since=10)
+def roi_align(ctx: NodeContext) -> list[ir.Value]:
+    """Opset 16 added ``coordinate_transformation_mode`` (default half_pixel); before, the
+    regions were ``output_half_pixel``."""
+    transform = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    if transform not in ("half_pixel", "output_half_pixel"):
+        raise HandlerError(f"unsupported RoiAlign coordinate_transformation_mode {transform!r}")
+    try:
+        method = regions.RoiAlignMethod(
+            output_height=int(ctx.attr("output_height", 1)), output_width=int(ctx.attr("output_width", 1)),
+            sampling_ratio=int(ctx.attr("sampling_ratio", 0)), spatial_scale=float(ctx.attr("spatial_scale", 1.0)),
+            mode=ctx.attr("mode", "avg"), half_pixel=transform == "half_pixel")
+        return [regions.roi_align(ctx.value(0), ctx.value(1), ctx.value(2), method)]
     except ValueError as error:
         raise HandlerError(str(error)) from error

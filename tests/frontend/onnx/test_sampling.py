@@ -1,8 +1,9 @@
-"""GridSample, Col2Im and TensorScatter against ONNX's reference (frontend/emit/grid_sample.py,
-conv.col2im, scatter.tensor_scatter): every interpolation and padding mode, 2-D and 3-D
-grids, coordinates far outside the input or NaN (read clamped: no out-of-bounds read), image
-and block shapes given at run time, cache windows in both modes, and the errors bad shapes
-and write indices get."""
+"""Sampling and windowed gathers against ONNX's reference: GridSample and AffineGrid
+(frontend/emit/grid_sample.py), RoiAlign (emit/roi_align.py), Col2Im (emit/conv.py) and
+TensorScatter (emit/scatter.py). Every interpolation and padding mode, 2-D and 3-D grids,
+coordinates and regions far outside the input or NaN (reads clamped: no out-of-bounds read,
+bounded loops), shapes given at run time, cache windows in both modes, and the errors bad
+shapes and indices get."""
 
 from __future__ import annotations
 
@@ -218,3 +219,49 @@ def test_affine_grid_bad_input():
     for bad_theta, size in ((theta, [2, 3, 4]), (theta[:, :, :2], [2, 1, 4, 4]), (theta, [3, 1, 4, 4])):
         with pytest.raises(tilecraft.ModelImportError):  # ours, or ONNX's shape inference first
             tilecraft.compile(make_model("AffineGrid", {"theta": bad_theta}, constants={"size": np.array(size)}, opset=20))
+
+
+def rois(count: int, extent: float) -> np.ndarray:
+    """Regions (x1, y1, x2, y2), some reaching past the image, one inverted."""
+    corners = RNG.uniform(-2.0, extent + 2.0, (count, 2, 2)).astype(np.float32)
+    boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+    boxes[0] = boxes[0][[2, 3, 0, 1]]  # x2 < x1: an empty region
+    return boxes
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+def test_roi_align_matches_the_reference(mode, sampling_ratio, transform):
+    x = RNG.standard_normal((2, 3, 10, 12)).astype(np.float32)
+    boxes = rois(6, 20.0)
+    batch = np.array([0, 1, 1, 0, 1, 0], np.int64)
+    check_node("RoiAlign", {"x": x, "rois": boxes, "batch_indices": batch}, opset=16, rtol=1e-5, atol=1e-5,
+               attributes={"mode": mode, "sampling_ratio": sampling_ratio, "coordinate_transformation_mode": transform,
+                           "output_height": 3, "output_width": 4, "spatial_scale": 0.5})
+
+
+def test_roi_align_wild_regions_take_bounded_time_and_read_in_bounds():
+    """Regions of 1e30 pixels, NaN corners, or entirely outside: the sample loops run over
+    what can reach the image only, and every read stays inside it."""
+    x = RNG.uniform(1.0, 2.0, (1, 2, 6, 6)).astype(np.float32)
+    boxes = np.array([[-1e30, -1e30, 1e30, 1e30], [np.nan, 0, 3, 3], [100, 100, 200, 200], [0, 0, 5, 5]], np.float32)
+    batch = np.zeros(4, np.int64)
+    model = make_model("RoiAlign", {"x": x, "rois": boxes, "batch_indices": batch}, opset=16,
+                       attributes={"output_height": 2, "output_width": 2})
+    got = tilecraft.compile(model)(x=x, rois=boxes, batch_indices=batch)
+    assert got.shape == (4, 2, 2, 2)
+    assert np.all(got[2] == 0) and np.all((got[3] >= 1.0) & (got[3] <= 2.0))
+    assert np.all(np.isnan(got[0]) | (np.abs(got[0]) <= 2.0))
+
+
+def test_roi_align_bad_batch_index_is_an_error():
+    x = RNG.standard_normal((2, 1, 4, 4)).astype(np.float32)
+    boxes = rois(2, 4.0)
+    model = make_model("RoiAlign", {"x": x, "rois": boxes, "batch_indices": np.array([0, 1], np.int64)}, opset=16)
+    compiled = tilecraft.compile(model)
+    for bad in ([0, 2], [-1, 0]):
+        with pytest.raises(tilecraft.TilecraftError, match="batch index"):
+            compiled(x=x, rois=boxes, batch_indices=np.array(bad, np.int64))
+    assert "mode" in import_error("RoiAlign", {"x": x, "rois": boxes, "batch_indices": np.array([0, 1], np.int64)},
+                                  opset=16, attributes={"mode": "median"})
