@@ -72,10 +72,11 @@ OUT_OF_SCOPE = (
                "a sequence (or optional sequence) graph input/output, or one leaving a region: its length is not "
                "known when the model is imported, and sequences exist only at import time (ops/sequence.py)"),
     OutOfScope("data-dependent output shapes",
-               frozenset({"Unique", "NonMaxSuppression", "Compress", "TfIdfVectorizer", "AffineGrid"}),
+               frozenset({"Unique", "NonMaxSuppression", "Compress", "TfIdfVectorizer"}),
                r"\(output_shape\) must be known at import time",
-               "the output extent depends on the input values (AffineGrid's size, MaxUnpool's output_shape "
-               "given at run time); the compiled function's result types are fixed at import"),
+               "the output extent depends on the input values (how many elements Unique, NonMaxSuppression "
+               "and Compress keep, MaxUnpool's output_shape given at run time); the compiled function's "
+               "result types are fixed at import"),
     OutOfScope("FLOAT8E8M0", frozenset(), r"FLOAT8E8M0",
                "the exponent-only scale type of MX formats (with its own rounding modes); not implemented"),
 )
