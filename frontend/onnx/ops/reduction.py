@@ -18,6 +18,7 @@ from mlir.dialects import arith, math, tensor
 
 from ...emit import core, reshapes
 from ...emit import reduction as emit
+from ...emit.determinant import determinant
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
 
@@ -451,3 +452,11 @@ def lrn(ctx: NodeContext) -> list[ir.Value]:
         ctx.value(0), size, float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75)),
         float(ctx.attr("bias", 1.0)),
     )]
+
+
+@onnx_op("Det", since=11)
+def det(ctx: NodeContext) -> list[ir.Value]:
+    try:
+        return [determinant(ctx.value(0))]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error

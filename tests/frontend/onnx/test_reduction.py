@@ -14,6 +14,8 @@ from tilecraft.frontend.onnx import import_model
 
 from onnx_testing import check_node, make_model, reference_outputs
 
+RNG_DET = np.random.default_rng(41)
+
 F16 = dict(rtol=2e-3, atol=2e-3)
 
 
@@ -360,3 +362,28 @@ def test_unsupported_attributes_name_the_node(op, inputs, constants, attributes,
     with pytest.raises(tilecraft.ModelImportError, match=message) as error:
         import_model(model)
     assert f"{op.lower()}_node" in str(error.value)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 5), (3, 1, 1), (2, 0, 0)])
+def test_det_matches_numpy(shape):
+    x = RNG_DET.standard_normal(shape).astype(np.float32)
+    check_node("Det", {"x": x}, opset=11, rtol=1e-4, atol=1e-5)
+
+
+def test_det_of_singular_and_permuted_matrices():
+    """A zero pivot column (singular: 0, no division by zero), row swaps (the sign) and a
+    NaN (propagated)."""
+    singular = np.array([[1, 2, 3], [2, 4, 6], [0, 0, 1]], np.float32)
+    permuted = np.array([[0, 1], [1, 0]], np.float32)
+    zero_column = np.array([[0, 1], [0, 2]], np.float32)
+    x = np.stack([np.pad(m, ((0, 3 - len(m)), (0, 3 - len(m)))) + np.diag([0] * len(m) + [1] * (3 - len(m)))
+                  for m in (singular, permuted, zero_column)]).astype(np.float32)
+    got = tilecraft.compile(make_model("Det", {"x": x}, opset=11))(x=x)
+    np.testing.assert_allclose(got, [0.0, -1.0, 0.0], atol=1e-6)
+    x[0, 0, 0] = np.nan
+    assert np.isnan(tilecraft.compile(make_model("Det", {"x": x}, opset=11))(x=x)[0])
+
+
+def test_det_of_non_square_matrices_is_an_error():
+    with pytest.raises(tilecraft.ModelImportError):
+        tilecraft.compile(make_model("Det", {"x": np.zeros((2, 3, 4), np.float32)}, opset=11))
