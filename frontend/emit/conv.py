@@ -327,15 +327,8 @@ def col2im(x: ir.Value, image: Sequence[Extent], block: Sequence[Extent], *, str
     # linalg infers each loop's extent from an operand: an empty tensor of one element per
     # tap gives the reduction's (nothing reads it).
     tap_extent = core.empty([taps], element)
-    op = linalg.GenericOp(
-        [init.type], [tap_extent], [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, [dims[-1]])),
-                          ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, dims[:-1]))]),
-        ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * (loops - 1)
-                         + [ir.Attribute.parse("#linalg.iterator_type<reduction>")]),
-    )
-    body = op.regions[0].blocks.append(element, element)
-    with ir.InsertionPoint(body):
+
+    def body(_: ir.Value, accumulated: ir.Value) -> ir.Value:
         at = [linalg.IndexOp(d).result for d in range(loops)]
         image_at, tap = at[2:-1], at[-1]
         offsets, rest = [None] * rank, tap
@@ -360,8 +353,10 @@ def col2im(x: ir.Value, image: Sequence[Extent], block: Sequence[Extent], *, str
         sample = tensor.extract(x, [at[0], row, column])
         zero = core.scalar_constant(0, element)
         add = arith.addf if core.is_float(element) else arith.addi
-        linalg.YieldOp([add(body.arguments[1], arith.select(valid, sample, zero))])
-    return op.results[0]
+        return add(accumulated, arith.select(valid, sample, zero))
+
+    return generic_op([tap_extent], init, [ir.AffineMap.get(loops, 0, [dims[-1]]), ir.AffineMap.get(loops, 0, dims[:-1])],
+                      loops - 1, 1, body)
 
 
 # --- transposed convolution ------------------------------------------------------------------
