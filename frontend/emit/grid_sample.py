@@ -259,3 +259,27 @@ def affine_grid(theta: ir.Value, spatial: list[int | ir.Value], align_corners: b
         return core.convert_scalar(total, element)
 
     return indexed_generic([dims[0], *spatial, rank], element, body)
+
+
+def bilinear_sample(x: ir.Value, leading: list[ir.Value], position: list[ir.Value]) -> ir.Value:
+    """``x[*leading, position]`` interpolated (linear in each dim) at the f64 pixel
+    coordinates ``position`` of its trailing dims, neighbours outside ``x`` reading zero:
+    GridSample's linear mode with zeros padding, in pixels (DeformConv's sampling). f64."""
+    dims = core.sizes(x)[len(leading):]
+    f64 = ir.F64Type.get()
+    per_dim = []
+    for coordinate, extent in zip(position, dims):
+        base = mmath.floor(coordinate)
+        t = arith.subf(coordinate, base)
+        taps = []
+        for k, weight in enumerate((arith.subf(_f64(1.0), t), t)):
+            index, inside = _neighbour(arith.addf(base, _f64(float(k))), extent, _f64(0.0), _f64(0.0), "zeros")
+            taps.append(_Tap(index, inside, weight))
+        per_dim.append(taps)
+    total = None
+    for taps in product(*per_dim):
+        value = core.convert_scalar(tensor.extract(x, [*leading, *(t.index for t in taps)]), f64)
+        for t in taps:
+            value = arith.select(t.inside, arith.mulf(t.weight, value), _f64(0.0))
+        total = value if total is None else arith.addf(total, value)
+    return total

@@ -16,6 +16,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from ...emit import contraction, conv, core, pooling
+from ...emit import deform_conv as deformable
 from ...emit import roi_align as regions
 from ...emit.checks import check_extent
 from ..node import HandlerError, NodeContext
@@ -396,5 +397,21 @@ def roi_align(ctx: NodeContext) -> list[ir.Value]:
             sampling_ratio=int(ctx.attr("sampling_ratio", 0)), spatial_scale=float(ctx.attr("spatial_scale", 1.0)),
             mode=ctx.attr("mode", "avg"), half_pixel=transform == "half_pixel")
         return [regions.roi_align(ctx.value(0), ctx.value(1), ctx.value(2), method)]
+    except ValueError as error:
+        raise HandlerError(str(error)) from error
+
+
+@onnx_op("DeformConv", since=19)
+def deform_conv(ctx: NodeContext) -> list[ir.Value]:
+    x, w = ctx.value(0), ctx.value(1)
+    if len(core.sizes(x)) != 4:
+        raise HandlerError(f"DeformConv is implemented for 2-D inputs [N, C, H, W]; got rank {len(core.sizes(x))}")
+    _kernel(ctx, core.static_shape(w))  # kernel_shape must agree with the filter
+    optional = [ctx.value(i) if ctx.has_input(i) else None for i in (3, 4)]
+    try:
+        return [deformable.deform_conv2d(
+            x, w, ctx.value(2), *optional, strides=list(ctx.attr("strides", [1, 1])),
+            pads=list(ctx.attr("pads", [0, 0, 0, 0])), dilations=list(ctx.attr("dilations", [1, 1])),
+            groups=int(ctx.attr("group", 1)), offset_groups=int(ctx.attr("offset_group", 1)))]
     except ValueError as error:
         raise HandlerError(str(error)) from error

@@ -1,6 +1,6 @@
 """Sampling and windowed gathers against ONNX's reference: GridSample and AffineGrid
-(frontend/emit/grid_sample.py), RoiAlign (emit/roi_align.py), Col2Im (emit/conv.py) and
-TensorScatter (emit/scatter.py). Every interpolation and padding mode, 2-D and 3-D grids,
+(frontend/emit/grid_sample.py), RoiAlign (emit/roi_align.py), DeformConv
+(emit/deform_conv.py), Col2Im (emit/conv.py) and TensorScatter (emit/scatter.py). Every interpolation and padding mode, 2-D and 3-D grids,
 coordinates and regions far outside the input or NaN (reads clamped: no out-of-bounds read,
 bounded loops), shapes given at run time, cache windows in both modes, and the errors bad
 shapes and indices get."""
@@ -265,3 +265,59 @@ def test_roi_align_bad_batch_index_is_an_error():
             compiled(x=x, rois=boxes, batch_indices=np.array(bad, np.int64))
     assert "mode" in import_error("RoiAlign", {"x": x, "rois": boxes, "batch_indices": np.array([0, 1], np.int64)},
                                   opset=16, attributes={"mode": "median"})
+
+
+DEFORM = [  # (x shape, w shape, attributes, offset_groups, mask, bias)
+    ((1, 2, 5, 5), (3, 2, 3, 3), {}, 1, False, False),
+    ((2, 4, 7, 6), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 1]}, 2, True, True),
+    ((1, 4, 6, 6), (4, 4, 2, 2), {"dilations": [2, 2], "pads": [1, 1, 1, 1]}, 4, True, False),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attributes,offset_groups,mask,bias", DEFORM)
+def test_deform_conv_matches_the_reference(x_shape, w_shape, attributes, offset_groups, mask, bias):
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    kh, kw = w_shape[2:]
+    pads = attributes.get("pads", [0, 0, 0, 0])
+    strides, dilations = attributes.get("strides", [1, 1]), attributes.get("dilations", [1, 1])
+    out = [(x_shape[2 + d] + pads[d] + pads[2 + d] - dilations[d] * (w_shape[2 + d] - 1) - 1) // strides[d] + 1
+           for d in range(2)]
+    inputs = {"x": x, "w": w, "offset": RNG.uniform(-2, 2, (x_shape[0], offset_groups * 2 * kh * kw, *out)).astype(np.float32)}
+    order = ["x", "w", "offset"]
+    if bias or mask:
+        inputs["bias"] = RNG.standard_normal(w_shape[0]).astype(np.float32) if bias else np.zeros(w_shape[0], np.float32)
+        order.append("bias")
+    if mask:
+        inputs["mask"] = RNG.uniform(0, 1, (x_shape[0], offset_groups * kh * kw, *out)).astype(np.float32)
+        order.append("mask")
+    check_node("DeformConv", inputs, opset=19, input_order=order, rtol=1e-4, atol=1e-4,
+               attributes={**attributes, "offset_group": offset_groups})
+
+
+def test_deform_conv_with_zero_offsets_is_a_convolution():
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    w = RNG.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    offset = np.zeros((1, 18, 6, 6), np.float32)
+    deform = tilecraft.compile(make_model("DeformConv", {"x": x, "offset": offset}, constants={"w": w}, opset=19,
+                                          input_order=["x", "w", "offset"]))(x=x, offset=offset)
+    plain = tilecraft.compile(make_model("Conv", {"x": x}, constants={"w": w}, opset=19))(x=x)
+    np.testing.assert_allclose(deform, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_wild_offsets_read_in_bounds():
+    x = RNG.uniform(1.0, 2.0, (1, 1, 4, 4)).astype(np.float32)
+    w = np.ones((1, 1, 2, 2), np.float32)
+    offset = np.full((1, 8, 3, 3), 1e30, np.float32)
+    offset[0, :4] = np.nan
+    got = tilecraft.compile(make_model("DeformConv", {"x": x, "w": w, "offset": offset}, opset=19))(x=x, w=w, offset=offset)
+    assert got.shape == (1, 1, 3, 3)
+    assert np.all(np.isnan(got) | (np.abs(got) <= 8.0))
+
+
+def test_deform_conv_bad_shapes():
+    x, w = np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 2, 3, 3), np.float32)
+    for offset in (np.zeros((1, 17, 3, 3), np.float32), np.zeros((1, 18, 4, 3), np.float32)):
+        with pytest.raises(tilecraft.ModelImportError):
+            tilecraft.compile(make_model("DeformConv", {"x": x, "offset": offset}, constants={"w": w}, opset=19,
+                                         input_order=["x", "w", "offset"]))
