@@ -31,7 +31,7 @@ from .model import (
 )
 from .node import HandlerError, NodeContext
 from .qdq import integer_qdq_matmuls
-from .registry import lookup
+from .registry import DEFAULT_DOMAINS, lookup
 
 ENTRY_NAME = "main"
 
@@ -44,14 +44,18 @@ def _node_label(node: onnx.NodeProto, position: int) -> str:
 FUNCTION_DOMAINS = frozenset({"ai.onnx.preview"})
 
 
-def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[tuple[str, str, str]]:
-    """Every node no handler covers, as (node name, op type, reason)."""
+def unsupported_nodes(graph: onnx.GraphProto, opset: int,
+                      domain_opsets: dict[str, int] | None = None) -> list[tuple[str, str, str]]:
+    """Every node no handler covers, as (node name, op type, reason); ``domain_opsets``
+    versions the ops of other domains (ai.onnx.ml)."""
     problems = []
     for position, node in enumerate(graph.node):
         if node.domain in FUNCTION_DOMAINS and functions.has_function(node, opset):
             continue  # expanded from its function body (ai.onnx.preview's FlexAttention)
-        if node.domain not in ("", "ai.onnx"):
-            problems.append((_node_label(node, position), node.op_type, f"domain {node.domain!r}"))
+        if node.domain not in DEFAULT_DOMAINS:
+            version = (domain_opsets or {}).get(node.domain, 1)
+            if lookup(node.op_type, version, node.domain) is None:
+                problems.append((_node_label(node, position), node.op_type, f"domain {node.domain!r}"))
         elif lookup(node.op_type, opset) is None and not functions.has_function(node, opset):
             problems.append((_node_label(node, position), node.op_type, f"opset {opset}"))
     return problems
@@ -182,7 +186,8 @@ class GraphImporter:
         outputs = folding.fold(node, inputs, self.opset) if foldable else None
         if outputs is not None:
             self.folded_bytes += sum(a.nbytes for a in outputs if isinstance(a, np.ndarray))
-        if outputs is None and (node.domain in FUNCTION_DOMAINS or lookup(node.op_type, self.opset) is None):
+        if outputs is None and (node.domain in FUNCTION_DOMAINS
+                                or lookup(node.op_type, self._opset_of(node), node.domain) is None):
             self._import_function(node, label, inputs)
             return
         if outputs is None:
@@ -262,15 +267,20 @@ class GraphImporter:
             results.append(self.values[output.name])
         return results
 
+    def _opset_of(self, node: onnx.NodeProto) -> int:
+        """The opset version ``node``'s domain is imported at."""
+        return self.opset if node.domain in DEFAULT_DOMAINS else self.domain_opsets.get(node.domain, 1)
+
     def _emit(self, node: onnx.NodeProto, label: str, inputs: list) -> Sequence[object]:
-        handler = lookup(node.op_type, self.opset)
+        opset = self._opset_of(node)
+        handler = lookup(node.op_type, opset, node.domain)
         if handler is None:  # checked up front; kept for nodes reached another way
             raise ModelImportError(f"node {label!r}: {node.op_type} is not supported")
         input_infos = [self._info(name, value) for name, value in zip(node.input, inputs)]
         self._check_sub_byte(node, label, input_infos)
         context = NodeContext(
             node=node,
-            opset=self.opset,
+            opset=opset,
             inputs=inputs,
             input_infos=input_infos,
             output_infos=[self.infos.get(name) for name in node.output],
@@ -281,7 +291,7 @@ class GraphImporter:
             outputs = list(handler.emit(context))
         except (HandlerError, ValueError, TypeError, NotImplementedError) as error:
             raise ModelImportError(
-                f"node {label!r} ({node.op_type}, opset {self.opset}): {error}",
+                f"node {label!r} ({node.op_type}, opset {opset}): {error}",
                 problems=[(label, node.op_type, str(error))],
             ) from error
         if len(outputs) < len([o for o in node.output if o]):
@@ -314,7 +324,7 @@ def import_model(
     opset = default_opset(proto)
     proto = expand_gradients(proto, opset)
     proto = expand_contrib_ops(proto)
-    problems = unsupported_nodes(proto.graph, opset)
+    problems = unsupported_nodes(proto.graph, opset, {entry.domain: entry.version for entry in proto.opset_import})
     if problems:
         listing = "; ".join(f"{op} (node {name!r}, {why})" for name, op, why in problems)
         raise ModelImportError(

@@ -145,9 +145,14 @@ def upgrade_old_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def default_opset(proto: onnx.ModelProto) -> int:
+    """The model's version of the default operator set. A model made only of other domains'
+    ops (a scikit-learn pipeline in ai.onnx.ml) need not import it: it gets the newest
+    version the onnx package knows, which then only versions its types and shape inference."""
     for entry in proto.opset_import:
         if entry.domain in ("", "ai.onnx"):
             return entry.version
+    if proto.graph.node and all(node.domain not in ("", "ai.onnx") for node in proto.graph.node):
+        return onnx.defs.onnx_opset_version()
     raise ModelImportError("the model imports no version of the default ONNX operator set")
 
 

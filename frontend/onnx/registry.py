@@ -32,13 +32,22 @@ class OpHandler:
 
 
 _HANDLERS: dict[str, list[OpHandler]] = {}
+# The default domain's two spellings; ops of other domains (ai.onnx.ml) are keyed
+# "domain:OpType" and versioned by that domain's opset.
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def onnx_op(op_type: str, *, since: int = 1, until: int | None = None) -> Callable[[OpFunction], OpFunction]:
-    """Register the decorated function for ``op_type`` in opsets ``since``..``until``."""
+def _key(op_type: str, domain: str) -> str:
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}:{op_type}"
+
+
+def onnx_op(op_type: str, *, domain: str = "", since: int = 1,
+            until: int | None = None) -> Callable[[OpFunction], OpFunction]:
+    """Register the decorated function for ``op_type`` of ``domain`` in that domain's
+    opsets ``since``..``until``."""
 
     def decorate(emit: OpFunction) -> OpFunction:
-        handlers = _HANDLERS.setdefault(op_type, [])
+        handlers = _HANDLERS.setdefault(_key(op_type, domain), [])
         for other in handlers:
             overlap_low = max(other.since, since)
             overlap_high = min(x for x in (other.until, until, 10**6) if x is not None)
@@ -50,10 +59,11 @@ def onnx_op(op_type: str, *, since: int = 1, until: int | None = None) -> Callab
     return decorate
 
 
-def lookup(op_type: str, opset: int) -> OpHandler | None:
-    """The handler for ``op_type`` in ``opset``, or ``None``."""
-    return next((h for h in _HANDLERS.get(op_type, []) if h.covers(opset)), None)
+def lookup(op_type: str, opset: int, domain: str = "") -> OpHandler | None:
+    """The handler for ``op_type`` of ``domain`` in that domain's ``opset``, or ``None``."""
+    return next((h for h in _HANDLERS.get(_key(op_type, domain), []) if h.covers(opset)), None)
 
 
 def supported_op_types() -> list[str]:
-    return sorted(_HANDLERS)
+    """Default-domain op types, then the others as ``domain:OpType``."""
+    return sorted(_HANDLERS, key=lambda key: (":" in key, key))

@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     control_flow,
     elementwise,
     generators,
+    ml,
     nn,
     quantization,
     recurrent,
