@@ -36,8 +36,10 @@ This pass decides how that product runs, once per matmul:
   result feeds one elementwise generic (the requantization: zero-point offsets, scales,
   bias, ReLU, a residual, QuantizeLinear's rounding and clamp) as a variant that applies
   the generic's body, on vectors, to its accumulators and writes the generic's result
-  (``Epilogue``). The i32 product, 4 bytes per output written and read back, is never
-  stored.
+  (``Epilogue``). The generic may see the product reshaped (M into N, H, W for a
+  convolution; N into heads for attention): its operands are read as full (M x N),
+  per-column or scalar. The i32 product, 4 bytes per output written and read back, is
+  never stored.
 * **Widened operands and ``linalg.matmul`` on i32** otherwise (no VNNI, an unsigned or
   run-time B, dynamic shapes): the form the default schedule vectorizes.
 
@@ -633,32 +635,40 @@ def _is_identity(map_attr: ir.Attribute) -> bool:
     return [str(e) for e in value.results] == [f"d{i}" for i in range(value.n_dims)]
 
 
-def _operand_kind(map_attr: ir.Attribute, rank: int) -> str | None:
+def _operand_kind(map_attr: ir.Attribute, rank: int, column_dims: list[int]) -> str | None:
+    """How an epilogue operand is read, from its indexing map: ``full`` (identity),
+    ``column`` (the dims N was expanded into, in order), ``scalar`` (none)."""
     value = ir.AffineMapAttr(map_attr).value
     results = [str(e) for e in value.results]
     if results == [f"d{i}" for i in range(rank)]:
         return "full"
-    if results == [f"d{rank - 1}"]:
+    if results == [f"d{i}" for i in column_dims]:
         return "column"
     if not results:
         return "scalar"
     return None
 
 
+def _row_and_column_dims(reshape: ir.Operation | None) -> tuple[list[int], list[int]]:
+    """The dims of the epilogue's domain that M and N were expanded into (by ``reshape``,
+    e.g. [1, 56, 56] x [64] for NHWC, or [128] x [12, 64] for attention heads)."""
+    if reshape is None:
+        return [0], [1]
+    rows, columns = ([ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
+                     for g in ir.ArrayAttr(reshape.attributes["reassociation"]))
+    return rows, columns
+
+
 def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operation | None, int] | None:
     """(generic, expand_shape or None, the accumulator's input position) when the kernel
-    call's result (directly or through one ``tensor.expand_shape`` that keeps its last dim)
+    call's result (directly or through one ``tensor.expand_shape`` of its rows and columns)
     has one use, as an identity-mapped input of an all-parallel, single-result
     ``linalg.generic`` whose body an epilogue can take; else ``None``."""
-    m, n = ir.RankedTensorType(call.results[0].type).shape
     value, reshape = call.results[0], None
     uses = users(value)
     if len(uses) == 1 and uses[0].name == "tensor.expand_shape":
         reshape = uses[0]
         value = reshape.results[0]
-        shape = ir.RankedTensorType(value.type).shape
-        if shape[-1] != n or int(np.prod(shape[:-1])) != m:
-            return None
         uses = users(value)
     if len(uses) != 1 or uses[0].name != "linalg.generic":
         return None
@@ -677,8 +687,9 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
     block = generic.regions[0].blocks[0]
     if list(block.arguments[-1].uses):
         return None  # the body reads its output
+    _, column_dims = _row_and_column_dims(reshape)
     for operand, map_attr in zip(inputs, maps):
-        kind = _operand_kind(map_attr, rank)
+        kind = _operand_kind(map_attr, rank, column_dims)
         if kind is None or not isinstance(operand.type, ir.RankedTensorType) \
                 or not ir.RankedTensorType(operand.type).has_static_shape:
             return None
@@ -750,8 +761,10 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     n = ir.RankedTensorType(call.results[0].type).shape[1]
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
+    row_dims, column_dims = _row_and_column_dims(reshape)
     maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
-    operands = tuple(EpilogueOperand(_operand_kind(map_attr, rank), str(ir.RankedTensorType(v.type).element_type))
+    operands = tuple(EpilogueOperand(_operand_kind(map_attr, rank, column_dims),
+                                     str(ir.RankedTensorType(v.type).element_type))
                      for v, map_attr in zip(inputs, maps))
     result_type = ir.RankedTensorType(generic.results[0].type)
     existing = {ir.StringAttr(op.operation.attributes["sym_name"]).value
@@ -773,14 +786,14 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
         for index, (value, operand) in enumerate(zip(inputs, operands)):
             if index == position:
                 continue
-            if operand.kind == "full" and rank > 2:
-                value = collapse(value, [list(range(rank - 1)), [rank - 1]])
+            if operand.kind == "full":  # to (M, N); collapse leaves a 2-D operand as it is
+                value = collapse(value, [row_dims, column_dims])
+            elif operand.kind == "column":  # to (N,)
+                value = collapse(value, [list(range(len(column_dims)))])
             extras.append(value)
         flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
         fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [a, packed, start, *extras])
-        result = fused.results[0]
-        if rank > 2:
-            result = expand(result, [list(range(rank - 1)), [rank - 1]], result_type.shape)
+        result = expand(fused.results[0], [row_dims, column_dims], result_type.shape)
     generic.results[0].replace_all_uses_with(result)
     generic.erase()
     if reshape is not None:

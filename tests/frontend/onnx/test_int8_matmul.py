@@ -121,6 +121,37 @@ def test_requantizing_epilogue_with_a_residual_runs_on_the_accumulators(m, k, n)
         assert not any(op in main for op in ("linalg.generic", "arith.sitofp", "math.roundeven")), main
 
 
+
+def test_epilogue_of_a_product_split_into_heads():
+    """MatMulInteger -> dequantize (per-column scale) -> + bias -> Reshape into heads ->
+    Transpose, as a quantized attention projection: fusion moves the reshape above the
+    dequantization, so the epilogue's domain splits N into (heads, head size); it still
+    runs on the accumulators and matches the reference."""
+    from onnx import TensorProto, helper, numpy_helper
+    tokens, hidden, heads = 10, 96, 3
+    a = integers((tokens, hidden), np.uint8)
+    inits = [numpy_helper.from_array(integers((hidden, hidden), np.int8), "b"),
+             numpy_helper.from_array(np.array(7, np.uint8), "a_zero"),
+             numpy_helper.from_array(RNG.uniform(0.001, 0.01, hidden).astype(np.float32), "scale"),
+             numpy_helper.from_array(RNG.standard_normal(hidden).astype(np.float32), "bias"),
+             numpy_helper.from_array(np.array([1, tokens, heads, hidden // heads], np.int64), "heads")]
+    nodes = [helper.make_node("MatMulInteger", ["a", "b", "a_zero"], ["product"]),
+             helper.make_node("Cast", ["product"], ["real"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["real", "scale"], ["scaled"]),
+             helper.make_node("Add", ["scaled", "bias"], ["biased"]),
+             helper.make_node("Reshape", ["biased", "heads"], ["split"]),
+             helper.make_node("Transpose", ["split"], ["y"], perm=[0, 2, 1, 3])]
+    graph = helper.make_graph(nodes, "heads", [helper.make_tensor_value_info("a", TensorProto.UINT8, [tokens, hidden])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, heads, tokens, hidden // heads])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (expected,) = reference_outputs(model, {"a": a})
+    compiled = tilecraft.compile(model)
+    np.testing.assert_allclose(compiled(a=a), expected, rtol=1e-5, atol=1e-5)
+    assert ("_epilogue" in compiled.ir("schedule")) == HOST_VNNI
+
+
 def test_target_features_decide_vnni():
     assert Target.parse("llvm -mcpu=cascadelake").has_avx512_vnni
     assert not Target.parse("llvm -mcpu=skylake-avx512").has_avx512_vnni
