@@ -118,3 +118,45 @@ func.func @kept(%x: tensor<4x4xi8>) -> (tensor<4x3xi32>, tensor<4x3xi32>, tensor
   } -> tensor<4x3xi32>
   return %d, %twice, %y2 : tensor<4x3xi32>, tensor<4x3xi32>, tensor<4x3xi32>
 }
+
+// -----
+
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#heads = affine_map<(d0, d1, d2) -> (d1, d2)>
+
+// The columns split into heads (6 x 64 -> 6 x 2 x 32), with a per-column operand over both
+// head dims: it is read as one column vector of 64.
+// CHECK-LABEL: func.func @heads
+// CHECK-NOT: linalg.generic
+// CHECK: %[[B:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1]] : tensor<2x32xf32> into tensor<64xf32>
+// CHECK: %[[Y:.*]] = call @tilecraft_int8_matmul_6x64x8_u8_t1_epilogue0(%arg0, %{{.*}}, %{{.*}}, %[[B]]) : {{.*}} -> tensor<6x64xf32>
+// CHECK: tensor.expand_shape %[[Y]] {{\[}}[0], [1, 2]] output_shape [6, 2, 32]
+func.func @heads(%x: tensor<6x8xi8>) -> tensor<6x2x32xf32> {
+  %zero = arith.constant 0 : i32
+  %w = arith.constant dense<2> : tensor<8x64xi8>
+  %bias = arith.constant dense<0.5> : tensor<2x32xf32>
+  %e = tensor.empty() : tensor<6x64xi32>
+  %f = linalg.fill ins(%zero : i32) outs(%e : tensor<6x64xi32>) -> tensor<6x64xi32>
+  %y = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<6x8xi8>, tensor<8x64xi8>) outs(%f : tensor<6x64xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<6x64xi32>
+  %split = tensor.expand_shape %y [[0], [1, 2]] output_shape [6, 2, 32] : tensor<6x64xi32> into tensor<6x2x32xi32>
+  %o = tensor.empty() : tensor<6x2x32xf32>
+  %r = linalg.generic {indexing_maps = [#id, #heads, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%split, %bias : tensor<6x2x32xi32>, tensor<2x32xf32>) outs(%o : tensor<6x2x32xf32>) {
+  ^bb0(%acc: i32, %b: f32, %out: f32):
+    %v = arith.sitofp %acc : i32 to f32
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x2x32xf32>
+  return %r : tensor<6x2x32xf32>
+}
