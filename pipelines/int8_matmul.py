@@ -234,7 +234,7 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
     input_shape = tuple(ir.RankedTensorType(source.type).shape)
     images, out_h, out_w, kh, kw, channels = ir.RankedTensorType(copy.results[0].type).shape
     read, written = (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(copy.attributes["indexing_maps"]))
-    if not _is_identity(ir.AffineMapAttr.get(written)) or len(read.results) != 4:
+    if not _is_identity(written) or len(read.results) != 4:
         return None
     forms = [linear_form(e) for e in read.results]
     if forms[0] != {0: 1} or forms[3] != {5: 1} or None in forms:
@@ -630,9 +630,8 @@ class Epilogue:
     result: str
 
 
-def _is_identity(map_attr: ir.Attribute) -> bool:
-    value = ir.AffineMapAttr(map_attr).value
-    return [str(e) for e in value.results] == [f"d{i}" for i in range(value.n_dims)]
+def _is_identity(affine_map: ir.AffineMap) -> bool:
+    return [str(e) for e in affine_map.results] == [f"d{i}" for i in range(affine_map.n_dims)]
 
 
 def _operand_kind(map_attr: ir.Attribute, rank: int, column_dims: list[int]) -> str | None:
@@ -682,7 +681,7 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
         return None
     position = positions[0]
     rank = ir.RankedTensorType(value.type).rank
-    if not _is_identity(maps[position]) or not _is_identity(maps[-1]):
+    if not _is_identity(ir.AffineMapAttr(maps[position]).value) or not _is_identity(ir.AffineMapAttr(maps[-1]).value):
         return None
     block = generic.regions[0].blocks[0]
     if list(block.arguments[-1].uses):

@@ -19,7 +19,7 @@ from mlir.dialects import arith, tensor
 from . import core
 from .checks import check_extent
 from .contraction import collapse, expand, generic_op
-from .extent_math import add, floordiv, sub
+from .conv import window_output_extent
 from .grid_sample import bilinear_sample
 from .movement import indexed_generic
 
@@ -46,8 +46,8 @@ def deform_conv2d(x: ir.Value, w: ir.Value, offset: ir.Value, bias: ir.Value | N
     check_extent(offset_channels, offset_groups * 2 * taps, "DeformConv: offset has {value} channels, {bound} expected")
     check_extent(core.sizes(offset)[0], n, "DeformConv: offset has {value} images, X has {bound}")
     # The output extents come from offset's shape; ONNX ties them to the input's.
-    expected_h = _out(height, kh, strides[0], dilations[0], pads[0] + pads[2])
-    expected_w = _out(width, kw, strides[1], dilations[1], pads[1] + pads[3])
+    expected_h = window_output_extent(height, pads[0], pads[2], kh, strides[0], dilations[0])
+    expected_w = window_output_extent(width, pads[1], pads[3], kw, strides[1], dilations[1])
     check_extent(out_h, expected_h, "DeformConv: offset rows {value}, the convolution makes {bound}")
     check_extent(out_w, expected_w, "DeformConv: offset columns {value}, the convolution makes {bound}")
     if mask is not None:
@@ -94,8 +94,3 @@ def deform_conv2d(x: ir.Value, w: ir.Value, offset: ir.Value, bias: ir.Value | N
         result = core.elementwise([result, expand(bias, [[0, 1, 2]], [filters, 1, 1])], element, arith.addf)
     return result
 
-
-def _out(extent: int | ir.Value, kernel: int, stride: int, dilation: int, pads: int) -> int | ir.Value:
-    """The output extent of a convolution window over ``extent``."""
-    span = dilation * (kernel - 1) + 1
-    return add(floordiv(sub(add(extent, pads), span), stride), 1)

@@ -171,3 +171,8 @@ def infer_extent(total: Sequence[int | ir.Value], known: Sequence[int | ir.Value
     return floordiv(product([static_num, *dynamic_num]), product([static_den, *dynamic_den]))
 
 
+def to_float(extent: int | ir.Value, element: ir.Type) -> ir.Value:
+    """An extent or position (Python int or ``index``) as a scalar of float type ``element``."""
+    if isinstance(extent, int):
+        return arith.constant(element, float(extent))
+    return arith.sitofp(element, arith.index_cast(ir.IntegerType.get_signless(64), extent))

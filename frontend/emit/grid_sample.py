@@ -26,6 +26,7 @@ from mlir.dialects import math as mmath
 
 from . import core
 from .checks import check_extent
+from .extent_math import to_float
 from .movement import indexed_generic
 
 GRID_SAMPLE_MODES = ("nearest", "linear", "cubic")
@@ -52,14 +53,6 @@ class GridSampleMethod:
 
 def _f64(value: float) -> ir.Value:
     return core.scalar_constant(value, ir.F64Type.get())
-
-
-def _as_float(extent: int | ir.Value, element: ir.Type) -> ir.Value:
-    """An extent or position (int or ``index``) as a float of ``element``'s type."""
-    if isinstance(extent, int):
-        return core.scalar_constant(float(extent), element)
-    wide = arith.index_cast(ir.IntegerType.get_signless(64), extent)
-    return arith.sitofp(element, wide)
 
 
 def _borders(length: ir.Value, align_corners: bool) -> tuple[ir.Value, ir.Value]:
@@ -124,7 +117,7 @@ def _neighbour(position: ir.Value, extent: int | ir.Value, low: ir.Value, high: 
     i64 = ir.IntegerType.get_signless(64)
     if padding_mode == "reflection":
         position = mmath.trunc(_reflect(position, low, high))
-    last = arith.subf(_as_float(extent, ir.F64Type.get()), _f64(1.0))
+    last = arith.subf(to_float(extent, ir.F64Type.get()), _f64(1.0))
     # maxnumf / minnumf: a NaN position reads element 0 rather than a poison index.
     clamped = arith.minnumf(arith.maxnumf(position, _f64(0.0)), last)
     index = arith.index_cast(ir.IndexType.get(), arith.fptosi(i64, clamped))
@@ -139,7 +132,7 @@ def _axis_taps(coordinate: ir.Value, extent: int | ir.Value, method: GridSampleM
     """The neighbours one normalized grid coordinate reads along one spatial dim."""
     grid_type = coordinate.type
     one, two = core.scalar_constant(1.0, grid_type), core.scalar_constant(2.0, grid_type)
-    length = _as_float(extent, grid_type)
+    length = to_float(extent, grid_type)
     shifted = arith.addf(coordinate, one)
     if method.align_corners:  # (g + 1) / 2 * (n - 1)
         x = arith.mulf(arith.divf(shifted, two), arith.subf(length, one))
@@ -148,10 +141,10 @@ def _axis_taps(coordinate: ir.Value, extent: int | ir.Value, method: GridSampleM
     if method.mode == "nearest":
         x = mmath.roundeven(x)
     x = core.convert_scalar(x, ir.F64Type.get())
-    low, high = _borders(_as_float(extent, ir.F64Type.get()), method.align_corners)
+    low, high = _borders(to_float(extent, ir.F64Type.get()), method.align_corners)
     outside = arith.ori(arith.cmpf(arith.CmpFPredicate.OLT, x, low), arith.cmpf(arith.CmpFPredicate.OGT, x, high))
     if method.padding_mode == "border":
-        last = arith.subf(_as_float(extent, ir.F64Type.get()), _f64(1.0))
+        last = arith.subf(to_float(extent, ir.F64Type.get()), _f64(1.0))
         x = arith.select(outside, arith.minimumf(arith.maximumf(x, _f64(0.0)), last), x)
     elif method.padding_mode == "reflection":
         x = _reflect(x, low, high)
@@ -223,8 +216,8 @@ def _base_coordinate(position: ir.Value, extent: int | ir.Value, align_corners: 
     reference lays out its base grid: ``-1 + k * 2 / (n - 1)`` with aligned corners (-1 for
     a single element), else the element centres ``-1 + step / 2 + k * step``, step 2 / n."""
     f64 = ir.F64Type.get()
-    n = _as_float(extent, f64)
-    k = _as_float(position, f64)
+    n = to_float(extent, f64)
+    k = to_float(position, f64)
     if align_corners:
         step = arith.divf(_f64(2.0), arith.subf(n, _f64(1.0)))
         several = arith.cmpf(arith.CmpFPredicate.OGT, n, _f64(1.0))

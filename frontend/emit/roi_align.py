@@ -27,6 +27,7 @@ from mlir.dialects import math as mmath
 from . import core
 from .checks import check_extent, check_value_range
 from .extent_math import as_index, sub
+from .extent_math import to_float
 from .movement import indexed_generic
 
 ROI_ALIGN_MODES = ("avg", "max")
@@ -53,12 +54,6 @@ class RoiAlignMethod:
         if self.output_height < 1 or self.output_width < 1 or self.sampling_ratio < 0:
             raise ValueError(f"RoiAlign needs output sizes >= 1 and a sampling ratio >= 0; got "
                              f"{self.output_height}x{self.output_width}, {self.sampling_ratio}")
-
-
-def _as_float(extent: int | ir.Value, element: ir.Type) -> ir.Value:
-    if isinstance(extent, int):
-        return core.scalar_constant(float(extent), element)
-    return arith.sitofp(element, arith.index_cast(ir.IntegerType.get_signless(64), extent))
 
 
 def _to_index(value: ir.Value) -> ir.Value:
@@ -96,7 +91,7 @@ def _sample_range(axis: _Axis, bin_index: ir.Value, extent: ir.Value, f: ir.Type
     """[first, last) of the sample indices of bin ``bin_index`` whose coordinate may lie in
     [-1, extent]: the exact range widened by one sample each side, within [0, grid)."""
     c = lambda v: core.scalar_constant(v, f)  # noqa: E731
-    origin = arith.addf(axis.start, arith.mulf(_as_float(bin_index, f), axis.bin_size))
+    origin = arith.addf(axis.start, arith.mulf(to_float(bin_index, f), axis.bin_size))
     spacing = arith.divf(axis.bin_size, arith.maxnumf(axis.grid_float, c(1.0)))
     # sample i sits at origin + (i + 0.5) * spacing; solve for -1 and extent.
     low = arith.subf(arith.divf(arith.subf(c(-1.0), origin), spacing), c(1.5))
@@ -121,7 +116,7 @@ def roi_align(x: ir.Value, rois: ir.Value, batch_indices: ir.Value, method: RoiA
     f = ir.F64Type.get() if isinstance(element, ir.F64Type) else ir.F32Type.get()
     c = lambda v: core.scalar_constant(v, f)  # noqa: E731
     i64 = ir.IntegerType.get_signless(64)
-    height, width = _as_float(dims[2], f), _as_float(dims[3], f)
+    height, width = to_float(dims[2], f), to_float(dims[3], f)
     last_row, last_column = arith.subf(height, c(1.0)), arith.subf(width, c(1.0))
 
     def corner(region: ir.Value, k: int) -> ir.Value:
@@ -164,14 +159,14 @@ def roi_align(x: ir.Value, rois: ir.Value, batch_indices: ir.Value, method: RoiA
         rows = scf.ForOp(y_first, arith.maxsi(y_first, y_last), one, start)
         with ir.InsertionPoint(rows.body):
             iy = rows.induction_variable
-            y = arith.addf(arith.addf(along_y.start, arith.mulf(_as_float(bin_y, f), along_y.bin_size)),
-                           arith.divf(arith.mulf(arith.addf(_as_float(iy, f), c(0.5)), along_y.bin_size),
+            y = arith.addf(arith.addf(along_y.start, arith.mulf(to_float(bin_y, f), along_y.bin_size)),
+                           arith.divf(arith.mulf(arith.addf(to_float(iy, f), c(0.5)), along_y.bin_size),
                                       along_y.grid_float))
             columns = scf.ForOp(x_first, arith.maxsi(x_first, x_last), one, list(rows.inner_iter_args))
             with ir.InsertionPoint(columns.body):
                 ix = columns.induction_variable
-                x_ = arith.addf(arith.addf(along_x.start, arith.mulf(_as_float(bin_x, f), along_x.bin_size)),
-                                arith.divf(arith.mulf(arith.addf(_as_float(ix, f), c(0.5)), along_x.bin_size),
+                x_ = arith.addf(arith.addf(along_x.start, arith.mulf(to_float(bin_x, f), along_x.bin_size)),
+                                arith.divf(arith.mulf(arith.addf(to_float(ix, f), c(0.5)), along_x.bin_size),
                                            along_x.grid_float))
                 total, largest, taken = columns.inner_iter_args
                 inside = arith.andi(

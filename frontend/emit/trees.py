@@ -146,14 +146,16 @@ def tree_ensemble(x: ir.Value, model: TreeEnsemble) -> ir.Value:
         for index, predicate in enumerate(predicates):
             chosen = arith.cmpi(arith.CmpIPredicate.eq, mode, c64(index))
             result = arith.select(chosen, arith.cmpf(predicate, value, split), result)
-        start = as_index(tensor.extract(tables["member_start"], at))
-        count = as_index(tensor.extract(tables["member_count"], at))
-        scan = scf.ForOp(start, arith.addi(start, count), core.index(1), [arith.constant(ir.IntegerType.get_signless(1), 0)])
-        with ir.InsertionPoint(scan.body):
-            hit = arith.cmpf(arith.CmpFPredicate.OEQ, value, tensor.extract(members, [scan.induction_variable]))
-            scf.YieldOp([arith.ori(scan.inner_iter_args[0], hit)])
-        is_member = arith.cmpi(arith.CmpIPredicate.eq, mode, c64(_MEMBER))
-        result = arith.select(is_member, scan.results[0], result)
+        if model.members:  # the set's scan, in the walk only when some node tests membership
+            start = as_index(tensor.extract(tables["member_start"], at))
+            count = as_index(tensor.extract(tables["member_count"], at))
+            scan = scf.ForOp(start, arith.addi(start, count), core.index(1),
+                             [arith.constant(ir.IntegerType.get_signless(1), 0)])
+            with ir.InsertionPoint(scan.body):
+                hit = arith.cmpf(arith.CmpFPredicate.OEQ, value, tensor.extract(members, [scan.induction_variable]))
+                scf.YieldOp([arith.ori(scan.inner_iter_args[0], hit)])
+            is_member = arith.cmpi(arith.CmpIPredicate.eq, mode, c64(_MEMBER))
+            result = arith.select(is_member, scan.results[0], result)
         missing = arith.andi(arith.cmpf(arith.CmpFPredicate.UNO, value, value),
                              arith.cmpi(arith.CmpIPredicate.ne, tensor.extract(tables["missing"], at), c64(0)))
         return arith.ori(result, missing)

@@ -18,7 +18,6 @@ from mlir.dialects import arith, math
 from ...emit import contraction, conv, core, pooling
 from ...emit import deform_conv as deformable
 from ...emit import roi_align as regions
-from ...emit.checks import check_extent
 from ..node import HandlerError, NodeContext
 from ..registry import onnx_op
 from . import operands, quantization
@@ -369,13 +368,8 @@ def col2im(ctx: NodeContext) -> list[ir.Value]:
         raise HandlerError("Col2Im needs a non-empty image_shape and block_shape")
     rank = len(image)
     try:
-        # An image_shape read at run time takes the model's declared output extents, checked
-        # against it at run time: the output's shape is then static.
-        declared = operands.known_dims(ctx.output_infos[0], rank + 2)[2:]
-        for d, known in enumerate(declared):
-            if not isinstance(image[d], int) and known is not None:
-                check_extent(image[d], known, "Col2Im: image_shape holds {value} where the model declares {bound}")
-                image[d] = known
+        image = operands.declared_extents(image, operands.known_dims(ctx.output_infos[0], rank + 2)[2:],
+                                          "Col2Im: image_shape holds {value} where the model declares {bound}")
         return [conv.col2im(ctx.value(0), image, block,
                             strides=list(ctx.attr("strides", [1] * rank)),
                             dilations=list(ctx.attr("dilations", [1] * rank)),

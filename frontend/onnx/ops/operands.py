@@ -9,6 +9,7 @@ from mlir import ir
 from mlir.dialects import tensor
 
 from ...emit import core, extent_math, reshapes
+from ...emit.checks import check_extent
 from ...emit import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
@@ -50,6 +51,20 @@ def settle(extents: list[Extent], info: TensorInfo | None) -> list[Extent]:
         k if k is not None and not isinstance(e, int) and extent_math.dim_source(e) is None else e
         for e, k in zip(extents, known)
     ]
+
+
+def declared_extents(values: list[Extent], declared: list[int | None], message: str) -> list[Extent]:
+    """``values`` read from a shape input at run time, each replaced by the extent the
+    model declares for it where there is one, and checked against it at run time (so the
+    op's result type is static, and a model that breaks its declaration gets an error,
+    not a wrong read). ``message`` names ``{value}`` and ``{bound}``."""
+    settled = []
+    for value, known in zip(values, declared):
+        if not isinstance(value, int) and known is not None:
+            check_extent(value, known, message)
+            value = known
+        settled.append(value)
+    return settled
 
 
 def scalar(ctx: NodeContext, index: int) -> ir.Value | int | float:

@@ -197,18 +197,15 @@ def grid_sample(ctx: NodeContext) -> list[ir.Value]:
 
 @onnx_op("AffineGrid", since=20)
 def affine_grid(ctx: NodeContext) -> list[ir.Value]:
-    """``size`` (N, C, *spatial) read at run time takes the declared output extents, checked
-    against it at run time, as Col2Im's image shape does."""
+    """``size`` (N, C, *spatial) read at run time takes the declared output extents
+    (``operands.declared_extents``)."""
     size = operands.numbers(ctx, 1, int)
     if size is None or len(size) not in (4, 5):
         raise HandlerError("AffineGrid needs a size of 4 (N, C, H, W) or 5 (N, C, D, H, W) values")
     spatial = size[2:]
     try:
-        declared = operands.known_dims(ctx.output_infos[0], len(spatial) + 2)[1:-1]
-        for d, known in enumerate(declared):
-            if not isinstance(spatial[d], int) and known is not None:
-                check_extent(spatial[d], known, "AffineGrid: size holds {value} where the model declares {bound}")
-                spatial[d] = known
+        spatial = operands.declared_extents(spatial, operands.known_dims(ctx.output_infos[0], len(spatial) + 2)[1:-1],
+                                            "AffineGrid: size holds {value} where the model declares {bound}")
         theta = ctx.value(0)
         check_extent(size[0], core.sizes(theta)[0], "AffineGrid: size says {value} images, theta has {bound}")
         return [sampling.affine_grid(theta, spatial, bool(ctx.attr("align_corners", 0)))]
