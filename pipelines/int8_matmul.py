@@ -57,7 +57,7 @@ from typing import Mapping
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, func, linalg, vector
+from mlir.dialects import func, linalg, vector
 from mlir.passmanager import PassManager
 
 from ..errors import PipelineError
@@ -66,6 +66,7 @@ from ..frontend.emit.contraction import collapse, expand
 from ..frontend.resources import constant_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
+from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
@@ -234,7 +235,7 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
     input_shape = tuple(ir.RankedTensorType(source.type).shape)
     images, out_h, out_w, kh, kw, channels = ir.RankedTensorType(copy.results[0].type).shape
     read, written = (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(copy.attributes["indexing_maps"]))
-    if not _is_identity(written) or len(read.results) != 4:
+    if not is_identity(written) or len(read.results) != 4:
         return None
     forms = [linear_form(e) for e in read.results]
     if forms[0] != {0: 1} or forms[3] != {5: 1} or None in forms:
@@ -590,10 +591,6 @@ def vnni_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> 
 # ---- the epilogue, on the accumulators -----------------------------------------------------
 
 INT8_EPILOGUE_PASS = "tilecraft-int8-epilogues"
-# Elementwise ops that may run on the padding lanes of a partial column tile: no integer
-# division (LLVM scalarizes it, and a zero lane would trap).
-_TRAPPING_OPS = frozenset({"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
-                           "arith.ceildivui", "arith.floordivsi"})
 
 
 @dataclass(frozen=True)
@@ -628,10 +625,6 @@ class Epilogue:
     operands: tuple[EpilogueOperand, ...]
     accumulator: int
     result: str
-
-
-def _is_identity(affine_map: ir.AffineMap) -> bool:
-    return [str(e) for e in affine_map.results] == [f"d{i}" for i in range(affine_map.n_dims)]
 
 
 def _operand_kind(map_attr: ir.Attribute, rank: int, column_dims: list[int]) -> str | None:
@@ -672,7 +665,7 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
     if len(uses) != 1 or uses[0].name != "linalg.generic":
         return None
     generic = uses[0]
-    if len(generic.results) != 1 or any("reduction" in str(i) for i in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    if not is_all_parallel(generic) or not clonable_body(generic):
         return None
     inputs = list(generic.operands)[:-1]
     maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
@@ -681,11 +674,8 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
         return None
     position = positions[0]
     rank = ir.RankedTensorType(value.type).rank
-    if not _is_identity(ir.AffineMapAttr(maps[position]).value) or not _is_identity(ir.AffineMapAttr(maps[-1]).value):
+    if not is_identity(ir.AffineMapAttr(maps[position]).value) or not is_identity(ir.AffineMapAttr(maps[-1]).value):
         return None
-    block = generic.regions[0].blocks[0]
-    if list(block.arguments[-1].uses):
-        return None  # the body reads its output
     _, column_dims = _row_and_column_dims(reshape)
     for operand, map_attr in zip(inputs, maps):
         kind = _operand_kind(map_attr, rank, column_dims)
@@ -694,57 +684,7 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
             return None
         if kind == "full" and ir.RankedTensorType(operand.type).shape != ir.RankedTensorType(value.type).shape:
             return None
-    body = [op.operation for op in block.operations]
-    inside = [result for op in body for result in op.results]
-    for op in body[:-1]:  # the last is linalg.yield
-        if not op.name.startswith(("arith.", "math.")) or op.name in _TRAPPING_OPS or len(op.regions):
-            return None
-        for operand in op.operands:
-            if isinstance(operand, ir.BlockArgument) or any(operand == r for r in inside):
-                continue
-            outer = defining_op(operand)  # captured from outside the body: a scalar constant
-            if outer is None or outer.name != "arith.constant" or isinstance(operand.type, ir.ShapedType):
-                return None
     return generic, reshape, position
-
-
-def _vector_of(element: ir.Type) -> ir.VectorType:
-    return ir.VectorType.get([LANES], element)
-
-
-def _define_epilogue_function(module: ir.Module, name: str, generic: ir.Operation) -> None:
-    """The body of ``module``'s function declaration ``name``: the generic's body on vectors
-    of ``LANES`` elements (each arith / math op is elementwise on vectors as on scalars;
-    constants from outside the body become splats)."""
-    block = generic.regions[0].blocks[0]
-    inputs = list(block.arguments)[:-1]
-    function = next(op for op in module.body.operations
-                    if ir.StringAttr(op.operation.attributes["sym_name"]).value == name)
-    with generic.location:
-        entry = function.add_entry_block()
-    mapped: list[tuple[ir.Value, ir.Value]] = list(zip(inputs, entry.arguments))
-
-    def lookup(value: ir.Value) -> ir.Value:
-        for old, new in mapped:
-            if old == value:
-                return new
-        constant = defining_op(value)  # from outside the body: a scalar constant
-        splat = ir.DenseElementsAttr.get_splat(_vector_of(value.type), constant.attributes["value"])
-        new = arith.ConstantOp(_vector_of(value.type), splat).result
-        mapped.append((value, new))
-        return new
-
-    with ir.InsertionPoint(entry), generic.location:
-        for op in block.operations:
-            op = op.operation
-            if op.name == "linalg.yield":
-                func.ReturnOp([lookup(op.operands[0])])
-                continue
-            operands = [lookup(v) for v in op.operands]
-            clone = ir.Operation.create(op.name, results=[_vector_of(r.type) for r in op.results],
-                                        operands=operands,
-                                        attributes={key: op.attributes[key] for key in op.attributes})
-            mapped.extend(zip(op.results, clone.results))
 
 
 def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operation,
@@ -774,7 +714,7 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     # Public while the epilogue is inlined into it: symbol-dce would drop it, unused, otherwise.
     kernel = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, epilogue, name, window).replace(
         f"func.func private @{name}(", f"func.func @{name}("), module.context)
-    _define_epilogue_function(kernel, epilogue.function, generic)
+    define_vector_function(kernel, epilogue.function, generic, LANES)
     PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
     with ir.InsertionPoint(module.regions[0].blocks[0]):
         for op in kernel.body.operations:
