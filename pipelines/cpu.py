@@ -53,7 +53,8 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
                      "graph passes for opt_level: layout, combining, constant folding"),)
               if graph_elements else ()),
             simplify_stage(mark_groups=opt_level >= 3, runtime_checks=runtime_checks,
-                           vnni=target.has_avx512_vnni, num_threads=threads),
+                           vnni=target.has_avx512_vnni, num_threads=threads,
+                           fused_attention=opt_level >= 1),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())

@@ -20,6 +20,7 @@ from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from . import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
 from .bool_memory import WIDEN_BOOL_MEMORY
 from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
+from .fused_attention import FUSE_ATTENTION_PASS
 from .int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
 from .merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
@@ -104,8 +105,9 @@ def input_stage() -> Stage:
 
 
 def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vnni: bool = False,
-                   num_threads: int = 1) -> Stage:
-    """Canonicalization; 8-bit integer matmuls as VNNI kernels (``vnni``, split for
+                   num_threads: int = 1, fused_attention: bool = False) -> Stage:
+    """Canonicalization; with ``fused_attention``, attention (batch matmul, softmax, batch
+    matmul) as one kernel (fused_attention.py); 8-bit integer matmuls as VNNI kernels (``vnni``, split for
     ``num_threads``) or i32 matmuls (int8_matmul.py); elementwise fusion, with no producer
     fused where it would be recomputed (fusion_barrier.py); then the run-time checks of dynamic sizes
     (runtime_checks.py; ``runtime_checks=False`` removes every check, the emitters' too),
@@ -114,11 +116,13 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
     the schedule will see."""
     checks = (f"{INSERT_CHECKS}{{enabled={int(runtime_checks)}}}", "resolve-ranked-shaped-type-result-dims")
     return Stage("simplify",
-                 ("canonicalize", "cse", f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
+                 ("canonicalize", "cse",
+                  *((f"{FUSE_ATTENTION_PASS}{{num-threads={num_threads}}}",) if fused_attention else ()),
+                  f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
                   INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
                   DROP_BARRIERS, INT8_EPILOGUE_PASS, *checks, "canonicalize",
                   *(("tilecraft-mark-groups",) if mark_groups else ())),
-                 "fold constants; 8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
+                 "fold constants; " + ("attention as one kernel; " if fused_attention else "") + "8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
                  "elementwise producers into consumers; run-time checks"
                  + ("; tag fusion groups" if mark_groups else ""))
 

@@ -1,0 +1,137 @@
+"""Fused attention (issue #22): BERT-base-shaped attention through tilecraft's fused kernel
+(pipelines/fused_attention.py), beside tilecraft without it, onnxruntime and PyTorch's
+``scaled_dot_product_attention``.
+
+    .venv/bin/python benchmarks/attention.py [--repeat 15] [--heads 12] [--seq 128]
+
+Cases (ONNX models as transformers export them, 4-D [batch, heads, seq, 64]):
+
+* ``padding mask``: ``MatMul(Q, Transpose(K)) * 1/8 + mask`` with an additive key-padding
+  mask of shape [batch, 1, 1, seq] (an input), ``Softmax``, ``MatMul(P, V)``;
+* ``causal``: the same with a constant [seq, seq] mask of -inf above the diagonal;
+* ``bert layer``: end_to_end.py's BERT-base encoder layer (projections, attention, FFN).
+
+Printed per case: the largest difference from onnxruntime, milliseconds per call (calls
+alternate, end_to_end.alternating, this machine's threads for every engine) and the ratios
+(> 1: tilecraft's fused build is faster). No thresholds: figures are quoted in notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import end_to_end  # noqa: E402
+
+import tilecraft  # noqa: E402
+from tilecraft import CompileOptions  # noqa: E402
+from tilecraft.pipelines.cpu import cpu_pipeline  # noqa: E402
+from tilecraft.pipelines.fused_attention import FUSE_ATTENTION_PASS  # noqa: E402
+
+HEAD_DIM = 64
+
+
+def attention_model(batch: int, heads: int, seq: int, causal: bool) -> onnx.ModelProto:
+    """Q, K, V [batch, heads, seq, 64] -> attention output, with a padding-mask input or a
+    constant causal mask."""
+    shape = [batch, heads, seq, HEAD_DIM]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("q", "k", "v")]
+    inits = [numpy_helper.from_array(np.array(1.0 / np.sqrt(HEAD_DIM), np.float32), "scale")]
+    if causal:
+        mask = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
+        inits.append(numpy_helper.from_array(mask, "mask"))
+    else:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [batch, 1, 1, seq]))
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Mul", ["s", "scale"], ["ss"]),
+        helper.make_node("Add", ["ss", "mask"], ["sm"]),
+        helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def feeds_for(model: onnx.ModelProto, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for value in model.graph.input:
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if value.name == "mask":  # the last quarter of the keys is padding
+            mask = np.zeros(shape, np.float32)
+            mask[..., seq - seq // 4:] = -10000.0
+            feeds[value.name] = mask
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def unfused(model: onnx.ModelProto) -> "tilecraft.CompiledModule":
+    """tilecraft's build without the fused attention kernel (the same pipeline otherwise)."""
+    pipeline = cpu_pipeline("llvm", opt_level=3)
+    simplify = pipeline.stage("simplify")
+    pipeline = pipeline.replace("simplify", [p for p in simplify.passes if not p.startswith(FUSE_ATTENTION_PASS)])
+    return tilecraft.compile(model, CompileOptions(pipeline=pipeline))
+
+
+def torch_runner(feeds: dict[str, np.ndarray], causal: bool):
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention
+
+    q, k, v = (torch.from_numpy(feeds[n]) for n in ("q", "k", "v"))
+    mask = None if causal else torch.from_numpy(feeds["mask"])
+
+    def run() -> object:
+        with torch.no_grad():
+            return scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    return run
+
+
+def compare(label: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], repeat: int,
+            extra: dict | None = None) -> None:
+    fused, plain = tilecraft.compile(model), unfused(model)
+    kernels = fused.ir("simplify").count("call @tilecraft_attention") if hasattr(fused, "ir") else "?"
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)[0]
+    first = lambda r: r[0] if isinstance(r, (tuple, list)) else r  # noqa: E731
+    error = max(float(np.abs(first(m(**feeds)) - expected).max()) for m in (fused, plain))
+    print(f"{label}: fused kernels {kernels}; max |tilecraft - onnxruntime| {error:.2e}")
+    runners = {"tilecraft fused": lambda: fused(**feeds), "tilecraft unfused": lambda: plain(**feeds),
+               "onnxruntime": lambda: session.run(None, feeds), **(extra or {})}
+    times = end_to_end.alternating(runners, repeat, pause_s=end_to_end.RUNNER_PAUSE_S)
+    for name, seconds in times.items():
+        print(f"    {name:<18} {seconds * 1e3:8.3f} ms")
+    base = times["tilecraft fused"]
+    print("  " + "; ".join(f"{name} / fused: {seconds / base:.2f}x" for name, seconds in times.items()
+                           if name != "tilecraft fused"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--no-layer", action="store_true", help="skip the whole BERT layer")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    for causal in (False, True):
+        model = attention_model(1, args.heads, args.seq, causal)
+        feeds = feeds_for(model, args.seq, rng)
+        compare(f"attention {args.heads} heads x {args.seq} x {HEAD_DIM}, {'causal' if causal else 'padding mask'}",
+                model, feeds, args.repeat, {"torch sdpa": torch_runner(feeds, causal)})
+    if not args.no_layer:
+        case = end_to_end.bert(1)
+        compare("bert layer (128 tokens, hidden 768)", case.model, case.feeds, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
