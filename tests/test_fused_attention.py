@@ -156,6 +156,15 @@ def test_dynamic_shapes_stay_unfused():
     np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-6)
 
 
+def test_wide_value_heads_stay_unfused():
+    """Dv = 128: the unfused ops are as fast or faster (fused_attention.MAX_VALUE_DEPTH)."""
+    model = _attention_model((1, 2, 32, 128), 32, 128)
+    compiled = _fused(model)
+    assert KERNEL_CALL not in compiled.ir("simplify")
+    feeds = _feeds(model, np.random.default_rng(7))
+    np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_opt_level_0_keeps_the_unfused_ops():
     model = _attention_model((2, 16, 16), 16, 16)
     compiled = tilecraft.compile(model, CompileOptions(keep_ir=True, opt_level=0))
