@@ -37,6 +37,10 @@ the online softmax rescales the accumulators by a factor computed inside the loo
 keys, which no tiling or fusion of the original ops expresses (MLIR has no
 ``linalg.softmax`` decomposition into an online form).
 
+Q and V are read in place through the transposes (and batch merges) that made them from
+a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
+padded V is still copied). K^T is read as it is, contiguous along the keys.
+
 Matched only where everything is static and f32, Dv is at most MAX_VALUE_DEPTH (64: BERT,
 GPT-2, ViT; wider heads run faster unfused, see there), K^T and V are what the batch matmuls read
 (a ``linalg.transpose`` of K stays: it is B x D x N, a copy smaller than one score matrix)
@@ -274,8 +278,9 @@ def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[tuple[ir.Operat
     running value) when ``x`` is S through at most _MAX_CHAIN such generics, S being the
     (reshaped) result of a plain batch matmul; else ``None``."""
     def walk(value: ir.Value, depth: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
-        source, _ = _batch_view(value, rank, "tensor.expand_shape")
-        if _plain_batch_matmul(defining_op(source)) and len(users(source)) == 1:
+        source, reshape = _batch_view(value, rank, "tensor.expand_shape")
+        # value's own users are the caller's to count (X's: the max, the exp, ...).
+        if _plain_batch_matmul(defining_op(source)) and (reshape is None or len(users(source)) == 1):
             return value, []
         op = defining_op(value)
         if depth == _MAX_CHAIN or op is None or not is_all_parallel(op) or not clonable_body(op) \
@@ -515,6 +520,54 @@ def match_attention(context: ir.Operation) -> AttentionSite | None:
     return AttentionSite(scores, steps, context, dead, AttentionShape(b, m, n, d, dv, domain), zeroing)
 
 
+@dataclass(frozen=True)
+class OperandView:
+    """How the kernel reads a rank-3 operand X[b, i, j] (Q, V): at ``indices`` (affine
+    expressions of d0 = b, d1 = i, d2 = j) of ``source``, the tensor X was copied from by
+    transposes and a merge of batch dims. Why: Q and V usually come from a projection
+    through a transpose ([seq, heads, d] -> [heads, seq, d]); read in place, those copies
+    (each as large as the operand) are not made."""
+
+    source: ir.Value
+    indices: tuple[str, ...]
+
+    @property
+    def tensor_type(self) -> str:
+        return str(self.source.type)
+
+
+def operand_view(value: ir.Value) -> OperandView:
+    """``value``'s view through single-use ``linalg.transpose`` ops and batch-merging
+    ``tensor.collapse_shape`` ops (the identity view when there are none)."""
+    indices = ["d0", "d1", "d2"]
+    while True:
+        op = defining_op(value)
+        if op is None or len(users(value)) != 1:
+            break
+        if op.name == "linalg.transpose":
+            permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            source_indices = [""] * len(indices)
+            for position, dim in enumerate(permutation):  # result dim i is input dim perm[i]
+                source_indices[dim] = indices[position]
+            indices, value = source_indices, op.operands[0]
+        elif op.name == "tensor.collapse_shape":
+            groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
+                      for g in ir.ArrayAttr(op.attributes["reassociation"])]
+            source_shape = ir.RankedTensorType(op.operands[0].type).shape
+            if any(len(group) != 1 for group in groups[1:]) or not ir.RankedTensorType(op.operands[0].type).has_static_shape:
+                break  # only leading (batch) dims merged
+            merged = []
+            for k, dim in enumerate(groups[0]):
+                stride = 1
+                for later in groups[0][k + 1:]:
+                    stride *= source_shape[later]
+                merged.append(f"(({indices[0]}) floordiv {stride}) mod {source_shape[dim]}")
+            indices, value = merged + indices[1:], op.operands[0]
+        else:
+            break
+    return OperandView(value, tuple(indices))
+
+
 # ---- the kernel ----------------------------------------------------------------------------
 
 def _row_block(shape: AttentionShape, threads: int) -> int:
@@ -526,12 +579,15 @@ def _row_block(shape: AttentionShape, threads: int) -> int:
 
 
 def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads: int,
-                  scores_function: str | None, zeroing: "str | Extra | None" = None) -> str:
+                  scores_function: str | None, zeroing: "str | Extra | None" = None,
+                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None) -> str:
     """The kernel's MLIR (see the module docstring): ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv,
     extras...[, rows to zero]) -> BxMxDv``, all f32, Np the keys padded to whole blocks.
     ``scores_function`` (declared here, defined by the caller) maps a score vector and the
     extras' vectors to X. ``zeroing``: rows whose output is 0 rather than NaN: ``"masked"``
-    (every key -inf), or an i8 tensor read per row (nonzero: 0)."""
+    (every key -inf), or an i8 tensor read per row (nonzero: 0). ``q_view`` / ``v_view``:
+    Q and V read through their views (V's last index must be d2, its innermost dim) in place
+    of the [B, M, D] and [B, Np, Dv] tensors."""
     b, m, n, d, dv = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // LANES, -(-dv // LANES)
@@ -540,6 +596,8 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
     row_blocks = -(-m // block_rows)
     q_type, kt_type = f"tensor<{b}x{m}x{d}xf32>", f"tensor<{b}x{d}x{np_}xf32>"
     v_type, o_type = f"tensor<{b}x{np_}x{dv}xf32>", f"tensor<{b}x{m}x{dv}xf32>"
+    q_type = q_view.tensor_type if q_view else q_type
+    v_type = v_view.tensor_type if v_view else v_type
     tile_type, vec = f"tensor<?x{dv}xf32>", "vector<16xf32>"
     dv_in_bounds = "true" if dv % LANES == 0 else "false"
     keys_in_bounds = "true" if np_ == n else "false"
@@ -628,7 +686,14 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
             out.append(f"{inner}%k{v} = vector.transfer_read %kt[%b, %d, %kj{v}], %f0 {{in_bounds = [true]}} : {kt_type}, {vec}")
         new = []
         for r in range(mr):
-            out += [f"{inner}%qs{r} = tensor.extract %q[%b, %row{r}, %d] : {q_type}",
+            if q_view:
+                at = []
+                for j, expr in enumerate(q_view.indices):
+                    out.append(f"{inner}%qi{r}_{j} = affine.apply affine_map<(d0, d1, d2) -> ({expr})>(%b, %row{r}, %d)")
+                    at.append(f"%qi{r}_{j}")
+            else:
+                at = ["%b", f"%row{r}", "%d"]
+            out += [f"{inner}%qs{r} = tensor.extract %q[{', '.join(at)}] : {q_type}",
                     f"{inner}%qb{r} = vector.broadcast %qs{r} : f32 to {vec}"]
             for v in range(key_vectors):
                 out.append(f"{inner}%sn{r}_{v} = vector.fma %qb{r}, %k{v}, %sa{r}_{v} : {vec}")
@@ -700,7 +765,15 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
                 out.append(f"{ind}%key{key} = affine.apply affine_map<(d0) -> (d0 + {key})>(%j)")
                 for u in range(out_vectors):
                     column = f"%c{u * LANES}" if u else "%c0"
-                    out.append(f"{ind}%vv{key}_{u} = vector.transfer_read %v[%b, %key{key}, {column}], %f0 "
+                    if v_view:
+                        at = []
+                        for j, expr in enumerate(v_view.indices):
+                            out.append(f"{ind}%vi{key}_{u}_{j} = affine.apply affine_map<(d0, d1, d2) -> ({expr})>"
+                                       f"(%b, %key{key}, {column})")
+                            at.append(f"%vi{key}_{u}_{j}")
+                    else:
+                        at = ["%b", f"%key{key}", column]
+                    out.append(f"{ind}%vv{key}_{u} = vector.transfer_read %v[{', '.join(at)}], %f0 "
                                f"{{in_bounds = [{dv_in_bounds}]}} : {v_type}, {vec}")
                 for r in range(mr):
                     out += [f"{ind}%pe{r}_{key} = vector.extract %p{r}_{v}[{lane}] : f32 from {vec}",
@@ -795,7 +868,15 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     elif zeroing is not None:  # read as bytes: i1 tensors are bytes in memory, not vectors
         shape_text = "x".join(map(str, ir.RankedTensorType(zeroing.condition.type).shape))
         zero_rows = Extra(f"tensor<{shape_text + 'x' if shape_text else ''}i8>", "i8", zeroing.condition_map, False)
-    source = kernel_source(name, shape, [e for _, e in extras], threads, scores_function, zero_rows)
+    q_view = operand_view(site.scores.operands[0])
+    v_view = operand_view(site.context.operands[1])
+    if q_view.source == site.scores.operands[0]:
+        q_view = None
+    # V in place only when its keys need no padding and Dv stays innermost (vector reads).
+    if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys or v_view.indices[-1] != "d2":
+        v_view = None
+    source = kernel_source(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
+                           q_view, v_view)
     kernel = ir.Module.parse(source, module.context)
     if scores_function:
         _define_scores_function(kernel, scores_function, site)
@@ -804,12 +885,14 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
         for op in kernel.body.operations:
             clone = op.operation.clone()
             clone.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    q, kt = site.scores.operands[0], site.scores.operands[1]
-    v = site.context.operands[1]
+    q = q_view.source if q_view else site.scores.operands[0]
+    kt = site.scores.operands[1]
+    v = v_view.source if v_view else site.context.operands[1]
     padding = shape.padded_keys - shape.keys
     with ir.InsertionPoint(site.context), site.context.location:
         kt = core.pad_constant(kt, [0, 0, 0], [0, 0, padding], 0.0)
-        v = core.pad_constant(v, [0, 0, 0], [0, padding, 0], 0.0)
+        if v_view is None:
+            v = core.pad_constant(v, [0, 0, 0], [0, padding, 0], 0.0)
         rows = []
         if isinstance(zero_rows, Extra):
             i8 = ir.IntegerType.get_signless(8)

@@ -156,6 +156,33 @@ def test_dynamic_shapes_stay_unfused():
     np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rank", [3, 4])
+def test_q_and_v_read_through_their_transposes(rank):
+    """Q and V as exporters make them, [seq, heads, d] transposed to [heads, seq, d] (with a
+    leading batch of 1 at rank 4): the kernel reads them in place, so only K's transpose
+    (to [heads, d, seq]) is left as a copy. 32 keys: a whole block, so V needs no padding
+    (a padded V is copied)."""
+    seq, heads, d = 32, 3, 16
+    lead = [1] if rank == 4 else []
+    perm_qv = [0, 2, 1, 3] if rank == 4 else [1, 0, 2]
+    perm_k = [0, 2, 3, 1] if rank == 4 else [1, 2, 0]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [*lead, seq, heads, d]) for n in ("xq", "xk", "xv")]
+    nodes = [helper.make_node("Transpose", ["xq"], ["q"], perm=perm_qv),
+             helper.make_node("Transpose", ["xk"], ["kt"], perm=perm_k),
+             helper.make_node("Transpose", ["xv"], ["v"], perm=perm_qv),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*lead, heads, seq, d])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = _fused(model)
+    simplified = compiled.ir("simplify")
+    assert simplified.count(KERNEL_CALL) == 1 and simplified.count("linalg.transpose") == 1
+    feeds = _feeds(model, np.random.default_rng(8))
+    np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_wide_value_heads_stay_unfused():
     """Dv = 128: the unfused ops are as fast or faster (fused_attention.MAX_VALUE_DEPTH)."""
     model = _attention_model((1, 2, 32, 128), 32, 128)
