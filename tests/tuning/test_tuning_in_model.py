@@ -15,7 +15,7 @@ from mlir import ir
 from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
-from tilecraft.schedule.records import IN_MODEL, best_records, canonical_target, load_records
+from tilecraft.schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from tilecraft.schedule.task import WEIGHT, measured_module
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, last_level_cache_bytes
 from tilecraft.tuning.tune import weights_outgrow_cache
@@ -122,7 +122,19 @@ def test_tuned_configs_are_confirmed_inside_the_model(tmp_path):
     before = load_records(records, target="llvm")
     defaults = {r.key: r.config for r in before if r.tuner == "default"}
     tuned = {key for key, record in best_records(before).items() if record.config != defaults[key]}
-    assert tuned, "the search found no config faster than a default: nothing to confirm"
+    if not tuned:
+        # Whether 30 random trials beat a default is this machine's timing (it failed once
+        # under a full test run's load). What this test checks is the confirmation: give it
+        # a case by recording one task's fastest other candidate as faster than its default.
+        candidates = [r for r in before if r.ok and r.tuner != "default" and r.config != defaults[r.key]]
+        assert candidates, "the search measured no candidate other than the defaults"
+        fastest = min(candidates, key=lambda r: r.cost)
+        default_cost = best_records([r for r in before if r.tuner == "default"])[fastest.key].cost
+        with RecordWriter(records) as writer:
+            writer.write(replace(fastest, costs=[default_cost * 0.9]))
+        before = load_records(records, target="llvm")
+        tuned = {key for key, record in best_records(before).items() if record.config != defaults[key]}
+    assert tuned
     slower = confirm_in_model(DIGITS, options, records, tasks, runs=3)
     after = load_records(records, target="llvm")
     confirmed = [r for r in after if r.tuner == IN_MODEL]
