@@ -168,6 +168,17 @@ def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
     return arrays
 
 
+def literal_array(value: ir.Value) -> np.ndarray | None:
+    """The values of ``value`` when an ``arith.constant`` defines it (else ``None``)."""
+    if not isinstance(value, ir.OpResult):
+        return None
+    owner = value.owner
+    constant = owner.operation if hasattr(owner, "operation") else owner
+    if constant.name != "arith.constant" or not isinstance(value.type, ir.RankedTensorType):
+        return None
+    return constant_array(constant)
+
+
 def constant_array(constant: ir.Operation) -> np.ndarray:
     """The value of an ``arith.constant`` tensor of a :data:`NUMPY_TYPES` element type, as
     a numpy array of its shape: dense (splat or not) or ``dense_resource``."""

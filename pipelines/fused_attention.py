@@ -37,6 +37,12 @@ the online softmax rescales the accumulators by a factor computed inside the loo
 keys, which no tiling or fusion of the original ops expresses (MLIR has no
 ``linalg.softmax`` decomposition into an online form).
 
+Key blocks a constant mask rules out are skipped. When the chain's last op adds a literal
+constant mask of [M, N] (broadcast over the batch), the pass reads, per query row, the range
+of keys the mask leaves finite (``key_ranges``: -inf outside). Each register tile then loops
+only over the key blocks that meet its rows' ranges. A causal mask does about half the
+work; a NaN or +inf score at a masked key no longer turns its row into NaN there.
+
 Q and V are read in place through the transposes (and batch merges) that made them from
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
 padded V is still copied). K^T is read as it is, contiguous along the keys.
@@ -52,11 +58,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func
 from mlir.passmanager import PassManager
 
 from ..frontend.emit import core
+from ..frontend.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
 from .passes import positive_int_option, register_pass
 from .vector_bodies import clonable_body, clone_body, declared_function, is_all_parallel, is_identity
@@ -568,6 +576,37 @@ def operand_view(value: ir.Value) -> OperandView:
     return OperandView(value, tuple(indices))
 
 
+def key_ranges(site: "AttentionSite") -> np.ndarray | None:
+    """Per query row, the [first, end) keys a literal mask leaves finite, as an M x 2 i32
+    array; ``None`` unless the chain's last op is ``addf`` of the running value and a
+    literal constant read at (row, key) and broadcast over the batch dims (then X is -inf
+    wherever the mask is, whatever the score, short of a +inf or NaN score)."""
+    if not site.chain:
+        return None
+    generic, position = site.chain[-1]
+    body = _body(generic)
+    arguments = _arguments(generic)
+    if len(body) != 2 or body[0].name != "arith.addf" or len(generic.operands) != 3 \
+            or set(body[0].operands) != set(arguments[:2]):
+        return None
+    mask_index = 1 - position
+    rank = len(site.shape.domain)
+    results = _map_results(generic, mask_index)
+    mask = literal_array(generic.operands[mask_index])
+    if mask is None or mask.dtype != np.float32 or results[-2:] != [f"d{rank - 2}", f"d{rank - 1}"] \
+            or any(r != "0" for r in results[:-2]):
+        return None
+    mask = mask.reshape(mask.shape[-2:]) if mask.ndim >= 2 and mask.size == mask.shape[-2] * mask.shape[-1] else None
+    if mask is None or mask.shape != (site.shape.rows, site.shape.keys):
+        return None
+    finite = mask != -np.inf
+    first = np.where(finite.any(axis=1), finite.argmax(axis=1), site.shape.keys)
+    end = np.where(finite.any(axis=1), site.shape.keys - finite[:, ::-1].argmax(axis=1), 0)
+    if (first == 0).all() and (end == site.shape.keys).all():
+        return None  # nothing to skip
+    return np.stack([first, end], axis=1).astype(np.int32)
+
+
 # ---- the kernel ----------------------------------------------------------------------------
 
 def _row_block(shape: AttentionShape, threads: int) -> int:
@@ -580,14 +619,16 @@ def _row_block(shape: AttentionShape, threads: int) -> int:
 
 def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads: int,
                   scores_function: str | None, zeroing: "str | Extra | None" = None,
-                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None) -> str:
+                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
+                  ranged: bool = False) -> str:
     """The kernel's MLIR (see the module docstring): ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv,
     extras...[, rows to zero]) -> BxMxDv``, all f32, Np the keys padded to whole blocks.
     ``scores_function`` (declared here, defined by the caller) maps a score vector and the
     extras' vectors to X. ``zeroing``: rows whose output is 0 rather than NaN: ``"masked"``
     (every key -inf), or an i8 tensor read per row (nonzero: 0). ``q_view`` / ``v_view``:
     Q and V read through their views (V's last index must be d2, its innermost dim) in place
-    of the [B, M, D] and [B, Np, Dv] tensors."""
+    of the [B, M, D] and [B, Np, Dv] tensors. ``ranged``: a last argument, M x 2 i32, gives
+    each row's [first, end) keys; a register tile loops over the blocks that meet its rows'."""
     b, m, n, d, dv = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // LANES, -(-dv // LANES)
@@ -605,6 +646,8 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
     arguments += [f"%e{i}: {e.tensor_type}" for i, e in enumerate(extras)]
     if isinstance(zeroing, Extra):
         arguments.append(f"%zr: {zeroing.tensor_type}")
+    if ranged:
+        arguments.append(f"%kr: tensor<{m}x2xi32>")
     dims = ", ".join(f"d{i}" for i in range(rank))
     lines = []
     if scores_function:
@@ -672,7 +715,22 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
                    + [f"{s} = %f0" for s in sum_names])
         carried_types = ", ".join([vec] * len(acc_names) + ["f32"] * (2 * mr))
         count = len(acc_names) + 2 * mr
-        out.append(f"      %kv:{count} = scf.for %j = %c0 to %c_keys step %c_block "
+        j_lower, j_upper = "%c0", "%c_keys"
+        if ranged:  # the blocks that meet the tile's rows' key ranges
+            for r in range(mr):
+                out += [f"      %kf{r}_i = tensor.extract %kr[%row{r}, %c0] : tensor<{m}x2xi32>",
+                        f"      %ke{r}_i = tensor.extract %kr[%row{r}, %c1] : tensor<{m}x2xi32>",
+                        f"      %kf{r} = arith.index_cast %kf{r}_i : i32 to index",
+                        f"      %ke{r} = arith.index_cast %ke{r}_i : i32 to index"]
+            first, end = "%kf0", "%ke0"
+            for r in range(1, mr):
+                out += [f"      %kfm{r} = arith.minui {first}, %kf{r} : index",
+                        f"      %kem{r} = arith.maxui {end}, %ke{r} : index"]
+                first, end = f"%kfm{r}", f"%kem{r}"
+            out += [f"      %j_lo = affine.apply affine_map<(d0) -> ((d0 floordiv {kb}) * {kb})>({first})",
+                    f"      %j_hi = affine.apply affine_map<(d0) -> ((d0 ceildiv {kb}) * {kb})>({end})"]
+            j_lower, j_upper = "%j_lo", "%j_hi"
+        out.append(f"      %kv:{count} = scf.for %j = {j_lower} to {j_upper} step %c_block "
                    f"iter_args({', '.join(carried)}) -> ({carried_types}) {{")
         ind = "        "
         for v in range(key_vectors):
@@ -875,8 +933,9 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     # V in place only when its keys need no padding and Dv stays innermost (vector reads).
     if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys or v_view.indices[-1] != "d2":
         v_view = None
+    ranges = key_ranges(site)
     source = kernel_source(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
-                           q_view, v_view)
+                           q_view, v_view, ranges is not None)
     kernel = ir.Module.parse(source, module.context)
     if scores_function:
         _define_scores_function(kernel, scores_function, site)
@@ -897,6 +956,8 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
         if isinstance(zero_rows, Extra):
             i8 = ir.IntegerType.get_signless(8)
             rows = [core.elementwise([zeroing.condition], i8, lambda c: arith.extui(i8, c))]
+        if ranges is not None:
+            rows.append(core.constant(ranges, name="attention_key_ranges"))
         call = func.CallOp([site.context.results[0].type], ir.FlatSymbolRefAttr.get(name),
                            [q, kt, v, *(value for value, _ in extras), *rows])
     site.context.results[0].replace_all_uses_with(call.results[0])

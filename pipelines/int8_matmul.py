@@ -63,7 +63,7 @@ from mlir.passmanager import PassManager
 from ..errors import PipelineError
 from ..frontend.emit import core
 from ..frontend.emit.contraction import collapse, expand
-from ..frontend.resources import constant_array
+from ..frontend.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
@@ -123,14 +123,6 @@ def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
     if set(add.operands) != {acc, mul.results[0]} or yielded.operands[0] != add.results[0]:
         return None
     return signedness["a"], signedness["b"]
-
-
-def _literal_array(value: ir.Value) -> np.ndarray | None:
-    """The values of ``value`` when an ``arith.constant`` defines it."""
-    constant = defining_op(value)
-    if constant is None or constant.name != "arith.constant":
-        return None
-    return constant_array(constant)
 
 
 # ---- the kernel's shape -----------------------------------------------------------------
@@ -529,7 +521,7 @@ def int8_matmul_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             a, b, init = op.operands
             static = all(ir.RankedTensorType(v.type).has_static_shape for v in (a, b))
             takes_kernel = vnni == "1" and static and not b_unsigned and is_zero_fill(init)
-            weights = _literal_array(b) if takes_kernel else None  # read only when it can be used
+            weights = literal_array(b) if takes_kernel else None  # read only when it can be used
             if weights is not None:
                 _to_vnni_kernel(module, op, weights, a_unsigned, threads)
             else:

@@ -183,6 +183,38 @@ def test_q_and_v_read_through_their_transposes(rank):
     np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
+def _banded_model(rows: int, keys: int, mask: np.ndarray) -> onnx.ModelProto:
+    """Q K^T / 4 + a constant [rows, keys] mask, softmax, P V: 2 heads of 16."""
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, rows, 16]),
+              helper.make_tensor_value_info("k", TensorProto.FLOAT, [2, keys, 16]),
+              helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, keys, 16])]
+    inits = [numpy_helper.from_array(np.array(0.25, np.float32), "scale"), numpy_helper.from_array(mask, "mask")]
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Mul", ["s", "scale"], ["ss"]),
+             helper.make_node("Add", ["ss", "mask"], ["sm"]), helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "banded", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, rows, 16])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("fill, skipped", [(-np.inf, True), (-1e9, False)])
+def test_key_blocks_a_constant_mask_rules_out_are_skipped(fill, skipped):
+    """A sliding window of 40 keys (a band under the diagonal) over 200 keys: with -inf
+    outside it, each register tile loops only over the blocks its rows' windows meet (the
+    [first, end) keys per row are a constant of the call); a large finite fill (-1e9) is not
+    -inf after the add, so every block is computed. The results match onnxruntime's."""
+    rows = keys = 200
+    r, k = np.arange(rows)[:, None], np.arange(keys)[None, :]
+    mask = np.where((k <= r) & (k > r - 40), 0.0, fill).astype(np.float32)
+    model = _banded_model(rows, keys, mask)
+    compiled = _fused(model)
+    simplified = compiled.ir("simplify")
+    assert simplified.count(KERNEL_CALL) == 1
+    assert ("attention_key_ranges" in simplified) == skipped
+    feeds = _feeds(model, np.random.default_rng(9))
+    np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_wide_value_heads_stay_unfused():
     """Dv = 128: the unfused ops are as fast or faster (fused_attention.MAX_VALUE_DEPTH)."""
     model = _attention_model((1, 2, 32, 128), 32, 128)
