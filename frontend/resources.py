@@ -77,6 +77,8 @@ def _expected_bytes(attr: ir.Attribute) -> int | None:
     """The byte size ``attr``'s type implies; ``None`` when not static or not whole bytes."""
     shaped = ir.ShapedType(attr.type)
     width = getattr(shaped.element_type, "width", None)  # float and integer types
+    if width == 1:  # i1: a byte per element, as numpy's bools
+        width = 8
     if width is None:
         return None
     if not shaped.has_static_shape or width % 8:
@@ -104,6 +106,8 @@ NUMPY_TYPES = {
     "f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
     "i16": np.int16, "i8": np.int8,
 }
+# What constants of these types are read back as (NUMPY_TYPES and bools, a byte each).
+_STORED_TYPES = {**NUMPY_TYPES, "i1": np.bool_}
 
 
 def _resource_blobs(text: str) -> dict[str, tuple[int, int]]:
@@ -142,7 +146,7 @@ def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
         tensor_type = ir.RankedTensorType(op.results[0].type)
         known = resource_array(op.attributes["value"])
         arrays.append(None if known is None else
-                      known.view(NUMPY_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape))
+                      known.view(_STORED_TYPES[str(tensor_type.element_type)]).reshape(tensor_type.shape))
     unknown = [op for op, array in zip(constants, arrays) if array is None]
     if not unknown:
         return arrays
@@ -161,7 +165,7 @@ def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
         name = resource_handle(op.attributes["value"])
         name = name[1:-1] if name.startswith('"') else name
         tensor_type = ir.RankedTensorType(op.results[0].type)
-        dtype = NUMPY_TYPES[str(tensor_type.element_type)]
+        dtype = _STORED_TYPES[str(tensor_type.element_type)]
         start, end = blobs[name]
         data = bytes.fromhex(text[start + 8:end])  # the first 4 bytes are the alignment
         arrays[position] = np.frombuffer(data, dtype=dtype).reshape(tensor_type.shape).copy()
@@ -176,14 +180,16 @@ def literal_array(value: ir.Value) -> np.ndarray | None:
     constant = owner.operation if hasattr(owner, "operation") else owner
     if constant.name != "arith.constant" or not isinstance(value.type, ir.RankedTensorType):
         return None
+    if str(ir.RankedTensorType(value.type).element_type) not in _STORED_TYPES:
+        return None
     return constant_array(constant)
 
 
 def constant_array(constant: ir.Operation) -> np.ndarray:
-    """The value of an ``arith.constant`` tensor of a :data:`NUMPY_TYPES` element type, as
-    a numpy array of its shape: dense (splat or not) or ``dense_resource``."""
+    """The value of an ``arith.constant`` tensor of a :data:`NUMPY_TYPES` element type (or
+    i1, as bools), as a numpy array of its shape: dense (splat or not) or ``dense_resource``."""
     tensor_type = ir.RankedTensorType(constant.results[0].type)
-    dtype = NUMPY_TYPES[str(tensor_type.element_type)]
+    dtype = _STORED_TYPES[str(tensor_type.element_type)]
     value = constant.attributes["value"]
     if isinstance(value, ir.DenseElementsAttr):
         dense = ir.DenseElementsAttr(value)

@@ -38,8 +38,8 @@ keys, which no tiling or fusion of the original ops expresses (MLIR has no
 ``linalg.softmax`` decomposition into an online form).
 
 Key blocks a constant mask rules out are skipped. When the chain's last op adds a literal
-constant mask of [M, N] (broadcast over the batch), the pass reads, per query row, the range
-of keys the mask leaves finite (``key_ranges``: -inf outside). Each register tile then loops
+constant mask of [M, N] (broadcast over the batch), or selects -inf by a literal bool one,
+the pass reads, per query row, the range of keys the mask leaves finite (``key_ranges``). Each register tile then loops
 only over the key blocks that meet its rows' ranges. A causal mask does about half the
 work; a NaN or +inf score at a masked key no longer turns its row into NaN there.
 
@@ -88,12 +88,18 @@ class Extra:
     """An extra operand of the score chain (a scale, a mask), read at the tile's place:
     ``map_results`` are its indexing map's results over the chain's domain (batch dims,
     query row, key); along the keys when its last result is the key dim (``along_keys``),
-    else one value per row, broadcast."""
+    else one value per row, broadcast. A bool (i1) operand is passed and read as bytes
+    (``stored``; i1 tensors are bytes in memory) and compared with 0."""
 
     tensor_type: str
     element: str
     map_results: tuple[str, ...]
     along_keys: bool
+
+    @property
+    def stored(self) -> str:
+        """The element type the kernel reads."""
+        return "i8" if self.element == "i1" else self.element
 
 
 @dataclass(frozen=True)
@@ -271,14 +277,15 @@ def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
     if not isinstance(value.type, ir.RankedTensorType) or not ir.RankedTensorType(value.type).has_static_shape:
         return None
     element = str(ir.RankedTensorType(value.type).element_type)
-    if element == "i1":  # bool tensors are bytes in memory (bool_memory.py): not read as vectors here
-        return None
+    tensor_type = str(value.type)
+    if element == "i1":  # passed as bytes (see Extra)
+        tensor_type = tensor_type.replace("xi1>", "xi8>") if "x" in tensor_type else "tensor<i8>"
     results = tuple(_map_results(generic, index))
     key = f"d{rank - 1}"
     along_keys = bool(results) and results[-1] == key
     if any(key in r for r in (results[:-1] if along_keys else results)):
         return None  # the key dim elsewhere than innermost: not a vector read
-    return Extra(str(value.type), element, results, along_keys)
+    return Extra(tensor_type, element, results, along_keys)
 
 
 def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
@@ -576,33 +583,58 @@ def operand_view(value: ir.Value) -> OperandView:
     return OperandView(value, tuple(indices))
 
 
+def _row_key_mask(generic: ir.Operation, value: ir.Value, rank: int, shape: "AttentionShape") -> np.ndarray | None:
+    """``value`` (an input of ``generic``) as an M x N array, when it is a literal constant
+    read at (row, key) and broadcast over the batch dims."""
+    results = _map_results(generic, list(generic.operands).index(value))
+    array = literal_array(value)
+    if array is None or results[-2:] != [f"d{rank - 2}", f"d{rank - 1}"]:
+        return None
+    if any(extent != 1 for extent in array.shape[:-2]):
+        return None  # one mask per batch entry
+    if array.size != shape.rows * shape.keys or array.shape[-2:] != (shape.rows, shape.keys):
+        return None
+    return array.reshape(shape.rows, shape.keys)
+
+
 def key_ranges(site: "AttentionSite") -> np.ndarray | None:
     """Per query row, the [first, end) keys a literal mask leaves finite, as an M x 2 i32
-    array; ``None`` unless the chain's last op is ``addf`` of the running value and a
-    literal constant read at (row, key) and broadcast over the batch dims (then X is -inf
-    wherever the mask is, whatever the score, short of a +inf or NaN score)."""
+    array; ``None`` unless the chain's last op sets X to -inf where a literal constant (read
+    at (row, key), broadcast over the batch dims) says so, whatever the score:
+    ``addf(x, mask)`` (-inf entries; short of a +inf or NaN score) or
+    ``select(mask, x, -inf)`` / ``select(mask, -inf, x)`` (false / true entries)."""
     if not site.chain:
         return None
     generic, position = site.chain[-1]
+    rank = len(site.shape.domain)
     body = _body(generic)
     arguments = _arguments(generic)
-    if len(body) != 2 or body[0].name != "arith.addf" or len(generic.operands) != 3 \
-            or set(body[0].operands) != set(arguments[:2]):
+    inputs = list(generic.operands)[:-1]
+    running = arguments[position]
+    if len(body) != 2 or body[1].operands[0] != body[0].results[0]:
         return None
-    mask_index = 1 - position
-    rank = len(site.shape.domain)
-    results = _map_results(generic, mask_index)
-    mask = literal_array(generic.operands[mask_index])
-    if mask is None or mask.dtype != np.float32 or results[-2:] != [f"d{rank - 2}", f"d{rank - 1}"] \
-            or any(r != "0" for r in results[:-2]):
+    op = body[0]
+    finite = None
+    if op.name == "arith.addf" and running in op.operands and len(inputs) == 2:
+        other = [v for v in op.operands if v != running]
+        if len(other) == 1 and other[0] in arguments:
+            mask = _row_key_mask(generic, inputs[arguments.index(other[0])], rank, site.shape)
+            if mask is not None and mask.dtype == np.float32:
+                finite = mask != -np.inf
+    elif op.name == "arith.select" and op.operands[0] in arguments:
+        condition, on_true, on_false = op.operands
+        mask = _row_key_mask(generic, inputs[arguments.index(condition)], rank, site.shape)
+        if mask is not None and mask.dtype == np.bool_:
+            if on_true == running and _scalar_operand(generic, on_false) == float("-inf"):
+                finite = mask
+            elif on_false == running and _scalar_operand(generic, on_true) == float("-inf"):
+                finite = ~mask
+    if finite is None:
         return None
-    mask = mask.reshape(mask.shape[-2:]) if mask.ndim >= 2 and mask.size == mask.shape[-2] * mask.shape[-1] else None
-    if mask is None or mask.shape != (site.shape.rows, site.shape.keys):
-        return None
-    finite = mask != -np.inf
-    first = np.where(finite.any(axis=1), finite.argmax(axis=1), site.shape.keys)
-    end = np.where(finite.any(axis=1), site.shape.keys - finite[:, ::-1].argmax(axis=1), 0)
-    if (first == 0).all() and (end == site.shape.keys).all():
+    keys = site.shape.keys
+    first = np.where(finite.any(axis=1), finite.argmax(axis=1), keys)
+    end = np.where(finite.any(axis=1), keys - finite[:, ::-1].argmax(axis=1), 0)
+    if (first == 0).all() and (end == keys).all():
         return None  # nothing to skip
     return np.stack([first, end], axis=1).astype(np.int32)
 
@@ -668,8 +700,9 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
         f"  %zero_v = arith.constant dense<0.0> : {vec}",
         f"  %ninf_v = arith.constant dense<0xFF800000> : {vec}",
         *(f"  %c{u * LANES} = arith.constant {u * LANES} : index" for u in range(1, out_vectors)),
-        *(f"  %pad{i} = arith.constant {'0.0' if e.element.startswith(('f', 'bf')) else '0'} : {e.element}"
+        *(f"  %pad{i} = arith.constant {'0.0' if e.stored.startswith(('f', 'bf')) else '0'} : {e.stored}"
           for i, e in enumerate(extras)),
+        "  %i8_0_v = arith.constant dense<0> : vector<16xi8>",
         f"  %empty = tensor.empty() : {o_type}",
         f"  %res = scf.forall (%b, %rb) in ({b}, {row_blocks}) shared_outs(%o = %empty) -> ({o_type}) {{",
         f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
@@ -702,8 +735,12 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
                 if not extra.along_keys:
                     at = [index_of(e, f"%row{r}", "%c0", f"{i}_{r}_{j}", "      ", out)
                           for j, e in enumerate(extra.map_results)]
-                    out += [f"      %x{i}_{r}_s = tensor.extract %e{i}[{', '.join(at)}] : {extra.tensor_type}",
-                            f"      %x{i}_{r}_v = vector.broadcast %x{i}_{r}_s : {extra.element} to vector<16x{extra.element}>"]
+                    out.append(f"      %x{i}_{r}_s = tensor.extract %e{i}[{', '.join(at)}] : {extra.tensor_type}")
+                    scalar = f"%x{i}_{r}_s"
+                    if extra.element == "i1":
+                        out.append(f"      %x{i}_{r}_b = arith.cmpi ne, {scalar}, %i8_0 : i8")
+                        scalar = f"%x{i}_{r}_b"
+                    out.append(f"      %x{i}_{r}_v = vector.broadcast {scalar} : {extra.element} to vector<16x{extra.element}>")
             if isinstance(zeroing, Extra):
                 at = [index_of(e, f"%row{r}", "%c0", f"z_{r}_{j}", "      ", out)
                       for j, e in enumerate(zeroing.map_results)]
@@ -773,7 +810,10 @@ def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads
                                   for j, e in enumerate(extra.map_results[:-1])]
                             read = f"%x{i}_{r}_{v}"
                             out.append(f"{ind}{read} = vector.transfer_read %e{i}[{', '.join([*at, f'%kj{v}'])}], %pad{i} "
-                                       f"{{in_bounds = [{keys_in_bounds}]}} : {extra.tensor_type}, vector<16x{extra.element}>")
+                                       f"{{in_bounds = [{keys_in_bounds}]}} : {extra.tensor_type}, vector<16x{extra.stored}>")
+                            if extra.element == "i1":
+                                out.append(f"{ind}{read}_b = arith.cmpi ne, {read}, %i8_0_v : vector<16xi8>")
+                                read = f"{read}_b"
                             values.append(read)
                         else:
                             values.append(f"%x{i}_{r}_v")
@@ -958,8 +998,11 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
             rows = [core.elementwise([zeroing.condition], i8, lambda c: arith.extui(i8, c))]
         if ranges is not None:
             rows.append(core.constant(ranges, name="attention_key_ranges"))
+        i8 = ir.IntegerType.get_signless(8)
+        extra_values = [core.elementwise([value], i8, lambda c: arith.extui(i8, c)) if extra.element == "i1" else value
+                        for value, extra in extras]
         call = func.CallOp([site.context.results[0].type], ir.FlatSymbolRefAttr.get(name),
-                           [q, kt, v, *(value for value, _ in extras), *rows])
+                           [q, kt, v, *extra_values, *rows])
     site.context.results[0].replace_all_uses_with(call.results[0])
     for op in site.dead:
         fills = [defining_op(operand) for operand in op.operands[len(op.operands) - 1:]] \

@@ -215,6 +215,35 @@ def test_key_blocks_a_constant_mask_rules_out_are_skipped(fill, skipped):
     np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("fill", [-np.inf, np.finfo(np.float32).min])
+@pytest.mark.parametrize("constant", [True, False])
+def test_where_with_a_bool_mask(fill, constant):
+    """``Where(mask, S, fill)`` as GPT-2 exports its causal mask: the bool mask is passed to
+    the kernel as bytes; a constant one with -inf as the fill also bounds each tile's keys."""
+    shape = [1, 2, 40, 16]
+    causal = np.tril(np.ones((40, 40), bool)).reshape(1, 1, 40, 40)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in "qkv"]
+    inits = [numpy_helper.from_array(np.array(fill, np.float32), "fill")]
+    if constant:
+        inits.append(numpy_helper.from_array(causal, "m"))
+    else:
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.BOOL, [1, 1, 40, 40]))
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Where", ["m", "s", "fill"], ["sm"]), helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "where", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = _fused(model)
+    simplified = compiled.ir("simplify")
+    assert simplified.count(KERNEL_CALL) == 1
+    assert ("attention_key_ranges" in simplified) == (constant and fill == -np.inf)
+    rng = np.random.default_rng(10)
+    feeds = {n: rng.standard_normal(shape).astype(np.float32) for n in "qkv"}
+    if not constant:
+        feeds["m"] = causal
+    np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_wide_value_heads_stay_unfused():
     """Dv = 128: the unfused ops are as fast or faster (fused_attention.MAX_VALUE_DEPTH)."""
     model = _attention_model((1, 2, 32, 128), 32, 128)
