@@ -170,10 +170,10 @@ def _constant_value(value: ir.Value) -> float | None:
     return ir.FloatAttr(op.attributes["value"]).value
 
 
-def _row_reduction(value: ir.Value, combine: str, start: float, rank: int) -> ir.Value | None:
-    """The reduced operand when ``value`` is ``expand_shape`` (a trailing unit dim) of a
-    ``linalg.generic`` reducing its one input over the last dim with ``combine`` from a fill
-    of ``start``; else ``None``."""
+def _reduction_over_keys(value: ir.Value, rank: int) -> tuple[ir.Operation, ir.Operation, str] | None:
+    """(expand_shape, reduction, its combining op's name) when ``value`` is ``expand_shape``
+    (a trailing unit dim) of a ``linalg.generic`` that reduces its one input over the last
+    dim by one op of its two block arguments, each used once; else ``None``."""
     expand = defining_op(value)
     if expand is None or expand.name != "tensor.expand_shape" or _single_user(value) is None:
         return None
@@ -187,14 +187,22 @@ def _row_reduction(value: ir.Value, combine: str, start: float, rank: int) -> ir
     if _map_results(reduction, 0) != [f"d{i}" for i in range(rank)] \
             or _map_results(reduction, 1) != [f"d{i}" for i in range(rank - 1)]:
         return None
+    body = _body(reduction)
+    if len(body) != 2 or sorted(map(str, body[0].operands)) != sorted(map(str, _arguments(reduction))) \
+            or len(body[0].operands) != 2 or body[1].operands[0] != body[0].results[0]:
+        return None
+    return expand, reduction, body[0].name
+
+
+def _row_reduction(value: ir.Value, combine: str, start: float, rank: int) -> ir.Value | None:
+    """The reduced operand when ``value`` is a reduction over the keys
+    (``_reduction_over_keys``) by ``combine`` from a fill of ``start``; else ``None``."""
+    found = _reduction_over_keys(value, rank)
+    if found is None or found[2] != combine:
+        return None
+    reduction = found[1]
     fill = defining_op(reduction.operands[1])
     if fill is None or fill.name != "linalg.fill" or _constant_value(fill.operands[0]) != start:
-        return None
-    body = _body(reduction)
-    if len(body) != 2 or body[0].name != combine:
-        return None
-    a, b = _arguments(reduction)
-    if {body[0].operands[0], body[0].operands[1]} != {a, b} or body[1].operands[0] != body[0].results[0]:
         return None
     return reduction.operands[0]
 
@@ -203,15 +211,20 @@ def _row_broadcast(generic: ir.Operation, index: int, rank: int) -> bool:
     return _map_results(generic, index) == [f"d{i}" for i in range(rank - 1)] + ["0"]
 
 
+def _elementwise_with_row_value(op: ir.Operation | None, rank: int) -> bool:
+    """An all-parallel generic of (a full tensor, one value per row broadcast over the
+    keys): softmax's exp and normalization steps."""
+    return (op is not None and is_all_parallel(op) and len(op.operands) == 3
+            and _map_results(op, 0) == [f"d{i}" for i in range(rank)] and _row_broadcast(op, 1, rank))
+
+
 def _softmax_input(p: ir.Value, rank: int) -> tuple[ir.Value, list[ir.Operation]] | None:
     """``X`` when ``p`` is softmax(X) over the last dim as reduction.softmax emits it:
     ``e = exp(X - rowmax(X))`` and ``e * (1 / rowsum(e))`` (or ``e / rowsum(e)``); with the
     ops to erase. X's users are the caller's to check (the max, the exp and perhaps the
     test for fully masked rows)."""
     normalize = defining_op(p)
-    if normalize is None or not is_all_parallel(normalize) or len(normalize.operands) != 3:
-        return None
-    if _map_results(normalize, 0) != [f"d{i}" for i in range(rank)] or not _row_broadcast(normalize, 1, rank):
+    if not _elementwise_with_row_value(normalize, rank):
         return None
     e_arg, s_arg, _ = _arguments(normalize)
     body = _body(normalize)
@@ -225,9 +238,7 @@ def _softmax_input(p: ir.Value, rank: int) -> tuple[ir.Value, list[ir.Operation]
     if _row_reduction(sums, "arith.addf", 0.0, rank) != e or len(users(e)) != 2:
         return None
     exponential = defining_op(e)
-    if exponential is None or not is_all_parallel(exponential) or len(exponential.operands) != 3:
-        return None
-    if _map_results(exponential, 0) != [f"d{i}" for i in range(rank)] or not _row_broadcast(exponential, 1, rank):
+    if not _elementwise_with_row_value(exponential, rank):
         return None
     x_arg, m_arg, _ = _arguments(exponential)
     body = _body(exponential)
@@ -390,43 +401,35 @@ def _negation(value: ir.Value) -> tuple[ir.Value, ir.Operation] | None:
     return op.operands[0], op
 
 
+def _strip_negation(value: ir.Value, ops: list[ir.Operation]) -> tuple[ir.Value, bool]:
+    """(x, True) when ``value`` is ``xori(x, true)`` (its op appended to ``ops``), else
+    (``value``, False)."""
+    found = _negation(value)
+    if found is None:
+        return value, False
+    ops.append(found[1])
+    return found[0], True
+
+
 def _all_keys_masked(condition: ir.Value, x: ir.Value, rank: int) -> list[ir.Operation] | None:
     """The ops computing ``condition`` when it is "every key of the row is -inf" of ``x``,
     kept as ``expand_shape`` of a reduction over the keys: ``all(x == -inf)`` or
     ``not(any(not(x == -inf)))`` and the like; else ``None``."""
     ops: list[ir.Operation] = []
-    negated_after = False
-    if (found := _negation(condition)) is not None:
-        condition, op = found
-        ops.append(op)
-        negated_after = True
-    expand = defining_op(condition)
-    if expand is None or expand.name != "tensor.expand_shape" or len(users(condition)) != 1:
+    condition, negated_after = _strip_negation(condition, ops)
+    found = _reduction_over_keys(condition, rank)
+    if found is None:
         return None
-    reduction = defining_op(expand.operands[0])
-    if reduction is None or reduction.name != "linalg.generic" or len(reduction.operands) != 2 \
-            or len(users(reduction.results[0])) != 1:
-        return None
-    if _map_results(reduction, 0) != [f"d{i}" for i in range(rank)] \
-            or _map_results(reduction, 1) != [f"d{i}" for i in range(rank - 1)]:
-        return None
-    body = _body(reduction)
+    expand, reduction, combine = found
     start = _splat_value(reduction.operands[1])
-    if len(body) != 2 or set(body[0].operands) != set(_arguments(reduction)):
-        return None
-    if body[0].name in ("arith.maxui", "arith.ori") and start in (0, False):
+    if combine in ("arith.maxui", "arith.ori") and start in (0, False):
         reduce_any = True
-    elif body[0].name in ("arith.minui", "arith.andi") and start in (1, -1, True):
+    elif combine in ("arith.minui", "arith.andi") and start in (1, -1, True):
         reduce_any = False
     else:
         return None
     ops += [expand, reduction]
-    tested = reduction.operands[0]
-    negated_before = False
-    if (found := _negation(tested)) is not None:
-        tested, op = found
-        ops.append(op)
-        negated_before = True
+    tested, negated_before = _strip_negation(reduction.operands[0], ops)
     compare = defining_op(tested)
     if compare is None or not is_all_parallel(compare) or len(users(tested)) != 1:
         return None
