@@ -16,8 +16,9 @@ inputs are 3 x 393 KB. This pass replaces the whole pattern by a call of a gener
 (one per site; identical ones are merged before LLVM) that keeps S in registers:
 
 * ``scf.forall`` over (B, row blocks of the queries), about two tasks per thread;
-* per register tile of ``MR`` query rows, a loop over blocks of ``KB`` keys carrying each
-  row's output accumulators (Dv / 16 vectors), running max ``m`` and running sum ``l``:
+* per register tile of ``ROWS`` query rows, a loop over blocks of KB keys (one of
+  ``KEY_BLOCKS``) carrying each row's output accumulators (Dv / 16 vectors), running max
+  ``m`` and running sum ``l``:
 
   - ``S`` tile = Q rows x K^T block (one broadcast of Q per row and d, KB / 16 loads of K^T);
   - ``X`` = the chain's bodies on those vectors (vector_bodies.py), its extra operands read
@@ -29,7 +30,8 @@ inputs are 3 x 393 KB. This pass replaces the whole pattern by a call of a gener
 
   and ``O * (1 / l)`` is stored. A row whose keys are all -inf so far uses 0 in place of
   its max, so the -inf - -inf of a fully masked block gives 0, not NaN; a row that stays
-  fully masked ends 0 / 0 = NaN, as the unfused softmax does.
+  fully masked ends 0 / 0 = NaN, as the unfused softmax does, unless the graph zeroes such
+  rows after the softmax (``RowZeroing``: ONNX's Attention, PyTorch's decomposition).
 
 The result differs from the unfused one by rounding only (the sums are formed in another
 order). Why a generated kernel rather than a transform-dialect schedule of the five ops:
@@ -39,18 +41,19 @@ keys, which no tiling or fusion of the original ops expresses (MLIR has no
 
 Key blocks a constant mask rules out are skipped. When the chain's last op adds a literal
 constant mask of [M, N] (broadcast over the batch), or selects -inf by a literal bool one,
-the pass reads, per query row, the range of keys the mask leaves finite (``key_ranges``). Each register tile then loops
-only over the key blocks that meet its rows' ranges. A causal mask does about half the
-work; a NaN or +inf score at a masked key no longer turns its row into NaN there.
+the pass reads, per query row, the range of keys the mask leaves finite (``key_ranges``).
+Each register tile then loops only over the key blocks that meet its rows' ranges. A
+causal mask does about half the work; a NaN or +inf score at a masked key no longer turns
+its row into NaN there.
 
 Q and V are read in place through the transposes (and batch merges) that made them from
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
 padded V is still copied). K^T is read as it is, contiguous along the keys.
 
-Matched only where everything is static and f32, Dv is at most MAX_VALUE_DEPTH (64: BERT,
-GPT-2, ViT; wider heads run faster unfused, see there), K^T and V are what the batch matmuls read
-(a ``linalg.transpose`` of K stays: it is B x D x N, a copy smaller than one score matrix)
-and the intermediate values have no other users. Anything else keeps the unfused ops.
+Matched only where the shapes are static, Q, K, V and the scores f32 (a chain operand may
+be of any type; bools are passed as bytes), Dv is at most MAX_VALUE_DEPTH (64: BERT, GPT-2,
+ViT; wider heads run as fast unfused, see there), and the intermediate values have no other
+users. Anything else keeps the unfused ops.
 """
 
 from __future__ import annotations
