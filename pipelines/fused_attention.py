@@ -293,7 +293,8 @@ def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
     element = str(ir.RankedTensorType(value.type).element_type)
     tensor_type = str(value.type)
     if element == "i1":  # passed as bytes (see Extra)
-        tensor_type = tensor_type.replace("xi1>", "xi8>") if "x" in tensor_type else "tensor<i8>"
+        tensor_type = str(ir.RankedTensorType.get(ir.RankedTensorType(value.type).shape,
+                                                  ir.IntegerType.get_signless(8)))
     results = tuple(_map_results(generic, index))
     key = f"d{rank - 1}"
     along_keys = bool(results) and results[-1] == key
@@ -352,8 +353,7 @@ def _splat_value(value: ir.Value) -> float | int | bool | None:
     """The element of a splat constant tensor (or of a ``linalg.fill`` with a constant)."""
     op = defining_op(value)
     if op is not None and op.name == "linalg.fill":
-        return _constant_value(op.operands[0]) if _constant_value(op.operands[0]) is not None \
-            else _integer_constant(op.operands[0])
+        return _scalar_constant(op.operands[0])
     if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.DenseElementsAttr):
         return None
     attr = ir.DenseElementsAttr(op.attributes["value"])
@@ -380,13 +380,19 @@ def _integer_constant(value: ir.Value) -> int | None:
     return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
 
 
+def _scalar_constant(value: ir.Value) -> float | int | None:
+    """The value of a scalar float or integer ``arith.constant``."""
+    number = _constant_value(value)
+    return number if number is not None else _integer_constant(value)
+
+
 def _scalar_operand(generic: ir.Operation, value: ir.Value) -> float | int | None:
     """The constant a body operand ``value`` stands for: a captured scalar constant, or a
     block argument whose input is a splat constant."""
     arguments = _arguments(generic)
     if value in arguments:
         return _splat_value(generic.operands[arguments.index(value)])
-    return _constant_value(value) if _constant_value(value) is not None else _integer_constant(value)
+    return _scalar_constant(value)
 
 
 def _negation(value: ir.Value) -> tuple[ir.Value, ir.Operation] | None:
@@ -970,8 +976,9 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     if zeroing is not None and zeroing.kind == "masked":
         zero_rows = "masked"
     elif zeroing is not None:  # read as bytes: i1 tensors are bytes in memory, not vectors
-        shape_text = "x".join(map(str, ir.RankedTensorType(zeroing.condition.type).shape))
-        zero_rows = Extra(f"tensor<{shape_text + 'x' if shape_text else ''}i8>", "i8", zeroing.condition_map, False)
+        bytes_type = ir.RankedTensorType.get(ir.RankedTensorType(zeroing.condition.type).shape,
+                                             ir.IntegerType.get_signless(8))
+        zero_rows = Extra(str(bytes_type), "i8", zeroing.condition_map, False)
     q_view = operand_view(site.scores.operands[0])
     v_view = operand_view(site.context.operands[1])
     if q_view.source == site.scores.operands[0]:
@@ -1011,12 +1018,11 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
                            [q, kt, v, *extra_values, *rows])
     site.context.results[0].replace_all_uses_with(call.results[0])
     for op in site.dead:
-        fills = [defining_op(operand) for operand in op.operands[len(op.operands) - 1:]] \
-            if op.name.startswith("linalg.") else []
+        output = defining_op(op.operands[-1]) if op.name.startswith("linalg.") else None
         op.erase()
-        for fill in fills:  # the zero or -inf fill of an output, unless shared
-            if fill is not None and fill.name == "linalg.fill" and not list(fill.results[0].uses):
-                fill.erase()
+        # The zero or -inf fill of a linalg op's output, unless shared.
+        if output is not None and output.name == "linalg.fill" and not list(output.results[0].uses):
+            output.erase()
 
 
 @register_pass(
