@@ -49,6 +49,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Target": (".pipelines.target", "Target"),
     "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
     "CModel": (".compiler.c_package", "CModel"),
+    "PartitionedModule": (".compiler.partitioned", "PartitionedModule"),
     "Schedule": (".schedule.te", "Schedule"),
     "ScheduleError": (".schedule.te", "ScheduleError"),
     "build": (".schedule.te", "build"),

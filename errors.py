@@ -53,6 +53,12 @@ class ModelImportError(TilecraftError):
         self.problems = list(problems or [])
 
 
+class HostOpError(TilecraftError, RuntimeError):
+    """A node run on the host instead of compiled (an op on string tensors,
+    frontend/onnx/string_partition.py) failed on the values it was given; the message names
+    the segment's ops and the cause."""
+
+
 class PackageError(TilecraftError):
     """A deployable package cannot be written or loaded: not a tilecraft package, truncated or
     corrupted (content hash mismatch), or written by an incompatible package format."""

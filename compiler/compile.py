@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlir import ir
 
@@ -33,15 +33,21 @@ from .c_package import CModel, capture_plan, emit_c
 from .package import PackageWriter
 from .source import load
 
+if TYPE_CHECKING:
+    from .partitioned import PartitionedModule
+
 
 def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(large_elements_limit=64, large_resource_limit=64)
 
 
-def compile(source: Any, options: CompileOptions | None = None, **overrides: Any) -> "CompiledModule | CModel":
+def compile(source: Any, options: CompileOptions | None = None,
+            **overrides: Any) -> "CompiledModule | CModel | PartitionedModule":
     """Compile ``source`` and JIT it; returns a module callable with numpy arrays.
 
-    With ``target="c"`` nothing is JIT-compiled: the result is a :class:`CModel` holding
+    An ONNX model with string tensors gives a :class:`PartitionedModule` (called the same
+    way): its string ops run on the host, the numeric rest is compiled
+    (compiler/partitioned.py). With ``target="c"`` nothing is JIT-compiled: the result is a :class:`CModel` holding
     C99 sources (``model.c``/``model.h``, docs/c-target.md) and their workspace plan.
 
     Args:
@@ -54,6 +60,12 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
         ``compile(m, target="llvm", opt_level=2)`` reads as before.
     """
     options = CompileOptions.of(options, **overrides)
+    if is_onnx_source(source.source if isinstance(source, Model) else source):
+        from ..frontend.onnx.string_partition import onnx_source_with_strings  # onnx is optional
+
+        with_strings = onnx_source_with_strings(source, options.shape_dict)
+        if with_strings is not None:
+            return _compile_around_strings(*with_strings, options)
     target = options.target
     if target.is_c:
         return _compile_c(source, options)
@@ -119,6 +131,21 @@ def compile(source: Any, options: CompileOptions | None = None, **overrides: Any
     compiled.kernel_count = kernel_count[0] if kernel_count else None
     compiled.offloaded = offloaded
     return compiled
+
+
+def _compile_around_strings(source: Any, shape_dict: Any, options: CompileOptions) -> "PartitionedModule":
+    """The string nodes on the host, each numeric segment compiled with ``options``."""
+    from ..frontend.onnx.string_partition import split_at_strings
+    from .partitioned import PartitionedModule
+
+    if options.target.is_c or options.package_path is not None:
+        raise OptionError(
+            "this model has string tensors, whose ops run on the host in Python "
+            "(README.md, 'Using it from Python'): it cannot be written as a package or as C sources; "
+            "compile it without package_path and target='c'")
+    partition = split_at_strings(source, shape_dict)
+    segment_options = CompileOptions.of(options, shape_dict=None)  # fixed in the segments' types
+    return PartitionedModule(partition, lambda segment: compile(segment.model, segment_options), options.target)
 
 
 def _compile_c(source: Any, options: CompileOptions) -> CModel:

@@ -66,7 +66,10 @@ def random_inputs(package: Any, seed: int = 0) -> dict[str, np.ndarray]:
             raise ArgumentValueError(
                 f"input {spec.name!r} has a dynamic shape {spec.mlir_style}: pass inputs"
             )
-        if spec.dtype.kind == "f":
+        if spec.is_string:  # words from a small vocabulary, repeated as text is
+            inputs[spec.name] = np.array([f"w{i}" for i in rng.integers(0, 8, size=shape).flat],
+                                         dtype=object).reshape(shape)
+        elif spec.dtype.kind == "f":
             inputs[spec.name] = rng.random(shape).astype(spec.dtype)
         elif spec.dtype.kind == "b":
             inputs[spec.name] = rng.random(shape) < 0.5

@@ -87,8 +87,15 @@ class TensorSpec:
         dims = "x".join("?" if d is None else str(d) for d in self.shape)
         return f"tensor<{dims + 'x' if dims else ''}{element}>"
 
+    @property
+    def is_string(self) -> bool:
+        """A tensor of strings (an ONNX STRING tensor; host code reads it, never native code)."""
+        return self.dtype.kind == "O"
+
     def check(self, value: Any) -> np.ndarray:
         """Return ``value`` as a C-contiguous array of this spec, or raise naming the problem."""
+        if self.is_string:
+            return self._check_strings(value)
         # The common case first, decided by the same checks as below: an aligned, C-ordered
         # array of the right dtype and (static) shape. Anything else takes the full path,
         # which names the problem. (A shape with a dynamic dim never equals value.shape.)
@@ -109,6 +116,17 @@ class TensorSpec:
                 f"argument {self.name!r}: expected dtype {self.dtype} ({self.mlir_style}), "
                 f"got {value.dtype}"
             )
+        self._check_shape(value)
+        if value.flags.c_contiguous and value.flags.aligned:
+            return value
+        # A C-ordered, aligned copy (compiled loads assume elements at their natural
+        # alignment; np.frombuffer at an odd offset gives unaligned views). Not
+        # np.ascontiguousarray: it turns a 0-d array into a 1-d one, so a tensor<f32>
+        # argument was described with a rank-1 descriptor and bound to a hidden copy.
+        return np.array(value, order="C")
+
+    def _check_shape(self, value: np.ndarray) -> None:
+        assert self.shape is not None
         if value.ndim != len(self.shape):
             raise ArgumentValueError(
                 f"argument {self.name!r}: expected rank {len(self.shape)} ({self.mlir_style}), "
@@ -120,13 +138,23 @@ class TensorSpec:
                     f"argument {self.name!r}: expected shape {self.mlir_style}, got {value.shape} "
                     f"(dimension {axis} is {given}, must be {expected})"
                 )
-        if value.flags.c_contiguous and value.flags.aligned:
-            return value
-        # A C-ordered, aligned copy (compiled loads assume elements at their natural
-        # alignment; np.frombuffer at an odd offset gives unaligned views). Not
-        # np.ascontiguousarray: it turns a 0-d array into a 1-d one, so a tensor<f32>
-        # argument was described with a rank-1 descriptor and bound to a hidden copy.
-        return np.array(value, order="C")
+
+    def _check_strings(self, value: Any) -> np.ndarray:
+        """A string tensor: a numpy array of ``str`` (dtype ``U``, or ``object`` holding only
+        ``str``), returned as an object array, the form ONNX's reference ops take."""
+        if isinstance(value, np.ndarray) and value.dtype.kind == "U":
+            value = value.astype(object)
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "O":
+            described = f"dtype {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
+            raise ArgumentTypeError(
+                f"argument {self.name!r}: expected a numpy array of str ({self.mlir_style}), got {described}")
+        self._check_shape(value)
+        for item in value.flat:
+            if not isinstance(item, str):
+                raise ArgumentTypeError(
+                    f"argument {self.name!r}: expected str elements ({self.mlir_style}), found a "
+                    f"{type(item).__name__}")
+        return value
 
     def _check_scalar(self, value: Any) -> np.ndarray:
         if isinstance(value, (np.generic, np.ndarray)):

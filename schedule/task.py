@@ -39,7 +39,7 @@ from mlir import ir, passmanager
 from mlir.dialects import arith, func
 
 from ..errors import TaskExtractionError
-from ..frontend.loader import load_module
+from ..frontend.loader import Model, is_onnx_source, load_module
 from ..pipelines.cpu import cpu_pipeline
 from ..pipelines.ir_queries import defining_op
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, is_structured
@@ -399,6 +399,21 @@ def _schedule_input(module: ir.Module, target: Target, opt_level: int, offload: 
     Pipeline(stages).run(module)
 
 
+def _refuse_string_models(model: Any) -> None:
+    """A model with string tensors is several compiled segments around host nodes
+    (compiler/partitioned.py): its tasks are those of each segment, tuned one by one."""
+    if not is_onnx_source(model.source if isinstance(model, Model) else model):
+        return
+    from ..frontend.onnx.string_partition import onnx_source_with_strings  # onnx is optional
+
+    if onnx_source_with_strings(model) is not None:
+        raise TaskExtractionError(
+            "the model has string tensors, whose nodes run on the host: tune its numeric segments "
+            "(the models of split_at_strings(model).segments that are not on_host, "
+            "tilecraft.frontend.onnx.string_partition) into one records file; compiling the whole "
+            "model with those records applies them (docs/tuning.md)")
+
+
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
                   shape_dict: Any = None, opt_level: int = 3, offload: Sequence[str] = ()) -> list[Task]:
     """The distinct tunable kernels of ``model`` — fusion groups computed as one loop nest,
@@ -412,6 +427,7 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
     backends the model will be compiled with; the ops they take are not tasks.
     """
     target = Target.parse(target)
+    _refuse_string_models(model)
     context = ir.Context()
     module = load_module(model, context, shape_dict=shape_dict)
     with context, ir.Location.unknown():

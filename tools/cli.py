@@ -465,8 +465,11 @@ def _onnxruntime_anchor(model: Any, inputs: dict[str, np.ndarray]) -> Callable[[
 
     options = onnxruntime.SessionOptions()
     proto = override_input_shapes(model.source, model.shape_dict)
-    session = onnxruntime.InferenceSession(proto.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    try:
+        session = onnxruntime.InferenceSession(proto.SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime's own Fail/InvalidGraph: the anchor is unavailable
+        raise UnavailableError(f"onnxruntime cannot run this model: {_one_line(error)}") from error
     return lambda: session.run(None, inputs)
 
 

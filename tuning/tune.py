@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..errors import TaskExtractionError, TunerNameError, TuningError
+from ..errors import OptionError, TaskExtractionError, TunerNameError, TuningError
 from ..pipelines.compiled_module import compile_ir
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.options import CompileOptions
@@ -284,7 +284,7 @@ class TuneOptions:
 
 def tune(
     model: Any,
-    options: "CompileOptions | str | Target | None" = None,
+    options: "CompileOptions | TuneOptions | str | Target | None" = None,
     search: TuneOptions | None = None,
     **overrides: Any,
 ) -> TuningResult:
@@ -293,13 +293,19 @@ def tune(
     Args:
       model: anything :func:`tilecraft.compile` accepts.
       options: the :class:`CompileOptions` the model will be compiled with (``target``,
-        records are keyed by it; ``shape_dict``), or just a target.
+        records are keyed by it; ``shape_dict``), or just a target; a :class:`TuneOptions`
+        here stands for ``search`` (``tune(model, TuneOptions(trials=64))``).
       search: the :class:`TuneOptions` (trials, tuner, records file, ...).
       overrides: fields of either, by name: ``tune(m, trials=200, tuning_records="m.jsonl",
         target="llvm", shape_dict=...)``.
     """
+    if isinstance(options, TuneOptions) and search is None:  # tune(model, TuneOptions(...))
+        options, search = None, options
     if isinstance(options, (str, Target)):
         options = CompileOptions(target=options)
+    elif options is not None and not isinstance(options, CompileOptions):
+        raise OptionError(f"tune's options are CompileOptions, a target or TuneOptions, "
+                          f"not {type(options).__name__}")
     compile_fields = {f.name for f in fields(CompileOptions)}
     options = CompileOptions.of(options, **{k: v for k, v in overrides.items() if k in compile_fields})
     search_fields = {f.name for f in fields(TuneOptions)}

@@ -9,7 +9,7 @@ import mlir_text
 import numpy as np
 import pytest
 import tilecraft
-from tilecraft.errors import TaskExtractionError, TunerNameError, TuningError
+from tilecraft.errors import OptionError, TaskExtractionError, TunerNameError, TuningError
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
 
@@ -117,6 +117,8 @@ def test_bad_arguments_are_typed_errors(tmp_path, matmul_64):
         tilecraft.tune(matmul_64, TARGET, trails=2)
     with pytest.raises(TuningError, match="early_stopping"):
         tilecraft.TuneOptions(early_stopping=0)
+    with pytest.raises(OptionError, match="not dict"):
+        tilecraft.tune(matmul_64, {"trials": 2})
 
 
 def test_tune_takes_the_compile_options_and_search_options_objects(tmp_path, matmul_64):
@@ -127,6 +129,11 @@ def test_tune_takes_the_compile_options_and_search_options_objects(tmp_path, mat
     assert result.records == records and len(load_records(records, target=TARGET)) == 2
     assert result.default_seconds > 0 and result.tuned_seconds > 0
     assert re.search(r"end to end: default [\d.]+ ms, tuned [\d.]+ ms, speedup [\d.]+x", result.summary())
+    # The search options alone, in the second place: tune(model, TuneOptions(...)).
+    again = tilecraft.tune(matmul_64, tilecraft.TuneOptions(trials=1, tuning_records=tmp_path / "alone.jsonl",
+                                                            tuner="random", progress=False, validate_top=0,
+                                                            end_to_end=False))
+    assert len(load_records(again.records)) == 1
 
 
 def test_compare_tuners_interleaves_batches(tmp_path, matmul_64):
