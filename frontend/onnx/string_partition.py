@@ -248,9 +248,7 @@ def split_at_strings(model: "onnx.ModelProto", shape_dict: "dict[str, list[int |
                         if name in graph_outputs or any(r > number for r in readers.get(name, ())))
         if not outputs:
             continue  # nodes nothing reads
-        read: list[str] = []
-        for node in members:
-            read.extend(name for name in _reads(node) if name not in produced_set and name not in read)
+        read = list(dict.fromkeys(name for node in members for name in _reads(node) if name not in produced_set))
         inputs = tuple(name for name in read if name not in initializers)
         untyped = [name for name in (*inputs, *outputs)
                    if name not in types or not types[name].type.tensor_type.elem_type]
