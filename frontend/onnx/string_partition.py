@@ -107,17 +107,19 @@ def has_string_tensors(proto: onnx.ModelProto) -> bool:
 
 
 def onnx_source_with_strings(source: Any, shape_dict: Any = None) -> "tuple[Any, Any] | None":
-    """``(ONNX source, shape_dict)`` when ``source`` (anything ``tilecraft.compile`` takes;
-    a :class:`~tilecraft.frontend.loader.Model` brings its shape_dict) is an ONNX model with
-    string tensors; None for every other source."""
+    """``(the loaded ONNX model, shape_dict)`` when ``source`` (anything ``tilecraft.compile``
+    takes; a :class:`~tilecraft.frontend.loader.Model` brings its shape_dict) is an ONNX model
+    with string tensors; None for every other source. The model is returned loaded so that
+    :func:`split_at_strings` does not read the file again."""
     from ..loader import Model, is_onnx_source
 
     if isinstance(source, Model):
         shape_dict = source.shape_dict if shape_dict is None else shape_dict
         source = source.source
-    if not is_onnx_source(source) or not has_string_tensors(load_model(source)):
+    if not is_onnx_source(source):
         return None
-    return source, shape_dict
+    proto = load_model(source)
+    return (proto, shape_dict) if has_string_tensors(proto) else None
 
 
 def _free_names(graph: onnx.GraphProto) -> list[str]:
