@@ -405,50 +405,72 @@ def kernel_anchors(model: onnx.ModelProto, labels: "set[str]",
     return anchors
 
 
-def tilecraft_kernels(case: Case, runs: int = 5) -> dict[str, float]:
-    """Kernel name -> median seconds per call, from the package's profiling variant."""
+@dataclass
+class Profiles:
+    """Per-kernel times of one model from both runtimes, taken in the same rounds."""
+
+    kernels: dict[str, float]  # tilecraft kernel name -> median seconds per call
+    wall: float  # median seconds of tilecraft's profiled calls
+    ort_nodes: dict[str, tuple[str, float]] | None = None  # node -> (op type, mean seconds per run)
+    ort_wall: float | None = None
+
+
+def profile_side_by_side(case: Case, ort: Any = None, runs: int = 10) -> Profiles:
+    """tilecraft's kernels (the package's profiling variant) and, given ``ort``, onnxruntime's
+    nodes (its profiler's JSON), profiled in alternating rounds with :data:`RUNNER_PAUSE_S`
+    before each call.
+
+    Why alternating: profiled one after the other, minutes apart, the two sums came out equal
+    (ResNet-50: 46.2 against 45.8 ms) while the models timed side by side differed by 1.29x;
+    taken in the same rounds the kernel sums differed as the models did (64.0 against 53.9
+    ms). On this machine the speed drifts by tens of percent between minutes."""
     from tilecraft.runtime import load
 
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "model.tar")
-        tilecraft.compile(case.model, keep_ir=False,
-                          package_path=path, profile=True)
+        tilecraft.compile(case.model, keep_ir=False, package_path=path, profile=True)
         package = load(path)
-        samples: dict[str, list[float]] = {}
+        session = None
+        if ort is not None:
+            options = ort.SessionOptions()
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(scratch, "ort")
+            session = ort.InferenceSession(case.model.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+            session.run(None, case.feeds)  # in the profile too: counted below
         package.profile(**case.feeds)
+        samples: dict[str, list[float]] = {}
+        walls: list[float] = []
+        ort_walls: list[float] = []
         for _ in range(runs):
+            time.sleep(RUNNER_PAUSE_S)
+            start = time.perf_counter()
             _, kernels = package.profile(**case.feeds)
+            walls.append(time.perf_counter() - start)
             totals: dict[str, float] = {}
             for kernel in kernels:
                 totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
             for name, seconds in totals.items():
                 samples.setdefault(name, []).append(seconds)
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
-def onnxruntime_kernels(case: Case, ort: Any, runs: int = 20) -> dict[str, tuple[str, float]]:
-    """Node name -> (op type, mean seconds per run) from onnxruntime's profiler (its JSON)."""
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    with tempfile.TemporaryDirectory() as scratch:
-        options.profile_file_prefix = os.path.join(scratch, "ort")
-        session = ort.InferenceSession(case.model.SerializeToString(), options,
-                                       providers=["CPUExecutionProvider"])
-        for _ in range(3):
-            session.run(None, case.feeds)
-        # The warm-up runs are in the profile too: count every run.
-        for _ in range(runs):
-            session.run(None, case.feeds)
-        with open(session.end_profiling()) as handle:
-            events = json.load(handle)
-    totals: dict[str, tuple[str, float]] = {}
-    for event in events:
-        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
-            continue
-        name = event["name"][: -len("_kernel_time")]
-        op, seconds = totals.get(name, (event.get("args", {}).get("op_name", "?"), 0.0))
-        totals[name] = (op, seconds + event["dur"] * 1e-6 / (runs + 3))
-    return totals
+            if session is not None:
+                time.sleep(RUNNER_PAUSE_S)
+                start = time.perf_counter()
+                session.run(None, case.feeds)
+                ort_walls.append(time.perf_counter() - start)
+        profiles = Profiles({name: statistics.median(values) for name, values in samples.items()},
+                            statistics.median(walls))
+        if session is not None:
+            with open(session.end_profiling()) as handle:
+                events = json.load(handle)
+            nodes: dict[str, tuple[str, float]] = {}
+            for event in events:
+                if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+                    continue
+                name = event["name"][: -len("_kernel_time")]
+                op, seconds = nodes.get(name, (event.get("args", {}).get("op_name", "?"), 0.0))
+                nodes[name] = (op, seconds + event["dur"] * 1e-6 / (runs + 1))
+            profiles.ort_nodes, profiles.ort_wall = nodes, statistics.median(ort_walls)
+    return profiles
 
 
 def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int = 10) -> None:
@@ -474,14 +496,14 @@ def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int
         print(f"  {name[:34]:<34} {seconds * 1e3:8.3f} {seconds / total:6.1%} {rate_text}")
 
 
-def compare_kernels(case: Case, kernels: dict[str, float], ort: Any, anchor: float, path: str) -> None:
+def compare_kernels(case: Case, profiles: Profiles, anchor: float, path: str) -> None:
     """Write tilecraft's kernels beside onnxruntime's, largest gap first, as Markdown.
 
     Both sides are joined on the contraction node, through :func:`kernel_anchors`:
     tilecraft's fusion groups and onnxruntime's fused Conv (+ BatchNormalization + Relu +
     Add) nodes. What is left on either side is listed by time under the
-    table."""
-    ort_kernels = onnxruntime_kernels(case, ort)
+    table; so are both runtimes' profiled calls, timed in the same rounds."""
+    kernels, ort_kernels = profiles.kernels, profiles.ort_nodes or {}
     flops = node_flops(case.model)
     labels = {_label(name) for name in kernels}
     anchors = kernel_anchors(case.model, labels, stop=labels)
@@ -527,6 +549,9 @@ def compare_kernels(case: Case, kernels: dict[str, float], ort: Any, anchor: flo
         + ", ".join(f"{n} {s * 1e3:.3f}" for s, n in rest_ours[:8])
         + f". Unmatched onnxruntime nodes ({len(rest_theirs)}, {sum(s for s, _, _ in rest_theirs) * 1e3:.2f} ms): "
         + ", ".join(f"{n} ({op}) {s * 1e3:.3f}" for s, n, op in rest_theirs[:8]) + ".",
+        "",
+        f"Profiled calls in the same alternating rounds (medians): tilecraft {profiles.wall * 1e3:.2f} ms, "
+        f"onnxruntime {(profiles.ort_wall or 0.0) * 1e3:.2f} ms.",
     ]
     with open(path, "w") as handle:
         handle.write("\n".join(lines) + "\n")
@@ -720,13 +745,13 @@ def main(argv: list[str] | None = None) -> int:
                                               if value >= 0.005))
     compared = [name for name in selected if name in profiled]
     for name in compared:
-        kernels = tilecraft_kernels(cases[name])
-        print_kernels(cases[name], kernels, anchor)
+        profiles = profile_side_by_side(cases[name], ort if args.compare_kernels else None)
+        print_kernels(cases[name], profiles.kernels, anchor)
         if args.compare_kernels:
             path = Path(args.compare_kernels)
             if len(compared) > 1:
                 path = path.with_name(f"{path.stem}-{name}{path.suffix}")
-            compare_kernels(cases[name], kernels, ort, anchor, str(path))
+            compare_kernels(cases[name], profiles, anchor, str(path))
     return 0
 
 

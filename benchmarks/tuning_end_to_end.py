@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/tuning_end_to_end.py --models resnet50 --minutes 60 --tuners xgb,random
     .venv/bin/python benchmarks/tuning_end_to_end.py --models bert --minutes 30
     .venv/bin/python benchmarks/tuning_end_to_end.py --warm-start mobilenetv2,digits --minutes 5
+    .venv/bin/python benchmarks/tuning_end_to_end.py --models resnet50 --reuse-records
 
 Per model (built as benchmarks/end_to_end.py builds them: random weights, nothing downloaded)
 and per tuner in ``--tuners``: ``tilecraft.tune`` with a time budget of ``--minutes`` (and at
@@ -11,7 +12,8 @@ most ``--trials`` trials; at least ``--trials-per-task`` per task), records in `
 HTML report beside them (the model's estimated time against trials, per-task curves and
 table), then the tuned configs confirmed inside the model as ``tune`` does after its search
 (``confirm_in_model``: a config slower in the model than the default is not applied). Then, in one set of alternating rounds: the model compiled with the default
-schedules, with each tuner's records, and onnxruntime; printed: tuned / default (the
+schedules, with each tuner's records, and onnxruntime (0.2 s of pause before each: onnxruntime's
+pool threads spin on after a call and slowed the build timed next); printed: tuned / default (the
 speedup, target >= 1.2x for ResNet-50, >= 1.15x for BERT) and tuned / onnxruntime (target
 <= 0.85x for ResNet-50), and xgb against random at the same budget. Then the agreement of
 the tuner's time and the in-model kernel time for the heaviest tasks
@@ -71,7 +73,10 @@ def compare(case: end_to_end.Case, records: dict[str, Path], repeat: int) -> dic
     session = onnxruntime.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
     runners = {name: (lambda m=module: m(*inputs)) for name, module in modules.items()}
     runners["onnxruntime"] = lambda: session.run(None, case.feeds)
-    return end_to_end.alternating(runners, repeat)
+    # The pause: onnxruntime's pool threads spin on after a call and took a core from the
+    # tilecraft build timed after them (ResNet-50: 77 against 48 ms with onnxruntime's
+    # spinning off), which squeezed every ratio of this table towards 1.
+    return end_to_end.alternating(runners, repeat, pause_s=end_to_end.RUNNER_PAUSE_S)
 
 
 def run_model(name: str, args: argparse.Namespace) -> None:
@@ -83,6 +88,9 @@ def run_model(name: str, args: argparse.Namespace) -> None:
     records = {tuner: out / f"{name}.{tuner}.jsonl" for tuner in args.tuners}
     tasks = tilecraft.extract_tasks(case.model)
     for tuner, path in records.items():
+        if args.reuse_records and path.is_file():
+            print(f"  {tuner}: reusing {path} (--reuse-records); not tuned again")
+            continue
         tune(case, tuner, args, path)
         slower = confirm_in_model(case.model, tilecraft.CompileOptions(), path, tasks)
         print(f"  {tuner}: {len(slower)} tuned config(s) slower in the model than the default, not applied")
@@ -137,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bert-layers", type=int, default=2)
     parser.add_argument("--warm-start", metavar="A,B", help="tune A, then B from A's cost model and cold")
     parser.add_argument("--out", default="build/tuning-e2e", help="records and reports folder")
+    parser.add_argument("--reuse-records", action="store_true",
+                        help="compare with the records already in --out (tuned and confirmed by an "
+                             "earlier run) instead of tuning again")
     parser.add_argument("--progress", action="store_true", help="print the tuner's progress lines")
     args = parser.parse_args(argv)
     args.tuners = [t for t in args.tuners.split(",") if t]
