@@ -60,15 +60,18 @@ def compile(source: Any, options: CompileOptions | None = None,
         ``compile(m, target="llvm", opt_level=2)`` reads as before.
     """
     options = CompileOptions.of(options, **overrides)
+    source_name = None
     if is_onnx_source(source.source if isinstance(source, Model) else source):
-        from ..frontend.onnx.string_partition import onnx_source_with_strings  # onnx is optional
+        from ..frontend.onnx.string_partition import read_onnx_source  # onnx is optional
 
-        with_strings = onnx_source_with_strings(source, options.shape_dict)
-        if with_strings is not None:
-            return _compile_around_strings(*with_strings, options)
+        read = read_onnx_source(source, options.shape_dict)
+        if read.has_strings:
+            return _compile_around_strings(read.proto, read.shape_dict, options)
+        if read.name is not None:  # a path: imported from the proto read here, named by the path
+            source, source_name = read.proto, read.name
     target = options.target
     if target.is_c:
-        return _compile_c(source, options)
+        return _compile_c(source, options, source_name)
     pipeline = options.pipeline
     if pipeline is None:
         pipeline = (cuda_pipeline(target) if target.is_cuda
@@ -84,7 +87,7 @@ def compile(source: Any, options: CompileOptions | None = None,
     context = ir.Context()
     graph.load(context)  # so IR dumped after the graph stage compiles as well
     started = time.perf_counter()
-    module = load_module(source, context, shape_dict=shape_dict)
+    module = load_module(source, context, shape_dict=shape_dict, name=source_name)
     seconds = {"import": time.perf_counter() - started}
     with context, ir.Location.unknown():
         signature = entry_signature(find_entry(module, options.entry))
@@ -148,9 +151,10 @@ def _compile_around_strings(source: Any, shape_dict: Any, options: CompileOption
     return PartitionedModule(partition, lambda segment: compile(segment.model, segment_options), options.target)
 
 
-def _compile_c(source: Any, options: CompileOptions) -> CModel:
+def _compile_c(source: Any, options: CompileOptions, source_name: str | None = None) -> CModel:
     """``target="c"``: C99 sources (pipelines/c_target, compiler/c_package.py) instead of a
-    JIT; ``package_path`` writes them as a tar with ``main.c`` and a Makefile."""
+    JIT; ``package_path`` writes them as a tar with ``main.c`` and a Makefile. ``source_name``:
+    the path an ONNX proto was read from, for messages."""
     if options.tuning_records is not None or options.offload or options.profile:
         raise OptionError("the C target takes no tuning_records, offload or profile: it has no schedule, "
                           "calls no library and has no profiling variant")
@@ -161,7 +165,7 @@ def _compile_c(source: Any, options: CompileOptions) -> CModel:
     context = ir.Context()
     graph.load(context)
     started = time.perf_counter()
-    module = load_module(source, context, shape_dict=options.shape_dict)
+    module = load_module(source, context, shape_dict=options.shape_dict, name=source_name)
     seconds = {"import": time.perf_counter() - started}
     planned = []
     with context, ir.Location.unknown():

@@ -251,10 +251,12 @@ def load_module(
     context: ir.Context,
     *,
     shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+    name: str | None = None,
 ) -> ir.Module:
     """An MLIR module in ``context`` for ``source`` (see the module docstring), its static
-    tensor sizes checked against the limits (:func:`check_static_sizes`)."""
-    module = _load_module(source, context, shape_dict=shape_dict)
+    tensor sizes checked against the limits (:func:`check_static_sizes`). ``name``: what
+    error messages call an ONNX model given as a proto (the path it was read from)."""
+    module = _load_module(source, context, shape_dict=shape_dict, name=name)
     check_static_sizes(module)
     return module
 
@@ -264,6 +266,7 @@ def _load_module(
     context: ir.Context,
     *,
     shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+    name: str | None = None,
 ) -> ir.Module:
     if isinstance(source, Model):
         shape_dict = source.shape_dict if shape_dict is None else shape_dict
@@ -282,7 +285,7 @@ def _load_module(
     if is_onnx_proto(source) or isinstance(source, Path):
         from .onnx import import_model  # the onnx package is an optional dependency
 
-        return import_model(source, shape_dict, context=context)
+        return import_model(source, shape_dict, context=context, name=name)
     if shape_dict:
         raise ModelImportError("shape_dict applies to ONNX models only")
     if is_exported_program(source):

@@ -399,19 +399,23 @@ def _schedule_input(module: ir.Module, target: Target, opt_level: int, offload: 
     Pipeline(stages).run(module)
 
 
-def _refuse_string_models(model: Any) -> None:
-    """A model with string tensors is several compiled segments around host nodes
-    (compiler/partitioned.py): its tasks are those of each segment, tuned one by one."""
+def _read_once(model: Any, shape_dict: Any) -> tuple[Any, str | None]:
+    """``model`` to import and the name its messages give it: an ONNX file is read here, once,
+    and refused when it has string tensors (a model with strings is several compiled
+    segments around host nodes, compiler/partitioned.py: its tasks are those of each
+    segment, tuned one by one)."""
     if not is_onnx_source(model.source if isinstance(model, Model) else model):
-        return
-    from ..frontend.onnx.string_partition import onnx_source_with_strings  # onnx is optional
+        return model, None
+    from ..frontend.onnx.string_partition import read_onnx_source  # onnx is optional
 
-    if onnx_source_with_strings(model) is not None:
+    read = read_onnx_source(model, shape_dict)
+    if read.has_strings:
         raise TaskExtractionError(
             "the model has string tensors, whose nodes run on the host: tune its numeric segments "
             "(the models of split_at_strings(model).segments that are not on_host, "
             "tilecraft.frontend.onnx.string_partition) into one records file; compiling the whole "
             "model with those records applies them (docs/tuning.md)")
+    return (read.proto, read.name) if read.name is not None else (model, None)
 
 
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
@@ -427,9 +431,9 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
     backends the model will be compiled with; the ops they take are not tasks.
     """
     target = Target.parse(target)
-    _refuse_string_models(model)
+    model, name = _read_once(model, shape_dict)
     context = ir.Context()
-    module = load_module(model, context, shape_dict=shape_dict)
+    module = load_module(model, context, shape_dict=shape_dict, name=name)
     with context, ir.Location.unknown():
         _schedule_input(module, target, opt_level, offload)
         fuse_groups = opt_level >= 3

@@ -307,6 +307,7 @@ def import_model(
     shape_dict: Mapping[str, Sequence[int | None]] | None = None,
     *,
     context: ir.Context | None = None,
+    name: str | None = None,
 ) -> ir.Module:
     """Import an ONNX model as an MLIR module with one public function ``@main``.
 
@@ -314,12 +315,14 @@ def import_model(
       model: a path, serialized bytes or an ``onnx.ModelProto``.
       shape_dict: input name -> shape, overriding the model's; ``None`` entries stay dynamic.
       context: the MLIR context to build in (a new one by default).
+      name: what error messages call the model (default: its path, else ``model.onnx``);
+        a caller that read the file already passes the proto and the path.
 
     Raises:
       ModelImportError: the model cannot be read, uses unsupported operators (all of them
         are listed, with node names), or a node cannot be imported (named in the message).
     """
-    source_name = str(model) if isinstance(model, (str, Path)) else "model.onnx"
+    source_name = name or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
     proto = upgrade_old_opset(load_model(model))
     opset = default_opset(proto)
     proto = expand_gradients(proto, opset)
