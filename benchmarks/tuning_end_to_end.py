@@ -16,8 +16,9 @@ schedules, with each tuner's records, and onnxruntime (0.2 s of pause before eac
 pool threads spin on after a call and slowed the build timed next); printed: tuned / default (the
 speedup, target >= 1.2x for ResNet-50, >= 1.15x for BERT) and tuned / onnxruntime (target
 <= 0.85x for ResNet-50), and xgb against random at the same budget. Then the agreement of
-the tuner's time and the in-model kernel time for the heaviest tasks
-(``tuning/in_model.py``; target: within 20 %).
+the tuner's time and the in-model kernel time for the heaviest tasks, each task measured as
+the tuner measures it and the model profiled in alternating rounds (``side_by_side_times``,
+``tuning/in_model.py``; target: within 20 %).
 
 ``--warm-start A,B``: tune A (its cross-task cost model is saved beside its records), then
 tune B twice with the same trial budget, from that model and from nothing, and print B's
@@ -42,7 +43,7 @@ import end_to_end  # noqa: E402  (the model builders and the alternating timer)
 
 import tilecraft  # noqa: E402
 from tilecraft.schedule.records import load_records  # noqa: E402
-from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times  # noqa: E402
+from tilecraft.tuning.in_model import agreement_table, confirm_in_model, side_by_side_times  # noqa: E402
 from tilecraft.tuning.report import end_to_end_curve  # noqa: E402
 from tilecraft.tuning.transfer import beside  # noqa: E402
 
@@ -105,8 +106,9 @@ def run_model(name: str, args: argparse.Namespace) -> None:
     if {"xgb", "random"} <= set(args.tuners):
         print(f"  xgb vs random at the same budget: {medians['random'] / medians['xgb']:.2f}x")
     tuner = args.tuners[0]
-    rows = in_model_times(case.model, tilecraft.CompileOptions(), records[tuner], tasks)[: args.top]
-    print(f"  tuner vs in-model kernel time ({tuner}'s records, heaviest {args.top} tasks):")
+    rows = side_by_side_times(case.model, tilecraft.CompileOptions(), records[tuner], tasks, top=args.top)
+    print(f"  tuner vs in-model kernel time ({tuner}'s records, heaviest {args.top} tasks, "
+          "measured in alternating rounds):")
     print("\n".join("    " + line for line in agreement_table(rows).splitlines()))
     within = [r for r in rows if r.ratio is not None and 0.8 <= r.ratio <= 1.25]
     print(f"  within 20 %: {len(within)}/{len(rows)}")

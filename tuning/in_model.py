@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from ..pipelines.options import CompileOptions
 from ..runtime.package import load
 from ..runtime.run import random_inputs
-from ..schedule.records import IN_MODEL, RecordWriter, best_records, load_records
+from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
 
@@ -160,6 +160,58 @@ def in_model_times(model: Any, options: CompileOptions, records: "str | os.PathL
                    tasks: Sequence[Task], runs: int = 5) -> list[KernelAgreement]:
     """Profile ``model`` compiled with ``records`` and join its kernels with ``tasks``."""
     return join(tasks, profile_kernels(model, options, records, runs), records, options.target)
+
+
+def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.PathLike[str]",
+                       tasks: Sequence[Task], top: int = 5, rounds: int = 7,
+                       flush_cache: bool | None = None) -> list[KernelAgreement]:
+    """The ``top`` heaviest tuned tasks timed as the tuner times them and inside the model,
+    in alternating rounds: each round profiles the model once (compiled with ``records``)
+    and then measures each task's applied config once, exactly as a tuning worker does
+    (``measure.py``: the one-record build, kernel timers, the same cache flush).
+
+    Why not :func:`in_model_times`: it sets the model's time today against the tuner's time
+    from the search, minutes or hours earlier, and this machine's speed moved by tens of
+    percent between minutes (the same ResNet-50 records gave ratios of 1.0-1.3 in one
+    check and 1.4-1.55 forty minutes later), so the ratio measured drift as much as the
+    measurement. Side by side, drift hits both columns alike. ``flush_cache`` as in
+    :class:`~tilecraft.tuning.measure.RunnerOptions`; ``None``: decided as ``tune`` does
+    (:func:`~tilecraft.tuning.measure.weights_outgrow_cache`)."""
+    from .measure import MeasureInput, RunnerOptions, build_candidate, time_calls, weights_outgrow_cache
+    from .measure import random_inputs as task_inputs
+
+    applied = best_records(load_records(records, target=options.target))
+    chosen = sorted((t for t in tasks if t.key in applied), key=lambda t: -t.flops * t.count)[:top]
+    flush = weights_outgrow_cache(tasks) if flush_cache is None else flush_cache
+    runner = RunnerOptions(repeat=1, flush_cache=flush)
+    target_key = canonical_target(options.target)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "model.tar"
+        compile_model(model, options, tuning_records=records, package_path=path, profile=True,
+                      keep_ir=False)
+        package = load(path)
+        inputs = random_inputs(package)
+        candidates = []
+        for task in chosen:
+            job = MeasureInput(payload=task.payload, task=task.describe(), config=applied[task.key].config,
+                               target=target_key)
+            module = build_candidate(job, Path(scratch), kernel_time=True)
+            candidates.append((module, task_inputs(module.signature)))
+        package.profile(**inputs)
+        profiles: list[dict[str, float]] = []
+        tuner: list[list[float]] = [[] for _ in chosen]
+        for _ in range(rounds):
+            totals: dict[str, float] = {}
+            for kernel in package.profile(**inputs)[1]:
+                totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
+            profiles.append(totals)
+            for samples, (module, arguments) in zip(tuner, candidates):
+                samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments)[0])
+    names = {name for profile in profiles for name in profile}
+    kernels = {name: statistics.median(p.get(name, 0.0) for p in profiles) for name in names}
+    times = model_times(tasks, kernels)
+    return [KernelAgreement(task, statistics.median(samples), times[task.key])
+            for task, samples in zip(chosen, tuner)]
 
 
 def agreement_table(rows: Sequence[KernelAgreement]) -> str:

@@ -31,12 +31,15 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..runtime import kernel_timers
 from ..runtime.timing import measure
+
+if TYPE_CHECKING:
+    from ..schedule.task import Task
 
 # A test-only hook: ``hook(config)`` runs in the worker before the candidate is built.
 CandidateHook = Callable[[dict], None]
@@ -168,7 +171,9 @@ def candidate_source(job: MeasureInput) -> Any:
     return measured_module(job.payload, ir.Context())
 
 
-def _build(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
+def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
+    """The candidate's module, built as a tuning worker builds it (``scratch`` holds its
+    one-record file); ``kernel_time``: the profiling variant, timed by kernel timers."""
     from ..pipelines.compiled_module import compile_ir
     from ..pipelines.cpu import cpu_pipeline, with_tuning_records
     from ..pipelines.profiling import profiling_pipeline
@@ -198,7 +203,7 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
     if options.hook is not None:
         options.hook(dict(job.config or {}))
     try:
-        module = _build(job, scratch, options.kernel_time)
+        module = build_candidate(job, scratch, options.kernel_time)
     except Exception as error:  # noqa: BLE001 - every build failure is a result, not a crash
         return MeasureResult("build_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
@@ -210,7 +215,7 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
                                  elapsed=time.perf_counter() - start)
         if job.save_output is not None:
             np.save(job.save_output, output)
-        costs = _time(lambda: module(*arguments), options, arguments)
+        costs = time_calls(lambda: module(*arguments), options, arguments)
     except Exception as error:  # noqa: BLE001
         return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
@@ -231,6 +236,13 @@ def last_level_cache_bytes() -> int:
         elif text.isdigit():
             sizes.append(int(text))
     return max(sizes, default=32 << 20)
+
+
+def weights_outgrow_cache(tasks: "Sequence[Task]") -> bool:
+    """Whether the constants a run of the model reads (every occurrence of every task) are
+    more than the last-level cache holds: then each kernel reads its weights from memory,
+    and candidates are timed with the caches flushed (``RunnerOptions.flush_cache``)."""
+    return sum(t.weight_bytes * t.count for t in tasks) > last_level_cache_bytes()
 
 
 @functools.lru_cache(maxsize=1)
@@ -255,7 +267,7 @@ def _cache_flusher(arguments: "list[np.ndarray]") -> Callable[[], None]:
     return flush
 
 
-def _time(call: Callable[[], Any], options: RunnerOptions,
+def time_calls(call: Callable[[], Any], options: RunnerOptions,
           arguments: "list[np.ndarray] | None" = None) -> list[float]:
     """Seconds per call for each of ``options.repeat`` measurements: the kernels' time from
     the profiler's timers (``kernel_time``), else the wall time of the whole call. Each

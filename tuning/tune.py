@@ -43,7 +43,7 @@ from ..schedule.records import (
 from ..schedule.space import ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .in_model import confirm_in_model
-from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions, last_level_cache_bytes
+from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions, weights_outgrow_cache
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
 from .transfer import TransferModel, beside
@@ -171,13 +171,6 @@ def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any,
         raise TaskExtractionError(
             f"tasks={wanted} names none of the model's tasks: {[t.name for t in found]}")
     return found, chosen
-
-
-def weights_outgrow_cache(tasks: Sequence[Task]) -> bool:
-    """Whether the constants a run of the model reads (every occurrence of every task) are
-    more than the last-level cache holds: then each kernel reads its weights from memory,
-    and candidates are timed with the caches flushed (``RunnerOptions.flush_cache``)."""
-    return sum(t.weight_bytes * t.count for t in tasks) > last_level_cache_bytes()
 
 
 @dataclass(frozen=True)

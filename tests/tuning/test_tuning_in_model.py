@@ -18,9 +18,9 @@ import tilecraft
 from tilecraft.schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from tilecraft.schedule.task import WEIGHT, measured_module
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, last_level_cache_bytes
-from tilecraft.tuning.tune import weights_outgrow_cache
+from tilecraft.tuning.measure import weights_outgrow_cache
 from tilecraft.pipelines.pipeline import Pipeline
-from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times
+from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times, side_by_side_times
 from tilecraft.pipelines.compiled_module import compile_ir
 from tilecraft.pipelines.cpu import cpu_pipeline
 from tilecraft.pipelines.profiling import profiling_pipeline
@@ -59,6 +59,12 @@ def test_tuner_times_join_the_kernels_of_the_tuned_model(tmp_path):
     assert all(row.model_seconds is not None and row.ratio > 0 for row in rows)
     table = agreement_table(rows)
     assert table.splitlines()[0].split()[-1] == "model/tuner" and len(table.splitlines()) == len(rows) + 1
+    # Side by side: the tuner's column is measured again, in the same rounds as the model's
+    # profile, for the heaviest tasks with records.
+    side = side_by_side_times(DIGITS, options, records, tasks, top=2, rounds=2, flush_cache=False)
+    heaviest = sorted(tasks, key=lambda t: -t.flops * t.count)[:2]
+    assert [row.task.key for row in side] == [t.key for t in heaviest]
+    assert all(row.tuner_seconds > 0 and row.model_seconds is not None and row.ratio > 0 for row in side)
 
 
 def _conv_model(channels: int = 64, size: int = 14):
