@@ -28,6 +28,8 @@ from ..runtime.run import random_inputs
 from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
+from .measure import MeasureInput, RunnerOptions, build_candidate, time_calls, weights_outgrow_cache
+from .measure import random_inputs as task_inputs
 
 
 @dataclass(frozen=True)
@@ -62,24 +64,32 @@ def profile_side_by_side(model: Any, options: CompileOptions,
     machine, two profiles taken one after the other differed by 45 % for the same package
     (BERT, 23 against 34 ms); round by round, drift hits every variant alike."""
     with tempfile.TemporaryDirectory() as scratch:
-        packages = []
-        for index, variant in enumerate(records):
-            path = Path(scratch) / f"model{index}.tar"
-            compile_model(model, options, tuning_records=variant, package_path=path, profile=True,
-                          keep_ir=False)
-            packages.append(load(path))
+        packages = [_profiling_package(model, options, variant, Path(scratch) / f"model{index}.tar")
+                    for index, variant in enumerate(records)]
         inputs = random_inputs(packages[0])
         for package in packages:
             package.profile(**inputs)  # first run: page faults, lazy binding
         samples: list[dict[str, list[float]]] = [{} for _ in packages]
         for _ in range(runs):
             for package, variant_samples in zip(packages, samples):
-                totals: dict[str, float] = {}
-                for kernel in package.profile(**inputs)[1]:
-                    totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
-                for name, seconds in totals.items():
-                    variant_samples.setdefault(name, []).append(seconds)
+                _add_kernel_totals(package, inputs, variant_samples)
     return [{name: statistics.median(values) for name, values in variant.items()} for variant in samples]
+
+
+def _profiling_package(model: Any, options: CompileOptions,
+                       records: "str | os.PathLike[str] | None", path: Path) -> Any:
+    """``model`` compiled with ``records`` into the profiling package at ``path``, loaded."""
+    compile_model(model, options, tuning_records=records, package_path=path, profile=True, keep_ir=False)
+    return load(path)
+
+
+def _add_kernel_totals(package: Any, inputs: dict[str, Any], samples: dict[str, list[float]]) -> None:
+    """Profile one run of ``package``; append each kernel name's summed seconds to ``samples``."""
+    totals: dict[str, float] = {}
+    for kernel in package.profile(**inputs)[1]:
+        totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
+    for name, seconds in totals.items():
+        samples.setdefault(name, []).append(seconds)
 
 
 def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, float | None]:
@@ -177,19 +187,13 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     measurement. Side by side, drift hits both columns alike. ``flush_cache`` as in
     :class:`~tilecraft.tuning.measure.RunnerOptions`; ``None``: decided as ``tune`` does
     (:func:`~tilecraft.tuning.measure.weights_outgrow_cache`)."""
-    from .measure import MeasureInput, RunnerOptions, build_candidate, time_calls, weights_outgrow_cache
-    from .measure import random_inputs as task_inputs
-
     applied = best_records(load_records(records, target=options.target))
     chosen = sorted((t for t in tasks if t.key in applied), key=lambda t: -t.flops * t.count)[:top]
     flush = weights_outgrow_cache(tasks) if flush_cache is None else flush_cache
     runner = RunnerOptions(repeat=1, flush_cache=flush)
     target_key = canonical_target(options.target)
     with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "model.tar"
-        compile_model(model, options, tuning_records=records, package_path=path, profile=True,
-                      keep_ir=False)
-        package = load(path)
+        package = _profiling_package(model, options, records, Path(scratch) / "model.tar")
         inputs = random_inputs(package)
         candidates = []
         for task in chosen:
@@ -197,19 +201,14 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
                                target=target_key)
             module = build_candidate(job, Path(scratch), kernel_time=True)
             candidates.append((module, task_inputs(module.signature)))
-        package.profile(**inputs)
-        profiles: list[dict[str, float]] = []
+        package.profile(**inputs)  # first run: page faults, lazy binding
+        model_samples: dict[str, list[float]] = {}
         tuner: list[list[float]] = [[] for _ in chosen]
         for _ in range(rounds):
-            totals: dict[str, float] = {}
-            for kernel in package.profile(**inputs)[1]:
-                totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.seconds
-            profiles.append(totals)
+            _add_kernel_totals(package, inputs, model_samples)
             for samples, (module, arguments) in zip(tuner, candidates):
                 samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments)[0])
-    names = {name for profile in profiles for name in profile}
-    kernels = {name: statistics.median(p.get(name, 0.0) for p in profiles) for name in names}
-    times = model_times(tasks, kernels)
+    times = model_times(tasks, {name: statistics.median(values) for name, values in model_samples.items()})
     return [KernelAgreement(task, statistics.median(samples), times[task.key])
             for task, samples in zip(chosen, tuner)]
 
