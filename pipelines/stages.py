@@ -29,6 +29,7 @@ from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .pipeline import Stage
 from .pad_borders import FILL_PAD_BORDERS
 from .pad_destinations import PADS_AS_DESTINATIONS
+from .prefetch_blocks import PREFETCH_NEXT_BLOCKS
 from .strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
 from .vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
@@ -172,9 +173,13 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores
               # touches them, and before async lowering outlines parallel bodies.
-              (FILL_PAD_BORDERS, STRIDED_COPIES_TO_LINALG, "convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
+              # Prefetches are placed while each task is still an scf.forall body whose
+              # loops read as the schedule made them (prefetch_blocks.py).
+              (PREFETCH_NEXT_BLOCKS, FILL_PAD_BORDERS, STRIDED_COPIES_TO_LINALG,
+               "convert-linalg-to-loops", WIDEN_BOOL_MEMORY,
                "func.func(scf-forall-to-parallel)", *async_lowering),
-              "pads fill their borders only; remaining linalg to loops; i1 buffers as bytes; "
+              "next blocks of block-major constants prefetched; pads fill their borders only; "
+              "remaining linalg to loops; i1 buffers as bytes; "
               "parallel loops onto the async runtime"),
         Stage("vector",
               # Why lower-vector-multi-reduction: vectorized reductions (sum, max,

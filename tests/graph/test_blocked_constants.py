@@ -2,7 +2,10 @@
 filters of NHWC convolutions end up block-major ([output-channel block][kh][kw][ic][V]) and
 the results still match onnxruntime, for filter-heavy 3x3 and 1x1 layers, channel counts
 that are not a multiple of the block, and on one or two threads. The IR-level rules
-(aligned offsets only, no other use) are checked in tests/lit/schedule/block-constant-reads.mlir."""
+(aligned offsets only, no other use) are checked in tests/lit/schedule/block-constant-reads.mlir.
+Below them, ``tilecraft-prefetch-next-blocks`` (pipelines/prefetch_blocks.py), which reads of
+those blocks feed: where it prefetches, and that results do not move (its IR rules:
+tests/lit/pipelines/prefetch-next-blocks.mlir)."""
 
 from __future__ import annotations
 
@@ -50,3 +53,55 @@ def test_blocked_filters_match_onnxruntime(cin, cout, kernel, size, threads, mon
     assert blocked, "the filter was not blocked"
     assert all(int(blocks) * int(width) >= cout > int(width) for blocks, width in blocked)
     assert f"tensor<{kernel}x{kernel}x{cin}x{cout}xf32>, vector" not in scheduled
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_next_block_prefetched_on_first_pass(threads, monkeypatch):
+    """``tilecraft-prefetch-next-blocks`` (pipelines/prefetch_blocks.py): a filter-heavy layer,
+    whose tasks walk the filter block by block and reread each block per output row, gets
+    a first-pass version of its reduction nest that prefetches the next block; results are
+    unchanged. A layer whose tasks cycle through every block per pixel tile gets none."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", str(threads))
+    x = np.random.default_rng(2).standard_normal((1, 64, 7, 7)).astype(np.float32)
+    model = _conv_relu(64, 256, 3, 7)
+    expected = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    compiled = tilecraft.compile(model, keep_ir=True)
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-4, atol=1e-4)
+    loops = compiled.ir("loops")
+    prefetches = re.findall(r"memref\.prefetch %\w+\[(%\w+), .*locality<2>, data : memref<(\d+)x3x3x64x(\d+)xf32>",
+                            loops)
+    assert prefetches, "the next filter block was not prefetched"
+    # Every prefetch is at the next block, clamped to the last: min(block + 1, blocks - 1).
+    for block, _blocks, _width in prefetches:
+        assert re.search(rf"{block} = arith\.minui ", loops), block
+    assert re.search(r"scf\.if %\w+ -> \(vector<", loops), "the reduction nest was not versioned"
+
+    small = _conv_relu(16, 48, 1, 28)
+    assert "memref.prefetch" not in tilecraft.compile(small, keep_ir=True).ir("loops")
+
+
+def test_prefetch_changes_no_result_on_a_chain_and_the_benchmark_runs():
+    """benchmarks/conv_chain.py's chained filter-heavy layers: the build with next-block
+    prefetches and the one without (its ``prefetch_disabled``) compute the same bits, and
+    the benchmark's row (onnxruntime, tilecraft, prefetch off; its own numerics check) runs.
+    No timing is asserted; unknown cases are refused."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import conv_chain  # noqa: PLC0415  (the benchmark's model builder)
+
+    case = conv_chain.Case(7, 96)
+    model = conv_chain.chain(case, layers=2)
+    x = np.random.default_rng(3).standard_normal(conv_chain.input_shape(case)).astype(np.float32)
+    with_prefetch = tilecraft.compile(model, keep_ir=True)
+    with conv_chain.prefetch_disabled():
+        without = tilecraft.compile(model, keep_ir=True)
+    assert "memref.prefetch" in with_prefetch.ir("loops")
+    assert "memref.prefetch" not in without.ir("loops")
+    np.testing.assert_array_equal(with_prefetch(x=x), without(x=x))
+    row = conv_chain.run(case, layers=2, repeat=1)
+    assert row.startswith(case.name) and len(row.split()) == 9
+    with pytest.raises(SystemExit):
+        conv_chain.main(["--cases", "3x3-nothing"])

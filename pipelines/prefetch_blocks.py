@@ -1,0 +1,283 @@
+"""The next block of a block-major constant prefetched while the current one is read:
+``tilecraft-prefetch-next-blocks``.
+
+Why: a convolution's filter and a matmul's weights are stored block-major
+(blocked_constants.py, graph/weight_panels.py): ``W'[b, ..., V]``, where block ``b`` holds
+the ``V`` output channels (columns) of one register tile. The default schedules keep the
+output channels outermost in each task (schedule/plan.py ``channels_outer``), so a task reads
+block ``b`` once from memory, rereads it from L2 for its other pixel tiles (rows), then moves
+on to block ``b + 1``. In a model, no weight is still cached from the previous call (ResNet-50
+holds 100 MB of them), so every first pass over a block waits on memory: the hardware
+prefetchers follow the stream but stop at each 4 KB page and run only a few lines ahead.
+The hot loop then starves on exactly the layers whose blocks are large and reused by few
+pixels (ResNet-50's 7x7 and 14x14 stages: 295-590 KB per block, 7-28 pixel tiles each),
+which ran 1.25-1.4x slower than onnxruntime's kernels in the same rounds.
+
+Here each such read also prefetches the same position of block ``b + 1`` (clamped to the
+last block): while a task computes block ``b``, the lines of the next block arrive in L2
+(``memref.prefetch`` with locality 2, ``prefetcht1`` on x86), one cache line per line read.
+After the first pass over a block the prefetches hit in L2 and cost one load-port slot
+each. Measured on a C model of the 7x7x512 layer's loop (two threads, weights from memory):
+1.95 ms per layer without prefetch, 1.52-1.61 with; see docs/performance.md for the
+compiled layers and whole models.
+
+Which reads: ``vector.transfer_read`` of a ``memref.get_global`` constant of rank >= 3 whose
+leading dim (the blocks) is > 1, with a minor-identity map over whole rows of the last dim
+(index 0, vector width = the dim), inside an ``scf.for`` in which its block index does not
+change (the reduction loop of one register tile). A read whose block index moves with the
+loop already walks the blocks in order; prefetching ``b + 1`` there would fetch what the next
+iteration demands anyway. Runs after bufferization, before parallel loops are outlined.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Mapping
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from .ir_queries import defined_functions, defining_op, ops_where
+from .passes import register_pass
+
+PREFETCH_NEXT_BLOCKS = "tilecraft-prefetch-next-blocks"
+
+# Bytes of a cache line: one prefetch per line of the read.
+_LINE_BYTES = 64
+# At most this many prefetches per read: a larger read (a whole panel row of a matmul
+# read at once) already keeps the prefetchers busy, and its code would grow.
+_MAX_PREFETCHES_PER_READ = 16
+# Locality hint 2: into L2 (x86 prefetcht1). The block is reread from L2 by the task's
+# other tiles; L1 holds the current block's lines.
+_LOCALITY = 2
+# Which block is prefetched: the next one.
+_BLOCKS_AHEAD = 1
+
+
+def _global_constant(value: ir.Value) -> bool:
+    op = defining_op(value)
+    if op is None or op.name != "memref.get_global":
+        return False
+    memref_type = ir.MemRefType(value.type)
+    return memref_type.rank >= 3 and memref_type.has_static_shape and memref_type.shape[0] > 1
+
+
+def _invariant_in(value: ir.Value, loop: ir.Operation, depth: int = 0) -> bool:
+    """Whether ``value`` does not change across ``loop``'s iterations: defined outside it, or
+    a side-effect-free arith/affine op inside it on such values."""
+    op = defining_op(value)
+    if op is None:
+        owner = ir.BlockArgument(value).owner.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        return not _inside(owner, loop)
+    if not _inside(op, loop):
+        return True
+    if depth > 8 or not (op.name.startswith("arith.") or op.name == "affine.apply"):
+        return False
+    return all(_invariant_in(operand, loop, depth + 1) for operand in op.operands)
+
+
+def _inside(op: ir.Operation, loop: ir.Operation) -> bool:
+    """Whether ``op`` is ``loop`` or nested in it."""
+    while op is not None:
+        if op == loop:
+            return True
+        parent = op.parent
+        op = parent.operation if parent is not None and hasattr(parent, "operation") else parent
+    return False
+
+
+def _enclosing_for(op: ir.Operation) -> ir.Operation | None:
+    parent = op.parent
+    while parent is not None:
+        parent = parent.operation if hasattr(parent, "operation") else parent
+        if parent.name == "scf.for":
+            return parent
+        if parent.name in ("func.func", "scf.forall", "scf.parallel"):
+            return None
+        parent = parent.parent
+    return None
+
+
+def _blocked_read(op: ir.Operation) -> bool:
+    """A whole-row, in-bounds read of a block-major constant whose block index is invariant in
+    its innermost ``scf.for`` (see the module docstring)."""
+    if op.name != "vector.transfer_read" or not _global_constant(op.operands[0]):
+        return False
+    memref_type = ir.MemRefType(op.operands[0].type)
+    rank = memref_type.rank
+    if len(op.operands) != rank + 2:  # source, indices, padding: no mask
+        return False
+    vector_type = ir.VectorType(op.results[0].type)
+    permutation = ir.AffineMapAttr(op.attributes["permutation_map"]).value
+    if (str(permutation) != str(ir.AffineMap.get_minor_identity(rank, vector_type.rank))
+            or vector_type.rank >= rank or vector_type.shape[-1] != memref_type.shape[-1]):
+        return False
+    if not all(ir.BoolAttr(flag).value for flag in ir.ArrayAttr(op.attributes["in_bounds"])):
+        return False
+    last = defining_op(op.operands[rank])
+    if last is None or last.name != "arith.constant" or ir.IntegerAttr(last.attributes["value"]).value != 0:
+        return False
+    loop = _enclosing_for(op)
+    return loop is not None and _invariant_in(op.operands[1], loop)
+
+
+def _element_bits(element_type: ir.Type) -> int:
+    for kind in (ir.FloatType, ir.IntegerType):
+        if isinstance(element_type, kind):
+            return kind(element_type).width
+    return 8  # index or another type: prefetch per 64 elements at most
+
+
+def _line_offsets(vector_type: ir.VectorType, element_bytes: int) -> list[tuple[int, ...]]:
+    """Offsets (one per vector dim) of the first element of each cache line the read covers;
+    rows of the last dim are contiguous, so a row takes ``ceil(bytes / line)`` lines."""
+    *rows, width = vector_type.shape
+    per_line = max(_LINE_BYTES // element_bytes, 1)
+    columns = range(0, width, per_line)
+    return [(*row, column) for row in itertools.product(*(range(n) for n in rows)) for column in columns]
+
+
+def _uses(value: ir.Value, argument: ir.Value, depth: int = 0) -> bool:
+    """Whether ``value`` is computed from ``argument`` (through arith/affine ops)."""
+    if value == argument:
+        return True
+    op = defining_op(value)
+    if op is None or depth > 8:
+        return False
+    return any(_uses(operand, argument, depth + 1) for operand in op.operands)
+
+
+def _first_pass_loops(read: ir.Operation) -> list[ir.Operation] | None:
+    """The loops around ``read`` that reread its block, innermost first: those between it
+    and the loop where its block index changes whose induction variable none of its indices
+    use (a convolution's pixel rows and pixel tiles; the reduction loops over taps and input
+    channels are used and walk the block). ``None`` when a loop outside the one that changes
+    the block rereads the blocks (a task that cycles through all of them per pixel tile, as
+    the 56x56 layers do: the next block is read next anyway, and the whole filter is
+    reread, from cache when it fits)."""
+    indices = list(read.operands)[1:ir.MemRefType(read.operands[0].type).rank + 1]
+
+    def rereads(loop: ir.Operation, of: list[ir.Value]) -> bool:
+        induction = loop.regions[0].blocks[0].arguments[0]
+        return not any(_uses(index, induction) for index in of)
+
+    loops = []
+    loop = _enclosing_for(read)
+    while loop is not None and _invariant_in(indices[0], loop):
+        if rereads(loop, indices[1:]):
+            loops.append(loop)
+        loop = _enclosing_for(loop)
+    while loop is not None:
+        if rereads(loop, indices):
+            return None
+        loop = _enclosing_for(loop)
+    return loops
+
+
+def _prefetch_lines(read: ir.Operation) -> None:
+    """Prefetch, before ``read``, the lines of the next block at the position it reads."""
+    source = read.operands[0]
+    memref_type = ir.MemRefType(source.type)
+    rank = memref_type.rank
+    vector_type = ir.VectorType(read.results[0].type)
+    indices = list(read.operands)[1:rank + 1]
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(read), read.location:
+        ahead = arith.constant(index, _BLOCKS_AHEAD)
+        last_block = arith.constant(index, memref_type.shape[0] - 1)
+        following = arith.minui(arith.addi(indices[0], ahead), last_block)
+        shifts: dict[tuple[int, int], ir.Value] = {}
+
+        def shifted(dim: int, by: int) -> ir.Value:
+            """The read's index of vector dim ``dim`` plus ``by`` (made once)."""
+            if by == 0:
+                return indices[covered + dim]
+            if (dim, by) not in shifts:
+                shifts[dim, by] = arith.addi(indices[covered + dim], arith.constant(index, by))
+            return shifts[dim, by]
+
+        covered = rank - vector_type.rank  # the dims before the vector's
+        for offset in _line_offsets(vector_type, max(_element_bits(memref_type.element_type) // 8, 1)):
+            at = [following, *indices[1:covered], *(shifted(dim, by) for dim, by in enumerate(offset))]
+            memref.prefetch(source, at, False, _LOCALITY, True)
+
+
+def _few_lines(read: ir.Operation) -> bool:
+    vector_type = ir.VectorType(read.results[0].type)
+    bits = _element_bits(ir.MemRefType(read.operands[0].type).element_type)
+    return len(_line_offsets(vector_type, max(bits // 8, 1))) <= _MAX_PREFETCHES_PER_READ
+
+
+def _parent(op: ir.Operation) -> ir.Operation:
+    parent = op.parent
+    return parent.operation if hasattr(parent, "operation") else parent
+
+
+def _nest_in(read: ir.Operation, loop: ir.Operation) -> ir.Operation:
+    """The op of ``loop``'s body that holds ``read`` (its reduction nest, or the read)."""
+    op = read
+    while _parent(op) != loop:
+        op = _parent(op)
+    return op
+
+
+def _transfer_reads(root: ir.Operation) -> list[ir.Operation]:
+    return ops_where(root, lambda op: op.name == "vector.transfer_read")
+
+
+def prefetch_on_first_pass(nest: ir.Operation, rereading: list[ir.Operation],
+                           reads: list[ir.Operation]) -> None:
+    """Version ``nest`` (the loops under the innermost of ``rereading`` that walk the
+    blocks of ``reads``): when every loop of ``rereading`` is at its first iteration, a copy
+    of the nest whose reads also prefetch the next block runs; otherwise the nest as it was.
+
+    Why a version and not a guard in the loop: a prefetch that hits L2 still takes a load
+    slot and a fill buffer, and an ``scf.if`` around the prefetches inside the hot loop
+    made LLVM's code for it 1.4x slower (28x28x128 3x3 layers); prefetching on every pass
+    (branch-free) cost 8% there."""
+    position = [i for i, op in enumerate(_transfer_reads(nest)) if any(op == read for read in reads)]
+    with ir.InsertionPoint(nest), nest.location:
+        first = None
+        for loop in rereading:
+            at_start = arith.cmpi(arith.CmpIPredicate.eq, loop.regions[0].blocks[0].arguments[0],
+                                  loop.operands[0])
+            first = at_start if first is None else arith.andi(first, at_start)
+        version = scf.IfOp(first, [result.type for result in nest.results], has_else=True)
+    for result, replacement in zip(nest.results, version.results):
+        result.replace_all_uses_with(replacement)
+    with ir.InsertionPoint(version.then_block), nest.location:
+        copy = nest.clone()
+        scf.YieldOp(list(copy.results))
+    with ir.InsertionPoint(version.else_block), nest.location:
+        keep = scf.YieldOp(list(nest.results))
+    nest.move_before(keep.operation)
+    copied = _transfer_reads(copy)
+    for i in position:
+        _prefetch_lines(copied[i])
+
+
+@register_pass(
+    PREFETCH_NEXT_BLOCKS,
+    "Reads of a block-major constant (filter, weight panels) also prefetch the next block "
+    "into L2 on their first pass over a block, so that it does not wait on memory",
+)
+def prefetch_next_blocks_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    for function in defined_functions(module):
+        groups: list[tuple[ir.Operation, list[ir.Operation], list[ir.Operation]]] = []
+        for read in ops_where(function, lambda op: _blocked_read(op) and _few_lines(op)):
+            rereading = _first_pass_loops(read)
+            if rereading is None:
+                continue
+            if not rereading:
+                _prefetch_lines(read)  # each block is read once: every pass is the first
+                continue
+            nest = _nest_in(read, rereading[0])
+            for group_nest, _loops, group_reads in groups:
+                if group_nest == nest:
+                    group_reads.append(read)
+                    break
+            else:
+                groups.append((nest, rereading, [read]))
+        for nest, rereading, reads in groups:
+            prefetch_on_first_pass(nest, rereading, reads)
