@@ -13,20 +13,27 @@ The hot loop then starves on exactly the layers whose blocks are large and reuse
 pixels (ResNet-50's 7x7 and 14x14 stages: 295-590 KB per block, 7-28 pixel tiles each),
 which ran 1.25-1.4x slower than onnxruntime's kernels in the same rounds.
 
-Here each such read also prefetches the same position of block ``b + 1`` (clamped to the
-last block): while a task computes block ``b``, the lines of the next block arrive in L2
-(``memref.prefetch`` with locality 2, ``prefetcht1`` on x86), one cache line per line read.
-After the first pass over a block the prefetches hit in L2 and cost one load-port slot
-each. Measured on a C model of the 7x7x512 layer's loop (two threads, weights from memory):
-1.95 ms per layer without prefetch, 1.52-1.61 with; see docs/performance.md for the
-compiled layers and whole models.
+Here such a read also prefetches the same position of block ``b + 1`` (clamped to the last
+block), one ``memref.prefetch`` per cache line it reads, with locality 2 (``prefetcht1`` on
+x86: into L2, where the task's later passes reread the block from). Only on the first pass
+over a block: the loops between the read and the loop that changes ``b``, and whose
+induction variable the read does not use (a convolution's pixel rows and pixel tiles),
+reread the block, so the reduction nest under them is versioned (``scf.if`` they are all at
+their first iteration: a copy with the prefetches; else the nest as it was). A prefetch that
+hits L2 still takes a load slot and a fill buffer: prefetching on every pass cost 8% on
+layers that reread each block 112 times, and a guard inside the hot loop ran them at 0.71x
+(docs/performance.md, round 11). Measured on a C model of the 7x7x512 layer's loop (two
+threads, weights from memory): 1.95 ms per layer without prefetch, 1.52-1.61 with.
 
 Which reads: ``vector.transfer_read`` of a ``memref.get_global`` constant of rank >= 3 whose
 leading dim (the blocks) is > 1, with a minor-identity map over whole rows of the last dim
-(index 0, vector width = the dim), inside an ``scf.for`` in which its block index does not
-change (the reduction loop of one register tile). A read whose block index moves with the
-loop already walks the blocks in order; prefetching ``b + 1`` there would fetch what the next
-iteration demands anyway. Runs after bufferization, before parallel loops are outlined.
+(index 0, vector width = the dim), in bounds, inside an ``scf.for`` in which its block index
+does not change (the reduction loop of one register tile), needing at most
+``_MAX_PREFETCHES_PER_READ`` lines. Not when a loop outside the one that changes the block
+rereads the blocks (a task cycling through all of them per pixel tile, as the 56x56 layers'
+row-split tasks do): there the next block is read next anyway, and the whole filter is
+reread, from cache when it fits. Runs after bufferization, before parallel loops are
+outlined (each task still an ``scf.forall`` body).
 """
 
 from __future__ import annotations
