@@ -67,8 +67,7 @@ def compile(source: Any, options: CompileOptions | None = None,
         read = read_onnx_source(source, options.shape_dict)
         if read.has_strings:
             return _compile_around_strings(read.proto, read.shape_dict, options)
-        if read.name is not None:  # a path: imported from the proto read here, named by the path
-            source, source_name = read.proto, read.name
+        source, source_name = read.to_import(source)
     target = options.target
     if target.is_c:
         return _compile_c(source, options, source_name)

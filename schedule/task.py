@@ -415,7 +415,7 @@ def _read_once(model: Any, shape_dict: Any) -> tuple[Any, str | None]:
             "(the models of split_at_strings(model).segments that are not on_host, "
             "tilecraft.frontend.onnx.string_partition) into one records file; compiling the whole "
             "model with those records applies them (docs/tuning.md)")
-    return (read.proto, read.name) if read.name is not None else (model, None)
+    return read.to_import(model)
 
 
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,

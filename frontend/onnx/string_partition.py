@@ -124,6 +124,12 @@ class OnnxSource:
     name: str | None
     has_strings: bool
 
+    def to_import(self, source: Any) -> tuple[Any, str | None]:
+        """What to import for ``source`` (the value this was read from) and the name its
+        messages give it: the proto read here and its path when it came from a file (not
+        read again), else ``source`` itself, unnamed."""
+        return (self.proto, self.name) if self.name is not None else (source, None)
+
 
 def read_onnx_source(source: Any, shape_dict: Any = None) -> OnnxSource | None:
     """``source`` (anything ``tilecraft.compile`` takes; a
