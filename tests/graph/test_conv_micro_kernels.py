@@ -91,3 +91,29 @@ def test_register_tile_fits_the_register_file(width, out_channels, in_channels, 
     assert (pixels, channels, step) == expected
     vectors = -(-channels // lanes)
     assert pixels * vectors + step * vectors + 1 <= registers
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_producer_of_the_conv_input_is_no_epilogue(threads, monkeypatch):
+    """A layer with as many input as output channels on a model's NCHW input: the fused
+    NCHW -> NHWC transpose has the conv's output shape but computes its input. Taken for an
+    epilogue, it was fused into the accumulator tile's loop and recomputed whole per tile, as
+    one vector of every input channel (vector<2048x1x7xf32> at 2048 channels, which LLVM did
+    not finish compiling in 10 minutes). Now the group keeps one loop nest per op in each
+    task: no vector spans the channels, the results match."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", str(threads))
+    channels = 512
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((channels, channels, 1, 1)) / np.sqrt(channels)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 7, 7])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, channels, 7, 7)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    compiled = tilecraft.compile(model, keep_ir=True)
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-4, atol=1e-4)
+    assert f"vector<{channels}x1x7xf32>" not in compiled.ir("schedule")
