@@ -78,7 +78,8 @@ def structured_ops(root: ir.Operation) -> list[ir.Operation]:
     return ops_where(root, is_structured)
 
 
-def _element_bits(value_type: ir.Type) -> int:
+def element_bits(value_type: ir.Type) -> int:
+    """Bits of one element of ``value_type`` (a shaped type or an element type); 64 for index."""
     element = ir.ShapedType(value_type).element_type if isinstance(value_type, ir.ShapedType) else value_type
     if isinstance(element, ir.IntegerType):
         return ir.IntegerType(element).width
@@ -125,7 +126,7 @@ def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
         op_name=original.name,
         ranges=tuple(ranges),
         parallel=tuple("parallel" in it for it in iterators),
-        element_bits=_element_bits(result_type),
+        element_bits=element_bits(result_type),
         projected=projected,
         contraction=contraction,
         convolution=convolution,

@@ -45,6 +45,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from .ir_queries import defined_functions, defining_op, ops_where
+from .loop_nest import element_bits
 from .passes import register_pass
 
 PREFETCH_NEXT_BLOCKS = "tilecraft-prefetch-next-blocks"
@@ -84,25 +85,29 @@ def _invariant_in(value: ir.Value, loop: ir.Operation, depth: int = 0) -> bool:
     return all(_invariant_in(operand, loop, depth + 1) for operand in op.operands)
 
 
+def _parent(op: ir.Operation) -> ir.Operation | None:
+    parent = op.parent
+    return parent.operation if parent is not None and hasattr(parent, "operation") else parent
+
+
 def _inside(op: ir.Operation, loop: ir.Operation) -> bool:
     """Whether ``op`` is ``loop`` or nested in it."""
     while op is not None:
         if op == loop:
             return True
-        parent = op.parent
-        op = parent.operation if parent is not None and hasattr(parent, "operation") else parent
+        op = _parent(op)
     return False
 
 
 def _enclosing_for(op: ir.Operation) -> ir.Operation | None:
-    parent = op.parent
+    """The innermost ``scf.for`` around ``op`` within its task (None past a parallel loop)."""
+    parent = _parent(op)
     while parent is not None:
-        parent = parent.operation if hasattr(parent, "operation") else parent
         if parent.name == "scf.for":
             return parent
         if parent.name in ("func.func", "scf.forall", "scf.parallel"):
             return None
-        parent = parent.parent
+        parent = _parent(parent)
     return None
 
 
@@ -129,18 +134,11 @@ def _blocked_read(op: ir.Operation) -> bool:
     return loop is not None and _invariant_in(op.operands[1], loop)
 
 
-def _element_bits(element_type: ir.Type) -> int:
-    for kind in (ir.FloatType, ir.IntegerType):
-        if isinstance(element_type, kind):
-            return kind(element_type).width
-    return 8  # index or another type: prefetch per 64 elements at most
-
-
-def _line_offsets(vector_type: ir.VectorType, element_bytes: int) -> list[tuple[int, ...]]:
-    """Offsets (one per vector dim) of the first element of each cache line the read covers;
+def _line_offsets(read: ir.Operation) -> list[tuple[int, ...]]:
+    """Offsets (one per vector dim) of the first element of each cache line ``read`` covers;
     rows of the last dim are contiguous, so a row takes ``ceil(bytes / line)`` lines."""
-    *rows, width = vector_type.shape
-    per_line = max(_LINE_BYTES // element_bytes, 1)
+    *rows, width = ir.VectorType(read.results[0].type).shape
+    per_line = max(_LINE_BYTES * 8 // element_bits(read.operands[0].type), 1)
     columns = range(0, width, per_line)
     return [(*row, column) for row in itertools.product(*(range(n) for n in rows)) for column in columns]
 
@@ -205,20 +203,13 @@ def _prefetch_lines(read: ir.Operation) -> None:
             return shifts[dim, by]
 
         covered = rank - vector_type.rank  # the dims before the vector's
-        for offset in _line_offsets(vector_type, max(_element_bits(memref_type.element_type) // 8, 1)):
+        for offset in _line_offsets(read):
             at = [following, *indices[1:covered], *(shifted(dim, by) for dim, by in enumerate(offset))]
             memref.prefetch(source, at, False, _LOCALITY, True)
 
 
 def _few_lines(read: ir.Operation) -> bool:
-    vector_type = ir.VectorType(read.results[0].type)
-    bits = _element_bits(ir.MemRefType(read.operands[0].type).element_type)
-    return len(_line_offsets(vector_type, max(bits // 8, 1))) <= _MAX_PREFETCHES_PER_READ
-
-
-def _parent(op: ir.Operation) -> ir.Operation:
-    parent = op.parent
-    return parent.operation if hasattr(parent, "operation") else parent
+    return len(_line_offsets(read)) <= _MAX_PREFETCHES_PER_READ
 
 
 def _nest_in(read: ir.Operation, loop: ir.Operation) -> ir.Operation:

@@ -348,7 +348,7 @@ def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
             or not anchor_plan.decompose or not anchor_plan.register_tiles):
         return None
     shape = _shape(anchor.results[0])
-    if _feeds_anchor_inputs(unit):
+    if _feeds_anchor_inputs(unit, nest):
         return None
     for op in (root, *unit.producers):
         if op in (anchor,) or op.name == "linalg.fill":
@@ -360,7 +360,7 @@ def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
                                    len(nests[root].ranges))
 
 
-def _feeds_anchor_inputs(unit: FusionUnit) -> bool:
+def _feeds_anchor_inputs(unit: FusionUnit, nest: LoopNest) -> bool:
     """Whether a fused producer computes one of the anchor's inputs (not its init): an
     injective op before a convolution, such as the NCHW -> NHWC transpose of a model's
     input. Such an op is no epilogue even when its result has the conv's output shape (as
@@ -368,19 +368,9 @@ def _feeds_anchor_inputs(unit: FusionUnit) -> bool:
     recomputed whole (every input channel of the tile's pixels) for each tile of output
     channels, as one vector: vector<2048x1x7xf32> for a 2048-channel 1x1 layer on a 7x7
     NCHW input, which LLVM did not finish compiling in 10 minutes."""
-    anchor = unit.anchor
-    members = {op for op in (*unit.producers, *unit.reshapes)}
-    inputs = len(anchor.operands)
-    if "operandSegmentSizes" in anchor.attributes:
-        inputs = list(ir.DenseI32ArrayAttr(anchor.attributes["operandSegmentSizes"]))[0]
-    stack = list(anchor.operands)[:inputs]
-    while stack:
-        producer = defining_op(stack.pop())
-        if producer is None or producer not in members:
-            continue
-        if producer.name != "linalg.fill":
-            return True
-    return False
+    members = {op for op in (*unit.producers, *unit.reshapes) if op.name != "linalg.fill"}
+    inputs = list(unit.anchor.operands)[:nest.num_inputs]
+    return any(defining_op(value) in members for value in inputs)
 
 
 def _consumers_first(ops: list[ir.Operation]) -> list[ir.Operation]:
