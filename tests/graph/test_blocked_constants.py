@@ -83,7 +83,7 @@ def test_next_block_prefetched_on_first_pass(threads, monkeypatch):
 
 def test_prefetch_changes_no_result_on_a_chain_and_the_benchmark_runs():
     """benchmarks/conv_chain.py's chained filter-heavy layers: the build with next-block
-    prefetches and the one without (its ``prefetch_disabled``) compute the same bits, and
+    prefetches and the one without (its ``without_prefetch`` pipeline) compute the same bits, and
     the benchmark's row (onnxruntime, tilecraft, prefetch off; its own numerics check) runs.
     No timing is asserted; unknown cases are refused."""
     import sys
@@ -96,8 +96,7 @@ def test_prefetch_changes_no_result_on_a_chain_and_the_benchmark_runs():
     model = conv_chain.chain(case, layers=2)
     x = np.random.default_rng(3).standard_normal(conv_chain.input_shape(case)).astype(np.float32)
     with_prefetch = tilecraft.compile(model, keep_ir=True)
-    with conv_chain.prefetch_disabled():
-        without = tilecraft.compile(model, keep_ir=True)
+    without = tilecraft.compile(model, keep_ir=True, pipeline=conv_chain.without_prefetch())
     assert "memref.prefetch" in with_prefetch.ir("loops")
     assert "memref.prefetch" not in without.ir("loops")
     np.testing.assert_array_equal(with_prefetch(x=x), without(x=x))
