@@ -16,24 +16,30 @@ which ran 1.25-1.4x slower than onnxruntime's kernels in the same rounds.
 Here such a read also prefetches the same position of block ``b + 1`` (clamped to the last
 block), one ``memref.prefetch`` per cache line it reads, with locality 2 (``prefetcht1`` on
 x86: into L2, where the task's later passes reread the block from). Only on the first pass
-over a block: the loops between the read and the loop that changes ``b``, and whose
-induction variable the read does not use (a convolution's pixel rows and pixel tiles),
-reread the block, so the reduction nest under them is versioned (``scf.if`` they are all at
+over a block: the loops around the read whose induction variable it does not use (a
+convolution's pixel rows and pixel tiles) reread the block, so the nest under the innermost
+of them is versioned (``scf.if`` they are all at
 their first iteration: a copy with the prefetches; else the nest as it was). A prefetch that
 hits L2 still takes a load slot and a fill buffer: prefetching on every pass cost 8% on
 layers that reread each block 112 times, and a guard inside the hot loop ran them at 0.71x
 (docs/performance.md, round 11). Measured on a C model of the 7x7x512 layer's loop (two
 threads, weights from memory): 1.95 ms per layer without prefetch, 1.52-1.61 with.
 
+Matmuls too: a weight matrix stored as column panels (graph/weight_panels.py,
+``W'[panel, k, V]``) is read one k row at a time, and each row tile of a task cycles through
+the task's panels. The loop that rereads is then outside the one that changes the block, and
+the nest versioned is the one under it: the first row tile, which reads the panels from
+memory, prefetches the next panel's row as it reads one (BERT's 2-layer encoder: 1.05x;
+a chain of four 768 -> 3072 -> 768 FFN layers: 1.06x; docs/performance.md, round 12). The
+56x56 convolutions' tasks, which cycle through every filter block per pixel tile, get the
+same: a prefetching copy of the first pixel tile's cycle.
+
 Which reads: ``vector.transfer_read`` of a ``memref.get_global`` constant of rank >= 3 whose
 leading dim (the blocks) is > 1, with a minor-identity map over whole rows of the last dim
-(index 0, vector width = the dim), in bounds, inside an ``scf.for`` in which its block index
-does not change (the reduction loop of one register tile), needing at most
-``_MAX_PREFETCHES_PER_READ`` lines. Not when a loop outside the one that changes the block
-rereads the blocks (a task cycling through all of them per pixel tile, as the 56x56 layers'
-row-split tasks do): there the next block is read next anyway, and the whole filter is
-reread, from cache when it fits. Runs after bufferization, before parallel loops are
-outlined (each task still an ``scf.forall`` body).
+(index 0, vector width = the dim; a vector that also spans the block dim spans one block),
+in bounds, inside an ``scf.for`` in which its block index does not change (the reduction
+loop of one register tile), needing at most ``_MAX_PREFETCHES_PER_READ`` lines. Runs after
+bufferization, before parallel loops are outlined (each task still an ``scf.forall`` body).
 """
 
 from __future__ import annotations
@@ -123,7 +129,8 @@ def _blocked_read(op: ir.Operation) -> bool:
     vector_type = ir.VectorType(op.results[0].type)
     permutation = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     if (str(permutation) != str(ir.AffineMap.get_minor_identity(rank, vector_type.rank))
-            or vector_type.rank >= rank or vector_type.shape[-1] != memref_type.shape[-1]):
+            or vector_type.rank > rank or vector_type.shape[-1] != memref_type.shape[-1]
+            or (vector_type.rank == rank and vector_type.shape[0] != 1)):
         return False
     if not all(ir.BoolAttr(flag).value for flag in ir.ArrayAttr(op.attributes["in_bounds"])):
         return False
@@ -134,10 +141,22 @@ def _blocked_read(op: ir.Operation) -> bool:
     return loop is not None and _invariant_in(op.operands[1], loop)
 
 
+def _row_shape(read: ir.Operation) -> tuple[int, list[int]]:
+    """(the first memref dim the vector spans past the block dim, the vector's shape over
+    the dims from there): a vector that also spans the block dim (``vector<1x1x32>`` of a
+    matmul's panel row) spans one block, so that dim is left out."""
+    shape = ir.VectorType(read.results[0].type).shape
+    covered = ir.MemRefType(read.operands[0].type).rank - len(shape)
+    if covered == 0:
+        return 1, shape[1:]
+    return covered, shape
+
+
 def _line_offsets(read: ir.Operation) -> list[tuple[int, ...]]:
-    """Offsets (one per vector dim) of the first element of each cache line ``read`` covers;
-    rows of the last dim are contiguous, so a row takes ``ceil(bytes / line)`` lines."""
-    *rows, width = ir.VectorType(read.results[0].type).shape
+    """Offsets (one per vector dim past the block dim) of the first element of each cache
+    line ``read`` covers; rows of the last dim are contiguous, so a row takes
+    ``ceil(bytes / line)`` lines."""
+    *rows, width = _row_shape(read)[1]
     per_line = max(_LINE_BYTES * 8 // element_bits(read.operands[0].type), 1)
     columns = range(0, width, per_line)
     return [(*row, column) for row in itertools.product(*(range(n) for n in rows)) for column in columns]
@@ -153,14 +172,14 @@ def _uses(value: ir.Value, argument: ir.Value, depth: int = 0) -> bool:
     return any(_uses(operand, argument, depth + 1) for operand in op.operands)
 
 
-def _first_pass_loops(read: ir.Operation) -> list[ir.Operation] | None:
-    """The loops around ``read`` that reread its block, innermost first: those between it
-    and the loop where its block index changes whose induction variable none of its indices
-    use (a convolution's pixel rows and pixel tiles; the reduction loops over taps and input
-    channels are used and walk the block). ``None`` when a loop outside the one that changes
-    the block rereads the blocks (a task that cycles through all of them per pixel tile, as
-    the 56x56 layers do: the next block is read next anyway, and the whole filter is
-    reread, from cache when it fits)."""
+def _first_pass_loops(read: ir.Operation) -> list[ir.Operation]:
+    """The loops around ``read`` (within its task) that reread its block, innermost first:
+    those whose induction variable none of its indices use. Inside the loop where its block
+    index changes: a convolution's pixel rows and pixel tiles (the reduction loops over taps
+    and input channels are used and walk the block). Outside it: a matmul's row tiles, each
+    of which cycles through the task's weight panels, and the 56x56 convolutions' rows and
+    pixel tiles, each of which cycles through every filter block. The first pass over a
+    block is the one where all of them are at their first iteration."""
     indices = list(read.operands)[1:ir.MemRefType(read.operands[0].type).rank + 1]
 
     def rereads(loop: ir.Operation, of: list[ir.Value]) -> bool:
@@ -169,13 +188,10 @@ def _first_pass_loops(read: ir.Operation) -> list[ir.Operation] | None:
 
     loops = []
     loop = _enclosing_for(read)
-    while loop is not None and _invariant_in(indices[0], loop):
-        if rereads(loop, indices[1:]):
-            loops.append(loop)
-        loop = _enclosing_for(loop)
     while loop is not None:
-        if rereads(loop, indices):
-            return None
+        inside_block_loop = _invariant_in(indices[0], loop)
+        if rereads(loop, indices[1:] if inside_block_loop else indices):
+            loops.append(loop)
         loop = _enclosing_for(loop)
     return loops
 
@@ -185,8 +201,8 @@ def _prefetch_lines(read: ir.Operation) -> None:
     source = read.operands[0]
     memref_type = ir.MemRefType(source.type)
     rank = memref_type.rank
-    vector_type = ir.VectorType(read.results[0].type)
     indices = list(read.operands)[1:rank + 1]
+    covered = _row_shape(read)[0]  # the dims before the vector's rows
     index = ir.IndexType.get()
     with ir.InsertionPoint(read), read.location:
         ahead = arith.constant(index, _BLOCKS_AHEAD)
@@ -202,7 +218,6 @@ def _prefetch_lines(read: ir.Operation) -> None:
                 shifts[dim, by] = arith.addi(indices[covered + dim], arith.constant(index, by))
             return shifts[dim, by]
 
-        covered = rank - vector_type.rank  # the dims before the vector's
         for offset in _line_offsets(read):
             at = [following, *indices[1:covered], *(shifted(dim, by) for dim, by in enumerate(offset))]
             memref.prefetch(source, at, False, _LOCALITY, True)
@@ -265,8 +280,6 @@ def prefetch_next_blocks_pass(module: ir.Operation, options: Mapping[str, str]) 
         groups: list[tuple[ir.Operation, list[ir.Operation], list[ir.Operation]]] = []
         for read in ops_where(function, lambda op: _blocked_read(op) and _few_lines(op)):
             rereading = _first_pass_loops(read)
-            if rereading is None:
-                continue
             if not rereading:
                 _prefetch_lines(read)  # each block is read once: every pass is the first
                 continue

@@ -345,7 +345,8 @@ def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     anchor, root = unit.anchor, unit.root
     nest = nests[anchor]
     if (root == anchor or unit.reshapes or not nest.convolution or not nest.convolution[2]
-            or not anchor_plan.decompose or not anchor_plan.register_tiles):
+            or not anchor_plan.decompose or not anchor_plan.register_tiles
+            or (anchor_plan.cache_tiles and any(anchor_plan.cache_tiles))):
         return None
     shape = _shape(anchor.results[0])
     if _feeds_anchor_inputs(unit, nest):

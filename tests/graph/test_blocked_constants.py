@@ -60,7 +60,8 @@ def test_next_block_prefetched_on_first_pass(threads, monkeypatch):
     """``tilecraft-prefetch-next-blocks`` (pipelines/prefetch_blocks.py): a filter-heavy layer,
     whose tasks walk the filter block by block and reread each block per output row, gets
     a first-pass version of its reduction nest that prefetches the next block; results are
-    unchanged. A layer whose tasks cycle through every block per pixel tile gets none."""
+    unchanged. A layer whose tasks cycle through every block per pixel tile gets its
+    prefetches in a first-pass version of that cycle only."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", str(threads))
     x = np.random.default_rng(2).standard_normal((1, 64, 7, 7)).astype(np.float32)
     model = _conv_relu(64, 256, 3, 7)
@@ -78,7 +79,46 @@ def test_next_block_prefetched_on_first_pass(threads, monkeypatch):
     assert re.search(r"scf\.if %\w+ -> \(vector<", loops), "the reduction nest was not versioned"
 
     small = _conv_relu(16, 48, 1, 28)
-    assert "memref.prefetch" not in tilecraft.compile(small, keep_ir=True).ir("loops")
+    x = np.random.default_rng(4).standard_normal((1, 16, 28, 28)).astype(np.float32)
+    expected = ort.InferenceSession(small.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    compiled = tilecraft.compile(small, keep_ir=True)
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-4, atol=1e-4)
+    loops = compiled.ir("loops")
+    # One version per task: the prefetching copy of the pixel tile's block loop, and the
+    # copy as it was; no prefetch outside the copy.
+    assert "memref.prefetch" in loops
+    versions = re.findall(r"scf\.if %\w+ \{", loops)
+    assert versions, "the cycle through the blocks was not versioned"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_weight_panels_prefetched_on_the_first_row_tile(threads, monkeypatch):
+    """A matmul's weights as column panels (graph/weight_panels.py): each row tile of a task
+    cycles through its panels, so the first row tile (the one that reads them from memory)
+    prefetches the next panel's row as it reads one; the other row tiles run the loop as it
+    was. Results match onnxruntime on one and two threads."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", str(threads))
+    rng = np.random.default_rng(5)
+    weights = numpy_helper.from_array((rng.standard_normal((256, 512)) / 16).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 512])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    compiled = tilecraft.compile(model, keep_ir=True)
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-4, atol=1e-4)
+    loops = compiled.ir("loops")
+    panels = re.findall(r"memref\.prefetch %\w+\[(%\w+), %\w+, %\w+\], read, locality<2>, data : "
+                        r"memref<(\d+)x256x(\d+)xf32>", loops)
+    assert panels, "the next weight panel was not prefetched"
+    for panel, count, width in panels:
+        assert int(count) * int(width) == 512
+        assert re.search(rf"{panel} = arith\.minui ", loops), panel
+    assert re.search(r"scf\.if %\w+ \{", loops), "the first row tile was not versioned"
 
 
 def test_prefetch_changes_no_result_on_a_chain_and_the_benchmark_runs():

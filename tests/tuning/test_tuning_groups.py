@@ -3,9 +3,13 @@ one loop nest, a record for a group applies to its anchor when the model (or the
 payload, which is what the measurement worker builds) is compiled, and the group stays one
 loop nest with the tuned plan."""
 
+import re
+
 import mlir_text
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+
 import tilecraft
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import extract_tasks, space_for
@@ -78,3 +82,35 @@ def test_a_group_record_applies_to_the_model_and_to_the_task_payload(tmp_path, m
         assert "vector<4x" in scheduled and "vector<4x" not in default.ir("schedule")
         assert tuned.kernel_count == default.kernel_count == 1
         np.testing.assert_allclose(tuned(a, b, bias), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_an_input_channel_cache_block_applies_to_a_conv_group(tmp_path):
+    """ConvSpace's ``cache_ic`` splits a convolution's input channels into blocks, each
+    accumulated into the task's output before the next (onnxruntime's NCHWc kernels work
+    so: the filter slice of one block stays in L1). In a group with an epilogue (bias,
+    ReLU) the epilogue then runs once, after the last block, not on each register tile's
+    accumulators: before that, the group dropped the knob, so every value of it built the
+    same kernel and the tuner measured one schedule under many names."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array((rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4),
+         helper.make_node("Relu", ["c"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 28, 28])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 28, 28])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    (task,) = [t for t in extract_tasks(model, TARGET) if t.kind == "conv2d"]
+    space = space_for(task, TARGET)
+    config = {**space.default(), "cache_ic": 16}
+    assert space.is_valid(config)
+    records = tmp_path / "records.jsonl"
+    _write_record(records, task, config)
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    default = tilecraft.compile(model, target=TARGET, keep_ir=True)
+    tuned = tilecraft.compile(model, target=TARGET, tuning_records=records, keep_ir=True)
+    np.testing.assert_allclose(tuned(x), default(x), rtol=1e-4, atol=1e-4)
+    # Blocks of 16 input channels around the register tiles, in the tuned build only.
+    block_loop = r"scf\.for %\w+ = %c0 to %c64 step %c16 .*\n(.*\n){0,3}\s*scf\.for"
+    assert re.search(block_loop, tuned.ir("loops"))
+    assert not re.search(block_loop, default.ir("loops"))
