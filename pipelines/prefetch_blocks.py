@@ -182,15 +182,11 @@ def _first_pass_loops(read: ir.Operation) -> list[ir.Operation]:
     block is the one where all of them are at their first iteration."""
     indices = list(read.operands)[1:ir.MemRefType(read.operands[0].type).rank + 1]
 
-    def rereads(loop: ir.Operation, of: list[ir.Value]) -> bool:
-        induction = loop.regions[0].blocks[0].arguments[0]
-        return not any(_uses(index, induction) for index in of)
-
     loops = []
     loop = _enclosing_for(read)
     while loop is not None:
-        inside_block_loop = _invariant_in(indices[0], loop)
-        if rereads(loop, indices[1:] if inside_block_loop else indices):
+        induction = loop.regions[0].blocks[0].arguments[0]
+        if not any(_uses(index, induction) for index in indices):
             loops.append(loop)
         loop = _enclosing_for(loop)
     return loops
