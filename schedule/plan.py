@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
@@ -592,5 +592,25 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
     else:
         plan = _plan_generic(nest, tag, lanes, num_threads)
     if num_threads == 1 or _work(nest) < min_work or not plan.thread_tiles:
+        if nest.contraction and plan.thread_tiles:
+            plan = _column_blocks(nest, plan)
         plan = OpSchedule(**{**plan.__dict__, "thread_tiles": None})
     return plan
+
+
+def _column_blocks(nest: LoopNest, plan: OpSchedule) -> OpSchedule:
+    """A contraction without a thread level keeps its tasks' column blocks as a sequential
+    cache level, outside the K block (GotoBLAS's jc loop): each B block (K block x task
+    columns, sized to half of L2 by ``_plan_contraction``) is then reread from L2 by every
+    row tile. Without it, one thread's row tiles each streamed all of B's columns: BERT's
+    768 x 3072 FFN weights, 4.7 MB per K block, from L3 once per 8 rows, and the layer ran at
+    68 GFLOPS against onnxruntime's 96 on one thread."""
+    _batch, _m_dims, n_dims, _k_dims = nest.contraction
+    panels = weight_panel_dims(nest)
+    column = panels[0] if panels is not None else n_dims[-1]
+    block = plan.thread_tiles[column]
+    if not block or block >= nest.ranges[column]:
+        return plan
+    cache = list(plan.cache_tiles or (0,) * len(nest.ranges))
+    cache[column] = block
+    return replace(plan, cache_tiles=tuple(cache))

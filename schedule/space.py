@@ -329,6 +329,13 @@ class MatmulSpace(ScheduleSpace):
         if config["cache_k"]:
             cache = [0] * n_loops
             cache[self.k] = config["cache_k"]
+        column = self.panels[0] if self.panels else self.n
+        default_cache = self.default_plan.cache_tiles
+        if thread is None and default_cache and default_cache[column]:
+            # No thread level: the default plan's column blocks stay, as a cache level
+            # outside the K block (plan.py ``_column_blocks``), whatever the other knobs.
+            cache = cache or [0] * n_loops
+            cache[column] = default_cache[column]
         register = [0] * n_loops
         for d in self.nest.parallel_dims:
             register[d] = 1

@@ -4,6 +4,7 @@ residual) and alone, and the shapes the pass leaves as they are."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -63,3 +64,29 @@ def test_bert_layer_on_panels_against_onnxruntime(monkeypatch, threads):
     module = tilecraft.compile(model, keep_ir=True)
     assert module.ir("graph").count("tilecraft.weight_panels = 32") == 4
     np.testing.assert_allclose(module(x), _reference(model, {"x": x}), rtol=1e-4, atol=1e-4)
+
+
+def test_one_thread_keeps_column_blocks_of_the_panels(monkeypatch):
+    """On one thread there is no thread level, and the tasks' column blocks (whole panels,
+    a B block sized to half of L2) stay as a sequential loop outside the K block: each row
+    tile rereads one block of panels from L2, not every panel from L3 (plan.py
+    ``_column_blocks``). On two threads the same blocks are the tasks."""
+    rng = np.random.default_rng(3)
+    m, k, n = 128, 768, 3072
+    weights = numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "wide",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    block_loop = r"scf\.for %\w+ = %c0 to %c96 step %c(\d+) "
+    for threads in ("1", "2"):
+        monkeypatch.setenv("TILECRAFT_NUM_THREADS", threads)
+        module = tilecraft.compile(model, keep_ir=True)
+        np.testing.assert_allclose(module(x), _reference(model, {"x": x}), rtol=1e-4, atol=1e-4)
+        # Loops over the 96 panels in steps of a block (the zero fill walks them by 1).
+        blocks = [int(b) for b in re.findall(block_loop, module.ir("schedule")) if int(b) > 1]
+        if threads == "1":
+            assert blocks and all(b < 96 for b in blocks), blocks
+        else:
+            assert not blocks and "scf.forall" in module.ir("schedule")
