@@ -74,23 +74,23 @@ def test_dynamic_only_model_has_no_task():
         extract_tasks(mlir_text.dynamic_matmul(), TARGET)
 
 
-def panel_matmul() -> str:
+def panel_matmul(panels: int = 8) -> str:
     """A matmul on weight panels (pipelines/graph/weight_panels.py): C'[m, nb, j] += A[m, k] * B'[nb, k, j]."""
-    return """
-func.func @main(%a: tensor<128x256xf32>, %w: tensor<8x256x32xf32>) -> tensor<128x8x32xf32> {
+    return f"""
+func.func @main(%a: tensor<128x256xf32>, %w: tensor<{panels}x256x32xf32>) -> tensor<128x{panels}x32xf32> {{
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<128x8x32xf32>
-  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<128x8x32xf32>) -> tensor<128x8x32xf32>
-  %c = linalg.generic {indexing_maps = [affine_map<(m, nb, j, k) -> (m, k)>, affine_map<(m, nb, j, k) -> (nb, k, j)>, affine_map<(m, nb, j, k) -> (m, nb, j)>],
-                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-       ins(%a, %w : tensor<128x256xf32>, tensor<8x256x32xf32>) outs(%f : tensor<128x8x32xf32>) {
+  %e = tensor.empty() : tensor<128x{panels}x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<128x{panels}x32xf32>) -> tensor<128x{panels}x32xf32>
+  %c = linalg.generic {{indexing_maps = [affine_map<(m, nb, j, k) -> (m, k)>, affine_map<(m, nb, j, k) -> (nb, k, j)>, affine_map<(m, nb, j, k) -> (m, nb, j)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}}
+       ins(%a, %w : tensor<128x256xf32>, tensor<{panels}x256x32xf32>) outs(%f : tensor<128x{panels}x32xf32>) {{
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %p : f32
     linalg.yield %s : f32
-  } -> tensor<128x8x32xf32>
-  return %c : tensor<128x8x32xf32>
-}
+  }} -> tensor<128x{panels}x32xf32>
+  return %c : tensor<128x{panels}x32xf32>
+}}
 """
 
 
@@ -100,7 +100,7 @@ def test_default_point_is_the_default_schedule(threads, matmul_64):
                mlir_text.depthwise_nhwc(1, 10, 10, 32, 3, 3),
                mlir_text.pooling_nchw("max", 1, 16, 8, 8, 2),
                mlir_text.softmax(64, 256), mlir_text.elementwise((64, 128), 2, ["%s = arith.addf %in0, %in1 : f32", "linalg.yield %s : f32"]),
-               panel_matmul()]
+               panel_matmul(), panel_matmul(24)]
     target = Target.parse(TARGET)
     target = Target(mcpu=target.mcpu, num_threads=threads)
     for source in sources:
@@ -111,6 +111,21 @@ def test_default_point_is_the_default_schedule(threads, matmul_64):
             expected = plan_default_schedule(task_nest(task), 3, vector_bits=512,
                                              num_threads=threads, caches=target.caches)
             assert space.plan(space.validate(default), 3) == expected, task.name
+
+
+def test_points_without_a_thread_level_keep_the_column_blocks():
+    """On one thread a matmul's default plan keeps its column blocks (8 of 24 panels) as a
+    cache level outside the K block (plan.py ``_column_blocks``); so does every other point
+    of its space, whatever its register tiles."""
+    target = Target.parse(TARGET)
+    target = Target(mcpu=target.mcpu, num_threads=1)
+    (task,) = [t for t in extract_tasks(panel_matmul(24), target) if t.kind == "matmul"]
+    space = space_for(task, target)
+    panel = space.panels[0]
+    assert space.default_plan.thread_tiles is None
+    assert space.default_plan.cache_tiles[panel] == 8
+    other = space.validate({**space.default(), "reg_m": 4})
+    assert space.plan(other).cache_tiles[panel] == 8
 
 
 def test_packing_one_panel_per_task_is_not_a_point(matmul_64):
