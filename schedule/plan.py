@@ -583,7 +583,8 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
         thread[outer] = 1 if extent < 0 else max(1, -(-extent // num_threads))
         return OpSchedule(tag, thread_tiles=tuple(thread))
     min_work = _MIN_PARALLEL_WORK
-    if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
+    contraction = bool(nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2])
+    if contraction:
         plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
     elif nest.convolution and nest.op_name in DECOMPOSABLE:
         plan = _plan_convolution(nest, tag, lanes, num_threads, vector_registers(vector_bits))
@@ -592,7 +593,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
     else:
         plan = _plan_generic(nest, tag, lanes, num_threads)
     if num_threads == 1 or _work(nest) < min_work or not plan.thread_tiles:
-        if nest.contraction and plan.thread_tiles:
+        if contraction and plan.thread_tiles:
             plan = _column_blocks(nest, plan)
         plan = OpSchedule(**{**plan.__dict__, "thread_tiles": None})
     return plan
