@@ -332,6 +332,13 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       reduction_tiles=tuple(reduction), vectorize=True)
 
 
+def column_loop(nest: LoopNest) -> int:
+    """The loop a contraction's column blocks tile: whole weight panels where B is stored as
+    panels (``weight_panel_dims``), else N."""
+    panels = weight_panel_dims(nest)
+    return panels[0] if panels is not None else nest.contraction[2][-1]
+
+
 def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
     """(panel loop, column-in-panel loop) of a contraction whose B is packed as column
     panels ``B'[nb, k, j]`` and whose output is ``C[m, nb, j]`` (weight_panels.py), or None."""
@@ -606,9 +613,7 @@ def _column_blocks(nest: LoopNest, plan: OpSchedule) -> OpSchedule:
     row tile. Without it, one thread's row tiles each streamed all of B's columns: BERT's
     768 x 3072 FFN weights, 4.7 MB per K block, from L3 once per 8 rows, and the layer ran at
     68 GFLOPS against onnxruntime's 96 on one thread."""
-    _batch, _m_dims, n_dims, _k_dims = nest.contraction
-    panels = weight_panel_dims(nest)
-    column = panels[0] if panels is not None else n_dims[-1]
+    column = column_loop(nest)
     block = plan.thread_tiles[column]
     if not block or block >= nest.ranges[column]:
         return plan

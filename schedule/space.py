@@ -42,6 +42,7 @@ from .group import find_fusion_units
 from .plan import (
     OpSchedule,
     channels_outer,
+    column_loop,
     conv_channel_dim,
     generic_vector_dim,
     plan_default_schedule,
@@ -329,7 +330,7 @@ class MatmulSpace(ScheduleSpace):
         if config["cache_k"]:
             cache = [0] * n_loops
             cache[self.k] = config["cache_k"]
-        column = self.panels[0] if self.panels else self.n
+        column = column_loop(self.nest)
         default_cache = self.default_plan.cache_tiles
         if thread is None and default_cache and default_cache[column]:
             # No thread level: the default plan's column blocks stay, as a cache level
