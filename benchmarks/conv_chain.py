@@ -1,8 +1,10 @@
 """Convolution layers as a model runs them: chains of identical Conv + ReLU layers, tilecraft
-beside onnxruntime, and tilecraft without the next-block prefetch, in alternating rounds.
+beside onnxruntime and beside a variant of its pipeline (without the next-block prefetch,
+or with Winograd convolutions), in alternating rounds.
 
     .venv/bin/python benchmarks/conv_chain.py
     .venv/bin/python benchmarks/conv_chain.py --cases 7x7-512,14x14-256 --layers 4 --repeat 30
+    .venv/bin/python benchmarks/conv_chain.py --variant winograd
 
 Why chains: a benchmark of one convolution calls it with its filter still in L2 from the
 previous call (ResNet-50's 14x14 layer: 2.4 MB over two cores' 2 MB each), so it times the
@@ -15,8 +17,10 @@ once per chain, alike for both runtimes.
 onnxruntime runs with its pool threads not spinning
 (``session.intra_op.allow_spinning = 0``): spinning on after a call, they took a core from
 the runner after them (docs/performance.md, round 11: tilecraft's 2-thread convolutions
-then ran at 1-thread speed). ``prefetch off`` is the same model compiled by the default
-pipeline less ``tilecraft-prefetch-next-blocks`` (pipelines/prefetch_blocks.py).
+then ran at 1-thread speed). The variant (``--variant``) is the same model compiled by an
+edited default pipeline: ``prefetch-off`` less ``tilecraft-prefetch-next-blocks``
+(pipelines/prefetch_blocks.py), ``winograd`` with ``tilecraft-winograd-conv{tile=4}``
+appended to its graph stage (pipelines/graph/winograd.py).
 
 Times are medians per chain in ms; ``x ort`` is the time / onnxruntime's (below 1: faster
 than onnxruntime). No thresholds: the figures are quoted in notes and docs/performance.md.
@@ -35,6 +39,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
 from tilecraft.pipelines import Pipeline, cpu_pipeline
+from tilecraft.pipelines.graph.winograd import winograd_elements
 from tilecraft.pipelines.prefetch_blocks import PREFETCH_NEXT_BLOCKS
 from tilecraft.runtime.timing import alternating
 
@@ -106,23 +111,33 @@ def without_prefetch() -> Pipeline:
     return pipeline.replace("loops", [p for p in loops.passes if p != PREFETCH_NEXT_BLOCKS])
 
 
-def run(case: Case, layers: int, repeat: int) -> str:
+def with_winograd() -> Pipeline:
+    """The default pipeline with 3x3 stride-1 convolutions in Winograd form (F(4x4, 3x3)),
+    the rewrite appended to the graph stage after its constant folding."""
+    pipeline = cpu_pipeline("llvm", opt_level=3)
+    return pipeline.replace("graph", [*pipeline.stage("graph").passes, *winograd_elements(4)])
+
+
+VARIANTS = {"prefetch-off": without_prefetch, "winograd": with_winograd}
+
+
+def run(case: Case, layers: int, repeat: int, variant: str = "prefetch-off") -> str:
     model = chain(case, layers)
     x = np.random.default_rng(1).standard_normal(input_shape(case), dtype=np.float32)
     options = ort.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     compiled = tilecraft.compile(model)
-    without = tilecraft.compile(model, pipeline=without_prefetch())
+    varied = tilecraft.compile(model, pipeline=VARIANTS[variant]())
     expected = session.run(None, {"x": x})[0]
-    for module in (compiled, without):
+    for module in (compiled, varied):
         np.testing.assert_allclose(module(x=x), expected, rtol=1e-3, atol=1e-3)
     times = alternating({"ort": lambda: session.run(None, {"x": x}), "tilecraft": lambda: compiled(x=x),
-                         "off": lambda: without(x=x)}, repeat, min_sample_s=0.03, pause_s=0.02)
+                         "variant": lambda: varied(x=x)}, repeat, min_sample_s=0.03, pause_s=0.02)
     gflop = case.gflop(layers)
     return (f"{case.name:12s} {times['ort'] * 1e3:8.3f} {times['tilecraft'] * 1e3:10.3f} "
-            f"{times['off'] * 1e3:13.3f} {times['tilecraft'] / times['ort']:9.2f} "
-            f"{times['off'] / times['ort']:10.2f} {times['off'] / times['tilecraft']:9.2f} "
+            f"{times['variant'] * 1e3:13.3f} {times['tilecraft'] / times['ort']:9.2f} "
+            f"{times['variant'] / times['ort']:10.2f} {times['variant'] / times['tilecraft']:9.2f} "
             f"{gflop / times['tilecraft']:8.0f} {gflop / times['ort']:6.0f}")
 
 
@@ -131,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     parser.add_argument("--layers", type=int, default=4, help="layers per chain (default 4)")
     parser.add_argument("--repeat", type=int, default=20, help="alternating rounds (default 20)")
+    parser.add_argument("--variant", choices=sorted(VARIANTS), default="prefetch-off",
+                        help="the pipeline variant timed beside the default (default prefetch-off)")
     args = parser.parse_args(argv)
     names = [name for name in args.cases.split(",") if name]
     unknown = [name for name in names if name not in CASES]
@@ -139,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.layers < 1 or args.repeat < 1:
         parser.error("--layers and --repeat must be >= 1")
     print(f"{args.layers} chained Conv+ReLU layers per case; medians of {args.repeat} alternating rounds, ms per chain")
-    print(f"{'case':12s} {'ort':>8s} {'tilecraft':>10s} {'prefetch off':>13s} {'tc x ort':>9s} "
-          f"{'off x ort':>10s} {'off / tc':>9s} {'tc GF/s':>8s} {'ort GF/s':>6s}")
+    print(f"{'case':12s} {'ort':>8s} {'tilecraft':>10s} {args.variant:>13s} {'tc x ort':>9s} "
+          f"{'var x ort':>10s} {'var / tc':>9s} {'tc GF/s':>8s} {'ort GF/s':>6s}")
     for name in names:
-        print(run(CASES[name], args.layers, args.repeat), flush=True)
+        print(run(CASES[name], args.layers, args.repeat, args.variant), flush=True)
     return 0
 
 

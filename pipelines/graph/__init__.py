@@ -30,7 +30,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 
 from __future__ import annotations
 
-from . import combine, constant_folding, fusion, layout, operand_layout, weight_panels  # noqa: F401  (their decorators register passes)
+from . import combine, constant_folding, fusion, layout, operand_layout, weight_panels, winograd  # noqa: F401  (their decorators register passes)
 
 OPT_LEVELS = (0, 1, 2, 3)
 

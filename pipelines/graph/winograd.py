@@ -1,0 +1,316 @@
+"""Winograd convolution: ``tilecraft-winograd-conv``.
+
+A 3x3 convolution with stride 1 computes each ``m x m`` tile of its output from an
+``(m+2) x (m+2)`` tile of its input. Winograd's minimal filtering algorithm F(m x m, 3 x 3)
+(Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016) does that with
+``(m+2)^2`` multiplications per input and output channel pair instead of ``9 m^2``: 2.25x
+fewer for m = 2, 4x fewer for m = 4. For every tile::
+
+    U = G g G^T          filter transform, (m+2) x (m+2) per (c, f): constant, folded once
+    V = B^T d B          input transform, (m+2) x (m+2) per (tile, c)
+    M[ab] = V[ab] @ U[ab]    one matmul per transform point ab: (tiles x C) @ (C x F)
+    Y = A^T M A          output transform, m x m per (tile, f)
+
+The pass rewrites a ``linalg.conv_2d_nhwc_hwcf`` (what ``tilecraft-convert-layout`` makes
+of ONNX and PyTorch convolutions) with a constant f32 3x3 filter, unit strides and
+dilations and static shapes into linalg on tensors:
+
+- the filter transform as a contraction with ``G`` on the constant filter, which
+  ``tilecraft-fold-constants`` evaluates at compile time (run it after this pass);
+- the input, zero-padded at the high end to whole tiles, transformed rows first, then
+  columns (``2 (m+2)^3`` multiply-adds per tile and channel instead of ``(m+2)^4``), into
+  ``V[ab, tile, c]``. Each step is an elementwise ``linalg.generic`` summing ``m+2``
+  views of its operand times per-row coefficients (``_combination``), vectorized along the
+  channels;
+- ``M = V @ U`` as a batched matmul over the ``(m+2)^2`` transform points, which the
+  default schedule plans as any batched contraction (schedule/plan.py);
+- the output transform, rows then columns the same way, accumulated into the convolution's
+  own init (zero or a folded bias), so the epilogue that followed the convolution still
+  reads the same value.
+
+Why a pass the user (or the tuner's record) asks for rather than a default: Winograd's
+transforms multiply by constants up to 8 and divide by up to 24, so its rounding differs
+from the direct convolution's (relative error about 1e-6 for m = 2 and 1e-5 for m = 4 in
+f32, against 1e-7), and it wins only where the matmuls dominate the transforms (many
+channels). oneDNN and cuDNN make it an algorithm the caller or a search selects, as does
+TVM's auto-scheduler; ``selection`` names which convolutions the rewrite takes.
+
+Left alone: other kernel sizes and strides, grouped and depthwise convolutions, non-f32 or
+dynamic shapes, non-constant filters.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith
+
+from ...errors import PipelineError
+from ...frontend.emit import contraction, core, movement
+from ..ir_queries import defined_functions, ops_where
+from ..passes import register_pass
+from .constant_folding import ConstantAnalysis
+
+# Output tile sizes the pass knows transforms for (Lavin's F(2x2, 3x3) and F(4x4, 3x3)).
+TILE_SIZES = (2, 4)
+DEFAULT_TILE = 4
+
+# (B^T, G, A^T) for F(m x m, 3 x 3), interpolation points 0, +-1 (m = 2) and 0, +-1, +-2 (m = 4).
+_TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
+    2: (
+        np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+        np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64),
+    ),
+    4: (
+        np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                  [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                  [0, 1, -1, 8, -8, 1]], np.float64),
+    ),
+}
+
+
+def transforms(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(B^T, G, A^T)`` of F(tile x tile, 3 x 3) in float64; :class:`PipelineError` for a
+    tile size the pass has no transforms for."""
+    if tile not in _TRANSFORMS:
+        raise PipelineError(f"tilecraft-winograd-conv: no transforms for tile {tile!r} "
+                            f"(supported: {', '.join(map(str, TILE_SIZES))})")
+    return _TRANSFORMS[tile]
+
+
+def _ints(op: ir.Operation, name: str) -> list[int]:
+    if name not in op.attributes:
+        return [1, 1]
+    return [int(v) for v in np.asarray(ir.DenseIntElementsAttr(op.attributes[name]))]
+
+
+def winograd_candidate(op: ir.Operation) -> bool:
+    """A ``linalg.conv_2d_nhwc_hwcf`` the rewrite takes, the filter's constness aside:
+    static f32 shapes, a 3x3 filter, unit strides and dilations."""
+    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
+        return False
+    for value in op.operands:
+        if not isinstance(value.type, ir.RankedTensorType):
+            return False
+        shaped = ir.RankedTensorType(value.type)
+        if not shaped.has_static_shape or str(shaped.element_type) != "f32":
+            return False
+    kh, kw = ir.RankedTensorType(op.operands[1].type).shape[:2]
+    return (kh, kw) == (3, 3) and _ints(op, "strides") == [1, 1] and _ints(op, "dilations") == [1, 1]
+
+
+def _map(n_dims: int, results: list) -> ir.AffineMap:
+    return ir.AffineMap.get(n_dims, 0, results)
+
+
+def _multiply_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
+    return arith.addf(acc, arith.mulf(x, w))
+
+
+def _zeros(shape: list[int]) -> ir.Value:
+    return core.filled(shape, 0.0, ir.F32Type.get())
+
+
+def _filter_transform(weights: ir.Value, g: np.ndarray) -> ir.Value:
+    """``U[a, b, c, f] = sum_ij G[a, i] w[i, j, c, f] G[b, j]``, as ``[a*b, c, f]``: a
+    contraction on constants, evaluated once by the folder (its speed does not matter)."""
+    alpha = g.shape[0]
+    _kh, _kw, channels, filters = core.static_shape(weights)
+    g_const = core.constant(g.astype(np.float32), name="winograd_g")
+    d = [ir.AffineDimExpr.get(i) for i in range(5)]
+    # Rows: R[a, j, c, f] = sum_i G[a, i] w[i, j, c, f]   (loops a, j, c, f | i)
+    rows = contraction.generic_op(
+        [g_const, weights], _zeros([alpha, 3, channels, filters]),
+        [_map(5, [d[0], d[4]]), _map(5, [d[4], d[1], d[2], d[3]]), _map(5, [d[0], d[1], d[2], d[3]])],
+        4, 1, _multiply_add)
+    # Columns: U[a, b, c, f] = sum_j R[a, j, c, f] G[b, j]   (loops a, b, c, f | j)
+    full = contraction.generic_op(
+        [rows, g_const], _zeros([alpha, alpha, channels, filters]),
+        [_map(5, [d[0], d[4], d[2], d[3]]), _map(5, [d[1], d[4]]), _map(5, [d[0], d[1], d[2], d[3]])],
+        4, 1, _multiply_add)
+    return contraction.collapse(full, [[0, 1], [2], [3]])
+
+
+def _combination(terms: list[tuple[ir.Value, list]], matrix: np.ndarray, coefficient_dim: int,
+                 shape: list[int], init: ir.Value | None = None) -> ir.Value:
+    """``out[l] = init[l] + sum_t matrix[l[coefficient_dim], t] * term_t[map_t(l)]``: an
+    elementwise ``linalg.generic`` over ``shape`` (identity output map).
+
+    Why not a contraction with the constant matrix: the transforms' reductions are 4 or 6
+    long, and as contractions each step reads a column of the matrix as a gather and a
+    vector of the operand, ran at 3-10 GFLOPS. Here every operand is read through a
+    projected map (the schedule vectorizes it along the channels, the last dim) and the
+    coefficients are per-row constants, broadcast like a per-channel bias.
+    ``terms``: (tensor, index expressions over the loops) per column of ``matrix``."""
+    rank = len(shape)
+    loops = [ir.AffineDimExpr.get(i) for i in range(rank)]
+    inputs, maps = [], []
+    for tensor_value, exprs in terms:
+        inputs.append(tensor_value)
+        maps.append(_map(rank, exprs))
+    for column in range(matrix.shape[1]):
+        inputs.append(core.constant(np.ascontiguousarray(matrix[:, column]).astype(np.float32),
+                                    name="winograd_coefficients"))
+        maps.append(_map(rank, [loops[coefficient_dim]]))
+    count = len(terms)
+    if init is not None:
+        inputs.append(init)
+        maps.append(_map(rank, loops))
+
+    def body(*scalars: ir.Value) -> ir.Value:
+        values, coefficients = scalars[:count], scalars[count:2 * count]
+        total = scalars[2 * count] if init is not None else None
+        for value, coefficient in zip(values, coefficients):
+            product = arith.mulf(value, coefficient)
+            total = product if total is None else arith.addf(total, product)
+        return total
+
+    return contraction.generic_op(inputs, core.empty(shape, ir.F32Type.get()),
+                                  [*maps, ir.AffineMap.get_identity(rank)], rank, 0,
+                                  lambda *scalars: body(*scalars[:-1]))
+
+
+def _tiles_view(value: ir.Value, dim: int, tile: int, tiles: int, offset: int) -> ir.Value:
+    """``value``'s dim ``dim`` from ``offset`` on, ``tiles * tile`` long, split into
+    ``(tiles, tile)``: row ``t * tile + i + offset`` is ``[t, i]`` (no data moves)."""
+    shape = core.static_shape(value)
+    offsets = [0] * len(shape)
+    offsets[dim] = offset
+    sizes = list(shape)
+    sizes[dim] = tiles * tile
+    sliced = movement.extract_slice(value, offsets, sizes)
+    groups = [[d] if d < dim else [d + 1] for d in range(len(shape))]
+    groups[dim] = [dim, dim + 1]
+    return contraction.expand(sliced, groups, [*shape[:dim], tiles, tile, *shape[dim + 1:]])
+
+
+def _row(value: ir.Value, dim: int, row: int) -> ir.Value:
+    """``value[..., row:row+1, ...]`` along ``dim``: the operand of one coefficient. Read with
+    index 0 along ``dim``, its map stays a projected permutation (the vectorizer takes
+    constant 0 in an indexing map, no other constant)."""
+    shape = core.static_shape(value)
+    offsets = [0] * len(shape)
+    offsets[dim] = row
+    return movement.extract_slice(value, offsets, [*shape[:dim], 1, *shape[dim + 1:]])
+
+
+def _overlapping_terms(value: ir.Value, dim: int, tile: int, tiles: int, alpha: int,
+                       index: list) -> list[tuple[ir.Value, list]]:
+    """The ``alpha`` operands ``value[..., t * tile + i, ...]`` (i < alpha) of a transform:
+    rows ``i < tile`` from the tiles view at offset 0, the overlap (``i >= tile``) from the
+    view one tile further (tiles overlap by 2: no reshape makes them, two views do).
+    ``index``: the operands' index expressions (their tile-row dim read at 0)."""
+    main = _tiles_view(value, dim, tile, tiles, 0)
+    halo = _tiles_view(value, dim, tile, tiles, tile)
+    return [(_row(main if i < tile else halo, dim + 1, i % tile), index)
+            for i in range(alpha)]
+
+
+def _input_transform(padded: ir.Value, bt: np.ndarray, tile: int, tiles_h: int, tiles_w: int) -> ir.Value:
+    """``V[a, b, n, th, tw, c] = sum_ij B^T[a, i] x[n, m th + i, m tw + j, c] B^T[b, j]``,
+    as ``[a*b, n*th*tw, c]``; ``padded`` holds ``(tiles + 1) * m`` rows and columns."""
+    alpha = bt.shape[0]
+    batch, _h, width, channels = core.static_shape(padded)
+    # Rows: T[n, th, a, w, c] = sum_i B^T[a, i] x[n, m th + i, w, c]   (loops n, th, a, w, c)
+    n, th, a, w, c = (ir.AffineDimExpr.get(i) for i in range(5))
+    rows = _combination(
+        _overlapping_terms(padded, 1, tile, tiles_h, alpha, [n, th, ir.AffineConstantExpr.get(0), w, c]),
+        bt, 2, [batch, tiles_h, alpha, width, channels])
+    # Columns: V[a, b, n, th, tw, c] = sum_j B^T[b, j] T[n, th, a, m tw + j, c]
+    a, b, n, th, tw, c = (ir.AffineDimExpr.get(i) for i in range(6))
+    full = _combination(
+        _overlapping_terms(rows, 3, tile, tiles_w, alpha, [n, th, a, tw, ir.AffineConstantExpr.get(0), c]),
+        bt, 1, [alpha, alpha, batch, tiles_h, tiles_w, channels])
+    return contraction.collapse(full, [[0, 1], [2, 3, 4], [5]])
+
+
+def _output_transform(products: ir.Value, at: np.ndarray, init: ir.Value,
+                      batch: int, tiles_h: int, tiles_w: int) -> ir.Value:
+    """``Y[n, th, p, tw, q, f] = init + sum_ab A^T[p, a] M[a, b, n, th, tw, f] A^T[q, b]``
+    from ``M`` as ``[a*b, n*th*tw, f]``; ``init`` is ``[n, th, p, tw, q, f]``."""
+    tile, alpha = at.shape
+    filters = core.static_shape(products)[-1]
+    m6 = contraction.expand(products, [[0, 1], [2, 3, 4], [5]],
+                            [alpha, alpha, batch, tiles_h, tiles_w, filters])
+    # Rows: Z[p, b, n, th, tw, f] = sum_a A^T[p, a] M[a, b, n, th, tw, f]
+    p, b, n, th, tw, f = (ir.AffineDimExpr.get(i) for i in range(6))
+    zero = ir.AffineConstantExpr.get(0)
+    rows = _combination([(_row(m6, 0, i), [zero, b, n, th, tw, f]) for i in range(alpha)],
+                        at, 0, [tile, alpha, batch, tiles_h, tiles_w, filters])
+    # Columns: Y[n, th, p, tw, q, f] = init + sum_b A^T[q, b] Z[p, b, n, th, tw, f]
+    n, th, p, tw, q, f = (ir.AffineDimExpr.get(i) for i in range(6))
+    return _combination([(_row(rows, 1, i), [p, zero, n, th, tw, f]) for i in range(alpha)],
+                        at, 4, [batch, tiles_h, tile, tiles_w, tile, filters], init=init)
+
+
+def rewrite_conv(op: ir.Operation, tile: int) -> None:
+    """Replace ``op`` (a :func:`winograd_candidate` with a constant filter) by its Winograd
+    form with output tiles of ``tile x tile``."""
+    bt, g, at = transforms(tile)
+    x, weights, init = op.operands
+    batch, height, width, channels = ir.RankedTensorType(x.type).shape
+    _n, out_h, out_w, filters = ir.RankedTensorType(init.type).shape
+    tiles_h, tiles_w = -(-out_h // tile), -(-out_w // tile)
+    alpha = tile + 2
+    with ir.InsertionPoint(op), op.location:
+        u = _filter_transform(weights, g)
+        # Whole tiles: the input needs (tiles * m + 2) rows and columns, and the overlap's
+        # view one tile further (tiles + 1) * m; the extra zeros' outputs are cut off below.
+        padded = core.pad_constant(x, [0, 0, 0, 0],
+                                   [0, (tiles_h + 1) * tile - height, (tiles_w + 1) * tile - width, 0], 0.0)
+        v = _input_transform(padded, bt, tile, tiles_h, tiles_w)
+        products = contraction.generic_op(
+            [v, u], _zeros([alpha * alpha, batch * tiles_h * tiles_w, filters]),
+            [_map(4, [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1), ir.AffineDimExpr.get(3)]),
+             _map(4, [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(3), ir.AffineDimExpr.get(2)]),
+             _map(4, [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1), ir.AffineDimExpr.get(2)])],
+            3, 1, _multiply_add)
+        whole_h, whole_w = tiles_h * tile, tiles_w * tile
+        tiled_init = core.pad_constant(init, [0, 0, 0, 0], [0, whole_h - out_h, whole_w - out_w, 0], 0.0)
+        tiled_init = contraction.expand(tiled_init, [[0], [1, 2], [3, 4], [5]],
+                                        [batch, tiles_h, tile, tiles_w, tile, filters])
+        y = _output_transform(products, at, tiled_init, batch, tiles_h, tiles_w)
+        y = contraction.collapse(y, [[0], [1, 2], [3, 4], [5]])
+        y = movement.extract_slice(y, [0, 0, 0, 0], [batch, out_h, out_w, filters])
+    op.results[0].replace_all_uses_with(y)
+    op.erase()
+
+
+def _parse_tile(text: str) -> int:
+    try:
+        tile = int(text)
+    except ValueError:
+        tile = 0
+    transforms(tile)
+    return tile
+
+
+@register_pass(
+    "tilecraft-winograd-conv",
+    "3x3 stride-1 convolutions with constant filters as Winograd F(m x m, 3 x 3): filter "
+    "transform folded by tilecraft-fold-constants (run it after), batched matmuls per "
+    "transform point",
+    options={"tile": "output tile m (2 or 4, default 4)"},
+)
+def winograd_conv_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    tile = _parse_tile(options.get("tile", str(DEFAULT_TILE)))
+    for function in defined_functions(module):
+        constants = ConstantAnalysis()
+        for op in ops_where(function, winograd_candidate):
+            if constants.value_is_constant(op.operands[1]):
+                rewrite_conv(op, tile)
+
+
+def winograd_elements(tile: int = DEFAULT_TILE) -> list[str]:
+    """The pass elements to append to a graph stage that has folded its constants (the
+    default one at opt_level >= 2): the rewrite, then the folder again for the filter
+    transform, then the cleanup the stage ends with. Appended, not inserted before the
+    first folding: batch norms fold into a convolution, not into its Winograd form."""
+    transforms(tile)
+    return [f"tilecraft-winograd-conv{{tile={tile}}}", "tilecraft-fold-constants", "canonicalize", "cse"]
