@@ -28,12 +28,19 @@ dilations and static shapes into linalg on tensors:
   own init (zero or a folded bias), so the epilogue that followed the convolution still
   reads the same value.
 
-Why a pass the user (or the tuner's record) asks for rather than a default: Winograd's
-transforms multiply by constants up to 8 and divide by up to 24, so its rounding differs
-from the direct convolution's (relative error about 1e-6 for m = 2 and 1e-5 for m = 4 in
-f32, against 1e-7), and it wins only where the matmuls dominate the transforms (many
-channels). oneDNN and cuDNN make it an algorithm the caller or a search selects, as does
-TVM's auto-scheduler; ``selection`` names which convolutions the rewrite takes.
+Why no default pipeline runs it: measured on the project's 2-core AVX-512 machine
+(``benchmarks/conv_chain.py --variant winograd``: 4 chained layers, each with its own
+filter, so filters stream from memory as in a model), F(4x4) against the direct
+convolution was 1.00x at 56x56x64 (the direct kernel runs at 260 GFLOPS; the transforms
+move 2.25x the activations twice), 1.59x at 28x28x128 (0.80x onnxruntime's time), 0.99x
+at 14x14x256 and 0.44x at 7x7x512: the transformed filter is (m+2)^2 / 9 = 4x the filter's
+bytes (38 MB there), read from memory for 4 tiles. Whole ResNet-50 ran 0.89x as fast;
+F(2x2) was slower at every layer. Which layers win depends on the machine's caches and
+bandwidth, so choosing per convolution is a measurement's job (a tuner's, as in oneDNN's
+and TVM's auto-scheduler's algorithm choice), not a rule's; until one does, the pass is
+opt-in (:func:`winograd_elements`). Its rounding also differs from the direct
+convolution's: the transforms multiply by up to 8 and divide by 24 (relative error about
+1e-5 in f32 for m = 4, against 1e-6 in the tests).
 
 Left alone: other kernel sizes and strides, grouped and depthwise convolutions, non-f32 or
 dynamic shapes, non-constant filters.
