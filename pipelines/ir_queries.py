@@ -63,6 +63,18 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return owner.operation if hasattr(owner, "operation") else owner
 
 
+def static_f32_tensors(values) -> bool:
+    """Whether every value is a ranked tensor of static shape and f32 elements: the operands
+    the graph rewrites that build their own loop structure (weight panels, Winograd) take."""
+    for value in values:
+        if not isinstance(value.type, ir.RankedTensorType):
+            return False
+        shaped = ir.RankedTensorType(value.type)
+        if not shaped.has_static_shape or str(shaped.element_type) != "f32":
+            return False
+    return True
+
+
 def is_zero_fill(value: ir.Value) -> bool:
     """True when ``value`` is ``linalg.fill`` of a constant zero (0.0 or integer 0): the
     accumulator of a matmul or convolution that computes a plain product, which a kernel

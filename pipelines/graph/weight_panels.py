@@ -33,7 +33,7 @@ from mlir.dialects import arith, linalg, tensor
 
 from ...frontend.emit import contraction, core
 from ..fusion_barrier import PANELS_ATTR as PACKED_ATTR
-from ..ir_queries import defined_functions, defining_op, ops_where
+from ..ir_queries import defined_functions, defining_op, ops_where, static_f32_tensors
 from ..passes import positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis
 
@@ -50,13 +50,7 @@ def _plain_matmul(op: ir.Operation) -> bool:
         maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
         if maps != ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]:
             return False
-    for value in op.operands:
-        if not isinstance(value.type, ir.RankedTensorType):
-            return False
-        shaped = ir.RankedTensorType(value.type)
-        if not shaped.has_static_shape or str(shaped.element_type) != "f32":
-            return False
-    return True
+    return static_f32_tensors(op.operands)
 
 
 def pack_weights(op: ir.Operation, panel: int) -> bool:

@@ -56,7 +56,7 @@ from mlir.dialects import arith
 
 from ...errors import PipelineError
 from ...frontend.emit import contraction, core, movement
-from ..ir_queries import defined_functions, ops_where
+from ..ir_queries import defined_functions, ops_where, static_f32_tensors
 from ..passes import register_pass
 from .constant_folding import ConstantAnalysis
 
@@ -100,14 +100,8 @@ def _ints(op: ir.Operation, name: str) -> list[int]:
 def winograd_candidate(op: ir.Operation) -> bool:
     """A ``linalg.conv_2d_nhwc_hwcf`` the rewrite takes, the filter's constness aside:
     static f32 shapes, a 3x3 filter, unit strides and dilations."""
-    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
+    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3 or not static_f32_tensors(op.operands):
         return False
-    for value in op.operands:
-        if not isinstance(value.type, ir.RankedTensorType):
-            return False
-        shaped = ir.RankedTensorType(value.type)
-        if not shaped.has_static_shape or str(shaped.element_type) != "f32":
-            return False
     kh, kw = ir.RankedTensorType(op.operands[1].type).shape[:2]
     return (kh, kw) == (3, 3) and _ints(op, "strides") == [1, 1] and _ints(op, "dilations") == [1, 1]
 
