@@ -261,6 +261,10 @@ def rewrite_conv(op: ir.Operation, tile: int) -> None:
     alpha = tile + 2
     with ir.InsertionPoint(op), op.location:
         u = _filter_transform(weights, g)
+        # The rows and columns the convolution reads: linalg lets the input be larger than
+        # the output needs (the rest is never read), which would make the pad below negative.
+        x = movement.extract_slice(x, [0, 0, 0, 0], [batch, out_h + 2, out_w + 2, channels])
+        height, width = out_h + 2, out_w + 2
         # Whole tiles: the input needs (tiles * m + 2) rows and columns, and the overlap's
         # view one tile further (tiles + 1) * m; the extra zeros' outputs are cut off below.
         padded = core.pad_constant(x, [0, 0, 0, 0],

@@ -63,6 +63,24 @@ func.func @partial_tiles(%x: tensor<1x5x5x4xf32>) -> tensor<1x3x3x8xf32> {
 
 // -----
 
+// An input larger than the output needs: only the rows and columns the convolution reads
+// are transformed (no negative pad).
+// CHECK-LABEL: func.func @larger_input
+// CHECK-NOT: high[0, -
+// CHECK: tensor.extract_slice %arg0[0, 0, 0, 0] [1, 6, 6, 4] [1, 1, 1, 1] : tensor<1x9x9x4xf32> to tensor<1x6x6x4xf32>
+// CHECK-NOT: high[0, -
+// CHECK: return
+func.func @larger_input(%x: tensor<1x9x9x4xf32>) -> tensor<1x4x4x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %w = arith.constant dense<0.5> : tensor<3x3x4x8xf32>
+  %e = tensor.empty() : tensor<1x4x4x8xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x9x9x4xf32>, tensor<3x3x4x8xf32>) outs(%i : tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return %c : tensor<1x4x4x8xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @left_alone
 // CHECK: linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
 // CHECK: linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%arg0, %arg1
