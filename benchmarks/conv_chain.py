@@ -19,7 +19,7 @@ onnxruntime runs with its pool threads not spinning
 the runner after them (docs/performance.md, round 11: tilecraft's 2-thread convolutions
 then ran at 1-thread speed). The variant (``--variant``) is the same model compiled by an
 edited default pipeline: ``prefetch-off`` less ``tilecraft-prefetch-next-blocks``
-(pipelines/prefetch_blocks.py), ``winograd`` with ``tilecraft-winograd-conv{tile=4}``
+(pipelines/prefetch_blocks.py), ``winograd`` with ``tilecraft-winograd-conv{tile=4 min-tiles=1}``
 appended to its graph stage (pipelines/graph/winograd.py).
 
 Times are medians per chain in ms; ``x ort`` is the time / onnxruntime's (below 1: faster
@@ -112,10 +112,13 @@ def without_prefetch() -> Pipeline:
 
 
 def with_winograd() -> Pipeline:
-    """The default pipeline with 3x3 stride-1 convolutions in Winograd form (F(4x4, 3x3)),
-    the rewrite appended to the graph stage after its constant folding."""
+    """The default pipeline with every 3x3 stride-1 convolution in Winograd form (F(4x4,
+    3x3)), the rewrite appended to the graph stage after its constant folding. Every one:
+    ``min_tiles=1`` and a 1 GiB bound on the transformed input, so the layers the pass's
+    default gate leaves alone are timed too."""
     pipeline = cpu_pipeline("llvm", opt_level=3)
-    return pipeline.replace("graph", [*pipeline.stage("graph").passes, *winograd_elements(4)])
+    everything = winograd_elements(4, min_tiles=1, max_transformed_kib=1 << 20)
+    return pipeline.replace("graph", [*pipeline.stage("graph").passes, *everything])
 
 
 VARIANTS = {"prefetch-off": without_prefetch, "winograd": with_winograd}

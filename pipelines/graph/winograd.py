@@ -28,19 +28,23 @@ dilations and static shapes into linalg on tensors:
   own init (zero or a folded bias), so the epilogue that followed the convolution still
   reads the same value.
 
-Why no default pipeline runs it: measured on the project's 2-core AVX-512 machine
-(``benchmarks/conv_chain.py --variant winograd``: 4 chained layers, each with its own
-filter, so filters stream from memory as in a model), F(4x4) against the direct
-convolution was 1.00x at 56x56x64 (the direct kernel runs at 260 GFLOPS; the transforms
-move 2.25x the activations twice), 1.59x at 28x28x128 (0.80x onnxruntime's time), 0.99x
-at 14x14x256 and 0.44x at 7x7x512: the transformed filter is (m+2)^2 / 9 = 4x the filter's
-bytes (38 MB there), read from memory for 4 tiles. Whole ResNet-50 ran 0.89x as fast;
-F(2x2) was slower at every layer. Which layers win depends on the machine's caches and
-bandwidth, so choosing per convolution is a measurement's job (a tuner's, as in oneDNN's
-and TVM's auto-scheduler's algorithm choice), not a rule's; until one does, the pass is
-opt-in (:func:`winograd_elements`). Its rounding also differs from the direct
-convolution's: the transforms multiply by up to 8 and divide by 24 (relative error about
-1e-5 in f32 for m = 4, against 1e-6 in the tests).
+Which convolutions: those with at least ``min-tiles`` output tiles over the batch and a
+transformed input of at most ``max-transformed-kib`` (``DEFAULT_MIN_TILES`` and
+``DEFAULT_MAX_TRANSFORMED_KIB``, the roofline reasoning beside them). Measured on the project's
+2-core AVX-512 machine (``benchmarks/conv_chain.py --variant winograd``: 4 chained layers,
+each with its own filter, so filters stream from memory as in a model), F(4x4) against
+the direct convolution: 1.13x at 56x56x64 (196 tiles), 1.51x at 28x28x128 (49; 0.80x
+onnxruntime's time), 1.01x at 14x14x256 (16) and 0.45x at 7x7x512 (4); at batch 8 every
+layer lost (the transformed input outgrew the caches). ResNet-50 with the default gate:
+1.02-1.06x at batch 1 (its 56x56 and 28x28 layers rewritten), unchanged at batch 8
+(none). F(2x2) was slower than the direct convolution at every layer.
+
+Why no default pipeline runs it: the gain is small on the reference machine, and its
+rounding differs from the direct convolution's: the transforms multiply by up to 8 and
+divide by 24 (relative error about 1e-5 in f32 for m = 4, against 1e-6), which a model
+checked against another runtime at tight tolerances would notice. Choosing per layer by
+measurement (a tuner's knob, as in oneDNN's and TVM's auto-scheduler's algorithm choice)
+is not built.
 
 Left alone: other kernel sizes and strides, grouped and depthwise convolutions, non-f32 or
 dynamic shapes, non-constant filters.
@@ -57,12 +61,29 @@ from mlir.dialects import arith
 from ...errors import PipelineError
 from ...frontend.emit import contraction, core, movement
 from ..ir_queries import defined_functions, ops_where, static_f32_tensors
-from ..passes import register_pass
+from ..passes import positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis
 
 # Output tile sizes the pass knows transforms for (Lavin's F(2x2, 3x3) and F(4x4, 3x3)).
 TILE_SIZES = (2, 4)
 DEFAULT_TILE = 4
+
+# Which convolutions the rewrite takes, from the roofline of its matmuls and transforms.
+# The fewest output tiles over the batch: the matmuls read the transformed filter,
+# (m+2)^2 / 9 times the filter's bytes, from memory in a model (every layer's weights are
+# cold), and do 2 flops per tile per 4 bytes of it, an arithmetic intensity of tiles / 2
+# flop per byte, which must clear the machine balance (peak FLOPS / memory bandwidth, about
+# 300 GFLOPS / 25 GB/s = 12 flop per byte on the reference machine) with a margin: the
+# matmuls run at 60-70 % of peak. Measured with 4 chained layers each (docs/performance.md
+# round 13): 196 and 49 tiles gained 1.13x and 1.51x, 16 broke even, 4 lost (0.45x), and
+# ResNet-50's 7x7 layers at batch 8 (32 tiles) lost.
+DEFAULT_MIN_TILES = 48
+# The largest transformed input, in KiB: each transform step writes its result whole and
+# the next reads it back, so the transformed input and the products (each (m+2)^2 / m^2 =
+# 2.25x the image for m = 4) must stay in cache. At batch 8 (14.5 MB at 56x56, 7.2 MB at
+# 28x28) every layer of ResNet-50 ran slower than the direct convolution; at batch 1
+# (1.8 MB, 0.9 MB) faster.
+DEFAULT_MAX_TRANSFORMED_KIB = 4096
 
 # (B^T, G, A^T) for F(m x m, 3 x 3), interpolation points 0, +-1 (m = 2) and 0, +-1, +-2 (m = 4).
 _TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
@@ -139,9 +160,11 @@ def _filter_transform(weights: ir.Value, g: np.ndarray) -> ir.Value:
 
 
 def _combination(terms: list[tuple[ir.Value, list]], matrix: np.ndarray, coefficient_dim: int,
-                 shape: list[int], init: ir.Value | None = None) -> ir.Value:
+                 shape: list[int], init: ir.Value | None = None,
+                 result_loops: list[int] | None = None) -> ir.Value:
     """``out[l] = init[l] + sum_t matrix[l[coefficient_dim], t] * term_t[map_t(l)]``: an
-    elementwise ``linalg.generic`` over ``shape`` (identity output map).
+    elementwise ``linalg.generic`` over loops of extents ``shape``; the result's dim ``i``
+    is loop ``result_loops[i]`` (default: the loops in order).
 
     Why not a contraction with the constant matrix: the transforms' reductions are 4 or 6
     long, and as contractions each step reads a column of the matrix as a gather and a
@@ -151,6 +174,8 @@ def _combination(terms: list[tuple[ir.Value, list]], matrix: np.ndarray, coeffic
     ``terms``: (tensor, index expressions over the loops) per column of ``matrix``."""
     rank = len(shape)
     loops = [ir.AffineDimExpr.get(i) for i in range(rank)]
+    order = list(range(rank)) if result_loops is None else list(result_loops)
+    result_map = _map(rank, [loops[i] for i in order])
     inputs, maps = [], []
     for tensor_value, exprs in terms:
         inputs.append(tensor_value)
@@ -162,7 +187,7 @@ def _combination(terms: list[tuple[ir.Value, list]], matrix: np.ndarray, coeffic
     count = len(terms)
     if init is not None:
         inputs.append(init)
-        maps.append(_map(rank, loops))
+        maps.append(result_map)
 
     def body(*scalars: ir.Value) -> ir.Value:
         values, coefficients = scalars[:count], scalars[count:2 * count]
@@ -172,9 +197,8 @@ def _combination(terms: list[tuple[ir.Value, list]], matrix: np.ndarray, coeffic
             total = product if total is None else arith.addf(total, product)
         return total
 
-    return contraction.generic_op(inputs, core.empty(shape, ir.F32Type.get()),
-                                  [*maps, ir.AffineMap.get_identity(rank)], rank, 0,
-                                  lambda *scalars: body(*scalars[:-1]))
+    return contraction.generic_op(inputs, core.empty([shape[i] for i in order], ir.F32Type.get()),
+                                  [*maps, result_map], rank, 0, lambda *scalars: body(*scalars[:-1]))
 
 
 def _tiles_view(value: ir.Value, dim: int, tile: int, tiles: int, offset: int) -> ir.Value:
@@ -215,38 +239,46 @@ def _overlapping_terms(value: ir.Value, dim: int, tile: int, tiles: int, alpha: 
 
 def _input_transform(padded: ir.Value, bt: np.ndarray, tile: int, tiles_h: int, tiles_w: int) -> ir.Value:
     """``V[a, b, n, th, tw, c] = sum_ij B^T[a, i] x[n, m th + i, m tw + j, c] B^T[b, j]``,
-    as ``[a*b, n*th*tw, c]``; ``padded`` holds ``(tiles + 1) * m`` rows and columns."""
+    as ``[a*b, n*th*tw, c]``; ``padded`` holds ``(tiles + 1) * m`` rows and columns.
+
+    The columns step's loops run tile-major (the transform point inside the tile) while it
+    writes V transform-point-major, the matmul's layout: with its loops in V's order it swept
+    every tile once per (a, b), reading the rows step's result 6 times over, and with V
+    tile-major the matmul read its rows 9 KB apart (1.7x slower at 56x56)."""
     alpha = bt.shape[0]
     batch, _h, width, channels = core.static_shape(padded)
+    zero = ir.AffineConstantExpr.get(0)
     # Rows: T[n, th, a, w, c] = sum_i B^T[a, i] x[n, m th + i, w, c]   (loops n, th, a, w, c)
     n, th, a, w, c = (ir.AffineDimExpr.get(i) for i in range(5))
     rows = _combination(
-        _overlapping_terms(padded, 1, tile, tiles_h, alpha, [n, th, ir.AffineConstantExpr.get(0), w, c]),
+        _overlapping_terms(padded, 1, tile, tiles_h, alpha, [n, th, zero, w, c]),
         bt, 2, [batch, tiles_h, alpha, width, channels])
     # Columns: V[a, b, n, th, tw, c] = sum_j B^T[b, j] T[n, th, a, m tw + j, c]
-    a, b, n, th, tw, c = (ir.AffineDimExpr.get(i) for i in range(6))
+    # (loops n, th, tw, a, b, c)
+    n, th, tw, a, b, c = (ir.AffineDimExpr.get(i) for i in range(6))
     full = _combination(
-        _overlapping_terms(rows, 3, tile, tiles_w, alpha, [n, th, a, tw, ir.AffineConstantExpr.get(0), c]),
-        bt, 1, [alpha, alpha, batch, tiles_h, tiles_w, channels])
+        _overlapping_terms(rows, 3, tile, tiles_w, alpha, [n, th, a, tw, zero, c]),
+        bt, 4, [batch, tiles_h, tiles_w, alpha, alpha, channels], result_loops=[3, 4, 0, 1, 2, 5])
     return contraction.collapse(full, [[0, 1], [2, 3, 4], [5]])
 
 
 def _output_transform(products: ir.Value, at: np.ndarray, init: ir.Value,
                       batch: int, tiles_h: int, tiles_w: int) -> ir.Value:
     """``Y[n, th, p, tw, q, f] = init + sum_ab A^T[p, a] M[a, b, n, th, tw, f] A^T[q, b]``
-    from ``M`` as ``[a*b, n*th*tw, f]``; ``init`` is ``[n, th, p, tw, q, f]``."""
+    from ``M`` as ``[a*b, n*th*tw, f]``; ``init`` is ``[n, th, p, tw, q, f]``. The rows
+    step runs tile-major and writes Z tile-major, so M and Z are each read once."""
     tile, alpha = at.shape
     filters = core.static_shape(products)[-1]
     m6 = contraction.expand(products, [[0, 1], [2, 3, 4], [5]],
                             [alpha, alpha, batch, tiles_h, tiles_w, filters])
-    # Rows: Z[p, b, n, th, tw, f] = sum_a A^T[p, a] M[a, b, n, th, tw, f]
-    p, b, n, th, tw, f = (ir.AffineDimExpr.get(i) for i in range(6))
     zero = ir.AffineConstantExpr.get(0)
+    # Rows: Z[n, th, tw, p, b, f] = sum_a A^T[p, a] M[a, b, n, th, tw, f]
+    n, th, tw, p, b, f = (ir.AffineDimExpr.get(i) for i in range(6))
     rows = _combination([(_row(m6, 0, i), [zero, b, n, th, tw, f]) for i in range(alpha)],
-                        at, 0, [tile, alpha, batch, tiles_h, tiles_w, filters])
-    # Columns: Y[n, th, p, tw, q, f] = init + sum_b A^T[q, b] Z[p, b, n, th, tw, f]
+                        at, 3, [batch, tiles_h, tiles_w, tile, alpha, filters])
+    # Columns: Y[n, th, p, tw, q, f] = init + sum_b A^T[q, b] Z[n, th, tw, p, b, f]
     n, th, p, tw, q, f = (ir.AffineDimExpr.get(i) for i in range(6))
-    return _combination([(_row(rows, 1, i), [p, zero, n, th, tw, f]) for i in range(alpha)],
+    return _combination([(_row(rows, 4, i), [n, th, tw, p, zero, f]) for i in range(alpha)],
                         at, 4, [batch, tiles_h, tile, tiles_w, tile, filters], init=init)
 
 
@@ -270,11 +302,12 @@ def rewrite_conv(op: ir.Operation, tile: int) -> None:
         padded = core.pad_constant(x, [0, 0, 0, 0],
                                    [0, (tiles_h + 1) * tile - height, (tiles_w + 1) * tile - width, 0], 0.0)
         v = _input_transform(padded, bt, tile, tiles_h, tiles_w)
+        # M[ab, t, f] = sum_c V[ab, t, c] U[ab, c, f]: one matmul per transform point ab
+        # (the batch dim), tiles as its rows.   (loops ab, t, f | c)
+        ab, t, f, c = (ir.AffineDimExpr.get(i) for i in range(4))
         products = contraction.generic_op(
             [v, u], _zeros([alpha * alpha, batch * tiles_h * tiles_w, filters]),
-            [_map(4, [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1), ir.AffineDimExpr.get(3)]),
-             _map(4, [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(3), ir.AffineDimExpr.get(2)]),
-             _map(4, [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1), ir.AffineDimExpr.get(2)])],
+            [_map(4, [ab, t, c]), _map(4, [ab, c, f]), _map(4, [ab, t, f])],
             3, 1, _multiply_add)
         whole_h, whole_w = tiles_h * tile, tiles_w * tile
         tiled_init = core.pad_constant(init, [0, 0, 0, 0], [0, whole_h - out_h, whole_w - out_w, 0], 0.0)
@@ -301,21 +334,43 @@ def _parse_tile(text: str) -> int:
     "3x3 stride-1 convolutions with constant filters as Winograd F(m x m, 3 x 3): filter "
     "transform folded by tilecraft-fold-constants (run it after), batched matmuls per "
     "transform point",
-    options={"tile": "output tile m (2 or 4, default 4)"},
+    options={"tile": "output tile m (2 or 4, default 4)",
+             "min-tiles": f"rewrite only convolutions with at least this many output tiles over "
+                          f"the batch (default {DEFAULT_MIN_TILES}; 1: no lower bound)",
+             "max-transformed-kib": "rewrite only convolutions whose transformed input takes at "
+                                    f"most this many KiB (default {DEFAULT_MAX_TRANSFORMED_KIB})"},
 )
 def winograd_conv_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     tile = _parse_tile(options.get("tile", str(DEFAULT_TILE)))
+    min_tiles = positive_int_option("min-tiles", options.get("min-tiles", str(DEFAULT_MIN_TILES)))
+    max_kib = positive_int_option("max-transformed-kib",
+                                  options.get("max-transformed-kib", str(DEFAULT_MAX_TRANSFORMED_KIB)))
     for function in defined_functions(module):
         constants = ConstantAnalysis()
         for op in ops_where(function, winograd_candidate):
-            if constants.value_is_constant(op.operands[1]):
+            tiles = output_tiles(op, tile)
+            channels = ir.RankedTensorType(op.operands[0].type).shape[-1]
+            transformed_kib = (tile + 2) ** 2 * tiles * channels * 4 / 1024
+            if (tiles >= min_tiles and transformed_kib <= max_kib
+                    and constants.value_is_constant(op.operands[1])):
                 rewrite_conv(op, tile)
 
 
-def winograd_elements(tile: int = DEFAULT_TILE) -> list[str]:
+def output_tiles(op: ir.Operation, tile: int) -> int:
+    """How many ``tile x tile`` output tiles a convolution has over its batch (the rows of
+    each of its Winograd matmuls)."""
+    batch, out_h, out_w, _filters = ir.RankedTensorType(op.operands[2].type).shape
+    return batch * -(-out_h // tile) * -(-out_w // tile)
+
+
+def winograd_elements(tile: int = DEFAULT_TILE, min_tiles: int = DEFAULT_MIN_TILES,
+                      max_transformed_kib: int = DEFAULT_MAX_TRANSFORMED_KIB) -> list[str]:
     """The pass elements to append to a graph stage that has folded its constants (the
     default one at opt_level >= 2): the rewrite, then the folder again for the filter
     transform, then the cleanup the stage ends with. Appended, not inserted before the
     first folding: batch norms fold into a convolution, not into its Winograd form."""
     transforms(tile)
-    return [f"tilecraft-winograd-conv{{tile={tile}}}", "tilecraft-fold-constants", "canonicalize", "cse"]
+    positive_int_option("min-tiles", str(min_tiles))
+    positive_int_option("max-transformed-kib", str(max_transformed_kib))
+    options = f"tile={tile} min-tiles={min_tiles} max-transformed-kib={max_transformed_kib}"
+    return [f"tilecraft-winograd-conv{{{options}}}", "tilecraft-fold-constants", "canonicalize", "cse"]

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import tilecraft  # noqa: E402
 from tilecraft.errors import PipelineError  # noqa: E402
 from tilecraft.pipelines import cpu_pipeline  # noqa: E402
-from tilecraft.pipelines.graph.winograd import TILE_SIZES, transforms, winograd_elements  # noqa: E402
+from tilecraft.pipelines.graph.winograd import (  # noqa: E402
+    DEFAULT_MAX_TRANSFORMED_KIB, DEFAULT_MIN_TILES, TILE_SIZES, transforms, winograd_elements)
 
 CONV = "linalg.conv_2d_nhwc_hwcf"
 
@@ -32,9 +33,16 @@ def test_the_transforms_compute_a_valid_3x3_correlation(tile):
     np.testing.assert_allclose(winograd, direct, rtol=1e-12, atol=1e-12)
 
 
-def _winograd_pipeline(tile: int):
+def _winograd_pipeline(tile: int, min_tiles: int = 1):
+    """The default pipeline with the rewrite appended; every candidate rewritten unless
+    ``min_tiles`` says otherwise (the tests' images are a few tiles)."""
     pipeline = cpu_pipeline("llvm", opt_level=3)
-    return pipeline.replace("graph", [*pipeline.stage("graph").passes, *winograd_elements(tile)])
+    return pipeline.replace("graph", [*pipeline.stage("graph").passes, *winograd_elements(tile, min_tiles)])
+
+
+def _transformed_kib(batch: int, size: int, channels: int, tile: int = 4) -> float:
+    tiles = batch * (-(-size // tile)) ** 2
+    return (tile + 2) ** 2 * tiles * channels * 4 / 1024
 
 
 def _conv_model(batch: int, channels: int, filters: int, height: int, width: int, *,
@@ -67,9 +75,9 @@ def _conv_model(batch: int, channels: int, filters: int, height: int, width: int
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), w
 
 
-def _check_against_onnxruntime(model, feeds, tile):
+def _check_against_onnxruntime(model, feeds, tile, min_tiles=1):
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    compiled = tilecraft.compile(model, pipeline=_winograd_pipeline(tile), keep_ir=True)
+    compiled = tilecraft.compile(model, pipeline=_winograd_pipeline(tile, min_tiles), keep_ir=True)
     # F(4x4) multiplies by up to 8 and divides by 24: a looser bound than the direct conv's.
     np.testing.assert_allclose(compiled(**feeds), expected, rtol=2e-4, atol=2e-4)
     return compiled.ir("graph")
@@ -108,10 +116,55 @@ def test_other_convolutions_are_left_alone(case):
     assert CONV in graph_ir
 
 
+def test_convolutions_with_few_tiles_are_left_alone_by_default():
+    """The default ``min-tiles`` keeps the direct convolution where the matmuls would wait
+    for their transformed filter: 9x9 is 9 tiles of 4x4, 54 at batch 6."""
+    assert 9 < DEFAULT_MIN_TILES <= 54
+    model, _ = _conv_model(1, 8, 16, 9, 9)
+    x = np.random.default_rng(5).standard_normal((1, 8, 9, 9)).astype(np.float32)
+    assert CONV in _check_against_onnxruntime(model, {"x": x}, 4, DEFAULT_MIN_TILES)
+    batched, _ = _conv_model(6, 8, 16, 9, 9)
+    xs = np.random.default_rng(5).standard_normal((6, 8, 9, 9)).astype(np.float32)
+    assert CONV not in _check_against_onnxruntime(batched, {"x": xs}, 4, DEFAULT_MIN_TILES)
+
+
+def test_convolutions_whose_transformed_input_outgrows_the_cache_are_left_alone():
+    """The default ``max-transformed-kib``: the transforms write their results whole, so a
+    transformed input past the bound (ResNet-50's 56x56 layer at batch 8: 14.5 MB) keeps
+    the direct convolution, and one below it (batch 1: 1.8 MB) is rewritten."""
+    assert _transformed_kib(1, 56, 64) <= DEFAULT_MAX_TRANSFORMED_KIB < _transformed_kib(8, 56, 64)
+    pipeline = cpu_pipeline("llvm", opt_level=3)
+    source = """
+func.func @main(%x: tensor<BATCHx58x58x64xf32>) -> tensor<BATCHx56x56x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %w = arith.constant dense<0.01> : tensor<3x3x64x64xf32>
+  %e = tensor.empty() : tensor<BATCHx56x56x64xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<BATCHx56x56x64xf32>) -> tensor<BATCHx56x56x64xf32>
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<BATCHx58x58x64xf32>, tensor<3x3x64x64xf32>) outs(%i : tensor<BATCHx56x56x64xf32>) -> tensor<BATCHx56x56x64xf32>
+  return %c : tensor<BATCHx56x56x64xf32>
+}
+"""
+    winograd = pipeline.replace("graph", [*pipeline.stage("graph").passes, *winograd_elements(4)])
+    for batch, rewritten in ((1, True), (8, False)):
+        compiled = tilecraft.compile(source.replace("BATCH", str(batch)), pipeline=winograd, keep_ir=True)
+        assert (CONV not in compiled.ir("graph")) == rewritten, batch
+
+
 @pytest.mark.parametrize("tile", [3, 0, -2, 6])
 def test_an_unknown_tile_size_is_a_pipeline_error(tile):
     with pytest.raises(PipelineError, match="no transforms for tile"):
         winograd_elements(tile)
+
+
+@pytest.mark.parametrize("min_tiles", [0, -1])
+def test_a_min_tiles_below_one_is_a_pipeline_error(min_tiles):
+    with pytest.raises(PipelineError, match="min-tiles"):
+        winograd_elements(4, min_tiles)
+
+
+def test_a_max_transformed_kib_below_one_is_a_pipeline_error():
+    with pytest.raises(PipelineError, match="max-transformed-kib"):
+        winograd_elements(4, 1, 0)
 
 
 def test_a_bad_tile_option_is_a_pipeline_error():

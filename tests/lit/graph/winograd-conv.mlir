@@ -4,10 +4,15 @@
 // elementwise sum of m+2 one-row views times per-row coefficients), one matmul per transform
 // point, and the output transform accumulated into the convolution's init. Strided
 // convolutions and non-constant filters are left as they are.
-// RUN: tilecraft-opt %s --split-input-file --tilecraft-winograd-conv="tile=2" | FileCheck %s
+// The inputs are a few tiles each: min-tiles=1 rewrites every candidate; the default
+// (32 tiles) leaves these small ones as they are (DEFAULT).
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-winograd-conv="tile=2 min-tiles=1" | FileCheck %s
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-winograd-conv="tile=2" | FileCheck %s --check-prefix=DEFAULT
 // RUN: not tilecraft-opt %s --tilecraft-winograd-conv="tile=3" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: no transforms for tile 3 (supported: 2, 4)
+// DEFAULT-LABEL: func.func @conv
+// DEFAULT: linalg.conv_2d_nhwc_hwcf
 
 // CHECK-LABEL: func.func @conv
 // CHECK-NOT: linalg.conv_2d_nhwc_hwcf
@@ -30,7 +35,7 @@
 // The output transform accumulates into the init (the zero fill) viewed as tiles.
 // CHECK: %[[INIT:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0], [1, 2], [3, 4], [5]] output_shape [1, 2, 2, 2, 2, 8] : tensor<1x4x4x8xf32> into tensor<1x2x2x2x2x8xf32>
 // CHECK: tensor.expand_shape %[[M]]
-// CHECK: } -> tensor<2x4x1x2x2x8xf32>
+// CHECK: } -> tensor<1x2x2x2x4x8xf32>
 // CHECK: linalg.generic {{.*}}, %[[INIT]] : {{.*}}) outs(%{{.*}} : tensor<1x2x2x2x2x8xf32>)
 // CHECK: %[[OUT:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2], [3, 4], [5]] : tensor<1x2x2x2x2x8xf32> into tensor<1x4x4x8xf32>
 // CHECK: return %[[OUT]]
