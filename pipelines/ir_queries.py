@@ -75,6 +75,15 @@ def static_f32_tensors(values) -> bool:
     return True
 
 
+def int_list_attribute(op: ir.Operation, name: str, default: list[int]) -> list[int]:
+    """The integers of ``op``'s dense integer attribute ``name`` (a convolution's
+    ``strides`` or ``dilations``), or ``default`` when the op leaves it out (linalg's named
+    convolutions then use 1 for every dim)."""
+    if name not in op.attributes:
+        return list(default)
+    return [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
+
+
 def is_zero_fill(value: ir.Value) -> bool:
     """True when ``value`` is ``linalg.fill`` of a constant zero (0.0 or integer 0): the
     accumulator of a matmul or convolution that computes a plain product, which a kernel

@@ -40,7 +40,7 @@ from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..pipelines.passes import positive_int_option, register_pass
 from ..pipelines.scratch import scratch_copy
 from .apply import apply_if_valid, find_sequence, init_fill, remove_tags
-from .plan import DECOMPOSABLE, TAG, largest_divisor
+from .plan import DECOMPOSABLE, TAG, largest_divisor, plans_as_contraction
 from .script import ScriptWriter, named_sequence, render_script
 
 WORKGROUP = "#gpu.address_space<workgroup>"
@@ -414,7 +414,7 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
         raise GpuScheduleError(f"{nest.op_name}: a 0-d op has no loop to map onto GPU threads")
     if 0 in nest.ranges:
         raise GpuScheduleError(f"{nest.op_name}: zero-size loops have nothing to run on the GPU")
-    if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
+    if plans_as_contraction(nest):
         return _plan_contraction(nest, tag, config, operand_maps)
     if nest.convolution and nest.op_name in DECOMPOSABLE:
         return _plan_parallel(nest, tag, config, kind="convolution")

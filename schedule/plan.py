@@ -332,6 +332,13 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       reduction_tiles=tuple(reduction), vectorize=True)
 
 
+def plans_as_contraction(nest: LoopNest) -> bool:
+    """Whether the schedules plan ``nest`` as a contraction (GotoBLAS blocking, the matmul
+    space): a contraction with M and N loops and projected-permutation maps. A
+    matrix-vector product (no N) is planned as a generic op."""
+    return bool(nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2])
+
+
 def column_loop(nest: LoopNest) -> int:
     """The loop a contraction's column blocks tile: whole weight panels where B is stored as
     panels (``weight_panel_dims``), else N."""
@@ -590,7 +597,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
         thread[outer] = 1 if extent < 0 else max(1, -(-extent // num_threads))
         return OpSchedule(tag, thread_tiles=tuple(thread))
     min_work = _MIN_PARALLEL_WORK
-    contraction = bool(nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2])
+    contraction = plans_as_contraction(nest)
     if contraction:
         plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
     elif nest.convolution and nest.op_name in DECOMPOSABLE:
@@ -602,7 +609,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
     if num_threads == 1 or _work(nest) < min_work or not plan.thread_tiles:
         if contraction and plan.thread_tiles:
             plan = _column_blocks(nest, plan)
-        plan = OpSchedule(**{**plan.__dict__, "thread_tiles": None})
+        plan = replace(plan, thread_tiles=None)
     return plan
 
 

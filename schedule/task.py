@@ -48,7 +48,7 @@ from ..pipelines.profiling import kernel_name
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
 from .group import FusionUnit, find_fusion_units, prepare_groups
-from .plan import DECOMPOSABLE
+from .plan import DECOMPOSABLE, plans_as_contraction
 
 ENTRY = "task"
 WEIGHT = "tilecraft.weight"  # a payload argument that is a constant in the model
@@ -109,7 +109,7 @@ def kernel_class(nest: LoopNest) -> str | None:
         return None
     if nest.op_name == "linalg.fill":
         return None  # fused into its consumer's tasks, or a memset not worth a search
-    if nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2]:
+    if plans_as_contraction(nest):
         return "matmul"
     if nest.convolution and nest.op_name in DECOMPOSABLE:
         if "pooling" in nest.op_name:

@@ -33,7 +33,7 @@ from ...errors import BackendError
 from ...runtime.extern import ExternFunction, register_c
 from ...runtime.native import build_shared_library
 from ..extern import emit_call
-from ..ir_queries import defining_op, is_zero_fill
+from ..ir_queries import defining_op, int_list_attribute, is_zero_fill
 from ..offload import Backend, Region, register_backend
 
 SHIM_SOURCE = Path(__file__).with_name("blas_shim.c")
@@ -332,8 +332,7 @@ class BlasBackend(Backend):
         filter_shape = ir.RankedTensorType(b.type).shape
         hwcf = op.name == "linalg.conv_2d_nhwc_hwcf"
         window = filter_shape[:2] if hwcf else filter_shape[1:3]
-        strides = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["strides"])] \
-            if "strides" in op.attributes else [1, 1]
+        strides = int_list_attribute(op, "strides", [1, 1])
         if list(window) != [1, 1] or strides != [1, 1]:
             return None
         n, h, w, f = out.shape

@@ -60,7 +60,7 @@ from mlir.dialects import arith
 
 from ...errors import PipelineError
 from ...frontend.emit import contraction, core, movement
-from ..ir_queries import defined_functions, ops_where, static_f32_tensors
+from ..ir_queries import defined_functions, int_list_attribute, ops_where, static_f32_tensors
 from ..passes import positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis
 
@@ -112,19 +112,14 @@ def transforms(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _TRANSFORMS[tile]
 
 
-def _ints(op: ir.Operation, name: str) -> list[int]:
-    if name not in op.attributes:
-        return [1, 1]
-    return [int(v) for v in np.asarray(ir.DenseIntElementsAttr(op.attributes[name]))]
-
-
 def winograd_candidate(op: ir.Operation) -> bool:
     """A ``linalg.conv_2d_nhwc_hwcf`` the rewrite takes, the filter's constness aside:
     static f32 shapes, a 3x3 filter, unit strides and dilations."""
     if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3 or not static_f32_tensors(op.operands):
         return False
     kh, kw = ir.RankedTensorType(op.operands[1].type).shape[:2]
-    return (kh, kw) == (3, 3) and _ints(op, "strides") == [1, 1] and _ints(op, "dilations") == [1, 1]
+    return ((kh, kw) == (3, 3) and int_list_attribute(op, "strides", [1, 1]) == [1, 1]
+            and int_list_attribute(op, "dilations", [1, 1]) == [1, 1])
 
 
 def _map(n_dims: int, results: list) -> ir.AffineMap:
