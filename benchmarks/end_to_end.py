@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,bert --bert-layers 12 --repeat 20
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
+    .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -560,15 +561,28 @@ def compare_kernels(case: Case, profiles: Profiles, anchor: float, path: str) ->
 
 # ---- the run --------------------------------------------------------------------------------
 
+def weight_panel_pipeline(panel: int) -> "tilecraft.Pipeline":
+    """The default pipeline with constant matmul weights packed as ``panel``-column panels
+    (``tilecraft-pack-weight-panels{panel=N}``): 32 builds what the default built before
+    16-column panels, one panel per register tile (docs/performance.md, round 14)."""
+    pipeline = tilecraft.cpu_pipeline("llvm", opt_level=3)
+    element = "tilecraft-pack-weight-panels"
+    graph = pipeline.stage("graph").passes
+    if element not in graph:
+        raise SystemExit(f"the default graph stage has no {element}")
+    return pipeline.replace("graph", [f"{element}{{panel={panel}}}" if e == element else e for e in graph])
+
+
 def benchmark(case: Case, ort: Any, repeat: int, threads: int,
-              offload: tuple[str, ...] = (), checks_cost: bool = False) -> tuple[str, Any]:
+              offload: tuple[str, ...] = (), checks_cost: bool = False,
+              pipeline: "tilecraft.Pipeline | None" = None) -> tuple[str, Any]:
     import gc
 
     gc.collect()
     with PeakRss() as memory:
         start = time.perf_counter()
         try:
-            compiled = tilecraft.compile(case.model, keep_ir=False)
+            compiled = tilecraft.compile(case.model, keep_ir=False, pipeline=pipeline)
         except Exception as error:  # report and go on with the next model
             return f"{case.name:<12} compile failed: {onnx_models._first_line(error)}", None
         compile_s = time.perf_counter() - start
@@ -692,6 +706,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks-cost", action="store_true",
                         help="also time each model compiled with runtime_checks=False, same rounds, "
                              "and print what the run-time checks cost")
+    parser.add_argument("--weight-panel", type=int, default=0, metavar="N",
+                        help="pack constant matmul weights as N-column panels (default: the "
+                             "pipeline's, 16; 32 builds the layout before round 14)")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time calls by the process's CPU time (time.process_time) instead of the "
                              "wall clock: steadier on a loaded machine; with one thread "
@@ -732,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in selected:
         case = CASES[name](args)
         offload = tuple(b.strip() for b in args.offload.split(",") if b.strip())
-        line, compiled = benchmark(case, ort, args.repeat, threads, offload, args.checks_cost)
+        pipeline = weight_panel_pipeline(args.weight_panel) if args.weight_panel else None
+        line, compiled = benchmark(case, ort, args.repeat, threads, offload, args.checks_cost, pipeline)
         print(line, flush=True)
         cases[name] = case
         if compiled is not None and compiled.compile_seconds:

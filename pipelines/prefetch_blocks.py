@@ -129,8 +129,7 @@ def _blocked_read(op: ir.Operation) -> bool:
     vector_type = ir.VectorType(op.results[0].type)
     permutation = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     if (str(permutation) != str(ir.AffineMap.get_minor_identity(rank, vector_type.rank))
-            or vector_type.rank > rank or vector_type.shape[-1] != memref_type.shape[-1]
-            or (vector_type.rank == rank and vector_type.shape[0] != 1)):
+            or vector_type.rank > rank or vector_type.shape[-1] != memref_type.shape[-1]):
         return False
     if not all(ir.BoolAttr(flag).value for flag in ir.ArrayAttr(op.attributes["in_bounds"])):
         return False
@@ -141,25 +140,27 @@ def _blocked_read(op: ir.Operation) -> bool:
     return loop is not None and _invariant_in(op.operands[1], loop)
 
 
-def _row_shape(read: ir.Operation) -> tuple[int, list[int]]:
-    """(the first memref dim the vector spans past the block dim, the vector's shape over
-    the dims from there): a vector that also spans the block dim (``vector<1x1x32>`` of a
-    matmul's panel row) spans one block, so that dim is left out."""
+def _row_shape(read: ir.Operation) -> tuple[int, int, list[int]]:
+    """(the first memref dim the vector spans past the block dim, the blocks it spans, the
+    vector's shape over the dims from there). A vector that also spans the block dim
+    (``vector<3x1x16>`` of a matmul register tile over three panels) reads the same row of
+    each of its blocks; one that does not reads one block."""
     shape = ir.VectorType(read.results[0].type).shape
     covered = ir.MemRefType(read.operands[0].type).rank - len(shape)
     if covered == 0:
-        return 1, shape[1:]
-    return covered, shape
+        return 1, shape[0], shape[1:]
+    return covered, 1, shape
 
 
 def _line_offsets(read: ir.Operation) -> list[tuple[int, ...]]:
-    """Offsets (one per vector dim past the block dim) of the first element of each cache
-    line ``read`` covers; rows of the last dim are contiguous, so a row takes
-    ``ceil(bytes / line)`` lines."""
-    *rows, width = _row_shape(read)[1]
+    """Offsets (the block within the read's, then one per vector dim past the block dim) of
+    the first element of each cache line ``read`` covers; rows of the last dim are
+    contiguous, so a row takes ``ceil(bytes / line)`` lines."""
+    _covered, blocks, (*rows, width) = _row_shape(read)
     per_line = max(_LINE_BYTES * 8 // element_bits(read.operands[0].type), 1)
     columns = range(0, width, per_line)
-    return [(*row, column) for row in itertools.product(*(range(n) for n in rows)) for column in columns]
+    return [(block, *row, column) for block in range(blocks)
+            for row in itertools.product(*(range(n) for n in rows)) for column in columns]
 
 
 def _uses(value: ir.Value, argument: ir.Value, depth: int = 0) -> bool:
@@ -193,17 +194,18 @@ def _first_pass_loops(read: ir.Operation) -> list[ir.Operation]:
 
 
 def _prefetch_lines(read: ir.Operation) -> None:
-    """Prefetch, before ``read``, the lines of the next block at the position it reads."""
+    """Prefetch, before ``read``, the lines of the next blocks (as many as it reads) at the
+    position it reads."""
     source = read.operands[0]
     memref_type = ir.MemRefType(source.type)
     rank = memref_type.rank
     indices = list(read.operands)[1:rank + 1]
-    covered = _row_shape(read)[0]  # the dims before the vector's rows
+    covered, blocks, _shape = _row_shape(read)  # covered: the dims before the vector's rows
     index = ir.IndexType.get()
     with ir.InsertionPoint(read), read.location:
-        ahead = arith.constant(index, _BLOCKS_AHEAD)
         last_block = arith.constant(index, memref_type.shape[0] - 1)
-        following = arith.minui(arith.addi(indices[0], ahead), last_block)
+        following = [arith.minui(arith.addi(indices[0], arith.constant(index, blocks * _BLOCKS_AHEAD + block)),
+                                 last_block) for block in range(blocks)]
         shifts: dict[tuple[int, int], ir.Value] = {}
 
         def shifted(dim: int, by: int) -> ir.Value:
@@ -214,8 +216,8 @@ def _prefetch_lines(read: ir.Operation) -> None:
                 shifts[dim, by] = arith.addi(indices[covered + dim], arith.constant(index, by))
             return shifts[dim, by]
 
-        for offset in _line_offsets(read):
-            at = [following, *indices[1:covered], *(shifted(dim, by) for dim, by in enumerate(offset))]
+        for block, *offset in _line_offsets(read):
+            at = [following[block], *indices[1:covered], *(shifted(dim, by) for dim, by in enumerate(offset))]
             memref.prefetch(source, at, False, _LOCALITY, True)
 
 

@@ -51,6 +51,13 @@ _MIN_PARALLEL_CONV_WORK = 1 << 17
 _MATMUL_TASK_COLS = 256
 # Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators.
 _MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
+# Weight panels per register tile, at most (matmuls on panels: panel_register_tile). Three
+# 16-lane panels make 8 x 3 = 24 accumulators: per k step 8 broadcasts and 3 loads feed 24
+# FMAs instead of 10 feeding 16. BERT's projections ran 8-13% faster than with 8 x 32
+# (128 x 768 x 2304 and 128 x 3072 x 768, each against onnxruntime in its own process), a
+# C model of the loop 10-20% (docs/performance.md, round 14). Four would need 32
+# accumulators: a spill.
+_MATMUL_REGISTER_PANELS = 3
 # Matmul K cache block: the A sliver (register rows x block) that the N register loop reuses
 # takes at most this fraction of L1d; the rest holds B's rows streaming through and C's
 # accumulator lines. A block below half its limit (K with no fitting divisor) is not used.
@@ -219,6 +226,17 @@ def accumulator_row(extent: int, part: int, max_vectors: int, lanes: int) -> int
     return part * vectors
 
 
+def panel_register_tile(panels: int, panel_vectors: int, rows: int, registers: int) -> int:
+    """Weight panels in a matmul's register tile: the most, up to ``_MATMUL_REGISTER_PANELS``,
+    that divide ``panels`` and whose accumulators (``rows`` x panels x ``panel_vectors``), one
+    k step's panel vectors and a broadcast fit the register file."""
+    for count in range(_MATMUL_REGISTER_PANELS, 1, -1):
+        vectors = count * panel_vectors
+        if panels % count == 0 and rows * vectors + vectors + 1 <= registers:
+            return count
+    return 1
+
+
 def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
     """Tile size splitting ``extent`` into about ``2 * num_threads`` equal tasks."""
     units = extent // register_tile
@@ -237,7 +255,7 @@ def _work(nest: LoopNest) -> int:
 
 
 def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
-                      caches: CacheHierarchy) -> OpSchedule:
+                      caches: CacheHierarchy, registers: int) -> OpSchedule:
     """GotoBLAS's blocking, sized from the caches (docs/tuning.md, "The default schedule").
 
     Thread tasks of C, a K cache block whose A sliver stays in L1d while the N register loop
@@ -293,8 +311,11 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     if panels is not None:
         outer_n, inner_n = panels
         thread[inner_n] = 0
-        col_loop, col_unit = outer_n, 1
-        thread[outer_n] = largest_divisor(nest.ranges[outer_n], max(1, cols // nest.ranges[inner_n]))
+        register[outer_n] = panel_register_tile(nest.ranges[outer_n], max(register[n] // lanes, 1),
+                                                register[m], registers)
+        col_loop, col_unit = outer_n, register[outer_n]
+        thread[outer_n] = largest_divisor(nest.ranges[outer_n], max(col_unit, cols // nest.ranges[inner_n]),
+                                          multiple_of=col_unit)
 
     def tasks() -> int:
         return batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[col_loop] // thread[col_loop])
@@ -599,7 +620,7 @@ def plan_default_schedule(nest: LoopNest, tag: int, *, vector_bits: int, num_thr
     min_work = _MIN_PARALLEL_WORK
     contraction = plans_as_contraction(nest)
     if contraction:
-        plan = _plan_contraction(nest, tag, lanes, num_threads, caches)
+        plan = _plan_contraction(nest, tag, lanes, num_threads, caches, vector_registers(vector_bits))
     elif nest.convolution and nest.op_name in DECOMPOSABLE:
         plan = _plan_convolution(nest, tag, lanes, num_threads, vector_registers(vector_bits))
         if not nest.op_name.startswith("linalg.pooling"):

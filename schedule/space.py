@@ -268,7 +268,8 @@ class MatmulSpace(ScheduleSpace):
         self.m, self.n, self.k = m_dims[-1], n_dims[-1], k_dims[-1]
         self.batch = batch
         # Weights as column panels (graph/weight_panels.py): N is (panel, column in panel);
-        # par_nb takes whole panels per task, reg_n stays within one panel.
+        # par_nb takes whole panels per task, reg_n stays within one panel and reg_nb puts
+        # panels side by side in the register tile.
         self.panels = weight_panel_dims(nest)
         super().__init__(task, nest, target)
 
@@ -283,7 +284,8 @@ class MatmulSpace(ScheduleSpace):
                 "reg_n": plan.register_tiles[self.n] or outer[self.n],
                 "step_k": plan.reduction_tiles[self.k], "pack_a": int(0 in packed),
                 "pack_b": int(1 in packed), "n_outer": 0,
-                **({"par_nb": thread[self.panels[0]]} if self.panels else {})}
+                **({"par_nb": thread[self.panels[0]], "reg_nb": plan.register_tiles[self.panels[0]]}
+                   if self.panels else {})}
 
     def _knobs(self) -> list[Knob]:
         M, N, K = (self.nest.ranges[d] for d in (self.m, self.n, self.k))
@@ -314,7 +316,11 @@ class MatmulSpace(ScheduleSpace):
         ] + ([Knob("par_nb", _divisors(self.nest.ranges[self.panels[0]],
                                        [0] + ([1, 2, 4, 8, 16] if threaded else []),
                                        include=(d["par_nb"],)),
-                   "whole weight panels per parallel task (0: untiled)")] if self.panels else [])
+                   "whole weight panels per parallel task (0: untiled)"),
+                 Knob("reg_nb", _divisors(self.nest.ranges[self.panels[0]], [1, 2, 3, 4],
+                                          include=(d["reg_nb"],)),
+                      "weight panels side by side in the register tile (its columns: reg_nb x reg_n)"),
+                 ] if self.panels else [])
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
@@ -342,6 +348,8 @@ class MatmulSpace(ScheduleSpace):
             register[d] = 1
         register[self.m] = config["reg_m"]
         register[self.n] = config["reg_n"]
+        if self.panels:
+            register[self.panels[0]] = config["reg_nb"]
         reduction = [0] * n_loops
         for d in self.nest.reduction_dims:
             reduction[d] = 1

@@ -50,17 +50,18 @@ def test_weights_are_not_in_the_jit_object(rand, tmp_path):
 
 def test_weights_made_elsewhere_stay_constants(rand, tmp_path):
     """A dense_resource parsed from text has no array behind it in the table: the global
-    keeps its value, LLVM emits it, and the result is the same."""
-    weight = rand((64, 32))
+    keeps its value, LLVM emits it, and the result is the same. (16 columns: one weight panel
+    and one vector row, so neither a packed nor a blocked copy replaces the constant.)"""
+    weight = rand((64, 16))
     hex_data = "0x04000000" + weight.tobytes().hex().upper()
     text = f"""
-    func.func @mm(%x: tensor<4x64xf32>) -> tensor<4x32xf32> {{
-      %w = arith.constant dense_resource<w> : tensor<64x32xf32>
+    func.func @mm(%x: tensor<4x64xf32>) -> tensor<4x16xf32> {{
+      %w = arith.constant dense_resource<w> : tensor<64x16xf32>
       %z = arith.constant 0.0 : f32
-      %e = tensor.empty() : tensor<4x32xf32>
-      %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x32xf32>) -> tensor<4x32xf32>
-      %r = linalg.matmul ins(%x, %w : tensor<4x64xf32>, tensor<64x32xf32>) outs(%f : tensor<4x32xf32>) -> tensor<4x32xf32>
-      return %r : tensor<4x32xf32>
+      %e = tensor.empty() : tensor<4x16xf32>
+      %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+      %r = linalg.matmul ins(%x, %w : tensor<4x64xf32>, tensor<64x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
+      return %r : tensor<4x16xf32>
     }}
     {{-#
       dialect_resources: {{ builtin: {{ w: "{hex_data}" }} }}

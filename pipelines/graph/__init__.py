@@ -18,7 +18,7 @@ lowering of groups back to tagged linalg ops.
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
       the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
-      (matmuls with constant weights read them as column panels ``B'[n/32, k, n%32]``,
+      (matmuls with constant weights read them as column panels ``B'[n/16, k, n%16]``,
       packed by the folder: ``weight_panels.py``; left out when offload backends are named)
 ====  ==================================================================================
 

@@ -1,12 +1,14 @@
 """Constant matmul weights packed into column panels: ``tilecraft-pack-weight-panels``.
 
-The default schedule keeps a register tile of accumulators (rows x 32 columns on AVX-512)
-and, per step of K, loads 32 consecutive floats of B's row k. With B stored (K, N) those
-rows are N floats apart: a 128x768 @ 768x3072 tile walks 384 rows 12 KB apart per cache
-block, a fresh page every step, and ran at 44-52 GFLOPS per core (numpy 86-89). Stored as
-panels ``B'[n / P, k, n % P]`` (P = the register tile's columns), the same tile reads one
-contiguous stream: 99-105 GFLOPS per core on BERT's four projection shapes, 1.1-1.2x numpy's
-single-thread GEMM (onnxruntime prepacks its constant weights the same way).
+The default schedule keeps a register tile of accumulators (8 rows x 32 or 48 columns on
+AVX-512) and, per step of K, loads that many consecutive floats of B's row k. With B stored
+(K, N) those rows are N floats apart: a 128x768 @ 768x3072 tile walks 384 rows 12 KB apart
+per cache block, a fresh page every step, and ran at 44-52 GFLOPS per core (numpy 86-89).
+Stored as panels ``B'[n / P, k, n % P]`` (P = 16, one AVX-512 vector; the register tile
+takes up to three panels side by side), the same tile reads one contiguous stream per
+panel: 99-105 GFLOPS per core on BERT's four projection shapes with 32-column panels,
+1.1-1.2x numpy's single-thread GEMM (onnxruntime prepacks its constant weights the same
+way).
 
 The pass rewrites ``linalg.matmul`` (default or plain ``(m, k), (k, n)`` maps) whose B is a
 compile-time constant into the 3-D contraction
@@ -17,7 +19,8 @@ on views of C (``tensor.expand_shape`` of its init, ``tensor.collapse_shape`` of
 result: no data moves). ``B'`` is ``transpose(expand_shape(B))``, which
 ``tilecraft-fold-constants`` (the next pass) evaluates at compile time, so the packing costs
 nothing per call. The planner (schedule/plan.py, ``_plan_contraction``) tiles the panel loop
-``nb`` for threads and keeps ``j`` whole as the register tile's columns.
+``nb`` for threads, keeps ``j`` whole and puts up to three panels side by side as the
+register tile's columns (``panel_register_tile``).
 
 Left alone: non-constant B (packing per call would cost a copy of B), dynamic or non-f32
 shapes, and N not a multiple of P (or a single panel, where the layout is already the
@@ -37,9 +40,12 @@ from ..ir_queries import defined_functions, defining_op, ops_where, static_f32_t
 from ..passes import positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis
 
-# Panel width in f32 lanes: the default matmul register tile's columns on AVX-512
-# (schedule/plan.py: 2 vectors of 16 lanes).
-PANEL_COLUMNS = 32
+# Panel width in f32 elements: one AVX-512 vector (two AVX2 ones). The register tile takes
+# panels side by side (schedule/plan.py, panel_register_tile: 3 on AVX-512, where they
+# divide N), so the width sets the granularity of N, not the tile: 16-column panels let
+# BERT's 768-multiples take 8 x 48 tiles, which 32-column panels cannot (docs/performance.md,
+# round 14).
+PANEL_COLUMNS = 16
 
 
 def _plain_matmul(op: ir.Operation) -> bool:

@@ -16,6 +16,7 @@ from tilecraft.dialects import graph
 from tilecraft.errors import GraphError
 from tilecraft.frontend.loader import load_module
 from tilecraft.pipelines.graph import graph_pass_elements
+from tilecraft.pipelines.graph.weight_panels import PANEL_COLUMNS
 from tilecraft.pipelines.graph.fusion import ANCHOR_ATTR, GROUP_ATTR, count_groups
 from tilecraft.pipelines.pipeline import run_pass_elements
 
@@ -150,12 +151,13 @@ def test_bert_qkv_combined_softmax_layernorm_one_group(bert):
     groups = _tagged_groups(module)
     anchors = [_anchor(g) for g in groups]
     # Matmuls with constant weights read them as column panels (weight_panels.py): a
-    # 3-D generic marked tilecraft.weight_panels, its result (m, n / 32, 32).
+    # 3-D generic marked tilecraft.weight_panels, its result (m, n / P, P).
     panels = [a is not None and "tilecraft.weight_panels" in a.attributes for a in anchors]
     matmuls = [a for a, p in zip(anchors, panels) if a is not None and (p or a.name == "linalg.matmul")]
     # Q, K, V in one matmul of width 3 * hidden, then out projection, FFN1, FFN2.
     assert len(matmuls) == 4
-    assert str(matmuls[0].results[0].type) in ("tensor<16x96xf32>", "tensor<16x3x32xf32>")
+    assert str(matmuls[0].results[0].type) in (
+        "tensor<16x96xf32>", f"tensor<16x{96 // PANEL_COLUMNS}x{PANEL_COLUMNS}xf32>")
     reductions = [g for g, a, p in zip(groups, anchors, panels)
                   if a is not None and a.name == "linalg.generic" and not p]
     assert len(reductions) == 3  # softmax, layer norm 1, layer norm 2

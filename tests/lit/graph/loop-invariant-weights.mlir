@@ -5,10 +5,10 @@
 // RUN: tilecraft-opt %s --tilecraft-pack-weight-panels --loop-invariant-code-motion --tilecraft-fold-constants --canonicalize | FileCheck %s
 
 // CHECK-LABEL: func.func @recurrent
-// CHECK: %[[PANELS:.*]] = arith.constant dense_resource<{{.*}}> : tensor<2x32x32xf32>
+// CHECK: %[[PANELS:.*]] = arith.constant dense_resource<{{.*}}> : tensor<4x32x16xf32>
 // CHECK: scf.for
 // CHECK-NOT: linalg.transpose
-// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[PANELS]] : tensor<4x32xf32>, tensor<2x32x32xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[PANELS]] : tensor<4x32xf32>, tensor<4x32x16xf32>)
 // CHECK: scf.yield
 func.func @recurrent(%h0: tensor<4x32xf32>) -> tensor<4x32xf32> {
   %c0 = arith.constant 0 : index

@@ -160,3 +160,52 @@ func.func @matmul_panels(%a: memref<16x64xf32>, %out: memref<16x4x32xf32>) {
   }
   return
 }
+
+// A register tile over three 16-column panels reads the same k row of each (vector<3x1x16>,
+// the panel loop stepping by 3): the first row tile prefetches that row of the next three
+// panels, one line each, each clamped to the last panel.
+memref.global "private" constant @panels16 : memref<6x64x16xf32> = dense<1.0>
+
+// CHECK-LABEL: func.func @matmul_three_panels
+// CHECK: scf.if
+// CHECK: scf.for %[[PANEL:.*]] = %c0 to %c6 step %c3
+// CHECK: scf.for %[[K:.*]] = %c0 to %c64 step %c1
+// CHECK: %[[A0:.*]] = arith.addi %[[PANEL]], %c3{{.*}} : index
+// CHECK: %[[N0:.*]] = arith.minui %[[A0]], %[[LAST:.*]] : index
+// CHECK: %[[A1:.*]] = arith.addi %[[PANEL]], %c4{{.*}} : index
+// CHECK: %[[N1:.*]] = arith.minui %[[A1]], %[[LAST]] : index
+// CHECK: %[[A2:.*]] = arith.addi %[[PANEL]], %c5{{.*}} : index
+// CHECK: %[[N2:.*]] = arith.minui %[[A2]], %[[LAST]] : index
+// CHECK: memref.prefetch %{{.*}}[%[[N0]], %[[K]], %c0], read, locality<2>, data
+// CHECK: memref.prefetch %{{.*}}[%[[N1]], %[[K]], %c0], read, locality<2>, data
+// CHECK: memref.prefetch %{{.*}}[%[[N2]], %[[K]], %c0], read, locality<2>, data
+// CHECK-NOT: memref.prefetch
+// CHECK: vector.transfer_read
+// CHECK: } else {
+// CHECK-NOT: memref.prefetch
+// CHECK: return
+func.func @matmul_three_panels(%a: memref<16x64xf32>, %out: memref<16x6x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c6 = arith.constant 6 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  %zero = arith.constant dense<0.0> : vector<8x3x16xf32>
+  %w = memref.get_global @panels16 : memref<6x64x16xf32>
+  scf.for %r = %c0 to %c16 step %c8 {
+    scf.for %p = %c0 to %c6 step %c3 {
+      %acc = scf.for %k = %c0 to %c64 step %c1 iter_args(%acc0 = %zero) -> (vector<8x3x16xf32>) {
+        %b = vector.transfer_read %w[%p, %k, %c0], %pad {in_bounds = [true, true, true]} : memref<6x64x16xf32>, vector<3x1x16xf32>
+        %s = vector.shape_cast %b : vector<3x1x16xf32> to vector<3x16xf32>
+        %t = vector.broadcast %s : vector<3x16xf32> to vector<8x3x16xf32>
+        %n = arith.addf %acc0, %t : vector<8x3x16xf32>
+        scf.yield %n : vector<8x3x16xf32>
+      }
+      vector.transfer_write %acc, %out[%r, %p, %c0] {in_bounds = [true, true, true]} : vector<8x3x16xf32>, memref<16x6x16xf32>
+    }
+  }
+  return
+}
