@@ -39,6 +39,17 @@ def _linear_gelu_linear(m: int, k: int, n: int, seed: int = 0):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def _matmul(m: int, k: int, n: int, seed: int):
+    """One MatMul with a constant (k, n) weight, and an input for it."""
+    rng = np.random.default_rng(seed)
+    weights = numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "wide",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, rng.standard_normal((m, k)).astype(np.float32)
+
+
 def _reference(model, feeds):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, feeds)[0]
@@ -74,14 +85,8 @@ def test_one_thread_keeps_column_blocks_of_the_panels(monkeypatch):
     a B block sized to half of L2) stay as a sequential loop outside the K block: each row
     tile rereads one block of panels from L2, not every panel from L3 (plan.py
     ``_column_blocks``). On two threads the same blocks are the tasks."""
-    rng = np.random.default_rng(3)
-    m, k, n = 128, 768, 3072
-    weights = numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "wide",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [weights])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    x = rng.standard_normal((m, k)).astype(np.float32)
+    n = 3072
+    model, x = _matmul(128, 768, n, seed=3)
     panels = n // PANEL_COLUMNS
     block_loop = rf"scf\.for %\w+ = %c0 to %c{panels} step %c(\d+) "
     for threads in ("1", "2"):
@@ -116,14 +121,7 @@ def test_register_tile_spans_panels(monkeypatch, n, panels_per_tile):
     if Target.parse("llvm").vector_bits < 512:
         pytest.skip("the host has no AVX-512: the tile keeps one panel")
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
-    rng = np.random.default_rng(7)
-    m, k = 64, 128
-    weights = numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "wide",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [weights])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    x = rng.standard_normal((m, k)).astype(np.float32)
+    model, x = _matmul(64, 128, n, seed=7)
     module = tilecraft.compile(model, keep_ir=True)
     np.testing.assert_allclose(module(x), _reference(model, {"x": x}), rtol=1e-4, atol=1e-4)
     assert f"vector<8x{panels_per_tile}x{PANEL_COLUMNS}xf32>" in module.ir("schedule")
@@ -138,18 +136,11 @@ def test_wider_panels_keep_one_panel_per_register_tile(monkeypatch):
     if Target.parse("llvm").vector_bits < 512:
         pytest.skip("the host has no AVX-512")
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
-    rng = np.random.default_rng(8)
-    m, k, n = 64, 128, 768
-    weights = numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "wide",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [weights])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model, x = _matmul(64, 128, 768, seed=8)
     pipeline = tilecraft.cpu_pipeline("llvm", opt_level=3)
     element = "tilecraft-pack-weight-panels"
     pipeline = pipeline.replace("graph", [f"{element}{{panel=32}}" if e == element else e
                                           for e in pipeline.stage("graph").passes])
-    x = rng.standard_normal((m, k)).astype(np.float32)
     module = tilecraft.compile(model, keep_ir=True, pipeline=pipeline)
     np.testing.assert_allclose(module(x), _reference(model, {"x": x}), rtol=1e-4, atol=1e-4)
     assert "tilecraft.weight_panels = 32" in module.ir("graph")
