@@ -36,7 +36,9 @@ same: a prefetching copy of the first pixel tile's cycle.
 
 Which reads: ``vector.transfer_read`` of a ``memref.get_global`` constant of rank >= 3 whose
 leading dim (the blocks) is > 1, with a minor-identity map over whole rows of the last dim
-(index 0, vector width = the dim; a vector that also spans the block dim spans one block),
+(index 0, vector width = the dim; a vector that also spans the block dim, as a matmul
+register tile over three panels does, reads that row of each block it spans, and the
+same row of as many blocks after them is prefetched),
 in bounds, inside an ``scf.for`` in which its block index does not change (the reduction
 loop of one register tile), needing at most ``_MAX_PREFETCHES_PER_READ`` lines. Runs after
 bufferization, before parallel loops are outlined (each task still an ``scf.forall`` body).
