@@ -474,10 +474,29 @@ def profile_side_by_side(case: Case, ort: Any = None, runs: int = 10) -> Profile
     return profiles
 
 
+def kernel_flops(model: onnx.ModelProto, flops: dict[str, tuple[str, float]],
+                 anchored: "set[str]") -> dict[str, float]:
+    """Contraction a kernel is anchored at -> the flops its kernel computes: its own, plus
+    those of parallel Gemm/MatMul nodes of the same type on the same input that no kernel
+    is anchored at (``tilecraft-combine-parallel-matmul`` computes them in one matmul, named
+    after the first: BERT's Q/K/V kernel is labelled Q's Gemm and does three times Q's work)."""
+    totals = {name: flops[name][1] for name in anchored if name in flops}
+    by_name = {node.name: node for node in model.graph.node}
+    for node in model.graph.node:
+        if node.name in anchored or node.name not in flops or node.op_type not in ("Gemm", "MatMul"):
+            continue
+        siblings = [name for name in totals if by_name[name].op_type == node.op_type
+                    and by_name[name].input[0] == node.input[0]]
+        if len(siblings) == 1:
+            totals[siblings[0]] += flops[node.name][1]
+    return totals
+
+
 def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int = 10) -> None:
     flops = node_flops(case.model)
     labels = {_label(name) for name in kernels}
     anchors = kernel_anchors(case.model, labels, stop=labels)
+    computed = kernel_flops(case.model, flops, set(anchors.values()))
     # A contraction computed by several kernels (a relayout, then the conv's group) is rated
     # on their summed time.
     per_anchor: dict[str, float] = {}
@@ -491,8 +510,8 @@ def print_kernels(case: Case, kernels: dict[str, float], anchor: float, top: int
     print(f"  {'kernel':<34} {'ms':>8} {'share':>6} {'GFLOPS':>8} {'/numpy':>7} contraction")
     for name, seconds in sorted(kernels.items(), key=lambda kv: -kv[1])[:top]:
         contraction = anchors.get(_label(name))
-        op_flops = flops.get(contraction) if contraction else None  # None: not a contraction
-        rate = op_flops[1] / per_anchor[contraction] / 1e9 if op_flops and seconds else None
+        op_flops = computed.get(contraction) if contraction else None  # None: not a contraction
+        rate = op_flops / per_anchor[contraction] / 1e9 if op_flops and seconds else None
         rate_text = f"{rate:8.1f} {rate / anchor:7.2f} {contraction}" if rate else f"{'-':>8} {'-':>7}"
         print(f"  {name[:34]:<34} {seconds * 1e3:8.3f} {seconds / total:6.1%} {rate_text}")
 
