@@ -145,3 +145,16 @@ def test_wider_panels_keep_one_panel_per_register_tile(monkeypatch):
     np.testing.assert_allclose(module(x), _reference(model, {"x": x}), rtol=1e-4, atol=1e-4)
     assert "tilecraft.weight_panels = 32" in module.ir("graph")
     assert "vector<8x1x32xf32>" in module.ir("schedule")
+
+
+@pytest.mark.parametrize("panel", ["0", "-16", "wide"])
+def test_a_bad_panel_width_is_a_clear_error(panel):
+    """A panel width that is no positive integer stops the compile with a TilecraftError
+    naming the option, before any panel is built."""
+    model, x = _matmul(16, 32, 64, seed=9)
+    pipeline = tilecraft.cpu_pipeline("llvm", opt_level=3)
+    element = "tilecraft-pack-weight-panels"
+    pipeline = pipeline.replace("graph", [f"{element}{{panel={panel}}}" if e == element else e
+                                          for e in pipeline.stage("graph").passes])
+    with pytest.raises(tilecraft.TilecraftError, match="panel"):
+        tilecraft.compile(model, pipeline=pipeline)
