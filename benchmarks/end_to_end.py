@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
+    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet --kernels '' --without tilecraft-pad-matmul-extents
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -20,6 +21,10 @@ Models (random weights, built here; nothing is downloaded):
 - ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
   ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
 - ``digits``: the digits CNN of examples/ (batch 1);
+- ``vit``, ``mlp`` and ``unet`` (not in the default run): shapes no earlier round tuned
+  for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP of 1000 -> 500 -> 250 -> 10
+  features on 32 rows, two U-Net levels at 128x128 (a 2x2 stride-2 ConvTranspose, a skip
+  Concat);
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
@@ -63,7 +68,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -218,6 +223,82 @@ def mobilenetv2() -> Case:
                 m.running_var.uniform_(0.5, 1.5)
     x = torch.rand(1, 3, 224, 224)
     return _torch_case("mobilenetv2", module, (x,), ["input"])
+
+
+def vit(blocks: int = 2) -> Case:
+    """A ViT-B/16-shaped model, ``blocks`` pre-norm encoder blocks: 16x16 patches of a
+    224x224 image, a class token (197 tokens: no register tile divides them), hidden 768, 12
+    heads, MLP 3072 with GELU, the class token's logits."""
+    import torch
+    from torch import nn
+
+    hidden, heads, tokens = 768, 12, 197
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            d = hidden // heads
+            q, k, v = (t.reshape(tokens, heads, d).transpose(0, 1) for t in self.qkv(self.ln1(x)).split(hidden, -1))
+            probs = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * (1.0 / math.sqrt(d)), dim=-1)
+            x = x + self.proj(torch.matmul(probs, v).transpose(0, 1).reshape(tokens, hidden))
+            return x + self.mlp(self.ln2(x))
+
+    class ViT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.patches = nn.Conv2d(3, hidden, 16, 16)
+            self.cls = nn.Parameter(torch.randn(1, hidden) * 0.02)
+            self.position = nn.Parameter(torch.randn(tokens, hidden) * 0.02)
+            self.blocks = nn.Sequential(*(Block() for _ in range(blocks)))
+            self.ln, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, 1000)
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            x = torch.cat([self.cls, self.patches(image).flatten(2)[0].transpose(0, 1)]) + self.position
+            return self.head(self.ln(self.blocks(x))[0])
+
+    torch.manual_seed(0)
+    case = _torch_case("vit", ViT(), (torch.rand(1, 3, 224, 224),), ["image"])
+    case.name = f"vit_{blocks}b"
+    return case
+
+
+def mlp() -> Case:
+    """An MLP with the sizes people pick: 32 rows of 1000 features, 500 -> 250 -> 10 (no
+    multiple of 16 among them), ReLU and Tanh."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(1000, 500), nn.ReLU(), nn.Linear(500, 250), nn.Tanh(), nn.Linear(250, 10))
+    return _torch_case("mlp", module, (torch.randn(32, 1000),), ["x"])
+
+
+def unet() -> Case:
+    """Two U-Net levels at 128x128: 3x3 convolutions + ReLU, a 2x2 max pool, a 2x2 stride-2
+    ConvTranspose back up, the skip connection concatenated on the channels."""
+    import torch
+    from torch import nn
+
+    class UNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down1 = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+                                       nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())
+            self.down2 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU())
+            self.up = nn.ConvTranspose2d(64, 32, 2, stride=2)
+            self.out = nn.Sequential(nn.Conv2d(64, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 2, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            skip = self.down1(x)
+            return self.out(torch.cat([skip, self.up(self.down2(skip))], 1))
+
+    torch.manual_seed(0)
+    return _torch_case("unet", UNet(), (torch.rand(1, 3, 128, 128),), ["x"])
 
 
 def digits() -> Case:
@@ -580,16 +661,24 @@ def compare_kernels(case: Case, profiles: Profiles, anchor: float, path: str) ->
 
 # ---- the run --------------------------------------------------------------------------------
 
-def weight_panel_pipeline(panel: int) -> "tilecraft.Pipeline":
+def edited_pipeline(panel: int = 0, without: Sequence[str] = ()) -> "tilecraft.Pipeline | None":
     """The default pipeline with constant matmul weights packed as ``panel``-column panels
-    (``tilecraft-pack-weight-panels{panel=N}``): 32 builds what the default built before
-    16-column panels, one panel per register tile (docs/performance.md, round 14)."""
+    (``tilecraft-pack-weight-panels{panel=N}``; 32 builds what the default built before
+    16-column panels, one panel per register tile: docs/performance.md, round 14) and the
+    graph-stage elements ``without`` left out (``tilecraft-pad-matmul-extents``: the build
+    before round 15); ``None`` when neither is asked for."""
+    if not panel and not without:
+        return None
     pipeline = tilecraft.cpu_pipeline("llvm", opt_level=3)
-    element = "tilecraft-pack-weight-panels"
     graph = pipeline.stage("graph").passes
-    if element not in graph:
-        raise SystemExit(f"the default graph stage has no {element}")
-    return pipeline.replace("graph", [f"{element}{{panel={panel}}}" if e == element else e for e in graph])
+    element = "tilecraft-pack-weight-panels"
+    for name in (*without, *((element,) if panel else ())):
+        if name not in graph:
+            raise SystemExit(f"the default graph stage has no {name}; it has {list(graph)}")
+    graph = [e for e in graph if e not in without]
+    if panel:
+        graph = [f"{element}{{panel={panel}}}" if e == element else e for e in graph]
+    return pipeline.replace("graph", graph)
 
 
 def benchmark(case: Case, ort: Any, repeat: int, threads: int,
@@ -675,6 +764,9 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "resnet50_b8": lambda args: resnet50(8),
     "digits_dyn": lambda args: digits_dynamic(),
     "embedding": lambda args: embedding(),
+    "vit": lambda args: vit(),
+    "mlp": lambda args: mlp(),
+    "unet": lambda args: unet(),
 }
 # The default run (the models with dynamic sizes are for --checks-cost).
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")
@@ -728,6 +820,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weight-panel", type=int, default=0, metavar="N",
                         help="pack constant matmul weights as N-column panels (default: the "
                              "pipeline's, 16; 32 builds the layout before round 14)")
+    parser.add_argument("--without", action="append", default=[], metavar="PASS",
+                        help="leave this graph-stage pass out of the pipeline (repeatable), for "
+                             "A/B runs: --without tilecraft-pad-matmul-extents")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time calls by the process's CPU time (time.process_time) instead of the "
                              "wall clock: steadier on a loaded machine; with one thread "
@@ -768,7 +863,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in selected:
         case = CASES[name](args)
         offload = tuple(b.strip() for b in args.offload.split(",") if b.strip())
-        pipeline = weight_panel_pipeline(args.weight_panel) if args.weight_panel else None
+        pipeline = edited_pipeline(args.weight_panel, args.without)
         line, compiled = benchmark(case, ort, args.repeat, threads, offload, args.checks_cost, pipeline)
         print(line, flush=True)
         cases[name] = case

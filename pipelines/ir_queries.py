@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from mlir import ir
+from mlir.dialects import linalg, tensor
 
 # Reshapes move no data: they bufferize to views.
 RESHAPE_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
@@ -119,4 +120,20 @@ def linear_form(expr: ir.AffineExpr) -> dict[int, int] | None:
             return {k: v * b[-1] for k, v in a.items()}
         if set(a) == {-1}:
             return {k: v * a[-1] for k, v in b.items()}
+    return None
+
+
+def fresh_init(init: ir.Value, shape: list[int]) -> ir.Value | None:
+    """A destination of static ``shape`` standing for ``init`` with no data to move: a new
+    ``tensor.empty``, or a ``linalg.fill`` of one, where ``init`` is one (built at the
+    insertion point); ``None`` for any other init, whose values the caller must carry over.
+    The graph rewrites that reshape an op (a layout change, padded extents) share it."""
+    owner = defining_op(init)
+    element = ir.RankedTensorType(init.type).element_type
+    if owner is not None and owner.name == "tensor.empty":
+        return tensor.EmptyOp(shape, element).result
+    if owner is not None and owner.name == "linalg.fill":
+        source = defining_op(owner.operands[1])
+        if source is not None and source.name == "tensor.empty":
+            return linalg.fill(owner.operands[0], outs=[tensor.EmptyOp(shape, element).result])
     return None

@@ -22,6 +22,7 @@ import math
 
 from dataclasses import dataclass, replace
 
+from ..pipelines.graph.padded_extents import REGISTER_ROWS
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
 
@@ -49,8 +50,9 @@ _MIN_PARALLEL_CONV_WORK = 1 << 17
 # Matmul task columns (of the output) per thread, at most; the B block they make takes at
 # most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
 _MATMUL_TASK_COLS = 256
-# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators.
-_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
+# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators. The
+# graph stage pads rows that have no divisor near it (pipelines/graph/padded_extents.py).
+_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = REGISTER_ROWS, 2
 # Weight panels per register tile, at most (matmuls on panels: panel_register_tile). Three
 # 16-lane panels make 8 x 3 = 24 accumulators: per k step 8 broadcasts and 3 loads feed 24
 # FMAs instead of 10 feeding 16. BERT's projections ran 8-13% faster than with 8 x 32

@@ -423,6 +423,48 @@ def _dilate_and_pad(x: ir.Value, strides: Sequence[int], low: Sequence[int], hig
     )
 
 
+def _tiles_from_pixels(x: ir.Value, w: np.ndarray) -> ir.Value:
+    """A transposed convolution whose kernel equals its stride (a U-Net's 2x2 stride-2
+    upsampling), unpadded: each input pixel makes its own k x k block of output pixels,
+
+        y[n, h*kh + a, w*kw + b, f] = sum_c x[n, h, w, c] * W[c, f, a, b],
+
+    one contraction written into a (N, H, kh, W, kw, F) tensor that is the NHWC output
+    (a collapse, no copy), between NCHW <-> NHWC transposes that the layout pass cancels
+    against its conversions. The general lowering (zeros between input pixels, then a
+    convolution) multiplies kh * kw times as many zeros as products: 14 GFLOPS."""
+    spatial = len(w.shape) - 2
+    channels, filters, *kernel = w.shape
+    element = core.tensor_type(x).element_type
+    accumulator = accumulator_type(element)
+    x = _with_static_channels(x, channels)
+    pixels = core.transpose(x, [0, *range(2, spatial + 2), 1])          # N, *in, C
+    extents = core.sizes(pixels)
+    taps = core.constant(np.ascontiguousarray(np.moveaxis(w, 1, -1)), name="conv_transpose_taps")  # C, *k, F
+    # Loops: n, then (in_i, k_i) per spatial dim, f | c.
+    loops = 3 + 2 * spatial
+    dim = ir.AffineDimExpr.get
+    inputs_at = [dim(1 + 2 * i) for i in range(spatial)]
+    taps_at = [dim(2 + 2 * i) for i in range(spatial)]
+    f, c = dim(loops - 2), dim(loops - 1)
+    maps = [ir.AffineMap.get(loops, 0, [dim(0), *inputs_at, c]),
+            ir.AffineMap.get(loops, 0, [c, *taps_at, f]),
+            ir.AffineMap.get(loops, 0, [dim(d) for d in range(loops - 1)])]
+    out_extents = [extents[0]]
+    for i in range(spatial):
+        out_extents += [extents[1 + i], kernel[i]]
+    init = core.filled([*out_extents, filters], 0, accumulator)
+    mul = arith.mulf if core.is_float(accumulator) else arith.muli
+    add = arith.addf if core.is_float(accumulator) else arith.addi
+
+    def body(a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
+        return add(acc, mul(core.convert_scalar(a, accumulator), core.convert_scalar(b, accumulator)))
+
+    blocks = generic_op([pixels, taps], init, maps, loops - 1, 1, body)
+    image = collapse(blocks, [[0], *[[1 + 2 * i, 2 + 2 * i] for i in range(spatial)], [loops - 2]])
+    return core.transpose(image, [0, spatial + 1, *range(1, spatial + 1)])
+
+
 def conv_transpose(
     x: ir.Value,
     w: "ir.Value | np.ndarray",
@@ -450,6 +492,10 @@ def conv_transpose(
         raise ValueError("conv_transpose: the filter needs a static shape")
     if (w.shape[0] if isinstance(w, np.ndarray) else core.static_shape(w)[0]) % groups:
         raise ValueError(f"conv_transpose: the filter's channels do not split into {groups} groups")
+    if (isinstance(w, np.ndarray) and groups == 1 and list(kernel) == list(strides)
+            and not any(padding_low) and not any(padding_high) and not any(output_padding)
+            and all(d == 1 for d in dilations)):
+        return _add_bias(_tiles_from_pixels(x, w), bias, core.tensor_type(x).element_type)
     if isinstance(w, np.ndarray):
         filt = core.constant(_transposed_filter_array(w, groups), name="conv_transpose_filter")
     else:

@@ -10,7 +10,9 @@ lowering of groups back to tagged linalg ops.
 1     ``canonicalize``, ``cse`` (dead code and common subexpressions)
 2     + ``tilecraft-combine-parallel-matmul`` (Q/K/V in one matmul),
       ``tilecraft-contraction-operand-layout`` (a transposed B read in the layout the schedule
-      vectorizes: ``operand_layout.py``) and ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
+      vectorizes: ``operand_layout.py``), ``tilecraft-pad-matmul-extents`` (a matmul whose
+      rows or columns have no good register tile, such as a ViT's 197 tokens, computed on
+      padded extents: ``padded_extents.py``) and ``tilecraft-fold-constants`` (BatchNormalization / Mul / Add by per-channel constants
       folded into conv and matmul weights and biases, constant subgraphs such as transposes
       of weights evaluated), after ``loop-invariant-code-motion`` (what a loop body does to
       constants, such as a recurrent step packing its weights, moves out of the loop, where
@@ -30,7 +32,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 
 from __future__ import annotations
 
-from . import combine, constant_folding, fusion, layout, operand_layout, weight_panels, winograd  # noqa: F401  (their decorators register passes)
+from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
 
 OPT_LEVELS = (0, 1, 2, 3)
 
@@ -52,6 +54,9 @@ def graph_pass_elements(opt_level: int) -> list[str]:
     if opt_level >= 2:
         # Operand layout before folding: a transposed constant B is transposed back once.
         elements += ["tilecraft-contraction-operand-layout"]
+        # After the operand layout (B read (K, N)), before the panels (which then pack the
+        # padded columns) and the folder (which pads constant weights).
+        elements += ["tilecraft-pad-matmul-extents"]
     if opt_level >= 3:
         # Constant weights as column panels, packed by the folder (weight_panels.py).
         elements += ["tilecraft-pack-weight-panels"]

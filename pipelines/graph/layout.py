@@ -24,6 +24,7 @@ layout is NHWC, the only one the option accepts.
   operand's indexing map gets its results permuted, broadcast operands such as a
   per-channel bias ``(d1, 0, 0)`` keep theirs, and the loops are renumbered so the output
   map stays the identity), a ``tensor.pad`` with a constant value (pad amounts permuted),
+  a ``tensor.concat`` (its dim permuted: a U-Net's skip connection joins the channels),
   and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
   (backwards), so the conversion lands on the function argument.
 - *cancellation*: a conversion of a conversion back (NHWC -> NCHW -> NHWC) is the value
@@ -47,12 +48,12 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from mlir import ir
-from mlir.dialects import linalg
+from mlir.dialects import linalg, tensor
 
 from ...dialects import graph
 from ...errors import GraphError, PipelineError
 from ...frontend.emit import core, reshapes
-from ..ir_queries import defined_functions
+from ..ir_queries import defined_functions, fresh_init
 from ..passes import register_pass
 
 SOURCE_LAYOUT = "NCHW"
@@ -167,16 +168,9 @@ class LayoutRewriter:
     def init_in_layout(self, init: ir.Value, before: ir.Operation) -> ir.Value:
         """An accumulator in ``layout``: a new ``tensor.empty`` or ``linalg.fill`` of one
         when ``init`` is one (no data to move), else a conversion."""
-        owner = _owner(init)
-        shape = _permuted_type(init, self.to_layout)
         with before.location, ir.InsertionPoint(before):
-            if owner is not None and owner.name == "tensor.empty":
-                return core.empty(shape.shape, shape.element_type)
-            if owner is not None and owner.name == "linalg.fill" \
-                    and _owner(owner.operands[1]) is not None \
-                    and _owner(owner.operands[1]).name == "tensor.empty":
-                return linalg.fill(owner.operands[0], outs=[core.empty(shape.shape, shape.element_type)])
-        return self.in_layout(init, before)
+            fresh = fresh_init(init, list(_permuted_type(init, self.to_layout).shape))
+        return fresh if fresh is not None else self.in_layout(init, before)
 
     # --- rewrites ---------------------------------------------------------------------------
 
@@ -232,6 +226,16 @@ class LayoutRewriter:
         if permutation == layout_permutation(self.layout, SOURCE_LAYOUT):
             return "from"
         return None
+
+    def rewrite_concat(self, op: ir.Operation) -> None:
+        """A rank-4 concat that reads a converted value runs in ``layout`` (its dim
+        permuted; the other parts converted): a U-Net's skip connection, concatenated along
+        the channels, stayed NCHW and cost a transpose of both parts and of the result."""
+        parts = [self.in_layout(value, op) for value in op.operands]
+        dim = self.to_layout.index(int(ir.IntegerAttr(op.attributes["dim"]).value))
+        with op.location, ir.InsertionPoint(op):
+            new = tensor.concat(_permuted_type(op.results[0], self.to_layout), dim, parts)
+        self._replace(op, new)
 
     def rewrite_transpose(self, op: ir.Operation, kind: str) -> None:
         """A transpose to ``layout`` reads the value in ``layout`` (cancelling a conversion
@@ -314,6 +318,9 @@ class LayoutRewriter:
         elif name == "tensor.pad" and _constant_pad(op) and _ranked(op.operands[0]).rank == 4 \
                 and self._reads_converted(op, [0]):
             self.rewrite_pad(op)
+        elif name == "tensor.concat" and _static(list(op.operands) + list(op.results)) \
+                and _ranked(op.results[0]).rank == 4 and self._reads_converted(op, range(len(op.operands))):
+            self.rewrite_concat(op)
         elif name == "linalg.generic" and _plain_generic(op) \
                 and self._reads_converted(op, range(len(op.operands) - 1)):
             self.rewrite_generic(op)
@@ -432,7 +439,7 @@ def lower_conversion(op: ir.Operation) -> ir.Value:
 @register_pass(
     "tilecraft-convert-layout",
     "Run NCHW convolutions and pooling in NHWC (filters transposed at compile time), "
-    "propagate the layout through elementwise ops, pads, pooling and reductions, and cancel "
+    "propagate the layout through elementwise ops, pads, concats, pooling and reductions, and cancel "
     "back-to-back conversions",
     options={"layout": f"target layout (default {DEFAULT_LAYOUT}; supported: {', '.join(LAYOUTS)})"},
     prepare=graph.load,

@@ -48,7 +48,7 @@ from .constant_folding import ConstantAnalysis
 PANEL_COLUMNS = 16
 
 
-def _plain_matmul(op: ir.Operation) -> bool:
+def plain_matmul(op: ir.Operation) -> bool:
     """``linalg.matmul`` reading A (m, k) and B (k, n), static f32 shapes."""
     if op.name != "linalg.matmul" or len(op.operands) != 3:
         return False
@@ -102,6 +102,6 @@ def pack_weight_panels_pass(module: ir.Operation, options: Mapping[str, str]) ->
     panel = positive_int_option("panel", options.get("panel", str(PANEL_COLUMNS)))
     for function in defined_functions(module):
         constants = ConstantAnalysis()
-        for op in ops_where(function, _plain_matmul):
+        for op in ops_where(function, plain_matmul):
             if constants.value_is_constant(op.operands[1]):
                 pack_weights(op, panel)

@@ -48,6 +48,33 @@ def conv_bn_block(channels: int = 8, size: int = 10, seed: int = 0) -> onnx.Mode
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def unet_block(channels: int = 8, size: int = 12, seed: int = 0) -> onnx.ModelProto:
+    """x -> Conv + Relu (the skip) -> MaxPool 2 -> Conv + Relu -> ConvTranspose 2x2 stride 2
+    -> Concat(skip, up) on the channels -> Conv: a U-Net level, batch 1, NCHW."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = [_init("w1", rng.standard_normal((c, 3, 3, 3)) / np.sqrt(27)),
+             _init("w2", rng.standard_normal((2 * c, c, 3, 3)) / np.sqrt(9 * c)),
+             _init("wt", rng.standard_normal((2 * c, c, 2, 2)) / np.sqrt(2 * c)),
+             _init("bt", rng.standard_normal(c)),
+             _init("w3", rng.standard_normal((4, 2 * c, 3, 3)) / np.sqrt(18 * c))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["skip"]),
+             helper.make_node("MaxPool", ["skip"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("ConvTranspose", ["r2", "wt", "bt"], ["up"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Concat", ["skip", "up"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w3"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "unet_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, size, size])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def bert_layer(seq: int = 16, hidden: int = 32, heads: int = 4, ffn: int = 64,
                seed: int = 0) -> onnx.ModelProto:
     """One post-norm BERT encoder layer on [seq, hidden]: Q/K/V MatMuls sharing the input,

@@ -62,6 +62,15 @@ def test_depthwise_pooling_net_in_nhwc_matches_onnxruntime():
     assert counts["linalg.transpose"] == 1
 
 
+def test_unet_upsampling_and_skip_concat_stay_nhwc():
+    """The 2x2 stride-2 ConvTranspose (a contraction between NCHW <-> NHWC transposes) and the
+    channel Concat of the skip connection run in NHWC: no transpose between the convolutions."""
+    counts = _counts_after_matching_onnxruntime(graph_models.unet_block(), (1, 3, 12, 12), seed=6)
+    assert counts["linalg.conv_2d_nhwc_hwcf"] == 3 and counts["linalg.conv_2d_nchw_fchw"] == 0
+    assert counts["linalg.transpose"] == 2  # the model's input and output
+    assert counts["graph.layout_convert"] == 0
+
+
 def test_grouped_conv_stays_nchw_between_conversions():
     counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(grouped=True),
                                                 (1, 3, 12, 12), seed=5)

@@ -307,6 +307,10 @@ def test_conv_bad_attributes():
         ((1, 3, 5), (3, 2, 3), {"strides": [3], "pads": [2, 1]}),
         pytest.param((1, 2, 3, 3, 3), (2, 2, 2, 2, 2), {"strides": [2, 2, 2]}, marks=SCALAR_FALLBACK),
         ((1, 3, 4, 4), (3, 2, 2, 2), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),  # crops
+        # Kernel == stride, unpadded: one contraction, each input pixel its own output block.
+        ((2, 3, 4, 5), (3, 4, 2, 2), {"strides": [2, 2]}),
+        ((1, 3, 4, 5), (3, 2, 3, 2), {"strides": [3, 2]}),
+        ((1, 3, 5), (3, 2, 4), {"strides": [4]}),
     ],
 )
 def test_conv_transpose(x_shape, w_shape, attributes):
@@ -330,9 +334,11 @@ def test_conv_transpose_groups(w_shape):
                               attributes={"group": 2, "strides": [2, 1], "pads": [0, 1, 1, 0]})
 
 
-def test_conv_transpose_dynamic_batch():
-    check_node("ConvTranspose", {"x": rand(2, 3, 4, 4)}, constants={"w": rand(3, 2, 3, 3)},
-               attributes={"strides": [2, 2], "pads": [1, 1, 1, 1]}, dynamic=["x"], rtol=1e-4, atol=1e-4)
+@pytest.mark.parametrize("w_shape,attributes", [((3, 2, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+                                                ((3, 2, 2, 2), {"strides": [2, 2]})])
+def test_conv_transpose_dynamic_batch(w_shape, attributes):
+    check_node("ConvTranspose", {"x": rand(2, 3, 4, 4)}, constants={"w": rand(*w_shape)},
+               attributes=attributes, dynamic=["x"], rtol=1e-4, atol=1e-4)
 
 
 # --- pooling ---------------------------------------------------------------------------------

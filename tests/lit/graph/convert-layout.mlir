@@ -165,3 +165,24 @@ func.func @transposes(%x: tensor<1x5x5x4xf32>) -> tensor<1x5x5x4xf32> {
   %nhwc = linalg.transpose ins(%r : tensor<1x4x5x5xf32>) outs(%e2 : tensor<1x5x5x4xf32>) permutation = [0, 2, 3, 1]
   return %nhwc : tensor<1x5x5x4xf32>
 }
+
+// -----
+
+// A channel concat of a converted value (a U-Net's skip connection) runs in NHWC along the
+// last dim; its other part, an argument, is converted; one conversion of the result.
+// CHECK-LABEL: func.func @skip_concat
+// CHECK: %[[A:.*]] = "graph.layout_convert"(%arg0) {{.*}} : (tensor<1x4x6x6xf32>) -> tensor<1x6x6x4xf32>
+// CHECK: %[[P:.*]] = linalg.pooling_nhwc_max {{.*}} ins(%[[A]],
+// CHECK: %[[B:.*]] = "graph.layout_convert"(%arg1) {{.*}} : (tensor<1x2x6x6xf32>) -> tensor<1x6x6x2xf32>
+// CHECK: %[[CAT:.*]] = tensor.concat dim(3) %[[P]], %[[B]] : (tensor<1x6x6x4xf32>, tensor<1x6x6x2xf32>) -> tensor<1x6x6x6xf32>
+// CHECK: %[[Y:.*]] = "graph.layout_convert"(%[[CAT]]) {dst_layout = #graph.layout<"NCHW">, src_layout = #graph.layout<"NHWC">}
+// CHECK: return %[[Y]] : tensor<1x6x6x6xf32>
+func.func @skip_concat(%x: tensor<1x4x6x6xf32>, %y: tensor<1x2x6x6xf32>) -> tensor<1x6x6x6xf32> {
+  %ninf = arith.constant -3.4e38 : f32
+  %win = tensor.empty() : tensor<1x1xf32>
+  %e = tensor.empty() : tensor<1x4x6x6xf32>
+  %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %p = linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %win : tensor<1x4x6x6xf32>, tensor<1x1xf32>) outs(%f : tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %c = tensor.concat dim(1) %p, %y : (tensor<1x4x6x6xf32>, tensor<1x2x6x6xf32>) -> tensor<1x6x6x6xf32>
+  return %c : tensor<1x6x6x6xf32>
+}

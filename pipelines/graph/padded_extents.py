@@ -1,0 +1,287 @@
+"""Matmuls whose rows or columns have no good register tile, computed on padded extents:
+``tilecraft-pad-matmul-extents``.
+
+The schedule's register tiles must divide the loops they tile (schedule/plan.py,
+``largest_divisor``): a tile that divides keeps every tile the same static shape, which
+vectorization needs. A ViT's 197 tokens (a prime) therefore got 1-row matmul tiles, three
+accumulators where 24 fit, and its projections ran at 55 GFLOPS (4x slower than BERT's
+128-token ones); an MLP's 500 or 250 outputs got 4- or 2-lane vectors.
+
+The pass gives such a matmul extents that tile well, as IREE's data tiling pads its packs:
+- rows M (``needs_row_padding``): A gets zero rows up to a multiple of
+  :data:`ROW_MULTIPLE` (a copy of A, M x K, against 2 M K N flops);
+- columns N (``needs_column_padding``), only where B is a compile-time constant: B gets
+  zero columns up to a multiple of :data:`COLUMN_MULTIPLE`, padded once by the constant
+  folder (the next passes); a non-constant B would be copied per call.
+
+The padded rows and columns of a result are garbage nobody reads: the slice back to the
+real extent moves down the chain of ops that keep padded lines independent
+(``_padded_clone``): elementwise ops and row-wise reductions (a bias, GELU, the residual add,
+layer norm) run on the padded extents, so the matmul's epilogue is fused on whole register
+tiles, and the slice lands before the first op that would mix padded lines into real ones
+(a reduction over them, a contraction over them, a reshape or slice across them). Being
+garbage, padded lines need no particular values: an operand that is already padded is
+taken as it is, with no fresh copy.
+
+Left alone: dynamic and non-f32 shapes, batch matmuls (attention's, whose small extents the
+schedule tiles per head), extents already tiling well, and small ones (padding 10 rows to 16
+would compute 60 % more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from mlir import ir
+from mlir.dialects import linalg, tensor
+
+from ...frontend.emit import core
+from ..ir_queries import defined_functions, fresh_init
+from ..passes import register_pass
+from .constant_folding import ConstantAnalysis
+from .weight_panels import PANEL_COLUMNS, plain_matmul
+
+# Rows of the matmul register tile (schedule/plan.py reads it as its row count): M is padded
+# when its largest divisor up to it is below half of it.
+REGISTER_ROWS = 8
+# ... to a multiple of two register tiles: 197 rows padded to 200 (25 tiles) ran a ViT's
+# projections 1.16x onnxruntime's time, padded to 208 (26 tiles) 1.08x (one process, calls
+# alternating; 192 and 208 rows ran 10 % faster per row than 200).
+ROW_MULTIPLE = 16
+# Columns: a multiple of one weight panel (one AVX-512 vector), so that the padded B packs
+# into panels (weight_panels.py) and the register tile takes whole vectors.
+COLUMN_MULTIPLE = PANEL_COLUMNS
+# Padding is skipped where it would add more than this fraction of the work.
+MAX_PADDING_FRACTION = 0.125
+
+
+def _round_up(extent: int, multiple: int) -> int:
+    return -(-extent // multiple) * multiple
+
+
+def _cheap(extent: int, multiple: int) -> bool:
+    return _round_up(extent, multiple) - extent <= MAX_PADDING_FRACTION * extent
+
+
+def needs_row_padding(rows: int) -> bool:
+    """Whether ``rows`` has no divisor in [REGISTER_ROWS / 2, REGISTER_ROWS] (a 1-row tile
+    for 197 rows, 3 for 33) and padding it adds at most :data:`MAX_PADDING_FRACTION`."""
+    best = max(d for d in range(1, REGISTER_ROWS + 1) if rows % d == 0)
+    return best < REGISTER_ROWS // 2 and _cheap(rows, ROW_MULTIPLE)
+
+
+def needs_column_padding(columns: int) -> bool:
+    """Whether ``columns`` is no multiple of 8 (its vectors would be 4, 2 or 1 lanes wide:
+    500, 250, 1001), is more than one panel, and padding it adds at most
+    :data:`MAX_PADDING_FRACTION`. Multiples of 8 keep 8-lane vectors (1000: 125 of them)."""
+    return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
+
+
+@dataclass(frozen=True)
+class Padded:
+    """A value computed on padded extents: ``value`` stands for the original value of
+    static shape ``shape`` (``value``'s extents are >= it, dim by dim)."""
+
+    value: ir.Value
+    shape: tuple[int, ...]
+
+    def padded_dims(self) -> dict[int, int]:
+        extents = ir.RankedTensorType(self.value.type).shape
+        return {d: extents[d] for d, original in enumerate(self.shape) if extents[d] != original}
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _pad_to(value: ir.Value, shape: list[int]) -> ir.Value:
+    """``value`` with zero elements appended up to ``shape`` (at the insertion point)."""
+    current = _shape(value)
+    return core.pad_constant(value, [0] * len(shape), [s - c for s, c in zip(shape, current)], 0.0)
+
+
+def _init_at(init: ir.Value, shape: list[int]) -> ir.Value:
+    """An init of ``shape`` standing for ``init``: a fresh one where it holds no data, else
+    ``init`` padded with zeros."""
+    fresh = fresh_init(init, shape)
+    return fresh if fresh is not None else _pad_to(init, shape)
+
+
+def _uses_loop(expr: ir.AffineExpr, loops: "set[int] | dict[int, int]") -> bool:
+    """Whether ``expr`` reads any of ``loops`` (a convolution's ``d1 + d4`` reads both)."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position in loops
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _uses_loop(expr.lhs, loops) or _uses_loop(expr.rhs, loops)
+    return False
+
+
+def _operand_at(value: ir.Value, shape: list[int], padded: dict[ir.Value, Padded]) -> ir.Value:
+    """``value`` (or its padded stand-in) with extents ``shape``: the stand-in as it is when
+    its extents match, else padded with zeros."""
+    stand_in = padded.get(value)
+    if stand_in is not None and _shape(stand_in.value) == shape:
+        return stand_in.value
+    return _pad_to(value, shape)
+
+
+class _ExtentPadder:
+    """One function's rewrite: padded stand-ins for original values, built in program order."""
+
+    def __init__(self) -> None:
+        self.padded: dict[ir.Value, Padded] = {}
+        self.replaced: list[ir.Operation] = []
+        self.constants = ConstantAnalysis()
+
+    def visit(self, op: ir.Operation) -> None:
+        if len(op.results) != 1 or not isinstance(op.results[0].type, ir.RankedTensorType):
+            return
+        if plain_matmul(op):
+            new = self._padded_matmul(op)
+        elif any(operand in self.padded for operand in op.operands):
+            new = self._padded_clone(op)
+        else:
+            new = None
+        if new is not None:
+            self.padded[op.results[0]] = Padded(new, tuple(_shape(op.results[0])))
+            self.replaced.append(op)
+
+    def _padded_matmul(self, op: ir.Operation) -> ir.Value | None:
+        a, b, init = op.operands
+        m, k = _shape(a)
+        n = _shape(b)[1]
+        a_stand_in = self.padded.get(a)
+        if a_stand_in is not None and set(a_stand_in.padded_dims()) != {0}:
+            a_stand_in = None  # padded along K: its garbage would be summed in
+        rows = _round_up(m, ROW_MULTIPLE) if needs_row_padding(m) else m
+        if a_stand_in is not None:
+            rows = _shape(a_stand_in.value)[0]
+        columns = n
+        if needs_column_padding(n) and self.constants.value_is_constant(b):
+            columns = _round_up(n, COLUMN_MULTIPLE)
+        if (rows, columns) == (m, n):
+            return None
+        with ir.InsertionPoint(op), op.location:
+            a = a_stand_in.value if a_stand_in is not None else _pad_to(a, [rows, k])
+            b = _pad_to(b, [k, columns])
+            return linalg.matmul(a, b, outs=[_init_at(init, [rows, columns])])
+
+    def _padded_clone(self, op: ir.Operation) -> ir.Value | None:
+        if op.name == "linalg.generic":
+            return self._padded_generic(op)
+        if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+            return self._padded_reshape(op)
+        return None
+
+    def _padded_generic(self, op: ir.Operation) -> ir.Value | None:
+        """``op`` on the padded extents of its padded operands, where every padded dim is read
+        by a parallel loop that the result keeps, so that padded lines stay apart."""
+        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        iterators = [str(ir.Attribute(t)) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+        operands = list(op.operands)
+        loop_extents: dict[int, int] = {}
+        for operand, affine_map in zip(operands, maps):
+            stand_in = self.padded.get(operand)
+            if stand_in is None:
+                continue
+            for dim, extent in stand_in.padded_dims().items():
+                expr = affine_map.results[dim]
+                if not isinstance(expr, ir.AffineDimExpr):
+                    return None
+                loop = expr.position
+                if "parallel" not in iterators[loop] or loop_extents.get(loop, extent) != extent:
+                    return None
+                loop_extents[loop] = extent
+        output_map = maps[-1]
+        kept = {e.position for e in output_map.results if isinstance(e, ir.AffineDimExpr)}
+        if not loop_extents or not set(loop_extents) <= kept:
+            return None
+        if not all(isinstance(v.type, ir.RankedTensorType) and ir.RankedTensorType(v.type).has_static_shape
+                   for v in operands):
+            return None
+        if any(_uses_loop(e, loop_extents) for m in maps for e in m.results
+               if not isinstance(e, ir.AffineDimExpr)):
+            return None  # a padded loop inside an index expression: its operand's extent is no dim's
+        new_operands = []
+        with ir.InsertionPoint(op), op.location:
+            for index, (operand, affine_map) in enumerate(zip(operands, maps)):
+                shape = _shape(operand)
+                for position, expr in enumerate(affine_map.results):
+                    if isinstance(expr, ir.AffineDimExpr) and expr.position in loop_extents:
+                        shape[position] = loop_extents[expr.position]
+                if index == len(operands) - 1 and operand not in self.padded:
+                    new_operands.append(_init_at(operand, shape))
+                else:
+                    new_operands.append(_operand_at(operand, shape, self.padded))
+            clone = op.clone(ip=ir.InsertionPoint(op))
+        for index, value in enumerate(new_operands):
+            clone.operands[index] = value
+        clone.results[0].set_type(new_operands[-1].type)
+        return clone.results[0]
+
+    def _padded_reshape(self, op: ir.Operation) -> ir.Value | None:
+        """A reshape whose padded dims each sit in a reassociation group with unit dims only
+        (197 rows collapsed with a batch of 1), applied to the padded operand."""
+        source = self.padded.get(op.operands[0])
+        if source is None:
+            return None
+        groups = [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(g)]
+                  for g in ir.ArrayAttr(op.attributes["reassociation"])]
+        expanding = op.name == "tensor.expand_shape"
+        small, large = (_shape(op.operands[0]), _shape(op.results[0])) if expanding \
+            else (_shape(op.results[0]), _shape(op.operands[0]))
+        new_large = list(large)
+        new_small = list(small)
+        padded_dims = source.padded_dims()
+        for small_dim, group in enumerate(groups):
+            if expanding:
+                extent = padded_dims.get(small_dim)
+            else:
+                extents = [padded_dims[d] for d in group if d in padded_dims]
+                extent = extents[0] if extents else None
+                if len(extents) > 1:
+                    return None
+            if extent is None:
+                continue
+            wide = [d for d in group if large[d] != 1]
+            if len(wide) != 1:
+                return None
+            new_large[wide[0]] = extent
+            new_small[small_dim] = extent
+        element = ir.RankedTensorType(op.results[0].type).element_type
+        clone = op.clone(ip=ir.InsertionPoint(op))
+        clone.operands[0] = source.value
+        result_shape = new_large if expanding else new_small
+        clone.results[0].set_type(ir.RankedTensorType.get(result_shape, element))
+        if expanding:
+            clone.attributes["static_output_shape"] = ir.DenseI64ArrayAttr.get(result_shape)
+        return clone.results[0]
+
+    def finish(self) -> int:
+        """Replace each rewritten op by a slice of its stand-in (read by the ops that were not
+        rewritten, if any) and erase it, last first."""
+        for op in reversed(self.replaced):
+            original = op.results[0]
+            stand_in = self.padded[original]
+            shape = list(stand_in.shape)
+            with ir.InsertionPoint(op), op.location:
+                sliced = tensor.extract_slice(original.type, stand_in.value, [], [], [],
+                                              [0] * len(shape), shape, [1] * len(shape))
+            original.replace_all_uses_with(sliced)
+            op.erase()
+        return len(self.replaced)
+
+
+@register_pass(
+    "tilecraft-pad-matmul-extents",
+    "Matmuls whose rows (or, with constant weights, columns) have no good register tile "
+    "computed on padded extents; the slice back moves past elementwise and row-wise ops",
+)
+def pad_matmul_extents_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    for function in defined_functions(module):
+        padder = _ExtentPadder()
+        for block in function.regions[0].blocks:
+            for op in list(block.operations):
+                padder.visit(op.operation)
+        padder.finish()

@@ -1,0 +1,123 @@
+"""Matmuls on padded extents (pipelines/graph/padded_extents.py): which extents are padded,
+numerics against onnxruntime with the padded lines carried through epilogues and layer
+norms, and with ops after them that would sum padded lines in (a reduction or a softmax
+over the rows), where the slice back must come first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tilecraft  # noqa: E402
+from tilecraft.pipelines.graph.padded_extents import (  # noqa: E402
+    needs_column_padding,
+    needs_row_padding,
+)
+
+
+def _model(nodes, inputs, output, output_shape, initializers):
+    graph = helper.make_graph(
+        nodes, "padded",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, output_shape)],
+        [numpy_helper.from_array(array, name) for name, array in initializers.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _weights(rng, *shape):
+    return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+
+def _check(model, feeds, threads, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", threads)
+    compiled = tilecraft.compile(model, keep_ir=True)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)[0]
+    got = compiled(*feeds.values())
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)
+    return compiled.ir("graph")
+
+
+@pytest.mark.parametrize("rows,padded", [(197, True), (33, False), (121, True), (128, False), (196, False),
+                                         (10, False), (1, False)])
+def test_rows_padded_where_no_register_tile_divides(rows, padded):
+    # 33 rows: 48 would add 45 % more work; 196 = 7 x 28 takes 7-row tiles.
+    assert needs_row_padding(rows) is padded
+
+
+@pytest.mark.parametrize("columns,padded", [(500, True), (250, True), (4001, True), (1000, False),
+                                            (768, False), (10, False), (20, False)])
+def test_columns_padded_where_vectors_would_be_narrow(columns, padded):
+    # 1000 keeps 8-lane vectors; 10 and 20 fit a register or two (20 -> 32 is 60 % more).
+    assert needs_column_padding(columns) is padded
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_vit_shaped_block_runs_on_padded_rows(monkeypatch, threads):
+    """197 tokens: both projections, the GELU, the residual and the layer norm run on 208
+    rows; the slice comes once, at the output."""
+    rng = np.random.default_rng(0)
+    width, hidden = 64, 256
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Erf", ["hb"], ["g"]), helper.make_node("MatMul", ["g", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "x"], ["r"]),
+             helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["y"], axis=-1)]
+    model = _model(nodes, [("x", [1, 197, width])], "y", [1, 197, width],
+                   {"w1": _weights(rng, width, hidden), "b1": rng.standard_normal(hidden).astype(np.float32),
+                    "w2": _weights(rng, hidden, width), "gamma": rng.standard_normal(width).astype(np.float32),
+                    "beta": rng.standard_normal(width).astype(np.float32)})
+    graph_ir = _check(model, {"x": rng.standard_normal((1, 197, width)).astype(np.float32)}, threads, monkeypatch)
+    assert "tensor<208x" in graph_ir
+    assert graph_ir.count("tensor.extract_slice") == 1
+
+
+@pytest.mark.parametrize("reduction", ["ReduceSum", "Softmax"])
+def test_ops_mixing_rows_read_the_real_rows_only(monkeypatch, reduction):
+    """A bias makes the padded rows nonzero: a sum or a softmax over the rows that read them
+    would be wrong."""
+    rng = np.random.default_rng(1)
+    after = (helper.make_node("ReduceSum", ["hb", "axes"], ["y"], keepdims=0) if reduction == "ReduceSum"
+             else helper.make_node("Softmax", ["hb"], ["y"], axis=0))
+    initializers = {"w": _weights(rng, 64, 48), "b": (3 + rng.standard_normal(48)).astype(np.float32)}
+    if reduction == "ReduceSum":
+        initializers["axes"] = np.array([0], np.int64)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]), after]
+    model = _model(nodes, [("x", [197, 64])], "y", [48] if reduction == "ReduceSum" else [197, 48], {
+        k: v for k, v in initializers.items() if k != "axes"})
+    if reduction == "ReduceSum":
+        model.graph.initializer.append(numpy_helper.from_array(initializers["axes"], "axes"))
+    graph_ir = _check(model, {"x": rng.standard_normal((197, 64)).astype(np.float32)}, "2", monkeypatch)
+    assert "tensor<208x" in graph_ir
+
+
+def test_mlp_columns_padded_with_constant_weights(monkeypatch):
+    """500 and 250 outputs: padded to 512 and 256 (weights padded at compile time); the
+    10-way classifier is left alone."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h1"]), helper.make_node("Relu", ["h1"], ["r1"]),
+             helper.make_node("Gemm", ["r1", "w2", "b2"], ["h2"]), helper.make_node("Tanh", ["h2"], ["r2"]),
+             helper.make_node("Gemm", ["r2", "w3", "b3"], ["y"])]
+    model = _model(nodes, [("x", [32, 100])], "y", [32, 10],
+                   {"w1": _weights(rng, 100, 500), "b1": rng.standard_normal(500).astype(np.float32),
+                    "w2": _weights(rng, 500, 250), "b2": rng.standard_normal(250).astype(np.float32),
+                    "w3": _weights(rng, 250, 10), "b3": rng.standard_normal(10).astype(np.float32)})
+    graph_ir = _check(model, {"x": rng.standard_normal((32, 100)).astype(np.float32)}, "2", monkeypatch)
+    assert "x512x" in graph_ir or "32x512" in graph_ir
+
+
+def test_input_weights_keep_their_columns(monkeypatch):
+    """B is an input: padding its columns would copy it per call, so only the rows are
+    padded."""
+    rng = np.random.default_rng(3)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [197, 64]), ("w", [64, 500])],
+                   "y", [197, 500], {})
+    feeds = {"x": rng.standard_normal((197, 64)).astype(np.float32),
+             "w": rng.standard_normal((64, 500)).astype(np.float32)}
+    graph_ir = _check(model, feeds, "2", monkeypatch)
+    assert "208x500" in graph_ir
+    assert "512" not in graph_ir
