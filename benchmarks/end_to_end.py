@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
-    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet --kernels '' --without tilecraft-pad-matmul-extents
+    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d --kernels '' --without tilecraft-pad-matmul-extents
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -21,10 +21,10 @@ Models (random weights, built here; nothing is downloaded):
 - ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
   ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
 - ``digits``: the digits CNN of examples/ (batch 1);
-- ``vit``, ``mlp`` and ``unet`` (not in the default run): shapes no earlier round tuned
-  for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP of 1000 -> 500 -> 250 -> 10
-  features on 32 rows, two U-Net levels at 128x128 (a 2x2 stride-2 ConvTranspose, a skip
-  Concat);
+- ``vit``, ``mlp``, ``unet`` and ``conv1d`` (not in the default run): shapes no earlier
+  round tuned for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP of 1000 -> 500 ->
+  250 -> 10 features on 32 rows, two U-Net levels at 128x128 (a 2x2 stride-2 ConvTranspose,
+  a skip Concat), a keyword-spotting-style 1-D CNN;
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
@@ -299,6 +299,27 @@ def unet() -> Case:
 
     torch.manual_seed(0)
     return _torch_case("unet", UNet(), (torch.rand(1, 3, 128, 128),), ["x"])
+
+
+def conv1d() -> Case:
+    """A keyword-spotting-style 1-D CNN on 400 frames of 40 features: Conv1d k5 + BN +
+    ReLU, a depthwise-separable Conv1d pair, max pooling, Conv1d k3, global pooling, a
+    12-way classifier."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    module = nn.Sequential(
+        nn.Conv1d(40, 128, 5, padding=2), nn.BatchNorm1d(128), nn.ReLU(),
+        nn.Conv1d(128, 128, 5, padding=2, groups=128), nn.Conv1d(128, 256, 1), nn.BatchNorm1d(256), nn.ReLU(),
+        nn.MaxPool1d(2), nn.Conv1d(256, 256, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(256, 12))
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.BatchNorm1d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    return _torch_case("conv1d", module, (torch.randn(1, 40, 400),), ["x"])
 
 
 def digits() -> Case:
@@ -767,6 +788,7 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "vit": lambda args: vit(),
     "mlp": lambda args: mlp(),
     "unet": lambda args: unet(),
+    "conv1d": lambda args: conv1d(),
 }
 # The default run (the models with dynamic sizes are for --checks-cost).
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")

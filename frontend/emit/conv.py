@@ -166,6 +166,22 @@ def _grouped_generic(
     return generic_op([x, w], init, [x_map, w_map, out_map], 3 + spatial, 1 + spatial, body)
 
 
+def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
+                   padding_low: Sequence[int], padding_high: Sequence[int], dilations: Sequence[int],
+                   groups: int) -> ir.Value:
+    """A 1-D convolution as a 2-D one over a unit row: (N, C, W) viewed as (N, C, 1, W), the
+    filter as (F, C/g, 1, k), the result viewed back (reshapes, no copies). Why: the layout
+    pass, the planner's register tiles and the depthwise schedules are 2-D; linalg's 1-D
+    named ops kept scalar loops, and a keyword-spotting Conv1d stack ran 40-50x slower than
+    onnxruntime (docs/performance.md, round 15)."""
+    rows = [[0], [1], [2, 3]]
+    x2 = expand(x, rows, [*core.sizes(x)[:2], 1, core.sizes(x)[2]])
+    w2 = expand(w, rows, [*core.static_shape(w)[:2], 1, core.static_shape(w)[2]])
+    y2 = conv(x2, w2, bias, strides=[1, *strides], padding_low=[0, *padding_low],
+              padding_high=[0, *padding_high], dilations=[1, *dilations], groups=groups)
+    return collapse(y2, rows)
+
+
 def conv(
     x: ir.Value,
     w: ir.Value,
@@ -190,6 +206,9 @@ def conv(
     filters, group_channels, *kernel = w_shape
     if groups < 1 or filters % groups:
         raise ValueError(f"conv: {filters} filters do not split into {groups} groups")
+    if spatial == 1:
+        return _conv_1d_as_2d(x, w, bias, strides=strides, padding_low=padding_low,
+                              padding_high=padding_high, dilations=dilations, groups=groups)
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
     x = _with_static_channels(x, group_channels * groups)

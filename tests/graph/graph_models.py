@@ -75,6 +75,31 @@ def unet_block(channels: int = 8, size: int = 12, seed: int = 0) -> onnx.ModelPr
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def conv1d_net(channels: int = 8, length: int = 40, seed: int = 0) -> onnx.ModelProto:
+    """x (N, C, W) -> Conv1d k5 pad 2 + Relu -> depthwise Conv1d k3 pad 1 dilation 2 ->
+    pointwise Conv1d stride 2 + BatchNormalization: a keyword-spotting-style stack."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = [_init("w1", rng.standard_normal((2 * c, c, 5)) / np.sqrt(5 * c)),
+             _init("b1", rng.standard_normal(2 * c)),
+             _init("w2", rng.standard_normal((2 * c, 1, 3)) / np.sqrt(3)),
+             _init("w3", rng.standard_normal((c, 2 * c, 1)) / np.sqrt(2 * c)),
+             _init("scale", rng.uniform(0.5, 1.5, c)), _init("shift", rng.uniform(-0.5, 0.5, c)),
+             _init("mean", rng.uniform(-0.5, 0.5, c)), _init("var", rng.uniform(0.5, 1.5, c))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[2, 2], dilations=[2], group=2 * c),
+             helper.make_node("Conv", ["c2", "w3"], ["c3"], strides=[2]),
+             helper.make_node("BatchNormalization", ["c3", "scale", "shift", "mean", "var"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "conv1d_net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, length])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, length // 2])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def bert_layer(seq: int = 16, hidden: int = 32, heads: int = 4, ffn: int = 64,
                seed: int = 0) -> onnx.ModelProto:
     """One post-norm BERT encoder layer on [seq, hidden]: Q/K/V MatMuls sharing the input,

@@ -71,6 +71,18 @@ def test_unet_upsampling_and_skip_concat_stay_nhwc():
     assert counts["graph.layout_convert"] == 0
 
 
+def test_conv1d_stack_runs_as_nhwc_2d_convolutions():
+    """1-D convolutions are 2-D ones over a unit row (frontend/emit/conv.py), so they run in
+    NHWC with the 2-D schedules: no 1-D linalg convolution is left."""
+    x = np.random.default_rng(7).standard_normal((1, 8, 40)).astype(np.float32)
+    model = graph_models.conv1d_net()
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    text = compiled.ir("graph")
+    assert text.count("linalg.conv_2d_nhwc_hwcf") == 2 and text.count("linalg.depthwise_conv_2d_nhwc_hwc") == 1
+    assert "conv_1d" not in text and "linalg.conv_2d_nchw_fchw" not in text
+
+
 def test_grouped_conv_stays_nchw_between_conversions():
     counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(grouped=True),
                                                 (1, 3, 12, 12), seed=5)

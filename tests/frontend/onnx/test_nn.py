@@ -220,6 +220,7 @@ def test_einsum_bad_equation():
         ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "VALID", "kernel_shape": [3, 3]}),
         ((1, 3, 9, 9), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "dilations": [2, 2]}),
         ((2, 4, 12), (6, 4, 3), {"pads": [2, 1], "strides": [2]}),
+        ((1, 4, 13), (6, 4, 3), {"dilations": [3], "auto_pad": "SAME_UPPER"}),
         pytest.param((1, 4, 12), (6, 2, 3), {"group": 2}, marks=SCALAR_FALLBACK),
         pytest.param((1, 4, 12), (4, 1, 5), {"group": 4, "dilations": [2]}, marks=SCALAR_FALLBACK),
         pytest.param((1, 2, 5, 6, 5), (3, 2, 3, 3, 2), {"pads": [1, 0, 1, 1, 0, 0]}, marks=SCALAR_FALLBACK),
@@ -272,6 +273,16 @@ def test_dynamic_spatial_extents(op_type, attributes, constants):
                                          attributes=attributes))
     compiled = tilecraft.compile(model)
     for shape in [(1, 3, 8, 9), (2, 3, 11, 6)]:
+        x = rand(*shape)
+        np.testing.assert_allclose(compiled(x=x), reference_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_conv1d_dynamic_length():
+    """A 1-D convolution runs as a 2-D one over a unit row; its length may be symbolic."""
+    model = spatially_dynamic(make_model("Conv", {"x": rand(1, 3, 12)}, constants={"w": rand(4, 3, 3), "b": rand(4)},
+                                         attributes={"pads": [1, 1], "strides": [2]}))
+    compiled = tilecraft.compile(model)
+    for shape in [(1, 3, 12), (3, 3, 17)]:
         x = rand(*shape)
         np.testing.assert_allclose(compiled(x=x), reference_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
 
