@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
-    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d --kernels '' --without tilecraft-pad-matmul-extents
+    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d --kernels '' --without tilecraft-pad-matmul-extents
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -21,10 +21,10 @@ Models (random weights, built here; nothing is downloaded):
 - ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
   ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
 - ``digits``: the digits CNN of examples/ (batch 1);
-- ``vit``, ``mlp``, ``unet`` and ``conv1d`` (not in the default run): shapes no earlier
-  round tuned for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP of 1000 -> 500 ->
-  250 -> 10 features on 32 rows, two U-Net levels at 128x128 (a 2x2 stride-2 ConvTranspose,
-  a skip Concat), a keyword-spotting-style 1-D CNN;
+- ``vit``, ``mlp``, ``unet``, ``conv1d`` and ``c3d`` (not in the default run): shapes no
+  earlier round tuned for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP of 1000 ->
+  500 -> 250 -> 10 features on 32 rows, two U-Net levels at 128x128 (a 2x2 stride-2
+  ConvTranspose, a skip Concat), a keyword-spotting-style 1-D CNN, a C3D-style video net;
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
@@ -320,6 +320,19 @@ def conv1d() -> Case:
                 m.running_mean.uniform_(-0.1, 0.1)
                 m.running_var.uniform_(0.5, 1.5)
     return _torch_case("conv1d", module, (torch.randn(1, 40, 400),), ["x"])
+
+
+def c3d() -> Case:
+    """A C3D-style video net on 8 frames of 56x56: 3x3x3 convolutions + ReLU, a 2x2x2 max
+    pool, global pooling, a 10-way classifier."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv3d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool3d(2),
+                           nn.Conv3d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1), nn.Flatten(),
+                           nn.Linear(64, 10))
+    return _torch_case("c3d", module, (torch.randn(1, 3, 8, 56, 56),), ["x"])
 
 
 def digits() -> Case:
@@ -789,6 +802,7 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "mlp": lambda args: mlp(),
     "unet": lambda args: unet(),
     "conv1d": lambda args: conv1d(),
+    "c3d": lambda args: c3d(),
 }
 # The default run (the models with dynamic sizes are for --checks-cost).
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")

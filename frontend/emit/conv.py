@@ -182,6 +182,40 @@ def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
     return collapse(y2, rows)
 
 
+def _conv_3d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
+                   padding_low: Sequence[int], padding_high: Sequence[int],
+                   dilations: Sequence[int]) -> ir.Value:
+    """A 3-D convolution as a sum over the filter's depth taps of 2-D ones, each over the
+    frames it reads stacked as images: with x in NDHWC (one transpose), tap t reads frames
+    t * dilation + stride * d, a slice whose (N * D_out) images feed a 2-D convolution that
+    accumulates into the previous tap's result. The 2-D convolutions sit between NCHW <->
+    NHWC transposes that the layout pass cancels, so they run in NHWC with the 2-D
+    schedules. Why: linalg's 3-D convolutions have no decomposition to vectorize and ran as
+    scalar loops (a C3D-style net 36x onnxruntime's time, docs/performance.md, round 15)."""
+    element = core.tensor_type(x).element_type
+    accumulator = accumulator_type(element)
+    filters, channels, depth_taps, *kernel = core.static_shape(w)
+    x = core.pad_constant(x, [0, 0, *padding_low], [0, 0, *padding_high], 0)
+    n, _, depth, height, width = core.static_shape(x)
+    out_depth = window_output_extent(depth, 0, 0, depth_taps, strides[0], dilations[0])
+    out_height = window_output_extent(height, 0, 0, kernel[0], strides[1], dilations[1])
+    out_width = window_output_extent(width, 0, 0, kernel[1], strides[2], dilations[2])
+    frames = core.transpose(x, [0, 2, 3, 4, 1])  # N, D, H, W, C
+    frame_type = ir.RankedTensorType.get([n, out_depth, height, width, channels], element)
+    result = core.filled([n * out_depth, filters, out_height, out_width], 0, accumulator)
+    windows = {"strides": list(strides[1:]), "dilations": list(dilations[1:])}
+    for tap in range(depth_taps):
+        taps = tensor.extract_slice(frame_type, frames, [], [], [], [0, tap * dilations[0], 0, 0, 0],
+                                    [n, out_depth, height, width, channels], [1, strides[0], 1, 1, 1])
+        images = core.transpose(collapse(taps, [[0, 1], [2], [3], [4]]), [0, 3, 1, 2])  # NCHW view
+        w_tap = tensor.extract_slice(ir.RankedTensorType.get([filters, channels, *kernel], element), w, [], [], [],
+                                     [0, 0, tap, 0, 0], [filters, channels, 1, *kernel], [1, 1, 1, 1, 1])
+        result = _CONV[2](images, w_tap, outs=[result], **windows)
+    nhwc = core.transpose(result, [0, 2, 3, 1])
+    volume = expand(nhwc, [[0, 1], [2], [3], [4]], [n, out_depth, out_height, out_width, filters])
+    return _add_bias(core.transpose(volume, [0, 4, 1, 2, 3]), bias, element)
+
+
 def conv(
     x: ir.Value,
     w: ir.Value,
@@ -209,6 +243,9 @@ def conv(
     if spatial == 1:
         return _conv_1d_as_2d(x, w, bias, strides=strides, padding_low=padding_low,
                               padding_high=padding_high, dilations=dilations, groups=groups)
+    if spatial == 3 and groups == 1 and None not in core.static_shape(x):
+        return _conv_3d_as_2d(x, w, bias, strides=strides, padding_low=padding_low,
+                              padding_high=padding_high, dilations=dilations)
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
     x = _with_static_channels(x, group_channels * groups)
