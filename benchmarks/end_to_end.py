@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
-    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d --kernels '' --without tilecraft-pad-matmul-extents
+    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d,fpn --kernels '' --without tilecraft-pad-matmul-extents
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -21,10 +21,11 @@ Models (random weights, built here; nothing is downloaded):
 - ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
   ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
 - ``digits``: the digits CNN of examples/ (batch 1);
-- ``vit``, ``mlp``, ``unet``, ``conv1d`` and ``c3d`` (not in the default run): shapes no
-  earlier round tuned for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP of 1000 ->
-  500 -> 250 -> 10 features on 32 rows, two U-Net levels at 128x128 (a 2x2 stride-2
-  ConvTranspose, a skip Concat), a keyword-spotting-style 1-D CNN, a C3D-style video net;
+- ``vit``, ``mlp``, ``unet``, ``conv1d``, ``c3d`` and ``fpn`` (not in the default run):
+  shapes no earlier round tuned for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP
+  of 1000 -> 500 -> 250 -> 10 features on 32 rows, two U-Net levels at 128x128 (a 2x2
+  stride-2 ConvTranspose, a skip Concat), a keyword-spotting-style 1-D CNN, a C3D-style
+  video net, two feature-pyramid levels (a 2x nearest upsampling);
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
@@ -333,6 +334,30 @@ def c3d() -> Case:
                            nn.Conv3d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1), nn.Flatten(),
                            nn.Linear(64, 10))
     return _torch_case("c3d", module, (torch.randn(1, 3, 8, 56, 56),), ["x"])
+
+
+def fpn() -> Case:
+    """Two levels of a feature pyramid on a 256x256 image: strided 3x3 convolutions down,
+    1x1 lateral convolutions, the coarse level upsampled 2x (nearest) and added, a 3x3
+    output convolution."""
+    import torch
+    from torch import nn
+
+    class Pyramid(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down1, self.down2 = nn.Conv2d(3, 64, 3, 2, 1), nn.Conv2d(64, 128, 3, 2, 1)
+            self.lateral1, self.lateral2 = nn.Conv2d(64, 64, 1), nn.Conv2d(128, 64, 1)
+            self.out = nn.Conv2d(64, 64, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            fine = torch.relu(self.down1(x))
+            coarse = torch.relu(self.down2(fine))
+            top = nn.functional.interpolate(self.lateral2(coarse), scale_factor=2.0, mode="nearest")
+            return self.out(self.lateral1(fine) + top)
+
+    torch.manual_seed(0)
+    return _torch_case("fpn", Pyramid(), (torch.rand(1, 3, 256, 256),), ["x"])
 
 
 def digits() -> Case:
@@ -803,6 +828,7 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "unet": lambda args: unet(),
     "conv1d": lambda args: conv1d(),
     "c3d": lambda args: c3d(),
+    "fpn": lambda args: fpn(),
 }
 # The default run (the models with dynamic sizes are for --checks-cost).
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")

@@ -381,6 +381,22 @@ def test_resize_nearest(coordinate_mode, nearest_mode):
                attributes=attributes, opset=19, dynamic=["x"])
 
 
+@pytest.mark.parametrize("coordinate_mode,nearest_mode", [
+    ("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+    ("pytorch_half_pixel", "round_prefer_floor"),
+    # Not input o // factor: the general gather (scalar loops, a warning).
+    pytest.param("align_corners", "round_prefer_floor", marks=SCALAR_FALLBACK),
+])
+@pytest.mark.parametrize("shape,scales", [((1, 3, 4, 5), [1, 1, 2, 3]), ((2, 3, 5), [1, 1, 2]),
+                                          ((1, 2, 3, 4), [1, 2, 2, 1])])
+def test_resize_nearest_by_whole_factors(coordinate_mode, nearest_mode, shape, scales):
+    """Whole factors repeat elements (a broadcast, vectorized: a scalar fallback would be a
+    warning, an error here) where the rounding picks input o // factor."""
+    attributes = {"mode": "nearest", "coordinate_transformation_mode": coordinate_mode, "nearest_mode": nearest_mode}
+    check_node("Resize", {"x": RNG.standard_normal(shape).astype(np.float32)},
+               constants={"roi": NO_ROI, "scales": np.array(scales, np.float32)}, attributes=attributes, opset=19)
+
+
 @SCALAR_FALLBACK
 @pytest.mark.parametrize("mode,coordinate_mode", [("linear", "half_pixel"), ("linear", "align_corners"),
                                                   ("cubic", "half_pixel"), ("cubic", "asymmetric")])
