@@ -749,7 +749,10 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int,
     with PeakRss() as memory:
         start = time.perf_counter()
         try:
-            compiled = tilecraft.compile(case.model, keep_ir=False, pipeline=pipeline)
+            # --checks-cost measures the checks of the dynamic code: no static compile per
+            # call shape (compiler/specialized.py), whose extents need few checks.
+            compiled = tilecraft.compile(case.model, keep_ir=False, pipeline=pipeline,
+                                         **({"specialize_shapes": 0} if checks_cost else {}))
         except Exception as error:  # report and go on with the next model
             return f"{case.name:<12} compile failed: {onnx_models._first_line(error)}", None
         compile_s = time.perf_counter() - start
@@ -781,7 +784,7 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int,
         # docs/robustness.md), timed in the same rounds: what the checks cost.
         # Timed in rounds of their own: onnxruntime's pool threads spin on after a run and
         # would slow (or, by CPU time, be billed to) whichever runner follows it.
-        unchecked = tilecraft.compile(case.model, keep_ir=False, runtime_checks=False)
+        unchecked = tilecraft.compile(case.model, keep_ir=False, runtime_checks=False, specialize_shapes=0)
         unchecked(*inputs)
         pair = alternating({"checked": lambda: compiled(*inputs), "unchecked": lambda: unchecked(*inputs)}, repeat)
         checks_text = (f" | runtime checks cost {(pair['checked'] / pair['unchecked'] - 1) * 100:+.1f} % "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlir import ir
@@ -32,6 +33,7 @@ from ..pipelines.c_target import c_pipeline
 from .c_package import CModel, capture_plan, emit_c
 from .package import PackageWriter
 from .source import load
+from .specialized import ShapeSpecializedModule
 
 if TYPE_CHECKING:
     from .partitioned import PartitionedModule
@@ -42,7 +44,7 @@ def _asm(module: ir.Module) -> str:
 
 
 def compile(source: Any, options: CompileOptions | None = None,
-            **overrides: Any) -> "CompiledModule | CModel | PartitionedModule":
+            **overrides: Any) -> "CompiledModule | ShapeSpecializedModule | CModel | PartitionedModule":
     """Compile ``source`` and JIT it; returns a module callable with numpy arrays.
 
     An ONNX model with string tensors gives a :class:`PartitionedModule` (called the same
@@ -61,12 +63,14 @@ def compile(source: Any, options: CompileOptions | None = None,
     """
     options = CompileOptions.of(options, **overrides)
     source_name = None
+    onnx_proto = None
     if is_onnx_source(source.source if isinstance(source, Model) else source):
         from ..frontend.onnx.string_partition import read_onnx_source  # onnx is optional
 
         read = read_onnx_source(source, options.shape_dict)
         if read.has_strings:
             return _compile_around_strings(read.proto, read.shape_dict, options)
+        onnx_proto = read.proto
         source, source_name = read.to_import(source)
     target = options.target
     if target.is_c:
@@ -132,7 +136,31 @@ def compile(source: Any, options: CompileOptions | None = None,
     compiled.group_count = group_count[0] if group_count else None
     compiled.kernel_count = kernel_count[0] if kernel_count else None
     compiled.offloaded = offloaded
+    if onnx_proto is not None and options.specialize_shapes and options.package_path is None \
+            and not target.is_cuda:
+        return _specializing(compiled, onnx_proto, options)
     return compiled
+
+
+def _specializing(compiled: CompiledModule, proto: Any, options: CompileOptions
+                  ) -> "CompiledModule | ShapeSpecializedModule":
+    """``compiled`` as a :class:`ShapeSpecializedModule` when some input dim is dynamic
+    (compiler/specialized.py): each new input shape is compiled again with its dims fixed
+    through ``shape_dict``, keyed by the ONNX graph's input names."""
+    arguments = compiled.signature.arguments
+    if not any(spec.shape is not None and None in spec.shape for spec in arguments):
+        return compiled
+    weights = {t.name for t in proto.graph.initializer}
+    inputs = [value.name for value in proto.graph.input if value.name not in weights]
+    if len(inputs) != len(arguments):
+        return compiled  # inputs the entry does not take one to one: nothing to key on
+    static_options = replace(options, keep_ir=False, specialize_shapes=0)
+
+    def compile_static(shapes: tuple[tuple[int, ...], ...]) -> CompiledModule:
+        return compile(proto, static_options, shape_dict={n: list(s) for n, s in zip(inputs, shapes)})
+
+    return ShapeSpecializedModule(compiled, [spec.name for spec in arguments], compile_static,
+                                  options.specialize_shapes)
 
 
 def _compile_around_strings(source: Any, shape_dict: Any, options: CompileOptions) -> "PartitionedModule":

@@ -47,6 +47,15 @@ class CompileOptions:
         ``RuntimeCheckError`` subclass instead of computing garbage (docs/robustness.md).
         ``False`` leaves them out (for measuring their cost); applies to the default CPU
         pipeline.
+      specialize_shapes: for an ONNX model with dynamic input dims compiled for the CPU
+        (and no ``package_path``), how many distinct input shapes get a compile of their own
+        with every dim static, as XLA and ``torch.compile`` specialize. The schedules' register
+        tiles need static extents: a dynamic-batch MLP ran 100x slower than onnxruntime
+        through the dynamic kernels, and 0.8x with its batch known. The first call with a new
+        shape runs the dynamic module (its checks and errors are the model's) and then
+        compiles that shape (seconds); later calls with it run the static module. Shapes past
+        the limit keep the dynamic module; ``0`` turns specialization off
+        (compiler/specialized.py, docs/performance.md round 15). Default 4.
     """
 
     target: "str | Target" = "llvm"
@@ -60,6 +69,7 @@ class CompileOptions:
     profile: bool = False
     offload: Sequence[str] = ()
     runtime_checks: bool = True
+    specialize_shapes: int = 4
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -86,6 +96,9 @@ class CompileOptions:
             raise OptionError(f"entry must be a function name, got {type(self.entry).__name__}")
         if not isinstance(self.runtime_checks, bool):
             raise OptionError(f"runtime_checks must be True or False, got {self.runtime_checks!r}")
+        if isinstance(self.specialize_shapes, bool) or not isinstance(self.specialize_shapes, int) \
+                or self.specialize_shapes < 0:
+            raise OptionError(f"specialize_shapes must be a count >= 0, got {self.specialize_shapes!r}")
         if self.target.is_cuda and self.package_path is not None:
             raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
                                "package, or call the CUDA module in-process")
