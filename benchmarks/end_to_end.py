@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models resnet50,mobilenetv2 --kernels resnet50,mobilenetv2 --compare-kernels ort.md
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
-    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d,fpn --kernels '' --without tilecraft-pad-matmul-extents
+    .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d,fpn,bilinear --kernels '' --without tilecraft-pad-matmul-extents
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -21,11 +21,12 @@ Models (random weights, built here; nothing is downloaded):
 - ``mobilenetv2``: MobileNetV2 1.0 at 224x224 (inverted residual blocks: 1x1 expand + BN +
   ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project + BN, residual add);
 - ``digits``: the digits CNN of examples/ (batch 1);
-- ``vit``, ``mlp``, ``unet``, ``conv1d``, ``c3d`` and ``fpn`` (not in the default run):
+- ``vit``, ``mlp``, ``unet``, ``conv1d``, ``c3d``, ``fpn`` and ``bilinear`` (not in the default run):
   shapes no earlier round tuned for: a ViT-B/16-shaped model (2 blocks, 197 tokens), an MLP
   of 1000 -> 500 -> 250 -> 10 features on 32 rows, two U-Net levels at 128x128 (a 2x2
   stride-2 ConvTranspose, a skip Concat), a keyword-spotting-style 1-D CNN, a C3D-style
-  video net, two feature-pyramid levels (a 2x nearest upsampling);
+  video net, two feature-pyramid levels (a 2x nearest upsampling), a 2x bilinear
+  upsampling between convolutions;
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
@@ -358,6 +359,26 @@ def fpn() -> Case:
 
     torch.manual_seed(0)
     return _torch_case("fpn", Pyramid(), (torch.rand(1, 3, 256, 256),), ["x"])
+
+
+def bilinear() -> Case:
+    """A segmentation head's upsampling: a strided 3x3 convolution, a 2x bilinear
+    ``interpolate`` (``align_corners=False``) back to 128x128, a 3x3 convolution."""
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down, self.out = nn.Conv2d(3, 64, 3, 2, 1), nn.Conv2d(64, 32, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            up = nn.functional.interpolate(torch.relu(self.down(x)), scale_factor=2.0, mode="bilinear",
+                                           align_corners=False)
+            return self.out(up)
+
+    torch.manual_seed(0)
+    return _torch_case("bilinear", Head(), (torch.rand(1, 3, 128, 128),), ["x"])
 
 
 def digits() -> Case:
@@ -832,6 +853,7 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "conv1d": lambda args: conv1d(),
     "c3d": lambda args: c3d(),
     "fpn": lambda args: fpn(),
+    "bilinear": lambda args: bilinear(),
 }
 # The default run (the models with dynamic sizes are for --checks-cost).
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")

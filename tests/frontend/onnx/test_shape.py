@@ -397,6 +397,19 @@ def test_resize_nearest_by_whole_factors(coordinate_mode, nearest_mode, shape, s
                constants={"roi": NO_ROI, "scales": np.array(scales, np.float32)}, attributes=attributes, opset=19)
 
 
+@pytest.mark.parametrize("coordinate_mode", ["half_pixel", "pytorch_half_pixel",
+                                             pytest.param("align_corners", marks=SCALAR_FALLBACK)])
+@pytest.mark.parametrize("shape,scales", [((1, 3, 4, 5), [1, 1, 2, 3]), ((2, 3, 5), [1, 1, 4]),
+                                          ((1, 2, 3, 4), [1, 2, 2, 1])])
+def test_resize_linear_by_whole_factors(coordinate_mode, shape, scales):
+    """Half-pixel linear upsampling by whole factors blends fixed neighbours per output
+    phase (vectorized, no warning), the edges repeated as the reference pads them."""
+    attributes = {"mode": "linear", "coordinate_transformation_mode": coordinate_mode}
+    check_node("Resize", {"x": RNG.standard_normal(shape).astype(np.float32)},
+               constants={"roi": NO_ROI, "scales": np.array(scales, np.float32)}, attributes=attributes, opset=19,
+               rtol=1e-5, atol=1e-6)
+
+
 @SCALAR_FALLBACK
 @pytest.mark.parametrize("mode,coordinate_mode", [("linear", "half_pixel"), ("linear", "align_corners"),
                                                   ("cubic", "half_pixel"), ("cubic", "asymmetric")])
