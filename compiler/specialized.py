@@ -69,6 +69,8 @@ class ShapeSpecializedModule:
         return result
 
     def __getattr__(self, name: str) -> Any:
+        if name == "dynamic":  # not set yet (copy, unpickling): no recursion through here
+            raise AttributeError(name)
         return getattr(self.dynamic, name)
 
     def __repr__(self) -> str:
