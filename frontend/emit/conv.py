@@ -140,6 +140,17 @@ def _add_bias(result: ir.Value, bias: ir.Value | None, element: ir.Type) -> ir.V
     )
 
 
+def _multiply_accumulate(accumulator: ir.Type) -> Callable[[ir.Value, ir.Value, ir.Value], ir.Value]:
+    """The body of a contraction summing ``a * b`` into ``accumulator``-typed elements."""
+    mul = arith.mulf if core.is_float(accumulator) else arith.muli
+    add = arith.addf if core.is_float(accumulator) else arith.addi
+
+    def body(a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
+        return add(acc, mul(core.convert_scalar(a, accumulator), core.convert_scalar(b, accumulator)))
+
+    return body
+
+
 def _grouped_generic(
     x: ir.Value, w: ir.Value, init: ir.Value, strides: Sequence[int], dilations: Sequence[int]
 ) -> ir.Value:
@@ -157,12 +168,7 @@ def _grouped_generic(
     w_map = ir.AffineMap.get(loops, 0, [dim(1), dim(2), dim(c_loop), *[dim(k) for k in k_loops]])
     out_map = ir.AffineMap.get(loops, 0, [dim(0), dim(1), dim(2), *[dim(o) for o in out_loops]])
     accumulator = core.tensor_type(init).element_type
-    mul = arith.mulf if core.is_float(accumulator) else arith.muli
-    add = arith.addf if core.is_float(accumulator) else arith.addi
-
-    def body(a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
-        return add(acc, mul(core.convert_scalar(a, accumulator), core.convert_scalar(b, accumulator)))
-
+    body = _multiply_accumulate(accumulator)
     return generic_op([x, w], init, [x_map, w_map, out_map], 3 + spatial, 1 + spatial, body)
 
 
@@ -510,12 +516,7 @@ def _tiles_from_pixels(x: ir.Value, w: np.ndarray) -> ir.Value:
     for i in range(spatial):
         out_extents += [extents[1 + i], kernel[i]]
     init = core.filled([*out_extents, filters], 0, accumulator)
-    mul = arith.mulf if core.is_float(accumulator) else arith.muli
-    add = arith.addf if core.is_float(accumulator) else arith.addi
-
-    def body(a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
-        return add(acc, mul(core.convert_scalar(a, accumulator), core.convert_scalar(b, accumulator)))
-
+    body = _multiply_accumulate(accumulator)
     blocks = generic_op([pixels, taps], init, maps, loops - 1, 1, body)
     image = collapse(blocks, [[0], *[[1 + 2 * i, 2 + 2 * i] for i in range(spatial)], [loops - 2]])
     return core.transpose(image, [0, spatial + 1, *range(1, spatial + 1)])
