@@ -262,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--vs", default="onnxruntime", metavar="ANCHORS",
                        help=f"comma-separated anchors among {', '.join(ANCHORS)} (default onnxruntime)")
     bench.add_argument("--tuning-records", metavar="FILE", help="records from `tilecraft tune`")
-    bench.add_argument("--repeat", type=_positive("--repeat"), default=10, help="measurements (default 10)")
+    bench.add_argument("--repeat", type=_positive("--repeat"), default=10,
+                       help="paired rounds, each a block of calls per runtime (default 10)")
     bench.set_defaults(handler=command_bench)
 
     from ..runtime import server
@@ -488,10 +489,15 @@ def _torch_anchor(model: Any, arrays: list[np.ndarray]) -> Callable[[], Any]:
     return call
 
 
+# Sleep before each runtime's block of calls in `bench`: onnxruntime's and OpenBLAS's pool
+# threads spin for a while after a call returns, and would be timed as the next runtime's load.
+BENCH_PAUSE_S = 0.05
+
+
 def command_bench(args: argparse.Namespace) -> int:
     import tilecraft
     from ..runtime.run import random_inputs
-    from ..runtime.timing import measure
+    from ..runtime.significance import compare, median_ms, paired_rounds
 
     anchors = [a.strip() for a in args.vs.split(",") if a.strip()]
     unknown = [a for a in anchors if a not in ANCHORS]
@@ -513,7 +519,7 @@ def command_bench(args: argparse.Namespace) -> int:
     print("inputs: " + ", ".join(f"{k} {v.dtype} {list(v.shape)}" for k, v in inputs.items()))
     ours = compiled(**inputs)
     ours = ours if isinstance(ours, tuple) else (ours,)
-    rows = [("tilecraft", measure(lambda: compiled(**inputs), repeat=args.repeat, min_repeat_ms=20))]
+    runners: dict[str, Callable[[], Any]] = {"tilecraft": lambda: compiled(**inputs)}
     for anchor in anchors:
         call = (_onnxruntime_anchor(model, inputs) if anchor == "onnxruntime"
                 else _torch_anchor(model, [inputs[spec.name] for spec in compiled.signature.arguments]))
@@ -524,13 +530,19 @@ def command_bench(args: argparse.Namespace) -> int:
         ]
         if errors:
             print(f"outputs vs {anchor}: max error {max(errors):.2e} of the largest magnitude")
-        rows.append((anchor, measure(call, repeat=args.repeat, min_repeat_ms=20)))
-    base = rows[0][1].median
+        runners[anchor] = call
+    # Blocks of calls in paired rounds, a pause before each block (onnxruntime's and OpenBLAS's
+    # pools spin on after a call returns): runtime/significance.py.
+    samples = paired_rounds(runners, args.repeat, min_sample_s=0.02, pause_s=BENCH_PAUSE_S)
     print(f"{'runtime':<14} {'median (ms)':>12} {'min (ms)':>10}")
-    for name, timing in rows:
-        print(f"{name:<14} {timing.median * 1e3:12.3f} {timing.min * 1e3:10.3f}")
-    for name, timing in rows[1:]:
-        print(f"ratio tilecraft / {name}: {base / timing.median:.2f} (below 1: tilecraft is faster)")
+    for name, times in samples.items():
+        print(f"{name:<14} {median_ms(times):12.3f} {min(times) * 1e3:10.3f}")
+    for anchor in anchors:
+        result = compare(samples[anchor], samples["tilecraft"])
+        verdict = ("level: no measurable difference" if not result.significant else
+                   f"tilecraft {result.verdict()} than {anchor}")
+        print(f"ratio tilecraft / {anchor}: {1.0 / result.ratio:.2f} ({verdict}; "
+              f"{result.interval()}; below 1: tilecraft is faster)")
     return 0
 
 

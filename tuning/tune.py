@@ -16,6 +16,7 @@ Progress is printed as TVM prints it, with a progress bar:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import statistics
@@ -25,14 +26,18 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from mlir import ir
+
 from ..errors import OptionError, TaskExtractionError, TunerNameError, TuningError
-from ..pipelines.compiled_module import compile_ir
+from ..frontend.loader import load_module
+from ..pipelines.compiled_module import CompiledModule, jit_module
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
 from ..runtime.rpc import Address
 from ..runtime.run import random_inputs
-from ..runtime.timing import alternating
+from ..runtime.significance import Comparison, compare, paired_rounds
 from ..schedule.records import (
     VALIDATED,
     Record,
@@ -65,24 +70,46 @@ class TaskResult:
     best_seconds: float = math.inf  # never above default_seconds: the default is a candidate
     skipped: bool = False  # the trials budget ran out before the task's default was measured
     slower_in_model: bool = False  # its best config lost to the default inside the model: not applied
+    # The best config against the default from the validation rounds (paired, side by side);
+    # None where nothing was validated (the default won the search, or validate_top=0).
+    comparison: Comparison | None = None
+    kept_default: bool = False  # the best config is the default schedule itself
+
+    def speedup_column(self) -> tuple[str, str]:
+        """The summary's speedup cell and the note after the row: a ratio only where the
+        validation rounds showed one beyond noise (runtime/significance.py)."""
+        if self.slower_in_model:
+            return "default", "  (the tuned config was slower in the model: default kept)"
+        if self.kept_default or not math.isfinite(self.best_seconds) \
+                or self.best_seconds >= self.default_seconds:
+            return "default", "  (kept the default)"
+        if self.comparison is None:
+            return "?", "  (not validated: one search measurement each; set validate_top > 0)"
+        if not self.comparison.faster:
+            return "none", f"  (no measurable change: {self.comparison.interval()})"
+        return f"{self.comparison.ratio:.2f}x", f"  ({self.comparison.interval()})"
 
 
 @dataclass
 class TuningResult:
     """Per-task results and the records file to pass to ``tilecraft.compile``; the model's
     time with the default schedules and with the records, measured side by side (``None``
-    when ``TuneOptions.end_to_end`` was off)."""
+    when ``TuneOptions.end_to_end`` was off, or when the tuned build is the default build:
+    ``unchanged``)."""
 
     records: Path
     tasks: list[TaskResult]
     default_seconds: float | None = None
     tuned_seconds: float | None = None
+    end_to_end: Comparison | None = None
+    unchanged: bool = False  # the tuned build lowered to the very IR of the default build
 
     def summary(self) -> str:
-        """Per task: default and best time, speedup, trials and failed trials. The best is
-        never slower than the default (the default schedule is one of the candidates, and
-        compile applies the fastest record); a task whose default did not run says so, and
-        one whose tuned config lost inside the model shows its default as its best."""
+        """Per task: default and best time, speedup, trials and failed trials. A speedup is
+        printed only where repeated paired measurements put it beyond noise; otherwise the
+        row says why there is none (kept the default, no measurable change, not validated).
+        A task whose default did not run says so, and one whose tuned config lost inside the
+        model shows its default as its best."""
         lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'speedup':>8} {'trials':>6} {'failed':>6}"]
         for r in self.tasks:
             head = f"{r.task.name[:40]:<40}"
@@ -93,14 +120,16 @@ class TuningResult:
                 lines.append(f"{head} {why:>30} {tail}")
                 continue
             best = r.default_seconds if r.slower_in_model else min(r.best_seconds, r.default_seconds)
+            speedup, note = r.speedup_column()
             lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
-                         f"{r.default_seconds / best:>7.2f}x {tail}"
-                         + ("  (the tuned config was slower in the model: default kept)"
-                            if r.slower_in_model else ""))
-        if self.default_seconds is not None and self.tuned_seconds is not None:
-            lines.append(f"end to end: default {self.default_seconds * 1e3:.4f} ms, tuned "
-                         f"{self.tuned_seconds * 1e3:.4f} ms, speedup "
-                         f"{self.default_seconds / self.tuned_seconds:.2f}x (alternating calls)")
+                         f"{speedup:>8} {tail}{note}")
+        if self.unchanged:
+            lines.append("end to end: unchanged (all tasks kept the default: the tuned build is "
+                         "the default build)")
+        elif self.end_to_end is not None:
+            lines.append(f"end to end: default {self.end_to_end.baseline_seconds * 1e3:.4f} ms, "
+                         f"tuned {self.end_to_end.candidate_seconds * 1e3:.4f} ms: "
+                         f"{self.end_to_end.describe()}")
         return "\n".join(lines)
 
 
@@ -149,6 +178,7 @@ class _TaskTuning:
         self.failures = 0
         self.stopped = False  # early stopping fired or the space is exhausted
         self.skipped = False  # the trials budget ran out before its default was measured
+        self.comparison: Comparison | None = None  # validated best against the default
 
     @property
     def best_cost(self) -> float:
@@ -372,15 +402,21 @@ def tune(
                    best_gflops=s.gflops(s.best_cost), best_config=s.tuner.best_config,
                    trials=s.trials, history=s.history, failures=s.failures,
                    default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped,
-                   slower_in_model=s.task.key in slower)
+                   slower_in_model=s.task.key in slower, comparison=s.comparison,
+                   kept_default=s.tuner.best_config in (None, s.space.default()))
         for s in states
     ]
     if search.report is not None:
         from .report import plot_report
 
         plot_report(load_records(records_path, target=target), search.report)
-    timing = _end_to_end(model, options, records_path) if end_to_end else (None, None)
-    return TuningResult(records_path, results, *timing)
+    if not end_to_end:
+        return TuningResult(records_path, results)
+    comparison = _end_to_end(model, options, records_path)
+    if comparison is None:
+        return TuningResult(records_path, results, unchanged=True)
+    return TuningResult(records_path, results, comparison.baseline_seconds,
+                        comparison.candidate_seconds, end_to_end=comparison)
 
 
 def _warn_unmeasured(states: list[_TaskTuning], budget: int) -> None:
@@ -449,28 +485,44 @@ def _save_transfer(states: list[_TaskTuning], warm: TransferModel | None, record
         print(f"cost model: {len(model.rows)} measurements -> {beside(records)}", file=sys.stderr)
 
 
-# Rounds of the end-to-end comparison: each round times the default and the tuned module.
-END_TO_END_ROUNDS = 5
+# Paired rounds of the end-to-end comparison (runtime/significance.py: the bootstrap interval
+# needs about ten to be narrower than a shared machine's drift).
+END_TO_END_ROUNDS = 10
 
 
-def _end_to_end(model: Any, options: CompileOptions, records: Path) -> tuple[float, float]:
-    """Seconds per call of ``model`` with the default schedules and with ``records``, each
-    the median of :data:`END_TO_END_ROUNDS` rounds alternating the two (so drift of a shared
-    machine hits both alike), on the same seeded random inputs."""
+def _lowered(model: Any, pipeline: Any, options: CompileOptions) -> tuple[str, CompiledModule]:
+    """``model`` lowered by ``pipeline`` and JIT-compiled, with a fingerprint of the lowered
+    IR: two builds with one fingerprint are the same program, whatever their timings say."""
+    context = ir.Context()
+    module = load_module(model, context, shape_dict=options.shape_dict)
+    with context, ir.Location.unknown():
+        signature = entry_signature(find_entry(module, None))
+        pipeline.run(module)
+        fingerprint = hashlib.sha256(module.operation.get_asm(binary=True)).hexdigest()
+    return fingerprint, jit_module(module, signature, pipeline, options.target,
+                                   opt_level=options.opt_level)
+
+
+def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Comparison | None:
+    """The model with the default schedules against the model with ``records``: ``None``
+    when both lower to the same IR (nothing to time: any ratio would be noise), else their
+    paired comparison over :data:`END_TO_END_ROUNDS` rounds on the same seeded inputs."""
     # The model as it will be compiled: offloaded ops are calls here too.
     pipeline = cpu_pipeline(options.target, opt_level=options.opt_level, offload=options.offload)
-    default = compile_ir(model, pipeline, options.target, opt_level=options.opt_level,
-                         shape_dict=options.shape_dict)
-    tuned = compile_ir(model, with_tuning_records(pipeline, records, options.target), options.target,
-                       opt_level=options.opt_level, shape_dict=options.shape_dict)
+    default_ir, default = _lowered(model, pipeline, options)
+    tuned_ir, tuned = _lowered(model, with_tuning_records(pipeline, records, options.target), options)
+    if default_ir == tuned_ir:
+        return None
     inputs = random_inputs(default)
-    medians = alternating({"default": lambda: default(**inputs), "tuned": lambda: tuned(**inputs)},
-                          END_TO_END_ROUNDS, min_sample_s=0.05)
-    return medians["default"], medians["tuned"]
+    samples = paired_rounds({"default": lambda: default(**inputs), "tuned": lambda: tuned(**inputs)},
+                            END_TO_END_ROUNDS, min_sample_s=0.05)
+    return compare(samples["default"], samples["tuned"])
 
 
-# Rounds of the validation phase: each round measures every finalist once.
-VALIDATION_ROUNDS = 3
+# Rounds of the validation phase: each round measures every finalist once. Five, so that a
+# finalist is called faster than the default only when it won all five paired rounds by more
+# than the noise floor (runtime/significance.py): at most a 1-in-32 chance for an equal one.
+VALIDATION_ROUNDS = 5
 
 
 class _Session:
@@ -564,10 +616,13 @@ class _Session:
                     payload=state.task.payload, task=state.task.describe(), config=config,
                     target=self.target_key, reference=state.reference)))
         best_cost, best_config = math.inf, None
-        for config, results in zip(candidates, rounds):
+        round_costs: dict[int, list[float]] = {}
+        for index, (config, results) in enumerate(zip(candidates, rounds)):
             failed = next((r for r in results if not r.ok), None)
             costs = [_cost(r) for r in results]
             cost = statistics.median(costs) if failed is None else math.inf
+            if failed is None:
+                round_costs[index] = costs
             record = Record(
                 task=state.task.describe(), config=config,
                 status="ok" if failed is None else failed.status, costs=costs if failed is None else [],
@@ -586,6 +641,9 @@ class _Session:
                 best_cost, best_config = cost, config
         if best_config is not None:
             state.tuner.best_cost, state.tuner.best_config = best_cost, dict(best_config)
+            default_index, best_index = candidates.index(default), candidates.index(best_config)
+            if best_index != default_index and default_index in round_costs:
+                state.comparison = compare(round_costs[default_index], round_costs[best_index])
 
     def _reference(self, state: _TaskTuning) -> Path:
         return self.local.scratch / f"{state.task.key}.npy"

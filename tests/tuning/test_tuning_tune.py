@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import tilecraft
 from tilecraft.errors import OptionError, TaskExtractionError, TunerNameError, TuningError
+from tilecraft.runtime.significance import compare
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
+from tilecraft.tuning.tune import VALIDATION_ROUNDS
 
 TARGET = "llvm"
 
@@ -43,7 +45,7 @@ def test_tune_writes_records_progress_and_report(tmp_path, capsys, matmul_64):
     assert again.tasks[0].trials >= 8
     # Validation: the two best configs and the default, re-measured side by side, decide.
     final = [r for r in all_lines if r.tuner == "final"]
-    assert 2 <= len(final) <= 3 and all(len(r.costs) == 3 for r in final if r.ok)
+    assert 2 <= len(final) <= 3 and all(len(r.costs) == VALIDATION_ROUNDS for r in final if r.ok)
     assert best_records(all_lines)[final[0].key].tuner == "final"
 
 
@@ -76,7 +78,8 @@ def test_a_task_searched_no_further_than_its_default_reports_no_speedup(tmp_path
     assert [r.tuner for r in load_records(records, target=TARGET)] == ["default"]
     (task,) = result.tasks
     assert task.best_seconds == task.default_seconds and task.best_config == space_for(task.task, TARGET).default()
-    assert result.summary().splitlines()[1].split()[-3] == "1.00x"
+    row = result.summary().splitlines()[1]
+    assert row.split()[3] == "default" and row.endswith("(kept the default)")
 
 
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
@@ -127,8 +130,13 @@ def test_tune_takes_the_compile_options_and_search_options_objects(tmp_path, mat
                             tilecraft.TuneOptions(trials=2, tuning_records=records, tuner="random",
                                                   progress=False, validate_top=0))
     assert result.records == records and len(load_records(records, target=TARGET)) == 2
-    assert result.default_seconds > 0 and result.tuned_seconds > 0
-    assert re.search(r"end to end: default [\d.]+ ms, tuned [\d.]+ ms, speedup [\d.]+x", result.summary())
+    if result.unchanged:  # the second trial's config lowered to the default's IR
+        assert result.default_seconds is None and "end to end: unchanged" in result.summary()
+    else:
+        assert result.default_seconds > 0 and result.tuned_seconds > 0
+        assert re.search(r"end to end: default [\d.]+ ms, tuned [\d.]+ ms: "
+                         r"(no measurable change|[\d.]+x (faster|slower)) \(95% interval",
+                         result.summary())
     # The search options alone, in the second place: tune(model, TuneOptions(...)).
     again = tilecraft.tune(matmul_64, tilecraft.TuneOptions(trials=1, tuning_records=tmp_path / "alone.jsonl",
                                                             tuner="random", progress=False, validate_top=0,
@@ -214,7 +222,38 @@ def test_a_task_whose_tuned_config_lost_in_the_model_shows_its_default(matmul_64
     lost = TaskResult(task=task, default_gflops=1.0, best_gflops=2.0, best_config={}, trials=5,
                       default_seconds=2e-3, best_seconds=1e-3, slower_in_model=True)
     won = TaskResult(task=task, default_gflops=1.0, best_gflops=2.0, best_config={}, trials=5,
-                     default_seconds=2e-3, best_seconds=1e-3)
+                     default_seconds=2e-3, best_seconds=1e-3,
+                     comparison=compare([2e-3, 2.1e-3, 1.9e-3, 2e-3, 2.2e-3], [1e-3, 1.1e-3, 0.9e-3, 1e-3, 1e-3]))
     lines = TuningResult(Path("r.jsonl"), [lost, won]).summary().splitlines()
-    assert "1.00x" in lines[1] and "slower in the model: default kept" in lines[1]
-    assert "2.00x" in lines[2] and "slower in the model" not in lines[2]
+    assert lines[1].split()[3] == "default" and "slower in the model: default kept" in lines[1]
+    assert lines[2].split()[3] == "2.00x" and "slower in the model" not in lines[2]
+
+
+def test_a_speedup_is_printed_only_with_evidence(matmul_64):
+    """The summary's speedup cell: a ratio where validation put it beyond noise, 'none' with
+    the interval where it did not, '?' where nothing was validated."""
+    from tilecraft.tuning.tune import TaskResult, TuningResult
+
+    (task,) = extract_tasks(matmul_64, TARGET)
+
+    def row(**fields) -> str:
+        result = TaskResult(task=task, default_gflops=1.0, best_gflops=1.1, best_config={"x": 1}, trials=9,
+                            default_seconds=1.1e-3, best_seconds=1e-3, **fields)
+        return TuningResult(Path("r.jsonl"), [result]).summary().splitlines()[1]
+
+    noisy = compare([1.0e-3, 1.3e-3, 0.9e-3, 1.2e-3, 1.0e-3], [1.1e-3, 1.0e-3, 1.2e-3, 0.95e-3, 1.05e-3])
+    assert not noisy.significant
+    assert row(comparison=noisy).split()[3] == "none" and "no measurable change" in row(comparison=noisy)
+    assert row().split()[3] == "?" and "not validated" in row()
+    assert row(kept_default=True).split()[3] == "default"
+
+
+def test_identical_builds_never_report_a_speedup(tmp_path, matmul_64):
+    """A tune whose records hold only the default schedule builds the default program: the
+    summary says so and times nothing (a ratio of two timings of one program is noise)."""
+    result = tilecraft.tune(matmul_64, TARGET, trials=1, tuning_records=tmp_path / "r.jsonl", tuner="random",
+                            timeout=60, validate_top=4, transfer=False, progress=False)
+    assert result.unchanged and result.end_to_end is None and result.tuned_seconds is None
+    summary = result.summary()
+    assert "end to end: unchanged (all tasks kept the default" in summary
+    assert not re.search(r"\d\.\d\dx", summary)
