@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from ..runtime.significance import Comparison, compare
 from ..schedule.records import VALIDATED, Record, is_remeasurement
 
 
@@ -85,10 +86,23 @@ class TaskRow:
     best_ms: float
     trials: int
     failures: int
+    # The validated best against the validated default, round by round (None: not validated,
+    # or the default is the best).
+    comparison: Comparison | None = None
+    validated: bool = False
 
     @property
     def speedup(self) -> float:
         return self.default_ms / self.best_ms if self.best_ms > 0 and math.isfinite(self.best_ms) else 0.0
+
+    def speedup_cell(self) -> str:
+        """What the table shows: a ratio only with evidence (runtime/significance.py), as the
+        tune summary does."""
+        if not self.best_ms < self.default_ms:
+            return "default"
+        if self.comparison is not None:
+            return f"{self.comparison.ratio:.2f}x" if self.comparison.faster else "no measurable change"
+        return "no measurable change" if self.validated else "not validated"
 
 
 def task_rows(records: Iterable[Record]) -> list[TaskRow]:
@@ -100,12 +114,15 @@ def task_rows(records: Iterable[Record]) -> list[TaskRow]:
     for record in records:
         row = rows.setdefault(record.key, {"name": record.task.get("name", record.key), "default": math.inf,
                                            "best": math.inf, "trials": 0, "failures": 0,
-                                           "config": None, "final": [], "final_default": math.inf})
+                                           "config": None, "final": [], "final_default": math.inf,
+                                           "finals": []})
         if record.tuner == "default":
             row["default"] = min(row["default"], record.cost)
             row["config"] = record.config
         elif record.tuner == VALIDATED:
             row["final"].append(record.cost)
+            if record.ok:
+                row["finals"].append(record)
             if record.config == row["config"]:
                 row["final_default"] = min(row["final_default"], record.cost)
         elif not is_remeasurement(record):
@@ -116,11 +133,26 @@ def task_rows(records: Iterable[Record]) -> list[TaskRow]:
     result = []
     for r in rows.values():
         default, best = r["default"], r["best"]
+        comparison = None
         if r["final"]:
             default = r["final_default"] if math.isfinite(r["final_default"]) else default
             best = min(r["final"])
-        result.append(TaskRow(r["name"], default * 1e3, min(best, default) * 1e3, r["trials"], r["failures"]))
+            comparison = _validated_comparison(r["finals"], r["config"])
+        result.append(TaskRow(r["name"], default * 1e3, min(best, default) * 1e3, r["trials"],
+                              r["failures"], comparison, bool(r["final"])))
     return result
+
+
+def _validated_comparison(finals: list[Record], default_config: dict | None) -> Comparison | None:
+    """The best final record against the default's final record, round by round, where both
+    were measured in the same rounds and the best is not the default."""
+    defaults = [r.costs for r in finals if r.config == default_config]
+    if not finals or not defaults:
+        return None
+    best = min(finals, key=lambda r: r.cost)
+    if best.config == default_config or not best.costs or len(defaults[0]) != len(best.costs):
+        return None
+    return compare(defaults[0], best.costs)
 
 
 def _figure(records: list[Record]):
@@ -167,7 +199,7 @@ def plot_report(records: Iterable[Record], path: "str | os.PathLike[str]") -> No
         return
     rows = "\n".join(
         f"<tr><td>{html.escape(r.name)}</td><td>{r.default_ms:.4f}</td><td>{r.best_ms:.4f}</td>"
-        f"<td>{r.speedup:.2f}x</td><td>{r.trials}</td><td>{r.failures}</td></tr>"
+        f"<td>{r.speedup_cell()}</td><td>{r.trials}</td><td>{r.failures}</td></tr>"
         for r in task_rows(records))
     image = base64.b64encode(png.getvalue()).decode("ascii")
     path.write_text(f"""<!DOCTYPE html>

@@ -138,4 +138,22 @@ def test_report_rows_compare_validated_times_with_each_other():
     validated, alone = rows
     assert (validated.default_ms, validated.best_ms, validated.trials) == (1500.0, 1400.0, 3)
     assert validated.speedup == pytest.approx(1.5 / 1.4)
+    # One round each is no evidence: the table claims no speedup.
+    assert validated.speedup_cell() == "no measurable change"
     assert (alone.default_ms, alone.best_ms, alone.speedup) == (3000.0, 3000.0, 1.0)
+    assert alone.speedup_cell() == "default"
+
+
+def test_report_rows_claim_a_validated_speedup_with_evidence():
+    from tilecraft.schedule.records import Record
+
+    def final(config, costs):
+        return Record(task={"key": "k", "name": "k"}, config=config, status="ok", costs=costs,
+                      gflops=1.0, target=TARGET, tuner="final")
+
+    default = Record(task={"key": "k", "name": "k"}, config={"a": 1}, status="ok", costs=[2.0],
+                     gflops=1.0, target=TARGET, tuner="default")
+    rounds_default, rounds_best = [2.0, 2.1, 1.9, 2.0, 2.05], [1.0, 1.1, 0.95, 1.0, 1.02]
+    (row,) = task_rows([default, final({"a": 1}, rounds_default), final({"a": 2}, rounds_best)])
+    assert row.comparison is not None and row.comparison.faster
+    assert row.speedup_cell() == f"{row.comparison.ratio:.2f}x"
