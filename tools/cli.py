@@ -246,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0, help="seed of the tuners' random choices (default 0)")
     tune.add_argument("--no-end-to-end", action="store_true",
                       help="skip compiling and timing the model default vs tuned after the search")
+    tune.add_argument("--no-headroom", action="store_true",
+                      help="weigh tasks by their time alone, not by their gap to the machine's FMA peak")
     tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
                       help="'list' prints the tasks; indexes restrict tuning to them")
     tune.add_argument("--runner", default="local", metavar="local|remote://HOST:PORT|ray|ray://HOST:PORT",
@@ -449,7 +451,7 @@ def command_tune(args: argparse.Namespace) -> int:
         early_stopping=args.early_stopping, prior_records=args.prior_records,
         timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
         batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
-        end_to_end=not args.no_end_to_end,
+        end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
         transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
     result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
     print(result.summary())

@@ -35,6 +35,7 @@ from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
+from ..runtime.peak import fma_peak_gflops
 from ..runtime.rpc import Address
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
@@ -74,6 +75,17 @@ class TaskResult:
     # None where nothing was validated (the default won the search, or validate_top=0).
     comparison: Comparison | None = None
     kept_default: bool = False  # the best config is the default schedule itself
+    # The machine's float32 FMA peak for the target's threads (GFLOPS); None where unknown or
+    # where the task is no float32 contraction (its fraction of the peak would mean nothing).
+    peak_gflops: float | None = None
+
+    def peak_column(self) -> str:
+        """The best schedule's fraction of the FMA peak, or ``-``."""
+        if self.peak_gflops is None or self.slower_in_model:
+            fraction = (self.default_gflops / self.peak_gflops) if self.peak_gflops else None
+        else:
+            fraction = max(self.best_gflops, self.default_gflops) / self.peak_gflops
+        return "-" if fraction is None else f"{fraction:.0%}"
 
     def speedup_column(self) -> tuple[str, str]:
         """The summary's speedup cell and the note after the row: a ratio only where the
@@ -110,7 +122,8 @@ class TuningResult:
         row says why there is none (kept the default, no measurable change, not validated).
         A task whose default did not run says so, and one whose tuned config lost inside the
         model shows its default as its best."""
-        lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'speedup':>8} {'trials':>6} {'failed':>6}"]
+        lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'peak':>5} {'speedup':>8} "
+                 f"{'trials':>6} {'failed':>6}"]
         for r in self.tasks:
             head = f"{r.task.name[:40]:<40}"
             tail = f"{r.trials:>6} {r.failures:>6}"
@@ -122,7 +135,7 @@ class TuningResult:
             best = r.default_seconds if r.slower_in_model else min(r.best_seconds, r.default_seconds)
             speedup, note = r.speedup_column()
             lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
-                         f"{speedup:>8} {tail}{note}")
+                         f"{r.peak_column():>5} {speedup:>8} {tail}{note}")
         if self.unchanged:
             lines.append("end to end: unchanged (all tasks kept the default: the tuned build is "
                          "the default build)")
@@ -166,8 +179,11 @@ class _TaskTuning:
     """The state of one task: space, tuner, reference output, budget."""
 
     def __init__(self, task: Task, target: Target, tuner: str, seed: int,
-                 prior: TransferModel | None = None) -> None:
+                 prior: TransferModel | None = None, peak_gflops: float | None = None) -> None:
         self.task = task
+        # The FMA peak bounds this task only where it is a float32 contraction.
+        self.peak_gflops = peak_gflops if (task.kind in CONTRACTION_KINDS
+                                           and task.element_type == "f32") else None
         self.space: ScheduleSpace = space_for(task, target)
         self.tuner: Tuner = make_tuner(tuner, self.space, seed, prior)
         self.reference: str | None = None
@@ -187,6 +203,13 @@ class _TaskTuning:
 
     def gflops(self, cost: float) -> float:
         return self.task.flops / cost / 1e9 if math.isfinite(cost) and cost > 0 else 0.0
+
+    def headroom(self) -> float:
+        """The fraction of its time a schedule at the FMA peak would save (1 where the peak
+        does not bound the task: no knowledge is no reason to skip it)."""
+        if self.peak_gflops is None:
+            return 1.0
+        return min(max(1.0 - self.gflops(self.best_cost) / self.peak_gflops, 0.0), 1.0)
 
 
 def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any,
@@ -248,6 +271,9 @@ class TuneOptions:
         'tilecraft[distributed]'``): ``"local"`` starts one on this machine for the run,
         ``"ray://HOST:PORT"`` joins a running one. Each batch is spread over the cluster's
         nodes, one measurement at a time per node. Not with ``remote``.
+      headroom: weigh each float32 contraction task by its gap to the machine's FMA peak
+        (runtime/peak.py, measured once per machine) as well as by its share of the model's
+        time, and say when every heavy task is already near the peak; ``False``: by time alone.
     """
 
     trials: int = 200
@@ -271,6 +297,7 @@ class TuneOptions:
     remote: str | None = None
     remote_key: str | None = field(default=None, repr=False)  # a secret: not in reprs or logs
     ray: str | None = None
+    headroom: bool = True
 
     def __post_init__(self) -> None:
         if self.remote is not None:
@@ -296,6 +323,9 @@ class TuneOptions:
             least = 1 if name == "batch_size" else 0
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise TuningError(f"{name} must be an integer >= {least}, got {value!r}")
+        for name in ("headroom", "end_to_end", "transfer", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise TuningError(f"{name} must be True or False, got {getattr(self, name)!r}")
         per_task = self.trials_per_task
         if not isinstance(per_task, int) or isinstance(per_task, bool) or per_task < 0:
             raise TuningError(f"trials_per_task must be a non-negative integer, got {per_task!r}")
@@ -344,7 +374,8 @@ def tune(
     prior = load_records(search.prior_records, target=target) if search.prior_records is not None else []
     records_path = Path(search.tuning_records)
     warm = _warm_start(search, records_path, chosen, target)
-    states = [_TaskTuning(task, target, search.tuner, search.seed, warm) for task in chosen]
+    peak = fma_peak_gflops(target.num_threads) if search.headroom else None
+    states = [_TaskTuning(task, target, search.tuner, search.seed, warm, peak) for task in chosen]
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     if runner_options.flush_cache is None:
         runner_options = replace(runner_options, flush_cache=weights_outgrow_cache(found))
@@ -403,7 +434,8 @@ def tune(
                    trials=s.trials, history=s.history, failures=s.failures,
                    default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped,
                    slower_in_model=s.task.key in slower, comparison=s.comparison,
-                   kept_default=s.tuner.best_config in (None, s.space.default()))
+                   kept_default=s.tuner.best_config in (None, s.space.default()),
+                   peak_gflops=s.peak_gflops)
         for s in states
     ]
     if search.report is not None:
@@ -484,6 +516,13 @@ def _save_transfer(states: list[_TaskTuning], warm: TransferModel | None, record
     if progress:
         print(f"cost model: {len(model.rows)} measurements -> {beside(records)}", file=sys.stderr)
 
+
+# Task kinds whose speed the float32 FMA peak bounds (the others are bound by memory).
+CONTRACTION_KINDS = ("matmul", "conv2d", "depthwise_conv2d")
+# A task at or above this fraction of the FMA peak has little left for a schedule to find.
+HEADROOM_FLOOR = 0.85
+# The share of the model's time that makes a task heavy for the no-headroom verdict.
+HEAVY_SHARE = 0.05
 
 # Paired rounds of the end-to-end comparison (runtime/significance.py: the bootstrap interval
 # needs about ten to be narrower than a shared machine's drift).
@@ -759,11 +798,14 @@ class TaskScheduler:
     """Hands trials to tasks, as Ansor's task scheduler does (gradient-based allocation).
 
     A task's weight is its share of the model's time: the default schedule's time times the
-    number of times the model runs the task. Each task first gets ``trials_per_task``; then,
-    one batch at a time, the task with the largest expected gain per trial gets the next
+    number of times the model runs the task; its priority is that weight times its headroom,
+    the fraction of its time a schedule at the machine's FMA peak would save (1 where the peak
+    does not bound the task), so the budget goes where the gap to the peak times the share of
+    the model is largest. Each task first gets ``trials_per_task``, highest priority first;
+    then, one batch at a time, the task with the largest expected gain per trial gets the next
     batch: its weighted improvement over its last batch (the backward gradient) averaged with
-    an optimistic forward one (its weighted time over the trials it has had, which favours
-    tasks that are heavy and little searched). Tasks whose search stopped (early stopping,
+    an optimistic forward one (its weighted time times its headroom over the trials it has
+    had, which favours tasks that are heavy, far from the peak and little searched). Tasks whose search stopped (early stopping,
     space exhausted) drop out; the time budget ends the search between batches.
     """
 
@@ -777,21 +819,42 @@ class TaskScheduler:
         self.weighted_history: dict[int, list[float]] = {id(s): [] for s in states}
 
     def weight(self, state: _TaskTuning) -> float:
+        """The task's share of the model's time (default time x occurrences)."""
         return state.default_cost * state.task.count
+
+    def priority(self, state: _TaskTuning) -> float:
+        """Where trials pay: the share of the model's time a schedule could still save."""
+        return self.weight(state) * state.headroom()
+
+    def no_headroom(self) -> str | None:
+        """A line saying the model has little left for tuning, when every task of at least
+        :data:`HEAVY_SHARE` of its time is a float32 contraction above :data:`HEADROOM_FLOOR`
+        of the FMA peak; ``None`` otherwise."""
+        total = sum(self.weight(s) for s in self.states if math.isfinite(self.weight(s))) or 1.0
+        heavy = [s for s in self.states if self.weight(s) / total >= HEAVY_SHARE]
+        if not heavy or any(s.peak_gflops is None or s.headroom() > 1.0 - HEADROOM_FLOOR for s in heavy):
+            return None
+        low = min(1.0 - s.headroom() for s in heavy)
+        return (f"no headroom: all {len(heavy)} heavy task(s) already run at {low:.0%} or more of "
+                f"the FMA peak ({heavy[0].peak_gflops:.0f} GFLOPS): tuning can gain little here")
 
     def plan(self, budget: int) -> str:
         """The plan printed before the search: tasks, weights, each one's minimum."""
         total = sum(self.weight(s) for s in self.states) or 1.0
         minimum = self.search.trials_per_task
-        lines = [f"tuning plan: {len(self.states)} task(s), {budget} trial(s) after the defaults, "
+        lines = [] if self.no_headroom() is None else [str(self.no_headroom())]
+        lines += [f"tuning plan: {len(self.states)} task(s), {budget} trial(s) after the defaults, "
                  f"at least {minimum} per task, then by expected gain"
                  + (f", {self.search.time_budget:g} s at most" if self.search.time_budget else "")]
         if minimum * len(self.states) > budget:
             lines.append(f"  the budget covers the minimum of the {budget // max(minimum, 1)} "
                          "heaviest task(s) only")
         for state, trials in self.planned(budget):
+            peak = ("" if state.peak_gflops is None else
+                    f"  {state.gflops(state.default_cost):6.1f} GFLOPS "
+                    f"{1.0 - state.headroom():4.0%} of peak")
             lines.append(f"  {state.task.name[:48]:<48} weight {self.weight(state) / total:6.1%}"
-                         f"  trials ~{trials}")
+                         f"{peak}  trials ~{trials}")
         if self.search.validate_top > 0:
             lines.append(f"  then validation: up to {self.search.validate_top + 1} configs x "
                          f"{VALIDATION_ROUNDS} rounds per task, not counted in trials"
@@ -800,18 +863,18 @@ class TaskScheduler:
 
     def planned(self, budget: int) -> list[tuple[_TaskTuning, int]]:
         """The plan's trials per task, heaviest first: the minimum (while the budget lasts),
-        then the rest of the budget in proportion to weight, as the scheduler would hand it
-        out if every task improved alike. An estimate: the scheduler then moves batches to
-        the tasks that improve most, and stopped tasks give theirs back."""
-        order = sorted(self.states, key=self.weight, reverse=True)
-        total = sum(self.weight(s) for s in order) or 1.0
+        then the rest of the budget in proportion to priority (weight x headroom), as the
+        scheduler would hand it out if every task improved alike. An estimate: the scheduler
+        then moves batches to the tasks that improve most, and stopped tasks give theirs back."""
+        order = sorted(self.states, key=self.priority, reverse=True)
+        total = sum(self.priority(s) for s in order) or 1.0
         minimum, left, shares = self.search.trials_per_task, budget, []
         for state in order:
             share = min(minimum, max(left, 0))
             shares.append(share)
             left -= share
         rest = max(left, 0)
-        exact = [rest * self.weight(state) / total for state in order]
+        exact = [rest * self.priority(state) / total for state in order]
         extra = [int(x) for x in exact]
         # Largest remainders first, so the estimates add up to the budget.
         for i in sorted(range(len(order)), key=lambda i: extra[i] - exact[i])[:rest - sum(extra)]:
@@ -845,11 +908,11 @@ class TaskScheduler:
             return 0.0
         before = history[-2] if len(history) >= 2 else self.weight(state)
         backward = max(before - now, 0.0) / max(self.search.batch_size, 1)
-        forward = now / max(state.trials, 1)
+        forward = now * state.headroom() / max(state.trials, 1)
         return 0.5 * backward + 0.5 * forward
 
     def run(self, budget: int) -> None:
-        for state in sorted(self.states, key=self.weight, reverse=True):
+        for state in sorted(self.states, key=self.priority, reverse=True):
             share = min(self.search.trials_per_task, budget)
             if share <= 0 or self._expired():
                 break

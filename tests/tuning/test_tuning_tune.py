@@ -13,6 +13,7 @@ from tilecraft.errors import OptionError, TaskExtractionError, TunerNameError, T
 from tilecraft.runtime.significance import compare
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
+from tilecraft.pipelines.target import Target
 from tilecraft.tuning.tune import VALIDATION_ROUNDS
 
 TARGET = "llvm"
@@ -79,7 +80,7 @@ def test_a_task_searched_no_further_than_its_default_reports_no_speedup(tmp_path
     (task,) = result.tasks
     assert task.best_seconds == task.default_seconds and task.best_config == space_for(task.task, TARGET).default()
     row = result.summary().splitlines()[1]
-    assert row.split()[3] == "default" and row.endswith("(kept the default)")
+    assert row.split()[4] == "default" and row.endswith("(kept the default)")
 
 
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
@@ -225,8 +226,8 @@ def test_a_task_whose_tuned_config_lost_in_the_model_shows_its_default(matmul_64
                      default_seconds=2e-3, best_seconds=1e-3,
                      comparison=compare([2e-3, 2.1e-3, 1.9e-3, 2e-3, 2.2e-3], [1e-3, 1.1e-3, 0.9e-3, 1e-3, 1e-3]))
     lines = TuningResult(Path("r.jsonl"), [lost, won]).summary().splitlines()
-    assert lines[1].split()[3] == "default" and "slower in the model: default kept" in lines[1]
-    assert lines[2].split()[3] == "2.00x" and "slower in the model" not in lines[2]
+    assert lines[1].split()[4] == "default" and "slower in the model: default kept" in lines[1]
+    assert lines[2].split()[4] == "2.00x" and "slower in the model" not in lines[2]
 
 
 def test_a_speedup_is_printed_only_with_evidence(matmul_64):
@@ -243,9 +244,9 @@ def test_a_speedup_is_printed_only_with_evidence(matmul_64):
 
     noisy = compare([1.0e-3, 1.3e-3, 0.9e-3, 1.2e-3, 1.0e-3], [1.1e-3, 1.0e-3, 1.2e-3, 0.95e-3, 1.05e-3])
     assert not noisy.significant
-    assert row(comparison=noisy).split()[3] == "none" and "no measurable change" in row(comparison=noisy)
-    assert row().split()[3] == "?" and "not validated" in row()
-    assert row(kept_default=True).split()[3] == "default"
+    assert row(comparison=noisy).split()[4] == "none" and "no measurable change" in row(comparison=noisy)
+    assert row().split()[4] == "?" and "not validated" in row()
+    assert row(kept_default=True).split()[4] == "default"
 
 
 def test_identical_builds_never_report_a_speedup(tmp_path, matmul_64):
@@ -257,3 +258,41 @@ def test_identical_builds_never_report_a_speedup(tmp_path, matmul_64):
     summary = result.summary()
     assert "end to end: unchanged (all tasks kept the default" in summary
     assert not re.search(r"\d\.\d\dx", summary)
+
+
+def test_the_plan_weighs_tasks_by_their_gap_to_the_fma_peak(monkeypatch, capsys, tmp_path):
+    """With a known peak, a float32 matmul near it gets fewer trials than its time alone
+    would give it, and a model whose heavy tasks are all near the peak is told so."""
+    from tilecraft.tuning.tune import TaskScheduler, TuneOptions, _TaskTuning
+
+    two = mlir_text.matmul(64, 64, 128).replace("@main", "@big") + mlir_text.matmul(32, 32, 64).replace("@main", "@small")
+    big, small = extract_tasks(two, TARGET)
+    search = TuneOptions(trials=20, trials_per_task=0, progress=False)
+
+    def states(peak, big_gflops, small_gflops):
+        made = []
+        for task, gflops in ((big, big_gflops), (small, small_gflops)):
+            state = _TaskTuning(task, Target.parse(TARGET), "random", 0, None, peak)
+            state.default_cost = task.flops / (gflops * 1e9)
+            made.append(state)
+        return made
+
+    near, far = states(100.0, 95.0, 30.0)
+    scheduler = TaskScheduler([near, far], search, None, None)
+    assert near.headroom() == pytest.approx(0.05) and far.headroom() == pytest.approx(0.7)
+    planned = dict((s.task.name, n) for s, n in scheduler.planned(20))
+    by_time = near.default_cost * near.task.count > far.default_cost * far.task.count
+    assert by_time and planned[far.task.name] > planned[near.task.name]
+    assert scheduler.no_headroom() is None  # the small task is heavy too, and far from the peak
+    plan = scheduler.plan(20)
+    assert "GFLOPS" in plan and "of peak" in plan
+
+    both_near = TaskScheduler(states(100.0, 95.0, 90.0), search, None, None)
+    assert both_near.no_headroom() is not None and "no headroom" in both_near.plan(20)
+    unknown = TaskScheduler(states(None, 95.0, 90.0), search, None, None)
+    assert unknown.no_headroom() is None and all(s.headroom() == 1.0 for s in unknown.states)
+
+
+def test_headroom_must_be_a_bool():
+    with pytest.raises(TuningError, match="headroom"):
+        tilecraft.TuneOptions(headroom="yes")
