@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/tuning_end_to_end.py --models bert --minutes 30
     .venv/bin/python benchmarks/tuning_end_to_end.py --warm-start mobilenetv2,digits --minutes 5
     .venv/bin/python benchmarks/tuning_end_to_end.py --models resnet50 --reuse-records
+    .venv/bin/python benchmarks/tuning_end_to_end.py --models digits --identical 20
 
 Per model (built as benchmarks/end_to_end.py builds them: random weights, nothing downloaded)
 and per tuner in ``--tuners``: ``tilecraft.tune`` with a time budget of ``--minutes`` (and at
@@ -20,6 +21,9 @@ the tuner's time and the in-model kernel time for the heaviest tasks, each task 
 the tuner measures it and the model profiled in alternating rounds (``side_by_side_times``,
 ``tuning/in_model.py``; target: within 20 %).
 
+``--identical RUNS``: issue #44's honesty check: RUNS tune-and-compare runs whose records
+hold only the default schedules; prints how many printed a speedup (the goal is none).
+
 ``--warm-start A,B``: tune A (its cross-task cost model is saved beside its records), then
 tune B twice with the same trial budget, from that model and from nothing, and print B's
 estimated model time after each quarter of the budget for both (tuning/transfer.py).
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -42,6 +47,8 @@ sys.path.insert(0, HERE)
 import end_to_end  # noqa: E402  (the model builders and the alternating timer)
 
 import tilecraft  # noqa: E402
+from tilecraft.runtime import significance  # noqa: E402
+from tilecraft.runtime.significance import paired_rounds  # noqa: E402
 from tilecraft.schedule.records import load_records  # noqa: E402
 from tilecraft.tuning.in_model import agreement_table, confirm_in_model, side_by_side_times  # noqa: E402
 from tilecraft.tuning.report import end_to_end_curve  # noqa: E402
@@ -63,8 +70,8 @@ def tune(case: end_to_end.Case, tuner: str, args: argparse.Namespace, records: P
     return result
 
 
-def compare(case: end_to_end.Case, records: dict[str, Path], repeat: int) -> dict[str, float]:
-    """Median seconds per call: default, each tuner's records, onnxruntime, alternating."""
+def compare(case: end_to_end.Case, records: dict[str, Path], repeat: int) -> dict[str, list[float]]:
+    """Seconds per call per paired round: default, each tuner's records, onnxruntime."""
     import onnxruntime
 
     inputs = list(case.feeds.values())
@@ -77,7 +84,7 @@ def compare(case: end_to_end.Case, records: dict[str, Path], repeat: int) -> dic
     # The pause: onnxruntime's pool threads spin on after a call and took a core from the
     # tilecraft build timed after them (ResNet-50: 77 against 48 ms with onnxruntime's
     # spinning off), which squeezed every ratio of this table towards 1.
-    return end_to_end.alternating(runners, repeat, pause_s=end_to_end.RUNNER_PAUSE_S)
+    return paired_rounds(runners, repeat, pause_s=end_to_end.RUNNER_PAUSE_S)
 
 
 def run_model(name: str, args: argparse.Namespace) -> None:
@@ -95,16 +102,18 @@ def run_model(name: str, args: argparse.Namespace) -> None:
         tune(case, tuner, args, path)
         slower = confirm_in_model(case.model, tilecraft.CompileOptions(), path, tasks)
         print(f"  {tuner}: {len(slower)} tuned config(s) slower in the model than the default, not applied")
-    medians = compare(case, records, args.repeat)
+    samples = compare(case, records, args.repeat)
+    medians = {label: statistics.median(times) for label, times in samples.items()}
     default, ort = medians["default"], medians["onnxruntime"]
     print(f"  {'':<12} {'ms':>9} {'/default':>9} {'/ort':>7}")
     for label, seconds in medians.items():
         print(f"  {label:<12} {seconds * 1e3:9.3f} {seconds / default:9.3f} {seconds / ort:7.3f}")
     for tuner in args.tuners:
-        print(f"  {tuner}: tuned {default / medians[tuner]:.2f}x faster than default, "
+        print(f"  {tuner} vs default: {significance.compare(samples['default'], samples[tuner]).describe()}; "
               f"{medians[tuner] / ort:.2f}x onnxruntime's time")
     if {"xgb", "random"} <= set(args.tuners):
-        print(f"  xgb vs random at the same budget: {medians['random'] / medians['xgb']:.2f}x")
+        print(f"  xgb vs random at the same budget: "
+              f"{significance.compare(samples['random'], samples['xgb']).describe()}")
     tuner = args.tuners[0]
     rows = side_by_side_times(case.model, tilecraft.CompileOptions(), records[tuner], tasks, top=args.top)
     print(f"  tuner vs in-model kernel time ({tuner}'s records, heaviest {args.top} tasks, "
@@ -112,6 +121,28 @@ def run_model(name: str, args: argparse.Namespace) -> None:
     print("\n".join("    " + line for line in agreement_table(rows).splitlines()))
     within = [r for r in rows if r.ratio is not None and 0.8 <= r.ratio <= 1.25]
     print(f"  within 20 %: {len(within)}/{len(rows)}")
+
+
+def identical_builds(name: str, runs: int, args: argparse.Namespace) -> None:
+    """``runs`` tune-and-compare runs whose records can only hold the default schedules
+    (one trial per task): the report must never print a speedup."""
+    case = end_to_end.CASES[name](args)
+    trials = len(tilecraft.extract_tasks(case.model))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    claimed = 0
+    for run in range(runs):
+        records = out / f"{name}.identical.jsonl"
+        records.unlink(missing_ok=True)
+        result = tilecraft.tune(case.model, trials=trials, tuning_records=records, tuner="random",
+                                seed=run, progress=False, transfer=False)
+        summary = result.summary()
+        claims = [line for line in summary.splitlines()
+                  if re.search(r"\d\.\d\dx faster|\d\.\d\dx slower", line)
+                  or re.search(r"^\S+\s+[\d.]+\s+[\d.]+\s+\S+\s+[\d.]+x\s", line)]
+        claimed += bool(claims)
+        print(f"  run {run + 1}/{runs}: {summary.splitlines()[-1]}")
+    print(f"  identical builds ({name}): {claimed} of {runs} runs printed a speedup (goal 0)")
 
 
 def warm_start(first: str, second: str, args: argparse.Namespace) -> None:
@@ -151,9 +182,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare with the records already in --out (tuned and confirmed by an "
                              "earlier run) instead of tuning again")
     parser.add_argument("--progress", action="store_true", help="print the tuner's progress lines")
+    parser.add_argument("--identical", type=int, metavar="RUNS",
+                        help="instead of tuning: RUNS tune-and-compare runs of builds identical to "
+                             "the default; counts the runs that printed a speedup (goal 0)")
     args = parser.parse_args(argv)
     args.tuners = [t for t in args.tuners.split(",") if t]
     print(f"tilecraft tuning end to end; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if args.identical:
+        for name in [m for m in args.models.split(",") if m]:
+            identical_builds(name, args.identical, args)
+        return 0
     if args.warm_start:
         first, second = args.warm_start.split(",")
         if args.trials >= 100000:
