@@ -158,7 +158,11 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                                "func.func(linalg-fuse-elementwise-ops)", "canonicalize"),
                   "fold constants; 8-bit matmuls as i32 matmuls; fuse elementwise producers "
                   "into consumers"),
-            Stage("schedule", (gpu_schedule, "canonicalize", "cse"),
+            # No CSE here: two pads of one shape have identical zero-filled destinations, and
+            # merged into one, one-shot bufferization must copy a strided interior out of
+            # place, on the host (a ResNet basic block's two padded convolutions). The map
+            # stage's CSE runs after bufferization.
+            Stage("schedule", (gpu_schedule, "canonicalize"),
                   "GPU schedule: block/thread tiles, shared-memory staging, vectors"),
             Stage("bufferize",
                   ("one-shot-bufferize{bufferize-function-boundaries "

@@ -127,6 +127,30 @@ def test_conv2d(arch, tmp_path, rng, rand):
     np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("opt_level", [2, 3])
+def test_padded_convolutions_in_a_row_stay_on_the_device(opt_level, tmp_path, rng, rand):
+    """Two padded 3x3 convolutions of one shape (a ResNet basic block): their pads' zero-filled
+    destinations are identical, and a CSE that merged them made one-shot bufferization copy a
+    strided interior on the host ('memref.copy of a strided buffer ... stays on the host')."""
+    def weights(name, shape):
+        values = (rng.random(shape) - 0.5).astype(np.float32)
+        return helper.make_tensor(name, TensorProto.FLOAT, values.shape, values.ravel())
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "x"], ["y"])]
+    model = onnx_model(nodes, [f32("x", [1, 8, 16, 16])], [f32("y", [1, 8, 16, 16])],
+                       [weights("w1", (8, 8, 3, 3)), weights("b1", (8,)), weights("w2", (8, 8, 3, 3)),
+                        weights("b2", (8,))])
+    module = tilecraft.compile(model, target="cuda -arch=sm_90", opt_level=opt_level)
+    check_ptxas(module, "sm_90", tmp_path)
+    assert "memref.copy" not in module.ir("host")
+    x = rand((1, 8, 16, 16))
+    expected = tilecraft.compile(model, target="llvm")(x)
+    np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_demo_cnn_whole_model(arch, tmp_path, rand):
     shapes = {"input": [1, 1, 16, 16]}
