@@ -66,6 +66,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "TuneOptions": (".tuning.tune", "TuneOptions"),
     "template": (".tuning.templates", "template"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
+    "auto_scheduler": (".tuning.auto_scheduler", None),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept
@@ -92,12 +93,15 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
     ``tilecraft.extern`` is ``runtime/extern.py``: a deployed package reads its registry
     without MLIR. ``tilecraft.remote`` (sessions with a device's server) is
     ``runtime/remote.py``: a device may drive another with the runtime alone.
+    ``tilecraft.auto_scheduler`` (TVM's auto-scheduler API on TE computes) is
+    ``tuning/auto_scheduler.py``, beside the tuner it drives.
     """
 
     ALIASES = {f"{__name__}.torch": f"{__name__}.compiler.torch",
                f"{__name__}.scheduling": f"{__name__}.schedule.te",
                f"{__name__}.extern": f"{__name__}.runtime.extern",
-               f"{__name__}.remote": f"{__name__}.runtime.remote"}
+               f"{__name__}.remote": f"{__name__}.runtime.remote",
+               f"{__name__}.auto_scheduler": f"{__name__}.tuning.auto_scheduler"}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.ALIASES:

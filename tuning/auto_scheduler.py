@@ -1,0 +1,186 @@
+"""``tilecraft.auto_scheduler``: TVM's auto-scheduler workflow on a user's own TE compute.
+
+    from tilecraft import auto_scheduler
+    from tilecraft.schedule import te
+
+    @auto_scheduler.register_workload
+    def matmul_add(N, L, M, dtype):
+        A = te.placeholder((N, L), name="A", dtype=dtype)
+        B = te.placeholder((L, M), name="B", dtype=dtype)
+        C = te.placeholder((N, M), name="C", dtype=dtype)
+        k = te.reduce_axis(L, name="k")
+        matmul = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="matmul")
+        out = te.compute((N, M), lambda i, j: matmul[i, j] + C[i, j], name="out")
+        return [A, B, C, out]
+
+    task = auto_scheduler.SearchTask(func=matmul_add, args=(128, 128, 128, "float32"), target="llvm")
+    task.tune(auto_scheduler.TuningOptions(num_measure_trials=64,
+                                           measure_callbacks=[auto_scheduler.RecordToFile("mm.json")]))
+    func = task.apply_best("mm.json")      # a CompiledModule: func(a, b, c)
+    task.print_best("mm.json")             # the best schedule as a transform script
+
+Why a thin layer: a TE compute becomes the same linalg function a model does
+(:func:`~tilecraft.schedule.te.create_func`), so its ops are tasks with the same spaces,
+tuners, records, validation and honest reports as a model's (``tilecraft.tune``). The
+difference from TVM: ``apply_best`` returns the compiled function (TVM returns a schedule and
+arguments for ``tvm.build``), since the schedule here is a transform script the compiler
+applies from the records.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mlir import ir
+
+from ..compiler.compile import compile as compile_model
+from ..errors import TuningError
+from ..pipelines.compiled_module import CompiledModule
+from ..pipelines.options import CompileOptions
+from ..pipelines.target import Target
+from ..schedule.records import best_records, load_records
+from ..schedule.task import Task, extract_tasks
+from ..schedule.te import Tensor, create_func
+from .tune import TuneOptions, TuningResult, tune
+
+# Workloads by name, as TVM's ``auto_scheduler.register_workload`` keeps them.
+WORKLOADS: dict[str, Callable[..., Sequence[Tensor]]] = {}
+
+
+def register_workload(func: "Callable[..., Sequence[Tensor]] | str" = None, *, override: bool = False):
+    """Register ``func`` (a function of the workload's arguments returning its TE tensors:
+    placeholders, then computes) under its name; ``@register_workload("name")`` picks the
+    name. Registering another function under a taken name needs ``override=True``."""
+
+    def register(function: Callable[..., Sequence[Tensor]], name: str) -> Callable[..., Sequence[Tensor]]:
+        if not callable(function):
+            raise TuningError(f"register_workload takes a function, got {type(function).__name__}")
+        if name in WORKLOADS and WORKLOADS[name] is not function and not override:
+            raise TuningError(f"workload {name!r} is already registered; pass override=True to replace it")
+        WORKLOADS[name] = function
+        return function
+
+    if isinstance(func, str):
+        return lambda function: register(function, func)
+    if func is None:
+        return lambda function: register(function, function.__name__)
+    return register(func, func.__name__)
+
+
+@dataclass
+class RecordToFile:
+    """Where measurements go (TVM's ``auto_scheduler.RecordToFile``): tilecraft's records file,
+    one JSON line per measurement, flushed as each arrives."""
+
+    filename: "str | os.PathLike[str]"
+
+
+@dataclass
+class TuningOptions:
+    """TVM's ``auto_scheduler.TuningOptions``, mapped onto :class:`~tilecraft.TuneOptions`.
+
+    ``num_measure_trials``: trials over all of the compute's ops; ``measure_callbacks``: one
+    :class:`RecordToFile`; ``early_stopping``: trials without improvement that end an op's
+    search; ``verbose``: 0 silent, 1 progress lines.
+    """
+
+    num_measure_trials: int = 64
+    measure_callbacks: Sequence[RecordToFile] = field(default_factory=list)
+    early_stopping: int | None = None
+    verbose: int = 1
+    tuner: str = "xgb"
+
+    def records(self) -> Path:
+        files = [c.filename for c in self.measure_callbacks if isinstance(c, RecordToFile)]
+        if len(files) != 1:
+            raise TuningError("TuningOptions needs one measure callback RecordToFile(path) "
+                              f"(where the measurements go), got {len(files)}")
+        return Path(files[0])
+
+
+class SearchTask:
+    """A user's compute and its arguments, ready to tune (TVM's ``auto_scheduler.SearchTask``).
+
+    Args:
+      func: a registered workload, or its name.
+      args: the arguments ``func`` is called with (shapes, dtypes, ...).
+      target: the target to tune for (``"llvm"``: this machine).
+    """
+
+    def __init__(self, func: "Callable[..., Sequence[Tensor]] | str", args: Sequence[Any] = (),
+                 target: "str | Target" = "llvm") -> None:
+        if isinstance(func, str):
+            if func not in WORKLOADS:
+                raise TuningError(f"no workload named {func!r}; registered: {sorted(WORKLOADS) or 'none'}")
+            func = WORKLOADS[func]
+        if not callable(func):
+            raise TuningError(f"SearchTask takes a workload function or its name, got {type(func).__name__}")
+        self.func, self.args, self.target = func, tuple(args), Target.parse(target)
+        if self.target.is_cuda:
+            raise TuningError("the auto-scheduler tunes CPU targets; for CUDA, schedule with bind "
+                              "(docs/cuda.md) or compile with the default GPU schedule")
+        tensors = func(*self.args)
+        tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors or [])
+        if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+            raise TuningError(f"workload {func.__name__} must return its TE tensors (placeholders, "
+                              f"then computes), got {tensors!r}")
+        self.workload_key = f"{func.__name__}{self.args!r}"
+        # The compute as MLIR text: the form tune and compile both take, in their own contexts.
+        self.compute_dag = str(create_func(tensors, context=ir.Context()))
+        self.tasks: list[Task] = extract_tasks(self.compute_dag, self.target)
+
+    def __repr__(self) -> str:
+        return f"SearchTask({self.workload_key}, target={self.target}, {len(self.tasks)} tunable op(s))"
+
+    def tune(self, options: TuningOptions) -> TuningResult:
+        """Search schedules for every op of the compute; measurements land in the records file
+        at once (a killed run resumes with the records it left, via ``prior`` records)."""
+        if not isinstance(options, TuningOptions):
+            raise TuningError(f"tune takes auto_scheduler.TuningOptions, got {type(options).__name__}")
+        if not self.tasks:
+            raise TuningError(f"{self.workload_key}: no tunable op (its computes lower to no loop "
+                              "nest the tuner has a space for)")
+        records = options.records()
+        search = TuneOptions(trials=options.num_measure_trials, tuning_records=records,
+                             tuner=options.tuner, early_stopping=options.early_stopping,
+                             progress=bool(options.verbose),
+                             prior_records=records if records.is_file() else None)
+        return tune(self.compute_dag, CompileOptions(target=self.target), search)
+
+    def _best(self, records: "str | os.PathLike[str]") -> dict[str, Any]:
+        path = Path(records)
+        if not path.is_file():
+            raise TuningError(f"{path}: no such records file")
+        best = best_records(load_records(path, target=self.target))
+        found = {task.key: best[task.key] for task in self.tasks if task.key in best}
+        if not found:
+            raise TuningError(f"{path} holds no record of {self.workload_key} for target "
+                              f"'{self.target}': tune this task first")
+        return found
+
+    def apply_best(self, records: "str | os.PathLike[str]") -> CompiledModule:
+        """The compute compiled with the best schedule of each of its ops in ``records``
+        (ops without a record keep the default schedule)."""
+        self._best(records)
+        return compile_model(self.compute_dag, CompileOptions(target=self.target,
+                                                              tuning_records=records))
+
+    def print_best(self, records: "str | os.PathLike[str]") -> str:
+        """Print (and return) each op's best schedule from ``records``: its knobs, time and
+        the transform script the compiler applies."""
+        found = self._best(records)
+        lines = []
+        for task in self.tasks:
+            record = found.get(task.key)
+            if record is None:
+                lines.append(f"# {task.name}: no record (default schedule)")
+                continue
+            lines.append(f"# {task.name}: {record.cost * 1e3:.4f} ms, {record.gflops:.1f} GFLOPS, "
+                         f"config {record.config}")
+            lines.append(record.script)
+        text = "\n".join(lines)
+        print(text)
+        return text
