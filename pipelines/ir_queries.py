@@ -50,6 +50,24 @@ def replace_each(root: ir.Operation, predicate: Callable[[ir.Operation], bool],
         op.erase()
 
 
+def identity_layout(memref_type: ir.MemRefType) -> bool:
+    """The memref is contiguous in row-major order (no strides, no offset)."""
+    layout = memref_type.layout
+    return (isinstance(layout, ir.AffineMapAttr)
+            and layout.value == ir.AffineMap.get_identity(memref_type.rank))
+
+
+def is_strided_copy(op: ir.Operation) -> bool:
+    """A ``memref.copy`` between ranked memrefs that are not both contiguous: no single
+    ``memcpy`` (or ``gpu.memcpy``) does it."""
+    if op.name != "memref.copy":
+        return False
+    source, target = op.operands
+    if not all(isinstance(v.type, ir.MemRefType) for v in (source, target)):
+        return False  # unranked: no loop nest to write
+    return not all(identity_layout(ir.MemRefType(v.type)) for v in (source, target))
+
+
 def users(value: ir.Value) -> list[ir.Operation]:
     """The ops that use ``value``, once per use (as ``ir.Operation``, not OpView)."""
     owners = [use.owner for use in value.uses]

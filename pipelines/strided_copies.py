@@ -25,7 +25,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, linalg, memref, scf, vector
 
-from .ir_queries import ops_where
+from .ir_queries import is_strided_copy, ops_where
 from .loop_nest import element_bits
 from .passes import register_pass
 
@@ -36,20 +36,6 @@ STRIDED_COPIES_TO_LINALG = "tilecraft-strided-copies-to-linalg"
 _ROW_CHUNK_BITS = 2048
 # Rows shorter than this many bits stay scalar: a narrower vector gains nothing.
 _MIN_ROW_BITS = 128
-
-
-def _identity_layout(value: ir.Value) -> bool:
-    memref = ir.MemRefType(value.type)
-    return memref.layout == ir.AffineMapAttr.get(ir.AffineMap.get_identity(memref.rank))
-
-
-def _is_strided_copy(op: ir.Operation) -> bool:
-    if op.name != "memref.copy":
-        return False
-    source, target = op.operands
-    if not all(isinstance(v.type, ir.MemRefType) for v in (source, target)):
-        return False  # unranked: no loop nest to write
-    return not (_identity_layout(source) and _identity_layout(target))
 
 
 def _row_copy_shape(source: ir.Value, target: ir.Value) -> tuple[list[int], int] | None:
@@ -124,7 +110,7 @@ def _copy_rows(source: ir.Value, target: ir.Value, shape: list[int], bits: int) 
     "their contiguous rows, else as linalg.copy (not the runtime's element-by-element memrefCopy)",
 )
 def strided_copies_to_linalg_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    for copy in ops_where(module, _is_strided_copy):
+    for copy in ops_where(module, is_strided_copy):
         source, target = copy.operands
         with ir.InsertionPoint(copy), copy.location:
             rows = _row_copy_shape(source, target)

@@ -35,7 +35,7 @@ from mlir import ir, passmanager
 from mlir.dialects.transform import interpreter
 
 from ..errors import GpuScheduleError
-from ..pipelines.ir_queries import ops_where
+from ..pipelines.ir_queries import is_strided_copy, ops_where
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ..pipelines.passes import positive_int_option, register_pass
 from ..pipelines.scratch import scratch_copy
@@ -610,6 +610,68 @@ def gpu_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
 
 # ---- after bufferization: loops onto the grid --------------------------------------------
 
+# Threads per block of a copy kernel (strided copies one-shot bufferization left on the host).
+COPY_THREADS = 256
+
+
+def _inside_forall(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.forall":
+            return True
+        parent = parent.parent
+    return False
+
+
+def strided_copies_to_kernels(module: ir.Operation) -> None:
+    """Each host-side ``memref.copy`` of a strided view (a concat's branch written into its
+    slice, a pad's interior that bufferization could not write in place) as block- and
+    thread-mapped loops of element loads and stores, which the grid mapping then turns into
+    a kernel like any other: host code cannot touch device buffers, and a strided view is
+    no single ``gpu.memcpy``. Copies of dynamic shapes stay (the host-memory pass names them).
+    """
+    from mlir.dialects import arith, memref as memref_dialect, scf
+
+    copies = ops_where(module, lambda op: is_strided_copy(op) and not _inside_forall(op))
+    for copy in copies:
+        source, target = copy.operands
+        shape = list(ir.MemRefType(source.type).shape)
+        if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+            continue
+        total = 1
+        for extent in shape:
+            total *= extent
+        threads = min(COPY_THREADS, max(total, 1))
+        blocks = -(-total // threads)
+        index = ir.IndexType.get()
+
+        def constant(value: int) -> ir.Value:
+            return arith.ConstantOp(index, value).result
+
+        with ir.InsertionPoint(copy), copy.location:
+            grid = scf.ForallOp([0], [blocks], [1],
+                                mapping=ir.ArrayAttr.get([ir.Attribute.parse("#gpu.block<x>")]))
+            with ir.InsertionPoint(grid.body):
+                lanes = scf.ForallOp([0], [threads], [1],
+                                     mapping=ir.ArrayAttr.get([ir.Attribute.parse("#gpu.thread<x>")]))
+                with ir.InsertionPoint(lanes.body):
+                    linear = arith.addi(arith.muli(grid.induction_variables[0], constant(threads)),
+                                        lanes.induction_variables[0])
+                    inside = arith.cmpi(arith.CmpIPredicate.ult, linear, constant(total))
+                    guard = scf.IfOp(inside)
+                    with ir.InsertionPoint(guard.then_block):
+                        indices: list[ir.Value] = []
+                        rest = linear
+                        for extent in reversed(shape):
+                            indices.insert(0, arith.remui(rest, constant(extent)))
+                            rest = arith.divui(rest, constant(extent))
+                        value = memref_dialect.load(source, indices)
+                        memref_dialect.store(value, target, indices)
+                        scf.YieldOp([])
+                    scf.InParallelOp()
+                scf.InParallelOp()
+        copy.erase()
+
 def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
     """Threads along x/y/z that the thread-mapped loops nested in ``forall`` need."""
     dims = [1, 1, 1]
@@ -636,6 +698,7 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why a Python pass around two transform ops: ``map_nested_forall_to_threads`` needs
     each launch's block size, which only the nested thread loops know; it also inserts a
     ``gpu.barrier`` after every thread loop (shared-memory copies before their readers)."""
+    strided_copies_to_kernels(module)
     foralls: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:

@@ -27,6 +27,7 @@ from mlir import ir
 from mlir.dialects import gpu, memref
 
 from ...errors import GpuScheduleError
+from ..ir_queries import identity_layout
 from ..passes import register_pass
 
 # Host-side ops that only compute addresses or sizes: safe on device pointers.
@@ -45,12 +46,6 @@ _METADATA_OPS = _VIEW_OPS | frozenset(
 # Host-side ops that dereference a buffer: must not see a device buffer.
 _TOUCHING_PREFIXES = ("linalg.", "vector.transfer", "vector.load", "vector.store")
 _TOUCHING_OPS = frozenset({"memref.load", "memref.store", "memref.copy", "memref.atomic_rmw"})
-
-
-def _identity_layout(memref_type: ir.MemRefType) -> bool:
-    layout = memref_type.layout
-    return (isinstance(layout, ir.AffineMapAttr)
-            and layout.value == ir.AffineMap.get_identity(memref_type.rank))
 
 
 def _is_memref(value: ir.Value) -> bool:
@@ -93,7 +88,7 @@ def _index(i: int) -> ir.Value:
 def _device_copy_of(value: ir.Value) -> ir.Value:
     """A ``gpu.alloc`` of ``value``'s shape filled from it (at the current insertion point)."""
     memref_type = ir.MemRefType(value.type)
-    if not _identity_layout(memref_type):
+    if not identity_layout(memref_type):
         raise GpuScheduleError(f"cannot copy a strided buffer {memref_type} to the device")
     device = gpu.AllocOp(memref_type, None, [], _dynamic_sizes(value), []).result
     gpu.MemcpyOp(None, [], device, value)
@@ -170,7 +165,7 @@ def _move_host_buffers_to_device(func: ir.Operation) -> None:
         elif op.name == "memref.copy":
             with ir.InsertionPoint(op), op.location:
                 for operand in op.operands:
-                    if not _identity_layout(ir.MemRefType(operand.type)):
+                    if not identity_layout(ir.MemRefType(operand.type)):
                         raise GpuScheduleError(f"memref.copy of a strided buffer at {op.location} "
                                                "stays on the host")
                 gpu.MemcpyOp(None, [], op.operands[1], op.operands[0])
