@@ -21,7 +21,7 @@ from ..dialects import graph
 from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module
 from ..pipelines.compiled_module import CompiledModule, bytecode, jit_module
-from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+from ..pipelines.cpu import cpu_pipeline, with_fast_math, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
@@ -82,6 +82,8 @@ def compile(source: Any, options: CompileOptions | None = None,
                                  runtime_checks=options.runtime_checks))
     if options.tuning_records is not None:
         pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+    if options.fast_math:
+        pipeline = with_fast_math(pipeline)
     shape_dict = options.shape_dict
     if options.package_path is not None and is_onnx_source(source):
         source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
