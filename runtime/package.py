@@ -312,7 +312,8 @@ class Package:
         no bundled extern library and has no profiling variant (the writer refuses both)."""
         if not self.path.is_file():
             raise PackageError(f"{self.path}: no such shared library")
-        self._library = self._open(self.path)
+        # Absolute: dlopen looks a name without a slash up on the library search path.
+        self._library = self._open(self.path.resolve())
         address = ctypes.cast(self._symbol(self._library, MANIFEST_SYMBOL), ctypes.c_void_p).value
         try:
             self.manifest = json.loads(ctypes.string_at(address))

@@ -50,6 +50,13 @@ def test_export_and_load_in_a_new_process(vector_add, tmp_path, suffix):
     assert done.stdout.strip() == "True"
 
 
+def test_a_relative_so_path_loads(vector_add, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    vector_add.export_library("relative.so")
+    a = np.ones(N, np.float32)
+    np.testing.assert_array_equal(rt.load_module("relative.so")(a, a), 2 * a)
+
+
 def test_package_path_with_so_suffix_writes_a_shared_library(tmp_path, rand):
     path = tmp_path / "scale.so"
     module = tilecraft.compile(matmul(4, 8, 16), package_path=path)
