@@ -106,3 +106,9 @@ def test_loading_a_library_tilecraft_did_not_write(tmp_path):
         rt.load_module(library)
     with pytest.raises(PackageError, match="no such shared library"):
         rt.load_module(tmp_path / "missing.so")
+
+
+def test_target_c_refuses_a_so_path(tmp_path):
+    with pytest.raises(PackageError, match="C sources as a tar"):
+        tilecraft.compile(matmul(4, 8, 16), target="c", package_path=tmp_path / "model.so")
+    assert not (tmp_path / "model.so").exists()
