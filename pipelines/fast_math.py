@@ -22,6 +22,12 @@ The maximum errors over float32, measured against float64 references on every fl
 the ranges where the functions are not constant (tests/test_fast_math.py checks them, and
 docs/performance.md lists them), are in :data:`MAX_ABS_ERROR`.
 
+Why not MLIR's own: ``populateMathPolynomialApproximationPatterns`` is reachable only through
+a test pass that neither ``mlir-opt`` nor the Python bindings of MLIR 22 (xtc builds) carry;
+``math-expand-ops``, which they do carry, rewrites ``tanh`` through ``exp`` (no cheaper) and
+leaves ``erf`` alone. The approximations here are the ones those patterns and Eigen use
+(Cephes' exp, Eigen's rational tanh and erf).
+
 Why at the start of the schedule stage: the graph and simplify stages match ops by their
 bodies (softmax's ``exp`` for the fused attention kernel, sigmoids and GELUs for fusion);
 the schedule then vectorizes the approximations' arith ops with the rest of each body.
