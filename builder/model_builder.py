@@ -140,8 +140,11 @@ class ModelBuilder:
         a ``tilecraft.var("n")`` in ``shape`` makes that dimension dynamic."""
         if any(isinstance(node, (_Constant, _TeCall, _ExternCall)) for node in self._nodes):
             raise ModelBuilderError(f"input {name!r}: declare every input before the first constant or call")
-        value = self._new_value(self._unique(name, "input"), _check_shape(shape, f"input {name!r}"),
-                                self._dtype(dtype, f"input {name!r}"))
+        if not isinstance(name, str) or not _IDENTIFIER.match(name) or name in self._names:
+            raise ModelBuilderError(f"input name {name!r}: inputs are called by name, so each needs a "
+                                    "distinct identifier")
+        self._names.add(name)
+        value = self._new_value(name, _check_shape(shape, f"input {name!r}"), self._dtype(dtype, f"input {name!r}"))
         self._nodes.append(_Input(value))
         return value
 

@@ -212,6 +212,10 @@ def test_builder_misuse_is_a_typed_error(rand):
     other, y = _matrix_builder()
     with pytest.raises(ModelBuilderError, match="another ModelBuilder"):
         mb.emit_te(relu, y)
+    with pytest.raises(ModelBuilderError, match="distinct identifier"):
+        mb.input("x", (2, 3))
+    with pytest.raises(ModelBuilderError, match="distinct identifier"):
+        mb.input("a b", (2, 3))
     with pytest.raises(ModelBuilderError, match="positive integers"):
         mb.input("z", (2, 0))
     with pytest.raises(ModelBuilderError, match="unsupported dtype"):
