@@ -143,8 +143,9 @@ class ModelBuilder:
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or name in self._names:
             raise ModelBuilderError(f"input name {name!r}: inputs are called by name, so each needs a "
                                     "distinct identifier")
+        shape, dtype = _check_shape(shape, f"input {name!r}"), self._dtype(dtype, f"input {name!r}")
         self._names.add(name)
-        value = self._new_value(name, _check_shape(shape, f"input {name!r}"), self._dtype(dtype, f"input {name!r}"))
+        value = self._new_value(name, shape, dtype)
         self._nodes.append(_Input(value))
         return value
 
