@@ -20,7 +20,7 @@ from mlir import ir
 from ..dialects import graph
 from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module
-from ..pipelines.compiled_module import CompiledModule, bytecode, jit_module
+from ..pipelines.compiled_module import CompiledModule, clone_module, jit_module
 from ..pipelines.cpu import cpu_pipeline, with_fast_math, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
@@ -124,7 +124,7 @@ def compile(source: Any, options: CompileOptions | None = None,
             writer = PackageWriter(signature, target, pipeline, opt_level=options.opt_level,
                                    output_names=output_names, profile=options.profile)
             writer.capture_source(module)
-        source_bytes = bytecode(module)  # for CompiledModule.export_library
+        source_copy = clone_module(module)  # for CompiledModule.export_library
         started = time.perf_counter()
         pipeline.run(module, after_stage=record)
         if writer is not None:
@@ -133,7 +133,7 @@ def compile(source: Any, options: CompileOptions | None = None,
             seconds["package"] = time.perf_counter() - started
     started = time.perf_counter()
     compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
-                          stage_ir=stage_ir, source=source_bytes)
+                          stage_ir=stage_ir, source=source_copy)
     compiled.output_names = output_names
     seconds["jit"] = time.perf_counter() - started
     compiled.compile_seconds = seconds

@@ -32,9 +32,9 @@ from typing import Sequence
 from mlir import ir
 
 from .. import __version__
-from ..dialects import graph
 from ..errors import ExternError, PackageError, ToolchainError
 from ..frontend.resources import resource_array
+from ..pipelines.compiled_module import clone_module
 from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
@@ -428,21 +428,19 @@ class PackageWriter:
         return path
 
 
-def export_library(source: bytes, signature: EntrySignature, target: Target, pipeline: Pipeline,
+def export_library(source: ir.Module, signature: EntrySignature, target: Target, pipeline: Pipeline,
                    path: "str | os.PathLike[str]", *, opt_level: int = 3,
                    output_names: Sequence[str] | None = None) -> Path:
     """Write the package of a module compiled earlier (``CompiledModule.export_library``):
-    ``source`` (its IR before the pipeline, MLIR bytecode) lowered again by ``pipeline``
-    and written to ``path`` (``.so``: the library alone; else a ``.tar`` package).
+    a copy of ``source`` (its IR before the pipeline) lowered again by ``pipeline`` and
+    written to ``path`` (``.so``: the library alone; else a ``.tar`` package).
 
     Why lower again: the JIT's copy of the lowered module has given up its weights (they
     are bound by address, pipelines/weights.py); the pipeline is deterministic, so the
     package holds the code the JIT runs."""
     writer = PackageWriter(signature, target, pipeline, opt_level=opt_level, output_names=output_names)
-    context = ir.Context()
-    graph.load(context)
-    with context, ir.Location.unknown():
-        module = ir.Module.parse(source, context=context)
+    with source.context, ir.Location.unknown():
+        module = clone_module(source)
         writer.capture_source(module)
         pipeline.run(module)
         return writer.write(module, path)
