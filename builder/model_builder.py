@@ -276,8 +276,9 @@ class ModelBuilder:
         return module
 
     def ir(self) -> str:
-        """The module as text (large weights elided), for reading."""
-        return self.module().operation.get_asm(large_elements_limit=16, large_resource_limit=16)
+        """The module as text (large weights elided, with the emptied resource section), for reading."""
+        text = self.module().operation.get_asm(large_elements_limit=16, large_resource_limit=16)
+        return text.split("\n{-#", 1)[0].rstrip() + "\n"
 
     def build(self, options: CompileOptions | None = None, **overrides: Any) -> Any:
         """Compile the model with :func:`tilecraft.compile` (``options`` / keyword overrides
