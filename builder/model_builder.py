@@ -94,7 +94,7 @@ class _TeCall:
 class _ExternCall:
     extern: ExternFunction
     arguments: list[Value]
-    result: Value
+    results: list[Value]
 
 
 def _element(dtype: np.dtype) -> str:
@@ -199,37 +199,46 @@ class ModelBuilder:
         self._nodes.append(_TeCall(function_name, arguments, inputs, computes, results))
         return results[0] if isinstance(result, Tensor) else tuple(results)
 
-    def call_dps_packed(self, name: str, args: Sequence[Value], out_shape: Sequence[int],
-                        dtype: Any = "float32") -> Value:
+    def call_dps_packed(self, name: str, args: Sequence[Value], out_shape: Sequence[Any],
+                        dtype: Any = "float32") -> Any:
         """Call the registered extern ``name`` (``tilecraft.extern.register_python`` or
         ``register_c``; dotted names such as ``env.linear`` included) on ``args`` in
         destination-passing style: the compiled code allocates the ``out_shape`` result
-        and the extern fills it (Relax's ``R.call_dps_packed``). The registered signature
-        is checked here."""
+        and the extern fills it (Relax's ``R.call_dps_packed``). For an extern with several
+        outputs, ``out_shape`` is a list of shapes (and ``dtype`` one dtype or a list) and
+        the result a tuple of :class:`Value` s. The registered signature is checked here."""
         extern = lookup(name)
+        where = f"call_dps_packed({name!r})"
         args = list(args) if isinstance(args, (list, tuple)) else [args]
         for value in args:
-            self._check_own(value, f"call_dps_packed({name!r})")
-        shape = _check_shape(out_shape, f"call_dps_packed({name!r}) out_shape")
-        if any(isinstance(d, Var) for d in shape):
-            raise ModelBuilderError(f"call_dps_packed({name!r}): the result's shape must be static "
-                                    f"(the compiled code allocates it), got {out_shape!r}")
-        dtype = self._dtype(dtype, f"call_dps_packed({name!r})")
-        if len(args) != len(extern.inputs) or len(extern.outputs) != 1:
+            self._check_own(value, where)
+        several = isinstance(out_shape, (list, tuple)) and bool(out_shape) and \
+            all(isinstance(s, (list, tuple)) for s in out_shape)
+        shapes = [_check_shape(s, f"{where} out_shape") for s in (out_shape if several else [out_shape])]
+        dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(shapes)
+        if len(dtypes) != len(shapes):
+            raise ModelBuilderError(f"{where}: {len(shapes)} result shape(s) but {len(dtypes)} dtype(s)")
+        dtypes = [self._dtype(d, where) for d in dtypes]
+        if any(isinstance(d, Var) for shape in shapes for d in shape):
+            raise ModelBuilderError(f"{where}: result shapes must be static (the compiled code allocates "
+                                    f"them), got {out_shape!r}")
+        if len(args) != len(extern.inputs) or len(shapes) != len(extern.outputs):
             raise ExternSignatureError(
-                f"call_dps_packed({name!r}): {len(args)} argument(s) and one result, but the extern is "
+                f"{where}: {len(args)} argument(s) and {len(shapes)} result(s), but the extern is "
                 f"registered with {len(extern.inputs)} input(s) and {len(extern.outputs)} output(s)")
         for index, (value, spec) in enumerate(zip(args, extern.inputs)):
             dims = tuple(None if isinstance(d, Var) else d for d in value.shape)
             if not spec.accepts(_element(value.dtype), dims):
-                raise ExternSignatureError(f"call_dps_packed({name!r}): argument {index} ({value!r}) does "
-                                           f"not match the registered {spec}")
-        if not extern.outputs[0].accepts(_element(dtype), shape):
-            raise ExternSignatureError(f"call_dps_packed({name!r}): a {dtype} result of shape {shape} does "
-                                       f"not match the registered {extern.outputs[0]}")
-        result = self._new_value(self._unique(name.replace(".", "_"), "value"), shape, dtype)
-        self._nodes.append(_ExternCall(extern, args, result))
-        return result
+                raise ExternSignatureError(f"{where}: argument {index} ({value!r}) does not match the "
+                                           f"registered {spec}")
+        for shape, result_dtype, spec in zip(shapes, dtypes, extern.outputs):
+            if not spec.accepts(_element(result_dtype), shape):
+                raise ExternSignatureError(f"{where}: a {result_dtype} result of shape {shape} does not "
+                                           f"match the registered {spec}")
+        results = [self._new_value(self._unique(name.replace(".", "_"), "value"), shape, result_dtype)
+                   for shape, result_dtype in zip(shapes, dtypes)]
+        self._nodes.append(_ExternCall(extern, args, results))
+        return tuple(results) if several else results[0]
 
     def output(self, *values: Value) -> None:
         """The model's results, in order (once)."""
@@ -267,8 +276,9 @@ class ModelBuilder:
                         values[id(node.value)] = core.constant(node.array, name=node.value.name)
                     elif isinstance(node, _ExternCall):
                         operands = [values[id(v)] for v in node.arguments]
-                        values[id(node.result)] = emit_call(module.operation, node.extern, operands,
-                                                            [self._tensor_type(node.result)])[0]
+                        made = emit_call(module.operation, node.extern, operands,
+                                         [self._tensor_type(v) for v in node.results])
+                        values.update((id(v), result) for v, result in zip(node.results, made))
             with ir.InsertionPoint(block):
                 func.ReturnOp([values[id(v)] for v in self._outputs])
             passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)

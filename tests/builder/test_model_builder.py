@@ -168,6 +168,24 @@ def test_a_dotted_extern_called_from_mlir_text(externs, rand):
     np.testing.assert_allclose(module(a, b), a + b)
 
 
+def test_an_extern_with_two_results(externs, rand):
+    def split_sign(x, positive, negative):
+        np.maximum(x, 0, out=positive)
+        np.minimum(x, 0, out=negative)
+
+    tilecraft.extern.register_python("env.split_sign", split_sign, inputs=[MATRIX], outputs=[MATRIX, MATRIX])
+    externs.append("env.split_sign")
+    mb = ModelBuilder()
+    x = mb.input("x", (3, 5))
+    positive, negative = mb.call_dps_packed("env.split_sign", [x], [(3, 5), (3, 5)])
+    mb.output(mb.emit_te(lambda p, n: te.compute(p.shape, lambda i, j: p[i, j] - n[i, j], name="abs"),
+                         positive, negative))
+    xv = rand((3, 5))
+    np.testing.assert_allclose(mb.build()(xv), np.abs(xv))
+    with pytest.raises(ModelBuilderError, match="2 result shape"):
+        mb.call_dps_packed("env.split_sign", [x], [(3, 5), (3, 5)], dtype=["float32"])
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 
 
