@@ -112,3 +112,16 @@ def test_target_c_refuses_a_so_path(tmp_path):
     with pytest.raises(PackageError, match="C sources as a tar"):
         tilecraft.compile(matmul(4, 8, 16), target="c", package_path=tmp_path / "model.so")
     assert not (tmp_path / "model.so").exists()
+
+
+def test_a_compiled_torch_module_exports_and_times(tmp_path):
+    torch = pytest.importorskip("torch")
+    import tilecraft.torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Tanh()).eval()
+    x = torch.randn(2, 8)
+    compiled = tilecraft.torch.compile(model, (x,))
+    assert compiled.time_evaluator(number=2, repeat=2)(x).mean > 0
+    loaded = rt.load_module(compiled.export_library(tmp_path / "linear_tanh.so"))
+    with torch.no_grad():
+        np.testing.assert_allclose(loaded(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-6)
