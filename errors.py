@@ -226,3 +226,8 @@ class AllocationLimitError(ResourceLimitError, RuntimeCheckError):
     """A buffer whose size is known only at the call would exceed ``TILECRAFT_MAX_TENSOR``
     (read at compile time); the generated code refuses it instead of calling ``malloc``
     with that size."""
+
+
+class ModelBuilderError(TilecraftError, ValueError):
+    """A model under construction with :class:`tilecraft.builder.ModelBuilder` is malformed:
+    a bad name, a value of another builder, a shape that does not match, a missing output."""

@@ -77,6 +77,9 @@ class CModel:
     def write(self, path: "str | os.PathLike[str]") -> Path:
         """Pack the sources (model.c, model.h, main.c, Makefile) into the tar ``path``."""
         path = Path(path)
+        if path.suffix == ".so":  # a tar under a library's name would mislead whoever loads it
+            raise PackageError(f"{path}: target c writes C sources as a tar; name it .tar (build a "
+                               "library from model.c with the Makefile inside)")
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")
         with tarfile.open(partial, "w") as archive:

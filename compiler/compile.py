@@ -20,8 +20,8 @@ from mlir import ir
 from ..dialects import graph
 from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module
-from ..pipelines.compiled_module import CompiledModule, jit_module
-from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+from ..pipelines.compiled_module import CompiledModule, clone_module, jit_module
+from ..pipelines.cpu import cpu_pipeline, with_fast_math, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
@@ -82,6 +82,8 @@ def compile(source: Any, options: CompileOptions | None = None,
                                  runtime_checks=options.runtime_checks))
     if options.tuning_records is not None:
         pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+    if options.fast_math:
+        pipeline = with_fast_math(pipeline)
     shape_dict = options.shape_dict
     if options.package_path is not None and is_onnx_source(source):
         source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
@@ -122,6 +124,7 @@ def compile(source: Any, options: CompileOptions | None = None,
             writer = PackageWriter(signature, target, pipeline, opt_level=options.opt_level,
                                    output_names=output_names, profile=options.profile)
             writer.capture_source(module)
+        source_copy = clone_module(module)  # for CompiledModule.export_library
         started = time.perf_counter()
         pipeline.run(module, after_stage=record)
         if writer is not None:
@@ -130,7 +133,8 @@ def compile(source: Any, options: CompileOptions | None = None,
             seconds["package"] = time.perf_counter() - started
     started = time.perf_counter()
     compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
-                          stage_ir=stage_ir)
+                          stage_ir=stage_ir, source=source_copy)
+    compiled.output_names = output_names
     seconds["jit"] = time.perf_counter() - started
     compiled.compile_seconds = seconds
     compiled.group_count = group_count[0] if group_count else None

@@ -34,6 +34,7 @@ from mlir import ir
 from .. import __version__
 from ..errors import ExternError, PackageError, ToolchainError
 from ..frontend.resources import resource_array
+from ..pipelines.compiled_module import clone_module
 from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
@@ -250,13 +251,18 @@ def _required_flags(target: Target) -> list[str]:
     return sorted(flags)
 
 
+def _string_source(directory: Path, file_name: str, symbol: str, data: bytes) -> Path:
+    """A C file defining the exported, NUL-terminated string ``symbol`` holding ``data``."""
+    source = directory / file_name
+    listed = ", ".join(str(b) for b in data + b"\0")
+    source.write_text(f'__attribute__((visibility("default"), used)) const char {symbol}[] = {{{listed}}};\n')
+    return source
+
+
 def _contract_source(directory: Path, contract: bytes) -> Path:
     """A C file defining the exported, NUL-terminated ``tilecraft_contract`` string that the
     loader compares with the manifest (runtime/package.py), as bytes so no name needs escaping."""
-    source = directory / "contract.c"
-    data = ", ".join(str(b) for b in contract + b"\0")
-    source.write_text(f'__attribute__((visibility("default"), used)) const char {fmt.CONTRACT_SYMBOL}[] = {{{data}}};\n')
-    return source
+    return _string_source(directory, "contract.c", fmt.CONTRACT_SYMBOL, contract)
 
 
 def _check_messages(llvm_module: ir.Module) -> list[str]:
@@ -364,6 +370,8 @@ class PackageWriter:
             # The messages of the run-time checks by id (pipelines/runtime_checks.py).
             "runtime_checks": _check_messages(llvm_module),
         }
+        if path.suffix == fmt.SHARED_LIBRARY_SUFFIX:
+            return self._write_shared_library(llvm_module, path, manifest)
         with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
             work = Path(scratch)
             files = [fmt.LIBRARY]
@@ -393,3 +401,46 @@ class PackageWriter:
                     archive.add(work / name, arcname=name)
             partial.replace(path)
         return path
+
+    def _write_shared_library(self, llvm_module: ir.Module, path: Path, manifest: dict) -> Path:
+        """The package as one shared library (a ``.so`` path): ``model.so`` with the manifest
+        compiled in (:data:`fmt.MANIFEST_SYMBOL`), what ``tilecraft.runtime.load_module``
+        reads. Why refuse bundled extern libraries and the profiling variant: a single file
+        cannot carry a second library; the ``.tar`` package can."""
+        if self.profile:
+            raise PackageError(f"{path}: a .so holds one library; the profiling variant needs a .tar package")
+        with tempfile.TemporaryDirectory(prefix="tilecraft-package-") as scratch:
+            work = Path(scratch)
+            stubs, libraries, manifest["libraries"] = _extern_dependencies(llvm_module, work)
+            if libraries:
+                raise PackageError(f"{path}: the model calls C externs of {', '.join(l.name for l in libraries)}, "
+                                   "which a single .so cannot carry; write a .tar package instead")
+            contract = _contract_source(work, fmt.contract_json(manifest))
+            embedded = _string_source(work, "manifest.c", fmt.MANIFEST_SYMBOL,
+                                      json.dumps(manifest, sort_keys=True).encode())
+            tensors, weight_bytes = build_shared_library(llvm_module, self.target, work / fmt.LIBRARY,
+                                                         opt_level=self.opt_level,
+                                                         extra_sources=(*stubs, contract, embedded))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(path.name + ".partial")
+            shutil.copyfile(work / fmt.LIBRARY, partial)
+            partial.replace(path)
+        return path
+
+
+def export_library(source: ir.Module, signature: EntrySignature, target: Target, pipeline: Pipeline,
+                   path: "str | os.PathLike[str]", *, opt_level: int = 3,
+                   output_names: Sequence[str] | None = None) -> Path:
+    """Write the package of a module compiled earlier (``CompiledModule.export_library``):
+    a copy of ``source`` (its IR before the pipeline) lowered again by ``pipeline`` and
+    written to ``path`` (``.so``: the library alone; else a ``.tar`` package).
+
+    Why lower again: the JIT's copy of the lowered module has given up its weights (they
+    are bound by address, pipelines/weights.py); the pipeline is deterministic, so the
+    package holds the code the JIT runs."""
+    writer = PackageWriter(signature, target, pipeline, opt_level=opt_level, output_names=output_names)
+    with source.context, ir.Location.unknown():
+        module = clone_module(source)
+        writer.capture_source(module)
+        pipeline.run(module)
+        return writer.write(module, path)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import TilecraftError
 from ..pipelines.compiled_module import CompiledModule
+from ..runtime.timing import Timing, time_evaluator
 
 ShapeKey = tuple[tuple[int, ...], ...]
 
@@ -67,6 +68,14 @@ class ShapeSpecializedModule:
                         static = None  # this shape keeps the dynamic module
                     self.specializations[key] = static
         return result
+
+    def time_evaluator(self, name: str | None = None, *, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0.0) -> Callable[..., Timing]:
+        """As :meth:`CompiledModule.time_evaluator`, timing calls of this module: after the
+        warm-up call (which compiles the arguments' shape) they run the static module.
+        ``export_library`` (through the wrapped module) writes the dynamic one."""
+        self.dynamic.time_evaluator(name)  # the entry name check
+        return time_evaluator(self, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
 
     def __getattr__(self, name: str) -> Any:
         if name == "dynamic":  # not set yet (copy, unpickling): no recursion through here

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -12,6 +14,7 @@ from torch.utils import _pytree as pytree
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import import_exported
 from ..pipelines.compiled_module import CompiledModule
+from ..runtime.timing import Timing, time_evaluator
 from .compile import compile as compile_mlir
 from ..pipelines.options import CompileOptions
 
@@ -54,6 +57,17 @@ class CompiledTorchModule:
         results = results if isinstance(results, tuple) else (results,)
         tensors = [torch.from_numpy(np.asarray(r)) for r in results]
         return pytree.tree_unflatten(tensors, self._out_spec) if self._out_spec is not None else tensors
+
+    def export_library(self, path: "str | os.PathLike[str]") -> Path:
+        """Write the compiled program as a package (``CompiledModule.export_library``); the
+        loaded package takes and returns numpy arrays, the program's inputs flattened."""
+        return self.compiled.export_library(path)
+
+    def time_evaluator(self, name: str | None = None, *, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0.0) -> Callable[..., Timing]:
+        """As ``CompiledModule.time_evaluator``, timing calls with tensors, as the module is called."""
+        self.compiled.time_evaluator(name)  # the entry name check
+        return time_evaluator(self, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
 
     def __repr__(self) -> str:
         return f"<CompiledTorchModule {self.compiled.signature}>"

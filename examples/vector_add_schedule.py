@@ -7,11 +7,11 @@ the async runtime's threads), each chunk into 16-lane vectors (``vectorize``). P
 transform script, the loops it makes, and the time next to the unscheduled loop and numpy;
 the script is written so ``tilecraft-opt <file> --transform-interpreter`` reproduces it.
 
-Save and load (TVM's ``fadd.export_library(path)`` / ``tvm.runtime.load_module(path)``): the
-scheduled function is compiled once more with ``package_path=`` into a package (a tar with the
-shared library and a manifest), which ``tilecraft.runtime.load`` loads and runs without MLIR.
-``build`` itself returns an in-process module; packages are written by ``tilecraft.compile``,
-here with the scheduled pipeline ``build`` uses.
+Save and load, as TVM's ``fadd.export_library(path)`` / ``tvm.runtime.load_module(path)``:
+``export_library`` writes the built function as a package (a tar with the shared library
+and a manifest; a ``.so`` path would get the library alone), which
+``tilecraft.runtime.load_module`` loads and runs without MLIR. The timings come from
+``time_evaluator``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-import tilecraft
 from tilecraft.pipelines.target import Target
-from tilecraft.runtime import load
-from tilecraft.runtime.timing import measure
-from tilecraft.scheduling import Schedule, build, compute, placeholder, scheduled_pipeline
+from tilecraft.runtime import load_module
+from tilecraft.runtime.timing import time_evaluator
+from tilecraft.scheduling import Schedule, build, compute, placeholder
 
 LANES = 16  # one AVX-512 register of float32
 
@@ -65,16 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"vector add: {'OK' if ok else 'MISMATCH'} (n = {n}, {cores} cores)")
 
     # Save the scheduled module as a package, load it back, run it (no MLIR needed to load).
-    package = out / "vector_add.tar"
-    tilecraft.compile(sch.module_bytecode(), target="llvm", pipeline=scheduled_pipeline(),
-                      package_path=package)
-    loaded = load(package)
+    package = scheduled.export_library(out / "vector_add.tar")
+    loaded = load_module(package)
     loaded_ok = np.array_equal(loaded(a, b), a + b)
     ok = ok and loaded_ok
     print(f"saved to {package}, loaded: {loaded}: {'OK' if loaded_ok else 'MISMATCH'}")
-    t_plain = measure(lambda: plain(a, b), repeat=5, min_repeat_ms=20).min
-    t_sched = measure(lambda: scheduled(a, b), repeat=5, min_repeat_ms=20).min
-    t_numpy = measure(lambda: a + b, repeat=5, min_repeat_ms=20).min
+    t_plain = plain.time_evaluator(number=1, repeat=5, min_repeat_ms=20)(a, b).min
+    t_sched = scheduled.time_evaluator(number=1, repeat=5, min_repeat_ms=20)(a, b).min
+    t_numpy = time_evaluator(np.add, number=1, repeat=5, min_repeat_ms=20)(a, b).min
     for title, seconds in (("unscheduled", t_plain), ("scheduled", t_sched), ("numpy", t_numpy)):
         print(f"  {title:<12} {seconds * 1e3:9.3f} ms  {3 * 4 * n / seconds / 1e9:6.1f} GB/s  "
               f"speedup vs unscheduled {t_plain / seconds:5.2f}x")

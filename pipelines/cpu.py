@@ -14,8 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import TuningError
+from ..errors import OptionError, TuningError
 from . import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
+from .fast_math import FAST_MATH
 from .graph import graph_pass_elements
 from .offload import offload_element
 from .passes import positive_int_option, register_pipeline
@@ -86,6 +87,17 @@ def lower_cpu_pipeline(options: Mapping[str, str]) -> list[str]:
     if "num-threads" in options:
         target = replace(target, num_threads=positive_int_option("num-threads", options["num-threads"]))
     return cpu_pipeline(target).pass_elements()
+
+
+def with_fast_math(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` with ``tilecraft-fast-math`` first in its schedule stage
+    (pipelines/fast_math.py says why there)."""
+    if "schedule" not in pipeline.stage_names:
+        raise OptionError("fast_math needs a pipeline with a 'schedule' stage (it runs first there)")
+    passes = list(pipeline.stage("schedule").passes)
+    if FAST_MATH in passes:
+        return pipeline
+    return pipeline.replace("schedule", [FAST_MATH, *passes])
 
 
 def with_tuning_records(pipeline: Pipeline, records: "str | os.PathLike[str]", target: Target) -> Pipeline:

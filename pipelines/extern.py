@@ -30,7 +30,7 @@ from mlir import ir
 from mlir.dialects import bufferization, func, memref
 
 from ..errors import ExternSignatureError
-from ..runtime.extern import ArgSpec, ExternFunction, lookup
+from ..runtime.extern import ArgSpec, ExternFunction, lookup, symbol_name
 from ..runtime.checks import CHECK_FUNCTION
 from .ir_queries import ops_where
 from .passes import register_pass
@@ -79,14 +79,15 @@ def check_call(extern: ExternFunction, operands: Sequence[ir.Type], results: Seq
 
 
 def declare(module: ir.Operation, extern: ExternFunction) -> None:
-    """Declare ``extern`` in ``module`` (once) and record its name in ``tilecraft.externs``."""
+    """Declare ``extern`` in ``module`` (once, as its C-identifier ``symbol_name``) and record
+    its registered name (perhaps dotted) in ``tilecraft.externs``."""
     body = module.regions[0].blocks[0]
     names = list(recorded_externs(module))
     if extern.name in names:
         return
     function_type = ir.FunctionType.get([parameter_type(p) for p in extern.parameters], [])
     with ir.InsertionPoint.at_block_begin(body):
-        declaration = func.FuncOp(extern.name, function_type, visibility="private")
+        declaration = func.FuncOp(extern.symbol_name, function_type, visibility="private")
     declaration.operation.attributes[C_INTERFACE] = ir.UnitAttr.get()
     module.attributes[EXTERNS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in [*names, extern.name]])
 
@@ -120,7 +121,7 @@ def emit_call(module: ir.Operation, extern: ExternFunction, operands: Sequence[i
                                 alignment=_ALIGNMENT).result
         buffers.append((buffer, tensor))
         arguments.append(memref.CastOp(parameter_type(spec), buffer).result)
-    func.CallOp([], ir.FlatSymbolRefAttr.get(extern.name), arguments)
+    func.CallOp([], ir.FlatSymbolRefAttr.get(extern.symbol_name), arguments)
     return [bufferization.ToTensorOp(tensor, buffer, restrict=True, writable=True).result
             for buffer, tensor in buffers]
 
@@ -139,7 +140,7 @@ def lower_externs_pass(module: ir.Operation, options: Mapping[str, str]) -> None
     """Why a pass: every call is checked against the registry here, at compile time, so an
     unknown name or a wrong signature is a typed error and never a JIT failure."""
     declarations = _declarations(module)
-    recorded = set(recorded_externs(module))
+    recorded = {symbol_name(name) for name in recorded_externs(module)}
     calls = ops_where(module, lambda op: op.name == "func.call")
     lowered = set()
     for call in calls:

@@ -106,7 +106,7 @@ class JitFunction:
         libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]
         # Extern functions (pipelines/extern.py): bound by address before the first lookup;
         # their libraries and callbacks live as long as the engine.
-        externs = [(C_INTERFACE_PREFIX + extern.name, *extern.load()) for extern in extern_functions(self.module)]
+        externs = [(C_INTERFACE_PREFIX + extern.symbol_name, *extern.load()) for extern in extern_functions(self.module)]
         # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).
         weights = bind_resource_globals(self.module)
         try:

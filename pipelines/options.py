@@ -56,6 +56,9 @@ class CompileOptions:
         compiles that shape (seconds); later calls with it run the static module. Shapes past
         the limit keep the dynamic module; ``0`` turns specialization off
         (compiler/specialized.py, docs/performance.md round 15). Default 4.
+      fast_math: replace f32 ``tanh``, ``exp``, ``erf``, sigmoid and GELU by polynomial /
+        rational approximations (``tilecraft-fast-math``, pipelines/fast_math.py; their
+        maximum errors are listed there and in docs/performance.md). Default ``False``.
     """
 
     target: "str | Target" = "llvm"
@@ -70,6 +73,7 @@ class CompileOptions:
     offload: Sequence[str] = ()
     runtime_checks: bool = True
     specialize_shapes: int = 4
+    fast_math: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -99,6 +103,8 @@ class CompileOptions:
         if isinstance(self.specialize_shapes, bool) or not isinstance(self.specialize_shapes, int) \
                 or self.specialize_shapes < 0:
             raise OptionError(f"specialize_shapes must be a count >= 0, got {self.specialize_shapes!r}")
+        if not isinstance(self.fast_math, bool):
+            raise OptionError(f"fast_math must be True or False, got {self.fast_math!r}")
         if self.target.is_cuda and self.package_path is not None:
             raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
                                "package, or call the CUDA module in-process")

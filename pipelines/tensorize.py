@@ -86,5 +86,5 @@ def tensorize_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         with module.context, ir.InsertionPoint(op), op.location:
             arguments = [memref.CastOp(parameter_type(spec), value).result
                          for value, spec in zip(op.operands, extern.parameters)]
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), arguments)
+            func.CallOp([], ir.FlatSymbolRefAttr.get(extern.symbol_name), arguments)
         op.erase()

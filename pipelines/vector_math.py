@@ -64,18 +64,27 @@ _X_MIN, _X_MAX = -87.33654475, 88.72283172607421875
 _F32_MANTISSA_BITS = 23
 
 
-def _splat(vector_type: ir.VectorType, element: ir.Type, value: float | int) -> ir.Value:
-    shaped = ir.VectorType.get(vector_type.shape, element)
+def _retyped(like: ir.Type, element: ir.Type) -> ir.Type:
+    """``element``, as a vector of ``like``'s shape when ``like`` is a vector."""
+    return ir.VectorType.get(ir.VectorType(like).shape, element) if isinstance(like, ir.VectorType) else element
+
+
+def _splat(like: ir.Type, element: ir.Type, value: float | int) -> ir.Value:
+    """A constant ``value`` of ``element`` shaped like ``like`` (a vector: a splat)."""
+    shaped = _retyped(like, element)
     attr = (ir.FloatAttr.get(element, value) if isinstance(element, ir.F32Type)
             else ir.IntegerAttr.get(element, int(value)))
-    return arith.constant(shaped, ir.DenseElementsAttr.get_splat(shaped, attr))
+    if isinstance(shaped, ir.VectorType):
+        attr = ir.DenseElementsAttr.get_splat(shaped, attr)
+    return arith.constant(shaped, attr)
 
 
 def _exp(x: ir.Value) -> ir.Value:
-    """exp(``x``) for a vector f32 value, emitted at the current insertion point."""
-    vector_type = ir.VectorType(x.type)
+    """exp(``x``) for an f32 value (a vector, or a scalar for tilecraft-fast-math), emitted
+    at the current insertion point."""
+    vector_type = x.type
     f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
-    int_type = ir.VectorType.get(vector_type.shape, i32)
+    int_type = _retyped(vector_type, i32)
     c = lambda value: _splat(vector_type, f32, value)  # noqa: E731
     n = math.roundeven(arith.mulf(x, c(_LOG2E)))
     r = math.fma(n, c(-_LN2_HI), x)
@@ -104,8 +113,8 @@ _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422
 
 
 def _tanh(x: ir.Value) -> ir.Value:
-    """tanh(``x``) for a vector f32 value (Cephes tanhf, about 2 ulp), via :func:`_exp`."""
-    vector_type = ir.VectorType(x.type)
+    """tanh(``x``) for an f32 value (Cephes tanhf, about 2 ulp), via :func:`_exp`."""
+    vector_type = x.type
     c = lambda value: _splat(vector_type, ir.F32Type.get(), value)  # noqa: E731
     magnitude = math.absf(x)
     # Large |x|: 1 - 2 / (exp(2|x|) + 1), the sign restored; exp overflows to inf, giving 1.

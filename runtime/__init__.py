@@ -14,6 +14,8 @@ _LAZY = {
     "EntrySignature": ".signature",
     "Package": ".package",
     "load": ".package",
+    "load_module": ".package",
+    "time_evaluator": ".timing",
     "TensorSpec": ".signature",
 }
 

@@ -35,6 +35,10 @@ ELEMENT_TYPES: dict[str, tuple[np.dtype, type, str]] = {
     "i64": (np.dtype(np.int64), ctypes.c_int64, "int64_t"),
 }
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+# A dotted name (TVM's global functions: "env.linear"): C identifiers joined by dots.
+_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+# The prefix of the symbol a dotted name is called by (symbol_name); reserved.
+DOTTED_PREFIX = "_tcx_"
 _MEMREF = re.compile(r"memref<((?:(?:\d+|\?)x)*)(\w+)>$")
 # The prefix MLIR's C interface gives the wrapper of a function declared with
 # llvm.emit_c_interface: a call of @name is a call of _mlir_ciface_name.
@@ -109,6 +113,12 @@ class ExternFunction:
     dependencies: tuple[str, ...] = ()
 
     @property
+    def symbol_name(self) -> str:
+        """The symbol the compiled code calls this extern by (``_mlir_ciface_`` + it): the
+        name itself when it is a C identifier, else :func:`symbol_name` of the dotted name."""
+        return symbol_name(self.name)
+
+    @property
     def is_python(self) -> bool:
         return self.function is not None
 
@@ -132,16 +142,49 @@ class ExternFunction:
         formals = ", ".join(f"{t} a{i}" for i, t in enumerate(params)) or "void"
         actuals = ", ".join(f"a{i}" for i in range(len(params)))
         return (f"extern void {self.symbol}({', '.join(params) or 'void'});\n"
-                f"__attribute__((visibility(\"hidden\"))) void {C_INTERFACE_PREFIX}{self.name}({formals}) "
+                f"__attribute__((visibility(\"hidden\"))) void {C_INTERFACE_PREFIX}{self.symbol_name}({formals}) "
                 f"{{ {self.symbol}({actuals}); }}\n")
 
 
 _REGISTRY: dict[str, ExternFunction] = {}
 
 
+def symbol_name(name: str) -> str:
+    """The C identifier a registered extern name is called by in IR and machine code.
+
+    A C identifier stays as it is; a dotted name (``env.linear``) becomes
+    ``_tcx_`` + each part prefixed by its length (``_tcx_3env6linear``, as C++ mangles
+    nested names). Why a mangling and not ``env_linear``: it is one to one, so two dotted
+    names never share a symbol, and :func:`lookup` finds the name again from the symbol a
+    module records.
+    """
+    if _NAME.match(name):
+        return name
+    return DOTTED_PREFIX + "".join(f"{len(part)}{part}" for part in name.split("."))
+
+
+def _dotted_name(symbol: str) -> str | None:
+    """The dotted name :func:`symbol_name` made ``symbol`` from, or None."""
+    if not symbol.startswith(DOTTED_PREFIX):
+        return None
+    parts, rest = [], symbol[len(DOTTED_PREFIX):]
+    while rest:
+        digits = re.match(r"[0-9]+", rest)
+        if digits is None:
+            return None
+        length = int(digits.group())
+        parts.append(rest[digits.end():digits.end() + length])
+        rest = rest[digits.end() + length:]
+    return ".".join(parts)
+
+
 def _check_name(name: str) -> None:
-    if not _NAME.match(name):
-        raise ExternSignatureError(f"extern name {name!r} must be a C identifier")
+    if not isinstance(name, str) or not (_NAME.match(name) or _DOTTED_NAME.match(name)):
+        raise ExternSignatureError(f"extern name {name!r} must be a C identifier or C identifiers "
+                                   "joined by dots (env.linear)")
+    if name.startswith(DOTTED_PREFIX):
+        raise ExternSignatureError(f"extern name {name!r}: the prefix {DOTTED_PREFIX!r} is reserved "
+                                   "for the symbols of dotted names")
 
 
 def _specs(specs: Sequence["str | ArgSpec"], what: str, name: str) -> tuple[ArgSpec, ...]:
@@ -180,7 +223,8 @@ def register_c(
     dependencies: Sequence[str] = (),
 ) -> ExternFunction:
     """Register the C function ``symbol`` (default: ``name``) of the shared library
-    ``library`` as the extern ``name``.
+    ``library`` as the extern ``name``. ``name`` may be dotted (``env.linear``, as TVM's
+    global functions are named); ``symbol`` is then required.
 
     The function takes one pointer to a memref descriptor per memref parameter (MLIR's C
     interface: ``{T *allocated, T *aligned; int64_t offset, sizes[rank], strides[rank]}``)
@@ -188,6 +232,9 @@ def register_c(
     symbol looked up now, so a wrong path fails here (:class:`ExternLibraryError`).
     """
     _check_name(name)
+    if symbol is None and not _NAME.match(name):
+        raise ExternSignatureError(f"extern {name!r}: a dotted name is no C symbol; name the library's "
+                                   "function with symbol=")
     extern = ExternFunction(name, _specs(inputs, "inputs", name), _specs(outputs, "outputs", name),
                             library=Path(library).resolve(), symbol=symbol or name,
                             dependencies=tuple(str(d) for d in dependencies))
@@ -230,9 +277,10 @@ def registered() -> dict[str, ExternFunction]:
 
 
 def lookup(name: str) -> ExternFunction:
-    """The extern ``name``, or :class:`ExternError` listing the registered ones."""
+    """The extern ``name`` (or the one whose :attr:`~ExternFunction.symbol_name` is
+    ``name``), or :class:`ExternError` listing the registered ones."""
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[_dotted_name(name) or name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise ExternError(f"no extern function named {name!r} is registered (registered: {known}); "

@@ -33,16 +33,17 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import PackageError, PackageTargetError
+from ..errors import EntryPointError, PackageError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame, scalar_ctype
 from .signature import DimGroup, EntrySignature, TensorSpec
+from .timing import Timing, time_evaluator
 
 FORMAT_NAME = "tilecraft-package"
 # Raise when the manifest or the library's calling convention changes incompatibly.
@@ -56,6 +57,11 @@ CONTRACT_SYMBOL = "tilecraft_contract"
 # The run-time checks' messages belong to it: a package whose list was emptied or edited
 # would otherwise drop or misname the failures its code reports (a clamped gather's wrong
 # values would come back as a success).
+# A package written as a single shared library (path suffix .so) carries its whole manifest
+# as a NUL-terminated JSON string under this symbol (its "sha256" table is empty: a file
+# cannot hold its own hash).
+MANIFEST_SYMBOL = "tilecraft_manifest"
+SHARED_LIBRARY_SUFFIX = ".so"
 CONTRACT_KEYS = ("entry", "symbol", "inputs", "outputs", "equal_dims", "runtime_checks")
 # Archive members larger than this are refused before extraction (a library of a large model
 # holds its weights; 16 GiB is far above any package this tilecraft writes for one CPU).
@@ -290,6 +296,42 @@ class Package:
 
     def __init__(self, path: "str | os.PathLike[str]") -> None:
         self.path = Path(path)
+        if self.path.suffix == SHARED_LIBRARY_SUFFIX:
+            self._load_shared_library()
+        else:
+            self._load_archive()
+        self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
+        self._frame = CallFrame(self.signature)
+        keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
+        self._check_table = _check_table(self.manifest, str(self.path))
+        self._takes: dict[int, Any] = {}
+
+    def _load_shared_library(self) -> None:
+        """A package written as one ``.so`` (``export_library("f.so")``): its manifest is
+        the string the library carries under :data:`MANIFEST_SYMBOL`. Such a library calls
+        no bundled extern library and has no profiling variant (the writer refuses both)."""
+        if not self.path.is_file():
+            raise PackageError(f"{self.path}: no such shared library")
+        # Absolute: dlopen looks a name without a slash up on the library search path.
+        self._library = self._open(self.path.resolve())
+        address = ctypes.cast(self._symbol(self._library, MANIFEST_SYMBOL), ctypes.c_void_p).value
+        try:
+            self.manifest = json.loads(ctypes.string_at(address))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise PackageError(f"{self.path}: its embedded manifest is not valid JSON ({error})") from None
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT_NAME:
+            raise PackageError(f"{self.path}: not a library tilecraft wrote (no package manifest)")
+        check_manifest(self.manifest, str(self.path))
+        try:
+            self.signature = signature_from_manifest(self.manifest)
+        except (KeyError, TypeError, ValueError) as error:
+            raise PackageError(f"{self.path}: malformed signature in its manifest ({error})") from None
+        self._dependencies = []
+        self._check_contract(self._library)
+        self._entry = self._symbol(self._library, self.manifest["symbol"])
+        self._profile_library = None
+
+    def _load_archive(self) -> None:
         directory = Path(tempfile.mkdtemp(prefix="tilecraft-package-"))
         # The libraries stay mapped after their files are gone; the directory is only
         # needed until dlopen has run.
@@ -312,11 +354,6 @@ class Package:
                 self._profile_library = self._open(profile)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-        self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
-        self._frame = CallFrame(self.signature)
-        keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
-        self._check_table = _check_table(self.manifest, str(self.path))
-        self._takes: dict[int, Any] = {}
 
     def _open(self, library: Path) -> ctypes.CDLL:
         try:
@@ -410,10 +447,24 @@ class Package:
             times.append(KernelTime(name, calls.value, seconds.value))
         return outputs, times
 
+    def time_evaluator(self, name: str | None = None, *, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0.0) -> "Callable[..., Timing]":
+        """TVM's ``time_evaluator`` (runtime/timing.py): ``evaluator(*args)`` times calls of
+        the entry on those arguments. ``name``, when given, must be the entry's."""
+        if name is not None and name != self.signature.name:
+            raise EntryPointError(f"{self.path}: no function {name!r}; the entry is {self.signature.name!r}")
+        return time_evaluator(self, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
     def __repr__(self) -> str:
         return f"<Package {self.path.name} {self.signature} target='{self.manifest['target']}'>"
 
 
 def load(path: "str | os.PathLike[str]") -> Package:
-    """Load a package written by ``tilecraft compile -o``; see the module docstring."""
+    """Load a package written by ``tilecraft compile -o`` or ``export_library``: a ``.tar``
+    archive, or a ``.so`` holding the model alone; see the module docstring."""
     return Package(path)
+
+
+def load_module(path: "str | os.PathLike[str]") -> Package:
+    """TVM's ``tvm.runtime.load_module``: :func:`load` under the name TVM users know."""
+    return load(path)

@@ -107,3 +107,24 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
                 run()
             samples[name].append((clock() - start) / n)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def time_evaluator(
+    function: Callable[..., Any], *, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0.0
+) -> Callable[..., Timing]:
+    """TVM's ``time_evaluator``: a function that, called with ``function``'s arguments,
+    times ``function`` on them (:func:`measure`: one warm-up call, ``repeat`` measurements
+    of ``number`` calls each) and returns the :class:`Timing`.
+
+    Why a function returning a function: the arguments are bound once, outside the timed
+    loop (as ``f.time_evaluator(f.entry_name, dev, number=10)(a, b, c)`` in TVM).
+    """
+    if number < 1 or repeat < 1 or min_repeat_ms < 0:
+        raise ValueError(f"number and repeat must be >= 1 and min_repeat_ms >= 0, got "
+                         f"{number}, {repeat} and {min_repeat_ms}")
+
+    def evaluate(*args: Any, **kwargs: Any) -> Timing:
+        return measure(lambda: function(*args, **kwargs), number=number, repeat=repeat,
+                       min_repeat_ms=min_repeat_ms)
+
+    return evaluate

@@ -76,3 +76,10 @@ def test_static_models_and_zero_keep_the_compiled_module():
 def test_bad_specialize_shapes_is_an_option_error(value):
     with pytest.raises(OptionError, match="specialize_shapes"):
         tilecraft.compile(_dynamic_mlp(), specialize_shapes=value)
+
+
+def test_time_evaluator_times_the_specialized_module():
+    compiled = tilecraft.compile(_dynamic_mlp(), specialize_shapes=1)
+    x = np.ones((3, 24), np.float32)
+    timing = compiled.time_evaluator(number=2, repeat=2)(x)
+    assert len(timing.per_call) == 2 and set(compiled.specializations) == {((3, 24),)}

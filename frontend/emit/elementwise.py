@@ -31,6 +31,9 @@ from mlir.dialects import arith, math
 from . import core, small_types
 
 ScalarFn = Callable[[ir.Value], ir.Value]
+# The attribute tilecraft-fast-math (pipelines/fast_math.py, FUNCTION_ATTR) finds an
+# expanded function by: on the op whose result is the function's value.
+FAST_MATH_FUNCTION = "tilecraft.fast_math"
 
 
 # --- small helpers ------------------------------------------------------------------------
@@ -492,7 +495,10 @@ def erf(x: ir.Value) -> ir.Value:
     )
     large = arith.subf(like(1, x), tail)
     is_small = arith.cmpf(arith.CmpFPredicate.OLT, magnitude, like(table.split, x))
-    return math.copysign(arith.select(is_small, small, large), x)
+    result = math.copysign(arith.select(is_small, small, large), x)
+    # Names the value erf(operand 1) for tilecraft-fast-math (pipelines/fast_math.py).
+    result.owner.attributes[FAST_MATH_FUNCTION] = ir.StringAttr.get("erf")
+    return result
 
 
 # Above this magnitude asinh/acosh use log(2|x|): x*x would lose the +-1 (and later overflow).
