@@ -226,3 +226,8 @@ class AllocationLimitError(ResourceLimitError, RuntimeCheckError):
     """A buffer whose size is known only at the call would exceed ``TILECRAFT_MAX_TENSOR``
     (read at compile time); the generated code refuses it instead of calling ``malloc``
     with that size."""
+
+
+class PackageSignatureError(PackageError):
+    """A package refused under a trusted key (``trust=``, ``--trust``): unsigned, signed with
+    another key, or changed after signing (runtime/package_signing.py)."""

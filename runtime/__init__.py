@@ -15,6 +15,8 @@ _LAZY = {
     "Package": ".package",
     "load": ".package",
     "TensorSpec": ".signature",
+    "sign_package": ".package_signing",
+    "generate_key": ".package_signing",
 }
 
 __all__ = sorted(_LAZY)

@@ -42,6 +42,7 @@ from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame, scalar_ctype
+from .package_signing import SIGNATURE, check_signature, read_key
 from .signature import DimGroup, EntrySignature, TensorSpec
 
 FORMAT_NAME = "tilecraft-package"
@@ -174,8 +175,9 @@ def _load_libraries(manifest: Mapping[str, Any], directory: Path, where: str) ->
     return loaded
 
 
-def _extract(path: Path, directory: Path) -> dict[str, Any]:
-    """Unpack the package's members into ``directory`` and return its parsed manifest."""
+def _extract(path: Path, directory: Path, trust: bytes | None = None) -> dict[str, Any]:
+    """Unpack the package's members into ``directory`` and return its parsed manifest;
+    with a ``trust`` key, its signature is checked first (runtime/package_signing.py)."""
     if not path.is_file():
         raise PackageError(f"{path}: no such package file")
     try:
@@ -186,7 +188,7 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
             for name, member in members.items():
                 # Only the known names (and bundled extern libraries), as regular files: no
                 # links, folders or paths that could escape the extraction folder.
-                if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) and not BUNDLED_LIBRARY.match(name)) \
+                if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY, SIGNATURE) and not BUNDLED_LIBRARY.match(name)) \
                         or not member.isfile():
                     raise PackageError(f"{path}: unexpected archive member {name!r}")
                 if member.size > MAX_MEMBER_BYTES:
@@ -195,6 +197,8 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
                 source = archive.extractfile(member)
                 with open(directory / name, "wb") as target:
                     shutil.copyfileobj(source, target)
+            if trust is not None:  # before the manifest is even parsed
+                check_signature(str(path), trust, directory, members, archive)
     except tarfile.TarError as error:
         raise PackageError(f"{path}: not a tilecraft package, or truncated ({error})") from None
     except (OSError, EOFError) as error:
@@ -244,17 +248,19 @@ def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
         )
 
 
-def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]") -> dict[str, Any]:
+def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]",
+           trust: "bytes | str | os.PathLike[str] | None" = None) -> dict[str, Any]:
     """Unpack ``path`` into ``directory`` and check it without loading any of its code: the
-    archive's members, the manifest (format, fields, this machine's architecture and CPU
-    flags) and the SHA-256 of ``model.so``; returns the manifest.
+    archive's members, with a ``trust`` key (a key file, or the key's bytes) its signature,
+    the manifest (format, fields, this machine's architecture and CPU flags) and the SHA-256
+    of ``model.so``; returns the manifest.
 
     Why apart from :class:`Package`: the remote server (runtime/server.py) refuses a bad
     upload in its own process, where nothing of the package may run (``dlopen`` runs the
     library's initializers); the child that runs it then loads it with :func:`load`.
     """
     path, directory = Path(path), Path(directory)
-    manifest = _extract(path, directory)
+    manifest = _extract(path, directory, None if trust is None else read_key(trust))
     check_manifest(manifest, str(path))
     library = directory / LIBRARY
     if not library.is_file():
@@ -288,13 +294,15 @@ class Package:
       output_names: names of the outputs in order (the ONNX graph's, for ONNX models).
     """
 
-    def __init__(self, path: "str | os.PathLike[str]") -> None:
+    def __init__(self, path: "str | os.PathLike[str]", *,
+                 trust: "bytes | str | os.PathLike[str] | None" = None) -> None:
         self.path = Path(path)
+        key = None if trust is None else read_key(trust)  # a bad key file: before unpacking
         directory = Path(tempfile.mkdtemp(prefix="tilecraft-package-"))
         # The libraries stay mapped after their files are gone; the directory is only
         # needed until dlopen has run.
         try:
-            self.manifest = verify(self.path, directory)
+            self.manifest = verify(self.path, directory, key)
             library = directory / LIBRARY
             try:
                 self.signature = signature_from_manifest(self.manifest)
@@ -414,6 +422,10 @@ class Package:
         return f"<Package {self.path.name} {self.signature} target='{self.manifest['target']}'>"
 
 
-def load(path: "str | os.PathLike[str]") -> Package:
-    """Load a package written by ``tilecraft compile -o``; see the module docstring."""
-    return Package(path)
+def load(path: "str | os.PathLike[str]", *, trust: "bytes | str | os.PathLike[str] | None" = None) -> Package:
+    """Load a package written by ``tilecraft compile -o``; see the module docstring.
+
+    ``trust``: a key file (or the key's bytes): refuse the package unless it is signed with
+    that key and unchanged since (:class:`PackageSignatureError`, raised before any of its
+    code loads; runtime/package_signing.py)."""
+    return Package(path, trust=trust)
