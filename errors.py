@@ -231,3 +231,8 @@ class AllocationLimitError(ResourceLimitError, RuntimeCheckError):
 class PackageSignatureError(PackageError):
     """A package refused under a trusted key (``trust=``, ``--trust``): unsigned, signed with
     another key, or changed after signing (runtime/package_signing.py)."""
+
+
+class RemoteRateLimitError(RemoteAuthError):
+    """The server refuses this client address for a while: too many failed authentications
+    (its ``--max-auth-failures``)."""
