@@ -236,3 +236,9 @@ class PackageSignatureError(PackageError):
 class RemoteRateLimitError(RemoteAuthError):
     """The server refuses this client address for a while: too many failed authentications
     (its ``--max-auth-failures``)."""
+
+
+class RuntimeVerificationError(RuntimeCheckError):
+    """A checked build (``checked=True``, ``--checked``) caught a memory access outside its
+    buffer, a view outside its source, a wrong cast or a misaligned buffer; the message names
+    the op and its location (pipelines/runtime_verification.py)."""

@@ -390,20 +390,29 @@ def _fail_block(function: ir.Operation, block: ir.Block, call: ir.Operation, che
                     [arith.constant(_i64(), check_id), call.operands[1], call.operands[2]])
         for buffer in freed:
             memref.dealloc(buffer)
-        results = []
-        for result_type in function_type.results:
-            if isinstance(result_type, ir.MemRefType):
-                shape = ir.MemRefType(result_type)
-                zeros = [_index(0) for d in range(shape.rank) if shape.is_dynamic_dim(d)]
-                results.append(memref.alloc(result_type, zeros, []))
-            elif isinstance(result_type, ir.IntegerType) or isinstance(result_type, ir.IndexType):
-                results.append(arith.constant(result_type, 0))
-            elif isinstance(result_type, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type)):
-                results.append(arith.constant(result_type, 0.0))
-            else:
-                return None
+        results = empty_results(function_type)
+        if results is None:
+            return None
         func.ReturnOp(results)
     return fail
+
+
+def empty_results(function_type: ir.FunctionType) -> list[ir.Value] | None:
+    """Results a function returns after a failed check (at the insertion point): buffers with
+    no elements (the caller frees them), zeros; None for a result type it cannot make."""
+    results = []
+    for result_type in function_type.results:
+        if isinstance(result_type, ir.MemRefType):
+            shape = ir.MemRefType(result_type)
+            zeros = [_index(0) for d in range(shape.rank) if shape.is_dynamic_dim(d)]
+            results.append(memref.alloc(result_type, zeros, []))
+        elif isinstance(result_type, ir.IntegerType) or isinstance(result_type, ir.IndexType):
+            results.append(arith.constant(result_type, 0))
+        elif isinstance(result_type, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type)):
+            results.append(arith.constant(result_type, 0.0))
+        else:
+            return None
+    return results
 
 
 def _preceding_ops(block: ir.Block, call: ir.Operation) -> list[ir.Operation]:

@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--no-runtime-checks", dest="runtime_checks", action="store_false",
                           help="leave out the run-time checks of indices, dynamic sizes and "
                                "allocations (docs/robustness.md)")
+    compile_.add_argument("--checked", action="store_true",
+                          help="a checked build: every memory access verified at run time, a violation "
+                               "is an error naming the op (docs/robustness.md)")
     compile_.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage into DIR")
     compile_.add_argument("--profile", action="store_true",
                           help="also build the per-kernel profiling variant (for `run --profile`)")
@@ -299,7 +302,8 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
 
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
                           opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
-                          runtime_checks=getattr(args, "runtime_checks", True), **settings)
+                          runtime_checks=getattr(args, "runtime_checks", True),
+                          **({"checked": True} if getattr(args, "checked", False) else {}), **settings)
 
 
 def command_compile(args: argparse.Namespace) -> int:
