@@ -155,15 +155,12 @@ class Gate:
     def admit(self, sock: socket.socket, address: tuple) -> None:
         """Take a freshly accepted connection (never blocks)."""
         self._arrivals.append((sock, address))
-        try:
-            self._wake_writer.send(b"\0")
-        except (BlockingIOError, OSError):
-            pass  # a wake-up is already pending
+        self._wake()
 
     def close(self) -> None:
         """Stop gathering and serving; close every waiting connection."""
         self._closed.set()
-        self.admit_nothing()
+        self._wake()
         for _ in self._workers:
             try:
                 self._ready.put(None, timeout=1)
@@ -171,29 +168,37 @@ class Gate:
                 break
         self._thread.join(timeout=5)
 
-    def admit_nothing(self) -> None:
+    def _wake(self) -> None:
+        """Interrupt the gate thread's wait (a byte on its wake-up socket)."""
         try:
             self._wake_writer.send(b"\0")
         except OSError:
-            pass
+            pass  # its buffer is full: a wake-up is already pending
 
     # ---- the gate thread -----------------------------------------------------------------
 
     def _gather(self) -> None:
         while not self._closed.is_set():
-            now = time.monotonic()
-            # Arrival order is deadline order (one header_timeout for all): the first is next.
-            wait = (next(iter(self._pending.values())).deadline if self._pending else now + 1.0) - now
-            for key, _ in self._selector.select(timeout=max(0.0, min(wait, 1.0))):
-                if key.data is None:
-                    self._drain_wakeups()
-                else:
-                    self._on_ready(key.data)
-            self._take_arrivals()
-            self._expire(time.monotonic())
+            try:
+                self._gather_once()
+            except Exception:  # noqa: BLE001 - a bug here must not stop the front door
+                self.dropped["gate error"] += 1
         for connection in list(self._pending.values()):
             self._drop(connection, "shutdown")
         self._selector.close()
+
+    def _gather_once(self) -> None:
+        """One turn: wait for readable connections (or the next deadline), read, admit, expire."""
+        now = time.monotonic()
+        # Arrival order is deadline order (one header_timeout for all): the first is next.
+        wait = (next(iter(self._pending.values())).deadline if self._pending else now + 1.0) - now
+        for key, _ in self._selector.select(timeout=max(0.0, min(wait, 1.0))):
+            if key.data is None:
+                self._drain_wakeups()
+            else:
+                self._on_ready(key.data)
+        self._take_arrivals()
+        self._expire(time.monotonic())
 
     def _drain_wakeups(self) -> None:
         try:
