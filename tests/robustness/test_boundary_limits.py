@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilecraft
-from tilecraft.errors import ResourceLimitError
+from tilecraft.errors import AllocationLimitError, ResourceLimitError
 from tilecraft.runtime.limits import memory_budget, physical_memory
 
 import mlir_text
@@ -69,3 +69,17 @@ def test_outputs_of_static_shape_are_checked_in_packages_and_the_jit(matmul_pack
             module(a, b)
     monkeypatch.delenv("TILECRAFT_MEMORY_BUDGET")
     np.testing.assert_allclose(matmul_package(a, b), a @ b, rtol=1e-5)
+
+
+def test_workspaces_of_run_time_size_are_held_to_the_budget_at_compile_time(monkeypatch, rng):
+    """The generated code's dynamic allocations (outputs and workspaces whose size is known
+    only at the call) check their bytes against the smaller of TILECRAFT_MAX_TENSOR and the
+    memory budget the compile saw."""
+    monkeypatch.setenv("TILECRAFT_MEMORY_BUDGET", "1M")
+    small_budget = tilecraft.compile(mlir_text.dynamic_matmul())
+    monkeypatch.delenv("TILECRAFT_MEMORY_BUDGET")
+    a, b = rng.random((1000, 8)).astype(np.float32), rng.random((8, 1000)).astype(np.float32)
+    with pytest.raises(AllocationLimitError, match=r"needs 4000000 bytes at this call .*; the limit \(TILECRAFT_MAX_TENSOR, "
+                                                   r"TILECRAFT_MEMORY_BUDGET at compile time\) allows 1048576"):
+        small_budget(a, b)
+    np.testing.assert_allclose(small_budget(a[:100], b[:, :100]), a[:100] @ b[:, :100], rtol=1e-5)
