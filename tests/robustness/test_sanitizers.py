@@ -3,7 +3,8 @@ sources linked into every package (runtime/async_runtime.c: the parallel loops' 
 runtime/c_runner_utils.c; runtime/runtime_checks.c: the check reports; runtime/profile_timer.c)
 built with ``-fsanitize=address,undefined`` (``TILECRAFT_SANITIZE``), then exercised through
 the package runtime in a process with the sanitizer runtime preloaded: parallel runs from
-several threads, the profiling variant, failing checks. 0 reports. Slow tier."""
+several threads, the profiling variant, failing checks; and the C target's emitted code and
+driver built with the sanitizers. 0 reports. Slow tier."""
 
 from __future__ import annotations
 
@@ -100,3 +101,42 @@ def test_an_unknown_sanitizer_is_a_toolchain_error(monkeypatch, tmp_path):
     monkeypatch.setenv("TILECRAFT_SANITIZE", "address,bogus")
     with pytest.raises(ToolchainError, match=r"TILECRAFT_SANITIZE='address,bogus': unknown sanitizer\(s\) \['bogus'\]"):
         tilecraft.compile(mlir_text.matmul(4, 4, 4), package_path=tmp_path / "mm.tar")
+
+
+def test_the_c_targets_code_and_driver_run_clean_under_asan_and_ubsan(tmp_path):
+    """Target c (docs/c-target.md): model.c and main.c built by their own Makefile with the
+    sanitizers added to its flags; a correct input, then a short one (the driver's error
+    path)."""
+    import shutil
+    import tarfile
+
+    import numpy as np
+
+    sanitizer_runtime()
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    digits = Path(__file__).resolve().parents[2] / "examples" / "digits_cnn.onnx"
+    source = tmp_path / "model_c.tar"
+    model = tilecraft.load(str(digits), shape_dict={"input": [1, 1, 16, 16]})
+    tilecraft.compile(model, target="c", package_path=source)
+    with tarfile.open(source) as archive:
+        archive.extractall(tmp_path / "src", filter="data")
+    flags = "-std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+    build = subprocess.run(["make", "-C", str(tmp_path / "src"), f"CFLAGS={flags}"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    x = np.load(digits.parent / "digits_test.npz")["images"][:1].astype("<f4").reshape(1, 1, 16, 16)
+    x.tofile(tmp_path / "in.bin")
+    environment = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1",
+                   "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+    driver = str(tmp_path / "src" / "model")
+    run = subprocess.run([driver, str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+                         capture_output=True, text=True, env=environment, timeout=300)
+    assert run.returncode == 0 and "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr
+    expected = tilecraft.compile(model)(x)
+    np.testing.assert_allclose(np.fromfile(tmp_path / "out.bin", dtype="<f4").reshape(1, 10), expected,
+                               rtol=1e-4, atol=1e-4)
+    (tmp_path / "short.bin").write_bytes(x.tobytes()[:100])
+    refused = subprocess.run([driver, str(tmp_path / "short.bin"), str(tmp_path / "out2.bin")],
+                             capture_output=True, text=True, env=environment, timeout=300)
+    assert refused.returncode != 0 and "Sanitizer" not in refused.stderr and "runtime error" not in refused.stderr, \
+        refused.stderr
