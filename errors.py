@@ -231,3 +231,19 @@ class AllocationLimitError(ResourceLimitError, RuntimeCheckError):
 class ModelBuilderError(TilecraftError, ValueError):
     """A model under construction with :class:`tilecraft.builder.ModelBuilder` is malformed:
     a bad name, a value of another builder, a shape that does not match, a missing output."""
+
+
+class PackageSignatureError(PackageError):
+    """A package refused under a trusted key (``trust=``, ``--trust``): unsigned, signed with
+    another key, or changed after signing (runtime/package_signing.py)."""
+
+
+class RemoteRateLimitError(RemoteAuthError):
+    """The server refuses this client address for a while: too many failed authentications
+    (its ``--max-auth-failures``)."""
+
+
+class RuntimeVerificationError(RuntimeCheckError):
+    """A checked build (``checked=True``, ``--checked``) caught a memory access outside its
+    buffer, a view outside its source, a wrong cast or a misaligned buffer; the message names
+    the op and its location (pipelines/runtime_verification.py)."""

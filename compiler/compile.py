@@ -79,7 +79,7 @@ def compile(source: Any, options: CompileOptions | None = None,
     if pipeline is None:
         pipeline = (cuda_pipeline(target) if target.is_cuda
                     else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload,
-                                 runtime_checks=options.runtime_checks))
+                                 runtime_checks=options.runtime_checks, checked=options.checked))
     if options.tuning_records is not None:
         pipeline = with_tuning_records(pipeline, options.tuning_records, target)
     if options.fast_math:

@@ -110,6 +110,28 @@ def c_compiler(target: Target) -> list[str]:
     )
 
 
+# Sanitizers for the C runtime linked into packages (async_runtime.c, c_runner_utils.c,
+# runtime_checks.c, profile_timer.c): TILECRAFT_SANITIZE=address,undefined builds them with
+# -fsanitize=...; such a package loads only into a process with the sanitizer runtime first
+# (LD_PRELOAD=$(cc -print-file-name=libasan.so)); tests/robustness/test_sanitizers.py.
+SANITIZE_ENVIRONMENT = "TILECRAFT_SANITIZE"
+_SANITIZERS = frozenset({"address", "undefined", "thread", "leak"})
+
+
+def sanitizer_flags() -> list[str]:
+    """The compile and link flags ``TILECRAFT_SANITIZE`` asks for (none when unset);
+    :class:`ToolchainError` for a sanitizer name the C compilers do not know."""
+    value = os.environ.get(SANITIZE_ENVIRONMENT, "").strip()
+    if not value:
+        return []
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - _SANITIZERS)
+    if unknown:
+        raise ToolchainError(f"{SANITIZE_ENVIRONMENT}={value!r}: unknown sanitizer(s) {unknown}; "
+                             f"known: {', '.join(sorted(_SANITIZERS))}")
+    return [f"-fsanitize={','.join(names)}", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g"]
+
+
 _RESOURCE_VALUE = re.compile(r"^dense_resource<(.+)> : ")
 _RESOURCE_BLOB = re.compile(r'^\s*(.+?): "0x([0-9A-Fa-f]*)",?\s*$')
 
@@ -214,9 +236,10 @@ def build_shared_library(
               str(work / "model.bc"), "-o", str(work / "model.o")], "generating object code (llc)")
         objects = [str(work / "model.o")]
         sources = (*RUNTIME_SOURCES, *extra_sources, *((weights_source,) if weights_source else ()))
+        sanitize = sanitizer_flags()
         for source in sources:
             obj = work / (source.stem + ".o")
-            _run([*cc, "-O2", "-fPIC", "-fvisibility=hidden", "-c", str(source), "-o", str(obj)],
+            _run([*cc, "-O2", "-fPIC", "-fvisibility=hidden", *sanitize, "-c", str(source), "-o", str(obj)],
                  f"compiling {source.name}")
             objects.append(str(obj))
         # -z defs: an undefined symbol fails here, not when the package is loaded.
@@ -226,7 +249,7 @@ def build_shared_library(
         # model.so through the $ORIGIN run path when the package is loaded.
         linked = ["-Wl,-rpath,$ORIGIN", *(f"-L{lib.parent}" for lib in libraries),
                   *(f"-l:{lib.name}" for lib in libraries)] if libraries else []
-        _run([*cc, "-shared", "-Wl,-z,defs", "-Wl,-Bsymbolic", "-o", str(output), *objects, *linked,
+        _run([*cc, "-shared", "-Wl,-z,defs", "-Wl,-Bsymbolic", *sanitize, "-o", str(output), *objects, *linked,
               "-lpthread", "-lm", "-lc"],
              "linking the shared library")
     return tensors, weight_bytes

@@ -26,7 +26,7 @@ from .target import Target
 
 
 def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
-                 offload: Sequence[str] = (), runtime_checks: bool = True) -> Pipeline:
+                 offload: Sequence[str] = (), runtime_checks: bool = True, checked: bool = False) -> Pipeline:
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
 
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
@@ -36,6 +36,8 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     calls, at the end of the graph stage, before fusion groups are tagged.
     ``runtime_checks=False`` drops the run-time checks of indices, dynamic sizes and
     allocations (pipelines/runtime_checks.py; docs/robustness.md measures their cost).
+    ``checked=True`` adds MLIR's run-time verification of every memref access
+    (pipelines/runtime_verification.py): a checked build.
     """
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
@@ -63,7 +65,7 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
                    "canonicalize", "cse", "tilecraft-block-constant-reads"),
                   "default schedule: thread tiles, register tiles, vectorization; constant "
                   "operands read in vector-wide blocks stored block-major"),
-            *lowering_stages(target),
+            *lowering_stages(target, checked=checked),
         )
     )
 

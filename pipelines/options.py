@@ -8,7 +8,7 @@ here once, validated here once, and documented here once.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
 from ..errors import BackendError, OptionError, PackageError
@@ -59,6 +59,13 @@ class CompileOptions:
       fast_math: replace f32 ``tanh``, ``exp``, ``erf``, sigmoid and GELU by polynomial /
         rational approximations (``tilecraft-fast-math``, pipelines/fast_math.py; their
         maximum errors are listed there and in docs/performance.md). Default ``False``.
+      checked: a checked build: MLIR's run-time verification of every memref access
+        (indices in bounds, views inside their buffers, casts, alignment) on top of the
+        run-time checks; a violation raises ``RuntimeVerificationError`` naming the op and
+        its location instead of reading or writing out of bounds
+        (pipelines/runtime_verification.py; its cost: docs/robustness.md). Default CPU
+        pipeline only. Default: ``TILECRAFT_CHECKED=1`` in the environment turns it on for
+        every compile (a test suite or a fuzz run under checked builds).
     """
 
     target: "str | Target" = "llvm"
@@ -74,6 +81,7 @@ class CompileOptions:
     runtime_checks: bool = True
     specialize_shapes: int = 4
     fast_math: bool = False
+    checked: bool = field(default_factory=lambda: os.environ.get("TILECRAFT_CHECKED", "") not in ("", "0"))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -100,6 +108,8 @@ class CompileOptions:
             raise OptionError(f"entry must be a function name, got {type(self.entry).__name__}")
         if not isinstance(self.runtime_checks, bool):
             raise OptionError(f"runtime_checks must be True or False, got {self.runtime_checks!r}")
+        if not isinstance(self.checked, bool):
+            raise OptionError(f"checked must be True or False, got {self.checked!r}")
         if isinstance(self.specialize_shapes, bool) or not isinstance(self.specialize_shapes, int) \
                 or self.specialize_shapes < 0:
             raise OptionError(f"specialize_shapes must be a count >= 0, got {self.specialize_shapes!r}")

@@ -44,7 +44,7 @@ from ..runtime.checks import (
     TABLE_ATTRIBUTE,
     encode_table,
 )
-from ..runtime.limits import Limits
+from ..runtime.limits import Limits, memory_budget
 from .ir_queries import defined_functions, defining_op, ops_where
 from .loop_nest import is_structured
 from .passes import positive_int_option, register_pass
@@ -364,7 +364,8 @@ def _alloc_check(op: ir.Operation, max_bytes: int) -> None:
     ok = arith.andi(valid, arith.cmpi(arith.CmpIPredicate.sle, bytes_so_far, limit))
     _marker(ok, bytes_so_far, limit, "alloc",
             f"a buffer of {memref_type} needs {{value}} bytes at this call (-1: more than 2^63 or "
-            f"a negative size); TILECRAFT_MAX_TENSOR allows {{bound}}")
+            f"a negative size); the limit (TILECRAFT_MAX_TENSOR, TILECRAFT_MEMORY_BUDGET at compile "
+            f"time) allows {{bound}}")
     # Below the limit, malloc may still fail (RLIMIT_AS, no overcommit): NULL is reported too.
     with ir.InsertionPoint.after(op):
         pointer = memref.extract_aligned_pointer_as_index(op.results[0])
@@ -390,20 +391,29 @@ def _fail_block(function: ir.Operation, block: ir.Block, call: ir.Operation, che
                     [arith.constant(_i64(), check_id), call.operands[1], call.operands[2]])
         for buffer in freed:
             memref.dealloc(buffer)
-        results = []
-        for result_type in function_type.results:
-            if isinstance(result_type, ir.MemRefType):
-                shape = ir.MemRefType(result_type)
-                zeros = [_index(0) for d in range(shape.rank) if shape.is_dynamic_dim(d)]
-                results.append(memref.alloc(result_type, zeros, []))
-            elif isinstance(result_type, ir.IntegerType) or isinstance(result_type, ir.IndexType):
-                results.append(arith.constant(result_type, 0))
-            elif isinstance(result_type, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type)):
-                results.append(arith.constant(result_type, 0.0))
-            else:
-                return None
+        results = empty_results(function_type)
+        if results is None:
+            return None
         func.ReturnOp(results)
     return fail
+
+
+def empty_results(function_type: ir.FunctionType) -> list[ir.Value] | None:
+    """Results a function returns after a failed check (at the insertion point): buffers with
+    no elements (the caller frees them), zeros; None for a result type it cannot make."""
+    results = []
+    for result_type in function_type.results:
+        if isinstance(result_type, ir.MemRefType):
+            shape = ir.MemRefType(result_type)
+            zeros = [_index(0) for d in range(shape.rank) if shape.is_dynamic_dim(d)]
+            results.append(memref.alloc(result_type, zeros, []))
+        elif isinstance(result_type, ir.IntegerType) or isinstance(result_type, ir.IndexType):
+            results.append(arith.constant(result_type, 0))
+        elif isinstance(result_type, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type)):
+            results.append(arith.constant(result_type, 0.0))
+        else:
+            return None
+    return results
 
 
 def _preceding_ops(block: ir.Block, call: ir.Operation) -> list[ir.Operation]:
@@ -489,10 +499,11 @@ def _is_true(value: ir.Value) -> bool:
 
 @register_pass(LOWER_CHECKS, "Lower run-time check markers to reports and early returns; "
                "check dynamic allocations against max-bytes",
-               options={"max-bytes": "the largest run-time allocation (default TILECRAFT_MAX_TENSOR)"})
+               options={"max-bytes": "the largest run-time allocation (default: TILECRAFT_MAX_TENSOR or "
+                                     "TILECRAFT_MEMORY_BUDGET, the smaller)"})
 def lower_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     max_bytes = (positive_int_option("max-bytes", options["max-bytes"]) if "max-bytes" in options
-                 else Limits.current().max_tensor_bytes)
+                 else min(Limits.current().max_tensor_bytes, memory_budget()))
     enabled = ENABLED_ATTRIBUTE in module.attributes
     table: list[tuple[str, str]] = []
     for function in defined_functions(module):

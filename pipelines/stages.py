@@ -26,6 +26,7 @@ from .merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
+from .runtime_verification import GENERATE_VERIFICATION, ROUTE_VERIFICATION, VERIFY_VECTOR_ACCESSES
 from .pipeline import Stage
 from .pad_borders import FILL_PAD_BORDERS
 from .pad_destinations import PADS_AS_DESTINATIONS
@@ -128,9 +129,11 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
                  + ("; tag fusion groups" if mark_groups else ""))
 
 
-def lowering_stages(target: Target) -> tuple[Stage, ...]:
+def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ...]:
     """Scheduled linalg on tensors to the LLVM dialect: bufferize, loops (parallel loops on
-    the async runtime when ``target`` has several threads), vector, llvm."""
+    the async runtime when ``target`` has several threads), vector, llvm. ``checked``: MLIR's
+    run-time verification of every memref access, failures reported as typed errors
+    (pipelines/runtime_verification.py)."""
     target = Target.parse(target)
     threads = target.num_threads
     async_lowering = (
@@ -199,7 +202,9 @@ def lowering_stages(target: Target) -> tuple[Stage, ...]:
               "multi-reductions to 1-D reductions (lanes summed as a tree); unroll vector "
               "transfers to 1-D (no alloca in loops); vector exp as a polynomial"),
         Stage("llvm",
-              (LOWER_CHECKS, "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
+              (LOWER_CHECKS, *((GENERATE_VERIFICATION, VERIFY_VECTOR_ACCESSES) if checked else ()),
+               "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
+               *((ROUTE_VERIFICATION,) if checked else ()),
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
                # Again: lowering a dot-product vector.contract makes unflagged float sums.
                REASSOCIATE_REDUCTIONS,

@@ -17,6 +17,8 @@ _LAZY = {
     "load_module": ".package",
     "time_evaluator": ".timing",
     "TensorSpec": ".signature",
+    "sign_package": ".package_signing",
+    "generate_key": ".package_signing",
 }
 
 __all__ = sorted(_LAZY)

@@ -22,7 +22,8 @@ import ctypes
 import threading
 from typing import Any, Sequence
 
-from ..errors import AllocationLimitError, IndexOutOfRangeError, RuntimeCheckError, ShapeMismatchError
+from ..errors import (AllocationLimitError, IndexOutOfRangeError, RuntimeCheckError, RuntimeVerificationError,
+                      ShapeMismatchError)
 
 # The tensor-level marker: a private declaration ``(i1, i64, i64) -> ()``.
 CHECK_FUNCTION = "tilecraft_runtime_check"
@@ -30,7 +31,7 @@ CHECK_FUNCTION = "tilecraft_runtime_check"
 # template, with ``{value}`` and ``{bound}`` filled in from the failing call's operands.
 KIND_ATTRIBUTE = "tilecraft.check_kind"
 MESSAGE_ATTRIBUTE = "tilecraft.check_message"
-KINDS = ("index", "shape", "alloc")
+KINDS = ("index", "shape", "alloc", "verify")  # verify: a checked build's (runtime_verification.py)
 # Module attribute of the lowered module: one "kind\tmessage" string per check id.
 TABLE_ATTRIBUTE = "tilecraft.runtime_checks"
 # The C function a failed check calls: ``void (int64_t id, int64_t value, int64_t bound)``.
@@ -39,7 +40,8 @@ REPORT_SYMBOL = "tilecraft_check_failed"
 # of this thread's last call, or 0.
 TAKE_SYMBOL = "tilecraft_take_check_failure"
 
-_ERRORS = {"index": IndexOutOfRangeError, "shape": ShapeMismatchError, "alloc": AllocationLimitError}
+_ERRORS = {"index": IndexOutOfRangeError, "shape": ShapeMismatchError, "alloc": AllocationLimitError,
+           "verify": RuntimeVerificationError}
 
 
 def encode_table(entries: Sequence[tuple[str, str]]) -> list[str]:

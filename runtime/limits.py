@@ -15,6 +15,10 @@ accept ``K``/``M``/``G``/``T`` suffixes, powers of 1024):
 ``TILECRAFT_MAX_TOTAL``      1G         bytes of all tensors constant folding computes for
                                         one model (beyond it, nodes are emitted, not folded)
 ``TILECRAFT_MAX_NESTING``    256        bracket nesting depth of MLIR text
+``TILECRAFT_MEMORY_BUDGET``  machine's  bytes one call may allocate at its boundary: each
+                             memory     argument copy (a strided or unaligned view made
+                                        C-contiguous), each output of static shape, and
+                                        those outputs together (:func:`check_allocation`)
 ==========================  =========  ==================================================
 
 numpy only (this module is part of the runtime layer every other layer may import).
@@ -22,6 +26,7 @@ numpy only (this module is part of the runtime layer every other layer may impor
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -67,6 +72,42 @@ class Limits:
             max_fold_bytes=_env_size("TILECRAFT_MAX_FOLD", 64 << 20),
             max_nesting=_env_size("TILECRAFT_MAX_NESTING", 256),
         )
+
+
+@functools.lru_cache(maxsize=1)
+def physical_memory() -> int:
+    """Bytes of this machine's memory (the default memory budget); 1 TiB when the system
+    does not say (the budget then only stops sizes no machine has)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def memory_budget() -> int:
+    """Bytes a call may allocate at its boundary: ``TILECRAFT_MEMORY_BUDGET``, else the
+    machine's memory. Read per call, so a test or a server can change it while running."""
+    return _env_size("TILECRAFT_MEMORY_BUDGET", 0) or physical_memory()
+
+
+def check_allocation(what: str, nbytes: int, budget: int | None = None) -> None:
+    """:class:`ResourceLimitError` naming ``what`` when allocating ``nbytes`` would exceed
+    the memory budget. Why before allocating: numpy's own failure is an untyped
+    ``_ArrayMemoryError`` (or, with overcommit, the kernel's OOM killer later), and a
+    zero-stride view of 2^31 rows looks small until it is copied."""
+    budget = memory_budget() if budget is None else budget
+    if nbytes > budget:
+        raise ResourceLimitError(
+            f"{what} needs {nbytes} bytes ({_human(nbytes)}), above the memory budget of {budget} "
+            f"bytes ({_human(budget)}; TILECRAFT_MEMORY_BUDGET, docs/robustness.md)"
+        )
+
+
+def _human(nbytes: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"
 
 
 def element_count(shape: Sequence[int]) -> int:

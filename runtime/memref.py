@@ -21,7 +21,10 @@ import numpy as np
 if TYPE_CHECKING:
     from .signature import EntrySignature
 
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+# The process's own ``free`` (the global symbol), not libc's by name: the compiled code's
+# ``malloc`` is whatever the dynamic linker binds, and an allocator loaded first (a sanitizer
+# runtime, jemalloc or tcmalloc through LD_PRELOAD) must also free what it allocated.
+_LIBC = ctypes.CDLL(None)
 _LIBC.free.argtypes = [ctypes.c_void_p]
 _LIBC.free.restype = None
 

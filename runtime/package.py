@@ -37,11 +37,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import EntryPointError, PackageError, PackageTargetError
+from ..errors import EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame, scalar_ctype
+from .package_signing import SIGNATURE, check_signature, read_key
 from .signature import DimGroup, EntrySignature, TensorSpec
 from .timing import Timing, time_evaluator
 
@@ -180,8 +181,9 @@ def _load_libraries(manifest: Mapping[str, Any], directory: Path, where: str) ->
     return loaded
 
 
-def _extract(path: Path, directory: Path) -> dict[str, Any]:
-    """Unpack the package's members into ``directory`` and return its parsed manifest."""
+def _extract(path: Path, directory: Path, trust: bytes | None = None) -> dict[str, Any]:
+    """Unpack the package's members into ``directory`` and return its parsed manifest;
+    with a ``trust`` key, its signature is checked first (runtime/package_signing.py)."""
     if not path.is_file():
         raise PackageError(f"{path}: no such package file")
     try:
@@ -192,7 +194,7 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
             for name, member in members.items():
                 # Only the known names (and bundled extern libraries), as regular files: no
                 # links, folders or paths that could escape the extraction folder.
-                if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY) and not BUNDLED_LIBRARY.match(name)) \
+                if (name not in (MANIFEST, LIBRARY, PROFILE_LIBRARY, SIGNATURE) and not BUNDLED_LIBRARY.match(name)) \
                         or not member.isfile():
                     raise PackageError(f"{path}: unexpected archive member {name!r}")
                 if member.size > MAX_MEMBER_BYTES:
@@ -201,6 +203,8 @@ def _extract(path: Path, directory: Path) -> dict[str, Any]:
                 source = archive.extractfile(member)
                 with open(directory / name, "wb") as target:
                     shutil.copyfileobj(source, target)
+            if trust is not None:  # before the manifest is even parsed
+                check_signature(str(path), trust, directory, members, archive)
     except tarfile.TarError as error:
         raise PackageError(f"{path}: not a tilecraft package, or truncated ({error})") from None
     except (OSError, EOFError) as error:
@@ -250,17 +254,19 @@ def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
         )
 
 
-def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]") -> dict[str, Any]:
+def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]",
+           trust: "bytes | str | os.PathLike[str] | None" = None) -> dict[str, Any]:
     """Unpack ``path`` into ``directory`` and check it without loading any of its code: the
-    archive's members, the manifest (format, fields, this machine's architecture and CPU
-    flags) and the SHA-256 of ``model.so``; returns the manifest.
+    archive's members, with a ``trust`` key (a key file, or the key's bytes) its signature,
+    the manifest (format, fields, this machine's architecture and CPU flags) and the SHA-256
+    of ``model.so``; returns the manifest.
 
     Why apart from :class:`Package`: the remote server (runtime/server.py) refuses a bad
     upload in its own process, where nothing of the package may run (``dlopen`` runs the
     library's initializers); the child that runs it then loads it with :func:`load`.
     """
     path, directory = Path(path), Path(directory)
-    manifest = _extract(path, directory)
+    manifest = _extract(path, directory, None if trust is None else read_key(trust))
     check_manifest(manifest, str(path))
     library = directory / LIBRARY
     if not library.is_file():
@@ -294,12 +300,18 @@ class Package:
       output_names: names of the outputs in order (the ONNX graph's, for ONNX models).
     """
 
-    def __init__(self, path: "str | os.PathLike[str]") -> None:
+    def __init__(self, path: "str | os.PathLike[str]", *,
+                 trust: "bytes | str | os.PathLike[str] | None" = None) -> None:
         self.path = Path(path)
+        key = None if trust is None else read_key(trust)  # a bad key file: before unpacking
         if self.path.suffix == SHARED_LIBRARY_SUFFIX:
+            if key is not None:
+                raise PackageSignatureError(
+                    f"{self.path}: a shared library carries no signature, and loading it to look "
+                    "would run its code: export a .tar package and sign it (--sign) to use trust=")
             self._load_shared_library()
         else:
-            self._load_archive()
+            self._load_archive(key)
         self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
         self._frame = CallFrame(self.signature)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
@@ -331,12 +343,12 @@ class Package:
         self._entry = self._symbol(self._library, self.manifest["symbol"])
         self._profile_library = None
 
-    def _load_archive(self) -> None:
+    def _load_archive(self, key: bytes | None) -> None:
         directory = Path(tempfile.mkdtemp(prefix="tilecraft-package-"))
         # The libraries stay mapped after their files are gone; the directory is only
         # needed until dlopen has run.
         try:
-            self.manifest = verify(self.path, directory)
+            self.manifest = verify(self.path, directory, key)
             library = directory / LIBRARY
             try:
                 self.signature = signature_from_manifest(self.manifest)
@@ -459,12 +471,17 @@ class Package:
         return f"<Package {self.path.name} {self.signature} target='{self.manifest['target']}'>"
 
 
-def load(path: "str | os.PathLike[str]") -> Package:
+def load(path: "str | os.PathLike[str]", *, trust: "bytes | str | os.PathLike[str] | None" = None) -> Package:
     """Load a package written by ``tilecraft compile -o`` or ``export_library``: a ``.tar``
-    archive, or a ``.so`` holding the model alone; see the module docstring."""
-    return Package(path)
+    archive, or a ``.so`` holding the model alone; see the module docstring.
+
+    ``trust``: a key file (or the key's bytes): refuse the package unless it is signed with
+    that key and unchanged since (:class:`PackageSignatureError`, raised before any of its
+    code loads; runtime/package_signing.py). Only ``.tar`` packages carry signatures."""
+    return Package(path, trust=trust)
 
 
-def load_module(path: "str | os.PathLike[str]") -> Package:
+def load_module(path: "str | os.PathLike[str]", *,
+                trust: "bytes | str | os.PathLike[str] | None" = None) -> Package:
     """TVM's ``tvm.runtime.load_module``: :func:`load` under the name TVM users know."""
-    return load(path)
+    return load(path, trust=trust)

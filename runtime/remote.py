@@ -22,6 +22,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +30,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 
-from ..errors import PackageError, RemoteConnectionError, RemoteLimitError
+from ..errors import PackageError, RemoteAuthError, RemoteConnectionError, RemoteError, RemoteLimitError
 from . import rpc
 from .run import RunResult, load_inputs
 from .sandbox import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, Executor, PackageStore
@@ -113,12 +114,14 @@ class Session:
 class RemoteSession(Session):
     """A connection to a tilecraft server (made by :func:`connect`)."""
 
-    def __init__(self, address: rpc.Address, key: bytes | None, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(self, address: rpc.Address, key: bytes | None, *, connect_timeout: float = CONNECT_TIMEOUT,
+                 tls_ca: "str | os.PathLike[str] | None" = None) -> None:
         self.address = address
         self.where = f"server {address}"
         self._key = key
         self._connect_timeout = connect_timeout
         self._info: dict[str, Any] | None = None
+        self._tls = None if tls_ca is None else client_tls_context(tls_ca)
 
     def info(self) -> dict[str, Any]:
         """The server's machine, CPU flags and limits (also checks the key)."""
@@ -149,13 +152,20 @@ class RemoteSession(Session):
 
     def _request(self, method: str, path: str, body: bytes, timeout: float | None) -> tuple[int, bytes]:
         headers = {"Content-Length": str(len(body)), **rpc.sign(self._key, method, path, body)}
-        connection = http.client.HTTPConnection(self.address.host, self.address.port, timeout=self._connect_timeout)
+        if self._tls is None:
+            connection = http.client.HTTPConnection(self.address.host, self.address.port, timeout=self._connect_timeout)
+        else:
+            connection = http.client.HTTPSConnection(self.address.host, self.address.port,
+                                                     timeout=self._connect_timeout, context=self._tls)
         try:
             connection.connect()
             connection.sock.settimeout(timeout)
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             answer = response.read()
+        except ssl.SSLCertVerificationError as error:
+            raise RemoteAuthError(f"the tilecraft server at {self.address} is not the one --tls-ca trusts: "
+                                  f"certificate verify failed ({error.verify_message or error})") from None
         except (socket.gaierror, ConnectionError, TimeoutError, OSError, http.client.HTTPException) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else (str(error) or type(error).__name__)
             raise RemoteConnectionError(f"cannot reach the tilecraft server at {self.address}: {reason}") from None
@@ -193,19 +203,35 @@ class LocalSession(Session):
         self._store.close()
 
 
+def client_tls_context(ca: "str | os.PathLike[str]") -> ssl.SSLContext:
+    """A client TLS context that trusts the certificates ``ca`` (a PEM file: the CA that
+    issued the server's certificate, or a self-signed certificate itself) and checks the
+    server's name against them; :class:`RemoteError` for an unusable file."""
+    try:
+        context = ssl.create_default_context(cafile=os.fspath(ca))
+    except (OSError, ssl.SSLError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise RemoteError(f"cannot use {ca} as the TLS CA (--tls-ca): {reason}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
 def connect(host: str, port: int | None = None, *, key: "str | bytes | None" = None,
-            connect_timeout: float = CONNECT_TIMEOUT) -> RemoteSession:
+            connect_timeout: float = CONNECT_TIMEOUT,
+            tls_ca: "str | os.PathLike[str] | None" = None) -> RemoteSession:
     """A session with the server at ``host:port`` (TVM's ``rpc.connect``); ``host`` may be
     ``"HOST:PORT"`` with no ``port``. ``key``: the server's shared key (default
-    ``$TILECRAFT_RPC_KEY``). Checks the address and the key at once: a wrong key raises
-    :class:`RemoteAuthError`, an unreachable server :class:`RemoteConnectionError`."""
+    ``$TILECRAFT_RPC_KEY``). ``tls_ca``: connect over TLS, trusting the server certificates
+    this PEM file vouches for (a server started with ``--tls-cert``). Checks the address and
+    the key at once: a wrong key raises :class:`RemoteAuthError`, an unreachable server
+    :class:`RemoteConnectionError`."""
     if port is None:
         address = rpc.Address.parse(host)
     else:
         if isinstance(port, bool) or not isinstance(port, int):
             raise rpc.RemoteAddressError(f"port must be an integer, got {port!r}")
         address = rpc.Address.parse(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
-    session = RemoteSession(address, rpc.key_bytes(key), connect_timeout=connect_timeout)
+    session = RemoteSession(address, rpc.key_bytes(key), connect_timeout=connect_timeout, tls_ca=tls_ca)
     session.info()
     return session
 

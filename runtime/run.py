@@ -97,6 +97,7 @@ def run(
     number: int = 1,
     min_repeat_ms: float = 0.0,
     profile: bool = False,
+    trust: "str | os.PathLike[str] | bytes | None" = None,
 ) -> RunResult:
     """Run a package once (and time it ``repeat`` times x ``number`` calls when ``repeat``).
 
@@ -104,9 +105,12 @@ def run(
     ``min_repeat_ms``: raise ``number`` until one measurement lasts this long (the tuner's
     remote runner asks for it).
     ``profile``: also run the package's profiling variant once and report per-kernel time.
+    ``trust``: a key file: run the package only if signed with it (see
+    :func:`tilecraft.runtime.load`); for a path only, a loaded :class:`Package` was checked
+    when loaded.
     """
     if not isinstance(package, Package):
-        package = load_package(package)
+        package = load_package(package, trust=trust)
     if inputs is None:
         inputs = random_inputs(package)
     elif not isinstance(inputs, Mapping):

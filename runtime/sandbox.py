@@ -53,12 +53,15 @@ class PackageStore:
     """Uploaded packages, verified once, kept by content hash in a private folder."""
 
     def __init__(self, folder: "str | os.PathLike[str] | None" = None, *,
-                 max_upload: int = DEFAULT_MAX_UPLOAD, max_packages: int = DEFAULT_MAX_PACKAGES) -> None:
+                 max_upload: int = DEFAULT_MAX_UPLOAD, max_packages: int = DEFAULT_MAX_PACKAGES,
+                 trust: bytes | None = None) -> None:
         self._owned = tempfile.TemporaryDirectory(prefix="tilecraft-server-") if folder is None else None
         self.folder = Path(folder if folder is not None else self._owned.name)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.max_upload = max_upload
         self.max_packages = max_packages
+        # With a key, only packages signed with it are kept (runtime/package_signing.py).
+        self.trust = trust
         self._lock = threading.Lock()
         self.manifests: dict[str, dict[str, Any]] = {}
 
@@ -78,7 +81,7 @@ class PackageStore:
             extracted = Path(scratch) / "members"
             extracted.mkdir()
             try:
-                manifest = verify(tar, extracted)
+                manifest = verify(tar, extracted, self.trust)
             except PackageError as error:
                 # Name the upload, not the server's scratch file.
                 raise type(error)(str(error).replace(str(tar), name)) from None

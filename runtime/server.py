@@ -17,57 +17,125 @@ bounded clock skew, no replayed nonce), checked before its body is read; with no
 ``--insecure-no-key``. An upload above ``--max-upload`` is refused before it is read. Each
 run happens in a child process with ``--timeout`` and ``--memory-limit``
 (runtime/sandbox.py); only packages whose integrity and architecture checks passed at upload
-are ever run. The key authenticates clients; it is what stands between the network and
-native code, so keep it secret and the server off untrusted networks.
+(and, with ``--trust KEYFILE``, whose signature did) are ever run. The key authenticates
+clients; it is what stands between the network and native code, so keep it secret.
+
+Hostile clients (runtime/connections.py): a connection waits for its request head in one
+selector thread, under a header deadline, and only a complete head reaches one of a fixed
+number of workers, so idle and byte-per-second connections hold no thread and the thread
+count stays fixed; bodies are read under an idle and a total timeout; a client address with
+too many failed authentications is answered 429 for a while. ``--tls-cert``/``--tls-key``
+serve over TLS (stdlib ``ssl``), so models and inputs do not cross the network in clear.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import hmac
+import io
 import json
 import platform
 import signal
+import ssl
 import sys
 import threading
 import time
 import warnings
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 from .. import __version__
-from ..errors import (PackageError, PackageTargetError, RemoteAuthError, RemoteError,
-                      RemoteLimitError, RemoteRunError, RemoteTimeoutError, ResourceLimitError,
-                      TilecraftError)
+from ..errors import (PackageError, PackageTargetError, RemoteAuthError, RemoteConnectionError, RemoteError,
+                      RemoteLimitError, RemoteRateLimitError, RemoteRunError, RemoteTimeoutError,
+                      ResourceLimitError, TilecraftError)
 from . import rpc
+from .connections import ConnectionLimits, Gate, HeadThenSocket, Request, SocketWriter
 from .host import host_cpu_flags
 from .limits import parse_size
 from .package import normalized_machine
+from .package_signing import read_key
 from .sandbox import DEFAULT_MAX_UPLOAD, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, Executor, PackageStore
 
 # Status codes of the typed errors (the body names the class; the code is for HTTP tools).
-_STATUS = ((RemoteAuthError, HTTPStatus.UNAUTHORIZED), (RemoteLimitError, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
-           (RemoteTimeoutError, HTTPStatus.GATEWAY_TIMEOUT), (RemoteRunError, HTTPStatus.BAD_GATEWAY),
+_STATUS = ((RemoteRateLimitError, HTTPStatus.TOO_MANY_REQUESTS), (RemoteAuthError, HTTPStatus.UNAUTHORIZED), (RemoteLimitError, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
+           (RemoteTimeoutError, HTTPStatus.GATEWAY_TIMEOUT), (RemoteConnectionError, HTTPStatus.REQUEST_TIMEOUT), (RemoteRunError, HTTPStatus.BAD_GATEWAY),
            (PackageTargetError, HTTPStatus.UNPROCESSABLE_ENTITY), (PackageError, HTTPStatus.BAD_REQUEST),
            (TilecraftError, HTTPStatus.BAD_REQUEST))
 
 
-class Server(ThreadingHTTPServer):
-    """The HTTP server with what its handlers share: key, store, executor, seen nonces."""
+# Failed authentications a client address may make per AUTH_WINDOW seconds before it is
+# answered 429 until its oldest failure leaves the window (--max-auth-failures).
+DEFAULT_MAX_AUTH_FAILURES = 10
+AUTH_WINDOW = 60.0
+# Client addresses whose failures are remembered (the oldest are forgotten beyond it).
+_MAX_TRACKED_ADDRESSES = 10_000
 
-    daemon_threads = True
+
+class Server(HTTPServer):
+    """The HTTP server with what its handlers share: key, store, executor, seen nonces,
+    failed authentications; connections pass through a :class:`Gate` (runtime/connections.py)."""
+
     verbose = False  # log every request (--verbose)
 
     def __init__(self, address: tuple[str, int], *, key: bytes | None, store: PackageStore,
-                 executor: Executor) -> None:
+                 executor: Executor, limits: ConnectionLimits | None = None,
+                 tls: ssl.SSLContext | None = None,
+                 max_auth_failures: int = DEFAULT_MAX_AUTH_FAILURES) -> None:
+        self.limits = limits or ConnectionLimits()
+        self.request_queue_size = self.limits.backlog  # listen()'s backlog
         super().__init__(address, Handler)
         self.key = key
         self.store = store
         self.executor = executor
+        self.tls = tls
+        self.max_auth_failures = max_auth_failures
         self._nonces: dict[str, float] = {}
         self._nonce_lock = threading.Lock()
+        self._failures: "collections.OrderedDict[str, collections.deque[float]]" = collections.OrderedDict()
+        self._failure_lock = threading.Lock()
+        self.gate = Gate(self.limits, self._serve_request, self.refusal, tls)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """An accepted connection goes to the gate (which never blocks), not to a thread."""
+        self.gate.admit(request, client_address)
+
+    def _serve_request(self, request: Request) -> None:
+        Handler(request, request.address, self)
+
+    def server_close(self) -> None:
+        self.gate.close()
+        super().server_close()
+
+    def record_auth_failure(self, address: str) -> None:
+        now = time.monotonic()
+        with self._failure_lock:
+            times = self._failures.pop(address, None) or collections.deque()
+            times.append(now)
+            while times and now - times[0] > AUTH_WINDOW:
+                times.popleft()
+            self._failures[address] = times
+            while len(self._failures) > _MAX_TRACKED_ADDRESSES:
+                self._failures.popitem(last=False)
+
+    def refusal(self, client_address: Any) -> str | None:
+        """Why ``client_address`` is refused before its request is read (too many failed
+        authentications lately), or None."""
+        if self.max_auth_failures <= 0:
+            return None
+        address = str(client_address[0]) if isinstance(client_address, tuple) and client_address else ""
+        now = time.monotonic()
+        with self._failure_lock:
+            times = self._failures.get(address)
+            while times and now - times[0] > AUTH_WINDOW:
+                times.popleft()
+            if not times or len(times) < self.max_auth_failures:
+                return None
+            wait = AUTH_WINDOW - (now - times[0])
+        return (f"{len(times)} failed authentications from {address} in the last {AUTH_WINDOW:g} s: "
+                f"refused for {wait:.0f} s more (check the key)")
 
     def authenticate(self, method: str, path: str, headers: Any) -> None:
         """:class:`RemoteAuthError` unless the request carries a valid, fresh signature.
@@ -111,14 +179,30 @@ class Server(ThreadingHTTPServer):
         return {"protocol": rpc.PROTOCOL_VERSION, "tilecraft_version": __version__,
                 "machine": normalized_machine(platform.machine()),
                 "cpu_flags": sorted(host_cpu_flags()), "max_upload": self.store.max_upload,
-                "timeout": self.executor.timeout, "memory_limit": self.executor.memory_limit}
+                "timeout": self.executor.timeout, "memory_limit": self.executor.memory_limit,
+                "tls": self.tls is not None, "signed_packages_only": self.store.trust is not None}
 
 
 class Handler(BaseHTTPRequestHandler):
     server: Server
     server_version = f"tilecraft/{__version__}"
     protocol_version = "HTTP/1.1"
-    timeout = 120  # seconds a client may stall mid-request before its thread gives up
+
+    def setup(self) -> None:
+        """Read the request from the head the gate gathered, then from the socket (whose
+        idle timeout the gate's worker set); one request per connection."""
+        request: Request = self.request
+        self.connection = request.sock
+        self.rfile = io.BufferedReader(HeadThenSocket(request.head, request.sock), 1 << 16)
+        self.wfile = SocketWriter(request.sock)
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()
+
+    def finish(self) -> None:
+        """Nothing to flush (writes go straight to the socket); the gate's worker closes it."""
+
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         if self.server.verbose:
@@ -141,13 +225,17 @@ class Handler(BaseHTTPRequestHandler):
                 raise RemoteError("the request's Content-Length is not a byte count")
             # A request not signed with the key is refused before its body is read (no memory
             # for strangers); the body is checked against its signed hash once read.
-            self.server.authenticate(method, self.path, self.headers)
+            try:
+                self.server.authenticate(method, self.path, self.headers)
+            except RemoteAuthError:
+                self.server.record_auth_failure(str(self.client_address[0]))
+                raise
             if urlsplit(self.path).path == "/upload":
                 self.server.store.check_size(length)  # before reading the body
             elif length > self.server.store.max_upload:
                 raise RemoteLimitError(f"a request of {length} bytes is above the server's limit of "
                                        f"{self.server.store.max_upload} (its --max-upload)")
-            body = self.rfile.read(length) if length else b""
+            body = self._read_body(length)
             self.server.check_body(self.headers, body)
             status, answer, kind = self._route(method, body)
         except TilecraftError as error:
@@ -165,10 +253,34 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(rpc.SIGNATURE_HEADER, rpc.answer_signature(self.server.key, nonce, status, answer))
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(answer)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
+        self.send_header("Connection", "close")  # one request per connection (the gate's)
         self.end_headers()
         self.wfile.write(answer)
+
+    def _read_body(self, length: int) -> bytes:
+        """The body's ``length`` bytes, under the idle timeout (each read; the socket's) and
+        the read timeout (the whole body): a client that trickles its body loses it."""
+        limits = self.server.limits
+        deadline = time.monotonic() + limits.read_timeout
+        body, left = bytearray(), length
+        try:
+            while left > 0:
+                chunk = self.rfile.read1(min(left, 1 << 20))
+                if not chunk:
+                    raise RemoteConnectionError(f"the client closed the connection after {len(body)} of "
+                                                f"{length} body bytes")
+                body += chunk
+                left -= len(chunk)
+                if left and time.monotonic() > deadline:
+                    raise RemoteTimeoutError(f"the request's body took longer than the server's read "
+                                             f"timeout of {limits.read_timeout:g} s (--read-timeout)")
+        except TimeoutError:
+            raise RemoteTimeoutError(f"no byte of the request's body for {limits.idle_timeout:g} s "
+                                     "(the server's --idle-timeout)") from None
+        finally:
+            if left:
+                self.close_connection = True
+        return bytes(body)
 
     def _route(self, method: str, body: bytes) -> tuple[int, bytes, str]:
         parts = urlsplit(self.path)
@@ -213,6 +325,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--memory-limit", type=_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
                         help="address-space limit of a run's process, e.g. 4G (default 8G)")
     parser.add_argument("--store", metavar="DIR", help="folder for uploaded packages (default: a temporary one)")
+    parser.add_argument("--trust", metavar="KEYFILE",
+                        help="accept only packages signed with this key (`tilecraft compile --sign`)")
+    parser.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate (chain)")
+    parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    defaults = ConnectionLimits()
+    parser.add_argument("--workers", type=_count("--workers"), default=defaults.workers, metavar="N",
+                        help=f"threads serving complete requests (default {defaults.workers})")
+    parser.add_argument("--max-connections", type=_count("--max-connections"), default=defaults.max_connections,
+                        metavar="N", help="connections still sending their request head; beyond it the "
+                        f"longest-waiting is dropped (default {defaults.max_connections})")
+    parser.add_argument("--header-timeout", type=_seconds("--header-timeout"), default=defaults.header_timeout,
+                        metavar="SECONDS", help="seconds a client has to send its request line and headers "
+                        f"(default {defaults.header_timeout:g})")
+    parser.add_argument("--idle-timeout", type=_seconds("--idle-timeout"), default=defaults.idle_timeout,
+                        metavar="SECONDS", help="seconds without a byte while a body is read "
+                        f"(default {defaults.idle_timeout:g})")
+    parser.add_argument("--read-timeout", type=_seconds("--read-timeout"), default=defaults.read_timeout,
+                        metavar="SECONDS", help=f"seconds to receive a whole body (default {defaults.read_timeout:g})")
+    parser.add_argument("--max-auth-failures", type=int, default=DEFAULT_MAX_AUTH_FAILURES, metavar="N",
+                        help=f"failed authentications per {AUTH_WINDOW:g} s before an address is answered 429 "
+                        f"(default {DEFAULT_MAX_AUTH_FAILURES}; 0: no limit)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     return parser
 
@@ -222,6 +355,48 @@ def _size(text: str) -> int:
         return parse_size(text, "a size")
     except ResourceLimitError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _count(option: str) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{option} must be positive (an integer), got {text!r}")
+        return value
+    return parse
+
+
+def _seconds(option: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = 0.0
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{option} must be positive seconds, got {text!r}")
+        return value
+    return parse
+
+
+def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """The server's TLS context (TLS 1.2 or later) from PEM files, or None without them;
+    :class:`RemoteError` naming the file for a missing or unusable one."""
+    if cert is None and key is None:
+        return None
+    if cert is None:
+        raise RemoteError("--tls-key needs --tls-cert (the certificate it belongs to)")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise RemoteError(f"cannot use the TLS certificate {cert}" + (f" and key {key}" if key else "")
+                          + f": {reason}") from None
+    return context
 
 
 def make_server(args: argparse.Namespace) -> Server:
@@ -236,9 +411,18 @@ def make_server(args: argparse.Namespace) -> Server:
                       "on this machine", RuntimeWarning, stacklevel=2)
     if not 0 < args.timeout < float("inf"):
         raise RemoteLimitError(f"--timeout must be positive seconds, got {args.timeout}")
-    store = PackageStore(args.store, max_upload=args.max_upload)
+    tls = tls_context(getattr(args, "tls_cert", None), getattr(args, "tls_key", None))
+    defaults = ConnectionLimits()
+    limits = ConnectionLimits(**{name: getattr(args, name, getattr(defaults, name))
+                                 for name in ("workers", "max_connections", "header_timeout",
+                                              "idle_timeout", "read_timeout")})
+    trust = getattr(args, "trust", None)
+    store = PackageStore(args.store, max_upload=args.max_upload,
+                         trust=None if trust is None else read_key(trust))
     server = Server((args.host, args.port), key=key, store=store,
-                    executor=Executor(timeout=args.timeout, memory_limit=args.memory_limit))
+                    executor=Executor(timeout=args.timeout, memory_limit=args.memory_limit),
+                    limits=limits, tls=tls,
+                    max_auth_failures=getattr(args, "max_auth_failures", DEFAULT_MAX_AUTH_FAILURES))
     server.verbose = args.verbose
     return server
 
@@ -252,7 +436,8 @@ def serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, _interrupt)
     host, port = server.server_address[:2]
     print(f"tilecraft server listening on {host}:{port} (machine {server.info()['machine']}, "
-          f"{'signed requests' if server.key else 'NO KEY'})", flush=True)
+          f"{'signed requests' if server.key else 'NO KEY'}{', TLS' if server.tls else ''}"
+          f"{', signed packages only' if server.store.trust else ''})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

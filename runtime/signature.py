@@ -7,6 +7,7 @@ against the types the MLIR function declares, before any native call.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -14,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import ArgumentTypeError, ArgumentValueError, EntryPointError
+from .limits import check_allocation, element_count, memory_budget
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -123,6 +125,9 @@ class TensorSpec:
         # alignment; np.frombuffer at an odd offset gives unaligned views). Not
         # np.ascontiguousarray: it turns a 0-d array into a 1-d one, so a tensor<f32>
         # argument was described with a rank-1 descriptor and bound to a hidden copy.
+        # The copy's size first: a zero-stride view of 2^31 rows is a few bytes until copied.
+        check_allocation(f"argument {self.name!r}: a C-contiguous copy of shape {value.shape} ({value.dtype})",
+                         value.size * value.dtype.itemsize)
         return np.array(value, order="C")
 
     def _check_shape(self, value: np.ndarray) -> None:
@@ -198,6 +203,7 @@ class EntrySignature:
         if not kwargs and len(args) == expected:  # all positional: nothing to match by name
             arrays = [spec.check(value) for spec, value in zip(self.arguments, args)]
             self._check_equal_dims(arrays)
+            self._check_output_memory()
             return arrays
         if len(args) > expected:
             raise ArgumentValueError(
@@ -219,7 +225,28 @@ class EntrySignature:
             )
         arrays = [spec.check(bound[spec.name]) for spec in self.arguments]
         self._check_equal_dims(arrays)
+        self._check_output_memory()
         return arrays
+
+    def _check_output_memory(self) -> None:
+        """:class:`ResourceLimitError` when the outputs of static shape the call will allocate
+        exceed the memory budget (runtime/limits.py), each named; outputs of dynamic shape
+        are checked by the generated code's allocation checks."""
+        if self._static_output_bytes[0] == 0:
+            return
+        budget = memory_budget()
+        total, sizes = self._static_output_bytes
+        if total <= budget:
+            return
+        for spec, nbytes in sizes:
+            check_allocation(f"output {spec.name!r} ({spec.mlir_style})", nbytes, budget)
+        check_allocation(f"the {len(sizes)} outputs of @{self.name} together", total, budget)
+
+    @functools.cached_property
+    def _static_output_bytes(self) -> tuple[int, list[tuple[TensorSpec, int]]]:
+        sizes = [(spec, element_count(spec.shape) * spec.dtype.itemsize) for spec in self.results
+                 if spec.shape is not None and None not in spec.shape and not spec.is_string]
+        return sum(n for _, n in sizes), sizes
 
     def _check_equal_dims(self, arrays: Sequence[np.ndarray]) -> None:
         for group in self.equal_dims:

@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile, run, tune and benchmark models with tilecraft (a tvmc-style CLI).",
     )
     parser.add_argument("--verbose", action="store_true", help="print full error messages and tracebacks")
-    commands = parser.add_subparsers(dest="command", metavar="{compile,run,tune,bench,serve}")
+    commands = parser.add_subparsers(dest="command", metavar="{compile,run,tune,bench,serve,keygen}")
     commands.required = True
 
     def model_options(sub: argparse.ArgumentParser) -> None:
@@ -184,12 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--fast-math", dest="fast_math", action="store_true",
                           help="f32 tanh, exp, erf, sigmoid and GELU as fast approximations "
                                "(errors: docs/performance.md, \"Fast math\")")
+    compile_.add_argument("--checked", action="store_true",
+                          help="a checked build: every memory access verified at run time, a violation "
+                               "is an error naming the op (docs/robustness.md)")
     compile_.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage into DIR")
     compile_.add_argument("--profile", action="store_true",
                           help="also build the per-kernel profiling variant (for `run --profile`)")
     compile_.add_argument("-o", "--output", default="module.tar",
                           help="package path (default module.tar); for a CUDA target, a directory "
                           "for the kernels' .ptx/.cubin files")
+    compile_.add_argument("--sign", metavar="KEYFILE",
+                          help="sign the package with this key (`tilecraft keygen`); `run --trust` and "
+                               "`serve --trust` then refuse it if changed (docs/robustness.md)")
     compile_.add_argument("--report-sizes", action="store_true",
                           help="--target c: cross-compile model.c for Cortex-M4F, rv32imafc and rv64gc "
                           "(zig cc) and print code size and static RAM per target")
@@ -214,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="upload the package to a tilecraft server and run it there "
                           "(`tilecraft serve` on the device)")
     run.add_argument("--key", help="the server's shared key (default: $TILECRAFT_RPC_KEY)")
+    run.add_argument("--trust", metavar="KEYFILE",
+                     help="run the package only if it is signed with this key and unchanged since")
+    run.add_argument("--tls-ca", metavar="PEM",
+                     help="with --remote: connect over TLS, trusting the server's certificate "
+                          "issued by this CA (or self-signed: the certificate itself)")
     run.set_defaults(handler=command_run)
 
     tune = commands.add_parser("tune", help="search schedules, write tuning records",
@@ -279,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
                                 "numpy and the tilecraft runtime only.")
     server.add_arguments(serve)
     serve.set_defaults(handler=command_serve)
+
+    keygen = commands.add_parser("keygen", help="write a new key for signing packages",
+                                 description="Write a new random 32-byte key (hex) for "
+                                 "`compile --sign` and `run/serve --trust`, readable by its owner only.")
+    keygen.add_argument("keyfile", help="the file to create (an existing one is not overwritten)")
+    keygen.set_defaults(handler=command_keygen)
     return parser
 
 
@@ -292,7 +309,8 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
                           opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
                           runtime_checks=getattr(args, "runtime_checks", True),
-                          fast_math=getattr(args, "fast_math", False), **settings)
+                          fast_math=getattr(args, "fast_math", False),
+                          **({"checked": True} if getattr(args, "checked", False) else {}), **settings)
 
 
 def command_compile(args: argparse.Namespace) -> int:
@@ -315,6 +333,10 @@ def command_compile(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     if cuda:
         _write_kernels(compiled, Path(args.output))
+    elif args.sign:
+        from ..runtime.package_signing import sign_package
+
+        sign_package(args.output, args.sign)
     if args.dump_ir:
         directory = Path(args.dump_ir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -330,8 +352,8 @@ def _compile_c(args: argparse.Namespace, model: Any) -> int:
     ``--report-sizes``, the cross-compiled objects' sizes (compiler/c_cross.py)."""
     import tilecraft
 
-    if args.profile or args.dump_ir or args.tuning_records or args.offload:
-        raise UsageError("--target c takes none of --profile, --dump-ir, --tuning-records, --offload")
+    if args.profile or args.dump_ir or args.tuning_records or args.offload or args.sign:
+        raise UsageError("--target c takes none of --profile, --dump-ir, --tuning-records, --offload, --sign")
     start = time.perf_counter()
     compiled = tilecraft.compile(model, _compile_options(args, package_path=args.output))
     seconds = time.perf_counter() - start
@@ -365,7 +387,7 @@ def command_run(args: argparse.Namespace) -> int:
     if args.remote is not None:
         result = _run_remote(args)
     else:
-        package = load(args.package)
+        package = load(args.package, trust=args.trust)
         result = run(package, args.inputs, repeat=args.repeat if timed else 0, number=args.number,
                      profile=args.profile)
     if args.output:
@@ -394,11 +416,22 @@ def _run_remote(args: argparse.Namespace) -> Any:
 
     if args.profile:
         raise UsageError("--profile runs the package here: it cannot be combined with --remote")
-    session = remote.connect(args.remote, key=args.key)
+    if args.trust:
+        raise UsageError("--trust checks a package loaded here; with --remote the server checks it "
+                         "(`tilecraft serve --trust KEYFILE`)")
+    session = remote.connect(args.remote, key=args.key, tls_ca=args.tls_ca)
     package = session.upload(args.package)
     print(f"uploaded {package} to {session.address} ({session.info()['machine']})")
     return session.time(package, args.inputs, repeat=args.repeat if args.print_time else 0,
                         number=args.number)
+
+
+def command_keygen(args: argparse.Namespace) -> int:
+    from ..runtime.package_signing import generate_key
+
+    path = generate_key(args.keyfile)
+    print(f"key written to {path} (keep it secret: whoever holds it can sign packages)")
+    return 0
 
 
 def command_serve(args: argparse.Namespace) -> int:
