@@ -6,7 +6,7 @@
 // through the kh, kw and input-channel loops as vectors, get the bias, the residual and the
 // ReLU in registers, and are written once.
 // RUN: tilecraft-opt %s --tilecraft-mark-groups --tilecraft-schedule="vector-bits=512 num-threads=2 fuse-groups=1" | FileCheck %s
-// RUN: tilecraft-opt %s --tilecraft-lower-cpu="num-threads=2" | FileCheck %s --check-prefix=LLVM
+// RUN: tilecraft-opt %s --tilecraft-lower-cpu="num-threads=2 cpu=skylake-avx512" | FileCheck %s --check-prefix=LLVM
 
 // CHECK-LABEL: func.func @block
 // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<1x7x32xf32>
