@@ -125,3 +125,17 @@ def test_a_compiled_torch_module_exports_and_times(tmp_path):
     loaded = rt.load_module(compiled.export_library(tmp_path / "linear_tanh.so"))
     with torch.no_grad():
         np.testing.assert_allclose(loaded(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_shared_library_is_refused_under_a_trusted_key(vector_add, tmp_path):
+    """A .so carries no signature, and opening it to look would run its code: trust= refuses
+    it before loading."""
+    from tilecraft.errors import PackageSignatureError
+    from tilecraft.runtime.package_signing import generate_key
+
+    key = generate_key(tmp_path / "package.key")
+    path = tmp_path / "vector_add.so"
+    vector_add.export_library(path)
+    with pytest.raises(PackageSignatureError, match="carries no signature"):
+        rt.load_module(path, trust=key)
+    assert rt.load_module(path).output_names  # without trust= it loads
