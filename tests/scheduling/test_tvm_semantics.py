@@ -1,0 +1,100 @@
+"""Schedule steps a TVM user writes that tilecraft used to refuse: each now builds and
+matches numpy, or (where MLIR's loop tiling truly cannot) says what to write instead."""
+
+import numpy as np
+import pytest
+
+import tilecraft.scheduling as te
+
+
+def matmul(m, n, k, rows=None):
+    A = te.placeholder((rows or m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    r = te.reduce_axis(k, "k")
+    return A, B, te.compute((rows or m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+
+
+def check_matmul(sch, m, n, k):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
+    np.testing.assert_allclose(te.build(sch)(a, b), a @ b, rtol=1e-4)
+
+
+def test_rfactor_with_tvm_default_factor_axis():
+    A = te.placeholder((16, 64), name="A")
+    k = te.reduce_axis(64, "k")
+    B = te.compute((16,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    sch = te.Schedule([A, B])
+    _, kk = sch.get_loops(sch.get_block("B"))
+    _, ki = sch.split(kk, factor=8)
+    rf = sch.rfactor(ki, factor_axis=0)
+    assert rf.name == "B.rf"
+    a = np.random.rand(16, 64).astype(np.float32)
+    np.testing.assert_allclose(te.build(sch)(a), a.sum(axis=1), rtol=1e-5)
+
+
+def test_tile_with_factors_that_do_not_divide():
+    A, B, C = matmul(30, 20, 16)
+    sch = te.Schedule([A, B, C])
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    io, jo, ii, ji = sch.tile(i, j, 8, 8)  # 30 and 20: partial last tiles, guarded
+    assert (io.extent, jo.extent, ii.extent, ji.extent) == (4, 3, 8, 8)
+    check_matmul(sch, 30, 20, 16)
+
+
+def test_split_a_fused_loop_then_vectorize_and_parallelize():
+    A = te.placeholder((32, 16), name="A")
+    B = te.compute((32, 16), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    sch = te.Schedule([A, B])
+    i, j = sch.get_loops(sch.get_block("B"))
+    outer, inner = sch.split(sch.fuse(i, j), factor=64)  # 64 = 4 rows of 16
+    sch.parallel(outer)
+    sch.vectorize(sch.split(inner, factor=16)[1])
+    a = np.random.rand(32, 16).astype(np.float32)
+    np.testing.assert_allclose(te.build(sch)(a), a * 2 + 1)
+    X = te.placeholder((6, 10), name="X")
+    Y = te.compute((6, 10), lambda i, j: X[i, j] + 1.0, name="Y")
+    sch2 = te.Schedule([X, Y])
+    fused = sch2.fuse(*sch2.get_loops(sch2.get_block("Y")))
+    with pytest.raises(te.ScheduleError, match=r"inner factor 4 does not follow the fused extents \[6, 10\]"):
+        sch2.split(fused, factor=4)
+
+
+def test_fuse_after_tile_on_a_symbolic_shape():
+    n = te.var("n")
+    A, B, C = matmul(None, 32, 16, rows=n)
+    sch = te.Schedule([A, B, C])
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    io, jo, ii, ji = sch.tile(i, j, 8, 8)
+    sch.parallel(sch.fuse(io, jo))
+    check_matmul(sch, 21, 32, 16)
+
+
+def test_compute_at_and_compute_inline_on_symbolic_shapes():
+    n = te.var("n")
+    A = te.placeholder((n, 32), name="A")
+    B = te.compute((n, 32), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((n, 32), lambda i, j: B[i, j] * 2.0, name="C")
+    a = np.random.rand(13, 32).astype(np.float32)
+    at = te.Schedule([A, C])
+    io, _ = at.split(at.get_loops(at.get_block("C"))[0], factor=4)
+    at.compute_at(at.get_block("B"), io)
+    np.testing.assert_allclose(te.build(at)(a), (a + 1) * 2)
+    inline = te.Schedule([A, C])
+    inline.compute_inline(inline.get_block("B"))
+    assert [b.name for b in inline.get_blocks()] == ["C"]
+    np.testing.assert_allclose(te.build(inline)(a), (a + 1) * 2)
+
+
+def test_refusals_say_what_to_do_instead():
+    A, B, C = matmul(32, 32, 32)
+    sch = te.Schedule([A, B, C])
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, factor=8)
+    with pytest.raises(te.ScheduleError, match=r"reorder the split loops across dims instead"):
+        sch.reorder(ii, io)
+    n = te.var("n")
+    A, B, C = matmul(None, 32, 32, rows=n)
+    sym = te.Schedule([A, B, C])
+    with pytest.raises(te.ScheduleError, match="split with factor= instead"):
+        sym.split(sym.get_loops(sym.get_block("C"))[0], nparts=4)
