@@ -132,7 +132,7 @@ def global_pool(data: te.Tensor, pool_type: str, layout: str = "NCHW") -> te.Ten
         return (te.max if pool_type == "max" else te.sum)(data[tuple(index)], axis=[ry, rx])
 
     body.__signature__ = _axes_signature(layout)  # type: ignore[attr-defined]
-    pooled = te.compute(shape, body, name=f"adaptive_pool_{pool_type}")
+    pooled = te.compute(shape, body, name="adaptive_pool_max" if pool_type == "max" else "adaptive_pool_sum")
     if pool_type == "max":
         return pooled
     count = te.const(1, "int64") * data.shape[hx] * data.shape[wx]
