@@ -6,15 +6,13 @@ Kept apart from the operators so that every operator normalizes its arguments th
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import numpy as np
 
 from ..schedule.te import ScheduleError, Tensor
 from ..schedule.te.symbolic import Var
-
-Extent = "int | Var"
-
 
 def check_tensor(value: object, op: str, what: str = "data") -> Tensor:
     if not isinstance(value, Tensor):
@@ -93,7 +91,6 @@ def product(extents: "Sequence[int | Var]") -> "int | None":
 def signature(names: Sequence[str]):
     """An ``inspect.Signature`` of positional parameters, so a compute's axes get readable
     names (``ax0``...) when its lambda takes ``*indices``."""
-    import inspect
     return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
 
 

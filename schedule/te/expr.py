@@ -472,7 +472,7 @@ def any(*conditions: object) -> Expr:  # noqa: A001
 
 
 def equal(a: object, b: object) -> Expr:
-    """``a == b`` as an expression, also for two axes (where ``==`` is identity)."""
+    """``a == b`` as an expression (the spelled-out form of ``==``, TVM's ``tir.EQ``)."""
     if isinstance(a, IndexExpr) and isinstance(b, (IndexExpr, int, np.integer)):
         return IndexExpr._compare(a, "eq", b)
     return as_expr(a)._compare("eq", b)

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ...schedule import te
 from ...schedule.te import ScheduleError
-from ...schedule.te.symbolic import Var
+from ...schedule.te.expr import Expr
 from ..utils import check_tensor, pad_tuple, pair, static
 from .pad import pad
 
@@ -35,7 +35,8 @@ def _check(data: te.Tensor, kernel: te.Tensor, op: str) -> None:
         raise ScheduleError(f"{op}: data is {data.dtype} but the kernel is {kernel.dtype}")
 
 
-def _accumulate(a: te.Expr, b: te.Expr, out_dtype) -> te.Expr:
+def _accumulate(a: Expr, b: Expr, out_dtype) -> Expr:
+    """``a * b``, in ``out_dtype`` when one is asked (TVM's ``out_dtype``)."""
     if out_dtype is None or str(out_dtype) == str(a.dtype):
         return a * b
     return a.astype(out_dtype) * b.astype(out_dtype)

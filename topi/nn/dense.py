@@ -34,8 +34,7 @@ def dense(data: te.Tensor, weight: te.Tensor, bias: "te.Tensor | None" = None, o
     check_tensor(bias, "dense", "bias")
     if bias.ndim != 1 or not _same(bias.shape[0], out_dim):
         raise ScheduleError(f"dense: bias {bias.shape} must be ({out_dim},)")
-    return te.compute((batch, out_dim), lambda i, j: matmul[i, j] + bias[j].astype(matmul.dtype)
-                      if str(bias.dtype) != str(matmul.dtype) else matmul[i, j] + bias[j], name="T_add")
+    return te.compute((batch, out_dim), lambda i, j: matmul[i, j] + bias[j].astype(matmul.dtype), name="T_add")
 
 
 def batch_matmul(tensor_a: te.Tensor, tensor_b: te.Tensor, oshape=None, out_dtype=None,
