@@ -892,6 +892,13 @@ class Schedule:
         dims = [p.dim for p in loop.parts]
         if dims != sorted(dims) or any(p.stride != 1 for p in loop.parts[1:]):
             raise ScheduleError(f"vectorize: the fused loop {loop.name!r} does not walk its dims in order")
+        body = getattr(block.op, "body", ()) or ()
+        # an indexed extract (a gather); a 0-d one (a scalar broadcast) vectorizes
+        if any(entry.startswith("tensor.extract(") and "," in entry.split(")")[0] for entry in body):
+            raise ScheduleError(
+                f"vectorize: block {block.name!r} reads with tensor.extract (a guarded load such as "
+                "padding, or a data-dependent index), which the vectorizer does not turn into vector "
+                "loads; keep it scalar and parallelize it, or compute it at its consumer's loop")
         call = f"sch.vectorize({self._name(loop)})"
         return self._step(call, _annotate, loop, VECTORIZED)
 

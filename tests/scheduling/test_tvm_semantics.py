@@ -98,3 +98,14 @@ def test_refusals_say_what_to_do_instead():
     sym = te.Schedule([A, B, C])
     with pytest.raises(te.ScheduleError, match="split with factor= instead"):
         sym.split(sym.get_loops(sym.get_block("C"))[0], nparts=4)
+
+
+def test_vectorizing_a_gather_is_refused_with_advice():
+    A = te.placeholder((8, 8), name="A")
+    P = te.compute((8, 10), lambda i, j: te.if_then_else(te.all(j >= 1, j < 9), A[i, j - 1], 0.0), name="P")
+    sch = te.Schedule([A, P])
+    with pytest.raises(te.ScheduleError, match="reads with tensor.extract .* keep it scalar and parallelize"):
+        sch.vectorize(sch.get_loops(sch.get_block("P"))[1])
+    sch.parallel(sch.get_loops(sch.get_block("P"))[0])
+    a = np.random.rand(8, 8).astype(np.float32)
+    np.testing.assert_array_equal(te.build(sch)(a), np.pad(a, ((0, 0), (1, 1))))
