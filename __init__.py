@@ -66,6 +66,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "TuneOptions": (".tuning.tune", "TuneOptions"),
     "template": (".tuning.templates", "template"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
+    "topi": (".topi", None),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept

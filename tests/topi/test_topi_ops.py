@@ -275,3 +275,8 @@ def test_flops_count_the_whole_operator():
 def test_bad_arguments_are_schedule_errors(make, message):
     with pytest.raises(te.ScheduleError, match=message):
         make()
+
+
+def test_topi_is_a_public_name_of_tilecraft():
+    import tilecraft
+    assert tilecraft.topi is topi and tilecraft.topi.nn.conv2d is topi.nn.conv2d
