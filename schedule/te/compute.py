@@ -237,12 +237,11 @@ def _check_body(body: Expr, axes: list[IterVar], name: str) -> None:
     nonempty = {axis.extent for axis in known if isinstance(axis.extent, Var)}
     for load, guarded in _guarded_loads(body):
         if not load.data_dependent and _is_symbolic(load):
-            load.out_of_bounds = _symbolic_bounds_problem(load, nonempty, name)
+            load.out_of_bounds = _symbolic_bounds_problem(load, nonempty)
         if load.out_of_bounds and not guarded:
-            problem = load.out_of_bounds if load.out_of_bounds.startswith("compute") else \
-                f"compute {name!r}: {load.out_of_bounds}"
             raise ScheduleError(
-                f"{problem}; an index that may leave the tensor (padding) must be guarded: "
+                f"compute {name!r}: {load.out_of_bounds}; an index that may leave the tensor (padding) "
+                "must be guarded: "
                 "if_then_else(<index in range>, load, <pad value>)")
 
 
@@ -390,7 +389,7 @@ def _linear_text(form: _Linear) -> str:
     return " + ".join(terms).replace("+ -", "- ")
 
 
-def _symbolic_bounds_problem(load: Load, nonempty: set[Var], name: str) -> str:
+def _symbolic_bounds_problem(load: Load, nonempty: set[Var]) -> str:
     """Why a symbolic load may leave its tensor ("" when its bounds are proved)."""
     tensor_ = load.tensor
     for position, (index, extent) in enumerate(zip(load.indices, tensor_.shape)):
@@ -401,7 +400,7 @@ def _symbolic_bounds_problem(load: Load, nonempty: set[Var], name: str) -> str:
                 _linear_add(upper, _linear_scale(bounds[1], Fraction(-1))), nonempty):
             span = (f"[{_linear_text(bounds[0])}, {_linear_text(bounds[1])}]" if bounds is not None
                     else "a range tilecraft cannot bound")
-            return (f"compute {name!r}: {load!r}: index {position} ranges over {span}, which cannot be "
+            return (f"{load!r}: index {position} ranges over {span}, which cannot be "
                     f"proved inside dimension {position} of {tensor_.name} (extent {extent}) for every "
                     "value of the vars")
     return ""
