@@ -14,36 +14,45 @@ from ..schedule.te.symbolic import Var
 from .utils import check_tensor, compute_nd, normalize_axis, product, static
 
 
-def reshape(a: te.Tensor, newshape: Sequence[int]) -> te.Tensor:
+def reshape(a: te.Tensor, newshape: "Sequence[int | Var]") -> te.Tensor:
     """``a`` with shape ``newshape`` (one entry may be -1), elements in row-major order.
 
-    Each output index is flattened and unflattened with ``//`` and ``%`` (affine maps); the
-    shapes must be static."""
+    Each output index is flattened and unflattened with ``//`` and ``%`` (affine maps), which
+    needs static extents; leading symbolic dims kept as they are (``(n, 3, 4)`` into
+    ``(n, 12)``, the same var first in both shapes) pass through, as a flatten of a dynamic
+    batch does."""
     check_tensor(a, "reshape", "a")
-    size = product(a.shape)
-    if size is None:
-        raise ScheduleError(f"reshape: {a.name} has the symbolic shape {a.shape}; reshape needs a static "
-                            "one (a dynamic reshape would need its extents as values)")
-    newshape = [int(e) for e in newshape]
-    if newshape.count(-1) > 1 or any(e == 0 or e < -1 for e in newshape):
+    newshape = list(newshape)
+    kept = 0
+    while (kept < min(a.ndim, len(newshape)) and isinstance(a.shape[kept], Var)
+           and newshape[kept] is a.shape[kept]):
+        kept += 1
+    source_tail, target = list(a.shape[kept:]), newshape[kept:]
+    size = product(source_tail)
+    if size is None or any(isinstance(e, Var) for e in target):
+        raise ScheduleError(f"reshape: {a.name} {a.shape} into {tuple(newshape)}: symbolic extents may only "
+                            "be leading dims kept as they are (the same var first in both shapes); the "
+                            "dims reshaped must be static")
+    target = [int(e) for e in target]
+    if target.count(-1) > 1 or any(e == 0 or e < -1 for e in target):
         raise ScheduleError(f"reshape: bad shape {newshape} (positive extents, at most one -1)")
-    if -1 in newshape:
-        known = product([e for e in newshape if e != -1]) or 1
+    if -1 in target:
+        known = product([e for e in target if e != -1]) or 1
         if size % known:
             raise ScheduleError(f"reshape: cannot reshape {a.shape} ({size} elements) into {newshape}")
-        newshape[newshape.index(-1)] = size // known
-    if product(newshape) != size:
+        target[target.index(-1)] = size // known
+    if product(target) != size:
         raise ScheduleError(f"reshape: cannot reshape {a.shape} ({size} elements) into {tuple(newshape)}")
-    in_strides = [int(np.prod(a.shape[d + 1:], dtype=np.int64)) for d in range(a.ndim)]
-    out_strides = [int(np.prod(newshape[d + 1:], dtype=np.int64)) for d in range(len(newshape))]
+    in_strides = [int(np.prod(source_tail[d + 1:], dtype=np.int64)) for d in range(len(source_tail))]
+    out_strides = [int(np.prod(target[d + 1:], dtype=np.int64)) for d in range(len(target))]
 
     def body(indices):
         flat = 0
-        for index, stride, extent in zip(indices, out_strides, newshape):
+        for index, stride, extent in zip(indices[kept:], out_strides, target):
             if extent != 1:
                 flat = index * stride + flat
-        source = []
-        for d, (stride, extent) in enumerate(zip(in_strides, a.shape)):
+        source = list(indices[:kept])
+        for d, (stride, extent) in enumerate(zip(in_strides, source_tail)):
             if extent == 1:
                 source.append(0)
             elif d == 0:
@@ -52,7 +61,7 @@ def reshape(a: te.Tensor, newshape: Sequence[int]) -> te.Tensor:
                 source.append((flat // stride) % extent if stride > 1 else flat % extent)
         return a[tuple(source)]
 
-    return compute_nd(newshape, body, "T_reshape")
+    return compute_nd(list(a.shape[:kept]) + target, body, "T_reshape")
 
 
 def transpose(a: te.Tensor, axes: "Sequence[int] | None" = None) -> te.Tensor:

@@ -69,6 +69,15 @@ def test_reshape(shape, newshape):
     close(run([A], topi.reshape(A, newshape), a), a.reshape(newshape))
 
 
+def test_reshape_keeps_a_symbolic_batch():
+    A = te.placeholder((N, 3, 4), name="A")
+    a = rand(5, 3, 4)
+    close(run([A], topi.reshape(A, (N, -1)), a), a.reshape(5, 12))
+    close(run([A], topi.reshape(A, (N, 2, 6)), a), a.reshape(5, 2, 6))
+    with pytest.raises(te.ScheduleError, match="symbolic extents may only be leading dims kept"):
+        topi.reshape(A, (-1, 4))
+
+
 @pytest.mark.parametrize("symbolic", [False, True])
 def test_transpose(symbolic):
     A = te.placeholder(shape_of((2, 3, 4), symbolic), name="A")
