@@ -44,7 +44,7 @@ from .payload import (
     load_payload,
     name_dynamic_dims,
 )
-from .render import render
+from .render import gathers, render
 from .state import (
     PARALLEL,
     SERIAL,
@@ -892,9 +892,7 @@ class Schedule:
         dims = [p.dim for p in loop.parts]
         if dims != sorted(dims) or any(p.stride != 1 for p in loop.parts[1:]):
             raise ScheduleError(f"vectorize: the fused loop {loop.name!r} does not walk its dims in order")
-        body = getattr(block.op, "body", ()) or ()
-        # an indexed extract (a gather); a 0-d one (a scalar broadcast) vectorizes
-        if any(entry.startswith("tensor.extract(") and "," in entry.split(")")[0] for entry in body):
+        if gathers(block):
             raise ScheduleError(
                 f"vectorize: block {block.name!r} reads with tensor.extract (a guarded load such as "
                 "padding, or a data-dependent index), which the vectorizer does not turn into vector "

@@ -106,3 +106,18 @@ def test_vectorizing_a_gather_is_refused_with_advice():
     sch.parallel(sch.get_loops(sch.get_block("P"))[0])
     a = np.random.rand(8, 8).astype(np.float32)
     np.testing.assert_array_equal(te.build(sch)(a), np.pad(a, ((0, 0), (1, 1))))
+
+
+def test_compute_inline_of_a_padding_stage_into_a_convolution():
+    """TVM's ``s[data_pad].compute_inline()``: neither block vectorizes (a gather, a window),
+    so the padding is recomputed per tile in scalar loops, and its tensor disappears."""
+    from tilecraft import topi
+    X, W = te.placeholder((1, 4, 8, 8), name="X"), te.placeholder((4, 4, 3, 3), name="W")
+    y = topi.nn.conv2d(X, W, 1, 1, 1)
+    sch = te.Schedule([X, W, y])
+    sch.parallel(sch.get_loops(sch.get_block("conv2d_nchw"))[1])
+    sch.compute_inline(sch.get_block("pad_temp"))
+    assert [b.name for b in sch.get_blocks()] == ["conv2d_nchw.init", "conv2d_nchw"]
+    rng = np.random.default_rng(0)
+    x, w = rng.random((1, 4, 8, 8), dtype=np.float32), rng.random((4, 4, 3, 3), dtype=np.float32)
+    np.testing.assert_allclose(te.build(sch)(x, w), te.build(te.Schedule([X, W, y]))(x, w), rtol=1e-5)
