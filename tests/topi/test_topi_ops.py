@@ -206,12 +206,19 @@ def test_pool2d(pool_type, kernel, stride, padding, ceil_mode, include_pad, symb
     close(run([X], y, x), expected.numpy())
 
 
-def test_pool2d_nhwc_with_dilation():
+def test_pool2d_and_global_pool_nhwc():
     x = rand(1, 11, 10, 3)
     X = te.placeholder(x.shape, name="X")
     y = topi.nn.pool2d(X, (3, 2), (2, 1), (2, 1), (1, 1, 1, 1), "max", layout="NHWC")
     expected = F.max_pool2d(torch.from_numpy(x.transpose(0, 3, 1, 2)), (3, 2), (2, 1), (1, 1), dilation=(2, 1))
     close(run([X], y, x), expected.numpy().transpose(0, 2, 3, 1))
+    for include_pad in (True, False):
+        y = topi.nn.pool2d(X, 3, 2, 1, (1, 1, 1, 1), "avg", ceil_mode=True, layout="NHWC",
+                           count_include_pad=include_pad)
+        expected = F.avg_pool2d(torch.from_numpy(x.transpose(0, 3, 1, 2)), 3, 2, 1, ceil_mode=True,
+                                count_include_pad=include_pad)
+        close(run([X], y, x), expected.numpy().transpose(0, 2, 3, 1))
+    close(run([X], topi.nn.global_pool(X, "avg", layout="NHWC"), x), x.mean(axis=(1, 2), keepdims=True))
 
 
 @pytest.mark.parametrize("symbolic", [False, True])
