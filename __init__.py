@@ -67,6 +67,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "template": (".tuning.templates", "template"),
     "extract_tasks": (".schedule.task", "extract_tasks"),
     "auto_scheduler": (".tuning.auto_scheduler", None),
+    "topi": (".topi", None),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept

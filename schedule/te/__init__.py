@@ -16,20 +16,35 @@ Each primitive emits transform-dialect ops (see docs/scheduling.md).
 """
 
 from .builder import build, scheduled_pipeline
-from .compute import Tensor, compute, create_func, einsum, placeholder
+from .compute import Tensor, broadcast_binary, compute, create_func, einsum, graph_flops, placeholder
 from .errors import ScheduleError
 from .expr import (
+    CommReducer,
     IterVar,
     abs,
+    all,
+    any,
+    cast,
+    ceil,
+    comm_reducer,
+    const,
+    equal,
+    erf,
     exp,
+    floor,
     if_then_else,
     log,
+    logical_and,
+    logical_not,
+    logical_or,
     max,
     maximum,
     min,
     minimum,
+    not_equal,
     prod,
     reduce_axis,
+    select,
     sigmoid,
     sqrt,
     sum,
@@ -48,9 +63,11 @@ from .state import BlockRV, LoopRV
 from .symbolic import SymExtent, Var, var
 
 __all__ = [
-    "BlockRV", "IterVar", "LoopRV", "Schedule", "ScheduleError", "SymExtent", "Tensor", "TensorIntrin",
-    "Var", "abs", "build", "compile_c", "compute", "create_func", "einsum", "exp", "if_then_else",
-    "log", "lookup_intrinsic", "max", "maximum", "min", "minimum", "placeholder", "prod",
-    "reduce_axis", "register_intrinsic", "registered_intrinsics", "scheduled_pipeline", "sigmoid",
-    "sqrt", "sum", "tanh", "unregister_intrinsic", "var",
+    "BlockRV", "CommReducer", "IterVar", "LoopRV", "Schedule", "ScheduleError", "SymExtent", "Tensor",
+    "TensorIntrin", "Var", "abs", "all", "any", "broadcast_binary", "build", "cast", "ceil", "comm_reducer",
+    "compile_c", "compute", "const", "create_func", "einsum", "equal", "erf", "exp", "floor", "graph_flops",
+    "if_then_else", "log", "logical_and", "logical_not", "logical_or", "lookup_intrinsic", "max", "maximum",
+    "min", "minimum", "not_equal", "placeholder", "prod", "reduce_axis", "register_intrinsic",
+    "registered_intrinsics", "scheduled_pipeline", "select", "sigmoid", "sqrt", "sum", "tanh",
+    "unregister_intrinsic", "var",
 ]

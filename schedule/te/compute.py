@@ -34,6 +34,7 @@ from mlir import ir
 from mlir.dialects import arith, func, linalg, math, tensor
 
 from ...frontend.emit import core
+from ...frontend.emit import elementwise as scalar_math
 from ...runtime.signature import SYMBOLS_ATTRIBUTE
 from .errors import ScheduleError
 from .expr import (
@@ -42,17 +43,24 @@ from .expr import (
     Compare,
     Const,
     Expr,
+    ExtentValue,
     IndexBinary,
+    IndexCompare,
     IndexConst,
     IndexExpr,
+    IndexValue,
     IterVar,
     Load,
+    Logical,
     Reduce,
+    ReducerArgument,
     Select,
     Unary,
     as_dtype,
     as_expr,
-    as_index,
+    as_tensor_index,
+    expr_children,
+    identity_value,
     sum,
 )
 from .symbolic import Var
@@ -99,19 +107,45 @@ class Tensor:
             raise ScheduleError(
                 f"{self.name} has rank {self.ndim}, indexed with {len(indices)} indices"
             )
-        index_exprs = tuple(as_index(i) for i in indices)
+        index_exprs = tuple(as_tensor_index(i) for i in indices)
         for index in index_exprs:
-            _check_affine(index)
+            if isinstance(index, IndexExpr):
+                _check_affine(index)
         load = Load(self, index_exprs, self.dtype)
-        if not _is_symbolic(load):  # symbolic bounds are proved by compute(), knowing its axes
+        if not load.data_dependent and not _is_symbolic(load):
+            # symbolic bounds are proved by compute(), knowing its axes; an index that may leave
+            # the tensor is legal only under an if_then_else guard, which compute() checks
             for position, (index, extent) in enumerate(zip(index_exprs, self.shape)):
                 low, high = _index_range(index)
                 if low < 0 or high >= extent:
-                    raise ScheduleError(
+                    load.out_of_bounds = (
                         f"{load!r}: index {position} ranges over [{low}, {high}] but dimension "
-                        f"{position} of {self.name} has extent {extent}"
-                    )
+                        f"{position} of {self.name} has extent {extent}")
+                    break
         return load
+
+    # Arithmetic on whole tensors broadcasts as numpy does (TVM's topi.add ... through + - * /).
+    def __add__(self, other): return broadcast_binary("add", self, other)
+    def __radd__(self, other): return broadcast_binary("add", other, self)
+    def __sub__(self, other): return broadcast_binary("sub", self, other)
+    def __rsub__(self, other): return broadcast_binary("sub", other, self)
+    def __mul__(self, other): return broadcast_binary("mul", self, other)
+    def __rmul__(self, other): return broadcast_binary("mul", other, self)
+    def __truediv__(self, other): return broadcast_binary("div", self, other)
+    def __rtruediv__(self, other): return broadcast_binary("div", other, self)
+
+    def __neg__(self) -> "Tensor":
+        return compute(self.shape, lambda *i: -self[i], name=f"{self.name}_neg")
+
+    def astype(self, dtype: object) -> "Tensor":
+        """The tensor converted elementwise to ``dtype`` (``topi.cast``)."""
+        return compute(self.shape, lambda *i: self[i].astype(dtype), name=f"{self.name}_cast")
+
+    @property
+    def flops(self) -> "int | None":
+        """Arithmetic operations of computing this tensor and the computes it reads (2 per
+        multiply-add, as the tuner counts); None where an extent is symbolic."""
+        return graph_flops([self])
 
     def __repr__(self) -> str:
         kind = "placeholder" if self.is_placeholder else "compute"
@@ -186,30 +220,29 @@ def _check_body(body: Expr, axes: list[IterVar], name: str) -> None:
                 "compute; compute the inner reduction as its own tensor"
             )
     known = set(axes) | set(reduce_axes)
-    used: set[IterVar] = set()
-    for load in _loads(body):
-        for index in load.indices:
-            for var in index.variables():
-                if var not in known:
-                    hint = " (pass it as axis= of the reduction)" if var.kind == "reduce" else ""
-                    raise ScheduleError(
-                        f"compute {name!r}: {load!r} uses axis {var.name!r}, which is not an axis "
-                        f"of this compute{hint}"
-                    )
-                used.add(var)
+    used = _index_variables(body)
+    for var in used:
+        if var not in known:
+            where = next((repr(load) for load in _loads(body) if any(
+                isinstance(i, IndexExpr) and var in i.variables() for i in load.indices)), "the body")
+            hint = " (pass it as axis= of the reduction)" if var.kind == "reduce" else ""
+            raise ScheduleError(
+                f"compute {name!r}: {where} uses axis {var.name!r}, which is not an axis "
+                f"of this compute{hint}"
+            )
     for var in reduce_axes:
         if var not in used:
             raise ScheduleError(f"compute {name!r}: reduction axis {var.name!r} indexes no tensor")
-        if not any(index is var for load in _loads(body) for index in load.indices):
-            raise ScheduleError(
-                f"compute {name!r}: reduction axis {var.name!r} only appears inside compound indices; "
-                "linalg infers each loop's range from an operand it indexes directly (e.g. a filter "
-                f"F[{var.name}])")
     # An access happens only when every axis is non-empty: the vars sizing them are >= 1.
     nonempty = {axis.extent for axis in known if isinstance(axis.extent, Var)}
-    for load in _loads(body):
-        if _is_symbolic(load):
-            _check_symbolic_bounds(load, nonempty, name)
+    for load, guarded in _guarded_loads(body):
+        if not load.data_dependent and _is_symbolic(load):
+            load.out_of_bounds = _symbolic_bounds_problem(load, nonempty)
+        if load.out_of_bounds and not guarded:
+            raise ScheduleError(
+                f"compute {name!r}: {load.out_of_bounds}; an index that may leave the tensor (padding) "
+                "must be guarded: "
+                "if_then_else(<index in range>, load, <pad value>)")
 
 
 def _walk(expr: Expr):
@@ -219,15 +252,55 @@ def _walk(expr: Expr):
 
 
 def _children(expr: Expr) -> list[Expr]:
-    if isinstance(expr, (Binary, Compare)):
-        return [expr.lhs, expr.rhs]
-    if isinstance(expr, (Unary, Cast)):
-        return [expr.operand]
+    return expr_children(expr)
+
+
+def _guarded_loads(expr: Expr, guarded: bool = False):
+    """``(load, guarded)`` for every load: guarded when it lies in a branch of a select."""
+    if isinstance(expr, Load):
+        yield expr, guarded
     if isinstance(expr, Select):
-        return [expr.condition, expr.true_value, expr.false_value]
-    if isinstance(expr, Reduce):
-        return [expr.body]
-    return []
+        yield from _guarded_loads(expr.condition, guarded)
+        yield from _guarded_loads(expr.true_value, True)
+        yield from _guarded_loads(expr.false_value, True)
+        return
+    for child in expr_children(expr):
+        yield from _guarded_loads(child, guarded)
+
+
+def _index_variables(expr: Expr) -> set[IterVar]:
+    """Axes ``expr`` mentions anywhere: in tensor indices, guards, or as values."""
+    found: set[IterVar] = set()
+    for node in _walk(expr):
+        if isinstance(node, Load):
+            for index in node.indices:
+                if isinstance(index, IndexExpr):
+                    found.update(index.variables())
+        elif isinstance(node, IndexCompare):
+            found.update(node.lhs.variables() + node.rhs.variables())
+        elif isinstance(node, IndexValue):
+            found.update(node.index.variables())
+    return found
+
+
+def is_gathered(load: Load) -> bool:
+    """A load read with ``tensor.extract`` in the body rather than as an operand (see Load).
+
+    Also a load that indexes a dimension by a bare axis of a smaller extent (``A[i, j]`` with
+    ``j`` over 1 of A's 6 columns): linalg requires an operand dim indexed by a bare loop dim
+    to have exactly that loop's extent."""
+    return load.data_dependent or bool(load.out_of_bounds)
+
+
+def _partial_dims(load: Load, results: "list[ir.AffineExpr]", axes: list[IterVar]) -> bool:
+    """Whether an affine result is a bare loop dim whose extent differs from the tensor's
+    (``A[i, j + 0]`` simplifies to ``d1``): linalg requires such a dim to match exactly."""
+    for result, extent in zip(results, load.tensor.shape):
+        if isinstance(result, ir.AffineDimExpr):
+            axis_extent = axes[result.position].extent
+            if not (axis_extent is extent or (not isinstance(extent, Var) and axis_extent == extent)):
+                return True
+    return False
 
 
 def _loads(expr: Expr) -> list[Load]:
@@ -289,8 +362,11 @@ def _linear_range(index: IndexExpr) -> tuple[_Linear, _Linear] | None:
     d = _constant_of(rhs[0])
     if d is None or d <= 0 or d != _constant_of(rhs[1]) or d.denominator != 1:
         return None
-    if index.op == "floordiv":  # floor(x / d) lies in [(x - d + 1) / d, x / d]
-        return _linear_scale(_linear_add(lhs[0], {None: 1 - d}), 1 / d), _linear_scale(lhs[1], 1 / d)
+    if index.op == "floordiv":  # floor(x / d) lies in [(x - d + 1) / d, x / d]; exact for constants
+        low, high = _constant_of(lhs[0]), _constant_of(lhs[1])
+        return ({None: Fraction(_math.floor(low / d))} if low is not None
+                else _linear_scale(_linear_add(lhs[0], {None: 1 - d}), 1 / d),
+                {None: Fraction(_math.floor(high / d))} if high is not None else _linear_scale(lhs[1], 1 / d))
     return {None: Fraction(0)}, {None: d - 1}
 
 
@@ -313,7 +389,8 @@ def _linear_text(form: _Linear) -> str:
     return " + ".join(terms).replace("+ -", "- ")
 
 
-def _check_symbolic_bounds(load: Load, nonempty: set[Var], name: str) -> None:
+def _symbolic_bounds_problem(load: Load, nonempty: set[Var]) -> str:
+    """Why a symbolic load may leave its tensor ("" when its bounds are proved)."""
     tensor_ = load.tensor
     for position, (index, extent) in enumerate(zip(load.indices, tensor_.shape)):
         bounds = _linear_range(index)
@@ -323,10 +400,10 @@ def _check_symbolic_bounds(load: Load, nonempty: set[Var], name: str) -> None:
                 _linear_add(upper, _linear_scale(bounds[1], Fraction(-1))), nonempty):
             span = (f"[{_linear_text(bounds[0])}, {_linear_text(bounds[1])}]" if bounds is not None
                     else "a range tilecraft cannot bound")
-            raise ScheduleError(
-                f"compute {name!r}: {load!r}: index {position} ranges over {span}, which cannot be "
-                f"proved inside dimension {position} of {tensor_.name} (extent {extent}) for every "
-                "value of the vars")
+            return (f"{load!r}: index {position} ranges over {span}, which cannot be "
+                    f"proved inside dimension {position} of {tensor_.name} (extent {extent}) for every "
+                    "value of the vars")
+    return ""
 
 
 def _index_range(index: IndexExpr) -> tuple[int, int]:
@@ -396,6 +473,81 @@ def einsum(spec: str, *tensors: Tensor, name: str = "einsum") -> Tensor:
     return compute(tuple(extents[letter] for letter in out), body, name=name)
 
 
+def broadcast_shape(a: "Sequence[int | Var]", b: "Sequence[int | Var]", what: str) -> "tuple[int | Var, ...]":
+    """numpy's broadcast of two shapes (aligned at the right; a 1 stretches), with vars: a var
+    broadcasts with itself or with 1 only."""
+    rank = len(a) if len(a) > len(b) else len(b)
+    a = (1,) * (rank - len(a)) + tuple(a)
+    b = (1,) * (rank - len(b)) + tuple(b)
+    shape = []
+    for axis, (x, y) in enumerate(zip(a, b)):
+        if x is y or (not isinstance(x, Var) and not isinstance(y, Var) and x == y) or y == 1:
+            shape.append(x)
+        elif x == 1:
+            shape.append(y)
+        else:
+            raise ScheduleError(f"{what}: shapes {tuple(a)} and {tuple(b)} do not broadcast "
+                                f"(axis {axis}: {x} and {y})")
+    return tuple(shape)
+
+
+def broadcast_load(t: Tensor, axes: "Sequence[IterVar]") -> Load:
+    """``t`` read at the output position ``axes`` of a broadcast (size-1 dims read at 0)."""
+    offset = len(axes) - t.ndim
+    return t[tuple(0 if not isinstance(e, Var) and e == 1 else axes[offset + d] for d, e in enumerate(t.shape))]
+
+
+_BROADCAST_NAMES = {"add": "T_add", "sub": "T_subtract", "mul": "T_multiply", "div": "T_divide",
+                    "max": "T_maximum", "min": "T_minimum"}
+
+
+def broadcast_binary(op: str, a: object, b: object, name: str | None = None) -> Tensor:
+    """``a <op> b`` elementwise with numpy broadcasting; either side may be a Python number
+    (TVM's ``topi.add`` and the tensors' ``+ - * /``)."""
+    name = name or _BROADCAST_NAMES[op]
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise ScheduleError(f"{name}: at least one operand must be a Tensor")
+    for operand in (a, b):
+        if not isinstance(operand, (Tensor, bool, int, float, np.integer, np.floating, Expr)):
+            raise ScheduleError(f"{name}: cannot combine a tensor with {operand!r} ({type(operand).__name__})")
+    shape = broadcast_shape(a.shape if isinstance(a, Tensor) else (),
+                            b.shape if isinstance(b, Tensor) else (), name)
+
+    def side(operand: object, axes: tuple) -> Expr:
+        return broadcast_load(operand, axes) if isinstance(operand, Tensor) else as_expr(operand)
+
+    def body(*axes: IterVar) -> Expr:
+        return side(a, axes)._binary(op, side(b, axes))
+
+    body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"ax{d}", inspect.Parameter.POSITIONAL_ONLY) for d in range(len(shape))])
+    return compute(shape, body, name=name)
+
+
+def _arithmetic_ops(expr: Expr) -> int:
+    return len([node for node in _walk(expr)
+                if isinstance(node, (Binary, Unary, Select, Compare, Logical)) or (
+                    isinstance(node, Cast) and node.operand.dtype != node.dtype)])
+
+
+def graph_flops(outputs: "Sequence[Tensor]") -> "int | None":
+    """Arithmetic operations of computing ``outputs`` and every compute they read: per compute,
+    its iteration points (spatial x reduction) times the operations of its body, plus one
+    per point for a reduction's combine (so a multiply-add counts 2, as the tuner counts).
+    None where an extent is symbolic (the count depends on the call)."""
+    total = 0
+    for t in _topological(list(outputs)):
+        points = 1
+        for axis in t.op.axes + t.op.reduce_axes:
+            if isinstance(axis.extent, Var):
+                return None
+            points *= axis.extent
+        body = t.op.body
+        ops = _arithmetic_ops(body.body) + 1 if isinstance(body, Reduce) else _arithmetic_ops(body)
+        total += points * ops
+    return total
+
+
 # --- emission -----------------------------------------------------------------------------
 
 # The DSL's arithmetic is signed (arith.divsi, cmpi slt...), so unsigned dtypes stay out.
@@ -422,16 +574,7 @@ def _constant(value: float | int | bool, dtype: np.dtype) -> ir.Value:
 
 
 def _identity(combiner: str, dtype: np.dtype) -> float | int:
-    if combiner == "sum":
-        return 0
-    if combiner == "prod":
-        return 1
-    if _is_float(dtype):
-        return -_math.inf if combiner == "max" else _math.inf
-    if dtype == np.dtype(np.bool_):
-        return 0 if combiner == "max" else 1
-    info = np.iinfo(dtype)
-    return info.min if combiner == "max" else info.max
+    return identity_value(combiner, dtype)
 
 
 def _affine(index: IndexExpr, positions: dict[IterVar, int]) -> ir.AffineExpr:
@@ -452,16 +595,82 @@ def _affine(index: IndexExpr, positions: dict[IterVar, int]) -> ir.AffineExpr:
 
 
 class _BodyEmitter:
-    """Emits a scalar expression inside a ``linalg.generic`` body."""
+    """Emits a scalar expression inside a ``linalg.generic`` body.
 
-    def __init__(self, operand_values: dict[int, ir.Value]) -> None:
+    Operand loads are block arguments; gathered loads (see :class:`~.expr.Load`) are
+    ``tensor.extract`` s of the tensor captured from the function at a clamped index, so a
+    guarded out-of-range index reads a valid element whose value the guard discards."""
+
+    def __init__(self, operand_values: dict[int, ir.Value], positions: "dict[IterVar, int]",
+                 tensors: "dict[int, ir.Value]", var_sizes: "dict[Var, ir.Value]",
+                 reducer_arguments: "tuple[ir.Value, ...]" = ()) -> None:
         self.operand_values = operand_values  # id(Load) -> block argument
+        self.positions = positions
+        self.tensors = tensors  # Tensor uid -> the function-level value
+        self.var_sizes = var_sizes
+        self.reducer_arguments = reducer_arguments
+        self._indices: dict[int, ir.Value] = {}
+
+    def index(self, expr: IndexExpr) -> ir.Value:
+        """An index expression as an ``index`` value (``linalg.index`` of its loop dims)."""
+        if isinstance(expr, IterVar):
+            d = self.positions[expr]
+            if d not in self._indices:
+                self._indices[d] = linalg.IndexOp(d).result
+            return self._indices[d]
+        if isinstance(expr, IndexConst):
+            return arith.constant(ir.IndexType.get(), expr.value)
+        lhs, rhs = self.index(expr.lhs), self.index(expr.rhs)
+        if expr.op == "+":
+            return arith.addi(lhs, rhs)
+        if expr.op == "*":
+            return arith.muli(lhs, rhs)
+        if expr.op == "floordiv":
+            return arith.floordivsi(lhs, rhs)
+        remainder = arith.remsi(lhs, rhs)  # affine mod is never negative
+        negative = arith.cmpi(arith.CmpIPredicate.slt, remainder, arith.constant(ir.IndexType.get(), 0))
+        return arith.select(negative, arith.addi(remainder, rhs), remainder)
+
+    def gather(self, load: Load) -> ir.Value:
+        source = self.tensors[load.tensor.uid]
+        index_type = ir.IndexType.get()
+        zero = arith.constant(index_type, 0)
+        one = arith.constant(index_type, 1)
+        indices = []
+        for axis, (index, extent) in enumerate(zip(load.indices, load.tensor.shape)):
+            if isinstance(index, IndexExpr):
+                value = self.index(index)
+            else:
+                value = arith.index_cast(index_type, self.emit(index, index.dtype))
+            last = (arith.subi(tensor.dim(source, arith.constant(index_type, axis)), one)
+                    if isinstance(extent, Var) else arith.constant(index_type, extent - 1))
+            indices.append(arith.maxsi(zero, arith.minsi(value, last)))
+        return tensor.extract(source, indices)
 
     def emit(self, expr: Expr, dtype: np.dtype) -> ir.Value:
         if isinstance(expr, Const):
             return _constant(expr.value, expr.dtype or dtype)
         if isinstance(expr, Load):
-            return self.operand_values[id(expr)]
+            if id(expr) in self.operand_values:
+                return self.operand_values[id(expr)]
+            return self.gather(expr)
+        if isinstance(expr, ReducerArgument):
+            return self.reducer_arguments[expr.position]
+        if isinstance(expr, IndexValue):
+            return arith.index_cast(element_type(expr.dtype), self.index(expr.index))
+        if isinstance(expr, ExtentValue):
+            return arith.index_cast(element_type(expr.dtype), self.var_sizes[expr.var])
+        if isinstance(expr, IndexCompare):
+            return _compare(expr.op, self.index(expr.lhs), self.index(expr.rhs), np.dtype(np.int64))
+        if isinstance(expr, Logical):
+            values = [self.emit(o, np.dtype(np.bool_)) for o in expr.operands]
+            if expr.op == "not":
+                return arith.xori(values[0], arith.constant(ir.IntegerType.get_signless(1), 1))
+            combine = arith.andi if expr.op == "and" else arith.ori
+            result = values[0]
+            for value in values[1:]:
+                result = combine(result, value)
+            return result
         if isinstance(expr, Cast):
             source = expr.operand.dtype or expr.dtype
             return _convert(self.emit(expr.operand, source), source, expr.dtype)
@@ -497,10 +706,12 @@ def _binary(op: str, a: ir.Value, b: ir.Value, dtype: np.dtype) -> ir.Value:
 def _compare(op: str, a: ir.Value, b: ir.Value, dtype: np.dtype) -> ir.Value:
     if _is_float(dtype):
         predicate = {"lt": arith.CmpFPredicate.OLT, "le": arith.CmpFPredicate.OLE,
-                     "gt": arith.CmpFPredicate.OGT, "ge": arith.CmpFPredicate.OGE}[op]
+                     "gt": arith.CmpFPredicate.OGT, "ge": arith.CmpFPredicate.OGE,
+                     "eq": arith.CmpFPredicate.OEQ, "ne": arith.CmpFPredicate.UNE}[op]
         return arith.cmpf(predicate, a, b)
     predicate = {"lt": arith.CmpIPredicate.slt, "le": arith.CmpIPredicate.sle,
-                 "gt": arith.CmpIPredicate.sgt, "ge": arith.CmpIPredicate.sge}[op]
+                 "gt": arith.CmpIPredicate.sgt, "ge": arith.CmpIPredicate.sge,
+                 "eq": arith.CmpIPredicate.eq, "ne": arith.CmpIPredicate.ne}[op]
     return arith.cmpi(predicate, a, b)
 
 
@@ -512,7 +723,9 @@ def _unary_op(op: str, x: ir.Value, dtype: np.dtype) -> ir.Value:
     if op == "sigmoid":
         one = _constant(1.0, dtype)
         return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
-    return {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh}[op](x)
+    # erf: the frontends' polynomial (math.erf has no lowering to LLVM)
+    return {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh, "erf": scalar_math.erf,
+            "floor": math.floor, "ceil": math.ceil}[op](x)
 
 
 def _convert(x: ir.Value, source: np.dtype, target: np.dtype) -> ir.Value:
@@ -544,12 +757,22 @@ def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str,
     n_dims = len(axes)
     body = op.body.body if isinstance(op.body, Reduce) else op.body
 
+    def extent_value(e: "int | Var") -> "int | ir.Value":
+        return var_sizes[e] if isinstance(e, Var) else e
+
     operands: list[ir.Value] = []
     maps: list[ir.AffineMap] = []
     arg_of_load: dict[int, int] = {}
     seen: dict[tuple[int, str], int] = {}
+    direct: set[IterVar] = set()
     for load in _loads(body):
+        if is_gathered(load):
+            continue
         affine_map = ir.AffineMap.get(n_dims, 0, [_affine(i, positions) for i in load.indices])
+        results = list(affine_map.results)
+        if _partial_dims(load, results, axes):
+            continue  # read with tensor.extract by the body emitter
+        direct.update(axes[r.position] for r in results if isinstance(r, ir.AffineDimExpr))
         key = (load.tensor.uid, str(affine_map))
         if key not in seen:
             seen[key] = len(operands)
@@ -557,11 +780,20 @@ def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str,
             maps.append(affine_map)
         arg_of_load[id(load)] = seen[key]
     out_type = element_type(tensor_.dtype)
+    # linalg infers each loop's range from an operand that an axis indexes directly; reduction
+    # axes only inside compound indices (a pooling window) or guards range over a window
+    # operand, as linalg's pooling ops do: an empty tensor of the window's shape, never read.
+    window = [a for a in op.reduce_axes if a not in direct]
+    if window:
+        operands.append(tensor.empty([extent_value(a.extent) for a in window], out_type))
+        maps.append(ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(positions[a]) for a in window]))
     maps.append(ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in range(len(op.axes))]))
 
-    init = tensor.empty([var_sizes[e] if isinstance(e, Var) else e for e in tensor_.shape], out_type)
+    init = tensor.empty([extent_value(e) for e in tensor_.shape], out_type)
     if isinstance(op.body, Reduce):
-        fill = linalg.fill(_constant(_identity(op.body.combiner, tensor_.dtype), tensor_.dtype), outs=[init])
+        identity = (op.body.reducer.identity(tensor_.dtype).value if op.body.reducer
+                    else _identity(op.body.combiner, tensor_.dtype))
+        fill = linalg.fill(_constant(identity, tensor_.dtype), outs=[init])
         fill.owner.attributes[BLOCK_ATTR] = ir.StringAttr.get(f"{block_name}.init")
         init = fill
     iterators = ["parallel"] * len(op.axes) + ["reduction"] * len(op.reduce_axes)
@@ -576,12 +808,17 @@ def _emit_compute(tensor_: Tensor, values: dict[int, ir.Value], block_name: str,
         *[ir.RankedTensorType(v.type).element_type for v in operands], out_type
     )
     with ir.InsertionPoint(block):
-        emitter = _BodyEmitter({load_id: block.arguments[i] for load_id, i in arg_of_load.items()})
+        emitter = _BodyEmitter({load_id: block.arguments[i] for load_id, i in arg_of_load.items()},
+                               positions, values, var_sizes)
         value = emitter.emit(body, tensor_.dtype)
         if isinstance(op.body, Reduce):
             acc = block.arguments[len(operands)]
-            combine = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}[op.body.combiner]
-            value = _binary(combine, acc, value, tensor_.dtype)
+            if op.body.reducer is not None:
+                combiner = _BodyEmitter({}, positions, values, var_sizes, (acc, value))
+                value = combiner.emit(op.body.reducer.combine(tensor_.dtype), tensor_.dtype)
+            else:
+                combine = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}[op.body.combiner]
+                value = _binary(combine, acc, value, tensor_.dtype)
         linalg.YieldOp([value])
     return generic.result
 
@@ -644,6 +881,7 @@ def _var_sources(args: list[Tensor], computes: list[Tensor]) -> "dict[Var, tuple
     for t in computes:
         used += [e for e in t.shape if isinstance(e, Var)]
         used += [a.extent for a in t.op.axes + t.op.reduce_axes if isinstance(a.extent, Var)]
+        used += [node.var for node in _walk(t.op.body) if isinstance(node, ExtentValue)]
     for a, t in enumerate(args):
         for axis, e in enumerate(t.shape):
             if isinstance(e, Var):

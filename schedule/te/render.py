@@ -243,6 +243,19 @@ def materialized_count(block: BlockRV, loops: "list[LoopRV] | None" = None) -> i
     return must + 1
 
 
+def gathers(block: BlockRV) -> bool:
+    """Whether the block reads with an indexed ``tensor.extract`` (a guarded or data-dependent
+    load, see te.compute): the vectorizer does not turn those into vector loads."""
+    body = getattr(block.op, "body", ()) or ()
+    return any(entry.startswith("tensor.extract(") and "," in entry.split(")")[0] for entry in body)
+
+
+def _vectorizable(block: BlockRV) -> bool:
+    """Whether ``structured.vectorize`` can take the block: no gathers, and every operand
+    indexed by plain loop dims (a convolution window ``d2 + d5`` is not)."""
+    return not gathers(block) and all(r.kind in ("dim", "const") for results in block.maps for r in results)
+
+
 def _partial_dims(block: BlockRV) -> set[int]:
     """Dims whose tiles may be smaller than their stride: split with ``pad=True``, or of a
     symbolic extent (whose tiles have dynamic shapes even when unsplit)."""
@@ -442,10 +455,14 @@ class Renderer:
                 sizes[dim_map[first]] = self._vector_sizes(block, count)[first]
                 handle, loops = w.tile_loops(handle, sizes, None)
                 levels.append(loops[0])
+            # compute_inline vectorizes the fused pair when both can be (a gather or a
+            # convolution window keeps scalar loops: still inlined, recomputed per tile)
+            inline_vectors = _vectorizable(block) and all(_vectorizable(p) for p in block.inlined)
             for producer in block.inlined:
                 fused = self.fuse_chain(self.op_handles[producer.uid], levels)
-                self.finishing.append(("vectorize", fused, None))
-        if vectorized or block.inlined:
+                if inline_vectors:
+                    self.finishing.append(("vectorize", fused, None))
+        if vectorized or (block.inlined and inline_vectors):
             sizes = self._vector_sizes(block, count) if partial else None
             decompose = block.op is not None and block.op.op_name in DECOMPOSABLE and block.kind == "op"
             self.finishing.append(("vectorize", handle, sizes, decompose))

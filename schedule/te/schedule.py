@@ -44,7 +44,7 @@ from .payload import (
     load_payload,
     name_dynamic_dims,
 )
-from .render import render
+from .render import gathers, render
 from .state import (
     PARALLEL,
     SERIAL,
@@ -255,6 +255,49 @@ def _split(state: State, loop: LoopRV, factors: list[int], pad: bool, step: str)
     return new_loops
 
 
+def _split_fused_parts(loop: LoopRV, factors: list[int]) -> tuple[list[Part], list[Part]]:
+    """The parts of ``outer, inner = split(fused, ...)``: ``inner`` takes the innermost parts
+    whose extents multiply to the inner factor, cutting one part in two where needed (TVM's
+    split of a fused loop, e.g. to vectorize it). The inner factor must be a product of the
+    innermost extents times a divisor of the next one."""
+    if len(factors) != 2:
+        raise ScheduleError(f"split: loop {loop.name!r} is fused; split it in two (factor= or nparts=)")
+    if any(p.partial or is_symbolic(p.extent) for p in loop.parts):
+        raise ScheduleError(f"split: the fused loop {loop.name!r} has a partial or symbolic part; split "
+                            "its loops before fusing")
+    inner_factor = factors[1]
+    if _product(factors) != loop.extent:
+        raise ScheduleError(f"split: the factors {factors} do not divide the fused loop {loop.name!r} "
+                            f"of extent {loop.extent}; a fused loop cannot be padded")
+    suffix = 1
+    for k in range(len(loop.parts) - 1, -1, -1):
+        part = loop.parts[k]
+        if inner_factor % suffix == 0 and part.extent % (inner_factor // suffix) == 0:
+            cut = inner_factor // suffix
+            outer = list(loop.parts[:k])
+            inner = list(loop.parts[k + 1:])
+            if cut > 1:
+                inner.insert(0, Part(part.dim, part.stride, cut))
+            if part.extent // cut > 1 or not outer:
+                outer.append(Part(part.dim, part.stride * cut, part.extent // cut))
+            if inner and outer:
+                return outer, inner
+        suffix *= part.extent
+    extents = [p.extent for p in loop.parts]
+    raise ScheduleError(f"split: the inner factor {inner_factor} does not follow the fused extents "
+                        f"{extents} of {loop.name!r} (it must be a product of the innermost ones "
+                        "times a divisor of the next)")
+
+
+def _split_fused(state: State, loop: LoopRV, parts: tuple[list[Part], list[Part]], step: str) -> list[LoopRV]:
+    block = loop.block
+    new_loops = [LoopRV(block, list(p), f"{loop.name}_{j}") for j, p in enumerate(parts)]
+    index = block.loops.index(loop)
+    block.loops[index:index + 1] = new_loops
+    loop.consumed = f"{step} (it became {', '.join(l.name for l in new_loops)})"
+    return new_loops
+
+
 def _product(values: Sequence[int]) -> int:
     result = 1
     for v in values:
@@ -293,8 +336,11 @@ def _fuse(state: State, loops: list[LoopRV], step: str) -> LoopRV:
             f"{step}: the fused loops step over {block.dims[dims[0]].name!r} twice, not contiguously; "
             "a tiled op cannot walk one dim in two places of one loop"
         )
-    if any(p.partial for p in parts) and len(parts) > 1:
-        raise ScheduleError(f"{step}: loops with a partial last tile (pad=True) cannot be fused")
+    partial_inner = [p for p in parts[1:] if p.partial and p.stride == 1]
+    if partial_inner:
+        raise ScheduleError(f"{step}: {block.dims[partial_inner[0].dim].name!r}'s partial last tile (pad=True "
+                            "or a symbolic extent) would sit inside the fused loop; fuse the outer tile loops "
+                            "(TVM's fuse after tile) and keep the partial tiles inner")
     fused = LoopRV(block, parts, "_".join(l.name for l in loops) + "_fused")
     index = block.loops.index(loops[0])
     block.loops[index:index + len(loops)] = [fused]
@@ -683,11 +729,15 @@ class Schedule:
         loop = check_loop(loop, "split")
         _not_frozen([loop], "split")
         _traced(loop.block, "split")
-        if len(loop.parts) != 1:
-            raise ScheduleError(f"split: loop {loop.name!r} is a fused loop; split before fusing")
         if loop.kind != SERIAL:
             raise ScheduleError(f"split: loop {loop.name!r} is {loop.kind}; split before annotating it")
         resolved = _resolve_factors(loop.extent, factor, nparts, factors, pad, loop.name)
+        if len(loop.parts) != 1:
+            parts = _split_fused_parts(loop, resolved)
+            args = f"factor={factor}" if factor is not None else f"nparts={nparts}" if nparts is not None \
+                else f"factors={list(factors)}"
+            call = f"sch.split({self._name(loop)}, {args})"
+            return self._step(call, _split_fused, loop, parts, call)
         args = (f"factor={factor}" if factor is not None else f"nparts={nparts}" if nparts is not None
                 else f"factors={list(factors)}") + (", pad=True" if pad else "")
         call = f"sch.split({self._name(loop)}, {args})"
@@ -706,13 +756,14 @@ class Schedule:
         for loop in (x, y):
             if len(loop.parts) != 1 or loop.kind != SERIAL:
                 raise ScheduleError(f"tile: loop {loop.name!r} must be a plain (unfused, unannotated) loop")
-        fx = _resolve_factors(x.extent, x_factor, None, None, False, x.name)
-        fy = _resolve_factors(y.extent, y_factor, None, None, False, y.name)
+        # TVM's tile guards a factor that does not divide the extent: a partial last tile
+        fx = _resolve_factors(x.extent, x_factor, None, None, True, x.name)
+        fy = _resolve_factors(y.extent, y_factor, None, None, True, y.name)
         call = f"sch.tile({self._name(x)}, {self._name(y)}, {x_factor}, {y_factor})"
 
         def mutate(state: State, x: LoopRV, y: LoopRV) -> list[LoopRV]:
-            xo, xi = _split(state, x, fx, False, call)
-            yo, yi = _split(state, y, fy, False, call)
+            xo, xi = _split(state, x, fx, True, call)
+            yo, yi = _split(state, y, fy, True, call)
             _reorder(state, [xo, yo, xi, yi], "tile")
             return [xo, yo, xi, yi]
 
@@ -841,6 +892,11 @@ class Schedule:
         dims = [p.dim for p in loop.parts]
         if dims != sorted(dims) or any(p.stride != 1 for p in loop.parts[1:]):
             raise ScheduleError(f"vectorize: the fused loop {loop.name!r} does not walk its dims in order")
+        if gathers(block):
+            raise ScheduleError(
+                f"vectorize: block {block.name!r} reads with tensor.extract (a guarded load such as "
+                "padding, or a data-dependent index), which the vectorizer does not turn into vector "
+                "loads; keep it scalar and parallelize it, or compute it at its consumer's loop")
         call = f"sch.vectorize({self._name(loop)})"
         return self._step(call, _annotate, loop, VECTORIZED)
 
@@ -995,8 +1051,8 @@ class Schedule:
         (``transform.structured.fuse_into_containing_op``). Rebuilds ``block``'s loops."""
         block, loop = check_block(block, "compute_at"), check_loop(loop, "compute_at")
         host = loop.block
-        _static(block, "compute_at")
-        _static(host, "compute_at")
+        _traced(block, "compute_at")
+        _traced(host, "compute_at")
         if host is block:
             raise ScheduleError("compute_at: a block cannot be computed at its own loop")
         self._movable(block, "compute_at")
@@ -1137,9 +1193,9 @@ class Schedule:
         consumer's innermost loop (fused there, then vectorized with it), and its tensor
         disappears."""
         block = check_block(block, "compute_inline")
-        _static(block, "compute_inline")
+        _traced(block, "compute_inline")
         for consumer, _ in block.consumers:
-            _static(consumer, "compute_inline")
+            _traced(consumer, "compute_inline")
         self._movable(block, "compute_inline")
         if block.kind != "op":
             raise ScheduleError(f"compute_inline: {block.name!r} is a {block.kind} block, not an op of the function")
@@ -1272,10 +1328,12 @@ class Schedule:
         dim. ``rfactor(ki)`` is ``transform.structured.tile_reduction_using_for`` (a serial
         loop over ``ko`` accumulates ``ki.extent`` independent partials);
         ``rfactor(ko)`` is ``tile_reduction_using_forall`` (``ko.extent`` parallel partial
-        reductions in an ``scf.forall``, TVM's parallel reduction). The partial axis is the
-        last axis of the rf tensor (upstream's layout), so ``factor_axis`` may only be that
-        position (or -1). Loops outside ``ko`` are scheduled before ``rfactor``; afterwards
-        the block and its rf block take no more loop primitives."""
+        reductions in an ``scf.forall``, TVM's parallel reduction). ``factor_axis`` (TVM's
+        default 0) is accepted at any position: it only says where TVM lays out the partial
+        axis in the rf buffer, which no later primitive can address here; tilecraft's rf
+        tensor keeps upstream's layout (partial axis last) and the results are the same.
+        Loops outside ``ko`` are scheduled before ``rfactor``; afterwards the block and its rf
+        block take no more loop primitives."""
         loop = check_loop(loop, "rfactor")
         block = loop.block
         _static(block, "rfactor")
@@ -1323,10 +1381,11 @@ class Schedule:
                 f"parallel loops — rfactor the inner part {inner.name!r} instead, or leave "
                 f"{parallel_outside[0]!r} serial")
         rank = len(block.output_map) + 1
-        if factor_axis is not None and factor_axis not in (rank - 1, -1):
+        if factor_axis is not None and (not isinstance(factor_axis, int) or isinstance(factor_axis, bool)
+                                        or not -rank <= factor_axis < rank):
             raise ScheduleError(
-                f"rfactor: factor_axis={factor_axis}: upstream's split reduction puts the partial axis "
-                f"last in the rf tensor (axis {rank - 1} of {rank}); pass factor_axis={rank - 1}, -1 or None")
+                f"rfactor: factor_axis={factor_axis!r} is out of range: the rf tensor has {rank} axes "
+                f"(the output's and the partial axis); give an int in [{-rank}, {rank})")
         call = f"sch.rfactor({self._name(loop)}" + (f", {factor_axis})" if factor_axis is not None else ")")
         return self._step(call, _rfactor, block, loop, call)
 

@@ -283,7 +283,9 @@ def chain_check(block: BlockRV, order: list[LoopRV], what: str) -> None:
                 raise ScheduleError(
                     f"{what}: loop {loop.name!r} steps over {block.dims[part.dim].name!r} by "
                     f"{part.stride}, so it must stay outside {previous[1].name!r} (stride "
-                    f"{previous[0]}): tiling creates the loops of one dim outside-in"
+                    f"{previous[0]}): tiling creates the loops of one dim outside-in (each tile loop "
+                    "walks contiguous blocks), so TVM's strided order is not generated; reorder the "
+                    "split loops across dims instead, e.g. (i_0, j_0, i_1, j_1)"
                 )
             last_stride[part.dim] = (part.stride, loop)
 

@@ -77,7 +77,7 @@ def test_max_reduction_over_two_axes_and_a_window(arrays):
     (lambda A, k: tc.compute((8, 4), lambda i, j: A[i * j, j]), "not affine"),
     (lambda A, k: tc.compute((8,), lambda i: tc.sum(A[i, k], axis=i)), "not a reduction axis"),
     (lambda A, k: tc.einsum("ij,jk", A, A), "write the output explicitly"),
-    (lambda A, k: tc.compute((5,), lambda i: tc.sum(A[i + k, 0], axis=k)), "only appears inside"),
+    (lambda A, k: tc.compute((8, 4), lambda i, j: A[i - 1, j]), "must be guarded: if_then_else"),
 ])
 def test_definition_errors(make, message):
     A = tc.placeholder((8, 4), name="A")

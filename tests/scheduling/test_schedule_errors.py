@@ -300,7 +300,7 @@ def test_rfactor_errors(mm):
     raises(sch, "loop 'i' iterates the spatial dim 'i' of 'C', not a reduction", lambda: sch.rfactor(i))
     raises(sch, "split the reduction loop in two and keep both parts innermost", lambda: sch.rfactor(k))
     ko, ki = sch.split(k, factor=8)
-    raises(sch, "upstream's split reduction puts the partial axis last", lambda: sch.rfactor(ki, factor_axis=0))
+    raises(sch, "factor_axis=3 is out of range: the rf tensor has 3 axes", lambda: sch.rfactor(ki, factor_axis=3))
     sch.unroll(ki)
     raises(sch, "loop 'k_1' must be a plain loop", lambda: sch.rfactor(ki))
     other = tc.Schedule(matmul())
