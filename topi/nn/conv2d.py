@@ -42,65 +42,61 @@ def _accumulate(a: Expr, b: Expr, out_dtype) -> Expr:
     return a.astype(out_dtype) * b.astype(out_dtype)
 
 
+class _Geometry:
+    """What both layouts derive alike from the operands and the attributes: extents, strides,
+    dilations, the padded input, the reduction axes and the group's channel index."""
+
+    def __init__(self, op: str, Input: te.Tensor, Filter: te.Tensor, layout: str, stride, padding,
+                 dilation, groups: int) -> None:
+        _check(Input, Filter, op)
+        channels_last = layout == "NHWC"
+        n, h, w, c = Input.shape if channels_last else (Input.shape[0], *Input.shape[2:], Input.shape[1])
+        dims = [static(e, op, f"filter axis {d}") for d, e in enumerate(Filter.shape)]
+        kh, kw, cg, k = dims if channels_last else (dims[2], dims[3], dims[1], dims[0])
+        h, w, c = static(h, op, "the height"), static(w, op, "the width"), static(c, op, "the channels")
+        self.sh, self.sw = pair(stride, op, "stride")
+        self.dh, self.dw = pair(dilation, op, "dilation")
+        if groups < 1 or c % groups or k % groups or cg != c // groups:
+            raise ScheduleError(f"{op}: {c} input channels, {k} filters of {cg} channels do not make "
+                                f"{groups} groups")
+        top, left, bottom, right = pad_tuple(padding, ((kh - 1) * self.dh + 1, (kw - 1) * self.dw + 1), op)
+        self.n, self.k = n, k
+        self.oh = _output_extent(h, top + bottom, kh, self.sh, self.dh, op)
+        self.ow = _output_extent(w, left + right, kw, self.sw, self.dw, op)
+        before, after = ((0, top, left, 0), (0, bottom, right, 0)) if channels_last else \
+            ((0, 0, top, left), (0, 0, bottom, right))
+        self.data = pad(Input, before, after, name="pad_temp") if top + left + bottom + right else Input
+        self.rc, self.ry, self.rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+        self.cg, self.kg, self.groups = cg, k // groups, groups
+
+    def channel(self, ff):
+        """The input channel a filter ``ff`` reads at reduction step ``rc``: its group's."""
+        return self.rc if self.groups == 1 else (ff // self.kg) * self.cg + self.rc
+
+
 def conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride, padding, dilation, out_dtype=None,
                 groups: int = 1) -> te.Tensor:
     """NCHW convolution; ``Filter`` is ``(out_channel, in_channel // groups, kh, kw)``."""
-    op = "conv2d_nchw"
-    _check(Input, Filter, op)
-    n, c, h, w = Input.shape
-    k, cg, kh, kw = (static(e, op, f"filter axis {d}") for d, e in enumerate(Filter.shape))
-    h, w, c = static(h, op, "the height"), static(w, op, "the width"), static(c, op, "the channels")
-    sh, sw = pair(stride, op, "stride")
-    dh, dw = pair(dilation, op, "dilation")
-    if groups < 1 or c % groups or k % groups or cg != c // groups:
-        raise ScheduleError(f"{op}: {c} input channels, {k} filters of {cg} channels do not make "
-                            f"{groups} groups")
-    top, left, bottom, right = pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), op)
-    oh = _output_extent(h, top + bottom, kh, sh, dh, op)
-    ow = _output_extent(w, left + right, kw, sw, dw, op)
-    data = pad(Input, (0, 0, top, left), (0, 0, bottom, right), name="pad_temp") if top + left + bottom + right else Input
-    rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
-    kg = k // groups
-
-    def channel(ff):
-        return rc if groups == 1 else (ff // kg) * cg + rc
-
+    g = _Geometry("conv2d_nchw", Input, Filter, "NCHW", stride, padding, dilation, groups)
+    rc, ry, rx = g.rc, g.ry, g.rx
     return te.compute(
-        (n, k, oh, ow),
+        (g.n, g.k, g.oh, g.ow),
         lambda nn, ff, yy, xx: te.sum(_accumulate(
-            data[nn, channel(ff), yy * sh + ry * dh, xx * sw + rx * dw], Filter[ff, rc, ry, rx], out_dtype),
-            axis=[rc, ry, rx]),
+            g.data[nn, g.channel(ff), yy * g.sh + ry * g.dh, xx * g.sw + rx * g.dw], Filter[ff, rc, ry, rx],
+            out_dtype), axis=[rc, ry, rx]),
         name="conv2d_nchw")
 
 
 def conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride, padding, dilation, out_dtype=None,
                 groups: int = 1) -> te.Tensor:
     """NHWC convolution; ``Filter`` is HWIO ``(kh, kw, in_channel // groups, out_channel)``."""
-    op = "conv2d_nhwc"
-    _check(Input, Filter, op)
-    n, h, w, c = Input.shape
-    kh, kw, cg, k = (static(e, op, f"filter axis {d}") for d, e in enumerate(Filter.shape))
-    h, w, c = static(h, op, "the height"), static(w, op, "the width"), static(c, op, "the channels")
-    sh, sw = pair(stride, op, "stride")
-    dh, dw = pair(dilation, op, "dilation")
-    if groups < 1 or c % groups or k % groups or cg != c // groups:
-        raise ScheduleError(f"{op}: {c} input channels, {k} filters of {cg} channels do not make "
-                            f"{groups} groups")
-    top, left, bottom, right = pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), op)
-    oh = _output_extent(h, top + bottom, kh, sh, dh, op)
-    ow = _output_extent(w, left + right, kw, sw, dw, op)
-    data = pad(Input, (0, top, left, 0), (0, bottom, right, 0), name="pad_temp") if top + left + bottom + right else Input
-    rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
-    kg = k // groups
-
-    def channel(ff):
-        return rc if groups == 1 else (ff // kg) * cg + rc
-
+    g = _Geometry("conv2d_nhwc", Input, Filter, "NHWC", stride, padding, dilation, groups)
+    rc, ry, rx = g.rc, g.ry, g.rx
     return te.compute(
-        (n, oh, ow, k),
+        (g.n, g.oh, g.ow, g.k),
         lambda nn, yy, xx, ff: te.sum(_accumulate(
-            data[nn, yy * sh + ry * dh, xx * sw + rx * dw, channel(ff)], Filter[ry, rx, rc, ff], out_dtype),
-            axis=[rc, ry, rx]),
+            g.data[nn, yy * g.sh + ry * g.dh, xx * g.sw + rx * g.dw, g.channel(ff)], Filter[ry, rx, rc, ff],
+            out_dtype), axis=[rc, ry, rx]),
         name="conv2d_nhwc")
 
 
