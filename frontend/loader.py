@@ -22,7 +22,7 @@ from mlir import ir
 from ..errors import ArgumentTypeError, CompileError, ModelImportError, ResourceLimitError
 from ..runtime.limits import Limits, check_nesting, check_tensor
 
-MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2")
+MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2", ".tflite")
 
 
 @dataclass(frozen=True)
@@ -278,6 +278,10 @@ def _load_module(
             source = read_exported_program(path)
         elif path.suffix == ".onnx":
             source = path
+        elif path.suffix == ".tflite":
+            from .tflite import tflite_to_onnx  # needs the 'tflite' extra
+
+            source, name = tflite_to_onnx(path), name or str(path)
         else:
             if shape_dict:
                 raise ModelImportError("shape_dict applies to ONNX models only")
