@@ -1,0 +1,93 @@
+"""The TFLite frontend's structure: images stay NHWC through the compile, int8 convolutions
+and dense layers reach the integer kernels, and bad files get typed errors."""
+
+import re
+
+import numpy as np
+import pytest
+
+from tflite_testing import convert, litert_run, model_inputs
+from test_tflite_ops import MODELS
+
+import tilecraft
+from tilecraft.errors import ModelImportError
+from tilecraft.frontend.tflite import import_tflite, tflite_to_onnx
+
+
+def nhwc_net():
+    """Convolutions, pooling and a dense head: nothing TFLite itself transposes."""
+    import keras
+    from keras import layers
+
+    x0 = keras.Input((10, 10, 4), batch_size=1)
+    x = layers.Conv2D(8, 3, padding="same", activation="relu")(x0)
+    x = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+    x = layers.MaxPooling2D(2)(x)
+    x = layers.Conv2D(16, 1)(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(x0, layers.Dense(4)(x))
+
+
+def test_convolutions_stay_nhwc_without_transposes(tflite_folder):
+    """Each conv/pool is written between NHWC->NCHW->NHWC transposes; the layout pass must
+    cancel every pair, leaving NHWC named ops and no transpose."""
+    path = convert(tflite_folder, "nhwc", nhwc_net)
+    compiled = tilecraft.compile(str(path), keep_ir=True)
+    graph_ir = compiled.ir("graph")
+    assert "linalg.transpose" not in graph_ir
+    assert len(re.findall(r"linalg\.conv_2d_nhwc_hwcf", graph_ir)) == 2
+    assert "linalg.depthwise_conv_2d_nhwc_hwc" in graph_ir and "linalg.pooling_nhwc_max" in graph_ir
+    inputs = model_inputs(path)
+    expected = litert_run(path, inputs)[0]
+    np.testing.assert_allclose(compiled(*inputs), expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+
+
+def test_int8_convolutions_and_dense_become_integer_products(tflite_folder):
+    """Per-channel int8 filters stay int8 behind a DequantizeLinear, in the QDQ form that
+    qdq.py turns into ConvInteger/MatMulInteger (the int8 kernels)."""
+    from tilecraft.frontend.onnx.qdq import integer_qdq_matmuls
+
+    path = convert(tflite_folder, "conv", MODELS["conv"][0], int8="float-io")
+    proto = tflite_to_onnx(path)
+    per_channel = [n for n in proto.graph.node if n.op_type == "DequantizeLinear"
+                   and any(a.name == "axis" for a in n.attribute)]
+    assert per_channel
+    rewritten = [n.op_type for n in integer_qdq_matmuls(proto).graph.node]
+    assert rewritten.count("ConvInteger") == 2 and rewritten.count("MatMulInteger") == 1
+
+
+def test_import_tflite_gives_an_mlir_module(tflite_folder):
+    path = convert(tflite_folder, "nhwc", nhwc_net)
+    module = import_tflite(path.read_bytes())
+    assert "func.func @main" in str(module)
+
+
+def test_truncated_files_are_refused(tflite_folder):
+    data = convert(tflite_folder, "nhwc", nhwc_net).read_bytes()
+    for length in (0, 7, 12, 64, len(data) // 3, len(data) // 2, len(data) - 16):
+        with pytest.raises(ModelImportError, match="truncated|too short|corrupt|outside|past the end"):
+            tflite_to_onnx(data[:length])
+
+
+def test_a_file_with_the_wrong_identifier_is_refused(tflite_folder, tmp_path):
+    data = bytearray(convert(tflite_folder, "nhwc", nhwc_net).read_bytes())
+    data[4:8] = b"ONNX"
+    path = tmp_path / "model.tflite"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelImportError, match=r"not a TFLite model .*ONNX"):
+        tilecraft.compile(str(path))
+
+
+def test_an_unsupported_operator_is_named_with_its_index(tflite_folder):
+    def cumulative():
+        import keras
+        from keras import layers, ops
+
+        x0 = keras.Input((4, 6), batch_size=1)
+        y = layers.Lambda(lambda t: ops.cumsum(t, axis=-1))(layers.Activation("relu")(x0))
+        return keras.Model(x0, y)
+
+    path = convert(tflite_folder, "cumsum", cumulative)
+    with pytest.raises(ModelImportError, match=r"unsupported TFLite operator.*CUMSUM \(operator 1\)") as error:
+        tilecraft.compile(str(path))
+    assert error.value.problems == [("operator 1", "CUMSUM", "no converter")]
