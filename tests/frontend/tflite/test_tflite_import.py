@@ -91,3 +91,14 @@ def test_an_unsupported_operator_is_named_with_its_index(tflite_folder):
     with pytest.raises(ModelImportError, match=r"unsupported TFLite operator.*CUMSUM \(operator 1\)") as error:
         tilecraft.compile(str(path))
     assert error.value.problems == [("operator 1", "CUMSUM", "no converter")]
+
+
+def test_load_describes_the_tflite_model(tflite_folder):
+    path = convert(tflite_folder, "nhwc", nhwc_net)
+    model = tilecraft.load(str(path))
+    assert model.name == "nhwc.tflite"
+    assert [(t.dtype, t.shape) for t in model.inputs] == [("float32", (1, 10, 10, 4))]
+    assert [t.shape for t in model.outputs] == [(1, 4)]
+    assert model.operators["CONV_2D"] == 2 and model.operators["FULLY_CONNECTED"] == 1
+    inputs = model_inputs(path)
+    np.testing.assert_allclose(tilecraft.compile(model)(*inputs), litert_run(path, inputs)[0], rtol=1e-4, atol=1e-5)

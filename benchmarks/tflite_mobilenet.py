@@ -1,0 +1,114 @@
+"""A MobileNetV2 TFLite model (float and full int8) compiled by tilecraft, timed against
+LiteRT's interpreter on the same inputs.
+
+    .venv/bin/python benchmarks/tflite_mobilenet.py
+    .venv/bin/python benchmarks/tflite_mobilenet.py --resolution 160 --alpha 0.5 --repeat 15
+
+The model is ``keras.applications.MobileNetV2`` with random weights (``weights=None``:
+nothing is downloaded), converted by ``tf.lite.TFLiteConverter`` as float and as full int8
+(logits: no softmax; calibrated on random images, float inputs and outputs through QUANTIZE/DEQUANTIZE). Each
+``.tflite`` is compiled by ``tilecraft.compile`` and run beside LiteRT's interpreter
+(``ai_edge_litert``, its default XNNPACK delegate, ``num_threads`` = tilecraft's thread
+count, 2 by default) with calls alternating in blocks, a pause before each runtime's turn
+(``runtime.timing.alternating``: the medians of one run, so only the ratio carries on a
+shared machine). Outputs are checked first: float within 1e-3 of the largest logit, int8
+within two output quantization steps (errors compound over 50 layers). Prints one table.
+No thresholds: the figures go to docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TILECRAFT_NUM_THREADS", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+import tilecraft  # noqa: E402
+import mlir.ir  # noqa: E402,F401  (MLIR's libraries before TensorFlow's: the other order crashes)
+from tilecraft.frontend.tflite.flatbuffer import read_model  # noqa: E402
+from tilecraft.runtime import timing  # noqa: E402
+
+
+def convert(folder: Path, resolution: int, alpha: float, int8: bool) -> Path:
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    model = keras.applications.MobileNetV2(input_shape=(resolution, resolution, 3), alpha=alpha, weights=None,
+                                             classifier_activation=None)
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if int8:
+        rng = np.random.default_rng(1)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: (
+            [rng.standard_normal((1, resolution, resolution, 3)).astype(np.float32)] for _ in range(16))
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    path = folder / f"mobilenetv2_{resolution}_{alpha}_{'int8' if int8 else 'float'}.tflite"
+    path.write_bytes(converter.convert())
+    return path
+
+
+def output_step(path: Path) -> float:
+    """The quantization step of the int8 tensor the final DEQUANTIZE reads (0 if none)."""
+    graph = read_model(path.read_bytes(), str(path))
+    for op in graph.operators:
+        if op.name == "DEQUANTIZE" and op.outputs[0] in graph.outputs:
+            quantization = graph.tensors[op.inputs[0]].quantization
+            return float(quantization.scale.reshape(-1)[0]) if quantization is not None else 0.0
+    return 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resolution", type=int, default=224)
+    parser.add_argument("--alpha", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=11, help="alternating rounds (medians over them)")
+    parser.add_argument("--pause", type=float, default=0.05, help="seconds of sleep before each runtime's turn")
+    parser.add_argument("--variants", default="float,int8")
+    args = parser.parse_args(argv)
+    from ai_edge_litert.interpreter import Interpreter
+
+    threads = int(os.environ["TILECRAFT_NUM_THREADS"])
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for variant in args.variants.split(","):
+            path = convert(Path(folder), args.resolution, args.alpha, variant == "int8")
+            start = time.perf_counter()
+            compiled = tilecraft.compile(str(path))
+            compile_s = time.perf_counter() - start
+            interpreter = Interpreter(model_path=str(path), num_threads=threads)
+            interpreter.allocate_tensors()
+            (source,), (sink,) = interpreter.get_input_details(), interpreter.get_output_details()
+            image = np.random.default_rng(2).standard_normal(source["shape"]).astype(np.float32)
+
+            def litert() -> np.ndarray:
+                interpreter.set_tensor(source["index"], image)
+                interpreter.invoke()
+                return interpreter.get_tensor(sink["index"])
+
+            expected, got = litert().copy(), compiled(image)
+            error = float(np.abs(got - expected).max())
+            bound = 2 * output_step(path) if variant == "int8" else 1e-3 * float(np.abs(expected).max())
+            medians = timing.alternating({"tilecraft": lambda: compiled(image), "litert": litert}, args.repeat,
+                                         pause_s=args.pause)
+            rows.append((variant, path.stat().st_size, compile_s, medians["tilecraft"], medians["litert"],
+                         error, error <= bound))
+    print(f"MobileNetV2 {args.resolution}x{args.resolution} alpha {args.alpha}, batch 1, {threads} threads "
+          f"(LiteRT: XNNPACK delegate), medians of {args.repeat} alternating rounds")
+    print(f"{'model':<7} {'file KB':>8} {'compile s':>10} {'tilecraft ms':>13} {'LiteRT ms':>10} {'ratio':>6} "
+          f"{'max |diff|':>11} ok")
+    for variant, size, compile_s, ours, theirs, error, ok in rows:
+        print(f"{variant:<7} {size / 1024:>8.0f} {compile_s:>10.1f} {ours * 1e3:>13.2f} {theirs * 1e3:>10.2f} "
+              f"{ours / theirs:>6.2f} {error:>11.2e} {'yes' if ok else 'NO'}")
+    return 0 if all(row[-1] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
