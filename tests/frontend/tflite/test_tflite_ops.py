@@ -18,7 +18,7 @@ def _input(shape):
 
 def conv_net():
     """CONV_2D (fused RELU, SAME), DEPTHWISE_CONV_2D (stride 2, RELU6), TRANSPOSE_CONV,
-    MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, FULLY_CONNECTED, SOFTMAX."""
+    MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, RELU6, FULLY_CONNECTED, SOFTMAX."""
     import keras
     from keras import layers
 
@@ -31,7 +31,7 @@ def conv_net():
     x = layers.Conv2DTranspose(6, 3, strides=2, padding="same", bias_initializer=bias)(x)
     x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
     x = layers.AveragePooling2D(2, strides=1, padding="valid")(x)
-    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.ReLU(6.0)(layers.GlobalAveragePooling2D()(x))
     x = layers.Dense(10, activation="softmax", bias_initializer=bias)(x)
     return keras.Model(x0, x)
 
@@ -74,7 +74,7 @@ def shape_net():
 
 MODELS = {
     "conv": (conv_net, {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "MAX_POOL_2D", "AVERAGE_POOL_2D",
-                        "MEAN", "FULLY_CONNECTED", "SOFTMAX"}),
+                        "MEAN", "RELU6", "FULLY_CONNECTED", "SOFTMAX"}),
     "elementwise": (elementwise_net, {"ADD", "SUB", "MUL", "DIV", "LOGISTIC", "TANH", "RELU", "HARD_SWISH",
                                       "GELU", "CONCATENATION"}),
     "shape": (shape_net, {"RESHAPE", "TRANSPOSE", "SPLIT", "STRIDED_SLICE", "PAD", "BATCH_MATMUL",
@@ -101,7 +101,8 @@ def test_float_models_match_litert(tflite_folder, name):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4 * float(np.abs(e).max()))
 
 
-@pytest.mark.parametrize("name,io", [("conv", "float-io"), ("elementwise", "int8-io"), ("shape", "int8-io")])
+@pytest.mark.parametrize("name,io", [("conv", "float-io"), ("elementwise", "int8-io"), ("shape", "int8-io"),
+                                     ("conv", "uint8-io")])
 def test_int8_models_within_one_step_of_litert(tflite_folder, name, io):
     build, expected_ops = MODELS[name]
     path = convert(tflite_folder, name, build, int8=io)

@@ -23,7 +23,7 @@ def convert(folder: Path, name: str, build: Callable[[], object], *, int8: str |
     """``folder/name.tflite`` converted from the Keras model ``build()`` returns.
 
     int8: None (float), ``"float-io"`` (full int8, float inputs and outputs through
-    QUANTIZE/DEQUANTIZE) or ``"int8-io"`` (int8 inputs and outputs as well).
+    QUANTIZE/DEQUANTIZE), ``"int8-io"`` or ``"uint8-io"`` (8-bit inputs and outputs as well).
     """
     path = folder / f"{name}{'' if int8 is None else '-' + int8}.tflite"
     if path.exists():
@@ -45,9 +45,8 @@ def convert(folder: Path, name: str, build: Callable[[], object], *, int8: str |
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        if int8 == "int8-io":
-            converter.inference_input_type = tf.int8
-            converter.inference_output_type = tf.int8
+        if int8 in ("int8-io", "uint8-io"):
+            converter.inference_input_type = converter.inference_output_type = getattr(tf, int8[:-3])
     path.write_bytes(converter.convert())
     return path
 
