@@ -18,7 +18,7 @@ change (reshape, transpose, slices, pads) moves the 8-bit values themselves
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -157,17 +157,22 @@ class Converter:
         self._dequantized[key] = name
         return name
 
-    def weight(self, index: int, perm: Sequence[int]) -> str:
-        """A constant filter or weight matrix transposed by ``perm``: an 8-bit one stays 8-bit
-        behind a DequantizeLinear (per channel along its quantized axis, moved by ``perm``),
-        which qdq.py turns into an integer conv or matmul."""
+    def weight(self, index: int, perm: Sequence[int], flip: Sequence[int] = ()) -> str:
+        """A constant filter or weight matrix transposed by ``perm`` (then reversed along the
+        axes ``flip``): an 8-bit one stays 8-bit behind a DequantizeLinear (per channel along
+        its quantized axis, moved by ``perm``), which qdq.py turns into an integer conv or
+        matmul."""
         tensor = self.tensor(index)
         if tensor.data is None:
+            if flip:
+                raise ConversionError(f"tensor {index} ({tensor.name!r}) must be a constant filter")
             return self.real_value(index, perm, None)
         if not quantized_8bit(tensor):
-            return self.onnx.constant(np.transpose(dequantize_array(tensor), perm), f"weight{index}")
+            data = np.transpose(dequantize_array(tensor), perm)
+            return self.onnx.constant(np.flip(data, tuple(flip)) if flip else data, f"weight{index}")
         q = tensor.quantization
-        data = np.ascontiguousarray(np.transpose(tensor.data, perm))
+        data = np.transpose(tensor.data, perm)
+        data = np.ascontiguousarray(np.flip(data, tuple(flip)) if flip else data)
         name = self.onnx.constant(data, f"weight{index}")
         hint = f"weight{index}"
         if q.per_tensor:
@@ -220,15 +225,30 @@ class OpContext:
         self.input_tensor(i)
         return self.converter.real_value(self.op.inputs[i], perm, shape)
 
-    def weight(self, i: int, perm: Sequence[int]) -> str:
+    def weight(self, i: int, perm: Sequence[int], flip: Sequence[int] = ()) -> str:
         self.input_tensor(i)
-        return self.converter.weight(self.op.inputs[i], perm)
+        return self.converter.weight(self.op.inputs[i], perm, flip)
 
     def bias(self, i: int) -> str | None:
         """An optional bias as a float constant (an int32 one dequantized by its scale)."""
         if not self.has_input(i):
             return None
         return self.value(i)
+
+    def stored(self, i: int) -> tuple[str, str, Callable[[str], str]]:
+        """Input ``i`` as stored (8-bit if quantized), the constant that is a real 0 in it
+        (the zero point), and the function from a rearrangement of it to its real value: for
+        ops that move and pad the stored values before a convolution reads them, so that the
+        DequantizeLinear stays right in front of the convolution (the QDQ pattern)."""
+        tensor = self.input_tensor(i)
+        name = self.converter.raw_value(self.op.inputs[i])
+        if not quantized_8bit(tensor):
+            return name, self.const(0.0, tensor.dtype), lambda moved: moved
+        q = tensor.quantization
+        if not q.per_tensor:
+            raise ConversionError(f"input {i} ({tensor.name!r}) is an activation quantized per channel")
+        scale, zero = self.graph.quantization_parameters(q, tensor.dtype, self.hint)
+        return name, zero, lambda moved: self.node("DequantizeLinear", [moved, scale, zero])
 
     def raw(self, i: int) -> str | None:
         """Input ``i`` as stored, when moving its values is the whole op: it and every output

@@ -110,26 +110,48 @@ def depthwise_conv_2d(ctx: OpContext) -> None:
 
 @converts("TRANSPOSE_CONV")
 def transpose_conv(ctx: OpContext) -> None:
-    """Inputs (output shape, filter [O, KH, KW, I], input, bias?). TFLite pads the way the
-    forward convolution from the output to the input would (SAME: the odd pixel at the end),
-    which ONNX's ConvTranspose states as pads, or output_padding when the output is longer."""
+    """Inputs (output shape, filter [O, KH, KW, I], input, bias?), written as the stride-1
+    convolution it equals: zeros inserted between the input's pixels (on NHWC, by a reshape,
+    a pad and a reshape), then a convolution with the filter flipped, padded so that output
+    pixel ``o`` sums ``input[i] * filter[o + pad - i * stride]`` as TFLite's does (TFLite pads
+    the way the forward convolution from the output to the input would: SAME puts the odd
+    pixel at the end). Written so rather than as ONNX's ConvTranspose, which imports as an
+    NCHW computation: this form is an NHWC convolution whose transposes cancel."""
     o = ctx.options
-    x, shape = _image(ctx, 2)
+    shape = ctx.shape(2)
+    if len(shape) != 4:
+        raise ConversionError(f"input 2 has shape {list(shape)}, expected a 4-D NHWC image")
     out_shape = [int(d) for d in ctx.constant(0)]
     filters = ctx.input_tensor(1).shape
+    if len(filters) != 4 or filters[3] != shape[3]:
+        raise ConversionError(f"filter shape {list(filters)} for {shape[3]} input channels")
+    n, h, w, c = shape
     strides = (o.StrideH(), o.StrideW())
-    pads, extra = [0, 0, 0, 0], [0, 0]
-    for axis in range(2):
-        total = (shape[1 + axis] - 1) * strides[axis] + filters[1 + axis] - out_shape[1 + axis]
-        begin = max(total, 0) // 2 if o.Padding() == 0 else 0
-        end = total - begin
-        pads[axis], pads[2 + axis] = begin, max(end, 0)
-        extra[axis] = max(-end, 0)
-    inputs = [x, ctx.weight(1, (3, 0, 1, 2))]
+    begins, ends = [], []
+    for axis, (size, kernel, stride) in enumerate(zip((h, w), filters[1:3], strides)):
+        total = (size - 1) * stride + kernel - out_shape[1 + axis]
+        pad = max(total, 0) // 2 if o.Padding() == 0 else 0
+        begin = kernel - 1 - pad
+        # The zero-inserted input is size * stride long (stride - 1 zeros after the last pixel too).
+        end = out_shape[1 + axis] + kernel - 1 - size * stride - begin
+        if begin < 0:
+            raise ConversionError(f"padding {pad} exceeds the filter's {kernel - 1} taps")
+        begins.append(begin)
+        ends.append(end)
+    x, zero, real = ctx.stored(2)  # zeros inserted into the 8-bit values: the pattern stays QDQ
+    if strides != (1, 1):
+        x = ctx.node("Reshape", [x, ctx.const([n, h, 1, w, 1, c])])
+        zeros = [0, 0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, strides[1] - 1, 0]
+        x = ctx.node("Pad", [x, ctx.const(zeros), zero])
+        x = ctx.node("Reshape", [x, ctx.const([n, h * strides[0], w * strides[1], c])])
+    if min(ends) < 0:
+        lengths = [h * strides[0] + min(ends[0], 0), w * strides[1] + min(ends[1], 0)]
+        x = ctx.node("Slice", [x, ctx.const([0, 0]), ctx.const(lengths), ctx.const([1, 2])])
+        ends = [max(e, 0) for e in ends]
+    inputs = [real(ctx.node("Transpose", [x], perm=list(TO_NCHW))), ctx.weight(1, (0, 3, 1, 2), flip=(2, 3))]
     bias = ctx.bias(3)
     inputs += [bias] if bias else []
-    y = ctx.node("ConvTranspose", inputs, kernel_shape=list(filters[1:3]), strides=list(strides), pads=pads,
-                 output_padding=extra)
+    y = ctx.node("Conv", inputs, kernel_shape=list(filters[1:3]), pads=[*begins, *ends])
     activation = o.FusedActivationFunction() if hasattr(o, "FusedActivationFunction") else 0
     _finish_image(ctx, y, activation)
 

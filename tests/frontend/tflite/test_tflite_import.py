@@ -15,7 +15,8 @@ from tilecraft.frontend.tflite import import_tflite, tflite_to_onnx
 
 
 def nhwc_net():
-    """Convolutions, pooling and a dense head: nothing TFLite itself transposes."""
+    """Convolutions (a transposed one too), pooling and a dense head: nothing TFLite itself
+    transposes."""
     import keras
     from keras import layers
 
@@ -24,6 +25,7 @@ def nhwc_net():
     x = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
     x = layers.MaxPooling2D(2)(x)
     x = layers.Conv2D(16, 1)(x)
+    x = layers.Conv2DTranspose(6, 3, strides=2, padding="same")(x)
     x = layers.GlobalAveragePooling2D()(x)
     return keras.Model(x0, layers.Dense(4)(x))
 
@@ -35,11 +37,35 @@ def test_convolutions_stay_nhwc_without_transposes(tflite_folder):
     compiled = tilecraft.compile(str(path), keep_ir=True)
     graph_ir = compiled.ir("graph")
     assert "linalg.transpose" not in graph_ir
-    assert len(re.findall(r"linalg\.conv_2d_nhwc_hwcf", graph_ir)) == 2
+    assert len(re.findall(r"linalg\.conv_2d_nhwc_hwcf", graph_ir)) == 3
     assert "linalg.depthwise_conv_2d_nhwc_hwc" in graph_ir and "linalg.pooling_nhwc_max" in graph_ir
     inputs = model_inputs(path)
     expected = litert_run(path, inputs)[0]
     np.testing.assert_allclose(compiled(*inputs), expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+
+
+@pytest.mark.parametrize("kernel,stride,padding,io", [(3, 2, "same", None), (2, 2, "valid", None),
+                                                    (4, 2, "same", None), (1, 3, "valid", None),
+                                                    (5, 3, "same", "int8-io")])
+def test_transposed_convolutions_match_litert(tflite_folder, kernel, stride, padding, io):
+    """TRANSPOSE_CONV as a zero-inserted NHWC convolution: kernels smaller than, equal to and
+    larger than the stride, both paddings."""
+    def build():
+        import keras
+
+        x0 = keras.Input((5, 7, 3), batch_size=1)
+        y = keras.layers.Conv2DTranspose(4, kernel, strides=stride, padding=padding,
+                                         bias_initializer="random_normal")(x0)
+        return keras.Model(x0, y)
+
+    path = convert(tflite_folder, f"transpose_conv_{kernel}_{stride}_{padding}", build, int8=io)
+    inputs = model_inputs(path)
+    expected = litert_run(path, inputs)[0]
+    got = tilecraft.compile(str(path))(*inputs)
+    if io is None:
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+    else:
+        assert np.abs(got.astype(np.int32) - expected.astype(np.int32)).max() <= 1
 
 
 def test_int8_convolutions_and_dense_become_integer_products(tflite_folder):
@@ -53,7 +79,9 @@ def test_int8_convolutions_and_dense_become_integer_products(tflite_folder):
                    and any(a.name == "axis" for a in n.attribute)]
     assert per_channel
     rewritten = [n.op_type for n in integer_qdq_matmuls(proto).graph.node]
-    assert rewritten.count("ConvInteger") == 2 and rewritten.count("MatMulInteger") == 1
+    # CONV_2D twice and TRANSPOSE_CONV (a convolution of the zero-inserted input); the
+    # depthwise one is grouped, which qdq.py leaves in float.
+    assert rewritten.count("ConvInteger") == 3 and rewritten.count("MatMulInteger") == 1
 
 
 def test_import_tflite_gives_an_mlir_module(tflite_folder):
@@ -99,6 +127,6 @@ def test_load_describes_the_tflite_model(tflite_folder):
     assert model.name == "nhwc.tflite"
     assert [(t.dtype, t.shape) for t in model.inputs] == [("float32", (1, 10, 10, 4))]
     assert [t.shape for t in model.outputs] == [(1, 4)]
-    assert model.operators["CONV_2D"] == 2 and model.operators["FULLY_CONNECTED"] == 1
+    assert model.operators["CONV_2D"] == 2 and model.operators["TRANSPOSE_CONV"] == 1 and model.operators["FULLY_CONNECTED"] == 1
     inputs = model_inputs(path)
     np.testing.assert_allclose(tilecraft.compile(model)(*inputs), litert_run(path, inputs)[0], rtol=1e-4, atol=1e-5)
