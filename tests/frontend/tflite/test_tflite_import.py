@@ -30,18 +30,22 @@ def nhwc_net():
     return keras.Model(x0, layers.Dense(4)(x))
 
 
-def test_convolutions_stay_nhwc_without_transposes(tflite_folder):
-    """Each conv/pool is written between NHWC->NCHW->NHWC transposes; the layout pass must
-    cancel every pair, leaving NHWC named ops and no transpose."""
-    path = convert(tflite_folder, "nhwc", nhwc_net)
+@pytest.mark.parametrize("io", [None, "int8-io"])
+def test_convolutions_stay_nhwc_without_transposes(tflite_folder, io):
+    """Each conv/pool is written between NHWC->NCHW->NHWC transposes (int8: of the 8-bit
+    values); the layout pass must cancel every pair, leaving no transpose."""
+    path = convert(tflite_folder, "nhwc", nhwc_net, int8=io)
     compiled = tilecraft.compile(str(path), keep_ir=True)
     graph_ir = compiled.ir("graph")
     assert "linalg.transpose" not in graph_ir
-    assert len(re.findall(r"linalg\.conv_2d_nhwc_hwcf", graph_ir)) == 3
     assert "linalg.depthwise_conv_2d_nhwc_hwc" in graph_ir and "linalg.pooling_nhwc_max" in graph_ir
     inputs = model_inputs(path)
     expected = litert_run(path, inputs)[0]
-    np.testing.assert_allclose(compiled(*inputs), expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+    if io is None:
+        assert len(re.findall(r"linalg\.conv_2d_nhwc_hwcf", graph_ir)) == 3
+        np.testing.assert_allclose(compiled(*inputs), expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+    else:  # the three convolutions are integer im2col matmuls on NHWC windows
+        assert np.abs(compiled(*inputs).astype(np.int32) - expected.astype(np.int32)).max() <= 1
 
 
 @pytest.mark.parametrize("kernel,stride,padding,io", [(3, 2, "same", None), (2, 2, "valid", None),
