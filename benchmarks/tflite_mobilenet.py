@@ -6,7 +6,8 @@ LiteRT's interpreter on the same inputs.
 
 The model is ``keras.applications.MobileNetV2`` with random weights (``weights=None``:
 nothing is downloaded), converted by ``tf.lite.TFLiteConverter`` as float and as full int8
-(logits: no softmax; calibrated on random images, float inputs and outputs through QUANTIZE/DEQUANTIZE). Each
+(logits: no softmax; batch-norm statistics set from random images;
+calibrated on random images, float inputs and outputs through QUANTIZE/DEQUANTIZE). Each
 ``.tflite`` is compiled by ``tilecraft.compile`` and run beside LiteRT's interpreter
 (``ai_edge_litert``, its default XNNPACK delegate, ``num_threads`` = tilecraft's thread
 count, 2 by default) with calls alternating in blocks, a pause before each runtime's turn
@@ -43,6 +44,13 @@ def convert(folder: Path, resolution: int, alpha: float, int8: bool) -> Path:
     keras.utils.set_random_seed(0)
     model = keras.applications.MobileNetV2(input_shape=(resolution, resolution, 3), alpha=alpha, weights=None,
                                              classifier_activation=None)
+    # Batch-norm statistics of one batch of random images (momentum 0: the batch's own), so
+    # activations keep their scale through the 53 layers as a trained model's do; with the
+    # initial statistics (mean 0, variance 1) they vanish (logits near 1e-11, all-zero int8).
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.momentum = 0.0
+    model(np.random.default_rng(3).standard_normal((4, resolution, resolution, 3)).astype(np.float32), training=True)
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if int8:
         rng = np.random.default_rng(1)

@@ -102,7 +102,7 @@ def test_float_models_match_litert(tflite_folder, name):
 
 
 @pytest.mark.parametrize("name,io", [("conv", "float-io"), ("elementwise", "int8-io"), ("shape", "int8-io"),
-                                     ("conv", "uint8-io")])
+                                     pytest.param("conv", "uint8-io", marks=pytest.mark.slow)])
 def test_int8_models_within_one_step_of_litert(tflite_folder, name, io):
     build, expected_ops = MODELS[name]
     path = convert(tflite_folder, name, build, int8=io)
