@@ -12,7 +12,8 @@ calibrated on random images, float inputs and outputs through QUANTIZE/DEQUANTIZ
 (``ai_edge_litert``, its default XNNPACK delegate, ``num_threads`` = tilecraft's thread
 count, 2 by default) with calls alternating in blocks, a pause before each runtime's turn
 (``runtime.timing.alternating``: the medians of one run, so only the ratio carries on a
-shared machine). Outputs are compared first: float must be within 1e-3 of the largest
+shared machine), then again on the process's CPU time (both runtimes' threads, spinning
+included: steadier when other jobs take the cores). Outputs are compared first: float must be within 1e-3 of the largest
 logit (else the exit status is 1); for int8, whose rounding differences from TFLite's
 fixed-point kernels compound over 53 layers, the table gives the largest difference in
 output quantization steps and the share of logits within one step. Prints one table.
@@ -109,17 +110,20 @@ def main(argv: list[str] | None = None) -> int:
             step = output_step(path) if variant == "int8" else 0.0
             steps = f"{error / step:.0f} / {100 * np.mean(difference <= step * 1.001):.1f}%" if step else "-"
             ok = bool(step) or error <= 1e-3 * float(np.abs(expected).max())
-            medians = timing.alternating({"tilecraft": lambda: compiled(image), "litert": litert}, args.repeat,
-                                         pause_s=args.pause)
+            runners = {"tilecraft": lambda: compiled(image), "litert": litert}
+            medians = timing.alternating(runners, args.repeat, pause_s=args.pause)
+            cpu = timing.alternating(runners, args.repeat, pause_s=args.pause, clock=time.process_time)
             rows.append((variant, path.stat().st_size, compile_s, medians["tilecraft"], medians["litert"],
+                         cpu["tilecraft"] / cpu["litert"],
                          float(np.abs(expected).max()), error, steps, ok))
     print(f"MobileNetV2 {args.resolution}x{args.resolution} alpha {args.alpha}, batch 1, {threads} threads "
           f"(LiteRT: XNNPACK delegate), medians of {args.repeat} alternating rounds")
     print(f"{'model':<7} {'file KB':>8} {'compile s':>10} {'tilecraft ms':>13} {'LiteRT ms':>10} {'ratio':>6} "
+          f"{'CPU-time ratio':>14} "
           f"{'max |LiteRT|':>12} {'max |diff|':>11} {'int8 steps: max / within 1':>27} ok")
-    for variant, size, compile_s, ours, theirs, magnitude, error, steps, ok in rows:
+    for variant, size, compile_s, ours, theirs, cpu_ratio, magnitude, error, steps, ok in rows:
         print(f"{variant:<7} {size / 1024:>8.0f} {compile_s:>10.1f} {ours * 1e3:>13.2f} {theirs * 1e3:>10.2f} "
-              f"{ours / theirs:>6.2f} {magnitude:>12.2e} {error:>11.2e} {steps:>27} {'yes' if ok else 'NO'}")
+              f"{ours / theirs:>6.2f} {cpu_ratio:>14.2f} {magnitude:>12.2e} {error:>11.2e} {steps:>27} {'yes' if ok else 'NO'}")
     return 0 if all(row[-1] for row in rows) else 1
 
 
