@@ -9,8 +9,10 @@ bytes. Reading everything here, inside one guard, turns any of those into one
 
 from __future__ import annotations
 
+import inspect
 import struct
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -64,7 +66,7 @@ class Operator:
     name: str  # BuiltinOperator name, "CUSTOM:<code>" for a custom op
     inputs: list[int]  # tensor indices, -1 for an omitted optional input
     outputs: list[int]
-    options: Any  # the tflite options object (e.g. tflite.Conv2DOptions), or None
+    options: Any  # the options table's fields as accessors (``options.StrideH()``), or None
 
 
 @dataclass
@@ -215,4 +217,19 @@ def _options(tflite: Any, op: Any, name: str) -> Any:
         return None
     options = options_class()
     options.Init(table.Bytes, table.Pos)
-    return options
+    return _decoded(options)
+
+
+def _decoded(options: Any) -> SimpleNamespace:
+    """Every field of an options table read now (inside the caller's guard), as the same
+    zero-argument accessors (``options.StrideH()``): a corrupt table fails here, as a
+    ModelImportError, not later inside a converter."""
+    fields = {}
+    for name, accessor in inspect.getmembers(type(options), inspect.isfunction):
+        if name.startswith("_") or name in ("Init",) or name.startswith("GetRootAs") or name.endswith("IsNone"):
+            continue
+        if len(inspect.signature(accessor).parameters) != 1:  # vector elements (j): read AsNumpy instead
+            continue
+        value = accessor(options)
+        fields[name] = (lambda v: lambda: v)(value)
+    return SimpleNamespace(**fields)

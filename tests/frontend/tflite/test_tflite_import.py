@@ -134,3 +134,20 @@ def test_load_describes_the_tflite_model(tflite_folder):
     assert model.operators["CONV_2D"] == 2 and model.operators["TRANSPOSE_CONV"] == 1 and model.operators["FULLY_CONNECTED"] == 1
     inputs = model_inputs(path)
     np.testing.assert_allclose(tilecraft.compile(model)(*inputs), litert_run(path, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_corrupt_bytes_give_typed_errors(tflite_folder):
+    """Bytes overwritten anywhere in the flatbuffer (offsets, lengths, option tables): the
+    result is a ModelImportError or a converted model, never another exception."""
+    data = convert(tflite_folder, "nhwc", nhwc_net).read_bytes()
+    rng = np.random.default_rng(0)
+    refused = 0
+    for _ in range(300):
+        corrupt = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            corrupt[int(rng.integers(8, min(len(data), 6000)))] = int(rng.integers(0, 256))
+        try:
+            tflite_to_onnx(bytes(corrupt))
+        except ModelImportError:
+            refused += 1
+    assert refused > 0
