@@ -51,7 +51,7 @@ def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[i
     return total // 2, total - total // 2
 
 
-def _pads(ctx: OpContext, padding: int, spatial: tuple[int, int], kernel: tuple[int, int],
+def _pads(padding: int, spatial: tuple[int, int], kernel: tuple[int, int],
           strides: tuple[int, int], dilations: tuple[int, int] = (1, 1)) -> list[int]:
     """ONNX ``pads`` (begins then ends) for TFLite's Padding (0 SAME, 1 VALID)."""
     if padding == 1:
@@ -88,7 +88,7 @@ def conv_2d(ctx: OpContext) -> None:
     bias = ctx.bias(2)
     inputs += [bias] if bias else []
     y = ctx.node("Conv", inputs, kernel_shape=list(filters[1:3]), strides=list(strides), dilations=list(dilations),
-                 group=groups, pads=_pads(ctx, o.Padding(), shape[1:3], filters[1:3], strides, dilations))
+                 group=groups, pads=_pads(o.Padding(), shape[1:3], filters[1:3], strides, dilations))
     _finish_image(ctx, y, o.FusedActivationFunction())
 
 
@@ -104,7 +104,7 @@ def depthwise_conv_2d(ctx: OpContext) -> None:
     bias = ctx.bias(2)
     inputs += [bias] if bias else []
     y = ctx.node("Conv", inputs, kernel_shape=list(filters[1:3]), strides=list(strides), dilations=list(dilations),
-                 group=shape[3], pads=_pads(ctx, o.Padding(), shape[1:3], filters[1:3], strides, dilations))
+                 group=shape[3], pads=_pads(o.Padding(), shape[1:3], filters[1:3], strides, dilations))
     _finish_image(ctx, y, o.FusedActivationFunction())
 
 
@@ -195,7 +195,7 @@ def _pool(ctx: OpContext, op_type: str) -> None:
     x, shape = _image(ctx, 0)
     kernel, strides = (o.FilterHeight(), o.FilterWidth()), (o.StrideH(), o.StrideW())
     y = ctx.node(op_type, [x], kernel_shape=list(kernel), strides=list(strides),
-                 pads=_pads(ctx, o.Padding(), shape[1:3], kernel, strides))
+                 pads=_pads(o.Padding(), shape[1:3], kernel, strides))
     _finish_image(ctx, y, o.FusedActivationFunction())
 
 
