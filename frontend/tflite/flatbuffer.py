@@ -93,7 +93,11 @@ def read_model(data: bytes, where: str) -> Graph:
     if data[4:8] != FILE_IDENTIFIER:
         raise ModelImportError(
             f"{where}: not a TFLite model (file identifier {bytes(data[4:8])!r}, expected {FILE_IDENTIFIER!r})")
-    import tflite  # the flatbuffer schema package: an optional dependency (extra 'tflite')
+    try:
+        import tflite  # the flatbuffer schema package: an optional dependency
+    except ImportError:
+        raise ModelImportError(f"{where}: reading TFLite models needs the 'tflite' extra "
+                               "(pip install 'tilecraft[tflite]')") from None
 
     try:
         return _read(tflite, data, where)

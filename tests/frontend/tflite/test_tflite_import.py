@@ -151,3 +151,10 @@ def test_corrupt_bytes_give_typed_errors(tflite_folder):
         except ModelImportError:
             refused += 1
     assert refused > 0
+
+
+def test_a_missing_extra_is_named(tflite_folder, monkeypatch):
+    path = convert(tflite_folder, "nhwc", nhwc_net)
+    monkeypatch.setitem(__import__("sys").modules, "tflite", None)  # as if not installed
+    with pytest.raises(ModelImportError, match=r"needs the 'tflite' extra"):
+        tflite_to_onnx(path)
