@@ -1,11 +1,12 @@
 """One loader: whatever a user hands to tilecraft, as an MLIR module in our context.
 
 Accepted sources (the same for ``tilecraft.compile``, ``tilecraft.load``, ``tilecraft.tune``
-and the CLI): a path to an ``.onnx`` / ``.mlir`` / ``.mlirbc`` / ``.pt2`` file, an
+and the CLI): a path to an ``.onnx`` / ``.mlir`` / ``.mlirbc`` / ``.pt2`` / ``.tflite`` file, an
 ``onnx.ModelProto``, a ``torch.export.ExportedProgram``, MLIR text or bytecode, an
 ``mlir.ir.Module`` (copied, never mutated), or a :class:`Model` (its shape overrides apply).
-ONNX goes through ``frontend/onnx``, PyTorch programs through ``frontend/torch``; both
-packages are optional dependencies, imported only for their sources.
+ONNX goes through ``frontend/onnx``, PyTorch programs through ``frontend/torch``, TFLite
+files through ``frontend/tflite`` (as ONNX models); all are optional dependencies, imported
+only for their sources.
 """
 
 from __future__ import annotations
