@@ -73,6 +73,19 @@ def _onnx_model(source: Any, path: Path | None, shape_dict: dict[str, list[int |
     )
 
 
+def _tflite_model(path: Path, shape_dict: dict[str, list[int | None]] | None) -> Model:
+    """A TFLite model as the ONNX model it is compiled as, its histogram of TFLite operators."""
+    from ..frontend.tflite import tflite_to_onnx  # the 'tflite' extra
+    from ..frontend.tflite.flatbuffer import read_model
+
+    model = _onnx_model(tflite_to_onnx(path), None, shape_dict)
+    model.name = path.name
+    model.operators = {}
+    for op in read_model(path.read_bytes(), str(path)).operators:
+        model.operators[op.name] = model.operators.get(op.name, 0) + 1
+    return model
+
+
 def _mlir_model(source: "str | bytes", name: str) -> Model:
     """A model of MLIR text or bytecode, its inputs and outputs read from the entry function
     (none listed when the module has several public functions: compile picks with entry=)."""
@@ -115,6 +128,8 @@ def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = No
     path = source_path(source)
     if path is not None:
         path = existing_file(path)
+    if path is not None and path.suffix == ".tflite":
+        return _tflite_model(path, shape_dict)
     onnx_source = path.suffix == ".onnx" if path is not None else type(source).__name__ == "ModelProto"
     if onnx_source:
         return _onnx_model(source, path, shape_dict)

@@ -1,11 +1,12 @@
 """One loader: whatever a user hands to tilecraft, as an MLIR module in our context.
 
 Accepted sources (the same for ``tilecraft.compile``, ``tilecraft.load``, ``tilecraft.tune``
-and the CLI): a path to an ``.onnx`` / ``.mlir`` / ``.mlirbc`` / ``.pt2`` file, an
+and the CLI): a path to an ``.onnx`` / ``.mlir`` / ``.mlirbc`` / ``.pt2`` / ``.tflite`` file, an
 ``onnx.ModelProto``, a ``torch.export.ExportedProgram``, MLIR text or bytecode, an
 ``mlir.ir.Module`` (copied, never mutated), or a :class:`Model` (its shape overrides apply).
-ONNX goes through ``frontend/onnx``, PyTorch programs through ``frontend/torch``; both
-packages are optional dependencies, imported only for their sources.
+ONNX goes through ``frontend/onnx``, PyTorch programs through ``frontend/torch``, TFLite
+files through ``frontend/tflite`` (as ONNX models); all are optional dependencies, imported
+only for their sources.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from mlir import ir
 from ..errors import ArgumentTypeError, CompileError, ModelImportError, ResourceLimitError
 from ..runtime.limits import Limits, check_nesting, check_tensor
 
-MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2")
+MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2", ".tflite")
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,10 @@ def _load_module(
             source = read_exported_program(path)
         elif path.suffix == ".onnx":
             source = path
+        elif path.suffix == ".tflite":
+            from .tflite import tflite_to_onnx  # needs the 'tflite' extra
+
+            source, name = tflite_to_onnx(path), name or str(path)
         else:
             if shape_dict:
                 raise ModelImportError("shape_dict applies to ONNX models only")

@@ -7,6 +7,10 @@ checkout folder's name (``main.pipelines...``) beside the installed one.
 
 import os
 
+# MLIR's Python libraries must load before TensorFlow's (imported by the TFLite tests, and by
+# keras with its default backend): loaded after them, MLIR's `_mlirRegisterEverything`
+# crashes the process (a segmentation fault, at whichever test first touches MLIR).
+import mlir.ir  # noqa: F401
 import numpy as np
 import pytest
 
