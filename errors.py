@@ -226,3 +226,9 @@ class AllocationLimitError(ResourceLimitError, RuntimeCheckError):
     """A buffer whose size is known only at the call would exceed ``TILECRAFT_MAX_TENSOR``
     (read at compile time); the generated code refuses it instead of calling ``malloc``
     with that size."""
+
+
+class ModelFormatError(ModelImportError, ValueError):
+    """A model file's format is unknown, or its suffix (or the declared ``model_format``)
+    disagrees with its content, or the package that reads the format is not installed; the
+    message lists the formats tilecraft reads and the extra that installs each."""

@@ -26,6 +26,7 @@ from ..frontend.loader import (
     is_exported_program,
     load_module,
     read_exported_program,
+    resolve_source,
     source_path,
     unsupported_source,
 )
@@ -101,17 +102,28 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
-def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = None) -> Model:
+def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+         model_format: str | None = None) -> Model:
     """Load a model from any source ``tilecraft.compile`` accepts (``frontend/loader.py``).
 
-    ``shape_dict`` fixes ONNX input shapes (``None`` keeps a dimension dynamic), as in
-    ``tvmc.load(..., shape_dict=...)``; unknown input names raise :class:`ModelImportError`.
+    ``shape_dict`` fixes ONNX and Keras input shapes (``None`` keeps a dimension dynamic),
+    as in ``tvmc.load(..., shape_dict=...)``, and gives a TorchScript module's input shapes;
+    unknown input names raise :class:`ModelImportError`. ``model_format`` (``"onnx"``,
+    ``"torch"``, ``"torchscript"``, ``"keras"``, ``"tflite"``, ``"mlir"``) names a file's
+    format where its suffix does not; the content must agree with it.
     """
     shape_dict = {k: list(v) for k, v in shape_dict.items()} if shape_dict else None
     if isinstance(source, Model):
         if shape_dict is None:
             return source
         source = source.source
+    resolved = resolve_source(source, shape_dict, model_format)
+    if resolved.source is not source:
+        model = load(resolved.source, resolved.shape_dict)
+        if resolved.name:
+            model.name = resolved.name
+        model.torch_program = resolved.torch_program or model.torch_program
+        return model
     path = source_path(source)
     if path is not None:
         path = existing_file(path)
