@@ -63,6 +63,7 @@ def import_keras(source: Any) -> Any:
     if not is_keras_model(model):
         raise ModelImportError(f"expected a keras.Model, got {type(model).__name__}")
     functional = _functional(model)
+    _check_supported(functional)
     graph = OnnxGraph()
     values: dict[int, str] = {}
     for tensor in functional.inputs:
@@ -129,18 +130,46 @@ def _translate(functional: Any, graph: OnnxGraph, values: dict[int, str]) -> lis
     return [values[id(t)] for t in functional.outputs]
 
 
-def _translate_layer(graph: OnnxGraph, operation: Any, node: Any, tensors: list[Any], inputs: list[str]) -> list[str]:
+def _unsupported(operation: Any) -> str | None:
+    """Why ``operation`` cannot be translated, ``None`` when it can."""
     kind = type(operation).__name__
     module = type(operation).__module__
-    translator = LAYERS.get(kind) if module.startswith("keras.src.layers.") else None
-    if translator is None:
-        where = "a keras.ops call" if module.startswith("keras.src.ops.") else kind
-        why = (f"{where} is not supported; supported layers: {', '.join(sorted(LAYERS))}")
+    if kind in LAYERS and module.startswith("keras.src.layers."):
+        compute = getattr(getattr(operation, "dtype_policy", None), "compute_dtype", "float32")
+        return None if compute == "float32" else f"compute dtype {compute} is not supported (float32 is)"
+    where = "a keras.ops call" if module.startswith("keras.src.ops.") else kind
+    return f"{where} is not supported; supported layers: {', '.join(sorted(LAYERS))}"
+
+
+def _check_supported(functional: Any) -> None:
+    """One :class:`ModelImportError` listing every layer that cannot be translated (nested
+    models included), so a user sees them all at once."""
+    problems: list[tuple[str, str, str]] = []
+
+    def visit(graph: Any) -> None:
+        for depth in sorted(graph._nodes_by_depth, reverse=True):  # inputs first: model order
+            for node in graph._nodes_by_depth[depth]:
+                operation = node.operation
+                if type(operation).__name__ == "InputLayer":
+                    continue
+                if is_keras_model(operation):
+                    visit(_functional(operation))
+                    continue
+                why = _unsupported(operation)
+                if why is not None:
+                    problems.append((operation.name, type(operation).__name__, why))
+
+    visit(functional)
+    if problems:
+        listed = "; ".join(f"{name!r} ({kind})" for name, kind, _ in problems)
+        raise ModelImportError(f"Keras layer(s) {listed}: {problems[0][2]}", problems=problems)
+
+
+def _translate_layer(graph: OnnxGraph, operation: Any, node: Any, tensors: list[Any], inputs: list[str]) -> list[str]:
+    why = _unsupported(operation)  # _check_supported raised for these first
+    if why is not None:
+        kind = type(operation).__name__
         raise ModelImportError(f"Keras layer {operation.name!r} ({kind}): {why}",
                                problems=[(operation.name, kind, why)])
-    compute = getattr(getattr(operation, "dtype_policy", None), "compute_dtype", "float32")
-    if compute != "float32":
-        why = f"compute dtype {compute} is not supported (float32 is)"
-        raise ModelImportError(f"Keras layer {operation.name!r} ({kind}): {why}", problems=[(operation.name, kind, why)])
     shapes = [tuple(t.shape) for t in tensors]
-    return translator(Call(graph, operation, inputs, shapes, node.arguments, tensors))
+    return LAYERS[type(operation).__name__](Call(graph, operation, inputs, shapes, node.arguments, tensors))

@@ -133,13 +133,14 @@ def test_weights_only_h5_is_refused(tmp_path):
         tilecraft.load(path)
 
 
-def test_unsupported_layer_is_named():
-    inputs = keras.Input((4,))
+def test_unsupported_layers_are_all_named():
+    inputs = keras.Input((4, 3))
     hidden = L.Dense(3, name="hidden")(inputs)
-    outputs = L.Lambda(lambda t: t * 2, name="doubler")(hidden)
-    with pytest.raises(ModelImportError, match=r"'doubler' \(Lambda\).*not supported") as error:
+    doubled = L.Lambda(lambda t: t * 2, name="doubler")(hidden)
+    outputs = L.LSTM(2, name="recurrent")(doubled)
+    with pytest.raises(ModelImportError, match=r"'doubler' \(Lambda\); 'recurrent' \(LSTM\): Lambda is not supported") as error:
         tilecraft.compile(keras.Model(inputs, outputs))
-    assert error.value.problems[0][:2] == ("doubler", "Lambda")
+    assert [p[:2] for p in error.value.problems] == [("doubler", "Lambda"), ("recurrent", "LSTM")]
 
 
 def test_subclassed_model_is_refused():
