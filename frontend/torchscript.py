@@ -3,12 +3,13 @@
 
 Why this route: TorchScript graphs are converted to an ``ExportedProgram`` by PyTorch's own
 converter (``torch._export.converter.TS2EPConverter``), which maps ``aten::`` calls one to one
-onto the ATen ops our importer already covers and unrolls loops of constant trip count; the result is exported once more on the example inputs,
-so its shapes are theirs (static, as ``torch.jit.trace`` records them). The
-other candidate, the legacy TorchScript ONNX exporter, is deprecated and would send PyTorch
-models through the ONNX frontend, a second path with its own coverage. Before converting, the
-module is frozen (``torch.jit.freeze``): attributes become constants, so ``if
-self.training``-style branches fold away and batch norms fold into their convolutions.
+onto the ATen ops our importer already covers and unrolls loops of constant trip count; the
+result is exported once more on the example inputs, so its shapes are theirs (static, as
+``torch.jit.trace`` records them). The other candidate, the legacy TorchScript ONNX
+exporter, is deprecated and would send PyTorch models through the ONNX frontend, a second
+path with its own coverage. Before converting, the module is frozen (``torch.jit.freeze``):
+attributes become constants, so ``if self.training``-style branches fold away and batch
+norms fold into their convolutions.
 
 What cannot be converted: an ``if`` or ``while`` whose condition is computed from tensor
 data (the converter turns it into ``torch.cond``, which no straight-line kernel computes).

@@ -577,7 +577,8 @@ def _multi_head_attention(call: Call) -> list[str]:
     attended = call.node("Transpose", [call.node("MatMul", [scores, v])], perm=[0, 2, 1, 3])
     output = layer_._output_dense
     kernel = weight_array(output.kernel)  # (heads, value_dim, features)
-    merged = call.node("Reshape", [attended, call.graph.ints(f"{call.name}/merge_heads", [0, 0, heads * kernel.shape[1]])])
+    merge = call.graph.ints(f"{call.name}/merge_heads", [0, 0, heads * kernel.shape[1]])
+    merged = call.node("Reshape", [attended, merge])
     y = call.node("MatMul", [merged, call.graph.constant(f"{call.name}/output_kernel",
                                                          kernel.reshape(heads * kernel.shape[1], -1))])
     if output.bias is not None:
