@@ -34,6 +34,10 @@ from .errors import (
     TilecraftError,
 )
 
+from .runtime import library_isolation
+
+library_isolation.install()  # TensorFlow (Keras, TFLite) and MLIR in one process, either order
+
 __version__ = "0.1.0"
 
 # public name -> (module relative to this package, attribute in it; None for the module itself)

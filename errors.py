@@ -247,3 +247,9 @@ class RuntimeVerificationError(RuntimeCheckError):
     """A checked build (``checked=True``, ``--checked``) caught a memory access outside its
     buffer, a view outside its source, a wrong cast or a misaligned buffer; the message names
     the op and its location (pipelines/runtime_verification.py)."""
+
+
+class ModelFormatError(ModelImportError, ValueError):
+    """A model file's format is unknown, or its suffix (or the declared ``model_format``)
+    disagrees with its content, or the package that reads the format is not installed; the
+    message lists the formats tilecraft reads and the extra that installs each."""

@@ -19,7 +19,7 @@ from mlir import ir
 
 from ..dialects import graph
 from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
-from ..frontend.loader import Model, is_onnx_source, load_module
+from ..frontend.loader import Model, is_onnx_source, load_module, resolve_source
 from ..pipelines.compiled_module import CompiledModule, clone_module, jit_module
 from ..pipelines.cpu import cpu_pipeline, with_fast_math, with_tuning_records
 from ..pipelines.cuda.lowering import cuda_pipeline
@@ -54,14 +54,19 @@ def compile(source: Any, options: CompileOptions | None = None,
 
     Args:
       source: anything ``frontend/loader.py`` accepts: a path to an ``.onnx`` / ``.mlir`` /
-        ``.mlirbc`` / ``.pt2`` file, an ``onnx.ModelProto``, a ``torch.export``
-        program, MLIR text or bytecode, an ``mlir.ir.Module`` (left unchanged), or a model
+        ``.mlirbc`` / ``.pt2`` / TorchScript ``.pt`` / ``.keras`` / ``.h5`` / ``.tflite`` file,
+        an ``onnx.ModelProto``, a ``torch.export`` program, a TorchScript module (its input
+        shapes in ``shape_dict``), a ``keras.Model``, MLIR text or bytecode, an ``mlir.ir.Module`` (left unchanged), or a model
         from :func:`tilecraft.load` (its shape_dict and output names come along).
       options: a :class:`CompileOptions`; keyword ``overrides`` (``target=``,
         ``shape_dict=``, ``opt_level=``, ``package_path=``, ...) replace its fields, so
         ``compile(m, target="llvm", opt_level=2)`` reads as before.
     """
     options = CompileOptions.of(options, **overrides)
+    if not isinstance(source, Model):  # Keras -> ONNX, TorchScript -> torch.export, TFLite -> MLIR
+        resolved = resolve_source(source, options.shape_dict)
+        if resolved.source is not source:
+            source, options = resolved.source, replace(options, shape_dict=resolved.shape_dict)
     source_name = None
     onnx_proto = None
     if is_onnx_source(source.source if isinstance(source, Model) else source):

@@ -18,6 +18,7 @@ import numpy as np
 from mlir import ir
 
 from ..errors import EntryPointError, ModelImportError
+from ..frontend.formats import detect_format
 from ..frontend.loader import (
     Model,
     TensorInfo,
@@ -26,6 +27,7 @@ from ..frontend.loader import (
     is_exported_program,
     load_module,
     read_exported_program,
+    resolve_source,
     source_path,
     unsupported_source,
 )
@@ -73,17 +75,15 @@ def _onnx_model(source: Any, path: Path | None, shape_dict: dict[str, list[int |
     )
 
 
-def _tflite_model(path: Path, shape_dict: dict[str, list[int | None]] | None) -> Model:
-    """A TFLite model as the ONNX model it is compiled as, its histogram of TFLite operators."""
-    from ..frontend.tflite import tflite_to_onnx  # the 'tflite' extra
-    from ..frontend.tflite.flatbuffer import read_model
+def _tflite_operators(path: Path) -> dict[str, int]:
+    """The histogram of a TFLite model's own operators (the model is compiled as the ONNX
+    model the TFLite frontend translates it into; a user reads the operators of their file)."""
+    from ..frontend.tflite.flatbuffer import read_model  # the 'tflite' extra
 
-    model = _onnx_model(tflite_to_onnx(path), None, shape_dict)
-    model.name = path.name
-    model.operators = {}
+    operators: dict[str, int] = {}
     for op in read_model(path.read_bytes(), str(path)).operators:
-        model.operators[op.name] = model.operators.get(op.name, 0) + 1
-    return model
+        operators[op.name] = operators.get(op.name, 0) + 1
+    return operators
 
 
 def _mlir_model(source: "str | bytes", name: str) -> Model:
@@ -114,22 +114,34 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
-def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = None) -> Model:
+def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+         model_format: str | None = None) -> Model:
     """Load a model from any source ``tilecraft.compile`` accepts (``frontend/loader.py``).
 
-    ``shape_dict`` fixes ONNX input shapes (``None`` keeps a dimension dynamic), as in
-    ``tvmc.load(..., shape_dict=...)``; unknown input names raise :class:`ModelImportError`.
+    ``shape_dict`` fixes ONNX and Keras input shapes (``None`` keeps a dimension dynamic),
+    as in ``tvmc.load(..., shape_dict=...)``, and gives a TorchScript module's input shapes;
+    unknown input names raise :class:`ModelImportError`. ``model_format`` (``"onnx"``,
+    ``"torch"``, ``"torchscript"``, ``"keras"``, ``"tflite"``, ``"mlir"``) names a file's
+    format where its suffix does not; the content must agree with it.
     """
     shape_dict = {k: list(v) for k, v in shape_dict.items()} if shape_dict else None
     if isinstance(source, Model):
         if shape_dict is None:
             return source
         source = source.source
+    resolved = resolve_source(source, shape_dict, model_format)
+    if resolved.source is not source:
+        model = load(resolved.source, resolved.shape_dict)
+        if resolved.name:
+            model.name = resolved.name
+        model.torch_program = resolved.torch_program or model.torch_program
+        original = source_path(source)
+        if original is not None and detect_format(existing_file(original), model_format) == "tflite":
+            model.operators = _tflite_operators(existing_file(original))
+        return model
     path = source_path(source)
     if path is not None:
         path = existing_file(path)
-    if path is not None and path.suffix == ".tflite":
-        return _tflite_model(path, shape_dict)
     onnx_source = path.suffix == ".onnx" if path is not None else type(source).__name__ == "ModelProto"
     if onnx_source:
         return _onnx_model(source, path, shape_dict)

@@ -1,12 +1,18 @@
 """One loader: whatever a user hands to tilecraft, as an MLIR module in our context.
 
 Accepted sources (the same for ``tilecraft.compile``, ``tilecraft.load``, ``tilecraft.tune``
-and the CLI): a path to an ``.onnx`` / ``.mlir`` / ``.mlirbc`` / ``.pt2`` / ``.tflite`` file, an
-``onnx.ModelProto``, a ``torch.export.ExportedProgram``, MLIR text or bytecode, an
-``mlir.ir.Module`` (copied, never mutated), or a :class:`Model` (its shape overrides apply).
-ONNX goes through ``frontend/onnx``, PyTorch programs through ``frontend/torch``, TFLite
-files through ``frontend/tflite`` (as ONNX models); all are optional dependencies, imported
-only for their sources.
+and the CLI): a path to a model file of any format in ``frontend/formats.py`` (``.onnx``,
+``.pt2``, TorchScript ``.pt``, Keras ``.keras``/``.h5``, ``.tflite``, ``.mlir``/``.mlirbc``;
+the format checked against the content, or named with ``model_format``), an
+``onnx.ModelProto``, a ``torch.export.ExportedProgram``, a TorchScript module, a
+``keras.Model``, MLIR text or bytecode, an ``mlir.ir.Module`` (copied, never mutated), or a
+:class:`Model` (its shape overrides apply).
+
+:func:`resolve_source` first turns the formats translated into others into those: Keras
+into ONNX (``frontend/keras``), TorchScript into a ``torch.export`` program
+(``frontend/torchscript.py``), TFLite into ONNX (``frontend/tflite``). ONNX then goes
+through ``frontend/onnx``, PyTorch programs through ``frontend/torch``. Every framework is
+an optional dependency, imported only for its sources.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ from typing import Any, Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import ArgumentTypeError, CompileError, ModelImportError, ResourceLimitError
+from ..errors import ArgumentTypeError, CompileError, ModelFormatError, ModelImportError, ResourceLimitError
 from ..runtime.limits import Limits, check_nesting, check_tensor
+from .formats import FORMATS, SUFFIXES, detect_format, supported_formats
 
-MODEL_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2", ".tflite")
+MODEL_SUFFIXES = SUFFIXES
+# What the importers below read directly; resolve_source turns the other formats into these.
+NATIVE_SUFFIXES = (".onnx", ".mlir", ".mlirbc", ".pt2")
 
 
 @dataclass(frozen=True)
@@ -127,9 +136,121 @@ def source_path(source: Any) -> Path | None:
 def existing_file(path: Path) -> Path:
     if not path.is_file():
         raise ModelImportError(f"{path}: no such file")
-    if path.suffix not in MODEL_SUFFIXES:
-        raise ModelImportError(f"{path}: unknown model file type; expected one of {', '.join(MODEL_SUFFIXES)}")
+    if path.suffix not in NATIVE_SUFFIXES:
+        raise ModelFormatError(f"{path}: unknown model file type; formats:\n{supported_formats()}")
     return path
+
+
+@dataclass
+class Resolved:
+    """A source after :func:`resolve_source`: of a kind the importers read directly."""
+
+    source: Any
+    shape_dict: dict[str, list[int | None]] | None
+    torch_program: Any = None  # the ExportedProgram a TorchScript module became
+    name: str | None = None  # the file it came from
+
+
+def _require(module: str, model_format: str) -> None:
+    """A :class:`ModelFormatError` naming the extra when ``module`` is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        extra = FORMATS[model_format].extra
+        raise ModelFormatError(f"reading {model_format} models needs the {module!r} package: "
+                               f"pip install 'tilecraft[{extra}]'")
+
+
+def _is_keras_model(source: Any) -> bool:
+    return any(c.__name__ == "Model" and c.__module__.startswith("keras.") for c in type(source).__mro__)
+
+
+def _is_script_module(source: Any) -> bool:
+    return any(c.__name__ == "ScriptModule" and c.__module__.startswith("torch.jit") for c in type(source).__mro__)
+
+
+def resolve_source(
+    source: Any,
+    shape_dict: Mapping[str, Sequence[int | None]] | None = None,
+    model_format: str | None = None,
+) -> Resolved:
+    """``source`` as a kind the importers read (ONNX, a torch.export program, MLIR), the
+    translated formats translated. ``model_format`` names a file's format when the suffix
+    does not (one of ``frontend/formats.FORMATS``); the content must agree either way.
+
+    ``shape_dict``: for a TorchScript module, the shape of each of ``forward``'s inputs
+    (consumed here: the program is traced at those shapes); for Keras, ONNX input overrides
+    keyed by the Keras input layers' names (passed on)."""
+    shape = {k: list(v) for k, v in shape_dict.items()} if shape_dict else None
+    if model_format is not None and model_format not in FORMATS:
+        raise ModelFormatError(f"unknown model format {model_format!r}; formats:\n{supported_formats()}")
+    path = source_path(source)
+    if path is None and model_format is not None and isinstance(source, str) and "\n" not in source \
+            and Path(source).is_file():
+        path = Path(source)
+    if path is None:
+        return _resolve_object(source, shape, model_format)
+    found = detect_format(path, model_format)
+    if found == "keras":
+        _require("keras", found)
+        from .keras import import_keras
+
+        return Resolved(import_keras(path), shape, name=path.name)
+    if found == "torchscript":
+        _require("torch", found)
+        from .torchscript import example_inputs_from_shapes, read_torchscript, torchscript_program
+
+        module = read_torchscript(path)
+        program = torchscript_program(module, example_inputs_from_shapes(module, shape))
+        return Resolved(program, None, program, path.name)
+    if found == "tflite":
+        return Resolved(_tflite_as_onnx(path, shape), None, name=path.name)
+    native = {"onnx": (".onnx",), "torch": (".pt2",), "mlir": (".mlir", ".mlirbc")}[found]
+    if path.suffix in native:
+        return Resolved(path, shape, name=path.name)
+    if found == "onnx":  # a declared ONNX file under another suffix
+        _require("onnx", found)
+        from .onnx.model import load_model
+
+        return Resolved(load_model(path), shape, name=path.name)
+    if found == "torch":
+        return Resolved(read_exported_program(path), shape, name=path.name)
+    data = path.read_bytes()
+    return Resolved(data if data.startswith(b"ML\xefR") else _read_text(path), shape, name=path.name)
+
+
+def _resolve_object(source: Any, shape: dict[str, list[int | None]] | None, model_format: str | None) -> Resolved:
+    if _is_keras_model(source):
+        _check_declared(model_format, "keras", source)
+        from .keras import import_keras
+
+        return Resolved(import_keras(source), shape)
+    if _is_script_module(source):
+        _check_declared(model_format, "torchscript", source)
+        from .torchscript import example_inputs_from_shapes, torchscript_program
+
+        program = torchscript_program(source, example_inputs_from_shapes(source, shape))
+        return Resolved(program, None, program)
+    if model_format == "tflite" and isinstance(source, (bytes, bytearray)):
+        return Resolved(_tflite_as_onnx(bytes(source), shape), None)
+    return Resolved(source, shape)
+
+
+def _check_declared(model_format: str | None, actual: str, source: Any) -> None:
+    if model_format is not None and model_format != actual:
+        raise ModelFormatError(f"model_format={model_format!r}, but the source is a {type(source).__name__} "
+                               f"({FORMATS[actual].description})")
+
+
+def _tflite_as_onnx(source: "Path | bytes", shape: dict[str, list[int | None]] | None) -> Any:
+    """The TFLite model as the in-memory ONNX model the TFLite frontend translates it into
+    (frontend/tflite), or a :class:`ModelFormatError` where its parser package is missing."""
+    if shape:
+        raise ModelImportError("shape_dict does not apply to TFLite models: their shapes are fixed by the converter")
+    _require("tflite", "tflite")
+    from .tflite import tflite_to_onnx
+
+    return tflite_to_onnx(source)
 
 
 # The custom form of linalg.generic: its parser casts every iterator_types entry to a string
@@ -272,6 +393,8 @@ def _load_module(
     if isinstance(source, Model):
         shape_dict = source.shape_dict if shape_dict is None else shape_dict
         source = source.source
+    resolved = resolve_source(source, shape_dict)
+    source, shape_dict = resolved.source, resolved.shape_dict
     path = source_path(source)
     if path is not None:
         path = existing_file(path)
@@ -279,10 +402,6 @@ def _load_module(
             source = read_exported_program(path)
         elif path.suffix == ".onnx":
             source = path
-        elif path.suffix == ".tflite":
-            from .tflite import tflite_to_onnx  # needs the 'tflite' extra
-
-            source, name = tflite_to_onnx(path), name or str(path)
         else:
             if shape_dict:
                 raise ModelImportError("shape_dict applies to ONNX models only")
@@ -307,6 +426,6 @@ def _load_module(
 def unsupported_source(source: Any) -> ArgumentTypeError:
     return ArgumentTypeError(
         "expected MLIR text or bytecode, an mlir.ir.Module, an onnx.ModelProto, a "
-        "torch.export.ExportedProgram or a path to a .onnx/.mlir/.mlirbc/.pt2 file, got "
-        f"{type(source).__name__}"
+        "torch.export.ExportedProgram, a TorchScript module, a keras.Model or a path to a model "
+        f"file ({', '.join(MODEL_SUFFIXES)}), got {type(source).__name__}"
     )

@@ -234,17 +234,29 @@ def _check_cast(op: ir.Operation) -> None:
 
 
 def _indexing_maps(module: ir.Operation) -> dict[tuple[int, int], list[ir.AffineMap]]:
-    """(function number, op number in its entry block) -> indexing maps of structured ops,
-    read from a generalized copy (named ops carry no maps)."""
+    """(function number, structured op number in its entry block) -> indexing maps of
+    structured ops, read from a generalized copy (named ops carry no maps).
+
+    Why numbered among the structured ops only: generalizing may add other ops (the count of
+    all ops then differs), and a position among all ops matched maps to the wrong op (an
+    expand_shape given a matmul's maps aborted in MLIR's isDynamicDim)."""
     _container, twin = scratch_copy(module)
     passmanager.PassManager.parse("builtin.module(func.func(linalg-generalize-named-ops))").run(twin)
     maps = {}
     for f, function in enumerate(defined_functions(twin)):
-        for i, op in enumerate(function.regions[0].blocks[0].operations):
-            op = op.operation
-            if is_structured(op) and "indexing_maps" in op.attributes:
-                maps[(f, i)] = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+        structured = [op.operation for op in function.regions[0].blocks[0].operations if is_structured(op.operation)]
+        for k, op in enumerate(structured):
+            if "indexing_maps" in op.attributes:
+                maps[(f, k)] = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
     return maps
+
+
+def _maps_fit(op: ir.Operation, maps: list[ir.AffineMap]) -> bool:
+    """Each ranked operand has a map with one result per dim (else the maps are another op's)."""
+    if len(maps) != len(op.operands):
+        return False
+    return all(len(m.results) == ir.RankedTensorType(o.type).rank
+               for o, m in zip(op.operands, maps) if isinstance(o.type, ir.RankedTensorType))
 
 
 def _has_dynamic_tensor(op: ir.Operation) -> bool:
@@ -269,13 +281,17 @@ def insert_runtime_checks_pass(module: ir.Operation, options: Mapping[str, str])
         return
     maps = _indexing_maps(module)
     for f, function in enumerate(functions):
-        for i, op in enumerate(list(function.regions[0].blocks[0].operations)):
+        k = -1
+        for op in list(function.regions[0].blocks[0].operations):
             op = op.operation
+            structured = is_structured(op)
+            k += structured
             if not _has_dynamic_tensor(op):
                 continue
             with ir.InsertionPoint(op), op.location:
-                if (f, i) in maps:
-                    _check_structured(op, maps[(f, i)])
+                if structured and (f, k) in maps:
+                    if _maps_fit(op, maps[(f, k)]):
+                        _check_structured(op, maps[(f, k)])
                 elif op.name == "tensor.extract_slice":
                     _check_slice(op, op.operands[0], 1)
                 elif op.name == "tensor.insert_slice":

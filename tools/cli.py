@@ -149,6 +149,9 @@ def split_composite_target(text: str) -> tuple[str, tuple[str, ...]]:
 
 # ---- the parser -------------------------------------------------------------------------
 
+MODEL_FORMATS = ("onnx", "torch", "torchscript", "keras", "tflite", "mlir")  # frontend/formats.py
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tilecraft",
@@ -159,8 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     def model_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("model", help="an ONNX model (.onnx), linalg MLIR (.mlir) or a "
-                         "torch.export program (.pt2)")
+        sub.add_argument("model", help="a model file: ONNX (.onnx), torch.export (.pt2), "
+                         "TorchScript (.pt), Keras (.keras, .h5), TFLite (.tflite) or MLIR (.mlir)")
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
                               "'llvm -mtriple=aarch64-linux-gnu', 'c' (C99 sources, docs/c-target.md) "
@@ -170,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "tvmc-style, --target \"blas, llvm\" says the same")
         sub.add_argument("--input-shapes", type=parse_input_shapes, metavar="SHAPES",
                          help="override input shapes: \"name:[1,3,224,224] other:[1,?]\"")
+        sub.add_argument("--model-format", choices=MODEL_FORMATS, default=None,
+                         help="the model file's format when its suffix does not say it "
+                              "(default: from the suffix, checked against the content)")
 
     compile_ = commands.add_parser("compile", help="compile a model into a deployable package",
                                    description="Compile a model into a package (model.tar): a "
@@ -316,7 +322,7 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
 def command_compile(args: argparse.Namespace) -> int:
     import tilecraft
 
-    model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
     if tilecraft.Target.parse(args.target).is_c:
         return _compile_c(args, model)
     if args.report_sizes:
@@ -466,7 +472,7 @@ def command_tune(args: argparse.Namespace) -> int:
     import tilecraft
 
     tuning = _tuning_api()
-    model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
     selected = None
     if args.tasks is not None:
         tasks = tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict)
@@ -542,7 +548,7 @@ def command_bench(args: argparse.Namespace) -> int:
     unknown = [a for a in anchors if a not in ANCHORS]
     if unknown:
         raise UsageError(f"--vs: unknown anchor(s) {unknown}; choose among {', '.join(ANCHORS)}")
-    model = tilecraft.load(args.model, shape_dict=args.input_shapes)
+    model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
     if "torch" in anchors and model.torch_program is None:
         raise UsageError(
             "the torch anchor needs a PyTorch model (a .pt2 file from torch.export.save); "
