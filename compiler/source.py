@@ -136,8 +136,8 @@ def load(source: Any, shape_dict: Mapping[str, Sequence[int | None]] | None = No
             model.name = resolved.name
         model.torch_program = resolved.torch_program or model.torch_program
         original = source_path(source)
-        if original is not None and detect_format(existing_file(original), model_format) == "tflite":
-            model.operators = _tflite_operators(existing_file(original))
+        if original is not None and detect_format(original, model_format) == "tflite":
+            model.operators = _tflite_operators(original)
         return model
     path = source_path(source)
     if path is not None:
