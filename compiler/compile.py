@@ -26,12 +26,14 @@ from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
 from ..pipelines.offload import offload_summary, summary_line
-from ..pipelines.pipeline import Stage
+from ..pipelines.pipeline import Pipeline, Stage
 from ..schedule.group import count_kernels
 from ..pipelines.options import CompileOptions
 from ..pipelines.c_target import c_pipeline
+from . import cache as compile_cache
 from .c_package import CModel, capture_plan, emit_c
 from .package import PackageWriter
+from .progress import CompileProgress
 from .source import load
 from .specialized import ShapeSpecializedModule
 
@@ -64,7 +66,15 @@ def compile(source: Any, options: CompileOptions | None = None,
     options = CompileOptions.of(options, **overrides)
     source_name = None
     onnx_proto = None
+    cache_key = None
+    caching = compile_cache.cacheable(options)
     if is_onnx_source(source.source if isinstance(source, Model) else source):
+        probed = compile_cache.onnx_key(source, options) if caching else None
+        if probed is not None:
+            cache_key, proto = probed
+            cached = compile_cache.lookup(cache_key, _pipeline(options), options.target)
+            if cached is not None:
+                return _specializing(cached, proto, options)
         from ..frontend.onnx.string_partition import read_onnx_source  # onnx is optional
 
         read = read_onnx_source(source, options.shape_dict)
@@ -75,13 +85,7 @@ def compile(source: Any, options: CompileOptions | None = None,
     target = options.target
     if target.is_c:
         return _compile_c(source, options, source_name)
-    pipeline = options.pipeline
-    if pipeline is None:
-        pipeline = (cuda_pipeline(target) if target.is_cuda
-                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload,
-                                 runtime_checks=options.runtime_checks))
-    if options.tuning_records is not None:
-        pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+    pipeline = _pipeline(options)
     shape_dict = options.shape_dict
     if options.package_path is not None and is_onnx_source(source):
         source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
@@ -92,6 +96,12 @@ def compile(source: Any, options: CompileOptions | None = None,
     started = time.perf_counter()
     module = load_module(source, context, shape_dict=shape_dict, name=source_name)
     seconds = {"import": time.perf_counter() - started}
+    if caching and cache_key is None:  # not ONNX: the imported module is the model's bytes
+        cache_key = compile_cache.cache_key(compile_cache.module_digest(module), options)
+        cached = compile_cache.lookup(cache_key, pipeline, target)
+        if cached is not None:
+            return cached
+    progress = CompileProgress(source_name or "the model", [*pipeline.stage_names, "jit"], enabled=options.verbose)
     with context, ir.Location.unknown():
         signature = entry_signature(find_entry(module, options.entry))
         # "source", not "input": the pipeline's first stage is named "input", and its IR
@@ -115,6 +125,7 @@ def compile(source: Any, options: CompileOptions | None = None,
                     print(summary_line(backend, counts), file=sys.stderr)
             if stage.name == "schedule":
                 kernel_count.append(count_kernels(current.operation))
+            progress.step_done(stage.name, kernels=kernel_count[0] if kernel_count else None)
             started = time.perf_counter()  # the stage's time, not this record's
 
         writer = None
@@ -123,7 +134,11 @@ def compile(source: Any, options: CompileOptions | None = None,
                                    output_names=output_names, profile=options.profile)
             writer.capture_source(module)
         started = time.perf_counter()
-        pipeline.run(module, after_stage=record)
+        try:
+            pipeline.run(module, after_stage=record)
+        except BaseException:
+            progress.finish(failed=True)
+            raise
         if writer is not None:
             started = time.perf_counter()
             writer.write(module, options.package_path)
@@ -132,14 +147,33 @@ def compile(source: Any, options: CompileOptions | None = None,
     compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
                           stage_ir=stage_ir)
     seconds["jit"] = time.perf_counter() - started
+    progress.step_done("jit")
     compiled.compile_seconds = seconds
     compiled.group_count = group_count[0] if group_count else None
     compiled.kernel_count = kernel_count[0] if kernel_count else None
     compiled.offloaded = offloaded
+    if cache_key is not None:
+        started = time.perf_counter()
+        compile_cache.store(cache_key, compiled)
+        seconds["cache store"] = time.perf_counter() - started
+    progress.finish()
     if onnx_proto is not None and options.specialize_shapes and options.package_path is None \
             and not target.is_cuda:
         return _specializing(compiled, onnx_proto, options)
     return compiled
+
+
+def _pipeline(options: CompileOptions) -> Pipeline:
+    """The pipeline a compile with ``options`` runs (the default one for its target)."""
+    target = options.target
+    pipeline = options.pipeline
+    if pipeline is None:
+        pipeline = (cuda_pipeline(target) if target.is_cuda
+                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload,
+                                 runtime_checks=options.runtime_checks))
+    if options.tuning_records is not None:
+        pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+    return pipeline
 
 
 def _specializing(compiled: CompiledModule, proto: Any, options: CompileOptions

@@ -18,7 +18,7 @@ from ..frontend.loader import load_module
 from ..runtime.libraries import cuda_runtime_library
 from ..runtime.signature import EntrySignature
 from .entry import entry_signature, find_entry
-from .jit import JitFunction
+from .jit import JitFunction, LibraryFunction
 from .pipeline import Pipeline
 from .target import Target
 
@@ -44,23 +44,42 @@ class CompiledModule:
     # Per offload backend, the ops it took by op name and how many it declined
     # (pipelines/offload.py's offload_summary); empty without offload.
     offloaded: Mapping[str, Mapping[str, int]] = MappingProxyType({})
+    # What the persistent compile cache (compiler/cache.py) did: "hit" (loaded, nothing
+    # compiled; compile_seconds is then {"cache": seconds}), "miss" (compiled and stored),
+    # "off", or "not cached: <why>".
+    cache_status: str = "off"
+    # On a hit, the compile_seconds of the compile that filled the entry.
+    cached_compile_seconds: dict[str, float] | None = None
 
     def __init__(
         self,
-        llvm_module: ir.Module,
+        llvm_module: ir.Module | None,
         signature: EntrySignature,
         *,
         target: Target,
         pipeline: Pipeline,
         stage_ir: Mapping[str, str],
         opt_level: int = 3,
+        function: LibraryFunction | None = None,
     ) -> None:
+        """``function``: code loaded from the compile cache instead of JIT-compiling
+        ``llvm_module`` (then None)."""
         self.signature = signature
         self.target = target
         self.pipeline = pipeline
         self._stage_ir = dict(stage_ir)
         self._module = llvm_module  # keeps the context alive as long as the engine
-        self._function = self._jit(llvm_module, signature, opt_level)
+        self._function = function if function is not None else self._jit(llvm_module, signature, opt_level)
+
+    @property
+    def llvm_module(self) -> ir.Module | None:
+        """The lowered module the JIT compiled (None for a module loaded from the cache)."""
+        return self._module
+
+    @property
+    def bound_weights(self) -> list[tuple[str, np.ndarray]]:
+        """(symbol, array) of the weights the JIT binds by address (pipelines/weights.py)."""
+        return self._function.weights
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
         """The JIT of the host code: built now, for the host CPU's runtime libraries."""
@@ -81,7 +100,7 @@ class CompiledModule:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump).
         The weights are not in it: the JIT binds them by address (pipelines/weights.py), so
         their globals are undefined symbols there."""
-        self._function.engine.dump_to_object_file(str(path))
+        self._function.dump_object_file(path)
 
     # Whether this machine runs the code: checked on each call until it holds (a fixed
     # answer per process; the check reads the host's CPU flags).

@@ -56,6 +56,14 @@ class CompileOptions:
         compiles that shape (seconds); later calls with it run the static module. Shapes past
         the limit keep the dynamic module; ``0`` turns specialization off
         (compiler/specialized.py, docs/performance.md round 15). Default 4.
+      cache: the persistent compile cache (compiler/cache.py): a model compiled before with
+        the same options, target and tilecraft loads from ``$TILECRAFT_CACHE_DIR`` (default
+        ``$XDG_CACHE_HOME/tilecraft`` or ``~/.cache/tilecraft``) instead of compiling.
+        ``None`` (default): on, unless ``TILECRAFT_COMPILE_CACHE=0``; ``False``: off
+        (CLI: ``--no-cache``); ``True``: on whatever the environment says.
+      verbose: show the compile's progress (stage, elapsed seconds, kernels) on a terminal
+        once it has taken a few seconds (compiler/progress.py); never when stderr is not a
+        terminal. ``False``: quiet.
     """
 
     target: "str | Target" = "llvm"
@@ -70,6 +78,8 @@ class CompileOptions:
     offload: Sequence[str] = ()
     runtime_checks: bool = True
     specialize_shapes: int = 4
+    cache: bool | None = None
+    verbose: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -99,6 +109,10 @@ class CompileOptions:
         if isinstance(self.specialize_shapes, bool) or not isinstance(self.specialize_shapes, int) \
                 or self.specialize_shapes < 0:
             raise OptionError(f"specialize_shapes must be a count >= 0, got {self.specialize_shapes!r}")
+        if self.cache is not None and not isinstance(self.cache, bool):
+            raise OptionError(f"cache must be True, False or None, got {self.cache!r}")
+        if not isinstance(self.verbose, bool):
+            raise OptionError(f"verbose must be True or False, got {self.verbose!r}")
         if self.target.is_cuda and self.package_path is not None:
             raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
                                "package, or call the CUDA module in-process")
