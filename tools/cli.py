@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "tvmc-style, --target \"blas, llvm\" says the same")
         sub.add_argument("--input-shapes", type=parse_input_shapes, metavar="SHAPES",
                          help="override input shapes: \"name:[1,3,224,224] other:[1,?]\"")
+        sub.add_argument("--no-cache", dest="cache", action="store_false", default=None,
+                         help="compile even when the compile cache holds this model "
+                              "($TILECRAFT_CACHE_DIR; packages are always built)")
 
     compile_ = commands.add_parser("compile", help="compile a model into a deployable package",
                                    description="Compile a model into a package (model.tar): a "
@@ -285,7 +288,8 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
 
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
                           opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
-                          runtime_checks=getattr(args, "runtime_checks", True), **settings)
+                          runtime_checks=getattr(args, "runtime_checks", True),
+                          cache=getattr(args, "cache", None), **settings)
 
 
 def command_compile(args: argparse.Namespace) -> int:
