@@ -47,6 +47,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 import warnings
@@ -236,6 +237,7 @@ def lookup(key: str, pipeline: Any, target: Any) -> CompiledModule | None:
     ``entry.json``, a file whose SHA-256 differs, a library that does not load) is deleted
     and reads as a miss."""
     started = time.perf_counter()
+    wait_for_stores(key)  # this process is writing it: the entry is complete in a moment
     entry = compiled_dir() / key
     meta_path = entry / ENTRY_FILE
     if not meta_path.is_file():
@@ -384,6 +386,42 @@ def store(key: str, compiled: CompiledModule) -> bool:
     compiled.cache_status = "miss"
     evict(size_limit_bytes())
     return True
+
+
+# Stores running in the background, by key (store_in_background).
+_storing: dict[str, threading.Thread] = {}
+_storing_lock = threading.Lock()
+
+
+def store_in_background(key: str, compiled: CompiledModule) -> None:
+    """:func:`store` on a thread of its own, so the compile returns without waiting for it.
+
+    Why: storing links the object with the weights and hashes the library (ResNet-50: 100 MB,
+    about a second), work that need not delay the first call; the linker runs as a child
+    process and hashing and file writes release the interpreter lock, so it overlaps with
+    what the caller does next. The thread is not a daemon: the interpreter finishes it before
+    exiting, so a short script still leaves its entry. A later lookup of the same key (or
+    :func:`wait_for_stores`) waits for it."""
+    reason = why_not_stored(compiled)
+    if reason is not None:
+        compiled.cache_status = f"not cached: {reason}"
+        return
+    compiled.cache_status = "miss"
+    thread = threading.Thread(target=store, args=(key, compiled), name=f"tilecraft-cache-store-{key[:8]}")
+    with _storing_lock:
+        _storing[key] = thread
+    thread.start()
+
+
+def wait_for_stores(key: str | None = None) -> None:
+    """Wait for this process's background stores (of ``key`` only, when given)."""
+    with _storing_lock:
+        threads = [t for k, t in _storing.items() if key is None or k == key]
+    for thread in threads:
+        thread.join()
+    with _storing_lock:
+        for k in [k for k, t in _storing.items() if not t.is_alive()]:
+            del _storing[k]
 
 
 def entries() -> list[tuple[Path, float, int]]:

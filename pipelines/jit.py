@@ -35,6 +35,19 @@ from .weights import bind_resource_globals
 # runtime is loaded once per process instead: runtime/parallel_runtime.py).
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
 
+# The most LLVM optimization the JIT runs. Why not 3: the code reaching LLVM is already
+# tiled, vectorized and unrolled by the schedule; -O3 re-optimizes it at 4.5x the CPU time of
+# -O2 (ResNet-50's lowered module: 21.4 against 4.7 CPU-s, the largest step of a cold
+# compile) for run times within the noise of a shared machine and identical outputs
+# (docs/performance.md, "Compile time: LLVM -O2 in the JIT").
+MAX_JIT_LLVM_OPT_LEVEL = 2
+
+
+def jit_llvm_opt_level(opt_level: int) -> int:
+    """The LLVM optimization level the JIT uses for a compile at ``opt_level`` (0-3)."""
+    return min(opt_level, MAX_JIT_LLVM_OPT_LEVEL)
+
+
 # Why engines outlive their modules for a moment: a worker thread of the async runtime marks
 # a parallel task complete and only then returns through the task's last instructions, which
 # are JIT'ed code of the module. A module dropped right after its call would free that code
@@ -115,7 +128,8 @@ class JitFunction:
         # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).
         weights = bind_resource_globals(self.module)
         try:
-            engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
+            engine = ExecutionEngine(self.module, opt_level=jit_llvm_opt_level(self._opt_level),
+                                     shared_libs=libraries)
         except RuntimeError as error:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
         for symbol, address, _ in externs:

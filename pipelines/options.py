@@ -29,7 +29,8 @@ class CompileOptions:
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
       opt_level: 0-3, like TVM's PassContext opt_level: the LLVM optimization level for
-        the JIT, and which graph passes run (``pipelines/graph``: 1 dead code and CSE,
+        the JIT (at most 2 there: pipelines/jit.py's ``jit_llvm_opt_level``), and which
+        graph passes run (``pipelines/graph``: 1 dead code and CSE,
         2 + constant folding and combined parallel matmuls, 3 + operator fusion; default
         3). Applies to the default pipeline; a given ``pipeline`` is run as it is.
       keep_ir: keep the IR after each stage for :meth:`CompiledModule.ir`.
