@@ -310,3 +310,11 @@ def test_a_compile_shows_its_stages(model_file, monkeypatch):
     monkeypatch.setattr(sys, "stderr", quiet)
     tilecraft.compile(str(model_file), verbose=False)
     assert quiet.getvalue() == ""
+
+
+def test_the_command_line_switch():
+    from tilecraft.tools.cli import _compile_options, build_parser
+
+    parser = build_parser()
+    assert _compile_options(parser.parse_args(["bench", "m.onnx", "--no-cache"])).cache is False
+    assert _compile_options(parser.parse_args(["bench", "m.onnx"])).cache is None  # the default: on
