@@ -67,12 +67,14 @@ def compile(source: Any, options: CompileOptions | None = None,
     source_name = None
     onnx_proto = None
     cache_key = None
+    pipeline = None
     caching = compile_cache.cacheable(options)
     if is_onnx_source(source.source if isinstance(source, Model) else source):
         probed = compile_cache.onnx_key(source, options) if caching else None
         if probed is not None:
             cache_key, proto = probed
-            cached = compile_cache.lookup(cache_key, _pipeline(options), options.target)
+            pipeline = _pipeline(options)
+            cached = compile_cache.lookup(cache_key, pipeline, options.target)
             if cached is not None:
                 return _specializing(cached, proto, options)
         from ..frontend.onnx.string_partition import read_onnx_source  # onnx is optional
@@ -85,7 +87,7 @@ def compile(source: Any, options: CompileOptions | None = None,
     target = options.target
     if target.is_c:
         return _compile_c(source, options, source_name)
-    pipeline = _pipeline(options)
+    pipeline = pipeline or _pipeline(options)
     shape_dict = options.shape_dict
     if options.package_path is not None and is_onnx_source(source):
         source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
@@ -144,8 +146,12 @@ def compile(source: Any, options: CompileOptions | None = None,
             writer.write(module, options.package_path)
             seconds["package"] = time.perf_counter() - started
     started = time.perf_counter()
-    compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
-                          stage_ir=stage_ir)
+    try:
+        compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
+                              stage_ir=stage_ir)
+    except BaseException:
+        progress.finish(failed=True)
+        raise
     seconds["jit"] = time.perf_counter() - started
     progress.step_done("jit")
     compiled.compile_seconds = seconds
