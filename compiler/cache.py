@@ -118,8 +118,11 @@ def cache_enabled(options: CompileOptions) -> bool:
 def cacheable(options: CompileOptions) -> bool:
     """Whether a compile with ``options`` may use the cache at all (module docstring)."""
     target = options.target
-    return (cache_enabled(options) and target.kind == "llvm" and target.is_host
-            and options.package_path is None and not options.profile)
+    usable = (cache_enabled(options) and target.kind == "llvm" and target.is_host
+              and options.package_path is None and not options.profile)
+    if usable:
+        size_limit_bytes()  # a bad TILECRAFT_CACHE_SIZE_MB fails before the compile, not after it
+    return usable
 
 
 # ---- the key -----------------------------------------------------------------------------
@@ -335,7 +338,7 @@ def why_not_stored(compiled: CompiledModule) -> str | None:
     return None
 
 
-def store(key: str, compiled: CompiledModule) -> bool:
+def store(key: str, compiled: CompiledModule, limit_bytes: int | None = None) -> bool:
     """Write ``compiled`` (just JIT-compiled) as the entry ``key``; True when it is in the
     cache afterwards. Failing to store (no C compiler, a full disk) warns and leaves the
     compile as it is: the next compile is cold again."""
@@ -384,7 +387,7 @@ def store(key: str, compiled: CompiledModule) -> bool:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     compiled.cache_status = "miss"
-    evict(size_limit_bytes())
+    evict(size_limit_bytes() if limit_bytes is None else limit_bytes)
     return True
 
 
@@ -407,7 +410,8 @@ def store_in_background(key: str, compiled: CompiledModule) -> None:
         compiled.cache_status = f"not cached: {reason}"
         return
     compiled.cache_status = "miss"
-    thread = threading.Thread(target=store, args=(key, compiled), name=f"tilecraft-cache-store-{key[:8]}")
+    limit = size_limit_bytes()
+    thread = threading.Thread(target=store, args=(key, compiled, limit), name=f"tilecraft-cache-store-{key[:8]}")
     with _storing_lock:
         _storing[key] = thread
     thread.start()

@@ -227,7 +227,7 @@ def test_the_size_bound_evicts_least_recently_used(cache_folder, model_file, mon
     assert entry_folders(cache_folder) == []
     monkeypatch.setenv(compile_cache.SIZE_ENV, "a lot")
     with pytest.raises(OptionError, match=compile_cache.SIZE_ENV):
-        compile_cache.size_limit_bytes()
+        tilecraft.compile(str(model_file), cache=True)  # refused before compiling
 
 
 def test_a_hit_refreshes_the_entry_for_eviction(cache_folder, model_file):
