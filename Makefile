@@ -37,6 +37,7 @@ wheel: $(INSTALLED)
 # numpy on these machines); only here, never in tests.
 bench: $(INSTALLED)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/end_to_end.py
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/public_suite.py --quick
 
 bench-gemm: $(INSTALLED)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/gemm.py

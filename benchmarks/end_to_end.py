@@ -772,7 +772,7 @@ def benchmark(case: Case, ort: Any, repeat: int, threads: int,
         try:
             # --checks-cost measures the checks of the dynamic code: no static compile per
             # call shape (compiler/specialized.py), whose extents need few checks.
-            compiled = tilecraft.compile(case.model, keep_ir=False, pipeline=pipeline,
+            compiled = tilecraft.compile(case.model, keep_ir=False, pipeline=pipeline, cache=False,
                                          **({"specialize_shapes": 0} if checks_cost else {}))
         except Exception as error:  # report and go on with the next model
             return f"{case.name:<12} compile failed: {onnx_models._first_line(error)}", None

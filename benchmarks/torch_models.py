@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         model, example = build(), inputs()
         try:
             start = time.perf_counter()
-            compiled = tilecraft.torch.compile(model, example, keep_ir=False)
+            compiled = tilecraft.torch.compile(model, example, keep_ir=False, cache=False)
             compile_seconds = time.perf_counter() - start
         except tilecraft.TilecraftError as error:
             print(f"{name:<14} failed: {str(error).splitlines()[0]}")

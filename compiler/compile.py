@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from mlir import ir
 
@@ -26,12 +26,14 @@ from ..pipelines.cuda.lowering import cuda_pipeline
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
 from ..pipelines.offload import offload_summary, summary_line
-from ..pipelines.pipeline import Stage
+from ..pipelines.pipeline import Pipeline, Stage
 from ..schedule.group import count_kernels
 from ..pipelines.options import CompileOptions
 from ..pipelines.c_target import c_pipeline
+from . import cache as compile_cache
 from .c_package import CModel, capture_plan, emit_c
 from .package import PackageWriter
+from .progress import CompileProgress
 from .source import load
 from .specialized import ShapeSpecializedModule
 
@@ -69,7 +71,18 @@ def compile(source: Any, options: CompileOptions | None = None,
             source, options = resolved.source, replace(options, shape_dict=resolved.shape_dict)
     source_name = None
     onnx_proto = None
+    cache_key = None
+    pipeline = None
+    caching = compile_cache.cacheable(options)
     if is_onnx_source(source.source if isinstance(source, Model) else source):
+        probed = compile_cache.onnx_key(source, options) if caching else None
+        if probed is not None:
+            cache_key, proto = probed
+            pipeline = _pipeline(options)
+            cached = compile_cache.lookup(cache_key, pipeline, options.target)
+            if cached is not None:
+                cached.rebuild = _rebuilder(source, options)
+                return _specializing(cached, proto, options)
         from ..frontend.onnx.string_partition import read_onnx_source  # onnx is optional
 
         read = read_onnx_source(source, options.shape_dict)
@@ -80,15 +93,7 @@ def compile(source: Any, options: CompileOptions | None = None,
     target = options.target
     if target.is_c:
         return _compile_c(source, options, source_name)
-    pipeline = options.pipeline
-    if pipeline is None:
-        pipeline = (cuda_pipeline(target) if target.is_cuda
-                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload,
-                                 runtime_checks=options.runtime_checks, checked=options.checked))
-    if options.tuning_records is not None:
-        pipeline = with_tuning_records(pipeline, options.tuning_records, target)
-    if options.fast_math:
-        pipeline = with_fast_math(pipeline)
+    pipeline = pipeline or _pipeline(options)
     shape_dict = options.shape_dict
     if options.package_path is not None and is_onnx_source(source):
         source = load(source, shape_dict)  # the ONNX graph's output names name the outputs
@@ -99,6 +104,13 @@ def compile(source: Any, options: CompileOptions | None = None,
     started = time.perf_counter()
     module = load_module(source, context, shape_dict=shape_dict, name=source_name)
     seconds = {"import": time.perf_counter() - started}
+    if caching and cache_key is None:  # not ONNX: the imported module is the model's bytes
+        cache_key = compile_cache.cache_key(compile_cache.module_digest(module), options)
+        cached = compile_cache.lookup(cache_key, pipeline, target)
+        if cached is not None:
+            cached.rebuild = _rebuilder(source, options)
+            return cached
+    progress = CompileProgress(source_name or "the model", [*pipeline.stage_names, "jit"], enabled=options.verbose)
     with context, ir.Location.unknown():
         signature = entry_signature(find_entry(module, options.entry))
         # "source", not "input": the pipeline's first stage is named "input", and its IR
@@ -122,6 +134,7 @@ def compile(source: Any, options: CompileOptions | None = None,
                     print(summary_line(backend, counts), file=sys.stderr)
             if stage.name == "schedule":
                 kernel_count.append(count_kernels(current.operation))
+            progress.step_done(stage.name, kernels=kernel_count[0] if kernel_count else None)
             started = time.perf_counter()  # the stage's time, not this record's
 
         writer = None
@@ -131,24 +144,57 @@ def compile(source: Any, options: CompileOptions | None = None,
             writer.capture_source(module)
         source_copy = clone_module(module)  # for CompiledModule.export_library
         started = time.perf_counter()
-        pipeline.run(module, after_stage=record)
+        try:
+            pipeline.run(module, after_stage=record)
+        except BaseException:
+            progress.finish(failed=True)
+            raise
         if writer is not None:
             started = time.perf_counter()
             writer.write(module, options.package_path)
             seconds["package"] = time.perf_counter() - started
     started = time.perf_counter()
-    compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
-                          stage_ir=stage_ir, source=source_copy)
+    try:
+        compiled = jit_module(module, signature, pipeline, target, opt_level=options.opt_level,
+                              stage_ir=stage_ir, source=source_copy)
+    except BaseException:
+        progress.finish(failed=True)
+        raise
     compiled.output_names = output_names
     seconds["jit"] = time.perf_counter() - started
+    progress.step_done("jit")
     compiled.compile_seconds = seconds
     compiled.group_count = group_count[0] if group_count else None
     compiled.kernel_count = kernel_count[0] if kernel_count else None
     compiled.offloaded = offloaded
+    if cache_key is not None:
+        compile_cache.store_in_background(cache_key, compiled)
+    progress.finish()
     if onnx_proto is not None and options.specialize_shapes and options.package_path is None \
             and not target.is_cuda:
         return _specializing(compiled, onnx_proto, options)
     return compiled
+
+
+def _rebuilder(source: Any, options: CompileOptions) -> Callable[[], CompiledModule]:
+    """How a module loaded from the compile cache compiles again when it needs what the cache
+    does not keep (its IR, for ``export_library``): the same source and options, uncached."""
+    return lambda: compile(source, replace(options, cache=False))
+
+
+def _pipeline(options: CompileOptions) -> Pipeline:
+    """The pipeline a compile with ``options`` runs (the default one for its target)."""
+    target = options.target
+    pipeline = options.pipeline
+    if pipeline is None:
+        pipeline = (cuda_pipeline(target) if target.is_cuda
+                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload,
+                                 runtime_checks=options.runtime_checks, checked=options.checked))
+    if options.tuning_records is not None:
+        pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+    if options.fast_math:
+        pipeline = with_fast_math(pipeline)
+    return pipeline
 
 
 def _specializing(compiled: CompiledModule, proto: Any, options: CompileOptions

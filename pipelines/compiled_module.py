@@ -22,7 +22,7 @@ from ..runtime.libraries import cuda_runtime_library
 from ..runtime.signature import EntrySignature
 from ..runtime.timing import Timing, time_evaluator
 from .entry import entry_signature, find_entry
-from .jit import JitFunction
+from .jit import JitFunction, LibraryFunction
 from .pipeline import Pipeline
 from .target import Target
 
@@ -51,10 +51,18 @@ class CompiledModule:
     # The names of the outputs a package written by export_library records (the ONNX
     # graph's); set by tilecraft.compile, None: output_0, output_1...
     output_names: Sequence[str] | None = None
+    # What the persistent compile cache (compiler/cache.py) did: "hit" (loaded, nothing
+    # compiled; compile_seconds is then {"cache": seconds}), "miss" (compiled and stored),
+    # "off", or "not cached: <why>".
+    cache_status: str = "off"
+    # On a hit, the compile_seconds of the compile that filled the entry.
+    cached_compile_seconds: dict[str, float] | None = None
+    # On a hit, how to compile the model again (the cache keeps no IR): export_library uses it.
+    rebuild: Callable[[], "CompiledModule"] | None = None
 
     def __init__(
         self,
-        llvm_module: ir.Module,
+        llvm_module: ir.Module | None,
         signature: EntrySignature,
         *,
         target: Target,
@@ -62,7 +70,10 @@ class CompiledModule:
         stage_ir: Mapping[str, str],
         opt_level: int = 3,
         source: ir.Module | None = None,
+        function: LibraryFunction | None = None,
     ) -> None:
+        """``function``: code loaded from the compile cache instead of JIT-compiling
+        ``llvm_module`` (then None)."""
         self.signature = signature
         self.target = target
         self.pipeline = pipeline
@@ -70,7 +81,17 @@ class CompiledModule:
         self._opt_level = opt_level
         self._source = source  # the IR before the pipeline (clone_module), for export_library
         self._module = llvm_module  # keeps the context alive as long as the engine
-        self._function = self._jit(llvm_module, signature, opt_level)
+        self._function = function if function is not None else self._jit(llvm_module, signature, opt_level)
+
+    @property
+    def llvm_module(self) -> ir.Module | None:
+        """The lowered module the JIT compiled (None for a module loaded from the cache)."""
+        return self._module
+
+    @property
+    def bound_weights(self) -> list[tuple[str, np.ndarray]]:
+        """(symbol, array) of the weights the JIT binds by address (pipelines/weights.py)."""
+        return self._function.weights
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
         """The JIT of the host code: built now, for the host CPU's runtime libraries."""
@@ -91,7 +112,7 @@ class CompiledModule:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump).
         The weights are not in it: the JIT binds them by address (pipelines/weights.py), so
         their globals are undefined symbols there."""
-        self._function.engine.dump_to_object_file(str(path))
+        self._function.dump_object_file(path)
 
     def export_library(self, path: "str | os.PathLike[str]") -> Path:
         """Write this module as a package (TVM's ``export_library``): a ``.so`` path gets
@@ -99,6 +120,8 @@ class CompiledModule:
         extern libraries); load either with ``tilecraft.runtime.load_module`` in any
         process, without MLIR. The module's IR is lowered again with its pipeline
         (compiler/package.py's ``export_library`` says why)."""
+        if self._source is None and self.rebuild is not None:
+            return self.rebuild().export_library(path)  # loaded from the compile cache
         if self._source is None:
             raise PackageError("this module was made without its source IR; compile it with "
                                "tilecraft.compile or tilecraft.build to export it")

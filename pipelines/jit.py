@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import os
+import shutil
 import threading
 import time
 import weakref
@@ -19,7 +21,8 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..errors import CompileError
 from ..runtime import kernel_timers, parallel_runtime
-from ..runtime.checks import REPORT_SYMBOL, TABLE_ATTRIBUTE, check_error, decode_table, report_address, take_jit_failure
+from ..runtime.checks import (REPORT_SYMBOL, TABLE_ATTRIBUTE, TAKE_SYMBOL, check_error, decode_table, report_address,
+                              take_jit_failure, take_package_failure)
 from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
 from ..runtime.libraries import runtime_library
 from ..runtime.malloc_policy import keep_freed_memory
@@ -31,6 +34,19 @@ from .weights import bind_resource_globals
 # Runtime libraries the generated code may call into, handed to each JIT (the parallel-loop
 # runtime is loaded once per process instead: runtime/parallel_runtime.py).
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
+
+# The most LLVM optimization the JIT runs. Why not 3: the code reaching LLVM is already
+# tiled, vectorized and unrolled by the schedule; -O3 re-optimizes it at 4.5x the CPU time of
+# -O2 (ResNet-50's lowered module: 21.4 against 4.7 CPU-s, the largest step of a cold
+# compile) for run times within the noise of a shared machine and identical outputs
+# (docs/performance.md, "Compile time: LLVM -O2 in the JIT").
+MAX_JIT_LLVM_OPT_LEVEL = 2
+
+
+def jit_llvm_opt_level(opt_level: int) -> int:
+    """The LLVM optimization level the JIT uses for a compile at ``opt_level`` (0-3)."""
+    return min(opt_level, MAX_JIT_LLVM_OPT_LEVEL)
+
 
 # Why engines outlive their modules for a moment: a worker thread of the async runtime marks
 # a parallel task complete and only then returns through the task's last instructions, which
@@ -88,6 +104,8 @@ class JitFunction:
         self._extra_libraries = extra_libraries
         self._engine: ExecutionEngine | None = None
         self._entry: Any = None
+        # (symbol, array) of the weights bound by address; the compile cache links them in.
+        self.weights: list[tuple[str, np.ndarray]] = []
         self._frame = CallFrame(signature)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
         # The messages of the run-time checks (pipelines/runtime_checks.py), by check id.
@@ -110,7 +128,8 @@ class JitFunction:
         # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).
         weights = bind_resource_globals(self.module)
         try:
-            engine = ExecutionEngine(self.module, opt_level=self._opt_level, shared_libs=libraries)
+            engine = ExecutionEngine(self.module, opt_level=jit_llvm_opt_level(self._opt_level),
+                                     shared_libs=libraries)
         except RuntimeError as error:
             raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
         for symbol, address, _ in externs:
@@ -122,6 +141,7 @@ class JitFunction:
         engine.initialize()
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
+        self.weights = weights
         _release_retired()
         weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs],
                          [array for _, array in weights])
@@ -139,6 +159,7 @@ class JitFunction:
         other._entry = self._engine.lookup(signature.name)
         other._frame = CallFrame(signature)
         other._first = self  # keeps the engine from being retired
+        other.weights = self.weights
         other.check_table = self.check_table  # the module's messages, shared
         return other
 
@@ -146,6 +167,10 @@ class JitFunction:
     def engine(self) -> ExecutionEngine:
         self._ensure_engine()
         return self._engine
+
+    def dump_object_file(self, path: "str | os.PathLike[str]") -> None:
+        """The JIT-compiled machine code as an ELF object (weights are undefined symbols)."""
+        self.engine.dump_to_object_file(str(path))
 
     def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
         self._ensure_engine()
@@ -159,5 +184,63 @@ class JitFunction:
         if self.check_table:
             failure = take_jit_failure()
             if failure is not None:  # the outputs are freed with their arrays
+                raise check_error(self.check_table, failure)
+        return outputs
+
+
+def _load_global(path: str) -> ctypes.CDLL:
+    """A runtime library's symbols made visible to libraries loaded after it."""
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+class LibraryFunction:
+    """The entry ``signature.name`` of JIT-compiled code loaded back from a shared library:
+    a hit of the compile cache (compiler/cache.py), called exactly as a :class:`JitFunction`.
+
+    ``library`` is the JIT's object code linked with its weights and runtime_checks.c;
+    the runtimes it calls (the parallel-loop runtime, MLIR's C runner utilities) are the
+    process-wide ones the JIT binds too, loaded first with their symbols global. Raises
+    ``OSError`` when the library does not load or lacks the entry (the cache then
+    recompiles). ``check_messages``: the run-time checks' table, as
+    ``TABLE_ATTRIBUTE`` holds it.
+    """
+
+    def __init__(self, library: "str | os.PathLike[str]", object_file: "str | os.PathLike[str]",
+                 signature: EntrySignature, check_messages: Sequence[str]) -> None:
+        parallel_runtime.load()
+        for name in RUNTIME_LIBRARIES:
+            _load_global(runtime_library(name))
+        self.signature = signature
+        self.check_table = decode_table(list(check_messages))
+        self.weights: list[tuple[str, np.ndarray]] = []  # inside the library
+        self._object_file = str(object_file)
+        self._library = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
+        try:
+            # What ExecutionEngine.lookup finds: the packed (void **) wrapper of the C interface.
+            entry = self._library[f"_mlir_{C_INTERFACE_PREFIX}{signature.name}"]
+            take = self._library[TAKE_SYMBOL]
+        except AttributeError as error:
+            raise OSError(f"{library}: {error}") from None
+        entry.restype = None
+        entry.argtypes = [ctypes.c_void_p]
+        take.restype = ctypes.c_int
+        take.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+        self._entry, self._take = entry, take
+        self._frame = CallFrame(signature)
+        keep_freed_memory()
+
+    def dump_object_file(self, path: "str | os.PathLike[str]") -> None:
+        """The cached copy of the JIT's object code (weights are undefined symbols)."""
+        shutil.copyfile(self._object_file, path)
+
+    def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
+        arrays = self.signature.bind(args, kwargs)
+        frame = self._frame
+        buffer, base, addresses = frame.fill(arrays)
+        self._entry(frame.argv_address(base))
+        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        if self.check_table:
+            failure = take_package_failure(self._take)
+            if failure is not None:
                 raise check_error(self.check_table, failure)
         return outputs

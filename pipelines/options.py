@@ -29,7 +29,8 @@ class CompileOptions:
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
       opt_level: 0-3, like TVM's PassContext opt_level: the LLVM optimization level for
-        the JIT, and which graph passes run (``pipelines/graph``: 1 dead code and CSE,
+        the JIT (at most 2 there: pipelines/jit.py's ``jit_llvm_opt_level``), and which
+        graph passes run (``pipelines/graph``: 1 dead code and CSE,
         2 + constant folding and combined parallel matmuls, 3 + operator fusion; default
         3). Applies to the default pipeline; a given ``pipeline`` is run as it is.
       keep_ir: keep the IR after each stage for :meth:`CompiledModule.ir`.
@@ -66,6 +67,14 @@ class CompileOptions:
         (pipelines/runtime_verification.py; its cost: docs/robustness.md). Default CPU
         pipeline only. Default: ``TILECRAFT_CHECKED=1`` in the environment turns it on for
         every compile (a test suite or a fuzz run under checked builds).
+      cache: the persistent compile cache (compiler/cache.py): a model compiled before with
+        the same options, target and tilecraft loads from ``$TILECRAFT_CACHE_DIR`` (default
+        ``$XDG_CACHE_HOME/tilecraft`` or ``~/.cache/tilecraft``) instead of compiling.
+        ``None`` (default): on, unless ``TILECRAFT_COMPILE_CACHE=0``; ``False``: off
+        (CLI: ``--no-cache``); ``True``: on whatever the environment says.
+      verbose: show the compile's progress (stage, elapsed seconds, kernels) on a terminal
+        once it has taken a few seconds (compiler/progress.py); never when stderr is not a
+        terminal. ``False``: quiet.
     """
 
     target: "str | Target" = "llvm"
@@ -82,6 +91,8 @@ class CompileOptions:
     specialize_shapes: int = 4
     fast_math: bool = False
     checked: bool = field(default_factory=lambda: os.environ.get("TILECRAFT_CHECKED", "") not in ("", "0"))
+    cache: bool | None = None
+    verbose: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -115,6 +126,10 @@ class CompileOptions:
             raise OptionError(f"specialize_shapes must be a count >= 0, got {self.specialize_shapes!r}")
         if not isinstance(self.fast_math, bool):
             raise OptionError(f"fast_math must be True or False, got {self.fast_math!r}")
+        if self.cache is not None and not isinstance(self.cache, bool):
+            raise OptionError(f"cache must be True, False or None, got {self.cache!r}")
+        if not isinstance(self.verbose, bool):
+            raise OptionError(f"verbose must be True or False, got {self.verbose!r}")
         if self.target.is_cuda and self.package_path is not None:
             raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
                                "package, or call the CUDA module in-process")

@@ -4,7 +4,8 @@ Why at first use and not at install: the wheel is pure Python (the compiled code
 MLIR's JIT), and a C compiler is one of the three things a machine needs (python3, pip, cc).
 The cache key is the sources' text and the command line, so an edited source or another flag
 gives a fresh build; builds land in a temporary name first, so a concurrent process never
-loads a half-written library. ``$TILECRAFT_CACHE`` (default ``~/.cache/tilecraft``) holds them.
+loads a half-written library. They live in :func:`cache_dir`, beside the compile cache's
+entries (compiler/cache.py).
 """
 
 from __future__ import annotations
@@ -21,8 +22,13 @@ from ..errors import CompileError, TilecraftError
 
 
 def cache_dir() -> Path:
-    """Where built libraries are kept: ``$TILECRAFT_CACHE`` or ``~/.cache/tilecraft``."""
-    return Path(os.environ.get("TILECRAFT_CACHE", Path.home() / ".cache" / "tilecraft"))
+    """tilecraft's cache folder (built libraries, compiled models): ``$TILECRAFT_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/tilecraft``, else ``~/.cache/tilecraft`` (the XDG default)."""
+    explicit = os.environ.get("TILECRAFT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "tilecraft"
 
 
 def build_shared_library(filename: str, sources: Sequence[Path], flags: Sequence[str] = (), *,

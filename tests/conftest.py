@@ -6,6 +6,8 @@ checkout folder's name (``main.pipelines...``) beside the installed one.
 """
 
 import os
+import shutil
+import tempfile
 
 # MLIR's Python libraries must load before TensorFlow's (imported by the TFLite tests, and by
 # keras with its default backend): loaded after them, MLIR's `_mlirRegisterEverything`
@@ -19,10 +21,29 @@ import pytest
 _PROCESS_SETTINGS = ("TILECRAFT_NUM_THREADS",)
 
 
+# The session's own cache folder (set by the process that made it; xdist workers inherit it).
+_SESSION_CACHE = "_TILECRAFT_TEST_SESSION_CACHE"
+
+
 def pytest_configure(config):
     # A schedule that fails for an op only warns and falls back to scalar loops; in the
     # tests that is a compiler bug, so it must fail the test that triggers it.
     config.addinivalue_line("filterwarnings", "error:tilecraft-schedule:RuntimeWarning")
+    # The tests never read or fill a user's cache (compiler/cache.py): a folder of the
+    # session's own, and the compile cache off unless a test asks for it (cache=True), so
+    # that no test meets another's compiled models (tests/test_compile_cache.py turns it on).
+    session = os.environ.get(_SESSION_CACHE)
+    if session is None or os.environ.get("TILECRAFT_CACHE_DIR") != session:
+        session = tempfile.mkdtemp(prefix="tilecraft-test-cache-")
+        os.environ["TILECRAFT_CACHE_DIR"] = os.environ[_SESSION_CACHE] = session
+        config._tilecraft_made_cache = session
+    os.environ["TILECRAFT_COMPILE_CACHE"] = "0"
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_tilecraft_made_cache", None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

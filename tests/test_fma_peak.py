@@ -9,8 +9,7 @@ from tilecraft.runtime import peak
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path))  # the cache folder (runtime/native.py)
-    monkeypatch.setenv("TILECRAFT_CACHE", str(tmp_path))  # its earlier name
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(peak.PEAK_ENVIRONMENT, raising=False)
     return tmp_path
 

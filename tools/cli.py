@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--model-format", choices=MODEL_FORMATS, default=None,
                          help="the model file's format when its suffix does not say it "
                               "(default: from the suffix, checked against the content)")
+        sub.add_argument("--no-cache", dest="cache", action="store_false", default=None,
+                         help="compile even when the compile cache holds this model "
+                              "($TILECRAFT_CACHE_DIR; packages are always built)")
 
     compile_ = commands.add_parser("compile", help="compile a model into a deployable package",
                                    description="Compile a model into a package (model.tar): a "
@@ -315,7 +318,7 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
                           opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),
                           runtime_checks=getattr(args, "runtime_checks", True),
-                          fast_math=getattr(args, "fast_math", False),
+                          fast_math=getattr(args, "fast_math", False), cache=getattr(args, "cache", None),
                           **({"checked": True} if getattr(args, "checked", False) else {}), **settings)
 
 

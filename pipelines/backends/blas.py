@@ -4,7 +4,7 @@ OpenBLAS's ``cblas_sgemm``, from the pinned ``scipy-openblas32`` wheel.
 
 The calls go through a small C shim (blas_shim.c) that reads MLIR memref descriptors; it is
 built at first use with the system C compiler, linked against the wheel's library, and
-cached by content under ``$TILECRAFT_CACHE`` (default ``~/.cache/tilecraft``). An op is
+cached by content under ``$TILECRAFT_CACHE_DIR`` (default ``~/.cache/tilecraft``). An op is
 offloaded only with static shapes and at least :attr:`BlasBackend.min_macs`
 multiply-accumulates (below that the call costs more than a compiled kernel). A non-zero
 accumulator (a bias that the importer put into the matmul's init) stays a compiled

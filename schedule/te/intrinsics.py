@@ -174,7 +174,7 @@ def unregister_intrinsic(name: str) -> None:
 
 def compile_c(source: str, *, name: str = "intrinsic", flags: Sequence[str] = ("-O3",)) -> Path:
     """Compile C ``source`` into a shared library (cached by content under
-    ``$TILECRAFT_CACHE``) with ``$CC``; returns its path. ``flags`` follow ``-O2 -shared
+    ``$TILECRAFT_CACHE_DIR``) with ``$CC``; returns its path. ``flags`` follow ``-O2 -shared
     -fPIC``, e.g. ``("-O3", "-march=native")`` for a vectorized micro-kernel."""
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = cache_dir() / "intrinsic-sources" / f"{name}-{key}.c"
