@@ -172,6 +172,61 @@ def _grouped_generic(
     return generic_op([x, w], init, [x_map, w_map, out_map], 3 + spatial, 1 + spatial, body)
 
 
+# Fewest channels per group (and filters per group) that the grouped convolution takes as
+# one contraction per filter tap (``_grouped_by_taps``): below, each tap's reduction is
+# too short to pay for reading and writing the accumulators once per tap.
+_MIN_CHANNELS_PER_TAP = 8
+
+
+def _grouped_by_taps(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[int],
+                     dilations: Sequence[int], accumulator: ir.Type) -> ir.Value:
+    """A grouped 2-D convolution of the padded, static x (N, C, H, W) by w (F, C/g, KH, KW)
+    into its NCHW accumulator, as one batched contraction per filter tap in NHWC:
+
+        y[n, oh, ow, g, f] += x[n, oh*s + kh*d, ow*s + kw*d, g, c] * w[kh, kw, g, c, f]
+
+    Tap (kh, kw) reads a strided view of the input (a slice, no copy) and a (G, Cg, Fg)
+    slice of the filter (transposed once; the constant folder does it at compile time for
+    a constant filter), so every tap is a batch matmul over the groups, with projected
+    maps: the contraction planner gives it groups as parallel tasks and register tiles of
+    output pixels x filter vectors, and the accumulator stays NHWC between the NCHW <->
+    NHWC transposes the layout pass cancels. Why: ``linalg.conv_2d_ngchw_gfchw`` has no
+    decomposition, its windowed maps are not projected, and it ran as scalar loops, 18-34x
+    onnxruntime's time with 8-32 channels per group (docs/performance.md, round 16)."""
+    element = core.tensor_type(x).element_type
+    filters, group_channels, kh, kw = core.static_shape(w)
+    per_group = filters // groups
+    n, _, height, width = core.static_shape(x)
+    out_h = window_output_extent(height, 0, 0, kh, strides[0], dilations[0])
+    out_w = window_output_extent(width, 0, 0, kw, strides[1], dilations[1])
+    pixels = core.transpose(x, [0, 2, 3, 1])  # N, H, W, C
+    pixels = expand(pixels, [[0], [1], [2], [3, 4]], [n, height, width, groups, group_channels])
+    grouped_w = expand(w, [[0, 1], [2], [3], [4]], [groups, per_group, group_channels, kh, kw])
+    taps = core.transpose(grouped_w, [3, 4, 0, 2, 1])  # KH, KW, G, Cg, Fg
+    w_element = core.tensor_type(w).element_type
+    tap_type = ir.RankedTensorType.get([groups, group_channels, per_group], w_element)
+    view_type = ir.RankedTensorType.get([n, out_h, out_w, groups, group_channels], element)
+    dim = ir.AffineDimExpr.get
+    # Loops: g, n, oh, ow, f | c.
+    g_, n_, oh_, ow_, f_, c_ = (dim(i) for i in range(6))
+    maps = [ir.AffineMap.get(6, 0, [n_, oh_, ow_, g_, c_]),
+            ir.AffineMap.get(6, 0, [g_, c_, f_]),
+            ir.AffineMap.get(6, 0, [n_, oh_, ow_, g_, f_])]
+    result = core.filled([n, out_h, out_w, groups, per_group], 0, accumulator)
+    body = _multiply_accumulate(accumulator)
+    for i in range(kh):
+        for j in range(kw):
+            view = tensor.extract_slice(view_type, pixels, [], [], [],
+                                        [0, i * dilations[0], j * dilations[1], 0, 0],
+                                        [n, out_h, out_w, groups, group_channels],
+                                        [1, strides[0], strides[1], 1, 1])
+            tap = tensor.extract_slice(tap_type, taps, [], [], [], [i, j, 0, 0, 0],
+                                       [1, 1, groups, group_channels, per_group], [1] * 5)
+            result = generic_op([view, tap], result, maps, 5, 1, body)
+    nhwc = collapse(result, [[0], [1], [2], [3, 4]])
+    return core.transpose(nhwc, [0, 3, 1, 2])
+
+
 def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
                    padding_low: Sequence[int], padding_high: Sequence[int], dilations: Sequence[int],
                    groups: int) -> ir.Value:
@@ -271,6 +326,9 @@ def conv(
         result = _DEPTHWISE[spatial](x, taps, outs=[init], **windows)
     else:
         per_group = filters // groups
+        if (spatial == 2 and None not in core.static_shape(x)
+                and min(group_channels, per_group) >= _MIN_CHANNELS_PER_TAP):
+            return _add_bias(_grouped_by_taps(x, w, groups, strides, dilations, accumulator), bias, element)
         x_groups = [[0], [1, 2], *[[d] for d in range(3, spatial + 3)]]
         xg = expand(x, x_groups, [extents[0], groups, group_channels, *extents[2:]])
         wg = expand(w, [[0, 1], *[[d] for d in range(2, spatial + 3)]],

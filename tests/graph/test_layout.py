@@ -91,6 +91,16 @@ def test_grouped_conv_stays_nchw_between_conversions():
     assert counts["linalg.transpose"] == 2
 
 
+def test_grouped_conv_with_8_channels_per_group_runs_in_nhwc():
+    """8 channels per group: one contraction per filter tap in NHWC (conv._grouped_by_taps),
+    between transposes the layout pass cancels, so the only layout transpose left is the
+    model's input (the pooled value is NHWC throughout)."""
+    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(channels=16, grouped=True),
+                                                (1, 3, 12, 12), seed=6)
+    assert counts["linalg.conv_2d_ngchw_gfchw"] == 0
+    assert counts["linalg.transpose"] == 1
+
+
 def test_unknown_layout_is_a_pipeline_error():
     with pytest.raises(PipelineError, match="unknown layout 'NCHW8c'.*supported: NHWC"):
         parse_layout("NCHW8c")

@@ -215,6 +215,11 @@ def test_einsum_bad_equation():
         pytest.param((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]},
                      marks=SCALAR_FALLBACK),  # depthwise
         pytest.param((1, 4, 9, 9), (8, 1, 3, 3), {"group": 4}, marks=SCALAR_FALLBACK),  # multiplier 2
+        # 8-16 channels per group: one batched contraction per filter tap (vectorized, no warning).
+        ((1, 16, 9, 9), (16, 8, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+        ((2, 32, 10, 10), (32, 16, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+        ((1, 16, 11, 11), (24, 8, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((1, 64, 7, 7), (64, 16, 1, 3), {"group": 4, "pads": [0, 1, 0, 1]}),
         ((1, 3, 10, 7), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
         ((1, 3, 10, 7), (4, 3, 2, 4), {"auto_pad": "SAME_LOWER", "strides": [3, 2]}),
         ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "VALID", "kernel_shape": [3, 3]}),
