@@ -227,6 +227,36 @@ def _grouped_by_taps(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[in
     return core.transpose(nhwc, [0, 3, 1, 2])
 
 
+# Output pixels along a row that a convolution's register tile takes, at most (the
+# planner's, schedule/plan.py); a row with no divisor from half of it up gets narrow tiles.
+_REGISTER_PIXELS = 8
+
+
+def _narrow_pixel_tiles(width: int) -> bool:
+    """Whether an output row of ``width`` pixels has no register tile of 4 to 8 pixels (13,
+    11, 26: SqueezeNet's 13x13 classifier took 1-pixel tiles)."""
+    return max(d for d in range(1, _REGISTER_PIXELS + 1) if width % d == 0) < _REGISTER_PIXELS // 2
+
+
+def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.Value:
+    """A 1x1, stride-1, unpadded convolution of a static x (N, C, H, W) by w (F, C, 1, 1) as
+    one matmul of the NHWC pixels (N*H*W, C) by the filter (C, F) (transposed once; the
+    constant folder does it at compile time), its NCHW accumulator back between transposes
+    the layout pass cancels. Why: its rows are then one extent, N*H*W, which the graph stage
+    pads to whole register tiles (pipelines/graph/padded_extents.py) where no tile size
+    divides it; as a convolution, the register tile must divide the output row, and 13
+    pixels (a prime) took 1-pixel tiles: a 512 -> 1000 classifier over 13x13 ran at 5x
+    onnxruntime's time (docs/performance.md, round 16)."""
+    n, channels, height, width = core.static_shape(x)
+    filters = core.static_shape(w)[0]
+    pixels = collapse(core.transpose(x, [0, 2, 3, 1]), [[0, 1, 2], [3]])
+    matrix = core.transpose(collapse(w, [[0], [1, 2, 3]]), [1, 0])
+    init = core.filled([n * height * width, filters], 0, accumulator)
+    product = linalg.matmul(pixels, matrix, outs=[init])
+    image = expand(product, [[0, 1, 2], [3]], [n, height, width, filters])
+    return core.transpose(image, [0, 3, 1, 2])
+
+
 def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
                    padding_low: Sequence[int], padding_high: Sequence[int], dilations: Sequence[int],
                    groups: int) -> ir.Value:
@@ -317,7 +347,10 @@ def conv(
         for i in range(spatial)
     ]
     windows = {"strides": list(strides), "dilations": list(dilations)}
-    if groups == 1:
+    if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
+            and None not in core.static_shape(x) and _narrow_pixel_tiles(out_spatial[1])):
+        result = _pointwise_as_matmul(x, w, accumulator)
+    elif groups == 1:
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
         result = _CONV[spatial](x, w, outs=[init], **windows)
     elif group_channels == 1 and filters == groups:

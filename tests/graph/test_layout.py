@@ -8,6 +8,9 @@ import os
 import sys
 
 import numpy as np
+import onnx
+import onnx.helper
+import onnx.numpy_helper
 import onnxruntime as ort
 import pytest
 
@@ -99,6 +102,29 @@ def test_grouped_conv_with_8_channels_per_group_runs_in_nhwc():
                                                 (1, 3, 12, 12), seed=6)
     assert counts["linalg.conv_2d_ngchw_gfchw"] == 0
     assert counts["linalg.transpose"] == 1
+
+
+def test_pointwise_conv_on_13x13_is_a_padded_matmul_in_nhwc():
+    """SqueezeNet's classifier: a 1x1 conv over 13x13 pixels after a 3x3 one is a matmul of
+    the 169 NHWC pixels (conv._pointwise_as_matmul), padded to 176 rows by the graph stage,
+    and the model keeps only its input and output transposes."""
+    rng = np.random.default_rng(7)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in (("w1", (16, 8, 3, 3)), ("w2", (40, 16, 1, 1)), ("b2", (40,)))]
+    nodes = [onnx.helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Relu", ["c1"], ["r1"]),
+             onnx.helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             onnx.helper.make_node("Relu", ["c2"], ["y"])]
+    graph = onnx.helper.make_graph(
+        nodes, "classifier", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 13, 13])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 40, 13, 13])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 8, 13, 13)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    text = compiled.ir("graph")
+    assert "linalg.matmul ins(%padded" in text and "tensor<176x16xf32>" in text
+    assert _graph_counts(compiled)["linalg.transpose"] == 2
 
 
 def test_unknown_layout_is_a_pipeline_error():

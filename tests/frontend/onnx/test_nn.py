@@ -220,6 +220,9 @@ def test_einsum_bad_equation():
         ((2, 32, 10, 10), (32, 16, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 0, 1, 1]}),
         ((1, 16, 11, 11), (24, 8, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
         ((1, 64, 7, 7), (64, 16, 1, 3), {"group": 4, "pads": [0, 1, 0, 1]}),
+        # 1x1 over rows of 13 and 11 pixels (no 4-8 pixel tile): one matmul of the pixels.
+        ((1, 24, 13, 13), (40, 24, 1, 1), {}),
+        ((2, 8, 11, 11), (24, 8, 1, 1), {"pads": [1, 0, 1, 0]}),
         ((1, 3, 10, 7), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
         ((1, 3, 10, 7), (4, 3, 2, 4), {"auto_pad": "SAME_LOWER", "strides": [3, 2]}),
         ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "VALID", "kernel_shape": [3, 3]}),
