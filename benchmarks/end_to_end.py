@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
     .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d,fpn,bilinear --kernels '' --without tilecraft-pad-matmul-extents
+    .venv/bin/python benchmarks/end_to_end.py --models regnet,squeezenet --kernels regnet,squeezenet
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -27,6 +28,10 @@ Models (random weights, built here; nothing is downloaded):
   stride-2 ConvTranspose, a skip Concat), a keyword-spotting-style 1-D CNN, a C3D-style
   video net, two feature-pyramid levels (a 2x nearest upsampling), a 2x bilinear
   upsampling between convolutions;
+- ``regnet`` and ``squeezenet`` (not in the default run): RegNet-style stages (3x3
+  convolutions grouped by 16 channels, squeeze-excite; BatchNorm statistics calibrated on
+  training-mode batches) and SqueezeNet's 13x13 head (Fire modules, a 1x1 classifier into
+  1000 channels over 13x13 pixels);
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
