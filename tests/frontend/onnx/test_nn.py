@@ -223,6 +223,10 @@ def test_einsum_bad_equation():
         # 1x1 over rows of 13 and 11 pixels (no 4-8 pixel tile): one matmul of the pixels.
         ((1, 24, 13, 13), (40, 24, 1, 1), {}),
         ((2, 8, 11, 11), (24, 8, 1, 1), {"pads": [1, 0, 1, 0]}),
+        # 3x3 on output rows of 13 and 11 pixels: computed on 14 and 12, sliced back.
+        ((1, 8, 13, 13), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((1, 8, 26, 22), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ((1, 16, 11, 11), (16, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 16}),  # depthwise
         ((1, 3, 10, 7), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
         ((1, 3, 10, 7), (4, 3, 2, 4), {"auto_pad": "SAME_LOWER", "strides": [3, 2]}),
         ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "VALID", "kernel_shape": [3, 3]}),
