@@ -127,6 +127,30 @@ def test_pointwise_conv_on_13x13_is_a_padded_matmul_in_nhwc():
     assert _graph_counts(compiled)["linalg.transpose"] == 2
 
 
+def test_channel_split_between_branches_stays_nhwc():
+    """ShuffleNet-style branches: the channels split in two (ONNX Split, slices of the
+    channel dim), a conv on each, concatenated: the slices run in NHWC along the last dim
+    (layout.py ``rewrite_slice``), so only the model's input and output are transposed."""
+    rng = np.random.default_rng(8)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in (("w1", (16, 8, 3, 3)), ("wa", (8, 8, 3, 3)), ("wb", (8, 8, 1, 1)))]
+    inits.append(onnx.numpy_helper.from_array(np.array([8, 8], np.int64), "halves"))
+    nodes = [onnx.helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Split", ["c1", "halves"], ["left", "right"], axis=1),
+             onnx.helper.make_node("Conv", ["left", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Conv", ["right", "wb"], ["b"]),
+             onnx.helper.make_node("Concat", ["a", "b"], ["y"], axis=1)]
+    graph = onnx.helper.make_graph(
+        nodes, "branches", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 12, 12])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 16, 12, 12])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    counts = _graph_counts(compiled)
+    assert counts["linalg.conv_2d_nhwc_hwcf"] == 3 and counts["linalg.transpose"] == 2
+
+
 def test_unknown_layout_is_a_pipeline_error():
     with pytest.raises(PipelineError, match="unknown layout 'NCHW8c'.*supported: NHWC"):
         parse_layout("NCHW8c")
