@@ -223,6 +223,7 @@ def test_einsum_bad_equation():
         # 1x1 over rows of 13 and 11 pixels (no 4-8 pixel tile): one matmul of the pixels.
         ((1, 24, 13, 13), (40, 24, 1, 1), {}),
         ((2, 8, 11, 11), (24, 8, 1, 1), {"pads": [1, 0, 1, 0]}),
+        ((2, 32, 1, 1), (8, 32, 1, 1), {}),  # squeeze-excite's on a pooled image: a 2-row matmul
         # 3x3 on output rows of 13 and 11 pixels: computed on 14 and 12, sliced back.
         ((1, 8, 13, 13), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
         ((1, 8, 26, 22), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
