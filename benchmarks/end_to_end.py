@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/end_to_end.py --models bert,resnet50 --offload blas
     .venv/bin/python benchmarks/end_to_end.py --models bert --kernels bert --weight-panel 32
     .venv/bin/python benchmarks/end_to_end.py --models vit,mlp,unet,conv1d,c3d,fpn,bilinear --kernels '' --without tilecraft-pad-matmul-extents
+    .venv/bin/python benchmarks/end_to_end.py --models regnet,squeezenet --kernels regnet,squeezenet
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/end_to_end.py --models embedding,digits_dyn,digits \
         --kernels '' --checks-cost --cpu-time --repeat 41
 
@@ -27,6 +28,10 @@ Models (random weights, built here; nothing is downloaded):
   stride-2 ConvTranspose, a skip Concat), a keyword-spotting-style 1-D CNN, a C3D-style
   video net, two feature-pyramid levels (a 2x nearest upsampling), a 2x bilinear
   upsampling between convolutions;
+- ``regnet`` and ``squeezenet`` (not in the default run): RegNet-style stages (3x3
+  convolutions grouped by 16 channels, squeeze-excite; BatchNorm statistics calibrated on
+  training-mode batches) and SqueezeNet's 13x13 head (Fire modules, a 1x1 classifier into
+  1000 channels over 13x13 pixels);
 - ``digits_dyn`` and ``embedding`` (not in the default run): the digits CNN with a dynamic
   batch (64 images), and a token embedding + MLP over a dynamic number of tokens (64):
   models whose sizes are known only at the call, so the run-time checks are compiled in.
@@ -379,6 +384,81 @@ def bilinear() -> Case:
 
     torch.manual_seed(0)
     return _torch_case("bilinear", Head(), (torch.rand(1, 3, 128, 128),), ["x"])
+
+
+def _calibrate_batch_norms(module: Any, batch: Any, steps: int = 3) -> Any:
+    """BatchNorm running statistics from a few training-mode batches of ``batch``, then eval
+    mode: with the defaults (mean 0, variance 1) activations of random weights shrink or
+    grow layer by layer and a deep net's output is its classifier's bias, which every
+    comparison passes."""
+    import torch
+
+    module.train()
+    with torch.no_grad():
+        for _ in range(steps):
+            module(batch)
+    return module.eval()
+
+
+def regnet() -> Case:
+    """RegNetX/Y-style stages at 56x56 -> 14x14: bottleneck blocks whose 3x3 convolution is
+    grouped with 16 channels per group (stride 2 in each stage's first block), squeeze-excite
+    after it, a residual (a strided 1x1 projection where the shape changes). Grouped
+    convolutions of 8-64 channels per group are what ResNeXt and RegNet are made of."""
+    import torch
+    from torch import nn
+
+    def conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, act: bool = True) -> list:
+        layers = [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
+                  nn.BatchNorm2d(cout)]
+        return layers + [nn.ReLU()] if act else layers
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int, group_width: int = 16) -> None:
+            super().__init__()
+            self.body = nn.Sequential(*conv_bn(cin, cout, 1), *conv_bn(cout, cout, 3, stride, cout // group_width))
+            self.squeeze = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(cout, cin // 4, 1), nn.ReLU(),
+                                         nn.Conv2d(cin // 4, cout, 1), nn.Sigmoid())
+            self.project = nn.Sequential(*conv_bn(cout, cout, 1, act=False))
+            self.shortcut = (nn.Sequential(*conv_bn(cin, cout, 1, stride, act=False))
+                             if stride != 1 or cin != cout else nn.Identity())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.body(x)
+            return torch.relu(self.shortcut(x) + self.project(y * self.squeeze(y)))
+
+    torch.manual_seed(0)
+    stages = [(32, 48, 2), (48, 112, 2), (112, 256, 2)]
+    layers: list = conv_bn(3, 32, 3, 2)
+    for cin, cout, depth in stages:
+        layers += [Block(cin if i == 0 else cout, cout, 2 if i == 0 else 1) for i in range(depth)]
+    module = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 1000))
+    _calibrate_batch_norms(module, torch.rand(4, 3, 112, 112))
+    return _torch_case("regnet", module, (torch.rand(1, 3, 112, 112),), ["x"])
+
+
+def squeezenet() -> Case:
+    """SqueezeNet 1.1's head at 13x13: a Fire module (1x1 squeeze, parallel 1x1 / 3x3
+    expand, channel concat) and the classifier, a 1x1 convolution over 13x13 pixels into
+    1000 channels then global pooling. 13 (a prime) has no register tile of pixels."""
+    import torch
+    from torch import nn
+
+    class Fire(nn.Module):
+        def __init__(self, cin: int, squeeze: int, expand: int) -> None:
+            super().__init__()
+            self.squeeze = nn.Sequential(nn.Conv2d(cin, squeeze, 1), nn.ReLU())
+            self.expand1 = nn.Sequential(nn.Conv2d(squeeze, expand, 1), nn.ReLU())
+            self.expand3 = nn.Sequential(nn.Conv2d(squeeze, expand, 3, padding=1), nn.ReLU())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            s = self.squeeze(x)
+            return torch.cat([self.expand1(s), self.expand3(s)], 1)
+
+    torch.manual_seed(0)
+    module = nn.Sequential(Fire(384, 64, 256), Fire(512, 64, 256), nn.Conv2d(512, 1000, 1), nn.ReLU(),
+                           nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    return _torch_case("squeezenet", module, (torch.rand(1, 384, 13, 13),), ["x"])
 
 
 def digits() -> Case:
@@ -854,6 +934,8 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
     "c3d": lambda args: c3d(),
     "fpn": lambda args: fpn(),
     "bilinear": lambda args: bilinear(),
+    "regnet": lambda args: regnet(),
+    "squeezenet": lambda args: squeezenet(),
 }
 # The default run (the models with dynamic sizes are for --checks-cost).
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")

@@ -172,6 +172,103 @@ def _grouped_generic(
     return generic_op([x, w], init, [x_map, w_map, out_map], 3 + spatial, 1 + spatial, body)
 
 
+# Fewest channels per group (and filters per group) that the grouped convolution takes as
+# one contraction per filter tap (``_grouped_by_taps``): below, each tap's reduction is
+# too short to pay for reading and writing the accumulators once per tap.
+_MIN_CHANNELS_PER_TAP = 8
+
+
+def _grouped_by_taps(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[int],
+                     dilations: Sequence[int], accumulator: ir.Type) -> ir.Value:
+    """A grouped 2-D convolution of the padded, static x (N, C, H, W) by w (F, C/g, KH, KW)
+    into its NCHW accumulator, as one batched contraction per filter tap in NHWC:
+
+        y[n, oh, ow, g, f] += x[n, oh*s + kh*d, ow*s + kw*d, g, c] * w[kh, kw, g, c, f]
+
+    Tap (kh, kw) reads a strided view of the input (a slice, no copy) and a (G, Cg, Fg)
+    slice of the filter (transposed once; the constant folder does it at compile time for
+    a constant filter), so every tap is a batch matmul over the groups, with projected
+    maps: the contraction planner gives it groups as parallel tasks and register tiles of
+    output pixels x filter vectors, and the accumulator stays NHWC between the NCHW <->
+    NHWC transposes the layout pass cancels. Why: ``linalg.conv_2d_ngchw_gfchw`` has no
+    decomposition, its windowed maps are not projected, and it ran as scalar loops, 18-34x
+    onnxruntime's time with 8-32 channels per group (docs/performance.md, round 16)."""
+    element = core.tensor_type(x).element_type
+    filters, group_channels, kh, kw = core.static_shape(w)
+    per_group = filters // groups
+    n, _, height, width = core.static_shape(x)
+    out_h = window_output_extent(height, 0, 0, kh, strides[0], dilations[0])
+    out_w = window_output_extent(width, 0, 0, kw, strides[1], dilations[1])
+    pixels = core.transpose(x, [0, 2, 3, 1])  # N, H, W, C
+    pixels = expand(pixels, [[0], [1], [2], [3, 4]], [n, height, width, groups, group_channels])
+    grouped_w = expand(w, [[0, 1], [2], [3], [4]], [groups, per_group, group_channels, kh, kw])
+    taps = core.transpose(grouped_w, [3, 4, 0, 2, 1])  # KH, KW, G, Cg, Fg
+    w_element = core.tensor_type(w).element_type
+    tap_type = ir.RankedTensorType.get([groups, group_channels, per_group], w_element)
+    view_type = ir.RankedTensorType.get([n, out_h, out_w, groups, group_channels], element)
+    dim = ir.AffineDimExpr.get
+    # Loops: g, n, oh, ow, f | c.
+    g_, n_, oh_, ow_, f_, c_ = (dim(i) for i in range(6))
+    maps = [ir.AffineMap.get(6, 0, [n_, oh_, ow_, g_, c_]),
+            ir.AffineMap.get(6, 0, [g_, c_, f_]),
+            ir.AffineMap.get(6, 0, [n_, oh_, ow_, g_, f_])]
+    result = core.filled([n, out_h, out_w, groups, per_group], 0, accumulator)
+    body = _multiply_accumulate(accumulator)
+    for i in range(kh):
+        for j in range(kw):
+            view = tensor.extract_slice(view_type, pixels, [], [], [],
+                                        [0, i * dilations[0], j * dilations[1], 0, 0],
+                                        [n, out_h, out_w, groups, group_channels],
+                                        [1, strides[0], strides[1], 1, 1])
+            tap = tensor.extract_slice(tap_type, taps, [], [], [], [i, j, 0, 0, 0],
+                                       [1, 1, groups, group_channels, per_group], [1] * 5)
+            result = generic_op([view, tap], result, maps, 5, 1, body)
+    nhwc = collapse(result, [[0], [1], [2], [3, 4]])
+    return core.transpose(nhwc, [0, 3, 1, 2])
+
+
+# Output pixels along a row that a convolution's register tile takes, at most (the
+# planner's, schedule/plan.py); a row with no divisor from half of it up gets narrow tiles.
+_REGISTER_PIXELS = 8
+
+
+def _narrow_pixel_tiles(width: int) -> bool:
+    """Whether an output row of ``width`` pixels has no register tile of 4 to 8 pixels (13,
+    11, 26: SqueezeNet's 13x13 classifier took 1-pixel tiles)."""
+    return max(d for d in range(1, _REGISTER_PIXELS + 1) if width % d == 0) < _REGISTER_PIXELS // 2
+
+
+def _tile_friendly_width(width: int) -> int:
+    """The narrowest output row from ``width`` up that has a 4-8 pixel register tile, if
+    it adds at most an eighth of the work (13 -> 14, 11 -> 12, 26 -> 28), else ``width``:
+    a convolution computes the extra pixels from zeros padded on the right and the result
+    is sliced back, so every register tile is whole (a partial last tile, peeled by
+    padding)."""
+    for wider in range(width, width + width // 8 + 1):
+        if not _narrow_pixel_tiles(wider):
+            return wider
+    return width
+
+
+def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.Value:
+    """A 1x1, stride-1, unpadded convolution of a static x (N, C, H, W) by w (F, C, 1, 1) as
+    one matmul of the NHWC pixels (N*H*W, C) by the filter (C, F) (transposed once; the
+    constant folder does it at compile time), its NCHW accumulator back between transposes
+    the layout pass cancels. Why: its rows are then one extent, N*H*W, which the graph stage
+    pads to whole register tiles (pipelines/graph/padded_extents.py) where no tile size
+    divides it; as a convolution, the register tile must divide the output row, and 13
+    pixels (a prime) took 1-pixel tiles: a 512 -> 1000 classifier over 13x13 ran at 5x
+    onnxruntime's time (docs/performance.md, round 16)."""
+    n, channels, height, width = core.static_shape(x)
+    filters = core.static_shape(w)[0]
+    pixels = collapse(core.transpose(x, [0, 2, 3, 1]), [[0, 1, 2], [3]])
+    matrix = core.transpose(collapse(w, [[0], [1, 2, 3]]), [1, 0])
+    init = core.filled([n * height * width, filters], 0, accumulator)
+    product = linalg.matmul(pixels, matrix, outs=[init])
+    image = expand(product, [[0, 1, 2], [3]], [n, height, width, filters])
+    return core.transpose(image, [0, 3, 1, 2])
+
+
 def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
                    padding_low: Sequence[int], padding_high: Sequence[int], dilations: Sequence[int],
                    groups: int) -> ir.Value:
@@ -255,6 +352,15 @@ def conv(
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
     x = _with_static_channels(x, group_channels * groups)
+    named = groups == 1 or (group_channels == 1 and filters == groups)
+    model_width = None
+    if spatial == 2 and named and kernel != [1, 1] and None not in core.static_shape(x):
+        # A named convolution's register tile must divide its output row: widen a row
+        # that has none (13 pixels: 1-pixel tiles, SqueezeNet's Fire modules), slice back.
+        width = core.static_shape(x)[3] + padding_low[1] + padding_high[1]
+        model_width = window_output_extent(width, 0, 0, kernel[1], strides[1], dilations[1])
+        extra = _tile_friendly_width(model_width) - model_width
+        padding_high = [padding_high[0], padding_high[1] + extra * strides[1]]
     x = core.pad_constant(x, [0, 0, *padding_low], [0, 0, *padding_high], 0)
     extents = core.sizes(x)
     out_spatial = [
@@ -262,7 +368,10 @@ def conv(
         for i in range(spatial)
     ]
     windows = {"strides": list(strides), "dilations": list(dilations)}
-    if groups == 1:
+    if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
+            and None not in core.static_shape(x) and _narrow_pixel_tiles(out_spatial[1])):
+        result = _pointwise_as_matmul(x, w, accumulator)
+    elif groups == 1:
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
         result = _CONV[spatial](x, w, outs=[init], **windows)
     elif group_channels == 1 and filters == groups:
@@ -271,6 +380,9 @@ def conv(
         result = _DEPTHWISE[spatial](x, taps, outs=[init], **windows)
     else:
         per_group = filters // groups
+        if (spatial == 2 and None not in core.static_shape(x)
+                and min(group_channels, per_group) >= _MIN_CHANNELS_PER_TAP):
+            return _add_bias(_grouped_by_taps(x, w, groups, strides, dilations, accumulator), bias, element)
         x_groups = [[0], [1, 2], *[[d] for d in range(3, spatial + 3)]]
         xg = expand(x, x_groups, [extents[0], groups, group_channels, *extents[2:]])
         wg = expand(w, [[0, 1], *[[d] for d in range(2, spatial + 3)]],
@@ -281,6 +393,10 @@ def conv(
         else:
             grouped = _grouped_generic(xg, wg, init, strides, dilations)
         result = collapse(grouped, x_groups)
+    if model_width is not None and out_spatial[1] != model_width:
+        sizes = [extents[0], filters, out_spatial[0], model_width]
+        result = tensor.extract_slice(ir.RankedTensorType.get(sizes, accumulator), result, [], [], [],
+                                      [0, 0, 0, 0], sizes, [1, 1, 1, 1])
     return _add_bias(result, bias, element)
 
 

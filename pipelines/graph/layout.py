@@ -25,7 +25,8 @@ layout is NHWC, the only one the option accepts.
   per-channel bias ``(d1, 0, 0)`` keep theirs, and the loops are renumbered so the output
   map stays the identity), a ``tensor.pad`` with a constant value (pad amounts permuted),
   a ``tensor.concat`` (its dim permuted: a U-Net's skip connection joins the channels),
-  and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
+  a static ``tensor.extract_slice`` (offsets, sizes and strides permuted: a convolution
+  computed on a wider row, cut back), and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
   (backwards), so the conversion lands on the function argument.
 - *cancellation*: a conversion of a conversion back (NHWC -> NCHW -> NHWC) is the value
   itself, so conversions stay only where a value enters or leaves the NHWC region: the
@@ -237,6 +238,19 @@ class LayoutRewriter:
             new = tensor.concat(_permuted_type(op.results[0], self.to_layout), dim, parts)
         self._replace(op, new)
 
+    def rewrite_slice(self, op: ir.Operation) -> None:
+        """A static rank-4 ``extract_slice`` of a converted value slices it in ``layout``
+        (offsets, sizes and strides permuted): a convolution computed on a wider output row
+        than the model's (frontend/emit/conv.py, ``_tile_friendly_width``) is cut back
+        without leaving NHWC."""
+        clone = op.clone(ip=ir.InsertionPoint(op))
+        clone.operands[0] = self.converted_from(op.operands[0])
+        for name in ("static_offsets", "static_sizes", "static_strides"):
+            values = list(ir.DenseI64ArrayAttr(op.attributes[name]))
+            clone.attributes[name] = ir.DenseI64ArrayAttr.get([values[p] for p in self.to_layout])
+        clone.results[0].set_type(_permuted_type(op.results[0], self.to_layout))
+        self._replace(op, clone.results[0])
+
     def rewrite_transpose(self, op: ir.Operation, kind: str) -> None:
         """A transpose to ``layout`` reads the value in ``layout`` (cancelling a conversion
         back); one from ``layout`` becomes a conversion the ops after it propagate."""
@@ -321,6 +335,10 @@ class LayoutRewriter:
         elif name == "tensor.concat" and _static(list(op.operands) + list(op.results)) \
                 and _ranked(op.results[0]).rank == 4 and self._reads_converted(op, range(len(op.operands))):
             self.rewrite_concat(op)
+        elif name == "tensor.extract_slice" and len(op.operands) == 1 \
+                and _static([op.operands[0], op.results[0]]) and _ranked(op.operands[0]).rank == 4 \
+                and _ranked(op.results[0]).rank == 4 and self._reads_converted(op, [0]):
+            self.rewrite_slice(op)
         elif name == "linalg.generic" and _plain_generic(op) \
                 and self._reads_converted(op, range(len(op.operands) - 1)):
             self.rewrite_generic(op)

@@ -8,6 +8,9 @@ import os
 import sys
 
 import numpy as np
+import onnx
+import onnx.helper
+import onnx.numpy_helper
 import onnxruntime as ort
 import pytest
 
@@ -89,6 +92,63 @@ def test_grouped_conv_stays_nchw_between_conversions():
     assert counts["linalg.conv_2d_ngchw_gfchw"] == 1
     # The input, and the pooled NHWC value back to NCHW for the grouped conv.
     assert counts["linalg.transpose"] == 2
+
+
+def test_grouped_conv_with_8_channels_per_group_runs_in_nhwc():
+    """8 channels per group: one contraction per filter tap in NHWC (conv._grouped_by_taps),
+    between transposes the layout pass cancels, so the only layout transpose left is the
+    model's input (the pooled value is NHWC throughout)."""
+    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(channels=16, grouped=True),
+                                                (1, 3, 12, 12), seed=6)
+    assert counts["linalg.conv_2d_ngchw_gfchw"] == 0
+    assert counts["linalg.transpose"] == 1
+
+
+def test_pointwise_conv_on_13x13_is_a_padded_matmul_in_nhwc():
+    """SqueezeNet's classifier: a 1x1 conv over 13x13 pixels after a 3x3 one is a matmul of
+    the 169 NHWC pixels (conv._pointwise_as_matmul), padded to 176 rows by the graph stage,
+    and the model keeps only its input and output transposes."""
+    rng = np.random.default_rng(7)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in (("w1", (16, 8, 3, 3)), ("w2", (40, 16, 1, 1)), ("b2", (40,)))]
+    nodes = [onnx.helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Relu", ["c1"], ["r1"]),
+             onnx.helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             onnx.helper.make_node("Relu", ["c2"], ["y"])]
+    graph = onnx.helper.make_graph(
+        nodes, "classifier", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 13, 13])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 40, 13, 13])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 8, 13, 13)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    text = compiled.ir("graph")
+    assert "linalg.matmul ins(%padded" in text and "tensor<176x16xf32>" in text
+    assert _graph_counts(compiled)["linalg.transpose"] == 2
+
+
+def test_channel_split_between_branches_stays_nhwc():
+    """ShuffleNet-style branches: the channels split in two (ONNX Split, slices of the
+    channel dim), a conv on each, concatenated: the slices run in NHWC along the last dim
+    (layout.py ``rewrite_slice``), so only the model's input and output are transposed."""
+    rng = np.random.default_rng(8)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in (("w1", (16, 8, 3, 3)), ("wa", (8, 8, 3, 3)), ("wb", (8, 8, 1, 1)))]
+    inits.append(onnx.numpy_helper.from_array(np.array([8, 8], np.int64), "halves"))
+    nodes = [onnx.helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Split", ["c1", "halves"], ["left", "right"], axis=1),
+             onnx.helper.make_node("Conv", ["left", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Conv", ["right", "wb"], ["b"]),
+             onnx.helper.make_node("Concat", ["a", "b"], ["y"], axis=1)]
+    graph = onnx.helper.make_graph(
+        nodes, "branches", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 12, 12])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 16, 12, 12])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    compiled = tilecraft.compile(model, opt_level=3)
+    np.testing.assert_allclose(compiled(x), _reference(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    counts = _graph_counts(compiled)
+    assert counts["linalg.conv_2d_nhwc_hwcf"] == 3 and counts["linalg.transpose"] == 2
 
 
 def test_unknown_layout_is_a_pipeline_error():

@@ -215,6 +215,19 @@ def test_einsum_bad_equation():
         pytest.param((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]},
                      marks=SCALAR_FALLBACK),  # depthwise
         pytest.param((1, 4, 9, 9), (8, 1, 3, 3), {"group": 4}, marks=SCALAR_FALLBACK),  # multiplier 2
+        # 8-16 channels per group: one batched contraction per filter tap (vectorized, no warning).
+        ((1, 16, 9, 9), (16, 8, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+        ((2, 32, 10, 10), (32, 16, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+        ((1, 16, 11, 11), (24, 8, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((1, 64, 7, 7), (64, 16, 1, 3), {"group": 4, "pads": [0, 1, 0, 1]}),
+        # 1x1 over rows of 13 and 11 pixels (no 4-8 pixel tile): one matmul of the pixels.
+        ((1, 24, 13, 13), (40, 24, 1, 1), {}),
+        ((2, 8, 11, 11), (24, 8, 1, 1), {"pads": [1, 0, 1, 0]}),
+        ((2, 32, 1, 1), (8, 32, 1, 1), {}),  # squeeze-excite's on a pooled image: a 2-row matmul
+        # 3x3 on output rows of 13 and 11 pixels: computed on 14 and 12, sliced back.
+        ((1, 8, 13, 13), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((1, 8, 26, 22), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ((1, 16, 11, 11), (16, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 16}),  # depthwise
         ((1, 3, 10, 7), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
         ((1, 3, 10, 7), (4, 3, 2, 4), {"auto_pad": "SAME_LOWER", "strides": [3, 2]}),
         ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "VALID", "kernel_shape": [3, 3]}),

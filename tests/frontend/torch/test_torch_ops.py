@@ -120,6 +120,21 @@ def test_conv1d():
     check(torch.nn.Conv1d(3, 5, 3, padding=1), torch.randn(2, 3, 11))
 
 
+@pytest.mark.parametrize("kwargs", [
+    dict(in_channels=16, out_channels=32, kernel_size=3, groups=2, padding=1),
+    dict(in_channels=32, out_channels=32, kernel_size=3, groups=2, stride=2, dilation=2, padding=2, bias=False),
+])
+def test_conv2d_grouped_by_taps(kwargs):
+    """8-16 channels per group: one contraction per filter tap (vectorized: no warning)."""
+    conv = torch.nn.Conv2d(**kwargs)
+    check(conv, torch.randn(1, kwargs["in_channels"], 9, 9))
+
+
+def test_conv1d_grouped_by_taps():
+    """A grouped Conv1d goes through the 2-D path over a unit row, so it takes the taps too."""
+    check(torch.nn.Conv1d(16, 16, 5, groups=2, padding=2), torch.randn(1, 16, 20))
+
+
 @pytest.mark.parametrize("name, layer", [
     ("max", torch.nn.MaxPool2d(2)), ("max_stride", torch.nn.MaxPool2d(3, 2, padding=1)),
     ("max_ceil", torch.nn.MaxPool2d(3, 2, ceil_mode=True)),

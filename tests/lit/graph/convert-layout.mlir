@@ -186,3 +186,23 @@ func.func @skip_concat(%x: tensor<1x4x6x6xf32>, %y: tensor<1x2x6x6xf32>) -> tens
   %c = tensor.concat dim(1) %p, %y : (tensor<1x4x6x6xf32>, tensor<1x2x6x6xf32>) -> tensor<1x6x6x6xf32>
   return %c : tensor<1x6x6x6xf32>
 }
+
+// -----
+
+// A static slice of a converted value (a convolution computed on a row widened from 13 to 14
+// pixels, cut back: frontend/emit/conv.py) runs in NHWC, offsets and sizes permuted; the
+// result is converted once.
+// CHECK-LABEL: func.func @widened_row_slice
+// CHECK: %[[P:.*]] = linalg.pooling_nhwc_max
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[P]][0, 0, 0, 0] [1, 13, 13, 4] [1, 1, 1, 1] : tensor<1x13x14x4xf32> to tensor<1x13x13x4xf32>
+// CHECK: %[[Y:.*]] = "graph.layout_convert"(%[[S]]) {dst_layout = #graph.layout<"NCHW">, src_layout = #graph.layout<"NHWC">}
+// CHECK: return %[[Y]] : tensor<1x4x13x13xf32>
+func.func @widened_row_slice(%x: tensor<1x4x13x14xf32>) -> tensor<1x4x13x13xf32> {
+  %ninf = arith.constant -3.4e38 : f32
+  %win = tensor.empty() : tensor<1x1xf32>
+  %e = tensor.empty() : tensor<1x4x13x14xf32>
+  %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x4x13x14xf32>) -> tensor<1x4x13x14xf32>
+  %p = linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %win : tensor<1x4x13x14xf32>, tensor<1x1xf32>) outs(%f : tensor<1x4x13x14xf32>) -> tensor<1x4x13x14xf32>
+  %s = tensor.extract_slice %p[0, 0, 0, 0] [1, 4, 13, 13] [1, 1, 1, 1] : tensor<1x4x13x14xf32> to tensor<1x4x13x13xf32>
+  return %s : tensor<1x4x13x13xf32>
+}

@@ -1,0 +1,69 @@
+# The forms frontend/emit/conv.py gives convolutions that the named NHWC convolutions tile
+# badly: a grouped one with 8+ channels per group as one batched contraction per filter tap,
+# a 1x1 one whose output row has no 4-8 pixel register tile as one matmul of pixels.
+# RUN: %PYTHON %s | FileCheck %s
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from tilecraft.frontend.onnx import import_model
+
+
+def run(f):
+    print("\nTEST:", f.__name__)
+    f()
+    return f
+
+
+def conv_model(x_shape, w_shape, **attributes):
+    w = numpy_helper.from_array(np.ones(w_shape, np.float32), "w")
+    out = [x_shape[0], w_shape[0], None, None]
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], **attributes)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+# 32 channels in 2 groups of 16, 3x3, stride 2: the input once in NHWC as (N, H, W, G, Cg),
+# nine strided views of it, each contracted with its tap's (G, Cg, Fg) filter slice into the
+# NHWC accumulator of the one before; no grouped named op.
+# CHECK-LABEL: TEST: grouped_by_taps
+# CHECK: linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
+# CHECK: tensor.expand_shape {{.*}} into tensor<1x11x11x2x16xf32>
+# CHECK: linalg.transpose {{.*}} permutation = [3, 4, 0, 2, 1]
+# CHECK-COUNT-9: tensor.extract_slice {{.*}} [1, 5, 5, 2, 16] [1, 2, 2, 1, 1] : tensor<1x11x11x2x16xf32> to tensor<1x5x5x2x16xf32>
+# CHECK: tensor.collapse_shape {{.*}} into tensor<1x5x5x32xf32>
+# CHECK: linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
+# CHECK-NOT: conv_2d_ngchw_gfchw
+@run
+def grouped_by_taps():
+    print(import_model(conv_model([1, 32, 11, 11], [32, 16, 3, 3], group=2, strides=[2, 2])))
+
+
+# 2 and 4 channels per group keep the grouped named op (a tap's reduction would be too short).
+# CHECK-LABEL: TEST: few_channels_per_group
+# CHECK: linalg.conv_2d_ngchw_gfchw
+@run
+def few_channels_per_group():
+    print(import_model(conv_model([1, 16, 8, 8], [16, 4, 3, 3], group=4, pads=[1, 1, 1, 1])))
+
+
+# A 1x1 conv over 13x13 pixels: one matmul of the 169 NHWC pixels by the (C, F) filter.
+# CHECK-LABEL: TEST: pointwise_odd_row
+# CHECK: linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
+# CHECK: tensor.collapse_shape {{.*}} into tensor<169x64xf32>
+# CHECK: linalg.matmul ins({{.*}} : tensor<169x64xf32>, tensor<64x100xf32>)
+# CHECK: tensor.expand_shape {{.*}} into tensor<1x13x13x100xf32>
+# CHECK: linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
+@run
+def pointwise_odd_row():
+    print(import_model(conv_model([1, 64, 13, 13], [100, 64, 1, 1])))
+
+
+# At 14x14 (7-pixel tiles) the 1x1 conv stays a named convolution.
+# CHECK-LABEL: TEST: pointwise_even_row
+# CHECK: linalg.conv_2d_nchw_fchw
+# CHECK-NOT: linalg.matmul
+@run
+def pointwise_even_row():
+    print(import_model(conv_model([1, 64, 14, 14], [100, 64, 1, 1])))
