@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mlir import ir
+from mlir import ir, passmanager
 
 from ..compiler.compile import compile as compile_model
 from ..errors import TuningError
@@ -45,6 +45,9 @@ from ..schedule.records import best_records, load_records
 from ..schedule.task import Task, extract_tasks
 from ..schedule.te import Tensor, create_func
 from .tune import TuneOptions, TuningResult, tune
+
+# Upstream's pass that turns generic ops matching a named op (convolutions, matmuls) into it.
+SPECIALIZE_NAMED_OPS = "builtin.module(func.func(linalg-specialize-generic-ops))"
 
 # Workloads by name, as TVM's ``auto_scheduler.register_workload`` keeps them.
 WORKLOADS: dict[str, Callable[..., Sequence[Tensor]]] = {}
@@ -129,7 +132,13 @@ class SearchTask:
                               f"then computes), got {tensors!r}")
         self.workload_key = f"{func.__name__}{self.args!r}"
         # The compute as MLIR text: the form tune and compile both take, in their own contexts.
-        self.compute_dag = str(create_func(tensors, context=ir.Context()))
+        # Generic ops that are named ops in disguise (a TOPI convolution, a matmul written as
+        # a sum) become those named ops, so they are tasks of their kernel class with its
+        # space and the layout pass's NHWC form, as an imported model's are.
+        with ir.Context() as context:
+            module = create_func(tensors, context=context)
+            passmanager.PassManager.parse(SPECIALIZE_NAMED_OPS).run(module.operation)
+            self.compute_dag = str(module)
         self.tasks: list[Task] = extract_tasks(self.compute_dag, self.target)
 
     def __repr__(self) -> str:

@@ -68,3 +68,17 @@ def test_bad_tasks_and_options_are_typed_errors(tmp_path):
         task.apply_best(tmp_path / "empty.json")
     with pytest.raises(TuningError, match="CPU targets"):
         auto_scheduler.SearchTask(func=matmul_add, args=(16, 16, 16, "float32"), target="cuda")
+
+
+def test_a_topi_convolution_is_a_conv2d_task():
+    """TOPI's conv2d is a generic reduction in TE; the search task specializes it into the
+    named convolution, which the tuner knows (a conv2d task, NHWC, its ReLU fused)."""
+    from tilecraft import topi
+
+    def conv_relu(n, c, hw, f):
+        x = te.placeholder((n, c, hw, hw), name="x")
+        w = te.placeholder((f, c, 3, 3), name="w")
+        return [x, w, topi.nn.relu(topi.nn.conv2d(x, w, strides=1, padding=1, dilation=1))]
+
+    task = auto_scheduler.SearchTask(func=conv_relu, args=(1, 16, 14, 16))
+    assert "conv2d" in [t.kind for t in task.tasks]
