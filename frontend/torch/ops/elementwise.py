@@ -43,6 +43,20 @@ _UNARY: dict[str, Callable[[ir.Value], ir.Value]] = {
     "hardswish.default": elementwise.hard_swish,
     "hardsigmoid.default": lambda x: elementwise.hard_sigmoid(x, 1 / 6, 0.5),
     "softplus.default": elementwise.softplus,
+    "tan.default": math.tan,
+    "asin.default": math.asin,
+    "acos.default": math.acos,
+    "atan.default": math.atan,
+    "sinh.default": math.sinh,
+    "cosh.default": math.cosh,
+    "asinh.default": elementwise.asinh,
+    "acosh.default": elementwise.acosh,
+    "atanh.default": elementwise.atanh,
+    "log2.default": math.log2,
+    "log10.default": math.log10,
+    "exp2.default": math.exp2,
+    "trunc.default": math.trunc,
+    "mish.default": elementwise.mish,
 }
 for _name, _fn in _UNARY.items():
     table.aten(_name)(_float_unary(_fn))
@@ -250,3 +264,70 @@ for _name in ("clone.default", "alias.default", "detach.default", "lift_fresh_co
 for _name in ("_assert_tensor_metadata.default", "_assert_scalar.default",
               "sym_constrain_range_for_size.default", "sym_constrain_range.default"):
     table.aten(_name)(table.nothing)
+
+
+@table.aten("isnan.default", "isinf.default", "isposinf.default", "isneginf.default", "isfinite.default")
+def float_class(ctx: OpContext, x: Any) -> ir.Value:
+    """NaN/infinity tests; integer and bool tensors hold neither (isfinite: all true)."""
+    name = ctx.node.target._opname
+    source = ctx.arg_meta(0).dtype
+    boolean = np.dtype(np.bool_)
+    if not source.is_floating_point:
+        return core.filled(core.sizes(ctx.tensor(x)), name == "isfinite", core.element_type(boolean))
+    tests = {
+        "isnan": elementwise.is_nan,
+        "isinf": elementwise.is_inf,
+        "isposinf": lambda v: elementwise.is_inf(v, negative=False),
+        "isneginf": lambda v: elementwise.is_inf(v, positive=False),
+        "isfinite": lambda v: elementwise.logical_not(arith.ori(elementwise.is_nan(v), elementwise.is_inf(v))),
+    }
+    return core.elementwise([ctx.tensor(x)], core.element_type(boolean), tests[name])
+
+
+@table.aten("bitwise_not.default")
+def bitwise_not(ctx: OpContext, x: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    if dtype.kind == "f":
+        raise TypeError("bitwise_not of a floating-point tensor")
+    return table.map_(ctx, [x], dtype, elementwise.logical_not)
+
+
+@table.aten("clamp.Tensor", "clamp_min.Tensor", "clamp_max.Tensor")
+def clamp_tensor(ctx: OpContext, x: Any, low: Any = None, high: Any = None) -> ir.Value:
+    """Bounds as tensors (broadcast); a NaN bound or input gives NaN, as in eager."""
+    if ctx.node.target._opname == "clamp_max":
+        low, high = None, low
+    dtype = ctx.result_dtype()
+    unsigned = table.unsigned(dtype)
+    operands = [x] + [b for b in (low, high) if b is not None]
+
+    def body(v: ir.Value, *bounds: ir.Value) -> ir.Value:
+        rest = list(bounds)
+        if low is not None:
+            v = elementwise.maximum(v, rest.pop(0), unsigned=unsigned)
+        if high is not None:
+            v = elementwise.minimum(v, rest.pop(0), unsigned=unsigned)
+        return v
+
+    return table.map_(ctx, operands, dtype, body)
+
+
+@table.aten("atan2.default")
+def atan2(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return table.map_(ctx, [a, b], ctx.result_dtype(), math.atan2)
+
+
+@table.aten("sgn.default")
+def sgn(ctx: OpContext, x: Any) -> ir.Value:
+    return sign(ctx, x)
+
+
+@table.aten("bitwise_left_shift.Tensor", "bitwise_right_shift.Tensor", "__lshift__.Tensor",
+            "__rshift__.Tensor")
+def shift(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    if dtype.kind == "f":
+        raise TypeError("a bit shift of floating-point tensors")
+    left = "left" in ctx.node.target._opname or "lshift" in ctx.node.target._opname
+    return table.map_(ctx, [a, b], dtype,
+                      lambda x, y: elementwise.shift(x, y, left=left, unsigned=table.unsigned(dtype)))

@@ -53,6 +53,9 @@ def amax(ctx: OpContext, x: Any, dims: Any = None, keepdim: bool = False) -> ir.
 def max_dim(ctx: OpContext, x: Any, dim: int, keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
     x = ctx.tensor(x)
     kind = ctx.node.target._opname
+    if table.rank(x) == 0:  # a 0-d tensor is its own extremum, at position 0
+        table.dim(dim, 0)
+        return x, core.filled([], 0, core.element_type(table.INT64))
     axes = [table.dim(dim, table.rank(x))]
     unsigned = table.unsigned(ctx.result_dtype(0))
     values = reduction.reduce(x, axes, kind, keepdims=keepdim, unsigned=unsigned)
@@ -63,6 +66,10 @@ def max_dim(ctx: OpContext, x: Any, dim: int, keepdim: bool = False) -> tuple[ir
 def argmax(ctx: OpContext, x: Any, dim: int | None = None, keepdim: bool = False) -> ir.Value:
     x = ctx.tensor(x)
     kind = "max" if ctx.node.target._opname == "argmax" else "min"
+    if table.rank(x) == 0:
+        if dim is not None:
+            table.dim(dim, 0)
+        return core.filled([], 0, core.element_type(table.INT64))
     if dim is None:
         flat = reshapes.reshape(x, [extent_math.product(core.sizes(x))])
         result = reduction.arg_reduce(flat, [0], kind)

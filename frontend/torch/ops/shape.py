@@ -85,6 +85,8 @@ def unsqueeze(ctx: OpContext, x: Any, dim: int) -> ir.Value:
 @table.aten("squeeze.dims", "squeeze.dim", "squeeze.default")
 def squeeze(ctx: OpContext, x: Any, dims: Any = None) -> ir.Value:
     x = ctx.tensor(x)
+    if isinstance(dims, (list, tuple)) and not dims:  # squeeze(x, dim=()): nothing to squeeze
+        return x
     candidates = table.dims(dims, table.rank(x))
     extents = core.static_shape(x)
     unit = [d for d in candidates if extents[d] == 1]
