@@ -183,3 +183,28 @@ def vector_norm(ctx: OpContext, x: Any, ord: float = 2, dim: Any = None, keepdim
     squares = reduction.reduce(x, table.dims(dim, table.rank(x)), "sum", keepdims=keepdim,
                                body=lambda v: arith.mulf(v, v))
     return core.elementwise([squares], core.element_type(result), math.sqrt)
+
+
+@table.aten("sort.default", "sort.stable")
+def sort(ctx: OpContext, x: Any, dim: int = -1, descending: bool = False, *,
+         stable: bool | None = None) -> tuple[ir.Value, ir.Value]:
+    """Values and int64 positions in order; ties keep their input order (a stable sort, which
+    is what eager's CPU sort gives), NaN above every number as in eager."""
+    x = ctx.tensor(x)
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x, core.filled([], 0, core.element_type(table.INT64))
+    axis = table.dim(dim, table.rank(x))
+    return reduction.top_k(x, axis, core.sizes(x)[axis], largest=descending,
+                           unsigned=table.unsigned(ctx.result_dtype(0)))
+
+
+@table.aten("topk.default")
+def topk(ctx: OpContext, x: Any, k: Any, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> tuple[ir.Value, ir.Value]:
+    x = ctx.tensor(x)
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x, core.filled([], 0, core.element_type(table.INT64))
+    axis = table.dim(dim, table.rank(x))
+    return reduction.top_k(x, axis, k, largest=largest, unsigned=table.unsigned(ctx.result_dtype(0)))

@@ -165,7 +165,14 @@ def select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
 @table.aten("index_select.default")
 def index_select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
     x = ctx.tensor(x)
-    return movement.gather(x, ctx.tensor(index, table.INT64), table.dim(dim, table.rank(x)))
+    indices = ctx.tensor(index, table.INT64)
+    if table.rank(x) == 0:  # a 0-d tensor reads as one element; the result has the index's shape
+        table.dim(dim, 0)
+        picked = movement.gather(reshapes.reshape(x, [1]), reshapes.reshape(indices, [1]), 0)
+        return reshapes.reshape(picked, list(ctx.meta.shape))
+    if table.rank(indices) == 0:
+        indices = reshapes.reshape(indices, [1])
+    return movement.gather(x, indices, table.dim(dim, table.rank(x)))
 
 
 @table.aten("gather.default")
