@@ -11,6 +11,7 @@ from mlir.dialects import arith, math
 from ...emit import (
     core,
     elementwise,
+    movement,
 )
 from ..importer import Handler, OpContext
 from . import table
@@ -98,9 +99,17 @@ def leaky_relu(ctx: OpContext, x: Any, negative_slope: float = 0.01) -> ir.Value
 
 @table.aten("elu.default")
 def elu(ctx: OpContext, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> ir.Value:
-    if scale != 1.0 or input_scale != 1.0:
-        raise NotImplementedError("elu with scale or input_scale other than 1 (selu/celu)")
-    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.elu(v, alpha))
+    """``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))`` (selu and celu decompose to it)."""
+    if scale == 1.0 and input_scale == 1.0:
+        return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.elu(v, alpha))
+
+    def body(v: ir.Value) -> ir.Value:
+        negative = arith.mulf(elementwise.like(alpha, v),
+                              elementwise.expm1(arith.mulf(v, elementwise.like(input_scale, v))))
+        positive = arith.cmpf(arith.CmpFPredicate.OGT, v, elementwise.like(0, v))
+        return arith.mulf(arith.select(positive, v, negative), elementwise.like(scale, v))
+
+    return table.map_(ctx, [x], ctx.result_dtype(), body)
 
 
 @table.aten("clamp.default", "hardtanh.default", "clamp_min.default", "clamp_max.default")
@@ -257,6 +266,10 @@ def to_copy(ctx: OpContext, x: Any, *_: Any, **__: Any) -> ir.Value:
     return ctx.tensor(x, ctx.result_dtype())
 
 
+for _name in ("_conj.default", "_conj_physical.default", "conj_physical.default", "resolve_conj.default",
+              "resolve_neg.default", "positive.default"):
+    table.aten(_name)(table.identity)  # real tensors only reach the importer (complex has no dtype here)
+
 for _name in ("clone.default", "alias.default", "detach.default", "lift_fresh_copy.default",
               "contiguous.default", "dropout.default"):
     table.aten(_name)(table.identity)
@@ -331,3 +344,67 @@ def shift(ctx: OpContext, a: Any, b: Any) -> ir.Value:
     left = "left" in ctx.node.target._opname or "lshift" in ctx.node.target._opname
     return table.map_(ctx, [a, b], dtype,
                       lambda x, y: elementwise.shift(x, y, left=left, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("copy.default", "_copy_from.default")
+def copy(ctx: OpContext, x: Any, src: Any, non_blocking: bool = False) -> ir.Value:
+    """``x.copy_(src)`` made functional: ``src`` broadcast to ``x``'s shape, in ``x``'s dtype."""
+    dtype = ctx.result_dtype()
+    target = ctx.tensor(x, dtype)
+    return movement.broadcast_to(ctx.tensor(src, dtype), core.sizes(target))
+
+
+@table.aten("round.decimals")
+def round_decimals(ctx: OpContext, x: Any, *, decimals: int = 0) -> ir.Value:
+    """Eager's formula: ``nearbyint(x * 10^d) / 10^d``, or ``nearbyint(x / 10^-d) * 10^-d``."""
+    dtype = ctx.result_dtype()
+    scale = 10.0 ** abs(decimals)
+
+    def body(v: ir.Value) -> ir.Value:
+        factor = elementwise.like(scale, v)
+        if decimals >= 0:
+            return arith.divf(math.roundeven(arith.mulf(v, factor)), factor)
+        return arith.mulf(math.roundeven(arith.divf(v, factor)), factor)
+
+    return table.map_(ctx, [x], dtype, body)
+
+
+@table.aten("erfc.default")
+def erfc(ctx: OpContext, x: Any) -> ir.Value:
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: arith.subf(elementwise.like(1, v), elementwise.erf(v)))
+
+
+@table.aten("fmax.default", "fmin.default")
+def fmax(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    """NaN-ignoring maximum/minimum (a NaN only where both are NaN)."""
+    dtype = ctx.result_dtype()
+    larger = ctx.node.target._opname == "fmax"
+    if dtype.kind != "f":
+        return extremum_of(ctx, a, b, larger)
+    return table.map_(ctx, [a, b], dtype, arith.maxnumf if larger else arith.minnumf)
+
+
+def extremum_of(ctx: OpContext, a: Any, b: Any, larger: bool) -> ir.Value:
+    dtype = ctx.result_dtype()
+    fn = elementwise.maximum if larger else elementwise.minimum
+    return table.map_(ctx, [a, b], dtype, lambda x, y: fn(x, y, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("hypot.default")
+def hypot(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return table.map_(ctx, [a, b], ctx.result_dtype(),
+                      lambda x, y: math.sqrt(arith.addf(arith.mulf(x, x), arith.mulf(y, y))))
+
+
+@table.aten("copysign.Tensor", "copysign.Scalar")
+def copysign(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return table.map_(ctx, [a, b], ctx.result_dtype(), math.copysign)
+
+
+@table.aten("logit.default")
+def logit(ctx: OpContext, x: Any, eps: float | None = None) -> ir.Value:
+    def body(v: ir.Value) -> ir.Value:
+        if eps is not None:
+            v = elementwise.minimum(elementwise.maximum(v, elementwise.like(eps, v)), elementwise.like(1 - eps, v))
+        return math.log(arith.divf(v, arith.subf(elementwise.like(1, v), v)))
+    return table.map_(ctx, [x], ctx.result_dtype(), body)

@@ -84,9 +84,10 @@ def any_(ctx: OpContext, x: Any, dims: Any = None, keepdim: bool = False) -> ir.
     return reduction.reduce(x, table.dims(dims, table.rank(x)), kind, keepdims=keepdim, unsigned=True)
 
 
-def _variance(ctx: OpContext, x: Any, dims: Any, correction: float, keepdim: bool) -> ir.Value:
+def _variance(ctx: OpContext, x: Any, dims: Any, correction: float, keepdim: bool,
+              index: int | None = None) -> ir.Value:
     """Sum of squared deviations from the mean over ``dims``, divided by ``N - correction``."""
-    dtype = ctx.result_dtype()
+    dtype = ctx.result_dtype(index)
     x = ctx.tensor(x, dtype)
     axes = table.dims(dims, table.rank(x))
     element = core.element_type(dtype)
@@ -176,13 +177,37 @@ def cumsum(ctx: OpContext, x: Any, dim: int, *, dtype: Any = None) -> ir.Value:
 @table.aten("linalg_vector_norm.default")
 def vector_norm(ctx: OpContext, x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False, *,
                 dtype: Any = None) -> ir.Value:
-    if ord != 2:
-        raise NotImplementedError(f"vector norm of order {ord} (only 2)")
+    """``ord`` 2 (the common case), 1, 0 (nonzeros), +-inf (max/min of ``|x|``) or any other
+    ``p``: ``(sum |x|^p)^(1/p)``."""
+    if not isinstance(ord, (int, float)):
+        raise NotImplementedError(f"vector norm of order {ord!r}")
     result = ctx.result_dtype()
     x = ctx.tensor(x, result)
-    squares = reduction.reduce(x, table.dims(dim, table.rank(x)), "sum", keepdims=keepdim,
-                               body=lambda v: arith.mulf(v, v))
-    return core.elementwise([squares], core.element_type(result), math.sqrt)
+    axes = table.dims(dim, table.rank(x))
+    element = core.element_type(result)
+    if ord == 2:
+        squares = reduction.reduce(x, axes, "sum", keepdims=keepdim, body=lambda v: arith.mulf(v, v))
+        return core.elementwise([squares], element, math.sqrt)
+    magnitude = core.elementwise([x], element, math.absf)
+    if ord in (float("inf"), float("-inf")):
+        return reduction.reduce(magnitude, axes, "max" if ord > 0 else "min", keepdims=keepdim)
+    if ord == 0:
+        return reduction.reduce(x, axes, "sum", keepdims=keepdim, body=lambda v: arith.select(
+            arith.cmpf(arith.CmpFPredicate.UNE, v, elementwise.like(0, v)), elementwise.like(1, v),
+            elementwise.like(0, v)))
+    if ord == 1:
+        return reduction.reduce(magnitude, axes, "sum", keepdims=keepdim)
+    powered = reduction.reduce(magnitude, axes, "sum", keepdims=keepdim,
+                               body=lambda v: math.powf(v, elementwise.like(float(ord), v)))
+    return core.elementwise([powered], element, lambda v: math.powf(v, elementwise.like(1.0 / ord, v)))
+
+
+@table.aten("var_mean.correction")
+def var_mean(ctx: OpContext, x: Any, dims: Any = None, *, correction: float | None = None,
+             keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
+    variance = _variance(ctx, x, dims, 1 if correction is None else correction, keepdim, index=0)
+    source = ctx.tensor(x, ctx.result_dtype(1))
+    return variance, reduction.mean(source, table.dims(dims, table.rank(source)), keepdims=keepdim)
 
 
 @table.aten("sort.default", "sort.stable")
