@@ -16,6 +16,7 @@ from ...emit import (
     movement,
     pooling,
     reduction,
+    reshapes,
 )
 from ..importer import OpContext
 from . import table
@@ -254,3 +255,32 @@ def adaptive_max_pool(ctx: OpContext, x: Any, output_size: Sequence[int]) -> tup
     if any(u.args[1] != 0 for u in ctx.node.users):
         return _unbatched(_adaptive_max_with_indices(x, out), added)
     return _unbatched(_adaptive(x, out, "max"), added), None
+
+
+@table.aten("addmv.default")
+def addmv(ctx: OpContext, bias: Any, matrix: Any, vector: Any, *, beta: float = 1, alpha: float = 1) -> ir.Value:
+    """``beta * bias + alpha * (matrix @ vector)`` (beta 0 ignores NaN in ``bias``, as eager)."""
+    dtype = ctx.result_dtype()
+    a = ctx.tensor(matrix, dtype)
+    v = ctx.tensor(vector, dtype)
+    product = reshapes.reshape(contraction.matmul(a, reshapes.reshape(v, [core.sizes(v)[0], 1])),
+                               [core.sizes(a)[0]])
+    return _scaled_sum(ctx, product, bias, alpha, beta, dtype)
+
+
+@table.aten("addbmm.default")
+def addbmm(ctx: OpContext, bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> ir.Value:
+    """``beta * bias + alpha * sum_i a[i] @ b[i]``."""
+    dtype = ctx.result_dtype()
+    product = reduction.reduce(contraction.matmul(ctx.tensor(a, dtype), ctx.tensor(b, dtype)), [0], "sum")
+    return _scaled_sum(ctx, product, bias, alpha, beta, dtype)
+
+
+def _scaled_sum(ctx: OpContext, product: ir.Value, bias: Any, alpha: float, beta: float,
+                dtype: np.dtype) -> ir.Value:
+    element = core.element_type(dtype)
+    scaled = core.elementwise([product], element, lambda p: elementwise.multiply(p, elementwise.like(alpha, p)))
+    if beta == 0:
+        return movement.broadcast_to(scaled, core.broadcast_extents([scaled, ctx.tensor(bias, dtype)]))
+    return core.elementwise([scaled, ctx.tensor(bias, dtype)], element, lambda p, c: elementwise.add(
+        p, elementwise.multiply(c, elementwise.like(beta, c))))

@@ -171,7 +171,28 @@ def group_norm(ctx: OpContext, x: Any, weight: Any, bias: Any, n: Any, c: int, h
 def cumsum(ctx: OpContext, x: Any, dim: int, *, dtype: Any = None) -> ir.Value:
     x = ctx.tensor(x, ctx.result_dtype())
     kind = "sum" if ctx.node.target._opname == "cumsum" else "prod"
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x
     return reduction.cumulative(x, table.dim(dim, table.rank(x)), kind)
+
+
+@table.aten("logcumsumexp.default")
+def logcumsumexp(ctx: OpContext, x: Any, dim: int) -> ir.Value:
+    """``log(cumsum(exp(x - m))) + m`` with ``m`` the max along ``dim`` (0 where that max is
+    infinite, so all--inf rows stay -inf and a +inf gives +inf, as in eager)."""
+    dtype = ctx.result_dtype()
+    x = ctx.tensor(x, dtype)
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x
+    axis = table.dim(dim, table.rank(x))
+    element = core.element_type(dtype)
+    peak = core.elementwise([reduction.reduce(x, [axis], "max", keepdims=True)], element, lambda m: arith.select(
+        elementwise.is_inf(m), elementwise.like(0, m), m))
+    shifted = core.elementwise([x, peak], element, lambda v, m: math.exp(arith.subf(v, m)))
+    running = reduction.cumulative(shifted, axis, "sum")
+    return core.elementwise([running, peak], element, lambda r, m: arith.addf(math.log(r), m))
 
 
 @table.aten("linalg_vector_norm.default")
