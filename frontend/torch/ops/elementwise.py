@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+import torch
 from mlir import ir
 from mlir.dialects import arith, math
 
@@ -12,6 +13,7 @@ from ...emit import (
     core,
     elementwise,
     movement,
+    special_functions,
 )
 from ..importer import Handler, OpContext
 from . import table
@@ -58,6 +60,8 @@ _UNARY: dict[str, Callable[[ir.Value], ir.Value]] = {
     "exp2.default": math.exp2,
     "trunc.default": math.trunc,
     "mish.default": elementwise.mish,
+    "lgamma.default": special_functions.lgamma,
+    "digamma.default": special_functions.digamma,
 }
 for _name, _fn in _UNARY.items():
     table.aten(_name)(_float_unary(_fn))
@@ -408,3 +412,29 @@ def logit(ctx: OpContext, x: Any, eps: float | None = None) -> ir.Value:
             v = elementwise.minimum(elementwise.maximum(v, elementwise.like(eps, v)), elementwise.like(1 - eps, v))
         return math.log(arith.divf(v, arith.subf(elementwise.like(1, v), v)))
     return table.map_(ctx, [x], ctx.result_dtype(), body)
+
+
+@table.aten("signbit.default")
+def signbit(ctx: OpContext, x: Any) -> ir.Value:
+    """The sign bit: true for -0.0 and negative NaNs too (``copysign(1, x) < 0``)."""
+    source = ctx.arg_meta(0).dtype
+    x = ctx.tensor(x)
+    boolean = core.element_type(np.dtype(np.bool_))
+    if not source.is_floating_point:
+        if source == torch.bool or not source.is_signed:
+            return core.filled(core.sizes(x), False, boolean)
+        return core.elementwise([x], boolean, lambda v: arith.cmpi(arith.CmpIPredicate.slt, v, elementwise.like(0, v)))
+    return core.elementwise([x], boolean, lambda v: arith.cmpf(
+        arith.CmpFPredicate.OLT, math.copysign(elementwise.like(1, v), v), elementwise.like(0, v)))
+
+
+@table.aten("ldexp.Tensor")
+def ldexp(ctx: OpContext, x: Any, exponent: Any) -> ir.Value:
+    return table.map_(ctx, [x, exponent], ctx.result_dtype(), lambda v, e: arith.mulf(v, math.exp2(e)))
+
+
+@table.aten("polygamma.default")
+def polygamma(ctx: OpContext, n: int, x: Any) -> ir.Value:
+    if n != 0:
+        raise NotImplementedError(f"polygamma of order {n} (only 0, digamma)")
+    return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)

@@ -304,3 +304,20 @@ for _name, _fn in _SIZE_ARITHMETIC.items():
     table.aten(_name)(lambda ctx, a, b, _fn=_fn: _fn(a, b))
 
 table.aten("operator.getitem")(lambda ctx, container, position: container[position])
+
+
+@table.aten("narrow.default", "narrow_copy.default")
+def narrow(ctx: OpContext, x: Any, dim: int, start: Any, length: Any) -> ir.Value:
+    x = ctx.tensor(x)
+    axis = table.dim(dim, table.rank(x))
+    return movement.slice_axis(x, axis, extent_math.normalize_index(start, core.sizes(x)[axis]), length)
+
+
+# The *_copy forms (what functionalization leaves of a view) compute what the view does.
+for _copy, _handler in (("view_copy.default", view), ("permute_copy.default", permute),
+                        ("unbind_copy.int", unbind), ("expand_copy.default", expand),
+                        ("transpose_copy.int", transpose), ("t_copy.default", transpose),
+                        ("unsqueeze_copy.default", unsqueeze), ("select_copy.int", select),
+                        ("slice_copy.Tensor", slice_), ("split_with_sizes_copy.default", split),
+                        ("split_copy.Tensor", split), ("alias_copy.default", table.identity)):
+    table.aten(_copy)(_handler)
