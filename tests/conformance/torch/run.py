@@ -174,7 +174,9 @@ def render(results: Mapping[str, Mapping[str, Any]]) -> str:
     for record in results.values():
         if record["status"] == "refused":
             missing = _missing_ops(record["message"])
-            for op in missing or [re.sub(r"\d+", "N", record["message"].split(": ", 1)[-1])[:90]]:
+            handler = re.search(r"node '[^']*' \(([\w.]+)\) at \S+: (.*)", record["message"])
+            reason = f"{handler[1]}: {handler[2]}" if handler else record["message"].split(": ", 1)[-1]
+            for op in missing or [reason[:110]]:
                 reasons[op] += 1
     lines = rows + ["", "Refusals by reason (ops; an op may lack several ATen ops):", ""]
     lines += [f"- {count:>3} `{reason}`" for reason, count in reasons.most_common()]
