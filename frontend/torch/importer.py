@@ -29,7 +29,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from ...errors import TorchImportError
-from ...runtime.signature import NAME_ATTRIBUTE
+from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
 from .. import build_module
 from ..emit import core
 
@@ -231,8 +231,7 @@ class ProgramImporter:
         location = ir.Location.file("torch.export", 0, 0)
         with location, ir.InsertionPoint(self.module.body):
             function = func.FuncOp(ENTRY_NAME, ir.FunctionType.get(arg_types, []))
-            function.arg_attrs = ir.ArrayAttr.get(
-                [ir.DictAttr.get({NAME_ATTRIBUTE: ir.StringAttr.get(n.name)}) for n in user_inputs])
+            function.arg_attrs = ir.ArrayAttr.get([_boundary_attributes(n, n.name) for n in user_inputs])
             entry = function.add_entry_block()
         for node in placeholders:
             if node.name in weights:
@@ -253,6 +252,8 @@ class ProgramImporter:
                     raise TorchImportError(f"FX node {node.name!r}: {node.op} nodes are not supported")
         function.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(arg_types, [r.type for r in results]))
+        outputs = [n for n in self.graph.nodes if n.op == "output"][0].args[0]
+        function.attributes["res_attrs"] = ir.ArrayAttr.get([_boundary_attributes(o, None) for o in outputs])
         return function
 
     def _location(self, node: fx.Node) -> ir.Location:
@@ -294,6 +295,20 @@ class ProgramImporter:
                 f"node {node.name!r} ({name}) at {describe_location(node)}: {error}",
                 problems=[(node.name, name, str(error))]) from error
         self.bind(node, value)
+
+
+def _boundary_attributes(node: Any, name: str | None) -> ir.DictAttr:
+    """An argument's or result's attributes: its name and, for unsigned integers, its dtype.
+
+    Why the dtype: MLIR integers are signless, so a ``uint8`` tensor is ``i8`` in the IR;
+    ``tilecraft.dtype`` tells the runtime to take and return ``uint8`` arrays.
+    """
+    attributes = {} if name is None else {NAME_ATTRIBUTE: ir.StringAttr.get(name)}
+    meta = node.meta.get("val") if isinstance(node, fx.Node) else None
+    if isinstance(meta, torch.Tensor) and meta.dtype in TORCH_TO_NUMPY and core.is_unsigned_dtype(
+            TORCH_TO_NUMPY[meta.dtype]):
+        attributes[DTYPE_ATTRIBUTE] = ir.StringAttr.get(TORCH_TO_NUMPY[meta.dtype].name)
+    return ir.DictAttr.get(attributes)
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

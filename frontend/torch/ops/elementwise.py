@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+import torch
 from mlir import ir
 from mlir.dialects import arith, math
 
 from ...emit import (
     core,
     elementwise,
+    movement,
+    special_functions,
 )
 from ..importer import Handler, OpContext
 from . import table
@@ -43,6 +46,22 @@ _UNARY: dict[str, Callable[[ir.Value], ir.Value]] = {
     "hardswish.default": elementwise.hard_swish,
     "hardsigmoid.default": lambda x: elementwise.hard_sigmoid(x, 1 / 6, 0.5),
     "softplus.default": elementwise.softplus,
+    "tan.default": math.tan,
+    "asin.default": math.asin,
+    "acos.default": math.acos,
+    "atan.default": math.atan,
+    "sinh.default": math.sinh,
+    "cosh.default": math.cosh,
+    "asinh.default": elementwise.asinh,
+    "acosh.default": elementwise.acosh,
+    "atanh.default": elementwise.atanh,
+    "log2.default": math.log2,
+    "log10.default": math.log10,
+    "exp2.default": math.exp2,
+    "trunc.default": math.trunc,
+    "mish.default": elementwise.mish,
+    "lgamma.default": special_functions.lgamma,
+    "digamma.default": special_functions.digamma,
 }
 for _name, _fn in _UNARY.items():
     table.aten(_name)(_float_unary(_fn))
@@ -84,9 +103,17 @@ def leaky_relu(ctx: OpContext, x: Any, negative_slope: float = 0.01) -> ir.Value
 
 @table.aten("elu.default")
 def elu(ctx: OpContext, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> ir.Value:
-    if scale != 1.0 or input_scale != 1.0:
-        raise NotImplementedError("elu with scale or input_scale other than 1 (selu/celu)")
-    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.elu(v, alpha))
+    """``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))`` (selu and celu decompose to it)."""
+    if scale == 1.0 and input_scale == 1.0:
+        return table.map_(ctx, [x], ctx.result_dtype(), lambda v: elementwise.elu(v, alpha))
+
+    def body(v: ir.Value) -> ir.Value:
+        negative = arith.mulf(elementwise.like(alpha, v),
+                              elementwise.expm1(arith.mulf(v, elementwise.like(input_scale, v))))
+        positive = arith.cmpf(arith.CmpFPredicate.OGT, v, elementwise.like(0, v))
+        return arith.mulf(arith.select(positive, v, negative), elementwise.like(scale, v))
+
+    return table.map_(ctx, [x], ctx.result_dtype(), body)
 
 
 @table.aten("clamp.default", "hardtanh.default", "clamp_min.default", "clamp_max.default")
@@ -243,6 +270,10 @@ def to_copy(ctx: OpContext, x: Any, *_: Any, **__: Any) -> ir.Value:
     return ctx.tensor(x, ctx.result_dtype())
 
 
+for _name in ("_conj.default", "_conj_physical.default", "conj_physical.default", "resolve_conj.default",
+              "resolve_neg.default", "positive.default"):
+    table.aten(_name)(table.identity)  # real tensors only reach the importer (complex has no dtype here)
+
 for _name in ("clone.default", "alias.default", "detach.default", "lift_fresh_copy.default",
               "contiguous.default", "dropout.default"):
     table.aten(_name)(table.identity)
@@ -250,3 +281,160 @@ for _name in ("clone.default", "alias.default", "detach.default", "lift_fresh_co
 for _name in ("_assert_tensor_metadata.default", "_assert_scalar.default",
               "sym_constrain_range_for_size.default", "sym_constrain_range.default"):
     table.aten(_name)(table.nothing)
+
+
+@table.aten("isnan.default", "isinf.default", "isposinf.default", "isneginf.default", "isfinite.default")
+def float_class(ctx: OpContext, x: Any) -> ir.Value:
+    """NaN/infinity tests; integer and bool tensors hold neither (isfinite: all true)."""
+    name = ctx.node.target._opname
+    source = ctx.arg_meta(0).dtype
+    boolean = np.dtype(np.bool_)
+    if not source.is_floating_point:
+        return core.filled(core.sizes(ctx.tensor(x)), name == "isfinite", core.element_type(boolean))
+    tests = {
+        "isnan": elementwise.is_nan,
+        "isinf": elementwise.is_inf,
+        "isposinf": lambda v: elementwise.is_inf(v, negative=False),
+        "isneginf": lambda v: elementwise.is_inf(v, positive=False),
+        "isfinite": lambda v: elementwise.logical_not(arith.ori(elementwise.is_nan(v), elementwise.is_inf(v))),
+    }
+    return core.elementwise([ctx.tensor(x)], core.element_type(boolean), tests[name])
+
+
+@table.aten("bitwise_not.default")
+def bitwise_not(ctx: OpContext, x: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    if dtype.kind == "f":
+        raise TypeError("bitwise_not of a floating-point tensor")
+    return table.map_(ctx, [x], dtype, elementwise.logical_not)
+
+
+@table.aten("clamp.Tensor", "clamp_min.Tensor", "clamp_max.Tensor")
+def clamp_tensor(ctx: OpContext, x: Any, low: Any = None, high: Any = None) -> ir.Value:
+    """Bounds as tensors (broadcast); a NaN bound or input gives NaN, as in eager."""
+    if ctx.node.target._opname == "clamp_max":
+        low, high = None, low
+    dtype = ctx.result_dtype()
+    unsigned = table.unsigned(dtype)
+    operands = [x] + [b for b in (low, high) if b is not None]
+
+    def body(v: ir.Value, *bounds: ir.Value) -> ir.Value:
+        rest = list(bounds)
+        if low is not None:
+            v = elementwise.maximum(v, rest.pop(0), unsigned=unsigned)
+        if high is not None:
+            v = elementwise.minimum(v, rest.pop(0), unsigned=unsigned)
+        return v
+
+    return table.map_(ctx, operands, dtype, body)
+
+
+@table.aten("atan2.default")
+def atan2(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return table.map_(ctx, [a, b], ctx.result_dtype(), math.atan2)
+
+
+@table.aten("sgn.default")
+def sgn(ctx: OpContext, x: Any) -> ir.Value:
+    return sign(ctx, x)
+
+
+@table.aten("bitwise_left_shift.Tensor", "bitwise_right_shift.Tensor", "__lshift__.Tensor",
+            "__rshift__.Tensor")
+def shift(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    dtype = ctx.result_dtype()
+    if dtype.kind == "f":
+        raise TypeError("a bit shift of floating-point tensors")
+    left = "left" in ctx.node.target._opname or "lshift" in ctx.node.target._opname
+    return table.map_(ctx, [a, b], dtype,
+                      lambda x, y: elementwise.shift(x, y, left=left, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("copy.default", "_copy_from.default")
+def copy(ctx: OpContext, x: Any, src: Any, non_blocking: bool = False) -> ir.Value:
+    """``x.copy_(src)`` made functional: ``src`` broadcast to ``x``'s shape, in ``x``'s dtype."""
+    dtype = ctx.result_dtype()
+    target = ctx.tensor(x, dtype)
+    return movement.broadcast_to(ctx.tensor(src, dtype), core.sizes(target))
+
+
+@table.aten("round.decimals")
+def round_decimals(ctx: OpContext, x: Any, *, decimals: int = 0) -> ir.Value:
+    """Eager's formula: ``nearbyint(x * 10^d) / 10^d``, or ``nearbyint(x / 10^-d) * 10^-d``."""
+    dtype = ctx.result_dtype()
+    scale = 10.0 ** abs(decimals)
+
+    def body(v: ir.Value) -> ir.Value:
+        factor = elementwise.like(scale, v)
+        if decimals >= 0:
+            return arith.divf(math.roundeven(arith.mulf(v, factor)), factor)
+        return arith.mulf(math.roundeven(arith.divf(v, factor)), factor)
+
+    return table.map_(ctx, [x], dtype, body)
+
+
+@table.aten("erfc.default")
+def erfc(ctx: OpContext, x: Any) -> ir.Value:
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: arith.subf(elementwise.like(1, v), elementwise.erf(v)))
+
+
+@table.aten("fmax.default", "fmin.default")
+def fmax(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    """NaN-ignoring maximum/minimum (a NaN only where both are NaN)."""
+    dtype = ctx.result_dtype()
+    larger = ctx.node.target._opname == "fmax"
+    if dtype.kind != "f":
+        return extremum_of(ctx, a, b, larger)
+    return table.map_(ctx, [a, b], dtype, arith.maxnumf if larger else arith.minnumf)
+
+
+def extremum_of(ctx: OpContext, a: Any, b: Any, larger: bool) -> ir.Value:
+    dtype = ctx.result_dtype()
+    fn = elementwise.maximum if larger else elementwise.minimum
+    return table.map_(ctx, [a, b], dtype, lambda x, y: fn(x, y, unsigned=table.unsigned(dtype)))
+
+
+@table.aten("hypot.default")
+def hypot(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return table.map_(ctx, [a, b], ctx.result_dtype(),
+                      lambda x, y: math.sqrt(arith.addf(arith.mulf(x, x), arith.mulf(y, y))))
+
+
+@table.aten("copysign.Tensor", "copysign.Scalar")
+def copysign(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return table.map_(ctx, [a, b], ctx.result_dtype(), math.copysign)
+
+
+@table.aten("logit.default")
+def logit(ctx: OpContext, x: Any, eps: float | None = None) -> ir.Value:
+    def body(v: ir.Value) -> ir.Value:
+        if eps is not None:
+            v = elementwise.minimum(elementwise.maximum(v, elementwise.like(eps, v)), elementwise.like(1 - eps, v))
+        return math.log(arith.divf(v, arith.subf(elementwise.like(1, v), v)))
+    return table.map_(ctx, [x], ctx.result_dtype(), body)
+
+
+@table.aten("signbit.default")
+def signbit(ctx: OpContext, x: Any) -> ir.Value:
+    """The sign bit: true for -0.0 and negative NaNs too (``copysign(1, x) < 0``)."""
+    source = ctx.arg_meta(0).dtype
+    x = ctx.tensor(x)
+    boolean = core.element_type(np.dtype(np.bool_))
+    if not source.is_floating_point:
+        if source == torch.bool or not source.is_signed:
+            return core.filled(core.sizes(x), False, boolean)
+        return core.elementwise([x], boolean, lambda v: arith.cmpi(arith.CmpIPredicate.slt, v, elementwise.like(0, v)))
+    return core.elementwise([x], boolean, lambda v: arith.cmpf(
+        arith.CmpFPredicate.OLT, math.copysign(elementwise.like(1, v), v), elementwise.like(0, v)))
+
+
+@table.aten("ldexp.Tensor")
+def ldexp(ctx: OpContext, x: Any, exponent: Any) -> ir.Value:
+    return table.map_(ctx, [x, exponent], ctx.result_dtype(), lambda v, e: arith.mulf(v, math.exp2(e)))
+
+
+@table.aten("polygamma.default")
+def polygamma(ctx: OpContext, n: int, x: Any) -> ir.Value:
+    if n != 0:
+        raise NotImplementedError(f"polygamma of order {n} (only 0, digamma)")
+    return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)

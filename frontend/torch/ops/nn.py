@@ -13,7 +13,10 @@ from ...emit import (
     conv,
     core,
     elementwise,
+    movement,
     pooling,
+    reduction,
+    reshapes,
 )
 from ..importer import OpContext
 from . import table
@@ -87,49 +90,197 @@ def _pool_windows(kernel: Any, stride: Any, padding: Any, dilation: Any, spatial
     }
 
 
-@table.aten("max_pool2d_with_indices.default", "max_pool1d_with_indices.default",
-      "max_pool2d.default", "max_pool1d.default")
+def _spatial_rank(ctx: OpContext) -> int:
+    """The spatial rank an ATen pooling op works on, from its name (``max_pool2d`` -> 2)."""
+    name = ctx.node.target._opname
+    return int(name[name.index("pool") + 4])
+
+
+def _batched(x: ir.Value, spatial: int) -> tuple[ir.Value, bool]:
+    """``x`` with a batch dim (an unbatched (C, *spatial) input gets one), and whether it was added."""
+    rank = table.rank(x)
+    if rank == spatial + 1:
+        return reduction.expand_dims(x, [0]), True
+    if rank != spatial + 2:
+        raise ValueError(f"a {spatial}-d pooling of a rank-{rank} tensor")
+    return x, False
+
+
+def _unbatched(values: Any, added: bool) -> Any:
+    if not added:
+        return values
+    if isinstance(values, tuple):
+        return tuple(_unbatched(v, added) for v in values)
+    return reduction.drop_unit_dims(values, [0])
+
+
+@table.aten("max_pool1d_with_indices.default", "max_pool2d_with_indices.default",
+            "max_pool3d_with_indices.default", "max_pool1d.default", "max_pool2d.default", "max_pool3d.default")
 def max_pool(ctx: OpContext, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
              dilation: Any = 1, ceil_mode: bool = False) -> Any:
     with_indices = ctx.node.target._opname.endswith("_with_indices")
-    if with_indices and any(u.args[1] != 0 for u in ctx.node.users):
-        raise NotImplementedError("max pooling indices (only the pooled values are supported)")
-    x = ctx.tensor(x)
-    windows = _pool_windows(kernel_size, stride, padding, dilation, table.rank(x) - 2)
+    spatial = _spatial_rank(ctx)
+    x, added = _batched(ctx.tensor(x), spatial)
+    windows = _pool_windows(kernel_size, stride, padding, dilation, spatial)
+    kernel = windows.pop("kernel")
     dtype = ctx.result_dtype(0 if with_indices else None)
-    pooled = pooling.pool(x, "max", windows.pop("kernel"), ceil_mode=ceil_mode,
-                          unsigned=table.unsigned(dtype), **windows)
+    if with_indices and any(u.args[1] != 0 for u in ctx.node.users):
+        return _unbatched(pooling.max_pool_with_indices(x, kernel, ceil_mode=ceil_mode, per_plane=True,
+                                                        unsigned=table.unsigned(dtype), **windows), added)
+    pooled = _unbatched(pooling.pool(x, "max", kernel, ceil_mode=ceil_mode, unsigned=table.unsigned(dtype),
+                                     **windows), added)
     return (pooled, None) if with_indices else pooled
 
 
-@table.aten("avg_pool2d.default", "avg_pool1d.default")
+@table.aten("avg_pool1d.default", "avg_pool2d.default", "avg_pool3d.default")
 def avg_pool(ctx: OpContext, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
              ceil_mode: bool = False, count_include_pad: bool = True,
              divisor_override: int | None = None) -> ir.Value:
-    x = ctx.tensor(x)
-    windows = _pool_windows(kernel_size, stride, padding, 1, table.rank(x) - 2)
+    spatial = _spatial_rank(ctx)
+    x, added = _batched(ctx.tensor(x), spatial)
+    windows = _pool_windows(kernel_size, stride, padding, 1, spatial)
     kernel = windows.pop("kernel")
     if divisor_override is None:
-        return pooling.pool(x, "avg", kernel, ceil_mode=ceil_mode,
-                            count_include_pad=count_include_pad, **windows)
+        return _unbatched(pooling.pool(x, "avg", kernel, ceil_mode=ceil_mode,
+                                       count_include_pad=count_include_pad, **windows), added)
     summed = pooling.pool(x, "sum", kernel, ceil_mode=ceil_mode, **windows)
-    return core.elementwise([summed], core.tensor_type(summed).element_type,
-                            lambda v: arith.divf(v, elementwise.like(divisor_override, v)))
+    return _unbatched(core.elementwise([summed], core.tensor_type(summed).element_type,
+                                       lambda v: arith.divf(v, elementwise.like(divisor_override, v))), added)
+
+
+def _adaptive_windows(extent: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive pooling windows along one dim: ``[floor(i*E/O), ceil((i+1)*E/O))``."""
+    return [((i * extent) // out, -((-(i + 1) * extent) // out)) for i in range(out)]
+
+
+def _adaptive(x: ir.Value, out: Sequence[int], kind: str) -> ir.Value:
+    """Adaptive ``kind`` ("avg" or "max") pooling of the trailing ``len(out)`` dims.
+
+    A divisible size is one strided pool; otherwise the windows (which may overlap and
+    differ in length) are pooled one dim at a time, since a mean or max over a box is the
+    mean or max of per-dim ones: per output position a slice, reduced, then concatenated.
+    """
+    spatial = len(out)
+    extents = core.static_shape(x)[-spatial:]
+    if None in extents:
+        raise NotImplementedError("adaptive pooling of dynamic spatial extents")
+    if any(e == 0 for e in extents):
+        raise ValueError("adaptive pooling of an empty spatial extent")
+    if all(e % o == 0 for e, o in zip(extents, out)):
+        kernel = [e // o for e, o in zip(extents, out)]
+        return pooling.pool(x, kind, kernel, strides=kernel, padding_low=[0] * spatial,
+                            padding_high=[0] * spatial, dilations=[1] * spatial)
+    rank = table.rank(x)
+    for position, (extent, size) in enumerate(zip(extents, out)):
+        axis = rank - spatial + position
+        if extent == size:
+            continue
+        pieces = []
+        for start, end in _adaptive_windows(extent, size):
+            window = movement.slice_axis(x, axis, start, end - start)
+            pieces.append(reduction.mean(window, [axis], keepdims=True) if kind == "avg"
+                          else reduction.reduce(window, [axis], "max", keepdims=True))
+        x = movement.concat(pieces, axis)
+    return x
 
 
 @table.aten("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default", "_adaptive_avg_pool1d.default",
-      "adaptive_avg_pool1d.default")
+            "adaptive_avg_pool1d.default", "_adaptive_avg_pool3d.default", "adaptive_avg_pool3d.default")
 def adaptive_avg_pool(ctx: OpContext, x: Any, output_size: Sequence[int]) -> ir.Value:
-    x = ctx.tensor(x)
-    spatial = table.rank(x) - 2
+    spatial = _spatial_rank(ctx)
+    x, added = _batched(ctx.tensor(x), spatial)
     out = _per_dim(output_size, spatial, "output_size")
-    extents = core.static_shape(x)[2:]
     if all(o == 1 for o in out):
-        return pooling.global_pool(x, "avg")
-    if None in extents or any(e % o for e, o in zip(extents, out)):
-        raise NotImplementedError(
-            f"adaptive average pooling of spatial extents {extents} to {out}: only output sizes "
-            "that divide static input sizes are supported")
-    kernel = [e // o for e, o in zip(extents, out)]
-    return pooling.pool(x, "avg", kernel, strides=kernel, padding_low=[0] * spatial,
-                        padding_high=[0] * spatial, dilations=[1] * spatial)
+        return _unbatched(pooling.global_pool(x, "avg"), added)
+    return _unbatched(_adaptive(x, out, "avg"), added)
+
+
+# Adaptive max pooling with indices builds one reduction per output cell: beyond this many
+# cells the IR grows too large to be worth it, and the import refuses instead.
+ADAPTIVE_INDEX_CELLS = 512
+
+
+def _adaptive_max_with_indices(x: ir.Value, out: Sequence[int]) -> tuple[ir.Value, ir.Value]:
+    """Values and per-plane int64 positions (row-major over the spatial dims, as eager's
+    ``return_indices``) of adaptive max pooling: per output cell, the arg-max of its box
+    (first maximum in row-major order, a NaN wins), shifted to the box's place in the plane."""
+    spatial = len(out)
+    extents = core.static_shape(x)[-spatial:]
+    if None in extents:
+        raise NotImplementedError("adaptive max pooling indices of dynamic spatial extents")
+    if int(np.prod(out)) > ADAPTIVE_INDEX_CELLS:
+        raise NotImplementedError(f"adaptive max pooling indices for more than {ADAPTIVE_INDEX_CELLS} "
+                                  f"output cells ({list(out)})")
+    rank = table.rank(x)
+    axes = list(range(rank - spatial, rank))
+    plane_strides = [int(np.prod(extents[d + 1:])) for d in range(spatial)]
+    windows = [_adaptive_windows(e, o) for e, o in zip(extents, out)]
+    i64 = ir.IntegerType.get_signless(64)
+
+    def cell(box: list[tuple[int, int]]) -> tuple[ir.Value, ir.Value]:
+        region = x
+        for axis, (start, end) in zip(axes, box):
+            region = movement.slice_axis(region, axis, start, end - start)
+        values = reduction.reduce(region, axes, "max", keepdims=True)
+        local = reduction.arg_reduce(region, axes, "max", keepdims=True)
+        lengths = [end - start for start, end in box]
+
+        def to_plane(position: ir.Value) -> ir.Value:
+            total = arith.constant(i64, 0)
+            for d, (start, _end) in enumerate(box):
+                inner = int(np.prod(lengths[d + 1:]))
+                coordinate = arith.remsi(arith.divsi(position, arith.constant(i64, inner)),
+                                         arith.constant(i64, lengths[d]))
+                shifted = arith.addi(coordinate, arith.constant(i64, start))
+                total = arith.addi(total, arith.muli(shifted, arith.constant(i64, plane_strides[d])))
+            return total
+
+        return values, core.elementwise([local], i64, to_plane)
+
+    def build(prefix: list[tuple[int, int]]) -> tuple[ir.Value, ir.Value]:
+        if len(prefix) == spatial:
+            return cell(prefix)
+        parts = [build(prefix + [window]) for window in windows[len(prefix)]]
+        axis = axes[len(prefix)]
+        return (movement.concat([p[0] for p in parts], axis), movement.concat([p[1] for p in parts], axis))
+
+    return build([])
+
+
+@table.aten("adaptive_max_pool1d.default", "adaptive_max_pool2d.default", "adaptive_max_pool3d.default")
+def adaptive_max_pool(ctx: OpContext, x: Any, output_size: Sequence[int]) -> tuple[ir.Value, Any]:
+    spatial = _spatial_rank(ctx)
+    x, added = _batched(ctx.tensor(x), spatial)
+    out = _per_dim(output_size, spatial, "output_size")
+    if any(u.args[1] != 0 for u in ctx.node.users):
+        return _unbatched(_adaptive_max_with_indices(x, out), added)
+    return _unbatched(_adaptive(x, out, "max"), added), None
+
+
+@table.aten("addmv.default")
+def addmv(ctx: OpContext, bias: Any, matrix: Any, vector: Any, *, beta: float = 1, alpha: float = 1) -> ir.Value:
+    """``beta * bias + alpha * (matrix @ vector)`` (beta 0 ignores NaN in ``bias``, as eager)."""
+    dtype = ctx.result_dtype()
+    a = ctx.tensor(matrix, dtype)
+    v = ctx.tensor(vector, dtype)
+    product = reshapes.reshape(contraction.matmul(a, reshapes.reshape(v, [core.sizes(v)[0], 1])),
+                               [core.sizes(a)[0]])
+    return _scaled_sum(ctx, product, bias, alpha, beta, dtype)
+
+
+@table.aten("addbmm.default")
+def addbmm(ctx: OpContext, bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> ir.Value:
+    """``beta * bias + alpha * sum_i a[i] @ b[i]``."""
+    dtype = ctx.result_dtype()
+    product = reduction.reduce(contraction.matmul(ctx.tensor(a, dtype), ctx.tensor(b, dtype)), [0], "sum")
+    return _scaled_sum(ctx, product, bias, alpha, beta, dtype)
+
+
+def _scaled_sum(ctx: OpContext, product: ir.Value, bias: Any, alpha: float, beta: float,
+                dtype: np.dtype) -> ir.Value:
+    element = core.element_type(dtype)
+    scaled = core.elementwise([product], element, lambda p: elementwise.multiply(p, elementwise.like(alpha, p)))
+    if beta == 0:
+        return movement.broadcast_to(scaled, core.broadcast_extents([scaled, ctx.tensor(bias, dtype)]))
+    return core.elementwise([scaled, ctx.tensor(bias, dtype)], element, lambda p, c: elementwise.add(
+        p, elementwise.multiply(c, elementwise.like(beta, c))))

@@ -53,6 +53,9 @@ def amax(ctx: OpContext, x: Any, dims: Any = None, keepdim: bool = False) -> ir.
 def max_dim(ctx: OpContext, x: Any, dim: int, keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
     x = ctx.tensor(x)
     kind = ctx.node.target._opname
+    if table.rank(x) == 0:  # a 0-d tensor is its own extremum, at position 0
+        table.dim(dim, 0)
+        return x, core.filled([], 0, core.element_type(table.INT64))
     axes = [table.dim(dim, table.rank(x))]
     unsigned = table.unsigned(ctx.result_dtype(0))
     values = reduction.reduce(x, axes, kind, keepdims=keepdim, unsigned=unsigned)
@@ -63,6 +66,10 @@ def max_dim(ctx: OpContext, x: Any, dim: int, keepdim: bool = False) -> tuple[ir
 def argmax(ctx: OpContext, x: Any, dim: int | None = None, keepdim: bool = False) -> ir.Value:
     x = ctx.tensor(x)
     kind = "max" if ctx.node.target._opname == "argmax" else "min"
+    if table.rank(x) == 0:
+        if dim is not None:
+            table.dim(dim, 0)
+        return core.filled([], 0, core.element_type(table.INT64))
     if dim is None:
         flat = reshapes.reshape(x, [extent_math.product(core.sizes(x))])
         result = reduction.arg_reduce(flat, [0], kind)
@@ -77,9 +84,10 @@ def any_(ctx: OpContext, x: Any, dims: Any = None, keepdim: bool = False) -> ir.
     return reduction.reduce(x, table.dims(dims, table.rank(x)), kind, keepdims=keepdim, unsigned=True)
 
 
-def _variance(ctx: OpContext, x: Any, dims: Any, correction: float, keepdim: bool) -> ir.Value:
+def _variance(ctx: OpContext, x: Any, dims: Any, correction: float, keepdim: bool,
+              index: int | None = None) -> ir.Value:
     """Sum of squared deviations from the mean over ``dims``, divided by ``N - correction``."""
-    dtype = ctx.result_dtype()
+    dtype = ctx.result_dtype(index)
     x = ctx.tensor(x, dtype)
     axes = table.dims(dims, table.rank(x))
     element = core.element_type(dtype)
@@ -163,16 +171,86 @@ def group_norm(ctx: OpContext, x: Any, weight: Any, bias: Any, n: Any, c: int, h
 def cumsum(ctx: OpContext, x: Any, dim: int, *, dtype: Any = None) -> ir.Value:
     x = ctx.tensor(x, ctx.result_dtype())
     kind = "sum" if ctx.node.target._opname == "cumsum" else "prod"
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x
     return reduction.cumulative(x, table.dim(dim, table.rank(x)), kind)
+
+
+@table.aten("logcumsumexp.default")
+def logcumsumexp(ctx: OpContext, x: Any, dim: int) -> ir.Value:
+    """``log(cumsum(exp(x - m))) + m`` with ``m`` the max along ``dim`` (0 where that max is
+    infinite, so all--inf rows stay -inf and a +inf gives +inf, as in eager)."""
+    dtype = ctx.result_dtype()
+    x = ctx.tensor(x, dtype)
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x
+    axis = table.dim(dim, table.rank(x))
+    element = core.element_type(dtype)
+    peak = core.elementwise([reduction.reduce(x, [axis], "max", keepdims=True)], element, lambda m: arith.select(
+        elementwise.is_inf(m), elementwise.like(0, m), m))
+    shifted = core.elementwise([x, peak], element, lambda v, m: math.exp(arith.subf(v, m)))
+    running = reduction.cumulative(shifted, axis, "sum")
+    return core.elementwise([running, peak], element, lambda r, m: arith.addf(math.log(r), m))
 
 
 @table.aten("linalg_vector_norm.default")
 def vector_norm(ctx: OpContext, x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False, *,
                 dtype: Any = None) -> ir.Value:
-    if ord != 2:
-        raise NotImplementedError(f"vector norm of order {ord} (only 2)")
+    """``ord`` 2 (the common case), 1, 0 (nonzeros), +-inf (max/min of ``|x|``) or any other
+    ``p``: ``(sum |x|^p)^(1/p)``."""
+    if not isinstance(ord, (int, float)):
+        raise NotImplementedError(f"vector norm of order {ord!r}")
     result = ctx.result_dtype()
     x = ctx.tensor(x, result)
-    squares = reduction.reduce(x, table.dims(dim, table.rank(x)), "sum", keepdims=keepdim,
-                               body=lambda v: arith.mulf(v, v))
-    return core.elementwise([squares], core.element_type(result), math.sqrt)
+    axes = table.dims(dim, table.rank(x))
+    element = core.element_type(result)
+    if ord == 2:
+        squares = reduction.reduce(x, axes, "sum", keepdims=keepdim, body=lambda v: arith.mulf(v, v))
+        return core.elementwise([squares], element, math.sqrt)
+    magnitude = core.elementwise([x], element, math.absf)
+    if ord in (float("inf"), float("-inf")):
+        return reduction.reduce(magnitude, axes, "max" if ord > 0 else "min", keepdims=keepdim)
+    if ord == 0:
+        return reduction.reduce(x, axes, "sum", keepdims=keepdim, body=lambda v: arith.select(
+            arith.cmpf(arith.CmpFPredicate.UNE, v, elementwise.like(0, v)), elementwise.like(1, v),
+            elementwise.like(0, v)))
+    if ord == 1:
+        return reduction.reduce(magnitude, axes, "sum", keepdims=keepdim)
+    powered = reduction.reduce(magnitude, axes, "sum", keepdims=keepdim,
+                               body=lambda v: math.powf(v, elementwise.like(float(ord), v)))
+    return core.elementwise([powered], element, lambda v: math.powf(v, elementwise.like(1.0 / ord, v)))
+
+
+@table.aten("var_mean.correction")
+def var_mean(ctx: OpContext, x: Any, dims: Any = None, *, correction: float | None = None,
+             keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
+    variance = _variance(ctx, x, dims, 1 if correction is None else correction, keepdim, index=0)
+    source = ctx.tensor(x, ctx.result_dtype(1))
+    return variance, reduction.mean(source, table.dims(dims, table.rank(source)), keepdims=keepdim)
+
+
+@table.aten("sort.default", "sort.stable")
+def sort(ctx: OpContext, x: Any, dim: int = -1, descending: bool = False, *,
+         stable: bool | None = None) -> tuple[ir.Value, ir.Value]:
+    """Values and int64 positions in order; ties keep their input order (a stable sort, which
+    is what eager's CPU sort gives), NaN above every number as in eager."""
+    x = ctx.tensor(x)
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x, core.filled([], 0, core.element_type(table.INT64))
+    axis = table.dim(dim, table.rank(x))
+    return reduction.top_k(x, axis, core.sizes(x)[axis], largest=descending,
+                           unsigned=table.unsigned(ctx.result_dtype(0)))
+
+
+@table.aten("topk.default")
+def topk(ctx: OpContext, x: Any, k: Any, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> tuple[ir.Value, ir.Value]:
+    x = ctx.tensor(x)
+    if table.rank(x) == 0:
+        table.dim(dim, 0)
+        return x, core.filled([], 0, core.element_type(table.INT64))
+    axis = table.dim(dim, table.rank(x))
+    return reduction.top_k(x, axis, k, largest=largest, unsigned=table.unsigned(ctx.result_dtype(0)))

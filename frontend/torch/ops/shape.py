@@ -85,6 +85,8 @@ def unsqueeze(ctx: OpContext, x: Any, dim: int) -> ir.Value:
 @table.aten("squeeze.dims", "squeeze.dim", "squeeze.default")
 def squeeze(ctx: OpContext, x: Any, dims: Any = None) -> ir.Value:
     x = ctx.tensor(x)
+    if isinstance(dims, (list, tuple)) and not dims:  # squeeze(x, dim=()): nothing to squeeze
+        return x
     candidates = table.dims(dims, table.rank(x))
     extents = core.static_shape(x)
     unit = [d for d in candidates if extents[d] == 1]
@@ -163,7 +165,14 @@ def select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
 @table.aten("index_select.default")
 def index_select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
     x = ctx.tensor(x)
-    return movement.gather(x, ctx.tensor(index, table.INT64), table.dim(dim, table.rank(x)))
+    indices = ctx.tensor(index, table.INT64)
+    if table.rank(x) == 0:  # a 0-d tensor reads as one element; the result has the index's shape
+        table.dim(dim, 0)
+        picked = movement.gather(reshapes.reshape(x, [1]), reshapes.reshape(indices, [1]), 0)
+        return reshapes.reshape(picked, list(ctx.meta.shape))
+    if table.rank(indices) == 0:
+        indices = reshapes.reshape(indices, [1])
+    return movement.gather(x, indices, table.dim(dim, table.rank(x)))
 
 
 @table.aten("gather.default")
@@ -295,3 +304,20 @@ for _name, _fn in _SIZE_ARITHMETIC.items():
     table.aten(_name)(lambda ctx, a, b, _fn=_fn: _fn(a, b))
 
 table.aten("operator.getitem")(lambda ctx, container, position: container[position])
+
+
+@table.aten("narrow.default", "narrow_copy.default")
+def narrow(ctx: OpContext, x: Any, dim: int, start: Any, length: Any) -> ir.Value:
+    x = ctx.tensor(x)
+    axis = table.dim(dim, table.rank(x))
+    return movement.slice_axis(x, axis, extent_math.normalize_index(start, core.sizes(x)[axis]), length)
+
+
+# The *_copy forms (what functionalization leaves of a view) compute what the view does.
+for _copy, _handler in (("view_copy.default", view), ("permute_copy.default", permute),
+                        ("unbind_copy.int", unbind), ("expand_copy.default", expand),
+                        ("transpose_copy.int", transpose), ("t_copy.default", transpose),
+                        ("unsqueeze_copy.default", unsqueeze), ("select_copy.int", select),
+                        ("slice_copy.Tensor", slice_), ("split_with_sizes_copy.default", split),
+                        ("split_copy.Tensor", split), ("alias_copy.default", table.identity)):
+    table.aten(_copy)(_handler)

@@ -62,7 +62,9 @@ def dims(dims: Any, rank: int) -> list[int]:
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({dim(d, rank) for d in dims})
+    # a 0-d tensor accepts dim 0 and -1 and has nothing to reduce or squeeze
+    positions = {dim(d, rank) for d in dims}
+    return sorted(positions) if rank else []
 
 
 def meta_dtype(meta: Any) -> Any:

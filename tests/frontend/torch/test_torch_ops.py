@@ -176,3 +176,50 @@ def test_consecutive_permutes_compose():
 
     compiled = check(permutes, torch.randn(2, 3, 4, 5))
     assert compiled.ir("simplify").count("linalg.transpose") == 1  # inverse pairs vanish
+
+
+# --- issue 51: ops the OpInfo suite (tests/conformance/torch) found missing or wrong -------------
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs):
+        return self.fn(*inputs)
+
+
+def test_squeeze_of_no_dims_keeps_the_shape():
+    check(_Fn(lambda x: torch.squeeze(x, dim=())), torch.randn(1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.sum(0, keepdim=True), lambda x: x.amax(0), lambda x: x.argmax(0),
+                                lambda x: x.index_select(0, torch.tensor([0]))])
+def test_reductions_of_a_0d_tensor(fn):
+    check(_Fn(fn), torch.tensor(1.5))
+
+
+@SCALAR_FALLBACK
+def test_sort_topk_and_adaptive_pooling_to_non_dividing_sizes():
+    check(_Fn(lambda x: torch.sort(x, dim=1, descending=True)), torch.randn(3, 7))
+    check(_Fn(lambda x: torch.topk(x, 3)), torch.randn(3, 7))
+    check(_Fn(lambda x: F.adaptive_max_pool2d(x, (5, 7), return_indices=True)), torch.randn(1, 2, 8, 8))
+    check(_Fn(lambda x: F.adaptive_avg_pool2d(x, (5, 7))), torch.randn(1, 2, 8, 8))
+
+
+@SCALAR_FALLBACK
+def test_scatter_family():
+    index = torch.tensor([[0, 1, 0], [2, 2, 1]])
+    check(_Fn(lambda x, s: x.scatter_reduce(0, index, s, "mean", include_self=False)), torch.randn(3, 3),
+          torch.randn(2, 3))
+    check(_Fn(lambda x, v: x.index_put((torch.tensor([0, 2]),), v, accumulate=True)), torch.randn(3, 4),
+          torch.randn(2, 4))
+
+
+def test_index_put_of_several_values_through_a_mask_is_refused():
+    from tilecraft.errors import TorchImportError
+    import tilecraft.torch
+
+    module = _Fn(lambda x, m, v: torch.ops.aten.index_put(x, [m], v)).eval()
+    with pytest.raises(TorchImportError, match="boolean mask"):
+        tilecraft.torch.compile(module, (torch.randn(4), torch.tensor([True, False, True, False]), torch.randn(2)))

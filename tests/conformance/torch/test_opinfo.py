@@ -1,0 +1,87 @@
+"""PyTorch's OpInfo database through tilecraft.torch.compile, held to expected_status.txt.
+
+The slow test runs every float32 op (the first ``run.CI_SAMPLES`` samples with elements of
+each) in a worker pool and fails on any regression, any unexpected pass and any change in
+the op set. After a change that fixes ops, record them with::
+
+    .venv/bin/python tests/conformance/torch/run.py --update-expected
+
+The fast tests below pin the harness's classification on a few ops whose status is known.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("expecttest")  # torch's OpInfo database imports it
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import opinfo_cases  # noqa: E402
+import run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def database():
+    return opinfo_cases.op_database()
+
+
+def test_family_names():
+    assert opinfo_cases.family("nn.functional.conv2d") == "nn.functional"
+    assert opinfo_cases.family("linalg.svd") == "linalg"
+    assert opinfo_cases.family("add") == "torch"
+
+
+def test_a_supported_op_passes_every_sample(database):
+    record = opinfo_cases.run_op(database["add"], max_samples=2)
+    assert record["status"] == "pass", record
+    assert record["samples"] == ["pass", "pass"]
+
+
+def test_a_wrong_result_is_caught(database, monkeypatch):
+    """The comparison really compares: a compiled module that answers 1 more is ``wrong``."""
+    import tilecraft.torch
+
+    real = tilecraft.torch.compile
+
+    def off_by_one(module, inputs, *args, **kwargs):
+        compiled = real(module, inputs, *args, **kwargs)
+        return lambda *tensors: compiled(*tensors) + 1
+
+    monkeypatch.setattr(tilecraft.torch, "compile", off_by_one)
+    record = opinfo_cases.run_op(database["add"], max_samples=1)
+    assert record["status"] == "wrong" and "values differ" in record["message"], record
+
+
+def test_the_report_counts_families():
+    results = {"add": {"status": "pass", "family": "torch", "message": ""},
+               "linalg.svd": {"status": "refused", "family": "linalg",
+                              "message": "TorchImportError: 1 unsupported ATen op(s): aten._linalg_svd.default "
+                                         "(node '_linalg_svd' at x.py:1)"},
+               "nonzero": {"status": "export-refused", "family": "torch", "message": ""}}
+    table = run.render(results)
+    assert "| **all** | 3 | 1 | 1 | 0 | 0 | 0 | 1 | 0 | 0 | 50.0 % (1/2) |" in table
+    assert "`aten._linalg_svd.default`" in table
+
+
+def test_expected_comparison_flags_both_directions():
+    found = run.compare({"a": "pass", "b": "refused", "c": "pass"}, {"a": "refused", "b": "pass", "d": "pass"})
+    assert found == {"regressions": ["a"], "unexpected passes": ["b"], "removed": ["c"], "added": ["d"]}
+
+
+@pytest.mark.slow
+@pytest.mark.conformance
+@pytest.mark.timeout(3600)
+def test_opinfo_matches_expected_statuses():
+    results = run.run(opinfo_cases.cases("float32"), "float32", run.CI_SAMPLES, run.default_jobs(), verbose=False)
+    print("\n" + run.render(results))
+    expected = run.read_expected()
+    found = run.compare(expected, {name: record["status"] for name, record in results.items()})
+    if found:
+        pytest.fail(f"OpInfo statuses differ from {os.path.relpath(run.EXPECTED_PATH)}:\n"
+                    + run.format_comparison(found, expected, results)
+                    + "\n\nIf the new statuses are right: .venv/bin/python tests/conformance/torch/run.py "
+                    "--update-expected", pytrace=False)
