@@ -16,23 +16,11 @@ import tilecraft
 from tilecraft import scheduling as te
 from tilecraft.builder import ModelBuilder
 from tilecraft.errors import ExternError, ExternSignatureError, ModelBuilderError
+from extern_testing import C_SOURCE, c_library, externs  # noqa: F401 (fixtures)
 
 torch = pytest.importorskip("torch")
 
 MATRIX, VECTOR = "memref<?x?xf32>", "memref<?xf32>"
-
-C_SOURCE = r"""
-#include <stdint.h>
-typedef struct { float *allocated, *aligned; int64_t offset, sizes[2], strides[2]; } M2;
-/* out = 2 * x + y, in destination-passing style on memref descriptors */
-void scale_add(M2 *x, M2 *y, M2 *out) {
-  for (int64_t i = 0; i < out->sizes[0]; ++i)
-    for (int64_t j = 0; j < out->sizes[1]; ++j)
-      out->aligned[out->offset + i * out->strides[0] + j * out->strides[1]] =
-          2.0f * x->aligned[x->offset + i * x->strides[0] + j * x->strides[1]] +
-          y->aligned[y->offset + i * y->strides[0] + j * y->strides[1]];
-}
-"""
 
 
 def linear(x, w, b):
@@ -49,25 +37,6 @@ def relu(x):
 def numpy_linear(x, w, b, out):
     np.matmul(x, w.T, out=out)
     out += b
-
-
-@pytest.fixture
-def externs():
-    """Names registered by a test, forgotten after it."""
-    names: list[str] = []
-    yield names
-    for name in names:
-        tilecraft.extern.unregister(name)
-
-
-@pytest.fixture(scope="module")
-def c_library(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("extern")
-    (directory / "scale_add.c").write_text(C_SOURCE)
-    library = directory / "libscaleadd.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(directory / "scale_add.c"), "-o", str(library)],
-                   check=True)
-    return library
 
 
 def run_in_new_process(code: str) -> str:
