@@ -61,7 +61,12 @@ def register_workload(func: "Callable[..., Sequence[Tensor]] | str" = None, *, o
     def register(function: Callable[..., Sequence[Tensor]], name: str) -> Callable[..., Sequence[Tensor]]:
         if not callable(function):
             raise TuningError(f"register_workload takes a function, got {type(function).__name__}")
-        if name in WORKLOADS and WORKLOADS[name] is not function and not override:
+        known = WORKLOADS.get(name)
+        # The same definition again (a notebook cell run twice, a module reloaded) replaces
+        # the old one; another function under a taken name needs override=True.
+        same_definition = known is not None and (known.__module__, known.__qualname__) == (
+            getattr(function, "__module__", None), getattr(function, "__qualname__", None))
+        if known is not None and known is not function and not same_definition and not override:
             raise TuningError(f"workload {name!r} is already registered; pass override=True to replace it")
         WORKLOADS[name] = function
         return function

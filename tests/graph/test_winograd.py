@@ -113,7 +113,12 @@ def test_other_convolutions_are_left_alone(case):
     if case.get("filter_input"):
         feeds["w"] = w
     graph_ir = _check_against_onnxruntime(model, feeds, 4)
-    assert CONV in graph_ir
+    if case.get("kernel") == 1:
+        # A 1x1 convolution on rows no register tile divides (9) is a matmul of the pixels
+        # before the Winograd rewrite runs (frontend/emit/conv.py): no transform either way.
+        assert CONV in graph_ir or "linalg.matmul" in graph_ir
+    else:
+        assert CONV in graph_ir
 
 
 def test_convolutions_with_few_tiles_are_left_alone_by_default():

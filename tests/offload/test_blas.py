@@ -283,13 +283,13 @@ def test_tuning_with_offload_tunes_the_rest_and_its_records_apply(tmp_path, rng,
     tune_module = importlib.import_module("tilecraft.tuning.tune")
 
     pipelines = []
-    real_compile_ir = tune_module.compile_ir
+    real_lowered = tune_module._lowered
 
-    def spy(model, pipeline, *args, **kwargs):
+    def spy(model, pipeline, options):
         pipelines.append(pipeline)
-        return real_compile_ir(model, pipeline, *args, **kwargs)
+        return real_lowered(model, pipeline, options)
 
-    monkeypatch.setattr(tune_module, "compile_ir", spy)
+    monkeypatch.setattr(tune_module, "_lowered", spy)
     model = gemm_bias_relu(softmax=True)
     records = tmp_path / "gemm.jsonl"
     result = tilecraft.tune(model, trials=3, tuning_records=str(records), offload=["blas"], progress=False,

@@ -9,7 +9,7 @@ from tilecraft.schedule import te
 
 
 @auto_scheduler.register_workload
-def matmul_add(N, L, M, dtype):
+def matmul_bias(N, L, M, dtype):
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
     C = te.placeholder((N, M), name="C", dtype=dtype)
@@ -20,8 +20,8 @@ def matmul_add(N, L, M, dtype):
 
 
 def test_tune_apply_best_and_print_best(tmp_path, capsys):
-    records = tmp_path / "matmul_add.json"
-    task = auto_scheduler.SearchTask(func="matmul_add", args=(64, 64, 64, "float32"), target="llvm")
+    records = tmp_path / "matmul_bias.json"
+    task = auto_scheduler.SearchTask(func="matmul_bias", args=(64, 64, 64, "float32"), target="llvm")
     assert [t.kind for t in task.tasks] == ["matmul"]  # the matmul with its bias, one tunable op
     options = auto_scheduler.TuningOptions(num_measure_trials=4, verbose=0,
                                            measure_callbacks=[auto_scheduler.RecordToFile(records)])
@@ -58,7 +58,7 @@ def test_bad_tasks_and_options_are_typed_errors(tmp_path):
         auto_scheduler.SearchTask(func="nope", args=())
     with pytest.raises(TuningError, match="must return its TE tensors"):
         auto_scheduler.SearchTask(func=lambda: [1, 2], args=())
-    task = auto_scheduler.SearchTask(func=matmul_add, args=(16, 16, 16, "float32"))
+    task = auto_scheduler.SearchTask(func=matmul_bias, args=(16, 16, 16, "float32"))
     with pytest.raises(TuningError, match="one measure callback"):
         task.tune(auto_scheduler.TuningOptions(num_measure_trials=1))
     with pytest.raises(TuningError, match="no such records file"):
@@ -67,7 +67,7 @@ def test_bad_tasks_and_options_are_typed_errors(tmp_path):
     with pytest.raises(TuningError, match="holds no record"):
         task.apply_best(tmp_path / "empty.json")
     with pytest.raises(TuningError, match="CPU targets"):
-        auto_scheduler.SearchTask(func=matmul_add, args=(16, 16, 16, "float32"), target="cuda")
+        auto_scheduler.SearchTask(func=matmul_bias, args=(16, 16, 16, "float32"), target="cuda")
 
 
 def test_a_topi_convolution_is_a_conv2d_task():

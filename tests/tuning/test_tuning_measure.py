@@ -85,7 +85,10 @@ def test_a_script_the_interpreter_rejects_is_a_build_error(task):
     # A register tile wider than its thread tile: each knob value is in the space, but the
     # point is invalid (tuners never propose it), and its clamped tiles do not vectorize.
     space = space_for(task, TARGET)
-    config = {**space.default(), "par_m": 16, "par_n": 32, "reg_n": 64}
+    values = {knob.name: knob.values for knob in space.knobs}
+    widest = max(values["reg_n"])  # 64 lanes with 512-bit vectors, 32 with 256-bit ones
+    narrower = max(v for v in values["par_n"] if 0 < v < widest)
+    config = {**space.default(), "par_m": 16, "par_n": narrower, "reg_n": widest}
     assert not space.is_valid(config)
     with LocalRunner(RunnerOptions(timeout=60, repeat=1, min_repeat_ms=1)) as runner:
         result = runner.measure(_job(task, space.validate(config)))

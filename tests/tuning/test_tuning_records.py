@@ -93,6 +93,10 @@ class _FakeTask:
         self.default_cost = self.best_cost = seconds
         self.trials, self.stopped = 0, False
         self.task = self
+        self.peak_gflops = None  # no FMA peak bounds it: weighed by time alone
+
+    def headroom(self) -> float:
+        return 1.0
 
 
 class _SimulatedScheduler(TaskScheduler):
@@ -126,7 +130,7 @@ def test_plan_prints_the_trials_each_task_is_expected_to_get():
     assert planned == {"heavy": 2 + 28, "light": 2 + 9}
     lines = scheduler.plan(41).splitlines()
     assert lines[1].split()[0] == "heavy" and lines[1].endswith("trials ~30")
-    assert "then validation: up to 5 configs x 3 rounds per task, not counted in trials" in lines[-1]
+    assert "then validation: up to 5 configs x 5 rounds per task, not counted in trials" in lines[-1]
     # A budget below the minima: the heaviest tasks get theirs, the rest nothing.
     assert [n for _, n in scheduler.planned(3)] == [2, 1]
 

@@ -15,6 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import tilecraft  # noqa: E402
+from host_features import ONNXRUNTIME_U8S8_EXACT
 
 RNG = np.random.default_rng(0)
 U8 = TensorProto.UINT8
@@ -94,6 +95,7 @@ def test_concat_of_differently_quantized_inputs():
     against_onnxruntime(contrib_model(node, parameters, inputs, [2, 16, 5, 5]), inputs, steps=4)
 
 
+@ONNXRUNTIME_U8S8_EXACT
 @pytest.mark.parametrize("per_column", [False, True])
 def test_qgemm_with_an_int32_bias(per_column):
     parameters = {"as": np.array(0.05, np.float32), "az": np.array(120, np.uint8),
@@ -153,6 +155,7 @@ def test_qoperator_resnet50_against_onnxruntime(tmp_path):
     np.testing.assert_allclose(probabilities, expected[0], atol=1 / 255 + 1e-6)
 
 
+@ONNXRUNTIME_U8S8_EXACT
 def test_qgemm_without_an_output_scale_is_a_float_gemm():
     """QGemm with no y_scale returns float: alpha * A' @ B' + C' (onnxruntime's definition)."""
     parameters = {"as": np.array(0.05, np.float32), "az": np.array(120, np.uint8),

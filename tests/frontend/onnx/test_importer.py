@@ -11,6 +11,7 @@ import tilecraft
 from tilecraft.frontend.onnx import import_model
 
 from onnx_testing import check_node, make_model
+from host_features import ONNXRUNTIME_U8S8_EXACT
 
 
 def test_add_broadcast_against_reference():
@@ -170,6 +171,7 @@ def test_ir3_model_with_initializers_not_listed_as_inputs():
         tilecraft.compile(model)
 
 
+@ONNXRUNTIME_U8S8_EXACT
 def test_ir3_qdq_model_keeps_uint8_activations_unsigned():
     """quantize_static's output of an IR-3 model (QDQ, uint8 activations, per-channel int8
     weights, scales and zero points not listed as inputs) against onnxruntime.

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from onnx_testing import check_node, import_error
+from host_features import ONNXRUNTIME_U8S8_EXACT
 
 RNG = np.random.default_rng(7)
 
@@ -152,6 +153,7 @@ def test_qlinear_conv_with_a_scale_per_channel_of_the_wrong_count_is_rejected():
     assert "w_scale has 4 values for 6 output channels" in message
 
 
+@ONNXRUNTIME_U8S8_EXACT
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_qlinear_conv_matches_onnxruntime_bit_for_bit(per_channel):
     ort = pytest.importorskip("onnxruntime")
