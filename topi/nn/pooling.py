@@ -25,16 +25,22 @@ def _lowest(dtype: np.dtype) -> float:
     return -float("inf") if dtype.kind == "f" else int(np.iinfo(dtype).min)
 
 
-def pool2d(data: te.Tensor, kernel, stride, dilation, padding: Sequence[int], pool_type: str,
-           ceil_mode: bool = False, layout: str = "NCHW", count_include_pad: bool = True) -> te.Tensor:
-    """TVM's ``topi.nn.pool2d``; ``padding`` is ``(top, left, bottom, right)``."""
-    op = "pool2d"
+def _spatial_axes(op: str, data: te.Tensor, pool_type: str, layout: str) -> tuple[int, int]:
+    """The height and width positions of a 4-D ``data`` in ``layout``, after checking the
+    arguments both pooling operators take."""
     check_tensor(data, op)
     if pool_type not in ("max", "avg"):
         raise ScheduleError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if layout not in _LAYOUTS or data.ndim != 4:
         raise ScheduleError(f"{op}: layout must be NCHW or NHWC with a 4-D input, got {layout!r} and {data.shape}")
-    hx, wx = _LAYOUTS[layout]
+    return _LAYOUTS[layout]
+
+
+def pool2d(data: te.Tensor, kernel, stride, dilation, padding: Sequence[int], pool_type: str,
+           ceil_mode: bool = False, layout: str = "NCHW", count_include_pad: bool = True) -> te.Tensor:
+    """TVM's ``topi.nn.pool2d``; ``padding`` is ``(top, left, bottom, right)``."""
+    op = "pool2d"
+    hx, wx = _spatial_axes(op, data, pool_type, layout)
     kh, kw = pair(kernel, op, "kernel")
     sh, sw = pair(stride, op, "stride")
     dh, dw = pair(dilation, op, "dilation")
@@ -116,12 +122,7 @@ def _map(t: te.Tensor, layout: str, fn, name: str) -> te.Tensor:
 def global_pool(data: te.Tensor, pool_type: str, layout: str = "NCHW") -> te.Tensor:
     """TVM's ``topi.nn.global_pool``: max or average over the whole H x W, keeping them as 1."""
     op = "global_pool"
-    check_tensor(data, op)
-    if pool_type not in ("max", "avg"):
-        raise ScheduleError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    if layout not in _LAYOUTS or data.ndim != 4:
-        raise ScheduleError(f"{op}: layout must be NCHW or NHWC with a 4-D input, got {layout!r} and {data.shape}")
-    hx, wx = _LAYOUTS[layout]
+    hx, wx = _spatial_axes(op, data, pool_type, layout)
     ry, rx = te.reduce_axis(data.shape[hx], "ry"), te.reduce_axis(data.shape[wx], "rx")
     shape = list(data.shape)
     shape[hx] = shape[wx] = 1
