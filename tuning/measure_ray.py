@@ -93,6 +93,9 @@ class RayRunner:
                     self.ray.init(address=address if "://" in address else f"ray://{address}",
                                   log_to_driver=False)
             except Exception as error:  # Ray's connection errors have no common base class
+                # A failed client connection leaves Ray half-initialized: without this, the
+                # next local ray.init() in the process fails with a bare AssertionError.
+                self.ray.shutdown()
                 raise TuningError(f"cannot start or reach the Ray cluster {address or '(local)'}: "
                                   f"{type(error).__name__}: {error}") from None
         self._actor_class = self.ray.remote(num_cpus=0, max_concurrency=1)(_Measurer)

@@ -20,6 +20,12 @@ ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402  (the serializer Ray uses)
 from tilecraft.tuning.measure_ray import RayRunner  # noqa: E402
 
+# One worker runs the whole module (`make test` spreads tests over pytest-xdist workers): the
+# module-scoped runner then starts one local cluster, not one per worker, and the
+# unreachable-cluster test runs, as it must, before that cluster starts (the fixture's start
+# right after it proves a failed connection leaves nothing behind).
+pytestmark = pytest.mark.xdist_group("ray")
+
 TARGET = "llvm"
 KILL = "test_kill_worker"  # a config carrying this key makes its worker die
 
