@@ -4,11 +4,14 @@ each compiled for an sm_XX target, kernels assembled by ptxas where it is instal
     .venv/bin/python benchmarks/cuda_coverage.py                       # light zoo, sm_90
     .venv/bin/python benchmarks/cuda_coverage.py --arch sm_80 squeezenet densenet
     .venv/bin/python benchmarks/cuda_coverage.py --files model.onnx
+    .venv/bin/python benchmarks/cuda_coverage.py --public            # benchmarks/public_suite.py's 23
+    .venv/bin/python benchmarks/cuda_coverage.py --public swin,gpt2 --full
 
 Why: issue #47's floor is that every model the CPU path compiles also compiles for the GPU
 with no host fallback. Without a GPU this is the check that can run here: the compile
 reaches PTX and ptxas accepts every kernel (a GPU run checks the numbers: docs/cuda.md).
-Prints one line per model (ok with seconds and kernel count, or the error) and a summary.
+Prints one line per model (ok with seconds, kernel count, the most registers a kernel uses and
+how many kernels spill, from ``ptxas -v``; or the error) and a summary.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import glob
 import os
 import sys
+import tempfile
 import time
 
 import onnx
@@ -24,6 +28,7 @@ import onnx
 import tilecraft
 from tilecraft.errors import TilecraftError
 from tilecraft.pipelines.cuda import find_ptxas
+from tilecraft.pipelines.cuda.lowering import kernel_resources
 
 LIGHT_ZOO = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
@@ -33,23 +38,66 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="*", help="substrings selecting light-zoo models (default: all)")
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--files", nargs="*", default=[], help="ONNX files to compile as well")
+    parser.add_argument("--public", nargs="?", const="all", metavar="NAMES",
+                        help="benchmarks/public_suite.py's architectures instead of the light zoo "
+                             "(comma-separated names; default all), exported to ONNX as users do")
+    parser.add_argument("--full", action="store_true",
+                        help="with --public: the full-size models (default: their tiny variants, "
+                             "same op classes, smaller extents)")
     args = parser.parse_args(argv)
+    if args.public:
+        with tempfile.TemporaryDirectory() as scratch:
+            paths = _export_public(args.public, args.full, scratch) + args.files
+            return _compile_all(paths, args.arch)
     paths = [p for p in sorted(glob.glob(os.path.join(LIGHT_ZOO, "*.onnx")))
              if not args.models or any(m in os.path.basename(p) for m in args.models)] + args.files
-    print(f"CUDA coverage for {args.arch}; ptxas: {find_ptxas() or 'not installed (PTX only)'}")
+    return _compile_all(paths, args.arch)
+
+
+def _export_public(names: str, full: bool, folder: str) -> list[str]:
+    """Each public-suite architecture as ONNX in ``folder``, exported in a child process (the
+    suite's torch export, seeded weights, calibrated BatchNorm)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import public_suite
+
+    chosen = list(public_suite.ARCHITECTURES) if names == "all" else names.split(",")
+    paths = []
+    for name in chosen:
+        if name not in public_suite.ARCHITECTURES:
+            raise SystemExit(f"unknown architecture {name!r}; choose from {', '.join(public_suite.ARCHITECTURES)}")
+        module, inputs = public_suite.build(name, tiny=not full)
+        path = os.path.join(folder, f"{name}.onnx")
+        with open(path, "wb") as stream:
+            stream.write(public_suite.export_onnx(module, inputs))
+        paths.append(path)
+    return paths
+
+
+def _resources(module, arch: str) -> str:
+    """Registers and spills over the model's kernels, from ``ptxas -v`` (empty without ptxas)."""
+    if find_ptxas() is None:
+        return ""
+    used = [r for ptx in module.ptx_modules().values() for r in kernel_resources(ptx, arch).values()]
+    spilling = sum(r.spills for r in used)
+    return f", registers <= {max(r.registers for r in used)}, {spilling} spilling"
+
+
+def _compile_all(paths: list[str], arch: str) -> int:
+    print(f"CUDA coverage for {arch}; ptxas: {find_ptxas() or 'not installed (PTX only)'}")
     failed = 0
     for path in paths:
         started = time.perf_counter()
         try:
-            module = tilecraft.compile(path, target=f"cuda -arch={args.arch}", keep_ir=False)
+            module = tilecraft.compile(path, target=f"cuda -arch={arch}", keep_ir=False)
+            seconds = time.perf_counter() - started
             kernels = module.ptx().count(".entry")
-            print(f"{os.path.basename(path):<32} ok      {time.perf_counter() - started:7.1f} s  "
-                  f"{kernels} kernels", flush=True)
+            print(f"{os.path.basename(path):<32} ok      {seconds:7.1f} s  {kernels} kernels"
+                  f"{_resources(module, arch)}", flush=True)
         except TilecraftError as error:
             failed += 1
             first = str(error).splitlines()[0][:200]
             print(f"{os.path.basename(path):<32} FAILED  {type(error).__name__}: {first}", flush=True)
-    print(f"{len(paths) - failed} of {len(paths)} compiled for {args.arch}")
+    print(f"{len(paths) - failed} of {len(paths)} compiled for {arch}")
     return 1 if failed else 0
 
 

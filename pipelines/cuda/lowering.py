@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Mapping
@@ -84,6 +85,59 @@ def assemble_ptx(ptx: str, arch: str, ptxas: str | None = None) -> bytes:
         if result.returncode != 0:
             raise ToolchainError(f"ptxas -arch={arch} failed:\n{result.stderr or result.stdout}")
         return cubin.read_bytes()
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ``ptxas -v`` reports for one kernel: registers per thread (occupancy falls as they
+    rise; 255 is the hardware's limit), local-memory spill bytes (each a round trip to
+    device memory in the kernel's loop), stack frame and static shared memory bytes."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    shared_bytes: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def kernel_resources(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, KernelResources]:
+    """Kernel name -> its :class:`KernelResources`, from ``ptxas -v -arch=<arch>`` on ``ptx``.
+
+    Why: a PTX module that assembles can still be slow: a register-heavy tile spills to local
+    memory or caps occupancy. Without a GPU this is the check that can run (issue #47's
+    register/spill count per kernel). Raises :class:`ToolchainError` without ptxas or when
+    it rejects the module."""
+    ptxas = ptxas or find_ptxas()
+    if ptxas is None:
+        raise ToolchainError("ptxas not found (PATH, CUDA_HOME, TILECRAFT_PTXAS)")
+    with tempfile.TemporaryDirectory(prefix="tilecraft-ptx-") as scratch:
+        source = Path(scratch) / "kernels.ptx"
+        source.write_text(ptx)
+        result = subprocess.run([ptxas, f"-arch={arch}", "-O3", "-v", str(source), "-o",
+                                 str(Path(scratch) / "kernels.cubin")], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ToolchainError(f"ptxas -arch={arch} failed:\n{result.stderr or result.stdout}")
+    found: dict[str, KernelResources] = {}
+    name, frame = None, (0, 0, 0)
+    for line in (result.stderr + result.stdout).splitlines():
+        if entry := _ENTRY.search(line):
+            name, frame = entry.group(1), (0, 0, 0)
+        elif name and (sizes := _FRAME.search(line)):
+            frame = tuple(int(group) for group in sizes.groups())
+        elif name and (used := _USED.search(line)):
+            stack, stores, loads = frame
+            found[name] = KernelResources(int(used.group(1)), stores, loads, stack, int(used.group(2) or 0))
+            name = None
+    return found
 
 
 def gpu_binaries(module: ir.Operation) -> list[ir.Operation]:

@@ -1,0 +1,47 @@
+"""Registers and spills per kernel from ``ptxas -v`` (pipelines/cuda/lowering.py
+``kernel_resources``): the GPU-free check that a schedule's tiles fit the register file."""
+
+from __future__ import annotations
+
+import pytest
+from cuda_testing import DEMO_CNN, matmul_mlir
+
+import tilecraft
+from tilecraft.errors import ToolchainError
+from tilecraft.pipelines.cuda import find_ptxas
+from tilecraft.pipelines.cuda.lowering import kernel_resources
+
+pytestmark = pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_kernel_of_a_matmul_and_the_digits_cnn_is_counted(arch):
+    for source, shapes in ((matmul_mlir(256, 192, 128), None), (str(DEMO_CNN), {"input": [1, 1, 16, 16]})):
+        module = tilecraft.compile(source, target=f"cuda -arch={arch}", shape_dict=shapes, keep_ir=False)
+        for ptx in module.ptx_modules().values():
+            entries = [line.split()[-1].rstrip("(") for line in ptx.splitlines()
+                       if line.startswith(".visible .entry") or line.startswith(".entry")]
+            counted = kernel_resources(ptx, arch)
+            assert sorted(counted) == sorted(entries)
+            for name, used in counted.items():
+                assert 0 < used.registers <= 255, (name, used)
+                # The default tiles were sized to stay in registers: no kernel spills.
+                assert not used.spills, (name, used)
+
+
+def test_the_matmul_tile_stages_its_operands_in_shared_memory():
+    module = tilecraft.compile(matmul_mlir(256, 192, 128), target="cuda -arch=sm_90", keep_ir=False)
+    counted = [used for ptx in module.ptx_modules().values()
+               for used in kernel_resources(ptx, "sm_90").values()]
+    assert any(used.shared_bytes > 0 for used in counted), counted
+
+
+def test_ptx_that_ptxas_rejects_is_a_toolchain_error():
+    with pytest.raises(ToolchainError, match="ptxas -arch=sm_90 failed"):
+        kernel_resources(".version 8.0\n.target sm_90\n.entry broken( {\n", "sm_90")
+
+
+def test_a_missing_ptxas_is_a_toolchain_error(monkeypatch):
+    monkeypatch.setenv("TILECRAFT_PTXAS", "/nonexistent/ptxas")
+    with pytest.raises(ToolchainError, match="ptxas not found"):
+        kernel_resources(".version 8.0\n.target sm_90\n", "sm_90")
