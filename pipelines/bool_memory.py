@@ -32,7 +32,7 @@ _TYPE_AGNOSTIC = frozenset(
         "memref.extract_strided_metadata", "memref.extract_aligned_pointer_as_index",
         "memref.copy", "memref.get_global", "memref.dim", "memref.rank", "memref.transpose",
         "memref.reshape", "memref.view", "memref.realloc", "memref.assume_alignment",
-        "memref.memory_space_cast", "bufferization.dealloc",
+        "memref.memory_space_cast", "memref.prefetch", "bufferization.dealloc",
         "func.return", "func.call", "func.call_indirect", "arith.select",
         "scf.for", "scf.if", "scf.while", "scf.parallel", "scf.forall", "scf.yield",
         "scf.condition", "scf.execute_region", "scf.in_parallel", "scf.reduce",
@@ -55,7 +55,9 @@ def _widened(value_type: ir.Type) -> ir.Type | None:
     if isinstance(value_type, ir.MemRefType):
         memref = ir.MemRefType(value_type)
         if memref.element_type == _i1():
-            return ir.MemRefType.get(memref.shape, _i8(), memref.layout, memref.memory_space)
+            # loc: building a strided layout's type checks it and wants a place to report.
+            return ir.MemRefType.get(memref.shape, _i8(), memref.layout, memref.memory_space,
+                                     loc=ir.Location.unknown())
     elif isinstance(value_type, ir.UnrankedMemRefType):
         memref = ir.UnrankedMemRefType(value_type)
         if memref.element_type == _i1():
