@@ -450,33 +450,39 @@ def _preceding_ops(block: ir.Block, call: ir.Operation) -> list[ir.Operation]:
 
 def _live_buffers(before: list[ir.Operation], after: list[ir.Operation]) -> list[ir.Value]:
     """Buffers allocated in ``before`` that ``after`` frees or returns (so they are live at the
-    split and owned by this function); a buffer freed in ``before`` is never listed."""
-    after_users: set = set()
-    for op in after:
-        for inner in ops_where(op, lambda o: o.name in ("memref.dealloc", "func.return")):
-            after_users.update(id_ for id_ in (v for v in inner.operands))
+    split and owned by this function); a buffer freed in ``before`` is never listed.
+
+    Each user is placed by climbing its parents to an op of either list (sets: a function with
+    a dynamic batch has a check per layer and thousands of ops, and scanning the lists per
+    user made this pass minutes long)."""
+    before_ops, after_ops = set(before), set(after)
     buffers = []
     for op in before:
         if op.name != "memref.alloc":
             continue
         value = op.results[0]
-        users = [use.owner for use in value.uses]
-        users = [u.operation if hasattr(u, "operation") else u for u in users]
-        freed_later = any(u.name in ("memref.dealloc", "func.return") and any(u == a or _contains(a, u) for a in after)
-                          for u in users)
-        freed_before = any(u.name == "memref.dealloc" and any(u == b or _contains(b, u) for b in before) for u in users)
+        freed_later = freed_before = False
+        for use in value.uses:
+            user = use.owner
+            user = user.operation if hasattr(user, "operation") else user
+            if user.name not in ("memref.dealloc", "func.return"):
+                continue
+            placed = _enclosing(user, before_ops, after_ops)
+            freed_later |= placed is after_ops
+            freed_before |= placed is before_ops and user.name == "memref.dealloc"
         if freed_later and not freed_before:
             buffers.append(value)
     return buffers
 
 
-def _contains(ancestor: ir.Operation, op: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None and parent.name != "builtin.module":
-        if parent == ancestor:
-            return True
-        parent = parent.parent
-    return False
+def _enclosing(op: ir.Operation, *groups: set) -> set | None:
+    """The first of ``groups`` holding ``op`` or one of its ancestors (below the module)."""
+    while op is not None and op.name != "builtin.module":
+        for group in groups:
+            if op in group:
+                return group
+        op = op.parent
+    return None
 
 
 def _split(function: ir.Operation, call: ir.Operation, check_id: int) -> bool:
