@@ -52,7 +52,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Stage": (".pipelines.pipeline", "Stage"),
     "Target": (".pipelines.target", "Target"),
     "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
-    "CModel": (".compiler.c_package", "CModel"),
+    "CModel": (".targets.c.package", "CModel"),
     "PartitionedModule": (".compiler.partitioned", "PartitionedModule"),
     "Schedule": (".schedule.te", "Schedule"),
     "ScheduleError": (".schedule.te", "ScheduleError"),

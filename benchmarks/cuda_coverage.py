@@ -23,7 +23,7 @@ import onnx
 
 import tilecraft
 from tilecraft.errors import TilecraftError
-from tilecraft.pipelines.cuda import find_ptxas
+from tilecraft.targets.cuda import find_ptxas
 
 LIGHT_ZOO = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 

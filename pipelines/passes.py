@@ -121,8 +121,8 @@ def register_pipeline(
 # package names a module of a higher layer.
 DEFINITION_MODULES = (
     "tilecraft.pipelines.cpu",
-    "tilecraft.pipelines.cuda.lowering",
-    "tilecraft.pipelines.c_target.lowering",
+    "tilecraft.targets.cuda.lowering",
+    "tilecraft.targets.c.lowering",
     "tilecraft.pipelines.profiling",
     "tilecraft.schedule",
 )
