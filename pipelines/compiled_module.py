@@ -125,7 +125,7 @@ class CompiledModule:
         if self._source is None:
             raise PackageError("this module was made without its source IR; compile it with "
                                "tilecraft.compile or tilecraft.build to export it")
-        if self.target.kind != "llvm":
+        if not target_plugin(self.target.kind).writes_packages:
             raise PackageError(f"packages hold CPU code: a module compiled for '{self.target}' cannot be exported")
         # By name, as pipelines/passes.py names the pass definitions: the package writer
         # sits in compiler/, a layer above the compiled module it writes.
