@@ -4,7 +4,7 @@ of how targets are found (tilecraft/targets, the target registry) changed no com
 Run it before and after a change and compare the lines: for the CPU target the IR after the
 schedule stage and after the LLVM stage, for CUDA the IR after its last stage (no GPU needed),
 for C the emitted ``model.c``. Models: the MLC course CNN and the GPT-2-style block of
-tests/models/zoo.py (the light ones: seconds each) and a GEMM from ONNX.
+tests/models/zoo.py (the light ones: seconds to a minute each).
 
     PYTHONPATH=<checkout parent> python benchmarks/target_ir_hashes.py
 """
@@ -23,6 +23,9 @@ from zoo import ZOO  # noqa: E402
 import tilecraft  # noqa: E402
 
 MODELS = ("mlc_cnn", "gpt2_block")
+# The GPT-2 block does not lower for CUDA: MLIR's memref.store lowering asserts on its i1
+# mask stores (an abort, not an error), before and after the target registry alike.
+CUDA_MODELS = ("mlc_cnn",)
 
 
 def digest(text: str) -> str:
@@ -39,8 +42,9 @@ def main() -> None:
         program = exported(name)
         cpu = tilecraft.compile(program, target="llvm -mcpu=haswell", cache=False, verbose=False)
         print(f"{name} llvm schedule {digest(cpu.ir('schedule'))} llvm {digest(cpu.ir('llvm'))}")
-        cuda = tilecraft.compile(program, target="cuda -arch=sm_80", cache=False, verbose=False)
-        print(f"{name} cuda {cuda.stages[-1]} {digest(cuda.ir(cuda.stages[-1]))}")
+        if name in CUDA_MODELS:
+            cuda = tilecraft.compile(program, target="cuda -arch=sm_80", cache=False, verbose=False)
+            print(f"{name} cuda {cuda.stages[-1]} {digest(cuda.ir(cuda.stages[-1]))}")
     c_model = tilecraft.compile(exported("mlc_cnn"), target="c", cache=False, verbose=False)
     print(f"mlc_cnn c model.c {digest(c_model.sources['model.c'])}")
 
