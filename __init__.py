@@ -72,6 +72,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "extract_tasks": (".schedule.task", "extract_tasks"),
     "auto_scheduler": (".tuning.auto_scheduler", None),
     "topi": (".topi", None),
+    "TargetPlugin": (".pipelines.target_registry", "TargetPlugin"),
+    "register_target": (".pipelines.target_registry", "register_target"),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept

@@ -2,7 +2,8 @@
 of how targets are found (tilecraft/targets, the target registry) changed no compiled code.
 
 Run it before and after a change and compare the lines: for the CPU target the IR after the
-schedule stage and after the LLVM stage, for CUDA the IR after its last stage (no GPU needed),
+schedule stage and after the LLVM stage, for CUDA the host IR and the kernels' PTX (no GPU needed; the later stages' IR carries
+the PTX translation's time in milliseconds),
 for C the emitted ``model.c``. Models: the MLC course CNN and the GPT-2-style block of
 tests/models/zoo.py (the light ones: seconds to a minute each).
 
@@ -44,7 +45,7 @@ def main() -> None:
         print(f"{name} llvm schedule {digest(cpu.ir('schedule'))} llvm {digest(cpu.ir('llvm'))}")
         if name in CUDA_MODELS:
             cuda = tilecraft.compile(program, target="cuda -arch=sm_80", cache=False, verbose=False)
-            print(f"{name} cuda {cuda.stages[-1]} {digest(cuda.ir(cuda.stages[-1]))}")
+            print(f"{name} cuda host {digest(cuda.ir('host'))} ptx {digest(cuda.ptx())}")
     c_model = tilecraft.compile(exported("mlc_cnn"), target="c", cache=False, verbose=False)
     print(f"mlc_cnn c model.c {digest(c_model.sources['model.c'])}")
 

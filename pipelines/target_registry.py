@@ -55,6 +55,8 @@ class TargetPlugin(ABC):
       specializes_shapes: whether a model with dynamic input dims gets shape-specialized
         compiles (compiler/specialized.py): the CPU's register tiles need static extents.
       writes_packages: whether ``package_path`` (a deployable ``model.tar``) is possible.
+      tunable: whether ``tilecraft.tune`` and the auto-scheduler search its schedules (the
+        CPU's spaces); tuning/ asks ``target.is_cuda`` today and should ask this instead.
     """
 
     name: str
@@ -62,6 +64,7 @@ class TargetPlugin(ABC):
     runs_in_process: bool = True
     specializes_shapes: bool = False
     writes_packages: bool = False
+    tunable: bool = False
 
     @abstractmethod
     def parse(self, spec: str, options: Sequence[str]) -> "Target":

@@ -58,7 +58,7 @@ class ToyCpuTarget(CpuTarget):
 
 @pytest.fixture(scope="module")
 def toy() -> ToyCpuTarget:
-    return register_target(ToyCpuTarget())
+    return tilecraft.register_target(ToyCpuTarget())  # the public route, from outside the package
 
 
 def _inputs() -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,7 @@ class CpuTarget(TargetPlugin):
     usage = "'llvm [-mcpu=... -mattr=... -mtriple=...]'"
     specializes_shapes = True
     writes_packages = True
+    tunable = True
 
     def parse(self, spec: str, options: Sequence[str]) -> Target:
         return Target.from_llvm_options(spec, options, kind=self.name)
