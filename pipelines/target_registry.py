@@ -26,12 +26,11 @@ if TYPE_CHECKING:
     from mlir import ir
 
     from ..runtime.signature import EntrySignature
-    from .pipeline import Pipeline
 
-# "Target", "CompileOptions" and "CompiledModule" in the annotations below are
-# pipelines/target.py's, options.py's and compiled_module.py's classes, named and not
-# imported: those modules consult this registry, and an import back (even for type checking)
-# would be an import cycle (tests/test_layers.py).
+# "Target", "CompileOptions", "CompiledModule" and "Pipeline" in the annotations below are
+# pipelines/target.py's, options.py's, compiled_module.py's and pipeline.py's classes, named
+# and not imported: those modules consult this registry (pipeline.py through passes.py), and
+# an import back (even for type checking) would be an import cycle (tests/test_layers.py).
 
 # kind -> the module whose import registers that kind's plugin (tilecraft/targets/<name>/).
 BUILTIN_TARGETS: dict[str, str] = {
