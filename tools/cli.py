@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "TorchScript (.pt), Keras (.keras, .h5), TFLite (.tflite) or MLIR (.mlir)")
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
-                              "'llvm -mtriple=aarch64-linux-gnu', 'c' (C99 sources, docs/c-target.md) "
+                              "'llvm -mtriple=aarch64-linux-gnu', 'c' (C99 sources, docs/c-target.md), "
+                              "'cuda -arch=sm_80', or a target registered with tilecraft.register_target "
                               "(default: llvm)")
         sub.add_argument("--offload", type=parse_offload, default=(), metavar="BACKENDS",
                          help="offload matched ops to backends, comma-separated (e.g. blas); "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...errors import OptionError
 from ...pipelines.compiled_module import CompiledModule, compile_ir
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
@@ -33,10 +34,10 @@ def build(sch: Schedule, target: "str | Target" = "llvm", *, opt_level: int = 3)
     :meth:`Schedule.bind`; the result's ``ptx()`` is the kernels' PTX, running it needs a GPU.
     """
     if not isinstance(sch, Schedule):
-        raise TypeError(f"build takes a tilecraft.schedule.te.Schedule, got {type(sch).__name__}")
+        raise OptionError(f"build takes a tilecraft.schedule.te.Schedule, got {type(sch).__name__}")
     target = Target.parse(target)
     if opt_level not in (0, 1, 2, 3):
-        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+        raise OptionError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     plugin = target_plugin(target.kind)
     plugin.check_schedule(sch)  # e.g. bound loops for the CPU, tensorized blocks for CUDA
     return compile_ir(sch.module_bytecode(), scheduled_pipeline(target), target,
