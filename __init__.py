@@ -52,7 +52,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Stage": (".pipelines.pipeline", "Stage"),
     "Target": (".pipelines.target", "Target"),
     "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
-    "CModel": (".compiler.c_package", "CModel"),
+    "CModel": (".targets.c.package", "CModel"),
     "PartitionedModule": (".compiler.partitioned", "PartitionedModule"),
     "Schedule": (".schedule.te", "Schedule"),
     "ScheduleError": (".schedule.te", "ScheduleError"),
@@ -72,6 +72,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "extract_tasks": (".schedule.task", "extract_tasks"),
     "auto_scheduler": (".tuning.auto_scheduler", None),
     "topi": (".topi", None),
+    "TargetPlugin": (".pipelines.target_registry", "TargetPlugin"),
+    "register_target": (".pipelines.target_registry", "register_target"),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept

@@ -28,7 +28,7 @@ os.environ.setdefault("TILECRAFT_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import tilecraft  # noqa: E402
-from tilecraft.compiler.c_cross import size_reports, zig_available  # noqa: E402
+from tilecraft.targets.c.cross import size_reports, zig_available  # noqa: E402
 
 
 def build_library(model, directory: Path, flags: list[str]) -> ctypes.CDLL:

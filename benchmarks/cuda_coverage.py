@@ -27,8 +27,8 @@ import onnx
 
 import tilecraft
 from tilecraft.errors import TilecraftError
-from tilecraft.pipelines.cuda import find_ptxas
-from tilecraft.pipelines.cuda.lowering import kernel_resources
+from tilecraft.targets.cuda import find_ptxas
+from tilecraft.targets.cuda.lowering import kernel_resources
 
 LIGHT_ZOO = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 

@@ -4,8 +4,10 @@ previous stage's output:
     load (frontend/loader.py: any source kind -> MLIR module)
       -> entry signature (pipelines/entry.py)
       -> pipeline: input, graph, simplify, schedule, bufferize, loops, vector, llvm
-         (pipelines/cpu.py or pipelines/cuda/; the schedule stage is schedule/)
-      -> JIT (compiler/compiled_module.py) and, when asked, a package (compiler/package.py)
+         (the target plugin's, pipelines/target_registry.py: pipelines/cpu.py, targets/cuda/, ...;
+         the schedule stage is schedule/)
+      -> JIT (pipelines/compiled_module.py) and, when asked, a package (compiler/package.py);
+         a target that does not run in process (targets/c) builds its own artifact instead
 """
 
 from __future__ import annotations
@@ -18,20 +20,18 @@ from typing import TYPE_CHECKING, Any, Callable
 from mlir import ir
 
 from ..dialects import graph
-from ..errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError
+from ..errors import OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module, resolve_source
 from ..pipelines.compiled_module import CompiledModule, clone_module, jit_module
-from ..pipelines.cpu import cpu_pipeline, with_fast_math, with_tuning_records
-from ..pipelines.cuda.lowering import cuda_pipeline
+from ..pipelines.cpu import with_fast_math, with_tuning_records
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
 from ..pipelines.offload import offload_summary, summary_line
 from ..pipelines.pipeline import Pipeline, Stage
 from ..schedule.group import count_kernels
 from ..pipelines.options import CompileOptions
-from ..pipelines.c_target import c_pipeline
+from ..pipelines.target_registry import target_plugin
 from . import cache as compile_cache
-from .c_package import CModel, capture_plan, emit_c
 from .package import PackageWriter
 from .progress import CompileProgress
 from .source import load
@@ -46,13 +46,14 @@ def _asm(module: ir.Module) -> str:
 
 
 def compile(source: Any, options: CompileOptions | None = None,
-            **overrides: Any) -> "CompiledModule | ShapeSpecializedModule | CModel | PartitionedModule":
+            **overrides: Any) -> "CompiledModule | ShapeSpecializedModule | PartitionedModule | Any":
     """Compile ``source`` and JIT it; returns a module callable with numpy arrays.
 
     An ONNX model with string tensors gives a :class:`PartitionedModule` (called the same
     way): its string ops run on the host, the numeric rest is compiled
-    (compiler/partitioned.py). With ``target="c"`` nothing is JIT-compiled: the result is a :class:`CModel` holding
-    C99 sources (``model.c``/``model.h``, docs/c-target.md) and their workspace plan.
+    (compiler/partitioned.py). A target that does not run in process gives its own artifact
+    (its plugin's ``build``, pipelines/target_registry.py): ``target="c"`` a :class:`CModel`
+    holding C99 sources (``model.c``/``model.h``, docs/c-target.md) and their workspace plan.
 
     Args:
       source: anything ``frontend/loader.py`` accepts: a path to an ``.onnx`` / ``.mlir`` /
@@ -91,8 +92,9 @@ def compile(source: Any, options: CompileOptions | None = None,
         onnx_proto = read.proto
         source, source_name = read.to_import(source)
     target = options.target
-    if target.is_c:
-        return _compile_c(source, options, source_name)
+    plugin = target_plugin(target.kind)
+    if not plugin.runs_in_process:  # e.g. C sources: the target's own artifact
+        return plugin.build(source, options, source_name)
     pipeline = pipeline or _pipeline(options)
     shape_dict = options.shape_dict
     if options.package_path is not None and is_onnx_source(source):
@@ -171,7 +173,7 @@ def compile(source: Any, options: CompileOptions | None = None,
         compile_cache.store_in_background(cache_key, compiled)
     progress.finish()
     if onnx_proto is not None and options.specialize_shapes and options.package_path is None \
-            and not target.is_cuda:
+            and plugin.specializes_shapes:
         return _specializing(compiled, onnx_proto, options)
     return compiled
 
@@ -187,9 +189,7 @@ def _pipeline(options: CompileOptions) -> Pipeline:
     target = options.target
     pipeline = options.pipeline
     if pipeline is None:
-        pipeline = (cuda_pipeline(target) if target.is_cuda
-                    else cpu_pipeline(target, opt_level=options.opt_level, offload=options.offload,
-                                 runtime_checks=options.runtime_checks, checked=options.checked))
+        pipeline = target_plugin(target.kind).pipeline(options)
     if options.tuning_records is not None:
         pipeline = with_tuning_records(pipeline, options.tuning_records, target)
     if options.fast_math:
@@ -223,7 +223,7 @@ def _compile_around_strings(source: Any, shape_dict: Any, options: CompileOption
     from ..frontend.onnx.string_partition import split_at_strings
     from .partitioned import PartitionedModule
 
-    if options.target.is_c or options.package_path is not None:
+    if not target_plugin(options.target.kind).runs_in_process or options.package_path is not None:
         raise OptionError(
             "this model has string tensors, whose ops run on the host in Python "
             "(README.md, 'Using it from Python'): it cannot be written as a package or as C sources; "
@@ -231,54 +231,3 @@ def _compile_around_strings(source: Any, shape_dict: Any, options: CompileOption
     partition = split_at_strings(source, shape_dict)
     segment_options = CompileOptions.of(options, shape_dict=None)  # fixed in the segments' types
     return PartitionedModule(partition, lambda segment: compile(segment.model, segment_options), options.target)
-
-
-def _compile_c(source: Any, options: CompileOptions, source_name: str | None = None) -> CModel:
-    """``target="c"``: C99 sources (pipelines/c_target, compiler/c_package.py) instead of a
-    JIT; ``package_path`` writes them as a tar with ``main.c`` and a Makefile. ``source_name``:
-    the path an ONNX proto was read from, for messages."""
-    if options.tuning_records is not None or options.offload or options.profile:
-        raise OptionError("the C target takes no tuning_records, offload or profile: it has no schedule, "
-                          "calls no library and has no profiling variant")
-    pipeline = options.pipeline or c_pipeline(opt_level=options.opt_level)
-    if is_onnx_source(source):
-        source = load(source, options.shape_dict)  # the ONNX graph's output names name the outputs
-    output_names = source.output_names if isinstance(source, Model) else None
-    context = ir.Context()
-    graph.load(context)
-    started = time.perf_counter()
-    module = load_module(source, context, shape_dict=options.shape_dict, name=source_name)
-    seconds = {"import": time.perf_counter() - started}
-    planned = []
-    with context, ir.Location.unknown():
-        signature = entry_signature(find_entry(module, options.entry))
-        if any(d is None for spec in signature.arguments for d in (spec.shape or ())):
-            raise CTargetShapeError(
-                f"the C target needs static shapes; {signature} has dynamic dimensions: pass "
-                "shape_dict (CLI: --input-shapes) with every dimension")
-
-        def record(stage: Stage, current: ir.Module) -> None:
-            nonlocal started
-            seconds[stage.name] = time.perf_counter() - started
-            if stage.name == "workspace":
-                planned.append(capture_plan(current))
-            started = time.perf_counter()
-
-        started = time.perf_counter()
-        try:
-            pipeline.run(module, after_stage=record)
-        except CompileError as error:
-            if isinstance(error, CTargetError) or error.stage != "emitc":
-                raise
-            # EmitC's conversions failing outright (not leaving an op behind) say so only in
-            # MLIR diagnostics: still a model the C target cannot translate.
-            raise CTargetUnsupportedOpError(f"EmitC could not translate the model: {error}", stage="emitc") from error
-        if not planned:
-            raise CompileError("the C target's pipeline needs its 'workspace' stage")
-        started = time.perf_counter()
-        model = emit_c(module, planned[0], signature, output_names)
-        seconds["emit"] = time.perf_counter() - started
-    model.compile_seconds = seconds
-    if options.package_path is not None:
-        model.write(options.package_path)
-    return model

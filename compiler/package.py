@@ -39,6 +39,7 @@ from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
 from ..pipelines.target import Target, cpuinfo_flag
+from ..pipelines.target_registry import target_plugin
 from ..runtime import package as fmt
 from ..runtime.checks import TABLE_ATTRIBUTE
 from ..runtime.host import host_cpu_flags
@@ -346,7 +347,7 @@ class PackageWriter:
         output_names: Sequence[str] | None = None,
         profile: bool = False,
     ) -> None:
-        if target.kind != "llvm":
+        if not target_plugin(target.kind).writes_packages:
             raise PackageError(
                 f"packages hold CPU code: target '{target}' cannot be packaged; "
                 "use an 'llvm ...' target"

@@ -18,13 +18,13 @@ from mlir import ir
 
 from ..errors import EntryPointError, PackageError, TargetError
 from ..frontend.loader import load_module
-from ..runtime.libraries import cuda_runtime_library
 from ..runtime.signature import EntrySignature
 from ..runtime.timing import Timing, time_evaluator
 from .entry import entry_signature, find_entry
 from .jit import JitFunction, LibraryFunction
 from .pipeline import Pipeline
 from .target import Target
+from .target_registry import target_plugin
 
 
 class CompiledModule:
@@ -125,7 +125,7 @@ class CompiledModule:
         if self._source is None:
             raise PackageError("this module was made without its source IR; compile it with "
                                "tilecraft.compile or tilecraft.build to export it")
-        if self.target.kind != "llvm":
+        if not target_plugin(self.target.kind).writes_packages:
             raise PackageError(f"packages hold CPU code: a module compiled for '{self.target}' cannot be exported")
         # By name, as pipelines/passes.py names the pass definitions: the package writer
         # sits in compiler/, a layer above the compiled module it writes.
@@ -162,54 +162,6 @@ class CompiledModule:
         return f"<CompiledModule {self.signature} target={self.target}>"
 
 
-class CudaCompiledModule(CompiledModule):
-    """A module compiled for ``cuda -arch=...``: host code plus kernels in ``gpu.binary`` ops.
-
-    Compiling needs no GPU: the PTX (:meth:`ptx`) and, where ``ptxas`` is installed, the
-    cubin (:meth:`cubin`) are in hand right away. The JIT is created on the first call, with
-    MLIR's CUDA runtime wrappers (``libmlir_cuda_runtime.so``), because those link against
-    the CUDA driver: without one, calling raises :class:`DeviceUnavailableError` (creating
-    the JIT anyway would abort the process on unresolved ``mgpu*`` symbols). The calling
-    convention is the CPU one: numpy arrays in (copied to the device by the compiled host
-    code), fresh numpy arrays out (copied back).
-    """
-
-    def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
-        """Deferred to the first call, with the CUDA runtime wrappers (class docstring)."""
-        return JitFunction(llvm_module, signature, opt_level=opt_level,
-                           extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
-
-    def _binaries(self) -> dict[str, ir.Operation]:
-        from .cuda.lowering import gpu_binaries
-
-        return {ir.StringAttr(b.attributes["sym_name"]).value: b
-                for b in gpu_binaries(self._module.operation)}
-
-    def ptx_modules(self) -> dict[str, str]:
-        """Kernel module name -> its PTX (one PTX file each, as ptxas takes them)."""
-        from .cuda.lowering import binary_ptx
-
-        return {name: binary_ptx(b) for name, b in self._binaries().items()}
-
-    def ptx(self) -> str:
-        """The PTX of every kernel module, one after the other (for reading and grepping)."""
-        return "\n".join(self.ptx_modules().values())
-
-    def cubin(self) -> dict[str, bytes]:
-        """Kernel module name -> cubin (ELF) from ptxas; empty when ptxas was not found."""
-        from mlir.dialects import gpu
-
-        cubins = {}
-        for name, binary in self._binaries().items():
-            obj = gpu.ObjectAttr(ir.ArrayAttr(binary.attributes["objects"])[0])
-            if obj.format == int(gpu.CompilationTarget.Binary):
-                cubins[name] = bytes(obj.object)
-        return cubins
-
-    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        return self._invoke(args, kwargs)
-
-
 def jit_module(
     llvm_module: ir.Module,
     signature: EntrySignature,
@@ -220,11 +172,11 @@ def jit_module(
     stage_ir: Mapping[str, str] | None = None,
     source: ir.Module | None = None,
 ) -> CompiledModule:
-    """The :class:`CompiledModule` (CPU or CUDA, by ``target``) of a module ``pipeline`` lowered;
-    ``source``: a copy of the module before the pipeline (what ``export_library`` writes)."""
-    module_class = CudaCompiledModule if target.is_cuda else CompiledModule
-    return module_class(llvm_module, signature, target=target, pipeline=pipeline,
-                        stage_ir=stage_ir or {}, opt_level=opt_level, source=source)
+    """The :class:`CompiledModule` (of the class ``target``'s plugin makes: the CPU's, CUDA's)
+    of a module ``pipeline`` lowered; ``source``: a copy of the module before the pipeline
+    (what ``export_library`` writes)."""
+    return target_plugin(target.kind).jit(llvm_module, signature, pipeline, target, stage_ir=stage_ir or {},
+                                          opt_level=opt_level, source=source)
 
 
 def compile_ir(

@@ -11,10 +11,11 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
-from ..errors import BackendError, OptionError, PackageError
+from ..errors import OptionError
 from .offload import backend_named
 from .pipeline import Pipeline
 from .target import Target
+from .target_registry import target_plugin
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,6 @@ class CompileOptions:
         object.__setattr__(self, "offload", offload)
         for name in offload:
             backend_named(name)  # an unknown name fails here, listing the known ones
-        if offload and self.target.is_cuda:
-            raise BackendError("offload backends run on CPU targets only")
         if isinstance(self.opt_level, bool) or self.opt_level not in (0, 1, 2, 3):
             raise OptionError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
         if self.pipeline is not None and not isinstance(self.pipeline, Pipeline):
@@ -130,9 +129,7 @@ class CompileOptions:
             raise OptionError(f"cache must be True, False or None, got {self.cache!r}")
         if not isinstance(self.verbose, bool):
             raise OptionError(f"verbose must be True or False, got {self.verbose!r}")
-        if self.target.is_cuda and self.package_path is not None:
-            raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
-                               "package, or call the CUDA module in-process")
+        target_plugin(self.target.kind).check_options(self)  # what this target cannot honour
 
     @classmethod
     def of(cls, options: "CompileOptions | None" = None, **overrides: Any) -> "CompileOptions":

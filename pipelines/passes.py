@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 from mlir import ir
 
 from ..errors import PipelineError
+from .target_registry import BUILTIN_TARGETS
 
 PassFunction = Callable[[ir.Operation, Mapping[str, str]], None]
 
@@ -117,19 +118,18 @@ def register_pipeline(
 
 # The modules whose decorators define tilecraft's passes and named pipelines, at every layer
 # (the schedule passes live above pipelines/). Named here, by string, so that any lookup sees
-# every pass whichever entry point the process came through; the one place where this
-# package names a module of a higher layer.
+# every pass whichever entry point the process came through; with the target registry's
+# BUILTIN_TARGETS (each target's package registers its lowering passes), the places where
+# this package names a module of a higher layer.
 DEFINITION_MODULES = (
     "tilecraft.pipelines.cpu",
-    "tilecraft.pipelines.cuda.lowering",
-    "tilecraft.pipelines.c_target.lowering",
     "tilecraft.pipelines.profiling",
     "tilecraft.schedule",
 )
 
 
 def _load_definitions() -> None:
-    for name in DEFINITION_MODULES:
+    for name in (*DEFINITION_MODULES, *BUILTIN_TARGETS.values()):
         importlib.import_module(name)
 
 

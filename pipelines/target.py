@@ -9,12 +9,10 @@ Cache sizes come from sysfs for the host, from a table of documented figures for
 CPUs, and from conservative defaults otherwise; ``-l1d=48K -l2=2M -l3=32M`` overrides them
 (a target for a machine the table does not know, or an experiment).
 
-``"c"`` is portable C99 sources with a statically planned workspace (pipelines/c_target,
-docs/c-target.md): no JIT, the user's C compiler builds them for any device.
-
-``"cuda -arch=sm_80"`` is an NVIDIA GPU (pipelines/cuda): kernels become PTX for that
-architecture (and a cubin where ``ptxas`` is installed), the host code calls MLIR's CUDA
-runtime wrappers.
+Other kinds are parsed by their target plugins (pipelines/target_registry.py): ``"c"`` is
+portable C99 sources (targets/c, docs/c-target.md), ``"cuda -arch=sm_80"`` an NVIDIA GPU
+(targets/cuda, docs/cuda.md). This module keeps what every kind shares (the :class:`Target`
+value) and the LLVM CPU model the ``llvm`` plugin (targets/cpu) parses with.
 """
 
 from __future__ import annotations
@@ -31,7 +29,8 @@ from typing import Mapping
 
 from ..errors import CompileError, TargetError
 from ..runtime.host import host_cpu_flags
-from ..runtime.libraries import cuda_driver_available, llvm_tool
+from ..runtime.libraries import llvm_tool
+from .target_registry import target_plugin
 
 # CPUs whose widest profitable vector registers are 512 bits (LLVM -mcpu names).
 _AVX512_CPUS = frozenset(
@@ -66,15 +65,6 @@ _AVX2_CPUS = frozenset(
 )
 _KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple", "l1d", "l2", "l3")
 _CACHE_OPTIONS = ("l1d", "l2", "l3")
-# CUDA architectures (LLVM NVPTX chip names) -> the PTX ISA version emitted for them: the
-# lowest version that architecture exists in (LLVM rejects older ones; ptxas accepts newer).
-CUDA_ARCHS: dict[str, str] = {
-    "sm_70": "ptx60", "sm_72": "ptx61", "sm_75": "ptx63", "sm_80": "ptx70", "sm_86": "ptx71",
-    "sm_87": "ptx74", "sm_89": "ptx78", "sm_90": "ptx78", "sm_90a": "ptx80",
-    "sm_100": "ptx86", "sm_100a": "ptx86", "sm_103": "ptx88", "sm_110": "ptx90",
-    "sm_120": "ptx87", "sm_120a": "ptx87", "sm_121": "ptx88",
-}
-DEFAULT_CUDA_ARCH = "sm_80"
 
 
 @dataclass(frozen=True)
@@ -250,7 +240,8 @@ class Target:
     """A parsed target string.
 
     Attributes:
-      kind: ``"llvm"`` (CPU code through LLVM); other kinds arrive with their backends.
+      kind: ``"llvm"`` (CPU code through LLVM), ``"cuda"``, ``"c"``, or a registered plugin's
+        name (pipelines/target_registry.py).
       mcpu: LLVM CPU name, ``None`` for the host.
       mattr: LLVM feature toggles such as ``("+avx512f", "-avx512vl")``.
       mtriple: target triple, ``None`` for the host.
@@ -271,7 +262,8 @@ class Target:
 
     @classmethod
     def parse(cls, spec: "str | Target") -> "Target":
-        """Parse ``"llvm [-mcpu=..] [-mattr=..] [-mtriple=..]"``; raises :class:`TargetError`."""
+        """Parse ``"<kind> [options]"`` with the plugin of ``kind`` (pipelines/target_registry.py);
+        raises :class:`TargetError`."""
         if isinstance(spec, Target):
             return spec
         if not isinstance(spec, str) or not spec.strip():
@@ -280,16 +272,16 @@ class Target:
             kind, *options = shlex.split(spec)
         except ValueError as error:  # an unbalanced quote
             raise TargetError(f"cannot parse the target {spec!r}: {error}") from None
-        if kind == "cuda":
-            return cls._parse_cuda(spec, options)
-        if kind == "c":
-            if options:
-                raise TargetError(f"the C target takes no options, got {' '.join(options)!r} in {spec!r}")
-            return cls(kind="c", num_threads=1)
-        if kind != "llvm":
-            raise TargetError(
-                f"unknown target kind {kind!r} in {spec!r}; supported: 'llvm', 'cuda -arch=sm_XX', 'c'"
-            )
+        try:
+            plugin = target_plugin(kind)
+        except TargetError as error:
+            raise TargetError(f"{error} (in {spec!r})") from None
+        return plugin.parse(spec, options)
+
+    @classmethod
+    def from_llvm_options(cls, spec: str, options: "list[str] | tuple[str, ...]", *, kind: str = "llvm") -> "Target":
+        """A CPU target from ``-mcpu= -mattr= -mtriple= -l1d= -l2= -l3=`` options (the
+        ``llvm`` plugin's parser; a CPU-variant plugin names its own ``kind``)."""
         values: dict[str, str] = {}
         for option in options:
             key, sep, value = option.lstrip("-").partition("=")
@@ -310,44 +302,19 @@ class Target:
             target = replace(target, cache_override=caches)
         return target
 
-    @classmethod
-    def _parse_cuda(cls, spec: str, options: list[str]) -> "Target":
-        """``cuda [-arch=sm_XX]``: TVM's spelling; the architecture defaults to sm_80."""
-        arch = DEFAULT_CUDA_ARCH
-        for option in options:
-            key, sep, value = option.lstrip("-").partition("=")
-            if not option.startswith("-") or key != "arch" or not sep:
-                raise TargetError(f"bad target option {option!r} in {spec!r}; expected -arch=sm_XX")
-            if value not in CUDA_ARCHS:
-                raise TargetError(
-                    f"unknown CUDA architecture {value!r} in {spec!r}; supported: "
-                    + ", ".join(CUDA_ARCHS)
-                )
-            arch = value
-        return cls(kind="cuda", arch=arch)
-
     @property
     def is_cuda(self) -> bool:
-        """True for an NVIDIA GPU target (``cuda -arch=...``)."""
+        """True for an NVIDIA GPU target. Only tuning/ still asks (until it asks the target
+        registry); everything else consults :func:`target_plugin`."""
         return self.kind == "cuda"
 
     @property
-    def is_c(self) -> bool:
-        """True for portable C99 sources (``c``: pipelines/c_target, docs/c-target.md)."""
-        return self.kind == "c"
-
-    @property
-    def ptx_version(self) -> str:
-        """LLVM NVPTX feature naming the PTX ISA version (``"ptx70"``); CUDA targets only."""
-        if self.arch is None:
-            raise TargetError(f"{self} is not a CUDA target")
-        return CUDA_ARCHS[self.arch]
-
-    @property
     def is_host(self) -> bool:
-        """True when code for this target can run on this machine."""
-        if self.is_cuda:
-            return cuda_driver_available()
+        """True when code for this target can run on this machine (its plugin decides)."""
+        return target_plugin(self.kind).can_run_here(self)
+
+    def cpu_runs_here(self) -> bool:
+        """For a CPU target: whether this machine's triple and CPU flags run its code."""
         if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
             return False
         enabled = {cpuinfo_flag(a[1:]) for a in self.mattr if a.startswith("+")}
@@ -406,23 +373,11 @@ class Target:
             return False
         return cpuinfo_flag(feature) in host_cpu_flags()
 
-    def llvm_function_attributes(self) -> dict[str, str]:
-        """``target_cpu`` / ``target_features`` values for ``llvm.func`` (empty for the host).
-
-        For the host nothing is set: the JIT already compiles for the host CPU and its features.
-        """
-        attributes: dict[str, str] = {}
-        if self.mcpu:
-            attributes["target_cpu"] = self.mcpu
-        if self.mattr:
-            attributes["target_features"] = ",".join(self.mattr)
-        return attributes
-
     def __str__(self) -> str:
-        if self.is_cuda:
-            return f"cuda -arch={self.arch}"
-        if self.is_c:
-            return "c"
+        return target_plugin(self.kind).spec(self)
+
+    def llvm_spec(self) -> str:
+        """A CPU target's string: the kind, then ``-mcpu= -mattr= -mtriple=`` and cache sizes."""
         parts = [self.kind]
         if self.mcpu:
             parts.append(f"-mcpu={self.mcpu}")

@@ -1,7 +1,9 @@
 """Running compiled code from Python: entry signatures, memref descriptors, CompiledModule.
 
 Names resolve lazily so that the parts that need only numpy and ctypes (deployed packages)
-import in a process without the MLIR bindings.
+import in a process without the MLIR bindings. ``CompiledModule`` (the JIT's module, which
+needs MLIR) lives in pipelines/compiled_module.py, a higher layer: it is named here by its
+absolute module path, resolved only when asked for.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "CompiledModule": ".compiled_module",
+    "CompiledModule": "tilecraft.pipelines.compiled_module",
     "EntrySignature": ".signature",
     "Package": ".package",
     "load": ".package",

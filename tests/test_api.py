@@ -253,3 +253,13 @@ def test_compile_seconds_name_each_step():
     module = tilecraft.compile(mt.matmul(8, 8, 8), keep_ir=False)
     assert list(module.compile_seconds) == ["import", *module.pipeline.stage_names, "jit"]
     assert all(seconds >= 0 for seconds in module.compile_seconds.values())
+
+
+def test_every_lazy_name_of_tilecraft_runtime_resolves():
+    """tilecraft.runtime names its exports lazily; each must import (CompiledModule named a
+    module that had moved and raised ModuleNotFoundError)."""
+    import tilecraft.runtime as runtime
+
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None, name
+    assert runtime.CompiledModule is tilecraft.CompiledModule

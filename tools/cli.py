@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "TorchScript (.pt), Keras (.keras, .h5), TFLite (.tflite) or MLIR (.mlir)")
         sub.add_argument("--target", default="llvm",
                          help="'llvm' (this CPU), 'llvm -mcpu=... -mattr=...', "
-                              "'llvm -mtriple=aarch64-linux-gnu', 'c' (C99 sources, docs/c-target.md) "
+                              "'llvm -mtriple=aarch64-linux-gnu', 'c' (C99 sources, docs/c-target.md), "
+                              "'cuda -arch=sm_80', or a target registered with tilecraft.register_target "
                               "(default: llvm)")
         sub.add_argument("--offload", type=parse_offload, default=(), metavar="BACKENDS",
                          help="offload matched ops to backends, comma-separated (e.g. blas); "
@@ -324,24 +325,26 @@ def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
 
 def command_compile(args: argparse.Namespace) -> int:
     import tilecraft
+    from ..pipelines.target_registry import target_plugin
 
     model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
-    if tilecraft.Target.parse(args.target).is_c:
-        return _compile_c(args, model)
+    target = tilecraft.Target.parse(args.target)
+    plugin = target_plugin(target.kind)
+    if not plugin.runs_in_process:
+        return _compile_artifact(args, model, target)
     if args.report_sizes:
         raise UsageError("--report-sizes reports the C target's objects: use it with --target c")
-    cuda = tilecraft.Target.parse(args.target).is_cuda
-    if cuda and (args.output.endswith(".tar") or Path(args.output).is_file()):
-        raise UsageError(
-            "packages hold CPU code only: for a CUDA target, -o names a directory that receives "
-            "the kernels' PTX and cubin files (run CUDA models in-process with tilecraft.compile)")
+    try:
+        plugin.check_output(args.output)
+    except TilecraftError as error:
+        raise UsageError(str(error)) from None
     start = time.perf_counter()
     compiled = tilecraft.compile(model, _compile_options(
-        args, package_path=None if cuda else args.output, profile=args.profile,
+        args, package_path=args.output if plugin.writes_packages else None, profile=args.profile,
         keep_ir=args.dump_ir is not None))
     seconds = time.perf_counter() - start
-    if cuda:
-        _write_kernels(compiled, Path(args.output))
+    if not plugin.writes_packages:
+        print(plugin.write_output(compiled, args.output))
     elif args.sign:
         from ..runtime.package_signing import sign_package
 
@@ -356,36 +359,25 @@ def command_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compile_c(args: argparse.Namespace, model: Any) -> int:
-    """``--target c``: a tar of model.c, model.h, main.c and a Makefile; with
-    ``--report-sizes``, the cross-compiled objects' sizes (compiler/c_cross.py)."""
+def _compile_artifact(args: argparse.Namespace, model: Any, target: Any) -> int:
+    """A target that does not run in process (``--target c``: a tar of model.c, model.h,
+    main.c and a Makefile); with ``--report-sizes``, its cross-compiled objects' sizes."""
     import tilecraft
+    from ..pipelines.target_registry import target_plugin
 
+    plugin = target_plugin(target.kind)
     if args.profile or args.dump_ir or args.tuning_records or args.offload or args.sign:
-        raise UsageError("--target c takes none of --profile, --dump-ir, --tuning-records, --offload, --sign")
+        raise UsageError(f"--target {target} takes none of --profile, --dump-ir, --tuning-records, "
+                         "--offload, --sign")
     start = time.perf_counter()
     compiled = tilecraft.compile(model, _compile_options(args, package_path=args.output))
     seconds = time.perf_counter() - start
-    print(f"compiled {model.name} for 'c' in {seconds:.1f} s -> {args.output}")
-    print(compiled.summary())
+    print(f"compiled {model.name} for '{target}' in {seconds:.1f} s -> {args.output}")
+    print(plugin.write_output(compiled, args.output))
     if args.report_sizes:
-        from ..compiler.c_cross import size_reports
-
-        for report in size_reports(compiled):
-            print(report.line())
+        for line in plugin.report_sizes(compiled):
+            print(line)
     return 0
-
-
-def _write_kernels(compiled: Any, directory: Path) -> None:
-    """A CUDA module's kernels as files: ``<module>.ptx`` and, where ptxas ran, ``.cubin``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    cubins = compiled.cubin()
-    for name, ptx in compiled.ptx_modules().items():
-        (directory / f"{name}.ptx").write_text(ptx)
-        if name in cubins:
-            (directory / f"{name}.cubin").write_bytes(cubins[name])
-    print(f"{len(compiled.ptx_modules())} kernel module(s) written to {directory}/ "
-          f"({len(cubins)} assembled by ptxas)")
 
 
 def command_run(args: argparse.Namespace) -> int:

@@ -69,10 +69,6 @@ class OpInfo:
     body: tuple[str, ...] = ()  # the generalized op's body, as body_signature gives it
 
     @property
-    def n_operands(self) -> int:
-        return len(self.maps)
-
-    @property
     def output_map(self) -> list[IndexResult]:
         return self.maps[-1]
 

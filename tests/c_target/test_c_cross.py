@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tilecraft
-from tilecraft.compiler.c_cross import (CROSS_TARGETS, EF_ARM_ABI_FLOAT_HARD, EF_RISCV_FLOAT_ABI, EF_RISCV_RVC,
+from tilecraft.targets.c.cross import (CROSS_TARGETS, EF_ARM_ABI_FLOAT_HARD, EF_RISCV_FLOAT_ABI, EF_RISCV_RVC,
                                         EM_ARM, EM_RISCV, cross_compile, read_elf, size_reports)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ziglang") is None,

@@ -35,7 +35,7 @@ def reference(model: "onnx.ModelProto | Path", inputs: dict[str, np.ndarray]) ->
 
 
 @pytest.fixture(scope="module")
-def digits() -> "tilecraft.compiler.c_package.CModel":
+def digits() -> "tilecraft.targets.c.package.CModel":
     return tilecraft.compile(str(DIGITS), target="c", shape_dict=DIGITS_SHAPE)
 
 
@@ -167,7 +167,7 @@ def test_an_op_without_c_is_a_typed_error_naming_it():
 
 def test_target_string():
     assert str(tilecraft.Target.parse("c")) == "c"
-    assert tilecraft.Target.parse("c").is_c
+    assert tilecraft.Target.parse("c").kind == "c"
     with pytest.raises(TargetError):
         tilecraft.Target.parse("c -mcpu=cortex-m4")
 

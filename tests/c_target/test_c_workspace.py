@@ -1,4 +1,4 @@
-"""The workspace planner (pipelines/c_target/workspace.py): no two live buffers share a byte,
+"""The workspace planner (targets/c/workspace.py): no two live buffers share a byte,
 and buffers whose lifetimes do not overlap do."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tilecraft.pipelines.c_target.workspace import Buffer, check, plan
+from tilecraft.targets.c.workspace import Buffer, check, plan
 
 
 def test_a_chain_reuses_two_slots():

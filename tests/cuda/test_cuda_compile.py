@@ -15,9 +15,10 @@ from cuda_testing import (
 
 import tilecraft
 from tilecraft.errors import DeviceUnavailableError, GpuScheduleError, PackageError, TargetError
-from tilecraft.pipelines.cuda import cuda_pipeline, find_ptxas
-from tilecraft.pipelines.cuda.lowering import ptxas_architectures
-from tilecraft.pipelines.target import CUDA_ARCHS, Target
+from tilecraft.targets.cuda import cuda_pipeline, find_ptxas
+from tilecraft.targets.cuda.lowering import ptxas_architectures
+from tilecraft.pipelines.target import Target
+from tilecraft.targets.cuda.archs import CUDA_ARCHS, ptx_version
 from tilecraft.runtime.libraries import cuda_driver_available
 
 ARCHS = ["sm_80", "sm_90"]
@@ -26,7 +27,7 @@ ARCHS = ["sm_80", "sm_90"]
 def test_cuda_targets_parse():
     assert str(Target.parse("cuda -arch=sm_90")) == "cuda -arch=sm_90"
     assert Target.parse("cuda").arch == "sm_80"
-    assert Target.parse("cuda -arch=sm_90").ptx_version == "ptx78"
+    assert ptx_version(Target.parse("cuda -arch=sm_90")) == "ptx78"
     assert Target.parse("cuda -arch=sm_80").is_cuda and not Target.parse("llvm").is_cuda
 
 

@@ -14,7 +14,7 @@ from cuda_testing import (
 )
 
 import tilecraft
-from tilecraft.pipelines.cuda import cuda_pipeline
+from tilecraft.targets.cuda import cuda_pipeline
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 

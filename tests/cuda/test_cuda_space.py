@@ -8,7 +8,7 @@ from mlir import ir
 
 import tilecraft
 from tilecraft.errors import DeviceUnavailableError, KnobError
-from tilecraft.pipelines.cuda import cuda_pipeline
+from tilecraft.targets.cuda import cuda_pipeline
 from tilecraft.schedule.cuda_space import GpuScheduleSpace, require_cuda_device
 from tilecraft.schedule.cuda import operand_maps_of
 from tilecraft.pipelines.loop_nest import analyze_loop_nests

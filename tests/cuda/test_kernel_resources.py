@@ -1,4 +1,4 @@
-"""Registers and spills per kernel from ``ptxas -v`` (pipelines/cuda/lowering.py
+"""Registers and spills per kernel from ``ptxas -v`` (targets/cuda/lowering.py
 ``kernel_resources``): the GPU-free check that a schedule's tiles fit the register file."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from cuda_testing import DEMO_CNN, matmul_mlir
 
 import tilecraft
 from tilecraft.errors import ToolchainError
-from tilecraft.pipelines.cuda import find_ptxas
-from tilecraft.pipelines.cuda.lowering import kernel_resources
+from tilecraft.targets.cuda import find_ptxas
+from tilecraft.targets.cuda.lowering import kernel_resources
 
 pytestmark = pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
 

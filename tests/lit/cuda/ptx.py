@@ -5,7 +5,7 @@
 import sys
 
 import tilecraft
-from tilecraft.pipelines.cuda import cuda_pipeline
+from tilecraft.targets.cuda import cuda_pipeline
 from tilecraft.scheduling import compute, create_func, placeholder
 
 ARCH = sys.argv[1]

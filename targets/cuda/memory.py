@@ -27,8 +27,8 @@ from mlir import ir
 from mlir.dialects import gpu, memref
 
 from ...errors import GpuScheduleError
-from ..ir_queries import identity_layout
-from ..passes import register_pass
+from ...pipelines.ir_queries import identity_layout
+from ...pipelines.passes import register_pass
 
 # Host-side ops that only compute addresses or sizes: safe on device pointers.
 _VIEW_OPS = frozenset(

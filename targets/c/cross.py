@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import ToolchainError
-from .c_package import CModel
+from ...errors import ToolchainError
+from .package import CModel
 
 EM_ARM, EM_RISCV = 40, 243
 EF_ARM_ABI_FLOAT_HARD = 0x400

@@ -25,7 +25,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
-from ..passes import register_pass
+from ...pipelines.passes import register_pass
 
 LOWER_VECTORS_SCRIPT = """module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {

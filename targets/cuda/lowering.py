@@ -36,12 +36,13 @@ from typing import Mapping
 
 from mlir import ir
 
-from ...errors import ToolchainError
-from ..passes import register_pass, register_pipeline
-from ..pipeline import Pipeline, Stage
-from ..int8_matmul import INT8_MATMUL_PASS
-from ..runtime_checks import INSERT_CHECKS
-from ..target import Target
+from ...errors import TargetError, ToolchainError
+from ...pipelines.passes import register_pass, register_pipeline
+from ...pipelines.pipeline import Pipeline, Stage
+from ...pipelines.int8_matmul import INT8_MATMUL_PASS
+from ...pipelines.runtime_checks import INSERT_CHECKS
+from ...pipelines.target import Target
+from .archs import ptx_version
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
 
 PTX_ATTRIBUTE = "tilecraft.ptx"
@@ -198,8 +199,8 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
     ``schedule_options``: ``tilecraft-gpu-schedule`` knobs such as ``"shared=0 k-step=32"``.
     """
     target = Target.parse(target)
-    if not target.is_cuda:
-        raise ValueError(f"cuda_pipeline needs a cuda target, got {target}")
+    if target.kind != "cuda":
+        raise TargetError(f"cuda_pipeline needs a cuda target, got {target}")
     gpu_schedule = f"tilecraft-gpu-schedule{{{schedule_options}}}" if schedule_options \
         else "tilecraft-gpu-schedule"
     return Pipeline(
@@ -241,7 +242,7 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                   "accesses marked aligned where provable"),
             Stage("outline",
                   ("gpu-launch-sink-index-computations", "gpu-kernel-outlining",
-                   f"nvvm-attach-target{{chip={target.arch} features=+{target.ptx_version} O=3}}"),
+                   f"nvvm-attach-target{{chip={target.arch} features=+{ptx_version(target)} O=3}}"),
                   "kernels into a gpu.module with the NVVM target"),
             Stage("kernel",
                   ("gpu.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, "

@@ -1,6 +1,6 @@
 """The C target's output: ``model.c`` + ``model.h`` (+ a reference ``main.c`` and a Makefile).
 
-The pipeline (pipelines/c_target) leaves one ``emitc.func`` over arrays whose arguments are,
+The pipeline (lowering.py) leaves one ``emitc.func`` over arrays whose arguments are,
 in order, the inputs, the outputs, the planned buffers (argument attribute: workspace offset)
 and the weights (argument attribute: their value). This module prints that function with
 ``mlir-translate --mlir-to-cpp`` as a ``static`` function, writes the weights as ``const``
@@ -26,11 +26,11 @@ from typing import Any, Sequence
 import numpy as np
 from mlir import ir
 
-from ..errors import ArgumentValueError, CTargetUnsupportedOpError, PackageError, ToolchainError
-from ..pipelines.c_target import lowering as c
-from ..runtime.libraries import llvm_tool, mlir_package_dir
-from ..runtime.signature import EntrySignature
-from .package import resource_blobs
+from ...errors import ArgumentValueError, CTargetUnsupportedOpError, PackageError, ToolchainError
+from . import lowering as c
+from ...runtime.libraries import llvm_tool, mlir_package_dir
+from ...runtime.signature import EntrySignature
+from ...compiler.package import resource_blobs
 
 PREFIX = "tc_model"
 _C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
@@ -360,7 +360,7 @@ _ARRAY_PARAMETER = re.compile(r"(\b\w+ v\d+)\[")
 def _restrict_nest_parameters(body: str) -> str:
     """``float v1[restrict 4][8]`` (C99) for the array parameters of each loop-nest function:
     every buffer a nest touches is alive during it, so the workspace plan made them disjoint
-    (pipelines/c_target/lowering.py, ``tilecraft-c-outline-nests``), and the caller's inputs,
+    (lowering.py, ``tilecraft-c-outline-nests``), and the caller's inputs,
     outputs and workspace must not overlap (docs/c-target.md)."""
     return _NEST_SIGNATURE.sub(lambda m: _ARRAY_PARAMETER.sub(r"\1[restrict ", m.group(0)), body)
 

@@ -30,11 +30,11 @@ from mlir import ir
 from mlir.dialects import linalg
 
 from ...errors import CTargetShapeError, CTargetUnsupportedOpError
-from ..graph import graph_pass_elements
-from ..ir_queries import defined_functions, defining_op, ops_where
-from ..passes import register_pass, register_pipeline
-from ..pipeline import Pipeline, Stage
-from ..stages import input_stage, simplify_stage
+from ...pipelines.graph import graph_pass_elements
+from ...pipelines.ir_queries import defined_functions, defining_op, ops_where
+from ...pipelines.passes import register_pass, register_pipeline
+from ...pipelines.pipeline import Pipeline, Stage
+from ...pipelines.stages import input_stage, simplify_stage
 from . import workspace
 
 C_OUT_PARAMS = "tilecraft-c-out-params"
@@ -49,7 +49,7 @@ _INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.in
                      "arith.shrsi": "arith.index_cast", "arith.remui": "arith.index_castui",
                      "arith.divui": "arith.index_castui", "arith.shrui": "arith.index_castui"}
 
-# Argument attributes the C packer reads (compiler/c_package.py).
+# Argument attributes the C packer reads (package.py).
 OUTPUT_ATTR = "tilecraft.c_output"  # index of the function result this argument holds
 OFFSET_ATTR = "tilecraft.c_workspace_offset"  # byte offset in the workspace
 WEIGHT_ATTR = "tilecraft.c_weight"  # the weight's initial value (a dense / dense_resource attr)
@@ -349,7 +349,7 @@ def _defined_inside(op: ir.Operation) -> set[ir.Value]:
 def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: every buffer a nest reads or writes is alive during that nest, so the plan gave
     them disjoint bytes; as parameters of a function of their own they can be ``restrict``
-    (compiler/c_package.py adds it), which lets the C compiler keep accumulators in registers
+    (package.py adds it), which lets the C compiler keep accumulators in registers
     and vectorize. In one function for the whole model they could not: buffers that share
     bytes at different times would be parameters of the same function. Constants are cloned
     into each nest, not passed."""
@@ -409,7 +409,7 @@ def check_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
 
 def c_pipeline(*, opt_level: int = 0) -> Pipeline:
     """linalg on tensors -> ``emitc.func`` s over arrays (the entry and one per loop nest),
-    which ``mlir-translate --mlir-to-cpp`` then prints (compiler/c_package.py).
+    which ``mlir-translate --mlir-to-cpp`` then prints (package.py).
 
     Without the run-time checks (pipelines/runtime_checks.py): shapes are static here, so
     no shape or allocation check would remain, and an index check reports through the

@@ -1,0 +1,152 @@
+"""The target registry: which plugin compiles for a target kind (``llvm``, ``cuda``, ``c``, ...).
+
+Why a registry: a target used to be spread over a dozen files that each branched on
+``target.is_cuda`` / ``target.is_c``; adding one meant editing all of them. Now everything a
+target decides lives behind one :class:`TargetPlugin` in its own folder (``tilecraft/targets/
+<name>/``), and the front door (``tilecraft.compile``), the CLI, the TE ``build`` and the
+session options ask :func:`target_plugin` instead of branching. Adding a target is one folder
+and one line in :data:`BUILTIN_TARGETS` (or one :func:`register_target` call from outside the
+package), as IREE's ``compiler/plugins/target/*`` and tinygrad's ``runtime/ops_*.py`` do.
+
+Why by module name: the plugins sit above the front door in the layer contract (they use its
+package writer and loader, docs/architecture.md), while the options and the JIT that consult
+them sit below it. The registry therefore names the built-in plugins by string and imports
+them on first use, as ``pipelines/passes.py``'s ``DEFINITION_MODULES`` does for passes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..errors import PackageError, TargetError
+
+if TYPE_CHECKING:
+    from mlir import ir
+
+    from ..runtime.signature import EntrySignature
+
+# "Target", "CompileOptions", "CompiledModule" and "Pipeline" in the annotations below are
+# pipelines/target.py's, options.py's, compiled_module.py's and pipeline.py's classes, named
+# and not imported: those modules consult this registry (pipeline.py through passes.py), and
+# an import back (even for type checking) would be an import cycle (tests/test_layers.py).
+
+# kind -> the module whose import registers that kind's plugin (tilecraft/targets/<name>/).
+BUILTIN_TARGETS: dict[str, str] = {
+    "llvm": "tilecraft.targets.cpu",
+    "cuda": "tilecraft.targets.cuda",
+    "c": "tilecraft.targets.c",
+}
+
+_PLUGINS: dict[str, "TargetPlugin"] = {}
+
+
+class TargetPlugin(ABC):
+    """Everything one target kind decides, asked by name through :func:`target_plugin`.
+
+    Attributes:
+      name: the kind that starts its target strings (``"cuda"`` in ``"cuda -arch=sm_80"``).
+      usage: how its target strings look, for the unknown-kind message (``"'cuda -arch=sm_XX'"``).
+      runs_in_process: ``True``: ``tilecraft.compile`` lowers the model with
+        :meth:`pipeline` and JIT-compiles it into a callable module (:meth:`jit`);
+        ``False``: the target produces an artifact of its own (:meth:`build`, e.g. C sources).
+      specializes_shapes: whether a model with dynamic input dims gets shape-specialized
+        compiles (compiler/specialized.py): the CPU's register tiles need static extents.
+      writes_packages: whether ``package_path`` (a deployable ``model.tar``) is possible.
+      tunable: whether ``tilecraft.tune`` and the auto-scheduler search its schedules (the
+        CPU's spaces); tuning/ asks ``target.is_cuda`` today and should ask this instead.
+    """
+
+    name: str
+    usage: str
+    runs_in_process: bool = True
+    specializes_shapes: bool = False
+    writes_packages: bool = False
+    tunable: bool = False
+
+    @abstractmethod
+    def parse(self, spec: str, options: Sequence[str]) -> "Target":
+        """The :class:`Target` of ``spec``, whose words after the kind are ``options``;
+        :class:`TargetError` naming a bad option."""
+
+    def spec(self, target: "Target") -> str:
+        """The target string :meth:`parse` reads back into ``target`` (its ``str``)."""
+        return target.kind
+
+    def can_run_here(self, target: "Target") -> bool:
+        """Whether code for ``target`` can run on this machine."""
+        return False
+
+    def check_options(self, options: "CompileOptions") -> None:
+        """Raise a :class:`TilecraftError` subclass for compile options this target cannot
+        honour (packages, offload backends, ...); called by ``CompileOptions`` itself.
+        By default: a package (``package_path``) only where :attr:`writes_packages`."""
+        if options.package_path is not None and self.runs_in_process and not self.writes_packages:
+            raise PackageError(f"target {options.target} writes no deployable packages; compile it without "
+                               "package_path (or for 'llvm' to package)")
+
+    @abstractmethod
+    def pipeline(self, options: "CompileOptions") -> "Pipeline":
+        """The default lowering pipeline for ``options`` (its target, opt_level, ...)."""
+
+    def jit(self, module: "ir.Module", signature: "EntrySignature", pipeline: "Pipeline",
+            target: "Target", **settings: Any) -> "CompiledModule":
+        """The callable module of a module :meth:`pipeline` lowered; ``settings`` are
+        :class:`CompiledModule`'s keywords (``opt_level``, ``stage_ir``, ``source``)."""
+        raise TargetError(f"target {target} does not run in this process; compile it to its artifact")
+
+    def build(self, source: Any, options: "CompileOptions", source_name: str | None) -> Any:
+        """The artifact of a target that does not run in process (:attr:`runs_in_process`
+        ``False``): ``tilecraft.compile``'s result for it."""
+        raise TargetError(f"target {self.name!r} is compiled in process; it has no artifact of its own")
+
+    def scheduled_pipeline(self, target: "Target") -> "Pipeline":
+        """The pipeline for IR scheduled by hand (the TE ``build``: schedule/te/builder.py)."""
+        raise TargetError(f"target {target} does not build hand-written schedules (tilecraft.build); "
+                          "use 'llvm' or 'cuda'")
+
+    def check_schedule(self, schedule: Any) -> None:
+        """Raise a :class:`TilecraftError` subclass for a TE schedule (``tilecraft.Schedule``)
+        this target cannot build, naming the blocks or loops at fault."""
+
+    def check_output(self, output: str) -> None:
+        """Raise a :class:`TilecraftError` subclass, before compiling, for a CLI ``-o`` path
+        :meth:`write_output` cannot write."""
+
+    def write_output(self, compiled: Any, output: str) -> str:
+        """What ``tilecraft compile -o output`` writes besides a package (:attr:`writes_packages`),
+        e.g. CUDA's kernel files; returns the line the CLI prints."""
+        return f"-> {output}"
+
+    def report_sizes(self, artifact: Any) -> list[str]:
+        """One line per cross-built object of an artifact (CLI ``--report-sizes``)."""
+        raise TargetError(f"target {self.name!r} has no object sizes to report; --report-sizes is for --target c")
+
+
+def register_target(plugin: TargetPlugin) -> TargetPlugin:
+    """Make ``plugin`` the compiler of target strings starting with ``plugin.name``; a plugin
+    registered again under the same name replaces the old one. Returns ``plugin``."""
+    if not isinstance(plugin, TargetPlugin):
+        raise TargetError(f"register_target takes a TargetPlugin, got {type(plugin).__name__}")
+    name = getattr(plugin, "name", None)
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        raise TargetError(f"a target plugin's name must be one word such as 'llvm', got {name!r}")
+    _PLUGINS[name] = plugin
+    return plugin
+
+
+def target_plugin(name: str) -> TargetPlugin:
+    """The plugin of target kind ``name``; :class:`TargetError` listing the known kinds."""
+    if name not in _PLUGINS and name in BUILTIN_TARGETS:
+        importlib.import_module(BUILTIN_TARGETS[name])  # its import registers it
+    plugin = _PLUGINS.get(name)
+    if plugin is None:
+        known = ", ".join(target_plugin(kind).usage for kind in target_names())
+        raise TargetError(f"unknown target kind {name!r}; supported: {known}")
+    return plugin
+
+
+def target_names() -> list[str]:
+    """The target kinds known now: the built-in ones, then those registered from outside."""
+    return [*BUILTIN_TARGETS, *(name for name in _PLUGINS if name not in BUILTIN_TARGETS)]

@@ -1,0 +1,61 @@
+"""CUDA's callable module: host code JIT-compiled on the first call, kernels as PTX/cubin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mlir import ir
+
+from ...pipelines.compiled_module import CompiledModule
+from ...pipelines.jit import JitFunction
+from ...runtime.libraries import cuda_runtime_library
+from ...runtime.signature import EntrySignature
+
+
+class CudaCompiledModule(CompiledModule):
+    """A module compiled for ``cuda -arch=...``: host code plus kernels in ``gpu.binary`` ops.
+
+    Compiling needs no GPU: the PTX (:meth:`ptx`) and, where ``ptxas`` is installed, the
+    cubin (:meth:`cubin`) are in hand right away. The JIT is created on the first call, with
+    MLIR's CUDA runtime wrappers (``libmlir_cuda_runtime.so``), because those link against
+    the CUDA driver: without one, calling raises :class:`DeviceUnavailableError` (creating
+    the JIT anyway would abort the process on unresolved ``mgpu*`` symbols). The calling
+    convention is the CPU one: numpy arrays in (copied to the device by the compiled host
+    code), fresh numpy arrays out (copied back).
+    """
+
+    def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
+        """Deferred to the first call, with the CUDA runtime wrappers (class docstring)."""
+        return JitFunction(llvm_module, signature, opt_level=opt_level,
+                           extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
+
+    def _binaries(self) -> dict[str, ir.Operation]:
+        from .lowering import gpu_binaries
+
+        return {ir.StringAttr(b.attributes["sym_name"]).value: b
+                for b in gpu_binaries(self._module.operation)}
+
+    def ptx_modules(self) -> dict[str, str]:
+        """Kernel module name -> its PTX (one PTX file each, as ptxas takes them)."""
+        from .lowering import binary_ptx
+
+        return {name: binary_ptx(b) for name, b in self._binaries().items()}
+
+    def ptx(self) -> str:
+        """The PTX of every kernel module, one after the other (for reading and grepping)."""
+        return "\n".join(self.ptx_modules().values())
+
+    def cubin(self) -> dict[str, bytes]:
+        """Kernel module name -> cubin (ELF) from ptxas; empty when ptxas was not found."""
+        from mlir.dialects import gpu
+
+        cubins = {}
+        for name, binary in self._binaries().items():
+            obj = gpu.ObjectAttr(ir.ArrayAttr(binary.attributes["objects"])[0])
+            if obj.format == int(gpu.CompilationTarget.Binary):
+                cubins[name] = bytes(obj.object)
+        return cubins
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        return self._invoke(args, kwargs)

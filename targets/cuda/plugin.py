@@ -1,0 +1,94 @@
+"""The ``cuda`` target's plugin: ``cuda [-arch=sm_XX]`` (TVM's spelling), NVVM lowering,
+a module whose JIT waits for the first call, and the kernels (PTX, cubin) as its CLI output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from mlir import ir
+
+from ...errors import BackendError, PackageError, TargetError
+from ...pipelines.compiled_module import CompiledModule
+from ...pipelines.options import CompileOptions
+from ...pipelines.pipeline import Pipeline
+from ...pipelines.target import Target
+from ...pipelines.target_registry import TargetPlugin
+from ...runtime.libraries import cuda_driver_available
+from ...runtime.signature import EntrySignature
+from ...schedule.te.builder import without_default_schedule
+from ...schedule.te.errors import ScheduleError
+from .archs import CUDA_ARCHS, DEFAULT_CUDA_ARCH
+from .lowering import cuda_pipeline
+from .module import CudaCompiledModule
+
+
+class CudaTarget(TargetPlugin):
+    """NVIDIA GPUs (docs/cuda.md): compiles anywhere, runs where a CUDA driver is."""
+
+    name = "cuda"
+    usage = "'cuda -arch=sm_XX'"
+
+    def parse(self, spec: str, options: Sequence[str]) -> Target:
+        arch = DEFAULT_CUDA_ARCH
+        for option in options:
+            key, sep, value = option.lstrip("-").partition("=")
+            if not option.startswith("-") or key != "arch" or not sep:
+                raise TargetError(f"bad target option {option!r} in {spec!r}; expected -arch=sm_XX")
+            if value not in CUDA_ARCHS:
+                raise TargetError(
+                    f"unknown CUDA architecture {value!r} in {spec!r}; supported: " + ", ".join(CUDA_ARCHS))
+            arch = value
+        return Target(kind=self.name, arch=arch)
+
+    def spec(self, target: Target) -> str:
+        return f"cuda -arch={target.arch}"
+
+    def can_run_here(self, target: Target) -> bool:
+        return cuda_driver_available()
+
+    def check_options(self, options: CompileOptions) -> None:
+        if options.offload:
+            raise BackendError("offload backends run on CPU targets only")
+        if options.package_path is not None:
+            raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
+                               "package, or call the CUDA module in-process")
+
+    def pipeline(self, options: CompileOptions) -> Pipeline:
+        return cuda_pipeline(options.target)
+
+    def jit(self, module: ir.Module, signature: EntrySignature, pipeline: Pipeline, target: Target,
+            **settings: Any) -> CompiledModule:
+        return CudaCompiledModule(module, signature, target=target, pipeline=pipeline, **settings)
+
+    def scheduled_pipeline(self, target: Target) -> Pipeline:
+        """The loops ``bind`` mapped become kernels in the ``map`` stage (``tilecraft-gpu-map``),
+        then PTX and, with ptxas, a cubin."""
+        return without_default_schedule(cuda_pipeline(target))
+
+    def check_schedule(self, schedule: Any) -> None:
+        tensorized = schedule.tensorized_blocks()
+        if tensorized:
+            raise ScheduleError(f"build for cuda: blocks {[b.name for b in tensorized]} are tensorized; "
+                                "intrinsics are C functions called on host memory — build with "
+                                "target='llvm', or schedule without tensorize")
+        schedule.check_gpu()
+
+    def check_output(self, output: str) -> None:
+        if output.endswith(".tar") or Path(output).is_file():
+            raise PackageError(
+                "packages hold CPU code only: for a CUDA target, -o names a directory that receives "
+                "the kernels' PTX and cubin files (run CUDA models in-process with tilecraft.compile)")
+
+    def write_output(self, compiled: Any, output: str) -> str:
+        """The kernels as files in the directory ``output``: ``<module>.ptx`` and, where
+        ptxas ran, ``.cubin`` (packages hold CPU code only)."""
+        directory = Path(output)
+        directory.mkdir(parents=True, exist_ok=True)
+        cubins = compiled.cubin()
+        for name, ptx in compiled.ptx_modules().items():
+            (directory / f"{name}.ptx").write_text(ptx)
+            if name in cubins:
+                (directory / f"{name}.cubin").write_bytes(cubins[name])
+        return (f"{len(compiled.ptx_modules())} kernel module(s) written to {directory}/ "
+                f"({len(cubins)} assembled by ptxas)")
