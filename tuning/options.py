@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from ..errors import TunerNameError, TuningError
 from ..runtime.rpc import Address
 from .measure import RunnerOptions
+from .space_generators import CPU_GENERATORS
 from .tuners import TUNERS
 
 
@@ -67,6 +68,11 @@ class TuneOptions:
       headroom: weigh each float32 contraction task by its gap to the machine's FMA peak
         (runtime/peak.py, measured once per machine) as well as by its share of the model's
         time, and say when every heavy task is already near the peak; ``False``: by time alone.
+      space: the CPU search spaces: ``hand`` (the kernel-class spaces of schedule/space.py),
+        ``generated`` (spaces derived from each op's loops, schedule/sketch.py, where the
+        hand space has only generic knobs: elementwise, reductions, pooling, depthwise
+        convolutions; the hand spaces for matmuls and convolutions) or ``sketch`` (derived
+        spaces for every op).
     """
 
     trials: int = 200
@@ -91,6 +97,7 @@ class TuneOptions:
     remote_key: str | None = field(default=None, repr=False)  # a secret: not in reprs or logs
     ray: str | None = None
     headroom: bool = True
+    space: str = "hand"
 
     def __post_init__(self) -> None:
         if self.remote is not None:
@@ -100,6 +107,8 @@ class TuneOptions:
                 raise TuningError("choose one runner: remote= or ray=, not both")
             if self.ray != "local" and not self.ray.startswith("ray://"):
                 raise TuningError(f"ray must be 'local' or 'ray://HOST:PORT', got {self.ray!r}")
+        if self.space not in CPU_GENERATORS:
+            raise TuningError(f"space must be one of {', '.join(CPU_GENERATORS)}, got {self.space!r}")
         if self.tuner not in TUNERS:
             raise TunerNameError(f"unknown tuner {self.tuner!r}; choose one of {', '.join(TUNERS)}")
         trials = self.trials

@@ -4,7 +4,12 @@
   matmul, conv, generic), whose default point is the planner's default schedule;
 - :class:`CudaSpaceGenerator`: the GPU knobs of schedule/cuda_space.py;
 - :class:`TemplateSpaceGenerator`: the space a user's AutoTVM-style template defines
-  (tuning/templates.py).
+  (tuning/templates.py);
+- :class:`SketchSpaceGenerator`: a space derived from the op's loop structure
+  (schedule/sketch.py: Ansor's multi-level tiling, vectorization, consumer fusion) for any
+  static op, and :class:`GeneratedSpaceGenerator`, which takes it where the hand spaces
+  have only a few generic knobs (elementwise, reductions, pooling, depthwise convolutions)
+  and the hand space elsewhere.
 
 :func:`space_generator_for` is the one place a target picks its generator: the rest of the
 tuner never asks which target it runs for.
@@ -14,9 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import TuningError
 from ..pipelines.target import Target
 from ..schedule.cuda_space import GpuScheduleSpace, gpu_space_for
-from ..schedule.space import ScheduleSpace, space_for
+from ..schedule.sketch import SketchSpace
+from ..schedule.space import ScheduleSpace, space_for, task_nest
 from ..schedule.task import Task
 from .roles import SpaceGenerator
 
@@ -51,12 +58,46 @@ class TemplateSpaceGenerator(SpaceGenerator):
         return task.space
 
 
-def space_generator_for(target: "str | Target") -> SpaceGenerator:
-    """The space generator of ``target``: the GPU space for CUDA, else the CPU hand spaces.
+class SketchSpaceGenerator(SpaceGenerator):
+    """The space generated from the task's loop nest (schedule/sketch.py), whatever its kind."""
+
+    def __init__(self, target: "str | Target" = "llvm") -> None:
+        self.target = Target.parse(target)
+
+    def generate(self, task: Task) -> SketchSpace:
+        return SketchSpace(task, task_nest(task), self.target)
+
+
+class GeneratedSpaceGenerator(SpaceGenerator):
+    """Sketches for the kinds whose hand space is a few generic knobs, the hand spaces for
+    the contractions they were written for (``matmul``, ``conv2d``)."""
+
+    HAND_KINDS = ("matmul", "conv2d")
+
+    def __init__(self, target: "str | Target" = "llvm") -> None:
+        self.hand = HandSpaceGenerator(target)
+        self.sketch = SketchSpaceGenerator(target)
+
+    def generate(self, task: Task) -> ScheduleSpace:
+        chosen = self.hand if task.kind in self.HAND_KINDS else self.sketch
+        return chosen.generate(task)
+
+
+# ``TuneOptions.space``: which spaces a CPU run searches.
+CPU_GENERATORS: dict[str, type[SpaceGenerator]] = {
+    "hand": HandSpaceGenerator, "generated": GeneratedSpaceGenerator, "sketch": SketchSpaceGenerator,
+}
+
+
+def space_generator_for(target: "str | Target", space: str = "hand") -> SpaceGenerator:
+    """The space generator of ``target``: the GPU space for CUDA, else the CPU generator
+    ``space`` names (:data:`CPU_GENERATORS`: ``hand``, ``generated`` or ``sketch``).
 
     The only target-specific choice of the tuner (the target registry answers it once
     targets are plugins)."""
     target = Target.parse(target)
     if target.is_cuda:
         return CudaSpaceGenerator(target)
-    return HandSpaceGenerator(target)
+    if space not in CPU_GENERATORS:
+        raise TuningError(f"unknown space {space!r}; choose one of {', '.join(CPU_GENERATORS)}")
+    return CPU_GENERATORS[space](target)

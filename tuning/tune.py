@@ -98,7 +98,7 @@ def tune(
     found, chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
     prior = JsonLinesDatabase(search.prior_records).records(target) if search.prior_records is not None else []
     records_path = Path(search.tuning_records)
-    generator = space_generator_for(target)
+    generator = space_generator_for(target, search.space)
     warm = _warm_start(search, records_path, chosen, generator)
     peak = fma_peak_gflops(target.num_threads) if search.headroom else None
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
