@@ -76,6 +76,9 @@ def test_generated_points_compile_and_match_numpy(tmp_path, name, model, kind, i
             picked.append(config)
     for config in picked:
         assert space.is_valid(config)
+        # The cost models' rows: its own features and the cross-task ones.
+        assert len(space.features(config)) == len(space.feature_names())
+        assert len(space.transfer_features(config)) == len(space.transfer_feature_names())
         with ir.Context():  # the script is a transform module that parses
             ir.Module.parse(f"module attributes {{transform.with_named_sequence}} {{\n{space.script(config)}\n}}")
         path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.jsonl"
