@@ -106,7 +106,7 @@ class SearchSpace(abc.ABC):
 
     The interface every space shares (this module's CPU spaces, the GPU space of
     ``schedule/cuda_space.py``, the template space of ``tuning/templates.py``, the generated
-    sketches of ``tuning/sketch.py``); a space generator (``tuning/roles.py``) makes one per
+    sketches of ``schedule/sketch.py``); a space generator (``tuning/roles.py``) makes one per
     task. Guarantees: :meth:`default` is the schedule the compiler uses without records;
     points are enumerated in mixed radix over :attr:`knobs` (:meth:`point`, :meth:`index`);
     :meth:`random` and :meth:`neighbour` return valid points; :meth:`validate` raises
