@@ -29,7 +29,8 @@ from .plan import TAG, GroupSchedule, OpSchedule, plan_default_schedule
 from .record_plan import RecordPlanner
 from .records import Record, canonical_target
 from .script import render_script
-from .space import space_for
+from .sketch import SketchSpace, is_sketch_config
+from .space import space_for, task_nest
 from .task import Task
 
 
@@ -270,7 +271,9 @@ def reproducer(task: Task, config: Mapping[str, int] | None, target: "str | Targ
         # tilecraft-schedule applies (a group's config goes to its anchor).
         planner = None
         if config is not None:
-            space_for(task, target).validate(config)  # a bad knob raises KnobError here
+            space = SketchSpace(task, task_nest(task), target) if is_sketch_config(config) \
+                else space_for(task, target)
+            space.validate(config)  # a bad knob raises KnobError here
             record = Record(task=task.describe(), config=dict(config), status="ok", costs=[],
                             gflops=0.0, target=canonical_target(target))
             planner = RecordPlanner({task.key: record}, target)

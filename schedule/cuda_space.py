@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+from mlir import ir
 
 from ..errors import DeviceUnavailableError
-from ..pipelines.loop_nest import LoopNest
+from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..runtime.libraries import cuda_driver_problem
-from .cuda import GpuConfig, GpuOpSchedule, plan_gpu_op, render_gpu_script
-from .space import Config, Knob, knob_point, validate_config
+from .cuda import GpuConfig, GpuOpSchedule, operand_maps_of, plan_gpu_op, render_gpu_script
+from .space import Config, Knob, SearchSpace, validate_config
+
+if TYPE_CHECKING:
+    from .task import Task
 
 _MAX_BLOCK_THREADS = 1024
 
@@ -58,8 +63,9 @@ def require_cuda_device() -> None:
             f"tuning for a CUDA target measures kernels on a GPU, and there is none: {problem}")
 
 
-class GpuScheduleSpace:
-    """The GPU knobs of one op (its loop nest), and how a config becomes a plan."""
+class GpuScheduleSpace(SearchSpace):
+    """The GPU knobs of one op (its loop nest), and how a config becomes a plan (a
+    :class:`SearchSpace`: the tuners walk it as they walk the CPU spaces)."""
 
     def __init__(self, nest: LoopNest, operand_maps: list | None = None) -> None:
         self.nest = nest
@@ -67,18 +73,10 @@ class GpuScheduleSpace:
         self.kind = plan_gpu_op(nest, 0, GpuConfig(), operand_maps).kind
         self.knobs = _KNOBS.get(self.kind, _KNOBS["elementwise"])
 
-    @property
-    def size(self) -> int:
-        return math.prod(len(k.values) for k in self.knobs)
-
     def default(self) -> Config:
         """The default schedule's point (the :class:`GpuConfig` defaults)."""
         defaults = GpuConfig()
         return {k.name: int(getattr(defaults, k.name)) for k in self.knobs}
-
-    def point(self, index: int) -> Config:
-        """The config at ``index`` in mixed radix (the last knob varies fastest)."""
-        return knob_point(self.knobs, index)
 
     def validate(self, config: Mapping[str, object]) -> Config:
         """``config`` as a clean dict, or ``KnobError`` naming the offending knob."""
@@ -122,3 +120,16 @@ class GpuScheduleSpace:
     def script(self, config: Mapping[str, int], tag: int = 0) -> str:
         """The transform script of ``config``'s plan (what ``tilecraft-opt`` would replay)."""
         return render_gpu_script([self.plan(config, tag)])
+
+
+def gpu_space_for(task: "Task") -> GpuScheduleSpace:
+    """The GPU space of ``task``'s op (its last structured op other than a fill: the op the
+    task is named after), with the indexing maps the GPU planner reads."""
+    context = ir.Context()
+    with context, ir.Location.unknown():
+        module = ir.Module.parse(task.payload)
+        analyzed = analyze_loop_nests(module.operation)
+        maps = operand_maps_of(module.operation)
+    index = max(i for i, (op, _) in enumerate(analyzed)
+                if op.name != "linalg.fill" or task.op_name == "linalg.fill")
+    return GpuScheduleSpace(analyzed[index][1], maps[index])

@@ -4,8 +4,9 @@
 --tilecraft-schedule="tuning-records=path"`` both come here: for each op the pass plans, the
 op's task key is computed as :func:`~tilecraft.schedule.task.extract_tasks` computes it; when
 the records hold a successful measurement for that key (same target and tilecraft version),
-the fastest one's config is planned through the task's schedule space. Ops without a record
-keep the default plan.
+the fastest one's config is planned through the task's schedule space (the hand space of
+its kernel class, or the generated sketch space, schedule/sketch.py, whose configs name
+their knobs ``sk_*``). Ops without a record keep the default plan.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..pipelines.target import Target
 from .group import FusionUnit
 from .plan import OpSchedule
 from .records import Record, best_records, load_records
+from .sketch import SketchSpace, is_sketch_config
 from .space import make_space
 from .task import describe_op, describe_unit
 
@@ -68,7 +70,9 @@ class RecordPlanner:
         if task is None or task.key not in self.best:
             return None
         record = self.best[task.key]
-        space = make_space(task, nest, self.target)
+        # A generated space's record (tuning/space_generators.py) names its knobs so.
+        space = (SketchSpace(task, nest, self.target) if is_sketch_config(record.config)
+                 else make_space(task, nest, self.target))
         try:
             plan = space.plan(space.validate(record.config), tag)
         except KnobError as error:

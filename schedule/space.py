@@ -26,6 +26,7 @@ are *invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
 
 from __future__ import annotations
 
+import abc
 import math
 import random
 from dataclasses import dataclass
@@ -100,7 +101,79 @@ def knob_point(knobs: Sequence[Knob], index: int) -> Config:
     return {k.name: config[k.name] for k in knobs}
 
 
-class ScheduleSpace:
+class SearchSpace(abc.ABC):
+    """What a search strategy walks: knobs, their valid points, and each point's script.
+
+    The interface every space shares (this module's CPU spaces, the GPU space of
+    ``schedule/cuda_space.py``, the template space of ``tuning/templates.py``, the generated
+    sketches of ``schedule/sketch.py``); a space generator (``tuning/roles.py``) makes one per
+    task. Guarantees: :meth:`default` is the schedule the compiler uses without records;
+    points are enumerated in mixed radix over :attr:`knobs` (:meth:`point`, :meth:`index`);
+    :meth:`random` and :meth:`neighbour` return valid points; :meth:`validate` raises
+    :class:`KnobError` naming a bad knob; :meth:`script` renders a point (stored in records).
+    """
+
+    kind = "generic"
+    knobs: tuple[Knob, ...]
+
+    @abc.abstractmethod
+    def default(self) -> Config:
+        """The point of the schedule the compiler uses without records."""
+
+    @abc.abstractmethod
+    def validate(self, config: Mapping[str, object]) -> Config:
+        """``config`` as a clean dict, or :class:`KnobError` naming the offending knob."""
+
+    @abc.abstractmethod
+    def is_valid(self, config: Mapping[str, int]) -> bool:
+        """Whether ``config`` is worth measuring (invalid points are never proposed)."""
+
+    @abc.abstractmethod
+    def script(self, config: Mapping[str, int], tag: int = 0) -> str:
+        """The config's schedule as text (a transform script, or the template's choices)."""
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(k.values) for k in self.knobs)
+
+    def point(self, index: int) -> Config:
+        """The config at ``index`` in mixed radix (the last knob varies fastest)."""
+        return knob_point(self.knobs, index)
+
+    def index(self, config: Mapping[str, int]) -> int:
+        index = 0
+        for knob in self.knobs:
+            index = index * len(knob.values) + knob.values.index(config[knob.name])
+        return index
+
+    def random(self, rng: random.Random) -> Config:
+        """A uniformly drawn valid config (rejection sampling; the default if none is found)."""
+        for _ in range(1000):
+            config = {k.name: rng.choice(k.values) for k in self.knobs}
+            if self.is_valid(config):
+                return config
+        return self.default()
+
+    def neighbour(self, config: Mapping[str, int], rng: random.Random) -> Config:
+        """``config`` with one knob moved to an adjacent value (simulated annealing's step)."""
+        for _ in range(100):
+            knob = rng.choice([k for k in self.knobs if len(k.values) > 1] or list(self.knobs))
+            position = knob.values.index(config[knob.name]) + rng.choice((-1, 1))
+            if 0 <= position < len(knob.values):
+                moved = {**config, knob.name: knob.values[position]}
+                if self.is_valid(moved):
+                    return moved
+        return dict(config)
+
+    def feature_names(self) -> list[str]:
+        return [f"knob.{k.name}" for k in self.knobs]
+
+    def features(self, config: Mapping[str, int]) -> list[float]:
+        """The cost model's row for ``config``: knob values (log2)."""
+        return [math.log2(1 + abs(config[k.name])) for k in self.knobs]
+
+
+class ScheduleSpace(SearchSpace):
     """The knobs of one task's kernel class and how a config becomes a plan.
 
     Built from the task's loop nest and the target (vector lanes, threads). Subclasses define
@@ -135,18 +208,8 @@ class ScheduleSpace:
         raise NotImplementedError
 
     @cached_property
-    def size(self) -> int:
+    def size(self) -> int:  # type: ignore[override]  (cached: the knobs never change)
         return math.prod(len(k.values) for k in self.knobs)
-
-    def point(self, index: int) -> Config:
-        """The config at ``index`` in mixed radix (the last knob varies fastest)."""
-        return knob_point(self.knobs, index)
-
-    def index(self, config: Mapping[str, int]) -> int:
-        index = 0
-        for knob in self.knobs:
-            index = index * len(knob.values) + knob.values.index(config[knob.name])
-        return index
 
     def validate(self, config: Mapping[str, object]) -> Config:
         """``config`` as a clean dict, or :class:`KnobError` naming the offending knob."""
@@ -166,25 +229,6 @@ class ScheduleSpace:
                     return False
                 current = level[d]
         return True
-
-    def random(self, rng: random.Random) -> Config:
-        """A uniformly drawn valid config (rejection sampling; the default if none is found)."""
-        for _ in range(1000):
-            config = {k.name: rng.choice(k.values) for k in self.knobs}
-            if self.is_valid(config):
-                return config
-        return self.default()
-
-    def neighbour(self, config: Mapping[str, int], rng: random.Random) -> Config:
-        """``config`` with one knob moved to an adjacent value (simulated annealing's step)."""
-        for _ in range(100):
-            knob = rng.choice([k for k in self.knobs if len(k.values) > 1] or list(self.knobs))
-            position = knob.values.index(config[knob.name]) + rng.choice((-1, 1))
-            if 0 <= position < len(knob.values):
-                moved = {**config, knob.name: knob.values[position]}
-                if self.is_valid(moved):
-                    return moved
-        return dict(config)
 
     def script(self, config: Mapping[str, int], tag: int = 0) -> str:
         """The config's ``transform.named_sequence`` (human-readable, stored in records)."""

@@ -4,13 +4,15 @@
     result = tilecraft.tune("model.onnx", trials=200, tuning_records="model.jsonl")
     module = tilecraft.compile("model.onnx", tuning_records="model.jsonl")
 
-Roles, one module each (TVM's meta_schedule layout): ``task`` (what to tune), ``space`` (the
-knobs of each kernel class, rendered by the default schedule's script writer), ``measure``
-(build and run in a worker process), ``records`` (JSON lines), ``cost_model`` (XGBoost),
-``tuners`` (xgb, xgb_rank, random, grid), ``templates`` (AutoTVM-style schedule templates
-and their tasks), ``tune`` (task scheduler, progress), ``apply``
-(the best record per op inside ``tilecraft-schedule``), ``report`` (the PNG). See
-docs/tuning.md. xgboost, tqdm and matplotlib are imported only when used.
+Roles by name, one interface each in ``roles`` (TVM MetaSchedule's): ``SpaceGenerator``
+(``space_generators``: the CPU hand spaces of schedule/space.py, the CUDA space, templates),
+``Runner`` (``measure`` local, ``measure_remote``, ``measure_ray``), ``Database``
+(``database``: the JSON-lines records), ``CostModel`` (``cost_model``: XGBoost),
+``SearchStrategy`` (``tuners``: xgb, xgb_rank, random, grid), ``TaskScheduler``
+(``task_scheduler``: gradient). ``tune`` only wires them; ``options`` (``TuneOptions``),
+``session`` (one task's search and validation), ``results`` (the summary table) and
+``compare_tuners`` are what they say. See docs/tuning.md. xgboost, tqdm and matplotlib are
+imported only when used.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from __future__ import annotations
 from ..schedule.records import Record, best_records, load_records
 from ..schedule.space import Knob, ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
-from .tune import TaskResult, TaskScheduler, TuneOptions, TuningResult, tune
+from .database import JsonLinesDatabase
+from .options import TuneOptions
+from .results import TaskResult, TuningResult
+from .roles import CostModel, Database, Runner, SearchStrategy, SpaceGenerator
+from .space_generators import space_generator_for
+from .task_scheduler import GradientTaskScheduler
+from .tune import tune
 from .template_tune import TemplateTuningResult, tune_template
 from .templates import (
     ConfigEntity,
@@ -31,7 +39,13 @@ from .templates import (
 )
 from .tuners import TUNERS, make_tuner
 
+# The public name of the default task scheduler since before the roles had interfaces
+# (the interface is ``tilecraft.tuning.roles.TaskScheduler``).
+TaskScheduler = GradientTaskScheduler
+
 __all__ = [
+    "CostModel", "Database", "GradientTaskScheduler", "JsonLinesDatabase", "Runner",
+    "SearchStrategy", "SpaceGenerator", "space_generator_for",
     "ConfigEntity", "ConfigSpace", "Knob", "Record", "ScheduleSpace", "TUNERS", "Task",
     "TaskResult", "TaskScheduler", "TemplateTask", "TemplateTuningResult", "TuneOptions",
     "TuningResult", "apply_history_best", "best_records", "extract_tasks", "get_config",

@@ -20,8 +20,10 @@
     task.print_best("mm.json")             # the best schedule as a transform script
 
 Why a thin layer: a TE compute becomes the same linalg function a model does
-(:func:`~tilecraft.schedule.te.create_func`), so its ops are tasks with the same spaces,
-tuners, records, validation and honest reports as a model's (``tilecraft.tune``). The
+(:func:`~tilecraft.schedule.te.create_func`), so its ops are tasks with the same tuners,
+records, validation and honest reports as a model's (``tilecraft.tune``). Their spaces are
+``TuneOptions(space="generated")``'s: derived from each op's loops (schedule/sketch.py) as
+Ansor's sketches are, except for matmuls and convolutions, which keep their hand spaces. The
 difference from TVM: ``apply_best`` returns the compiled function (TVM returns a schedule and
 arguments for ``tvm.build``), since the schedule here is a transform script the compiler
 applies from the records.
@@ -44,7 +46,9 @@ from ..pipelines.target import Target
 from ..schedule.records import best_records, load_records
 from ..schedule.task import Task, extract_tasks
 from ..schedule.te import Tensor, create_func
-from .tune import TuneOptions, TuningResult, tune
+from .options import TuneOptions
+from .results import TuningResult
+from .tune import tune
 
 # Upstream's pass that turns generic ops matching a named op (convolutions, matmuls) into it.
 SPECIALIZE_NAMED_OPS = "builtin.module(func.func(linalg-specialize-generic-ops))"
@@ -100,6 +104,9 @@ class TuningOptions:
     early_stopping: int | None = None
     verbose: int = 1
     tuner: str = "xgb"
+    # TuneOptions.space: by default spaces derived from each op's loops (schedule/sketch.py)
+    # where no hand space has more than generic knobs, as Ansor generates sketches.
+    space: str = "generated"
 
     def records(self) -> Path:
         files = [c.filename for c in self.measure_callbacks if isinstance(c, RecordToFile)]
@@ -160,6 +167,7 @@ class SearchTask:
         records = options.records()
         search = TuneOptions(trials=options.num_measure_trials, tuning_records=records,
                              tuner=options.tuner, early_stopping=options.early_stopping,
+                             space=options.space,
                              progress=bool(options.verbose),
                              prior_records=records if records.is_file() else None)
         return tune(self.compute_dag, CompileOptions(target=self.target), search)

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .roles import CostModel
+
 LOSSES = {"reg": "reg:squarederror", "rank": "rank:pairwise"}
 
 
@@ -40,7 +42,7 @@ class CostModelConfig:
     seed: int = 0
 
 
-class XGBCostModel:
+class XGBCostModel(CostModel):
     """``fit(features, costs)`` then ``predict(features)`` (higher is faster)."""
 
     def __init__(self, config: CostModelConfig | None = None) -> None:

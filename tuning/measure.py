@@ -37,6 +37,7 @@ import numpy as np
 
 from ..runtime import kernel_timers
 from ..runtime.timing import measure
+from .roles import Runner
 
 if TYPE_CHECKING:
     from ..schedule.task import Task
@@ -370,7 +371,7 @@ def _main_not_rerun() -> Iterator[None]:
             setattr(main, name, value)
 
 
-class LocalRunner:
+class LocalRunner(Runner):
     """Measures candidates one at a time in a worker process (restarted after a failure)."""
 
     # The worker's loop; ``worker(connection, options, scratch)`` in the spawned process.
@@ -449,9 +450,3 @@ class LocalRunner:
     def close(self) -> None:
         self._stop(kill=False)
         self._scratch.cleanup()
-
-    def __enter__(self) -> "LocalRunner":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

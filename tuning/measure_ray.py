@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import TuningError
 from .measure import MeasureInput, MeasureResult, RunnerOptions, _run_job
+from .roles import Runner
 
 # Arguments ray.init gets for a local cluster: no dashboard, workers' logs kept off the
 # tuner's progress lines.
@@ -74,7 +75,7 @@ class _Measurer:
         return result, (np.load(output) if want_output and result.ok else None)
 
 
-class RayRunner:
+class RayRunner(Runner):
     """Measures candidates on the actors of a Ray cluster (see the module docstring)."""
 
     def __init__(self, options: RunnerOptions | None = None, address: str | None = None,
@@ -188,9 +189,3 @@ class RayRunner:
         if self._own_cluster:
             self.ray.shutdown()
         self._scratch.cleanup()
-
-    def __enter__(self) -> "RayRunner":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TemplateError
-from ..schedule.records import Record, RecordWriter
+from ..schedule.records import Record
 from ..schedule.space import Config
+from .database import JsonLinesDatabase
+from .space_generators import TemplateSpaceGenerator
 from .templates import TemplateTask
 
 
@@ -56,9 +58,9 @@ def tune_template(made: TemplateTask, *, tuner: str = "xgb", trials: int = 20, b
     from .measure import LocalRunner, MeasureInput, MeasureResult, RunnerOptions
     from .tuners import make_tuner
 
-    space = made.space
-    search = make_tuner(tuner, space, seed)  # type: ignore[arg-type]
-    writer = RecordWriter(records) if records is not None else None
+    space = TemplateSpaceGenerator().generate(made)
+    search = make_tuner(tuner, space, seed)
+    database = JsonLinesDatabase(records) if records is not None else None
     runner = LocalRunner(options or RunnerOptions())
     reference = str(runner.scratch / "reference.npy")
     trial = 0
@@ -81,8 +83,8 @@ def tune_template(made: TemplateTask, *, tuner: str = "xgb", trials: int = 20, b
             script = f"{script}\n{sch.script}"
         cost = statistics.median(result.costs) if result.ok and result.costs else math.inf
         trial += 1
-        if writer is not None:
-            writer.write(Record(task=made.describe(), config=dict(config), status=result.status,
+        if database is not None:
+            database.commit(Record(task=made.describe(), config=dict(config), status=result.status,
                                 costs=list(result.costs),
                                 gflops=made.flops / cost / 1e9 if made.flops and math.isfinite(cost) else 0.0,
                                 target=made.target, error=result.error, tuner=name, trial=trial,
@@ -111,7 +113,7 @@ def tune_template(made: TemplateTask, *, tuner: str = "xgb", trials: int = 20, b
                 break
     finally:
         runner.close()
-        if writer is not None:
-            writer.close()
+        if database is not None:
+            database.close()
     return TemplateTuningResult(made, search.best_config, search.best_cost, default_cost, trial,
                                 Path(records) if records is not None else None)

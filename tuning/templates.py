@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..errors import ConfigSpaceError, KnobError, TemplateError
 from ..pipelines.target import Target
 from ..schedule.records import Record, best_records, canonical_target, load_records
-from ..schedule.space import Config, Knob, knob_point, validate_config
+from ..schedule.space import Config, Knob, SearchSpace, validate_config
 
 _TEMPLATES: dict[str, Callable[..., Any]] = {}
 _CURRENT: contextvars.ContextVar["ConfigEntity | None"] = contextvars.ContextVar(
@@ -391,9 +391,9 @@ def task(name: str, args: Sequence[Any] = (), target: "str | Target" = "llvm",
 # -- the space the tuners search --------------------------------------------------------------
 
 
-class TemplateSpace:
-    """A template task's config space with :class:`~tilecraft.schedule.space.ScheduleSpace`'s
-    interface for the tuners (every point is valid: a candidate the schedule rejects fails
+class TemplateSpace(SearchSpace):
+    """A template task's config space, a :class:`~tilecraft.schedule.space.SearchSpace` for
+    the tuners (every point is valid: a candidate the schedule rejects fails
     its build and is recorded so, as a bad point of a model space would)."""
 
     kind = "template"
@@ -403,19 +403,9 @@ class TemplateSpace:
         self.defs = task.config_space.defs
         self.knobs: tuple[Knob, ...] = tuple(
             Knob(d.name, tuple(range(len(d.candidates))), d.kind) for d in self.defs.values())
-        self.size = math.prod(len(k.values) for k in self.knobs)
 
     def default(self) -> Config:
         return {k.name: 0 for k in self.knobs}
-
-    def point(self, index: int) -> Config:
-        return knob_point(self.knobs, index)
-
-    def index(self, config: Mapping[str, int]) -> int:
-        index = 0
-        for knob in self.knobs:
-            index = index * len(knob.values) + config[knob.name]
-        return index
 
     def validate(self, config: Mapping[str, object]) -> Config:
         """``config`` as a clean dict of candidate indexes, or :class:`KnobError`."""

@@ -22,8 +22,9 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import TunerNameError
-from ..schedule.space import Config, ScheduleSpace
+from ..schedule.space import Config, SearchSpace
 from .cost_model import CostModelConfig, XGBCostModel
+from .roles import CostModel, SearchStrategy
 from .transfer import TransferModel
 
 TUNERS = ("xgb", "xgb_rank", "random", "grid")
@@ -33,12 +34,12 @@ def _frozen(config: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(config.items()))
 
 
-class Tuner:
-    """Base class: remembers what was measured and the best result."""
+class Tuner(SearchStrategy):
+    """The strategies' base: remembers what was measured and the best result."""
 
     name = "base"
 
-    def __init__(self, space: ScheduleSpace, seed: int = 0) -> None:
+    def __init__(self, space: SearchSpace, seed: int = 0) -> None:
         self.space = space
         self.rng = random.Random(seed)
         self.visited: set[tuple[tuple[str, int], ...]] = set()
@@ -88,7 +89,7 @@ class RandomTuner(Tuner):
 class GridTuner(Tuner):
     name = "grid"
 
-    def __init__(self, space: ScheduleSpace, seed: int = 0) -> None:
+    def __init__(self, space: SearchSpace, seed: int = 0) -> None:
         super().__init__(space, seed)
         self._cursor = 0
 
@@ -108,13 +109,15 @@ class GridTuner(Tuner):
 class XGBTuner(Tuner):
     """Model-guided search: simulated annealing on the cost model's predictions."""
 
-    def __init__(self, space: ScheduleSpace, seed: int = 0, *, loss: str = "reg",
+    def __init__(self, space: SearchSpace, seed: int = 0, *, loss: str = "reg",
                  epsilon: float = 0.1, sa_steps: int = 60, sa_walkers: int = 64,
                  model_config: CostModelConfig | None = None,
-                 prior: "TransferModel | None" = None) -> None:
+                 prior: "TransferModel | None" = None, model: CostModel | None = None) -> None:
         super().__init__(space, seed)
         self.name = "xgb" if loss == "reg" else "xgb_rank"
-        self.model = XGBCostModel(model_config or CostModelConfig(loss=loss, seed=seed))
+        # Any CostModel ranks the annealing's candidates; XGBoost unless one is given.
+        self.model: CostModel = model if model is not None else XGBCostModel(
+            model_config or CostModelConfig(loss=loss, seed=seed))
         # A model trained on earlier runs (transfer.py): ranks candidates until ours has data.
         self.prior = prior if prior is not None and prior.trained else None
         self.epsilon = epsilon
@@ -173,7 +176,7 @@ class XGBTuner(Tuner):
         return batch
 
 
-def make_tuner(name: str, space: ScheduleSpace, seed: int = 0,
+def make_tuner(name: str, space: SearchSpace, seed: int = 0,
                prior: "TransferModel | None" = None) -> Tuner:
     """The tuner called ``name`` (one of :data:`TUNERS`) over ``space``; the XGBoost tuners
     warm-start from ``prior``, a cross-task model of earlier runs, if given."""

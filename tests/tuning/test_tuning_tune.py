@@ -13,7 +13,6 @@ from tilecraft.errors import OptionError, TaskExtractionError, TunerNameError, T
 from tilecraft.runtime.significance import compare
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import best_records, extract_tasks, load_records, space_for
-from tilecraft.pipelines.target import Target
 from tilecraft.tuning.tune import VALIDATION_ROUNDS
 
 TARGET = "llvm"
@@ -263,7 +262,8 @@ def test_identical_builds_never_report_a_speedup(tmp_path, matmul_64):
 def test_the_plan_weighs_tasks_by_their_gap_to_the_fma_peak(monkeypatch, capsys, tmp_path):
     """With a known peak, a float32 matmul near it gets fewer trials than its time alone
     would give it, and a model whose heavy tasks are all near the peak is told so."""
-    from tilecraft.tuning.tune import TaskScheduler, TuneOptions, _TaskTuning
+    from tilecraft.tuning import GradientTaskScheduler, TuneOptions, space_for
+    from tilecraft.tuning.session import TaskState
 
     two = mlir_text.matmul(64, 64, 128).replace("@main", "@big") + mlir_text.matmul(32, 32, 64).replace("@main", "@small")
     big, small = extract_tasks(two, TARGET)
@@ -272,13 +272,13 @@ def test_the_plan_weighs_tasks_by_their_gap_to_the_fma_peak(monkeypatch, capsys,
     def states(peak, big_gflops, small_gflops):
         made = []
         for task, gflops in ((big, big_gflops), (small, small_gflops)):
-            state = _TaskTuning(task, Target.parse(TARGET), "random", 0, None, peak)
+            state = TaskState(task, space_for(task, TARGET), "random", 0, None, peak)
             state.default_cost = task.flops / (gflops * 1e9)
             made.append(state)
         return made
 
     near, far = states(100.0, 95.0, 30.0)
-    scheduler = TaskScheduler([near, far], search, None, None)
+    scheduler = GradientTaskScheduler([near, far], search, None, None)
     assert near.headroom() == pytest.approx(0.05) and far.headroom() == pytest.approx(0.7)
     planned = dict((s.task.name, n) for s, n in scheduler.planned(20))
     by_time = near.default_cost * near.task.count > far.default_cost * far.task.count
@@ -287,9 +287,9 @@ def test_the_plan_weighs_tasks_by_their_gap_to_the_fma_peak(monkeypatch, capsys,
     plan = scheduler.plan(20)
     assert "GFLOPS" in plan and "of peak" in plan
 
-    both_near = TaskScheduler(states(100.0, 95.0, 90.0), search, None, None)
+    both_near = GradientTaskScheduler(states(100.0, 95.0, 90.0), search, None, None)
     assert both_near.no_headroom() is not None and "no headroom" in both_near.plan(20)
-    unknown = TaskScheduler(states(None, 95.0, 90.0), search, None, None)
+    unknown = GradientTaskScheduler(states(None, 95.0, 90.0), search, None, None)
     assert unknown.no_headroom() is None and all(s.headroom() == 1.0 for s in unknown.states)
 
 
