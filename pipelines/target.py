@@ -303,12 +303,6 @@ class Target:
         return target
 
     @property
-    def is_cuda(self) -> bool:
-        """True for an NVIDIA GPU target. Only tuning/ still asks (until it asks the target
-        registry); everything else consults :func:`target_plugin`."""
-        return self.kind == "cuda"
-
-    @property
     def is_host(self) -> bool:
         """True when code for this target can run on this machine (its plugin decides)."""
         return target_plugin(self.kind).can_run_here(self)

@@ -20,7 +20,7 @@ import importlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..errors import PackageError, TargetError
+from ..errors import PackageError, TargetError, TuningError
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -54,8 +54,8 @@ class TargetPlugin(ABC):
       specializes_shapes: whether a model with dynamic input dims gets shape-specialized
         compiles (compiler/specialized.py): the CPU's register tiles need static extents.
       writes_packages: whether ``package_path`` (a deployable ``model.tar``) is possible.
-      tunable: whether ``tilecraft.tune`` and the auto-scheduler search its schedules (the
-        CPU's spaces); tuning/ asks ``target.is_cuda`` today and should ask this instead.
+      tunable: whether ``tilecraft.tune`` and the auto-scheduler search its schedules
+        (:meth:`check_tunable` says why not; :meth:`schedule_space` gives the space).
     """
 
     name: str
@@ -118,6 +118,17 @@ class TargetPlugin(ABC):
         """What ``tilecraft compile -o output`` writes besides a package (:attr:`writes_packages`),
         e.g. CUDA's kernel files; returns the line the CLI prints."""
         return f"-> {output}"
+
+    def check_tunable(self, target: "Target") -> None:
+        """Raise a :class:`TilecraftError` subclass, before any work, when ``tilecraft.tune``
+        cannot search ``target``'s schedules here (by default: unless :attr:`tunable`)."""
+        if not self.tunable:
+            raise TuningError(f"target {target} has no tunable schedules; tune an 'llvm' target")
+
+    def schedule_space(self, task: Any, target: "Target") -> Any:
+        """The hand-written search space (``schedule.space.SearchSpace``) of a tuning task's
+        op on ``target``: the knobs its default schedule exposes, default point first."""
+        raise TuningError(f"target {target} has no schedule space")
 
     def report_sizes(self, artifact: Any) -> list[str]:
         """One line per cross-built object of an artifact (CLI ``--report-sizes``)."""

@@ -128,12 +128,7 @@ NAMED_OUTSIDE_THE_FOLDER: dict[str, dict[str, str]] = {
         # The compile cache stores the CPU JIT's object code (a library of host code).
         "compiler/cache.py": "caches CPU JIT object code only",
     },
-    "cuda": {
-        # tuning/ is being split into roles by another change; it asks the registry after the merge.
-        "tuning/tune.py": "pending: tuning asks target.is_cuda",
-        "tuning/auto_scheduler.py": "pending: tuning asks target.is_cuda",
-        "pipelines/target.py": "Target.is_cuda, kept for tuning/ until then",
-    },
+    "cuda": {},
     "c": {
         "__init__.py": "the public name tilecraft.CModel",
     },

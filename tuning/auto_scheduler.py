@@ -43,6 +43,7 @@ from ..errors import TuningError
 from ..pipelines.compiled_module import CompiledModule
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
+from ..pipelines.target_registry import target_plugin
 from ..schedule.records import best_records, load_records
 from ..schedule.task import Task, extract_tasks
 from ..schedule.te import Tensor, create_func
@@ -134,9 +135,9 @@ class SearchTask:
         if not callable(func):
             raise TuningError(f"SearchTask takes a workload function or its name, got {type(func).__name__}")
         self.func, self.args, self.target = func, tuple(args), Target.parse(target)
-        if self.target.is_cuda:
-            raise TuningError("the auto-scheduler tunes CPU targets; for CUDA, schedule with bind "
-                              "(docs/cuda.md) or compile with the default GPU schedule")
+        if not target_plugin(self.target.kind).tunable:
+            raise TuningError(f"the auto-scheduler tunes CPU targets, not {self.target}; for CUDA, "
+                              "schedule with bind (docs/cuda.md) or compile with the default GPU schedule")
         tensors = func(*self.args)
         tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors or [])
         if not tensors or not all(isinstance(t, Tensor) for t in tensors):

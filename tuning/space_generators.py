@@ -1,8 +1,9 @@
 """The space generators: which search space a task gets, on which target.
 
-- :class:`HandSpaceGenerator`: the CPU spaces written per kernel class (schedule/space.py:
-  matmul, conv, generic), whose default point is the planner's default schedule;
-- :class:`CudaSpaceGenerator`: the GPU knobs of schedule/cuda_space.py;
+- :class:`HandSpaceGenerator`: the space the target's plugin writes by hand
+  (``TargetPlugin.schedule_space``: the CPU's per kernel class in schedule/space.py, matmul,
+  conv, generic, whose default point is the planner's default schedule; CUDA's GPU knobs of
+  schedule/cuda_space.py);
 - :class:`TemplateSpaceGenerator`: the space a user's AutoTVM-style template defines
   (tuning/templates.py);
 - :class:`SketchSpaceGenerator`: a space derived from the op's loop structure
@@ -11,8 +12,8 @@
   have only a few generic knobs (elementwise, reductions, pooling, depthwise convolutions)
   and the hand space elsewhere.
 
-:func:`space_generator_for` is the one place a target picks its generator: the rest of the
-tuner never asks which target it runs for.
+:func:`space_generator_for` picks the generator; the target's plugin supplies its hand space,
+so the tuner never asks which target it runs for.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import TuningError
 from ..pipelines.target import Target
-from ..schedule.cuda_space import GpuScheduleSpace, gpu_space_for
+from ..pipelines.target_registry import target_plugin
+from ..schedule.cuda_space import GpuScheduleSpace
 from ..schedule.sketch import SketchSpace
-from ..schedule.space import ScheduleSpace, space_for, task_nest
+from ..schedule.space import ScheduleSpace, task_nest
 from ..schedule.task import Task
 from .roles import SpaceGenerator
 
@@ -32,23 +34,15 @@ if TYPE_CHECKING:
 
 
 class HandSpaceGenerator(SpaceGenerator):
-    """The hand-written CPU space of the task's kernel class, on ``target``."""
+    """The hand-written space of the task's op on ``target``, as the target's plugin
+    defines it (``TargetPlugin.schedule_space``: the CPU's per-kernel-class spaces of
+    schedule/space.py, CUDA's block and thread tiles of schedule/cuda_space.py)."""
 
     def __init__(self, target: "str | Target" = "llvm") -> None:
         self.target = Target.parse(target)
 
-    def generate(self, task: Task) -> ScheduleSpace:
-        return space_for(task, self.target)
-
-
-class CudaSpaceGenerator(SpaceGenerator):
-    """The GPU space of the task's op (block and thread tiles, staging, unrolling)."""
-
-    def __init__(self, target: "str | Target") -> None:
-        self.target = Target.parse(target)
-
-    def generate(self, task: Task) -> GpuScheduleSpace:
-        return gpu_space_for(task)
+    def generate(self, task: Task) -> "ScheduleSpace | GpuScheduleSpace":
+        return target_plugin(self.target.kind).schedule_space(task, self.target)
 
 
 class TemplateSpaceGenerator(SpaceGenerator):
@@ -90,14 +84,13 @@ CPU_GENERATORS: dict[str, type[SpaceGenerator]] = {
 
 
 def space_generator_for(target: "str | Target", space: str = "hand") -> SpaceGenerator:
-    """The space generator of ``target``: the GPU space for CUDA, else the CPU generator
-    ``space`` names (:data:`CPU_GENERATORS`: ``hand``, ``generated`` or ``sketch``).
-
-    The only target-specific choice of the tuner (the target registry answers it once
-    targets are plugins)."""
+    """The space generator ``space`` names (:data:`CPU_GENERATORS`: ``hand``, ``generated``
+    or ``sketch``) on ``target``. Generated spaces plan the loop nests ``tilecraft.tune``
+    measures (the tunable targets' CPU code), so a target that is not tunable (CUDA: no GPU
+    runner yet) gets its plugin's hand space whatever ``space`` says."""
     target = Target.parse(target)
-    if target.is_cuda:
-        return CudaSpaceGenerator(target)
+    if not target_plugin(target.kind).tunable:
+        return HandSpaceGenerator(target)
     if space not in CPU_GENERATORS:
         raise TuningError(f"unknown space {space!r}; choose one of {', '.join(CPU_GENERATORS)}")
     return CPU_GENERATORS[space](target)

@@ -37,6 +37,7 @@ from ..pipelines.cpu import cpu_pipeline, with_tuning_records
 from ..pipelines.entry import entry_signature, find_entry
 from ..pipelines.options import CompileOptions
 from ..pipelines.target import Target
+from ..pipelines.target_registry import target_plugin
 from ..runtime.peak import fma_peak_gflops
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
@@ -92,8 +93,7 @@ def tune(
         raise TypeError(f"unknown tune option(s) {unknown}; options: {sorted(compile_fields | search_fields)}")
     search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
     target, shape_dict = options.target, options.shape_dict
-    if target.is_cuda:
-        _refuse_cuda_tuning()
+    target_plugin(target.kind).check_tunable(target)
     target_key = canonical_target(target)
     found, chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
     prior = JsonLinesDatabase(search.prior_records).records(target) if search.prior_records is not None else []
@@ -313,17 +313,3 @@ def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any,
         raise TaskExtractionError(
             f"tasks={wanted} names none of the model's tasks: {[t.name for t in found]}")
     return found, chosen
-
-
-def _refuse_cuda_tuning() -> None:
-    """Stop before any work: CUDA candidates must be timed on a GPU, and the measurement
-    workers here time CPU code (timing a GPU schedule on the CPU would rank the wrong thing).
-    Without a device the error says why there is none; with one, that measuring GPU
-    candidates is not built yet (the GPU schedule space is in schedule/cuda_space.py)."""
-    from ..schedule.cuda_space import require_cuda_device
-
-    require_cuda_device()
-    raise TuningError(
-        "tuning a CUDA target is not supported yet: the measurement workers time CPU code; "
-        "the GPU schedule space (schedule/cuda_space.py) has no GPU runner"
-    )

@@ -21,6 +21,7 @@ from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
 from ...pipelines.tensorize import TENSORIZE_PASS
 from ...runtime.signature import EntrySignature
+from ...schedule.space import space_for
 from ...schedule.te.builder import without_default_schedule
 from ...schedule.te.errors import ScheduleError
 
@@ -51,6 +52,10 @@ class CpuTarget(TargetPlugin):
     def jit(self, module: ir.Module, signature: EntrySignature, pipeline: Pipeline, target: Target,
             **settings: Any) -> CompiledModule:
         return CompiledModule(module, signature, target=target, pipeline=pipeline, **settings)
+
+    def schedule_space(self, task: Any, target: Target) -> Any:
+        """The CPU space of the task's kernel class (schedule/space.py)."""
+        return space_for(task, target)
 
     def scheduled_pipeline(self, target: Target) -> Pipeline:
         """Tensorized tiles (``Schedule.tensorize``) become calls of their intrinsics once

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from mlir import ir
 
-from ...errors import BackendError, PackageError, TargetError
+from ...errors import BackendError, PackageError, TargetError, TuningError
 from ...pipelines.compiled_module import CompiledModule
 from ...pipelines.options import CompileOptions
 from ...pipelines.pipeline import Pipeline
@@ -16,6 +16,7 @@ from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
 from ...runtime.libraries import cuda_driver_available
 from ...runtime.signature import EntrySignature
+from ...schedule.cuda_space import gpu_space_for, require_cuda_device
 from ...schedule.te.builder import without_default_schedule
 from ...schedule.te.errors import ScheduleError
 from .archs import CUDA_ARCHS, DEFAULT_CUDA_ARCH
@@ -60,6 +61,20 @@ class CudaTarget(TargetPlugin):
     def jit(self, module: ir.Module, signature: EntrySignature, pipeline: Pipeline, target: Target,
             **settings: Any) -> CompiledModule:
         return CudaCompiledModule(module, signature, target=target, pipeline=pipeline, **settings)
+
+    def check_tunable(self, target: Target) -> None:
+        """Stop before any work: CUDA candidates must be timed on a GPU, and the measurement
+        workers time CPU code (timing a GPU schedule on the CPU would rank the wrong thing).
+        Without a device the error says why there is none; with one, that measuring GPU
+        candidates is not built yet (the space is :meth:`schedule_space`)."""
+        require_cuda_device()
+        raise TuningError("tuning a CUDA target is not supported yet: the measurement workers time "
+                          "CPU code; the GPU schedule space (schedule/cuda_space.py) has no GPU runner")
+
+    def schedule_space(self, task: Any, target: Target) -> Any:
+        """The GPU knobs of the task's op (schedule/cuda_space.py: block and thread tiles,
+        staging, unrolling)."""
+        return gpu_space_for(task)
 
     def scheduled_pipeline(self, target: Target) -> Pipeline:
         """The loops ``bind`` mapped become kernels in the ``map`` stage (``tilecraft-gpu-map``),

@@ -28,7 +28,7 @@ def test_cuda_targets_parse():
     assert str(Target.parse("cuda -arch=sm_90")) == "cuda -arch=sm_90"
     assert Target.parse("cuda").arch == "sm_80"
     assert ptx_version(Target.parse("cuda -arch=sm_90")) == "ptx78"
-    assert Target.parse("cuda -arch=sm_80").is_cuda and not Target.parse("llvm").is_cuda
+    assert Target.parse("cuda -arch=sm_80").kind == "cuda" and Target.parse("llvm").kind == "llvm"
 
 
 @pytest.mark.parametrize("spec, message", [
