@@ -1,6 +1,9 @@
 /* Test driver: open a package with the C runtime and, when asked, run it once on zeros.
  *
- *   probe PATH [-k KEYFILE] [-t DTYPE] [-s D0,D1,...] [-i INPUT_BYTES] [-o OUTPUT_BYTES]
+ *   probe PATH [-k KEYFILE] [-t DTYPE] [-s D0,D1,...] [-f FILL] [-i INPUT_BYTES] [-o OUTPUT_BYTES]
+ *
+ * The first input gets shape -s, dtype -t (default: the declared one) and every element
+ * FILL (int64 and float32 inputs; 0 otherwise).
  *
  * Prints "status <code> <name>: <message>" for the first failure, or "status 0 ok" plus
  * the model's inputs, outputs and (after a run) the output shape; exits 0 whenever the C
@@ -27,13 +30,14 @@ static int report(const tilecraft_error *error) {
 
 int main(int argc, char **argv) {
   const char *key = NULL, *dtype = NULL, *shape = NULL;
-  long long input_bytes = -1, output_bytes = -1;
+  long long input_bytes = -1, output_bytes = -1, fill = 0;
   int option;
-  while ((option = getopt(argc, argv, "k:t:s:i:o:")) != -1) {
+  while ((option = getopt(argc, argv, "k:t:s:f:i:o:")) != -1) {
     switch (option) {
     case 'k': key = optarg; break;
     case 't': dtype = optarg; break;
     case 's': shape = optarg; break;
+    case 'f': fill = atoll(optarg); break;
     case 'i': input_bytes = atoll(optarg); break;
     case 'o': output_bytes = atoll(optarg); break;
     default: return 2;
@@ -77,6 +81,12 @@ int main(int argc, char **argv) {
     size_t item = tilecraft_dtype_size(input.dtype) ? tilecraft_dtype_size(input.dtype) : 1;
     input.size_bytes = input_bytes >= 0 ? (size_t)input_bytes : elements * item;
     input.data = calloc(1, input.size_bytes + 64);
+    for (size_t e = 0; input.data && e < elements && e * item < input.size_bytes; ++e) {
+      if (input.dtype == TILECRAFT_INT64)
+        ((int64_t *)input.data)[e] = fill;
+      else if (input.dtype == TILECRAFT_FLOAT32)
+        ((float *)input.data)[e] = (float)fill;
+    }
     tilecraft_model_output(model, 0, &info);
     output.dtype = info.dtype;
     output.size_bytes = output_bytes >= 0 ? (size_t)output_bytes : (size_t)1 << 20;

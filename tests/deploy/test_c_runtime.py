@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 
 # Status codes of tilecraft_runtime.h.
 OK, IO, PACKAGE, TARGET, SIGNATURE, ARGUMENT_TYPE, ARGUMENT_VALUE, BUFFER_TOO_SMALL = 0, 2, 3, 4, 5, 7, 8, 9
+RUNTIME_CHECK = 10
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("cc", "c++", "make", "nm")),
                                 reason="needs the host C and C++ compilers, make and nm")
@@ -338,3 +339,26 @@ def test_runtime_library_exports_only_its_api(build):
     header = (RUNTIME / "tilecraft_runtime.h").read_text()
     declared = set(re.findall(r"\b(tilecraft_[a-z_]+)\(", header))
     assert exported == declared
+
+
+def test_a_failed_runtime_check_is_an_error_code_with_its_message(build, tmp_path):
+    """A Gather of constant rows at an index out of range: the package's own check fires
+    (docs/robustness.md) and the C runtime turns it into a status and the check's message,
+    as the Python loader raises IndexOutOfRangeError."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["data", "idx"], ["y"], name="g")], "gather",
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])],
+        initializer=[helper.make_tensor("data", TensorProto.FLOAT, [5, 3], np.arange(15, dtype=np.float32))])
+    path = tmp_path / "gather.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    package = tmp_path / "gather.tar"
+    tilecraft.compile(tilecraft.load(path), package_path=package, keep_ir=False)
+    status, output = _probe(build, package, "-s", "2", "-f", "4")
+    assert status == OK and "ran: output shape 2 3" in output, output
+    status, output = _probe(build, package, "-s", "2", "-f", "9")
+    assert status == RUNTIME_CHECK, output
+    assert "index check failed: Gather node 'g': index 9 out of range for axis 0 of size 5" in output
