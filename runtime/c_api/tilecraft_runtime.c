@@ -1373,6 +1373,9 @@ tilecraft_status tilecraft_model_open(const char *path, const char *trust_key_pa
     *model = NULL;
   if (!path || !model)
     return fail(error, TILECRAFT_ERROR_INVALID_ARGUMENT, "tilecraft_model_open: path and model must not be NULL");
+  if (sizeof(void *) != sizeof(int64_t)) /* the descriptors below are 8-byte words */
+    return fail(error, TILECRAFT_ERROR_UNSUPPORTED, "%s: this runtime calls packages on 64-bit machines only (its "
+                "memref descriptors are 8-byte words, as runtime/memref.py's)", path);
   tilecraft_model *opened = calloc(1, sizeof *opened);
   if (!opened || !(opened->path = strdup(path))) {
     free(opened);

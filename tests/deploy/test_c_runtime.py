@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -362,3 +363,21 @@ def test_a_failed_runtime_check_is_an_error_code_with_its_message(build, tmp_pat
     status, output = _probe(build, package, "-s", "2", "-f", "9")
     assert status == RUNTIME_CHECK, output
     assert "index check failed: Gather node 'g': index 9 out of range for axis 0 of size 5" in output
+
+
+def test_runtime_cross_builds_for_aarch64(tmp_path):
+    """The runtime is portable C: its Makefile builds it with a cross compiler (zig's, from
+    the ``cross`` extra), checked by the ELF header's machine field (183: AArch64)."""
+    if importlib.util.find_spec("ziglang") is None:
+        pytest.skip("needs the ziglang wheel (pip install -e '.[cross]')")
+    compiler = tmp_path / "aarch64-cc"
+    compiler.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ziglang cc -target aarch64-linux-gnu "$@"\n')
+    archiver = tmp_path / "ar"
+    archiver.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ziglang ar "$@"\n')
+    compiler.chmod(0o755)
+    archiver.chmod(0o755)
+    made = _run(["make", "-C", RUNTIME, f"CC={compiler}", f"AR={archiver}", f"BUILD={tmp_path / 'build'}"])
+    assert made.returncode == 0, made.stderr
+    header = (tmp_path / "build" / "libtilecraft_runtime.so").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and header[4] == 2  # 64-bit
+    assert int.from_bytes(header[18:20], "little") == 183
