@@ -333,7 +333,7 @@ static void remove_directory(const char *directory) {
 /* ---- tar archives ------------------------------------------------------------------ */
 
 typedef struct {
-  char name[256];
+  char name[272];
   uint64_t header_offset; /* where its first header starts (a pax header's, if any) */
   uint64_t data_offset;
   uint64_t size;
@@ -499,7 +499,7 @@ static tilecraft_status extract(const char *path, const char *directory, tar_lis
       free(records);
       continue;
     }
-    char name[256];
+    char name[272]; /* a ustar prefix, '/', a name */
     if (pax_path[0]) {
       snprintf(name, sizeof name, "%s", pax_path);
     } else {
@@ -569,7 +569,7 @@ static tilecraft_status extract(const char *path, const char *directory, tar_lis
     if (status != TILECRAFT_OK)
       break;
     offset += size;
-    if (padded > size && fseek(stream, (long)(padded - size), SEEK_CUR) != 0) {
+    if (padded > size && fseeko(stream, (off_t)(padded - size), SEEK_CUR) != 0) {
       status = fail(error, TILECRAFT_ERROR_PACKAGE, "%s: truncated after member '%s'", path, name);
       break;
     }
@@ -812,7 +812,7 @@ static tilecraft_status check_signature(const char *path, const unsigned char *k
   signature_header(last->size, canonical);
   int header_ok = last->data_offset - last->header_offset == 512 && fread(header, 1, 512, stream) == 512 &&
                   memcmp(header, canonical, 512) == 0;
-  int tail_ok = fseek(stream, (long)(last->data_offset + last->size), SEEK_SET) == 0;
+  int tail_ok = fseeko(stream, (off_t)(last->data_offset + last->size), SEEK_SET) == 0;
   size_t got;
   while (tail_ok && (got = fread(block, 1, sizeof block, stream)) > 0)
     for (size_t i = 0; i < got; ++i)
@@ -1679,7 +1679,7 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
       owned = allocated != inputs[k].data;
     for (size_t k = 0; owned && k < i; ++k)
       owned = (void *)(intptr_t)frame[model->result_offsets[k]] != allocated;
-    if (!failed && status == TILECRAFT_OK) {
+    if (!failed) { /* every output's shape is set, even after one did not fit */
       outputs[i].rank = rank;
       memcpy(outputs[i].shape, descriptor + 3, (size_t)rank * sizeof(int64_t));
       int64_t elements = element_count(descriptor + 3, rank);
@@ -1693,13 +1693,15 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
       if (elements < 0 || (uint64_t)elements * item > outputs[i].size_bytes) {
         char got[256];
         shape_text(outputs[i].shape, rank, got, sizeof got);
-        status = fail(error, TILECRAFT_ERROR_BUFFER_TOO_SMALL, "%s: output '%s' has shape %s this call: %llu bytes, "
-                      "the buffer has %zu (the shape is set in the output tensor: run again with room for it)",
-                      model->path, expected->name, got, (unsigned long long)(elements < 0 ? 0 : elements) * item,
-                      outputs[i].size_bytes);
+        if (status == TILECRAFT_OK)
+          status = fail(error, TILECRAFT_ERROR_BUFFER_TOO_SMALL, "%s: output '%s' has shape %s this call: %llu bytes, "
+                        "the buffer has %zu (every output's shape is set in its tensor: run again with room for "
+                        "them)", model->path, expected->name, got,
+                        (unsigned long long)(elements < 0 ? 0 : elements) * item, outputs[i].size_bytes);
       } else if (!contiguous) {
-        status = fail(error, TILECRAFT_ERROR_PACKAGE, "%s: output '%s': the compiled code returned a strided buffer",
-                      model->path, expected->name);
+        if (status == TILECRAFT_OK)
+          status = fail(error, TILECRAFT_ERROR_PACKAGE, "%s: output '%s': the compiled code returned a strided "
+                        "buffer", model->path, expected->name);
       } else if (elements > 0 && aligned) {
         memcpy(outputs[i].data, aligned + descriptor[2] * (int64_t)item, (size_t)elements * item);
       }

@@ -150,8 +150,8 @@ TILECRAFT_API const char *tilecraft_model_manifest(const tilecraft_model *model)
  * rank, static dimensions, dimensions that must agree, buffer sizes and alignment), then
  * calls the model and copies each output into its buffer, setting its rank and shape. A
  * buffer too small for an output whose shape is known only after the call gives
- * TILECRAFT_ERROR_BUFFER_TOO_SMALL with the output's shape set: call again with room for
- * it. Safe to call from many threads at once on one model. */
+ * TILECRAFT_ERROR_BUFFER_TOO_SMALL with every output's rank and shape set: call again
+ * with room for them. Safe to call from many threads at once on one model. */
 TILECRAFT_API tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecraft_tensor *inputs,
                                                    size_t num_inputs, tilecraft_tensor *outputs,
                                                    size_t num_outputs, tilecraft_error *error);

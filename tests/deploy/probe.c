@@ -8,6 +8,7 @@
  * Prints "status <code> <name>: <message>" for the first failure, or "status 0 ok" plus
  * the model's inputs, outputs and (after a run) the output shape; exits 0 whenever the C
  * runtime returned (a crash or abort is what the tests look for). */
+#define _POSIX_C_SOURCE 200809L /* getopt */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

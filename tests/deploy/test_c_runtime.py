@@ -70,6 +70,12 @@ def build(tmp_path_factory) -> Path:
         probe = _run(["cc", "-O1", f"-I{RUNTIME}", HERE / "probe.c", library, "-o", directory / "probe", "-ldl",
                       "-lpthread"])
     assert probe.returncode == 0, probe.stderr
+    runner = _run(["cc", "-O1", *sanitized, f"-I{RUNTIME}", HERE / "runner.c", *sources, "-o", directory / "runner",
+                   "-ldl", "-lpthread"])
+    if runner.returncode != 0:
+        runner = _run(["cc", "-O1", f"-I{RUNTIME}", HERE / "runner.c", library, "-o", directory / "runner", "-ldl",
+                       "-lpthread"])
+    assert runner.returncode == 0, runner.stderr
     threads = _run(["cc", "-O2", "-Wall", "-Wextra", f"-I{RUNTIME}", HERE / "threads.c", library, "-o",
                     directory / "threads", "-ldl", "-lpthread"])
     assert threads.returncode == 0, threads.stderr
@@ -381,3 +387,62 @@ def test_runtime_cross_builds_for_aarch64(tmp_path):
     header = (tmp_path / "build" / "libtilecraft_runtime.so").read_bytes()[:20]
     assert header[:4] == b"\x7fELF" and header[4] == 2  # 64-bit
     assert int.from_bytes(header[18:20], "little") == 183
+
+
+@pytest.fixture(scope="module")
+def several(tmp_path_factory) -> Path:
+    """A package of two inputs (their first dims tied: an Add of both) and four outputs of
+    three dtypes and ranks 2, 2, 0 and 2, the last an int32 Cast."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["sum"], name="add"),
+         helper.make_node("Mul", ["a", "b"], ["product"], name="mul"),
+         helper.make_node("ReduceSum", ["a"], ["total"], name="total", keepdims=0),
+         helper.make_node("Cast", ["b"], ["rounded"], name="cast", to=TensorProto.INT32)], "several",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("sum", TensorProto.FLOAT, ["n", 3]),
+         helper.make_tensor_value_info("product", TensorProto.FLOAT, ["n", 3]),
+         helper.make_tensor_value_info("total", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("rounded", TensorProto.INT32, ["n", 3])])
+    directory = tmp_path_factory.mktemp("deploy-several")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), directory / "several.onnx")
+    package = directory / "several.tar"
+    tilecraft.compile(tilecraft.load(directory / "several.onnx"), package_path=package, keep_ir=False)
+    return package
+
+
+def _run_raw(build: Path, package: Path, directory: Path, arrays, *options: str) -> tuple[str, list]:
+    """Run ``package`` on ``arrays`` with runner.c; its stdout and the outputs it wrote."""
+    specs = []
+    for index, array in enumerate(arrays):
+        path = directory / f"input{index}.bin"
+        array.tofile(path)
+        specs.append(f"{path}:{','.join(str(d) for d in array.shape)}")
+    result = _run([build / "runner", *options, package, directory, *specs])
+    assert result.returncode == 0, f"the C runtime crashed or aborted:\n{result.stdout}\n{result.stderr}"
+    return result.stdout, sorted(directory.glob("output*.bin"))
+
+
+def test_several_inputs_and_outputs_match_python_after_growing_the_buffers(build, several, tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    b = (rng.standard_normal((5, 3)) * 10).astype(np.float32)
+    expected = tilecraft.runtime.load(several)(a, b)
+    stdout, files = _run_raw(build, several, tmp_path, [a, b])
+    # 16 bytes of room at first: the dynamic outputs do not fit, run says which shape they
+    # have, and the second call fits (docs/deploy.md).
+    assert "retries 1" in stdout, stdout
+    assert "output 0 5 3\noutput 1 5 3\noutput 2\noutput 3 5 3" in stdout, stdout
+    for want, path in zip(expected, files):
+        got = np.fromfile(path, dtype=want.dtype).reshape(want.shape)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_dims_that_must_agree_are_checked_before_the_call(build, several, tmp_path):
+    a, b = np.zeros((2, 3), np.float32), np.zeros((3, 3), np.float32)
+    stdout, _ = _run_raw(build, several, tmp_path, [a, b], "-r", "4096")
+    assert f"status {ARGUMENT_VALUE} " in stdout, stdout
+    assert "argument 'b': got shape (3, 3) (dimension 0 is 3; it must equal dimension 0 of argument 'a' (2))" in stdout
