@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 
 # Status codes of tilecraft_runtime.h.
 OK, IO, PACKAGE, TARGET, SIGNATURE, ARGUMENT_TYPE, ARGUMENT_VALUE, BUFFER_TOO_SMALL = 0, 2, 3, 4, 5, 7, 8, 9
-RUNTIME_CHECK = 10
+RUNTIME_CHECK, UNSUPPORTED = 10, 6
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("cc", "c++", "make", "nm")),
                                 reason="needs the host C and C++ compilers, make and nm")
@@ -446,3 +446,60 @@ def test_dims_that_must_agree_are_checked_before_the_call(build, several, tmp_pa
     stdout, _ = _run_raw(build, several, tmp_path, [a, b], "-r", "4096")
     assert f"status {ARGUMENT_VALUE} " in stdout, stdout
     assert "argument 'b': got shape (3, 3) (dimension 0 is 3; it must equal dimension 0 of argument 'a' (2))" in stdout
+
+
+# ---- fuzzing: manifests of the wrong types, and mutated archives ---------------------------
+
+MANIFEST_EDITS = {
+    "inputs not objects": lambda m: m.update(inputs=[1, 2]),
+    "shape of strings": lambda m: m["inputs"][0].update(shape=["n", "1"]),
+    "negative dim": lambda m: m["inputs"][0].update(shape=[-3, 1, 16, 16]),
+    "rank 40": lambda m: m["inputs"][0].update(shape=[1] * 40),
+    "dtype object": lambda m: m["inputs"][0].update(dtype="object"),
+    "scalar input": lambda m: m["inputs"][0].update(shape=None),
+    "hash not a string": lambda m: m["sha256"].update({"model.so": 5}),
+    "symbol a list": lambda m: m.update(symbol=["_mlir_ciface_main"]),
+    "equal dims out of range": lambda m: m.update(equal_dims=[{"members": [[0, 99], [0, 0]], "size": None}]),
+    "equal dims of strings": lambda m: m.update(equal_dims=[{"members": [["a", "b"]], "size": "x"}]),
+    "checks not strings": lambda m: m.update(runtime_checks=[1, 2]),
+    "libraries of numbers": lambda m: m.update(libraries={"system": [1], "bundled": [2]}),
+    "missing bundled library": lambda m: m.update(libraries={"system": [], "bundled": ["libgone.so"]}),
+    "no manifest fields": lambda m: [m.pop(k) for k in list(m) if k not in ("format", "format_version")],
+    "manifest a list": None,
+}
+
+
+@pytest.mark.parametrize("edit", list(MANIFEST_EDITS), ids=list(MANIFEST_EDITS))
+def test_manifests_of_the_wrong_types_are_refused_without_a_crash(build, digits, tmp_path, edit):
+    members = _members(digits["package"])
+    if MANIFEST_EDITS[edit] is None:
+        members["manifest.json"] = b'["tilecraft-package"]'
+    else:
+        manifest = json.loads(members["manifest.json"])
+        MANIFEST_EDITS[edit](manifest)
+        members["manifest.json"] = json.dumps(manifest).encode()
+    status, output = _probe(build, _write(tmp_path / "bad.tar", members), "-s", "2,1,16,16")
+    assert status in (PACKAGE, UNSUPPORTED), output
+
+
+def test_mutated_archives_never_crash_the_runtime(build, digits, tmp_path):
+    """Bytes flipped in the tar headers and the manifest, anywhere, and cuts at random
+    lengths: each one opens or fails with a status (the sanitized probe catches a bad read)."""
+    original = digits["package"].read_bytes()
+    manifest_end = 1024 + len(_members(digits["package"])["manifest.json"]) + 1024
+    rng = np.random.default_rng(46)
+    statuses = set()
+    for case in range(36):
+        data = bytearray(original)
+        if case % 3 == 0:
+            data = data[: int(rng.integers(1, len(data)))]
+        else:
+            limit = manifest_end if case % 3 == 1 else len(data)
+            for _ in range(int(rng.integers(1, 4))):
+                data[int(rng.integers(0, limit))] ^= 1 << int(rng.integers(0, 8))
+        path = tmp_path / f"mutant{case}.tar"
+        path.write_bytes(bytes(data))
+        status, _ = _probe(build, path)
+        statuses.add(status)
+    assert statuses <= {OK, PACKAGE, TARGET}, statuses
+    assert PACKAGE in statuses
