@@ -1477,32 +1477,39 @@ static int64_t element_count(const int64_t *shape, int32_t rank) {
 /* One input against its spec (runtime/signature.py TensorSpec.check). */
 static tilecraft_status check_input(const tilecraft_model *model, const spec *expected, const tilecraft_tensor *given,
                                     tilecraft_error *error) {
-  char want[256], got[256];
-  shape_text(expected->shape, expected->rank, want, sizeof want);
+  char want[256], got[256]; /* formatted only for a message: snprintf is most of a call's cost */
   if (given->dtype != expected->dtype)
     return fail(error, TILECRAFT_ERROR_ARGUMENT_TYPE, "%s: argument '%s': expected dtype %s, got %s", model->path,
                 expected->name, tilecraft_dtype_name(expected->dtype), tilecraft_dtype_name(given->dtype));
-  if (given->rank != expected->rank || given->rank < 0 || given->rank > TILECRAFT_MAX_RANK)
+  if (given->rank != expected->rank || given->rank < 0 || given->rank > TILECRAFT_MAX_RANK) {
+    shape_text(expected->shape, expected->rank, want, sizeof want);
     return fail(error, TILECRAFT_ERROR_ARGUMENT_VALUE, "%s: argument '%s': expected rank %d (shape %s), got rank %d",
                 model->path, expected->name, expected->rank, want, given->rank);
-  shape_text(given->shape, given->rank, got, sizeof got);
+  }
   for (int32_t d = 0; d < given->rank; ++d) {
-    if (given->shape[d] < 0)
-      return fail(error, TILECRAFT_ERROR_ARGUMENT_VALUE, "%s: argument '%s': shape %s has a negative dimension",
-                  model->path, expected->name, got);
-    if (expected->shape[d] >= 0 && expected->shape[d] != given->shape[d])
+    int negative = given->shape[d] < 0;
+    if (negative || (expected->shape[d] >= 0 && expected->shape[d] != given->shape[d])) {
+      shape_text(given->shape, given->rank, got, sizeof got);
+      shape_text(expected->shape, expected->rank, want, sizeof want);
+      if (negative)
+        return fail(error, TILECRAFT_ERROR_ARGUMENT_VALUE, "%s: argument '%s': shape %s has a negative dimension",
+                    model->path, expected->name, got);
       return fail(error, TILECRAFT_ERROR_ARGUMENT_VALUE, "%s: argument '%s': expected shape %s, got %s (dimension "
                   "%d is %lld, must be %lld)", model->path, expected->name, want, got, d,
                   (long long)given->shape[d], (long long)expected->shape[d]);
+    }
   }
   int64_t count = element_count(given->shape, given->rank);
   size_t item = tilecraft_dtype_size(given->dtype);
-  if (count < 0 || (uint64_t)count > SIZE_MAX / item)
-    return fail(error, TILECRAFT_ERROR_ARGUMENT_VALUE, "%s: argument '%s': shape %s is too large", model->path,
-                expected->name, got);
-  if ((size_t)count * item > given->size_bytes)
+  int too_large = count < 0 || (uint64_t)count > SIZE_MAX / item;
+  if (too_large || (size_t)count * item > given->size_bytes) {
+    shape_text(given->shape, given->rank, got, sizeof got);
+    if (too_large)
+      return fail(error, TILECRAFT_ERROR_ARGUMENT_VALUE, "%s: argument '%s': shape %s is too large", model->path,
+                  expected->name, got);
     return fail(error, TILECRAFT_ERROR_BUFFER_TOO_SMALL, "%s: argument '%s': shape %s needs %zu bytes, the buffer "
                 "has %zu", model->path, expected->name, got, (size_t)count * item, given->size_bytes);
+  }
   if (count && !given->data)
     return fail(error, TILECRAFT_ERROR_INVALID_ARGUMENT, "%s: argument '%s': NULL data", model->path,
                 expected->name);
