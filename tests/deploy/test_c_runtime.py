@@ -505,3 +505,54 @@ def test_mutated_archives_never_crash_the_runtime(build, digits, tmp_path):
         statuses.add(status)
     assert statuses <= {OK, PACKAGE, TARGET}, statuses
     assert PACKAGE in statuses
+
+
+AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
+MATMUL = """
+func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<96x80xf32>
+  %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>)
+                     outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
+  return %c : tensor<96x80xf32>
+}
+"""
+
+
+@pytest.mark.slow
+def test_an_aarch64_package_runs_through_the_aarch64_runtime_under_qemu(tmp_path):
+    """The whole deploy path on another architecture: a package compiled for AArch64 (two
+    threads planned: its parallel loops run on the package's async runtime), the runtime
+    and runner.c cross-compiled, run under qemu-aarch64, checked against numpy."""
+    from tilecraft.compiler.package import c_compiler
+    from tilecraft.errors import ToolchainError
+
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None or not (AARCH64_SYSROOT / "lib" / "libc.so.6").exists():
+        pytest.skip("needs Debian's qemu-user and libc6-arm64-cross")
+    target = tilecraft.Target(mtriple="aarch64-linux-gnu", num_threads=2)
+    try:
+        compiler = c_compiler(target)
+    except ToolchainError as error:
+        pytest.skip(f"no AArch64 cross toolchain: {error}")
+    package = tmp_path / "mm.tar"
+    tilecraft.compile(MATMUL, target=target, package_path=package)
+    runner = tmp_path / "runner-aarch64"
+    sources = [RUNTIME / name for name in ("tilecraft_runtime.c", "json.c", "sha256.c")]
+    built = _run([*compiler, "-O2", "-std=c11", f"-I{RUNTIME}", HERE / "runner.c", *sources, "-o", runner, "-ldl",
+                  "-lpthread"])
+    assert built.returncode == 0, built.stderr
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((96, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 80)).astype(np.float32)
+    specs = []
+    for index, array in enumerate((a, b)):
+        array.tofile(tmp_path / f"input{index}.bin")
+        specs.append(f"{tmp_path / f'input{index}.bin'}:{','.join(map(str, array.shape))}")
+    result = _run([qemu, "-L", AARCH64_SYSROOT, runner, "-r", str(96 * 80 * 4), package, tmp_path, *specs],
+                  env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "retries 0\noutput 0 96 80" in result.stdout, result.stdout
+    got = np.fromfile(tmp_path / "output0.bin", dtype=np.float32).reshape(96, 80)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
