@@ -44,3 +44,11 @@ bench-gemm: $(INSTALLED)
 
 clean:
 	rm -rf $(VENV) *.egg-info build dist tests/lit/**/Output
+
+# The C runtime for packages (runtime/c_api: libtilecraft_runtime.so and .a in
+# runtime/c_api/build) and the C/C++ deploy examples (examples/deploy/build); host cc and
+# c++ only, no Python (docs/deploy.md).
+.PHONY: c-runtime
+c-runtime:
+	$(MAKE) -C runtime/c_api
+	$(MAKE) -C examples/deploy

@@ -211,7 +211,7 @@ def _extract(path: Path, directory: Path, trust: bytes | None = None) -> dict[st
         raise PackageError(f"{path}: could not read the package ({error})") from None
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:  # RecursionError: nested too deep
         raise PackageError(f"{path}: {MANIFEST} is not valid JSON ({error})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise PackageError(f"{path}: {MANIFEST} does not describe a tilecraft package")
@@ -329,7 +329,7 @@ class Package:
         address = ctypes.cast(self._symbol(self._library, MANIFEST_SYMBOL), ctypes.c_void_p).value
         try:
             self.manifest = json.loads(ctypes.string_at(address))
-        except (ValueError, UnicodeDecodeError) as error:
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:
             raise PackageError(f"{self.path}: its embedded manifest is not valid JSON ({error})") from None
         if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT_NAME:
             raise PackageError(f"{self.path}: not a library tilecraft wrote (no package manifest)")

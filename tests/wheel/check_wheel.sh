@@ -43,7 +43,9 @@ for unwanted in ("tilecraft/tests/", "tilecraft/benchmarks/", "tilecraft/.venv/"
 for wanted in ("tilecraft/frontend/onnx/__init__.py", "tilecraft/frontend/emit/__init__.py",
                "tilecraft/frontend/torch/__init__.py", "tilecraft/examples/digits_cnn.onnx",
                "tilecraft/examples/digits_test.npz", "tilecraft/examples/matmul_bias_relu.mlir",
-               "tilecraft/runtime/async_runtime.c", "tilecraft/dialects/graph.irdl.mlir"):
+               "tilecraft/runtime/async_runtime.c", "tilecraft/dialects/graph.irdl.mlir",
+               "tilecraft/runtime/c_api/tilecraft_runtime.h", "tilecraft/runtime/c_api/Makefile",
+               "tilecraft/examples/deploy/classify_digits.c"):
     assert wanted in names, f"the wheel lacks {wanted}"
 print(f"  {sys.argv[1].rsplit('/', 1)[-1]}: {len(names)} files")
 PY
