@@ -29,11 +29,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mlir import ir
+
 from ..errors import ToolchainError
 from ..pipelines.target import Target, TriplePlatform
 from .elf import EF_ARM_ABI_FLOAT_HARD, EF_RISCV_FLOAT_ABI, EF_RISCV_RVC, EM_ARM, EM_RISCV, read_elf, zig_available
 
 BIONIC_INCLUDE = Path(__file__).resolve().parent.parent / "runtime" / "bionic"
+# malloc/aligned_alloc with 64-bit sizes, for targets whose size_t is 32 bits (the file says why).
+ALLOC_I64_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "alloc_i64.c"
+_ALLOC_I64 = {"malloc": "tilecraft_malloc_i64", "aligned_alloc": "tilecraft_aligned_alloc_i64"}
 EM_X86_64, EM_AARCH64 = 62, 183
 # Seconds one tool of a cross build may take (zig builds compiler_rt once, then caches it).
 CROSS_TIMEOUT = 600
@@ -149,6 +154,27 @@ def compile_llvm_ir(target: Target, ir_file: Path, output: Path, opt_level: int)
     features = [flag for feature in target.full_mattr for flag in ("-Xclang", "-target-feature", "-Xclang", feature)]
     _run([*zig_cc(target), *features, f"-O{opt_level}", "-fPIC", "-Wno-override-module", "-c", str(ir_file),
           "-o", str(output)], "generating object code (zig cc)")
+
+
+def adapt_allocations(module: ir.Module, target: Target) -> tuple[Path, ...]:
+    """For a 32-bit target, point ``module``'s ``malloc(i64)``/``aligned_alloc(i64, i64)``
+    calls at runtime/alloc_i64.c (renamed in place) and return that source to link;
+    nothing for other targets. MLIR declares the C allocators with 64-bit sizes on every
+    target, which a 32-bit C library reads wrongly (aligned_alloc's size became 0)."""
+    if target.mtriple is None or _ELF_MACHINES.get(target.triple_info.arch, (0, 64))[1] != 32:
+        return ()
+    renamed = False
+    with module.context:
+        for op in module.body.operations:
+            op = op.operation
+            if op.name != "llvm.func":
+                continue
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            if name in _ALLOC_I64:
+                ir.SymbolTable.replace_all_symbol_uses(name, _ALLOC_I64[name], module.operation)
+                op.attributes["sym_name"] = ir.StringAttr.get(_ALLOC_I64[name])
+                renamed = True
+    return (ALLOC_I64_SOURCE,) if renamed else ()
 
 
 def expected_elf(target: Target) -> tuple[int, int, int, int] | None:

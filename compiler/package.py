@@ -224,6 +224,7 @@ def build_shared_library(
     with tempfile.TemporaryDirectory(prefix="tilecraft-build-") as scratch:
         work = Path(scratch)
         module, weights_source, tensors, weight_bytes = externalize_weights(llvm_module, work)
+        extra_sources = (*extra_sources, *cross_toolchain.adapt_allocations(module, target))
         with open(work / "model.mlirbc", "wb") as stream:
             module.operation.write_bytecode(stream)
         del module

@@ -13,14 +13,17 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
 import tilecraft
 from tilecraft.compiler import cross_toolchain
+from tilecraft.compiler.package import c_compiler
 from tilecraft.compiler.elf import (EF_ARM_ABI_FLOAT_HARD, EF_RISCV_FLOAT_ABI, EF_RISCV_RVC, EM_ARM, EM_RISCV,
                                     read_elf, zig_available)
 from tilecraft.errors import PackageTargetError, TargetError, ToolchainError
@@ -89,6 +92,8 @@ def test_armv7_hard_float_package(armhf_package, tmp_path):
     assert tags["FP_arch"] == "VFPv3-D16" and tags["ABI_VFP_args"] == "AAPCS VFP"
     assert "Advanced_SIMD_arch" not in tags  # Debian armhf: NEON is not assumed
     assert "ld-linux-armhf.so.3" in attributes
+    # 32-bit: MLIR's malloc(i64)/aligned_alloc(i64, i64) go through runtime/alloc_i64.c.
+    assert b"tilecraft_aligned_alloc_i64" in library or b"aligned_alloc" not in library
     # The Raspberry Pi's uname -m, whatever spelling of the triple was typed.
     assert manifest["machine"] == "armv7l" and manifest["triple"] == "armv7a-unknown-linux-gnueabihf"
 
@@ -193,3 +198,34 @@ def test_elf_check_names_a_wrong_architecture(tmp_path):
     path.write_bytes(open(os.path.realpath("/bin/true" if os.path.exists("/bin/true") else "/bin/sh"), "rb").read())
     with pytest.raises(ToolchainError, match="not for llvm -mtriple=armv7l-linux-gnueabihf"):
         cross_toolchain.check_elf(path, Target.parse("llvm -mtriple=armv7l-linux-gnueabihf"))
+
+
+# ---- running them: qemu-user with Debian's cross C libraries ---------------------------------
+
+@needs_zig
+@pytest.mark.slow
+@pytest.mark.parametrize("spec, qemu, sysroot", [
+    ("llvm -mtriple=armv7l-linux-gnueabihf", "qemu-arm", "/usr/arm-linux-gnueabihf"),
+    ("llvm -mtriple=riscv64-linux-gnu -mabi=lp64d", "qemu-riscv64", "/usr/riscv64-linux-gnu"),
+])
+def test_package_runs_under_qemu(spec, qemu, sysroot, tmp_path):
+    """The parallel matmul package computes the right result on the emulated CPU, called the
+    way runtime/package.py calls it (the C harness of test_cross.py's AArch64 run)."""
+    from test_cross import MATMUL
+
+    emulator = shutil.which(qemu)
+    if emulator is None or not (Path(sysroot) / "lib" / "libc.so.6").exists():
+        pytest.skip(f"needs Debian's qemu-user and the {Path(sysroot).name} C library (libc6-*-cross)")
+    target = dataclasses.replace(Target.parse(spec), num_threads=2)
+    package = tmp_path / "mm.tar"
+    tilecraft.compile(MATMUL, target=target, package_path=package)
+    with tarfile.open(package) as archive:
+        (tmp_path / "model.so").write_bytes(archive.extractfile(fmt.LIBRARY).read())
+    harness = tmp_path / "run_matmul"
+    source = Path(__file__).with_name("aarch64") / "run_matmul.c"
+    subprocess.run([*c_compiler(target), "-O2", "-o", str(harness), str(source), "-ldl", "-lm"],
+                   check=True, capture_output=True, timeout=300)
+    completed = subprocess.run([emulator, "-L", sysroot, str(harness), str(tmp_path / "model.so")],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert completed.stdout.startswith("OK ")
