@@ -102,6 +102,9 @@ def main() -> int:
     anchor = best["onnxruntime 1 thread"]
     for label, seconds in best.items():
         print(f"{label:<22} {seconds * 1e6:9.1f} us/call CPU   onnxruntime / this = {anchor / seconds:5.2f}")
+    # The figure issue #46 sets goals for (within 3x, floor 5x): C latency over the llvm target's.
+    print(f"C/LLVM latency ratio (c -O3 -march=native / tilecraft llvm, one thread, same run): "
+          f"{best['c -O3 -march=native'] / best['tilecraft llvm']:.2f}")
     return 0
 
 
