@@ -255,7 +255,9 @@ def triple_platform(triple: str, mabi: str | None = None) -> TriplePlatform:
         if arch != "aarch64":
             raise TargetError(f"Android packages are built for aarch64 (aarch64-linux-android), not {triple!r}")
         level = environment[len("android"):]
-        api = int(level) if level.isdigit() else MIN_ANDROID_API
+        if level and not level.isdigit():
+            raise TargetError(f"{triple!r}: an Android triple ends in android or android<API level> (android33)")
+        api = int(level) if level else MIN_ANDROID_API
         if api < MIN_ANDROID_API:
             raise TargetError(f"{triple!r}: Android API {api} is too old; packages need API {MIN_ANDROID_API} "
                               "(Android 10) or newer, the first with ELF thread-local storage")

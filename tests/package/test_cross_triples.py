@@ -184,6 +184,7 @@ def test_mabi_and_android_levels():
     ("llvm -mtriple=aarch64-linux-gnu -mabi=lp64d", "applies to RISC-V"),
     ("llvm -mtriple=riscv64-linux-gnu -mabi=ilp32d", "unknown RISC-V 64 ABI"),
     ("llvm -mtriple=aarch64-linux-android24", "Android API 24 is too old"),
+    ("llvm -mtriple=aarch64-linux-androidQ", "ends in android or android<API level>"),
     ("llvm -mtriple=armv7a-linux-androideabi", "built for aarch64"),
     ("llvm -mtriple=riscv32-unknown-linux-gnu", "riscv64 Linux"),
 ])
