@@ -53,3 +53,20 @@ func.func @uses_index(%x: memref<2x4xf32>, %y: memref<2x3xf32>) {
   }
   return
 }
+
+// -----
+
+// An NCHW convolution runs n, f, oh, c, kh, kw, ow: the output row innermost.
+// CHECK-LABEL: func.func @conv
+// CHECK: scf.for %[[N:.*]] = %c0 to %c1
+// CHECK:   scf.for %[[F:.*]] = %c0 to %c4
+// CHECK:     scf.for %[[OH:.*]] = %c0 to %c6
+// CHECK:       scf.for %[[C:.*]] = %c0 to %c3
+// CHECK:         scf.for %[[KH:.*]] = %c0 to %c3
+// CHECK:           scf.for %[[KW:.*]] = %c0 to %c3
+// CHECK:             scf.for %[[OW:.*]] = %c0 to %c6
+// CHECK:               memref.store {{.*}}, %arg2[%[[N]], %[[F]], %[[OH]], %[[OW]]]
+func.func @conv(%x: memref<1x3x8x8xf32>, %w: memref<4x3x3x3xf32>, %y: memref<1x4x6x6xf32>) {
+  linalg.conv_2d_nchw_fchw ins(%x, %w : memref<1x3x8x8xf32>, memref<4x3x3x3xf32>) outs(%y : memref<1x4x6x6xf32>)
+  return
+}
