@@ -52,3 +52,13 @@ clean:
 c-runtime:
 	$(MAKE) -C runtime/c_api
 	$(MAKE) -C examples/deploy
+
+# qemu-user and Debian's C libraries for AArch64, armhf and riscv64: the cross-built packages
+# run emulated in tests/package/test_cross*.py (skipped without them). Debian packages, root only.
+.PHONY: emulators
+emulators:
+	@command -v qemu-riscv64 >/dev/null && [ -e /usr/riscv64-linux-gnu/lib/libc.so.6 ] || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    apt-get update -qq >/dev/null && apt-get install -y -qq qemu-user libc6-arm64-cross libc6-armhf-cross libc6-riscv64-cross >/dev/null; } || \
+	  echo "emulators: not installed (needs root and apt-get); the emulated cross tests will skip"
+pytest: emulators

@@ -45,6 +45,7 @@ from ..runtime.checks import TABLE_ATTRIBUTE
 from ..runtime.host import host_cpu_flags
 from ..runtime.libraries import llvm_tool, mlir_package_dir
 from ..runtime.signature import EntrySignature
+from . import cross_toolchain
 
 _RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # What the JIT takes from MLIR's runtime libraries, in C the package links in (see the files).
@@ -83,7 +84,7 @@ def _run(command: Sequence[str], what: str) -> None:
 
 def _triple(target: Target) -> str:
     if target.mtriple:
-        return target.mtriple
+        return target.triple_info.llvm_triple  # armv7l-linux-gnueabihf -> armv7a-unknown-linux-gnueabihf
     return f"{platform.machine()}-unknown-linux-gnu"
 
 
@@ -96,15 +97,17 @@ def c_compiler(target: Target) -> list[str]:
         return [compiler]
     triple = target.mtriple
     parts = triple.split("-")
+    info = target.triple_info
     candidates = [f"{triple}-gcc"]
     if len(parts) == 4:  # aarch64-unknown-linux-gnu -> aarch64-linux-gnu-gcc (Debian's name)
         candidates.append(f"{parts[0]}-{parts[2]}-{parts[3]}-gcc")
-    for candidate in candidates:
+    if info.arch == "armv7a":  # armv7l-/armv7a-linux-gnueabihf: Debian's armhf compiler
+        candidates.append(f"arm-linux-{info.llvm_triple.split('-')[-1]}-gcc")
+    for candidate in candidates if info.android_api is None else ():  # Android: no gcc, zig + runtime/bionic
         if shutil.which(candidate):
-            return [candidate]
+            return [candidate, *([f"-mabi={info.mabi}"] if info.mabi else [])]
     if importlib.util.find_spec("ziglang") is not None:
-        zig_triple = f"{parts[0]}-{parts[-2]}-{parts[-1]}" if len(parts) >= 3 else triple
-        return [sys.executable, "-m", "ziglang", "cc", "-target", zig_triple]
+        return cross_toolchain.zig_cc(target)
     raise ToolchainError(
         f"no C cross compiler for {triple}: install {candidates[-1]} (Debian: gcc-{parts[0]}-linux-gnu) "
         "or the ziglang wheel (pip install -e '.[cross]')"
@@ -217,11 +220,12 @@ def build_shared_library(
     shared libraries) are linked in and found beside ``output`` when it is loaded."""
     triple = _triple(target)
     cpu = target.mcpu or ("native" if target.is_host and target.mtriple is None else "generic")
-    features = ",".join(target.mattr)
+    features = ",".join(target.full_mattr)
     cc = c_compiler(target)
     with tempfile.TemporaryDirectory(prefix="tilecraft-build-") as scratch:
         work = Path(scratch)
         module, weights_source, tensors, weight_bytes = externalize_weights(llvm_module, work)
+        extra_sources = (*extra_sources, *cross_toolchain.adapt_allocations(module, target))
         with open(work / "model.mlirbc", "wb") as stream:
             module.operation.write_bytecode(stream)
         del module
@@ -231,17 +235,20 @@ def build_shared_library(
         _run([str(translate), "--mlir-to-llvmir", str(work / "model.mlirbc"), "-o", str(work / "model.ll")],
              "translating the LLVM dialect to LLVM IR")
         machine = [f"-mtriple={triple}", f"-mcpu={cpu}"] + ([f"-mattr={features}"] if features else [])
-        _run([llvm_tool("opt"), f"-O{opt_level}", *machine, str(work / "model.ll"), "-o", str(work / "model.bc")],
-             "optimizing LLVM IR (opt)")
-        _run([llvm_tool("llc"), f"-O{opt_level}", *machine, "-relocation-model=pic", "-filetype=obj",
-              str(work / "model.bc"), "-o", str(work / "model.o")], "generating object code (llc)")
+        if target.mtriple is not None and not target.triple_info.llc_backend:  # RISC-V: zig's LLVM
+            cross_toolchain.compile_llvm_ir(target, work / "model.ll", work / "model.o", opt_level)
+        else:
+            _run([llvm_tool("opt"), f"-O{opt_level}", *machine, str(work / "model.ll"), "-o", str(work / "model.bc")],
+                 "optimizing LLVM IR (opt)")
+            _run([llvm_tool("llc"), f"-O{opt_level}", *machine, "-relocation-model=pic", "-filetype=obj",
+                  str(work / "model.bc"), "-o", str(work / "model.o")], "generating object code (llc)")
         objects = [str(work / "model.o")]
         sources = (*RUNTIME_SOURCES, *extra_sources, *((weights_source,) if weights_source else ()))
         sanitize = sanitizer_flags()
         for source in sources:
             obj = work / (source.stem + ".o")
-            _run([*cc, "-O2", "-fPIC", "-fvisibility=hidden", *sanitize, "-c", str(source), "-o", str(obj)],
-                 f"compiling {source.name}")
+            _run([*cc, "-O2", "-fPIC", "-fvisibility=hidden", *sanitize, *cross_toolchain.runtime_compile_flags(target),
+                  "-c", str(source), "-o", str(obj)], f"compiling {source.name}")
             objects.append(str(obj))
         # -z defs: an undefined symbol fails here, not when the package is loaded.
         # -Bsymbolic: the model binds to its own runtime even where the process already
@@ -251,8 +258,10 @@ def build_shared_library(
         linked = ["-Wl,-rpath,$ORIGIN", *(f"-L{lib.parent}" for lib in libraries),
                   *(f"-l:{lib.name}" for lib in libraries)] if libraries else []
         _run([*cc, "-shared", "-Wl,-z,defs", "-Wl,-Bsymbolic", *sanitize, "-o", str(output), *objects, *linked,
-              "-lpthread", "-lm", "-lc"],
+              *cross_toolchain.link_libraries(target, cc, work)],
              "linking the shared library")
+        if target.mtriple is not None:
+            cross_toolchain.check_elf(output, target)
     return tensors, weight_bytes
 
 
@@ -384,7 +393,7 @@ class PackageWriter:
             **fmt.signature_to_manifest(self.signature, self.output_names),
             "target": str(self.target),
             "triple": _triple(self.target),
-            "machine": fmt.normalized_machine(_triple(self.target).split("-")[0]),
+            "machine": fmt.normalized_machine(self.target.triple_info.machine),
             "required_cpu_flags": _required_flags(self.target),
             "planned_threads": self.target.num_threads,
             "opt_level": self.opt_level,

