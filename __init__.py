@@ -72,6 +72,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "extract_tasks": (".schedule.task", "extract_tasks"),
     "auto_scheduler": (".tuning.auto_scheduler", None),
     "topi": (".topi", None),
+    "quantize": (".frontend.quantize", "quantize"),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept
