@@ -31,6 +31,8 @@ from ..errors import CalibrationError, ModelImportError, QuantizationError
 # onnxruntime's calibration session refuses models of a newer IR version than it reads;
 # quantization needs nothing past IR 10 (onnx 1.16), so newer models are written as IR 10.
 _QUANTIZER_IR_VERSION = 10
+# DequantizeLinear takes a per-channel axis from opset 13.
+_PER_CHANNEL_OPSET = 13
 # Ops quantized without calibration: the activations of matmuls get a scale per call; a
 # convolution model should be calibrated (its activation ranges are what int8 loses).
 DYNAMIC_OP_TYPES = ("MatMul", "Gemm")
@@ -167,20 +169,24 @@ def quantize(model: Any, calibration: Any = None, path: "str | os.PathLike[str] 
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                           quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     proto = onnx_proto(model)
     samples = None if calibration is None else read_calibration(calibration, onnx_inputs(proto))
-    proto = onnx.ModelProto.FromString(proto.SerializeToString())
-    proto.ir_version = min(proto.ir_version, _QUANTIZER_IR_VERSION)
+    proto = _quantizable(proto)
     with tempfile.TemporaryDirectory(prefix="tilecraft-quantize-") as scratch, _advice_silenced():
-        float_path, int8_path = Path(scratch, "float.onnx"), Path(scratch, "int8.onnx")
+        float_path, prepared, int8_path = (Path(scratch, name) for name in ("float.onnx", "prepared.onnx", "int8.onnx"))
         onnx.save(proto, float_path, save_as_external_data=proto.ByteSize() > 1 << 30)
         try:
+            # onnxruntime's own preparation: shape inference and graph optimization (batch
+            # norms folded into the convolutions before their weights are quantized).
+            quant_pre_process(str(float_path), str(prepared), skip_symbolic_shape=True)
             if samples is not None:
-                quantize_static(float_path, int8_path, _reader(CalibrationDataReader, samples), quant_format=QuantFormat.QDQ, per_channel=True,
+                quantize_static(prepared, int8_path, _reader(CalibrationDataReader, samples),
+                                quant_format=QuantFormat.QDQ, per_channel=True,
                                 activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
             else:
-                quantize_dynamic(float_path, int8_path, per_channel=True, weight_type=QuantType.QInt8,
+                quantize_dynamic(prepared, int8_path, per_channel=True, weight_type=QuantType.QInt8,
                                  op_types_to_quantize=list(DYNAMIC_OP_TYPES))
         except Exception as error:  # onnxruntime raises its own and builtin types alike
             raise QuantizationError(f"onnxruntime could not quantize the model: {type(error).__name__}: {error}") \
@@ -189,6 +195,25 @@ def quantize(model: Any, calibration: Any = None, path: "str | os.PathLike[str] 
     if path is not None:
         onnx.save(quantized, str(path))
     return quantized
+
+
+def _quantizable(proto: Any) -> Any:
+    """A copy of ``proto`` that onnxruntime's tool takes: per-channel DequantizeLinear needs
+    opset 13 (older models are converted by onnx's version converter), and its calibration
+    session reads IR versions up to ``_QUANTIZER_IR_VERSION``."""
+    import onnx
+    import onnx.version_converter
+
+    proto = onnx.ModelProto.FromString(proto.SerializeToString())
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset < _PER_CHANNEL_OPSET:
+        try:
+            proto = onnx.version_converter.convert_version(proto, _PER_CHANNEL_OPSET)
+        except Exception as error:  # the converter raises RuntimeError and its own types
+            raise QuantizationError(f"the model's opset {opset} could not be converted to {_PER_CHANNEL_OPSET}, "
+                                    f"which per-channel quantization needs: {error}") from error
+    proto.ir_version = min(proto.ir_version, _QUANTIZER_IR_VERSION)
+    return proto
 
 
 @contextlib.contextmanager
