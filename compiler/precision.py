@@ -13,7 +13,8 @@ How each precision changes the build, with the rest of the compile as it is:
         pipelines/int8_matmul.py) runs its QDQ matmuls and convolutions on 8-bit operands.
   bf16  the pipeline gains ``tilecraft-bf16-weights`` at the end of its graph stage
         (pipelines/bf16_weights.py): constant matmul and convolution weights stored as bf16,
-        widened to f32 where they are read, so products accumulate in f32.
+        widened to f32 where they are read, so products accumulate in f32; on AVX512-BF16
+        targets plain matmuls become ``vdpbf16ps`` kernels instead (pipelines/bf16_matmul.py).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import AccuracyError, CalibrationError
+from ..errors import AccuracyError, CalibrationError, TargetError
 from ..frontend.loader import is_onnx_source
 from ..frontend.quantize import InputSpec, Sample, onnx_proto, quantize, read_calibration
 from ..pipelines.bf16_weights import with_bf16_weights
+from ..runtime.host import host_cpu_flags
 from .source import load
 
 if TYPE_CHECKING:
@@ -93,6 +95,7 @@ def compile_reduced(source: Any, options: "CompileOptions", compile: Callable[..
     reduced is its model (int8: the QDQ model) or its pipeline (bf16), so the compile cache
     keys them apart by those.
     """
+    _check_runs_here(options)
     plain = replace(options, precision="f32", calibration=None, max_error=None)
     if is_onnx_source(getattr(source, "source", source)) and not getattr(source, "outputs", None):
         source = load(source, options.shape_dict)  # the ONNX graph's output names name the report's rows
@@ -107,7 +110,7 @@ def compile_reduced(source: Any, options: "CompileOptions", compile: Callable[..
         shapes = getattr(source, "shape_dict", None) or plain.shape_dict  # a loaded Model's own shapes
         reduced = compile(quantize(onnx_proto(source), samples), replace(plain, shape_dict=shapes))
     else:
-        reduced = compile(source, replace(plain, pipeline=with_bf16_weights(default_pipeline(plain))))
+        reduced = compile(source, replace(plain, pipeline=with_bf16_weights(default_pipeline(plain), plain.target)))
     if samples:
         report = accuracy_report(options.precision, reference, reduced, samples[:MAX_REPORT_SAMPLES], "calibration")
     else:
@@ -120,6 +123,21 @@ def compile_reduced(source: Any, options: "CompileOptions", compile: Callable[..
             f"max_error\n{report}", report)
     reduced.accuracy = report
     return reduced
+
+
+def _check_runs_here(options: "CompileOptions") -> None:
+    """The report runs both builds on this machine: a target whose reduced-precision kernels
+    need an instruction set this CPU lacks (``vdpbf16ps``, ``vpdpbusd``) is refused here, with
+    the reason, rather than failing (or faulting) in the JIT."""
+    target = options.target
+    flags = host_cpu_flags()
+    needed = {"bf16": ("avx512_bf16", target.has_avx512_bf16),
+              "int8": ("avx512_vnni", target.has_avx512_vnni)}[options.precision]
+    flag, wanted = needed
+    if wanted and flags and flag not in flags:
+        raise TargetError(
+            f"precision={options.precision!r} for '{target}' uses {flag} kernels, which this machine lacks; the "
+            "accuracy report runs the build here: compile on a machine with it, or for this host's CPU")
 
 
 def _input_specs(module: Any) -> list[InputSpec] | None:

@@ -26,11 +26,17 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..frontend.emit import core
+from ..errors import OptionError, PipelineError
 from ..frontend.emit.core import RESOURCE_THRESHOLD
 from ..frontend.resources import is_resource_constant, resource_arrays
+from .bf16_matmul import BF16_DOTS_PASS, takes_kernel, to_bf16_kernel
 from .ir_queries import defined_functions, defining_op
-from .passes import register_pass
+from .passes import positive_int_option, register_pass
 from .pipeline import Pipeline
+from .target import Target
+
+# graph/weight_panels.py's pass: packs constant matmul weights for the f32 schedule.
+PACK_WEIGHT_PANELS = "tilecraft-pack-weight-panels"
 
 BF16_WEIGHTS = "tilecraft-bf16-weights"
 
@@ -71,15 +77,21 @@ def _weight_constants(function: ir.Operation) -> list[tuple[ir.Operation, int, i
     return found
 
 
-def store_weights_as_bf16(function: ir.Operation) -> int:
-    """Rewrite the weights of ``function``'s contractions; returns how many were rewritten."""
+def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> int:
+    """Rewrite the weights of ``function``'s contractions; returns how many were rewritten.
+    ``kernel_threads`` > 0: plain matmuls become calls of bf16 dot-product kernels split for
+    that many threads (bf16_matmul.py), the other contractions read widened weights."""
     found = _weight_constants(function)
     if not found:
         return 0
     constants = list({id(c): c for _, _, c in found}.values())
     arrays = dict(zip(map(id, constants), resource_arrays(constants)))
     widened: dict[int, ir.Value] = {}
+    module = function.parent if kernel_threads else None
     for op, index, constant in found:
+        if kernel_threads and index == 1 and takes_kernel(op):
+            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads)
+            continue
         if id(constant) not in widened:
             with ir.InsertionPoint(constant), constant.location:
                 narrow = core.constant(np.asarray(arrays[id(constant)]).astype(ml_dtypes.bfloat16),
@@ -94,21 +106,41 @@ def store_weights_as_bf16(function: ir.Operation) -> int:
 
 
 @register_pass(BF16_WEIGHTS, "Constant f32 weights of matmuls and convolutions stored as bf16, "
-                             "widened to f32 where they are read (precision='bf16')")
+                             "widened to f32 where they are read (precision='bf16')",
+               options={"kernels": "1: plain matmuls become bf16 dot-product kernels (bf16_matmul.py; "
+                                   "default 0)",
+                        "num-threads": "threads the kernels' parallel loops are split for (default 1)"})
 def bf16_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    kernels = options.get("kernels", "0")
+    if kernels not in ("0", "1"):
+        raise PipelineError(f"{BF16_WEIGHTS}: kernels must be 0 or 1, got {kernels!r}")
+    threads = positive_int_option("num-threads", options.get("num-threads", "1"))
     for function in defined_functions(module):
-        store_weights_as_bf16(function)
+        store_weights_as_bf16(function, threads if kernels == "1" else 0)
 
 
-def with_bf16_weights(pipeline: Pipeline) -> Pipeline:
-    """``pipeline`` with ``tilecraft-bf16-weights`` at the end of its graph stage (after
-    constant folding), or first in its simplify stage when it has no graph stage."""
+def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kernels: bool | None = None) -> Pipeline:
+    """``pipeline`` at ``precision="bf16"``: ``tilecraft-bf16-weights`` at the end of its
+    graph stage (after constant folding), or first in its simplify stage when it has no
+    graph stage.
+
+    With ``kernels`` (default: whether ``target`` has AVX512-BF16), plain matmuls become bf16
+    dot-product kernels: the graph stage packs no weight panels (the kernels pack their own),
+    and the vector stage turns the kernels' dot products into ``vdpbf16ps`` where the target
+    has it. ``kernels=True`` on another target keeps the portable dot products (for tests)."""
+    target = Target.parse(target or "llvm")
+    if kernels is None:
+        kernels = target.has_avx512_bf16
+    element = f"{BF16_WEIGHTS}{{kernels=1 num-threads={target.num_threads}}}" if kernels else BF16_WEIGHTS
+    if any(p.split("{")[0] == BF16_WEIGHTS for stage in pipeline.stages for p in stage.passes):
+        return pipeline
     for stage_name, at_end in (("graph", True), ("simplify", False)):
         if stage_name in pipeline.stage_names:
-            passes = list(pipeline.stage(stage_name).passes)
-            if BF16_WEIGHTS in passes:
-                return pipeline
-            return pipeline.replace(stage_name, [*passes, BF16_WEIGHTS] if at_end else [BF16_WEIGHTS, *passes])
-    from ..errors import OptionError
-
-    raise OptionError("precision='bf16' needs a pipeline with a 'graph' or 'simplify' stage")
+            passes = [p for p in pipeline.stage(stage_name).passes if not (kernels and p == PACK_WEIGHT_PANELS)]
+            pipeline = pipeline.replace(stage_name, [*passes, element] if at_end else [element, *passes])
+            break
+    else:
+        raise OptionError("precision='bf16' needs a pipeline with a 'graph' or 'simplify' stage")
+    if kernels and target.has_avx512_bf16 and "vector" in pipeline.stage_names:
+        pipeline = pipeline.replace("vector", [BF16_DOTS_PASS, *pipeline.stage("vector").passes])
+    return pipeline
