@@ -83,8 +83,8 @@ def benchmark(case, rounds: int, calibration: int, threads: int) -> None:
     int8_model = tilecraft.quantize(case.model, samples)
     ort_f32, ort_int8 = _ort_runner(_session(case.model, threads)), _ort_runner(_session(int8_model, threads))
     report_inputs = samples or [case.feeds]
-    ort_report = accuracy_report("int8", ort_f32, ort_int8, report_inputs,
-                                 "calibration" if samples else "benchmark")
+    ort_report = accuracy_report("int8", ort_f32, ort_int8, report_inputs, "calibration" if samples else "benchmark",
+                                 [output.name for output in case.model.graph.output])
     print(f"\n{case.name} ({'static int8, calibrated' if static else 'dynamic int8'}):")
     for label in ("tilecraft bf16", "tilecraft int8"):
         print(f"  {label}: {builds[label].accuracy}")

@@ -111,10 +111,13 @@ def compile_reduced(source: Any, options: "CompileOptions", compile: Callable[..
         reduced = compile(quantize(onnx_proto(source), samples), replace(plain, shape_dict=shapes))
     else:
         reduced = compile(source, replace(plain, pipeline=with_bf16_weights(default_pipeline(plain), plain.target)))
+    # The loaded model's output names: a module from the compile cache may not carry them.
+    names = getattr(source, "output_names", None) or getattr(reference, "output_names", None)
     if samples:
-        report = accuracy_report(options.precision, reference, reduced, samples[:MAX_REPORT_SAMPLES], "calibration")
+        report = accuracy_report(options.precision, reference, reduced, samples[:MAX_REPORT_SAMPLES], "calibration",
+                                 names)
     else:
-        report = accuracy_report(options.precision, reference, reduced, _random_samples(inputs), "random")
+        report = accuracy_report(options.precision, reference, reduced, _random_samples(inputs), "random", names)
     if options.max_error is not None and report.max_relative_error > options.max_error:
         worst = max(report.outputs, key=lambda o: o.max_relative_error)
         raise AccuracyError(
@@ -172,15 +175,16 @@ def _random_samples(inputs: Sequence[InputSpec] | None, count: int = RANDOM_SAMP
 
 
 def accuracy_report(precision: str, reference: Any, reduced: Any, samples: Sequence[Sample],
-                    inputs: str = "calibration") -> AccuracyReport:
+                    inputs: str = "calibration", output_names: Sequence[str] | None = None) -> AccuracyReport:
     """Run both modules on ``samples`` and compare every output (see :class:`OutputAccuracy`);
-    ``inputs`` says where the samples came from ("calibration" or "random")."""
+    ``inputs`` says where the samples came from ("calibration" or "random"); outputs are
+    named by ``output_names``, else the reference module's, else by position."""
     expected: list[list[np.ndarray]] = []
     actual: list[list[np.ndarray]] = []
     for sample in samples:
         expected.append(_outputs(reference(**sample)))
         actual.append(_outputs(reduced(**sample)))
-    names = getattr(reference, "output_names", None) or [f"output {i}" for i in range(len(expected[0]))]
+    names = output_names or getattr(reference, "output_names", None) or []
     names = list(names)[:len(expected[0])] + [f"output {i}" for i in range(len(names), len(expected[0]))]
     outputs = []
     for index, name in enumerate(names):

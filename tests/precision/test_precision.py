@@ -188,3 +188,15 @@ def test_cli_compiles_int8_with_calibration_and_prints_the_report(tmp_path, caps
     assert run_cli(["compile", str(DIGITS), "--input-shapes", "input:[4,1,16,16]", "--precision", "bf16",
                     "--max-error", "1e-9", "-o", str(tmp_path / "refused.tar")]) != 0
     assert "above max_error" in capsys.readouterr().err
+
+
+def test_a_cached_f32_build_still_names_the_outputs(calibration):
+    """The report's f32 build may come from the compile cache, whose modules carry no
+    output names: the loaded model's names are used."""
+    from tilecraft.compiler import cache as compile_cache
+
+    tilecraft.compile(DIGITS, shape_dict=SHAPES, cache=True)
+    compile_cache.wait_for_stores()  # stored on a thread of its own
+    module = tilecraft.compile(DIGITS, shape_dict=SHAPES, precision="bf16", calibration=calibration[:2], cache=True)
+    compile_cache.wait_for_stores()
+    assert [output.name for output in module.accuracy.outputs] == ["logits"]
