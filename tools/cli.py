@@ -343,8 +343,9 @@ def command_compile(args: argparse.Namespace) -> int:
             "packages hold CPU code only: for a CUDA target, -o names a directory that receives "
             "the kernels' PTX and cubin files (run CUDA models in-process with tilecraft.compile)")
     start = time.perf_counter()
-    reduced = {"precision": args.precision, "calibration": args.calibration, "max_error": args.max_error} \
-        if args.precision != "f32" else {}
+    # Given only when set: CompileOptions refuses --calibration or --max-error without a precision.
+    reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration),
+                                                ("max_error", args.max_error)) if value not in (None, "f32")}
     compiled = tilecraft.compile(model, _compile_options(
         args, package_path=None if cuda else args.output, profile=args.profile,
         keep_ir=args.dump_ir is not None, **reduced))

@@ -188,6 +188,8 @@ def test_cli_compiles_int8_with_calibration_and_prints_the_report(tmp_path, caps
     assert run_cli(["compile", str(DIGITS), "--input-shapes", "input:[4,1,16,16]", "--precision", "bf16",
                     "--max-error", "1e-9", "-o", str(tmp_path / "refused.tar")]) != 0
     assert "above max_error" in capsys.readouterr().err
+    assert run_cli(["compile", str(DIGITS), "--calibration", str(data), "-o", str(tmp_path / "f32.tar")]) != 0
+    assert "calibration is read by reduced-precision compiles" in capsys.readouterr().err
 
 
 def test_a_cached_f32_build_still_names_the_outputs(calibration):
@@ -200,3 +202,17 @@ def test_a_cached_f32_build_still_names_the_outputs(calibration):
     module = tilecraft.compile(DIGITS, shape_dict=SHAPES, precision="bf16", calibration=calibration[:2], cache=True)
     compile_cache.wait_for_stores()
     assert [output.name for output in module.accuracy.outputs] == ["logits"]
+
+
+def test_torch_modules_take_bf16_and_report_it():
+    """``tilecraft.torch.compile`` passes ``precision`` on; int8 needs an ONNX model."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()
+    x = torch.randn(4, 64)
+    compiled = tilecraft.torch.compile(module, (x,), precision="bf16")
+    assert 0 < compiled.accuracy.max_relative_error < 0.02
+    np.testing.assert_allclose(compiled(x).numpy(), module(x).detach().numpy(), rtol=0, atol=0.05)
+    assert tilecraft.torch.compile(module, (x,)).accuracy is None
+    with pytest.raises(QuantizationError, match="rewrites ONNX models"):
+        tilecraft.torch.compile(module, (x,), precision="int8")
