@@ -21,9 +21,10 @@ each pair of A's f32 values to bf16 once, broadcast to every lane. The kernel:
     on any CPU; ``tilecraft-bf16-dot-products`` makes it ``vdpbf16ps`` (the LLVM intrinsic
     ``llvm.x86.avx512bf16.dpbf16ps.512``) in the vector stage where the target has it.
 
-Only plain matmuls with a zero-filled accumulator and static shapes are taken (the graph
-stage's weight panels are left out of a bf16 pipeline that uses the kernel, so constant-weight
-matmuls stay plain); convolutions keep the widened weights (bf16_weights.py). Epilogues (bias,
+Only plain matmuls and 1x1 stride-1 NHWC convolutions (a matmul of the pixels) with a
+zero-filled accumulator and static shapes are taken (the graph stage's weight panels are left
+out of a bf16 pipeline that uses the kernel, so constant-weight matmuls stay plain); other
+convolutions keep the widened weights (bf16_weights.py). Epilogues (bias,
 activation) stay elementwise kernels after the call.
 
 The kernel is MLIR text parsed once per shape, as int8_matmul.py's VNNI kernel is: its loop
@@ -41,6 +42,7 @@ from mlir.dialects import func, vector
 
 from ..errors import PipelineError
 from ..frontend.emit import core
+from ..frontend.emit.contraction import collapse, expand
 from .ir_queries import defining_op, is_zero_fill, ops_where
 from .passes import register_pass
 
@@ -200,14 +202,25 @@ def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int) -> str:
     return name
 
 
-def takes_kernel(op: ir.Operation) -> bool:
-    """A plain ``linalg.matmul`` of static f32 shapes whose accumulator is a zero fill."""
-    if op.name != "linalg.matmul" or len(op.operands) != 3:
+def _pointwise_conv(op: ir.Operation) -> bool:
+    """A 1x1, stride-1 NHWC convolution: a matmul of the pixels (N*H*W, C) by the filter (C, F)."""
+    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
         return False
-    if "indexing_maps" in op.attributes:
-        maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        if maps != _PLAIN_MAPS:
-            return False
+    filter_shape = ir.RankedTensorType(op.operands[1].type).shape
+    strides = op.attributes["strides"] if "strides" in op.attributes else None
+    return filter_shape[:2] == [1, 1] and (strides is None or str(strides).startswith("dense<1>"))
+
+
+def takes_kernel(op: ir.Operation) -> bool:
+    """A plain ``linalg.matmul``, or a 1x1 stride-1 NHWC convolution, of static f32 shapes
+    whose accumulator is a zero fill."""
+    if op.name == "linalg.matmul" and len(op.operands) == 3:
+        if "indexing_maps" in op.attributes:
+            maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+            if maps != _PLAIN_MAPS:
+                return False
+    elif not _pointwise_conv(op):
+        return False
     types = [ir.RankedTensorType(v.type) for v in op.operands]
     return all(t.has_static_shape for t in types) and [str(t.element_type) for t in types] == ["f32"] * 3 \
         and is_zero_fill(op.operands[2])
@@ -215,15 +228,23 @@ def takes_kernel(op: ir.Operation) -> bool:
 
 def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int) -> None:
     """Replace ``op`` (``takes_kernel``) by a call of the bf16 kernel for its shape, its B
-    operand's values ``weights`` (K x N, rounded to bf16 here) packed for it."""
-    m, k = ir.RankedTensorType(op.operands[0].type).shape
-    n = weights.shape[1]
+    operand's values ``weights`` (K x N, or a 1x1xKxN filter; rounded to bf16 here) packed
+    for it. A convolution's pixels are the rows: its input and result are viewed as
+    (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape`` / ``expand_shape``: no copy)."""
+    conv = op.name != "linalg.matmul"
+    weights = weights.reshape(weights.shape[-2:])
+    k, n = weights.shape
     _, vectors = register_tile(n)
-    name = _kernel(module, m, n, k, threads)
     with ir.InsertionPoint(op), op.location:
+        a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
+        m = ir.RankedTensorType(a.type).shape[0]
+        name = _kernel(module, m, n, k, threads)
         packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * LANES), name="bf16_panels")
-        call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name), [op.operands[0], packed])
-    op.results[0].replace_all_uses_with(call.results[0])
+        result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
+        product = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed]).results[0]
+        if conv:
+            product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
+    op.results[0].replace_all_uses_with(product)
     op.erase()
 
 

@@ -122,3 +122,29 @@ def test_a_bf16_target_this_host_cannot_run_is_refused_before_compiling():
     model, _, _ = _dense(4, 8, 16)
     with pytest.raises(TargetError, match="avx512_bf16 kernels, which this machine lacks"):
         tilecraft.compile(model, target=SAPPHIRE_RAPIDS, precision="bf16")
+
+
+def test_pointwise_convolutions_take_the_kernel_others_keep_widened_weights():
+    """A 1x1 stride-1 convolution is a matmul of the pixels (its NHWC input and result viewed
+    as rows); a strided 1x1 and a 3x3 one read their bf16 filters widened to f32."""
+    rng = np.random.default_rng(4)
+    w1 = (rng.standard_normal((24, 16, 1, 1)) * 0.3).astype(np.float32)
+    b1 = rng.standard_normal(24).astype(np.float32)
+    w2 = (rng.standard_normal((8, 24, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], strides=[2, 2])]
+    graph_proto = helper.make_graph(
+        nodes, "pointwise", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 3, 3])],
+        [numpy_helper.from_array(a, name) for a, name in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+    target = Target.parse("llvm")
+    module = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3),
+                                                                 target, kernels=True))
+    simplified = module.ir("simplify")
+    assert simplified.count("call @tilecraft_bf16_matmul_72x24x16") == 1  # 2*6*6 pixels, 24 filters, 16 channels
+    assert "tensor<1x1x24x8xbf16>" in simplified  # the strided conv's filter, widened where it is read
+    x = rng.standard_normal((2, 16, 6, 6)).astype(np.float32)
+    hidden = np.maximum(np.einsum("nchw,fc->nfhw", _bf16(x), _bf16(w1[:, :, 0, 0])) + b1[:, None, None], 0)
+    expected = np.einsum("nchw,fc->nfhw", hidden[:, :, ::2, ::2], _bf16(w2[:, :, 0, 0]))
+    np.testing.assert_allclose(module(x), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
