@@ -72,7 +72,8 @@ class AccuracyReport:
     @property
     def max_relative_error(self) -> float:
         """The worst output's maximum relative error (what ``max_error`` bounds)."""
-        return max((o.max_relative_error for o in self.outputs), default=0.0)
+        errors = [o.max_relative_error for o in self.outputs]
+        return float("nan") if any(e != e for e in errors) else max(errors, default=0.0)  # NaN wins
 
     def __str__(self) -> str:
         lines = [f"accuracy of {self.precision} vs f32 on {self.samples} {self.inputs} input(s):"]
@@ -118,8 +119,9 @@ def compile_reduced(source: Any, options: "CompileOptions", compile: Callable[..
                                  names)
     else:
         report = accuracy_report(options.precision, reference, reduced, _random_samples(inputs), "random", names)
-    if options.max_error is not None and report.max_relative_error > options.max_error:
-        worst = max(report.outputs, key=lambda o: o.max_relative_error)
+    # "not <=": a NaN error (an output the reduced build made NaN) is refused too.
+    if options.max_error is not None and not report.max_relative_error <= options.max_error:
+        worst = max(report.outputs, key=lambda o: (np.nan_to_num(o.max_relative_error, nan=np.inf)))
         raise AccuracyError(
             f"the {options.precision} build's output {worst.name!r} is {worst.max_relative_error:.3g} (relative) "
             f"from the f32 build's, above max_error={options.max_error:g}; compile in f32, or raise "

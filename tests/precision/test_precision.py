@@ -216,3 +216,11 @@ def test_torch_modules_take_bf16_and_report_it():
     assert tilecraft.torch.compile(module, (x,)).accuracy is None
     with pytest.raises(QuantizationError, match="rewrites ONNX models"):
         tilecraft.torch.compile(module, (x,), precision="int8")
+
+
+def test_a_nan_error_is_over_any_max_error():
+    from tilecraft.compiler.precision import AccuracyReport, OutputAccuracy
+
+    report = AccuracyReport("bf16", 1, "random", (OutputAccuracy("a", 0.01, 0.001), OutputAccuracy("b", float("nan"), 0.0)))
+    assert report.max_relative_error != report.max_relative_error
+    assert not report.max_relative_error <= 1.0  # what compile_reduced's refusal tests
