@@ -12,6 +12,10 @@ The pass runs after the graph stage's constant folding: batch norms are folded i
 weights and matmul weights packed into panels first, and the bf16 constants are left alone
 by the folder after this (graph/constant_folding.py keeps types numpy cannot hold).
 
+With ``kernels=1`` (``with_bf16_weights`` sets it for AVX512-BF16 targets), plain matmuls and
+1x1 stride-1 convolutions by such a constant become calls of bf16 dot-product kernels instead
+(bf16_matmul.py: ``vdpbf16ps``), which take the weights rounded to bf16 and packed for them.
+
 Left alone: non-constant operands, constants that are not f32, and small ones (at most
 ``RESOURCE_THRESHOLD`` elements, biases and scales: nothing to save).
 """
