@@ -74,6 +74,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "topi": (".topi", None),
     "TargetPlugin": (".pipelines.target_registry", "TargetPlugin"),
     "register_target": (".pipelines.target_registry", "register_target"),
+    "quantize": (".frontend.quantize", "quantize"),
 }
 
 # The operator-definition vocabulary as `tc.sum(...)`, `tc.exp(...)` (TVM's `te.sum`); kept

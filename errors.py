@@ -253,3 +253,25 @@ class ModelFormatError(ModelImportError, ValueError):
     """A model file's format is unknown, or its suffix (or the declared ``model_format``)
     disagrees with its content, or the package that reads the format is not installed; the
     message lists the formats tilecraft reads and the extra that installs each."""
+
+
+class CalibrationError(TilecraftError, ValueError):
+    """Calibration data for a reduced-precision compile is unusable: an empty list, a missing
+    or unreadable ``.npz`` file, an input name the model does not have (or one it needs that
+    is missing), or an array whose shape or element type the model's input does not take; the
+    message names the sample and the input (compiler/precision.py, frontend/quantize.py)."""
+
+
+class QuantizationError(TilecraftError):
+    """onnxruntime's quantization tool could not quantize the model (frontend/quantize.py);
+    the message carries its own error."""
+
+
+class AccuracyError(TilecraftError, ValueError):
+    """A reduced-precision build (``precision="bf16"`` / ``"int8"``) is further from the f32
+    build than ``max_error`` allows; the message names the output and its error, and the
+    error's ``report`` holds the whole accuracy report."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report

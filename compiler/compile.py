@@ -66,6 +66,10 @@ def compile(source: Any, options: CompileOptions | None = None,
         ``compile(m, target="llvm", opt_level=2)`` reads as before.
     """
     options = CompileOptions.of(options, **overrides)
+    if options.precision != "f32":  # bf16 / int8: the reduced build and its accuracy report
+        from .precision import compile_reduced
+
+        return compile_reduced(source, options, compile, _pipeline)
     if not isinstance(source, Model):  # Keras -> ONNX, TorchScript -> torch.export, TFLite -> MLIR
         resolved = resolve_source(source, options.shape_dict)
         if resolved.source is not source:

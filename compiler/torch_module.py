@@ -37,6 +37,12 @@ class CompiledTorchModule:
     def signature(self):  # noqa: ANN201 - the runtime's EntrySignature
         return self.compiled.signature
 
+    @property
+    def accuracy(self):  # noqa: ANN201 - compiler/precision.py's AccuracyReport
+        """The accuracy report of a ``precision="bf16"`` compile (docs/precision.md); ``None``
+        for an f32 one."""
+        return getattr(self.compiled, "accuracy", None)
+
     def ir(self, stage: str = "llvm") -> str:
         """The IR after pipeline stage ``stage`` (``"source"``: the imported linalg)."""
         return self.compiled.ir(stage)

@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 
 from ..errors import OptionError, TuningError
 from . import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
+from . import bf16_weights  # noqa: F401 - registers tilecraft-bf16-weights (precision="bf16")
 from .fast_math import FAST_MATH
 from .graph import graph_pass_elements
 from .offload import offload_element

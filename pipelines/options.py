@@ -18,6 +18,10 @@ from .target import Target
 from .target_registry import target_plugin
 
 
+# The numeric precisions a compile can ask for (compiler/precision.py).
+PRECISIONS = ("f32", "bf16", "int8")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """How to compile a model.
@@ -76,6 +80,17 @@ class CompileOptions:
       verbose: show the compile's progress (stage, elapsed seconds, kernels) on a terminal
         once it has taken a few seconds (compiler/progress.py); never when stderr is not a
         terminal. ``False``: quiet.
+      precision: ``"f32"`` (default), ``"bf16"`` (weights of matmuls and convolutions stored
+        as bf16, widened to f32 in the kernels, which accumulate in f32) or ``"int8"`` (the
+        ONNX model quantized to QDQ by onnxruntime's tool, then compiled on the int8 path).
+        A reduced precision also builds the f32 module and returns the result with an
+        ``accuracy`` report (compiler/precision.py, docs/precision.md). CPU targets only.
+      calibration: for ``precision="int8"``, a list of ``{input name: array}`` dicts or an
+        ``.npz`` path: static quantization with calibrated activation scales; without it,
+        dynamic quantization of MatMul/Gemm activations. For any reduced precision, the
+        inputs of the accuracy report (default: 8 seeded random inputs).
+      max_error: refuse (``AccuracyError``) a reduced-precision build whose maximum
+        relative error on some output exceeds this; ``None`` (default): report only.
     """
 
     target: "str | Target" = "llvm"
@@ -94,6 +109,9 @@ class CompileOptions:
     checked: bool = field(default_factory=lambda: os.environ.get("TILECRAFT_CHECKED", "") not in ("", "0"))
     cache: bool | None = None
     verbose: bool = True
+    precision: str = "f32"
+    calibration: Any = None
+    max_error: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target.parse(self.target))
@@ -129,6 +147,18 @@ class CompileOptions:
             raise OptionError(f"cache must be True, False or None, got {self.cache!r}")
         if not isinstance(self.verbose, bool):
             raise OptionError(f"verbose must be True or False, got {self.verbose!r}")
+        if self.precision not in PRECISIONS:
+            raise OptionError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
+        if self.precision not in target_plugin(self.target.kind).precisions:
+            raise OptionError(f"precision={self.precision!r} is not available for target {self.target}; "
+                              f"it compiles {list(target_plugin(self.target.kind).precisions)}")
+        if self.calibration is not None and self.precision == "f32":
+            raise OptionError("calibration is read by reduced-precision compiles: pass precision='int8' or 'bf16'")
+        if self.max_error is not None and (isinstance(self.max_error, bool) or not isinstance(
+                self.max_error, (int, float)) or not self.max_error >= 0):
+            raise OptionError(f"max_error must be a relative error >= 0, got {self.max_error!r}")
+        if self.max_error is not None and self.precision == "f32":
+            raise OptionError("max_error bounds a reduced-precision build: pass precision='int8' or 'bf16'")
         target_plugin(self.target.kind).check_options(self)  # what this target cannot honour
 
     @classmethod

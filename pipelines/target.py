@@ -47,6 +47,8 @@ _AVX512_VNNI_CPUS = frozenset(
         "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5",
     }
 )
+# CPUs LLVM gives AVX512-BF16 (vdpbf16ps): reduced precision's bf16 kernels (bf16_matmul.py).
+_AVX512_BF16_CPUS = frozenset({"cooperlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5"})
 # LLVM feature names whose Linux /proc/cpuinfo flag is spelled differently.
 _CPUINFO_FLAGS = {"avx512vnni": "avx512_vnni", "avx512bitalg": "avx512_bitalg",
                   "avx512vpopcntdq": "avx512_vpopcntdq", "avx512bf16": "avx512_bf16",
@@ -452,6 +454,12 @@ class Target:
         / ``-avx512vnni`` in ``-mattr`` decide, else the named CPU (table), else the host's
         CPU flags; a cross target with neither says no."""
         return self._has_feature("avx512vnni", _AVX512_VNNI_CPUS)
+
+    @property
+    def has_avx512_bf16(self) -> bool:
+        """Whether code for this target may use AVX512-BF16 (``vdpbf16ps``): as
+        :attr:`has_avx512_vnni`, with ``avx512bf16`` and its CPU table."""
+        return self._has_feature("avx512bf16", _AVX512_BF16_CPUS)
 
     def _has_feature(self, feature: str, cpus: frozenset[str]) -> bool:
         if f"-{feature}" in self.mattr or "-avx512f" in self.mattr:

@@ -54,6 +54,8 @@ class TargetPlugin(ABC):
       specializes_shapes: whether a model with dynamic input dims gets shape-specialized
         compiles (compiler/specialized.py): the CPU's register tiles need static extents.
       writes_packages: whether ``package_path`` (a deployable ``model.tar``) is possible.
+      precisions: the ``precision=`` values it compiles (``"f32"``; the CPU's reduced
+        ``"bf16"``/``"int8"`` builds, compiler/precision.py, compare against an f32 build run here).
       tunable: whether ``tilecraft.tune`` and the auto-scheduler search its schedules
         (:meth:`check_tunable` says why not; :meth:`schedule_space` gives the space).
     """
@@ -64,6 +66,7 @@ class TargetPlugin(ABC):
     specializes_shapes: bool = False
     writes_packages: bool = False
     tunable: bool = False
+    precisions: tuple[str, ...] = ("f32",)
 
     @abstractmethod
     def parse(self, spec: str, options: Sequence[str]) -> "Target":

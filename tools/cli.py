@@ -197,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--checked", action="store_true",
                           help="a checked build: every memory access verified at run time, a violation "
                                "is an error naming the op (docs/robustness.md)")
+    compile_.add_argument("--precision", choices=("f32", "bf16", "int8"), default="f32",
+                          help="bf16 weights or an int8 model quantized from the float one; prints an "
+                               "accuracy report against the f32 build (docs/precision.md)")
+    compile_.add_argument("--calibration", metavar="NPZ",
+                          help="int8: calibration inputs by input name (.npz); default: dynamic quantization")
+    compile_.add_argument("--max-error", type=float, metavar="REL",
+                          help="refuse a reduced-precision build whose relative error exceeds REL")
     compile_.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage into DIR")
     compile_.add_argument("--profile", action="store_true",
                           help="also build the per-kernel profiling variant (for `run --profile`)")
@@ -339,10 +346,15 @@ def command_compile(args: argparse.Namespace) -> int:
     except TilecraftError as error:
         raise UsageError(str(error)) from None
     start = time.perf_counter()
+    # Given only when set: CompileOptions refuses --calibration or --max-error without a precision.
+    reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration),
+                                                ("max_error", args.max_error)) if value not in (None, "f32")}
     compiled = tilecraft.compile(model, _compile_options(
         args, package_path=args.output if plugin.writes_packages else None, profile=args.profile,
-        keep_ir=args.dump_ir is not None))
+        keep_ir=args.dump_ir is not None, **reduced))
     seconds = time.perf_counter() - start
+    if getattr(compiled, "accuracy", None) is not None:
+        print(compiled.accuracy)
     if not plugin.writes_packages:
         print(plugin.write_output(compiled, args.output))
     elif args.sign:

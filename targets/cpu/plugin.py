@@ -35,6 +35,7 @@ class CpuTarget(TargetPlugin):
     specializes_shapes = True
     writes_packages = True
     tunable = True
+    precisions = ("f32", "bf16", "int8")
 
     def parse(self, spec: str, options: Sequence[str]) -> Target:
         return Target.from_llvm_options(spec, options, kind=self.name)

@@ -1,0 +1,178 @@
+"""The bf16 dot-product kernels of ``precision="bf16"`` on AVX512-BF16 targets
+(pipelines/bf16_matmul.py): their numerics through the portable dot products (this host has
+no ``vdpbf16ps``), and ``vdpbf16ps`` in the code generated for a Sapphire Rapids target
+(mlir-translate, opt, llc: compiled, not run)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from mlir import ir  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tilecraft  # noqa: E402
+from tilecraft.dialects import graph  # noqa: E402
+from tilecraft.errors import PipelineError, TargetError  # noqa: E402
+from tilecraft.frontend.loader import load_module  # noqa: E402
+from tilecraft.pipelines.bf16_matmul import pack_weights  # noqa: E402
+from tilecraft.pipelines.bf16_weights import BF16_WEIGHTS, with_bf16_weights  # noqa: E402
+from tilecraft.pipelines.target import Target  # noqa: E402
+from tilecraft.runtime.host import host_cpu_flags  # noqa: E402
+from tilecraft.runtime.libraries import llvm_tool, mlir_package_dir  # noqa: E402
+
+SAPPHIRE_RAPIDS = "llvm -mcpu=sapphirerapids"
+
+
+def _dense(m: int, k: int, n: int, seed: int = 0) -> tuple[onnx.ModelProto, np.ndarray, np.ndarray]:
+    """``relu(x @ w + b)``: a matmul with a bias and activation epilogue."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    graph_proto = helper.make_graph(
+        nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)]), w, b
+
+
+def _bf16(array: np.ndarray) -> np.ndarray:
+    return array.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+@pytest.mark.parametrize("m, k, n", [(13, 37, 70), (32, 64, 64), (1, 5, 16), (50, 128, 200)])
+def test_kernels_compute_bf16_products_summed_in_f32(m, k, n):
+    """Odd K (a masked last pair), N not a multiple of the tile, M not a multiple of the
+    register tile's rows; the result is the product of the bf16-rounded operands to f32's
+    precision, the bias and ReLU applied after it."""
+    model, w, b = _dense(m, k, n)
+    target = Target.parse("llvm")
+    pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True)
+    module = tilecraft.compile(model, pipeline=pipeline)
+    assert "call @tilecraft_bf16_matmul" in module.ir("simplify")
+    x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
+    expected = np.maximum(_bf16(x) @ _bf16(w) + b, 0)
+    np.testing.assert_allclose(module(x), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_packed_layout_puts_two_k_of_a_column_side_by_side():
+    w = np.arange(3 * 5, dtype=np.float32).reshape(3, 5).astype(ml_dtypes.bfloat16)
+    packed = pack_weights(w, 16)
+    assert packed.shape == (1, 2, 32) and packed.dtype == ml_dtypes.bfloat16
+    # column 4: k = 0, 1 in the first pair, k = 2 and a zero pad in the second
+    assert packed[0, 0, 8:10].astype(np.float32).tolist() == [4.0, 9.0]
+    assert packed[0, 1, 8:10].astype(np.float32).tolist() == [14.0, 0.0]
+
+
+def test_pipeline_for_a_bf16_cpu_uses_kernels_and_no_weight_panels():
+    target = Target.parse(SAPPHIRE_RAPIDS)
+    assert target.has_avx512_bf16 and not Target.parse("llvm -mcpu=skylake-avx512").has_avx512_bf16
+    pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target)
+    graph_passes = pipeline.stage("graph").passes
+    assert graph_passes[-1] == f"{BF16_WEIGHTS}{{kernels=1 num-threads={target.num_threads}}}"
+    assert "tilecraft-pack-weight-panels" not in graph_passes
+    assert pipeline.stage("vector").passes[0] == "tilecraft-bf16-dot-products"
+    plain = with_bf16_weights(tilecraft.cpu_pipeline("llvm -mcpu=znver3", opt_level=3), "llvm -mcpu=znver3")
+    assert plain.stage("graph").passes[-1] == BF16_WEIGHTS
+    assert "tilecraft-bf16-dot-products" not in plain.stage("vector").passes
+    assert with_bf16_weights(plain, "llvm -mcpu=znver3") is plain  # once
+
+
+def test_sapphire_rapids_code_has_vdpbf16ps(tmp_path):
+    """The whole CPU pipeline for Sapphire Rapids, then LLVM's tools as packages use them."""
+    model, _, _ = _dense(24, 96, 64)
+    target = Target.parse(SAPPHIRE_RAPIDS)
+    pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target)
+    context = ir.Context()
+    graph.load(context)
+    module = load_module(model, context)
+    with context, ir.Location.unknown():
+        pipeline.run(module)
+        (tmp_path / "model.mlir").write_text(module.operation.get_asm())
+    assert "llvm.x86.avx512bf16.dpbf16ps.512" in (tmp_path / "model.mlir").read_text()
+    machine = ["-mtriple=x86_64-unknown-linux-gnu", "-mcpu=sapphirerapids"]
+    subprocess.run([str(mlir_package_dir() / "bin" / "mlir-translate"), "--mlir-to-llvmir",
+                    str(tmp_path / "model.mlir"), "-o", str(tmp_path / "model.ll")], check=True)
+    subprocess.run([llvm_tool("opt"), "-O2", *machine, str(tmp_path / "model.ll"), "-o", str(tmp_path / "model.bc")],
+                   check=True)
+    assembly = subprocess.run([llvm_tool("llc"), "-O2", *machine, str(tmp_path / "model.bc"), "-o", "-"],
+                              check=True, capture_output=True, text=True).stdout
+    assert "vdpbf16ps" in assembly
+    assert "vcvtneps2bf16" in assembly  # A's f32 pairs rounded to bf16 by the hardware
+
+
+def test_bad_pass_option_is_a_pipeline_error():
+    target = Target.parse("llvm")
+    pipeline = tilecraft.cpu_pipeline(target, opt_level=3)
+    pipeline = pipeline.replace("graph", [*pipeline.stage("graph").passes, f"{BF16_WEIGHTS}{{kernels=2}}"])
+    model, _, _ = _dense(4, 8, 16)
+    with pytest.raises((PipelineError, tilecraft.CompileError), match="kernels must be 0 or 1"):
+        tilecraft.compile(model, pipeline=pipeline)
+
+
+@pytest.mark.skipif("avx512_bf16" in host_cpu_flags(), reason="this host runs vdpbf16ps")
+def test_a_bf16_target_this_host_cannot_run_is_refused_before_compiling():
+    model, _, _ = _dense(4, 8, 16)
+    with pytest.raises(TargetError, match="avx512_bf16 kernels, which this machine lacks"):
+        tilecraft.compile(model, target=SAPPHIRE_RAPIDS, precision="bf16")
+
+
+def test_pointwise_convolutions_take_the_kernel_others_keep_widened_weights():
+    """A 1x1 stride-1 convolution is a matmul of the pixels (its NHWC input and result viewed
+    as rows); a strided 1x1 and a 3x3 one read their bf16 filters widened to f32."""
+    rng = np.random.default_rng(4)
+    w1 = (rng.standard_normal((24, 16, 1, 1)) * 0.3).astype(np.float32)
+    b1 = rng.standard_normal(24).astype(np.float32)
+    w2 = (rng.standard_normal((8, 24, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], strides=[2, 2])]
+    graph_proto = helper.make_graph(
+        nodes, "pointwise", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 3, 3])],
+        [numpy_helper.from_array(a, name) for a, name in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+    target = Target.parse("llvm")
+    module = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3),
+                                                                 target, kernels=True))
+    simplified = module.ir("simplify")
+    assert simplified.count("call @tilecraft_bf16_matmul_72x24x16") == 1  # 2*6*6 pixels, 24 filters, 16 channels
+    assert "tensor<1x1x24x8xbf16>" in simplified  # the strided conv's filter, widened where it is read
+    x = rng.standard_normal((2, 16, 6, 6)).astype(np.float32)
+    hidden = np.maximum(np.einsum("nchw,fc->nfhw", _bf16(x), _bf16(w1[:, :, 0, 0])) + b1[:, None, None], 0)
+    expected = np.einsum("nchw,fc->nfhw", hidden[:, :, ::2, ::2], _bf16(w2[:, :, 0, 0]))
+    np.testing.assert_allclose(module(x), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_an_encoder_layer_runs_its_projections_on_the_kernels():
+    """A BERT layer (tests/graph/graph_models.py): Q/K/V (combined), output and feed-forward
+    projections become kernels, attention stays f32; its output stays within bf16's error
+    of the f32 build. For Sapphire Rapids their dot products are vdpbf16ps."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+    import graph_models
+
+    model = graph_models.bert_layer(seq=16, hidden=64, heads=4, ffn=128)
+    host = Target.parse("llvm")
+    module = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(host, opt_level=3), host,
+                                                                 kernels=True))
+    assert module.ir("simplify").count("call @tilecraft_bf16_matmul") == 4
+    x = np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32)
+    expected = tilecraft.compile(model)(x)
+    np.testing.assert_allclose(module(x), expected, rtol=0, atol=0.01 * np.abs(expected).max())  # measured 2.6e-3
+    target = Target.parse(SAPPHIRE_RAPIDS)
+    context = ir.Context()
+    graph.load(context)
+    lowered = load_module(model, context)
+    with context, ir.Location.unknown():
+        with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target).run(lowered)
+        assert "llvm.x86.avx512bf16.dpbf16ps.512" in lowered.operation.get_asm(large_elements_limit=16,
+                                                                                large_resource_limit=16)
