@@ -150,8 +150,9 @@ class CompileOptions:
         if self.precision not in PRECISIONS:
             raise OptionError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
         if self.precision not in target_plugin(self.target.kind).precisions:
-            raise OptionError(f"precision={self.precision!r} is not available for target {self.target}; "
-                              f"it compiles {list(target_plugin(self.target.kind).precisions)}")
+            raise OptionError(f"precision={self.precision!r} is not available for target {self.target}, "
+                              f"which compiles {list(target_plugin(self.target.kind).precisions)}; "
+                              "reduced precisions compile for CPU targets ('llvm ...')")
         if self.calibration is not None and self.precision == "f32":
             raise OptionError("calibration is read by reduced-precision compiles: pass precision='int8' or 'bf16'")
         if self.max_error is not None and (isinstance(self.max_error, bool) or not isinstance(
