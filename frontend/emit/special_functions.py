@@ -17,7 +17,7 @@ import math as pymath
 from typing import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, math
+from mlir.dialects import arith, math, scf
 
 from . import core, elementwise
 
@@ -478,3 +478,177 @@ erfcx = _f64_unary(_erfcx)
 log_ndtr = _f64_unary(_log_ndtr)
 erfinv = _f64_unary(_erfinv)
 ndtri = _f64_unary(_ndtri)
+
+
+# --- loops with a data-dependent trip count: Hurwitz zeta, polygamma, orthogonal polynomials ----
+
+def _count(value: ir.Value, low: float, high: float) -> ir.Value:
+    """``value`` (f64, already integral) clamped to [low, high] as an ``index`` (NaN -> low), so
+    that a NaN, an infinity or a huge value never reaches ``fptosi`` (poison) or runs away."""
+    low_value = _f64(low)
+    clamped = arith.select(arith.cmpf(arith.CmpFPredicate.OGE, value, low_value), value, low_value)
+    clamped = arith.select(_lt(clamped, _f64(high)), clamped, _f64(high))
+    return arith.index_cast(ir.IndexType.get(), arith.fptosi(ir.IntegerType.get_signless(64), clamped))
+
+
+def _index_as_f64(index: ir.Value) -> ir.Value:
+    return arith.sitofp(ir.F64Type.get(), arith.index_cast(ir.IntegerType.get_signless(64), index))
+
+
+def _loop(start: int, stop: ir.Value, carried: Sequence[ir.Value],
+          step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+    """``for k in range(start, stop): carried = step(k as f64, carried)`` as an ``scf.for``."""
+    index = ir.IndexType.get()
+    loop = scf.ForOp(arith.constant(index, start), stop, arith.constant(index, 1), list(carried))
+    with ir.InsertionPoint(loop.body):
+        scf.YieldOp(step(_index_as_f64(loop.induction_variable), list(loop.inner_iter_args)))
+    return list(loop.results)
+
+
+# (2k)! / B_2k, k = 1..12: the Euler-Maclaurin correction terms of Cephes' zeta
+_ZETA_EULER_MACLAURIN = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+                         7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+                         -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+# Direct terms are capped here (q below -2^24 with an integer x): PyTorch's loop would run
+# for as many terms as |q|.
+_ZETA_MAX_TERMS = float(2**24)
+
+
+def _hurwitz_zeta(x: ir.Value, q: ir.Value) -> ir.Value:
+    """``zeta(x, q) = sum_k (q + k)^-x`` as Cephes (and PyTorch) compute it: the direct sum up to
+    ``q + N > 9`` (N >= 9 terms), then 12 Euler-Maclaurin corrections; inf at x = 1 and at
+    q a non-positive integer, NaN for x < 1 and for q < 0 with a non-integer x."""
+    minus_x = arith.negf(x)
+    # N = max(9, floor(9 - q) + 1): the first a = q + N above 9
+    terms = _count(arith.addf(math.floor(arith.subf(_f64(9.0), q)), _f64(1.0)), 9.0, _ZETA_MAX_TERMS)
+
+    def add_term(k: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        return [arith.addf(carried[0], math.powf(arith.addf(q, k), minus_x))]
+
+    one = arith.constant(ir.IndexType.get(), 1)
+    (total,) = _loop(0, arith.addi(terms, one), [_f64(0.0)], add_term)
+    w = arith.addf(q, _index_as_f64(terms))
+    b = math.powf(w, minus_x)
+    total = arith.addf(total, arith.divf(arith.mulf(b, w), arith.subf(x, _f64(1.0))))
+    total = arith.subf(total, arith.mulf(_f64(0.5), b))
+    a = _f64(1.0)
+    k = 0.0
+    for coefficient in _ZETA_EULER_MACLAURIN:
+        a = arith.mulf(a, arith.addf(x, _f64(k)))
+        b = arith.divf(b, w)
+        total = arith.addf(total, arith.divf(arith.mulf(a, b), _f64(coefficient)))
+        a = arith.mulf(a, arith.addf(x, _f64(k + 1)))
+        b = arith.divf(b, w)
+        k += 2
+    non_positive = arith.cmpf(arith.CmpFPredicate.OLE, q, _f64(0.0))
+    integral_q = _eq(math.floor(q), q)
+    fractional_x = arith.cmpf(arith.CmpFPredicate.UNE, math.floor(x), x)
+    return _select([(_eq(x, _f64(1.0)), _f64(pymath.inf)), (_lt(x, _f64(1.0)), _f64(pymath.nan)),
+                    (arith.andi(non_positive, integral_q), _f64(pymath.inf)),
+                    (arith.andi(non_positive, fractional_x), _f64(pymath.nan))], total)
+
+
+def zeta(x: ir.Value, q: ir.Value) -> ir.Value:
+    """The Hurwitz zeta function ``zeta(x, q)`` (``torch.special.zeta``), in f64."""
+    return _narrow(_hurwitz_zeta(_widen(x), _widen(q)), x)
+
+
+def polygamma(order: int, x: ir.Value) -> ir.Value:
+    """``psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x)`` for n >= 1 (n = 0 is :func:`digamma`)."""
+    if order < 1:
+        raise ValueError(f"polygamma of order {order}: the zeta form needs order >= 1")
+    v = _widen(x)
+    scale = (1.0 if order % 2 else -1.0) * pymath.factorial(order)
+    result = arith.mulf(_f64(scale), _hurwitz_zeta(_f64(float(order + 1)), v))
+    if order == 1:  # PyTorch's trigamma is a separate series: 0 at +inf (zeta's sum gives 0 * inf)
+        result = arith.select(_eq(v, _f64(pymath.inf)), _f64(0.0), result)
+    return _narrow(result, x)
+
+
+# Orthogonal polynomials of a tensor degree n (truncated to an integer, as PyTorch does): the
+# three-term recurrence from (P_0, P_1), n - 1 steps in an scf.for; n < 0 gives 0. Degrees
+# are capped at 2^24 steps (a larger n with |x| > 1 has long overflowed to inf or NaN).
+_MAX_DEGREE = float(2**24)
+
+
+def _recurrence(x: ir.Value, n: ir.Value, first: ir.Value, second: ir.Value,
+                step: Callable[[ir.Value, ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """P_n from P_0 = ``first``, P_1 = ``second`` and ``P_{k+1} = step(k, P_k, P_{k-1})``."""
+    def advance(k: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        previous, current = carried
+        return [current, step(k, current, previous)]
+
+    _, last = _loop(1, _count(n, 1.0, _MAX_DEGREE), [first, second], advance)
+    return _select([(_lt(n, _f64(0.0)), _f64(0.0)), (_eq(n, _f64(0.0)), first)], last)
+
+
+def _two_x_step(y: ir.Value) -> Callable[[ir.Value, ir.Value, ir.Value], ir.Value]:
+    return lambda k, current, previous: arith.subf(arith.mulf(arith.addf(y, y), current), previous)
+
+
+def _chebyshev(kind: str, y: ir.Value, n: ir.Value) -> ir.Value:
+    """Chebyshev T/U/V/W of ``y`` by the recurrence ``P_{k+1} = 2y P_k - P_{k-1}``."""
+    one = _f64(1.0)
+    second = {"t": y, "u": arith.addf(y, y), "v": arith.subf(arith.addf(y, y), one),
+              "w": arith.addf(arith.addf(y, y), one)}[kind]
+    return _recurrence(y, n, one, second, _two_x_step(y))
+
+
+def _degree(n: ir.Value) -> ir.Value:
+    return math.trunc(_widen(n))
+
+
+def _polynomial(kind: str, shifted: bool = False) -> Callable[[ir.Value, ir.Value], ir.Value]:
+    def run(x: ir.Value, n: ir.Value) -> ir.Value:
+        v = _widen(x)
+        y = arith.subf(arith.addf(v, v), _f64(1.0)) if shifted else v
+        return _narrow(_chebyshev(kind, y, _degree(n)), x)
+
+    run.__name__ = f"{'shifted_' if shifted else ''}chebyshev_{kind}"
+    run.__doc__ = f"The {'shifted ' if shifted else ''}Chebyshev polynomial {kind.upper()}_n(x)."
+    return run
+
+
+chebyshev_t, chebyshev_u, chebyshev_v, chebyshev_w = (_polynomial(k) for k in "tuvw")
+shifted_chebyshev_t, shifted_chebyshev_u, shifted_chebyshev_v, shifted_chebyshev_w = (
+    _polynomial(k, shifted=True) for k in "tuvw")
+
+
+def hermite_h(x: ir.Value, n: ir.Value) -> ir.Value:
+    """The physicists' Hermite polynomial: ``H_{k+1} = 2x H_k - 2k H_{k-1}``."""
+    v = _widen(x)
+    two_x = arith.addf(v, v)
+    step = lambda k, current, previous: arith.subf(arith.mulf(two_x, current),  # noqa: E731
+                                                    arith.mulf(arith.addf(k, k), previous))
+    return _narrow(_recurrence(v, _degree(n), _f64(1.0), two_x, step), x)
+
+
+def hermite_he(x: ir.Value, n: ir.Value) -> ir.Value:
+    """The probabilists' Hermite polynomial: ``He_{k+1} = x He_k - k He_{k-1}``."""
+    v = _widen(x)
+    step = lambda k, current, previous: arith.subf(arith.mulf(v, current), arith.mulf(k, previous))  # noqa: E731
+    return _narrow(_recurrence(v, _degree(n), _f64(1.0), v, step), x)
+
+
+def laguerre_l(x: ir.Value, n: ir.Value) -> ir.Value:
+    """The Laguerre polynomial: ``L_{k+1} = ((2k + 1 - x) L_k - k L_{k-1}) / (k + 1)``."""
+    v = _widen(x)
+    one_minus_x = arith.subf(_f64(1.0), v)
+
+    def step(k: ir.Value, current: ir.Value, previous: ir.Value) -> ir.Value:
+        weighted = arith.subf(arith.mulf(arith.addf(arith.addf(k, k), one_minus_x), current), arith.mulf(k, previous))
+        return arith.divf(weighted, arith.addf(k, _f64(1.0)))
+
+    return _narrow(_recurrence(v, _degree(n), _f64(1.0), one_minus_x, step), x)
+
+
+def legendre_p(x: ir.Value, n: ir.Value) -> ir.Value:
+    """The Legendre polynomial: ``P_{k+1} = ((2k + 1) x P_k - k P_{k-1}) / (k + 1)``."""
+    v = _widen(x)
+
+    def step(k: ir.Value, current: ir.Value, previous: ir.Value) -> ir.Value:
+        weighted = arith.subf(arith.mulf(arith.mulf(arith.addf(arith.addf(k, k), _f64(1.0)), v), current),
+                              arith.mulf(k, previous))
+        return arith.divf(weighted, arith.addf(k, _f64(1.0)))
+
+    return _narrow(_recurrence(v, _degree(n), _f64(1.0), v, step), x)

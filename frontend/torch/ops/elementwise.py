@@ -454,6 +454,40 @@ def ldexp(ctx: OpContext, x: Any, exponent: Any) -> ir.Value:
 
 @table.aten("polygamma.default")
 def polygamma(ctx: OpContext, n: int, x: Any) -> ir.Value:
-    if n != 0:
-        raise NotImplementedError(f"polygamma of order {n} (only 0, digamma)")
-    return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)
+    if n < 0:
+        raise ValueError(f"polygamma of a negative order ({n})")
+    if n == 0:
+        return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: special_functions.polygamma(n, v))
+
+
+@table.aten("special_zeta.default", "special_zeta.self_scalar", "special_zeta.other_scalar")
+def zeta(ctx: OpContext, x: Any, q: Any) -> ir.Value:
+    return table.map_(ctx, [x, q], ctx.result_dtype(), special_functions.zeta)
+
+
+# Orthogonal polynomials P_n(x) of a tensor (or scalar) degree n: x's float type, like eager.
+_POLYNOMIALS = {
+    "chebyshev_polynomial_t": special_functions.chebyshev_t,
+    "chebyshev_polynomial_u": special_functions.chebyshev_u,
+    "chebyshev_polynomial_v": special_functions.chebyshev_v,
+    "chebyshev_polynomial_w": special_functions.chebyshev_w,
+    "shifted_chebyshev_polynomial_t": special_functions.shifted_chebyshev_t,
+    "shifted_chebyshev_polynomial_u": special_functions.shifted_chebyshev_u,
+    "shifted_chebyshev_polynomial_v": special_functions.shifted_chebyshev_v,
+    "shifted_chebyshev_polynomial_w": special_functions.shifted_chebyshev_w,
+    "hermite_polynomial_h": special_functions.hermite_h,
+    "hermite_polynomial_he": special_functions.hermite_he,
+    "laguerre_polynomial_l": special_functions.laguerre_l,
+    "legendre_polynomial_p": special_functions.legendre_p,
+}
+
+
+def _polynomial(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Handler:
+    def handler(ctx: OpContext, x: Any, n: Any) -> ir.Value:
+        return table.map_(ctx, [x, n], ctx.result_dtype(), fn)
+    return handler
+
+
+for _name, _fn in _POLYNOMIALS.items():
+    table.aten(*(f"special_{_name}.{overload}" for overload in ("default", "x_scalar", "n_scalar")))(_polynomial(_fn))
