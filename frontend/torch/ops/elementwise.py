@@ -491,3 +491,14 @@ def _polynomial(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Handler:
 
 for _name, _fn in _POLYNOMIALS.items():
     table.aten(*(f"special_{_name}.{overload}" for overload in ("default", "x_scalar", "n_scalar")))(_polynomial(_fn))
+
+
+@table.aten("angle.default")
+def angle(ctx: OpContext, x: Any) -> ir.Value:
+    """The argument of a real number: pi below 0, else 0; NaN stays NaN (eager's rule)."""
+    def body(v: ir.Value) -> ir.Value:
+        zero = elementwise.like(0, v)
+        result = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, v, zero), elementwise.like(np.pi, v), zero)
+        return arith.select(elementwise.is_nan(v), v, result)
+
+    return table.map_(ctx, [x], ctx.result_dtype(), body)
