@@ -652,3 +652,50 @@ def legendre_p(x: ir.Value, n: ir.Value) -> ir.Value:
         return arith.divf(weighted, arith.addf(k, _f64(1.0)))
 
     return _narrow(_recurrence(v, _degree(n), _f64(1.0), v, step), x)
+
+
+# --- the Airy function Ai ----------------------------------------------------------------------
+#
+# Maclaurin series (DLMF 9.4.1) on [-7, 5] (30 terms; at 5 the sums ~1e3 cancel to Ai ~1e-4,
+# about 1e-9 relative), the large-argument expansions (DLMF 9.7.5 above 5, 9.7.9 below -7)
+# in zeta = 2/3 |x|^{3/2} outside.
+
+_AIRY_LOW, _AIRY_HIGH = -7.0, 5.0
+_AIRY_AI0 = 0.355028053887817239  # Ai(0)
+_AIRY_AIP0 = -0.258819403792806798  # Ai'(0)
+
+
+def _airy_coefficients(terms: int) -> list[float]:
+    """u_k of the expansions: ``u_k = (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k) u_{k-1}``."""
+    u = [1.0]
+    for k in range(1, terms):
+        u.append(u[-1] * (6 * k - 5) * (6 * k - 3) * (6 * k - 1) / ((2 * k - 1) * 216 * k))
+    return u
+
+
+def _airy_ai(x: ir.Value) -> ir.Value:
+    """The Airy function Ai(x) (``torch.special.airy_ai``)."""
+    small = arith.maximumf(arith.minimumf(x, _f64(_AIRY_HIGH)), _f64(_AIRY_LOW))
+    cube = arith.mulf(arith.mulf(small, small), small)
+    f = _power_series(cube, [1.0 / ((3 * k) * (3 * k - 1)) for k in range(1, 30)])
+    g = _power_series(cube, [1.0 / ((3 * k + 1) * (3 * k)) for k in range(1, 30)], first=small)
+    series = arith.addf(arith.mulf(_f64(_AIRY_AI0), f), arith.mulf(_f64(_AIRY_AIP0), g))
+
+    magnitude = arith.maximumf(math.absf(x), _f64(_AIRY_HIGH))
+    zeta = arith.mulf(_f64(2.0 / 3.0), arith.mulf(magnitude, math.sqrt(magnitude)))
+    fourth_root = math.sqrt(math.sqrt(magnitude))
+    u = _airy_coefficients(16)
+    decaying = arith.divf(arith.mulf(math.exp(arith.negf(zeta)), _inverse_series(zeta, u[:12], alternating=True)),
+                          arith.mulf(_f64(2 * pymath.sqrt(pymath.pi)), fourth_root))
+    inverse_square = arith.divf(_f64(1.0), arith.mulf(zeta, zeta))
+    even = elementwise.horner([u[k] * (-1.0) ** (k // 2) for k in range(0, 16, 2)], inverse_square)
+    odd = arith.divf(elementwise.horner([u[k] * (-1.0) ** (k // 2) for k in range(1, 16, 2)], inverse_square), zeta)
+    phase = arith.addf(zeta, _f64(pymath.pi / 4))
+    oscillating = arith.divf(arith.subf(arith.mulf(math.sin(phase), even), arith.mulf(math.cos(phase), odd)),
+                             arith.mulf(_f64(pymath.sqrt(pymath.pi)), fourth_root))
+    # +inf gives NaN, as PyTorch's Cephes port does
+    return _select([(_lt(x, _f64(_AIRY_LOW)), oscillating), (_eq(x, _f64(pymath.inf)), _f64(pymath.nan)),
+                    (_lt(_f64(_AIRY_HIGH), x), decaying)], series)
+
+
+airy_ai = _f64_unary(_airy_ai)

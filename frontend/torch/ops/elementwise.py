@@ -81,6 +81,7 @@ _UNARY: dict[str, Callable[[ir.Value], ir.Value]] = {
     "special_erfcx.default": special_functions.erfcx,
     "special_log_ndtr.default": special_functions.log_ndtr,
     "special_ndtri.default": special_functions.ndtri,
+    "special_airy_ai.default": special_functions.airy_ai,
 }
 for _name, _fn in _UNARY.items():
     table.aten(_name)(_float_unary(_fn))
