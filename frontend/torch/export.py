@@ -9,8 +9,12 @@ from mlir import ir
 from torch.export import ExportedProgram
 
 from ...errors import TorchImportError
-from .importer import import_program
+from .importer import import_program, op_name
 from .ops import ATEN_OPS
+
+# Rounds of torch's own decompositions after the core ATen table (a decomposition may leave
+# another op without a handler that has one in turn).
+_DECOMPOSITION_ROUNDS = 3
 
 
 def _training_submodules(module: torch.nn.Module) -> list[str]:
@@ -39,11 +43,38 @@ def export(
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     try:
         program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
-        return program.run_decompositions()
+        return _decompose_unhandled(program.run_decompositions())
     except (torch._dynamo.exc.UserError, torch._dynamo.exc.Unsupported, RuntimeError, TypeError,
             ValueError, AssertionError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise TorchImportError(f"torch.export could not trace the module: {first_line}") from error
+
+
+def _unhandled_decompositions(program: ExportedProgram) -> dict[Any, Any]:
+    """torch's decompositions (``torch._decomp``) of the ops in ``program`` no handler covers."""
+    from torch._decomp import decomposition_table
+
+    targets = {node.target for node in program.graph.nodes if node.op == "call_function"}
+    return {target: decomposition_table[target] for target in targets
+            if isinstance(target, torch._ops.OpOverload) and op_name(target) not in ATEN_OPS
+            and target in decomposition_table}
+
+
+def _decompose_unhandled(program: ExportedProgram) -> ExportedProgram:
+    """``program`` with the ops the importer has no handler for decomposed by torch's own
+    table where it has one (``upsample_bilinear2d.vec``, ``grid_sampler_2d``, ``dist``,
+    ``native_dropout``...). Why not the whole table up front: the handlers' fused forms of
+    the ops they cover are faster than the decompositions, and the core ATen table already
+    ran; this only reaches what would otherwise be refused."""
+    for _ in range(_DECOMPOSITION_ROUNDS):
+        table = _unhandled_decompositions(program)
+        if not table:
+            break
+        try:
+            program = program.run_decompositions(table)
+        except Exception:  # noqa: BLE001 - a decomposition that cannot trace: keep the op, refused by name
+            break
+    return program
 
 
 def import_exported(program: ExportedProgram, context: ir.Context | None = None) -> ir.Module:

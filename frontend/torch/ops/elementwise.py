@@ -62,6 +62,26 @@ _UNARY: dict[str, Callable[[ir.Value], ir.Value]] = {
     "mish.default": elementwise.mish,
     "lgamma.default": special_functions.lgamma,
     "digamma.default": special_functions.digamma,
+    "erfinv.default": special_functions.erfinv,
+    "i0.default": special_functions.i0,
+    "special_i0e.default": special_functions.i0e,
+    "special_i1.default": special_functions.i1,
+    "special_i1e.default": special_functions.i1e,
+    "special_modified_bessel_i0.default": special_functions.i0,
+    "special_modified_bessel_i1.default": special_functions.i1,
+    "special_modified_bessel_k0.default": special_functions.k0,
+    "special_modified_bessel_k1.default": special_functions.k1,
+    "special_scaled_modified_bessel_k0.default": special_functions.k0e,
+    "special_scaled_modified_bessel_k1.default": special_functions.k1e,
+    "special_bessel_j0.default": special_functions.j0,
+    "special_bessel_j1.default": special_functions.j1,
+    "special_bessel_y0.default": special_functions.y0,
+    "special_bessel_y1.default": special_functions.y1,
+    "special_spherical_bessel_j0.default": special_functions.spherical_j0,
+    "special_erfcx.default": special_functions.erfcx,
+    "special_log_ndtr.default": special_functions.log_ndtr,
+    "special_ndtri.default": special_functions.ndtri,
+    "special_airy_ai.default": special_functions.airy_ai,
 }
 for _name, _fn in _UNARY.items():
     table.aten(_name)(_float_unary(_fn))
@@ -435,6 +455,51 @@ def ldexp(ctx: OpContext, x: Any, exponent: Any) -> ir.Value:
 
 @table.aten("polygamma.default")
 def polygamma(ctx: OpContext, n: int, x: Any) -> ir.Value:
-    if n != 0:
-        raise NotImplementedError(f"polygamma of order {n} (only 0, digamma)")
-    return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)
+    if n < 0:
+        raise ValueError(f"polygamma of a negative order ({n})")
+    if n == 0:
+        return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)
+    return table.map_(ctx, [x], ctx.result_dtype(), lambda v: special_functions.polygamma(n, v))
+
+
+@table.aten("special_zeta.default", "special_zeta.self_scalar", "special_zeta.other_scalar")
+def zeta(ctx: OpContext, x: Any, q: Any) -> ir.Value:
+    return table.map_(ctx, [x, q], ctx.result_dtype(), special_functions.zeta)
+
+
+# Orthogonal polynomials P_n(x) of a tensor (or scalar) degree n: x's float type, like eager.
+_POLYNOMIALS = {
+    "chebyshev_polynomial_t": special_functions.chebyshev_t,
+    "chebyshev_polynomial_u": special_functions.chebyshev_u,
+    "chebyshev_polynomial_v": special_functions.chebyshev_v,
+    "chebyshev_polynomial_w": special_functions.chebyshev_w,
+    "shifted_chebyshev_polynomial_t": special_functions.shifted_chebyshev_t,
+    "shifted_chebyshev_polynomial_u": special_functions.shifted_chebyshev_u,
+    "shifted_chebyshev_polynomial_v": special_functions.shifted_chebyshev_v,
+    "shifted_chebyshev_polynomial_w": special_functions.shifted_chebyshev_w,
+    "hermite_polynomial_h": special_functions.hermite_h,
+    "hermite_polynomial_he": special_functions.hermite_he,
+    "laguerre_polynomial_l": special_functions.laguerre_l,
+    "legendre_polynomial_p": special_functions.legendre_p,
+}
+
+
+def _polynomial(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Handler:
+    def handler(ctx: OpContext, x: Any, n: Any) -> ir.Value:
+        return table.map_(ctx, [x, n], ctx.result_dtype(), fn)
+    return handler
+
+
+for _name, _fn in _POLYNOMIALS.items():
+    table.aten(*(f"special_{_name}.{overload}" for overload in ("default", "x_scalar", "n_scalar")))(_polynomial(_fn))
+
+
+@table.aten("angle.default")
+def angle(ctx: OpContext, x: Any) -> ir.Value:
+    """The argument of a real number: pi below 0, else 0; NaN stays NaN (eager's rule)."""
+    def body(v: ir.Value) -> ir.Value:
+        zero = elementwise.like(0, v)
+        result = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, v, zero), elementwise.like(np.pi, v), zero)
+        return arith.select(elementwise.is_nan(v), v, result)
+
+    return table.map_(ctx, [x], ctx.result_dtype(), body)

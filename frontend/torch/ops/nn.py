@@ -13,10 +13,12 @@ from ...emit import (
     conv,
     core,
     elementwise,
+    grid_sample,
     movement,
     pooling,
     reduction,
     reshapes,
+    resize,
 )
 from ..importer import OpContext
 from . import table
@@ -284,3 +286,51 @@ def _scaled_sum(ctx: OpContext, product: ir.Value, bias: Any, alpha: float, beta
         return movement.broadcast_to(scaled, core.broadcast_extents([scaled, ctx.tensor(bias, dtype)]))
     return core.elementwise([scaled, ctx.tensor(bias, dtype)], element, lambda p, c: elementwise.add(
         p, elementwise.multiply(c, elementwise.like(beta, c))))
+
+
+_GRID_SAMPLER_MODES = ("linear", "nearest", "cubic")  # PyTorch's interpolation_mode 0, 1, 2
+_GRID_SAMPLER_PADDINGS = ("zeros", "border", "reflection")  # padding_mode 0, 1, 2
+
+
+@table.aten("grid_sampler_2d.default", "grid_sampler_3d.default")
+def grid_sampler(ctx: OpContext, x: Any, grid: Any, interpolation_mode: int, padding_mode: int,
+                 align_corners: bool) -> ir.Value:
+    """``grid_sample`` through the shared emitter (one generic op; torch's decomposition
+    gathers every corner as its own tensor). The grid's last dim holds (x, y[, z]), as ONNX's."""
+    if interpolation_mode not in range(3) or padding_mode not in range(3):
+        raise ValueError(f"grid_sampler: interpolation_mode {interpolation_mode} / padding_mode "
+                         f"{padding_mode} (expected 0, 1 or 2)")
+    if interpolation_mode == 2 and padding_mode == 1:
+        # eager clamps each of the 16 taps' positions to the border; ONNX (the emitter) clamps the
+        # sampled position: different values near the edges
+        raise NotImplementedError("grid_sample with mode='bicubic' and padding_mode='border'")
+    method = grid_sample.GridSampleMethod(_GRID_SAMPLER_MODES[interpolation_mode],
+                                          _GRID_SAMPLER_PADDINGS[padding_mode], bool(align_corners))
+    dtype = ctx.result_dtype()
+    return grid_sample.grid_sample(ctx.tensor(x, dtype), ctx.tensor(grid, dtype), method)
+
+
+@table.aten("upsample_bilinear2d.vec", "upsample_bilinear2d.default")
+def upsample_bilinear2d(ctx: OpContext, x: Any, output_size: Sequence[int] | None, align_corners: bool,
+                        *scales: Any) -> ir.Value:
+    """Bilinear ``interpolate`` of the last two dims through the shared resize emitter (one
+    pass over the output; torch's decomposition gathers each corner separately).
+    Coordinates as eager: ``(y + 0.5) / scale - 0.5`` with the edge repeated (ONNX's
+    ``half_pixel``), or ``y * (n - 1) / (out - 1)`` with ``align_corners``; ``scale`` is the
+    given scale factor (not with ``align_corners``), else ``out / in``."""
+    factors = scales[0] if ctx.node.target._overloadname == "vec" else list(scales)
+    dtype = ctx.result_dtype()
+    x = ctx.tensor(x, dtype)
+    shape = core.static_shape(x)
+    if len(shape) != 4 or any(extent is None for extent in shape[2:]):
+        raise ValueError(f"upsample_bilinear2d needs a 4-d input with static spatial dims, got {shape}")
+    given = [None, None] if factors is None else list(factors) + [None] * (2 - len(factors))
+    if output_size is None:
+        if given[0] is None or given[1] is None:
+            raise ValueError("upsample_bilinear2d needs output_size or scale factors")
+        output_size = [int(n * f) for n, f in zip(shape[2:], given)]
+    # with align_corners eager steps (n - 1) / (out - 1) whatever factor was given
+    axes = {2 + i: resize.ResizeAxis(size=int(out), scale=float(f) if f and not align_corners else out / n)
+            for i, (out, n, f) in enumerate(zip(output_size, shape[2:], given))}
+    method = resize.ResizeMethod(mode="linear", coordinate_mode="align_corners" if align_corners else "half_pixel")
+    return resize.resize(x, axes, method)

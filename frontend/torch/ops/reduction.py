@@ -254,3 +254,26 @@ def topk(ctx: OpContext, x: Any, k: Any, dim: int = -1, largest: bool = True,
         return x, core.filled([], 0, core.element_type(table.INT64))
     axis = table.dim(dim, table.rank(x))
     return reduction.top_k(x, axis, k, largest=largest, unsigned=table.unsigned(ctx.result_dtype(0)))
+
+
+
+@table.aten("_native_batch_norm_legit.no_stats")
+def batch_norm_batch_statistics(ctx: OpContext, x: Any, weight: Any, bias: Any, training: bool, momentum: float,
+                                eps: float) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Batch norm by the batch's own statistics (every dim but the channel one), without
+    running buffers: instance norm's form, and ``batch_norm(training=True)`` with none.
+    (With running buffers, training mode writes them: the importer refuses that program.)
+    Returns ``(y, mean, rstd)``, the statistics per channel."""
+    dtype = ctx.result_dtype(0)
+    x = ctx.tensor(x, dtype)
+    rank = table.rank(x)
+    channels = core.static_shape(x)[1]
+    if channels is None:
+        raise ValueError("batch norm needs a static channel dim")
+    ones, zeros = np.ones([channels], dtype), np.zeros([channels], dtype)
+    scale = reduction.channel_view(ctx.tensor(ones if weight is None else weight, dtype), rank)
+    shift = reduction.channel_view(ctx.tensor(zeros if bias is None else bias, dtype), rank)
+    axes = [0, *range(2, rank)]
+    y, mean_, rstd = reduction.normalize(x, axes, eps, scale=scale, bias=shift,
+                                         compute_element=core.element_type(dtype))
+    return y, reduction.drop_unit_dims(mean_, axes), reduction.drop_unit_dims(rstd, axes)

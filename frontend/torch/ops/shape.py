@@ -255,14 +255,17 @@ def _size_list(size: Sequence[Any]) -> list[Any]:
 
 
 @table.aten("full.default", "zeros.default", "ones.default", "empty.memory_format", "new_full.default",
-      "new_zeros.default", "new_ones.default", "new_empty.default")
+      "new_zeros.default", "new_ones.default", "new_empty.default", "empty_permuted.default",
+      "empty_strided.default", "new_empty_strided.default")
 def full(ctx: OpContext, *args: Any, **_: Any) -> ir.Value:
+    """A filled tensor; the ``empty`` forms (values unspecified) are zeros, whatever their
+    memory layout (``empty_permuted``'s physical order, ``empty_strided``'s strides)."""
     name = ctx.node.target._opname
     if name.startswith("new_"):
         args = args[1:]
         name = name[4:]
     size = args[0]
-    fill = {"zeros": 0, "ones": 1, "empty": 0}.get(name, args[1] if len(args) > 1 else 0)
+    fill = 0 if name.startswith("empty") else {"zeros": 0, "ones": 1}.get(name, args[1] if len(args) > 1 else 0)
     return core.filled(_size_list(size), fill, ctx.result_element())
 
 

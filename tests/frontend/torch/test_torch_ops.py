@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_testing import check
+import tilecraft.torch
+from torch_testing import Lambda, check
 
 # The default CPU schedule cannot vectorize some ops (data-dependent reads, grouped
 # convolutions): it warns and keeps scalar loops, which tests/conftest.py turns into an error.
@@ -223,3 +224,17 @@ def test_index_put_of_several_values_through_a_mask_is_refused():
     module = _Fn(lambda x, m, v: torch.ops.aten.index_put(x, [m], v)).eval()
     with pytest.raises(TorchImportError, match="boolean mask"):
         tilecraft.torch.compile(module, (torch.randn(4), torch.tensor([True, False, True, False]), torch.randn(2)))
+
+
+def test_angle_of_real_numbers():
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), -float("inf")])
+    check(torch.angle, x)
+    check(torch.angle, torch.tensor([-3, 0, 4]))  # integers: a float result
+
+
+def test_empty_with_a_layout_has_the_shape_and_dtype():
+    """``new_empty_strided``: values unspecified, so compared by shape and dtype."""
+    x = torch.randn(2, 3, 4)
+    compiled = tilecraft.torch.compile(Lambda(lambda v: v.new_empty_strided((3, 2), (1, 3)) + v[0, :, :2]).eval(), (x,))
+    result = compiled(x)
+    assert result.shape == (3, 2) and result.dtype == torch.float32
