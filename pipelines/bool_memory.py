@@ -33,6 +33,7 @@ _TYPE_AGNOSTIC = frozenset(
         "memref.copy", "memref.get_global", "memref.dim", "memref.rank", "memref.transpose",
         "memref.reshape", "memref.view", "memref.realloc", "memref.assume_alignment",
         "memref.memory_space_cast", "memref.prefetch", "bufferization.dealloc",
+        "gpu.alloc", "gpu.dealloc", "gpu.memcpy", "gpu.launch", "gpu.terminator",
         "func.return", "func.call", "func.call_indirect", "arith.select",
         "scf.for", "scf.if", "scf.while", "scf.parallel", "scf.forall", "scf.yield",
         "scf.condition", "scf.execute_region", "scf.in_parallel", "scf.reduce",

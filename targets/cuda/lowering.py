@@ -37,6 +37,7 @@ from typing import Mapping
 from mlir import ir
 
 from ...errors import TargetError, ToolchainError
+from ...pipelines.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
 from ...pipelines.int8_matmul import INT8_MATMUL_PASS
@@ -237,9 +238,12 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                    # chains back into n-D vector.broadcast, which NVVM cannot translate.
                    "convert-linalg-to-loops", "convert-vector-to-scf{full-unroll=true}",
                    "fold-memref-alias-ops", "canonicalize", "tilecraft-gpu-lower-vectors",
-                   "tilecraft-gpu-vector-alignment"),
+                   "tilecraft-gpu-vector-alignment",
+                   # i1 buffers (attention masks) as bytes: MLIR's store lowering asserts
+                   # on sub-byte element types (an abort, not an error).
+                   WIDEN_BOOL_MEMORY),
                   "leftover linalg to loops; vectors to loads, stores and FMAs; 128-bit "
-                  "accesses marked aligned where provable"),
+                  "accesses marked aligned where provable; i1 buffers as bytes"),
             Stage("outline",
                   ("gpu-launch-sink-index-computations", "gpu-kernel-outlining",
                    f"nvvm-attach-target{{chip={target.arch} features=+{ptx_version(target)} O=3}}"),

@@ -45,3 +45,20 @@ def test_a_missing_ptxas_is_a_toolchain_error(monkeypatch):
     monkeypatch.setenv("TILECRAFT_PTXAS", "/nonexistent/ptxas")
     with pytest.raises(ToolchainError, match="ptxas not found"):
         kernel_resources(".version 8.0\n.target sm_90\n", "sm_90")
+
+
+def test_a_causal_attention_mask_lowers_to_byte_buffers():
+    """The GPT-2 block's causal mask is an i1 buffer: MLIR's store lowering asserts on sub-byte
+    element types (the process aborted), so the CUDA pipeline stores bools as bytes, as the
+    CPU pipeline does (tilecraft-widen-bool-memory)."""
+    import sys
+    from pathlib import Path
+
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+    from zoo import ZOO
+
+    build, inputs = ZOO["gpt2_block"]
+    module = tilecraft.compile(torch.export.export(build(), inputs()), target="cuda -arch=sm_90", keep_ir=False)
+    counted = [used for ptx in module.ptx_modules().values() for used in kernel_resources(ptx, "sm_90").values()]
+    assert len(counted) == module.ptx().count(".entry") > 0
