@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from package_archives import MATMUL, read_members, write_members
+
 import tilecraft
 from tilecraft.errors import PackageError, PackageSignatureError, PackageTargetError
 from tilecraft.runtime.package_signing import sign_package
@@ -157,26 +159,12 @@ def test_lists_inputs_and_outputs_with_dynamic_dims(build, digits):
 
 # ---- bad packages: each one an error code, as the Python loader refuses it ----------------
 
-def _members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path) as archive:
-        return {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
-
-
-def _write(path: Path, members: dict[str, bytes]) -> Path:
-    with tarfile.open(path, "w") as archive:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return path
-
-
 def _edit_manifest(path: Path, target: Path, edit) -> Path:
-    members = _members(path)
+    members = read_members(path)
     manifest = json.loads(members["manifest.json"])
     edit(manifest)
     members["manifest.json"] = json.dumps(manifest, indent=2).encode()
-    return _write(target, members)
+    return write_members(target, members)
 
 
 def _truncated(source: Path, target: Path) -> Path:
@@ -186,17 +174,17 @@ def _truncated(source: Path, target: Path) -> Path:
 
 
 def _flipped_library(source: Path, target: Path) -> Path:
-    members = _members(source)
+    members = read_members(source)
     library = bytearray(members["model.so"])
     library[len(library) // 2] ^= 0xFF
     members["model.so"] = bytes(library)
-    return _write(target, members)
+    return write_members(target, members)
 
 
 def _extra_member(source: Path, target: Path) -> Path:
-    members = _members(source)
+    members = read_members(source)
     members["../escape.sh"] = b"#!/bin/sh\n"
-    return _write(target, members)
+    return write_members(target, members)
 
 
 def _garbage(source: Path, target: Path) -> Path:
@@ -205,9 +193,9 @@ def _garbage(source: Path, target: Path) -> Path:
 
 
 def _bad_json(source: Path, target: Path) -> Path:
-    members = _members(source)
+    members = read_members(source)
     members["manifest.json"] = b"[" * 100000  # deeper than any parser's stack should go
-    return _write(target, members)
+    return write_members(target, members)
 
 
 def _shape_edit(manifest):
@@ -307,9 +295,9 @@ def _appended(source: Path, target: Path) -> Path:
 
 def _resigned_manifest(source: Path, target: Path) -> Path:
     """The manifest changed after signing, everything else as it was."""
-    members = _members(source)
+    members = read_members(source)
     members["manifest.json"] = members["manifest.json"].replace(b'"opt_level": 3', b'"opt_level": 2')
-    return _write(target, members)
+    return write_members(target, members)
 
 
 @pytest.mark.parametrize("case, message", [
@@ -473,14 +461,14 @@ MANIFEST_EDITS = {
 
 @pytest.mark.parametrize("edit", list(MANIFEST_EDITS), ids=list(MANIFEST_EDITS))
 def test_manifests_of_the_wrong_types_are_refused_without_a_crash(build, digits, tmp_path, edit):
-    members = _members(digits["package"])
+    members = read_members(digits["package"])
     if MANIFEST_EDITS[edit] is None:
         members["manifest.json"] = b'["tilecraft-package"]'
     else:
         manifest = json.loads(members["manifest.json"])
         MANIFEST_EDITS[edit](manifest)
         members["manifest.json"] = json.dumps(manifest).encode()
-    status, output = _probe(build, _write(tmp_path / "bad.tar", members), "-s", "2,1,16,16")
+    status, output = _probe(build, write_members(tmp_path / "bad.tar", members), "-s", "2,1,16,16")
     assert status in (PACKAGE, UNSUPPORTED), output
 
 
@@ -488,7 +476,7 @@ def test_mutated_archives_never_crash_the_runtime(build, digits, tmp_path):
     """Bytes flipped in the tar headers and the manifest, anywhere, and cuts at random
     lengths: each one opens or fails with a status (the sanitized probe catches a bad read)."""
     original = digits["package"].read_bytes()
-    manifest_end = 1024 + len(_members(digits["package"])["manifest.json"]) + 1024
+    manifest_end = 1024 + len(read_members(digits["package"])["manifest.json"]) + 1024
     rng = np.random.default_rng(46)
     statuses = set()
     for case in range(36):
@@ -508,16 +496,6 @@ def test_mutated_archives_never_crash_the_runtime(build, digits, tmp_path):
 
 
 AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
-MATMUL = """
-func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
-  %zero = arith.constant 0.0 : f32
-  %init = tensor.empty() : tensor<96x80xf32>
-  %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
-  %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>)
-                     outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
-  return %c : tensor<96x80xf32>
-}
-"""
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from package_archives import MATMUL
 
 import tilecraft
 from tilecraft.errors import PackageTargetError, ToolchainError
@@ -76,16 +77,6 @@ def test_aarch64_package_is_refused_on_this_machine(aarch64_package):
         tilecraft.runtime.load(aarch64_package)
 
 
-MATMUL = textwrap.dedent("""
-    func.func @mm(%a: tensor<96x128xf32>, %b: tensor<128x80xf32>) -> tensor<96x80xf32> {
-      %zero = arith.constant 0.0 : f32
-      %init = tensor.empty() : tensor<96x80xf32>
-      %filled = linalg.fill ins(%zero : f32) outs(%init : tensor<96x80xf32>) -> tensor<96x80xf32>
-      %c = linalg.matmul ins(%a, %b : tensor<96x128xf32>, tensor<128x80xf32>)
-                         outs(%filled : tensor<96x80xf32>) -> tensor<96x80xf32>
-      return %c : tensor<96x80xf32>
-    }
-""")
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 
 

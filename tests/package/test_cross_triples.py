@@ -212,7 +212,7 @@ def test_elf_check_names_a_wrong_architecture(tmp_path):
 def test_package_runs_under_qemu(spec, qemu, sysroot, tmp_path):
     """The parallel matmul package computes the right result on the emulated CPU, called the
     way runtime/package.py calls it (the C harness of test_cross.py's AArch64 run)."""
-    from test_cross import MATMUL
+    from package_archives import MATMUL
 
     emulator = shutil.which(qemu)
     if emulator is None or not (Path(sysroot) / "lib" / "libc.so.6").exists():

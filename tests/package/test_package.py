@@ -18,6 +18,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from package_archives import read_members, write_members
+
 import tilecraft  # noqa: E402
 from tilecraft.errors import ArgumentTypeError, ArgumentValueError, PackageError, PackageTargetError  # noqa: E402
 from tilecraft.runtime import package as fmt  # noqa: E402
@@ -198,26 +200,12 @@ def test_package_loads_and_runs_without_mlir(package_path, tmp_path, rand):
 
 # ---- bad packages -----------------------------------------------------------------------
 
-def _members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path) as archive:
-        return {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
-
-
-def _write(path: Path, members: dict[str, bytes]) -> Path:
-    with tarfile.open(path, "w") as archive:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return path
-
-
 def _with_manifest(package_path: Path, tmp_path: Path, **changes) -> Path:
-    members = _members(package_path)
+    members = read_members(package_path)
     manifest = json.loads(members[fmt.MANIFEST])
     manifest.update(changes)
     members[fmt.MANIFEST] = json.dumps(manifest).encode()
-    return _write(tmp_path / "edited.tar", members)
+    return write_members(tmp_path / "edited.tar", members)
 
 
 def test_missing_file(tmp_path):
@@ -241,19 +229,19 @@ def test_truncated_package(package_path, tmp_path):
 
 
 def test_corrupted_library(package_path, tmp_path):
-    members = _members(package_path)
+    members = read_members(package_path)
     library = bytearray(members[fmt.LIBRARY])
     library[len(library) // 2] ^= 0xFF
     members[fmt.LIBRARY] = bytes(library)
     with pytest.raises(PackageError, match="model.so is corrupted"):
-        tilecraft.runtime.load(_write(tmp_path / "corrupt.tar", members))
+        tilecraft.runtime.load(write_members(tmp_path / "corrupt.tar", members))
 
 
 def test_archive_without_manifest(package_path, tmp_path):
-    members = _members(package_path)
+    members = read_members(package_path)
     del members[fmt.MANIFEST]
     with pytest.raises(PackageError, match="no manifest.json"):
-        tilecraft.runtime.load(_write(tmp_path / "nomanifest.tar", members))
+        tilecraft.runtime.load(write_members(tmp_path / "nomanifest.tar", members))
 
 
 def test_incompatible_format_version(package_path, tmp_path):
@@ -280,7 +268,7 @@ def test_library_exports_the_entry_and_keeps_its_runtime_private(package_path, t
     the same process binds to the other's async runtime."""
     from tilecraft.runtime.libraries import llvm_tool
 
-    members = _members(package_path)
+    members = read_members(package_path)
     (tmp_path / fmt.LIBRARY).write_bytes(members[fmt.LIBRARY])
     listing = subprocess.run([llvm_tool("llvm-nm"), "--dynamic", "--defined-only", str(tmp_path / fmt.LIBRARY)],
                              capture_output=True, text=True, check=True).stdout
