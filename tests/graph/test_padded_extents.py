@@ -16,6 +16,7 @@ import tilecraft  # noqa: E402
 from tilecraft.pipelines.graph.padded_extents import (  # noqa: E402
     needs_column_padding,
     needs_row_padding,
+    padded_filters,
 )
 
 
@@ -121,3 +122,34 @@ def test_input_weights_keep_their_columns(monkeypatch):
     graph_ir = _check(model, feeds, "2", monkeypatch)
     assert "208x500" in graph_ir
     assert "512" not in graph_ir
+
+
+@pytest.mark.parametrize("filters,computed", [(71, 72), (37, 40), (131, 144), (1000, 1000), (64, 64),
+                                              (5, 5), (8, 8), (1001, 1008), (100, 112)])
+def test_conv_filters_padded_to_whole_vectors(filters, computed):
+    # 71 -> 80 would add 12.7 %: one vector's multiple (72) instead of two vectors' (80).
+    assert padded_filters(filters) == computed
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_conv_chain_with_prime_channels_runs_on_padded_filters(monkeypatch, threads):
+    """3 -> 37 -> 71 channels (primes) through Conv, BatchNormalization (folded into the
+    padded filter) and ReLU, then a 3x3 conv reading the 71 real channels: each conv
+    computes whole vectors of filters (40, 72) and slices back after its epilogue."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"]),
+             helper.make_node("Relu", ["n1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    model = _model(nodes, [("x", [1, 3, 29, 29])], "y", [1, 71, 15, 15],
+                   {"w1": _weights(rng, 37, 3, 3, 3), "b1": rng.standard_normal(37).astype(np.float32),
+                    "scale": rng.uniform(0.5, 2, 37).astype(np.float32),
+                    "shift": rng.standard_normal(37).astype(np.float32),
+                    "mean": rng.standard_normal(37).astype(np.float32),
+                    "var": rng.uniform(0.5, 2, 37).astype(np.float32),
+                    "w2": (rng.standard_normal((71, 37, 3, 3)) / 18).astype(np.float32)})
+    graph_ir = _check(model, {"x": rng.standard_normal((1, 3, 29, 29)).astype(np.float32)}, threads, monkeypatch)
+    assert "x40xf32>" in graph_ir and "x72xf32>" in graph_ir
+    # The batch norm folded into the padded filter: a bias add and two ReLUs are left.
+    assert graph_ir.count("linalg.generic") == 3
