@@ -47,8 +47,10 @@ from .weight_panels import PANEL_COLUMNS, plain_matmul
 REGISTER_ROWS = 8
 # ... to a multiple of two register tiles: 197 rows padded to 200 (25 tiles) ran a ViT's
 # projections 1.16x onnxruntime's time, padded to 208 (26 tiles) 1.08x (one process, calls
-# alternating; 192 and 208 rows ran 10 % faster per row than 200).
-ROW_MULTIPLE = 16
+# alternating; 192 and 208 rows ran 10 % faster per row than 200). A multiple of 24, so
+# that AVX2's 6-row tiles (schedule/plan.py, ``matmul_register_rows``) divide it as well
+# as AVX-512's 8-row ones: 208 rows took 4-row tiles there (216: 27 x 8 or 36 x 6).
+ROW_MULTIPLE = 24
 # Columns: a multiple of one weight panel (one AVX-512 vector), so that the padded B packs
 # into panels (weight_panels.py) and the register tile takes whole vectors.
 COLUMN_MULTIPLE = PANEL_COLUMNS
@@ -68,7 +70,17 @@ def needs_row_padding(rows: int) -> bool:
     """Whether ``rows`` has no divisor in [REGISTER_ROWS / 2, REGISTER_ROWS] (a 1-row tile
     for 197 rows, 3 for 33) and padding it adds at most :data:`MAX_PADDING_FRACTION`."""
     best = max(d for d in range(1, REGISTER_ROWS + 1) if rows % d == 0)
-    return best < REGISTER_ROWS // 2 and _cheap(rows, ROW_MULTIPLE)
+    return best < REGISTER_ROWS // 2 and padded_rows(rows) != rows
+
+
+def padded_rows(rows: int) -> int:
+    """``rows`` rounded up to a multiple of :data:`ROW_MULTIPLE`, or of 16 (two 8-row tiles)
+    where that costs more than :data:`MAX_PADDING_FRACTION` and 16 does not (121 -> 128),
+    else ``rows``."""
+    for multiple in (ROW_MULTIPLE, 16):
+        if _cheap(rows, multiple):
+            return _round_up(rows, multiple)
+    return rows
 
 
 def needs_column_padding(columns: int) -> bool:
@@ -171,7 +183,7 @@ class _ExtentPadder:
         a_stand_in = self.padded.get(a)
         if a_stand_in is not None and set(a_stand_in.padded_dims()) != {0}:
             a_stand_in = None  # padded along K: its garbage would be summed in
-        rows = _round_up(m, ROW_MULTIPLE) if needs_row_padding(m) else m
+        rows = padded_rows(m) if needs_row_padding(m) else m
         if a_stand_in is not None:
             rows = _shape(a_stand_in.value)[0]
         columns = n
