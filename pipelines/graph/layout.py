@@ -26,7 +26,9 @@ layout is NHWC, the only one the option accepts.
   map stays the identity), a ``tensor.pad`` with a constant value (pad amounts permuted),
   a ``tensor.concat`` (its dim permuted: a U-Net's skip connection joins the channels),
   a static ``tensor.extract_slice`` (offsets, sizes and strides permuted: a convolution
-  computed on a wider row, cut back), and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
+  computed on a wider row, cut back), a channel shuffle (a reshape splitting the channels,
+  a transpose of the split dims, a reshape merging them: one transpose of the channels'
+  factors in NHWC), and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
   (backwards), so the conversion lands on the function argument.
 - *cancellation*: a conversion of a conversion back (NHWC -> NCHW -> NHWC) is the value
   itself, so conversions stay only where a value enters or leaves the NHWC region: the

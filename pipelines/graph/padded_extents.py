@@ -12,7 +12,9 @@ The pass gives such a matmul extents that tile well, as IREE's data tiling pads 
   :data:`ROW_MULTIPLE` (a copy of A, M x K, against 2 M K N flops);
 - columns N (``needs_column_padding``), only where B is a compile-time constant: B gets
   zero columns up to a multiple of :data:`COLUMN_MULTIPLE`, padded once by the constant
-  folder (the next passes); a non-constant B would be copied per call.
+  folder (the next passes); a non-constant B would be copied per call;
+- the output channels of an NHWC convolution with a constant filter (``padded_filters``):
+  zero filters up to a multiple of 16 or 8, as for a matmul's columns.
 
 The padded rows and columns of a result are garbage nobody reads: the slice back to the
 real extent moves down the chain of ops that keep padded lines independent
