@@ -239,6 +239,26 @@ def panel_register_tile(panels: int, panel_vectors: int, rows: int, registers: i
     return 1
 
 
+def wide_rows(nest: LoopNest, m_dims: tuple[int, ...]) -> tuple[int, ...]:
+    """A contraction's row loops less those of extent 1 (all of them if none is wider). Why:
+    the register tile takes its rows from the innermost row loop, and a unit one there
+    (``nn.MultiheadAttention``'s sequence-first [197, 1, 768], whose reshapes the simplify
+    stage folds into the matmul as rows (216, 1)) gave 1-row tiles and hid the weight
+    panels: the ViT's MLP matmuls ran at 4.3x onnxruntime's time (round 17)."""
+    wide = tuple(d for d in m_dims if nest.ranges[d] > 1)
+    return wide or tuple(m_dims[-1:])
+
+
+def matmul_register_rows(columns: int, lanes: int, registers: int) -> int:
+    """Rows of a matmul register tile ``columns`` wide, at most: ``_MATMUL_REGISTER_ROWS``
+    where the accumulators, a broadcast of A and one vector of B fit the register file.
+    With AVX2's 16 registers, 8 rows of 16 columns (two 8-lane vectors) are 16 accumulators
+    alone: they spilled, and a 192 x 768 x 3072 matmul ran at 25 GFLOPS against 62 with 6
+    rows (one process, alternating; docs/performance.md, round 17)."""
+    vectors = max(columns // lanes, 1)
+    return max(1, min(_MATMUL_REGISTER_ROWS, (registers - 2) // vectors))
+
+
 def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
     """Tile size splitting ``extent`` into about ``2 * num_threads`` equal tasks."""
     units = extent // register_tile
@@ -268,17 +288,18 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     register tiles of accumulators.
     """
     batch, m_dims, n_dims, k_dims = nest.contraction
+    m_dims = wide_rows(nest, m_dims)
     n_loops = len(nest.ranges)
     register = [0] * n_loops
     reduction = [0] * n_loops
     for d in nest.parallel_dims:
         register[d] = 1
     m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
-    register[m] = largest_divisor(nest.ranges[m], _MATMUL_REGISTER_ROWS)
     # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with 16
     # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran 10x slower).
     part = min(lanes, nest.ranges[n] & -nest.ranges[n])
     register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
+    register[m] = largest_divisor(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
     for d in k_dims:
         reduction[d] = 1
     element_bytes = max(nest.element_bits // 8, 1)
@@ -375,7 +396,7 @@ def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
     if not nest.contraction:
         return None
     _batch, m_dims, n_dims, k_dims = nest.contraction
-    if len(n_dims) != 2 or len(m_dims) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 3:
+    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 3:
         return None
     outer_n, inner_n = n_dims
     if nest.operand_dims[1] != (outer_n, k_dims[0], inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):

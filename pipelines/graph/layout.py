@@ -26,7 +26,9 @@ layout is NHWC, the only one the option accepts.
   map stays the identity), a ``tensor.pad`` with a constant value (pad amounts permuted),
   a ``tensor.concat`` (its dim permuted: a U-Net's skip connection joins the channels),
   a static ``tensor.extract_slice`` (offsets, sizes and strides permuted: a convolution
-  computed on a wider row, cut back), and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
+  computed on a wider row, cut back), a channel shuffle (a reshape splitting the channels,
+  a transpose of the split dims, a reshape merging them: one transpose of the channels'
+  factors in NHWC), and the anchors above. A ``tensor.pad`` feeding a converted anchor is moved to NHWC too
   (backwards), so the conversion lands on the function argument.
 - *cancellation*: a conversion of a conversion back (NHWC -> NCHW -> NHWC) is the value
   itself, so conversions stay only where a value enters or leaves the NHWC region: the
@@ -251,6 +253,51 @@ class LayoutRewriter:
         clone.results[0].set_type(_permuted_type(op.results[0], self.to_layout))
         self._replace(op, clone.results[0])
 
+    def channel_shuffle(self, op: ir.Operation) -> tuple[ir.Operation, ir.Operation, list[int]] | None:
+        """``(expand, transpose, permutation)`` when ``op``, a ``collapse_shape`` back to rank
+        4, ends a channel shuffle of a converted value: an ``expand_shape`` splitting the
+        channels only (N, C, H, W) -> (N, g1, .., gk, H, W), a ``linalg.transpose`` permuting
+        those split dims only, and this collapse merging them back (ShuffleNet's
+        reshape-transpose-reshape); ``permutation`` is the transpose's among the split dims."""
+        if op.name != "tensor.collapse_shape" or not _static([op.operands[0], op.results[0]]) \
+                or _ranked(op.results[0]).rank != 4:
+            return None
+        transpose = _owner(op.operands[0])
+        if transpose is None or transpose.name != "linalg.transpose" or len(list(op.operands[0].uses)) != 1:
+            return None
+        expand = _owner(transpose.operands[0])
+        if expand is None or expand.name != "tensor.expand_shape" or len(list(transpose.operands[0].uses)) != 1 \
+                or self.converted_from(expand.operands[0]) is None:
+            return None
+        rank = _ranked(expand.results[0]).rank
+        split = list(range(1, rank - 2))
+        channel_groups = [[0], split, [rank - 2], [rank - 1]]
+        if _reassociation(expand) != channel_groups or _reassociation(op) != channel_groups:
+            return None
+        permutation = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+        if permutation[:1] + permutation[-2:] != [0, rank - 2, rank - 1] or sorted(permutation[1:-2]) != split:
+            return None
+        return expand, transpose, [p - 1 for p in permutation[1:-2]]
+
+    def rewrite_channel_shuffle(self, op: ir.Operation, expand: ir.Operation, transpose: ir.Operation,
+                                permutation: Sequence[int]) -> None:
+        """The channel shuffle ending at ``op`` (:meth:`channel_shuffle`) done in ``layout``:
+        the NHWC channels split, permuted and merged, one transpose of the innermost dims
+        instead of the NHWC -> NCHW conversion, the shuffle's 5-D transpose and the
+        conversion back (three copies of the tensor: ShuffleNet moved each block's output
+        three times)."""
+        source = self.converted_from(expand.operands[0])
+        n, height, width, channels = _ranked(source).shape
+        factors = list(_ranked(expand.results[0]).shape)[1:-2]
+        k = len(factors)
+        with op.location, ir.InsertionPoint(op):
+            split = reshapes.expand(source, [[0], [1], [2], list(range(3, 3 + k))], [n, height, width, *factors])
+            moved = core.transpose(split, [0, 1, 2, *[3 + p for p in permutation]])
+            new = reshapes.collapse(moved, [[0], [1], [2], list(range(3, 3 + k))])
+        self._replace(op, new)
+        transpose.erase()
+        expand.erase()
+
     def rewrite_transpose(self, op: ir.Operation, kind: str) -> None:
         """A transpose to ``layout`` reads the value in ``layout`` (cancelling a conversion
         back); one from ``layout`` becomes a conversion the ops after it propagate."""
@@ -342,6 +389,8 @@ class LayoutRewriter:
         elif name == "linalg.generic" and _plain_generic(op) \
                 and self._reads_converted(op, range(len(op.operands) - 1)):
             self.rewrite_generic(op)
+        elif (shuffle := self.channel_shuffle(op)) is not None:
+            self.rewrite_channel_shuffle(op, *shuffle)
 
     def run(self, function: ir.Operation) -> int:
         block = function.regions[0].blocks[0]
@@ -350,6 +399,11 @@ class LayoutRewriter:
                 self.visit(op)
         cancel_conversions(function)
         return self.rewritten
+
+
+def _reassociation(op: ir.Operation) -> list[list[int]]:
+    return [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
+            for group in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _per_channel_vector(value: ir.Value, affine_map: ir.AffineMap, op: ir.Operation

@@ -12,7 +12,9 @@ The pass gives such a matmul extents that tile well, as IREE's data tiling pads 
   :data:`ROW_MULTIPLE` (a copy of A, M x K, against 2 M K N flops);
 - columns N (``needs_column_padding``), only where B is a compile-time constant: B gets
   zero columns up to a multiple of :data:`COLUMN_MULTIPLE`, padded once by the constant
-  folder (the next passes); a non-constant B would be copied per call.
+  folder (the next passes); a non-constant B would be copied per call;
+- the output channels of an NHWC convolution with a constant filter (``padded_filters``):
+  zero filters up to a multiple of 16 or 8, as for a matmul's columns.
 
 The padded rows and columns of a result are garbage nobody reads: the slice back to the
 real extent moves down the chain of ops that keep padded lines independent
@@ -37,7 +39,7 @@ from mlir import ir
 from mlir.dialects import linalg, tensor
 
 from ...frontend.emit import core
-from ..ir_queries import defined_functions, fresh_init
+from ..ir_queries import defined_functions, fresh_init, static_f32_tensors
 from ..passes import register_pass
 from .constant_folding import ConstantAnalysis
 from .weight_panels import PANEL_COLUMNS, plain_matmul
@@ -47,8 +49,10 @@ from .weight_panels import PANEL_COLUMNS, plain_matmul
 REGISTER_ROWS = 8
 # ... to a multiple of two register tiles: 197 rows padded to 200 (25 tiles) ran a ViT's
 # projections 1.16x onnxruntime's time, padded to 208 (26 tiles) 1.08x (one process, calls
-# alternating; 192 and 208 rows ran 10 % faster per row than 200).
-ROW_MULTIPLE = 16
+# alternating; 192 and 208 rows ran 10 % faster per row than 200). A multiple of 24, so
+# that AVX2's 6-row tiles (schedule/plan.py, ``matmul_register_rows``) divide it as well
+# as AVX-512's 8-row ones: 208 rows took 4-row tiles there (216: 27 x 8 or 36 x 6).
+ROW_MULTIPLE = 24
 # Columns: a multiple of one weight panel (one AVX-512 vector), so that the padded B packs
 # into panels (weight_panels.py) and the register tile takes whole vectors.
 COLUMN_MULTIPLE = PANEL_COLUMNS
@@ -68,7 +72,17 @@ def needs_row_padding(rows: int) -> bool:
     """Whether ``rows`` has no divisor in [REGISTER_ROWS / 2, REGISTER_ROWS] (a 1-row tile
     for 197 rows, 3 for 33) and padding it adds at most :data:`MAX_PADDING_FRACTION`."""
     best = max(d for d in range(1, REGISTER_ROWS + 1) if rows % d == 0)
-    return best < REGISTER_ROWS // 2 and _cheap(rows, ROW_MULTIPLE)
+    return best < REGISTER_ROWS // 2 and padded_rows(rows) != rows
+
+
+def padded_rows(rows: int) -> int:
+    """``rows`` rounded up to a multiple of :data:`ROW_MULTIPLE`, or of 16 (two 8-row tiles)
+    where that costs more than :data:`MAX_PADDING_FRACTION` and 16 does not (121 -> 128),
+    else ``rows``."""
+    for multiple in (ROW_MULTIPLE, 16):
+        if _cheap(rows, multiple):
+            return _round_up(rows, multiple)
+    return rows
 
 
 def needs_column_padding(columns: int) -> bool:
@@ -76,6 +90,21 @@ def needs_column_padding(columns: int) -> bool:
     500, 250, 1001), is more than one panel, and padding it adds at most
     :data:`MAX_PADDING_FRACTION`. Multiples of 8 keep 8-lane vectors (1000: 125 of them)."""
     return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
+
+
+def padded_filters(filters: int) -> int:
+    """The output channels an NHWC convolution with ``filters`` constant filters computes:
+    ``filters`` where it is a multiple of 8 (whole 8-lane vectors) or at most 8, else the
+    next multiple of 16 (two-vector register tiles) or, where that costs more than
+    :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
+    of the channels only (schedule/plan.py, ``conv_register_tile``): 71 filters (a prime)
+    took 1-lane tiles, and a 37 -> 71 3x3 layer ran 6.4x onnxruntime's time."""
+    if filters <= 8 or filters % 8 == 0:
+        return filters
+    for multiple in (16, 8):
+        if _cheap(filters, multiple):
+            return _round_up(filters, multiple)
+    return filters
 
 
 @dataclass(frozen=True)
@@ -139,6 +168,8 @@ class _ExtentPadder:
             return
         if plain_matmul(op):
             new = self._padded_matmul(op)
+        elif op.name == "linalg.conv_2d_nhwc_hwcf":
+            new = self._padded_convolution(op)
         elif any(operand in self.padded for operand in op.operands):
             new = self._padded_clone(op)
         else:
@@ -154,7 +185,7 @@ class _ExtentPadder:
         a_stand_in = self.padded.get(a)
         if a_stand_in is not None and set(a_stand_in.padded_dims()) != {0}:
             a_stand_in = None  # padded along K: its garbage would be summed in
-        rows = _round_up(m, ROW_MULTIPLE) if needs_row_padding(m) else m
+        rows = padded_rows(m) if needs_row_padding(m) else m
         if a_stand_in is not None:
             rows = _shape(a_stand_in.value)[0]
         columns = n
@@ -166,6 +197,26 @@ class _ExtentPadder:
             a = a_stand_in.value if a_stand_in is not None else _pad_to(a, [rows, k])
             b = _pad_to(b, [k, columns])
             return linalg.matmul(a, b, outs=[_init_at(init, [rows, columns])])
+
+    def _padded_convolution(self, op: ir.Operation) -> ir.Value | None:
+        """An NHWC convolution whose constant filter's output channels have no whole vector
+        (71, 37, 131: 1-lane register tiles) computed with zero filters appended up to
+        :func:`padded_filters`; padded by the constant folder, once."""
+        x, w, init = op.operands
+        if not static_f32_tensors(op.operands) or x in self.padded:
+            return None
+        filters = _shape(w)[3]
+        padded = padded_filters(filters)
+        if padded == filters or not self.constants.value_is_constant(w):
+            return None
+        with ir.InsertionPoint(op), op.location:
+            w = _pad_to(w, [*_shape(w)[:3], padded])
+            init = _init_at(init, [*_shape(init)[:3], padded])
+            clone = op.clone(ip=ir.InsertionPoint(op))
+        clone.operands[1] = w
+        clone.operands[2] = init
+        clone.results[0].set_type(clone.operands[2].type)
+        return clone.results[0]
 
     def _padded_clone(self, op: ir.Operation) -> ir.Value | None:
         if op.name == "linalg.generic":
@@ -265,6 +316,11 @@ class _ExtentPadder:
             original = op.results[0]
             stand_in = self.padded[original]
             shape = list(stand_in.shape)
+            if not list(original.uses):
+                # Read by rewritten ops only: no dead slice (a second user would keep the
+                # constant folder from folding a batch norm into a padded convolution).
+                op.erase()
+                continue
             with ir.InsertionPoint(op), op.location:
                 sliced = tensor.extract_slice(original.type, stand_in.value, [], [], [],
                                               [0] * len(shape), shape, [1] * len(shape))

@@ -16,6 +16,7 @@ import tilecraft  # noqa: E402
 from tilecraft.pipelines.graph.padded_extents import (  # noqa: E402
     needs_column_padding,
     needs_row_padding,
+    padded_filters,
 )
 
 
@@ -59,7 +60,7 @@ def test_columns_padded_where_vectors_would_be_narrow(columns, padded):
 
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_vit_shaped_block_runs_on_padded_rows(monkeypatch, threads):
-    """197 tokens: both projections, the GELU, the residual and the layer norm run on 208
+    """197 tokens: both projections, the GELU, the residual and the layer norm run on 216
     rows; the slice comes once, at the output."""
     rng = np.random.default_rng(0)
     width, hidden = 64, 256
@@ -72,7 +73,7 @@ def test_vit_shaped_block_runs_on_padded_rows(monkeypatch, threads):
                     "w2": _weights(rng, hidden, width), "gamma": rng.standard_normal(width).astype(np.float32),
                     "beta": rng.standard_normal(width).astype(np.float32)})
     graph_ir = _check(model, {"x": rng.standard_normal((1, 197, width)).astype(np.float32)}, threads, monkeypatch)
-    assert "tensor<208x" in graph_ir
+    assert "tensor<216x" in graph_ir
     assert graph_ir.count("tensor.extract_slice") == 1
 
 
@@ -92,7 +93,7 @@ def test_ops_mixing_rows_read_the_real_rows_only(monkeypatch, reduction):
     if reduction == "ReduceSum":
         model.graph.initializer.append(numpy_helper.from_array(initializers["axes"], "axes"))
     graph_ir = _check(model, {"x": rng.standard_normal((197, 64)).astype(np.float32)}, "2", monkeypatch)
-    assert "tensor<208x" in graph_ir
+    assert "tensor<216x" in graph_ir
 
 
 def test_mlp_columns_padded_with_constant_weights(monkeypatch):
@@ -119,5 +120,36 @@ def test_input_weights_keep_their_columns(monkeypatch):
     feeds = {"x": rng.standard_normal((197, 64)).astype(np.float32),
              "w": rng.standard_normal((64, 500)).astype(np.float32)}
     graph_ir = _check(model, feeds, "2", monkeypatch)
-    assert "208x500" in graph_ir
+    assert "216x500" in graph_ir
     assert "512" not in graph_ir
+
+
+@pytest.mark.parametrize("filters,computed", [(71, 72), (37, 40), (131, 144), (1000, 1000), (64, 64),
+                                              (5, 5), (8, 8), (1001, 1008), (100, 112)])
+def test_conv_filters_padded_to_whole_vectors(filters, computed):
+    # 71 -> 80 would add 12.7 %: one vector's multiple (72) instead of two vectors' (80).
+    assert padded_filters(filters) == computed
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_conv_chain_with_prime_channels_runs_on_padded_filters(monkeypatch, threads):
+    """3 -> 37 -> 71 channels (primes) through Conv, BatchNormalization (folded into the
+    padded filter) and ReLU, then a 3x3 conv reading the 71 real channels: each conv
+    computes whole vectors of filters (40, 72) and slices back after its epilogue."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"]),
+             helper.make_node("Relu", ["n1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    model = _model(nodes, [("x", [1, 3, 29, 29])], "y", [1, 71, 15, 15],
+                   {"w1": _weights(rng, 37, 3, 3, 3), "b1": rng.standard_normal(37).astype(np.float32),
+                    "scale": rng.uniform(0.5, 2, 37).astype(np.float32),
+                    "shift": rng.standard_normal(37).astype(np.float32),
+                    "mean": rng.standard_normal(37).astype(np.float32),
+                    "var": rng.uniform(0.5, 2, 37).astype(np.float32),
+                    "w2": (rng.standard_normal((71, 37, 3, 3)) / 18).astype(np.float32)})
+    graph_ir = _check(model, {"x": rng.standard_normal((1, 3, 29, 29)).astype(np.float32)}, threads, monkeypatch)
+    assert "x40xf32>" in graph_ir and "x72xf32>" in graph_ir
+    # The batch norm folded into the padded filter: a bias add and two ReLUs are left.
+    assert graph_ir.count("linalg.generic") == 3

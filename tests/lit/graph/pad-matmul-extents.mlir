@@ -1,5 +1,5 @@
 // tilecraft-pad-matmul-extents: a matmul whose rows have no divisor near the register
-// tile's 8 (197) runs on rows padded to a multiple of 16, one whose constant weights have a
+// tile's 8 (197) runs on rows padded to a multiple of 24, one whose constant weights have a
 // column count that is no multiple of 8 (500) on columns padded to a multiple of 16. The
 // slice back to the real extent moves past ops that keep the padded lines apart (a bias
 // add) and stops before one that would sum them in (a reduction over the rows). An input B
@@ -7,10 +7,10 @@
 // RUN: tilecraft-opt %s --tilecraft-pad-matmul-extents --canonicalize | FileCheck %s
 
 // CHECK-LABEL: func.func @rows
-// CHECK: %[[A:.*]] = tensor.pad %arg0 low[0, 0] high[11, 0]
-// CHECK: %[[C:.*]] = linalg.matmul ins(%[[A]], %arg1 : tensor<208x64xf32>, tensor<64x32xf32>) outs(%{{.*}} : tensor<208x32xf32>)
-// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[C]], %arg2 : tensor<208x32xf32>, tensor<32xf32>) outs(%{{.*}} : tensor<208x32xf32>)
-// CHECK: %[[S:.*]] = tensor.extract_slice %[[R]][0, 0] [197, 32] [1, 1] : tensor<208x32xf32> to tensor<197x32xf32>
+// CHECK: %[[A:.*]] = tensor.pad %arg0 low[0, 0] high[19, 0]
+// CHECK: %[[C:.*]] = linalg.matmul ins(%[[A]], %arg1 : tensor<216x64xf32>, tensor<64x32xf32>) outs(%{{.*}} : tensor<216x32xf32>)
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[C]], %arg2 : tensor<216x32xf32>, tensor<32xf32>) outs(%{{.*}} : tensor<216x32xf32>)
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[R]][0, 0] [197, 32] [1, 1] : tensor<216x32xf32> to tensor<197x32xf32>
 // CHECK: return %[[S]]
 func.func @rows(%a: tensor<197x64xf32>, %b: tensor<64x32xf32>, %bias: tensor<32xf32>) -> tensor<197x32xf32> {
   %z = arith.constant 0.0 : f32
@@ -25,7 +25,7 @@ func.func @rows(%a: tensor<197x64xf32>, %b: tensor<64x32xf32>, %bias: tensor<32x
   return %r : tensor<197x32xf32>
 
 // CHECK-LABEL: func.func @mixed
-// CHECK: %[[C:.*]] = linalg.matmul {{.*}} -> tensor<208x32xf32>
+// CHECK: %[[C:.*]] = linalg.matmul {{.*}} -> tensor<216x32xf32>
 // CHECK: %[[S:.*]] = tensor.extract_slice %[[C]][0, 0] [197, 32] [1, 1]
 // CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[S]] : tensor<197x32xf32>)
 }
