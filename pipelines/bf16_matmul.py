@@ -38,52 +38,27 @@ from typing import Mapping
 import ml_dtypes
 import numpy as np
 from mlir import ir
-from mlir.dialects import func, vector
+from mlir.dialects import func
 
 from ..errors import PipelineError
 from ..frontend.emit import core
 from ..frontend.emit.contraction import collapse, expand
-from .ir_queries import defining_op, is_zero_fill, ops_where
+from .ir_queries import is_zero_fill
 from .passes import register_pass
+from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
+                             indexing_maps, pack_k_groups, register_tile, row_block)
 
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
-LANES = 16        # f32 lanes of a 512-bit accumulator
-PAIR = 2          # bf16 values of k one lane's dot product sums
-MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
-MAX_ROWS = 12     # rows of the register tile
-ACCUMULATORS = 24  # of the 32 vector registers; the rest hold W' and the broadcast of A
-_VDPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
-_PLAIN_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
-# acc[i] += sum_j a[i, j] * w[i, j], on (16 lanes, 2 values): vdpbf16ps's meaning.
-_DOT_TRAITS = ('{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, '
-               'affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"], '
-               'kind = #vector.kind<add>}')
-_DOT_MAPS = ["(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0)"]
-
-
-def register_tile(n: int) -> tuple[int, int]:
-    """(rows MR, accumulator vectors per row NV) of the register tile for N columns."""
-    vectors = min(MAX_VECTORS, -(-n // LANES))
-    return min(MAX_ROWS, ACCUMULATORS // vectors), vectors
+PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
+# vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
+VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
+                           "vector<32xbf16>", ("arith.extf", "arith.extf"))
 
 
 def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
     """``W'[n / NT, k / 2, (n % NT) * 2 + k % 2]`` of a (K, N) bf16 ``w``, zero-padded."""
-    k, n = w.shape
-    pairs, tiles = -(-k // PAIR), -(-n // columns)
-    padded = np.zeros((pairs * PAIR, tiles * columns), ml_dtypes.bfloat16)
-    padded[:k, :n] = w
-    return np.ascontiguousarray(
-        padded.reshape(pairs, PAIR, tiles, columns).transpose(2, 0, 3, 1)
-    ).reshape(tiles, pairs, columns * PAIR)
-
-
-def _row_block(m: int, column_tiles: int, rows: int, threads: int) -> int:
-    """Rows per task: whole register tiles, about two tasks per thread in all."""
-    wanted = max(1, -(-2 * threads // column_tiles)) if threads > 1 else 1
-    tiles = -(-m // rows)
-    return rows * -(-tiles // min(wanted, tiles))
+    return pack_k_groups(w, columns, PAIR, ml_dtypes.bfloat16)
 
 
 def kernel_name(m: int, n: int, k: int, threads: int) -> str:
@@ -95,7 +70,7 @@ def kernel_source(m: int, n: int, k: int, threads: int) -> str:
     rows, vectors = register_tile(n)
     columns = vectors * LANES
     tiles, pairs, full_pairs = -(-n // columns), -(-k // PAIR), k // PAIR
-    block_rows = _row_block(m, tiles, rows, threads)
+    block_rows = row_block(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
     a_type, w_type = f"tensor<{m}x{k}xf32>", f"tensor<{tiles}x{pairs}x{columns * PAIR}xbf16>"
     c_type, tile_type, acc = f"tensor<{m}x{n}xf32>", "tensor<?x?xf32>", "vector<16xf32>"
@@ -145,7 +120,7 @@ def kernel_source(m: int, n: int, k: int, threads: int) -> str:
             ]
             for v in range(vectors):
                 result = f"%d{r}_{v}_{tag}"
-                body.append(f"{indent}{result} = vector.contract {_DOT_TRAITS} %qe{r}_{tag}, %we{v}_{tag}, "
+                body.append(f"{indent}{result} = vector.contract {DOT_TRAITS} %qe{r}_{tag}, %we{v}_{tag}, "
                             f"{accs[r * vectors + v]} : vector<16x2xf32>, vector<16x2xf32> into {acc}")
                 new.append(result)
         return body, new
@@ -190,16 +165,7 @@ def kernel_source(m: int, n: int, k: int, threads: int) -> str:
 
 def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    name = kernel_name(m, n, k, threads)
-    body = module.regions[0].blocks[0]
-    for op in body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
-            return name
-    parsed = ir.Module.parse(kernel_source(m, n, k, threads), module.context)
-    with ir.InsertionPoint(body):
-        for op in parsed.body.operations:
-            op.operation.clone()
-    return name
+    return add_kernel(module, kernel_name(m, n, k, threads), kernel_source(m, n, k, threads))
 
 
 def _pointwise_conv(op: ir.Operation) -> bool:
@@ -216,8 +182,7 @@ def takes_kernel(op: ir.Operation) -> bool:
     whose accumulator is a zero fill."""
     if op.name == "linalg.matmul" and len(op.operands) == 3:
         if "indexing_maps" in op.attributes:
-            maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-            if maps != _PLAIN_MAPS:
+            if indexing_maps(op) != MATMUL_MAPS:
                 return False
     elif not _pointwise_conv(op):
         return False
@@ -248,45 +213,13 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
     op.erase()
 
 
-def _dot_operands(op: ir.Operation) -> tuple[ir.Value, ir.Value] | None:
-    """The ``vector<16x2xbf16>`` operands of a ``vector.contract`` meaning one
-    ``vdpbf16ps`` (``_DOT_TRAITS`` on extf'd bf16 pairs), else ``None``."""
-    if op.name != "vector.contract" or str(op.results[0].type) != "vector<16xf32>":
-        return None
-    if [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])] != _DOT_MAPS:
-        return None
-    if "#vector.kind<add>" not in str(op.attributes["kind"]):
-        return None
-    sources = []
-    for operand in op.operands[:2]:
-        ext = defining_op(operand)
-        if ext is None or ext.name != "arith.extf" or str(ext.operands[0].type) != "vector<16x2xbf16>":
-            return None
-        sources.append(ext.operands[0])
-    return sources[0], sources[1]
-
-
 @register_pass(
     BF16_DOTS_PASS,
     "vector.contract ops meaning one bf16-pair dot product into 16 f32 lanes become vdpbf16ps "
     "(AVX512-BF16) intrinsic calls",
 )
 def bf16_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    """Late, as int8_matmul.py's vpdpbusd: bufferization refuses an LLVM intrinsic call (its
-    memory effects are unknown), and the contraction is the portable meaning."""
+    """Late, as int8_matmul.py's vpdpbusd: see ``register_tiles.call_dot_instructions``."""
     if options:
         raise PipelineError(f"{BF16_DOTS_PASS} takes no options, got {sorted(options)}")
-    for op in list(ops_where(module, lambda o: o.name == "vector.contract")):
-        operands = _dot_operands(op)
-        if operands is None:
-            continue
-        with ir.InsertionPoint(op), op.location:
-            flat = ir.Type.parse("vector<32xbf16>")
-            values = [op.operands[2], *(vector.shape_cast(flat, v) for v in operands)]
-            call = ir.Operation.create(
-                "llvm.call_intrinsic", results=[op.results[0].type], operands=values,
-                attributes={"intrin": ir.StringAttr.get(_VDPBF16PS),
-                            "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
-                            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([3, 0])})
-        op.results[0].replace_all_uses_with(call.results[0])
-        op.erase()
+    call_dot_instructions(module, VDPBF16PS)

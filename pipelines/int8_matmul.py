@@ -57,7 +57,7 @@ from typing import Mapping
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import func, linalg, vector
+from mlir.dialects import func, linalg
 from mlir.passmanager import PassManager
 
 from ..errors import PipelineError
@@ -66,28 +66,16 @@ from ..frontend.emit.contraction import collapse, expand
 from ..frontend.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
+from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
+                             indexing_maps, pack_k_groups, register_tile, row_block)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
 # On a kernel call: {a_unsigned, threads}, what the epilogue pass needs to regenerate it.
 _KERNEL_ATTRIBUTE = "tilecraft.int8_kernel"
-LANES = 16        # i32 lanes of a 512-bit accumulator
-GROUP = 4         # bytes of k one lane's dot product sums
-MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
-MAX_ROWS = 12     # rows of the register tile: one broadcast of A per row and step of k
-ACCUMULATORS = 24  # of the 32 vector registers; the rest hold B' and the broadcast of A
+GROUP = 4         # bytes of k one lane's dot product sums (register tile: register_tiles.py)
 _SIGN_FLIP = -2139062144  # 0x80808080: each byte's sign bit
-
-# acc[i] += sum_j ext(a[i, j]) * ext(b[i, j]): vpdpbusd's meaning, on (16 lanes, 4 bytes).
-_DOT_TRAITS = ('{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, '
-               'affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"], '
-               'kind = #vector.kind<add>}')
-_MATMUL_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
-
-
-def _maps(op: ir.Operation) -> list[str]:
-    return [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
 def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
@@ -95,7 +83,7 @@ def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
     i8 operands, an i32 result, ``acc + ext(a) * ext(b)``; ``None`` otherwise."""
     if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 1:
         return None
-    if _maps(op) != _MATMUL_MAPS:
+    if indexing_maps(op) != MATMUL_MAPS:
         return None
     types = [ir.RankedTensorType(v.type) if isinstance(v.type, ir.RankedTensorType) else None
              for v in op.operands]
@@ -128,21 +116,9 @@ def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
 # ---- the kernel's shape -----------------------------------------------------------------
 
 
-def register_tile(n: int) -> tuple[int, int]:
-    """(rows MR, accumulator vectors per row NV) of the register tile for N columns."""
-    vectors = min(MAX_VECTORS, -(-n // LANES))
-    return min(MAX_ROWS, ACCUMULATORS // vectors), vectors
-
-
 def pack_weights(b: np.ndarray, columns: int) -> np.ndarray:
     """``B'[n / NT, k / 4, (n % NT) * 4 + k % 4]`` of a (K, N) int8 ``b``, zero-padded."""
-    k, n = b.shape
-    groups, tiles = -(-k // GROUP), -(-n // columns)
-    padded = np.zeros((groups * GROUP, tiles * columns), np.int8)
-    padded[:k, :n] = b
-    return np.ascontiguousarray(
-        padded.reshape(groups, GROUP, tiles, columns).transpose(2, 0, 3, 1)
-    ).reshape(tiles, groups, columns * GROUP)
+    return pack_k_groups(b, columns, GROUP, np.int8)
 
 
 def accumulator_start(b: np.ndarray, columns: int, a_unsigned: bool) -> np.ndarray:
@@ -153,14 +129,6 @@ def accumulator_start(b: np.ndarray, columns: int, a_unsigned: bool) -> np.ndarr
     if not a_unsigned:
         start[:n] = -128 * b.astype(np.int32).sum(axis=0)
     return start
-
-
-def _row_blocks(m: int, column_tiles: int, rows: int, threads: int) -> int:
-    """Rows per task: whole register tiles, about two tasks per thread in all."""
-    wanted = max(1, -(-2 * threads // column_tiles)) if threads > 1 else 1
-    tiles = -(-m // rows)
-    blocks = min(wanted, tiles)
-    return rows * -(-tiles // blocks)
 
 
 @dataclass(frozen=True)
@@ -260,7 +228,7 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     columns = vectors * LANES
     tiles, groups = -(-n // columns), -(-k // GROUP)
     full_groups = k // GROUP
-    block_rows = _row_blocks(m, tiles, rows, threads)
+    block_rows = row_block(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
     name = name or kernel_name(m, n, k, a_unsigned, threads, window)
     result_element = epilogue.result if epilogue else "i32"
@@ -344,7 +312,7 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                      f"{indent}%qe{r}_{tag} = arith.extui %qs{r}_{tag} : vector<16x4xi8> to vector<16x4xi32>"]
             for v in range(vectors):
                 result = f"%d{r}_{v}_{tag}"
-                body.append(f"{indent}{result} = vector.contract {_DOT_TRAITS} %qe{r}_{tag}, %be{v}_{tag}, "
+                body.append(f"{indent}{result} = vector.contract {DOT_TRAITS} %qe{r}_{tag}, %be{v}_{tag}, "
                             f"{accs[r * vectors + v]} : vector<16x4xi32>, vector<16x4xi32> into {acc}")
                 new.append(result)
         return body, new
@@ -449,16 +417,8 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
 def _kernel(module: ir.Operation, m: int, n: int, k: int, a_unsigned: bool, threads: int,
             window: Window | None) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    name = kernel_name(m, n, k, a_unsigned, threads, window)
-    body = module.regions[0].blocks[0]
-    for op in body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
-            return name
-    parsed = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, window=window), module.context)
-    with ir.InsertionPoint(body):
-        for op in parsed.body.operations:
-            op.operation.clone()
-    return name
+    return add_kernel(module, kernel_name(m, n, k, a_unsigned, threads, window),
+                      kernel_source(m, n, k, a_unsigned, threads, window=window))
 
 
 def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_unsigned: bool, threads: int) -> None:
@@ -531,26 +491,9 @@ def int8_matmul_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
 # ---- the dot products, once the kernel is on buffers -------------------------------------
 
 VNNI_DOTS_PASS = "tilecraft-vnni-dot-products"
-_VPDPBUSD = "llvm.x86.avx512.vpdpbusd.512"
-_DOT_MAPS = ["(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0)"]
-
-
-def _dot_operands(op: ir.Operation) -> tuple[ir.Value, ir.Value] | None:
-    """The (u8, s8) ``vector<16x4xi8>`` operands of a ``vector.contract`` meaning one
-    ``vpdpbusd`` (``_DOT_TRAITS``), else ``None``."""
-    if op.name != "vector.contract" or str(op.results[0].type) != "vector<16xi32>":
-        return None
-    if [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])] != _DOT_MAPS:
-        return None
-    if "#vector.kind<add>" not in str(op.attributes["kind"]):
-        return None
-    sources = []
-    for operand, extension in zip(op.operands[:2], ("arith.extui", "arith.extsi")):
-        ext = defining_op(operand)
-        if ext is None or ext.name != extension or str(ext.operands[0].type) != "vector<16x4xi8>":
-            return None
-        sources.append(ext.operands[0])
-    return sources[0], sources[1]
+# vpdpbusd: acc[i] += sum_j extui(a[i, j]) * extsi(b[i, j]) on (16 lanes, 4 bytes).
+VPDPBUSD = DotInstruction("llvm.x86.avx512.vpdpbusd.512", "vector<16xi32>", "vector<16x4xi8>",
+                          "vector<64xi8>", ("arith.extui", "arith.extsi"))
 
 
 @register_pass(
@@ -559,25 +502,8 @@ def _dot_operands(op: ir.Operation) -> tuple[ir.Value, ir.Value] | None:
     "vpdpbusd (AVX-512 VNNI) intrinsic calls",
 )
 def vnni_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
-    """Why a late pass rather than the intrinsic in the kernel: bufferization refuses ops
-    with unknown memory effects (an LLVM intrinsic call), and the contraction is the
-    portable meaning, correct on any target if this pass does not run."""
-    bytes64 = "vector<64xi8>"
-    dots = [(op, _dot_operands(op)) for op in ops_where(module, lambda o: o.name == "vector.contract")]
-    for op, operands in dots:
-        if operands is None:
-            continue
-        unsigned, signed = operands
-        with ir.InsertionPoint(op), op.location:
-            flat = ir.Type.parse(bytes64)
-            operands = [op.operands[2], *(vector.shape_cast(flat, v) for v in (unsigned, signed))]
-            call = ir.Operation.create(
-                "llvm.call_intrinsic", results=[op.results[0].type], operands=operands,
-                attributes={"intrin": ir.StringAttr.get(_VPDPBUSD),
-                            "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
-                            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([3, 0])})
-        op.results[0].replace_all_uses_with(call.results[0])
-        op.erase()
+    """Late, after bufferization: see ``register_tiles.call_dot_instructions``."""
+    call_dot_instructions(module, VPDPBUSD)
 
 
 # ---- the epilogue, on the accumulators -----------------------------------------------------
