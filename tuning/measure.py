@@ -37,42 +37,13 @@ import numpy as np
 
 from ..runtime import kernel_timers
 from ..runtime.timing import measure
-from .roles import Runner
+from .roles import MeasureInput, MeasureResult, Runner
 
 if TYPE_CHECKING:
     from ..schedule.task import Task
 
 # A test-only hook: ``hook(config)`` runs in the worker before the candidate is built.
 CandidateHook = Callable[[dict], None]
-
-
-@dataclass(frozen=True)
-class MeasureInput:
-    """One candidate: the task's payload and description, a config (``None``: default)."""
-
-    payload: str
-    task: dict[str, Any]
-    config: dict[str, int] | None
-    target: str
-    reference: str | None = None  # .npy with the default schedule's output
-    save_output: str | None = None  # write this candidate's output here (.npy)
-    # A template's candidate (template.py): ``payload`` is already scheduled; this names its
-    # entry function, and it is compiled as ``schedule.te.build`` compiles a Schedule.
-    scheduled: str | None = None
-
-
-@dataclass(frozen=True)
-class MeasureResult:
-    """``status`` is one of ok, build_error, run_error, wrong, timeout, crash."""
-
-    status: str
-    costs: tuple[float, ...] = ()
-    error: str = ""
-    elapsed: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
 
 @dataclass(frozen=True)

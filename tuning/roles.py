@@ -25,6 +25,7 @@ The search space itself (what a generator returns and a strategy walks) is
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -33,7 +34,37 @@ import numpy as np
 if TYPE_CHECKING:
     from ..schedule.records import Record
     from ..schedule.space import Config, SearchSpace
-    from .measure import MeasureInput, MeasureResult
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One candidate a :class:`Runner` measures: the task's payload and description, a config
+    (``None``: the default schedule)."""
+
+    payload: str
+    task: dict[str, Any]
+    config: dict[str, int] | None
+    target: str
+    reference: str | None = None  # .npy with the default schedule's output
+    save_output: str | None = None  # write this candidate's output here (.npy)
+    # A template's candidate (template.py): ``payload`` is already scheduled; this names its
+    # entry function, and it is compiled as ``schedule.te.build`` compiles a Schedule.
+    scheduled: str | None = None
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """What a :class:`Runner` gives back for a candidate: ``status`` is one of ok,
+    build_error, run_error, wrong, timeout, crash."""
+
+    status: str
+    costs: tuple[float, ...] = ()
+    error: str = ""
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 class SpaceGenerator(abc.ABC):

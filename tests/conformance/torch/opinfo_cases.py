@@ -157,7 +157,9 @@ def run_sample(op: Any, sample: Any, dtype: str) -> tuple[str, str]:
         return "export-refused", f"eager: {summarize(error)}"
     try:
         again = _eager(module, tensors, 1)
-        if _compare(again, expected, 0.0, 0.0) is not None:
+        # Uninitialized memory differs between runs or not, by chance: only its dtype and
+        # shape are compared below, so it is no sign of randomness.
+        if op.name not in UNSPECIFIED_VALUES and _compare(again, expected, 0.0, 0.0) is not None:
             return "random", "eager results differ between seeds"
     except Exception as error:
         return "random", f"eager: {summarize(error)}"
