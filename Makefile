@@ -22,9 +22,9 @@ test: pytest lit wheel
 
 # Tests spread over the cores (pytest-xdist; at most 4 workers: a worker compiling the model
 # zoo holds a few GB; loadgroup: the README/docs blocks, which build on each other, stay on
-# one worker) and the 25 slowest printed, so CI logs show where the time goes.
+# one worker) and the 60 slowest printed, so CI logs show where the time goes.
 pytest: $(INSTALLED)
-	$(BIN)/python -m pytest tests -q -n auto --maxprocesses 4 --dist loadgroup --durations 25
+	$(BIN)/python -m pytest tests -q -n auto --maxprocesses 4 --dist loadgroup --durations 60
 
 lit: $(INSTALLED)
 	$(BIN)/lit -sv tests/lit
