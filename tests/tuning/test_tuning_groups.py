@@ -66,7 +66,9 @@ def _write_record(path, task, config):
 def test_a_group_record_applies_to_the_model_and_to_the_task_payload(tmp_path, model):
     (task,) = extract_tasks(model, TARGET)
     space = space_for(task, TARGET)
-    config = {**space.default(), "reg_m": 4}
+    # A register-tile height other than the default's (4 or 8 rows, by the vector registers).
+    reg_m = 2
+    config = {**space.default(), "reg_m": reg_m}
     assert space.is_valid(config) and config != space.default()
     records = tmp_path / "records.jsonl"
     _write_record(records, task, config)
@@ -78,8 +80,8 @@ def test_a_group_record_applies_to_the_model_and_to_the_task_payload(tmp_path, m
         default = tilecraft.compile(source, target=TARGET)
         tuned = tilecraft.compile(source, target=TARGET, tuning_records=records)
         scheduled = tuned.ir("schedule")
-        # The record's 4-row register tile, and still one loop nest for the group.
-        assert "vector<4x" in scheduled and "vector<4x" not in default.ir("schedule")
+        # The record's register-tile height, and still one loop nest for the group.
+        assert f"vector<{reg_m}x" in scheduled and f"vector<{reg_m}x" not in default.ir("schedule")
         assert tuned.kernel_count == default.kernel_count == 1
         np.testing.assert_allclose(tuned(a, b, bias), expected, rtol=1e-4, atol=1e-4)
 
