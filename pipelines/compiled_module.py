@@ -25,6 +25,7 @@ from .jit import JitFunction, LibraryFunction
 from .pipeline import Pipeline
 from .target import Target
 from .target_registry import target_plugin
+from ..errors import IRNotKeptError
 
 
 class CompiledModule:
@@ -105,7 +106,7 @@ class CompiledModule:
     def ir(self, stage: str = "llvm") -> str:
         """The IR after pipeline stage ``stage`` (``"source"``: what compilation started from)."""
         if stage not in self._stage_ir:
-            raise KeyError(f"no IR kept for stage {stage!r}; stages: {', '.join(self._stage_ir)}")
+            raise IRNotKeptError(f"no IR kept for stage {stage!r}; stages: {', '.join(self._stage_ir)}")
         return self._stage_ir[stage]
 
     def dump_object_file(self, path: str) -> None:

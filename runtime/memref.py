@@ -17,6 +17,7 @@ import weakref
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+from ..errors import InternalError
 
 if TYPE_CHECKING:
     from .signature import EntrySignature
@@ -46,7 +47,7 @@ def adopt_result(descriptor: "Sequence[int]", dtype: np.dtype, rank: int, *, own
         return np.empty(shape, dtype)
     itemsize = dtype.itemsize
     if strides != _contiguous_strides(shape):
-        raise RuntimeError(
+        raise InternalError(
             f"compiled code returned strides {strides} for shape {shape}; "
             f"expected {_contiguous_strides(shape)}"
         )

@@ -11,6 +11,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+from ..errors import OptionError
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def measure(
 ) -> Timing:
     """Time ``fn()``; see the module docstring for the meaning of the parameters."""
     if number < 1 or repeat < 1:
-        raise ValueError(f"number and repeat must be >= 1, got {number} and {repeat}")
+        raise OptionError(f"number and repeat must be >= 1, got {number} and {repeat}")
     fn()
     per_call = []
     for _ in range(repeat):
@@ -87,7 +88,7 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
     after one untimed call of its own (Xeon, 2 threads each, one process).
     """
     if repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat}")
+        raise OptionError(f"repeat must be >= 1, got {repeat}")
     counts = {}
     for name, run in runners.items():
         time.sleep(pause_s)
@@ -120,7 +121,7 @@ def time_evaluator(
     loop (as ``f.time_evaluator(f.entry_name, dev, number=10)(a, b, c)`` in TVM).
     """
     if number < 1 or repeat < 1 or min_repeat_ms < 0:
-        raise ValueError(f"number and repeat must be >= 1 and min_repeat_ms >= 0, got "
+        raise OptionError(f"number and repeat must be >= 1 and min_repeat_ms >= 0, got "
                          f"{number}, {repeat} and {min_repeat_ms}")
 
     def evaluate(*args: Any, **kwargs: Any) -> Timing:

@@ -32,6 +32,7 @@ from .script import render_script
 from .sketch import SketchSpace, is_sketch_config
 from .space import space_for, task_nest
 from .task import Task
+from ..errors import InternalError
 
 
 def init_fill(op: ir.Operation) -> ir.Operation | None:
@@ -130,7 +131,7 @@ def find_sequence(transform_module: ir.Module, name: str) -> ir.Operation:
     for op in transform_module.body.operations:
         if ir.StringAttr(op.attributes["sym_name"]).value == name:
             return op
-    raise KeyError(name)
+    raise InternalError(name)
 
 
 def apply_if_valid(module: ir.Operation, transform_module: ir.Module, name: str) -> str | None:

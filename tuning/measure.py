@@ -38,6 +38,7 @@ import numpy as np
 from ..runtime import kernel_timers
 from ..runtime.timing import measure
 from .roles import MeasureInput, MeasureResult, Runner
+from ..errors import TuningError
 
 if TYPE_CHECKING:
     from ..schedule.task import Task
@@ -370,7 +371,7 @@ class LocalRunner(Runner):
         child.close()
         if not parent.poll(self.options.startup_timeout):
             process.kill()
-            raise RuntimeError("the measurement worker did not start")
+            raise TuningError("the measurement worker did not start")
         parent.recv()
         self._process, self._connection = process, parent
 

@@ -16,6 +16,7 @@ from . import core
 from .contraction import collapse, generic_op
 from .extent_math import as_index, sub
 from .movement import indexed_generic
+from ...errors import OperandError
 
 # --------------------------------------------------------------------------------------
 # Resize (nearest / linear / cubic interpolation)
@@ -49,7 +50,7 @@ class ResizeMethod:
         for value, allowed in ((self.mode, RESIZE_MODES), (self.coordinate_mode, COORDINATE_MODES),
                                (self.nearest_mode, NEAREST_MODES)):
             if value not in allowed:
-                raise ValueError(f"unsupported resize option {value!r}; expected one of {allowed}")
+                raise OperandError(f"unsupported resize option {value!r}; expected one of {allowed}")
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def _tap_count(method: ResizeMethod, axis: ResizeAxis) -> int:
     scale = axis.scale
     if isinstance(scale, ir.Value):
         if not axis.min_scale:
-            raise ValueError("an antialiased resize needs its scale, or a bound on it, at import time")
+            raise OperandError("an antialiased resize needs its scale, or a bound on it, at import time")
         scale = axis.min_scale
     start = int(np.floor(-support / min(scale, 1.0)) + 1)
     return 2 - 2 * start
@@ -447,7 +448,7 @@ def _resize_pass(value: ir.Value, axes: dict[int, ResizeAxis], method: ResizeMet
         return total
 
     if source != result and method.mode == "nearest":
-        raise ValueError("a nearest resize keeps the element type")
+        raise OperandError("a nearest resize keeps the element type")
     return indexed_generic(out, result, body)
 
 
