@@ -74,18 +74,18 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
 
     A round runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a
     sample lasts ``min_sample_s``). Rounds alternate so that drift of a shared machine (its
-    speed moved 2x between runs here) hits every runner alike: only ratios taken from one
+    speed moves between runs) hits every runner alike: only ratios taken from one
     call of this function carry. ``clock`` may be ``time.process_time`` (CPU time of all the
     process's threads), steadier on a loaded machine. ``pause_s``: a sleep before each
     runner's turn, for runtimes whose pool threads spin on after a call returns (OpenBLAS's
-    spin for about 2^28 cycles, ~0.1 s: a tilecraft GEMM timed right after numpy's ran at
-    0.33-0.39x numpy, and at 0.69-0.82x when timed first in the round).
+    spin for about 2^28 cycles: a tilecraft GEMM timed right after numpy's ran at a fraction
+    of the rate it had when timed first in the round; docs/performance.md).
 
     Why the untimed call: the runner before it may leave threads busy. onnxruntime's pool
     threads spin-wait after a run returns, and ran on through the next runner's call: a
-    ResNet-50 call of tilecraft (51 ms alone) took 80 ms right after an onnxruntime call, 60
-    ms with onnxruntime's spinning turned off (caches the other runtime refilled), 54 ms
-    after one untimed call of its own (Xeon, 2 threads each, one process).
+    ResNet-50 call of tilecraft timed right after an onnxruntime call took much longer than
+    alone, and still longer with onnxruntime's spinning turned off (caches the other runtime
+    refilled), unless one untimed call of its own came first (docs/performance.md).
     """
     if repeat < 1:
         raise OptionError(f"repeat must be >= 1, got {repeat}")

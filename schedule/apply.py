@@ -140,8 +140,8 @@ def apply_if_valid(module: ir.Operation, transform_module: ir.Module, name: str)
 
     Why a checkpoint rather than a trial run: the sequence is applied once. A trial on a
     scratch copy followed by the real application ran the transform interpreter twice per
-    op or group (ResNet-50: 128 applications, 4.7 of its 5.1 s of schedule), while copying
-    the module costs about 2 ms. A failed sequence can leave its op half transformed
+    op or group (most of ResNet-50's schedule time), while copying the module is cheap
+    (docs/performance.md). A failed sequence can leave its op half transformed
     (tiled but not vectorized), hence the restore."""
     sequence = find_sequence(transform_module, name)
     _container, checkpoint = scratch_copy(module)

@@ -276,7 +276,7 @@ def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
     """A 1-D convolution as a 2-D one over a unit row: (N, C, W) viewed as (N, C, 1, W), the
     filter as (F, C/g, 1, k), the result viewed back (reshapes, no copies). Why: the layout
     pass, the planner's register tiles and the depthwise schedules are 2-D; linalg's 1-D
-    named ops kept scalar loops, and a keyword-spotting Conv1d stack ran 40-50x slower than
+    named ops kept scalar loops, and a keyword-spotting Conv1d stack ran far behind
     onnxruntime (docs/performance.md, round 15)."""
     rows = [[0], [1], [2, 3]]
     x2 = expand(x, rows, [*core.sizes(x)[:2], 1, core.sizes(x)[2]])
@@ -295,7 +295,7 @@ def _conv_3d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
     accumulates into the previous tap's result. The 2-D convolutions sit between NCHW <->
     NHWC transposes that the layout pass cancels, so they run in NHWC with the 2-D
     schedules. Why: linalg's 3-D convolutions have no decomposition to vectorize and ran as
-    scalar loops (a C3D-style net 36x onnxruntime's time, docs/performance.md, round 15)."""
+    scalar loops (a C3D-style net far behind onnxruntime, docs/performance.md, round 15)."""
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
     filters, channels, depth_taps, *kernel = core.static_shape(w)
@@ -611,7 +611,7 @@ def _tiles_from_pixels(x: ir.Value, w: np.ndarray) -> ir.Value:
     one contraction written into a (N, H, kh, W, kw, F) tensor that is the NHWC output
     (a collapse, no copy), between NCHW <-> NHWC transposes that the layout pass cancels
     against its conversions. The general lowering (zeros between input pixels, then a
-    convolution) multiplies kh * kw times as many zeros as products: 14 GFLOPS."""
+    convolution) multiplies kh * kw times as many zeros as products."""
     spatial = len(w.shape) - 2
     channels, filters, *kernel = w.shape
     element = core.tensor_type(x).element_type

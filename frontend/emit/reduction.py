@@ -410,7 +410,8 @@ def softmax(x: ir.Value, axes: Sequence[int], *, log: bool = False) -> ir.Value:
     both read, and multiplies by ``1 / sum`` (loop-invariant along the row, hoisted out of
     the vectorized loop), as onnxruntime does. Why: the vector exp is ~35 instructions per
     16 lanes; computed in both passes (and a divide per element), BERT's 12x128x128
-    attention softmax ran at 2.5x onnxruntime's time per core. The fusion barrier keeps
+    attention softmax ran well behind onnxruntime per core (docs/performance.md). The fusion
+    barrier keeps
     ``e`` from being fused (recomputed) into its two consumers."""
     element = core.tensor_type(x).element_type
     acc = accumulator_type(element)
