@@ -211,7 +211,7 @@ class ProgramImporter:
         dims = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in meta.shape]
         try:
             element = core.element_type(numpy_dtype(meta.dtype))
-        except TypeError as error:
+        except OperandTypeError as error:  # a dtype with no MLIR element type
             raise TorchImportError(f"input {node.name!r}: {error}") from None
         return ir.RankedTensorType.get(dims, element)
 
