@@ -275,3 +275,33 @@ class AccuracyError(TilecraftError, ValueError):
     def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class OperandError(TilecraftError, ValueError):
+    """An op builder (the IR emitters in frontend/emit, an ONNX handler's or a PyTorch op's
+    converter) was given operands or attributes it cannot build the op for: a rank, shape,
+    element type or attribute value the op does not take, or a case tilecraft does not
+    support. It is the model's fault, so the importers turn it into a
+    :class:`ModelImportError` (:class:`TorchImportError`) naming the node; anything else an
+    op builder raises is a bug and surfaces as an :class:`InternalError`.
+
+    Derives from ``ValueError`` because the emitters raised that before it existed."""
+
+
+class OperandTypeError(OperandError, TypeError):
+    """An operand's element type (or a numpy dtype) has no MLIR counterpart the op takes.
+
+    Derives from ``TypeError`` too: callers caught that builtin before this existed."""
+
+
+class InternalError(TilecraftError, RuntimeError):
+    """A bug in tilecraft, not a problem with the input: an invariant the code relies on does
+    not hold (a handler registered twice, an op converter that crashed). The message says
+    where it happened (for the importers, the node); please report it with the model."""
+
+
+class IRNotKeptError(TilecraftError, KeyError):
+    """``module.ir(stage)`` names a stage whose IR was not kept: an unknown stage, a module
+    compiled with ``keep_ir=False``, or a model whose every node runs on the host.
+
+    Derives from ``KeyError`` (a lookup by name), which ``ir()`` raised before."""

@@ -25,6 +25,7 @@ from ..frontend.onnx.string_partition import Segment, StringPartition
 from ..pipelines.compiled_module import CompiledModule
 from ..pipelines.target import Target
 from ..runtime.signature import EntrySignature, TensorSpec
+from ..errors import IRNotKeptError
 
 STRING_DTYPE = np.dtype(object)
 
@@ -120,7 +121,7 @@ class PartitionedModule:
         texts = [f"// segment {number}: {', '.join(segment.op_types)}\n{part.ir(stage)}"
                  for number, (segment, part) in enumerate(self._parts) if not segment.on_host]
         if not texts:
-            raise KeyError("every node of this model runs on the host (string tensors): there is no IR")
+            raise IRNotKeptError("every node of this model runs on the host (string tensors): there is no IR")
         return "\n".join(texts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:

@@ -4,9 +4,9 @@ each input shape it is called with (``CompileOptions.specialize_shapes``), as XL
 
 Why: the schedule's register tiles and thread tasks are sized from static extents
 (schedule/plan.py). With a dynamic batch they cannot be, and the dynamic kernels run as
-plain loops: a 64-row MLP 100x, a small CNN 40x and a dynamic-sequence BERT 5.6x
-onnxruntime's time, against 0.8-1.0x once the same models were compiled with their shapes
-known (docs/performance.md, round 15). Users export ONNX models with dynamic axes as a
+plain loops: a 64-row MLP, a small CNN and a dynamic-sequence BERT ran far behind
+onnxruntime, and level with it once the same models were compiled with their shapes known
+(docs/performance.md, round 15). Users export ONNX models with dynamic axes as a
 matter of course (``torch.onnx.export(..., dynamic_axes=...)``).
 
 The first call with a new shape runs the dynamic module, so its run-time checks and errors

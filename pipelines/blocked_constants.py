@@ -5,9 +5,9 @@ Why: a vectorized convolution reads its constant ``HWCF`` filter as ``vector<S x
 (``S`` input channels of ``V`` output channels, ``V`` = the register tile's channels) at
 ``[kh, kw, ic, oc]``. Its rows are ``F`` floats apart, so the tile of one block of output
 channels walks the whole filter: at ResNet-50's 7x7 layers (3x3x512x512, 9.4 MB) every
-reduction step touches four fresh 4 KB pages, and the one-thread kernel ran at 21 GFLOPS
-where the same layer with 32 output channels (rows 128 bytes apart, one contiguous 590 KB
-filter) ran at 41. Software prefetches of the next rows did not help (a page walk, not
+reduction step touches four fresh 4 KB pages, and the one-thread kernel ran at half the
+rate of the same layer with 32 output channels (rows 128 bytes apart, one contiguous
+filter; docs/performance.md). Software prefetches of the next rows did not help (a page walk, not
 a cache miss, stalls the load: this machine runs without huge pages); rows padded off the
 power of two (the previous fix, docs/performance.md round 3) spread the cache sets, not the
 pages. Stored as ``W'[oc / V, kh, kw, ic, oc % V]`` the block the tile reads is one

@@ -20,6 +20,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .passes import register_pass
+from ..errors import CompileError
 
 WIDEN_BOOL_MEMORY = "tilecraft-widen-bool-memory"
 
@@ -113,7 +114,7 @@ def _fix_access(op: ir.Operation) -> None:
     elif name in ("memref.store", "vector.store", "vector.transfer_write"):
         _extend_operand(op, op.operands[0])
     else:
-        raise NotImplementedError(
+        raise CompileError(
             f"{WIDEN_BOOL_MEMORY}: {name} on a bool (i1) buffer is not supported: {op}"
         )
 

@@ -25,6 +25,7 @@ from .jit import JitFunction, LibraryFunction
 from .pipeline import Pipeline
 from .target import Target
 from .target_registry import target_plugin
+from ..errors import IRNotKeptError
 
 
 class CompiledModule:
@@ -105,7 +106,7 @@ class CompiledModule:
     def ir(self, stage: str = "llvm") -> str:
         """The IR after pipeline stage ``stage`` (``"source"``: what compilation started from)."""
         if stage not in self._stage_ir:
-            raise KeyError(f"no IR kept for stage {stage!r}; stages: {', '.join(self._stage_ir)}")
+            raise IRNotKeptError(f"no IR kept for stage {stage!r}; stages: {', '.join(self._stage_ir)}")
         return self._stage_ir[stage]
 
     def dump_object_file(self, path: str) -> None:
@@ -204,8 +205,8 @@ def compile_ir(
 def clone_module(module: ir.Module) -> ir.Module:
     """A copy of ``module`` in its context: what a compiled module keeps of its source for
     ``export_library``. Why a clone and not bytecode: attributes are shared, so the weights
-    are not copied (bytecode of a 64 MB weight took 0.4 s and 64 MB more memory on every
-    compile; the clone 0.1 ms), and their arrays stay known to frontend/resources.py."""
+    are not copied (bytecode copies every weight, in time and memory, on every compile;
+    docs/performance.md), and their arrays stay known to frontend/resources.py."""
     copy = ir.Module.create(loc=module.operation.location)
     cloned = module.operation.clone()
     for index in range(len(cloned.attributes)):

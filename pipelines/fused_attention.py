@@ -78,10 +78,10 @@ LANES = 16         # f32 lanes of a 512-bit vector
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
 # Widest Dv fused. Wider, the output accumulators (ROWS x Dv / 16 vectors) no longer fit in
-# registers beside the scores; measured on one thread, 8 heads x 256 x 256 with Dv = 128: the
-# best of ROWS in {1, 2, 3, 4}, key blocks of 32 or 64, P @ V in chunks of 4 or 8 output
-# vectors, the accumulators in registers or in the output tile, ran at 1.0-2.0x the unfused
-# ops' time, against 0.9-0.95x at Dv = 64.
+# registers beside the scores; measured on one thread, 8 heads x 256 x 256 with Dv = 128: no
+# variant tried (ROWS in {1, 2, 3, 4}, key blocks of 32 or 64, P @ V in chunks of 4 or 8
+# output vectors, the accumulators in registers or in the output tile) beat the unfused ops,
+# while at Dv = 64 the kernel does (docs/performance.md).
 MAX_VALUE_DEPTH = 64
 _MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
 

@@ -6,8 +6,8 @@ producer into *any* consumer ``linalg.generic`` whose operand it feeds once — 
 contraction. Its reshape folding first turns ``collapse_shape -> linalg.matmul`` into a 3-D
 ``linalg.generic`` with a reduction loop, and then a GELU (or an attention scaling) that feeds
 the matmul's left operand moves into the matmul's body: it is recomputed for every column, N
-times per element (a linear -> GELU -> linear block on 2x128x256 ran 100x slower than its two
-halves). TVM's FuseOps rule is the one wanted: never fuse when it duplicates work. Upstream
+times per element (a linear -> GELU -> linear block ran orders of magnitude slower than its
+two halves; docs/performance.md). TVM's FuseOps rule is the one wanted: never fuse when it duplicates work. Upstream
 offers that choice only through a C++ control function, so:
 
 - ``tilecraft-fusion-barriers`` finds each elementwise producer whose result (through
@@ -120,7 +120,7 @@ def insert_fusion_barriers(module: ir.Operation, options: Mapping[str, str]) -> 
                 # A reshape folded into a named contraction makes it a generic with several
                 # reduction loops (attention's heads x head_dim feeding the output
                 # projection): its vector.contract keeps two reduction dims, which lowered
-                # to element-by-element code (BERT's output projection ran at 5 GFLOPS).
+                # to element-by-element code (BERT's output projection ran scalar).
                 guarded[operand] = None
         if (op.name == "linalg.generic" and PANELS_ATTR in op.attributes
                 and isinstance(op.operands[0], ir.OpResult)):

@@ -26,8 +26,8 @@ This pass decides how that product runs, once per matmul:
   - for a convolution (``conv.integer_conv2d``: A is the im2col matrix of a padded NHWC
     input, ``im2col_window``) with channels a multiple of 4, the kernel reads each row's
     window from the padded input itself (implicit GEMM, ``Window``): k runs over the taps,
-    then over their channels, and the im2col copy (9 times the input for a 3x3 filter,
-    scalar loops: 3 ms of a 27 ms int8 ResNet-50) is gone.
+    then over their channels, and the im2col copy (9 times the input for a 3x3 filter, in
+    scalar loops: a sizeable share of an int8 ResNet-50, docs/performance.md) is gone.
 
   The kernel reads its operands through the function's arguments, so the later passes
   that rewrite constant reads (blocked_constants.py) leave the packed layout alone.

@@ -36,9 +36,8 @@ from .weights import bind_resource_globals
 RUNTIME_LIBRARIES = ("mlir_c_runner_utils",)
 
 # The most LLVM optimization the JIT runs. Why not 3: the code reaching LLVM is already
-# tiled, vectorized and unrolled by the schedule; -O3 re-optimizes it at 4.5x the CPU time of
-# -O2 (ResNet-50's lowered module: 21.4 against 4.7 CPU-s, the largest step of a cold
-# compile) for run times within the noise of a shared machine and identical outputs
+# tiled, vectorized and unrolled by the schedule; -O3 re-optimizes it at several times the
+# CPU time of -O2 (the largest step of a cold compile) for run times within the noise of a shared machine and identical outputs
 # (docs/performance.md, "Compile time: LLVM -O2 in the JIT").
 MAX_JIT_LLVM_OPT_LEVEL = 2
 

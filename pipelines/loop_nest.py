@@ -14,6 +14,7 @@ from mlir.dialects import linalg
 
 from .ir_queries import ops_where
 from .scratch import scratch_copy
+from ..errors import InternalError
 
 DYNAMIC = -1
 # Set by the offload pass on an op a backend schedules itself (pipelines/offload.py).
@@ -149,7 +150,7 @@ def analyze_loop_nests(module: ir.Operation) -> list[tuple[ir.Operation, LoopNes
         ).run(twin)
     generics = structured_ops(twin)
     if len(generics) != len(ops):
-        raise RuntimeError(
+        raise InternalError(
             f"generalization changed the number of linalg ops ({len(ops)} -> {len(generics)})"
         )
     return [(op, _loop_nest(op, generic)) for op, generic in zip(ops, generics)

@@ -56,8 +56,9 @@ class CompileOptions:
       specialize_shapes: for an ONNX model with dynamic input dims compiled for the CPU
         (and no ``package_path``), how many distinct input shapes get a compile of their own
         with every dim static, as XLA and ``torch.compile`` specialize. The schedules' register
-        tiles need static extents: a dynamic-batch MLP ran 100x slower than onnxruntime
-        through the dynamic kernels, and 0.8x with its batch known. The first call with a new
+        tiles need static extents: a dynamic-batch MLP ran far behind onnxruntime through
+        the dynamic kernels, and level with it once its batch was known (docs/performance.md,
+        round 15). The first call with a new
         shape runs the dynamic module (its checks and errors are the model's) and then
         compiles that shape (seconds); later calls with it run the static module. Shapes past
         the limit keep the dynamic module; ``0`` turns specialization off

@@ -11,7 +11,7 @@ holds 100 MB of them), so every first pass over a block waits on memory: the har
 prefetchers follow the stream but stop at each 4 KB page and run only a few lines ahead.
 The hot loop then starves on exactly the layers whose blocks are large and reused by few
 pixels (ResNet-50's 7x7 and 14x14 stages: 295-590 KB per block, 7-28 pixel tiles each),
-which ran 1.25-1.4x slower than onnxruntime's kernels in the same rounds.
+which ran behind onnxruntime's kernels in the same rounds (docs/performance.md, round 11).
 
 Here such a read also prefetches the same position of block ``b + 1`` (clamped to the last
 block), one ``memref.prefetch`` per cache line it reads, with locality 2 (``prefetcht1`` on
@@ -20,10 +20,9 @@ over a block: the loops around the read whose induction variable it does not use
 convolution's pixel rows and pixel tiles) reread the block, so the nest under the innermost
 of them is versioned (``scf.if`` they are all at
 their first iteration: a copy with the prefetches; else the nest as it was). A prefetch that
-hits L2 still takes a load slot and a fill buffer: prefetching on every pass cost 8% on
-layers that reread each block 112 times, and a guard inside the hot loop ran them at 0.71x
-(docs/performance.md, round 11). Measured on a C model of the 7x7x512 layer's loop (two
-threads, weights from memory): 1.95 ms per layer without prefetch, 1.52-1.61 with.
+hits L2 still takes a load slot and a fill buffer: prefetching on every pass cost time on
+layers that reread each block 112 times, and a guard inside the hot loop cost more
+(docs/performance.md, round 11, with a C model of the 7x7x512 layer's loop).
 
 Matmuls too: a weight matrix stored as column panels (graph/weight_panels.py,
 ``W'[panel, k, V]``) is read one k row at a time, and each row tile of a task cycles through
@@ -247,8 +246,8 @@ def prefetch_on_first_pass(nest: ir.Operation, rereading: list[ir.Operation],
 
     Why a version and not a guard in the loop: a prefetch that hits L2 still takes a load
     slot and a fill buffer, and an ``scf.if`` around the prefetches inside the hot loop
-    made LLVM's code for it 1.4x slower (28x28x128 3x3 layers); prefetching on every pass
-    (branch-free) cost 8% there."""
+    made LLVM's code for it slower (28x28x128 3x3 layers); prefetching on every pass
+    (branch-free) cost time there too (docs/performance.md, round 11)."""
     position = [i for i, op in enumerate(_transfer_reads(nest)) if any(op == read for read in reads)]
     with ir.InsertionPoint(nest), nest.location:
         first = None

@@ -194,7 +194,7 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               # CANONICALIZE_UNIT_CONTRACTIONS: it would lower a contraction over several
               # unit reduction dims (a reduction over [dir, hidden]) to scalar code.
               # VNNI_DOTS_PASS: the int8 kernels' dot products as vpdpbusd (int8_matmul.py).
-              # DIVIDE_BY_RECIPROCAL: a vector divide is ~10x a multiply (QuantizeLinear).
+              # DIVIDE_BY_RECIPROCAL: a vector divide is far slower than a multiply (QuantizeLinear).
               ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (DIVIDE_BY_RECIPROCAL, CANONICALIZE_UNIT_CONTRACTIONS,
                "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",

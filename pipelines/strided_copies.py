@@ -12,7 +12,7 @@ becomes ``scf.for`` loops over the outer dims around ``vector.transfer_read`` /
 ``transfer_write`` pairs of up to ``_ROW_CHUNK_BITS`` along the row. Left to LLVM, the same
 copy as scalar loops (``linalg.copy`` lowered by ``convert-linalg-to-loops``) was not
 vectorized: its 64-element rows were unrolled into 64 scalar load/store pairs, and BERT's
-output projection, whose tasks each copy the attention output's rows, ran 1.07x slower.
+output projection, whose tasks each copy the attention output's rows, ran slower.
 Other strided copies (a dynamic or strided last dim, rows too short to fill a vector) become
 ``linalg.copy``, loops of scalars. Copies between contiguous memrefs stay ``memref.copy``
 (they lower to ``memcpy``).

@@ -19,6 +19,7 @@ from mlir import ir
 from mlir.dialects import arith, func
 
 from .ir_queries import defining_op
+from ..errors import InternalError
 
 # Elementwise ops that may not run on the padding lanes of a partial vector: no integer
 # division (LLVM scalarizes it, and a zero lane would trap).
@@ -87,7 +88,7 @@ def clone_body(generic: ir.Operation, inputs: Sequence[ir.Value], lanes: int) ->
                                     operands=operands,
                                     attributes={key: op.attributes[key] for key in op.attributes})
         mapped.extend(zip(op.results, clone.results))
-    raise AssertionError("a linalg.generic body ends with linalg.yield")
+    raise InternalError("a linalg.generic body ends with linalg.yield")
 
 
 def declared_function(module: ir.Module, name: str) -> ir.Operation:

@@ -7,8 +7,8 @@ reading ``[C, H, W]`` through a fused flatten) is vectorized one reduction step 
 its ``vector.contract`` has two or more reduction dims, each of extent 1, often beside unit
 parallel dims. LLVM's lowering of contractions (``vector-contract-lowering=outerproduct``)
 turns a 2-D matrix product into vector FMAs, but this form fell back to one scalar
-multiply-add per output element: the speech model of ``benchmarks/recurrent.py`` spent 290
-of its 590 us in such an 80x64x72 GEMM.
+multiply-add per output element: the speech model of ``benchmarks/recurrent.py`` spent
+about half its time in such an 80x64x72 GEMM.
 
 Dims of extent 1 carry no data, so the rewrite is exact: the operands and accumulator drop
 them with ``vector.shape_cast`` (which only removes unit dims), one reduction dim is kept,

@@ -9,15 +9,14 @@ llvm stage runs it again after ``convert-vector-to-llvm``, on LLVM's
 ``vector.reduce.fadd/fmul``: lowering a ``vector.contract`` that is a dot product (layer
 norm's sum of squared deviations, which ``reduction_to_contract`` turns into one) creates
 its reduction there, unflagged — the 128x768 layer norm spent most of its time in those
-ordered sums (112 us on one core, onnxruntime 56 us).
+ordered sums (docs/performance.md).
 
 ``tilecraft-approximate-exp``: vector ``math.exp`` and ``math.tanh`` (tanh-approximated GELU)
 on f32 as polynomials in arith ops, so they stay in vector registers.
 
 Why this pass exists: LLVM has no vector ``exp`` instruction; ``llvm.intr.exp`` on a
 ``vector<64xf32>`` is scalarized into 64 calls of libm's ``expf``. A vectorized softmax
-(BERT's 12x128x128 attention probabilities) then spent nearly all its time in ``expf``
-(1 GFLOPS). MLIR's own polynomial approximation patterns are not exposed by the Python
+(BERT's 12x128x128 attention probabilities) then spent nearly all its time in ``expf``. MLIR's own polynomial approximation patterns are not exposed by the Python
 bindings of MLIR 22, so this pass writes Cephes' ``expf`` (the approximation MLIR's
 ``populateMathPolynomialApproximationPatterns``, Eigen and XNNPACK use) with arith and math
 ops that lower to AVX-512 instructions:
@@ -56,9 +55,9 @@ _LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
 _POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
          1.6666665459e-1, 5.0000001201e-1)
 # Below _X_MIN = ln(2^-126) the result would be a denormal: it is flushed to 0. Why: on x86
-# every instruction that produces or reads a denormal takes a microcode assist (~100
-# cycles); a softmax over masked keys (x - max = -10000 or -inf) then ran 4x slower in its
-# exps and in the products with V that followed. |error| < 2^-126 there.
+# every instruction that produces or reads a denormal takes a microcode assist; a softmax
+# over masked keys (x - max = -10000 or -inf) then ran several times slower in its exps and
+# in the products with V that followed (docs/performance.md, round 10). |error| < 2^-126 there.
 # _X_MAX: the largest f32 below ln(FLT_MAX); above, exp overflows to +inf.
 _X_MIN, _X_MAX = -87.33654475, 88.72283172607421875
 _F32_MANTISSA_BITS = 23
@@ -243,7 +242,7 @@ def _divide_by_reciprocal(op: ir.Operation) -> ir.Value:
 
 @register_pass(DIVIDE_BY_RECIPROCAL,
                "Float division by a constant as a multiplication by its reciprocal and two "
-               "FMAs that make the quotient exactly divf's (a vector divide is ~10x slower)")
+               "FMAs that make the quotient exactly divf's (a vector divide is far slower)")
 def divide_by_reciprocal_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: QuantizeLinear divides by its scale, a constant; on AVX-512 a 16-lane ``vdivps``
     takes about 10 cycles against 0.5 for a multiply or an FMA, and a requantizing epilogue

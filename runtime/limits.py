@@ -134,12 +134,6 @@ def check_tensor(what: str, shape: Sequence[int], itemsize: int, limits: Limits 
     return size
 
 
-def fold_fits(shape: Sequence[int], itemsize: int, limits: Limits | None = None) -> bool:
-    """True when a constant of ``shape`` may be computed at fold time (``TILECRAFT_MAX_FOLD``)."""
-    limits = limits or Limits.current()
-    return element_count(shape) * itemsize <= limits.max_fold_bytes
-
-
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
 # String literals (weights in hex, names) and comments hold brackets that do not nest.
 _NOT_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|//[^\n]*|->|>=|<=')

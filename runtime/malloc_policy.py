@@ -3,10 +3,10 @@
 Why: a compiled model allocates its intermediate tensors with ``malloc`` and frees them
 before it returns. glibc serves blocks above its mmap threshold (128 KiB at first, raised
 dynamically after frees) with fresh ``mmap`` pages and unmaps them on ``free``, so every
-call page-faulted and zeroed its intermediates again. Measured on one MobileNetV2 block
-(16 -> 24 channels, 112x112 input, one thread): 4,100 page faults and 8.2 ms of system time
-per call against 2.8 ms of user time, or none at all, depending on which frees had moved the
-dynamic threshold first (a block's CPU time varied 1.2-6.6 ms from run to run). onnxruntime
+call page-faulted and zeroed its intermediates again, or did not, depending on which frees
+had moved the dynamic threshold first: system time that dwarfed the block's own work and
+varied several-fold from run to run (docs/performance.md, "Figures moved out of the code").
+onnxruntime
 avoids the same with its own arena. Here glibc is told once, process-wide, to serve blocks
 up to 32 MiB (its largest allowed mmap threshold) from its heaps and to keep up to
 256 MiB of free memory at their top: a model's intermediates are then reused call after call.

@@ -17,6 +17,7 @@ import weakref
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+from ..errors import InternalError
 
 if TYPE_CHECKING:
     from .signature import EntrySignature
@@ -46,7 +47,7 @@ def adopt_result(descriptor: "Sequence[int]", dtype: np.dtype, rank: int, *, own
         return np.empty(shape, dtype)
     itemsize = dtype.itemsize
     if strides != _contiguous_strides(shape):
-        raise RuntimeError(
+        raise InternalError(
             f"compiled code returned strides {strides} for shape {shape}; "
             f"expected {_contiguous_strides(shape)}"
         )
@@ -82,7 +83,7 @@ class CallFrame:
     int64 buffer per call.
 
     Why: building a ctypes structure, two ``ctypes.pointer`` objects and a cast per argument
-    cost about 40 us per call of a four-float Add. Every field of a descriptor, every
+    cost more than the rest of a small call (docs/performance.md). Every field of a descriptor, every
     pointer slot and every packed argument is an 8-byte word, so a call's whole frame is one
     ctypes int64 array filled from one list. Layout, in words: result descriptors (the
     struct the C interface writes results into: one descriptor, or one per result, no

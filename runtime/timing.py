@@ -11,6 +11,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+from ..errors import OptionError
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def measure(
 ) -> Timing:
     """Time ``fn()``; see the module docstring for the meaning of the parameters."""
     if number < 1 or repeat < 1:
-        raise ValueError(f"number and repeat must be >= 1, got {number} and {repeat}")
+        raise OptionError(f"number and repeat must be >= 1, got {number} and {repeat}")
     fn()
     per_call = []
     for _ in range(repeat):
@@ -73,21 +74,21 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
 
     A round runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a
     sample lasts ``min_sample_s``). Rounds alternate so that drift of a shared machine (its
-    speed moved 2x between runs here) hits every runner alike: only ratios taken from one
+    speed moves between runs) hits every runner alike: only ratios taken from one
     call of this function carry. ``clock`` may be ``time.process_time`` (CPU time of all the
     process's threads), steadier on a loaded machine. ``pause_s``: a sleep before each
     runner's turn, for runtimes whose pool threads spin on after a call returns (OpenBLAS's
-    spin for about 2^28 cycles, ~0.1 s: a tilecraft GEMM timed right after numpy's ran at
-    0.33-0.39x numpy, and at 0.69-0.82x when timed first in the round).
+    spin for about 2^28 cycles: a tilecraft GEMM timed right after numpy's ran at a fraction
+    of the rate it had when timed first in the round; docs/performance.md).
 
     Why the untimed call: the runner before it may leave threads busy. onnxruntime's pool
     threads spin-wait after a run returns, and ran on through the next runner's call: a
-    ResNet-50 call of tilecraft (51 ms alone) took 80 ms right after an onnxruntime call, 60
-    ms with onnxruntime's spinning turned off (caches the other runtime refilled), 54 ms
-    after one untimed call of its own (Xeon, 2 threads each, one process).
+    ResNet-50 call of tilecraft timed right after an onnxruntime call took much longer than
+    alone, and still longer with onnxruntime's spinning turned off (caches the other runtime
+    refilled), unless one untimed call of its own came first (docs/performance.md).
     """
     if repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat}")
+        raise OptionError(f"repeat must be >= 1, got {repeat}")
     counts = {}
     for name, run in runners.items():
         time.sleep(pause_s)
@@ -120,7 +121,7 @@ def time_evaluator(
     loop (as ``f.time_evaluator(f.entry_name, dev, number=10)(a, b, c)`` in TVM).
     """
     if number < 1 or repeat < 1 or min_repeat_ms < 0:
-        raise ValueError(f"number and repeat must be >= 1 and min_repeat_ms >= 0, got "
+        raise OptionError(f"number and repeat must be >= 1 and min_repeat_ms >= 0, got "
                          f"{number}, {repeat} and {min_repeat_ms}")
 
     def evaluate(*args: Any, **kwargs: Any) -> Timing:

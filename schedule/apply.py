@@ -32,6 +32,7 @@ from .script import render_script
 from .sketch import SketchSpace, is_sketch_config
 from .space import space_for, task_nest
 from .task import Task
+from ..errors import InternalError
 
 
 def init_fill(op: ir.Operation) -> ir.Operation | None:
@@ -130,7 +131,7 @@ def find_sequence(transform_module: ir.Module, name: str) -> ir.Operation:
     for op in transform_module.body.operations:
         if ir.StringAttr(op.attributes["sym_name"]).value == name:
             return op
-    raise KeyError(name)
+    raise InternalError(name)
 
 
 def apply_if_valid(module: ir.Operation, transform_module: ir.Module, name: str) -> str | None:
@@ -139,8 +140,8 @@ def apply_if_valid(module: ir.Operation, transform_module: ir.Module, name: str)
 
     Why a checkpoint rather than a trial run: the sequence is applied once. A trial on a
     scratch copy followed by the real application ran the transform interpreter twice per
-    op or group (ResNet-50: 128 applications, 4.7 of its 5.1 s of schedule), while copying
-    the module costs about 2 ms. A failed sequence can leave its op half transformed
+    op or group (most of ResNet-50's schedule time), while copying the module is cheap
+    (docs/performance.md). A failed sequence can leave its op half transformed
     (tiled but not vectorized), hence the restore."""
     sequence = find_sequence(transform_module, name)
     _container, checkpoint = scratch_copy(module)

@@ -8,10 +8,10 @@ channels where the register file holds them); ``decompose`` and
 This module makes the ops after the conv in its fusion group (bias, folded batch norm,
 residual add, ReLU) run on those accumulators before their one store: see below.
 
-A 14-pixel x 2-vector tile (28 accumulators) measured 5-10% slower on the whole ResNet-50
-under load (docs/performance.md, "Convolution micro-kernels"); the 7-8 pixel x 2-vector tile
-of ``conv_register_tile`` (14-16 accumulators, no spill) measured 15-20% faster than one
-vector on a quiet machine (docs/performance.md, "Round 3").
+A 14-pixel x 2-vector tile (28 accumulators) measured slower on the whole ResNet-50
+(docs/performance.md, "Convolution micro-kernels"); the 7-8 pixel x 2-vector tile of
+``conv_register_tile`` (14-16 accumulators, no spill) measured faster than one vector
+(docs/performance.md, "Round 3").
 """
 
 from __future__ import annotations

@@ -29,9 +29,8 @@ outside the group, groups whose anchor has no thread level (too little work to s
 one thread), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
 destination its source's producer writes into (``pipelines/pad_destinations.py``, at
 bufferization): the group reads its padded input in place. Fused per task, it copied each
-task's band of input rows (MobileNetV2 4% slower end to end; before that, with tasks over
-output channels, each task padded the whole input: a ResNet block 9.8-14.5 ms against
-6.8-8.9 ms with the pad outside).
+task's band of input rows (MobileNetV2 slower end to end; before that, with tasks over
+output channels, each task padded the whole input, slower still; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -327,7 +326,7 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     root_plan = replace(inner_plan(root), thread_tiles=root_tiles)
     fallback = tuple(plans[tags[op]] for op in reversed(order) if tags.get(op) in standalone)
     # A sequential group too (its band is an scf.for: conv_kernels.py's task_loop): on one
-    # thread ResNet-50 ran 8.5% and MobileNetV2 21% faster with the epilogue in registers.
+    # thread ResNet-50 and MobileNetV2 ran faster with the epilogue in registers.
     accumulators = _accumulator_epilogue(unit, nests, anchor_plan)
     return GroupSchedule(root_plan, tuple(inner_plan(op) for op in producers), fallback,
                          bubble_up_slices=bool(unit.reshapes), sequential=sequential,

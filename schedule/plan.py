@@ -41,8 +41,8 @@ _MIN_PARALLEL_WORK = 1 << 15
 # The same for convolutions, whose iterations are multiply-adds on vectors held in
 # registers: a parallel loop costs an async dispatch and a wait on the other threads,
 # which on a loaded machine exceeds a few microseconds of such work. At 1 << 15 the digits
-# CNN's second conv (73k multiply-adds) was split and the model ran at 4.3x onnxruntime's
-# time; on one thread, 0.9x (same process, alternating calls). Other ops keep the lower
+# CNN's second conv (73k multiply-adds) was split and the model ran far behind onnxruntime,
+# level with it on one thread (docs/performance.md). Other ops keep the lower
 # threshold: a fusion group needs its anchor's thread level (schedule/group.py), and a
 # BERT layer's softmax and layer norms (65k and 32k iterations at hidden 256) or
 # ResNet-50's global pooling (100k) would fall apart into one loop nest per op.
@@ -55,9 +55,8 @@ _MATMUL_TASK_COLS = 256
 _MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = REGISTER_ROWS, 2
 # Weight panels per register tile, at most (matmuls on panels: panel_register_tile). Three
 # 16-lane panels make 8 x 3 = 24 accumulators: per k step 8 broadcasts and 3 loads feed 24
-# FMAs instead of 10 feeding 16. BERT's projections ran 8-13% faster than with 8 x 32
-# (128 x 768 x 2304 and 128 x 3072 x 768, each against onnxruntime in its own process), a
-# C model of the loop 10-20% (docs/performance.md, round 14). Four would need 32
+# FMAs instead of 10 feeding 16. BERT's projections and a C model of the loop ran faster
+# than with 8 x 32 (docs/performance.md, round 14). Four would need 32
 # accumulators: a spill.
 _MATMUL_REGISTER_PANELS = 3
 # Matmul K cache block: the A sliver (register rows x block) that the N register loop reuses
@@ -83,8 +82,8 @@ _CONV_REGISTER_PIXELS = 8
 # Input channels per step of a convolution's reduction, at most. 4, not 8: once the tuner
 # measured kernels with their weights cold, as a model whose weights outgrow the last-level
 # cache runs them (docs/tuning.md, "What is timed"), its validated bests on ResNet-50 took a
-# step of 4 (or 1) in most conv tasks; whole ResNet-50 then ran 0.87x the time of step 8 in
-# one process, alternating (53.4 to 46.6 ms), MobileNetV2 unchanged (1.00x).
+# step of 4 (or 1) in most conv tasks; whole ResNet-50 then ran faster than with step 8,
+# MobileNetV2 unchanged (docs/performance.md).
 _CONV_INPUT_STEP = 4
 
 
@@ -112,7 +111,7 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
     pixels = largest_divisor(width, _CONV_REGISTER_PIXELS)
     step = largest_divisor(in_channels, _CONV_INPUT_STEP) if in_channels else None
     # Powers of two: 3-vector (48-channel) tiles of MobileNetV2's 576-channel 1x1 layers ran
-    # 2x slower than 1-vector ones (docs/performance.md, MobileNetV2).
+    # slower than 1-vector ones (docs/performance.md, MobileNetV2).
     for vectors in (4, 2, 1):
         if vectors > (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS):
             continue
@@ -217,7 +216,7 @@ def accumulator_row(extent: int, part: int, max_vectors: int, lanes: int) -> int
 
     Why powers of two: LLVM's lowering of a contraction whose accumulator rows are three
     vectors wide (N = 72 with 8-lane parts: 24 columns) came out as scalar code: an 80x64x72
-    matmul ran at 2.7 GFLOPS, 8 columns at a time it runs vectorized (benchmarks/recurrent.py's
+    matmul ran scalar; 8 columns at a time it runs vectorized (benchmarks/recurrent.py's
     GRU input projection). A row within one register (N = 10: 10 columns) lowers well."""
     width = vector_tile(extent, part, max_vectors)
     if width <= lanes or extent % part:
@@ -244,7 +243,7 @@ def wide_rows(nest: LoopNest, m_dims: tuple[int, ...]) -> tuple[int, ...]:
     the register tile takes its rows from the innermost row loop, and a unit one there
     (``nn.MultiheadAttention``'s sequence-first [197, 1, 768], whose reshapes the simplify
     stage folds into the matmul as rows (216, 1)) gave 1-row tiles and hid the weight
-    panels: the ViT's MLP matmuls ran at 4.3x onnxruntime's time (round 17)."""
+    panels: the ViT's MLP matmuls ran far behind onnxruntime (round 17)."""
     wide = tuple(d for d in m_dims if nest.ranges[d] > 1)
     return wide or tuple(m_dims[-1:])
 
@@ -253,8 +252,8 @@ def matmul_register_rows(columns: int, lanes: int, registers: int) -> int:
     """Rows of a matmul register tile ``columns`` wide, at most: ``_MATMUL_REGISTER_ROWS``
     where the accumulators, a broadcast of A and one vector of B fit the register file.
     With AVX2's 16 registers, 8 rows of 16 columns (two 8-lane vectors) are 16 accumulators
-    alone: they spilled, and a 192 x 768 x 3072 matmul ran at 25 GFLOPS against 62 with 6
-    rows (one process, alternating; docs/performance.md, round 17)."""
+    alone: they spilled, and a 192 x 768 x 3072 matmul ran at less than half the rate of 6
+    rows (docs/performance.md, round 17)."""
     vectors = max(columns // lanes, 1)
     return max(1, min(_MATMUL_REGISTER_ROWS, (registers - 2) // vectors))
 
@@ -281,8 +280,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     """GotoBLAS's blocking, sized from the caches (docs/tuning.md, "The default schedule").
 
     Thread tasks of C, a K cache block whose A sliver stays in L1d while the N register loop
-    reuses it (the sliver packed contiguously: both measured 1.3-2.2x faster on 1024-2048
-    GEMMs than the unblocked plan), task columns whose B block stays in L2 while the M
+    reuses it (the sliver packed contiguously: both measured faster on 1024-2048 GEMMs
+    than the unblocked plan), task columns whose B block stays in L2 while the M
     register loop rereads it, task rows as many as a quarter of L2 holds (so a weight
     matrix streamed from memory is read once per row block, not once per 64 rows), and
     register tiles of accumulators.
@@ -296,7 +295,7 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         register[d] = 1
     m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
     # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with 16
-    # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran 10x slower).
+    # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran far slower).
     part = min(lanes, nest.ranges[n] & -nest.ranges[n])
     register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
     register[m] = largest_divisor(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
@@ -314,12 +313,12 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         batch_tasks *= nest.ranges[d]
     # Batches alone make enough tasks for every thread (attention's 12 heads): keep M whole,
     # so a producer fused into each task (a transposed K) is computed once per batch, not
-    # once per row block (measured +5-15% on BERT's 12x128 batch matmuls).
+    # once per row block (measured faster on BERT's 12x128 batch matmuls).
     # Otherwise a task takes as many rows as the L2 share holds: every task rereads its B
     # block (K x task columns) once per row block, and B is a weight matrix streamed from
     # memory (BERT's 9 MB FFN weights): tasks of 64 of its 128 rows read each weight twice
-    # and the 2-layer encoder ran 6% slower than with all 128 rows per task (one process,
-    # calls alternating; docs/performance.md, round 6).
+    # and the 2-layer encoder ran slower than with all 128 rows per task
+    # (docs/performance.md, round 6).
     rows = nest.ranges[m] if batch_tasks >= 2 * threads else max(
         caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
     thread[m] = largest_divisor(nest.ranges[m], rows, multiple_of=register[m])
@@ -359,7 +358,7 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # by every N register tile of the task. Only for A laid out (batch, M, K), the space's
     # pack_a, and only where the sliver fits the L1d share and is reused, and where A's rows
     # alias in L1d (K = 1024, 2048, 3072 f32): other slivers stay cached unpacked, and the
-    # copy cost 3-10% (K = 64, 128, 768).
+    # copy cost time (K = 64, 128, 768).
     outer = None
     packed: tuple[tuple[int, int], ...] = ()
     rows_alias = nest.ranges[k] * element_bytes % _L1_WAY_BYTES == 0
@@ -445,7 +444,7 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
         # Depthwise/pooling in NHWC: every output pixel of the register tile reuses the
         # filter vector, so the tile is one vector of the contiguous channels by several
         # pixels, accumulated in registers over the (kh, kw) window. Tiled by 1 (pooling:
-        # also split into one task per channel) the channel loop ran scalar (1-5 GFLOPS).
+        # also split into one task per channel) the channel loop ran scalar.
         # As for matmul columns, whole vectors, narrower ones where the channels have no
         # multiple of the lanes (24 channels: 8-lane vectors, not 12-lane ones).
         part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
@@ -470,9 +469,8 @@ def _plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, regist
         # filter; tasks split by rows each read their band of the input and the whole
         # filter. Where the filter outweighs the image (ResNet-50's 28x28 3x3 layers and
         # everything at 14x14: 2 tasks of 7 rows each streamed up to 2.4 MB of filter),
-        # channels. Whole models moved within the noise (ResNet-50 -0.5%, MobileNetV2 -3%;
-        # docs/performance.md, round 6), ResNet-50's strided 1x1 layers from 0.41-0.44 to
-        # 0.58 of numpy's GEMM rate in its profile.
+        # channels. Whole models moved within the noise, ResNet-50's strided 1x1 layers
+        # closer to numpy's GEMM rate in its profile (docs/performance.md, round 6).
         d = out_channel[-1]
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
     elif rows is not None:
@@ -505,8 +503,8 @@ def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy(),
     is in cache instead of written whole and read back by one loop nest per op. A
     filter-heavy convolution (``filter_heavy``) gets bands of output channels instead, whole
     multiples of its register tile's (``register_tiles``): a band of rows streamed its whole
-    filter once per band (ResNet-50's 7x7 512 -> 2048 layer, one thread: 2.25 ms, against
-    1.17 in onnxruntime), while in a band of channels the register tiles keep the channels
+    filter once per band (ResNet-50's 7x7 512 -> 2048 layer ran far behind onnxruntime on
+    one thread), while in a band of channels the register tiles keep the channels
     outermost (``channels_outer``) and read each filter slice once. ``None`` for other ops
     (a matmul or a reduction keeps one loop nest per op there)."""
     if not nest.convolution or nest.op_name not in DECOMPOSABLE or not nest.static:
@@ -541,11 +539,10 @@ def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy(),
 def filter_heavy(nest: LoopNest) -> bool:
     """Whether a convolution's filter outweighs its output image: more filter taps times
     output channels than output pixels (ResNet's 14x14 and 7x7 layers). Such a layer streamed
-    its whole filter (up to 9 MB at 7x7x512) from memory once per output row, at 25-45
-    GFLOPS; with the output channels outermost (``channels_outer``) each filter slice stays
+    its whole filter (up to 9 MB at 7x7x512) from memory once per output row; with the output channels outermost (``channels_outer``) each filter slice stays
     in cache across all rows. A 1x1 (pointwise) one may take up to 4 channel vectors per
     register tile where the register file holds them (``conv_register_tile``; at 7 pixels it
-    does not, and 4 vectors by 8 pixels, 32 accumulators, spilled and ran at 60% of one)."""
+    does not, and 4 vectors by 8 pixels, 32 accumulators, spilled and ran slower than one)."""
     _batch, image, out_channel, filter_loop, _in_channel, _depth = nest.convolution
     taps, pixels = 1, 1
     for d in (*filter_loop, *out_channel):
@@ -577,7 +574,7 @@ def generic_vector_dim(nest: LoopNest) -> int:
     """The loop whose tile a generic op's vectors span: the innermost loop, unless that is a
     reduction while the contiguous (last) dim of the largest input is indexed by a parallel
     loop. Then that loop: a reduction over the rows of an NHWC image (global average pooling)
-    vectorized along its reduced, strided columns ran at well under 1 GFLOPS; along channels
+    vectorized along its reduced, strided columns ran at a tiny fraction of peak; along channels
     its vector accumulators stay in registers across the reduced loops."""
     innermost = len(nest.ranges) - 1
     inputs = [dims for dims in nest.operand_dims[:nest.num_inputs] if dims]
@@ -662,8 +659,8 @@ def _column_blocks(nest: LoopNest, plan: OpSchedule) -> OpSchedule:
     cache level, outside the K block (GotoBLAS's jc loop): each B block (K block x task
     columns, sized to half of L2 by ``_plan_contraction``) is then reread from L2 by every
     row tile. Without it, one thread's row tiles each streamed all of B's columns: BERT's
-    768 x 3072 FFN weights, 4.7 MB per K block, from L3 once per 8 rows, and the layer ran at
-    68 GFLOPS against onnxruntime's 96 on one thread."""
+    768 x 3072 FFN weights, 4.7 MB per K block, from L3 once per 8 rows, and the layer ran
+    well behind onnxruntime on one thread."""
     column = column_loop(nest)
     block = plan.thread_tiles[column]
     if not block or block >= nest.ranges[column]:

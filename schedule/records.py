@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..pipelines.target import Target
+from ..errors import InternalError
 
 RECORD_FORMAT = 1
 STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong", "crash")
@@ -120,7 +121,7 @@ class RecordWriter:
 
     def write(self, record: Record) -> None:
         if self._fd is None:
-            raise ValueError(f"write to the closed records writer of {self.path}")  # a programming error
+            raise InternalError(f"write to the closed records writer of {self.path}")  # a programming error
         data = (record.to_json() + "\n").encode("utf-8")
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .roles import CostModel
+from ..errors import OptionError
 
 LOSSES = {"reg": "reg:squarederror", "rank": "rank:pairwise"}
 
@@ -48,7 +49,7 @@ class XGBCostModel(CostModel):
     def __init__(self, config: CostModelConfig | None = None) -> None:
         self.config = config or CostModelConfig()
         if self.config.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {self.config.loss!r}")
+            raise OptionError(f"loss must be one of {sorted(LOSSES)}, got {self.config.loss!r}")
         self._booster = None
 
     @property

@@ -61,8 +61,9 @@ def profile_side_by_side(model: Any, options: CompileOptions,
                          runs: int = 5) -> list[dict[str, float]]:
     """Per entry of ``records`` (``None``: the default schedules), kernel name -> median
     seconds per model run, the variants' runs alternating. Why alternating: on a shared
-    machine, two profiles taken one after the other differed by 45 % for the same package
-    (BERT, 23 against 34 ms); round by round, drift hits every variant alike."""
+    machine, two profiles taken one after the other differed by far more than the effects
+    tuned for, for the same package (docs/performance.md); round by round, drift hits every
+    variant alike."""
     with tempfile.TemporaryDirectory() as scratch:
         packages = [_profiling_package(model, options, variant, Path(scratch) / f"model{index}.tar")
                     for index, variant in enumerate(records)]
@@ -132,8 +133,8 @@ def confirm_in_model(model: Any, options: CompileOptions, records: "str | os.Pat
                      tasks: Sequence[Task], runs: int = 9) -> list[Task]:
     """Time each task's best config and its default as kernels of the model, and record both.
 
-    Why: a config can win alone and lose in the model (BERT's feed-forward matmul and GELU:
-    3.7 against 4.2 ms alone, 7.1 against 4.8 ms in the model). The model is profiled with the default
+    Why: a config can win alone and lose in the model (BERT's feed-forward matmul and GELU
+    did; docs/performance.md). The model is profiled with the default
     schedules and with ``records``, alternating runs; for every task whose best record is not its default and
     whose kernels both profiles find, both configs get an ``IN_MODEL`` record with that
     time, appended to ``records``. ``best_records`` then lets those alone decide, so the

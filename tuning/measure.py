@@ -38,6 +38,7 @@ import numpy as np
 from ..runtime import kernel_timers
 from ..runtime.timing import measure
 from .roles import MeasureInput, MeasureResult, Runner
+from ..errors import TuningError
 
 if TYPE_CHECKING:
     from ..schedule.task import Task
@@ -60,8 +61,8 @@ class RunnerOptions:
         without it, before each repeat). Why: inside a model whose weights outgrow the
         last-level cache, a kernel reads its weights from memory, while its inputs were
         just written by the kernel before it; run again and again alone, it finds both in
-        cache and looks up to 1.7x faster than it is in the model (ResNet-50's
-        convolutions). ``None`` (the default): :func:`tilecraft.tune` decides per model,
+        cache and looks faster than it is in the model (ResNet-50's convolutions;
+        docs/performance.md). ``None`` (the default): :func:`tilecraft.tune` decides per model,
         flushing when the model's weights are larger than the last-level cache; a runner
         used directly takes ``None`` as no flush.
       startup_timeout: seconds a fresh worker may take to import MLIR and report ready.
@@ -370,7 +371,7 @@ class LocalRunner(Runner):
         child.close()
         if not parent.poll(self.options.startup_timeout):
             process.kill()
-            raise RuntimeError("the measurement worker did not start")
+            raise TuningError("the measurement worker did not start")
         parent.recv()
         self._process, self._connection = process, parent
 

@@ -213,7 +213,7 @@ class MeasureSession:
             if config == default and math.isfinite(cost):
                 # The baseline measured side by side with the finalists: the summary's
                 # speedup compares like with like (the search's one default measurement
-                # against a validated median read up to 1.2x for the default itself).
+                # against a validated median read differently for the default itself).
                 state.default_cost = cost
             if cost < best_cost:
                 best_cost, best_config = cost, config

@@ -90,7 +90,7 @@ def tune(
     search_fields = {f.name for f in fields(TuneOptions)}
     unknown = sorted(set(overrides) - compile_fields - search_fields)
     if unknown:
-        raise TypeError(f"unknown tune option(s) {unknown}; options: {sorted(compile_fields | search_fields)}")
+        raise OptionError(f"unknown tune option(s) {unknown}; options: {sorted(compile_fields | search_fields)}")
     search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
     target, shape_dict = options.target, options.shape_dict
     target_plugin(target.kind).check_tunable(target)

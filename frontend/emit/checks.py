@@ -18,6 +18,7 @@ from mlir.dialects import arith, func, linalg, tensor
 from ...runtime.checks import CHECK_FUNCTION, KIND_ATTRIBUTE, MESSAGE_ATTRIBUTE
 from . import core
 from .extent_math import as_index, scalar_to_index
+from ...errors import OperandError
 
 
 def _module_of(block: ir.Block) -> ir.Operation:
@@ -61,7 +62,7 @@ def check_extent(extent: "int | ir.Value", bound: "int | ir.Value", message: str
     if isinstance(extent, int) and isinstance(bound, int):
         if extent <= bound if at_most else extent == bound:
             return
-        raise ValueError(message.format(value=extent, bound=bound))
+        raise OperandError(message.format(value=extent, bound=bound))
     value, limit = as_index(extent), as_index(bound)
     predicate = arith.CmpIPredicate.sle if at_most else arith.CmpIPredicate.eq
     emit_check(arith.cmpi(predicate, value, limit), value, limit, "shape", message)
@@ -75,7 +76,7 @@ def check_broadcast(target: "int | ir.Value", extent: "int | ir.Value", message:
     if isinstance(target, int) and (target == 1 or (isinstance(extent, int) and target == extent)):
         return
     if isinstance(target, int) and isinstance(extent, int):
-        raise ValueError(message.format(value=target, bound=extent))
+        raise OperandError(message.format(value=target, bound=extent))
     value, limit = as_index(target), as_index(extent)
     equal = arith.cmpi(arith.CmpIPredicate.eq, value, limit)
     one = arith.cmpi(arith.CmpIPredicate.eq, value, core.index(1))

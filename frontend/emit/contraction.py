@@ -20,6 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from . import core
+from ...errors import OperandError
 
 Extent = "int | ir.Value"
 
@@ -151,7 +152,7 @@ def _batch_extents(a: ir.Value, b: ir.Value) -> list[Extent]:
         non_one = {s for s, _ in candidates if s is not None and s != 1}
         if len(non_one) > 1:
             shapes = [core.static_shape(v) for v in (a, b)]
-            raise ValueError(f"matmul operands {shapes[0]} and {shapes[1]} do not broadcast")
+            raise OperandError(f"matmul operands {shapes[0]} and {shapes[1]} do not broadcast")
         unknown = [size for s, size in candidates if s is None]
         extents.append(non_one.pop() if non_one else (unknown[0] if unknown else 1))
     return extents
@@ -243,7 +244,7 @@ def integer_matmul(a: ir.Value, b: ir.Value, *, a_unsigned: bool, b_unsigned: bo
 
 def _scale_scalar(factor: float, element: ir.Type) -> ir.Value:
     if not core.is_float(element) and float(factor) != int(factor):
-        raise ValueError(f"a non-integral scale {factor} on integer type {element}")
+        raise OperandError(f"a non-integral scale {factor} on integer type {element}")
     return core.scalar_constant(factor, element)
 
 
@@ -304,21 +305,21 @@ def _split_labels(term: str, rank: int, ellipsis_rank: int, where: str) -> list[
     """The labels of one term; ``...`` becomes the last ``rank - letters`` ellipsis labels."""
     if "..." not in term:
         if "." in term:
-            raise ValueError(f"einsum: malformed ellipsis in {where} {term!r}")
+            raise OperandError(f"einsum: malformed ellipsis in {where} {term!r}")
         labels = list(term)
     else:
         head, tail = term.split("...", 1)
         if "." in head or "." in tail:
-            raise ValueError(f"einsum: more than one ellipsis in {where} {term!r}")
+            raise OperandError(f"einsum: more than one ellipsis in {where} {term!r}")
         covered = rank - len(head) - len(tail)
         if covered < 0:
-            raise ValueError(f"einsum: {where} {term!r} has more labels than its rank {rank}")
+            raise OperandError(f"einsum: {where} {term!r} has more labels than its rank {rank}")
         labels = [*head, *[f"...{i}" for i in range(ellipsis_rank - covered, ellipsis_rank)], *tail]
     for label in labels:
         if not label.startswith("...") and not label.isalpha():
-            raise ValueError(f"einsum: invalid label {label!r} in {where} {term!r}")
+            raise OperandError(f"einsum: invalid label {label!r} in {where} {term!r}")
     if len(labels) != rank:
-        raise ValueError(f"einsum: {where} {term!r} has {len(labels)} labels for rank {rank}")
+        raise OperandError(f"einsum: {where} {term!r} has {len(labels)} labels for rank {rank}")
     return labels
 
 
@@ -328,7 +329,7 @@ def parse_einsum(equation: str, ranks: Sequence[int]) -> EinsumSpec:
     lhs, arrow, rhs = equation.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(ranks):
-        raise ValueError(f"einsum {equation!r} names {len(terms)} operands, got {len(ranks)}")
+        raise OperandError(f"einsum {equation!r} names {len(terms)} operands, got {len(ranks)}")
     ellipsis_rank = max(
         (r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t), default=0
     )
@@ -343,11 +344,11 @@ def parse_einsum(equation: str, ranks: Sequence[int]) -> EinsumSpec:
                 counts[label] = counts.get(label, 0) + 1
         output = ellipsis + sorted(l for l, n in counts.items() if n == 1 and not l.startswith("..."))
     if len(set(output)) != len(output):
-        raise ValueError(f"einsum {equation!r}: a label repeats in the output")
+        raise OperandError(f"einsum {equation!r}: a label repeats in the output")
     known = {label for labels in inputs for label in labels}
     missing = [l for l in output if l not in known and not l.startswith("...")]
     if missing:
-        raise ValueError(f"einsum {equation!r}: output labels {missing} appear in no operand")
+        raise OperandError(f"einsum {equation!r}: output labels {missing} appear in no operand")
     return EinsumSpec(tuple(tuple(l) for l in inputs), tuple(output))
 
 
@@ -362,7 +363,7 @@ def _label_extents(
             current = found.get(label)
             if static is not None and static != 1:
                 if isinstance(current, int) and current not in (1, static):
-                    raise ValueError(f"einsum: label {label!r} has extents {current} and {static}")
+                    raise OperandError(f"einsum: label {label!r} has extents {current} and {static}")
                 found[label] = static
             elif static is None and (current is None or current == 1):
                 found[label] = tensor.dim(operand, core.index(position))

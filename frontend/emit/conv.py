@@ -24,6 +24,7 @@ from mlir.dialects import arith, linalg, tensor
 from . import core, extent_math
 from .checks import check_extent
 from .contraction import accumulator_type, collapse, expand, generic_op, integer_matmul, round_to
+from ...errors import OperandError
 
 Extent = "int | ir.Value"
 
@@ -75,13 +76,13 @@ def window_output_extent(
     """
     reach = _index_add(extent, low + high - window_span(kernel, dilation))
     if isinstance(reach, int) and reach < 0:
-        raise ValueError(
+        raise OperandError(
             f"a window of {kernel} (dilation {dilation}) does not fit in {extent} + {low} + {high}"
         )
     if not ceil_mode:
         return _index_add(_index_floordiv(reach, stride), 1)
     if not isinstance(extent, int):
-        raise ValueError("ceil_mode needs static spatial extents")
+        raise OperandError("ceil_mode needs static spatial extents")
     count = -(-reach // stride) + 1
     if (count - 1) * stride >= extent + low:
         count -= 1
@@ -106,7 +107,7 @@ def check_window_args(name: str, spatial: int, **lists: Sequence[int]) -> None:
     """``ValueError`` unless every list has one entry per spatial dim."""
     for arg, values in lists.items():
         if len(values) != spatial:
-            raise ValueError(f"{name}: {arg} has {len(values)} entries for {spatial} spatial dims")
+            raise OperandError(f"{name}: {arg} has {len(values)} entries for {spatial} spatial dims")
 
 
 # --- convolution -----------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def _with_static_channels(x: ir.Value, channels: int) -> ir.Value:
     shape = core.static_shape(x)
     if shape[1] is not None:
         if shape[1] != channels:
-            raise ValueError(f"input has {shape[1]} channels, the filter expects {channels}")
+            raise OperandError(f"input has {shape[1]} channels, the filter expects {channels}")
         return x
     dims = [ir.ShapedType.get_dynamic_size() if d is None else d for d in shape]
     dims[1] = channels
@@ -275,7 +276,7 @@ def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
     """A 1-D convolution as a 2-D one over a unit row: (N, C, W) viewed as (N, C, 1, W), the
     filter as (F, C/g, 1, k), the result viewed back (reshapes, no copies). Why: the layout
     pass, the planner's register tiles and the depthwise schedules are 2-D; linalg's 1-D
-    named ops kept scalar loops, and a keyword-spotting Conv1d stack ran 40-50x slower than
+    named ops kept scalar loops, and a keyword-spotting Conv1d stack ran far behind
     onnxruntime (docs/performance.md, round 15)."""
     rows = [[0], [1], [2, 3]]
     x2 = expand(x, rows, [*core.sizes(x)[:2], 1, core.sizes(x)[2]])
@@ -294,7 +295,7 @@ def _conv_3d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
     accumulates into the previous tap's result. The 2-D convolutions sit between NCHW <->
     NHWC transposes that the layout pass cancels, so they run in NHWC with the 2-D
     schedules. Why: linalg's 3-D convolutions have no decomposition to vectorize and ran as
-    scalar loops (a C3D-style net 36x onnxruntime's time, docs/performance.md, round 15)."""
+    scalar loops (a C3D-style net far behind onnxruntime, docs/performance.md, round 15)."""
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
     filters, channels, depth_taps, *kernel = core.static_shape(w)
@@ -334,15 +335,15 @@ def conv(
     plus ``bias`` (F,) when given. The filter's shape must be static."""
     spatial = core.tensor_type(x).rank - 2
     if spatial not in _CONV:
-        raise ValueError(f"conv: {spatial} spatial dims (1 to 3 are supported)")
+        raise OperandError(f"conv: {spatial} spatial dims (1 to 3 are supported)")
     check_window_args("conv", spatial, strides=strides, padding_low=padding_low,
                       padding_high=padding_high, dilations=dilations)
     w_shape = core.static_shape(w)
     if None in w_shape or len(w_shape) != spatial + 2:
-        raise ValueError(f"conv: the filter needs a static shape of rank {spatial + 2}, got {w_shape}")
+        raise OperandError(f"conv: the filter needs a static shape of rank {spatial + 2}, got {w_shape}")
     filters, group_channels, *kernel = w_shape
     if groups < 1 or filters % groups:
-        raise ValueError(f"conv: {filters} filters do not split into {groups} groups")
+        raise OperandError(f"conv: {filters} filters do not split into {groups} groups")
     if spatial == 1:
         return _conv_1d_as_2d(x, w, bias, strides=strides, padding_low=padding_low,
                               padding_high=padding_high, dilations=dilations, groups=groups)
@@ -476,10 +477,10 @@ def col2im(x: ir.Value, image: Sequence[Extent], block: Sequence[Extent], *, str
     it relies on (C * prod(block) rows, L blocks) are run-time checks."""
     rank = len(image)
     if not (len(block) == rank == len(strides) == len(dilations) and len(pads) == 2 * rank):
-        raise ValueError(f"Col2Im: image_shape, block_shape, strides, dilations and pads disagree on the "
+        raise OperandError(f"Col2Im: image_shape, block_shape, strides, dilations and pads disagree on the "
                          f"spatial rank ({rank}, {len(block)}, {len(strides)}, {len(dilations)}, {len(pads)} // 2)")
     if min((*strides, *dilations), default=1) < 1 or min(pads, default=0) < 0:
-        raise ValueError(f"Col2Im: strides and dilations must be >= 1 and pads >= 0; got {strides}, "
+        raise OperandError(f"Col2Im: strides and dilations must be >= 1 and pads >= 0; got {strides}, "
                          f"{dilations}, {pads}")
     batch, rows, length = core.sizes(x)
     for extent in block:
@@ -610,7 +611,7 @@ def _tiles_from_pixels(x: ir.Value, w: np.ndarray) -> ir.Value:
     one contraction written into a (N, H, kh, W, kw, F) tensor that is the NHWC output
     (a collapse, no copy), between NCHW <-> NHWC transposes that the layout pass cancels
     against its conversions. The general lowering (zeros between input pixels, then a
-    convolution) multiplies kh * kw times as many zeros as products: 14 GFLOPS."""
+    convolution) multiplies kh * kw times as many zeros as products."""
     spatial = len(w.shape) - 2
     channels, filters, *kernel = w.shape
     element = core.tensor_type(x).element_type
@@ -662,9 +663,9 @@ def conv_transpose(
                       padding_high=padding_high, output_padding=output_padding, dilations=dilations)
     kernel = list(w.shape[2:]) if isinstance(w, np.ndarray) else core.static_shape(w)[2:]
     if None in kernel:
-        raise ValueError("conv_transpose: the filter needs a static shape")
+        raise OperandError("conv_transpose: the filter needs a static shape")
     if (w.shape[0] if isinstance(w, np.ndarray) else core.static_shape(w)[0]) % groups:
-        raise ValueError(f"conv_transpose: the filter's channels do not split into {groups} groups")
+        raise OperandError(f"conv_transpose: the filter's channels do not split into {groups} groups")
     if (isinstance(w, np.ndarray) and groups == 1 and list(kernel) == list(strides)
             and not any(padding_low) and not any(padding_high) and not any(output_padding)
             and all(d == 1 for d in dilations)):

@@ -10,6 +10,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from ..resources import resource_attr
+from ...errors import OperandError, OperandTypeError
 
 Size = "int | ir.Value"  # a static extent or an index-typed SSA value
 
@@ -60,7 +61,7 @@ def element_type(dtype: np.dtype | type) -> ir.Type:
     """The MLIR element type for a numpy dtype; ``TypeError`` if there is none."""
     dtype = np.dtype(dtype)
     if dtype not in _ELEMENT_TYPES:
-        raise TypeError(f"no MLIR element type for numpy dtype {dtype}")
+        raise OperandTypeError(f"no MLIR element type for numpy dtype {dtype}")
     return _ELEMENT_TYPES[dtype]()
 
 
@@ -70,7 +71,7 @@ def is_float(element: ir.Type) -> bool:
 
 def tensor_type(value: ir.Value) -> ir.RankedTensorType:
     if not isinstance(value.type, ir.RankedTensorType):
-        raise TypeError(f"expected a ranked tensor, got {value.type}")
+        raise OperandTypeError(f"expected a ranked tensor, got {value.type}")
     return value.type
 
 
@@ -179,7 +180,7 @@ def broadcast_extents(values: Sequence[ir.Value]) -> list[int | ir.Value]:
         non_one = {d for d in static_dims if d != 1}
         if len(non_one) > 1:
             shapes = [static_shape(v) for v in values]
-            raise ValueError(f"shapes {shapes} do not broadcast (axis {axis}: {sorted(non_one)})")
+            raise OperandError(f"shapes {shapes} do not broadcast (axis {axis}: {sorted(non_one)})")
         if non_one:
             result.append(non_one.pop())
         elif dynamic_source is not None:

@@ -22,6 +22,7 @@ from .contraction import collapse, expand, generic_op
 from .conv import window_output_extent
 from .grid_sample import bilinear_sample
 from .movement import indexed_generic
+from ...errors import OperandError
 
 
 def deform_conv2d(x: ir.Value, w: ir.Value, offset: ir.Value, bias: ir.Value | None, mask: ir.Value | None, *,
@@ -34,13 +35,13 @@ def deform_conv2d(x: ir.Value, w: ir.Value, offset: ir.Value, bias: ir.Value | N
     element = core.tensor_type(x).element_type
     filters, group_channels, kh, kw = core.static_shape(w)
     if None in (filters, group_channels, kh, kw) or not core.is_float(element):
-        raise ValueError("DeformConv needs a float input and a filter of static shape")
+        raise OperandError("DeformConv needs a float input and a filter of static shape")
     if groups < 1 or offset_groups < 1 or filters % groups or min(*strides, *dilations) < 1:
-        raise ValueError(f"DeformConv: {filters} filters, group {groups}, offset_group {offset_groups}, strides "
+        raise OperandError(f"DeformConv: {filters} filters, group {groups}, offset_group {offset_groups}, strides "
                          f"{list(strides)}, dilations {list(dilations)} do not fit together")
     check_extent(channels, group_channels * groups, "DeformConv: X has {value} channels, the filter expects {bound}")
     if isinstance(channels, int) and channels % offset_groups:
-        raise ValueError(f"DeformConv: {channels} channels do not split into {offset_groups} offset groups")
+        raise OperandError(f"DeformConv: {channels} channels do not split into {offset_groups} offset groups")
     _, offset_channels, out_h, out_w = core.sizes(offset)
     taps = kh * kw
     check_extent(offset_channels, offset_groups * 2 * taps, "DeformConv: offset has {value} channels, {bound} expected")

@@ -17,6 +17,7 @@ from . import core
 from .checks import check_extent
 from .extent_math import as_index
 from .scatter import loop_nest
+from ...errors import OperandError
 
 
 def _for(lower: ir.Value, upper: ir.Value, carried: list[ir.Value], body) -> list[ir.Value]:
@@ -32,7 +33,7 @@ def determinant(x: ir.Value) -> ir.Value:
     dims = core.sizes(x)
     element = core.tensor_type(x).element_type
     if len(dims) < 2 or not core.is_float(element):
-        raise ValueError(f"Det takes float matrices [..., M, M]; got rank {len(dims)}, {element}")
+        raise OperandError(f"Det takes float matrices [..., M, M]; got rank {len(dims)}, {element}")
     check_extent(dims[-1], dims[-2], "Det: matrices of {bound} rows and {value} columns are not square")
     f64 = ir.F64Type.get()
     batch, size = dims[:-2], as_index(dims[-1])

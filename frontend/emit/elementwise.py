@@ -29,6 +29,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from . import core, small_types
+from ...errors import InternalError, OperandError
 
 ScalarFn = Callable[[ir.Value], ir.Value]
 # The attribute tilecraft-fast-math (pipelines/fast_math.py, FUNCTION_ATTR) finds an
@@ -629,7 +630,7 @@ def gelu(x: ir.Value, approximate: str = "none") -> ir.Value:
     """``x * Phi(x)`` exactly (erf) or with the tanh approximation; ``approximate`` is one of
     :data:`GELU_APPROXIMATIONS` (``ValueError`` otherwise)."""
     if approximate not in GELU_APPROXIMATIONS:
-        raise ValueError(f"gelu approximation {approximate!r} is not one of {GELU_APPROXIMATIONS}")
+        raise OperandError(f"gelu approximation {approximate!r} is not one of {GELU_APPROXIMATIONS}")
     return (_gelu_tanh if approximate == "tanh" else _gelu_exact)(x)
 
 
@@ -639,7 +640,7 @@ def erfcx_mid(x: ir.Value) -> ir.Value:
     grows, while the fit holds the scaled tail itself. Outside [1.5, 6] the argument is clamped;
     ``special_functions.erfcx`` covers the whole line."""
     if not isinstance(x.type, ir.F64Type):
-        raise TypeError(f"erfcx_mid takes f64, got {x.type}")
+        raise InternalError(f"erfcx_mid takes f64, got {x.type}")
     table = _ERF_F64
     clamped = _clamp_float(x, table.split, table.limit)
     return _horner(table.large, arith.subf(reciprocal(clamped), like(table.center, x)))

@@ -12,6 +12,7 @@ from mlir import ir
 from mlir.dialects import arith, tensor
 
 from . import core
+from ...errors import OperandError
 
 Extent = "int | ir.Value"  # a static extent or an index-typed SSA value
 
@@ -115,7 +116,7 @@ def extents_from_tensor(shape: ir.Value) -> list[ir.Value]:
     """The extents a runtime 1-D integer shape tensor holds (its length must be static)."""
     (length,) = core.static_shape(shape)
     if length is None:
-        raise ValueError("a shape tensor of dynamic length gives a result of unknown rank")
+        raise OperandError("a shape tensor of dynamic length gives a result of unknown rank")
     return [element_extent(shape, [i]) for i in range(length)]
 
 
@@ -165,7 +166,7 @@ def infer_extent(total: Sequence[int | ir.Value], known: Sequence[int | ir.Value
     dynamic_num = [n for n in numerator if not isinstance(n, int)]
     dynamic_den = [d for d in denominator if not isinstance(d, int)]
     if static_den == 0:
-        raise ValueError("cannot infer an extent: the other extents have a zero product")
+        raise OperandError("cannot infer an extent: the other extents have a zero product")
     if not dynamic_den and static_num % static_den == 0:
         return product([static_num // static_den, *dynamic_num])
     return floordiv(product([static_num, *dynamic_num]), product([static_den, *dynamic_den]))

@@ -28,6 +28,7 @@ from . import core
 from .checks import check_extent
 from .extent_math import to_float
 from .movement import indexed_generic
+from ...errors import OperandError
 
 GRID_SAMPLE_MODES = ("nearest", "linear", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
@@ -48,7 +49,7 @@ class GridSampleMethod:
         for name, value, allowed in (("mode", self.mode, GRID_SAMPLE_MODES),
                                      ("padding_mode", self.padding_mode, PADDING_MODES)):
             if value not in allowed:
-                raise ValueError(f"unsupported GridSample {name} {value!r}; expected one of {allowed}")
+                raise OperandError(f"unsupported GridSample {name} {value!r}; expected one of {allowed}")
 
 
 def _f64(value: float) -> ir.Value:
@@ -173,10 +174,10 @@ def grid_sample(x: ir.Value, grid: ir.Value, method: GridSampleMethod) -> ir.Val
     rank = len(dims) - 2
     element = core.tensor_type(x).element_type
     if rank < 1 or len(grid_dims) != rank + 2:
-        raise ValueError(f"GridSample needs X of rank >= 3 and a grid of the same rank; got ranks "
+        raise OperandError(f"GridSample needs X of rank >= 3 and a grid of the same rank; got ranks "
                          f"{len(dims)} and {len(grid_dims)}")
     if not core.is_float(element) or not core.is_float(core.tensor_type(grid).element_type):
-        raise ValueError(f"GridSample samples float tensors with a float grid; got {element} and "
+        raise OperandError(f"GridSample samples float tensors with a float grid; got {element} and "
                          f"{core.tensor_type(grid).element_type}")
     check_extent(grid_dims[0], dims[0], "GridSample: the grid has {value} images, X has {bound}")
     check_extent(grid_dims[-1], rank, "GridSample: the grid's last dim holds {value} coordinates, "
@@ -236,7 +237,7 @@ def affine_grid(theta: ir.Value, spatial: list[int | ir.Value], align_corners: b
     dims = core.sizes(theta)
     element = core.tensor_type(theta).element_type
     if rank not in (2, 3) or len(dims) != 3 or not core.is_float(element):
-        raise ValueError(f"AffineGrid needs a float theta [N, r, r + 1] and 2 or 3 spatial sizes; got a rank-"
+        raise OperandError(f"AffineGrid needs a float theta [N, r, r + 1] and 2 or 3 spatial sizes; got a rank-"
                          f"{len(dims)} {element} theta and {rank} sizes")
     check_extent(dims[1], rank, "AffineGrid: theta has {value} rows for {bound} spatial dims")
     check_extent(dims[2], rank + 1, "AffineGrid: theta has {value} columns, {bound} needed")

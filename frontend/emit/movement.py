@@ -25,6 +25,7 @@ from .extent_math import (
 )
 from .reshapes import collapse, reshape
 from .checks import check_extent, check_index_range
+from ...errors import OperandError
 
 # --------------------------------------------------------------------------------------
 # Slices and concatenation
@@ -205,7 +206,7 @@ def gather_elements(data: ir.Value, indices: ir.Value, axis: int) -> ir.Value:
         return tensor.extract(data, where)
 
     if rank != len(extents):
-        raise ValueError(f"indices of rank {rank} for data of rank {len(extents)}: the ranks must be equal")
+        raise OperandError(f"indices of rank {rank} for data of rank {len(extents)}: the ranks must be equal")
     for d in range(rank):  # the loop runs over the indices' extents and reads data there
         if d != axis:
             check_extent(out[d], extents[d], f"the indices have size {{value}} along axis {d}, more than "
@@ -223,9 +224,9 @@ def gather_nd(data: ir.Value, indices: ir.Value, batch_dims: int = 0) -> ir.Valu
     index_extents = core.sizes(indices)
     k = index_extents[-1]
     if not isinstance(k, int):
-        raise ValueError("gather_nd needs the last dim of indices to be static")
+        raise OperandError("gather_nd needs the last dim of indices to be static")
     if batch_dims + k > len(data_extents) or batch_dims > len(index_extents) - 1:
-        raise ValueError(f"indices of shape [..., {k}] with {batch_dims} batch dims address more axes than "
+        raise OperandError(f"indices of shape [..., {k}] with {batch_dims} batch dims address more axes than "
                          f"the {len(data_extents)} of the data")
     out = index_extents[:-1] + data_extents[batch_dims + k:]
     lead = len(index_extents) - 1
@@ -297,7 +298,7 @@ def pad(
     """numpy-style padding: ``constant`` (``fill``), ``reflect`` (mirror without repeating the
     edge), ``edge`` (repeat the edge), ``wrap`` (periodic). Negative static pads crop."""
     if mode not in PAD_MODES:
-        raise ValueError(f"unknown pad mode {mode!r}; expected one of {PAD_MODES}")
+        raise OperandError(f"unknown pad mode {mode!r}; expected one of {PAD_MODES}")
     static = all(isinstance(p, int) for p in [*low, *high])
     if static:
         value, low, high = _crop_negative_pads(value, low, high)

@@ -26,6 +26,7 @@ from mlir.dialects import arith, linalg
 from . import core
 from .contraction import accumulator_type, collapse, expand, generic_op, round_to
 from .conv import check_window_args, window_exprs, window_output_extent, window_span
+from ...errors import OperandError
 
 POOL_KINDS = ("max", "sum", "avg")
 
@@ -175,13 +176,13 @@ def pool(
     Padding never wins a max; ``count_include_pad`` only affects ``"avg"``.
     """
     if kind not in POOL_KINDS:
-        raise ValueError(f"pool: kind {kind!r} is not one of {POOL_KINDS}")
+        raise OperandError(f"pool: kind {kind!r} is not one of {POOL_KINDS}")
     spatial = core.tensor_type(x).rank - 2
     check_window_args("pool", spatial, kernel=kernel, strides=strides, padding_low=padding_low,
                       padding_high=padding_high, dilations=dilations)
     element = core.tensor_type(x).element_type
     if kind == "avg" and not core.is_float(element):
-        raise ValueError(f"average pooling of integer type {element}")
+        raise OperandError(f"average pooling of integer type {element}")
     extents = core.sizes(x)[2:]
     out, high = _window_geometry(extents, kernel, strides, padding_low, padding_high, dilations, ceil_mode)
     flip = unsigned and kind == "max" and not core.is_float(element)
@@ -204,11 +205,11 @@ def pool(
 def global_pool(x: ir.Value, kind: str, *, unsigned: bool = False) -> ir.Value:
     """Max or average (``kind``) over all spatial dims of x (N, C, *spatial) -> (N, C, 1, ...)."""
     if kind not in ("max", "avg"):
-        raise ValueError(f"global_pool: kind {kind!r} is not 'max' or 'avg'")
+        raise OperandError(f"global_pool: kind {kind!r} is not 'max' or 'avg'")
     rank = core.tensor_type(x).rank
     element = core.tensor_type(x).element_type
     if kind == "avg" and not core.is_float(element):
-        raise ValueError(f"average pooling of integer type {element}")
+        raise OperandError(f"average pooling of integer type {element}")
     accumulator = element if kind == "max" else accumulator_type(element)
     fill = lowest_value(element, unsigned=unsigned) if kind == "max" else 0
     extents = core.sizes(x)
@@ -273,7 +274,7 @@ def max_pool_with_indices(
                       padding_low=padding_low, padding_high=padding_high, dilations=dilations)
     extents = core.static_shape(x)[2:]
     if None in extents:
-        raise ValueError("max pooling indices need static spatial extents")
+        raise OperandError("max pooling indices need static spatial extents")
     element = core.tensor_type(x).element_type
     out, high = _window_geometry(extents, kernel, strides, padding_low, padding_high, dilations, ceil_mode)
     fill = lowest_value(element, unsigned=unsigned)

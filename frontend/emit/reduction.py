@@ -23,6 +23,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, math, scf, tensor
 
 from . import core, movement, reshapes
+from ...errors import OperandError
 
 Body = Callable[..., ir.Value]
 
@@ -52,7 +53,7 @@ def identity(kind: str, element: ir.Type, *, unsigned: bool = False) -> ir.Value
     if kind == "prod":
         return core.scalar_constant(1, element)
     if kind not in ("max", "min"):
-        raise ValueError(f"unknown reduction kind {kind!r}; expected one of {KINDS}")
+        raise OperandError(f"unknown reduction kind {kind!r}; expected one of {KINDS}")
     if core.is_float(element):
         return core.scalar_constant(-np.inf if kind == "max" else np.inf, element)
     if is_bool(element):  # i1 is treated as unsigned: max = or, min = and
@@ -75,7 +76,7 @@ def combine(kind: str, acc: ir.Value, value: ir.Value, *, unsigned: bool = False
         return arith.maximumf(acc, value) if is_float else (arith.maxui if unsigned else arith.maxsi)(acc, value)
     if kind == "min":
         return arith.minimumf(acc, value) if is_float else (arith.minui if unsigned else arith.minsi)(acc, value)
-    raise ValueError(f"unknown reduction kind {kind!r}; expected one of {KINDS}")
+    raise OperandError(f"unknown reduction kind {kind!r}; expected one of {KINDS}")
 
 
 def divide(a: ir.Value, b: ir.Value, *, unsigned: bool = False) -> ir.Value:
@@ -133,10 +134,10 @@ def normalize_axes(axes: Sequence[int], rank: int) -> list[int]:
     for axis in axes:
         axis = int(axis)
         if not -rank <= axis < rank:
-            raise ValueError(f"axis {axis} is out of range for rank {rank}")
+            raise OperandError(f"axis {axis} is out of range for rank {rank}")
         result.append(axis % rank)
     if len(set(result)) != len(result):
-        raise ValueError(f"axes {list(axes)} repeat an axis")
+        raise OperandError(f"axes {list(axes)} repeat an axis")
     return sorted(result)
 
 
@@ -244,7 +245,7 @@ def _operand_map(
     shape = core.static_shape(value)
     offset = len(extents) - len(shape)
     if offset < 0:
-        raise ValueError(f"operand of shape {shape} has more dims than the reduced tensor ({len(extents)})")
+        raise OperandError(f"operand of shape {shape} has more dims than the reduced tensor ({len(extents)})")
     exprs = []
     for pos, extent in enumerate(shape):
         out = extents[offset + pos]
@@ -409,7 +410,8 @@ def softmax(x: ir.Value, axes: Sequence[int], *, log: bool = False) -> ir.Value:
     both read, and multiplies by ``1 / sum`` (loop-invariant along the row, hoisted out of
     the vectorized loop), as onnxruntime does. Why: the vector exp is ~35 instructions per
     16 lanes; computed in both passes (and a divide per element), BERT's 12x128x128
-    attention softmax ran at 2.5x onnxruntime's time per core. The fusion barrier keeps
+    attention softmax ran well behind onnxruntime per core (docs/performance.md). The fusion
+    barrier keeps
     ``e`` from being fused (recomputed) into its two consumers."""
     element = core.tensor_type(x).element_type
     acc = accumulator_type(element)
@@ -510,7 +512,7 @@ def batch_norm_inference(
 def lp_normalize(x: ir.Value, axis: int, p: int) -> ir.Value:
     """``x / ||x||_p`` along ``axis`` for p = 1 or 2; 0 where the norm is 0."""
     if p not in (1, 2):
-        raise ValueError(f"p={p} is not supported (1 or 2)")
+        raise OperandError(f"p={p} is not supported (1 or 2)")
     element = core.tensor_type(x).element_type
     acc = accumulator_type(element)
     magnitude = (lambda v: math.absf(core.convert_scalar(v, acc))) if p == 1 else (
@@ -575,7 +577,7 @@ def cumulative(
     """Running sum or product along ``axis``: ``out[i] = x[j]`` combined for ``j <= i``
     (``j < i`` when ``exclusive``; ``j >= i`` / ``j > i`` when ``reverse``)."""
     if kind not in ("sum", "prod"):
-        raise ValueError(f"cumulative {kind!r}: expected 'sum' or 'prod'")
+        raise OperandError(f"cumulative {kind!r}: expected 'sum' or 'prod'")
     return _cumulative(x, axis, kind, exclusive, reverse)
 
 
@@ -762,7 +764,7 @@ def select_axis(axis: ir.Value, rank: int, result_type: ir.Type, build: Callable
     (negative counts from the end), as nested ``scf.if`` s: only the chosen branch runs."""
     shape = core.static_shape(axis)
     if shape not in ([], [1]):
-        raise ValueError(f"a runtime axis must be a scalar or a 1-element tensor, got {axis.type}")
+        raise OperandError(f"a runtime axis must be a scalar or a 1-element tensor, got {axis.type}")
     value = tensor.extract(axis, [core.index(0)] * len(shape))
 
     def pick(d: int) -> ir.Value:

@@ -29,6 +29,7 @@ from .checks import check_extent, check_value_range
 from .extent_math import as_index, sub
 from .extent_math import to_float
 from .movement import indexed_generic
+from ...errors import OperandError
 
 ROI_ALIGN_MODES = ("avg", "max")
 # Samples per bin and dim beyond which the count is clamped before its integer conversion
@@ -50,9 +51,9 @@ class RoiAlignMethod:
 
     def __post_init__(self) -> None:
         if self.mode not in ROI_ALIGN_MODES:
-            raise ValueError(f"unsupported RoiAlign mode {self.mode!r}; expected one of {ROI_ALIGN_MODES}")
+            raise OperandError(f"unsupported RoiAlign mode {self.mode!r}; expected one of {ROI_ALIGN_MODES}")
         if self.output_height < 1 or self.output_width < 1 or self.sampling_ratio < 0:
-            raise ValueError(f"RoiAlign needs output sizes >= 1 and a sampling ratio >= 0; got "
+            raise OperandError(f"RoiAlign needs output sizes >= 1 and a sampling ratio >= 0; got "
                              f"{self.output_height}x{self.output_width}, {self.sampling_ratio}")
 
 
@@ -108,7 +109,7 @@ def roi_align(x: ir.Value, rois: ir.Value, batch_indices: ir.Value, method: RoiA
     dims = core.sizes(x)
     element = core.tensor_type(x).element_type
     if len(dims) != 4 or not core.is_float(element):
-        raise ValueError(f"RoiAlign pools a float [N, C, H, W] input; got rank {len(dims)}, {element}")
+        raise OperandError(f"RoiAlign pools a float [N, C, H, W] input; got rank {len(dims)}, {element}")
     regions = core.sizes(rois)[0]
     check_extent(core.sizes(rois)[1], 4, "RoiAlign: rois has {value} columns, not {bound}")
     check_extent(core.sizes(batch_indices)[0], regions, "RoiAlign: {value} batch indices for {bound} rois")

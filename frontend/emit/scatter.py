@@ -15,6 +15,7 @@ from . import core, extent_math
 from .checks import check_extent, check_index_range, check_value_range
 from .extent_math import as_index
 from .movement import indexed_generic, source_index
+from ...errors import OperandError
 
 # --------------------------------------------------------------------------------------
 # Sequential writes: scatter and compaction
@@ -74,7 +75,7 @@ def scatter(
     """A copy of ``data`` where each element of ``updates`` (in row-major order) is written
     to ``target(its position)``, combined with what is there by ``reduction``."""
     if reduction not in SCATTER_REDUCTIONS:
-        raise ValueError(f"unknown scatter reduction {reduction!r}; expected one of {SCATTER_REDUCTIONS}")
+        raise OperandError(f"unknown scatter reduction {reduction!r}; expected one of {SCATTER_REDUCTIONS}")
 
     def body(positions: list[ir.Value], carried: list[ir.Value]) -> list[ir.Value]:
         (result,) = carried
@@ -100,7 +101,7 @@ def scatter_elements(data: ir.Value, indices: ir.Value, updates: ir.Value, axis:
 
     data_extents, index_extents, update_extents = core.sizes(data), core.sizes(indices), core.sizes(updates)
     if not len(data_extents) == len(index_extents) == len(update_extents):
-        raise ValueError(f"data, indices and updates of ranks {len(data_extents)}, {len(index_extents)} and "
+        raise OperandError(f"data, indices and updates of ranks {len(data_extents)}, {len(index_extents)} and "
                          f"{len(update_extents)}: the ranks must be equal")
     # The loop runs over the updates' extents, reads the indices there and writes the data there.
     for d, (size, index_size) in enumerate(zip(update_extents, index_extents)):
@@ -119,10 +120,10 @@ def scatter_nd(data: ir.Value, indices: ir.Value, updates: ir.Value,
     data_extents = core.sizes(data)
     k = core.static_shape(indices)[-1]
     if k is None:
-        raise ValueError("scatter_nd needs the last dim of indices to be static")
+        raise OperandError("scatter_nd needs the last dim of indices to be static")
     lead = core.tensor_type(indices).rank - 1
     if k > len(data_extents):
-        raise ValueError(f"indices of shape [..., {k}] address {k} axes of data of rank {len(data_extents)}")
+        raise OperandError(f"indices of shape [..., {k}] address {k} axes of data of rank {len(data_extents)}")
 
     def target(positions: list[ir.Value]) -> list[ir.Value]:
         prefix = positions[:lead]
@@ -136,7 +137,7 @@ def scatter_nd(data: ir.Value, indices: ir.Value, updates: ir.Value,
     expected = core.sizes(indices)[:lead] + data_extents[k:]
     update_extents = core.sizes(updates)
     if len(update_extents) != len(expected):
-        raise ValueError(f"updates of rank {len(update_extents)}; indices of shape [..., {k}] into data of rank "
+        raise OperandError(f"updates of rank {len(update_extents)}; indices of shape [..., {k}] into data of rank "
                          f"{len(data_extents)} need rank {len(expected)}")
     for d, (size, wanted) in enumerate(zip(update_extents, expected)):
         check_extent(size, wanted, f"the updates have size {{value}} along axis {d} where the indices and the "
@@ -203,11 +204,11 @@ def tensor_scatter(cache: ir.Value, update: ir.Value, write_indices: ir.Value | 
     write index must keep the window inside the cache (a run-time check); ``update`` is read
     only where the window is."""
     if mode not in TENSOR_SCATTER_MODES:
-        raise ValueError(f"unsupported TensorScatter mode {mode!r}; expected one of {TENSOR_SCATTER_MODES}")
+        raise OperandError(f"unsupported TensorScatter mode {mode!r}; expected one of {TENSOR_SCATTER_MODES}")
     dims, update_dims = core.sizes(cache), core.sizes(update)
     rank = len(dims)
     if len(update_dims) != rank or not 0 < axis < rank:
-        raise ValueError(f"TensorScatter: the cache (rank {rank}) and the update (rank {len(update_dims)}) need one "
+        raise OperandError(f"TensorScatter: the cache (rank {rank}) and the update (rank {len(update_dims)}) need one "
                          f"rank and a sequence axis after the batch dim (axis {axis})")
     for d in range(rank):
         if d != axis:

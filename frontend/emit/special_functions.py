@@ -20,6 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, math, scf
 
 from . import core, elementwise
+from ...errors import OperandError
 
 _LANCZOS_G = 7.0
 _LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
@@ -556,7 +557,7 @@ def zeta(x: ir.Value, q: ir.Value) -> ir.Value:
 def polygamma(order: int, x: ir.Value) -> ir.Value:
     """``psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x)`` for n >= 1 (n = 0 is :func:`digamma`)."""
     if order < 1:
-        raise ValueError(f"polygamma of order {order}: the zeta form needs order >= 1")
+        raise OperandError(f"polygamma of order {order}: the zeta form needs order >= 1")
     v = _widen(x)
     scale = (1.0 if order % 2 else -1.0) * pymath.factorial(order)
     result = arith.mulf(_f64(scale), _hurwitz_zeta(_f64(float(order + 1)), v))

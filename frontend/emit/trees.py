@@ -26,6 +26,7 @@ from . import core
 from .checks import check_extent
 from .contraction import generic_op
 from .movement import indexed_generic
+from ...errors import OperandError
 
 MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER")
 AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
@@ -58,26 +59,26 @@ class TreeEnsemble:
         per_node = [self.splits, self.modes, self.true_ids, self.false_ids, self.true_leafs, self.false_leafs,
                     self.missing_true]
         if any(len(a) != nodes for a in per_node) or len(self.leaf_weights) != leaves or nodes == 0:
-            raise ValueError("TreeEnsemble: the node (and leaf) attributes must all have one entry per node (leaf)")
+            raise OperandError("TreeEnsemble: the node (and leaf) attributes must all have one entry per node (leaf)")
         if np.any(self.modes > _MEMBER) or np.any(self.features < 0):
-            raise ValueError("TreeEnsemble: unknown node mode or negative feature id")
+            raise OperandError("TreeEnsemble: unknown node mode or negative feature id")
         if np.any((self.leaf_targets < 0) | (self.leaf_targets >= self.targets)):
-            raise ValueError(f"TreeEnsemble: a leaf's target id is outside [0, {self.targets})")
+            raise OperandError(f"TreeEnsemble: a leaf's target id is outside [0, {self.targets})")
         if len(self.members) != int(np.sum(self.modes == _MEMBER)):
-            raise ValueError("TreeEnsemble: membership_values must hold one NaN-terminated set per BRANCH_MEMBER node")
+            raise OperandError("TreeEnsemble: membership_values must hold one NaN-terminated set per BRANCH_MEMBER node")
         for ids, is_leaf in ((self.true_ids, self.true_leafs), (self.false_ids, self.false_leafs)):
             bound = np.where(is_leaf, leaves, nodes)
             if np.any((ids < 0) | (ids >= bound)):
-                raise ValueError("TreeEnsemble: a successor id is outside the node or leaf tables")
+                raise OperandError("TreeEnsemble: a successor id is outside the node or leaf tables")
         if len(self.roots) == 0 or np.any((self.roots < 0) | (self.roots >= nodes)):
-            raise ValueError("TreeEnsemble: tree_roots must name nodes")
+            raise OperandError("TreeEnsemble: tree_roots must name nodes")
         depth = np.zeros(len(self.roots), np.int64)
         for t, root in enumerate(self.roots):
             pending, seen = [(int(root), 1)], set()
             while pending:
                 node, level = pending.pop()
                 if node in seen:
-                    raise ValueError(f"TreeEnsemble: tree {t} reaches node {node} twice (a cycle or a shared subtree)")
+                    raise OperandError(f"TreeEnsemble: tree {t} reaches node {node} twice (a cycle or a shared subtree)")
                 seen.add(node)
                 depth[t] = max(depth[t], level)
                 for ids, is_leaf in ((self.true_ids, self.true_leafs), (self.false_ids, self.false_leafs)):
@@ -99,9 +100,9 @@ def tree_ensemble(x: ir.Value, model: TreeEnsemble) -> ir.Value:
     samples, features = core.sizes(x)
     element = core.tensor_type(x).element_type
     if not core.is_float(element):
-        raise ValueError(f"TreeEnsemble takes float features; got {element}")
+        raise OperandError(f"TreeEnsemble takes float features; got {element}")
     if isinstance(features, int) and int(model.features.max()) >= features:
-        raise ValueError(f"TreeEnsemble: a node tests feature {int(model.features.max())} of {features}")
+        raise OperandError(f"TreeEnsemble: a node tests feature {int(model.features.max())} of {features}")
     check_extent(int(model.features.max()) + 1, features, "TreeEnsemble: the nodes test {value} features, the "
                  "input has {bound}", at_most=True)
     dtype = {32: np.float32, 64: np.float64, 16: np.float16}[element.width]

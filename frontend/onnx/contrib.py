@@ -246,8 +246,3 @@ _EXPANSIONS: dict[str, Callable[[_Expansion], None]] = {
     "QLinearConcat": _concat,
     "QGemm": _gemm,
 }
-
-
-def contrib_op_types() -> list[str]:
-    """The ``com.microsoft`` op types :func:`expand_contrib_ops` rewrites."""
-    return sorted(_EXPANSIONS)

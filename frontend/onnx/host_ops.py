@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from onnx.reference.op_run import OpRun
+from ...errors import OperandError
 
 _CASE_ACTIONS = ("NONE", "LOWER", "UPPER")
 
@@ -39,12 +40,12 @@ class StringNormalizer(OpRun):
         super().__init__(onnx_node, run_params, schema)
         action = self.case_change_action or "NONE"  # type: ignore[attr-defined]
         if action not in _CASE_ACTIONS:
-            raise ValueError(f"StringNormalizer: case_change_action {action!r} is not one of {_CASE_ACTIONS}")
+            raise OperandError(f"StringNormalizer: case_change_action {action!r} is not one of {_CASE_ACTIONS}")
 
     def _run(self, x: np.ndarray, case_change_action: str | None = None, is_case_sensitive: int | None = None,
              locale: str | None = None, stopwords: list[str] | None = None) -> tuple[np.ndarray]:
         if x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[0] != 1):
-            raise ValueError(f"StringNormalizer takes shape [C] or [1, C], got {list(x.shape)}")
+            raise OperandError(f"StringNormalizer takes shape [C] or [1, C], got {list(x.shape)}")
         action = case_change_action or "NONE"
         case_sensitive = bool(is_case_sensitive)
         stops = set(stopwords or ())

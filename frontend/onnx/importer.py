@@ -18,6 +18,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...errors import ModelImportError
+from ...errors import InternalError, OperandError, TilecraftError
 from ...runtime.limits import Limits
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
@@ -289,10 +290,17 @@ class GraphImporter:
         )
         try:
             outputs = list(handler.emit(context))
-        except (HandlerError, ValueError, TypeError, NotImplementedError) as error:
+        except (HandlerError, OperandError) as error:  # the model's fault, as the handler found
             raise ModelImportError(
                 f"node {label!r} ({node.op_type}, opset {opset}): {error}",
                 problems=[(label, node.op_type, str(error))],
+            ) from error
+        except TilecraftError:
+            raise  # typed already (a body graph's node, a size limit): keeps its own type
+        except Exception as error:  # anything else is a bug in the handler, not a bad model
+            raise InternalError(
+                f"node {label!r} ({node.op_type}, opset {opset}): the {node.op_type} converter "
+                f"failed, a bug in tilecraft: {type(error).__name__}: {error}"
             ) from error
         if len(outputs) < len([o for o in node.output if o]):
             raise ModelImportError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Sequence
+from ...errors import InternalError
 
 OpFunction = Callable[..., Sequence[object]]
 
@@ -52,7 +53,7 @@ def onnx_op(op_type: str, *, domain: str = "", since: int = 1,
             overlap_low = max(other.since, since)
             overlap_high = min(x for x in (other.until, until, 10**6) if x is not None)
             if overlap_low <= overlap_high:
-                raise RuntimeError(f"two handlers for {op_type} in opset {overlap_low}")
+                raise InternalError(f"two handlers for {op_type} in opset {overlap_low}")
         handlers.append(OpHandler(op_type, since, until, emit))
         return emit
 

@@ -11,6 +11,7 @@ from torch.export import ExportedProgram
 from ...errors import TorchImportError
 from .importer import import_program, op_name
 from .ops import ATEN_OPS
+from ...errors import OptionError
 
 # Rounds of torch's own decompositions after the core ATen table (a decomposition may leave
 # another op without a handler that has one in turn).
@@ -33,7 +34,7 @@ def export(
     ``torch.export`` rejects, with PyTorch's explanation chained.
     """
     if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"expected a torch.nn.Module, got {type(module).__name__}")
+        raise OptionError(f"expected a torch.nn.Module, got {type(module).__name__}")
     training = _training_submodules(module)
     if training:
         shown = ", ".join(training[:5]) + (", ..." if len(training) > 5 else "")

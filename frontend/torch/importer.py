@@ -32,6 +32,7 @@ from ...errors import TorchImportError
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
 from .. import build_module
 from ..emit import core
+from ...errors import InternalError, OperandError, OperandTypeError, TilecraftError
 
 ENTRY_NAME = "main"
 
@@ -54,7 +55,7 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     """The numpy dtype of a torch dtype; ``TypeError`` naming it if there is none."""
     if dtype not in TORCH_TO_NUMPY:
-        raise TypeError(f"dtype {dtype} is not supported (supported: "
+        raise OperandTypeError(f"dtype {dtype} is not supported (supported: "
                         f"{', '.join(str(d) for d in TORCH_TO_NUMPY)})")
     return TORCH_TO_NUMPY[dtype]
 
@@ -150,7 +151,7 @@ class ProgramImporter:
             return cached[1]
         if isinstance(value, (bool, int, float)):
             if dtype is None:
-                raise TypeError(f"a scalar {value!r} needs a dtype to become a tensor")
+                raise OperandTypeError(f"a scalar {value!r} needs a dtype to become a tensor")
             return core.constant(np.array(value, dtype=dtype))
         if isinstance(value, ir.Value) and isinstance(value.type, ir.RankedTensorType):
             if dtype is None:
@@ -160,7 +161,7 @@ class ProgramImporter:
                 return value
             return core.elementwise([value], target, lambda s: elementwise.cast(
                 s, target, target_unsigned=dtype.kind == "u"))
-        raise TypeError(f"expected a tensor, got {type(value).__name__}")
+        raise OperandTypeError(f"expected a tensor, got {type(value).__name__}")
 
     def _known(self, value: Any) -> bool:
         """True when ``value`` holds nothing computed at run time."""
@@ -210,7 +211,7 @@ class ProgramImporter:
         dims = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in meta.shape]
         try:
             element = core.element_type(numpy_dtype(meta.dtype))
-        except TypeError as error:
+        except OperandTypeError as error:  # a dtype with no MLIR element type
             raise TorchImportError(f"input {node.name!r}: {error}") from None
         return ir.RankedTensorType.get(dims, element)
 
@@ -290,10 +291,16 @@ class ProgramImporter:
         context = OpContext(node, self)
         try:
             value = self.table[name](context, *args, **kwargs)
-        except (ValueError, TypeError, NotImplementedError) as error:
+        except OperandError as error:  # the converter found the program's fault
             raise TorchImportError(
                 f"node {node.name!r} ({name}) at {describe_location(node)}: {error}",
                 problems=[(node.name, name, str(error))]) from error
+        except TilecraftError:
+            raise  # typed already: keeps its own type
+        except Exception as error:  # anything else is a bug in the converter, not a bad program
+            raise InternalError(
+                f"node {node.name!r} ({name}) at {describe_location(node)}: the {name} converter "
+                f"failed, a bug in tilecraft: {type(error).__name__}: {error}") from error
         self.bind(node, value)
 
 

@@ -251,8 +251,8 @@ class BlasBackend(Backend):
     min_macs = 32 * 32 * 32
     # Threads per call: None means the target's. The shim splits a call itself (columns of a
     # matmul, batches of a batch matmul) over its own blocking pool, one OpenBLAS thread per
-    # part: OpenBLAS's threads hand work over by spinning, which on this loaded 2-core
-    # machine made a BERT layer 3-20x slower than one thread (docs/backends.md, "Threads").
+    # part: OpenBLAS's threads hand work over by spinning, which on a loaded machine made a
+    # BERT layer slower than one thread (docs/backends.md, "Threads").
     max_threads: "int | None" = None
 
     def prepare(self) -> None:

@@ -33,6 +33,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 from __future__ import annotations
 
 from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
+from ...errors import OptionError
 
 OPT_LEVELS = (0, 1, 2, 3)
 
@@ -40,7 +41,7 @@ OPT_LEVELS = (0, 1, 2, 3)
 def graph_pass_elements(opt_level: int) -> list[str]:
     """The graph stage's pass elements at ``opt_level`` (table in the module docstring)."""
     if opt_level not in OPT_LEVELS:
-        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+        raise OptionError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     elements: list[str] = []
     if opt_level >= 1:
         elements += ["canonicalize", "cse"]

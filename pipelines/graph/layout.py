@@ -2,10 +2,10 @@
 
 The frontends emit channels-first (NCHW) convolutions, as ONNX and PyTorch store them. The
 default CPU schedule runs channels-last much faster: measured with
-``benchmarks/conv_layout.py`` (docs/graph-dialect.md has the table), NHWC took 0.16-0.72x
-the time of NCHW on ResNet-50's conv shapes and 0.10x on a depthwise conv (whose NCHW form
-has no decomposition and runs as scalar loops); TVM's NCHW{c} as a ``linalg.generic`` (no
-named op, so no 2-D -> 1-D decomposition) was 12-33x slower than NHWC. So the target
+``benchmarks/conv_layout.py`` (docs/graph-dialect.md has the table), NHWC beat NCHW on
+every ResNet-50 conv shape and most of all on a depthwise conv (whose NCHW form has no
+decomposition and runs as scalar loops); TVM's NCHW{c} as a ``linalg.generic`` (no named
+op, so no 2-D -> 1-D decomposition) was slower than both. So the target
 layout is NHWC, the only one the option accepts.
 
 ``tilecraft-convert-layout`` walks each function's top-level ops once, in order:
@@ -518,7 +518,7 @@ def lower_conversion(op: ir.Operation) -> ir.Value:
 )
 def convert_layout_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     """Why: the default schedule vectorizes NHWC convolutions along contiguous channels
-    (2-10x faster than NCHW, benchmarks/conv_layout.py), and converting once at the model's
+    (faster than NCHW, benchmarks/conv_layout.py), and converting once at the model's
     boundaries costs two transposes instead of two per convolution."""
     layout = parse_layout(options.get("layout", DEFAULT_LAYOUT))
     for function in defined_functions(module):

@@ -4,8 +4,8 @@ The default schedule vectorizes a contraction along the output's innermost dim (
 matmul) and keeps accumulators of that width in registers. An operand that carries that dim
 but not innermost — ``linalg.matmul`` with a transposed-B map (``(m, n, k) -> (n, k)``), a
 batch matmul or contraction generic reading ``B[b, n, k]`` — is then read one lane at a time
-(each vector gathered across rows K apart): 128x768x768 with B transposed ran at 63 GFLOPS
-per core, 0.73x numpy's ``a @ b.T``.
+(each vector gathered across rows K apart), well below numpy's ``a @ b.T``
+(docs/performance.md).
 
 This pass gives such an operand a ``linalg.transpose`` into the order whose innermost dim is
 the output's innermost (``(n, k)`` -> ``(k, n)``) and rewrites the op's indexing map to read
@@ -15,10 +15,10 @@ it, where that transpose costs nothing at run time or is computed once per eleme
   at compile time;
 - an operand of a batched contraction (einsum's ``bmk,bnk->bmn``, attention's Q·K^T): the
   transpose is a producer the fusion group computes per task, and tasks split the batch, not
-  M (``_plan_contraction``), so each head is transposed once: 53 -> 68 GFLOPS per core.
+  M (``_plan_contraction``), so each head is transposed once (measured faster).
 
 A non-constant operand of an unbatched contraction is left as it is: its tasks split M as
-well, each would transpose the same columns again (128x768x768: 63 -> 52 GFLOPS per core).
+well, each would transpose the same columns again (measured slower).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 The schedule's register tiles must divide the loops they tile (schedule/plan.py,
 ``largest_divisor``): a tile that divides keeps every tile the same static shape, which
 vectorization needs. A ViT's 197 tokens (a prime) therefore got 1-row matmul tiles, three
-accumulators where 24 fit, and its projections ran at 55 GFLOPS (4x slower than BERT's
-128-token ones); an MLP's 500 or 250 outputs got 4- or 2-lane vectors.
+accumulators where 24 fit, and its projections ran far slower than BERT's 128-token
+ones (docs/performance.md); an MLP's 500 or 250 outputs got 4- or 2-lane vectors.
 
 The pass gives such a matmul extents that tile well, as IREE's data tiling pads its packs:
 - rows M (``needs_row_padding``): A gets zero rows up to a multiple of
@@ -47,9 +47,9 @@ from .weight_panels import PANEL_COLUMNS, plain_matmul
 # Rows of the matmul register tile (schedule/plan.py reads it as its row count): M is padded
 # when its largest divisor up to it is below half of it.
 REGISTER_ROWS = 8
-# ... to a multiple of two register tiles: 197 rows padded to 200 (25 tiles) ran a ViT's
-# projections 1.16x onnxruntime's time, padded to 208 (26 tiles) 1.08x (one process, calls
-# alternating; 192 and 208 rows ran 10 % faster per row than 200). A multiple of 24, so
+# ... to a multiple of two register tiles: a ViT's 197 rows padded to 208 (26 tiles) ran
+# its projections faster than padded to 200 (25 tiles; docs/performance.md). A multiple of
+# 24, so
 # that AVX2's 6-row tiles (schedule/plan.py, ``matmul_register_rows``) divide it as well
 # as AVX-512's 8-row ones: 208 rows took 4-row tiles there (216: 27 x 8 or 36 x 6).
 ROW_MULTIPLE = 24
@@ -98,7 +98,7 @@ def padded_filters(filters: int) -> int:
     next multiple of 16 (two-vector register tiles) or, where that costs more than
     :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
     of the channels only (schedule/plan.py, ``conv_register_tile``): 71 filters (a prime)
-    took 1-lane tiles, and a 37 -> 71 3x3 layer ran 6.4x onnxruntime's time."""
+    took 1-lane tiles, and a 37 -> 71 3x3 layer ran far behind onnxruntime (round 17)."""
     if filters <= 8 or filters % 8 == 0:
         return filters
     for multiple in (16, 8):

@@ -3,12 +3,11 @@
 The default schedule keeps a register tile of accumulators (8 rows x 32 or 48 columns on
 AVX-512) and, per step of K, loads that many consecutive floats of B's row k. With B stored
 (K, N) those rows are N floats apart: a 128x768 @ 768x3072 tile walks 384 rows 12 KB apart
-per cache block, a fresh page every step, and ran at 44-52 GFLOPS per core (numpy 86-89).
+per cache block, a fresh page every step, and ran at about half numpy's rate per core.
 Stored as panels ``B'[n / P, k, n % P]`` (P = 16, one AVX-512 vector; the register tile
 takes up to three panels side by side), the same tile reads one contiguous stream per
-panel: 99-105 GFLOPS per core on BERT's four projection shapes with 32-column panels,
-1.1-1.2x numpy's single-thread GEMM (onnxruntime prepacks its constant weights the same
-way).
+panel, and BERT's four projection shapes ran at about numpy's single-thread GEMM rate
+(onnxruntime prepacks its constant weights the same way; docs/performance.md).
 
 The pass rewrites ``linalg.matmul`` (default or plain ``(m, k), (k, n)`` maps) whose B is a
 compile-time constant into the 3-D contraction

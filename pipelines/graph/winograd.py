@@ -30,14 +30,13 @@ dilations and static shapes into linalg on tensors:
 
 Which convolutions: those with at least ``min-tiles`` output tiles over the batch and a
 transformed input of at most ``max-transformed-kib`` (``DEFAULT_MIN_TILES`` and
-``DEFAULT_MAX_TRANSFORMED_KIB``, the roofline reasoning beside them). Measured on the project's
-2-core AVX-512 machine (``benchmarks/conv_chain.py --variant winograd``: 4 chained layers,
-each with its own filter, so filters stream from memory as in a model), F(4x4) against
-the direct convolution: 1.13x at 56x56x64 (196 tiles), 1.51x at 28x28x128 (49; 0.80x
-onnxruntime's time), 1.01x at 14x14x256 (16) and 0.45x at 7x7x512 (4); at batch 8 every
-layer lost (the transformed input outgrew the caches). ResNet-50 with the default gate:
-1.02-1.06x at batch 1 (its 56x56 and 28x28 layers rewritten), unchanged at batch 8
-(none). F(2x2) was slower than the direct convolution at every layer.
+``DEFAULT_MAX_TRANSFORMED_KIB``, the roofline reasoning beside them). Measured with
+``benchmarks/conv_chain.py --variant winograd`` (4 chained layers, each with its own
+filter, so filters stream from memory as in a model; figures in docs/performance.md,
+round 13), F(4x4) gains over the direct convolution where the image has many tiles, breaks
+even around 16 and loses at 4; at batch 8 every layer lost (the transformed input outgrew
+the caches). ResNet-50 with the default gate gains a little at batch 1 and is unchanged at
+batch 8. F(2x2) was slower than the direct convolution at every layer.
 
 Why no default pipeline runs it: the gain is small on the reference machine, and its
 rounding differs from the direct convolution's: the transforms multiply by up to 8 and
@@ -72,17 +71,16 @@ DEFAULT_TILE = 4
 # The fewest output tiles over the batch: the matmuls read the transformed filter,
 # (m+2)^2 / 9 times the filter's bytes, from memory in a model (every layer's weights are
 # cold), and do 2 flops per tile per 4 bytes of it, an arithmetic intensity of tiles / 2
-# flop per byte, which must clear the machine balance (peak FLOPS / memory bandwidth, about
-# 300 GFLOPS / 25 GB/s = 12 flop per byte on the reference machine) with a margin: the
-# matmuls run at 60-70 % of peak. Measured with 4 chained layers each (docs/performance.md
-# round 13): 196 and 49 tiles gained 1.13x and 1.51x, 16 broke even, 4 lost (0.45x), and
+# flop per byte, which must clear the machine balance (peak FLOPS / memory bandwidth) with
+# a margin, since the matmuls run below peak. Measured with 4 chained layers each
+# (docs/performance.md round 13): 196 and 49 tiles gained, 16 broke even, 4 lost, and
 # ResNet-50's 7x7 layers at batch 8 (32 tiles) lost.
 DEFAULT_MIN_TILES = 48
 # The largest transformed input, in KiB: each transform step writes its result whole and
 # the next reads it back, so the transformed input and the products (each (m+2)^2 / m^2 =
 # 2.25x the image for m = 4) must stay in cache. At batch 8 (14.5 MB at 56x56, 7.2 MB at
 # 28x28) every layer of ResNet-50 ran slower than the direct convolution; at batch 1
-# (1.8 MB, 0.9 MB) faster.
+# (1.8 MB, 0.9 MB) faster (docs/performance.md, round 13).
 DEFAULT_MAX_TRANSFORMED_KIB = 4096
 
 # (B^T, G, A^T) for F(m x m, 3 x 3), interpolation points 0, +-1 (m = 2) and 0, +-1, +-2 (m = 4).
@@ -163,7 +161,7 @@ def _combination(terms: list[tuple[ir.Value, list]], matrix: np.ndarray, coeffic
 
     Why not a contraction with the constant matrix: the transforms' reductions are 4 or 6
     long, and as contractions each step reads a column of the matrix as a gather and a
-    vector of the operand, ran at 3-10 GFLOPS. Here every operand is read through a
+    vector of the operand, ran at a small fraction of peak. Here every operand is read through a
     projected map (the schedule vectorizes it along the channels, the last dim) and the
     coefficients are per-row constants, broadcast like a per-channel bias.
     ``terms``: (tensor, index expressions over the loops) per column of ``matrix``."""
@@ -239,7 +237,7 @@ def _input_transform(padded: ir.Value, bt: np.ndarray, tile: int, tiles_h: int, 
     The columns step's loops run tile-major (the transform point inside the tile) while it
     writes V transform-point-major, the matmul's layout: with its loops in V's order it swept
     every tile once per (a, b), reading the rows step's result 6 times over, and with V
-    tile-major the matmul read its rows 9 KB apart (1.7x slower at 56x56)."""
+    tile-major the matmul read its rows 9 KB apart (measured slower at 56x56)."""
     alpha = bt.shape[0]
     batch, _h, width, channels = core.static_shape(padded)
     zero = ir.AffineConstantExpr.get(0)

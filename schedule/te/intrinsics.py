@@ -41,6 +41,7 @@ from ...runtime.extern import ArgSpec, ExternFunction, register_c
 from ...runtime.native import build_shared_library, cache_dir
 from .errors import ScheduleError
 from .payload import DYNAMIC, OpInfo, analyze_function, find_function, load_payload
+from ...errors import OptionError
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def register_intrinsic(name: str, definition: Any, implementation: "ExternFuncti
         extern = register_c(name, implementation, symbol, inputs=specs[: op.n_inputs],
                             outputs=specs[op.n_inputs:])
     else:
-        raise TypeError(f"register_intrinsic: implementation must be a shared library path or an "
+        raise OptionError(f"register_intrinsic: implementation must be a shared library path or an "
                         f"ExternFunction (tilecraft.extern.register_c), got {type(implementation).__name__}")
     intrinsic = TensorIntrin(name, op, extern, shapes)
     _INTRINSICS[name] = intrinsic

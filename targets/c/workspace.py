@@ -16,6 +16,7 @@ IR (``lowering.py``) measures lifetimes and calls :func:`plan`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ...errors import InternalError
 
 DEFAULT_ALIGNMENT = 16  # bytes: a float4 / 128-bit vector load, and any scalar type
 
@@ -31,7 +32,7 @@ class Buffer:
 
     def __post_init__(self) -> None:
         if self.size < 0 or self.start > self.end:
-            raise ValueError(f"buffer {self.name!r}: size {self.size}, lifetime [{self.start}, {self.end}]")
+            raise InternalError(f"buffer {self.name!r}: size {self.size}, lifetime [{self.start}, {self.end}]")
 
     def overlaps(self, other: "Buffer") -> bool:
         """True when both are alive at some op."""
@@ -55,10 +56,10 @@ def _align(value: int, alignment: int) -> int:
 def plan(buffers: list[Buffer], alignment: int = DEFAULT_ALIGNMENT) -> Plan:
     """Offsets for ``buffers`` in one workspace; live buffers never share a byte."""
     if alignment <= 0 or alignment & (alignment - 1):
-        raise ValueError(f"alignment must be a power of two, got {alignment}")
+        raise InternalError(f"alignment must be a power of two, got {alignment}")
     names = [b.name for b in buffers]
     if len(set(names)) != len(names):
-        raise ValueError("buffer names must be unique")
+        raise InternalError("buffer names must be unique")
     placed: list[tuple[Buffer, int]] = []
     offsets: dict[str, int] = {}
     # Largest first; ties by earlier start so the plan does not depend on input order.

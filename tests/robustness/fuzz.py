@@ -12,7 +12,8 @@ Each case runs in a worker subprocess with an address-space limit (``RLIMIT_AS``
 per-case timeout; the worker runs cases one after another and is restarted after a crash
 or a hang, so one bad case costs one restart, not one process per case. Outcomes:
 ``ok`` (accepted, and where onnxruntime runs the model, the same numbers), ``typed`` (a
-``TilecraftError``, or a CLI exit code with one stderr line), ``untyped`` (any other
+``TilecraftError``, or a CLI exit code with one stderr line), ``internal`` (an
+``InternalError``: typed, but a bug in tilecraft), ``untyped`` (any other
 exception), ``crash`` (the worker died), ``hang`` (the timeout), ``wrong`` (accepted with
 numbers onnxruntime disagrees with). Everything derives from ``--seed``.
 """
@@ -36,8 +37,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 CATEGORIES = ("onnx_bytes", "onnx_graph", "mlir", "package", "records", "api", "cli", "runtime")
-OUTCOMES = ("ok", "typed", "untyped", "crash", "hang", "wrong")
-FAILING = ("untyped", "crash", "hang", "wrong")
+OUTCOMES = ("ok", "typed", "internal", "untyped", "crash", "hang", "wrong")
+FAILING = ("internal", "untyped", "crash", "hang", "wrong")
 MEMORY_LIMIT = 6 << 30
 CASE_TIMEOUT = 60.0
 
@@ -595,7 +596,7 @@ def run_case(case: dict[str, Any], work: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, in this process."""
     import warnings
 
-    from tilecraft.errors import TilecraftError
+    from tilecraft.errors import InternalError, TilecraftError
 
     rng = random.Random(case["seed"])
     try:
@@ -603,6 +604,8 @@ def run_case(case: dict[str, Any], work: Path) -> tuple[str, str]:
             warnings.simplefilter("ignore")
             outcome = CASES[case["category"]](rng, work)
         return outcome, ""
+    except InternalError as error:  # typed, but a bug in tilecraft: the input did nothing wrong
+        return "internal", f"{type(error).__name__}: {str(error)[:300]}"
     except TilecraftError as error:
         return "typed", f"{type(error).__name__}: {str(error)[:200]}"
     except Exception as error:  # noqa: BLE001  (classifying every other exception is the point)

@@ -14,6 +14,7 @@ from ...emit import (
 )
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext
+from ....errors import OperandError
 from ..registry import onnx_op
 from . import operands
 
@@ -24,7 +25,7 @@ def constant_of_shape(ctx: NodeContext) -> list[ir.Value]:
     element = core.element_type(value.dtype)
     try:
         extents = extent_math.extents_from_tensor(ctx.value(0))
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
     extents = operands.settle(list(extents), ctx.output_infos[0])
     return [core.filled(extents, value.reshape(-1)[0].item(), element)]

@@ -11,6 +11,7 @@ from mlir.dialects import arith, math
 from ...emit import core, movement, reshapes, trees
 from ...emit.reduction import expand_dims
 from ..node import HandlerError, NodeContext
+from ....errors import OperandError
 from ..registry import onnx_op
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -80,7 +81,7 @@ def tree_ensemble(ctx: NodeContext) -> list[ir.Value]:
                            "is not supported (NONE and LOGISTIC are)")
     try:
         result = trees.tree_ensemble(ctx.value(0), model)
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
     if post == 2:
         element = core.tensor_type(result).element_type

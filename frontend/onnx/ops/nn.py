@@ -19,6 +19,7 @@ from ...emit import contraction, conv, core, pooling
 from ...emit import deform_conv as deformable
 from ...emit import roi_align as regions
 from ..node import HandlerError, NodeContext
+from ....errors import OperandError
 from ..registry import onnx_op
 from . import operands, quantization
 
@@ -374,7 +375,7 @@ def col2im(ctx: NodeContext) -> list[ir.Value]:
                             strides=list(ctx.attr("strides", [1] * rank)),
                             dilations=list(ctx.attr("dilations", [1] * rank)),
                             pads=list(ctx.attr("pads", [0] * (2 * rank))))]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
 
 
@@ -391,7 +392,7 @@ def roi_align(ctx: NodeContext) -> list[ir.Value]:
             sampling_ratio=int(ctx.attr("sampling_ratio", 0)), spatial_scale=float(ctx.attr("spatial_scale", 1.0)),
             mode=ctx.attr("mode", "avg"), half_pixel=transform == "half_pixel")
         return [regions.roi_align(ctx.value(0), ctx.value(1), ctx.value(2), method)]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
 
 
@@ -407,5 +408,5 @@ def deform_conv(ctx: NodeContext) -> list[ir.Value]:
             x, w, ctx.value(2), *optional, strides=list(ctx.attr("strides", [1, 1])),
             pads=list(ctx.attr("pads", [0, 0, 0, 0])), dilations=list(ctx.attr("dilations", [1, 1])),
             groups=int(ctx.attr("group", 1)), offset_groups=int(ctx.attr("offset_group", 1)))]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error

@@ -20,6 +20,7 @@ from ...emit import core, reshapes
 from ...emit import reduction as emit
 from ...emit.determinant import determinant
 from ..node import HandlerError, NodeContext
+from ....errors import ModelImportError, OperandError
 from ..registry import onnx_op
 
 
@@ -31,7 +32,7 @@ def _axes(axes: object, rank: int) -> list[int]:
     """ONNX axes (attribute list or array, negative from the end) as sorted non-negative."""
     try:
         return emit.normalize_axes([int(a) for a in np.asarray(axes).reshape(-1)], rank)
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
 
 
@@ -354,7 +355,7 @@ def _stash_element(ctx: NodeContext) -> ir.Type:
     stash = int(ctx.attr("stash_type", 1))
     try:
         element = core.element_type(onnx_dtype(stash, "stash_type"))
-    except Exception as error:  # noqa: BLE001  (an unknown enum value is the model's error)
+    except (ModelImportError, ValueError) as error:  # an unknown enum value (protobuf's ValueError) or type
         raise HandlerError(f"stash_type={stash} is not supported") from error
     if not core.is_float(element):
         raise HandlerError(f"stash_type={stash} is not a floating-point type")
@@ -458,5 +459,5 @@ def lrn(ctx: NodeContext) -> list[ir.Value]:
 def det(ctx: NodeContext) -> list[ir.Value]:
     try:
         return [determinant(ctx.value(0))]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error

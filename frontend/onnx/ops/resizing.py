@@ -17,6 +17,7 @@ from ...emit import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
 from ..node import HandlerError, NodeContext
+from ....errors import OperandError
 from ..registry import onnx_op
 from . import operands
 
@@ -113,7 +114,7 @@ def _resize(ctx: NodeContext, x: ir.Value, axes: dict[int, resampling.ResizeAxis
     axes = _drop_identity_axes(axes, core.sizes(x))
     try:
         return resampling.resize(x, axes, method, fill=fill, unsigned=ctx.is_unsigned(0))
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
 
 
@@ -129,7 +130,7 @@ def _method(ctx: NodeContext, **overrides: object) -> resampling.ResizeMethod:
     options.update(overrides)
     try:
         return resampling.ResizeMethod(**options)
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
 
 
@@ -191,7 +192,7 @@ def grid_sample(ctx: NodeContext) -> list[ir.Value]:
         options = sampling.GridSampleMethod(method, ctx.attr("padding_mode", "zeros"),
                                             bool(ctx.attr("align_corners", 0)))
         return [sampling.grid_sample(ctx.value(0), ctx.value(1), options)]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
 
 
@@ -209,5 +210,5 @@ def affine_grid(ctx: NodeContext) -> list[ir.Value]:
         theta = ctx.value(0)
         check_extent(size[0], core.sizes(theta)[0], "AffineGrid: size says {value} images, theta has {bound}")
         return [sampling.affine_grid(theta, spatial, bool(ctx.attr("align_corners", 0)))]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error

@@ -6,6 +6,7 @@ from mlir import ir
 
 from ...emit import core, reshapes, scatter
 from ..node import HandlerError, NodeContext
+from ....errors import OperandError
 from ..registry import onnx_op
 from . import operands
 
@@ -78,5 +79,5 @@ def tensor_scatter(ctx: NodeContext) -> list[ir.Value]:
     try:
         return [scatter.tensor_scatter(cache, ctx.value(1), indices, operands.axis(ctx.attr("axis", -2), rank),
                                        ctx.attr("mode", "linear"))]
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error

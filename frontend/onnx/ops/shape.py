@@ -26,6 +26,7 @@ from mlir.dialects import arith, tensor
 from ...emit import checks, core, extent_math, movement, reshapes
 from ..model import TensorInfo
 from ..node import HandlerError, NodeContext
+from ....errors import OperandError
 from ..registry import onnx_op
 from . import operands
 
@@ -93,7 +94,7 @@ def _reshape_extents(source: list[Extent], target: Sequence[int], allowzero: boo
         known = [e for e in extents if e is not None]
         try:
             extents[position] = extent_math.infer_extent(source, known)
-        except ValueError as error:
+        except OperandError as error:  # the emitter refused the model's operands
             raise HandlerError(str(error)) from error
     if all(isinstance(e, int) for e in [*source, *extents]) and math.prod(source) != math.prod(extents):
         raise HandlerError(f"cannot reshape {source} into {list(target)}")
@@ -104,7 +105,7 @@ def _runtime_reshape_extents(source: list[Extent], shape: ir.Value, allowzero: b
     """The same rules as :func:`_reshape_extents`, computed at run time from a shape tensor."""
     try:
         extents = extent_math.extents_from_tensor(shape)
-    except ValueError as error:
+    except OperandError as error:  # the emitter refused the model's operands
         raise HandlerError(str(error)) from error
     zero, minus_one, one = core.index(0), core.index(-1), core.index(1)
     if not allowzero:
@@ -450,7 +451,7 @@ def _expand_extents(source: list[Extent], target: list[Extent]) -> list[Extent]:
                        " known only at run time must equal the shape's, or the shape's be 1)")
         try:
             checks.check_broadcast(t, s, message)
-        except ValueError as error:
+        except OperandError as error:  # the emitter refused the model's operands
             raise HandlerError(str(error)) from None
         result.append(s)
     return result

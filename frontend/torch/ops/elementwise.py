@@ -17,6 +17,7 @@ from ...emit import (
 )
 from ..importer import Handler, OpContext
 from . import table
+from ....errors import OperandError, OperandTypeError
 
 
 def _float_unary(fn: Callable[[ir.Value], ir.Value]) -> Handler:
@@ -262,7 +263,7 @@ def _logical(ctx: OpContext, a: Any, b: Any) -> ir.Value:
     name = ctx.node.target._opname
     dtype = np.dtype(np.bool_) if name.startswith("logical") else ctx.result_dtype()
     if dtype.kind == "f":
-        raise TypeError(f"{name} of floating-point tensors")
+        raise OperandTypeError(f"{name} of floating-point tensors")
     return table.map_(ctx, [a, b], dtype, _LOGICAL[name])
 
 
@@ -325,7 +326,7 @@ def float_class(ctx: OpContext, x: Any) -> ir.Value:
 def bitwise_not(ctx: OpContext, x: Any) -> ir.Value:
     dtype = ctx.result_dtype()
     if dtype.kind == "f":
-        raise TypeError("bitwise_not of a floating-point tensor")
+        raise OperandTypeError("bitwise_not of a floating-point tensor")
     return table.map_(ctx, [x], dtype, elementwise.logical_not)
 
 
@@ -364,7 +365,7 @@ def sgn(ctx: OpContext, x: Any) -> ir.Value:
 def shift(ctx: OpContext, a: Any, b: Any) -> ir.Value:
     dtype = ctx.result_dtype()
     if dtype.kind == "f":
-        raise TypeError("a bit shift of floating-point tensors")
+        raise OperandTypeError("a bit shift of floating-point tensors")
     left = "left" in ctx.node.target._opname or "lshift" in ctx.node.target._opname
     return table.map_(ctx, [a, b], dtype,
                       lambda x, y: elementwise.shift(x, y, left=left, unsigned=table.unsigned(dtype)))
@@ -456,7 +457,7 @@ def ldexp(ctx: OpContext, x: Any, exponent: Any) -> ir.Value:
 @table.aten("polygamma.default")
 def polygamma(ctx: OpContext, n: int, x: Any) -> ir.Value:
     if n < 0:
-        raise ValueError(f"polygamma of a negative order ({n})")
+        raise OperandError(f"polygamma of a negative order ({n})")
     if n == 0:
         return table.map_(ctx, [x], ctx.result_dtype(), special_functions.digamma)
     return table.map_(ctx, [x], ctx.result_dtype(), lambda v: special_functions.polygamma(n, v))

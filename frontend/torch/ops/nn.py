@@ -22,6 +22,7 @@ from ...emit import (
 )
 from ..importer import OpContext
 from . import table
+from ....errors import OperandError
 
 
 @table.aten("mm.default", "bmm.default", "matmul.default")
@@ -54,7 +55,7 @@ def _per_dim(value: Any, count: int, name: str) -> list[int]:
     if len(values) == 1:
         values *= count
     if len(values) != count or not all(isinstance(v, int) for v in values):
-        raise ValueError(f"{name} {value!r} needs {count} static entries")
+        raise OperandError(f"{name} {value!r} needs {count} static entries")
     return values
 
 
@@ -104,7 +105,7 @@ def _batched(x: ir.Value, spatial: int) -> tuple[ir.Value, bool]:
     if rank == spatial + 1:
         return reduction.expand_dims(x, [0]), True
     if rank != spatial + 2:
-        raise ValueError(f"a {spatial}-d pooling of a rank-{rank} tensor")
+        raise OperandError(f"a {spatial}-d pooling of a rank-{rank} tensor")
     return x, False
 
 
@@ -165,9 +166,9 @@ def _adaptive(x: ir.Value, out: Sequence[int], kind: str) -> ir.Value:
     spatial = len(out)
     extents = core.static_shape(x)[-spatial:]
     if None in extents:
-        raise NotImplementedError("adaptive pooling of dynamic spatial extents")
+        raise OperandError("adaptive pooling of dynamic spatial extents")
     if any(e == 0 for e in extents):
-        raise ValueError("adaptive pooling of an empty spatial extent")
+        raise OperandError("adaptive pooling of an empty spatial extent")
     if all(e % o == 0 for e, o in zip(extents, out)):
         kernel = [e // o for e, o in zip(extents, out)]
         return pooling.pool(x, kind, kernel, strides=kernel, padding_low=[0] * spatial,
@@ -209,9 +210,9 @@ def _adaptive_max_with_indices(x: ir.Value, out: Sequence[int]) -> tuple[ir.Valu
     spatial = len(out)
     extents = core.static_shape(x)[-spatial:]
     if None in extents:
-        raise NotImplementedError("adaptive max pooling indices of dynamic spatial extents")
+        raise OperandError("adaptive max pooling indices of dynamic spatial extents")
     if int(np.prod(out)) > ADAPTIVE_INDEX_CELLS:
-        raise NotImplementedError(f"adaptive max pooling indices for more than {ADAPTIVE_INDEX_CELLS} "
+        raise OperandError(f"adaptive max pooling indices for more than {ADAPTIVE_INDEX_CELLS} "
                                   f"output cells ({list(out)})")
     rank = table.rank(x)
     axes = list(range(rank - spatial, rank))
@@ -298,12 +299,12 @@ def grid_sampler(ctx: OpContext, x: Any, grid: Any, interpolation_mode: int, pad
     """``grid_sample`` through the shared emitter (one generic op; torch's decomposition
     gathers every corner as its own tensor). The grid's last dim holds (x, y[, z]), as ONNX's."""
     if interpolation_mode not in range(3) or padding_mode not in range(3):
-        raise ValueError(f"grid_sampler: interpolation_mode {interpolation_mode} / padding_mode "
+        raise OperandError(f"grid_sampler: interpolation_mode {interpolation_mode} / padding_mode "
                          f"{padding_mode} (expected 0, 1 or 2)")
     if interpolation_mode == 2 and padding_mode == 1:
         # eager clamps each of the 16 taps' positions to the border; ONNX (the emitter) clamps the
         # sampled position: different values near the edges
-        raise NotImplementedError("grid_sample with mode='bicubic' and padding_mode='border'")
+        raise OperandError("grid_sample with mode='bicubic' and padding_mode='border'")
     method = grid_sample.GridSampleMethod(_GRID_SAMPLER_MODES[interpolation_mode],
                                           _GRID_SAMPLER_PADDINGS[padding_mode], bool(align_corners))
     dtype = ctx.result_dtype()
@@ -323,11 +324,11 @@ def upsample_bilinear2d(ctx: OpContext, x: Any, output_size: Sequence[int] | Non
     x = ctx.tensor(x, dtype)
     shape = core.static_shape(x)
     if len(shape) != 4 or any(extent is None for extent in shape[2:]):
-        raise ValueError(f"upsample_bilinear2d needs a 4-d input with static spatial dims, got {shape}")
+        raise OperandError(f"upsample_bilinear2d needs a 4-d input with static spatial dims, got {shape}")
     given = [None, None] if factors is None else list(factors) + [None] * (2 - len(factors))
     if output_size is None:
         if given[0] is None or given[1] is None:
-            raise ValueError("upsample_bilinear2d needs output_size or scale factors")
+            raise OperandError("upsample_bilinear2d needs output_size or scale factors")
         output_size = [int(n * f) for n, f in zip(shape[2:], given)]
     # with align_corners eager steps (n - 1) / (out - 1) whatever factor was given
     axes = {2 + i: resize.ResizeAxis(size=int(out), scale=float(f) if f and not align_corners else out / n)

@@ -17,6 +17,7 @@ from ...emit import (
 )
 from ..importer import OpContext
 from . import table
+from ....errors import OperandError
 
 
 @table.aten("sum.dim_IntList", "sum.default")
@@ -24,7 +25,7 @@ def sum_(ctx: OpContext, x: Any, dims: Any = None, keepdim: bool = False, *, dty
     result = ctx.result_dtype()
     x = ctx.tensor(x, result)
     if result == np.bool_:
-        raise NotImplementedError("a sum in bool")
+        raise OperandError("a sum in bool")
     return reduction.reduce(x, table.dims(dims, table.rank(x)), "sum", keepdims=keepdim, unsigned=table.unsigned(result))
 
 
@@ -137,7 +138,7 @@ def batch_norm(ctx: OpContext, x: Any, weight: Any, bias: Any, running_mean: Any
     x = ctx.tensor(x, dtype)
     channels = core.static_shape(x)[1]
     if channels is None:
-        raise ValueError("batch norm needs a static channel dim")
+        raise OperandError("batch norm needs a static channel dim")
     ones, zeros = np.ones([channels], dtype), np.zeros([channels], dtype)
     params = [ctx.tensor(ones if weight is None else weight, dtype),
               ctx.tensor(zeros if bias is None else bias, dtype),
@@ -145,7 +146,7 @@ def batch_norm(ctx: OpContext, x: Any, weight: Any, bias: Any, running_mean: Any
     rank = table.rank(x)
     params = [reduction.channel_view(p, rank) for p in params]
     if any(u.args[1] != 0 for u in ctx.node.users):
-        raise NotImplementedError("batch norm statistics outputs (inference returns only the result)")
+        raise OperandError("batch norm statistics outputs (inference returns only the result)")
     return reduction.batch_norm_inference(x, *params, eps), None, None
 
 
@@ -201,7 +202,7 @@ def vector_norm(ctx: OpContext, x: Any, ord: float = 2, dim: Any = None, keepdim
     """``ord`` 2 (the common case), 1, 0 (nonzeros), +-inf (max/min of ``|x|``) or any other
     ``p``: ``(sum |x|^p)^(1/p)``."""
     if not isinstance(ord, (int, float)):
-        raise NotImplementedError(f"vector norm of order {ord!r}")
+        raise OperandError(f"vector norm of order {ord!r}")
     result = ctx.result_dtype()
     x = ctx.tensor(x, result)
     axes = table.dims(dim, table.rank(x))
@@ -269,7 +270,7 @@ def batch_norm_batch_statistics(ctx: OpContext, x: Any, weight: Any, bias: Any, 
     rank = table.rank(x)
     channels = core.static_shape(x)[1]
     if channels is None:
-        raise ValueError("batch norm needs a static channel dim")
+        raise OperandError("batch norm needs a static channel dim")
     ones, zeros = np.ones([channels], dtype), np.zeros([channels], dtype)
     scale = reduction.channel_view(ctx.tensor(ones if weight is None else weight, dtype), rank)
     shift = reduction.channel_view(ctx.tensor(zeros if bias is None else bias, dtype), rank)

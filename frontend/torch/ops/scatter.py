@@ -27,6 +27,7 @@ from ...emit import (
 )
 from ..importer import OpContext
 from . import table
+from ....errors import OperandError
 
 _REDUCTIONS = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min",
                "mean": "mean"}
@@ -40,7 +41,7 @@ def _scatter_reduce(ctx: OpContext, x: ir.Value, axis: int, index: ir.Value, src
                     include_self: bool, dtype: np.dtype) -> ir.Value:
     """``x`` with ``src`` scattered along ``axis`` at ``index``, combined by ``reduce``."""
     if reduce not in _REDUCTIONS:
-        raise ValueError(f"scatter reduction {reduce!r}")
+        raise OperandError(f"scatter reduction {reduce!r}")
     kind = _REDUCTIONS[reduce]
     unsigned = table.unsigned(dtype)
     element = core.element_type(dtype)
@@ -83,7 +84,7 @@ def _fit(src: ir.Value, index: ir.Value) -> ir.Value:
     if src_extents == index_extents:
         return src
     if None in src_extents or None in index_extents:
-        raise NotImplementedError("a scatter whose source and index extents differ dynamically")
+        raise OperandError("a scatter whose source and index extents differ dynamically")
     return movement.extract_slice(src, [0] * len(src_extents), index_extents, [1] * len(src_extents))
 
 
@@ -100,7 +101,7 @@ def scatter_(ctx: OpContext, x: Any, dim: int, index: Any, src: Any, reduce: str
     if ctx.node.target._opname == "scatter_add":
         reduce = "add"
     if table.rank(index) == 0 and table.rank(x) != 0:
-        raise ValueError("a 0-d index into a tensor of rank > 0")
+        raise OperandError("a 0-d index into a tensor of rank > 0")
     if reduce:
         return _scatter_reduce(ctx, x, axis, index, src, reduce, True, dtype)
     return _plain(x, axis, index, src, dtype)
@@ -152,7 +153,7 @@ def index_put(ctx: OpContext, x: Any, indices: Sequence[Any], values: Any, accum
     rank = table.rank(x)
     positions = [p for p, i in enumerate(indices) if i is not None]
     if not positions:
-        raise ValueError("index_put without index tensors")
+        raise OperandError("index_put without index tensors")
     masks = [p for p in positions if ctx.node.args[1][p].meta["val"].dtype == torch.bool]
     if masks:
         return _masked_put(ctx, x, indices, values, accumulate, dtype)
@@ -188,10 +189,10 @@ def _masked_put(ctx: OpContext, x: ir.Value, indices: Sequence[Any], values: Any
     """``x[mask] = v`` for one leading boolean mask and one value: a select, no data-dependent
     count. More values than one would be matched to the True positions in order: refused."""
     if len(indices) != 1 or indices[0] is None:
-        raise NotImplementedError("index_put with a boolean mask among other indices")
+        raise OperandError("index_put with a boolean mask among other indices")
     value_meta = ctx.arg_meta(2)
     if not isinstance(value_meta, torch.Tensor) or value_meta.numel() != 1:
-        raise NotImplementedError("index_put of several values through a boolean mask (which value goes "
+        raise OperandError("index_put of several values through a boolean mask (which value goes "
                                   "where depends on the data)")
     mask = ctx.tensor(indices[0], np.dtype(np.bool_))
     mask = reduction.expand_dims(mask, list(range(table.rank(mask), table.rank(x))))

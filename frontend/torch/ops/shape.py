@@ -15,6 +15,7 @@ from ...emit import (
 )
 from ..importer import OpContext
 from . import table
+from ....errors import OperandError
 
 
 def _extents(x: ir.Value, requested: Sequence[Any]) -> list[Any]:
@@ -22,7 +23,7 @@ def _extents(x: ir.Value, requested: Sequence[Any]) -> list[Any]:
     requested = [extent_math.scalar_to_index(e) if isinstance(e, ir.Value) and not isinstance(e.type, ir.IndexType)
                  else e for e in requested]
     if sum(1 for e in requested if isinstance(e, int) and e == -1) > 1:
-        raise ValueError(f"size {requested} has more than one -1")
+        raise OperandError(f"size {requested} has more than one -1")
     known = [e for e in requested if not (isinstance(e, int) and e == -1)]
     if len(known) == len(requested):
         return list(requested)
@@ -91,7 +92,7 @@ def squeeze(ctx: OpContext, x: Any, dims: Any = None) -> ir.Value:
     extents = core.static_shape(x)
     unit = [d for d in candidates if extents[d] == 1]
     if any(extents[d] is None for d in candidates):
-        raise ValueError("squeeze of a dynamic dim (it may or may not be 1)")
+        raise OperandError("squeeze of a dynamic dim (it may or may not be 1)")
     return reduction.drop_unit_dims(x, unit)
 
 
@@ -124,7 +125,7 @@ def slice_(ctx: OpContext, x: Any, dim: int = 0, start: Any = None, end: Any = N
     start = _clamped(0 if start is None else start, extent)
     end = _clamped(extent if end is None else end, extent)
     if not isinstance(step, int) or step < 1:
-        raise ValueError(f"slice step {step!r} (only positive static steps)")
+        raise OperandError(f"slice step {step!r} (only positive static steps)")
     length = extent_math.maximum(extent_math.ceildiv(extent_math.sub(end, start), step), 0)
     if isinstance(start, int) and start == 0 and step == 1 and extent_math.same_extent(length, extent):
         return x
@@ -137,7 +138,7 @@ def split(ctx: OpContext, x: Any, sizes: Any, dim: int = 0) -> list[ir.Value]:
     axis = table.dim(dim, table.rank(x))
     lengths = [m.shape[axis] for m in ctx.meta]
     if not all(isinstance(n, int) for n in lengths):
-        raise ValueError("split into symbolic sizes")
+        raise OperandError("split into symbolic sizes")
     pieces, offset = [], 0
     for length in lengths:
         pieces.append(movement.slice_axis(x, axis, offset, length))
@@ -151,7 +152,7 @@ def unbind(ctx: OpContext, x: Any, dim: int = 0) -> list[ir.Value]:
     axis = table.dim(dim, table.rank(x))
     extent = core.static_shape(x)[axis]
     if extent is None:
-        raise ValueError("unbind along a dynamic dim")
+        raise OperandError("unbind along a dynamic dim")
     return [movement.select(x, axis, i) for i in range(extent)]
 
 
@@ -195,12 +196,12 @@ def index(ctx: OpContext, x: Any, indices: Sequence[Any]) -> ir.Value:
     rank = table.rank(x)
     positions = [p for p, i in enumerate(indices) if i is not None]
     if positions != list(range(positions[0], positions[-1] + 1)):
-        raise NotImplementedError("index with non-adjacent index tensors")
+        raise OperandError("index with non-adjacent index tensors")
     tensors = []
     for p in positions:
         t = ctx.tensor(indices[p])
         if core.tensor_type(t).element_type == ir.IntegerType.get_signless(1):
-            raise NotImplementedError("boolean mask indexing (its result size depends on the data)")
+            raise OperandError("boolean mask indexing (its result size depends on the data)")
         tensors.append(ctx.tensor(indices[p], table.INT64))
     first = positions[0]
     if len(tensors) == 1:
@@ -239,7 +240,7 @@ def repeat(ctx: OpContext, x: Any, repeats: Sequence[int]) -> ir.Value:
     x = ctx.tensor(x)
     extra = len(repeats) - table.rank(x)
     if extra < 0:
-        raise ValueError(f"repeat {list(repeats)} has fewer entries than the rank {table.rank(x)}")
+        raise OperandError(f"repeat {list(repeats)} has fewer entries than the rank {table.rank(x)}")
     x = reduction.expand_dims(x, list(range(extra)))
     return movement.tile(x, list(repeats))
 
@@ -288,7 +289,7 @@ def arange(ctx: OpContext, *args: Any, **_: Any) -> ir.Value:
     count = ctx.meta.shape[0]
     if not isinstance(count, int):
         if not all(isinstance(v, int) for v in (start, step)) or step != 1:
-            raise NotImplementedError("arange with a symbolic length needs integer start and step 1")
+            raise OperandError("arange with a symbolic length needs integer start and step 1")
         count = extent_math.sub(extent_math.scalar_to_index(end) if not isinstance(end.type, ir.IndexType) else end, start)
     element = core.element_type(dtype)
     return movement.arange(core.scalar_constant(start, element), core.scalar_constant(step, element), count)

@@ -24,6 +24,7 @@ from ...emit import (
     core,
 )
 from ..importer import Handler, OpContext, numpy_dtype
+from ....errors import InternalError, OperandError
 
 ATEN_OPS: dict[str, Handler] = {}
 
@@ -37,7 +38,7 @@ def aten(*names: str) -> Callable[[Handler], Handler]:
         for name in names:
             key = name if "." in name and name.split(".")[0] in ("operator", "aten") else f"aten.{name}"
             if key in ATEN_OPS:
-                raise KeyError(f"{key} is registered twice")
+                raise InternalError(f"{key} is registered twice")
             ATEN_OPS[key] = handler
         return handler
 
@@ -52,7 +53,7 @@ def rank(value: ir.Value) -> int:
 def dim(dim: int, rank: int) -> int:
     """A PyTorch dim (negative counts from the end) as a position; ``ValueError`` if out of range."""
     if not -max(rank, 1) <= dim < max(rank, 1):
-        raise ValueError(f"dim {dim} is out of range for rank {rank}")
+        raise OperandError(f"dim {dim} is out of range for rank {rank}")
     return dim % rank if rank else 0
 
 

@@ -27,12 +27,13 @@ from ...emit import (
 )
 from ..importer import OpContext
 from . import table
+from ....errors import OperandError
 
 
 def _static_shape(ctx: OpContext, x: ir.Value) -> list[int]:
     shape = core.static_shape(x)
     if None in shape:
-        raise NotImplementedError(f"{ctx.node.target._opname} of a tensor with dynamic dims")
+        raise OperandError(f"{ctx.node.target._opname} of a tensor with dynamic dims")
     return shape
 
 
@@ -42,7 +43,7 @@ def _positions(ctx: OpContext, shape: list[int], view: Callable[[torch.Tensor], 
     try:
         selected = view(torch.arange(numel, dtype=torch.int64).reshape(shape))
     except RuntimeError as error:
-        raise ValueError(str(error).splitlines()[0]) from None
+        raise OperandError(str(error).splitlines()[0]) from None
     return selected.contiguous().numpy()
 
 
@@ -61,7 +62,7 @@ def _gather_positions(ctx: OpContext, x: Any, view: Callable[[torch.Tensor], tor
 
 def _static(ctx: OpContext, *values: Any) -> None:
     if not all(isinstance(v, (int, float, bool, type(None), list, tuple)) for v in values):
-        raise NotImplementedError(f"{ctx.node.target._opname} with sizes known only at run time")
+        raise OperandError(f"{ctx.node.target._opname} with sizes known only at run time")
 
 
 @table.aten("diagonal.default", "diagonal_copy.default")
@@ -81,7 +82,7 @@ def _require_dense(ctx: OpContext) -> None:
     storage that is its row-major flattening, which is what the IR holds."""
     meta = ctx.arg_meta(0)
     if not (isinstance(meta, torch.Tensor) and meta.is_contiguous() and meta.storage_offset() == 0):
-        raise NotImplementedError("as_strided of a non-contiguous tensor (its storage order is not "
+        raise OperandError("as_strided of a non-contiguous tensor (its storage order is not "
                                   "its element order)")
 
 
@@ -99,7 +100,7 @@ def _scatter_positions(ctx: OpContext, x: Any, src: Any, view: Callable[[torch.T
     shape = _static_shape(ctx, x)
     positions = _positions(ctx, shape, view).reshape(-1)
     if len(np.unique(positions)) != positions.size:
-        raise NotImplementedError(f"{ctx.node.target._opname} onto overlapping positions")
+        raise OperandError(f"{ctx.node.target._opname} onto overlapping positions")
     source = np.full(int(np.prod(shape)), -1, dtype=np.int64)
     source[positions] = np.arange(positions.size)
     taken = source >= 0

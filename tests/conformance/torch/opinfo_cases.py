@@ -11,7 +11,8 @@ eager PyTorch on the same tensors. A sample's status, in the order they are deci
   with ``training=True``): there is no single right answer to compare; also outside;
 - ``refused``: ``tilecraft.torch.compile`` (or the compiled call) raised a typed
   ``TilecraftError``; the message names the missing ATen op or the reason;
-- ``crash``: anything else escaped (an untyped exception: always a bug);
+- ``crash``: anything else escaped (an untyped exception or an ``InternalError``: always a
+  bug);
 - ``wrong``: an output differs in structure, dtype, shape or value (``rtol`` 1e-4);
 - ``pass``.
 
@@ -149,6 +150,7 @@ def run_sample(op: Any, sample: Any, dtype: str) -> tuple[str, str]:
 
     import tilecraft
     import tilecraft.torch
+    from tilecraft.errors import InternalError
 
     module, tensors = _module(op, sample)
     try:
@@ -170,6 +172,8 @@ def run_sample(op: Any, sample: Any, dtype: str) -> tuple[str, str]:
     try:
         compiled = tilecraft.torch.compile(module, tuple(tensors))
         got = compiled(*[t.clone() for t in tensors])
+    except InternalError as error:  # typed, but a bug in tilecraft (a converter crashed)
+        return "crash", summarize(error)
     except tilecraft.TilecraftError as error:
         return "refused", summarize(error)
     except Exception as error:
