@@ -275,3 +275,10 @@ class AccuracyError(TilecraftError, ValueError):
     def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class LinAlgError(RuntimeCheckError):
+    """A linear-algebra routine met a matrix it cannot handle during a call, where PyTorch
+    raises ``torch.linalg.LinAlgError``: a singular matrix to ``solve``/``inv``, one that is
+    not positive-definite to ``cholesky``, an eigen or singular value decomposition that
+    did not converge. The message names the op, its node and LAPACK's ``info``."""

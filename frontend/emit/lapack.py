@@ -1,0 +1,175 @@
+"""Linear algebra through LAPACK: calls of the routines of ``lapack_shim.c`` (LU, Cholesky,
+QR, symmetric eigen, SVD, triangular solve) on batches of float32 or float64 matrices, and
+the run-time check that turns LAPACK's ``info`` into a typed error.
+
+Why LAPACK and not linalg IR: a pivoted factorization or an iterative eigensolver has data-
+dependent control flow that no closed-form kernel expresses, and LAPACK is the well-kept
+numerical code PyTorch calls too, so the conventions (pivots, signs of Q's columns, the
+order of eigenvalues) are the same. The library is OpenBLAS's, from the pinned
+``scipy-openblas32`` wheel that the ``blas`` offload backend links too.
+
+How the calls travel: the shim (``lapack_shim.c``) is built at first use against the wheel's
+library (``runtime/native.py``, cached by content) and each routine is registered as a C
+extern (``runtime/extern.py``). An emitted call is a ``func.call`` on tensors of a private
+declaration; ``tilecraft-lower-externs`` (pipelines/extern.py) rewrites it into a
+destination-passing call on memrefs, and a package bundles the shim and names OpenBLAS as a
+system library, as for the ``blas`` backend. A declaration's tensor types are static and
+a ``func.call`` must match its callee's type, so each signature (routine, element type,
+shapes) gets its own extern name, an alias of the routine's C symbol.
+
+Every matrix operand is passed as a 3-d batch (``batch x rows x cols``): :func:`as_batch`
+collapses a tensor's leading dims into one and :func:`from_batch` restores them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from functools import cache
+from pathlib import Path
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, func, tensor
+
+from ...runtime.extern import ExternFunction, register_c, registered
+from ...runtime.native import build_shared_library
+from . import core, reshapes
+from .checks import emit_check
+from .reduction import reduce
+
+SHIM_SOURCE = Path(__file__).with_name("lapack_shim.c")
+SHIM_NAME = "libtilecraft_lapack.so"
+# scipy-openblas builds prefix every symbol (they never clash with another BLAS/LAPACK in
+# the process, e.g. PyTorch's MKL): sgetrf_ is scipy_sgetrf_.
+SYMBOL_PREFIX = "scipy_"
+ELEMENTS = {"f32": "s", "f64": "d"}
+
+_MATRIX, _VECTORS, _INFO = "memref<?x?x?x{t}>", "memref<?x?x{t}>", "memref<?xi32>"
+_PIVOTS = "memref<?x?xi32>"
+# routine -> (inputs, outputs); {t} is the element type. Scalars are i32 flags.
+ROUTINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "getrf": ((_MATRIX,), (_MATRIX, _PIVOTS, _INFO)),
+    "getrs": ((_MATRIX, _PIVOTS, _MATRIX, "i32"), (_MATRIX,)),
+    "lu_det": ((_MATRIX, _PIVOTS), ("memref<?x{t}>",) * 3),
+    "potrf": ((_MATRIX, "i32"), (_MATRIX, _INFO)),
+    "qr": ((_MATRIX,), (_MATRIX, _MATRIX)),
+    "syevd": ((_MATRIX, "i32", "i32"), (_VECTORS, _MATRIX, _INFO)),
+    "gesdd": ((_MATRIX,), (_VECTORS, _MATRIX, _MATRIX, _INFO)),
+    "trsm": ((_MATRIX, _MATRIX, "i32", "i32", "i32"), (_MATRIX,)),
+}
+
+
+class LapackUnavailable(NotImplementedError):
+    """The LAPACK library or a C compiler is missing: the importers report it as the op's
+    refusal (a ``NotImplementedError`` becomes the frontend's typed import error)."""
+
+
+def openblas_library() -> Path:
+    """The shared library of the ``scipy-openblas32`` wheel (LAPACK included)."""
+    try:
+        import scipy_openblas32
+    except ImportError:
+        raise LapackUnavailable("linear-algebra ops call LAPACK from the scipy-openblas32 wheel: "
+                                "pip install 'tilecraft[blas]' (or scipy-openblas32)") from None
+    path = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}.so"
+    if not path.is_file():
+        raise LapackUnavailable(f"scipy-openblas32 is installed but {path} is missing")
+    return path
+
+
+@cache
+def shim_library() -> Path:
+    """Build (once per content) and return the shim linked against OpenBLAS."""
+    from ...errors import TilecraftError
+
+    lapack = openblas_library()
+    try:
+        return build_shared_library(
+            SHIM_NAME, [SHIM_SOURCE],
+            [f"-DLAPACK_PREFIX={SYMBOL_PREFIX}", f"-Wl,-soname,{SHIM_NAME}", str(lapack),
+             f"-Wl,-rpath,{lapack.parent}", "-lm"],
+            what="the LAPACK shim")
+    except TilecraftError as error:
+        raise LapackUnavailable(str(error)) from None
+
+
+def _signature_specs(routine: str, element: str) -> tuple[list[str], list[str]]:
+    inputs, outputs = ROUTINES[routine]
+    return [s.format(t=element) for s in inputs], [s.format(t=element) for s in outputs]
+
+
+def _extern(routine: str, element: str, types: Sequence[ir.Type]) -> ExternFunction:
+    """The extern for a call of ``routine`` on ``element`` with these operand and result
+    types: an alias of ``tilecraft_lapack_<s|d><routine>`` named after the signature."""
+    if element not in ELEMENTS:
+        raise TypeError(f"LAPACK routines take float32 or float64 matrices, not {element}")
+    symbol = f"tilecraft_lapack_{ELEMENTS[element]}{routine}"
+    digest = hashlib.sha256(" ".join(str(t) for t in types).encode()).hexdigest()[:10]
+    name = f"{symbol}_{digest}"
+    known = registered().get(name)
+    if known is not None:
+        return known
+    inputs, outputs = _signature_specs(routine, element)
+    return register_c(name, shim_library(), symbol, inputs=inputs, outputs=outputs,
+                      dependencies=[str(openblas_library())])
+
+
+def _module_of(block: ir.Block) -> ir.Operation:
+    op = block.owner
+    while op.name != "builtin.module":
+        op = op.parent
+    return op
+
+
+def call(routine: str, operands: Sequence["ir.Value | int"], result_types: Sequence[ir.Type]) -> list[ir.Value]:
+    """Call ``routine`` on tensor operands (ints: its i32 flags) with results of
+    ``result_types`` (static); the element type is the first operand's."""
+    i32 = ir.IntegerType.get_signless(32)
+    values = [arith.constant(i32, v) if isinstance(v, int) else v for v in operands]
+    element = str(core.tensor_type(values[0]).element_type)
+    types = [v.type for v in values] + list(result_types)
+    extern = _extern(routine, element, types)
+    body = _module_of(ir.InsertionPoint.current.block).regions[0].blocks[0]
+    declared = any(op.operation.name == "func.func"
+                   and ir.StringAttr(op.operation.attributes["sym_name"]).value == extern.name
+                   for op in body.operations)
+    if not declared:
+        with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
+            func.FuncOp(extern.name, ([v.type for v in values], list(result_types)), visibility="private")
+    return list(func.CallOp(list(result_types), ir.FlatSymbolRefAttr.get(extern.name), values).results)
+
+
+def as_batch(value: ir.Value) -> tuple[ir.Value, list[int]]:
+    """A static tensor of rank >= 2 as ``batch x rows x cols`` and its leading dims."""
+    shape = core.static_shape(value)
+    if len(shape) < 2:
+        raise ValueError(f"expected a matrix or a batch of matrices, got a tensor of rank {len(shape)}")
+    if None in shape:
+        raise NotImplementedError("linear-algebra ops need static shapes (a dim is dynamic)")
+    leading = list(shape[:-2])
+    return reshapes.reshape(value, [math.prod(leading), *shape[-2:]]), leading
+
+
+def from_batch(value: ir.Value, leading: Sequence[int]) -> ir.Value:
+    """A ``batch x ...`` result with its batch dim split into ``leading`` again."""
+    shape = core.static_shape(value)
+    return reshapes.reshape(value, [*leading, *shape[1:]])
+
+
+def batch_type(batch: int, dims: Sequence[int], element: ir.Type) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get([batch, *dims], element)
+
+
+def check_info(info: ir.Value, message: str) -> None:
+    """A run-time ``linalg`` check that every element of the i32 ``info`` tensor (LAPACK's,
+    one per matrix of the batch) is 0; ``message`` names ``{value}`` (the largest info)."""
+    if 0 in core.static_shape(info):
+        return
+    axes = list(range(core.tensor_type(info).rank))
+    largest = reduce(info, axes, "max")
+    worst = tensor.extract(largest, [])
+    i64 = ir.IntegerType.get_signless(64)
+    worst64 = arith.extsi(i64, worst)
+    zero = arith.constant(i64, 0)
+    emit_check(arith.cmpi(arith.CmpIPredicate.eq, worst64, zero), worst64, zero, "linalg", message)

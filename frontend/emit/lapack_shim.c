@@ -1,0 +1,284 @@
+/* The linear-algebra externs' shim: MLIR memref descriptors in, LAPACK out.
+ *
+ * The compiled module calls these through MLIR's C interface (a pointer to a memref
+ * descriptor per memref, scalars by value; pipelines/extern.py). Every matrix operand is a
+ * batch of matrices, memref<?x?x?xT> (the importer collapses the leading dims into one),
+ * read through its strides: each matrix is copied into a column-major scratch buffer, which
+ * is what LAPACK works on, and the results are copied back into the caller's row-major
+ * buffers. So one function serves every shape and layout, and LAPACK never sees the
+ * caller's memory (it overwrites its inputs).
+ *
+ * Each routine is generated twice by the ROUTINES macro: `s` (float) and `d` (double).
+ * LAPACK(x) is the library's symbol of routine x (scipy-openblas prefixes them, given with
+ * -DLAPACK_PREFIX when the shim is built: frontend/emit/lapack.py). Character arguments are
+ * followed by their hidden Fortran lengths (size_t 1), which the C ABI lets a C-translated
+ * LAPACK ignore.
+ *
+ * `info` outputs are LAPACK's, per matrix: 0 success, > 0 the numerical failure (a zero
+ * pivot, a leading minor that is not positive definite, no convergence); the importer turns
+ * them into torch's semantics (a run-time check, or the *_ex variants' info result).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef LAPACK_PREFIX
+#define LAPACK_PREFIX
+#endif
+#define CAT_(a, b, c) a##b##c
+#define CAT(a, b, c) CAT_(a, b, c)
+#define LAPACK(x) CAT(LAPACK_PREFIX, x, _)
+
+typedef struct { int32_t *allocated, *aligned; int64_t offset, sizes[1], strides[1]; } MemrefI1;
+typedef struct { int32_t *allocated, *aligned; int64_t offset, sizes[2], strides[2]; } MemrefI2;
+
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+
+#define ROUTINES(T, P)                                                                          \
+  typedef struct { T *allocated, *aligned; int64_t offset, sizes[1], strides[1]; } P##Memref1;  \
+  typedef struct { T *allocated, *aligned; int64_t offset, sizes[2], strides[2]; } P##Memref2;  \
+  typedef struct { T *allocated, *aligned; int64_t offset, sizes[3], strides[3]; } P##Memref3;  \
+                                                                                                \
+  extern void LAPACK(P##getrf)(const int *m, const int *n, T *a, const int *lda, int *ipiv,     \
+                               int *info);                                                      \
+  extern void LAPACK(P##getrs)(const char *trans, const int *n, const int *nrhs, const T *a,    \
+                               const int *lda, const int *ipiv, T *b, const int *ldb, int *info, \
+                               size_t);                                                         \
+  extern void LAPACK(P##potrf)(const char *uplo, const int *n, T *a, const int *lda, int *info, \
+                               size_t);                                                         \
+  extern void LAPACK(P##geqrf)(const int *m, const int *n, T *a, const int *lda, T *tau,        \
+                               T *work, const int *lwork, int *info);                           \
+  extern void LAPACK(P##orgqr)(const int *m, const int *n, const int *k, T *a, const int *lda,  \
+                               const T *tau, T *work, const int *lwork, int *info);             \
+  extern void LAPACK(P##syevd)(const char *jobz, const char *uplo, const int *n, T *a,          \
+                               const int *lda, T *w, T *work, const int *lwork, int *iwork,     \
+                               const int *liwork, int *info, size_t, size_t);                   \
+  extern void LAPACK(P##gesdd)(const char *jobz, const int *m, const int *n, T *a,              \
+                               const int *lda, T *s, T *u, const int *ldu, T *vt,               \
+                               const int *ldvt, T *work, const int *lwork, int *iwork,          \
+                               int *info, size_t);                                              \
+  extern void LAPACK(P##trsm)(const char *side, const char *uplo, const char *transa,           \
+                              const char *diag, const int *m, const int *n, const T *alpha,     \
+                              const T *a, const int *lda, T *b, const int *ldb, size_t, size_t, \
+                              size_t, size_t);                                                  \
+                                                                                                \
+  /* Matrix `b` of a batch, rows x cols, into column-major `out` (leading dim rows). */         \
+  static void P##load(const P##Memref3 *m, int64_t b, T *out) {                                 \
+    int64_t rows = m->sizes[1], cols = m->sizes[2];                                             \
+    const T *base = m->aligned + m->offset + b * m->strides[0];                                 \
+    for (int64_t j = 0; j < cols; ++j)                                                          \
+      for (int64_t i = 0; i < rows; ++i)                                                        \
+        out[i + j * rows] = base[i * m->strides[1] + j * m->strides[2]];                        \
+  }                                                                                             \
+  /* Column-major `in` (leading dim ld) into matrix `b` of a batch; `part` < 0: the lower    \
+   * triangle only (zeros above), > 0: the upper triangle only, 0: all of it. */               \
+  static void P##store(P##Memref3 *m, int64_t b, const T *in, int64_t ld, int part) {           \
+    int64_t rows = m->sizes[1], cols = m->sizes[2];                                             \
+    T *base = m->aligned + m->offset + b * m->strides[0];                                       \
+    for (int64_t i = 0; i < rows; ++i)                                                          \
+      for (int64_t j = 0; j < cols; ++j) {                                                      \
+        T v = in[i + j * ld];                                                                   \
+        if ((part < 0 && j > i) || (part > 0 && j < i)) v = 0;                                  \
+        base[i * m->strides[1] + j * m->strides[2]] = v;                                        \
+      }                                                                                         \
+  }                                                                                             \
+  static T *P##scratch(int64_t count) { return malloc(sizeof(T) * (size_t)(count > 0 ? count : 1)); } \
+  static void P##put_info(MemrefI1 *info, int64_t b, int value) {                               \
+    info->aligned[info->offset + b * info->strides[0]] = value;                                 \
+  }                                                                                             \
+                                                                                                \
+  /* LU with partial pivoting of each m x n matrix: LU (L below the diagonal, unit diagonal     \
+   * implied; U on and above), pivots (1-based, min(m, n) of them), info. */                   \
+  void tilecraft_lapack_##P##getrf(P##Memref3 *a, P##Memref3 *lu, MemrefI2 *pivots, MemrefI1 *info) { \
+    int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1);           \
+    T *work = P##scratch((int64_t)m * n);                                                       \
+    int *ipiv = malloc(sizeof(int) * (size_t)imax(k, 1));                                       \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      int status = 0;                                                                           \
+      P##load(a, b, work);                                                                      \
+      if (k > 0) LAPACK(P##getrf)(&m, &n, work, &lda, ipiv, &status);                           \
+      P##store(lu, b, work, m, 0);                                                              \
+      for (int i = 0; i < k; ++i)                                                               \
+        pivots->aligned[pivots->offset + b * pivots->strides[0] + i * pivots->strides[1]] = ipiv[i]; \
+      P##put_info(info, b, status);                                                             \
+    }                                                                                           \
+    free(ipiv);                                                                                 \
+    free(work);                                                                                 \
+  }                                                                                             \
+                                                                                                \
+  /* X = A^-1 B (transpose 0) or A^-T B (transpose 1) from getrf's LU and pivots of A. */       \
+  void tilecraft_lapack_##P##getrs(P##Memref3 *lu, MemrefI2 *pivots, P##Memref3 *rhs, int32_t transpose, \
+                                   P##Memref3 *x) {                                             \
+    int n = (int)lu->sizes[1], nrhs = (int)rhs->sizes[2], lda = imax(n, 1), status = 0;         \
+    T *a = P##scratch((int64_t)n * n), *bx = P##scratch((int64_t)n * nrhs);                     \
+    int *ipiv = malloc(sizeof(int) * (size_t)imax(n, 1));                                       \
+    const char trans = transpose ? 'T' : 'N';                                                   \
+    for (int64_t b = 0; b < lu->sizes[0]; ++b) {                                                \
+      P##load(lu, b, a);                                                                        \
+      P##load(rhs, b, bx);                                                                      \
+      for (int i = 0; i < n; ++i)                                                               \
+        ipiv[i] = pivots->aligned[pivots->offset + b * pivots->strides[0] + i * pivots->strides[1]]; \
+      if (n > 0 && nrhs > 0) LAPACK(P##getrs)(&trans, &n, &nrhs, a, &lda, ipiv, bx, &lda, &status, 1); \
+      P##store(x, b, bx, n, 0);                                                                 \
+    }                                                                                           \
+    free(ipiv);                                                                                 \
+    free(bx);                                                                                   \
+    free(a);                                                                                    \
+  }                                                                                             \
+                                                                                                \
+  /* det, sign and log|det| of each square matrix from its LU and pivots: the product of U's    \
+   * diagonal, negated once per row exchange (torch's sign is 0 and log|det| -inf when det 0). */ \
+  void tilecraft_lapack_##P##lu_det(P##Memref3 *lu, MemrefI2 *pivots, P##Memref1 *det, P##Memref1 *sign, \
+                                    P##Memref1 *logabs) {                                       \
+    int64_t n = lu->sizes[1];                                                                   \
+    for (int64_t b = 0; b < lu->sizes[0]; ++b) {                                                \
+      const T *base = lu->aligned + lu->offset + b * lu->strides[0];                            \
+      T product = 1, s = 1, log_sum = 0;                                                        \
+      for (int64_t i = 0; i < n; ++i) {                                                         \
+        T u = base[i * lu->strides[1] + i * lu->strides[2]];                                    \
+        int32_t p = pivots->aligned[pivots->offset + b * pivots->strides[0] + i * pivots->strides[1]]; \
+        if (p != i + 1) s = -s;                                                                 \
+        if (u < 0) s = -s;                                                                      \
+        product *= u;                                                                           \
+        log_sum += log(fabs((double)u));                                                        \
+      }                                                                                         \
+      for (int64_t i = 0; i < n; ++i) /* an exact zero on U's diagonal: det 0 */                \
+        if (base[i * lu->strides[1] + i * lu->strides[2]] == 0) s = 0;                          \
+      int64_t flips = 0;                                                                        \
+      for (int64_t i = 0; i < n; ++i)                                                           \
+        flips += pivots->aligned[pivots->offset + b * pivots->strides[0] + i * pivots->strides[1]] != i + 1; \
+      det->aligned[det->offset + b * det->strides[0]] = (flips % 2 ? -product : product);       \
+      sign->aligned[sign->offset + b * sign->strides[0]] = s;                                   \
+      logabs->aligned[logabs->offset + b * logabs->strides[0]] = s == 0 ? -INFINITY : log_sum;  \
+    }                                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* Cholesky factor of each symmetric matrix (upper 0: A = L L^T from the lower triangle,     \
+   * 1: A = U^T U from the upper one), the other triangle zero; info > 0: the leading minor of \
+   * that order is not positive definite. */                                                    \
+  void tilecraft_lapack_##P##potrf(P##Memref3 *a, int32_t upper, P##Memref3 *factor, MemrefI1 *info) { \
+    int n = (int)a->sizes[1], lda = imax(n, 1);                                                 \
+    const char uplo = upper ? 'U' : 'L';                                                        \
+    T *work = P##scratch((int64_t)n * n);                                                       \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      int status = 0;                                                                           \
+      P##load(a, b, work);                                                                      \
+      if (n > 0) LAPACK(P##potrf)(&uplo, &n, work, &lda, &status, 1);                           \
+      P##store(factor, b, work, n, upper ? 1 : -1);                                             \
+      P##put_info(info, b, status);                                                             \
+    }                                                                                           \
+    free(work);                                                                                 \
+  }                                                                                             \
+                                                                                                \
+  /* Householder QR of each m x n matrix: q (m x m when q has m columns: mode 'complete';       \
+   * m x k otherwise; no columns: mode 'r') and r (its rows x n, upper triangular). */          \
+  void tilecraft_lapack_##P##qr(P##Memref3 *a, P##Memref3 *q, P##Memref3 *r) {                  \
+    int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1);           \
+    int qcols = (int)q->sizes[2], status = 0, lwork = -1;                                       \
+    int width = imax(n, qcols);                                                                 \
+    T *work_a = P##scratch((int64_t)m * width), *tau = P##scratch(k), query = 0;                \
+    LAPACK(P##geqrf)(&m, &n, work_a, &lda, tau, &query, &lwork, &status);                       \
+    int orgqr_lwork = -1;                                                                       \
+    T orgqr_query = 0;                                                                          \
+    if (qcols > 0 && m > 0) LAPACK(P##orgqr)(&m, &qcols, &k, work_a, &lda, tau, &orgqr_query, &orgqr_lwork, &status); \
+    lwork = imax(imax((int)query, (int)orgqr_query), imax(width, 1));                           \
+    T *work = P##scratch(lwork);                                                                \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      P##load(a, b, work_a);                                                                    \
+      if (k > 0) LAPACK(P##geqrf)(&m, &n, work_a, &lda, tau, work, &lwork, &status);            \
+      P##store(r, b, work_a, m, 1);                                                             \
+      if (qcols > 0) {                                                                          \
+        if (k > 0) LAPACK(P##orgqr)(&m, &qcols, &k, work_a, &lda, tau, work, &lwork, &status);  \
+        else for (int64_t i = 0; i < (int64_t)m * qcols; ++i) work_a[i] = (i % (m + 1)) == 0;   \
+        P##store(q, b, work_a, m, 0);                                                           \
+      }                                                                                         \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(tau);                                                                                  \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* Eigenvalues (ascending) and, with vectors, eigenvectors (columns) of each symmetric       \
+   * matrix read from its lower (upper 0) or upper triangle; info > 0: no convergence. */       \
+  void tilecraft_lapack_##P##syevd(P##Memref3 *a, int32_t upper, int32_t vectors, P##Memref2 *w, \
+                                   P##Memref3 *v, MemrefI1 *info) {                             \
+    int n = (int)a->sizes[1], lda = imax(n, 1), status = 0, lwork = -1, liwork = -1, iquery = 0; \
+    const char jobz = vectors ? 'V' : 'N', uplo = upper ? 'U' : 'L';                            \
+    T *work_a = P##scratch((int64_t)n * n), *values = P##scratch(n), query = 0;                 \
+    if (n > 0) LAPACK(P##syevd)(&jobz, &uplo, &n, work_a, &lda, values, &query, &lwork, &iquery, &liwork, &status, 1, 1); \
+    lwork = imax((int)query, 1);                                                                \
+    liwork = imax(iquery, 1);                                                                   \
+    T *work = P##scratch(lwork);                                                                \
+    int *iwork = malloc(sizeof(int) * (size_t)liwork);                                          \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      status = 0;                                                                               \
+      P##load(a, b, work_a);                                                                    \
+      if (n > 0) LAPACK(P##syevd)(&jobz, &uplo, &n, work_a, &lda, values, work, &lwork, iwork, &liwork, &status, 1, 1); \
+      for (int i = 0; i < n; ++i) w->aligned[w->offset + b * w->strides[0] + i * w->strides[1]] = values[i]; \
+      if (vectors) P##store(v, b, work_a, n, 0);                                                \
+      P##put_info(info, b, status);                                                             \
+    }                                                                                           \
+    free(iwork);                                                                                \
+    free(work);                                                                                 \
+    free(values);                                                                               \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* Singular values (descending) and, when u has columns, the singular vectors of each m x n  \
+   * matrix by divide and conquer: u m x (m or k), vh (n or k) x n, as u's columns say          \
+   * (full_matrices or not); info > 0: no convergence. */                                       \
+  void tilecraft_lapack_##P##gesdd(P##Memref3 *a, P##Memref2 *s, P##Memref3 *u, P##Memref3 *vh, \
+                                   MemrefI1 *info) {                                            \
+    int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1);           \
+    int ucols = (int)u->sizes[2], vrows = (int)vh->sizes[1], status = 0, lwork = -1;            \
+    const char jobz = ucols == 0 ? 'N' : (ucols == m && vrows == n && m != n ? 'A' : (ucols == m && vrows == n ? 'A' : 'S')); \
+    int ldu = imax(m, 1), ldvt = imax(jobz == 'A' ? n : k, 1);                                  \
+    T *work_a = P##scratch((int64_t)m * n), *values = P##scratch(k), query = 0;                 \
+    T *uu = P##scratch((int64_t)m * (jobz == 'A' ? m : k)), *vt = P##scratch((int64_t)ldvt * n); \
+    int *iwork = malloc(sizeof(int) * (size_t)imax(8 * k, 1));                                  \
+    if (k > 0) LAPACK(P##gesdd)(&jobz, &m, &n, work_a, &lda, values, uu, &ldu, vt, &ldvt, &query, &lwork, iwork, &status, 1); \
+    lwork = imax((int)query, 1);                                                                \
+    T *work = P##scratch(lwork);                                                                \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      status = 0;                                                                               \
+      P##load(a, b, work_a);                                                                    \
+      if (k > 0) LAPACK(P##gesdd)(&jobz, &m, &n, work_a, &lda, values, uu, &ldu, vt, &ldvt, work, &lwork, iwork, &status, 1); \
+      for (int i = 0; i < k; ++i) s->aligned[s->offset + b * s->strides[0] + i * s->strides[1]] = values[i]; \
+      if (ucols > 0) {                                                                          \
+        P##store(u, b, uu, m, 0);                                                               \
+        P##store(vh, b, vt, ldvt, 0);                                                           \
+      }                                                                                         \
+      P##put_info(info, b, status);                                                             \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(iwork);                                                                                \
+    free(vt);                                                                                   \
+    free(uu);                                                                                   \
+    free(values);                                                                               \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* X with A X = B (left 1) or X A = B (left 0) for triangular A (upper or lower, unit:      \
+   * its diagonal taken as ones); like torch, no check for a zero on the diagonal. */           \
+  void tilecraft_lapack_##P##trsm(P##Memref3 *a, P##Memref3 *rhs, int32_t upper, int32_t left, \
+                                  int32_t unit, P##Memref3 *x) {                                \
+    int n = (int)a->sizes[1], m = (int)rhs->sizes[1], cols = (int)rhs->sizes[2];                \
+    int lda = imax(n, 1), ldb = imax(m, 1);                                                     \
+    const char side = left ? 'L' : 'R', uplo = upper ? 'U' : 'L', trans = 'N', diag = unit ? 'U' : 'N'; \
+    const T one = 1;                                                                            \
+    T *work_a = P##scratch((int64_t)n * n), *bx = P##scratch((int64_t)m * cols);               \
+    for (int64_t b = 0; b < rhs->sizes[0]; ++b) {                                               \
+      P##load(a, a->sizes[0] == 1 ? 0 : b, work_a);                                             \
+      P##load(rhs, b, bx);                                                                      \
+      if (m > 0 && cols > 0) LAPACK(P##trsm)(&side, &uplo, &trans, &diag, &m, &cols, &one, work_a, &lda, bx, &ldb, 1, 1, 1, 1); \
+      P##store(x, b, bx, m, 0);                                                                 \
+    }                                                                                           \
+    free(bx);                                                                                   \
+    free(work_a);                                                                               \
+  }
+
+ROUTINES(float, s)
+ROUTINES(double, d)
