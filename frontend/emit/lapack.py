@@ -29,6 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, tensor
 
@@ -57,6 +58,12 @@ ROUTINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "syevd": ((_MATRIX, "i32", "i32"), (_VECTORS, _MATRIX, _INFO)),
     "gesdd": ((_MATRIX,), (_VECTORS, _MATRIX, _MATRIX, _INFO)),
     "trsm": ((_MATRIX, _MATRIX, "i32", "i32", "i32"), (_MATRIX,)),
+    "lu_unpack": ((_MATRIX, _PIVOTS), (_MATRIX,) * 3),
+    "geqrf": ((_MATRIX,), (_MATRIX, _VECTORS)),
+    "orgqr": ((_MATRIX, _VECTORS), (_MATRIX,)),
+    "ormqr": ((_MATRIX, _VECTORS, _MATRIX, "i32", "i32"), (_MATRIX,)),
+    "matrix_exp": ((_MATRIX,), (_MATRIX,)),
+    "pinv": ((_MATRIX, "memref<?x{t}>", "memref<?x{t}>", "i32", "i32", "i32"), (_MATRIX,)),
 }
 
 
@@ -138,6 +145,11 @@ def call(routine: str, operands: Sequence["ir.Value | int"], result_types: Seque
         with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
             func.FuncOp(extern.name, ([v.type for v in values], list(result_types)), visibility="private")
     return list(func.CallOp(list(result_types), ir.FlatSymbolRefAttr.get(extern.name), values).results)
+
+
+def numpy_dtype(element: ir.Type) -> "np.dtype":
+    """The numpy dtype of a LAPACK element type (f32, f64)."""
+    return np.dtype({"f32": np.float32, "f64": np.float64}[str(element)])
 
 
 def as_batch(value: ir.Value) -> tuple[ir.Value, list[int]]:

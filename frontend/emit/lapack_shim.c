@@ -60,6 +60,10 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                const int *lda, T *s, T *u, const int *ldu, T *vt,               \
                                const int *ldvt, T *work, const int *lwork, int *iwork,          \
                                int *info, size_t);                                              \
+  extern void LAPACK(P##ormqr)(const char *side, const char *trans, const int *m, const int *n,   \
+                               const int *k, const T *a, const int *lda, const T *tau, T *c,    \
+                               const int *ldc, T *work, const int *lwork, int *info, size_t,    \
+                               size_t);                                                         \
   extern void LAPACK(P##trsm)(const char *side, const char *uplo, const char *transa,           \
                               const char *diag, const int *m, const int *n, const T *alpha,     \
                               const T *a, const int *lda, T *b, const int *ldb, size_t, size_t, \
@@ -277,6 +281,213 @@ static int imax(int a, int b) { return a > b ? a : b; }
       P##store(x, b, bx, m, 0);                                                                 \
     }                                                                                           \
     free(bx);                                                                                   \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* P, L, U of each LU from getrf: P (m x m) the permutation with A = P L U, L (m x k, unit  \
+   * lower), U (k x n, upper). */                                                               \
+  void tilecraft_lapack_##P##lu_unpack(P##Memref3 *lu, MemrefI2 *pivots, P##Memref3 *p,         \
+                                       P##Memref3 *l, P##Memref3 *u) {                          \
+    int64_t m = lu->sizes[1], n = lu->sizes[2], k = m < n ? m : n;                              \
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));                          \
+    for (int64_t b = 0; b < lu->sizes[0]; ++b) {                                                \
+      const T *base = lu->aligned + lu->offset + b * lu->strides[0];                            \
+      for (int64_t i = 0; i < m; ++i) perm[i] = i;                                              \
+      for (int64_t i = 0; i < k; ++i) { /* row i was exchanged with row pivot-1, in order */    \
+        int64_t j = pivots->aligned[pivots->offset + b * pivots->strides[0] + i * pivots->strides[1]] - 1; \
+        if (j >= 0 && j < m) { int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t; }           \
+      }                                                                                         \
+      if (p->sizes[1] > 0) {                                                                    \
+        T *pb = p->aligned + p->offset + b * p->strides[0];                                     \
+        for (int64_t i = 0; i < m; ++i)                                                         \
+          for (int64_t j = 0; j < m; ++j) pb[i * p->strides[1] + j * p->strides[2]] = 0;       \
+        /* P L U = A: row perm[i] of A is row i of L U, so P[perm[i], i] = 1 */                 \
+        for (int64_t i = 0; i < m; ++i) pb[perm[i] * p->strides[1] + i * p->strides[2]] = 1;    \
+      }                                                                                         \
+      T *lb = l->aligned + l->offset + b * l->strides[0];                                       \
+      for (int64_t i = 0; i < l->sizes[1]; ++i)                                                 \
+        for (int64_t j = 0; j < l->sizes[2]; ++j)                                               \
+          lb[i * l->strides[1] + j * l->strides[2]] =                                           \
+              i == j ? 1 : (j < i ? base[i * lu->strides[1] + j * lu->strides[2]] : 0);        \
+      T *ub = u->aligned + u->offset + b * u->strides[0];                                       \
+      for (int64_t i = 0; i < u->sizes[1]; ++i)                                                 \
+        for (int64_t j = 0; j < u->sizes[2]; ++j)                                               \
+          ub[i * u->strides[1] + j * u->strides[2]] = j >= i ? base[i * lu->strides[1] + j * lu->strides[2]] : 0; \
+    }                                                                                           \
+    free(perm);                                                                                 \
+  }                                                                                             \
+                                                                                                \
+  /* LAPACK's QR as it stores it: R on and above the diagonal, the Householder vectors below, \
+   * and their scalar factors tau (torch.geqrf). */                                             \
+  void tilecraft_lapack_##P##geqrf(P##Memref3 *a, P##Memref3 *out, P##Memref2 *taus) {          \
+    int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1), status = 0, lwork = -1; \
+    T *work_a = P##scratch((int64_t)m * n), *tau = P##scratch(k), query = 0;                   \
+    if (k > 0) LAPACK(P##geqrf)(&m, &n, work_a, &lda, tau, &query, &lwork, &status);            \
+    lwork = imax((int)query, imax(n, 1));                                                       \
+    T *work = P##scratch(lwork);                                                                \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      P##load(a, b, work_a);                                                                    \
+      if (k > 0) LAPACK(P##geqrf)(&m, &n, work_a, &lda, tau, work, &lwork, &status);            \
+      P##store(out, b, work_a, m, 0);                                                           \
+      for (int i = 0; i < k; ++i) taus->aligned[taus->offset + b * taus->strides[0] + i * taus->strides[1]] = tau[i]; \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(tau);                                                                                  \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* The first n columns of the product of the k Householder reflectors stored in each m x n  \
+   * matrix and tau (torch.linalg.householder_product; n <= m, k <= n). */                      \
+  void tilecraft_lapack_##P##orgqr(P##Memref3 *a, P##Memref2 *taus, P##Memref3 *q) {            \
+    int m = (int)a->sizes[1], n = (int)a->sizes[2], k = (int)taus->sizes[1], lda = imax(m, 1);  \
+    int status = 0, lwork = -1;                                                                 \
+    T *work_a = P##scratch((int64_t)m * n), *tau = P##scratch(k), query = 0;                    \
+    if (n > 0) LAPACK(P##orgqr)(&m, &n, &k, work_a, &lda, tau, &query, &lwork, &status);        \
+    lwork = imax((int)query, imax(n, 1));                                                       \
+    T *work = P##scratch(lwork);                                                                \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      P##load(a, b, work_a);                                                                    \
+      for (int i = 0; i < k; ++i) tau[i] = taus->aligned[taus->offset + b * taus->strides[0] + i * taus->strides[1]]; \
+      if (n > 0) LAPACK(P##orgqr)(&m, &n, &k, work_a, &lda, tau, work, &lwork, &status);        \
+      P##store(q, b, work_a, m, 0);                                                             \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(tau);                                                                                  \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* Q C, Q^T C (left) or C Q, C Q^T for Q the product of the reflectors in a and tau         \
+   * (torch.ormqr). */                                                                          \
+  void tilecraft_lapack_##P##ormqr(P##Memref3 *a, P##Memref2 *taus, P##Memref3 *c, int32_t left, \
+                                   int32_t transpose, P##Memref3 *out) {                        \
+    int nq = (int)a->sizes[1], acols = (int)a->sizes[2], k = (int)taus->sizes[1];               \
+    int m = (int)c->sizes[1], n = (int)c->sizes[2], lda = imax(nq, 1), ldc = imax(m, 1);        \
+    int status = 0, lwork = -1;                                                                 \
+    const char side = left ? 'L' : 'R', trans = transpose ? 'T' : 'N';                          \
+    T *work_a = P##scratch((int64_t)nq * acols), *tau = P##scratch(k), *work_c = P##scratch((int64_t)m * n), query = 0; \
+    if (m > 0 && n > 0) LAPACK(P##ormqr)(&side, &trans, &m, &n, &k, work_a, &lda, tau, work_c, &ldc, &query, &lwork, &status, 1, 1); \
+    lwork = imax((int)query, imax(imax(m, n), 1));                                              \
+    T *work = P##scratch(lwork);                                                                \
+    for (int64_t b = 0; b < c->sizes[0]; ++b) {                                                 \
+      P##load(a, b, work_a);                                                                    \
+      P##load(c, b, work_c);                                                                    \
+      for (int i = 0; i < k; ++i) tau[i] = taus->aligned[taus->offset + b * taus->strides[0] + i * taus->strides[1]]; \
+      if (m > 0 && n > 0) LAPACK(P##ormqr)(&side, &trans, &m, &n, &k, work_a, &lda, tau, work_c, &ldc, work, &lwork, &status, 1, 1); \
+      P##store(out, b, work_c, m, 0);                                                           \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(work_c);                                                                               \
+    free(tau);                                                                                  \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* exp(A) of each square matrix, in double whatever T: scaling and squaring with a degree-18 \
+   * Taylor polynomial (the scaled matrix has norm <= 1/2, so the remainder is below 2^-60). */ \
+  void tilecraft_lapack_##P##matrix_exp(P##Memref3 *a, P##Memref3 *out) {                       \
+    int64_t n = a->sizes[1], nn = n * n;                                                        \
+    double *x = malloc(sizeof(double) * (size_t)(nn > 0 ? nn : 1) * 4);                         \
+    double *term = x + nn, *sum = term + nn, *tmp = sum + nn;                                   \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      const T *base = a->aligned + a->offset + b * a->strides[0];                               \
+      double norm = 0;                                                                          \
+      for (int64_t i = 0; i < n; ++i) {                                                         \
+        double row = 0;                                                                         \
+        for (int64_t j = 0; j < n; ++j) {                                                       \
+          x[i * n + j] = base[i * a->strides[1] + j * a->strides[2]];                           \
+          row += fabs(x[i * n + j]);                                                            \
+        }                                                                                       \
+        if (row > norm) norm = row;                                                             \
+      }                                                                                         \
+      int squarings = 0;                                                                        \
+      while (norm > 0.5 && squarings < 1000) { norm /= 2; ++squarings; }                       \
+      double scale = ldexp(1.0, -squarings);                                                    \
+      for (int64_t i = 0; i < nn; ++i) { x[i] *= scale; term[i] = sum[i] = (i % (n + 1)) == 0; } \
+      for (int degree = 1; degree <= 18; ++degree) {                                            \
+        for (int64_t i = 0; i < n; ++i)                                                         \
+          for (int64_t j = 0; j < n; ++j) {                                                     \
+            double acc = 0;                                                                     \
+            for (int64_t l = 0; l < n; ++l) acc += term[i * n + l] * x[l * n + j];              \
+            tmp[i * n + j] = acc / degree;                                                      \
+          }                                                                                     \
+        for (int64_t i = 0; i < nn; ++i) { term[i] = tmp[i]; sum[i] += tmp[i]; }                \
+      }                                                                                         \
+      for (int s = 0; s < squarings; ++s) {                                                     \
+        for (int64_t i = 0; i < n; ++i)                                                         \
+          for (int64_t j = 0; j < n; ++j) {                                                     \
+            double acc = 0;                                                                     \
+            for (int64_t l = 0; l < n; ++l) acc += sum[i * n + l] * sum[l * n + j];             \
+            tmp[i * n + j] = acc;                                                               \
+          }                                                                                     \
+        memcpy(sum, tmp, sizeof(double) * (size_t)nn);                                          \
+      }                                                                                         \
+      T *ob = out->aligned + out->offset + b * out->strides[0];                                 \
+      for (int64_t i = 0; i < n; ++i)                                                           \
+        for (int64_t j = 0; j < n; ++j) ob[i * out->strides[1] + j * out->strides[2]] = (T)sum[i * n + j]; \
+    }                                                                                           \
+    free(x);                                                                                    \
+  }                                                                                             \
+                                                                                                \
+  /* Moore-Penrose pseudo-inverse of each m x n matrix, as torch.linalg.pinv computes it: from \
+   * the SVD (or, hermitian, the eigendecomposition with |eigenvalues|), keeping the values    \
+   * above max(atol, rtol * the largest); rtol not given: 0 where atol > 0 is given, else      \
+   * eps * max(m, n). */                                                                        \
+  void tilecraft_lapack_##P##pinv(P##Memref3 *a, P##Memref1 *atols, P##Memref1 *rtols, int32_t hermitian, \
+                                  int32_t atol_given, int32_t rtol_given, P##Memref3 *out) {    \
+    int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), status = 0, lwork = -1;     \
+    int lda = imax(m, 1), ldvt = imax(k, 1), liwork = -1, iquery = 0;                           \
+    T *work_a = P##scratch((int64_t)m * n), *values = P##scratch(k), query = 0;                 \
+    T *uu = P##scratch((int64_t)m * k), *vt = P##scratch((int64_t)k * n);                        \
+    int *iwork = NULL;                                                                          \
+    const char jobz = 'S', vec = 'V', low = 'L';                                                \
+    if (hermitian) {                                                                            \
+      if (n > 0) LAPACK(P##syevd)(&vec, &low, &n, work_a, &lda, values, &query, &lwork, &iquery, &liwork, &status, 1, 1); \
+      liwork = imax(iquery, 1);                                                                 \
+      iwork = malloc(sizeof(int) * (size_t)liwork);                                             \
+    } else {                                                                                    \
+      iwork = malloc(sizeof(int) * (size_t)imax(8 * k, 1));                                     \
+      if (k > 0) LAPACK(P##gesdd)(&jobz, &m, &n, work_a, &lda, values, uu, &lda, vt, &ldvt, &query, &lwork, iwork, &status, 1); \
+    }                                                                                           \
+    lwork = imax((int)query, 1);                                                                \
+    T *work = P##scratch(lwork);                                                                \
+    const T eps = sizeof(T) == 4 ? (T)1.1920928955078125e-07 : (T)2.220446049250313e-16;        \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      T atol = atol_given ? atols->aligned[atols->offset + b * atols->strides[0]] : 0;          \
+      T rtol = rtol_given ? rtols->aligned[rtols->offset + b * rtols->strides[0]]               \
+                          : (atol_given && atol > 0 ? 0 : eps * (T)imax(m, n));                 \
+      P##load(a, b, work_a);                                                                    \
+      T *ob = out->aligned + out->offset + b * out->strides[0];                                 \
+      for (int64_t i = 0; i < n; ++i)                                                           \
+        for (int64_t j = 0; j < m; ++j) ob[i * out->strides[1] + j * out->strides[2]] = 0;     \
+      if (k == 0) continue;                                                                     \
+      if (hermitian) {                                                                          \
+        LAPACK(P##syevd)(&vec, &low, &n, work_a, &lda, values, work, &lwork, iwork, &liwork, &status, 1, 1); \
+        T largest = 0;                                                                          \
+        for (int i = 0; i < n; ++i) if (fabs((double)values[i]) > largest) largest = (T)fabs((double)values[i]); \
+        T tol = atol > rtol * largest ? atol : rtol * largest;                                  \
+        for (int l = 0; l < n; ++l) {                                                           \
+          if (!(fabs((double)values[l]) > tol)) continue;                                       \
+          T inverse = 1 / values[l];                                                            \
+          for (int64_t i = 0; i < n; ++i)                                                       \
+            for (int64_t j = 0; j < n; ++j)                                                     \
+              ob[i * out->strides[1] + j * out->strides[2]] += work_a[i + l * n] * inverse * work_a[j + l * n]; \
+        }                                                                                       \
+      } else {                                                                                  \
+        LAPACK(P##gesdd)(&jobz, &m, &n, work_a, &lda, values, uu, &lda, vt, &ldvt, work, &lwork, iwork, &status, 1); \
+        T tol = atol > rtol * values[0] ? atol : rtol * values[0];                              \
+        for (int l = 0; l < k; ++l) {  /* pinv = V diag(1/s) U^T */                             \
+          if (!(values[l] > tol)) continue;                                                     \
+          T inverse = 1 / values[l];                                                            \
+          for (int64_t i = 0; i < n; ++i)                                                       \
+            for (int64_t j = 0; j < m; ++j)                                                     \
+              ob[i * out->strides[1] + j * out->strides[2]] += vt[l + i * ldvt] * inverse * uu[j + l * m]; \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(iwork);                                                                                \
+    free(vt);                                                                                   \
+    free(uu);                                                                                   \
+    free(values);                                                                               \
     free(work_a);                                                                               \
   }
 

@@ -134,9 +134,9 @@ def _vector_rhs(a_shape: list, b_shape: list) -> bool:
 
 
 def _solve(a: ir.Value, b: ir.Value, left: bool, lu_of: "tuple[ir.Value, ir.Value] | None" = None,
-           ) -> tuple[ir.Value, ir.Value, ir.Value, "ir.Value | None", list[int]]:
+           adjoint: bool = False) -> tuple[ir.Value, ir.Value, ir.Value, "ir.Value | None", list[int]]:
     """(X, LU, pivots, info, batch dims) of A X = B (X A = B unless ``left``), broadcasting batch dims,
-    B a vector or a matrix as torch decides. With ``lu_of`` (LU and pivots of A, batched
+    B a vector or a matrix as torch decides; ``adjoint``: A^T in place of A. With ``lu_of`` (LU and pivots of A, batched
     like A), no factorization happens and info is None."""
     vector = _vector_rhs(core.static_shape(a), core.static_shape(b))
     if vector:
@@ -157,7 +157,8 @@ def _solve(a: ir.Value, b: ir.Value, left: bool, lu_of: "tuple[ir.Value, ir.Valu
         a_b, b_b = _broadcast_batches(a, b)
         lu, pivots, info, leading = _lu(a_b)
     rhs, _ = lapack.as_batch(b_b)
-    x = lapack.from_batch(_lu_solve(lu, pivots, rhs, transpose=not left), leading)
+    # X A = B is A^T X^T = B^T, and X A^T = B is A X^T = B^T
+    x = lapack.from_batch(_lu_solve(lu, pivots, rhs, transpose=adjoint if left else not adjoint), leading)
     if not left:
         rank = len(core.static_shape(x))
         x = core.transpose(x, [*range(rank - 2), rank - 1, rank - 2])
@@ -178,9 +179,7 @@ def solve_ex(ctx: OpContext, a: Any, b: Any, left: bool = True, check_errors: bo
 def lu_solve(ctx: OpContext, lu: Any, pivots: Any, b: Any, left: bool = True, adjoint: bool = False) -> ir.Value:
     x_lu, x_b = _matrix(ctx, lu), _matrix(ctx, b)
     _square(x_lu, "linalg.lu_solve")
-    if adjoint:  # A^H X = B: solve with A^T (real), i.e. the other side's transpose
-        raise NotImplementedError("linalg.lu_solve with adjoint=True is not supported yet")
-    x, *_ = _solve(x_lu, x_b, left, lu_of=(x_lu, ctx.tensor(pivots)))
+    x, *_ = _solve(x_lu, x_b, left, lu_of=(x_lu, ctx.tensor(pivots)), adjoint=adjoint)
     return x
 
 
@@ -284,3 +283,179 @@ def solve_triangular(ctx: OpContext, a: Any, b: Any, *, upper: bool, left: bool 
     rhs, leading = lapack.as_batch(x_b)
     x = lapack.call("trsm", [a_b, rhs, int(upper), int(left), int(unitriangular)], [rhs.type])[0]
     return lapack.from_batch(x, leading)
+
+
+def _transpose_last(x: ir.Value) -> ir.Value:
+    rank = len(core.static_shape(x))
+    return core.transpose(x, [*range(rank - 2), rank - 1, rank - 2])
+
+
+def _triangular_solve(a: ir.Value, b: ir.Value, upper: bool, left: bool = True, unit: bool = False) -> ir.Value:
+    """X of A X = B (X A = B unless ``left``) for triangular A, batch dims broadcast."""
+    a, b = _broadcast_batches(a, b)
+    a_b, _ = lapack.as_batch(a)
+    rhs, leading = lapack.as_batch(b)
+    x = lapack.call("trsm", [a_b, rhs, int(upper), int(left), int(unit)], [rhs.type])[0]
+    return lapack.from_batch(x, leading)
+
+
+@table.aten("cholesky.default")
+def cholesky(ctx: OpContext, a: Any, upper: bool = False) -> ir.Value:
+    factor, info = cholesky_ex(ctx, a, upper)
+    lapack.check_info(info, f"torch.cholesky: {_FAILURES['linalg.cholesky']}")
+    return factor
+
+
+@table.aten("cholesky_solve.default")
+def cholesky_solve(ctx: OpContext, b: Any, factor: Any, upper: bool = False) -> ir.Value:
+    """A X = B for A = L L^T (U^T U when ``upper``): two triangular solves."""
+    x_b, x_f = _matrix(ctx, b), _matrix(ctx, factor)
+    _square(x_f, "torch.cholesky_solve")
+    first = _transpose_last(x_f) if upper else x_f  # lower: L or U^T
+    y = _triangular_solve(first, x_b, upper=False)
+    return _triangular_solve(_transpose_last(first), y, upper=True)
+
+
+@table.aten("cholesky_inverse.default")
+def cholesky_inverse(ctx: OpContext, factor: Any, upper: bool = False) -> ir.Value:
+    x_f = _matrix(ctx, factor)
+    _square(x_f, "torch.cholesky_inverse")
+    shape = core.static_shape(x_f)
+    element = core.tensor_type(x_f).element_type
+    identity = movement.broadcast_to(movement.eye(shape[-2:], element), shape)
+    return cholesky_solve(ctx, identity, x_f, upper)
+
+
+@table.aten("triangular_solve.default")
+def triangular_solve(ctx: OpContext, b: Any, a: Any, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> tuple[ir.Value, ir.Value]:
+    x_b, x_a = _matrix(ctx, b), _matrix(ctx, a)
+    _square(x_a, "torch.triangular_solve")
+    coefficient = _transpose_last(x_a) if transpose else x_a
+    x = _triangular_solve(coefficient, x_b, upper != transpose, unit=unitriangular)
+    batch = core.static_shape(x)[:-2]
+    a_shape = core.static_shape(x_a)
+    clone = x_a if a_shape[:-2] == batch else movement.broadcast_to(x_a, [*batch, *a_shape[-2:]])
+    return x, clone
+
+
+def _lu_unpack(lu: ir.Value, pivots: ir.Value, leading: list[int], unpack_data: bool = True,
+               unpack_pivots: bool = True) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """P, L, U of batched LU and pivots (torch returns empty tensors for what is not unpacked)."""
+    b, m, n = core.static_shape(lu)
+    k = min(m, n)
+    element = core.tensor_type(lu).element_type
+    p, l, u = lapack.call("lu_unpack", [lu, pivots], [
+        lapack.batch_type(b, [m, m] if unpack_pivots else [0, 0], element),
+        lapack.batch_type(b, [m, k] if unpack_data else [0, 0], element),
+        lapack.batch_type(b, [k, n] if unpack_data else [0, 0], element)])
+    p = lapack.from_batch(p, leading) if unpack_pivots else reshapes.reshape(p, [0])
+    if not unpack_data:
+        return p, reshapes.reshape(l, [0]), reshapes.reshape(u, [0])
+    return p, lapack.from_batch(l, leading), lapack.from_batch(u, leading)
+
+
+@table.aten("linalg_lu.default")
+def linalg_lu(ctx: OpContext, a: Any, pivot: bool = True) -> tuple[ir.Value, ir.Value, ir.Value]:
+    if not pivot:
+        raise NotImplementedError("LU without pivoting (pivot=False) is not supported on CPU, as in eager")
+    lu, pivots, _, leading = _lu(_matrix(ctx, a))
+    return _lu_unpack(lu, pivots, leading)
+
+
+@table.aten("lu_unpack.default")
+def lu_unpack(ctx: OpContext, lu: Any, pivots: Any, unpack_data: bool = True,
+              unpack_pivots: bool = True) -> tuple[ir.Value, ir.Value, ir.Value]:
+    x_lu = _matrix(ctx, lu)
+    batched, leading = lapack.as_batch(x_lu)
+    piv = ctx.tensor(pivots)
+    if str(core.tensor_type(piv).element_type) != "i32":
+        raise TypeError("lu_unpack: the pivots must be int32, as linalg.lu_factor returns them")
+    k = min(core.static_shape(batched)[1:])
+    if core.static_shape(piv)[-1] != k or core.static_shape(piv)[:-1] != leading:
+        raise ValueError(f"lu_unpack: the pivots' shape {core.static_shape(piv)} does not match the LU data's "
+                         f"{core.static_shape(x_lu)}")
+    piv = reshapes.reshape(piv, [core.static_shape(batched)[0], k])
+    return _lu_unpack(batched, piv, leading, unpack_data, unpack_pivots)
+
+
+@table.aten("geqrf.default")
+def geqrf(ctx: OpContext, a: Any) -> tuple[ir.Value, ir.Value]:
+    x = _matrix(ctx, a)
+    batched, leading = lapack.as_batch(x)
+    b, m, n = core.static_shape(batched)
+    element = core.tensor_type(x).element_type
+    out, tau = lapack.call("geqrf", [batched], [batched.type, lapack.batch_type(b, [min(m, n)], element)])
+    return _restore(leading, out, tau)
+
+
+def _reflectors(ctx: OpContext, a: Any, tau: Any) -> tuple[ir.Value, ir.Value, list[int]]:
+    x, t = _matrix(ctx, a), _matrix(ctx, tau) if isinstance(tau, ir.Value) else ctx.tensor(tau)
+    batched, leading = lapack.as_batch(x)
+    t_shape = core.static_shape(t)
+    if t_shape[:-1] != leading:
+        raise ValueError(f"the batch dims of tau {t_shape[:-1]} and of the input {leading} differ")
+    return batched, reshapes.reshape(t, [core.static_shape(batched)[0], t_shape[-1]]), leading
+
+
+@table.aten("linalg_householder_product.default")
+def householder_product(ctx: OpContext, a: Any, tau: Any) -> ir.Value:
+    batched, taus, leading = _reflectors(ctx, a, tau)
+    _, m, n = core.static_shape(batched)
+    k = core.static_shape(taus)[1]
+    if n > m or k > n:
+        raise ValueError(f"householder_product: needs input.shape[-2] >= input.shape[-1] >= tau.shape[-1], "
+                         f"got {m}, {n}, {k}")
+    return lapack.from_batch(lapack.call("orgqr", [batched, taus], [batched.type])[0], leading)
+
+
+@table.aten("ormqr.default")
+def ormqr(ctx: OpContext, a: Any, tau: Any, other: Any, left: bool = True, transpose: bool = False) -> ir.Value:
+    batched, taus, leading = _reflectors(ctx, a, tau)
+    c = _matrix(ctx, other)
+    c_b, c_leading = lapack.as_batch(c)
+    if c_leading != leading:
+        raise ValueError(f"ormqr: the batch dims of other {c_leading} and of the input {leading} differ")
+    nq = core.static_shape(batched)[1]
+    if core.static_shape(c_b)[1 if left else 2] != nq:
+        raise ValueError(f"ormqr: other's {'rows' if left else 'columns'} must number input.shape[-2] = {nq}")
+    out = lapack.call("ormqr", [batched, taus, c_b, int(left), int(transpose)], [c_b.type])[0]
+    return lapack.from_batch(out, leading)
+
+
+@table.aten("linalg_matrix_exp.default")
+def matrix_exp(ctx: OpContext, a: Any) -> ir.Value:
+    x = _matrix(ctx, a)
+    _square(x, "torch.linalg.matrix_exp")
+    batched, leading = lapack.as_batch(x)
+    return lapack.from_batch(lapack.call("matrix_exp", [batched], [batched.type])[0], leading)
+
+
+def _per_matrix(ctx: OpContext, tolerance: Any, leading: list[int], element: ir.Type) -> ir.Value:
+    """A tolerance (number or tensor broadcasting against the batch dims) as one value per
+    matrix of the batch."""
+    dtype = lapack.numpy_dtype(element)
+    value = ctx.tensor(tolerance, dtype)
+    shape = core.static_shape(value)
+    if len(shape) > len(leading) or any(s not in (1, d) for s, d in zip(reversed(shape), reversed(leading))):
+        raise ValueError(f"the tolerance's shape {shape} does not broadcast to the batch dims {leading}")
+    if shape != leading:
+        value = movement.broadcast_to(value, leading)
+    batch = 1
+    for d in leading:
+        batch *= d
+    return reshapes.reshape(value, [batch])
+
+
+@table.aten("linalg_pinv.atol_rtol_tensor", "linalg_pinv.atol_rtol_float")
+def pinv(ctx: OpContext, a: Any, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> ir.Value:
+    x = _matrix(ctx, a)
+    if hermitian:
+        _square(x, "linalg.pinv")
+    batched, leading = lapack.as_batch(x)
+    b, m, n = core.static_shape(batched)
+    element = core.tensor_type(x).element_type
+    tolerances = [_per_matrix(ctx, 0.0 if t is None else t, leading, element) for t in (atol, rtol)]
+    out = lapack.call("pinv", [batched, *tolerances, int(hermitian), int(atol is not None), int(rtol is not None)],
+                      [lapack.batch_type(b, [n, m], element)])[0]
+    return lapack.from_batch(out, leading)
