@@ -41,6 +41,12 @@ from .reduction import reduce
 
 SHIM_SOURCE = Path(__file__).with_name("lapack_shim.c")
 SHIM_NAME = "libtilecraft_lapack.so"
+# The routines whose results are unique only up to sign (eigenvectors, singular vectors):
+# LAPACK implementations choose differently (OpenBLAS's reference code and MKL disagree on
+# most columns from 5x5 up), so these go to the LAPACK that eager PyTorch calls, MKL inside
+# libtorch_cpu, when it exports them; see :func:`torch_lapack_library`.
+SIGN_AMBIGUOUS = frozenset({"syevd", "gesdd"})
+TORCH_SHIM_NAME = "libtilecraft_lapack_torch.so"
 # scipy-openblas builds prefix every symbol (they never clash with another BLAS/LAPACK in
 # the process, e.g. PyTorch's MKL): sgetrf_ is scipy_sgetrf_.
 SYMBOL_PREFIX = "scipy_"
@@ -101,6 +107,59 @@ def shim_library() -> Path:
         raise LapackUnavailable(str(error)) from None
 
 
+def torch_lapack_library() -> "Path | None":
+    """PyTorch's CPU library when it exports the LAPACK routines of :data:`SIGN_AMBIGUOUS`
+    (the x86 wheels link MKL into it and export its symbols), else None.
+
+    Why: ``torch.linalg.eigh``/``svd`` return vectors unique only up to sign, and the
+    PyTorch door is held to eager's raw outputs; calling the same LAPACK gives the same
+    signs. A package of such a model then names libtorch_cpu as a system library.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "lib" / "libtorch_cpu.so"
+    if not path.is_file():
+        return None
+    import ctypes
+
+    try:
+        library = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    return path if all(hasattr(library, f"{p}{r}_") for p in ELEMENTS.values() for r in SIGN_AMBIGUOUS) else None
+
+
+@cache
+def torch_shim_library() -> "tuple[Path, Path] | None":
+    """(shim, libtorch_cpu): the shim built against PyTorch's LAPACK, or None without it."""
+    from ...errors import TilecraftError
+
+    lapack = torch_lapack_library()
+    if lapack is None:
+        return None
+    try:
+        shim = build_shared_library(
+            TORCH_SHIM_NAME, [SHIM_SOURCE],
+            ["-DLAPACK_PREFIX=", "-DENTRY_PREFIX=tilecraft_torch_lapack_", f"-Wl,-soname,{TORCH_SHIM_NAME}",
+             str(lapack), f"-Wl,-rpath,{lapack.parent}", "-lm"],
+            what="the LAPACK shim on PyTorch's LAPACK")
+    except TilecraftError:
+        return None
+    return shim, lapack
+
+
+def _provider(routine: str) -> tuple[Path, Path, str]:
+    """(shim, the LAPACK library it calls, its symbol prefix) for ``routine``."""
+    if routine in SIGN_AMBIGUOUS:
+        torch_shim = torch_shim_library()
+        if torch_shim is not None:
+            return (*torch_shim, "tilecraft_torch_lapack_")
+    return shim_library(), openblas_library(), "tilecraft_lapack_"
+
+
 def _signature_specs(routine: str, element: str) -> tuple[list[str], list[str]]:
     inputs, outputs = ROUTINES[routine]
     return [s.format(t=element) for s in inputs], [s.format(t=element) for s in outputs]
@@ -111,15 +170,15 @@ def _extern(routine: str, element: str, types: Sequence[ir.Type]) -> ExternFunct
     types: an alias of ``tilecraft_lapack_<s|d><routine>`` named after the signature."""
     if element not in ELEMENTS:
         raise TypeError(f"LAPACK routines take float32 or float64 matrices, not {element}")
-    symbol = f"tilecraft_lapack_{ELEMENTS[element]}{routine}"
+    shim, library, prefix = _provider(routine)
+    symbol = f"{prefix}{ELEMENTS[element]}{routine}"
     digest = hashlib.sha256(" ".join(str(t) for t in types).encode()).hexdigest()[:10]
     name = f"{symbol}_{digest}"
     known = registered().get(name)
     if known is not None:
         return known
     inputs, outputs = _signature_specs(routine, element)
-    return register_c(name, shim_library(), symbol, inputs=inputs, outputs=outputs,
-                      dependencies=[str(openblas_library())])
+    return register_c(name, shim, symbol, inputs=inputs, outputs=outputs, dependencies=[str(library)])
 
 
 def _module_of(block: ir.Block) -> ir.Operation:

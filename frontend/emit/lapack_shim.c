@@ -30,6 +30,12 @@
 #define CAT_(a, b, c) a##b##c
 #define CAT(a, b, c) CAT_(a, b, c)
 #define LAPACK(x) CAT(LAPACK_PREFIX, x, _)
+/* The shim's own symbols: tilecraft_lapack_sgetrf...; a shim built against another LAPACK
+ * gets another prefix, so that two shims loaded in one process never interpose. */
+#ifndef ENTRY_PREFIX
+#define ENTRY_PREFIX tilecraft_lapack_
+#endif
+#define ENTRY(p, x) CAT(ENTRY_PREFIX, p, x)
 
 typedef struct { int32_t *allocated, *aligned; int64_t offset, sizes[1], strides[1]; } MemrefI1;
 typedef struct { int32_t *allocated, *aligned; int64_t offset, sizes[2], strides[2]; } MemrefI2;
@@ -96,7 +102,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* LU with partial pivoting of each m x n matrix: LU (L below the diagonal, unit diagonal     \
    * implied; U on and above), pivots (1-based, min(m, n) of them), info. */                   \
-  void tilecraft_lapack_##P##getrf(P##Memref3 *a, P##Memref3 *lu, MemrefI2 *pivots, MemrefI1 *info) { \
+  void ENTRY(P, getrf)(P##Memref3 *a, P##Memref3 *lu, MemrefI2 *pivots, MemrefI1 *info) { \
     int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1);           \
     T *work = P##scratch((int64_t)m * n);                                                       \
     int *ipiv = malloc(sizeof(int) * (size_t)imax(k, 1));                                       \
@@ -114,7 +120,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
   }                                                                                             \
                                                                                                 \
   /* X = A^-1 B (transpose 0) or A^-T B (transpose 1) from getrf's LU and pivots of A. */       \
-  void tilecraft_lapack_##P##getrs(P##Memref3 *lu, MemrefI2 *pivots, P##Memref3 *rhs, int32_t transpose, \
+  void ENTRY(P, getrs)(P##Memref3 *lu, MemrefI2 *pivots, P##Memref3 *rhs, int32_t transpose, \
                                    P##Memref3 *x) {                                             \
     int n = (int)lu->sizes[1], nrhs = (int)rhs->sizes[2], lda = imax(n, 1), status = 0;         \
     T *a = P##scratch((int64_t)n * n), *bx = P##scratch((int64_t)n * nrhs);                     \
@@ -135,7 +141,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* det, sign and log|det| of each square matrix from its LU and pivots: the product of U's    \
    * diagonal, negated once per row exchange (torch's sign is 0 and log|det| -inf when det 0). */ \
-  void tilecraft_lapack_##P##lu_det(P##Memref3 *lu, MemrefI2 *pivots, P##Memref1 *det, P##Memref1 *sign, \
+  void ENTRY(P, lu_det)(P##Memref3 *lu, MemrefI2 *pivots, P##Memref1 *det, P##Memref1 *sign, \
                                     P##Memref1 *logabs) {                                       \
     int64_t n = lu->sizes[1];                                                                   \
     for (int64_t b = 0; b < lu->sizes[0]; ++b) {                                                \
@@ -163,7 +169,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
   /* Cholesky factor of each symmetric matrix (upper 0: A = L L^T from the lower triangle,     \
    * 1: A = U^T U from the upper one), the other triangle zero; info > 0: the leading minor of \
    * that order is not positive definite. */                                                    \
-  void tilecraft_lapack_##P##potrf(P##Memref3 *a, int32_t upper, P##Memref3 *factor, MemrefI1 *info) { \
+  void ENTRY(P, potrf)(P##Memref3 *a, int32_t upper, P##Memref3 *factor, MemrefI1 *info) { \
     int n = (int)a->sizes[1], lda = imax(n, 1);                                                 \
     const char uplo = upper ? 'U' : 'L';                                                        \
     T *work = P##scratch((int64_t)n * n);                                                       \
@@ -179,7 +185,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* Householder QR of each m x n matrix: q (m x m when q has m columns: mode 'complete';       \
    * m x k otherwise; no columns: mode 'r') and r (its rows x n, upper triangular). */          \
-  void tilecraft_lapack_##P##qr(P##Memref3 *a, P##Memref3 *q, P##Memref3 *r) {                  \
+  void ENTRY(P, qr)(P##Memref3 *a, P##Memref3 *q, P##Memref3 *r) {                  \
     int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1);           \
     int qcols = (int)q->sizes[2], status = 0, lwork = -1;                                       \
     int width = imax(n, qcols);                                                                 \
@@ -207,7 +213,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* Eigenvalues (ascending) and, with vectors, eigenvectors (columns) of each symmetric       \
    * matrix read from its lower (upper 0) or upper triangle; info > 0: no convergence. */       \
-  void tilecraft_lapack_##P##syevd(P##Memref3 *a, int32_t upper, int32_t vectors, P##Memref2 *w, \
+  void ENTRY(P, syevd)(P##Memref3 *a, int32_t upper, int32_t vectors, P##Memref2 *w, \
                                    P##Memref3 *v, MemrefI1 *info) {                             \
     int n = (int)a->sizes[1], lda = imax(n, 1), status = 0, lwork = -1, liwork = -1, iquery = 0; \
     const char jobz = vectors ? 'V' : 'N', uplo = upper ? 'U' : 'L';                            \
@@ -234,7 +240,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
   /* Singular values (descending) and, when u has columns, the singular vectors of each m x n  \
    * matrix by divide and conquer: u m x (m or k), vh (n or k) x n, as u's columns say          \
    * (full_matrices or not); info > 0: no convergence. */                                       \
-  void tilecraft_lapack_##P##gesdd(P##Memref3 *a, P##Memref2 *s, P##Memref3 *u, P##Memref3 *vh, \
+  void ENTRY(P, gesdd)(P##Memref3 *a, P##Memref2 *s, P##Memref3 *u, P##Memref3 *vh, \
                                    MemrefI1 *info) {                                            \
     int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1);           \
     int ucols = (int)u->sizes[2], vrows = (int)vh->sizes[1], status = 0, lwork = -1;            \
@@ -267,7 +273,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* X with A X = B (left 1) or X A = B (left 0) for triangular A (upper or lower, unit:      \
    * its diagonal taken as ones); like torch, no check for a zero on the diagonal. */           \
-  void tilecraft_lapack_##P##trsm(P##Memref3 *a, P##Memref3 *rhs, int32_t upper, int32_t left, \
+  void ENTRY(P, trsm)(P##Memref3 *a, P##Memref3 *rhs, int32_t upper, int32_t left, \
                                   int32_t unit, P##Memref3 *x) {                                \
     int n = (int)a->sizes[1], m = (int)rhs->sizes[1], cols = (int)rhs->sizes[2];                \
     int lda = imax(n, 1), ldb = imax(m, 1);                                                     \
@@ -286,7 +292,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* P, L, U of each LU from getrf: P (m x m) the permutation with A = P L U, L (m x k, unit  \
    * lower), U (k x n, upper). */                                                               \
-  void tilecraft_lapack_##P##lu_unpack(P##Memref3 *lu, MemrefI2 *pivots, P##Memref3 *p,         \
+  void ENTRY(P, lu_unpack)(P##Memref3 *lu, MemrefI2 *pivots, P##Memref3 *p,         \
                                        P##Memref3 *l, P##Memref3 *u) {                          \
     int64_t m = lu->sizes[1], n = lu->sizes[2], k = m < n ? m : n;                              \
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));                          \
@@ -319,7 +325,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* LAPACK's QR as it stores it: R on and above the diagonal, the Householder vectors below, \
    * and their scalar factors tau (torch.geqrf). */                                             \
-  void tilecraft_lapack_##P##geqrf(P##Memref3 *a, P##Memref3 *out, P##Memref2 *taus) {          \
+  void ENTRY(P, geqrf)(P##Memref3 *a, P##Memref3 *out, P##Memref2 *taus) {          \
     int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), lda = imax(m, 1), status = 0, lwork = -1; \
     T *work_a = P##scratch((int64_t)m * n), *tau = P##scratch(k), query = 0;                   \
     if (k > 0) LAPACK(P##geqrf)(&m, &n, work_a, &lda, tau, &query, &lwork, &status);            \
@@ -338,7 +344,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* The first n columns of the product of the k Householder reflectors stored in each m x n  \
    * matrix and tau (torch.linalg.householder_product; n <= m, k <= n). */                      \
-  void tilecraft_lapack_##P##orgqr(P##Memref3 *a, P##Memref2 *taus, P##Memref3 *q) {            \
+  void ENTRY(P, orgqr)(P##Memref3 *a, P##Memref2 *taus, P##Memref3 *q) {            \
     int m = (int)a->sizes[1], n = (int)a->sizes[2], k = (int)taus->sizes[1], lda = imax(m, 1);  \
     int status = 0, lwork = -1;                                                                 \
     T *work_a = P##scratch((int64_t)m * n), *tau = P##scratch(k), query = 0;                    \
@@ -358,7 +364,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* Q C, Q^T C (left) or C Q, C Q^T for Q the product of the reflectors in a and tau         \
    * (torch.ormqr). */                                                                          \
-  void tilecraft_lapack_##P##ormqr(P##Memref3 *a, P##Memref2 *taus, P##Memref3 *c, int32_t left, \
+  void ENTRY(P, ormqr)(P##Memref3 *a, P##Memref2 *taus, P##Memref3 *c, int32_t left, \
                                    int32_t transpose, P##Memref3 *out) {                        \
     int nq = (int)a->sizes[1], acols = (int)a->sizes[2], k = (int)taus->sizes[1];               \
     int m = (int)c->sizes[1], n = (int)c->sizes[2], lda = imax(nq, 1), ldc = imax(m, 1);        \
@@ -383,7 +389,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                                                                                 \
   /* exp(A) of each square matrix, in double whatever T: scaling and squaring with a degree-18 \
    * Taylor polynomial (the scaled matrix has norm <= 1/2, so the remainder is below 2^-60). */ \
-  void tilecraft_lapack_##P##matrix_exp(P##Memref3 *a, P##Memref3 *out) {                       \
+  void ENTRY(P, matrix_exp)(P##Memref3 *a, P##Memref3 *out) {                       \
     int64_t n = a->sizes[1], nn = n * n;                                                        \
     double *x = malloc(sizeof(double) * (size_t)(nn > 0 ? nn : 1) * 4);                         \
     double *term = x + nn, *sum = term + nn, *tmp = sum + nn;                                   \
@@ -431,7 +437,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
    * the SVD (or, hermitian, the eigendecomposition with |eigenvalues|), keeping the values    \
    * above max(atol, rtol * the largest); rtol not given: 0 where atol > 0 is given, else      \
    * eps * max(m, n). */                                                                        \
-  void tilecraft_lapack_##P##pinv(P##Memref3 *a, P##Memref1 *atols, P##Memref1 *rtols, int32_t hermitian, \
+  void ENTRY(P, pinv)(P##Memref3 *a, P##Memref1 *atols, P##Memref1 *rtols, int32_t hermitian, \
                                   int32_t atol_given, int32_t rtol_given, P##Memref3 *out) {    \
     int m = (int)a->sizes[1], n = (int)a->sizes[2], k = imin(m, n), status = 0, lwork = -1;     \
     int lda = imax(m, 1), ldvt = imax(k, 1), liwork = -1, iquery = 0;                           \
