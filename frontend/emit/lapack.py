@@ -244,3 +244,28 @@ def check_info(info: ir.Value, message: str) -> None:
     worst64 = arith.extsi(i64, worst)
     zero = arith.constant(i64, 0)
     emit_check(arith.cmpi(arith.CmpIPredicate.eq, worst64, zero), worst64, zero, "linalg", message)
+
+
+def calls_in(module: ir.Module) -> list[tuple[str, str]]:
+    """(extern name, location) of every LAPACK call in ``module``: what a target that cannot
+    call C externs (the C target, CUDA) names when it refuses the model."""
+    found: list[tuple[str, str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "func.call":
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            if callee.startswith(("tilecraft_lapack_", "tilecraft_torch_lapack_")):
+                found.append((callee, str(op.location)))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def refuse_calls(module: ir.Module, target: str, error: type[Exception]) -> None:
+    """Raise ``error`` naming the ops of ``module`` that call LAPACK, which ``target`` cannot."""
+    calls = calls_in(module)
+    if calls:
+        where = "; ".join(sorted({location for _, location in calls}))
+        raise error(f"{target} cannot call LAPACK, which {len(calls)} linear-algebra op(s) of the model "
+                    f"need (compile for 'llvm'): {where}")
