@@ -459,3 +459,10 @@ def pinv(ctx: OpContext, a: Any, atol: Any = None, rtol: Any = None, hermitian: 
     out = lapack.call("pinv", [batched, *tolerances, int(hermitian), int(atol is not None), int(rtol is not None)],
                       [lapack.batch_type(b, [n, m], element)])[0]
     return lapack.from_batch(out, leading)
+
+
+@table.aten("linalg_eig.default")
+def eig(ctx: OpContext, a: Any) -> None:
+    raise NotImplementedError("linalg.eig/eigvals of a general (non-symmetric) matrix return complex tensors, "
+                              "and compiled modules have no complex dtype: use linalg.eigh/eigvalsh for "
+                              "symmetric matrices")
