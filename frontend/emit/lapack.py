@@ -46,6 +46,9 @@ SHIM_NAME = "libtilecraft_lapack.so"
 # most columns from 5x5 up), so these go to the LAPACK that eager PyTorch calls, MKL inside
 # libtorch_cpu, when it exports them; see :func:`torch_lapack_library`.
 SIGN_AMBIGUOUS = frozenset({"syevd", "gesdd"})
+# Bunch-Kaufman's pivots depend on the blocked code's panel width, which differs between
+# implementations: the LDL factorization goes to eager's LAPACK too, when there.
+EAGER_LAPACK = SIGN_AMBIGUOUS | {"sytrf", "sytrs"}
 TORCH_SHIM_NAME = "libtilecraft_lapack_torch.so"
 # scipy-openblas builds prefix every symbol (they never clash with another BLAS/LAPACK in
 # the process, e.g. PyTorch's MKL): sgetrf_ is scipy_sgetrf_.
@@ -69,6 +72,8 @@ ROUTINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "orgqr": ((_MATRIX, _VECTORS), (_MATRIX,)),
     "ormqr": ((_MATRIX, _VECTORS, _MATRIX, "i32", "i32"), (_MATRIX,)),
     "matrix_exp": ((_MATRIX,), (_MATRIX,)),
+    "sytrf": ((_MATRIX,), (_MATRIX, _PIVOTS, _INFO)),
+    "sytrs": ((_MATRIX, _PIVOTS, _MATRIX), (_MATRIX,)),
     "pinv": ((_MATRIX, "memref<?x{t}>", "memref<?x{t}>", "i32", "i32", "i32"), (_MATRIX,)),
 }
 
@@ -153,7 +158,7 @@ def torch_shim_library() -> "tuple[Path, Path] | None":
 
 def _provider(routine: str) -> tuple[Path, Path, str]:
     """(shim, the LAPACK library it calls, its symbol prefix) for ``routine``."""
-    if routine in SIGN_AMBIGUOUS:
+    if routine in EAGER_LAPACK:
         torch_shim = torch_shim_library()
         if torch_shim is not None:
             return (*torch_shim, "tilecraft_torch_lapack_")

@@ -70,6 +70,11 @@ static int imax(int a, int b) { return a > b ? a : b; }
                                const int *k, const T *a, const int *lda, const T *tau, T *c,    \
                                const int *ldc, T *work, const int *lwork, int *info, size_t,    \
                                size_t);                                                         \
+  extern void LAPACK(P##sytrf)(const char *uplo, const int *n, T *a, const int *lda, int *ipiv,  \
+                               T *work, const int *lwork, int *info, size_t);                   \
+  extern void LAPACK(P##sytrs)(const char *uplo, const int *n, const int *nrhs, const T *a,     \
+                               const int *lda, const int *ipiv, T *b, const int *ldb, int *info, \
+                               size_t);                                                         \
   extern void LAPACK(P##trsm)(const char *side, const char *uplo, const char *transa,           \
                               const char *diag, const int *m, const int *n, const T *alpha,     \
                               const T *a, const int *lda, T *b, const int *ldb, size_t, size_t, \
@@ -495,6 +500,51 @@ static int imax(int a, int b) { return a > b ? a : b; }
     free(uu);                                                                                   \
     free(values);                                                                               \
     free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* Bunch-Kaufman LDL^T of each symmetric matrix from its lower triangle (torch.linalg.     \
+   * ldl_factor): L and the 1x1/2x2 blocks of D in the lower triangle (zeros above), LAPACK's  \
+   * pivots (negative: a 2x2 block), info > 0: D is singular (the factorization is done). */    \
+  void ENTRY(P, sytrf)(P##Memref3 *a, P##Memref3 *ld, MemrefI2 *pivots, MemrefI1 *info) {       \
+    int n = (int)a->sizes[1], lda = imax(n, 1), status = 0, lwork = -1;                         \
+    const char uplo = 'L';                                                                      \
+    T *work_a = P##scratch((int64_t)n * n), query = 0;                                          \
+    int *ipiv = malloc(sizeof(int) * (size_t)imax(n, 1));                                       \
+    if (n > 0) LAPACK(P##sytrf)(&uplo, &n, work_a, &lda, ipiv, &query, &lwork, &status, 1);     \
+    lwork = imax((int)query, 1);                                                                \
+    T *work = P##scratch(lwork);                                                                \
+    for (int64_t b = 0; b < a->sizes[0]; ++b) {                                                 \
+      status = 0;                                                                               \
+      P##load(a, b, work_a);                                                                    \
+      if (n > 0) LAPACK(P##sytrf)(&uplo, &n, work_a, &lda, ipiv, work, &lwork, &status, 1);     \
+      P##store(ld, b, work_a, n, -1);                                                           \
+      for (int i = 0; i < n; ++i)                                                               \
+        pivots->aligned[pivots->offset + b * pivots->strides[0] + i * pivots->strides[1]] = ipiv[i]; \
+      P##put_info(info, b, status);                                                             \
+    }                                                                                           \
+    free(work);                                                                                 \
+    free(ipiv);                                                                                 \
+    free(work_a);                                                                               \
+  }                                                                                             \
+                                                                                                \
+  /* X = A^-1 B from sytrf's LD and pivots of A (torch.linalg.ldl_solve). */                   \
+  void ENTRY(P, sytrs)(P##Memref3 *ld, MemrefI2 *pivots, P##Memref3 *rhs, P##Memref3 *x) {      \
+    int n = (int)ld->sizes[1], nrhs = (int)rhs->sizes[2], lda = imax(n, 1), status = 0;         \
+    const char uplo = 'L';                                                                      \
+    T *a = P##scratch((int64_t)n * n), *bx = P##scratch((int64_t)n * nrhs);                     \
+    int *ipiv = malloc(sizeof(int) * (size_t)imax(n, 1));                                       \
+    for (int64_t b = 0; b < rhs->sizes[0]; ++b) {                                               \
+      P##load(ld, ld->sizes[0] == 1 ? 0 : b, a);                                                \
+      P##load(rhs, b, bx);                                                                      \
+      int64_t pb = pivots->sizes[0] == 1 ? 0 : b;                                               \
+      for (int i = 0; i < n; ++i)                                                               \
+        ipiv[i] = pivots->aligned[pivots->offset + pb * pivots->strides[0] + i * pivots->strides[1]]; \
+      if (n > 0 && nrhs > 0) LAPACK(P##sytrs)(&uplo, &n, &nrhs, a, &lda, ipiv, bx, &lda, &status, 1); \
+      P##store(x, b, bx, n, 0);                                                                 \
+    }                                                                                           \
+    free(ipiv);                                                                                 \
+    free(bx);                                                                                   \
+    free(a);                                                                                    \
   }
 
 ROUTINES(float, s)

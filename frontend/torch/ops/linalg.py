@@ -18,6 +18,7 @@ variants return ``info`` instead, as in eager.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mlir import ir
@@ -466,3 +467,30 @@ def eig(ctx: OpContext, a: Any) -> None:
     raise NotImplementedError("linalg.eig/eigvals of a general (non-symmetric) matrix return complex tensors, "
                               "and compiled modules have no complex dtype: use linalg.eigh/eigvalsh for "
                               "symmetric matrices")
+
+
+@table.aten("linalg_ldl_factor_ex.default")
+def ldl_factor_ex(ctx: OpContext, a: Any, *, hermitian: bool = False,
+                  check_errors: bool = False) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Real matrices: hermitian or not, the same symmetric factorization (sytrf)."""
+    x = _matrix(ctx, a)
+    _square(x, "torch.linalg.ldl_factor_ex")
+    batched, leading = lapack.as_batch(x)
+    b, n, _ = core.static_shape(batched)
+    ld, pivots, info = lapack.call("sytrf", [batched], [
+        batched.type, lapack.batch_type(b, [n], _i32()), lapack.batch_type(b, [], _i32())])
+    return _restore(leading, ld, pivots, info)
+
+
+@table.aten("linalg_ldl_solve.default")
+def ldl_solve(ctx: OpContext, ld: Any, pivots: Any, b: Any, *, hermitian: bool = False) -> ir.Value:
+    x_ld, x_b = _matrix(ctx, ld), _matrix(ctx, b)
+    _square(x_ld, "torch.linalg.ldl_solve")
+    piv = ctx.tensor(pivots)
+    ld_shape, b_shape = core.static_shape(x_ld), core.static_shape(x_b)
+    if ld_shape[:-2] != b_shape[:-2] and math.prod(ld_shape[:-2]) != 1:
+        raise ValueError(f"ldl_solve: the batch dims of LD {ld_shape[:-2]} and B {b_shape[:-2]} differ")
+    ld_b, _ = lapack.as_batch(x_ld)
+    rhs, leading = lapack.as_batch(x_b)
+    piv = reshapes.reshape(piv, [core.static_shape(ld_b)[0], ld_shape[-1]])
+    return lapack.from_batch(lapack.call("sytrs", [ld_b, piv, rhs], [rhs.type])[0], leading)
