@@ -23,7 +23,9 @@ collapses a tensor's leading dims into one and :func:`from_batch` restores them.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import importlib.util
 import math
 from functools import cache
 from pathlib import Path
@@ -33,6 +35,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, tensor
 
+from ...errors import TilecraftError
 from ...runtime.extern import ExternFunction, register_c, registered
 from ...runtime.native import build_shared_library
 from . import core, reshapes
@@ -99,8 +102,6 @@ def openblas_library() -> Path:
 @cache
 def shim_library() -> Path:
     """Build (once per content) and return the shim linked against OpenBLAS."""
-    from ...errors import TilecraftError
-
     lapack = openblas_library()
     try:
         return build_shared_library(
@@ -120,16 +121,12 @@ def torch_lapack_library() -> "Path | None":
     PyTorch door is held to eager's raw outputs; calling the same LAPACK gives the same
     signs. A package of such a model then names libtorch_cpu as a system library.
     """
-    import importlib.util
-
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         return None
     path = Path(spec.origin).parent / "lib" / "libtorch_cpu.so"
     if not path.is_file():
         return None
-    import ctypes
-
     try:
         library = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     except OSError:
@@ -140,8 +137,6 @@ def torch_lapack_library() -> "Path | None":
 @cache
 def torch_shim_library() -> "tuple[Path, Path] | None":
     """(shim, libtorch_cpu): the shim built against PyTorch's LAPACK, or None without it."""
-    from ...errors import TilecraftError
-
     lapack = torch_lapack_library()
     if lapack is None:
         return None

@@ -228,9 +228,8 @@ def qr(ctx: OpContext, a: Any, mode: str = "reduced") -> tuple[ir.Value, ir.Valu
     r_rows = m if mode == "complete" else k
     q, r = lapack.call("qr", [batched], [lapack.batch_type(b, [m if q_cols else 0, q_cols], element),
                                          lapack.batch_type(b, [r_rows, n], element)])
-    if mode == "r":  # eager returns an empty Q
-        q = reshapes.reshape(q, [*leading, 0, 0])
-        return q, lapack.from_batch(r, leading)
+    if mode == "r":  # eager returns an empty Q of shape (0,)
+        return reshapes.reshape(q, [0]), lapack.from_batch(r, leading)
     return _restore(leading, q, r)
 
 

@@ -113,3 +113,9 @@ def test_a_package_of_a_model_calling_lapack_loads_and_runs(tmp_path):
 def test_the_c_target_refuses_lapack_calls_naming_the_op():
     with pytest.raises(CTargetUnsupportedOpError, match="LAPACK.*_linalg_solve_ex"):
         tilecraft.torch.compile(_module(torch.linalg.solve), (torch.randn(3, 3), torch.randn(3, 1)), target="c")
+
+
+def test_qr_in_mode_r_returns_an_empty_q_and_eigvalsh_svdvals_no_vectors():
+    torch.manual_seed(5)
+    check(lambda a: torch.linalg.qr(a, mode="r"), torch.randn(2, 5, 3))
+    check(lambda s: (torch.linalg.eigvalsh(s), torch.linalg.svdvals(s)), _spd(3, n=4))
