@@ -136,15 +136,15 @@ def _vector_rhs(a_shape: list, b_shape: list) -> bool:
 
 def _solve(a: ir.Value, b: ir.Value, left: bool, lu_of: "tuple[ir.Value, ir.Value] | None" = None,
            adjoint: bool = False) -> tuple[ir.Value, ir.Value, ir.Value, "ir.Value | None", list[int]]:
-    """(X, LU, pivots, info, batch dims) of A X = B (X A = B unless ``left``), broadcasting batch dims,
-    B a vector or a matrix as torch decides; ``adjoint``: A^T in place of A. With ``lu_of`` (LU and pivots of A, batched
-    like A), no factorization happens and info is None."""
+    """(X, LU, pivots, info, batch dims) of A X = B (X A = B unless ``left``), broadcasting
+    batch dims, B a vector or a matrix as torch decides; ``adjoint``: A^T in place of A.
+    With ``lu_of`` (LU and pivots of A, batched like A), no factorization happens and info
+    is None."""
     vector = _vector_rhs(core.static_shape(a), core.static_shape(b))
     if vector:
         b = reshapes.reshape(b, [*core.static_shape(b), 1])
     if not left:  # X A = B  <=>  A^T X^T = B^T
-        b = core.transpose(b, [*range(len(core.static_shape(b)) - 2), len(core.static_shape(b)) - 1,
-                               len(core.static_shape(b)) - 2])
+        b = _transpose_last(b)
     if lu_of is not None:
         lu_full, pivots_full = lu_of
         a_b, b_b = _broadcast_batches(lu_full, b)
@@ -161,8 +161,7 @@ def _solve(a: ir.Value, b: ir.Value, left: bool, lu_of: "tuple[ir.Value, ir.Valu
     # X A = B is A^T X^T = B^T, and X A^T = B is A X^T = B^T
     x = lapack.from_batch(_lu_solve(lu, pivots, rhs, transpose=adjoint if left else not adjoint), leading)
     if not left:
-        rank = len(core.static_shape(x))
-        x = core.transpose(x, [*range(rank - 2), rank - 1, rank - 2])
+        x = _transpose_last(x)
     if vector:
         x = reshapes.reshape(x, core.static_shape(x)[:-1])
     return x, lu, pivots, info, leading
@@ -197,7 +196,7 @@ def inv_ex(ctx: OpContext, a: Any, check_errors: bool = False) -> tuple[ir.Value
 
 
 @table.aten("_linalg_check_errors.default")
-def check_errors(ctx: OpContext, info: Any, api_name: str, *, is_matrix: bool) -> None:
+def linalg_check_errors(ctx: OpContext, info: Any, api_name: str, *, is_matrix: bool) -> None:
     failure = _FAILURES.get(api_name.removeprefix("torch."), "LAPACK reported info {value}")
     lapack.check_info(ctx.tensor(info), f"{api_name}: {failure}")
     return None
