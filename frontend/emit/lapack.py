@@ -246,7 +246,7 @@ def check_info(info: ir.Value, message: str) -> None:
     emit_check(arith.cmpi(arith.CmpIPredicate.eq, worst64, zero), worst64, zero, "linalg", message)
 
 
-def calls_in(module: ir.Module) -> list[tuple[str, str]]:
+def calls_in(module: "ir.Module | ir.Operation") -> list[tuple[str, str]]:
     """(extern name, location) of every LAPACK call in ``module``: what a target that cannot
     call C externs (the C target, CUDA) names when it refuses the model."""
     found: list[tuple[str, str]] = []
@@ -258,11 +258,11 @@ def calls_in(module: ir.Module) -> list[tuple[str, str]]:
                 found.append((callee, str(op.location)))
         return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
+    getattr(module, "operation", module).walk(visit)
     return found
 
 
-def refuse_calls(module: ir.Module, target: str, error: type[Exception]) -> None:
+def refuse_calls(module: "ir.Module | ir.Operation", target: str, error: type[Exception]) -> None:
     """Raise ``error`` naming the ops of ``module`` that call LAPACK, which ``target`` cannot."""
     calls = calls_in(module)
     if calls:

@@ -1,7 +1,7 @@
 """The linear-algebra family through LAPACK (frontend/torch/ops/linalg.py): what the OpInfo
 suite does not reach: bad inputs (a singular or not positive-definite matrix is a typed
 run-time error, the ``*_ex`` variants return ``info``; non-square and mismatched inputs are
-import errors), float64, broadcast batch dims, a package round trip, the C target's refusal.
+import errors), float64, broadcast batch dims, a package round trip, the C and CUDA targets' refusals.
 Numerics of every op on OpInfo's samples: tests/conformance/torch."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 import tilecraft
 import tilecraft.runtime as rt
 import tilecraft.torch
-from tilecraft.errors import CTargetUnsupportedOpError, LinAlgError, RuntimeCheckError, TorchImportError
+from tilecraft.errors import CTargetUnsupportedOpError, GpuScheduleError, LinAlgError, RuntimeCheckError, TorchImportError
 from torch_testing import Lambda, check
 
 pytest.importorskip("scipy_openblas32")
@@ -110,9 +110,10 @@ def test_a_package_of_a_model_calling_lapack_loads_and_runs(tmp_path):
     np.testing.assert_allclose(loaded(a.numpy(), b.numpy()), model(a, b).numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_the_c_target_refuses_lapack_calls_naming_the_op():
-    with pytest.raises(CTargetUnsupportedOpError, match="LAPACK.*_linalg_solve_ex"):
-        tilecraft.torch.compile(_module(torch.linalg.solve), (torch.randn(3, 3), torch.randn(3, 1)), target="c")
+@pytest.mark.parametrize("target, error", [("c", CTargetUnsupportedOpError), ("cuda", GpuScheduleError)])
+def test_the_c_and_cuda_targets_refuse_lapack_calls_naming_the_op(target, error):
+    with pytest.raises(error, match="LAPACK.*_linalg_solve_ex"):
+        tilecraft.torch.compile(_module(torch.linalg.solve), (torch.randn(3, 3), torch.randn(3, 1)), target=target)
 
 
 def test_qr_in_mode_r_returns_an_empty_q_and_eigvalsh_svdvals_no_vectors():
