@@ -305,3 +305,8 @@ class IRNotKeptError(TilecraftError, KeyError):
     compiled with ``keep_ir=False``, or a model whose every node runs on the host.
 
     Derives from ``KeyError`` (a lookup by name), which ``ir()`` raised before."""
+class LinAlgError(RuntimeCheckError):
+    """A linear-algebra routine met a matrix it cannot handle during a call, where PyTorch
+    raises ``torch.linalg.LinAlgError``: a singular matrix to ``solve``/``inv``, one that is
+    not positive-definite to ``cholesky``, an eigen or singular value decomposition that
+    did not converge. The message names the op, its node and LAPACK's ``info``."""

@@ -22,8 +22,8 @@ import ctypes
 import threading
 from typing import Any, Sequence
 
-from ..errors import (AllocationLimitError, IndexOutOfRangeError, RuntimeCheckError, RuntimeVerificationError,
-                      ShapeMismatchError)
+from ..errors import (AllocationLimitError, IndexOutOfRangeError, LinAlgError, RuntimeCheckError,
+                      RuntimeVerificationError, ShapeMismatchError)
 
 # The tensor-level marker: a private declaration ``(i1, i64, i64) -> ()``.
 CHECK_FUNCTION = "tilecraft_runtime_check"
@@ -31,7 +31,8 @@ CHECK_FUNCTION = "tilecraft_runtime_check"
 # template, with ``{value}`` and ``{bound}`` filled in from the failing call's operands.
 KIND_ATTRIBUTE = "tilecraft.check_kind"
 MESSAGE_ATTRIBUTE = "tilecraft.check_message"
-KINDS = ("index", "shape", "alloc", "verify")  # verify: a checked build's (runtime_verification.py)
+KINDS = ("index", "shape", "alloc", "verify",  # verify: a checked build's (runtime_verification.py)
+         "linalg")  # linalg: LAPACK's info of a factorization (frontend/emit/lapack.py)
 # Module attribute of the lowered module: one "kind\tmessage" string per check id.
 TABLE_ATTRIBUTE = "tilecraft.runtime_checks"
 # The C function a failed check calls: ``void (int64_t id, int64_t value, int64_t bound)``.
@@ -41,7 +42,7 @@ REPORT_SYMBOL = "tilecraft_check_failed"
 TAKE_SYMBOL = "tilecraft_take_check_failure"
 
 _ERRORS = {"index": IndexOutOfRangeError, "shape": ShapeMismatchError, "alloc": AllocationLimitError,
-           "verify": RuntimeVerificationError}
+           "verify": RuntimeVerificationError, "linalg": LinAlgError}
 
 
 def encode_table(entries: Sequence[tuple[str, str]]) -> list[str]:

@@ -35,6 +35,11 @@ from ..emit import core
 from ...errors import InternalError, OperandError, OperandTypeError, TilecraftError
 
 ENTRY_NAME = "main"
+# ``torch.export`` threads ops with side effects (``_linalg_check_errors``, which raises in
+# eager) through effect tokens: a TOKEN input, ``with_effects(token, op, *args)`` calls and a
+# TOKEN output. The compiled code keeps the ops' order anyway, so a token is this marker.
+EFFECT_TOKEN = "effect-token"
+WITH_EFFECTS = "with_effects"
 
 # torch dtype -> numpy dtype (bfloat16 and complex types have no numpy/MLIR path here).
 TORCH_TO_NUMPY: dict[torch.dtype, np.dtype] = {
@@ -176,11 +181,12 @@ class ProgramImporter:
     # --- the graph ------------------------------------------------------------------------
 
     def unsupported(self) -> list[tuple[str, str, str]]:
-        """Every call no handler covers, as (FX node, op, source location)."""
+        """Every call no handler covers, as (FX node, op, source location); the op of a
+        ``with_effects`` call is the one it wraps."""
         return [
-            (node.name, op_name(node.target), describe_location(node))
+            (node.name, _called_op(node), describe_location(node))
             for node in self.graph.nodes
-            if node.op == "call_function" and op_name(node.target) not in self.table
+            if node.op == "call_function" and _called_op(node) not in self.table
         ]
 
     def _weights(self) -> dict[str, np.ndarray]:
@@ -188,7 +194,7 @@ class ProgramImporter:
         signature = self.program.graph_signature
         weights = {}
         for spec in signature.input_specs:
-            if spec.kind == InputKind.USER_INPUT:
+            if spec.kind in (InputKind.USER_INPUT, InputKind.TOKEN):
                 continue
             if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
                 tensor = self.program.state_dict.get(spec.target)
@@ -221,13 +227,15 @@ class ProgramImporter:
             listing = "; ".join(f"{op} (node {name!r} at {where})" for name, op, where in problems)
             raise TorchImportError(f"{len(problems)} unsupported ATen op(s): {listing}", problems=problems)
         for spec in self.program.graph_signature.output_specs:
-            if spec.kind != OutputKind.USER_OUTPUT:
+            if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.TOKEN):
                 raise TorchImportError(
                     f"the program updates {spec.target!r} ({spec.kind.name}): a module that mutates "
                     "its state on every call (training mode?) cannot be compiled for inference")
         weights = self._weights()
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
-        user_inputs = [n for n in placeholders if n.name not in weights]
+        tokens = {spec.arg.name for spec in self.program.graph_signature.input_specs
+                  if spec.kind == InputKind.TOKEN}
+        user_inputs = [n for n in placeholders if n.name not in weights and n.name not in tokens]
         arg_types = [self._argument_type(n) for n in user_inputs]
         location = ir.Location.file("torch.export", 0, 0)
         with location, ir.InsertionPoint(self.module.body):
@@ -237,6 +245,8 @@ class ProgramImporter:
         for node in placeholders:
             if node.name in weights:
                 self.bind(node, weights[node.name])
+            elif node.name in tokens:
+                self.bind(node, EFFECT_TOKEN)
         for node, argument in zip(user_inputs, entry.arguments):
             self.bind(node, argument)
         results: list[ir.Value] = []
@@ -253,7 +263,7 @@ class ProgramImporter:
                     raise TorchImportError(f"FX node {node.name!r}: {node.op} nodes are not supported")
         function.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(arg_types, [r.type for r in results]))
-        outputs = [n for n in self.graph.nodes if n.op == "output"][0].args[0]
+        outputs = _user_outputs(self.program, [n for n in self.graph.nodes if n.op == "output"][0].args[0])
         function.attributes["res_attrs"] = ir.ArrayAttr.get([_boundary_attributes(o, None) for o in outputs])
         return function
 
@@ -263,7 +273,7 @@ class ProgramImporter:
         return ir.Location.name(f"{node.name}({op_name(node.target)})", childLoc=child)
 
     def _results(self, node: fx.Node) -> list[ir.Value]:
-        outputs = node.args[0]
+        outputs = _user_outputs(self.program, node.args[0])
         results = []
         for position, output in enumerate(outputs):
             value = self.values.get(output) if isinstance(output, fx.Node) else output
@@ -280,6 +290,13 @@ class ProgramImporter:
         args = fx.node.map_arg(node.args, lambda n: self.values[n])
         kwargs = fx.node.map_arg(node.kwargs, lambda n: self.values[n])
         name = op_name(node.target)
+        if name == WITH_EFFECTS:  # (token, op, *args): the op's results after the token
+            token, target, *args = args
+            name = op_name(target)
+            context = OpContext(node, self)
+            value = self._call_handler(node, name, context, args, kwargs)
+            self.bind(node, (token, *(value if isinstance(value, tuple) else () if value is None else (value,))))
+            return
         if name == "operator.getitem" or (self._known((args, kwargs)) and _foldable(node.target)):
             try:
                 self.bind(node, _evaluate(node.target, args, kwargs))
@@ -289,8 +306,11 @@ class ProgramImporter:
             except Exception:  # not evaluable eagerly (symbolic input): emit it instead
                 pass
         context = OpContext(node, self)
+        self.bind(node, self._call_handler(node, name, context, args, kwargs))
+
+    def _call_handler(self, node: fx.Node, name: str, context: OpContext, args: Any, kwargs: Any) -> Any:
         try:
-            value = self.table[name](context, *args, **kwargs)
+            return self.table[name](context, *args, **kwargs)
         except OperandError as error:  # the converter found the program's fault
             raise TorchImportError(
                 f"node {node.name!r} ({name}) at {describe_location(node)}: {error}",
@@ -301,7 +321,22 @@ class ProgramImporter:
             raise InternalError(
                 f"node {node.name!r} ({name}) at {describe_location(node)}: the {name} converter "
                 f"failed, a bug in tilecraft: {type(error).__name__}: {error}") from error
-        self.bind(node, value)
+
+
+def _called_op(node: fx.Node) -> str:
+    """The op table key of a call node (for ``with_effects``, of the op it wraps)."""
+    name = op_name(node.target)
+    if name == WITH_EFFECTS and len(node.args) > 1:
+        return op_name(node.args[1])
+    return name
+
+
+def _user_outputs(program: ExportedProgram, outputs: Any) -> list[Any]:
+    """The output node's values without the effect tokens."""
+    specs = program.graph_signature.output_specs
+    if len(specs) != len(outputs):
+        return list(outputs)
+    return [o for o, spec in zip(outputs, specs) if spec.kind != OutputKind.TOKEN]
 
 
 def _boundary_attributes(node: Any, name: str | None) -> ir.DictAttr:

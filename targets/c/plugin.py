@@ -11,6 +11,7 @@ from mlir import ir
 from ...compiler.source import load
 from ...dialects import graph
 from ...errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError, TargetError
+from ...frontend.emit.lapack import refuse_calls
 from ...frontend.loader import Model, is_onnx_source, load_module
 from ...pipelines.entry import entry_signature, find_entry
 from ...pipelines.options import CompileOptions
@@ -66,6 +67,7 @@ class CTarget(TargetPlugin):
         graph.load(context)
         started = time.perf_counter()
         module = load_module(source, context, shape_dict=options.shape_dict, name=source_name)
+        refuse_calls(module, "the C target", CTargetUnsupportedOpError)
         seconds = {"import": time.perf_counter() - started}
         planned = []
         with context, ir.Location.unknown():

@@ -36,7 +36,8 @@ from typing import Mapping
 
 from mlir import ir
 
-from ...errors import TargetError, ToolchainError
+from ...errors import GpuScheduleError, TargetError, ToolchainError
+from ...frontend.emit.lapack import refuse_calls
 from ...pipelines.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
@@ -194,6 +195,16 @@ def ptxas_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             obj.target, int(gpu.CompilationTarget.Binary), cubin, obj.properties, obj.kernels)])
 
 
+REFUSE_LAPACK = "tilecraft-gpu-refuse-lapack"
+
+
+@register_pass(REFUSE_LAPACK, "Refuse LAPACK calls (the linear-algebra ops), which have no device code")
+def refuse_lapack_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why a pass at the start: without it the call reaches the GPU mapping, which fails on
+    host memory with a message that does not name the op."""
+    refuse_calls(module, "the CUDA target", GpuScheduleError)
+
+
 def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = "") -> Pipeline:
     """The CUDA pipeline for ``target`` (``"cuda -arch=sm_80"``) as an editable :class:`Pipeline`.
 
@@ -208,7 +219,7 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
         (
             # The run-time checks the emitters added are removed: the device code has no
             # status to report them through yet (docs/robustness.md).
-            Stage("input", ("tilecraft-prepare-entry", f"{INSERT_CHECKS}{{enabled=0}}"),
+            Stage("input", ("tilecraft-prepare-entry", REFUSE_LAPACK, f"{INSERT_CHECKS}{{enabled=0}}"),
                   "C interface on public functions; arguments read-only; no run-time checks"),
             Stage("simplify", ("canonicalize", "cse", INT8_MATMUL_PASS,
                                "func.func(linalg-fuse-elementwise-ops)", "canonicalize"),
