@@ -35,7 +35,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, tensor
 
-from ...errors import TilecraftError
+from ...errors import OperandError, OperandTypeError, TilecraftError
 from ...runtime.extern import ExternFunction, register_c, registered
 from ...runtime.native import build_shared_library
 from . import core, reshapes
@@ -169,7 +169,7 @@ def _extern(routine: str, element: str, types: Sequence[ir.Type]) -> ExternFunct
     """The extern for a call of ``routine`` on ``element`` with these operand and result
     types: an alias of ``tilecraft_lapack_<s|d><routine>`` named after the signature."""
     if element not in ELEMENTS:
-        raise TypeError(f"LAPACK routines take float32 or float64 matrices, not {element}")
+        raise OperandTypeError(f"LAPACK routines take float32 or float64 matrices, not {element}")
     shim, library, prefix = _provider(routine)
     symbol = f"{prefix}{ELEMENTS[element]}{routine}"
     digest = hashlib.sha256(" ".join(str(t) for t in types).encode()).hexdigest()[:10]
@@ -215,9 +215,9 @@ def as_batch(value: ir.Value) -> tuple[ir.Value, list[int]]:
     """A static tensor of rank >= 2 as ``batch x rows x cols`` and its leading dims."""
     shape = core.static_shape(value)
     if len(shape) < 2:
-        raise ValueError(f"expected a matrix or a batch of matrices, got a tensor of rank {len(shape)}")
+        raise OperandError(f"expected a matrix or a batch of matrices, got a tensor of rank {len(shape)}")
     if None in shape:
-        raise NotImplementedError("linear-algebra ops need static shapes (a dim is dynamic)")
+        raise OperandError("linear-algebra ops need static shapes (a dim is dynamic)")
     leading = list(shape[:-2])
     return reshapes.reshape(value, [math.prod(leading), *shape[-2:]]), leading
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from mlir import ir
 
+from ....errors import OperandError, OperandTypeError
 from ...emit import core, lapack, movement, reshapes
 from ..importer import OpContext
 from . import table
@@ -43,16 +44,16 @@ def _matrix(ctx: OpContext, value: Any) -> ir.Value:
     x = ctx.tensor(value)
     element = str(core.tensor_type(x).element_type)
     if element not in lapack.ELEMENTS:
-        raise TypeError(f"linear-algebra ops take float32 or float64 tensors, not {element}")
+        raise OperandTypeError(f"linear-algebra ops take float32 or float64 tensors, not {element}")
     return x
 
 
 def _square(x: ir.Value, what: str) -> None:
     shape = core.static_shape(x)
     if len(shape) < 2:
-        raise ValueError(f"{what}: the input must have at least 2 dimensions, got {len(shape)}")
+        raise OperandError(f"{what}: the input must have at least 2 dimensions, got {len(shape)}")
     if shape[-1] != shape[-2]:
-        raise ValueError(f"{what}: A must be batches of square matrices, but they are "
+        raise OperandError(f"{what}: A must be batches of square matrices, but they are "
                          f"{shape[-2]} by {shape[-1]} matrices")
 
 
@@ -78,7 +79,7 @@ def _restore(leading: list[int], *values: ir.Value) -> tuple[ir.Value, ...]:
 @table.aten("linalg_lu_factor_ex.default")
 def lu_factor_ex(ctx: OpContext, a: Any, pivot: bool = True, check_errors: bool = False) -> tuple[ir.Value, ...]:
     if not pivot:
-        raise NotImplementedError("LU without pivoting (pivot=False) is not supported on CPU, as in eager")
+        raise OperandError("LU without pivoting (pivot=False) is not supported on CPU, as in eager")
     lu, pivots, info, leading = _lu(_matrix(ctx, a))
     return _restore(leading, lu, pivots, info)
 
@@ -119,7 +120,7 @@ def _broadcast_batches(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
     batch = []
     for x, y in zip(batch_a, batch_b):
         if x != y and 1 not in (x, y):
-            raise ValueError(f"the batch dimensions {shape_a[:-2]} and {shape_b[:-2]} do not broadcast")
+            raise OperandError(f"the batch dimensions {shape_a[:-2]} and {shape_b[:-2]} do not broadcast")
         batch.append(max(x, y))
     if [*batch, *shape_a[-2:]] != shape_a:
         a = movement.broadcast_to(a, [*batch, *shape_a[-2:]])
@@ -217,7 +218,7 @@ def cholesky_ex(ctx: OpContext, a: Any, upper: bool = False, check_errors: bool 
 def qr(ctx: OpContext, a: Any, mode: str = "reduced") -> tuple[ir.Value, ir.Value]:
     x = _matrix(ctx, a)
     if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' "
+        raise OperandError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' "
                          "(default), 'r', or 'complete'")
     batched, leading = lapack.as_batch(x)
     b, m, n = core.static_shape(batched)
@@ -237,7 +238,7 @@ def eigh(ctx: OpContext, a: Any, uplo: str = "L", compute_v: bool = True) -> tup
     x = _matrix(ctx, a)
     _square(x, "linalg.eigh")
     if uplo not in ("L", "U"):
-        raise ValueError(f"Expected UPLO argument to be 'L' or 'U', but got {uplo}")
+        raise OperandError(f"Expected UPLO argument to be 'L' or 'U', but got {uplo}")
     batched, leading = lapack.as_batch(x)
     b, n, _ = core.static_shape(batched)
     element = core.tensor_type(x).element_type
@@ -357,7 +358,7 @@ def _lu_unpack(lu: ir.Value, pivots: ir.Value, leading: list[int], unpack_data: 
 @table.aten("linalg_lu.default")
 def linalg_lu(ctx: OpContext, a: Any, pivot: bool = True) -> tuple[ir.Value, ir.Value, ir.Value]:
     if not pivot:
-        raise NotImplementedError("LU without pivoting (pivot=False) is not supported on CPU, as in eager")
+        raise OperandError("LU without pivoting (pivot=False) is not supported on CPU, as in eager")
     lu, pivots, _, leading = _lu(_matrix(ctx, a))
     return _lu_unpack(lu, pivots, leading)
 
@@ -369,10 +370,10 @@ def lu_unpack(ctx: OpContext, lu: Any, pivots: Any, unpack_data: bool = True,
     batched, leading = lapack.as_batch(x_lu)
     piv = ctx.tensor(pivots)
     if str(core.tensor_type(piv).element_type) != "i32":
-        raise TypeError("lu_unpack: the pivots must be int32, as linalg.lu_factor returns them")
+        raise OperandTypeError("lu_unpack: the pivots must be int32, as linalg.lu_factor returns them")
     k = min(core.static_shape(batched)[1:])
     if core.static_shape(piv)[-1] != k or core.static_shape(piv)[:-1] != leading:
-        raise ValueError(f"lu_unpack: the pivots' shape {core.static_shape(piv)} does not match the LU data's "
+        raise OperandError(f"lu_unpack: the pivots' shape {core.static_shape(piv)} does not match the LU data's "
                          f"{core.static_shape(x_lu)}")
     piv = reshapes.reshape(piv, [core.static_shape(batched)[0], k])
     return _lu_unpack(batched, piv, leading, unpack_data, unpack_pivots)
@@ -393,7 +394,7 @@ def _reflectors(ctx: OpContext, a: Any, tau: Any) -> tuple[ir.Value, ir.Value, l
     batched, leading = lapack.as_batch(x)
     t_shape = core.static_shape(t)
     if t_shape[:-1] != leading:
-        raise ValueError(f"the batch dims of tau {t_shape[:-1]} and of the input {leading} differ")
+        raise OperandError(f"the batch dims of tau {t_shape[:-1]} and of the input {leading} differ")
     return batched, reshapes.reshape(t, [core.static_shape(batched)[0], t_shape[-1]]), leading
 
 
@@ -403,7 +404,7 @@ def householder_product(ctx: OpContext, a: Any, tau: Any) -> ir.Value:
     _, m, n = core.static_shape(batched)
     k = core.static_shape(taus)[1]
     if n > m or k > n:
-        raise ValueError(f"householder_product: needs input.shape[-2] >= input.shape[-1] >= tau.shape[-1], "
+        raise OperandError(f"householder_product: needs input.shape[-2] >= input.shape[-1] >= tau.shape[-1], "
                          f"got {m}, {n}, {k}")
     return lapack.from_batch(lapack.call("orgqr", [batched, taus], [batched.type])[0], leading)
 
@@ -414,10 +415,10 @@ def ormqr(ctx: OpContext, a: Any, tau: Any, other: Any, left: bool = True, trans
     c = _matrix(ctx, other)
     c_b, c_leading = lapack.as_batch(c)
     if c_leading != leading:
-        raise ValueError(f"ormqr: the batch dims of other {c_leading} and of the input {leading} differ")
+        raise OperandError(f"ormqr: the batch dims of other {c_leading} and of the input {leading} differ")
     nq = core.static_shape(batched)[1]
     if core.static_shape(c_b)[1 if left else 2] != nq:
-        raise ValueError(f"ormqr: other's {'rows' if left else 'columns'} must number input.shape[-2] = {nq}")
+        raise OperandError(f"ormqr: other's {'rows' if left else 'columns'} must number input.shape[-2] = {nq}")
     out = lapack.call("ormqr", [batched, taus, c_b, int(left), int(transpose)], [c_b.type])[0]
     return lapack.from_batch(out, leading)
 
@@ -437,7 +438,7 @@ def _per_matrix(ctx: OpContext, tolerance: Any, leading: list[int], element: ir.
     value = ctx.tensor(tolerance, dtype)
     shape = core.static_shape(value)
     if len(shape) > len(leading) or any(s not in (1, d) for s, d in zip(reversed(shape), reversed(leading))):
-        raise ValueError(f"the tolerance's shape {shape} does not broadcast to the batch dims {leading}")
+        raise OperandError(f"the tolerance's shape {shape} does not broadcast to the batch dims {leading}")
     if shape != leading:
         value = movement.broadcast_to(value, leading)
     batch = 1
@@ -462,7 +463,7 @@ def pinv(ctx: OpContext, a: Any, atol: Any = None, rtol: Any = None, hermitian: 
 
 @table.aten("linalg_eig.default")
 def eig(ctx: OpContext, a: Any) -> None:
-    raise NotImplementedError("linalg.eig/eigvals of a general (non-symmetric) matrix return complex tensors, "
+    raise OperandError("linalg.eig/eigvals of a general (non-symmetric) matrix return complex tensors, "
                               "and compiled modules have no complex dtype: use linalg.eigh/eigvalsh for "
                               "symmetric matrices")
 
@@ -487,7 +488,7 @@ def ldl_solve(ctx: OpContext, ld: Any, pivots: Any, b: Any, *, hermitian: bool =
     piv = ctx.tensor(pivots)
     ld_shape, b_shape = core.static_shape(x_ld), core.static_shape(x_b)
     if ld_shape[:-2] != b_shape[:-2] and math.prod(ld_shape[:-2]) != 1:
-        raise ValueError(f"ldl_solve: the batch dims of LD {ld_shape[:-2]} and B {b_shape[:-2]} differ")
+        raise OperandError(f"ldl_solve: the batch dims of LD {ld_shape[:-2]} and B {b_shape[:-2]} differ")
     ld_b, _ = lapack.as_batch(x_ld)
     rhs, leading = lapack.as_batch(x_b)
     piv = reshapes.reshape(piv, [core.static_shape(ld_b)[0], ld_shape[-1]])
