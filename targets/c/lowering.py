@@ -19,6 +19,9 @@ Why these steps, in this order:
   :data:`LIBM_FUNCTIONS` (docs/c-target.md); anything else is a typed error.
 - ``tilecraft-c-outline-nests``: each top-level loop nest becomes a function of the buffers
   it touches, which the plan made disjoint, so the packer can declare them ``restrict``.
+- ``tilecraft-c-omp-parallel`` (target ``c -openmp`` only): the outermost loop of each nest
+  whose iterations touch disjoint slices of every buffer they write gets ``#pragma omp
+  parallel for``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ C_CHECK = "tilecraft-c-check"
 C_SIGNED_INDEX = "tilecraft-c-signed-index"
 C_OUTLINE_NESTS = "tilecraft-c-outline-nests"
 C_INNER_PARALLEL = "tilecraft-c-inner-parallel"
+C_OMP_PARALLEL = "tilecraft-c-omp-parallel"
+OMP_PRAGMA = "#pragma omp parallel for"
 NEST_PREFIX = "tc_model_nest"
 # index op -> the cast that keeps its meaning in i64 (signed ops sign-extend, unsigned zero-extend)
 _INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.index_cast",
@@ -436,6 +441,87 @@ def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None
         op.erase()
 
 
+def _constant_index(value: ir.Value) -> int | None:
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _trip_count(loop: ir.Operation) -> int | None:
+    low, high, step = (_constant_index(v) for v in list(loop.operands)[:3])
+    if low is None or high is None or not step:
+        return None
+    return max(0, -(-(high - low) // step))
+
+
+def _iterations_disjoint(loop: ir.Operation) -> bool:
+    """True when the iterations of ``loop`` can run in any order, at the same time: it
+    carries no values, and for every buffer stored to inside it, one index of every access
+    (load or store) of that buffer is the loop's induction variable itself. Then iteration
+    ``i`` reads and writes only the slice ``i`` of each buffer it writes (buffers it only
+    reads are shared safely); conservative: a written buffer indexed any other way says no."""
+    if len(loop.results):
+        return False
+    induction = loop.regions[0].blocks[0].arguments[0]
+    accesses: list[tuple[ir.Value, list[ir.Value]]] = []
+    written: list[ir.Value] = []
+    for op in ops_where(loop, lambda o: o.name in ("memref.load", "memref.store")):
+        operands = list(op.operands)
+        if op.name == "memref.store":
+            accesses.append((operands[1], operands[2:]))
+            written.append(operands[1])
+        else:
+            accesses.append((operands[0], operands[1:]))
+    if not written:
+        return False
+    for buffer in written:
+        positions: set[int] | None = None
+        for accessed, indices in accesses:
+            if accessed == buffer:
+                here = {i for i, index in enumerate(indices) if index == induction}
+                positions = here if positions is None else positions & here
+                if not positions:
+                    return False
+    return True
+
+
+def _outermost_parallel_loop(loop: ir.Operation) -> ir.Operation | None:
+    """The first loop of the nest, going inward through perfectly nested loops, that runs
+    more than once and whose iterations are disjoint (:func:`_iterations_disjoint`)."""
+    while True:
+        count = _trip_count(loop)
+        if count is not None and count > 1 and _iterations_disjoint(loop):
+            return loop
+        body = [op.operation for op in loop.regions[0].blocks[0].operations]
+        inner = [op for op in body if op.name == "scf.for"]
+        others = [op for op in body if op.name not in ("scf.for", "scf.yield", "arith.constant")
+                  and not op.name.startswith(("arith.", "math."))]
+        if len(inner) != 1 or others:
+            return None
+        loop = inner[0]
+
+
+@register_pass(C_OMP_PARALLEL, "C target with -openmp: '#pragma omp parallel for' (an emitc.verbatim) before the "
+               "outermost loop of each nest whose iterations write disjoint slices", prepare=_load_emitc)
+def omp_parallel_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why this analysis and not linalg's iterator types: the loops are plain ``scf.for``
+    by now (``convert-linalg-to-loops``), and a nest's first loop is often a batch of one
+    (folded away by canonicalize) or a reduction; what makes a loop safe to split across
+    threads is read off the loads and stores themselves. Each nest is one outlined
+    function, so the pragma's loop never shares a written buffer with another nest."""
+    for func in ops_where(module, lambda op: op.name == "func.func"
+                          and ir.StringAttr(op.attributes["sym_name"]).value.startswith(NEST_PREFIX)):
+        for op in func.regions[0].blocks[0].operations:
+            if op.operation.name != "scf.for":
+                continue
+            chosen = _outermost_parallel_loop(op.operation)
+            if chosen is None:
+                continue
+            with ir.InsertionPoint(chosen), chosen.location:
+                ir.Operation.create("emitc.verbatim", attributes={"value": ir.StringAttr.get(OMP_PRAGMA)})
+
+
 def _unsupported(op: ir.Operation) -> bool:
     dialect = op.name.split(".")[0]
     return dialect not in ("emitc", "builtin")
@@ -450,7 +536,7 @@ def check_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             f"the C target cannot translate {', '.join(names)} (first at {left[0].location})")
 
 
-def c_pipeline(*, opt_level: int = 0) -> Pipeline:
+def c_pipeline(*, opt_level: int = 0, openmp: bool = False) -> Pipeline:
     """linalg on tensors -> ``emitc.func`` s over arrays (the entry and one per loop nest),
     which ``mlir-translate --mlir-to-cpp`` then prints (package.py).
 
@@ -458,7 +544,8 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
     no shape or allocation check would remain, and an index check reports through the
     JIT's or a package's runtime, which a microcontroller does not have. Gathers and
     scatters still clamp their indices, so a bad index never reads or writes outside a
-    buffer; it is not reported (docs/c-target.md)."""
+    buffer; it is not reported (docs/c-target.md). ``openmp``: the ``tilecraft-c-omp-parallel``
+    pragmas (target ``c -openmp``)."""
     graph_elements = [e for e in graph_pass_elements(opt_level) if e != "tilecraft-mark-groups"]
     return Pipeline((
         input_stage(),
@@ -475,8 +562,8 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
               "linalg to loops; views folded into indices; affine to arith"),
         Stage("workspace", (C_PLAN_WORKSPACE,),
               "buffers into one planned workspace, weights as arguments"),
-        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize", "convert-to-emitc",
-                        "canonicalize", C_CHECK),
+        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize",
+                        *((C_OMP_PARALLEL,) if openmp else ()), "convert-to-emitc", "canonicalize", C_CHECK),
               "math to libm calls; one function per loop nest; arith/scf/memref/func to EmitC"),
     ))
 
