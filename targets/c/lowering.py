@@ -19,6 +19,9 @@ Why these steps, in this order:
   :data:`LIBM_FUNCTIONS` (docs/c-target.md); anything else is a typed error.
 - ``tilecraft-c-outline-nests``: each top-level loop nest becomes a function of the buffers
   it touches, which the plan made disjoint, so the packer can declare them ``restrict``.
+- ``tilecraft-c-loop-hints``: each nest's innermost loop is preceded by the macro
+  ``TC_MODEL_INNER_LOOP`` (package.py: GCC's ``unroll 1``), which keeps GCC's ``-O3``
+  from unrolling it completely before its vectorizer sees it.
 - ``tilecraft-c-omp-parallel`` (target ``c -openmp`` only): the outermost loop of each nest
   whose iterations touch disjoint slices of every buffer they write gets ``#pragma omp
   parallel for``.
@@ -50,6 +53,8 @@ C_OUTLINE_NESTS = "tilecraft-c-outline-nests"
 C_INNER_PARALLEL = "tilecraft-c-inner-parallel"
 C_OMP_PARALLEL = "tilecraft-c-omp-parallel"
 OMP_PRAGMA = "#pragma omp parallel for"
+C_LOOP_HINTS = "tilecraft-c-loop-hints"
+INNER_LOOP_MACRO = "TC_MODEL_INNER_LOOP"
 NEST_PREFIX = "tc_model_nest"
 # index op -> the cast that keeps its meaning in i64 (signed ops sign-extend, unsigned zero-extend)
 _INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.index_cast",
@@ -510,8 +515,7 @@ def omp_parallel_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     (folded away by canonicalize) or a reduction; what makes a loop safe to split across
     threads is read off the loads and stores themselves. Each nest is one outlined
     function, so the pragma's loop never shares a written buffer with another nest."""
-    for func in ops_where(module, lambda op: op.name == "func.func"
-                          and ir.StringAttr(op.attributes["sym_name"]).value.startswith(NEST_PREFIX)):
+    for func in _nest_functions(module):
         for op in func.regions[0].blocks[0].operations:
             if op.operation.name != "scf.for":
                 continue
@@ -520,6 +524,39 @@ def omp_parallel_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
                 continue
             with ir.InsertionPoint(chosen), chosen.location:
                 ir.Operation.create("emitc.verbatim", attributes={"value": ir.StringAttr.get(OMP_PRAGMA)})
+
+
+def _nest_functions(module: ir.Operation) -> list[ir.Operation]:
+    return ops_where(module, lambda op: op.name == "func.func"
+                     and ir.StringAttr(op.attributes["sym_name"]).value.startswith(NEST_PREFIX))
+
+
+def _after_verbatim(op: ir.Operation) -> bool:
+    """Whether ``op`` directly follows an ``emitc.verbatim`` (a pragma that must stay next to it)."""
+    previous = None
+    for sibling in op.block.operations:
+        if sibling.operation == op:
+            return previous is not None and previous.name == "emitc.verbatim"
+        previous = sibling.operation
+    return False
+
+
+@register_pass(C_LOOP_HINTS, f"C target: {INNER_LOOP_MACRO} (an emitc.verbatim) before the innermost loop of each "
+               "nest, where package.py defines it as GCC's 'unroll 1'", prepare=_load_emitc)
+def loop_hints_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the innermost loop runs over the output's contiguous dimension (inner-parallel),
+    often 16 or fewer iterations of a packed weight. GCC 12's ``-O3`` unrolled it completely
+    before vectorizing (``cunrolli``), then vectorized the reduction loop around it with
+    strided loads instead: 4-5x slower than ``-O2`` on a BERT layer (docs/performance.md).
+    ``#pragma GCC unroll 1`` on that loop leaves it to the vectorizer; other compilers see an
+    empty macro. (The unroll-and-jam of the loop around it, the other half, is switched off
+    for the file in package.py: GCC has no per-loop pragma for it.)"""
+    for func in _nest_functions(module):
+        for loop in ops_where(func, lambda op: op.name == "scf.for"):
+            if ops_where(loop, lambda op: op.name == "scf.for" and op != loop) or _after_verbatim(loop):
+                continue
+            with ir.InsertionPoint(loop), loop.location:
+                ir.Operation.create("emitc.verbatim", attributes={"value": ir.StringAttr.get(INNER_LOOP_MACRO)})
 
 
 def _unsupported(op: ir.Operation) -> bool:
@@ -563,7 +600,8 @@ def c_pipeline(*, opt_level: int = 0, openmp: bool = False) -> Pipeline:
         Stage("workspace", (C_PLAN_WORKSPACE,),
               "buffers into one planned workspace, weights as arguments"),
         Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize",
-                        *((C_OMP_PARALLEL,) if openmp else ()), "convert-to-emitc", "canonicalize", C_CHECK),
+                        *((C_OMP_PARALLEL,) if openmp else ()), C_LOOP_HINTS, "convert-to-emitc", "canonicalize",
+                        C_CHECK),
               "math to libm calls; one function per loop nest; arith/scf/memref/func to EmitC"),
     ))
 

@@ -366,7 +366,7 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
         " * libm calls: only those listed in docs/c-target.md. */",
         *_math_prelude(body),
         "#include <stdbool.h>", "#include <stddef.h>", "#include <stdint.h>",
-        '#include "model.h"', "",
+        '#include "model.h"', "", *_loop_hints(),
         *(_blob_declaration() if as_blob else declarations), body,
         f"int {PREFIX}_run({', '.join(params)}) {{",
         "  uint8_t *ws = (uint8_t *)workspace;",
@@ -397,6 +397,19 @@ def checksums(sources: "dict[str, str | bytes]") -> str:
             text = sources[name]
             lines.append(f"{hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()}  {name}")
     return "\n".join(lines) + "\n"
+
+
+def _loop_hints() -> list[str]:
+    """What keeps GCC's ``-O3`` from undoing the loop form ``-O2`` vectorizes (measured on a
+    BERT layer: -O3 4-5x slower than -O2 without these, as fast with them; docs/performance.md):
+    ``TC_MODEL_INNER_LOOP`` (before each nest's innermost loop, lowering.py) stops its
+    complete unrolling ahead of the vectorizer, and unroll-and-jam, which fused pairs of
+    reduction iterations around it and left the inner loop scalar, is off for this file.
+    Other compilers (Clang, zig cc) get an empty macro."""
+    return ["#if defined(__GNUC__) && !defined(__clang__)",
+            f'#define {c.INNER_LOOP_MACRO} _Pragma("GCC unroll 1")',
+            '#pragma GCC optimize("no-loop-unroll-and-jam")',
+            "#else", f"#define {c.INNER_LOOP_MACRO}", "#endif", ""]
 
 
 def _blob_declaration() -> list[str]:
