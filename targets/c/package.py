@@ -433,7 +433,7 @@ def _blob_declaration() -> list[str]:
     ]
 
 
-_NEST_SIGNATURE = re.compile(rf"^static void {c.NEST_PREFIX}\d+\(.*\) {{$", re.MULTILINE)
+_NEST_SIGNATURE = re.compile(rf"^static void {c.NEST_PREFIX}\d+(?:_body)?\(.*\) {{$", re.MULTILINE)
 _ARRAY_PARAMETER = re.compile(r"(\b\w+ v\d+)\[")
 
 

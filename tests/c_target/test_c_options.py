@@ -124,6 +124,13 @@ def test_openmp_build_matches_with_two_threads(tmp_path, images, llvm_digits, mo
     source = model.sources["model.c"]
     assert model.openmp and source.count(OMP_PRAGMA) >= 5  # the convolutions, pools, dense layers
     assert "-fopenmp" in model.sources["Makefile"]
+    # each parallel loop calls its body, a function with restrict parameters (GCC's OpenMP
+    # outlining would otherwise hide them and the inner loops would not vectorize)
+    assert "static void tc_model_nest3_body(size_t v1, float v2[restrict " in source
+    model.write_sources(tmp_path / "src")
+    strict = subprocess.run([CC, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O3", "-fopenmp", "-c",
+                             str(tmp_path / "src" / "model.c"), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
+    assert strict.returncode == 0, strict.stderr
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     for x in images:
         np.testing.assert_allclose(model.run(x)[0], llvm_digits(x), rtol=1e-4, atol=1e-5)
