@@ -197,3 +197,28 @@ def test_innermost_loops_carry_the_gcc_unroll_hint():
                 break
             body.append(line)
         assert not any(line.lstrip().startswith("for (") for line in body)
+
+
+@pytest.mark.slow
+def test_resnet50_builds_as_c_with_blob_weights():
+    """ResNet-50 (the onnx wheel's light zoo model, seeded random weights, logits exposed as
+    benchmarks/onnx_models.py prepares them): 102 MB of weights, so ``-weights=auto`` writes
+    the blob; built with the host cc and compared with onnxruntime. A few minutes."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import onnx  # noqa: PLC0415
+    import onnx_models  # noqa: PLC0415  (the benchmark's light-model loader)
+
+    ort = pytest.importorskip("onnxruntime")
+    model = onnx_models.expose_logits(onnx_models.randomize_weights(
+        onnx.load(f"{onnx_models.LIGHT_DIR}/light_resnet50.onnx"))[0])
+    feeds = onnx_models.random_inputs(model)
+    compiled = tilecraft.compile(model, target="c", shape_dict={k: list(v.shape) for k, v in feeds.items()})
+    assert WEIGHTS_FILE in compiled.sources and compiled.weight_bytes > 100_000_000
+    assert len(compiled.sources["model.c"]) < 1_000_000  # the weights are not C text
+    got = compiled.run(*feeds.values())
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got, want):
+        scale = float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3 * scale)
