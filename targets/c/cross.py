@@ -92,8 +92,10 @@ def cross_compile(model: CModel, target: CrossTarget, directory: "str | Path") -
     directory = model.write_sources(directory)
     output = directory / f"model-{target.name}.o"
     try:
-        completed = subprocess.run([*target.command(), *CROSS_FLAGS, "-c", str(directory / "model.c"), "-o",
-                                    str(output)], capture_output=True, text=True, timeout=CROSS_TIMEOUT)
+        # -I: where the .incbin of a weight blob finds model_weights.bin
+        completed = subprocess.run([*target.command(), *CROSS_FLAGS, "-I", str(directory), "-c",
+                                    str(directory / "model.c"), "-o", str(output)],
+                                   capture_output=True, text=True, timeout=CROSS_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise ToolchainError(f"zig cc for {target.name} took more than {CROSS_TIMEOUT} s") from None
     if completed.returncode != 0:

@@ -19,6 +19,12 @@ Why these steps, in this order:
   :data:`LIBM_FUNCTIONS` (docs/c-target.md); anything else is a typed error.
 - ``tilecraft-c-outline-nests``: each top-level loop nest becomes a function of the buffers
   it touches, which the plan made disjoint, so the packer can declare them ``restrict``.
+- ``tilecraft-c-loop-hints``: each nest's innermost loop is preceded by the macro
+  ``TC_MODEL_INNER_LOOP`` (package.py: GCC's ``unroll 1``), which keeps GCC's ``-O3``
+  from unrolling it completely before its vectorizer sees it.
+- ``tilecraft-c-omp-parallel`` (target ``c -openmp`` only): the outermost loop of each nest
+  whose iterations touch disjoint slices of every buffer they write gets ``#pragma omp
+  parallel for``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,10 @@ C_CHECK = "tilecraft-c-check"
 C_SIGNED_INDEX = "tilecraft-c-signed-index"
 C_OUTLINE_NESTS = "tilecraft-c-outline-nests"
 C_INNER_PARALLEL = "tilecraft-c-inner-parallel"
+C_OMP_PARALLEL = "tilecraft-c-omp-parallel"
+OMP_PRAGMA = "#pragma omp parallel for"
+C_LOOP_HINTS = "tilecraft-c-loop-hints"
+INNER_LOOP_MACRO = "TC_MODEL_INNER_LOOP"
 NEST_PREFIX = "tc_model_nest"
 # index op -> the cast that keeps its meaning in i64 (signed ops sign-extend, unsigned zero-extend)
 _INDEX_OPS_IN_I64 = {"arith.remsi": "arith.index_cast", "arith.divsi": "arith.index_cast",
@@ -436,6 +446,171 @@ def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None
         op.erase()
 
 
+def _constant_index(value: ir.Value) -> int | None:
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _trip_count(loop: ir.Operation) -> int | None:
+    low, high, step = (_constant_index(v) for v in list(loop.operands)[:3])
+    if low is None or high is None or not step:
+        return None
+    return max(0, -(-(high - low) // step))
+
+
+def _iterations_disjoint(loop: ir.Operation) -> bool:
+    """True when the iterations of ``loop`` can run in any order, at the same time: it
+    carries no values, and for every buffer stored to inside it, one index of every access
+    (load or store) of that buffer is the loop's induction variable itself. Then iteration
+    ``i`` reads and writes only the slice ``i`` of each buffer it writes (buffers it only
+    reads are shared safely); conservative: a written buffer indexed any other way says no."""
+    if len(loop.results):
+        return False
+    induction = loop.regions[0].blocks[0].arguments[0]
+    accesses: list[tuple[ir.Value, list[ir.Value]]] = []
+    written: list[ir.Value] = []
+    for op in ops_where(loop, lambda o: o.name in ("memref.load", "memref.store")):
+        operands = list(op.operands)
+        if op.name == "memref.store":
+            accesses.append((operands[1], operands[2:]))
+            written.append(operands[1])
+        else:
+            accesses.append((operands[0], operands[1:]))
+    if not written:
+        return False
+    for buffer in written:
+        positions: set[int] | None = None
+        for accessed, indices in accesses:
+            if accessed == buffer:
+                here = {i for i, index in enumerate(indices) if index == induction}
+                positions = here if positions is None else positions & here
+                if not positions:
+                    return False
+    return True
+
+
+def _outermost_parallel_loop(loop: ir.Operation) -> ir.Operation | None:
+    """The first loop of the nest, going inward through perfectly nested loops, that runs
+    more than once and whose iterations are disjoint (:func:`_iterations_disjoint`)."""
+    while True:
+        count = _trip_count(loop)
+        if count is not None and count > 1 and _iterations_disjoint(loop):
+            return loop
+        body = [op.operation for op in loop.regions[0].blocks[0].operations]
+        inner = [op for op in body if op.name == "scf.for"]
+        others = [op for op in body if op.name not in ("scf.for", "scf.yield", "arith.constant")
+                  and not op.name.startswith(("arith.", "math."))]
+        if len(inner) != 1 or others:
+            return None
+        loop = inner[0]
+
+
+@register_pass(C_OMP_PARALLEL, "C target with -openmp: '#pragma omp parallel for' (an emitc.verbatim) before the "
+               "outermost loop of each nest whose iterations write disjoint slices", prepare=_load_emitc)
+def omp_parallel_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why this analysis and not linalg's iterator types: the loops are plain ``scf.for``
+    by now (``convert-linalg-to-loops``), and a nest's first loop is often a batch of one
+    (folded away by canonicalize) or a reduction; what makes a loop safe to split across
+    threads is read off the loads and stores themselves. Each nest is one outlined
+    function, so the pragma's loop never shares a written buffer with another nest.
+
+    The loop's body becomes a function of its own (``<nest>_body``, restrict parameters like
+    the nest's: package.py): GCC outlines an OpenMP loop into a function that reaches the
+    buffers through a struct of pointers, which drops ``restrict``; the inner loops then
+    stopped vectorizing (a BERT layer ran 17x slower on one thread before this)."""
+    for func in _nest_functions(module):
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        for op in list(func.regions[0].blocks[0].operations):
+            if op.operation.name != "scf.for":
+                continue
+            chosen = _outermost_parallel_loop(op.operation)
+            if chosen is None:
+                continue
+            _outline_body(chosen, f"{name}_body", func)
+            with ir.InsertionPoint(chosen), chosen.location:
+                ir.Operation.create("emitc.verbatim", attributes={"value": ir.StringAttr.get(OMP_PRAGMA)})
+        for op in list(func.regions[0].blocks[0].operations):  # constants only the body used
+            if op.operation.name == "arith.constant" and not list(op.operation.results[0].uses):
+                op.operation.erase()
+
+
+def _outline_body(loop: ir.Operation, name: str, before: ir.Operation) -> None:
+    """Move the body of ``loop`` (all but its ``scf.yield``) into the private function
+    ``name(induction variable, captured values...)``, placed before ``before`` and called
+    from the loop; constants are cloned in, not passed."""
+    block = loop.regions[0].blocks[0]
+    body = [op.operation for op in block.operations]
+    terminator, body = body[-1], body[:-1]
+    inside: set[ir.Value] = set()
+    for op in body:
+        inside |= _defined_inside(op)
+    captured: list[ir.Value] = [block.arguments[0]]
+    for op in body:
+        for nested in ops_where(op, lambda _: True):
+            for value in nested.operands:
+                if value not in inside and value not in captured:
+                    captured.append(value)
+    constants = [v for v in captured if (d := defining_op(v)) is not None and d.name == "arith.constant"]
+    params = [v for v in captured if v not in constants]
+    with ir.InsertionPoint(before), loop.location:
+        outlined = ir.Operation.create(
+            "func.func", regions=1,
+            attributes={"sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
+                        "function_type": ir.TypeAttr.get(ir.FunctionType.get([v.type for v in params], []))})
+    entry = outlined.regions[0].blocks.append(*[v.type for v in params], arg_locs=[loop.location] * len(params))
+    mapping: dict[ir.Value, ir.Value] = dict(zip(params, entry.arguments))
+    with ir.InsertionPoint(entry), loop.location:
+        for value in constants:
+            mapping[value] = defining_op(value).clone().results[0]
+        for op in body:
+            clone = op.clone()
+            for nested in ops_where(clone, lambda _: True):
+                for index, value in enumerate(nested.operands):
+                    if value in mapping:
+                        nested.operands[index] = mapping[value]
+            mapping.update(zip(op.results, clone.results))
+        ir.Operation.create("func.return")
+    with ir.InsertionPoint(terminator), loop.location:
+        ir.Operation.create("func.call", operands=params, attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+    for op in reversed(body):
+        op.erase()
+
+
+def _nest_functions(module: ir.Operation) -> list[ir.Operation]:
+    return ops_where(module, lambda op: op.name == "func.func"
+                     and ir.StringAttr(op.attributes["sym_name"]).value.startswith(NEST_PREFIX))
+
+
+def _after_verbatim(op: ir.Operation) -> bool:
+    """Whether ``op`` directly follows an ``emitc.verbatim`` (a pragma that must stay next to it)."""
+    previous = None
+    for sibling in op.block.operations:
+        if sibling.operation == op:
+            return previous is not None and previous.name == "emitc.verbatim"
+        previous = sibling.operation
+    return False
+
+
+@register_pass(C_LOOP_HINTS, f"C target: {INNER_LOOP_MACRO} (an emitc.verbatim) before the innermost loop of each "
+               "nest, where package.py defines it as GCC's 'unroll 1'", prepare=_load_emitc)
+def loop_hints_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the innermost loop runs over the output's contiguous dimension (inner-parallel),
+    often 16 or fewer iterations of a packed weight. GCC 12's ``-O3`` unrolled it completely
+    before vectorizing (``cunrolli``), then vectorized the reduction loop around it with
+    strided loads instead: 4-5x slower than ``-O2`` on a BERT layer (docs/performance.md).
+    ``#pragma GCC unroll 1`` on that loop leaves it to the vectorizer; other compilers see an
+    empty macro. (The unroll-and-jam of the loop around it, the other half, is switched off
+    for the file in package.py: GCC has no per-loop pragma for it.)"""
+    for func in _nest_functions(module):
+        for loop in ops_where(func, lambda op: op.name == "scf.for"):
+            if ops_where(loop, lambda op: op.name == "scf.for" and op != loop) or _after_verbatim(loop):
+                continue
+            with ir.InsertionPoint(loop), loop.location:
+                ir.Operation.create("emitc.verbatim", attributes={"value": ir.StringAttr.get(INNER_LOOP_MACRO)})
+
+
 def _unsupported(op: ir.Operation) -> bool:
     dialect = op.name.split(".")[0]
     return dialect not in ("emitc", "builtin")
@@ -450,7 +625,7 @@ def check_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             f"the C target cannot translate {', '.join(names)} (first at {left[0].location})")
 
 
-def c_pipeline(*, opt_level: int = 0) -> Pipeline:
+def c_pipeline(*, opt_level: int = 0, openmp: bool = False) -> Pipeline:
     """linalg on tensors -> ``emitc.func`` s over arrays (the entry and one per loop nest),
     which ``mlir-translate --mlir-to-cpp`` then prints (package.py).
 
@@ -458,7 +633,8 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
     no shape or allocation check would remain, and an index check reports through the
     JIT's or a package's runtime, which a microcontroller does not have. Gathers and
     scatters still clamp their indices, so a bad index never reads or writes outside a
-    buffer; it is not reported (docs/c-target.md)."""
+    buffer; it is not reported (docs/c-target.md). ``openmp``: the ``tilecraft-c-omp-parallel``
+    pragmas (target ``c -openmp``)."""
     graph_elements = [e for e in graph_pass_elements(opt_level) if e != "tilecraft-mark-groups"]
     return Pipeline((
         input_stage(),
@@ -475,8 +651,9 @@ def c_pipeline(*, opt_level: int = 0) -> Pipeline:
               "linalg to loops; views folded into indices; affine to arith"),
         Stage("workspace", (C_PLAN_WORKSPACE,),
               "buffers into one planned workspace, weights as arguments"),
-        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize", "convert-to-emitc",
-                        "canonicalize", C_CHECK),
+        Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize",
+                        *((C_OMP_PARALLEL,) if openmp else ()), C_LOOP_HINTS, "convert-to-emitc", "canonicalize",
+                        C_CHECK),
               "math to libm calls; one function per loop nest; arith/scf/memref/func to EmitC"),
     ))
 

@@ -12,6 +12,7 @@ raw little-endian tensor files (what the tests compare with onnxruntime).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
@@ -33,11 +34,23 @@ from ...runtime.signature import EntrySignature
 from ...compiler.package import resource_blobs
 
 PREFIX = "tc_model"
+WEIGHTS_SYMBOL = f"{PREFIX}_weights"
 _C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
             "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
             "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool"}
 # compiler flags of the reference Makefile and CModel.build: C99, all warnings (the generated code has none)
 C_FLAGS = ("-std=c99", "-pedantic", "-O2", "-Wall", "-Wextra")
+# what OpenMP builds add (target "c -openmp"); the Makefile and CModel.build pass it
+OPENMP_FLAGS = ("-fopenmp",)
+# How the weights are written (target option -weights=): "array": one static const C array per
+# weight in model.c (endian-neutral; C text, about 16 bytes per float); "blob": their bytes in
+# model_weights.bin beside model.c, which an .incbin in model.c places in .rodata (GCC, Clang and
+# zig cc, ELF); "auto": arrays up to WEIGHTS_BLOB_THRESHOLD bytes of weights, a blob above.
+WEIGHT_MODES = ("auto", "array", "blob")
+WEIGHTS_BLOB_THRESHOLD = 1 << 20
+WEIGHTS_FILE = "model_weights.bin"
+WEIGHT_BLOB_ALIGNMENT = 64  # bytes: a cache line, and any vector load the device's compiler picks
+CHECKSUMS_FILE = "SHA256SUMS"
 
 
 @dataclass(frozen=True)
@@ -62,10 +75,12 @@ class CModel:
     """The C target's result: sources, the workspace plan, and how to build and run them.
 
     ``workspace_size`` is the planned workspace in bytes; ``buffer_total`` what the same
-    buffers would take without reuse; ``weight_bytes`` the ``const`` data.
+    buffers would take without reuse; ``weight_bytes`` the ``const`` data. ``sources`` maps
+    file names to text, and ``model_weights.bin`` (weights written as a blob) to bytes;
+    ``openmp``: model.c has ``#pragma omp`` loops and builds with ``-fopenmp``.
     """
 
-    sources: dict[str, str]
+    sources: dict[str, "str | bytes"]
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     workspace_size: int
@@ -73,9 +88,11 @@ class CModel:
     buffer_count: int
     weight_bytes: int
     compile_seconds: dict[str, float] = field(default_factory=dict)
+    openmp: bool = False
 
     def write(self, path: "str | os.PathLike[str]") -> Path:
-        """Pack the sources (model.c, model.h, main.c, Makefile) into the tar ``path``."""
+        """Pack the sources (model.c, model.h, main.c, Makefile, the weight blob if any, and
+        SHA256SUMS over all of them) into the tar ``path``."""
         path = Path(path)
         if path.suffix == ".so":  # a tar under a library's name would mislead whoever loads it
             raise PackageError(f"{path}: target c writes C sources as a tar; name it .tar (build a "
@@ -84,7 +101,7 @@ class CModel:
         partial = path.with_name(path.name + ".partial")
         with tarfile.open(partial, "w") as archive:
             for name, text in self.sources.items():
-                data = text.encode()
+                data = text.encode() if isinstance(text, str) else text
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 info.mode = 0o644
@@ -97,7 +114,7 @@ class CModel:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for name, text in self.sources.items():
-            (directory / name).write_text(text)
+            (directory / name).write_bytes(text.encode() if isinstance(text, str) else text)
         return directory
 
     def build(self, directory: "str | os.PathLike[str]", cc: str | None = None) -> Path:
@@ -106,8 +123,9 @@ class CModel:
         compiler = cc or os.environ.get("CC", "cc")
         if shutil.which(compiler) is None:
             raise ToolchainError(f"no C compiler: {compiler!r} is not on the PATH (set CC)")
-        command = [compiler, *C_FLAGS, "-o", str(directory / "model"), str(directory / "main.c"),
-                   str(directory / "model.c"), "-lm"]
+        # -I: where the assembler finds model_weights.bin (.incbin searches the include path)
+        command = [compiler, *C_FLAGS, *(OPENMP_FLAGS if self.openmp else ()), "-I", str(directory), "-o",
+                   str(directory / "model"), str(directory / "main.c"), str(directory / "model.c"), "-lm"]
         completed = subprocess.run(command, capture_output=True, text=True)
         if completed.returncode != 0:
             raise ToolchainError(f"compiling the C target's sources failed: {completed.stderr.strip()[-2000:]}")
@@ -276,9 +294,15 @@ def capture_plan(module: ir.Module) -> PlannedFunction:
 
 
 def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
-           output_names: Sequence[str] | None = None) -> CModel:
+           output_names: Sequence[str] | None = None, *, weights: str = "auto", openmp: bool = False) -> CModel:
     """``module`` after ``c_pipeline`` (and ``plan``, read after its workspace stage) -> the
-    C sources and the plan's figures."""
+    C sources and the plan's figures. ``weights``: one of :data:`WEIGHT_MODES`; ``openmp``:
+    the pipeline placed ``#pragma omp`` lines (the sources say so and build with ``-fopenmp``)."""
+    if weights not in WEIGHT_MODES:
+        raise ArgumentValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, got {weights!r}")
+    total_weight_bytes = sum(arg.weight.nbytes for arg in plan.arguments if arg.weight is not None)
+    as_blob = weights == "blob" or (weights == "auto" and total_weight_bytes > WEIGHTS_BLOB_THRESHOLD)
+    blob = io.BytesIO()
     functions = [op.operation for op in module.body.operations if op.operation.name == "emitc.func"
                  and "sym_visibility" not in op.operation.attributes]
     if len(functions) != 1:
@@ -287,7 +311,7 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
     inputs: list[Tensor] = []
     outputs: list[Tensor] = []
     call_args: list[str] = []
-    weights: list[str] = []
+    declarations: list[str] = []
     weight_bytes = 0
     used: set[str] = set()
 
@@ -307,9 +331,15 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
             call_args.append(f"{cast}{outputs[-1].name}")
         elif arg.offset is not None:
             call_args.append(f"{cast}(ws + {arg.offset})")
+        elif arg.weight is not None and as_blob:
+            offset = blob.tell()
+            blob.write(np.ascontiguousarray(arg.weight, dtype=arg.dtype.newbyteorder("<")).tobytes())
+            blob.write(bytes(-blob.tell() % WEIGHT_BLOB_ALIGNMENT))
+            weight_bytes += arg.weight.nbytes
+            call_args.append(f"{cast}({WEIGHTS_SYMBOL} + {offset})")
         elif arg.weight is not None:
-            weight_name = f"{PREFIX}_weight{len(weights)}"
-            weights.append(_array_decl(arg.c_type, weight_name, arg.weight))
+            weight_name = f"{PREFIX}_weight{len(declarations)}"
+            declarations.append(_array_decl(arg.c_type, weight_name, arg.weight))
             weight_bytes += arg.weight.nbytes
             call_args.append(f"{cast}{weight_name}")
         else:
@@ -331,12 +361,13 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
     params = ([f"const {t.c_type} *{t.name}" for t in inputs] + [f"{t.c_type} *{t.name}" for t in outputs]
               + ["void *workspace"])
     model_c = "\n".join([
-        "/* Generated by tilecraft (target c): portable C99, no malloc, no threads.",
+        ("/* Generated by tilecraft (target c): portable C99 + OpenMP pragmas (build with -fopenmp), no malloc."
+         if openmp else "/* Generated by tilecraft (target c): portable C99, no malloc, no threads."),
         " * libm calls: only those listed in docs/c-target.md. */",
         *_math_prelude(body),
         "#include <stdbool.h>", "#include <stddef.h>", "#include <stdint.h>",
-        '#include "model.h"', "",
-        *weights, body,
+        '#include "model.h"', "", *_loop_hints(),
+        *(_blob_declaration() if as_blob else declarations), body,
         f"int {PREFIX}_run({', '.join(params)}) {{",
         "  uint8_t *ws = (uint8_t *)workspace;",
         f"  if (TC_MODEL_WORKSPACE_SIZE > 0 && (ws == NULL || (uintptr_t)ws % TC_MODEL_WORKSPACE_ALIGNMENT != 0))",
@@ -348,12 +379,61 @@ def emit_c(module: ir.Module, plan: PlannedFunction, signature: EntrySignature,
         "  return TC_MODEL_OK;",
         "}", "",
     ])
-    sources = {"model.h": model_h, "model.c": model_c, "main.c": _main_c(inputs, outputs),
-               "Makefile": _makefile()}
-    return CModel(sources, tuple(inputs), tuple(outputs), workspace_size, buffer_total, buffer_count, weight_bytes)
+    sources: dict[str, str | bytes] = {"model.h": model_h, "model.c": model_c, "main.c": _main_c(inputs, outputs),
+                                       "Makefile": _makefile(openmp)}
+    if as_blob:
+        sources[WEIGHTS_FILE] = blob.getvalue()
+    sources[CHECKSUMS_FILE] = checksums(sources)
+    return CModel(sources, tuple(inputs), tuple(outputs), workspace_size, buffer_total, buffer_count, weight_bytes,
+                  openmp=openmp)
 
 
-_NEST_SIGNATURE = re.compile(rf"^static void {c.NEST_PREFIX}\d+\(.*\) {{$", re.MULTILINE)
+def checksums(sources: "dict[str, str | bytes]") -> str:
+    """``SHA256SUMS`` of every other file, in ``sha256sum -c`` format: a package moved to a
+    device can be checked (the weight blob included) without tilecraft."""
+    lines = []
+    for name in sorted(sources):
+        if name != CHECKSUMS_FILE:
+            text = sources[name]
+            lines.append(f"{hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()}  {name}")
+    return "\n".join(lines) + "\n"
+
+
+def _loop_hints() -> list[str]:
+    """What keeps GCC's ``-O3`` from undoing the loop form ``-O2`` vectorizes (measured on a
+    BERT layer: -O3 4-5x slower than -O2 without these, as fast with them; docs/performance.md):
+    ``TC_MODEL_INNER_LOOP`` (before each nest's innermost loop, lowering.py) stops its
+    complete unrolling ahead of the vectorizer, and unroll-and-jam, which fused pairs of
+    reduction iterations around it and left the inner loop scalar, is off for this file.
+    Other compilers (Clang, zig cc) get an empty macro."""
+    return ["#if defined(__GNUC__) && !defined(__clang__)",
+            f'#define {c.INNER_LOOP_MACRO} _Pragma("GCC unroll 1")',
+            '#pragma GCC optimize("no-loop-unroll-and-jam")',
+            "#else", f"#define {c.INNER_LOOP_MACRO}", "#endif", ""]
+
+
+def _blob_declaration() -> list[str]:
+    """The weights as one symbol: an ``.incbin`` of ``model_weights.bin`` (found relative to
+    the assembler's working folder or ``-I``) in its own ``.rodata`` section, so the bytes
+    stay in flash on a microcontroller and cost the C compiler no parsing. Little-endian
+    (the blob's byte order): a big-endian device takes ``-weights=array``."""
+    asm = "\\n".join([f'.pushsection .rodata.{WEIGHTS_SYMBOL},\\"a\\"', f".balign {WEIGHT_BLOB_ALIGNMENT}",
+                       f".globl {WEIGHTS_SYMBOL}", f".hidden {WEIGHTS_SYMBOL}", f".type {WEIGHTS_SYMBOL}, %object",
+                       f"{WEIGHTS_SYMBOL}:", '.incbin \\"" TC_MODEL_WEIGHTS_FILE "\\"',
+                       f".size {WEIGHTS_SYMBOL}, .-{WEIGHTS_SYMBOL}", ".popsection", ""])
+    return [
+        "#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__",
+        "#error \"model_weights.bin is little-endian: regenerate with --target 'c -weights=array'\"",
+        "#endif",
+        "#ifndef TC_MODEL_WEIGHTS_FILE",
+        f'#define TC_MODEL_WEIGHTS_FILE "{WEIGHTS_FILE}"',
+        "#endif",
+        f'__asm__("{asm}");',
+        f"extern const uint8_t {WEIGHTS_SYMBOL}[];", "",
+    ]
+
+
+_NEST_SIGNATURE = re.compile(rf"^static void {c.NEST_PREFIX}\d+(?:_body)?\(.*\) {{$", re.MULTILINE)
 _ARRAY_PARAMETER = re.compile(r"(\b\w+ v\d+)\[")
 
 
@@ -490,11 +570,11 @@ def _main_c(inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
     return "\n".join(lines)
 
 
-def _makefile() -> str:
+def _makefile(openmp: bool = False) -> str:
     return "\n".join([
         "# Builds the reference driver: make && ./model in0.bin out0.bin",
         "CC ?= cc",
-        f"CFLAGS ?= {' '.join(C_FLAGS)}",
+        f"CFLAGS ?= {' '.join((*C_FLAGS, *(OPENMP_FLAGS if openmp else ())))}",
         "model: main.c model.c model.h",
         "\t$(CC) $(CFLAGS) -o $@ main.c model.c -lm",
         "model.o: model.c model.h",

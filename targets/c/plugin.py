@@ -1,9 +1,12 @@
-"""The ``c`` target's plugin: portable C99 sources (no JIT, no options), the artifact a
-:class:`CModel` whose ``package_path`` is a tar of model.c, model.h, main.c and a Makefile."""
+"""The ``c`` target's plugin: portable C99 sources (no JIT), the artifact a :class:`CModel`
+whose ``package_path`` is a tar of model.c, model.h, main.c, a Makefile and SHA256SUMS (and
+model_weights.bin where the weights are a blob). Options: ``-openmp`` (parallel loops under
+``#pragma omp parallel for``) and ``-weights=auto|array|blob`` (docs/c-target.md)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from mlir import ir
@@ -20,7 +23,17 @@ from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
 from .cross import size_reports
 from .lowering import c_pipeline
-from .package import CModel, capture_plan, emit_c
+from .package import WEIGHT_MODES, CModel, capture_plan, emit_c
+
+
+@dataclass(frozen=True)
+class CTargetSpec(Target):
+    """A ``c`` target string's options. ``openmp``: the outer parallel loop of each nest gets
+    ``#pragma omp parallel for`` (off by default: a microcontroller has no threads);
+    ``weights``: how model.c carries the weights (package.py :data:`WEIGHT_MODES`)."""
+
+    openmp: bool = False
+    weights: str = "auto"
 
 
 class CTarget(TargetPlugin):
@@ -28,13 +41,26 @@ class CTarget(TargetPlugin):
     compiler builds them for any device."""
 
     name = "c"
-    usage = "'c'"
+    usage = "'c [-openmp] [-weights=auto|array|blob]'"
     runs_in_process = False
 
     def parse(self, spec: str, options: Sequence[str]) -> Target:
-        if options:
-            raise TargetError(f"the C target takes no options, got {' '.join(options)!r} in {spec!r}")
-        return Target(kind=self.name, num_threads=1)
+        openmp, weights = False, "auto"
+        for option in options:
+            if option == "-openmp":
+                openmp = True
+            elif option.startswith("-weights=") and option.split("=", 1)[1] in WEIGHT_MODES:
+                weights = option.split("=", 1)[1]
+            else:
+                raise TargetError(f"the C target takes -openmp and -weights={'|'.join(WEIGHT_MODES)}, got "
+                                  f"{option!r} in {spec!r}")
+        return CTargetSpec(kind=self.name, num_threads=1, openmp=openmp, weights=weights)
+
+    def spec(self, target: Target) -> str:
+        parts = [target.kind]
+        if isinstance(target, CTargetSpec):
+            parts += ["-openmp"] * target.openmp + ([f"-weights={target.weights}"] if target.weights != "auto" else [])
+        return " ".join(parts)
 
     def can_run_here(self, target: Target) -> bool:
         return True  # CModel.run builds the sources with this machine's C compiler
@@ -45,7 +71,7 @@ class CTarget(TargetPlugin):
                               "calls no library and has no profiling variant")
 
     def pipeline(self, options: CompileOptions) -> Pipeline:
-        return c_pipeline(opt_level=options.opt_level)
+        return c_pipeline(opt_level=options.opt_level, openmp=_spec(options).openmp)
 
     def write_output(self, compiled: Any, output: str) -> str:
         """The tar is written by ``package_path``; the line says what its workspace saved."""
@@ -96,9 +122,15 @@ class CTarget(TargetPlugin):
             if not planned:
                 raise CompileError("the C target's pipeline needs its 'workspace' stage")
             started = time.perf_counter()
-            model = emit_c(module, planned[0], signature, output_names)
+            spec = _spec(options)
+            model = emit_c(module, planned[0], signature, output_names, weights=spec.weights, openmp=spec.openmp)
             seconds["emit"] = time.perf_counter() - started
         model.compile_seconds = seconds
         if options.package_path is not None:
             model.write(options.package_path)
         return model
+
+
+def _spec(options: CompileOptions) -> CTargetSpec:
+    target = options.target
+    return target if isinstance(target, CTargetSpec) else CTargetSpec(kind="c", num_threads=1)

@@ -62,3 +62,11 @@ def test_read_elf_rejects_other_files(tmp_path, reports):
         path.write_bytes(data)
         with pytest.raises(tilecraft.errors.ToolchainError, match=message):
             read_elf(path)
+
+
+def test_blob_weights_cross_build_into_rodata():
+    """Weights as a blob still land in flash: the .incbin section counts as .rodata."""
+    model = tilecraft.compile(str(DIGITS), target="c -weights=blob", shape_dict={"input": [1, 1, 16, 16]})
+    (report,) = size_reports(model, ["cortex-m4f"])
+    assert report.rodata >= model.weight_bytes
+    assert report.elf.machine == EM_ARM

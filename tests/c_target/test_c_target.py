@@ -129,7 +129,7 @@ def test_cli_writes_a_tar_that_builds_with_its_makefile(tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert "workspace" in completed.stdout
     with tarfile.open(out) as archive:
-        assert sorted(archive.getnames()) == ["Makefile", "main.c", "model.c", "model.h"]
+        assert sorted(archive.getnames()) == ["Makefile", "SHA256SUMS", "main.c", "model.c", "model.h"]
         archive.extractall(tmp_path / "src", filter="data")
     if shutil.which("make") is None:
         pytest.skip("no make")
