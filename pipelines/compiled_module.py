@@ -205,7 +205,7 @@ def clone_module(module: ir.Module) -> ir.Module:
     """A copy of ``module`` in its context: what a compiled module keeps of its source for
     ``export_library``. Why a clone and not bytecode: attributes are shared, so the weights
     are not copied (bytecode of a 64 MB weight took 0.4 s and 64 MB more memory on every
-    compile; the clone 0.1 ms), and their arrays stay known to frontend/resources.py."""
+    compile; the clone 0.1 ms), and their arrays stay known to ir/resources.py."""
     copy = ir.Module.create(loc=module.operation.location)
     cloned = module.operation.clone()
     for index in range(len(cloned.attributes)):

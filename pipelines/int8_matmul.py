@@ -61,9 +61,9 @@ from mlir.dialects import func, linalg
 from mlir.passmanager import PassManager
 
 from ..errors import PipelineError
-from ..frontend.emit import core
-from ..frontend.emit.contraction import collapse, expand
-from ..frontend.resources import literal_array
+from ..ir import core
+from ..ir.contraction import collapse, expand
+from ..ir.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
 from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,

@@ -17,7 +17,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from ...dialects import graph
-from ...frontend.emit import core, reshapes
+from ...ir import core, reshapes
 from ..ir_queries import defined_functions, is_zero_fill
 from ..passes import register_pass
 from .constant_folding import (

@@ -17,7 +17,7 @@ Two steps, in this order:
 Why evaluate with tilecraft's own JIT instead of a numpy interpreter of linalg: the JIT
 gives every linalg op its exact semantics for free. The constant ops are cloned into a
 function whose arguments are the ``dense_resource`` weights (the arrays they were made
-from, frontend/resources.py; else read back from the printed resource section: MLIR 22's
+from, ir/resources.py; else read back from the printed resource section: MLIR 22's
 ``DenseResourceElementsAttr`` has no buffer accessor in Python), compiled without a schedule (scalar loops: this runs once) in a context of its
 own, and called with the weights as numpy arrays.
 """
@@ -32,8 +32,8 @@ from mlir import ir
 from mlir.dialects import arith, func
 
 from ...dialects import graph
-from ...frontend.emit import core, reshapes
-from ...frontend.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
+from ...ir import core, reshapes
+from ...ir.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
 from ..entry import entry_signature
 from ..ir_queries import defined_functions, is_zero_fill
 from ..jit import JitFunction

@@ -55,7 +55,7 @@ from mlir.dialects import linalg, tensor
 
 from ...dialects import graph
 from ...errors import GraphError, PipelineError
-from ...frontend.emit import core, reshapes
+from ...ir import core, reshapes
 from ..ir_queries import defined_functions, fresh_init
 from ..passes import register_pass
 
@@ -243,7 +243,7 @@ class LayoutRewriter:
     def rewrite_slice(self, op: ir.Operation) -> None:
         """A static rank-4 ``extract_slice`` of a converted value slices it in ``layout``
         (offsets, sizes and strides permuted): a convolution computed on a wider output row
-        than the model's (frontend/emit/conv.py, ``_tile_friendly_width``) is cut back
+        than the model's (ir/conv.py, ``_tile_friendly_width``) is cut back
         without leaving NHWC."""
         clone = op.clone(ip=ir.InsertionPoint(op))
         clone.operands[0] = self.converted_from(op.operands[0])

@@ -27,7 +27,7 @@ from typing import Mapping
 
 from mlir import ir
 
-from ...frontend.emit import core
+from ...ir import core
 from ..ir_queries import defined_functions, ops_where
 from ..passes import register_pass
 from .constant_folding import ConstantAnalysis

@@ -38,7 +38,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from ...frontend.emit import core
+from ...ir import core
 from ..ir_queries import defined_functions, fresh_init, static_f32_tensors
 from ..passes import register_pass
 from .constant_folding import ConstantAnalysis
