@@ -42,9 +42,15 @@ def canonical_hash(source: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def built(make, *arguments) -> str:
+    """The text of the module ``make(*arguments)`` builds (a kernel_module function)."""
+    with ir.Context(), ir.Location.unknown():
+        return str(make(*arguments))
+
+
 def kernels() -> list[tuple[str, str]]:
     """(label, kernel module text) for every case above."""
-    found = [(f"bf16 {m}x{n}x{k} t{t}", bf16_matmul.kernel_source(m, n, k, t)) for m, n, k, t in BF16_SHAPES]
+    found = [(f"bf16 {m}x{n}x{k} t{t}", built(bf16_matmul.kernel_module, m, n, k, t)) for m, n, k, t in BF16_SHAPES]
     found += [(f"int8 {m}x{n}x{k} {'u8' if u else 's8'} t{t}", int8_matmul.kernel_source(m, n, k, u, t))
               for m, n, k, u, t in INT8_SHAPES]
     for w in INT8_WINDOWS:

@@ -12,6 +12,7 @@ the task split is made once for both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +40,10 @@ def indexing_maps(op: ir.Operation) -> list[str]:
     return [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
-def register_tile(n: int) -> tuple[int, int]:
-    """(rows MR, accumulator vectors per row NV) of the register tile for N columns."""
-    vectors = min(MAX_VECTORS, -(-n // LANES))
+def register_tile(n: int, lanes: int = LANES) -> tuple[int, int]:
+    """(rows MR, accumulator vectors per row NV) of the register tile for N columns, in
+    accumulators of ``lanes`` lanes (the dot-product instruction's)."""
+    vectors = min(MAX_VECTORS, -(-n // lanes))
     return min(MAX_ROWS, ACCUMULATORS // vectors), vectors
 
 
@@ -65,14 +67,20 @@ def row_block(m: int, column_tiles: int, rows: int, threads: int) -> int:
     return rows * -(-tiles // min(wanted, tiles))
 
 
-def add_kernel(module: ir.Operation, name: str, source: str) -> str:
-    """``name``, its function (the MLIR text ``source``) added to ``module`` unless a
-    function of that name is already there: one kernel per shape, however many calls."""
+def add_kernel(module: ir.Operation, name: str, build: "str | Callable[[], object]") -> str:
+    """``name``, its function added to ``module`` unless a function of that name is already
+    there: one kernel per shape, however many calls. ``build`` makes the function at the
+    insertion point (the module's end), or is its MLIR text (the int8 kernel until it is
+    built with builders too)."""
     body = module.regions[0].blocks[0]
     for op in body.operations:
         if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
             return name
-    parsed = ir.Module.parse(source, module.context)
+    if callable(build):
+        with ir.InsertionPoint(body), ir.Location.unknown(module.context):
+            build()
+        return name
+    parsed = ir.Module.parse(build, module.context)
     with ir.InsertionPoint(body):
         for op in parsed.body.operations:
             op.operation.clone()
@@ -90,6 +98,11 @@ class DotInstruction:
     operand: str                # e.g. vector<16x4xi8>: 16 lanes, a group of k
     flat: str                   # e.g. vector<64xi8>: the intrinsic's operand type
     extensions: tuple[str, str]  # the ops that extend the first and second operand
+
+    @property
+    def lanes(self) -> int:
+        """Lanes of the accumulator: the kernels' vector width is the instruction's."""
+        return int(self.accumulator.removeprefix("vector<").split("x", 1)[0])
 
 
 def dot_operands(op: ir.Operation, instruction: DotInstruction) -> tuple[ir.Value, ir.Value] | None:

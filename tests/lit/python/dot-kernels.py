@@ -13,10 +13,12 @@ from tilecraft.pipelines import bf16_matmul, fused_attention, int8_matmul
 from tilecraft.pipelines.fused_attention import AttentionShape
 
 
-def show(label: str, source: str) -> None:
+def show(label: str, source: "str | None" = None, build=None, *arguments) -> None:
+    """Print the kernel (its MLIR ``source``, or the module ``build(*arguments)`` makes)
+    after canonicalize and cse."""
     print("\nTEST:", label)
-    with ir.Context():
-        module = ir.Module.parse(source)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(source) if source is not None else build(*arguments)
         PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
         print(module)
 
@@ -40,7 +42,7 @@ def show(label: str, source: str) -> None:
 # CHECK: %{{.*}}:4 = scf.for
 # CHECK: tensor.parallel_insert_slice
 # CHECK: return
-show("bf16", bf16_matmul.kernel_source(30, 64, 5, 2))
+show("bf16", None, bf16_matmul.kernel_module, 30, 64, 5, 2)
 
 # u8 x s8, k = 13: 3 whole groups of 4 in the loop, the last k masked; accumulators start
 # at the start values (one per padded column).
