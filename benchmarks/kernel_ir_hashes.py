@@ -51,11 +51,11 @@ def built(make, *arguments) -> str:
 def kernels() -> list[tuple[str, str]]:
     """(label, kernel module text) for every case above."""
     found = [(f"bf16 {m}x{n}x{k} t{t}", built(bf16_matmul.kernel_module, m, n, k, t)) for m, n, k, t in BF16_SHAPES]
-    found += [(f"int8 {m}x{n}x{k} {'u8' if u else 's8'} t{t}", int8_matmul.kernel_source(m, n, k, u, t))
+    found += [(f"int8 {m}x{n}x{k} {'u8' if u else 's8'} t{t}", built(int8_matmul.kernel_module, m, n, k, u, t))
               for m, n, k, u, t in INT8_SHAPES]
     for w in INT8_WINDOWS:
         found.append((f"int8 window{w.suffix()}",
-                      int8_matmul.kernel_source(w.rows, 32, w.depth, True, 2, window=w)))
+                      built(int8_matmul.kernel_module, w.rows, 32, w.depth, True, 2, None, None, w)))
     for i, (shape, extras, threads, scores, zeroing, ranged) in enumerate(ATTENTION):
         found.append((f"attention #{i} {shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}"
                       f" extras={len(extras)} t{threads}{' ranged' if ranged else ''}",

@@ -82,6 +82,12 @@ def private_function(name: str, inputs: Sequence[ir.Type], results: Sequence[ir.
     return function
 
 
+def declare_function(name: str, inputs: Sequence[ir.Type], results: Sequence[ir.Type]) -> func.FuncOp:
+    """A private ``func.func`` declaration (no body) at the insertion point: a function the
+    caller defines later, or one outside the module."""
+    return func.FuncOp(name, (list(inputs), list(results)), visibility="private")
+
+
 class IndexConstants:
     """Index constants of one function, each made once, at the insertion point of the first
     request (the function's top, where a kernel makes the ones it knows it needs)."""

@@ -62,7 +62,7 @@ show("bf16", None, bf16_matmul.kernel_module, 30, 64, 5, 2)
 # CHECK: vector.transfer_read %[[A]][%{{.*}}, %c12], %{{.*}} : tensor<30x13xi8>, vector<4xi8>
 # CHECK-COUNT-24: vector.transfer_write {{.*}} : vector<16xi32>, tensor<?x64xi32>
 # CHECK: tensor.parallel_insert_slice
-show("int8", int8_matmul.kernel_source(30, 64, 13, True, 2))
+show("int8", None, int8_matmul.kernel_module, 30, 64, 13, True, 2)
 
 # 2 heads x 8 queries x 40 keys (blocks of 48: 3 vectors of scores per row, 8 keys masked
 # to -inf), D = Dv = 16: one output vector per row, 4 rows per register tile.
