@@ -40,13 +40,14 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, scf, tensor, vector
 
+from ..ir.maps import has_indexing_maps, indexing_map_texts
 from ..errors import PipelineError
 from ..ir import core, kernels
 from ..ir.contraction import collapse, expand
 from .ir_queries import is_zero_fill
 from .passes import register_pass
 from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
-                             indexing_maps, pack_k_groups, register_tile, row_block)
+                             pack_k_groups, register_tile, row_block)
 
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
@@ -180,8 +181,8 @@ def takes_kernel(op: ir.Operation) -> bool:
     """A plain ``linalg.matmul``, or a 1x1 stride-1 NHWC convolution, of static f32 shapes
     whose accumulator is a zero fill."""
     if op.name == "linalg.matmul" and len(op.operands) == 3:
-        if "indexing_maps" in op.attributes:
-            if indexing_maps(op) != MATMUL_MAPS:
+        if has_indexing_maps(op):
+            if indexing_map_texts(op) != MATMUL_MAPS:
                 return False
     elif not _pointwise_conv(op):
         return False

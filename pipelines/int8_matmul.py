@@ -62,12 +62,13 @@ from mlir.passmanager import PassManager
 
 from ..errors import PipelineError
 from ..ir import core, kernels
+from ..ir.maps import indexing_map_texts, indexing_maps
 from ..ir.contraction import collapse, expand
 from ..ir.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
 from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
-                             indexing_maps, pack_k_groups, register_tile, row_block)
+                             pack_k_groups, register_tile, row_block)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
@@ -83,7 +84,7 @@ def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
     i8 operands, an i32 result, ``acc + ext(a) * ext(b)``; ``None`` otherwise."""
     if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 1:
         return None
-    if indexing_maps(op) != MATMUL_MAPS:
+    if indexing_map_texts(op) != MATMUL_MAPS:
         return None
     types = [ir.RankedTensorType(v.type) if isinstance(v.type, ir.RankedTensorType) else None
              for v in op.operands]
@@ -194,7 +195,7 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
         return None
     input_shape = tuple(ir.RankedTensorType(source.type).shape)
     images, out_h, out_w, kh, kw, channels = ir.RankedTensorType(copy.results[0].type).shape
-    read, written = (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(copy.attributes["indexing_maps"]))
+    read, written = indexing_maps(copy)
     if not is_identity(written) or len(read.results) != 4:
         return None
     forms = [linear_form(e) for e in read.results]
@@ -537,10 +538,9 @@ class Epilogue:
     result: str
 
 
-def _operand_kind(map_attr: ir.Attribute, rank: int, column_dims: list[int]) -> str | None:
+def _operand_kind(value: ir.AffineMap, rank: int, column_dims: list[int]) -> str | None:
     """How an epilogue operand is read, from its indexing map: ``full`` (identity),
     ``column`` (the dims N was expanded into, in order), ``scalar`` (none)."""
-    value = ir.AffineMapAttr(map_attr).value
     results = [str(e) for e in value.results]
     if results == [f"d{i}" for i in range(rank)]:
         return "full"
@@ -578,13 +578,13 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
     if not is_all_parallel(generic) or not clonable_body(generic):
         return None
     inputs = list(generic.operands)[:-1]
-    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    maps = indexing_maps(generic)
     positions = [i for i, v in enumerate(inputs) if v == value]
     if len(positions) != 1:
         return None
     position = positions[0]
     rank = ir.RankedTensorType(value.type).rank
-    if not is_identity(ir.AffineMapAttr(maps[position]).value) or not is_identity(ir.AffineMapAttr(maps[-1]).value):
+    if not is_identity(maps[position]) or not is_identity(maps[-1]):
         return None
     _, column_dims = _row_and_column_dims(reshape)
     for operand, map_attr in zip(inputs, maps):
@@ -611,7 +611,7 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
     row_dims, column_dims = _row_and_column_dims(reshape)
-    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    maps = indexing_maps(generic)
     operands = tuple(EpilogueOperand(_operand_kind(map_attr, rank, column_dims),
                                      str(ir.RankedTensorType(v.type).element_type))
                      for v, map_attr in zip(inputs, maps))

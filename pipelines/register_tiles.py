@@ -20,6 +20,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import vector
 
+from ..ir.maps import indexing_map_texts
 from .ir_queries import defining_op, ops_where
 
 MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
@@ -31,11 +32,6 @@ ACCUMULATORS = 24  # of the 32 vector registers; the rest hold the weights and A
 _DOT_MAPS = ["(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0)"]
 # A plain matmul's indexing maps: C[m, n] += A[m, k] * B[k, n].
 MATMUL_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
-
-
-def indexing_maps(op: ir.Operation) -> list[str]:
-    """``op``'s indexing maps as text, to compare with ``MATMUL_MAPS`` and the like."""
-    return [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
 def register_tile(n: int, lanes: int) -> tuple[int, int]:
@@ -101,7 +97,7 @@ def dot_operands(op: ir.Operation, instruction: DotInstruction) -> tuple[ir.Valu
     else ``None``."""
     if op.name != "vector.contract" or str(op.results[0].type) != instruction.accumulator:
         return None
-    if indexing_maps(op) != _DOT_MAPS:
+    if indexing_map_texts(op) != _DOT_MAPS:
         return None
     if "#vector.kind<add>" not in str(op.attributes["kind"]):
         return None

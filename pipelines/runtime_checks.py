@@ -35,6 +35,7 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects import arith, cf, func, memref, scf, tensor
 
+from ..ir.maps import has_indexing_maps, indexing_maps
 from ..ir.checks import emit_check
 from ..runtime.checks import (
     CHECK_FUNCTION,
@@ -246,8 +247,8 @@ def _indexing_maps(module: ir.Operation) -> dict[tuple[int, int], list[ir.Affine
     for f, function in enumerate(defined_functions(twin)):
         structured = [op.operation for op in function.regions[0].blocks[0].operations if is_structured(op.operation)]
         for k, op in enumerate(structured):
-            if "indexing_maps" in op.attributes:
-                maps[(f, k)] = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+            if has_indexing_maps(op):
+                maps[(f, k)] = indexing_maps(op)
     return maps
 
 

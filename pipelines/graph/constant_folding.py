@@ -31,6 +31,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func
 
+from ...ir.maps import indexing_maps
 from ...dialects import graph
 from ...ir import core, reshapes
 from ...ir.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
@@ -116,7 +117,7 @@ def affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: Cons
         return None
     if any("parallel" not in str(it) for it in op.attributes["iterator_types"]):
         return None
-    maps = [attr.value for attr in op.attributes["indexing_maps"]]
+    maps = indexing_maps(op)
     n_inputs = len(op.operands) - 1
     positions = [i for i in range(n_inputs) if op.operands[i] == x]
     if len(positions) != 1 or maps[positions[0]] != ir.AffineMap.get_identity(maps[0].n_dims):
@@ -229,7 +230,7 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
             flat_inputs: list[ir.Value] = []
             slots: list[list[int | None]] = []
             for op, position in chain:
-                maps = [attr.value for attr in op.attributes["indexing_maps"]]
+                maps = indexing_maps(op)
                 row: list[int | None] = []
                 for i in range(len(op.operands) - 1):
                     if i == position:
