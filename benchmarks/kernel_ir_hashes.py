@@ -18,12 +18,20 @@ from mlir.passmanager import PassManager
 
 from tilecraft.pipelines import bf16_matmul, fused_attention, int8_matmul
 from tilecraft.pipelines.fused_attention import AttentionShape, Extra
-from tilecraft.pipelines.int8_matmul import Window
+from tilecraft.pipelines.int8_matmul import Epilogue, EpilogueOperand, Window
 
 BF16_SHAPES = [(64, 64, 64, 1), (100, 48, 37, 4), (7, 130, 9, 2), (1, 16, 2, 1), (49, 1000, 512, 8)]
 INT8_SHAPES = [(64, 64, 64, True, 1), (100, 48, 37, False, 4), (7, 130, 9, True, 2), (1, 16, 4, False, 1),
                (49, 1000, 512, True, 8)]
 INT8_WINDOWS = [Window((1, 8, 8, 16), (3, 3), (1, 1), (1, 1), 6, 6), Window((2, 9, 9, 8), (3, 3), (2, 2), (1, 1), 4, 4)]
+_EPILOGUES = [  # (epilogue, m, n, k, a unsigned, threads, window): operands of each kind, several results
+    (Epilogue("body", (EpilogueOperand("full", "i32"), EpilogueOperand("column", "f32"), EpilogueOperand("scalar", "f32"),
+                       EpilogueOperand("full", "i8")), 0, "i8"), 30, 70, 13, False, 2, None),
+    (Epilogue("body", (EpilogueOperand("column", "i32"), EpilogueOperand("full", "i32")), 1, "f32"),
+     64, 64, 64, True, 1, None),
+    (Epilogue("body", (EpilogueOperand("full", "i32"), EpilogueOperand("scalar", "i32")), 0, "i32"),
+     36, 32, 144, True, 2, Window((1, 8, 8, 16), (3, 3), (1, 1), (1, 1), 6, 6)),
+]
 _MASK = Extra("tensor<128x128xi8>", "i1", ("d1", "d2"), True)
 _SCALE = Extra("tensor<128xf32>", "f32", ("d1",), False)
 ATTENTION = [  # (shape, extras, threads, scores function, zeroing, ranged)
@@ -56,6 +64,9 @@ def kernels() -> list[tuple[str, str]]:
     for w in INT8_WINDOWS:
         found.append((f"int8 window{w.suffix()}",
                       built(int8_matmul.kernel_module, w.rows, 32, w.depth, True, 2, None, None, w)))
+    for i, (epilogue, m, n, k, unsigned, threads, window) in enumerate(_EPILOGUES):
+        found.append((f"int8 epilogue #{i} {m}x{n}x{k} -> {epilogue.result}",
+                      built(int8_matmul.kernel_module, m, n, k, unsigned, threads, epilogue, "kern", window)))
     for i, (shape, extras, threads, scores, zeroing, ranged) in enumerate(ATTENTION):
         found.append((f"attention #{i} {shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}"
                       f" extras={len(extras)} t{threads}{' ranged' if ranged else ''}",
