@@ -278,7 +278,7 @@ class AccuracyError(TilecraftError, ValueError):
 
 
 class OperandError(TilecraftError, ValueError):
-    """An op builder (the IR emitters in frontend/emit, an ONNX handler's or a PyTorch op's
+    """An op builder (the IR emitters in ir/, an ONNX handler's or a PyTorch op's
     converter) was given operands or attributes it cannot build the op for: a rank, shape,
     element type or attribute value the op does not take, or a case tilecraft does not
     support. It is the model's fault, so the importers turn it into a

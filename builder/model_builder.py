@@ -8,7 +8,7 @@ constants, ``call_dps_packed`` of extern functions such as ``env.linear``, outpu
 - each ``emit_te`` turns its computes into a private function with
   :func:`~tilecraft.schedule.te.create_func` (so a TE function means here what it means to
   ``Schedule``) and calls it, as Relax's ``call_tir`` calls a PrimFunc;
-- constants are ``frontend/emit/core.constant`` (large ones ``dense_resource`` blobs, as
+- constants are ``ir/core.constant`` (large ones ``dense_resource`` blobs, as
   the importers make them);
 - extern calls are emitted by ``pipelines/extern.py`` (the registry's signature checked
   on the spot, destination-passing style);
@@ -36,7 +36,7 @@ from mlir.dialects import func
 
 from ..compiler.compile import compile as compile_model
 from ..errors import ExternSignatureError, ModelBuilderError
-from ..frontend.emit import core
+from ..ir import core
 from ..pipelines.extern import emit_call
 from ..pipelines.options import CompileOptions
 from ..runtime.extern import ELEMENT_TYPES, ExternFunction, lookup

@@ -33,7 +33,7 @@ from mlir import ir
 
 from .. import __version__
 from ..errors import ExternError, PackageError, ToolchainError
-from ..frontend.resources import resource_array
+from ..ir.resources import resource_array
 from ..pipelines.compiled_module import clone_module
 from ..pipelines.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
@@ -165,7 +165,7 @@ def externalize_weights(llvm_module: ir.Module, directory: Path) -> tuple[ir.Mod
     hidden and ``dso_local``: the code addresses them PC-relative, as if they were internal.
     Returns (module, assembly file or None, number of tensors, bytes).
     """
-    # The arrays tilecraft made the blobs from (frontend/resources.py), read before the copy
+    # The arrays tilecraft made the blobs from (ir/resources.py), read before the copy
     # below (a fresh context has no such table); others are read from the printed module.
     known = {}
     for op in llvm_module.body.operations:

@@ -27,8 +27,8 @@ out of a bf16 pipeline that uses the kernel, so constant-weight matmuls stay pla
 convolutions keep the widened weights (bf16_weights.py). Epilogues (bias,
 activation) stay elementwise kernels after the call.
 
-The kernel is MLIR text parsed once per shape, as int8_matmul.py's VNNI kernel is: its loop
-structure is fixed, only its constants vary.
+The kernel is built with MLIR's Python builders (ir/kernels.py) once per shape: its loop
+structure is fixed, only its constants vary; its lane count is the instruction's.
 """
 
 from __future__ import annotations
@@ -38,15 +38,16 @@ from typing import Mapping
 import ml_dtypes
 import numpy as np
 from mlir import ir
-from mlir.dialects import func
+from mlir.dialects import arith, func, scf, tensor, vector
 
+from ..ir.maps import has_indexing_maps, indexing_map_texts
 from ..errors import PipelineError
-from ..frontend.emit import core
-from ..frontend.emit.contraction import collapse, expand
+from ..ir import core, kernels
+from ..ir.contraction import collapse, expand
 from .ir_queries import is_zero_fill
 from .passes import register_pass
-from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
-                             indexing_maps, pack_k_groups, register_tile, row_block)
+from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
+                             pack_k_groups, register_tile, row_block)
 
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
@@ -65,107 +66,106 @@ def kernel_name(m: int, n: int, k: int, threads: int) -> str:
     return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}"
 
 
-def kernel_source(m: int, n: int, k: int, threads: int) -> str:
-    """The kernel's MLIR: ``(A: MxKxf32, W': packed bf16) -> MxN f32`` (module docstring)."""
-    rows, vectors = register_tile(n)
-    columns = vectors * LANES
+def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
+    """The kernel function ``(A: MxKxf32, W': packed bf16) -> MxN f32`` (module docstring),
+    built at the insertion point."""
+    lanes = VDPBF16PS.lanes
+    rows, vectors = register_tile(n, lanes)
+    columns = vectors * lanes
     tiles, pairs, full_pairs = -(-n // columns), -(-k // PAIR), k // PAIR
     block_rows = row_block(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
-    a_type, w_type = f"tensor<{m}x{k}xf32>", f"tensor<{tiles}x{pairs}x{columns * PAIR}xbf16>"
-    c_type, tile_type, acc = f"tensor<{m}x{n}xf32>", "tensor<?x?xf32>", "vector<16xf32>"
-    columns_in_bounds = "true" if n % columns == 0 else "false"
-    lines = [
-        f"func.func private @{kernel_name(m, n, k, threads)}(%a: {a_type}, %w: {w_type}) -> {c_type} {{",
-        "  %c0 = arith.constant 0 : index",
-        "  %c1 = arith.constant 1 : index",
-        f"  %c_rows = arith.constant {rows} : index",
-        f"  %c_full = arith.constant {full_pairs} : index",
-        "  %f0 = arith.constant 0.0 : f32",
-        "  %bf0 = arith.constant 0.0 : bf16",
-        f"  %zero = arith.constant dense<0.0> : {acc}",
-        *(f"  %c{offset} = arith.constant {offset} : index"
-          for offset in sorted(({v * 2 * LANES for v in range(vectors)} | {v * LANES for v in range(vectors)}) - {0})),
-        f"  %empty = tensor.empty() : {c_type}",
-        f"  %c = scf.forall (%rb, %t) in ({row_blocks}, {tiles}) shared_outs(%out = %empty) -> ({c_type}) {{",
-        f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
-        f"    %n0 = affine.apply affine_map<(d0) -> (d0 * {columns})>(%t)",
-        f"    %nrows = affine.min affine_map<(d0) -> ({block_rows}, {m} - d0 * {block_rows})>(%rb)",
-        f"    %ncols = affine.min affine_map<(d0) -> ({columns}, {n} - d0 * {columns})>(%t)",
-        f"    %tile = tensor.extract_slice %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {c_type} to {tile_type}",
-        f"    %main = affine.apply affine_map<(d0) -> (d0 - d0 mod {rows})>(%nrows)",
-    ]
+    f32, bf16, i32 = ir.F32Type.get(), ir.BF16Type.get(), ir.IntegerType.get_signless(32)
+    c_type = ir.RankedTensorType.get([m, n], f32)
+    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, f32)
+    pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
+    columns_in_bounds = n % columns == 0
+    function = kernels.private_function(kernel_name(m, n, k, threads), [
+        ir.RankedTensorType.get([m, k], f32), ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16)], [c_type])
+    a, w = function.arguments
+    with ir.InsertionPoint(function.entry_block):
+        c = kernels.IndexConstants()
+        c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_pairs)
+        f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
+        zero = kernels.zero_vector(lanes, f32)
+        for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
+            c(offset)
+        empty = tensor.empty([m, n], f32)
+        forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
+        with ir.InsertionPoint(forall.body):
+            rb, t = forall.induction_variables
+            out = forall.inner_iter_args[0]
+            m0 = kernels.apply(lambda d0: d0 * block_rows, rb)
+            n0 = kernels.apply(lambda d0: d0 * columns, t)
+            nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
+            ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
+            dynamic = ir.ShapedType.get_dynamic_size()
+            tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
+                                        [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+            main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
 
-    def step(tag: str, mr: int, pair: str, in_bounds: str, accs: list[str], indent: str) -> tuple[list[str], list[str]]:
-        """One pair of k: loads of W', A's pair of each row rounded to bf16 and broadcast,
-        the dot products."""
-        body = [f"{indent}%k_{tag} = affine.apply affine_map<(d0) -> (d0 * {PAIR})>({pair})"]
-        for v in range(vectors):
-            body += [f"{indent}%w{v}_{tag} = vector.transfer_read %w[%t, {pair}, %c{v * 2 * LANES}], %bf0 "
-                     f"{{in_bounds = [true]}} : {w_type}, vector<32xbf16>",
-                     f"{indent}%ws{v}_{tag} = vector.shape_cast %w{v}_{tag} : vector<32xbf16> to vector<16x2xbf16>",
-                     f"{indent}%we{v}_{tag} = arith.extf %ws{v}_{tag} : vector<16x2xbf16> to vector<16x2xf32>"]
-        new = []
-        for r in range(mr):
-            body += [
-                f"{indent}%a{r}_{tag} = vector.transfer_read %a[%row{r}, %k_{tag}], %f0 "
-                f"{{in_bounds = [{in_bounds}]}} : {a_type}, vector<2xf32>",
-                f"{indent}%h{r}_{tag} = arith.truncf %a{r}_{tag} : vector<2xf32> to vector<2xbf16>",
-                f"{indent}%i{r}_{tag} = vector.bitcast %h{r}_{tag} : vector<2xbf16> to vector<1xi32>",
-                f"{indent}%x{r}_{tag} = vector.extract %i{r}_{tag}[0] : i32 from vector<1xi32>",
-                f"{indent}%y{r}_{tag} = vector.broadcast %x{r}_{tag} : i32 to vector<16xi32>",
-                f"{indent}%q{r}_{tag} = vector.bitcast %y{r}_{tag} : vector<16xi32> to vector<32xbf16>",
-                f"{indent}%qs{r}_{tag} = vector.shape_cast %q{r}_{tag} : vector<32xbf16> to vector<16x2xbf16>",
-                f"{indent}%qe{r}_{tag} = arith.extf %qs{r}_{tag} : vector<16x2xbf16> to vector<16x2xf32>",
-            ]
-            for v in range(vectors):
-                result = f"%d{r}_{v}_{tag}"
-                body.append(f"{indent}{result} = vector.contract {DOT_TRAITS} %qe{r}_{tag}, %we{v}_{tag}, "
-                            f"{accs[r * vectors + v]} : vector<16x2xf32>, vector<16x2xf32> into {acc}")
-                new.append(result)
-        return body, new
+            def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
+                     row_indices: list[ir.Value]) -> list[ir.Value]:
+                """One pair of k: loads of W', A's pair of each row rounded to bf16 and
+                broadcast, the dot products."""
+                k_at = kernels.apply(lambda d0: d0 * PAIR, pair)
+                weights = []
+                for v in range(vectors):
+                    loaded = kernels.read(w, [t, pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
+                    weights.append(arith.extf(pair_f32, vector.shape_cast(pair_bf16, loaded)))
+                new = []
+                for r in range(mr):
+                    pair_a = kernels.read(a, [row_indices[r], k_at], f0, PAIR, in_bounds=in_bounds)
+                    rounded = arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
+                    as_word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), rounded))
+                    spread = vector.broadcast(ir.VectorType.get([lanes], i32), as_word)
+                    spread = vector.bitcast(ir.VectorType.get([lanes * PAIR], bf16), spread)
+                    spread = arith.extf(pair_f32, vector.shape_cast(pair_bf16, spread))
+                    new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
+                return new
 
-    def row_loop(tag: str, mr: int, lower: str, upper: str, stride: str, source: str) -> list[str]:
-        out = [f"    %{tag} = scf.for %i = {lower} to {upper} step {stride} iter_args(%tl = {source}) -> ({tile_type}) {{"]
-        for r in range(mr):
-            out += [f"      %local{r} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i)",
-                    f"      %row{r} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i)"]
-        count = mr * vectors
-        carried = [f"%l{j}" for j in range(count)]
-        types = ", ".join([acc] * count)
-        out.append(f"      %r:{count} = scf.for %g = %c0 to %c_full step %c1 "
-                   f"iter_args({', '.join(f'{c} = %zero' for c in carried)}) -> ({types}) {{")
-        body, new = step("g", mr, "%g", "true", carried, "        ")
-        out += body + [f"        scf.yield {', '.join(new)} : {types}", "      }"]
-        final = [f"%r#{j}" for j in range(count)]
-        if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
-            body, final = step("tail", mr, "%c_full", "false", final, "      ")
-            out += body
-        current = "%tl"
-        for r in range(mr):
-            for v in range(vectors):
-                written = f"%o{r}_{v}"
-                out.append(f"      {written} = vector.transfer_write {final[r * vectors + v]}, {current}"
-                           f"[%local{r}, %c{v * LANES}] {{in_bounds = [{columns_in_bounds}]}} : {acc}, {tile_type}")
-                current = written
-        return out + [f"      scf.yield {current} : {tile_type}", "    }"]
+            def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
+                loop = kernels.for_loop(lower, upper, stride, [source])
+                with ir.InsertionPoint(loop.body):
+                    i, current = loop.induction_variable, loop.inner_iter_args[0]
+                    local, row_indices = [], []
+                    for r in range(mr):
+                        local.append(kernels.apply(lambda d0: d0 + r, i))
+                        row_indices.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
+                    over_k = kernels.for_loop(c0, c_full, c1, [zero] * (mr * vectors))
+                    with ir.InsertionPoint(over_k.body):
+                        scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args), row_indices))
+                    final = list(over_k.results)
+                    if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
+                        final = step(mr, c_full, False, final, row_indices)
+                    for r in range(mr):
+                        for v in range(vectors):
+                            current = kernels.write(final[r * vectors + v], current, [local[r], c(v * lanes)],
+                                                    in_bounds=columns_in_bounds)
+                    scf.YieldOp([current])
+                return loop.results[0]
 
-    lines += row_loop("full", rows, "%c0", "%main", "%c_rows", "%tile")
-    lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full")
-    lines += [
-        "    scf.forall.in_parallel {",
-        f"      tensor.parallel_insert_slice %rest into %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {tile_type} into {c_type}",
-        "    }",
-        "  }",
-        f"  return %c : {c_type}",
-        "}",
-    ]
-    return "\n".join(lines)
+            full = row_loop(rows, c0, main, c_rows, tile)
+            rest = row_loop(1, main, nrows, c1, full)
+            in_parallel = scf.InParallelOp()
+            with ir.InsertionPoint(in_parallel.block):
+                tensor.parallel_insert_slice(rest, out, [m0, n0], [nrows, ncols], [],
+                                             [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+        func.ReturnOp([forall.results[0]])
+    return function
+
+
+def kernel_module(m: int, n: int, k: int, threads: int) -> ir.Module:
+    """The kernel alone in a new module (in the current context): to read or test it."""
+    module = ir.Module.create()
+    with ir.InsertionPoint(module.body), ir.Location.unknown():
+        build_kernel(m, n, k, threads)
+    return module
 
 
 def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, threads), kernel_source(m, n, k, threads))
+    return add_kernel(module, kernel_name(m, n, k, threads), lambda: build_kernel(m, n, k, threads))
 
 
 def _pointwise_conv(op: ir.Operation) -> bool:
@@ -181,8 +181,8 @@ def takes_kernel(op: ir.Operation) -> bool:
     """A plain ``linalg.matmul``, or a 1x1 stride-1 NHWC convolution, of static f32 shapes
     whose accumulator is a zero fill."""
     if op.name == "linalg.matmul" and len(op.operands) == 3:
-        if "indexing_maps" in op.attributes:
-            if indexing_maps(op) != MATMUL_MAPS:
+        if has_indexing_maps(op):
+            if indexing_map_texts(op) != MATMUL_MAPS:
                 return False
     elif not _pointwise_conv(op):
         return False
@@ -199,12 +199,12 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
     conv = op.name != "linalg.matmul"
     weights = weights.reshape(weights.shape[-2:])
     k, n = weights.shape
-    _, vectors = register_tile(n)
+    _, vectors = register_tile(n, VDPBF16PS.lanes)
     with ir.InsertionPoint(op), op.location:
         a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
         m = ir.RankedTensorType(a.type).shape[0]
         name = _kernel(module, m, n, k, threads)
-        packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * LANES), name="bf16_panels")
+        packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * VDPBF16PS.lanes), name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
         product = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed]).results[0]
         if conv:

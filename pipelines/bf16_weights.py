@@ -29,10 +29,10 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
-from ..frontend.emit import core
+from ..ir import core
 from ..errors import OptionError, PipelineError
-from ..frontend.emit.core import RESOURCE_THRESHOLD
-from ..frontend.resources import is_resource_constant, resource_arrays
+from ..ir.core import RESOURCE_THRESHOLD
+from ..ir.resources import is_resource_constant, resource_arrays
 from .bf16_matmul import BF16_DOTS_PASS, takes_kernel, to_bf16_kernel
 from .ir_queries import defined_functions, defining_op
 from .passes import positive_int_option, register_pass

@@ -34,8 +34,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, vector
 
-from ..frontend.emit import core
-from ..frontend.resources import constant_array
+from ..ir import core
+from ..ir.resources import constant_array
 from .ir_queries import defined_functions, defining_op, ops_where, users
 from .passes import register_pass
 

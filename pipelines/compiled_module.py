@@ -206,7 +206,7 @@ def clone_module(module: ir.Module) -> ir.Module:
     """A copy of ``module`` in its context: what a compiled module keeps of its source for
     ``export_library``. Why a clone and not bytecode: attributes are shared, so the weights
     are not copied (bytecode copies every weight, in time and memory, on every compile;
-    docs/performance.md), and their arrays stay known to frontend/resources.py."""
+    docs/performance.md), and their arrays stay known to ir/resources.py."""
     copy = ir.Module.create(loc=module.operation.location)
     cloned = module.operation.clone()
     for index in range(len(cloned.attributes)):

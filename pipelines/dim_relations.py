@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from mlir import ir, passmanager
 
+from ..ir.maps import has_indexing_maps, indexing_maps
 from ..runtime.signature import SYMBOLS_ATTRIBUTE, DimGroup
 from .loop_nest import is_structured
 from .scratch import scratch_copy
@@ -60,8 +61,8 @@ def _constant_index(value: ir.Value) -> int | None:
 
 def _relate(op: ir.Operation, classes: _UnionFind, dim_of: dict) -> None:
     """Add the equalities ``op`` implies to ``classes``."""
-    if is_structured(op) and "indexing_maps" in op.attributes:
-        maps = [ir.AffineMapAttr(attr).value for attr in op.attributes["indexing_maps"]]
+    if is_structured(op) and has_indexing_maps(op):
+        maps = indexing_maps(op)
         for operand, affine_map in zip(op.operands, maps):
             if _ranked(operand) is None:
                 continue

@@ -45,7 +45,7 @@ def find_entry(module: ir.Module, entry: str | None) -> ir.Operation:
 
 
 # Sub-byte types travel as i8 (one value per byte, as ml_dtypes stores them; see
-# frontend/emit/small_types.py): ``tilecraft.dtype`` names which.
+# ir/small_types.py): ``tilecraft.dtype`` names which.
 _SUB_BYTE = {np.dtype(t) for t in (ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2,
                                    ml_dtypes.float4_e2m1fn)}
 

@@ -7,7 +7,7 @@ What each becomes (scalar or vector f32; other types are left alone):
 - ``math.tanh``: Eigen's rational approximation (odd degree-13 numerator over even
   degree-6 denominator, input clamped to +-7.9053, ``x`` itself below |x| = 0.0004): 11
   FMAs and one division, no ``exp``.
-- ``math.erf`` and the erf the frontends expand (``frontend/emit/elementwise.py`` tags
+- ``math.erf`` and the erf the frontends expand (``ir/elementwise.py`` tags
   its result ``tilecraft.fast_math = "erf"``; the exact form has two branches, an ``exp``,
   two polynomials and a division): Eigen's rational erf (degree 13 over degree 8, input
   clamped to +-4). GELU's exact form ``0.5 x (1 + erf(x / sqrt 2))`` takes it, the tanh
@@ -40,7 +40,7 @@ from typing import Callable, Mapping
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ..frontend.emit.elementwise import FAST_MATH_FUNCTION
+from ..ir.elementwise import FAST_MATH_FUNCTION
 from .ir_queries import ops_where, replace_each
 from .passes import register_pass
 from .vector_math import _exp, _splat

@@ -66,8 +66,9 @@ from mlir import ir
 from mlir.dialects import arith, func
 from mlir.passmanager import PassManager
 
-from ..frontend.emit import core
-from ..frontend.resources import literal_array
+from ..ir.maps import has_indexing_maps, indexing_map_texts, operand_map
+from ..ir import core
+from ..ir.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
 from .passes import positive_int_option, register_pass
 from .vector_bodies import clonable_body, clone_body, declared_function, is_all_parallel, is_identity
@@ -148,7 +149,7 @@ def _single_user(value: ir.Value) -> ir.Operation | None:
 
 
 def _map_results(generic: ir.Operation, index: int) -> list[str]:
-    value = ir.AffineMapAttr(list(ir.ArrayAttr(generic.attributes["indexing_maps"]))[index]).value
+    value = operand_map(generic, index)
     return [str(e) for e in value.results]
 
 
@@ -280,8 +281,7 @@ def _plain_batch_matmul(op: ir.Operation | None) -> bool:
     """A ``linalg.batch_matmul`` of static f32 operands, with its default maps, into zeros."""
     if op is None or op.name != "linalg.batch_matmul":
         return False
-    if "indexing_maps" in op.attributes and [str(ir.AffineMapAttr(m).value) for m in
-                                             ir.ArrayAttr(op.attributes["indexing_maps"])] != _BATCH_MATMUL_MAPS:
+    if has_indexing_maps(op) and indexing_map_texts(op) != _BATCH_MATMUL_MAPS:
         return False
     return is_zero_fill(op.operands[2]) and all(_is_f32(v) for v in op.operands)
 
@@ -314,7 +314,7 @@ def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[tuple[ir.Operat
             return value, []
         op = defining_op(value)
         if depth == _MAX_CHAIN or op is None or not is_all_parallel(op) or not clonable_body(op) \
-                or not is_identity(ir.AffineMapAttr(list(ir.ArrayAttr(op.attributes["indexing_maps"]))[-1]).value):
+                or not is_identity(operand_map(op, -1)):
             return None
         inputs = list(op.operands)[:-1]
         for position, operand in enumerate(inputs):

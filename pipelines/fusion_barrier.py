@@ -30,6 +30,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import func
 
+from ..ir.maps import indexing_maps
 from .ir_queries import RESHAPE_OPS, defining_op
 
 PANELS_ATTR = "tilecraft.weight_panels"  # graph/weight_panels.py's mark
@@ -67,7 +68,7 @@ def _reused_inputs(op: ir.Operation) -> list[int]:
     iterators = _iterator_types(op)
     if all("parallel" in t for t in iterators):
         return []
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     num_inputs = len(op.operands) - len(op.results)
     reused = []
     for index in range(num_inputs):

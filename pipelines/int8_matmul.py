@@ -57,17 +57,18 @@ from typing import Mapping
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import func, linalg
+from mlir.dialects import arith, func, linalg, scf, tensor, vector
 from mlir.passmanager import PassManager
 
 from ..errors import PipelineError
-from ..frontend.emit import core
-from ..frontend.emit.contraction import collapse, expand
-from ..frontend.resources import literal_array
+from ..ir import core, kernels
+from ..ir.maps import indexing_map_texts, indexing_maps
+from ..ir.contraction import collapse, expand
+from ..ir.resources import literal_array
 from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from .passes import positive_int_option, register_pass
-from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
-                             indexing_maps, pack_k_groups, register_tile, row_block)
+from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
+                             pack_k_groups, register_tile, row_block)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
@@ -83,7 +84,7 @@ def integer_product_signedness(op: ir.Operation) -> tuple[bool, bool] | None:
     i8 operands, an i32 result, ``acc + ext(a) * ext(b)``; ``None`` otherwise."""
     if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 1:
         return None
-    if indexing_maps(op) != MATMUL_MAPS:
+    if indexing_map_texts(op) != MATMUL_MAPS:
         return None
     types = [ir.RankedTensorType(v.type) if isinstance(v.type, ir.RankedTensorType) else None
              for v in op.operands]
@@ -194,7 +195,7 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
         return None
     input_shape = tuple(ir.RankedTensorType(source.type).shape)
     images, out_h, out_w, kh, kw, channels = ir.RankedTensorType(copy.results[0].type).shape
-    read, written = (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(copy.attributes["indexing_maps"]))
+    read, written = indexing_maps(copy)
     if not is_identity(written) or len(read.results) != 4:
         return None
     forms = [linear_form(e) for e in read.results]
@@ -209,12 +210,14 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
                           (height.get(3, 1), width.get(4, 1)), out_h, out_w)
 
 
-def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
-                  epilogue: "Epilogue | None" = None, name: str | None = None,
-                  window: "Window | None" = None) -> str:
-    """The kernel function's MLIR (see the module docstring): ``(A: MxKxi8, B': packed,
-    start: i32 per padded column[, the epilogue's operands]) -> MxN`` of i32, or of the
-    epilogue's result type.
+def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
+                 epilogue: "Epilogue | None" = None, name: str | None = None,
+                 window: "Window | None" = None, *, public: bool = False) -> func.FuncOp:
+    """The kernel function (see the module docstring), built at the insertion point:
+    ``(A: MxKxi8, B': packed, start: i32 per padded column[, the epilogue's operands]) ->
+    MxN`` of i32, or of the epilogue's result type, whose vector function is declared just
+    before it (its body is the epilogue pass's to fill in). ``public``: not private (while
+    the epilogue is inlined into it, so that symbol-dce keeps it).
 
     Per task (a block of rows by one column tile), per register tile of its rows: the
     accumulators start at the start values, take every group of k (a K that is not a
@@ -224,209 +227,200 @@ def kernel_source(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     first layers on one thread) went out of L1 and back once per block, which cost as much
     as streaming B' from L2 for each register tile; and the epilogue can then work on the
     accumulators themselves."""
-    rows, vectors = register_tile(n)
-    columns = vectors * LANES
+    lanes = VPDPBUSD.lanes
+    rows, vectors = register_tile(n, lanes)
+    columns = vectors * lanes
     tiles, groups = -(-n // columns), -(-k // GROUP)
     full_groups = k // GROUP
     block_rows = row_block(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
     name = name or kernel_name(m, n, k, a_unsigned, threads, window)
-    result_element = epilogue.result if epilogue else "i32"
-    a_type = f"tensor<{'x'.join(map(str, window.input_shape))}xi8>" if window else f"tensor<{m}x{k}xi8>"
-    b_type = f"tensor<{tiles}x{groups}x{columns * GROUP}xi8>"
-    s_type = f"tensor<{tiles * columns}xi32>"
-    c_type = f"tensor<{m}x{n}x{result_element}>"
-    tile_type = f"tensor<?x?x{result_element}>"
-    acc = "vector<16xi32>"
+    i8, i32 = ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
+    result_element = ir.Type.parse(epilogue.result) if epilogue else i32
+    dynamic = ir.ShapedType.get_dynamic_size()
+    a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], i8)
+    c_type = ir.RankedTensorType.get([m, n], result_element)
+    tile_type = ir.RankedTensorType.get([dynamic, dynamic], result_element)
+    acc = ir.VectorType.get([lanes], i32)
+    group_i8, group_i32 = ir.VectorType.get([lanes, GROUP], i8), ir.VectorType.get([lanes, GROUP], i32)
     extras = [] if epilogue is None else [
         (index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
     # Column tiles all whole: the accumulators' loads and stores need no mask.
-    columns_in_bounds = "true" if n % columns == 0 else "false"
-    arguments = [f"%a: {a_type}", f"%b: {b_type}", f"%start: {s_type}"]
-    arguments += [f"%e{i}: {operand.tensor_type(m, n)}" for i, operand in extras]
-    lines = [
-        f"func.func private @{name}({', '.join(arguments)}) -> {c_type} {{",
-        "  %c0 = arith.constant 0 : index",
-        "  %c1 = arith.constant 1 : index",
-        f"  %c_rows = arith.constant {rows} : index",
-        f"  %c_full = arith.constant {full_groups} : index",
-        *((f"  %c_taps = arith.constant {window.kernel[0] * window.kernel[1]} : index",
-           f"  %c_channel_groups = arith.constant {window.channels // GROUP} : index") if window else ()),
-        "  %i8_0 = arith.constant 0 : i8",
-        "  %i32_0 = arith.constant 0 : i32",
-        f"  %flip = arith.constant dense<{_SIGN_FLIP}> : {acc}",
-        *(f"  %c{offset} = arith.constant {offset} : index"
-          for offset in sorted(({v * 64 for v in range(vectors)} | {v * LANES for v in range(vectors)}) - {0})),
-    ]
-    for i, operand in extras:
-        lines.append(f"  %pad{i} = {operand.zero()}")
-        if operand.kind == "scalar":
-            lines += [f"  %e{i}_s = tensor.extract %e{i}[] : {operand.tensor_type(m, n)}",
-                      f"  %e{i}_v = vector.broadcast %e{i}_s : {operand.element} to {operand.vector_type()}"]
-    lines += [
-        f"  %empty = tensor.empty() : {c_type}",
-        f"  %c = scf.forall (%rb, %t) in ({row_blocks}, {tiles}) shared_outs(%out = %empty) -> ({c_type}) {{",
-        f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
-        f"    %n0 = affine.apply affine_map<(d0) -> (d0 * {columns})>(%t)",
-        f"    %nrows = affine.min affine_map<(d0) -> ({block_rows}, {m} - d0 * {block_rows})>(%rb)",
-        f"    %ncols = affine.min affine_map<(d0) -> ({columns}, {n} - d0 * {columns})>(%t)",
-        f"    %tile = tensor.extract_slice %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {c_type} to {tile_type}",
-        f"    %main = affine.apply affine_map<(d0) -> (d0 - d0 mod {rows})>(%nrows)",
-    ]
-    for v in range(vectors):
-        lines.append(f"    %s{v}_at = affine.apply affine_map<(d0) -> (d0 + {v * LANES})>(%n0)")
-        lines.append(f"    %s{v} = vector.transfer_read %start[%s{v}_at], %i32_0 {{in_bounds = [true]}} : {s_type}, {acc}")
+    columns_in_bounds = n % columns == 0
+    if epilogue is not None:
+        kernels.declare_function(epilogue.function, [o.vector_type() for o in epilogue.operands],
+                                 [ir.VectorType.get([lanes], result_element)])
+    inputs = [a_type, ir.RankedTensorType.get([tiles, groups, columns * GROUP], i8),
+              ir.RankedTensorType.get([tiles * columns], i32)]
+    inputs += [operand.tensor_type(m, n) for _, operand in extras]
+    function = kernels.private_function(name, inputs, [c_type])
+    if public:
+        del function.attributes["sym_visibility"]
+    a, b, start = list(function.arguments)[:3]
+    extra_args = dict(zip((i for i, _ in extras), list(function.arguments)[3:]))
+    with ir.InsertionPoint(function.entry_block):
+        c = kernels.IndexConstants()
+        c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_groups)
+        if window:
+            c_taps, c_channel_groups = c(window.kernel[0] * window.kernel[1]), c(window.channels // GROUP)
+        i8_0, i32_0 = core.scalar_constant(0, i8), core.scalar_constant(0, i32)
+        flip = arith.constant(acc, ir.DenseElementsAttr.get_splat(acc, ir.IntegerAttr.get(i32, _SIGN_FLIP)))
+        for offset in sorted(({v * lanes * GROUP for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
+            c(offset)
+        pads, splats = {}, {}
         for i, operand in extras:
-            if operand.kind == "column":
-                lines.append(f"    %e{i}_c{v} = vector.transfer_read %e{i}[%s{v}_at], %pad{i} "
-                             f"{{in_bounds = [{columns_in_bounds}]}} : {operand.tensor_type(m, n)}, {operand.vector_type()}")
-
-    def step_body(tag: str, mr: int, group: str, in_bounds: str, accs: list[str], indent: str,
-                  b_group: str | None = None) -> tuple[list[str], list[str]]:
-        """One group of four k: loads of B' (group ``b_group``, default ``group``), broadcasts
-        of A (its 4 bytes at k = 4 * ``group`` of each row, or of each row's window tap), the
-        dot products."""
-        b_group = b_group or group
-        body = [f"{indent}%k_{tag} = affine.apply affine_map<(d0) -> (d0 * {GROUP})>({group})"]
-        for v in range(vectors):
-            body += [f"{indent}%b{v}_{tag} = vector.transfer_read %b[%t, {b_group}, %c{v * 64}], %i8_0 "
-                     f"{{in_bounds = [true]}} : {b_type}, vector<64xi8>",
-                     f"{indent}%bs{v}_{tag} = vector.shape_cast %b{v}_{tag} : vector<64xi8> to vector<16x4xi8>",
-                     f"{indent}%be{v}_{tag} = arith.extsi %bs{v}_{tag} : vector<16x4xi8> to vector<16x4xi32>"]
-        new = []
-        for r in range(mr):
-            at = f"%img{r}, %ih{r}, %iw{r}, %k_{tag}" if window else f"%row{r}, %k_{tag}"
-            body += [
-                f"{indent}%a{r}_{tag} = vector.transfer_read %a[{at}], %i8_0 "
-                f"{{in_bounds = [{in_bounds}]}} : {a_type}, vector<4xi8>",
-                f"{indent}%w{r}_{tag} = vector.bitcast %a{r}_{tag} : vector<4xi8> to vector<1xi32>",
-                f"{indent}%x{r}_{tag} = vector.extract %w{r}_{tag}[0] : i32 from vector<1xi32>",
-                f"{indent}%y{r}_{tag} = vector.broadcast %x{r}_{tag} : i32 to {acc}",
-            ]
-            word = f"%y{r}_{tag}"
-            if not a_unsigned:
-                body.append(f"{indent}%f{r}_{tag} = arith.xori %y{r}_{tag}, %flip : {acc}")
-                word = f"%f{r}_{tag}"
-            body += [f"{indent}%q{r}_{tag} = vector.bitcast {word} : {acc} to vector<64xi8>",
-                     f"{indent}%qs{r}_{tag} = vector.shape_cast %q{r}_{tag} : vector<64xi8> to vector<16x4xi8>",
-                     f"{indent}%qe{r}_{tag} = arith.extui %qs{r}_{tag} : vector<16x4xi8> to vector<16x4xi32>"]
+            pads[i] = core.scalar_constant(0, operand.element_type())
+            if operand.kind == "scalar":
+                splats[i] = vector.broadcast(operand.vector_type(), tensor.extract(extra_args[i], []))
+        empty = tensor.empty([m, n], result_element)
+        forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
+        with ir.InsertionPoint(forall.body):
+            rb, t = forall.induction_variables
+            out = forall.inner_iter_args[0]
+            m0 = kernels.apply(lambda d0: d0 * block_rows, rb)
+            n0 = kernels.apply(lambda d0: d0 * columns, t)
+            nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
+            ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
+            tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
+                                        [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+            main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+            column_at, starts, column_values = [], [], {}
             for v in range(vectors):
-                result = f"%d{r}_{v}_{tag}"
-                body.append(f"{indent}{result} = vector.contract {DOT_TRAITS} %qe{r}_{tag}, %be{v}_{tag}, "
-                            f"{accs[r * vectors + v]} : vector<16x4xi32>, vector<16x4xi32> into {acc}")
-                new.append(result)
-        return body, new
+                column_at.append(kernels.apply(lambda d0: d0 + v * lanes, n0))
+                starts.append(kernels.read(start, [column_at[v]], i32_0, lanes))
+                for i, operand in extras:
+                    if operand.kind == "column":
+                        column_values[i, v] = kernels.read(extra_args[i], [column_at[v]], pads[i], lanes,
+                                                           in_bounds=columns_in_bounds)
 
-    def stored(r: int, v: int, value: str, indent: str) -> tuple[list[str], str]:
-        """The value stored for accumulator vector ``value`` (row ``r``, vector ``v``): itself,
-        or the epilogue's result on it and its operands' values there."""
-        if epilogue is None:
-            return [], value
-        out, arguments = [], []
-        for i, operand in enumerate(epilogue.operands):
-            if i == epilogue.accumulator:
-                arguments.append(value)
-            elif operand.kind == "scalar":
-                arguments.append(f"%e{i}_v")
-            elif operand.kind == "column":
-                arguments.append(f"%e{i}_c{v}")
-            else:
-                read = f"%e{i}_{r}_{v}"
-                out.append(f"{indent}{read} = vector.transfer_read %e{i}[%row{r}, %s{v}_at], %pad{i} "
-                           f"{{in_bounds = [{columns_in_bounds}]}} : {operand.tensor_type(m, n)}, {operand.vector_type()}")
-                arguments.append(read)
-        types = ", ".join(operand.vector_type() for operand in epilogue.operands)
-        result = f"%ep{r}_{v}"
-        out.append(f"{indent}{result} = func.call @{epilogue.function}({', '.join(arguments)}) : "
-                   f"({types}) -> vector<16x{epilogue.result}>")
-        return out, result
+            def step_body(mr: int, group: ir.Value, in_bounds: bool, accs: list[ir.Value],
+                          a_at: list[list[ir.Value]], b_group: ir.Value | None = None) -> list[ir.Value]:
+                """One group of four k: loads of B' (group ``b_group``, default ``group``),
+                broadcasts of A (its 4 bytes at k = 4 * ``group`` of each row, or of each
+                row's window tap: ``a_at`` without k), the dot products."""
+                b_group = b_group or group
+                k_at = kernels.apply(lambda d0: d0 * GROUP, group)
+                weights = []
+                for v in range(vectors):
+                    loaded = kernels.read(b, [t, b_group, c(v * lanes * GROUP)], i8_0, lanes * GROUP)
+                    weights.append(arith.extsi(group_i32, vector.shape_cast(group_i8, loaded)))
+                new = []
+                for r in range(mr):
+                    word = kernels.read(a, [*a_at[r], k_at], i8_0, GROUP, in_bounds=in_bounds)
+                    word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), word))
+                    spread = vector.broadcast(acc, word)
+                    if not a_unsigned:
+                        spread = arith.xori(spread, flip)
+                    spread = vector.shape_cast(group_i8, vector.bitcast(ir.VectorType.get([lanes * GROUP], i8), spread))
+                    spread = arith.extui(group_i32, spread)
+                    new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
+                return new
 
-    def row_loop(tag: str, mr: int, lower: str, upper: str, step: str, source: str) -> list[str]:
-        """scf.for over register tiles of ``mr`` rows in [lower, upper) of the task's tile:
-        accumulators from the start values, every group of k added, stored."""
-        out = [f"    %{tag} = scf.for %i = {lower} to {upper} step {step} "
-               f"iter_args(%tl = {source}) -> ({tile_type}) {{"]
-        for r in range(mr):
-            out += [f"      %local{r} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i)",
-                    f"      %row{r} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i)"]
-            if window:  # the row's output pixel: image, output row, output column
-                out += [f"      %img{r} = affine.apply affine_map<(d0) -> (d0 floordiv {window.out_h * window.out_w})>(%row{r})",
-                        f"      %oh{r} = affine.apply affine_map<(d0) -> ((d0 floordiv {window.out_w}) mod {window.out_h})>(%row{r})",
-                        f"      %ow{r} = affine.apply affine_map<(d0) -> (d0 mod {window.out_w})>(%row{r})"]
-        count = mr * vectors
-        starts = [f"%s{v}" for _ in range(mr) for v in range(vectors)]
-        carried = [f"%l{j}" for j in range(count)]
-        types = ", ".join([acc] * count)
-        if window is None:
-            out.append(f"      %r:{count} = scf.for %g = %c0 to %c_full step %c1 "
-                       f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(carried, starts))}) -> ({types}) {{")
-            body, new = step_body("g", mr, "%g", "true", carried, "        ")
-            out += body
-            out += [f"        scf.yield {', '.join(new)} : {types}", "      }"]
-        else:  # per tap of the window, its channels: a group of k is 4 channels of one tap
-            kh, kw = window.kernel
-            inner = [f"%ci{j}" for j in range(count)]
-            out.append(f"      %r:{count} = scf.for %tap = %c0 to %c_taps step %c1 "
-                       f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(carried, starts))}) -> ({types}) {{")
-            for r in range(mr):
-                out += [f"        %ih{r} = affine.apply affine_map<(d0, d1) -> (d0 * {window.strides[0]} + "
-                        f"(d1 floordiv {kw}) * {window.dilations[0]})>(%oh{r}, %tap)",
-                        f"        %iw{r} = affine.apply affine_map<(d0, d1) -> (d0 * {window.strides[1]} + "
-                        f"(d1 mod {kw}) * {window.dilations[1]})>(%ow{r}, %tap)"]
-            out += [f"        %tap_groups = affine.apply affine_map<(d0) -> (d0 * {window.channels // GROUP})>(%tap)",
-                    f"        %rc:{count} = scf.for %cg = %c0 to %c_channel_groups step %c1 "
-                    f"iter_args({', '.join(f'{c} = {s}' for c, s in zip(inner, carried))}) -> ({types}) {{",
-                    "          %g = affine.apply affine_map<(d0, d1) -> (d0 + d1)>(%tap_groups, %cg)"]
-            body, new = step_body("g", mr, "%cg", "true", inner, "          ", b_group="%g")
-            out += body
-            out += [f"          scf.yield {', '.join(new)} : {types}", "        }",
-                    f"        scf.yield {', '.join(f'%rc#{j}' for j in range(count))} : {types}", "      }"]
-        final = [f"%r#{j}" for j in range(count)]
-        if k % GROUP:
-            body, final = step_body("tail", mr, "%c_full", "false", final, "      ")
-            out += body
-        current = "%tl"
-        for r in range(mr):
-            for v in range(vectors):
-                computed, value = stored(r, v, final[r * vectors + v], "      ")
-                out += computed
-                written = f"%o{r}_{v}"
-                out.append(f"      {written} = vector.transfer_write {value}, {current}"
-                           f"[%local{r}, %c{v * LANES}] {{in_bounds = [{columns_in_bounds}]}} : "
-                           f"vector<16x{result_element}>, {tile_type}")
-                current = written
-        out += [f"      scf.yield {current} : {tile_type}", "    }"]
-        return out
+            def stored(row: ir.Value, v: int, value: ir.Value) -> ir.Value:
+                """The value stored for accumulator vector ``value`` (row ``row``, vector
+                ``v``): itself, or the epilogue's result on it and its operands' values there."""
+                if epilogue is None:
+                    return value
+                arguments = []
+                for i, operand in enumerate(epilogue.operands):
+                    if i == epilogue.accumulator:
+                        arguments.append(value)
+                    elif operand.kind == "scalar":
+                        arguments.append(splats[i])
+                    elif operand.kind == "column":
+                        arguments.append(column_values[i, v])
+                    else:
+                        arguments.append(kernels.read(extra_args[i], [row, column_at[v]], pads[i], lanes,
+                                                      in_bounds=columns_in_bounds))
+                return func.CallOp([ir.VectorType.get([lanes], result_element)],
+                                   ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
 
-    lines += row_loop("full", rows, "%c0", "%main", "%c_rows", "%tile")
-    lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full")
-    if epilogue is not None:  # its body is the epilogue pass's to fill in
-        types = ", ".join(operand.vector_type() for operand in epilogue.operands)
-        lines.insert(0, f"func.func private @{epilogue.function}({types}) -> vector<16x{epilogue.result}>")
-    lines += [
-        "    scf.forall.in_parallel {",
-        f"      tensor.parallel_insert_slice %rest into %out[%m0, %n0] [%nrows, %ncols] [1, 1] : {tile_type} into {c_type}",
-        "    }",
-        "  }",
-        f"  return %c : {c_type}",
-        "}",
-    ]
-    return "\n".join(lines)
+            def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
+                """scf.for over register tiles of ``mr`` rows in [lower, upper) of the task's
+                tile: accumulators from the start values, every group of k added, stored."""
+                loop = kernels.for_loop(lower, upper, stride, [source])
+                with ir.InsertionPoint(loop.body):
+                    i, current = loop.induction_variable, loop.inner_iter_args[0]
+                    local, row_at, pixels = [], [], []
+                    for r in range(mr):
+                        local.append(kernels.apply(lambda d0: d0 + r, i))
+                        row_at.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
+                        if window:  # the row's output pixel: image, output row, output column
+                            out_h, out_w = window.out_h, window.out_w
+                            pixels.append((
+                                kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_h * out_w), row_at[r]),
+                                kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w) % out_h, row_at[r]),
+                                kernels.apply(lambda d0: d0 % out_w, row_at[r])))
+                    starts_all = [starts[v] for _ in range(mr) for v in range(vectors)]
+                    if window is None:
+                        over_k = kernels.for_loop(c0, c_full, c1, starts_all)
+                        with ir.InsertionPoint(over_k.body):
+                            scf.YieldOp(step_body(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
+                                                  [[row] for row in row_at]))
+                    else:  # per tap of the window, its channels: a group of k is 4 channels of one tap
+                        kw = window.kernel[1]
+                        over_k = kernels.for_loop(c0, c_taps, c1, starts_all)
+                        with ir.InsertionPoint(over_k.body):
+                            tap = over_k.induction_variable
+                            a_at = []
+                            for r in range(mr):
+                                image, oh, ow = pixels[r]
+                                ih = kernels.apply(lambda d0, d1: d0 * window.strides[0]
+                                                   + ir.AffineExpr.get_floor_div(d1, kw) * window.dilations[0], oh, tap)
+                                iw = kernels.apply(lambda d0, d1: d0 * window.strides[1]
+                                                   + (d1 % kw) * window.dilations[1], ow, tap)
+                                a_at.append([image, ih, iw])
+                            tap_groups = kernels.apply(lambda d0: d0 * (window.channels // GROUP), tap)
+                            channels = kernels.for_loop(c0, c_channel_groups, c1, list(over_k.inner_iter_args))
+                            with ir.InsertionPoint(channels.body):
+                                cg = channels.induction_variable
+                                g = kernels.apply(lambda d0, d1: d0 + d1, tap_groups, cg)
+                                scf.YieldOp(step_body(mr, cg, True, list(channels.inner_iter_args), a_at, b_group=g))
+                            scf.YieldOp(list(channels.results))
+                    final = list(over_k.results)
+                    if k % GROUP:
+                        final = step_body(mr, c_full, False, final, [[row] for row in row_at])
+                    for r in range(mr):
+                        for v in range(vectors):
+                            value = stored(row_at[r], v, final[r * vectors + v])
+                            current = kernels.write(value, current, [local[r], c(v * lanes)],
+                                                    in_bounds=columns_in_bounds)
+                    scf.YieldOp([current])
+                return loop.results[0]
+
+            full = row_loop(rows, c0, main, c_rows, tile)
+            rest = row_loop(1, main, nrows, c1, full)
+            in_parallel = scf.InParallelOp()
+            with ir.InsertionPoint(in_parallel.block):
+                tensor.parallel_insert_slice(rest, out, [m0, n0], [nrows, ncols], [],
+                                             [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+        func.ReturnOp([forall.results[0]])
+    return function
+
+
+def kernel_module(m: int, n: int, k: int, a_unsigned: bool, threads: int, epilogue: "Epilogue | None" = None,
+                  name: str | None = None, window: "Window | None" = None, *, public: bool = False) -> ir.Module:
+    """The kernel (and its epilogue's declaration) alone in a new module, in the current
+    context: to read, test, or fill in the epilogue before it joins the model."""
+    module = ir.Module.create()
+    with ir.InsertionPoint(module.body), ir.Location.unknown():
+        build_kernel(m, n, k, a_unsigned, threads, epilogue, name, window, public=public)
+    return module
 
 
 def _kernel(module: ir.Operation, m: int, n: int, k: int, a_unsigned: bool, threads: int,
             window: Window | None) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
     return add_kernel(module, kernel_name(m, n, k, a_unsigned, threads, window),
-                      kernel_source(m, n, k, a_unsigned, threads, window=window))
+                      lambda: build_kernel(m, n, k, a_unsigned, threads, window=window))
 
 
 def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_unsigned: bool, threads: int) -> None:
     a = op.operands[0]
     m, k = ir.RankedTensorType(a.type).shape
     n = b.shape[1]
-    _, vectors = register_tile(n)
-    columns = vectors * LANES
+    _, vectors = register_tile(n, VPDPBUSD.lanes)
+    columns = vectors * VPDPBUSD.lanes
     windows = im2col_window(a)
     source, window = windows if windows else (a, None)
     name = _kernel(module, m, n, k, a_unsigned, threads, window)
@@ -520,17 +514,16 @@ class EpilogueOperand:
     kind: str
     element: str
 
-    def tensor_type(self, m: int, n: int) -> str:
-        dims = {"full": f"{m}x{n}x", "column": f"{n}x", "scalar": ""}[self.kind]
-        return f"tensor<{dims}{self.element}>"
+    def element_type(self) -> ir.Type:
+        return ir.Type.parse(self.element)
 
-    def vector_type(self) -> str:
-        return f"vector<{LANES}x{self.element}>"
+    def tensor_type(self, m: int, n: int) -> ir.RankedTensorType:
+        shape = {"full": [m, n], "column": [n], "scalar": []}[self.kind]
+        return ir.RankedTensorType.get(shape, self.element_type())
 
-    def zero(self) -> str:
-        """The MLIR of a zero of the element type (padding of masked reads)."""
-        value = "0.0" if self.element.startswith(("f", "bf")) else "0"
-        return f"arith.constant {value} : {self.element}"
+    def vector_type(self) -> ir.VectorType:
+        """The operand's values at one accumulator vector's lanes."""
+        return ir.VectorType.get([VPDPBUSD.lanes], self.element_type())
 
 
 @dataclass(frozen=True)
@@ -545,10 +538,9 @@ class Epilogue:
     result: str
 
 
-def _operand_kind(map_attr: ir.Attribute, rank: int, column_dims: list[int]) -> str | None:
+def _operand_kind(value: ir.AffineMap, rank: int, column_dims: list[int]) -> str | None:
     """How an epilogue operand is read, from its indexing map: ``full`` (identity),
     ``column`` (the dims N was expanded into, in order), ``scalar`` (none)."""
-    value = ir.AffineMapAttr(map_attr).value
     results = [str(e) for e in value.results]
     if results == [f"d{i}" for i in range(rank)]:
         return "full"
@@ -586,13 +578,13 @@ def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operatio
     if not is_all_parallel(generic) or not clonable_body(generic):
         return None
     inputs = list(generic.operands)[:-1]
-    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    maps = indexing_maps(generic)
     positions = [i for i, v in enumerate(inputs) if v == value]
     if len(positions) != 1:
         return None
     position = positions[0]
     rank = ir.RankedTensorType(value.type).rank
-    if not is_identity(ir.AffineMapAttr(maps[position]).value) or not is_identity(ir.AffineMapAttr(maps[-1]).value):
+    if not is_identity(maps[position]) or not is_identity(maps[-1]):
         return None
     _, column_dims = _row_and_column_dims(reshape)
     for operand, map_attr in zip(inputs, maps):
@@ -619,7 +611,7 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
     row_dims, column_dims = _row_and_column_dims(reshape)
-    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    maps = indexing_maps(generic)
     operands = tuple(EpilogueOperand(_operand_kind(map_attr, rank, column_dims),
                                      str(ir.RankedTensorType(v.type).element_type))
                      for v, map_attr in zip(inputs, maps))
@@ -630,9 +622,9 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     name = next(f"{base}{i}" for i in range(len(existing) + 1) if f"{base}{i}" not in existing)
     epilogue = Epilogue(f"{name}_body", operands, position, str(result_type.element_type))
     # Public while the epilogue is inlined into it: symbol-dce would drop it, unused, otherwise.
-    kernel = ir.Module.parse(kernel_source(m, n, k, a_unsigned, threads, epilogue, name, window).replace(
-        f"func.func private @{name}(", f"func.func @{name}("), module.context)
-    define_vector_function(kernel, epilogue.function, generic, LANES)
+    with module.context, ir.Location.unknown():
+        kernel = kernel_module(m, n, k, a_unsigned, threads, epilogue, name, window, public=True)
+    define_vector_function(kernel, epilogue.function, generic, VPDPBUSD.lanes)
     PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
     with ir.InsertionPoint(module.regions[0].blocks[0]):
         for op in kernel.body.operations:

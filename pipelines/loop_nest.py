@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mlir import ir, passmanager
 from mlir.dialects import linalg
 
+from ..ir.maps import indexing_maps
 from .ir_queries import ops_where
 from .scratch import scratch_copy
 from ..errors import InternalError
@@ -90,7 +91,7 @@ def element_bits(value_type: ir.Type) -> int:
 
 
 def _loop_nest(original: ir.Operation, generic: ir.Operation) -> LoopNest:
-    maps = [attr.value for attr in generic.attributes["indexing_maps"]]
+    maps = indexing_maps(generic)
     n_loops = maps[0].n_dims
     ranges = [DYNAMIC] * n_loops
     projected = True

@@ -1,9 +1,10 @@
 """What the AVX-512 dot-product kernels share: the int8 VNNI kernels (int8_matmul.py,
 ``vpdpbusd``) and the bf16 kernels (bf16_matmul.py, ``vdpbf16ps``).
 
-Both keep a register tile of MR rows x NT columns of 16-lane accumulators over the whole of
-k, read the weights packed at compile time so that one 64-byte load holds a group of k
-(4 bytes, or 2 bf16 values) of 16 columns, split the work into (row block, column tile)
+Both keep a register tile of MR rows x NT columns of accumulators (as many lanes as the
+instruction's: 16 for both 512-bit instructions) over the whole of k, read the weights
+packed at compile time so that one 64-byte load holds a group of k (4 bytes, or 2 bf16
+values) of 16 columns, split the work into (row block, column tile)
 tasks, and write each dot product as the portable ``vector.contract`` that a late pass
 turns into the instruction. Only the element types, the group of k and the instruction
 differ; they are the parameters here, so that a change to the tile's shape, the packing or
@@ -12,36 +13,31 @@ the task split is made once for both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from mlir import ir
 from mlir.dialects import vector
 
+from ..ir.maps import indexing_map_texts
 from .ir_queries import defining_op, ops_where
 
-LANES = 16        # 32-bit lanes of a 512-bit accumulator
 MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)
 MAX_ROWS = 12     # rows of the register tile: one broadcast of A per row and step of k
 ACCUMULATORS = 24  # of the 32 vector registers; the rest hold the weights and A's broadcast
 
-# acc[i] += sum_j a[i, j] * b[i, j] on (16 lanes, a group of k): one dot-product instruction.
-DOT_TRAITS = ('{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, '
-              'affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"], '
-              'kind = #vector.kind<add>}')
+# acc[i] += sum_j a[i, j] * b[i, j] on (lanes, a group of k): one dot-product instruction
+# (ir/kernels.dot_product builds it).
 _DOT_MAPS = ["(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0, d1)", "(d0, d1) -> (d0)"]
 # A plain matmul's indexing maps: C[m, n] += A[m, k] * B[k, n].
 MATMUL_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
 
 
-def indexing_maps(op: ir.Operation) -> list[str]:
-    """``op``'s indexing maps as text, to compare with ``MATMUL_MAPS`` and the like."""
-    return [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def register_tile(n: int) -> tuple[int, int]:
-    """(rows MR, accumulator vectors per row NV) of the register tile for N columns."""
-    vectors = min(MAX_VECTORS, -(-n // LANES))
+def register_tile(n: int, lanes: int) -> tuple[int, int]:
+    """(rows MR, accumulator vectors per row NV) of the register tile for N columns, in
+    accumulators of ``lanes`` lanes (the dot-product instruction's)."""
+    vectors = min(MAX_VECTORS, -(-n // lanes))
     return min(MAX_ROWS, ACCUMULATORS // vectors), vectors
 
 
@@ -65,24 +61,23 @@ def row_block(m: int, column_tiles: int, rows: int, threads: int) -> int:
     return rows * -(-tiles // min(wanted, tiles))
 
 
-def add_kernel(module: ir.Operation, name: str, source: str) -> str:
-    """``name``, its function (the MLIR text ``source``) added to ``module`` unless a
-    function of that name is already there: one kernel per shape, however many calls."""
+def add_kernel(module: ir.Operation, name: str, build: Callable[[], object]) -> str:
+    """``name``, its function added to ``module`` unless a function of that name is already
+    there: one kernel per shape, however many calls. ``build`` makes the function at the
+    insertion point (the module's end)."""
     body = module.regions[0].blocks[0]
     for op in body.operations:
         if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
             return name
-    parsed = ir.Module.parse(source, module.context)
-    with ir.InsertionPoint(body):
-        for op in parsed.body.operations:
-            op.operation.clone()
+    with ir.InsertionPoint(body), ir.Location.unknown(module.context):
+        build()
     return name
 
 
 @dataclass(frozen=True)
 class DotInstruction:
-    """A dot-product instruction as the kernels write it (a ``vector.contract`` with
-    ``DOT_TRAITS`` of two extended ``operand`` vectors into an ``accumulator``) and as the
+    """A dot-product instruction as the kernels write it (``ir/kernels.dot_product``: a
+    ``vector.contract`` of two extended ``operand`` vectors into an ``accumulator``) and as the
     LLVM intrinsic ``intrinsic`` that computes it on the operands viewed as ``flat``."""
 
     intrinsic: str
@@ -91,13 +86,18 @@ class DotInstruction:
     flat: str                   # e.g. vector<64xi8>: the intrinsic's operand type
     extensions: tuple[str, str]  # the ops that extend the first and second operand
 
+    @property
+    def lanes(self) -> int:
+        """Lanes of the accumulator: the kernels' vector width is the instruction's."""
+        return int(self.accumulator.removeprefix("vector<").split("x", 1)[0])
+
 
 def dot_operands(op: ir.Operation, instruction: DotInstruction) -> tuple[ir.Value, ir.Value] | None:
     """The two unextended operands of a ``vector.contract`` that means one ``instruction``,
     else ``None``."""
     if op.name != "vector.contract" or str(op.results[0].type) != instruction.accumulator:
         return None
-    if indexing_maps(op) != _DOT_MAPS:
+    if indexing_map_texts(op) != _DOT_MAPS:
         return None
     if "#vector.kind<add>" not in str(op.attributes["kind"]):
         return None

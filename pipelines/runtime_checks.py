@@ -10,7 +10,7 @@ operands, broadcasts), the element counts of a ``tensor.expand_shape`` (a Reshap
 offsets and sizes of ``tensor.extract_slice``/``insert_slice``, the extents a
 ``tensor.concat`` does not concatenate along, the static dims a ``tensor.cast`` asserts.
 The emitters already added index-range and extent checks for gathers and scatters
-(frontend/emit/checks.py). With ``enabled=0`` it removes every marker instead
+(ir/checks.py). With ``enabled=0`` it removes every marker instead
 (``CompileOptions(runtime_checks=False)``). ``resolve-ranked-shaped-type-result-dims`` and
 ``canonicalize`` then express the sizes through the arguments' dims, so most checks fold
 away (static shapes) or depend on arguments only.
@@ -35,7 +35,8 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects import arith, cf, func, memref, scf, tensor
 
-from ..frontend.emit.checks import emit_check
+from ..ir.maps import has_indexing_maps, indexing_maps
+from ..ir.checks import emit_check
 from ..runtime.checks import (
     CHECK_FUNCTION,
     KIND_ATTRIBUTE,
@@ -246,8 +247,8 @@ def _indexing_maps(module: ir.Operation) -> dict[tuple[int, int], list[ir.Affine
     for f, function in enumerate(defined_functions(twin)):
         structured = [op.operation for op in function.regions[0].blocks[0].operations if is_structured(op.operation)]
         for k, op in enumerate(structured):
-            if "indexing_maps" in op.attributes:
-                maps[(f, k)] = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+            if has_indexing_maps(op):
+                maps[(f, k)] = indexing_maps(op)
     return maps
 
 

@@ -23,6 +23,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import vector
 
+from ..ir.maps import indexing_maps
 from .ir_queries import replace_each
 from .passes import register_pass
 
@@ -34,14 +35,10 @@ def _iterator_kinds(op: ir.Operation) -> list[str]:
             for attr in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
-def _maps(op: ir.Operation) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
 def _extents(op: ir.Operation) -> dict[int, int]:
     """Iteration dim -> extent, read from the operands and accumulator that index it."""
     extents: dict[int, int] = {}
-    for operand, affine_map in zip(op.operands, _maps(op)):
+    for operand, affine_map in zip(op.operands, indexing_maps(op)):
         shape = ir.VectorType(operand.type).shape
         for position, expr in enumerate(affine_map.results):
             extents[ir.AffineDimExpr(expr).position] = shape[position]
@@ -53,7 +50,7 @@ def _has_several_unit_reductions(op: ir.Operation) -> bool:
         return False
     if not all(isinstance(v.type, ir.VectorType) for v in op.operands):  # a scalar accumulator
         return False
-    if not all(isinstance(e, ir.AffineDimExpr) for m in _maps(op) for e in m.results):
+    if not all(isinstance(e, ir.AffineDimExpr) for m in indexing_maps(op) for e in m.results):
         return False
     kinds, extents = _iterator_kinds(op), _extents(op)
     reductions = [d for d, kind in enumerate(kinds) if kind == "reduction"]
@@ -70,7 +67,7 @@ def _shape_cast(value: ir.Value, shape: list[int]) -> ir.Value:
 def _canonical(op: ir.Operation) -> ir.Value:
     """``op`` without its extent-1 dims except one reduction dim (and one parallel dim when
     every parallel dim has extent 1), its result cast back to the original type."""
-    kinds, maps, extents = _iterator_kinds(op), _maps(op), _extents(op)
+    kinds, maps, extents = _iterator_kinds(op), indexing_maps(op), _extents(op)
     reductions = [d for d, kind in enumerate(kinds) if kind == "reduction"]
     parallel = [d for d, kind in enumerate(kinds) if kind == "parallel"]
     kept = sorted(([d for d in parallel if extents[d] != 1] or parallel[-1:]) + reductions[:1])

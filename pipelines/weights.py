@@ -5,7 +5,7 @@ Why: a lowered model keeps each weight as an ``llvm.mlir.global`` whose value is
 constant that is translated, optimized and emitted into the JIT's memory — most of a
 ResNet-50 compile (its 100 MB of weights; docs/performance.md, "Compile time"). The bytes
 are already in memory, in the arrays the frontend made the blobs from
-(frontend/resources.py). So before the engine is created, each such global whose array is
+(ir/resources.py). So before the engine is created, each such global whose array is
 known loses its value and becomes an external declaration, and the engine resolves its
 symbol to the array's address (``ExecutionEngine.raw_register_runtime``, as for extern
 functions). The code is the same code: the weights are only reached through a symbol the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from mlir import ir
 
-from ..frontend.resources import aligned, resource_array
+from ..ir.resources import aligned, resource_array
 
 
 def bind_resource_globals(module: ir.Module) -> list[tuple[str, np.ndarray]]:

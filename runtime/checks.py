@@ -32,7 +32,7 @@ CHECK_FUNCTION = "tilecraft_runtime_check"
 KIND_ATTRIBUTE = "tilecraft.check_kind"
 MESSAGE_ATTRIBUTE = "tilecraft.check_message"
 KINDS = ("index", "shape", "alloc", "verify",  # verify: a checked build's (runtime_verification.py)
-         "linalg")  # linalg: LAPACK's info of a factorization (frontend/emit/lapack.py)
+         "linalg")  # linalg: LAPACK's info of a factorization (ir/lapack.py)
 # Module attribute of the lowered module: one "kind\tmessage" string per check id.
 TABLE_ATTRIBUTE = "tilecraft.runtime_checks"
 # The C function a failed check calls: ``void (int64_t id, int64_t value, int64_t bound)``.

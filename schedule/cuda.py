@@ -34,6 +34,7 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects.transform import interpreter
 
+from ..ir.maps import indexing_maps
 from ..errors import GpuScheduleError
 from ..pipelines.ir_queries import is_strided_copy, ops_where
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
@@ -448,7 +449,7 @@ def operand_maps_of(module: ir.Operation) -> list[list[ir.AffineMap]]:
     with module.context:
         passmanager.PassManager.parse(
             "builtin.module(func.func(linalg-generalize-named-ops))").run(twin)
-    return [[attr.value for attr in op.attributes["indexing_maps"]] for op in structured_ops(twin)]
+    return [indexing_maps(op) for op in structured_ops(twin)]
 
 
 def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> list[GpuOpSchedule]:

@@ -14,7 +14,7 @@ from mlir.dialects import func, math as math_dialect
 
 import tilecraft
 from tilecraft.errors import OptionError
-from tilecraft.frontend.emit import core, elementwise
+from tilecraft.ir import core, elementwise
 from tilecraft.pipelines.fast_math import MAX_ABS_ERROR, MAX_REL_ERROR
 
 FUNCTIONS = {

@@ -1,5 +1,5 @@
 """Weights reach the JIT by address, not as LLVM constants (pipelines/weights.py), read from
-the arrays the frontend made them from (frontend/resources.py); a resource tilecraft did not
+the arrays the frontend made them from (ir/resources.py); a resource tilecraft did not
 make stays a constant; results are the same either way."""
 
 import subprocess
@@ -11,9 +11,9 @@ from mlir import ir
 from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
-from tilecraft.frontend.emit import core
+from tilecraft.ir import core
 from tilecraft.frontend.loader import load_module
-from tilecraft.frontend.resources import ALIGNMENT, aligned, resource_array, resource_attr
+from tilecraft.ir.resources import ALIGNMENT, aligned, resource_array, resource_attr
 from tilecraft.runtime.libraries import llvm_tool
 
 K, N = 512, 256  # a 512 KiB weight: far larger than the code that reads it

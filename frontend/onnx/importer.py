@@ -22,7 +22,7 @@ from ...errors import InternalError, OperandError, TilecraftError
 from ...runtime.limits import Limits
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE, numpy_dtype
 from .. import build_module
-from ..emit import core, small_types
+from ...ir import core, small_types
 from . import folding, functions
 from .contrib import expand_contrib_ops
 from .gradient import expand_gradients
@@ -233,7 +233,7 @@ class GraphImporter:
                 self._import_node(body_node, body_node.name or f"{label}/{position}")
 
     def _check_sub_byte(self, node: onnx.NodeProto, label: str, infos: list[TensorInfo | None]) -> None:
-        """int4/int2/float4 tensors are ``i8`` in IR (emit/small_types.py): only ops that
+        """int4/int2/float4 tensors are ``i8`` in IR (ir/small_types.py): only ops that
         convert or move them may see one; arithmetic on the storage would be a wrong answer.
         float8 arithmetic would reach LLVM, which has no float8 types: refused here too."""
         if node.op_type in SUB_BYTE_OPS:

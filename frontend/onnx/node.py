@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from mlir import ir
 
-from ..emit import core
+from ...ir import core
 from ...runtime.signature import numpy_dtype
 from .model import TensorInfo
 

@@ -31,7 +31,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from ...errors import TorchImportError
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
 from .. import build_module
-from ..emit import core
+from ...ir import core
 from ...errors import InternalError, OperandError, OperandTypeError, TilecraftError
 
 ENTRY_NAME = "main"
@@ -144,7 +144,7 @@ class ProgramImporter:
         self.values[node] = value
 
     def as_tensor(self, value: Any, dtype: np.dtype | None = None) -> ir.Value:
-        from ..emit import elementwise
+        from ...ir import elementwise
 
         if isinstance(value, np.ndarray):
             array = value if dtype is None else value.astype(dtype, copy=False)

@@ -29,6 +29,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from ...ir.maps import indexing_map_texts, indexing_maps, operand_map
 from ...errors import BackendError
 from ...runtime.extern import ExternFunction, register_c
 from ...runtime.native import build_shared_library
@@ -95,7 +96,7 @@ def _maps(op: ir.Operation) -> tuple[str, ...] | None:
     """The op's A and B indexing maps as text, or None when it has the default ones."""
     if "indexing_maps" not in op.attributes:
         return None
-    maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_map_texts(op)
     return maps[0], maps[1]
 
 
@@ -146,7 +147,7 @@ def _is_parallel_elementwise(op: ir.Operation, x: ir.Value) -> "int | None":
     iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
     if any("parallel" not in i for i in iterators):
         return None
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     inputs = len(op.operands) - 1
     positions = [i for i in range(inputs) if op.operands[i] == x]
     if len(positions) != 1:
@@ -163,7 +164,7 @@ def _column_vector(op: ir.Operation, position: int) -> "ir.Value | None":
     value = op.operands[position]
     if not _static_f32(value):
         return None
-    affine_map = ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[position]).value
+    affine_map = operand_map(op, position)
     last = affine_map.n_dims - 1
     dims = [e for e in affine_map.results if isinstance(e, ir.AffineDimExpr)]
     rest = [e for e in affine_map.results if not isinstance(e, ir.AffineDimExpr)]

@@ -16,8 +16,9 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from ...ir.maps import has_indexing_maps, indexing_maps
 from ...dialects import graph
-from ...frontend.emit import core, reshapes
+from ...ir import core, reshapes
 from ..ir_queries import defined_functions, is_zero_fill
 from ..passes import register_pass
 from .constant_folding import (
@@ -33,7 +34,7 @@ _MATMUL_MAPS = "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -
 def _plain_matmul(op: ir.Operation, constants: ConstantAnalysis) -> bool:
     if op.name != "linalg.matmul" or len(op.results) != 1:
         return False
-    if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != _MATMUL_MAPS:
+    if has_indexing_maps(op) and str(op.attributes["indexing_maps"]) != _MATMUL_MAPS:
         return False
     types = [v.type for v in op.operands] + [op.results[0].type]
     return (all(isinstance(t, ir.RankedTensorType) and ir.RankedTensorType(t).has_static_shape for t in types)
@@ -58,7 +59,7 @@ def _bias_of(matmul: ir.Operation, constants: ConstantAnalysis) -> tuple[ir.Oper
     if position is None or not is_bias_add(user, position) or len(user.operands) != 3:
         return None
     bias = user.operands[1 - position]
-    maps = [attr.value for attr in user.attributes["indexing_maps"]]
+    maps = indexing_maps(user)
     if not any(isinstance(e, ir.AffineDimExpr) and e.position == 1 for e in maps[1 - position].results):
         return None
     return user, bias

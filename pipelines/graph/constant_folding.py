@@ -17,7 +17,7 @@ Two steps, in this order:
 Why evaluate with tilecraft's own JIT instead of a numpy interpreter of linalg: the JIT
 gives every linalg op its exact semantics for free. The constant ops are cloned into a
 function whose arguments are the ``dense_resource`` weights (the arrays they were made
-from, frontend/resources.py; else read back from the printed resource section: MLIR 22's
+from, ir/resources.py; else read back from the printed resource section: MLIR 22's
 ``DenseResourceElementsAttr`` has no buffer accessor in Python), compiled without a schedule (scalar loops: this runs once) in a context of its
 own, and called with the weights as numpy arrays.
 """
@@ -31,9 +31,10 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func
 
+from ...ir.maps import indexing_maps
 from ...dialects import graph
-from ...frontend.emit import core, reshapes
-from ...frontend.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
+from ...ir import core, reshapes
+from ...ir.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
 from ..entry import entry_signature
 from ..ir_queries import defined_functions, is_zero_fill
 from ..jit import JitFunction
@@ -116,7 +117,7 @@ def affine_link(op: ir.Operation, x: ir.Value, channel_dim: int, constants: Cons
         return None
     if any("parallel" not in str(it) for it in op.attributes["iterator_types"]):
         return None
-    maps = [attr.value for attr in op.attributes["indexing_maps"]]
+    maps = indexing_maps(op)
     n_inputs = len(op.operands) - 1
     positions = [i for i in range(n_inputs) if op.operands[i] == x]
     if len(positions) != 1 or maps[positions[0]] != ir.AffineMap.get_identity(maps[0].n_dims):
@@ -229,7 +230,7 @@ def fold_affine_epilogues(function: ir.Operation, constants: ConstantAnalysis) -
             flat_inputs: list[ir.Value] = []
             slots: list[list[int | None]] = []
             for op, position in chain:
-                maps = [attr.value for attr in op.attributes["indexing_maps"]]
+                maps = indexing_maps(op)
                 row: list[int | None] = []
                 for i in range(len(op.operands) - 1):
                     if i == position:

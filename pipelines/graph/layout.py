@@ -53,9 +53,10 @@ from typing import Mapping, Sequence
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
+from ...ir.maps import indexing_maps, set_indexing_maps
 from ...dialects import graph
 from ...errors import GraphError, PipelineError
-from ...frontend.emit import core, reshapes
+from ...ir import core, reshapes
 from ..ir_queries import defined_functions, fresh_init
 from ..passes import register_pass
 
@@ -243,7 +244,7 @@ class LayoutRewriter:
     def rewrite_slice(self, op: ir.Operation) -> None:
         """A static rank-4 ``extract_slice`` of a converted value slices it in ``layout``
         (offsets, sizes and strides permuted): a convolution computed on a wider output row
-        than the model's (frontend/emit/conv.py, ``_tile_friendly_width``) is cut back
+        than the model's (ir/conv.py, ``_tile_friendly_width``) is cut back
         without leaving NHWC."""
         clone = op.clone(ip=ir.InsertionPoint(op))
         clone.operands[0] = self.converted_from(op.operands[0])
@@ -312,7 +313,7 @@ class LayoutRewriter:
         """Operands converted from ``layout`` are read directly (map results permuted); other
         full rank-4 operands are converted; a rank-4 output is produced in ``layout``, its
         loops renumbered so its map stays the identity it was."""
-        maps = [attr.value for attr in op.attributes["indexing_maps"]]
+        maps = indexing_maps(op)
         iterators = list(op.attributes["iterator_types"])
         n_inputs = len(op.operands) - 1
         operands = list(op.operands)
@@ -347,7 +348,7 @@ class LayoutRewriter:
         clone = op.clone(ip=ir.InsertionPoint(op))
         for i, value in enumerate(operands):
             clone.operands[i] = value
-        clone.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
+        set_indexing_maps(clone, new_maps)
         clone.attributes["iterator_types"] = ir.ArrayAttr.get(iterators)
         if out_changed:
             clone.results[0].set_type(operands[n_inputs].type)

@@ -27,7 +27,8 @@ from typing import Mapping
 
 from mlir import ir
 
-from ...frontend.emit import core
+from ...ir.maps import indexing_maps, set_indexing_maps
+from ...ir import core
 from ..ir_queries import defined_functions, ops_where
 from ..passes import register_pass
 from .constant_folding import ConstantAnalysis
@@ -38,7 +39,7 @@ _CONTRACTIONS = frozenset({"linalg.matmul", "linalg.batch_matmul", "linalg.gener
 def _maps(op: ir.Operation) -> list[ir.AffineMap] | None:
     if "indexing_maps" not in op.attributes:
         return None
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return indexing_maps(op)
 
 
 def _is_contraction(op: ir.Operation) -> bool:
@@ -89,7 +90,7 @@ def reorder_operands(op: ir.Operation, constants: ConstantAnalysis) -> bool:
                                        [ir.AffineDimExpr.get(dims[i]) for i in order])
         changed = True
     if changed:
-        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
+        set_indexing_maps(op, maps)
     return changed
 
 

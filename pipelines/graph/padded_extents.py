@@ -38,7 +38,8 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from ...frontend.emit import core
+from ...ir.maps import indexing_maps
+from ...ir import core
 from ..ir_queries import defined_functions, fresh_init, static_f32_tensors
 from ..passes import register_pass
 from .constant_folding import ConstantAnalysis
@@ -228,7 +229,7 @@ class _ExtentPadder:
     def _padded_generic(self, op: ir.Operation) -> ir.Value | None:
         """``op`` on the padded extents of its padded operands, where every padded dim is read
         by a parallel loop that the result keeps, so that padded lines stay apart."""
-        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        maps = indexing_maps(op)
         iterators = [str(ir.Attribute(t)) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
         operands = list(op.operands)
         loop_extents: dict[int, int] = {}

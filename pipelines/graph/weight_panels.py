@@ -33,7 +33,8 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from ...frontend.emit import contraction, core
+from ...ir.maps import has_indexing_maps, indexing_map_texts
+from ...ir import contraction, core
 from ..fusion_barrier import PANELS_ATTR as PACKED_ATTR
 from ..ir_queries import defined_functions, defining_op, ops_where, static_f32_tensors
 from ..passes import positive_int_option, register_pass
@@ -51,8 +52,8 @@ def plain_matmul(op: ir.Operation) -> bool:
     """``linalg.matmul`` reading A (m, k) and B (k, n), static f32 shapes."""
     if op.name != "linalg.matmul" or len(op.operands) != 3:
         return False
-    if "indexing_maps" in op.attributes:
-        maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if has_indexing_maps(op):
+        maps = indexing_map_texts(op)
         if maps != ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]:
             return False
     return static_f32_tensors(op.operands)

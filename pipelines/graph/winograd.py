@@ -58,7 +58,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ...errors import PipelineError
-from ...frontend.emit import contraction, core, movement
+from ...ir import contraction, core, movement
 from ..ir_queries import defined_functions, int_list_attribute, ops_where, static_f32_tensors
 from ..passes import positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis

@@ -33,8 +33,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, linalg, math, tensor
 
-from ...frontend.emit import core
-from ...frontend.emit import elementwise as scalar_math
+from ...ir import core
+from ...ir import elementwise as scalar_math
 from ...runtime.signature import SYMBOLS_ATTRIBUTE
 from .errors import ScheduleError
 from .expr import (

@@ -25,6 +25,7 @@ from typing import Any
 
 from mlir import ir, passmanager
 
+from ...ir.maps import has_indexing_maps, indexing_maps, operand_map
 from ...frontend.loader import load_module
 from ...pipelines.dim_relations import argument_symbols, equal_argument_dims
 from ...pipelines.ir_queries import linear_form
@@ -251,8 +252,8 @@ def analyze_function(module: ir.Module, function: ir.Operation) -> list[OpInfo]:
     infos: list[OpInfo] = []
     for i, generic in enumerate(generics):
         op_name, n_inputs, element_types, producers, positions, dims_attr = relations[i]
-        maps = [list(map(_index_result, attr.value.results)) for attr in generic.attributes["indexing_maps"]]
-        n_dims = generic.attributes["indexing_maps"][0].value.n_dims
+        maps = [list(map(_index_result, m.results)) for m in indexing_maps(generic)]
+        n_dims = operand_map(generic, 0).n_dims
         ranges = [DYNAMIC] * n_dims
         for operand, results in zip(generic.operands, maps):
             shape = ir.ShapedType(operand.type).shape if isinstance(operand.type, ir.ShapedType) else []
@@ -347,7 +348,7 @@ def _symbol_of(value: ir.Value, axis: int, symbols: dict, depth: int = 0) -> "Sy
                 return _symbol_of(size.operands[0], ir.IntegerAttr(index.attributes["value"]).value,
                                   symbols, depth + 1)
         return None
-    if "indexing_maps" in owner.attributes or owner.name == "linalg.fill":
+    if has_indexing_maps(owner) or owner.name == "linalg.fill":
         results = list(owner.results)
         for r, result in enumerate(results):
             if result == value:

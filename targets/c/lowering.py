@@ -36,6 +36,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import linalg
 
+from ...ir.maps import indexing_maps, set_indexing_maps
 from ...errors import CTargetShapeError, CTargetUnsupportedOpError
 from ...pipelines.graph import graph_pass_elements
 from ...pipelines.ir_queries import defined_functions, defining_op, ops_where
@@ -362,7 +363,7 @@ def inner_parallel_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
 
     for op in ops_where(module, interchangeable):
         iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
-        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        maps = indexing_maps(op)
         output = maps[-1]
         if not output.results:
             continue
@@ -381,8 +382,8 @@ def inner_parallel_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
         inverse = [order.index(d) for d in range(count)]
         with op.context:
             to_old = ir.AffineMap.get(count, 0, [ir.AffineDimExpr.get(inverse[d]) for d in range(count)])
-            op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(
-                count, m.n_symbols, [e.compose(to_old) for e in m.results])) for m in maps])
+            set_indexing_maps(op, [ir.AffineMap.get(count, m.n_symbols, [e.compose(to_old) for e in m.results])
+                                   for m in maps])
             op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
 
 

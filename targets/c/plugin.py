@@ -14,7 +14,7 @@ from mlir import ir
 from ...compiler.source import load
 from ...dialects import graph
 from ...errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError, TargetError
-from ...frontend.emit.lapack import refuse_calls
+from ...ir.lapack import refuse_calls
 from ...frontend.loader import Model, is_onnx_source, load_module
 from ...pipelines.entry import entry_signature, find_entry
 from ...pipelines.options import CompileOptions

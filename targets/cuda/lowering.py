@@ -37,7 +37,7 @@ from typing import Mapping
 from mlir import ir
 
 from ...errors import GpuScheduleError, TargetError, ToolchainError
-from ...frontend.emit.lapack import refuse_calls
+from ...ir.lapack import refuse_calls
 from ...pipelines.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage

@@ -75,7 +75,7 @@ def test_unet_upsampling_and_skip_concat_stay_nhwc():
 
 
 def test_conv1d_stack_runs_as_nhwc_2d_convolutions():
-    """1-D convolutions are 2-D ones over a unit row (frontend/emit/conv.py), so they run in
+    """1-D convolutions are 2-D ones over a unit row (ir/conv.py), so they run in
     NHWC with the 2-D schedules: no 1-D linalg convolution is left."""
     x = np.random.default_rng(7).standard_normal((1, 8, 40)).astype(np.float32)
     model = graph_models.conv1d_net()

@@ -115,7 +115,7 @@ def test_other_convolutions_are_left_alone(case):
     graph_ir = _check_against_onnxruntime(model, feeds, 4)
     if case.get("kernel") == 1:
         # A 1x1 convolution on rows no register tile divides (9) is a matmul of the pixels
-        # before the Winograd rewrite runs (frontend/emit/conv.py): no transform either way.
+        # before the Winograd rewrite runs (ir/conv.py): no transform either way.
         assert CONV in graph_ir or "linalg.matmul" in graph_ir
     else:
         assert CONV in graph_ir

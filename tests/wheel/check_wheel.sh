@@ -40,7 +40,7 @@ assert top == {"tilecraft", "tilecraft-0.1.0.dist-info"} or all(t.startswith("ti
 for unwanted in ("tilecraft/tests/", "tilecraft/benchmarks/", "tilecraft/.venv/", "tilecraft/build/",
                  "tilecraft/docs/", "tilecraft/setup.py", "tilecraft/conftest.py"):
     assert not any(n.startswith(unwanted) for n in names), f"the wheel ships {unwanted}"
-for wanted in ("tilecraft/frontend/onnx/__init__.py", "tilecraft/frontend/emit/__init__.py",
+for wanted in ("tilecraft/frontend/onnx/__init__.py", "tilecraft/ir/__init__.py",
                "tilecraft/frontend/torch/__init__.py", "tilecraft/examples/digits_cnn.onnx",
                "tilecraft/examples/digits_test.npz", "tilecraft/examples/matmul_bias_relu.mlir",
                "tilecraft/runtime/async_runtime.c", "tilecraft/dialects/graph.irdl.mlir",
@@ -72,7 +72,7 @@ assert "site-packages" in tilecraft.__file__ and not tilecraft.__file__.startswi
 names = [m.name for m in pkgutil.walk_packages(tilecraft.__path__, "tilecraft.", onerror=lambda n: sys.exit(f"cannot import {n}"))]
 for name in names:
     importlib.import_module(name)
-for needed in ("tilecraft.frontend.onnx", "tilecraft.frontend.emit", "tilecraft.frontend.torch"):
+for needed in ("tilecraft.frontend.onnx", "tilecraft.ir", "tilecraft.frontend.torch"):
     assert needed in names, needed
 print(f"  {len(names) + 1} modules from {tilecraft.__file__.rsplit('/', 1)[0]}")
 PY

@@ -35,7 +35,7 @@ def test_every_package_folder_is_discovered():
     expected = {"tilecraft"} | _package_folders()
     found = set(_setup_module().tilecraft_packages())
     assert found == expected
-    assert {"tilecraft.frontend.onnx", "tilecraft.frontend.emit", "tilecraft.frontend.torch"} <= found
+    assert {"tilecraft.frontend.onnx", "tilecraft.ir", "tilecraft.frontend.torch"} <= found
 
 
 def test_pyproject_has_no_hand_written_package_list():

@@ -14,8 +14,8 @@ import onnx
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
-from ...emit import core, movement, reshapes
-from ...emit.checks import emit_check
+from ....ir import core, movement, reshapes
+from ....ir.checks import emit_check
 from ..node import HandlerError, NodeContext, Output
 from ..registry import onnx_op
 from . import operands

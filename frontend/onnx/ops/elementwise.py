@@ -1,7 +1,7 @@
 """Elementwise ONNX operators (numpy broadcasting), emitted as one ``linalg.generic`` each.
 
 The scalar semantics (signedness, integer division, casts, activation formulas) live in
-``frontend/emit/elementwise.py`` so the PyTorch frontend shares them; this module only reads
+``ir/elementwise.py`` so the PyTorch frontend shares them; this module only reads
 ONNX attributes and inputs and picks the scalar body. ONNX types say which integers are
 unsigned (MLIR integers are signless), so handlers pass ``ctx.is_unsigned`` along.
 """
@@ -17,8 +17,8 @@ from mlir import ir
 from mlir.dialects import arith, math
 from onnx.reference.ops.op_cast import cast_to as onnx_cast_to
 
-from ...emit import core, reshapes, small_types
-from ...emit import elementwise as ew
+from ....ir import core, reshapes, small_types
+from ....ir import elementwise as ew
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
 from ..registry import onnx_op
@@ -67,7 +67,7 @@ def _float_unary(fn: ScalarFn) -> Handler:
 
 
 # ONNX op -> (first opset, scalar function). math ops where the CPU pipeline lowers them;
-# formulas from emit/elementwise.py where it does not (erf, asinh, acosh, atanh).
+# formulas from ir/elementwise.py where it does not (erf, asinh, acosh, atanh).
 _FLOAT_UNARY: dict[str, tuple[int, ScalarFn]] = {
     "Sqrt": (1, math.sqrt),
     "Exp": (1, math.exp),

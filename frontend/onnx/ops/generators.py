@@ -7,9 +7,9 @@ from mlir import ir
 from mlir.dialects import arith, tensor
 from mlir.dialects import math as mmath
 
-from ...emit import core, extent_math, movement, scatter
-from ...emit.checks import emit_check
-from ...emit import (
+from ....ir import core, extent_math, movement, scatter
+from ....ir.checks import emit_check
+from ....ir import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
 from ..model import ONNX_DTYPES

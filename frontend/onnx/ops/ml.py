@@ -1,5 +1,5 @@
 """ONNX's ``ai.onnx.ml`` domain (the ops scikit-learn converters write): Binarizer,
-ArrayFeatureExtractor and TreeEnsemble (emit/trees.py), on numeric tensors. The domain's ops on strings (LabelEncoder with
+ArrayFeatureExtractor and TreeEnsemble (ir/trees.py), on numeric tensors. The domain's ops on strings (LabelEncoder with
 string keys, ...) are out of scope, as strings are everywhere in tilecraft."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...emit import core, movement, reshapes, trees
-from ...emit.reduction import expand_dims
+from ....ir import core, movement, reshapes, trees
+from ....ir.reduction import expand_dims
 from ..node import HandlerError, NodeContext
 from ....errors import OperandError
 from ..registry import onnx_op

@@ -3,7 +3,7 @@
 The handlers only translate ONNX conventions (auto_pad, the pads layout
 ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``, ConvTranspose's output_shape, Gemm's
 transposes) into the arguments of the framework-neutral emitters in
-``frontend/emit/contraction.py``, ``conv.py`` and ``pooling.py``, which the PyTorch frontend
+``ir/contraction.py``, ``conv.py`` and ``pooling.py``, which the PyTorch frontend
 shares.
 """
 
@@ -15,9 +15,9 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...emit import contraction, conv, core, pooling
-from ...emit import deform_conv as deformable
-from ...emit import roi_align as regions
+from ....ir import contraction, conv, core, pooling
+from ....ir import deform_conv as deformable
+from ....ir import roi_align as regions
 from ..node import HandlerError, NodeContext
 from ....errors import OperandError
 from ..registry import onnx_op

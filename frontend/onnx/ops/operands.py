@@ -8,9 +8,9 @@ import math
 from mlir import ir
 from mlir.dialects import tensor
 
-from ...emit import core, extent_math, reshapes
-from ...emit.checks import check_extent
-from ...emit import (
+from ....ir import core, extent_math, reshapes
+from ....ir.checks import check_extent
+from ....ir import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
 from ..model import TensorInfo

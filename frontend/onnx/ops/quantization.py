@@ -20,8 +20,8 @@ import onnx
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...emit import contraction, core, small_types
-from ...emit import elementwise as ew
+from ....ir import contraction, core, small_types
+from ....ir import elementwise as ew
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
 from ..registry import onnx_op

@@ -4,7 +4,7 @@ GroupNormalization, LRN, MeanVarianceNormalization, LpNormalization.
 
 The handlers only translate ONNX conventions (axes as attribute or input, negative axes,
 opset-dependent defaults, 2-D coercion) into calls to the shared emitters of
-``frontend/emit/reduction.py``.
+``ir/reduction.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math, tensor
 
-from ...emit import core, reshapes
-from ...emit import reduction as emit
-from ...emit.determinant import determinant
+from ....ir import core, reshapes
+from ....ir import reduction as emit
+from ....ir.determinant import determinant
 from ..node import HandlerError, NodeContext
 from ....errors import ModelImportError, OperandError
 from ..registry import onnx_op

@@ -1,6 +1,6 @@
 """ONNX Resize and Upsample: scales or sizes (attributes or runtime inputs), coordinate
-transformation modes, nearest/linear/cubic, through ``frontend/emit/resize.py``; GridSample
-and AffineGrid through ``frontend/emit/grid_sample.py``."""
+transformation modes, nearest/linear/cubic, through ``ir/resize.py``; GridSample
+and AffineGrid through ``ir/grid_sample.py``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from mlir import ir
 from mlir.dialects import arith
 from mlir.dialects import math as mmath
 
-from ...emit import core, extent_math
-from ...emit import grid_sample as sampling
-from ...emit.checks import check_extent
-from ...emit import (
+from ....ir import core, extent_math
+from ....ir import grid_sample as sampling
+from ....ir.checks import check_extent
+from ....ir import (
     resize as resampling,  # the module; `resize` below is the ONNX handler
 )
 from ..node import HandlerError, NodeContext

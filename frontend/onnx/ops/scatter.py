@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from ...emit import core, reshapes, scatter
+from ....ir import core, reshapes, scatter
 from ..node import HandlerError, NodeContext
 from ....errors import OperandError
 from ..registry import onnx_op

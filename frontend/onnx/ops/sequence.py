@@ -21,7 +21,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, tensor
 
-from ...emit import core, extent_math, movement, reshapes
+from ....ir import core, extent_math, movement, reshapes
 from ..model import ONNX_DTYPES
 from ..node import HandlerError, NodeContext, Output
 from ..registry import onnx_op

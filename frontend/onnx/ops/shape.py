@@ -23,7 +23,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, tensor
 
-from ...emit import checks, core, extent_math, movement, reshapes
+from ....ir import checks, core, extent_math, movement, reshapes
 from ..model import TensorInfo
 from ..node import HandlerError, NodeContext
 from ....errors import OperandError

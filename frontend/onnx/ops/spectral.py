@@ -16,7 +16,7 @@ import numpy as np
 from mlir.dialects import arith, tensor
 from onnx.reference.ops import op_dft
 
-from ...emit import contraction, core, extent_math, reshapes
+from ....ir import contraction, core, extent_math, reshapes
 from ..node import HandlerError, NodeContext, Output
 from ..registry import onnx_op
 from .sequence import _choose

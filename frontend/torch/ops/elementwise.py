@@ -9,7 +9,7 @@ import torch
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...emit import (
+from ....ir import (
     core,
     elementwise,
     movement,

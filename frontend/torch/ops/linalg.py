@@ -1,5 +1,5 @@
 """Linear-algebra ATen ops (``torch.linalg.*`` and the older ``torch.*`` spellings) through
-LAPACK calls (frontend/emit/lapack.py), float32 and float64, batched over leading dims.
+LAPACK calls (ir/lapack.py), float32 and float64, batched over leading dims.
 
 What ``torch.export`` leaves of the family after decomposition is a small set of
 factorizations, each one LAPACK routine: ``linalg_lu_factor_ex`` (getrf), ``_linalg_solve_ex``
@@ -24,7 +24,7 @@ from typing import Any
 from mlir import ir
 
 from ....errors import OperandError, OperandTypeError
-from ...emit import core, lapack, movement, reshapes
+from ...ir import core, lapack, movement, reshapes
 from ..importer import OpContext
 from . import table
 

@@ -8,7 +8,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...emit import (
+from ....ir import (
     core,
     elementwise,
     extent_math,

@@ -1,6 +1,6 @@
 """Scatter ATen ops: ``scatter`` (``src``/``value``/``reduce``), ``scatter_add``,
 ``scatter_reduce``, ``index_reduce`` and ``index_put``, on the shared scatter emitters
-(frontend/emit/scatter.py, the ONNX ScatterElements/ScatterND ones).
+(ir/scatter.py, the ONNX ScatterElements/ScatterND ones).
 
 Writes happen in row-major order of the updates, so where indices repeat without a
 reduction the last write wins, as on eager's CPU kernels. ``scatter_reduce``'s
@@ -17,7 +17,7 @@ import torch
 from mlir import ir
 from mlir.dialects import arith
 
-from ...emit import (
+from ....ir import (
     core,
     elementwise,
     movement,

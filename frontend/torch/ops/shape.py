@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from mlir import ir
 
-from ...emit import (
+from ....ir import (
     core,
     extent_math,
     movement,

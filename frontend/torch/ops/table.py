@@ -5,7 +5,7 @@ Each handler takes an :class:`~..importer.OpContext` and the node's arguments (F
 replaced by their values: SSA tensors, ``index`` values for symbolic sizes, import-time
 arrays, Python scalars) and returns the node's value. Handlers only translate PyTorch's
 conventions (argument order, ``-1`` sizes, negative dims, type promotion, padding as one
-number) into calls of the emitters in ``frontend/emit/``, which the ONNX frontend shares:
+number) into calls of the emitters in ``ir/``, which the ONNX frontend shares:
 one convolution, one matmul and one pooling emitter in the project.
 
 Type promotion follows the FX node's metadata: arithmetic happens in the result dtype that
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from mlir import ir
 
-from ...emit import (
+from ....ir import (
     core,
 )
 from ..importer import Handler, OpContext, numpy_dtype

@@ -20,7 +20,7 @@ import torch
 from mlir import ir
 from mlir.dialects import arith
 
-from ...emit import (
+from ....ir import (
     core,
     movement,
     reshapes,

@@ -1,6 +1,6 @@
 """Sampling and windowed gathers against ONNX's reference: GridSample and AffineGrid
-(frontend/emit/grid_sample.py), RoiAlign (emit/roi_align.py), DeformConv
-(emit/deform_conv.py), Col2Im (emit/conv.py) and TensorScatter (emit/scatter.py). Every interpolation and padding mode, 2-D and 3-D grids,
+(ir/grid_sample.py), RoiAlign (ir/roi_align.py), DeformConv
+(ir/deform_conv.py), Col2Im (ir/conv.py) and TensorScatter (ir/scatter.py). Every interpolation and padding mode, 2-D and 3-D grids,
 coordinates and regions far outside the input or NaN (reads clamped: no out-of-bounds read,
 bounded loops), shapes given at run time, cache windows in both modes, and the errors bad
 shapes and indices get."""

@@ -1,6 +1,6 @@
 """Cast, QuantizeLinear and DequantizeLinear with bfloat16, float8, float4, int4 and int2.
 
-The conversions are integer bit manipulation (frontend/emit/small_types.py); these tests
+The conversions are integer bit manipulation (ir/small_types.py); these tests
 compare them bit for bit with ml_dtypes (every float8 code decoded; values around every
 rounding boundary, the overflow thresholds, Inf, NaN and subnormals encoded), with ONNX's
 reference (saturation rules) and with onnxruntime.

@@ -1,6 +1,6 @@
 """torch.special functions through tilecraft.torch.compile, against eager PyTorch.
 
-The scalar bodies (frontend/emit/special_functions.py) switch formulas at fixed points
+The scalar bodies (ir/special_functions.py) switch formulas at fixed points
 (series / expansion); the grids below cross every switch, reach the overflow and underflow
 ends and hold the special values (0, +-1, +-inf, NaN), in f32 (the OpInfo tolerance) and in
 f64 (the formulas' own accuracy, against PyTorch's f64 Cephes ports).
@@ -110,7 +110,7 @@ def test_polygamma_order_below_zero_is_a_typed_error():
     """The emitter's own guard (eager refuses negative orders before export could)."""
     from mlir import ir
 
-    from tilecraft.frontend.emit import special_functions
+    from tilecraft.ir import special_functions
 
     with ir.Context(), ir.Location.unknown(), pytest.raises(ValueError, match="order -1"):
         special_functions.polygamma(-1, None)

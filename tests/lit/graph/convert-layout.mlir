@@ -190,7 +190,7 @@ func.func @skip_concat(%x: tensor<1x4x6x6xf32>, %y: tensor<1x2x6x6xf32>) -> tens
 // -----
 
 // A static slice of a converted value (a convolution computed on a row widened from 13 to 14
-// pixels, cut back: frontend/emit/conv.py) runs in NHWC, offsets and sizes permuted; the
+// pixels, cut back: ir/conv.py) runs in NHWC, offsets and sizes permuted; the
 // result is converted once.
 // CHECK-LABEL: func.func @widened_row_slice
 // CHECK: %[[P:.*]] = linalg.pooling_nhwc_max

@@ -1,4 +1,4 @@
-# The forms frontend/emit/conv.py gives convolutions that the named NHWC convolutions tile
+# The forms ir/conv.py gives convolutions that the named NHWC convolutions tile
 # badly: a grouped one with 8+ channels per group as one batched contraction per filter tap,
 # a 1x1 one whose output row has no 4-8 pixel register tile as one matmul of pixels.
 # RUN: %PYTHON %s | FileCheck %s

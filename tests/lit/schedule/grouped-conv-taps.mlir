@@ -1,4 +1,4 @@
-// One filter tap of a grouped convolution as frontend/emit/conv.py's _grouped_by_taps
+// One filter tap of a grouped convolution as ir/conv.py's _grouped_by_taps
 // writes it: a batch matmul over the groups (loops g, n, oh, ow, f | c) reading a strided
 // NHWGC view of the input. The contraction planner gives it one task per group and a
 // register tile of 7 output pixels x one 16-lane vector of the group's filters, carried

@@ -17,7 +17,7 @@ from . import core
 from .checks import check_extent
 from .extent_math import as_index
 from .scatter import loop_nest
-from ...errors import OperandError
+from ..errors import OperandError
 
 
 def _for(lower: ir.Value, upper: ir.Value, carried: list[ir.Value], body) -> list[ir.Value]:

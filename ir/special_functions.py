@@ -20,7 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, math, scf
 
 from . import core, elementwise
-from ...errors import OperandError
+from ..errors import OperandError
 
 _LANCZOS_G = 7.0
 _LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,

@@ -22,7 +22,7 @@ from .contraction import collapse, expand, generic_op
 from .conv import window_output_extent
 from .grid_sample import bilinear_sample
 from .movement import indexed_generic
-from ...errors import OperandError
+from ..errors import OperandError
 
 
 def deform_conv2d(x: ir.Value, w: ir.Value, offset: ir.Value, bias: ir.Value | None, mask: ir.Value | None, *,

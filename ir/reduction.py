@@ -23,7 +23,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, math, scf, tensor
 
 from . import core, movement, reshapes
-from ...errors import OperandError
+from ..errors import OperandError
 
 Body = Callable[..., ir.Value]
 

@@ -29,7 +29,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from . import core, small_types
-from ...errors import InternalError, OperandError
+from ..errors import InternalError, OperandError
 
 ScalarFn = Callable[[ir.Value], ir.Value]
 # The attribute tilecraft-fast-math (pipelines/fast_math.py, FUNCTION_ATTR) finds an
@@ -351,7 +351,7 @@ def cast(
 ) -> ir.Value:
     """C-style conversion of one scalar, without LLVM poison for float -> narrow int.
 
-    float8/float4 on either side go through ``f32`` (emit/small_types.py; ``saturate``
+    float8/float4 on either side go through ``f32`` (ir/small_types.py; ``saturate``
     says what an out-of-range value becomes), and bf16 <-> f16 too (neither is narrower).
 
     Float -> integer truncates toward zero. LLVM's ``fptosi``/``fptoui`` are poison when the
@@ -383,7 +383,7 @@ def cast(
 
 def cast_dtypes(value: ir.Value, source: np.dtype, target: np.dtype, to: ir.Type, *, saturate: bool) -> ir.Value:
     """Convert a scalar of numpy type ``source`` to ``target`` (MLIR element type ``to``),
-    either of them possibly a sub-byte type carried as ``i8`` (see emit/small_types.py);
+    either of them possibly a sub-byte type carried as ``i8`` (see ir/small_types.py);
     others go to :func:`cast`.
 
     Integer targets wrap (as numpy's ``astype`` and ONNX's reference do): the value is

@@ -15,7 +15,7 @@ from . import core, extent_math
 from .checks import check_extent, check_index_range, check_value_range
 from .extent_math import as_index
 from .movement import indexed_generic, source_index
-from ...errors import OperandError
+from ..errors import OperandError
 
 # --------------------------------------------------------------------------------------
 # Sequential writes: scatter and compaction

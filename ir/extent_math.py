@@ -12,7 +12,7 @@ from mlir import ir
 from mlir.dialects import arith, tensor
 
 from . import core
-from ...errors import OperandError
+from ..errors import OperandError
 
 Extent = "int | ir.Value"  # a static extent or an index-typed SSA value
 

@@ -24,7 +24,7 @@ from mlir.dialects import arith, linalg, tensor
 from . import core, extent_math
 from .checks import check_extent
 from .contraction import accumulator_type, collapse, expand, generic_op, integer_matmul, round_to
-from ...errors import OperandError
+from ..errors import OperandError
 
 Extent = "int | ir.Value"
 

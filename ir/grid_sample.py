@@ -28,7 +28,7 @@ from . import core
 from .checks import check_extent
 from .extent_math import to_float
 from .movement import indexed_generic
-from ...errors import OperandError
+from ..errors import OperandError
 
 GRID_SAMPLE_MODES = ("nearest", "linear", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")

@@ -15,10 +15,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, linalg, tensor
 
-from ...runtime.checks import CHECK_FUNCTION, KIND_ATTRIBUTE, MESSAGE_ATTRIBUTE
+from ..runtime.checks import CHECK_FUNCTION, KIND_ATTRIBUTE, MESSAGE_ATTRIBUTE
 from . import core
 from .extent_math import as_index, scalar_to_index
-from ...errors import OperandError
+from ..errors import OperandError
 
 
 def _module_of(block: ir.Block) -> ir.Operation:
@@ -85,7 +85,7 @@ def check_broadcast(target: "int | ir.Value", extent: "int | ir.Value", message:
 
 def _extreme(indices: ir.Value, axes: list[int], kind: str) -> ir.Value:
     """The min or max of ``indices`` over ``axes`` (the last dim kept when not reduced): a
-    reduction ``linalg.generic`` from a filled init, as emit/reduction.py makes them (which
+    reduction ``linalg.generic`` from a filled init, as ir/reduction.py makes them (which
     imports movement, which imports this module)."""
     element = core.tensor_type(indices).element_type
     extents = core.sizes(indices)

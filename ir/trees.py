@@ -26,7 +26,7 @@ from . import core
 from .checks import check_extent
 from .contraction import generic_op
 from .movement import indexed_generic
-from ...errors import OperandError
+from ..errors import OperandError
 
 MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER")
 AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")

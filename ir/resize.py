@@ -16,7 +16,7 @@ from . import core
 from .contraction import collapse, generic_op
 from .extent_math import as_index, sub
 from .movement import indexed_generic
-from ...errors import OperandError
+from ..errors import OperandError
 
 # --------------------------------------------------------------------------------------
 # Resize (nearest / linear / cubic interpolation)

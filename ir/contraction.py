@@ -20,7 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from . import core
-from ...errors import OperandError
+from ..errors import OperandError
 
 Extent = "int | ir.Value"
 

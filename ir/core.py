@@ -9,8 +9,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from ..resources import resource_attr
-from ...errors import OperandError, OperandTypeError
+from .resources import resource_attr
+from ..errors import OperandError, OperandTypeError
 
 Size = "int | ir.Value"  # a static extent or an index-typed SSA value
 
@@ -30,13 +30,13 @@ _ELEMENT_TYPES: dict[np.dtype, Callable[[], ir.Type]] = {
     np.dtype(np.int64): lambda: ir.IntegerType.get_signless(64),
     np.dtype(np.uint64): lambda: ir.IntegerType.get_signless(64),
     # Small types (ml_dtypes): MLIR's own float types; sub-byte integers are signless iN.
-    # Conversions to and from the float8 ones are bit manipulation (emit/small_types.py).
+    # Conversions to and from the float8 ones are bit manipulation (ir/small_types.py).
     np.dtype(ml_dtypes.bfloat16): ir.BF16Type.get,
     np.dtype(ml_dtypes.float8_e4m3fn): ir.Float8E4M3FNType.get,
     np.dtype(ml_dtypes.float8_e4m3fnuz): ir.Float8E4M3FNUZType.get,
     np.dtype(ml_dtypes.float8_e5m2): ir.Float8E5M2Type.get,
     np.dtype(ml_dtypes.float8_e5m2fnuz): ir.Float8E5M2FNUZType.get,
-    # Sub-byte types are carried as i8 (why: emit/small_types.py).
+    # Sub-byte types are carried as i8 (why: ir/small_types.py).
     np.dtype(ml_dtypes.float4_e2m1fn): lambda: ir.IntegerType.get_signless(8),
     np.dtype(ml_dtypes.int4): lambda: ir.IntegerType.get_signless(8),
     np.dtype(ml_dtypes.uint4): lambda: ir.IntegerType.get_signless(8),
@@ -133,7 +133,7 @@ def constant(array: np.ndarray, *, name: str = "constant") -> ir.Value:
     if array.dtype.kind == "u":
         array = array.view(np.dtype(f"i{array.dtype.itemsize}"))
     if array.size > RESOURCE_THRESHOLD:
-        attr = resource_attr(array, name, ttype)  # its bytes stay readable (frontend/resources.py)
+        attr = resource_attr(array, name, ttype)  # its bytes stay readable (ir/resources.py)
     else:
         attr = ir.DenseElementsAttr.get(array, type=ttype)
     return arith.constant(ttype, attr)
@@ -143,7 +143,7 @@ def _small_type_constant(array: np.ndarray, ttype: ir.RankedTensorType, name: st
     """An ml_dtypes array (bfloat16, float8, float4, int4, int2) as a tensor constant.
 
     Types of whole bytes take their bits as a same-width integer buffer; sub-byte ones are
-    ``i8`` constants (see emit/small_types.py).
+    ``i8`` constants (see ir/small_types.py).
     """
     element = ttype.element_type
     if array.dtype.name not in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):

@@ -35,9 +35,9 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, tensor
 
-from ...errors import OperandError, OperandTypeError, TilecraftError
-from ...runtime.extern import ExternFunction, register_c, registered
-from ...runtime.native import build_shared_library
+from ..errors import OperandError, OperandTypeError, TilecraftError
+from ..runtime.extern import ExternFunction, register_c, registered
+from ..runtime.native import build_shared_library
 from . import core, reshapes
 from .checks import emit_check
 from .reduction import reduce

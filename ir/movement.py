@@ -25,7 +25,7 @@ from .extent_math import (
 )
 from .reshapes import collapse, reshape
 from .checks import check_extent, check_index_range
-from ...errors import OperandError
+from ..errors import OperandError
 
 # --------------------------------------------------------------------------------------
 # Slices and concatenation

@@ -9,7 +9,7 @@ binds weight globals to their arrays by address instead of handing LLVM megabyte
 constants (pipelines/weights.py) — read them here instead.
 
 :func:`resource_attr` is the one place tilecraft creates resource attributes (the ONNX and
-PyTorch importers and the folder go through ``frontend/emit/core.constant``); it records the
+PyTorch importers and the folder go through ``ir/core.constant``); it records the
 array under the blob's handle, per MLIR context, weakly: the entries go with the context,
 which owns the blobs. A resource that did not come from here (an ``.mlir`` file with a
 ``dialect_resources`` section) has no entry, and :func:`resource_array` returns ``None``:
@@ -136,7 +136,7 @@ def is_resource_constant(op: ir.Operation) -> bool:
 
 def resource_arrays(constants: list[ir.Operation]) -> list[np.ndarray]:
     """The values of ``dense_resource`` constants: the arrays tilecraft made them from
-    (frontend/resources.py), else read from the printed resource section.
+    (ir/resources.py), else read from the printed resource section.
 
     Why printing for the others (a model given as ``.mlir`` text with its resources):
     MLIR 22's ``DenseResourceElementsAttr`` has no buffer accessor in Python; the printer

@@ -26,7 +26,7 @@ from mlir.dialects import arith, linalg
 from . import core
 from .contraction import accumulator_type, collapse, expand, generic_op, round_to
 from .conv import check_window_args, window_exprs, window_output_extent, window_span
-from ...errors import OperandError
+from ..errors import OperandError
 
 POOL_KINDS = ("max", "sum", "avg")
 

@@ -29,7 +29,7 @@ from .checks import check_extent, check_value_range
 from .extent_math import as_index, sub
 from .extent_math import to_float
 from .movement import indexed_generic
-from ...errors import OperandError
+from ..errors import OperandError
 
 ROI_ALIGN_MODES = ("avg", "max")
 # Samples per bin and dim beyond which the count is clamped before its integer conversion

@@ -1,0 +1,114 @@
+"""Builders for hand-scheduled loop kernels: the vector, affine and scf pieces that the
+generated dot-product kernels (pipelines/bf16_matmul.py, int8_matmul.py) are made of.
+
+Why builders rather than MLIR text: a kernel written as an f-string names every value by
+hand (``%w{v}_{tag}``), repeats each type at every use and only fails when the whole text
+is parsed, far from the line that got it wrong; a builder call types its result from its
+operands and fails where it is made. The helpers here are the spellings those kernels
+repeat (an affine index of loop variables, an in-bounds-or-masked 1-D transfer, a dot
+product of lanes by a group of k); the loops themselves are plain ``scf`` builders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import affine, arith, func, scf, vector
+
+from . import core
+
+AffineBody = Callable[..., "ir.AffineExpr | Sequence[ir.AffineExpr]"]
+
+
+def affine_map(body: AffineBody, dims: int) -> ir.AffineMap:
+    """The map of ``dims`` dims whose results ``body(d0, d1, ...)`` returns (one expression
+    or a sequence of them): ``affine_map(lambda d0: d0 * 12, 1)`` is ``(d0) -> (d0 * 12)``."""
+    results = body(*(ir.AffineDimExpr.get(i) for i in range(dims)))
+    if isinstance(results, ir.AffineExpr):
+        results = [results]
+    return ir.AffineMap.get(dims, 0, list(results))
+
+
+def apply(body: AffineBody, *operands: ir.Value) -> ir.Value:
+    """``affine.apply`` of ``body`` (see :func:`affine_map`) to index ``operands``."""
+    return affine.apply(affine_map(body, len(operands)), list(operands))
+
+
+def minimum(body: AffineBody, *operands: ir.Value) -> ir.Value:
+    """``affine.min`` of the expressions ``body`` returns, at index ``operands``."""
+    return affine.min(affine_map(body, len(operands)), list(operands))
+
+
+def read(source: ir.Value, indices: Sequence[ir.Value], padding: ir.Value, lanes: int,
+         *, in_bounds: bool = True) -> ir.Value:
+    """``lanes`` consecutive elements of ``source`` along its innermost dim from ``indices``
+    (``vector.transfer_read``); ``in_bounds=False``: elements past the end read as ``padding``."""
+    rank = ir.ShapedType(source.type).rank
+    element = ir.ShapedType(source.type).element_type
+    return vector.transfer_read(ir.VectorType.get([lanes], element), source, list(indices),
+                                ir.AffineMap.get_minor_identity(rank, 1), padding,
+                                ir.ArrayAttr.get([ir.BoolAttr.get(in_bounds)]))
+
+
+def write(value: ir.Value, dest: ir.Value, indices: Sequence[ir.Value], *, in_bounds: bool = True) -> ir.Value:
+    """``dest`` with the 1-D vector ``value`` stored along its innermost dim from ``indices``
+    (``vector.transfer_write`` on a tensor); ``in_bounds=False``: lanes past the end dropped."""
+    rank = ir.ShapedType(dest.type).rank
+    return vector.transfer_write(dest.type, value, dest, list(indices), ir.AffineMap.get_minor_identity(rank, 1),
+                                 ir.ArrayAttr.get([ir.BoolAttr.get(in_bounds)]))
+
+
+def first_element(value: ir.Value) -> ir.Value:
+    """Element 0 of the 1-D vector ``value`` as a scalar."""
+    return vector.extract(value, [], ir.DenseI64ArrayAttr.get([0]))
+
+
+def dot_product(lhs: ir.Value, rhs: ir.Value, acc: ir.Value) -> ir.Value:
+    """``acc[i] + sum_j lhs[i, j] * rhs[i, j]``: per lane ``i`` of ``acc``, the dot product of
+    a group of k (``vector.contract``; what one dot-product instruction computes)."""
+    i, j = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
+    maps = [ir.AffineMap.get(2, 0, [i, j]), ir.AffineMap.get(2, 0, [i, j]), ir.AffineMap.get(2, 0, [i])]
+    iterators = [ir.Attribute.parse(f"#vector.iterator_type<{kind}>") for kind in ("parallel", "reduction")]
+    return vector.contract(acc.type, lhs, rhs, acc, ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                           ir.ArrayAttr.get(iterators), kind=ir.Attribute.parse("#vector.kind<add>"))
+
+
+def private_function(name: str, inputs: Sequence[ir.Type], results: Sequence[ir.Type]) -> func.FuncOp:
+    """A private ``func.func`` at the insertion point, its entry block made (arguments typed
+    ``inputs``) and empty."""
+    function = func.FuncOp(name, (list(inputs), list(results)), visibility="private")
+    function.add_entry_block()
+    return function
+
+
+def declare_function(name: str, inputs: Sequence[ir.Type], results: Sequence[ir.Type]) -> func.FuncOp:
+    """A private ``func.func`` declaration (no body) at the insertion point: a function the
+    caller defines later, or one outside the module."""
+    return func.FuncOp(name, (list(inputs), list(results)), visibility="private")
+
+
+class IndexConstants:
+    """Index constants of one function, each made once, at the insertion point of the first
+    request (the function's top, where a kernel makes the ones it knows it needs)."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, ir.Value] = {}
+
+    def __call__(self, value: int) -> ir.Value:
+        if value not in self._made:
+            self._made[value] = core.index(value)
+        return self._made[value]
+
+
+def for_loop(lower: ir.Value, upper: ir.Value, step: ir.Value, carried: Sequence[ir.Value]) -> scf.ForOp:
+    """``scf.for`` from ``lower`` to ``upper`` by ``step`` carrying ``carried``; the caller
+    builds its body at ``InsertionPoint(loop.body)`` and ends it with ``scf.YieldOp``."""
+    return scf.ForOp(lower, upper, step, list(carried))
+
+
+def zero_vector(lanes: int, element: ir.Type) -> ir.Value:
+    """A splat zero ``vector<lanes x element>``."""
+    vector_type = ir.VectorType.get([lanes], element)
+    zero = ir.FloatAttr.get(element, 0.0) if core.is_float(element) else ir.IntegerAttr.get(element, 0)
+    return arith.constant(vector_type, ir.DenseElementsAttr.get_splat(vector_type, zero))
