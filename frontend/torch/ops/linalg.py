@@ -24,7 +24,7 @@ from typing import Any
 from mlir import ir
 
 from ....errors import OperandError, OperandTypeError
-from ...ir import core, lapack, movement, reshapes
+from ....ir import core, lapack, movement, reshapes
 from ..importer import OpContext
 from . import table
 
