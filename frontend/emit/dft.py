@@ -1,0 +1,159 @@
+"""Discrete Fourier transforms as dense contractions with a constant twiddle matrix.
+
+Why a contraction and not an FFT: for the sizes models transform at inference (STFT frames
+of a few hundred samples, OpInfo's small samples) an ``O(n^2)`` product with a constant is
+exact enough, needs no new kernel and vectorizes with the schedules every matmul-like
+``linalg.generic`` gets. The price is the constant (``4 n^2`` floats for a complex
+transform), so one transformed dim is limited to :data:`MAX_DFT_SIZE` points (a typed
+error above). An n-d transform is successive 1-d ones, one contraction per dim.
+
+Complex values are pairs (``complex_pairs.py``): a trailing dim of 2. The twiddle factors
+are computed in float64 with the angle reduced exactly (``k * n mod N``), then rounded to
+the transform's element type. The three kinds follow ATen's ``_fft_r2c``, ``_fft_c2c`` and
+``_fft_c2r`` (and ONNX's DFT): real to complex (one-sided: ``n // 2 + 1`` bins), complex to
+complex, and Hermitian complex to real (bins ``1 .. n/2`` counted twice, the imaginary
+parts of bin 0 and bin ``n/2`` ignored, as pocketfft does).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith
+
+from . import core
+from .contraction import generic_op
+from .movement import slice_axis
+
+# Points per transformed dim: the complex twiddle constant is 4 * n^2 elements (64 MiB of
+# float32 at 2048).
+MAX_DFT_SIZE = 2048
+
+# ATen's normalization codes (fft_norm_mode): none, 1/sqrt(n), 1/n.
+NORM_NONE, NORM_BY_ROOT_N, NORM_BY_N = 0, 1, 2
+
+
+def scale(normalization: int, size: int) -> float:
+    """The factor ATen's ``normalization`` code applies for a transform of ``size`` points."""
+    if normalization == NORM_NONE:
+        return 1.0
+    if normalization == NORM_BY_ROOT_N:
+        return 1.0 / math.sqrt(size)
+    if normalization == NORM_BY_N:
+        return 1.0 / size
+    raise ValueError(f"unknown FFT normalization code {normalization} (0: none, 1: 1/sqrt(n), 2: 1/n)")
+
+
+def _angles(rows: int, columns: int, period: int) -> np.ndarray:
+    """``2 pi (r * c mod period) / period`` for every row r and column c, in float64."""
+    products = np.outer(np.arange(rows, dtype=np.int64), np.arange(columns, dtype=np.int64)) % period
+    return 2.0 * np.pi * products / period
+
+
+def _check_size(size: int | None, what: str) -> int:
+    if size is None:
+        raise ValueError(f"{what} must have a static size (the twiddle matrix is a constant)")
+    if size < 1:
+        raise ValueError(f"{what} has {size} points; a transform needs at least 1")
+    if size > MAX_DFT_SIZE:
+        raise ValueError(f"{what} has {size} points; the DFT is a dense O(n^2) contraction, "
+                         f"limited to {MAX_DFT_SIZE} points per dim")
+    return size
+
+
+def _contract(x: ir.Value, axis: int, matrix: np.ndarray, complex_in: bool, complex_out: bool) -> ir.Value:
+    """``out[..., k, (c)] = sum_{n, (c')} x[..., n, (c')] * matrix[n, (c'), k, (c)]`` along
+    logical dim ``axis`` (pair dims in parentheses, present for complex operands)."""
+    element = core.tensor_type(x).element_type
+    extents = core.sizes(x)
+    logical = len(extents) - int(complex_in)
+    bins = matrix.shape[2 if complex_in else 1]
+    out_extents = [bins if d == axis else extents[d] for d in range(logical)] + ([2] if complex_out else [])
+    n_parallel = len(out_extents)
+    dims = [ir.AffineDimExpr.get(i) for i in range(n_parallel + 1 + int(complex_in))]
+    reduce_n = dims[n_parallel]
+    x_exprs = [reduce_n if d == axis else dims[d] for d in range(logical)]
+    matrix_exprs = [reduce_n]
+    if complex_in:
+        x_exprs.append(dims[n_parallel + 1])
+        matrix_exprs.append(dims[n_parallel + 1])
+    matrix_exprs.append(dims[axis])
+    if complex_out:
+        matrix_exprs.append(dims[logical])
+    total = len(dims)
+    maps = [ir.AffineMap.get(total, 0, x_exprs), ir.AffineMap.get(total, 0, matrix_exprs),
+            ir.AffineMap.get(total, 0, dims[:n_parallel])]
+    constant = core.constant(matrix.astype(_numpy_dtype(element)), name="twiddles")
+    init = core.filled(out_extents, 0.0, element)
+    return generic_op([x, constant], init, maps, n_parallel, total - n_parallel,
+                      lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))
+
+
+def _numpy_dtype(element: ir.Type) -> np.dtype:
+    if element == ir.F32Type.get():
+        return np.dtype(np.float32)
+    if element == ir.F64Type.get():
+        return np.dtype(np.float64)
+    raise TypeError(f"a DFT computes in f32 or f64, not {element}")
+
+
+def _fit(x: ir.Value, axis: int, size: int) -> ir.Value:
+    """``x`` trimmed or zero-padded to ``size`` along ``axis``."""
+    extent = core.static_shape(x)[axis]
+    if extent is None:
+        raise ValueError(f"dim {axis} must have a static size for a DFT")
+    if extent >= size:
+        return slice_axis(x, axis, 0, size)
+    high = [0] * core.tensor_type(x).rank
+    high[axis] = size - extent
+    return core.pad_constant(x, [0] * len(high), high, 0.0)
+
+
+def real_to_complex(x: ir.Value, dims: Sequence[int], normalization: int, onesided: bool) -> ir.Value:
+    """ATen's ``_fft_r2c``: the forward DFT of real ``x`` over ``dims`` as pairs; the last of
+    ``dims`` keeps ``n // 2 + 1`` bins when ``onesided``."""
+    dims = list(dims)
+    last = dims[-1]
+    size = _check_size(core.static_shape(x)[last], f"transformed dim {last}")
+    bins = size // 2 + 1 if onesided else size
+    angles = _angles(size, bins, size)
+    factor = scale(normalization, size)
+    matrix = np.stack([np.cos(angles), -np.sin(angles)], axis=-1) * factor  # [n, k, 2]
+    pairs = _contract(x, last, matrix, complex_in=False, complex_out=True)
+    return complex_to_complex(pairs, dims[:-1], normalization, forward=True) if len(dims) > 1 else pairs
+
+
+def complex_to_complex(pairs: ir.Value, dims: Sequence[int], normalization: int, forward: bool) -> ir.Value:
+    """ATen's ``_fft_c2c``: the DFT (``forward``: ``e^{-i...}``, else ``e^{+i...}``) over ``dims``."""
+    sign = -1.0 if forward else 1.0
+    for axis in dims:
+        size = _check_size(core.static_shape(pairs)[axis], f"transformed dim {axis}")
+        angles = _angles(size, size, size)
+        cos, sin = np.cos(angles), sign * np.sin(angles)
+        matrix = np.empty((size, 2, size, 2))  # [n, c_in, k, c_out]
+        matrix[:, 0, :, 0], matrix[:, 1, :, 0] = cos, -sin
+        matrix[:, 0, :, 1], matrix[:, 1, :, 1] = sin, cos
+        pairs = _contract(pairs, axis, matrix * scale(normalization, size), complex_in=True, complex_out=True)
+    return pairs
+
+
+def complex_to_real(pairs: ir.Value, dims: Sequence[int], normalization: int, last_dim_size: int) -> ir.Value:
+    """ATen's ``_fft_c2r``: the inverse DFT over ``dims`` of a Hermitian (one-sided) spectrum;
+    the last of ``dims`` becomes ``last_dim_size`` real points from its ``n // 2 + 1`` bins."""
+    dims = list(dims)
+    pairs = complex_to_complex(pairs, dims[:-1], normalization, forward=False)
+    last = dims[-1]
+    size = _check_size(last_dim_size, f"output dim {last}")
+    bins = size // 2 + 1
+    pairs = _fit(pairs, last, bins)
+    angles = _angles(bins, size, size)  # [k, n]
+    weights = np.full(bins, 2.0)
+    weights[0] = 1.0
+    if size % 2 == 0:
+        weights[-1] = 1.0
+    weights *= scale(normalization, size)
+    matrix = np.stack([np.cos(angles), -np.sin(angles)], axis=1) * weights[:, None, None]  # [k, 2, n]
+    return _contract(pairs, last, matrix, complex_in=True, complex_out=False)
