@@ -117,3 +117,46 @@ def polar(radius: ir.Value, angle: ir.Value) -> ir.Value:
     imaginary_part = core.elementwise([radius, angle], element, lambda r, t: arith.mulf(r, math.sin(t)),
                                       extents=extents)
     return stack(real_part, imaginary_part)
+
+
+def _parts(pairs: ir.Value) -> tuple[ir.Value, ir.Value]:
+    return real(pairs), imaginary(pairs)
+
+
+def add(a: ir.Value, b: ir.Value, b_factor: float = 1.0) -> ir.Value:
+    """``a + b_factor * b`` of broadcast pairs (the pair dims line up: both are last)."""
+    element = core.tensor_type(a).element_type
+    if b_factor == 1.0:
+        return core.elementwise([a, b], element, arith.addf)
+    factor = core.scalar_constant(b_factor, element)
+    return core.elementwise([a, b], element, lambda x, y: arith.addf(x, arith.mulf(y, factor)))
+
+
+def multiply(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a * b`` of broadcast pairs: ``(ar br - ai bi, ar bi + ai br)``."""
+    element = core.tensor_type(a).element_type
+    (ar, ai), (br, bi) = _parts(a), _parts(b)
+    extents = core.broadcast_extents([ar, br])
+    real_part = core.elementwise([ar, ai, br, bi], element,
+                                 lambda w, x, y, z: arith.subf(arith.mulf(w, y), arith.mulf(x, z)), extents=extents)
+    imaginary_part = core.elementwise([ar, ai, br, bi], element,
+                                      lambda w, x, y, z: arith.addf(arith.mulf(w, z), arith.mulf(x, y)),
+                                      extents=extents)
+    return stack(real_part, imaginary_part)
+
+
+def divide(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a / b`` of broadcast pairs: ``a * conj(b) / |b|^2`` (no rescaling against overflow)."""
+    element = core.tensor_type(a).element_type
+    (ar, ai), (br, bi) = _parts(a), _parts(b)
+    extents = core.broadcast_extents([ar, br])
+
+    def part(numerator):
+        def body(w, x, y, z):
+            norm = arith.addf(arith.mulf(y, y), arith.mulf(z, z))
+            return arith.divf(numerator(w, x, y, z), norm)
+        return core.elementwise([ar, ai, br, bi], element, body, extents=extents)
+
+    real_part = part(lambda w, x, y, z: arith.addf(arith.mulf(w, y), arith.mulf(x, z)))
+    imaginary_part = part(lambda w, x, y, z: arith.subf(arith.mulf(x, y), arith.mulf(w, z)))
+    return stack(real_part, imaginary_part)

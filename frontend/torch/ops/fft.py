@@ -137,6 +137,30 @@ def imaginary(ctx: OpContext, x: Any) -> ir.Value:
     return complex_pairs.imaginary(ctx.tensor(x))
 
 
+# --- arithmetic --------------------------------------------------------------------------------
+
+
+@complex_aten("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Tensor", "rsub.Scalar")
+def add_sub(ctx: OpContext, a: Any, b: Any, alpha: Any = 1) -> ir.Value:
+    if not isinstance(alpha, (int, float)):
+        raise ValueError(f"alpha {alpha!r} on complex tensors (only a real Python number)")
+    name = ctx.node.target._opname
+    a, b = _pairs(ctx, a, 0), _pairs(ctx, b, 1)
+    if name == "rsub":
+        a, b = b, a
+    return complex_pairs.add(a, b, -float(alpha) if name in ("sub", "rsub") else float(alpha))
+
+
+@complex_aten("mul.Tensor", "mul.Scalar")
+def multiply(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return complex_pairs.multiply(_pairs(ctx, a, 0), _pairs(ctx, b, 1))
+
+
+@complex_aten("div.Tensor", "div.Scalar")
+def divide(ctx: OpContext, a: Any, b: Any) -> ir.Value:
+    return complex_pairs.divide(_pairs(ctx, a, 0), _pairs(ctx, b, 1))
+
+
 # --- data movement: the real handlers on pairs, dims counted without the pair dim ------------
 
 

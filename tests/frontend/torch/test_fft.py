@@ -124,3 +124,12 @@ def test_complex_argument_checked_at_call():
     compiled = _compile(lambda v: torch.fft.fft(v), torch.randn(4, dtype=torch.complex64))
     with pytest.raises(tilecraft.TilecraftError, match="complex64"):
         compiled(torch.randn(4, dtype=torch.complex128))
+
+
+def test_spectral_filter_arithmetic():
+    """A learned complex filter on a spectrum (FNO/GFNet style): complex * complex, +, -, /,
+    and complex with real operands and Python numbers."""
+    torch.manual_seed(8)
+    x, w = torch.randn(3, 16), torch.randn(9, dtype=torch.complex64)
+    check(lambda v, f: (torch.fft.irfft(torch.fft.rfft(v) * f, n=16), torch.fft.rfft(v) - 2 * f,
+                        torch.fft.rfft(v) / (f + 1), torch.fft.rfft(v) * v[:, :9], 1 - torch.fft.rfft(v)), x, w)
