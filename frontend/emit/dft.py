@@ -22,11 +22,11 @@ from typing import Sequence
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith
 
-from . import core
-from .contraction import generic_op
+from . import contraction, core
+from .extent_math import product
 from .movement import slice_axis
+from .reshapes import reshape
 
 # Points per transformed dim: the complex twiddle constant is 4 * n^2 elements (64 MiB of
 # float32 at 2048).
@@ -66,30 +66,27 @@ def _check_size(size: int | None, what: str) -> int:
 
 def _contract(x: ir.Value, axis: int, matrix: np.ndarray, complex_in: bool, complex_out: bool) -> ir.Value:
     """``out[..., k, (c)] = sum_{n, (c')} x[..., n, (c')] * matrix[n, (c'), k, (c)]`` along
-    logical dim ``axis`` (pair dims in parentheses, present for complex operands)."""
+    logical dim ``axis`` (pair dims in parentheses, present for complex operands).
+
+    Emitted as one 2-d matmul, ``[rows, n (x 2)] @ [n (x 2), k (x 2)]``, after moving ``axis``
+    next to the pair dim: the pairs are row-major, so the pair dims merge into the
+    contracted and the result dims with reshapes alone, and the matmul gets the register-tile
+    kernels every matmul gets. (A ``linalg.generic`` with the size-2 pair dim innermost
+    vectorized poorly: about 10x slower on a [64, 512] rfft.)
+    """
     element = core.tensor_type(x).element_type
-    extents = core.sizes(x)
-    logical = len(extents) - int(complex_in)
-    bins = matrix.shape[2 if complex_in else 1]
-    out_extents = [bins if d == axis else extents[d] for d in range(logical)] + ([2] if complex_out else [])
-    n_parallel = len(out_extents)
-    dims = [ir.AffineDimExpr.get(i) for i in range(n_parallel + 1 + int(complex_in))]
-    reduce_n = dims[n_parallel]
-    x_exprs = [reduce_n if d == axis else dims[d] for d in range(logical)]
-    matrix_exprs = [reduce_n]
-    if complex_in:
-        x_exprs.append(dims[n_parallel + 1])
-        matrix_exprs.append(dims[n_parallel + 1])
-    matrix_exprs.append(dims[axis])
-    if complex_out:
-        matrix_exprs.append(dims[logical])
-    total = len(dims)
-    maps = [ir.AffineMap.get(total, 0, x_exprs), ir.AffineMap.get(total, 0, matrix_exprs),
-            ir.AffineMap.get(total, 0, dims[:n_parallel])]
-    constant = core.constant(matrix.astype(_numpy_dtype(element)), name="twiddles")
-    init = core.filled(out_extents, 0.0, element)
-    return generic_op([x, constant], init, maps, n_parallel, total - n_parallel,
-                      lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))
+    logical = core.tensor_type(x).rank - int(complex_in)
+    pair_in = [logical] if complex_in else []
+    moved = core.transpose(x, [d for d in range(logical) if d != axis] + [axis] + pair_in)
+    rest = core.sizes(moved)[: logical - 1]
+    operator = matrix.reshape(matrix.shape[0] * (2 if complex_in else 1), -1)
+    flat = reshape(moved, [product(rest), operator.shape[0]])
+    constant = core.constant(operator.astype(_numpy_dtype(element)), name="twiddles")
+    bins = operator.shape[1] // (2 if complex_out else 1)
+    result = reshape(contraction.matmul(flat, constant), [*rest, bins] + ([2] if complex_out else []))
+    # result dims: the other logical dims, then axis, then the pair dim: move axis back
+    order = [d for d in range(logical) if d != axis] + [axis] + ([logical] if complex_out else [])
+    return core.transpose(result, [order.index(d) for d in range(len(order))])
 
 
 def _numpy_dtype(element: ir.Type) -> np.dtype:
