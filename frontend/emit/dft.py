@@ -2,8 +2,8 @@
 
 Why a contraction and not an FFT: for the sizes models transform at inference (STFT frames
 of a few hundred samples, OpInfo's small samples) an ``O(n^2)`` product with a constant is
-exact enough, needs no new kernel and vectorizes with the schedules every matmul-like
-``linalg.generic`` gets. The price is the constant (``4 n^2`` floats for a complex
+exact enough, needs no new kernel and runs on the matmul kernels (each transformed dim is
+one 2-d matmul, see ``_contract``). The price is the constant (``4 n^2`` floats for a complex
 transform), so one transformed dim is limited to :data:`MAX_DFT_SIZE` points (a typed
 error above). An n-d transform is successive 1-d ones, one contraction per dim.
 
