@@ -48,6 +48,9 @@ def numpy_dtype(element_type: "ir.Type") -> np.dtype:
         "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
         "f8E5M2": ml_dtypes.float8_e5m2, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
         "f8E8M0FNU": ml_dtypes.float8_e8m0fnu,
+        # complex<f32> memref elements are two f32 side by side, numpy's complex64 layout
+        # (complex values cross the boundary as such; frontend/emit/complex_pairs.py).
+        "complex<f32>": np.complex64, "complex<f64>": np.complex128,
     }
     if text not in dtypes:
         raise EntryPointError(

@@ -46,7 +46,7 @@ def export(
         program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
         return _decompose_unhandled(program.run_decompositions())
     except (torch._dynamo.exc.UserError, torch._dynamo.exc.Unsupported, RuntimeError, TypeError,
-            ValueError, AssertionError) as error:
+            ValueError, AssertionError, IndexError) as error:  # IndexError: a dim out of range
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise TorchImportError(f"torch.export could not trace the module: {first_line}") from error
 

@@ -31,7 +31,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from ...errors import TorchImportError
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
 from .. import build_module
-from ...ir import core
+from ...ir import complex_pairs, core
 from ...errors import InternalError, OperandError, OperandTypeError, TilecraftError
 
 ENTRY_NAME = "main"
@@ -40,6 +40,16 @@ ENTRY_NAME = "main"
 # TOKEN output. The compiled code keeps the ops' order anyway, so a token is this marker.
 EFFECT_TOKEN = "effect-token"
 WITH_EFFECTS = "with_effects"
+# Handlers of nodes that read or make complex tensors are registered under this prefix
+# (``complex:aten._fft_r2c.default``): inside the graph a complex tensor is a real one with
+# a trailing dim of 2 (ir/complex_pairs.py), which a handler written for real
+# tensors would misread, so such a node never reaches one.
+COMPLEX_PREFIX = "complex:"
+# Complex dtypes: their parts' numpy dtype (complex32 has no numpy dtype: refused by name).
+TORCH_COMPLEX: dict[torch.dtype, np.dtype] = {
+    torch.complex64: np.dtype(np.complex64),
+    torch.complex128: np.dtype(np.complex128),
+}
 
 # torch dtype -> numpy dtype (bfloat16 and complex types have no numpy/MLIR path here).
 TORCH_TO_NUMPY: dict[torch.dtype, np.dtype] = {
@@ -58,11 +68,39 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    """The numpy dtype of a torch dtype; ``TypeError`` naming it if there is none."""
+    """The numpy dtype of a torch dtype; ``TypeError`` naming it if there is none.
+
+    A complex dtype gives the dtype of its parts: that is the element type of its pairs."""
+    if dtype in TORCH_COMPLEX:
+        return complex_pairs.part_dtype(TORCH_COMPLEX[dtype])
+    if dtype == torch.complex32:
+        raise TypeError("dtype torch.complex32 (chalf) is not supported: numpy has no complex "
+                        "dtype with float16 parts to pass it in or out")
     if dtype not in TORCH_TO_NUMPY:
         raise OperandTypeError(f"dtype {dtype} is not supported (supported: "
                         f"{', '.join(str(d) for d in TORCH_TO_NUMPY)})")
     return TORCH_TO_NUMPY[dtype]
+
+
+def _is_complex(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype.is_complex
+
+
+def touches_complex(node: fx.Node) -> bool:
+    """True when ``node`` reads or makes a complex tensor (its handler then works on pairs)."""
+    metas = [node.meta.get("val")]
+    metas += [arg.meta.get("val") for arg in node.all_input_nodes]
+    return any(_is_complex(m) or (isinstance(m, (list, tuple)) and any(_is_complex(v) for v in m))
+               for m in metas)
+
+
+def table_key(node: fx.Node) -> str:
+    """The op table's key for ``node``: its op name, prefixed for complex operands; for a
+    ``with_effects`` call, the name of the op it wraps."""
+    name = op_name(node.target)
+    if name == WITH_EFFECTS and len(node.args) > 1:
+        return op_name(node.args[1])
+    return COMPLEX_PREFIX + name if touches_complex(node) else name
 
 
 def op_name(target: Any) -> str:
@@ -184,9 +222,10 @@ class ProgramImporter:
         """Every call no handler covers, as (FX node, op, source location); the op of a
         ``with_effects`` call is the one it wraps."""
         return [
-            (node.name, _called_op(node), describe_location(node))
+            (node.name, table_key(node), describe_location(node))
             for node in self.graph.nodes
-            if node.op == "call_function" and _called_op(node) not in self.table
+            if node.op == "call_function" and table_key(node) not in self.table
+            and op_name(node.target) != "operator.getitem"
         ]
 
     def _weights(self) -> dict[str, np.ndarray]:
@@ -216,7 +255,8 @@ class ProgramImporter:
                 f"input {node.name!r} is a {type(meta).__name__}; only tensor inputs are supported")
         dims = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in meta.shape]
         try:
-            element = core.element_type(numpy_dtype(meta.dtype))
+            element = (complex_pairs.complex_type(TORCH_COMPLEX[meta.dtype]) if meta.dtype in TORCH_COMPLEX
+                       else core.element_type(numpy_dtype(meta.dtype)))
         except OperandTypeError as error:  # a dtype with no MLIR element type
             raise TorchImportError(f"input {node.name!r}: {error}") from None
         return ir.RankedTensorType.get(dims, element)
@@ -247,10 +287,13 @@ class ProgramImporter:
                 self.bind(node, weights[node.name])
             elif node.name in tokens:
                 self.bind(node, EFFECT_TOKEN)
-        for node, argument in zip(user_inputs, entry.arguments):
-            self.bind(node, argument)
         results: list[ir.Value] = []
         with ir.InsertionPoint(entry):
+            for node, argument in zip(user_inputs, entry.arguments):
+                if isinstance(core.tensor_type(argument).element_type, ir.ComplexType):
+                    with location:
+                        argument = complex_pairs.to_pairs(argument)
+                self.bind(node, argument)
             for node in self.graph.nodes:
                 if node.op == "call_function":
                     with self._location(node):
@@ -279,7 +322,9 @@ class ProgramImporter:
             value = self.values.get(output) if isinstance(output, fx.Node) else output
             if isinstance(value, (np.ndarray, ir.Value)) and (
                     isinstance(value, np.ndarray) or isinstance(value.type, ir.RankedTensorType)):
-                results.append(self.as_tensor(value))
+                meta = output.meta.get("val") if isinstance(output, fx.Node) else None
+                results.append(complex_pairs.from_pairs(self.as_tensor(value)) if _is_complex(meta)
+                               else self.as_tensor(value))
             else:
                 raise TorchImportError(
                     f"output {position} is a {type(value).__name__}, not a tensor: compiled "
@@ -289,15 +334,17 @@ class ProgramImporter:
     def _import_node(self, node: fx.Node) -> None:
         args = fx.node.map_arg(node.args, lambda n: self.values[n])
         kwargs = fx.node.map_arg(node.kwargs, lambda n: self.values[n])
-        name = op_name(node.target)
-        if name == WITH_EFFECTS:  # (token, op, *args): the op's results after the token
-            token, target, *args = args
-            name = op_name(target)
+        name = table_key(node)
+        if op_name(node.target) == WITH_EFFECTS:  # (token, op, *args): the op's results after the token
+            token, _target, *args = args
             context = OpContext(node, self)
             value = self._call_handler(node, name, context, args, kwargs)
             self.bind(node, (token, *(value if isinstance(value, tuple) else () if value is None else (value,))))
             return
-        if name == "operator.getitem" or (self._known((args, kwargs)) and _foldable(node.target)):
+        # complex results stay in the graph: an import-time complex array has no pairs form
+        # that torch could take back as an argument
+        if op_name(node.target) == "operator.getitem" or (self._known((args, kwargs)) and _foldable(node.target)
+                                                          and not touches_complex(node)):
             try:
                 self.bind(node, _evaluate(node.target, args, kwargs))
                 return
@@ -321,14 +368,6 @@ class ProgramImporter:
             raise InternalError(
                 f"node {node.name!r} ({name}) at {describe_location(node)}: the {name} converter "
                 f"failed, a bug in tilecraft: {type(error).__name__}: {error}") from error
-
-
-def _called_op(node: fx.Node) -> str:
-    """The op table key of a call node (for ``with_effects``, of the op it wraps)."""
-    name = op_name(node.target)
-    if name == WITH_EFFECTS and len(node.args) > 1:
-        return op_name(node.args[1])
-    return name
 
 
 def _user_outputs(program: ExportedProgram, outputs: Any) -> list[Any]:
@@ -356,6 +395,8 @@ def _boundary_attributes(node: Any, name: str | None) -> ir.DictAttr:
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A numpy array with ``tensor``'s contents (a view where torch allows one)."""
     tensor = tensor.detach()
+    if tensor.dtype in TORCH_COMPLEX:  # as pairs, the form complex values have in the graph
+        return complex_pairs.as_pairs_array(tensor.cpu().resolve_conj().contiguous().numpy())
     if tensor.dtype not in TORCH_TO_NUMPY:
         raise TorchImportError(f"dtype {tensor.dtype} is not supported")
     return tensor.cpu().contiguous().numpy()
