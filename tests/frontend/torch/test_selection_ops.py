@@ -1,0 +1,77 @@
+"""Selection ops (frontend/torch/ops/selection.py): medians, k-th values, modes, running
+extremes and insertion points against eager, NaNs and repeats included, and their bad
+input refused with a typed error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.errors import TorchImportError
+
+from torch_testing import check
+
+NAN = float("nan")
+
+
+def test_median_and_nanmedian_of_rows_with_nans():
+    x = torch.tensor([[3.0, NAN, 2.0, 5.0], [4.0, 1.0, 7.0, 0.5], [NAN, NAN, 1.0, 2.0]])
+    check(lambda t: torch.median(t, dim=1), x)
+    check(lambda t: torch.nanmedian(t, dim=1, keepdim=True), x)
+    check(lambda t: (torch.median(t), torch.nanmedian(t)), x)
+
+
+def test_kthvalue_along_a_middle_dim():
+    x = torch.randn(3, 6, 4)
+    check(lambda t: torch.kthvalue(t, 4, dim=1, keepdim=True), x)
+    check(lambda t: torch.kthvalue(t, 1, dim=-1), x)
+
+
+def test_mode_prefers_the_smallest_most_frequent_value_at_its_last_position():
+    x = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0], [5.0, 5.0, 2.0, 2.0, 2.0]])
+    check(lambda t: torch.mode(t, dim=1), x)
+    check(lambda t: torch.mode(t.t(), dim=0), x)
+
+
+def test_cummax_and_cummin_with_ties_and_nan():
+    x = torch.tensor([[3.0, 3.0, 2.0, 3.0, NAN, 1.0], [1.0, 4.0, 4.0, 0.0, 5.0, 5.0]])
+    check(lambda t: torch.cummax(t, dim=1), x)
+    check(lambda t: torch.cummin(t, dim=1), x)
+    check(lambda t: torch.cummax(t, dim=0), torch.randint(0, 4, (5, 3)))
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_and_bucketize(right):
+    boundaries = torch.tensor([1.0, 2.0, 2.0, 4.0, 8.0])
+    values = torch.tensor([[0.0, 2.0, 3.0], [8.0, 9.0, 1.0]])
+    check(lambda b, v: torch.searchsorted(b, v, right=right), boundaries, values)
+    check(lambda v, b: torch.bucketize(v, b, right=right, out_int32=True), values, boundaries)
+    rows = torch.sort(torch.randn(2, 7), dim=1).values
+    check(lambda b, v: torch.searchsorted(b, v, side="right" if right else "left"), rows, torch.randn(2, 3))
+
+
+def test_searchsorted_with_a_sorter():
+    sequence = torch.tensor([5.0, 1.0, 3.0, 2.0])
+    sorter = torch.argsort(sequence)
+    check(lambda s, v, p: torch.searchsorted(s, v, sorter=p), sequence, torch.tensor([0.0, 2.5, 6.0]), sorter)
+
+
+def test_isin_through_searchsorted():
+    check(lambda a, b: torch.isin(a, b), torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([4.0, 2.0]))
+
+
+def test_bad_selection_input_is_a_typed_error():
+    class KthTooLarge(torch.nn.Module):
+        def forward(self, x):
+            return torch.kthvalue(x, 9, dim=0)
+
+    with pytest.raises(TorchImportError):
+        tilecraft.torch.compile(KthTooLarge().eval(), (torch.randn(4),))
+
+    class ContradictorySide(torch.nn.Module):
+        def forward(self, b, v):
+            return torch.searchsorted(b, v, right=True, side="left")
+
+    with pytest.raises(TorchImportError):
+        tilecraft.torch.compile(ContradictorySide().eval(), (torch.arange(4.0), torch.randn(2)))
