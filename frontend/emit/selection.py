@@ -167,5 +167,30 @@ def back_from_last(x: ir.Value, axis: int) -> ir.Value:
     return core.transpose(x, [order.index(d) for d in range(rank)])
 
 
-__all__: Sequence[str] = ("along_last", "back_from_last", "count_below", "count_nan", "mode", "pick",
+__all__: Sequence[str] = ("along_last", "back_from_last", "count_below", "count_nan", "histogram", "mode", "pick",
                           "running_extreme", "sort_last")
+
+
+def histogram(flat: ir.Value, bins: int, low: ir.Value, high: ir.Value) -> ir.Value:
+    """Counts of the 1-D float ``flat`` in ``bins`` equal bins over ``[low, high]`` (0-d
+    tensors): element ``v`` falls in bin ``int((v - low) * bins / (high - low))``, the top
+    edge in the last bin, values outside (and NaN) in none, as eager's ``histc``. Counts
+    are in ``flat``'s element type; one pass of ``bins x n`` compares, vectorized along n."""
+    element = core.tensor_type(flat).element_type
+    n = core.sizes(flat)[0]
+    square = movement.broadcast_to(reduction.expand_dims(flat, [0]), [bins, n])
+    edges = [reduction.expand_dims(edge, [0, 1]) for edge in (low, high)]
+    one, zero = core.scalar_constant(1, element), core.scalar_constant(0, element)
+    last = core.scalar_constant(bins - 1, _I64())
+
+    def count(value: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+        inside = arith.andi(arith.cmpf(arith.CmpFPredicate.OGE, value, lo), arith.cmpf(arith.CmpFPredicate.OLE, value, hi))
+        scaled = arith.divf(arith.mulf(arith.subf(value, lo), core.scalar_constant(float(bins), element)),
+                            arith.subf(hi, lo))
+        # outside values give any integer here; the select below drops them
+        position = arith.minsi(arith.fptosi(_I64(), arith.select(inside, scaled, core.scalar_constant(0, element))),
+                               last)
+        hit = arith.andi(inside, arith.cmpi(arith.CmpIPredicate.eq, position, _loop(0)))
+        return arith.select(hit, one, zero)
+
+    return reduction.reduce(square, [1], "sum", extra=edges, body=count)

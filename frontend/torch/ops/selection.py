@@ -167,3 +167,32 @@ def bucketize(ctx: OpContext, x: Any, boundaries: Any, *, out_int32: bool = Fals
     if not isinstance(meta, torch.Tensor) or meta.dim() != 1:
         raise ValueError("bucketize: boundaries must be 1-D")
     return _insertion_points(ctx, boundaries, x, right, None, None, 1, 0)
+
+
+@table.aten("histc.default")
+def histc(ctx: OpContext, x: Any, bins: int = 100, min: float = 0, max: float = 0) -> ir.Value:  # noqa: A002
+    """Bin edges ``[min, max]``; ``min == max`` (both 0 by default): the data's own range,
+    widened by 1 on each side when that range is one point, as eager does."""
+    dtype = ctx.result_dtype()
+    if dtype.kind != "f":
+        raise ValueError(f"histc of a {dtype} tensor (floating point only)")
+    if not isinstance(bins, int) or bins <= 0:
+        raise ValueError(f"histc: bins must be a positive integer, got {bins!r}")
+    if min > max:
+        raise ValueError(f"histc: min {min} is above max {max}")
+    x = ctx.tensor(x, dtype)
+    shape = core.static_shape(x)
+    if None in shape:
+        raise NotImplementedError("histc of a tensor with dynamic dims")
+    flat = reshapes.reshape(x, [int(np.prod(shape))])
+    element = core.element_type(dtype)
+    if min == max:
+        low = reduction.reduce(flat, [0], "min")
+        high = reduction.reduce(flat, [0], "max")
+        same = lambda a, b: arith.cmpf(arith.CmpFPredicate.OEQ, a, b)  # noqa: E731
+        one = lambda v: core.scalar_constant(1, v.type)  # noqa: E731
+        low, high = (core.elementwise([low, high], element, lambda a, b: arith.select(same(a, b), arith.subf(a, one(a)), a)),
+                     core.elementwise([low, high], element, lambda a, b: arith.select(same(a, b), arith.addf(b, one(b)), b)))
+    else:
+        low, high = ctx.tensor(float(min), dtype), ctx.tensor(float(max), dtype)
+    return selection.histogram(flat, bins, low, high)

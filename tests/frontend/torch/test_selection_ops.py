@@ -61,6 +61,15 @@ def test_isin_through_searchsorted():
     check(lambda a, b: torch.isin(a, b), torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([4.0, 2.0]))
 
 
+def test_histc_with_given_and_data_ranges():
+    x = torch.randn(4, 7) * 3
+    x[0, 0], x[0, 1] = 2.0, -2.0  # on the edges: the top one counts in the last bin
+    check(lambda t: torch.histc(t, bins=8, min=-2, max=2), x)
+    check(lambda t: torch.histc(t, bins=5), x)
+    check(lambda t: torch.histc(t, bins=3), torch.full((3,), 2.0))  # a one-point range, widened
+    check(lambda t: torch.histc(t, bins=4, min=1, max=1), torch.tensor([0.5, 1.0, 1.5, 3.0]))
+
+
 def test_bad_selection_input_is_a_typed_error():
     class KthTooLarge(torch.nn.Module):
         def forward(self, x):
@@ -75,3 +84,10 @@ def test_bad_selection_input_is_a_typed_error():
 
     with pytest.raises(TorchImportError):
         tilecraft.torch.compile(ContradictorySide().eval(), (torch.arange(4.0), torch.randn(2)))
+
+    class IntegerHistogram(torch.nn.Module):
+        def forward(self, x):
+            return torch.histc(x, bins=3)
+
+    with pytest.raises(TorchImportError):
+        tilecraft.torch.compile(IntegerHistogram().eval(), (torch.arange(4),))
