@@ -1,0 +1,32 @@
+"""``masked_scatter`` (frontend/torch/ops/masked.py) against eager, with a broadcast mask
+and a larger source; a source too short for the mask's True positions is a typed error
+at call time (the gather's run-time index check), not garbage."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft
+
+from torch_testing import check
+
+
+def test_masked_scatter_takes_the_source_in_row_major_order():
+    x, mask = torch.randn(3, 4), torch.rand(3, 4) > 0.5
+    check(lambda a, m, s: a.masked_scatter(m, s), x, mask, torch.randn(20))
+    check(lambda a, m, s: a.masked_scatter(m, s), x, torch.tensor([True, False, True, True]), torch.randn(4, 5))
+
+
+def test_a_source_too_short_is_a_typed_error():
+    class Scatter(torch.nn.Module):
+        def forward(self, a, m, s):
+            return a.masked_scatter(m, s)
+
+    x, too_many = torch.randn(2, 3), torch.ones(2, 3, dtype=torch.bool)
+    try:
+        compiled = tilecraft.torch.compile(Scatter().eval(), (x, too_many, torch.randn(4)))
+    except tilecraft.TilecraftError:
+        return  # refused at compile time: as good
+    with pytest.raises(tilecraft.TilecraftError):
+        compiled(x, too_many, torch.randn(4))
