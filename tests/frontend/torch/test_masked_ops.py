@@ -30,3 +30,20 @@ def test_a_source_too_short_is_a_typed_error():
         return  # refused at compile time: as good
     with pytest.raises(tilecraft.TilecraftError):
         compiled(x, too_many, torch.randn(4))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_through_a_mask_with_a_row_of_values(accumulate):
+    x, rows = torch.randn(5, 4), torch.tensor([True, False, True, False, True])
+    check(lambda a, m, v: torch.index_put(a, (m,), v, accumulate=accumulate), x, rows, torch.randn(4))
+    check(lambda a, m, v: torch.index_put(a, (m,), v, accumulate=accumulate), x, rows, torch.randn(1, 4))
+
+
+def test_index_put_of_one_value_per_masked_row_stays_refused_by_name():
+    class PerPosition(torch.nn.Module):
+        def forward(self, a, m, v):
+            return torch.index_put(a, (m,), v)
+
+    rows = torch.tensor([True, False, True])
+    with pytest.raises(tilecraft.TilecraftError, match="several values through a boolean mask"):
+        tilecraft.torch.compile(PerPosition().eval(), (torch.randn(3, 2), rows, torch.randn(2, 2)))
