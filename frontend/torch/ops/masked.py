@@ -1,4 +1,4 @@
-"""``masked_scatter``: ``x`` with the positions where ``mask`` holds taken, in row-major
+"""``put`` (below) and ``masked_scatter``: ``x`` with the positions where ``mask`` holds taken, in row-major
 order, from the leading elements of ``source``.
 
 Which element of ``source`` lands where depends on the data, but not the result's shape:
@@ -15,7 +15,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
-from ...emit import core, movement, reduction, reshapes
+from ...emit import core, movement, reduction, reshapes, scatter
 from ..importer import OpContext
 from . import table
 
@@ -41,3 +41,25 @@ def masked_scatter(ctx: OpContext, x: Any, mask: Any, source: Any) -> ir.Value:
     merged = core.elementwise([reshapes.reshape(flags, [count]), taken, reshapes.reshape(x, [count])],
                               core.element_type(dtype), lambda f, s, v: arith.select(f, s, v))
     return reshapes.reshape(merged, list(shape))
+
+
+@table.aten("put.default")
+def put(ctx: OpContext, x: Any, index: Any, source: Any, accumulate: bool = False) -> ir.Value:
+    """``x.flatten()[index] = source`` (``+=`` with ``accumulate``), negative positions from
+    the end: one scatter on the flattened tensor (the last write wins on repeats, as eager's
+    CPU kernel)."""
+    dtype = ctx.result_dtype()
+    x = ctx.tensor(x, dtype)
+    shape = core.static_shape(x)
+    index_shape = core.static_shape(ctx.tensor(index))
+    if None in shape or None in index_shape:
+        raise NotImplementedError("put with dynamic dims")
+    count, positions = int(np.prod(shape)), int(np.prod(index_shape))
+    if positions != int(np.prod(core.static_shape(ctx.tensor(source)))):
+        raise ValueError("put: index and source must have the same number of elements")
+    flat = reshapes.reshape(x, [count])
+    index = reshapes.reshape(ctx.tensor(index, table.INT64), [positions])
+    values = reshapes.reshape(ctx.tensor(source, dtype), [positions])
+    result = scatter.scatter_elements(flat, index, values, 0, "add" if accumulate else "none",
+                                      unsigned=table.unsigned(dtype))
+    return reshapes.reshape(result, list(shape))

@@ -47,3 +47,9 @@ def test_index_put_of_one_value_per_masked_row_stays_refused_by_name():
     rows = torch.tensor([True, False, True])
     with pytest.raises(tilecraft.TilecraftError, match="several values through a boolean mask"):
         tilecraft.torch.compile(PerPosition().eval(), (torch.randn(3, 2), rows, torch.randn(2, 2)))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_into_the_flattened_tensor(accumulate):
+    index = torch.tensor([[6, -5], [2, 6]])  # a negative position and a repeat
+    check(lambda x, i, s: torch.put(x, i, s, accumulate=accumulate), torch.randn(3, 3), index, torch.randn(2, 2))
