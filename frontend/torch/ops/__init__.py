@@ -1,6 +1,6 @@
 """The ATen op table (``table.ATEN_OPS``), filled by the handler modules, one per family."""
 
-from . import distance, elementwise, float_bits, masked, nn, reduction, scatter, selection, shape, views  # noqa: F401  (their decorators fill the table)
+from . import bilinear, distance, elementwise, float_bits, masked, nn, reduction, scatter, selection, shape, views  # noqa: F401  (their decorators fill the table)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]

@@ -1,6 +1,6 @@
 """``cdist`` and ``pdist`` (frontend/torch/ops/distance.py) against eager for every norm
-order they special-case and one they do not, with broadcast batch dims; bad input refused
-with a typed error."""
+order they special-case and one they do not, with broadcast batch dims, and ``bilinear``
+(ops/bilinear.py); bad input refused with a typed error."""
 
 from __future__ import annotations
 
@@ -32,3 +32,10 @@ def test_cdist_of_a_negative_order_is_a_typed_error():
 
     with pytest.raises(TorchImportError):
         tilecraft.torch.compile(Negative().eval(), (torch.randn(3, 2), torch.randn(4, 2)))
+
+
+def test_bilinear_through_trilinear():
+    check(lambda a, b, w, c: torch.nn.functional.bilinear(a, b, w, c), torch.randn(2, 3), torch.randn(2, 4),
+          torch.randn(5, 3, 4), torch.randn(5))
+    check(lambda a, b, w: torch.nn.functional.bilinear(a, b, w), torch.randn(2, 6, 3), torch.randn(2, 6, 4),
+          torch.randn(5, 3, 4))
