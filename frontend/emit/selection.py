@@ -167,7 +167,7 @@ def back_from_last(x: ir.Value, axis: int) -> ir.Value:
     return core.transpose(x, [order.index(d) for d in range(rank)])
 
 
-__all__: Sequence[str] = ("along_last", "back_from_last", "count_below", "count_nan", "histogram", "mode", "pick",
+__all__: Sequence[str] = ("along_last", "back_from_last", "count_below", "count_nan", "histogram", "mode", "pick", "segments",
                           "running_extreme", "sort_last")
 
 
@@ -194,3 +194,24 @@ def histogram(flat: ir.Value, bins: int, low: ir.Value, high: ir.Value) -> ir.Va
         return arith.select(hit, one, zero)
 
     return reduction.reduce(square, [1], "sum", extra=edges, body=count)
+
+
+def segments(rows: ir.Value, starts: ir.Value, ends: ir.Value, kind: str) -> ir.Value:
+    """``rows [..., n]`` reduced by ``kind`` over each segment ``[starts[s], ends[s])`` of
+    the last axis (1-D int64 bounds known at run time) -> ``[..., segments]``; an empty
+    segment gives the reduction's identity."""
+    rank = core.tensor_type(rows).rank
+    extents = core.sizes(rows)
+    count = core.sizes(starts)[0]
+    square = movement.broadcast_to(reduction.expand_dims(rows, [rank - 1]), [*extents[:-1], count, extents[-1]])
+    element = core.tensor_type(rows).element_type
+    neutral = reduction.identity(kind, element)
+    bounds = [reduction.expand_dims(b, [1]) for b in (starts, ends)]
+
+    def masked(value: ir.Value, start: ir.Value, end: ir.Value) -> ir.Value:
+        position = _loop(rank)
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sle, start, position),
+                            arith.cmpi(arith.CmpIPredicate.slt, position, end))
+        return arith.select(inside, value, neutral)
+
+    return reduction.reduce(square, [rank], kind, extra=bounds, body=masked)

@@ -196,3 +196,55 @@ def histc(ctx: OpContext, x: Any, bins: int = 100, min: float = 0, max: float = 
     else:
         low, high = ctx.tensor(float(min), dtype), ctx.tensor(float(max), dtype)
     return selection.histogram(flat, bins, low, high)
+
+
+@table.aten("segment_reduce.default")
+def segment_reduce(ctx: OpContext, data: Any, reduce: str, *, lengths: Any = None, indices: Any = None,
+                   offsets: Any = None, axis: int = 0, unsafe: bool = False, initial: Any = None) -> ir.Value:
+    """``torch.segment_reduce``: segment ``s`` covers positions ``[start_s, end_s)`` along
+    ``axis`` (from ``lengths`` or ``offsets``, known only at run time); each output is one
+    masked reduction over the whole axis. ``initial`` joins every segment's reduction (the
+    sum of a mean, not its count) and is an empty segment's value."""
+    if reduce not in ("sum", "prod", "max", "min", "mean"):
+        raise ValueError(f"segment_reduce: unknown reduction {reduce!r}")
+    if indices is not None or (lengths is None) == (offsets is None):
+        raise ValueError("segment_reduce: give exactly one of lengths and offsets (indices are not supported)")
+    dtype = ctx.result_dtype()
+    if dtype.kind != "f":
+        raise ValueError(f"segment_reduce of a {dtype} tensor (floating point only)")
+    x = ctx.tensor(data, dtype)
+    rank = table.rank(x)
+    if rank == 0:
+        raise ValueError("segment_reduce of a 0-d tensor")
+    axis = table.dim(axis, rank)
+    bounds = ctx.tensor(lengths if lengths is not None else offsets, table.INT64)
+    if table.rank(bounds) != 1:
+        raise NotImplementedError("segment_reduce with lengths or offsets of rank other than 1")
+    i64 = core.element_type(table.INT64)
+    if lengths is not None:
+        ends = reduction.cumulative(bounds, 0, "sum")
+        starts = core.elementwise([ends, bounds], i64, arith.subi)
+    else:
+        total = core.static_shape(bounds)[0]
+        starts = movement.slice_axis(bounds, 0, 0, total - 1)
+        ends = movement.slice_axis(bounds, 0, 1, total - 1)
+    rows = selection.along_last(x, axis)
+    values = selection.segments(rows, starts, ends, "sum" if reduce == "mean" else reduce)
+    element = core.element_type(dtype)
+    start_end = [reduction.expand_dims(v, list(range(table.rank(values) - 1))) for v in (starts, ends)]
+    if reduce == "mean":
+        def average(total: ir.Value, start: ir.Value, end: ir.Value) -> ir.Value:
+            count = arith.subi(end, start)
+            if initial is not None:
+                total = arith.addf(total, core.scalar_constant(float(initial), element))
+            mean = arith.divf(total, arith.sitofp(element, count))
+            if initial is None:
+                return mean
+            empty = arith.cmpi(arith.CmpIPredicate.eq, count, arith.constant(i64, 0))
+            return arith.select(empty, core.scalar_constant(float(initial), element), mean)
+
+        values = core.elementwise([values, *start_end], element, average)
+    elif initial is not None:
+        values = core.elementwise([values], element, lambda v: reduction.combine(
+            reduce, v, core.scalar_constant(float(initial), element)))
+    return selection.back_from_last(values, axis)

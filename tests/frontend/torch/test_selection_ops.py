@@ -91,3 +91,13 @@ def test_bad_selection_input_is_a_typed_error():
 
     with pytest.raises(TorchImportError):
         tilecraft.torch.compile(IntegerHistogram().eval(), (torch.arange(4),))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "max", "min", "mean"])
+@pytest.mark.parametrize("initial", [None, 1.0])
+def test_segment_reduce_by_lengths_and_offsets(reduce, initial):
+    lengths, offsets = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 0, 1, 3, 5])
+    data = torch.tensor([-5.0, 0.5, -3.0, 4.0, -1.0])
+    check(lambda d, n: torch.segment_reduce(d, reduce, lengths=n, initial=initial), data, lengths)
+    check(lambda d, o: torch.segment_reduce(d, reduce, offsets=o, initial=initial), data, offsets)
+    check(lambda d, n: torch.segment_reduce(d, reduce, lengths=n, initial=initial), torch.randn(5, 3), lengths)
