@@ -101,3 +101,12 @@ def test_segment_reduce_by_lengths_and_offsets(reduce, initial):
     check(lambda d, n: torch.segment_reduce(d, reduce, lengths=n, initial=initial), data, lengths)
     check(lambda d, o: torch.segment_reduce(d, reduce, offsets=o, initial=initial), data, offsets)
     check(lambda d, n: torch.segment_reduce(d, reduce, lengths=n, initial=initial), torch.randn(5, 3), lengths)
+
+
+def test_segment_reduce_of_integers_is_a_typed_error():
+    class IntegerSegments(torch.nn.Module):
+        def forward(self, d, n):
+            return torch.segment_reduce(d, "sum", lengths=n)
+
+    with pytest.raises(TorchImportError):
+        tilecraft.torch.compile(IntegerSegments().eval(), (torch.arange(5), torch.tensor([2, 3])))
