@@ -10,7 +10,7 @@
  *
  * Each routine is generated twice by the ROUTINES macro: `s` (float) and `d` (double).
  * LAPACK(x) is the library's symbol of routine x (scipy-openblas prefixes them, given with
- * -DLAPACK_PREFIX when the shim is built: frontend/emit/lapack.py). Character arguments are
+ * -DLAPACK_PREFIX when the shim is built: ir/lapack.py). Character arguments are
  * followed by their hidden Fortran lengths (size_t 1), which the C ABI lets a C-translated
  * LAPACK ignore.
  *

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+import threading
+from typing import Any, Iterator, Sequence
 
 import torch
 from mlir import ir
@@ -16,6 +18,10 @@ from ...errors import OptionError
 # Rounds of torch's own decompositions after the core ATen table (a decomposition may leave
 # another op without a handler that has one in turn).
 _DECOMPOSITION_ROUNDS = 3
+
+# The composite ops torch.export may keep, by the dispatcher's registrations they came from.
+_CIA_CACHE: dict[Any, set[Any]] = {}
+_CIA_LOCK = threading.RLock()
 
 
 def _training_submodules(module: torch.nn.Module) -> list[str]:
@@ -44,11 +50,58 @@ def export(
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     try:
         program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
-        return _decompose_unhandled(program.run_decompositions())
+        return decompose(program)
     except (torch._dynamo.exc.UserError, torch._dynamo.exc.Unsupported, RuntimeError, TypeError,
             ValueError, AssertionError, IndexError) as error:  # IndexError: a dim out of range
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise TorchImportError(f"torch.export could not trace the module: {first_line}") from error
+
+
+def decompose(program: ExportedProgram) -> ExportedProgram:
+    """``program`` decomposed to the core ATen ops, then further where the importer has no
+    handler (what :func:`export` does after ``torch.export.export``)."""
+    with _cached_composite_ops():
+        return _decompose_unhandled(program.run_decompositions())
+
+
+@contextlib.contextmanager
+def _cached_composite_ops() -> Iterator[None]:
+    """Within: torch's list of the composite (CompositeImplicitAutograd) ops an export may
+    keep is computed once per set of registered ops, not twice per ``run_decompositions``.
+
+    Why: torch rebuilds that list from the dispatcher on every call (it walks every op
+    namespace, materializing every composite op for each), the largest part of a small
+    model's compile (docs/performance.md).
+    The key is the dispatcher's list of composite registrations, so an op registered later
+    (``torch.library``) makes a new entry: the cached list is the one torch would compute.
+    A torch without these internals is left as it is.
+    """
+    from torch._export import utils as export_utils
+    from torch.export import decomp_utils, exported_program
+
+    modules = [m for m in (exported_program, decomp_utils) if hasattr(m, "_collect_all_valid_cia_ops")]
+    if not modules or not hasattr(torch._C, "_dispatch_get_registrations_for_dispatch_key"):
+        yield
+        return
+    compute = export_utils._collect_all_valid_cia_ops
+
+    def cached() -> set[Any]:
+        key = (tuple(torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")),
+               tuple(torch.ops._dir))
+        if key not in _CIA_CACHE:
+            _CIA_CACHE.clear()
+            _CIA_CACHE[key] = compute()
+        return set(_CIA_CACHE[key])  # callers must not modify torch's list; a copy is safe
+
+    with _CIA_LOCK:
+        saved = [(m, m._collect_all_valid_cia_ops) for m in modules]
+        for module, _ in saved:
+            module._collect_all_valid_cia_ops = cached
+        try:
+            yield
+        finally:
+            for module, original in saved:
+                module._collect_all_valid_cia_ops = original
 
 
 def _unhandled_decompositions(program: ExportedProgram) -> dict[Any, Any]:

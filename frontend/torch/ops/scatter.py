@@ -191,12 +191,20 @@ def _masked_put(ctx: OpContext, x: ir.Value, indices: Sequence[Any], values: Any
     if len(indices) != 1 or indices[0] is None:
         raise OperandError("index_put with a boolean mask among other indices")
     value_meta = ctx.arg_meta(2)
-    if not isinstance(value_meta, torch.Tensor) or value_meta.numel() != 1:
+    mask_rank = ctx.node.args[1][0].meta["val"].dim()
+    # one value, or values that broadcast over the dims the mask leaves (a row for each
+    # selected row): the same for every True position, so a select
+    per_row = isinstance(value_meta, torch.Tensor) and all(
+        extent == 1 for position, extent in enumerate(value_meta.shape)
+        if table.rank(x) - value_meta.dim() + position < mask_rank)
+    if not isinstance(value_meta, torch.Tensor) or (value_meta.numel() != 1 and not per_row):
         raise OperandError("index_put of several values through a boolean mask (which value goes "
                                   "where depends on the data)")
     mask = ctx.tensor(indices[0], np.dtype(np.bool_))
     mask = reduction.expand_dims(mask, list(range(table.rank(mask), table.rank(x))))
-    value = reshapes.reshape(ctx.tensor(values, dtype), [])
+    value = ctx.tensor(values, dtype)
+    if value_meta.numel() == 1:
+        value = reshapes.reshape(value, [])
     value = movement.broadcast_to(value, core.sizes(x))
 
     def body(m: ir.Value, v: ir.Value, original: ir.Value) -> ir.Value:

@@ -36,7 +36,7 @@ def aten(*names: str) -> Callable[[Handler], Handler]:
 
     def register(handler: Handler) -> Handler:
         for name in names:
-            key = name if "." in name and name.split(".")[0] in ("operator", "aten") else f"aten.{name}"
+            key = name if "." in name and name.split(".")[0] in ("operator", "aten", "prims") else f"aten.{name}"
             if key in ATEN_OPS:
                 raise InternalError(f"{key} is registered twice")
             ATEN_OPS[key] = handler

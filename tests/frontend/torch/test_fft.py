@@ -1,7 +1,7 @@
 """Complex tensors and the FFT family through ``tilecraft.torch.compile``, against eager.
 
-Inside the graph complex values are real pairs (frontend/emit/complex_pairs.py), the
-transforms dense DFT contractions (frontend/emit/dft.py); compiled modules take and return
+Inside the graph complex values are real pairs (ir/complex_pairs.py), the
+transforms dense DFT contractions (ir/dft.py); compiled modules take and return
 complex64/complex128 tensors. Bad input (a dim out of range, ``n=0``, ``chalf``, a size
 above the DFT limit, an op on complex tensors without a handler) is a typed error.
 """
@@ -15,7 +15,7 @@ import torch
 import tilecraft
 import tilecraft.torch
 from tilecraft.errors import TorchImportError
-from tilecraft.frontend.emit import dft
+from tilecraft.ir import dft
 from torch_testing import Lambda, check
 
 

@@ -2,7 +2,7 @@
 # (tensor<...xcomplex<f32>>, numpy's layout); inside, the value is a tensor<...x2xf32> of
 # pairs, made and unmade by tensor.generate, and the DFT is one 2-d matmul of the pairs
 # (merged with the transformed dim by a reshape) by a [n * 2, k * 2] twiddle constant
-# (frontend/emit/dft.py).
+# (ir/dft.py).
 # RUN: %PYTHON %s | FileCheck %s
 
 import torch
