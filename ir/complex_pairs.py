@@ -21,6 +21,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, complex as complex_dialect, math, tensor
 
+from ..errors import OperandTypeError
 from . import core
 from .movement import concat, select
 from .reshapes import reshape
@@ -33,7 +34,7 @@ def part_dtype(dtype: np.dtype) -> np.dtype:
     """The real dtype of ``dtype``'s parts; ``TypeError`` for a complex dtype without one."""
     dtype = np.dtype(dtype)
     if dtype not in PART_DTYPES:
-        raise TypeError(f"complex dtype {dtype} is not supported (supported: complex64, complex128)")
+        raise OperandTypeError(f"complex dtype {dtype} is not supported (supported: complex64, complex128)")
     return PART_DTYPES[dtype]
 
 

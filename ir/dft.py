@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 from mlir import ir
 
+from ..errors import OperandError, OperandTypeError
 from . import contraction, core
 from .extent_math import product
 from .movement import slice_axis
@@ -44,7 +45,7 @@ def scale(normalization: int, size: int) -> float:
         return 1.0 / math.sqrt(size)
     if normalization == NORM_BY_N:
         return 1.0 / size
-    raise ValueError(f"unknown FFT normalization code {normalization} (0: none, 1: 1/sqrt(n), 2: 1/n)")
+    raise OperandError(f"unknown FFT normalization code {normalization} (0: none, 1: 1/sqrt(n), 2: 1/n)")
 
 
 def _angles(rows: int, columns: int, period: int) -> np.ndarray:
@@ -55,11 +56,11 @@ def _angles(rows: int, columns: int, period: int) -> np.ndarray:
 
 def _check_size(size: int | None, what: str) -> int:
     if size is None:
-        raise ValueError(f"{what} must have a static size (the twiddle matrix is a constant)")
+        raise OperandError(f"{what} must have a static size (the twiddle matrix is a constant)")
     if size < 1:
-        raise ValueError(f"{what} has {size} points; a transform needs at least 1")
+        raise OperandError(f"{what} has {size} points; a transform needs at least 1")
     if size > MAX_DFT_SIZE:
-        raise ValueError(f"{what} has {size} points; the DFT is a dense O(n^2) contraction, "
+        raise OperandError(f"{what} has {size} points; the DFT is a dense O(n^2) contraction, "
                          f"limited to {MAX_DFT_SIZE} points per dim")
     return size
 
@@ -94,14 +95,14 @@ def _numpy_dtype(element: ir.Type) -> np.dtype:
         return np.dtype(np.float32)
     if element == ir.F64Type.get():
         return np.dtype(np.float64)
-    raise TypeError(f"a DFT computes in f32 or f64, not {element}")
+    raise OperandTypeError(f"a DFT computes in f32 or f64, not {element}")
 
 
 def _fit(x: ir.Value, axis: int, size: int) -> ir.Value:
     """``x`` trimmed or zero-padded to ``size`` along ``axis``."""
     extent = core.static_shape(x)[axis]
     if extent is None:
-        raise ValueError(f"dim {axis} must have a static size for a DFT")
+        raise OperandError(f"dim {axis} must have a static size for a DFT")
     if extent >= size:
         return slice_axis(x, axis, 0, size)
     high = [0] * core.tensor_type(x).rank

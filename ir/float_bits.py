@@ -10,6 +10,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, math
 
+from ..errors import OperandTypeError
 from . import core, elementwise
 
 # element width -> (mantissa bits, exponent bias)
@@ -19,7 +20,7 @@ _FORMATS = {16: (10, 15), 32: (23, 127), 64: (52, 1023)}
 def _layout(x: ir.Value) -> tuple[ir.IntegerType, int, int, int]:
     width = x.type.width
     if width not in _FORMATS or isinstance(x.type, ir.BF16Type):
-        raise TypeError(f"float bits of {x.type}: expected f16, f32 or f64")
+        raise OperandTypeError(f"float bits of {x.type}: expected f16, f32 or f64")
     mantissa_bits, bias = _FORMATS[width]
     return ir.IntegerType.get_signless(width), width, mantissa_bits, bias
 

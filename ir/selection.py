@@ -18,6 +18,7 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import arith, linalg
 
+from ..errors import OperandError
 from . import core, elementwise, movement, reduction
 
 _I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731  (a type needs a live context)
@@ -138,7 +139,7 @@ def count_below(boundaries: ir.Value, values: ir.Value, *, right: bool, unsigned
     elif b_rank == v_rank:
         shaped = reduction.expand_dims(boundaries, [v_rank - 1])
     else:
-        raise ValueError(f"boundaries of rank {b_rank} for values of rank {v_rank}")
+        raise OperandError(f"boundaries of rank {b_rank} for values of rank {v_rank}")
     square = movement.broadcast_to(shaped, [*v_extents, n])
     predicate = "le" if right else "lt"
     one, zero = core.scalar_constant(1, _I64()), core.scalar_constant(0, _I64())

@@ -28,7 +28,7 @@ from torch import fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from ...errors import TorchImportError
+from ...errors import OperandTypeError, TorchImportError
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
 from .. import build_module
 from ...ir import complex_pairs, core
@@ -74,7 +74,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     if dtype in TORCH_COMPLEX:
         return complex_pairs.part_dtype(TORCH_COMPLEX[dtype])
     if dtype == torch.complex32:
-        raise TypeError("dtype torch.complex32 (chalf) is not supported: numpy has no complex "
+        raise OperandTypeError("dtype torch.complex32 (chalf) is not supported: numpy has no complex "
                         "dtype with float16 parts to pass it in or out")
     if dtype not in TORCH_TO_NUMPY:
         raise OperandTypeError(f"dtype {dtype} is not supported (supported: "

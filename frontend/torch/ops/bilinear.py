@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ....errors import OperandError
 from ....ir import core, elementwise, movement, reduction
 from ..importer import OpContext
 from . import table
@@ -23,7 +24,7 @@ def trilinear(ctx: OpContext, i1: Any, i2: Any, i3: Any, expand1: Sequence[int],
         operands.append(reduction.expand_dims(tensor, sorted(table.dim(d, rank) for d in expand)))
     ranks = {table.rank(v) for v in operands}
     if len(ranks) != 1:
-        raise ValueError(f"_trilinear: the expanded operands have ranks {sorted(ranks)}, expected one rank")
+        raise OperandError(f"_trilinear: the expanded operands have ranks {sorted(ranks)}, expected one rank")
     rank = ranks.pop()
     extents = core.broadcast_extents(operands)
     first = movement.broadcast_to(operands[0], extents)

@@ -14,6 +14,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
+from ....errors import OperandError
 from ....ir import core, elementwise, movement, reduction, reshapes
 from ..importer import OpContext
 from . import table
@@ -22,7 +23,7 @@ from . import table
 def _distances(x1: ir.Value, x2: ir.Value, p: float, out_extents: list[Any]) -> ir.Value:
     """``x1 [..., P, M]`` and ``x2 [..., R, M]`` -> ``[..., P, R]`` p-norm distances."""
     if not isinstance(p, (int, float)) or p < 0:
-        raise ValueError(f"cdist: p must be a non-negative number, got {p!r}")
+        raise OperandError(f"cdist: p must be a non-negative number, got {p!r}")
     rank = table.rank(x1)
     features = core.sizes(x1)[-1]
     left = reduction.expand_dims(x1, [rank - 1])  # [..., P, 1, M]
@@ -53,7 +54,7 @@ def _distances(x1: ir.Value, x2: ir.Value, p: float, out_extents: list[Any]) -> 
 def _static(ctx: OpContext) -> list[int]:
     shape = list(ctx.meta.shape)
     if not all(isinstance(d, int) for d in shape):
-        raise NotImplementedError("pairwise distances with dynamic dims")
+        raise OperandError("pairwise distances with dynamic dims")
     return shape
 
 
@@ -62,7 +63,7 @@ def cdist(ctx: OpContext, x1: Any, x2: Any, p: float, compute_mode: Any = None) 
     dtype = ctx.result_dtype()
     x1, x2 = ctx.tensor(x1, dtype), ctx.tensor(x2, dtype)
     if table.rank(x1) < 2 or table.rank(x2) < 2:
-        raise ValueError("cdist: both inputs need at least 2 dims ([..., points, features])")
+        raise OperandError("cdist: both inputs need at least 2 dims ([..., points, features])")
     return _distances(x1, x2, p, _static(ctx))
 
 
@@ -72,7 +73,7 @@ def pdist(ctx: OpContext, x: Any, p: float = 2.0) -> ir.Value:
     dtype = ctx.result_dtype()
     x = ctx.tensor(x, dtype)
     if table.rank(x) != 2 or None in core.static_shape(x):
-        raise ValueError("pdist: the input must be a static 2-D [points, features] tensor")
+        raise OperandError("pdist: the input must be a static 2-D [points, features] tensor")
     n = core.static_shape(x)[0]
     square = _distances(x, x, p, [n, n])
     rows, columns = np.triu_indices(n, 1)

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import torch
 from mlir import ir
 
+from ....errors import OperandError
 from ....ir import complex_pairs, core, dft
 from ..importer import COMPLEX_PREFIX, Handler, OpContext, numpy_dtype
 from . import shape, table
@@ -29,7 +30,7 @@ def complex_aten(*names: str):
         for name in names:
             key = f"{COMPLEX_PREFIX}aten.{name}"
             if key in table.ATEN_OPS:
-                raise KeyError(f"{key} is registered twice")
+                raise InternalError(f"{key} is registered twice")
             table.ATEN_OPS[key] = handler
         return handler
 
@@ -44,7 +45,7 @@ def _dims(dims: Sequence[int], rank: int) -> list[int]:
     """Transformed dims as positions, in the given order (an FFT's order matters for c2r)."""
     positions = [table.dim(d, rank) for d in dims]
     if len(set(positions)) != len(positions):
-        raise ValueError(f"dims {list(dims)} repeat a dim")
+        raise OperandError(f"dims {list(dims)} repeat a dim")
     return positions
 
 
@@ -77,7 +78,7 @@ def fft_c2c(ctx: OpContext, x: Any, dim: Sequence[int], normalization: int, forw
 def fft_c2r(ctx: OpContext, x: Any, dim: Sequence[int], normalization: int, last_dim_size: int) -> ir.Value:
     pairs = ctx.tensor(x, ctx.result_dtype())
     if not isinstance(last_dim_size, int):
-        raise ValueError("the output size of an inverse real FFT must be static")
+        raise OperandError("the output size of an inverse real FFT must be static")
     return dft.complex_to_real(pairs, _dims(dim, _logical_rank(pairs)), normalization, last_dim_size)
 
 
@@ -143,7 +144,7 @@ def imaginary(ctx: OpContext, x: Any) -> ir.Value:
 @complex_aten("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Tensor", "rsub.Scalar")
 def add_sub(ctx: OpContext, a: Any, b: Any, alpha: Any = 1) -> ir.Value:
     if not isinstance(alpha, (int, float)):
-        raise ValueError(f"alpha {alpha!r} on complex tensors (only a real Python number)")
+        raise OperandError(f"alpha {alpha!r} on complex tensors (only a real Python number)")
     name = ctx.node.target._opname
     a, b = _pairs(ctx, a, 0), _pairs(ctx, b, 1)
     if name == "rsub":
@@ -179,7 +180,7 @@ def select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
 @complex_aten("constant_pad_nd.default")
 def constant_pad(ctx: OpContext, x: Any, pad: Sequence[int], value: float = 0) -> ir.Value:
     if value != 0:
-        raise ValueError(f"padding a complex tensor with {value!r} (only 0 is supported)")
+        raise OperandError(f"padding a complex tensor with {value!r} (only 0 is supported)")
     return shape.constant_pad(ctx, ctx.tensor(x), [0, 0, *pad], 0.0)
 
 

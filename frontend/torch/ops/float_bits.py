@@ -7,6 +7,7 @@ from typing import Any
 
 from mlir import ir
 
+from ....errors import OperandError
 from ....ir import core, float_bits
 from ..importer import OpContext
 from . import table
@@ -16,7 +17,7 @@ from . import table
 def frexp(ctx: OpContext, x: Any) -> tuple[ir.Value, ir.Value]:
     dtype = ctx.result_dtype(0)
     if dtype.kind != "f":
-        raise ValueError(f"frexp of a {dtype} tensor (floating point only)")
+        raise OperandError(f"frexp of a {dtype} tensor (floating point only)")
     x = ctx.tensor(x, dtype)
     exponent = ctx.result_element(1)
     mantissa = core.elementwise([x], ctx.result_element(0), lambda v: float_bits.frexp(v, exponent)[0])
@@ -28,5 +29,5 @@ def frexp(ctx: OpContext, x: Any) -> tuple[ir.Value, ir.Value]:
 def nextafter(ctx: OpContext, x: Any, other: Any) -> ir.Value:
     dtype = ctx.result_dtype()
     if dtype.kind != "f":
-        raise ValueError(f"nextafter of a {dtype} tensor (floating point only)")
+        raise OperandError(f"nextafter of a {dtype} tensor (floating point only)")
     return table.map_(ctx, [x, other], dtype, float_bits.nextafter)

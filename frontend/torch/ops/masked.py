@@ -15,6 +15,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
+from ....errors import OperandError
 from ....ir import core, movement, reduction, reshapes, scatter
 from ..importer import OpContext
 from . import table
@@ -26,7 +27,7 @@ def masked_scatter(ctx: OpContext, x: Any, mask: Any, source: Any) -> ir.Value:
     x = ctx.tensor(x, dtype)
     shape = core.static_shape(x)
     if None in shape:
-        raise NotImplementedError("masked_scatter with dynamic dims")
+        raise OperandError("masked_scatter with dynamic dims")
     count = int(np.prod(shape))
     flags = movement.broadcast_to(ctx.tensor(mask, np.dtype(np.bool_)), core.sizes(x))
     i64 = core.element_type(table.INT64)
@@ -53,10 +54,10 @@ def put(ctx: OpContext, x: Any, index: Any, source: Any, accumulate: bool = Fals
     shape = core.static_shape(x)
     index_shape = core.static_shape(ctx.tensor(index))
     if None in shape or None in index_shape:
-        raise NotImplementedError("put with dynamic dims")
+        raise OperandError("put with dynamic dims")
     count, positions = int(np.prod(shape)), int(np.prod(index_shape))
     if positions != int(np.prod(core.static_shape(ctx.tensor(source)))):
-        raise ValueError("put: index and source must have the same number of elements")
+        raise OperandError("put: index and source must have the same number of elements")
     flat = reshapes.reshape(x, [count])
     index = reshapes.reshape(ctx.tensor(index, table.INT64), [positions])
     values = reshapes.reshape(ctx.tensor(source, dtype), [positions])

@@ -16,6 +16,7 @@ import torch
 from mlir import ir
 from mlir.dialects import arith
 
+from ....errors import OperandError
 from ....ir import (
     core,
     movement,
@@ -46,12 +47,12 @@ def kthvalue(ctx: OpContext, x: Any, k: int, dim: int = -1, keepdim: bool = Fals
     rank = table.rank(x)
     if rank == 0:
         if k != 1:
-            raise ValueError(f"kthvalue: k={k} of a 0-d tensor (only k=1 exists)")
+            raise OperandError(f"kthvalue: k={k} of a 0-d tensor (only k=1 exists)")
         return _zero_d(ctx, x, dim)
     axis = table.dim(dim, rank)
     extent = core.static_shape(x)[axis]
     if not isinstance(k, int) or (extent is not None and not 1 <= k <= extent):
-        raise ValueError(f"kthvalue: k={k} is out of range for a dim of extent {extent}")
+        raise OperandError(f"kthvalue: k={k} is out of range for a dim of extent {extent}")
     values, indices = reduction.top_k(selection.along_last(x, axis), rank - 1, k, largest=False,
                                       unsigned=table.unsigned(ctx.result_dtype(0)))
     values, indices = movement.select(values, rank - 1, k - 1), movement.select(indices, rank - 1, k - 1)
@@ -63,7 +64,7 @@ def _middle(ctx: OpContext, x: ir.Value, axis: int, skip_nan: bool) -> tuple[ir.
     rows = selection.along_last(x, axis)
     n = core.static_shape(rows)[-1]
     if n is None:
-        raise NotImplementedError("a median along a dynamic dim")
+        raise OperandError("a median along a dynamic dim")
     values, positions = selection.sort_last(rows, unsigned=table.unsigned(numpy_dtype(ctx.arg_meta(0).dtype)))
     nans = selection.count_nan(rows)
     i64 = core.element_type(table.INT64)
@@ -88,7 +89,7 @@ def median(ctx: OpContext, x: Any) -> ir.Value:
     x = ctx.tensor(x)
     flat = reshapes.reshape(x, [int(np.prod(core.static_shape(x)))]) if table.rank(x) != 1 else x
     if None in core.static_shape(x):
-        raise NotImplementedError("a median of a tensor with dynamic dims")
+        raise OperandError("a median of a tensor with dynamic dims")
     values, _ = _middle(ctx, flat, 0, ctx.node.target._opname == "nanmedian")
     return values
 
@@ -132,16 +133,16 @@ def _insertion_points(ctx: OpContext, boundaries: Any, values: Any, right: bool,
                       sorter: Any, boundaries_position: int, values_position: int) -> ir.Value:
     if side is not None:
         if side not in ("left", "right"):
-            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+            raise OperandError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
-            raise ValueError("searchsorted: side='left' contradicts right=True")
+            raise OperandError("searchsorted: side='left' contradicts right=True")
         right = side == "right"
     metas = [table.meta_dtype(ctx.arg_meta(p)) for p in (boundaries_position, values_position)]
     dtype = numpy_dtype(torch.result_type(metas[0], metas[1]))
     boundaries = ctx.tensor(boundaries, dtype)
     values = ctx.tensor(values, dtype)
     if table.rank(boundaries) == 0:
-        raise ValueError("searchsorted: the sorted sequence must have at least one dim")
+        raise OperandError("searchsorted: the sorted sequence must have at least one dim")
     if sorter is not None:
         boundaries = movement.gather_elements(boundaries, ctx.tensor(sorter, table.INT64),
                                               table.rank(boundaries) - 1)
@@ -165,7 +166,7 @@ def searchsorted(ctx: OpContext, sorted_sequence: Any, x: Any, *, out_int32: boo
 def bucketize(ctx: OpContext, x: Any, boundaries: Any, *, out_int32: bool = False, right: bool = False) -> ir.Value:
     meta = ctx.arg_meta(1)
     if not isinstance(meta, torch.Tensor) or meta.dim() != 1:
-        raise ValueError("bucketize: boundaries must be 1-D")
+        raise OperandError("bucketize: boundaries must be 1-D")
     return _insertion_points(ctx, boundaries, x, right, None, None, 1, 0)
 
 
@@ -175,15 +176,15 @@ def histc(ctx: OpContext, x: Any, bins: int = 100, min: float = 0, max: float = 
     widened by 1 on each side when that range is one point, as eager does."""
     dtype = ctx.result_dtype()
     if dtype.kind != "f":
-        raise ValueError(f"histc of a {dtype} tensor (floating point only)")
+        raise OperandError(f"histc of a {dtype} tensor (floating point only)")
     if not isinstance(bins, int) or bins <= 0:
-        raise ValueError(f"histc: bins must be a positive integer, got {bins!r}")
+        raise OperandError(f"histc: bins must be a positive integer, got {bins!r}")
     if min > max:
-        raise ValueError(f"histc: min {min} is above max {max}")
+        raise OperandError(f"histc: min {min} is above max {max}")
     x = ctx.tensor(x, dtype)
     shape = core.static_shape(x)
     if None in shape:
-        raise NotImplementedError("histc of a tensor with dynamic dims")
+        raise OperandError("histc of a tensor with dynamic dims")
     flat = reshapes.reshape(x, [int(np.prod(shape))])
     element = core.element_type(dtype)
     if min == max:
@@ -206,20 +207,20 @@ def segment_reduce(ctx: OpContext, data: Any, reduce: str, *, lengths: Any = Non
     masked reduction over the whole axis. ``initial`` joins every segment's reduction (the
     sum of a mean, not its count) and is an empty segment's value."""
     if reduce not in ("sum", "prod", "max", "min", "mean"):
-        raise ValueError(f"segment_reduce: unknown reduction {reduce!r}")
+        raise OperandError(f"segment_reduce: unknown reduction {reduce!r}")
     if indices is not None or (lengths is None) == (offsets is None):
-        raise ValueError("segment_reduce: give exactly one of lengths and offsets (indices are not supported)")
+        raise OperandError("segment_reduce: give exactly one of lengths and offsets (indices are not supported)")
     dtype = ctx.result_dtype()
     if dtype.kind != "f":
-        raise ValueError(f"segment_reduce of a {dtype} tensor (floating point only)")
+        raise OperandError(f"segment_reduce of a {dtype} tensor (floating point only)")
     x = ctx.tensor(data, dtype)
     rank = table.rank(x)
     if rank == 0:
-        raise ValueError("segment_reduce of a 0-d tensor")
+        raise OperandError("segment_reduce of a 0-d tensor")
     axis = table.dim(axis, rank)
     bounds = ctx.tensor(lengths if lengths is not None else offsets, table.INT64)
     if table.rank(bounds) != 1:
-        raise NotImplementedError("segment_reduce with lengths or offsets of rank other than 1")
+        raise OperandError("segment_reduce with lengths or offsets of rank other than 1")
     i64 = core.element_type(table.INT64)
     if lengths is not None:
         ends = reduction.cumulative(bounds, 0, "sum")
