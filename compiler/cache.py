@@ -60,7 +60,7 @@ from mlir import ir
 from .. import __version__
 from ..errors import OptionError
 from ..pipelines.compiled_module import CompiledModule
-from ..pipelines.extern import extern_functions
+from ..pipelines.tensor.extern import extern_functions
 from ..pipelines.jit import LibraryFunction
 from ..pipelines.options import CompileOptions
 from ..runtime import kernel_timers

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import OptionError, TuningError
-from . import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
-from . import bf16_weights  # noqa: F401 - registers tilecraft-bf16-weights (precision="bf16")
+from .tensor import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
+from .tensor import bf16_weights  # noqa: F401 - registers tilecraft-bf16-weights (precision="bf16")
 from .fast_math import FAST_MATH
 from .graph import graph_pass_elements
 from .offload import offload_element
@@ -36,7 +36,7 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     ``offload`` names backends (pipelines/offload.py) whose matched ops become extern
     calls, at the end of the graph stage, before fusion groups are tagged.
     ``runtime_checks=False`` drops the run-time checks of indices, dynamic sizes and
-    allocations (pipelines/runtime_checks.py; docs/robustness.md measures their cost).
+    allocations (pipelines/tensor/runtime_checks.py; docs/robustness.md measures their cost).
     ``checked=True`` adds MLIR's run-time verification of every memref access
     (pipelines/runtime_verification.py): a checked build.
     """

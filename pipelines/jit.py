@@ -28,7 +28,7 @@ from ..runtime.libraries import runtime_library
 from ..runtime.malloc_policy import keep_freed_memory
 from ..runtime.memref import CallFrame
 from ..runtime.signature import EntrySignature
-from .extern import extern_functions
+from .tensor.extern import extern_functions
 from .weights import bind_resource_globals
 
 # Runtime libraries the generated code may call into, handed to each JIT (the parallel-loop
@@ -108,7 +108,7 @@ class JitFunction:
         self.weights: list[tuple[str, np.ndarray]] = []
         self._frame = CallFrame(signature)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
-        # The messages of the run-time checks (pipelines/runtime_checks.py), by check id.
+        # The messages of the run-time checks (pipelines/tensor/runtime_checks.py), by check id.
         attributes = llvm_module.operation.attributes
         self.check_table = (decode_table([ir.StringAttr(a).value for a in ir.ArrayAttr(attributes[TABLE_ATTRIBUTE])])
                             if TABLE_ATTRIBUTE in attributes else [])
@@ -122,7 +122,7 @@ class JitFunction:
         if _declares(self.module, kernel_timers.BEGIN):
             kernel_timers.library()  # a profiling variant: its timers, process-wide
         libraries = [*self._extra_libraries(), *(runtime_library(name) for name in RUNTIME_LIBRARIES)]
-        # Extern functions (pipelines/extern.py): bound by address before the first lookup;
+        # Extern functions (pipelines/tensor/extern.py): bound by address before the first lookup;
         # their libraries and callbacks live as long as the engine.
         externs = [(C_INTERFACE_PREFIX + extern.symbol_name, *extern.load()) for extern in extern_functions(self.module)]
         # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).

@@ -1,5 +1,5 @@
 """Offload by pattern (BYOC): backends take the linalg ops they match and turn each into a
-call of an extern function (pipelines/extern.py); everything else goes through the normal
+call of an extern function (pipelines/tensor/extern.py); everything else goes through the normal
 pipeline.
 
 A backend (UMA-style: a small class, registered with one call, or installed by another
@@ -36,7 +36,7 @@ from mlir import ir
 
 from ..errors import BackendError
 from ..runtime.extern import ExternFunction
-from .extern import emit_call
+from .tensor.extern import emit_call
 from .ir_queries import defined_functions, defining_op, ops_where, users
 # On an op a backend schedules itself: {backend, entry, script} (schedule/backend_schedule.py).
 from .loop_nest import BACKEND_SCHEDULE_ATTR
@@ -122,7 +122,7 @@ class Backend:
           element type, too small to gain);
         - a list of values replacing ``op``'s results, computed by IR emitted at the current
           insertion point (before ``op``), typically with
-          :func:`tilecraft.pipelines.extern.emit_call` (scalar arguments such as strides are
+          :func:`tilecraft.pipelines.tensor.extern.emit_call` (scalar arguments such as strides are
           ``arith.constant`` values emitted here);
         - an :class:`ExternFunction`: called on ``op``'s inputs, then its accumulators (the
           ``outs`` operands), with fresh buffers for its results;

@@ -32,7 +32,7 @@ from mlir.dialects import arith, linalg, tensor
 from ...errors import BackendError
 from ...runtime.extern import ExternFunction, register_c
 from ...runtime.native import build_shared_library
-from ..extern import emit_call
+from ..tensor.extern import emit_call
 from ..ir_queries import defining_op, int_list_attribute, is_zero_fill
 from ..offload import Backend, Region, register_backend
 

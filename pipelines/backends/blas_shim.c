@@ -1,7 +1,7 @@
 /* The blas backend's shim: MLIR memref descriptors in, cblas_sgemm out.
  *
  * The compiled module calls these through MLIR's C interface (a pointer to a memref
- * descriptor per memref; pipelines/extern.py), so one function serves every shape and
+ * descriptor per memref; pipelines/tensor/extern.py), so one function serves every shape and
  * layout: each operand's strides decide whether it is handed to BLAS as stored (row-major),
  * as its transpose (column-major storage), or packed first (neither dimension contiguous).
  * SGEMM and SET_THREADS are the BLAS library's symbols (scipy-openblas prefixes them),

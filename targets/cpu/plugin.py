@@ -19,7 +19,7 @@ from ...pipelines.options import CompileOptions
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
-from ...pipelines.tensorize import TENSORIZE_PASS
+from ...pipelines.tensor.tensorize import TENSORIZE_PASS
 from ...runtime.signature import EntrySignature
 from ...schedule.space import space_for
 from ...schedule.te.builder import without_default_schedule

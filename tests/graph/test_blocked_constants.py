@@ -1,4 +1,4 @@
-"""``tilecraft-block-constant-reads`` (pipelines/blocked_constants.py) on whole models: the
+"""``tilecraft-block-constant-reads`` (pipelines/tensor/blocked_constants.py) on whole models: the
 filters of NHWC convolutions end up block-major ([output-channel block][kh][kw][ic][V]) and
 the results still match onnxruntime, for filter-heavy 3x3 and 1x1 layers, channel counts
 that are not a multiple of the block, and on one or two threads. The IR-level rules

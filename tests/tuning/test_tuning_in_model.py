@@ -78,7 +78,7 @@ def _conv_model(channels: int = 64, size: int = 14):
 
 
 def _blocked_globals(module: ir.Module) -> list[str]:
-    """The pipeline's block-major copies of constant filters (pipelines/blocked_constants.py),
+    """The pipeline's block-major copies of constant filters (pipelines/tensor/blocked_constants.py),
     after bufferization."""
     pipeline = cpu_pipeline(Target.parse("llvm"))
     with module.context, ir.Location.unknown():

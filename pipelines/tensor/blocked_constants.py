@@ -34,10 +34,10 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, vector
 
-from ..frontend.emit import core
-from ..frontend.resources import constant_array
-from .ir_queries import defined_functions, defining_op, ops_where, users
-from .passes import register_pass
+from ...frontend.emit import core
+from ...frontend.resources import constant_array
+from ..ir_queries import defined_functions, defining_op, ops_where, users
+from ..passes import register_pass
 
 # Element types whose constants are blocked.
 _NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,

@@ -40,11 +40,11 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import func
 
-from ..errors import PipelineError
-from ..frontend.emit import core
-from ..frontend.emit.contraction import collapse, expand
-from .ir_queries import is_zero_fill
-from .passes import register_pass
+from ...errors import PipelineError
+from ...frontend.emit import core
+from ...frontend.emit.contraction import collapse, expand
+from ..ir_queries import is_zero_fill
+from ..passes import register_pass
 from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
                              indexing_maps, pack_k_groups, register_tile, row_block)
 

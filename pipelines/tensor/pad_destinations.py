@@ -33,8 +33,8 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .ir_queries import defining_op, ops_where
-from .passes import register_pass
+from ..ir_queries import defining_op, ops_where
+from ..passes import register_pass
 
 PADS_AS_DESTINATIONS = "tilecraft-pads-as-destinations"
 

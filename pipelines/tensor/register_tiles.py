@@ -18,7 +18,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import vector
 
-from .ir_queries import defining_op, ops_where
+from ..ir_queries import defining_op, ops_where
 
 LANES = 16        # 32-bit lanes of a 512-bit accumulator
 MAX_VECTORS = 4   # accumulator vectors per row of the register tile (64 columns)

@@ -5,7 +5,7 @@
     linalg.matmul {tilecraft.tensorize = "gemv_update"} ins(%a, %b : ...) outs(%c : ...)
 
 After one-shot bufferization its operands are subviews of the whole buffers; this pass
-replaces the op by a call in destination-passing style, as pipelines/extern.py emits for
+replaces the op by a call in destination-passing style, as pipelines/tensor/extern.py emits for
 extern calls on tensors::
 
     %a_cast = memref.cast %a_view : memref<1x64xf32, strided<[64, 1], offset: ?>>
@@ -29,11 +29,11 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import func, memref
 
-from ..errors import ExternSignatureError, PipelineError
-from ..runtime.extern import ArgSpec, ExternFunction, registered
+from ...errors import ExternSignatureError, PipelineError
+from ...runtime.extern import ArgSpec, ExternFunction, registered
 from .extern import declare, parameter_type
-from .ir_queries import ops_where
-from .passes import register_pass
+from ..ir_queries import ops_where
+from ..passes import register_pass
 
 TENSORIZE_ATTR = "tilecraft.tensorize"
 TENSORIZE_PASS = "tilecraft-tensorize"

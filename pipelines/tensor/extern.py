@@ -29,11 +29,11 @@ from typing import Mapping, Sequence
 from mlir import ir
 from mlir.dialects import bufferization, func, memref
 
-from ..errors import ExternSignatureError
-from ..runtime.extern import ArgSpec, ExternFunction, lookup, symbol_name
-from ..runtime.checks import CHECK_FUNCTION
-from .ir_queries import ops_where
-from .passes import register_pass
+from ...errors import ExternSignatureError
+from ...runtime.extern import ArgSpec, ExternFunction, lookup, symbol_name
+from ...runtime.checks import CHECK_FUNCTION
+from ..ir_queries import ops_where
+from ..passes import register_pass
 
 EXTERNS_ATTR = "tilecraft.externs"
 C_INTERFACE = "llvm.emit_c_interface"

@@ -30,10 +30,10 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import func
 
-from .ir_queries import RESHAPE_OPS, defining_op
+from ..ir_queries import RESHAPE_OPS, defining_op
 
 PANELS_ATTR = "tilecraft.weight_panels"  # graph/weight_panels.py's mark
-from .passes import register_pass
+from ..passes import register_pass
 
 INSERT_BARRIERS = "tilecraft-fusion-barriers"
 DROP_BARRIERS = "tilecraft-drop-fusion-barriers"

@@ -66,10 +66,10 @@ from mlir import ir
 from mlir.dialects import arith, func
 from mlir.passmanager import PassManager
 
-from ..frontend.emit import core
-from ..frontend.resources import literal_array
-from .ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
-from .passes import positive_int_option, register_pass
+from ...frontend.emit import core
+from ...frontend.resources import literal_array
+from ..ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
+from ..passes import positive_int_option, register_pass
 from .vector_bodies import clonable_body, clone_body, declared_function, is_all_parallel, is_identity
 
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"

@@ -60,12 +60,12 @@ from mlir import ir
 from mlir.dialects import func, linalg
 from mlir.passmanager import PassManager
 
-from ..errors import PipelineError
-from ..frontend.emit import core
-from ..frontend.emit.contraction import collapse, expand
-from ..frontend.resources import literal_array
-from .ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
-from .passes import positive_int_option, register_pass
+from ...errors import PipelineError
+from ...frontend.emit import core
+from ...frontend.emit.contraction import collapse, expand
+from ...frontend.resources import literal_array
+from ..ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
+from ..passes import positive_int_option, register_pass
 from .register_tiles import (DOT_TRAITS, LANES, MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
                              indexing_maps, pack_k_groups, register_tile, row_block)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity

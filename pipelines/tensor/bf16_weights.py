@@ -29,15 +29,15 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
-from ..frontend.emit import core
-from ..errors import OptionError, PipelineError
-from ..frontend.emit.core import RESOURCE_THRESHOLD
-from ..frontend.resources import is_resource_constant, resource_arrays
+from ...frontend.emit import core
+from ...errors import OptionError, PipelineError
+from ...frontend.emit.core import RESOURCE_THRESHOLD
+from ...frontend.resources import is_resource_constant, resource_arrays
 from .bf16_matmul import BF16_DOTS_PASS, takes_kernel, to_bf16_kernel
-from .ir_queries import defined_functions, defining_op
-from .passes import positive_int_option, register_pass
-from .pipeline import Pipeline
-from .target import Target
+from ..ir_queries import defined_functions, defining_op
+from ..passes import positive_int_option, register_pass
+from ..pipeline import Pipeline
+from ..target import Target
 
 # graph/weight_panels.py's pass: packs constant matmul weights for the f32 schedule.
 PACK_WEIGHT_PANELS = "tilecraft-pack-weight-panels"

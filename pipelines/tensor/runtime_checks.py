@@ -35,8 +35,8 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects import arith, cf, func, memref, scf, tensor
 
-from ..frontend.emit.checks import emit_check
-from ..runtime.checks import (
+from ...frontend.emit.checks import emit_check
+from ...runtime.checks import (
     CHECK_FUNCTION,
     KIND_ATTRIBUTE,
     MESSAGE_ATTRIBUTE,
@@ -44,11 +44,11 @@ from ..runtime.checks import (
     TABLE_ATTRIBUTE,
     encode_table,
 )
-from ..runtime.limits import Limits, memory_budget
-from .ir_queries import defined_functions, defining_op, ops_where
-from .loop_nest import is_structured
-from .passes import positive_int_option, register_pass
-from .scratch import scratch_copy
+from ...runtime.limits import Limits, memory_budget
+from ..ir_queries import defined_functions, defining_op, ops_where
+from ..loop_nest import is_structured
+from ..passes import positive_int_option, register_pass
+from ..scratch import scratch_copy
 
 # Set on the module by the insert pass when checks are on; the lowering adds allocation
 # checks only then (a pipeline without the insert pass, like the constant folder's, has none).

@@ -18,7 +18,7 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import arith, func
 
-from .ir_queries import defining_op
+from ..ir_queries import defining_op
 
 # Elementwise ops that may not run on the padding lanes of a partial vector: no integer
 # division (LLVM scalarizes it, and a zero lane would trap).
