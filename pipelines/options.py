@@ -63,13 +63,13 @@ class CompileOptions:
         the limit keep the dynamic module; ``0`` turns specialization off
         (compiler/specialized.py, docs/performance.md round 15). Default 4.
       fast_math: replace f32 ``tanh``, ``exp``, ``erf``, sigmoid and GELU by polynomial /
-        rational approximations (``tilecraft-fast-math``, pipelines/fast_math.py; their
+        rational approximations (``tilecraft-fast-math``, pipelines/vector/fast_math.py; their
         maximum errors are listed there and in docs/performance.md). Default ``False``.
       checked: a checked build: MLIR's run-time verification of every memref access
         (indices in bounds, views inside their buffers, casts, alignment) on top of the
         run-time checks; a violation raises ``RuntimeVerificationError`` naming the op and
         its location instead of reading or writing out of bounds
-        (pipelines/runtime_verification.py; its cost: docs/robustness.md). Default CPU
+        (pipelines/vector/runtime_verification.py; its cost: docs/robustness.md). Default CPU
         pipeline only. Default: ``TILECRAFT_CHECKED=1`` in the environment turns it on for
         every compile (a test suite or a fuzz run under checked builds).
       cache: the persistent compile cache (compiler/cache.py): a model compiled before with

@@ -37,7 +37,7 @@ from typing import Mapping
 from mlir import ir
 
 from ...errors import TargetError, ToolchainError
-from ...pipelines.bool_memory import WIDEN_BOOL_MEMORY
+from ...pipelines.buffer.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
 from ...pipelines.tensor.int8_matmul import INT8_MATMUL_PASS

@@ -25,7 +25,7 @@ from typing import Mapping
 
 from mlir import ir
 
-from .passes import register_pass
+from ..passes import register_pass
 
 MERGE_IDENTICAL_FUNCTIONS = "tilecraft-merge-identical-functions"
 _REFERENCE = re.compile(r"@([A-Za-z_][\w$.]*)")

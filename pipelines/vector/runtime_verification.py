@@ -40,10 +40,10 @@ from mlir import ir
 from mlir.dialects import arith, cf, func
 from mlir.dialects import memref as memref_dialect
 
-from ..runtime.checks import REPORT_SYMBOL, TABLE_ATTRIBUTE, decode_table, encode_table
-from .ir_queries import defined_functions, ops_where
-from .passes import register_pass
-from .tensor.runtime_checks import _declare, _i64, _move_to_block, empty_results
+from ...runtime.checks import REPORT_SYMBOL, TABLE_ATTRIBUTE, decode_table, encode_table
+from ..ir_queries import defined_functions, ops_where
+from ..passes import register_pass
+from ..tensor.runtime_checks import _declare, _i64, _move_to_block, empty_results
 
 GENERATE_VERIFICATION = "generate-runtime-verification"
 VERIFY_VECTOR_ACCESSES = "tilecraft-verify-vector-accesses"

@@ -22,8 +22,8 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
-from .ir_queries import defining_op, ops_where, users
-from .passes import register_pass
+from ..ir_queries import defining_op, ops_where, users
+from ..passes import register_pass
 
 FILL_PAD_BORDERS = "tilecraft-fill-pad-borders"
 

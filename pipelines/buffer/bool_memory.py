@@ -19,7 +19,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
-from .passes import register_pass
+from ..passes import register_pass
 
 WIDEN_BOOL_MEMORY = "tilecraft-widen-bool-memory"
 

@@ -22,8 +22,8 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith
 
-from .ir_queries import ops_where
-from .passes import register_pass
+from ..ir_queries import ops_where
+from ..passes import register_pass
 
 COLLAPSE_PARALLEL_LOOPS = "tilecraft-collapse-parallel-loops"
 

@@ -42,8 +42,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from .ir_queries import defining_op, ops_where, replace_each
-from .passes import register_pass
+from ..ir_queries import defining_op, ops_where, replace_each
+from ..passes import register_pass
 
 APPROXIMATE_EXP = "tilecraft-approximate-exp"
 DIVIDE_BY_RECIPROCAL = "tilecraft-divide-by-reciprocal"

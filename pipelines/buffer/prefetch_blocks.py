@@ -52,9 +52,9 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_queries import defined_functions, defining_op, ops_where
-from .loop_nest import element_bits
-from .passes import register_pass
+from ..ir_queries import defined_functions, defining_op, ops_where
+from ..loop_nest import element_bits
+from ..passes import register_pass
 
 PREFETCH_NEXT_BLOCKS = "tilecraft-prefetch-next-blocks"
 

@@ -25,9 +25,9 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, linalg, memref, scf, vector
 
-from .ir_queries import is_strided_copy, ops_where
-from .loop_nest import element_bits
-from .passes import register_pass
+from ..ir_queries import is_strided_copy, ops_where
+from ..loop_nest import element_bits
+from ..passes import register_pass
 
 STRIDED_COPIES_TO_LINALG = "tilecraft-strided-copies-to-linalg"
 

@@ -23,8 +23,8 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import vector
 
-from .ir_queries import replace_each
-from .passes import register_pass
+from ..ir_queries import replace_each
+from ..passes import register_pass
 
 CANONICALIZE_UNIT_CONTRACTIONS = "tilecraft-canonicalize-unit-contractions"
 

@@ -12,7 +12,7 @@ What each becomes (scalar or vector f32; other types are left alone):
   two polynomials and a division): Eigen's rational erf (degree 13 over degree 8, input
   clamped to +-4). GELU's exact form ``0.5 x (1 + erf(x / sqrt 2))`` takes it, the tanh
   form takes the tanh above.
-- ``math.exp``: Cephes' ``expf`` (pipelines/vector_math.py), also on the scalars the
+- ``math.exp``: Cephes' ``expf`` (pipelines/vector/vector_math.py), also on the scalars the
   default pipeline leaves to libm. Sigmoid, ``1 / (1 + exp(-x))`` as the frontends and TE
   write it, takes it. Why not ``0.5 + 0.5 tanh(x / 2)`` with the rational tanh: measured,
   it was slower (0.91x on 1M elements) than the exp form, whose vector exp the default
@@ -40,9 +40,9 @@ from typing import Callable, Mapping
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ..frontend.emit.elementwise import FAST_MATH_FUNCTION
-from .ir_queries import ops_where, replace_each
-from .passes import register_pass
+from ...frontend.emit.elementwise import FAST_MATH_FUNCTION
+from ..ir_queries import ops_where, replace_each
+from ..passes import register_pass
 from .vector_math import _exp, _splat
 
 FAST_MATH = "tilecraft-fast-math"
@@ -139,7 +139,7 @@ def _erase_dead(root: ir.Operation) -> None:
 
 @register_pass(FAST_MATH,
                "f32 tanh, exp, erf (so sigmoid and GELU) as polynomial/rational "
-               "approximations (errors: pipelines/fast_math.py)")
+               "approximations (errors: pipelines/vector/fast_math.py)")
 def fast_math_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     replace_each(module, _tagged("erf"), lambda op: fast_erf(op.operands[1]))
     _erase_dead(module)
