@@ -38,7 +38,7 @@ from ..compiler.compile import compile as compile_model
 from ..errors import ExternSignatureError, ModelBuilderError
 from ..frontend.emit import core
 from ..pipelines.tensor.extern import emit_call
-from ..pipelines.options import CompileOptions
+from ..compiler.options import CompileOptions
 from ..runtime.extern import ELEMENT_TYPES, ExternFunction, lookup
 from ..runtime.signature import NAME_ATTRIBUTE, SYMBOLS_ATTRIBUTE
 from ..schedule.te import Tensor, create_func, placeholder

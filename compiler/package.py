@@ -34,7 +34,7 @@ from mlir import ir
 from .. import __version__
 from ..errors import ExternError, PackageError, ToolchainError
 from ..frontend.resources import resource_array
-from ..pipelines.compiled_module import clone_module
+from ..pipelines.jit.compiled_module import clone_module
 from ..pipelines.tensor.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
@@ -469,7 +469,7 @@ def export_library(source: ir.Module, signature: EntrySignature, target: Target,
     written to ``path`` (``.so``: the library alone; else a ``.tar`` package).
 
     Why lower again: the JIT's copy of the lowered module has given up its weights (they
-    are bound by address, pipelines/weights.py); the pipeline is deterministic, so the
+    are bound by address, pipelines/jit/weights.py); the pipeline is deterministic, so the
     package holds the code the JIT runs."""
     writer = PackageWriter(signature, target, pipeline, opt_level=opt_level, output_names=output_names)
     with source.context, ir.Location.unknown():

@@ -32,7 +32,7 @@ from ..runtime.host import host_cpu_flags
 from .source import load
 
 if TYPE_CHECKING:
-    from ..pipelines.options import CompileOptions
+    from .options import CompileOptions
     from ..pipelines.pipeline import Pipeline
 
 # Random report inputs when no calibration is given: enough rows for a top-1 figure, few

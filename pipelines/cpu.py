@@ -33,7 +33,7 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
     ``pipelines/graph``); at 3 ``simplify`` ends by tagging each op with its fusion group,
     which the schedule reads (one loop nest per group).
-    ``offload`` names backends (pipelines/offload.py) whose matched ops become extern
+    ``offload`` names backends (pipelines/offload/) whose matched ops become extern
     calls, at the end of the graph stage, before fusion groups are tagged.
     ``runtime_checks=False`` drops the run-time checks of indices, dynamic sizes and
     allocations (pipelines/tensor/runtime_checks.py; docs/robustness.md measures their cost).

@@ -16,7 +16,7 @@ from .ir_queries import ops_where
 from .scratch import scratch_copy
 
 DYNAMIC = -1
-# Set by the offload pass on an op a backend schedules itself (pipelines/offload.py).
+# Set by the offload pass on an op a backend schedules itself (pipelines/offload/).
 BACKEND_SCHEDULE_ATTR = "tilecraft.backend_schedule"
 
 # linalg ops that are not structured (no loop nest of their own) or that the scheduler skips.

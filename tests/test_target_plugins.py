@@ -14,7 +14,7 @@ import pytest
 
 import tilecraft
 from tilecraft.errors import PackageError, TargetError
-from tilecraft.pipelines.options import CompileOptions
+from tilecraft.compiler.options import CompileOptions
 from tilecraft.pipelines.pipeline import Pipeline
 from tilecraft.pipelines.target import Target
 from tilecraft.pipelines.target_registry import (BUILTIN_TARGETS, TargetPlugin, register_target, target_names,

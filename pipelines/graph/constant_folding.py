@@ -34,9 +34,9 @@ from mlir.dialects import arith, func
 from ...dialects import graph
 from ...frontend.emit import core, reshapes
 from ...frontend.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
-from ..entry import entry_signature
+from ..jit.entry import entry_signature
 from ..ir_queries import defined_functions, is_zero_fill
-from ..jit import JitFunction
+from ..jit.engine import JitFunction
 from ..loop_nest import is_structured
 from ..passes import register_pass
 from ..pipeline import Pipeline

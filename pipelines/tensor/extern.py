@@ -15,7 +15,7 @@ signature and rewrites it into buffers the rest of the pipeline bufferizes aroun
     %y = bufferization.to_tensor %yb restrict writable
 
 Why at the tensor level and not after bufferization: the offload partitioner
-(pipelines/offload.py) emits the same calls before the graph passes tag fusion groups, so
+(pipelines/offload/) emits the same calls before the graph passes tag fusion groups, so
 the matmul it replaces is not fused with its epilogue, and no schedule sees it. The
 declared parameter types are fully dynamic and strided, so one C function serves every
 shape, and the JIT (``extern_symbols``) binds each ``_mlir_ciface_<name>`` by the names

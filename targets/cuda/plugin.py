@@ -9,8 +9,8 @@ from typing import Any, Sequence
 from mlir import ir
 
 from ...errors import BackendError, PackageError, TargetError, TuningError
-from ...pipelines.compiled_module import CompiledModule
-from ...pipelines.options import CompileOptions
+from ...pipelines.jit.compiled_module import CompiledModule
+from ...compiler.options import CompileOptions
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from mlir import ir
 
-from ..frontend.resources import aligned, resource_array
+from ...frontend.resources import aligned, resource_array
 
 
 def bind_resource_globals(module: ir.Module) -> list[tuple[str, np.ndarray]]:

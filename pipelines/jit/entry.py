@@ -11,15 +11,15 @@ import ml_dtypes
 import numpy as np
 from mlir import ir
 
-from ..errors import EntryPointError
-from ..runtime.signature import (
+from ...errors import EntryPointError
+from ...runtime.signature import (
     DTYPE_ATTRIBUTE,
     NAME_ATTRIBUTE,
     EntrySignature,
     TensorSpec,
     numpy_dtype,
 )
-from .dim_relations import equal_argument_dims
+from ..dim_relations import equal_argument_dims
 
 
 def find_entry(module: ir.Module, entry: str | None) -> ir.Operation:

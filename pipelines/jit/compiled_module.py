@@ -16,15 +16,15 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from mlir import ir
 
-from ..errors import EntryPointError, PackageError, TargetError
-from ..frontend.loader import load_module
-from ..runtime.signature import EntrySignature
-from ..runtime.timing import Timing, time_evaluator
+from ...errors import EntryPointError, PackageError, TargetError
+from ...frontend.loader import load_module
+from ...runtime.signature import EntrySignature
+from ...runtime.timing import Timing, time_evaluator
 from .entry import entry_signature, find_entry
-from .jit import JitFunction, LibraryFunction
-from .pipeline import Pipeline
-from .target import Target
-from .target_registry import target_plugin
+from .engine import JitFunction, LibraryFunction
+from ..pipeline import Pipeline
+from ..target import Target
+from ..target_registry import target_plugin
 
 
 class CompiledModule:
@@ -46,7 +46,7 @@ class CompiledModule:
     # "package" when one was written, "jit"; set by tilecraft.compile.
     compile_seconds: dict[str, float] | None = None
     # Per offload backend, the ops it took by op name and how many it declined
-    # (pipelines/offload.py's offload_summary); empty without offload.
+    # (pipelines/offload/'s offload_summary); empty without offload.
     offloaded: Mapping[str, Mapping[str, int]] = MappingProxyType({})
     # The names of the outputs a package written by export_library records (the ONNX
     # graph's); set by tilecraft.compile, None: output_0, output_1...
@@ -90,7 +90,7 @@ class CompiledModule:
 
     @property
     def bound_weights(self) -> list[tuple[str, np.ndarray]]:
-        """(symbol, array) of the weights the JIT binds by address (pipelines/weights.py)."""
+        """(symbol, array) of the weights the JIT binds by address (pipelines/jit/weights.py)."""
         return self._function.weights
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
@@ -110,7 +110,7 @@ class CompiledModule:
 
     def dump_object_file(self, path: str) -> None:
         """Write the JIT-compiled machine code as an ELF object (inspect with llvm-objdump).
-        The weights are not in it: the JIT binds them by address (pipelines/weights.py), so
+        The weights are not in it: the JIT binds them by address (pipelines/jit/weights.py), so
         their globals are undefined symbols there."""
         self._function.dump_object_file(path)
 

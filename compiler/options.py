@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
 from ..errors import OptionError
-from .offload import backend_named
-from .pipeline import Pipeline
-from .target import Target
-from .target_registry import target_plugin
+from ..pipelines.offload import backend_named
+from ..pipelines.pipeline import Pipeline
+from ..pipelines.target import Target
+from ..pipelines.target_registry import target_plugin
 
 
 # The numeric precisions a compile can ask for (compiler/precision.py).
@@ -34,7 +34,7 @@ class CompileOptions:
       entry: the public function to call; optional when there is exactly one.
       pipeline: a (possibly edited) pipeline; default ``cpu_pipeline(target)``.
       opt_level: 0-3, like TVM's PassContext opt_level: the LLVM optimization level for
-        the JIT (at most 2 there: pipelines/jit.py's ``jit_llvm_opt_level``), and which
+        the JIT (at most 2 there: pipelines/jit/engine.py's ``jit_llvm_opt_level``), and which
         graph passes run (``pipelines/graph``: 1 dead code and CSE,
         2 + constant folding and combined parallel matmuls, 3 + operator fusion; default
         3). Applies to the default pipeline; a given ``pipeline`` is run as it is.
@@ -45,7 +45,7 @@ class CompileOptions:
       package_path: also write a deployable package there (``model.tar``: shared library,
         manifest; load it with :func:`tilecraft.runtime.load`, no MLIR needed).
       profile: with ``package_path``, add the per-kernel profiling variant to the package.
-      offload: backend names (``["blas"]``; pipelines/offload.py) whose matched ops become
+      offload: backend names (``["blas"]``; pipelines/offload/) whose matched ops become
         calls of external libraries, in order; applies to the default CPU pipeline.
       runtime_checks: compile the run-time checks in (default): out-of-range gather and
         scatter indices, dynamic dims that disagree (through reshapes, slices, matmuls,

@@ -19,16 +19,16 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ..errors import CompileError
-from ..runtime import kernel_timers, parallel_runtime
-from ..runtime.checks import (REPORT_SYMBOL, TABLE_ATTRIBUTE, TAKE_SYMBOL, check_error, decode_table, report_address,
+from ...errors import CompileError
+from ...runtime import kernel_timers, parallel_runtime
+from ...runtime.checks import (REPORT_SYMBOL, TABLE_ATTRIBUTE, TAKE_SYMBOL, check_error, decode_table, report_address,
                               take_jit_failure, take_package_failure)
-from ..runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
-from ..runtime.libraries import runtime_library
-from ..runtime.malloc_policy import keep_freed_memory
-from ..runtime.memref import CallFrame
-from ..runtime.signature import EntrySignature
-from .tensor.extern import extern_functions
+from ...runtime.extern import C_INTERFACE_PREFIX, raise_pending_error
+from ...runtime.libraries import runtime_library
+from ...runtime.malloc_policy import keep_freed_memory
+from ...runtime.memref import CallFrame
+from ...runtime.signature import EntrySignature
+from ..tensor.extern import extern_functions
 from .weights import bind_resource_globals
 
 # Runtime libraries the generated code may call into, handed to each JIT (the parallel-loop
@@ -125,7 +125,7 @@ class JitFunction:
         # Extern functions (pipelines/tensor/extern.py): bound by address before the first lookup;
         # their libraries and callbacks live as long as the engine.
         externs = [(C_INTERFACE_PREFIX + extern.symbol_name, *extern.load()) for extern in extern_functions(self.module)]
-        # Weights: bound by address too, not compiled as LLVM constants (pipelines/weights.py).
+        # Weights: bound by address too, not compiled as LLVM constants (pipelines/jit/weights.py).
         weights = bind_resource_globals(self.module)
         try:
             engine = ExecutionEngine(self.module, opt_level=jit_llvm_opt_level(self._opt_level),

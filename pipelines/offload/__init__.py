@@ -34,13 +34,13 @@ from typing import Mapping, Sequence, Union
 
 from mlir import ir
 
-from ..errors import BackendError
-from ..runtime.extern import ExternFunction
-from .tensor.extern import emit_call
-from .ir_queries import defined_functions, defining_op, ops_where, users
+from ...errors import BackendError
+from ...runtime.extern import ExternFunction
+from ..tensor.extern import emit_call
+from ..ir_queries import defined_functions, defining_op, ops_where, users
 # On an op a backend schedules itself: {backend, entry, script} (schedule/backend_schedule.py).
-from .loop_nest import BACKEND_SCHEDULE_ATTR
-from .passes import positive_int_option, register_pass
+from ..loop_nest import BACKEND_SCHEDULE_ATTR
+from ..passes import positive_int_option, register_pass
 
 OFFLOAD_ATTR = "tilecraft.offload"
 # On a call that also computes its op's epilogue: the epilogue ops' names, in order.

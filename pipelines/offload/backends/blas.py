@@ -29,12 +29,12 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from ...errors import BackendError
-from ...runtime.extern import ExternFunction, register_c
-from ...runtime.native import build_shared_library
-from ..tensor.extern import emit_call
-from ..ir_queries import defining_op, int_list_attribute, is_zero_fill
-from ..offload import Backend, Region, register_backend
+from ....errors import BackendError
+from ....runtime.extern import ExternFunction, register_c
+from ....runtime.native import build_shared_library
+from ...tensor.extern import emit_call
+from ...ir_queries import defining_op, int_list_attribute, is_zero_fill
+from .. import Backend, Region, register_backend
 
 SHIM_SOURCE = Path(__file__).with_name("blas_shim.c")
 SHIM_NAME = "libtilecraft_blas.so"
