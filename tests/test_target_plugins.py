@@ -128,7 +128,10 @@ NAMED_OUTSIDE_THE_FOLDER: dict[str, dict[str, str]] = {
         # The compile cache stores the CPU JIT's object code (a library of host code).
         "compiler/cache.py": "caches CPU JIT object code only",
     },
-    "cuda": {},
+    "cuda": {
+        # A return annotation names the GPU space among the tuner's space generators.
+        "tuning/space_generators.py": "annotates SpaceGenerator.generate with GpuScheduleSpace",
+    },
     "c": {
         "__init__.py": "the public name tilecraft.CModel",
     },

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Mapping
 
 from mlir import ir
 
-from ..errors import DeviceUnavailableError
-from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
-from ..runtime.libraries import cuda_driver_problem
-from .cuda import GpuConfig, GpuOpSchedule, operand_maps_of, plan_gpu_op, render_gpu_script
-from .space import Config, Knob, SearchSpace, validate_config
+from ...errors import DeviceUnavailableError
+from ...pipelines.loop_nest import LoopNest, analyze_loop_nests
+from ...runtime.libraries import cuda_driver_problem
+from .schedule import GpuConfig, GpuOpSchedule, operand_maps_of, plan_gpu_op, render_gpu_script
+from ...schedule.space import Config, Knob, SearchSpace, validate_config
 
 if TYPE_CHECKING:
-    from .task import Task
+    from ...schedule.task import Task
 
 _MAX_BLOCK_THREADS = 1024
 

@@ -34,14 +34,14 @@ from typing import Mapping
 from mlir import ir, passmanager
 from mlir.dialects.transform import interpreter
 
-from ..errors import GpuScheduleError
-from ..pipelines.ir_queries import is_strided_copy, ops_where
-from ..pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
-from ..pipelines.passes import positive_int_option, register_pass
-from ..pipelines.scratch import scratch_copy
-from .apply import apply_if_valid, find_sequence, init_fill, remove_tags
-from .plan import DECOMPOSABLE, TAG, largest_divisor, plans_as_contraction
-from .script import ScriptWriter, named_sequence, render_script
+from ...errors import GpuScheduleError
+from ...pipelines.ir_queries import is_strided_copy, ops_where
+from ...pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
+from ...pipelines.passes import positive_int_option, register_pass
+from ...pipelines.scratch import scratch_copy
+from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_tags
+from ...schedule.plan import DECOMPOSABLE, TAG, largest_divisor, plans_as_contraction
+from ...schedule.script import ScriptWriter, named_sequence, render_script
 
 WORKGROUP = "#gpu.address_space<workgroup>"
 _AXES = ("x", "y", "z")
