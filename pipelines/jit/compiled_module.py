@@ -129,7 +129,7 @@ class CompiledModule:
             raise PackageError(f"packages hold CPU code: a module compiled for '{self.target}' cannot be exported")
         # By name, as pipelines/passes.py names the pass definitions: the package writer
         # sits in compiler/, a layer above the compiled module it writes.
-        writer = importlib.import_module("..compiler.package", __package__)
+        writer = importlib.import_module("...compiler.package", __package__)
         return writer.export_library(self._source, self.signature, self.target, self.pipeline, path,
                                      opt_level=self._opt_level, output_names=self.output_names)
 
