@@ -43,7 +43,7 @@ __version__ = "0.1.0"
 # public name -> (module relative to this package, attribute in it; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
     "compile": (".compiler.compile", "compile"),
-    "CompileOptions": (".pipelines.options", "CompileOptions"),
+    "CompileOptions": (".compiler.options", "CompileOptions"),
     "load": (".compiler.source", "load"),
     "run": (".runtime.run", "run"),
     "Model": (".compiler.source", "Model"),
@@ -51,7 +51,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Pipeline": (".pipelines.pipeline", "Pipeline"),
     "Stage": (".pipelines.pipeline", "Stage"),
     "Target": (".pipelines.target", "Target"),
-    "CompiledModule": (".pipelines.compiled_module", "CompiledModule"),
+    "CompiledModule": (".pipelines.jit.compiled_module", "CompiledModule"),
     "CModel": (".targets.c.package", "CModel"),
     "PartitionedModule": (".compiler.partitioned", "PartitionedModule"),
     "Schedule": (".schedule.te", "Schedule"),

@@ -246,7 +246,7 @@ class RemoteRateLimitError(RemoteAuthError):
 class RuntimeVerificationError(RuntimeCheckError):
     """A checked build (``checked=True``, ``--checked``) caught a memory access outside its
     buffer, a view outside its source, a wrong cast or a misaligned buffer; the message names
-    the op and its location (pipelines/runtime_verification.py)."""
+    the op and its location (pipelines/vector/runtime_verification.py)."""
 
 
 class ModelFormatError(ModelImportError, ValueError):

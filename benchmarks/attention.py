@@ -1,5 +1,5 @@
 """Fused attention (issue #22): BERT-base-shaped attention through tilecraft's fused kernel
-(pipelines/fused_attention.py), beside tilecraft without it, onnxruntime and PyTorch's
+(pipelines/tensor/fused_attention.py), beside tilecraft without it, onnxruntime and PyTorch's
 ``scaled_dot_product_attention``.
 
     .venv/bin/python benchmarks/attention.py [--repeat 15] [--heads 12] [--seq 128]
@@ -33,7 +33,7 @@ import end_to_end  # noqa: E402
 import tilecraft  # noqa: E402
 from tilecraft import CompileOptions  # noqa: E402
 from tilecraft.pipelines.cpu import cpu_pipeline  # noqa: E402
-from tilecraft.pipelines.fused_attention import FUSE_ATTENTION_PASS  # noqa: E402
+from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS  # noqa: E402
 
 HEAD_DIM = 64
 

@@ -19,7 +19,7 @@ onnxruntime runs with its pool threads not spinning
 the runner after them (docs/performance.md, round 11: tilecraft's 2-thread convolutions
 then ran at 1-thread speed). The variant (``--variant``) is the same model compiled by an
 edited default pipeline: ``prefetch-off`` less ``tilecraft-prefetch-next-blocks``
-(pipelines/prefetch_blocks.py), ``winograd`` with ``tilecraft-winograd-conv{tile=4 min-tiles=1}``
+(pipelines/buffer/prefetch_blocks.py), ``winograd`` with ``tilecraft-winograd-conv{tile=4 min-tiles=1}``
 appended to its graph stage (pipelines/graph/winograd.py).
 
 Times are medians per chain in ms; ``x ort`` is the time / onnxruntime's (below 1: faster
@@ -40,7 +40,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tilecraft
 from tilecraft.pipelines import Pipeline, cpu_pipeline
 from tilecraft.pipelines.graph.winograd import winograd_elements
-from tilecraft.pipelines.prefetch_blocks import PREFETCH_NEXT_BLOCKS
+from tilecraft.pipelines.buffer.prefetch_blocks import PREFETCH_NEXT_BLOCKS
 from tilecraft.runtime.timing import alternating
 
 

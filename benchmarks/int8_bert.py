@@ -7,7 +7,7 @@ onnxruntime's int8 and both f32 builds.
 
 The model: end_to_end.py's BERT-base-shaped encoder (128 tokens, hidden 768, FFN 3072).
 tilecraft runs the quantized projections as u8 x s8 dot-product kernels
-(pipelines/int8_matmul.py) on CPUs with AVX-512 VNNI, else as i32 matmuls. Printed: the
+(pipelines/tensor/int8_matmul.py) on CPUs with AVX-512 VNNI, else as i32 matmuls. Printed: the
 largest difference from onnxruntime's int8 output (relative to its largest magnitude),
 then milliseconds per call over alternating calls (end_to_end.alternating), all runtimes
 with this machine's threads, and the ratios. Nothing is downloaded.

@@ -7,7 +7,7 @@ The model is compiled once (through the llvm stage); its lowered module is then 
 at each level in this process (``ExecutionEngine`` creation and lookup: CPU and wall
 seconds), every build's outputs are compared with the first's, and the builds are timed with
 their calls alternating (runtime/timing.py), in CPU time (all threads of the process, steadier
-on a loaded machine) and wall time. Why: pipelines/jit.py runs LLVM at ``min(opt_level, 2)``
+on a loaded machine) and wall time. Why: pipelines/jit/engine.py runs LLVM at ``min(opt_level, 2)``
 because -O3 cost 4.5x the CPU of -O2 on ResNet-50 for run times within the noise of a shared
 machine (docs/performance.md, round 16); this is the check to rerun on a quiet one.
 """
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import end_to_end
     import tilecraft
-    from tilecraft.pipelines.jit import RUNTIME_LIBRARIES, JitFunction
+    from tilecraft.pipelines.jit.engine import RUNTIME_LIBRARIES, JitFunction
     from tilecraft.runtime import parallel_runtime, timing
     from tilecraft.runtime.checks import REPORT_SYMBOL, report_address
     from tilecraft.runtime.libraries import runtime_library

@@ -17,8 +17,8 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from tilecraft.pipelines import bf16_matmul, fused_attention, int8_matmul
-from tilecraft.pipelines.fused_attention import AttentionShape, Extra
-from tilecraft.pipelines.int8_matmul import Epilogue, EpilogueOperand, Window
+from tilecraft.pipelines.tensor.fused_attention import AttentionShape, Extra
+from tilecraft.pipelines.tensor.int8_matmul import Epilogue, EpilogueOperand, Window
 
 BF16_SHAPES = [(64, 64, 64, 1), (100, 48, 37, 4), (7, 130, 9, 2), (1, 16, 2, 1), (49, 1000, 512, 8)]
 INT8_SHAPES = [(64, 64, 64, True, 1), (100, 48, 37, False, 4), (7, 130, 9, True, 2), (1, 16, 4, False, 1),

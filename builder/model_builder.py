@@ -10,7 +10,7 @@ constants, ``call_dps_packed`` of extern functions such as ``env.linear``, outpu
   ``Schedule``) and calls it, as Relax's ``call_tir`` calls a PrimFunc;
 - constants are ``ir/core.constant`` (large ones ``dense_resource`` blobs, as
   the importers make them);
-- extern calls are emitted by ``pipelines/extern.py`` (the registry's signature checked
+- extern calls are emitted by ``pipelines/tensor/extern.py`` (the registry's signature checked
   on the spot, destination-passing style);
 - :meth:`ModelBuilder.build` inlines the private functions into one ``func.func @main``
   and hands it to :func:`tilecraft.compile`.
@@ -37,8 +37,8 @@ from mlir.dialects import func
 from ..compiler.compile import compile as compile_model
 from ..errors import ExternSignatureError, ModelBuilderError
 from ..ir import core
-from ..pipelines.extern import emit_call
-from ..pipelines.options import CompileOptions
+from ..pipelines.tensor.extern import emit_call
+from ..compiler.options import CompileOptions
 from ..runtime.extern import ELEMENT_TYPES, ExternFunction, lookup
 from ..runtime.signature import NAME_ATTRIBUTE, SYMBOLS_ATTRIBUTE
 from ..schedule.te import Tensor, create_func, placeholder

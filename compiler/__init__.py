@@ -8,7 +8,7 @@ See docs/architecture.md.
 """
 
 from .compile import compile
-from ..pipelines.options import CompileOptions
+from .options import CompileOptions
 from .source import Model, TensorInfo, load
 
 __all__ = ["CompileOptions", "Model", "TensorInfo", "compile", "load"]

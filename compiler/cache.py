@@ -11,7 +11,7 @@ the very code the cold compile runs, not a rebuild) linked with the weights (ass
 from their bytes with ``.incbin``, as packages do: compiler/package.py) and the run-time
 check reporter (runtime/runtime_checks.c) into ``model.so``, the call contract (entry
 signature, check messages), the IR kept per stage and the cold compile's figures. A hit
-loads ``model.so`` with ``dlopen`` (pipelines/jit.py's :class:`LibraryFunction`): no MLIR
+loads ``model.so`` with ``dlopen`` (pipelines/jit/engine.py's :class:`LibraryFunction`): no MLIR
 context, no pipeline, no LLVM.
 
 The key (:func:`cache_key`) is a SHA-256 over the model (its ONNX bytes, or the imported
@@ -59,10 +59,10 @@ from mlir import ir
 
 from .. import __version__
 from ..errors import OptionError
-from ..pipelines.compiled_module import CompiledModule
-from ..pipelines.extern import extern_functions
-from ..pipelines.jit import LibraryFunction
-from ..pipelines.options import CompileOptions
+from ..pipelines.jit.compiled_module import CompiledModule
+from ..pipelines.tensor.extern import extern_functions
+from ..pipelines.jit.engine import LibraryFunction
+from .options import CompileOptions
 from ..runtime import kernel_timers
 from ..runtime import package as fmt
 from ..runtime.checks import TABLE_ATTRIBUTE
@@ -322,7 +322,7 @@ def _link(folder: Path, weights: list[tuple[str, Any]]) -> None:
     """``model.o`` + weights + the check reporter -> ``model.so``. The JIT's code is built
     for its large code model (absolute addresses): the library has text relocations
     (``-z notext``), applied once when it is loaded. The runtimes it calls (parallel loops,
-    MLIR's C runner utilities) are found in the process at load (pipelines/jit.py)."""
+    MLIR's C runner utilities) are found in the process at load (pipelines/jit/engine.py)."""
     compiler = os.environ.get("CC", "cc")
     sources = [str(folder / OBJECT), str(_CHECKS_SOURCE)]
     if weights:

@@ -2,11 +2,11 @@
 previous stage's output:
 
     load (frontend/loader.py: any source kind -> MLIR module)
-      -> entry signature (pipelines/entry.py)
+      -> entry signature (pipelines/jit/entry.py)
       -> pipeline: input, graph, simplify, schedule, bufferize, loops, vector, llvm
          (the target plugin's, pipelines/target_registry.py: pipelines/cpu.py, targets/cuda/, ...;
          the schedule stage is schedule/)
-      -> JIT (pipelines/compiled_module.py) and, when asked, a package (compiler/package.py);
+      -> JIT (pipelines/jit/compiled_module.py) and, when asked, a package (compiler/package.py);
          a target that does not run in process (targets/c) builds its own artifact instead
 """
 
@@ -22,14 +22,14 @@ from mlir import ir
 from ..dialects import graph
 from ..errors import OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module, resolve_source
-from ..pipelines.compiled_module import CompiledModule, clone_module, jit_module
+from ..pipelines.jit.compiled_module import CompiledModule, clone_module, jit_module
 from ..pipelines.cpu import with_fast_math, with_tuning_records
-from ..pipelines.entry import entry_signature, find_entry
+from ..pipelines.jit.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
 from ..pipelines.offload import offload_summary, summary_line
 from ..pipelines.pipeline import Pipeline, Stage
 from ..schedule.group import count_kernels
-from ..pipelines.options import CompileOptions
+from .options import CompileOptions
 from ..pipelines.target_registry import target_plugin
 from . import cache as compile_cache
 from .package import PackageWriter

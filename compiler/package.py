@@ -34,8 +34,8 @@ from mlir import ir
 from .. import __version__
 from ..errors import ExternError, PackageError, ToolchainError
 from ..ir.resources import resource_array
-from ..pipelines.compiled_module import clone_module
-from ..pipelines.extern import extern_functions
+from ..pipelines.jit.compiled_module import clone_module
+from ..pipelines.tensor.extern import extern_functions
 from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import profiling_pipeline
 from ..pipelines.target import Target, cpuinfo_flag
@@ -279,7 +279,7 @@ def _required_flags(target: Target) -> list[str]:
     if target.mcpu is None:
         return sorted(host_cpu_flags() & _ISA_FLAGS)
     flags = {cpuinfo_flag(a[1:]) for a in target.mattr if a.startswith("+")}
-    if target.has_avx512_vnni:  # the int8 kernels' vpdpbusd (pipelines/int8_matmul.py)
+    if target.has_avx512_vnni:  # the int8 kernels' vpdpbusd (pipelines/tensor/int8_matmul.py)
         flags.add("avx512_vnni")
     return sorted(flags)
 
@@ -400,7 +400,7 @@ class PackageWriter:
             "source_sha256": hashlib.sha256(self._source).hexdigest(),
             "weights": {},
             "sha256": {},
-            # The messages of the run-time checks by id (pipelines/runtime_checks.py).
+            # The messages of the run-time checks by id (pipelines/tensor/runtime_checks.py).
             "runtime_checks": _check_messages(llvm_module),
         }
         if path.suffix == fmt.SHARED_LIBRARY_SUFFIX:
@@ -469,7 +469,7 @@ def export_library(source: ir.Module, signature: EntrySignature, target: Target,
     written to ``path`` (``.so``: the library alone; else a ``.tar`` package).
 
     Why lower again: the JIT's copy of the lowered module has given up its weights (they
-    are bound by address, pipelines/weights.py); the pipeline is deterministic, so the
+    are bound by address, pipelines/jit/weights.py); the pipeline is deterministic, so the
     package holds the code the JIT runs."""
     writer = PackageWriter(signature, target, pipeline, opt_level=opt_level, output_names=output_names)
     with source.context, ir.Location.unknown():

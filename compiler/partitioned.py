@@ -22,7 +22,7 @@ from ..errors import HostOpError, ModelImportError
 from ..frontend.onnx.host_ops import HOST_OPS
 from ..frontend.onnx.model import onnx_dtype
 from ..frontend.onnx.string_partition import Segment, StringPartition
-from ..pipelines.compiled_module import CompiledModule
+from ..pipelines.jit.compiled_module import CompiledModule
 from ..pipelines.target import Target
 from ..runtime.signature import EntrySignature, TensorSpec
 from ..errors import IRNotKeptError

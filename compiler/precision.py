@@ -10,11 +10,11 @@ precision to bf16 on CPUs that have it and reports nothing; that is the gap this
 How each precision changes the build, with the rest of the compile as it is:
   int8  the ONNX model is quantized to QDQ by onnxruntime's tool (frontend/quantize.py) and
         that model compiled: the existing int8 path (frontend/onnx/qdq.py,
-        pipelines/int8_matmul.py) runs its QDQ matmuls and convolutions on 8-bit operands.
+        pipelines/tensor/int8_matmul.py) runs its QDQ matmuls and convolutions on 8-bit operands.
   bf16  the pipeline gains ``tilecraft-bf16-weights`` at the end of its graph stage
-        (pipelines/bf16_weights.py): constant matmul and convolution weights stored as bf16,
+        (pipelines/tensor/bf16_weights.py): constant matmul and convolution weights stored as bf16,
         widened to f32 where they are read, so products accumulate in f32; on AVX512-BF16
-        targets plain matmuls become ``vdpbf16ps`` kernels instead (pipelines/bf16_matmul.py).
+        targets plain matmuls become ``vdpbf16ps`` kernels instead (pipelines/tensor/bf16_matmul.py).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import numpy as np
 from ..errors import AccuracyError, CalibrationError, TargetError
 from ..frontend.loader import is_onnx_source
 from ..frontend.quantize import InputSpec, Sample, onnx_proto, quantize, read_calibration
-from ..pipelines.bf16_weights import with_bf16_weights
+from ..pipelines.tensor.bf16_weights import with_bf16_weights
 from ..runtime.host import host_cpu_flags
 from .source import load
 
 if TYPE_CHECKING:
-    from ..pipelines.options import CompileOptions
+    from .options import CompileOptions
     from ..pipelines.pipeline import Pipeline
 
 # Random report inputs when no calibration is given: enough rows for a top-1 figure, few

@@ -31,7 +31,7 @@ from ..frontend.loader import (
     source_path,
     unsupported_source,
 )
-from ..pipelines.entry import entry_signature, find_entry
+from ..pipelines.jit.entry import entry_signature, find_entry
 
 __all__ = ["Model", "TensorInfo", "load"]
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import TilecraftError
-from ..pipelines.compiled_module import CompiledModule
+from ..pipelines.jit.compiled_module import CompiledModule
 from ..runtime.timing import Timing, time_evaluator
 
 ShapeKey = tuple[tuple[int, ...], ...]

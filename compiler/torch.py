@@ -18,7 +18,7 @@ from ..frontend.torch.export import export, import_exported
 from ..frontend.torch.ops import ATEN_OPS
 from ..frontend.torchscript import is_script_module, torchscript_program
 from .dynamo import tilecraft_backend
-from ..pipelines.options import CompileOptions
+from .options import CompileOptions
 from .torch_module import CompiledTorchModule, compile_exported
 
 __all__ = ["ATEN_OPS", "CompiledTorchModule", "compile", "compile_exported", "export", "import_exported",

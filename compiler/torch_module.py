@@ -13,10 +13,10 @@ from torch.utils import _pytree as pytree
 
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import import_exported
-from ..pipelines.compiled_module import CompiledModule
+from ..pipelines.jit.compiled_module import CompiledModule
 from ..runtime.timing import Timing, time_evaluator
 from .compile import compile as compile_mlir
-from ..pipelines.options import CompileOptions
+from .options import CompileOptions
 
 
 class CompiledTorchModule:

@@ -3,7 +3,7 @@
 A QDQ model (QuantizeLinear/DequantizeLinear around each float MatMul, Gemm and Conv) is
 what onnxruntime's own tool writes, what other runtimes read, and what tilecraft's int8 path
 already compiles onto 8-bit kernels (frontend/onnx/qdq.py rewrites the QDQ pairs into integer
-products, pipelines/int8_matmul.py runs them). So quantization here is onnxruntime's
+products, pipelines/tensor/int8_matmul.py runs them). So quantization here is onnxruntime's
 ``quantize_static`` (calibrated activation scales, symmetric int8 weights per output
 channel) or ``quantize_dynamic`` (activation scales computed at run time by
 ``DynamicQuantizeLinear``, as transformers need): reusing the tool users already trust means

@@ -421,7 +421,7 @@ def integer_conv2d(
 
     Why not the named convolution of widened operands: it is computed as a matmul of the raw
     8-bit values (``contraction.integer_matmul``), which the pipeline runs on u8 x s8
-    dot-product kernels (pipelines/int8_matmul.py). ``x`` goes to NHWC, is padded with its
+    dot-product kernels (pipelines/tensor/int8_matmul.py). ``x`` goes to NHWC, is padded with its
     zero point (so padding contributes nothing once the zero point is taken off), and its
     windows are laid out as rows (im2col: (N*OH*OW, KH*KW*C); a 1x1 stride-1 convolution
     needs no copy). The zero point comes off afterwards as ``x_zero * sum(w[f])``, with the

@@ -32,7 +32,7 @@ from . import core, small_types
 from ..errors import InternalError, OperandError
 
 ScalarFn = Callable[[ir.Value], ir.Value]
-# The attribute tilecraft-fast-math (pipelines/fast_math.py, FUNCTION_ATTR) finds an
+# The attribute tilecraft-fast-math (pipelines/vector/fast_math.py, FUNCTION_ATTR) finds an
 # expanded function by: on the op whose result is the function's value.
 FAST_MATH_FUNCTION = "tilecraft.fast_math"
 
@@ -497,7 +497,7 @@ def erf(x: ir.Value) -> ir.Value:
     large = arith.subf(like(1, x), tail)
     is_small = arith.cmpf(arith.CmpFPredicate.OLT, magnitude, like(table.split, x))
     result = math.copysign(arith.select(is_small, small, large), x)
-    # Names the value erf(operand 1) for tilecraft-fast-math (pipelines/fast_math.py).
+    # Names the value erf(operand 1) for tilecraft-fast-math (pipelines/vector/fast_math.py).
     result.owner.attributes[FAST_MATH_FUNCTION] = ir.StringAttr.get("erf")
     return result
 

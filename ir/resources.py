@@ -6,7 +6,7 @@ its memory), but give no way back from the attribute to those bytes other than p
 module's resource section as hex (ResNet-50: 200 MB of text). The steps that need the
 weights as bytes — the constant folder (they are its JIT's arguments) and the JIT, which
 binds weight globals to their arrays by address instead of handing LLVM megabytes of
-constants (pipelines/weights.py) — read them here instead.
+constants (pipelines/jit/weights.py) — read them here instead.
 
 :func:`resource_attr` is the one place tilecraft creates resource attributes (the ONNX and
 PyTorch importers and the folder go through ``ir/core.constant``); it records the

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import OptionError, TuningError
-from . import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
-from . import bf16_weights  # noqa: F401 - registers tilecraft-bf16-weights (precision="bf16")
-from .fast_math import FAST_MATH
+from .tensor import blocked_constants  # noqa: F401 - registers tilecraft-block-constant-reads
+from .tensor import bf16_weights  # noqa: F401 - registers tilecraft-bf16-weights (precision="bf16")
+from .vector.fast_math import FAST_MATH
 from .graph import graph_pass_elements
 from .offload import offload_element
 from .passes import positive_int_option, register_pipeline
@@ -33,12 +33,12 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
     ``pipelines/graph``); at 3 ``simplify`` ends by tagging each op with its fusion group,
     which the schedule reads (one loop nest per group).
-    ``offload`` names backends (pipelines/offload.py) whose matched ops become extern
+    ``offload`` names backends (pipelines/offload/) whose matched ops become extern
     calls, at the end of the graph stage, before fusion groups are tagged.
     ``runtime_checks=False`` drops the run-time checks of indices, dynamic sizes and
-    allocations (pipelines/runtime_checks.py; docs/robustness.md measures their cost).
+    allocations (pipelines/tensor/runtime_checks.py; docs/robustness.md measures their cost).
     ``checked=True`` adds MLIR's run-time verification of every memref access
-    (pipelines/runtime_verification.py): a checked build.
+    (pipelines/vector/runtime_verification.py): a checked build.
     """
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
@@ -94,7 +94,7 @@ def lower_cpu_pipeline(options: Mapping[str, str]) -> list[str]:
 
 def with_fast_math(pipeline: Pipeline) -> Pipeline:
     """``pipeline`` with ``tilecraft-fast-math`` first in its schedule stage
-    (pipelines/fast_math.py says why there)."""
+    (pipelines/vector/fast_math.py says why there)."""
     if "schedule" not in pipeline.stage_names:
         raise OptionError("fast_math needs a pipeline with a 'schedule' stage (it runs first there)")
     passes = list(pipeline.stage("schedule").passes)

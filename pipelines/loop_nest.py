@@ -18,7 +18,7 @@ from .scratch import scratch_copy
 from ..errors import InternalError
 
 DYNAMIC = -1
-# Set by the offload pass on an op a backend schedules itself (pipelines/offload.py).
+# Set by the offload pass on an op a backend schedules itself (pipelines/offload/).
 BACKEND_SCHEDULE_ATTR = "tilecraft.backend_schedule"
 
 # linalg ops that are not structured (no loop nest of their own) or that the scheduler skips.

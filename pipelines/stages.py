@@ -16,25 +16,25 @@ from typing import Mapping
 
 from mlir import ir
 
-from . import extern  # noqa: F401  (registers tilecraft-lower-externs)
-from . import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
-from .bool_memory import WIDEN_BOOL_MEMORY
-from .fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
-from .fused_attention import FUSE_ATTENTION_PASS
-from .int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
-from .merge_functions import MERGE_IDENTICAL_FUNCTIONS
-from .parallel_loops import COLLAPSE_PARALLEL_LOOPS
+from .tensor import extern  # noqa: F401  (registers tilecraft-lower-externs)
+from .tensor import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
+from .buffer.bool_memory import WIDEN_BOOL_MEMORY
+from .tensor.fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
+from .tensor.fused_attention import FUSE_ATTENTION_PASS
+from .tensor.int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
+from .vector.merge_functions import MERGE_IDENTICAL_FUNCTIONS
+from .buffer.parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
-from .runtime_checks import INSERT_CHECKS, LOWER_CHECKS
-from .runtime_verification import GENERATE_VERIFICATION, ROUTE_VERIFICATION, VERIFY_VECTOR_ACCESSES
+from .tensor.runtime_checks import INSERT_CHECKS, LOWER_CHECKS
+from .vector.runtime_verification import GENERATE_VERIFICATION, ROUTE_VERIFICATION, VERIFY_VECTOR_ACCESSES
 from .pipeline import Stage
-from .pad_borders import FILL_PAD_BORDERS
-from .pad_destinations import PADS_AS_DESTINATIONS
-from .prefetch_blocks import PREFETCH_NEXT_BLOCKS
-from .strided_copies import STRIDED_COPIES_TO_LINALG
+from .buffer.pad_borders import FILL_PAD_BORDERS
+from .tensor.pad_destinations import PADS_AS_DESTINATIONS
+from .buffer.prefetch_blocks import PREFETCH_NEXT_BLOCKS
+from .buffer.strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
-from .vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
-from .vector_math import APPROXIMATE_EXP, DIVIDE_BY_RECIPROCAL, REASSOCIATE_REDUCTIONS
+from .vector.vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
+from .vector.vector_math import APPROXIMATE_EXP, DIVIDE_BY_RECIPROCAL, REASSOCIATE_REDUCTIONS
 
 C_INTERFACE = "llvm.emit_c_interface"
 
@@ -133,7 +133,7 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
     """Scheduled linalg on tensors to the LLVM dialect: bufferize, loops (parallel loops on
     the async runtime when ``target`` has several threads), vector, llvm. ``checked``: MLIR's
     run-time verification of every memref access, failures reported as typed errors
-    (pipelines/runtime_verification.py)."""
+    (pipelines/vector/runtime_verification.py)."""
     target = Target.parse(target)
     threads = target.num_threads
     async_lowering = (

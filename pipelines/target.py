@@ -40,7 +40,7 @@ _AVX512_CPUS = frozenset(
         "znver4", "znver5", "x86-64-v4",
     }
 )
-# CPUs with AVX-512 VNNI (vpdpbusd: u8 x s8 dot products; pipelines/int8_matmul.py).
+# CPUs with AVX-512 VNNI (vpdpbusd: u8 x s8 dot products; pipelines/tensor/int8_matmul.py).
 _AVX512_VNNI_CPUS = frozenset(
     {
         "cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",

@@ -2,7 +2,7 @@
 
 Names resolve lazily so that the parts that need only numpy and ctypes (deployed packages)
 import in a process without the MLIR bindings. ``CompiledModule`` (the JIT's module, which
-needs MLIR) lives in pipelines/compiled_module.py, a higher layer: it is named here by its
+needs MLIR) lives in pipelines/jit/compiled_module.py, a higher layer: it is named here by its
 absolute module path, resolved only when asked for.
 """
 
@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "CompiledModule": "tilecraft.pipelines.compiled_module",
+    "CompiledModule": "tilecraft.pipelines.jit.compiled_module",
     "EntrySignature": ".signature",
     "Package": ".package",
     "load": ".package",

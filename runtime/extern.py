@@ -5,7 +5,7 @@
 destination-passing style: the inputs, then preallocated outputs the function fills. In IR
 an extern is a ``func.call`` to a declared ``func.func private @name`` (with
 ``llvm.emit_c_interface``: the callee receives pointers to memref descriptors, so one C
-function serves every shape of its operands; pipelines/extern.py rewrites calls on tensors
+function serves every shape of its operands; pipelines/tensor/extern.py rewrites calls on tensors
 into that form).
 
 Why this module is in runtime/ (numpy and ctypes only): the registry is read by the JIT, by

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # This module is imported without the MLIR bindings by deployed packages
 # (runtime/package.py), which rebuild a signature from their manifest; the compiler reads
-# signatures from IR in pipelines/entry.py.
+# signatures from IR in pipelines/jit/entry.py.
 
 NAME_ATTRIBUTE = "tilecraft.name"
 # Per argument dim, the symbol (a name) that sizes it: dims sharing a symbol must agree at

@@ -1,13 +1,12 @@
 """Schedules: what to do with each op or fusion group, as transform-dialect scripts.
 
-Plan -> script -> apply, for CPU and CUDA alike:
+Plan -> script -> apply, for CPU and CUDA alike (the GPU plans, the ``tilecraft-gpu-schedule``
+pass and the GPU knobs live with the CUDA target: targets/cuda/schedule.py, space.py):
 - ``plan.py``: the default CPU plans (``OpSchedule``/``GroupSchedule``, from the loop nest and
   the target); ``group.py``: a fusion group as one loop nest (its plan and producers);
 - ``script.py``: plans rendered as transform-dialect sequences (``ScriptWriter``);
 - ``apply.py``: the ``tilecraft-schedule`` pass (tag, plan, render, apply; undo a sequence
   that fails), and ``reproducer`` (a task's payload with its script, for tilecraft-opt);
-- ``cuda.py`` / ``cuda_space.py``: the GPU plans, the ``tilecraft-gpu-schedule`` pass, the
-  GPU knobs;
 - ``space.py``: the knobs a tuner searches, whose default point is the default plan;
   ``task.py``: the tuning tasks of a model (ops and groups, keyed by their payload);
   ``records.py``: the records file; ``record_plan.py``: records -> plans at compile time;
@@ -18,4 +17,4 @@ The search itself (tuners, cost model, measurement, task scheduler) is ``tilecra
 one layer up. Importing this package registers the schedule passes.
 """
 
-from . import apply, cuda  # noqa: F401  (register tilecraft-schedule, tilecraft-gpu-schedule)
+from . import apply  # noqa: F401  (registers tilecraft-schedule)

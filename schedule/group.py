@@ -27,7 +27,7 @@ nest, with the per-op schedule: ops reached only through a reshape (``fuse_into_
 cannot fuse through ``expand_shape``/``collapse_shape``), ops whose result is also used
 outside the group, groups whose anchor has no thread level (too little work to split, or
 one thread), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
-destination its source's producer writes into (``pipelines/pad_destinations.py``, at
+destination its source's producer writes into (``pipelines/tensor/pad_destinations.py``, at
 bufferization): the group reads its padded input in place. Fused per task, it copied each
 task's band of input rows (MobileNetV2 slower end to end; before that, with tasks over
 output channels, each task padded the whole input, slower still; docs/performance.md).
@@ -412,7 +412,7 @@ def count_kernels(module: ir.Operation) -> int:
         for op in func.regions[0].blocks[0].operations:
             op = op.operation
             if op.name == "tensor.pad" and defining_op(op.operands[0]) is not None:
-                continue  # its source's producer writes into it (pipelines/pad_destinations.py)
+                continue  # its source's producer writes into it (pipelines/tensor/pad_destinations.py)
             if op.name in _KERNEL_OPS or is_structured(op):
                 count += 1
     return count

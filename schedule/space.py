@@ -105,7 +105,7 @@ class SearchSpace(abc.ABC):
     """What a search strategy walks: knobs, their valid points, and each point's script.
 
     The interface every space shares (this module's CPU spaces, the GPU space of
-    ``schedule/cuda_space.py``, the template space of ``tuning/templates.py``, the generated
+    ``targets/cuda/space.py``, the template space of ``tuning/templates.py``, the generated
     sketches of ``schedule/sketch.py``); a space generator (``tuning/roles.py``) makes one per
     task. Guarantees: :meth:`default` is the schedule the compiler uses without records;
     points are enumerated in mixed radix over :attr:`knobs` (:meth:`point`, :meth:`index`);

@@ -21,7 +21,7 @@ An argument that is a constant in the model (a filter, a bias) carries the unit 
 ``tilecraft.weight``, and :func:`measured_module` turns it back into a constant (of fixed
 random values) before a candidate is compiled. Why: the pipeline treats a constant operand
 differently from an argument: it pads a constant filter's rows and stores a constant read in
-column blocks block-major (pipelines/blocked_constants.py). A candidate compiled with its
+column blocks block-major (pipelines/tensor/blocked_constants.py). A candidate compiled with its
 filters as arguments ran a different loop nest than the model's, 2 to 6 times slower on
 ResNet-50's convolutions, and the tuner ranked schedules by a kernel the model never runs.
 The attribute is left out of the key, so records keep matching.

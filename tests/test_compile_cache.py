@@ -19,7 +19,7 @@ import tilecraft
 from tilecraft.compiler import cache as compile_cache
 from tilecraft.compiler import progress as compile_progress
 from tilecraft.errors import IndexOutOfRangeError, OptionError
-from tilecraft.pipelines.options import CompileOptions
+from tilecraft.compiler.options import CompileOptions
 from tilecraft.runtime.native import cache_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """fast_math=True: tanh, exp, erf, sigmoid and GELU (both forms) within their stated maximum
-errors (pipelines/fast_math.py, docs/performance.md) over float32, against float64
+errors (pipelines/vector/fast_math.py, docs/performance.md) over float32, against float64
 references: a dense grid of [-10, 10] (spacing 1e-5), magnitudes from 1e-38 to 3e38 of both
 signs, and the special values."""
 
@@ -15,7 +15,7 @@ from mlir.dialects import func, math as math_dialect
 import tilecraft
 from tilecraft.errors import OptionError
 from tilecraft.ir import core, elementwise
-from tilecraft.pipelines.fast_math import MAX_ABS_ERROR, MAX_REL_ERROR
+from tilecraft.pipelines.vector.fast_math import MAX_ABS_ERROR, MAX_REL_ERROR
 
 FUNCTIONS = {
     "tanh": math_dialect.tanh,

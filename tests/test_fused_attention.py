@@ -1,4 +1,4 @@
-"""Attention as one fused kernel (pipelines/fused_attention.py): which graphs become the
+"""Attention as one fused kernel (pipelines/tensor/fused_attention.py): which graphs become the
 kernel, and that its results match onnxruntime, PyTorch and tilecraft's own unfused build
 (masks, causal, padded key blocks, fully masked rows)."""
 
@@ -13,7 +13,7 @@ import tilecraft
 from tilecraft import CompileOptions
 from tilecraft.errors import PipelineError
 from tilecraft.pipelines.cpu import cpu_pipeline
-from tilecraft.pipelines.fused_attention import FUSE_ATTENTION_PASS, AttentionShape
+from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS, AttentionShape
 
 KERNEL_CALL = "call @tilecraft_attention"
 

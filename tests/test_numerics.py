@@ -28,7 +28,7 @@ def test_matmul(rand, m, n, k):
 @pytest.mark.parametrize("m, n", [(1000, 1000), (1000, 1024), (680, 200)])
 def test_every_parallel_task_runs_once(monkeypatch, rand, m, n):
     """Task grids of 25 x 5, 25 x 4 and 17: MLIR's async-parallel-for ran some blocks of a
-    2-D loop twice (pipelines/parallel_loops.py collapses loops first). Accumulating into
+    2-D loop twice (pipelines/buffer/parallel_loops.py collapses loops first). Accumulating into
     C, a task run twice adds its product twice."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
     k = 32
@@ -216,7 +216,7 @@ def test_softmax(rand, shape):
 
 
 def test_vector_exp_whole_f32_range():
-    """Vectorized exp is a polynomial (pipelines/vector_math.py), not libm: within 3 ulp over
+    """Vectorized exp is a polynomial (pipelines/vector/vector_math.py), not libm: within 3 ulp over
     the f32 range, denormal results, overflow to inf, NaN and infinities kept."""
     edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, 88.73, -87.5, -103.0, -104.5, 1e-8]
     x = np.concatenate([np.linspace(-110, 90, 4096 - len(edges)), edges]).astype(np.float32)
@@ -247,7 +247,7 @@ def test_vector_tanh():
 @pytest.mark.parametrize("divisor", [3.0, 0.1, 0.0235294122, -0.3, 1.9999999, 6.0, 1e-30, 1e30])
 def test_division_by_a_constant_is_divfs_quotient(divisor):
     """``x / d`` for a constant ``d`` is a multiplication by ``1/d`` and an FMA correction
-    (pipelines/vector_math.py): bit for bit divf's quotient over random f32 bit patterns with
+    (pipelines/vector/vector_math.py): bit for bit divf's quotient over random f32 bit patterns with
     |x| >= 2^(emin + 2p) (below, within an ulp), signed zeros, infinities, NaN and overflow
     kept."""
     info = np.finfo(np.float32)

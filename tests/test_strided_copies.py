@@ -1,4 +1,4 @@
-"""``tilecraft-strided-copies-to-linalg`` (pipelines/strided_copies.py) on whole models: the
+"""``tilecraft-strided-copies-to-linalg`` (pipelines/buffer/strided_copies.py) on whole models: the
 copies bufferization makes of a Concat (each part into a strided slice of the result), a
 Pad (the source into the padded buffer's interior) and a head-split transpose (rows of 64
 floats) move their contiguous rows as vector transfers (a loop of 64-element chunks and a

@@ -14,7 +14,7 @@ import pytest
 
 import tilecraft
 from tilecraft.errors import PackageError, TargetError
-from tilecraft.pipelines.options import CompileOptions
+from tilecraft.compiler.options import CompileOptions
 from tilecraft.pipelines.pipeline import Pipeline
 from tilecraft.pipelines.target import Target
 from tilecraft.pipelines.target_registry import (BUILTIN_TARGETS, TargetPlugin, register_target, target_names,
@@ -128,7 +128,10 @@ NAMED_OUTSIDE_THE_FOLDER: dict[str, dict[str, str]] = {
         # The compile cache stores the CPU JIT's object code (a library of host code).
         "compiler/cache.py": "caches CPU JIT object code only",
     },
-    "cuda": {},
+    "cuda": {
+        # A return annotation names the GPU space among the tuner's space generators.
+        "tuning/space_generators.py": "annotates SpaceGenerator.generate with GpuScheduleSpace",
+    },
     "c": {
         "__init__.py": "the public name tilecraft.CModel",
     },

@@ -1,4 +1,4 @@
-"""Weights reach the JIT by address, not as LLVM constants (pipelines/weights.py), read from
+"""Weights reach the JIT by address, not as LLVM constants (pipelines/jit/weights.py), read from
 the arrays the frontend made them from (ir/resources.py); a resource tilecraft did not
 make stays a constant; results are the same either way."""
 

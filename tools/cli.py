@@ -321,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _compile_options(args: argparse.Namespace, **settings: Any) -> Any:
     """The :class:`CompileOptions` the command line asks for: one object for compile, bench
     and tune, as the Python API takes it."""
-    from ..pipelines.options import CompileOptions
+    from ..compiler.options import CompileOptions
 
     return CompileOptions(target=args.target, tuning_records=getattr(args, "tuning_records", None),
                           opt_level=getattr(args, "opt_level", 3), offload=getattr(args, "offload", ()),

@@ -40,8 +40,8 @@ from mlir import ir, passmanager
 
 from ..compiler.compile import compile as compile_model
 from ..errors import TuningError
-from ..pipelines.compiled_module import CompiledModule
-from ..pipelines.options import CompileOptions
+from ..pipelines.jit.compiled_module import CompiledModule
+from ..compiler.options import CompileOptions
 from ..pipelines.target import Target
 from ..pipelines.target_registry import target_plugin
 from ..schedule.records import best_records, load_records

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..pipelines.options import CompileOptions
+from ..compiler.options import CompileOptions
 from ..runtime.package import load
 from ..runtime.run import random_inputs
 from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records

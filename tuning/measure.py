@@ -147,7 +147,7 @@ def candidate_source(job: MeasureInput) -> Any:
 def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
     """The candidate's module, built as a tuning worker builds it (``scratch`` holds its
     one-record file); ``kernel_time``: the profiling variant, timed by kernel timers."""
-    from ..pipelines.compiled_module import compile_ir
+    from ..pipelines.jit.compiled_module import compile_ir
     from ..pipelines.cpu import cpu_pipeline, with_tuning_records
     from ..pipelines.profiling import profiling_pipeline
     from ..pipelines.target import Target

@@ -1,6 +1,6 @@
 """How ``tilecraft.tune`` searches: :class:`TuneOptions`, checked when made.
 
-The model and target come as :class:`~tilecraft.pipelines.options.CompileOptions`; these
+The model and target come as :class:`~tilecraft.compiler.options.CompileOptions`; these
 options say how long to search, with which strategy, where to measure and where to keep the
 records. A bad value is a :class:`~tilecraft.errors.TuningError` naming the field, raised
 before any work.

@@ -3,7 +3,7 @@
 - :class:`HandSpaceGenerator`: the space the target's plugin writes by hand
   (``TargetPlugin.schedule_space``: the CPU's per kernel class in schedule/space.py, matmul,
   conv, generic, whose default point is the planner's default schedule; CUDA's GPU knobs of
-  schedule/cuda_space.py);
+  targets/cuda/space.py);
 - :class:`TemplateSpaceGenerator`: the space a user's AutoTVM-style template defines
   (tuning/templates.py);
 - :class:`SketchSpaceGenerator`: a space derived from the op's loop structure
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import TuningError
 from ..pipelines.target import Target
 from ..pipelines.target_registry import target_plugin
-from ..schedule.cuda_space import GpuScheduleSpace
+from ..targets.cuda.space import GpuScheduleSpace
 from ..schedule.sketch import SketchSpace
 from ..schedule.space import ScheduleSpace, task_nest
 from ..schedule.task import Task
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 class HandSpaceGenerator(SpaceGenerator):
     """The hand-written space of the task's op on ``target``, as the target's plugin
     defines it (``TargetPlugin.schedule_space``: the CPU's per-kernel-class spaces of
-    schedule/space.py, CUDA's block and thread tiles of schedule/cuda_space.py)."""
+    schedule/space.py, CUDA's block and thread tiles of targets/cuda/space.py)."""
 
     def __init__(self, target: "str | Target" = "llvm") -> None:
         self.target = Target.parse(target)

@@ -32,10 +32,10 @@ from mlir import ir
 
 from ..errors import OptionError, TaskExtractionError, TuningError
 from ..frontend.loader import load_module
-from ..pipelines.compiled_module import CompiledModule, jit_module
+from ..pipelines.jit.compiled_module import CompiledModule, jit_module
 from ..pipelines.cpu import cpu_pipeline, with_tuning_records
-from ..pipelines.entry import entry_signature, find_entry
-from ..pipelines.options import CompileOptions
+from ..pipelines.jit.entry import entry_signature, find_entry
+from ..compiler.options import CompileOptions
 from ..pipelines.target import Target
 from ..pipelines.target_registry import target_plugin
 from ..runtime.peak import fma_peak_gflops

@@ -14,7 +14,7 @@ rewrites such MatMul and Gemm nodes, before import, into exactly that::
 and a 2-D ungrouped Conv the same way, with ConvInteger (ops/nn.py runs it as an im2col
 int8 matmul) and the scale and bias per output channel, shaped (F, 1, 1).
 
-so that the product runs on the 8-bit operands (pipelines/int8_matmul.py: VNNI kernels on
+so that the product runs on the 8-bit operands (pipelines/tensor/int8_matmul.py: VNNI kernels on
 CPUs that have them). The integer sum is exact where the float one rounds, so the result
 is at least as close to the real-number value; onnxruntime runs these nodes on integers too.
 

@@ -35,9 +35,9 @@ from ...ir.maps import indexing_maps
 from ...dialects import graph
 from ...ir import core, reshapes
 from ...ir.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
-from ..entry import entry_signature
+from ..jit.entry import entry_signature
 from ..ir_queries import defined_functions, is_zero_fill
-from ..jit import JitFunction
+from ..jit.engine import JitFunction
 from ..loop_nest import is_structured
 from ..passes import register_pass
 from ..pipeline import Pipeline

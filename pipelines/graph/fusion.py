@@ -60,7 +60,7 @@ _INIT_OPS = frozenset({"tensor.empty", "linalg.fill"})
 def classify(op: ir.Operation, nest: LoopNest | None) -> str | None:
     """The fusion class of a top-level op (see the module docstring); ``None``: opaque."""
     if BACKEND_SCHEDULE_ATTR in op.attributes:
-        return None  # an offload backend schedules it (pipelines/offload.py)
+        return None  # an offload backend schedules it (pipelines/offload/)
     name = op.name
     if name in _INIT_OPS:
         return "init"

@@ -35,7 +35,7 @@ from mlir.dialects import arith, linalg, tensor
 
 from ...ir.maps import has_indexing_maps, indexing_map_texts
 from ...ir import contraction, core
-from ..fusion_barrier import PANELS_ATTR as PACKED_ATTR
+from ..tensor.fusion_barrier import PANELS_ATTR as PACKED_ATTR
 from ..ir_queries import defined_functions, defining_op, ops_where, static_f32_tensors
 from ..passes import positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import OptionError
-from ...pipelines.compiled_module import CompiledModule, compile_ir
+from ...pipelines.jit.compiled_module import CompiledModule, compile_ir
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
 from ...pipelines.target_registry import target_plugin

@@ -12,7 +12,7 @@ an MLIR memref descriptor per operand)::
 
 ``tensorize`` matches a block's tile against the definition (iterator kinds, indexing maps,
 body, element types, the tile's shape) and annotates the tiled op; after bufferization
-``tilecraft-tensorize`` (pipelines/tensorize.py) replaces it by a call of the extern on the
+``tilecraft-tensorize`` (pipelines/tensor/tensorize.py) replaces it by a call of the extern on the
 operands' subviews.
 
 Semantics (why "update"): the call computes what the replaced op computes, linalg's

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..plan import DECOMPOSABLE
 from ..script import CLEANUP_SEQUENCE, ScriptWriter
-from ...pipelines.tensorize import TENSORIZE_ATTR
+from ...pipelines.tensor.tensorize import TENSORIZE_ATTR
 from .compute import BLOCK_ATTR
 from .state import PARALLEL, SERIAL, UNROLLED, VECTORIZED, BlockRV, LoopRV, State
 from .symbolic import is_symbolic

@@ -630,7 +630,7 @@ def c_pipeline(*, opt_level: int = 0, openmp: bool = False) -> Pipeline:
     """linalg on tensors -> ``emitc.func`` s over arrays (the entry and one per loop nest),
     which ``mlir-translate --mlir-to-cpp`` then prints (package.py).
 
-    Without the run-time checks (pipelines/runtime_checks.py): shapes are static here, so
+    Without the run-time checks (pipelines/tensor/runtime_checks.py): shapes are static here, so
     no shape or allocation check would remain, and an index check reports through the
     JIT's or a package's runtime, which a microcontroller does not have. Gathers and
     scatters still clamp their indices, so a bad index never reads or writes outside a

@@ -16,8 +16,8 @@ from ...dialects import graph
 from ...errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError, TargetError
 from ...ir.lapack import refuse_calls
 from ...frontend.loader import Model, is_onnx_source, load_module
-from ...pipelines.entry import entry_signature, find_entry
-from ...pipelines.options import CompileOptions
+from ...pipelines.jit.entry import entry_signature, find_entry
+from ...compiler.options import CompileOptions
 from ...pipelines.pipeline import Pipeline, Stage
 from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin

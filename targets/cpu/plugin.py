@@ -3,7 +3,7 @@
 
 The pieces it wires stay where the rest of the compiler shares them: the CPU target model in
 pipelines/target.py (the schedules plan from it), the pipeline in pipelines/cpu.py (the tuner
-edits it), the JIT in pipelines/jit.py and pipelines/compiled_module.py (the CUDA module is
+edits it), the JIT in pipelines/jit/engine.py and pipelines/jit/compiled_module.py (the CUDA module is
 one), the package writer in compiler/package.py.
 """
 
@@ -13,13 +13,13 @@ from typing import Any, Sequence
 
 from mlir import ir
 
-from ...pipelines.compiled_module import CompiledModule
+from ...pipelines.jit.compiled_module import CompiledModule
 from ...pipelines.cpu import cpu_pipeline
-from ...pipelines.options import CompileOptions
+from ...compiler.options import CompileOptions
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
-from ...pipelines.tensorize import TENSORIZE_PASS
+from ...pipelines.tensor.tensorize import TENSORIZE_PASS
 from ...runtime.signature import EntrySignature
 from ...schedule.space import space_for
 from ...schedule.te.builder import without_default_schedule

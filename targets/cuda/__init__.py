@@ -1,7 +1,7 @@
 """The CUDA target (``target="cuda -arch=sm_80"``): NVVM lowering to PTX and cubin, a module
 that calls MLIR's CUDA runtime wrappers (module.py), its plugin (plugin.py). See docs/cuda.md;
 compiling needs no GPU, running needs an NVIDIA driver. The GPU schedule
-(``tilecraft-gpu-schedule``) is ``tilecraft.schedule.cuda``: the tuning space beside it uses it.
+(``tilecraft-gpu-schedule``) is ``tilecraft.targets.cuda.schedule``: the tuning space beside it uses it.
 """
 
 from ...pipelines.target_registry import register_target

@@ -38,11 +38,11 @@ from mlir import ir
 
 from ...errors import GpuScheduleError, TargetError, ToolchainError
 from ...ir.lapack import refuse_calls
-from ...pipelines.bool_memory import WIDEN_BOOL_MEMORY
+from ...pipelines.buffer.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
-from ...pipelines.int8_matmul import INT8_MATMUL_PASS
-from ...pipelines.runtime_checks import INSERT_CHECKS
+from ...pipelines.tensor.int8_matmul import INT8_MATMUL_PASS
+from ...pipelines.tensor.runtime_checks import INSERT_CHECKS
 from ...pipelines.target import Target
 from .archs import ptx_version
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from mlir import ir
 
-from ...pipelines.compiled_module import CompiledModule
-from ...pipelines.jit import JitFunction
+from ...pipelines.jit.compiled_module import CompiledModule
+from ...pipelines.jit.engine import JitFunction
 from ...runtime.libraries import cuda_runtime_library
 from ...runtime.signature import EntrySignature
 

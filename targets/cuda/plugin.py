@@ -9,14 +9,14 @@ from typing import Any, Sequence
 from mlir import ir
 
 from ...errors import BackendError, PackageError, TargetError, TuningError
-from ...pipelines.compiled_module import CompiledModule
-from ...pipelines.options import CompileOptions
+from ...pipelines.jit.compiled_module import CompiledModule
+from ...compiler.options import CompileOptions
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
 from ...runtime.libraries import cuda_driver_available
 from ...runtime.signature import EntrySignature
-from ...schedule.cuda_space import gpu_space_for, require_cuda_device
+from .space import gpu_space_for, require_cuda_device
 from ...schedule.te.builder import without_default_schedule
 from ...schedule.te.errors import ScheduleError
 from .archs import CUDA_ARCHS, DEFAULT_CUDA_ARCH
@@ -69,10 +69,10 @@ class CudaTarget(TargetPlugin):
         candidates is not built yet (the space is :meth:`schedule_space`)."""
         require_cuda_device()
         raise TuningError("tuning a CUDA target is not supported yet: the measurement workers time "
-                          "CPU code; the GPU schedule space (schedule/cuda_space.py) has no GPU runner")
+                          "CPU code; the GPU schedule space (targets/cuda/space.py) has no GPU runner")
 
     def schedule_space(self, task: Any, target: Target) -> Any:
-        """The GPU knobs of the task's op (schedule/cuda_space.py: block and thread tiles,
+        """The GPU knobs of the task's op (targets/cuda/space.py: block and thread tiles,
         staging, unrolling)."""
         return gpu_space_for(task)
 

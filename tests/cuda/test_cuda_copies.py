@@ -1,5 +1,5 @@
 """Strided copies that bufferization leaves on the host become GPU copy kernels
-(schedule/cuda.py ``strided_copies_to_kernels``): a concat's branches written into their
+(targets/cuda/schedule.py ``strided_copies_to_kernels``): a concat's branches written into their
 slices (DenseNet), a pad's interior written out of place."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mlir.runtime import get_ranked_memref_descriptor
 from onnx import TensorProto, helper
 
 import tilecraft
-from tilecraft.schedule.cuda import COPY_THREADS, strided_copies_to_kernels
+from tilecraft.targets.cuda.schedule import COPY_THREADS, strided_copies_to_kernels
 
 COPY = """
 func.func @interior(%a: memref<{n}x{c}x{h}x{w}xf32>, %b: memref<{n}x{c}x{H}x{W}xf32>) attributes {{llvm.emit_c_interface}} {{

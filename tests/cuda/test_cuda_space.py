@@ -9,8 +9,8 @@ from mlir import ir
 import tilecraft
 from tilecraft.errors import DeviceUnavailableError, KnobError
 from tilecraft.targets.cuda import cuda_pipeline
-from tilecraft.schedule.cuda_space import GpuScheduleSpace, require_cuda_device
-from tilecraft.schedule.cuda import operand_maps_of
+from tilecraft.targets.cuda.space import GpuScheduleSpace, require_cuda_device
+from tilecraft.targets.cuda.schedule import operand_maps_of
 from tilecraft.pipelines.loop_nest import analyze_loop_nests
 from tilecraft.runtime.libraries import cuda_driver_available
 

@@ -1,9 +1,9 @@
-"""``tilecraft-block-constant-reads`` (pipelines/blocked_constants.py) on whole models: the
+"""``tilecraft-block-constant-reads`` (pipelines/tensor/blocked_constants.py) on whole models: the
 filters of NHWC convolutions end up block-major ([output-channel block][kh][kw][ic][V]) and
 the results still match onnxruntime, for filter-heavy 3x3 and 1x1 layers, channel counts
 that are not a multiple of the block, and on one or two threads. The IR-level rules
 (aligned offsets only, no other use) are checked in tests/lit/schedule/block-constant-reads.mlir.
-Below them, ``tilecraft-prefetch-next-blocks`` (pipelines/prefetch_blocks.py), which reads of
+Below them, ``tilecraft-prefetch-next-blocks`` (pipelines/buffer/prefetch_blocks.py), which reads of
 those blocks feed: where it prefetches, and that results do not move (its IR rules:
 tests/lit/pipelines/prefetch-next-blocks.mlir)."""
 
@@ -57,7 +57,7 @@ def test_blocked_filters_match_onnxruntime(cin, cout, kernel, size, threads, mon
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_next_block_prefetched_on_first_pass(threads, monkeypatch):
-    """``tilecraft-prefetch-next-blocks`` (pipelines/prefetch_blocks.py): a filter-heavy layer,
+    """``tilecraft-prefetch-next-blocks`` (pipelines/buffer/prefetch_blocks.py): a filter-heavy layer,
     whose tasks walk the filter block by block and reread each block per output row, gets
     a first-pass version of its reduction nest that prefetches the next block; results are
     unchanged. A layer whose tasks cycle through every block per pixel tile gets its

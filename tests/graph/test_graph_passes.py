@@ -69,7 +69,7 @@ def test_group_count_reported(block, bert):
 def test_each_fusion_group_is_one_loop_nest(monkeypatch):
     """A BERT layer big enough for a thread level: 9 groups, one loop nest for each that
     computes (each layer norm included), against 26 with one loop nest per op. The attention
-    (matmuls and softmax) is a kernel of its own (pipelines/fused_attention.py) that reads Q
+    (matmuls and softmax) is a kernel of its own (pipelines/tensor/fused_attention.py) that reads Q
     and V in place from the projection's result: their groups are slices of it, views with
     no loop nest. 7 loop nests and the attention kernel."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")

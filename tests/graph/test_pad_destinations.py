@@ -1,4 +1,4 @@
-"""``tilecraft-pads-as-destinations`` (pipelines/pad_destinations.py) on whole models: the
+"""``tilecraft-pads-as-destinations`` (pipelines/tensor/pad_destinations.py) on whole models: the
 pads of convolutions, depthwise convolutions and max pooling become the buffers their
 sources' producers write into, so the bufferized IR copies nothing into a padded buffer's
 interior, and the results still match onnxruntime (zero pads, the -inf pad of max pooling,

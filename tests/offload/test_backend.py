@@ -8,7 +8,7 @@ import pytest
 
 import tilecraft
 from tilecraft.errors import BackendError
-from tilecraft.pipelines.extern import emit_call
+from tilecraft.pipelines.tensor.extern import emit_call
 from tilecraft.pipelines.ir_queries import is_zero_fill
 from tilecraft.tools.cli import run_cli, split_composite_target
 

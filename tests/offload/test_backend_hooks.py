@@ -11,7 +11,7 @@ import pytest
 
 import tilecraft
 from tilecraft.errors import BackendError
-from tilecraft.pipelines.extern import emit_call
+from tilecraft.pipelines.tensor.extern import emit_call
 
 TILE_8x32 = """
 transform.named_sequence @schedule(%op: !transform.any_op {transform.consumed}) {

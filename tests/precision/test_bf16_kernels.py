@@ -1,5 +1,5 @@
 """The bf16 dot-product kernels of ``precision="bf16"`` on AVX512-BF16 targets
-(pipelines/bf16_matmul.py): their numerics through the portable dot products (this host has
+(pipelines/tensor/bf16_matmul.py): their numerics through the portable dot products (this host has
 no ``vdpbf16ps``), and ``vdpbf16ps`` in the code generated for a Sapphire Rapids target
 (mlir-translate, opt, llc: compiled, not run)."""
 
@@ -20,8 +20,8 @@ import tilecraft  # noqa: E402
 from tilecraft.dialects import graph  # noqa: E402
 from tilecraft.errors import PipelineError, TargetError  # noqa: E402
 from tilecraft.frontend.loader import load_module  # noqa: E402
-from tilecraft.pipelines.bf16_matmul import pack_weights  # noqa: E402
-from tilecraft.pipelines.bf16_weights import BF16_WEIGHTS, with_bf16_weights  # noqa: E402
+from tilecraft.pipelines.tensor.bf16_matmul import pack_weights  # noqa: E402
+from tilecraft.pipelines.tensor.bf16_weights import BF16_WEIGHTS, with_bf16_weights  # noqa: E402
 from tilecraft.pipelines.target import Target  # noqa: E402
 from tilecraft.runtime.host import host_cpu_flags  # noqa: E402
 from tilecraft.runtime.libraries import llvm_tool, mlir_package_dir  # noqa: E402

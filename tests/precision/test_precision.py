@@ -1,7 +1,7 @@
 """Reduced precision from the float model: int8 (QDQ by onnxruntime's tool), bf16 weights,
 the accuracy report against the f32 build, refusal above ``max_error``, bad calibration
 data, the CLI flags and the compile cache's key (compiler/precision.py, frontend/quantize.py,
-pipelines/bf16_weights.py)."""
+pipelines/tensor/bf16_weights.py)."""
 
 from __future__ import annotations
 

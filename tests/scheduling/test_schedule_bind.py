@@ -9,7 +9,7 @@ import pytest
 
 import tilecraft.scheduling as tc
 from schedule_refusals import raises
-from tilecraft.pipelines.compiled_module import compile_ir
+from tilecraft.pipelines.jit.compiled_module import compile_ir
 from tilecraft.pipelines.target import Target
 from tilecraft.runtime.libraries import cuda_driver_available
 from tilecraft.schedule.te.builder import scheduled_pipeline

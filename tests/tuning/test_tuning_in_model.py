@@ -21,7 +21,7 @@ from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, l
 from tilecraft.tuning.measure import weights_outgrow_cache
 from tilecraft.pipelines.pipeline import Pipeline
 from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times, side_by_side_times
-from tilecraft.pipelines.compiled_module import compile_ir
+from tilecraft.pipelines.jit.compiled_module import compile_ir
 from tilecraft.pipelines.cpu import cpu_pipeline
 from tilecraft.pipelines.profiling import profiling_pipeline
 from tilecraft.pipelines.target import Target
@@ -78,7 +78,7 @@ def _conv_model(channels: int = 64, size: int = 14):
 
 
 def _blocked_globals(module: ir.Module) -> list[str]:
-    """The pipeline's block-major copies of constant filters (pipelines/blocked_constants.py),
+    """The pipeline's block-major copies of constant filters (pipelines/tensor/blocked_constants.py),
     after bufferization."""
     pipeline = cpu_pipeline(Target.parse("llvm"))
     with module.context, ir.Location.unknown():

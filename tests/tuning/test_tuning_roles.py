@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilecraft.schedule.cuda_space import GpuScheduleSpace
+from tilecraft.targets.cuda.space import GpuScheduleSpace
 from tilecraft.schedule.records import Record, canonical_target
 from tilecraft.schedule.space import ScheduleSpace, SearchSpace
 from tilecraft.tuning import (

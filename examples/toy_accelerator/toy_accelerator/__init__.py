@@ -25,7 +25,7 @@ from mlir.dialects import arith
 
 import tilecraft
 from tilecraft.errors import BackendError
-from tilecraft.pipelines.extern import emit_call
+from tilecraft.pipelines.tensor.extern import emit_call
 
 LIBRARY = Path(__file__).with_name("libtoy_kernels.so")
 

@@ -1,5 +1,5 @@
 """8-bit matmuls (MatMulInteger, QLinearMatMul) with constant weights: the u8 x s8 VNNI
-kernels of pipelines/int8_matmul.py where the CPU has them, the widened i32 matmul where it
+kernels of pipelines/tensor/int8_matmul.py where the CPU has them, the widened i32 matmul where it
 does not (``-mattr=-avx512vnni``), and both exact against the ONNX reference.
 
 The shapes cover the kernel's edges: K not a multiple of 4 (the last group is read masked),

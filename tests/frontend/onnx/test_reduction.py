@@ -273,7 +273,7 @@ def test_layer_normalization(axis, with_stats):
 def test_layer_normalization_bert_shape_against_onnxruntime():
     """BERT-base's 128x768 layer norm as compiled at opt_level 3 (one fusion group, rows
     split across tasks): its sum of squared deviations becomes a dot-product vector.contract
-    whose lowered LLVM reduction is reassociated (pipelines/vector_math.py)."""
+    whose lowered LLVM reduction is reassociated (pipelines/vector/vector_math.py)."""
     x = rand((128, 768)) * 4 + 1
     model = make_model("LayerNormalization", {"x": x}, constants={"scale": rand((768,), seed=1),
                        "bias": rand((768,), seed=2)}, attributes={"axis": -1}, opset=17)

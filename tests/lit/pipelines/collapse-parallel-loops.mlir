@@ -1,5 +1,5 @@
 // tilecraft-collapse-parallel-loops: a multi-dimensional scf.parallel becomes one dimension
-// (async-parallel-for ran some blocks of 2-D loops twice; see pipelines/parallel_loops.py).
+// (async-parallel-for ran some blocks of 2-D loops twice; see pipelines/buffer/parallel_loops.py).
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-collapse-parallel-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @grid

@@ -1,5 +1,5 @@
 // tilecraft-merge-identical-functions: private llvm.funcs that compute the same thing keep
-// one copy (repeated blocks' kernels; pipelines/merge_functions.py), references follow.
+// one copy (repeated blocks' kernels; pipelines/vector/merge_functions.py), references follow.
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-merge-identical-functions | FileCheck %s
 
 // Two identical kernels: the second is erased, its call goes to the first.

@@ -10,7 +10,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from tilecraft.pipelines import bf16_matmul, fused_attention, int8_matmul
-from tilecraft.pipelines.fused_attention import AttentionShape
+from tilecraft.pipelines.tensor.fused_attention import AttentionShape
 
 
 def show(label: str, source: "str | None" = None, build=None, *arguments) -> None:

@@ -5,7 +5,7 @@
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-lower-cpu="num-threads=2 cpu=skylake-avx512" | FileCheck %s --check-prefix=LLVM
 
 // Depthwise 3x3 with its zero pad: the pad stays before the loop (the buffer its source is
-// written into, at bufferization: pipelines/pad_destinations.py), tasks split the output
+// written into, at bufferization: pipelines/tensor/pad_destinations.py), tasks split the output
 // rows (4 tasks of 7 rows) and read their band of it; a register tile is 8 pixels x one
 // 16-lane vector of channels, read once, carried through the kh and kw loops as FMAs with
 // a broadcast filter vector, written once.

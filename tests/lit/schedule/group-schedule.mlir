@@ -130,7 +130,7 @@ func.func @softmax(%x: tensor<512x256xf32>) -> tensor<512x256xf32> {
 
 // A convolution with its zero padding and bias + ReLU epilogue (NHWC, as the layout pass
 // leaves ResNet's): the pad stays before the group's loop (at bufferization it becomes the
-// buffer its source is written into: pipelines/pad_destinations.py) and the tasks, split
+// buffer its source is written into: pipelines/tensor/pad_destinations.py) and the tasks, split
 // by output rows, read it in place; the conv accumulates in vector registers, the
 // epilogue follows.
 // GROUP-LABEL: func.func @conv_pad_bias_relu

@@ -57,7 +57,7 @@ func.func @expand_bn_relu6(%x: tensor<1x56x56x24xf32>, %w: tensor<1x1x24x144xf32
 // -----
 
 // Depthwise 3x3 with its zero pad and ReLU6: the pad stays before the loop (the buffer its
-// source is written into, at bufferization: pipelines/pad_destinations.py); two bands of 28
+// source is written into, at bufferization: pipelines/tensor/pad_destinations.py); two bands of 28
 // rows (28 x 56 x 32 floats fit the quarter of L2) read their rows plus the halo from it,
 // run the register tiles of 8 pixels x one 16-lane channel vector accumulated over the 3x3
 // window, then the clamp.

@@ -1,0 +1,225 @@
+"""bf16 dot-product kernels for matmuls with bf16 weights (``precision="bf16"`` on
+AVX512-BF16 CPUs), and ``tilecraft-bf16-dot-products``.
+
+``vdpbf16ps`` multiplies 32 bf16 values of one register by 32 of another and adds each pair
+of products into one of 16 f32 lanes: 32 multiply-adds per instruction, twice an f32 FMA's,
+with the sums in f32. On such a target ``tilecraft-bf16-weights{kernels=1}`` (bf16_weights.py)
+replaces a matmul by a constant f32 matrix with a call of a kernel that takes the weights
+rounded to bf16, packed at compile time as
+
+    W'[n / NT, k / 2, (n % NT) * 2 + k % 2]      (NT = the register tile's columns)
+
+so that one 64-byte load holds two k of 16 columns (K padded to even with zeros), and rounds
+each pair of A's f32 values to bf16 once, broadcast to every lane. The kernel:
+
+  - ``scf.forall`` over (row blocks, column tiles), about two tasks per thread;
+  - per task, register tiles of MR rows x NT columns of f32 accumulators that stay in
+    registers over the whole of k; per pair of k, one broadcast of A's pair per row and one
+    load of W' per 16 columns;
+  - each dot product written as the ``vector.contract`` that means it
+    (``acc[i] += sum_j extf(a[i, j]) * extf(w[i, j])`` on (16 lanes, 2 values)): correct
+    on any CPU; ``tilecraft-bf16-dot-products`` makes it ``vdpbf16ps`` (the LLVM intrinsic
+    ``llvm.x86.avx512bf16.dpbf16ps.512``) in the vector stage where the target has it.
+
+Only plain matmuls and 1x1 stride-1 NHWC convolutions (a matmul of the pixels) with a
+zero-filled accumulator and static shapes are taken (the graph stage's weight panels are left
+out of a bf16 pipeline that uses the kernel, so constant-weight matmuls stay plain); other
+convolutions keep the widened weights (bf16_weights.py). Epilogues (bias,
+activation) stay elementwise kernels after the call.
+
+The kernel is built with MLIR's Python builders (ir/kernels.py) once per shape: its loop
+structure is fixed, only its constants vary; its lane count is the instruction's.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import ml_dtypes
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func, scf, tensor, vector
+
+from ...ir.maps import has_indexing_maps, indexing_map_texts
+from ...errors import PipelineError
+from ...ir import core, kernels
+from ...ir.contraction import collapse, expand
+from ..ir_queries import is_zero_fill
+from ..passes import register_pass
+from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
+                             pack_k_groups, register_tile, row_block)
+
+BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
+KERNEL_PREFIX = "tilecraft_bf16_matmul"
+PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
+# vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
+VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
+                           "vector<32xbf16>", ("arith.extf", "arith.extf"))
+
+
+def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
+    """``W'[n / NT, k / 2, (n % NT) * 2 + k % 2]`` of a (K, N) bf16 ``w``, zero-padded."""
+    return pack_k_groups(w, columns, PAIR, ml_dtypes.bfloat16)
+
+
+def kernel_name(m: int, n: int, k: int, threads: int) -> str:
+    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}"
+
+
+def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
+    """The kernel function ``(A: MxKxf32, W': packed bf16) -> MxN f32`` (module docstring),
+    built at the insertion point."""
+    lanes = VDPBF16PS.lanes
+    rows, vectors = register_tile(n, lanes)
+    columns = vectors * lanes
+    tiles, pairs, full_pairs = -(-n // columns), -(-k // PAIR), k // PAIR
+    block_rows = row_block(m, tiles, rows, threads)
+    row_blocks = -(-m // block_rows)
+    f32, bf16, i32 = ir.F32Type.get(), ir.BF16Type.get(), ir.IntegerType.get_signless(32)
+    c_type = ir.RankedTensorType.get([m, n], f32)
+    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, f32)
+    pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
+    columns_in_bounds = n % columns == 0
+    function = kernels.private_function(kernel_name(m, n, k, threads), [
+        ir.RankedTensorType.get([m, k], f32), ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16)], [c_type])
+    a, w = function.arguments
+    with ir.InsertionPoint(function.entry_block):
+        c = kernels.IndexConstants()
+        c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_pairs)
+        f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
+        zero = kernels.zero_vector(lanes, f32)
+        for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
+            c(offset)
+        empty = tensor.empty([m, n], f32)
+        forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
+        with ir.InsertionPoint(forall.body):
+            rb, t = forall.induction_variables
+            out = forall.inner_iter_args[0]
+            m0 = kernels.apply(lambda d0: d0 * block_rows, rb)
+            n0 = kernels.apply(lambda d0: d0 * columns, t)
+            nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
+            ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
+            dynamic = ir.ShapedType.get_dynamic_size()
+            tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
+                                        [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+            main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+
+            def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
+                     row_indices: list[ir.Value]) -> list[ir.Value]:
+                """One pair of k: loads of W', A's pair of each row rounded to bf16 and
+                broadcast, the dot products."""
+                k_at = kernels.apply(lambda d0: d0 * PAIR, pair)
+                weights = []
+                for v in range(vectors):
+                    loaded = kernels.read(w, [t, pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
+                    weights.append(arith.extf(pair_f32, vector.shape_cast(pair_bf16, loaded)))
+                new = []
+                for r in range(mr):
+                    pair_a = kernels.read(a, [row_indices[r], k_at], f0, PAIR, in_bounds=in_bounds)
+                    rounded = arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
+                    as_word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), rounded))
+                    spread = vector.broadcast(ir.VectorType.get([lanes], i32), as_word)
+                    spread = vector.bitcast(ir.VectorType.get([lanes * PAIR], bf16), spread)
+                    spread = arith.extf(pair_f32, vector.shape_cast(pair_bf16, spread))
+                    new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
+                return new
+
+            def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
+                loop = kernels.for_loop(lower, upper, stride, [source])
+                with ir.InsertionPoint(loop.body):
+                    i, current = loop.induction_variable, loop.inner_iter_args[0]
+                    local, row_indices = [], []
+                    for r in range(mr):
+                        local.append(kernels.apply(lambda d0: d0 + r, i))
+                        row_indices.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
+                    over_k = kernels.for_loop(c0, c_full, c1, [zero] * (mr * vectors))
+                    with ir.InsertionPoint(over_k.body):
+                        scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args), row_indices))
+                    final = list(over_k.results)
+                    if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
+                        final = step(mr, c_full, False, final, row_indices)
+                    for r in range(mr):
+                        for v in range(vectors):
+                            current = kernels.write(final[r * vectors + v], current, [local[r], c(v * lanes)],
+                                                    in_bounds=columns_in_bounds)
+                    scf.YieldOp([current])
+                return loop.results[0]
+
+            full = row_loop(rows, c0, main, c_rows, tile)
+            rest = row_loop(1, main, nrows, c1, full)
+            in_parallel = scf.InParallelOp()
+            with ir.InsertionPoint(in_parallel.block):
+                tensor.parallel_insert_slice(rest, out, [m0, n0], [nrows, ncols], [],
+                                             [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+        func.ReturnOp([forall.results[0]])
+    return function
+
+
+def kernel_module(m: int, n: int, k: int, threads: int) -> ir.Module:
+    """The kernel alone in a new module (in the current context): to read or test it."""
+    module = ir.Module.create()
+    with ir.InsertionPoint(module.body), ir.Location.unknown():
+        build_kernel(m, n, k, threads)
+    return module
+
+
+def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int) -> str:
+    """The kernel's symbol, its function added to ``module`` unless already there."""
+    return add_kernel(module, kernel_name(m, n, k, threads), lambda: build_kernel(m, n, k, threads))
+
+
+def _pointwise_conv(op: ir.Operation) -> bool:
+    """A 1x1, stride-1 NHWC convolution: a matmul of the pixels (N*H*W, C) by the filter (C, F)."""
+    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
+        return False
+    filter_shape = ir.RankedTensorType(op.operands[1].type).shape
+    strides = op.attributes["strides"] if "strides" in op.attributes else None
+    return filter_shape[:2] == [1, 1] and (strides is None or str(strides).startswith("dense<1>"))
+
+
+def takes_kernel(op: ir.Operation) -> bool:
+    """A plain ``linalg.matmul``, or a 1x1 stride-1 NHWC convolution, of static f32 shapes
+    whose accumulator is a zero fill."""
+    if op.name == "linalg.matmul" and len(op.operands) == 3:
+        if has_indexing_maps(op):
+            if indexing_map_texts(op) != MATMUL_MAPS:
+                return False
+    elif not _pointwise_conv(op):
+        return False
+    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    return all(t.has_static_shape for t in types) and [str(t.element_type) for t in types] == ["f32"] * 3 \
+        and is_zero_fill(op.operands[2])
+
+
+def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int) -> None:
+    """Replace ``op`` (``takes_kernel``) by a call of the bf16 kernel for its shape, its B
+    operand's values ``weights`` (K x N, or a 1x1xKxN filter; rounded to bf16 here) packed
+    for it. A convolution's pixels are the rows: its input and result are viewed as
+    (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape`` / ``expand_shape``: no copy)."""
+    conv = op.name != "linalg.matmul"
+    weights = weights.reshape(weights.shape[-2:])
+    k, n = weights.shape
+    _, vectors = register_tile(n, VDPBF16PS.lanes)
+    with ir.InsertionPoint(op), op.location:
+        a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
+        m = ir.RankedTensorType(a.type).shape[0]
+        name = _kernel(module, m, n, k, threads)
+        packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * VDPBF16PS.lanes), name="bf16_panels")
+        result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
+        product = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed]).results[0]
+        if conv:
+            product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
+    op.results[0].replace_all_uses_with(product)
+    op.erase()
+
+
+@register_pass(
+    BF16_DOTS_PASS,
+    "vector.contract ops meaning one bf16-pair dot product into 16 f32 lanes become vdpbf16ps "
+    "(AVX512-BF16) intrinsic calls",
+)
+def bf16_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Late, as int8_matmul.py's vpdpbusd: see ``register_tiles.call_dot_instructions``."""
+    if options:
+        raise PipelineError(f"{BF16_DOTS_PASS} takes no options, got {sorted(options)}")
+    call_dot_instructions(module, VDPBF16PS)

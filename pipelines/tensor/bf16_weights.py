@@ -1,0 +1,150 @@
+"""Constant weights of contractions stored as bf16: ``tilecraft-bf16-weights``.
+
+``precision="bf16"`` (compiler/precision.py) halves the bytes of every constant that a
+matmul or convolution reads: the f32 constant becomes a bf16 one (rounded to nearest even by
+``ml_dtypes``) and a ``linalg.generic`` widening it back (``arith.extf``) where it is read,
+so products and sums stay in f32 and epilogues, softmax and norms see f32 as before. bf16
+keeps f32's exponent range, so no weight overflows or flushes; it keeps 8 bits of mantissa,
+so each weight moves by at most 2^-9 of itself (a relative error of ~0.4 % per weight,
+averaging out over a long sum: the accuracy report measures what the model makes of it).
+
+The pass runs after the graph stage's constant folding: batch norms are folded into conv
+weights and matmul weights packed into panels first, and the bf16 constants are left alone
+by the folder after this (graph/constant_folding.py keeps types numpy cannot hold).
+
+With ``kernels=1`` (``with_bf16_weights`` sets it for AVX512-BF16 targets), plain matmuls and
+1x1 stride-1 convolutions by such a constant become calls of bf16 dot-product kernels instead
+(bf16_matmul.py: ``vdpbf16ps``), which take the weights rounded to bf16 and packed for them.
+
+Left alone: non-constant operands, constants that are not f32, and small ones (at most
+``RESOURCE_THRESHOLD`` elements, biases and scales: nothing to save).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import ml_dtypes
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith
+
+from ...ir import core
+from ...errors import OptionError, PipelineError
+from ...ir.core import RESOURCE_THRESHOLD
+from ...ir.resources import is_resource_constant, resource_arrays
+from .bf16_matmul import BF16_DOTS_PASS, takes_kernel, to_bf16_kernel
+from ..ir_queries import defined_functions, defining_op
+from ..passes import positive_int_option, register_pass
+from ..pipeline import Pipeline
+from ..target import Target
+
+# graph/weight_panels.py's pass: packs constant matmul weights for the f32 schedule.
+PACK_WEIGHT_PANELS = "tilecraft-pack-weight-panels"
+
+BF16_WEIGHTS = "tilecraft-bf16-weights"
+
+
+def is_contraction(op: ir.Operation) -> bool:
+    """A linalg op that sums products: a named matmul or convolution, or a generic with a
+    reduction iterator whose body multiplies."""
+    name = op.name
+    if not name.startswith("linalg."):
+        return False
+    if "matmul" in name or "conv" in name:
+        return True
+    if name != "linalg.generic":
+        return False
+    if "reduction" not in str(op.attributes["iterator_types"]):
+        return False
+    return any(inner.operation.name == "arith.mulf" for inner in op.regions[0].blocks[0].operations)
+
+
+def _weight_constants(function: ir.Operation) -> list[tuple[ir.Operation, int, ir.Operation]]:
+    """(contraction, operand index, constant) for every large f32 resource constant read by
+    a contraction's inputs."""
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if is_contraction(op):
+            inputs = len(op.operands) - len(op.results)  # destination-passing style: inits last
+            for index in range(inputs):
+                constant = defining_op(op.operands[index])
+                if constant is None or not is_resource_constant(constant):
+                    continue
+                tensor_type = ir.RankedTensorType(constant.results[0].type)
+                if str(tensor_type.element_type) == "f32" and np.prod(tensor_type.shape) > RESOURCE_THRESHOLD:
+                    found.append((op, index, constant))
+        return ir.WalkResult.ADVANCE
+
+    function.walk(visit)
+    return found
+
+
+def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> int:
+    """Rewrite the weights of ``function``'s contractions; returns how many were rewritten.
+    ``kernel_threads`` > 0: plain matmuls become calls of bf16 dot-product kernels split for
+    that many threads (bf16_matmul.py), the other contractions read widened weights."""
+    found = _weight_constants(function)
+    if not found:
+        return 0
+    constants = list({id(c): c for _, _, c in found}.values())
+    arrays = dict(zip(map(id, constants), resource_arrays(constants)))
+    widened: dict[int, ir.Value] = {}
+    module = function.parent if kernel_threads else None
+    for op, index, constant in found:
+        if kernel_threads and index == 1 and takes_kernel(op):
+            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads)
+            continue
+        if id(constant) not in widened:
+            with ir.InsertionPoint(constant), constant.location:
+                narrow = core.constant(np.asarray(arrays[id(constant)]).astype(ml_dtypes.bfloat16),
+                                       name="bf16_weight")
+                f32 = ir.F32Type.get()
+                widened[id(constant)] = core.elementwise([narrow], f32, lambda x: arith.extf(f32, x))
+        op.operands[index] = widened[id(constant)]
+    for constant in constants:
+        if not list(constant.results[0].uses):
+            constant.erase()
+    return len(found)
+
+
+@register_pass(BF16_WEIGHTS, "Constant f32 weights of matmuls and convolutions stored as bf16, "
+                             "widened to f32 where they are read (precision='bf16')",
+               options={"kernels": "1: plain matmuls become bf16 dot-product kernels (bf16_matmul.py; "
+                                   "default 0)",
+                        "num-threads": "threads the kernels' parallel loops are split for (default 1)"})
+def bf16_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    kernels = options.get("kernels", "0")
+    if kernels not in ("0", "1"):
+        raise PipelineError(f"{BF16_WEIGHTS}: kernels must be 0 or 1, got {kernels!r}")
+    threads = positive_int_option("num-threads", options.get("num-threads", "1"))
+    for function in defined_functions(module):
+        store_weights_as_bf16(function, threads if kernels == "1" else 0)
+
+
+def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kernels: bool | None = None) -> Pipeline:
+    """``pipeline`` at ``precision="bf16"``: ``tilecraft-bf16-weights`` at the end of its
+    graph stage (after constant folding), or first in its simplify stage when it has no
+    graph stage.
+
+    With ``kernels`` (default: whether ``target`` has AVX512-BF16), plain matmuls become bf16
+    dot-product kernels: the graph stage packs no weight panels (the kernels pack their own),
+    and the vector stage turns the kernels' dot products into ``vdpbf16ps`` where the target
+    has it. ``kernels=True`` on another target keeps the portable dot products (for tests)."""
+    target = Target.parse(target or "llvm")
+    if kernels is None:
+        kernels = target.has_avx512_bf16
+    element = f"{BF16_WEIGHTS}{{kernels=1 num-threads={target.num_threads}}}" if kernels else BF16_WEIGHTS
+    if any(p.split("{")[0] == BF16_WEIGHTS for stage in pipeline.stages for p in stage.passes):
+        return pipeline
+    for stage_name, at_end in (("graph", True), ("simplify", False)):
+        if stage_name in pipeline.stage_names:
+            passes = [p for p in pipeline.stage(stage_name).passes if not (kernels and p == PACK_WEIGHT_PANELS)]
+            pipeline = pipeline.replace(stage_name, [*passes, element] if at_end else [element, *passes])
+            break
+    else:
+        raise OptionError("precision='bf16' needs a pipeline with a 'graph' or 'simplify' stage")
+    if kernels and target.has_avx512_bf16 and "vector" in pipeline.stage_names:
+        pipeline = pipeline.replace("vector", [BF16_DOTS_PASS, *pipeline.stage("vector").passes])
+    return pipeline

@@ -1,0 +1,1040 @@
+"""``tilecraft-fuse-attention``: scaled dot-product attention as one kernel that never stores
+the scores (flash-attention's tiling over the keys, on a CPU's vector registers).
+
+The frontends emit attention as the ops of its definition (ONNX's MatMul / Softmax / MatMul
+of an exported transformer, ONNX's ``Attention`` function, PyTorch's
+``scaled_dot_product_attention`` decomposition)::
+
+    S = batch_matmul(Q, K^T)                     [B, M, N], B = batch x heads
+    X = f(S, extras...)                          elementwise chain: scale, masks (optional)
+    E = exp(X - rowmax(X));  P = E * (1 / rowsum(E))
+    O = batch_matmul(P, V)                       [B, M, Dv]
+
+Run op by op, S, X, E and P are each B x M x N floats written and read back: for BERT-base
+(12 x 128 x 128) 786 KB each, four round trips through L2 per layer for a computation whose
+inputs are 3 x 393 KB. This pass replaces the whole pattern by a call of a generated kernel
+(one per site; identical ones are merged before LLVM) that keeps S in registers:
+
+* ``scf.forall`` over (B, row blocks of the queries), about two tasks per thread;
+* per register tile of ``ROWS`` query rows, a loop over blocks of KB keys (one of
+  ``KEY_BLOCKS``) carrying each row's output accumulators (Dv / 16 vectors), running max
+  ``m`` and running sum ``l``:
+
+  - ``S`` tile = Q rows x K^T block (one broadcast of Q per row and d, KB / 16 loads of K^T);
+  - ``X`` = the chain's bodies on those vectors (vector_bodies.py), its extra operands read
+    at the tile's place through their indexing maps; keys past N (K^T and V padded to a
+    multiple of KB) are set to -inf;
+  - online softmax: ``m' = max(m, rowmax(X))``, ``p = exp(X - m')``,
+    ``alpha = exp(m - m')``, ``l' = l * alpha + rowsum(p)``, ``O = O * alpha + p @ V``
+    (a broadcast of each p and Dv / 16 loads of V per key);
+
+  and ``O * (1 / l)`` is stored. A row whose keys are all -inf so far uses 0 in place of
+  its max, so the -inf - -inf of a fully masked block gives 0, not NaN; a row that stays
+  fully masked ends 0 / 0 = NaN, as the unfused softmax does, unless the graph zeroes such
+  rows after the softmax (``RowZeroing``: ONNX's Attention, PyTorch's decomposition).
+
+The result differs from the unfused one by rounding only (the sums are formed in another
+order). Why a generated kernel rather than a transform-dialect schedule of the five ops:
+the online softmax rescales the accumulators by a factor computed inside the loop over
+keys, which no tiling or fusion of the original ops expresses (MLIR has no
+``linalg.softmax`` decomposition into an online form).
+
+Key blocks a constant mask rules out are skipped. When the chain's last op adds a literal
+constant mask of [M, N] (broadcast over the batch), or selects -inf by a literal bool one,
+the pass reads, per query row, the range of keys the mask leaves finite (``key_ranges``).
+Each register tile then loops only over the key blocks that meet its rows' ranges. A
+causal mask does about half the work; a NaN or +inf score at a masked key no longer turns
+its row into NaN there.
+
+Q and V are read in place through the transposes (and batch merges) that made them from
+a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
+padded V is still copied). K^T is read as it is, contiguous along the keys.
+
+Matched only where the shapes are static, Q, K, V and the scores f32 (a chain operand may
+be of any type; bools are passed as bytes), Dv is at most MAX_VALUE_DEPTH (64: BERT, GPT-2,
+ViT; wider heads run as fast unfused, see there), and the intermediate values have no other
+users. Anything else keeps the unfused ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func
+from mlir.passmanager import PassManager
+
+from ...ir.maps import has_indexing_maps, indexing_map_texts, operand_map
+from ...ir import core
+from ...ir.resources import literal_array
+from ..ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
+from ..passes import positive_int_option, register_pass
+from .vector_bodies import clonable_body, clone_body, declared_function, is_all_parallel, is_identity
+
+FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
+KERNEL_PREFIX = "tilecraft_attention"
+LANES = 16         # f32 lanes of a 512-bit vector
+KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
+ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
+# Widest Dv fused. Wider, the output accumulators (ROWS x Dv / 16 vectors) no longer fit in
+# registers beside the scores; measured on one thread, 8 heads x 256 x 256 with Dv = 128: no
+# variant tried (ROWS in {1, 2, 3, 4}, key blocks of 32 or 64, P @ V in chunks of 4 or 8
+# output vectors, the accumulators in registers or in the output tile) beat the unfused ops,
+# while at Dv = 64 the kernel does (docs/performance.md).
+MAX_VALUE_DEPTH = 64
+_MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
+
+
+@dataclass(frozen=True)
+class Extra:
+    """An extra operand of the score chain (a scale, a mask), read at the tile's place:
+    ``map_results`` are its indexing map's results over the chain's domain (batch dims,
+    query row, key); along the keys when its last result is the key dim (``along_keys``),
+    else one value per row, broadcast. A bool (i1) operand is passed and read as bytes
+    (``stored``; i1 tensors are bytes in memory) and compared with 0."""
+
+    tensor_type: str
+    element: str
+    map_results: tuple[str, ...]
+    along_keys: bool
+
+    @property
+    def stored(self) -> str:
+        """The element type the kernel reads."""
+        return "i8" if self.element == "i1" else self.element
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    batch: int
+    rows: int       # M: queries
+    keys: int       # N
+    depth: int      # D: Q's and K's feature size
+    value_depth: int  # Dv
+    domain: tuple[int, ...]  # the chain's domain (batch dims..., M, N)
+
+    @property
+    def key_block(self) -> int:
+        """Keys per block: the one of KEY_BLOCKS (or all keys, rounded up to whole vectors,
+        when fewer) that pads N least, the larger on a tie."""
+        if self.keys <= KEY_BLOCKS[-1]:
+            return -(-self.keys // LANES) * LANES
+        return min(KEY_BLOCKS, key=lambda kb: (-(-self.keys // kb) * kb, -kb))
+
+    @property
+    def padded_keys(self) -> int:
+        kb = self.key_block
+        return -(-self.keys // kb) * kb
+
+
+@dataclass
+class AttentionSite:
+    """The ops of one matched attention: the two batch matmuls and the chain between them."""
+
+    scores: ir.Operation                       # batch_matmul(Q, K^T)
+    chain: list[tuple[ir.Operation, int]]      # (generic, position of the running value)
+    context: ir.Operation                      # batch_matmul(P, V)
+    dead: list[ir.Operation]                   # every op the kernel replaces, last first
+    shape: AttentionShape
+    zeroing: "RowZeroing | None" = None        # rows whose output is set to 0
+
+
+# ---- matching ------------------------------------------------------------------------------
+
+def _single_user(value: ir.Value) -> ir.Operation | None:
+    found = users(value)
+    return found[0] if len(found) == 1 else None
+
+
+def _map_results(generic: ir.Operation, index: int) -> list[str]:
+    value = operand_map(generic, index)
+    return [str(e) for e in value.results]
+
+
+def _body(generic: ir.Operation) -> list[ir.Operation]:
+    """The body's ops, the yield last."""
+    return [op.operation for op in generic.regions[0].blocks[0].operations]
+
+
+def _arguments(generic: ir.Operation) -> list[ir.Value]:
+    return list(generic.regions[0].blocks[0].arguments)
+
+
+def _is_f32(value: ir.Value) -> bool:
+    return (isinstance(value.type, ir.RankedTensorType) and ir.RankedTensorType(value.type).has_static_shape
+            and str(ir.RankedTensorType(value.type).element_type) == "f32")
+
+
+def _constant_value(value: ir.Value) -> float | None:
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(op.attributes["value"]).value
+
+
+def _reduction_over_keys(value: ir.Value, rank: int) -> tuple[ir.Operation, ir.Operation, str] | None:
+    """(expand_shape, reduction, its combining op's name) when ``value`` is ``expand_shape``
+    (a trailing unit dim) of a ``linalg.generic`` that reduces its one input over the last
+    dim by one op of its two block arguments, each used once; else ``None``."""
+    expand = defining_op(value)
+    if expand is None or expand.name != "tensor.expand_shape" or _single_user(value) is None:
+        return None
+    reduction = defining_op(expand.operands[0])
+    if (reduction is None or reduction.name != "linalg.generic" or len(reduction.operands) != 2
+            or len(users(reduction.results[0])) != 1):
+        return None
+    iterators = [str(i) for i in ir.ArrayAttr(reduction.attributes["iterator_types"])]
+    if iterators != ['#linalg.iterator_type<parallel>'] * (rank - 1) + ['#linalg.iterator_type<reduction>']:
+        return None
+    if _map_results(reduction, 0) != [f"d{i}" for i in range(rank)] \
+            or _map_results(reduction, 1) != [f"d{i}" for i in range(rank - 1)]:
+        return None
+    body = _body(reduction)
+    if len(body) != 2 or sorted(map(str, body[0].operands)) != sorted(map(str, _arguments(reduction))) \
+            or len(body[0].operands) != 2 or body[1].operands[0] != body[0].results[0]:
+        return None
+    return expand, reduction, body[0].name
+
+
+def _row_reduction(value: ir.Value, combine: str, start: float, rank: int) -> ir.Value | None:
+    """The reduced operand when ``value`` is a reduction over the keys
+    (``_reduction_over_keys``) by ``combine`` from a fill of ``start``; else ``None``."""
+    found = _reduction_over_keys(value, rank)
+    if found is None or found[2] != combine:
+        return None
+    reduction = found[1]
+    fill = defining_op(reduction.operands[1])
+    if fill is None or fill.name != "linalg.fill" or _constant_value(fill.operands[0]) != start:
+        return None
+    return reduction.operands[0]
+
+
+def _row_broadcast(generic: ir.Operation, index: int, rank: int) -> bool:
+    return _map_results(generic, index) == [f"d{i}" for i in range(rank - 1)] + ["0"]
+
+
+def _elementwise_with_row_value(op: ir.Operation | None, rank: int) -> bool:
+    """An all-parallel generic of (a full tensor, one value per row broadcast over the
+    keys): softmax's exp and normalization steps."""
+    return (op is not None and is_all_parallel(op) and len(op.operands) == 3
+            and _map_results(op, 0) == [f"d{i}" for i in range(rank)] and _row_broadcast(op, 1, rank))
+
+
+def _softmax_input(p: ir.Value, rank: int) -> tuple[ir.Value, list[ir.Operation]] | None:
+    """``X`` when ``p`` is softmax(X) over the last dim as reduction.softmax emits it:
+    ``e = exp(X - rowmax(X))`` and ``e * (1 / rowsum(e))`` (or ``e / rowsum(e)``); with the
+    ops to erase. X's users are the caller's to check (the max, the exp and perhaps the
+    test for fully masked rows)."""
+    normalize = defining_op(p)
+    if not _elementwise_with_row_value(normalize, rank):
+        return None
+    e_arg, s_arg, _ = _arguments(normalize)
+    body = _body(normalize)
+    reciprocal = (len(body) == 3 and body[0].name == "arith.divf" and _constant_value(body[0].operands[0]) == 1.0
+                  and body[0].operands[1] == s_arg and body[1].name == "arith.mulf"
+                  and set(body[1].operands) == {e_arg, body[0].results[0]})
+    divide = len(body) == 2 and body[0].name == "arith.divf" and list(body[0].operands) == [e_arg, s_arg]
+    if not (reciprocal or divide) or body[-1].operands[0] != body[-2].results[0]:
+        return None
+    e, sums = normalize.operands[0], normalize.operands[1]
+    if _row_reduction(sums, "arith.addf", 0.0, rank) != e or len(users(e)) != 2:
+        return None
+    exponential = defining_op(e)
+    if not _elementwise_with_row_value(exponential, rank):
+        return None
+    x_arg, m_arg, _ = _arguments(exponential)
+    body = _body(exponential)
+    if (len(body) != 3 or body[0].name != "arith.subf" or list(body[0].operands) != [x_arg, m_arg]
+            or body[1].name != "math.exp" or body[1].operands[0] != body[0].results[0]
+            or body[2].operands[0] != body[1].results[0]):
+        return None
+    x, peaks = exponential.operands[0], exponential.operands[1]
+    if _row_reduction(peaks, "arith.maximumf", float("-inf"), rank) != x:
+        return None
+    dead = [normalize, defining_op(sums), defining_op(defining_op(sums).operands[0]), exponential,
+            defining_op(peaks), defining_op(defining_op(peaks).operands[0])]
+    return x, dead
+
+
+def _batch_view(value: ir.Value, rank: int, op_name: str) -> tuple[ir.Value, ir.Operation | None]:
+    """``value`` seen with its batch dims merged (rank 3): through the reshape ``op_name``
+    whose reassociation is [[batch dims], [M], [N]], or as it is at rank 3."""
+    if rank == 3:
+        return value, None
+    reshape = defining_op(value) if op_name == "tensor.expand_shape" else _single_user(value)
+    if reshape is None or reshape.name != op_name:
+        return value, None
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(reshape.attributes["reassociation"])]
+    if groups != [list(range(rank - 2)), [rank - 2], [rank - 1]]:
+        return value, None
+    return (reshape.operands[0] if op_name == "tensor.expand_shape" else reshape.results[0]), reshape
+
+
+# linalg.batch_matmul's own maps (b, m, n, k): an op carrying others reads a transposed operand.
+_BATCH_MATMUL_MAPS = ["(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)",
+                      "(d0, d1, d2, d3) -> (d0, d1, d2)"]
+
+
+def _plain_batch_matmul(op: ir.Operation | None) -> bool:
+    """A ``linalg.batch_matmul`` of static f32 operands, with its default maps, into zeros."""
+    if op is None or op.name != "linalg.batch_matmul":
+        return False
+    if has_indexing_maps(op) and indexing_map_texts(op) != _BATCH_MATMUL_MAPS:
+        return False
+    return is_zero_fill(op.operands[2]) and all(_is_f32(v) for v in op.operands)
+
+
+def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
+    value = generic.operands[index]
+    if not isinstance(value.type, ir.RankedTensorType) or not ir.RankedTensorType(value.type).has_static_shape:
+        return None
+    element = str(ir.RankedTensorType(value.type).element_type)
+    tensor_type = str(value.type)
+    if element == "i1":  # passed as bytes (see Extra)
+        tensor_type = str(ir.RankedTensorType.get(ir.RankedTensorType(value.type).shape,
+                                                  ir.IntegerType.get_signless(8)))
+    results = tuple(_map_results(generic, index))
+    key = f"d{rank - 1}"
+    along_keys = bool(results) and results[-1] == key
+    if any(key in r for r in (results[:-1] if along_keys else results)):
+        return None  # the key dim elsewhere than innermost: not a vector read
+    return Extra(tensor_type, element, results, along_keys)
+
+
+def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
+    """(S, the elementwise generics from S to ``x`` in order, each with the position of the
+    running value) when ``x`` is S through at most _MAX_CHAIN such generics, S being the
+    (reshaped) result of a plain batch matmul; else ``None``."""
+    def walk(value: ir.Value, depth: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
+        source, reshape = _batch_view(value, rank, "tensor.expand_shape")
+        # value's own users are the caller's to count (X's: the max, the exp, ...).
+        if _plain_batch_matmul(defining_op(source)) and (reshape is None or len(users(source)) == 1):
+            return value, []
+        op = defining_op(value)
+        if depth == _MAX_CHAIN or op is None or not is_all_parallel(op) or not clonable_body(op) \
+                or not is_identity(operand_map(op, -1)):
+            return None
+        inputs = list(op.operands)[:-1]
+        for position, operand in enumerate(inputs):
+            if _map_results(op, position) != [f"d{i}" for i in range(rank)] or not _is_f32(operand):
+                continue
+            if len(users(operand)) != 1 or inputs.count(operand) != 1:
+                continue
+            if any(_extra(op, i, rank) is None for i in range(len(inputs)) if i != position):
+                continue
+            found = walk(operand, depth + 1)
+            if found is not None:
+                return found[0], [*found[1], (op, position)]
+        return None
+
+    return walk(x, 0)
+
+
+@dataclass
+class RowZeroing:
+    """Output rows set to 0: the softmax's result went through ``select(c, 0, P)`` with ``c``
+    one value per query row (how ONNX's Attention and PyTorch's decomposition of
+    ``scaled_dot_product_attention`` turn the NaN of a fully masked row into 0).
+
+    ``kind``: ``masked`` when ``c`` is "every key of the row is -inf" computed from X (the
+    kernel knows it: the row's running max is still -inf; ``dead`` are the ops computing
+    it), ``tensor`` when ``c`` is read from ``condition`` (independent of X)."""
+
+    generic: ir.Operation
+    kind: str
+    condition: ir.Value | None = None
+    condition_map: tuple[str, ...] = ()
+    dead: tuple[ir.Operation, ...] = ()
+
+
+def _splat_value(value: ir.Value) -> float | int | bool | None:
+    """The element of a splat constant tensor (or of a ``linalg.fill`` with a constant)."""
+    op = defining_op(value)
+    if op is not None and op.name == "linalg.fill":
+        return _scalar_constant(op.operands[0])
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.DenseElementsAttr):
+        return None
+    attr = ir.DenseElementsAttr(op.attributes["value"])
+    if not attr.is_splat:
+        return None
+    element = attr.get_splat_value()
+    if isinstance(element, ir.FloatAttr):
+        return ir.FloatAttr(element).value
+    if isinstance(element, ir.IntegerAttr):
+        return ir.IntegerAttr(element).value
+    if isinstance(element, ir.BoolAttr):
+        return ir.BoolAttr(element).value
+    return None
+
+
+def _integer_constant(value: ir.Value) -> int | None:
+    """The value of a scalar integer (or i1: 0 / 1) ``arith.constant``."""
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant":
+        return None
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.BoolAttr):
+        return int(ir.BoolAttr(attr).value)
+    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
+
+
+def _scalar_constant(value: ir.Value) -> float | int | None:
+    """The value of a scalar float or integer ``arith.constant``."""
+    number = _constant_value(value)
+    return number if number is not None else _integer_constant(value)
+
+
+def _scalar_operand(generic: ir.Operation, value: ir.Value) -> float | int | None:
+    """The constant a body operand ``value`` stands for: a captured scalar constant, or a
+    block argument whose input is a splat constant."""
+    arguments = _arguments(generic)
+    if value in arguments:
+        return _splat_value(generic.operands[arguments.index(value)])
+    return _scalar_constant(value)
+
+
+def _negation(value: ir.Value) -> tuple[ir.Value, ir.Operation] | None:
+    """(x, op) when ``value`` is ``xori(x, true)`` of an i1 tensor, elementwise."""
+    op = defining_op(value)
+    if op is None or not is_all_parallel(op) or len(op.operands) != 2 or len(users(value)) != 1:
+        return None
+    body = _body(op)
+    if len(body) != 2 or body[0].name != "arith.xori" or body[1].operands[0] != body[0].results[0]:
+        return None
+    argument = _arguments(op)[0]
+    others = [v for v in body[0].operands if v != argument]
+    if len(others) != 1 or _integer_constant(others[0]) not in (1, -1):  # i1 true
+        return None
+    return op.operands[0], op
+
+
+def _strip_negation(value: ir.Value, ops: list[ir.Operation]) -> tuple[ir.Value, bool]:
+    """(x, True) when ``value`` is ``xori(x, true)`` (its op appended to ``ops``), else
+    (``value``, False)."""
+    found = _negation(value)
+    if found is None:
+        return value, False
+    ops.append(found[1])
+    return found[0], True
+
+
+def _all_keys_masked(condition: ir.Value, x: ir.Value, rank: int) -> list[ir.Operation] | None:
+    """The ops computing ``condition`` when it is "every key of the row is -inf" of ``x``,
+    kept as ``expand_shape`` of a reduction over the keys: ``all(x == -inf)`` or
+    ``not(any(not(x == -inf)))`` and the like; else ``None``."""
+    ops: list[ir.Operation] = []
+    condition, negated_after = _strip_negation(condition, ops)
+    found = _reduction_over_keys(condition, rank)
+    if found is None:
+        return None
+    expand, reduction, combine = found
+    start = _splat_value(reduction.operands[1])
+    if combine in ("arith.maxui", "arith.ori") and start in (0, False):
+        reduce_any = True
+    elif combine in ("arith.minui", "arith.andi") and start in (1, -1, True):
+        reduce_any = False
+    else:
+        return None
+    ops += [expand, reduction]
+    tested, negated_before = _strip_negation(reduction.operands[0], ops)
+    compare = defining_op(tested)
+    if compare is None or not is_all_parallel(compare) or len(users(tested)) != 1:
+        return None
+    body = _body(compare)
+    if len(body) != 2 or body[0].name != "arith.cmpf":
+        return None
+    inputs = list(compare.operands)[:-1]
+    arguments = _arguments(compare)
+    if x not in inputs or _map_results(compare, inputs.index(x)) != [f"d{i}" for i in range(rank)]:
+        return None
+    x_argument = arguments[inputs.index(x)]
+    others = [v for v in body[0].operands if v != x_argument]
+    if len(others) != 1 or x_argument not in body[0].operands or _scalar_operand(compare, others[0]) != float("-inf"):
+        return None
+    predicate = ir.IntegerAttr(body[0].attributes["predicate"]).value
+    equal = {1: True, 6: False, 13: False}.get(predicate)  # oeq; one; une
+    if equal is None:
+        return None
+    ops.append(compare)
+    # all(x == -inf) <=> not(any(x != -inf))
+    is_equal = equal != negated_before
+    if (is_equal and not reduce_any and not negated_after) or (not is_equal and reduce_any and negated_after):
+        return ops
+    return None
+
+
+def _row_zeroing(p: ir.Value, rank: int) -> tuple[ir.Value, RowZeroing | None] | None:
+    """(the softmax's result, the zeroing of rows) when ``p`` is ``select(c, 0, P)`` with ``c``
+    per row; (``p``, ``None``) when ``p`` is not such a select; ``None`` when it is one this
+    pass cannot take. ``kind`` stays unset (``""``) for a ``c`` that X's match decides."""
+    op = defining_op(p)
+    if op is None or not is_all_parallel(op) or len(op.operands) != 4:
+        return p, None
+    body = _body(op)
+    arguments = _arguments(op)
+    if len(body) != 2 or body[0].name != "arith.select" or body[1].operands[0] != body[0].results[0] \
+            or not all(v in arguments for v in body[0].operands):
+        return p, None
+    c, zero, kept = (arguments.index(v) for v in body[0].operands)
+    if len({c, zero, kept}) != 3 or _map_results(op, kept) != [f"d{i}" for i in range(rank)]:
+        return None
+    if _splat_value(op.operands[zero]) not in (0, 0.0) or len(users(op.operands[kept])) != 1:
+        return None
+    condition_map = tuple(_map_results(op, c))
+    if any(f"d{rank - 1}" in r for r in condition_map):
+        return None  # c varies along the keys: not a row's
+    condition = op.operands[c]
+    if _splat_value(condition) in (0, False):
+        return op.operands[kept], RowZeroing(op, "none")
+    return op.operands[kept], RowZeroing(op, "", condition, condition_map)
+
+
+def match_attention(context: ir.Operation) -> AttentionSite | None:
+    """The attention whose second batch matmul is ``context``, or ``None``."""
+    if not _plain_batch_matmul(context):
+        return None
+    p3, v3 = context.operands[0], context.operands[1]
+    if len(users(p3)) != 1:
+        return None
+    collapse = defining_op(p3)
+    if collapse is not None and collapse.name == "tensor.collapse_shape":
+        p = collapse.operands[0]
+        rank = ir.RankedTensorType(p.type).rank
+        if _batch_view(p, rank, "tensor.collapse_shape") != (p3, collapse) or len(users(p)) != 1:
+            return None
+    else:
+        p, rank, collapse = p3, 3, None
+    zeroing_match = _row_zeroing(p, rank)
+    if zeroing_match is None:
+        return None
+    p, zeroing = zeroing_match
+    softmax = _softmax_input(p, rank)
+    if softmax is None:
+        return None
+    x, softmax_ops = softmax
+    x_users = 2
+    if zeroing is not None and zeroing.kind == "":
+        masked = _all_keys_masked(zeroing.condition, x, rank)
+        if masked is not None:
+            zeroing = RowZeroing(zeroing.generic, "masked", dead=tuple(masked))
+            x_users = 3
+        elif ir.RankedTensorType(zeroing.condition.type).has_static_shape:
+            zeroing = RowZeroing(zeroing.generic, "tensor", zeroing.condition, zeroing.condition_map)
+        else:
+            return None
+    if len(users(x)) != x_users:
+        return None
+    chain = _score_chain(x, rank)
+    if chain is None:
+        return None
+    s, steps = chain
+    s3, expand = _batch_view(s, rank, "tensor.expand_shape")
+    scores = defining_op(s3)
+    q3, kt3 = scores.operands[0], scores.operands[1]
+    b, m, d = ir.RankedTensorType(q3.type).shape
+    n = ir.RankedTensorType(kt3.type).shape[2]
+    dv = ir.RankedTensorType(v3.type).shape[2]
+    if dv > MAX_VALUE_DEPTH:
+        return None
+    domain = tuple(ir.RankedTensorType(s.type).shape)
+    dead = [context, *([collapse] if collapse else []), *([zeroing.generic] if zeroing else []), *softmax_ops,
+            *(zeroing.dead if zeroing else ()), *(op for op, _ in reversed(steps)),
+            *([expand] if expand else []), scores]
+    if zeroing is not None and zeroing.kind == "none":
+        zeroing = None
+    return AttentionSite(scores, steps, context, dead, AttentionShape(b, m, n, d, dv, domain), zeroing)
+
+
+@dataclass(frozen=True)
+class OperandView:
+    """How the kernel reads a rank-3 operand X[b, i, j] (Q, V): at ``indices`` (affine
+    expressions of d0 = b, d1 = i, d2 = j) of ``source``, the tensor X was copied from by
+    transposes and a merge of batch dims. Why: Q and V usually come from a projection
+    through a transpose ([seq, heads, d] -> [heads, seq, d]); read in place, those copies
+    (each as large as the operand) are not made."""
+
+    source: ir.Value
+    indices: tuple[str, ...]
+
+    @property
+    def tensor_type(self) -> str:
+        return str(self.source.type)
+
+
+def operand_view(value: ir.Value) -> OperandView:
+    """``value``'s view through single-use ``linalg.transpose`` ops and batch-merging
+    ``tensor.collapse_shape`` ops (the identity view when there are none)."""
+    indices = ["d0", "d1", "d2"]
+    while True:
+        op = defining_op(value)
+        if op is None or len(users(value)) != 1:
+            break
+        if op.name == "linalg.transpose":
+            permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            source_indices = [""] * len(indices)
+            for position, dim in enumerate(permutation):  # result dim i is input dim perm[i]
+                source_indices[dim] = indices[position]
+            indices, value = source_indices, op.operands[0]
+        elif op.name == "tensor.collapse_shape":
+            groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
+                      for g in ir.ArrayAttr(op.attributes["reassociation"])]
+            source_shape = ir.RankedTensorType(op.operands[0].type).shape
+            if any(len(group) != 1 for group in groups[1:]) or not ir.RankedTensorType(op.operands[0].type).has_static_shape:
+                break  # only leading (batch) dims merged
+            merged = []
+            for k, dim in enumerate(groups[0]):
+                stride = 1
+                for later in groups[0][k + 1:]:
+                    stride *= source_shape[later]
+                merged.append(f"(({indices[0]}) floordiv {stride}) mod {source_shape[dim]}")
+            indices, value = merged + indices[1:], op.operands[0]
+        else:
+            break
+    return OperandView(value, tuple(indices))
+
+
+def _row_key_mask(generic: ir.Operation, value: ir.Value, rank: int, shape: "AttentionShape") -> np.ndarray | None:
+    """``value`` (an input of ``generic``) as an M x N array, when it is a literal constant
+    read at (row, key) and broadcast over the batch dims."""
+    results = _map_results(generic, list(generic.operands).index(value))
+    array = literal_array(value)
+    if array is None or results[-2:] != [f"d{rank - 2}", f"d{rank - 1}"]:
+        return None
+    if any(extent != 1 for extent in array.shape[:-2]):
+        return None  # one mask per batch entry
+    if array.size != shape.rows * shape.keys or array.shape[-2:] != (shape.rows, shape.keys):
+        return None
+    return array.reshape(shape.rows, shape.keys)
+
+
+def key_ranges(site: "AttentionSite") -> np.ndarray | None:
+    """Per query row, the [first, end) keys a literal mask leaves finite, as an M x 2 i32
+    array; ``None`` unless the chain's last op sets X to -inf where a literal constant (read
+    at (row, key), broadcast over the batch dims) says so, whatever the score:
+    ``addf(x, mask)`` (-inf entries; short of a +inf or NaN score) or
+    ``select(mask, x, -inf)`` / ``select(mask, -inf, x)`` (false / true entries)."""
+    if not site.chain:
+        return None
+    generic, position = site.chain[-1]
+    rank = len(site.shape.domain)
+    body = _body(generic)
+    arguments = _arguments(generic)
+    inputs = list(generic.operands)[:-1]
+    running = arguments[position]
+    if len(body) != 2 or body[1].operands[0] != body[0].results[0]:
+        return None
+    op = body[0]
+    finite = None
+    if op.name == "arith.addf" and running in op.operands and len(inputs) == 2:
+        other = [v for v in op.operands if v != running]
+        if len(other) == 1 and other[0] in arguments:
+            mask = _row_key_mask(generic, inputs[arguments.index(other[0])], rank, site.shape)
+            if mask is not None and mask.dtype == np.float32:
+                finite = mask != -np.inf
+    elif op.name == "arith.select" and op.operands[0] in arguments:
+        condition, on_true, on_false = op.operands
+        mask = _row_key_mask(generic, inputs[arguments.index(condition)], rank, site.shape)
+        if mask is not None and mask.dtype == np.bool_:
+            if on_true == running and _scalar_operand(generic, on_false) == float("-inf"):
+                finite = mask
+            elif on_false == running and _scalar_operand(generic, on_true) == float("-inf"):
+                finite = ~mask
+    if finite is None:
+        return None
+    keys = site.shape.keys
+    first = np.where(finite.any(axis=1), finite.argmax(axis=1), keys)
+    end = np.where(finite.any(axis=1), keys - finite[:, ::-1].argmax(axis=1), 0)
+    if (first == 0).all() and (end == keys).all():
+        return None  # nothing to skip
+    return np.stack([first, end], axis=1).astype(np.int32)
+
+
+# ---- the kernel ----------------------------------------------------------------------------
+
+def _row_block(shape: AttentionShape, threads: int) -> int:
+    """Query rows per task: all of them when the batch alone gives two tasks per thread, else
+    enough blocks for that (whole register tiles)."""
+    blocks = max(1, -(-2 * threads // shape.batch))
+    rows = -(-shape.rows // blocks)
+    return min(shape.rows, -(-rows // ROWS) * ROWS)
+
+
+def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads: int,
+                  scores_function: str | None, zeroing: "str | Extra | None" = None,
+                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
+                  ranged: bool = False) -> str:
+    """The kernel's MLIR (see the module docstring): ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv,
+    extras...[, rows to zero]) -> BxMxDv``, all f32, Np the keys padded to whole blocks.
+    ``scores_function`` (declared here, defined by the caller) maps a score vector and the
+    extras' vectors to X. ``zeroing``: rows whose output is 0 rather than NaN: ``"masked"``
+    (every key -inf), or an i8 tensor read per row (nonzero: 0). ``q_view`` / ``v_view``:
+    Q and V read through their views (V's last index must be d2, its innermost dim) in place
+    of the [B, M, D] and [B, Np, Dv] tensors. ``ranged``: a last argument, M x 2 i32, gives
+    each row's [first, end) keys; a register tile loops over the blocks that meet its rows'."""
+    b, m, n, d, dv = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth
+    kb, np_ = shape.key_block, shape.padded_keys
+    key_vectors, out_vectors = kb // LANES, -(-dv // LANES)
+    rank = len(shape.domain)
+    block_rows = _row_block(shape, threads)
+    row_blocks = -(-m // block_rows)
+    q_type, kt_type = f"tensor<{b}x{m}x{d}xf32>", f"tensor<{b}x{d}x{np_}xf32>"
+    v_type, o_type = f"tensor<{b}x{np_}x{dv}xf32>", f"tensor<{b}x{m}x{dv}xf32>"
+    q_type = q_view.tensor_type if q_view else q_type
+    v_type = v_view.tensor_type if v_view else v_type
+    tile_type, vec = f"tensor<?x{dv}xf32>", "vector<16xf32>"
+    dv_in_bounds = "true" if dv % LANES == 0 else "false"
+    keys_in_bounds = "true" if np_ == n else "false"
+    arguments = [f"%q: {q_type}", f"%kt: {kt_type}", f"%v: {v_type}"]
+    arguments += [f"%e{i}: {e.tensor_type}" for i, e in enumerate(extras)]
+    if isinstance(zeroing, Extra):
+        arguments.append(f"%zr: {zeroing.tensor_type}")
+    if ranged:
+        arguments.append(f"%kr: tensor<{m}x2xi32>")
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    lines = []
+    if scores_function:
+        types = ", ".join([vec, *(f"vector<16x{e.element}>" for e in extras)])
+        lines.append(f"func.func private @{scores_function}({types}) -> {vec}")
+    lines += [
+        f"func.func @{name}({', '.join(arguments)}) -> {o_type} {{",
+        "  %c0 = arith.constant 0 : index",
+        "  %c1 = arith.constant 1 : index",
+        f"  %c_depth = arith.constant {d} : index",
+        f"  %c_keys = arith.constant {np_} : index",
+        f"  %c_block = arith.constant {kb} : index",
+        f"  %c_rows = arith.constant {ROWS} : index",
+        "  %f0 = arith.constant 0.0 : f32",
+        "  %one = arith.constant 1.0 : f32",
+        "  %ninf = arith.constant 0xFF800000 : f32",
+        "  %i8_0 = arith.constant 0 : i8",
+        f"  %zero_v = arith.constant dense<0.0> : {vec}",
+        f"  %ninf_v = arith.constant dense<0xFF800000> : {vec}",
+        *(f"  %c{u * LANES} = arith.constant {u * LANES} : index" for u in range(1, out_vectors)),
+        *(f"  %pad{i} = arith.constant {'0.0' if e.stored.startswith(('f', 'bf')) else '0'} : {e.stored}"
+          for i, e in enumerate(extras)),
+        "  %i8_0_v = arith.constant dense<0> : vector<16xi8>",
+        f"  %empty = tensor.empty() : {o_type}",
+        f"  %res = scf.forall (%b, %rb) in ({b}, {row_blocks}) shared_outs(%o = %empty) -> ({o_type}) {{",
+        f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
+        f"    %nrows = affine.min affine_map<(d0) -> ({block_rows}, {m} - d0 * {block_rows})>(%rb)",
+        f"    %tile = tensor.extract_slice %o[%b, %m0, 0] [1, %nrows, {dv}] [1, 1, 1] : {o_type} to {tile_type}",
+        f"    %main = affine.apply affine_map<(d0) -> (d0 - d0 mod {ROWS})>(%nrows)",
+    ]
+    batch_dims = shape.domain[:-2]
+    for k, extent in enumerate(batch_dims):  # the chain's batch indices of the flat batch %b
+        stride = 1
+        for later in batch_dims[k + 1:]:
+            stride *= later
+        lines.append(f"    %bi{k} = affine.apply affine_map<(d0) -> ((d0 floordiv {stride}) mod {extent})>(%b)")
+    batch_indices = [f"%bi{k}" for k in range(len(batch_dims))]
+
+    def index_of(expr: str, row: str, key: str, tag: str, indent: str, out: list[str]) -> str:
+        """An extra's index: one of its map's results at (batch, ``row``, ``key``)."""
+        name = f"%ix_{tag}"
+        out.append(f"{indent}{name} = affine.apply affine_map<({dims}) -> ({expr})>"
+                   f"({', '.join([*batch_indices, row, key])})")
+        return name
+
+    def row_loop(tag: str, mr: int, lower: str, upper: str, step: str, source: str) -> list[str]:
+        out = [f"    %{tag} = scf.for %i = {lower} to {upper} step {step} "
+               f"iter_args(%tl = {source}) -> ({tile_type}) {{"]
+        for r in range(mr):
+            out += [f"      %local{r} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i)",
+                    f"      %row{r} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i)"]
+            for i, extra in enumerate(extras):  # one value per row, broadcast
+                if not extra.along_keys:
+                    at = [index_of(e, f"%row{r}", "%c0", f"{i}_{r}_{j}", "      ", out)
+                          for j, e in enumerate(extra.map_results)]
+                    out.append(f"      %x{i}_{r}_s = tensor.extract %e{i}[{', '.join(at)}] : {extra.tensor_type}")
+                    scalar = f"%x{i}_{r}_s"
+                    if extra.element == "i1":
+                        out.append(f"      %x{i}_{r}_b = arith.cmpi ne, {scalar}, %i8_0 : i8")
+                        scalar = f"%x{i}_{r}_b"
+                    out.append(f"      %x{i}_{r}_v = vector.broadcast {scalar} : {extra.element} to vector<16x{extra.element}>")
+            if isinstance(zeroing, Extra):
+                at = [index_of(e, f"%row{r}", "%c0", f"z_{r}_{j}", "      ", out)
+                      for j, e in enumerate(zeroing.map_results)]
+                out += [f"      %zb{r} = tensor.extract %zr[{', '.join(at)}] : {zeroing.tensor_type}",
+                        f"      %zc{r} = arith.cmpi ne, %zb{r}, %i8_0 : i8"]
+        acc_names = [f"%oa{r}_{u}" for r in range(mr) for u in range(out_vectors)]
+        max_names, sum_names = [f"%mx{r}" for r in range(mr)], [f"%sm{r}" for r in range(mr)]
+        carried = ([f"{a} = %zero_v" for a in acc_names] + [f"{x} = %ninf" for x in max_names]
+                   + [f"{s} = %f0" for s in sum_names])
+        carried_types = ", ".join([vec] * len(acc_names) + ["f32"] * (2 * mr))
+        count = len(acc_names) + 2 * mr
+        j_lower, j_upper = "%c0", "%c_keys"
+        if ranged:  # the blocks that meet the tile's rows' key ranges
+            for r in range(mr):
+                out += [f"      %kf{r}_i = tensor.extract %kr[%row{r}, %c0] : tensor<{m}x2xi32>",
+                        f"      %ke{r}_i = tensor.extract %kr[%row{r}, %c1] : tensor<{m}x2xi32>",
+                        f"      %kf{r} = arith.index_cast %kf{r}_i : i32 to index",
+                        f"      %ke{r} = arith.index_cast %ke{r}_i : i32 to index"]
+            first, end = "%kf0", "%ke0"
+            for r in range(1, mr):
+                out += [f"      %kfm{r} = arith.minui {first}, %kf{r} : index",
+                        f"      %kem{r} = arith.maxui {end}, %ke{r} : index"]
+                first, end = f"%kfm{r}", f"%kem{r}"
+            out += [f"      %j_lo = affine.apply affine_map<(d0) -> ((d0 floordiv {kb}) * {kb})>({first})",
+                    f"      %j_hi = affine.apply affine_map<(d0) -> ((d0 ceildiv {kb}) * {kb})>({end})"]
+            j_lower, j_upper = "%j_lo", "%j_hi"
+        out.append(f"      %kv:{count} = scf.for %j = {j_lower} to {j_upper} step %c_block "
+                   f"iter_args({', '.join(carried)}) -> ({carried_types}) {{")
+        ind = "        "
+        for v in range(key_vectors):
+            out.append(f"{ind}%kj{v} = affine.apply affine_map<(d0) -> (d0 + {v * LANES})>(%j)")
+        # S = Q rows x K^T block
+        s_names = [f"%sa{r}_{v}" for r in range(mr) for v in range(key_vectors)]
+        out.append(f"{ind}%s:{len(s_names)} = scf.for %d = %c0 to %c_depth step %c1 "
+                   f"iter_args({', '.join(f'{s} = %zero_v' for s in s_names)}) -> ({', '.join([vec] * len(s_names))}) {{")
+        inner = ind + "  "
+        for v in range(key_vectors):
+            out.append(f"{inner}%k{v} = vector.transfer_read %kt[%b, %d, %kj{v}], %f0 {{in_bounds = [true]}} : {kt_type}, {vec}")
+        new = []
+        for r in range(mr):
+            if q_view:
+                at = []
+                for j, expr in enumerate(q_view.indices):
+                    out.append(f"{inner}%qi{r}_{j} = affine.apply affine_map<(d0, d1, d2) -> ({expr})>(%b, %row{r}, %d)")
+                    at.append(f"%qi{r}_{j}")
+            else:
+                at = ["%b", f"%row{r}", "%d"]
+            out += [f"{inner}%qs{r} = tensor.extract %q[{', '.join(at)}] : {q_type}",
+                    f"{inner}%qb{r} = vector.broadcast %qs{r} : f32 to {vec}"]
+            for v in range(key_vectors):
+                out.append(f"{inner}%sn{r}_{v} = vector.fma %qb{r}, %k{v}, %sa{r}_{v} : {vec}")
+                new.append(f"%sn{r}_{v}")
+        out += [f"{inner}scf.yield {', '.join(new)} : {', '.join([vec] * len(new))}", f"{ind}}}"]
+        final_scores: dict[tuple[int, int], str] = {}  # X of row r, key vector v
+        if np_ != n:
+            for v in range(key_vectors):
+                out += [f"{ind}%lim{v} = affine.apply affine_map<(d0) -> ({n} - d0 - {v * LANES})>(%j)",
+                        f"{ind}%valid{v} = vector.create_mask %lim{v} : vector<16xi1>"]
+        for r in range(mr):
+            for v in range(key_vectors):
+                score = f"%s#{r * key_vectors + v}"
+                if scores_function:
+                    values, types = [score], [vec]
+                    for i, extra in enumerate(extras):
+                        if extra.along_keys:
+                            at = [index_of(e, f"%row{r}", f"%kj{v}", f"{i}_{r}_{v}_{j}", ind, out)
+                                  for j, e in enumerate(extra.map_results[:-1])]
+                            read = f"%x{i}_{r}_{v}"
+                            out.append(f"{ind}{read} = vector.transfer_read %e{i}[{', '.join([*at, f'%kj{v}'])}], %pad{i} "
+                                       f"{{in_bounds = [{keys_in_bounds}]}} : {extra.tensor_type}, vector<16x{extra.stored}>")
+                            if extra.element == "i1":
+                                out.append(f"{ind}{read}_b = arith.cmpi ne, {read}, %i8_0_v : vector<16xi8>")
+                                read = f"{read}_b"
+                            values.append(read)
+                        else:
+                            values.append(f"%x{i}_{r}_v")
+                        types.append(f"vector<16x{extra.element}>")
+                    out.append(f"{ind}%xs{r}_{v} = func.call @{scores_function}({', '.join(values)}) : "
+                               f"({', '.join(types)}) -> {vec}")
+                    score = f"%xs{r}_{v}"
+                if np_ != n:
+                    out.append(f"{ind}%xm{r}_{v} = arith.select %valid{v}, {score}, %ninf_v : vector<16xi1>, {vec}")
+                    score = f"%xm{r}_{v}"
+                final_scores[(r, v)] = score
+        for r in range(mr):
+            xs = [final_scores[(r, v)] for v in range(key_vectors)]
+            peak = xs[0]
+            for v, x in enumerate(xs[1:], 1):
+                out.append(f"{ind}%pk{r}_{v} = arith.maximumf {peak}, {x} : {vec}")
+                peak = f"%pk{r}_{v}"
+            out += [
+                f"{ind}%bm{r} = vector.reduction <maximumf>, {peak} : {vec} into f32",
+                f"{ind}%mn{r} = arith.maximumf %mx{r}, %bm{r} : f32",
+                f"{ind}%inf{r} = arith.cmpf oeq, %mn{r}, %ninf : f32",
+                f"{ind}%ms{r} = arith.select %inf{r}, %f0, %mn{r} : f32",
+                f"{ind}%msv{r} = vector.broadcast %ms{r} : f32 to {vec}",
+                f"{ind}%dm{r} = arith.subf %mx{r}, %ms{r} : f32",
+                f"{ind}%dmv{r} = vector.broadcast %dm{r} : f32 to {vec}",
+                f"{ind}%alv{r} = math.exp %dmv{r} : {vec}",
+                f"{ind}%al{r} = vector.extract %alv{r}[0] : f32 from {vec}",
+            ]
+            total = None
+            for v, x in enumerate(xs):
+                out += [f"{ind}%t{r}_{v} = arith.subf {x}, %msv{r} : {vec}",
+                        f"{ind}%p{r}_{v} = math.exp %t{r}_{v} : {vec}"]
+                if total is None:
+                    total = f"%p{r}_{v}"
+                else:
+                    out.append(f"{ind}%ps{r}_{v} = arith.addf {total}, %p{r}_{v} : {vec}")
+                    total = f"%ps{r}_{v}"
+            out += [f"{ind}%rs{r} = vector.reduction <add>, {total} : {vec} into f32",
+                    f"{ind}%lo{r} = arith.mulf %sm{r}, %al{r} : f32",
+                    f"{ind}%ln{r} = arith.addf %lo{r}, %rs{r} : f32"]
+            for u in range(out_vectors):
+                out.append(f"{ind}%os{r}_{u} = arith.mulf %oa{r}_{u}, %alv{r} : {vec}")
+        current = {(r, u): f"%os{r}_{u}" for r in range(mr) for u in range(out_vectors)}
+        for v in range(key_vectors):  # O += p @ V block
+            for lane in range(LANES):
+                key = v * LANES + lane
+                out.append(f"{ind}%key{key} = affine.apply affine_map<(d0) -> (d0 + {key})>(%j)")
+                for u in range(out_vectors):
+                    column = f"%c{u * LANES}" if u else "%c0"
+                    if v_view:
+                        at = []
+                        for j, expr in enumerate(v_view.indices):
+                            out.append(f"{ind}%vi{key}_{u}_{j} = affine.apply affine_map<(d0, d1, d2) -> ({expr})>"
+                                       f"(%b, %key{key}, {column})")
+                            at.append(f"%vi{key}_{u}_{j}")
+                    else:
+                        at = ["%b", f"%key{key}", column]
+                    out.append(f"{ind}%vv{key}_{u} = vector.transfer_read %v[{', '.join(at)}], %f0 "
+                               f"{{in_bounds = [{dv_in_bounds}]}} : {v_type}, {vec}")
+                for r in range(mr):
+                    out += [f"{ind}%pe{r}_{key} = vector.extract %p{r}_{v}[{lane}] : f32 from {vec}",
+                            f"{ind}%pb{r}_{key} = vector.broadcast %pe{r}_{key} : f32 to {vec}"]
+                    for u in range(out_vectors):
+                        updated = f"%ou{r}_{u}_{key}"
+                        out.append(f"{ind}{updated} = vector.fma %pb{r}_{key}, %vv{key}_{u}, {current[(r, u)]} : {vec}")
+                        current[(r, u)] = updated
+        yielded = ([current[(r, u)] for r in range(mr) for u in range(out_vectors)]
+                   + [f"%mn{r}" for r in range(mr)] + [f"%ln{r}" for r in range(mr)])
+        out += [f"{ind}scf.yield {', '.join(yielded)} : {carried_types}", "      }"]
+        written = "%tl"
+        for r in range(mr):
+            out += [f"      %inv{r} = arith.divf %one, %kv#{len(acc_names) + mr + r} : f32",
+                    f"      %invv{r} = vector.broadcast %inv{r} : f32 to {vec}"]
+            if zeroing == "masked":
+                out.append(f"      %zc{r} = arith.cmpf oeq, %kv#{len(acc_names) + r}, %ninf : f32")
+            for u in range(out_vectors):
+                column = f"%c{u * LANES}" if u else "%c0"
+                value = f"%fo{r}_{u}"
+                out.append(f"      {value} = arith.mulf %kv#{r * out_vectors + u}, %invv{r} : {vec}")
+                if zeroing is not None:
+                    out.append(f"      %fz{r}_{u} = arith.select %zc{r}, %zero_v, {value} : {vec}")
+                    value = f"%fz{r}_{u}"
+                out += [f"      %w{r}_{u} = vector.transfer_write {value}, {written}[%local{r}, {column}] "
+                        f"{{in_bounds = [{dv_in_bounds}]}} : {vec}, {tile_type}"]
+                written = f"%w{r}_{u}"
+        out += [f"      scf.yield {written} : {tile_type}", "    }"]
+        return out
+
+    lines += row_loop("full", ROWS, "%c0", "%main", "%c_rows", "%tile")
+    whole_tiles = m % block_rows == 0 and block_rows % ROWS == 0
+    if whole_tiles:
+        last = "%full"
+    else:
+        lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full")
+        last = "%rest"
+    lines += [
+        "    scf.forall.in_parallel {",
+        f"      tensor.parallel_insert_slice {last} into %o[%b, %m0, 0] [1, %nrows, {dv}] [1, 1, 1] : {tile_type} into {o_type}",
+        "    }",
+        "  }",
+        f"  return %res : {o_type}",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+# ---- the rewrite ---------------------------------------------------------------------------
+
+def _extras(site: AttentionSite) -> list[tuple[ir.Value, Extra]]:
+    rank = len(site.shape.domain)
+    found = []
+    for generic, position in site.chain:
+        inputs = list(generic.operands)[:-1]
+        found += [(value, _extra(generic, i, rank)) for i, value in enumerate(inputs) if i != position]
+    return found
+
+
+def _define_scores_function(kernel: ir.Module, name: str, site: AttentionSite) -> None:
+    """``name``'s body: the chain's generic bodies, one after the other, on vectors."""
+    function = declared_function(kernel, name)
+    with site.context.location:
+        entry = function.add_entry_block()
+    arguments = list(entry.arguments)
+    running, extra_arguments = arguments[0], iter(arguments[1:])
+    with ir.InsertionPoint(entry), site.context.location:
+        for generic, position in site.chain:
+            inputs = [running if i == position else next(extra_arguments)
+                      for i in range(len(generic.operands) - 1)]
+            running = clone_body(generic, inputs, LANES)
+        func.ReturnOp([running])
+
+
+def _kernel_name(module: ir.Operation, shape: AttentionShape) -> str:
+    existing = {ir.StringAttr(op.operation.attributes["sym_name"]).value
+                for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes}
+    base = (f"{KERNEL_PREFIX}_{shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}")
+    return next(f"{base}_{i}" for i in range(len(existing) + 1) if f"{base}_{i}" not in existing)
+
+
+def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> None:
+    """Replace ``site``'s ops by a call of a kernel generated for it."""
+    shape = site.shape
+    extras = _extras(site)
+    name = _kernel_name(module, shape)
+    scores_function = f"{name}_scores" if site.chain else None
+    zeroing = site.zeroing
+    zero_rows: str | Extra | None = None
+    if zeroing is not None and zeroing.kind == "masked":
+        zero_rows = "masked"
+    elif zeroing is not None:  # read as bytes: i1 tensors are bytes in memory, not vectors
+        bytes_type = ir.RankedTensorType.get(ir.RankedTensorType(zeroing.condition.type).shape,
+                                             ir.IntegerType.get_signless(8))
+        zero_rows = Extra(str(bytes_type), "i8", zeroing.condition_map, False)
+    q_view = operand_view(site.scores.operands[0])
+    v_view = operand_view(site.context.operands[1])
+    if q_view.source == site.scores.operands[0]:
+        q_view = None
+    # V in place only when its keys need no padding and Dv stays innermost (vector reads).
+    if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys or v_view.indices[-1] != "d2":
+        v_view = None
+    ranges = key_ranges(site)
+    source = kernel_source(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
+                           q_view, v_view, ranges is not None)
+    kernel = ir.Module.parse(source, module.context)
+    if scores_function:
+        _define_scores_function(kernel, scores_function, site)
+        PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        for op in kernel.body.operations:
+            clone = op.operation.clone()
+            clone.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    q = q_view.source if q_view else site.scores.operands[0]
+    kt = site.scores.operands[1]
+    v = v_view.source if v_view else site.context.operands[1]
+    padding = shape.padded_keys - shape.keys
+    with ir.InsertionPoint(site.context), site.context.location:
+        kt = core.pad_constant(kt, [0, 0, 0], [0, 0, padding], 0.0)
+        if v_view is None:
+            v = core.pad_constant(v, [0, 0, 0], [0, padding, 0], 0.0)
+        rows = []
+        if isinstance(zero_rows, Extra):
+            i8 = ir.IntegerType.get_signless(8)
+            rows = [core.elementwise([zeroing.condition], i8, lambda c: arith.extui(i8, c))]
+        if ranges is not None:
+            rows.append(core.constant(ranges, name="attention_key_ranges"))
+        i8 = ir.IntegerType.get_signless(8)
+        extra_values = [core.elementwise([value], i8, lambda c: arith.extui(i8, c)) if extra.element == "i1" else value
+                        for value, extra in extras]
+        call = func.CallOp([site.context.results[0].type], ir.FlatSymbolRefAttr.get(name),
+                           [q, kt, v, *extra_values, *rows])
+    site.context.results[0].replace_all_uses_with(call.results[0])
+    for op in site.dead:
+        output = defining_op(op.operands[-1]) if op.name.startswith("linalg.") else None
+        op.erase()
+        # The zero or -inf fill of a linalg op's output, unless shared.
+        if output is not None and output.name == "linalg.fill" and not list(output.results[0].uses):
+            output.erase()
+
+
+@register_pass(
+    FUSE_ATTENTION_PASS,
+    "batch_matmul(Q, K^T), an elementwise chain (scale, masks), softmax over the keys and "
+    "batch_matmul(P, V) become one kernel with an online softmax over blocks of keys",
+    options={"num-threads": "threads the kernels' parallel loops are split for (default 1)"},
+)
+def fuse_attention_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    threads = positive_int_option("num-threads", options.get("num-threads", "1"))
+    for function in defined_functions(module):
+        for op in ops_where(function, lambda o: o.name == "linalg.batch_matmul"):
+            site = match_attention(op)
+            if site is not None:
+                fuse_attention(module, site, threads)

@@ -1,0 +1,735 @@
+"""The GPU schedule: every linalg op onto CUDA blocks and threads, as transform scripts.
+
+Same machinery as the CPU schedule (``schedule/plan.py``): ops are tagged with
+``tilecraft.op_id``, each gets a plan (:class:`GpuOpSchedule`, plain data), each plan is
+rendered by a script writer (:class:`GpuScriptWriter`, a ``ScriptWriter`` with GPU steps) as
+``transform.named_sequence @schedule_op_<tag>``, and the ``@cleanup`` sequence hoists
+loop-invariant vector transfers. What differs is what the tiles mean:
+
+- *block tiles* (``tile_using_forall`` with ``#gpu.block<x|y|z>``): one CUDA block per tile;
+- *thread tiles* (``tile_using_forall`` with ``#gpu.thread<x|y|z>``): one thread per tile,
+  the innermost tile a vector of 4 f32 where the loop allows (``ld.global.v4.f32``);
+- *register tiles* (``tile_using_for``) inside a thread: reduction loops whose vectorized
+  accumulators ``@cleanup`` keeps in registers;
+- *shared-memory staging* (contractions): each ``k_step`` slice of the operand tiles is
+  copied into workgroup memory (``pad`` + ``bufferize_to_allocation`` in
+  ``#gpu.address_space<workgroup>``) by all threads of the block, then read by them; the
+  barriers come from ``map_nested_forall_to_threads`` (one after every thread loop);
+- *block-per-row reductions* (softmax, layer norm, ``reduce_*``): one block per output
+  element, its threads each reduce a chunk (``tile_reduction_using_forall``) into a
+  partials buffer in workgroup memory that one thread combines.
+
+After bufferization, :func:`gpu_map_pass` (``tilecraft-gpu-map``) turns each block loop into
+a ``gpu.launch`` (``map_forall_to_blocks``) and its thread loops into thread ids
+(``map_nested_forall_to_threads``), with the block size its thread loops need.
+An op the schedule cannot map raises :class:`~tilecraft.errors.GpuScheduleError`: on a GPU
+there is no scalar fallback, since host code cannot touch device memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from mlir import ir, passmanager
+from mlir.dialects.transform import interpreter
+
+from ...ir.maps import indexing_maps
+from ...errors import GpuScheduleError
+from ...pipelines.ir_queries import is_strided_copy, ops_where
+from ...pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
+from ...pipelines.passes import positive_int_option, register_pass
+from ...pipelines.scratch import scratch_copy
+from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_tags
+from ...schedule.plan import DECOMPOSABLE, TAG, largest_divisor, plans_as_contraction
+from ...schedule.script import ScriptWriter, named_sequence, render_script
+
+WORKGROUP = "#gpu.address_space<workgroup>"
+_AXES = ("x", "y", "z")
+# CUDA's limit on blockDim.z (x and y allow 1024).
+_MAX_BLOCK_Z = 64
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """The GPU schedule's knobs (the tuner's space varies them; see ``space.py``).
+
+    Attributes:
+      max_threads: threads per block the plans may use.
+      vector: f32 lanes per thread along the innermost loop (4: 128-bit loads).
+      block_m, block_n: output tile of a contraction per block.
+      thread_m, thread_n: output tile of a contraction per thread (its register accumulators).
+      k_step: reduction slice staged into shared memory per step.
+      shared: stage contraction operand tiles in shared memory (off: threads read global).
+      unroll: reduction steps per vectorized body (outer products unrolled per step).
+      row_threads: threads cooperating on one row of a block-per-row reduction.
+    """
+
+    max_threads: int = 256
+    vector: int = 4
+    block_m: int = 64
+    block_n: int = 64
+    thread_m: int = 4
+    thread_n: int = 4
+    k_step: int = 16
+    shared: bool = True
+    unroll: int = 4
+    row_threads: int = 128
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """One operand tile staged in shared memory, and how the block's threads copy it."""
+
+    operand: int
+    copy_tiles: tuple[int, ...]
+    copy_mapping: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuOpSchedule:
+    """The plan of one op. Tiles are per loop; 0 leaves a loop untiled at that level.
+
+    ``block_mapping``/``thread_mapping`` name the axis (``"x"``, ``"y"``, ``"z"``) of each
+    tiled loop, in loop order. ``k_tiles`` is the block-level reduction loop (the slice staged
+    in shared memory when ``promoted``); ``register_tiles`` / ``reduction_tiles`` are loops
+    inside a thread. ``row_threads`` > 0 selects the block-per-row reduction: the threads
+    split the innermost (reduction) loop instead of parallel ones.
+    """
+
+    tag: int
+    kind: str
+    block_tiles: tuple[int, ...]
+    block_mapping: tuple[str, ...]
+    thread_tiles: tuple[int, ...] = ()
+    thread_mapping: tuple[str, ...] = ()
+    k_tiles: tuple[int, ...] | None = None
+    promoted: tuple[Promotion, ...] = ()
+    register_tiles: tuple[int, ...] | None = None
+    reduction_tiles: tuple[int, ...] | None = None
+    row_threads: int = 0
+    fused_init_tag: int | None = None
+    init_thread_tiles: tuple[int, ...] = ()
+    init_thread_mapping: tuple[str, ...] = ()
+    decompose: bool = False
+    vectorize: bool = True
+
+    @property
+    def sequence_name(self) -> str:
+        return f"schedule_op_{self.tag}"
+
+    @property
+    def block_dims(self) -> tuple[int, int, int]:
+        """Threads per block along x, y, z: what the thread loops of this plan need."""
+        dims = [1, 1, 1]
+        if self.row_threads:
+            dims[0] = self.row_threads
+        threads = [b // t for b, t in zip(self.block_tiles, self.thread_tiles) if t]
+        for axis, count in zip(self.thread_mapping, threads):
+            dims[_AXES.index(axis)] = max(dims[_AXES.index(axis)], count)
+        return dims[0], dims[1], dims[2]
+
+
+def _mapping(axes: tuple[str, ...], kind: str) -> str:
+    return "[" + ", ".join(f"#gpu.{kind}<{axis}>" for axis in axes) + "]"
+
+
+class GpuScriptWriter(ScriptWriter):
+    """The CPU script writer plus the GPU steps: mapped foralls, shared-memory staging,
+    block-per-row reductions."""
+
+    def tile_mapped(self, handle: str, sizes: tuple[int, ...], axes: tuple[str, ...],
+                    kind: str) -> tuple[str, str]:
+        """``tile_using_forall`` whose loops map to ``#gpu.<kind><axis>`` (block or thread)."""
+        tiled, forall = self.fresh("tiled"), self.fresh("forall")
+        self.lines.append(
+            f"{tiled}, {forall} = transform.structured.tile_using_forall {handle} tile_sizes "
+            f"{list(sizes)} (mapping = {_mapping(axes, kind)}) : ({self.ANY}) -> "
+            f"({self.ANY}, {self.ANY})"
+        )
+        return tiled, forall
+
+    def stage_in_shared_memory(self, handle: str, loop: str, promoted: tuple[Promotion, ...],
+                               n_loops: int) -> str:
+        """Copy the tiles of ``promoted`` operands into workgroup memory; returns the op.
+
+        ``pad`` with ``nofold`` and zero amounts materializes each operand tile, then
+        ``bufferize_to_allocation`` gives it a workgroup-memory buffer filled by a
+        ``linalg.copy``; the copies (found in ``loop``, in operand order) are spread over the
+        block's threads, vectorized per thread.
+        """
+        flags = [0] * (max(p.operand for p in promoted) + 1)
+        for p in promoted:
+            flags[p.operand] = 1
+        padded, pad, copy = self.fresh("padded"), self.fresh("pad"), self.fresh("copy")
+        self.lines.append(
+            f"{padded}, {pad}, {copy} = transform.structured.pad {handle} {{padding_dimensions = "
+            f'{list(range(n_loops))}, nofold_flags = {flags}, copy_back_op = "none"}} : '
+            f"({self.ANY}) -> ({self.ANY}, {self.ANY}, {self.ANY})"
+        )
+        for p in promoted:
+            producer = self.fresh("pad")
+            self.lines.append(f"{producer} = transform.get_producer_of_operand {padded}[{p.operand}]"
+                              f" : ({self.ANY}) -> {self.ANY}")
+            buffer, new_ops = self.fresh("buffer"), self.fresh("alloc")
+            self.lines.append(
+                f"{buffer}, {new_ops} = transform.structured.bufferize_to_allocation {producer} "
+                f'{{memory_space = {WORKGROUP}, memcpy_op = "linalg.copy"}} : {self.ANY}'
+            )
+        copies = self.fresh("copies")
+        self.lines.append(f'{copies} = transform.structured.match ops{{["linalg.copy"]}} in {loop}'
+                          f" : ({self.ANY}) -> {self.ANY}")
+        handles = [self.fresh("copy") for _ in promoted]
+        if len(handles) == 1:
+            self.lines.append(f"{handles[0]} = transform.merge_handles {copies} : {self.ANY}")
+        else:
+            self.lines.append(f"{', '.join(handles)} = transform.split_handle {copies} : "
+                              f"({self.ANY}) -> ({', '.join([self.ANY] * len(handles))})")
+        for p, copy_handle in zip(promoted, handles):
+            tiled, _ = self.tile_mapped(copy_handle, p.copy_tiles, p.copy_mapping, "thread")
+            self.vectorize(tiled)
+        return padded
+
+    def tile_reduction_to_threads(self, handle: str, n_loops: int, threads: int) -> tuple[str, str, str]:
+        """Split the innermost (reduction) loop over ``threads`` threads of the block.
+
+        Returns (partials fill, per-thread partial reduction, combining op). The partials
+        (one per thread) get a workgroup-memory buffer: all threads write it, one reads it.
+        """
+        fill, split, combine, forall = (self.fresh("fill"), self.fresh("split"),
+                                        self.fresh("combine"), self.fresh("forall"))
+        counts = [0] * n_loops
+        counts[-1] = threads
+        self.lines.append(
+            f"{fill}, {split}, {combine}, {forall} = transform.structured."
+            f"tile_reduction_using_forall {handle} by num_threads = {counts} "
+            f"mapping = [#gpu.thread<x>] : ({self.ANY}) -> ({self.ANY}, {self.ANY}, {self.ANY}, "
+            f"{self.ANY})"
+        )
+        buffer, new_ops = self.fresh("buffer"), self.fresh("alloc")
+        self.lines.append(
+            f"{buffer}, {new_ops} = transform.structured.bufferize_to_allocation {fill} "
+            f"{{memory_space = {WORKGROUP}, bufferize_destination_only}} : {self.ANY}"
+        )
+        return fill, split, combine
+
+
+def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
+    """The ``transform.named_sequence @schedule_op_<tag>`` applying ``plan``."""
+    w = GpuScriptWriter()
+    op = w.match_tag(plan.tag)
+    n_loops = len(plan.block_tiles)
+    op, block = w.tile_mapped(op, plan.block_tiles, plan.block_mapping, "block")
+    if plan.fused_init_tag is not None:
+        init, block = w.fuse_into(w.match_tag(plan.fused_init_tag), block)
+        init, _ = w.tile_mapped(init, plan.init_thread_tiles, plan.init_thread_mapping, "thread")
+        w.vectorize(init)
+    if plan.row_threads:
+        fill, split, combine = w.tile_reduction_to_threads(op, n_loops, plan.row_threads)
+        # One partial per thread; the combination (parallel loops only, extent 1 in a block)
+        # runs on one thread.
+        w.tile_mapped(fill, (*([0] * (n_loops - 1)), 1), ("x",), "thread")
+        w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
+        if plan.vectorize:
+            w.vectorize(split)
+        return named_sequence(plan.sequence_name, w)
+    if plan.k_tiles is not None and any(plan.k_tiles):
+        n_k = sum(1 for t in plan.k_tiles if t)
+        k_loops, tiled = w.fresh("kloops"), w.fresh("tiled")
+        w.lines.append(f"{tiled}, {k_loops}:{n_k} = transform.structured.tile_using_for {op} "
+                       f"tile_sizes {list(plan.k_tiles)} : ({w.ANY}) -> "
+                       f"({', '.join([w.ANY] * (n_k + 1))})")
+        # The copies land in the innermost k loop; matching in the outermost finds them.
+        k_loop = f"{k_loops}#0"
+        op = tiled
+        if plan.promoted:
+            op = w.stage_in_shared_memory(op, k_loop, plan.promoted, n_loops)
+    op, _ = w.tile_mapped(op, plan.thread_tiles, plan.thread_mapping, "thread")
+    if plan.register_tiles and any(plan.register_tiles):
+        op = w.tile_for(op, plan.register_tiles)
+    if plan.reduction_tiles and any(plan.reduction_tiles):
+        op = w.tile_for(op, plan.reduction_tiles)
+    if plan.decompose:
+        op = w.decompose(op)
+    if plan.vectorize:
+        w.vectorize(op)
+    return named_sequence(plan.sequence_name, w)
+
+
+def render_gpu_script(plans: list[GpuOpSchedule]) -> str:
+    """One transform module: a sequence per op, ``@cleanup`` (shared with the CPU
+    schedule), and ``@__transform_main`` for ``tilecraft-opt --transform-interpreter``."""
+    return render_script(plans, render_gpu_op_sequence)
+
+
+# ---- planning ---------------------------------------------------------------------------
+
+def _axes_for(dims: list[int]) -> tuple[str, ...]:
+    """CUDA axes of ``dims`` (loop order, at most 3): the innermost loop gets x."""
+    return tuple(reversed(_AXES[: len(dims)]))
+
+
+def _spread_threads(extents: list[int], tiles: list[int], budget: int) -> list[int]:
+    """Threads per mapped loop (innermost first gets the most), each dividing its tile count."""
+    threads = [1] * len(extents)
+    for i in reversed(range(len(extents))):
+        limit = budget if i != len(extents) - 3 else min(budget, _MAX_BLOCK_Z)
+        threads[i] = largest_divisor(extents[i] // tiles[i], limit)
+        budget //= threads[i]
+    return threads
+
+
+def _vector_lanes(extent: int, nest: LoopNest, config: GpuConfig) -> int:
+    if nest.element_bits != 32 or config.vector <= 1:
+        return 1
+    return config.vector if extent % config.vector == 0 else 1
+
+
+def _plan_parallel(nest: LoopNest, tag: int, config: GpuConfig, *, kind: str) -> GpuOpSchedule:
+    """Elementwise ops, pooling, convolutions, small reductions: threads over output points.
+
+    The innermost three parallel loops longer than 1 map to x/y/z (1-D for a vector);
+    the innermost thread tile is a vector where the loop is innermost and divisible.
+    Remaining parallel loops and all reduction loops run inside each thread.
+    """
+    n_loops = len(nest.ranges)
+    candidates = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
+    if not candidates:
+        candidates = nest.parallel_dims[-1:]
+    if not candidates:
+        raise GpuScheduleError(f"{nest.op_name}: no parallel loop to map onto GPU threads")
+    mapped = candidates[-3:]
+    tiles = [1] * len(mapped)
+    if mapped[-1] == n_loops - 1 or kind == "convolution":
+        # A convolution's innermost output loop (ow) is not its innermost loop, but the 1-D
+        # form `decompose` leaves vectorizes along it: 4 accumulators per thread.
+        tiles[-1] = _vector_lanes(nest.ranges[mapped[-1]], nest, config)
+    threads = _spread_threads([nest.ranges[d] for d in mapped], tiles, config.max_threads)
+    block = [0] * n_loops
+    thread = [0] * n_loops
+    for d, tile, count in zip(mapped, tiles, threads):
+        block[d], thread[d] = tile * count, tile
+    register = [1 if p and d not in mapped and nest.ranges[d] > 1 else 0
+                for d, p in enumerate(nest.parallel)]
+    reduction = [0 if p else 1 for p in nest.parallel]
+    axes = _axes_for(mapped)
+    return GpuOpSchedule(
+        tag, kind, tuple(block), axes, tuple(thread), axes,
+        register_tiles=tuple(register) if any(register) else None,
+        reduction_tiles=tuple(reduction) if any(reduction) else None,
+        decompose=kind == "convolution",
+        vectorize=nest.projected or kind == "convolution",
+    )
+
+
+def _copy_distribution(shape: tuple[int, ...], config: GpuConfig, threads_x: int,
+                       threads_y: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Thread tiles of a cooperative copy of a ``shape`` tile: rows x vectors, on at most
+    the compute's ``threads_x`` x ``threads_y`` threads (a larger copy grid would grow the
+    block beyond what the compute uses)."""
+    lanes = config.vector if shape[-1] % config.vector == 0 else 1
+    columns = largest_divisor(shape[-1] // lanes, threads_x)
+    if len(shape) == 1:
+        return (shape[0] // columns,), ("x",)
+    rows = largest_divisor(shape[-2], threads_y)
+    # Leading dims (the batch of a batch matmul) are 1 inside a block tile: left untiled.
+    return (shape[-2] // rows, shape[-1] // columns), ("y", "x")
+
+
+def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
+                      operand_maps: list[ir.AffineMap] | None) -> GpuOpSchedule:
+    """Matmul-like ops: block tile of C, thread tile of C (register accumulators), K staged
+    through shared memory in ``k_step`` slices when ``config.shared``."""
+    batch, m_dims, n_dims, k_dims = nest.contraction
+    n_loops = len(nest.ranges)
+    m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
+    tm = largest_divisor(nest.ranges[m], config.thread_m)
+    tn = largest_divisor(nest.ranges[n], config.thread_n)
+    bm = largest_divisor(nest.ranges[m], config.block_m, multiple_of=tm)
+    bn = largest_divisor(nest.ranges[n], config.block_n, multiple_of=tn)
+    while (bm // tm) * (bn // tn) > config.max_threads:
+        bm = largest_divisor(nest.ranges[m], bm // 2, multiple_of=tm)
+    block = [0] * n_loops
+    thread = [0] * n_loops
+    block[m], block[n] = bm, bn
+    thread[m], thread[n] = tm, tn
+    mapped = [m, n]
+    outer_batch = [d for d in batch if nest.ranges[d] > 1]
+    if outer_batch:
+        block[outer_batch[-1]] = 1
+        mapped.insert(0, outer_batch[-1])
+    register = [1 if (p and block[d] == 0 and nest.ranges[d] > 1) else 0
+                for d, p in enumerate(nest.parallel)]
+    kt = largest_divisor(nest.ranges[k], config.k_step)
+    step = largest_divisor(kt if config.shared else nest.ranges[k], config.unroll)
+    reduction = [0] * n_loops
+    for d in k_dims:
+        reduction[d] = 1
+    reduction[k] = step
+    k_tiles = None
+    promoted: tuple[Promotion, ...] = ()
+    if config.shared:
+        k_tiles = tuple(kt if d == k else (1 if d in k_dims else 0) for d in range(n_loops))
+        promotions = []
+        for operand, affine_map in enumerate((operand_maps or [])[:2]):
+            shape = []
+            for expr in affine_map.results:
+                d = ir.AffineDimExpr(expr).position
+                tile = block[d] or (k_tiles[d] if k_tiles[d] else nest.ranges[d])
+                shape.append(tile)
+            tiles, axes = _copy_distribution(tuple(shape), config, bn // tn, bm // tm)
+            full = (0,) * (len(shape) - len(tiles)) + tiles
+            promotions.append(Promotion(operand, full, axes))
+        promoted = tuple(promotions)
+    return GpuOpSchedule(
+        tag, "contraction", tuple(block), ("z", "y", "x") if outer_batch else ("y", "x"),
+        tuple(thread), ("y", "x"), k_tiles=k_tiles, promoted=promoted,
+        register_tiles=tuple(register) if any(register) else None,
+        reduction_tiles=tuple(reduction),
+    )
+
+
+def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSchedule | None:
+    """One block per output element, its threads splitting the innermost reduction loop."""
+    rows = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
+    if len(rows) > 3 or nest.parallel[-1] or not nest.projected:
+        return None
+    threads = largest_divisor(nest.ranges[-1], config.row_threads)
+    if threads < 32:
+        return None
+    if not rows:
+        return None
+    block = tuple(1 if d in rows else 0 for d in range(len(nest.ranges)))
+    return GpuOpSchedule(tag, "row_reduction", block, _axes_for(rows), row_threads=threads)
+
+
+def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
+                operand_maps: list[ir.AffineMap] | None = None) -> GpuOpSchedule:
+    """The GPU plan of one op (raises :class:`GpuScheduleError` for what cannot be mapped)."""
+    if not nest.static:
+        raise GpuScheduleError(
+            f"{nest.op_name}: dynamic shapes are not supported by the CUDA schedule; give static "
+            "input shapes (shape_dict=)"
+        )
+    if not nest.ranges:
+        raise GpuScheduleError(f"{nest.op_name}: a 0-d op has no loop to map onto GPU threads")
+    if 0 in nest.ranges:
+        raise GpuScheduleError(f"{nest.op_name}: zero-size loops have nothing to run on the GPU")
+    if plans_as_contraction(nest):
+        return _plan_contraction(nest, tag, config, operand_maps)
+    if nest.convolution and nest.op_name in DECOMPOSABLE:
+        return _plan_parallel(nest, tag, config, kind="convolution")
+    if nest.reduction_dims and nest.ranges[-1] >= 64:
+        plan = _plan_row_reduction(nest, tag, config)
+        if plan is not None:
+            return plan
+    return _plan_parallel(nest, tag, config, kind="elementwise" if not nest.reduction_dims
+                          else "reduction")
+
+
+def _init_plan(plan: GpuOpSchedule, nest: LoopNest) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Thread tiles of ``plan``'s fused init fill, over the op's output dims."""
+    tiles, axes = [], []
+    mapped = [d for d, t in enumerate(plan.thread_tiles) if t]
+    for d in nest.output_dims:
+        if d is not None and d in mapped:
+            tiles.append(plan.thread_tiles[d])
+            axes.append(plan.thread_mapping[mapped.index(d)])
+        else:
+            tiles.append(0)
+    if not axes:
+        tiles[0] = 1
+        axes = ["x"]
+    return tuple(tiles), tuple(axes)
+
+
+def operand_maps_of(module: ir.Operation) -> list[list[ir.AffineMap]]:
+    """Indexing maps of every structured op (named ops through a generalized twin)."""
+    _container, twin = scratch_copy(module)
+    with module.context:
+        passmanager.PassManager.parse(
+            "builtin.module(func.func(linalg-generalize-named-ops))").run(twin)
+    return [indexing_maps(op) for op in structured_ops(twin)]
+
+
+def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> list[GpuOpSchedule]:
+    """Tag every structured op of ``module`` (``tilecraft.op_id``) and plan it for the GPU."""
+    analyzed = analyze_loop_nests(module)
+    maps = operand_maps_of(module)
+    tags: dict[ir.Operation, int] = {}
+    for tag, (op, _) in enumerate(analyzed):
+        op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tag)
+        tags[op] = tag
+    plans: dict[int, GpuOpSchedule] = {}
+    fused: set[int] = set()
+    for (op, nest), op_maps in zip(analyzed, maps):
+        tag = tags[op]
+        try:
+            plan = plan_gpu_op(nest, tag, config, op_maps)
+        except GpuScheduleError as error:
+            raise GpuScheduleError(f"{error} (at {op.location})") from None
+        fill = init_fill(op)
+        if fill is not None and fill in tags:
+            tiles, axes = _init_plan(plan, nest)
+            plan = replace(plan, fused_init_tag=tags[fill], init_thread_tiles=tiles,
+                           init_thread_mapping=axes)
+            fused.add(tags[fill])
+        plans[tag] = plan
+    return [plan for tag, plan in sorted(plans.items()) if tag not in fused]
+
+
+# ---- applying ---------------------------------------------------------------------------
+
+def _pads_to_copies(module: ir.Operation) -> None:
+    """Rewrite each ``tensor.pad`` as fill + ``linalg.copy`` into the interior.
+
+    Why: a pad bufferizes to a ``memref.copy`` on the host, which cannot touch device
+    memory; as linalg ops both parts get GPU plans, and one-shot bufferization writes the
+    copy straight into the padded buffer (extract_slice / insert_slice of the same slice).
+    """
+    from mlir.dialects import linalg, tensor
+
+    for pad in ops_where(module, lambda op: op.name == "tensor.pad"):
+        source = pad.operands[0]
+        source_type = ir.RankedTensorType(source.type)
+        result_type = ir.RankedTensorType(pad.results[0].type)
+        low = [int(v) for v in ir.DenseI64ArrayAttr(pad.attributes["static_low"])]
+        if not (source_type.has_static_shape and result_type.has_static_shape) or len(pad.operands) > 1:
+            raise GpuScheduleError(
+                "tensor.pad: dynamic shapes are not supported by the CUDA schedule; give static "
+                f"input shapes (shape_dict=) (at {pad.location})")
+        body = pad.regions[0].blocks[0]
+        yielded = list(body.operations)[-1].operands[0]
+        owner = yielded.owner
+        with ir.InsertionPoint(pad), pad.location:
+            if isinstance(owner, ir.Block) or (owner.operation.parent is not None
+                                               and owner.operation.parent.operation == pad):
+                if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+                    raise GpuScheduleError(f"tensor.pad with a non-constant padding value is not "
+                                           f"supported on cuda (at {pad.location})")
+                value = ir.Operation.create("arith.constant", results=[yielded.type],
+                                            attributes={"value": owner.operation.attributes["value"]}).result
+            else:
+                value = yielded
+            empty = tensor.EmptyOp(list(result_type.shape), result_type.element_type).result
+            filled = linalg.fill(value, outs=[empty])
+            ones = [1] * source_type.rank
+            interior = tensor.ExtractSliceOp(source_type, filled, [], [], [], low,
+                                             list(source_type.shape), ones).result
+            copied = linalg.copy(source, outs=[interior])
+            result = tensor.InsertSliceOp(copied, filled, [], [], [], low, list(source_type.shape),
+                                          ones).result
+        pad.results[0].replace_all_uses_with(result)
+        pad.erase()
+
+
+def _op_description(module: ir.Operation, tag: int) -> str:
+    found: list[str] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if TAG in op.attributes and ir.IntegerAttr(op.attributes[TAG]).value == tag:
+            found.append(f"{op.name} at {op.location}")
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[0] if found else f"op {tag}"
+
+
+def apply_gpu_schedule(module: ir.Operation, plans: list[GpuOpSchedule]) -> str:
+    """Apply ``plans`` to the tagged ``module``; returns the script that was applied.
+
+    A plan the interpreter rejects is retried without vectorization (e.g. gathers); if it
+    still fails, :class:`GpuScheduleError` names the op: nothing may stay on the host.
+    """
+    applied = []
+    for plan in plans:
+        script = render_gpu_script([plan])
+        with module.context:
+            transform_module = ir.Module.parse(script)
+        # Applied once; a failure restores the module (apply.py's checkpoint) for the retry.
+        error = apply_if_valid(module, transform_module, plan.sequence_name)
+        if error is not None and plan.vectorize:
+            plan = replace(plan, vectorize=False)
+            with module.context:
+                transform_module = ir.Module.parse(render_gpu_script([plan]))
+            error = apply_if_valid(module, transform_module, plan.sequence_name)
+        if error is not None:
+            raise GpuScheduleError(
+                f"the GPU schedule cannot map {_op_description(module, plan.tag)}: {error}")
+        applied.append(plan)
+    script = render_gpu_script(applied)
+    with module.context:
+        transform_module = ir.Module.parse(script)
+    interpreter.apply_named_sequence(module, find_sequence(transform_module, "cleanup"),
+                                     transform_module.operation)
+    remove_tags(module)
+    return script
+
+
+_CONFIG_OPTIONS = {
+    "max-threads": "threads per block (default 256)",
+    "vector": "elements per thread along the innermost loop, one vector access (default 4)",
+    "block-m": "contraction rows per block (default 64)",
+    "block-n": "contraction columns per block (default 64)",
+    "thread-m": "contraction rows per thread (default 4)",
+    "thread-n": "contraction columns per thread (default 4)",
+    "k-step": "reduction slice staged in shared memory (default 16)",
+    "shared": "1: stage contraction operands in shared memory, 0: read global (default 1)",
+    "unroll": "reduction steps per vectorized body (default 4)",
+    "row-threads": "threads per row of a block-per-row reduction (default 128)",
+}
+
+
+def config_from_options(options: Mapping[str, str]) -> GpuConfig:
+    """A :class:`GpuConfig` from ``tilecraft-gpu-schedule`` pass options."""
+    values = {}
+    for key, field_name in (("max-threads", "max_threads"), ("vector", "vector"), ("block-m", "block_m"),
+                            ("block-n", "block_n"), ("thread-m", "thread_m"),
+                            ("thread-n", "thread_n"), ("k-step", "k_step"),
+                            ("unroll", "unroll"), ("row-threads", "row_threads")):
+        if key in options:
+            values[field_name] = positive_int_option(key, options[key])
+    if "shared" in options:
+        if options["shared"] not in ("0", "1"):
+            raise GpuScheduleError(f"option shared must be 0 or 1, got {options['shared']!r}")
+        values["shared"] = options["shared"] == "1"
+    return GpuConfig(**values)
+
+
+@register_pass(
+    "tilecraft-gpu-schedule",
+    "Tile every linalg op onto CUDA blocks and threads (transform scripts, tensors)",
+    options=_CONFIG_OPTIONS,
+)
+def gpu_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why on tensors: tiling, fusion of init fills, shared-memory staging and vectorization
+    compose there; the loops carry ``#gpu.block``/``#gpu.thread`` mappings that
+    ``tilecraft-gpu-map`` turns into ``gpu.launch`` after bufferization."""
+    _pads_to_copies(module)
+    apply_gpu_schedule(module, plan_gpu_module(module, config_from_options(options)))
+
+
+# ---- after bufferization: loops onto the grid --------------------------------------------
+
+# Threads per block of a copy kernel (strided copies one-shot bufferization left on the host).
+COPY_THREADS = 256
+
+
+def _inside_forall(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.forall":
+            return True
+        parent = parent.parent
+    return False
+
+
+def strided_copies_to_kernels(module: ir.Operation) -> None:
+    """Each host-side ``memref.copy`` of a strided view (a concat's branch written into its
+    slice, a pad's interior that bufferization could not write in place) as block- and
+    thread-mapped loops of element loads and stores, which the grid mapping then turns into
+    a kernel like any other: host code cannot touch device buffers, and a strided view is
+    no single ``gpu.memcpy``. Copies of dynamic shapes stay (the host-memory pass names them).
+    """
+    from mlir.dialects import arith, memref as memref_dialect, scf
+
+    copies = ops_where(module, lambda op: is_strided_copy(op) and not _inside_forall(op))
+    for copy in copies:
+        source, target = copy.operands
+        shape = list(ir.MemRefType(source.type).shape)
+        if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+            continue
+        total = 1
+        for extent in shape:
+            total *= extent
+        threads = min(COPY_THREADS, max(total, 1))
+        blocks = -(-total // threads)
+        index = ir.IndexType.get()
+
+        def constant(value: int) -> ir.Value:
+            return arith.ConstantOp(index, value).result
+
+        with ir.InsertionPoint(copy), copy.location:
+            grid = scf.ForallOp([0], [blocks], [1],
+                                mapping=ir.ArrayAttr.get([ir.Attribute.parse("#gpu.block<x>")]))
+            with ir.InsertionPoint(grid.body):
+                lanes = scf.ForallOp([0], [threads], [1],
+                                     mapping=ir.ArrayAttr.get([ir.Attribute.parse("#gpu.thread<x>")]))
+                with ir.InsertionPoint(lanes.body):
+                    linear = arith.addi(arith.muli(grid.induction_variables[0], constant(threads)),
+                                        lanes.induction_variables[0])
+                    inside = arith.cmpi(arith.CmpIPredicate.ult, linear, constant(total))
+                    guard = scf.IfOp(inside)
+                    with ir.InsertionPoint(guard.then_block):
+                        indices: list[ir.Value] = []
+                        rest = linear
+                        for extent in reversed(shape):
+                            indices.insert(0, arith.remui(rest, constant(extent)))
+                            rest = arith.divui(rest, constant(extent))
+                        value = memref_dialect.load(source, indices)
+                        memref_dialect.store(value, target, indices)
+                        scf.YieldOp([])
+                    scf.InParallelOp()
+                scf.InParallelOp()
+        copy.erase()
+
+def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
+    """Threads along x/y/z that the thread-mapped loops nested in ``forall`` need."""
+    dims = [1, 1, 1]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.forall" and "mapping" in op.attributes:
+            mapping = [str(a) for a in ir.ArrayAttr(op.attributes["mapping"])]
+            if mapping and mapping[0].startswith("#gpu.thread"):
+                bounds = [int(v) for v in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"])]
+                for attr, bound in zip(mapping, bounds):
+                    axis = _AXES.index(attr[len("#gpu.thread<"):-1])
+                    dims[axis] = max(dims[axis], bound)
+        return ir.WalkResult.ADVANCE
+
+    forall.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return dims[0], dims[1], dims[2]
+
+
+@register_pass(
+    "tilecraft-gpu-map",
+    "Turn each block-mapped scf.forall into a gpu.launch and its thread loops into thread ids",
+)
+def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why a Python pass around two transform ops: ``map_nested_forall_to_threads`` needs
+    each launch's block size, which only the nested thread loops know; it also inserts a
+    ``gpu.barrier`` after every thread loop (shared-memory copies before their readers)."""
+    strided_copies_to_kernels(module)
+    foralls: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.forall" and "mapping" in op.attributes:
+            mapping = [str(a) for a in ir.ArrayAttr(op.attributes["mapping"])]
+            if mapping and mapping[0].startswith("#gpu.block"):
+                foralls.append(op)
+                return ir.WalkResult.SKIP
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if not foralls:
+        return
+    w = GpuScriptWriter()
+    for tag, forall in enumerate(foralls):
+        forall.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tag)
+        dims = _forall_block_dims(forall)
+        handle = w.match_tag(tag)
+        launch = w.fresh("launch")
+        w.lines.append(f"{launch} = transform.gpu.map_forall_to_blocks {handle} generate_gpu_launch"
+                       f" : ({w.ANY}) -> {w.ANY}")
+        w.lines.append(f"{w.fresh('mapped')} = transform.gpu.map_nested_forall_to_threads {launch} "
+                       f"block_dims = {list(dims)} : ({w.ANY}) -> {w.ANY}")
+    script = ("module attributes {transform.with_named_sequence} {\n"
+              + named_sequence("__transform_main", w) + "\n}\n")
+    with module.context:
+        transform_module = ir.Module.parse(script)
+    main = next(iter(transform_module.body.operations))
+    try:
+        interpreter.apply_named_sequence(module, main, transform_module.operation)
+    except ValueError as error:
+        raise GpuScheduleError(f"mapping loops onto the GPU grid failed: {error}") from None
+    remove_tags(module)
