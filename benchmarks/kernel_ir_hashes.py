@@ -16,7 +16,7 @@ import hashlib
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from tilecraft.pipelines import bf16_matmul, fused_attention, int8_matmul
+from tilecraft.pipelines.tensor import bf16_matmul, fused_attention, int8_matmul
 from tilecraft.pipelines.tensor.fused_attention import AttentionShape, Extra
 from tilecraft.pipelines.tensor.int8_matmul import Epilogue, EpilogueOperand, Window
 

@@ -9,7 +9,7 @@
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from tilecraft.pipelines import bf16_matmul, fused_attention, int8_matmul
+from tilecraft.pipelines.tensor import bf16_matmul, fused_attention, int8_matmul
 from tilecraft.pipelines.tensor.fused_attention import AttentionShape
 
 
