@@ -17,7 +17,8 @@ import pytest
 import tilecraft
 import tilecraft.remote
 from test_remote import KEY, start_server
-from tilecraft.errors import OptionError, PackageTargetError, TargetError, ToolchainError
+from tilecraft.errors import (ArgumentTypeError, ArgumentValueError, OptionError, PackageTargetError,
+                              RemoteTimeoutError, TargetError, ToolchainError)
 from tilecraft.runtime import emulated
 from tilecraft.runtime import server as server_module
 from tilecraft.tools.cli import run_cli
@@ -104,6 +105,30 @@ def test_cli_run_remote_on_the_emulated_aarch64_device(device, host_package, tmp
     with np.load(tmp_path / "out.npz") as out:
         np.testing.assert_allclose(out["result0"], tilecraft.run(host_package, inputs).outputs["result0"],
                                    rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_bad_inputs_and_a_time_limit_give_typed_errors_and_the_device_serves_on(device, rng):
+    """The C runtime's status codes come back as Python's typed errors; a run past the time
+    limit is killed (the emulator's whole process group)."""
+    arch, port, package = device
+    if arch != "aarch64":
+        pytest.skip("checked on one architecture")
+    with tilecraft.remote.connect("127.0.0.1", port, key=KEY) as session:
+        uploaded = session.upload(package)
+        good = session.run(uploaded)  # seeded inputs, from the manifest
+        names = [f"arg{i}" for i in range(2)]
+        shapes = [(16, 32), (32, 24)]
+        wrong_shape = {n: rng.random((s[0] + 1, s[1])).astype(np.float32) for n, s in zip(names, shapes)}
+        with pytest.raises(ArgumentValueError, match="arg0"):
+            session.run(uploaded, wrong_shape)
+        with pytest.raises(ArgumentTypeError, match="arg0.*float32"):
+            session.run(uploaded, {n: np.zeros(s, np.float64) for n, s in zip(names, shapes)})
+        with pytest.raises(ArgumentValueError, match="missing"):
+            session.run(uploaded, {"arg0": np.zeros(shapes[0], np.float32)})
+        with pytest.raises(RemoteTimeoutError, match="time limit"):
+            session.time(uploaded, repeat=1000, min_repeat_ms=1000, timeout=0.5)
+        np.testing.assert_array_equal(session.run(uploaded)["result0"], good["result0"])
 
 
 # ---- refusals at start (no server, no emulator run) --------------------------------------
