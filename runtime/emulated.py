@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import (ArgumentTypeError, ArgumentValueError, OptionError, PackageError, PackageSignatureError,
                       PackageTargetError, RemoteLimitError, RemoteRunError, RemoteTimeoutError,
-                      RuntimeCheckError, TargetError, TilecraftError, ToolchainError)
+                      RuntimeCheckError, TilecraftError, ToolchainError)
 from .native import cache_dir
 from .package import MANIFEST, signature_from_manifest
 from .run import random_inputs
@@ -61,15 +61,10 @@ class Emulation:
     zig_flags: tuple[str, ...]
     gcc: str
     debian_package: str
-    # Why packages of this architecture cannot run through the C runtime yet (None: they can).
-    unsupported: str | None = None
 
     def check(self) -> None:
-        """:class:`TargetError` when the C runtime cannot run this architecture's packages;
-        :class:`ToolchainError` naming what to install when the emulator or the sysroot is
-        missing."""
-        if self.unsupported:
-            raise TargetError(f"--emulate {self.name}: {self.unsupported}")
+        """:class:`ToolchainError` naming what to install when the emulator or the sysroot
+        is missing."""
         missing = []
         if shutil.which(self.qemu) is None:
             missing.append(f"{self.qemu} (Debian's qemu-user)")
@@ -85,10 +80,7 @@ _AARCH64 = Emulation("aarch64", "aarch64", "qemu-aarch64", Path("/usr/aarch64-li
 # Debian armhf: ARMv7-A, VFPv3-D16, no NEON (compiler/cross_toolchain.py's baseline).
 _ARMV7 = Emulation("armv7", "armv7l", "qemu-arm", Path("/usr/arm-linux-gnueabihf"),
                    ("-target", "arm-linux-gnueabihf", "-mcpu=generic+v7a+vfp3d16-d32-neon"),
-                   "arm-linux-gnueabihf-gcc", "libc6-armhf-cross",
-                   unsupported="the C runtime that runs emulated packages calls them on 64-bit machines only "
-                   "(its memref descriptors are 8-byte words, runtime/c_api/tilecraft_runtime.c); armv7 "
-                   "packages build (docs/cross-compile.md) but cannot be served emulated yet")
+                   "arm-linux-gnueabihf-gcc", "libc6-armhf-cross")
 _RISCV64 = Emulation("riscv64", "riscv64", "qemu-riscv64", Path("/usr/riscv64-linux-gnu"),
                      ("-target", "riscv64-linux-gnu", "-mcpu=baseline_rv64", "-mabi=lp64d"),
                      "riscv64-linux-gnu-gcc", "libc6-riscv64-cross")
