@@ -223,8 +223,10 @@ def contract_json(manifest: Mapping[str, Any]) -> bytes:
     return json.dumps({key: manifest.get(key) for key in CONTRACT_KEYS}, sort_keys=True).encode()
 
 
-def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
-    """Version, target and required fields; raises naming the first problem."""
+def check_manifest(manifest: Mapping[str, Any], where: str, machine: str | None = None) -> None:
+    """Version, target and required fields; raises naming the first problem. ``machine``:
+    the architecture the package must be built for when not this machine's (an emulated
+    device, runtime/emulated.py: the emulator's CPU, not this one's flags, runs it)."""
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
         raise PackageError(
@@ -239,13 +241,14 @@ def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
     for key, kind in kinds.items():
         if not isinstance(manifest[key], kind):
             raise PackageError(f"{where}: {MANIFEST} field {key!r} must be a {kind.__name__}")
-    machine = normalized_machine(platform.machine())
+    emulated = machine is not None
+    machine = normalized_machine(machine if emulated else platform.machine())
     if normalized_machine(str(manifest["machine"])) != machine:
         raise PackageTargetError(
             f"{where}: built for target '{manifest['target']}' ({manifest['machine']}); "
-            f"this machine is {machine}"
+            f"this machine is {machine}" + (" (emulated)" if emulated else "")
         )
-    flags = host_cpu_flags()
+    flags = set() if emulated else host_cpu_flags()
     missing = sorted(set(manifest.get("required_cpu_flags", ())) - flags) if flags else []
     if missing:
         raise PackageTargetError(
@@ -255,11 +258,11 @@ def check_manifest(manifest: Mapping[str, Any], where: str) -> None:
 
 
 def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]",
-           trust: "bytes | str | os.PathLike[str] | None" = None) -> dict[str, Any]:
+           trust: "bytes | str | os.PathLike[str] | None" = None, machine: str | None = None) -> dict[str, Any]:
     """Unpack ``path`` into ``directory`` and check it without loading any of its code: the
     archive's members, with a ``trust`` key (a key file, or the key's bytes) its signature,
-    the manifest (format, fields, this machine's architecture and CPU flags) and the SHA-256
-    of ``model.so``; returns the manifest.
+    the manifest (format, fields, this machine's architecture and CPU flags, or the
+    emulated ``machine``'s architecture) and the SHA-256 of ``model.so``; returns the manifest.
 
     Why apart from :class:`Package`: the remote server (runtime/server.py) refuses a bad
     upload in its own process, where nothing of the package may run (``dlopen`` runs the
@@ -267,7 +270,7 @@ def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]",
     """
     path, directory = Path(path), Path(directory)
     manifest = _extract(path, directory, None if trust is None else read_key(trust))
-    check_manifest(manifest, str(path))
+    check_manifest(manifest, str(path), machine)
     library = directory / LIBRARY
     if not library.is_file():
         raise PackageError(f"{path}: the archive has no {LIBRARY}")

@@ -54,7 +54,7 @@ class PackageStore:
 
     def __init__(self, folder: "str | os.PathLike[str] | None" = None, *,
                  max_upload: int = DEFAULT_MAX_UPLOAD, max_packages: int = DEFAULT_MAX_PACKAGES,
-                 trust: bytes | None = None) -> None:
+                 trust: bytes | None = None, machine: str | None = None) -> None:
         self._owned = tempfile.TemporaryDirectory(prefix="tilecraft-server-") if folder is None else None
         self.folder = Path(folder if folder is not None else self._owned.name)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -62,6 +62,8 @@ class PackageStore:
         self.max_packages = max_packages
         # With a key, only packages signed with it are kept (runtime/package_signing.py).
         self.trust = trust
+        # An emulated device's architecture (runtime/emulated.py): packages are checked against it.
+        self.machine = machine
         self._lock = threading.Lock()
         self.manifests: dict[str, dict[str, Any]] = {}
 
@@ -81,7 +83,7 @@ class PackageStore:
             extracted = Path(scratch) / "members"
             extracted.mkdir()
             try:
-                manifest = verify(tar, extracted, self.trust)
+                manifest = verify(tar, extracted, self.trust, self.machine)
             except PackageError as error:
                 # Name the upload, not the server's scratch file.
                 raise type(error)(str(error).replace(str(tar), name)) from None

@@ -26,6 +26,11 @@ number of workers, so idle and byte-per-second connections hold no thread and th
 count stays fixed; bodies are read under an idle and a total timeout; a client address with
 too many failed authentications is answered 429 for a while. ``--tls-cert``/``--tls-key``
 serve over TLS (stdlib ``ssl``), so models and inputs do not cross the network in clear.
+
+``--emulate aarch64`` (``armv7``/``arm``, ``riscv64``) makes this host the device for another
+architecture through qemu-user (runtime/emulated.py): /info reports that machine, uploads
+are checked against it, and each run executes the C runtime's runner under the emulator
+(its per-call seconds are the emulator's, meaningless for performance).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from .. import __version__
 from ..errors import (PackageError, PackageTargetError, RemoteAuthError, RemoteConnectionError, RemoteError,
                       RemoteLimitError, RemoteRateLimitError, RemoteRunError, RemoteTimeoutError,
                       ResourceLimitError, TilecraftError)
-from . import rpc
+from . import emulated, rpc
 from .connections import ConnectionLimits, Gate, HeadThenSocket, Request, SocketWriter
 from .host import host_cpu_flags
 from .limits import parse_size
@@ -81,7 +86,7 @@ class Server(HTTPServer):
     verbose = False  # log every request (--verbose)
 
     def __init__(self, address: tuple[str, int], *, key: bytes | None, store: PackageStore,
-                 executor: Executor, limits: ConnectionLimits | None = None,
+                 executor: "Executor | emulated.EmulatedExecutor", limits: ConnectionLimits | None = None,
                  tls: ssl.SSLContext | None = None,
                  max_auth_failures: int = DEFAULT_MAX_AUTH_FAILURES) -> None:
         self.limits = limits or ConnectionLimits()
@@ -176,11 +181,15 @@ class Server(HTTPServer):
                                   "(altered on the way, or cut short)")
 
     def info(self) -> dict[str, Any]:
+        """What clients check before uploading; an emulated device reports the emulated
+        machine, no CPU flags, and ``emulated: true``."""
+        emulating = self.store.machine is not None
         return {"protocol": rpc.PROTOCOL_VERSION, "tilecraft_version": __version__,
-                "machine": normalized_machine(platform.machine()),
-                "cpu_flags": sorted(host_cpu_flags()), "max_upload": self.store.max_upload,
+                "machine": normalized_machine(self.store.machine or platform.machine()),
+                "cpu_flags": [] if emulating else sorted(host_cpu_flags()), "max_upload": self.store.max_upload,
                 "timeout": self.executor.timeout, "memory_limit": self.executor.memory_limit,
-                "tls": self.tls is not None, "signed_packages_only": self.store.trust is not None}
+                "tls": self.tls is not None, "signed_packages_only": self.store.trust is not None,
+                "emulated": emulating}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -346,6 +355,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--max-auth-failures", type=int, default=DEFAULT_MAX_AUTH_FAILURES, metavar="N",
                         help=f"failed authentications per {AUTH_WINDOW:g} s before an address is answered 429 "
                         f"(default {DEFAULT_MAX_AUTH_FAILURES}; 0: no limit)")
+    parser.add_argument("--emulate", metavar="ARCH",
+                        help="act as a device of another architecture through qemu-user: aarch64, armv7 "
+                        "(or arm), riscv64 (docs/remote.md; per-call times are the emulator's)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     return parser
 
@@ -417,10 +429,18 @@ def make_server(args: argparse.Namespace) -> Server:
                                  for name in ("workers", "max_connections", "header_timeout",
                                               "idle_timeout", "read_timeout")})
     trust = getattr(args, "trust", None)
+    executor: Executor | emulated.EmulatedExecutor
+    if getattr(args, "emulate", None):
+        chosen = emulated.emulation(args.emulate)
+        chosen.check()
+        executor = emulated.EmulatedExecutor(chosen, emulated.build_runner(chosen), timeout=args.timeout,
+                                             memory_limit=args.memory_limit)
+        machine: str | None = chosen.machine
+    else:
+        executor, machine = Executor(timeout=args.timeout, memory_limit=args.memory_limit), None
     store = PackageStore(args.store, max_upload=args.max_upload,
-                         trust=None if trust is None else read_key(trust))
-    server = Server((args.host, args.port), key=key, store=store,
-                    executor=Executor(timeout=args.timeout, memory_limit=args.memory_limit),
+                         trust=None if trust is None else read_key(trust), machine=machine)
+    server = Server((args.host, args.port), key=key, store=store, executor=executor,
                     limits=limits, tls=tls,
                     max_auth_failures=getattr(args, "max_auth_failures", DEFAULT_MAX_AUTH_FAILURES))
     server.verbose = args.verbose
@@ -435,7 +455,8 @@ def serve(args: argparse.Namespace) -> int:
         # `kill` (SIGTERM) ends the server like Ctrl-C: the package store is removed.
         signal.signal(signal.SIGTERM, _interrupt)
     host, port = server.server_address[:2]
-    print(f"tilecraft server listening on {host}:{port} (machine {server.info()['machine']}, "
+    print(f"tilecraft server listening on {host}:{port} (machine {server.info()['machine']}"
+          f"{' emulated by ' + server.executor.emulation.qemu if server.store.machine else ''}, "
           f"{'signed requests' if server.key else 'NO KEY'}{', TLS' if server.tls else ''}"
           f"{', signed packages only' if server.store.trust else ''})", flush=True)
     try:

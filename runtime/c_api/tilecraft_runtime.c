@@ -4,8 +4,9 @@
  * signature check) step for step, so that a package the Python side refuses is refused
  * here too, with the same reason; runtime/memref.py is the calling convention: every
  * tensor crosses `_mlir_ciface_<entry>` as a memref descriptor {allocated, aligned,
- * offset, sizes[rank], strides[rank]} of 8-byte words, the results first, through one
- * pointer. The parts that need no package (JSON, SHA-256) live in json.c and sha256.c. */
+ * offset, sizes[rank], strides[rank]} (the index fields 8-byte words), the results first,
+ * through one pointer. On a 32-bit machine (armv7) the two pointers share the first 8-byte
+ * word, as the C struct the compiled code expects lays them out (DESCRIPTOR_HEADER_WORDS). The parts that need no package (JSON, SHA-256) live in json.c and sha256.c. */
 #define _GNU_SOURCE /* mkdtemp, realpath, strdup on glibc */
 #include "tilecraft_runtime.h"
 
@@ -28,6 +29,20 @@
 #define MANIFEST "manifest.json"
 #define LIBRARY "model.so"
 #define PROFILE_LIBRARY "profile.so"
+/* 8-byte words of a descriptor's {allocated, aligned} pointers: 2 on 64-bit machines, 1 on
+ * 32-bit ones; the offset, sizes and strides follow as int64_t. */
+#define DESCRIPTOR_HEADER_WORDS ((2 * sizeof(void *) + sizeof(int64_t) - 1) / sizeof(int64_t))
+
+static void *descriptor_pointer(const int64_t *descriptor, size_t which) {
+  void *pointer;
+  memcpy(&pointer, (const char *)descriptor + which * sizeof(void *), sizeof pointer);
+  return pointer;
+}
+
+static void set_descriptor_pointers(int64_t *descriptor, void *data) {
+  void *pointers[2] = {data, data};
+  memcpy(descriptor, pointers, sizeof pointers);
+}
 #define SIGNATURE "signature.json"
 #define SIGNATURE_FORMAT "tilecraft-package-signature"
 #define SIGNATURE_ALGORITHM "hmac-sha256"
@@ -1143,11 +1158,11 @@ static tilecraft_status parse_contract(tilecraft_model *model, tilecraft_error *
   size_t words = 0;
   for (size_t i = 0; i < model->num_outputs; ++i) {
     model->result_offsets[i] = words;
-    words += 3 + 2 * (size_t)model->outputs[i].rank;
+    words += DESCRIPTOR_HEADER_WORDS + 1 + 2 * (size_t)model->outputs[i].rank;
   }
   for (size_t i = 0; i < model->num_inputs; ++i) {
     model->argument_offsets[i] = words;
-    words += 3 + 2 * (size_t)model->inputs[i].rank;
+    words += DESCRIPTOR_HEADER_WORDS + 1 + 2 * (size_t)model->inputs[i].rank;
   }
   model->frame_words = words;
   return TILECRAFT_OK;
@@ -1373,9 +1388,9 @@ tilecraft_status tilecraft_model_open(const char *path, const char *trust_key_pa
     *model = NULL;
   if (!path || !model)
     return fail(error, TILECRAFT_ERROR_INVALID_ARGUMENT, "tilecraft_model_open: path and model must not be NULL");
-  if (sizeof(void *) != sizeof(int64_t)) /* the descriptors below are 8-byte words */
-    return fail(error, TILECRAFT_ERROR_UNSUPPORTED, "%s: this runtime calls packages on 64-bit machines only (its "
-                "memref descriptors are 8-byte words, as runtime/memref.py's)", path);
+  if ((2 * sizeof(void *)) % sizeof(int64_t) != 0) /* descriptors: pointer pair, then 8-byte words */
+    return fail(error, TILECRAFT_ERROR_UNSUPPORTED, "%s: this runtime calls packages on machines with 4- or "
+                "8-byte pointers only", path);
   tilecraft_model *opened = calloc(1, sizeof *opened);
   if (!opened || !(opened->path = strdup(path))) {
     free(opened);
@@ -1657,14 +1672,15 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
     arguments[count++] = frame;
   for (size_t i = 0; i < num_inputs; ++i) {
     int64_t *descriptor = frame + model->argument_offsets[i];
+    int64_t *sizes = descriptor + DESCRIPTOR_HEADER_WORDS + 1;
     int32_t rank = inputs[i].rank;
     int64_t elements = element_count(inputs[i].shape, rank);
-    descriptor[0] = descriptor[1] = (int64_t)(intptr_t)inputs[i].data;
-    descriptor[2] = 0;
+    set_descriptor_pointers(descriptor, inputs[i].data);
+    descriptor[DESCRIPTOR_HEADER_WORDS] = 0;
     int64_t stride = 1;
     for (int32_t d = rank; d-- > 0;) {
-      descriptor[3 + d] = inputs[i].shape[d];
-      descriptor[3 + rank + d] = elements ? stride : 0;
+      sizes[d] = inputs[i].shape[d];
+      sizes[rank + d] = elements ? stride : 0;
       stride *= inputs[i].shape[d] ? inputs[i].shape[d] : 1;
     }
     arguments[count++] = descriptor;
@@ -1678,24 +1694,25 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
   for (size_t i = 0; i < num_outputs; ++i) {
     const spec *expected = &model->outputs[i];
     int64_t *descriptor = frame + model->result_offsets[i];
-    void *allocated = (void *)(intptr_t)descriptor[0];
-    const char *aligned = (const char *)(intptr_t)descriptor[1];
+    const int64_t *sizes = descriptor + DESCRIPTOR_HEADER_WORDS + 1, offset = descriptor[DESCRIPTOR_HEADER_WORDS];
+    void *allocated = descriptor_pointer(descriptor, 0);
+    const char *aligned = descriptor_pointer(descriptor, 1);
     int32_t rank = expected->rank;
     int owned = allocated != NULL;
     for (size_t k = 0; owned && k < num_inputs; ++k)
       owned = allocated != inputs[k].data;
     for (size_t k = 0; owned && k < i; ++k)
-      owned = (void *)(intptr_t)frame[model->result_offsets[k]] != allocated;
+      owned = descriptor_pointer(frame + model->result_offsets[k], 0) != allocated;
     if (!failed) { /* every output's shape is set, even after one did not fit */
       outputs[i].rank = rank;
-      memcpy(outputs[i].shape, descriptor + 3, (size_t)rank * sizeof(int64_t));
-      int64_t elements = element_count(descriptor + 3, rank);
+      memcpy(outputs[i].shape, sizes, (size_t)rank * sizeof(int64_t));
+      int64_t elements = element_count(sizes, rank);
       size_t item = tilecraft_dtype_size(expected->dtype);
       int contiguous = 1;
       int64_t stride = 1;
       for (int32_t d = rank; d-- > 0 && elements > 0;) {
-        contiguous &= descriptor[3 + rank + d] == stride || descriptor[3 + d] == 1;
-        stride *= descriptor[3 + d];
+        contiguous &= sizes[rank + d] == stride || sizes[d] == 1;
+        stride *= sizes[d];
       }
       if (elements < 0 || (uint64_t)elements * item > outputs[i].size_bytes) {
         char got[256];
@@ -1710,7 +1727,7 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
           status = fail(error, TILECRAFT_ERROR_PACKAGE, "%s: output '%s': the compiled code returned a strided "
                         "buffer", model->path, expected->name);
       } else if (elements > 0 && aligned) {
-        memcpy(outputs[i].data, aligned + descriptor[2] * (int64_t)item, (size_t)elements * item);
+        memcpy(outputs[i].data, aligned + offset * (int64_t)item, (size_t)elements * item);
       }
     }
     if (owned)
