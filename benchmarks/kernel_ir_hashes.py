@@ -17,7 +17,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from tilecraft.pipelines.tensor import bf16_matmul, fused_attention, int8_matmul
-from tilecraft.pipelines.tensor.fused_attention import AttentionShape, Extra
+from tilecraft.pipelines.tensor.fused_attention import AttentionShape, Extra, OperandView
 from tilecraft.pipelines.tensor.int8_matmul import Epilogue, EpilogueOperand, Window
 
 BF16_SHAPES = [(64, 64, 64, 1), (100, 48, 37, 4), (7, 130, 9, 2), (1, 16, 2, 1), (49, 1000, 512, 8)]
@@ -39,6 +39,30 @@ ATTENTION = [  # (shape, extras, threads, scores function, zeroing, ranged)
     (AttentionShape(12, 50, 50, 32, 48, (12, 50, 50)), [], 4, None, None, False),
     (AttentionShape(4, 128, 128, 64, 64, (4, 128, 128)), [_MASK, _SCALE], 2, "scores", "masked", False),
     (AttentionShape(2, 20, 7, 16, 16, (2, 20, 7)), [], 1, None, None, True),
+]
+# Every other branch of the kernel builder: a rank-4 domain (batch indices), extras along the
+# keys and per row of each stored kind, zeroing read from a tensor or "masked" without a chain,
+# Q and V read through views, key ranges, Dv not a multiple of 16, a remainder row loop.
+_BATCH_MASK = Extra("tensor<2x20x32xi8>", "i1", ("d1", "d2", "d3"), True)
+_HEAD_SCALE = Extra("tensor<2x1xf32>", "f32", ("d0", "0"), False)
+_ROW_FLAG = Extra("tensor<2x20xi8>", "i1", ("d1", "d2"), False)
+_ADDITIVE = Extra("tensor<37x37xf32>", "f32", ("d1", "d2"), True)
+_INT_BIAS = Extra("tensor<37xi32>", "i32", ("d1",), False)
+_HALF_BIAS = Extra("tensor<3x37xf16>", "f16", ("d0", "d2"), True)
+_ZERO_ROWS = Extra("tensor<2x2x20xi8>", "i8", ("d0", "d1", "d2"), False)
+_ZERO_ROWS_3 = Extra("tensor<2x8xi8>", "i8", ("d0", "d1"), False)
+# (source type, indices over (d0, d1, d2) = (flat batch, row or key, feature)): [seq, heads, d]
+# projections merged from 2 x 2 batch dims; V's innermost index stays d2.
+_Q_VIEW = ("tensor<2x20x2x16xf32>", ("((d0) floordiv 2) mod 2", "d1", "((d0) floordiv 1) mod 2", "d2"))
+_V_VIEW = ("tensor<32x4x40xf32>", ("d1", "d0", "d2"))
+_Q_VIEW_3 = ("tensor<37x3x24xf32>", ("d1", "d0", "d2"))
+ATTENTION_VIEWS = [  # (shape, extras, threads, scores function, zeroing, q view, v view, ranged)
+    (AttentionShape(4, 20, 32, 16, 40, (2, 2, 20, 32)), [_BATCH_MASK, _HEAD_SCALE, _ROW_FLAG], 3, "scores",
+     _ZERO_ROWS, _Q_VIEW, _V_VIEW, True),
+    (AttentionShape(3, 37, 37, 24, 24, (3, 37, 37)), [_ADDITIVE, _INT_BIAS, _HALF_BIAS], 8, "scores", None,
+     _Q_VIEW_3, None, False),
+    (AttentionShape(5, 9, 100, 8, 8, (5, 9, 100)), [], 2, None, "masked", None, None, True),
+    (AttentionShape(2, 8, 16, 16, 20, (2, 8, 16)), [], 1, None, _ZERO_ROWS_3, None, None, False),
 ]
 
 
@@ -72,7 +96,28 @@ def kernels() -> list[tuple[str, str]]:
                       f" extras={len(extras)} t{threads}{' ranged' if ranged else ''}",
                       fused_attention.kernel_source(f"attention{i}", shape, extras, threads, scores, zeroing,
                                                     ranged=ranged)))
+    for i, (shape, extras, threads, scores, zeroing, q_view, v_view, ranged) in enumerate(ATTENTION_VIEWS):
+        found.append((f"attention view #{i} {shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}"
+                      f" extras={len(extras)} t{threads}{' ranged' if ranged else ''}",
+                      attention_source(f"view{i}", shape, extras, threads, scores, zeroing, q_view, v_view, ranged)))
     return found
+
+
+def attention_source(name, shape, extras, threads, scores, zeroing, q_view, v_view, ranged) -> str:
+    """The attention kernel's text with Q and V read through views of tensors of the given types."""
+    with ir.Context():
+        holders = []
+
+        def view(spec):
+            if spec is None:
+                return None
+            type_text, indices = spec
+            holder = ir.Module.parse(f"func.func @view(%x: {type_text}) {{\n  return\n}}")
+            holders.append(holder)
+            return OperandView(holder.body.operations[0].regions[0].blocks[0].arguments[0], indices)
+
+        return fused_attention.kernel_source(name, shape, extras, threads, scores, zeroing, view(q_view),
+                                             view(v_view), ranged=ranged)
 
 
 def main() -> None:
