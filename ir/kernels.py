@@ -79,11 +79,10 @@ def first_element(value: ir.Value) -> ir.Value:
     return lane(value, 0)
 
 
-def reduce(kind: str, value: ir.Value) -> ir.Value:
-    """The lanes of the 1-D vector ``value`` combined by ``kind`` (a ``#vector.kind``:
-    ``add``, ``maximumf``, ...) into one scalar (``vector.reduction``)."""
-    element = ir.VectorType(value.type).element_type
-    return vector.reduction(element, ir.Attribute.parse(f"#vector.kind<{kind}>"), value)
+def reduce(kind: vector.CombiningKind, value: ir.Value) -> ir.Value:
+    """The lanes of the 1-D vector ``value`` combined by ``kind`` (``CombiningKind.ADD``,
+    ``MAXIMUMF``, ...) into one scalar (``vector.reduction``)."""
+    return vector.reduction(ir.VectorType(value.type).element_type, kind, value)
 
 
 def dot_product(lhs: ir.Value, rhs: ir.Value, acc: ir.Value) -> ir.Value:

@@ -844,7 +844,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                     peak = xs[(r, 0)]
                     for v in range(1, key_vectors):
                         peak = arith.maximumf(peak, xs[(r, v)])
-                    block_max = kernels.reduce("maximumf", peak)
+                    block_max = kernels.reduce(vector.CombiningKind.MAXIMUMF, peak)
                     new_max = arith.maximumf(maxima[r], block_max)
                     # A row all -inf so far shifts by 0: -inf - -inf would be NaN.
                     shift = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, new_max, ninf), f0, new_max)
@@ -855,7 +855,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                     for v in range(key_vectors):
                         probabilities[(r, v)] = mlir_math.exp(arith.subf(xs[(r, v)], shift_v))
                         total = probabilities[(r, v)] if total is None else arith.addf(total, probabilities[(r, v)])
-                    row_sum = kernels.reduce("add", total)
+                    row_sum = kernels.reduce(vector.CombiningKind.ADD, total)
                     new_maxima.append(new_max)
                     new_sums.append(arith.addf(arith.mulf(sums[r], alpha), row_sum))
                     for u in range(out_vectors):
