@@ -1,5 +1,6 @@
 """Builders for hand-scheduled loop kernels: the vector, affine and scf pieces that the
-generated dot-product kernels (pipelines/bf16_matmul.py, int8_matmul.py) are made of.
+generated kernels (pipelines/tensor/bf16_matmul.py, int8_matmul.py, fused_attention.py)
+are made of.
 
 Why builders rather than MLIR text: a kernel written as an f-string names every value by
 hand (``%w{v}_{tag}``), repeats each type at every use and only fails when the whole text
@@ -35,6 +36,15 @@ def apply(body: AffineBody, *operands: ir.Value) -> ir.Value:
     return affine.apply(affine_map(body, len(operands)), list(operands))
 
 
+def apply_results(indexing_map: ir.AffineMap, operands: Sequence[ir.Value],
+                  results: int | None = None) -> list[ir.Value]:
+    """One ``affine.apply`` per result of ``indexing_map`` (the first ``results``, sliced as a
+    list) at ``operands`` (its dims): the indices an operand read through a map is read at."""
+    dims = len(operands)
+    return [affine.apply(ir.AffineMap.get(dims, 0, [result]), list(operands))
+            for result in list(indexing_map.results)[:results]]
+
+
 def minimum(body: AffineBody, *operands: ir.Value) -> ir.Value:
     """``affine.min`` of the expressions ``body`` returns, at index ``operands``."""
     return affine.min(affine_map(body, len(operands)), list(operands))
@@ -59,9 +69,20 @@ def write(value: ir.Value, dest: ir.Value, indices: Sequence[ir.Value], *, in_bo
                                  ir.ArrayAttr.get([ir.BoolAttr.get(in_bounds)]))
 
 
+def lane(value: ir.Value, position: int) -> ir.Value:
+    """Element ``position`` of the 1-D vector ``value`` as a scalar."""
+    return vector.extract(value, [], ir.DenseI64ArrayAttr.get([position]))
+
+
 def first_element(value: ir.Value) -> ir.Value:
     """Element 0 of the 1-D vector ``value`` as a scalar."""
-    return vector.extract(value, [], ir.DenseI64ArrayAttr.get([0]))
+    return lane(value, 0)
+
+
+def reduce(kind: vector.CombiningKind, value: ir.Value) -> ir.Value:
+    """The lanes of the 1-D vector ``value`` combined by ``kind`` (``CombiningKind.ADD``,
+    ``MAXIMUMF``, ...) into one scalar (``vector.reduction``)."""
+    return vector.reduction(ir.VectorType(value.type).element_type, kind, value)
 
 
 def dot_product(lhs: ir.Value, rhs: ir.Value, acc: ir.Value) -> ir.Value:
@@ -107,8 +128,13 @@ def for_loop(lower: ir.Value, upper: ir.Value, step: ir.Value, carried: Sequence
     return scf.ForOp(lower, upper, step, list(carried))
 
 
+def splat(value: float | int, lanes: int, element: ir.Type) -> ir.Value:
+    """A constant ``vector<lanes x element>`` of ``value`` in every lane."""
+    vector_type = ir.VectorType.get([lanes], element)
+    scalar = ir.FloatAttr.get(element, float(value)) if core.is_float(element) else ir.IntegerAttr.get(element, int(value))
+    return arith.constant(vector_type, ir.DenseElementsAttr.get_splat(vector_type, scalar))
+
+
 def zero_vector(lanes: int, element: ir.Type) -> ir.Value:
     """A splat zero ``vector<lanes x element>``."""
-    vector_type = ir.VectorType.get([lanes], element)
-    zero = ir.FloatAttr.get(element, 0.0) if core.is_float(element) else ir.IntegerAttr.get(element, 0)
-    return arith.constant(vector_type, ir.DenseElementsAttr.get_splat(vector_type, zero))
+    return splat(0, lanes, element)

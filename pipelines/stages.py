@@ -20,7 +20,7 @@ from .tensor import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from .tensor import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
 from .buffer.bool_memory import WIDEN_BOOL_MEMORY
 from .tensor.fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
-from .tensor.fused_attention import FUSE_ATTENTION_PASS
+from .tensor.fused_attention import FUSE_ATTENTION_PASS, LANES as ATTENTION_LANES
 from .tensor.int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
 from .vector.merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .buffer.parallel_loops import COLLAPSE_PARALLEL_LOOPS
@@ -107,9 +107,11 @@ def input_stage() -> Stage:
 
 
 def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vnni: bool = False,
-                   num_threads: int = 1, fused_attention: bool = False) -> Stage:
+                   num_threads: int = 1, fused_attention: bool = False,
+                   attention_lanes: int = ATTENTION_LANES) -> Stage:
     """Canonicalization; with ``fused_attention``, attention (batch matmul, softmax, batch
-    matmul) as one kernel (fused_attention.py); 8-bit integer matmuls as VNNI kernels (``vnni``, split for
+    matmul) as one kernel (fused_attention.py; vectors of the target's ``attention_lanes``
+    f32); 8-bit integer matmuls as VNNI kernels (``vnni``, split for
     ``num_threads``) or i32 matmuls (int8_matmul.py); elementwise fusion, with no producer
     fused where it would be recomputed (fusion_barrier.py); then the run-time checks of dynamic sizes
     (runtime_checks.py; ``runtime_checks=False`` removes every check, the emitters' too),
@@ -119,7 +121,7 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
     checks = (f"{INSERT_CHECKS}{{enabled={int(runtime_checks)}}}", "resolve-ranked-shaped-type-result-dims")
     return Stage("simplify",
                  ("canonicalize", "cse",
-                  *((f"{FUSE_ATTENTION_PASS}{{num-threads={num_threads}}}",) if fused_attention else ()),
+                  *((f"{FUSE_ATTENTION_PASS}{{num-threads={num_threads} lanes={attention_lanes}}}",) if fused_attention else ()),
                   f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
                   INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
                   DROP_BARRIERS, INT8_EPILOGUE_PASS, *checks, "canonicalize",

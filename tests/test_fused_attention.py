@@ -344,3 +344,31 @@ def test_bad_thread_option_is_a_pipeline_error():
         module = ir.Module.create()
         with pytest.raises(PipelineError, match="num-threads"):
             lookup_pass(FUSE_ATTENTION_PASS).run(module.operation, {"num-threads": "0"})
+
+
+@pytest.mark.parametrize("lanes", ["0", "5", "eight"])
+def test_bad_lanes_option_is_a_pipeline_error(lanes):
+    """Lanes that are not a positive divisor of every key block would leave keys unread."""
+    from mlir import ir
+
+    from tilecraft.pipelines.passes import lookup_pass
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with pytest.raises(PipelineError, match="lanes"):
+            lookup_pass(FUSE_ATTENTION_PASS).run(module.operation, {"lanes": lanes})
+
+
+def test_kernel_of_eight_lanes_matches_onnxruntime():
+    """The vector width is the pass's ``lanes`` option (the target's): 8-lane vectors, with
+    padded keys and a padding mask, compute what 16-lane ones do."""
+    model = _attention_model((2, 2, 12, 16), 40, 24, mask="padding")
+    pipeline = cpu_pipeline("llvm", opt_level=3)
+    passes = [f"{FUSE_ATTENTION_PASS}{{num-threads=1 lanes=8}}" if p.startswith(FUSE_ATTENTION_PASS) else p
+              for p in pipeline.stage("simplify").passes]
+    compiled = tilecraft.compile(model, CompileOptions(keep_ir=True, pipeline=pipeline.replace("simplify", passes)))
+    simplified = compiled.ir("simplify")
+    assert simplified.count(KERNEL_CALL) == 1
+    assert "vector<8xf32>" in simplified and "vector<16xf32>" not in simplified
+    feeds = _feeds(model, np.random.default_rng(11))
+    np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds)[0], rtol=1e-5, atol=1e-5)

@@ -13,20 +13,21 @@ of an exported transformer, ONNX's ``Attention`` function, PyTorch's
 Run op by op, S, X, E and P are each B x M x N floats written and read back: for BERT-base
 (12 x 128 x 128) 786 KB each, four round trips through L2 per layer for a computation whose
 inputs are 3 x 393 KB. This pass replaces the whole pattern by a call of a generated kernel
-(one per site; identical ones are merged before LLVM) that keeps S in registers:
+(one per site; identical ones are merged before LLVM) that keeps S in registers, in vectors
+of L f32 lanes (the pass option ``lanes``, the target's: 16 on every CPU target):
 
 * ``scf.forall`` over (B, row blocks of the queries), about two tasks per thread;
 * per register tile of ``ROWS`` query rows, a loop over blocks of KB keys (one of
-  ``KEY_BLOCKS``) carrying each row's output accumulators (Dv / 16 vectors), running max
+  ``KEY_BLOCKS``) carrying each row's output accumulators (Dv / L vectors), running max
   ``m`` and running sum ``l``:
 
-  - ``S`` tile = Q rows x K^T block (one broadcast of Q per row and d, KB / 16 loads of K^T);
+  - ``S`` tile = Q rows x K^T block (one broadcast of Q per row and d, KB / L loads of K^T);
   - ``X`` = the chain's bodies on those vectors (vector_bodies.py), its extra operands read
     at the tile's place through their indexing maps; keys past N (K^T and V padded to a
     multiple of KB) are set to -inf;
   - online softmax: ``m' = max(m, rowmax(X))``, ``p = exp(X - m')``,
     ``alpha = exp(m - m')``, ``l' = l * alpha + rowsum(p)``, ``O = O * alpha + p @ V``
-    (a broadcast of each p and Dv / 16 loads of V per key);
+    (a broadcast of each p and Dv / L loads of V per key);
 
   and ``O * (1 / l)`` is stored. A row whose keys are all -inf so far uses 0 in place of
   its max, so the -inf - -inf of a fully masked block gives 0, not NaN; a row that stays
@@ -50,6 +51,9 @@ Q and V are read in place through the transposes (and batch merges) that made th
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
 padded V is still copied). K^T is read as it is, contiguous along the keys.
 
+The kernel is built with MLIR's Python builders (``build_kernel``; ir/kernels.py), its
+operands' types and indexing maps carried as MLIR objects (``Extra``, ``OperandView``).
+
 Matched only where the shapes are static, Q, K, V and the scores f32 (a chain operand may
 be of any type; bools are passed as bytes), Dv is at most MAX_VALUE_DEPTH (64: BERT, GPT-2,
 ViT; wider heads run as fast unfused, see there), and the intermediate values have no other
@@ -58,16 +62,20 @@ users. Anything else keeps the unfused ops.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, func
+from mlir.dialects import arith, func, scf, tensor, vector
+from mlir.dialects import math as mlir_math
 from mlir.passmanager import PassManager
 
 from ...ir.maps import has_indexing_maps, indexing_map_texts, operand_map
-from ...ir import core
+from ...errors import PipelineError
+from ...ir import core, kernels
 from ...ir.resources import literal_array
 from ..ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
 from ..passes import positive_int_option, register_pass
@@ -75,7 +83,10 @@ from .vector_bodies import clonable_body, clone_body, declared_function, is_all_
 
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
 KERNEL_PREFIX = "tilecraft_attention"
-LANES = 16         # f32 lanes of a 512-bit vector
+# f32 lanes of the kernel's vectors unless the pass is told the target's (``lanes``): 16, a
+# 512-bit vector, on every CPU target (AVX2 too: the 4 x 4 tile of 16-lane vectors was
+# measured with it). Each of KEY_BLOCKS must be a multiple of it.
+LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
 # Widest Dv fused. Wider, the output accumulators (ROWS x Dv / 16 vectors) no longer fit in
@@ -89,21 +100,25 @@ _MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
 
 @dataclass(frozen=True)
 class Extra:
-    """An extra operand of the score chain (a scale, a mask), read at the tile's place:
-    ``map_results`` are its indexing map's results over the chain's domain (batch dims,
-    query row, key); along the keys when its last result is the key dim (``along_keys``),
-    else one value per row, broadcast. A bool (i1) operand is passed and read as bytes
-    (``stored``; i1 tensors are bytes in memory) and compared with 0."""
+    """An extra operand of the score chain (a scale, a mask), read at the tile's place
+    through ``indexing_map`` (over the chain's domain: batch dims, query row, key); along the
+    keys when its last result is the key dim (``along_keys``), else one value per row,
+    broadcast. A bool (i1) ``element`` is passed and read as bytes (``tensor_type`` and
+    ``stored`` say i8: i1 tensors are bytes in memory) and compared with 0."""
 
-    tensor_type: str
-    element: str
-    map_results: tuple[str, ...]
+    tensor_type: ir.RankedTensorType   # as the kernel takes it
+    element: ir.Type                   # as the chain reads it
+    indexing_map: ir.AffineMap
     along_keys: bool
 
     @property
-    def stored(self) -> str:
+    def is_bool(self) -> bool:
+        return isinstance(self.element, ir.IntegerType) and ir.IntegerType(self.element).width == 1
+
+    @property
+    def stored(self) -> ir.Type:
         """The element type the kernel reads."""
-        return "i8" if self.element == "i1" else self.element
+        return ir.IntegerType.get_signless(8) if self.is_bool else self.element
 
 
 @dataclass(frozen=True)
@@ -114,13 +129,14 @@ class AttentionShape:
     depth: int      # D: Q's and K's feature size
     value_depth: int  # Dv
     domain: tuple[int, ...]  # the chain's domain (batch dims..., M, N)
+    lanes: int = LANES       # f32 lanes of the kernel's vectors: the target's
 
     @property
     def key_block(self) -> int:
         """Keys per block: the one of KEY_BLOCKS (or all keys, rounded up to whole vectors,
         when fewer) that pads N least, the larger on a tie."""
         if self.keys <= KEY_BLOCKS[-1]:
-            return -(-self.keys // LANES) * LANES
+            return -(-self.keys // self.lanes) * self.lanes
         return min(KEY_BLOCKS, key=lambda kb: (-(-self.keys // kb) * kb, -kb))
 
     @property
@@ -290,17 +306,16 @@ def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
     value = generic.operands[index]
     if not isinstance(value.type, ir.RankedTensorType) or not ir.RankedTensorType(value.type).has_static_shape:
         return None
-    element = str(ir.RankedTensorType(value.type).element_type)
-    tensor_type = str(value.type)
-    if element == "i1":  # passed as bytes (see Extra)
-        tensor_type = str(ir.RankedTensorType.get(ir.RankedTensorType(value.type).shape,
-                                                  ir.IntegerType.get_signless(8)))
-    results = tuple(_map_results(generic, index))
+    tensor_type = ir.RankedTensorType(value.type)
+    element = tensor_type.element_type
+    if str(element) == "i1":  # passed as bytes (see Extra)
+        tensor_type = ir.RankedTensorType.get(tensor_type.shape, ir.IntegerType.get_signless(8))
+    results = _map_results(generic, index)
     key = f"d{rank - 1}"
     along_keys = bool(results) and results[-1] == key
     if any(key in r for r in (results[:-1] if along_keys else results)):
         return None  # the key dim elsewhere than innermost: not a vector read
-    return Extra(tensor_type, element, results, along_keys)
+    return Extra(tensor_type, element, operand_map(generic, index), along_keys)
 
 
 def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
@@ -345,7 +360,7 @@ class RowZeroing:
     generic: ir.Operation
     kind: str
     condition: ir.Value | None = None
-    condition_map: tuple[str, ...] = ()
+    condition_map: ir.AffineMap | None = None
     dead: tuple[ir.Operation, ...] = ()
 
 
@@ -482,17 +497,17 @@ def _row_zeroing(p: ir.Value, rank: int) -> tuple[ir.Value, RowZeroing | None] |
         return None
     if _splat_value(op.operands[zero]) not in (0, 0.0) or len(users(op.operands[kept])) != 1:
         return None
-    condition_map = tuple(_map_results(op, c))
-    if any(f"d{rank - 1}" in r for r in condition_map):
+    if any(f"d{rank - 1}" in r for r in _map_results(op, c)):
         return None  # c varies along the keys: not a row's
     condition = op.operands[c]
     if _splat_value(condition) in (0, False):
         return op.operands[kept], RowZeroing(op, "none")
-    return op.operands[kept], RowZeroing(op, "", condition, condition_map)
+    return op.operands[kept], RowZeroing(op, "", condition, operand_map(op, c))
 
 
-def match_attention(context: ir.Operation) -> AttentionSite | None:
-    """The attention whose second batch matmul is ``context``, or ``None``."""
+def match_attention(context: ir.Operation, lanes: int = LANES) -> AttentionSite | None:
+    """The attention whose second batch matmul is ``context`` (its kernel's vectors of
+    ``lanes`` f32), or ``None``."""
     if not _plain_batch_matmul(context):
         return None
     p3, v3 = context.operands[0], context.operands[1]
@@ -544,36 +559,36 @@ def match_attention(context: ir.Operation) -> AttentionSite | None:
             *([expand] if expand else []), scores]
     if zeroing is not None and zeroing.kind == "none":
         zeroing = None
-    return AttentionSite(scores, steps, context, dead, AttentionShape(b, m, n, d, dv, domain), zeroing)
+    return AttentionSite(scores, steps, context, dead, AttentionShape(b, m, n, d, dv, domain, lanes), zeroing)
 
 
 @dataclass(frozen=True)
 class OperandView:
-    """How the kernel reads a rank-3 operand X[b, i, j] (Q, V): at ``indices`` (affine
-    expressions of d0 = b, d1 = i, d2 = j) of ``source``, the tensor X was copied from by
-    transposes and a merge of batch dims. Why: Q and V usually come from a projection
-    through a transpose ([seq, heads, d] -> [heads, seq, d]); read in place, those copies
-    (each as large as the operand) are not made."""
+    """How the kernel reads a rank-3 operand X[b, i, j] (Q, V): at ``indices`` (a map from
+    (d0, d1, d2) = (b, i, j) to ``source``'s indices) of ``source``, the tensor X was copied
+    from by transposes and a merge of batch dims. Why: Q and V usually come from a
+    projection through a transpose ([seq, heads, d] -> [heads, seq, d]); read in place,
+    those copies (each as large as the operand) are not made."""
 
     source: ir.Value
-    indices: tuple[str, ...]
+    indices: ir.AffineMap
 
     @property
-    def tensor_type(self) -> str:
-        return str(self.source.type)
+    def tensor_type(self) -> ir.RankedTensorType:
+        return ir.RankedTensorType(self.source.type)
 
 
 def operand_view(value: ir.Value) -> OperandView:
     """``value``'s view through single-use ``linalg.transpose`` ops and batch-merging
     ``tensor.collapse_shape`` ops (the identity view when there are none)."""
-    indices = ["d0", "d1", "d2"]
+    indices = [ir.AffineDimExpr.get(i) for i in range(3)]
     while True:
         op = defining_op(value)
         if op is None or len(users(value)) != 1:
             break
         if op.name == "linalg.transpose":
             permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
-            source_indices = [""] * len(indices)
+            source_indices = list(indices)
             for position, dim in enumerate(permutation):  # result dim i is input dim perm[i]
                 source_indices[dim] = indices[position]
             indices, value = source_indices, op.operands[0]
@@ -588,11 +603,11 @@ def operand_view(value: ir.Value) -> OperandView:
                 stride = 1
                 for later in groups[0][k + 1:]:
                     stride *= source_shape[later]
-                merged.append(f"(({indices[0]}) floordiv {stride}) mod {source_shape[dim]}")
+                merged.append(ir.AffineExpr.get_mod(ir.AffineExpr.get_floor_div(indices[0], stride), source_shape[dim]))
             indices, value = merged + indices[1:], op.operands[0]
         else:
             break
-    return OperandView(value, tuple(indices))
+    return OperandView(value, ir.AffineMap.get(3, 0, indices))
 
 
 def _row_key_mask(generic: ir.Operation, value: ir.Value, rank: int, shape: "AttentionShape") -> np.ndarray | None:
@@ -661,275 +676,225 @@ def _row_block(shape: AttentionShape, threads: int) -> int:
     return min(shape.rows, -(-rows // ROWS) * ROWS)
 
 
-def kernel_source(name: str, shape: AttentionShape, extras: list[Extra], threads: int,
-                  scores_function: str | None, zeroing: "str | Extra | None" = None,
-                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
-                  ranged: bool = False) -> str:
-    """The kernel's MLIR (see the module docstring): ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv,
-    extras...[, rows to zero]) -> BxMxDv``, all f32, Np the keys padded to whole blocks.
-    ``scores_function`` (declared here, defined by the caller) maps a score vector and the
-    extras' vectors to X. ``zeroing``: rows whose output is 0 rather than NaN: ``"masked"``
-    (every key -inf), or an i8 tensor read per row (nonzero: 0). ``q_view`` / ``v_view``:
-    Q and V read through their views (V's last index must be d2, its innermost dim) in place
-    of the [B, M, D] and [B, Np, Dv] tensors. ``ranged``: a last argument, M x 2 i32, gives
-    each row's [first, end) keys; a register tile loops over the blocks that meet its rows'."""
-    b, m, n, d, dv = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth
+def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
+                 scores_function: str | None = None, zeroing: "str | Extra | None" = None,
+                 q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
+                 ranged: bool = False) -> func.FuncOp:
+    """The kernel (see the module docstring), built at the insertion point:
+    ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv, extras...[, rows to zero][, key ranges]) -> BxMxDv``,
+    all f32, Np the keys padded to whole blocks, vectors of ``shape.lanes`` f32.
+    ``scores_function`` (declared here, before the kernel; defined by the caller) maps a
+    score vector and the extras' vectors to X. ``zeroing``: rows whose output is 0 rather
+    than NaN: ``"masked"`` (every key -inf), or an i8 tensor read per row (nonzero: 0).
+    ``q_view`` / ``v_view``: Q and V read through their views (V's last index must be d2, its
+    innermost dim) in place of the [B, M, D] and [B, Np, Dv] tensors. ``ranged``: a last
+    argument, M x 2 i32, gives each row's [first, end) keys; a register tile loops over the
+    blocks that meet its rows' ranges."""
+    b, m, n, d, dv, lanes = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth, shape.lanes
     kb, np_ = shape.key_block, shape.padded_keys
-    key_vectors, out_vectors = kb // LANES, -(-dv // LANES)
+    key_vectors, out_vectors = kb // lanes, -(-dv // lanes)
     rank = len(shape.domain)
     block_rows = _row_block(shape, threads)
     row_blocks = -(-m // block_rows)
-    q_type, kt_type = f"tensor<{b}x{m}x{d}xf32>", f"tensor<{b}x{d}x{np_}xf32>"
-    v_type, o_type = f"tensor<{b}x{np_}x{dv}xf32>", f"tensor<{b}x{m}x{dv}xf32>"
-    q_type = q_view.tensor_type if q_view else q_type
-    v_type = v_view.tensor_type if v_view else v_type
-    tile_type, vec = f"tensor<?x{dv}xf32>", "vector<16xf32>"
-    dv_in_bounds = "true" if dv % LANES == 0 else "false"
-    keys_in_bounds = "true" if np_ == n else "false"
-    arguments = [f"%q: {q_type}", f"%kt: {kt_type}", f"%v: {v_type}"]
-    arguments += [f"%e{i}: {e.tensor_type}" for i, e in enumerate(extras)]
-    if isinstance(zeroing, Extra):
-        arguments.append(f"%zr: {zeroing.tensor_type}")
-    if ranged:
-        arguments.append(f"%kr: tensor<{m}x2xi32>")
-    dims = ", ".join(f"d{i}" for i in range(rank))
-    lines = []
+    f32, i8, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    q_type = q_view.tensor_type if q_view else ir.RankedTensorType.get([b, m, d], f32)
+    kt_type = ir.RankedTensorType.get([b, d, np_], f32)
+    v_type = v_view.tensor_type if v_view else ir.RankedTensorType.get([b, np_, dv], f32)
+    o_type = ir.RankedTensorType.get([b, m, dv], f32)
+    ranges_type = ir.RankedTensorType.get([m, 2], i32)
+    tile_type = ir.RankedTensorType.get([dynamic, dv], f32)
+    vec = ir.VectorType.get([lanes], f32)
+    dv_in_bounds, keys_in_bounds = dv % lanes == 0, np_ == n
     if scores_function:
-        types = ", ".join([vec, *(f"vector<16x{e.element}>" for e in extras)])
-        lines.append(f"func.func private @{scores_function}({types}) -> {vec}")
-    lines += [
-        f"func.func @{name}({', '.join(arguments)}) -> {o_type} {{",
-        "  %c0 = arith.constant 0 : index",
-        "  %c1 = arith.constant 1 : index",
-        f"  %c_depth = arith.constant {d} : index",
-        f"  %c_keys = arith.constant {np_} : index",
-        f"  %c_block = arith.constant {kb} : index",
-        f"  %c_rows = arith.constant {ROWS} : index",
-        "  %f0 = arith.constant 0.0 : f32",
-        "  %one = arith.constant 1.0 : f32",
-        "  %ninf = arith.constant 0xFF800000 : f32",
-        "  %i8_0 = arith.constant 0 : i8",
-        f"  %zero_v = arith.constant dense<0.0> : {vec}",
-        f"  %ninf_v = arith.constant dense<0xFF800000> : {vec}",
-        *(f"  %c{u * LANES} = arith.constant {u * LANES} : index" for u in range(1, out_vectors)),
-        *(f"  %pad{i} = arith.constant {'0.0' if e.stored.startswith(('f', 'bf')) else '0'} : {e.stored}"
-          for i, e in enumerate(extras)),
-        "  %i8_0_v = arith.constant dense<0> : vector<16xi8>",
-        f"  %empty = tensor.empty() : {o_type}",
-        f"  %res = scf.forall (%b, %rb) in ({b}, {row_blocks}) shared_outs(%o = %empty) -> ({o_type}) {{",
-        f"    %m0 = affine.apply affine_map<(d0) -> (d0 * {block_rows})>(%rb)",
-        f"    %nrows = affine.min affine_map<(d0) -> ({block_rows}, {m} - d0 * {block_rows})>(%rb)",
-        f"    %tile = tensor.extract_slice %o[%b, %m0, 0] [1, %nrows, {dv}] [1, 1, 1] : {o_type} to {tile_type}",
-        f"    %main = affine.apply affine_map<(d0) -> (d0 - d0 mod {ROWS})>(%nrows)",
-    ]
-    batch_dims = shape.domain[:-2]
-    for k, extent in enumerate(batch_dims):  # the chain's batch indices of the flat batch %b
-        stride = 1
-        for later in batch_dims[k + 1:]:
-            stride *= later
-        lines.append(f"    %bi{k} = affine.apply affine_map<(d0) -> ((d0 floordiv {stride}) mod {extent})>(%b)")
-    batch_indices = [f"%bi{k}" for k in range(len(batch_dims))]
+        kernels.declare_function(scores_function, [vec, *(ir.VectorType.get([lanes], e.element) for e in extras)],
+                                 [vec])
+    inputs = [q_type, kt_type, v_type, *(e.tensor_type for e in extras)]
+    inputs += [zeroing.tensor_type] if isinstance(zeroing, Extra) else []
+    inputs += [ranges_type] if ranged else []
+    function = func.FuncOp(name, (inputs, [o_type]))  # public: the caller makes its copy private
+    function.add_entry_block()
+    q_arg, kt_arg, v_arg, *rest = function.arguments
+    extra_tensors = rest[:len(extras)]
+    zero_rows = rest[len(extras)] if isinstance(zeroing, Extra) else None
+    key_ranges_tensor = rest[-1] if ranged else None
+    with ir.InsertionPoint(function.entry_block):
+        # Every constant here, in this order (a canonical form's constants keep it).
+        c0, c1, c_depth, c_keys, c_block, c_rows = (core.index(x) for x in (0, 1, d, np_, kb, ROWS))
+        f0, one = core.scalar_constant(0.0, f32), core.scalar_constant(1.0, f32)
+        ninf, i8_0 = core.scalar_constant(float("-inf"), f32), core.scalar_constant(0, i8)
+        zero_v, ninf_v = kernels.zero_vector(lanes, f32), kernels.splat(float("-inf"), lanes, f32)
+        columns = [c0, *(core.index(u * lanes) for u in range(1, out_vectors))]
+        pads = [core.scalar_constant(0, e.stored) for e in extras]
+        i8_0_v = kernels.zero_vector(lanes, i8)
+        empty = tensor.empty([b, m, dv], f32)
+        forall = scf.ForallOp([0, 0], [b, row_blocks], [1, 1], [empty])
+        with ir.InsertionPoint(forall.body):
+            batch, rb = forall.induction_variables
+            out = forall.inner_iter_args[0]
+            m0 = kernels.apply(lambda d0: d0 * block_rows, rb)
+            nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
+            tile = tensor.extract_slice(tile_type, out, [batch, m0], [nrows], [],
+                                        [dynamic, dynamic, 0], [1, dynamic, dv], [1, 1, 1])
+            main = kernels.apply(lambda d0: d0 - d0 % ROWS, nrows)
+            batch_dims = shape.domain[:-2]
+            batch_indices = []  # the chain's batch indices of the flat batch
+            for k, extent in enumerate(batch_dims):
+                stride = math.prod(batch_dims[k + 1:])
+                batch_indices.append(kernels.apply(
+                    lambda d0: ir.AffineExpr.get_mod(ir.AffineExpr.get_floor_div(d0, stride), extent), batch))
 
-    def index_of(expr: str, row: str, key: str, tag: str, indent: str, out: list[str]) -> str:
-        """An extra's index: one of its map's results at (batch, ``row``, ``key``)."""
-        name = f"%ix_{tag}"
-        out.append(f"{indent}{name} = affine.apply affine_map<({dims}) -> ({expr})>"
-                   f"({', '.join([*batch_indices, row, key])})")
-        return name
+            def extra_at(extra: Extra, row: ir.Value, key: ir.Value, results: int | None = None) -> list[ir.Value]:
+                """An extra's indices at (batch, ``row``, ``key``): its map's first ``results``."""
+                return kernels.apply_results(extra.indexing_map, [*batch_indices, row, key], results)
 
-    def row_loop(tag: str, mr: int, lower: str, upper: str, step: str, source: str) -> list[str]:
-        out = [f"    %{tag} = scf.for %i = {lower} to {upper} step {step} "
-               f"iter_args(%tl = {source}) -> ({tile_type}) {{"]
-        for r in range(mr):
-            out += [f"      %local{r} = affine.apply affine_map<(d0) -> (d0 + {r})>(%i)",
-                    f"      %row{r} = affine.apply affine_map<(d0, d1) -> (d0 + d1 + {r})>(%m0, %i)"]
-            for i, extra in enumerate(extras):  # one value per row, broadcast
-                if not extra.along_keys:
-                    at = [index_of(e, f"%row{r}", "%c0", f"{i}_{r}_{j}", "      ", out)
-                          for j, e in enumerate(extra.map_results)]
-                    out.append(f"      %x{i}_{r}_s = tensor.extract %e{i}[{', '.join(at)}] : {extra.tensor_type}")
-                    scalar = f"%x{i}_{r}_s"
-                    if extra.element == "i1":
-                        out.append(f"      %x{i}_{r}_b = arith.cmpi ne, {scalar}, %i8_0 : i8")
-                        scalar = f"%x{i}_{r}_b"
-                    out.append(f"      %x{i}_{r}_v = vector.broadcast {scalar} : {extra.element} to vector<16x{extra.element}>")
-            if isinstance(zeroing, Extra):
-                at = [index_of(e, f"%row{r}", "%c0", f"z_{r}_{j}", "      ", out)
-                      for j, e in enumerate(zeroing.map_results)]
-                out += [f"      %zb{r} = tensor.extract %zr[{', '.join(at)}] : {zeroing.tensor_type}",
-                        f"      %zc{r} = arith.cmpi ne, %zb{r}, %i8_0 : i8"]
-        acc_names = [f"%oa{r}_{u}" for r in range(mr) for u in range(out_vectors)]
-        max_names, sum_names = [f"%mx{r}" for r in range(mr)], [f"%sm{r}" for r in range(mr)]
-        carried = ([f"{a} = %zero_v" for a in acc_names] + [f"{x} = %ninf" for x in max_names]
-                   + [f"{s} = %f0" for s in sum_names])
-        carried_types = ", ".join([vec] * len(acc_names) + ["f32"] * (2 * mr))
-        count = len(acc_names) + 2 * mr
-        j_lower, j_upper = "%c0", "%c_keys"
-        if ranged:  # the blocks that meet the tile's rows' key ranges
-            for r in range(mr):
-                out += [f"      %kf{r}_i = tensor.extract %kr[%row{r}, %c0] : tensor<{m}x2xi32>",
-                        f"      %ke{r}_i = tensor.extract %kr[%row{r}, %c1] : tensor<{m}x2xi32>",
-                        f"      %kf{r} = arith.index_cast %kf{r}_i : i32 to index",
-                        f"      %ke{r} = arith.index_cast %ke{r}_i : i32 to index"]
-            first, end = "%kf0", "%ke0"
-            for r in range(1, mr):
-                out += [f"      %kfm{r} = arith.minui {first}, %kf{r} : index",
-                        f"      %kem{r} = arith.maxui {end}, %ke{r} : index"]
-                first, end = f"%kfm{r}", f"%kem{r}"
-            out += [f"      %j_lo = affine.apply affine_map<(d0) -> ((d0 floordiv {kb}) * {kb})>({first})",
-                    f"      %j_hi = affine.apply affine_map<(d0) -> ((d0 ceildiv {kb}) * {kb})>({end})"]
-            j_lower, j_upper = "%j_lo", "%j_hi"
-        out.append(f"      %kv:{count} = scf.for %j = {j_lower} to {j_upper} step %c_block "
-                   f"iter_args({', '.join(carried)}) -> ({carried_types}) {{")
-        ind = "        "
-        for v in range(key_vectors):
-            out.append(f"{ind}%kj{v} = affine.apply affine_map<(d0) -> (d0 + {v * LANES})>(%j)")
-        # S = Q rows x K^T block
-        s_names = [f"%sa{r}_{v}" for r in range(mr) for v in range(key_vectors)]
-        out.append(f"{ind}%s:{len(s_names)} = scf.for %d = %c0 to %c_depth step %c1 "
-                   f"iter_args({', '.join(f'{s} = %zero_v' for s in s_names)}) -> ({', '.join([vec] * len(s_names))}) {{")
-        inner = ind + "  "
-        for v in range(key_vectors):
-            out.append(f"{inner}%k{v} = vector.transfer_read %kt[%b, %d, %kj{v}], %f0 {{in_bounds = [true]}} : {kt_type}, {vec}")
-        new = []
-        for r in range(mr):
-            if q_view:
-                at = []
-                for j, expr in enumerate(q_view.indices):
-                    out.append(f"{inner}%qi{r}_{j} = affine.apply affine_map<(d0, d1, d2) -> ({expr})>(%b, %row{r}, %d)")
-                    at.append(f"%qi{r}_{j}")
-            else:
-                at = ["%b", f"%row{r}", "%d"]
-            out += [f"{inner}%qs{r} = tensor.extract %q[{', '.join(at)}] : {q_type}",
-                    f"{inner}%qb{r} = vector.broadcast %qs{r} : f32 to {vec}"]
-            for v in range(key_vectors):
-                out.append(f"{inner}%sn{r}_{v} = vector.fma %qb{r}, %k{v}, %sa{r}_{v} : {vec}")
-                new.append(f"%sn{r}_{v}")
-        out += [f"{inner}scf.yield {', '.join(new)} : {', '.join([vec] * len(new))}", f"{ind}}}"]
-        final_scores: dict[tuple[int, int], str] = {}  # X of row r, key vector v
-        if np_ != n:
-            for v in range(key_vectors):
-                out += [f"{ind}%lim{v} = affine.apply affine_map<(d0) -> ({n} - d0 - {v * LANES})>(%j)",
-                        f"{ind}%valid{v} = vector.create_mask %lim{v} : vector<16xi1>"]
-        for r in range(mr):
-            for v in range(key_vectors):
-                score = f"%s#{r * key_vectors + v}"
-                if scores_function:
-                    values, types = [score], [vec]
-                    for i, extra in enumerate(extras):
-                        if extra.along_keys:
-                            at = [index_of(e, f"%row{r}", f"%kj{v}", f"{i}_{r}_{v}_{j}", ind, out)
-                                  for j, e in enumerate(extra.map_results[:-1])]
-                            read = f"%x{i}_{r}_{v}"
-                            out.append(f"{ind}{read} = vector.transfer_read %e{i}[{', '.join([*at, f'%kj{v}'])}], %pad{i} "
-                                       f"{{in_bounds = [{keys_in_bounds}]}} : {extra.tensor_type}, vector<16x{extra.stored}>")
-                            if extra.element == "i1":
-                                out.append(f"{ind}{read}_b = arith.cmpi ne, {read}, %i8_0_v : vector<16xi8>")
-                                read = f"{read}_b"
-                            values.append(read)
-                        else:
-                            values.append(f"%x{i}_{r}_v")
-                        types.append(f"vector<16x{extra.element}>")
-                    out.append(f"{ind}%xs{r}_{v} = func.call @{scores_function}({', '.join(values)}) : "
-                               f"({', '.join(types)}) -> {vec}")
-                    score = f"%xs{r}_{v}"
+            def nonzero(value: ir.Value, zero: ir.Value) -> ir.Value:
+                return arith.cmpi(arith.CmpIPredicate.ne, value, zero)
+
+            def row_loop(mr: int, lower: ir.Value, upper: ir.Value, step: ir.Value, source: ir.Value) -> ir.Value:
+                loop = kernels.for_loop(lower, upper, step, [source])
+                with ir.InsertionPoint(loop.body):
+                    i, written = loop.induction_variable, loop.inner_iter_args[0]
+                    local, rows, row_values, row_zeroed = [], [], {}, {}
+                    for r in range(mr):
+                        local.append(kernels.apply(lambda d0: d0 + r, i))
+                        rows.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
+                        for x, extra in enumerate(extras):  # one value per row, broadcast
+                            if not extra.along_keys:
+                                scalar = tensor.extract(extra_tensors[x], extra_at(extra, rows[r], c0))
+                                if extra.is_bool:
+                                    scalar = nonzero(scalar, i8_0)
+                                row_values[(x, r)] = vector.broadcast(ir.VectorType.get([lanes], extra.element), scalar)
+                        if isinstance(zeroing, Extra):
+                            row_zeroed[r] = nonzero(tensor.extract(zero_rows, extra_at(zeroing, rows[r], c0)), i8_0)
+                    j_lower, j_upper = c0, c_keys
+                    if ranged:  # the blocks that meet the tile's rows' key ranges
+                        firsts, ends = [], []
+                        for r in range(mr):
+                            first = tensor.extract(key_ranges_tensor, [rows[r], c0])
+                            end = tensor.extract(key_ranges_tensor, [rows[r], c1])
+                            firsts.append(arith.index_cast(ir.IndexType.get(), first))
+                            ends.append(arith.index_cast(ir.IndexType.get(), end))
+                        first, end = firsts[0], ends[0]
+                        for r in range(1, mr):
+                            first, end = arith.minui(first, firsts[r]), arith.maxui(end, ends[r])
+                        j_lower = kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, kb) * kb, first)
+                        j_upper = kernels.apply(lambda d0: ir.AffineExpr.get_ceil_div(d0, kb) * kb, end)
+                    accumulators = [zero_v] * (mr * out_vectors)
+                    over_keys = kernels.for_loop(j_lower, j_upper, c_block, [*accumulators, *[ninf] * mr, *[f0] * mr])
+                    with ir.InsertionPoint(over_keys.body):
+                        scf.YieldOp(key_block(mr, over_keys.induction_variable, list(over_keys.inner_iter_args),
+                                              rows, row_values))
+                    carried = list(over_keys.results)
+                    sums_at = len(accumulators) + mr
+                    for r in range(mr):
+                        inverse = vector.broadcast(vec, arith.divf(one, carried[sums_at + r]))
+                        if zeroing == "masked":
+                            row_zeroed[r] = arith.cmpf(arith.CmpFPredicate.OEQ, carried[len(accumulators) + r], ninf)
+                        for u in range(out_vectors):
+                            value = arith.mulf(carried[r * out_vectors + u], inverse)
+                            if zeroing is not None:
+                                value = arith.select(row_zeroed[r], zero_v, value)
+                            written = kernels.write(value, written, [local[r], columns[u]], in_bounds=dv_in_bounds)
+                    scf.YieldOp([written])
+                return loop.results[0]
+
+            def key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
+                          row_values: dict) -> list[ir.Value]:
+                """One block of keys from ``j``: the scores, the online softmax's update of
+                each row's max and sum, O += p @ V; returns what the loop carries."""
+                accumulators = carried[:mr * out_vectors]
+                maxima, sums = carried[mr * out_vectors:mr * out_vectors + mr], carried[mr * out_vectors + mr:]
+                key_at = [kernels.apply(lambda d0: d0 + v * lanes, j) for v in range(key_vectors)]
+                over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (mr * key_vectors))
+                with ir.InsertionPoint(over_depth.body):  # S = Q rows x K^T block
+                    depth, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
+                    keys = [kernels.read(kt_arg, [batch, depth, key_at[v]], f0, lanes) for v in range(key_vectors)]
+                    new = []
+                    for r in range(mr):
+                        at = kernels.apply_results(q_view.indices, [batch, rows[r], depth]) if q_view else [batch, rows[r], depth]
+                        query = vector.broadcast(vec, tensor.extract(q_arg, at))
+                        new += [vector.fma(query, keys[v], partial[r * key_vectors + v]) for v in range(key_vectors)]
+                    scf.YieldOp(new)
+                scores = list(over_depth.results)
                 if np_ != n:
-                    out.append(f"{ind}%xm{r}_{v} = arith.select %valid{v}, {score}, %ninf_v : vector<16xi1>, {vec}")
-                    score = f"%xm{r}_{v}"
-                final_scores[(r, v)] = score
-        for r in range(mr):
-            xs = [final_scores[(r, v)] for v in range(key_vectors)]
-            peak = xs[0]
-            for v, x in enumerate(xs[1:], 1):
-                out.append(f"{ind}%pk{r}_{v} = arith.maximumf {peak}, {x} : {vec}")
-                peak = f"%pk{r}_{v}"
-            out += [
-                f"{ind}%bm{r} = vector.reduction <maximumf>, {peak} : {vec} into f32",
-                f"{ind}%mn{r} = arith.maximumf %mx{r}, %bm{r} : f32",
-                f"{ind}%inf{r} = arith.cmpf oeq, %mn{r}, %ninf : f32",
-                f"{ind}%ms{r} = arith.select %inf{r}, %f0, %mn{r} : f32",
-                f"{ind}%msv{r} = vector.broadcast %ms{r} : f32 to {vec}",
-                f"{ind}%dm{r} = arith.subf %mx{r}, %ms{r} : f32",
-                f"{ind}%dmv{r} = vector.broadcast %dm{r} : f32 to {vec}",
-                f"{ind}%alv{r} = math.exp %dmv{r} : {vec}",
-                f"{ind}%al{r} = vector.extract %alv{r}[0] : f32 from {vec}",
-            ]
-            total = None
-            for v, x in enumerate(xs):
-                out += [f"{ind}%t{r}_{v} = arith.subf {x}, %msv{r} : {vec}",
-                        f"{ind}%p{r}_{v} = math.exp %t{r}_{v} : {vec}"]
-                if total is None:
-                    total = f"%p{r}_{v}"
-                else:
-                    out.append(f"{ind}%ps{r}_{v} = arith.addf {total}, %p{r}_{v} : {vec}")
-                    total = f"%ps{r}_{v}"
-            out += [f"{ind}%rs{r} = vector.reduction <add>, {total} : {vec} into f32",
-                    f"{ind}%lo{r} = arith.mulf %sm{r}, %al{r} : f32",
-                    f"{ind}%ln{r} = arith.addf %lo{r}, %rs{r} : f32"]
-            for u in range(out_vectors):
-                out.append(f"{ind}%os{r}_{u} = arith.mulf %oa{r}_{u}, %alv{r} : {vec}")
-        current = {(r, u): f"%os{r}_{u}" for r in range(mr) for u in range(out_vectors)}
-        for v in range(key_vectors):  # O += p @ V block
-            for lane in range(LANES):
-                key = v * LANES + lane
-                out.append(f"{ind}%key{key} = affine.apply affine_map<(d0) -> (d0 + {key})>(%j)")
-                for u in range(out_vectors):
-                    column = f"%c{u * LANES}" if u else "%c0"
-                    if v_view:
-                        at = []
-                        for j, expr in enumerate(v_view.indices):
-                            out.append(f"{ind}%vi{key}_{u}_{j} = affine.apply affine_map<(d0, d1, d2) -> ({expr})>"
-                                       f"(%b, %key{key}, {column})")
-                            at.append(f"%vi{key}_{u}_{j}")
-                    else:
-                        at = ["%b", f"%key{key}", column]
-                    out.append(f"{ind}%vv{key}_{u} = vector.transfer_read %v[{', '.join(at)}], %f0 "
-                               f"{{in_bounds = [{dv_in_bounds}]}} : {v_type}, {vec}")
+                    valid = [vector.create_mask(ir.VectorType.get([lanes], ir.IntegerType.get_signless(1)),
+                                                [kernels.apply(lambda d0: n - d0 - v * lanes, j)])
+                             for v in range(key_vectors)]
+                xs = {}  # X of row r, key vector v
                 for r in range(mr):
-                    out += [f"{ind}%pe{r}_{key} = vector.extract %p{r}_{v}[{lane}] : f32 from {vec}",
-                            f"{ind}%pb{r}_{key} = vector.broadcast %pe{r}_{key} : f32 to {vec}"]
+                    for v in range(key_vectors):
+                        score = scores[r * key_vectors + v]
+                        if scores_function:
+                            values = [score]
+                            for x, extra in enumerate(extras):
+                                if extra.along_keys:
+                                    at = extra_at(extra, rows[r], key_at[v], -1)
+                                    read = kernels.read(extra_tensors[x], [*at, key_at[v]], pads[x], lanes,
+                                                        in_bounds=keys_in_bounds)
+                                    values.append(nonzero(read, i8_0_v) if extra.is_bool else read)
+                                else:
+                                    values.append(row_values[(x, r)])
+                            score = func.CallOp([vec], ir.FlatSymbolRefAttr.get(scores_function), values).results[0]
+                        if np_ != n:
+                            score = arith.select(valid[v], score, ninf_v)
+                        xs[(r, v)] = score
+                probabilities, new_maxima, new_sums, rescaled = {}, [], [], {}
+                for r in range(mr):
+                    peak = xs[(r, 0)]
+                    for v in range(1, key_vectors):
+                        peak = arith.maximumf(peak, xs[(r, v)])
+                    block_max = kernels.reduce(vector.CombiningKind.MAXIMUMF, peak)
+                    new_max = arith.maximumf(maxima[r], block_max)
+                    # A row all -inf so far shifts by 0: -inf - -inf would be NaN.
+                    shift = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, new_max, ninf), f0, new_max)
+                    shift_v = vector.broadcast(vec, shift)
+                    alpha_v = mlir_math.exp(vector.broadcast(vec, arith.subf(maxima[r], shift)))
+                    alpha = kernels.first_element(alpha_v)
+                    total = None
+                    for v in range(key_vectors):
+                        probabilities[(r, v)] = mlir_math.exp(arith.subf(xs[(r, v)], shift_v))
+                        total = probabilities[(r, v)] if total is None else arith.addf(total, probabilities[(r, v)])
+                    row_sum = kernels.reduce(vector.CombiningKind.ADD, total)
+                    new_maxima.append(new_max)
+                    new_sums.append(arith.addf(arith.mulf(sums[r], alpha), row_sum))
                     for u in range(out_vectors):
-                        updated = f"%ou{r}_{u}_{key}"
-                        out.append(f"{ind}{updated} = vector.fma %pb{r}_{key}, %vv{key}_{u}, {current[(r, u)]} : {vec}")
-                        current[(r, u)] = updated
-        yielded = ([current[(r, u)] for r in range(mr) for u in range(out_vectors)]
-                   + [f"%mn{r}" for r in range(mr)] + [f"%ln{r}" for r in range(mr)])
-        out += [f"{ind}scf.yield {', '.join(yielded)} : {carried_types}", "      }"]
-        written = "%tl"
-        for r in range(mr):
-            out += [f"      %inv{r} = arith.divf %one, %kv#{len(acc_names) + mr + r} : f32",
-                    f"      %invv{r} = vector.broadcast %inv{r} : f32 to {vec}"]
-            if zeroing == "masked":
-                out.append(f"      %zc{r} = arith.cmpf oeq, %kv#{len(acc_names) + r}, %ninf : f32")
-            for u in range(out_vectors):
-                column = f"%c{u * LANES}" if u else "%c0"
-                value = f"%fo{r}_{u}"
-                out.append(f"      {value} = arith.mulf %kv#{r * out_vectors + u}, %invv{r} : {vec}")
-                if zeroing is not None:
-                    out.append(f"      %fz{r}_{u} = arith.select %zc{r}, %zero_v, {value} : {vec}")
-                    value = f"%fz{r}_{u}"
-                out += [f"      %w{r}_{u} = vector.transfer_write {value}, {written}[%local{r}, {column}] "
-                        f"{{in_bounds = [{dv_in_bounds}]}} : {vec}, {tile_type}"]
-                written = f"%w{r}_{u}"
-        out += [f"      scf.yield {written} : {tile_type}", "    }"]
-        return out
+                        rescaled[(r, u)] = arith.mulf(accumulators[r * out_vectors + u], alpha_v)
+                for v in range(key_vectors):  # O += p @ V block
+                    for lane in range(lanes):
+                        key = kernels.apply(lambda d0: d0 + (v * lanes + lane), j)
+                        values = []
+                        for u in range(out_vectors):
+                            at = kernels.apply_results(v_view.indices, [batch, key, columns[u]]) if v_view else [batch, key, columns[u]]
+                            values.append(kernels.read(v_arg, at, f0, lanes, in_bounds=dv_in_bounds))
+                        for r in range(mr):
+                            p = vector.broadcast(vec, kernels.lane(probabilities[(r, v)], lane))
+                            for u in range(out_vectors):
+                                rescaled[(r, u)] = vector.fma(p, values[u], rescaled[(r, u)])
+                return [*(rescaled[(r, u)] for r in range(mr) for u in range(out_vectors)), *new_maxima, *new_sums]
 
-    lines += row_loop("full", ROWS, "%c0", "%main", "%c_rows", "%tile")
-    whole_tiles = m % block_rows == 0 and block_rows % ROWS == 0
-    if whole_tiles:
-        last = "%full"
-    else:
-        lines += row_loop("rest", 1, "%main", "%nrows", "%c1", "%full")
-        last = "%rest"
-    lines += [
-        "    scf.forall.in_parallel {",
-        f"      tensor.parallel_insert_slice {last} into %o[%b, %m0, 0] [1, %nrows, {dv}] [1, 1, 1] : {tile_type} into {o_type}",
-        "    }",
-        "  }",
-        f"  return %res : {o_type}",
-        "}",
-    ]
-    return "\n".join(lines)
+            result = row_loop(ROWS, c0, main, c_rows, tile)
+            if not (m % block_rows == 0 and block_rows % ROWS == 0):
+                result = row_loop(1, main, nrows, c1, result)
+            in_parallel = scf.InParallelOp()
+            with ir.InsertionPoint(in_parallel.block):
+                tensor.parallel_insert_slice(result, out, [batch, m0], [nrows], [],
+                                             [dynamic, dynamic, 0], [1, dynamic, dv], [1, 1, 1])
+        func.ReturnOp([forall.results[0]])
+    return function
+
+
+def kernel_module(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
+                  scores_function: str | None = None, zeroing: "str | Extra | None" = None,
+                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
+                  ranged: bool = False) -> ir.Module:
+    """The kernel (and its scores function's declaration) alone in a new module, in the
+    current context: to read, test or define the scores function in."""
+    with ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            build_kernel(name, shape, extras, threads, scores_function, zeroing, q_view, v_view, ranged)
+    return module
 
 
 # ---- the rewrite ---------------------------------------------------------------------------
@@ -954,7 +919,7 @@ def _define_scores_function(kernel: ir.Module, name: str, site: AttentionSite) -
         for generic, position in site.chain:
             inputs = [running if i == position else next(extra_arguments)
                       for i in range(len(generic.operands) - 1)]
-            running = clone_body(generic, inputs, LANES)
+            running = clone_body(generic, inputs, site.shape.lanes)
         func.ReturnOp([running])
 
 
@@ -978,18 +943,19 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     elif zeroing is not None:  # read as bytes: i1 tensors are bytes in memory, not vectors
         bytes_type = ir.RankedTensorType.get(ir.RankedTensorType(zeroing.condition.type).shape,
                                              ir.IntegerType.get_signless(8))
-        zero_rows = Extra(str(bytes_type), "i8", zeroing.condition_map, False)
+        zero_rows = Extra(bytes_type, bytes_type.element_type, zeroing.condition_map, False)
     q_view = operand_view(site.scores.operands[0])
     v_view = operand_view(site.context.operands[1])
     if q_view.source == site.scores.operands[0]:
         q_view = None
     # V in place only when its keys need no padding and Dv stays innermost (vector reads).
-    if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys or v_view.indices[-1] != "d2":
+    if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys \
+            or v_view.indices.results[-1] != ir.AffineDimExpr.get(2):
         v_view = None
     ranges = key_ranges(site)
-    source = kernel_source(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
-                           q_view, v_view, ranges is not None)
-    kernel = ir.Module.parse(source, module.context)
+    with module.context:
+        kernel = kernel_module(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
+                               q_view, v_view, ranges is not None)
     if scores_function:
         _define_scores_function(kernel, scores_function, site)
         PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
@@ -1012,7 +978,7 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
         if ranges is not None:
             rows.append(core.constant(ranges, name="attention_key_ranges"))
         i8 = ir.IntegerType.get_signless(8)
-        extra_values = [core.elementwise([value], i8, lambda c: arith.extui(i8, c)) if extra.element == "i1" else value
+        extra_values = [core.elementwise([value], i8, lambda c: arith.extui(i8, c)) if extra.is_bool else value
                         for value, extra in extras]
         call = func.CallOp([site.context.results[0].type], ir.FlatSymbolRefAttr.get(name),
                            [q, kt, v, *extra_values, *rows])
@@ -1029,12 +995,17 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     FUSE_ATTENTION_PASS,
     "batch_matmul(Q, K^T), an elementwise chain (scale, masks), softmax over the keys and "
     "batch_matmul(P, V) become one kernel with an online softmax over blocks of keys",
-    options={"num-threads": "threads the kernels' parallel loops are split for (default 1)"},
+    options={"num-threads": "threads the kernels' parallel loops are split for (default 1)",
+             "lanes": f"f32 lanes of the kernels' vectors, the target's (default {LANES}; a divisor of "
+                      f"{', '.join(map(str, KEY_BLOCKS))})"},
 )
 def fuse_attention_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     threads = positive_int_option("num-threads", options.get("num-threads", "1"))
+    lanes = positive_int_option("lanes", options.get("lanes", str(LANES)))
+    if any(block % lanes for block in KEY_BLOCKS):
+        raise PipelineError(f"{FUSE_ATTENTION_PASS}: lanes={lanes} does not divide the key blocks {KEY_BLOCKS}")
     for function in defined_functions(module):
         for op in ops_where(function, lambda o: o.name == "linalg.batch_matmul"):
-            site = match_attention(op)
+            site = match_attention(op, lanes)
             if site is not None:
                 fuse_attention(module, site, threads)

@@ -79,4 +79,4 @@ show("int8", None, int8_matmul.kernel_module, 30, 64, 13, True, 2)
 # CHECK: arith.divf
 # CHECK: vector.transfer_write {{.*}} : vector<16xf32>, tensor<8x16xf32>
 # CHECK: tensor.parallel_insert_slice
-show("attention", fused_attention.kernel_source("attention", AttentionShape(2, 8, 40, 16, 16, (2, 8, 40)), [], 1, None))
+show("attention", None, fused_attention.kernel_module, "attention", AttentionShape(2, 8, 40, 16, 16, (2, 8, 40)), [], 1)
