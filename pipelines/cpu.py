@@ -23,7 +23,6 @@ from .offload import offload_element
 from .passes import positive_int_option, register_pipeline
 from .pipeline import Pipeline, Stage
 from .stages import input_stage, lowering_stages, simplify_stage
-from .tensor.fused_attention import LANES as ATTENTION_LANES
 from .target import Target
 
 
@@ -60,7 +59,7 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
             simplify_stage(mark_groups=opt_level >= 3, runtime_checks=runtime_checks,
                            vnni=target.has_avx512_vnni, num_threads=threads,
                            fused_attention=opt_level >= 1,
-                           attention_lanes=ATTENTION_LANES),  # every CPU target's: see fused_attention.LANES
+                           attention_lanes=target.attention_lanes),
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())

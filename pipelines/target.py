@@ -449,6 +449,16 @@ class Target:
         return 128
 
     @property
+    def attention_lanes(self) -> int:
+        """f32 lanes of the fused attention kernel's vectors (pipelines/tensor/fused_attention.py).
+
+        One 512-bit register's worth (16) where the target has them; on narrower targets the
+        kernel keeps 16-lane vectors, which LLVM splits into two 256-bit (or four 128-bit)
+        registers, because its 4x4 register tile was designed and measured at that width and
+        no A/B of a narrower tile has been made yet (docs/architecture.md)."""
+        return max(16, self.vector_bits // 32)
+
+    @property
     def has_avx512_vnni(self) -> bool:
         """Whether code for this target may use AVX-512 VNNI (``vpdpbusd``): ``+avx512vnni``
         / ``-avx512vnni`` in ``-mattr`` decide, else the named CPU (table), else the host's
