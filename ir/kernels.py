@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import affine, arith, func, scf, vector
+from mlir.dialects import affine, arith, func, scf, tensor, vector
 
 from . import core
 
@@ -138,3 +138,15 @@ def splat(value: float | int, lanes: int, element: ir.Type) -> ir.Value:
 def zero_vector(lanes: int, element: ir.Type) -> ir.Value:
     """A splat zero ``vector<lanes x element>``."""
     return splat(0, lanes, element)
+
+
+def insert_in_parallel(tile: ir.Value, dest: ir.Value, offsets: Sequence[ir.Value], sizes: Sequence[ir.Value],
+                       static_offsets: Sequence[int], static_sizes: Sequence[int],
+                       static_strides: Sequence[int]) -> None:
+    """Terminate an ``scf.forall`` body: its task's ``tile`` inserted into the shared
+    ``dest`` (``tensor.parallel_insert_slice``; dynamic entries of the static lists are
+    ``ir.ShapedType.get_dynamic_size()`` and take the SSA values in order)."""
+    in_parallel = scf.InParallelOp()
+    with ir.InsertionPoint(in_parallel.block):
+        tensor.parallel_insert_slice(tile, dest, list(offsets), list(sizes), [], list(static_offsets),
+                                     list(static_sizes), list(static_strides))

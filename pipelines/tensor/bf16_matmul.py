@@ -147,10 +147,8 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
 
             full = row_loop(rows, c0, main, c_rows, tile)
             rest = row_loop(1, main, nrows, c1, full)
-            in_parallel = scf.InParallelOp()
-            with ir.InsertionPoint(in_parallel.block):
-                tensor.parallel_insert_slice(rest, out, [m0, n0], [nrows, ncols], [],
-                                             [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+            kernels.insert_in_parallel(rest, out, [m0, n0], [nrows, ncols], [dynamic, dynamic],
+                                       [dynamic, dynamic], [1, 1])
         func.ReturnOp([forall.results[0]])
     return function
 

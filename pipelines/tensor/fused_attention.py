@@ -876,10 +876,8 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
             result = row_loop(ROWS, c0, main, c_rows, tile)
             if not (m % block_rows == 0 and block_rows % ROWS == 0):
                 result = row_loop(1, main, nrows, c1, result)
-            in_parallel = scf.InParallelOp()
-            with ir.InsertionPoint(in_parallel.block):
-                tensor.parallel_insert_slice(result, out, [batch, m0], [nrows], [],
-                                             [dynamic, dynamic, 0], [1, dynamic, dv], [1, 1, 1])
+            kernels.insert_in_parallel(result, out, [batch, m0], [nrows], [dynamic, dynamic, 0],
+                                       [1, dynamic, dv], [1, 1, 1])
         func.ReturnOp([forall.results[0]])
     return function
 
