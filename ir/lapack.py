@@ -37,6 +37,7 @@ from mlir.dialects import arith, func, tensor
 
 from ..errors import OperandError, OperandTypeError, TilecraftError
 from ..runtime.extern import ExternFunction, register_c, registered
+from ..runtime.libraries import openblas_library
 from ..runtime.native import build_shared_library
 from . import core, reshapes
 from .checks import emit_check
@@ -81,36 +82,19 @@ ROUTINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-class LapackUnavailable(NotImplementedError):
-    """The LAPACK library or a C compiler is missing: the importers report it as the op's
-    refusal (a ``NotImplementedError`` becomes the frontend's typed import error)."""
-
-
-def openblas_library() -> Path:
-    """The shared library of the ``scipy-openblas32`` wheel (LAPACK included)."""
-    try:
-        import scipy_openblas32
-    except ImportError:
-        raise LapackUnavailable("linear-algebra ops call LAPACK from the scipy-openblas32 wheel: "
-                                "pip install 'tilecraft[blas]' (or scipy-openblas32)") from None
-    path = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}.so"
-    if not path.is_file():
-        raise LapackUnavailable(f"scipy-openblas32 is installed but {path} is missing")
-    return path
+# Named in the error when the scipy-openblas32 wheel is missing.
+LAPACK_USER = "linear-algebra ops (LAPACK)"
 
 
 @cache
 def shim_library() -> Path:
     """Build (once per content) and return the shim linked against OpenBLAS."""
-    lapack = openblas_library()
-    try:
-        return build_shared_library(
-            SHIM_NAME, [SHIM_SOURCE],
-            [f"-DLAPACK_PREFIX={SYMBOL_PREFIX}", f"-Wl,-soname,{SHIM_NAME}", str(lapack),
-             f"-Wl,-rpath,{lapack.parent}", "-lm"],
-            what="the LAPACK shim")
-    except TilecraftError as error:
-        raise LapackUnavailable(str(error)) from None
+    lapack = openblas_library(LAPACK_USER)
+    return build_shared_library(
+        SHIM_NAME, [SHIM_SOURCE],
+        [f"-DLAPACK_PREFIX={SYMBOL_PREFIX}", f"-Wl,-soname,{SHIM_NAME}", str(lapack),
+         f"-Wl,-rpath,{lapack.parent}", "-lm"],
+        what="the LAPACK shim")
 
 
 def torch_lapack_library() -> "Path | None":
@@ -157,7 +141,7 @@ def _provider(routine: str) -> tuple[Path, Path, str]:
         torch_shim = torch_shim_library()
         if torch_shim is not None:
             return (*torch_shim, "tilecraft_torch_lapack_")
-    return shim_library(), openblas_library(), "tilecraft_lapack_"
+    return shim_library(), openblas_library(LAPACK_USER), "tilecraft_lapack_"
 
 
 def _signature_specs(routine: str, element: str) -> tuple[list[str], list[str]]:

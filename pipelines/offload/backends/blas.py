@@ -30,7 +30,8 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from ....ir.maps import indexing_map_texts, indexing_maps, operand_map
-from ....errors import BackendError
+from ....errors import BackendError, ToolchainError
+from ....runtime import libraries
 from ....runtime.extern import ExternFunction, register_c
 from ....runtime.native import build_shared_library
 from ...tensor.extern import emit_call
@@ -61,16 +62,11 @@ _BATCH_MAPS = {
 
 
 def openblas_library() -> Path:
-    """The scipy-openblas32 wheel's shared library."""
+    """The scipy-openblas32 wheel's shared library (a missing wheel: this backend's error)."""
     try:
-        import scipy_openblas32
-    except ImportError:
-        raise BackendError("the blas backend needs the scipy-openblas32 wheel: "
-                           "pip install 'tilecraft[blas]' (or scipy-openblas32)") from None
-    path = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}.so"
-    if not path.is_file():
-        raise BackendError(f"scipy-openblas32 is installed but {path} is missing")
-    return path
+        return libraries.openblas_library("the blas backend")
+    except ToolchainError as error:
+        raise BackendError(str(error)) from None
 
 
 @cache
