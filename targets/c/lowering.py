@@ -421,20 +421,10 @@ def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None
             for value in nested.operands:
                 if value not in inside and value not in captured:
                     captured.append(value)
-        constants = [v for v in captured if (d := defining_op(v)) is not None and d.name == "arith.constant"]
-        params = [v for v in captured if v not in constants]
         name = f"{prefix}{count}"
         count += 1
-        with ir.InsertionPoint(func), op.location:
-            outlined = ir.Operation.create(
-                "func.func", regions=1,
-                attributes={"sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
-                            "function_type": ir.TypeAttr.get(ir.FunctionType.get([v.type for v in params], []))})
-        body = outlined.regions[0].blocks.append(*[v.type for v in params], arg_locs=[op.location] * len(params))
-        mapping: dict[ir.Value, ir.Value] = dict(zip(params, body.arguments))
+        body, params, mapping = _private_function(name, captured, ir.InsertionPoint(func), op.location)
         with ir.InsertionPoint(body), op.location:
-            for value in constants:
-                mapping[value] = defining_op(value).clone().results[0]
             clone = op.clone()
             ir.Operation.create("func.return")
         for nested in ops_where(clone, lambda _: True):
@@ -445,6 +435,26 @@ def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None
             ir.Operation.create("func.call", operands=params,
                                 attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
         op.erase()
+
+
+def _private_function(name: str, captured: list[ir.Value], at: ir.InsertionPoint,
+                      location: ir.Location) -> tuple[ir.Block, list[ir.Value], dict[ir.Value, ir.Value]]:
+    """A private ``func.func name`` inserted at ``at`` taking the non-constant ``captured``
+    values (``params``, in order) as arguments; constants are cloned into its entry block.
+    Returns (entry block, params, mapping from captured values to their values inside)."""
+    constants = [v for v in captured if (d := defining_op(v)) is not None and d.name == "arith.constant"]
+    params = [v for v in captured if v not in constants]
+    with at, location:
+        outlined = ir.Operation.create(
+            "func.func", regions=1,
+            attributes={"sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
+                        "function_type": ir.TypeAttr.get(ir.FunctionType.get([v.type for v in params], []))})
+    entry = outlined.regions[0].blocks.append(*[v.type for v in params], arg_locs=[location] * len(params))
+    mapping: dict[ir.Value, ir.Value] = dict(zip(params, entry.arguments))
+    with ir.InsertionPoint(entry), location:
+        for value in constants:
+            mapping[value] = defining_op(value).clone().results[0]
+    return entry, params, mapping
 
 
 def _constant_index(value: ir.Value) -> int | None:
@@ -553,18 +563,8 @@ def _outline_body(loop: ir.Operation, name: str, before: ir.Operation) -> None:
             for value in nested.operands:
                 if value not in inside and value not in captured:
                     captured.append(value)
-    constants = [v for v in captured if (d := defining_op(v)) is not None and d.name == "arith.constant"]
-    params = [v for v in captured if v not in constants]
-    with ir.InsertionPoint(before), loop.location:
-        outlined = ir.Operation.create(
-            "func.func", regions=1,
-            attributes={"sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
-                        "function_type": ir.TypeAttr.get(ir.FunctionType.get([v.type for v in params], []))})
-    entry = outlined.regions[0].blocks.append(*[v.type for v in params], arg_locs=[loop.location] * len(params))
-    mapping: dict[ir.Value, ir.Value] = dict(zip(params, entry.arguments))
+    entry, params, mapping = _private_function(name, captured, ir.InsertionPoint(before), loop.location)
     with ir.InsertionPoint(entry), loop.location:
-        for value in constants:
-            mapping[value] = defining_op(value).clone().results[0]
         for op in body:
             clone = op.clone()
             for nested in ops_where(clone, lambda _: True):
