@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 from ...errors import TorchImportError
 from .importer import import_program, op_name
 from .ops import ATEN_OPS
+from .ops import random as random_ops
 from ...errors import OptionError
 
 # Rounds of torch's own decompositions after the core ATen table (a decomposition may leave
@@ -60,8 +61,31 @@ def export(
 def decompose(program: ExportedProgram) -> ExportedProgram:
     """``program`` decomposed to the core ATen ops, then further where the importer has no
     handler (what :func:`export` does after ``torch.export.export``)."""
-    with _cached_composite_ops():
-        return _decompose_unhandled(program.run_decompositions())
+    with _cached_composite_ops(), _random_ops_kept():
+        return _decompose_unhandled(program.run_decompositions(_core_decompositions()))
+
+
+@contextlib.contextmanager
+def _random_ops_kept() -> Iterator[None]:
+    """Within: the dead-code elimination of torch's tracing keeps a random op whose result
+    is unused. Why: its draw still advances the generator in eager, so dropping it would
+    shift every later draw (inductor's ``fallback_random`` keeps them for the same reason;
+    without it, FX treats random ops as pure while tracing)."""
+    from torch._inductor import config as inductor_config
+
+    with inductor_config.patch(fallback_random=True):
+        yield
+
+
+def _core_decompositions() -> Any:
+    """torch's core ATen table without the random ops the importer keeps whole
+    (frontend/torch/ops/random.py): a decomposition such as ``bernoulli`` -> ``rand_like(p) < p``
+    draws another stream than the kernel eager runs, so seeds would no longer match eager."""
+    table = torch.export.default_decompositions()
+    for target in random_ops.overloads():
+        if target in table:
+            table.pop(target)
+    return table
 
 
 @contextlib.contextmanager

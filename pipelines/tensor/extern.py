@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 from mlir import ir
 from mlir.dialects import bufferization, func, memref
 
-from ...errors import ExternSignatureError
+from ...errors import ExternError, ExternSignatureError
 from ...runtime.extern import ArgSpec, ExternFunction, lookup, symbol_name
 from ...runtime.checks import CHECK_FUNCTION
 from ..ir_queries import ops_where
@@ -161,3 +161,29 @@ def lower_externs_pass(module: ir.Operation, options: Mapping[str, str]) -> None
 def extern_functions(module: ir.Module) -> list[ExternFunction]:
     """The registered externs a (lowered) module calls, looked up by name."""
     return [lookup(name) for name in recorded_externs(module.operation)]
+
+
+def python_calls(module: "ir.Module | ir.Operation") -> list[tuple[str, str]]:
+    """(extern name, location) of every call in ``module`` of a registered Python extern
+    (``register_python``; the random ops of frontend/torch/ops/random.py among them)."""
+    found: list[tuple[str, str]] = []
+    for call in ops_where(getattr(module, "operation", module), lambda op: op.name == "func.call"):
+        name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        try:
+            extern = lookup(name)
+        except ExternError:
+            continue  # not an extern, or an unknown one (tilecraft-lower-externs names it)
+        if extern.is_python:
+            found.append((extern.name, str(call.location)))
+    return found
+
+
+def refuse_python_calls(module: "ir.Module | ir.Operation", target: str, error: type[Exception]) -> None:
+    """Raise ``error`` naming the ops of ``module`` that call Python, which ``target`` cannot:
+    its code runs without this Python process (C sources, a GPU kernel)."""
+    calls = python_calls(module)
+    if calls:
+        where = "; ".join(sorted({location for _, location in calls}))
+        raise error(f"{target} cannot call Python, which {len(calls)} op(s) of the model need (Python "
+                    "externs; a random op draws from PyTorch's generator through one): compile for "
+                    f"'llvm' to run them in this process: {where}")

@@ -15,6 +15,7 @@ from ...compiler.source import load
 from ...dialects import graph
 from ...errors import CompileError, CTargetError, CTargetShapeError, CTargetUnsupportedOpError, OptionError, TargetError
 from ...ir.lapack import refuse_calls
+from ...pipelines.tensor.extern import refuse_python_calls
 from ...frontend.loader import Model, is_onnx_source, load_module
 from ...pipelines.jit.entry import entry_signature, find_entry
 from ...compiler.options import CompileOptions
@@ -94,6 +95,7 @@ class CTarget(TargetPlugin):
         started = time.perf_counter()
         module = load_module(source, context, shape_dict=options.shape_dict, name=source_name)
         refuse_calls(module, "the C target", CTargetUnsupportedOpError)
+        refuse_python_calls(module, "the C target", CTargetUnsupportedOpError)
         seconds = {"import": time.perf_counter() - started}
         planned = []
         with context, ir.Location.unknown():

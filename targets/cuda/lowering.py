@@ -38,6 +38,7 @@ from mlir import ir
 
 from ...errors import GpuScheduleError, TargetError, ToolchainError
 from ...ir.lapack import refuse_calls
+from ...pipelines.tensor.extern import refuse_python_calls
 from ...pipelines.buffer.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
@@ -203,6 +204,7 @@ def refuse_lapack_pass(module: ir.Operation, options: Mapping[str, str]) -> None
     """Why a pass at the start: without it the call reaches the GPU mapping, which fails on
     host memory with a message that does not name the op."""
     refuse_calls(module, "the CUDA target", GpuScheduleError)
+    refuse_python_calls(module, "the CUDA target", GpuScheduleError)
 
 
 def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = "") -> Pipeline:

@@ -7,8 +7,8 @@ eager PyTorch on the same tensors. A sample's status, in the order they are deci
 
 - ``export-refused``: ``torch.export`` itself rejects the module (data-dependent control
   flow, an op with no meta kernel...): outside the denominator, it is not ours to fix;
-- ``random``: eager gives different results under two seeds (``bernoulli``, ``dropout``
-  with ``training=True``): there is no single right answer to compare; also outside;
+- ``random``: eager gives different results twice under one seed (a nondeterministic
+  kernel): there is no single right answer to compare; also outside;
 - ``refused``: ``tilecraft.torch.compile`` (or the compiled call) raised a typed
   ``TilecraftError``; the message names the missing ATen op or the reason;
 - ``crash``: anything else escaped (an untyped exception or an ``InternalError``: always a
@@ -20,6 +20,15 @@ eager PyTorch on the same tensors. A sample's status, in the order they are deci
   float32 loses 2e-3 through repeated squaring, is not wrong);
 - ``pass``.
 
+Random ops (``bernoulli``, ``normal``, ``dropout`` with ``training=True``) are compared like
+any other: the generator is seeded identically (:data:`SEED`) before the eager and before the
+compiled call, and a compiled random op draws from PyTorch's default generator at call time
+(docs/torch.md "Random ops"), so the two agree draw for draw. OpInfo reseeds inside such
+ops (``wrapper_set_seed``: ``torch.manual_seed(42)`` in the op); that reseeding is turned off
+while the op runs (:func:`_draws_from_the_caller`), since ``torch.export`` runs it at trace
+time and the compiled graph carries no seed: the draws come from the caller's generator, as
+a user's model's do.
+
 The op's status is the worst of its samples' among the ones the export accepts (wrong,
 crash, refused, pass), else ``export-refused`` / ``random`` / ``no-samples``.
 """
@@ -28,7 +37,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 STATUSES = ("pass", "wrong", "crash", "refused", "export-refused", "random", "no-samples", "timeout",
             "harness-error")
@@ -41,6 +51,8 @@ MESSAGE_LIMIT = 400
 # Ops whose result holds uninitialized memory: only dtype and shape can be compared.
 UNSPECIFIED_VALUES = ("empty", "new_empty", "empty_like", "new_empty_strided", "empty_strided", "empty_permuted")
 DTYPES = ("float32", "int64", "bool")
+# The generator's seed before every eager and compiled call of a sample.
+SEED = 0
 
 
 def family(name: str) -> str:
@@ -94,9 +106,24 @@ def _module(op: Any, sample: Any) -> tuple[Any, list[Any]]:
             for position, tensor in zip(positions, inputs):
                 filled[position] = tensor
             first, args, kwargs = _pytree.tree_unflatten(filled, spec)
-            return op.op(first, *args, **kwargs)
+            with _draws_from_the_caller():
+                return op.op(first, *args, **kwargs)
 
     return OpModule().eval(), tensors
+
+
+@contextlib.contextmanager
+def _draws_from_the_caller() -> Iterator[None]:
+    """Within: ``torch.manual_seed`` leaves the generator alone, so an OpInfo op that seeds
+    itself (``wrapper_set_seed``) draws from the state its caller seeded."""
+    import torch
+
+    seed = torch.manual_seed
+    torch.manual_seed = lambda _seed: torch.default_generator
+    try:
+        yield
+    finally:
+        torch.manual_seed = seed
 
 
 def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
@@ -158,15 +185,15 @@ def run_sample(op: Any, sample: Any, dtype: str) -> tuple[str, str]:
 
     module, tensors = _module(op, sample)
     try:
-        expected = _eager(module, tensors, 0)
+        expected = _eager(module, tensors, SEED)
     except Exception as error:
         return "export-refused", f"eager: {summarize(error)}"
     try:
-        again = _eager(module, tensors, 1)
+        again = _eager(module, tensors, SEED)
         # Uninitialized memory differs between runs or not, by chance: only its dtype and
         # shape are compared below, so it is no sign of randomness.
         if op.name not in UNSPECIFIED_VALUES and _compare(again, expected, 0.0, 0.0) is not None:
-            return "random", "eager results differ between seeds"
+            return "random", "eager results differ between two calls under one seed"
     except Exception as error:
         return "random", f"eager: {summarize(error)}"
     try:
@@ -175,7 +202,9 @@ def run_sample(op: Any, sample: Any, dtype: str) -> tuple[str, str]:
         return "export-refused", summarize(error)
     try:
         compiled = tilecraft.torch.compile(module, tuple(tensors))
-        got = compiled(*[t.clone() for t in tensors])
+        inputs = [t.clone() for t in tensors]
+        torch.manual_seed(SEED)
+        got = compiled(*inputs)
     except InternalError as error:  # typed, but a bug in tilecraft (a converter crashed)
         return "crash", summarize(error)
     except tilecraft.TilecraftError as error:
@@ -201,7 +230,7 @@ def _float64_reference(module: Any, tensors: list[Any]) -> Any:
     if not any(t.dtype == torch.float32 for t in tensors):
         return None
     try:
-        result = _eager(module, [t.double() if t.dtype == torch.float32 else t for t in tensors], 0)
+        result = _eager(module, [t.double() if t.dtype == torch.float32 else t for t in tensors], SEED)
     except Exception:  # noqa: BLE001  (no float64 kernel, or the module fixes float32 constants)
         return None
     return _pytree.tree_map(

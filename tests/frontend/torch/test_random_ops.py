@@ -1,0 +1,156 @@
+"""Random-sampling ATen ops (frontend/torch/ops/random.py): a compiled random op draws from
+PyTorch's default CPU generator at call time, so ``torch.manual_seed(s); compiled(x)`` equals
+``torch.manual_seed(s); module(x)`` draw for draw (bit for bit), leaves the generator in
+eager's state, and two calls draw differently. Targets that cannot call Python refuse the
+model naming the op. OpInfo's samples: tests/conformance/torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tilecraft
+import tilecraft.torch
+from tilecraft.errors import CTargetUnsupportedOpError, ExternError, GpuScheduleError, TorchImportError
+from torch_testing import Lambda
+
+FAMILIES = {
+    "bernoulli": lambda x: (torch.bernoulli(x), torch.bernoulli(x, 0.25), (x > 0.5).float().bernoulli()),
+    "normal": lambda x: (torch.normal(x, 0.5), torch.normal(1.5, x + 0.1), torch.normal(x, x + 0.1),
+                         torch.empty_like(x).normal_(2.0, 3.0)),
+    "uniform_and_friends": lambda x: (torch.empty_like(x).uniform_(-2, 3), x.clone().cauchy_(),
+                                      x.clone().exponential_(2.0), x.clone().geometric_(0.3),
+                                      x.clone().log_normal_()),
+    "like": lambda x: (torch.rand_like(x), torch.randn_like(x, dtype=torch.float64),
+                       torch.randint_like(x, 3, 9), torch.randint_like(x, 5)),
+    "factories": lambda x: (torch.rand(3, 5) + x.sum(), torch.randn(2, 2, dtype=torch.float64),
+                            torch.randint(0, 10, (4,)), torch.randperm(7)),
+    "multinomial": lambda x: (torch.multinomial(x, 3), torch.multinomial(x, 9, replacement=True)),
+    "rrelu": lambda x: F.rrelu(x - 0.5, training=True),
+    "dropout": lambda x: (F.dropout(x, 0.3, training=True) * 2, F.dropout(x, 0.0, training=True),
+                          F.dropout(x, 1.0, training=True), F.alpha_dropout(x, 0.4, training=True),
+                          F.feature_alpha_dropout(x.unsqueeze(0), 0.5, training=True)),
+}
+
+
+def _seeded(function, *inputs: torch.Tensor, seed: int = 7):
+    """``function``'s outputs after ``torch.manual_seed(seed)``, and a draw made right after
+    (which tells whether the generator was left where eager leaves it)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        result = function(*inputs)
+    return result, torch.rand(4)
+
+
+def _assert_equal(got, expected) -> None:
+    got_leaves, expected_leaves = torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)
+    assert len(got_leaves) == len(expected_leaves)
+    for index, (g, e) in enumerate(zip(got_leaves, expected_leaves)):
+        assert g.dtype == e.dtype and g.shape == e.shape, (index, g.dtype, e.dtype, g.shape, e.shape)
+        assert torch.equal(g, e), f"output {index} differs from eager: {g} vs {e}"
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_seeded_compiled_draws_equal_eager_bit_for_bit(family):
+    module = Lambda(FAMILIES[family]).eval()
+    x = torch.rand(4, 6)
+    compiled = tilecraft.torch.compile(module, (x,))
+    expected, after_eager = _seeded(module, x)
+    got, after_compiled = _seeded(compiled, x)
+    _assert_equal(got, expected)
+    assert torch.equal(after_compiled, after_eager), "the generator is not where eager leaves it"
+
+
+def test_draws_keep_program_order_and_an_unused_draw_still_advances_the_generator():
+    def two_draws(x):
+        torch.rand_like(x)  # unused: eager still draws it
+        first = torch.rand_like(x)
+        second = torch.rand_like(x)
+        return second - first, first
+
+    module = Lambda(two_draws).eval()
+    x = torch.zeros(3, 8)
+    compiled = tilecraft.torch.compile(module, (x,))
+    assert compiled.ir("input").count("call @torch_random_rand_like") == 3
+    (difference, first), _ = _seeded(compiled, x)
+    _assert_equal((difference, first), _seeded(module, x)[0])
+    assert not torch.equal(difference, torch.zeros_like(difference)), "two rand_like gave one draw"
+
+
+def test_two_calls_draw_differently_and_a_reseed_repeats_them():
+    module = Lambda(lambda x: torch.bernoulli(x) + torch.randn_like(x)).eval()
+    x = torch.full((16, 16), 0.5)
+    compiled = tilecraft.torch.compile(module, (x,))
+    torch.manual_seed(11)
+    first, second = compiled(x), compiled(x)
+    assert not torch.equal(first, second)
+    torch.manual_seed(11)
+    _assert_equal(compiled(x), first)
+
+
+def test_deterministic_parts_stay_compiled():
+    """Only the draw is PyTorch's: dropout's scaling and multiply and pca_lowrank's QR and
+    SVD are compiled code around the extern call."""
+    x = torch.randn(8, 5)
+    dropout = tilecraft.torch.compile(Lambda(lambda x: F.dropout(x, 0.25, training=True)).eval(), (x,))
+    source = dropout.ir("source")
+    assert source.count("call @torch_random_") == 1 and "linalg.generic" in source and "arith.divf" in source
+    lowrank = Lambda(lambda a: torch.pca_lowrank(a, q=3)).eval()
+    compiled = tilecraft.torch.compile(lowrank, (x,))
+    assert "torch_random_randn_default" in compiled.ir("source")
+    assert "call @tilecraft_torch_lapack_" in compiled.ir("source") or "call @tilecraft_lapack_" in compiled.ir("source")
+    got, _ = _seeded(compiled, x)
+    expected, _ = _seeded(lowrank, x)
+    for g, e in zip(got, expected):  # LAPACK may round differently from eager's
+        np.testing.assert_allclose(g.abs().numpy(), e.abs().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_in_train_mode_masks_and_scales_like_eager():
+    class Dropout(torch.nn.Module):
+        """A dropout layer in train mode, the module itself in eval (tilecraft compiles
+        for inference and refuses a module in training mode: see the next test)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(16, 32)
+
+        def forward(self, x):
+            return F.dropout(self.linear(x), p=0.5, training=True)
+
+    module = Dropout().eval()
+    x = torch.randn(64, 16)
+    compiled = tilecraft.torch.compile(module, (x,))
+    got, _ = _seeded(compiled, x)
+    expected, _ = _seeded(module, x)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)  # the linear: compiled
+    kept = got != 0
+    assert torch.equal(kept, expected != 0)
+    assert 0.3 < kept.float().mean() < 0.7  # about half dropped
+
+
+def test_a_module_in_training_mode_is_still_refused_by_name():
+    module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train()
+    with pytest.raises(TorchImportError, match="training mode .*call module.eval"):
+        tilecraft.torch.compile(module, (torch.rand(2, 4),))
+
+
+@pytest.mark.parametrize("target, error", [("c", CTargetUnsupportedOpError), ("cuda", GpuScheduleError)])
+def test_targets_without_python_refuse_a_random_op_naming_it(target, error):
+    module = Lambda(lambda x: x * torch.rand_like(x)).eval()
+    with pytest.raises(error, match=r"cannot call Python.*rand_like\(aten\.rand_like\.default\)"):
+        tilecraft.torch.compile(module, (torch.rand(2, 3),), target=target)
+
+
+def test_a_package_refuses_a_random_op_naming_it(tmp_path):
+    module = Lambda(lambda x: torch.bernoulli(x)).eval()
+    with pytest.raises(ExternError, match="Python extern function.*torch_random_bernoulli_default"):
+        tilecraft.torch.compile(module, (torch.rand(2, 3),), package_path=tmp_path / "random.tar")
+    assert not (tmp_path / "random.tar").exists()
+
+
+def test_a_dtype_the_kernel_cannot_be_handed_is_a_typed_error():
+    module = Lambda(lambda x: torch.rand_like(x)).eval()
+    with pytest.raises(TorchImportError, match="rand_like.default: dtype float16 cannot be passed"):
+        tilecraft.torch.compile(module, (torch.rand(2, 3, dtype=torch.float16),))
