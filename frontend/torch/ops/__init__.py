@@ -3,6 +3,7 @@
 from . import bilinear, distance, elementwise, float_bits, linalg, masked, nn, reduction, scatter, selection, shape, views  # noqa: F401  (their decorators fill the table)
 from . import fft  # noqa: F401  (complex tensors and the FFT family)
 from . import random  # noqa: F401  (random sampling: PyTorch's kernels at call time)
+from . import fractional_pool  # noqa: F401  (fractional max pooling given its samples)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]

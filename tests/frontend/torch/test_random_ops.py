@@ -154,3 +154,22 @@ def test_a_dtype_the_kernel_cannot_be_handed_is_a_typed_error():
     module = Lambda(lambda x: torch.rand_like(x)).eval()
     with pytest.raises(TorchImportError, match="rand_like.default: dtype float16 cannot be passed"):
         tilecraft.torch.compile(module, (torch.rand(2, 3, dtype=torch.float16),))
+
+
+# The pooling reads its windows at computed positions (a gather): the schedule keeps scalar
+# loops and warns, which tests/conftest.py would turn into an error.
+@pytest.mark.filterwarnings("ignore:tilecraft-schedule:RuntimeWarning")
+@pytest.mark.parametrize("pool, x", [
+    (lambda x: F.fractional_max_pool2d(x, 3, output_size=(5, 4), return_indices=True), torch.randn(2, 3, 11, 9)),
+    (lambda x: F.fractional_max_pool2d(x, (2, 3), output_ratio=(0.5, 0.5), return_indices=True), torch.randn(3, 10, 12)),
+    (lambda x: F.fractional_max_pool3d(x, 2, output_size=(3, 4, 1), return_indices=True), torch.randn(2, 2, 7, 8, 5)),
+], ids=["2d", "2d-unbatched", "3d"])
+def test_fractional_max_pool_draws_its_windows_and_pools_them_compiled(pool, x):
+    """The window offsets are a random op (``torch.rand``); the pooling given them is
+    compiled (ops/fractional_pool.py) and picks eager's windows, maxima and indices."""
+    module = Lambda(pool).eval()
+    compiled = tilecraft.torch.compile(module, (x,))
+    assert compiled.ir("source").count("call @torch_random_rand_default") == 1
+    expected, _ = _seeded(module, x)
+    got, _ = _seeded(compiled, x)
+    _assert_equal(got, expected)
