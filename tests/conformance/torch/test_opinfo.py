@@ -56,6 +56,26 @@ def test_a_wrong_result_is_caught(database, monkeypatch):
     assert record["status"] == "wrong" and "values differ" in record["message"], record
 
 
+
+def test_a_random_op_is_compared_draw_for_draw(database, monkeypatch):
+    """Eager and compiled calls start from one seed and OpInfo's own reseeding is off, so a
+    random op passes only when it draws what eager draws: a compiled call that draws once
+    more first (a shifted stream) is ``wrong``."""
+    import torch
+
+    import tilecraft.torch
+
+    assert opinfo_cases.run_op(database["bernoulli"], max_samples=1)["status"] == "pass"
+    real = tilecraft.torch.compile
+
+    def shifted(module, inputs, *args, **kwargs):
+        compiled = real(module, inputs, *args, **kwargs)
+        return lambda *tensors: (torch.rand(1), compiled(*tensors))[1]
+
+    monkeypatch.setattr(tilecraft.torch, "compile", shifted)
+    record = opinfo_cases.run_op(database["bernoulli"], max_samples=1)
+    assert record["status"] == "wrong" and "values differ" in record["message"], record
+
 def test_the_report_counts_families():
     results = {"add": {"status": "pass", "family": "torch", "message": ""},
                "linalg.svd": {"status": "refused", "family": "linalg",
