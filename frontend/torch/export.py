@@ -25,8 +25,15 @@ _CIA_CACHE: dict[Any, set[Any]] = {}
 _CIA_LOCK = threading.RLock()
 
 
+# Layers whose training mode only means "draw at random", which compiled code does as eager
+# does (frontend/torch/ops/random.py): a model in eval mode with these in train mode (Monte
+# Carlo dropout) compiles.
+_RANDOM_IN_TRAINING = (torch.nn.modules.dropout._DropoutNd, torch.nn.RReLU)
+
+
 def _training_submodules(module: torch.nn.Module) -> list[str]:
-    return [name or type(module).__name__ for name, m in module.named_modules() if m.training]
+    return [name or type(module).__name__ for name, m in module.named_modules()
+            if m.training and not isinstance(m, _RANDOM_IN_TRAINING)]
 
 
 def export(
@@ -36,8 +43,10 @@ def export(
 ) -> ExportedProgram:
     """``torch.export`` of ``module`` on ``example_inputs``, decomposed to core ATen ops.
 
-    Raises ``TorchImportError`` for a module in training mode (its dropout and batch-norm
-    behaviour would not be what an inference compiler computes) and for anything
+    Raises ``TorchImportError`` for a module in training mode (its batch-norm behaviour, or
+    its own code reading ``self.training``, would not be what an inference compiler
+    computes; dropout and ``RReLU`` layers may be in training mode: they draw as eager does)
+    and for anything
     ``torch.export`` rejects, with PyTorch's explanation chained.
     """
     if not isinstance(module, torch.nn.Module):

@@ -107,32 +107,44 @@ def test_deterministic_parts_stay_compiled():
         np.testing.assert_allclose(g.abs().numpy(), e.abs().numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_dropout_in_train_mode_masks_and_scales_like_eager():
-    class Dropout(torch.nn.Module):
-        """A dropout layer in train mode, the module itself in eval (tilecraft compiles
-        for inference and refuses a module in training mode: see the next test)."""
+class MonteCarloDropout(torch.nn.Module):
+    """A model in eval mode whose dropout layers are in train mode (Monte Carlo dropout)."""
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.linear = torch.nn.Linear(16, 32)
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.drop2d = torch.nn.Dropout2d(0.3)
+        self.linear = torch.nn.Linear(8 * 6 * 6, 32)
+        self.act = torch.nn.RReLU()
+        self.drop = torch.nn.Dropout(0.5)
+        self.alpha = torch.nn.AlphaDropout(0.2)
 
-        def forward(self, x):
-            return F.dropout(self.linear(x), p=0.5, training=True)
+    def forward(self, x):
+        x = self.drop2d(torch.relu(self.conv(x)))
+        dropped = self.drop(self.act(self.linear(x.flatten(1))))
+        return dropped, self.alpha(dropped)
 
-    module = Dropout().eval()
-    x = torch.randn(64, 16)
+
+def test_dropout_layers_in_train_mode_mask_and_scale_like_eager():
+    module = MonteCarloDropout().eval()
+    for layer in (module.drop2d, module.act, module.drop, module.alpha):
+        layer.train()
+    x = torch.randn(4, 3, 6, 6)
     compiled = tilecraft.torch.compile(module, (x,))
-    got, _ = _seeded(compiled, x)
-    expected, _ = _seeded(module, x)
-    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)  # the linear: compiled
-    kept = got != 0
-    assert torch.equal(kept, expected != 0)
-    assert 0.3 < kept.float().mean() < 0.7  # about half dropped
+    got, after_compiled = _seeded(compiled, x)
+    expected, after_eager = _seeded(module, x)
+    # the masks are eager's exactly; the convolution and the linear layer are compiled
+    for g, e in zip(got, expected):
+        assert torch.equal(g == 0, e == 0)
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+    assert torch.equal(after_compiled, after_eager)
+    assert 0.3 < (got[0] == 0).float().mean() < 0.8  # Dropout(0.5) after RReLU and Dropout2d
 
 
 def test_a_module_in_training_mode_is_still_refused_by_name():
+    """Only layers whose training mode means drawing at random may be in it."""
     module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train()
-    with pytest.raises(TorchImportError, match="training mode .*call module.eval"):
+    with pytest.raises(TorchImportError, match=r"training mode \(Sequential, 0\): .*call module.eval\(\)"):
         tilecraft.torch.compile(module, (torch.rand(2, 4),))
 
 
