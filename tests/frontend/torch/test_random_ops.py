@@ -185,3 +185,15 @@ def test_fractional_max_pool_draws_its_windows_and_pools_them_compiled(pool, x):
     expected, _ = _seeded(module, x)
     got, _ = _seeded(compiled, x)
     _assert_equal(got, expected)
+
+
+class Jitter(torch.nn.Module):
+    def forward(self, x):
+        return x * torch.rand_like(x)
+
+
+def test_a_random_result_of_dynamic_shape_is_a_typed_error_naming_the_node():
+    """The buffer PyTorch's kernel fills is allocated, at its static size, before the call."""
+    with pytest.raises(TorchImportError, match=r"node 'rand_like'.*random result of symbolic shape"):
+        tilecraft.torch.compile(Jitter().eval(), (torch.rand(4, 3),),
+                                dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
