@@ -197,3 +197,13 @@ def test_a_random_result_of_dynamic_shape_is_a_typed_error_naming_the_node():
     with pytest.raises(TorchImportError, match=r"node 'rand_like'.*random result of symbolic shape"):
         tilecraft.torch.compile(Jitter().eval(), (torch.rand(4, 3),),
                                 dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+
+
+def test_an_error_of_the_kernel_at_call_time_is_a_typed_error():
+    """A probability outside [0, 1] is eager's error at call time; the compiled call raises
+    it as an ExternError naming the draw, with eager's exception chained."""
+    compiled = tilecraft.torch.compile(Lambda(lambda p: torch.bernoulli(p)).eval(), (torch.rand(3),))
+    with pytest.raises(ExternError, match=r"torch_random_bernoulli_default_\w+' raised RuntimeError") as caught:
+        compiled(torch.full((3,), 2.0))
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert compiled(torch.ones(3)).tolist() == [1.0, 1.0, 1.0]
