@@ -33,6 +33,10 @@ ELEMENT_TYPES: dict[str, tuple[np.dtype, type, str]] = {
     "i8": (np.dtype(np.int8), ctypes.c_int8, "int8_t"),
     "i32": (np.dtype(np.int32), ctypes.c_int32, "int32_t"),
     "i64": (np.dtype(np.int64), ctypes.c_int64, "int64_t"),
+    # half precision and 16-bit integers (random ops on float16 tensors); f16 in memrefs
+    # only (ctypes has no half type to take a scalar one by value: ArgSpec.parse refuses it)
+    "f16": (np.dtype(np.float16), ctypes.c_uint16, "_Float16"),
+    "i16": (np.dtype(np.int16), ctypes.c_int16, "int16_t"),
 }
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 # A dotted name (TVM's global functions: "env.linear"): C identifiers joined by dots.
@@ -69,6 +73,9 @@ class ArgSpec:
             raise ExternSignatureError(
                 f"extern parameter {text!r}: expected 'memref<AxBx...xT>' or a scalar type, "
                 f"T one of {sorted(ELEMENT_TYPES)}")
+        if dims is None and element == "f16":
+            raise ExternSignatureError(f"extern parameter {text!r}: a scalar f16 is not supported "
+                                       "(pass it as memref<1xf16>)")
         return cls(element, dims)
 
     @property

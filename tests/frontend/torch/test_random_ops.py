@@ -162,10 +162,23 @@ def test_a_package_refuses_a_random_op_naming_it(tmp_path):
     assert not (tmp_path / "random.tar").exists()
 
 
-def test_a_dtype_the_kernel_cannot_be_handed_is_a_typed_error():
-    module = Lambda(lambda x: torch.rand_like(x)).eval()
-    with pytest.raises(TorchImportError, match="rand_like.default: dtype float16 cannot be passed"):
-        tilecraft.torch.compile(module, (torch.rand(2, 3, dtype=torch.float16),))
+def test_float16_and_int16_draws_equal_eager():
+    module = Lambda(lambda x, i: (torch.rand_like(x), F.dropout(x, 0.5, training=True),
+                                  torch.randint_like(i, 100), torch.normal(x, 1.0))).eval()
+    inputs = (torch.rand(5, 7, dtype=torch.float16), torch.zeros(5, dtype=torch.int16))
+    compiled = tilecraft.torch.compile(module, inputs)
+    _assert_equal(_seeded(compiled, *inputs)[0], _seeded(module, *inputs)[0])
+
+
+def test_a_dtype_the_extern_cannot_carry_is_a_typed_error():
+    """bfloat16 has no extern element type (runtime/extern.py): refused by name."""
+    import ml_dtypes
+
+    from tilecraft.errors import OperandTypeError
+    from tilecraft.frontend.torch.ops import random as random_ops
+
+    with pytest.raises(OperandTypeError, match="rand_like.default: dtype bfloat16 cannot be passed"):
+        random_ops._carrier(np.dtype(ml_dtypes.bfloat16), "rand_like.default")
 
 
 # The pooling reads its windows at computed positions (a gather): the schedule keeps scalar
@@ -207,3 +220,13 @@ def test_an_error_of_the_kernel_at_call_time_is_a_typed_error():
         compiled(torch.full((3,), 2.0))
     assert isinstance(caught.value.__cause__, RuntimeError)
     assert compiled(torch.ones(3)).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_f16_extern_parameters_are_memrefs_only():
+    """f16 crosses the extern boundary in buffers (the draws above); ctypes has no half type
+    to pass a scalar one by value, so registration refuses it."""
+    from tilecraft.errors import ExternSignatureError
+
+    with pytest.raises(ExternSignatureError, match="a scalar f16 is not supported"):
+        tilecraft.extern.register_python("half_scalar", print, inputs=["f16"])
+    assert "half_scalar" not in tilecraft.extern.registered()
