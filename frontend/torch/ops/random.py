@@ -179,7 +179,6 @@ def draw(ctx: OpContext, *args: Any, **kwargs: Any) -> Any:
     return tuple(results) if multiple else results[0]
 
 
-
 @table.aten("native_dropout.default")
 def native_dropout(ctx: OpContext, x: Any, p: float, train: bool | None) -> tuple[ir.Value, ir.Value]:
     """Dropout (what ``F.dropout(x, p, training=True)`` and ``nn.Dropout`` in train mode
