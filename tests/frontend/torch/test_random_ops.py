@@ -230,3 +230,18 @@ def test_f16_extern_parameters_are_memrefs_only():
     with pytest.raises(ExternSignatureError, match="a scalar f16 is not supported"):
         tilecraft.extern.register_python("half_scalar", print, inputs=["f16"])
     assert "half_scalar" not in tilecraft.extern.registered()
+
+
+def test_the_torch_compile_backend_draws_like_eager():
+    """Dynamo's graphs reach the same handlers: the random ops compile (no eager region,
+    whose warning tests/conftest.py would turn into an error) and draw as eager."""
+    def noisy(x):
+        return F.dropout(x, 0.4, training=True) + torch.rand_like(x) * torch.bernoulli(x)
+
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(noisy, backend="tilecraft")
+        x = torch.rand(8, 16)
+        _assert_equal(_seeded(compiled, x)[0], _seeded(noisy, x)[0])
+    finally:
+        torch._dynamo.reset()
