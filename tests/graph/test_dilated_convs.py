@@ -82,6 +82,7 @@ def _graph_ir_after_checking(model, x) -> str:
 
 
 @pytest.mark.parametrize("case, convolutions", [
+    (dict(size=32, dilation=4), 3),            # rows only: 8 % of the taps read padding
     (dict(size=32, dilation=18), 9),           # rows x columns: 3 x 3 parts
     (dict(size=32, dilation=12), 3),           # rows only (a quarter of the column taps read padding)
     (dict(size=33, dilation=12), 3),           # 33 columns widened to 35 by the frontend
@@ -89,7 +90,7 @@ def _graph_ir_after_checking(model, x) -> str:
     (dict(size=20, dilation=6, stride=2), 3),  # strided
     (dict(size=16, dilation=6, batch=2), 3),
     (dict(size=10, dilation=2, pads=(5, 0)), 5),  # rows no tap reaches: the bias alone
-], ids=["d18-rows-and-columns", "d12-rows", "d12-widened", "d12-centre-only", "stride2", "batch2",
+], ids=["d4-rows", "d18-rows-and-columns", "d12-rows", "d12-widened", "d12-centre-only", "stride2", "batch2",
         "pads-past-the-window"])
 def test_a_split_convolution_matches_onnxruntime(case, convolutions):
     model, x = _conv_model(8, 16, **case)
@@ -108,7 +109,7 @@ def test_a_depthwise_dilated_convolution_is_split():
 @pytest.mark.parametrize("case", [dict(size=32, dilation=1), dict(size=32, dilation=2), dict(size=16, dilation=2, pads=(0, 0))],
                          ids=["undilated", "few-padded-reads", "unpadded"])
 def test_other_convolutions_are_left_alone(case):
-    """Undilated convolutions, those whose padded reads are under the threshold (8 % at
+    """Undilated convolutions, those whose padded reads are under the threshold (4 % at
     dilation 2 on 32 x 32) and unpadded ones keep their one convolution."""
     model, x = _conv_model(8, 16, **case)
     assert _graph_ir_after_checking(model, x).count(CONV + " ") == 1
