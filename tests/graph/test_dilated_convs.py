@@ -90,8 +90,9 @@ def _graph_ir_after_checking(model, x) -> str:
     (dict(size=20, dilation=6, stride=2), 3),  # strided
     (dict(size=16, dilation=6, batch=2), 3),
     (dict(size=10, dilation=2, pads=(5, 0)), 5),  # rows no tap reaches: the bias alone
+    (dict(size=10, dilation=2, pads=(5, 5)), 5),  # 7 x 7 runs: too many parts, rows only
 ], ids=["d4-rows", "d18-rows-and-columns", "d12-rows", "d12-widened", "d12-centre-only", "stride2", "batch2",
-        "pads-past-the-window"])
+        "pads-past-the-window", "too-many-column-runs"])
 def test_a_split_convolution_matches_onnxruntime(case, convolutions):
     model, x = _conv_model(8, 16, **case)
     graph_ir = _graph_ir_after_checking(model, x)
