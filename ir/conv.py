@@ -233,7 +233,7 @@ def _grouped_by_taps(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[in
 _REGISTER_PIXELS = 8
 
 
-def _narrow_pixel_tiles(width: int) -> bool:
+def narrow_pixel_tiles(width: int) -> bool:
     """Whether an output row of ``width`` pixels has no register tile of 4 to 8 pixels (13,
     11, 26: SqueezeNet's 13x13 classifier took 1-pixel tiles)."""
     return max(d for d in range(1, _REGISTER_PIXELS + 1) if width % d == 0) < _REGISTER_PIXELS // 2
@@ -246,7 +246,7 @@ def _tile_friendly_width(width: int) -> int:
     is sliced back, so every register tile is whole (a partial last tile, peeled by
     padding)."""
     for wider in range(width, width + width // 8 + 1):
-        if not _narrow_pixel_tiles(wider):
+        if not narrow_pixel_tiles(wider):
             return wider
     return width
 
@@ -370,7 +370,7 @@ def conv(
     ]
     windows = {"strides": list(strides), "dilations": list(dilations)}
     if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
-            and None not in core.static_shape(x) and _narrow_pixel_tiles(out_spatial[1])):
+            and None not in core.static_shape(x) and narrow_pixel_tiles(out_spatial[1])):
         result = _pointwise_as_matmul(x, w, accumulator)
     elif groups == 1:
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)

@@ -22,6 +22,8 @@ lowering of groups back to tagged linalg ops.
       the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
       (matmuls with constant weights read them as column panels ``B'[n/16, k, n%16]``,
       packed by the folder: ``weight_panels.py``; left out when offload backends are named)
+      and, after the folder, ``tilecraft-split-padded-taps`` (dilated convolutions split by
+      the output rows / columns whose taps read the input, not padding: ``dilated_convs.py``)
 ====  ==================================================================================
 
 At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
@@ -33,6 +35,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 from __future__ import annotations
 
 from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
+from . import dilated_convs  # noqa: F401
 from ...errors import OptionError
 
 OPT_LEVELS = (0, 1, 2, 3)
@@ -63,4 +66,6 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["tilecraft-pack-weight-panels"]
     if opt_level >= 2:
         elements += ["loop-invariant-code-motion", "tilecraft-fold-constants", "canonicalize", "cse"]
+    if opt_level >= 3:
+        elements += ["tilecraft-split-padded-taps"]  # after folding: dilated_convs.py
     return elements
