@@ -389,7 +389,7 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
     weight_arrays = dict(zip((op.results[0] for op in weights), resource_arrays(weights))) if weights else {}
     # numpy first (constant_eval.py: transposes, reshapes, elementwise arithmetic, exactly);
     # the JIT for the values that need anything else.
-    known = evaluate_constants(needed, weight_arrays)
+    known = evaluate_constants(needed, weight_arrays, leaves)
     rest = [value for value in leaves if value not in known]
     chunks = [rest[start:start + _LEAVES_PER_FUNCTION] for start in range(0, len(rest), _LEAVES_PER_FUNCTION)]
     jitted = iter(_evaluate([(_backward_slice(needed, chunk), chunk) for chunk in chunks], function.context,
