@@ -27,8 +27,8 @@ from . import folding, functions
 from .contrib import expand_contrib_ops
 from .gradient import expand_gradients
 from .model import (
-    TensorInfo, as_ir4_if_initializers_unlisted, check_model, default_opset, upgrade_old_opset, infer_shapes,
-    initializers, load_model, onnx_dtype, override_input_shapes, value_infos,
+    TensorInfo, as_ir4_if_initializers_unlisted, checked_with_shapes, default_opset, upgrade_old_opset,
+    initializers, load_model, onnx_dtype, value_infos,
 )
 from .node import HandlerError, NodeContext
 from .qdq import integer_qdq_matmuls
@@ -343,8 +343,7 @@ def import_model(
         )
     proto = as_ir4_if_initializers_unlisted(proto)  # for shape inference too, not only the check
     proto = integer_qdq_matmuls(proto)  # after: its pattern tests read inferred element types
-    check_model(proto)
-    proto = infer_shapes(override_input_shapes(proto, shape_dict))
+    proto = checked_with_shapes(proto, shape_dict)
     return build_module(
         context, lambda module: GraphImporter(proto, module, source_name).import_graph(), ModelImportError
     )

@@ -27,7 +27,7 @@ import onnx
 from onnx import helper
 
 from ...errors import ModelImportError
-from .model import as_ir4_if_initializers_unlisted, check_model, infer_shapes, load_model, override_input_shapes, upgrade_old_opset
+from .model import as_ir4_if_initializers_unlisted, checked_with_shapes, load_model, upgrade_old_opset
 
 STRING = onnx.TensorProto.STRING
 # ai.onnx.ml ops whose attributes can make string outputs from numbers (a LabelEncoder's
@@ -235,8 +235,7 @@ def split_at_strings(model: "onnx.ModelProto", shape_dict: "dict[str, list[int |
         and compiled nodes has no known element type.
     """
     proto = as_ir4_if_initializers_unlisted(upgrade_old_opset(load_model(model)))
-    check_model(proto)
-    proto = infer_shapes(override_input_shapes(proto, shape_dict))
+    proto = checked_with_shapes(proto, shape_dict)
     graph = proto.graph
     strings = _string_names(graph)
     initializers = {t.name: t for t in graph.initializer}

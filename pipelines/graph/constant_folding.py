@@ -42,6 +42,7 @@ from ..loop_nest import is_structured
 from ..passes import register_pass
 from ..pipeline import Pipeline
 from ..stages import input_stage, lowering_stages, simplify_stage
+from .constant_eval import evaluate_constants
 from ..target import Target
 
 # Ops whose result is a pure function of their operands, evaluable at compile time.
@@ -386,8 +387,14 @@ def fold_constant_subgraphs(function: ir.Operation, constants: ConstantAnalysis)
         return 0  # a weight of an element type numpy cannot hold (bf16): left as it is
     # Read once for all slices: reading unknown ones prints the whole resource section.
     weight_arrays = dict(zip((op.results[0] for op in weights), resource_arrays(weights))) if weights else {}
-    chunks = [leaves[start:start + _LEAVES_PER_FUNCTION] for start in range(0, len(leaves), _LEAVES_PER_FUNCTION)]
-    arrays = _evaluate([(_backward_slice(needed, chunk), chunk) for chunk in chunks], function.context, weight_arrays)
+    # numpy first (constant_eval.py: transposes, reshapes, elementwise arithmetic, exactly);
+    # the JIT for the values that need anything else.
+    known = evaluate_constants(needed, weight_arrays, leaves)
+    rest = [value for value in leaves if value not in known]
+    chunks = [rest[start:start + _LEAVES_PER_FUNCTION] for start in range(0, len(rest), _LEAVES_PER_FUNCTION)]
+    jitted = iter(_evaluate([(_backward_slice(needed, chunk), chunk) for chunk in chunks], function.context,
+                            weight_arrays) if chunks else [])
+    arrays = [np.ascontiguousarray(known[value]) if value in known else next(jitted) for value in leaves]
     for index, (value, array) in enumerate(zip(leaves, arrays)):
         owner = graph._op(value.owner)
         with ir.InsertionPoint(owner), owner.location:
