@@ -150,6 +150,12 @@ class OpSchedule:
     # buffer (array packing) once per outer-register tile, before the register level reads
     # it many times.
     packed_operands: tuple[tuple[int, int], ...] = ()
+    # Loops whose register tile (outer register level if it tiles them, else the register
+    # level) need not divide the loop's extent within its task: the main loop runs whole
+    # tiles, and the last, partial tile is peeled off as a separate (static, smaller) tile
+    # that is vectorized too (script.py, ``peel_partial_tiles``). Why: a tile that must divide
+    # its loop left 128 rows with 4-row matmul tiles on AVX2, where 6 fit the register file.
+    peeled_loops: tuple[int, ...] = ()
 
     @property
     def sequence_name(self) -> str:
@@ -298,7 +304,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran far slower).
     part = min(lanes, nest.ranges[n] & -nest.ranges[n])
     register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
-    register[m] = largest_divisor(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
+    register[m] = matmul_rows_tile(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
+    peeled = nest.ranges[m] % register[m] != 0
     for d in k_dims:
         reduction[d] = 1
     element_bytes = max(nest.element_bits // 8, 1)
@@ -321,6 +328,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # (docs/performance.md, round 6).
     rows = nest.ranges[m] if batch_tasks >= 2 * threads else max(
         caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
+    # Tasks are whole multiples of the register tile where M has such a divisor; otherwise any
+    # divisor (each task then peels its own partial last tile: task shapes stay static).
     thread[m] = largest_divisor(nest.ranges[m], rows, multiple_of=register[m])
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
@@ -349,7 +358,9 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     while tasks() < 2 * threads and thread[col_loop] > col_unit:
         thread[col_loop] = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
     if tasks() < 2 * threads:
-        thread[m] = thread_chunk(nest.ranges[m], register[m], threads)
+        # thread_chunk's tasks are multiples of its unit, which must divide M.
+        unit = register[m] if not peeled else largest_divisor(nest.ranges[m], register[m])
+        thread[m] = thread_chunk(nest.ranges[m], unit, threads)
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -372,7 +383,19 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       cache_tiles=tuple(cache) if cache else None,
                       outer_register_tiles=tuple(outer) if outer else None,
                       packed_operands=packed, register_tiles=tuple(register),
-                      reduction_tiles=tuple(reduction), vectorize=True)
+                      reduction_tiles=tuple(reduction), vectorize=True,
+                      peeled_loops=(m,) if peeled else ())
+
+
+def matmul_rows_tile(rows: int, cap: int) -> int:
+    """A matmul register tile's rows for a loop of ``rows``, at most the register file's
+    ``cap`` (``matmul_register_rows``): the largest divisor of ``rows`` where it makes as few
+    tiles as ``cap`` rows would (14 rows, cap 8: two 7-row tiles), else ``cap``, with the
+    last, partial tile peeled (``OpSchedule.peeled_loops``). Why not always a divisor: 128
+    rows took 4-row tiles on AVX2 (32 tiles), where 7 rows fill the register file (18 whole
+    tiles and a 2-row remainder; docs/performance.md, "Partial register tiles")."""
+    divisor = largest_divisor(rows, cap)
+    return divisor if rows // divisor == -(-rows // cap) else cap
 
 
 def plans_as_contraction(nest: LoopNest) -> bool:
