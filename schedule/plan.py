@@ -22,7 +22,6 @@ import math
 
 from dataclasses import dataclass, replace
 
-from ..pipelines.graph.padded_extents import REGISTER_ROWS
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
 
@@ -50,9 +49,10 @@ _MIN_PARALLEL_CONV_WORK = 1 << 17
 # Matmul task columns (of the output) per thread, at most; the B block they make takes at
 # most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
 _MATMUL_TASK_COLS = 256
-# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators. The
-# graph stage pads rows that have no divisor near it (pipelines/graph/padded_extents.py).
-_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = REGISTER_ROWS, 2
+# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators, at
+# most (``matmul_register_rows``). Rows need not divide M: the last tile is peeled
+# (``matmul_rows_tile``).
+_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
 # Weight panels per register tile, at most (matmuls on panels: panel_register_tile). Three
 # 16-lane panels make 8 x 3 = 24 accumulators: per k step 8 broadcasts and 3 loads feed 24
 # FMAs instead of 10 feeding 16. BERT's projections and a C model of the loop ran faster
@@ -256,12 +256,15 @@ def wide_rows(nest: LoopNest, m_dims: tuple[int, ...]) -> tuple[int, ...]:
 
 def matmul_register_rows(columns: int, lanes: int, registers: int) -> int:
     """Rows of a matmul register tile ``columns`` wide, at most: ``_MATMUL_REGISTER_ROWS``
-    where the accumulators, a broadcast of A and one vector of B fit the register file.
-    With AVX2's 16 registers, 8 rows of 16 columns (two 8-lane vectors) are 16 accumulators
-    alone: they spilled, and a 192 x 768 x 3072 matmul ran at less than half the rate of 6
-    rows (docs/performance.md, round 17)."""
+    where the accumulators, a broadcast of A and one k step's vectors of B fit the register
+    file (as ``panel_register_tile`` counts them). With AVX2's 16 registers, 8 rows of 16
+    columns (two 8-lane vectors) are 16 accumulators alone: they spilled, and a 192 x 768 x
+    3072 matmul ran at less than half the rate of 6 rows (docs/performance.md, round 17).
+    7 rows (14 accumulators, counting one vector of B) ran 128 x 768 x 3072 at about 0.7x
+    the rate of 6 once partial tiles let 7 be chosen (docs/performance.md, "Partial
+    register tiles")."""
     vectors = max(columns // lanes, 1)
-    return max(1, min(_MATMUL_REGISTER_ROWS, (registers - 2) // vectors))
+    return max(1, min(_MATMUL_REGISTER_ROWS, (registers - vectors - 1) // vectors))
 
 
 def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
