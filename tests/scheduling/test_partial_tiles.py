@@ -2,7 +2,9 @@
 for AVX2 and AVX-512, and compiled matmuls with odd row counts against numpy, on one and
 two threads, with any schedule failure (a fallback to scalar loops) an error."""
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,3 +70,23 @@ def test_odd_rows_with_a_packed_a_sliver(monkeypatch, rand, m):
     sliver is copied into a zero-padded buffer of whole-tile rows."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
     _run(m, 64, 1024, rand)
+
+
+def test_an_encoder_layer_with_197_tokens_matches_onnxruntime(monkeypatch):
+    """A BERT-style layer at a ViT's 197 tokens (unpadded: no row padding any more): its
+    projections and FFN matmuls peel their last row tile inside fusion groups and thread
+    tasks, with no schedule falling back to scalar loops."""
+    ort = pytest.importorskip("onnxruntime")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+    import graph_models
+
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
+    model = graph_models.bert_layer(seq=197, hidden=64, heads=2, ffn=256)
+    x = np.random.default_rng(0).standard_normal((197, 64)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = tilecraft.compile(model, cache=False, keep_ir=True)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {session.get_inputs()[0].name: x})[0]
+    np.testing.assert_allclose(compiled(x), expected, rtol=2e-4, atol=2e-4)
+    assert "tensor<216x" not in compiled.ir("graph")
