@@ -22,7 +22,6 @@ import math
 
 from dataclasses import dataclass, replace
 
-from ..pipelines.graph.padded_extents import REGISTER_ROWS
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
 
@@ -50,9 +49,10 @@ _MIN_PARALLEL_CONV_WORK = 1 << 17
 # Matmul task columns (of the output) per thread, at most; the B block they make takes at
 # most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
 _MATMUL_TASK_COLS = 256
-# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators. The
-# graph stage pads rows that have no divisor near it (pipelines/graph/padded_extents.py).
-_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = REGISTER_ROWS, 2
+# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators, at
+# most (``matmul_register_rows``). Rows need not divide M: the last tile is peeled
+# (``matmul_rows_tile``).
+_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
 # Weight panels per register tile, at most (matmuls on panels: panel_register_tile). Three
 # 16-lane panels make 8 x 3 = 24 accumulators: per k step 8 broadcasts and 3 loads feed 24
 # FMAs instead of 10 feeding 16. BERT's projections and a C model of the loop ran faster
@@ -150,6 +150,12 @@ class OpSchedule:
     # buffer (array packing) once per outer-register tile, before the register level reads
     # it many times.
     packed_operands: tuple[tuple[int, int], ...] = ()
+    # Loops whose register tile (outer register level if it tiles them, else the register
+    # level) need not divide the loop's extent within its task: the main loop runs whole
+    # tiles, and the last, partial tile is peeled off as a separate (static, smaller) tile
+    # that is vectorized too (script.py, ``peel_partial_tiles``). Why: a tile that must divide
+    # its loop left 128 rows with 4-row matmul tiles on AVX2, where 6 fit the register file.
+    peeled_loops: tuple[int, ...] = ()
 
     @property
     def sequence_name(self) -> str:
@@ -250,12 +256,15 @@ def wide_rows(nest: LoopNest, m_dims: tuple[int, ...]) -> tuple[int, ...]:
 
 def matmul_register_rows(columns: int, lanes: int, registers: int) -> int:
     """Rows of a matmul register tile ``columns`` wide, at most: ``_MATMUL_REGISTER_ROWS``
-    where the accumulators, a broadcast of A and one vector of B fit the register file.
-    With AVX2's 16 registers, 8 rows of 16 columns (two 8-lane vectors) are 16 accumulators
-    alone: they spilled, and a 192 x 768 x 3072 matmul ran at less than half the rate of 6
-    rows (docs/performance.md, round 17)."""
+    where the accumulators, a broadcast of A and one k step's vectors of B fit the register
+    file (as ``panel_register_tile`` counts them). With AVX2's 16 registers, 8 rows of 16
+    columns (two 8-lane vectors) are 16 accumulators alone: they spilled, and a 192 x 768 x
+    3072 matmul ran at less than half the rate of 6 rows (docs/performance.md, round 17).
+    7 rows (14 accumulators, counting one vector of B) ran 128 x 768 x 3072 at about 0.7x
+    the rate of 6 once partial tiles let 7 be chosen (docs/performance.md, "Partial
+    register tiles")."""
     vectors = max(columns // lanes, 1)
-    return max(1, min(_MATMUL_REGISTER_ROWS, (registers - 2) // vectors))
+    return max(1, min(_MATMUL_REGISTER_ROWS, (registers - vectors - 1) // vectors))
 
 
 def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
@@ -298,7 +307,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran far slower).
     part = min(lanes, nest.ranges[n] & -nest.ranges[n])
     register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
-    register[m] = largest_divisor(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
+    register[m] = matmul_rows_tile(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
+    peeled = nest.ranges[m] % register[m] != 0
     for d in k_dims:
         reduction[d] = 1
     element_bytes = max(nest.element_bits // 8, 1)
@@ -321,6 +331,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # (docs/performance.md, round 6).
     rows = nest.ranges[m] if batch_tasks >= 2 * threads else max(
         caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
+    # Tasks are whole multiples of the register tile where M has such a divisor; otherwise any
+    # divisor (each task then peels its own partial last tile: task shapes stay static).
     thread[m] = largest_divisor(nest.ranges[m], rows, multiple_of=register[m])
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
@@ -349,7 +361,9 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     while tasks() < 2 * threads and thread[col_loop] > col_unit:
         thread[col_loop] = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
     if tasks() < 2 * threads:
-        thread[m] = thread_chunk(nest.ranges[m], register[m], threads)
+        # thread_chunk's tasks are multiples of its unit, which must divide M.
+        unit = register[m] if not peeled else largest_divisor(nest.ranges[m], register[m])
+        thread[m] = thread_chunk(nest.ranges[m], unit, threads)
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -372,7 +386,20 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       cache_tiles=tuple(cache) if cache else None,
                       outer_register_tiles=tuple(outer) if outer else None,
                       packed_operands=packed, register_tiles=tuple(register),
-                      reduction_tiles=tuple(reduction), vectorize=True)
+                      reduction_tiles=tuple(reduction), vectorize=True,
+                      peeled_loops=(m,) if peeled else ())
+
+
+def matmul_rows_tile(rows: int, cap: int) -> int:
+    """A matmul register tile's rows for a loop of ``rows``, at most the register file's
+    ``cap`` (``matmul_register_rows``): the largest divisor of ``rows`` where it makes as few
+    tiles as ``cap`` rows would (14 rows, cap 8: two 7-row tiles), else ``cap``, with the
+    last, partial tile peeled (``OpSchedule.peeled_loops``). Why not always a divisor: 128
+    rows took 4-row tiles on AVX2 (32 tiles), where 6 rows fill the register file (21 whole
+    tiles and a 2-row remainder): a 768 -> 3072 Linear layer ran 1.2x faster, a BERT-base
+    layer 1.19x (docs/performance.md, "Partial register tiles")."""
+    divisor = largest_divisor(rows, cap)
+    return divisor if rows // divisor == -(-rows // cap) else cap
 
 
 def plans_as_contraction(nest: LoopNest) -> bool:

@@ -45,6 +45,12 @@ class ScriptWriter:
     def tile_for(self, handle: str, sizes: tuple[int, ...],
                  interchange: tuple[int, ...] | None = None) -> str:
         """``interchange``: the loops' order, outermost first (only tiled loops matter)."""
+        return self.tile_for_loops(handle, sizes, interchange)[0]
+
+    def tile_for_loops(self, handle: str, sizes: tuple[int, ...],
+                       interchange: tuple[int, ...] | None = None) -> tuple[str, dict[int, str]]:
+        """``tile_for``; also returns the handle of each loop it creates, by the op's loop
+        (dim) it tiles."""
         n_loops = sum(1 for s in sizes if s)
         tiled = self.fresh("tiled")
         loops = self.fresh("loops")
@@ -56,7 +62,10 @@ class ScriptWriter:
             f"{tiled}{loops_decl} = transform.structured.tile_using_for {handle} tile_sizes "
             f"{list(sizes)}{order} : ({self.ANY}) -> ({results})"
         )
-        return tiled
+        nesting = [d for d in (interchange or range(len(sizes))) if d < len(sizes) and sizes[d]]
+        nesting += [d for d in range(len(sizes)) if sizes[d] and d not in nesting]
+        handles = {d: (f"{loops}#{i}" if n_loops > 1 else loops) for i, d in enumerate(nesting)}
+        return tiled, handles
 
     def tile_for_outer(self, handle: str, sizes: tuple[int, ...]) -> tuple[str, str]:
         """``tile_using_for``; returns (tiled op, outermost loop): the container that a
@@ -109,6 +118,34 @@ class ScriptWriter:
         rows = self.tile_for(copies, tuple([1] * (rank - 1) + [0]))
         self.vectorize(rows)
         return padded
+
+    def peel_partial_tiles(self, loops: list[str], tag: int) -> str:
+        """Peel the last, partial iteration off each of ``loops`` (scf.for handles, innermost
+        first) and return a handle to every copy of the op tagged ``tag`` in the loops'
+        parent: the op in the main loops, on whole tiles, and in the remainders.
+
+        ``transform.loop.peel`` rewrites the tile sizes (``affine.min``) of both parts to
+        constants when the bounds are static; canonicalization then gives the tiled ops
+        static shapes, which the vectorizer needs (the remainder becomes a smaller static
+        tile: vector code too, not scalar). Ops are found again by tag because peeling
+        clones the loop body. The outermost loop's parent is the region both parts live in;
+        patterns apply to its body only, so its own handle stays valid.
+        """
+        outermost = loops[-1]
+        parent = self.fresh("parent")
+        self.lines.append(f"{parent} = transform.get_parent_op {outermost} : ({self.ANY}) -> {self.ANY}")
+        for loop in loops:
+            cast, main, rest = self.fresh("for"), self.fresh("main"), self.fresh("rest")
+            self.lines.append(f'{cast} = transform.cast {loop} : {self.ANY} to !transform.op<"scf.for">')
+            self.lines.append(f'{main}, {rest} = transform.loop.peel {cast} : (!transform.op<"scf.for">)'
+                              f" -> ({self.ANY}, {self.ANY})")
+        self.lines.append(f"transform.apply_patterns to {parent} {{\n"
+                          "      transform.apply_patterns.canonicalization\n"
+                          f"    }} : {self.ANY}")
+        ops = self.fresh("op")
+        self.lines.append(f'{ops} = transform.structured.match attributes{{"{TAG}" = {tag} : i64}} '
+                          f"in {parent} : ({self.ANY}) -> {self.ANY}")
+        return ops
 
     def fuse_into(self, producer: str, container: str) -> tuple[str, str]:
         """Fuse ``producer`` into ``container``; returns (fused op, container's new handle)."""
@@ -210,15 +247,21 @@ def render_inner_levels(w: "ScriptWriter", op: str, plan: OpSchedule) -> None:
     register, reduction tiles, decomposition and vectorization of the op ``op`` names."""
     if plan.cache_tiles and any(plan.cache_tiles):
         op = w.tile_for(op, plan.cache_tiles, plan.cache_interchange)
+    # The loops of the peeled dims (``plan.peeled_loops``), outermost first.
+    partial: list[str] = []
     if plan.outer_register_tiles and any(plan.outer_register_tiles):
-        op = w.tile_for(op, plan.outer_register_tiles)
+        op, loops = w.tile_for_loops(op, plan.outer_register_tiles)
+        partial += [loops[d] for d in loops if d in plan.peeled_loops]
     if plan.packed_operands:
         n_loops = len(plan.register_tiles or plan.reduction_tiles or plan.cache_tiles or ())
         op = w.pack_operands(op, plan.packed_operands, n_loops)
     if plan.register_tiles:
-        op = w.tile_for(op, plan.register_tiles, plan.register_interchange)
+        op, loops = w.tile_for_loops(op, plan.register_tiles, plan.register_interchange)
+        partial += [loops[d] for d in loops if d in plan.peeled_loops]
     if plan.reduction_tiles:
         op = w.tile_for(op, plan.reduction_tiles)
+    if partial:
+        op = w.peel_partial_tiles(partial[::-1], plan.tag)
     if plan.decompose:
         op = w.decompose(op)
     if plan.vectorize:

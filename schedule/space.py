@@ -225,7 +225,7 @@ class ScheduleSpace(SearchSpace):
             for level in levels:
                 if not level or not level[d]:
                     continue
-                if current % level[d]:
+                if current % level[d] and d not in plan.peeled_loops:
                     return False
                 current = level[d]
         return True
@@ -345,8 +345,9 @@ class MatmulSpace(ScheduleSpace):
                  "columns of C per parallel task (0: untiled)"),
             Knob("cache_k", _divisors(K, [0, 32, 64, 128, 256, 512], include=(d["cache_k"],)),
                  "K cache block (0: none)"),
-            Knob("reg_m", _divisors(M, [1, 2, 4, 6, 8, 12, 16], include=(d["reg_m"],)),
-                 "accumulator rows in registers"),
+            Knob("reg_m", tuple(sorted({*_divisors(M, [1, 2, 4, 6, 8, 12, 16]), d["reg_m"]})),
+                 "accumulator rows in registers (the default's may leave a partial last tile, "
+                 "peeled)"),
             Knob("reg_n", _divisors(N, [lanes * i for i in (1, 2, 3, 4)], include=(d["reg_n"],)),
                  "accumulator columns in registers (multiples of the vector lanes)"),
             Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
@@ -419,7 +420,8 @@ class MatmulSpace(ScheduleSpace):
             cache_tiles=tuple(cache) if cache else None,
             outer_register_tiles=tuple(outer) if outer else None, packed_operands=packed,
             register_tiles=tuple(register), register_interchange=interchange,
-            reduction_tiles=tuple(reduction), vectorize=True)
+            reduction_tiles=tuple(reduction), vectorize=True,
+            peeled_loops=(self.m,) if (config["par_m"] or self.nest.ranges[self.m]) % config["reg_m"] else ())
 
     def is_valid(self, config: Mapping[str, int]) -> bool:
         # A task (or the whole op) holding one panel of B (one sliver of A): the copy buys

@@ -17,10 +17,13 @@
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
 // CHECK: vector.contract {{.*}} : vector<8x1xf32>, vector<1x32xf32> into vector<8x32xf32>
 // CHECK-NOT: linalg.matmul
-// One thread, 256-bit vectors: no forall, accumulators of 2 x 8 lanes by 4 rows (8 rows
-// would be 16 accumulators, the whole AVX2 register file: they spilled; 256 has no 6 or 7).
+// One thread, 256-bit vectors: no forall, accumulators of 2 x 8 lanes by 6 rows (8 rows
+// would be 16 accumulators, the whole AVX2 register file: they spilled); 6 does not divide
+// 256, so 42 whole tiles run in the main loop and the last 4 rows are peeled.
 // AVX2-LABEL: func.func @matmul
 // AVX2-NOT: scf.forall
+// AVX2: scf.for %{{.*}} = %c0 to %c252 step %c6
+// AVX2: vector.contract {{.*}} into vector<6x16xf32>
 // AVX2: vector.contract {{.*}} into vector<4x16xf32>
 func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x256xf32>) -> tensor<256x256xf32> {
   %zero = arith.constant 0.0 : f32
