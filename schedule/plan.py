@@ -333,7 +333,8 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
     # Tasks are whole multiples of the register tile where M has such a divisor; otherwise any
     # divisor (each task then peels its own partial last tile: task shapes stay static).
-    thread[m] = largest_divisor(nest.ranges[m], rows, multiple_of=register[m])
+    thread[m] = whole_row_tasks(nest.ranges[m], largest_divisor(nest.ranges[m], rows, multiple_of=register[m]),
+                                register[m])
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
     thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
@@ -363,7 +364,7 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     if tasks() < 2 * threads:
         # thread_chunk's tasks are multiples of its unit, which must divide M.
         unit = register[m] if not peeled else largest_divisor(nest.ranges[m], register[m])
-        thread[m] = thread_chunk(nest.ranges[m], unit, threads)
+        thread[m] = whole_row_tasks(nest.ranges[m], thread_chunk(nest.ranges[m], unit, threads), register[m])
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -388,6 +389,17 @@ def _plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True,
                       peeled_loops=(m,) if peeled else ())
+
+
+def whole_row_tasks(rows: int, task_rows: int, register_rows: int) -> int:
+    """``task_rows``, or where that is less than one register tile, the smallest divisor of
+    ``rows`` that holds one. Why: tasks must divide M (their shapes stay static), and an M
+    with no divisor near the cache-sized task (a prime: a ViT's 197 tokens) otherwise got
+    tasks of 1 row, each a 1-row tile: the ViT's MLP matmuls ran 2.5x slower than with the
+    rows padded to 216 (docs/performance.md, "Partial register tiles")."""
+    if task_rows >= register_rows:
+        return task_rows
+    return next(d for d in range(register_rows, rows + 1) if rows % d == 0) if rows > register_rows else rows
 
 
 def matmul_rows_tile(rows: int, cap: int) -> int:

@@ -1,31 +1,33 @@
-"""Matmuls whose columns, and convolutions whose output channels, have no good register
-tile, computed on padded extents: ``tilecraft-pad-matmul-extents``.
+"""Matmuls whose rows or columns have no good register tile, computed on padded extents:
+``tilecraft-pad-matmul-extents``.
 
-A matmul register tile takes whole vectors of its columns (schedule/plan.py,
-``accumulator_row``): an MLP's 500 or 250 outputs got 4- or 2-lane vectors. The pass gives
-such ops extents that tile well, as IREE's data tiling pads its packs:
+The schedule's register tiles must divide the loops they tile (schedule/plan.py,
+``largest_divisor``): a tile that divides keeps every tile the same static shape, which
+vectorization needs. A ViT's 197 tokens (a prime) therefore got 1-row matmul tiles, three
+accumulators where 24 fit, and its projections ran far slower than BERT's 128-token
+ones (docs/performance.md); an MLP's 500 or 250 outputs got 4- or 2-lane vectors.
+
+The pass gives such a matmul extents that tile well, as IREE's data tiling pads its packs:
+- rows M (``needs_row_padding``): A gets zero rows up to a multiple of
+  :data:`ROW_MULTIPLE` (a copy of A, M x K, against 2 M K N flops);
 - columns N (``needs_column_padding``), only where B is a compile-time constant: B gets
   zero columns up to a multiple of :data:`COLUMN_MULTIPLE`, padded once by the constant
   folder (the next passes); a non-constant B would be copied per call;
 - the output channels of an NHWC convolution with a constant filter (``padded_filters``):
   zero filters up to a multiple of 16 or 8, as for a matmul's columns.
 
-Rows are not padded: the schedule peels a matmul's partial last row tile
-(``OpSchedule.peeled_loops``), so a ViT's 197 tokens get whole 6- or 8-row tiles and one
-smaller remainder. Padded to 216 rows (the pass's former row padding) the same Linear
-768 -> 3072 layer ran slower than on its 197 peeled rows (docs/performance.md, "Partial
-register tiles"): the padding computed 10 % more rows and copied A.
+The padded rows and columns of a result are garbage nobody reads: the slice back to the
+real extent moves down the chain of ops that keep padded lines independent
+(``_padded_clone``): elementwise ops and row-wise reductions (a bias, GELU, the residual add,
+layer norm) run on the padded extents, so the matmul's epilogue is fused on whole register
+tiles, and the slice lands before the first op that would mix padded lines into real ones
+(a reduction over them, a contraction over them, a reshape or slice across them). Being
+garbage, padded lines need no particular values: an operand that is already padded is
+taken as it is, with no fresh copy.
 
-The padded columns of a result are garbage nobody reads: the slice back to the real extent
-moves down the chain of ops that keep padded lines independent (``_padded_clone``):
-elementwise ops and reductions along other dims (a bias, an activation) run on the padded
-extents, so the matmul's epilogue is fused on whole register tiles, and the slice lands
-before the first op that would mix padded lines into real ones (a reduction over them, a
-contraction over them, a reshape or slice across them). Being garbage, padded lines need no
-particular values: an operand that is already padded is taken as it is, with no fresh copy.
-
-Left alone: dynamic and non-f32 shapes, batch matmuls, extents already tiling well, and
-small ones (padding 20 columns to 32 would compute 60 % more).
+Left alone: dynamic and non-f32 shapes, batch matmuls (attention's, whose small extents the
+schedule tiles per head), extents already tiling well, and small ones (padding 10 rows to 16
+would compute 60 % more).
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ from ..passes import register_pass
 from .constant_folding import ConstantAnalysis
 from .weight_panels import PANEL_COLUMNS, plain_matmul
 
+# Rows of the matmul register tile (schedule/plan.py reads it as its row count): M is padded
+# when its largest divisor up to it is below half of it.
+REGISTER_ROWS = 8
+# ... to a multiple of two register tiles: a ViT's 197 rows padded to 208 (26 tiles) ran
+# its projections faster than padded to 200 (25 tiles; docs/performance.md). A multiple of
+# 24, so
+# that AVX2's 6-row tiles (schedule/plan.py, ``matmul_register_rows``) divide it as well
+# as AVX-512's 8-row ones: 208 rows took 4-row tiles there (216: 27 x 8 or 36 x 6).
+ROW_MULTIPLE = 24
 # Columns: a multiple of one weight panel (one AVX-512 vector), so that the padded B packs
 # into panels (weight_panels.py) and the register tile takes whole vectors.
 COLUMN_MULTIPLE = PANEL_COLUMNS
@@ -56,6 +67,23 @@ def _round_up(extent: int, multiple: int) -> int:
 
 def _cheap(extent: int, multiple: int) -> bool:
     return _round_up(extent, multiple) - extent <= MAX_PADDING_FRACTION * extent
+
+
+def needs_row_padding(rows: int) -> bool:
+    """Whether ``rows`` has no divisor in [REGISTER_ROWS / 2, REGISTER_ROWS] (a 1-row tile
+    for 197 rows, 3 for 33) and padding it adds at most :data:`MAX_PADDING_FRACTION`."""
+    best = max(d for d in range(1, REGISTER_ROWS + 1) if rows % d == 0)
+    return best < REGISTER_ROWS // 2 and padded_rows(rows) != rows
+
+
+def padded_rows(rows: int) -> int:
+    """``rows`` rounded up to a multiple of :data:`ROW_MULTIPLE`, or of 16 (two 8-row tiles)
+    where that costs more than :data:`MAX_PADDING_FRACTION` and 16 does not (121 -> 128),
+    else ``rows``."""
+    for multiple in (ROW_MULTIPLE, 16):
+        if _cheap(rows, multiple):
+            return _round_up(rows, multiple)
+    return rows
 
 
 def needs_column_padding(columns: int) -> bool:
@@ -155,14 +183,21 @@ class _ExtentPadder:
         a, b, init = op.operands
         m, k = _shape(a)
         n = _shape(b)[1]
-        # A padded A (a padded matmul's result) is padded along K, whose garbage would be
-        # summed in: the matmul reads the real A (the slice back), as it is.
-        if not needs_column_padding(n) or not self.constants.value_is_constant(b):
+        a_stand_in = self.padded.get(a)
+        if a_stand_in is not None and set(a_stand_in.padded_dims()) != {0}:
+            a_stand_in = None  # padded along K: its garbage would be summed in
+        rows = padded_rows(m) if needs_row_padding(m) else m
+        if a_stand_in is not None:
+            rows = _shape(a_stand_in.value)[0]
+        columns = n
+        if needs_column_padding(n) and self.constants.value_is_constant(b):
+            columns = _round_up(n, COLUMN_MULTIPLE)
+        if (rows, columns) == (m, n):
             return None
-        columns = _round_up(n, COLUMN_MULTIPLE)
         with ir.InsertionPoint(op), op.location:
+            a = a_stand_in.value if a_stand_in is not None else _pad_to(a, [rows, k])
             b = _pad_to(b, [k, columns])
-            return linalg.matmul(a, b, outs=[_init_at(init, [m, columns])])
+            return linalg.matmul(a, b, outs=[_init_at(init, [rows, columns])])
 
     def _padded_convolution(self, op: ir.Operation) -> ir.Value | None:
         """An NHWC convolution whose constant filter's output channels have no whole vector
@@ -297,8 +332,8 @@ class _ExtentPadder:
 
 @register_pass(
     "tilecraft-pad-matmul-extents",
-    "Matmuls (with constant weights) whose columns, and convolutions whose filters, have no "
-    "good register tile computed on padded extents; the slice back moves past elementwise ops",
+    "Matmuls whose rows (or, with constant weights, columns) have no good register tile "
+    "computed on padded extents; the slice back moves past elementwise and row-wise ops",
 )
 def pad_matmul_extents_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     for function in defined_functions(module):
