@@ -91,3 +91,15 @@ def test_an_encoder_layer_with_128_tokens_matches_onnxruntime(monkeypatch):
     expected = session.run(None, {session.get_inputs()[0].name: x})[0]
     np.testing.assert_allclose(compiled(x), expected, rtol=2e-4, atol=2e-4)
     assert "tensor<132x" not in compiled.ir("graph") and "tensor<144x" not in compiled.ir("graph")
+
+
+@pytest.mark.parametrize("rows, task_rows, register_rows, expected", [
+    (197, 1, 6, 197),   # a prime: one task of every row, not 197 tasks of one row
+    (202, 2, 6, 101),   # 2 x 101: the smallest divisor holding a register tile
+    (128, 32, 6, 32),   # a task of whole register tiles and a peeled remainder: kept
+    (4, 1, 6, 4),       # fewer rows than one register tile: all of them
+])
+def test_row_tasks_hold_at_least_one_register_tile(rows, task_rows, register_rows, expected):
+    from tilecraft.schedule.plan import whole_row_tasks
+
+    assert whole_row_tasks(rows, task_rows, register_rows) == expected
