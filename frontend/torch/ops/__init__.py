@@ -3,6 +3,7 @@
 from . import bilinear, distance, elementwise, float_bits, linalg, masked, nn, reduction, scatter, selection, shape, views  # noqa: F401  (their decorators fill the table)
 from . import fft  # noqa: F401  (complex tensors and the FFT family)
 from . import incomplete_gamma  # noqa: F401  (igamma, igammac)
+from . import histogram  # noqa: F401  (histogram with a static bin count or edges)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]
