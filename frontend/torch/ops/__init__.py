@@ -4,6 +4,7 @@ from . import bilinear, distance, elementwise, float_bits, linalg, masked, nn, r
 from . import fft  # noqa: F401  (complex tensors and the FFT family)
 from . import incomplete_gamma  # noqa: F401  (igamma, igammac)
 from . import histogram  # noqa: F401  (histogram with a static bin count or edges)
+from . import embedding_bag  # noqa: F401  (nn.functional.embedding_bag)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]
