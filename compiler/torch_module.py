@@ -84,7 +84,10 @@ class CompiledTorchModule:
             tensors, written = tensors[:len(tensors) - len(self._writes)], tensors[len(tensors) - len(self._writes):]
             with torch.no_grad():  # eager's in-place update, outside autograd as the compiled code is
                 for destination, value in zip(self._writes, written):
-                    (flat[destination] if isinstance(destination, int) else destination).copy_(value)
+                    target = flat[destination] if isinstance(destination, int) else destination
+                    if target.shape != value.shape:  # resize_: eager reshapes the caller's tensor
+                        target.resize_(value.shape)
+                    target.copy_(value)
         return pytree.tree_unflatten(tensors, self._out_spec) if self._out_spec is not None else tensors
 
     def export_library(self, path: "str | os.PathLike[str]") -> Path:
