@@ -6,6 +6,7 @@ from . import incomplete_gamma  # noqa: F401  (igamma, igammac)
 from . import histogram  # noqa: F401  (histogram with a static bin count or edges)
 from . import embedding_bag  # noqa: F401  (nn.functional.embedding_bag)
 from . import antialias, resize  # noqa: F401  (antialiased bilinear upsampling, resize_)
+from . import hashing  # noqa: F401  (hash_tensor)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]
