@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg
+from mlir.dialects import arith, tensor
 
 from . import core, movement, reduction
+from .contraction import einsum
 
 
 def linspace_edges(low: ir.Value, high: ir.Value, bins: int) -> ir.Value:
@@ -40,36 +41,90 @@ def linspace_edges(low: ir.Value, high: ir.Value, bins: int) -> ir.Value:
 
 
 def counts_by_edges(flat: ir.Value, edges: ir.Value, weights: ir.Value | None = None) -> ir.Value:
-    """Per bin ``b`` the sum of ``weights`` (or the count) of the elements of 1-D ``flat`` in
-    ``[edges[b], edges[b + 1])``, the last bin closed on the right; values outside the
-    edges and NaN count nowhere. One pass of ``bins x n`` compares (static ``bins``)."""
-    element = core.tensor_type(flat).element_type
-    n = core.sizes(flat)[0]
-    bins = core.static_shape(edges)[0] - 1
-    square = movement.broadcast_to(reduction.expand_dims(flat, [0]), [bins, n])
-    lower = reduction.expand_dims(movement.slice_axis(edges, 0, 0, bins), [1])
-    upper = reduction.expand_dims(movement.slice_axis(edges, 0, 1, bins), [1])
-    extra: Sequence[ir.Value] = [lower, upper] + ([] if weights is None else [reduction.expand_dims(weights, [0])])
-    index = ir.IndexType.get()
-    zero = core.scalar_constant(0, element)
-
-    def count(value: ir.Value, lo: ir.Value, hi: ir.Value, *weight: ir.Value) -> ir.Value:
-        last = arith.cmpi(arith.CmpIPredicate.eq, linalg.IndexOp(0).result, arith.constant(index, bins - 1))
-        below_top = arith.select(last, arith.cmpf(arith.CmpFPredicate.OLE, value, hi),
-                                 arith.cmpf(arith.CmpFPredicate.OLT, value, hi))
-        inside = arith.andi(arith.cmpf(arith.CmpFPredicate.OGE, value, lo), below_top)
-        return arith.select(inside, weight[0] if weight else core.scalar_constant(1, element), zero)
-
-    return reduction.reduce(square, [1], "sum", extra=extra, body=count)
+    """Per bin the sum of ``weights`` (or the count) of the elements of 1-D ``flat`` that
+    :func:`bin_positions` places in it."""
+    return counts_by_edges_nd([flat], [edges], weights)
 
 
 def density(counts: ir.Value, edges: ir.Value) -> ir.Value:
-    """``counts / sum(counts) / bin widths``: the histogram as a probability density (two
-    divisions, in eager's order)."""
+    """``counts / sum(counts) / bin widths``: the histogram as a probability density."""
+    return density_nd(counts, [edges])
+
+
+def bin_positions(values: ir.Value, edges: ir.Value) -> ir.Value:
+    """The bin (``i64``) of each element of 1-D ``values`` among ``edges``, -1 for none,
+    exactly as eager's histogram kernel finds it, unsorted edges included: none outside
+    ``[edges[0], edges[-1]]`` (NaN too), else ``std::upper_bound(edges, value) - 1`` (its
+    binary search unrolled, ``ceil(log2(bins + 2))`` steps), the top edge in the last bin."""
+    count = core.static_shape(edges)[0]
+    bins = count - 1
+    index = ir.IndexType.get()
+    i64 = ir.IntegerType.get_signless(64)
+    identity = ir.AffineMap.get_identity(1)
+
+    def position(_: list[ir.Value], scalars: list[ir.Value]) -> ir.Value:
+        (value,) = scalars
+        at = lambda i: tensor.extract(edges, [i])  # noqa: E731
+        c = lambda v: arith.constant(index, v)  # noqa: E731
+        first, remaining = c(0), c(count)
+        for _ in range(max(1, count).bit_length() + 1):
+            step = arith.divui(remaining, c(2))
+            middle = arith.addi(first, step)
+            going_on = arith.cmpi(arith.CmpIPredicate.ugt, remaining, c(0))
+            safe = arith.select(going_on, middle, c(0))
+            right = arith.andi(going_on, arith.cmpf(arith.CmpFPredicate.UGE, value, at(safe)))  # !(value < e)
+            first = arith.select(right, arith.addi(middle, c(1)), first)
+            remaining = arith.select(going_on, arith.select(right, arith.subi(arith.subi(remaining, step), c(1)), step),
+                                     remaining)
+        found = arith.subi(arith.index_cast(i64, first), arith.constant(i64, 1))
+        found = arith.select(arith.cmpi(arith.CmpIPredicate.eq, found, arith.constant(i64, bins)),
+                             arith.constant(i64, bins - 1), found)
+        inside = arith.andi(arith.cmpf(arith.CmpFPredicate.OGE, value, at(c(0))),
+                            arith.cmpf(arith.CmpFPredicate.OLE, value, at(c(bins))))
+        return arith.select(inside, found, arith.constant(i64, -1))
+
+    return movement.indexed_generic(core.sizes(values), i64, position, [values], [identity])
+
+
+def membership(positions: ir.Value, bins: int, element: ir.Type) -> ir.Value:
+    """``[bins, n]``: 1 where ``positions[i] == b`` (:func:`bin_positions`), else 0."""
+    i64 = ir.IntegerType.get_signless(64)
+    by_value = ir.AffineMap.get(2, 0, [ir.AffineDimExpr.get(1)])
+
+    def hit(indices: list[ir.Value], scalars: list[ir.Value]) -> ir.Value:
+        same = arith.cmpi(arith.CmpIPredicate.eq, scalars[0], arith.index_cast(i64, indices[0]))
+        return arith.select(same, core.scalar_constant(1, element), core.scalar_constant(0, element))
+
+    return movement.indexed_generic([bins, core.sizes(positions)[0]], element, hit, [positions], [by_value])
+
+
+def counts_by_edges_nd(columns: Sequence[ir.Value], edges: Sequence[ir.Value],
+                       weights: ir.Value | None = None) -> ir.Value:
+    """``[bins_0, ..., bins_{D-1}]``: per cell the sum of ``weights`` (or the count) of the
+    points whose coordinate ``d`` (``columns[d]``, 1-D of n) :func:`bin_positions` places in
+    bin ``b_d`` of ``edges[d]``: one contraction over the points of the dims' 0/1 membership
+    matrices."""
+    labels = "abcdefghijklm"[:len(columns)]
+    element = core.tensor_type(columns[0]).element_type
+    operands = [membership(bin_positions(c, e), core.static_shape(e)[0] - 1, element)
+                for c, e in zip(columns, edges)]
+    terms = [f"{label}z" for label in labels]
+    if weights is not None:
+        operands.append(weights)
+        terms.append("z")
+    return einsum(f"{','.join(terms)}->{labels}", operands)
+
+
+def density_nd(counts: ir.Value, edges: Sequence[ir.Value]) -> ir.Value:
+    """``counts / sum(counts)``, then divided by each dim's bin widths in turn (eager's order)."""
     element = core.tensor_type(counts).element_type
-    bins = core.static_shape(counts)[0]
-    total = reduction.reduce(counts, [0], "sum")
-    widths = core.elementwise([movement.slice_axis(edges, 0, 1, bins), movement.slice_axis(edges, 0, 0, bins)],
-                              element, arith.subf)
-    return core.elementwise([counts, widths, total], element,
-                            lambda c, w, t: arith.divf(arith.divf(c, t), w))
+    rank = len(edges)
+    total = reduction.reduce(counts, list(range(rank)), "sum")
+    result = core.elementwise([counts, total], element, arith.divf)
+    for d, edge in enumerate(edges):
+        bins = core.static_shape(edge)[0] - 1
+        widths = core.elementwise([movement.slice_axis(edge, 0, 1, bins), movement.slice_axis(edge, 0, 0, bins)],
+                                  element, arith.subf)
+        shaped = reduction.expand_dims(widths, [p for p in range(rank) if p != d])
+        result = core.elementwise([result, shaped], element, arith.divf)
+    return result

@@ -3,7 +3,7 @@
 from . import bilinear, distance, elementwise, float_bits, linalg, masked, nn, reduction, scatter, selection, shape, views  # noqa: F401  (their decorators fill the table)
 from . import fft  # noqa: F401  (complex tensors and the FFT family)
 from . import incomplete_gamma  # noqa: F401  (igamma, igammac)
-from . import histogram  # noqa: F401  (histogram with a static bin count or edges)
+from . import histogram  # noqa: F401  (histogram, histogramdd)
 from . import embedding_bag  # noqa: F401  (nn.functional.embedding_bag)
 from . import antialias, resize  # noqa: F401  (antialiased bilinear upsampling, resize_)
 from . import hashing  # noqa: F401  (hash_tensor)

@@ -57,3 +57,25 @@ def test_bad_arguments_are_refused_typed():
         tilecraft.torch.compile(Lambda(lambda v: torch.histogram(v, 3, range=(0.0, float("inf")))).eval(), (x,))
     with pytest.raises(tilecraft.TilecraftError):
         tilecraft.torch.compile(Lambda(lambda v, u: torch.histogram(v, 3, weight=u)).eval(), (x, torch.rand(5)))
+
+
+def test_unsorted_edges_bin_as_eagers_binary_search():
+    """Edges that are not increasing: eager keeps values inside [first, last] edge and places
+    them by std::upper_bound's binary search; the compiled search is the same one."""
+    torch.manual_seed(1)
+    same(lambda v, b: torch.histogram(v, b), torch.randn(50) * 4, torch.tensor([-8.5, -1.8, -4.3, 2.4, 6.0]))
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd_with_bin_counts_and_weights(density):
+    torch.manual_seed(2)
+    points, w = torch.randn(4, 6, 3), torch.rand(4, 6)
+    same(lambda v, u: torch.histogramdd(v, [2, 3, 4], weight=u, density=density), points, w)
+    same(lambda v: torch.histogramdd(v, 3, range=[-1.0, 1.0, -2.0, 2.0, 0.0, 1.0]), points)
+
+
+def test_histogramdd_with_edge_tensors():
+    torch.manual_seed(3)
+    edges = [torch.tensor([-2.0, 0.0, 1.5]), torch.tensor([-1.0, -0.5, 0.5, 1.0])]
+    hist, *_ = same(lambda v, a, b: torch.histogramdd(v, [a, b]), torch.randn(30, 2), *edges)
+    assert hist.shape == (2, 3)
