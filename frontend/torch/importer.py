@@ -11,6 +11,11 @@ from ``arange``) is evaluated by PyTorch itself, like the ONNX importer folds wi
 ``onnx.reference``: the IR then carries the result, and the compiled code does not redo it.
 Every other node goes to its handler in ``ops.py`` under a location naming the FX node and
 the Python source line that made it, so a failure deep in the pipeline points at the model.
+
+A program that writes the caller's tensors (in-place ops on inputs or buffers) stays a pure
+function here: ``@main`` returns the new values after the user outputs (:func:`mutations`)
+and takes the written buffers as arguments (:func:`state_inputs`); the caller copies them
+back (compiler/torch_module.py).
 """
 
 from __future__ import annotations

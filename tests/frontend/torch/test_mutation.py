@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import warnings
 
-import pytest
 import torch
 import torch.nn.functional as F
 
