@@ -170,8 +170,8 @@ def compile_supported_regions(program: ExportedProgram, tensors: Sequence[torch.
     hooks = [getattr(fused, name).register_forward_pre_hook(
         lambda _, args, name=name: seen.setdefault(name, args)) for name in names]
     try:
-        with torch.no_grad():
-            fused(*tensors)
+        with torch.no_grad():  # on copies: the graph may write its inputs (BatchNorm's statistics)
+            fused(*[t.clone() for t in tensors])
     finally:
         for hook in hooks:
             hook.remove()

@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import import_exported
+from ..frontend.torch.importer import from_numpy, mutations, state_inputs, tensor_view
 from ..pipelines.jit.compiled_module import CompiledModule
 from ..runtime.timing import Timing, time_evaluator
 from .compile import compile as compile_mlir
@@ -24,7 +25,15 @@ class CompiledTorchModule:
 
     Inputs are handed to the native code as numpy views of the tensors' memory (a copy is
     made only for non-contiguous tensors); results are numpy arrays owned by the compiled
-    code, wrapped by ``torch.from_numpy`` without copying.
+    code, wrapped by ``torch.from_numpy`` without copying (bfloat16 through int16: numpy
+    has no bfloat16 that torch reads).
+
+    A program that writes its inputs or buffers (``x.add_(1)``, ``batch_norm(training=True)``
+    updating running statistics, a KV cache's ``index_copy_``) is compiled functionally: the
+    compiled code returns the new values after the results, and the call copies them into
+    the caller's tensors and the module's buffers, as eager leaves them. A returned tensor
+    never aliases an input (eager's ``return x.add_(1)`` returns ``x`` itself; here a tensor
+    equal to it).
     """
 
     def __init__(self, compiled: CompiledModule, program: ExportedProgram) -> None:
@@ -32,6 +41,14 @@ class CompiledTorchModule:
         self.program = program
         self._in_spec = program.call_spec.in_spec
         self._out_spec = program.call_spec.out_spec
+        # the module's buffers the program writes: arguments after the user inputs
+        self._state = [_buffer(program, spec.target) for spec in state_inputs(program)]
+        # where each written value goes: a user input's position, or a buffer tensor
+        positions = {spec.arg.name: position for position, spec in enumerate(
+            s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT)}
+        self._writes: list[int | torch.Tensor] = [
+            positions[spec.target] if spec.kind == OutputKind.USER_INPUT_MUTATION else _buffer(program, spec.target)
+            for spec in mutations(program)]
 
     @property
     def signature(self):  # noqa: ANN201 - the runtime's EntrySignature
@@ -58,10 +75,19 @@ class CompiledTorchModule:
                 raise ArgumentTypeError(f"argument {position} is a {type(value).__name__}, not a torch.Tensor")
             if value.device.type != "cpu":
                 raise ArgumentTypeError(f"argument {position} is on {value.device}; compiled code runs on the CPU")
-            arrays.append(value.detach().resolve_conj().resolve_neg().numpy())
+            arrays.append(tensor_view(value.detach().resolve_conj().resolve_neg()))
+        arrays += [tensor_view(buffer.detach()) for buffer in self._state]
         results = self.compiled(*arrays)
         results = results if isinstance(results, tuple) else (results,)
-        tensors = [torch.from_numpy(np.asarray(r)) for r in results]
+        tensors = [from_numpy(r) for r in results]
+        if self._writes:
+            tensors, written = tensors[:len(tensors) - len(self._writes)], tensors[len(tensors) - len(self._writes):]
+            with torch.no_grad():  # eager's in-place update, outside autograd as the compiled code is
+                for destination, value in zip(self._writes, written):
+                    target = flat[destination] if isinstance(destination, int) else destination
+                    if target.shape != value.shape:  # resize_: eager reshapes the caller's tensor
+                        target.resize_(value.shape)
+                    target.copy_(value)
         return pytree.tree_unflatten(tensors, self._out_spec) if self._out_spec is not None else tensors
 
     def export_library(self, path: "str | os.PathLike[str]") -> Path:
@@ -77,6 +103,13 @@ class CompiledTorchModule:
 
     def __repr__(self) -> str:
         return f"<CompiledTorchModule {self.compiled.signature}>"
+
+
+def _buffer(program: ExportedProgram, name: str) -> torch.Tensor:
+    """The module's buffer ``name`` (``program.state_dict`` holds the module's own tensors, so a
+    copy into it updates the module)."""
+    tensor = program.state_dict.get(name)
+    return program.constants[name] if tensor is None else tensor
 
 
 def compile_exported(program: ExportedProgram, options: CompileOptions | None = None,

@@ -11,6 +11,11 @@ from ``arange``) is evaluated by PyTorch itself, like the ONNX importer folds wi
 ``onnx.reference``: the IR then carries the result, and the compiled code does not redo it.
 Every other node goes to its handler in ``ops.py`` under a location naming the FX node and
 the Python source line that made it, so a failure deep in the pipeline points at the model.
+
+A program that writes the caller's tensors (in-place ops on inputs or buffers) stays a pure
+function here: ``@main`` returns the new values after the user outputs (:func:`mutations`)
+and takes the written buffers as arguments (:func:`state_inputs`); the caller copies them
+back (compiler/torch_module.py).
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 import torch
 from mlir import ir
 from mlir.dialects import func
 from torch import fx
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec
 
 from ...errors import OperandTypeError, TorchImportError
 from ...runtime.signature import DTYPE_ATTRIBUTE, NAME_ATTRIBUTE
@@ -51,18 +57,28 @@ TORCH_COMPLEX: dict[torch.dtype, np.dtype] = {
     torch.complex128: np.dtype(np.complex128),
 }
 
-# torch dtype -> numpy dtype (bfloat16 and complex types have no numpy/MLIR path here).
+# torch dtype -> numpy dtype (complex types have no numpy/MLIR path here). numpy has no
+# bfloat16: its arrays are ml_dtypes', whose bits torch reads as int16 (to_numpy, from_numpy).
 TORCH_TO_NUMPY: dict[torch.dtype, np.dtype] = {
+    torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
     torch.float16: np.dtype(np.float16),
     torch.float32: np.dtype(np.float32),
     torch.float64: np.dtype(np.float64),
     torch.bool: np.dtype(np.bool_),
     torch.uint8: np.dtype(np.uint8),
+    torch.uint16: np.dtype(np.uint16),
+    torch.uint32: np.dtype(np.uint32),
+    torch.uint64: np.dtype(np.uint64),
     torch.int8: np.dtype(np.int8),
     torch.int16: np.dtype(np.int16),
     torch.int32: np.dtype(np.int32),
     torch.int64: np.dtype(np.int64),
 }
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+# What the program may write into the caller's tensors (``x.add_(1)``, the running statistics
+# of ``batch_norm(training=True)``): torch.export returns the new values as extra outputs.
+MUTATIONS = (OutputKind.USER_INPUT_MUTATION, OutputKind.BUFFER_MUTATION)
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
@@ -231,9 +247,10 @@ class ProgramImporter:
     def _weights(self) -> dict[str, np.ndarray]:
         """Parameters, buffers and lifted constants by placeholder name."""
         signature = self.program.graph_signature
+        state = {spec.arg.name for spec in state_inputs(self.program)}
         weights = {}
         for spec in signature.input_specs:
-            if spec.kind in (InputKind.USER_INPUT, InputKind.TOKEN):
+            if spec.kind in (InputKind.USER_INPUT, InputKind.TOKEN) or spec.arg.name in state:
                 continue
             if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
                 tensor = self.program.state_dict.get(spec.target)
@@ -267,15 +284,20 @@ class ProgramImporter:
             listing = "; ".join(f"{op} (node {name!r} at {where})" for name, op, where in problems)
             raise TorchImportError(f"{len(problems)} unsupported ATen op(s): {listing}", problems=problems)
         for spec in self.program.graph_signature.output_specs:
-            if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.TOKEN):
+            if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.TOKEN, *MUTATIONS):
                 raise TorchImportError(
-                    f"the program updates {spec.target!r} ({spec.kind.name}): a module that mutates "
-                    "its state on every call (training mode?) cannot be compiled for inference")
+                    f"the program updates {spec.target!r} ({spec.kind.name}): a training graph "
+                    "(gradients, a loss) cannot be compiled for inference")
         weights = self._weights()
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        by_name = {n.name: n for n in placeholders}
+        # the user inputs in call order, then the buffers the program writes (arguments, not
+        # constants: each call must read what the previous one wrote)
+        user_inputs = [by_name[spec.arg.name] for spec in self.program.graph_signature.input_specs
+                       if spec.kind == InputKind.USER_INPUT]
+        user_inputs += [by_name[spec.arg.name] for spec in state_inputs(self.program)]
         tokens = {spec.arg.name for spec in self.program.graph_signature.input_specs
                   if spec.kind == InputKind.TOKEN}
-        user_inputs = [n for n in placeholders if n.name not in weights and n.name not in tokens]
         arg_types = [self._argument_type(n) for n in user_inputs]
         location = ir.Location.file("torch.export", 0, 0)
         with location, ir.InsertionPoint(self.module.body):
@@ -306,7 +328,7 @@ class ProgramImporter:
                     raise TorchImportError(f"FX node {node.name!r}: {node.op} nodes are not supported")
         function.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(arg_types, [r.type for r in results]))
-        outputs = _user_outputs(self.program, [n for n in self.graph.nodes if n.op == "output"][0].args[0])
+        outputs = _returned(self.program, [n for n in self.graph.nodes if n.op == "output"][0].args[0])
         function.attributes["res_attrs"] = ir.ArrayAttr.get([_boundary_attributes(o, None) for o in outputs])
         return function
 
@@ -316,7 +338,7 @@ class ProgramImporter:
         return ir.Location.name(f"{node.name}({op_name(node.target)})", childLoc=child)
 
     def _results(self, node: fx.Node) -> list[ir.Value]:
-        outputs = _user_outputs(self.program, node.args[0])
+        outputs = _returned(self.program, node.args[0])
         results = []
         for position, output in enumerate(outputs):
             value = self.values.get(output) if isinstance(output, fx.Node) else output
@@ -370,12 +392,33 @@ class ProgramImporter:
                 f"failed, a bug in tilecraft: {type(error).__name__}: {error}") from error
 
 
-def _user_outputs(program: ExportedProgram, outputs: Any) -> list[Any]:
-    """The output node's values without the effect tokens."""
+def _returned(program: ExportedProgram, outputs: Any) -> list[Any]:
+    """What ``@main`` returns of the output node's values: the user outputs, then the new
+    values of the inputs and buffers the program writes (in :func:`mutations` order);
+    effect tokens are dropped."""
     specs = program.graph_signature.output_specs
     if len(specs) != len(outputs):
         return list(outputs)
-    return [o for o, spec in zip(outputs, specs) if spec.kind != OutputKind.TOKEN]
+    return ([o for o, spec in zip(outputs, specs) if spec.kind == OutputKind.USER_OUTPUT]
+            + [o for o, spec in zip(outputs, specs) if spec.kind in MUTATIONS])
+
+
+def mutations(program: ExportedProgram) -> list[OutputSpec]:
+    """The program's writes into the caller's tensors, in the order ``@main`` returns their
+    new values after the user outputs: ``USER_INPUT_MUTATION`` (``target``: the input's
+    placeholder name) and ``BUFFER_MUTATION`` (``target``: the buffer's name in the module).
+
+    Why results: the compiled code is functional (it never writes its arguments), so the
+    caller (compiler/torch_module.py) copies these into the tensors, as eager leaves them."""
+    return [spec for spec in program.graph_signature.output_specs if spec.kind in MUTATIONS]
+
+
+def state_inputs(program: ExportedProgram) -> list[InputSpec]:
+    """The buffers the program writes, in input order: ``@main`` takes them as arguments after
+    the user inputs instead of baking them in as constants."""
+    written = {spec.target for spec in mutations(program) if spec.kind == OutputKind.BUFFER_MUTATION}
+    return [spec for spec in program.graph_signature.input_specs
+            if spec.kind == InputKind.BUFFER and spec.target in written]
 
 
 def _boundary_attributes(node: Any, name: str | None) -> ir.DictAttr:
@@ -399,7 +442,24 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
         return complex_pairs.as_pairs_array(tensor.cpu().resolve_conj().contiguous().numpy())
     if tensor.dtype not in TORCH_TO_NUMPY:
         raise TorchImportError(f"dtype {tensor.dtype} is not supported")
-    return tensor.cpu().contiguous().numpy()
+    return tensor_view(tensor.cpu().contiguous())
+
+
+def tensor_view(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor.numpy()`` (a view of its memory), bfloat16 included: numpy has no bfloat16,
+    torch no ml_dtypes, so its bits go through int16."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(BFLOAT16)
+    return tensor.numpy()
+
+
+def from_numpy(array: np.ndarray) -> torch.Tensor:
+    """``torch.from_numpy(array)`` (no copy), an ml_dtypes bfloat16 array included (as
+    :func:`tensor_view`, through int16); a tensor of shape ``()`` for a numpy scalar."""
+    array = np.asarray(array)
+    if array.dtype == BFLOAT16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def _foldable(target: Any) -> bool:
@@ -414,7 +474,7 @@ def _evaluate(target: Any, args: Any, kwargs: Any) -> Any:
     if target is operator.getitem:
         container, position = args
         return container[position]
-    to_torch = lambda v: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v  # noqa: E731
+    to_torch = lambda v: from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v  # noqa: E731
     args = torch.utils._pytree.tree_map(to_torch, args)
     kwargs = torch.utils._pytree.tree_map(to_torch, kwargs)
     result = target(*args, **kwargs)

@@ -4,6 +4,11 @@ from . import bilinear, distance, elementwise, float_bits, linalg, masked, nn, r
 from . import fft  # noqa: F401  (complex tensors and the FFT family)
 from . import random  # noqa: F401  (random sampling: PyTorch's kernels at call time)
 from . import fractional_pool  # noqa: F401  (fractional max pooling given its samples)
+from . import incomplete_gamma  # noqa: F401  (igamma, igammac)
+from . import histogram  # noqa: F401  (histogram, histogramdd)
+from . import embedding_bag  # noqa: F401  (nn.functional.embedding_bag)
+from . import antialias, resize  # noqa: F401  (antialiased bilinear upsampling, resize_)
+from . import hashing  # noqa: F401  (hash_tensor)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]

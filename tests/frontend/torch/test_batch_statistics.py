@@ -1,6 +1,7 @@
 """Normalization with statistics of the batch itself (``_native_batch_norm_legit``): instance
 norm (an eval-mode ``InstanceNorm2d`` without running statistics still normalizes each sample
-by its own mean and variance) and ``batch_norm(training=True)`` without running buffers."""
+by its own mean and variance) and ``batch_norm(training=True)`` without running buffers (with
+them, the program writes its inputs: test_mutation.py)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,3 @@ def test_batch_norm_with_batch_statistics():
     weight, bias = torch.randn(3), torch.randn(3)
     check(Lambda(lambda v, w, b: F.batch_norm(v, None, None, w, b, training=True)), x, weight, bias)
 
-
-def test_batch_norm_updating_running_statistics_is_refused():
-    """A call that writes its running buffers is no inference function: refused, typed, saying
-    that the program updates an input (the importer checks mutations before ops)."""
-    x, mean, var = torch.randn(4, 3, 2), torch.zeros(3), torch.ones(3)
-    module = Lambda(lambda v, m, s: F.batch_norm(v, m, s, training=True)).eval()
-    with pytest.raises(tilecraft.TilecraftError, match=r"updates 'args_1'.*mutates its state on every call"):
-        tilecraft.torch.compile(module, (x, mean, var))
