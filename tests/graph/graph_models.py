@@ -16,6 +16,20 @@ def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(array.astype(np.float32), name)
 
 
+def append_batch_norm_relu(nodes: list, inits: list, rng: np.random.Generator, filters: int, source: str,
+                           batch_norm: bool = True) -> None:
+    """Append an optional BatchNormalization (random statistics) and a Relu writing ``y`` after
+    the node writing ``source``: the epilogue every conv test model of this folder ends in."""
+    last = source
+    if batch_norm:
+        for name, values in (("scale", rng.uniform(0.5, 1.5, filters)), ("shift", rng.standard_normal(filters)),
+                             ("mean", rng.standard_normal(filters)), ("var", rng.uniform(0.5, 2.0, filters))):
+            inits.append(numpy_helper.from_array(values.astype(np.float32), name))
+        nodes.append(helper.make_node("BatchNormalization", [source, "scale", "shift", "mean", "var"], ["n"]))
+        last = "n"
+    nodes.append(helper.make_node("Relu", [last], ["y"]))
+
+
 def conv_bn_block(channels: int = 8, size: int = 10, seed: int = 0) -> onnx.ModelProto:
     """x -> Conv(pad 1) -> BatchNormalization -> Relu -> Conv -> BatchNormalization -> Add(x)
     -> Relu: a ResNet basic block, batch 1, NCHW."""

@@ -16,6 +16,7 @@ import tilecraft  # noqa: E402
 from tilecraft.pipelines.graph import graph_pass_elements  # noqa: E402
 from tilecraft.pipelines.graph.dilated_convs import (  # noqa: E402
     PASS, reads_of_input, tap_regions, tile_friendly_runs)
+from graph_models import append_batch_norm_relu  # noqa: E402
 
 CONV = "linalg.conv_2d_nhwc_hwcf"
 DEPTHWISE = "linalg.depthwise_conv_2d_nhwc_hwc"
@@ -57,14 +58,7 @@ def _conv_model(channels: int, filters: int, size: int, dilation: int, *, pads: 
              numpy_helper.from_array(rng.standard_normal(filters).astype(np.float32), "b")]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[*pads, *pads],
                               strides=[stride, stride], dilations=[dilation, dilation], group=groups)]
-    last = "c"
-    if batch_norm:
-        for name, values in (("scale", rng.uniform(0.5, 1.5, filters)), ("shift", rng.standard_normal(filters)),
-                             ("mean", rng.standard_normal(filters)), ("var", rng.uniform(0.5, 2.0, filters))):
-            inits.append(numpy_helper.from_array(values.astype(np.float32), name))
-        nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["n"]))
-        last = "n"
-    nodes.append(helper.make_node("Relu", [last], ["y"]))
+    append_batch_norm_relu(nodes, inits, rng, filters, "c", batch_norm)
     out = [(size + 2 * p - 2 * dilation - 1) // stride + 1 for p in pads]
     graph = helper.make_graph(
         nodes, "dilated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, channels, size, size])],

@@ -16,6 +16,7 @@ from tilecraft.errors import PipelineError  # noqa: E402
 from tilecraft.pipelines import cpu_pipeline  # noqa: E402
 from tilecraft.pipelines.graph.winograd import (  # noqa: E402
     DEFAULT_MAX_TRANSFORMED_KIB, DEFAULT_MIN_TILES, TILE_SIZES, transforms, winograd_elements)
+from graph_models import append_batch_norm_relu  # noqa: E402
 
 CONV = "linalg.conv_2d_nhwc_hwcf"
 
@@ -59,14 +60,7 @@ def _conv_model(batch: int, channels: int, filters: int, height: int, width: int
         inits.append(numpy_helper.from_array(w, "w"))
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[kernel, kernel],
                               pads=[pads] * 4, strides=[stride, stride])]
-    last = "c"
-    if batch_norm:
-        for name, values in (("scale", rng.uniform(0.5, 1.5, filters)), ("shift", rng.standard_normal(filters)),
-                             ("mean", rng.standard_normal(filters)), ("var", rng.uniform(0.5, 2.0, filters))):
-            inits.append(numpy_helper.from_array(values.astype(np.float32), name))
-        nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["n"]))
-        last = "n"
-    nodes.append(helper.make_node("Relu", [last], ["y"]))
+    append_batch_norm_relu(nodes, inits, rng, filters, "c", batch_norm)
     out_h = (height + 2 * pads - kernel) // stride + 1
     out_w = (width + 2 * pads - kernel) // stride + 1
     graph = helper.make_graph(nodes, "conv", inputs,
