@@ -109,6 +109,19 @@ def declare_function(name: str, inputs: Sequence[ir.Type], results: Sequence[ir.
     return func.FuncOp(name, (list(inputs), list(results)), visibility="private")
 
 
+def declare_in_module(module_body: ir.Block, name: str, inputs: Sequence[ir.Type],
+                      results: Sequence[ir.Type]) -> None:
+    """Declare the external function ``name`` at the start of ``module_body`` unless a
+    ``func.func`` of that name is there already: the importers call externs (LAPACK
+    routines, PyTorch's random kernels) from any op, and each needs one declaration."""
+    declared = any(op.operation.name == "func.func"
+                   and ir.StringAttr(op.operation.attributes["sym_name"]).value == name
+                   for op in module_body.operations)
+    if not declared:
+        with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
+            declare_function(name, inputs, results)
+
+
 class IndexConstants:
     """Index constants of one function, each made once, at the insertion point of the first
     request (the function's top, where a kernel makes the ones it knows it needs)."""

@@ -41,6 +41,7 @@ from ..runtime.libraries import openblas_library
 from ..runtime.native import build_shared_library
 from . import core, reshapes
 from .checks import emit_check
+from .kernels import declare_in_module
 from .reduction import reduce
 
 SHIM_SOURCE = Path(__file__).with_name("lapack_shim.c")
@@ -181,12 +182,7 @@ def call(routine: str, operands: Sequence["ir.Value | int"], result_types: Seque
     types = [v.type for v in values] + list(result_types)
     extern = _extern(routine, element, types)
     body = _module_of(ir.InsertionPoint.current.block).regions[0].blocks[0]
-    declared = any(op.operation.name == "func.func"
-                   and ir.StringAttr(op.operation.attributes["sym_name"]).value == extern.name
-                   for op in body.operations)
-    if not declared:
-        with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
-            func.FuncOp(extern.name, ([v.type for v in values], list(result_types)), visibility="private")
+    declare_in_module(body, extern.name, [v.type for v in values], result_types)
     return list(func.CallOp(list(result_types), ir.FlatSymbolRefAttr.get(extern.name), values).results)
 
 

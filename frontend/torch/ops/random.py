@@ -30,6 +30,7 @@ from torch.utils import _pytree
 
 from ....errors import InternalError, OperandError, OperandTypeError
 from ....ir import core
+from ....ir.kernels import declare_in_module
 from ....runtime.extern import ELEMENT_TYPES, register_python
 from ..importer import OpContext, numpy_dtype, op_name
 from . import table
@@ -92,14 +93,6 @@ def _constant_key(leaf: Any) -> str:
     return repr(leaf)
 
 
-def _declare(module: ir.Module, name: str, inputs: Sequence[ir.Type], outputs: Sequence[ir.Type]) -> None:
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
-            return
-    with ir.InsertionPoint.at_block_begin(module.body):
-        func.FuncOp(name, ir.FunctionType.get(list(inputs), list(outputs)), visibility="private")
-
-
 def call_torch(ctx: OpContext, op: str, key: str, operands: Sequence[ir.Value],
                operand_dtypes: Sequence[np.dtype], result_metas: Sequence[Any],
                body: Callable[[list[torch.Tensor]], Sequence[torch.Tensor]]) -> list[ir.Value]:
@@ -130,7 +123,7 @@ def call_torch(ctx: OpContext, op: str, key: str, operands: Sequence[ir.Value],
     register_python(name, run, inputs=input_specs, outputs=output_specs)
     result_types = [ir.RankedTensorType.get(list(shape), core.element_type(c))
                     for (_, shape), c in zip(outputs, output_carriers)]
-    _declare(ctx.importer.module, name, [v.type for v in values], result_types)
+    declare_in_module(ctx.importer.module.body, name, [v.type for v in values], result_types)
     call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), values)
     return [ctx.tensor(r, dtype) if carrier != dtype else r
             for r, (dtype, _), carrier in zip(call.results, outputs, output_carriers)]
