@@ -5,7 +5,7 @@ alternating in blocks in one process, onnxruntime (one thread) in the same run.
     .venv/bin/python benchmarks/partial_tiles.py                  # Linear 768 -> 3072, M = 128, 197, 100
     .venv/bin/python benchmarks/partial_tiles.py --layer 128,197  # BERT-base encoder layers
 
-The "divisor" build patches ``schedule.plan.matmul_rows_tile`` and ``matmul_register_rows``
+The "divisor" build patches ``schedule.matmul_plan.matmul_rows_tile`` and ``matmul_register_rows``
 back to their former rules in this process (no other change); both builds skip the compile
 cache. No thresholds: the figures are quoted in docs/performance.md ("Partial register
 tiles").
@@ -25,15 +25,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 import tilecraft  # noqa: E402
-from tilecraft.schedule import plan  # noqa: E402
+from tilecraft.schedule import matmul_plan  # noqa: E402
+from tilecraft.schedule.op_schedule import largest_divisor  # noqa: E402
 
-PEELED = (plan.matmul_rows_tile, plan.matmul_register_rows)
-DIVISOR = (lambda rows, cap: plan.largest_divisor(rows, cap),
+PEELED = (matmul_plan.matmul_rows_tile, matmul_plan.matmul_register_rows)
+DIVISOR = (lambda rows, cap: largest_divisor(rows, cap),
            lambda columns, lanes, registers: max(1, min(8, (registers - 2) // max(columns // lanes, 1))))
 
 
 def _rules(rules) -> None:
-    plan.matmul_rows_tile, plan.matmul_register_rows = rules
+    matmul_plan.matmul_rows_tile, matmul_plan.matmul_register_rows = rules
 
 
 def linear(m: int, k: int = 768, n: int = 3072):

@@ -2,8 +2,11 @@
 
 Plan -> script -> apply, for CPU and CUDA alike (the GPU plans, the ``tilecraft-gpu-schedule``
 pass and the GPU knobs live with the CUDA target: targets/cuda/schedule.py, space.py):
-- ``plan.py``: the default CPU plans (``OpSchedule``/``GroupSchedule``, from the loop nest and
-  the target); ``group.py``: a fusion group as one loop nest (its plan and producers);
+- ``op_schedule.py``: the plan data (``OpSchedule``/``GroupSchedule``) and the tile
+  arithmetic the planners share;
+- ``plan.py``: the default CPU plan of an op (from the loop nest and the target), dispatching
+  to ``matmul_plan.py`` (contractions) and ``conv_plan.py`` (convolutions, pooling);
+  ``group.py``: a fusion group as one loop nest (its plan and producers);
 - ``script.py``: plans rendered as transform-dialect sequences (``ScriptWriter``);
 - ``apply.py``: the ``tilecraft-schedule`` pass (tag, plan, render, apply; undo a sequence
   that fails), and ``reproducer`` (a task's payload with its script, for tilecraft-opt);

@@ -25,7 +25,8 @@ from ..pipelines.passes import bool_option, positive_int_option, register_pass
 from ..pipelines.scratch import restore, scratch_copy
 from ..pipelines.target import CacheHierarchy, Target
 from .group import find_fusion_units, plan_groups, prepare_groups
-from .plan import TAG, GroupSchedule, OpSchedule, plan_default_schedule
+from .op_schedule import TAG, GroupSchedule, OpSchedule
+from .plan import plan_default_schedule
 from .record_plan import RecordPlanner
 from .records import Record, canonical_target
 from .script import render_script

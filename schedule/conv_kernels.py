@@ -1,6 +1,6 @@
 """Epilogues of convolutions applied to the accumulator tile (the conv's register tile).
 
-The default plan (``plan.py`` ``_plan_convolution``, ``conv_register_tile``) tiles a
+The default plan (``conv_plan.py`` ``plan_convolution``, ``conv_register_tile``) tiles a
 non-depthwise NHWC convolution down to a register tile (output pixels x two vectors of output
 channels where the register file holds them); ``decompose`` and
 ``vectorize`` turn it into outer-product FMAs with one operand broadcast, and ``@cleanup``

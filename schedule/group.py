@@ -47,7 +47,9 @@ from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op, 
 from ..pipelines.loop_nest import LoopNest, is_structured
 from ..pipelines.target import CacheHierarchy
 from .conv_kernels import epilogue_register_tiles
-from .plan import GroupSchedule, OpSchedule, plan_default_schedule, sequential_tiles
+from .conv_plan import sequential_tiles
+from .op_schedule import GroupSchedule, OpSchedule
+from .plan import plan_default_schedule
 
 
 def prepare_groups(module: ir.Operation) -> None:

@@ -21,7 +21,7 @@ from ..errors import KnobError, PipelineError
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import Target
 from .group import FusionUnit
-from .plan import OpSchedule
+from .op_schedule import OpSchedule
 from .records import Record, best_records, load_records
 from .sketch import SketchSpace, is_sketch_config
 from .space import make_space

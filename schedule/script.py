@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .conv_kernels import render_accumulator_epilogue
-from .plan import TAG, GroupSchedule, OpSchedule
+from .op_schedule import TAG, GroupSchedule, OpSchedule
 
 
 class ScriptWriter:

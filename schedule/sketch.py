@@ -34,7 +34,8 @@ from typing import Mapping
 
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import Target
-from .plan import OpSchedule, generic_vector_dim
+from .op_schedule import OpSchedule
+from .plan import generic_vector_dim
 from .space import Config, Knob, ScheduleSpace, _divisors, _powers
 from .task import Task
 

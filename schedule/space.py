@@ -40,15 +40,10 @@ from ..pipelines.graph.fusion import mark_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..pipelines.target import Target
 from .group import find_fusion_units
-from .plan import (
-    OpSchedule,
-    channels_outer,
-    column_loop,
-    conv_channel_dim,
-    generic_vector_dim,
-    plan_default_schedule,
-    weight_panel_dims,
-)
+from .conv_plan import channels_outer, conv_channel_dim
+from .matmul_plan import column_loop, weight_panel_dims
+from .op_schedule import OpSchedule
+from .plan import generic_vector_dim, plan_default_schedule
 from .script import render_op_sequence
 from .task import Task
 
@@ -385,7 +380,7 @@ class MatmulSpace(ScheduleSpace):
         default_cache = self.default_plan.cache_tiles
         if thread is None and default_cache and default_cache[column]:
             # No thread level: the default plan's column blocks stay, as a cache level
-            # outside the K block (plan.py ``_column_blocks``), whatever the other knobs.
+            # outside the K block (matmul_plan.py ``column_blocks``), whatever the other knobs.
             cache = cache or [0] * n_loops
             cache[column] = default_cache[column]
         register = [0] * n_loops
@@ -454,7 +449,7 @@ class ConvSpace(ScheduleSpace):
         self.ic = in_channel[-1] if in_channel else None
         self.ow = image[-1] if image else None
         # The channels split (output channels; NHWC depthwise/pooling channels), rows too
-        # (the default plan's first choice, see _plan_convolution); other pooling and
+        # (the default plan's first choice, see conv_plan.plan_convolution); other pooling and
         # depthwise ops split rows as ``par``.
         split = self.oc if self.oc is not None else channel
         self.par_dim = split if split is not None else (image[0] if image else None)

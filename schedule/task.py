@@ -48,7 +48,8 @@ from ..pipelines.profiling import kernel_name
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
 from .group import FusionUnit, find_fusion_units, prepare_groups
-from .plan import DECOMPOSABLE, plans_as_contraction
+from .matmul_plan import plans_as_contraction
+from .op_schedule import DECOMPOSABLE
 
 ENTRY = "task"
 WEIGHT = "tilecraft.weight"  # a payload argument that is a constant in the model

@@ -14,7 +14,7 @@ import pytest
 
 import mlir_text as mt
 import tilecraft
-from tilecraft.schedule.plan import accumulator_row
+from tilecraft.schedule.matmul_plan import accumulator_row
 
 F32 = dict(rtol=1e-4, atol=1e-4)
 

@@ -15,7 +15,7 @@ it, where that transpose costs nothing at run time or is computed once per eleme
   at compile time;
 - an operand of a batched contraction (einsum's ``bmk,bnk->bmn``, attention's Q·K^T): the
   transpose is a producer the fusion group computes per task, and tasks split the batch, not
-  M (``_plan_contraction``), so each head is transposed once (measured faster).
+  M (``plan_contraction``), so each head is transposed once (measured faster).
 
 A non-constant operand of an unbatched contraction is left as it is: its tasks split M as
 well, each would transpose the same columns again (measured slower).

@@ -17,7 +17,7 @@ compile-time constant into the 3-D contraction
 on views of C (``tensor.expand_shape`` of its init, ``tensor.collapse_shape`` of the
 result: no data moves). ``B'`` is ``transpose(expand_shape(B))``, which
 ``tilecraft-fold-constants`` (the next pass) evaluates at compile time, so the packing costs
-nothing per call. The planner (schedule/plan.py, ``_plan_contraction``) tiles the panel loop
+nothing per call. The planner (schedule/matmul_plan.py, ``plan_contraction``) tiles the panel loop
 ``nb`` for threads, keeps ``j`` whole and puts up to three panels side by side as the
 register tile's columns (``panel_register_tile``).
 

@@ -23,7 +23,7 @@ after the payload.
 
 from __future__ import annotations
 
-from ..plan import DECOMPOSABLE
+from ..op_schedule import DECOMPOSABLE
 from ..script import CLEANUP_SEQUENCE, ScriptWriter
 from ...pipelines.tensor.tensorize import TENSORIZE_ATTR
 from .compute import BLOCK_ATTR

@@ -41,7 +41,8 @@ from ...pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ...pipelines.passes import positive_int_option, register_pass
 from ...pipelines.scratch import scratch_copy
 from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_tags
-from ...schedule.plan import DECOMPOSABLE, TAG, largest_divisor, plans_as_contraction
+from ...schedule.matmul_plan import plans_as_contraction
+from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
 
 WORKGROUP = "#gpu.address_space<workgroup>"

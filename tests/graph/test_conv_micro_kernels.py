@@ -85,7 +85,7 @@ def test_register_tile_fits_the_register_file(width, out_channels, in_channels, 
                                               heavy, expected):
     """The tile's accumulators, one reduction step's filter vectors and the broadcast fit the
     vector registers (no spill in the hot loop), with as many vectors as allowed."""
-    from tilecraft.schedule.plan import conv_register_tile
+    from tilecraft.schedule.conv_plan import conv_register_tile
 
     pixels, channels, step = conv_register_tile(width, out_channels, in_channels, lanes, registers, heavy)
     assert (pixels, channels, step) == expected

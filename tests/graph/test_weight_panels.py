@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import tilecraft  # noqa: E402
 from tilecraft.pipelines.graph.weight_panels import PANEL_COLUMNS  # noqa: E402
-from tilecraft.schedule.plan import panel_register_tile  # noqa: E402
+from tilecraft.schedule.matmul_plan import panel_register_tile  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import graph_models  # noqa: E402
@@ -84,7 +84,7 @@ def test_one_thread_keeps_column_blocks_of_the_panels(monkeypatch):
     """On one thread there is no thread level, and the tasks' column blocks (whole panels,
     a B block sized to half of L2) stay as a sequential loop outside the K block: each row
     tile rereads one block of panels from L2, not every panel from L3 (plan.py
-    ``_column_blocks``). On two threads the same blocks are the tasks."""
+    ``column_blocks``). On two threads the same blocks are the tasks."""
     n = 3072
     model, x = _matmul(128, 768, n, seed=3)
     panels = n // PANEL_COLUMNS

@@ -13,7 +13,7 @@ from mlir import ir
 import mlir_text as mt
 import tilecraft
 from tilecraft.schedule.apply import plan_module
-from tilecraft.schedule.plan import matmul_rows_tile
+from tilecraft.schedule.matmul_plan import matmul_rows_tile
 
 
 @pytest.mark.parametrize("rows, cap, tile", [
@@ -100,6 +100,6 @@ def test_an_encoder_layer_with_128_tokens_matches_onnxruntime(monkeypatch):
     (4, 1, 6, 4),       # fewer rows than one register tile: all of them
 ])
 def test_row_tasks_hold_at_least_one_register_tile(rows, task_rows, register_rows, expected):
-    from tilecraft.schedule.plan import whole_row_tasks
+    from tilecraft.schedule.matmul_plan import whole_row_tasks
 
     assert whole_row_tasks(rows, task_rows, register_rows) == expected

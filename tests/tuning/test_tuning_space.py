@@ -115,7 +115,7 @@ def test_default_point_is_the_default_schedule(threads, matmul_64):
 
 def test_points_without_a_thread_level_keep_the_column_blocks():
     """On one thread a matmul's default plan keeps its column blocks (8 of 24 panels) as a
-    cache level outside the K block (plan.py ``_column_blocks``); so does every other point
+    cache level outside the K block (matmul_plan.py ``column_blocks``); so does every other point
     of its space, whatever its register tiles."""
     target = Target.parse(TARGET)
     target = Target(mcpu=target.mcpu, num_threads=1)

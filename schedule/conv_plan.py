@@ -1,0 +1,220 @@
+"""The default schedule of convolutions and pooling (the named ops linalg decomposes to
+1-D forms): register tiles of output pixels x channel vectors, input-channel steps, thread
+tasks by rows or channels, and the band tiles of sequential fusion groups.
+
+Why a module of its own: convolutions have their own register-tile model (filter vectors x
+broadcast pixels) and task split (filter-heavy layers by channels); plan.py only
+dispatches to it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..pipelines.loop_nest import LoopNest
+from ..pipelines.target import CacheHierarchy
+from .op_schedule import DECOMPOSABLE, OpSchedule, balanced_chunk, largest_divisor, thread_chunk, vector_tile
+
+# Output-channel vectors in the register tile of a convolution with output channels, at
+# most: 2 for every such convolution, 4 for a filter-heavy 1x1 (filter_heavy), as far as the
+# register file holds them (conv_register_tile).
+_CONV_VECTORS, _HEAVY_CONV_VECTORS = 2, 4
+# Output pixels (along the row) in a convolution's register tile, at most.
+_CONV_REGISTER_PIXELS = 8
+# Input channels per step of a convolution's reduction, at most. 4, not 8: once the tuner
+# measured kernels with their weights cold, as a model whose weights outgrow the last-level
+# cache runs them (docs/tuning.md, "What is timed"), its validated bests on ResNet-50 took a
+# step of 4 (or 1) in most conv tasks; whole ResNet-50 then ran faster than with step 8,
+# MobileNetV2 unchanged (docs/performance.md).
+_CONV_INPUT_STEP = 4
+
+
+def conv_register_tile(width: int, out_channels: int, in_channels: int | None, lanes: int,
+                       registers: int, heavy_pointwise: bool) -> tuple[int, int, int | None]:
+    """(pixels, output channels, input-channel step) of a convolution's register tile.
+
+    The tile's FMAs each take a filter vector and a broadcast input pixel: per input channel
+    it loads ``vectors`` filter vectors and broadcasts ``pixels`` inputs for ``pixels x
+    vectors`` FMAs. With one vector (7 pixels x 16 channels) that is 8 loads per 7 FMAs: the
+    two load ports, not the two FMA units, set the pace (the hot loop checked in assembly:
+    64 loads per 56 FMAs), and 7 accumulators do not cover 2 units x 4 cycles of FMA latency.
+    Two vectors halve the loads per FMA and hold 14-16 accumulators. The tile must fit the
+    register file with the filter vectors of one reduction step (LLVM loads a step's filter
+    vectors ahead of its FMAs) and the broadcast: a 7 x 4-vector tile (28 accumulators) spilled
+    159 times per hot loop; the input-channel step shrinks first, then the vectors.
+    """
+    pixels = largest_divisor(width, _CONV_REGISTER_PIXELS)
+    step = largest_divisor(in_channels, _CONV_INPUT_STEP) if in_channels else None
+    # Powers of two: 3-vector (48-channel) tiles of MobileNetV2's 576-channel 1x1 layers ran
+    # slower than 1-vector ones (docs/performance.md, MobileNetV2).
+    for vectors in (4, 2, 1):
+        if vectors > (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS):
+            continue
+        if out_channels % (vectors * lanes) or pixels * vectors + vectors + 1 > registers:
+            continue
+        if step is not None:
+            while step > 1 and pixels * vectors + step * vectors + 1 > registers:
+                step = largest_divisor(in_channels, step - 1)
+        return pixels, vectors * lanes, step
+    # No whole vector of channels: narrower vectors (24 channels: 8-lane ones, not 12-lane
+    # ones, whose odd width LLVM lowers to masked or split operations).
+    part = min(lanes, out_channels & -out_channels)
+    return pixels, vector_tile(out_channels, part, lanes // part), step
+
+
+def conv_channel_dim(nest: LoopNest) -> int | None:
+    """The channel loop of a depthwise convolution or a pooling op, when it indexes the
+    output's contiguous (last) dim as in NHWC; ``None`` otherwise and for convolutions with
+    output channels. (linalg counts a pooling op's channels as a batch dim.)"""
+    batch, _image, out_channel, _filter, _in_channel, depth = nest.convolution
+    last = nest.output_dims[-1] if nest.output_dims else None
+    if out_channel or last is None or (last not in depth and last not in batch):
+        return None
+    return last
+
+
+def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registers: int) -> OpSchedule:
+    batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
+    channel = conv_channel_dim(nest)
+    batch = tuple(d for d in batch if d != channel)
+    n_loops = len(nest.ranges)
+    register = [0] * n_loops
+    reduction = [0] * n_loops
+    for d in nest.parallel_dims:
+        register[d] = 1
+    interchange = None
+    input_step = None
+    if out_channel:
+        oc = out_channel[-1]
+        heavy = filter_heavy(nest)
+        if image and nest.output_dims and nest.output_dims[-1] == oc:
+            # NHWC: the vectors run along the output channels (an NCHW conv, below
+            # opt_level 3, keeps one vector's worth of channels).
+            pointwise = all(nest.ranges[d] == 1 for d in filter_loop)
+            pixels, register[oc], input_step = conv_register_tile(
+                nest.ranges[image[-1]], nest.ranges[oc], nest.ranges[in_channel[-1]] if in_channel else None,
+                lanes, registers, heavy and pointwise)
+            register[image[-1]] = pixels
+        else:
+            register[oc] = largest_divisor(nest.ranges[oc], lanes)
+        if heavy:
+            interchange = channels_outer(nest)
+    elif channel is not None:
+        # Depthwise/pooling in NHWC: every output pixel of the register tile reuses the
+        # filter vector, so the tile is one vector of the contiguous channels by several
+        # pixels, accumulated in registers over the (kh, kw) window. Tiled by 1 (pooling:
+        # also split into one task per channel) the channel loop ran scalar.
+        # As for matmul columns, whole vectors, narrower ones where the channels have no
+        # multiple of the lanes (24 channels: 8-lane vectors, not 12-lane ones).
+        part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
+        register[channel] = vector_tile(nest.ranges[channel], part, lanes // part)
+    if image and register[image[-1]] == 1:
+        register[image[-1]] = largest_divisor(nest.ranges[image[-1]], _CONV_REGISTER_PIXELS)
+    for d in nest.reduction_dims:
+        reduction[d] = 1
+    if in_channel:
+        reduction[in_channel[-1]] = input_step or largest_divisor(nest.ranges[in_channel[-1]], _CONV_INPUT_STEP)
+    thread = [0] * n_loops
+    for d in batch:
+        thread[d] = 1
+    images = 1
+    for d in batch:
+        images *= nest.ranges[d]
+    rows = balanced_chunk(nest.ranges[image[0]], threads) if image else None
+    if images % threads == 0:
+        pass  # one task per image already keeps every thread busy
+    elif out_channel and filter_heavy(nest):
+        # Tasks split by output channels each read the whole input and their slice of the
+        # filter; tasks split by rows each read their band of the input and the whole
+        # filter. Where the filter outweighs the image (ResNet-50's 28x28 3x3 layers and
+        # everything at 14x14: 2 tasks of 7 rows each streamed up to 2.4 MB of filter),
+        # channels. Whole models moved within the noise, ResNet-50's strided 1x1 layers
+        # closer to numpy's GEMM rate in its profile (docs/performance.md, round 6).
+        d = out_channel[-1]
+        thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+    elif rows is not None:
+        # Tasks split the output image by rows: each reads its band of the input plus a
+        # halo, and the whole filter, which is the lighter of the two here.
+        thread[image[0]] = rows
+    elif out_channel or channel is not None:
+        # Rows that do not split evenly (7x7 layers, global pooling): split the channels.
+        d = out_channel[-1] if out_channel else channel
+        thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+    elif image:
+        d = image[0]
+        thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+    return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
+                      register_interchange=interchange, reduction_tiles=tuple(reduction),
+                      decompose=True, vectorize=True)
+
+
+# Bytes of a convolution's output a sequential group tile holds (``sequential_tiles``): the
+# tile's intermediates (the anchor's result before its epilogue) stay in L2.
+_SEQUENTIAL_TILE_L2_FRACTION = 4
+
+
+def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy(),
+                     register_tiles: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
+    """Tiles of a sequential loop that computes a fusion group anchored on this convolution
+    or pooling op when it has no thread level (``GroupSchedule.sequential``): one image at a
+    time and bands of output rows whose output slice takes at most a quarter of L2, so the
+    anchor's result is consumed by its epilogue (batch norm, ReLU6, residual add) while it
+    is in cache instead of written whole and read back by one loop nest per op. A
+    filter-heavy convolution (``filter_heavy``) gets bands of output channels instead, whole
+    multiples of its register tile's (``register_tiles``): a band of rows streamed its whole
+    filter once per band (ResNet-50's 7x7 512 -> 2048 layer ran far behind onnxruntime on
+    one thread), while in a band of channels the register tiles keep the channels
+    outermost (``channels_outer``) and read each filter slice once. ``None`` for other ops
+    (a matmul or a reduction keeps one loop nest per op there)."""
+    if not nest.convolution or nest.op_name not in DECOMPOSABLE or not nest.static:
+        return None
+    batch, image, out_channel, *_ = nest.convolution
+    channel = conv_channel_dim(nest)
+    if not image:
+        return None
+    tiles = [0] * len(nest.ranges)
+    for d in batch:
+        if d != channel and nest.ranges[d] > 1:
+            tiles[d] = 1
+    element_bytes = max(nest.element_bits // 8, 1)
+    if out_channel and filter_heavy(nest):
+        oc = out_channel[-1]
+        image_bytes = element_bytes * math.prod(nest.ranges[d] for d in image)
+        width = register_tiles[oc] if register_tiles and register_tiles[oc] else 1
+        channels = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * image_bytes), width)
+        tiles[oc] = largest_divisor(nest.ranges[oc], channels, multiple_of=width)
+    else:
+        row_bytes = element_bytes
+        for d in nest.output_dims:
+            if d is not None and d != image[0] and (d not in batch or d == channel):
+                row_bytes *= nest.ranges[d]
+        rows = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * row_bytes), 1)
+        tiles[image[0]] = largest_divisor(nest.ranges[image[0]], rows)
+    if all(tile in (0, extent) for tile, extent in zip(tiles, nest.ranges)):
+        return None  # one band would hold the whole output: it stays in L2 without fusion
+    return tuple(tiles)
+
+
+def filter_heavy(nest: LoopNest) -> bool:
+    """Whether a convolution's filter outweighs its output image: more filter taps times
+    output channels than output pixels (ResNet's 14x14 and 7x7 layers). Such a layer streamed
+    its whole filter (up to 9 MB at 7x7x512) from memory once per output row; with the output channels outermost (``channels_outer``) each filter slice stays
+    in cache across all rows. A 1x1 (pointwise) one may take up to 4 channel vectors per
+    register tile where the register file holds them (``conv_register_tile``; at 7 pixels it
+    does not, and 4 vectors by 8 pixels, 32 accumulators, spilled and ran slower than one)."""
+    _batch, image, out_channel, filter_loop, _in_channel, _depth = nest.convolution
+    taps, pixels = 1, 1
+    for d in (*filter_loop, *out_channel):
+        taps *= nest.ranges[d]
+    for d in image:
+        pixels *= nest.ranges[d]
+    return bool(out_channel and image) and taps > pixels
+
+
+def channels_outer(nest: LoopNest) -> tuple[int, ...]:
+    """Loop interchange putting a convolution's output-channel loop before its batch and
+    image loops (register tiling level): see ``filter_heavy``."""
+    batch, image, out_channel, *_ = nest.convolution
+    order = [d for d in range(len(nest.ranges)) if d != out_channel[-1]]
+    order.insert(min((*batch, *image)), out_channel[-1])
+    return tuple(order)

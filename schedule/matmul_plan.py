@@ -1,0 +1,267 @@
+"""The default schedule of contractions (matmuls, batched matmuls, 1x1 convolutions as
+matmuls): GotoBLAS's blocking sized from the target's caches, register tiles of
+accumulators sized from its register file, weight panels, partial (peeled) last row tiles.
+
+Why a module of its own: the contraction planner is the largest of the default planners
+and the one most tuned by measurement; plan.py only dispatches to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..pipelines.loop_nest import LoopNest
+from ..pipelines.target import CacheHierarchy
+from .op_schedule import OpSchedule, largest_divisor, thread_chunk, vector_tile
+
+# Matmul task columns (of the output) per thread, at most; the B block they make takes at
+# most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
+_MATMUL_TASK_COLS = 256
+# Matmul register tile: rows x (vector lanes * _MATMUL_REGISTER_VECTORS) accumulators, at
+# most (``matmul_register_rows``). Rows need not divide M: the last tile is peeled
+# (``matmul_rows_tile``).
+_MATMUL_REGISTER_ROWS, _MATMUL_REGISTER_VECTORS = 8, 2
+# Weight panels per register tile, at most (matmuls on panels: panel_register_tile). Three
+# 16-lane panels make 8 x 3 = 24 accumulators: per k step 8 broadcasts and 3 loads feed 24
+# FMAs instead of 10 feeding 16. BERT's projections and a C model of the loop ran faster
+# than with 8 x 32 (docs/performance.md, round 14). Four would need 32
+# accumulators: a spill.
+_MATMUL_REGISTER_PANELS = 3
+# Matmul K cache block: the A sliver (register rows x block) that the N register loop reuses
+# takes at most this fraction of L1d; the rest holds B's rows streaming through and C's
+# accumulator lines. A block below half its limit (K with no fitting divisor) is not used.
+_MATMUL_SLIVER_L1_FRACTION = 4
+# The B block (K block x task columns) that the M register loop rereads: half of L2.
+_MATMUL_PANEL_L2_FRACTION = 2
+# The A block (task rows x K block) the task's column panels reread: a quarter of L2. Task
+# rows are as many as that holds (plan_contraction).
+_MATMUL_ROWS_L2_FRACTION = 4
+# Bytes of one L1d way (sets x line: 4 KB for x86's 32K 8-way and 48K 12-way caches). Rows
+# of A whose stride is a multiple of it map to the same sets: a sliver of them evicts itself.
+_L1_WAY_BYTES = 4096
+
+
+def accumulator_row(extent: int, part: int, max_vectors: int, lanes: int) -> int:
+    """A matmul register tile's width: :func:`vector_tile`'s choice when it fits one
+    ``lanes``-wide register, else a power-of-two count of ``part``-wide vectors dividing
+    ``extent`` (at most ``max_vectors``).
+
+    Why powers of two: LLVM's lowering of a contraction whose accumulator rows are three
+    vectors wide (N = 72 with 8-lane parts: 24 columns) came out as scalar code: an 80x64x72
+    matmul ran scalar; 8 columns at a time it runs vectorized (benchmarks/recurrent.py's
+    GRU input projection). A row within one register (N = 10: 10 columns) lowers well."""
+    width = vector_tile(extent, part, max_vectors)
+    if width <= lanes or extent % part:
+        return width
+    vectors = 1 << (max(max_vectors, 1).bit_length() - 1)
+    while vectors > 1 and extent % (part * vectors):
+        vectors //= 2
+    return part * vectors
+
+
+def panel_register_tile(panels: int, panel_vectors: int, rows: int, registers: int) -> int:
+    """Weight panels in a matmul's register tile: the most, up to ``_MATMUL_REGISTER_PANELS``,
+    that divide ``panels`` and whose accumulators (``rows`` x panels x ``panel_vectors``), one
+    k step's panel vectors and a broadcast fit the register file."""
+    for count in range(_MATMUL_REGISTER_PANELS, 1, -1):
+        vectors = count * panel_vectors
+        if panels % count == 0 and rows * vectors + vectors + 1 <= registers:
+            return count
+    return 1
+
+
+def wide_rows(nest: LoopNest, m_dims: tuple[int, ...]) -> tuple[int, ...]:
+    """A contraction's row loops less those of extent 1 (all of them if none is wider). Why:
+    the register tile takes its rows from the innermost row loop, and a unit one there
+    (``nn.MultiheadAttention``'s sequence-first [197, 1, 768], whose reshapes the simplify
+    stage folds into the matmul as rows (216, 1)) gave 1-row tiles and hid the weight
+    panels: the ViT's MLP matmuls ran far behind onnxruntime (round 17)."""
+    wide = tuple(d for d in m_dims if nest.ranges[d] > 1)
+    return wide or tuple(m_dims[-1:])
+
+
+def matmul_register_rows(columns: int, lanes: int, registers: int) -> int:
+    """Rows of a matmul register tile ``columns`` wide, at most: ``_MATMUL_REGISTER_ROWS``
+    where the accumulators, a broadcast of A and one k step's vectors of B fit the register
+    file (as ``panel_register_tile`` counts them). With AVX2's 16 registers, 8 rows of 16
+    columns (two 8-lane vectors) are 16 accumulators alone: they spilled, and a 192 x 768 x
+    3072 matmul ran at less than half the rate of 6 rows (docs/performance.md, round 17).
+    7 rows (14 accumulators, counting one vector of B) ran 128 x 768 x 3072 at about 0.7x
+    the rate of 6 once partial tiles let 7 be chosen (docs/performance.md, "Partial
+    register tiles")."""
+    vectors = max(columns // lanes, 1)
+    return max(1, min(_MATMUL_REGISTER_ROWS, (registers - vectors - 1) // vectors))
+
+
+def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
+                      caches: CacheHierarchy, registers: int) -> OpSchedule:
+    """GotoBLAS's blocking, sized from the caches (docs/tuning.md, "The default schedule").
+
+    Thread tasks of C, a K cache block whose A sliver stays in L1d while the N register loop
+    reuses it (the sliver packed contiguously: both measured faster on 1024-2048 GEMMs
+    than the unblocked plan), task columns whose B block stays in L2 while the M
+    register loop rereads it, task rows as many as a quarter of L2 holds (so a weight
+    matrix streamed from memory is read once per row block, not once per 64 rows), and
+    register tiles of accumulators.
+    """
+    batch, m_dims, n_dims, k_dims = nest.contraction
+    m_dims = wide_rows(nest, m_dims)
+    n_loops = len(nest.ranges)
+    register = [0] * n_loops
+    reduction = [0] * n_loops
+    for d in nest.parallel_dims:
+        register[d] = 1
+    m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
+    # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with 16
+    # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran far slower).
+    part = min(lanes, nest.ranges[n] & -nest.ranges[n])
+    register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
+    register[m] = matmul_rows_tile(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
+    peeled = nest.ranges[m] % register[m] != 0
+    for d in k_dims:
+        reduction[d] = 1
+    element_bytes = max(nest.element_bits // 8, 1)
+    sliver_limit = caches.l1d // (_MATMUL_SLIVER_L1_FRACTION * register[m] * element_bytes)
+    block_k = largest_divisor(nest.ranges[k], max(sliver_limit, 1))
+    blocked = len(k_dims) == 1 and nest.ranges[k] > block_k >= sliver_limit // 2
+    sliver_k = block_k if blocked else nest.ranges[k]
+    thread = [0] * n_loops
+    batch_tasks = 1
+    for d in batch:
+        thread[d] = 1
+        batch_tasks *= nest.ranges[d]
+    # Batches alone make enough tasks for every thread (attention's 12 heads): keep M whole,
+    # so a producer fused into each task (a transposed K) is computed once per batch, not
+    # once per row block (measured faster on BERT's 12x128 batch matmuls).
+    # Otherwise a task takes as many rows as the L2 share holds: every task rereads its B
+    # block (K x task columns) once per row block, and B is a weight matrix streamed from
+    # memory (BERT's 9 MB FFN weights): tasks of 64 of its 128 rows read each weight twice
+    # and the 2-layer encoder ran slower than with all 128 rows per task
+    # (docs/performance.md, round 6).
+    rows = nest.ranges[m] if batch_tasks >= 2 * threads else max(
+        caches.l2 // (_MATMUL_ROWS_L2_FRACTION * sliver_k * element_bytes), register[m])
+    # Tasks are whole multiples of the register tile where M has such a divisor; otherwise any
+    # divisor (each task then peels its own partial last tile: task shapes stay static).
+    thread[m] = whole_row_tasks(nest.ranges[m], largest_divisor(nest.ranges[m], rows, multiple_of=register[m]),
+                                register[m])
+    panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
+    cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
+    thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
+    panels = weight_panel_dims(nest)
+    # Column blocks, as (loop, register tile): weights packed as panels
+    # (pipelines/graph/weight_panels.py) make the columns (panel, column in panel), and a
+    # task takes whole panels, as many as its columns.
+    col_loop, col_unit = n, register[n]
+    if panels is not None:
+        outer_n, inner_n = panels
+        thread[inner_n] = 0
+        register[outer_n] = panel_register_tile(nest.ranges[outer_n], max(register[n] // lanes, 1),
+                                                register[m], registers)
+        col_loop, col_unit = outer_n, register[outer_n]
+        thread[outer_n] = largest_divisor(nest.ranges[outer_n], max(col_unit, cols // nest.ranges[inner_n]),
+                                          multiple_of=col_unit)
+
+    def tasks() -> int:
+        return batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[col_loop] // thread[col_loop])
+
+    # Too few tasks for the threads: more column tasks (each rereads only its rows of A,
+    # not the weights), then more row tasks. A column task is cut into divisors of itself,
+    # so task boundaries stay where they were (every 256 columns): a consumer that slices
+    # the result (a fused Q/K/V projection split into Q, K and V) still reads whole tasks.
+    while tasks() < 2 * threads and thread[col_loop] > col_unit:
+        thread[col_loop] = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
+    if tasks() < 2 * threads:
+        # thread_chunk's tasks are multiples of its unit, which must divide M.
+        unit = register[m] if not peeled else largest_divisor(nest.ranges[m], register[m])
+        thread[m] = whole_row_tasks(nest.ranges[m], thread_chunk(nest.ranges[m], unit, threads), register[m])
+    cache = None
+    if blocked:
+        cache = [0] * n_loops
+        cache[k] = block_k
+    # Packing A: the M register loop moves outside, one sliver is copied per M step and read
+    # by every N register tile of the task. Only for A laid out (batch, M, K), the space's
+    # pack_a, and only where the sliver fits the L1d share and is reused, and where A's rows
+    # alias in L1d (K = 1024, 2048, 3072 f32): other slivers stay cached unpacked, and the
+    # copy cost time (K = 64, 128, 768).
+    outer = None
+    packed: tuple[tuple[int, int], ...] = ()
+    rows_alias = nest.ranges[k] * element_bytes % _L1_WAY_BYTES == 0
+    if (len(m_dims) == 1 and nest.operand_dims[:1] == ((*batch, m, k),) and rows_alias
+            and sliver_k <= sliver_limit and nest.ranges[m] > register[m]
+            and thread[n] >= 2 * register[n]):
+        outer = [0] * n_loops
+        outer[m], register[m] = register[m], 0
+        packed = ((0, len(batch) + 2),)
+    return OpSchedule(tag, thread_tiles=tuple(thread),
+                      cache_tiles=tuple(cache) if cache else None,
+                      outer_register_tiles=tuple(outer) if outer else None,
+                      packed_operands=packed, register_tiles=tuple(register),
+                      reduction_tiles=tuple(reduction), vectorize=True,
+                      peeled_loops=(m,) if peeled else ())
+
+
+def whole_row_tasks(rows: int, task_rows: int, register_rows: int) -> int:
+    """``task_rows``, or where that is less than one register tile, the smallest divisor of
+    ``rows`` that holds one. Why: tasks must divide M (their shapes stay static), and an M
+    with no divisor near the cache-sized task (a prime: a ViT's 197 tokens) otherwise got
+    tasks of 1 row, each a 1-row tile: the ViT's MLP matmuls ran 2.5x slower than with the
+    rows padded to 216 (docs/performance.md, "Partial register tiles")."""
+    if task_rows >= register_rows:
+        return task_rows
+    return next(d for d in range(register_rows, rows + 1) if rows % d == 0) if rows > register_rows else rows
+
+
+def matmul_rows_tile(rows: int, cap: int) -> int:
+    """A matmul register tile's rows for a loop of ``rows``, at most the register file's
+    ``cap`` (``matmul_register_rows``): the largest divisor of ``rows`` where it makes as few
+    tiles as ``cap`` rows would (14 rows, cap 8: two 7-row tiles), else ``cap``, with the
+    last, partial tile peeled (``OpSchedule.peeled_loops``). Why not always a divisor: 128
+    rows took 4-row tiles on AVX2 (32 tiles), where 6 rows fill the register file (21 whole
+    tiles and a 2-row remainder): a 768 -> 3072 Linear layer ran 1.2x faster, a BERT-base
+    layer 1.19x (docs/performance.md, "Partial register tiles")."""
+    divisor = largest_divisor(rows, cap)
+    return divisor if rows // divisor == -(-rows // cap) else cap
+
+
+def plans_as_contraction(nest: LoopNest) -> bool:
+    """Whether the schedules plan ``nest`` as a contraction (GotoBLAS blocking, the matmul
+    space): a contraction with M and N loops and projected-permutation maps. A
+    matrix-vector product (no N) is planned as a generic op."""
+    return bool(nest.contraction and nest.projected and nest.contraction[1] and nest.contraction[2])
+
+
+def column_loop(nest: LoopNest) -> int:
+    """The loop a contraction's column blocks tile: whole weight panels where B is stored as
+    panels (``weight_panel_dims``), else N."""
+    panels = weight_panel_dims(nest)
+    return panels[0] if panels is not None else nest.contraction[2][-1]
+
+
+def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
+    """(panel loop, column-in-panel loop) of a contraction whose B is packed as column
+    panels ``B'[nb, k, j]`` and whose output is ``C[m, nb, j]`` (weight_panels.py), or None."""
+    if not nest.contraction:
+        return None
+    _batch, m_dims, n_dims, k_dims = nest.contraction
+    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 3:
+        return None
+    outer_n, inner_n = n_dims
+    if nest.operand_dims[1] != (outer_n, k_dims[0], inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):
+        return None
+    return outer_n, inner_n
+
+
+def column_blocks(nest: LoopNest, plan: OpSchedule) -> OpSchedule:
+    """A contraction without a thread level keeps its tasks' column blocks as a sequential
+    cache level, outside the K block (GotoBLAS's jc loop): each B block (K block x task
+    columns, sized to half of L2 by ``plan_contraction``) is then reread from L2 by every
+    row tile. Without it, one thread's row tiles each streamed all of B's columns: BERT's
+    768 x 3072 FFN weights, 4.7 MB per K block, from L3 once per 8 rows, and the layer ran
+    well behind onnxruntime on one thread."""
+    column = column_loop(nest)
+    block = plan.thread_tiles[column]
+    if not block or block >= nest.ranges[column]:
+        return plan
+    cache = list(plan.cache_tiles or (0,) * len(nest.ranges))
+    cache[column] = block
+    return replace(plan, cache_tiles=tuple(cache))
