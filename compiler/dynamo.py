@@ -45,17 +45,52 @@ class TilecraftFallbackWarning(RuntimeWarning):
 
 class _WithConstants(torch.nn.Module):
     """The Dynamo graph with its non-tensor arguments (ints from symbolic sizes) bound, so
-    ``torch.export`` sees tensors only; one instance per specialization."""
+    ``torch.export`` sees tensors only, and its module state (the positions in ``state``:
+    parameters and buffers Dynamo lifted to inputs) held as buffers, so the export carries
+    them as the module's constants; one instance per specialization."""
 
-    def __init__(self, graph: fx.GraphModule, arguments: Sequence[Any]) -> None:
+    def __init__(self, graph: fx.GraphModule, arguments: Sequence[Any], state: frozenset[int] = frozenset()) -> None:
         super().__init__()
         self.graph_module = graph
         self.arguments = list(arguments)
+        self.state = state
+        for position in sorted(state):
+            self.register_buffer(f"state_{position}", arguments[position].detach())
 
     def forward(self, *tensors: torch.Tensor) -> Any:
         supplied = iter(tensors)
-        arguments = [next(supplied) if isinstance(a, torch.Tensor) else a for a in self.arguments]
+        arguments = [getattr(self, f"state_{i}") if i in self.state
+                     else next(supplied) if isinstance(a, torch.Tensor) else a
+                     for i, a in enumerate(self.arguments)]
         return self.graph_module(*arguments)
+
+
+def module_state_positions(graph: fx.GraphModule) -> frozenset[int]:
+    """Positions of the graph's inputs that are its module's parameters and buffers.
+
+    Why: Dynamo lifts an ``nn.Module``'s parameters and buffers to graph inputs. Compiled as
+    inputs, a convolution's filter is transposed and its batch norm applied on every call,
+    no constant is folded or packed, and each of those per-weight computations is one more
+    kernel for LLVM: MobileNetV2 through ``torch.compile(backend="tilecraft")`` spent most of
+    a several-minute compile generating them. Compiled as constants (as
+    :func:`tilecraft.torch.compile` and inductor's freezing do), they fold at compile time;
+    :class:`DynamoGraph` recompiles when one of them changes in place or is replaced."""
+    from torch._dynamo.source import is_from_unspecialized_param_buffer_source
+
+    positions = set()
+    placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+    for position, node in enumerate(placeholders):
+        argument = node.meta.get("grapharg")
+        source = getattr(argument, "source", None)
+        if source is not None and is_from_unspecialized_param_buffer_source(source):
+            positions.add(position)
+    return frozenset(positions)
+
+
+def _state_version(arguments: Sequence[Any], state: frozenset[int]) -> tuple:
+    """What identifies the module state's values: each tensor's storage and its in-place
+    version counter (bumped by ``optimizer.step()``, ``copy_``, ``load_state_dict``)."""
+    return tuple((arguments[i].data_ptr(), arguments[i]._version) for i in sorted(state))
 
 
 def _key(arguments: Sequence[Any]) -> tuple:
@@ -72,6 +107,8 @@ class DynamoGraph:
         self.graph = graph
         self.options = options
         self.compiled: dict[tuple, Callable[..., Any]] = {}
+        self.state = module_state_positions(graph)
+        self._state_versions: dict[tuple, tuple] = {}
         self.fallback_reason: str | None = None
         self.warned_unsupported = False
         self._warned_autograd = False
@@ -82,22 +119,40 @@ class DynamoGraph:
         if self.fallback_reason is not None:
             return None
         key = _key(arguments)
+        if key in self.compiled and self._state_versions[key] != _state_version(arguments, self.state):
+            del self.compiled[key]  # the weights changed since this was compiled
         if key not in self.compiled:
-            module = _WithConstants(self.graph, arguments).eval()
-            tensors = tuple(a for a in arguments if isinstance(a, torch.Tensor))
             try:
-                program = export(module, tensors)
+                program = self._export(arguments)
                 try:
                     self.compiled[key] = compile_exported(program, **self.options)
                 except TorchImportError as error:
                     if not error.problems:
                         raise
-                    self.compiled[key] = self._compile_supported_regions(program, tensors, error)
+                    self.compiled[key] = self._compile_supported_regions(program, self._inputs(arguments), error)
             except (TilecraftError, NotImplementedError, ValueError, TypeError, RuntimeError) as error:
                 self._fall_back(f"tilecraft could not compile the graph ({type(error).__name__}: "
                                 f"{str(error).splitlines()[0] if str(error) else ''})")
                 return None
+            self._state_versions[key] = _state_version(arguments, self.state)
         return self.compiled[key]
+
+    def _export(self, arguments: Sequence[Any]) -> ExportedProgram:
+        """The graph exported with its module state as constants, less any state the graph
+        writes (a BatchNorm's running statistics in training mode): that stays an input,
+        or each call would change the constants and compile again."""
+        program = export(_WithConstants(self.graph, arguments, self.state).eval(), tuple(self._inputs(arguments)))
+        written = {int(name.removeprefix("state_"))
+                   for name in program.graph_signature.buffers_to_mutate.values() if name.startswith("state_")}
+        if not written:
+            return program
+        self.state = self.state - written
+        self.compiled.clear()  # compiled with the written state as constants: their inputs differ
+        return export(_WithConstants(self.graph, arguments, self.state).eval(), tuple(self._inputs(arguments)))
+
+    def _inputs(self, arguments: Sequence[Any]) -> list[torch.Tensor]:
+        """The tensors the compiled code takes: the graph's tensor inputs less its module state."""
+        return [a for i, a in enumerate(arguments) if isinstance(a, torch.Tensor) and i not in self.state]
 
     def _compile_supported_regions(self, program: ExportedProgram, tensors: Sequence[torch.Tensor],
                                    error: TorchImportError) -> fx.GraphModule:
@@ -127,7 +182,7 @@ class DynamoGraph:
         compiled = self.compile_for(arguments)
         if compiled is None:
             return self.graph(*arguments)
-        return compiled(*[a for a in arguments if isinstance(a, torch.Tensor)])
+        return compiled(*self._inputs(arguments))
 
 
 class _SupportedOps(OperatorSupportBase):

@@ -201,6 +201,62 @@ def test_backend_falls_back_to_eager_with_one_warning():
     assert "1 region(s) of the graph around them are compiled" in str(fallbacks[0].message)
 
 
+def _counting_tilecraft_backend(graphs: list):
+    def backend(graph, example_inputs):
+        from tilecraft.compiler.dynamo import tilecraft_backend
+
+        compiled = tilecraft_backend(graph, example_inputs)
+        graphs.append(compiled)
+        return compiled
+
+    return backend
+
+
+def test_backend_compiles_module_state_as_constants_and_follows_weight_updates():
+    """Parameters and buffers Dynamo lifts to inputs are compiled as constants (folded, not
+    passed per call); a weight changed in place afterwards (an optimizer step, copy_) is
+    seen: the graph compiles again and matches eager."""
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    graphs: list = []
+    compiled = torch.compile(model, backend=_counting_tilecraft_backend(graphs))
+    x = torch.randn(1, 2, 6, 6)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TilecraftFallbackWarning)
+        assert_close(compiled(x), model(x))
+        (graph,) = graphs
+        assert len(graph.state) == 6  # conv weight and bias; BN weight, bias, running mean and var
+        (module,) = graph.compiled.values()
+        assert len(module.signature.arguments) == 1
+        model[0].weight.mul_(-2.0)
+        model[1].running_mean.add_(0.5)
+        assert_close(compiled(x), model(x))
+        assert_close(compiled(x), model(x))
+    assert len(graphs) == 1
+
+
+def test_backend_keeps_buffers_the_graph_writes_as_inputs():
+    """A BatchNorm in training mode under no_grad updates its running statistics on each
+    call: those buffers stay inputs (written back as eager writes them), so the weights
+    stay constants and nothing compiles again per call."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4)).train()
+    reference = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4)).train()
+    reference.load_state_dict(model.state_dict())
+    graphs: list = []
+    compiled = torch.compile(model, backend=_counting_tilecraft_backend(graphs))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TilecraftFallbackWarning)
+        for _ in range(3):
+            x = torch.randn(2, 2, 6, 6)
+            assert_close(compiled(x), reference(x))
+    assert_close(model[1].running_mean, reference[1].running_mean)
+    assert_close(model[1].running_var, reference[1].running_var)
+    (graph,) = graphs
+    assert len(graph.compiled) == 1 and len(graph.state) == 4  # conv weight, bias; BN weight, bias
+
+
 def test_backend_leaves_autograd_to_eager():
     torch._dynamo.reset()
     torch.manual_seed(0)
