@@ -205,3 +205,23 @@ def test_peeled_remainder_keeps_its_epilogue_on_the_accumulators(kind, rows, mon
         assert re.search(rf"arith.maximumf .*: vector<{pixels}x16xf32>", scheduled)
         assert f": vector<{pixels}x16xf32>, tensor<1x1x{pixels}x16xf32>" in scheduled  # the one store
     assert "linalg.conv_2d" not in scheduled and "linalg.generic" not in scheduled
+
+
+@pytest.mark.parametrize("source", [mt.conv_nhwc(1, 4, 35, 16, 3, 3, 32), mt.depthwise_nhwc(1, 4, 67, 16, 3, 3)])
+def test_the_tuning_space_holds_the_peeled_default(source):
+    """The tuner's convolution space (schedule/space.py) plans the default point as the
+    default schedule does, its peeled pixel loop included (33 and 65 pixels on AVX2)."""
+    from tilecraft.pipelines.target import Target
+    from tilecraft.schedule.plan import plan_default_schedule
+    from tilecraft.schedule.space import task_nest
+    from tilecraft.tuning import extract_tasks, space_for
+
+    target = Target.parse("llvm -mcpu=haswell")
+    target = Target(mcpu=target.mcpu, num_threads=1)
+    (task,) = [t for t in extract_tasks(source, target) if t.kind.startswith("conv") or "depthwise" in t.kind]
+    space = space_for(task, target)
+    default = space.default()
+    assert space.is_valid(default)
+    expected = plan_default_schedule(task_nest(task), 3, vector_bits=256, num_threads=1, caches=target.caches)
+    assert expected.peeled_loops
+    assert space.plan(space.validate(default), 3) == expected
