@@ -142,26 +142,23 @@ def _peeled_position(fused: list, anchor_tag: int) -> int | None:
 
 
 def _peel_pixel_loop(w, inner: list, anchor_tag: int, root_tag: int, nth_parent: int) -> tuple[list, str]:
-    """Peel the partial last pixel tile off the accumulator tile's loop: the loop over whole
-    tiles and the remainder each hold a copy of the root, the epilogue ops and the conv,
-    so the remainder's epilogue stays on its own accumulators. Canonicalization makes both
-    copies' tiles static (the vectorizer needs that) and the ops are matched again by tag
-    in the loop's parent (peeling cloned them). Returns the new (handle, plan) pairs of
-    ``inner`` and the root's handle."""
+    """Peel the partial last pixel tile off the accumulator tile's loop (script.py's
+    ``peel_partial_tiles``: the loop over whole tiles and the remainder, both made static):
+    each holds a copy of the root, the epilogue ops and the conv, so the remainder's
+    epilogue stays on its own accumulators. The ops are matched again by tag in the loop's
+    parent (peeling cloned them). Returns the new (handle, plan) pairs of ``inner`` and the
+    root's handle."""
     anchor = next(handle for handle, plan in inner if plan.tag == anchor_tag)
     loop, parent = w.fresh("pixels"), w.fresh("parent")
     w.lines.append(f'{loop} = transform.get_parent_op {anchor} {{op_name = "scf.for", nth_parent = {nth_parent}}}'
                    f" : ({w.ANY}) -> {w.ANY}")
+    # Taken before the peel: patterns apply to the parent's body, so its handle stays valid.
     w.lines.append(f"{parent} = transform.get_parent_op {loop} : ({w.ANY}) -> {w.ANY}")
-    cast, main, rest = w.fresh("for"), w.fresh("main"), w.fresh("rest")
-    w.lines.append(f'{cast} = transform.cast {loop} : {w.ANY} to !transform.op<"scf.for">')
-    w.lines.append(f'{main}, {rest} = transform.loop.peel {cast} : (!transform.op<"scf.for">)'
-                   f" -> ({w.ANY}, {w.ANY})")
-    w.lines.append(f"transform.apply_patterns to {parent} {{\n"
-                   "      transform.apply_patterns.canonicalization\n"
-                   f"    }} : {w.ANY}")
+    anchors = w.peel_partial_tiles([loop], anchor_tag)
 
     def match(tag: int) -> str:
+        if tag == anchor_tag:
+            return anchors
         ops = w.fresh("op")
         w.lines.append(f'{ops} = transform.structured.match attributes{{"{TAG}" = {tag} : i64}} '
                        f"in {parent} : ({w.ANY}) -> {w.ANY}")
