@@ -84,7 +84,7 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
     Two vectors halve the loads per FMA and hold 12-16 accumulators. The tile must fit the
     register file with the filter vectors of one reduction step (LLVM loads a step's filter
     vectors ahead of its FMAs) and the broadcast: a 7 x 4-vector tile (28 accumulators) spilled
-    159 times per hot loop; the input-channel step shrinks first, then the pixels.
+    159 times per hot loop; the input-channel step shrinks (to 1) first, then the pixels.
 
     The pixels come from the register file, not from the row's divisors
     (``register_row_tile``): on AVX2's 16 registers a row of 32 took 8 pixels x 1 vector
@@ -105,9 +105,11 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
         # filter-heavy 1x1 layer on 8-pixel rows, not 4 x 4; 5 x 4 on 5-pixel rows).
         pixels, vectors = min(tiles, key=lambda t: (tile_row_cycles(width, t[0], t[1]), width % t[0] != 0,
                                                     -t[0], -t[1]))
-        if step is not None:
-            while step > 1 and pixels * vectors + step * vectors + 1 > registers:
-                step = largest_divisor(in_channels, step - 1)
+        if step is not None and pixels * vectors + step * vectors + 1 > registers:
+            # A step that does not fit drops to 1, not to 2: a 5-pixel x 2-vector tile's step
+            # of 2 reads its inputs as vector<5x2>, and such tiles ran at 44 GFLOPS against 70
+            # with a step of 1 (AVX2, docs/performance.md "Convolution register tiles on AVX2").
+            step = 1
         return pixels, vectors * lanes, step
     # No whole vector of channels: narrower vectors (24 channels: 8-lane ones, not 12-lane
     # ones, whose odd width LLVM lowers to masked or split operations), as many pixels as

@@ -26,12 +26,12 @@ import graph_models  # noqa: E402
     (32, False, (6, 16, 1)),   # 5 x 6 + 2 (12 accumulators), not 4 x 8 pixels x 1 vector
     (56, False, (6, 16, 1)),   # 9 x 6 + 2, not 7 x 8 x 1
     (33, False, (6, 16, 1)),   # 5 x 6 + 3, not 11 x 3
-    (13, False, (5, 16, 2)),   # 5 + 5 + 3, not 13 x 1 pixel (13 is prime)
-    (97, False, (5, 16, 2)),   # 19 x 5 + 2, not 97 x 1
-    (65, False, (5, 16, 2)),   # 13 x 5: a divisor as fast as 6-pixel tiles, kept whole
+    (13, False, (5, 16, 1)),   # 5 + 5 + 3, not 13 x 1 pixel (13 is prime); a step of 2 does
+    (97, False, (5, 16, 1)),   # not fit, 1 does. 19 x 5 + 2, not 97 x 1
+    (65, False, (5, 16, 1)),   # 13 x 5: a divisor as fast as 6-pixel tiles, kept whole
     (8, False, (8, 8, 4)),     # one 8 x 1 tile is as fast as two 4 x 2 ones: kept
     (7, False, (7, 8, 4)),     # 7 x 1 as fast as 5 x 2 + 2 x 2: whole tiles win the tie
-    (1, True, (1, 32, 2)),     # a filter-heavy 1x1 on 1 pixel: 4 vectors, the step shrinks
+    (1, True, (1, 32, 1)),     # a filter-heavy 1x1 on 1 pixel: 4 vectors, the step drops to 1
 ])
 def test_avx2_tiles_fill_the_register_file(width, heavy, expected):
     """AVX2: 16 registers of 8 lanes, 256 -> 256 channels."""
@@ -47,7 +47,7 @@ def test_avx2_tiles_fill_the_register_file(width, heavy, expected):
     (14, 256, False, (7, 32, 4)),   # 7 + 7, not 8 + 6 (as fast, and whole)
     (7, 2048, True, (7, 32, 4)),    # 6 x 4 + 1 x 4 loses to 7 x 2
     (8, 2048, True, (8, 32, 4)),    # 8 x 2, not 4 x 4 (both 16 accumulators)
-    (5, 2048, True, (5, 64, 2)),    # 5 x 4 stays
+    (5, 2048, True, (5, 64, 1)),    # 5 x 4 stays; its step drops to 1 (2 did not fit either)
     (13, 256, False, (8, 32, 4)),   # no divisor: 8 + 5 peeled, not 13 x 1
     (33, 256, False, (7, 32, 4)),   # 4 x 7 + 5, not 11 x 3
 ])
