@@ -16,6 +16,8 @@ A 14-pixel x 2-vector tile (28 accumulators) measured slower on the whole ResNet
 
 from __future__ import annotations
 
+from .op_schedule import TAG
+
 
 # ---- epilogues on the accumulator tile ------------------------------------------------------
 #
@@ -58,11 +60,14 @@ def epilogue_register_tiles(anchor_tiles: tuple[int, ...], anchor_output_dims: t
 
 def render_accumulator_epilogue(w, root: str, fused: list, root_vectorize: bool,
                                 tiles: tuple[int, ...], interchange: tuple[int, ...] | None,
-                                anchor_tag: int, render_levels, task_loop: str = "scf.forall") -> None:
+                                anchor_tag: int, render_levels, task_loop: str = "scf.forall",
+                                root_tag: int | None = None) -> None:
     """Tile ``root`` (inside its task) by ``tiles``, fuse the group's producers (``fused``:
     (handle, plan) pairs, consumers first) into the innermost loop, then give each its inner
     levels (``render_levels(w, handle, plan)``). ``task_loop``: the op name of the group's
-    task loop (``scf.for`` for a sequential group's band). ``w`` is script.py's ScriptWriter."""
+    task loop (``scf.for`` for a sequential group's band). ``w`` is script.py's ScriptWriter.
+    ``root_tag``: the root's tag, needed to find it again where the anchor's pixel tile does
+    not divide its row and the tile loop is peeled (``_peel_pixel_loop``)."""
     n_loops = sum(1 for t in tiles if t)
     tiled, loops = w.fresh("tiled"), w.fresh("loops")
     results = ", ".join([w.ANY] * (n_loops + 1))
@@ -84,6 +89,9 @@ def render_accumulator_epilogue(w, root: str, fused: list, root_vectorize: bool,
         if plan.vectorize or plan.tag == anchor_tag or plan.decompose:
             moved, loop = w.fuse_into(handle, loop)
             inner.append((moved, plan))
+    peel = _peeled_position(fused, anchor_tag)
+    if peel is not None and root_tag is not None:
+        inner, tiled = _peel_pixel_loop(w, inner, anchor_tag, root_tag, n_loops - peel)
     for handle, plan in inner:
         if plan.tag == anchor_tag:
             render_levels(w, handle, _reduction_only(plan))
@@ -115,6 +123,48 @@ def render_accumulator_epilogue(w, root: str, fused: list, root_vectorize: bool,
                    "      transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
                    "      transform.apply_patterns.canonicalization\n"
                    f"    }} : {w.ANY}")
+
+
+def _peeled_position(fused: list, anchor_tag: int) -> int | None:
+    """Where, among the accumulator tile's loops (outermost first), the loop of the anchor's
+    peeled pixel dim (its plan's ``peeled_loops``) runs, or ``None`` when its tiles divide.
+    The root's tile loops carry the anchor's output loops in the anchor's order
+    (``epilogue_register_tiles``). Should a root's output dims run in another order, the
+    loop peeled here divides its extent, ``transform.loop.peel`` fails, and the group falls
+    back to its ops' own plans (``GroupSchedule.fallback``): slower, not wrong."""
+    plan = next((plan for _handle, plan in fused if plan.tag == anchor_tag), None)
+    if plan is None or not plan.peeled_loops or not plan.register_tiles:
+        return None
+    tiles = plan.register_tiles
+    order = [d for d in (plan.register_interchange or range(len(tiles))) if d < len(tiles) and tiles[d]]
+    order += [d for d in range(len(tiles)) if tiles[d] and d not in order]
+    return order.index(plan.peeled_loops[0]) if plan.peeled_loops[0] in order else None
+
+
+def _peel_pixel_loop(w, inner: list, anchor_tag: int, root_tag: int, nth_parent: int) -> tuple[list, str]:
+    """Peel the partial last pixel tile off the accumulator tile's loop (script.py's
+    ``peel_partial_tiles``: the loop over whole tiles and the remainder, both made static):
+    each holds a copy of the root, the epilogue ops and the conv, so the remainder's
+    epilogue stays on its own accumulators. The ops are matched again by tag in the loop's
+    parent (peeling cloned them). Returns the new (handle, plan) pairs of ``inner`` and the
+    root's handle."""
+    anchor = next(handle for handle, plan in inner if plan.tag == anchor_tag)
+    loop, parent = w.fresh("pixels"), w.fresh("parent")
+    w.lines.append(f'{loop} = transform.get_parent_op {anchor} {{op_name = "scf.for", nth_parent = {nth_parent}}}'
+                   f" : ({w.ANY}) -> {w.ANY}")
+    # Taken before the peel: patterns apply to the parent's body, so its handle stays valid.
+    w.lines.append(f"{parent} = transform.get_parent_op {loop} : ({w.ANY}) -> {w.ANY}")
+    anchors = w.peel_partial_tiles([loop], anchor_tag)
+
+    def match(tag: int) -> str:
+        if tag == anchor_tag:
+            return anchors
+        ops = w.fresh("op")
+        w.lines.append(f'{ops} = transform.structured.match attributes{{"{TAG}" = {tag} : i64}} '
+                       f"in {parent} : ({w.ANY}) -> {w.ANY}")
+        return ops
+
+    return [(match(plan.tag), plan) for _handle, plan in inner], match(root_tag)
 
 
 def _reduction_only(plan):

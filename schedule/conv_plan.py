@@ -29,6 +29,49 @@ _CONV_REGISTER_PIXELS = 8
 _CONV_INPUT_STEP = 4
 
 
+# The pace of a register tile in ``tile_row_cycles``' model: FMAs issue on two ports, loads
+# (filter vectors, broadcast pixels) on two, and an accumulator takes its next FMA no sooner
+# than a latency later. 5 cycles, not the FMA's 4: an accumulator's FMA also waits for its
+# broadcast, and with 4 the model ranked 8 x 1-vector tiles 1.13x slower than 6 x 2-vector
+# ones where they measured 1.23x (docs/performance.md, "Dilated convolutions").
+_FMA_PORTS, _LOAD_PORTS, _ACCUMULATOR_LATENCY = 2, 2, 5
+
+
+def row_tiles(width: int, pixels: int) -> list[int]:
+    """The pixel tiles of a row of ``width``: whole tiles of ``pixels``, then the partial last
+    one that the script peels (``OpSchedule.peeled_loops``)."""
+    return [pixels] * (width // pixels) + ([width % pixels] if width % pixels else [])
+
+
+def tile_row_cycles(width: int, pixels: int, vectors: int, depthwise: bool = False) -> float:
+    """Cycles per reduction step (one input channel of one tap) of a row of ``width`` output
+    pixels by one vector of channels, tiled ``pixels`` x ``vectors``: each tile's FMAs, its
+    loads (a convolution: its filter vectors and a broadcast per pixel; a depthwise one: an
+    input vector per pixel and vector, and its filter vectors) or its accumulators' latency,
+    whichever binds. Why a model and not the largest tile: a tile of fewer than ten
+    accumulators waits on their latency (7 x 1), one vector loads a broadcast per FMA (8 x 1:
+    load-bound), and the partial last tile of a row costs a whole tile's latency (65 pixels
+    as 6-pixel tiles end with a 5-pixel one, as 8-pixel tiles with a 1-pixel one)."""
+    total = 0.0
+    for tile in row_tiles(width, pixels):
+        fmas = tile * vectors
+        loads = tile * vectors + vectors if depthwise else tile + vectors
+        total += max(fmas / _FMA_PORTS, loads / _LOAD_PORTS, _ACCUMULATOR_LATENCY)
+    return total / vectors
+
+
+def register_row_tile(width: int, vectors: int, registers: int, depthwise: bool = False) -> int:
+    """The pixels of a register tile of ``vectors`` channel vectors along a row of ``width``:
+    at most what the register file holds beside one reduction step's filter vectors and a
+    broadcast (``pixels * vectors + vectors + 1``), and at most ``_CONV_REGISTER_PIXELS``;
+    the fastest in ``tile_row_cycles``' model, whole tiles (a divisor) where one is as
+    fast, then the most accumulators. The count need not divide the row: the last tile is
+    then peeled (``plan_convolution`` sets ``peeled_loops``)."""
+    cap = min(_CONV_REGISTER_PIXELS, width, max((registers - 1 - vectors) // vectors, 1))
+    return min(range(1, cap + 1),
+               key=lambda p: (tile_row_cycles(width, p, vectors, depthwise), width % p != 0, -p))
+
+
 def conv_register_tile(width: int, out_channels: int, in_channels: int | None, lanes: int,
                        registers: int, heavy_pointwise: bool) -> tuple[int, int, int | None]:
     """(pixels, output channels, input-channel step) of a convolution's register tile.
@@ -38,28 +81,41 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
     vectors`` FMAs. With one vector (7 pixels x 16 channels) that is 8 loads per 7 FMAs: the
     two load ports, not the two FMA units, set the pace (the hot loop checked in assembly:
     64 loads per 56 FMAs), and 7 accumulators do not cover 2 units x 4 cycles of FMA latency.
-    Two vectors halve the loads per FMA and hold 14-16 accumulators. The tile must fit the
+    Two vectors halve the loads per FMA and hold 12-16 accumulators. The tile must fit the
     register file with the filter vectors of one reduction step (LLVM loads a step's filter
     vectors ahead of its FMAs) and the broadcast: a 7 x 4-vector tile (28 accumulators) spilled
-    159 times per hot loop; the input-channel step shrinks first, then the vectors.
+    159 times per hot loop; the input-channel step shrinks (to 1) first, then the pixels.
+
+    The pixels come from the register file, not from the row's divisors
+    (``register_row_tile``): on AVX2's 16 registers a row of 32 took 8 pixels x 1 vector
+    (the largest divisor up to 8 leaves no room for a second vector) where 6 x 2 measured
+    1.23x faster per flop, and rows of 65 or 13 pixels have no divisor near the register
+    file at all (5 and 1). Each vector count's best pixel count is ranked by the model;
+    a tile that does not divide the row has its last tile peeled.
     """
-    pixels = largest_divisor(width, _CONV_REGISTER_PIXELS)
     step = largest_divisor(in_channels, _CONV_INPUT_STEP) if in_channels else None
     # Powers of two: 3-vector (48-channel) tiles of MobileNetV2's 576-channel 1x1 layers ran
     # slower than 1-vector ones (docs/performance.md, MobileNetV2).
-    for vectors in (4, 2, 1):
-        if vectors > (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS):
-            continue
-        if out_channels % (vectors * lanes) or pixels * vectors + vectors + 1 > registers:
-            continue
-        if step is not None:
-            while step > 1 and pixels * vectors + step * vectors + 1 > registers:
-                step = largest_divisor(in_channels, step - 1)
+    candidates = [v for v in (4, 2, 1) if v <= (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS)
+                  and out_channels % (v * lanes) == 0 and v + v + 1 <= registers]
+    if candidates:
+        tiles = [(register_row_tile(width, v, registers), v) for v in candidates]
+        # Ties: whole tiles, then the most pixels, then the most vectors: where the row's
+        # divisor was as fast, the former tile stays (AVX-512's 8 x 2 vectors for a
+        # filter-heavy 1x1 layer on 8-pixel rows, not 4 x 4; 5 x 4 on 5-pixel rows).
+        pixels, vectors = min(tiles, key=lambda t: (tile_row_cycles(width, t[0], t[1]), width % t[0] != 0,
+                                                    -t[0], -t[1]))
+        if step is not None and pixels * vectors + step * vectors + 1 > registers:
+            # A step that does not fit drops to 1, not to 2: a 5-pixel x 2-vector tile's step
+            # of 2 reads its inputs as vector<5x2>, and such tiles ran at 44 GFLOPS against 70
+            # with a step of 1 (AVX2, docs/performance.md "Convolution register tiles on AVX2").
+            step = 1
         return pixels, vectors * lanes, step
     # No whole vector of channels: narrower vectors (24 channels: 8-lane ones, not 12-lane
-    # ones, whose odd width LLVM lowers to masked or split operations).
+    # ones, whose odd width LLVM lowers to masked or split operations), as many pixels as
+    # for one vector.
     part = min(lanes, out_channels & -out_channels)
-    return pixels, vector_tile(out_channels, part, lanes // part), step
+    return register_row_tile(width, 1, registers), vector_tile(out_channels, part, lanes // part), step
 
 
 def conv_channel_dim(nest: LoopNest) -> int | None:
@@ -109,7 +165,16 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
         part = min(lanes, nest.ranges[channel] & -nest.ranges[channel])
         register[channel] = vector_tile(nest.ranges[channel], part, lanes // part)
     if image and register[image[-1]] == 1:
-        register[image[-1]] = largest_divisor(nest.ranges[image[-1]], _CONV_REGISTER_PIXELS)
+        if channel is not None and nest.op_name == "linalg.depthwise_conv_2d_nhwc_hwc":
+            # Every pixel of a depthwise tile loads its own input vector: at most 8 pixels
+            # per filter vector are latency-bound, so the fewest tiles win (65 pixels: 8 x 8
+            # and a peeled 1, not 13 x 5).
+            register[image[-1]] = register_row_tile(nest.ranges[image[-1]], 1, registers, depthwise=True)
+        else:
+            register[image[-1]] = largest_divisor(nest.ranges[image[-1]], _CONV_REGISTER_PIXELS)
+    if len(image) == 1 and image and nest.ranges[image[0]] % register[image[0]]:
+        # Tasks may split a lone image dim: its tiles divide it, so task shapes stay static.
+        register[image[0]] = largest_divisor(nest.ranges[image[0]], _CONV_REGISTER_PIXELS)
     for d in nest.reduction_dims:
         reduction[d] = 1
     if in_channel:
@@ -143,9 +208,12 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
     elif image:
         d = image[0]
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+    # A pixel tile that does not divide its row (``register_row_tile``): the last tile is
+    # peeled off (script.py ``peel_partial_tiles``; in a fusion group, conv_kernels.py).
+    peeled = (image[-1],) if image and nest.ranges[image[-1]] % register[image[-1]] else ()
     return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
                       register_interchange=interchange, reduction_tiles=tuple(reduction),
-                      decompose=True, vectorize=True)
+                      decompose=True, vectorize=True, peeled_loops=peeled)
 
 
 # Bytes of a convolution's output a sequential group tile holds (``sequential_tiles``): the

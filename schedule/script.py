@@ -225,7 +225,8 @@ def render_group_sequence(group: GroupSchedule) -> str:
         render_accumulator_epilogue(w, root, unique_handles, group.root.vectorize,
                                     group.accumulator_tiles, group.accumulator_interchange,
                                     group.anchor_tag, render_inner_levels,
-                                    "scf.for" if group.sequential else "scf.forall")
+                                    "scf.for" if group.sequential else "scf.forall",
+                                    root_tag=group.root.tag)
         return named_sequence(group.sequence_name, w)
     for unique, producer in unique_handles:
         render_inner_levels(w, unique, producer)

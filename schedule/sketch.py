@@ -144,11 +144,18 @@ class SketchSpace(ScheduleSpace):
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         base = self.default_plan
+        thread = self._tiles(config, "par", self.thread_loops, base.thread_tiles)
+        register = self._tiles(config, "reg", self.register_loops, base.register_tiles)
+        # The default's peeled loops stay peeled only where this point's register tile still
+        # leaves a partial last tile (peeling a loop its tile divides fails).
+        peeled = tuple(d for d in base.peeled_loops if register and register[d]
+                       and ((thread[d] if thread else 0) or self.nest.ranges[d]) % register[d])
         return replace(
             base, tag=tag,
-            thread_tiles=self._tiles(config, "par", self.thread_loops, base.thread_tiles),
+            thread_tiles=thread,
             cache_tiles=self._tiles(config, "kc", self.step_loops, base.cache_tiles),
-            register_tiles=self._tiles(config, "reg", self.register_loops, base.register_tiles),
+            register_tiles=register,
             reduction_tiles=self._tiles(config, "step", self.step_loops, base.reduction_tiles),
             vectorize=bool(config[f"{PREFIX}vectorize"]),
+            peeled_loops=peeled,
         )

@@ -505,9 +505,10 @@ class ConvSpace(ScheduleSpace):
                                                  include=(d["reg_c"],)),
                               "channels per register tile (depthwise/pooling)"))
         if self.ow is not None:
-            knobs.append(Knob("reg_ow", _divisors(r[self.ow], [1, 2, 4, 7, 8, 14, 16, 28, 32],
-                                                  include=(d["reg_ow"],)),
-                              "output columns per register tile"))
+            knobs.append(Knob("reg_ow", tuple(sorted({*_divisors(r[self.ow], [1, 2, 4, 7, 8, 14, 16, 28, 32]),
+                                                      d["reg_ow"]})),
+                              "output columns per register tile (the default's may leave a partial "
+                              "last tile, peeled)"))
         if self.ic is not None:
             knobs.append(Knob("cache_ic", _divisors(r[self.ic], [0, 16, 32, 64, 128]),
                               "input-channel cache block (0: none)"))
@@ -544,10 +545,14 @@ class ConvSpace(ScheduleSpace):
         if not split and not config.get("par_images", 0):
             thread = None
         interchange = channels_outer(self.nest) if config.get("oc_outer", 0) else None
+        # A pixel tile that does not divide the row has its last tile peeled, as in the
+        # default plan (conv_plan.py, ``register_row_tile``).
+        peeled = (self.ow,) if self.ow is not None and self.nest.ranges[self.ow] % register[self.ow] else ()
         return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
                           cache_tiles=tuple(cache) if cache else None,
                           register_tiles=tuple(register), register_interchange=interchange,
-                          reduction_tiles=tuple(reduction), decompose=True, vectorize=True)
+                          reduction_tiles=tuple(reduction), decompose=True, vectorize=True,
+                          peeled_loops=peeled)
 
 
 class GenericSpace(ScheduleSpace):
