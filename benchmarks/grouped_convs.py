@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
 
+# Seconds of sleep before each runner's turn (onnxruntime's pool threads spin after a run).
+_PAUSE_S = 0.02
 # name: (channels, channels per group, input side, stride)
 LAYERS = {
     "resnext_4pg_56": (128, 4, 56, 1),       # ResNeXt-50 32x4d, stage 1
@@ -94,9 +95,7 @@ def build(folder: str, names: list[str]) -> None:
 
 def time_builds(folders: list[str], names: list[str], repeat: int) -> None:
     import tilecraft.runtime
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from end_to_end import RUNNER_PAUSE_S, alternating  # noqa: E402
+    from tilecraft.runtime.timing import alternating
 
     labels = [os.path.basename(os.path.normpath(f)) for f in folders]
     print(f"{'layer':18s} " + " ".join(f"{label + ' ms':>10s}" for label in labels) + "  onnxruntime ms  "
@@ -108,7 +107,7 @@ def time_builds(folders: list[str], names: list[str], repeat: int) -> None:
         for label, folder in zip(labels, folders):
             package = tilecraft.runtime.load(os.path.join(folder, f"{name}.tar"))
             runners[label] = (lambda p: lambda: p(x))(package)
-        seconds = alternating(runners, repeat, clock=time.process_time, pause_s=RUNNER_PAUSE_S)
+        seconds = alternating(runners, repeat, clock=time.process_time, pause_s=_PAUSE_S)
         ort = seconds["onnxruntime"]
         print(f"{name:18s} " + " ".join(f"{seconds[label] * 1e3:10.3f}" for label in labels)
               + f"  {ort * 1e3:14.3f}  " + " ".join(f"{seconds[label] / ort:9.2f}" for label in labels), flush=True)
