@@ -179,22 +179,23 @@ def _grouped_generic(
 def _grouped_per_group(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[int],
                        dilations: Sequence[int], accumulator: ir.Type) -> ir.Value:
     """A grouped 2-D convolution of the padded, static x (N, C, H, W) by w (F, C/g, KH, KW)
-    into its NCHW accumulator, as a loop over the groups of one NHWC convolution each:
+    into its NCHW accumulator, as bands of output rows (in parallel), in each a loop over the
+    groups of one NHWC convolution each:
 
-        for g in groups:
-            y[:, :, :, g*Fg:(g+1)*Fg] = conv_2d_nhwc_hwcf(x[:, :, :, g*Cg:(g+1)*Cg], w'[g])
+        forall bands b:  for g in groups:
+            y[:, b, :, g*Fg:(g+1)*Fg] = conv_2d_nhwc_hwcf(x[:, rows(b), :, g*Cg:(g+1)*Cg], w'[g])
 
     Each group's convolution is the named op every plain NHWC convolution is, so the
     default schedule gives it the same kernel (conv_plan.py): a register tile of output
     pixels by vectors of the group's filters, holding its accumulators across all taps and
-    input channels of the group (decomposed to 1-D convolutions and vectorized), the zero
-    fill fused into it. The group's input and output are channel slices of the NHWC tensors
-    (views, no copy); the filter is packed once as (G, KH, KW, Cg, Fg), so a group's filter
-    is contiguous (folded at compile time for a constant filter). Strides and dilations are
-    the named op's own. Why: ``linalg.conv_2d_ngchw_gfchw`` has no decomposition and ran as
-    scalar loops; one batched contraction per filter tap (round 16) read and wrote the
-    whole accumulator once per tap and took the groups' 2-4 channel reductions badly
-    (docs/performance.md, "Grouped convolutions (issue #43, wt-grouped)")."""
+    input channels of the group (decomposed to 1-D convolutions and vectorized). The group's
+    input and output are channel slices of the NHWC tensors (views, no copy); the filter is
+    packed once as (G, KH, KW, Cg, Fg), so a group's filter is contiguous (folded at compile
+    time for a constant filter). Strides and dilations are the named op's own. The bands
+    (``_row_band``) keep the input rows all groups read in cache, and are the parallel tasks.
+    Why: ``linalg.conv_2d_ngchw_gfchw`` has no decomposition and its schedule left it loops;
+    one batched contraction per filter tap (round 16) read and wrote the whole accumulator
+    once per tap (docs/performance.md, "Grouped convolutions (issue #43, wt-grouped)")."""
     element = core.tensor_type(x).element_type
     w_element = core.tensor_type(w).element_type
     filters, group_channels, kh, kw = core.static_shape(w)
@@ -212,12 +213,15 @@ def _grouped_per_group(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[
     input_type = ir.RankedTensorType.get([n, band_rows, width, group_channels], element)
     filter_type = ir.RankedTensorType.get([kh, kw, group_channels, per_group], w_element)
     out_type = ir.RankedTensorType.get([n, band, out_w, per_group], accumulator)
+    band_type = ir.RankedTensorType.get([n, band, out_w, filters], accumulator)
     result = core.empty([n, out_h, out_w, filters], accumulator)
-    bands = scf.ForOp(core.index(0), core.index(out_h // band), core.index(1), [result])
+    bands = scf.ForallOp([0], [out_h // band], [1], [result])
     with ir.InsertionPoint(bands.body):
-        out_row = arith.muli(bands.induction_variable, core.index(band))
+        out_row = arith.muli(bands.induction_variables[0], core.index(band))
         in_row = arith.muli(out_row, core.index(strides[0]))
-        loop = scf.ForOp(core.index(0), core.index(groups), core.index(1), list(bands.inner_iter_args))
+        band_slice = [[out_row], [], [], [0, dynamic, 0, 0], [n, band, out_w, filters], [1, 1, 1, 1]]
+        band_out = tensor.extract_slice(band_type, bands.inner_iter_args[0], *band_slice)
+        loop = scf.ForOp(core.index(0), core.index(groups), core.index(1), [band_out])
         with ir.InsertionPoint(loop.body):
             g = loop.induction_variable
             channel = arith.muli(g, core.index(group_channels))
@@ -227,14 +231,15 @@ def _grouped_per_group(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[
                                            [1, kh, kw, group_channels, per_group], [1] * 5)
             # The group's slice of the band's result, zeroed and accumulated in place (no copy).
             filter_offset = arith.muli(g, core.index(per_group))
-            group_out = [[out_row, filter_offset], [], [], [0, dynamic, 0, dynamic], [n, band, out_w, per_group],
-                         [1, 1, 1, 1]]
+            group_out = [[filter_offset], [], [], [0, 0, 0, dynamic], [n, band, out_w, per_group], [1, 1, 1, 1]]
             init = linalg.fill(core.scalar_constant(0, accumulator),
                                outs=[tensor.extract_slice(out_type, loop.inner_iter_args[0], *group_out)])
             group_y = linalg.conv_2d_nhwc_hwcf(group_x, group_w, outs=[init],
                                                strides=list(strides), dilations=list(dilations))
             scf.YieldOp([tensor.insert_slice(group_y, loop.inner_iter_args[0], *group_out)])
-        scf.YieldOp(list(loop.results))
+        in_parallel = scf.InParallelOp()
+        with ir.InsertionPoint(in_parallel.block):
+            tensor.parallel_insert_slice(loop.results[0], bands.inner_iter_args[0], *band_slice)
     return core.transpose(bands.results[0], [0, 3, 1, 2])
 
 

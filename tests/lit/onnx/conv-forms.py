@@ -25,22 +25,24 @@ def conv_model(x_shape, w_shape, **attributes):
 
 
 # 32 channels in 2 groups of 16, 3x3, stride 2, 64x64 padded to 66x66: the input once in
-# NHWC, the filter packed once as (G, KH, KW, Cg, Fg), and bands of output rows (4 of the 32:
-# their 9 input rows of 66 x 32 floats fit _BAND_INPUT_BYTES), in each a loop over the
-# groups: the group's channel slice of the band's input rows convolved by its filter into its
+# NHWC, the filter packed once as (G, KH, KW, Cg, Fg), and parallel bands of output rows (4
+# of the 32: their 9 input rows of 66 x 32 floats fit _BAND_INPUT_BYTES), in each a loop over
+# the groups: the group's channel slice of the band's input rows convolved by its filter into its
 # slice of the NHWC result (in place).
 # CHECK-LABEL: TEST: grouped_per_group
 # CHECK: linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
 # CHECK: tensor.expand_shape {{.*}} into tensor<2x16x16x3x3xf32>
 # CHECK: linalg.transpose {{.*}} permutation = [0, 3, 4, 2, 1]
-# CHECK: scf.for %{{.*}} = %{{.*}} to %c8 step %{{.*}} iter_args(%{{.*}}) -> (tensor<1x32x32x32xf32>)
-# CHECK: scf.for %[[G:.*]] = %{{.*}} to %c2{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (tensor<1x32x32x32xf32>)
+# CHECK: scf.forall (%{{.*}}) in (8) shared_outs(%[[SHARED:.*]] = %{{.*}}) -> (tensor<1x32x32x32xf32>)
+# CHECK: %[[BAND:.*]] = tensor.extract_slice %[[SHARED]][0, %{{.*}}, 0, 0] [1, 4, 32, 32]
+# CHECK: %[[BANDY:.*]] = scf.for %[[G:.*]] = %{{.*}} to %c2{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[BAND]]) -> (tensor<1x4x32x32xf32>)
 # CHECK: tensor.extract_slice {{.*}}[0, %{{.*}}, 0, %{{.*}}] [1, 9, 66, 16] [1, 1, 1, 1] : tensor<1x66x66x32xf32> to tensor<1x9x66x16xf32>
 # CHECK: tensor.extract_slice {{.*}}[%[[G]], 0, 0, 0, 0] [1, 3, 3, 16, 16] {{.*}} to tensor<3x3x16x16xf32>
-# CHECK: %[[OUT:.*]] = tensor.extract_slice %[[ACC]][0, %{{.*}}, 0, %{{.*}}] [1, 4, 32, 16]
+# CHECK: %[[OUT:.*]] = tensor.extract_slice %[[ACC]][0, 0, 0, %{{.*}}] [1, 4, 32, 16]
 # CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} outs(%[[OUT]] : tensor<1x4x32x16xf32>)
 # CHECK: %[[Y:.*]] = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>} {{.*}} outs(%[[ZERO]] : tensor<1x4x32x16xf32>)
-# CHECK: tensor.insert_slice %[[Y]] into %[[ACC]][0, %{{.*}}, 0, %{{.*}}] [1, 4, 32, 16]
+# CHECK: tensor.insert_slice %[[Y]] into %[[ACC]][0, 0, 0, %{{.*}}] [1, 4, 32, 16]
+# CHECK: tensor.parallel_insert_slice %[[BANDY]] into %[[SHARED]][0, %{{.*}}, 0, 0] [1, 4, 32, 32]
 # CHECK: linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
 # CHECK-NOT: conv_2d_ngchw_gfchw
 @run
