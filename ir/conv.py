@@ -6,9 +6,12 @@ Layout is channels-first, as both frameworks store it: input (N, C, *spatial), f
 PyTorch ``padding="same"``) into those numbers.
 
 The emitters pick the *named* linalg op for the case (``linalg.conv_2d_nchw_fchw``,
-``linalg.depthwise_conv_2d_nchw_chw``, ``linalg.conv_2d_ngchw_gfchw``, their 1-D and 3-D
-forms) because the default CPU schedule decomposes and vectorizes named convolutions;
-only grouped 1-D / 3-D convolutions, which have no named op, become a ``linalg.generic``.
+``linalg.depthwise_conv_2d_nchw_chw``, their 1-D and 3-D forms) because the default CPU
+schedule decomposes and vectorizes named convolutions. A grouped 2-D convolution of static
+shape is a loop over its groups of one ``linalg.conv_2d_nhwc_hwcf`` each (the named op the
+schedule vectorizes; there is none for groups); of dynamic shape it is
+``linalg.conv_2d_ngchw_gfchw`` (scalar loops), and grouped 3-D convolutions, which have no
+named op, a ``linalg.generic``.
 The input is padded once with ``tensor.pad`` and the accumulator is a ``linalg.fill``
 (which the schedule fuses into each task); bias and rounding are one elementwise op.
 """
@@ -19,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import arith, linalg, scf, tensor
 
 from . import core, extent_math
 from .checks import check_extent
@@ -173,59 +176,94 @@ def _grouped_generic(
     return generic_op([x, w], init, [x_map, w_map, out_map], 3 + spatial, 1 + spatial, body)
 
 
-# Fewest channels per group (and filters per group) that the grouped convolution takes as
-# one contraction per filter tap (``_grouped_by_taps``): below, each tap's reduction is
-# too short to pay for reading and writing the accumulators once per tap.
-_MIN_CHANNELS_PER_TAP = 8
-
-
-def _grouped_by_taps(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[int],
-                     dilations: Sequence[int], accumulator: ir.Type) -> ir.Value:
+def _grouped_per_group(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[int],
+                       dilations: Sequence[int], accumulator: ir.Type) -> ir.Value:
     """A grouped 2-D convolution of the padded, static x (N, C, H, W) by w (F, C/g, KH, KW)
-    into its NCHW accumulator, as one batched contraction per filter tap in NHWC:
+    into its NCHW accumulator, as bands of output rows (in parallel), in each a loop over the
+    groups of one NHWC convolution each:
 
-        y[n, oh, ow, g, f] += x[n, oh*s + kh*d, ow*s + kw*d, g, c] * w[kh, kw, g, c, f]
+        forall bands b:  for g in groups:
+            y[:, b, :, g*Fg:(g+1)*Fg] = conv_2d_nhwc_hwcf(x[:, rows(b), :, g*Cg:(g+1)*Cg], w'[g])
 
-    Tap (kh, kw) reads a strided view of the input (a slice, no copy) and a (G, Cg, Fg)
-    slice of the filter (transposed once; the constant folder does it at compile time for
-    a constant filter), so every tap is a batch matmul over the groups, with projected
-    maps: the contraction planner gives it groups as parallel tasks and register tiles of
-    output pixels x filter vectors, and the accumulator stays NHWC between the NCHW <->
-    NHWC transposes the layout pass cancels. Why: ``linalg.conv_2d_ngchw_gfchw`` has no
-    decomposition, its windowed maps are not projected, and it ran as scalar loops, 18-34x
-    onnxruntime's time with 8-32 channels per group (docs/performance.md, round 16)."""
+    Each group's convolution is the named op every plain NHWC convolution is, so the
+    default schedule gives it the same kernel (conv_plan.py): a register tile of output
+    pixels by vectors of the group's filters, holding its accumulators across all taps and
+    input channels of the group (decomposed to 1-D convolutions and vectorized). The group's
+    input and output are channel slices of the NHWC tensors (views, no copy); the filter is
+    packed once as (G, KH, KW, Cg, Fg), so a group's filter is contiguous (folded at compile
+    time for a constant filter). Strides and dilations are the named op's own. The bands
+    (``_row_band``) keep the input rows all groups read in cache, and are the parallel tasks.
+    Why: ``linalg.conv_2d_ngchw_gfchw`` has no decomposition and its schedule left it loops;
+    one batched contraction per filter tap (round 16) read and wrote the whole accumulator
+    once per tap (docs/performance.md, "Grouped convolutions (issue #43, wt-grouped)")."""
     element = core.tensor_type(x).element_type
+    w_element = core.tensor_type(w).element_type
     filters, group_channels, kh, kw = core.static_shape(w)
     per_group = filters // groups
     n, _, height, width = core.static_shape(x)
     out_h = window_output_extent(height, 0, 0, kh, strides[0], dilations[0])
     out_w = window_output_extent(width, 0, 0, kw, strides[1], dilations[1])
     pixels = core.transpose(x, [0, 2, 3, 1])  # N, H, W, C
-    pixels = expand(pixels, [[0], [1], [2], [3, 4]], [n, height, width, groups, group_channels])
     grouped_w = expand(w, [[0, 1], [2], [3], [4]], [groups, per_group, group_channels, kh, kw])
-    taps = core.transpose(grouped_w, [3, 4, 0, 2, 1])  # KH, KW, G, Cg, Fg
-    w_element = core.tensor_type(w).element_type
-    tap_type = ir.RankedTensorType.get([groups, group_channels, per_group], w_element)
-    view_type = ir.RankedTensorType.get([n, out_h, out_w, groups, group_channels], element)
-    dim = ir.AffineDimExpr.get
-    # Loops: g, n, oh, ow, f | c.
-    g_, n_, oh_, ow_, f_, c_ = (dim(i) for i in range(6))
-    maps = [ir.AffineMap.get(6, 0, [n_, oh_, ow_, g_, c_]),
-            ir.AffineMap.get(6, 0, [g_, c_, f_]),
-            ir.AffineMap.get(6, 0, [n_, oh_, ow_, g_, f_])]
-    result = core.filled([n, out_h, out_w, groups, per_group], 0, accumulator)
-    body = _multiply_accumulate(accumulator)
-    for i in range(kh):
-        for j in range(kw):
-            view = tensor.extract_slice(view_type, pixels, [], [], [],
-                                        [0, i * dilations[0], j * dilations[1], 0, 0],
-                                        [n, out_h, out_w, groups, group_channels],
-                                        [1, strides[0], strides[1], 1, 1])
-            tap = tensor.extract_slice(tap_type, taps, [], [], [], [i, j, 0, 0, 0],
-                                       [1, 1, groups, group_channels, per_group], [1] * 5)
-            result = generic_op([view, tap], result, maps, 5, 1, body)
-    nhwc = collapse(result, [[0], [1], [2], [3, 4]])
-    return core.transpose(nhwc, [0, 3, 1, 2])
+    packed = core.transpose(grouped_w, [0, 3, 4, 2, 1])  # G, KH, KW, Cg, Fg
+    dynamic = ir.ShapedType.get_dynamic_size()
+    band = _row_band(out_h, n * width * groups * group_channels * _element_bytes(element), strides[0],
+                     (kh - 1) * dilations[0] + 1)
+    band_rows = (band - 1) * strides[0] + (kh - 1) * dilations[0] + 1
+    input_type = ir.RankedTensorType.get([n, band_rows, width, group_channels], element)
+    filter_type = ir.RankedTensorType.get([kh, kw, group_channels, per_group], w_element)
+    out_type = ir.RankedTensorType.get([n, band, out_w, per_group], accumulator)
+    band_type = ir.RankedTensorType.get([n, band, out_w, filters], accumulator)
+    result = core.empty([n, out_h, out_w, filters], accumulator)
+    bands = scf.ForallOp([0], [out_h // band], [1], [result])
+    with ir.InsertionPoint(bands.body):
+        out_row = arith.muli(bands.induction_variables[0], core.index(band))
+        in_row = arith.muli(out_row, core.index(strides[0]))
+        band_slice = [[out_row], [], [], [0, dynamic, 0, 0], [n, band, out_w, filters], [1, 1, 1, 1]]
+        band_out = tensor.extract_slice(band_type, bands.inner_iter_args[0], *band_slice)
+        loop = scf.ForOp(core.index(0), core.index(groups), core.index(1), [band_out])
+        with ir.InsertionPoint(loop.body):
+            g = loop.induction_variable
+            channel = arith.muli(g, core.index(group_channels))
+            group_x = tensor.extract_slice(input_type, pixels, [in_row, channel], [], [], [0, dynamic, 0, dynamic],
+                                           [n, band_rows, width, group_channels], [1, 1, 1, 1])
+            group_w = tensor.extract_slice(filter_type, packed, [g], [], [], [dynamic, 0, 0, 0, 0],
+                                           [1, kh, kw, group_channels, per_group], [1] * 5)
+            # The group's slice of the band's result, zeroed and accumulated in place (no copy).
+            filter_offset = arith.muli(g, core.index(per_group))
+            group_out = [[filter_offset], [], [], [0, 0, 0, dynamic], [n, band, out_w, per_group], [1, 1, 1, 1]]
+            init = linalg.fill(core.scalar_constant(0, accumulator),
+                               outs=[tensor.extract_slice(out_type, loop.inner_iter_args[0], *group_out)])
+            group_y = linalg.conv_2d_nhwc_hwcf(group_x, group_w, outs=[init],
+                                               strides=list(strides), dilations=list(dilations))
+            scf.YieldOp([tensor.insert_slice(group_y, loop.inner_iter_args[0], *group_out)])
+        in_parallel = scf.InParallelOp()
+        with ir.InsertionPoint(in_parallel.block):
+            tensor.parallel_insert_slice(loop.results[0], bands.inner_iter_args[0], *band_slice)
+    return core.transpose(bands.results[0], [0, 3, 1, 2])
+
+
+# Bytes of input rows a band of grouped-convolution output rows reads, at most
+# (``_row_band``): all the band's groups read the same input lines, so they stay in L2.
+_BAND_INPUT_BYTES = 1 << 17
+
+
+def _element_bytes(element: ir.Type) -> int:
+    return max(getattr(element, "width", 32) // 8, 1)
+
+
+def _row_band(out_rows: int, row_bytes: int, stride: int, window: int) -> int:
+    """Output rows per band of a grouped convolution (``_grouped_per_group``): the most that
+    divide ``out_rows`` and whose input rows (``row_bytes`` each) fit ``_BAND_INPUT_BYTES``.
+    Why bands, groups inside: a group reads only its few channels of each input pixel (16
+    bytes of a 64-byte line with 4 channels per group), so with the groups outermost every
+    group streamed the whole image through the caches again: 4 channels per group at 56x56
+    ran 2.4x slower than with the rows outermost (docs/performance.md, "Grouped
+    convolutions")."""
+    for band in range(out_rows, 0, -1):
+        if out_rows % band == 0 and ((band - 1) * stride + window) * row_bytes <= _BAND_INPUT_BYTES:
+            return band
+    return 1
 
 
 # Output pixels along a row that a convolution's register tile takes, at most (the
@@ -354,8 +392,10 @@ def conv(
     accumulator = accumulator_type(element)
     x = _with_static_channels(x, group_channels * groups)
     named = groups == 1 or (group_channels == 1 and filters == groups)
+    # Grouped 2-D convolutions of static shape: one NHWC convolution per group.
+    per_group_convs = spatial == 2 and not named and None not in core.static_shape(x)
     model_width = None
-    if spatial == 2 and named and kernel != [1, 1] and None not in core.static_shape(x):
+    if spatial == 2 and (named or per_group_convs) and kernel != [1, 1] and None not in core.static_shape(x):
         # A named convolution's register tile must divide its output row: widen a row
         # that has none (13 pixels: 1-pixel tiles, SqueezeNet's Fire modules), slice back.
         width = core.static_shape(x)[3] + padding_low[1] + padding_high[1]
@@ -379,11 +419,10 @@ def conv(
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
         taps = collapse(w, [[0, 1], *[[d] for d in range(2, spatial + 2)]])
         result = _DEPTHWISE[spatial](x, taps, outs=[init], **windows)
+    elif per_group_convs:
+        result = _grouped_per_group(x, w, groups, strides, dilations, accumulator)
     else:
         per_group = filters // groups
-        if (spatial == 2 and None not in core.static_shape(x)
-                and min(group_channels, per_group) >= _MIN_CHANNELS_PER_TAP):
-            return _add_bias(_grouped_by_taps(x, w, groups, strides, dilations, accumulator), bias, element)
         x_groups = [[0], [1, 2], *[[d] for d in range(3, spatial + 3)]]
         xg = expand(x, x_groups, [extents[0], groups, group_channels, *extents[2:]])
         wg = expand(w, [[0, 1], *[[d] for d in range(2, spatial + 3)]],

@@ -33,15 +33,16 @@ layout is NHWC, the only one the option accepts.
 - *cancellation*: a conversion of a conversion back (NHWC -> NCHW -> NHWC) is the value
   itself, so conversions stay only where a value enters or leaves the NHWC region: the
   function's arguments and results, and ops that do not propagate (reshapes other than
-  the ones below, grouped ``conv_2d_ngchw_gfchw``: left NCHW, matmuls, ...).
+  the ones below, grouped ``conv_2d_ngchw_gfchw`` of dynamic shape: left NCHW, matmuls, ...).
 
 ``tilecraft-lower-layout-converts`` turns each remaining ``graph.layout_convert`` into a
 ``linalg.transpose``, or into a reshape when only unit dims move (ResNet's Flatten of the
 pooled ``1x2048x1x1``: NHWC ``1x1x1x2048`` holds the same bytes), so the schedule stage sees
 only linalg and tensor ops.
 
-Left out, on purpose: grouped convolutions other than depthwise with multiplier 1 (no NHWC
-named op the schedule decomposes: ``conv_2d_ngchw_gfchw`` stays NCHW), 1-D and 3-D
+Left out, on purpose: grouped convolutions of dynamic shape (no NHWC named op the
+schedule decomposes: ``conv_2d_ngchw_gfchw`` stays NCHW; static ones arrive in NHWC already,
+one ``conv_2d_nhwc_hwcf`` per group between transposes this pass cancels, ir/conv.py), 1-D and 3-D
 convolutions, dynamic shapes (left alone), generics whose body reads ``linalg.index``
 (renumbering loops would change what it reads).
 """

@@ -179,7 +179,7 @@ def depthwise_pool_net(channels: int = 8, size: int = 12, classes: int = 5, grou
     """x -> Conv 3x3 (pad 1, bias) -> Relu -> depthwise Conv 3x3 (group = C, pad 1) -> Relu
     -> MaxPool 2x2 -> [grouped Conv 1x1, 2 groups] -> GlobalAveragePool -> Flatten -> Gemm:
     a MobileNet-style tail for the layout pass (depthwise, pooling, the reduction and the
-    Flatten of ``1xCx1x1``). ``grouped`` adds a grouped conv, which stays NCHW."""
+    Flatten of ``1xCx1x1``). ``grouped`` adds a grouped 1x1 conv (2 groups)."""
     rng = np.random.default_rng(seed)
     c = channels
     inits = [

@@ -86,21 +86,15 @@ def test_conv1d_stack_runs_as_nhwc_2d_convolutions():
     assert "conv_1d" not in text and "linalg.conv_2d_nchw_fchw" not in text
 
 
-def test_grouped_conv_stays_nchw_between_conversions():
-    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(grouped=True),
+@pytest.mark.parametrize("channels", [8, 16])
+def test_grouped_conv_runs_in_nhwc(channels):
+    """A grouped conv (4 or 8 channels per group) is one NHWC conv per group
+    (conv._grouped_per_group), between transposes the layout pass cancels, so the only
+    layout transpose left is the model's input (the pooled value is NHWC throughout)."""
+    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(channels=channels, grouped=True),
                                                 (1, 3, 12, 12), seed=5)
-    assert counts["linalg.conv_2d_ngchw_gfchw"] == 1
-    # The input, and the pooled NHWC value back to NCHW for the grouped conv.
-    assert counts["linalg.transpose"] == 2
-
-
-def test_grouped_conv_with_8_channels_per_group_runs_in_nhwc():
-    """8 channels per group: one contraction per filter tap in NHWC (conv._grouped_by_taps),
-    between transposes the layout pass cancels, so the only layout transpose left is the
-    model's input (the pooled value is NHWC throughout)."""
-    counts = _counts_after_matching_onnxruntime(graph_models.depthwise_pool_net(channels=16, grouped=True),
-                                                (1, 3, 12, 12), seed=6)
     assert counts["linalg.conv_2d_ngchw_gfchw"] == 0
+    assert counts["linalg.conv_2d_nhwc_hwcf"] == 2  # the first conv, and the groups' one
     assert counts["linalg.transpose"] == 1
 
 

@@ -1,6 +1,6 @@
 # The forms ir/conv.py gives convolutions that the named NHWC convolutions tile
-# badly: a grouped one with 8+ channels per group as one batched contraction per filter tap,
-# a 1x1 one whose output row has no 4-8 pixel register tile as one matmul of pixels.
+# badly: a grouped one as a loop over its groups of one NHWC convolution each, a 1x1 one
+# whose output row has no 4-8 pixel register tile as one matmul of pixels.
 # RUN: %PYTHON %s | FileCheck %s
 
 import numpy as np
@@ -24,28 +24,40 @@ def conv_model(x_shape, w_shape, **attributes):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-# 32 channels in 2 groups of 16, 3x3, stride 2: the input once in NHWC as (N, H, W, G, Cg),
-# nine strided views of it, each contracted with its tap's (G, Cg, Fg) filter slice into the
-# NHWC accumulator of the one before; no grouped named op.
-# CHECK-LABEL: TEST: grouped_by_taps
+# 32 channels in 2 groups of 16, 3x3, stride 2, 64x64 padded to 66x66: the input once in
+# NHWC, the filter packed once as (G, KH, KW, Cg, Fg), and parallel bands of output rows (4
+# of the 32: their 9 input rows of 66 x 32 floats fit _BAND_INPUT_BYTES), in each a loop over
+# the groups: the group's channel slice of the band's input rows convolved by its filter into its
+# slice of the NHWC result (in place).
+# CHECK-LABEL: TEST: grouped_per_group
 # CHECK: linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
-# CHECK: tensor.expand_shape {{.*}} into tensor<1x11x11x2x16xf32>
-# CHECK: linalg.transpose {{.*}} permutation = [3, 4, 0, 2, 1]
-# CHECK-COUNT-9: tensor.extract_slice {{.*}} [1, 5, 5, 2, 16] [1, 2, 2, 1, 1] : tensor<1x11x11x2x16xf32> to tensor<1x5x5x2x16xf32>
-# CHECK: tensor.collapse_shape {{.*}} into tensor<1x5x5x32xf32>
+# CHECK: tensor.expand_shape {{.*}} into tensor<2x16x16x3x3xf32>
+# CHECK: linalg.transpose {{.*}} permutation = [0, 3, 4, 2, 1]
+# CHECK: scf.forall (%{{.*}}) in (8) shared_outs(%[[SHARED:.*]] = %{{.*}}) -> (tensor<1x32x32x32xf32>)
+# CHECK: %[[BAND:.*]] = tensor.extract_slice %[[SHARED]][0, %{{.*}}, 0, 0] [1, 4, 32, 32]
+# CHECK: %[[BANDY:.*]] = scf.for %[[G:.*]] = %{{.*}} to %c2{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[BAND]]) -> (tensor<1x4x32x32xf32>)
+# CHECK: tensor.extract_slice {{.*}}[0, %{{.*}}, 0, %{{.*}}] [1, 9, 66, 16] [1, 1, 1, 1] : tensor<1x66x66x32xf32> to tensor<1x9x66x16xf32>
+# CHECK: tensor.extract_slice {{.*}}[%[[G]], 0, 0, 0, 0] [1, 3, 3, 16, 16] {{.*}} to tensor<3x3x16x16xf32>
+# CHECK: %[[OUT:.*]] = tensor.extract_slice %[[ACC]][0, 0, 0, %{{.*}}] [1, 4, 32, 16]
+# CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} outs(%[[OUT]] : tensor<1x4x32x16xf32>)
+# CHECK: %[[Y:.*]] = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>} {{.*}} outs(%[[ZERO]] : tensor<1x4x32x16xf32>)
+# CHECK: tensor.insert_slice %[[Y]] into %[[ACC]][0, 0, 0, %{{.*}}] [1, 4, 32, 16]
+# CHECK: tensor.parallel_insert_slice %[[BANDY]] into %[[SHARED]][0, %{{.*}}, 0, 0] [1, 4, 32, 32]
 # CHECK: linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
 # CHECK-NOT: conv_2d_ngchw_gfchw
 @run
-def grouped_by_taps():
-    print(import_model(conv_model([1, 32, 11, 11], [32, 16, 3, 3], group=2, strides=[2, 2])))
+def grouped_per_group():
+    print(import_model(conv_model([1, 32, 64, 64], [32, 16, 3, 3], group=2, strides=[2, 2], pads=[1, 1, 1, 1])))
 
 
-# 2 and 4 channels per group keep the grouped named op (a tap's reduction would be too short).
+# 4 channels per group, dilation 2: the same loop (the named op takes the dilation).
 # CHECK-LABEL: TEST: few_channels_per_group
-# CHECK: linalg.conv_2d_ngchw_gfchw
+# CHECK: scf.for
+# CHECK: linalg.conv_2d_nhwc_hwcf {dilations = dense<2> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} {{.*}} -> tensor<1x8x8x4xf32>
+# CHECK-NOT: conv_2d_ngchw_gfchw
 @run
 def few_channels_per_group():
-    print(import_model(conv_model([1, 16, 8, 8], [16, 4, 3, 3], group=4, pads=[1, 1, 1, 1])))
+    print(import_model(conv_model([1, 16, 8, 8], [16, 4, 3, 3], group=4, pads=[2, 2, 2, 2], dilations=[2, 2])))
 
 
 # A 1x1 conv over 13x13 pixels: one matmul of the 169 NHWC pixels by the (C, F) filter.
