@@ -52,7 +52,7 @@ class ScheduleProbe:
         self._apply, self._interpreter = apply, interpreter
         self._original = (apply.scratch_copy, interpreter.apply_named_sequence, apply.restore)
         self._passes = (apply.plan_module, apply.apply_schedule)
-        self.planning = self.applying = 0.0
+        self.planning = self.applying = self.counting = 0.0
         plan_module, apply_schedule = self._passes
 
         def timed_plan(*args, **kwargs):
@@ -78,7 +78,9 @@ class ScheduleProbe:
             started = _cpu()
             result = scratch_copy(module)
             self._copy = _cpu() - started
+            counting = _cpu()
             self._sequence_ops = _count_ops(result[1])
+            self.counting += _cpu() - counting
             return result
 
         def timed_apply(payload, sequence, transform_module):
@@ -110,7 +112,8 @@ class ScheduleProbe:
         copy = sum(c[2] for c in self.calls)
         run = sum(c[3] for c in self.calls)
         restored = [c for c in self.calls if c[4] > 0]
-        print(f"schedule: planning {self.planning:.2f} CPU s, applying the plans {self.applying:.2f} CPU s")
+        print(f"schedule: planning {self.planning:.2f} CPU s, applying the plans {self.applying:.2f} CPU s "
+              f"(of which this probe's op counts {self.counting:.2f} s)")
         print(f"  {len(self.calls)} transform applications; checkpoint copies {copy:.2f} CPU s, "
               f"interpreter {run:.2f} CPU s, {len(restored)} restores {sum(c[4] for c in restored):.2f} CPU s")
         ops = [c[1] for c in self.calls]
@@ -227,7 +230,7 @@ def profile(name: str, codegen_top: int, python_profile: int = 0, save_llvm: str
         if profiler is not None:
             profiler.disable()
         probe.close()
-    print(f"{name}: compile {(_cpu() - started):.2f} CPU s; stages (wall s): "
+    print(f"{name}: compile {(_cpu() - started):.2f} CPU s with the probes; stages (wall s): "
           + ", ".join(f"{k} {v:.2f}" for k, v in (compiled.compile_seconds or {}).items()))
     probe.report()
     if profiler is not None:
