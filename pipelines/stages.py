@@ -23,6 +23,7 @@ from .tensor.fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from .tensor.fused_attention import FUSE_ATTENTION_PASS, LANES as ATTENTION_LANES
 from .tensor.int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
 from .vector.merge_functions import MERGE_IDENTICAL_FUNCTIONS
+from .vector.entry_loops import KEEP_ENTRY_LOOPS_ROLLED
 from .buffer.parallel_loops import COLLAPSE_PARALLEL_LOOPS
 from .passes import register_pass
 from .tensor.runtime_checks import INSERT_CHECKS, LOWER_CHECKS
@@ -215,8 +216,10 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
                REASSOCIATE_REDUCTIONS,
                "convert-to-llvm", "reconcile-unrealized-casts", "canonicalize",
                # Repeated blocks' kernels are the same functions: LLVM compiles each once.
-               MERGE_IDENTICAL_FUNCTIONS)
+               MERGE_IDENTICAL_FUNCTIONS,
+               # The entry's glue loops (pad fills, slice copies) not unrolled by LLVM.
+               KEEP_ENTRY_LOOPS_ROLLED)
               + ((f"tilecraft-set-target{{{target_options}}}",) if target_options else ()),
               "run-time checks to reports and early returns; everything to the LLVM dialect; "
-              "identical private functions merged"),
+              "identical private functions merged; the entry's loops kept rolled"),
     )

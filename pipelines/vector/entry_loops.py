@@ -1,0 +1,78 @@
+"""``tilecraft-keep-entry-loops-rolled``: LLVM does not unroll the loops of the entry function
+when the kernels run outside it.
+
+Why: with several threads, every parallel kernel is outlined into its own function
+(``parallel_compute_fn_<n>``, by the async lowering), and what stays in the public entry is
+glue: allocations, dispatches, error checks, and the serial loops that fill pad borders and
+copy slices (DenseNet's concatenations). LLVM's -O2 unrolled those loops into straight-line
+vector stores: DenseNet-121's entry came out as 145,000 instructions (60,000 ``vmovaps``)
+and its code generation took 11 of the JIT's 33 CPU seconds, more than all 389 kernels
+together; with its loops kept rolled, 1.1 s (docs/performance.md, "Compile time, part 2").
+The loops copy and fill memory a vector at a time either way.
+
+How: each back edge of a public ``llvm.func`` — a branch to a block at or before its own in
+the region, which is how ``convert-scf-to-cf`` lays out loops — carries
+``#llvm.loop_annotation<unroll = <disable = true>>`` (``llvm.loop.unroll.disable``).
+Nothing else changes: vectorization stays LLVM's to decide, and private functions (the
+kernels) are untouched. A module without private functions (one thread: the kernels are
+inside the entry) is left as it is, so its kernels' code does not change either.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mlir import ir
+
+from ..passes import register_pass
+
+KEEP_ENTRY_LOOPS_ROLLED = "tilecraft-keep-entry-loops-rolled"
+LOOP_ANNOTATION = "loop_annotation"
+_BRANCHES = ("llvm.br", "llvm.cond_br")
+
+
+def _visibility(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["sym_visibility"]).value if "sym_visibility" in op.attributes else "public"
+
+
+def _defined_functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "llvm.func" and op.operation.regions[0].blocks]
+
+
+def _annotate_back_edges(function: ir.Operation, annotation: ir.Attribute) -> int:
+    """Set ``annotation`` on every branch of ``function`` to a block at or before its own;
+    returns how many. Branches already annotated keep their annotation."""
+    blocks = list(function.regions[0].blocks)
+    index = {block: position for position, block in enumerate(blocks)}
+    annotated = 0
+    for position, block in enumerate(blocks):
+        operations = block.operations
+        if len(operations) == 0:
+            continue
+        terminator = operations[len(operations) - 1].operation
+        if terminator.name not in _BRANCHES or LOOP_ANNOTATION in terminator.attributes:
+            continue
+        if any(index[successor] <= position for successor in terminator.successors):
+            terminator.attributes[LOOP_ANNOTATION] = annotation
+            annotated += 1
+    return annotated
+
+
+def keep_entry_loops_rolled(module: ir.Operation) -> int:
+    """Disable LLVM's unrolling on the loops of ``module``'s public functions when it
+    defines private functions (outlined kernels); returns how many loops were annotated."""
+    functions = _defined_functions(module)
+    if not any(_visibility(function) == "private" for function in functions):
+        return 0
+    annotation = ir.Attribute.parse("#llvm.loop_annotation<unroll = <disable = true>>", context=module.context)
+    return sum(_annotate_back_edges(function, annotation)
+               for function in functions if _visibility(function) == "public")
+
+
+@register_pass(
+    KEEP_ENTRY_LOOPS_ROLLED,
+    "Disable LLVM's loop unrolling in the entry function when the kernels are outlined",
+)
+def keep_entry_loops_rolled_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    keep_entry_loops_rolled(module)

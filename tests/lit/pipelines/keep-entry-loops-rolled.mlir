@@ -1,0 +1,70 @@
+// tilecraft-keep-entry-loops-rolled: the back edges of the public entry's loops carry
+// llvm.loop.unroll.disable when the kernels are outlined (private functions exist);
+// kernels and forward branches are untouched (pipelines/vector/entry_loops.py).
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-keep-entry-loops-rolled | FileCheck %s
+
+// CHECK: #[[$UNROLL:.*]] = #llvm.loop_unroll<disable = true>
+// CHECK: #[[$ROLLED:.*]] = #llvm.loop_annotation<unroll = #[[$UNROLL]]>
+// The kernel's own loop: no annotation.
+// CHECK-LABEL: llvm.func @kernel
+// CHECK: llvm.cond_br
+// CHECK-NOT: loop_annotation
+// CHECK: llvm.br ^bb1
+// CHECK-NOT: loop_annotation
+// CHECK-LABEL: llvm.func @main
+// The entry's forward branches: none; its loop's back edge: annotated.
+// CHECK: llvm.br ^bb1(%{{.*}} : i64)
+// CHECK-NOT: loop_annotation
+// CHECK: llvm.cond_br
+// CHECK-NOT: loop_annotation
+// CHECK: llvm.br ^bb1(%{{.*}} : i64) {loop_annotation = #[[$ROLLED]]}
+llvm.func @kernel(%p: !llvm.ptr, %n: i64) attributes {sym_visibility = "private"} {
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  llvm.br ^bb1(%zero : i64)
+^bb1(%i: i64):
+  %more = llvm.icmp "slt" %i, %n : i64
+  llvm.cond_br %more, ^bb2, ^bb3
+^bb2:
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %next = llvm.add %i, %one : i64
+  llvm.br ^bb1(%next : i64)
+^bb3:
+  llvm.return
+}
+llvm.func @main(%p: !llvm.ptr, %n: i64) {
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  %value = llvm.mlir.constant(0.0 : f32) : f32
+  llvm.br ^bb1(%zero : i64)
+^bb1(%i: i64):
+  %more = llvm.icmp "slt" %i, %n : i64
+  llvm.cond_br %more, ^bb2, ^bb3
+^bb2:
+  %address = llvm.getelementptr %p[%i] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+  llvm.store %value, %address : f32, !llvm.ptr
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %next = llvm.add %i, %one : i64
+  llvm.br ^bb1(%next : i64)
+^bb3:
+  llvm.call @kernel(%p, %n) : (!llvm.ptr, i64) -> ()
+  llvm.return
+}
+
+// -----
+
+// No private function (one thread: the kernels are inside the entry): nothing changes.
+// CHECK-LABEL: llvm.func @only_entry
+// CHECK-NOT: loop_annotation
+// CHECK: llvm.return
+llvm.func @only_entry(%n: i64) {
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  llvm.br ^bb1(%zero : i64)
+^bb1(%i: i64):
+  %more = llvm.icmp "slt" %i, %n : i64
+  llvm.cond_br %more, ^bb2, ^bb3
+^bb2:
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %next = llvm.add %i, %one : i64
+  llvm.br ^bb1(%next : i64)
+^bb3:
+  llvm.return
+}
