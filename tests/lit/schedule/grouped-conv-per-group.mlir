@@ -1,28 +1,29 @@
 // A grouped convolution as ir/conv.py's _grouped_per_group writes it: a loop over the
 // groups, each group's channel slice of the NHWC input convolved by its packed filter
 // (G, KH, KW, Cg, Fg) into its slice of the result. The group's named NHWC convolution
-// takes the plain convolutions' kernel (schedule/conv_plan.py): a register tile of 7 output
-// pixels x 8 of the group's 16 filters (one AVX2 vector: two would not leave the register
-// file room for a step's filter vectors) whose accumulators stay in registers across all
-// 3x3 taps and the group's input channels (steps of 4), read once and written once.
+// takes the plain convolutions' kernel (schedule/conv_plan.py): on AVX2 a register tile of
+// 5 output pixels x the group's 16 filters (two 8-lane vectors; the 14-pixel row is two
+// whole tiles and a peeled 4-pixel one) whose accumulators stay in registers across all
+// 3x3 taps and the group's input channels, read once and written once.
 // RUN: tilecraft-opt %s --tilecraft-mark-groups --tilecraft-schedule="vector-bits=256 num-threads=1 fuse-groups=1" | FileCheck %s
 // RUN: tilecraft-opt %s --tilecraft-lower-cpu="num-threads=1" | FileCheck %s --check-prefix=LLVM
 
 // CHECK-LABEL: func.func @grouped
 // CHECK: scf.for %[[G:.*]] = %c0 to %c4
-// CHECK: scf.for {{.*}} step %c7
-// CHECK: scf.for {{.*}} to %c16 step %c8
-// CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} vector<1x7x8xf32>
-// CHECK: scf.for {{.*}} to %c3 {{.*}} %{{.*}} = %[[ACC]]) -> ({{.*}}vector<1x7x8xf32>)
-// CHECK: scf.for {{.*}} to %c3 {{.*}} -> ({{.*}}vector<1x7x8xf32>)
-// CHECK: scf.for {{.*}} to %c16 step %c4 {{.*}} -> ({{.*}}vector<1x7x8xf32>)
-// CHECK: vector.transfer_read {{.*}} vector<1x7x4xf32>
-// CHECK: vector.transfer_read {{.*}} vector<1x4x8xf32>
-// CHECK: vector.contract {{.*}} into vector<1x7x8xf32>
-// CHECK: vector.transfer_write {{.*}} vector<1x7x8xf32>
+// CHECK: scf.for {{.*}} to %c10 step %c5
+// CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} vector<1x5x16xf32>
+// CHECK: scf.for {{.*}} to %c3 {{.*}} %{{.*}} = %[[ACC]]) -> ({{.*}}vector<1x5x16xf32>)
+// CHECK: scf.for {{.*}} to %c3 {{.*}} -> ({{.*}}vector<1x5x16xf32>)
+// CHECK: scf.for {{.*}} to %c16 step %c1 {{.*}} -> ({{.*}}vector<1x5x16xf32>)
+// CHECK: vector.transfer_read {{.*}} vector<1x5x1xf32>
+// CHECK: vector.transfer_read {{.*}} vector<1x1x16xf32>
+// CHECK: vector.contract {{.*}} into vector<1x5x16xf32>
+// CHECK: vector.transfer_write {{.*}} vector<1x5x16xf32>
+// CHECK: vector.transfer_read {{.*}} vector<1x4x16xf32>
+// CHECK: vector.contract {{.*}} into vector<1x4x16xf32>
 // CHECK-NOT: linalg.conv
 // LLVM-LABEL: llvm.func @grouped
-// LLVM: llvm.intr.fmuladd{{.*}}vector<8xf32>
+// LLVM: llvm.intr.fmuladd{{.*}}vector<16xf32>
 func.func @grouped(%x: tensor<1x16x16x64xf32>, %w: tensor<4x3x3x16x16xf32>) -> tensor<1x14x14x64xf32> {
   %zero = arith.constant 0.0 : f32
   %c0 = arith.constant 0 : index
