@@ -225,8 +225,9 @@ def reduction_block(nest: LoopNest, k_dims: tuple[int, ...], sliver_limit: int
     return outer, None, nest.ranges[outer] * inner
 
 
-# Whether a contraction over several K loops gets a K cache block (reduction_block); False
-# restores the former rule (none) for benchmarks/odd_tokens.py's A/B.
+# Whether a contraction over several K loops gets a K cache block (reduction_block) and its
+# panel weights are seen as panels (weight_panel_dims); False restores the former rules
+# (neither) for benchmarks/odd_tokens.py's A/B.
 SPLIT_K_BLOCKS = True
 
 
@@ -273,10 +274,15 @@ def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
     if not nest.contraction:
         return None
     _batch, m_dims, n_dims, k_dims = nest.contraction
-    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 3:
+    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(nest.operand_dims) < 3:
+        return None
+    if len(k_dims) != 1 and not SPLIT_K_BLOCKS:  # the former rule, kept for A/B runs
         return None
     outer_n, inner_n = n_dims
-    if nest.operand_dims[1] != (outer_n, k_dims[0], inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):
+    # K may be several loops (``reduction_block``): B'[nb, kb, kj, j] when A is itself a
+    # panel output. Without them here such a matmul had no column tasks: a prime M (197
+    # tokens) then made one task for all threads.
+    if nest.operand_dims[1] != (outer_n, *k_dims, inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):
         return None
     return outer_n, inner_n
 
