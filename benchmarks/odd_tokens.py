@@ -9,8 +9,8 @@ Variants (``--variants``, comma-separated ``K:ROWS``):
   K     ``split``: a K cache block over several K loops (schedule/matmul_plan.py
         ``reduction_block``, the default); ``former``: none (``SPLIT_K_BLOCKS = False``);
   ROWS  ``pad``: the graph stage pads rows with no register tile of at least half the cap
-        (pipelines/graph/padded_extents.py ``needs_row_padding``, the default); ``nopad``:
-        never, every partial tile peeled.
+        (pipelines/graph/padded_extents.py ``PAD_ROWS``, the former default); ``nopad``:
+        never, every partial tile peeled (the default).
 
 Models: public_suite.py's architectures by name (built and exported to ONNX here, as the
 suite does), or ``--mlp TOKENS`` for a sequence-first ([tokens, 1, 768]) MLP block: Linear
@@ -49,14 +49,13 @@ def _build(model_bytes: bytes, variant: str):
     from tilecraft.schedule import matmul_plan
 
     k_rule, rows_rule = variant.split(":")
-    saved = matmul_plan.SPLIT_K_BLOCKS, padded_extents.needs_row_padding
+    saved = matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS
     matmul_plan.SPLIT_K_BLOCKS = k_rule == "split"
-    if rows_rule == "nopad":
-        padded_extents.needs_row_padding = lambda rows: False
+    padded_extents.PAD_ROWS = rows_rule == "pad"
     try:
         return tilecraft.compile(onnx.load_from_string(model_bytes), CompileOptions(cache=False))
     finally:
-        matmul_plan.SPLIT_K_BLOCKS, padded_extents.needs_row_padding = saved
+        matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS = saved
 
 
 def compare(name: str, model_bytes: bytes, feeds: dict, variants: list[str], blocks: int, calls: int,

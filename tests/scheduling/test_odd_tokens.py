@@ -93,3 +93,16 @@ def test_vit_attention_form_at_odd_token_counts(monkeypatch, rand, tokens):
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
     feeds = {n: rand((4, tokens, 64)) for n in ("q", "k", "v")}
     _check(vit_attention(4, tokens), feeds, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_are_peeled_not_padded_by_default(monkeypatch, rand):
+    """197 tokens stay 197 rows in the graph stage (pipelines/graph/padded_extents.py
+    ``PAD_ROWS`` is off): the schedule peels the partial register tile."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
+    model = mlp_block(197, 48, seq_first=True)
+    module = tilecraft.compile(model, keep_ir=True, cache=False)
+    x = rand((197, 1, 48))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(module(x), want, rtol=2e-4, atol=2e-4)
+    graph_ir = module.ir("graph")
+    assert "tensor<197x" in graph_ir and "tensor<216x" not in graph_ir
