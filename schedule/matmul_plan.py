@@ -8,6 +8,7 @@ and the one most tuned by measurement; plan.py only dispatches to it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..pipelines.loop_nest import LoopNest
@@ -122,9 +123,8 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         reduction[d] = 1
     element_bytes = max(nest.element_bits // 8, 1)
     sliver_limit = caches.l1d // (_MATMUL_SLIVER_L1_FRACTION * register[m] * element_bytes)
-    block_k = largest_divisor(nest.ranges[k], max(sliver_limit, 1))
-    blocked = len(k_dims) == 1 and nest.ranges[k] > block_k >= sliver_limit // 2
-    sliver_k = block_k if blocked else nest.ranges[k]
+    k_block_loop, block_k, sliver_k = reduction_block(nest, k_dims, sliver_limit)
+    blocked = block_k is not None
     thread = [0] * n_loops
     batch_tasks = 1
     for d in batch:
@@ -177,7 +177,7 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     cache = None
     if blocked:
         cache = [0] * n_loops
-        cache[k] = block_k
+        cache[k_block_loop] = block_k
     # Packing A: the M register loop moves outside, one sliver is copied per M step and read
     # by every N register tile of the task. Only for A laid out (batch, M, K), the space's
     # pack_a, and only where the sliver fits the L1d share and is reused, and where A's rows
@@ -198,6 +198,37 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True,
                       peeled_loops=(m,) if peeled else ())
+
+
+def reduction_block(nest: LoopNest, k_dims: tuple[int, ...], sliver_limit: int
+                    ) -> tuple[int, int | None, int]:
+    """The K cache block of a contraction: (the loop it tiles, its tile or ``None`` for no
+    block, the K elements one A sliver holds). The block takes at most ``sliver_limit``
+    elements of K and is used only above half of it (a K with no fitting divisor keeps K
+    whole).
+
+    K may be several loops: a matmul whose A is the weight-panel output of the one before
+    (``C[m, nb, j]``, pipelines/graph/weight_panels.py: the ViT's and BERT's second MLP
+    Linear reads its 3072 inputs as 192 panels x 16) reduces over (nb, j). The block then
+    tiles the outermost K loop by whole multiples of the inner ones' extent. Why: with K
+    counted as its innermost 16 only, such a matmul got no K block at all, each 6-row
+    register tile streamed all of B (9.4 MB) from memory, and its task rows were sized
+    for a 16-element sliver (docs/performance.md, "Transformers at odd token counts")."""
+    outer = k_dims[0]
+    inner = math.prod(nest.ranges[d] for d in k_dims[1:])
+    if not SPLIT_K_BLOCKS and len(k_dims) > 1:  # the former rule, kept for A/B runs
+        return k_dims[-1], None, nest.ranges[k_dims[-1]]
+    limit = max(sliver_limit // inner, 1)
+    block = largest_divisor(nest.ranges[outer], limit)
+    if nest.ranges[outer] > block and block * inner >= sliver_limit // 2:
+        return outer, block, block * inner
+    return outer, None, nest.ranges[outer] * inner
+
+
+# Whether a contraction over several K loops gets a K cache block (reduction_block) and its
+# panel weights are seen as panels (weight_panel_dims); False restores the former rules
+# (neither) for benchmarks/odd_tokens.py's A/B.
+SPLIT_K_BLOCKS = True
 
 
 def whole_row_tasks(rows: int, task_rows: int, register_rows: int) -> int:
@@ -243,10 +274,15 @@ def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
     if not nest.contraction:
         return None
     _batch, m_dims, n_dims, k_dims = nest.contraction
-    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 3:
+    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(nest.operand_dims) < 3:
+        return None
+    if len(k_dims) != 1 and not SPLIT_K_BLOCKS:  # the former rule, kept for A/B runs
         return None
     outer_n, inner_n = n_dims
-    if nest.operand_dims[1] != (outer_n, k_dims[0], inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):
+    # K may be several loops (``reduction_block``): B'[nb, kb, kj, j] when A is itself a
+    # panel output. Without them here such a matmul had no column tasks: a prime M (197
+    # tokens) then made one task for all threads.
+    if nest.operand_dims[1] != (outer_n, *k_dims, inner_n) or nest.output_dims[-2:] != (outer_n, inner_n):
         return None
     return outer_n, inner_n
 

@@ -8,7 +8,8 @@ accumulators where 24 fit, and its projections ran far slower than BERT's 128-to
 ones (docs/performance.md); an MLP's 500 or 250 outputs got 4- or 2-lane vectors.
 
 The pass gives such a matmul extents that tile well, as IREE's data tiling pads its packs:
-- rows M (``needs_row_padding``): A gets zero rows up to a multiple of
+- rows M (``needs_row_padding``, only with :data:`PAD_ROWS`: off by default, the schedule
+  peels partial row tiles): A gets zero rows up to a multiple of
   :data:`ROW_MULTIPLE` (a copy of A, M x K, against 2 M K N flops);
 - columns N (``needs_column_padding``), only where B is a compile-time constant: B gets
   zero columns up to a multiple of :data:`COLUMN_MULTIPLE`, padded once by the constant
@@ -41,7 +42,7 @@ from mlir.dialects import linalg, tensor
 from ...ir.maps import indexing_maps
 from ...ir import core
 from ..ir_queries import defined_functions, fresh_init, static_f32_tensors
-from ..passes import register_pass
+from ..passes import bool_option, register_pass
 from .constant_folding import ConstantAnalysis
 from .weight_panels import PANEL_COLUMNS, plain_matmul
 
@@ -69,9 +70,24 @@ def _cheap(extent: int, multiple: int) -> bool:
     return _round_up(extent, multiple) - extent <= MAX_PADDING_FRACTION * extent
 
 
+# Rows are padded only where this is True. Off by default: the schedule peels a partial
+# register tile (schedule/matmul_plan.py), and once the sequence-first ViT's second MLP
+# Linear got a K block and column tasks over its panel weights (``reduction_block``,
+# ``weight_panel_dims``), its 197 rows ran faster peeled than padded to 216, on one thread
+# and two (docs/performance.md, "Transformers at odd token counts"). True restores the
+# padding (benchmarks/odd_tokens.py's A/B; the tests of the padded lines' slicing).
+PAD_ROWS = False
+
+
 def needs_row_padding(rows: int) -> bool:
     """Whether ``rows`` has no divisor in [REGISTER_ROWS / 2, REGISTER_ROWS] (a 1-row tile
-    for 197 rows, 3 for 33) and padding it adds at most :data:`MAX_PADDING_FRACTION`."""
+    for 197 rows, 3 for 33) and padding it adds at most :data:`MAX_PADDING_FRACTION`;
+    always False unless :data:`PAD_ROWS`."""
+    return PAD_ROWS and row_padding_helps(rows)
+
+
+def row_padding_helps(rows: int) -> bool:
+    """:func:`needs_row_padding` whatever :data:`PAD_ROWS` says."""
     best = max(d for d in range(1, REGISTER_ROWS + 1) if rows % d == 0)
     return best < REGISTER_ROWS // 2 and padded_rows(rows) != rows
 
@@ -159,7 +175,8 @@ def _operand_at(value: ir.Value, shape: list[int], padded: dict[ir.Value, Padded
 class _ExtentPadder:
     """One function's rewrite: padded stand-ins for original values, built in program order."""
 
-    def __init__(self) -> None:
+    def __init__(self, pad_rows: bool) -> None:
+        self.pad_rows = pad_rows
         self.padded: dict[ir.Value, Padded] = {}
         self.replaced: list[ir.Operation] = []
         self.constants = ConstantAnalysis()
@@ -186,7 +203,7 @@ class _ExtentPadder:
         a_stand_in = self.padded.get(a)
         if a_stand_in is not None and set(a_stand_in.padded_dims()) != {0}:
             a_stand_in = None  # padded along K: its garbage would be summed in
-        rows = padded_rows(m) if needs_row_padding(m) else m
+        rows = padded_rows(m) if self.pad_rows and row_padding_helps(m) else m
         if a_stand_in is not None:
             rows = _shape(a_stand_in.value)[0]
         columns = n
@@ -334,10 +351,12 @@ class _ExtentPadder:
     "tilecraft-pad-matmul-extents",
     "Matmuls whose rows (or, with constant weights, columns) have no good register tile "
     "computed on padded extents; the slice back moves past elementwise and row-wise ops",
+    options={"pad-rows": "pad rows too (default: PAD_ROWS, off: the schedule peels partial row tiles)"},
 )
 def pad_matmul_extents_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    pad_rows = bool_option("pad-rows", options["pad-rows"]) if "pad-rows" in options else PAD_ROWS
     for function in defined_functions(module):
-        padder = _ExtentPadder()
+        padder = _ExtentPadder(pad_rows)
         for block in function.regions[0].blocks:
             for op in list(block.operations):
                 padder.visit(op.operation)

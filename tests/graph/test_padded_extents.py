@@ -13,11 +13,19 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import tilecraft  # noqa: E402
+from tilecraft.pipelines.graph import padded_extents  # noqa: E402
 from tilecraft.pipelines.graph.padded_extents import (  # noqa: E402
     needs_column_padding,
     needs_row_padding,
     padded_filters,
 )
+
+
+@pytest.fixture(autouse=True)
+def pad_rows(monkeypatch):
+    """Row padding is off by default (peeling ran faster, docs/performance.md "Transformers at
+    odd token counts"); these tests switch it on to cover the padded lines' slicing."""
+    monkeypatch.setattr(padded_extents, "PAD_ROWS", True)
 
 
 def _model(nodes, inputs, output, output_shape, initializers):

@@ -4,7 +4,14 @@
 // slice back to the real extent moves past ops that keep the padded lines apart (a bias
 // add) and stops before one that would sum them in (a reduction over the rows). An input B
 // (its padding would be a copy per call) and small extents are left as they are.
-// RUN: tilecraft-opt %s --tilecraft-pad-matmul-extents --canonicalize | FileCheck %s
+// Rows are padded only with pad-rows=1 (PAD_ROWS, off by default: the schedule peels the
+// partial row tile, docs/performance.md "Transformers at odd token counts").
+// RUN: tilecraft-opt %s --tilecraft-pad-matmul-extents="pad-rows=1" --canonicalize | FileCheck %s
+// RUN: tilecraft-opt %s --tilecraft-pad-matmul-extents --canonicalize | FileCheck %s --check-prefix=PEELED
+
+// PEELED-LABEL: func.func @rows
+// PEELED-NOT: tensor.pad
+// PEELED: linalg.matmul ins(%arg0, %arg1 : tensor<197x64xf32>, tensor<64x32xf32>)
 
 // CHECK-LABEL: func.func @rows
 // CHECK: %[[A:.*]] = tensor.pad %arg0 low[0, 0] high[19, 0]
