@@ -118,7 +118,8 @@ def table(rows: list[dict]) -> str:
             f"{r['name']:28} {r['kind']:17} {r['default']:>8.1f} {r['random']:>8.1f} {r['xgb']:>8.1f} "
             f"{str(r['reach'] or '-'):>8} {str(r['reach95'] or '-'):>8} "
             f"{'yes' if r['reach'] and r['reach'] <= half else 'no':>6}  "
-            f"{r['failures']['random']}/{r['failures']['xgb']}")
+            f"{r['failures']['random']}/{r['failures']['xgb']}"
+            f"{'  (random found nothing above the default)' if r['random'] <= r['default'] else ''}")
     met = sum(bool(r["reach"] and r["reach"] <= r["n"] // 2) for r in rows)
     lines.append(f"xgb reached random's best in at most half the trials on {met} of {len(rows)} tasks "
                  "(GFLOPS: best so far; xgb@rnd: the trial, default measurement = 1)")

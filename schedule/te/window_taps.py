@@ -127,8 +127,9 @@ def split_op(op: ir.Operation) -> bool:
         return False
     layout, windows = found
     extents = _loop_extents(op, layout)
-    if any(w not in extents for w in windows):
-        return False
+    outers = {a.outer for axes in layout for a in axes if isinstance(a, _Window)}
+    if any(d not in extents for d in (*windows, *outers)):
+        return False  # a loop no operand reads plainly: its extent is not known here
     taps = 1
     for w in windows:
         taps *= extents[w]
