@@ -25,16 +25,16 @@ RNG = np.random.default_rng(3)
 
 
 @auto_scheduler.register_workload("op_class_grouped_conv", override=True)
-def grouped_conv(n, h, w, g, c, f, k, dilation):
+def grouped_conv(n, h, w, g, c, f, k, dilation, stride=1):
     """A user's grouped convolution in its own layout: NHWGC input (already padded), KKGCF
-    filters; no named op matches it, so it becomes one contraction per tap."""
+    filters, output h x w; no named op matches it, so it becomes one contraction per tap."""
     span = (k - 1) * dilation
-    x = te.placeholder((n, h + span, w + span, g, c), name="x", dtype="float32")
+    x = te.placeholder((n, (h - 1) * stride + span + 1, (w - 1) * stride + span + 1, g, c), name="x", dtype="float32")
     wt = te.placeholder((k, k, g, c, f), name="w", dtype="float32")
     rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(k, "ry"), te.reduce_axis(k, "rx")
     return [x, wt, te.compute(
         (n, h, w, g, f),
-        lambda b, y, xx, gg, ff: te.sum(x[b, y + ry * dilation, xx + rx * dilation, gg, rc] * wt[ry, rx, gg, rc, ff],
+        lambda b, y, xx, gg, ff: te.sum(x[b, y * stride + ry * dilation, xx * stride + rx * dilation, gg, rc] * wt[ry, rx, gg, rc, ff],
                                         axis=[ry, rx, rc]), name="grouped_conv")]
 
 
@@ -48,9 +48,11 @@ def matmul_bias(m, k, n):
     return [a, b, bias, te.compute((m, n), lambda i, j: mm[i, j] + bias[j], name="out")]
 
 
-def grouped_reference(x, w, k, dilation, h, wd):
-    return sum(np.einsum("nhwgc,gcf->nhwgf", x[:, i * dilation:i * dilation + h, j * dilation:j * dilation + wd],
-                         w[i, j]) for i in range(k) for j in range(k))
+def grouped_reference(x, w, k, dilation, h, wd, stride=1):
+    rows, columns = (h - 1) * stride + 1, (wd - 1) * stride + 1
+    return sum(np.einsum("nhwgc,gcf->nhwgf", x[:, i * dilation:i * dilation + rows:stride,
+                                               j * dilation:j * dilation + columns:stride], w[i, j])
+               for i in range(k) for j in range(k))
 
 
 def cases():
@@ -101,9 +103,9 @@ def test_every_op_class_gets_a_vectorized_generated_space(tmp_path, name, model,
 
 
 def test_a_windowed_compute_splits_into_projected_taps():
-    """A strided, dilated window: every tap reads a strided slice and has projected maps;
-    the taps chain through the accumulator; a compute with a window too large is kept."""
-    task = auto_scheduler.SearchTask(func="op_class_grouped_conv", args=(1, 6, 6, 2, 4, 4, 3, 2))
+    """A strided, dilated window: every tap reads a strided slice and has projected maps,
+    and the taps, chained through the accumulator, compute the convolution."""
+    task = auto_scheduler.SearchTask(func="op_class_grouped_conv", args=(1, 6, 6, 2, 4, 4, 3, 2, 2))
     with ir.Context():
         module = ir.Module.parse(task.compute_dag)
         generics = [op for op in module.body.operations[0].regions[0].blocks[0].operations
@@ -112,12 +114,13 @@ def test_a_windowed_compute_splits_into_projected_taps():
         for op in generics:
             assert all(m.is_projected_permutation for m in
                        (a.value for a in ir.ArrayAttr(op.operation.attributes["indexing_maps"])))
-        assert "[1, 1, 1, 1, 1] : tensor<1x10x10x2x4xf32> to tensor<1x6x6x2x4xf32>" in task.compute_dag
+        # Stride 2: every tap reads a strided view of the 15 x 15 input.
+        assert "[1, 2, 2, 1, 1] : tensor<1x15x15x2x4xf32> to tensor<1x6x6x2x4xf32>" in task.compute_dag
         assert "[0, 4, 4, 0, 0]" in task.compute_dag  # the last tap: offset 2 * dilation 2
-        x = RNG.standard_normal((1, 10, 10, 2, 4)).astype(np.float32)
+        x = RNG.standard_normal((1, 15, 15, 2, 4)).astype(np.float32)
         w = RNG.standard_normal((3, 3, 2, 4, 4)).astype(np.float32)
         np.testing.assert_allclose(tilecraft.compile(task.compute_dag)(x, w),
-                                   grouped_reference(x, w, 3, 2, 6, 6), rtol=1e-4, atol=1e-4)
+                                   grouped_reference(x, w, 3, 2, 6, 6, stride=2), rtol=1e-4, atol=1e-4)
 
 
 def test_a_window_of_more_than_max_taps_stays_one_op():
