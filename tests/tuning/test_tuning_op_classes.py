@@ -6,6 +6,7 @@ default, and a sampled point compiles, is applied, runs vectorized and matches n
 from __future__ import annotations
 
 import random
+import warnings
 
 import mlir_text
 import numpy as np
@@ -131,3 +132,30 @@ def test_a_window_of_more_than_max_taps_stays_one_op():
         module = te.create_func([x, y], context=context)
         assert split_window_taps(module) == 0  # 81 taps > MAX_TAPS
         assert str(module).count("linalg.generic") == 1
+
+
+def test_a_gemm_whose_columns_no_vector_divides_gets_whole_vector_tiles_peeled(tmp_path):
+    """N = 37: no multiple of the lanes divides it, so reg_n offers whole vectors anyway and
+    the last partial column tile is peeled; such a point stays vectorized (no fallback to
+    scalar loops) and matches numpy. Packing and n_outer never combine with a peeled N."""
+    model = mlir_text.matmul(40, 37, 24)
+    (task,) = extract_tasks(model, TARGET)
+    space = GeneratedSpaceGenerator(TARGET).generate(task)
+    lanes = space.lanes
+    assert lanes in dict((k.name, k.values) for k in space.knobs)["reg_n"]
+    rng = random.Random(0)
+    peeled = [c for c in (space.random(rng) for _ in range(200)) if 37 % c["reg_n"]]
+    assert peeled and all(space.is_valid(c) for c in peeled)
+    assert not any(c["pack_a"] or c["pack_b"] or c["n_outer"] for c in peeled)
+    config = max(peeled, key=lambda c: c["reg_n"])
+    assert task.ranges[space.n] in (37,) and space.n in space.plan(config).peeled_loops
+    records = tmp_path / "odd.jsonl"
+    with RecordWriter(records) as writer:
+        writer.write(Record(task=task.describe(), config=config, status="ok", costs=[1e-3], gflops=1.0,
+                            target=canonical_target(TARGET)))
+    a = RNG.standard_normal((40, 24)).astype(np.float32)
+    b = RNG.standard_normal((24, 37)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a schedule that failed to apply warns
+        tuned = tilecraft.compile(model, target=TARGET, tuning_records=records)
+    np.testing.assert_allclose(tuned(a, b), a @ b, rtol=1e-4, atol=1e-4)
