@@ -343,8 +343,9 @@ class MatmulSpace(ScheduleSpace):
             Knob("reg_m", tuple(sorted({*_divisors(M, [1, 2, 4, 6, 8, 12, 16]), d["reg_m"]})),
                  "accumulator rows in registers (the default's may leave a partial last tile, "
                  "peeled)"),
-            Knob("reg_n", _divisors(N, [lanes * i for i in (1, 2, 3, 4)], include=(d["reg_n"],)),
-                 "accumulator columns in registers (multiples of the vector lanes)"),
+            Knob("reg_n", self._column_tiles(N, lanes, d["reg_n"]),
+                 "accumulator columns in registers (multiples of the vector lanes; where N "
+                 "has none that divides it, the last partial tile is peeled)"),
             Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
                  "reduction step: outer products per loop iteration"),
             Knob("pack_a", (0, 1), "copy each reg_m x cache_k sliver of A to a contiguous buffer"),
@@ -361,6 +362,20 @@ class MatmulSpace(ScheduleSpace):
                                           include=(d["reg_nb"],)),
                       "weight panels side by side in the register tile (its columns: reg_nb x reg_n)"),
                  ] if self.panels else [])
+
+    def _column_tiles(self, N: int, lanes: int, default: int) -> tuple[int, ...]:
+        """``reg_n``'s values: the multiples of the lanes (1-4 vectors) that divide N; where
+        none does (N = 517, 1000 with 16 lanes...), whole vectors anyway, the last partial
+        tile peeled (``peeled_loops``), as the default plan peels M: otherwise such an N
+        only had the default's narrow tile. Not for weight panels (their columns divide)."""
+        vectors = [lanes * i for i in (1, 2, 3, 4)]
+        divides = _divisors(N, vectors, include=(default,))
+        if self.panels or any(N % v == 0 for v in vectors if v <= N):
+            return divides
+        return tuple(sorted({*divides, *(v for v in vectors[:2] if v < N)}))
+
+    def _peels_columns(self, config: Mapping[str, int]) -> bool:
+        return bool((config["par_n"] or self.nest.ranges[self.n]) % config["reg_n"])
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
@@ -416,7 +431,8 @@ class MatmulSpace(ScheduleSpace):
             outer_register_tiles=tuple(outer) if outer else None, packed_operands=packed,
             register_tiles=tuple(register), register_interchange=interchange,
             reduction_tiles=tuple(reduction), vectorize=True,
-            peeled_loops=(self.m,) if (config["par_m"] or self.nest.ranges[self.m]) % config["reg_m"] else ())
+            peeled_loops=(((self.m,) if (config["par_m"] or self.nest.ranges[self.m]) % config["reg_m"] else ())
+                          + ((self.n,) if self._peels_columns(config) else ())))
 
     def is_valid(self, config: Mapping[str, int]) -> bool:
         # A task (or the whole op) holding one panel of B (one sliver of A): the copy buys
@@ -431,6 +447,12 @@ class MatmulSpace(ScheduleSpace):
         if config["pack_a"] and config["pack_b"]:
             # Both at one level would pack a reg_m x reg_n tile's operands per tile: copying
             # as many elements as it computes with.
+            return False
+        if self._peels_columns(config) and (
+                config["reg_n"] > (config["par_n"] or self.nest.ranges[self.n])
+                or config["pack_a"] or config["pack_b"] or config["n_outer"]):
+            # A peeled column tile: within its task, and only with the plain register
+            # level (packing copies whole register tiles; n_outer's order is for whole ones).
             return False
         return super().is_valid(config)
 

@@ -47,6 +47,7 @@ from ..pipelines.target_registry import target_plugin
 from ..schedule.records import best_records, load_records
 from ..schedule.task import Task, extract_tasks
 from ..schedule.te import Tensor, create_func
+from ..schedule.te.window_taps import split_window_taps
 from .options import TuneOptions
 from .results import TuningResult
 from .tune import tune
@@ -147,10 +148,13 @@ class SearchTask:
         # The compute as MLIR text: the form tune and compile both take, in their own contexts.
         # Generic ops that are named ops in disguise (a TOPI convolution, a matmul written as
         # a sum) become those named ops, so they are tasks of their kernel class with its
-        # space and the layout pass's NHWC form, as an imported model's are.
+        # space and the layout pass's NHWC form, as an imported model's are. Windowed
+        # computes no named op matches (a grouped convolution in the user's layout) become
+        # one contraction per window tap (schedule/te/window_taps.py), which the spaces cover.
         with ir.Context() as context:
             module = create_func(tensors, context=context)
             passmanager.PassManager.parse(SPECIALIZE_NAMED_OPS).run(module.operation)
+            split_window_taps(module)
             self.compute_dag = str(module)
         self.tasks: list[Task] = extract_tasks(self.compute_dag, self.target)
 

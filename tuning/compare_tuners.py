@@ -34,6 +34,7 @@ def compare_tuners(
     seed: int = 0,
     progress: bool = True,
     validate_top: int = 4,
+    space: str = "hand",
 ) -> dict[str, TaskResult]:
     """Tune one task with several tuners *interleaved*, batch by batch, for ``trials`` each.
 
@@ -41,14 +42,15 @@ def compare_tuners(
     minutes apart, and tuners measured at different times cannot be compared. Here every
     round measures one batch of each tuner with the same worker, so their curves share the
     conditions. ``records`` maps tuner name to its records file (the default schedule,
-    measured once, opens each file).
+    measured once, opens each file). ``space``: ``TuneOptions.space``'s choice of spaces
+    (``hand``, ``generated``, ``sketch``); every tuner searches the same space.
     """
     for name in records:
         if name not in TUNERS:
             raise TunerNameError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
     target = Target.parse(target)
     options = RunnerOptions(**{**(runner or RunnerOptions()).__dict__, "timeout": float(timeout)})
-    generator = space_generator_for(target)
+    generator = space_generator_for(target, space)
     states = {name: TaskState(task, generator.generate(task), name, seed) for name in records}
     databases = {name: JsonLinesDatabase(path) for name, path in records.items()}
     start = time.perf_counter()

@@ -1,0 +1,195 @@
+"""XGBoost against random search on ten tasks of the op classes the tuner must cover (issue #44).
+
+    .venv/bin/python benchmarks/tuning_curve.py --trials 64 --out bench-curve
+    .venv/bin/python benchmarks/tuning_curve.py --trials 32 --only gemm_333x251x517,reduce_sum
+
+The tasks, each the heaviest task of a one-node ONNX model (so each goes through the import,
+layout and fusion passes a model's op does): GEMMs of odd shapes, the batched small matmul of
+ViT-B/16's attention (12 heads x 197 tokens x 64), convolutions 3x3, 1x1, dilated, grouped
+and depthwise, and a row reduction. Per task, ``compare_tuners`` measures one batch of each
+tuner in turn with the same worker (load drift hits both alike), ``--trials`` each, in the
+spaces ``--space`` names (default ``generated``: the auto-scheduler's). Printed per task:
+the default's GFLOPS, each tuner's best, the trial at which XGBoost first reached random's
+best after N trials (the issue's goal: at most N/2), and at which it reached 95 % of it.
+The curves (best so far after each trial) go to ``curve.txt`` and, with matplotlib,
+``curve.png`` in ``--out``. No thresholds: a benchmark for notes; quote the load average
+printed with it (every figure moves with the load of a shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import tilecraft
+from tilecraft.tuning import load_records
+from tilecraft.tuning.compare_tuners import compare_tuners
+from tilecraft.tuning.report import best_so_far
+
+
+def _model(nodes, inputs, output, initializers=()) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "task",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs],
+        [helper.make_tensor_value_info(output[0], TensorProto.FLOAT, output[1])],
+        initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def matmul(m: int, k: int, n: int, batch: int = 0) -> onnx.ModelProto:
+    lead = [batch] if batch else []
+    return _model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                  [("a", lead + [m, k]), ("b", lead + [k, n])], ("y", lead + [m, n]))
+
+
+def conv(channels: int, size: int, filters: int, kernel: int, *, dilation: int = 1,
+         group: int = 1) -> onnx.ModelProto:
+    """A 'same'-padded convolution of a 1 x channels x size x size input (constant filters)."""
+    pad = dilation * (kernel - 1) // 2
+    weights = np.random.default_rng(0).standard_normal(
+        (filters, channels // group, kernel, kernel)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[kernel, kernel],
+                            pads=[pad] * 4, dilations=[dilation] * 2, group=group)
+    return _model([node], [("x", [1, channels, size, size])], ("y", [1, filters, size, size]),
+                  [numpy_helper.from_array(weights, "w")])
+
+
+def reduce_sum(rows: int, columns: int) -> onnx.ModelProto:
+    axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
+    return _model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
+                  [("x", [rows, columns])], ("y", [rows]), [axes])
+
+
+TASKS = {
+    "gemm_333x251x517": lambda: matmul(333, 251, 517),
+    "gemm_97x300x1000": lambda: matmul(97, 300, 1000),
+    "gemm_255x255x255": lambda: matmul(255, 255, 255),
+    "batch_matmul_12x197x64x197": lambda: matmul(197, 64, 197, batch=12),
+    "conv3x3_64x28": lambda: conv(64, 28, 64, 3),
+    "conv1x1_128x28": lambda: conv(128, 28, 64, 1),
+    "conv3x3_dilated2_64x28": lambda: conv(64, 28, 64, 3, dilation=2),
+    "conv3x3_grouped4_64x28": lambda: conv(64, 28, 64, 3, group=4),
+    "depthwise3x3_64x56": lambda: conv(64, 56, 64, 3, group=64),
+    "reduce_sum_512x1000": lambda: reduce_sum(512, 1000),
+}
+
+
+def trials_to_reach(curve: list[float], level: float) -> int | None:
+    """1-based trial at which ``curve`` first reaches ``level``; ``None`` if never."""
+    return next((i + 1 for i, value in enumerate(curve) if value >= level), None)
+
+
+def run_task(name: str, args: argparse.Namespace, out: Path) -> dict:
+    tasks = tilecraft.extract_tasks(TASKS[name]())
+    task = max(tasks, key=lambda t: t.flops * t.count)
+    records = {tuner: out / f"{name}-{tuner}.jsonl" for tuner in ("random", "xgb")}
+    for path in records.values():
+        path.unlink(missing_ok=True)
+    start = time.perf_counter()
+    compare_tuners(task, records, trials=args.trials, timeout=args.timeout, batch_size=args.batch,
+                   progress=args.progress, validate_top=0, space=args.space, seed=args.seed)
+    curves = {tuner: best_so_far(load_records(path)) for tuner, path in records.items()}
+    failures = {tuner: sum(not r.ok for r in load_records(path)) for tuner, path in records.items()}
+    level = curves["random"][-1]
+    row = {"name": name, "task": task.name, "kind": task.kind, "default": curves["random"][0],
+           "random": level, "xgb": curves["xgb"][-1], "n": len(curves["random"]),
+           "reach": trials_to_reach(curves["xgb"], level),
+           "reach95": trials_to_reach(curves["xgb"], 0.95 * level),
+           "failures": failures, "curves": curves, "seconds": time.perf_counter() - start}
+    print(f"{name}: {task.name} ({task.kind}); default {row['default']:.1f}, random {level:.1f}, "
+          f"xgb {row['xgb']:.1f} GFLOPS; xgb reached random's best at trial {row['reach'] or 'never'}"
+          f" of {row['n']}; {row['seconds']:.0f} s; load {open('/proc/loadavg').read().split()[:3]}",
+          flush=True)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'task':28} {'kind':17} {'default':>8} {'random':>8} {'xgb':>8} "
+             f"{'xgb@rnd':>8} {'xgb@95%':>8} {'<=N/2':>6}  failures r/x"]
+    for r in rows:
+        half = r["n"] // 2
+        lines.append(
+            f"{r['name']:28} {r['kind']:17} {r['default']:>8.1f} {r['random']:>8.1f} {r['xgb']:>8.1f} "
+            f"{str(r['reach'] or '-'):>8} {str(r['reach95'] or '-'):>8} "
+            f"{'yes' if r['reach'] and r['reach'] <= half else 'no':>6}  "
+            f"{r['failures']['random']}/{r['failures']['xgb']}"
+            f"{'  (random found nothing above the default)' if r['random'] <= r['default'] else ''}")
+    met = sum(bool(r["reach"] and r["reach"] <= r["n"] // 2) for r in rows)
+    lines.append(f"xgb reached random's best in at most half the trials on {met} of {len(rows)} tasks "
+                 "(GFLOPS: best so far; xgb@rnd: the trial, default measurement = 1)")
+    return "\n".join(lines)
+
+
+def curve_text(rows: list[dict]) -> str:
+    out = []
+    for r in rows:
+        for tuner in ("random", "xgb"):
+            values = " ".join(f"{v:.1f}" for v in r["curves"][tuner])
+            out.append(f"{r['name']} {tuner}: {values}")
+    return "\n".join(out)
+
+
+def plot(rows: list[dict], path: Path) -> bool:
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    columns = 5
+    figure, axes = pyplot.subplots(-(-len(rows) // columns), columns, figsize=(4 * columns, 6.5),
+                                   squeeze=False)
+    for ax, r in zip(axes.flat, rows):
+        for tuner, curve in r["curves"].items():
+            ax.plot(range(1, len(curve) + 1), curve, label=tuner)
+        ax.set_title(r["name"], fontsize=8)
+        ax.set_xlabel("trials", fontsize=7)
+        ax.set_ylabel("best GFLOPS", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    pyplot.close(figure)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=64, help="N: trials per tuner and task")
+    parser.add_argument("--space", default="generated", choices=("hand", "generated", "sketch"))
+    parser.add_argument("--batch", type=int, default=8, help="candidates per tuner step")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per candidate")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", help="comma-separated task names (default: all ten)")
+    parser.add_argument("--progress", action="store_true", help="print each batch")
+    parser.add_argument("--out", default="bench-curve", help="folder for records, curve.txt, curve.png")
+    args = parser.parse_args(argv)
+    names = args.only.split(",") if args.only else list(TASKS)
+    unknown = [n for n in names if n not in TASKS]
+    if unknown:
+        parser.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"N={args.trials} trials per tuner, space {args.space}, batches of {args.batch}, "
+          f"load average {open('/proc/loadavg').read().split()[:3]}", flush=True)
+    rows = [run_task(name, args, out) for name in names]
+    text = table(rows)
+    print("\n" + text)
+    (out / "curve.txt").write_text(text + "\n\n" + curve_text(rows) + "\n")
+    drawn = plot(rows, out / "curve.png")
+    print(f"\ncurves: {out / 'curve.txt'}{', ' + str(out / 'curve.png') if drawn else ''}; "
+          f"load average now {open('/proc/loadavg').read().split()[:3]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
