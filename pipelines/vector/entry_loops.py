@@ -13,6 +13,8 @@ The loops copy and fill memory a vector at a time either way.
 How: each back edge of a public ``llvm.func`` — a branch to a block at or before its own in
 the region, which is how ``convert-scf-to-cf`` lays out loops — carries
 ``#llvm.loop_annotation<unroll = <disable = true>>`` (``llvm.loop.unroll.disable``).
+Only loops that move memory (loads, stores, address arithmetic, memory intrinsics): a
+kernel that runs inside the entry (one with no thread level) keeps its unrolling.
 Nothing else changes: vectorization stays LLVM's to decide, and private functions (the
 kernels) are untouched. A module without private functions (one thread: the kernels are
 inside the entry) is left as it is, so its kernels' code does not change either.
@@ -40,11 +42,35 @@ def _defined_functions(module: ir.Operation) -> list[ir.Operation]:
             if op.operation.name == "llvm.func" and op.operation.regions[0].blocks]
 
 
+# Intrinsics that move memory rather than compute on it: a loop of them and of loads, stores
+# and address arithmetic is a copy or a fill.
+_MEMORY_INTRINSICS = ("mem", "prefetch", "masked", "lifetime", "stack", "assume", "invariant")
+
+
+def _computes(op: ir.Operation) -> bool:
+    """Whether ``op`` is arithmetic a kernel's speed rests on: floating-point operations, math
+    and target intrinsics, and integer operations on vectors (int8 kernels)."""
+    name = op.name
+    if name.startswith(("llvm.fadd", "llvm.fsub", "llvm.fmul", "llvm.fdiv", "llvm.frem", "llvm.fneg", "llvm.fcmp")):
+        return True
+    if name.startswith("llvm.intr."):
+        return not any(word in name for word in _MEMORY_INTRINSICS)
+    if name in ("llvm.add", "llvm.sub", "llvm.mul", "llvm.and", "llvm.or", "llvm.xor", "llvm.shl", "llvm.ashr",
+                "llvm.lshr", "llvm.sext", "llvm.zext", "llvm.trunc", "llvm.icmp", "llvm.select"):
+        return any(isinstance(result.type, ir.VectorType) for result in op.results)
+    return False
+
+
 def _annotate_back_edges(function: ir.Operation, annotation: ir.Attribute) -> int:
-    """Set ``annotation`` on every branch of ``function`` to a block at or before its own;
-    returns how many. Branches already annotated keep their annotation."""
+    """Set ``annotation`` on every branch of ``function`` to a block at or before its own
+    whose loop (the blocks from that one to the branch's, as ``convert-scf-to-cf`` lays
+    them out) only moves memory; returns how many. A loop that computes (a kernel with no
+    thread level runs inside the entry) keeps LLVM's unrolling: with every loop rolled,
+    SqueezeNet ran 1.07x and Inception-v1 1.03x slower. Branches already annotated keep
+    their annotation."""
     blocks = list(function.regions[0].blocks)
     index = {block: position for position, block in enumerate(blocks)}
+    computes = [any(_computes(op.operation) for op in block.operations) for block in blocks]
     annotated = 0
     for position, block in enumerate(blocks):
         operations = block.operations
@@ -53,7 +79,8 @@ def _annotate_back_edges(function: ir.Operation, annotation: ir.Attribute) -> in
         terminator = operations[len(operations) - 1].operation
         if terminator.name not in _BRANCHES or LOOP_ANNOTATION in terminator.attributes:
             continue
-        if any(index[successor] <= position for successor in terminator.successors):
+        headers = [index[successor] for successor in terminator.successors if index[successor] <= position]
+        if headers and not any(computes[min(headers):position + 1]):
             terminator.attributes[LOOP_ANNOTATION] = annotation
             annotated += 1
     return annotated

@@ -68,3 +68,46 @@ llvm.func @only_entry(%n: i64) {
 ^bb3:
   llvm.return
 }
+
+// -----
+
+// A loop of the entry that computes (a kernel with no thread level runs inside the entry)
+// keeps LLVM's unrolling; the copy loop beside it is rolled.
+// CHECK-LABEL: llvm.func @serial_kernel_in_entry
+// CHECK: llvm.fmul
+// CHECK-NOT: loop_annotation
+// CHECK: llvm.br ^bb1(%{{.*}} : i64)
+// CHECK: llvm.store
+// CHECK: llvm.br ^bb4(%{{.*}} : i64) {loop_annotation =
+llvm.func @helper() attributes {sym_visibility = "private"} {
+  llvm.return
+}
+llvm.func @serial_kernel_in_entry(%p: !llvm.ptr, %n: i64) {
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  %one = llvm.mlir.constant(1 : i64) : i64
+  llvm.br ^bb1(%zero : i64)
+^bb1(%i: i64):
+  %more = llvm.icmp "slt" %i, %n : i64
+  llvm.cond_br %more, ^bb2, ^bb3
+^bb2:
+  %address = llvm.getelementptr %p[%i] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+  %x = llvm.load %address : !llvm.ptr -> f32
+  %y = llvm.fmul %x, %x : f32
+  llvm.store %y, %address : f32, !llvm.ptr
+  %next = llvm.add %i, %one : i64
+  llvm.br ^bb1(%next : i64)
+^bb3:
+  llvm.br ^bb4(%zero : i64)
+^bb4(%j: i64):
+  %again = llvm.icmp "slt" %j, %n : i64
+  llvm.cond_br %again, ^bb5, ^bb6
+^bb5:
+  %target = llvm.getelementptr %p[%j] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+  %zero_f = llvm.mlir.constant(0.0 : f32) : f32
+  llvm.store %zero_f, %target : f32, !llvm.ptr
+  %step = llvm.add %j, %one : i64
+  llvm.br ^bb4(%step : i64)
+^bb6:
+  llvm.call @helper() : () -> ()
+  llvm.return
+}
