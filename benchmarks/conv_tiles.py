@@ -23,17 +23,16 @@ import argparse
 import os
 import sys
 import time
-import warnings
 
 os.environ.setdefault("TILECRAFT_NUM_THREADS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import numpy as np  # noqa: E402
 
-import tilecraft  # noqa: E402
 from tilecraft.ir import conv as ir_conv  # noqa: E402
 from tilecraft.schedule import conv_plan  # noqa: E402
 from tilecraft.schedule.op_schedule import largest_divisor, vector_tile  # noqa: E402
+from rule_builds import builds_under_rules, one_thread_session  # noqa: E402
 
 
 def _divisor_conv_register_tile(width, out_channels, in_channels, lanes, registers, heavy_pointwise):
@@ -105,20 +104,8 @@ def _cpu_ms(fn, calls: int) -> float:
 
 
 def run(name: str, model, feeds: dict, flops: int, labels: list[str], blocks: int, calls: int) -> str:
-    import onnxruntime as ort
-
-    builds = {}
-    for label in labels:
-        _rules(RULES[label])
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # a schedule falling back to scalar loops
-                builds[label] = tilecraft.compile(model, cache=False)
-        finally:
-            _rules(NEW)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    builds = builds_under_rules(model, {label: RULES[label] for label in labels}, _rules, NEW)
+    session = one_thread_session(model)
     expected = session.run(None, feeds)[0]
     for label, module in builds.items():
         got = module(**feeds)

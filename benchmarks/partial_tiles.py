@@ -17,16 +17,15 @@ import argparse
 import os
 import sys
 import time
-import warnings
 
 os.environ.setdefault("TILECRAFT_NUM_THREADS", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "graph"))
 
 import numpy as np  # noqa: E402
 
-import tilecraft  # noqa: E402
 from tilecraft.schedule import matmul_plan  # noqa: E402
 from tilecraft.schedule.op_schedule import largest_divisor  # noqa: E402
+from rule_builds import builds_under_rules, one_thread_session  # noqa: E402
 
 PEELED = (matmul_plan.matmul_rows_tile, matmul_plan.matmul_register_rows)
 DIVISOR = (lambda rows, cap: largest_divisor(rows, cap),
@@ -66,21 +65,9 @@ def _cpu_ms(fn, calls: int) -> float:
 
 
 def run(name: str, model, flops: int, rows: int, blocks: int, calls: int) -> str:
-    import onnxruntime as ort
-
     x = np.random.default_rng(1).standard_normal((rows, 768)).astype(np.float32)
-    builds = {}
-    for label, rules in (("divisor", DIVISOR), ("peeled", PEELED)):
-        _rules(rules)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # a schedule falling back to scalar loops
-                builds[label] = tilecraft.compile(model, cache=False)
-        finally:
-            _rules(PEELED)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    builds = builds_under_rules(model, {"divisor": DIVISOR, "peeled": PEELED}, _rules, PEELED)
+    session = one_thread_session(model)
     feed = {session.get_inputs()[0].name: x}
     calls_of = {label: (lambda m=module: m(x)) for label, module in builds.items()}
     calls_of["onnxruntime"] = lambda: session.run(None, feed)
