@@ -647,9 +647,12 @@ def c_pipeline(*, opt_level: int = 0, openmp: bool = False) -> Pipeline:
                "canonicalize", C_OUT_PARAMS),
               "tensors to buffers; results as output arguments"),
         Stage("loops",
-              ("linalg-generalize-named-ops", C_INNER_PARALLEL, "convert-linalg-to-loops", "fold-memref-alias-ops", "lower-affine", "arith-expand",
+              # scf.forall: the row bands of a grouped convolution (ir/conv.py) are built
+              # as one; C runs them in order.
+              ("func.func(scf-forall-to-for)", "linalg-generalize-named-ops", C_INNER_PARALLEL,
+               "convert-linalg-to-loops", "fold-memref-alias-ops", "lower-affine", "arith-expand",
                "canonicalize", "cse"),
-              "linalg to loops; views folded into indices; affine to arith"),
+              "parallel bands and linalg to loops; views folded into indices; affine to arith"),
         Stage("workspace", (C_PLAN_WORKSPACE,),
               "buffers into one planned workspace, weights as arguments"),
         Stage("emitc", (C_SIGNED_INDEX, C_MATH_TO_LIBM, C_OUTLINE_NESTS, "canonicalize",

@@ -82,14 +82,16 @@ def test_crashing_and_hanging_candidates_fail_and_the_runner_recovers(task):
 
 
 def test_a_script_the_interpreter_rejects_is_a_build_error(task):
-    # A register tile wider than its thread tile: each knob value is in the space, but the
-    # point is invalid (tuners never propose it), and its clamped tiles do not vectorize.
+    # A register tile wider than its thread tile, with B packed: each knob value is in the
+    # space, but the point is invalid (tuners never propose it). Its columns' register tile
+    # is peeled (the space peels a tile that does not divide its loop), and the packing of
+    # B per register tile does not apply to the peeled loop.
     space = space_for(task, TARGET)
     values = {knob.name: knob.values for knob in space.knobs}
     widest = max(values["reg_n"])  # 64 lanes with 512-bit vectors, 32 with 256-bit ones
     narrower = max(v for v in values["par_n"] if 0 < v < widest)
     # Rows of whole register tiles (a peeled partial tile would be another script).
-    config = {**space.default(), "par_m": 16, "reg_m": 4, "par_n": narrower, "reg_n": widest}
+    config = {**space.default(), "par_m": 16, "reg_m": 4, "par_n": narrower, "reg_n": widest, "pack_b": 1}
     assert not space.is_valid(config)
     with LocalRunner(RunnerOptions(timeout=60, repeat=1, min_repeat_ms=1)) as runner:
         result = runner.measure(_job(task, space.validate(config)))
