@@ -55,21 +55,8 @@ class ScheduleProbe:
         self.planning = self.applying = self.counting = 0.0
         plan_module, apply_schedule = self._passes
 
-        def timed_plan(*args, **kwargs):
-            started = _cpu()
-            try:
-                return plan_module(*args, **kwargs)
-            finally:
-                self.planning += _cpu() - started
-
-        def timed_schedule(*args, **kwargs):
-            started = _cpu()
-            try:
-                return apply_schedule(*args, **kwargs)
-            finally:
-                self.applying += _cpu() - started
-
-        apply.plan_module, apply.apply_schedule = timed_plan, timed_schedule
+        apply.plan_module = self._adding_cpu_to("planning", plan_module)
+        apply.apply_schedule = self._adding_cpu_to("applying", apply_schedule)
         self._copy = self._run = self._restore = 0.0
         self._sequence_ops = 0
         scratch_copy, apply_named_sequence, restore = self._original
@@ -100,6 +87,16 @@ class ScheduleProbe:
             self.calls[-1] = (name, ops, copy, run, _cpu() - started)
 
         apply.scratch_copy, interpreter.apply_named_sequence, apply.restore = timed_copy, timed_apply, timed_restore
+
+    def _adding_cpu_to(self, attribute: str, function):
+        """``function``, adding the CPU seconds of each call to ``self.<attribute>``."""
+        def timed(*args, **kwargs):
+            started = _cpu()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                setattr(self, attribute, getattr(self, attribute) + _cpu() - started)
+        return timed
 
     def close(self) -> None:
         self._apply.scratch_copy, self._interpreter.apply_named_sequence, self._apply.restore = self._original
