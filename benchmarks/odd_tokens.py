@@ -5,12 +5,15 @@ alternating in blocks, one thread unless ``--threads``.
     .venv/bin/python benchmarks/odd_tokens.py --models vit_b16 --blocks 7
     .venv/bin/python benchmarks/odd_tokens.py --mlp 197 --blocks 9     # the ViT's MLP block alone
 
-Variants (``--variants``, comma-separated ``K:ROWS``):
+Variants (``--variants``, comma-separated ``K:ROWS[:COLS]``):
   K     ``split``: a K cache block over several K loops (schedule/matmul_plan.py
         ``reduction_block``, the default); ``former``: none (``SPLIT_K_BLOCKS = False``);
   ROWS  ``pad``: the graph stage pads rows with no register tile of at least half the cap
         (pipelines/graph/padded_extents.py ``PAD_ROWS``, the former default); ``nopad``:
-        never, every partial tile peeled (the default).
+        never, every partial tile peeled (the default);
+  COLS  ``peel``: whole-vector column tiles, the last partial one peeled, where no multiple
+        of the lanes divides N (schedule/matmul_plan.py ``PEEL_COLUMNS``, the default);
+        ``former``: N's widest power-of-two part (one lane for an odd N).
 
 Contractions alone (``--gemms``, comma-separated ``MxNxK`` or ``BxMxNxK`` for a batched
 matmul, C = A[(B,) M, K] B[(B,) K, N]): the default plan with whole-vector column tiles and
@@ -56,14 +59,15 @@ def _build(model_bytes: bytes, variant: str):
     from tilecraft.pipelines.graph import padded_extents
     from tilecraft.schedule import matmul_plan
 
-    k_rule, rows_rule = variant.split(":")
-    saved = matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS
+    k_rule, rows_rule, *columns_rule = variant.split(":")
+    saved = matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS, matmul_plan.PEEL_COLUMNS
     matmul_plan.SPLIT_K_BLOCKS = k_rule == "split"
     padded_extents.PAD_ROWS = rows_rule == "pad"
+    matmul_plan.PEEL_COLUMNS = columns_rule != ["former"]
     try:
         return tilecraft.compile(onnx.load_from_string(model_bytes), CompileOptions(cache=False))
     finally:
-        matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS = saved
+        matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS, matmul_plan.PEEL_COLUMNS = saved
 
 
 def _gemm_text(dims: list[int]) -> str:

@@ -152,7 +152,7 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
     if columns_peeled:
-        thread[n] = peeled_column_block(nest.ranges[n], cols, register[n], lanes)
+        thread[n] = peeled_column_block(nest.ranges[n], cols, register[n])
     else:
         thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
     panels = weight_panel_dims(nest)
@@ -176,15 +176,23 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # not the weights), then more row tasks. A column task is cut into divisors of itself,
     # so task boundaries stay where they were (every 256 columns): a consumer that slices
     # the result (a fused Q/K/V projection split into Q, K and V) still reads whole tasks.
-    while tasks() < 2 * threads and thread[col_loop] > col_unit:
-        narrower = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
-        if narrower < col_unit:  # peeled columns: a task keeps at least one whole tile
-            break
-        thread[col_loop] = narrower
+    def narrow_columns() -> None:
+        while tasks() < 2 * threads and thread[col_loop] > col_unit:
+            narrower = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
+            if narrower < col_unit:  # peeled columns: a task keeps at least one whole tile
+                break
+            thread[col_loop] = narrower
+
+    # Peeled columns split rows first: each column task peels its own partial tile, and
+    # narrow ones ran slower (peeled_column_block).
+    if not columns_peeled:
+        narrow_columns()
     if tasks() < 2 * threads:
         # thread_chunk's tasks are multiples of its unit, which must divide M.
         unit = register[m] if not peeled else largest_divisor(nest.ranges[m], register[m])
         thread[m] = whole_row_tasks(nest.ranges[m], thread_chunk(nest.ranges[m], unit, threads), register[m])
+    if columns_peeled:
+        narrow_columns()
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -229,23 +237,36 @@ def peels_columns(columns: int, lanes: int) -> bool:
 
 
 def peeled_column_tile(columns: int, lanes: int) -> int:
-    """A peeled register tile's columns: ``_MATMUL_REGISTER_VECTORS`` whole vectors, or as
-    many as N holds (its rows then come from the register file, ``matmul_register_rows``:
-    6 rows x 2 vectors on AVX2, 8 x 2 on AVX-512)."""
-    return lanes * max(1, min(_MATMUL_REGISTER_VECTORS, columns // lanes))
+    """A peeled register tile's columns: ``_MATMUL_REGISTER_VECTORS`` whole vectors where
+    the partial last tile is at most one vector wide, else one vector (its rows then come
+    from the register file, ``matmul_register_rows``: 6 x 2 vectors or 8 x 1 on AVX2).
+    Why: the partial tile is a vector of its odd width, and one wider than a register ran
+    slow: 255 columns as 15 tiles of 16 and a peeled 15 ran about 1.4x the time of 31
+    tiles of 8 and a peeled 7, while 197 keys ran faster as 12 x 16 + 5 than as
+    24 x 8 + 5 (docs/performance.md, "Odd-N contractions and AVX2 attention")."""
+    wide = lanes * _MATMUL_REGISTER_VECTORS
+    return wide if columns >= wide and columns % wide <= lanes else lanes
 
 
-def peeled_column_block(columns: int, limit: int, tile: int, lanes: int) -> int:
+# Peeled column blocks may exceed the B block's L2 share (``plan_contraction``'s task
+# columns) up to this factor: each block peels its own partial tile, and 517 columns in
+# blocks of 47 (two 16-column tiles and a peeled 15) ran 3.5x slower than all 517 in one
+# block (32 tiles and a peeled 5), whose B block (251 x 517 f32, 519 KB) overflows the share.
+_PEELED_BLOCK_L2_SLACK = 4
+
+
+def peeled_column_block(columns: int, limit: int, tile: int) -> int:
     """Columns per task (or column block) of a contraction whose column tiles are peeled:
-    the divisor of N (task shapes stay static; none is a multiple of the lanes) holding at
-    least one whole ``tile``, at most ``limit`` (the B block's L2 share), whose vectors have
-    the fewest idle lanes, the widest on a tie (255: all 255, not 85; 517 = 11 x 47: 47;
-    GPT-2's vocabulary 50257 = 29 x 1733: 29, 16 columns and a peeled 13). Where no divisor
-    in that range exists, the smallest one above it (N itself for a prime)."""
-    fitting = [d for d in range(tile, min(columns, max(limit, tile)) + 1) if columns % d == 0]
+    the widest divisor of N (task shapes stay static; none is a multiple of the lanes)
+    holding at least one whole ``tile``, at most ``_PEELED_BLOCK_L2_SLACK`` x ``limit``
+    (the B block's L2 share): 255, 517 and 197 stay whole; GPT-2's vocabulary 50257 =
+    29 x 1733 takes 29 (16 columns and a peeled 13). Where no divisor in that range exists,
+    the smallest one above it (N itself for a prime)."""
+    bound = min(columns, max(limit * _PEELED_BLOCK_L2_SLACK, tile))
+    fitting = [d for d in range(tile, bound + 1) if columns % d == 0]
     if not fitting:
         return next(d for d in range(tile, columns + 1) if columns % d == 0)
-    return max(fitting, key=lambda d: (d / (-(-d // lanes) * lanes), d))
+    return fitting[-1]
 
 
 def reduction_block(nest: LoopNest, k_dims: tuple[int, ...], sliver_limit: int

@@ -37,39 +37,43 @@ def test_columns_are_peeled_only_where_no_multiple_of_the_lanes_divides_n(column
     assert peels_columns(columns, lanes) is expected
 
 
-@pytest.mark.parametrize("columns, lanes, tile", [(255, 8, 16), (9, 8, 8), (20, 8, 16), (1000, 16, 32),
-                                                  (17, 16, 16)])
+@pytest.mark.parametrize("columns, lanes, tile", [
+    (197, 8, 16),    # 12 x 16 and a peeled 5: two vectors, the remainder within one
+    (517, 8, 16),    # 32 x 16 + 5
+    (255, 8, 8),     # 15 x 16 + 15 would leave a remainder wider than a register: 31 x 8 + 7
+    (9, 8, 8), (20, 8, 16), (1000, 16, 32), (17, 16, 16),
+])
 def test_a_peeled_column_tile_is_whole_vectors(columns, lanes, tile):
     assert peeled_column_tile(columns, lanes) == tile
 
 
 @pytest.mark.parametrize("columns, limit, tile, expected", [
-    (255, 256, 16, 255),     # all of it: 255 of 256 lanes busy (85 would leave 3 of 88 idle)
-    (517, 256, 16, 47),      # 11 x 47: 47 columns, 2 tiles of 16 and a peeled 15
-    (50257, 256, 16, 29),    # 29 x 1733: 16 columns and a peeled 13
+    (255, 256, 8, 255),      # all of it
+    (517, 256, 16, 517),     # 11 x 47: one block, not 11 blocks of 47 that each peel 15
+    (50257, 256, 16, 29),    # 29 x 1733, 1733 beyond 4x the limit: 16 columns and a peeled 13
     (197, 256, 16, 197),     # a prime: one block
-    (1009, 256, 16, 1009),   # a prime above the limit: still one block, never a 1-column one
+    (2062, 256, 16, 1031),   # 2 x 1031: no divisor in range, the smallest holding a tile
     (34, 256, 16, 34),
 ])
 def test_column_blocks_divide_n_and_hold_a_whole_tile(columns, limit, tile, expected):
-    block = peeled_column_block(columns, limit, tile, 8)
+    block = peeled_column_block(columns, limit, tile)
     assert block == expected and columns % block == 0 and block >= tile
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_avx2_peels_the_columns_of_255(threads):
     plan = _plan(mt.matmul(255, 255, 255), 256, threads)
-    assert plan.register_tiles[:2] == (6, 16)  # 6 rows x 2 vectors, not 8 rows x 1 column
-    assert plan.peeled_loops == (0, 1)          # 255 = 42 x 6 + 3 rows, 15 x 16 + 15 columns
-    assert not plan.packed_operands             # packing copies whole tiles only
-    if plan.thread_tiles:
-        assert 255 % plan.thread_tiles[1] == 0 and plan.thread_tiles[1] >= 16
+    assert plan.register_tiles[:2] == (8, 8)   # 8 rows x 1 vector, not 8 rows x 1 column
+    assert plan.peeled_loops == (0, 1)         # 255 = 31 x 8 + 7 rows and columns
+    assert not plan.packed_operands            # packing copies whole tiles only
+    if plan.thread_tiles:  # rows split first: every task keeps all columns
+        assert plan.thread_tiles[1] == 255 and 255 % plan.thread_tiles[0] == 0
 
 
-def test_avx2_column_blocks_of_517_are_divisors():
+def test_avx2_keeps_the_517_columns_in_one_block():
     plan = _plan(mt.matmul(333, 517, 251), 256)
-    assert plan.register_tiles[1] == 16 and 1 in plan.peeled_loops
-    assert plan.cache_tiles[1] == 47  # one thread: the column block, 11 x 47 columns
+    assert plan.register_tiles[:2] == (6, 16) and plan.peeled_loops == (0, 1)
+    assert not plan.cache_tiles or not plan.cache_tiles[1]  # no column block of 47
 
 
 def test_avx512_peels_whole_zmm_columns():
@@ -112,7 +116,7 @@ def _compile(text: str):
     (12, 37, 20),   # columns peeled: 2 x 16 + 5, rows whole (6 divides 12)
     (13, 37, 20),   # rows and columns peeled
     (31, 9, 197),   # one whole vector and a 1-column remainder; a prime K
-    (40, 255, 17),  # 255 = 15 x 16 + 15
+    (40, 255, 17),  # 255 = 31 x 8 + 7
 ])
 def test_peeled_columns_match_numpy(monkeypatch, rand, threads, m, n, k):
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", threads)

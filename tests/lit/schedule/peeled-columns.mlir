@@ -33,13 +33,15 @@ func.func @columns_37(%a: tensor<24x16xf32>, %b: tensor<16x37xf32>) -> tensor<24
 
 // -----
 
-// Attention-shaped scores, 2 heads x 29 queries x 29 keys (a prime) over 16, AVX2: rows and
-// columns both peeled, so four static tiles per head: 6 x 16, 6 x 13, 5 x 16 and 5 x 13.
+// Attention-shaped scores, 2 heads x 29 queries x 29 keys (a prime) over 16, AVX2: a
+// 16-column tile would leave a 13-column remainder, wider than a register, so the tile is
+// one vector (8 x 8: 3 x 8 + 5 columns and rows). Rows and columns are both peeled: four
+// static tiles per head, 8 x 8, 8 x 5, 5 x 8 and 5 x 5.
 // CHECK-LABEL: func.func @scores_29
-// CHECK: into vector<1x6x16xf32>
-// CHECK: into vector<1x6x13xf32>
-// CHECK: into vector<1x5x16xf32>
-// CHECK: into vector<1x5x13xf32>
+// CHECK: into vector<1x8x8xf32>
+// CHECK: into vector<1x8x5xf32>
+// CHECK: into vector<1x5x8xf32>
+// CHECK: into vector<1x5x5xf32>
 // CHECK-NOT: linalg.batch_matmul
 // CHECK: return
 func.func @scores_29(%q: tensor<2x29x16xf32>, %kt: tensor<2x16x29xf32>) -> tensor<2x29x29xf32> {
