@@ -5,7 +5,7 @@ alternating in blocks, one thread unless ``--threads``.
     .venv/bin/python benchmarks/odd_tokens.py --models vit_b16 --blocks 7
     .venv/bin/python benchmarks/odd_tokens.py --mlp 197 --blocks 9     # the ViT's MLP block alone
 
-Variants (``--variants``, comma-separated ``K:ROWS[:COLS]``):
+Variants (``--variants``, comma-separated ``K:ROWS[:COLS[:LANES]]``):
   K     ``split``: a K cache block over several K loops (schedule/matmul_plan.py
         ``reduction_block``, the default); ``former``: none (``SPLIT_K_BLOCKS = False``);
   ROWS  ``pad``: the graph stage pads rows with no register tile of at least half the cap
@@ -13,7 +13,9 @@ Variants (``--variants``, comma-separated ``K:ROWS[:COLS]``):
         never, every partial tile peeled (the default);
   COLS  ``peel``: whole-vector column tiles, the last partial one peeled, where no multiple
         of the lanes divides N (schedule/matmul_plan.py ``PEEL_COLUMNS``, the default);
-        ``former``: N's widest power-of-two part (one lane for an odd N).
+        ``former``: N's widest power-of-two part (one lane for an odd N);
+  LANES the fused attention kernel's f32 lanes (default: the target's
+        ``attention_lanes``, 8 on AVX2; 16 was the former choice there).
 
 Contractions alone (``--gemms``, comma-separated ``MxNxK`` or ``BxMxNxK`` for a batched
 matmul, C = A[(B,) M, K] B[(B,) K, N]): the default plan with whole-vector column tiles and
@@ -59,15 +61,20 @@ def _build(model_bytes: bytes, variant: str):
     from tilecraft.pipelines.graph import padded_extents
     from tilecraft.schedule import matmul_plan
 
-    k_rule, rows_rule, *columns_rule = variant.split(":")
-    saved = matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS, matmul_plan.PEEL_COLUMNS
+    from tilecraft.pipelines.target import Target
+
+    k_rule, rows_rule, *rest = variant.split(":")
+    saved = matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS, matmul_plan.PEEL_COLUMNS, Target.attention_lanes
     matmul_plan.SPLIT_K_BLOCKS = k_rule == "split"
     padded_extents.PAD_ROWS = rows_rule == "pad"
-    matmul_plan.PEEL_COLUMNS = columns_rule != ["former"]
+    matmul_plan.PEEL_COLUMNS = rest[:1] != ["former"]
+    if len(rest) > 1:  # this process's builds only; restored below
+        Target.attention_lanes = property(lambda self, lanes=int(rest[1]): lanes)
     try:
         return tilecraft.compile(onnx.load_from_string(model_bytes), CompileOptions(cache=False))
     finally:
-        matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS, matmul_plan.PEEL_COLUMNS = saved
+        (matmul_plan.SPLIT_K_BLOCKS, padded_extents.PAD_ROWS, matmul_plan.PEEL_COLUMNS,
+         Target.attention_lanes) = saved
 
 
 def _gemm_text(dims: list[int]) -> str:
