@@ -229,10 +229,11 @@ def peels_columns(columns: int, lanes: int) -> bool:
     """Whether a contraction's ``columns`` (N) take whole ``lanes``-wide vectors with the
     last, partial column tile peeled: where no multiple of the lanes divides N and N holds
     at least one whole vector. Why: the divisor rule took N's widest power-of-two part, one
-    lane for an odd N: 255^3, 333 x 517 x 251 and the ViT's 12 x 197 x 64 x 197 scores ran
+    lane for an odd N: 255^3, 333 x 517 x 251 and the ViT's 12-head 197 x 197 scores ran
     as 8 x 1 scalar-column tiles at 10-18 GFLOPS where tuned schedules with peeled vector
-    columns reached 100-120 (docs/performance.md, "Odd-N contractions"). Not where the
-    lanes divide N: those plans are unchanged."""
+    columns reached 100-120, and peeled defaults ran them 4-5x faster (docs/performance.md,
+    "Odd-N contractions and AVX2 attention"). Not where the lanes divide N: those plans
+    are unchanged."""
     return PEEL_COLUMNS and columns > lanes and columns % lanes != 0
 
 
@@ -259,9 +260,10 @@ def peeled_column_block(columns: int, limit: int, tile: int) -> int:
     """Columns per task (or column block) of a contraction whose column tiles are peeled:
     the widest divisor of N (task shapes stay static; none is a multiple of the lanes)
     holding at least one whole ``tile``, at most ``_PEELED_BLOCK_L2_SLACK`` x ``limit``
-    (the B block's L2 share): 255, 517 and 197 stay whole; GPT-2's vocabulary 50257 =
-    29 x 1733 takes 29 (16 columns and a peeled 13). Where no divisor in that range exists,
-    the smallest one above it (N itself for a prime)."""
+    (the B block's L2 share): 255, 517 and 197 stay whole; a vocabulary of 50257 =
+    29 x 1733 takes 29 (16 columns and a peeled 13: a remainder wider than a register,
+    which ``peeled_column_tile`` judges from N alone; not measured). Where no divisor in
+    that range exists, the smallest one above it (N itself for a prime)."""
     bound = min(columns, max(limit * _PEELED_BLOCK_L2_SLACK, tile))
     fitting = [d for d in range(tile, bound + 1) if columns % d == 0]
     if not fitting:
