@@ -14,11 +14,12 @@ Run op by op, S, X, E and P are each B x M x N floats written and read back: for
 (12 x 128 x 128) 786 KB each, four round trips through L2 per layer for a computation whose
 inputs are 3 x 393 KB. This pass replaces the whole pattern by a call of a generated kernel
 (one per site; identical ones are merged before LLVM) that keeps S in registers, in vectors
-of L f32 lanes (the pass option ``lanes``, the target's: 16 on every CPU target):
+of L f32 lanes (the pass option ``lanes``, the target's: 16 with AVX-512, 8 on AVX2):
 
 * ``scf.forall`` over (B, row blocks of the queries), about two tasks per thread;
-* per register tile of ``ROWS`` query rows, a loop over blocks of KB keys (one of
-  ``KEY_BLOCKS``) carrying each row's output accumulators (Dv / L vectors), running max
+* per register tile of ``ROWS`` query rows (on AVX2, as many as 16 registers hold:
+  ``AttentionShape.tile_rows``), a loop over blocks of KB keys (one of ``KEY_BLOCKS``,
+  ``NARROW_KEY_BLOCKS`` on AVX2) carrying each row's output accumulators (Dv / L vectors), running max
   ``m`` and running sum ``l``:
 
   - ``S`` tile = Q rows x K^T block (one broadcast of Q per row and d, KB / L loads of K^T);
@@ -84,8 +85,8 @@ from .vector_bodies import clonable_body, clone_body, declared_function, is_all_
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
 KERNEL_PREFIX = "tilecraft_attention"
 # f32 lanes of the kernel's vectors unless the pass is told the target's (``lanes``): 16, a
-# 512-bit vector, on every CPU target (AVX2 too: the 4 x 4 tile of 16-lane vectors was
-# measured with it). Each of KEY_BLOCKS must be a multiple of it.
+# 512-bit vector (the 4 x 4 tile of 16-lane vectors was measured with it); AVX2 targets
+# pass 8 (``Target.attention_lanes``). Each key block must be a multiple of it.
 LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
