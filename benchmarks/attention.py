@@ -11,6 +11,15 @@ Cases (ONNX models as transformers export them, 4-D [batch, heads, seq, 64]):
 * ``causal``: the same with a constant [seq, seq] mask of -inf above the diagonal;
 * ``bert layer``: end_to_end.py's BERT-base encoder layer (projections, attention, FFN).
 
+``--lanes 16,8,0`` instead: one attention layer built with the fused kernel's vectors of each
+width (0: the unfused ops) in this process (the pass option ``lanes``; 8 gives AVX2's tile,
+``AttentionShape.tile_rows``), beside onnxruntime, one thread, process CPU time per call in
+alternating blocks; ``--mask none`` is a ViT's attention (scale and softmax only):
+
+    .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 197 --mask none
+    .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 49 --batch 64 --heads 3 --head-dim 32 --mask none
+    .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 128 --mask causal
+
 Printed per case: the largest difference from onnxruntime, milliseconds per call (calls
 alternate, end_to_end.alternating, this machine's threads for every engine) and the ratios
 (> 1: tilecraft's fused build is faster). No thresholds: figures are quoted in notes.
@@ -38,22 +47,23 @@ from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS  # no
 HEAD_DIM = 64
 
 
-def attention_model(batch: int, heads: int, seq: int, causal: bool) -> onnx.ModelProto:
-    """Q, K, V [batch, heads, seq, 64] -> attention output, with a padding-mask input or a
-    constant causal mask."""
-    shape = [batch, heads, seq, HEAD_DIM]
+def attention_model(batch: int, heads: int, seq: int, causal: bool, head_dim: int = HEAD_DIM,
+                    masked: bool = True) -> onnx.ModelProto:
+    """Q, K, V [batch, heads, seq, head_dim] -> attention output, with a padding-mask input
+    or a constant causal mask (or, ``masked=False``, none)."""
+    shape = [batch, heads, seq, head_dim]
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("q", "k", "v")]
-    inits = [numpy_helper.from_array(np.array(1.0 / np.sqrt(HEAD_DIM), np.float32), "scale")]
+    inits = [numpy_helper.from_array(np.array(1.0 / np.sqrt(head_dim), np.float32), "scale")]
     if causal:
         mask = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
         inits.append(numpy_helper.from_array(mask, "mask"))
-    else:
+    elif masked:
         inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [batch, 1, 1, seq]))
     nodes = [
         helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
         helper.make_node("MatMul", ["q", "kt"], ["s"]),
-        helper.make_node("Mul", ["s", "scale"], ["ss"]),
-        helper.make_node("Add", ["ss", "mask"], ["sm"]),
+        helper.make_node("Mul", ["s", "scale"], ["ss" if causal or masked else "sm"]),
+        *([helper.make_node("Add", ["ss", "mask"], ["sm"])] if causal or masked else []),
         helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
         helper.make_node("MatMul", ["p", "v"], ["y"]),
     ]
@@ -80,7 +90,7 @@ def unfused(model: onnx.ModelProto) -> "tilecraft.CompiledModule":
     pipeline = cpu_pipeline("llvm", opt_level=3)
     simplify = pipeline.stage("simplify")
     pipeline = pipeline.replace("simplify", [p for p in simplify.passes if not p.startswith(FUSE_ATTENTION_PASS)])
-    return tilecraft.compile(model, CompileOptions(pipeline=pipeline))
+    return tilecraft.compile(model, CompileOptions(pipeline=pipeline, cache=False))
 
 
 def torch_runner(feeds: dict[str, np.ndarray], causal: bool):
@@ -115,13 +125,68 @@ def compare(label: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], re
                            if name != "tilecraft fused"))
 
 
+def with_lanes(model: onnx.ModelProto, lanes: int) -> "tilecraft.CompiledModule":
+    """tilecraft's build with the fused kernel's vectors ``lanes`` f32 wide."""
+    pipeline = cpu_pipeline("llvm", opt_level=3)
+    simplify = pipeline.stage("simplify")
+    passes = [f"{FUSE_ATTENTION_PASS}{{num-threads=1 lanes={lanes}}}" if p.startswith(FUSE_ATTENTION_PASS) else p
+              for p in simplify.passes]
+    return tilecraft.compile(model, CompileOptions(pipeline=pipeline.replace("simplify", passes), cache=False))
+
+
+def compare_lanes(model: onnx.ModelProto, feeds: dict[str, np.ndarray], lanes: list[int], blocks: int,
+                  calls: int) -> None:
+    """Builds of one attention at each vector width, one thread, alternating blocks of
+    ``calls`` calls with onnxruntime's; process CPU time."""
+    import time
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)[0]
+    runners = {}
+    for width in lanes:
+        module = with_lanes(model, width) if width else unfused(model)
+        assert ("call @tilecraft_attention" in module.ir("simplify")) == bool(width), "fused or not as asked"
+        got = module(**feeds)
+        got = got[0] if isinstance(got, (tuple, list)) else got
+        print(f"  {f'lanes {width}' if width else 'unfused'}: max |tilecraft - onnxruntime| "
+              f"{float(np.abs(got - expected).max()):.2e}")
+        runners[f"lanes {width}" if width else "unfused"] = lambda m=module: m(**feeds)
+    runners["onnxruntime"] = lambda: session.run(None, feeds)
+    times: dict[str, list[float]] = {label: [] for label in runners}
+    for _ in range(blocks):
+        for label, fn in runners.items():
+            start = time.process_time()
+            for _ in range(calls):
+                fn()
+            times[label].append((time.process_time() - start) / calls * 1e3)
+    base = float(np.median(times["onnxruntime"]))
+    for label, samples in times.items():
+        median = float(np.median(samples))
+        print(f"    {label:<12} median {median:8.3f} ms (min {min(samples):8.3f}), {median / base:.2f}x onnxruntime")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--no-layer", action="store_true", help="skip the whole BERT layer")
+    parser.add_argument("--lanes", default="", help="vector widths to A/B (e.g. 16,8; 0: unfused), one thread")
+    parser.add_argument("--mask", choices=("padding", "causal", "none"), default="padding", help="with --lanes")
+    parser.add_argument("--batch", type=int, default=1, help="with --lanes")
+    parser.add_argument("--head-dim", type=int, default=HEAD_DIM, help="with --lanes")
+    parser.add_argument("--calls", type=int, default=5, help="calls per timed block, with --lanes")
     args = parser.parse_args()
+    if args.lanes:
+        os.environ["TILECRAFT_NUM_THREADS"] = "1"
+        model = attention_model(args.batch, args.heads, args.seq, args.mask == "causal", args.head_dim,
+                                args.mask != "none")
+        print(f"attention {args.batch} x {args.heads} heads x {args.seq} x {args.head_dim}, mask {args.mask}")
+        compare_lanes(model, feeds_for(model, args.seq, np.random.default_rng(0)),
+                      [int(w) for w in args.lanes.split(",")], args.repeat, args.calls)
+        return
     rng = np.random.default_rng(0)
     for causal in (False, True):
         model = attention_model(1, args.heads, args.seq, causal)

@@ -452,11 +452,12 @@ class Target:
     def attention_lanes(self) -> int:
         """f32 lanes of the fused attention kernel's vectors (pipelines/tensor/fused_attention.py).
 
-        One 512-bit register's worth (16) where the target has them; on narrower targets the
-        kernel keeps 16-lane vectors, which LLVM splits into two 256-bit (or four 128-bit)
-        registers, because its 4x4 register tile was designed and measured at that width and
-        no A/B of a narrower tile has been made yet (docs/architecture.md)."""
-        return max(16, self.vector_bits // 32)
+        One 512-bit register's worth (16) where the target has them; one 256-bit register's
+        (8) on AVX2, where the kernel sizes its tile for 16 registers
+        (``AttentionShape.tile_rows``): 1.3-1.8x faster than 16-lane vectors split in two
+        at 197, 128 (causal) and 49 tokens (docs/performance.md, "Odd-N contractions and
+        AVX2 attention"); 128-bit targets keep 16-lane vectors (not measured)."""
+        return 8 if self.vector_bits == 256 else max(16, self.vector_bits // 32)
 
     @property
     def has_avx512_vnni(self) -> bool:

@@ -113,10 +113,15 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     for d in nest.parallel_dims:
         register[d] = 1
     m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
-    # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with 16
-    # lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran far slower).
-    part = min(lanes, nest.ranges[n] & -nest.ranges[n])
-    register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
+    columns_peeled = peels_columns(nest.ranges[n], lanes)
+    if columns_peeled:
+        register[n] = peeled_column_tile(nest.ranges[n], lanes)
+    else:
+        # Whole vectors, narrower ones where N has no multiple of the lanes: N = 1000 with
+        # 16 lanes gets 8 columns (one 256-bit vector), not 25 (odd-width vectors ran far
+        # slower).
+        part = min(lanes, nest.ranges[n] & -nest.ranges[n])
+        register[n] = accumulator_row(nest.ranges[n], part, _MATMUL_REGISTER_VECTORS * lanes // part, lanes)
     register[m] = matmul_rows_tile(nest.ranges[m], matmul_register_rows(register[n], lanes, registers))
     peeled = nest.ranges[m] % register[m] != 0
     for d in k_dims:
@@ -146,7 +151,10 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                                 register[m])
     panel_cols = caches.l2 // (_MATMUL_PANEL_L2_FRACTION * sliver_k * element_bytes)
     cols = max(min(_MATMUL_TASK_COLS, panel_cols), register[n])
-    thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
+    if columns_peeled:
+        thread[n] = peeled_column_block(nest.ranges[n], cols, register[n])
+    else:
+        thread[n] = largest_divisor(nest.ranges[n], cols, multiple_of=register[n])
     panels = weight_panel_dims(nest)
     # Column blocks, as (loop, register tile): weights packed as panels
     # (pipelines/graph/weight_panels.py) make the columns (panel, column in panel), and a
@@ -168,12 +176,23 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     # not the weights), then more row tasks. A column task is cut into divisors of itself,
     # so task boundaries stay where they were (every 256 columns): a consumer that slices
     # the result (a fused Q/K/V projection split into Q, K and V) still reads whole tasks.
-    while tasks() < 2 * threads and thread[col_loop] > col_unit:
-        thread[col_loop] = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
+    def narrow_columns() -> None:
+        while tasks() < 2 * threads and thread[col_loop] > col_unit:
+            narrower = largest_divisor(thread[col_loop], thread[col_loop] // 2, multiple_of=col_unit)
+            if narrower < col_unit:  # peeled columns: a task keeps at least one whole tile
+                break
+            thread[col_loop] = narrower
+
+    # Peeled columns split rows first: each column task peels its own partial tile, and
+    # narrow ones ran slower (peeled_column_block).
+    if not columns_peeled:
+        narrow_columns()
     if tasks() < 2 * threads:
         # thread_chunk's tasks are multiples of its unit, which must divide M.
         unit = register[m] if not peeled else largest_divisor(nest.ranges[m], register[m])
         thread[m] = whole_row_tasks(nest.ranges[m], thread_chunk(nest.ranges[m], unit, threads), register[m])
+    if columns_peeled:
+        narrow_columns()
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -188,7 +207,7 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     rows_alias = nest.ranges[k] * element_bytes % _L1_WAY_BYTES == 0
     if (len(m_dims) == 1 and nest.operand_dims[:1] == ((*batch, m, k),) and rows_alias
             and sliver_k <= sliver_limit and nest.ranges[m] > register[m]
-            and thread[n] >= 2 * register[n]):
+            and thread[n] >= 2 * register[n] and not columns_peeled):
         outer = [0] * n_loops
         outer[m], register[m] = register[m], 0
         packed = ((0, len(batch) + 2),)
@@ -197,7 +216,59 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       outer_register_tiles=tuple(outer) if outer else None,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True,
-                      peeled_loops=(m,) if peeled else ())
+                      peeled_loops=((m,) if peeled else ()) + ((n,) if columns_peeled else ()))
+
+
+# Whether an N with no multiple of the lanes gets whole-vector column tiles with the last,
+# partial one peeled (``peels_columns``); False restores the former rule (the widest
+# power-of-two part of N: one-lane tiles for an odd N) for benchmarks/odd_tokens.py's A/B.
+PEEL_COLUMNS = True
+
+
+def peels_columns(columns: int, lanes: int) -> bool:
+    """Whether a contraction's ``columns`` (N) take whole ``lanes``-wide vectors with the
+    last, partial column tile peeled: where no multiple of the lanes divides N and N holds
+    at least one whole vector. Why: the divisor rule took N's widest power-of-two part, one
+    lane for an odd N: 255^3, 333 x 517 x 251 and the ViT's 12-head 197 x 197 scores ran
+    as 8 x 1 scalar-column tiles at 10-18 GFLOPS where tuned schedules with peeled vector
+    columns reached 100-120, and peeled defaults ran them 4-5x faster (docs/performance.md,
+    "Odd-N contractions and AVX2 attention"). Not where the lanes divide N: those plans
+    are unchanged."""
+    return PEEL_COLUMNS and columns > lanes and columns % lanes != 0
+
+
+def peeled_column_tile(columns: int, lanes: int) -> int:
+    """A peeled register tile's columns: ``_MATMUL_REGISTER_VECTORS`` whole vectors where
+    the partial last tile is at most one vector wide, else one vector (its rows then come
+    from the register file, ``matmul_register_rows``: 6 x 2 vectors or 8 x 1 on AVX2).
+    Why: the partial tile is a vector of its odd width, and one wider than a register ran
+    slow: 255 columns as 15 tiles of 16 and a peeled 15 ran about 1.4x the time of 31
+    tiles of 8 and a peeled 7, while 197 keys ran faster as 12 x 16 + 5 than as
+    24 x 8 + 5 (docs/performance.md, "Odd-N contractions and AVX2 attention")."""
+    wide = lanes * _MATMUL_REGISTER_VECTORS
+    return wide if columns >= wide and columns % wide <= lanes else lanes
+
+
+# Peeled column blocks may exceed the B block's L2 share (``plan_contraction``'s task
+# columns) up to this factor: each block peels its own partial tile, and 517 columns in
+# blocks of 47 (two 16-column tiles and a peeled 15) ran 3.5x slower than all 517 in one
+# block (32 tiles and a peeled 5), whose B block (251 x 517 f32, 519 KB) overflows the share.
+_PEELED_BLOCK_L2_SLACK = 4
+
+
+def peeled_column_block(columns: int, limit: int, tile: int) -> int:
+    """Columns per task (or column block) of a contraction whose column tiles are peeled:
+    the widest divisor of N (task shapes stay static; none is a multiple of the lanes)
+    holding at least one whole ``tile``, at most ``_PEELED_BLOCK_L2_SLACK`` x ``limit``
+    (the B block's L2 share): 255, 517 and 197 stay whole; a vocabulary of 50257 =
+    29 x 1733 takes 29 (16 columns and a peeled 13: a remainder wider than a register,
+    which ``peeled_column_tile`` judges from N alone; not measured). Where no divisor in
+    that range exists, the smallest one above it (N itself for a prime)."""
+    bound = min(columns, max(limit * _PEELED_BLOCK_L2_SLACK, tile))
+    fitting = [d for d in range(tile, bound + 1) if columns % d == 0]
+    if not fitting:
+        return next(d for d in range(tile, columns + 1) if columns % d == 0)
+    return fitting[-1]
 
 
 def reduction_block(nest: LoopNest, k_dims: tuple[int, ...], sliver_limit: int

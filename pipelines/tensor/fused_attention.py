@@ -14,11 +14,12 @@ Run op by op, S, X, E and P are each B x M x N floats written and read back: for
 (12 x 128 x 128) 786 KB each, four round trips through L2 per layer for a computation whose
 inputs are 3 x 393 KB. This pass replaces the whole pattern by a call of a generated kernel
 (one per site; identical ones are merged before LLVM) that keeps S in registers, in vectors
-of L f32 lanes (the pass option ``lanes``, the target's: 16 on every CPU target):
+of L f32 lanes (the pass option ``lanes``, the target's: 16 with AVX-512, 8 on AVX2):
 
 * ``scf.forall`` over (B, row blocks of the queries), about two tasks per thread;
-* per register tile of ``ROWS`` query rows, a loop over blocks of KB keys (one of
-  ``KEY_BLOCKS``) carrying each row's output accumulators (Dv / L vectors), running max
+* per register tile of ``ROWS`` query rows (on AVX2, as many as 16 registers hold:
+  ``AttentionShape.tile_rows``), a loop over blocks of KB keys (one of ``KEY_BLOCKS``,
+  ``NARROW_KEY_BLOCKS`` on AVX2) carrying each row's output accumulators (Dv / L vectors), running max
   ``m`` and running sum ``l``:
 
   - ``S`` tile = Q rows x K^T block (one broadcast of Q per row and d, KB / L loads of K^T);
@@ -84,11 +85,16 @@ from .vector_bodies import clonable_body, clone_body, declared_function, is_all_
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
 KERNEL_PREFIX = "tilecraft_attention"
 # f32 lanes of the kernel's vectors unless the pass is told the target's (``lanes``): 16, a
-# 512-bit vector, on every CPU target (AVX2 too: the 4 x 4 tile of 16-lane vectors was
-# measured with it). Each of KEY_BLOCKS must be a multiple of it.
+# 512-bit vector (the 4 x 4 tile of 16-lane vectors was measured with it); AVX2 targets
+# pass 8 (``Target.attention_lanes``). Each key block must be a multiple of it.
 LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
+# Narrower vectors (8 f32 lanes: AVX2, whose 16 ymm registers hold half of AVX-512's 32
+# zmm at half the width): key blocks of up to 6 vectors (40 keys pad 197 to 200, not 224),
+# and as many query rows as the register file holds beside each row's output and score
+# vectors (``AttentionShape.tile_rows``).
+NARROW_KEY_BLOCKS = (48, 40, 32)
 # Widest Dv fused. Wider, the output accumulators (ROWS x Dv / 16 vectors) no longer fit in
 # registers beside the scores; measured on one thread, 8 heads x 256 x 256 with Dv = 128: no
 # variant tried (ROWS in {1, 2, 3, 4}, key blocks of 32 or 64, P @ V in chunks of 4 or 8
@@ -132,12 +138,32 @@ class AttentionShape:
     lanes: int = LANES       # f32 lanes of the kernel's vectors: the target's
 
     @property
+    def key_blocks(self) -> tuple[int, ...]:
+        """The key blocks to choose from: KEY_BLOCKS for 16-lane vectors and wider,
+        NARROW_KEY_BLOCKS for narrower ones."""
+        return KEY_BLOCKS if self.lanes >= LANES else NARROW_KEY_BLOCKS
+
+    @property
     def key_block(self) -> int:
-        """Keys per block: the one of KEY_BLOCKS (or all keys, rounded up to whole vectors,
-        when fewer) that pads N least, the larger on a tie."""
-        if self.keys <= KEY_BLOCKS[-1]:
+        """Keys per block: the one of ``key_blocks`` (or all keys, rounded up to whole
+        vectors, when fewer) that pads N least, the larger on a tie."""
+        blocks = self.key_blocks
+        if self.keys <= blocks[-1]:
             return -(-self.keys // self.lanes) * self.lanes
-        return min(KEY_BLOCKS, key=lambda kb: (-(-self.keys // kb) * kb, -kb))
+        return min(blocks, key=lambda kb: (-(-self.keys // kb) * kb, -kb))
+
+    @property
+    def tile_rows(self) -> int:
+        """Query rows per register tile: ROWS with 16-lane vectors (the 4 x 4 tile measured
+        on AVX-512's 32 registers); with narrower ones, as many rows (at most ROWS) as 16
+        registers hold, each row's output vectors (Dv / L) and score vectors (KB / L) live
+        across the key loop beside one broadcast. Why: on AVX2 the 16-lane tile was 64
+        ymm values live for 16 registers, and the ViT's attention at 197 tokens ran 2.6x
+        onnxruntime's time (docs/performance.md, "Odd-N contractions and AVX2 attention")."""
+        if self.lanes >= LANES:
+            return ROWS
+        per_row = -(-self.value_depth // self.lanes) + self.key_block // self.lanes
+        return max(1, min(ROWS, (16 - 1) // per_row))
 
     @property
     def padded_keys(self) -> int:
@@ -673,7 +699,7 @@ def _row_block(shape: AttentionShape, threads: int) -> int:
     enough blocks for that (whole register tiles)."""
     blocks = max(1, -(-2 * threads // shape.batch))
     rows = -(-shape.rows // blocks)
-    return min(shape.rows, -(-rows // ROWS) * ROWS)
+    return min(shape.rows, -(-rows // shape.tile_rows) * shape.tile_rows)
 
 
 def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
@@ -694,6 +720,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // lanes, -(-dv // lanes)
     rank = len(shape.domain)
+    tile_rows = shape.tile_rows
     block_rows = _row_block(shape, threads)
     row_blocks = -(-m // block_rows)
     f32, i8, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
@@ -720,7 +747,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     key_ranges_tensor = rest[-1] if ranged else None
     with ir.InsertionPoint(function.entry_block):
         # Every constant here, in this order (a canonical form's constants keep it).
-        c0, c1, c_depth, c_keys, c_block, c_rows = (core.index(x) for x in (0, 1, d, np_, kb, ROWS))
+        c0, c1, c_depth, c_keys, c_block, c_rows = (core.index(x) for x in (0, 1, d, np_, kb, tile_rows))
         f0, one = core.scalar_constant(0.0, f32), core.scalar_constant(1.0, f32)
         ninf, i8_0 = core.scalar_constant(float("-inf"), f32), core.scalar_constant(0, i8)
         zero_v, ninf_v = kernels.zero_vector(lanes, f32), kernels.splat(float("-inf"), lanes, f32)
@@ -736,7 +763,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
             nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
             tile = tensor.extract_slice(tile_type, out, [batch, m0], [nrows], [],
                                         [dynamic, dynamic, 0], [1, dynamic, dv], [1, 1, 1])
-            main = kernels.apply(lambda d0: d0 - d0 % ROWS, nrows)
+            main = kernels.apply(lambda d0: d0 - d0 % tile_rows, nrows)
             batch_dims = shape.domain[:-2]
             batch_indices = []  # the chain's batch indices of the flat batch
             for k, extent in enumerate(batch_dims):
@@ -873,8 +900,8 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                                 rescaled[(r, u)] = vector.fma(p, values[u], rescaled[(r, u)])
                 return [*(rescaled[(r, u)] for r in range(mr) for u in range(out_vectors)), *new_maxima, *new_sums]
 
-            result = row_loop(ROWS, c0, main, c_rows, tile)
-            if not (m % block_rows == 0 and block_rows % ROWS == 0):
+            result = row_loop(tile_rows, c0, main, c_rows, tile)
+            if not (m % block_rows == 0 and block_rows % tile_rows == 0):
                 result = row_loop(1, main, nrows, c1, result)
             kernels.insert_in_parallel(result, out, [batch, m0], [nrows], [dynamic, dynamic, 0],
                                        [1, dynamic, dv], [1, 1, 1])
@@ -1000,8 +1027,9 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
 def fuse_attention_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     threads = positive_int_option("num-threads", options.get("num-threads", "1"))
     lanes = positive_int_option("lanes", options.get("lanes", str(LANES)))
-    if any(block % lanes for block in KEY_BLOCKS):
-        raise PipelineError(f"{FUSE_ATTENTION_PASS}: lanes={lanes} does not divide the key blocks {KEY_BLOCKS}")
+    blocks = AttentionShape(1, 1, 1, 1, 1, (1, 1, 1), lanes).key_blocks
+    if any(block % lanes for block in blocks):
+        raise PipelineError(f"{FUSE_ATTENTION_PASS}: lanes={lanes} does not divide the key blocks {blocks}")
     for function in defined_functions(module):
         for op in ops_where(function, lambda o: o.name == "linalg.batch_matmul"):
             site = match_attention(op, lanes)
