@@ -16,8 +16,12 @@ Columns: ``total`` is the wall-clock time of ``tilecraft.compile``; the steps ar
 ``CompiledModule.compile_seconds`` (import = ONNX to MLIR, one column per pipeline stage,
 jit = the ExecutionEngine); ``cpu`` is the CPU time of the compile (all threads of the process and its
 child processes: the codegen workers, the linker; above ``total`` when work ran in parallel); ``RSS MB`` is the child's peak resident set
-(``ru_maxrss``) and ``+MB`` that peak above the RSS just before the compile; ``childMB``
-the largest child process's peak (a codegen worker's). With
+(``ru_maxrss``) and ``+MB`` that peak above the RSS just before the compile. ``jitCPU``
+is the compiling process's own CPU s in the JIT step. With the
+parallel code generation (pipelines/jit/parallel_codegen.py): ``wkMB`` the largest worker's
+peak RSS, ``wk`` the workers, ``wkCPU`` the busiest worker's CPU s, ``preW`` the compiling
+process's CPU s from starting them to waiting for them, ``wait`` the wall s it waited,
+``link`` the wall s of linking and loading the parts. With
 ``--rounds N`` each model is compiled N times (alternating models) and the medians are
 printed. No thresholds: the figures go into docs/performance.md.
 
@@ -67,16 +71,33 @@ def _compile_one(name: str, save: str | None, compare: str | None) -> dict:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return usage.ru_utime + usage.ru_stime
 
+    from tilecraft.pipelines.jit.compiled_module import CompiledModule
+
+    jit_cpu = [0.0]
+    original_jit = CompiledModule._jit
+
+    def timed_jit(self, *arguments):  # this process's CPU in the JIT step (the workers' apart)
+        started = time.process_time()
+        try:
+            return original_jit(self, *arguments)
+        finally:
+            jit_cpu[0] += time.process_time() - started
+
+    CompiledModule._jit = timed_jit
     cpu, cpu_children = time.process_time(), children_cpu()
     start = time.perf_counter()
     compiled = tilecraft.compile(model, keep_ir=False, cache=False)  # cold: the figures are the compile's
     total = time.perf_counter() - start
     cpu = time.process_time() - cpu + children_cpu() - cpu_children
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child's
+    parts = getattr(getattr(compiled, "_function", None), "codegen_parts", None)
     result = {"model": name, "total": total, "cpu": cpu, "steps": dict(compiled.compile_seconds or {}),
               "rss_peak_mb": peak / 2**20, "rss_added_mb": (peak - rss_before) / 2**20,
-              "child_rss_peak_mb": worker_peak / 2**20}
+              "jit_cpu": jit_cpu[0], "worker_rss_peak_mb": max(parts.worker_peak_rss_mb) if parts else 0.0,
+              "workers": len(parts.parts) if parts else 0,
+              "worker_cpu_max": max(parts.worker_cpu_s) if parts else 0.0,
+              "cpu_before_wait": parts.cpu_before_wait_s if parts else 0.0,
+              "waited": parts.waited_s if parts else 0.0, "link": parts.link_wall_s if parts else 0.0}
     if save or compare:
         outputs = compiled(*feeds.values())
         outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
@@ -162,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.setdefault(label, []).append(_run_child(source, args, environment, **compare_to))
     selected = list(runs)
     header = f"{'model':<20} {'total':>7} {'cpu':>7} " + " ".join(f"{s:>9}" for s in STEPS) + \
-             f" {'RSS MB':>7} {'+MB':>6} {'childMB':>7}"
+             f" {'RSS MB':>7} {'+MB':>6} {'jitCPU':>6} {'wkMB':>5} {'wk':>3} {'wkCPU':>6} {'preW':>5} {'wait':>5} {'link':>5}"
     print(header)
     for name in selected:
         good = [r for r in runs[name] if "error" not in r]
@@ -176,9 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         line = f"{name:<20} {median('total'):>7.2f} {median('cpu'):>7.2f} " + \
                " ".join(f"{median(s, step=True):>9.2f}" for s in STEPS) + \
                f" {median('rss_peak_mb'):>7.0f} {median('rss_added_mb'):>6.0f}" + \
-               f" {median('child_rss_peak_mb'):>7.0f}"
+               f" {median('jit_cpu'):>6.2f} {median('worker_rss_peak_mb'):>5.0f} {median('workers'):>3.0f} {median('worker_cpu_max'):>6.2f}" + \
+               f" {median('cpu_before_wait'):>5.2f} {median('waited'):>5.2f} {median('link'):>5.2f}"
         if any("identical" in r for r in good):
-            line += "  identical" if all(r.get("identical") for r in good) else "  OUTPUTS DIFFER"
+            line += "  identical" if all(r["identical"] for r in good if "identical" in r) else "  OUTPUTS DIFFER"
         print(line, flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     return 0

@@ -5,7 +5,8 @@ host's target machine) and write the engine's object code.
 
     python codegen_worker.py MODULE.mlirbc PART.json OPT_LEVEL OUTPUT.o
 
-``PART.json`` lists the function names of the part. Why the ExecutionEngine and not
+``PART.json`` lists the function names of the part. On success the worker prints one JSON
+line: its CPU seconds and peak resident set (the JIT reports them: ``CodegenParts``). Why the ExecutionEngine and not
 ``mlir-translate | opt | llc`` (compiler/package.py's route): the object must hold the code
 the serial JIT would have made, and the engine is the JIT. Why a bare script: a worker's
 start should cost the MLIR bindings' import only (no tilecraft package, no numpy).
@@ -21,6 +22,7 @@ import ctypes
 import json
 import os
 import sys
+import time
 
 # Run as a script: this folder is sys.path[0], so the split is imported by file, not
 # through the package (whose __init__ would import numpy and the frontend).
@@ -53,7 +55,18 @@ def compile_part(module_path: str, names: list[str], opt_level: int, output: str
     partial = output + ".partial"
     engine.dump_to_object_file(partial)
     os.replace(partial, output)
+    print(json.dumps({"cpu_s": time.process_time(), "peak_rss_mb": _peak_rss_mb()}))
     return 0
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident set since its exec (``VmHWM``; ``ru_maxrss`` would count
+    the parent's pages from before the exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def main(argv: list[str]) -> int:

@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -105,11 +106,19 @@ def _resolvable(symbol: str, runtime_libraries: tuple[str, ...]) -> bool:
 @dataclass
 class CodegenParts:
     """What a parallel code generation did: the parts' function names and operation counts,
-    and the object file of each part (kept for ``dump_object_file``)."""
+    the object file of each part (kept for ``dump_object_file``), and its costs: each
+    worker's CPU seconds and peak resident set, this process's CPU seconds until it waited
+    for the workers (writing the module, LLVM's optimizer on the entry), the wall seconds it
+    waited, and its CPU seconds linking and loading the parts (the linker's own excluded)."""
     parts: list[list[str]]
     operations: int
     objects: list[bytes] = field(default_factory=list)
     library: ctypes.CDLL | None = None
+    worker_cpu_s: list[float] = field(default_factory=list)
+    worker_peak_rss_mb: list[float] = field(default_factory=list)
+    cpu_before_wait_s: float = 0.0
+    waited_s: float = 0.0
+    link_wall_s: float = 0.0
 
 
 class ParallelCodegen:
@@ -124,6 +133,7 @@ class ParallelCodegen:
 
     def start(self) -> None:
         """Write the module, start a worker per part, and declare the parts' functions."""
+        self._started_cpu = time.process_time()
         try:
             module_path = self._scratch / "module.mlirbc"
             with open(module_path, "wb") as stream:
@@ -142,9 +152,12 @@ class ParallelCodegen:
 
     def finish(self) -> dict[str, int]:
         """Wait for the workers, link and load their code; each function's address by name."""
+        report = self.report
+        report.cpu_before_wait_s = time.process_time() - self._started_cpu
+        waiting = time.perf_counter()
         try:
             for index, worker in enumerate(self._workers):
-                _, errors = worker.communicate()
+                output, errors = worker.communicate()
                 if worker.returncode != 0:
                     how = (f"was killed by signal {-worker.returncode}" if worker.returncode < 0
                            else f"exited with status {worker.returncode}")
@@ -152,6 +165,11 @@ class ParallelCodegen:
                     raise CompileError(f"code generation worker {index + 1} of {len(self._workers)} "
                                        f"({len(self.report.parts[index])} functions) {how}"
                                        + (f": {detail}" if detail else ""), stage="jit")
+                figures = json.loads(output.strip().splitlines()[-1]) if output.strip() else {}
+                report.worker_cpu_s.append(figures.get("cpu_s", 0.0))
+                report.worker_peak_rss_mb.append(figures.get("peak_rss_mb", 0.0))
+            report.waited_s = time.perf_counter() - waiting
+            linking = time.perf_counter()
             objects = [self._scratch / f"part{index}.o" for index in range(len(self._workers))]
             library = self._scratch / "kernels.so"
             link_shared_library(library, objects)
@@ -162,6 +180,7 @@ class ParallelCodegen:
                 raise CompileError(f"the parallel code generation's library does not load: {error}",
                                    stage="jit") from None
             self.report.library = loaded
+            report.link_wall_s = time.perf_counter() - linking
             addresses = {}
             for names in self.report.parts:
                 for name in names:
