@@ -195,7 +195,10 @@ class ParallelCodegen:
         for worker in self._workers:
             if worker.poll() is None:
                 worker.kill()
-                worker.wait()
+            worker.wait()
+            for stream in (worker.stdout, worker.stderr):
+                if stream is not None and not stream.closed:
+                    stream.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
 
