@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             line += "  identical" if all(r["identical"] for r in good if "identical" in r) else "  OUTPUTS DIFFER"
         print(line, flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+    shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
