@@ -205,8 +205,14 @@ def _codegen(module, opt_level: int) -> tuple[float, float]:
     return created, _cpu() - started
 
 
-def profile(name: str, codegen_top: int, python_profile: int = 0, save_llvm: str | None = None) -> None:
+def profile(name: str, codegen_top: int, python_profile: int = 0, save_llvm: str | None = None,
+            parallel_codegen: bool = False) -> None:
     import onnx
+
+    from tilecraft.pipelines.jit.parallel_codegen import WORKERS_ENV
+
+    if not parallel_codegen:  # the per-function analysis below needs every body in the JIT's module
+        os.environ[WORKERS_ENV] = "0"
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import onnx_models
@@ -230,6 +236,10 @@ def profile(name: str, codegen_top: int, python_profile: int = 0, save_llvm: str
     print(f"{name}: compile {(_cpu() - started):.2f} CPU s with the probes; stages (wall s): "
           + ", ".join(f"{k} {v:.2f}" for k, v in (compiled.compile_seconds or {}).items()))
     probe.report()
+    parts = getattr(compiled._function, "codegen_parts", None)
+    if parts is not None:
+        print(f"parallel codegen: {sum(len(p) for p in parts.parts)} functions ({parts.operations} ops) in "
+              f"{len(parts.parts)} worker parts; the analysis below sees only the entry's part")
     if profiler is not None:
         print(f"cProfile (CPU clock), the {python_profile} largest by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(python_profile)
@@ -278,8 +288,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile the compile with cProfile; print its N largest entries")
     parser.add_argument("--save-llvm", default=None, metavar="PATH",
                         help="write the LLVM-dialect module the JIT compiles (weights as declarations)")
+    parser.add_argument("--parallel-codegen", action="store_true",
+                        help="compile with the parallel code generation (default: all in this process, "
+                             "so that the LLVM analysis sees every function)")
     args = parser.parse_args(argv)
-    profile(args.model, args.codegen_top, args.python_profile, args.save_llvm)
+    profile(args.model, args.codegen_top, args.python_profile, args.save_llvm, args.parallel_codegen)
     return 0
 
 

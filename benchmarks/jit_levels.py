@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     case = {"resnet50": end_to_end.resnet50, "bert": lambda: end_to_end.bert(2),
             "mobilenetv2": end_to_end.mobilenetv2}[args.model]()
+    os.environ["TILECRAFT_CODEGEN_WORKERS"] = "0"  # every function's body in llvm_module (parallel_codegen.py)
     compiled = tilecraft.compile(case.model, keep_ir=False, cache=False, specialize_shapes=0, verbose=False)
     buffer = io.BytesIO()
     compiled.llvm_module.operation.write_bytecode(buffer)

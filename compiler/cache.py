@@ -46,7 +46,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -58,10 +57,11 @@ from typing import Any
 from mlir import ir
 
 from .. import __version__
-from ..errors import OptionError
+from ..errors import CompileError, OptionError
 from ..pipelines.jit.compiled_module import CompiledModule
 from ..pipelines.tensor.extern import extern_functions
 from ..pipelines.jit.engine import LibraryFunction
+from ..pipelines.jit.parallel_codegen import link_shared_library
 from .options import CompileOptions
 from ..runtime import kernel_timers
 from ..runtime import package as fmt
@@ -319,22 +319,17 @@ def _weights_assembly(weights: list[tuple[str, Any]], folder: Path) -> Path:
 
 
 def _link(folder: Path, weights: list[tuple[str, Any]]) -> None:
-    """``model.o`` + weights + the check reporter -> ``model.so``. The JIT's code is built
-    for its large code model (absolute addresses): the library has text relocations
-    (``-z notext``), applied once when it is loaded. The runtimes it calls (parallel loops,
-    MLIR's C runner utilities) are found in the process at load (pipelines/jit/engine.py)."""
-    compiler = os.environ.get("CC", "cc")
-    sources = [str(folder / OBJECT), str(_CHECKS_SOURCE)]
+    """``model.o`` + weights + the check reporter -> ``model.so``, linked as the parallel
+    code generation links its parts (pipelines/jit/parallel_codegen.py's
+    ``link_shared_library``: text relocations of the JIT's large code model, the runtimes
+    found in the process at load, pipelines/jit/engine.py)."""
+    sources = [str(_CHECKS_SOURCE)]
     if weights:
         sources.append(str(_weights_assembly(weights, folder)))
-    command = [compiler, "-shared", "-O2", "-fPIC", "-fvisibility=hidden", "-Wl,-Bsymbolic", "-Wl,-z,notext",
-               "-o", str(folder / LIBRARY), *sources]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True)
-    except OSError as error:
-        raise OSError(f"cannot run {compiler} ({error})") from None
-    if completed.returncode != 0:
-        raise OSError(f"linking the cached library failed: {completed.stderr.strip()[-500:]}")
+        link_shared_library(folder / LIBRARY, [folder / OBJECT], sources)
+    except CompileError as error:
+        raise OSError(f"linking the cached library failed: {error}") from None
     for name in ("weights.bin", "weights.s"):
         (folder / name).unlink(missing_ok=True)
 

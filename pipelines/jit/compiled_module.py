@@ -86,7 +86,9 @@ class CompiledModule:
 
     @property
     def llvm_module(self) -> ir.Module | None:
-        """The lowered module the JIT compiled (None for a module loaded from the cache)."""
+        """The lowered module the JIT compiled (None for a module loaded from the cache); its
+        weights are declarations (pipelines/jit/weights.py), and so are the kernels a
+        parallel code generation compiled in other processes (pipelines/jit/parallel_codegen.py)."""
         return self._module
 
     @property

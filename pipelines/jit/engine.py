@@ -10,9 +10,11 @@ import collections
 import ctypes
 import os
 import shutil
+import tempfile
 import threading
 import time
 import weakref
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -29,6 +31,7 @@ from ...runtime.malloc_policy import keep_freed_memory
 from ...runtime.memref import CallFrame
 from ...runtime.signature import EntrySignature
 from ..tensor.extern import extern_functions
+from . import parallel_codegen
 from .weights import bind_resource_globals
 
 # Runtime libraries the generated code may call into, handed to each JIT (the parallel-loop
@@ -86,6 +89,9 @@ class JitFunction:
     ``extra_libraries`` names further shared libraries when the engine is created. With
     ``lazy=True`` that happens on the first call (the CUDA runtime wrappers link against
     the driver: creating the engine without one would abort on unresolved symbols).
+    ``codegen_workers``: processes that compile the module's kernels while this one compiles
+    the entry (pipelines/jit/parallel_codegen.py; None: ``$TILECRAFT_CODEGEN_WORKERS`` or
+    the CPUs, 0: all code here). Only for eager engines without extra libraries.
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class JitFunction:
         opt_level: int = 3,
         extra_libraries: Callable[[], Sequence[str]] = tuple,
         lazy: bool = False,
+        codegen_workers: int | None = None,
     ) -> None:
         self.signature = signature
         self.module = llvm_module  # keeps the context alive as long as the engine
@@ -103,6 +110,9 @@ class JitFunction:
         self._extra_libraries = extra_libraries
         self._engine: ExecutionEngine | None = None
         self._entry: Any = None
+        self._codegen_workers = 0 if lazy else codegen_workers
+        # What the parallel code generation did (None: the whole module was compiled here).
+        self.codegen_parts: parallel_codegen.CodegenParts | None = None
         # (symbol, array) of the weights bound by address; the compile cache links them in.
         self.weights: list[tuple[str, np.ndarray]] = []
         self._frame = CallFrame(signature)
@@ -126,11 +136,24 @@ class JitFunction:
         externs = [(C_INTERFACE_PREFIX + extern.symbol_name, *extern.load()) for extern in extern_functions(self.module)]
         # Weights: bound by address too, not compiled as LLVM constants (pipelines/jit/weights.py).
         weights = bind_resource_globals(self.module)
+        opt_level = jit_llvm_opt_level(self._opt_level)
+        parts = None
+        if self._codegen_workers != 0 and not self._extra_libraries() \
+                and not _declares(self.module, kernel_timers.BEGIN):
+            parts = parallel_codegen.plan(self.module, opt_level, self._codegen_workers, RUNTIME_LIBRARIES)
         try:
-            engine = ExecutionEngine(self.module, opt_level=jit_llvm_opt_level(self._opt_level),
-                                     shared_libs=libraries)
-        except RuntimeError as error:
-            raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+            if parts is not None:
+                parts.start()  # the kernels compile in other processes from here on
+            try:
+                engine = ExecutionEngine(self.module, opt_level=opt_level, shared_libs=libraries)
+            except RuntimeError as error:
+                raise CompileError(f"LLVM could not JIT the module: {error}", stage="jit") from None
+            kernels = parts.finish() if parts is not None else {}
+        finally:
+            if parts is not None:
+                parts.cancel()
+        for symbol, address in kernels.items():
+            engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
         for symbol, address, _ in externs:
             engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
         if self.check_table:
@@ -141,9 +164,10 @@ class JitFunction:
         self._entry = engine.lookup(self.signature.name)
         self._engine = engine
         self.weights = weights
+        self.codegen_parts = parts.report if parts is not None else None
         _release_retired()
         weakref.finalize(self, _retire, engine, self.module, [owner for _, _, owner in externs],
-                         [array for _, array in weights])
+                         [array for _, array in weights], self.codegen_parts)
 
     def entry(self, signature: EntrySignature) -> "JitFunction":
         """Another public function of the same module, from the same engine (the module is
@@ -159,6 +183,7 @@ class JitFunction:
         other._frame = CallFrame(signature)
         other._first = self  # keeps the engine from being retired
         other.weights = self.weights
+        other.codegen_parts = self.codegen_parts
         other.check_table = self.check_table  # the module's messages, shared
         return other
 
@@ -168,8 +193,19 @@ class JitFunction:
         return self._engine
 
     def dump_object_file(self, path: "str | os.PathLike[str]") -> None:
-        """The JIT-compiled machine code as an ELF object (weights are undefined symbols)."""
-        self.engine.dump_to_object_file(str(path))
+        """The JIT-compiled machine code as an ELF object (weights are undefined symbols);
+        code generated in parts is combined into one relocatable object."""
+        parts = self.codegen_parts
+        if parts is None:
+            self.engine.dump_to_object_file(str(path))
+            return
+        with tempfile.TemporaryDirectory(prefix="tilecraft-object-") as scratch:
+            objects = [Path(scratch) / "entry.o"]
+            self.engine.dump_to_object_file(str(objects[0]))
+            for index, code in enumerate(parts.objects):
+                objects.append(Path(scratch) / f"part{index}.o")
+                objects[-1].write_bytes(code)
+            parallel_codegen.link_relocatable(Path(path), objects)
 
     def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
         self._ensure_engine()
