@@ -7,7 +7,9 @@
     .venv/bin/python benchmarks/grouped_convs.py --time /tmp/gc/old /tmp/gc/new
 
 Each layer is an ONNX ``Conv`` (grouped, 3x3, padding 1) followed by ``BatchNormalization``
-and ``Relu``, as the blocks of both families have it, on one NCHW image. ``--build`` compiles
+and ``Relu``, as the blocks of both families have it, on one NCHW image. ``--layers`` also
+takes the public suite's whole ``regnet`` and ``resnext`` (benchmarks/public_suite.py's
+builders and exporter), so that two trees' builds of a model run in one process. ``--build`` compiles
 every layer with ``tilecraft.compile(package_path=...)`` (one thread: TILECRAFT_NUM_THREADS=1)
 and checks it against onnxruntime; ``--time`` loads the packages of one or more builds (numpy
 and ctypes only, so two trees' kernels run in one process) and times them with onnxruntime
@@ -66,18 +68,43 @@ def layer_model(channels: int, per_group: int, side: int, stride: int, seed: int
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+# Whole models of the public suite (benchmarks/public_suite.py) timed like the layers.
+SUITE_MODELS = ("regnet", "resnext")
+
+
+def _suite():
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import public_suite
+
+    return public_suite
+
+
+def _model_bytes(name: str) -> bytes:
+    if name in SUITE_MODELS:
+        suite = _suite()
+        return suite.export_onnx(*suite.build(name))
+    return layer_model(*LAYERS[name]).SerializeToString()
+
+
+def _input_name(name: str) -> str:
+    return "input0" if name in SUITE_MODELS else "x"
+
+
 def _input(name: str) -> np.ndarray:
+    if name in SUITE_MODELS:
+        return np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     channels, _, side, _ = LAYERS[name]
     return np.random.default_rng(1).standard_normal((1, channels, side, side)).astype(np.float32)
 
 
-def _session(name: str):
+def _session(name: str, model: bytes | None = None):
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
-    return onnxruntime.InferenceSession(layer_model(*LAYERS[name]).SerializeToString(), options,
-                                        providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(model or _model_bytes(name), options, providers=["CPUExecutionProvider"])
 
 
 def build(folder: str, names: list[str]) -> None:
@@ -86,9 +113,12 @@ def build(folder: str, names: list[str]) -> None:
     os.makedirs(folder, exist_ok=True)
     for name in names:
         started = time.perf_counter()
-        compiled = tilecraft.compile(layer_model(*LAYERS[name]), package_path=os.path.join(folder, f"{name}.tar"))
+        import onnx
+
+        model = _model_bytes(name)
+        compiled = tilecraft.compile(onnx.load_from_string(model), package_path=os.path.join(folder, f"{name}.tar"))
         x = _input(name)
-        expected = _session(name).run(None, {"x": x})[0]
+        expected = _session(name, model).run(None, {_input_name(name): x})[0]
         np.testing.assert_allclose(compiled(x), expected, rtol=1e-3, atol=1e-3 * np.abs(expected).max())
         print(f"{name}: built and checked in {time.perf_counter() - started:.1f} s", flush=True)
 
@@ -103,7 +133,8 @@ def time_builds(folders: list[str], names: list[str], repeat: int) -> None:
     for name in names:
         x = _input(name)
         session = _session(name)
-        runners = {"onnxruntime": lambda: session.run(None, {"x": x})}
+        feed = {_input_name(name): x}
+        runners = {"onnxruntime": lambda: session.run(None, feed)}
         for label, folder in zip(labels, folders):
             package = tilecraft.runtime.load(os.path.join(folder, f"{name}.tar"))
             runners[label] = (lambda p: lambda: p(x))(package)
@@ -117,7 +148,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", metavar="FOLDER", help="compile every layer into FOLDER as packages")
     parser.add_argument("--time", metavar="FOLDER", nargs="+", help="time the packages of these builds")
-    parser.add_argument("--layers", default=",".join(LAYERS), help="comma-separated layer names")
+    parser.add_argument("--layers", default=",".join(LAYERS),
+                        help="comma-separated layer names, or the suite's " + ", ".join(SUITE_MODELS))
     parser.add_argument("--repeat", type=int, default=9, help="alternating rounds")
     args = parser.parse_args()
     os.environ["TILECRAFT_NUM_THREADS"] = "1"

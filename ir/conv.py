@@ -196,6 +196,9 @@ def _grouped_per_group(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[
     Why: ``linalg.conv_2d_ngchw_gfchw`` has no decomposition and its schedule left it loops;
     one batched contraction per filter tap (round 16) read and wrote the whole accumulator
     once per tap (docs/performance.md, "Grouped convolutions (issue #43, wt-grouped)")."""
+    merged = _groups_per_vector(groups, *core.static_shape(w)[:2])
+    if merged > 1:
+        w, groups = _block_diagonal(w, groups, merged), groups // merged
     element = core.tensor_type(x).element_type
     w_element = core.tensor_type(w).element_type
     filters, group_channels, kh, kw = core.static_shape(w)
@@ -241,6 +244,48 @@ def _grouped_per_group(x: ir.Value, w: ir.Value, groups: int, strides: Sequence[
         with ir.InsertionPoint(in_parallel.block):
             tensor.parallel_insert_slice(loop.results[0], bands.inner_iter_args[0], *band_slice)
     return core.transpose(bands.results[0], [0, 3, 1, 2])
+
+
+# Filters of a merged group (``_groups_per_vector``): one AVX2 vector of f32.
+_VECTOR_FILTERS = 8
+# Groups with at most this many filters are merged. Why not 4: merging pairs of 4-filter
+# groups made ResNeXt's 4-per-group layer 4-6 % slower and the whole resnext as slow as
+# before the fused epilogues (twice the multiply-adds did not pay for the wider vectors);
+# 2-filter groups ran 8-14 % faster merged by 4 (docs/performance.md, "Grouped
+# convolutions with fused epilogues").
+_MERGED_AT_MOST = 2
+
+
+def _groups_per_vector(groups: int, filters: int, group_channels: int) -> int:
+    """How many neighbouring groups to compute as one (``_block_diagonal``): enough that the
+    merged group's filters fill ``_VECTOR_FILTERS``, if that divides the groups; else 1.
+    Why: the group convolution's register tile is vectors of its filters, so 2 filters per
+    group used a quarter of each vector."""
+    per_group = filters // groups
+    if per_group > _MERGED_AT_MOST or _VECTOR_FILTERS % per_group or group_channels > _MERGED_AT_MOST:
+        return 1
+    merged = _VECTOR_FILTERS // per_group
+    return merged if groups % merged == 0 else 1
+
+
+def _block_diagonal(w: ir.Value, groups: int, merged: int) -> ir.Value:
+    """The filter (F, Cg, KH, KW) of ``groups`` groups as that of ``groups / merged`` groups
+    of ``merged`` times the channels and filters: each merged group's filter is block
+    diagonal, zero where a filter would read another original group's channels (built
+    with slices: the constant folder evaluates it for a constant filter). Computes
+    ``merged`` times the multiply-adds, on whole vectors."""
+    filters, group_channels, kh, kw = core.static_shape(w)
+    per_group = filters // groups
+    outer = groups // merged
+    element = core.tensor_type(w).element_type
+    blocks = expand(w, [[0, 1, 2], [3], [4], [5]], [outer, merged, per_group, group_channels, kh, kw])
+    result = core.filled([outer, merged, per_group, merged * group_channels, kh, kw], 0, element)
+    block_type = ir.RankedTensorType.get([outer, 1, per_group, group_channels, kh, kw], element)
+    sizes = [outer, 1, per_group, group_channels, kh, kw]
+    for j in range(merged):
+        block = tensor.extract_slice(block_type, blocks, [], [], [], [0, j, 0, 0, 0, 0], sizes, [1] * 6)
+        result = tensor.insert_slice(block, result, [], [], [], [0, j, 0, j * group_channels, 0, 0], sizes, [1] * 6)
+    return collapse(result, [[0, 1, 2], [3], [4], [5]])
 
 
 # Bytes of input rows a band of grouped-convolution output rows reads, at most

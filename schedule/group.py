@@ -302,12 +302,19 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     if sequential:
         # No thread level: the group is still one loop nest, a sequential one (scf.for).
         tiles = sequential_tiles(nests[anchor], caches, anchor_plan.register_tiles)
+        if tiles is None and _in_loop(anchor):
+            tiles = _whole_band(nests[anchor])
         if tiles is None:
             return None
         anchor_plan = replace(anchor_plan, thread_tiles=tiles)
     order = _consumers_first([root, *unit.producers, *unit.reshapes])
-    root_tiles = (anchor_plan.thread_tiles if root == anchor else
-                  _root_thread_tiles(anchor, root, order, nests, anchor_plan.thread_tiles))
+    if root == anchor:
+        root_tiles = anchor_plan.thread_tiles
+    elif sequential and _in_loop(anchor):
+        # One band that is the whole output (``_whole_band``), carried onto the root.
+        root_tiles = _carried_tiles(nests[anchor], nests[root], anchor_plan.thread_tiles)
+    else:
+        root_tiles = _root_thread_tiles(anchor, root, order, nests, anchor_plan.thread_tiles)
     if root_tiles is None:
         return None
     extents = _slice_extents(order, nests, tuple(
@@ -335,6 +342,38 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
                          accumulator_tiles=accumulators[0] if accumulators else None,
                          accumulator_interchange=accumulators[1] if accumulators else None,
                          anchor_tag=tags[anchor] if accumulators else None)
+
+
+def _in_loop(op: ir.Operation) -> bool:
+    """Whether ``op`` sits in a loop body, not a function's: the group of a grouped
+    convolution's loop over groups (pipelines/graph/grouped_epilogues.py)."""
+    return op.parent is not None and op.parent.name != "func.func"
+
+
+def _whole_band(nest: LoopNest) -> tuple[int, ...] | None:
+    """Sequential tiles of one band holding the whole output: the output rows tiled by
+    their extent. Why: a group's convolution inside a grouped convolution's loop is already
+    one band of rows and one group's channels, small enough for L2 (``sequential_tiles``
+    then has no band to cut), but the group's epilogue reaches its accumulators only as a
+    sequential group, whose register-tile loops sit in such a band loop
+    (conv_kernels.py)."""
+    if not nest.convolution or not nest.convolution[1] or not nest.static:
+        return None
+    tiles = [0] * len(nest.ranges)
+    rows = nest.convolution[1][0]
+    tiles[rows] = nest.ranges[rows]
+    return tuple(tiles)
+
+
+def _carried_tiles(anchor: LoopNest, root: LoopNest, tiles: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The anchor's ``tiles`` on the root's loops, output dim by output dim (both index
+    their outputs by plain loops; ``None`` otherwise)."""
+    if len(anchor.output_dims) != len(root.output_dims) or None in (*anchor.output_dims, *root.output_dims):
+        return None
+    carried = [0] * len(root.ranges)
+    for a, r in zip(anchor.output_dims, root.output_dims):
+        carried[r] = tiles[a]
+    return tuple(carried)
 
 
 def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],

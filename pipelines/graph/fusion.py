@@ -40,9 +40,10 @@ from typing import Mapping
 from mlir import ir
 
 from ...dialects import graph
-from ..ir_queries import RESHAPE_OPS, defined_functions
+from ..ir_queries import RESHAPE_OPS, defined_functions, ops_where
 from ..loop_nest import BACKEND_SCHEDULE_ATTR, LoopNest, analyze_loop_nests
 from ..passes import register_pass
+from .grouped_epilogues import sink_grouped_epilogues
 
 GROUP_ATTR = "tilecraft.group"
 ANCHOR_ATTR = "tilecraft.group_anchor"
@@ -55,6 +56,8 @@ _INJECTIVE_OPS = frozenset({
     "linalg.broadcast", "linalg.copy",
 })
 _INIT_OPS = frozenset({"tensor.empty", "linalg.fill"})
+# Top-level loops whose bodies may hold a fusion group (a grouped convolution's).
+_LOOPS = frozenset({"scf.for", "scf.forall"})
 
 
 def classify(op: ir.Operation, nest: LoopNest | None) -> str | None:
@@ -197,7 +200,9 @@ def private_inits(func: ir.Operation) -> None:
 def partition_function(func: ir.Operation, nests: Mapping[ir.Operation, LoopNest]
                        ) -> list[tuple[list[ir.Operation], str, ir.Operation | None]]:
     """Partition the body of ``func`` into fusion groups: ``(ops in block order, kind,
-    anchor)`` per group, in the order the groups' last ops appear."""
+    anchor)`` per group, in the order the groups' last ops appear. ``func`` may also be a
+    loop (its body's ops, ops nested in them counted as theirs): a grouped convolution's
+    loop over groups (grouped_epilogues.py)."""
     block = func.regions[0].blocks[0]
     ops = [o.operation for o in block.operations]
     group_of: dict[ir.Operation, int] = {}
@@ -314,10 +319,14 @@ def mark_groups(module: ir.Operation) -> None:
     functions = defined_functions(module)
     for func in functions:
         private_inits(func)
+    # Before the loop nests are analyzed: moving an epilogue replaces it.
+    group_loops = [loop for func in functions for loop in sink_grouped_epilogues(func)]
     nests = dict(analyze_loop_nests(module))
     index = 0
-    for func in defined_functions(module):
-        for members, _kind, anchor in partition_function(func, nests):
+    # A grouped convolution's loop over groups holds a group of its own (its convolution and
+    # epilogue), partitioned like a function body.
+    for owner in [*defined_functions(module), *group_loops]:
+        for members, _kind, anchor in partition_function(owner, nests):
             for op in members:
                 _tag(op, index, anchor is not None and op == anchor)
             index += 1
@@ -342,18 +351,30 @@ def unpack_groups_pass(module: ir.Operation, options: Mapping[str, str]) -> None
 def tagged_groups(func: ir.Operation) -> list[tuple[list[ir.Operation], ir.Operation | None]]:
     """The groups ``tilecraft-mark-groups`` tagged in ``func``: ``(ops in block order,
     anchor)`` per group, in the order the groups' last ops appear. Untagged ops belong to no
-    group. Why read back instead of partitioning again: the partition is made once, and
-    every later stage (the schedule, task extraction) sees the same groups."""
+    group. The ops of a group share one block: the function's body, or a grouped
+    convolution's loop over groups (grouped_epilogues.py). Why read back instead of
+    partitioning again: the partition is made once, and every later stage (the schedule,
+    task extraction) sees the same groups."""
     members: dict[int, list[ir.Operation]] = {}
     anchors: dict[int, ir.Operation] = {}
     for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        if GROUP_ATTR not in op.attributes:
-            continue
-        index = ir.IntegerAttr(op.attributes[GROUP_ATTR]).value
-        members.setdefault(index, []).append(op)
-        if ANCHOR_ATTR in op.attributes:
-            anchors[index] = op
+        for inner in [op, *_loop_body_ops(op)]:
+            if GROUP_ATTR not in inner.attributes:
+                continue
+            index = ir.IntegerAttr(inner.attributes[GROUP_ATTR]).value
+            members.setdefault(index, []).append(inner)
+            if ANCHOR_ATTR in inner.attributes:
+                anchors[index] = inner
     return [(ops, anchors.get(index)) for index, ops in members.items()]
+
+
+def _loop_body_ops(op: ir.Operation) -> list[ir.Operation]:
+    """The ops nested in a top-level loop, in pre-order (where a grouped convolution's loop
+    over groups holds its group); none for other ops. Only ``tilecraft-mark-groups`` tags
+    ops, and nested ones only in such a loop."""
+    if op.name not in _LOOPS:
+        return []
+    return ops_where(op, lambda inner: inner != op)
 
 
 def count_groups(module: ir.Operation) -> int:

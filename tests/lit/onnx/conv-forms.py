@@ -60,6 +60,17 @@ def few_channels_per_group():
     print(import_model(conv_model([1, 16, 8, 8], [16, 4, 3, 3], group=4, pads=[2, 2, 2, 2], dilations=[2, 2])))
 
 
+# 2 channels and filters per group: groups merged by 4 into groups of 8 (ir/conv.py,
+# _block_diagonal), so each group's convolution has a whole 8-lane vector of filters.
+# CHECK-LABEL: TEST: two_channels_per_group
+# CHECK: scf.for %{{.*}} = %c0 to %c2
+# CHECK: linalg.conv_2d_nhwc_hwcf {{.*}} tensor<3x3x8x8xf32>{{.*}} -> tensor<1x8x8x8xf32>
+# CHECK-NOT: conv_2d_ngchw_gfchw
+@run
+def two_channels_per_group():
+    print(import_model(conv_model([1, 16, 8, 8], [16, 2, 3, 3], group=8, pads=[1, 1, 1, 1])))
+
+
 # A 1x1 conv over 13x13 pixels: one matmul of the 169 NHWC pixels by the (C, F) filter.
 # CHECK-LABEL: TEST: pointwise_odd_row
 # CHECK: linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
