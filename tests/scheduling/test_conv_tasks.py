@@ -149,3 +149,18 @@ def test_the_tuning_space_holds_the_banded_default(source):
     expected = plan_default_schedule(task_nest(task), 3, vector_bits=256, num_threads=2, caches=target.caches)
     assert expected.thread_tiles[1] == 5
     assert space.plan(space.validate(default), 3) == expected
+
+
+def test_squeeze_bands_in_the_scheduled_ir(check, monkeypatch):
+    """The 55x55 squeeze on two threads: one ``scf.forall`` of 11 tasks over the 16-channel
+    output, each a band of 5 rows whose 5-pixel x 16-channel register tiles contract."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
+    model, _ = _layer("pointwise", 55, 64, 16)
+    compiled = tilecraft.compile(model, cache=False, keep_ir=True)
+    check(compiled.ir("schedule"), """
+CHECK: scf.forall (%{{.*}}) in (11) shared_outs(%{{.*}}) -> (tensor<1x55x55x16xf32>)
+CHECK: vector.contract {{.*}} : vector<1x5x1xf32>, vector<1x16xf32> into vector<1x5x16xf32>
+CHECK: arith.maximumf {{.*}} : vector<1x1x1x16xf32>
+CHECK: tensor<1x5x55x16xf32>
+CHECK: scf.forall.in_parallel
+""")
