@@ -13,7 +13,8 @@ import math
 
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
-from .op_schedule import DECOMPOSABLE, OpSchedule, balanced_chunk, largest_divisor, thread_chunk, vector_tile
+from .op_schedule import (DECOMPOSABLE, OpSchedule, balanced_chunk, busiest_chunk, busy_share, largest_divisor,
+                          thread_chunk, vector_tile)
 
 # Output-channel vectors in the register tile of a convolution with output channels, at
 # most: 2 for every such convolution, 4 for a filter-heavy 1x1 (filter_heavy), as far as the
@@ -202,9 +203,18 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
         # halo, and the whole filter, which is the lighter of the two here.
         thread[image[0]] = rows
     elif out_channel or channel is not None:
-        # Rows that do not split evenly (7x7 layers, global pooling): split the channels.
+        # Rows that do not split evenly (7x7 layers, global pooling): split the channels,
+        # unless their tasks leave a thread idler than equal bands of rows would.
         d = out_channel[-1] if out_channel else channel
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
+        band = busiest_chunk(nest.ranges[image[0]], threads) if len(image) > 1 else None
+        if band is not None and (busy_share(nest.ranges[image[0]] // band, threads)
+                                 > busy_share(nest.ranges[d] // thread[d], threads)):
+            # SqueezeNet's 1x1 squeeze to 16 channels at 55x55 was one task (one 16-channel
+            # register tile): 11 bands of 5 rows on 2 threads; 48 channels (3 tasks of 16)
+            # on 13 rows: 13 one-row bands.
+            thread[d] = 0
+            thread[image[0]] = band
     elif image:
         d = image[0]
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)

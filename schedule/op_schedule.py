@@ -136,3 +136,28 @@ def balanced_chunk(extent: int, threads: int) -> int | None:
         if tasks > 1 and extent % tasks == 0:
             return extent // tasks
     return None
+
+
+def busy_share(tasks: int, threads: int) -> float:
+    """The share of ``threads`` x rounds that ``tasks`` equal tasks keep busy: 1.0 when the
+    tasks fill every round, 0.75 for 3 tasks on 2 threads (the second round half idle)."""
+    rounds = -(-tasks // threads)
+    return tasks / (rounds * threads)
+
+
+# At most this many row tasks per thread from ``busiest_chunk``: each task is an async
+# dispatch, and 4 already bound the idle share at an eighth of a round.
+_MAX_TASKS_PER_THREAD = 8
+
+
+def busiest_chunk(extent: int, threads: int) -> int | None:
+    """The divisor of ``extent`` whose equal tasks keep ``threads`` busiest (``busy_share``),
+    the fewest tasks among equals, at most ``_MAX_TASKS_PER_THREAD`` per thread; ``None``
+    when ``extent`` has fewer units than threads. Why: 55 or 13 rows split neither in 2 nor
+    in 4 (``balanced_chunk``), yet 11 tasks of 5 rows or 13 of 1 leave a thread idle for
+    at most one task's time."""
+    candidates = [extent // tasks for tasks in range(threads, min(extent, _MAX_TASKS_PER_THREAD * threads) + 1)
+                  if extent % tasks == 0]
+    if threads < 2 or not candidates:
+        return None
+    return max(candidates, key=lambda chunk: (busy_share(extent // chunk, threads), chunk))
