@@ -6,13 +6,11 @@ onnxruntime (one thread) in the same run.
 
     .venv/bin/python benchmarks/conv_tiles.py                       # single convolutions
     .venv/bin/python benchmarks/conv_tiles.py --convs "" --models deeplab_aspp,mobilenet_v2
-    .venv/bin/python benchmarks/conv_tiles.py --unwidened           # also without the frontend's widening
 
 The "divisor" build patches ``conv_plan.conv_register_tile`` and ``conv_plan.register_row_tile``
-back to the former rule in this process (no other change). ``--unwidened`` adds a third build:
-the new tiles without the frontend's widening of rows that have no 4-8 pixel divisor
-(ir/conv.py ``_tile_friendly_width``: 13 -> 14, 33 -> 35, patched to keep the width), which
-peeling makes unnecessary. Every build skips the compile cache; every output is checked
+back to the former rule in this process (no other change); the frontend no longer widens
+rows that have no 4-8 pixel divisor (the peeled last tile made that unnecessary), so neither
+build does. Every build skips the compile cache; every output is checked
 against onnxruntime first. No thresholds: the figures go into docs/performance.md
 ("Convolution register tiles on AVX2").
 """
@@ -29,7 +27,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 import numpy as np  # noqa: E402
 
-from tilecraft.ir import conv as ir_conv  # noqa: E402
 from tilecraft.schedule import conv_plan  # noqa: E402
 from tilecraft.schedule.op_schedule import largest_divisor, vector_tile  # noqa: E402
 from rule_builds import builds_under_rules, one_thread_session  # noqa: E402
@@ -52,17 +49,16 @@ def _divisor_conv_register_tile(width, out_channels, in_channels, lanes, registe
     return pixels, vector_tile(out_channels, part, lanes // part), step
 
 
-NEW = (conv_plan.conv_register_tile, conv_plan.register_row_tile, ir_conv._tile_friendly_width)
+NEW = (conv_plan.conv_register_tile, conv_plan.register_row_tile)
 RULES = {
     "divisor": (_divisor_conv_register_tile, lambda width, vectors, registers, depthwise=False:
-                largest_divisor(width, 8), NEW[2]),
+                largest_divisor(width, 8)),
     "peeled": NEW,
-    "unwidened": (NEW[0], NEW[1], lambda width: width),
 }
 
 
 def _rules(rules) -> None:
-    conv_plan.conv_register_tile, conv_plan.register_row_tile, ir_conv._tile_friendly_width = rules
+    conv_plan.conv_register_tile, conv_plan.register_row_tile = rules
 
 
 def conv_model(size: int, channels: int, depthwise: bool = False):
@@ -131,11 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--convs", default="65x128,33x256,13x256,56x64,32x256,dw65x128",
                         help="single 3x3 convs SIZExCHANNELS (dw: depthwise), comma-separated")
     parser.add_argument("--models", default="", help="public_suite models, comma-separated")
-    parser.add_argument("--unwidened", action="store_true", help="add the build without the frontend's widening")
     parser.add_argument("--blocks", type=int, default=9)
     parser.add_argument("--calls", type=int, default=3, help="calls per timed block")
     args = parser.parse_args(argv)
-    labels = ["divisor", "peeled"] + (["unwidened"] if args.unwidened else [])
+    labels = ["divisor", "peeled"]
     for case in [c for c in args.convs.split(",") if c]:
         depthwise = case.startswith("dw")
         size, channels = map(int, case.removeprefix("dw").split("x"))

@@ -322,18 +322,6 @@ def narrow_pixel_tiles(width: int) -> bool:
     return max(d for d in range(1, _REGISTER_PIXELS + 1) if width % d == 0) < _REGISTER_PIXELS // 2
 
 
-def _tile_friendly_width(width: int) -> int:
-    """The narrowest output row from ``width`` up that has a 4-8 pixel register tile, if
-    it adds at most an eighth of the work (13 -> 14, 11 -> 12, 26 -> 28), else ``width``:
-    a convolution computes the extra pixels from zeros padded on the right and the result
-    is sliced back, so every register tile is whole (a partial last tile, peeled by
-    padding)."""
-    for wider in range(width, width + width // 8 + 1):
-        if not narrow_pixel_tiles(wider):
-            return wider
-    return width
-
-
 def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.Value:
     """A 1x1, stride-1, unpadded convolution of a static x (N, C, H, W) by w (F, C, 1, 1) as
     one matmul of the NHWC pixels (N*H*W, C) by the filter (C, F) (transposed once; the
@@ -439,14 +427,6 @@ def conv(
     named = groups == 1 or (group_channels == 1 and filters == groups)
     # Grouped 2-D convolutions of static shape: one NHWC convolution per group.
     per_group_convs = spatial == 2 and not named and None not in core.static_shape(x)
-    model_width = None
-    if spatial == 2 and (named or per_group_convs) and kernel != [1, 1] and None not in core.static_shape(x):
-        # A named convolution's register tile must divide its output row: widen a row
-        # that has none (13 pixels: 1-pixel tiles, SqueezeNet's Fire modules), slice back.
-        width = core.static_shape(x)[3] + padding_low[1] + padding_high[1]
-        model_width = window_output_extent(width, 0, 0, kernel[1], strides[1], dilations[1])
-        extra = _tile_friendly_width(model_width) - model_width
-        padding_high = [padding_high[0], padding_high[1] + extra * strides[1]]
     x = core.pad_constant(x, [0, 0, *padding_low], [0, 0, *padding_high], 0)
     extents = core.sizes(x)
     out_spatial = [
@@ -478,10 +458,6 @@ def conv(
         else:
             grouped = _grouped_generic(xg, wg, init, strides, dilations)
         result = collapse(grouped, x_groups)
-    if model_width is not None and out_spatial[1] != model_width:
-        sizes = [extents[0], filters, out_spatial[0], model_width]
-        result = tensor.extract_slice(ir.RankedTensorType.get(sizes, accumulator), result, [], [], [],
-                                      [0, 0, 0, 0], sizes, [1, 1, 1, 1])
     return _add_bias(result, bias, element)
 
 

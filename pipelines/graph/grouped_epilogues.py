@@ -23,7 +23,7 @@ the convolution's accumulators (schedule/group.py), like a plain convolution's. 
 consumer that reads nothing but the loop's result whole (identity map), per-channel or
 per-pixel operands through projected permutations, and writes a result of the loop's own
 type, and does not read its position (``linalg.index``), is moved: anything else (a
-reduction, a reshape, a widened row sliced back, a second reader of the result) stays.
+reduction, a reshape, a slice, a second reader of the result) stays.
 """
 
 from __future__ import annotations

@@ -244,9 +244,8 @@ class LayoutRewriter:
 
     def rewrite_slice(self, op: ir.Operation) -> None:
         """A static rank-4 ``extract_slice`` of a converted value slices it in ``layout``
-        (offsets, sizes and strides permuted): a convolution computed on a wider output row
-        than the model's (ir/conv.py, ``_tile_friendly_width``) is cut back
-        without leaving NHWC."""
+        (offsets, sizes and strides permuted): a channel split between branches (ShuffleNet)
+        or a crop of a feature map is cut without leaving NHWC."""
         clone = op.clone(ip=ir.InsertionPoint(op))
         clone.operands[0] = self.converted_from(op.operands[0])
         for name in ("static_offsets", "static_sizes", "static_strides"):

@@ -112,8 +112,8 @@ def test_odd_widths_match_onnxruntime(kind, width, monkeypatch):
 
 # ---- the schedule's partial tiles on linalg (no frontend widening) -----------------------------
 #
-# The ONNX frontend widens rows with no 4-8 pixel divisor (ir/conv.py, ``_tile_friendly_width``:
-# 33 -> 35), so these tests give the schedule linalg convolutions of the odd widths directly.
+# These tests give the schedule linalg convolutions of the odd widths directly (no frontend in
+# between), with each epilogue form the fusion groups carry.
 
 def _conv_epilogue(width: int, kind: str, rows: int = 2, channels: int = 16, filters: int = 32) -> str:
     """NHWC ``@main(x, w, bias, scale[, residual])``: a 3x3 convolution (``conv``, ``residual``),
