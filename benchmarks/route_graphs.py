@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # terminators, run-time checks).
 _SKIPPED_PREFIXES = ("arith.", "math.", "index.", "affine.", "cf.", "ub.")
 _SKIPPED = frozenset({"tensor.empty", "tensor.dim", "func.return", "scf.yield", "scf.forall.in_parallel",
-                      "bufferization.alloc_tensor", "func.call"})
+                      "bufferization.alloc_tensor"})
 
 
 @dataclass(frozen=True)

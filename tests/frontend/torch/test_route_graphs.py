@@ -16,7 +16,7 @@ from torch import nn
 import tilecraft
 from tilecraft.dialects import graph
 
-from torch_testing import assert_close
+from torch_testing import assert_close, check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 import route_graphs  # noqa: E402
@@ -74,3 +74,42 @@ def test_squeezenet_head_reaches_the_onnx_graph():
     routes = route_graphs.route_graphs(head(), (torch.randn(1, 24, 13, 13),))
     assert routes["onnx"] and routes["torch"]
     assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("head", routes)
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 8), (7, 1, 8), (2, 3, 4, 8)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_kept_whole_matches_eager(shape, bias):
+    """``aten.linear`` is imported whole (ops/nn.py): every input rank, with and without bias."""
+    torch.manual_seed(0)
+    model = nn.Linear(shape[-1] if len(shape) > 1 else 5, 6, bias=bias).eval()
+    check(model, torch.randn(*shape))
+
+
+def test_linear_by_a_computed_weight_and_a_dynamic_batch():
+    """A weight that is not a constant is transposed in the IR; a dynamic batch stays ``?``."""
+    import torch.nn.functional as F
+
+    check(lambda x, w, b: F.linear(x, w * 2, b), torch.randn(4, 3, 8), torch.randn(6, 8), torch.randn(6))
+    model = nn.Linear(8, 6).eval()
+    batch = torch.export.Dim("batch", min=1, max=32)
+    compiled = tilecraft.torch.compile(model, (torch.randn(3, 8),), dynamic_shapes={"input": {0: batch}})
+    with torch.no_grad():
+        for n in (1, 5):
+            x = torch.randn(n, 8)
+            assert_close(compiled(x), model(x))
+
+
+def test_vit_style_linear_reaches_the_onnx_graph():
+    """Sequence-first tokens through Linear -> GELU -> Linear + residual: one graph from both
+    routes (torch's decomposition of ``linear`` put reshapes between them)."""
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(32, 128), nn.Linear(128, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.fc2(nn.functional.gelu(self.fc1(x)))
+
+    torch.manual_seed(0)
+    routes = route_graphs.route_graphs(Block().eval(), (torch.randn(17, 1, 32),))
+    assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("block", routes)
