@@ -20,6 +20,7 @@ from .tensor import extern  # noqa: F401  (registers tilecraft-lower-externs)
 from .tensor import tensorize  # noqa: F401  (registers tilecraft-tensorize: scheduled_pipeline runs it)
 from .buffer.bool_memory import WIDEN_BOOL_MEMORY
 from .tensor.fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
+from .tensor.inner_unit_dims import DROP_INNER_UNIT_DIMS
 from .tensor.fused_attention import FUSE_ATTENTION_PASS, LANES as ATTENTION_LANES
 from .tensor.int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_PASS
 from .vector.merge_functions import MERGE_IDENTICAL_FUNCTIONS
@@ -126,10 +127,10 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
                   *((f"{FUSE_ATTENTION_PASS}{{num-threads={num_threads} lanes={attention_lanes}}}",) if fused_attention else ()),
                   f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
                   INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
-                  DROP_BARRIERS, INT8_EPILOGUE_PASS, *checks, "canonicalize",
+                  DROP_BARRIERS, INT8_EPILOGUE_PASS, DROP_INNER_UNIT_DIMS, *checks, "canonicalize",
                   *(("tilecraft-mark-groups",) if mark_groups else ())),
                  "fold constants; " + ("attention as one kernel; " if fused_attention else "") + "8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
-                 "elementwise producers into consumers; run-time checks"
+                 "elementwise producers into consumers; no unit dim innermost; run-time checks"
                  + ("; tag fusion groups" if mark_groups else ""))
 
 

@@ -89,9 +89,10 @@ def _random_ops_kept() -> Iterator[None]:
 def _core_decompositions() -> Any:
     """torch's core ATen table without the random ops the importer keeps whole
     (frontend/torch/ops/random.py): a decomposition such as ``bernoulli`` -> ``rand_like(p) < p``
-    draws another stream than the kernel eager runs, so seeds would no longer match eager."""
+    draws another stream than the kernel eager runs, so seeds would no longer match eager;
+    and without ``linear``, imported as the ONNX exporter writes it (ops/nn.py says why)."""
     table = torch.export.default_decompositions()
-    for target in random_ops.overloads():
+    for target in (*random_ops.overloads(), torch.ops.aten.linear.default):
         if target in table:
             table.pop(target)
     return table

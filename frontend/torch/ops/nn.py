@@ -38,6 +38,32 @@ def addmm(ctx: OpContext, bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: 
                             alpha=float(alpha), beta=float(beta))
 
 
+@table.aten("linear.default")
+def linear(ctx: OpContext, x: Any, weight: Any, bias: Any = None) -> ir.Value:
+    """``x @ weight.T + bias`` as the ONNX exporter writes ``nn.Linear``: a 2-D input as one
+    Gemm, any other as MatMul by the transposed weight, then Add; a constant weight is
+    transposed here by numpy, once, as the ONNX importer does with Gemm's.
+
+    Why the op is kept whole (export.py leaves it out of the core decomposition): torch's
+    decomposition flattens an N-D input to 2-D for ``addmm`` and views the result back, and
+    a ViT's sequence-first tokens then reached the schedule through reshapes around every
+    Linear (its GELU and residual in other fusion groups than the products), where the
+    same model exported to ONNX did not (docs/performance.md, "The PyTorch route's graph").
+    """
+    dtype = ctx.result_dtype()
+    a = ctx.tensor(x, dtype)
+    if isinstance(weight, np.ndarray) and weight.ndim == 2:
+        b = ctx.tensor(np.ascontiguousarray(weight.T), dtype)
+    else:
+        b = ctx.tensor(weight, dtype)
+        if table.rank(b) == 2:
+            b = core.transpose(b, [1, 0])
+    if table.rank(a) == 2 and table.rank(b) == 2:
+        return contraction.gemm(a, b, None if bias is None else ctx.tensor(bias, dtype))
+    product = contraction.matmul(a, b)
+    return product if bias is None else table.map_(ctx, [product, bias], dtype, elementwise.add)
+
+
 @table.aten("baddbmm.default")
 def baddbmm(ctx: OpContext, bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> ir.Value:
     dtype = ctx.result_dtype()
