@@ -173,7 +173,7 @@ def in_model_times(model: Any, options: CompileOptions, records: "str | os.PathL
     return join(tasks, profile_kernels(model, options, records, runs), records, options.target)
 
 
-def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.PathLike[str]",
+def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.PathLike[str] | None",
                        tasks: Sequence[Task], top: int = 5, rounds: int = 7,
                        flush_cache: bool | None = None) -> list[KernelAgreement]:
     """The ``top`` heaviest tuned tasks timed as the tuner times them and inside the model,
@@ -187,9 +187,13 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     check and 1.4-1.55 forty minutes later), so the ratio measured drift as much as the
     measurement. Side by side, drift hits both columns alike. ``flush_cache`` as in
     :class:`~tilecraft.tuning.measure.RunnerOptions`; ``None``: decided as ``tune`` does
-    (:func:`~tilecraft.tuning.measure.weights_outgrow_cache`)."""
-    applied = best_records(load_records(records, target=options.target))
-    chosen = sorted((t for t in tasks if t.key in applied), key=lambda t: -t.flops * t.count)[:top]
+    (:func:`~tilecraft.tuning.measure.weights_outgrow_cache`). ``records`` ``None``: the
+    default schedules, the model compiled without records and each task's default measured
+    as the search's first trial measures it (whether the tuner's clock agrees with the
+    model's needs no tuning run)."""
+    applied = best_records(load_records(records, target=options.target)) if records is not None else None
+    chosen = sorted((t for t in tasks if applied is None or t.key in applied),
+                    key=lambda t: -t.flops * t.count)[:top]
     flush = weights_outgrow_cache(tasks) if flush_cache is None else flush_cache
     runner = RunnerOptions(repeat=1, flush_cache=flush)
     target_key = canonical_target(options.target)
@@ -198,7 +202,8 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         inputs = random_inputs(package)
         candidates = []
         for task in chosen:
-            job = MeasureInput(payload=task.payload, task=task.describe(), config=applied[task.key].config,
+            job = MeasureInput(payload=task.payload, task=task.describe(),
+                               config=applied[task.key].config if applied is not None else None,
                                target=target_key)
             module = build_candidate(job, Path(scratch), kernel_time=True)
             candidates.append((module, task_inputs(module.signature)))

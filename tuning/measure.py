@@ -227,15 +227,47 @@ def _eviction_buffer() -> np.ndarray:
     return np.ones(2 * last_level_cache_bytes() // 8, dtype=np.int64)
 
 
+# The pool waker's tensor: 512 KiB, small beside a last-level cache, large enough for the
+# default plan to split it over the threads (the size measured in docs/tuning.md).
+_WAKER_SHAPE = (32, 4096)
+
+
+@functools.lru_cache(maxsize=1)
+def _pool_waker() -> Callable[[], None]:
+    """A tiny parallel kernel (``x + x``), compiled once per worker process.
+
+    Why: in a model the kernel before a candidate's just ended, so the parallel runtime's
+    threads are running (they spin a while before they sleep, runtime/async_runtime.c)
+    when it starts. After the cache flush (milliseconds of single-threaded reading) they are
+    asleep, and the candidate's first parallel loop waited for the scheduler to wake them:
+    under load MobileNetV2's heavy 1x1 convolutions then measured 1-34 ms in the tuner
+    against 0.3-0.9 ms in the model; with this kernel run between the flush and the call,
+    0.82-1.04x of the model's time (docs/tuning.md, "Faithful measurement")."""
+    from ..pipelines.cpu import cpu_pipeline
+    from ..pipelines.jit.compiled_module import compile_ir
+    from ..pipelines.target import Target
+    from ..schedule import te
+
+    x = te.placeholder(_WAKER_SHAPE, name="x", dtype="float32")
+    doubled = te.compute(_WAKER_SHAPE, lambda i, j: x[i, j] + x[i, j], name="doubled")
+    target = Target.parse("llvm")
+    module = compile_ir(te.create_func([x, doubled], "wake"), cpu_pipeline(target), target)
+    argument = np.ones(_WAKER_SHAPE, dtype=np.float32)
+    return lambda: module(argument)
+
+
 def _cache_flusher(arguments: "list[np.ndarray]") -> Callable[[], None]:
-    """Evicts every cache level, then brings ``arguments`` back in: a kernel as the model
-    runs it, reading its inputs warm (just written) and its weights cold."""
+    """Evicts every cache level, then brings ``arguments`` back in and wakes the parallel
+    runtime's threads (:func:`_pool_waker`): a kernel as the model runs it, reading its
+    inputs warm (just written) and its weights cold, the pool's threads running."""
     buffer = _eviction_buffer()
+    wake = _pool_waker()
 
     def flush() -> None:
         buffer.sum()
         for argument in arguments:
             argument.sum()  # reads it into the caches again
+        wake()
 
     return flush
 

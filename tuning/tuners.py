@@ -7,9 +7,11 @@ told their costs (:meth:`Tuner.update`: seconds, ``inf`` for a failed candidate)
 - ``grid``: the space in index order (the last knob varies fastest), invalid points skipped;
 - ``xgb`` / ``xgb_rank``: an XGBoost cost model (regression / pairwise-rank loss) retrained
   after every batch; simulated annealing over the space, scored by the model, collects the
-  top predicted configs; a fraction ``epsilon`` of each batch stays random (exploration).
-  Until the model has ``min_samples`` measurements, proposals are random, or ranked by a
-  cross-task model of earlier runs when one is given (``prior``, transfer.py).
+  top predicted configs, of which a batch takes configs that differ from each other in at
+  least two knobs first (diversity); a fraction ``epsilon`` of each batch stays random
+  (exploration). Until the model has ``min_samples`` measurements, proposals are random, or
+  ranked by a cross-task model of earlier runs when one is given (``prior``, transfer.py);
+  while it has fewer than ``early_until``, batches hold at most ``early_batch`` configs.
 """
 
 from __future__ import annotations
@@ -112,12 +114,22 @@ class XGBTuner(Tuner):
     def __init__(self, space: SearchSpace, seed: int = 0, *, loss: str = "reg",
                  epsilon: float = 0.1, sa_steps: int = 60, sa_walkers: int = 64,
                  model_config: CostModelConfig | None = None,
-                 prior: "TransferModel | None" = None, model: CostModel | None = None) -> None:
+                 prior: "TransferModel | None" = None, model: CostModel | None = None,
+                 early_batch: int = 4, early_until: int = 24, diverse: bool = True) -> None:
         super().__init__(space, seed)
         self.name = "xgb" if loss == "reg" else "xgb_rank"
-        # Any CostModel ranks the annealing's candidates; XGBoost unless one is given.
+        # Any CostModel ranks the annealing's candidates; XGBoost unless one is given. It
+        # trains from 5 measurements (the default and the first small batch): see early_batch.
         self.model: CostModel = model if model is not None else XGBCostModel(
-            model_config or CostModelConfig(loss=loss, seed=seed))
+            model_config or CostModelConfig(loss=loss, seed=seed, min_samples=5))
+        # Why small early batches: with a handful of measurements each new one changes the
+        # model most, and a batch of 8 proposed from the model of 9 points spent 8 trials on
+        # one poor guess (docs/tuning.md, the curve); measuring costs a build (about a
+        # second), retraining milliseconds. Later batches take the size asked for (a Ray
+        # runner measures a batch side by side).
+        self.early_batch = early_batch
+        self.early_until = early_until
+        self.diverse = diverse
         # A model trained on earlier runs (transfer.py): ranks candidates until ours has data.
         self.prior = prior if prior is not None and prior.trained else None
         self.epsilon = epsilon
@@ -166,11 +178,29 @@ class XGBTuner(Tuner):
             temperature = 1.0 - (step + 1) / self.sa_steps
         return [config for _score, _n, config in sorted(best, reverse=True)]
 
+    def _spread(self, ranked: list[Config], wanted: int) -> list[Config]:
+        """``wanted`` of ``ranked`` (best predicted first): first those that differ from every
+        one taken in at least two knobs, then the best of the rest. Why: the annealing's top
+        predictions are mostly one-knob variations of one point, and a batch of them measures
+        one guess of a model trained on a few points several times over."""
+        taken: list[Config] = []
+        for config in ranked:
+            if len(taken) == wanted:
+                return taken
+            if all(sum(config[k] != other[k] for k in config) >= 2 for other in taken):
+                taken.append(config)
+        return taken + [c for c in ranked if c not in taken][: wanted - len(taken)]
+
     def next_batch(self, size: int) -> list[Config]:
+        if len(self.costs) < self.early_until:
+            size = min(size, self.early_batch)
         if not self.model.trained and self.prior is None:
             return self._random_unvisited(size, set())
         explore = sum(1 for _ in range(size) if self.rng.random() < self.epsilon)
-        batch = self._anneal(size - explore)
+        if self.diverse:
+            batch = self._spread(self._anneal(4 * (size - explore)), size - explore)
+        else:
+            batch = self._anneal(size - explore)
         taken = {_frozen(c) for c in batch}
         batch += self._random_unvisited(size - len(batch), taken)
         return batch

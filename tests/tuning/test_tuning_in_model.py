@@ -151,3 +151,31 @@ def test_tuned_configs_are_confirmed_inside_the_model(tmp_path):
         assert best[key].tuner == IN_MODEL and best[key].cost == min(r.cost for r in pair)
         kept_default = best[key].config == defaults[key]
         assert kept_default == (key in {task.key for task in slower})
+
+
+def test_side_by_side_without_records_times_the_default_schedules():
+    """No records: the model without records beside each task's default schedule, measured as
+    the search's first trial measures it (benchmarks/tuning_in_model.py's check needs no tuning run)."""
+    options = tilecraft.CompileOptions(shape_dict=SHAPES)
+    tasks = tilecraft.extract_tasks(DIGITS, "llvm", shape_dict=SHAPES)
+    rows = side_by_side_times(DIGITS, options, None, tasks, top=2, rounds=2, flush_cache=False)
+    heaviest = sorted(tasks, key=lambda t: -t.flops * t.count)[:2]
+    assert [row.task.key for row in rows] == [t.key for t in heaviest]
+    assert all(row.tuner_seconds > 0 and row.model_seconds is not None and row.ratio > 0 for row in rows)
+
+
+def test_the_cache_flush_leaves_the_thread_pool_awake(monkeypatch):
+    """After evicting the caches and reading the inputs again, the flush runs a tiny parallel
+    kernel (the pool waker), so the candidate starts with the runtime's threads running, as
+    a kernel in a model does right after the one before it."""
+    from tilecraft.tuning import measure
+
+    wake = measure._pool_waker()
+    wake()  # a real compiled kernel; runs alone
+    calls = []
+    monkeypatch.setattr(measure, "_pool_waker", lambda: lambda: calls.append("wake"))
+    argument = np.ones(1024, np.float32)
+    flush = measure._cache_flusher([argument])
+    flush()
+    flush()
+    assert calls == ["wake", "wake"]

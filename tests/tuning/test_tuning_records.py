@@ -194,3 +194,37 @@ def test_xgb_tuner_follows_its_model(matmul_space):
     guided = tuner.next_batch(8)
     randoms = [matmul_space.random(random.Random(i)) for i in range(8)]
     assert sum(cost(c) for c in guided) < sum(cost(c) for c in randoms)
+
+
+def test_xgb_tuner_retrains_after_small_batches_while_its_data_is_scarce(matmul_space):
+    """Until it has ``early_until`` measurements the XGB tuner proposes at most
+    ``early_batch`` configs per batch (its model retrains after each), then the size asked;
+    its model trains from five measurements (the default and the first small batch)."""
+    def cost(config):
+        return 1.0 / (config["reg_m"] * config["reg_n"]) + 0.01 * config["step_k"]
+
+    tuner = make_tuner("xgb", matmul_space, seed=0)
+    tuner.update([matmul_space.default()], [cost(matmul_space.default())])
+    sizes = []
+    while len(tuner.costs) < 30:
+        batch = tuner.next_batch(8)
+        sizes.append(len(batch))
+        tuner.update(batch, [cost(c) for c in batch])
+        if len(tuner.costs) == 5:
+            assert tuner.model.trained
+    assert sizes[:6] == [4] * 6 and sizes[6] == 8  # 1 + 6 x 4 = 25 >= early_until (24)
+
+
+def test_a_guided_batch_spreads_over_the_space(matmul_space):
+    """A model-guided batch takes configs at least two knobs apart before near-duplicates of
+    one guess, the best predicted first."""
+    tuner = make_tuner("xgb", matmul_space, seed=0)
+    rng = random.Random(1)
+    ranked = [matmul_space.random(rng) for _ in range(40)]
+    step_k = next(k for k in matmul_space.knobs if k.name == "step_k")
+    near = {**ranked[0], "step_k": next(v for v in step_k.values if v != ranked[0]["step_k"])}
+    ranked.insert(1, near)  # one knob from the best: taken only after the far ones
+    spread = tuner._spread(ranked, 4)
+    assert spread[0] == ranked[0] and near not in spread and len(spread) == 4
+    assert all(sum(a[k] != b[k] for k in a) >= 2 for i, a in enumerate(spread) for b in spread[:i])
+    assert tuner._spread([ranked[0], near], 2) == [ranked[0], near]  # filled when none is far
