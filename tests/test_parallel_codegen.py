@@ -89,6 +89,15 @@ def test_a_killed_worker_raises_a_compile_error(parallel, monkeypatch):
         _compile(_conv_mlp(np.random.default_rng(5)), "2", monkeypatch)
 
 
+@pytest.mark.timeout(300)  # the worker sleeps 600 s: waiting for it fails the test
+def test_a_hung_worker_is_stopped_at_the_deadline(parallel, monkeypatch):
+    monkeypatch.setattr(parallel_codegen, "WORKER_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(parallel_codegen, "worker_command", lambda: [
+        sys.executable, "-c", "import time; time.sleep(600)"])
+    with pytest.raises(CompileError, match="did not finish in 2 s; stopped"):
+        _compile(_conv_mlp(np.random.default_rng(5)), "2", monkeypatch)
+
+
 def test_a_failing_worker_names_its_error(parallel, monkeypatch):
     monkeypatch.setattr(parallel_codegen, "worker_command", lambda: [
         sys.executable, "-c", "import sys; sys.exit('no LLVM today')"])

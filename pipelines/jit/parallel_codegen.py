@@ -21,7 +21,8 @@ Each part is compiled by the same ExecutionEngine at the same optimization level
 serial JIT would have compiled it; the kernels are reached through function pointers (the
 parallel-loop runtime) and calls, as before, so the outputs are bit-identical
 (tests/test_parallel_codegen.py). A worker that dies or fails raises :class:`CompileError`
-naming the part; no compile waits on a dead worker.
+naming the part; no compile waits on a dead worker, nor longer than
+:data:`WORKER_TIMEOUT_S` on a hung one.
 
 Off with ``TILECRAFT_CODEGEN_WORKERS=0``; a number sets how many workers (default: the CPUs
 this process may run on, at most :data:`MAX_WORKERS`). Modules whose movable functions hold
@@ -59,6 +60,10 @@ MAX_WORKERS = 8
 # (docs/performance.md, "Compile time: parallel codegen").
 MIN_PARALLEL_OPS = 8_000
 WORKER_SCRIPT = Path(__file__).with_name("codegen_worker.py")
+# How long the compile waits for all workers together before it stops them and fails: far
+# above any model's whole code generation on a loaded machine (DenseNet-121's serial JIT is
+# under a minute of CPU), so only a worker that hangs reaches it.
+WORKER_TIMEOUT_S = 900.0
 
 
 def worker_count() -> int:
@@ -156,8 +161,15 @@ class ParallelCodegen:
         report.cpu_before_wait_s = time.process_time() - self._started_cpu
         waiting = time.perf_counter()
         try:
+            deadline = waiting + WORKER_TIMEOUT_S
             for index, worker in enumerate(self._workers):
-                output, errors = worker.communicate()
+                try:
+                    output, errors = worker.communicate(timeout=max(deadline - time.perf_counter(), 0.0))
+                except subprocess.TimeoutExpired:
+                    raise CompileError(f"code generation worker {index + 1} of {len(self._workers)} "
+                                       f"({len(self.report.parts[index])} functions) did not finish in "
+                                       f"{WORKER_TIMEOUT_S:g} s; stopped (TILECRAFT_CODEGEN_WORKERS=0 "
+                                       "compiles in this process)", stage="jit") from None
                 if worker.returncode != 0:
                     how = (f"was killed by signal {-worker.returncode}" if worker.returncode < 0
                            else f"exited with status {worker.returncode}")
