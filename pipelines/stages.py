@@ -31,6 +31,7 @@ from .tensor.runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .vector.runtime_verification import GENERATE_VERIFICATION, ROUTE_VERIFICATION, VERIFY_VECTOR_ACCESSES
 from .pipeline import Stage
 from .buffer.pad_borders import FILL_PAD_BORDERS
+from .tensor.concat_destinations import CONCATS_AS_DESTINATIONS
 from .tensor.pad_destinations import PADS_AS_DESTINATIONS
 from .buffer.prefetch_blocks import PREFETCH_NEXT_BLOCKS
 from .buffer.strided_copies import STRIDED_COPIES_TO_LINALG
@@ -169,14 +170,15 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               # allow-return-allocs-from-loops: an ONNX Scan's state is a new tensor each
               # iteration (frontend/onnx/ops/control_flow.py), not an update in place.
               # Pads become border fills plus an insert that their source's producer writes
-              # into (eliminate-empty-tensors); cse then merges the subviews bufferization
-              # made of one slice, so that canonicalize drops the copies onto themselves.
-              (PADS_AS_DESTINATIONS, "eliminate-empty-tensors",
+              # into, concats one insert per part (eliminate-empty-tensors); cse then merges
+              # the subviews bufferization made of one slice, so that canonicalize drops the
+              # copies onto themselves.
+              (PADS_AS_DESTINATIONS, CONCATS_AS_DESTINATIONS, "eliminate-empty-tensors",
                "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                "function-boundary-type-conversion=identity-layout-map}",
                "cse", "canonicalize", "buffer-deallocation-pipeline",
                "convert-bufferization-to-memref"),
-              "pads as their source's destination; tensors to buffers; results returned as "
+              "pads and concats as their parts' destination; tensors to buffers; results returned as "
               "fresh allocations the caller frees"),
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores

@@ -1,0 +1,82 @@
+// tilecraft-concats-as-destinations: a function-level tensor.concat becomes a fresh tensor
+// with each part inserted at its offset along the concatenated dim. With
+// eliminate-empty-tensors and bufferization after it, each part's producer (a fusion group's
+// scf.forall, a linalg op) stores straight into its slice of the result: no copy is left.
+// A part that is a function argument is one copy into its slice; a concat of dynamic shape,
+// or inside a loop, is left alone.
+// RUN: tilecraft-opt %s --tilecraft-concats-as-destinations | FileCheck %s
+// RUN: tilecraft-opt %s --pass-pipeline='builtin.module(tilecraft-concats-as-destinations,eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops},cse,canonicalize)' | FileCheck %s --check-prefix=BUF
+
+#id = affine_map<(n, h, w, c) -> (n, h, w, c)>
+
+// CHECK-LABEL: func.func @branches
+// CHECK-NOT: tensor.concat
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<1x4x4x24xf32>
+// CHECK: %[[A:.*]] = tensor.insert_slice %{{.*}} into %[[EMPTY]][0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// CHECK: %[[B:.*]] = tensor.insert_slice %{{.*}} into %[[A]][0, 0, 0, 8] [1, 4, 4, 16] [1, 1, 1, 1]
+// CHECK: return %[[B]]
+
+// BUF-LABEL: func.func @branches
+// BUF: %[[ALLOC:.*]] = memref.alloc() {{.*}} : memref<1x4x4x24xf32>
+// BUF: %[[FIRST:.*]] = memref.subview %[[ALLOC]][0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// BUF: scf.forall
+// BUF: memref.subview %[[FIRST]]
+// BUF: %[[SECOND:.*]] = memref.subview %[[ALLOC]][0, 0, 0, 8] [1, 4, 4, 16] [1, 1, 1, 1]
+// BUF: linalg.generic
+// BUF-SAME: outs(%[[SECOND]]
+// BUF-NOT: memref.copy
+// BUF: return %[[ALLOC]]
+func.func @branches(%x: tensor<1x4x4x8xf32>, %y: tensor<1x4x4x16xf32>) -> tensor<1x4x4x24xf32> {
+  %one = arith.constant 1.0 : f32
+  %e1 = tensor.empty() : tensor<1x4x4x8xf32>
+  %a = scf.forall (%i) in (4) shared_outs(%o = %e1) -> (tensor<1x4x4x8xf32>) {
+    %row = tensor.extract_slice %x[0, %i, 0, 0] [1, 1, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> to tensor<1x1x4x8xf32>
+    %out = tensor.extract_slice %o[0, %i, 0, 0] [1, 1, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> to tensor<1x1x4x8xf32>
+    %r = linalg.map { math.exp } ins(%row : tensor<1x1x4x8xf32>) outs(%out : tensor<1x1x4x8xf32>)
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %r into %o[0, %i, 0, 0] [1, 1, 4, 8] [1, 1, 1, 1] : tensor<1x1x4x8xf32> into tensor<1x4x4x8xf32>
+    }
+  }
+  %e2 = tensor.empty() : tensor<1x4x4x16xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y : tensor<1x4x4x16xf32>) outs(%e2 : tensor<1x4x4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %in, %one : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x4x16xf32>
+  %c = tensor.concat dim(3) %a, %b : (tensor<1x4x4x8xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x24xf32>
+  return %c : tensor<1x4x4x24xf32>
+}
+
+// CHECK-LABEL: func.func @argument_part
+// CHECK-NOT: tensor.concat
+// CHECK: tensor.insert_slice %arg0 into %{{.*}}[0, 0] [4, 8] [1, 1] : tensor<4x8xf32> into tensor<9x8xf32>
+// CHECK: tensor.insert_slice %arg1 into %{{.*}}[4, 0] [5, 8] [1, 1] : tensor<5x8xf32> into tensor<9x8xf32>
+
+// BUF-LABEL: func.func @argument_part
+// BUF-COUNT-2: memref.copy %arg
+func.func @argument_part(%x: tensor<4x8xf32>, %y: tensor<5x8xf32>) -> tensor<9x8xf32> {
+  %c = tensor.concat dim(0) %x, %y : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<9x8xf32>
+  return %c : tensor<9x8xf32>
+}
+
+// CHECK-LABEL: func.func @dynamic_stays
+// CHECK: tensor.concat
+func.func @dynamic_stays(%x: tensor<?x8xf32>, %y: tensor<5x8xf32>) -> tensor<?x8xf32> {
+  %c = tensor.concat dim(0) %x, %y : (tensor<?x8xf32>, tensor<5x8xf32>) -> tensor<?x8xf32>
+  return %c : tensor<?x8xf32>
+}
+
+// CHECK-LABEL: func.func @in_a_loop_stays
+// CHECK: scf.for
+// CHECK: tensor.concat
+func.func @in_a_loop_stays(%x: tensor<4x8xf32>, %n: index) -> tensor<8x8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %init = tensor.empty() : tensor<8x8xf32>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %init) -> (tensor<8x8xf32>) {
+    %c = tensor.concat dim(0) %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+    scf.yield %c : tensor<8x8xf32>
+  }
+  return %r : tensor<8x8xf32>
+}
