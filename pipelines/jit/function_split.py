@@ -52,15 +52,32 @@ def is_defined_function(op: ir.Operation) -> bool:
     return op.name == "llvm.func" and len(op.regions[0].blocks) > 0
 
 
+# Conversions LLVM lowers to compiler-rt calls on targets without the instructions
+# (``__truncsfbf2``, ``__extendhfsf2``): the JIT's process resolves them from a library it
+# happens to have loaded, a bare worker process did not (a bf16 BERT layer's kernels failed
+# with "Symbols not found: __truncsfbf2"). A function holding one names this pseudo-symbol,
+# which nothing resolves, so it stays with the JIT.
+HALF_PRECISION_CONVERSION = "<half-precision conversion: a compiler-rt call>"
+_CONVERSIONS = frozenset({"llvm.fptrunc", "llvm.fpext"})
+
+
+def _converts_half_precision(op: ir.Operation) -> bool:
+    return op.name in _CONVERSIONS and any(
+        "f16" in str(value.type) for value in (*op.operands, *op.results))
+
+
 def references(op: ir.Operation) -> tuple[set[str], int]:
-    """The symbols the ops nested in ``op`` name (callees, addresses taken), and how many
-    operations ``op`` holds (the part's size estimate)."""
+    """The symbols the ops nested in ``op`` name (callees, addresses taken; a half-precision
+    conversion as :data:`HALF_PRECISION_CONVERSION`), and how many operations ``op`` holds
+    (the part's size estimate)."""
     found: set[str] = set()
     count = 0
 
     def visit(nested: ir.Operation) -> ir.WalkResult:
         nonlocal count
         count += 1
+        if _converts_half_precision(nested):
+            found.add(HALF_PRECISION_CONVERSION)
         attributes = nested.attributes
         for name in _REFERENCE_ATTRIBUTES:
             if name in attributes:
