@@ -24,9 +24,11 @@ import os
 import sys
 import time
 
-# Run as a script: this folder is sys.path[0], so the split is imported by file, not
-# through the package (whose __init__ would import numpy and the frontend).
-from function_split import keep_part, is_defined_function, symbol_name  # noqa: E402
+if __package__:  # imported through the package (the wheel check imports every module)
+    from .function_split import keep_part, is_defined_function, symbol_name
+else:  # run as a script: this folder is sys.path[0], so the split is imported by file, not
+    # through the package (whose __init__ would import numpy and the frontend)
+    from function_split import keep_part, is_defined_function, symbol_name  # noqa: E402
 
 from mlir import ir  # noqa: E402
 from mlir.execution_engine import ExecutionEngine  # noqa: E402
