@@ -155,3 +155,10 @@ def fresh_init(init: ir.Value, shape: list[int]) -> ir.Value | None:
         if source is not None and source.name == "tensor.empty":
             return linalg.fill(owner.operands[0], outs=[tensor.EmptyOp(shape, element).result])
     return None
+
+
+def at_function_level(op: ir.Operation) -> bool:
+    """Whether ``op`` sits directly in a ``func.func`` body (outside every loop and region):
+    where a destination-passing rewrite of a pad or concat may place a fresh tensor."""
+    parent = op.parent
+    return parent is not None and getattr(parent, "operation", parent).name == "func.func"

@@ -28,21 +28,16 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import tensor
 
-from ..ir_queries import ops_where
+from ..ir_queries import at_function_level, ops_where
 from ..passes import register_pass
 
 CONCATS_AS_DESTINATIONS = "tilecraft-concats-as-destinations"
 
 
-def _at_function_level(op: ir.Operation) -> bool:
-    parent = op.parent
-    return parent is not None and getattr(parent, "operation", parent).name == "func.func"
-
-
 def concat_as_destination(concat: ir.Operation) -> bool:
     """Rewrite one ``tensor.concat`` (see the module docstring); False when it does not
     qualify: a dynamic shape, or inside a loop or a region."""
-    if concat.name != "tensor.concat" or not _at_function_level(concat):
+    if concat.name != "tensor.concat" or not at_function_level(concat):
         return False
     result_type = ir.RankedTensorType(concat.results[0].type)
     parts = list(concat.operands)

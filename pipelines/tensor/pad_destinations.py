@@ -33,7 +33,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from ..ir_queries import defining_op, ops_where
+from ..ir_queries import at_function_level, defining_op, ops_where
 from ..passes import register_pass
 
 PADS_AS_DESTINATIONS = "tilecraft-pads-as-destinations"
@@ -53,11 +53,6 @@ def _padding_value(pad: ir.Operation) -> ir.Value | None:
     return value
 
 
-def _at_function_level(op: ir.Operation) -> bool:
-    parent = op.parent
-    return parent is not None and getattr(parent, "operation", parent).name == "func.func"
-
-
 def _static_amounts(pad: ir.Operation, name: str) -> list[int] | None:
     amounts = list(ir.DenseI64ArrayAttr(pad.attributes[name]))
     if any(ir.ShapedType.is_dynamic_size(amount) for amount in amounts):
@@ -68,7 +63,7 @@ def _static_amounts(pad: ir.Operation, name: str) -> list[int] | None:
 def pad_as_destination(pad: ir.Operation) -> bool:
     """Rewrite one ``tensor.pad`` (see the module docstring); False when it does not qualify:
     dynamic shapes or amounts, a computed padding value, or inside a loop or a region."""
-    if pad.name != "tensor.pad" or not _at_function_level(pad):
+    if pad.name != "tensor.pad" or not at_function_level(pad):
         return False
     result_type = ir.RankedTensorType(pad.results[0].type)
     source = pad.operands[0]
