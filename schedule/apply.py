@@ -28,6 +28,7 @@ from .group import find_fusion_units, plan_groups, prepare_groups
 from .op_schedule import TAG, GroupSchedule, OpSchedule
 from .plan import plan_default_schedule
 from .record_plan import RecordPlanner
+from .repeated_kernels import inline_outlined, outline_repeated
 from .records import Record, canonical_target
 from .script import render_script
 from .sketch import SketchSpace, is_sketch_config
@@ -172,6 +173,10 @@ def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule
     script = render_script(plans)
     with module.context:
         transform_module = ir.Module.parse(script)
+    sequences = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in transform_module.body.operations}
+    # The sequence's text without its name (which holds the tag): copies compare equal.
+    plans = outline_repeated(module, plans, {
+        name: str(sequence)[str(sequence).index("("):] for name, sequence in sequences.items()})
     for plan in plans:
         if isinstance(plan, GroupSchedule) and plan.fallback:
             # No warning: the fallback is the per-op schedule, correct but one loop nest
@@ -180,6 +185,7 @@ def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule
                 apply_schedule_ops(module, list(plan.fallback))
             continue
         apply_or_warn(module, transform_module, plan.sequence_name)
+    inline_outlined(module)
     apply_backend_schedules(module)
     apply_or_warn(module, transform_module, "cleanup")
     remove_tags(module)
