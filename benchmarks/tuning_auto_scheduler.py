@@ -75,13 +75,17 @@ def alternating(functions: dict[str, object], repeat: int) -> dict[str, list[flo
     return samples
 
 
-def report(samples: dict[str, list[float]], flops: float, reference: str) -> None:
+def report(samples: dict[str, list[float]], flops: "float | dict[str, float]", reference: str) -> None:
+    """A row per function: median time, GFLOPS (``flops``: one count, or one per function)
+    and its GFLOPS over ``reference``'s (the median, then per round)."""
+    work = flops if isinstance(flops, dict) else {name: flops for name in samples}
     ref = np.median(samples[reference])
-    print(f"{'':24} {'median ms':>10} {'GFLOPS':>8} {'vs ' + reference:>12}  per-round ratios")
+    print(f"{'':26} {'median ms':>10} {'GFLOPS':>8} {'vs ' + reference:>12}  per-round GFLOPS ratios")
     for name, values in samples.items():
         median = float(np.median(values))
-        ratios = " ".join(f"{r / v:.2f}" for r, v in zip(samples[reference], values))
-        print(f"{name:24} {median * 1e3:>10.3f} {flops / median / 1e9:>8.1f} {ref / median:>11.2f}x  {ratios}")
+        scale = work[name] / work[reference]
+        ratios = " ".join(f"{scale * r / v:.2f}" for r, v in zip(samples[reference], values))
+        print(f"{name:26} {median * 1e3:>10.3f} {work[name] / median / 1e9:>8.1f} {scale * ref / median:>11.2f}x  {ratios}")
 
 
 def tune(task: auto_scheduler.SearchTask, records: Path, args: argparse.Namespace) -> None:
@@ -148,7 +152,8 @@ def run_grouped_conv(args: argparse.Namespace, out: Path) -> None:
     functions.update({f"grouped conv {name}": (lambda fn=fn: fn(x, wt)) for name, fn in by_form.items()})
     samples = alternating(functions, args.repeat)
     flops = 2.0 * n * h * w * g * f * c * k * k
-    report(samples, flops, "resnet50 conv2_x 3x3")
+    report(samples, {name: CONV_FLOPS if name.startswith("resnet") else flops for name in samples},
+           "resnet50 conv2_x 3x3")
     conv_gflops = CONV_FLOPS / np.median(samples["resnet50 conv2_x 3x3"]) / 1e9
     for name in by_form:
         mine = flops / np.median(samples[f"grouped conv {name}"]) / 1e9

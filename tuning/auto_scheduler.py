@@ -56,7 +56,7 @@ from ..schedule.task import Task, extract_tasks
 from ..schedule.te import Tensor, create_func
 from ..schedule.te.window_conv import rewrite_window_convs, window_conv_refusals
 from ..schedule.te.window_taps import split_window_taps
-from ..runtime.timing import measure
+from ..runtime.significance import paired_rounds
 from .options import TuneOptions
 from .results import TuningResult
 from .tune import tune
@@ -165,8 +165,10 @@ class SearchTask:
             for task in form_tasks:
                 tasks.setdefault(task.key, task)
         self.tasks: list[Task] = list(tasks.values())
-        # Per records file, each form's median seconds with its records (best_form).
+        # Per records file, each form's median seconds with its records and its median
+        # per-round time over the taps form's (best_form).
         self.form_seconds: dict[Path, dict[str, float]] = {}
+        self.form_ratios: dict[Path, dict[str, float]] = {}
 
     def __repr__(self) -> str:
         return (f"SearchTask({self.workload_key}, target={self.target}, {len(self.tasks)} tunable op(s), "
@@ -203,33 +205,36 @@ class SearchTask:
             results[name] = tune(self.forms[name], CompileOptions(target=self.target), search)
         if len(results) == 1:
             return next(iter(results.values()))
-        self.form_seconds.pop(records.resolve(), None)  # new records: time the forms again
+        self.form_ratios.pop(records.resolve(), None)  # new records: time the forms again
         chosen = results[self.best_form(records)]
         return replace(chosen, tasks=[r for result in results.values() for r in result.tasks])
 
     def best_form(self, records: "str | os.PathLike[str]") -> str:
         """The form (:attr:`forms`) that runs fastest with the best schedules of ``records``:
-        each form compiled with them and timed on random inputs, in alternating rounds in this
-        process (the tuner's records time each op alone; a form's ops also differ in how often
-        they run). Measured once per records file; :attr:`form_seconds` keeps the medians."""
+        each form compiled with them and timed on random inputs in paired rounds in this
+        process (runtime/significance.py's ``paired_rounds``: the order flipped every round),
+        the winner the lowest median of its per-round time over the taps form's. Why time the
+        forms rather than add up their records: a record times one op alone, and a form's ops
+        run a different number of times (the group convolution once per group). Measured once
+        per records file; :attr:`form_seconds` keeps each form's median and
+        :attr:`form_ratios` its median time relative to the taps form."""
         if len(self.forms) == 1:
             return next(iter(self.forms))
         path = Path(records).resolve()
-        if path in self.form_seconds:
-            seconds = self.form_seconds[path]
-            return min(seconds, key=seconds.__getitem__)
-        compiled = {name: compile_model(text, CompileOptions(target=self.target, tuning_records=path))
-                    for name, text in self.forms.items()}
-        rng = np.random.default_rng(0)
-        signature = next(iter(compiled.values())).signature
-        inputs = [rng.standard_normal(spec.shape).astype(spec.dtype) for spec in signature.arguments]
-        samples: dict[str, list[float]] = {name: [] for name in compiled}
-        for _ in range(FORM_TIMING_ROUNDS):
-            for name, function in compiled.items():
-                samples[name].append(measure(lambda: function(*inputs), repeat=1,
-                                             min_repeat_ms=FORM_TIMING_MS).per_call[0])
-        self.form_seconds[path] = {name: float(np.median(values)) for name, values in samples.items()}
-        return self.best_form(path)
+        if path not in self.form_ratios:
+            compiled = {name: compile_model(text, CompileOptions(target=self.target, tuning_records=path))
+                        for name, text in self.forms.items()}
+            rng = np.random.default_rng(0)
+            signature = next(iter(compiled.values())).signature
+            inputs = [rng.standard_normal(spec.shape).astype(spec.dtype) for spec in signature.arguments]
+            samples = paired_rounds({name: (lambda fn=fn: fn(*inputs)) for name, fn in compiled.items()},
+                                    FORM_TIMING_ROUNDS, min_sample_s=FORM_TIMING_S)
+            baseline = np.asarray(samples[TAPS])
+            self.form_seconds[path] = {name: float(np.median(v)) for name, v in samples.items()}
+            self.form_ratios[path] = {name: float(np.median(np.asarray(v) / baseline))
+                                      for name, v in samples.items()}
+        ratios = self.form_ratios[path]
+        return min(ratios, key=ratios.__getitem__)
 
     def _best(self, records: "str | os.PathLike[str]") -> dict[str, Any]:
         path = Path(records)
@@ -260,9 +265,10 @@ class SearchTask:
         form = self.best_form(records)
         lines = []
         if len(self.forms) > 1:
-            timings = ", ".join(f"{name} {seconds * 1e3:.4f} ms"
-                                for name, seconds in self.form_seconds[Path(records).resolve()].items())
-            lines.append(f"# form: {form} (timed with the records: {timings})")
+            path = Path(records).resolve()
+            timings = ", ".join(f"{name} {seconds * 1e3:.4f} ms ({self.form_ratios[path][name]:.2f}x the taps' time)"
+                                for name, seconds in self.form_seconds[path].items())
+            lines.append(f"# form: {form} (timed with the records, median of paired rounds: {timings})")
         for task in self.form_tasks[form]:
             record = found.get(task.key)
             if record is None:
@@ -280,9 +286,12 @@ class SearchTask:
 # grouped channels-last convolution, a loop over groups of the named convolution, whose
 # register tile keeps the window loops inside (schedule/te/window_conv.py).
 TAPS, WINDOW_INSIDE = "taps", "window_inside"
-# How best_form times the forms: alternating rounds of at least this many milliseconds each.
-FORM_TIMING_ROUNDS = 5
-FORM_TIMING_MS = 50.0
+# How best_form times the forms: paired rounds, each sample a block of calls of at least
+# this many seconds. At load 10-13 on the shared 2-core machine, 5 alternating rounds of 50 ms
+# picked the taps form at 5x the window-inside form's time, where 11 rounds of the benchmark
+# had the taps 1.5x slower: hence the paired ratios and more, longer rounds.
+FORM_TIMING_ROUNDS = 9
+FORM_TIMING_S = 0.1
 
 
 def _forms(tensors: Sequence[Tensor]) -> tuple[dict[str, str], list[str]]:

@@ -179,8 +179,9 @@ def test_apply_best_picks_the_form_timed_fastest(tmp_path):
         writer.write(Record(task=conv.describe(), config=GeneratedSpaceGenerator(TARGET).generate(conv).default(),
                             status="ok", costs=[1e-3], gflops=1.0, target=canonical_target(TARGET)))
     chosen = task.best_form(records)
-    seconds = task.form_seconds[records.resolve()]
-    assert set(seconds) == {WINDOW_INSIDE, TAPS} and chosen == min(seconds, key=seconds.get)
+    ratios = task.form_ratios[records.resolve()]
+    assert set(ratios) == set(task.form_seconds[records.resolve()]) == {WINDOW_INSIDE, TAPS}
+    assert ratios[TAPS] == 1.0 and chosen == min(ratios, key=ratios.get)
     x, wt = _random((1, 14, 14, 4, 8)), _random((3, 3, 4, 8, 8))
     np.testing.assert_allclose(task.apply_best(records)(x, wt), grouped_reference(x, wt, 3, 1, 12, 12),
                                rtol=1e-4, atol=1e-3)
