@@ -186,3 +186,19 @@ def test_apply_best_picks_the_form_timed_fastest(tmp_path):
     np.testing.assert_allclose(task.apply_best(records)(x, wt), grouped_reference(x, wt, 3, 1, 12, 12),
                                rtol=1e-4, atol=1e-3)
     assert chosen in task.print_best(records)
+
+
+@pytest.mark.slow  # a minute at load 12: tunes two forms, compares each end to end, times them
+def test_tune_shares_the_trials_between_the_forms_and_applies_the_faster(tmp_path):
+    task = auto_scheduler.SearchTask(func="window_conv_grouped", args=(1, 8, 8, 2, 8, 8, 3))
+    records = tmp_path / "records.jsonl"
+    result = task.tune(auto_scheduler.TuningOptions(
+        num_measure_trials=4, verbose=0, measure_callbacks=[auto_scheduler.RecordToFile(records)]))
+    tuned_keys = {r.task.key for r in result.tasks}
+    assert {t.key for t in task.form_tasks[WINDOW_INSIDE]} & tuned_keys
+    assert {t.key for t in task.form_tasks[TAPS]} & tuned_keys
+    assert sum(r.trials for r in result.tasks) <= 4
+    assert records.resolve() in task.form_ratios  # tune timed the forms with the new records
+    x, wt = _random((1, 10, 10, 2, 8)), _random((3, 3, 2, 8, 8))
+    np.testing.assert_allclose(task.apply_best(records)(x, wt), grouped_reference(x, wt, 3, 1, 8, 8),
+                               rtol=1e-4, atol=1e-3)
