@@ -10,7 +10,9 @@
 - ``grouped_conv``: a user's grouped 3x3 convolution written in TE with an explicit group
   axis (NHWGC input, KKGCF filters), tuned the same way, and ResNet-50's conv2_x 3x3 layer
   (benchmarks/tuning_gemm_conv.py's payload, default schedule) timed beside it (goal: the
-  grouped conv's GFLOPS >= 0.7x the ResNet-50 layer's).
+  grouped conv's GFLOPS >= 0.7x the ResNet-50 layer's). Each form of the grouped conv
+  (``SearchTask.forms``: its window taps, and the loop over groups of the named convolution)
+  is timed with the same records in the same rounds, and which one ``apply_best`` picked.
 
 No thresholds: figures for notes, with the load average (the machine may be shared).
 """
@@ -73,13 +75,17 @@ def alternating(functions: dict[str, object], repeat: int) -> dict[str, list[flo
     return samples
 
 
-def report(samples: dict[str, list[float]], flops: float, reference: str) -> None:
+def report(samples: dict[str, list[float]], flops: "float | dict[str, float]", reference: str) -> None:
+    """A row per function: median time, GFLOPS (``flops``: one count, or one per function)
+    and its GFLOPS over ``reference``'s (the median, then per round)."""
+    work = flops if isinstance(flops, dict) else {name: flops for name in samples}
     ref = np.median(samples[reference])
-    print(f"{'':24} {'median ms':>10} {'GFLOPS':>8} {'vs ' + reference:>12}  per-round ratios")
+    print(f"{'':26} {'median ms':>10} {'GFLOPS':>8} {'vs ' + reference:>12}  per-round GFLOPS ratios")
     for name, values in samples.items():
         median = float(np.median(values))
-        ratios = " ".join(f"{r / v:.2f}" for r, v in zip(samples[reference], values))
-        print(f"{name:24} {median * 1e3:>10.3f} {flops / median / 1e9:>8.1f} {ref / median:>11.2f}x  {ratios}")
+        scale = work[name] / work[reference]
+        ratios = " ".join(f"{scale * r / v:.2f}" for r, v in zip(samples[reference], values))
+        print(f"{name:26} {median * 1e3:>10.3f} {work[name] / median / 1e9:>8.1f} {scale * ref / median:>11.2f}x  {ratios}")
 
 
 def tune(task: auto_scheduler.SearchTask, records: Path, args: argparse.Namespace) -> None:
@@ -128,20 +134,31 @@ def run_grouped_conv(args: argparse.Namespace, out: Path) -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, h + k - 1, w + k - 1, g, c), dtype=np.float32)
     wt = rng.standard_normal((k, k, g, c, f), dtype=np.float32)
-    tuned = task.apply_best(records)
+    tuned = task.apply_best(records)  # the form best_form timed fastest
     expected = sum(np.einsum("nhwgc,gcf->nhwgf", x[:, i:i + h, j:j + w], wt[i, j])
                    for i in range(k) for j in range(k))
     np.testing.assert_allclose(tuned(x, wt), expected, rtol=1e-3, atol=1e-2)
+    print(f"forms: {', '.join(task.forms)}; apply_best chose {task.best_form(records)!r}"
+          + "".join(f"; refused: {why}" for why in task.refusals))
+    # Every form with its tuned records, side by side: the A/B of the window-inside form
+    # (schedule/te/window_conv.py) against the taps (schedule/te/window_taps.py).
+    by_form = {name: task.apply_best(records, form=name) for name in task.forms}
+    for name, fn in by_form.items():
+        np.testing.assert_allclose(fn(x, wt), expected, rtol=1e-3, atol=1e-2, err_msg=name)
     resnet = tilecraft.compile(CONV, keep_ir=False)
     rx = rng.standard_normal((1, 56, 56, 64), dtype=np.float32)
     rw = rng.standard_normal((3, 3, 64, 64), dtype=np.float32)
-    samples = alternating({"resnet50 conv2_x 3x3": lambda: resnet(rx, rw), "grouped conv tuned": lambda: tuned(x, wt)},
-                          args.repeat)
+    functions = {"resnet50 conv2_x 3x3": lambda: resnet(rx, rw)}
+    functions.update({f"grouped conv {name}": (lambda fn=fn: fn(x, wt)) for name, fn in by_form.items()})
+    samples = alternating(functions, args.repeat)
     flops = 2.0 * n * h * w * g * f * c * k * k
+    report(samples, {name: CONV_FLOPS if name.startswith("resnet") else flops for name in samples},
+           "resnet50 conv2_x 3x3")
     conv_gflops = CONV_FLOPS / np.median(samples["resnet50 conv2_x 3x3"]) / 1e9
-    mine = flops / np.median(samples["grouped conv tuned"]) / 1e9
-    print(f"resnet50 conv2_x 3x3 (default schedule): {conv_gflops:.1f} GFLOPS; grouped conv tuned: "
-          f"{mine:.1f} GFLOPS = {mine / conv_gflops:.2f}x (goal >= 0.7x); load {load()}")
+    for name in by_form:
+        mine = flops / np.median(samples[f"grouped conv {name}"]) / 1e9
+        print(f"resnet50 conv2_x 3x3 (default schedule): {conv_gflops:.1f} GFLOPS; grouped conv tuned, "
+              f"{name} form: {mine:.1f} GFLOPS = {mine / conv_gflops:.2f}x (goal >= 0.7x); load {load()}")
 
 
 def main(argv: list[str] | None = None) -> int:

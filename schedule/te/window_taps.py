@@ -34,7 +34,7 @@ MAX_TAPS = 64
 
 
 @dataclass(frozen=True)
-class _Window:
+class Window:
     """Operand axis ``axis`` reads ``outer * stride + window * dilation``."""
 
     axis: int
@@ -58,12 +58,12 @@ def _dim_times(expr: ir.AffineExpr) -> tuple[int, int] | None:
     return None
 
 
-def _windows(op: ir.Operation, reductions: set[int]) -> list[list[_Window | int]] | None:
+def _windows(op: ir.Operation, reductions: set[int]) -> list[list[Window | int]] | None:
     """Per operand, per axis: the loop a plain ``d_i`` reads, or the window it reads;
     ``None`` when an index is neither, or a window is not ``parallel + reduction``."""
     layout = []
     for affine_map in indexing_maps(op):
-        axes: list[_Window | int] = []
+        axes: list[Window | int] = []
         for axis, expr in enumerate(affine_map.results):
             if isinstance(expr, ir.AffineDimExpr):
                 axes.append(expr.position)
@@ -78,12 +78,12 @@ def _windows(op: ir.Operation, reductions: set[int]) -> list[list[_Window | int]
             if (a in reductions) == (b in reductions):
                 return None
             (outer, stride), (window, dilation) = ((a, ca), (b, cb)) if b in reductions else ((b, cb), (a, ca))
-            axes.append(_Window(axis, outer, stride, window, dilation))
+            axes.append(Window(axis, outer, stride, window, dilation))
         layout.append(axes)
     return layout
 
 
-def _splittable(op: ir.Operation) -> tuple[list[list[_Window | int]], list[int]] | None:
+def window_layout(op: ir.Operation) -> tuple[list[list[Window | int]], list[int]] | None:
     """The operand layout and the window loops of ``op``, when it is a static
     ``linalg.generic`` whose only non-projected indices are windows over reduction loops
     that no output reads."""
@@ -97,11 +97,11 @@ def _splittable(op: ir.Operation) -> tuple[list[list[_Window | int]], list[int]]
     layout = _windows(op, reductions)
     if layout is None:
         return None
-    windows = sorted({axis.window for axes in layout for axis in axes if isinstance(axis, _Window)})
+    windows = sorted({axis.window for axes in layout for axis in axes if isinstance(axis, Window)})
     if not windows:
         return None
     outputs = len(op.results)
-    if any(isinstance(axis, _Window) or axis in windows for axes in layout[-outputs:] for axis in axes):
+    if any(isinstance(axis, Window) or axis in windows for axes in layout[-outputs:] for axis in axes):
         return None
     operand_types = [ir.RankedTensorType(v.type) for v in op.operands if isinstance(v.type, ir.RankedTensorType)]
     if len(operand_types) != len(layout) or not all(t.has_static_shape for t in operand_types):
@@ -109,7 +109,7 @@ def _splittable(op: ir.Operation) -> tuple[list[list[_Window | int]], list[int]]
     return layout, windows
 
 
-def _loop_extents(op: ir.Operation, layout: list[list[_Window | int]]) -> dict[int, int]:
+def _loop_extents(op: ir.Operation, layout: list[list[Window | int]]) -> dict[int, int]:
     """Each loop's extent, from the operand axes that read it plainly."""
     extents: dict[int, int] = {}
     for value, axes in zip(op.operands, layout):
@@ -122,12 +122,12 @@ def _loop_extents(op: ir.Operation, layout: list[list[_Window | int]]) -> dict[i
 
 def split_op(op: ir.Operation) -> bool:
     """Replace ``op`` by its taps (module docstring); ``False`` when it does not qualify."""
-    found = _splittable(op)
+    found = window_layout(op)
     if found is None:
         return False
     layout, windows = found
     extents = _loop_extents(op, layout)
-    outers = {a.outer for axes in layout for a in axes if isinstance(a, _Window)}
+    outers = {a.outer for axes in layout for a in axes if isinstance(a, Window)}
     if any(d not in extents for d in (*windows, *outers)):
         return False  # a loop no operand reads plainly: its extent is not known here
     taps = 1
@@ -145,7 +145,7 @@ def split_op(op: ir.Operation) -> bool:
         new_maps = []
         for axes in layout:
             new_maps.append(ir.AffineMap.get(len(kept), 0, [
-                ir.AffineDimExpr.get(renumber[a.outer if isinstance(a, _Window) else a])
+                ir.AffineDimExpr.get(renumber[a.outer if isinstance(a, Window) else a])
                 for a in axes if not (isinstance(a, int) and a in windows)]))
         maps_attribute = indexing_maps_attribute(new_maps)
         iterators_attribute = ir.ArrayAttr.get([iterators[d] for d in kept])
@@ -158,13 +158,13 @@ def split_op(op: ir.Operation) -> bool:
             position = dict(zip(windows, tap))
             operands = []
             for value, axes in zip(list(op.operands[:inputs]), layout[:inputs]):
-                if not any(isinstance(a, _Window) or a in windows for a in axes):
+                if not any(isinstance(a, Window) or a in windows for a in axes):
                     operands.append(value)
                     continue
                 source = ir.RankedTensorType(value.type)
                 offsets, sizes, strides, shape = [], [], [], []
                 for axis, a in enumerate(axes):
-                    if isinstance(a, _Window):
+                    if isinstance(a, Window):
                         offsets.append(position[a.window] * a.dilation)
                         sizes.append(extents[a.outer])
                         strides.append(a.stride)
@@ -202,7 +202,7 @@ def split_window_taps(module: ir.Module) -> int:
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "linalg.generic" and _splittable(op) is not None:
+        if op.name == "linalg.generic" and window_layout(op) is not None:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
