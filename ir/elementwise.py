@@ -81,6 +81,15 @@ def _horner(coefficients: Sequence[float], x: ir.Value) -> ir.Value:
     return result
 
 
+def _fma_horner(coefficients: Sequence[float], x: ir.Value) -> ir.Value:
+    """:func:`_horner` with one fused multiply-add per step: half the instructions, one
+    rounding per step instead of two."""
+    result = like(coefficients[-1], x)
+    for c in reversed(coefficients[:-1]):
+        result = math.fma(result, x, like(c, x))
+    return result
+
+
 def _clamp_float(x: ir.Value, low: float, high: float) -> ir.Value:
     return arith.minimumf(arith.maximumf(x, like(low, x)), like(high, x))
 
@@ -445,25 +454,35 @@ def expm1(x: ir.Value) -> ir.Value:
 
 @dataclass(frozen=True)
 class _ErfTable:
-    """erf(x) = x * P(x^2) for |x| < split; 1 - exp(-x^2) * Q(1/|x| - center) above it,
-    with |x| clamped to ``limit`` (where erf rounds to 1). Least-squares fits on Chebyshev
-    nodes against Python's ``math.erf``/``math.erfc``; max relative error measured over
-    [-7, 7] and [1e-30, 1]: 2.0e-7 (f32 evaluation), 7.0e-15 (f64 evaluation)."""
+    """erf(x) = x * P(x^2) for |x| < split; above it ``1 - erfc``, with |x| clamped to
+    ``limit`` (where erf rounds to 1) and erfc either ``exp(-x^2) * Q(1/|x| - center)`` or,
+    with ``tail_in_x``, ``Q(|x| - center)`` itself. Least-squares fits on Chebyshev nodes
+    against Python's ``math.erf``/``math.erfc`` (the f32 tail: minimax by Lawson-reweighted
+    least squares against scipy's ``erfc``). Max error, f32 evaluation: 2.0e-7 relative below
+    the split, 6.7e-8 absolute above it; f64: 7.0e-15 relative over [-7, 7] and [1e-30, 1].
+
+    Why the f32 tail is a polynomial in |x| (degree 11) and not the exp form: a vector
+    computes both branches, and the tail's exp (a ~25-instruction polynomial with range
+    selects) and division were most of a GELU's time; an MLP's GELU ran at 1.5-1.8x
+    onnxruntime's (docs/performance.md, "ConvNeXt and Swin outside attention"). The f64 tail
+    keeps the exp form, which :func:`erfcx_mid` reuses."""
 
     split: float
     limit: float
     center: float
     small: tuple[float, ...]
     large: tuple[float, ...]
+    tail_in_x: bool = False
 
 
 _ERF_F32 = _ErfTable(
-    split=1.5, limit=4.0, center=0.4583333333333333,
+    split=1.5, limit=4.0, center=2.75, tail_in_x=True,
     small=(1.1283791663736291, -0.3761263363085395, 0.11283728184812152, -0.026863214615725245,
            0.005217035523474551, -0.000845572297952017, 0.00011315401681330095,
            -1.1344466268418261e-05, 6.22313400269528e-07),
-    large=(0.23727272656958176, 0.442745599790683, -0.18764717669502123, 0.010443593241731042,
-           0.08471719434176665, -0.10224407657110761, 0.05540379701582154),
+    large=(1.0059487011191802e-04, -5.86093225338276e-04, 1.6135212978223327e-03, -2.7632943109924036e-03,
+           3.2487507670745756e-03, -2.7424001079218844e-03, 1.6823533756232757e-03, -6.731000727354922e-04,
+           5.977759706341109e-05, 9.83350788658577e-05, -4.078200307140343e-05, 2.433997760505546e-06),
 )
 _ERF_F64 = _ErfTable(
     split=1.5, limit=6.0, center=0.41666666666666663,
@@ -485,16 +504,23 @@ _ERF_F64 = _ErfTable(
 @widened
 def erf(x: ir.Value) -> ir.Value:
     """The error function (``math.erf`` does not lower to LLVM). NaN propagates (the clamp
-    keeps it), +-inf give +-1."""
+    keeps it), +-inf give +-1. Errors: :class:`_ErfTable`; in f32 no exp and no division."""
     table = _ERF_F64 if isinstance(x.type, ir.F64Type) else _ERF_F32
+    # f32 with FMAs (every vector ISA here has them; f64's stay two-step: a soft-float fma on
+    # small cross targets would cost more than it saves).
+    horner_ = _fma_horner if table.tail_in_x else _horner
     magnitude = math.absf(x)
-    small = arith.mulf(magnitude, _horner(table.small, arith.mulf(x, x)))
+    small = arith.mulf(magnitude, horner_(table.small, arith.mulf(x, x)))
     clamped = _clamp_float(magnitude, table.split, table.limit)
-    tail = arith.mulf(
-        math.exp(negate(arith.mulf(clamped, clamped))),
-        _horner(table.large, arith.subf(reciprocal(clamped), like(table.center, x))),
-    )
-    large = arith.subf(like(1, x), tail)
+    if table.tail_in_x:
+        tail = horner_(table.large, arith.subf(clamped, like(table.center, x)))
+        large = arith.minimumf(arith.subf(like(1, x), tail), like(1, x))  # never above 1
+    else:
+        tail = arith.mulf(
+            math.exp(negate(arith.mulf(clamped, clamped))),
+            _horner(table.large, arith.subf(reciprocal(clamped), like(table.center, x))),
+        )
+        large = arith.subf(like(1, x), tail)
     is_small = arith.cmpf(arith.CmpFPredicate.OLT, magnitude, like(table.split, x))
     result = math.copysign(arith.select(is_small, small, large), x)
     # Names the value erf(operand 1) for tilecraft-fast-math (pipelines/vector/fast_math.py).
