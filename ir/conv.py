@@ -322,6 +322,36 @@ def narrow_pixel_tiles(width: int) -> bool:
     return max(d for d in range(1, _REGISTER_PIXELS + 1) if width % d == 0) < _REGISTER_PIXELS // 2
 
 
+# Output channels of a convolution register tile of two AVX2 vectors (one AVX-512 one): a 1x1
+# convolution whose filters are a multiple of it gets whole-vector tiles as a convolution.
+_PAIRED_VECTOR_CHANNELS = 16
+# Whether a 1x1 convolution may be computed as a matmul of its pixels at all (``pointwise_as_
+# matmul``); False keeps every one a convolution (benchmarks/cnn_kernels.py's A/B).
+POINTWISE_MATMULS = True
+
+
+def pointwise_as_matmul(width: int, filters: int) -> bool:
+    """Whether a static, stride-1, unpadded 1x1 convolution with output rows of ``width``
+    pixels and ``filters`` output channels is computed as a matmul of its pixels
+    (``_pointwise_as_matmul``) rather than as a convolution.
+
+    A matmul where the convolution's register tile would be narrow in both directions: rows
+    with no 4-8 pixel tile (``narrow_pixel_tiles``) and filters with no two-vector tile (1000
+    classes: the convolution took 8 x 1-vector tiles and ran 1.2x the matmul's time), or rows
+    of 1-3 pixels (squeeze-excite's convolutions on the pooled image: matrix-vector products).
+    Otherwise a convolution: its pixel tiles peel a partial last tile (schedule/conv_plan.py
+    ``register_row_tile``), so a 13- or 27-pixel row takes 5 x 2-vector tiles, as fast as
+    the matmul (one layer at a time, docs/performance.md "SqueezeNet and EfficientNet
+    kernels"), and its result needs no reshape: a concat's part (SqueezeNet's 1x1 expand) or
+    a pad's source (its 1x1 squeeze) is computed in place (pipelines/tensor/
+    concat_destinations.py, pad_destinations.py) with the bias and ReLU on its accumulators;
+    as a reshaped matmul each was a strided copy (1.7 MB per SqueezeNet call) and a separate
+    pass over the result."""
+    if not POINTWISE_MATMULS or not narrow_pixel_tiles(width):
+        return False
+    return width < _REGISTER_PIXELS // 2 or filters % _PAIRED_VECTOR_CHANNELS != 0
+
+
 def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.Value:
     """A 1x1, stride-1, unpadded convolution of a static x (N, C, H, W) by w (F, C, 1, 1) as
     one matmul of the NHWC pixels (N*H*W, C) by the filter (C, F) (transposed once; the
@@ -435,7 +465,7 @@ def conv(
     ]
     windows = {"strides": list(strides), "dilations": list(dilations)}
     if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
-            and None not in core.static_shape(x) and narrow_pixel_tiles(out_spatial[1])):
+            and None not in core.static_shape(x) and pointwise_as_matmul(out_spatial[1], filters)):
         result = _pointwise_as_matmul(x, w, accumulator)
     elif groups == 1:
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)

@@ -1,6 +1,7 @@
 # The forms ir/conv.py gives convolutions that the named NHWC convolutions tile
 # badly: a grouped one as a loop over its groups of one NHWC convolution each, a 1x1 one
-# whose output row has no 4-8 pixel register tile as one matmul of pixels.
+# whose output row has no 4-8 pixel register tile and whose filters have no two-vector tile
+# (or whose rows are 1-3 pixels) as one matmul of pixels.
 # RUN: %PYTHON %s | FileCheck %s
 
 import numpy as np
@@ -90,3 +91,23 @@ def pointwise_odd_row():
 @run
 def pointwise_even_row():
     print(import_model(conv_model([1, 64, 14, 14], [100, 64, 1, 1])))
+
+
+# A 1x1 conv over 13x13 pixels into 64 filters (SqueezeNet's squeeze and expand layers): a
+# named convolution, whose register tile peels the row's last pixel tile, so that its result
+# needs no reshape and a concat or pad it feeds is its destination.
+# CHECK-LABEL: TEST: pointwise_odd_row_vector_pairs
+# CHECK: linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x64x13x13xf32>
+# CHECK-NOT: linalg.matmul
+@run
+def pointwise_odd_row_vector_pairs():
+    print(import_model(conv_model([1, 48, 13, 13], [64, 48, 1, 1])))
+
+
+# A 1x1 conv on a pooled 1x1 image (squeeze-excite's): a one-row matmul whatever its filters.
+# CHECK-LABEL: TEST: pointwise_single_pixel
+# CHECK: linalg.matmul ins({{.*}} : tensor<1x96xf32>, tensor<96x32xf32>)
+# CHECK-NOT: linalg.conv_2d
+@run
+def pointwise_single_pixel():
+    print(import_model(conv_model([1, 96, 1, 1], [32, 96, 1, 1])))
