@@ -27,6 +27,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 from . import core, extent_math
 from .checks import check_extent
 from .contraction import accumulator_type, collapse, expand, generic_op, integer_matmul, round_to
+from .movement import slice_axis
 from ..errors import OperandError
 
 Extent = "int | ir.Value"
@@ -349,7 +350,30 @@ def pointwise_as_matmul(width: int, filters: int) -> bool:
     pass over the result."""
     if not POINTWISE_MATMULS or not narrow_pixel_tiles(width):
         return False
-    return width < _REGISTER_PIXELS // 2 or filters % _PAIRED_VECTOR_CHANNELS != 0
+    if width < _REGISTER_PIXELS // 2:
+        return True
+    return filters % _PAIRED_VECTOR_CHANNELS != 0 and pointwise_padded_filters(width, filters) == filters
+
+
+# Zero filters a 1x1 convolution may gain (``pointwise_padded_filters``), at most, as a
+# fraction of its filters.
+_MAX_PADDED_FILTERS_FRACTION = 0.125
+
+
+def pointwise_padded_filters(width: int, filters: int) -> int:
+    """The filters a 1x1 convolution on rows of ``width`` pixels computes: ``filters`` rounded
+    up to whole two-vector tiles (``_PAIRED_VECTOR_CHANNELS``) where its rows have no 4-8
+    pixel tile and that adds at most an eighth of the work, else ``filters``; the zero
+    filters' channels are sliced off the result. Why: SqueezeNet's classifier (512 -> 1000
+    channels over 13x13 pixels) as a matmul of the pixels took 8-pixel x 1-vector tiles
+    (1000 is an odd number of 8-lane vectors, and the row's reshape folds into the matmul
+    as 13 x 13 rows): as a convolution of 1008 filters it takes 5 x 2-vector tiles with the
+    row's last tile peeled and ran in 0.85x the matmul's time (one layer, one thread,
+    docs/performance.md "SqueezeNet and EfficientNet kernels")."""
+    if not POINTWISE_MATMULS or not narrow_pixel_tiles(width) or width < _REGISTER_PIXELS // 2:
+        return filters
+    padded = -(-filters // _PAIRED_VECTOR_CHANNELS) * _PAIRED_VECTOR_CHANNELS
+    return padded if padded - filters <= _MAX_PADDED_FILTERS_FRACTION * filters else filters
 
 
 def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.Value:
@@ -467,6 +491,12 @@ def conv(
     if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
             and None not in core.static_shape(x) and pointwise_as_matmul(out_spatial[1], filters)):
         result = _pointwise_as_matmul(x, w, accumulator)
+    elif (groups == 1 and spatial == 2 and kernel == [1, 1] and isinstance(out_spatial[1], int)
+          and pointwise_padded_filters(out_spatial[1], filters) != filters):
+        padded = pointwise_padded_filters(out_spatial[1], filters)
+        init = core.filled([extents[0], padded, *out_spatial], 0, accumulator)
+        w_padded = core.pad_constant(w, [0, 0, 0, 0], [padded - filters, 0, 0, 0], 0)
+        result = slice_axis(_CONV[2](x, w_padded, outs=[init], **windows), 1, 0, filters)
     elif groups == 1:
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
         result = _CONV[spatial](x, w, outs=[init], **windows)

@@ -67,8 +67,9 @@ def _check(model, shape, threads, monkeypatch):
 
 
 @pytest.mark.parametrize("width,filters,as_matmul", [
-    (13, 1000, True),   # SqueezeNet's classifier: no pixel tile, no two-vector tile
-    (13, 64, False), (27, 128, False), (13, 40, True),
+    (13, 1000, False),  # SqueezeNet's classifier: a convolution of 1008 filters
+    (13, 64, False), (27, 128, False),
+    (13, 40, True),  # no two-vector tile, and 48 filters would add a fifth
     (1, 32, True), (3, 64, True),  # squeeze-excite's pooled image
     (14, 1000, False), (55, 16, False),  # rows with a 4-8 pixel tile stay convolutions
 ])
@@ -86,7 +87,28 @@ def test_fire_modules_on_odd_rows_write_in_place(size, channels, squeeze, expand
     assert compiled.ir("bufferize").count("memref.copy") == 0
 
 
+@pytest.mark.parametrize("width,filters,padded", [(13, 1000, 1008), (27, 1000, 1008), (13, 40, 40), (13, 64, 64),
+                                                  (14, 1000, 1000), (1, 1000, 1000)])
+def test_which_pointwise_convs_get_zero_filters(width, filters, padded):
+    assert conv.pointwise_padded_filters(width, filters) == padded
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
-def test_classifier_into_1000_channels_on_13x13(threads, monkeypatch):
-    compiled = _check(_classifier(13, 64, 1000), (1, 64, 13, 13), threads, monkeypatch)
-    assert "linalg.matmul" in compiled.ir("graph")
+@pytest.mark.parametrize("size,classes", [(13, 1000), (11, 200)])
+def test_classifier_on_padded_filters(size, classes, threads, monkeypatch):
+    """SqueezeNet's head on odd rows: the conv computes whole two-vector tiles of filters
+    (1000 -> 1008, 200 -> 208) and the ReLU and the pool read the real channels."""
+    compiled = _check(_classifier(size, 64, classes), (1, 64, size, size), threads, monkeypatch)
+    graph = compiled.ir("graph")
+    assert "linalg.matmul" not in graph and f"x{classes + 8}xf32" in graph
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_concat_of_a_padded_pointwise_conv_and_a_3x3(threads, monkeypatch):
+    """A 1x1 conv into 200 channels (computed as 208) and a 3x3 one concatenated, at 13x13."""
+    rng = np.random.default_rng(3)
+    weights = [_weight(rng, "w1", 200, 32, 1, 1), _bias(rng, "b1", 200), _weight(rng, "w3", 64, 32, 3, 3)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"]), helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["x", "w3"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["ar", "b"], ["y"], axis=1)]
+    _check(_model(nodes, weights, [1, 32, 13, 13], [1, 264, 13, 13]), (1, 32, 13, 13), threads, monkeypatch)
