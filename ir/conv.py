@@ -27,6 +27,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 from . import core, extent_math
 from .checks import check_extent
 from .contraction import accumulator_type, collapse, expand, generic_op, integer_matmul, round_to
+from .movement import slice_axis
 from ..errors import OperandError
 
 Extent = "int | ir.Value"
@@ -322,6 +323,59 @@ def narrow_pixel_tiles(width: int) -> bool:
     return max(d for d in range(1, _REGISTER_PIXELS + 1) if width % d == 0) < _REGISTER_PIXELS // 2
 
 
+# Output channels of a convolution register tile of two AVX2 vectors (one AVX-512 one): a 1x1
+# convolution whose filters are a multiple of it gets whole-vector tiles as a convolution.
+_PAIRED_VECTOR_CHANNELS = 16
+# Whether a 1x1 convolution may be computed as a matmul of its pixels at all (``pointwise_as_
+# matmul``); False keeps every one a convolution (benchmarks/cnn_kernels.py's A/B).
+POINTWISE_MATMULS = True
+
+
+def pointwise_as_matmul(width: int, filters: int) -> bool:
+    """Whether a static, stride-1, unpadded 1x1 convolution with output rows of ``width``
+    pixels and ``filters`` output channels is computed as a matmul of its pixels
+    (``_pointwise_as_matmul``) rather than as a convolution.
+
+    A matmul where the convolution's register tile would be narrow in both directions: rows
+    with no 4-8 pixel tile (``narrow_pixel_tiles``) and filters with no two-vector tile (1000
+    classes: the convolution took 8 x 1-vector tiles and ran 1.2x the matmul's time), or rows
+    of 1-3 pixels (squeeze-excite's convolutions on the pooled image: matrix-vector products).
+    Otherwise a convolution: its pixel tiles peel a partial last tile (schedule/conv_plan.py
+    ``register_row_tile``), so a 13- or 27-pixel row takes 5 x 2-vector tiles, as fast as
+    the matmul (one layer at a time, docs/performance.md "SqueezeNet and EfficientNet
+    kernels"), and its result needs no reshape: a concat's part (SqueezeNet's 1x1 expand) or
+    a pad's source (its 1x1 squeeze) is computed in place (pipelines/tensor/
+    concat_destinations.py, pad_destinations.py) with the bias and ReLU on its accumulators;
+    as a reshaped matmul each was a strided copy (1.7 MB per SqueezeNet call) and a separate
+    pass over the result."""
+    if not POINTWISE_MATMULS or not narrow_pixel_tiles(width):
+        return False
+    if width < _REGISTER_PIXELS // 2:
+        return True
+    return filters % _PAIRED_VECTOR_CHANNELS != 0 and pointwise_padded_filters(width, filters) == filters
+
+
+# Zero filters a 1x1 convolution may gain (``pointwise_padded_filters``), at most, as a
+# fraction of its filters.
+_MAX_PADDED_FILTERS_FRACTION = 0.125
+
+
+def pointwise_padded_filters(width: int, filters: int) -> int:
+    """The filters a 1x1 convolution on rows of ``width`` pixels computes: ``filters`` rounded
+    up to whole two-vector tiles (``_PAIRED_VECTOR_CHANNELS``) where its rows have no 4-8
+    pixel tile and that adds at most an eighth of the work, else ``filters``; the zero
+    filters' channels are sliced off the result. Why: SqueezeNet's classifier (512 -> 1000
+    channels over 13x13 pixels) as a matmul of the pixels took 8-pixel x 1-vector tiles
+    (1000 is an odd number of 8-lane vectors, and the row's reshape folds into the matmul
+    as 13 x 13 rows): as a convolution of 1008 filters it takes 5 x 2-vector tiles with the
+    row's last tile peeled and ran in 0.85x the matmul's time (one layer, one thread,
+    docs/performance.md "SqueezeNet and EfficientNet kernels")."""
+    if not POINTWISE_MATMULS or not narrow_pixel_tiles(width) or width < _REGISTER_PIXELS // 2:
+        return filters
+    padded = -(-filters // _PAIRED_VECTOR_CHANNELS) * _PAIRED_VECTOR_CHANNELS
+    return padded if padded - filters <= _MAX_PADDED_FILTERS_FRACTION * filters else filters
+
+
 def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.Value:
     """A 1x1, stride-1, unpadded convolution of a static x (N, C, H, W) by w (F, C, 1, 1) as
     one matmul of the NHWC pixels (N*H*W, C) by the filter (C, F) (transposed once; the
@@ -435,8 +489,14 @@ def conv(
     ]
     windows = {"strides": list(strides), "dilations": list(dilations)}
     if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
-            and None not in core.static_shape(x) and narrow_pixel_tiles(out_spatial[1])):
+            and None not in core.static_shape(x) and pointwise_as_matmul(out_spatial[1], filters)):
         result = _pointwise_as_matmul(x, w, accumulator)
+    elif (groups == 1 and spatial == 2 and kernel == [1, 1] and isinstance(out_spatial[1], int)
+          and pointwise_padded_filters(out_spatial[1], filters) != filters):
+        padded = pointwise_padded_filters(out_spatial[1], filters)
+        init = core.filled([extents[0], padded, *out_spatial], 0, accumulator)
+        w_padded = core.pad_constant(w, [0, 0, 0, 0], [padded - filters, 0, 0, 0], 0)
+        result = slice_axis(_CONV[2](x, w_padded, outs=[init], **windows), 1, 0, filters)
     elif groups == 1:
         init = core.filled([extents[0], filters, *out_spatial], 0, accumulator)
         result = _CONV[spatial](x, w, outs=[init], **windows)

@@ -1,6 +1,7 @@
 # The forms ir/conv.py gives convolutions that the named NHWC convolutions tile
 # badly: a grouped one as a loop over its groups of one NHWC convolution each, a 1x1 one
-# whose output row has no 4-8 pixel register tile as one matmul of pixels.
+# whose output row has no 4-8 pixel register tile and whose filters have no two-vector tile
+# (or whose rows are 1-3 pixels) as one matmul of pixels.
 # RUN: %PYTHON %s | FileCheck %s
 
 import numpy as np
@@ -71,16 +72,31 @@ def two_channels_per_group():
     print(import_model(conv_model([1, 16, 8, 8], [16, 2, 3, 3], group=8, pads=[1, 1, 1, 1])))
 
 
-# A 1x1 conv over 13x13 pixels: one matmul of the 169 NHWC pixels by the (C, F) filter.
+# A 1x1 conv over 13x13 pixels into 40 filters (padding them to 48 would add a fifth): one
+# matmul of the 169 NHWC pixels by the (C, F) filter.
 # CHECK-LABEL: TEST: pointwise_odd_row
 # CHECK: linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
 # CHECK: tensor.collapse_shape {{.*}} into tensor<169x64xf32>
-# CHECK: linalg.matmul ins({{.*}} : tensor<169x64xf32>, tensor<64x100xf32>)
-# CHECK: tensor.expand_shape {{.*}} into tensor<1x13x13x100xf32>
+# CHECK: linalg.matmul ins({{.*}} : tensor<169x64xf32>, tensor<64x40xf32>)
+# CHECK: tensor.expand_shape {{.*}} into tensor<1x13x13x40xf32>
 # CHECK: linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
 @run
 def pointwise_odd_row():
-    print(import_model(conv_model([1, 64, 13, 13], [100, 64, 1, 1])))
+    print(import_model(conv_model([1, 64, 13, 13], [40, 64, 1, 1])))
+
+
+# SqueezeNet's classifier shape: 1000 filters over 13x13 pixels are computed as 1008 (whole
+# two-vector tiles; zero filters padded onto the constant) by a named convolution, and the
+# 1000 channels sliced off its result.
+# CHECK-LABEL: TEST: pointwise_padded_filters
+# CHECK: tensor.pad {{.*}} low[0, 0, 0, 0] high[8, 0, 0, 0]
+# CHECK: tensor<1008x64x1x1xf32>
+# CHECK: linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x1008x13x13xf32>
+# CHECK: tensor.extract_slice {{.*}}[0, 0, 0, 0] [1, 1000, 13, 13] [1, 1, 1, 1] : tensor<1x1008x13x13xf32> to tensor<1x1000x13x13xf32>
+# CHECK-NOT: linalg.matmul
+@run
+def pointwise_padded_filters():
+    print(import_model(conv_model([1, 64, 13, 13], [1000, 64, 1, 1])))
 
 
 # At 14x14 (7-pixel tiles) the 1x1 conv stays a named convolution.
@@ -90,3 +106,23 @@ def pointwise_odd_row():
 @run
 def pointwise_even_row():
     print(import_model(conv_model([1, 64, 14, 14], [100, 64, 1, 1])))
+
+
+# A 1x1 conv over 13x13 pixels into 64 filters (SqueezeNet's squeeze and expand layers): a
+# named convolution, whose register tile peels the row's last pixel tile, so that its result
+# needs no reshape and a concat or pad it feeds is its destination.
+# CHECK-LABEL: TEST: pointwise_odd_row_vector_pairs
+# CHECK: linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x64x13x13xf32>
+# CHECK-NOT: linalg.matmul
+@run
+def pointwise_odd_row_vector_pairs():
+    print(import_model(conv_model([1, 48, 13, 13], [64, 48, 1, 1])))
+
+
+# A 1x1 conv on a pooled 1x1 image (squeeze-excite's): a one-row matmul whatever its filters.
+# CHECK-LABEL: TEST: pointwise_single_pixel
+# CHECK: linalg.matmul ins({{.*}} : tensor<1x96xf32>, tensor<96x32xf32>)
+# CHECK-NOT: linalg.conv_2d
+@run
+def pointwise_single_pixel():
+    print(import_model(conv_model([1, 96, 1, 1], [32, 96, 1, 1])))
