@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilecraft
 from tilecraft import CompileOptions
-from tilecraft.pipelines.tensor.fused_attention import BLOCK_ROWS, BLOCKED_ON_NARROW_VECTORS, AttentionShape
+from tilecraft.pipelines.tensor.fused_attention import BLOCK_ROWS, AttentionShape
 
 KERNEL_CALL = "call @tilecraft_attention"
 
@@ -45,7 +45,6 @@ def _random_feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
             for value in model.graph.input}
 
 
-@pytest.mark.skipif(not BLOCKED_ON_NARROW_VECTORS, reason="blocked kernel off")
 def test_avx2_rows_share_key_blocks_where_one_row_fills_the_registers():
     vit = AttentionShape(12, 197, 197, 64, 64, (12, 197, 197), 8)
     assert vit.blocked and vit.tile_rows == BLOCK_ROWS and vit.key_block == 40

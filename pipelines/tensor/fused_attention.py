@@ -106,7 +106,7 @@ LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
 BLOCK_ROWS = 4     # query rows per key block when their outputs stay in L1 (AttentionShape.blocked)
-BLOCKED_ON_NARROW_VECTORS = False  # not yet faster than one row per register tile (docs/performance.md)
+BLOCKED_ON_NARROW_VECTORS = True  # not yet faster than one row per register tile (docs/performance.md)
 # Narrower vectors (8 f32 lanes: AVX2, whose 16 ymm registers hold half of AVX-512's 32
 # zmm at half the width): key blocks of up to 6 vectors (40 keys pad 197 to 200, not 224),
 # and as many query rows as the register file holds beside each row's output and score
@@ -865,7 +865,11 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
         ninf, i8_0 = core.scalar_constant(float("-inf"), f32), core.scalar_constant(0, i8)
         zero_v, ninf_v = kernels.zero_vector(lanes, f32), kernels.splat(float("-inf"), lanes, f32)
         columns = [c0, *(core.index(u * lanes) for u in range(1, out_vectors))]
-        scratch_rows = [c0, *(core.index(r) for r in range(1, tile_rows))]
+        if blocked:
+            padded_dv = out_vectors * lanes
+            scratch_rows = [c0, *(core.index(r) for r in range(1, tile_rows))]
+            key_columns = [core.index(padded_dv + v * lanes) for v in range(key_vectors)]
+            c_lanes, c_max, c_sum = core.index(lanes), core.index(padded_dv + kb), core.index(padded_dv + kb + 1)
         pads = [core.scalar_constant(0, e.stored) for e in extras]
         i8_0_v = kernels.zero_vector(lanes, i8)
         empty = tensor.empty([b, m, dv], f32)
@@ -899,7 +903,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 loop = kernels.for_loop(lower, upper, step, carried)
                 with ir.InsertionPoint(loop.body):
                     i, written = loop.induction_variable, loop.inner_iter_args[0]
-                    scratch = loop.inner_iter_args[1] if blocked else None
+                    scratches = list(loop.inner_iter_args[1:])  # a blocked kernel's (see below)
                     local, rows, row_values, row_zeroed = [], [], {}, {}
                     for r in range(mr):
                         local.append(kernels.apply(lambda d0: d0 + r, i))
@@ -925,21 +929,22 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                             first, end = arith.minui(first, firsts[r]), arith.maxui(end, ends[r])
                         j_lower = kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, kb) * kb, first)
                         j_upper = kernels.apply(lambda d0: ir.AffineExpr.get_ceil_div(d0, kb) * kb, end)
-                    if blocked:  # the rows' outputs accumulate in the scratch (L1), zero to start
-                        start = scratch_slot(j_lower, 0)
+                    if blocked:  # the rows' outputs and statistics in the scratch (L1)
+                        scratch = scratches[0]
                         for r in range(mr):
                             for u in range(out_vectors):
-                                scratch = kernels.write(zero_v, scratch, [start, scratch_rows[r], columns[u]],
-                                                        in_bounds=dv_in_bounds)
-                        over_keys = kernels.for_loop(j_lower, j_upper, c_block, [scratch, *[ninf] * mr, *[f0] * mr])
+                                scratch = kernels.write(zero_v, scratch, [scratch_rows[r], columns[u]])
+                            scratch = tensor.insert(ninf, scratch, [scratch_rows[r], c_max])
+                            scratch = tensor.insert(f0, scratch, [scratch_rows[r], c_sum])
+                        over_keys = kernels.for_loop(j_lower, j_upper, c_block, [scratch])
                         with ir.InsertionPoint(over_keys.body):
-                            scf.YieldOp(blocked_key_block(mr, over_keys.induction_variable,
-                                                          list(over_keys.inner_iter_args), rows, row_values))
-                        scratch, *statistics = over_keys.results
-                        maxima, sums = statistics[:mr], statistics[mr:]
-                        end = scratch_slot(j_upper, 0)
-                        outputs = [[kernels.read(scratch, [end, scratch_rows[r], columns[u]], f0, lanes,
-                                                 in_bounds=dv_in_bounds)
+                            scf.YieldOp([blocked_key_block(mr, over_keys.induction_variable,
+                                                           over_keys.inner_iter_args[0], i)])
+                        scratches = list(over_keys.results)
+                        scratch = scratches[0]
+                        maxima = [tensor.extract(scratch, [scratch_rows[r], c_max]) for r in range(mr)]
+                        sums = [tensor.extract(scratch, [scratch_rows[r], c_sum]) for r in range(mr)]
+                        outputs = [[kernels.read(scratch, [scratch_rows[r], columns[u]], f0, lanes)
                                     for u in range(out_vectors)] for r in range(mr)]
                     else:
                         accumulators = [zero_v] * (mr * out_vectors)
@@ -961,16 +966,8 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                             if zeroing is not None:
                                 value = arith.select(row_zeroed[r], zero_v, value)
                             written = kernels.write(value, written, [local[r], columns[u]], in_bounds=dv_in_bounds)
-                    scf.YieldOp([written, scratch] if blocked else [written])
+                    scf.YieldOp([written, *scratches])
                 return list(loop.results)
-
-            def scratch_slot(j: ir.Value, after: int) -> ir.Value:
-                """The slot of the outputs' scratch that holds them before the key block from
-                ``j`` (``after`` = 0) or after it (1): blocks alternate between the two, so
-                that no access of the scratch is invariant in the loop over keys (the
-                schedule's cleanup hoists a loop-invariant read and write of a tensor out of
-                every loop, which would carry the block's outputs in registers again)."""
-                return kernels.apply(lambda d0: ir.AffineExpr.get_mod(ir.AffineExpr.get_floor_div(d0, kb) + after, 2), j)
 
             def block_scores(group: Sequence[int], j: ir.Value, rows: list[ir.Value],
                              row_values: dict) -> dict[tuple[int, int], ir.Value]:
@@ -1035,15 +1032,6 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 row_sum = kernels.reduce(vector.CombiningKind.ADD, row_total)
                 return probabilities, new_max, arith.addf(arith.mulf(total, alpha), row_sum), alpha_v
 
-            def value_rows(j: ir.Value) -> list[list[ir.Value]]:
-                """Per key of the block from ``j``, the indices of V's Dv / L vectors."""
-                found = []
-                for key_index in range(kb):
-                    key = kernels.apply(lambda d0: d0 + key_index, j)
-                    found.append([kernels.apply_results(v_view.indices, [batch, key, columns[u]]) if v_view
-                                  else [batch, key, columns[u]] for u in range(out_vectors)])
-                return found
-
             def key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
                           row_values: dict) -> list[ir.Value]:
                 """One block of keys from ``j`` for a register tile of ``mr`` rows (their
@@ -1075,40 +1063,62 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                                 rescaled[(r, u)] = vector.fma(p, values[u], rescaled[(r, u)])
                 return [*(rescaled[(r, u)] for r in range(mr) for u in range(out_vectors)), *new_maxima, *new_sums]
 
-            def blocked_key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
-                                  row_values: dict) -> list[ir.Value]:
-                """One block of keys from ``j`` for a block of ``mr`` rows whose outputs are in
-                the scratch (``carried[0]``, read from one slot and written to the other): the
-                K^T and V block is read from L1 by every row after the first. Per group of
-                ``score_rows`` rows, the scores (a register tile of rows x key vectors); per
-                row, the online softmax's step, then its output row read, scaled by alpha,
-                O += p @ V (Dv / L accumulators and a broadcast of p) and written."""
-                written = carried[0]
-                before, after = scratch_slot(j, 0), scratch_slot(j, 1)
-                maxima, sums = carried[1:1 + mr], carried[1 + mr:]
-                new_maxima, new_sums = list(maxima), list(sums)
-                at_keys = value_rows(j)
-                for start in range(0, mr, score_rows):
-                    group = list(range(start, min(mr, start + score_rows)))
-                    xs = block_scores(group, j, rows, row_values)
-                    for r in group:
-                        row_p, new_maxima[r], new_sums[r], alpha_v = online_softmax(
-                            [xs[(r, v)] for v in range(key_vectors)], maxima[r], sums[r])
-                        output = [arith.mulf(kernels.read(written, [before, scratch_rows[r], columns[u]], f0, lanes,
-                                                          in_bounds=dv_in_bounds), alpha_v)
+            def blocked_key_block(mr: int, j: ir.Value, scratch: ir.Value, i: ir.Value) -> ir.Value:
+                """One block of keys from ``j`` for the block of ``mr`` rows from ``i``, whose
+                outputs, running max and sum are in the ``scratch``: a loop over
+                register tiles of ``score_rows`` rows (K^T and V read from L1 after the
+                first): their scores (rows x key vectors in registers); per row the online
+                softmax's step, p stored (in the scratch), then its output row
+                read, scaled by alpha, ``+= p @ V`` by a loop over the block's key vectors (a
+                broadcast of each p from L1, Dv / L accumulators) and written back. Every
+                scratch access depends on the tile's row: no schedule hoists it out."""
+                group = min(score_rows, mr)
+                over_rows = kernels.for_loop(c0, core.index(mr), core.index(group), [scratch])
+                with ir.InsertionPoint(over_rows.body):
+                    pair, scratch = over_rows.induction_variable, over_rows.inner_iter_args[0]
+                    local = [kernels.apply(lambda d0: d0 + g, pair) for g in range(group)]
+                    rows = [kernels.apply(lambda d0, d1, d2: d0 + d1 + d2 + g, m0, i, pair) for g in range(group)]
+                    row_values = {}
+                    for g in range(group):
+                        for x, extra in enumerate(extras):  # one value per row, broadcast
+                            if not extra.along_keys:
+                                scalar = tensor.extract(extra_tensors[x], extra_at(extra, rows[g], c0))
+                                if extra.is_bool:
+                                    scalar = nonzero(scalar, i8_0)
+                                row_values[(x, g)] = vector.broadcast(ir.VectorType.get([lanes], extra.element), scalar)
+                    xs = block_scores(range(group), j, rows, row_values)
+                    for g in range(group):
+                        maximum = tensor.extract(scratch, [local[g], c_max])
+                        total = tensor.extract(scratch, [local[g], c_sum])
+                        row_p, new_max, new_sum, alpha_v = online_softmax(
+                            [xs[(g, v)] for v in range(key_vectors)], maximum, total)
+                        scratch = tensor.insert(new_max, scratch, [local[g], c_max])
+                        scratch = tensor.insert(new_sum, scratch, [local[g], c_sum])
+                        for v in range(key_vectors):
+                            scratch = kernels.write(row_p[v], scratch, [local[g], key_columns[v]])
+                        output = [arith.mulf(kernels.read(scratch, [local[g], columns[u]], f0, lanes), alpha_v)
                                   for u in range(out_vectors)]
-                        for key_index in range(kb):
-                            p = vector.broadcast(vec, kernels.lane(row_p[key_index // lanes], key_index % lanes))
-                            for u in range(out_vectors):
-                                value = kernels.read(v_arg, at_keys[key_index][u], f0, lanes, in_bounds=dv_in_bounds)
-                                output[u] = vector.fma(p, value, output[u])
+                        over_values = kernels.for_loop(c0, c_block, c_lanes, output)
+                        with ir.InsertionPoint(over_values.body):  # O += p @ V, a vector of keys at a time
+                            t, sums_v = over_values.induction_variable, list(over_values.inner_iter_args)
+                            for lane in range(lanes):
+                                at_key = kernels.apply(lambda d0: d0 + (padded_dv + lane), t)
+                                key = kernels.apply(lambda d0, d1: d0 + d1 + lane, j, t)
+                                p = vector.broadcast(vec, tensor.extract(scratch, [local[g], at_key]))
+                                for u in range(out_vectors):
+                                    at = kernels.apply_results(v_view.indices, [batch, key, columns[u]]) if v_view \
+                                        else [batch, key, columns[u]]
+                                    value = kernels.read(v_arg, at, f0, lanes, in_bounds=dv_in_bounds)
+                                    sums_v[u] = vector.fma(p, value, sums_v[u])
+                            scf.YieldOp(sums_v)
                         for u in range(out_vectors):
-                            written = kernels.write(output[u], written, [after, scratch_rows[r], columns[u]],
-                                                    in_bounds=dv_in_bounds)
-                return [written, *new_maxima, *new_sums]
+                            scratch = kernels.write(over_values.results[u], scratch, [local[g], columns[u]])
+                    scf.YieldOp([scratch])
+                return over_rows.results[0]
 
-            # A blocked kernel's outputs, two slots of a block of rows (scratch_slot).
-            carried = [tile, tensor.empty([2, tile_rows, dv], f32)] if blocked else [tile]
+            # A blocked kernel's scratch, a row per query row of the block: its outputs (Dv
+            # rounded up to whole vectors), p of the key block, the running max and sum.
+            carried = [tile, tensor.empty([tile_rows, padded_dv + kb + 2], f32)] if blocked else [tile]
             carried = row_loop(tile_rows, c0, main, c_rows, carried)
             if not (m % block_rows == 0 and block_rows % tile_rows == 0):
                 carried = row_loop(1, main, nrows, c1, carried)
