@@ -24,7 +24,7 @@ from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS, Atte
     # row: a block of 4 rows, their outputs in L1 (AttentionShape.blocked; test_attention_blocks.py)
     (197, 64, 64, 8, 40, 4),
     (128, 64, 64, 8, 32, 4),
-    (49, 32, 32, 8, 32, 4),     # swin's 7 x 7 windows: 49 keys in blocks of 32 (64 padded)
+    (49, 32, 32, 8, 56, 4),     # swin's 7 x 7 windows: 49 keys in one block of 56
     (20, 16, 16, 8, 24, 3),     # fewer keys than a block: all of them, whole vectors; 3 rows
     (128, 16, 16, 8, 32, 2),    # 2 output + 4 score vectors a row: two rows in 16 registers
 ])

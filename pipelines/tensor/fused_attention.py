@@ -108,10 +108,10 @@ ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output 
 BLOCK_ROWS = 4     # query rows per key block when their outputs stay in L1 (AttentionShape.blocked)
 BLOCKED_ON_NARROW_VECTORS = True  # not yet faster than one row per register tile (docs/performance.md)
 # Narrower vectors (8 f32 lanes: AVX2, whose 16 ymm registers hold half of AVX-512's 32
-# zmm at half the width): key blocks of up to 6 vectors (40 keys pad 197 to 200, not 224),
-# and as many query rows as the register file holds beside each row's output and score
-# vectors (``AttentionShape.tile_rows``).
-NARROW_KEY_BLOCKS = (48, 40, 32)
+# zmm at half the width): key blocks of up to 7 vectors (40 keys pad 197 to 200, not 224;
+# 56 pad Swin's 49 to 56, not 64), and as many query rows as the register file holds beside
+# each row's output and score vectors (``AttentionShape.tile_rows``).
+NARROW_KEY_BLOCKS = (56, 48, 40, 32)
 # Widest Dv fused. Wider, the output accumulators (ROWS x Dv / 16 vectors) no longer fit in
 # registers beside the scores; measured on one thread, 8 heads x 256 x 256 with Dv = 128: no
 # variant tried (ROWS in {1, 2, 3, 4}, key blocks of 32 or 64, P @ V in chunks of 4 or 8
@@ -200,8 +200,9 @@ class AttentionShape:
     @property
     def score_rows(self) -> int:
         """Rows whose scores one register tile computes in a blocked kernel: two when their
-        score vectors and two broadcasts fit in 16 registers, else one."""
-        return 2 if 2 * (self.key_block // self.lanes) + 2 <= 16 else 1
+        score vectors and two broadcasts leave a register of the 16 free, else one (7
+        vectors of keys by 2 rows spilled: Swin's 49-token windows ran 1.2x slower)."""
+        return 2 if 2 * (self.key_block // self.lanes) + 2 < 16 else 1
 
     @property
     def padded_keys(self) -> int:
