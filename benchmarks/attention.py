@@ -23,7 +23,8 @@ alternating blocks; ``--mask none`` is a ViT's attention (scale and softmax only
 ``--mask swin``: Swin-T's window attention (stage 1: 64 windows of 7 x 7 tokens, 3 heads of
 32; ``--batch`` windows, ``--heads``, ``--head-dim`` as given), the scores plus a relative
 position bias per head ([heads, 49, 49], a constant), regrouped to [1, windows, heads, 49, 49]
-to add the shifted windows' mask ([windows, 1, 49, 49], -100 between regions) and back:
+to add the shifted windows' mask ([windows, 1, 49, 49], -100 between regions) and back
+(fused with ``fused_attention.FUSE_REGROUPED_CHAINS`` on, which this case sets):
 
     .venv/bin/python benchmarks/attention.py --lanes 8,0 --mask swin --batch 64 --heads 3 --head-dim 32 --seq 49
 
@@ -236,7 +237,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.lanes:
         os.environ["TILECRAFT_NUM_THREADS"] = "1"
-        if args.mask == "swin":
+        if args.mask == "swin":  # fused only with the regrouped chains on (off by default)
+            from tilecraft.pipelines.tensor import fused_attention
+
+            fused_attention.FUSE_REGROUPED_CHAINS = True
             model = swin_window_model(args.batch, args.heads, args.seq, args.head_dim)
         else:
             model = attention_model(args.batch, args.heads, args.seq, args.mask == "causal", args.head_dim,

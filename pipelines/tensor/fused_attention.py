@@ -58,7 +58,7 @@ its row into NaN there.
 The chain may regroup the batch dims and back between its ops: Swin's window attention adds
 the relative position bias per head over [windows, heads, M, N], then, reshaped to [batch,
 windows, heads, M, N], the shifted windows' mask per window, and reshapes back before the
-softmax. The chain is followed through such ``expand_shape`` / ``collapse_shape`` pairs
+softmax. With ``FUSE_REGROUPED_CHAINS`` (off: see there) the chain is followed through such ``expand_shape`` / ``collapse_shape`` pairs
 (each keeping M and N as dims of their own), and the extras of the ops in between are read
 through their maps composed with the regrouping (``ChainStep.view``). A bias or mask is an
 extra like any other: read from its tensor at each call, a constant or not.
@@ -119,6 +119,11 @@ NARROW_KEY_BLOCKS = (56, 48, 40, 32)
 # while at Dv = 64 the kernel does (docs/performance.md).
 MAX_VALUE_DEPTH = 64
 _MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
+# Whether a chain that regroups its batch dims and back (Swin's window attention) is fused.
+# Off: Swin's window attention alone runs 0.70x its unfused time fused, but the whole
+# Swin-T-style model ran 1.17x slower with its six window attentions fused (one-process A/B,
+# docs/performance.md, "AVX2 attention blocks and Swin windows"); not yet explained.
+FUSE_REGROUPED_CHAINS = False
 
 
 @dataclass(frozen=True)
@@ -457,7 +462,7 @@ def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[ChainStep], lis
         op = defining_op(value)
         if depth == _MAX_CHAIN or op is None:
             return None
-        regrouping = _batch_regrouping(op)
+        regrouping = _batch_regrouping(op) if FUSE_REGROUPED_CHAINS else None
         if regrouping is not None and len(users(op.operands[0])) == 1:
             groups, shape = regrouping
             if op.name == "tensor.collapse_shape":
