@@ -33,11 +33,12 @@ of L f32 lanes (the pass option ``lanes``, the target's: 16 with AVX-512, 8 on A
   and ``O * (1 / l)`` is stored. With 8-lane vectors (AVX2) and Dv >= 32 one row's outputs
   and scores fill the 16 registers, and a tile of one row read all of K and V from L2 per
   query row; there (``AttentionShape.blocked``) the tile is a block of ``BLOCK_ROWS`` rows
-  whose outputs accumulate in the output tile (L1): per key block, the scores of a
-  register tile of ``score_rows`` rows (one load of each K^T vector for both), each row's
-  online-softmax step, then its output row read, scaled by alpha, ``+= p @ V`` and written
-  back: the key block's K^T and V are read from L2 by the block's first row and from L1 by
-  the others. A row whose keys are all -inf so far uses 0 in place of
+  whose outputs, p and running max and sum are in a scratch in L1: per key block, a loop
+  over register tiles of ``score_rows`` rows computes their scores (one load of each K^T
+  vector for both), each row's online-softmax step (p stored), then its output row read,
+  scaled by alpha, ``+= p @ V`` by a loop over the block's key vectors and written back:
+  the key block's K^T and V are read from L2 by the block's first rows and from L1 by the
+  others. A row whose keys are all -inf so far uses 0 in place of
   its max, so the -inf - -inf of a fully masked block gives 0, not NaN; a row that stays
   fully masked ends 0 / 0 = NaN, as the unfused softmax does, unless the graph zeroes such
   rows after the softmax (``RowZeroing``: ONNX's Attention, PyTorch's decomposition).
@@ -105,8 +106,8 @@ KERNEL_PREFIX = "tilecraft_attention"
 LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
-BLOCK_ROWS = 4     # query rows per key block when their outputs stay in L1 (AttentionShape.blocked)
-BLOCKED_ON_NARROW_VECTORS = True  # not yet faster than one row per register tile (docs/performance.md)
+BLOCK_ROWS = 4     # query rows per key block when their outputs are in L1 (AttentionShape.blocked)
+BLOCKED_ON_NARROW_VECTORS = True  # AttentionShape.blocked's switch (docs/performance.md)
 # Narrower vectors (8 f32 lanes: AVX2, whose 16 ymm registers hold half of AVX-512's 32
 # zmm at half the width): key blocks of up to 7 vectors (40 keys pad 197 to 200, not 224;
 # 56 pad Swin's 49 to 56, not 64), and as many query rows as the register file holds beside
@@ -191,7 +192,7 @@ class AttentionShape:
 
     @property
     def blocked(self) -> bool:
-        """Whether the rows' outputs accumulate in the output tile (L1) rather than in
+        """Whether the rows' outputs accumulate in a scratch in L1 rather than in
         registers: with narrow vectors when a row's outputs and scores do not leave room
         for a second row in 16 registers. Why: with one row per register tile (Dv = 64 on
         AVX2) every query row streamed the whole K and V from L2; a block of BLOCK_ROWS rows
