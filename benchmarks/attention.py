@@ -20,6 +20,18 @@ alternating blocks; ``--mask none`` is a ViT's attention (scale and softmax only
     .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 49 --batch 64 --heads 3 --head-dim 32 --mask none
     .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 128 --mask causal
 
+``--mask swin``: Swin-T's window attention (stage 1: 64 windows of 7 x 7 tokens, 3 heads of
+32; ``--batch`` windows, ``--heads``, ``--head-dim`` as given), the scores plus a relative
+position bias per head ([heads, 49, 49], a constant), regrouped to [1, windows, heads, 49, 49]
+to add the shifted windows' mask ([windows, 1, 49, 49], -100 between regions) and back
+(fused with ``fused_attention.FUSE_REGROUPED_CHAINS`` on, which this case sets):
+
+    .venv/bin/python benchmarks/attention.py --lanes 8,0 --mask swin --batch 64 --heads 3 --head-dim 32 --seq 49
+
+``--save m.onnx`` writes the model; ``--package old=old.tar`` (repeatable) adds a package
+compiled from it by another tree (``TILECRAFT_NUM_THREADS=1 PYTHONPATH=/tmp/old tilecraft
+compile m.onnx -o old.tar``) to the alternating blocks: a before/after in one process.
+
 Printed per case: the largest difference from onnxruntime, milliseconds per call (calls
 alternate, end_to_end.alternating, this machine's threads for every engine) and the ratios
 (> 1: tilecraft's fused build is faster). No thresholds: figures are quoted in notes.
@@ -68,6 +80,37 @@ def attention_model(batch: int, heads: int, seq: int, causal: bool, head_dim: in
         helper.make_node("MatMul", ["p", "v"], ["y"]),
     ]
     graph = helper.make_graph(nodes, "attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def swin_window_model(windows: int, heads: int, tokens: int, head_dim: int) -> onnx.ModelProto:
+    """Swin's window attention as PyTorch exports it: Q, K, V [windows, heads, tokens,
+    head_dim]; ``Q K^T * scale + bias`` ([heads, tokens, tokens]), reshaped to [1, windows,
+    heads, tokens, tokens] to add the shift mask ([windows, 1, tokens, tokens]: -100 where
+    two tokens come from different regions of the rolled map), reshaped back, softmax, @ V."""
+    rng = np.random.default_rng(1)
+    shape = [windows, heads, tokens, head_dim]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("q", "k", "v")]
+    regions = rng.integers(0, 3, size=(windows, tokens))
+    mask = np.where(regions[:, :, None] != regions[:, None, :], -100.0, 0.0).astype(np.float32)[:, None]
+    inits = [numpy_helper.from_array(np.array(1.0 / np.sqrt(head_dim), np.float32), "scale"),
+             numpy_helper.from_array((rng.standard_normal((heads, tokens, tokens)) * 0.02).astype(np.float32), "bias"),
+             numpy_helper.from_array(mask, "mask"),
+             numpy_helper.from_array(np.array([-1, windows, heads, tokens, tokens], np.int64), "windowed"),
+             numpy_helper.from_array(np.array([-1, heads, tokens, tokens], np.int64), "flat")]
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Mul", ["s", "scale"], ["ss"]),
+        helper.make_node("Add", ["ss", "bias"], ["sb"]),
+        helper.make_node("Reshape", ["sb", "windowed"], ["s5"]),
+        helper.make_node("Add", ["s5", "mask"], ["m5"]),
+        helper.make_node("Reshape", ["m5", "flat"], ["sm"]),
+        helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "swin_window_attention", inputs,
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -135,10 +178,13 @@ def with_lanes(model: onnx.ModelProto, lanes: int) -> "tilecraft.CompiledModule"
 
 
 def compare_lanes(model: onnx.ModelProto, feeds: dict[str, np.ndarray], lanes: list[int], blocks: int,
-                  calls: int) -> None:
+                  calls: int, packages: dict[str, str] | None = None) -> None:
     """Builds of one attention at each vector width, one thread, alternating blocks of
-    ``calls`` calls with onnxruntime's; process CPU time."""
+    ``calls`` calls with onnxruntime's (and with ``packages``, label: a package another
+    tree compiled from the same model); process CPU time."""
     import time
+
+    from tilecraft.runtime.package import load_module
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
@@ -153,6 +199,12 @@ def compare_lanes(model: onnx.ModelProto, feeds: dict[str, np.ndarray], lanes: l
         print(f"  {f'lanes {width}' if width else 'unfused'}: max |tilecraft - onnxruntime| "
               f"{float(np.abs(got - expected).max()):.2e}")
         runners[f"lanes {width}" if width else "unfused"] = lambda m=module: m(**feeds)
+    for label, path in (packages or {}).items():
+        module = load_module(path)
+        got = module(**feeds)
+        got = got[0] if isinstance(got, (tuple, list)) else got
+        print(f"  {label}: max |tilecraft - onnxruntime| {float(np.abs(got - expected).max()):.2e}")
+        runners[label] = lambda m=module: m(**feeds)
     runners["onnxruntime"] = lambda: session.run(None, feeds)
     times: dict[str, list[float]] = {label: [] for label in runners}
     for _ in range(blocks):
@@ -174,18 +226,31 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--no-layer", action="store_true", help="skip the whole BERT layer")
     parser.add_argument("--lanes", default="", help="vector widths to A/B (e.g. 16,8; 0: unfused), one thread")
-    parser.add_argument("--mask", choices=("padding", "causal", "none"), default="padding", help="with --lanes")
+    parser.add_argument("--mask", choices=("padding", "causal", "none", "swin"), default="padding",
+                        help="with --lanes")
     parser.add_argument("--batch", type=int, default=1, help="with --lanes")
     parser.add_argument("--head-dim", type=int, default=HEAD_DIM, help="with --lanes")
     parser.add_argument("--calls", type=int, default=5, help="calls per timed block, with --lanes")
+    parser.add_argument("--save", help="with --lanes: write the model (ONNX) here")
+    parser.add_argument("--package", action="append", default=[], metavar="LABEL=PACKAGE",
+                        help="with --lanes: a package compiled from the saved model by another tree")
     args = parser.parse_args()
     if args.lanes:
         os.environ["TILECRAFT_NUM_THREADS"] = "1"
-        model = attention_model(args.batch, args.heads, args.seq, args.mask == "causal", args.head_dim,
-                                args.mask != "none")
+        if args.mask == "swin":  # fused only with the regrouped chains on (off by default)
+            from tilecraft.pipelines.tensor import fused_attention
+
+            fused_attention.FUSE_REGROUPED_CHAINS = True
+            model = swin_window_model(args.batch, args.heads, args.seq, args.head_dim)
+        else:
+            model = attention_model(args.batch, args.heads, args.seq, args.mask == "causal", args.head_dim,
+                                    args.mask != "none")
+        if args.save:
+            onnx.save(model, args.save)
         print(f"attention {args.batch} x {args.heads} heads x {args.seq} x {args.head_dim}, mask {args.mask}")
+        packages = dict(item.partition("=")[::2] for item in args.package)
         compare_lanes(model, feeds_for(model, args.seq, np.random.default_rng(0)),
-                      [int(w) for w in args.lanes.split(",")], args.repeat, args.calls)
+                      [int(w) for w in args.lanes.split(",") if w != ""], args.repeat, args.calls, packages)
         return
     rng = np.random.default_rng(0)
     for causal in (False, True):

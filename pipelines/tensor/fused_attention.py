@@ -30,7 +30,15 @@ of L f32 lanes (the pass option ``lanes``, the target's: 16 with AVX-512, 8 on A
     ``alpha = exp(m - m')``, ``l' = l * alpha + rowsum(p)``, ``O = O * alpha + p @ V``
     (a broadcast of each p and Dv / L loads of V per key);
 
-  and ``O * (1 / l)`` is stored. A row whose keys are all -inf so far uses 0 in place of
+  and ``O * (1 / l)`` is stored. With 8-lane vectors (AVX2) and Dv >= 32 one row's outputs
+  and scores fill the 16 registers, and a tile of one row read all of K and V from L2 per
+  query row; there (``AttentionShape.blocked``) the tile is a block of ``BLOCK_ROWS`` rows
+  whose outputs, p and running max and sum are in a scratch in L1: per key block, a loop
+  over register tiles of ``score_rows`` rows computes their scores (one load of each K^T
+  vector for both), each row's online-softmax step (p stored), then its output row read,
+  scaled by alpha, ``+= p @ V`` by a loop over the block's key vectors and written back:
+  the key block's K^T and V are read from L2 by the block's first rows and from L1 by the
+  others. A row whose keys are all -inf so far uses 0 in place of
   its max, so the -inf - -inf of a fully masked block gives 0, not NaN; a row that stays
   fully masked ends 0 / 0 = NaN, as the unfused softmax does, unless the graph zeroes such
   rows after the softmax (``RowZeroing``: ONNX's Attention, PyTorch's decomposition).
@@ -47,6 +55,14 @@ the pass reads, per query row, the range of keys the mask leaves finite (``key_r
 Each register tile then loops only over the key blocks that meet its rows' ranges. A
 causal mask does about half the work; a NaN or +inf score at a masked key no longer turns
 its row into NaN there.
+
+The chain may regroup the batch dims and back between its ops: Swin's window attention adds
+the relative position bias per head over [windows, heads, M, N], then, reshaped to [batch,
+windows, heads, M, N], the shifted windows' mask per window, and reshapes back before the
+softmax. With ``FUSE_REGROUPED_CHAINS`` (off: see there) the chain is followed through such ``expand_shape`` / ``collapse_shape`` pairs
+(each keeping M and N as dims of their own), and the extras of the ops in between are read
+through their maps composed with the regrouping (``ChainStep.view``). A bias or mask is an
+extra like any other: read from its tensor at each call, a constant or not.
 
 Q and V are read in place through the transposes (and batch merges) that made them from
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
@@ -66,7 +82,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 from mlir import ir
@@ -90,11 +106,13 @@ KERNEL_PREFIX = "tilecraft_attention"
 LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
+BLOCK_ROWS = 4     # query rows per key block when their outputs are in L1 (AttentionShape.blocked)
+BLOCKED_ON_NARROW_VECTORS = True  # AttentionShape.blocked's switch (docs/performance.md)
 # Narrower vectors (8 f32 lanes: AVX2, whose 16 ymm registers hold half of AVX-512's 32
-# zmm at half the width): key blocks of up to 6 vectors (40 keys pad 197 to 200, not 224),
-# and as many query rows as the register file holds beside each row's output and score
-# vectors (``AttentionShape.tile_rows``).
-NARROW_KEY_BLOCKS = (48, 40, 32)
+# zmm at half the width): key blocks of up to 7 vectors (40 keys pad 197 to 200, not 224;
+# 56 pad Swin's 49 to 56, not 64), and as many query rows as the register file holds beside
+# each row's output and score vectors (``AttentionShape.tile_rows``).
+NARROW_KEY_BLOCKS = (56, 48, 40, 32)
 # Widest Dv fused. Wider, the output accumulators (ROWS x Dv / 16 vectors) no longer fit in
 # registers beside the scores; measured on one thread, 8 heads x 256 x 256 with Dv = 128: no
 # variant tried (ROWS in {1, 2, 3, 4}, key blocks of 32 or 64, P @ V in chunks of 4 or 8
@@ -102,6 +120,11 @@ NARROW_KEY_BLOCKS = (48, 40, 32)
 # while at Dv = 64 the kernel does (docs/performance.md).
 MAX_VALUE_DEPTH = 64
 _MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
+# Whether a chain that regroups its batch dims and back (Swin's window attention) is fused.
+# Off: Swin's window attention alone runs 0.70x its unfused time fused, but the whole
+# Swin-T-style model ran 1.17x slower with its six window attentions fused (one-process A/B,
+# docs/performance.md, "AVX2 attention blocks and Swin windows"); not yet explained.
+FUSE_REGROUPED_CHAINS = False
 
 
 @dataclass(frozen=True)
@@ -162,8 +185,30 @@ class AttentionShape:
         onnxruntime's time (docs/performance.md, "Odd-N contractions and AVX2 attention")."""
         if self.lanes >= LANES:
             return ROWS
+        if self.blocked:
+            return BLOCK_ROWS
         per_row = -(-self.value_depth // self.lanes) + self.key_block // self.lanes
         return max(1, min(ROWS, (16 - 1) // per_row))
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the rows' outputs accumulate in a scratch in L1 rather than in
+        registers: with narrow vectors when a row's outputs and scores do not leave room
+        for a second row in 16 registers. Why: with one row per register tile (Dv = 64 on
+        AVX2) every query row streamed the whole K and V from L2; a block of BLOCK_ROWS rows
+        per key block reads them from L2 once per block (docs/performance.md, "AVX2
+        attention blocks and Swin windows")."""
+        if self.lanes >= LANES or not BLOCKED_ON_NARROW_VECTORS:
+            return False
+        per_row = -(-self.value_depth // self.lanes) + self.key_block // self.lanes
+        return (16 - 1) // per_row < 2
+
+    @property
+    def score_rows(self) -> int:
+        """Rows whose scores one register tile computes in a blocked kernel: two when their
+        score vectors and two broadcasts leave a register of the 16 free, else one (7
+        vectors of keys by 2 rows spilled: Swin's 49-token windows ran 1.2x slower)."""
+        return 2 if 2 * (self.key_block // self.lanes) + 2 < 16 else 1
 
     @property
     def padded_keys(self) -> int:
@@ -176,7 +221,7 @@ class AttentionSite:
     """The ops of one matched attention: the two batch matmuls and the chain between them."""
 
     scores: ir.Operation                       # batch_matmul(Q, K^T)
-    chain: list[tuple[ir.Operation, int]]      # (generic, position of the running value)
+    chain: list["ChainStep"]                   # the elementwise generics from S to X
     context: ir.Operation                      # batch_matmul(P, V)
     dead: list[ir.Operation]                   # every op the kernel replaces, last first
     shape: AttentionShape
@@ -328,7 +373,10 @@ def _plain_batch_matmul(op: ir.Operation | None) -> bool:
     return is_zero_fill(op.operands[2]) and all(_is_f32(v) for v in op.operands)
 
 
-def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
+def _extra(generic: ir.Operation, index: int, rank: int, view: ir.AffineMap | None = None) -> Extra | None:
+    """The chain's extra operand ``index`` of ``generic`` read over the chain's domain (of
+    ``rank`` dims; ``view``: the map from it to ``generic``'s domain where reshapes of the
+    batch dims lie between them), or ``None`` when the kernel cannot read it as vectors."""
     value = generic.operands[index]
     if not isinstance(value.type, ir.RankedTensorType) or not ir.RankedTensorType(value.type).has_static_shape:
         return None
@@ -336,41 +384,111 @@ def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
     element = tensor_type.element_type
     if str(element) == "i1":  # passed as bytes (see Extra)
         tensor_type = ir.RankedTensorType.get(tensor_type.shape, ir.IntegerType.get_signless(8))
-    results = _map_results(generic, index)
+    indexing_map = operand_map(generic, index)
+    if view is not None:
+        indexing_map = ir.AffineMap.get(rank, 0, [e.compose(view) for e in indexing_map.results])
+    results = [str(e) for e in indexing_map.results]
     key = f"d{rank - 1}"
     along_keys = bool(results) and results[-1] == key
     if any(key in r for r in (results[:-1] if along_keys else results)):
         return None  # the key dim elsewhere than innermost: not a vector read
-    return Extra(tensor_type, element, operand_map(generic, index), along_keys)
+    return Extra(tensor_type, element, indexing_map, along_keys)
 
 
-def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
-    """(S, the elementwise generics from S to ``x`` in order, each with the position of the
-    running value) when ``x`` is S through at most _MAX_CHAIN such generics, S being the
-    (reshaped) result of a plain batch matmul; else ``None``."""
-    def walk(value: ir.Value, depth: int) -> tuple[ir.Value, list[tuple[ir.Operation, int]]] | None:
-        source, reshape = _batch_view(value, rank, "tensor.expand_shape")
-        # value's own users are the caller's to count (X's: the max, the exp, ...).
-        if _plain_batch_matmul(defining_op(source)) and (reshape is None or len(users(source)) == 1):
-            return value, []
+class ChainStep(NamedTuple):
+    """One elementwise generic of the score chain: the position of the running value among
+    its inputs, and ``view``, the map from the chain's domain to the generic's where
+    reshapes of the batch dims lie between them (``None``: the same domain)."""
+
+    generic: ir.Operation
+    position: int
+    view: ir.AffineMap | None = None
+
+
+def _batch_regrouping(op: ir.Operation) -> tuple[list[list[int]], list[int]] | None:
+    """(reassociation, the expanded shape) when ``op`` is a static ``tensor.collapse_shape``
+    or ``expand_shape`` that only regroups batch dims (the last two dims, query rows and
+    keys, each a group of one): Swin's window attention adds its shift mask over
+    [batch, windows, heads, M, N] to scores computed over [batch x windows, heads, M, N]."""
+    if op.name not in ("tensor.collapse_shape", "tensor.expand_shape"):
+        return None
+    expanded = op.operands[0] if op.name == "tensor.collapse_shape" else op.results[0]
+    if not ir.RankedTensorType(expanded.type).has_static_shape:
+        return None
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
+    if len(groups) < 3 or any(len(g) != 1 for g in groups[-2:]):
+        return None
+    return groups, list(ir.RankedTensorType(expanded.type).shape)
+
+
+def _expansion(groups: list[list[int]], expanded_shape: list[int], view: ir.AffineMap) -> ir.AffineMap:
+    """The map from the chain's domain to the expanded domain of a reshape by ``groups``,
+    given ``view``, the map from the chain's domain to the collapsed one: each collapsed
+    index split into its group's indices (floordiv by the later extents, mod its own)."""
+    results = []
+    for source, group in enumerate(groups):
+        for k, dim in enumerate(group):
+            stride = math.prod(expanded_shape[later] for later in group[k + 1:])
+            expr = ir.AffineExpr.get_floor_div(ir.AffineDimExpr.get(source), stride) if stride > 1 \
+                else ir.AffineDimExpr.get(source)
+            if k > 0:
+                expr = ir.AffineExpr.get_mod(expr, expanded_shape[dim])
+            results.append(expr.compose(view))
+    return ir.AffineMap.get(view.n_dims, 0, results)
+
+
+# A reshape of the batch dims the chain walks through, undone by ``expand_shape`` further up:
+# (reassociation, the expanded shape, the view before it).
+_Regrouping = tuple[list[list[int]], list[int], "ir.AffineMap | None"]
+
+
+def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[ChainStep], list[ir.Operation]] | None:
+    """(S, the elementwise generics from S to ``x`` in order, the chain's ops from ``x`` back
+    to S, reshapes included) when ``x`` is S through at most _MAX_CHAIN such generics, S
+    being the (reshaped) result of a plain batch matmul; else ``None``. Between them the
+    chain may regroup its batch dims and back (``collapse_shape`` of ``expand_shape``,
+    Swin's per-window shift mask): those generics' extras are read through the ``view``."""
+    def walk(value: ir.Value, depth: int,
+             regroupings: tuple[_Regrouping, ...]) -> tuple[ir.Value, list[ChainStep], list[ir.Operation]] | None:
+        view = None
+        if regroupings:
+            groups, shape, before = regroupings[-1]
+            view = _expansion(groups, shape, before if before is not None else ir.AffineMap.get_identity(rank))
+        current_rank = ir.RankedTensorType(value.type).rank
+        if not regroupings:
+            source, reshape = _batch_view(value, rank, "tensor.expand_shape")
+            # value's own users are the caller's to count (X's: the max, the exp, ...).
+            if _plain_batch_matmul(defining_op(source)) and (reshape is None or len(users(source)) == 1):
+                return value, [], []
         op = defining_op(value)
-        if depth == _MAX_CHAIN or op is None or not is_all_parallel(op) or not clonable_body(op) \
-                or not is_identity(operand_map(op, -1)):
+        if depth == _MAX_CHAIN or op is None:
+            return None
+        regrouping = _batch_regrouping(op) if FUSE_REGROUPED_CHAINS else None
+        if regrouping is not None and len(users(op.operands[0])) == 1:
+            groups, shape = regrouping
+            if op.name == "tensor.collapse_shape":
+                found = walk(op.operands[0], depth + 1, (*regroupings, (groups, shape, view)))
+            elif regroupings and regroupings[-1][:2] == (groups, shape):  # undoes the last collapse
+                found = walk(op.operands[0], depth + 1, regroupings[:-1])
+            else:
+                found = None
+            return None if found is None else (found[0], found[1], [op, *found[2]])
+        if not is_all_parallel(op) or not clonable_body(op) or not is_identity(operand_map(op, -1)):
             return None
         inputs = list(op.operands)[:-1]
         for position, operand in enumerate(inputs):
-            if _map_results(op, position) != [f"d{i}" for i in range(rank)] or not _is_f32(operand):
+            if _map_results(op, position) != [f"d{i}" for i in range(current_rank)] or not _is_f32(operand):
                 continue
             if len(users(operand)) != 1 or inputs.count(operand) != 1:
                 continue
-            if any(_extra(op, i, rank) is None for i in range(len(inputs)) if i != position):
+            if any(_extra(op, i, rank, view) is None for i in range(len(inputs)) if i != position):
                 continue
-            found = walk(operand, depth + 1)
+            found = walk(operand, depth + 1, regroupings)
             if found is not None:
-                return found[0], [*found[1], (op, position)]
+                return found[0], [*found[1], ChainStep(op, position, view)], [op, *found[2]]
         return None
 
-    return walk(x, 0)
+    return walk(x, 0, ())
 
 
 @dataclass
@@ -570,7 +688,7 @@ def match_attention(context: ir.Operation, lanes: int = LANES) -> AttentionSite 
     chain = _score_chain(x, rank)
     if chain is None:
         return None
-    s, steps = chain
+    s, steps, chain_ops = chain
     s3, expand = _batch_view(s, rank, "tensor.expand_shape")
     scores = defining_op(s3)
     q3, kt3 = scores.operands[0], scores.operands[1]
@@ -581,7 +699,7 @@ def match_attention(context: ir.Operation, lanes: int = LANES) -> AttentionSite 
         return None
     domain = tuple(ir.RankedTensorType(s.type).shape)
     dead = [context, *([collapse] if collapse else []), *([zeroing.generic] if zeroing else []), *softmax_ops,
-            *(zeroing.dead if zeroing else ()), *(op for op, _ in reversed(steps)),
+            *(zeroing.dead if zeroing else ()), *chain_ops,
             *([expand] if expand else []), scores]
     if zeroing is not None and zeroing.kind == "none":
         zeroing = None
@@ -658,7 +776,9 @@ def key_ranges(site: "AttentionSite") -> np.ndarray | None:
     ``select(mask, x, -inf)`` / ``select(mask, -inf, x)`` (false / true entries)."""
     if not site.chain:
         return None
-    generic, position = site.chain[-1]
+    generic, position, view = site.chain[-1]
+    if view is not None:
+        return None
     rank = len(site.shape.domain)
     body = _body(generic)
     arguments = _arguments(generic)
@@ -720,7 +840,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // lanes, -(-dv // lanes)
     rank = len(shape.domain)
-    tile_rows = shape.tile_rows
+    tile_rows, blocked, score_rows = shape.tile_rows, shape.blocked, shape.score_rows
     block_rows = _row_block(shape, threads)
     row_blocks = -(-m // block_rows)
     f32, i8, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
@@ -752,6 +872,11 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
         ninf, i8_0 = core.scalar_constant(float("-inf"), f32), core.scalar_constant(0, i8)
         zero_v, ninf_v = kernels.zero_vector(lanes, f32), kernels.splat(float("-inf"), lanes, f32)
         columns = [c0, *(core.index(u * lanes) for u in range(1, out_vectors))]
+        if blocked:
+            padded_dv = out_vectors * lanes
+            scratch_rows = [c0, *(core.index(r) for r in range(1, tile_rows))]
+            key_columns = [core.index(padded_dv + v * lanes) for v in range(key_vectors)]
+            c_lanes, c_max, c_sum = core.index(lanes), core.index(padded_dv + kb), core.index(padded_dv + kb + 1)
         pads = [core.scalar_constant(0, e.stored) for e in extras]
         i8_0_v = kernels.zero_vector(lanes, i8)
         empty = tensor.empty([b, m, dv], f32)
@@ -778,10 +903,14 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
             def nonzero(value: ir.Value, zero: ir.Value) -> ir.Value:
                 return arith.cmpi(arith.CmpIPredicate.ne, value, zero)
 
-            def row_loop(mr: int, lower: ir.Value, upper: ir.Value, step: ir.Value, source: ir.Value) -> ir.Value:
-                loop = kernels.for_loop(lower, upper, step, [source])
+            def row_loop(mr: int, lower: ir.Value, upper: ir.Value, step: ir.Value,
+                         carried: list[ir.Value]) -> list[ir.Value]:
+                """Register tiles (or blocks) of ``mr`` rows from ``lower``; carries the
+                output tile (and in a blocked kernel the outputs' scratch)."""
+                loop = kernels.for_loop(lower, upper, step, carried)
                 with ir.InsertionPoint(loop.body):
                     i, written = loop.induction_variable, loop.inner_iter_args[0]
+                    scratches = list(loop.inner_iter_args[1:])  # a blocked kernel's (see below)
                     local, rows, row_values, row_zeroed = [], [], {}, {}
                     for r in range(mr):
                         local.append(kernels.apply(lambda d0: d0 + r, i))
@@ -807,51 +936,72 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                             first, end = arith.minui(first, firsts[r]), arith.maxui(end, ends[r])
                         j_lower = kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, kb) * kb, first)
                         j_upper = kernels.apply(lambda d0: ir.AffineExpr.get_ceil_div(d0, kb) * kb, end)
-                    accumulators = [zero_v] * (mr * out_vectors)
-                    over_keys = kernels.for_loop(j_lower, j_upper, c_block, [*accumulators, *[ninf] * mr, *[f0] * mr])
-                    with ir.InsertionPoint(over_keys.body):
-                        scf.YieldOp(key_block(mr, over_keys.induction_variable, list(over_keys.inner_iter_args),
-                                              rows, row_values))
-                    carried = list(over_keys.results)
-                    sums_at = len(accumulators) + mr
+                    if blocked:  # the rows' outputs and statistics in the scratch (L1)
+                        scratch = scratches[0]
+                        for r in range(mr):
+                            for u in range(out_vectors):
+                                scratch = kernels.write(zero_v, scratch, [scratch_rows[r], columns[u]])
+                            scratch = tensor.insert(ninf, scratch, [scratch_rows[r], c_max])
+                            scratch = tensor.insert(f0, scratch, [scratch_rows[r], c_sum])
+                        over_keys = kernels.for_loop(j_lower, j_upper, c_block, [scratch])
+                        with ir.InsertionPoint(over_keys.body):
+                            scf.YieldOp([blocked_key_block(mr, over_keys.induction_variable,
+                                                           over_keys.inner_iter_args[0], i)])
+                        scratches = list(over_keys.results)
+                        scratch = scratches[0]
+                        maxima = [tensor.extract(scratch, [scratch_rows[r], c_max]) for r in range(mr)]
+                        sums = [tensor.extract(scratch, [scratch_rows[r], c_sum]) for r in range(mr)]
+                        outputs = [[kernels.read(scratch, [scratch_rows[r], columns[u]], f0, lanes)
+                                    for u in range(out_vectors)] for r in range(mr)]
+                    else:
+                        accumulators = [zero_v] * (mr * out_vectors)
+                        over_keys = kernels.for_loop(j_lower, j_upper, c_block,
+                                                     [*accumulators, *[ninf] * mr, *[f0] * mr])
+                        with ir.InsertionPoint(over_keys.body):
+                            scf.YieldOp(key_block(mr, over_keys.induction_variable, list(over_keys.inner_iter_args),
+                                                  rows, row_values))
+                        carried = list(over_keys.results)
+                        outputs = [carried[r * out_vectors:(r + 1) * out_vectors] for r in range(mr)]
+                        maxima = carried[len(accumulators):len(accumulators) + mr]
+                        sums = carried[len(accumulators) + mr:]
                     for r in range(mr):
-                        inverse = vector.broadcast(vec, arith.divf(one, carried[sums_at + r]))
+                        inverse = vector.broadcast(vec, arith.divf(one, sums[r]))
                         if zeroing == "masked":
-                            row_zeroed[r] = arith.cmpf(arith.CmpFPredicate.OEQ, carried[len(accumulators) + r], ninf)
+                            row_zeroed[r] = arith.cmpf(arith.CmpFPredicate.OEQ, maxima[r], ninf)
                         for u in range(out_vectors):
-                            value = arith.mulf(carried[r * out_vectors + u], inverse)
+                            value = arith.mulf(outputs[r][u], inverse)
                             if zeroing is not None:
                                 value = arith.select(row_zeroed[r], zero_v, value)
                             written = kernels.write(value, written, [local[r], columns[u]], in_bounds=dv_in_bounds)
-                    scf.YieldOp([written])
-                return loop.results[0]
+                    scf.YieldOp([written, *scratches])
+                return list(loop.results)
 
-            def key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
-                          row_values: dict) -> list[ir.Value]:
-                """One block of keys from ``j``: the scores, the online softmax's update of
-                each row's max and sum, O += p @ V; returns what the loop carries."""
-                accumulators = carried[:mr * out_vectors]
-                maxima, sums = carried[mr * out_vectors:mr * out_vectors + mr], carried[mr * out_vectors + mr:]
+            def block_scores(group: Sequence[int], j: ir.Value, rows: list[ir.Value],
+                             row_values: dict) -> dict[tuple[int, int], ir.Value]:
+                """X of the rows ``group`` (positions in ``rows``) at the block of keys from
+                ``j``, per (row, key vector): S = Q rows x K^T block (one broadcast of Q per
+                row and d, one load of each K^T vector shared by the rows), the chain, keys
+                past N at -inf."""
                 key_at = [kernels.apply(lambda d0: d0 + v * lanes, j) for v in range(key_vectors)]
-                over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (mr * key_vectors))
-                with ir.InsertionPoint(over_depth.body):  # S = Q rows x K^T block
+                over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (len(group) * key_vectors))
+                with ir.InsertionPoint(over_depth.body):
                     depth, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
                     keys = [kernels.read(kt_arg, [batch, depth, key_at[v]], f0, lanes) for v in range(key_vectors)]
                     new = []
-                    for r in range(mr):
+                    for g, r in enumerate(group):
                         at = kernels.apply_results(q_view.indices, [batch, rows[r], depth]) if q_view else [batch, rows[r], depth]
                         query = vector.broadcast(vec, tensor.extract(q_arg, at))
-                        new += [vector.fma(query, keys[v], partial[r * key_vectors + v]) for v in range(key_vectors)]
+                        new += [vector.fma(query, keys[v], partial[g * key_vectors + v]) for v in range(key_vectors)]
                     scf.YieldOp(new)
                 scores = list(over_depth.results)
                 if np_ != n:
                     valid = [vector.create_mask(ir.VectorType.get([lanes], ir.IntegerType.get_signless(1)),
                                                 [kernels.apply(lambda d0: n - d0 - v * lanes, j)])
                              for v in range(key_vectors)]
-                xs = {}  # X of row r, key vector v
-                for r in range(mr):
+                xs = {}
+                for g, r in enumerate(group):
                     for v in range(key_vectors):
-                        score = scores[r * key_vectors + v]
+                        score = scores[g * key_vectors + v]
                         if scores_function:
                             values = [score]
                             for x, extra in enumerate(extras):
@@ -866,25 +1016,45 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                         if np_ != n:
                             score = arith.select(valid[v], score, ninf_v)
                         xs[(r, v)] = score
+                return xs
+
+            def online_softmax(row_x: list[ir.Value], maximum: ir.Value,
+                               total: ir.Value) -> tuple[list[ir.Value], ir.Value, ir.Value, ir.Value]:
+                """One row's step of the online softmax over a block of keys: (p per key vector,
+                the new max, the new sum, alpha as a vector: what the row's output is scaled by)."""
+                peak = row_x[0]
+                for x in row_x[1:]:
+                    peak = arith.maximumf(peak, x)
+                block_max = kernels.reduce(vector.CombiningKind.MAXIMUMF, peak)
+                new_max = arith.maximumf(maximum, block_max)
+                # A row all -inf so far shifts by 0: -inf - -inf would be NaN.
+                shift = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, new_max, ninf), f0, new_max)
+                shift_v = vector.broadcast(vec, shift)
+                alpha_v = mlir_math.exp(vector.broadcast(vec, arith.subf(maximum, shift)))
+                alpha = kernels.first_element(alpha_v)
+                probabilities, row_total = [], None
+                for x in row_x:
+                    probabilities.append(mlir_math.exp(arith.subf(x, shift_v)))
+                    row_total = probabilities[-1] if row_total is None else arith.addf(row_total, probabilities[-1])
+                row_sum = kernels.reduce(vector.CombiningKind.ADD, row_total)
+                return probabilities, new_max, arith.addf(arith.mulf(total, alpha), row_sum), alpha_v
+
+            def key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
+                          row_values: dict) -> list[ir.Value]:
+                """One block of keys from ``j`` for a register tile of ``mr`` rows (their
+                outputs carried in registers): the scores, the online softmax's update of
+                each row's max and sum, O += p @ V; returns what the loop carries."""
+                accumulators = carried[:mr * out_vectors]
+                maxima, sums = carried[mr * out_vectors:mr * out_vectors + mr], carried[mr * out_vectors + mr:]
+                xs = block_scores(range(mr), j, rows, row_values)
                 probabilities, new_maxima, new_sums, rescaled = {}, [], [], {}
                 for r in range(mr):
-                    peak = xs[(r, 0)]
-                    for v in range(1, key_vectors):
-                        peak = arith.maximumf(peak, xs[(r, v)])
-                    block_max = kernels.reduce(vector.CombiningKind.MAXIMUMF, peak)
-                    new_max = arith.maximumf(maxima[r], block_max)
-                    # A row all -inf so far shifts by 0: -inf - -inf would be NaN.
-                    shift = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, new_max, ninf), f0, new_max)
-                    shift_v = vector.broadcast(vec, shift)
-                    alpha_v = mlir_math.exp(vector.broadcast(vec, arith.subf(maxima[r], shift)))
-                    alpha = kernels.first_element(alpha_v)
-                    total = None
+                    row_p, new_max, new_sum, alpha_v = online_softmax(
+                        [xs[(r, v)] for v in range(key_vectors)], maxima[r], sums[r])
                     for v in range(key_vectors):
-                        probabilities[(r, v)] = mlir_math.exp(arith.subf(xs[(r, v)], shift_v))
-                        total = probabilities[(r, v)] if total is None else arith.addf(total, probabilities[(r, v)])
-                    row_sum = kernels.reduce(vector.CombiningKind.ADD, total)
+                        probabilities[(r, v)] = row_p[v]
                     new_maxima.append(new_max)
-                    new_sums.append(arith.addf(arith.mulf(sums[r], alpha), row_sum))
+                    new_sums.append(new_sum)
                     for u in range(out_vectors):
                         rescaled[(r, u)] = arith.mulf(accumulators[r * out_vectors + u], alpha_v)
                 for v in range(key_vectors):  # O += p @ V block
@@ -900,9 +1070,66 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                                 rescaled[(r, u)] = vector.fma(p, values[u], rescaled[(r, u)])
                 return [*(rescaled[(r, u)] for r in range(mr) for u in range(out_vectors)), *new_maxima, *new_sums]
 
-            result = row_loop(tile_rows, c0, main, c_rows, tile)
+            def blocked_key_block(mr: int, j: ir.Value, scratch: ir.Value, i: ir.Value) -> ir.Value:
+                """One block of keys from ``j`` for the block of ``mr`` rows from ``i``, whose
+                outputs, running max and sum are in the ``scratch``: a loop over
+                register tiles of ``score_rows`` rows (K^T and V read from L1 after the
+                first): their scores (rows x key vectors in registers); per row the online
+                softmax's step, p stored (in the scratch), then its output row
+                read, scaled by alpha, ``+= p @ V`` by a loop over the block's key vectors (a
+                broadcast of each p from L1, Dv / L accumulators) and written back. Every
+                scratch access depends on the tile's row: no schedule hoists it out."""
+                group = min(score_rows, mr)
+                over_rows = kernels.for_loop(c0, core.index(mr), core.index(group), [scratch])
+                with ir.InsertionPoint(over_rows.body):
+                    pair, scratch = over_rows.induction_variable, over_rows.inner_iter_args[0]
+                    local = [kernels.apply(lambda d0: d0 + g, pair) for g in range(group)]
+                    rows = [kernels.apply(lambda d0, d1, d2: d0 + d1 + d2 + g, m0, i, pair) for g in range(group)]
+                    row_values = {}
+                    for g in range(group):
+                        for x, extra in enumerate(extras):  # one value per row, broadcast
+                            if not extra.along_keys:
+                                scalar = tensor.extract(extra_tensors[x], extra_at(extra, rows[g], c0))
+                                if extra.is_bool:
+                                    scalar = nonzero(scalar, i8_0)
+                                row_values[(x, g)] = vector.broadcast(ir.VectorType.get([lanes], extra.element), scalar)
+                    xs = block_scores(range(group), j, rows, row_values)
+                    for g in range(group):
+                        maximum = tensor.extract(scratch, [local[g], c_max])
+                        total = tensor.extract(scratch, [local[g], c_sum])
+                        row_p, new_max, new_sum, alpha_v = online_softmax(
+                            [xs[(g, v)] for v in range(key_vectors)], maximum, total)
+                        scratch = tensor.insert(new_max, scratch, [local[g], c_max])
+                        scratch = tensor.insert(new_sum, scratch, [local[g], c_sum])
+                        for v in range(key_vectors):
+                            scratch = kernels.write(row_p[v], scratch, [local[g], key_columns[v]])
+                        output = [arith.mulf(kernels.read(scratch, [local[g], columns[u]], f0, lanes), alpha_v)
+                                  for u in range(out_vectors)]
+                        over_values = kernels.for_loop(c0, c_block, c_lanes, output)
+                        with ir.InsertionPoint(over_values.body):  # O += p @ V, a vector of keys at a time
+                            t, sums_v = over_values.induction_variable, list(over_values.inner_iter_args)
+                            for lane in range(lanes):
+                                at_key = kernels.apply(lambda d0: d0 + (padded_dv + lane), t)
+                                key = kernels.apply(lambda d0, d1: d0 + d1 + lane, j, t)
+                                p = vector.broadcast(vec, tensor.extract(scratch, [local[g], at_key]))
+                                for u in range(out_vectors):
+                                    at = kernels.apply_results(v_view.indices, [batch, key, columns[u]]) if v_view \
+                                        else [batch, key, columns[u]]
+                                    value = kernels.read(v_arg, at, f0, lanes, in_bounds=dv_in_bounds)
+                                    sums_v[u] = vector.fma(p, value, sums_v[u])
+                            scf.YieldOp(sums_v)
+                        for u in range(out_vectors):
+                            scratch = kernels.write(over_values.results[u], scratch, [local[g], columns[u]])
+                    scf.YieldOp([scratch])
+                return over_rows.results[0]
+
+            # A blocked kernel's scratch, a row per query row of the block: its outputs (Dv
+            # rounded up to whole vectors), p of the key block, the running max and sum.
+            carried = [tile, tensor.empty([tile_rows, padded_dv + kb + 2], f32)] if blocked else [tile]
+            carried = row_loop(tile_rows, c0, main, c_rows, carried)
             if not (m % block_rows == 0 and block_rows % tile_rows == 0):
-                result = row_loop(1, main, nrows, c1, result)
+                carried = row_loop(1, main, nrows, c1, carried)
+            result = carried[0]
             kernels.insert_in_parallel(result, out, [batch, m0], [nrows], [dynamic, dynamic, 0],
                                        [1, dynamic, dv], [1, 1, 1])
         func.ReturnOp([forall.results[0]])
@@ -927,9 +1154,9 @@ def kernel_module(name: str, shape: AttentionShape, extras: Sequence[Extra], thr
 def _extras(site: AttentionSite) -> list[tuple[ir.Value, Extra]]:
     rank = len(site.shape.domain)
     found = []
-    for generic, position in site.chain:
+    for generic, position, view in site.chain:
         inputs = list(generic.operands)[:-1]
-        found += [(value, _extra(generic, i, rank)) for i, value in enumerate(inputs) if i != position]
+        found += [(value, _extra(generic, i, rank, view)) for i, value in enumerate(inputs) if i != position]
     return found
 
 
@@ -941,7 +1168,7 @@ def _define_scores_function(kernel: ir.Module, name: str, site: AttentionSite) -
     arguments = list(entry.arguments)
     running, extra_arguments = arguments[0], iter(arguments[1:])
     with ir.InsertionPoint(entry), site.context.location:
-        for generic, position in site.chain:
+        for generic, position, _ in site.chain:
             inputs = [running if i == position else next(extra_arguments)
                       for i in range(len(generic.operands) - 1)]
             running = clone_body(generic, inputs, site.shape.lanes)
