@@ -29,9 +29,10 @@ from onnx_conformance import report, shards  # noqa: E402
 from onnx_conformance.runner import DEFAULT_OUTPUT, print_progress, run_cases, save_results  # noqa: E402
 from onnx_conformance.suite import GROUPS, Case, discover, light_cases  # noqa: E402
 
-# Hashed shards of the short cases: about 240 each (a few minutes on a loaded core); more
-# shards cost a worker start-up each (importing tilecraft and onnx).
-HASHED_SHARDS = 8
+# Hashed shards of the short cases: 148-182 each (a minute or two of CPU), under the pool's
+# 200 tasks per worker, so a shard starts one worker (about 2 CPU s: imports and the first
+# compile); fewer, larger shards would start two.
+HASHED_SHARDS = 12
 PREFIX = "cases"
 
 
