@@ -35,7 +35,7 @@ from onnx_conformance.suite import GROUPS, Case, discover, light_cases  # noqa: 
 HASHED_SHARDS = 12
 PREFIX = "cases"
 
-
+# The light shards first: the longest work units start first under xdist.
 LIGHT_NAMES = [case.name for case in light_cases()]
 SHARD_IDS = LIGHT_NAMES + shards.hashed_shard_ids(PREFIX, HASHED_SHARDS)
 
@@ -47,6 +47,7 @@ def name_shard(name: str) -> str:
 
 def case_shard(case: Case) -> str:
     return name_shard(case.name)
+
 
 _DISCOVERED: dict[bool, list[Case]] = {}
 
