@@ -6,6 +6,7 @@
     .venv/bin/python tests/conformance/onnx/run.py --update-expected    # rewrite expected_status.txt
     .venv/bin/python tests/conformance/onnx/run.py --report             # rates, docs/onnx-conformance.md
     .venv/bin/python tests/conformance/onnx/run.py --from-results build/onnx-conformance/results.json --report
+    .venv/bin/python tests/conformance/onnx/run.py --from-results build/onnx-conformance/results-*.json --report
 
 Groups: node (onnx.backend.test.case.node.collect_testcases), pytorch-converted,
 pytorch-operator, simple (model folders in onnx/backend/test/data) and light (the nine zoo
@@ -20,7 +21,9 @@ Cases run in a pool of worker processes (--jobs, one per core by default); a wor
 crashes or hangs is replaced and the run goes on.
 
 --update-expected, --check and --report on a subset (--group / -k) touch only that subset;
---report writes docs/onnx-conformance.md only for a full run.
+--report writes docs/onnx-conformance.md only for a full run. Under pytest the suite runs in
+shards (test_conformance.py), each writing build/onnx-conformance/results-<shard>.json;
+``--from-results`` takes several files and merges them.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="per-case limit; defaults: " + ", ".join(f"{g}={s:g}" for g, s in DEFAULT_TIMEOUTS.items()))
     parser.add_argument("--retries", type=int, default=1, help="extra attempts for a timed-out case (default 1)")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="results JSON (default %(default)s)")
-    parser.add_argument("--from-results", metavar="JSON", help="reuse a results JSON instead of running")
+    parser.add_argument("--from-results", metavar="JSON", nargs="+",
+                        help="reuse results JSON files (merged) instead of running")
     parser.add_argument("--update-expected", action="store_true", help="rewrite expected_status.txt")
     parser.add_argument("--check", action="store_true", help="fail (exit 1) if the run differs from expected_status.txt")
     parser.add_argument("--report", action="store_true", help="print pass rates; write docs/onnx-conformance.md")
@@ -84,12 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     full = set(groups) == set(GROUPS) and not args.filter
 
     if args.from_results:
-        with open(args.from_results) as stream:
-            results = json.load(stream)
+        results = {}
+        for path in args.from_results:
+            with open(path) as stream:
+                results.update(json.load(stream))
         regex = re.compile(args.filter) if args.filter else None
         results = {n: r for n, r in results.items()
                    if r["group"] in groups and (regex is None or regex.search(n))}
-        print(f"{len(results)} case results from {args.from_results}")
+        print(f"{len(results)} case results from {', '.join(args.from_results)}")
     else:
         start = time.monotonic()
         cases = discover(groups, args.filter)

@@ -3,9 +3,13 @@ outcomes are classified right, the expected-status comparison catches what CI mu
 
 from __future__ import annotations
 
+import collections
+import json
 import os
+import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -18,10 +22,10 @@ import tilecraft  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from onnx_conformance import expected as expectations  # noqa: E402
-from onnx_conformance import report  # noqa: E402
+from onnx_conformance import report, shards  # noqa: E402
 from onnx_conformance.pool import PoolError, Task, WorkerPool  # noqa: E402
 from onnx_conformance.protocol import Decoder, encode  # noqa: E402
-from onnx_conformance.runner import HARNESS_DIR, run_cases, worker_env  # noqa: E402
+from onnx_conformance.runner import HARNESS_DIR, default_jobs, run_cases, worker_env  # noqa: E402
 from onnx_conformance.suite import Case, Payload, dummy_input, folder_cases, light_cases  # noqa: E402
 from onnx_conformance.worker import compare_outputs, compare_value, run_case  # noqa: E402
 
@@ -296,3 +300,71 @@ def test_real_worker_through_the_pool():
     case = Case("relu", "node", ("Relu",), lambda: _relu_case(np.maximum(X, 0)))
     results = run_cases([case], jobs=1)
     assert results["relu"]["status"] == "pass", results
+
+
+# --- shards (test_conformance.py, ../torch/test_opinfo.py) ------------------------------------
+
+
+def test_a_case_falls_in_one_shard_the_same_in_every_process():
+    names = sorted(expectations.read_expected())
+    assert [shards.shard_of(n, 8) for n in names] == [zlib.crc32(n.encode()) % 8 for n in names]
+    # another interpreter (a different hash seed) puts the cases in the same shards
+    script = ("import sys; sys.path.insert(0, %r); from onnx_conformance import shards; "
+              "print([shards.shard_of(n, 8) for n in %r])" % (HARNESS_DIR, names[:50]))
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "123"}, check=True)
+    assert other.stdout.strip() == str([shards.shard_of(n, 8) for n in names[:50]])
+    # no hashed shard is empty or holds more than twice its share
+    counts = collections.Counter(shards.shard_of(n, 8) for n in names)
+    assert set(counts) == set(range(8)) and max(counts.values()) < 2 * len(names) / 8
+
+
+def test_shard_ids_and_selection():
+    assert shards.hashed_shard_ids("cases", 3) == ["cases-0of3", "cases-1of3", "cases-2of3"]
+    assert shards.shard_id("test_vgg19", "cases", 3, own_shard=True) == "test_vgg19"
+    hashed = shards.shard_id("test_abs", "cases", 3)
+    assert hashed == f"cases-{shards.shard_of('test_abs', 3)}of3"
+    cases = [Case(n, "node", (), lambda: None) for n in ("test_abs", "test_add", "test_relu", "test_sum")]
+    key = lambda case: shards.shard_id(case.name, "cases", 3)  # noqa: E731
+    picked = [shards.select(cases, key, shard) for shard in shards.hashed_shard_ids("cases", 3)]
+    assert sorted(c.name for part in picked for c in part) == [c.name for c in cases]
+    assert shards.missing_shards(["cases-0of3", "test_vgg19"], ["cases-0of3"]) == ["test_vgg19"]
+
+
+def test_a_shard_under_xdist_runs_one_pool_worker(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert shards.pool_jobs() == 1
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    assert shards.pool_jobs() == default_jobs()
+
+
+def test_the_light_models_are_shards_of_their_own_and_every_case_has_a_shard():
+    suite = _load_by_path("onnx_conformance_suite_shards", "test_conformance.py")
+
+    assert set(suite.LIGHT_NAMES) == {c.name for c in light_cases()} and len(suite.SHARD_IDS) == 9 + suite.HASHED_SHARDS
+    expected = expectations.read_expected()
+    assert not shards.missing_shards([suite.name_shard(n) for n in expected], suite.SHARD_IDS)
+    assert all(suite.name_shard(n) == n for n in suite.LIGHT_NAMES)
+    # a failing shard says how to rerun and record just its offending cases
+    assert suite._update_command(["test_b", "test_a"]).endswith("run.py -k '^(test_a|test_b)$' --update-expected")
+
+
+def _load_by_path(name: str, file: str):
+    """A module of this folder under its own name: the torch harness has a ``run`` and a
+    test module of its own too, and whichever ran first in a process owns the bare name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), file))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_py_merges_several_results_files(tmp_path, capsys):
+    run = _load_by_path("onnx_conformance_run", "run.py")
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"test_a": {"group": "node", "status": "pass", "op_types": ["Relu"]}}))
+    second.write_text(json.dumps({"test_b": {"group": "simple", "status": "crash", "op_types": [], "message": "x"}}))
+    assert run.main(["--from-results", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "2 case results from" in out and "simple  0/1" in out and "node    1/1" in out

@@ -5,6 +5,7 @@
     pool.py      the worker-process pool: per-case timeout, crash isolation, restarts
     expected.py  the checked-in expected statuses and the comparison CI makes with them
     report.py    pass rates per group, failing op types, docs/onnx-conformance.md
+    shards.py    the split into shards that pytest-xdist spreads (test_conformance.py)
 
 The command line is ``tests/conformance/onnx/run.py``; see its ``--help``.
 """
