@@ -11,8 +11,10 @@ How, all at the function level and undone before the pass ends:
    and the reshapes between them) into a private ``func.func``: the values they read from
    outside become arguments, the values used after them results, and a ``func.call`` takes
    their place. Weights (tensor constants that are not splats) become arguments, so two
-   blocks' copies are the same function; scalars, splats and static ``tensor.empty`` are
-   cloned inside, so that the schedule sees them as it did in place.
+   blocks' copies are the same function; scalar, vector and splat constants are cloned
+   inside, so that the schedule sees them as it did in place. A ``tensor.empty`` stays
+   outside: cloned, two plans' copies of one (a Fire module's two expands) became equal after
+   inlining and CSE merged them, so both wrote one buffer and the concat copied it.
 2. **Merge** the functions whose text is the same (the op tags renumbered by order) and
    whose sequences are the same: their calls go to the first, the rest are erased, and only
    the first's sequence is applied.
@@ -52,12 +54,8 @@ def plan_tags(plan: OpSchedule | GroupSchedule) -> list[int]:
 
 def _cloned_inside(op: ir.Operation | None) -> bool:
     """Ops an outlined body gets its own copy of instead of an argument: scalar, vector and
-    splat constants, static ``tensor.empty`` (what the schedule must see as it is)."""
-    if op is None or len(op.results) != 1:
-        return False
-    if op.name == "tensor.empty":
-        return not op.operands
-    if op.name != "arith.constant":
+    splat constants (what the schedule must see as it is)."""
+    if op is None or len(op.results) != 1 or op.name != "arith.constant":
         return False
     value = op.attributes["value"]
     if not isinstance(op.results[0].type, ir.RankedTensorType):
