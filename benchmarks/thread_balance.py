@@ -207,40 +207,52 @@ def disturbed_runners(runners: dict[str, Callable[[], Any]], disturbance: Distur
 
 def disturb_main(args: argparse.Namespace) -> None:
     import numpy as np
-    import onnxruntime
 
     sys.path.insert(0, HERE)
     from end_to_end import RUNNER_PAUSE_S, alternating  # noqa: E402
 
     from tilecraft.runtime.package import load_module
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
-    shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    feed = {session.get_inputs()[0].name: x}
-    reference = session.run(None, feed)[0]
-    runners: dict[str, Callable[[], Any]] = {"onnxruntime": lambda: session.run(None, feed)}
+    runners: dict[str, Callable[[], Any]] = {}
+    reference = None
+    try:
+        import onnxruntime
+    except ImportError:  # a machine with the packages' runtime only: the packages against each other
+        print("onnxruntime is not installed: packages compared with the first one")
+    else:
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
+        shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        feed = {session.get_inputs()[0].name: x}
+        reference = session.run(None, feed)[0]
+        runners["onnxruntime"] = lambda: session.run(None, feed)
     for item in args.packages:
         label, _, path = item.partition("=")
         if not path:
             raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
         module = load_module(path)
+        if reference is None:
+            shape = module.input_shapes[0] if hasattr(module, "input_shapes") else args.shape
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         out = module(x)
         out = np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
-        print(f"{label}: largest difference from onnxruntime {float(np.abs(out - reference).max()):.3g}")
-        runners[label] = lambda module=module: module(x)
+        if reference is None:
+            reference = out
+        print(f"{label}: largest difference from the reference {float(np.abs(out - reference).max()):.3g}")
+        runners[label] = lambda module=module, x=x: module(x)
     disturbance = Disturbance(args.cpu, args.spin_ms, args.sleep_ms)
     try:
         medians = alternating(disturbed_runners(runners, disturbance), args.rounds,
                               min_sample_s=args.sample_s, pause_s=RUNNER_PAUSE_S)
     finally:
         disturbance.close()
-    base = medians["onnxruntime|quiet"]
+    first = next(iter(runners))
+    base = medians[f"{first}|quiet"]
     print(f"disturbance: core {args.cpu} taken {args.spin_ms} ms of every {args.spin_ms + args.sleep_ms} ms; "
           f"{args.threads} threads; medians of {args.rounds} blocks")
-    print(f"{'runtime':<14} {'quiet ms':>9} {'disturbed ms':>13} {'disturbed/quiet':>16} {'quiet/onnxruntime':>18}")
+    print(f"{'runtime':<14} {'quiet ms':>9} {'disturbed ms':>13} {'disturbed/quiet':>16} {'quiet/' + first:>18}")
     for label in runners:
         quiet, disturbed = medians[f"{label}|quiet"], medians[f"{label}|disturbed"]
         print(f"{label:<14} {quiet * 1e3:9.2f} {disturbed * 1e3:13.2f} {disturbed / quiet:16.2f} {quiet / base:18.2f}")
@@ -272,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     disturb.add_argument("--sleep-ms", type=float, default=2.0)
     disturb.add_argument("--rounds", type=int, default=9, help="alternating blocks per runtime and state")
     disturb.add_argument("--sample-s", type=float, default=0.1, help="seconds per timed block")
+    disturb.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
+                         help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
     args = parser.parse_args(argv)
     {"facts": facts_main, "export": export_main, "disturb": disturb_main}[args.command](args)
 
