@@ -119,6 +119,13 @@ static pid_t pool_pid; /* the process whose workers exist (0: none started yet) 
 static int64_t pool_threads; /* threads computing parallel loops: the workers and a waiter */
 static int64_t spin_ns = 100 * 1000;
 
+/* Counts for benchmarks/thread_balance.py and the tests (relaxed atomics, a few cycles per
+ * task): tasks queued by async.execute (a parallel loop of B blocks queues B - 1: its
+ * caller computes the first block itself), and tasks run by a pool worker or by a thread
+ * that awaits. Why: how evenly the threads share a loop's blocks is read from these, not
+ * guessed from the IR. */
+static int64_t tasks_queued, tasks_run_by_workers, tasks_run_by_waiters;
+
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -187,6 +194,7 @@ static void *worker(void *unused) {
       task = pop_locked();
       pthread_mutex_unlock(&pool_mu);
     }
+    __atomic_fetch_add(&tasks_run_by_workers, 1, __ATOMIC_RELAXED);
     run_task(task);
   }
   return NULL;
@@ -249,11 +257,20 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   task->resume = resume;
   task->handle = handle;
   task->next = NULL;
+  __atomic_fetch_add(&tasks_queued, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&pool_mu);
   if (queue_tail) queue_tail->next = task; else queue_head = task;
   queue_tail = task;
   pthread_cond_signal(&pool_cv);
   pthread_mutex_unlock(&pool_mu);
+}
+
+/* counts[0..2] = tasks queued, run by workers, run by awaiting threads, since the process
+ * started (a fork()ed child inherits its parent's counts). */
+RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[3]) {
+  counts[0] = __atomic_load_n(&tasks_queued, __ATOMIC_RELAXED);
+  counts[1] = __atomic_load_n(&tasks_run_by_workers, __ATOMIC_RELAXED);
+  counts[2] = __atomic_load_n(&tasks_run_by_waiters, __ATOMIC_RELAXED);
 }
 
 RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
@@ -387,6 +404,7 @@ static void wait_ready(Object *object) {
     if (object_ready(object)) break;
     Task *task = try_pop();
     if (task) {
+      __atomic_fetch_add(&tasks_run_by_waiters, 1, __ATOMIC_RELAXED);
       run_task(task);
       continue;
     }

@@ -19,6 +19,7 @@ library and not MLIR's ``libmlir_async_runtime.so``:
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -34,3 +35,27 @@ def load() -> ctypes.CDLL:
                                 ["-pthread", "-DTILECRAFT_RUNTIME_EXPORT"],
                                 what="the parallel-loop runtime")
     return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+
+
+@dataclass(frozen=True)
+class TaskCounts:
+    """Tasks of parallel loops since the process started (async_runtime.c keeps the counts).
+
+    A loop of B blocks queues B - 1 tasks (its caller computes the first block itself), so
+    over calls of a model whose parallel loops run L times, ``queued + L`` blocks ran:
+    ``by_workers`` on pool workers, the rest on the threads that awaited the loops."""
+
+    queued: int
+    by_workers: int
+    by_waiters: int
+
+    def __sub__(self, earlier: "TaskCounts") -> "TaskCounts":
+        return TaskCounts(self.queued - earlier.queued, self.by_workers - earlier.by_workers,
+                          self.by_waiters - earlier.by_waiters)
+
+
+def task_counts() -> TaskCounts:
+    """The JIT's task counts (a package links its own copy of the runtime, with its own)."""
+    counts = (ctypes.c_int64 * 3)()
+    load().tilecraftAsyncRuntimeCounts(counts)
+    return TaskCounts(*counts)

@@ -119,10 +119,28 @@ def vector_tile(extent: int, lanes: int, max_vectors: int) -> int:
     return largest_divisor(extent, lanes * max_vectors, multiple_of=lanes if extent >= lanes else 1)
 
 
+# Tasks per thread that a parallel loop is split into where its extent allows. Why 4 and
+# not 2: async-parallel-for makes one block of each task (up to 16 blocks on two threads)
+# and the runtime hands blocks to whichever thread is free (runtime/async_runtime.c), but a
+# thread that stalls (another process on its core, an interrupt, a frequency dip) keeps the
+# block it holds. With 2 tasks per thread one stall held up a quarter of the loop, and the
+# suite's two-thread figures moved by up to 2x between quiet runs; with 4, an eighth
+# (benchmarks/thread_balance.py, docs/performance.md "Thread balance").
+TASKS_PER_THREAD = 4
+
+# At most this many tasks per thread: async-parallel-for makes at most 8 blocks per worker
+# (up to 4 workers), so more tasks than that are merged into unequal blocks (17 tasks on
+# two threads: 8 blocks of 2 and one of 1), and each task is an async dispatch.
+_MAX_TASKS_PER_THREAD = 8
+
+
 def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
-    """Tile size splitting ``extent`` into about ``2 * num_threads`` equal tasks."""
+    """Tile size splitting ``extent`` into about ``TASKS_PER_THREAD * num_threads`` equal
+    tasks of whole register tiles (the fewest at least that many, else one per tile)."""
     units = extent // register_tile
-    target_tasks = min(units, 2 * num_threads)
+    if units < 1:
+        return extent
+    target_tasks = min(units, TASKS_PER_THREAD * num_threads)
     for tasks in range(target_tasks, units + 1):
         if units % tasks == 0:
             return units // tasks * register_tile
@@ -130,12 +148,19 @@ def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
 
 
 def balanced_chunk(extent: int, threads: int) -> int | None:
-    """Tile size splitting ``extent`` into ``2 * threads`` or ``threads`` equal tasks (every
-    thread gets as many), or ``None`` when neither divides it."""
-    for tasks in (2 * threads, threads):
-        if tasks > 1 and extent % tasks == 0:
-            return extent // tasks
-    return None
+    """Tile size splitting ``extent`` into equal tasks, every thread as many: the fewest
+    tasks that are at least ``TASKS_PER_THREAD`` per thread, else the most there are (at
+    most ``_MAX_TASKS_PER_THREAD`` per thread); ``None`` when no multiple of ``threads``
+    divides it. Why not just 2 per thread: 14 rows on 2 threads were 2 tasks of 7, and a
+    thread that stalled held up half the layer (``TASKS_PER_THREAD``)."""
+    if threads < 2:
+        return None
+    counts = [tasks for tasks in range(threads, min(extent, _MAX_TASKS_PER_THREAD * threads) + 1, threads)
+              if extent % tasks == 0]
+    if not counts:
+        return None
+    enough = [tasks for tasks in counts if tasks >= TASKS_PER_THREAD * threads]
+    return extent // (min(enough) if enough else max(counts))
 
 
 def busy_share(tasks: int, threads: int) -> float:
@@ -145,19 +170,16 @@ def busy_share(tasks: int, threads: int) -> float:
     return tasks / (rounds * threads)
 
 
-# At most this many row tasks per thread from ``busiest_chunk``: each task is an async
-# dispatch, and 4 already bound the idle share at an eighth of a round.
-_MAX_TASKS_PER_THREAD = 8
-
-
 def busiest_chunk(extent: int, threads: int) -> int | None:
     """The divisor of ``extent`` whose equal tasks keep ``threads`` busiest (``busy_share``),
-    the fewest tasks among equals, at most ``_MAX_TASKS_PER_THREAD`` per thread; ``None``
-    when ``extent`` has fewer units than threads. Why: 55 or 13 rows split neither in 2 nor
-    in 4 (``balanced_chunk``), yet 11 tasks of 5 rows or 13 of 1 leave a thread idle for
-    at most one task's time."""
+    among equals the fewest tasks that reach ``TASKS_PER_THREAD`` per thread (else the
+    most), at most ``_MAX_TASKS_PER_THREAD`` per thread; ``None`` when ``extent`` has fewer
+    units than threads. Why: 55 or 13 rows split neither in 2 nor in 4 (``balanced_chunk``),
+    yet 11 tasks of 5 rows or 13 of 1 leave a thread idle for at most one task's time."""
     candidates = [extent // tasks for tasks in range(threads, min(extent, _MAX_TASKS_PER_THREAD * threads) + 1)
                   if extent % tasks == 0]
     if threads < 2 or not candidates:
         return None
-    return max(candidates, key=lambda chunk: (busy_share(extent // chunk, threads), chunk))
+    target = TASKS_PER_THREAD * threads
+    return max(candidates, key=lambda chunk: (busy_share(extent // chunk, threads),
+                                              min(extent // chunk, target), chunk))

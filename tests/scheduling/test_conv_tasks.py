@@ -23,7 +23,7 @@ from tilecraft.schedule.plan import plan_default_schedule
     (55, 2, 5),    # 11 tasks: 6 rounds of 2, the last half idle (0.92); 5 tasks of 11: 0.83
     (13, 2, 1),    # a prime: 13 one-row tasks
     (27, 2, 3),    # 9 tasks of 3 (0.9); 3 tasks of 9: 0.75
-    (56, 2, 28),   # 2 equal tasks: the fewest among the busiest
+    (56, 2, 7),    # 8 equal tasks: the fewest among the busiest that reach 4 per thread
     (111, 2, 37),  # 3 tasks: 37 tasks would exceed 8 per thread
     (3, 4, None),  # fewer rows than threads
     (55, 1, None),  # one thread: no split
@@ -64,15 +64,17 @@ def test_three_channel_tasks_become_row_bands():
 
 
 def test_balanced_channel_split_stays():
-    """SqueezeNet's 13x13 expand (3x3, 48 -> 192): 4 tasks of 48 channels fill both threads
-    in every round; the channels stay split (each task reads its filter slice only)."""
+    """SqueezeNet's 13x13 expand (3x3, 48 -> 192): equal channel tasks fill both threads in
+    every round; the channels stay split (each task reads its filter slice only). 12 tasks
+    of one 16-channel tile since tasks aim at 4 per thread (test_thread_tasks.py; were 4 of 48)."""
     plan = _plan(mt.conv_nhwc(1, 15, 16, 48, 3, 3, 192), "linalg.conv_2d_nhwc_hwcf")
-    assert plan.thread_tiles == (1, 0, 0, 48, 0, 0, 0)
+    assert plan.thread_tiles == (1, 0, 0, 16, 0, 0, 0)
 
 
 def test_even_rows_keep_their_split():
+    """56 rows split in equal bands (8 of 7 since tasks aim at 4 per thread, test_thread_tasks.py)."""
     plan = _plan(mt.conv_nhwc(1, 58, 58, 64, 3, 3, 16), "linalg.conv_2d_nhwc_hwcf")
-    assert plan.thread_tiles == (1, 14, 0, 0, 0, 0, 0)
+    assert plan.thread_tiles == (1, 7, 0, 0, 0, 0, 0)
 
 
 def test_one_thread_has_no_tasks():
@@ -116,7 +118,7 @@ def _layer(kind: str, size: int, cin: int, cout: int, stride: int = 1):
 @pytest.mark.parametrize("kind, size, cin, cout, stride, tasks", [
     ("pointwise", 55, 64, 16, 1, 11),   # SqueezeNet's squeeze: 11 bands of 5 rows
     ("conv", 27, 32, 48, 1, 9),         # 3 channel tasks -> 9 bands of 3 rows
-    ("conv", 55, 16, 24, 2, 4),         # stride 2, 28 rows: 4 tasks of 7 rows, as before
+    ("conv", 55, 16, 24, 2, 14),        # stride 2, 28 rows: 14 bands of 2 (4 per thread or more, test_thread_tasks.py)
     ("depthwise", 55, 8, 8, 1, 11),     # one channel vector: 11 bands of 5 rows
     ("maxpool", 55, 8, 8, 1, 9),        # 27 rows of 8 channels, ceil mode
 ])

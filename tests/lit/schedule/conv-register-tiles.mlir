@@ -9,7 +9,8 @@
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-lower-cpu="num-threads=2 cpu=haswell" | FileCheck %s --check-prefix=LLVM
 
 // CHECK-LABEL: func.func @conv_bias_relu
-// CHECK: scf.forall ({{.*}}) in (4)
+// 32 rows in 8 bands of 4 (at least 4 tasks per thread, schedule/op_schedule.py).
+// CHECK: scf.forall ({{.*}}) in (8)
 // Whole tiles: pixels 0-29 in steps of 6, two 8-lane vectors (16 channels) each.
 // CHECK: scf.for %{{.*}} = %c0 to %c30 step %c6
 // CHECK: scf.for {{.*}} -> (vector<1x6x16xf32>)

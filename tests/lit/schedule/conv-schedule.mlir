@@ -6,12 +6,12 @@
 
 // Depthwise 3x3 with its zero pad: the pad stays before the loop (the buffer its source is
 // written into, at bufferization: pipelines/tensor/pad_destinations.py), tasks split the output
-// rows (4 tasks of 7 rows) and read their band of it; a register tile is 8 pixels x one
+// rows (14 bands of 2 rows: at least 4 tasks per thread, schedule/op_schedule.py) and read their band of it; a register tile is 8 pixels x one
 // 16-lane vector of channels, read once, carried through the kh and kw loops as FMAs with
 // a broadcast filter vector, written once.
 // CHECK-LABEL: func.func @depthwise
 // CHECK: tensor.pad
-// CHECK: scf.forall ({{.*}}) in (4)
+// CHECK: scf.forall ({{.*}}) in (14)
 // CHECK-NOT: tensor.pad
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<1x1x7x16xf32>, vector<1x7x16xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<1x7x16xf32>)
@@ -58,7 +58,7 @@ func.func @depthwise_stride2(%x: tensor<1x29x29x24xf32>, %w: tensor<3x3x24xf32>)
 // Max pooling: channels are a batch dim to linalg, yet they get the vectors (one task per
 // channel and scalar lanes before); tasks split the output rows.
 // CHECK-LABEL: func.func @max_pool
-// CHECK: scf.forall ({{.*}}) in (4)
+// CHECK: scf.forall ({{.*}}) in (14)
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<1x7x16xf32>)
 // CHECK: arith.maximumf {{.*}} : vector<1x1x16xf32>
 func.func @max_pool(%x: tensor<1x56x56x64xf32>) -> tensor<1x28x28x64xf32> {
@@ -74,9 +74,10 @@ func.func @max_pool(%x: tensor<1x56x56x64xf32>) -> tensor<1x28x28x64xf32> {
 // -----
 
 // Global average pooling's sum over an NHWC image (a reduction generic): vectors along the
-// channels, accumulated in registers over the rows and columns; tasks split the channels.
+// channels, accumulated in registers over the rows and columns; tasks split the channels
+// (8 tasks of 2 tiles).
 // CHECK-LABEL: func.func @global_sum
-// CHECK: scf.forall ({{.*}}) in (4)
+// CHECK: scf.forall ({{.*}}) in (8)
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} vector<1x64xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<1x64xf32>)
 // CHECK: arith.addf {{.*}} : vector<1x64xf32>

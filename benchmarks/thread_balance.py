@@ -1,0 +1,294 @@
+"""Thread balance of parallel loops (issue #43): how finely each parallel loop is split, and
+how much a reproducible disturbance of one core slows tilecraft against onnxruntime.
+
+    # the facts: tasks per parallel loop and the blocks async-parallel-for makes of them
+    .venv/bin/python benchmarks/thread_balance.py facts --models regnet,shufflenet --threads 2
+    # a suite model as ONNX, then packages of it from two trees (see package_ab.py)
+    .venv/bin/python benchmarks/thread_balance.py export mobilenet_v2 -o /tmp/m.onnx
+    TILECRAFT_NUM_THREADS=2 .venv/bin/tilecraft compile /tmp/m.onnx -o /tmp/new.tar
+    # quiet and disturbed, every runtime in one process, blocks alternating
+    .venv/bin/python benchmarks/thread_balance.py disturb /tmp/m.onnx old=/tmp/old.tar new=/tmp/new.tar \\
+        --cpu 1 --spin-ms 2 --sleep-ms 2 --rounds 9
+
+Why: the same build of a suite model moved by up to 2x between two quiet runs while
+onnxruntime's figures stayed put (docs/performance.md, "After round 19's merges"). A
+parallel loop's tasks are the planner's thread tiles (schedule/op_schedule.py);
+``async-parallel-for`` (pipelines/stages.py) groups them into at most ``8 x workers`` blocks
+for up to 4 workers (16 on two threads), each block one task of the runtime's shared queue
+(runtime/async_runtime.c), taken by whichever thread is free. So the blocks are dispatched
+dynamically, but a loop of 4 blocks on 2 threads hands a thread that stalls (another
+process, an interrupt) a quarter of the loop, which the other thread cannot take over.
+
+``facts`` compiles each model and reads every ``scf.forall`` of the IR after bufferization
+(the task grid the schedule made) and prints, per loop, its tasks, its blocks, the share of
+threads x rounds the equal blocks keep busy, and the largest share of the loop one stalled
+thread can hold (one block). ``disturb`` starts a child process pinned to one core
+(``--cpu``) that spins ``--spin-ms`` and sleeps ``--sleep-ms`` in turn; it is stopped
+(SIGSTOP) during quiet blocks and continued (SIGCONT) during disturbed ones, so every runtime
+is timed both ways in the same process, blocks alternating (runtime/timing.py's
+``alternating``, a pause before each block for onnxruntime's spinning pool). Each package's
+output is checked against onnxruntime first. No thresholds: figures go into
+docs/performance.md ("Thread balance").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---- the facts: tasks and blocks of each parallel loop ------------------------------------
+
+
+def async_parallel_for_blocks(tasks: int, workers: int) -> int:
+    """The blocks MLIR 22's ``async-parallel-for{num-workers=W min-task-size=1}`` makes of a
+    loop of ``tasks`` iterations: at most ``W x factor`` blocks (factor 8 up to 4 workers, then
+    4, 2, 1, 0.8, 0.6), each of ``ceil(tasks / max_blocks)`` iterations (AsyncParallelFor.cpp)."""
+    if tasks <= 0:
+        return 0
+    factor = (8.0 if workers <= 4 else 4.0 if workers <= 8 else 2.0 if workers <= 16
+              else 1.0 if workers <= 32 else 0.8 if workers <= 64 else 0.6)
+    max_blocks = max(1, int(workers * factor))
+    block_size = min(tasks, max(-(-tasks // max_blocks), 1))
+    return -(-tasks // block_size)
+
+
+def busy_share(blocks: int, threads: int) -> float:
+    """Threads x rounds that ``blocks`` equal blocks keep busy (1.0: every round full)."""
+    rounds = -(-blocks // threads)
+    return blocks / (rounds * threads)
+
+
+_FORALL = re.compile(r"scf\.forall\s*\(([^)]*)\)\s*(?:in\s*\(([^)]*)\)|=\s*\(([^)]*)\)\s*to\s*\(([^)]*)\)\s*step\s*\(([^)]*)\))")
+
+
+def _ints(text: str) -> list[int] | None:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        return None  # a dynamic bound (an SSA value)
+
+
+def forall_tasks(ir_text: str) -> list[int | None]:
+    """The iteration count of every ``scf.forall`` in ``ir_text`` (``None``: dynamic bounds)."""
+    counts: list[int | None] = []
+    for match in _FORALL.finditer(ir_text):
+        if match.group(2) is not None:
+            extents = _ints(match.group(2))
+        else:
+            lower, upper, step = (_ints(match.group(i)) for i in (3, 4, 5))
+            extents = (None if lower is None or upper is None or step is None
+                       else [max(0, -(-(u - lb) // s)) for lb, u, s in zip(lower, upper, step)])
+        counts.append(None if extents is None else math.prod(extents))
+    return counts
+
+
+@dataclass(frozen=True)
+class LoopFacts:
+    tasks: int
+    blocks: int
+    busy: float
+    stalled_share: float  # the share of the loop one stalled thread can hold: one block
+
+
+def loop_facts(ir_text: str, threads: int) -> list[LoopFacts]:
+    facts = []
+    for tasks in forall_tasks(ir_text):
+        if tasks is None or tasks < 1:
+            continue
+        blocks = async_parallel_for_blocks(tasks, threads)
+        facts.append(LoopFacts(tasks, blocks, busy_share(blocks, threads), 1.0 / blocks))
+    return facts
+
+
+def _onnx_model(name: str) -> tuple[Any, list[Any]]:
+    """Suite model ``name`` as an ONNX ModelProto, and its inputs as arrays."""
+    import onnx
+
+    sys.path.insert(0, HERE)
+    import public_suite  # noqa: E402
+
+    module, inputs = public_suite.build(name)
+    return onnx.load_from_string(public_suite.export_onnx(module, inputs)), [x.numpy() for x in inputs]
+
+
+def facts_main(args: argparse.Namespace) -> None:
+    os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)
+    import tilecraft
+    from tilecraft.runtime import parallel_runtime
+
+    for name in args.models.split(","):
+        proto, arrays = _onnx_model(name)
+        compiled = tilecraft.compile(proto, target=tilecraft.Target(num_threads=args.threads),
+                                     keep_ir=True, verbose=False)
+        facts = loop_facts(compiled.ir("bufferize"), args.threads)
+        if not facts:
+            print(f"{name}: no parallel loops")
+            continue
+        by_blocks = Counter(f.blocks for f in facts)
+        few = sum(1 for f in facts if f.blocks < 4 * args.threads)
+        print(f"{name}: {len(facts)} parallel loops on {args.threads} threads; "
+              f"{few} with fewer than {4 * args.threads} blocks; "
+              f"mean busy share {sum(f.busy for f in facts) / len(facts):.3f}; "
+              f"mean share a stalled thread holds {sum(f.stalled_share for f in facts) / len(facts):.3f}")
+        print("  blocks: loops  " + "  ".join(f"{b}:{n}" for b, n in sorted(by_blocks.items())))
+        if args.verbose:
+            print("  tasks -> blocks: " + " ".join(f"{f.tasks}->{f.blocks}" for f in facts))
+        # The runtime's counts over a few calls: blocks per call, and the share the pool's
+        # worker ran (the rest ran on the calling thread, which computes each loop's first
+        # block and runs queued blocks while it waits).
+        compiled(*arrays)
+        before = parallel_runtime.task_counts()
+        for _ in range(args.calls):
+            compiled(*arrays)
+        counts = parallel_runtime.task_counts() - before
+        blocks = counts.queued + sum(1 for f in facts if f.blocks > 0) * args.calls
+        predicted = sum(f.blocks for f in facts) * args.calls
+        print(f"  run: {blocks / args.calls:.0f} blocks per call (from the IR: {predicted / args.calls:.0f}); "
+              f"the worker ran {counts.by_workers / max(blocks, 1):.1%} of them, the caller the rest")
+
+
+# ---- the disturbance ----------------------------------------------------------------------
+
+_SPINNER = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+spin, rest = float(sys.argv[2]) / 1e3, float(sys.argv[3]) / 1e3
+while True:
+    end = time.perf_counter() + spin
+    while time.perf_counter() < end:
+        pass
+    if rest > 0:
+        time.sleep(rest)
+"""
+
+
+class Disturbance:
+    """A child process pinned to one core that spins and sleeps in turn, stopped until
+    :meth:`set` turns it on. Why a stopped process rather than a new one per block: starting
+    a Python process costs tens of milliseconds of the very cores being measured."""
+
+    def __init__(self, cpu: int, spin_ms: float, sleep_ms: float) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", _SPINNER, str(cpu), str(spin_ms), str(sleep_ms)])
+        self.running = True
+        self.set(False)
+
+    def set(self, running: bool) -> None:
+        if running != self.running:
+            os.kill(self.process.pid, signal.SIGCONT if running else signal.SIGSTOP)
+            self.running = running
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def disturbed_runners(runners: dict[str, Callable[[], Any]], disturbance: Disturbance) -> dict[str, Callable[[], Any]]:
+    """Each runner twice, quiet and disturbed: every call sets the disturbance first (a
+    signal only when it changes), so a block runs wholly in one state."""
+    both: dict[str, Callable[[], Any]] = {}
+    for label, run in runners.items():
+        for state in (False, True):
+            def call(run: Callable[[], Any] = run, state: bool = state) -> Any:
+                disturbance.set(state)
+                return run()
+            both[f"{label}|{'disturbed' if state else 'quiet'}"] = call
+    return both
+
+
+def disturb_main(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    sys.path.insert(0, HERE)
+    from end_to_end import RUNNER_PAUSE_S, alternating  # noqa: E402
+
+    from tilecraft.runtime.package import load_module
+
+    runners: dict[str, Callable[[], Any]] = {}
+    reference = None
+    try:
+        import onnxruntime
+    except ImportError:  # a machine with the packages' runtime only: the packages against each other
+        print("onnxruntime is not installed: packages compared with the first one")
+    else:
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
+        shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        feed = {session.get_inputs()[0].name: x}
+        reference = session.run(None, feed)[0]
+        runners["onnxruntime"] = lambda: session.run(None, feed)
+    for item in args.packages:
+        label, _, path = item.partition("=")
+        if not path:
+            raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
+        module = load_module(path)
+        if reference is None:
+            shape = module.input_shapes[0] if hasattr(module, "input_shapes") else args.shape
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        out = module(x)
+        out = np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
+        if reference is None:
+            reference = out
+        print(f"{label}: largest difference from the reference {float(np.abs(out - reference).max()):.3g}")
+        runners[label] = lambda module=module, x=x: module(x)
+    disturbance = Disturbance(args.cpu, args.spin_ms, args.sleep_ms)
+    try:
+        medians = alternating(disturbed_runners(runners, disturbance), args.rounds,
+                              min_sample_s=args.sample_s, pause_s=RUNNER_PAUSE_S)
+    finally:
+        disturbance.close()
+    first = next(iter(runners))
+    base = medians[f"{first}|quiet"]
+    print(f"disturbance: core {args.cpu} taken {args.spin_ms} ms of every {args.spin_ms + args.sleep_ms} ms; "
+          f"{args.threads} threads; medians of {args.rounds} blocks")
+    print(f"{'runtime':<14} {'quiet ms':>9} {'disturbed ms':>13} {'disturbed/quiet':>16} {'quiet/' + first:>18}")
+    for label in runners:
+        quiet, disturbed = medians[f"{label}|quiet"], medians[f"{label}|disturbed"]
+        print(f"{label:<14} {quiet * 1e3:9.2f} {disturbed * 1e3:13.2f} {disturbed / quiet:16.2f} {quiet / base:18.2f}")
+
+
+def export_main(args: argparse.Namespace) -> None:
+    with open(args.output, "wb") as handle:
+        handle.write(_onnx_model(args.name)[0].SerializeToString())
+    print(f"{args.name} -> {args.output}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    facts = commands.add_parser("facts", help="tasks and blocks of every parallel loop of suite models")
+    facts.add_argument("--models", default="regnet,shufflenet,mobilenet_v2")
+    facts.add_argument("--threads", type=int, default=2)
+    facts.add_argument("--verbose", action="store_true", help="every loop's tasks -> blocks")
+    facts.add_argument("--calls", type=int, default=20, help="calls counted by the runtime")
+    export = commands.add_parser("export", help="a suite model as ONNX")
+    export.add_argument("name")
+    export.add_argument("-o", "--output", required=True)
+    disturb = commands.add_parser("disturb", help="packages and onnxruntime, quiet and disturbed")
+    disturb.add_argument("model", help="the ONNX model the packages were compiled from")
+    disturb.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
+    disturb.add_argument("--threads", type=int, default=2, help="onnxruntime's threads (the packages' are theirs)")
+    disturb.add_argument("--cpu", type=int, default=1, help="the core the disturbance is pinned to")
+    disturb.add_argument("--spin-ms", type=float, default=2.0)
+    disturb.add_argument("--sleep-ms", type=float, default=2.0)
+    disturb.add_argument("--rounds", type=int, default=9, help="alternating blocks per runtime and state")
+    disturb.add_argument("--sample-s", type=float, default=0.1, help="seconds per timed block")
+    disturb.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
+                         help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
+    args = parser.parse_args(argv)
+    {"facts": facts_main, "export": export_main, "disturb": disturb_main}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
