@@ -141,7 +141,10 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
+@cache
 def _distribution_version(name: str) -> str:
+    """The installed version of ``name`` (read once per process, like the code digest:
+    ``importlib.metadata`` scans the environment's metadata, 10-20 ms per call)."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
