@@ -173,10 +173,9 @@ def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule
     script = render_script(plans)
     with module.context:
         transform_module = ir.Module.parse(script)
-    sequences = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in transform_module.body.operations}
-    # The sequence's text without its name (which holds the tag): copies compare equal.
-    plans = outline_repeated(module, plans, {
-        name: str(sequence)[str(sequence).index("("):] for name, sequence in sequences.items()})
+    # Each sequence's text without its name (which holds the tag): copies compare equal.
+    texts = {ir.StringAttr(op.attributes["sym_name"]).value: str(op) for op in transform_module.body.operations}
+    plans = outline_repeated(module, plans, {name: text[text.index("("):] for name, text in texts.items()})
     for plan in plans:
         if isinstance(plan, GroupSchedule) and plan.fallback:
             # No warning: the fallback is the per-op schedule, correct but one loop nest

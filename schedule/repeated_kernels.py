@@ -37,7 +37,7 @@ from ..pipelines.ir_queries import defining_op, ops_where
 from .op_schedule import TAG, GroupSchedule, OpSchedule
 
 OUTLINED_PREFIX = "__tilecraft_kernel_"
-_TAG_NUMBER = re.compile(r"tilecraft\.op_id\"? = (\d+)")
+_TAG_NUMBER = re.compile(re.escape(TAG) + r"\"? = (\d+)")
 _GROUP_NUMBER = re.compile(r"tilecraft\.group = (\d+)")
 
 
@@ -143,8 +143,9 @@ def _closure(tagged: list[ir.Operation]) -> _Outline | None:
     return outline
 
 
-def _outline(outline: _Outline, name: str, module_body: ir.Block) -> ir.Operation:
-    """Move ``outline``'s ops into a new private function ``name``; a call replaces them."""
+def _outline(outline: _Outline, name: str, module_body: ir.Block) -> tuple[ir.Operation, ir.Operation]:
+    """Move ``outline``'s ops into a new private function ``name``; a call replaces them.
+    Returns (the function, the call)."""
     last = outline.ops[-1]
     cloned = [value for value in outline.arguments if _cloned_inside(defining_op(value))]
     passed = [value for value in outline.arguments if value not in cloned]
@@ -176,7 +177,7 @@ def _outline(outline: _Outline, name: str, module_body: ir.Block) -> ir.Operatio
             user = getattr(use.owner, "operation", use.owner)
             if _inside(user, function):
                 user.operands[use.operand_number] = replacement
-    return function
+    return function, call.operation
 
 
 def _normalized(text: str, tags: list[int]) -> str:
@@ -207,7 +208,7 @@ def outline_repeated(module: ir.Operation, plans: list[OpSchedule | GroupSchedul
             kept.append(plan)
             continue
         name = f"{OUTLINED_PREFIX}{number}"
-        function = _outline(outline, name, module_body)
+        function, call = _outline(outline, name, module_body)
         # The whole function (its arguments too: a region prints without its entry block's
         # header), under one name.
         body_text = str(function).replace(f"@{name}(", "@kernel(", 1)
@@ -216,9 +217,7 @@ def outline_repeated(module: ir.Operation, plans: list[OpSchedule | GroupSchedul
         if original == name:
             kept.append(plan)
             continue
-        for call in ops_where(module, lambda op: op.name == "func.call"
-                              and ir.FlatSymbolRefAttr(op.attributes["callee"]).value == name):
-            call.attributes["callee"] = ir.FlatSymbolRefAttr.get(original)
+        call.attributes["callee"] = ir.FlatSymbolRefAttr.get(original)
         function.erase()
     return kept
 
