@@ -326,9 +326,6 @@ def narrow_pixel_tiles(width: int) -> bool:
 # Output channels of a convolution register tile of two AVX2 vectors (one AVX-512 one): a 1x1
 # convolution whose filters are a multiple of it gets whole-vector tiles as a convolution.
 _PAIRED_VECTOR_CHANNELS = 16
-# Whether a 1x1 convolution may be computed as a matmul of its pixels at all (``pointwise_as_
-# matmul``); False keeps every one a convolution (benchmarks/cnn_kernels.py's A/B).
-POINTWISE_MATMULS = True
 
 
 def pointwise_as_matmul(width: int, filters: int) -> bool:
@@ -348,7 +345,7 @@ def pointwise_as_matmul(width: int, filters: int) -> bool:
     concat_destinations.py, pad_destinations.py) with the bias and ReLU on its accumulators;
     as a reshaped matmul each was a strided copy (1.7 MB per SqueezeNet call) and a separate
     pass over the result."""
-    if not POINTWISE_MATMULS or not narrow_pixel_tiles(width):
+    if not narrow_pixel_tiles(width):
         return False
     if width < _REGISTER_PIXELS // 2:
         return True
@@ -370,7 +367,7 @@ def pointwise_padded_filters(width: int, filters: int) -> int:
     as 13 x 13 rows): as a convolution of 1008 filters it takes 5 x 2-vector tiles with the
     row's last tile peeled and ran in 0.85x the matmul's time (one layer, one thread,
     docs/performance.md "SqueezeNet and EfficientNet kernels")."""
-    if not POINTWISE_MATMULS or not narrow_pixel_tiles(width) or width < _REGISTER_PIXELS // 2:
+    if not narrow_pixel_tiles(width) or width < _REGISTER_PIXELS // 2:
         return filters
     padded = -(-filters // _PAIRED_VECTOR_CHANNELS) * _PAIRED_VECTOR_CHANNELS
     return padded if padded - filters <= _MAX_PADDED_FILTERS_FRACTION * filters else filters

@@ -219,12 +219,6 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       peeled_loops=((m,) if peeled else ()) + ((n,) if columns_peeled else ()))
 
 
-# Whether an N with no multiple of the lanes gets whole-vector column tiles with the last,
-# partial one peeled (``peels_columns``); False restores the former rule (the widest
-# power-of-two part of N: one-lane tiles for an odd N) for benchmarks/odd_tokens.py's A/B.
-PEEL_COLUMNS = True
-
-
 def peels_columns(columns: int, lanes: int) -> bool:
     """Whether a contraction's ``columns`` (N) take whole ``lanes``-wide vectors with the
     last, partial column tile peeled: where no multiple of the lanes divides N and N holds
@@ -234,7 +228,7 @@ def peels_columns(columns: int, lanes: int) -> bool:
     columns reached 100-120, and peeled defaults ran them 4-5x faster (docs/performance.md,
     "Odd-N contractions and AVX2 attention"). Not where the lanes divide N: those plans
     are unchanged."""
-    return PEEL_COLUMNS and columns > lanes and columns % lanes != 0
+    return columns > lanes and columns % lanes != 0
 
 
 def peeled_column_tile(columns: int, lanes: int) -> int:
@@ -287,19 +281,11 @@ def reduction_block(nest: LoopNest, k_dims: tuple[int, ...], sliver_limit: int
     for a 16-element sliver (docs/performance.md, "Transformers at odd token counts")."""
     outer = k_dims[0]
     inner = math.prod(nest.ranges[d] for d in k_dims[1:])
-    if not SPLIT_K_BLOCKS and len(k_dims) > 1:  # the former rule, kept for A/B runs
-        return k_dims[-1], None, nest.ranges[k_dims[-1]]
     limit = max(sliver_limit // inner, 1)
     block = largest_divisor(nest.ranges[outer], limit)
     if nest.ranges[outer] > block and block * inner >= sliver_limit // 2:
         return outer, block, block * inner
     return outer, None, nest.ranges[outer] * inner
-
-
-# Whether a contraction over several K loops gets a K cache block (reduction_block) and its
-# panel weights are seen as panels (weight_panel_dims); False restores the former rules
-# (neither) for benchmarks/odd_tokens.py's A/B.
-SPLIT_K_BLOCKS = True
 
 
 def whole_row_tasks(rows: int, task_rows: int, register_rows: int) -> int:
@@ -346,8 +332,6 @@ def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
         return None
     _batch, m_dims, n_dims, k_dims = nest.contraction
     if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(nest.operand_dims) < 3:
-        return None
-    if len(k_dims) != 1 and not SPLIT_K_BLOCKS:  # the former rule, kept for A/B runs
         return None
     outer_n, inner_n = n_dims
     # K may be several loops (``reduction_block``): B'[nb, kb, kj, j] when A is itself a

@@ -13,7 +13,6 @@ from mlir import ir
 
 import mlir_text as mt
 import tilecraft
-from tilecraft.schedule import matmul_plan
 from tilecraft.schedule.apply import plan_module
 from tilecraft.schedule.matmul_plan import peeled_column_block, peeled_column_tile, peels_columns
 
@@ -91,18 +90,17 @@ def test_the_scores_of_197_tokens_take_vector_columns():
 @pytest.mark.parametrize("vector_bits", [256, 512])
 @pytest.mark.parametrize("m, n, k", [(128, 64, 64), (197, 768, 2304), (1, 1000, 512), (100, 48, 37),
                                      (128, 3072, 768), (197, 64, 197), (7, 130, 9)])
-def test_plans_of_shapes_the_lanes_divide_are_unchanged(monkeypatch, vector_bits, m, n, k):
-    """130 = 2 x 65 on AVX2 keeps its 2-lane parts: only N with no multiple of the lanes
-    that is a vector or more changes (the rule switched off is the former planner)."""
+def test_plans_of_shapes_the_lanes_divide_peel_no_columns(vector_bits, m, n, k):
+    """130 = 2 x 65 on AVX2 keeps its 2-lane parts: only an N with no multiple of the lanes
+    that holds a vector or more gets peeled columns; the others keep a column tile that
+    divides N."""
     lanes = vector_bits // 32
     if peels_columns(n, lanes):
         pytest.skip("a peeled shape")
     for threads in (1, 2):
-        new = _plan(mt.matmul(m, n, k), vector_bits, threads)
-        monkeypatch.setattr(matmul_plan, "PEEL_COLUMNS", False)
-        former = _plan(mt.matmul(m, n, k), vector_bits, threads)
-        monkeypatch.setattr(matmul_plan, "PEEL_COLUMNS", True)
-        assert new == former
+        plan = _plan(mt.matmul(m, n, k), vector_bits, threads)
+        assert 1 not in plan.peeled_loops
+        assert n % plan.register_tiles[1] == 0
 
 
 def _compile(text: str):

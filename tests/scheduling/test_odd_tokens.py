@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import tilecraft
-from tilecraft.schedule import matmul_plan
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -79,13 +78,6 @@ def test_sequence_first_mlp_block_at_odd_token_counts(monkeypatch, rand, tokens)
 def test_two_d_mlp_block_at_197_tokens(monkeypatch, rand, threads):
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", threads)
     _check(mlp_block(197, 48, seq_first=False), {"x": rand((197, 48))}, rtol=2e-4, atol=2e-4)
-
-
-def test_the_former_k_rule_computes_the_same(monkeypatch, rand):
-    """The A/B switch (no K block over several K loops) still compiles a correct block."""
-    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
-    monkeypatch.setattr(matmul_plan, "SPLIT_K_BLOCKS", False)
-    _check(mlp_block(13, 48, seq_first=True), {"x": rand((13, 1, 48))}, rtol=2e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize("tokens", [5, 197])
