@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in [m for m in args.models.split(",") if m]:
         import public_suite
 
-        module, inputs = public_suite.ARCHITECTURES[name].build(False)
-        module.eval()
+        module, inputs = public_suite.build(name)  # seeded, BatchNorm calibrated, as the suite builds it
         model_bytes = public_suite.export_onnx(module, inputs)
         feeds = {f"input{i}": x.numpy() for i, x in enumerate(inputs)}
         compare(name, model_bytes, feeds, args.blocks, args.calls, args.threads)
