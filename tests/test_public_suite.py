@@ -40,6 +40,15 @@ def test_definition_builds_and_exports(name):
     scale = float(np.abs(expected).max())
     assert scale > 0 and np.isfinite(expected).all()
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3 * scale)
+    # Alive: another input moves the output by more than the checks' tolerance. A net whose
+    # activations vanish answers every input with its classifier's bias, which every
+    # comparison passes (the suite's MobileNetV2 did, with weakly calibrated BatchNorm).
+    generator = torch.Generator().manual_seed(1)
+    other = tuple(torch.randn(x.shape, generator=generator) if x.is_floating_point()
+                  else torch.randint(0, int(x.max()) + 1, x.shape, generator=generator) for x in inputs)
+    with torch.no_grad():
+        moved = float(np.abs(module(*other).numpy() - expected).max())
+    assert moved > 1e-2 * scale, f"the output moved by {moved / scale:.1e} of its scale with another input"
 
 
 def test_the_table_reports_ratios_and_failures():
