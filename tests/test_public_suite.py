@@ -59,3 +59,14 @@ def test_the_table_reports_ratios_and_failures():
     text = public_suite.table(rows)
     assert "| a |" in text and "2.00" in text and "torch: aten.as_strided" in text and "crashed: over 900 s" in text
     assert "geometric mean tilecraft / onnxruntime: 2.00 over 1 models" in text
+
+
+def test_held_out_models_are_marked_and_summed_apart():
+    assert {"unet", "yolo", "wav2vec_frontend", "lstm", "diffusion_resblocks", "mlp_mixer"} <= {
+        a.name for a in public_suite.ARCHITECTURES.values() if a.held_out}
+    rows = [{"model": "resnet_basic", "tilecraft_ms": 1.0, "onnxruntime_ms": 1.0},
+            {"model": "unet", "tilecraft_ms": 3.0, "onnxruntime_ms": 2.0}]
+    text = public_suite.table(rows)
+    assert "| unet (held out) |" in text
+    assert "geometric mean tilecraft / onnxruntime: 1.00 over 1 models" in text
+    assert "held-out models: geometric mean 1.50 over 1; worst 1.50" in text
