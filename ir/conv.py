@@ -18,6 +18,7 @@ The input is padded once with ``tensor.pad`` and the accumulator is a ``linalg.f
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -392,6 +393,48 @@ def _pointwise_as_matmul(x: ir.Value, w: ir.Value, accumulator: ir.Type) -> ir.V
     return core.transpose(image, [0, 3, 1, 2])
 
 
+# The most filter taps (KH * KW) a single-channel convolution may have to be computed as a
+# matmul of its windows (``_single_channel_as_matmul``): its window matrix holds that many
+# values per output pixel.
+_SINGLE_CHANNEL_MAX_TAPS = 64
+
+
+def single_channel_as_matmul(channels: int, kernel: Sequence[int], groups: int) -> bool:
+    """Whether a convolution of a one-channel input (raw audio, a grayscale image) is computed
+    as a matmul of its windows (``_single_channel_as_matmul``) rather than as a convolution:
+    ungrouped, at most ``_SINGLE_CHANNEL_MAX_TAPS`` taps. Why: the NHWC convolution's
+    register tile does one input channel per step, and with one channel its input reads are
+    single strided values: a wav2vec 2.0 encoder's first layer (1 -> 256 channels, kernel 10,
+    stride 5, 16,000 samples) ran at 9 GFLOPS, 14x onnxruntime's time (docs/performance.md,
+    "Held-out architectures")."""
+    return channels == 1 and groups == 1 and math.prod(kernel) <= _SINGLE_CHANNEL_MAX_TAPS
+
+
+def _single_channel_as_matmul(x: ir.Value, w: ir.Value, out_spatial: Sequence[int], strides: Sequence[int],
+                              dilations: Sequence[int], accumulator: ir.Type) -> ir.Value:
+    """A convolution of a padded, static, one-channel x (N, 1, H, W) by w (F, 1, KH, KW) as
+    the matmul of its windows (N*OH*OW, KH*KW) by the filter (KH*KW, F) (transposed once; the
+    constant folder does it at compile time), the NHWC product back to NCHW between
+    transposes the layout pass cancels against the next convolution's. The window matrix
+    is KH*KW values per output pixel (40 KB per 1,000 pixels at 10 taps), written once."""
+    n, _, _, _ = core.static_shape(x)
+    filters, _, kh, kw = core.static_shape(w)
+    out_h, out_w = out_spatial
+    d = [ir.AffineDimExpr.get(i) for i in range(5)]  # n, oh, ow, kh, kw
+    window = ir.AffineMap.get(5, 0, [d[0], ir.AffineConstantExpr.get(0),
+                                     d[1] * strides[0] + d[3] * dilations[0],
+                                     d[2] * strides[1] + d[4] * dilations[1]])
+    element = core.tensor_type(x).element_type
+    patches = generic_op([x], core.empty([n, out_h, out_w, kh, kw], element),
+                         [window, ir.AffineMap.get_identity(5)], 5, 0, lambda v, _: v)
+    rows = collapse(patches, [[0, 1, 2], [3, 4]])
+    matrix = core.transpose(collapse(w, [[0], [1, 2, 3]]), [1, 0])
+    init = core.filled([n * out_h * out_w, filters], 0, accumulator)
+    product = linalg.matmul(rows, matrix, outs=[init])
+    image = expand(product, [[0, 1, 2], [3]], [n, out_h, out_w, filters])
+    return core.transpose(image, [0, 3, 1, 2])
+
+
 def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
                    padding_low: Sequence[int], padding_high: Sequence[int], dilations: Sequence[int],
                    groups: int) -> ir.Value:
@@ -488,6 +531,9 @@ def conv(
     if (groups == 1 and spatial == 2 and kernel == [1, 1] and list(strides) == [1, 1]
             and None not in core.static_shape(x) and pointwise_as_matmul(out_spatial[1], filters)):
         result = _pointwise_as_matmul(x, w, accumulator)
+    elif (spatial == 2 and None not in core.static_shape(x) and kernel != [1, 1]
+          and single_channel_as_matmul(group_channels * groups, kernel, groups)):
+        result = _single_channel_as_matmul(x, w, out_spatial, strides, dilations, accumulator)
     elif (groups == 1 and spatial == 2 and kernel == [1, 1] and isinstance(out_spatial[1], int)
           and pointwise_padded_filters(out_spatial[1], filters) != filters):
         padded = pointwise_padded_filters(out_spatial[1], filters)

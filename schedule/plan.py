@@ -66,6 +66,34 @@ def generic_vector_dim(nest: LoopNest) -> int:
     return contiguous if contiguous is not None and nest.parallel[contiguous] else innermost
 
 
+def transposed_read_dim(nest: LoopNest, vector_dim: int) -> int | None:
+    """The parallel loop that indexes the contiguous (last) dim of an input of an all-parallel
+    op, where that is not the loop its vectors span (``vector_dim``): a transpose, or an
+    elementwise op reading one operand transposed. Such an op gets a square register tile, a
+    vector along each of the two loops, so that the input is read as whole vectors and
+    transposed in registers. Why: tiled along the output's dim alone, each vector of the
+    output gathered its elements one by one from a different row of the input, a column walk
+    through it: a [3199, 256] -> [256, 3199] transpose (an audio encoder's output back to
+    NCW) ran at 4.6x onnxruntime's time, ViT-sized [197, 768] at 2.4x
+    (docs/performance.md, "Transposes")."""
+    if nest.reduction_dims or not nest.parallel[vector_dim]:
+        return None
+    for dims in nest.operand_dims[:nest.num_inputs]:
+        inner = dims[-1] if dims else None
+        if inner is not None and inner != vector_dim and nest.parallel[inner] and nest.ranges[inner] > 1:
+            return inner
+    return None
+
+
+def _transpose_tile(extent: int, lanes: int) -> int:
+    """A transposed tile's side along one loop: the largest power of two up to ``lanes`` that
+    divides ``extent``, where that is at least a quarter vector (the in-register transpose
+    shuffles power-of-two vectors: 56 pixels took 14-wide tiles, split and masked, and ran
+    1.7x onnxruntime's time, 8-wide ones ran faster), else one vector's worth of divisor."""
+    power = min(extent & -extent, lanes)
+    return power if power >= 4 else vector_tile(extent, lanes, 1)
+
+
 def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
     n_loops = len(nest.ranges)
     if n_loops == 0:
@@ -73,9 +101,13 @@ def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSched
     register = [0] * n_loops
     reduction = [0] * n_loops
     vector_dim = generic_vector_dim(nest)
+    transposed = transposed_read_dim(nest, vector_dim)
     for d in range(n_loops):
         tiles = register if nest.parallel[d] else reduction
         tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == vector_dim else 1
+    if transposed is not None:
+        register[vector_dim] = _transpose_tile(nest.ranges[vector_dim], lanes)
+        register[transposed] = _transpose_tile(nest.ranges[transposed], lanes)
     thread = None
     outer = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
     if outer is not None:
