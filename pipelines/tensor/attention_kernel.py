@@ -25,10 +25,12 @@ of L f32 lanes (the pass option ``lanes``, the target's: 16 with AVX-512, 8 on A
   and ``O * (1 / l)`` is stored. With 8-lane vectors (AVX2) and Dv >= 32 one row's outputs
   and scores fill the 16 registers, and a tile of one row read all of K and V from L2 per
   query row; there (``AttentionShape.blocked``) the tile is a block of ``BLOCK_ROWS`` rows
-  whose outputs, p and running max and sum are in a scratch in L1: per key block, a loop
-  over register tiles of ``score_rows`` rows computes their scores (one load of each K^T
-  vector for both), each row's online-softmax step (p stored), then its output row read,
-  scaled by alpha, ``+= p @ V`` by a loop over the block's key vectors and written back:
+  whose outputs, p, alpha and running max and sum are in a scratch in L1: per key block, a
+  loop over register tiles of ``score_rows`` rows computes their scores (one load of each
+  K^T vector for both) and each row's online-softmax step (p and alpha stored); then
+  ``O = O * alpha + p @ V`` for the whole block, in register tiles of the block's rows by
+  ``value_columns`` output vectors over the block's keys (each V vector loaded once for the
+  4 rows, each p broadcast from the scratch), read from and written back to the scratch:
   the key block's K^T and V are read from L2 by the block's first rows and from L1 by the
   others. A row whose keys are all -inf so far uses 0 in place of
   its max, so the -inf - -inf of a fully masked block gives 0, not NaN; a row that stays
@@ -61,7 +63,6 @@ LANES = 16
 KEY_BLOCKS = (64, 48, 32)  # keys per block (at most 4 vectors of scores per row)
 ROWS = 4           # query rows per register tile: 4 x 4 score and 4 x 4 output vectors
 BLOCK_ROWS = 4     # query rows per key block when their outputs are in L1 (AttentionShape.blocked)
-BLOCKED_ON_NARROW_VECTORS = True  # AttentionShape.blocked's switch (docs/performance.md)
 # Narrower vectors (8 f32 lanes: AVX2, whose 16 ymm registers hold half of AVX-512's 32
 # zmm at half the width): key blocks of up to 7 vectors (40 keys pad 197 to 200, not 224;
 # 56 pad Swin's 49 to 56, not 64), and as many query rows as the register file holds beside
@@ -146,7 +147,7 @@ class AttentionShape:
         AVX2) every query row streamed the whole K and V from L2; a block of BLOCK_ROWS rows
         per key block reads them from L2 once per block (docs/performance.md, "AVX2
         attention blocks and Swin windows")."""
-        if self.lanes >= LANES or not BLOCKED_ON_NARROW_VECTORS:
+        if self.lanes >= LANES:
             return False
         per_row = -(-self.value_depth // self.lanes) + self.key_block // self.lanes
         return (16 - 1) // per_row < 2
@@ -186,6 +187,20 @@ def _row_block(shape: AttentionShape, threads: int) -> int:
     blocks = max(1, -(-2 * threads // shape.batch))
     rows = -(-shape.rows // blocks)
     return min(shape.rows, -(-rows // shape.tile_rows) * shape.tile_rows)
+
+
+def value_columns(rows: int, out_vectors: int) -> int:
+    """Output vectors per register tile of a blocked kernel's ``O += p @ V`` over ``rows``
+    query rows. One row takes up to 8 (V's vectors are FMA memory operands: its outputs and
+    a broadcast are all that is live); several rows take as many as keep their accumulators
+    at 12 of the 16 registers, the rest holding the loaded V vectors and a broadcast of p
+    (4 rows: 3 columns). Why: a tile of one row loaded each V vector of the key block once
+    per row, 9 loads per 8 FMAs; 4 rows x 3 columns load it once per 4 rows, 7 loads (3 of
+    V, 4 broadcasts of p) per 12 FMAs. 4 x 4 (16 accumulators) spilled in the inner loop
+    (AVX2's 16 registers; docs/performance.md, "Attention: p @ V across the block's rows")."""
+    if rows == 1:
+        return min(out_vectors, 8)
+    return max(1, min(out_vectors, 12 // rows))
 
 
 def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
@@ -243,6 +258,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
             scratch_rows = [c0, *(core.index(r) for r in range(1, tile_rows))]
             key_columns = [core.index(padded_dv + v * lanes) for v in range(key_vectors)]
             c_lanes, c_max, c_sum = core.index(lanes), core.index(padded_dv + kb), core.index(padded_dv + kb + 1)
+            c_alpha = core.index(padded_dv + kb + 2)
         pads = [core.scalar_constant(0, e.stored) for e in extras]
         i8_0_v = kernels.zero_vector(lanes, i8)
         empty = tensor.empty([b, m, dv], f32)
@@ -269,6 +285,16 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
             def nonzero(value: ir.Value, zero: ir.Value) -> ir.Value:
                 return arith.cmpi(arith.CmpIPredicate.ne, value, zero)
 
+            def broadcast_row_values(row_values: dict, position: int, row: ir.Value) -> None:
+                """The extras read once per row (not along the keys) at ``row``, broadcast to
+                vectors: ``row_values[(extra, position)]``."""
+                for x, extra in enumerate(extras):
+                    if not extra.along_keys:
+                        scalar = tensor.extract(extra_tensors[x], extra_at(extra, row, c0))
+                        if extra.is_bool:
+                            scalar = nonzero(scalar, i8_0)
+                        row_values[(x, position)] = vector.broadcast(ir.VectorType.get([lanes], extra.element), scalar)
+
             def row_loop(mr: int, lower: ir.Value, upper: ir.Value, step: ir.Value,
                          carried: list[ir.Value]) -> list[ir.Value]:
                 """Register tiles (or blocks) of ``mr`` rows from ``lower``; carries the
@@ -281,12 +307,8 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                     for r in range(mr):
                         local.append(kernels.apply(lambda d0: d0 + r, i))
                         rows.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
-                        for x, extra in enumerate(extras):  # one value per row, broadcast
-                            if not extra.along_keys:
-                                scalar = tensor.extract(extra_tensors[x], extra_at(extra, rows[r], c0))
-                                if extra.is_bool:
-                                    scalar = nonzero(scalar, i8_0)
-                                row_values[(x, r)] = vector.broadcast(ir.VectorType.get([lanes], extra.element), scalar)
+                        if not blocked:  # (a blocked kernel's are read per register tile of scores)
+                            broadcast_row_values(row_values, r, rows[r])
                         if isinstance(zeroing, Extra):
                             row_zeroed[r] = nonzero(tensor.extract(zero_rows, extra_at(zeroing, rows[r], c0)), i8_0)
                     j_lower, j_upper = c0, c_keys
@@ -438,13 +460,13 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
 
             def blocked_key_block(mr: int, j: ir.Value, scratch: ir.Value, i: ir.Value) -> ir.Value:
                 """One block of keys from ``j`` for the block of ``mr`` rows from ``i``, whose
-                outputs, running max and sum are in the ``scratch``: a loop over
-                register tiles of ``score_rows`` rows (K^T and V read from L1 after the
-                first): their scores (rows x key vectors in registers); per row the online
-                softmax's step, p stored (in the scratch), then its output row
-                read, scaled by alpha, ``+= p @ V`` by a loop over the block's key vectors (a
-                broadcast of each p from L1, Dv / L accumulators) and written back. Every
-                scratch access depends on the tile's row: no schedule hoists it out."""
+                outputs, running max and sum are in the ``scratch``: a loop over register
+                tiles of ``score_rows`` rows computes their scores (rows x key vectors in
+                registers) and each row's online-softmax step (p, alpha, max and sum stored
+                in the scratch); then ``O = O * alpha + p @ V`` for all ``mr`` rows at once
+                (``value_product``), so that each V vector is loaded once per block of rows,
+                not once per row. Every scratch access depends on the tile's row: no
+                schedule hoists it out."""
                 group = min(score_rows, mr)
                 over_rows = kernels.for_loop(c0, core.index(mr), core.index(group), [scratch])
                 with ir.InsertionPoint(over_rows.body):
@@ -453,12 +475,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                     rows = [kernels.apply(lambda d0, d1, d2: d0 + d1 + d2 + g, m0, i, pair) for g in range(group)]
                     row_values = {}
                     for g in range(group):
-                        for x, extra in enumerate(extras):  # one value per row, broadcast
-                            if not extra.along_keys:
-                                scalar = tensor.extract(extra_tensors[x], extra_at(extra, rows[g], c0))
-                                if extra.is_bool:
-                                    scalar = nonzero(scalar, i8_0)
-                                row_values[(x, g)] = vector.broadcast(ir.VectorType.get([lanes], extra.element), scalar)
+                        broadcast_row_values(row_values, g, rows[g])
                     xs = block_scores(range(group), j, rows, row_values)
                     for g in range(group):
                         maximum = tensor.extract(scratch, [local[g], c_max])
@@ -467,31 +484,61 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                             [xs[(g, v)] for v in range(key_vectors)], maximum, total)
                         scratch = tensor.insert(new_max, scratch, [local[g], c_max])
                         scratch = tensor.insert(new_sum, scratch, [local[g], c_sum])
+                        scratch = tensor.insert(kernels.first_element(alpha_v), scratch, [local[g], c_alpha])
                         for v in range(key_vectors):
                             scratch = kernels.write(row_p[v], scratch, [local[g], key_columns[v]])
-                        output = [arith.mulf(kernels.read(scratch, [local[g], columns[u]], f0, lanes), alpha_v)
-                                  for u in range(out_vectors)]
-                        over_values = kernels.for_loop(c0, c_block, c_lanes, output)
-                        with ir.InsertionPoint(over_values.body):  # O += p @ V, a vector of keys at a time
-                            t, sums_v = over_values.induction_variable, list(over_values.inner_iter_args)
-                            for lane in range(lanes):
-                                at_key = kernels.apply(lambda d0: d0 + (padded_dv + lane), t)
-                                key = kernels.apply(lambda d0, d1: d0 + d1 + lane, j, t)
-                                p = vector.broadcast(vec, tensor.extract(scratch, [local[g], at_key]))
-                                for u in range(out_vectors):
-                                    at = kernels.apply_results(v_view.indices, [batch, key, columns[u]]) if v_view \
-                                        else [batch, key, columns[u]]
-                                    value = kernels.read(v_arg, at, f0, lanes, in_bounds=dv_in_bounds)
-                                    sums_v[u] = vector.fma(p, value, sums_v[u])
-                            scf.YieldOp(sums_v)
-                        for u in range(out_vectors):
-                            scratch = kernels.write(over_values.results[u], scratch, [local[g], columns[u]])
                     scf.YieldOp([scratch])
-                return over_rows.results[0]
+                return value_product(mr, j, over_rows.results[0])
+
+            def value_product(mr: int, j: ir.Value, scratch: ir.Value) -> ir.Value:
+                """``O = O * alpha + p @ V`` for the ``mr`` rows of the scratch at the block of
+                keys from ``j``: a loop over chunks of ``width`` output vectors (a last,
+                narrower chunk where they do not divide Dv / L), each an ``mr`` x ``width``
+                register tile of outputs read from the scratch and scaled by the rows'
+                alpha, then per key of the block ``width`` loads of V shared by the
+                ``mr`` rows (a broadcast of each row's p from the scratch) and written back."""
+                width = value_columns(mr, out_vectors)
+                alphas = [vector.broadcast(vec, tensor.extract(scratch, [scratch_rows[r], c_alpha])) for r in range(mr)]
+                whole = out_vectors // width * width
+
+                def chunk(column: ir.Value, count: int, scratch: ir.Value) -> ir.Value:
+                    at_column = [kernels.apply(lambda d0: d0 + u * lanes, column) for u in range(count)]
+                    outputs = [arith.mulf(kernels.read(scratch, [scratch_rows[r], at_column[u]], f0, lanes), alphas[r])
+                               for r in range(mr) for u in range(count)]
+                    over_values = kernels.for_loop(c0, c_block, c_lanes, outputs)
+                    with ir.InsertionPoint(over_values.body):  # a vector of keys at a time
+                        t, sums_v = over_values.induction_variable, list(over_values.inner_iter_args)
+                        for lane in range(lanes):
+                            at_key = kernels.apply(lambda d0: d0 + (padded_dv + lane), t)
+                            key = kernels.apply(lambda d0, d1: d0 + d1 + lane, j, t)
+                            values = []
+                            for u in range(count):
+                                at = kernels.apply_results(v_view.indices, [batch, key, at_column[u]]) if v_view \
+                                    else [batch, key, at_column[u]]
+                                values.append(kernels.read(v_arg, at, f0, lanes, in_bounds=dv_in_bounds))
+                            for r in range(mr):
+                                p = vector.broadcast(vec, tensor.extract(scratch, [scratch_rows[r], at_key]))
+                                for u in range(count):
+                                    sums_v[r * count + u] = vector.fma(p, values[u], sums_v[r * count + u])
+                        scf.YieldOp(sums_v)
+                    for r in range(mr):
+                        for u in range(count):
+                            scratch = kernels.write(over_values.results[r * count + u], scratch,
+                                                    [scratch_rows[r], at_column[u]])
+                    return scratch
+
+                over_chunks = kernels.for_loop(c0, core.index(whole * lanes), core.index(width * lanes), [scratch])
+                with ir.InsertionPoint(over_chunks.body):
+                    scf.YieldOp([chunk(over_chunks.induction_variable, width, over_chunks.inner_iter_args[0])])
+                scratch = over_chunks.results[0]
+                if whole < out_vectors:
+                    scratch = chunk(core.index(whole * lanes), out_vectors - whole, scratch)
+                return scratch
 
             # A blocked kernel's scratch, a row per query row of the block: its outputs (Dv
-            # rounded up to whole vectors), p of the key block, the running max and sum.
-            carried = [tile, tensor.empty([tile_rows, padded_dv + kb + 2], f32)] if blocked else [tile]
+            # rounded up to whole vectors), p of the key block, the running max and sum, and
+            # alpha, the factor the block's step scales the row's outputs by.
+            carried = [tile, tensor.empty([tile_rows, padded_dv + kb + 3], f32)] if blocked else [tile]
             carried = row_loop(tile_rows, c0, main, c_rows, carried)
             if not (m % block_rows == 0 and block_rows % tile_rows == 0):
                 carried = row_loop(1, main, nrows, c1, carried)
