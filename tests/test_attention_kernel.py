@@ -15,11 +15,14 @@ import pytest
 
 import tilecraft
 from tilecraft import CompileOptions
+from tilecraft.runtime.host import host_cpu_flags
 from tilecraft.pipelines.tensor.attention_kernel import AttentionShape, value_columns
 
 from test_attention_blocks import KERNEL_CALL, _attention, _first, _onnxruntime, _random_feeds
 
 AVX2 = "llvm -mcpu=znver3"
+# The builds run here: the host must execute AVX2 + FMA code.
+needs_avx2 = pytest.mark.skipif(not {"avx2", "fma"} <= set(host_cpu_flags()), reason="the host lacks AVX2 + FMA")
 
 
 def test_value_product_tiles_share_v_between_the_block_rows():
@@ -43,6 +46,7 @@ def test_value_product_tiles_share_v_between_the_block_rows():
     (1, 37, 37, 64, 20, None, None),        # Dv 20: 3 output vectors, a partial last one (a 2 + 1 chunk split)
     (1, 43, 89, 64, 40, "padding", None),   # Dv 40: 5 vectors; fewer queries than keys
 ])
+@needs_avx2
 def test_blocked_kernel_matches_onnxruntime(heads, tokens, keys, depth, value_depth, mask, kv_heads):
     model = _attention(1, heads, tokens, keys, depth, value_depth, mask, kv_heads)
     compiled = tilecraft.compile(model, CompileOptions(keep_ir=True, cache=False, target=AVX2))
@@ -57,6 +61,7 @@ def test_blocked_kernel_matches_onnxruntime(heads, tokens, keys, depth, value_de
     np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds), rtol=1e-4, atol=2e-5)
 
 
+@needs_avx2
 def test_blocked_kernel_at_512_tokens_matches_onnxruntime(monkeypatch):
     """512 keys in 16 blocks of 32, built for two threads (row blocks split across tasks)."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
