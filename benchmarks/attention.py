@@ -20,6 +20,9 @@ alternating blocks; ``--mask none`` is a ViT's attention (scale and softmax only
     .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 49 --batch 64 --heads 3 --head-dim 32 --mask none
     .venv/bin/python benchmarks/attention.py --lanes 16,8 --seq 128 --mask causal
 
+``--target "llvm -mcpu=znver3"`` builds for an AVX2 CPU (16 vector registers) on an AVX-512
+host; ``--threads 2`` runs both engines on two threads (wall time of blocks after a pause).
+
 ``--mask swin``: Swin-T's window attention (stage 1: 64 windows of 7 x 7 tokens, 3 heads of
 32; ``--batch`` windows, ``--heads``, ``--head-dim`` as given), the scores plus a relative
 position bias per head ([heads, 49, 49], a constant), regrouped to [1, windows, heads, 49, 49]
@@ -128,12 +131,12 @@ def feeds_for(model: onnx.ModelProto, seq: int, rng: np.random.Generator) -> dic
     return feeds
 
 
-def unfused(model: onnx.ModelProto) -> "tilecraft.CompiledModule":
+def unfused(model: onnx.ModelProto, target: str = "llvm") -> "tilecraft.CompiledModule":
     """tilecraft's build without the fused attention kernel (the same pipeline otherwise)."""
-    pipeline = cpu_pipeline("llvm", opt_level=3)
+    pipeline = cpu_pipeline(target, opt_level=3)
     simplify = pipeline.stage("simplify")
     pipeline = pipeline.replace("simplify", [p for p in simplify.passes if not p.startswith(FUSE_ATTENTION_PASS)])
-    return tilecraft.compile(model, CompileOptions(pipeline=pipeline, cache=False))
+    return tilecraft.compile(model, CompileOptions(target=target, pipeline=pipeline, cache=False))
 
 
 def torch_runner(feeds: dict[str, np.ndarray], causal: bool):
@@ -168,31 +171,35 @@ def compare(label: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], re
                            if name != "tilecraft fused"))
 
 
-def with_lanes(model: onnx.ModelProto, lanes: int) -> "tilecraft.CompiledModule":
-    """tilecraft's build with the fused kernel's vectors ``lanes`` f32 wide."""
-    pipeline = cpu_pipeline("llvm", opt_level=3)
+def with_lanes(model: onnx.ModelProto, lanes: int, target: str = "llvm") -> "tilecraft.CompiledModule":
+    """tilecraft's build for ``target`` with the fused kernel's vectors ``lanes`` f32 wide."""
+    pipeline = cpu_pipeline(target, opt_level=3)
     simplify = pipeline.stage("simplify")
     passes = [f"{FUSE_ATTENTION_PASS}{{num-threads=1 lanes={lanes}}}" if p.startswith(FUSE_ATTENTION_PASS) else p
               for p in simplify.passes]
-    return tilecraft.compile(model, CompileOptions(pipeline=pipeline.replace("simplify", passes), cache=False))
+    return tilecraft.compile(model, CompileOptions(target=target, pipeline=pipeline.replace("simplify", passes),
+                                                   cache=False))
 
 
 def compare_lanes(model: onnx.ModelProto, feeds: dict[str, np.ndarray], lanes: list[int], blocks: int,
-                  calls: int, packages: dict[str, str] | None = None) -> None:
+                  calls: int, packages: dict[str, str] | None = None, target: str = "llvm",
+                  threads: int = 1) -> None:
     """Builds of one attention at each vector width, one thread, alternating blocks of
     ``calls`` calls with onnxruntime's (and with ``packages``, label: a package another
-    tree compiled from the same model); process CPU time."""
+    tree compiled from the same model); process CPU time on one thread, wall time after a
+    pause per block on more. ``threads``: tilecraft's and onnxruntime's intra-op threads
+    (the kernels are built for them: TILECRAFT_NUM_THREADS)."""
     import time
 
     from tilecraft.runtime.package import load_module
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)[0]
     runners = {}
     for width in lanes:
-        module = with_lanes(model, width) if width else unfused(model)
+        module = with_lanes(model, width, target) if width else unfused(model, target)
         assert ("call @tilecraft_attention" in module.ir("simplify")) == bool(width), "fused or not as asked"
         got = module(**feeds)
         got = got[0] if isinstance(got, (tuple, list)) else got
@@ -207,12 +214,17 @@ def compare_lanes(model: onnx.ModelProto, feeds: dict[str, np.ndarray], lanes: l
         runners[label] = lambda m=module: m(**feeds)
     runners["onnxruntime"] = lambda: session.run(None, feeds)
     times: dict[str, list[float]] = {label: [] for label in runners}
+    # One thread: process CPU time. More: wall time, with a pause before each block (onnxruntime's
+    # pool spins after a run and would be timed against the next engine's block).
+    clock = time.process_time if threads == 1 else time.perf_counter
     for _ in range(blocks):
         for label, fn in runners.items():
-            start = time.process_time()
+            if threads > 1:
+                time.sleep(end_to_end.RUNNER_PAUSE_S)
+            start = clock()
             for _ in range(calls):
                 fn()
-            times[label].append((time.process_time() - start) / calls * 1e3)
+            times[label].append((clock() - start) / calls * 1e3)
     base = float(np.median(times["onnxruntime"]))
     for label, samples in times.items():
         median = float(np.median(samples))
@@ -231,12 +243,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1, help="with --lanes")
     parser.add_argument("--head-dim", type=int, default=HEAD_DIM, help="with --lanes")
     parser.add_argument("--calls", type=int, default=5, help="calls per timed block, with --lanes")
+    parser.add_argument("--target", default="llvm",
+                        help='with --lanes: the target to build for, e.g. "llvm -mcpu=znver3" for AVX2\'s '
+                             '16 vector registers on an AVX-512 host (default: this CPU)')
+    parser.add_argument("--threads", type=int, default=1, help="with --lanes: threads of both engines")
     parser.add_argument("--save", help="with --lanes: write the model (ONNX) here")
     parser.add_argument("--package", action="append", default=[], metavar="LABEL=PACKAGE",
                         help="with --lanes: a package compiled from the saved model by another tree")
     args = parser.parse_args()
     if args.lanes:
-        os.environ["TILECRAFT_NUM_THREADS"] = "1"
+        os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)
         if args.mask == "swin":  # fused only with the regrouped chains on (off by default)
             from tilecraft.pipelines.tensor import fused_attention
 
@@ -250,7 +266,8 @@ def main() -> None:
         print(f"attention {args.batch} x {args.heads} heads x {args.seq} x {args.head_dim}, mask {args.mask}")
         packages = dict(item.partition("=")[::2] for item in args.package)
         compare_lanes(model, feeds_for(model, args.seq, np.random.default_rng(0)),
-                      [int(w) for w in args.lanes.split(",") if w != ""], args.repeat, args.calls, packages)
+                      [int(w) for w in args.lanes.split(",") if w != ""], args.repeat, args.calls, packages,
+                      args.target, args.threads)
         return
     rng = np.random.default_rng(0)
     for causal in (False, True):

@@ -20,8 +20,8 @@ from mlir.passmanager import PassManager
 
 from tilecraft.ir import core
 from tilecraft.ir import kernels as kernel_builders
-from tilecraft.pipelines.tensor import bf16_matmul, fused_attention, int8_matmul
-from tilecraft.pipelines.tensor.fused_attention import AttentionShape, Extra, OperandView
+from tilecraft.pipelines.tensor import attention_kernel, bf16_matmul, int8_matmul
+from tilecraft.pipelines.tensor.attention_kernel import AttentionShape, Extra, OperandView
 from tilecraft.pipelines.tensor.int8_matmul import Epilogue, EpilogueOperand, Window
 
 BF16_SHAPES = [(64, 64, 64, 1), (100, 48, 37, 4), (7, 130, 9, 2), (1, 16, 2, 1), (49, 1000, 512, 8)]
@@ -128,7 +128,7 @@ def kernels() -> list[tuple[str, str]]:
             name = f"attention{i}" if i < PINNED_ATTENTION else f"view{i - PINNED_ATTENTION}"
             found.append((f"{label} {shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}"
                           f" extras={len(extras)} t{threads}{' ranged' if ranged else ''}",
-                          str(fused_attention.kernel_module(name, shape, extras, threads, scores, zeroing, q_view,
+                          str(attention_kernel.kernel_module(name, shape, extras, threads, scores, zeroing, q_view,
                                                             v_view, ranged))))
     return found
 

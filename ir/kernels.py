@@ -1,5 +1,5 @@
 """Builders for hand-scheduled loop kernels: the vector, affine and scf pieces that the
-generated kernels (pipelines/tensor/bf16_matmul.py, int8_matmul.py, fused_attention.py)
+generated kernels (pipelines/tensor/bf16_matmul.py, int8_matmul.py, attention_kernel.py)
 are made of.
 
 Why builders rather than MLIR text: a kernel written as an f-string names every value by

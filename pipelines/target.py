@@ -450,7 +450,7 @@ class Target:
 
     @property
     def attention_lanes(self) -> int:
-        """f32 lanes of the fused attention kernel's vectors (pipelines/tensor/fused_attention.py).
+        """f32 lanes of the fused attention kernel's vectors (pipelines/tensor/attention_kernel.py).
 
         One 512-bit register's worth (16) where the target has them; one 256-bit register's
         (8) on AVX2, where the kernel sizes its tile for 16 registers

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tilecraft
 from tilecraft import CompileOptions
 from tilecraft.pipelines.tensor import fused_attention
-from tilecraft.pipelines.tensor.fused_attention import BLOCK_ROWS, AttentionShape
+from tilecraft.pipelines.tensor.attention_kernel import BLOCK_ROWS, AttentionShape
 
 KERNEL_CALL = "call @tilecraft_attention"
 

@@ -1,5 +1,5 @@
 """The fused attention kernel's register tile on AVX2 (issue #43): 8-lane vectors, key blocks
-of up to 6 vectors and as many query rows as 16 registers hold (fused_attention.py,
+of up to 6 vectors and as many query rows as 16 registers hold (attention_kernel.py,
 ``AttentionShape.tile_rows``), with AVX-512's 16-lane 4 x 4 tile unchanged; numerics of the
 8-lane kernel at odd token counts against numpy."""
 
@@ -14,7 +14,8 @@ import tilecraft
 from tilecraft import CompileOptions
 from tilecraft.pipelines.cpu import cpu_pipeline
 from tilecraft.pipelines.target import Target
-from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS, AttentionShape, kernel_module
+from tilecraft.pipelines.tensor.attention_kernel import AttentionShape, kernel_module
+from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS
 
 
 @pytest.mark.parametrize("keys, depth, value_depth, lanes, block, rows", [

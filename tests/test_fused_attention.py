@@ -13,7 +13,8 @@ import tilecraft
 from tilecraft import CompileOptions
 from tilecraft.errors import PipelineError
 from tilecraft.pipelines.cpu import cpu_pipeline
-from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS, AttentionShape
+from tilecraft.pipelines.tensor.attention_kernel import AttentionShape
+from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS
 
 KERNEL_CALL = "call @tilecraft_attention"
 

@@ -1,6 +1,6 @@
 """An elementwise ``linalg.generic``'s body, cloned onto vectors inside a generated kernel.
 
-The hand-written kernels (int8_matmul.py's VNNI kernels, fused_attention.py's attention)
+The hand-written kernels (int8_matmul.py's VNNI kernels, attention_kernel.py's attention)
 keep their accumulators in vector registers and apply the elementwise ops that surround
 them in the graph (a requantization, an attention's scale and mask) to those vectors,
 instead of storing the accumulators and letting a separate loop nest read them back. Each

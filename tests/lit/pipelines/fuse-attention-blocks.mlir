@@ -1,10 +1,11 @@
 // tilecraft-fuse-attention with AVX2's 8-lane vectors at Dv = 64: a row's 8 output vectors and
 // its score vectors leave no room for a second row in 16 registers, so the kernel takes a
 // block of 4 query rows per block of keys (AttentionShape.blocked) and keeps their outputs
-// in an L1 scratch instead of registers: per key block, a register tile of 2 rows x
-// 5 score vectors (one K^T load shared by both rows), the online softmax's step per row,
-// then the row's output read from the scratch, scaled, O += p @ V and written back. K^T and
-// V are read from L2 once per block of rows, not once per row.
+// in an L1 scratch instead of registers: per key block, register tiles of 2 rows x 5 score
+// vectors (one K^T load shared by both rows) and the online softmax's step per row (p,
+// alpha, max and sum into the scratch); then O = O * alpha + p @ V for the 4 rows at once,
+// in register tiles of 4 rows x 3 output vectors (value_columns), each V vector loaded once
+// for the 4 rows: two chunks of 3 vectors in a loop, the last 2 after it.
 // RUN: tilecraft-opt %s --tilecraft-fuse-attention="num-threads=2 lanes=8" | FileCheck %s
 
 #id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
@@ -17,29 +18,44 @@
 // CHECK: call @tilecraft_attention_3x8x80x16x64_0
 // CHECK-LABEL: func.func private @tilecraft_attention_3x8x80x16x64_0
 // CHECK: scf.forall (%{{.*}}, %{{.*}}) in (3, 2)
-// The scratch, a row per query row of the block: 64 outputs, 40 p, the running max and sum.
-// CHECK: %[[SCRATCH:.*]] = tensor.empty() : tensor<4x106xf32>
+// The scratch, a row per query row of the block: 64 outputs, 40 p, the running max and sum, alpha.
+// CHECK: %[[SCRATCH:.*]] = tensor.empty() : tensor<4x107xf32>
 // CHECK: scf.for %{{.*}} = %c0 to %{{.*}} step %c4 iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[SCRATCH]])
-// CHECK: tensor.insert %{{.*}} into %{{.*}}[%c3, %c104] : tensor<4x106xf32>
+// CHECK: tensor.insert %{{.*}} into %{{.*}}[%c3, %c104] : tensor<4x107xf32>
 // Two blocks of 40 keys; per block, register tiles of 2 rows.
-// CHECK: %{{.*}} = scf.for %[[J:.*]] = %c0 to %c80 step %c40 iter_args(%{{.*}}) -> (tensor<4x106xf32>)
-// CHECK: scf.for %[[PAIR:.*]] = %c0 to %c4 step %c2 iter_args(%{{.*}}) -> (tensor<4x106xf32>)
+// CHECK: %{{.*}} = scf.for %[[J:.*]] = %c0 to %c80 step %c40 iter_args(%{{.*}}) -> (tensor<4x107xf32>)
+// CHECK: scf.for %[[PAIR:.*]] = %c0 to %c4 step %c2 iter_args(%{{.*}}) -> (tensor<4x107xf32>)
 // The scores micro-kernel: 2 rows x 5 vectors of keys.
 // CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK: vector.fma
 // CHECK: vector.reduction <maximumf>
 // CHECK: math.exp
 // CHECK: vector.reduction <add>
-// CHECK: tensor.insert %{{.*}}[%[[PAIR]], %c104] : tensor<4x106xf32>
-// CHECK: vector.transfer_write %{{.*}}[%[[PAIR]], %c64] {{.*}} tensor<4x106xf32>
-// CHECK: vector.transfer_read %{{.*}}[%[[PAIR]], %c0], {{.*}} tensor<4x106xf32>, vector<8xf32>
-// The P x V micro-kernel: the row's 8 output vectors over the block's keys, a vector of them
-// at a time, each p broadcast from the scratch.
-// CHECK: scf.for %{{.*}} = %c0 to %c40 step %c8 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// CHECK: tensor.extract %{{.*}}[%[[PAIR]], %{{.*}}] : tensor<4x106xf32>
-// CHECK: vector.broadcast
-// CHECK: vector.fma
-// CHECK: vector.transfer_write %{{.*}}[%[[PAIR]], %c0] {{.*}} tensor<4x106xf32>
+// The row's max, sum and alpha, then its p; no p @ V in this loop.
+// CHECK: tensor.insert %{{.*}}[%[[PAIR]], %c104] : tensor<4x107xf32>
+// CHECK: tensor.insert %{{.*}}[%[[PAIR]], %c106] : tensor<4x107xf32>
+// CHECK: vector.transfer_write %{{.*}}[%[[PAIR]], %c64] {{.*}} tensor<4x107xf32>
+// CHECK-NOT: vector.fma
+// CHECK: scf.yield
+// p @ V for the block's 4 rows, after their scores: each row's alpha...
+// CHECK: tensor.extract %{{.*}}[%c3, %c106] : tensor<4x107xf32>
+// ... then chunks of 3 output vectors: a 4 x 3 register tile over the block's keys, a vector
+// of keys at a time: 3 loads of V, then per row a broadcast of its p and 3 FMAs.
+// CHECK: scf.for %[[CHUNK:.*]] = %c0 to %c48 step %c24 iter_args(%{{.*}}) -> (tensor<4x107xf32>)
+// CHECK: vector.transfer_read %{{.*}}[%c3, %[[CHUNK]]], {{.*}} tensor<4x107xf32>, vector<8xf32>
+// CHECK: scf.for %{{.*}} = %c0 to %c40 step %c8 iter_args({{([^,]*, ){11}[^,]*}}) -> ({{(vector<8xf32>, ){11}vector<8xf32>}})
+// CHECK: vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %[[CHUNK]]], {{.*}} tensor<3x80x64xf32>, vector<8xf32>
+// CHECK-NEXT: vector.transfer_read {{.*}} tensor<3x80x64xf32>, vector<8xf32>
+// CHECK-NEXT: vector.transfer_read {{.*}} tensor<3x80x64xf32>, vector<8xf32>
+// CHECK-NEXT: tensor.extract %{{.*}}[%c0, %{{.*}}] : tensor<4x107xf32>
+// CHECK-NEXT: vector.broadcast
+// CHECK-NEXT: vector.fma
+// CHECK-NEXT: vector.fma
+// CHECK-NEXT: vector.fma
+// CHECK-NEXT: tensor.extract %{{.*}}[%c1, %{{.*}}] : tensor<4x107xf32>
+// CHECK: vector.transfer_write %{{.*}}[%c3, %{{.*}}] {{.*}} tensor<4x107xf32>
+// The last 2 output vectors: a 4 x 2 tile.
+// CHECK: scf.for %{{.*}} = %c0 to %c40 step %c8 iter_args({{([^,]*, ){7}[^,]*}}) -> ({{(vector<8xf32>, ){7}vector<8xf32>}})
 // CHECK: scf.forall.in_parallel
 func.func @attention_blocks(%q: tensor<3x8x16xf32>, %kt: tensor<3x16x80xf32>, %v: tensor<3x80x64xf32>) -> tensor<3x8x64xf32> {
   %zero = arith.constant 0.0 : f32

@@ -9,8 +9,8 @@
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from tilecraft.pipelines.tensor import bf16_matmul, fused_attention, int8_matmul
-from tilecraft.pipelines.tensor.fused_attention import AttentionShape
+from tilecraft.pipelines.tensor import attention_kernel, bf16_matmul, int8_matmul
+from tilecraft.pipelines.tensor.attention_kernel import AttentionShape
 
 
 def show(label: str, source: "str | None" = None, build=None, *arguments) -> None:
@@ -79,4 +79,4 @@ show("int8", None, int8_matmul.kernel_module, 30, 64, 13, True, 2)
 # CHECK: arith.divf
 # CHECK: vector.transfer_write {{.*}} : vector<16xf32>, tensor<8x16xf32>
 # CHECK: tensor.parallel_insert_slice
-show("attention", None, fused_attention.kernel_module, "attention", AttentionShape(2, 8, 40, 16, 16, (2, 8, 40)), [], 1)
+show("attention", None, attention_kernel.kernel_module, "attention", AttentionShape(2, 8, 40, 16, 16, (2, 8, 40)), [], 1)
