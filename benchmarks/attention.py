@@ -26,8 +26,9 @@ host; ``--threads 2`` runs both engines on two threads (wall time of blocks afte
 ``--mask swin``: Swin-T's window attention (stage 1: 64 windows of 7 x 7 tokens, 3 heads of
 32; ``--batch`` windows, ``--heads``, ``--head-dim`` as given), the scores plus a relative
 position bias per head ([heads, 49, 49], a constant), regrouped to [1, windows, heads, 49, 49]
-to add the shifted windows' mask ([windows, 1, 49, 49], -100 between regions) and back
-(fused with ``fused_attention.FUSE_REGROUPED_CHAINS`` on, which this case sets):
+to add the shifted windows' mask ([windows, 1, 49, 49], -100 between regions) and back;
+the matcher does not follow that chain through the reshapes, so every width runs the
+unfused ops (fused_attention.py's docstring says why):
 
     .venv/bin/python benchmarks/attention.py --lanes 8,0 --mask swin --batch 64 --heads 3 --head-dim 32 --seq 49
 
@@ -253,10 +254,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.lanes:
         os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)
-        if args.mask == "swin":  # fused only with the regrouped chains on (off by default)
-            from tilecraft.pipelines.tensor import fused_attention
-
-            fused_attention.FUSE_REGROUPED_CHAINS = True
+        if args.mask == "swin":
             model = swin_window_model(args.batch, args.heads, args.seq, args.head_dim)
         else:
             model = attention_model(args.batch, args.heads, args.seq, args.mask == "causal", args.head_dim,

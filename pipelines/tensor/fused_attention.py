@@ -32,13 +32,15 @@ Each register tile then loops only over the key blocks that meet its rows' range
 causal mask does about half the work; a NaN or +inf score at a masked key no longer turns
 its row into NaN there.
 
-The chain may regroup the batch dims and back between its ops: Swin's window attention adds
-the relative position bias per head over [windows, heads, M, N], then, reshaped to [batch,
-windows, heads, M, N], the shifted windows' mask per window, and reshapes back before the
-softmax. With ``FUSE_REGROUPED_CHAINS`` (off: see there) the chain is followed through such ``expand_shape`` / ``collapse_shape`` pairs
-(each keeping M and N as dims of their own), and the extras of the ops in between are read
-through their maps composed with the regrouping (``ChainStep.view``). A bias or mask is an
-extra like any other: read from its tensor at each call, a constant or not.
+A chain that regroups the batch dims between its ops is not followed, whatever the reshape:
+Swin's window attention (a bias per head over [windows, heads, M, N], then, reshaped to
+[batch, windows, heads, M, N], the shifted windows' mask per window) stays unfused. Why:
+fused through those reshapes (a path this matcher had), the whole Swin-T-style model ran
+level with its unfused form (1.01x with 16-lane vectors, 0.99x with 8, one thread), and the
+unfused window attention is level with onnxruntime's (docs/performance.md, "Swin's window
+attention stays unfused").
+A bias or mask is an extra like any other: read from its tensor at each call, a constant or
+not.
 
 Q and V are read in place through the transposes (and batch merges) that made them from
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
@@ -76,11 +78,6 @@ from .vector_bodies import clonable_body, clone_body, declared_function, is_all_
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
 KERNEL_PREFIX = "tilecraft_attention"
 _MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
-# Whether a chain that regroups its batch dims and back (Swin's window attention) is fused.
-# Off: Swin's window attention alone runs 0.70x its unfused time fused, but the whole
-# Swin-T-style model ran 1.17x slower with its six window attentions fused (one-process A/B,
-# docs/performance.md, "AVX2 attention blocks and Swin windows"); not yet explained.
-FUSE_REGROUPED_CHAINS = False
 
 
 @dataclass
@@ -240,10 +237,9 @@ def _plain_batch_matmul(op: ir.Operation | None) -> bool:
     return is_zero_fill(op.operands[2]) and all(_is_f32(v) for v in op.operands)
 
 
-def _extra(generic: ir.Operation, index: int, rank: int, view: ir.AffineMap | None = None) -> Extra | None:
+def _extra(generic: ir.Operation, index: int, rank: int) -> Extra | None:
     """The chain's extra operand ``index`` of ``generic`` read over the chain's domain (of
-    ``rank`` dims; ``view``: the map from it to ``generic``'s domain where reshapes of the
-    batch dims lie between them), or ``None`` when the kernel cannot read it as vectors."""
+    ``rank`` dims), or ``None`` when the kernel cannot read it as vectors."""
     value = generic.operands[index]
     if not isinstance(value.type, ir.RankedTensorType) or not ir.RankedTensorType(value.type).has_static_shape:
         return None
@@ -252,8 +248,6 @@ def _extra(generic: ir.Operation, index: int, rank: int, view: ir.AffineMap | No
     if str(element) == "i1":  # passed as bytes (see Extra)
         tensor_type = ir.RankedTensorType.get(tensor_type.shape, ir.IntegerType.get_signless(8))
     indexing_map = operand_map(generic, index)
-    if view is not None:
-        indexing_map = ir.AffineMap.get(rank, 0, [e.compose(view) for e in indexing_map.results])
     results = [str(e) for e in indexing_map.results]
     key = f"d{rank - 1}"
     along_keys = bool(results) and results[-1] == key
@@ -263,99 +257,42 @@ def _extra(generic: ir.Operation, index: int, rank: int, view: ir.AffineMap | No
 
 
 class ChainStep(NamedTuple):
-    """One elementwise generic of the score chain: the position of the running value among
-    its inputs, and ``view``, the map from the chain's domain to the generic's where
-    reshapes of the batch dims lie between them (``None``: the same domain)."""
+    """One elementwise generic of the score chain and the position of the running value
+    among its inputs."""
 
     generic: ir.Operation
     position: int
-    view: ir.AffineMap | None = None
-
-
-def _batch_regrouping(op: ir.Operation) -> tuple[list[list[int]], list[int]] | None:
-    """(reassociation, the expanded shape) when ``op`` is a static ``tensor.collapse_shape``
-    or ``expand_shape`` that only regroups batch dims (the last two dims, query rows and
-    keys, each a group of one): Swin's window attention adds its shift mask over
-    [batch, windows, heads, M, N] to scores computed over [batch x windows, heads, M, N]."""
-    if op.name not in ("tensor.collapse_shape", "tensor.expand_shape"):
-        return None
-    expanded = op.operands[0] if op.name == "tensor.collapse_shape" else op.results[0]
-    if not ir.RankedTensorType(expanded.type).has_static_shape:
-        return None
-    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
-    if len(groups) < 3 or any(len(g) != 1 for g in groups[-2:]):
-        return None
-    return groups, list(ir.RankedTensorType(expanded.type).shape)
-
-
-def _expansion(groups: list[list[int]], expanded_shape: list[int], view: ir.AffineMap) -> ir.AffineMap:
-    """The map from the chain's domain to the expanded domain of a reshape by ``groups``,
-    given ``view``, the map from the chain's domain to the collapsed one: each collapsed
-    index split into its group's indices (floordiv by the later extents, mod its own)."""
-    results = []
-    for source, group in enumerate(groups):
-        for k, dim in enumerate(group):
-            stride = math.prod(expanded_shape[later] for later in group[k + 1:])
-            expr = ir.AffineExpr.get_floor_div(ir.AffineDimExpr.get(source), stride) if stride > 1 \
-                else ir.AffineDimExpr.get(source)
-            if k > 0:
-                expr = ir.AffineExpr.get_mod(expr, expanded_shape[dim])
-            results.append(expr.compose(view))
-    return ir.AffineMap.get(view.n_dims, 0, results)
-
-
-# A reshape of the batch dims the chain walks through, undone by ``expand_shape`` further up:
-# (reassociation, the expanded shape, the view before it).
-_Regrouping = tuple[list[list[int]], list[int], "ir.AffineMap | None"]
 
 
 def _score_chain(x: ir.Value, rank: int) -> tuple[ir.Value, list[ChainStep], list[ir.Operation]] | None:
     """(S, the elementwise generics from S to ``x`` in order, the chain's ops from ``x`` back
-    to S, reshapes included) when ``x`` is S through at most _MAX_CHAIN such generics, S
-    being the (reshaped) result of a plain batch matmul; else ``None``. Between them the
-    chain may regroup its batch dims and back (``collapse_shape`` of ``expand_shape``,
-    Swin's per-window shift mask): those generics' extras are read through the ``view``."""
-    def walk(value: ir.Value, depth: int,
-             regroupings: tuple[_Regrouping, ...]) -> tuple[ir.Value, list[ChainStep], list[ir.Operation]] | None:
-        view = None
-        if regroupings:
-            groups, shape, before = regroupings[-1]
-            view = _expansion(groups, shape, before if before is not None else ir.AffineMap.get_identity(rank))
-        current_rank = ir.RankedTensorType(value.type).rank
-        if not regroupings:
-            source, reshape = _batch_view(value, rank, "tensor.expand_shape")
-            # value's own users are the caller's to count (X's: the max, the exp, ...).
-            if _plain_batch_matmul(defining_op(source)) and (reshape is None or len(users(source)) == 1):
-                return value, [], []
+    to S) when ``x`` is S through at most _MAX_CHAIN such generics over the same domain, S
+    being the (reshaped) result of a plain batch matmul; else ``None``. A reshape between
+    them ends the match (see the module docstring: Swin's regrouped window chains)."""
+    def walk(value: ir.Value, depth: int) -> tuple[ir.Value, list[ChainStep], list[ir.Operation]] | None:
+        source, reshape = _batch_view(value, rank, "tensor.expand_shape")
+        # value's own users are the caller's to count (X's: the max, the exp, ...).
+        if _plain_batch_matmul(defining_op(source)) and (reshape is None or len(users(source)) == 1):
+            return value, [], []
         op = defining_op(value)
         if depth == _MAX_CHAIN or op is None:
             return None
-        regrouping = _batch_regrouping(op) if FUSE_REGROUPED_CHAINS else None
-        if regrouping is not None and len(users(op.operands[0])) == 1:
-            groups, shape = regrouping
-            if op.name == "tensor.collapse_shape":
-                found = walk(op.operands[0], depth + 1, (*regroupings, (groups, shape, view)))
-            elif regroupings and regroupings[-1][:2] == (groups, shape):  # undoes the last collapse
-                found = walk(op.operands[0], depth + 1, regroupings[:-1])
-            else:
-                found = None
-            return None if found is None else (found[0], found[1], [op, *found[2]])
         if not is_all_parallel(op) or not clonable_body(op) or not is_identity(operand_map(op, -1)):
             return None
         inputs = list(op.operands)[:-1]
         for position, operand in enumerate(inputs):
-            if _map_results(op, position) != [f"d{i}" for i in range(current_rank)] or not _is_f32(operand):
+            if _map_results(op, position) != [f"d{i}" for i in range(rank)] or not _is_f32(operand):
                 continue
             if len(users(operand)) != 1 or inputs.count(operand) != 1:
                 continue
-            if any(_extra(op, i, rank, view) is None for i in range(len(inputs)) if i != position):
+            if any(_extra(op, i, rank) is None for i in range(len(inputs)) if i != position):
                 continue
-            found = walk(operand, depth + 1, regroupings)
+            found = walk(operand, depth + 1)
             if found is not None:
-                return found[0], [*found[1], ChainStep(op, position, view)], [op, *found[2]]
+                return found[0], [*found[1], ChainStep(op, position)], [op, *found[2]]
         return None
 
-    return walk(x, 0, ())
+    return walk(x, 0)
 
 
 @dataclass
@@ -627,9 +564,7 @@ def key_ranges(site: "AttentionSite") -> np.ndarray | None:
     ``select(mask, x, -inf)`` / ``select(mask, -inf, x)`` (false / true entries)."""
     if not site.chain:
         return None
-    generic, position, view = site.chain[-1]
-    if view is not None:
-        return None
+    generic, position = site.chain[-1]
     rank = len(site.shape.domain)
     body = _body(generic)
     arguments = _arguments(generic)
@@ -668,9 +603,9 @@ def key_ranges(site: "AttentionSite") -> np.ndarray | None:
 def _extras(site: AttentionSite) -> list[tuple[ir.Value, Extra]]:
     rank = len(site.shape.domain)
     found = []
-    for generic, position, view in site.chain:
+    for generic, position in site.chain:
         inputs = list(generic.operands)[:-1]
-        found += [(value, _extra(generic, i, rank, view)) for i, value in enumerate(inputs) if i != position]
+        found += [(value, _extra(generic, i, rank)) for i, value in enumerate(inputs) if i != position]
     return found
 
 
@@ -682,7 +617,7 @@ def _define_scores_function(kernel: ir.Module, name: str, site: AttentionSite) -
     arguments = list(entry.arguments)
     running, extra_arguments = arguments[0], iter(arguments[1:])
     with ir.InsertionPoint(entry), site.context.location:
-        for generic, position, _ in site.chain:
+        for generic, position in site.chain:
             inputs = [running if i == position else next(extra_arguments)
                       for i in range(len(generic.operands) - 1)]
             running = clone_body(generic, inputs, site.shape.lanes)

@@ -14,7 +14,11 @@ How: each back edge of a public ``llvm.func`` — a branch to a block at or befo
 the region, which is how ``convert-scf-to-cf`` lays out loops — carries
 ``#llvm.loop_annotation<unroll = <disable = true>>`` (``llvm.loop.unroll.disable``).
 Only loops that move memory (loads, stores, address arithmetic, memory intrinsics): a
-kernel that runs inside the entry (one with no thread level) keeps its unrolling.
+kernel that runs inside the entry (one with no thread level) keeps its unrolling, and so
+does a loop that builds or takes apart a vector lane by lane (``insertelement`` /
+``extractelement`` at the loop's index: how a broadcast ``vector.transfer_read`` of one
+value per row is lowered): unrolled, LLVM makes it a broadcast or a vector load; rolled, a
+dynamic-lane insert per element (a LayerNorm's row mean read so ran 100x slower).
 Nothing else changes: vectorization stays LLVM's to decide, and private functions (the
 kernels) are untouched. A module without private functions (one thread: the kernels are
 inside the entry) is left as it is, so its kernels' code does not change either.
@@ -47,10 +51,18 @@ def _defined_functions(module: ir.Operation) -> list[ir.Operation]:
 _MEMORY_INTRINSICS = ("mem", "prefetch", "masked", "lifetime", "stack", "assume", "invariant")
 
 
+# Lane-indexed vector ops: in a loop they index lanes by the loop's counter, which only
+# unrolling makes constant (see the module docstring).
+_LANE_OPS = ("llvm.insertelement", "llvm.extractelement")
+
+
 def _computes(op: ir.Operation) -> bool:
     """Whether ``op`` is arithmetic a kernel's speed rests on: floating-point operations, math
-    and target intrinsics, and integer operations on vectors (int8 kernels)."""
+    and target intrinsics, integer operations on vectors (int8 kernels), and lane-indexed
+    inserts and extracts (a vector built or taken apart element by element)."""
     name = op.name
+    if name in _LANE_OPS:
+        return True
     if name.startswith(("llvm.fadd", "llvm.fsub", "llvm.fmul", "llvm.fdiv", "llvm.frem", "llvm.fneg", "llvm.fcmp")):
         return True
     if name.startswith("llvm.intr."):

@@ -111,3 +111,49 @@ llvm.func @serial_kernel_in_entry(%p: !llvm.ptr, %n: i64) {
   llvm.call @helper() : () -> ()
   llvm.return
 }
+
+// -----
+
+// A loop that builds a vector lane by lane (a broadcast vector.transfer_read of one value
+// per row, as lowered: a scalar load and an insertelement at the loop's index) keeps LLVM's
+// unrolling, which makes it a broadcast; rolled, each lane was a dynamic insert (a
+// LayerNorm's row reads ran 100x slower). The plain copy loop after it is rolled.
+// CHECK-LABEL: llvm.func @lane_by_lane_in_entry
+// CHECK: llvm.insertelement
+// CHECK-NOT: loop_annotation
+// CHECK: llvm.br ^bb1(%{{.*}}, %{{.*}} : i64, vector<48xf32>){{$}}
+// CHECK: llvm.store
+// CHECK: llvm.br ^bb4(%{{.*}} : i64) {loop_annotation =
+llvm.func @outlined() attributes {sym_visibility = "private"} {
+  llvm.return
+}
+llvm.func @lane_by_lane_in_entry(%p: !llvm.ptr, %q: !llvm.ptr) -> vector<48xf32> {
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %lanes = llvm.mlir.constant(48 : i64) : i64
+  %empty = llvm.mlir.poison : vector<48xf32>
+  llvm.br ^bb1(%zero, %empty : i64, vector<48xf32>)
+^bb1(%i: i64, %built: vector<48xf32>):
+  %more = llvm.icmp "slt" %i, %lanes : i64
+  llvm.cond_br %more, ^bb2, ^bb3
+^bb2:
+  %x = llvm.load %p : !llvm.ptr -> f32
+  %with = llvm.insertelement %x, %built[%i : i64] : vector<48xf32>
+  %next = llvm.add %i, %one : i64
+  llvm.br ^bb1(%next, %with : i64, vector<48xf32>)
+^bb3:
+  llvm.br ^bb4(%zero : i64)
+^bb4(%j: i64):
+  %again = llvm.icmp "slt" %j, %lanes : i64
+  llvm.cond_br %again, ^bb5, ^bb6
+^bb5:
+  %source = llvm.getelementptr %q[%j] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+  %value = llvm.load %source : !llvm.ptr -> f32
+  %target = llvm.getelementptr %p[%j] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+  llvm.store %value, %target : f32, !llvm.ptr
+  %step = llvm.add %j, %one : i64
+  llvm.br ^bb4(%step : i64)
+^bb6:
+  llvm.call @outlined() : () -> ()
+  llvm.return %built : vector<48xf32>
+}
