@@ -21,11 +21,16 @@ each pair of A's f32 values to bf16 once, broadcast to every lane. The kernel:
     on any CPU; ``tilecraft-bf16-dot-products`` makes it ``vdpbf16ps`` (the LLVM intrinsic
     ``llvm.x86.avx512bf16.dpbf16ps.512``) in the vector stage where the target has it.
 
-Only plain matmuls and 1x1 stride-1 NHWC convolutions (a matmul of the pixels) with a
-zero-filled accumulator and static shapes are taken (the graph stage's weight panels are left
-out of a bf16 pipeline that uses the kernel, so constant-weight matmuls stay plain); other
-convolutions keep the widened weights (bf16_weights.py). Epilogues (bias,
-activation) stay elementwise kernels after the call.
+Taken, with a zero-filled accumulator and static shapes: plain matmuls (the graph stage's
+weight panels are left out of a bf16 pipeline that uses the kernel, so constant-weight
+matmuls stay plain); 1x1 stride-1 NHWC convolutions, as a matmul of the pixels; and every
+other NHWC convolution with an even number of input channels, as an implicit GEMM: row m is
+the output pixel (image, oh, ow), k runs over (kernel row, kernel column, channel) -- the
+order of the flattened HWCF filter -- and each row's pair of k is read from the (already
+padded) input at its window's tap (``int8_matmul.Window``, the VNNI kernels' form), so no
+im2col copy is made. A pair of channels then always lies in one tap. Convolutions with an
+odd channel count (a first RGB layer) keep the widened weights (bf16_weights.py). Epilogues
+(bias, activation) stay elementwise kernels after the call.
 
 The kernel is built with MLIR's Python builders (ir/kernels.py) once per shape: its loop
 structure is fixed, only its constants vary; its lane count is the instruction's.
@@ -46,6 +51,7 @@ from ...ir import core, kernels
 from ...ir.contraction import collapse, expand
 from ..ir_queries import is_zero_fill
 from ..passes import register_pass
+from .int8_matmul import Window
 from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
                              pack_k_groups, register_tile, row_block)
 
@@ -62,13 +68,16 @@ def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
     return pack_k_groups(w, columns, PAIR, ml_dtypes.bfloat16)
 
 
-def kernel_name(m: int, n: int, k: int, threads: int) -> str:
-    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}"
+def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = None) -> str:
+    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
 
 
-def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
+def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None) -> func.FuncOp:
     """The kernel function ``(A: MxKxf32, W': packed bf16) -> MxN f32`` (module docstring),
-    built at the insertion point."""
+    built at the insertion point. With ``window`` A is the padded NHWC input of a
+    convolution whose channels are even, read at each row's window (implicit GEMM)."""
+    if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
+        raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
     lanes = VDPBF16PS.lanes
     rows, vectors = register_tile(n, lanes)
     columns = vectors * lanes
@@ -80,12 +89,15 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
     tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, f32)
     pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
     columns_in_bounds = n % columns == 0
-    function = kernels.private_function(kernel_name(m, n, k, threads), [
-        ir.RankedTensorType.get([m, k], f32), ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16)], [c_type])
+    a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], f32)
+    function = kernels.private_function(kernel_name(m, n, k, threads, window), [
+        a_type, ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16)], [c_type])
     a, w = function.arguments
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
         c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_pairs)
+        if window:
+            c_taps, c_channel_pairs = c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
         f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
         zero = kernels.zero_vector(lanes, f32)
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
@@ -105,17 +117,19 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
             main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
 
             def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
-                     row_indices: list[ir.Value]) -> list[ir.Value]:
-                """One pair of k: loads of W', A's pair of each row rounded to bf16 and
-                broadcast, the dot products."""
+                     a_at: list[list[ir.Value]], w_pair: ir.Value | None = None) -> list[ir.Value]:
+                """One pair of k: loads of W' (pair ``w_pair``, default ``pair``), A's pair
+                of each row (at k = 2 * ``pair`` of index prefix ``a_at``: the row, or its
+                window's tap) rounded to bf16 and broadcast, the dot products."""
+                w_pair = w_pair or pair
                 k_at = kernels.apply(lambda d0: d0 * PAIR, pair)
                 weights = []
                 for v in range(vectors):
-                    loaded = kernels.read(w, [t, pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
+                    loaded = kernels.read(w, [t, w_pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
                     weights.append(arith.extf(pair_f32, vector.shape_cast(pair_bf16, loaded)))
                 new = []
                 for r in range(mr):
-                    pair_a = kernels.read(a, [row_indices[r], k_at], f0, PAIR, in_bounds=in_bounds)
+                    pair_a = kernels.read(a, [*a_at[r], k_at], f0, PAIR, in_bounds=in_bounds)
                     rounded = arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
                     as_word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), rounded))
                     spread = vector.broadcast(ir.VectorType.get([lanes], i32), as_word)
@@ -123,6 +137,31 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
                     spread = arith.extf(pair_f32, vector.shape_cast(pair_bf16, spread))
                     new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
                 return new
+
+            def window_loop(mr: int, row_indices: list[ir.Value]) -> scf.ForOp:
+                """k of a convolution's rows: per tap of the window, the pairs of its
+                channels, read from the input at each row's pixel moved by the tap."""
+                out_h, out_w, kw = window.out_h, window.out_w, window.kernel[1]
+                (sh, sw), (dh, dw) = window.strides, window.dilations
+                pixels = [(kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_h * out_w), row),
+                           kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w) % out_h, row),
+                           kernels.apply(lambda d0: d0 % out_w, row)) for row in row_indices]
+                over_taps = kernels.for_loop(c0, c_taps, c1, [zero] * (mr * vectors))
+                with ir.InsertionPoint(over_taps.body):
+                    tap = over_taps.induction_variable
+                    a_at = []
+                    for image, oh, ow in pixels:
+                        ih = kernels.apply(lambda d0, d1: d0 * sh + ir.AffineExpr.get_floor_div(d1, kw) * dh, oh, tap)
+                        iw = kernels.apply(lambda d0, d1: d0 * sw + (d1 % kw) * dw, ow, tap)
+                        a_at.append([image, ih, iw])
+                    tap_pairs = kernels.apply(lambda d0: d0 * (window.channels // PAIR), tap)
+                    channels = kernels.for_loop(c0, c_channel_pairs, c1, list(over_taps.inner_iter_args))
+                    with ir.InsertionPoint(channels.body):
+                        cp = channels.induction_variable
+                        pair = kernels.apply(lambda d0, d1: d0 + d1, tap_pairs, cp)
+                        scf.YieldOp(step(mr, cp, True, list(channels.inner_iter_args), a_at, w_pair=pair))
+                    scf.YieldOp(list(channels.results))
+                return over_taps
 
             def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
                 loop = kernels.for_loop(lower, upper, stride, [source])
@@ -132,12 +171,16 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
                     for r in range(mr):
                         local.append(kernels.apply(lambda d0: d0 + r, i))
                         row_indices.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
-                    over_k = kernels.for_loop(c0, c_full, c1, [zero] * (mr * vectors))
-                    with ir.InsertionPoint(over_k.body):
-                        scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args), row_indices))
+                    if window is None:
+                        over_k = kernels.for_loop(c0, c_full, c1, [zero] * (mr * vectors))
+                        with ir.InsertionPoint(over_k.body):
+                            scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
+                                             [[row] for row in row_indices]))
+                    else:
+                        over_k = window_loop(mr, row_indices)
                     final = list(over_k.results)
                     if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
-                        final = step(mr, c_full, False, final, row_indices)
+                        final = step(mr, c_full, False, final, [[row] for row in row_indices])
                     for r in range(mr):
                         for v in range(vectors):
                             current = kernels.write(final[r * vectors + v], current, [local[r], c(v * lanes)],
@@ -153,55 +196,79 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
     return function
 
 
-def kernel_module(m: int, n: int, k: int, threads: int) -> ir.Module:
+def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None) -> ir.Module:
     """The kernel alone in a new module (in the current context): to read or test it."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, threads)
+        build_kernel(m, n, k, threads, window)
     return module
 
 
-def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int) -> str:
+def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int, window: Window | None = None) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, threads), lambda: build_kernel(m, n, k, threads))
+    return add_kernel(module, kernel_name(m, n, k, threads, window), lambda: build_kernel(m, n, k, threads, window))
+
+
+def _attribute_pair(op: ir.Operation, name: str) -> tuple[int, int]:
+    """A convolution's ``strides`` or ``dilations`` (1, 1 when absent)."""
+    if name not in op.attributes:
+        return 1, 1
+    values = [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
+    return values[0], values[1]
 
 
 def _pointwise_conv(op: ir.Operation) -> bool:
     """A 1x1, stride-1 NHWC convolution: a matmul of the pixels (N*H*W, C) by the filter (C, F)."""
-    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
-        return False
     filter_shape = ir.RankedTensorType(op.operands[1].type).shape
-    strides = op.attributes["strides"] if "strides" in op.attributes else None
-    return filter_shape[:2] == [1, 1] and (strides is None or str(strides).startswith("dense<1>"))
+    return filter_shape[:2] == [1, 1] and _attribute_pair(op, "strides") == (1, 1)
+
+
+def conv_window(op: ir.Operation) -> Window:
+    """The windows of a static NHWC/HWCF convolution (``linalg.conv_2d_nhwc_hwcf``) that
+    the kernel reads in place of im2col's rows."""
+    input_shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
+    kh, kw = ir.RankedTensorType(op.operands[1].type).shape[:2]
+    _, out_h, out_w, _ = ir.RankedTensorType(op.results[0].type).shape
+    return Window(input_shape, (kh, kw), _attribute_pair(op, "strides"), _attribute_pair(op, "dilations"),
+                  out_h, out_w)
 
 
 def takes_kernel(op: ir.Operation) -> bool:
-    """A plain ``linalg.matmul``, or a 1x1 stride-1 NHWC convolution, of static f32 shapes
-    whose accumulator is a zero fill."""
+    """A plain ``linalg.matmul``, or an NHWC convolution whose channels are even (or a 1x1
+    stride-1 one, any channels), of static f32 shapes whose accumulator is a zero fill."""
     if op.name == "linalg.matmul" and len(op.operands) == 3:
         if has_indexing_maps(op):
             if indexing_map_texts(op) != MATMUL_MAPS:
                 return False
-    elif not _pointwise_conv(op):
+    elif op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
         return False
     types = [ir.RankedTensorType(v.type) for v in op.operands]
-    return all(t.has_static_shape for t in types) and [str(t.element_type) for t in types] == ["f32"] * 3 \
-        and is_zero_fill(op.operands[2])
+    if not all(t.has_static_shape for t in types) or [str(t.element_type) for t in types] != ["f32"] * 3:
+        return False
+    if op.name != "linalg.matmul" and not _pointwise_conv(op) and types[0].shape[3] % PAIR:
+        return False
+    return is_zero_fill(op.operands[2])
 
 
 def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int) -> None:
     """Replace ``op`` (``takes_kernel``) by a call of the bf16 kernel for its shape, its B
-    operand's values ``weights`` (K x N, or a 1x1xKxN filter; rounded to bf16 here) packed
-    for it. A convolution's pixels are the rows: its input and result are viewed as
-    (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape`` / ``expand_shape``: no copy)."""
+    operand's values ``weights`` (K x N, or a KHxKWxCxF filter, read as (KH*KW*C) x F;
+    rounded to bf16 here) packed for it. A 1x1 stride-1 convolution's pixels are the rows:
+    its input and result are viewed as (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape``
+    / ``expand_shape``: no copy); another convolution's kernel reads the input itself at
+    each pixel's window, and its (N*OH*OW, F) result is expanded the same way."""
     conv = op.name != "linalg.matmul"
-    weights = weights.reshape(weights.shape[-2:])
+    window = conv_window(op) if conv and not _pointwise_conv(op) else None
+    weights = weights.reshape(-1, weights.shape[-1])
     k, n = weights.shape
     _, vectors = register_tile(n, VDPBF16PS.lanes)
     with ir.InsertionPoint(op), op.location:
-        a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
-        m = ir.RankedTensorType(a.type).shape[0]
-        name = _kernel(module, m, n, k, threads)
+        if window is not None:
+            a, m = op.operands[0], window.rows
+        else:
+            a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
+            m = ir.RankedTensorType(a.type).shape[0]
+        name = _kernel(module, m, n, k, threads, window)
         packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * VDPBF16PS.lanes), name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
         product = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed]).results[0]
