@@ -2,7 +2,7 @@
 onnxruntime's f32 and its int8 model, times and errors from one run.
 
     .venv/bin/python benchmarks/precision.py [--models resnet50,bert] [--rounds 5]
-        [--bert-layers 2] [--calibration 4] [--threads 1]
+        [--bert-layers 2] [--calibration 4] [--threads 1] [--agreement 1000]
 
 Models: end_to_end.py's ResNet-50 (the onnx wheel's light zoo graph, random weights, batch 1)
 and BERT-base-shaped encoder (``--bert-layers`` post-norm layers, 128 tokens). Nothing is
@@ -10,7 +10,8 @@ downloaded.
 
 Builds, all from the same float ONNX model:
   tilecraft f32     ``tilecraft.compile(model)``
-  tilecraft bf16    ``precision="bf16"`` (bf16 weights widened to f32 in the kernels)
+  tilecraft bf16    ``precision="bf16"`` (``vdpbf16ps`` kernels on AVX512-BF16 CPUs, elsewhere
+                    bf16 weights widened to f32 before f32 kernels)
   tilecraft int8    ``precision="int8"``: ResNet-50 calibrated on ``--calibration`` random
                     images (static QDQ), the encoder without calibration (dynamic MatMuls)
   onnxruntime f32   the float model
@@ -20,14 +21,16 @@ Builds, all from the same float ONNX model:
 
 Errors: tilecraft's accuracy report for each reduced build (relative to the output's largest
 f32 magnitude, on the calibration inputs or seeded random ones), and the same figures for
-onnxruntime's int8 model against onnxruntime's f32 run. Times: CPU milliseconds per call,
+onnxruntime's int8 model against onnxruntime's f32 run. ``--agreement N`` adds the report of
+each reduced build against tilecraft f32 on N further seeded random inputs (the issue's
+top-1 agreement over 1,000 inputs for ResNet-50: minutes of calls, so an option). Times: CPU milliseconds per call,
 ``--threads`` threads each (TILECRAFT_NUM_THREADS, intra_op_num_threads), medians over
 alternating rounds (runtime/timing.py: drift of a shared machine hits every runner alike).
 
-Read the figures for what they are: this script's first runs were on a shared 2-core AMD EPYC
-with AVX2 and FMA but no AVX-512, no VNNI and no AVX512-BF16, so neither ``vdpbf16ps`` nor
-``vpdpbusd`` exists there: int8 runs the widened i32 matmuls and bf16 pays the widening of its
-weights without a bf16 dot product to gain from. The issue's speed goals need such a CPU.
+Read the figures for what the host has (the first line printed says): without AVX512-BF16
+and VNNI (this script's first runs, on an AVX2 EPYC) int8 runs widened i32 matmuls and bf16
+pays the widening of its weights without a bf16 dot product to gain from; the issue's speed
+goals need a CPU with both (docs/performance.md has runs of each kind).
 """
 
 from __future__ import annotations
@@ -58,16 +61,18 @@ def _ort_runner(session):
     return run
 
 
+def _random_inputs(case, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """``count`` inputs like ``case.feeds``: float ones standard normal, the others as given."""
+    rng = np.random.default_rng(seed)
+    return [{name: rng.standard_normal(array.shape).astype(array.dtype) if array.dtype.kind == "f"
+             else array for name, array in case.feeds.items()} for _ in range(count)]
+
+
 def _calibration(case, count: int) -> list[dict[str, np.ndarray]]:
-    rng = np.random.default_rng(7)
-    samples = [case.feeds]
-    for _ in range(count - 1):
-        samples.append({name: rng.standard_normal(array.shape).astype(array.dtype) if array.dtype.kind == "f"
-                        else array for name, array in case.feeds.items()})
-    return samples
+    return [case.feeds, *_random_inputs(case, count - 1, 7)]
 
 
-def benchmark(case, rounds: int, calibration: int, threads: int) -> None:
+def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int = 0) -> None:
     import tilecraft
     from tilecraft.compiler.precision import accuracy_report
     from tilecraft.runtime import timing
@@ -89,6 +94,12 @@ def benchmark(case, rounds: int, calibration: int, threads: int) -> None:
     for label in ("tilecraft bf16", "tilecraft int8"):
         print(f"  {label}: {builds[label].accuracy}")
     print(f"  onnxruntime int8 vs onnxruntime f32: {ort_report}")
+    if agreement:
+        inputs = _random_inputs(case, agreement, 11)  # a seed of their own: not the calibration inputs
+        names = [output.name for output in case.model.graph.output]
+        for label in ("tilecraft bf16", "tilecraft int8"):
+            report = accuracy_report(label.split()[1], builds["tilecraft f32"], builds[label], inputs, "random", names)
+            print(f"  {label} vs tilecraft f32 on {agreement} random inputs: {report}", flush=True)
     feeds = case.feeds
     runners = {label: (lambda module=module: module(**feeds)) for label, module in builds.items()}
     runners["onnxruntime f32"] = lambda: ort_f32(**feeds)
@@ -112,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calibration", type=int, default=4, help="calibration images for static int8")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--agreement", type=int, default=0,
+                        help="also compare the reduced builds with f32 on this many random inputs (0: no)")
     args = parser.parse_args(argv)
     os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)  # read when the target is parsed, later
     import end_to_end
@@ -125,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models.split(","):
         if name not in cases:
             parser.error(f"unknown model {name!r}; models: {sorted(cases)}")
-        benchmark(cases[name](), args.rounds, args.calibration, args.threads)
+        benchmark(cases[name](), args.rounds, args.calibration, args.threads, args.agreement)
     return 0
 
 

@@ -134,7 +134,8 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilatio
     out = np.zeros((x.shape[0], f, out_h, out_w))
     for i in range(kh):
         for j in range(kw):
-            window = x[:, :, i * dilation:i * dilation + stride * out_h:stride, j * dilation:j * dilation + stride * out_w:stride]
+            top, left = i * dilation, j * dilation
+            window = x[:, :, top:top + stride * out_h:stride, left:left + stride * out_w:stride]
             out += np.einsum("nchw,fc->nfhw", window, w[:, :, i, j])
     return out
 
