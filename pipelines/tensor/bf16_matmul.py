@@ -49,14 +49,17 @@ from ...ir.maps import has_indexing_maps, indexing_map_texts
 from ...errors import PipelineError
 from ...ir import core, kernels
 from ...ir.contraction import collapse, expand
-from ..ir_queries import is_zero_fill
+from ..ir_queries import defined_functions, is_zero_fill, ops_where
 from ..passes import register_pass
-from .int8_matmul import Window
+from .int8_matmul import Epilogue, Window, elementwise_consumer, erase_uncalled_kernels, fuse_epilogue
 from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
                              pack_k_groups, register_tile, row_block)
 
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
+BF16_EPILOGUE_PASS = "tilecraft-bf16-epilogues"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
+# On a kernel call: {threads[, window]}, what the epilogue pass needs to regenerate it.
+_KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
@@ -72,10 +75,15 @@ def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = No
     return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
 
 
-def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None) -> func.FuncOp:
-    """The kernel function ``(A: MxKxf32, W': packed bf16) -> MxN f32`` (module docstring),
-    built at the insertion point. With ``window`` A is the padded NHWC input of a
-    convolution whose channels are even, read at each row's window (implicit GEMM)."""
+def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None,
+                 epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False) -> func.FuncOp:
+    """The kernel function ``(A: MxKxf32, W': packed bf16[, the epilogue's operands]) -> MxN``
+    f32, or of the epilogue's result type (module docstring), built at the insertion point.
+    With ``window`` A is the padded NHWC input of a convolution whose channels are even,
+    read at each row's window (implicit GEMM). With ``epilogue`` (int8_matmul.Epilogue: its
+    vector function is declared just before the kernel, for ``fuse_epilogue`` to fill in)
+    each accumulator vector is stored through it. ``public``: not private (while the
+    epilogue is inlined into it, so that symbol-dce keeps it)."""
     if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
         raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
     lanes = VDPBF16PS.lanes
@@ -85,14 +93,24 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     block_rows = row_block(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
     f32, bf16, i32 = ir.F32Type.get(), ir.BF16Type.get(), ir.IntegerType.get_signless(32)
-    c_type = ir.RankedTensorType.get([m, n], f32)
-    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, f32)
+    result_element = ir.Type.parse(epilogue.result) if epilogue else f32
+    c_type = ir.RankedTensorType.get([m, n], result_element)
+    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, result_element)
     pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
     columns_in_bounds = n % columns == 0
     a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], f32)
-    function = kernels.private_function(kernel_name(m, n, k, threads, window), [
-        a_type, ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16)], [c_type])
-    a, w = function.arguments
+    extras = [] if epilogue is None else [
+        (index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
+    if epilogue is not None:
+        kernels.declare_function(epilogue.function, [o.vector_type() for o in epilogue.operands],
+                                 [ir.VectorType.get([lanes], result_element)])
+    function = kernels.private_function(name or kernel_name(m, n, k, threads, window), [
+        a_type, ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16),
+        *(operand.tensor_type(m, n) for _, operand in extras)], [c_type])
+    if public:
+        del function.attributes["sym_visibility"]
+    a, w = list(function.arguments)[:2]
+    extra_args = dict(zip((i for i, _ in extras), list(function.arguments)[2:]))
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
         c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_pairs)
@@ -102,7 +120,12 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
         zero = kernels.zero_vector(lanes, f32)
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
-        empty = tensor.empty([m, n], f32)
+        pads, splats = {}, {}
+        for i, operand in extras:
+            pads[i] = core.scalar_constant(0, operand.element_type())
+            if operand.kind == "scalar":
+                splats[i] = vector.broadcast(operand.vector_type(), tensor.extract(extra_args[i], []))
+        empty = tensor.empty([m, n], result_element)
         forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
         with ir.InsertionPoint(forall.body):
             rb, t = forall.induction_variables
@@ -115,6 +138,32 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
             tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
                                         [dynamic, dynamic], [dynamic, dynamic], [1, 1])
             main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+            column_at, column_values = [], {}
+            for v in range(vectors if epilogue else 0):
+                column_at.append(kernels.apply(lambda d0: d0 + v * lanes, n0))
+                for i, operand in extras:
+                    if operand.kind == "column":
+                        column_values[i, v] = kernels.read(extra_args[i], [column_at[v]], pads[i], lanes,
+                                                           in_bounds=columns_in_bounds)
+
+            def stored(row: ir.Value, v: int, value: ir.Value) -> ir.Value:
+                """The value stored for accumulator vector ``value`` (row ``row``, vector
+                ``v``): itself, or the epilogue's result on it and its operands' values there."""
+                if epilogue is None:
+                    return value
+                arguments = []
+                for i, operand in enumerate(epilogue.operands):
+                    if i == epilogue.accumulator:
+                        arguments.append(value)
+                    elif operand.kind == "scalar":
+                        arguments.append(splats[i])
+                    elif operand.kind == "column":
+                        arguments.append(column_values[i, v])
+                    else:
+                        arguments.append(kernels.read(extra_args[i], [row, column_at[v]], pads[i], lanes,
+                                                      in_bounds=columns_in_bounds))
+                return func.CallOp([ir.VectorType.get([lanes], result_element)],
+                                   ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
 
             def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
                      a_at: list[list[ir.Value]], w_pair: ir.Value | None = None) -> list[ir.Value]:
@@ -183,7 +232,8 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                         final = step(mr, c_full, False, final, [[row] for row in row_indices])
                     for r in range(mr):
                         for v in range(vectors):
-                            current = kernels.write(final[r * vectors + v], current, [local[r], c(v * lanes)],
+                            value = stored(row_indices[r], v, final[r * vectors + v])
+                            current = kernels.write(value, current, [local[r], c(v * lanes)],
                                                     in_bounds=columns_in_bounds)
                     scf.YieldOp([current])
                 return loop.results[0]
@@ -196,11 +246,13 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     return function
 
 
-def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None) -> ir.Module:
-    """The kernel alone in a new module (in the current context): to read or test it."""
+def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None,
+                  epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False) -> ir.Module:
+    """The kernel alone in a new module (in the current context): to read or test it, or
+    for ``fuse_epilogue`` to complete."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, threads, window)
+        build_kernel(m, n, k, threads, window, epilogue, name, public=public)
     return module
 
 
@@ -271,7 +323,12 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
         name = _kernel(module, m, n, k, threads, window)
         packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * VDPBF16PS.lanes), name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
-        product = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed]).results[0]
+        call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed])
+        settings = {"threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)}
+        if window is not None:
+            settings["window"] = ir.DenseI64ArrayAttr.get(window.as_list())
+        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get(settings)
+        product = call.results[0]
         if conv:
             product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
     op.results[0].replace_all_uses_with(product)
@@ -288,3 +345,33 @@ def bf16_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> 
     if options:
         raise PipelineError(f"{BF16_DOTS_PASS} takes no options, got {sorted(options)}")
     call_dot_instructions(module, VDPBF16PS)
+
+
+@register_pass(
+    BF16_EPILOGUE_PASS,
+    "An elementwise linalg.generic consuming a bf16 kernel's f32 result (bias, activation, "
+    "residual) moves into the kernel, onto its accumulators",
+)
+def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the f32 schedule fuses a matmul's or convolution's bias, activation and residual
+    into its tiles; without this a kernel wrote its product and an elementwise kernel read
+    it back (BERT's 128 x 3072 feed-forward product is 1.5 MB). As
+    ``tilecraft-int8-epilogues`` (int8_matmul.py, whose machinery this shares), after
+    elementwise fusion."""
+    if options:
+        raise PipelineError(f"{BF16_EPILOGUE_PASS} takes no options, got {sorted(options)}")
+    for function in defined_functions(module):
+        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        for call in calls:
+            consumer = elementwise_consumer(call)
+            if consumer is None:
+                continue
+            settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
+            threads = ir.IntegerAttr(settings["threads"]).value
+            window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
+            m, k = (window.rows, window.depth) if window else ir.RankedTensorType(call.operands[0].type).shape
+            n = ir.RankedTensorType(call.results[0].type).shape[1]
+            fuse_epilogue(module, call, consumer, m, n, kernel_name(m, n, k, threads, window),
+                          lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True),
+                          VDPBF16PS.lanes)
+    erase_uncalled_kernels(module, KERNEL_PREFIX)

@@ -1,7 +1,7 @@
 """The bf16 dot-product kernels of ``precision="bf16"`` on AVX512-BF16 targets
-(pipelines/tensor/bf16_matmul.py): their numerics through the portable dot products (this host has
-no ``vdpbf16ps``), and ``vdpbf16ps`` in the code generated for a Sapphire Rapids target
-(mlir-translate, opt, llc: compiled, not run)."""
+(pipelines/tensor/bf16_matmul.py): their numerics (on ``vdpbf16ps`` where this host has
+AVX512-BF16, through the portable dot products elsewhere), and ``vdpbf16ps`` in the code
+generated for a Sapphire Rapids target (mlir-translate, opt, llc: compiled, not run)."""
 
 from __future__ import annotations
 
@@ -52,12 +52,12 @@ def _bf16(array: np.ndarray) -> np.ndarray:
 def test_kernels_compute_bf16_products_summed_in_f32(m, k, n):
     """Odd K (a masked last pair), N not a multiple of the tile, M not a multiple of the
     register tile's rows; the result is the product of the bf16-rounded operands to f32's
-    precision, the bias and ReLU applied after it."""
+    precision, the bias and ReLU applied to the accumulators (tilecraft-bf16-epilogues)."""
     model, w, b = _dense(m, k, n)
     target = Target.parse("llvm")
     pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True)
     module = tilecraft.compile(model, pipeline=pipeline)
-    assert "call @tilecraft_bf16_matmul" in module.ir("simplify")
+    assert re.search(r"call @tilecraft_bf16_matmul_\w+_epilogue\d+\(", module.ir("simplify"))  # bias, ReLU
     x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
     expected = np.maximum(_bf16(x) @ _bf16(w) + b, 0)
     np.testing.assert_allclose(module(x), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
@@ -118,8 +118,12 @@ def test_bad_pass_option_is_a_pipeline_error():
         tilecraft.compile(model, pipeline=pipeline)
 
 
-@pytest.mark.skipif("avx512_bf16" in host_cpu_flags(), reason="this host runs vdpbf16ps")
-def test_a_bf16_target_this_host_cannot_run_is_refused_before_compiling():
+def test_a_bf16_target_this_host_cannot_run_is_refused_before_compiling(monkeypatch):
+    """On any host: the flags are this host's without AVX512-BF16 (an AVX2 or Skylake CPU)."""
+    from tilecraft.compiler import precision
+
+    flags = {flag for flag in host_cpu_flags() if flag != "avx512_bf16"} | {"avx2"}
+    monkeypatch.setattr(precision, "host_cpu_flags", lambda: flags)
     model, _, _ = _dense(4, 8, 16)
     with pytest.raises(TargetError, match="avx512_bf16 kernels, which this machine lacks"):
         tilecraft.compile(model, target=SAPPHIRE_RAPIDS, precision="bf16")
@@ -172,7 +176,7 @@ def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_w
     assert simplified.count("call @tilecraft_bf16_matmul_180x24x16_t") == 1  # 2*9*10 pixels: the pointwise one
     for shape, window in (("180x20x216", "2x11x12x24_k3x3_s1x1"), ("50x18x180", "2x11x12x20_k3x3_s2x2"),
                           ("18x32x162", "2x5x5x18_k3x3_s1x1"), ("8x32x32", "2x3x3x32_k1x1_s2x2")):
-        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1\(", simplified), shape
+        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1_epilogue\d+\(", simplified), shape
     assert "tensor<3x3x3x16xbf16>" in simplified  # the 3-channel filter, widened where it is read
     x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
     expected = x.astype(np.float64)
