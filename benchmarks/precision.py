@@ -77,6 +77,22 @@ def _calibration(case, count: int) -> list[dict[str, np.ndarray]]:
     return [case.feeds, *_random_inputs(case, count - 1, 7)]
 
 
+def _print_top1_spread(module, inputs: list[dict[str, np.ndarray]], names: list[str]) -> None:
+    """How many distinct classes f32's top-1 takes over ``inputs``, per classifier output: a
+    top-1 agreement is only a measurement where the top-1 moves with the input (a model with
+    random weights may give every input the same class, by a wide margin, so that any build
+    agrees)."""
+    outputs = [module(**sample) for sample in inputs]
+    outputs = [list(o) if isinstance(o, (tuple, list)) else [o] for o in outputs]
+    for index, name in enumerate(names):
+        rows = [np.asarray(o[index]) for o in outputs]
+        if rows[0].ndim != 2 or rows[0].shape[1] < 2:
+            continue
+        classes = {int(c) for r in rows for c in np.argmax(r, axis=1)}
+        note = ": every input the same class, so top-1 agreement says nothing here" if len(classes) == 1 else ""
+        print(f"  {name}: f32's top-1 took {len(classes)} distinct class(es) over {len(inputs)} inputs{note}")
+
+
 def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int = 0) -> None:
     import tilecraft
     from tilecraft.compiler.precision import accuracy_report
@@ -105,6 +121,7 @@ def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int 
         for label in ("tilecraft bf16", "tilecraft int8"):
             report = accuracy_report(label.split()[1], builds["tilecraft f32"], builds[label], inputs, "random", names)
             print(f"  {label} vs tilecraft f32 on {agreement} random inputs: {report}", flush=True)
+        _print_top1_spread(builds["tilecraft f32"], inputs[:50], names)
     feeds = case.feeds
     runners = {label: (lambda module=module: module(**feeds)) for label, module in builds.items()}
     runners["onnxruntime f32"] = lambda: ort_f32(**feeds)
