@@ -144,7 +144,10 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilatio
     return out
 
 
-def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_weights():
+# This host's CPU (vdpbf16ps where it has AVX512-BF16), and an AVX2 one (the portable dot
+# products, as tests pass kernels=True: what an earlier, AVX2-only host ran).
+@pytest.mark.parametrize("target_text", ["llvm", "llvm -mcpu=znver3"])
+def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_weights(target_text):
     """A 1x1 stride-1 convolution is a matmul of the pixels (its NHWC input and result viewed
     as rows); a 3x3 padded, a strided 3x3, an unpadded 3x3 and a strided 1x1 one read each
     pixel's window from the input (implicit GEMM); a convolution of 3 channels (odd: a pair
@@ -168,9 +171,9 @@ def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_w
         [helper.make_tensor_value_info(value, TensorProto.FLOAT, [2, 32, 2, 2])],
         [numpy_helper.from_array(a, name) for name, a in [*weights.items(), ("b1", b1)]])
     model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
-    target = Target.parse("llvm")
-    module = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3),
-                                                                 target, kernels=True))
+    target = Target.parse(target_text)
+    module = tilecraft.compile(model, target=target, pipeline=with_bf16_weights(
+        tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True))
     simplified = module.ir("simplify")
     assert simplified.count("call @tilecraft_bf16_matmul") == 5
     assert simplified.count("call @tilecraft_bf16_matmul_180x24x16_t") == 1  # 2*9*10 pixels: the pointwise one
@@ -178,6 +181,7 @@ def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_w
                           ("18x32x162", "2x5x5x18_k3x3_s1x1"), ("8x32x32", "2x3x3x32_k1x1_s2x2")):
         assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1_epilogue\d+\(", simplified), shape
     assert "tensor<3x3x3x16xbf16>" in simplified  # the 3-channel filter, widened where it is read
+    assert ("llvm.x86.avx512bf16.dpbf16ps.512" in module.ir("vector")) == target.has_avx512_bf16
     x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
     expected = x.astype(np.float64)
     for name, stride, pad, dilation in layers:
