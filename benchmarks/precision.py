@@ -2,7 +2,8 @@
 onnxruntime's f32 and its int8 model, times and errors from one run.
 
     .venv/bin/python benchmarks/precision.py [--models resnet50,bert] [--rounds 5]
-        [--bert-layers 2] [--calibration 4] [--threads 1]
+        [--bert-layers 2] [--calibration 4] [--threads 1] [--agreement 1000]
+    .venv/bin/python benchmarks/precision.py --layers all [--rounds 15] [--threads 1]
 
 Models: end_to_end.py's ResNet-50 (the onnx wheel's light zoo graph, random weights, batch 1)
 and BERT-base-shaped encoder (``--bert-layers`` post-norm layers, 128 tokens). Nothing is
@@ -10,7 +11,8 @@ downloaded.
 
 Builds, all from the same float ONNX model:
   tilecraft f32     ``tilecraft.compile(model)``
-  tilecraft bf16    ``precision="bf16"`` (bf16 weights widened to f32 in the kernels)
+  tilecraft bf16    ``precision="bf16"`` (``vdpbf16ps`` kernels on AVX512-BF16 CPUs, elsewhere
+                    bf16 weights widened to f32 before f32 kernels)
   tilecraft int8    ``precision="int8"``: ResNet-50 calibrated on ``--calibration`` random
                     images (static QDQ), the encoder without calibration (dynamic MatMuls)
   onnxruntime f32   the float model
@@ -20,14 +22,20 @@ Builds, all from the same float ONNX model:
 
 Errors: tilecraft's accuracy report for each reduced build (relative to the output's largest
 f32 magnitude, on the calibration inputs or seeded random ones), and the same figures for
-onnxruntime's int8 model against onnxruntime's f32 run. Times: CPU milliseconds per call,
+onnxruntime's int8 model against onnxruntime's f32 run. ``--agreement N`` adds the report of
+each reduced build against tilecraft f32 on N further seeded random inputs (the issue's
+top-1 agreement over 1,000 inputs for ResNet-50: minutes of calls, so an option). Times: CPU milliseconds per call,
 ``--threads`` threads each (TILECRAFT_NUM_THREADS, intra_op_num_threads), medians over
 alternating rounds (runtime/timing.py: drift of a shared machine hits every runner alike).
 
-Read the figures for what they are: this script's first runs were on a shared 2-core AMD EPYC
-with AVX2 and FMA but no AVX-512, no VNNI and no AVX512-BF16, so neither ``vdpbf16ps`` nor
-``vpdpbusd`` exists there: int8 runs the widened i32 matmuls and bf16 pays the widening of its
-weights without a bf16 dot product to gain from. The issue's speed goals need such a CPU.
+``--layers``: single layers (a convolution or a matmul by constant weights, with a bias
+and ReLU or bias after it) as f32 and as bf16 builds, CPU time per call alternating, for
+the bf16 kernels' own speed (``all`` or a comma-separated list of ``LAYERS``' names).
+
+Read the figures for what the host has (the first line printed says): without AVX512-BF16
+and VNNI (this script's first runs, on an AVX2 EPYC) int8 runs widened i32 matmuls and bf16
+pays the widening of its weights without a bf16 dot product to gain from; the issue's speed
+goals need a CPU with both (docs/performance.md has runs of each kind).
 """
 
 from __future__ import annotations
@@ -58,16 +66,34 @@ def _ort_runner(session):
     return run
 
 
+def _random_inputs(case, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """``count`` inputs like ``case.feeds``: float ones standard normal, the others as given."""
+    rng = np.random.default_rng(seed)
+    return [{name: rng.standard_normal(array.shape).astype(array.dtype) if array.dtype.kind == "f"
+             else array for name, array in case.feeds.items()} for _ in range(count)]
+
+
 def _calibration(case, count: int) -> list[dict[str, np.ndarray]]:
-    rng = np.random.default_rng(7)
-    samples = [case.feeds]
-    for _ in range(count - 1):
-        samples.append({name: rng.standard_normal(array.shape).astype(array.dtype) if array.dtype.kind == "f"
-                        else array for name, array in case.feeds.items()})
-    return samples
+    return [case.feeds, *_random_inputs(case, count - 1, 7)]
 
 
-def benchmark(case, rounds: int, calibration: int, threads: int) -> None:
+def _print_top1_spread(module, inputs: list[dict[str, np.ndarray]], names: list[str]) -> None:
+    """How many distinct classes f32's top-1 takes over ``inputs``, per classifier output: a
+    top-1 agreement is only a measurement where the top-1 moves with the input (a model with
+    random weights may give every input the same class, by a wide margin, so that any build
+    agrees)."""
+    outputs = [module(**sample) for sample in inputs]
+    outputs = [list(o) if isinstance(o, (tuple, list)) else [o] for o in outputs]
+    for index, name in enumerate(names):
+        rows = [np.asarray(o[index]) for o in outputs]
+        if rows[0].ndim != 2 or rows[0].shape[1] < 2:
+            continue
+        classes = {int(c) for r in rows for c in np.argmax(r, axis=1)}
+        note = ": every input the same class, so top-1 agreement says nothing here" if len(classes) == 1 else ""
+        print(f"  {name}: f32's top-1 took {len(classes)} distinct class(es) over {len(inputs)} inputs{note}")
+
+
+def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int = 0) -> None:
     import tilecraft
     from tilecraft.compiler.precision import accuracy_report
     from tilecraft.runtime import timing
@@ -89,6 +115,13 @@ def benchmark(case, rounds: int, calibration: int, threads: int) -> None:
     for label in ("tilecraft bf16", "tilecraft int8"):
         print(f"  {label}: {builds[label].accuracy}")
     print(f"  onnxruntime int8 vs onnxruntime f32: {ort_report}")
+    if agreement:
+        inputs = _random_inputs(case, agreement, 11)  # a seed of their own: not the calibration inputs
+        names = [output.name for output in case.model.graph.output]
+        for label in ("tilecraft bf16", "tilecraft int8"):
+            report = accuracy_report(label.split()[1], builds["tilecraft f32"], builds[label], inputs, "random", names)
+            print(f"  {label} vs tilecraft f32 on {agreement} random inputs: {report}", flush=True)
+        _print_top1_spread(builds["tilecraft f32"], inputs[:50], names)
     feeds = case.feeds
     runners = {label: (lambda module=module: module(**feeds)) for label, module in builds.items()}
     runners["onnxruntime f32"] = lambda: ort_f32(**feeds)
@@ -105,6 +138,77 @@ def benchmark(case, rounds: int, calibration: int, threads: int) -> None:
           f"(goal <= 1.0)", flush=True)
 
 
+def _conv_layer(channels: int, filters: int, size: int, kernel: int, stride: int):
+    """``relu(conv(x) + b)``, NCHW, "same" padding: (model, input, flops)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((filters, channels, kernel, kernel)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(filters).astype(np.float32)
+    out = (size + 2 * (kernel // 2) - kernel) // stride + 1
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["h"], strides=[stride] * 2, pads=[kernel // 2] * 4),
+         helper.make_node("Relu", ["h"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, filters, out, out])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model, rng.standard_normal((1, channels, size, size)).astype(np.float32), \
+        2 * channels * filters * kernel * kernel * out * out
+
+
+def _dense_layer(m: int, k: int, n: int):
+    """``x @ w + b``: (model, input, flops)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((k, n)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])], "dense",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model, rng.standard_normal((m, k)).astype(np.float32), 2 * m * k * n
+
+
+# ResNet-50's 3x3 convolutions (one per stage, and a strided one), a bottleneck's 1x1
+# expansion, BERT-base's projections on 128 tokens.
+LAYERS = {
+    "conv3x3_64_56": lambda: _conv_layer(64, 64, 56, 3, 1),
+    "conv3x3_128_28": lambda: _conv_layer(128, 128, 28, 3, 1),
+    "conv3x3_256_14": lambda: _conv_layer(256, 256, 14, 3, 1),
+    "conv3x3_512_7": lambda: _conv_layer(512, 512, 7, 3, 1),
+    "conv3x3_s2_128_56": lambda: _conv_layer(128, 128, 56, 3, 2),
+    "conv1x1_64to256_56": lambda: _conv_layer(64, 256, 56, 1, 1),
+    "matmul_128x768x768": lambda: _dense_layer(128, 768, 768),
+    "matmul_128x768x3072": lambda: _dense_layer(128, 768, 3072),
+    "matmul_128x3072x768": lambda: _dense_layer(128, 3072, 768),
+}
+
+
+def layers(names: list[str], rounds: int) -> None:
+    """Each layer as tilecraft f32 and as ``precision="bf16"``'s pipeline, alternating."""
+    import tilecraft
+    from tilecraft.pipelines.target import Target
+    from tilecraft.pipelines.tensor.bf16_weights import with_bf16_weights
+    from tilecraft.runtime import timing
+
+    target = Target.parse("llvm")
+    print(f"CPU ms per call, median of {rounds} alternating rounds (load average {os.getloadavg()[0]:.1f}):")
+    for name in names:
+        model, x, flops = LAYERS[name]()
+        f32 = tilecraft.compile(model)
+        bf16 = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target))
+        expected = f32(x)
+        error = float(np.abs(bf16(x) - expected).max() / np.abs(expected).max())
+        medians = timing.alternating({"f32": lambda: f32(x), "bf16": lambda: bf16(x)}, rounds, clock=time.process_time)
+        print(f"  {name:<20} f32 {medians['f32'] * 1e3:7.3f} ({flops / medians['f32'] / 1e9:5.0f} GFLOPS)  "
+              f"bf16 {medians['bf16'] * 1e3:7.3f} ({flops / medians['bf16'] / 1e9:5.0f} GFLOPS)  "
+              f"f32 / bf16 {medians['f32'] / medians['bf16']:.2f}x  max relative error {error:.1e}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="resnet50,bert")
@@ -112,8 +216,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calibration", type=int, default=4, help="calibration images for static int8")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--agreement", type=int, default=0,
+                        help="also compare the reduced builds with f32 on this many random inputs (0: no)")
+    parser.add_argument("--layers", default="", help=f"time single layers instead: 'all' or some of {sorted(LAYERS)}")
     args = parser.parse_args(argv)
     os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)  # read when the target is parsed, later
+    if args.layers:
+        names = list(LAYERS) if args.layers == "all" else args.layers.split(",")
+        unknown = sorted(set(names) - set(LAYERS))
+        if unknown:
+            parser.error(f"unknown layers {unknown}; layers: {sorted(LAYERS)}")
+        layers(names, args.rounds)
+        return 0
     import end_to_end
 
     from tilecraft.runtime.host import host_cpu_flags
@@ -125,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models.split(","):
         if name not in cases:
             parser.error(f"unknown model {name!r}; models: {sorted(cases)}")
-        benchmark(cases[name](), args.rounds, args.calibration, args.threads)
+        benchmark(cases[name](), args.rounds, args.calibration, args.threads, args.agreement)
     return 0
 
 

@@ -14,7 +14,8 @@ How each precision changes the build, with the rest of the compile as it is:
   bf16  the pipeline gains ``tilecraft-bf16-weights`` at the end of its graph stage
         (pipelines/tensor/bf16_weights.py): constant matmul and convolution weights stored as bf16,
         widened to f32 where they are read, so products accumulate in f32; on AVX512-BF16
-        targets plain matmuls become ``vdpbf16ps`` kernels instead (pipelines/tensor/bf16_matmul.py).
+        targets plain matmuls and convolutions become ``vdpbf16ps`` kernels instead
+        (pipelines/tensor/bf16_matmul.py).
 """
 
 from __future__ import annotations

@@ -21,11 +21,16 @@ each pair of A's f32 values to bf16 once, broadcast to every lane. The kernel:
     on any CPU; ``tilecraft-bf16-dot-products`` makes it ``vdpbf16ps`` (the LLVM intrinsic
     ``llvm.x86.avx512bf16.dpbf16ps.512``) in the vector stage where the target has it.
 
-Only plain matmuls and 1x1 stride-1 NHWC convolutions (a matmul of the pixels) with a
-zero-filled accumulator and static shapes are taken (the graph stage's weight panels are left
-out of a bf16 pipeline that uses the kernel, so constant-weight matmuls stay plain); other
-convolutions keep the widened weights (bf16_weights.py). Epilogues (bias,
-activation) stay elementwise kernels after the call.
+Taken, with a zero-filled accumulator and static shapes: plain matmuls (the graph stage's
+weight panels are left out of a bf16 pipeline that uses the kernel, so constant-weight
+matmuls stay plain); 1x1 stride-1 NHWC convolutions, as a matmul of the pixels; and every
+other NHWC convolution with an even number of input channels, as an implicit GEMM: row m is
+the output pixel (image, oh, ow), k runs over (kernel row, kernel column, channel) -- the
+order of the flattened HWCF filter -- and each row's pair of k is read from the (already
+padded) input at its window's tap (``int8_matmul.Window``, the VNNI kernels' form), so no
+im2col copy is made. A pair of channels then always lies in one tap. Convolutions with an
+odd channel count (a first RGB layer) keep the widened weights (bf16_weights.py). Epilogues
+(bias, activation) stay elementwise kernels after the call.
 
 The kernel is built with MLIR's Python builders (ir/kernels.py) once per shape: its loop
 structure is fixed, only its constants vary; its lane count is the instruction's.
@@ -44,13 +49,17 @@ from ...ir.maps import has_indexing_maps, indexing_map_texts
 from ...errors import PipelineError
 from ...ir import core, kernels
 from ...ir.contraction import collapse, expand
-from ..ir_queries import is_zero_fill
+from ..ir_queries import defined_functions, is_zero_fill, ops_where
 from ..passes import register_pass
+from .int8_matmul import Epilogue, Window, elementwise_consumer, erase_uncalled_kernels, fuse_epilogue
 from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
                              pack_k_groups, register_tile, row_block)
 
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
+BF16_EPILOGUE_PASS = "tilecraft-bf16-epilogues"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
+# On a kernel call: {threads[, window]}, what the epilogue pass needs to regenerate it.
+_KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
@@ -62,13 +71,21 @@ def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
     return pack_k_groups(w, columns, PAIR, ml_dtypes.bfloat16)
 
 
-def kernel_name(m: int, n: int, k: int, threads: int) -> str:
-    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}"
+def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = None) -> str:
+    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
 
 
-def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
-    """The kernel function ``(A: MxKxf32, W': packed bf16) -> MxN f32`` (module docstring),
-    built at the insertion point."""
+def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None,
+                 epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False) -> func.FuncOp:
+    """The kernel function ``(A: MxKxf32, W': packed bf16[, the epilogue's operands]) -> MxN``
+    f32, or of the epilogue's result type (module docstring), built at the insertion point.
+    With ``window`` A is the padded NHWC input of a convolution whose channels are even,
+    read at each row's window (implicit GEMM). With ``epilogue`` (int8_matmul.Epilogue: its
+    vector function is declared just before the kernel, for ``fuse_epilogue`` to fill in)
+    each accumulator vector is stored through it. ``public``: not private (while the
+    epilogue is inlined into it, so that symbol-dce keeps it)."""
+    if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
+        raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
     lanes = VDPBF16PS.lanes
     rows, vectors = register_tile(n, lanes)
     columns = vectors * lanes
@@ -76,21 +93,39 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
     block_rows = row_block(m, tiles, rows, threads)
     row_blocks = -(-m // block_rows)
     f32, bf16, i32 = ir.F32Type.get(), ir.BF16Type.get(), ir.IntegerType.get_signless(32)
-    c_type = ir.RankedTensorType.get([m, n], f32)
-    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, f32)
+    result_element = ir.Type.parse(epilogue.result) if epilogue else f32
+    c_type = ir.RankedTensorType.get([m, n], result_element)
+    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, result_element)
     pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
     columns_in_bounds = n % columns == 0
-    function = kernels.private_function(kernel_name(m, n, k, threads), [
-        ir.RankedTensorType.get([m, k], f32), ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16)], [c_type])
-    a, w = function.arguments
+    a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], f32)
+    extras = [] if epilogue is None else [
+        (index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
+    if epilogue is not None:
+        kernels.declare_function(epilogue.function, [o.vector_type() for o in epilogue.operands],
+                                 [ir.VectorType.get([lanes], result_element)])
+    function = kernels.private_function(name or kernel_name(m, n, k, threads, window), [
+        a_type, ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16),
+        *(operand.tensor_type(m, n) for _, operand in extras)], [c_type])
+    if public:
+        del function.attributes["sym_visibility"]
+    a, w = list(function.arguments)[:2]
+    extra_args = dict(zip((i for i, _ in extras), list(function.arguments)[2:]))
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
         c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_pairs)
+        if window:
+            c_taps, c_channel_pairs = c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
         f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
         zero = kernels.zero_vector(lanes, f32)
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
-        empty = tensor.empty([m, n], f32)
+        pads, splats = {}, {}
+        for i, operand in extras:
+            pads[i] = core.scalar_constant(0, operand.element_type())
+            if operand.kind == "scalar":
+                splats[i] = vector.broadcast(operand.vector_type(), tensor.extract(extra_args[i], []))
+        empty = tensor.empty([m, n], result_element)
         forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
         with ir.InsertionPoint(forall.body):
             rb, t = forall.induction_variables
@@ -103,19 +138,47 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
             tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
                                         [dynamic, dynamic], [dynamic, dynamic], [1, 1])
             main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+            column_at, column_values = [], {}
+            for v in range(vectors if epilogue else 0):
+                column_at.append(kernels.apply(lambda d0: d0 + v * lanes, n0))
+                for i, operand in extras:
+                    if operand.kind == "column":
+                        column_values[i, v] = kernels.read(extra_args[i], [column_at[v]], pads[i], lanes,
+                                                           in_bounds=columns_in_bounds)
+
+            def stored(row: ir.Value, v: int, value: ir.Value) -> ir.Value:
+                """The value stored for accumulator vector ``value`` (row ``row``, vector
+                ``v``): itself, or the epilogue's result on it and its operands' values there."""
+                if epilogue is None:
+                    return value
+                arguments = []
+                for i, operand in enumerate(epilogue.operands):
+                    if i == epilogue.accumulator:
+                        arguments.append(value)
+                    elif operand.kind == "scalar":
+                        arguments.append(splats[i])
+                    elif operand.kind == "column":
+                        arguments.append(column_values[i, v])
+                    else:
+                        arguments.append(kernels.read(extra_args[i], [row, column_at[v]], pads[i], lanes,
+                                                      in_bounds=columns_in_bounds))
+                return func.CallOp([ir.VectorType.get([lanes], result_element)],
+                                   ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
 
             def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
-                     row_indices: list[ir.Value]) -> list[ir.Value]:
-                """One pair of k: loads of W', A's pair of each row rounded to bf16 and
-                broadcast, the dot products."""
+                     a_at: list[list[ir.Value]], w_pair: ir.Value | None = None) -> list[ir.Value]:
+                """One pair of k: loads of W' (pair ``w_pair``, default ``pair``), A's pair
+                of each row (at k = 2 * ``pair`` of index prefix ``a_at``: the row, or its
+                window's tap) rounded to bf16 and broadcast, the dot products."""
+                w_pair = w_pair or pair
                 k_at = kernels.apply(lambda d0: d0 * PAIR, pair)
                 weights = []
                 for v in range(vectors):
-                    loaded = kernels.read(w, [t, pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
+                    loaded = kernels.read(w, [t, w_pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
                     weights.append(arith.extf(pair_f32, vector.shape_cast(pair_bf16, loaded)))
                 new = []
                 for r in range(mr):
-                    pair_a = kernels.read(a, [row_indices[r], k_at], f0, PAIR, in_bounds=in_bounds)
+                    pair_a = kernels.read(a, [*a_at[r], k_at], f0, PAIR, in_bounds=in_bounds)
                     rounded = arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
                     as_word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), rounded))
                     spread = vector.broadcast(ir.VectorType.get([lanes], i32), as_word)
@@ -123,6 +186,31 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
                     spread = arith.extf(pair_f32, vector.shape_cast(pair_bf16, spread))
                     new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
                 return new
+
+            def window_loop(mr: int, row_indices: list[ir.Value]) -> scf.ForOp:
+                """k of a convolution's rows: per tap of the window, the pairs of its
+                channels, read from the input at each row's pixel moved by the tap."""
+                out_h, out_w, kw = window.out_h, window.out_w, window.kernel[1]
+                (sh, sw), (dh, dw) = window.strides, window.dilations
+                pixels = [(kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_h * out_w), row),
+                           kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w) % out_h, row),
+                           kernels.apply(lambda d0: d0 % out_w, row)) for row in row_indices]
+                over_taps = kernels.for_loop(c0, c_taps, c1, [zero] * (mr * vectors))
+                with ir.InsertionPoint(over_taps.body):
+                    tap = over_taps.induction_variable
+                    a_at = []
+                    for image, oh, ow in pixels:
+                        ih = kernels.apply(lambda d0, d1: d0 * sh + ir.AffineExpr.get_floor_div(d1, kw) * dh, oh, tap)
+                        iw = kernels.apply(lambda d0, d1: d0 * sw + (d1 % kw) * dw, ow, tap)
+                        a_at.append([image, ih, iw])
+                    tap_pairs = kernels.apply(lambda d0: d0 * (window.channels // PAIR), tap)
+                    channels = kernels.for_loop(c0, c_channel_pairs, c1, list(over_taps.inner_iter_args))
+                    with ir.InsertionPoint(channels.body):
+                        cp = channels.induction_variable
+                        pair = kernels.apply(lambda d0, d1: d0 + d1, tap_pairs, cp)
+                        scf.YieldOp(step(mr, cp, True, list(channels.inner_iter_args), a_at, w_pair=pair))
+                    scf.YieldOp(list(channels.results))
+                return over_taps
 
             def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
                 loop = kernels.for_loop(lower, upper, stride, [source])
@@ -132,15 +220,20 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
                     for r in range(mr):
                         local.append(kernels.apply(lambda d0: d0 + r, i))
                         row_indices.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
-                    over_k = kernels.for_loop(c0, c_full, c1, [zero] * (mr * vectors))
-                    with ir.InsertionPoint(over_k.body):
-                        scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args), row_indices))
+                    if window is None:
+                        over_k = kernels.for_loop(c0, c_full, c1, [zero] * (mr * vectors))
+                        with ir.InsertionPoint(over_k.body):
+                            scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
+                                             [[row] for row in row_indices]))
+                    else:
+                        over_k = window_loop(mr, row_indices)
                     final = list(over_k.results)
                     if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
-                        final = step(mr, c_full, False, final, row_indices)
+                        final = step(mr, c_full, False, final, [[row] for row in row_indices])
                     for r in range(mr):
                         for v in range(vectors):
-                            current = kernels.write(final[r * vectors + v], current, [local[r], c(v * lanes)],
+                            value = stored(row_indices[r], v, final[r * vectors + v])
+                            current = kernels.write(value, current, [local[r], c(v * lanes)],
                                                     in_bounds=columns_in_bounds)
                     scf.YieldOp([current])
                 return loop.results[0]
@@ -153,58 +246,89 @@ def build_kernel(m: int, n: int, k: int, threads: int) -> func.FuncOp:
     return function
 
 
-def kernel_module(m: int, n: int, k: int, threads: int) -> ir.Module:
-    """The kernel alone in a new module (in the current context): to read or test it."""
+def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None,
+                  epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False) -> ir.Module:
+    """The kernel alone in a new module (in the current context): to read or test it, or
+    for ``fuse_epilogue`` to complete."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, threads)
+        build_kernel(m, n, k, threads, window, epilogue, name, public=public)
     return module
 
 
-def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int) -> str:
+def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int, window: Window | None = None) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, threads), lambda: build_kernel(m, n, k, threads))
+    return add_kernel(module, kernel_name(m, n, k, threads, window), lambda: build_kernel(m, n, k, threads, window))
+
+
+def _attribute_pair(op: ir.Operation, name: str) -> tuple[int, int]:
+    """A convolution's ``strides`` or ``dilations`` (1, 1 when absent)."""
+    if name not in op.attributes:
+        return 1, 1
+    values = [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
+    return values[0], values[1]
 
 
 def _pointwise_conv(op: ir.Operation) -> bool:
     """A 1x1, stride-1 NHWC convolution: a matmul of the pixels (N*H*W, C) by the filter (C, F)."""
-    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
-        return False
     filter_shape = ir.RankedTensorType(op.operands[1].type).shape
-    strides = op.attributes["strides"] if "strides" in op.attributes else None
-    return filter_shape[:2] == [1, 1] and (strides is None or str(strides).startswith("dense<1>"))
+    return filter_shape[:2] == [1, 1] and _attribute_pair(op, "strides") == (1, 1)
+
+
+def conv_window(op: ir.Operation) -> Window:
+    """The windows of a static NHWC/HWCF convolution (``linalg.conv_2d_nhwc_hwcf``) that
+    the kernel reads in place of im2col's rows."""
+    input_shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
+    kh, kw = ir.RankedTensorType(op.operands[1].type).shape[:2]
+    _, out_h, out_w, _ = ir.RankedTensorType(op.results[0].type).shape
+    return Window(input_shape, (kh, kw), _attribute_pair(op, "strides"), _attribute_pair(op, "dilations"),
+                  out_h, out_w)
 
 
 def takes_kernel(op: ir.Operation) -> bool:
-    """A plain ``linalg.matmul``, or a 1x1 stride-1 NHWC convolution, of static f32 shapes
-    whose accumulator is a zero fill."""
+    """A plain ``linalg.matmul``, or an NHWC convolution whose channels are even (or a 1x1
+    stride-1 one, any channels), of static f32 shapes whose accumulator is a zero fill."""
     if op.name == "linalg.matmul" and len(op.operands) == 3:
         if has_indexing_maps(op):
             if indexing_map_texts(op) != MATMUL_MAPS:
                 return False
-    elif not _pointwise_conv(op):
+    elif op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
         return False
     types = [ir.RankedTensorType(v.type) for v in op.operands]
-    return all(t.has_static_shape for t in types) and [str(t.element_type) for t in types] == ["f32"] * 3 \
-        and is_zero_fill(op.operands[2])
+    if not all(t.has_static_shape for t in types) or [str(t.element_type) for t in types] != ["f32"] * 3:
+        return False
+    if op.name != "linalg.matmul" and not _pointwise_conv(op) and types[0].shape[3] % PAIR:
+        return False
+    return is_zero_fill(op.operands[2])
 
 
 def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int) -> None:
     """Replace ``op`` (``takes_kernel``) by a call of the bf16 kernel for its shape, its B
-    operand's values ``weights`` (K x N, or a 1x1xKxN filter; rounded to bf16 here) packed
-    for it. A convolution's pixels are the rows: its input and result are viewed as
-    (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape`` / ``expand_shape``: no copy)."""
+    operand's values ``weights`` (K x N, or a KHxKWxCxF filter, read as (KH*KW*C) x F;
+    rounded to bf16 here) packed for it. A 1x1 stride-1 convolution's pixels are the rows:
+    its input and result are viewed as (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape``
+    / ``expand_shape``: no copy); another convolution's kernel reads the input itself at
+    each pixel's window, and its (N*OH*OW, F) result is expanded the same way."""
     conv = op.name != "linalg.matmul"
-    weights = weights.reshape(weights.shape[-2:])
+    window = conv_window(op) if conv and not _pointwise_conv(op) else None
+    weights = weights.reshape(-1, weights.shape[-1])
     k, n = weights.shape
     _, vectors = register_tile(n, VDPBF16PS.lanes)
     with ir.InsertionPoint(op), op.location:
-        a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
-        m = ir.RankedTensorType(a.type).shape[0]
-        name = _kernel(module, m, n, k, threads)
+        if window is not None:
+            a, m = op.operands[0], window.rows
+        else:
+            a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
+            m = ir.RankedTensorType(a.type).shape[0]
+        name = _kernel(module, m, n, k, threads, window)
         packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * VDPBF16PS.lanes), name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
-        product = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed]).results[0]
+        call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed])
+        settings = {"threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)}
+        if window is not None:
+            settings["window"] = ir.DenseI64ArrayAttr.get(window.as_list())
+        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get(settings)
+        product = call.results[0]
         if conv:
             product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
     op.results[0].replace_all_uses_with(product)
@@ -221,3 +345,33 @@ def bf16_dot_products_pass(module: ir.Operation, options: Mapping[str, str]) -> 
     if options:
         raise PipelineError(f"{BF16_DOTS_PASS} takes no options, got {sorted(options)}")
     call_dot_instructions(module, VDPBF16PS)
+
+
+@register_pass(
+    BF16_EPILOGUE_PASS,
+    "An elementwise linalg.generic consuming a bf16 kernel's f32 result (bias, activation, "
+    "residual) moves into the kernel, onto its accumulators",
+)
+def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    """Why: the f32 schedule fuses a matmul's or convolution's bias, activation and residual
+    into its tiles; without this a kernel wrote its product and an elementwise kernel read
+    it back (BERT's 128 x 3072 feed-forward product is 1.5 MB). As
+    ``tilecraft-int8-epilogues`` (int8_matmul.py, whose machinery this shares), after
+    elementwise fusion."""
+    if options:
+        raise PipelineError(f"{BF16_EPILOGUE_PASS} takes no options, got {sorted(options)}")
+    for function in defined_functions(module):
+        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        for call in calls:
+            consumer = elementwise_consumer(call)
+            if consumer is None:
+                continue
+            settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
+            threads = ir.IntegerAttr(settings["threads"]).value
+            window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
+            m, k = (window.rows, window.depth) if window else ir.RankedTensorType(call.operands[0].type).shape
+            n = ir.RankedTensorType(call.results[0].type).shape[1]
+            fuse_epilogue(module, call, consumer, m, n, kernel_name(m, n, k, threads, window),
+                          lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True),
+                          VDPBF16PS.lanes)
+    erase_uncalled_kernels(module, KERNEL_PREFIX)

@@ -13,7 +13,8 @@ weights and matmul weights packed into panels first, and the bf16 constants are 
 by the folder after this (graph/constant_folding.py keeps types numpy cannot hold).
 
 With ``kernels=1`` (``with_bf16_weights`` sets it for AVX512-BF16 targets), plain matmuls and
-1x1 stride-1 convolutions by such a constant become calls of bf16 dot-product kernels instead
+NHWC convolutions (any window, even channel counts; 1x1 stride-1 ones with any) by such a
+constant become calls of bf16 dot-product kernels instead
 (bf16_matmul.py: ``vdpbf16ps``), which take the weights rounded to bf16 and packed for them.
 
 Left alone: non-constant operands, constants that are not f32, and small ones (at most
@@ -33,7 +34,8 @@ from ...ir import core
 from ...errors import OptionError, PipelineError
 from ...ir.core import RESOURCE_THRESHOLD
 from ...ir.resources import is_resource_constant, resource_arrays
-from .bf16_matmul import BF16_DOTS_PASS, takes_kernel, to_bf16_kernel
+from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, to_bf16_kernel
+from .int8_matmul import INT8_EPILOGUE_PASS
 from ..ir_queries import defined_functions, defining_op
 from ..passes import positive_int_option, register_pass
 from ..pipeline import Pipeline
@@ -83,7 +85,8 @@ def _weight_constants(function: ir.Operation) -> list[tuple[ir.Operation, int, i
 
 def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> int:
     """Rewrite the weights of ``function``'s contractions; returns how many were rewritten.
-    ``kernel_threads`` > 0: plain matmuls become calls of bf16 dot-product kernels split for
+    ``kernel_threads`` > 0: plain matmuls and convolutions (``bf16_matmul.takes_kernel``)
+    become calls of bf16 dot-product kernels split for
     that many threads (bf16_matmul.py), the other contractions read widened weights."""
     found = _weight_constants(function)
     if not found:
@@ -111,7 +114,7 @@ def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> in
 
 @register_pass(BF16_WEIGHTS, "Constant f32 weights of matmuls and convolutions stored as bf16, "
                              "widened to f32 where they are read (precision='bf16')",
-               options={"kernels": "1: plain matmuls become bf16 dot-product kernels (bf16_matmul.py; "
+               options={"kernels": "1: plain matmuls and convolutions become bf16 dot-product kernels (bf16_matmul.py; "
                                    "default 0)",
                         "num-threads": "threads the kernels' parallel loops are split for (default 1)"})
 def bf16_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
@@ -128,8 +131,8 @@ def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kerne
     graph stage (after constant folding), or first in its simplify stage when it has no
     graph stage.
 
-    With ``kernels`` (default: whether ``target`` has AVX512-BF16), plain matmuls become bf16
-    dot-product kernels: the graph stage packs no weight panels (the kernels pack their own),
+    With ``kernels`` (default: whether ``target`` has AVX512-BF16), plain matmuls and
+    convolutions become bf16 dot-product kernels: the graph stage packs no weight panels (the kernels pack their own),
     and the vector stage turns the kernels' dot products into ``vdpbf16ps`` where the target
     has it. ``kernels=True`` on another target keeps the portable dot products (for tests)."""
     target = Target.parse(target or "llvm")
@@ -145,6 +148,10 @@ def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kerne
             break
     else:
         raise OptionError("precision='bf16' needs a pipeline with a 'graph' or 'simplify' stage")
+    if kernels and "simplify" in pipeline.stage_names and INT8_EPILOGUE_PASS in pipeline.stage("simplify").passes:
+        passes = list(pipeline.stage("simplify").passes)
+        passes.insert(passes.index(INT8_EPILOGUE_PASS) + 1, BF16_EPILOGUE_PASS)
+        pipeline = pipeline.replace("simplify", passes)
     if kernels and target.has_avx512_bf16 and "vector" in pipeline.stage_names:
         pipeline = pipeline.replace("vector", [BF16_DOTS_PASS, *pipeline.stage("vector").passes])
     return pipeline

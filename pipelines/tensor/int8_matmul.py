@@ -52,6 +52,7 @@ that no tiling of the (K, N) operand gives, and the vectorizer has no pattern fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -559,7 +560,7 @@ def _row_and_column_dims(reshape: ir.Operation | None) -> tuple[list[int], list[
     return rows, columns
 
 
-def _elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operation | None, int] | None:
+def elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operation | None, int] | None:
     """(generic, expand_shape or None, the accumulator's input position) when the kernel
     call's result (directly or through one ``tensor.expand_shape`` of its rows and columns)
     has one use, as an identity-mapped input of an all-parallel, single-result
@@ -603,9 +604,24 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     a_unsigned = ir.BoolAttr(settings["a_unsigned"]).value
     threads = ir.IntegerAttr(settings["threads"]).value
     window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
-    a, packed, start = call.operands
+    a = call.operands[0]
     m, k = (window.rows, window.depth) if window else ir.RankedTensorType(a.type).shape
     n = ir.RankedTensorType(call.results[0].type).shape[1]
+    fuse_epilogue(module, call, (generic, reshape, position), m, n, kernel_name(m, n, k, a_unsigned, threads, window),
+                  lambda epilogue, name: kernel_module(m, n, k, a_unsigned, threads, epilogue, name, window,
+                                                       public=True), VPDPBUSD.lanes)
+
+
+def fuse_epilogue(module: ir.Operation, call: ir.Operation,
+                  consumer: tuple[ir.Operation, ir.Operation | None, int], m: int, n: int, base: str,
+                  kernel_with: Callable[[Epilogue, str], ir.Module], lanes: int) -> None:
+    """Replace ``call`` (of a dot-product kernel whose M x N result ``consumer``, from
+    ``elementwise_consumer``, reads) and the consumer's generic by a call of the kernel
+    regenerated with the generic's body applied to its accumulators: ``kernel_with(epilogue,
+    name)`` builds it (public, in a module of its own) with ``lanes``-lane accumulators. The
+    new call takes the old one's operands, then the epilogue's other operands. Shared by the
+    int8 and bf16 kernels (bf16_matmul.py)."""
+    generic, reshape, position = consumer
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
     row_dims, column_dims = _row_and_column_dims(reshape)
@@ -616,13 +632,13 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     result_type = ir.RankedTensorType(generic.results[0].type)
     existing = {ir.StringAttr(op.operation.attributes["sym_name"]).value
                 for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes}
-    base = f"{kernel_name(m, n, k, a_unsigned, threads, window)}_epilogue"
+    base = f"{base}_epilogue"
     name = next(f"{base}{i}" for i in range(len(existing) + 1) if f"{base}{i}" not in existing)
     epilogue = Epilogue(f"{name}_body", operands, position, str(result_type.element_type))
     # Public while the epilogue is inlined into it: symbol-dce would drop it, unused, otherwise.
     with module.context, ir.Location.unknown():
-        kernel = kernel_module(m, n, k, a_unsigned, threads, epilogue, name, window, public=True)
-    define_vector_function(kernel, epilogue.function, generic, VPDPBUSD.lanes)
+        kernel = kernel_with(epilogue, name)
+    define_vector_function(kernel, epilogue.function, generic, lanes)
     PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
     with ir.InsertionPoint(module.regions[0].blocks[0]):
         for op in kernel.body.operations:
@@ -639,7 +655,7 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
                 value = collapse(value, [list(range(len(column_dims)))])
             extras.append(value)
         flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
-        fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [a, packed, start, *extras])
+        fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [*call.operands, *extras])
         result = expand(fused.results[0], [row_dims, column_dims], result_type.shape)
     generic.results[0].replace_all_uses_with(result)
     generic.erase()
@@ -662,13 +678,13 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     for function in defined_functions(module):
         calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
-            consumer = _elementwise_consumer(call)
+            consumer = elementwise_consumer(call)
             if consumer is not None:
                 _fuse_epilogue(module, call, *consumer)
-    _erase_uncalled_kernels(module)
+    erase_uncalled_kernels(module, KERNEL_PREFIX)
 
 
-def _erase_uncalled_kernels(module: ir.Operation) -> None:
+def erase_uncalled_kernels(module: ir.Operation, prefix: str) -> None:
     """Kernel functions whose every call took an epilogue: LLVM would still compile them."""
     called = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
               for op in ops_where(module, lambda o: o.name == "func.call")}
@@ -676,5 +692,5 @@ def _erase_uncalled_kernels(module: ir.Operation) -> None:
         op = op.operation
         if op.name == "func.func" and "sym_name" in op.attributes:
             name = ir.StringAttr(op.attributes["sym_name"]).value
-            if name.startswith(KERNEL_PREFIX) and name not in called:
+            if name.startswith(prefix) and name not in called:
                 op.erase()

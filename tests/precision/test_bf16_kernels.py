@@ -1,10 +1,11 @@
 """The bf16 dot-product kernels of ``precision="bf16"`` on AVX512-BF16 targets
-(pipelines/tensor/bf16_matmul.py): their numerics through the portable dot products (this host has
-no ``vdpbf16ps``), and ``vdpbf16ps`` in the code generated for a Sapphire Rapids target
-(mlir-translate, opt, llc: compiled, not run)."""
+(pipelines/tensor/bf16_matmul.py): their numerics (on ``vdpbf16ps`` where this host has
+AVX512-BF16, through the portable dot products elsewhere), and ``vdpbf16ps`` in the code
+generated for a Sapphire Rapids target (mlir-translate, opt, llc: compiled, not run)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import ml_dtypes
@@ -51,12 +52,12 @@ def _bf16(array: np.ndarray) -> np.ndarray:
 def test_kernels_compute_bf16_products_summed_in_f32(m, k, n):
     """Odd K (a masked last pair), N not a multiple of the tile, M not a multiple of the
     register tile's rows; the result is the product of the bf16-rounded operands to f32's
-    precision, the bias and ReLU applied after it."""
+    precision, the bias and ReLU applied to the accumulators (tilecraft-bf16-epilogues)."""
     model, w, b = _dense(m, k, n)
     target = Target.parse("llvm")
     pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True)
     module = tilecraft.compile(model, pipeline=pipeline)
-    assert "call @tilecraft_bf16_matmul" in module.ir("simplify")
+    assert re.search(r"call @tilecraft_bf16_matmul_\w+_epilogue\d+\(", module.ir("simplify"))  # bias, ReLU
     x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
     expected = np.maximum(_bf16(x) @ _bf16(w) + b, 0)
     np.testing.assert_allclose(module(x), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
@@ -117,37 +118,82 @@ def test_bad_pass_option_is_a_pipeline_error():
         tilecraft.compile(model, pipeline=pipeline)
 
 
-@pytest.mark.skipif("avx512_bf16" in host_cpu_flags(), reason="this host runs vdpbf16ps")
-def test_a_bf16_target_this_host_cannot_run_is_refused_before_compiling():
+def test_a_bf16_target_this_host_cannot_run_is_refused_before_compiling(monkeypatch):
+    """On any host: the flags are this host's without AVX512-BF16 (an AVX2 or Skylake CPU)."""
+    from tilecraft.compiler import precision
+
+    flags = {flag for flag in host_cpu_flags() if flag != "avx512_bf16"} | {"avx2"}
+    monkeypatch.setattr(precision, "host_cpu_flags", lambda: flags)
     model, _, _ = _dense(4, 8, 16)
     with pytest.raises(TargetError, match="avx512_bf16 kernels, which this machine lacks"):
         tilecraft.compile(model, target=SAPPHIRE_RAPIDS, precision="bf16")
 
 
-def test_pointwise_convolutions_take_the_kernel_others_keep_widened_weights():
+def _conv_reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilation: int = 1) -> np.ndarray:
+    """NCHW x OIHW convolution in float64 (numpy), for the kernels' expected values."""
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    f, _, kh, kw = w.shape
+    out_h = (x.shape[2] - dilation * (kh - 1) - 1) // stride + 1
+    out_w = (x.shape[3] - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((x.shape[0], f, out_h, out_w))
+    for i in range(kh):
+        for j in range(kw):
+            top, left = i * dilation, j * dilation
+            window = x[:, :, top:top + stride * out_h:stride, left:left + stride * out_w:stride]
+            out += np.einsum("nchw,fc->nfhw", window, w[:, :, i, j])
+    return out
+
+
+# This host's CPU (vdpbf16ps where it has AVX512-BF16), and an AVX2 one (the portable dot
+# products, as tests pass kernels=True: what an earlier, AVX2-only host ran).
+@pytest.mark.parametrize("target_text", ["llvm", "llvm -mcpu=znver3"])
+def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_weights(target_text):
     """A 1x1 stride-1 convolution is a matmul of the pixels (its NHWC input and result viewed
-    as rows); a strided 1x1 and a 3x3 one read their bf16 filters widened to f32."""
+    as rows); a 3x3 padded, a strided 3x3, an unpadded 3x3 and a strided 1x1 one read each
+    pixel's window from the input (implicit GEMM); a convolution of 3 channels (odd: a pair
+    would straddle two taps) reads its bf16 filter widened to f32. Each result is the
+    convolution of the bf16-rounded operands to f32's precision."""
     rng = np.random.default_rng(4)
-    w1 = (rng.standard_normal((24, 16, 1, 1)) * 0.3).astype(np.float32)
+    shapes = {"w0": (16, 3, 3, 3), "w1": (24, 16, 1, 1), "w2": (20, 24, 3, 3), "w3": (18, 20, 3, 3),
+              "w4": (32, 18, 3, 3), "w5": (32, 32, 1, 1)}
+    weights = {name: (rng.standard_normal(shape) * 0.3).astype(np.float32) for name, shape in shapes.items()}
     b1 = rng.standard_normal(24).astype(np.float32)
-    w2 = (rng.standard_normal((8, 24, 1, 1)) * 0.3).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-             helper.make_node("Conv", ["r", "w2"], ["y"], strides=[2, 2])]
+    layers = [("w0", 1, 1, 1), ("w1", 1, 0, 1), ("w2", 1, 1, 1), ("w3", 2, 1, 1), ("w4", 1, 0, 1), ("w5", 2, 0, 1)]
+    nodes, value = [], "x"
+    for name, stride, pad, dilation in layers:
+        inputs = [value, name, "b1"] if name == "w1" else [value, name]
+        nodes.append(helper.make_node("Conv", inputs, [f"{name}_out"], strides=[stride] * 2, pads=[pad] * 4,
+                                      dilations=[dilation] * 2))
+        nodes.append(helper.make_node("Relu", [f"{name}_out"], [f"{name}_relu"]))
+        value = f"{name}_relu"
     graph_proto = helper.make_graph(
-        nodes, "pointwise", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 6, 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 3, 3])],
-        [numpy_helper.from_array(a, name) for a, name in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+        nodes, "convolutions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 10])],
+        [helper.make_tensor_value_info(value, TensorProto.FLOAT, [2, 32, 2, 2])],
+        [numpy_helper.from_array(a, name) for name, a in [*weights.items(), ("b1", b1)]])
     model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
-    target = Target.parse("llvm")
-    module = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3),
-                                                                 target, kernels=True))
+    target = Target.parse(target_text)
+    module = tilecraft.compile(model, target=target, pipeline=with_bf16_weights(
+        tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True))
     simplified = module.ir("simplify")
-    assert simplified.count("call @tilecraft_bf16_matmul_72x24x16") == 1  # 2*6*6 pixels, 24 filters, 16 channels
-    assert "tensor<1x1x24x8xbf16>" in simplified  # the strided conv's filter, widened where it is read
-    x = rng.standard_normal((2, 16, 6, 6)).astype(np.float32)
-    hidden = np.maximum(np.einsum("nchw,fc->nfhw", _bf16(x), _bf16(w1[:, :, 0, 0])) + b1[:, None, None], 0)
-    expected = np.einsum("nchw,fc->nfhw", hidden[:, :, ::2, ::2], _bf16(w2[:, :, 0, 0]))
-    np.testing.assert_allclose(module(x), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+    assert simplified.count("call @tilecraft_bf16_matmul") == 5
+    assert simplified.count("call @tilecraft_bf16_matmul_180x24x16_t") == 1  # 2*9*10 pixels: the pointwise one
+    for shape, window in (("180x20x216", "2x11x12x24_k3x3_s1x1"), ("50x18x180", "2x11x12x20_k3x3_s2x2"),
+                          ("18x32x162", "2x5x5x18_k3x3_s1x1"), ("8x32x32", "2x3x3x32_k1x1_s2x2")):
+        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1_epilogue\d+\(", simplified), shape
+    assert "tensor<3x3x3x16xbf16>" in simplified  # the 3-channel filter, widened where it is read
+    assert ("llvm.x86.avx512bf16.dpbf16ps.512" in module.ir("vector")) == target.has_avx512_bf16
+    x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
+    expected = x.astype(np.float64)
+    for name, stride, pad, dilation in layers:
+        w = _bf16(weights[name])  # a widened filter is the bf16 one too
+        operand = expected if name == "w0" else _bf16(expected.astype(np.float32))
+        expected = _conv_reference(operand, w, stride, pad, dilation)
+        if name == "w1":
+            expected += b1[:, None, None]
+        expected = np.maximum(expected, 0)
+    # Not f32's 1e-5: an activation within f32 rounding of a bf16 rounding boundary may round
+    # the other way in the kernel (2^-8 of it); a wrong tap or channel order errs by O(1).
+    np.testing.assert_allclose(module(x), expected, rtol=1e-3, atol=1e-3 * np.abs(expected).max())
 
 
 def test_an_encoder_layer_runs_its_projections_on_the_kernels():

@@ -11,6 +11,7 @@ from mlir.passmanager import PassManager
 
 from tilecraft.pipelines.tensor import attention_kernel, bf16_matmul, int8_matmul
 from tilecraft.pipelines.tensor.attention_kernel import AttentionShape
+from tilecraft.pipelines.tensor.int8_matmul import Window
 
 
 def show(label: str, source: "str | None" = None, build=None, *arguments) -> None:
@@ -43,6 +44,22 @@ def show(label: str, source: "str | None" = None, build=None, *arguments) -> Non
 # CHECK: tensor.parallel_insert_slice
 # CHECK: return
 show("bf16", None, bf16_matmul.kernel_module, 30, 64, 5, 2)
+
+# A 3x3 convolution of a padded 1x6x6x8 NHWC input (16 output pixels, 32 filters) as an
+# implicit GEMM: k = 72 runs as 9 taps x 4 pairs of channels, A's pair read from the 4-D
+# input at each row's pixel moved by the tap (no im2col), W' as for a matmul.
+# CHECK-LABEL: TEST: bf16 convolution
+# CHECK: func.func private @tilecraft_bf16_matmul_16x32x72_t1_conv1x6x6x8_k3x3_s1x1_d1x1(%[[A:.*]]: tensor<1x6x6x8xf32>, %[[W:.*]]: tensor<1x36x64xbf16>) -> tensor<16x32xf32>
+# CHECK: %{{.*}}:24 = scf.for %{{.*}} = %c0 to %c9 step %c1 iter_args
+# CHECK: %{{.*}}:24 = scf.for %{{.*}} = %c0 to %c4 step %c1 iter_args
+# CHECK-COUNT-2: vector.transfer_read %[[W]]{{.*}} {in_bounds = [true]} : tensor<1x36x64xbf16>, vector<32xbf16>
+# CHECK: vector.transfer_read %[[A]][%c0, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<1x6x6x8xf32>, vector<2xf32>
+# CHECK-NEXT: arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
+# CHECK-COUNT-2: vector.contract {{.*}} : vector<16x2xf32>, vector<16x2xf32> into vector<16xf32>
+# CHECK-COUNT-24: vector.transfer_write {{.*}} : vector<16xf32>, tensor<16x32xf32>
+# CHECK: return
+show("bf16 convolution", None, bf16_matmul.kernel_module, 16, 32, 72, 1,
+     Window((1, 6, 6, 8), (3, 3), (1, 1), (1, 1), 4, 4))
 
 # u8 x s8, k = 13: 3 whole groups of 4 in the loop, the last k masked; accumulators start
 # at the start values (one per padded column).
