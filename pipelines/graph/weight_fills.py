@@ -7,8 +7,8 @@ a large splat initializer into one so that no global holds its elements, and so 
 constant folder with a splat result (a filter transposed to NHWC, packed into panels, or
 scaled by a batch norm's constants, all computed from a fill). The fill then fuses into the
 kernels as splat vector constants, and the kernels LLVM compiles differ from a real model's
-and took longer to compile (ONNX's light SqueezeNet: about 7 CPU s to compile against about
-4.5 once its fills were constants; VGG-19: 93 against 29; docs/testing.md).
+and took several times longer to compile (ONNX's nine light models: 623 CPU s to compile
+and run against 142 with this pass; docs/testing.md).
 
 This pass runs in the graph stage right after ``tilecraft-fold-constants`` (from
 ``opt_level`` 2: graph/__init__.py), when the weights are in the layout the kernels read.
