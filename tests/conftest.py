@@ -21,6 +21,10 @@ import pytest
 _PROCESS_SETTINGS = ("TILECRAFT_NUM_THREADS",)
 
 
+# pipelines/jit/parallel_codegen.py's switch, named rather than imported: this file imports
+# nothing of tilecraft (each test module imports what it tests).
+WORKERS_ENV = "TILECRAFT_CODEGEN_WORKERS"
+
 # The session's own cache folder (set by the process that made it; xdist workers inherit it).
 _SESSION_CACHE = "_TILECRAFT_TEST_SESSION_CACHE"
 
@@ -38,6 +42,21 @@ def pytest_configure(config):
         os.environ["TILECRAFT_CACHE_DIR"] = os.environ[_SESSION_CACHE] = session
         config._tilecraft_made_cache = session
     os.environ["TILECRAFT_COMPILE_CACHE"] = "0"
+    _serial_codegen_when_cores_are_taken()
+
+
+def _serial_codegen_when_cores_are_taken():
+    """Compile with no codegen worker processes (pipelines/jit/parallel_codegen.py) in an
+    xdist worker when the xdist workers already take every core, unless the caller set
+    ``TILECRAFT_CODEGEN_WORKERS``. Why: there the workers only compete with the other xdist
+    worker for the same cores, and cost CPU of their own (a start-up, the module's bytecode,
+    a link): the light SqueezeNet's compile took a median 5.8 CPU s with them against 5.2
+    without (docs/testing.md). tests/test_parallel_codegen.py sets the variable itself."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or WORKERS_ENV in os.environ:
+        return
+    if int(workers) >= len(os.sched_getaffinity(0)):
+        os.environ[WORKERS_ENV] = "0"
 
 
 def pytest_unconfigure(config):

@@ -16,7 +16,10 @@ lowering of groups back to tagged linalg ops.
       folded into conv and matmul weights and biases, constant subgraphs such as transposes
       of weights evaluated), after ``loop-invariant-code-motion`` (what a loop body does to
       constants, such as a recurrent step packing its weights, moves out of the loop, where
-      the folder sees it)
+      the folder sees it), then ``tilecraft-materialize-weight-fills`` (a contraction's or
+      convolution's weight that is one value everywhere, such as ``ConstantOfShape``
+      weights, stored as a constant like any weight instead of fused into the kernels as a
+      splat: ``weight_fills.py``)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
       the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
@@ -35,7 +38,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 from __future__ import annotations
 
 from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
-from . import dilated_convs  # noqa: F401
+from . import dilated_convs, weight_fills  # noqa: F401
 from ...errors import OptionError
 
 OPT_LEVELS = (0, 1, 2, 3)
@@ -65,7 +68,10 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         # Constant weights as column panels, packed by the folder (weight_panels.py).
         elements += ["tilecraft-pack-weight-panels"]
     if opt_level >= 2:
-        elements += ["loop-invariant-code-motion", "tilecraft-fold-constants", "canonicalize", "cse"]
+        # The folder makes a splat result a fill again (ir/core.constant): weight fills are
+        # materialized after it, in the layout the kernels read (weight_fills.py).
+        elements += ["loop-invariant-code-motion", "tilecraft-fold-constants",
+                     "tilecraft-materialize-weight-fills", "canonicalize", "cse"]
     if opt_level >= 3:
         elements += ["tilecraft-split-padded-taps"]  # after folding: dilated_convs.py
     return elements
