@@ -113,3 +113,32 @@ def test_vit_style_linear_reaches_the_onnx_graph():
     torch.manual_seed(0)
     routes = route_graphs.route_graphs(Block().eval(), (torch.randn(17, 1, 32),))
     assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("block", routes)
+
+
+def test_convnext_reaches_the_onnx_graph():
+    """The suite's ConvNeXt (small sizes): permute -> LayerNorm -> permute over channels,
+    Linears on channels-last maps, and a head whose ``mean(keepdim)`` of a channels-last map
+    core ATen reads back through ``as_strided`` (imported as a reshape, not a gather:
+    ops/views.py). Both routes give the same ops on the same shapes, in the same order."""
+    import public_suite
+
+    module, inputs = public_suite.build("convnext", tiny=True)
+    routes = route_graphs.route_graphs(module, inputs)
+    assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("convnext", routes)
+
+
+def test_encoder_reaches_the_onnx_ops():
+    """The suite's pre-norm encoder (small sizes) with ``scaled_dot_product_attention``: core
+    ATen's decomposition of SDPA and the ONNX exporter's MatMul/Softmax/MatMul reach the same
+    ops on the same shapes, the fused attention kernel among them (the two imports place one
+    head transpose differently, so the ops are compared as multisets)."""
+    import collections
+
+    import public_suite
+
+    module, inputs = public_suite.build("encoder_512", tiny=True)
+    routes = route_graphs.route_graphs(module, inputs)
+    onnx_ops, torch_ops = collections.Counter(routes["onnx"]), collections.Counter(routes["torch"])
+    assert onnx_ops == torch_ops, route_graphs.report("encoder_512", routes)
+    assert any(op.name == "func.call" and "x16x8xf32" in op.results for op in routes["torch"]), \
+        "the attention is one fused kernel call"
