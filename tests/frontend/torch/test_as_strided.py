@@ -5,6 +5,8 @@ bad arguments are typed errors."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -65,8 +67,6 @@ def test_other_views_are_gathers_and_match_eager(size, stride, offset):
 
 def test_the_permutation_reads_what_as_strided_reads():
     # the decision function against PyTorch itself, on every stride order of a 2x3x4 storage
-    import itertools
-
     base = torch.arange(24)
     for order in itertools.permutations(range(3)):
         size = [(2, 3, 4)[d] for d in order]

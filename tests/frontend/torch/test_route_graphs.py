@@ -5,6 +5,7 @@ op for op as the same module exported to ONNX (benchmarks/route_graphs.py)."""
 
 from __future__ import annotations
 
+import collections
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tilecraft.dialects import graph
 from torch_testing import assert_close, check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+import public_suite  # noqa: E402
 import route_graphs  # noqa: E402
 
 
@@ -120,8 +122,6 @@ def test_convnext_reaches_the_onnx_graph():
     Linears on channels-last maps, and a head whose ``mean(keepdim)`` of a channels-last map
     core ATen reads back through ``as_strided`` (imported as a reshape, not a gather:
     ops/views.py). Both routes give the same ops on the same shapes, in the same order."""
-    import public_suite
-
     module, inputs = public_suite.build("convnext", tiny=True)
     routes = route_graphs.route_graphs(module, inputs)
     assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("convnext", routes)
@@ -132,10 +132,6 @@ def test_encoder_reaches_the_onnx_ops():
     ATen's decomposition of SDPA and the ONNX exporter's MatMul/Softmax/MatMul reach the same
     ops on the same shapes, the fused attention kernel among them (the two imports place one
     head transpose differently, so the ops are compared as multisets)."""
-    import collections
-
-    import public_suite
-
     module, inputs = public_suite.build("encoder_512", tiny=True)
     routes = route_graphs.route_graphs(module, inputs)
     onnx_ops, torch_ops = collections.Counter(routes["onnx"]), collections.Counter(routes["torch"])
