@@ -138,3 +138,12 @@ def test_encoder_reaches_the_onnx_ops():
     assert onnx_ops == torch_ops, route_graphs.report("encoder_512", routes)
     assert any(op.name == "func.call" and "x16x8xf32" in op.results for op in routes["torch"]), \
         "the attention is one fused kernel call"
+
+
+def test_swin_reaches_the_onnx_graph():
+    """The suite's Swin (small sizes): the shifted windows' ``torch.roll``, which core ATen
+    writes as an ``index_select`` by a computed index, is slices and a concat as the ONNX
+    exporter writes it (ops/shape.py), so both routes give the same ops in the same order."""
+    module, inputs = public_suite.build("swin", tiny=True)
+    routes = route_graphs.route_graphs(module, inputs)
+    assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("swin", routes)
