@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 from mlir import ir
 
 from ....ir import (
@@ -163,9 +164,40 @@ def select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
     return movement.select(x, axis, extent_math.normalize_index(index, core.sizes(x)[axis]))
 
 
+# An index_select by an import-time index made of at most this many runs of consecutive
+# positions is imported as slices and a concat (torch.roll's core ATen decomposition is an
+# index_select by ``(arange(n) - shift) % n``: two runs). Past that, a gather.
+_MAX_SLICE_RUNS = 4
+
+
+def _consecutive_runs(index: Any, extent: int | None) -> list[tuple[int, int]] | None:
+    """``[(start, length), ...]``: the runs of consecutive positions a 1-D import-time
+    ``index`` is made of, when they are at most ``_MAX_SLICE_RUNS`` and all inside
+    ``[0, extent)``; ``None`` otherwise (a run-time or out-of-range index keeps the gather,
+    whose run-time check reports the bad position)."""
+    if not isinstance(index, np.ndarray) or index.ndim != 1 or index.size == 0 or extent is None:
+        return None
+    if not np.issubdtype(index.dtype, np.integer) or index.min() < 0 or index.max() >= extent:
+        return None
+    breaks = np.flatnonzero(np.diff(index) != 1) + 1
+    if len(breaks) + 1 > _MAX_SLICE_RUNS:
+        return None
+    starts, ends = [0, *breaks.tolist()], [*breaks.tolist(), index.size]
+    return [(int(index[s]), e - s) for s, e in zip(starts, ends)]
+
+
 @table.aten("index_select.default")
 def index_select(ctx: OpContext, x: Any, dim: int, index: Any) -> ir.Value:
+    """``x`` at ``index`` along ``dim``. An import-time index of a few runs of consecutive
+    positions (``torch.roll``, a rotation in window attention) is slices and a concat: the
+    ONNX exporter's form of ``roll``, copies the schedules move in vector blocks, where a
+    gather loads one element per index and checks each at run time."""
     x = ctx.tensor(x)
+    if table.rank(x) > 0:
+        axis = table.dim(dim, table.rank(x))
+        runs = _consecutive_runs(index, core.static_shape(x)[axis])
+        if runs is not None:
+            return movement.concat([movement.slice_axis(x, axis, start, length) for start, length in runs], axis)
     indices = ctx.tensor(index, table.INT64)
     if table.rank(x) == 0:  # a 0-d tensor reads as one element; the result has the index's shape
         table.dim(dim, 0)

@@ -86,11 +86,44 @@ def _require_dense(ctx: OpContext) -> None:
                                   "its element order)")
 
 
+def _permuted_storage(shape: list[int], size: Any, stride: Any, storage_offset: Any
+                      ) -> tuple[list[int], list[int]] | None:
+    """``(extents, permutation)`` when ``as_strided(x, size, stride, storage_offset)`` of a
+    dense ``x`` of ``shape`` reads every element of ``x`` once, as a permutation of its
+    storage: ``x`` reshaped to ``extents`` (the non-unit dims of ``size`` by decreasing
+    stride), transposed by ``permutation``, then reshaped to ``size``. ``None`` otherwise.
+
+    Why: the core ATen decompositions write layout round trips this way (``mean(keepdim)``
+    of a channels-last result, ConvNeXt's head; window partitions): a transpose is a copy the
+    schedules tile and vectorize, where the general path's gather reads one element per
+    index it loads. Unit dims take no part (their stride is never used).
+    """
+    numel = int(np.prod(shape))
+    if storage_offset not in (None, 0) or numel == 0 or int(np.prod(size)) != numel:
+        return None
+    moving = [d for d, extent in enumerate(size) if extent != 1]
+    order = sorted(moving, key=lambda d: -stride[d])  # storage order, outermost first
+    expected = 1
+    for d in reversed(order):
+        if stride[d] != expected:
+            return None  # a gap, an overlap or a broadcast: not a permutation of the storage
+        expected *= size[d]
+    extents = [size[d] for d in order]
+    return extents, [order.index(d) for d in moving]
+
+
 @table.aten("as_strided.default", "as_strided_copy.default")
 def as_strided(ctx: OpContext, x: Any, size: Any, stride: Any, storage_offset: Any = None) -> ir.Value:
     _static(ctx, size, stride, storage_offset)
     _require_dense(ctx)
-    return _gather_positions(ctx, x, lambda t: torch.as_strided(t, size, stride, storage_offset))
+    x = ctx.tensor(x)
+    shape = _static_shape(ctx, x)
+    permuted = _permuted_storage(shape, list(size), list(stride), storage_offset)
+    if permuted is None:
+        return _gather_positions(ctx, x, lambda t: torch.as_strided(t, size, stride, storage_offset))
+    extents, permutation = permuted
+    moved = core.transpose(reshapes.reshape(x, extents), permutation)
+    return reshapes.reshape(moved, list(size))
 
 
 def _scatter_positions(ctx: OpContext, x: Any, src: Any, view: Callable[[torch.Tensor], torch.Tensor]) -> ir.Value:

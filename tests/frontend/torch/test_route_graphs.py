@@ -5,6 +5,7 @@ op for op as the same module exported to ONNX (benchmarks/route_graphs.py)."""
 
 from __future__ import annotations
 
+import collections
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tilecraft.dialects import graph
 from torch_testing import assert_close, check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+import public_suite  # noqa: E402
 import route_graphs  # noqa: E402
 
 
@@ -113,3 +115,35 @@ def test_vit_style_linear_reaches_the_onnx_graph():
     torch.manual_seed(0)
     routes = route_graphs.route_graphs(Block().eval(), (torch.randn(17, 1, 32),))
     assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("block", routes)
+
+
+def test_convnext_reaches_the_onnx_graph():
+    """The suite's ConvNeXt (small sizes): permute -> LayerNorm -> permute over channels,
+    Linears on channels-last maps, and a head whose ``mean(keepdim)`` of a channels-last map
+    core ATen reads back through ``as_strided`` (imported as a reshape, not a gather:
+    ops/views.py). Both routes give the same ops on the same shapes, in the same order."""
+    module, inputs = public_suite.build("convnext", tiny=True)
+    routes = route_graphs.route_graphs(module, inputs)
+    assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("convnext", routes)
+
+
+def test_encoder_reaches_the_onnx_ops():
+    """The suite's pre-norm encoder (small sizes) with ``scaled_dot_product_attention``: core
+    ATen's decomposition of SDPA and the ONNX exporter's MatMul/Softmax/MatMul reach the same
+    ops on the same shapes, the fused attention kernel among them (the two imports place one
+    head transpose differently, so the ops are compared as multisets)."""
+    module, inputs = public_suite.build("encoder_512", tiny=True)
+    routes = route_graphs.route_graphs(module, inputs)
+    onnx_ops, torch_ops = collections.Counter(routes["onnx"]), collections.Counter(routes["torch"])
+    assert onnx_ops == torch_ops, route_graphs.report("encoder_512", routes)
+    assert any(op.name == "func.call" and "x16x8xf32" in op.results for op in routes["torch"]), \
+        "the attention is one fused kernel call"
+
+
+def test_swin_reaches_the_onnx_graph():
+    """The suite's Swin (small sizes): the shifted windows' ``torch.roll``, which core ATen
+    writes as an ``index_select`` by a computed index, is slices and a concat as the ONNX
+    exporter writes it (ops/shape.py), so both routes give the same ops in the same order."""
+    module, inputs = public_suite.build("swin", tiny=True)
+    routes = route_graphs.route_graphs(module, inputs)
+    assert route_graphs.differences(routes["onnx"], routes["torch"]) == [], route_graphs.report("swin", routes)
