@@ -195,6 +195,7 @@ def cache_key(model_digest: str, options: CompileOptions, shape_dict: Any = None
         "offload": list(options.offload),
         "runtime_checks": options.runtime_checks,
         "fast_math": options.fast_math,
+        "kernel_calls": options.kernel_calls,
         "checked": options.checked,
         "precision": options.precision,
         "settings": {k: v for k, v in sorted(os.environ.items())
