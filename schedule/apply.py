@@ -188,8 +188,7 @@ def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule
                 apply_schedule_ops(module, list(plan.fallback))
             continue
         apply_or_warn(module, transform_module, plan.sequence_name)
-    if not keep_kernels:
-        inline_outlined(module)
+    inline_outlined(module, keep_repeated=keep_kernels)
     apply_backend_schedules(module)
     apply_or_warn(module, transform_module, "cleanup")
     remove_tags(module)

@@ -5,7 +5,7 @@ so most of its ops and fusion groups are copies of a few, with other weights. Th
 interpreter rescheduled every copy: ResNet-50's 65 sequences held 22 distinct ones, and the
 schedule stage took a third of its compile (docs/performance.md, "Compile time").
 
-How, all at the function level and undone before the pass ends:
+How, all at the function level (undone before the pass ends unless ``keep-kernels``):
 
 1. **Outline** the ops of each plan (an op, its fused init fill, a fusion group's producers
    and the reshapes between them) into a private ``func.func``: the values they read from
@@ -20,6 +20,11 @@ How, all at the function level and undone before the pass ends:
    the first's sequence is applied.
 3. **Inline** every call after the sequences ran: a copy of the scheduled body replaces each
    call, so later stages see the IR they saw before, each copy reading its own weights.
+   With ``keep-kernels`` (``CompileOptions.kernel_calls``, the default) the kernels called
+   more than once stay functions instead, so bufferization, the lowering to LLVM and LLVM's
+   code generator handle each once (call_destinations.py, blocked_constants.py and
+   entry_loops.py in pipelines/ know them); their scratch empties (a fused producer's init)
+   are then made inside the body, as an argument a forall thread's tile of one was copied.
 
 A plan whose ops cannot be outlined (not all in one function body, or a value of theirs used
 between them by an op outside the plan) stays in place and is scheduled as before.
@@ -294,9 +299,11 @@ def outline_repeated(module: ir.Operation, plans: list[OpSchedule | GroupSchedul
     return kept
 
 
-def inline_outlined(module: ir.Operation) -> None:
+def inline_outlined(module: ir.Operation, *, keep_repeated: bool = False) -> None:
     """Replace every call of an outlined function by a copy of its (scheduled) body and
-    erase the functions."""
+    erase the functions. ``keep_repeated``: the functions called more than once stay (the
+    ``keep-kernels`` build); a kernel the model runs once gains nothing from being a
+    function, and LLVM's inlining of it back cost DenseNet's JIT 0.8 CPU s."""
     module_body = module.regions[0].blocks[0]
     functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                  for op in module_body.operations
@@ -306,6 +313,13 @@ def inline_outlined(module: ir.Operation) -> None:
         return
     calls = ops_where(module, lambda op: op.name == "func.call"
                       and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in functions)
+    if keep_repeated:
+        count: dict[str, int] = {}
+        for call in calls:
+            callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+            count[callee] = count.get(callee, 0) + 1
+        functions = {name: function for name, function in functions.items() if count.get(name, 0) < 2}
+        calls = [call for call in calls if ir.FlatSymbolRefAttr(call.attributes["callee"]).value in functions]
     for call in calls:
         function = functions[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
         copy = function.clone(ip=ir.InsertionPoint(module_body))
