@@ -38,13 +38,12 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import func
 
-from ..pipelines.ir_queries import KERNEL_FUNCTION_PREFIX, WEIGHT_ARGUMENT, defining_op, ops_where
+from ..pipelines.ir_queries import KERNEL_FUNCTION_PREFIX, RESHAPE_OPS, WEIGHT_ARGUMENT, defining_op, ops_where
 from .op_schedule import TAG, GroupSchedule, OpSchedule
 
 OUTLINED_PREFIX = KERNEL_FUNCTION_PREFIX
 _TAG_NUMBER = re.compile(re.escape(TAG) + r"\"? = (\d+)")
 _GROUP_NUMBER = re.compile(r"tilecraft\.group = (\d+)")
-_RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
 
 
 def plan_tags(plan: OpSchedule | GroupSchedule) -> list[int]:
@@ -167,7 +166,7 @@ def _written_into_result(value: ir.Value, outline: _Outline) -> bool:
         return True
     for use in value.uses:
         reader = getattr(use.owner, "operation", use.owner)
-        if reader.name in _RESHAPES:
+        if reader.name in RESHAPE_OPS:
             if _written_into_result(reader.results[0], outline):
                 return True
             continue

@@ -186,6 +186,7 @@ def test_kernel_calls_lower_each_distinct_kernel_once(monkeypatch):
     assert len(llvm_calls) == len(called)  # one call per copy, one definition per kernel
     assert not _kernel_functions(inlined.ir("llvm"), "llvm.func")
     assert OUTLINED_PREFIX not in inlined.ir("schedule")
+    assert calls.kernel_count == inlined.kernel_count  # a kernel counts once per call
 
 
 def test_kernel_calls_pass_buffers_without_copies(monkeypatch):
