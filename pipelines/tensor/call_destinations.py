@@ -23,9 +23,10 @@ extracts it on entry and inserts its result on return:
 
 so bufferization writes the kernel's output in place into the larger buffer, as it did
 when the kernel's body was inlined. Calls with the same kernel, slice and larger type share
-one specialized copy (a network's repeated blocks pad alike); a kernel left with no call of
-its own is erased. Only static slices with unit
-strides qualify, and only when the slice feeds nothing but the call and the call's result
+one specialized copy (a network's repeated blocks pad alike). A slice only one call writes
+(DenseNet's concat offsets differ layer by layer) gets no copy: that call is inlined, as it
+was before kernels were kept. A kernel left with no call of its own is erased. Only static
+slices with unit strides qualify, and only when the slice feeds nothing but the call and the call's result
 nothing but the insert, so the rewrite keeps every value as it was.
 """
 
@@ -35,7 +36,7 @@ from typing import Mapping
 
 from mlir import ir
 
-from ..ir_queries import defining_op, ops_where
+from ..ir_queries import KERNEL_FUNCTION_PREFIX, defining_op, ops_where
 from ..passes import register_pass
 
 CALL_DESTINATIONS = "tilecraft-call-destinations"
@@ -109,6 +110,29 @@ def _specialize(function: ir.Operation, name: str, index: int, number: int,
     return copy
 
 
+def _key(call: ir.Operation, pair: tuple[int, int, ir.Operation, ir.Operation]) -> tuple:
+    """Which specialized copy serves ``pair`` of ``call``: kernel, argument, result, slice."""
+    index, number, extract, _insert = pair
+    return (ir.FlatSymbolRefAttr(call.attributes["callee"]).value, index, number,
+            str(extract.operands[0].type),
+            *(str(extract.attributes[n]) for n in ("static_offsets", "static_sizes", "static_strides")))
+
+
+def _inline(call: ir.Operation, function: ir.Operation) -> None:
+    """Replace ``call`` by a copy of ``function``'s body."""
+    copy = function.clone(ip=ir.InsertionPoint(function))
+    body = copy.regions[0].blocks[0]
+    for argument, value in zip(body.arguments, call.operands):
+        argument.replace_all_uses_with(value)
+    operations = list(body.operations)
+    for op in operations[:-1]:
+        op.operation.move_before(call)
+    for result, value in zip(call.results, operations[-1].operands):
+        result.replace_all_uses_with(value)
+    call.erase()
+    copy.erase()
+
+
 def call_destinations(module: ir.Operation) -> int:
     """Rewrite every qualifying call in ``module`` (module docstring); returns how many."""
     module_body = module.regions[0].blocks[0]
@@ -118,34 +142,52 @@ def call_destinations(module: ir.Operation) -> int:
         if (op.name == "func.func" and op.regions[0].blocks and "sym_visibility" in op.attributes
                 and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
             functions[ir.StringAttr(op.attributes["sym_name"]).value] = op
-    specialized: dict[tuple, str] = {}
-    rewritten = 0
     calls = ops_where(module, lambda op: op.name == "func.call"
                       and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in functions)
+    # A slice only one call writes (DenseNet's concat offsets: each layer its own) would get
+    # a copy of the kernel for that call alone, no cheaper to lower than the call inlined,
+    # and LLVM inlined it back at a cost: such a call is inlined here instead.
+    first_keys = {}
     for call in calls:
+        pair = _destination_pair(call)
+        if pair is not None:
+            first_keys[call] = _key(call, pair)
+    uses: dict[tuple, int] = {}
+    for key in first_keys.values():
+        uses[key] = uses.get(key, 0) + 1
+    specialized: dict[tuple, str] = {}
+    rewritten = 0
+    kept = []
+    for call in calls:
+        callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        if call in first_keys and uses[first_keys[call]] == 1:
+            _inline(call, functions[callee])
+            rewritten += 1
+            continue
+        kept.append(call)
         while (pair := _destination_pair(call)) is not None:
             index, number, extract, insert = pair
-            callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-            larger = extract.operands[0].type
-            key = (callee, index, number, str(larger), *(str(extract.attributes[n]) for n in (
-                "static_offsets", "static_sizes", "static_strides")))
+            key = _key(call, pair)
             name = specialized.get(key)
             if name is None:
+                callee = key[0]
                 name = f"{callee}{SPECIALIZED_SUFFIX}{len(specialized)}"
                 functions[name] = _specialize(functions[callee], name, index, number,
-                                              extract, insert, larger)
+                                              extract, insert, extract.operands[0].type)
                 specialized[key] = name
             call.operands[index] = extract.operands[0]
-            call.results[number].set_type(larger)
+            call.results[number].set_type(extract.operands[0].type)
             insert.results[0].replace_all_uses_with(call.results[number])
             call.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
             insert.erase()
             extract.erase()
             rewritten += 1
-    # A kernel all of whose calls now go to its copies is not lowered and compiled for nothing.
-    still_called = {ir.FlatSymbolRefAttr(call.attributes["callee"]).value for call in calls}
-    for callee in {key[0] for key in specialized} - still_called:
-        functions[callee].erase()
+    # A kernel all of whose calls now go to its copies, or were inlined, is not lowered and
+    # compiled for nothing.
+    still_called = {ir.FlatSymbolRefAttr(call.attributes["callee"]).value for call in kept}
+    for callee in set(functions) - still_called:
+        if callee.startswith(KERNEL_FUNCTION_PREFIX):
+            functions[callee].erase()
     return rewritten
 
 

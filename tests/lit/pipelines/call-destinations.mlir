@@ -3,8 +3,8 @@
 // back at the same place, takes the larger tensor; a copy of the kernel extracts and inserts
 // the slice. Bufferized across function boundaries, the kernel then writes in place into the
 // padded buffer, through a call with memref arguments, with no copy in or out. Two calls with
-// the same kernel and slice share the copy; a call whose result is read elsewhere too is left
-// alone.
+// the same kernel and slice share the copy; a slice only one call writes is inlined instead;
+// a call whose result is read elsewhere too is left alone.
 // RUN: tilecraft-opt %s --tilecraft-call-destinations | FileCheck %s
 // RUN: tilecraft-opt %s --pass-pipeline='builtin.module(tilecraft-call-destinations,one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},cse,canonicalize,drop-equivalent-buffer-results)' | FileCheck %s --check-prefix=BUF
 
@@ -79,4 +79,19 @@ func.func @result_read_twice(%x: tensor<1x4x4x8xf32>) -> (tensor<1x6x6x8xf32>, t
   %r = call @relu(%x, %s) : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
   %p = tensor.insert_slice %r into %d[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
   return %p, %r : tensor<1x6x6x8xf32>, tensor<1x4x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @written_once
+// CHECK-NOT: call
+// CHECK: %[[S:.*]] = tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 4, 4, 8]
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} outs(%[[S]]
+// CHECK: tensor.insert_slice %[[R]]
+func.func @written_once(%x: tensor<1x4x4x8xf32>) -> tensor<1x6x6x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x6x6x8xf32>
+  %d = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+  %s = tensor.extract_slice %d[0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x6x6x8xf32> to tensor<1x4x4x8xf32>
+  %r = call @relu(%x, %s) : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %p = tensor.insert_slice %r into %d[0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
+  return %p : tensor<1x6x6x8xf32>
 }
