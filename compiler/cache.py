@@ -163,7 +163,7 @@ def _file_digest(path: "str | os.PathLike[str]") -> str:
 # specialization compiles later, keyed anew), and what cacheable() refuses (packages,
 # profiles). A new field must go in one of the two (tests/test_compile_cache.py checks).
 KEYED_OPTIONS = ("target", "shape_dict", "entry", "pipeline", "opt_level", "keep_ir", "tuning_records",
-                 "offload", "runtime_checks", "fast_math", "checked", "precision")
+                 "offload", "runtime_checks", "fast_math", "checked", "precision", "kernel_calls")
 # calibration and max_error change no code of their own: a reduced-precision compile
 # (compiler/precision.py) compiles the quantized model (keyed by its bytes) or the bf16
 # pipeline (keyed by its passes) with precision="f32".
@@ -195,6 +195,7 @@ def cache_key(model_digest: str, options: CompileOptions, shape_dict: Any = None
         "offload": list(options.offload),
         "runtime_checks": options.runtime_checks,
         "fast_math": options.fast_math,
+        "kernel_calls": options.kernel_calls,
         "checked": options.checked,
         "precision": options.precision,
         "settings": {k: v for k, v in sorted(os.environ.items())

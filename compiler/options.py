@@ -66,6 +66,12 @@ class CompileOptions:
       fast_math: replace f32 ``tanh``, ``exp``, ``erf``, sigmoid and GELU by polynomial /
         rational approximations (``tilecraft-fast-math``, pipelines/vector/fast_math.py; their
         maximum errors are listed there and in docs/performance.md). Default ``False``.
+      kernel_calls: each distinct kernel (schedule/repeated_kernels.py: a network's repeated
+        blocks make the same ones) stays a function the entry calls, so bufferization, the
+        lowering to LLVM and LLVM's code generator handle it once, not once per copy
+        (docs/performance.md, "Each distinct kernel lowered once"). ``False``: every call is
+        inlined after the schedule, as before. Same outputs bit for bit; default CPU pipeline
+        only. Default ``True``.
       checked: a checked build: MLIR's run-time verification of every memref access
         (indices in bounds, views inside their buffers, casts, alignment) on top of the
         run-time checks; a violation raises ``RuntimeVerificationError`` naming the op and
@@ -107,6 +113,7 @@ class CompileOptions:
     runtime_checks: bool = True
     specialize_shapes: int = 4
     fast_math: bool = False
+    kernel_calls: bool = True
     checked: bool = field(default_factory=lambda: os.environ.get("TILECRAFT_CHECKED", "") not in ("", "0"))
     cache: bool | None = None
     verbose: bool = True
@@ -137,6 +144,8 @@ class CompileOptions:
             raise OptionError(f"entry must be a function name, got {type(self.entry).__name__}")
         if not isinstance(self.runtime_checks, bool):
             raise OptionError(f"runtime_checks must be True or False, got {self.runtime_checks!r}")
+        if not isinstance(self.kernel_calls, bool):
+            raise OptionError(f"kernel_calls must be True or False, got {self.kernel_calls!r}")
         if not isinstance(self.checked, bool):
             raise OptionError(f"checked must be True or False, got {self.checked!r}")
         if isinstance(self.specialize_shapes, bool) or not isinstance(self.specialize_shapes, int) \

@@ -27,7 +27,8 @@ from .target import Target
 
 
 def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
-                 offload: Sequence[str] = (), runtime_checks: bool = True, checked: bool = False) -> Pipeline:
+                 offload: Sequence[str] = (), runtime_checks: bool = True, checked: bool = False,
+                 kernel_calls: bool = True) -> Pipeline:
     """The default CPU pipeline for ``target`` as an editable :class:`Pipeline`.
 
     ``opt_level`` >= 1 adds the ``graph`` stage (graph-level passes, see
@@ -39,6 +40,9 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     allocations (pipelines/tensor/runtime_checks.py; docs/robustness.md measures their cost).
     ``checked=True`` adds MLIR's run-time verification of every memref access
     (pipelines/vector/runtime_verification.py): a checked build.
+    ``kernel_calls=False`` inlines the schedule's outlined kernels back into the entry
+    (``keep-kernels=0``); by default each distinct kernel stays one function through
+    bufferization and LLVM (schedule/repeated_kernels.py).
     """
     graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
@@ -63,7 +67,8 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
             Stage("schedule",
                   (f"tilecraft-schedule{{vector-bits={target.vector_bits} num-threads={threads} "
                    + " ".join(f"{k}={v}" for k, v in target.caches.options().items())
-                   + f"{' fuse-groups=1' if opt_level >= 3 else ''}}}",
+                   + f"{' fuse-groups=1' if opt_level >= 3 else ''}"
+                   + f" keep-kernels={int(kernel_calls)}}}",
                    "canonicalize", "cse", "tilecraft-block-constant-reads"),
                   "default schedule: thread tiles, register tiles, vectorization; constant "
                   "operands read in vector-wide blocks stored block-major"),

@@ -17,6 +17,15 @@ from mlir.dialects import linalg, tensor
 RESHAPE_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape"})
 
 
+# The names of the kernel functions the schedule outlines (schedule/repeated_kernels.py) and,
+# with ``keep-kernels``, leaves for the entry to call.
+KERNEL_FUNCTION_PREFIX = "__tilecraft_kernel_"
+
+# The argument attribute of a kernel function (schedule/repeated_kernels.py) whose every call
+# passes a weight (a constant tensor): passes that treat constants specially read it.
+WEIGHT_ARGUMENT = "tilecraft.weight"
+
+
 def defined_functions(module: ir.Operation) -> list[ir.Operation]:
     """The ``func.func`` ops of ``module``'s body that have a body (not declarations)."""
     return [op.operation for op in module.regions[0].blocks[0].operations

@@ -31,6 +31,7 @@ from .tensor.runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .vector.runtime_verification import GENERATE_VERIFICATION, ROUTE_VERIFICATION, VERIFY_VECTOR_ACCESSES
 from .pipeline import Stage
 from .buffer.pad_borders import FILL_PAD_BORDERS
+from .tensor.call_destinations import CALL_DESTINATIONS
 from .tensor.concat_destinations import CONCATS_AS_DESTINATIONS
 from .tensor.pad_destinations import PADS_AS_DESTINATIONS
 from .buffer.prefetch_blocks import PREFETCH_NEXT_BLOCKS
@@ -173,13 +174,19 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               # into, concats one insert per part (eliminate-empty-tensors); cse then merges
               # the subviews bufferization made of one slice, so that canonicalize drops the
               # copies onto themselves.
+              # Kernels kept as functions (tilecraft-schedule's keep-kernels): a call that
+              # writes a slice of a pad or concat takes the whole tensor (call_destinations.py),
+              # and a kernel's result that is its destination argument (after canonicalize
+              # folds the loops that carry it) is dropped, so nothing is copied across calls.
               (PADS_AS_DESTINATIONS, CONCATS_AS_DESTINATIONS, "eliminate-empty-tensors",
+               CALL_DESTINATIONS,
                "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                "function-boundary-type-conversion=identity-layout-map}",
-               "cse", "canonicalize", "buffer-deallocation-pipeline",
+               "cse", "canonicalize", "drop-equivalent-buffer-results", "buffer-deallocation-pipeline",
                "convert-bufferization-to-memref"),
-              "pads and concats as their parts' destination; tensors to buffers; results returned as "
-              "fresh allocations the caller frees"),
+              "pads and concats as their parts' destination (through kernel calls too); tensors to "
+              "buffers, kernels' destinations passed as arguments; results returned as fresh "
+              "allocations the caller frees"),
         Stage("loops",
               # Bool buffers become byte buffers once nothing but loads and stores
               # touches them, and before async lowering outlines parallel bodies.

@@ -167,15 +167,19 @@ def apply_or_warn(module: ir.Operation, transform_module: ir.Module, name: str) 
     return True
 
 
-def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule"]) -> str:
+def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule"], *,
+                   keep_kernels: bool = False) -> str:
     """Apply ``plans`` (op by op or group by group, then ``@cleanup``) to tagged ``module``;
-    returns the script. A group whose sequence fails falls back to its ops' own plans."""
+    returns the script. A group whose sequence fails falls back to its ops' own plans.
+    ``keep_kernels``: the outlined kernels stay functions called from the entry
+    (schedule/repeated_kernels.py), so later stages lower each distinct kernel once."""
     script = render_script(plans)
     with module.context:
         transform_module = ir.Module.parse(script)
     # Each sequence's text without its name (which holds the tag): copies compare equal.
     texts = {ir.StringAttr(op.attributes["sym_name"]).value: str(op) for op in transform_module.body.operations}
-    plans = outline_repeated(module, plans, {name: text[text.index("("):] for name, text in texts.items()})
+    plans = outline_repeated(module, plans, {name: text[text.index("("):] for name, text in texts.items()},
+                             keep_kernels=keep_kernels)
     for plan in plans:
         if isinstance(plan, GroupSchedule) and plan.fallback:
             # No warning: the fallback is the per-op schedule, correct but one loop nest
@@ -184,7 +188,7 @@ def apply_schedule(module: ir.Operation, plans: list["OpSchedule | GroupSchedule
                 apply_schedule_ops(module, list(plan.fallback))
             continue
         apply_or_warn(module, transform_module, plan.sequence_name)
-    inline_outlined(module)
+    inline_outlined(module, keep_repeated=keep_kernels)
     apply_backend_schedules(module)
     apply_or_warn(module, transform_module, "cleanup")
     remove_tags(module)
@@ -239,6 +243,8 @@ def apply_schedule_ops(module: ir.Operation, plans: list[OpSchedule]) -> None:
         "features": "with tuning-records: the target's -mattr features (default none)",
         "fuse-groups": "1: each fusion group (TVM FuseOps rules) becomes one loop nest "
                        "(default 0: one loop nest per op)",
+        "keep-kernels": "1: each distinct outlined kernel stays a private function the entry "
+                        "calls, lowered once by the later stages (default 0: calls inlined)",
         "l1d": "L1 data cache per core, e.g. 48K (default 32K)",
         "l2": "L2 cache per core (default 256K)",
         "l3": "shared L3 cache (default 8M)",
@@ -259,7 +265,7 @@ def default_schedule_pass(module: ir.Operation, options: Mapping[str, str]) -> N
         fuse_groups=bool_option("fuse-groups", options.get("fuse-groups", "0")),
         caches=CacheHierarchy().with_sizes(options, what="option of tilecraft-schedule"),
     )
-    apply_schedule(module, plans)
+    apply_schedule(module, plans, keep_kernels=bool_option("keep-kernels", options.get("keep-kernels", "0")))
 
 
 def reproducer(task: Task, config: Mapping[str, int] | None, target: "str | Target" = "llvm") -> str:

@@ -43,7 +43,7 @@ from typing import Mapping
 from mlir import ir
 
 from ..pipelines.graph.fusion import ANCHORS, classify, private_inits, tagged_groups
-from ..pipelines.ir_queries import RESHAPE_OPS, defined_functions, defining_op, users
+from ..pipelines.ir_queries import KERNEL_FUNCTION_PREFIX, RESHAPE_OPS, defined_functions, defining_op, users
 from ..pipelines.loop_nest import LoopNest, is_structured
 from ..pipelines.target import CacheHierarchy
 from .conv_kernels import epilogue_register_tiles
@@ -447,13 +447,22 @@ _KERNEL_OPS = frozenset({"scf.forall", "scf.for", "scf.parallel", "tensor.pad", 
 
 def count_kernels(module: ir.Operation) -> int:
     """How many kernels the scheduled ``module`` runs: top-level loop nests and copies of its
-    functions (what ``tilecraft run --profile`` times one by one)."""
-    count = 0
+    functions (what ``tilecraft run --profile`` times one by one). A kernel function the
+    entry calls (schedule/repeated_kernels.py, ``keep-kernels``) counts once per call."""
+    own: dict[str, int] = {}
+    calls: dict[str, list[str]] = {}
     for func in defined_functions(module):
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        own[name], calls[name] = 0, []
         for op in func.regions[0].blocks[0].operations:
             op = op.operation
             if op.name == "tensor.pad" and defining_op(op.operands[0]) is not None:
                 continue  # its source's producer writes into it (pipelines/tensor/pad_destinations.py)
-            if op.name in _KERNEL_OPS or is_structured(op):
-                count += 1
-    return count
+            if op.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                if callee.startswith(KERNEL_FUNCTION_PREFIX):
+                    calls[name].append(callee)
+            elif op.name in _KERNEL_OPS or is_structured(op):
+                own[name] += 1
+    return sum(own[name] + sum(own.get(callee, 0) for callee in calls[name])
+               for name in own if not name.startswith(KERNEL_FUNCTION_PREFIX))

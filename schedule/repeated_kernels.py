@@ -5,7 +5,7 @@ so most of its ops and fusion groups are copies of a few, with other weights. Th
 interpreter rescheduled every copy: ResNet-50's 65 sequences held 22 distinct ones, and the
 schedule stage took a third of its compile (docs/performance.md, "Compile time").
 
-How, all at the function level and undone before the pass ends:
+How, all at the function level (undone before the pass ends unless ``keep-kernels``):
 
 1. **Outline** the ops of each plan (an op, its fused init fill, a fusion group's producers
    and the reshapes between them) into a private ``func.func``: the values they read from
@@ -20,6 +20,11 @@ How, all at the function level and undone before the pass ends:
    the first's sequence is applied.
 3. **Inline** every call after the sequences ran: a copy of the scheduled body replaces each
    call, so later stages see the IR they saw before, each copy reading its own weights.
+   With ``keep-kernels`` (``CompileOptions.kernel_calls``, the default) the kernels called
+   more than once stay functions instead, so bufferization, the lowering to LLVM and LLVM's
+   code generator handle each once (call_destinations.py, blocked_constants.py and
+   entry_loops.py in pipelines/ know them); their scratch empties (a fused producer's init)
+   are then made inside the body, as an argument a forall thread's tile of one was copied.
 
 A plan whose ops cannot be outlined (not all in one function body, or a value of theirs used
 between them by an op outside the plan) stays in place and is scheduled as before.
@@ -33,10 +38,10 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import func
 
-from ..pipelines.ir_queries import defining_op, ops_where
+from ..pipelines.ir_queries import KERNEL_FUNCTION_PREFIX, RESHAPE_OPS, WEIGHT_ARGUMENT, defining_op, ops_where
 from .op_schedule import TAG, GroupSchedule, OpSchedule
 
-OUTLINED_PREFIX = "__tilecraft_kernel_"
+OUTLINED_PREFIX = KERNEL_FUNCTION_PREFIX
 _TAG_NUMBER = re.compile(re.escape(TAG) + r"\"? = (\d+)")
 _GROUP_NUMBER = re.compile(r"tilecraft\.group = (\d+)")
 
@@ -143,11 +148,68 @@ def _closure(tagged: list[ir.Operation]) -> _Outline | None:
     return outline
 
 
-def _outline(outline: _Outline, name: str, module_body: ir.Block) -> tuple[ir.Operation, ir.Operation]:
+def _feeds_result(user: ir.Operation, operand_number: int, outline: _Outline) -> bool:
+    """Whether the value ``user`` writes through its operand ``operand_number`` (a
+    destination) reaches one of ``outline``'s results: a linalg op's init, followed through
+    reshapes and the linalg ops that take it as their init (those that only read it end the
+    chain). Any other op counts as reaching one."""
+    if not _destination_passing(user):
+        return True
+    first = len(user.operands) - len(user.results)  # the inits, one per result, come last
+    if operand_number < first:
+        return True
+    return _written_into_result(user.results[operand_number - first], outline)
+
+
+def _written_into_result(value: ir.Value, outline: _Outline) -> bool:
+    if value in outline.results:
+        return True
+    for use in value.uses:
+        reader = getattr(use.owner, "operation", use.owner)
+        if reader.name in RESHAPE_OPS:
+            if _written_into_result(reader.results[0], outline):
+                return True
+            continue
+        if not _destination_passing(reader):
+            return True
+        if use.operand_number >= len(reader.operands) - len(reader.results) \
+                and _feeds_result(reader, use.operand_number, outline):
+            return True
+    return False
+
+
+def _destination_passing(op: ir.Operation) -> bool:
+    """A linalg op on tensors: its operands are its inputs, then one init per result."""
+    return op.name.startswith("linalg.") and len(op.results) > 0 and len(op.regions) == 1
+
+
+def _scratch_uses(value: ir.Value, outline: _Outline) -> list[tuple[ir.Operation, int]]:
+    """The uses of ``value``, a static ``tensor.empty``, as the destination of an
+    intermediate only (one no result of ``outline`` is written into): the body gets its own
+    empty for those. Why: as an argument, a kernel's scratch tile was a slice of a buffer
+    shared across the ``scf.forall`` threads, and bufferization copied it per thread."""
+    op = defining_op(value)
+    if op is None or op.name != "tensor.empty" or not ir.RankedTensorType(value.type).has_static_shape:
+        return []
+    members = set(outline.ops)
+    uses = [(getattr(use.owner, "operation", use.owner), use.operand_number) for use in value.uses]
+    return [(user, number) for user, number in uses
+            if user in members and not _feeds_result(user, number, outline)]
+
+
+def _outline(outline: _Outline, name: str, module_body: ir.Block,
+             local_scratch: bool = False) -> tuple[ir.Operation, ir.Operation]:
     """Move ``outline``'s ops into a new private function ``name``; a call replaces them.
-    Returns (the function, the call)."""
+    With ``local_scratch`` (the kernel stays a function), an empty that only intermediates
+    are written into is made inside the body. Returns (the function, the call)."""
     last = outline.ops[-1]
     cloned = [value for value in outline.arguments if _cloned_inside(defining_op(value))]
+    scratch = {value: uses for value in outline.arguments
+               if local_scratch and (uses := _scratch_uses(value, outline))}
+    members = set(outline.ops)
+    cloned += [value for value, uses in scratch.items()
+               if len(uses) == sum(1 for use in value.uses
+                                   if getattr(use.owner, "operation", use.owner) in members)]
     passed = [value for value in outline.arguments if value not in cloned]
     with last.location:
         function_type = ir.FunctionType.get([v.type for v in passed], [v.type for v in outline.results])
@@ -168,10 +230,23 @@ def _outline(outline: _Outline, name: str, module_body: ir.Block) -> tuple[ir.Op
                 user.operands[use.operand_number] = replacement
     for op in outline.ops:
         op.move_before(terminator)
+    weights = [isinstance(v.type, ir.RankedTensorType) and (op := defining_op(v)) is not None
+               and op.name == "arith.constant" for v in passed]
+    if any(weights):
+        # Later passes that treat weights specially (blocked_constants.py, prefetch_blocks.py)
+        # recognise these arguments by this mark.
+        function.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [ir.DictAttr.get({WEIGHT_ARGUMENT: ir.UnitAttr.get()} if weight else {}) for weight in weights])
     local: dict[ir.Value, ir.Value] = dict(zip(passed, body.arguments))
     for value in cloned:
         copy = defining_op(value).clone(ip=ir.InsertionPoint.at_block_begin(body))
         local[value] = copy.results[0]
+    for value, uses in scratch.items():
+        if value in local:
+            continue
+        copy = defining_op(value).clone(ip=ir.InsertionPoint.at_block_begin(body))
+        for user, number in uses:
+            user.operands[number] = copy.results[0]
     for value, replacement in local.items():
         for use in list(value.uses):
             user = getattr(use.owner, "operation", use.owner)
@@ -190,7 +265,8 @@ def _normalized(text: str, tags: list[int]) -> str:
 
 
 def outline_repeated(module: ir.Operation, plans: list[OpSchedule | GroupSchedule],
-                     sequence_text: dict[str, str]) -> list[OpSchedule | GroupSchedule]:
+                     sequence_text: dict[str, str], *,
+                     keep_kernels: bool = False) -> list[OpSchedule | GroupSchedule]:
     """Outline each plan's ops and merge identical copies; returns the plans whose sequences
     must run (one per distinct copy, and every plan that stayed in place). Undo with
     :func:`inline_outlined` after the sequences ran."""
@@ -208,7 +284,7 @@ def outline_repeated(module: ir.Operation, plans: list[OpSchedule | GroupSchedul
             kept.append(plan)
             continue
         name = f"{OUTLINED_PREFIX}{number}"
-        function, call = _outline(outline, name, module_body)
+        function, call = _outline(outline, name, module_body, local_scratch=keep_kernels)
         # The whole function (its arguments too: a region prints without its entry block's
         # header), under one name.
         body_text = str(function).replace(f"@{name}(", "@kernel(", 1)
@@ -222,9 +298,11 @@ def outline_repeated(module: ir.Operation, plans: list[OpSchedule | GroupSchedul
     return kept
 
 
-def inline_outlined(module: ir.Operation) -> None:
+def inline_outlined(module: ir.Operation, *, keep_repeated: bool = False) -> None:
     """Replace every call of an outlined function by a copy of its (scheduled) body and
-    erase the functions."""
+    erase the functions. ``keep_repeated``: the functions called more than once stay (the
+    ``keep-kernels`` build); a kernel the model runs once gains nothing from being a
+    function, and LLVM's inlining of it back cost DenseNet's JIT 0.8 CPU s."""
     module_body = module.regions[0].blocks[0]
     functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                  for op in module_body.operations
@@ -234,6 +312,13 @@ def inline_outlined(module: ir.Operation) -> None:
         return
     calls = ops_where(module, lambda op: op.name == "func.call"
                       and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in functions)
+    if keep_repeated:
+        count: dict[str, int] = {}
+        for call in calls:
+            callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+            count[callee] = count.get(callee, 0) + 1
+        functions = {name: function for name, function in functions.items() if count.get(name, 0) < 2}
+        calls = [call for call in calls if ir.FlatSymbolRefAttr(call.attributes["callee"]).value in functions]
     for call in calls:
         function = functions[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
         copy = function.clone(ip=ir.InsertionPoint(module_body))

@@ -33,7 +33,8 @@ a chain of four 768 -> 3072 -> 768 FFN layers: 1.06x; docs/performance.md, round
 56x56 convolutions' tasks, which cycle through every filter block per pixel tile, get the
 same: a prefetching copy of the first pixel tile's cycle.
 
-Which reads: ``vector.transfer_read`` of a ``memref.get_global`` constant of rank >= 3 whose
+Which reads: ``vector.transfer_read`` of a ``memref.get_global`` constant (or a kernel's
+weight argument, schedule/repeated_kernels.py) of rank >= 3 whose
 leading dim (the blocks) is > 1, with a minor-identity map over whole rows of the last dim
 (index 0, vector width = the dim; a vector that also spans the block dim, as a matmul
 register tile over three panels does, reads that row of each block it spans, and the
@@ -51,7 +52,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ..ir_queries import defined_functions, defining_op, ops_where
+from ..ir_queries import WEIGHT_ARGUMENT, defined_functions, defining_op, ops_where
 from ..loop_nest import element_bits
 from ..passes import register_pass
 
@@ -69,9 +70,22 @@ _LOCALITY = 2
 _BLOCKS_AHEAD = 1
 
 
+def _weight_argument(value: ir.Value) -> bool:
+    """An argument of a kernel function that every call passes a weight in
+    (schedule/repeated_kernels.py marks them): a constant, as ``memref.get_global`` is."""
+    if not isinstance(value, ir.BlockArgument):
+        return False
+    function = value.owner.owner
+    function = getattr(function, "operation", function)
+    if function is None or function.name != "func.func" or "arg_attrs" not in function.attributes:
+        return False
+    attrs = ir.ArrayAttr(function.attributes["arg_attrs"])
+    return value.arg_number < len(attrs) and WEIGHT_ARGUMENT in ir.DictAttr(attrs[value.arg_number])
+
+
 def _global_constant(value: ir.Value) -> bool:
     op = defining_op(value)
-    if op is None or op.name != "memref.get_global":
+    if (op is None or op.name != "memref.get_global") and not _weight_argument(value):
         return False
     memref_type = ir.MemRefType(value.type)
     return memref_type.rank >= 3 and memref_type.has_static_shape and memref_type.shape[0] > 1

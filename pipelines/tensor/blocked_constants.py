@@ -36,7 +36,7 @@ from mlir.dialects import arith, vector
 
 from ...ir import core
 from ...ir.resources import constant_array
-from ..ir_queries import defined_functions, defining_op, ops_where, users
+from ..ir_queries import WEIGHT_ARGUMENT, defined_functions, defining_op, ops_where, users
 from ..passes import register_pass
 
 # Element types whose constants are blocked.
@@ -106,13 +106,14 @@ def _block_argument_divisor(value: ir.Value, depth: int) -> int:
     return 1
 
 
-def _blockable_reads(constant: ir.Operation) -> tuple[int, list[ir.Operation]] | None:
-    """(block width V, the reads) when every use of ``constant`` is a vector read that a
-    block-major copy serves (see the module docstring); ``None`` otherwise."""
-    tensor_type = ir.RankedTensorType(constant.results[0].type)
+def _blockable_reads(value: ir.Value) -> tuple[int, list[ir.Operation]] | None:
+    """(block width V, the reads) when every use of ``value`` (a constant, or a kernel's
+    weight argument) is a vector read that a block-major copy serves (see the module
+    docstring); ``None`` otherwise."""
+    tensor_type = ir.RankedTensorType(value.type)
     rank = tensor_type.rank
     reads, widths = [], set()
-    for use, read in zip(constant.results[0].uses, users(constant.results[0])):
+    for use, read in zip(value.uses, users(value)):
         if read.name != "vector.transfer_read" or use.operand_number != 0 or len(read.operands) != rank + 2:
             return None  # another op, or a masked read
         vector_type = ir.VectorType(read.results[0].type)
@@ -149,14 +150,23 @@ def _blocked(array: np.ndarray, width: int) -> np.ndarray:
 def block_constant_reads(constant: ir.Operation) -> bool:
     """Give ``constant``'s vector reads a block-major copy to read; False when it does not
     qualify (nothing changed)."""
-    found = _blockable_reads(constant)
+    found = _blockable_reads(constant.results[0])
     if found is None:
         return False
     width, reads = found
     array = constant_array(constant)
-    rank = array.ndim
     with ir.InsertionPoint(constant), constant.location:
         blocked = core.constant(_blocked(array, width), name="blocked")
+    _read_blocks(reads, blocked, width, ir.InsertionPoint(constant), constant.location)
+    constant.erase()
+    return True
+
+
+def _read_blocks(reads: list[ir.Operation], blocked: ir.Value, width: int,
+                 at: ir.InsertionPoint, location: ir.Location) -> None:
+    """Rewrite ``reads`` (of a tensor of rank ``blocked``'s rank - 1) to read ``blocked``."""
+    rank = ir.RankedTensorType(blocked.type).rank - 1
+    with at, location:
         block_width = arith.constant(ir.IndexType.get(), width)
         zero = arith.constant(ir.IndexType.get(), 0)
     for read in reads:
@@ -171,7 +181,40 @@ def block_constant_reads(constant: ir.Operation) -> bool:
                 [True] * vector_type.rank)
         read.results[0].replace_all_uses_with(new)
         read.erase()
-    constant.erase()
+
+
+def block_argument_reads(function: ir.Operation, index: int, calls: list[ir.Operation]) -> bool:
+    """Block-major weights through kernel calls: ``function``'s argument ``index`` (a weight
+    argument, schedule/repeated_kernels.py) becomes the blocked type when its reads qualify
+    and each of ``calls`` (all of the function's calls) passes a constant there, which is
+    replaced by its blocked copy. Why: a kernel kept as a function reads its filter through
+    an argument, and without this the convolutions of a model compiled with kernel calls read
+    their filters row-major (docs/performance.md, "Each distinct kernel lowered once")."""
+    constants = [defining_op(call.operands[index]) for call in calls]
+    if not calls or not all(c is not None and _large_constant(c) for c in constants):
+        return False
+    body = function.regions[0].blocks[0]
+    argument = body.arguments[index]
+    found = _blockable_reads(argument)
+    if found is None:
+        return False
+    width, reads = found
+    copies: dict[ir.Operation, ir.Value] = {}  # a weight two calls pass is blocked once
+    for call, constant in zip(calls, constants):
+        if constant not in copies:
+            with ir.InsertionPoint(constant), constant.location:
+                copies[constant] = core.constant(_blocked(constant_array(constant), width), name="blocked")
+        call.operands[index] = copies[constant]
+    for constant in copies:
+        if not list(constant.results[0].uses):
+            constant.erase()
+    blocked_type = next(iter(copies.values())).type
+    argument.set_type(blocked_type)
+    _read_blocks(reads, argument, width, ir.InsertionPoint.at_block_begin(body), function.location)
+    function_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    inputs = list(function_type.inputs)
+    inputs[index] = blocked_type
+    function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, function_type.results))
     return True
 
 
@@ -194,3 +237,16 @@ def block_constant_reads_pass(module: ir.Operation, options: Mapping[str, str]) 
     for function in defined_functions(module):
         for constant in ops_where(function, _large_constant):
             block_constant_reads(constant)
+    kernels = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in defined_functions(module)
+               if "arg_attrs" in f.attributes}
+    if not kernels:
+        return
+    calls: dict[str, list[ir.Operation]] = {name: [] for name in kernels}
+    for call in ops_where(module, lambda op: op.name == "func.call"):
+        callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        if callee in calls:
+            calls[callee].append(call)
+    for name, function in kernels.items():
+        for index, attrs in enumerate(ir.ArrayAttr(function.attributes["arg_attrs"])):
+            if WEIGHT_ARGUMENT in ir.DictAttr(attrs):
+                block_argument_reads(function, index, calls[name])

@@ -48,7 +48,8 @@ class CpuTarget(TargetPlugin):
 
     def pipeline(self, options: CompileOptions) -> Pipeline:
         return cpu_pipeline(options.target, opt_level=options.opt_level, offload=options.offload,
-                            runtime_checks=options.runtime_checks, checked=options.checked)
+                            runtime_checks=options.runtime_checks, checked=options.checked,
+                            kernel_calls=options.kernel_calls)
 
     def jit(self, module: ir.Module, signature: EntrySignature, pipeline: Pipeline, target: Target,
             **settings: Any) -> CompiledModule:

@@ -1,0 +1,200 @@
+"""A kernel call whose destination is a slice of a larger tensor takes the larger tensor:
+``tilecraft-call-destinations``.
+
+Why: with ``keep-kernels`` (schedule/repeated_kernels.py) each distinct kernel stays a
+private function that the entry calls, and its output buffer is an argument (the
+``tensor.empty`` the schedule wrote into). The pad and concat destination passes
+(pad_destinations.py, concat_destinations.py) and ``eliminate-empty-tensors`` then make
+that argument a slice of the padded or concatenated result:
+
+    %s = tensor.extract_slice %d[offsets] [sizes] [1...]
+    %r = call @kernel(..., %s, ...)
+    %d2 = tensor.insert_slice %r into %d[offsets] [sizes] [1...]
+
+and bufferizing a function boundary with identity layouts (the kernels keep static unit
+strides, which their vector code needs) copied the strided slice into a fresh buffer
+before the call and back after it: two copies of every padded producer's output (ResNet-50:
+20 calls, 40 copies per inference).
+
+Here the call takes ``%d`` itself and a copy of the kernel, specialized to that slice,
+extracts it on entry and inserts its result on return:
+
+    %d2 = call @kernel__into_N(..., %d, ...)    // extract_slice / insert_slice inside
+
+so bufferization writes the kernel's output in place into the larger buffer, as it did
+when the kernel's body was inlined. Calls with the same kernel, slice and larger type share
+one specialized copy (a network's repeated blocks pad alike). A slice only one call writes
+(DenseNet's concat offsets differ layer by layer) gets no copy: that call is inlined, as it
+was before kernels were kept. A kernel left with no call of its own is erased. Only static
+slices with unit strides qualify, and only when the slice feeds nothing but the call and the call's result
+nothing but the insert, so the rewrite keeps every value as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mlir import ir
+
+from ..ir_queries import KERNEL_FUNCTION_PREFIX, defining_op, ops_where
+from ..passes import register_pass
+
+CALL_DESTINATIONS = "tilecraft-call-destinations"
+SPECIALIZED_SUFFIX = "__into_"
+
+
+def _static_slice(op: ir.Operation | None, operands: int) -> bool:
+    """``op`` is a ``tensor.extract_slice`` / ``insert_slice`` with static offsets, sizes and
+    unit strides (no operands beyond its ``operands`` tensors)."""
+    if op is None or len(op.operands) != operands:
+        return False
+    strides = ir.DenseI64ArrayAttr(op.attributes["static_strides"])
+    return all(stride == 1 for stride in strides)
+
+
+def _same_slice(extract: ir.Operation, insert: ir.Operation) -> bool:
+    return all(str(extract.attributes[name]) == str(insert.attributes[name])
+               for name in ("static_offsets", "static_sizes", "static_strides"))
+
+
+def _users(value: ir.Value) -> list[ir.Operation]:
+    return [getattr(use.owner, "operation", use.owner) for use in value.uses]
+
+
+def _destination_pair(call: ir.Operation) -> tuple[int, int, ir.Operation, ir.Operation] | None:
+    """(operand index, result index, extract_slice, insert_slice) of the first slice of a
+    larger tensor that ``call`` writes and that is inserted back where it was taken."""
+    for index, operand in enumerate(call.operands):
+        extract = defining_op(operand)
+        if extract is None or extract.name != "tensor.extract_slice" or not _static_slice(extract, 1):
+            continue
+        if _users(operand) != [call]:
+            continue
+        larger = extract.operands[0]
+        for number, result in enumerate(call.results):
+            users = _users(result)
+            if len(users) != 1:
+                continue
+            insert = users[0]
+            if (insert.name == "tensor.insert_slice" and _static_slice(insert, 2)
+                    and insert.operands[0] == result and insert.operands[1] == larger
+                    and _same_slice(extract, insert)):
+                return index, number, extract, insert
+    return None
+
+
+def _specialize(function: ir.Operation, name: str, index: int, number: int,
+                extract: ir.Operation, insert: ir.Operation, larger: ir.Type) -> ir.Operation:
+    """A copy of ``function`` named ``name`` whose argument ``index`` is the larger tensor:
+    it extracts the slice on entry and returns its result ``number`` inserted back."""
+    copy = function.clone(ip=ir.InsertionPoint(function))
+    copy.move_after(function)
+    copy.attributes["sym_name"] = ir.StringAttr.get(name)
+    body = copy.regions[0].blocks[0]
+    argument = body.arguments[index]
+    slice_op = extract.clone(ip=ir.InsertionPoint.at_block_begin(body))
+    argument.replace_all_uses_with(slice_op.results[0])
+    argument.set_type(larger)
+    slice_op.operands[0] = argument
+    terminator = list(body.operations)[-1]
+    inserted = insert.clone(ip=ir.InsertionPoint(terminator))
+    inserted.operands[0] = terminator.operands[number]
+    inserted.operands[1] = argument
+    terminator.operands[number] = inserted.results[0]
+    old = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    inputs = list(old.inputs)
+    inputs[index] = larger
+    outputs = list(old.results)
+    outputs[number] = larger
+    copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, outputs))
+    return copy
+
+
+def _key(call: ir.Operation, pair: tuple[int, int, ir.Operation, ir.Operation]) -> tuple:
+    """Which specialized copy serves ``pair`` of ``call``: kernel, argument, result, slice."""
+    index, number, extract, _insert = pair
+    return (ir.FlatSymbolRefAttr(call.attributes["callee"]).value, index, number,
+            str(extract.operands[0].type),
+            *(str(extract.attributes[n]) for n in ("static_offsets", "static_sizes", "static_strides")))
+
+
+def _inline(call: ir.Operation, function: ir.Operation) -> None:
+    """Replace ``call`` by a copy of ``function``'s body."""
+    copy = function.clone(ip=ir.InsertionPoint(function))
+    body = copy.regions[0].blocks[0]
+    for argument, value in zip(body.arguments, call.operands):
+        argument.replace_all_uses_with(value)
+    operations = list(body.operations)
+    for op in operations[:-1]:
+        op.operation.move_before(call)
+    for result, value in zip(call.results, operations[-1].operands):
+        result.replace_all_uses_with(value)
+    call.erase()
+    copy.erase()
+
+
+def call_destinations(module: ir.Operation) -> int:
+    """Rewrite every qualifying call in ``module`` (module docstring); returns how many."""
+    module_body = module.regions[0].blocks[0]
+    functions = {}
+    for op in module_body.operations:
+        op = op.operation
+        if (op.name == "func.func" and op.regions[0].blocks and "sym_visibility" in op.attributes
+                and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
+            functions[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    calls = ops_where(module, lambda op: op.name == "func.call"
+                      and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in functions)
+    # A slice only one call writes (DenseNet's concat offsets: each layer its own) would get
+    # a copy of the kernel for that call alone, no cheaper to lower than the call inlined,
+    # and LLVM inlined it back at a cost: such a call is inlined here instead.
+    first_keys = {}
+    for call in calls:
+        pair = _destination_pair(call)
+        if pair is not None:
+            first_keys[call] = _key(call, pair)
+    uses: dict[tuple, int] = {}
+    for key in first_keys.values():
+        uses[key] = uses.get(key, 0) + 1
+    specialized: dict[tuple, str] = {}
+    rewritten = 0
+    kept = []
+    for call in calls:
+        callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        if call in first_keys and uses[first_keys[call]] == 1:
+            _inline(call, functions[callee])
+            rewritten += 1
+            continue
+        kept.append(call)
+        while (pair := _destination_pair(call)) is not None:
+            index, number, extract, insert = pair
+            key = _key(call, pair)
+            name = specialized.get(key)
+            if name is None:
+                callee = key[0]
+                name = f"{callee}{SPECIALIZED_SUFFIX}{len(specialized)}"
+                functions[name] = _specialize(functions[callee], name, index, number,
+                                              extract, insert, extract.operands[0].type)
+                specialized[key] = name
+            call.operands[index] = extract.operands[0]
+            call.results[number].set_type(extract.operands[0].type)
+            insert.results[0].replace_all_uses_with(call.results[number])
+            call.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
+            insert.erase()
+            extract.erase()
+            rewritten += 1
+    # A kernel all of whose calls now go to its copies, or were inlined, is not lowered and
+    # compiled for nothing.
+    still_called = {ir.FlatSymbolRefAttr(call.attributes["callee"]).value for call in kept}
+    for callee in set(functions) - still_called:
+        if callee.startswith(KERNEL_FUNCTION_PREFIX):
+            functions[callee].erase()
+    return rewritten
+
+
+@register_pass(
+    CALL_DESTINATIONS,
+    "A call that writes a static slice of a larger tensor takes the larger tensor (a copy of "
+    "its callee extracts and inserts the slice), so the kernel writes in place",
+)
+def call_destinations_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
+    call_destinations(module)

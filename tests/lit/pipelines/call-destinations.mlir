@@ -1,0 +1,97 @@
+// tilecraft-call-destinations: a kernel call (kernels kept as functions, tilecraft-schedule's
+// keep-kernels) whose destination argument is a static slice of a larger tensor, inserted
+// back at the same place, takes the larger tensor; a copy of the kernel extracts and inserts
+// the slice. Bufferized across function boundaries, the kernel then writes in place into the
+// padded buffer, through a call with memref arguments, with no copy in or out. Two calls with
+// the same kernel and slice share the copy; a slice only one call writes is inlined instead;
+// a call whose result is read elsewhere too is left alone.
+// RUN: tilecraft-opt %s --tilecraft-call-destinations | FileCheck %s
+// RUN: tilecraft-opt %s --pass-pipeline='builtin.module(tilecraft-call-destinations,one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},cse,canonicalize,drop-equivalent-buffer-results)' | FileCheck %s --check-prefix=BUF
+
+#id = affine_map<(n, h, w, c) -> (n, h, w, c)>
+
+func.func private @relu(%x: tensor<1x4x4x8xf32>, %out: tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : tensor<1x4x4x8xf32>) outs(%out : tensor<1x4x4x8xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x4x8xf32>
+  return %r : tensor<1x4x4x8xf32>
+}
+
+// CHECK-LABEL: func.func private @relu(
+// CHECK-SAME: tensor<1x4x4x8xf32>, %{{.*}}: tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+// CHECK-LABEL: func.func private @relu__into_0(
+// CHECK-SAME: %[[X:.*]]: tensor<1x4x4x8xf32>, %[[BIG:.*]]: tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+// CHECK: %[[SLICE:.*]] = tensor.extract_slice %[[BIG]][0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} outs(%[[SLICE]]
+// CHECK: %[[IN:.*]] = tensor.insert_slice %[[R]] into %[[BIG]][0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// CHECK: return %[[IN]]
+
+// CHECK-LABEL: func.func @padded_twice
+// CHECK: %[[D:.*]] = linalg.fill
+// CHECK-NOT: tensor.extract_slice
+// CHECK: %[[P:.*]] = call @relu__into_0(%arg0, %[[D]]) : (tensor<1x4x4x8xf32>, tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+// CHECK: %[[E:.*]] = linalg.fill
+// CHECK: %[[Q:.*]] = call @relu__into_0(%arg1, %[[E]])
+// CHECK-NOT: tensor.insert_slice
+// CHECK: return %[[P]], %[[Q]]
+
+// BUF-LABEL: func.func private @relu__into_0(
+// BUF-SAME: memref<1x4x4x8xf32>, %[[BIG:.*]]: memref<1x6x6x8xf32>) {
+// BUF: %[[VIEW:.*]] = memref.subview %[[BIG]][0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// BUF: linalg.generic {{.*}} outs(%[[VIEW]]
+// BUF-NOT: memref.copy
+// BUF: return
+// BUF-LABEL: func.func @padded_twice
+// BUF: %[[A:.*]] = memref.alloc() {{.*}} : memref<1x6x6x8xf32>
+// BUF: call @relu__into_0(%{{.*}}, %[[A]]) : (memref<1x4x4x8xf32>, memref<1x6x6x8xf32>) -> ()
+// BUF-NOT: memref.copy
+// BUF: call @relu__into_0(
+// BUF-NOT: memref.copy
+// BUF: return
+func.func @padded_twice(%x: tensor<1x4x4x8xf32>, %y: tensor<1x4x4x8xf32>) -> (tensor<1x6x6x8xf32>, tensor<1x6x6x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x6x6x8xf32>
+  %d = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+  %s = tensor.extract_slice %d[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x6x6x8xf32> to tensor<1x4x4x8xf32>
+  %r = call @relu(%x, %s) : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %p = tensor.insert_slice %r into %d[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
+  %e2 = tensor.empty() : tensor<1x6x6x8xf32>
+  %d2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+  %s2 = tensor.extract_slice %d2[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x6x6x8xf32> to tensor<1x4x4x8xf32>
+  %r2 = call @relu(%y, %s2) : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %q = tensor.insert_slice %r2 into %d2[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
+  return %p, %q : tensor<1x6x6x8xf32>, tensor<1x6x6x8xf32>
+}
+
+// CHECK-LABEL: func.func @result_read_twice
+// CHECK: %[[S:.*]] = tensor.extract_slice
+// CHECK: call @relu(%arg0, %[[S]])
+// CHECK: tensor.insert_slice
+func.func @result_read_twice(%x: tensor<1x4x4x8xf32>) -> (tensor<1x6x6x8xf32>, tensor<1x4x4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x6x6x8xf32>
+  %d = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+  %s = tensor.extract_slice %d[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x6x6x8xf32> to tensor<1x4x4x8xf32>
+  %r = call @relu(%x, %s) : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %p = tensor.insert_slice %r into %d[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
+  return %p, %r : tensor<1x6x6x8xf32>, tensor<1x4x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @written_once
+// CHECK-NOT: call
+// CHECK: %[[S:.*]] = tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 4, 4, 8]
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} outs(%[[S]]
+// CHECK: tensor.insert_slice %[[R]]
+func.func @written_once(%x: tensor<1x4x4x8xf32>) -> tensor<1x6x6x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x6x6x8xf32>
+  %d = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x6x8xf32>) -> tensor<1x6x6x8xf32>
+  %s = tensor.extract_slice %d[0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x6x6x8xf32> to tensor<1x4x4x8xf32>
+  %r = call @relu(%x, %s) : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %p = tensor.insert_slice %r into %d[0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
+  return %p : tensor<1x6x6x8xf32>
+}
