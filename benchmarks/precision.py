@@ -66,6 +66,36 @@ def _ort_runner(session):
     return run
 
 
+def _openvino_runners(model, threads: int) -> dict:
+    """OpenVINO's CPU plugin on the float model, the issue's peer for reduced precision: in its
+    default inference precision (bf16 on a CPU with AVX512-BF16) and in f32; {} where the
+    ``openvino`` package is not installed (``pip install -e '.[peers]'``)."""
+    try:
+        import openvino
+    except ImportError:
+        print("  openvino is not installed (pip install -e '.[peers]'): its rows are left out")
+        return {}
+    import tempfile
+
+    core = openvino.Core()
+    default = core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()  # "bf16" on AVX512-BF16
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as stream:
+            stream.write(model.SerializeToString())
+        read = core.read_model(path)
+        runners = {}
+        for label, hint in ((f"openvino {default}", {}), ("openvino f32", {"INFERENCE_PRECISION_HINT": "f32"})):
+            compiled = core.compile_model(read, "CPU", {"INFERENCE_NUM_THREADS": threads, **hint})
+            request = compiled.create_infer_request()
+
+            def run(request=request, **feeds):
+                outputs = list(request.infer(feeds).values())
+                return tuple(outputs) if len(outputs) > 1 else outputs[0]
+            runners[label] = run
+    return runners
+
+
 def _random_inputs(case, count: int, seed: int) -> list[dict[str, np.ndarray]]:
     """``count`` inputs like ``case.feeds``: float ones standard normal, the others as given."""
     rng = np.random.default_rng(seed)
@@ -115,6 +145,13 @@ def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int 
     for label in ("tilecraft bf16", "tilecraft int8"):
         print(f"  {label}: {builds[label].accuracy}")
     print(f"  onnxruntime int8 vs onnxruntime f32: {ort_report}")
+    openvino = _openvino_runners(case.model, threads)
+    for label, run in openvino.items():
+        report = accuracy_report(label.split()[1] if label.split()[1] in ("bf16", "f32") else "f32", ort_f32, run,
+                                 report_inputs,
+                                 "calibration" if samples else "benchmark",
+                                 [output.name for output in case.model.graph.output])
+        print(f"  {label} vs onnxruntime f32: {report}")
     if agreement:
         inputs = _random_inputs(case, agreement, 11)  # a seed of their own: not the calibration inputs
         names = [output.name for output in case.model.graph.output]
@@ -126,6 +163,7 @@ def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int 
     runners = {label: (lambda module=module: module(**feeds)) for label, module in builds.items()}
     runners["onnxruntime f32"] = lambda: ort_f32(**feeds)
     runners["onnxruntime int8"] = lambda: ort_int8(**feeds)
+    runners.update({label: (lambda run=run: run(**feeds)) for label, run in openvino.items()})
     medians = timing.alternating(runners, rounds, clock=time.process_time)
     print(f"  CPU ms per call, {threads} thread(s) each, median of {rounds} alternating rounds "
           f"(load average {os.getloadavg()[0]:.1f}; a shared machine):")
@@ -136,6 +174,10 @@ def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int 
           f"f32 / int8: {f32 / medians['tilecraft int8']:.2f}x (goal >= 2.5 with VNNI); "
           f"tilecraft int8 / onnxruntime int8: {medians['tilecraft int8'] / medians['onnxruntime int8']:.2f}x "
           f"(goal <= 1.0)", flush=True)
+    reduced = next((label for label in openvino if "f32" not in label), None)
+    if reduced:
+        print(f"  tilecraft bf16 / {reduced}: {medians['tilecraft bf16'] / medians[reduced]:.2f}x (goal <= 1.0); "
+              f"{reduced} / onnxruntime f32: {medians[reduced] / medians['onnxruntime f32']:.2f}x", flush=True)
 
 
 def _conv_layer(channels: int, filters: int, size: int, kernel: int, stride: int):
