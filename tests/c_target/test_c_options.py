@@ -126,7 +126,12 @@ def test_openmp_build_matches_with_two_threads(tmp_path, images, llvm_digits, mo
     assert "-fopenmp" in model.sources["Makefile"]
     # each parallel loop calls its body, a function with restrict parameters (GCC's OpenMP
     # outlining would otherwise hide them and the inner loops would not vectorize)
-    assert "static void tc_model_nest3_body(size_t v1, float v2[restrict " in source
+    bodies = re.findall(r"static void (tc_model_nest\d+_body)\(([^)]*)\)", source)
+    assert len(bodies) == source.count(OMP_PRAGMA)
+    for name, parameters in bodies:
+        assert source.count(f"{name}(") == 2, name  # defined, and called by its parallel loop
+        arrays = [p for p in parameters.split(", ") if "[" in p]
+        assert arrays and all("[restrict " in p for p in arrays), (name, parameters)
     model.write_sources(tmp_path / "src")
     strict = subprocess.run([CC, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O3", "-fopenmp", "-c",
                              str(tmp_path / "src" / "model.c"), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)

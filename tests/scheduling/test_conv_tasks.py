@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import mlir_text as mt
 import tilecraft
+from pinned_targets import AVX2
 from tilecraft.pipelines.loop_nest import analyze_loop_nests
 from tilecraft.schedule.op_schedule import busiest_chunk, busy_share
 from tilecraft.schedule.plan import plan_default_schedule
@@ -154,11 +155,11 @@ def test_the_tuning_space_holds_the_banded_default(source):
 
 
 def test_squeeze_bands_in_the_scheduled_ir(check, monkeypatch):
-    """The 55x55 squeeze on two threads: one ``scf.forall`` of 11 tasks over the 16-channel
-    output, each a band of 5 rows whose 5-pixel x 16-channel register tiles contract."""
+    """The 55x55 squeeze on two threads, AVX2: one ``scf.forall`` of 11 tasks over the
+    16-channel output, each a band of 5 rows whose 5-pixel x 16-channel register tiles contract."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
     model, _ = _layer("pointwise", 55, 64, 16)
-    compiled = tilecraft.compile(model, cache=False, keep_ir=True)
+    compiled = tilecraft.compile(model, cache=False, keep_ir=True, target=AVX2)
     check(compiled.ir("schedule"), """
 CHECK: scf.forall (%{{.*}}) in (11) shared_outs(%{{.*}}) -> (tensor<1x55x55x16xf32>)
 CHECK: vector.contract {{.*}} : vector<1x5x1xf32>, vector<1x16xf32> into vector<1x5x16xf32>

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import mlir_text as mt
 import tilecraft
+from pinned_targets import AVX2, AVX512, needs_avx512_host
 from tilecraft.schedule.conv_plan import conv_register_tile, register_row_tile, row_tiles
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
@@ -155,8 +156,8 @@ def _conv_epilogue(width: int, kind: str, rows: int = 2, channels: int = 16, fil
     )
 
 
-def _run_epilogue(width: int, kind: str, rows: int = 2) -> str:
-    """Compile ``_conv_epilogue``, compare with numpy, return the scheduled IR."""
+def _run_epilogue(width: int, kind: str, rows: int = 2, target: str = "llvm") -> str:
+    """Compile ``_conv_epilogue`` for ``target``, compare with numpy, return the scheduled IR."""
     rng = np.random.default_rng(width)
     text = _conv_epilogue(width, kind, rows)
     k = 1 if kind == "pointwise" else 3
@@ -177,7 +178,7 @@ def _run_epilogue(width: int, kind: str, rows: int = 2) -> str:
         expected = expected + r
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a failed op sequence falls back to scalar loops with a warning
-        compiled = tilecraft.compile(text, cache=False, keep_ir=True)
+        compiled = tilecraft.compile(text, cache=False, keep_ir=True, target=target)
     np.testing.assert_allclose(compiled(*args), np.maximum(expected, 0), rtol=1e-4, atol=1e-4)
     return compiled.ir("schedule")
 
@@ -189,21 +190,29 @@ def test_odd_widths_with_fused_epilogues_match_numpy(kind, width, monkeypatch):
     _run_epilogue(width, kind)
 
 
-@pytest.mark.parametrize("rows", [4, 16])
+@pytest.mark.parametrize("target, rows, tile, peeled", [
+    (AVX2, 4, (6, 16), (3, 16)),
+    (AVX2, 16, (6, 16), (3, 16)),
+    # One 32-channel tile holds all the filters: at 4 rows there is no channel split and the
+    # lone task's small output stays three loop nests (fill, conv, epilogue) by design.
+    pytest.param(AVX512, 16, (7, 32), (5, 32), marks=needs_avx512_host),
+])
 @pytest.mark.parametrize("kind", ["conv", "residual"])
-def test_peeled_remainder_keeps_its_epilogue_on_the_accumulators(kind, rows, monkeypatch):
-    """33 pixels on AVX2 (this host), two threads (a group of one thread is one loop nest
-    only where its output outgrows a quarter of L2): 5 tiles of 6 pixels x 2 vectors and a
-    peeled 3-pixel tile; both are convolved, biased, scaled (and added to the residual) and
-    rectified as vectors and stored once, and no op of the group is left as a linalg op
-    (the group did not fall back to its ops' own loop nests). 4 rows: the filter outweighs
-    the image, tasks split the channels and the channel loop is outermost; 16: rows."""
+def test_peeled_remainder_keeps_its_epilogue_on_the_accumulators(kind, target, rows, tile, peeled, monkeypatch):
+    """33 pixels, two threads (a group of one thread is one loop nest only where its output
+    outgrows a quarter of L2): on AVX2 5 tiles of 6 pixels x 2 vectors and a peeled 3-pixel
+    tile, on AVX-512 4 tiles of 7 pixels x 2 vectors and a peeled 5-pixel one; both are
+    convolved, biased, scaled (and added to the residual) and rectified as vectors and stored
+    once, and no op of the group is left as a linalg op (the group did not fall back to its
+    ops' own loop nests). 4 rows: the filter outweighs the image, tasks split the channels
+    and the channel loop is outermost; 16: rows."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
-    scheduled = _run_epilogue(33, kind, rows=rows)
-    for pixels in (6, 3):
-        assert f"into vector<{pixels}x16xf32>" in scheduled
-        assert re.search(rf"arith.maximumf .*: vector<{pixels}x16xf32>", scheduled)
-        assert f": vector<{pixels}x16xf32>, tensor<1x1x{pixels}x16xf32>" in scheduled  # the one store
+    scheduled = _run_epilogue(33, kind, rows=rows, target=target)
+    for pixels, channels in (tile, peeled):
+        vector = f"vector<{pixels}x{channels}xf32>"
+        assert f"into {vector}" in scheduled
+        assert re.search(rf"arith.maximumf .*: {vector}", scheduled)
+        assert f": {vector}, tensor<1x1x{pixels}x{channels}xf32>" in scheduled  # the one store
     assert "linalg.conv_2d" not in scheduled and "linalg.generic" not in scheduled
 
 
