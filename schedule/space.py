@@ -43,7 +43,7 @@ from .group import find_fusion_units
 from .conv_plan import channels_outer, conv_channel_dim
 from .matmul_plan import column_loop, weight_panel_dims
 from .op_schedule import OpSchedule
-from .plan import generic_vector_dim, plan_default_schedule
+from .plan import generic_vector_dim, plan_default_schedule, transposed_read_dim
 from .script import render_op_sequence
 from .task import Task
 
@@ -584,7 +584,10 @@ class GenericSpace(ScheduleSpace):
         self.kind = task.kind
         n = len(nest.ranges)
         self.inner = generic_vector_dim(nest)
-        self.outer_dim = next((d for d in range(n - 1, -1, -1) if d != self.inner), None)
+        # A transpose's second register tile (plan.py transposed_read_dim) is its outer one.
+        transposed = transposed_read_dim(nest, self.inner)
+        self.outer_dim = transposed if transposed is not None else next(
+            (d for d in range(n - 1, -1, -1) if d != self.inner), None)
         self.par_dim = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
         super().__init__(task, nest, target)
 
