@@ -14,7 +14,7 @@ def run(f):
 # CHECK: input:
 # CHECK-NEXT: tilecraft-prepare-entry
 # CHECK: schedule:
-# CHECK-NEXT: tilecraft-schedule{vector-bits=256 num-threads=1 l1d={{[0-9]+[KMG]?}} l2={{[0-9]+[KMG]?}} l3={{[0-9]+[KMG]?}}}
+# CHECK-NEXT: tilecraft-schedule{vector-bits=256 num-threads=1 l1d={{[0-9]+[KMG]?}} l2={{[0-9]+[KMG]?}} l3={{[0-9]+[KMG]?}} keep-kernels=1}
 # CHECK: llvm:
 # CHECK: reconcile-unrealized-casts
 @run
@@ -23,7 +23,7 @@ def print_stages():
 
 
 # CHECK-LABEL: TEST: edit_and_serialize
-# CHECK: builtin.module(tilecraft-prepare-entry,tilecraft-lower-externs,canonicalize,cse,tilecraft-int8-matmul{vnni={{[01]}} num-threads=1},tilecraft-fusion-barriers,func.func(linalg-fuse-elementwise-ops),tilecraft-drop-fusion-barriers,tilecraft-int8-epilogues,tilecraft-drop-inner-unit-dims,tilecraft-insert-runtime-checks{enabled=1},resolve-ranked-shaped-type-result-dims,canonicalize,canonicalize,tilecraft-pads-as-destinations,tilecraft-concats-as-destinations,eliminate-empty-tensors,one-shot-bufferize
+# CHECK: builtin.module(tilecraft-prepare-entry,tilecraft-lower-externs,canonicalize,cse,tilecraft-int8-matmul{vnni={{[01]}} num-threads=1},tilecraft-fusion-barriers,func.func(linalg-fuse-elementwise-ops),tilecraft-drop-fusion-barriers,tilecraft-int8-epilogues,tilecraft-drop-inner-unit-dims,tilecraft-insert-runtime-checks{enabled=1},resolve-ranked-shaped-type-result-dims,canonicalize,canonicalize,tilecraft-pads-as-destinations,tilecraft-concats-as-destinations,eliminate-empty-tensors,tilecraft-call-destinations,one-shot-bufferize
 # CHECK-NOT: tilecraft-schedule
 # CHECK: ['input', 'simplify', 'schedule', 'bufferize', 'loops', 'vector', 'llvm']
 @run
