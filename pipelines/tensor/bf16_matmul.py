@@ -51,7 +51,8 @@ from ...ir import core, kernels
 from ...ir.contraction import collapse, expand
 from ..ir_queries import defined_functions, is_zero_fill, ops_where
 from ..passes import register_pass
-from .int8_matmul import Epilogue, Window, elementwise_consumer, erase_uncalled_kernels, fuse_epilogue
+from .int8_matmul import (Epilogue, Window, elementwise_consumer, erase_uncalled_kernels, fuse_epilogue,
+                          stored_value)
 from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
                              pack_k_groups, register_tile, row_block)
 
@@ -147,23 +148,10 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                                                            in_bounds=columns_in_bounds)
 
             def stored(row: ir.Value, v: int, value: ir.Value) -> ir.Value:
-                """The value stored for accumulator vector ``value`` (row ``row``, vector
-                ``v``): itself, or the epilogue's result on it and its operands' values there."""
-                if epilogue is None:
-                    return value
-                arguments = []
-                for i, operand in enumerate(epilogue.operands):
-                    if i == epilogue.accumulator:
-                        arguments.append(value)
-                    elif operand.kind == "scalar":
-                        arguments.append(splats[i])
-                    elif operand.kind == "column":
-                        arguments.append(column_values[i, v])
-                    else:
-                        arguments.append(kernels.read(extra_args[i], [row, column_at[v]], pads[i], lanes,
-                                                      in_bounds=columns_in_bounds))
-                return func.CallOp([ir.VectorType.get([lanes], result_element)],
-                                   ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
+                """The value stored for accumulator vector ``value`` (row ``row``, vector ``v``)."""
+                return stored_value(epilogue, value, row, v, lanes, result_element, splats=splats,
+                                    column_values=column_values, extra_args=extra_args, pads=pads,
+                                    column_at=column_at, in_bounds=columns_in_bounds)
 
             def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
                      a_at: list[list[ir.Value]], w_pair: ir.Value | None = None) -> list[ir.Value]:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 from mlir import ir
@@ -318,23 +318,10 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                 return new
 
             def stored(row: ir.Value, v: int, value: ir.Value) -> ir.Value:
-                """The value stored for accumulator vector ``value`` (row ``row``, vector
-                ``v``): itself, or the epilogue's result on it and its operands' values there."""
-                if epilogue is None:
-                    return value
-                arguments = []
-                for i, operand in enumerate(epilogue.operands):
-                    if i == epilogue.accumulator:
-                        arguments.append(value)
-                    elif operand.kind == "scalar":
-                        arguments.append(splats[i])
-                    elif operand.kind == "column":
-                        arguments.append(column_values[i, v])
-                    else:
-                        arguments.append(kernels.read(extra_args[i], [row, column_at[v]], pads[i], lanes,
-                                                      in_bounds=columns_in_bounds))
-                return func.CallOp([ir.VectorType.get([lanes], result_element)],
-                                   ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
+                """The value stored for accumulator vector ``value`` (row ``row``, vector ``v``)."""
+                return stored_value(epilogue, value, row, v, lanes, result_element, splats=splats,
+                                    column_values=column_values, extra_args=extra_args, pads=pads,
+                                    column_at=column_at, in_bounds=columns_in_bounds)
 
             def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
                 """scf.for over register tiles of ``mr`` rows in [lower, upper) of the task's
@@ -535,6 +522,30 @@ class Epilogue:
     operands: tuple[EpilogueOperand, ...]
     accumulator: int
     result: str
+
+
+def stored_value(epilogue: "Epilogue | None", value: ir.Value, row: ir.Value, v: int, lanes: int,
+                 result_element: ir.Type, *, splats: Mapping[int, ir.Value],
+                 column_values: Mapping[tuple[int, int], ir.Value], extra_args: Sequence[ir.Value],
+                 pads: Mapping[int, ir.Value], column_at: Sequence[ir.Value], in_bounds: bool) -> ir.Value:
+    """What a register-tile kernel (int8 here, bf16 in bf16_matmul.py) stores for accumulator
+    vector ``value`` at row ``row``, column vector ``v``: the value itself, or the call of the
+    fused ``epilogue`` on it and its other operands' values there (scalars as ``splats``,
+    per-column ones read once per task as ``column_values``, the rest read at the row)."""
+    if epilogue is None:
+        return value
+    arguments = []
+    for i, operand in enumerate(epilogue.operands):
+        if i == epilogue.accumulator:
+            arguments.append(value)
+        elif operand.kind == "scalar":
+            arguments.append(splats[i])
+        elif operand.kind == "column":
+            arguments.append(column_values[i, v])
+        else:
+            arguments.append(kernels.read(extra_args[i], [row, column_at[v]], pads[i], lanes, in_bounds=in_bounds))
+    return func.CallOp([ir.VectorType.get([lanes], result_element)],
+                       ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
 
 
 def _operand_kind(value: ir.AffineMap, rank: int, column_dims: list[int]) -> str | None:
