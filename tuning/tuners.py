@@ -148,7 +148,10 @@ class XGBTuner(Tuner):
         return self.model.predict([self.space.features(c) for c in configs])
 
     def _anneal(self, wanted: int) -> list[Config]:
-        """The ``wanted`` best unvisited configs the annealing walk met, by predicted score."""
+        """The ``wanted`` best unvisited configs the annealing walk met, by predicted score.
+        ``wanted`` is zero when every slot of a batch went to exploration."""
+        if wanted <= 0:
+            return []
         order = sorted(range(len(self.costs)), key=lambda i: self.costs[i])
         starts = [self.configs[i] for i in order[: self.sa_walkers // 2]]
         while len(starts) < self.sa_walkers:

@@ -82,6 +82,18 @@ def test_a_warm_tuner_proposes_what_the_prior_ranks_high(matmul_64):
     assert score(warm.next_batch(8)) > score(cold.next_batch(8))
 
 
+def test_a_batch_that_is_all_exploration_is_random_unvisited_configs(matmul_64):
+    """With ``epsilon`` 1 every slot explores and the annealing is asked for nothing: the
+    batch is still full and unvisited (a warm tuner once indexed an empty heap here)."""
+    (task,) = extract_tasks(matmul_64, TARGET)
+    space = space_for(task, TARGET)
+    for diverse in (True, False):
+        tuner = XGBTuner(space, seed=3, prior=synthetic_prior(space), epsilon=1.0)
+        tuner.diverse = diverse
+        batch = tuner.next_batch(4)
+        assert len(batch) == 4 and len({tuple(sorted(c.items())) for c in batch}) == 4
+
+
 def test_tune_warm_starts_from_a_model_and_saves_its_own(tmp_path, capsys, matmul_64):
     (task,) = extract_tasks(matmul_64, TARGET)
     prior_path = tmp_path / "other_model.costmodel.npz"
