@@ -30,6 +30,7 @@ from mlir.dialects import tensor
 
 from ..ir_queries import at_function_level, ops_where
 from ..passes import register_pass
+from .static_slices import insert_static, slab
 
 CONCATS_AS_DESTINATIONS = "tilecraft-concats-as-destinations"
 
@@ -45,15 +46,14 @@ def concat_as_destination(concat: ir.Operation) -> bool:
         return False
     dim = ir.IntegerAttr(concat.attributes["dim"]).value
     shape = list(result_type.shape)
-    rank = len(shape)
     with ir.InsertionPoint(concat), concat.location:
         result = tensor.EmptyOp(shape, result_type.element_type).result
         offset = 0
         for part in parts:
-            sizes = list(ir.RankedTensorType(part.type).shape)
-            offsets = [offset if d == dim else 0 for d in range(rank)]
-            result = tensor.InsertSliceOp(part, result, [], [], [], offsets, sizes, [1] * rank).result
-            offset += sizes[dim]
+            size = ir.RankedTensorType(part.type).shape[dim]
+            offsets, _sizes = slab(shape, dim, offset, size)
+            result = insert_static(part, result, offsets)
+            offset += size
     concat.results[0].replace_all_uses_with(result)
     concat.erase()
     return True

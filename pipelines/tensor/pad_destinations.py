@@ -35,6 +35,7 @@ from mlir.dialects import linalg, tensor
 
 from ..ir_queries import at_function_level, defining_op, ops_where
 from ..passes import register_pass
+from .static_slices import extract_static, insert_static, slab
 
 PADS_AS_DESTINATIONS = "tilecraft-pads-as-destinations"
 
@@ -77,24 +78,16 @@ def pad_as_destination(pad: ir.Operation) -> bool:
     if any(amount < 0 for amount in (*low, *high)):
         return False  # a negative pad crops: not a destination
     shape = list(result_type.shape)
-    rank = len(shape)
-    element = result_type.element_type
     with ir.InsertionPoint(pad), pad.location:
-        padded = tensor.EmptyOp(shape, element).result
-        for dim in range(rank):
+        padded = tensor.EmptyOp(shape, result_type.element_type).result
+        for dim in range(len(shape)):
             for start, size in ((0, low[dim]), (low[dim] + source_type.shape[dim], high[dim])):
                 if size == 0:
                     continue
-                offsets = [start if d == dim else 0 for d in range(rank)]
-                sizes = [size if d == dim else shape[d] for d in range(rank)]
-                slab_type = ir.RankedTensorType.get(sizes, element)
-                slab = tensor.ExtractSliceOp(slab_type, padded, [], [], [], offsets, sizes,
-                                             [1] * rank).result
-                filled = linalg.fill(value, outs=[slab])
-                padded = tensor.InsertSliceOp(filled, padded, [], [], [], offsets, sizes,
-                                              [1] * rank).result
-        inserted = tensor.InsertSliceOp(source, padded, [], [], [], low,
-                                        list(source_type.shape), [1] * rank).result
+                offsets, sizes = slab(shape, dim, start, size)
+                filled = linalg.fill(value, outs=[extract_static(padded, offsets, sizes)])
+                padded = insert_static(filled, padded, offsets)
+        inserted = insert_static(source, padded, low)
     pad.results[0].replace_all_uses_with(inserted)
     pad.erase()
     return True

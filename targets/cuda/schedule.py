@@ -40,6 +40,7 @@ from ...pipelines.ir_queries import is_strided_copy, ops_where
 from ...pipelines.loop_nest import LoopNest, analyze_loop_nests, structured_ops
 from ...pipelines.passes import positive_int_option, register_pass
 from ...pipelines.scratch import scratch_copy
+from ...pipelines.tensor.static_slices import extract_static, insert_static
 from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_tags
 from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
@@ -514,12 +515,9 @@ def _pads_to_copies(module: ir.Operation) -> None:
                 value = yielded
             empty = tensor.EmptyOp(list(result_type.shape), result_type.element_type).result
             filled = linalg.fill(value, outs=[empty])
-            ones = [1] * source_type.rank
-            interior = tensor.ExtractSliceOp(source_type, filled, [], [], [], low,
-                                             list(source_type.shape), ones).result
+            interior = extract_static(filled, low, list(source_type.shape))
             copied = linalg.copy(source, outs=[interior])
-            result = tensor.InsertSliceOp(copied, filled, [], [], [], low, list(source_type.shape),
-                                          ones).result
+            result = insert_static(copied, filled, low)
         pad.results[0].replace_all_uses_with(result)
         pad.erase()
 
