@@ -154,7 +154,8 @@ def facts_main(args: argparse.Namespace) -> None:
         blocks = counts.queued + sum(1 for f in facts if f.blocks > 0) * args.calls
         predicted = sum(f.blocks for f in facts) * args.calls
         print(f"  run: {blocks / args.calls:.0f} blocks per call (from the IR: {predicted / args.calls:.0f}); "
-              f"the worker ran {counts.by_workers / max(blocks, 1):.1%} of them, the caller the rest")
+              f"the worker ran {counts.by_workers / max(blocks, 1):.1%} of them, the caller the rest; "
+              f"the worker slept {counts.worker_sleeps / args.calls:.1f} times per call")
 
 
 # ---- the disturbance ----------------------------------------------------------------------

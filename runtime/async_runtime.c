@@ -62,6 +62,10 @@ typedef struct Object {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   Awaiter *awaiters;
+  /* The first awaiter's storage: nearly every token has exactly one (the group its loop
+   * counts it into), which then costs no malloc and no free on another thread. */
+  Awaiter first_awaiter;
+  bool first_awaiter_used;
   /* tokens and values */
   int state;
   void *storage;
@@ -112,10 +116,21 @@ typedef struct Task {
   struct Task *next;
 } Task;
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
-static Task *queue_head, *queue_tail;
-static pid_t pool_pid; /* the process whose workers exist (0: none started yet) */
+/* Each shared variable that one thread writes while another reads or writes it has a cache
+ * line of its own. Why: they sat on two lines, and the worker's count of its tasks, the
+ * caller's count of its own, the queue it pushes to and the started flag every task reads
+ * made each task move the same lines between the cores several times; a line takes about
+ * half a microsecond to move between this VM's cores (docs/performance.md, "The second
+ * core"). */
+#define OWN_LINE __attribute__((aligned(64)))
+
+static pthread_mutex_t pool_mu OWN_LINE = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv OWN_LINE = PTHREAD_COND_INITIALIZER;
+static Task *queue_head OWN_LINE; /* the tail and the sleepers beside it: all under pool_mu */
+static Task *queue_tail;
+static int64_t sleeping_workers; /* workers in pthread_cond_wait: a push signals only then */
+/* Read by every task, written once per process. */
+static bool pool_started OWN_LINE; /* this process's workers exist (cleared in a fork()ed child) */
 static int64_t pool_threads; /* threads computing parallel loops: the workers and a waiter */
 static int64_t spin_ns = 100 * 1000;
 
@@ -124,7 +139,12 @@ static int64_t spin_ns = 100 * 1000;
  * caller computes the first block itself), and tasks run by a pool worker or by a thread
  * that awaits. Why: how evenly the threads share a loop's blocks is read from these, not
  * guessed from the IR. */
-static int64_t tasks_queued, tasks_run_by_workers, tasks_run_by_waiters;
+static int64_t tasks_queued OWN_LINE;
+static int64_t tasks_run_by_workers OWN_LINE;
+static int64_t tasks_run_by_waiters OWN_LINE;
+/* Times a worker found no task within its spin and went to sleep on pool_cv: each costs a
+ * wake-up (a futex call, and the scheduler's latency) when the next task is queued. */
+static int64_t worker_sleeps OWN_LINE;
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -184,16 +204,36 @@ static void run_task(Task *task) {
   resume(handle);
 }
 
+/* The next task for a worker: spin up to `spin_ns` for one, then sleep until one is queued.
+ * Why the spin restarts after a lost race: a worker that saw a task but lost it to the
+ * awaiting thread (which pops too) used to go straight to sleep, and stayed asleep until the
+ * next task was queued, often the next parallel loop: on mobilenet_v2 at two threads the
+ * worker spent more of its time asleep or spinning than computing, and ran a fifth of the
+ * blocks instead of half (docs/performance.md, "The second core"). */
+static Task *next_task(void) {
+  int64_t deadline = spin_ns > 0 ? now_ns() + spin_ns : 0;
+  for (;;) {
+    Task *task = try_pop();
+    if (task) return task;
+    if (spin_ns <= 0 || now_ns() >= deadline) break;
+    for (int i = 0; i < 64 && !queue_nonempty(NULL); ++i) cpu_relax();
+  }
+  pthread_mutex_lock(&pool_mu);
+  if (!queue_head) {
+    __atomic_fetch_add(&worker_sleeps, 1, __ATOMIC_RELAXED);
+    sleeping_workers += 1;
+    do pthread_cond_wait(&pool_cv, &pool_mu); while (!queue_head);
+    sleeping_workers -= 1;
+  }
+  Task *task = pop_locked();
+  pthread_mutex_unlock(&pool_mu);
+  return task;
+}
+
 static void *worker(void *unused) {
   (void)unused;
   for (;;) {
-    Task *task = spin_until(queue_nonempty, NULL) ? try_pop() : NULL;
-    if (!task) {
-      pthread_mutex_lock(&pool_mu);
-      while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
-      task = pop_locked();
-      pthread_mutex_unlock(&pool_mu);
-    }
+    Task *task = next_task();
     __atomic_fetch_add(&tasks_run_by_workers, 1, __ATOMIC_RELAXED);
     run_task(task);
   }
@@ -211,6 +251,8 @@ static void after_fork_in_child(void) {
   pthread_mutex_init(&pool_mu, NULL);
   pthread_cond_init(&pool_cv, NULL);
   queue_head = queue_tail = NULL; /* the parent's tasks: its workers run them */
+  sleeping_workers = 0;
+  pool_started = false;           /* the parent's workers: none of them is here */
 }
 __attribute__((constructor)) static void register_fork_handlers(void) {
   pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
@@ -218,12 +260,14 @@ __attribute__((constructor)) static void register_fork_handlers(void) {
 
 /* Start the workers once per process. Why per process: a fork()ed child (a tuner's or a
  * test's worker) inherits the started flag and the queue but none of the threads, and its
- * first parallel loop waited forever. The queue was the parent's; the child starts afresh. */
+ * first parallel loop waited forever. The queue was the parent's; the child starts afresh
+ * (after_fork_in_child clears the flag). Why a flag and not the pid it used to compare:
+ * getpid() is a system call in current glibc, and this runs for every task and every wait
+ * (0.4 % of mobilenet_v2's samples at two threads). */
 static void ensure_pool(void) {
-  pid_t pid = getpid();
-  if (__atomic_load_n(&pool_pid, __ATOMIC_ACQUIRE) == pid) return;
+  if (__atomic_load_n(&pool_started, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&pool_mu);
-  if (pool_pid == pid) {
+  if (pool_started) {
     pthread_mutex_unlock(&pool_mu);
     return;
   }
@@ -246,7 +290,7 @@ static void ensure_pool(void) {
     if (pthread_create(&thread, &attr, worker, NULL) != 0) die("cannot start a worker thread");
   }
   pthread_attr_destroy(&attr);
-  __atomic_store_n(&pool_pid, pid, __ATOMIC_RELEASE);
+  __atomic_store_n(&pool_started, true, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&pool_mu);
 }
 
@@ -261,16 +305,17 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   pthread_mutex_lock(&pool_mu);
   if (queue_tail) queue_tail->next = task; else queue_head = task;
   queue_tail = task;
-  pthread_cond_signal(&pool_cv);
+  if (sleeping_workers > 0) pthread_cond_signal(&pool_cv);
   pthread_mutex_unlock(&pool_mu);
 }
 
-/* counts[0..2] = tasks queued, run by workers, run by awaiting threads, since the process
- * started (a fork()ed child inherits its parent's counts). */
-RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[3]) {
+/* counts[0..3] = tasks queued, run by workers, run by awaiting threads, and worker sleeps,
+ * since the process started (a fork()ed child inherits its parent's counts). */
+RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[4]) {
   counts[0] = __atomic_load_n(&tasks_queued, __ATOMIC_RELAXED);
   counts[1] = __atomic_load_n(&tasks_run_by_workers, __ATOMIC_RELAXED);
   counts[2] = __atomic_load_n(&tasks_run_by_waiters, __ATOMIC_RELAXED);
+  counts[3] = __atomic_load_n(&worker_sleeps, __ATOMIC_RELAXED);
 }
 
 RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
@@ -295,19 +340,25 @@ RUNTIME_API void *mlirAsyncRuntimeCreateGroup(int64_t size) {
   return group;
 }
 
-/* Run and free a list of awaiters (called without any object lock held). */
-static void run_awaiters(Awaiter *awaiter) {
+/* Run a list of awaiters detached from `owner` (called without any object lock held, while
+ * the caller still holds a reference to `owner`) and free those that were allocated. */
+static void run_awaiters(Object *owner, Awaiter *awaiter) {
   while (awaiter) {
     Awaiter *next = awaiter->next;
     awaiter->fn(awaiter->arg1, awaiter->arg2);
-    free(awaiter);
+    if (awaiter != &owner->first_awaiter) free(awaiter);
     awaiter = next;
   }
 }
 
+/* Add an awaiter to `object`; its lock must be held. */
 static void push_awaiter(Object *object, void (*fn)(void *, void *), void *arg1, void *arg2) {
-  Awaiter *awaiter = malloc(sizeof(Awaiter));
-  if (!awaiter) die("out of memory");
+  Awaiter *awaiter = &object->first_awaiter;
+  if (object->first_awaiter_used) {
+    awaiter = malloc(sizeof(Awaiter));
+    if (!awaiter) die("out of memory");
+  }
+  object->first_awaiter_used = true;
   awaiter->fn = fn;
   awaiter->arg1 = arg1;
   awaiter->arg2 = arg2;
@@ -323,7 +374,7 @@ static void set_state(Object *object, int state) {
   object->awaiters = NULL;
   pthread_cond_broadcast(&object->cv);
   pthread_mutex_unlock(&object->mu);
-  run_awaiters(awaiters);
+  run_awaiters(object, awaiters);
   mlirAsyncRuntimeDropRef(object, 1); /* the producing task's reference */
 }
 
@@ -332,12 +383,9 @@ RUNTIME_API void mlirAsyncRuntimeEmplaceValue(void *value) { set_state(value, AV
 RUNTIME_API void mlirAsyncRuntimeSetTokenError(void *token) { set_state(token, ERROR); }
 RUNTIME_API void mlirAsyncRuntimeSetValueError(void *value) { set_state(value, ERROR); }
 
-static int load_state(Object *object) {
-  pthread_mutex_lock(&object->mu);
-  int state = object->state;
-  pthread_mutex_unlock(&object->mu);
-  return state;
-}
+/* A token's or value's state: set once (set_state stores it with release order), so an
+ * acquire load reads it without taking the object's lock, whose line another core may hold. */
+static int load_state(Object *object) { return __atomic_load_n(&object->state, __ATOMIC_ACQUIRE); }
 
 RUNTIME_API bool mlirAsyncRuntimeIsTokenError(void *token) { return load_state(token) == ERROR; }
 RUNTIME_API bool mlirAsyncRuntimeIsValueError(void *value) { return load_state(value) == ERROR; }
@@ -366,7 +414,7 @@ static void group_token_ready(void *group_ptr, void *token_ptr) {
     pthread_cond_broadcast(&group->cv);
   }
   pthread_mutex_unlock(&group->mu);
-  run_awaiters(awaiters);
+  run_awaiters(group, awaiters);
   mlirAsyncRuntimeDropRef(token, 1);
   mlirAsyncRuntimeDropRef(group, 1);
 }

@@ -48,14 +48,17 @@ class TaskCounts:
     queued: int
     by_workers: int
     by_waiters: int
+    # Times a pool worker found no task within its spin (TILECRAFT_SPIN_US) and slept: each
+    # costs a wake-up when the next task is queued.
+    worker_sleeps: int = 0
 
     def __sub__(self, earlier: "TaskCounts") -> "TaskCounts":
         return TaskCounts(self.queued - earlier.queued, self.by_workers - earlier.by_workers,
-                          self.by_waiters - earlier.by_waiters)
+                          self.by_waiters - earlier.by_waiters, self.worker_sleeps - earlier.worker_sleeps)
 
 
 def task_counts() -> TaskCounts:
     """The JIT's task counts (a package links its own copy of the runtime, with its own)."""
-    counts = (ctypes.c_int64 * 3)()
+    counts = (ctypes.c_int64 * 4)()
     load().tilecraftAsyncRuntimeCounts(counts)
     return TaskCounts(*counts)
