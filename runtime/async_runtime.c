@@ -22,6 +22,9 @@
  * - Idle threads spin a short while (TILECRAFT_SPIN_US, default 100 microseconds) before
  *   sleeping: a model's parallel loops follow one another microseconds apart, and a worker
  *   woken from a condition variable for each of them lost tens of microseconds per loop.
+ * - Each thread queues onto a deque of its own and runs its newest task first; an idle
+ *   thread steals another's oldest (the pool section says why: locality and fewer cache
+ *   lines moved per task).
  */
 
 #include <pthread.h>
@@ -110,41 +113,63 @@ RUNTIME_API void mlirAsyncRuntimeDropRef(void *ptr, int64_t count) {
 
 /* ---- the worker pool ---------------------------------------------------------------- */
 
+/* Tasks live in per-thread deques, work-stealing style: a thread pushes the tasks it queues
+ * onto its own deque and takes its own newest first; a thread whose deque is empty steals
+ * the oldest task of another. Why, and not one shared FIFO queue: async-parallel-for queues
+ * a loop recursively (the caller queues blocks [N/2, N), then [N/4, N/2), ... and computes
+ * block 0), so the oldest task is the far half of the loop and the newest the blocks next to
+ * the one just computed. With one FIFO the caller, after its first block, took the far half
+ * itself while the worker had not yet pulled the queue's lines across (about 0.5 us a line
+ * between this VM's cores): on mobilenet_v2 the worker ran a fifth of the blocks, and which
+ * thread ran which rows changed from layer to layer, so each layer read most of its input
+ * from the other core's cache. With deques the worker steals the far half and splits it on
+ * its own deque, the caller walks up from block 0: each thread keeps about the same half of
+ * every loop, and a push or pop touches only the pushing thread's lines unless a thread
+ * steals (docs/performance.md, "The second core"). */
+
 typedef struct Task {
   CoroResume resume;
   void *handle;
-  struct Task *next;
+  struct Task *older, *newer;
 } Task;
 
 /* Each shared variable that one thread writes while another reads or writes it has a cache
- * line of its own. Why: they sat on two lines, and the worker's count of its tasks, the
- * caller's count of its own, the queue it pushes to and the started flag every task reads
- * made each task move the same lines between the cores several times; a line takes about
- * half a microsecond to move between this VM's cores (docs/performance.md, "The second
- * core"). */
+ * line of its own: they sat on two lines, and the worker's count of its tasks, the caller's
+ * count of its own, the queue and the started flag every task reads made each task move the
+ * same lines between the cores several times. */
 #define OWN_LINE __attribute__((aligned(64)))
 
-static pthread_mutex_t pool_mu OWN_LINE = PTHREAD_MUTEX_INITIALIZER;
+typedef struct Deque {
+  pthread_mutex_t mu;
+  Task *oldest, *newest; /* written under mu; `oldest` is read without it by spinning threads */
+} OWN_LINE Deque;
+
+/* Deque 0 belongs to the threads outside the pool (the callers of the model; several may
+ * share it), deque i to worker i. Workers beyond MAX_DEQUES - 1 share the last ones. */
+enum { MAX_DEQUES = 64 };
+static Deque deques[MAX_DEQUES];
+static __thread int own_deque; /* 0 outside the pool */
+
+static pthread_mutex_t pool_mu OWN_LINE = PTHREAD_MUTEX_INITIALIZER; /* starting, sleeping */
 static pthread_cond_t pool_cv OWN_LINE = PTHREAD_COND_INITIALIZER;
-static Task *queue_head OWN_LINE; /* the tail and the sleepers beside it: all under pool_mu */
-static Task *queue_tail;
-static int64_t sleeping_workers; /* workers in pthread_cond_wait: a push signals only then */
+static int64_t sleeping_workers OWN_LINE; /* workers waiting on pool_cv (changed under pool_mu) */
 /* Read by every task, written once per process. */
 static bool pool_started OWN_LINE; /* this process's workers exist (cleared in a fork()ed child) */
-static int64_t pool_threads; /* threads computing parallel loops: the workers and a waiter */
+static int64_t pool_threads;        /* threads computing parallel loops: the workers and a waiter */
+static int deque_count = 1;         /* deques in use: 1 + workers (at most MAX_DEQUES) */
 static int64_t spin_ns = 100 * 1000;
 
 /* Counts for benchmarks/thread_balance.py and the tests (relaxed atomics, a few cycles per
  * task): tasks queued by async.execute (a parallel loop of B blocks queues B - 1: its
- * caller computes the first block itself), and tasks run by a pool worker or by a thread
- * that awaits. Why: how evenly the threads share a loop's blocks is read from these, not
- * guessed from the IR. */
+ * caller computes the first block itself), tasks run by a pool worker or by a thread that
+ * awaits, times a worker found no task within its spin and slept (each costs a wake-up when
+ * the next task is queued), and tasks taken from another thread's deque. Why: how evenly
+ * the threads share a loop's blocks is read from these, not guessed from the IR. */
 static int64_t tasks_queued OWN_LINE;
 static int64_t tasks_run_by_workers OWN_LINE;
 static int64_t tasks_run_by_waiters OWN_LINE;
-/* Times a worker found no task within its spin and went to sleep on pool_cv: each costs a
- * wake-up (a futex call, and the scheduler's latency) when the next task is queued. */
 static int64_t worker_sleeps OWN_LINE;
+static int64_t tasks_stolen OWN_LINE;
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -176,25 +201,52 @@ static bool spin_until(bool (*ready)(void *), void *arg) {
 
 static bool queue_nonempty(void *unused) {
   (void)unused;
-  return __atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) != NULL;
+  int count = __atomic_load_n(&deque_count, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < count; ++i)
+    if (__atomic_load_n(&deques[i].oldest, __ATOMIC_ACQUIRE)) return true;
+  return false;
 }
 
-/* The next queued task, or NULL; pool_mu must be held. */
-static Task *pop_locked(void) {
-  Task *task = queue_head;
+static void push_newest(Deque *deque, Task *task) {
+  pthread_mutex_lock(&deque->mu);
+  task->newer = NULL;
+  task->older = deque->newest;
+  if (deque->newest) deque->newest->newer = task;
+  else __atomic_store_n(&deque->oldest, task, __ATOMIC_RELEASE);
+  deque->newest = task;
+  pthread_mutex_unlock(&deque->mu);
+}
+
+/* Take the newest (own deque) or the oldest (stealing) task of `deque`, or NULL. */
+static Task *take(Deque *deque, bool newest) {
+  if (!__atomic_load_n(&deque->oldest, __ATOMIC_ACQUIRE)) return NULL;
+  pthread_mutex_lock(&deque->mu);
+  Task *task = newest ? deque->newest : deque->oldest;
   if (task) {
-    __atomic_store_n(&queue_head, task->next, __ATOMIC_RELEASE);
-    if (!task->next) queue_tail = NULL;
+    Task *older = task->older, *newer = task->newer;
+    if (older) older->newer = newer;
+    else __atomic_store_n(&deque->oldest, newer, __ATOMIC_RELEASE);
+    if (newer) newer->older = older;
+    else deque->newest = older;
   }
+  pthread_mutex_unlock(&deque->mu);
   return task;
 }
 
+/* The calling thread's next task: its own newest, else another deque's oldest; or NULL. */
 static Task *try_pop(void) {
-  if (!queue_nonempty(NULL)) return NULL;
-  pthread_mutex_lock(&pool_mu);
-  Task *task = pop_locked();
-  pthread_mutex_unlock(&pool_mu);
-  return task;
+  int own = own_deque;
+  Task *task = take(&deques[own], true);
+  if (task) return task;
+  int count = __atomic_load_n(&deque_count, __ATOMIC_ACQUIRE);
+  for (int step = 1; step < count; ++step) {
+    task = take(&deques[(own + step) % count], false);
+    if (task) {
+      __atomic_fetch_add(&tasks_stolen, 1, __ATOMIC_RELAXED);
+      return task;
+    }
+  }
+  return NULL;
 }
 
 static void run_task(Task *task) {
@@ -205,11 +257,8 @@ static void run_task(Task *task) {
 }
 
 /* The next task for a worker: spin up to `spin_ns` for one, then sleep until one is queued.
- * Why the spin restarts after a lost race: a worker that saw a task but lost it to the
- * awaiting thread (which pops too) used to go straight to sleep, and stayed asleep until the
- * next task was queued, often the next parallel loop: on mobilenet_v2 at two threads the
- * worker spent more of its time asleep or spinning than computing, and ran a fifth of the
- * blocks instead of half (docs/performance.md, "The second core"). */
+ * Why the spin goes on after a lost race: a worker that saw a task but lost it to another
+ * thread used to go straight to sleep, and stayed asleep until the next task was queued. */
 static Task *next_task(void) {
   int64_t deadline = spin_ns > 0 ? now_ns() + spin_ns : 0;
   for (;;) {
@@ -219,19 +268,21 @@ static Task *next_task(void) {
     for (int i = 0; i < 64 && !queue_nonempty(NULL); ++i) cpu_relax();
   }
   pthread_mutex_lock(&pool_mu);
-  if (!queue_head) {
-    __atomic_fetch_add(&worker_sleeps, 1, __ATOMIC_RELAXED);
-    sleeping_workers += 1;
-    do pthread_cond_wait(&pool_cv, &pool_mu); while (!queue_head);
-    sleeping_workers -= 1;
-  }
-  Task *task = pop_locked();
+  __atomic_fetch_add(&worker_sleeps, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&sleeping_workers, sleeping_workers + 1, __ATOMIC_SEQ_CST);
+  Task *task;
+  /* The fence pairs with the one in mlirAsyncRuntimeExecute: either this thread sees the
+   * pushed task, or the pusher sees a sleeper and signals (under pool_mu, so not before this
+   * thread waits). */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  while (!(task = try_pop())) pthread_cond_wait(&pool_cv, &pool_mu);
+  __atomic_store_n(&sleeping_workers, sleeping_workers - 1, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&pool_mu);
   return task;
 }
 
-static void *worker(void *unused) {
-  (void)unused;
+static void *worker(void *arg) {
+  own_deque = (int)(intptr_t)arg;
   for (;;) {
     Task *task = next_task();
     __atomic_fetch_add(&tasks_run_by_workers, 1, __ATOMIC_RELAXED);
@@ -240,21 +291,32 @@ static void *worker(void *unused) {
   return NULL;
 }
 
-/* fork(): hold the queue lock across it, so the child's copy is consistent and unlocked. */
+static void reset_deques(void) {
+  for (int i = 0; i < MAX_DEQUES; ++i) {
+    pthread_mutex_init(&deques[i].mu, NULL);
+    deques[i].oldest = deques[i].newest = NULL;
+  }
+}
+
+/* fork(): hold the pool lock across it, so the child's copy is consistent and unlocked. */
 static void before_fork(void) { pthread_mutex_lock(&pool_mu); }
 static void after_fork_in_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static void after_fork_in_child(void) {
-  /* Start the lock and the condition afresh: the copy of pool_cv still counts the parent's
+  /* Start the locks and the condition afresh: the copy of pool_cv still counts the parent's
    * waiting workers, which do not exist here, and a signal consumed by such a phantom
-   * waiter left the child's own worker asleep (its second parallel loop hung). */
+   * waiter left the child's own worker asleep (its second parallel loop hung). A deque's
+   * lock may have been held by one of the parent's threads at the fork. */
   pthread_mutex_unlock(&pool_mu);
   pthread_mutex_init(&pool_mu, NULL);
   pthread_cond_init(&pool_cv, NULL);
-  queue_head = queue_tail = NULL; /* the parent's tasks: its workers run them */
+  reset_deques(); /* the parent's tasks: its workers run them */
   sleeping_workers = 0;
-  pool_started = false;           /* the parent's workers: none of them is here */
+  deque_count = 1;
+  own_deque = 0;         /* the forking thread may have been a worker */
+  pool_started = false;  /* the parent's workers: none of them is here */
 }
 __attribute__((constructor)) static void register_fork_handlers(void) {
+  reset_deques();
   pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
@@ -262,8 +324,7 @@ __attribute__((constructor)) static void register_fork_handlers(void) {
  * test's worker) inherits the started flag and the queue but none of the threads, and its
  * first parallel loop waited forever. The queue was the parent's; the child starts afresh
  * (after_fork_in_child clears the flag). Why a flag and not the pid it used to compare:
- * getpid() is a system call in current glibc, and this runs for every task and every wait
- * (0.4 % of mobilenet_v2's samples at two threads). */
+ * getpid() is a system call in current glibc, and this runs for every task and every wait. */
 static void ensure_pool(void) {
   if (__atomic_load_n(&pool_started, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&pool_mu);
@@ -285,9 +346,12 @@ static void ensure_pool(void) {
    * (wait_ready runs queued tasks). At least one, so that tasks whose continuation nobody
    * awaits with a blocking call still run. */
   long workers = threads > 1 ? threads - 1 : 1;
+  __atomic_store_n(&deque_count, (int)(workers + 1 < MAX_DEQUES ? workers + 1 : MAX_DEQUES),
+                   __ATOMIC_RELEASE);
   for (long i = 0; i < workers; ++i) {
     pthread_t thread;
-    if (pthread_create(&thread, &attr, worker, NULL) != 0) die("cannot start a worker thread");
+    intptr_t deque = 1 + i % (MAX_DEQUES - 1);
+    if (pthread_create(&thread, &attr, worker, (void *)deque) != 0) die("cannot start a worker thread");
   }
   pthread_attr_destroy(&attr);
   __atomic_store_n(&pool_started, true, __ATOMIC_RELEASE);
@@ -300,22 +364,25 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   if (!task) die("out of memory");
   task->resume = resume;
   task->handle = handle;
-  task->next = NULL;
   __atomic_fetch_add(&tasks_queued, 1, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&pool_mu);
-  if (queue_tail) queue_tail->next = task; else queue_head = task;
-  queue_tail = task;
-  if (sleeping_workers > 0) pthread_cond_signal(&pool_cv);
-  pthread_mutex_unlock(&pool_mu);
+  push_newest(&deques[own_deque], task);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with next_task's, see there */
+  if (__atomic_load_n(&sleeping_workers, __ATOMIC_RELAXED) > 0) {
+    pthread_mutex_lock(&pool_mu);
+    pthread_cond_signal(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+  }
 }
 
-/* counts[0..3] = tasks queued, run by workers, run by awaiting threads, and worker sleeps,
- * since the process started (a fork()ed child inherits its parent's counts). */
-RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[4]) {
+/* counts[0..4] = tasks queued, run by workers, run by awaiting threads, worker sleeps and
+ * tasks stolen from another thread's deque, since the process started (a fork()ed child
+ * inherits its parent's counts). */
+RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[5]) {
   counts[0] = __atomic_load_n(&tasks_queued, __ATOMIC_RELAXED);
   counts[1] = __atomic_load_n(&tasks_run_by_workers, __ATOMIC_RELAXED);
   counts[2] = __atomic_load_n(&tasks_run_by_waiters, __ATOMIC_RELAXED);
   counts[3] = __atomic_load_n(&worker_sleeps, __ATOMIC_RELAXED);
+  counts[4] = __atomic_load_n(&tasks_stolen, __ATOMIC_RELAXED);
 }
 
 RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
