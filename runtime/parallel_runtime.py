@@ -52,7 +52,7 @@ class TaskCounts:
     # costs a wake-up when the next task is queued.
     worker_sleeps: int = 0
     # Tasks a thread took from another thread's deque (the oldest there) because its own was
-    # empty: about one per thread per loop when the threads share each loop by halves.
+    # empty: ideally about one per thread per loop, each thread then running its half.
     stolen: int = 0
 
     def __sub__(self, earlier: "TaskCounts") -> "TaskCounts":
