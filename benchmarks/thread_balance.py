@@ -9,6 +9,10 @@ how much a reproducible disturbance of one core slows tilecraft against onnxrunt
     # quiet and disturbed, every runtime in one process, blocks alternating
     .venv/bin/python benchmarks/thread_balance.py disturb /tmp/m.onnx old=/tmp/old.tar new=/tmp/new.tar \\
         --cpu 1 --spin-ms 2 --sleep-ms 2 --rounds 9
+    # undisturbed: median, fastest and 10th-percentile call, CPU per call (the second core's cost)
+    .venv/bin/python benchmarks/thread_balance.py calls /tmp/m.onnx old=/tmp/old.tar new=/tmp/new.tar
+    # conv_chain: 12 small 1x1 convolutions, mostly the cost of their parallel loops
+    .venv/bin/python benchmarks/thread_balance.py export conv_chain -o /tmp/chain.onnx
 
 Why: the same build of a suite model moved by up to 2x between two quiet runs while
 onnxruntime's figures stayed put (docs/performance.md, "After round 19's merges"). A
@@ -22,7 +26,8 @@ process, an interrupt) a quarter of the loop, which the other thread cannot take
 ``facts`` compiles each model and reads every ``scf.forall`` of the IR after bufferization
 (the task grid the schedule made) and prints, per loop, its tasks, its blocks, the share of
 threads x rounds the equal blocks keep busy, and the largest share of the loop one stalled
-thread can hold (one block). ``disturb`` starts a child process pinned to one core
+thread can hold (one block). ``calls`` times the packages and onnxruntime undisturbed, every call (``call_figures``).
+``disturb`` starts a child process pinned to one core
 (``--cpu``) that spins ``--spin-ms`` and sleeps ``--sleep-ms`` in turn; it is stopped
 (SIGSTOP) during quiet blocks and continued (SIGCONT) during disturbed ones, so every runtime
 is timed both ways in the same process, blocks alternating (runtime/timing.py's
@@ -154,7 +159,8 @@ def facts_main(args: argparse.Namespace) -> None:
         blocks = counts.queued + sum(1 for f in facts if f.blocks > 0) * args.calls
         predicted = sum(f.blocks for f in facts) * args.calls
         print(f"  run: {blocks / args.calls:.0f} blocks per call (from the IR: {predicted / args.calls:.0f}); "
-              f"the worker ran {counts.by_workers / max(blocks, 1):.1%} of them, the caller the rest")
+              f"the worker ran {counts.by_workers / max(blocks, 1):.1%} of them, the caller the rest; "
+              f"the worker slept {counts.worker_sleeps / args.calls:.1f} times per call")
 
 
 # ---- the disturbance ----------------------------------------------------------------------
@@ -205,11 +211,11 @@ def disturbed_runners(runners: dict[str, Callable[[], Any]], disturbance: Distur
     return both
 
 
-def disturb_main(args: argparse.Namespace) -> None:
+def package_runners(args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
+    """onnxruntime (``args.threads`` threads, where installed) and each ``LABEL=PACKAGE`` of
+    ``args.packages`` on one random input; each package's output is checked against
+    onnxruntime's (else against the first package's) and its largest difference printed."""
     import numpy as np
-
-    sys.path.insert(0, HERE)
-    from end_to_end import RUNNER_PAUSE_S, alternating  # noqa: E402
 
     from tilecraft.runtime.package import load_module
 
@@ -242,6 +248,14 @@ def disturb_main(args: argparse.Namespace) -> None:
             reference = out
         print(f"{label}: largest difference from the reference {float(np.abs(out - reference).max()):.3g}")
         runners[label] = lambda module=module, x=x: module(x)
+    return runners
+
+
+def disturb_main(args: argparse.Namespace) -> None:
+    sys.path.insert(0, HERE)
+    from end_to_end import RUNNER_PAUSE_S, alternating  # noqa: E402
+
+    runners = package_runners(args)
     disturbance = Disturbance(args.cpu, args.spin_ms, args.sleep_ms)
     try:
         medians = alternating(disturbed_runners(runners, disturbance), args.rounds,
@@ -258,9 +272,91 @@ def disturb_main(args: argparse.Namespace) -> None:
         print(f"{label:<14} {quiet * 1e3:9.2f} {disturbed * 1e3:13.2f} {disturbed / quiet:16.2f} {quiet / base:18.2f}")
 
 
+@dataclass(frozen=True)
+class CallFigures:
+    median_ms: float  # median over blocks of the block's mean call
+    fastest_ms: float  # the fastest single call of all blocks
+    p10_ms: float  # the 10th percentile of single calls
+    cpu_ms: float  # median over blocks of the process's CPU time per call (all threads)
+
+
+def call_figures(runners: dict[str, Callable[[], Any]], rounds: int, sample_s: float,
+                 pause_s: float) -> dict[str, CallFigures]:
+    """Blocks of calls, runners alternating block by block (a pause and an untimed call before
+    each, for onnxruntime's spinning pool), every call timed. Why the fastest call and the
+    10th percentile beside the median: on a machine shared with other jobs the median
+    measures how often the runtime's threads got a core; the fastest calls are those that
+    ran with both threads on their cores, closest to a quiet machine's figure (the
+    medians of two runs a minute apart differed by 2x at load 15, the fastest calls' ratios
+    by less; docs/performance.md, "The second core")."""
+    import statistics
+    import time
+
+    calls: dict[str, list[float]] = {name: [] for name in runners}
+    means: dict[str, list[float]] = {name: [] for name in runners}
+    cpus: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            time.sleep(pause_s)
+            run()
+            block: list[float] = []
+            cpu, start = time.process_time(), time.perf_counter()
+            while time.perf_counter() - start < sample_s:
+                began = time.perf_counter()
+                run()
+                block.append(time.perf_counter() - began)
+            cpus[name].append((time.process_time() - cpu) / len(block))
+            means[name].append(statistics.fmean(block))
+            calls[name].extend(block)
+    figures = {}
+    for name in runners:
+        ordered = sorted(calls[name])
+        figures[name] = CallFigures(statistics.median(means[name]) * 1e3, ordered[0] * 1e3,
+                                    ordered[len(ordered) // 10] * 1e3, statistics.median(cpus[name]) * 1e3)
+    return figures
+
+
+def calls_main(args: argparse.Namespace) -> None:
+    sys.path.insert(0, HERE)
+    from end_to_end import RUNNER_PAUSE_S  # noqa: E402
+
+    runners = package_runners(args)
+    figures = call_figures(runners, args.rounds, args.sample_s, RUNNER_PAUSE_S)
+    first = figures[next(iter(runners))]
+    print(f"{args.rounds} blocks of {args.sample_s} s per runtime, alternating; ratios to {next(iter(runners))}")
+    print(f"{'runtime':<14} {'median ms':>10} {'fastest ms':>11} {'p10 ms':>8} {'CPU ms/call':>12} "
+          f"{'median/':>8} {'fastest/':>9} {'p10/':>6}")
+    for label, f in figures.items():
+        print(f"{label:<14} {f.median_ms:10.3f} {f.fastest_ms:11.3f} {f.p10_ms:8.3f} {f.cpu_ms:12.3f} "
+              f"{f.median_ms / first.median_ms:8.2f} {f.fastest_ms / first.fastest_ms:9.2f} {f.p10_ms / first.p10_ms:6.2f}")
+
+
+def conv_chain(layers: int = 12, channels: int = 16, size: int = 32) -> Any:
+    """An ONNX model of ``layers`` 1x1 convolutions with ReLUs, ``channels`` x ``size`` x
+    ``size``: each a few microseconds of work that the planner splits across threads, so a
+    call is mostly the cost of its parallel loops (dispatch, wake-ups, the cores' caches)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, weights, previous = [], [], "x"
+    for i in range(layers):
+        weights.append(numpy_helper.from_array(
+            (rng.standard_normal((channels, channels, 1, 1)) * 0.25).astype(np.float32), f"w{i}"))
+        nodes += [helper.make_node("Conv", [previous, f"w{i}"], [f"c{i}"]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        previous = f"r{i}"
+    shape = [1, channels, size, size]
+    graph = helper.make_graph(nodes, "conv_chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(previous, TensorProto.FLOAT, shape)], weights)
+    # IR version 8: onnxruntime 1.2x reads at most 13, and onnx writes its newest by default.
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def export_main(args: argparse.Namespace) -> None:
+    model = conv_chain() if args.name == "conv_chain" else _onnx_model(args.name)[0]
     with open(args.output, "wb") as handle:
-        handle.write(_onnx_model(args.name)[0].SerializeToString())
+        handle.write(model.SerializeToString())
     print(f"{args.name} -> {args.output}")
 
 
@@ -273,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     facts.add_argument("--verbose", action="store_true", help="every loop's tasks -> blocks")
     facts.add_argument("--calls", type=int, default=20, help="calls counted by the runtime")
     export = commands.add_parser("export", help="a suite model as ONNX")
-    export.add_argument("name")
+    export.add_argument("name", help="a suite model, or conv_chain (12 small 1x1 convolutions: the cost of "
+                                     "parallel loops)")
     export.add_argument("-o", "--output", required=True)
     disturb = commands.add_parser("disturb", help="packages and onnxruntime, quiet and disturbed")
     disturb.add_argument("model", help="the ONNX model the packages were compiled from")
@@ -286,8 +383,16 @@ def main(argv: list[str] | None = None) -> None:
     disturb.add_argument("--sample-s", type=float, default=0.1, help="seconds per timed block")
     disturb.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
                          help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
+    calls = commands.add_parser("calls", help="packages and onnxruntime: median, fastest and 10th-percentile call")
+    calls.add_argument("model", help="the ONNX model the packages were compiled from")
+    calls.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
+    calls.add_argument("--threads", type=int, default=2, help="onnxruntime's threads (the packages' are theirs)")
+    calls.add_argument("--rounds", type=int, default=15, help="alternating blocks per runtime")
+    calls.add_argument("--sample-s", type=float, default=0.15, help="seconds per timed block")
+    calls.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
+                       help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
     args = parser.parse_args(argv)
-    {"facts": facts_main, "export": export_main, "disturb": disturb_main}[args.command](args)
+    {"facts": facts_main, "export": export_main, "disturb": disturb_main, "calls": calls_main}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@
  * - Idle threads spin a short while (TILECRAFT_SPIN_US, default 100 microseconds) before
  *   sleeping: a model's parallel loops follow one another microseconds apart, and a worker
  *   woken from a condition variable for each of them lost tens of microseconds per loop.
+ * - Each thread queues onto a deque of its own and runs its newest task first; an idle
+ *   thread steals another's oldest (the pool section says why: locality and fewer cache
+ *   lines moved per task).
  */
 
 #include <pthread.h>
@@ -62,6 +65,10 @@ typedef struct Object {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   Awaiter *awaiters;
+  /* The first awaiter's storage: nearly every token has exactly one (the group its loop
+   * counts it into), which then costs no malloc and no free on another thread. */
+  Awaiter first_awaiter;
+  bool first_awaiter_used;
   /* tokens and values */
   int state;
   void *storage;
@@ -106,25 +113,63 @@ RUNTIME_API void mlirAsyncRuntimeDropRef(void *ptr, int64_t count) {
 
 /* ---- the worker pool ---------------------------------------------------------------- */
 
+/* Tasks live in per-thread deques, work-stealing style: a thread pushes the tasks it queues
+ * onto its own deque and takes its own newest first; a thread whose deque is empty steals
+ * the oldest task of another. Why, and not one shared FIFO queue: async-parallel-for queues
+ * a loop recursively (the caller queues blocks [N/2, N), then [N/4, N/2), ... and computes
+ * block 0), so the oldest task is the far half of the loop and the newest the blocks next to
+ * the one just computed. With one FIFO the caller, after its first block, popped the far
+ * half itself whenever the worker had not yet pulled the queue's lines across (about 0.5 us
+ * a line between this VM's cores), and which thread ran which rows changed from loop to
+ * loop. With deques the worker steals the far half and splits it on its own deque while the
+ * caller walks up from block 0: each thread keeps about the same half of every loop (the
+ * rows its previous loop wrote, where the layers split alike), and a push or pop touches
+ * only the pushing thread's lines unless a thread steals (docs/performance.md, "The second
+ * core": mobilenet_v2's fastest two-thread calls 0.8x round 21's, measured under load). */
+
 typedef struct Task {
   CoroResume resume;
   void *handle;
-  struct Task *next;
+  struct Task *older, *newer;
 } Task;
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
-static Task *queue_head, *queue_tail;
-static pid_t pool_pid; /* the process whose workers exist (0: none started yet) */
-static int64_t pool_threads; /* threads computing parallel loops: the workers and a waiter */
+/* Each shared variable that one thread writes while another reads or writes it has a cache
+ * line of its own: they sat on two lines, and the worker's count of its tasks, the caller's
+ * count of its own, the queue and the started flag every task reads made each task move the
+ * same lines between the cores several times. */
+#define OWN_LINE __attribute__((aligned(64)))
+
+typedef struct Deque {
+  pthread_mutex_t mu;
+  Task *oldest, *newest; /* written under mu; `oldest` is read without it by spinning threads */
+} OWN_LINE Deque;
+
+/* Deque 0 belongs to the threads outside the pool (the callers of the model; several may
+ * share it), deque i to worker i; past MAX_DEQUES - 1 workers, they share deques in turn. */
+enum { MAX_DEQUES = 64 };
+static Deque deques[MAX_DEQUES];
+static __thread int own_deque; /* 0 outside the pool */
+
+static pthread_mutex_t pool_mu OWN_LINE = PTHREAD_MUTEX_INITIALIZER; /* starting, sleeping */
+static pthread_cond_t pool_cv OWN_LINE = PTHREAD_COND_INITIALIZER;
+static int64_t sleeping_workers OWN_LINE; /* workers waiting on pool_cv (changed under pool_mu) */
+/* Read by every task, written once per process. */
+static bool pool_started OWN_LINE; /* this process's workers exist (cleared in a fork()ed child) */
+static int64_t pool_threads;        /* threads computing parallel loops: the workers and a waiter */
+static int deque_count = 1;         /* deques in use: 1 + workers (at most MAX_DEQUES) */
 static int64_t spin_ns = 100 * 1000;
 
 /* Counts for benchmarks/thread_balance.py and the tests (relaxed atomics, a few cycles per
  * task): tasks queued by async.execute (a parallel loop of B blocks queues B - 1: its
- * caller computes the first block itself), and tasks run by a pool worker or by a thread
- * that awaits. Why: how evenly the threads share a loop's blocks is read from these, not
- * guessed from the IR. */
-static int64_t tasks_queued, tasks_run_by_workers, tasks_run_by_waiters;
+ * caller computes the first block itself), tasks run by a pool worker or by a thread that
+ * awaits, times a worker found no task within its spin and slept (each costs a wake-up when
+ * the next task is queued), and tasks taken from another thread's deque. Why: how evenly
+ * the threads share a loop's blocks is read from these, not guessed from the IR. */
+static int64_t tasks_queued OWN_LINE;
+static int64_t tasks_run_by_workers OWN_LINE;
+static int64_t tasks_run_by_waiters OWN_LINE;
+static int64_t worker_sleeps OWN_LINE;
+static int64_t tasks_stolen OWN_LINE;
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -156,25 +201,52 @@ static bool spin_until(bool (*ready)(void *), void *arg) {
 
 static bool queue_nonempty(void *unused) {
   (void)unused;
-  return __atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) != NULL;
+  int count = __atomic_load_n(&deque_count, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < count; ++i)
+    if (__atomic_load_n(&deques[i].oldest, __ATOMIC_ACQUIRE)) return true;
+  return false;
 }
 
-/* The next queued task, or NULL; pool_mu must be held. */
-static Task *pop_locked(void) {
-  Task *task = queue_head;
+static void push_newest(Deque *deque, Task *task) {
+  pthread_mutex_lock(&deque->mu);
+  task->newer = NULL;
+  task->older = deque->newest;
+  if (deque->newest) deque->newest->newer = task;
+  else __atomic_store_n(&deque->oldest, task, __ATOMIC_RELEASE);
+  deque->newest = task;
+  pthread_mutex_unlock(&deque->mu);
+}
+
+/* Take the newest (own deque) or the oldest (stealing) task of `deque`, or NULL. */
+static Task *take(Deque *deque, bool newest) {
+  if (!__atomic_load_n(&deque->oldest, __ATOMIC_ACQUIRE)) return NULL;
+  pthread_mutex_lock(&deque->mu);
+  Task *task = newest ? deque->newest : deque->oldest;
   if (task) {
-    __atomic_store_n(&queue_head, task->next, __ATOMIC_RELEASE);
-    if (!task->next) queue_tail = NULL;
+    Task *older = task->older, *newer = task->newer;
+    if (older) older->newer = newer;
+    else __atomic_store_n(&deque->oldest, newer, __ATOMIC_RELEASE);
+    if (newer) newer->older = older;
+    else deque->newest = older;
   }
+  pthread_mutex_unlock(&deque->mu);
   return task;
 }
 
+/* The calling thread's next task: its own newest, else another deque's oldest; or NULL. */
 static Task *try_pop(void) {
-  if (!queue_nonempty(NULL)) return NULL;
-  pthread_mutex_lock(&pool_mu);
-  Task *task = pop_locked();
-  pthread_mutex_unlock(&pool_mu);
-  return task;
+  int own = own_deque;
+  Task *task = take(&deques[own], true);
+  if (task) return task;
+  int count = __atomic_load_n(&deque_count, __ATOMIC_ACQUIRE);
+  for (int step = 1; step < count; ++step) {
+    task = take(&deques[(own + step) % count], false);
+    if (task) {
+      __atomic_fetch_add(&tasks_stolen, 1, __ATOMIC_RELAXED);
+      return task;
+    }
+  }
+  return NULL;
 }
 
 static void run_task(Task *task) {
@@ -184,46 +256,79 @@ static void run_task(Task *task) {
   resume(handle);
 }
 
-static void *worker(void *unused) {
-  (void)unused;
+/* The next task for a worker: spin up to `spin_ns` for one, then sleep until one is queued.
+ * Why the spin goes on after a lost race: a worker that saw a task but lost it to another
+ * thread used to go straight to sleep, and stayed asleep until the next task was queued. */
+static Task *next_task(void) {
+  int64_t deadline = spin_ns > 0 ? now_ns() + spin_ns : 0;
   for (;;) {
-    Task *task = spin_until(queue_nonempty, NULL) ? try_pop() : NULL;
-    if (!task) {
-      pthread_mutex_lock(&pool_mu);
-      while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
-      task = pop_locked();
-      pthread_mutex_unlock(&pool_mu);
-    }
+    Task *task = try_pop();
+    if (task) return task;
+    if (spin_ns <= 0 || now_ns() >= deadline) break;
+    for (int i = 0; i < 64 && !queue_nonempty(NULL); ++i) cpu_relax();
+  }
+  pthread_mutex_lock(&pool_mu);
+  __atomic_fetch_add(&worker_sleeps, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&sleeping_workers, sleeping_workers + 1, __ATOMIC_SEQ_CST);
+  Task *task;
+  /* The fence pairs with the one in mlirAsyncRuntimeExecute: either this thread sees the
+   * pushed task, or the pusher sees a sleeper and signals (under pool_mu, so not before this
+   * thread waits). */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  while (!(task = try_pop())) pthread_cond_wait(&pool_cv, &pool_mu);
+  __atomic_store_n(&sleeping_workers, sleeping_workers - 1, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&pool_mu);
+  return task;
+}
+
+static void *worker(void *arg) {
+  own_deque = (int)(intptr_t)arg;
+  for (;;) {
+    Task *task = next_task();
     __atomic_fetch_add(&tasks_run_by_workers, 1, __ATOMIC_RELAXED);
     run_task(task);
   }
   return NULL;
 }
 
-/* fork(): hold the queue lock across it, so the child's copy is consistent and unlocked. */
+static void reset_deques(void) {
+  for (int i = 0; i < MAX_DEQUES; ++i) {
+    pthread_mutex_init(&deques[i].mu, NULL);
+    deques[i].oldest = deques[i].newest = NULL;
+  }
+}
+
+/* fork(): hold the pool lock across it, so the child's copy is consistent and unlocked. */
 static void before_fork(void) { pthread_mutex_lock(&pool_mu); }
 static void after_fork_in_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static void after_fork_in_child(void) {
-  /* Start the lock and the condition afresh: the copy of pool_cv still counts the parent's
+  /* Start the locks and the condition afresh: the copy of pool_cv still counts the parent's
    * waiting workers, which do not exist here, and a signal consumed by such a phantom
-   * waiter left the child's own worker asleep (its second parallel loop hung). */
+   * waiter left the child's own worker asleep (its second parallel loop hung). A deque's
+   * lock may have been held by one of the parent's threads at the fork. */
   pthread_mutex_unlock(&pool_mu);
   pthread_mutex_init(&pool_mu, NULL);
   pthread_cond_init(&pool_cv, NULL);
-  queue_head = queue_tail = NULL; /* the parent's tasks: its workers run them */
+  reset_deques(); /* the parent's tasks: its workers run them */
+  sleeping_workers = 0;
+  deque_count = 1;
+  own_deque = 0;         /* the forking thread may have been a worker */
+  pool_started = false;  /* the parent's workers: none of them is here */
 }
 __attribute__((constructor)) static void register_fork_handlers(void) {
+  reset_deques();
   pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
 /* Start the workers once per process. Why per process: a fork()ed child (a tuner's or a
  * test's worker) inherits the started flag and the queue but none of the threads, and its
- * first parallel loop waited forever. The queue was the parent's; the child starts afresh. */
+ * first parallel loop waited forever. The queue was the parent's; the child starts afresh
+ * (after_fork_in_child clears the flag). Why a flag and not the pid it used to compare:
+ * getpid() is a system call in current glibc, and this runs for every task and every wait. */
 static void ensure_pool(void) {
-  pid_t pid = getpid();
-  if (__atomic_load_n(&pool_pid, __ATOMIC_ACQUIRE) == pid) return;
+  if (__atomic_load_n(&pool_started, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&pool_mu);
-  if (pool_pid == pid) {
+  if (pool_started) {
     pthread_mutex_unlock(&pool_mu);
     return;
   }
@@ -241,12 +346,15 @@ static void ensure_pool(void) {
    * (wait_ready runs queued tasks). At least one, so that tasks whose continuation nobody
    * awaits with a blocking call still run. */
   long workers = threads > 1 ? threads - 1 : 1;
+  __atomic_store_n(&deque_count, (int)(workers + 1 < MAX_DEQUES ? workers + 1 : MAX_DEQUES),
+                   __ATOMIC_RELEASE);
   for (long i = 0; i < workers; ++i) {
     pthread_t thread;
-    if (pthread_create(&thread, &attr, worker, NULL) != 0) die("cannot start a worker thread");
+    intptr_t deque = 1 + i % (MAX_DEQUES - 1);
+    if (pthread_create(&thread, &attr, worker, (void *)deque) != 0) die("cannot start a worker thread");
   }
   pthread_attr_destroy(&attr);
-  __atomic_store_n(&pool_pid, pid, __ATOMIC_RELEASE);
+  __atomic_store_n(&pool_started, true, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&pool_mu);
 }
 
@@ -256,21 +364,25 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   if (!task) die("out of memory");
   task->resume = resume;
   task->handle = handle;
-  task->next = NULL;
   __atomic_fetch_add(&tasks_queued, 1, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&pool_mu);
-  if (queue_tail) queue_tail->next = task; else queue_head = task;
-  queue_tail = task;
-  pthread_cond_signal(&pool_cv);
-  pthread_mutex_unlock(&pool_mu);
+  push_newest(&deques[own_deque], task);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with next_task's, see there */
+  if (__atomic_load_n(&sleeping_workers, __ATOMIC_RELAXED) > 0) {
+    pthread_mutex_lock(&pool_mu);
+    pthread_cond_signal(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+  }
 }
 
-/* counts[0..2] = tasks queued, run by workers, run by awaiting threads, since the process
- * started (a fork()ed child inherits its parent's counts). */
-RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[3]) {
+/* counts[0..4] = tasks queued, run by workers, run by awaiting threads, worker sleeps and
+ * tasks stolen from another thread's deque, since the process started (a fork()ed child
+ * inherits its parent's counts). */
+RUNTIME_API void tilecraftAsyncRuntimeCounts(int64_t counts[5]) {
   counts[0] = __atomic_load_n(&tasks_queued, __ATOMIC_RELAXED);
   counts[1] = __atomic_load_n(&tasks_run_by_workers, __ATOMIC_RELAXED);
   counts[2] = __atomic_load_n(&tasks_run_by_waiters, __ATOMIC_RELAXED);
+  counts[3] = __atomic_load_n(&worker_sleeps, __ATOMIC_RELAXED);
+  counts[4] = __atomic_load_n(&tasks_stolen, __ATOMIC_RELAXED);
 }
 
 RUNTIME_API int64_t mlirAsyncRuntimGetNumWorkerThreads(void) {
@@ -295,19 +407,25 @@ RUNTIME_API void *mlirAsyncRuntimeCreateGroup(int64_t size) {
   return group;
 }
 
-/* Run and free a list of awaiters (called without any object lock held). */
-static void run_awaiters(Awaiter *awaiter) {
+/* Run a list of awaiters detached from `owner` (called without any object lock held, while
+ * the caller still holds a reference to `owner`) and free those that were allocated. */
+static void run_awaiters(Object *owner, Awaiter *awaiter) {
   while (awaiter) {
     Awaiter *next = awaiter->next;
     awaiter->fn(awaiter->arg1, awaiter->arg2);
-    free(awaiter);
+    if (awaiter != &owner->first_awaiter) free(awaiter);
     awaiter = next;
   }
 }
 
+/* Add an awaiter to `object`; its lock must be held. */
 static void push_awaiter(Object *object, void (*fn)(void *, void *), void *arg1, void *arg2) {
-  Awaiter *awaiter = malloc(sizeof(Awaiter));
-  if (!awaiter) die("out of memory");
+  Awaiter *awaiter = &object->first_awaiter;
+  if (object->first_awaiter_used) {
+    awaiter = malloc(sizeof(Awaiter));
+    if (!awaiter) die("out of memory");
+  }
+  object->first_awaiter_used = true;
   awaiter->fn = fn;
   awaiter->arg1 = arg1;
   awaiter->arg2 = arg2;
@@ -323,7 +441,7 @@ static void set_state(Object *object, int state) {
   object->awaiters = NULL;
   pthread_cond_broadcast(&object->cv);
   pthread_mutex_unlock(&object->mu);
-  run_awaiters(awaiters);
+  run_awaiters(object, awaiters);
   mlirAsyncRuntimeDropRef(object, 1); /* the producing task's reference */
 }
 
@@ -332,12 +450,9 @@ RUNTIME_API void mlirAsyncRuntimeEmplaceValue(void *value) { set_state(value, AV
 RUNTIME_API void mlirAsyncRuntimeSetTokenError(void *token) { set_state(token, ERROR); }
 RUNTIME_API void mlirAsyncRuntimeSetValueError(void *value) { set_state(value, ERROR); }
 
-static int load_state(Object *object) {
-  pthread_mutex_lock(&object->mu);
-  int state = object->state;
-  pthread_mutex_unlock(&object->mu);
-  return state;
-}
+/* A token's or value's state: set once (set_state stores it with release order), so an
+ * acquire load reads it without taking the object's lock, whose line another core may hold. */
+static int load_state(Object *object) { return __atomic_load_n(&object->state, __ATOMIC_ACQUIRE); }
 
 RUNTIME_API bool mlirAsyncRuntimeIsTokenError(void *token) { return load_state(token) == ERROR; }
 RUNTIME_API bool mlirAsyncRuntimeIsValueError(void *value) { return load_state(value) == ERROR; }
@@ -366,7 +481,7 @@ static void group_token_ready(void *group_ptr, void *token_ptr) {
     pthread_cond_broadcast(&group->cv);
   }
   pthread_mutex_unlock(&group->mu);
-  run_awaiters(awaiters);
+  run_awaiters(group, awaiters);
   mlirAsyncRuntimeDropRef(token, 1);
   mlirAsyncRuntimeDropRef(group, 1);
 }

@@ -48,14 +48,21 @@ class TaskCounts:
     queued: int
     by_workers: int
     by_waiters: int
+    # Times a pool worker found no task within its spin (TILECRAFT_SPIN_US) and slept: each
+    # costs a wake-up when the next task is queued.
+    worker_sleeps: int = 0
+    # Tasks a thread took from another thread's deque (the oldest there) because its own was
+    # empty: ideally about one per thread per loop, each thread then running its half.
+    stolen: int = 0
 
     def __sub__(self, earlier: "TaskCounts") -> "TaskCounts":
         return TaskCounts(self.queued - earlier.queued, self.by_workers - earlier.by_workers,
-                          self.by_waiters - earlier.by_waiters)
+                          self.by_waiters - earlier.by_waiters, self.worker_sleeps - earlier.worker_sleeps,
+                          self.stolen - earlier.stolen)
 
 
 def task_counts() -> TaskCounts:
     """The JIT's task counts (a package links its own copy of the runtime, with its own)."""
-    counts = (ctypes.c_int64 * 3)()
+    counts = (ctypes.c_int64 * 5)()
     load().tilecraftAsyncRuntimeCounts(counts)
     return TaskCounts(*counts)

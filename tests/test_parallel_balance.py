@@ -34,7 +34,8 @@ PROBE = textwrap.dedent("""
         m(*args)
     counts = parallel_runtime.task_counts() - before
     print(json.dumps({"tasks": [f.tasks for f in facts], "blocks": [f.blocks for f in facts], "calls": calls,
-                      "queued": counts.queued, "workers": counts.by_workers, "waiters": counts.by_waiters}))
+                      "queued": counts.queued, "workers": counts.by_workers, "waiters": counts.by_waiters,
+                      "stolen": counts.stolen}))
 """)
 
 
@@ -66,6 +67,7 @@ def test_blocks_run_are_the_blocks_predicted(tmp_path, text, shapes, tasks, bloc
     # A loop of B blocks queues B - 1 tasks (the caller computes the first), each run once.
     assert probe["queued"] == probe["calls"] * sum(b - 1 for b in blocks)
     assert probe["workers"] + probe["waiters"] == probe["queued"]
+    assert 0 <= probe["stolen"] <= probe["queued"]
 
 
 @pytest.mark.parametrize("rows", [17, 13, 6, 14])
