@@ -15,7 +15,7 @@ import pytest
 
 import tilecraft
 
-from onnx_testing import check_node, import_error
+from onnx_testing import check_node, import_error, make_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "graph"))
 import graph_models  # noqa: E402
@@ -41,6 +41,15 @@ def test_random_values_are_exact(shape):
     y, scale, zero = _dql((RNG.standard_normal(shape) * 4).astype(np.float32))
     assert y.dtype == np.uint8 and scale.shape == () and zero.dtype == np.uint8
     assert 0 < zero < 255
+
+
+def test_a_scalar_and_an_empty_input():
+    y, scale, zero = _dql(np.array(-3.5, np.float32))
+    assert y.shape == () and y == 0 and zero == 255
+    # no values: the range is [0, 0], as for all zeros (the reference's numpy min refuses it)
+    model = make_model("DynamicQuantizeLinear", {"x": np.zeros((0, 4), np.float32)}, num_outputs=3, opset=11)
+    y, scale, zero = tilecraft.compile(model)(x=np.zeros((0, 4), np.float32))
+    assert y.shape == (0, 4) and scale == np.float32(1.0) / np.float32(255) and zero == 0
 
 
 @pytest.mark.parametrize("shape", [(6,), LARGE], ids=["small", "two-step"])
