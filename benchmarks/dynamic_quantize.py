@@ -121,7 +121,8 @@ def compare(label: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], ro
             line += f"   kernels {_sum_of_medians(kernel[name]) * 1e3:8.3f} ms"
         print(line)
     call_ratio = [c["op"] / c["function body"] for c in calls]
-    print(f"  op / function body: kernels {_sum_of_medians(kernel['op']) / _sum_of_medians(kernel['function body']):.3f}, "
+    kernel_ratio = _sum_of_medians(kernel["op"]) / _sum_of_medians(kernel["function body"])
+    print(f"  op / function body: kernels {kernel_ratio:.3f}, "
           f"call {statistics.median(call_ratio):.3f} [{min(call_ratio):.3f}, {max(call_ratio):.3f}]")
     if "onnxruntime" in runners:
         ratio = [c["op"] / c["onnxruntime"] for c in calls]
