@@ -16,6 +16,7 @@ import pytest
 import tilecraft
 
 from onnx_testing import check_node, import_error, make_model
+from pinned_targets import AVX2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "graph"))
 import graph_models  # noqa: E402
@@ -106,7 +107,9 @@ def test_a_float64_input_is_refused_naming_the_node():
                                      opset=11)
 
 
-def test_quantize_dynamic_encoder_layer_matches_onnxruntime():
+# The host (VNNI kernels where it has them), and AVX2 pinned: widened i32 matmuls, 8-wide lanes.
+@pytest.mark.parametrize("target", ["llvm", AVX2], ids=["host", "avx2"])
+def test_quantize_dynamic_encoder_layer_matches_onnxruntime(target):
     ort = pytest.importorskip("onnxruntime")
     model = graph_models.bert_layer(seq=32, hidden=128, heads=4, ffn=256)
     int8 = tilecraft.quantize(model)
@@ -114,7 +117,7 @@ def test_quantize_dynamic_encoder_layer_matches_onnxruntime():
     x = RNG.standard_normal((32, 128)).astype(np.float32)
     session = ort.InferenceSession(int8.SerializeToString(), providers=["CPUExecutionProvider"])
     (expected,) = session.run(None, {"x": x})
-    got = tilecraft.compile(int8)(x=x)
+    got = tilecraft.compile(int8, target=target)(x=x)
     # the same 8-bit operands and i32 products; what remains is float rounding in the
     # epilogues, softmax and LayerNorm (about 2e-7 here; int8 against f32 differs by 7e-3,
     # so one quantization level off anywhere fails this)
