@@ -16,6 +16,8 @@ With ``kernels=1`` (``with_bf16_weights`` sets it for AVX512-BF16 targets), plai
 NHWC convolutions (any window, even channel counts; 1x1 stride-1 ones with any) by such a
 constant become calls of bf16 dot-product kernels instead
 (bf16_matmul.py: ``vdpbf16ps``), which take the weights rounded to bf16 and packed for them.
+A windowed convolution of an odd channel count (3 or more: an RGB stem) takes them on one
+more channel of zeros in its input and filter (graph/even_channels.py).
 
 Left alone: non-constant operands, constants that are not f32, and small ones (at most
 ``RESOURCE_THRESHOLD`` elements, biases and scales: nothing to save).
