@@ -5,9 +5,10 @@ onnxruntime's f32 and its int8 model, times and errors from one run.
         [--bert-layers 2] [--calibration 4] [--threads 1] [--agreement 1000]
     .venv/bin/python benchmarks/precision.py --layers all [--rounds 15] [--threads 1]
 
-Models: end_to_end.py's ResNet-50 (the onnx wheel's light zoo graph, random weights, batch 1)
-and BERT-base-shaped encoder (``--bert-layers`` post-norm layers, 128 tokens). Nothing is
-downloaded.
+Models: ResNet-50 (public_suite.py's, seeded random weights and BatchNorm statistics
+calibrated on random batches, so that its top-1 moves with the input: ``resnet50_case``;
+batch 1) and end_to_end.py's BERT-base-shaped encoder (``--bert-layers`` post-norm layers,
+128 tokens). Nothing is downloaded.
 
 Builds, all from the same float ONNX model:
   tilecraft f32     ``tilecraft.compile(model)``
@@ -23,14 +24,17 @@ Builds, all from the same float ONNX model:
 Errors: tilecraft's accuracy report for each reduced build (relative to the output's largest
 f32 magnitude, on the calibration inputs or seeded random ones), and the same figures for
 onnxruntime's int8 model against onnxruntime's f32 run. ``--agreement N`` adds the report of
-each reduced build against tilecraft f32 on N further seeded random inputs (the issue's
-top-1 agreement over 1,000 inputs for ResNet-50: minutes of calls, so an option). Times: CPU milliseconds per call,
+each reduced build, OpenVINO's reduced build and onnxruntime's int8 model against tilecraft
+f32 on N further seeded random inputs, and how many classes f32's top-1 takes over them (the
+issue's top-1 agreement over 1,000 inputs for ResNet-50: minutes of calls, so an option).
+Times: CPU milliseconds per call,
 ``--threads`` threads each (TILECRAFT_NUM_THREADS, intra_op_num_threads), medians over
 alternating rounds (runtime/timing.py: drift of a shared machine hits every runner alike).
 
 ``--layers``: single layers (a convolution or a matmul by constant weights, with a bias
-and ReLU or bias after it) as f32 and as bf16 builds, CPU time per call alternating, for
-the bf16 kernels' own speed (``all`` or a comma-separated list of ``LAYERS``' names).
+and ReLU or bias after it) as f32 and as bf16 builds and OpenVINO's default precision where
+it is installed, CPU time per call alternating, for the bf16 kernels' own speed (``all`` or
+a comma-separated list of ``LAYERS``' names).
 
 Read the figures for what the host has (the first line printed says): without AVX512-BF16
 and VNNI (this script's first runs, on an AVX2 EPYC) int8 runs widened i32 matmuls and bf16
