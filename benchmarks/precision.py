@@ -5,9 +5,10 @@ onnxruntime's f32 and its int8 model, times and errors from one run.
         [--bert-layers 2] [--calibration 4] [--threads 1] [--agreement 1000]
     .venv/bin/python benchmarks/precision.py --layers all [--rounds 15] [--threads 1]
 
-Models: end_to_end.py's ResNet-50 (the onnx wheel's light zoo graph, random weights, batch 1)
-and BERT-base-shaped encoder (``--bert-layers`` post-norm layers, 128 tokens). Nothing is
-downloaded.
+Models: ResNet-50 (public_suite.py's, seeded random weights and BatchNorm statistics
+calibrated on random batches, so that its top-1 moves with the input: ``resnet50_case``;
+batch 1) and end_to_end.py's BERT-base-shaped encoder (``--bert-layers`` post-norm layers,
+128 tokens). Nothing is downloaded.
 
 Builds, all from the same float ONNX model:
   tilecraft f32     ``tilecraft.compile(model)``
@@ -23,14 +24,17 @@ Builds, all from the same float ONNX model:
 Errors: tilecraft's accuracy report for each reduced build (relative to the output's largest
 f32 magnitude, on the calibration inputs or seeded random ones), and the same figures for
 onnxruntime's int8 model against onnxruntime's f32 run. ``--agreement N`` adds the report of
-each reduced build against tilecraft f32 on N further seeded random inputs (the issue's
-top-1 agreement over 1,000 inputs for ResNet-50: minutes of calls, so an option). Times: CPU milliseconds per call,
+each reduced build, OpenVINO's reduced build and onnxruntime's int8 model against tilecraft
+f32 on N further seeded random inputs, and how many classes f32's top-1 takes over them (the
+issue's top-1 agreement over 1,000 inputs for ResNet-50: minutes of calls, so an option).
+Times: CPU milliseconds per call,
 ``--threads`` threads each (TILECRAFT_NUM_THREADS, intra_op_num_threads), medians over
 alternating rounds (runtime/timing.py: drift of a shared machine hits every runner alike).
 
 ``--layers``: single layers (a convolution or a matmul by constant weights, with a bias
-and ReLU or bias after it) as f32 and as bf16 builds, CPU time per call alternating, for
-the bf16 kernels' own speed (``all`` or a comma-separated list of ``LAYERS``' names).
+and ReLU or bias after it) as f32 and as bf16 builds and OpenVINO's default precision where
+it is installed, CPU time per call alternating, for the bf16 kernels' own speed (``all`` or
+a comma-separated list of ``LAYERS``' names).
 
 Read the figures for what the host has (the first line printed says): without AVX512-BF16
 and VNNI (this script's first runs, on an AVX2 EPYC) int8 runs widened i32 matmuls and bf16
@@ -48,6 +52,26 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def resnet50_case():
+    """ResNet-50 whose top-1 moves with its input: public_suite.py's torch ResNet-50 (seeded
+    random weights) with BatchNorm statistics calibrated on a few training-mode batches
+    (``public_suite.calibrate_batch_norm``), exported as the suite exports. Why not
+    end_to_end.py's light zoo graph: its random weights and unit BatchNorm statistics gave every
+    input the same class by a wide margin, so top-1 agreement measured nothing there."""
+    import onnx
+    import torch
+
+    import end_to_end
+    import public_suite
+
+    torch.manual_seed(0)
+    module, inputs = public_suite.resnet50()
+    module = public_suite.calibrate_batch_norm(module, inputs)
+    model = end_to_end._name_nodes(onnx.load_from_string(public_suite.export_onnx(module, inputs)))
+    feeds = {f"input{i}": x.numpy() for i, x in enumerate(inputs)}
+    return end_to_end.Case("resnet50", model, feeds)
 
 
 def _session(model, threads: int):
@@ -108,19 +132,24 @@ def _calibration(case, count: int) -> list[dict[str, np.ndarray]]:
 
 
 def _print_top1_spread(module, inputs: list[dict[str, np.ndarray]], names: list[str]) -> None:
-    """How many distinct classes f32's top-1 takes over ``inputs``, per classifier output: a
-    top-1 agreement is only a measurement where the top-1 moves with the input (a model with
-    random weights may give every input the same class, by a wide margin, so that any build
-    agrees)."""
+    """How many distinct classes f32's top-1 takes over ``inputs``, per classifier output, and
+    the median margin of the top-1 score over the second (relative to the largest score
+    magnitude): a top-1 agreement is only a measurement where the top-1 moves with the input
+    (a model with random weights may give every input the same class, by a wide margin, so
+    that any build agrees), and it is stricter the smaller the margins are."""
     outputs = [module(**sample) for sample in inputs]
     outputs = [list(o) if isinstance(o, (tuple, list)) else [o] for o in outputs]
     for index, name in enumerate(names):
         rows = [np.asarray(o[index]) for o in outputs]
         if rows[0].ndim != 2 or rows[0].shape[1] < 2:
             continue
-        classes = {int(c) for r in rows for c in np.argmax(r, axis=1)}
+        scores = np.concatenate(rows)
+        classes = set(np.argmax(scores, axis=1).tolist())
+        top2 = np.sort(scores, axis=1)[:, -2:]
+        margin = float(np.median(top2[:, 1] - top2[:, 0]) / np.abs(scores).max())
         note = ": every input the same class, so top-1 agreement says nothing here" if len(classes) == 1 else ""
-        print(f"  {name}: f32's top-1 took {len(classes)} distinct class(es) over {len(inputs)} inputs{note}")
+        print(f"  {name}: f32's top-1 took {len(classes)} distinct class(es) over {len(inputs)} inputs, "
+              f"median top-1 margin {margin:.3g} of the largest score{note}")
 
 
 def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int = 0) -> None:
@@ -155,10 +184,16 @@ def benchmark(case, rounds: int, calibration: int, threads: int, agreement: int 
     if agreement:
         inputs = _random_inputs(case, agreement, 11)  # a seed of their own: not the calibration inputs
         names = [output.name for output in case.model.graph.output]
-        for label in ("tilecraft bf16", "tilecraft int8"):
-            report = accuracy_report(label.split()[1], builds["tilecraft f32"], builds[label], inputs, "random", names)
+        # The peers' reduced builds on the same inputs against the same reference: on a model
+        # with random weights the figure is the model's sensitivity as much as the build's.
+        peers = {label: run for label, run in openvino.items() if "f32" not in label}
+        peers["onnxruntime int8"] = ort_int8
+        for label, run in [*((label, builds[label]) for label in ("tilecraft bf16", "tilecraft int8")),
+                           *peers.items()]:
+            precision = "int8" if "int8" in label else "bf16"
+            report = accuracy_report(precision, builds["tilecraft f32"], run, inputs, "random", names)
             print(f"  {label} vs tilecraft f32 on {agreement} random inputs: {report}", flush=True)
-        _print_top1_spread(builds["tilecraft f32"], inputs[:50], names)
+        _print_top1_spread(builds["tilecraft f32"], inputs, names)
     feeds = case.feeds
     runners = {label: (lambda module=module: module(**feeds)) for label, module in builds.items()}
     runners["onnxruntime f32"] = lambda: ort_f32(**feeds)
@@ -215,23 +250,31 @@ def _dense_layer(m: int, k: int, n: int):
     return model, rng.standard_normal((m, k)).astype(np.float32), 2 * m * k * n
 
 
-# ResNet-50's 3x3 convolutions (one per stage, and a strided one), a bottleneck's 1x1
-# expansion, BERT-base's projections on 128 tokens.
+# ResNet-50's RGB stem (3 channels: a zero fourth makes it a bf16 kernel), its 3x3
+# convolutions (one per stage, and a strided one), a bottleneck's 1x1 expansion, BERT-base's
+# projections on 128 tokens.
 LAYERS = {
+    "conv7x7_s2_3to64_224": lambda: _conv_layer(3, 64, 224, 7, 2),
     "conv3x3_64_56": lambda: _conv_layer(64, 64, 56, 3, 1),
     "conv3x3_128_28": lambda: _conv_layer(128, 128, 28, 3, 1),
     "conv3x3_256_14": lambda: _conv_layer(256, 256, 14, 3, 1),
     "conv3x3_512_7": lambda: _conv_layer(512, 512, 7, 3, 1),
     "conv3x3_s2_128_56": lambda: _conv_layer(128, 128, 56, 3, 2),
     "conv1x1_64to256_56": lambda: _conv_layer(64, 256, 56, 1, 1),
+    "conv1x1_256to64_56": lambda: _conv_layer(256, 64, 56, 1, 1),
+    "conv1x1_s2_1024to2048_14": lambda: _conv_layer(1024, 2048, 14, 1, 2),
+    "conv1x1_2048to512_7": lambda: _conv_layer(2048, 512, 7, 1, 1),
     "matmul_128x768x768": lambda: _dense_layer(128, 768, 768),
     "matmul_128x768x3072": lambda: _dense_layer(128, 768, 3072),
     "matmul_128x3072x768": lambda: _dense_layer(128, 3072, 768),
 }
 
 
-def layers(names: list[str], rounds: int) -> None:
-    """Each layer as tilecraft f32 and as ``precision="bf16"``'s pipeline, alternating."""
+def layers(names: list[str], rounds: int, threads: int = 1) -> None:
+    """Each layer as tilecraft f32, as ``precision="bf16"``'s pipeline and, where OpenVINO is
+    installed, as OpenVINO in its default precision (bf16 on AVX512-BF16), alternating: a
+    layer's own gap to OpenVINO, which its per-layer counters do not give on a loaded machine
+    (they are wall-clock times)."""
     import tilecraft
     from tilecraft.pipelines.target import Target
     from tilecraft.pipelines.tensor.bf16_weights import with_bf16_weights
@@ -245,10 +288,17 @@ def layers(names: list[str], rounds: int) -> None:
         bf16 = tilecraft.compile(model, pipeline=with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target))
         expected = f32(x)
         error = float(np.abs(bf16(x) - expected).max() / np.abs(expected).max())
-        medians = timing.alternating({"f32": lambda: f32(x), "bf16": lambda: bf16(x)}, rounds, clock=time.process_time)
-        print(f"  {name:<20} f32 {medians['f32'] * 1e3:7.3f} ({flops / medians['f32'] / 1e9:5.0f} GFLOPS)  "
-              f"bf16 {medians['bf16'] * 1e3:7.3f} ({flops / medians['bf16'] / 1e9:5.0f} GFLOPS)  "
-              f"f32 / bf16 {medians['f32'] / medians['bf16']:.2f}x  max relative error {error:.1e}", flush=True)
+        runners = {"f32": lambda: f32(x), "bf16": lambda: bf16(x)}
+        peers = {label: run for label, run in _openvino_runners(model, threads).items() if "f32" not in label}
+        input_name = model.graph.input[0].name
+        runners.update({label: (lambda run=run: run(**{input_name: x})) for label, run in peers.items()})
+        medians = timing.alternating(runners, rounds, clock=time.process_time)
+        line = (f"  {name:<20} f32 {medians['f32'] * 1e3:7.3f} ({flops / medians['f32'] / 1e9:5.0f} GFLOPS)  "
+                f"bf16 {medians['bf16'] * 1e3:7.3f} ({flops / medians['bf16'] / 1e9:5.0f} GFLOPS)  "
+                f"f32 / bf16 {medians['f32'] / medians['bf16']:.2f}x  max relative error {error:.1e}")
+        for label in peers:
+            line += f"  {label} {medians[label] * 1e3:7.3f} (bf16 / it {medians['bf16'] / medians[label]:.2f}x)"
+        print(line, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(names) - set(LAYERS))
         if unknown:
             parser.error(f"unknown layers {unknown}; layers: {sorted(LAYERS)}")
-        layers(names, args.rounds)
+        layers(names, args.rounds, args.threads)
         return 0
     import end_to_end
 
@@ -277,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = host_cpu_flags()
     print(f"host: avx512f={'avx512f' in flags} avx512_vnni={'avx512_vnni' in flags} "
           f"avx512_bf16={'avx512_bf16' in flags}")
-    cases = {"resnet50": end_to_end.resnet50, "bert": lambda: end_to_end.bert(args.bert_layers)}
+    cases = {"resnet50": resnet50_case, "bert": lambda: end_to_end.bert(args.bert_layers)}
     for name in args.models.split(","):
         if name not in cases:
             parser.error(f"unknown model {name!r}; models: {sorted(cases)}")

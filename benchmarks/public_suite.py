@@ -154,6 +154,13 @@ def resnet_bottleneck(tiny: bool = False):
     return _bottleneck_net(tiny, 1, 64, [1, 1, 1, 1] if tiny else [2, 2, 2, 2])
 
 
+def resnet50(tiny: bool = False):
+    """ResNet-50 (v1.5: the stride on the 3x3): bottleneck blocks [3, 4, 6, 3], 1000 classes.
+    Not in ``ARCHITECTURES`` (``resnet_bottleneck`` stands for the family there):
+    benchmarks/precision.py builds it for its accuracy and speed figures."""
+    return _bottleneck_net(tiny, 1, 64, [1, 1, 1, 1] if tiny else [3, 4, 6, 3])
+
+
 def resnext(tiny: bool = False):
     """ResNeXt-50 32x4d-style blocks: grouped 3x3 convs, 32 groups of 4-32 channels."""
     return _bottleneck_net(tiny, 4 if tiny else 32, 4, [1, 1, 1, 1] if tiny else [1, 2, 2, 1])

@@ -16,6 +16,8 @@ With ``kernels=1`` (``with_bf16_weights`` sets it for AVX512-BF16 targets), plai
 NHWC convolutions (any window, even channel counts; 1x1 stride-1 ones with any) by such a
 constant become calls of bf16 dot-product kernels instead
 (bf16_matmul.py: ``vdpbf16ps``), which take the weights rounded to bf16 and packed for them.
+A windowed convolution of an odd channel count (3 or more: an RGB stem) takes them on one
+more channel of zeros in its input and filter (graph/even_channels.py).
 
 Left alone: non-constant operands, constants that are not f32, and small ones (at most
 ``RESOURCE_THRESHOLD`` elements, biases and scales: nothing to save).
@@ -36,6 +38,7 @@ from ...ir.core import RESOURCE_THRESHOLD
 from ...ir.resources import is_resource_constant, resource_arrays
 from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, to_bf16_kernel
 from .int8_matmul import INT8_EPILOGUE_PASS
+from ..graph.even_channels import odd_channels, with_zero_channel
 from ..ir_queries import defined_functions, defining_op
 from ..passes import positive_int_option, register_pass
 from ..pipeline import Pipeline
@@ -96,6 +99,10 @@ def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> in
     widened: dict[int, ir.Value] = {}
     module = function.parent if kernel_threads else None
     for op, index, constant in found:
+        if kernel_threads and index == 1 and odd_channels(op):
+            op = _even_channels_for_kernel(op, np.asarray(arrays[id(constant)]), module, kernel_threads)
+            if op is None:
+                continue
         if kernel_threads and index == 1 and takes_kernel(op):
             to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads)
             continue
@@ -110,6 +117,30 @@ def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> in
         if not list(constant.results[0].uses):
             constant.erase()
     return len(found)
+
+
+def _even_channels_for_kernel(op: ir.Operation, weights: np.ndarray, module: ir.Operation,
+                              threads: int) -> ir.Operation | None:
+    """A convolution of an odd channel count (graph/even_channels.py) as a bf16 kernel on one
+    more, zero, channel: ``None`` once done; ``op`` itself, untouched, where the convolution
+    with the zero channel would not take the kernel either (its accumulator is not a zero
+    fill, say)."""
+    even, padded = with_zero_channel(op, weights)
+    image = defining_op(even.operands[0])
+    filter_ = defining_op(even.operands[1])
+    if not takes_kernel(even):
+        even.erase()
+        for dead in (filter_, image):
+            dead.erase()
+        return op
+    source = defining_op(op.operands[0])
+    op.results[0].replace_all_uses_with(even.results[0])
+    op.erase()
+    if source is not None and source.name == "tensor.pad" and not list(source.results[0].uses):
+        source.erase()  # the spatial pad that the channel's pad took over
+    to_bf16_kernel(module, even, padded, threads)
+    filter_.erase()  # the kernel took its own packed bf16 copy
+    return None
 
 
 @register_pass(BF16_WEIGHTS, "Constant f32 weights of matmuls and convolutions stored as bf16, "

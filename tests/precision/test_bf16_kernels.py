@@ -147,11 +147,12 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilatio
 # This host's CPU (vdpbf16ps where it has AVX512-BF16), and an AVX2 one (the portable dot
 # products, as tests pass kernels=True: what an earlier, AVX2-only host ran).
 @pytest.mark.parametrize("target_text", ["llvm", "llvm -mcpu=znver3"])
-def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_weights(target_text):
+def test_convolutions_take_the_kernel_odd_channels_with_a_zero_one(target_text):
     """A 1x1 stride-1 convolution is a matmul of the pixels (its NHWC input and result viewed
     as rows); a 3x3 padded, a strided 3x3, an unpadded 3x3 and a strided 1x1 one read each
-    pixel's window from the input (implicit GEMM); a convolution of 3 channels (odd: a pair
-    would straddle two taps) reads its bf16 filter widened to f32. Each result is the
+    pixel's window from the input (implicit GEMM); the first, of 3 channels (odd: a pair
+    would straddle two taps), reads a fourth channel of zeros that its spatial zero padding
+    adds (graph/even_channels.py), and its filter one of zeros. Each result is the
     convolution of the bf16-rounded operands to f32's precision."""
     rng = np.random.default_rng(4)
     shapes = {"w0": (16, 3, 3, 3), "w1": (24, 16, 1, 1), "w2": (20, 24, 3, 3), "w3": (18, 20, 3, 3),
@@ -159,37 +160,88 @@ def test_convolutions_with_even_channels_take_the_kernel_odd_ones_keep_widened_w
     weights = {name: (rng.standard_normal(shape) * 0.3).astype(np.float32) for name, shape in shapes.items()}
     b1 = rng.standard_normal(24).astype(np.float32)
     layers = [("w0", 1, 1, 1), ("w1", 1, 0, 1), ("w2", 1, 1, 1), ("w3", 2, 1, 1), ("w4", 1, 0, 1), ("w5", 2, 0, 1)]
-    nodes, value = [], "x"
-    for name, stride, pad, dilation in layers:
-        inputs = [value, name, "b1"] if name == "w1" else [value, name]
-        nodes.append(helper.make_node("Conv", inputs, [f"{name}_out"], strides=[stride] * 2, pads=[pad] * 4,
-                                      dilations=[dilation] * 2))
-        nodes.append(helper.make_node("Relu", [f"{name}_out"], [f"{name}_relu"]))
-        value = f"{name}_relu"
-    graph_proto = helper.make_graph(
-        nodes, "convolutions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 10])],
-        [helper.make_tensor_value_info(value, TensorProto.FLOAT, [2, 32, 2, 2])],
-        [numpy_helper.from_array(a, name) for name, a in [*weights.items(), ("b1", b1)]])
-    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+    model = _conv_chain(weights, layers, (2, 3, 9, 10), bias=("w1", b1))
     target = Target.parse(target_text)
     module = tilecraft.compile(model, target=target, pipeline=with_bf16_weights(
         tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True))
     simplified = module.ir("simplify")
-    assert simplified.count("call @tilecraft_bf16_matmul") == 5
+    assert simplified.count("call @tilecraft_bf16_matmul") == 6
     assert simplified.count("call @tilecraft_bf16_matmul_180x24x16_t") == 1  # 2*9*10 pixels: the pointwise one
-    for shape, window in (("180x20x216", "2x11x12x24_k3x3_s1x1"), ("50x18x180", "2x11x12x20_k3x3_s2x2"),
-                          ("18x32x162", "2x5x5x18_k3x3_s1x1"), ("8x32x32", "2x3x3x32_k1x1_s2x2")):
+    for shape, window in (("180x16x36", "2x11x12x4_k3x3_s1x1"), ("180x20x216", "2x11x12x24_k3x3_s1x1"),
+                          ("50x18x180", "2x11x12x20_k3x3_s2x2"), ("18x32x162", "2x5x5x18_k3x3_s1x1"),
+                          ("8x32x32", "2x3x3x32_k1x1_s2x2")):
         assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1_epilogue\d+\(", simplified), shape
-    assert "tensor<3x3x3x16xbf16>" in simplified  # the 3-channel filter, widened where it is read
+    graph_ir = module.ir("graph")
+    assert "3x3x3x16x" not in graph_ir  # no filter of 3 channels left, f32 or bf16
+    # The channel joins the spatial padding: one pad of the input to 4 channels, none to 3.
+    assert "tensor<2x11x12x4xf32>" in graph_ir and "tensor<2x11x12x3xf32>" not in graph_ir
     assert ("llvm.x86.avx512bf16.dpbf16ps.512" in module.ir("vector")) == target.has_avx512_bf16
     x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
+    _check_conv_chain(module, x, weights, layers, bias=("w1", b1))
+
+
+@pytest.mark.parametrize("target_text", ["llvm", "llvm -mcpu=znver3"])
+def test_odd_channels_without_a_spatial_pad_get_a_pad_of_their_own(target_text):
+    """An unpadded strided 3x3 convolution of 5 channels takes the kernel on a zero sixth
+    channel, a pad of its own; a dilated, padded one too."""
+    rng = np.random.default_rng(5)
+    weights = {"w0": (rng.standard_normal((8, 5, 3, 3)) * 0.3).astype(np.float32)}
+    layers = [("w0", 2, 0, 1)]
+    model = _conv_chain(weights, layers, (1, 5, 11, 9))
+    target = Target.parse(target_text)
+    pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True)
+    module = tilecraft.compile(model, target=target, pipeline=pipeline)
+    simplified = module.ir("simplify")
+    assert re.search(r"call @tilecraft_bf16_matmul_20x8x54_t\d+_conv1x11x9x6_k3x3_s2x2_d1x1", simplified)
+    assert "tensor<1x11x9x6xf32>" in module.ir("graph")  # the input with its zero channel
+    x = rng.standard_normal((1, 5, 11, 9)).astype(np.float32)
+    _check_conv_chain(module, x, weights, layers)
+
+    # Dilated and padded: the graph stage splits off the output rows whose taps read the
+    # padding (graph/dilated_convs.py); the 7 inner rows' convolution takes the kernel on a
+    # zero channel, the border rows' (which add to an accumulator, not a zero fill) keep f32
+    # on widened weights: the rewrite is undone for them.
+    model = _conv_chain(weights, [("w0", 1, 2, 2)], (1, 5, 11, 9))
+    module = tilecraft.compile(model, target=target, pipeline=pipeline)
+    simplified = module.ir("simplify")
+    assert re.search(r"call @tilecraft_bf16_matmul_63x8x54_t\d+_conv1x11x13x6_k3x3_s1x1_d2x2", simplified)
+    assert simplified.count("call @tilecraft_bf16_matmul") == 1
+    expected = tilecraft.compile(model, target=target)(x)
+    # bf16's error, not a wrong tap's O(1) (rounded activations on some rows, not others).
+    np.testing.assert_allclose(module(x), expected, rtol=0, atol=1e-2 * np.abs(expected).max())
+
+
+def _conv_chain(weights: dict, layers: list, shape: tuple, bias: tuple | None = None) -> onnx.ModelProto:
+    """``layers`` of (filter name, stride, pad, dilation): Conv (+ ``bias`` on the named one)
+    and ReLU each, NCHW, on an input of ``shape``."""
+    nodes, value, out = [], "x", list(shape)
+    for name, stride, pad, dilation in layers:
+        kernel = weights[name].shape[2]
+        out = [out[0], weights[name].shape[0],
+               *((extent + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1 for extent in out[2:])]
+        inputs = [value, name, "b"] if bias and name == bias[0] else [value, name]
+        nodes.append(helper.make_node("Conv", inputs, [f"{name}_out"], strides=[stride] * 2, pads=[pad] * 4,
+                                      dilations=[dilation] * 2))
+        nodes.append(helper.make_node("Relu", [f"{name}_out"], [f"{name}_relu"]))
+        value = f"{name}_relu"
+    initializers = [numpy_helper.from_array(a, name) for name, a in weights.items()]
+    if bias:
+        initializers.append(numpy_helper.from_array(bias[1], "b"))
+    graph_proto = helper.make_graph(
+        nodes, "convolutions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info(value, TensorProto.FLOAT, out)], initializers)
+    return helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _check_conv_chain(module, x: np.ndarray, weights: dict, layers: list, bias: tuple | None = None) -> None:
+    """``module(x)`` against the chain computed in float64 from the bf16-rounded filters and
+    activations."""
     expected = x.astype(np.float64)
     for name, stride, pad, dilation in layers:
-        w = _bf16(weights[name])  # a widened filter is the bf16 one too
-        operand = expected if name == "w0" else _bf16(expected.astype(np.float32))
-        expected = _conv_reference(operand, w, stride, pad, dilation)
-        if name == "w1":
-            expected += b1[:, None, None]
+        operand = _bf16(expected.astype(np.float32))
+        expected = _conv_reference(operand, _bf16(weights[name]), stride, pad, dilation)
+        if bias and name == bias[0]:
+            expected += bias[1][:, None, None]
         expected = np.maximum(expected, 0)
     # Not f32's 1e-5: an activation within f32 rounding of a bf16 rounding boundary may round
     # the other way in the kernel (2^-8 of it); a wrong tap or channel order errs by O(1).
