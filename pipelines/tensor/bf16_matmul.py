@@ -61,7 +61,7 @@ BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 BF16_EPILOGUE_PASS = "tilecraft-bf16-epilogues"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
 # On a kernel call: {threads[, window][, config]} (int8_matmul.kernel_settings), what the epilogue pass needs to regenerate it.
-_KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
+KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
@@ -296,7 +296,7 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
                                name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
         call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed])
-        call.attributes[_KERNEL_ATTRIBUTE] = kernel_settings(threads, window, config, default)
+        call.attributes[KERNEL_ATTRIBUTE] = kernel_settings(threads, window, config, default)
         product = call.results[0]
         if conv:
             product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
@@ -330,12 +330,12 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     if options:
         raise PipelineError(f"{BF16_EPILOGUE_PASS} takes no options, got {sorted(options)}")
     for function in defined_functions(module):
-        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
             consumer = elementwise_consumer(call)
             if consumer is None:
                 continue
-            threads, window, config = settings_of(ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE]))
+            threads, window, config = settings_of(ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE]))
             m, k = (window.rows, window.depth) if window else ir.RankedTensorType(call.operands[0].type).shape
             n = ir.RankedTensorType(call.results[0].type).shape[1]
             fuse_epilogue(module, call, consumer, m, n, kernel_name(m, n, k, threads, window, config),

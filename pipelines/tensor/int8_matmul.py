@@ -77,7 +77,7 @@ INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
 # On a kernel call: {a_unsigned, threads[, window][, config]} (kernel_settings), what the epilogue
 # pass needs to regenerate it.
-_KERNEL_ATTRIBUTE = "tilecraft.int8_kernel"
+KERNEL_ATTRIBUTE = "tilecraft.int8_kernel"
 GROUP = 4         # bytes of k one lane's dot product sums (register tile: register_tiles.py)
 _SIGN_FLIP = -2139062144  # 0x80808080: each byte's sign bit
 
@@ -427,7 +427,7 @@ def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_uns
         packed = core.constant(pack_weights(b, columns), name="vnni_weights")
         start = core.constant(accumulator_start(b, columns, a_unsigned), name="vnni_start")
         call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name), [source, packed, start])
-        call.attributes[_KERNEL_ATTRIBUTE] = settings
+        call.attributes[KERNEL_ATTRIBUTE] = settings
     op.results[0].replace_all_uses_with(call.results[0])
     op.erase()
     if window:  # the im2col copy, unless something else reads it
@@ -711,7 +711,7 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
                    reshape: ir.Operation | None, position: int) -> None:
     """Replace ``call`` and ``generic`` by a call of a kernel that applies the generic's body
     to its accumulators."""
-    settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
+    settings = ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE])
     a_unsigned = ir.BoolAttr(settings["a_unsigned"]).value
     threads, window, config = settings_of(settings)
     a = call.operands[0]
@@ -787,7 +787,7 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     Runs after elementwise fusion, so that the whole chain from the i32 sum to the next
     tensor is one generic."""
     for function in defined_functions(module):
-        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
             consumer = elementwise_consumer(call)
             if consumer is not None:
