@@ -22,6 +22,10 @@ and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan 
 
 Every tile divides its loop (tiles stay static, so they vectorize); configs breaking a rule
 are *invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
+
+The bf16 and int8 dot-product kernels of a reduced-precision build are not scheduled by a
+script: :class:`KernelSpace` searches the parameters their builders take (register tile,
+task rows; pipelines/tensor/register_tiles.py's ``KernelConfig``).
 """
 
 from __future__ import annotations

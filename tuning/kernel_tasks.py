@@ -88,22 +88,21 @@ def _task(kind: str, name: str, m: int, n: int, k: int, window: Window | None, a
 def reduced_build(model: Any, options: CompileOptions) -> tuple[Any, Pipeline]:
     """(the model to import, the pipeline) of ``model``'s reduced build at
     ``options.precision``, as ``compile`` makes it without its f32 twin: int8 quantizes the
-    ONNX model as ``compile`` does without calibration (frontend/quantize.py); bf16 adds bf16
-    weights and their kernels to the pipeline."""
+    ONNX model as ``compile`` does (frontend/quantize.py: static with ``options.calibration``,
+    else dynamic); bf16 adds bf16 weights and their kernels to the pipeline."""
     if options.precision not in _PRECISIONS:
         raise TaskExtractionError(f"kernel tasks are those of precision 'bf16' or 'int8', not {options.precision!r}")
     kind = _PRECISIONS[options.precision][0]
     if options.precision == "int8":
         from ..frontend.quantize import onnx_proto, quantize  # onnx and onnxruntime: optional
 
-        model = quantize(onnx_proto(model), None)
+        model = quantize(onnx_proto(model), options.calibration)
     return model, kernel_pipeline(kind, options.target, opt_level=options.opt_level, offload=options.offload)
 
 
 def extract_kernel_tasks(model: Any, options: CompileOptions) -> list[Task]:
     """The distinct dot-product kernels of ``model`` built at ``options.precision``
-    (``"bf16"`` or ``"int8"``, on ``options.target``), heaviest first. int8 quantizes the
-    ONNX model as ``compile`` does without calibration (frontend/quantize.py). Raises
+    (``"bf16"`` or ``"int8"``, on ``options.target``; :func:`reduced_build`), heaviest first. Raises
     :class:`TaskExtractionError` when the build has no kernel (a target without AVX512-BF16
     or VNNI, or no constant-weight matmul)."""
     model, pipeline = reduced_build(model, options)

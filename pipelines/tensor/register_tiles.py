@@ -8,7 +8,9 @@ values) of 16 columns, split the work into (row block, column tile)
 tasks, and write each dot product as the portable ``vector.contract`` that a late pass
 turns into the instruction. Only the element types, the group of k and the instruction
 differ; they are the parameters here, so that a change to the tile's shape, the packing or
-the task split is made once for both.
+the task split is made once for both. The tile's shape and the task split are a
+:class:`KernelConfig`, tunable (tuning/kernel_tasks.py); the kernel passes take the configs
+of tuning records as their ``configs`` option.
 """
 
 from __future__ import annotations

@@ -144,6 +144,15 @@ def test_kernel_tasks_of_a_bf16_build():
     assert len({t.key for t in tasks}) == 2
 
 
+def test_kernel_tasks_of_a_calibrated_int8_build():
+    """Static quantization (calibration) makes the convolution an int8 window kernel too."""
+    pytest.importorskip("onnxruntime")
+    samples = [{"x": np.random.default_rng(i).standard_normal((1, 8, 6, 6)).astype(np.float32)} for i in range(2)]
+    tasks = extract_kernel_tasks(_model(), CompileOptions(target=AVX512, precision="int8", calibration=samples))
+    assert {t.kind for t in tasks} == {"int8_kernel"}
+    assert any("_conv1x8x8x8_k3x3_s1x1_d1x1" in t.name for t in tasks), [t.name for t in tasks]
+
+
 def test_no_kernels_without_avx512_bf16():
     with pytest.raises(TaskExtractionError, match="no dot-product kernel"):
         extract_kernel_tasks(_model(), CompileOptions(target=AVX2, precision="bf16"))
