@@ -22,7 +22,6 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import tilecraft  # noqa: E402
 from tilecraft.compiler.options import CompileOptions  # noqa: E402
 from tilecraft.errors import KnobError, PipelineError, TaskExtractionError, TuningError  # noqa: E402
-from tilecraft.frontend.loader import load_module  # noqa: E402
 from tilecraft.pipelines.cpu import cpu_pipeline  # noqa: E402
 from tilecraft.pipelines.target import Target  # noqa: E402
 from tilecraft.pipelines.tensor import bf16_matmul, int8_matmul  # noqa: E402
