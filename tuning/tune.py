@@ -94,7 +94,7 @@ def tune(
     if unknown:
         raise OptionError(f"unknown tune option(s) {unknown}; options: {sorted(compile_fields | search_fields)}")
     search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
-    target, shape_dict = options.target, options.shape_dict
+    target = options.target
     target_plugin(target.kind).check_tunable(target)
     target_key = canonical_target(target)
     reduced = options.precision != "f32"
