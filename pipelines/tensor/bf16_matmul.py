@@ -53,7 +53,7 @@ from ..ir_queries import defined_functions, is_zero_fill, ops_where
 from ..passes import register_pass
 from .int8_matmul import (Epilogue, Window, declare_epilogue, elementwise_consumer, epilogue_constants,
                           epilogue_extras, erase_uncalled_kernels, fill_task, fuse_epilogue, kernel_settings,
-                          settings_of, store_register_tile, stored_value, task_tile)
+                          settings_of, store_register_tile, stored_value, task_tile, window_k_loop)
 from .register_tiles import (MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid, add_kernel, call_dot_instructions,
                              config_suffix, kernel_config, pack_k_groups)
 
@@ -117,8 +117,8 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
         c0, c1, _, c_full = c(0), c(1), c(rows), c(full_pairs)  # the row loops' step, made first
-        if window:
-            c_taps, c_channel_pairs = c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
+        if window:  # window_k_loop's bounds, made here (in this order) for every loop to share
+            c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
         f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
         zero = kernels.zero_vector(lanes, f32)
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
@@ -165,23 +165,6 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                     new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
                 return new
 
-            def window_loop(mr: int, row_indices: list[ir.Value]) -> scf.ForOp:
-                """k of a convolution's rows: per tap of the window, the pairs of its
-                channels, read from the input at each row's pixel moved by the tap."""
-                pixels = [window.pixel(row) for row in row_indices]
-                over_taps = kernels.for_loop(c0, c_taps, c1, [zero] * (mr * vectors))
-                with ir.InsertionPoint(over_taps.body):
-                    tap = over_taps.induction_variable
-                    a_at = [window.tap_at(pixel, tap) for pixel in pixels]
-                    tap_pairs = kernels.apply(lambda d0: d0 * (window.channels // PAIR), tap)
-                    channels = kernels.for_loop(c0, c_channel_pairs, c1, list(over_taps.inner_iter_args))
-                    with ir.InsertionPoint(channels.body):
-                        cp = channels.induction_variable
-                        pair = kernels.apply(lambda d0, d1: d0 + d1, tap_pairs, cp)
-                        scf.YieldOp(step(mr, cp, True, list(channels.inner_iter_args), a_at, w_pair=pair))
-                    scf.YieldOp(list(channels.results))
-                return over_taps
-
             def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
                 loop = kernels.for_loop(lower, upper, stride, [source])
                 with ir.InsertionPoint(loop.body):
@@ -195,8 +178,10 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                         with ir.InsertionPoint(over_k.body):
                             scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
                                              [[row] for row in row_indices]))
-                    else:
-                        over_k = window_loop(mr, row_indices)
+                    else:  # per tap of the window, its channels: a pair of k is 2 channels of one tap
+                        over_k = window_k_loop(window, [window.pixel(row) for row in row_indices], PAIR,
+                                               [zero] * (mr * vectors), c,
+                                               lambda cp, accs, a_at, pair: step(mr, cp, True, accs, a_at, w_pair=pair))
                     final = list(over_k.results)
                     if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
                         final = step(mr, c_full, False, final, [[row] for row in row_indices])

@@ -279,8 +279,8 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
         c0, c1, _, c_full = c(0), c(1), c(rows), c(full_groups)  # the row loops' step, made first
-        if window:
-            c_taps, c_channel_groups = c(window.kernel[0] * window.kernel[1]), c(window.channels // GROUP)
+        if window:  # window_k_loop's bounds, made here (in this order) for every loop to share
+            c(window.kernel[0] * window.kernel[1]), c(window.channels // GROUP)
         i8_0, i32_0 = core.scalar_constant(0, i8), core.scalar_constant(0, i32)
         flip = arith.constant(acc, ir.DenseElementsAttr.get_splat(acc, ir.IntegerAttr.get(i32, _SIGN_FLIP)))
         for offset in sorted(({v * lanes * GROUP for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
@@ -348,17 +348,8 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                             scf.YieldOp(step_body(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
                                                   [[row] for row in row_at]))
                     else:  # per tap of the window, its channels: a group of k is 4 channels of one tap
-                        over_k = kernels.for_loop(c0, c_taps, c1, starts_all)
-                        with ir.InsertionPoint(over_k.body):
-                            tap = over_k.induction_variable
-                            a_at = [window.tap_at(pixel, tap) for pixel in pixels]
-                            tap_groups = kernels.apply(lambda d0: d0 * (window.channels // GROUP), tap)
-                            channels = kernels.for_loop(c0, c_channel_groups, c1, list(over_k.inner_iter_args))
-                            with ir.InsertionPoint(channels.body):
-                                cg = channels.induction_variable
-                                g = kernels.apply(lambda d0, d1: d0 + d1, tap_groups, cg)
-                                scf.YieldOp(step_body(mr, cg, True, list(channels.inner_iter_args), a_at, b_group=g))
-                            scf.YieldOp(list(channels.results))
+                        over_k = window_k_loop(window, pixels, GROUP, starts_all, c,
+                                               lambda cg, accs, a_at, g: step_body(mr, cg, True, accs, a_at, b_group=g))
                     final = list(over_k.results)
                     if k % GROUP:
                         final = step_body(mr, c_full, False, final, [[row] for row in row_at])
@@ -635,6 +626,29 @@ def store_register_tile(current: ir.Value, values: Sequence[ir.Value], rows: Seq
             value = stored(rows[r], v, values[r * vectors + v])
             current = kernels.write(value, current, [local[r], offsets(v * lanes)], in_bounds=in_bounds)
     return current
+
+
+def window_k_loop(window: Window, pixels: Sequence[tuple[ir.Value, ir.Value, ir.Value]], group: int,
+                  initial: Sequence[ir.Value], c: "kernels.IndexConstants",
+                  step: Callable[[ir.Value, list[ir.Value], list[list[ir.Value]], ir.Value], list[ir.Value]]
+                  ) -> scf.ForOp:
+    """k of a register tile of convolution rows (implicit GEMM): per tap of ``window``, its
+    channels in groups of ``group`` (a group of k lies in one tap), read from the padded
+    input at each row's pixel (``pixels``) moved by the tap. ``step(group in the tap,
+    accumulators, index prefix of each row's read, group of k)`` adds one group of k; the
+    loop carries the accumulators from ``initial``."""
+    over_taps = kernels.for_loop(c(0), c(window.kernel[0] * window.kernel[1]), c(1), list(initial))
+    with ir.InsertionPoint(over_taps.body):
+        tap = over_taps.induction_variable
+        a_at = [window.tap_at(pixel, tap) for pixel in pixels]
+        tap_groups = kernels.apply(lambda d0: d0 * (window.channels // group), tap)
+        channels = kernels.for_loop(c(0), c(window.channels // group), c(1), list(over_taps.inner_iter_args))
+        with ir.InsertionPoint(channels.body):
+            in_tap = channels.induction_variable
+            k_group = kernels.apply(lambda d0, d1: d0 + d1, tap_groups, in_tap)
+            scf.YieldOp(step(in_tap, list(channels.inner_iter_args), a_at, k_group))
+        scf.YieldOp(list(channels.results))
+    return over_taps
 
 
 def fill_task(forall: scf.ForallOp, task: TaskTile, rows: int, c: "kernels.IndexConstants",
