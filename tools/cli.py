@@ -253,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--precision", choices=("f32", "bf16", "int8"), default="f32",
                       help="bf16 or int8: tune the dot-product kernels of that build (their register tile "
                            "and task split; docs/tuning.md) instead of the f32 build's ops")
+    tune.add_argument("--calibration", metavar="NPZ",
+                      help="int8: the calibration inputs `compile --calibration` will get (.npz; static "
+                           "quantization makes the convolutions kernels too); default: dynamic quantization")
     tune.add_argument("--trials", type=_positive("--trials"), default=64,
                       help="measured candidates in total, the defaults included (default 64)")
     tune.add_argument("--trials-per-task", type=int, default=0, metavar="N",
@@ -484,8 +487,10 @@ def command_tune(args: argparse.Namespace) -> int:
     tuning = _tuning_api()
     model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
     selected = None
-    options = _compile_options(args, shape_dict=model.shape_dict,
-                               **({"precision": args.precision} if args.precision != "f32" else {}))
+    # Given only when set: CompileOptions refuses a calibration without a reduced precision.
+    reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration))
+               if value not in (None, "f32")}
+    options = _compile_options(args, shape_dict=model.shape_dict, **reduced)
     if args.tasks is not None:
         tasks = (tuning.extract_kernel_tasks(model.source, options) if args.precision != "f32"
                  else tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict))

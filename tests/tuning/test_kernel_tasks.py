@@ -242,6 +242,16 @@ def test_cli_lists_the_kernel_tasks_of_a_precision(tmp_path, capsys):
     assert "tilecraft_bf16_matmul_36x16x72_t2_conv1x8x8x8_k3x3_s1x1_d1x1" in out and "bf16_kernel" in out
 
 
+def test_cli_lists_a_calibrated_int8_builds_window_kernel(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    path, calibration = tmp_path / "net.onnx", tmp_path / "calibration.npz"
+    onnx.save(_model(), str(path))
+    np.savez(calibration, x=np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32))
+    assert run_cli(["tune", str(path), "--precision", "int8", "--calibration", str(calibration),
+                    "--target", AVX512, "--tasks", "list"]) == 0
+    assert "tilecraft_int8_matmul_36x16x72_u8_t2_conv1x8x8x8_k3x3_s1x1_d1x1" in capsys.readouterr().out
+
+
 @needs_bf16_host
 def test_cli_tunes_a_bf16_build(tmp_path, capsys):
     path = tmp_path / "net.onnx"
