@@ -23,11 +23,16 @@ from tilecraft.ir import kernels as kernel_builders
 from tilecraft.pipelines.tensor import attention_kernel, bf16_matmul, int8_matmul
 from tilecraft.pipelines.tensor.attention_kernel import AttentionShape, Extra, OperandView
 from tilecraft.pipelines.tensor.int8_matmul import Epilogue, EpilogueOperand, Window
+from tilecraft.pipelines.tensor.register_tiles import KernelConfig
 
 BF16_SHAPES = [(64, 64, 64, 1), (100, 48, 37, 4), (7, 130, 9, 2), (1, 16, 2, 1), (49, 1000, 512, 8)]
 INT8_SHAPES = [(64, 64, 64, True, 1), (100, 48, 37, False, 4), (7, 130, 9, True, 2), (1, 16, 4, False, 1),
                (49, 1000, 512, True, 8)]
 INT8_WINDOWS = [Window((1, 8, 8, 16), (3, 3), (1, 1), (1, 1), 6, 6), Window((2, 9, 9, 8), (3, 3), (2, 2), (1, 1), 4, 4)]
+BF16_WINDOWS = [Window((1, 8, 8, 16), (3, 3), (1, 1), (1, 1), 6, 6), Window((2, 9, 9, 8), (3, 3), (2, 2), (1, 1), 4, 4)]
+# Kernels built with a non-default config (register_tiles.KernelConfig: rows, vectors, task
+# rows), as a tuning record gives one: (m, n, k, threads, config), int8 ones with an unsigned A.
+CONFIGURED = [(100, 48, 37, 4, KernelConfig(3, 2, 9)), (49, 1000, 512, 8, KernelConfig(1, 1, 7))]
 _EPILOGUES = [  # (epilogue, m, n, k, a unsigned, threads, window): operands of each kind, several results
     (Epilogue("body", (EpilogueOperand("full", "i32"), EpilogueOperand("column", "f32"), EpilogueOperand("scalar", "f32"),
                        EpilogueOperand("full", "i8")), 0, "i8"), 30, 70, 13, False, 2, None),
@@ -121,6 +126,13 @@ def kernels() -> list[tuple[str, str]]:
     for i, (epilogue, m, n, k, unsigned, threads, window) in enumerate(_EPILOGUES):
         found.append((f"int8 epilogue #{i} {m}x{n}x{k} -> {epilogue.result}",
                       built(int8_matmul.kernel_module, m, n, k, unsigned, threads, epilogue, "kern", window)))
+    for w in BF16_WINDOWS:
+        found.append((f"bf16 window{w.suffix()}", built(bf16_matmul.kernel_module, w.rows, 32, w.depth, 2, w)))
+    for m, n, k, t, config in CONFIGURED:
+        found.append((f"bf16 {m}x{n}x{k} t{t}{config.suffix()}",
+                      built(lambda: bf16_matmul.kernel_module(m, n, k, t, config=config))))
+        found.append((f"int8 {m}x{n}x{k} u8 t{t}{config.suffix()}",
+                      built(lambda: int8_matmul.kernel_module(m, n, k, True, t, config=config))))
     with ir.Context(), ir.Location.unknown():
         scratch = ir.Module.create()
         for i, (shape, extras, threads, scores, zeroing, q_view, v_view, ranged) in enumerate(attention_cases(scratch)):

@@ -23,12 +23,13 @@ from ..dialects import graph
 from ..errors import OptionError
 from ..frontend.loader import Model, is_onnx_source, load_module, resolve_source
 from ..pipelines.jit.compiled_module import CompiledModule, clone_module, jit_module
-from ..pipelines.cpu import with_fast_math, with_tuning_records
+from ..pipelines.cpu import with_fast_math
 from ..pipelines.jit.entry import entry_signature, find_entry
 from ..pipelines.graph.fusion import count_groups
 from ..pipelines.offload import offload_summary, summary_line
 from ..pipelines.pipeline import Pipeline, Stage
 from ..schedule.group import count_kernels
+from ..schedule.record_plan import with_records
 from .options import CompileOptions
 from ..pipelines.target_registry import target_plugin
 from . import cache as compile_cache
@@ -195,7 +196,7 @@ def _pipeline(options: CompileOptions) -> Pipeline:
     if pipeline is None:
         pipeline = target_plugin(target.kind).pipeline(options)
     if options.tuning_records is not None:
-        pipeline = with_tuning_records(pipeline, options.tuning_records, target)
+        pipeline = with_records(pipeline, options.tuning_records, target)  # ops' and kernels' records
     if options.fast_math:
         pipeline = with_fast_math(pipeline)
     return pipeline

@@ -7,6 +7,13 @@ the records hold a successful measurement for that key (same target and tilecraf
 the fastest one's config is planned through the task's schedule space (the hand space of
 its kernel class, or the generated sketch space, schedule/sketch.py, whose configs name
 their knobs ``sk_*``). Ops without a record keep the default plan.
+
+The reduced-precision dot-product kernels (bf16 and int8, pipelines/tensor/register_tiles.py)
+are built before the schedule stage, by the passes that replace their matmuls; their records
+(task kinds ``bf16_kernel`` / ``int8_kernel``, tuning/kernel_tasks.py) name the kernel they
+configure, and :func:`with_records` hands the best config of each to those passes as their
+``configs`` option. An f32 op's record never configures a kernel, nor the reverse: the
+kernels' records are looked up by kernel name, the ops' by payload hash.
 """
 
 from __future__ import annotations
@@ -18,14 +25,22 @@ from typing import Mapping
 from mlir import ir
 
 from ..errors import KnobError, PipelineError
+from ..pipelines.cpu import with_tuning_records
 from ..pipelines.loop_nest import LoopNest
+from ..pipelines.pipeline import Pipeline
 from ..pipelines.target import Target
+from ..pipelines.tensor.bf16_weights import BF16_WEIGHTS
+from ..pipelines.tensor.int8_matmul import INT8_MATMUL_PASS
+from ..pipelines.tensor.register_tiles import CONFIGS_OPTION, KernelConfig, format_kernel_configs
 from .group import FusionUnit
 from .op_schedule import OpSchedule
 from .records import Record, best_records, load_records
 from .sketch import SketchSpace, is_sketch_config
-from .space import make_space
-from .task import describe_op, describe_unit
+from .space import KERNEL_TASK_KINDS, KernelSpace, make_space
+from .task import Task, describe_op, describe_unit
+
+# The pass that builds each kind of kernel, and so takes its configs.
+KERNEL_PASSES = {"bf16_kernel": BF16_WEIGHTS, "int8_kernel": INT8_MATMUL_PASS}
 
 
 class RecordPlanner:
@@ -81,3 +96,54 @@ class RecordPlanner:
             return None
         self.applied.append(task.name)
         return plan
+
+
+def kernel_configs(best: Mapping[str, Record], target: "str | Target") -> dict[str, dict[str, KernelConfig]]:
+    """Per kernel task kind, the best config of each kernel (by its default name) that
+    ``best`` (records by task key, :func:`best_records`) holds; a config the kernel's space
+    rejects is warned about and left out (the kernel keeps its default)."""
+    configs: dict[str, dict[str, KernelConfig]] = {kind: {} for kind in KERNEL_TASK_KINDS}
+    for record in best.values():
+        kind = record.task.get("kind")
+        if kind not in KERNEL_TASK_KINDS:
+            continue
+        task = Task(key=record.key, name=record.task["name"], kind=kind, op_name=record.task.get("op", ""),
+                    ranges=tuple(record.task["ranges"]), parallel=(True, True, False),
+                    element_type=record.task.get("dtype", ""), flops=int(record.task.get("flops", 0)),
+                    count=int(record.task.get("count", 1)), payload="")
+        space = KernelSpace(task, target)
+        try:
+            configs[kind][task.name] = space.kernel_config(space.validate(record.config))
+        except KnobError as error:
+            warnings.warn(f"tuning record for {task.name} ignored: {error}", RuntimeWarning, stacklevel=2)
+    return configs
+
+
+def _with_option(element: str, name: str, value: str) -> str:
+    """A pass element (``pass`` or ``pass{a=1}``) with option ``name=value`` added."""
+    if element.endswith("}"):
+        return f"{element[:-1]} {name}={value}}}"
+    return f"{element}{{{name}={value}}}"
+
+
+def with_kernel_configs(pipeline: Pipeline, configs: Mapping[str, Mapping[str, KernelConfig]]) -> Pipeline:
+    """``pipeline`` whose kernel passes (``KERNEL_PASSES``) build their kernels with
+    ``configs`` (per kind, by default kernel name); a pipeline without them, unchanged."""
+    for kind, pass_name in KERNEL_PASSES.items():
+        if not configs.get(kind):
+            continue
+        value = format_kernel_configs(dict(configs[kind]))
+        for stage in pipeline.stages:
+            passes = [_with_option(p, CONFIGS_OPTION, value) if p.split("{")[0] == pass_name else p
+                      for p in stage.passes]
+            if passes != list(stage.passes):
+                pipeline = pipeline.replace(stage.name, passes)
+    return pipeline
+
+
+def with_records(pipeline: Pipeline, records: "str | os.PathLike[str]", target: Target) -> Pipeline:
+    """``pipeline`` applying the best record of each op (``tilecraft-schedule``'s
+    ``tuning-records``, pipelines/cpu.py) and of each dot-product kernel (the kernel passes'
+    ``configs``): what ``tilecraft.compile(..., tuning_records=...)`` runs."""
+    pipeline = with_tuning_records(pipeline, records, target)
+    return with_kernel_configs(pipeline, kernel_configs(best_records(load_records(records, target=target)), target))

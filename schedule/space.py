@@ -22,6 +22,10 @@ and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan 
 
 Every tile divides its loop (tiles stay static, so they vectorize); configs breaking a rule
 are *invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
+
+The bf16 and int8 dot-product kernels of a reduced-precision build are not scheduled by a
+script: :class:`KernelSpace` searches the parameters their builders take (register tile,
+task rows; pipelines/tensor/register_tiles.py's ``KernelConfig``).
 """
 
 from __future__ import annotations
@@ -35,10 +39,13 @@ from typing import Mapping, Sequence
 
 from mlir import ir
 
-from ..errors import KnobError
+from ..errors import KnobError, PipelineError
 from ..pipelines.graph.fusion import mark_groups
 from ..pipelines.loop_nest import LoopNest, analyze_loop_nests
 from ..pipelines.target import Target
+from ..pipelines.tensor.bf16_matmul import VDPBF16PS
+from ..pipelines.tensor.int8_matmul import VPDPBUSD
+from ..pipelines.tensor.register_tiles import ACCUMULATORS, MAX_ROWS, MAX_VECTORS, KernelConfig
 from .group import find_fusion_units
 from .conv_plan import channels_outer, conv_channel_dim
 from .matmul_plan import column_loop, weight_panel_dims
@@ -665,11 +672,111 @@ def task_nest(task: Task) -> LoopNest:
     return nests[-1]
 
 
+# Tasks of the reduced-precision dot-product kernels (tuning/kernel_tasks.py): kind -> the
+# instruction's lanes (vdpbf16ps and vpdpbusd both fill 16 lanes of a zmm register).
+KERNEL_TASK_KINDS: dict[str, int] = {"bf16_kernel": VDPBF16PS.lanes, "int8_kernel": VPDPBUSD.lanes}
+# Row tasks (tasks along M) the kernel space offers, besides its default.
+_ROW_TASKS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+class KernelSpace(SearchSpace):
+    """The knobs of a bf16 (``vdpbf16ps``) or int8 (``vpdpbusd``) dot-product kernel
+    (pipelines/tensor/register_tiles.py's :class:`KernelConfig`), on one task of
+    :func:`tilecraft.tuning.kernel_tasks.extract_kernel_tasks`:
+
+    - ``kr_rows``: rows of the register tile (MR), one broadcast of A per row and step of k;
+    - ``kr_vectors``: accumulator vectors per row (NV: NT = 16 NV columns per column tile);
+    - ``kr_row_tasks``: tasks along M (each ``ceil(M / MR / kr_row_tasks)`` register tiles
+      of rows by one column tile): the parallel split.
+
+    Valid: at most 24 accumulators (MR x NV; the other registers hold the weights and A's
+    broadcast), no column vector wholly past N, no more row tasks than register tiles.
+    The default is the builders' own choice (``KernelConfig.default``), so a task without a
+    record builds the kernel it always built. Unlike the schedule spaces, a config is not a
+    transform script: the kernel pass builds the kernel from it (``configs`` option)."""
+
+    kind = "kernel"
+
+    def __init__(self, task: Task, target: "str | Target") -> None:
+        if task.kind not in KERNEL_TASK_KINDS:
+            raise KnobError(f"{task.name} is a {task.kind} task, not a dot-product kernel's")
+        self.task = task
+        self.target = Target.parse(target)
+        self.m, self.n, self.k = task.ranges
+        self.lanes = KERNEL_TASK_KINDS[task.kind]
+        self.threads = self.target.num_threads
+        self._default = KernelConfig.default(self.m, self.n, self.lanes, self.threads)
+        default_tasks = -(-self.m // self._default.task_rows)
+        self.knobs = (
+            Knob("kr_rows", tuple(range(1, MAX_ROWS + 1)), "rows of the register tile (MR)"),
+            Knob("kr_vectors", tuple(range(1, min(MAX_VECTORS, -(-self.n // self.lanes)) + 1)),
+                 "accumulator vectors per row of the register tile (NT = lanes x NV columns)"),
+            Knob("kr_row_tasks", tuple(sorted({*_ROW_TASKS, default_tasks})),
+                 "tasks along M (the parallel split; each is one column tile wide)"),
+        )
+
+    def kernel_config(self, config: Mapping[str, int]) -> KernelConfig:
+        """The builders' :class:`KernelConfig` of a point (``validate`` it first)."""
+        rows = config["kr_rows"]
+        row_tiles = -(-self.m // rows)
+        return KernelConfig(rows, config["kr_vectors"], rows * -(-row_tiles // min(config["kr_row_tasks"], row_tiles)))
+
+    def default(self) -> Config:
+        config = self._default
+        return {"kr_rows": config.rows, "kr_vectors": config.vectors,
+                "kr_row_tasks": -(-self.m // config.task_rows)}
+
+    def validate(self, config: Mapping[str, object]) -> Config:
+        checked = validate_config(self.knobs, config, f"kernel space of {self.task.name}")
+        if not self.is_valid(checked):
+            raise KnobError(f"config {checked} of {self.task.name}: {self._problem(checked)}")
+        return checked
+
+    def _problem(self, config: Mapping[str, int]) -> str:
+        """Why ``config`` is not valid ('' when it is)."""
+        if config["kr_row_tasks"] > -(-self.m // config["kr_rows"]):
+            return (f"kr_row_tasks {config['kr_row_tasks']} is more than the {-(-self.m // config['kr_rows'])} "
+                    f"register tiles of M = {self.m}")
+        try:
+            self.kernel_config(config).check(self.m, self.n, self.lanes)
+        except PipelineError as error:
+            return str(error)
+        return ""
+
+    def is_valid(self, config: Mapping[str, int]) -> bool:
+        return not self._problem(config)
+
+    def script(self, config: Mapping[str, int], tag: int = 0) -> str:
+        """What the kernel is built with, in words (stored in records)."""
+        kernel = self.kernel_config(config)
+        tasks = -(-self.m // kernel.task_rows) * -(-self.n // (kernel.vectors * self.lanes))
+        return (f"{self.task.name}: register tile {kernel.rows} x {kernel.vectors * self.lanes}, "
+                f"{kernel.task_rows} rows x {kernel.vectors * self.lanes} columns per task ({tasks} tasks)")
+
+    def feature_names(self) -> list[str]:
+        return [*super().feature_names(), "log_tasks", "tasks_per_thread", "accumulators",
+                "column_waste", "row_waste"]
+
+    def features(self, config: Mapping[str, int]) -> list[float]:
+        """Knob values (log2), the number of tasks and their balance over the threads, the
+        register tile's accumulators, and the padding a tile wastes past N and M."""
+        kernel = self.kernel_config(config)
+        columns = kernel.vectors * self.lanes
+        column_tiles, row_tasks = -(-self.n // columns), -(-self.m // kernel.task_rows)
+        tasks = column_tiles * row_tasks
+        return [*super().features(config), math.log2(tasks), tasks / self.threads % 1.0,
+                kernel.rows * kernel.vectors / ACCUMULATORS, column_tiles * columns / self.n - 1.0,
+                -(-self.m // kernel.rows) * kernel.rows / self.m - 1.0]
+
+
 def make_space(task: Task, nest: LoopNest, target: "str | Target") -> ScheduleSpace:
     """The schedule space of ``task`` (whose loop nest is ``nest``) on ``target``."""
     return _SPACES[task.kind](task, nest, Target.parse(target))
 
 
-def space_for(task: Task, target: "str | Target" = "llvm") -> ScheduleSpace:
-    """The schedule space of ``task``'s kernel class on ``target``."""
+def space_for(task: Task, target: "str | Target" = "llvm") -> "ScheduleSpace | KernelSpace":
+    """The schedule space of ``task``'s kernel class on ``target`` (a dot-product kernel's
+    task: its :class:`KernelSpace`)."""
+    if task.kind in KERNEL_TASK_KINDS:
+        return KernelSpace(task, target)
     return make_space(task, task_nest(task), target)

@@ -250,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     model_options(tune)
     tune.add_argument("-o", "--output", metavar="FILE",
                       help="records file (.jsonl); required unless --tasks list")
+    tune.add_argument("--precision", choices=("f32", "bf16", "int8"), default="f32",
+                      help="bf16 or int8: tune the dot-product kernels of that build (their register tile "
+                           "and task split; docs/tuning.md) instead of the f32 build's ops")
+    tune.add_argument("--calibration", metavar="NPZ",
+                      help="int8: the calibration inputs `compile --calibration` will get (.npz; static "
+                           "quantization makes the convolutions kernels too); default: dynamic quantization")
     tune.add_argument("--trials", type=_positive("--trials"), default=64,
                       help="measured candidates in total, the defaults included (default 64)")
     tune.add_argument("--trials-per-task", type=int, default=0, metavar="N",
@@ -481,8 +487,13 @@ def command_tune(args: argparse.Namespace) -> int:
     tuning = _tuning_api()
     model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
     selected = None
+    # Given only when set: CompileOptions refuses a calibration without a reduced precision.
+    reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration))
+               if value not in (None, "f32")}
+    options = _compile_options(args, shape_dict=model.shape_dict, **reduced)
     if args.tasks is not None:
-        tasks = tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict)
+        tasks = (tuning.extract_kernel_tasks(model.source, options) if args.precision != "f32"
+                 else tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict))
         if args.tasks == "list":
             width = max(len("task"), *(len(task.name) for task in tasks))
             print(f"{'index':>5}  {'task':<{width}} {'kind':<18} {'count':>5} {'MFLOP':>12}")
@@ -503,7 +514,7 @@ def command_tune(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
         end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
         transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
-    result = tuning.tune(model.source, _compile_options(args, shape_dict=model.shape_dict), search)
+    result = tuning.tune(model.source, options, search)
     print(result.summary())
     print(f"tuning records written to {args.output}")
     return 0

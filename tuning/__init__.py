@@ -11,7 +11,8 @@ Roles by name, one interface each in ``roles`` (TVM MetaSchedule's): ``SpaceGene
 ``SearchStrategy`` (``tuners``: xgb, xgb_rank, random, grid), ``TaskScheduler``
 (``task_scheduler``: gradient). ``tune`` only wires them; ``options`` (``TuneOptions``),
 ``session`` (one task's search and validation), ``results`` (the summary table) and
-``compare_tuners`` are what they say. See docs/tuning.md. xgboost, tqdm and matplotlib are
+``compare_tuners`` are what they say; ``kernel_tasks`` makes the tasks of a bf16 or int8
+build's dot-product kernels (``tune(..., precision=...)``). See docs/tuning.md. xgboost, tqdm and matplotlib are
 imported only when used.
 """
 
@@ -21,6 +22,7 @@ from ..schedule.records import Record, best_records, load_records
 from ..schedule.space import Knob, ScheduleSpace, space_for
 from ..schedule.task import Task, extract_tasks
 from .database import JsonLinesDatabase
+from .kernel_tasks import extract_kernel_tasks
 from .options import TuneOptions
 from .results import TaskResult, TuningResult
 from .roles import CostModel, Database, Runner, SearchStrategy, SpaceGenerator
@@ -48,6 +50,6 @@ __all__ = [
     "SearchStrategy", "SpaceGenerator", "space_generator_for",
     "ConfigEntity", "ConfigSpace", "Knob", "Record", "ScheduleSpace", "TUNERS", "Task",
     "TaskResult", "TaskScheduler", "TemplateTask", "TemplateTuningResult", "TuneOptions",
-    "TuningResult", "apply_history_best", "best_records", "extract_tasks", "get_config",
+    "TuningResult", "apply_history_best", "best_records", "extract_kernel_tasks", "extract_tasks", "get_config",
     "load_records", "make_tuner", "space_for", "task", "template", "tune", "tune_template",
 ]

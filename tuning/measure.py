@@ -9,7 +9,8 @@ so one bad candidate cannot stop a batch.
 
 A candidate is compiled as ``tilecraft.compile(payload, tuning_records=...)`` would
 compile it (a one-record file in the worker's scratch folder; the model's weights are
-constants again, of fixed random values: :func:`candidate_source`), run on fixed random inputs,
+constants again, of fixed random values: :func:`candidate_source`; a bf16 or int8 kernel's
+task through its build's pipeline, kernel_tasks.py), run on fixed random inputs,
 compared with the default schedule's output (the task's first measurement saves it), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
 ``min_repeat_ms``; with ``flush_cache``, the caches are flushed and the inputs read again
@@ -140,7 +141,10 @@ def candidate_source(job: MeasureInput) -> Any:
     from mlir import ir
 
     from ..schedule.task import measured_module
+    from .kernel_tasks import is_kernel_task, kernel_measured_module
 
+    if is_kernel_task(job.task):
+        return kernel_measured_module(job.payload, ir.Context())
     return measured_module(job.payload, ir.Context())
 
 
@@ -148,9 +152,11 @@ def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False)
     """The candidate's module, built as a tuning worker builds it (``scratch`` holds its
     one-record file); ``kernel_time``: the profiling variant, timed by kernel timers."""
     from ..pipelines.jit.compiled_module import compile_ir
-    from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+    from ..pipelines.cpu import cpu_pipeline
     from ..pipelines.profiling import profiling_pipeline
     from ..pipelines.target import Target
+    from ..schedule.record_plan import with_records
+    from .kernel_tasks import is_kernel_task, kernel_pipeline
 
     if job.scheduled is not None:
         from ..schedule.te.builder import scheduled_pipeline
@@ -163,9 +169,12 @@ def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False)
     records = candidate_records(job, scratch)
     with schedule_failures_raise():
         target = Target.parse(job.target)
-        pipeline = cpu_pipeline(target, opt_level=3)  # what tilecraft.compile runs by default
+        if is_kernel_task(job.task):  # a bf16 or int8 build's kernel (kernel_tasks.py)
+            pipeline = kernel_pipeline(job.task["kind"], target)
+        else:
+            pipeline = cpu_pipeline(target, opt_level=3)  # what tilecraft.compile runs by default
         if records is not None:
-            pipeline = with_tuning_records(pipeline, records, target)
+            pipeline = with_records(pipeline, records, target)
         if kernel_time:
             pipeline = profiling_pipeline(pipeline)
         return compile_ir(candidate_source(job), pipeline, target)

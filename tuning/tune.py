@@ -33,7 +33,7 @@ from mlir import ir
 from ..errors import OptionError, TaskExtractionError, TuningError
 from ..frontend.loader import load_module
 from ..pipelines.jit.compiled_module import CompiledModule, jit_module
-from ..pipelines.cpu import cpu_pipeline, with_tuning_records
+from ..pipelines.cpu import cpu_pipeline
 from ..pipelines.jit.entry import entry_signature, find_entry
 from ..compiler.options import CompileOptions
 from ..pipelines.target import Target
@@ -41,11 +41,13 @@ from ..pipelines.target_registry import target_plugin
 from ..runtime.peak import fma_peak_gflops
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
+from ..schedule.record_plan import with_records
 from ..schedule.records import Record, canonical_target
 from ..schedule.task import Task, extract_tasks
 from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
 from .in_model import confirm_in_model
+from .kernel_tasks import extract_kernel_tasks, reduced_build
 from .measure import LocalRunner, MeasureResult, RunnerOptions, weights_outgrow_cache
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
@@ -92,10 +94,16 @@ def tune(
     if unknown:
         raise OptionError(f"unknown tune option(s) {unknown}; options: {sorted(compile_fields | search_fields)}")
     search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
-    target, shape_dict = options.target, options.shape_dict
+    target = options.target
     target_plugin(target.kind).check_tunable(target)
     target_key = canonical_target(target)
-    found, chosen = _resolve_tasks(model, target, search.tasks, shape_dict, options.offload)
+    reduced = options.precision != "f32"
+    if reduced and search.space != "hand":
+        raise TuningError(f"precision={options.precision!r} tunes the dot-product kernels in their own space "
+                          f"(schedule/space.py's KernelSpace); space={search.space!r} is for f32 ops: leave it 'hand'")
+    if reduced:  # the cross-task model's features are the f32 spaces' (tuning/transfer.py)
+        search = replace(search, transfer=False)
+    found, chosen = _resolve_tasks(model, options, search.tasks)
     prior = JsonLinesDatabase(search.prior_records).records(target) if search.prior_records is not None else []
     records_path = Path(search.tuning_records)
     generator = space_generator_for(target, search.space)
@@ -111,7 +119,7 @@ def tune(
         _save_transfer(states, warm, records_path, search.progress)
     end_to_end = search.end_to_end and search.remote is None
     slower: set[str] = set()
-    if end_to_end:
+    if end_to_end and not reduced:  # (a kernel task is measured as the kernel alone, its in-model time not joined)
         slower = {task.key for task in confirm_in_model(model, options, records_path, chosen)}
         if slower and search.progress:
             names = ", ".join(t.name for t in chosen if t.key in slower)
@@ -289,10 +297,14 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Compariso
     """The model with the default schedules against the model with ``records``: ``None``
     when both lower to the same IR (nothing to time: any ratio would be noise), else their
     paired comparison over :data:`END_TO_END_ROUNDS` rounds on the same seeded inputs."""
-    # The model as it will be compiled: offloaded ops are calls here too.
-    pipeline = cpu_pipeline(options.target, opt_level=options.opt_level, offload=options.offload)
+    # The model as it will be compiled: offloaded ops are calls here too; a bf16 or int8
+    # build's model and pipeline (without its f32 twin and accuracy report).
+    if options.precision != "f32":
+        model, pipeline = reduced_build(model, options)
+    else:
+        pipeline = cpu_pipeline(options.target, opt_level=options.opt_level, offload=options.offload)
     default_ir, default = _lowered(model, pipeline, options)
-    tuned_ir, tuned = _lowered(model, with_tuning_records(pipeline, records, options.target), options)
+    tuned_ir, tuned = _lowered(model, with_records(pipeline, records, options.target), options)
     if default_ir == tuned_ir:
         return None
     inputs = random_inputs(default)
@@ -301,10 +313,13 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Compariso
     return compare(samples["default"], samples["tuned"])
 
 
-def _resolve_tasks(model: Any, target: Target, tasks: Any, shape_dict: Any,
-                   offload: Any = ()) -> tuple[list[Task], list[Task]]:
-    """(every task of the model, the ones ``tasks`` chooses)."""
-    found = extract_tasks(model, target, shape_dict=shape_dict, offload=offload)
+def _resolve_tasks(model: Any, options: CompileOptions, tasks: Any) -> tuple[list[Task], list[Task]]:
+    """(every task of the model compiled with ``options``, the ones ``tasks`` chooses): its
+    ops' tasks, or at a reduced precision its dot-product kernels' (kernel_tasks.py)."""
+    if options.precision != "f32":
+        found = extract_kernel_tasks(model, options)
+    else:
+        found = extract_tasks(model, options.target, shape_dict=options.shape_dict, offload=options.offload)
     if tasks is None:
         return found, found
     wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]

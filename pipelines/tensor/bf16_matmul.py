@@ -51,16 +51,17 @@ from ...ir import core, kernels
 from ...ir.contraction import collapse, expand
 from ..ir_queries import defined_functions, is_zero_fill, ops_where
 from ..passes import register_pass
-from .int8_matmul import (Epilogue, Window, elementwise_consumer, erase_uncalled_kernels, fuse_epilogue,
-                          stored_value)
-from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
-                             pack_k_groups, register_tile, row_block)
+from .int8_matmul import (Epilogue, Window, declare_epilogue, elementwise_consumer, epilogue_constants,
+                          epilogue_extras, erase_uncalled_kernels, fill_task, fuse_epilogue, kernel_settings,
+                          settings_of, store_register_tile, stored_value, task_tile, window_k_loop)
+from .register_tiles import (MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid, add_kernel, call_dot_instructions,
+                             config_suffix, kernel_config, pack_k_groups)
 
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 BF16_EPILOGUE_PASS = "tilecraft-bf16-epilogues"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
-# On a kernel call: {threads[, window]}, what the epilogue pass needs to regenerate it.
-_KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
+# On a kernel call: {threads[, window][, config]} (int8_matmul.kernel_settings), what the epilogue pass needs to regenerate it.
+KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
@@ -72,41 +73,42 @@ def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
     return pack_k_groups(w, columns, PAIR, ml_dtypes.bfloat16)
 
 
-def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = None) -> str:
-    return f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
+def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = None,
+                config: KernelConfig | None = None) -> str:
+    """The kernel's symbol: its shape, threads and window, and ``config`` unless it is the default."""
+    return (f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
+            + config_suffix(m, n, VDPBF16PS.lanes, threads, config))
 
 
 def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None,
-                 epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False) -> func.FuncOp:
+                 epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False,
+                 config: KernelConfig | None = None) -> func.FuncOp:
     """The kernel function ``(A: MxKxf32, W': packed bf16[, the epilogue's operands]) -> MxN``
     f32, or of the epilogue's result type (module docstring), built at the insertion point.
     With ``window`` A is the padded NHWC input of a convolution whose channels are even,
     read at each row's window (implicit GEMM). With ``epilogue`` (int8_matmul.Epilogue: its
     vector function is declared just before the kernel, for ``fuse_epilogue`` to fill in)
     each accumulator vector is stored through it. ``public``: not private (while the
-    epilogue is inlined into it, so that symbol-dce keeps it)."""
+    epilogue is inlined into it, so that symbol-dce keeps it). ``config``: the register tile
+    and task rows (register_tiles.KernelConfig; default: its ``default``); W' must be
+    packed for its columns."""
     if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
         raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
     lanes = VDPBF16PS.lanes
-    rows, vectors = register_tile(n, lanes)
-    columns = vectors * lanes
-    tiles, pairs, full_pairs = -(-n // columns), -(-k // PAIR), k // PAIR
-    block_rows = row_block(m, tiles, rows, threads)
-    row_blocks = -(-m // block_rows)
+    config = kernel_config(m, n, lanes, threads, config)
+    grid = TaskGrid.of(m, n, lanes, config)
+    rows, vectors, columns = config.rows, config.vectors, grid.columns
+    pairs, full_pairs = -(-k // PAIR), k // PAIR
     f32, bf16, i32 = ir.F32Type.get(), ir.BF16Type.get(), ir.IntegerType.get_signless(32)
     result_element = ir.Type.parse(epilogue.result) if epilogue else f32
     c_type = ir.RankedTensorType.get([m, n], result_element)
-    tile_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * 2, result_element)
     pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
     columns_in_bounds = n % columns == 0
     a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], f32)
-    extras = [] if epilogue is None else [
-        (index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
-    if epilogue is not None:
-        kernels.declare_function(epilogue.function, [o.vector_type() for o in epilogue.operands],
-                                 [ir.VectorType.get([lanes], result_element)])
-    function = kernels.private_function(name or kernel_name(m, n, k, threads, window), [
-        a_type, ir.RankedTensorType.get([tiles, pairs, columns * PAIR], bf16),
+    extras = epilogue_extras(epilogue)
+    declare_epilogue(epilogue, lanes, result_element)
+    function = kernels.private_function(name or kernel_name(m, n, k, threads, window, config), [
+        a_type, ir.RankedTensorType.get([grid.tiles, pairs, columns * PAIR], bf16),
         *(operand.tensor_type(m, n) for _, operand in extras)], [c_type])
     if public:
         del function.attributes["sym_visibility"]
@@ -114,31 +116,19 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     extra_args = dict(zip((i for i, _ in extras), list(function.arguments)[2:]))
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
-        c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_pairs)
-        if window:
-            c_taps, c_channel_pairs = c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
+        c0, c1, _, c_full = c(0), c(1), c(rows), c(full_pairs)  # the row loops' step, made first
+        if window:  # window_k_loop's bounds, made here (in this order) for every loop to share
+            c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
         f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
         zero = kernels.zero_vector(lanes, f32)
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
-        pads, splats = {}, {}
-        for i, operand in extras:
-            pads[i] = core.scalar_constant(0, operand.element_type())
-            if operand.kind == "scalar":
-                splats[i] = vector.broadcast(operand.vector_type(), tensor.extract(extra_args[i], []))
+        pads, splats = epilogue_constants(extras, extra_args)
         empty = tensor.empty([m, n], result_element)
-        forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
+        forall = scf.ForallOp([0, 0], [grid.row_blocks, grid.tiles], [1, 1], [empty])
         with ir.InsertionPoint(forall.body):
-            rb, t = forall.induction_variables
-            out = forall.inner_iter_args[0]
-            m0 = kernels.apply(lambda d0: d0 * block_rows, rb)
-            n0 = kernels.apply(lambda d0: d0 * columns, t)
-            nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
-            ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
-            dynamic = ir.ShapedType.get_dynamic_size()
-            tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
-                                        [dynamic, dynamic], [dynamic, dynamic], [1, 1])
-            main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+            task = task_tile(forall, m, n, config.task_rows, columns, rows, result_element)
+            t, m0, n0 = task.column_tile, task.m0, task.n0
             column_at, column_values = [], {}
             for v in range(vectors if epilogue else 0):
                 column_at.append(kernels.apply(lambda d0: d0 + v * lanes, n0))
@@ -175,31 +165,6 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                     new += [kernels.dot_product(spread, weights[v], accs[r * vectors + v]) for v in range(vectors)]
                 return new
 
-            def window_loop(mr: int, row_indices: list[ir.Value]) -> scf.ForOp:
-                """k of a convolution's rows: per tap of the window, the pairs of its
-                channels, read from the input at each row's pixel moved by the tap."""
-                out_h, out_w, kw = window.out_h, window.out_w, window.kernel[1]
-                (sh, sw), (dh, dw) = window.strides, window.dilations
-                pixels = [(kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_h * out_w), row),
-                           kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w) % out_h, row),
-                           kernels.apply(lambda d0: d0 % out_w, row)) for row in row_indices]
-                over_taps = kernels.for_loop(c0, c_taps, c1, [zero] * (mr * vectors))
-                with ir.InsertionPoint(over_taps.body):
-                    tap = over_taps.induction_variable
-                    a_at = []
-                    for image, oh, ow in pixels:
-                        ih = kernels.apply(lambda d0, d1: d0 * sh + ir.AffineExpr.get_floor_div(d1, kw) * dh, oh, tap)
-                        iw = kernels.apply(lambda d0, d1: d0 * sw + (d1 % kw) * dw, ow, tap)
-                        a_at.append([image, ih, iw])
-                    tap_pairs = kernels.apply(lambda d0: d0 * (window.channels // PAIR), tap)
-                    channels = kernels.for_loop(c0, c_channel_pairs, c1, list(over_taps.inner_iter_args))
-                    with ir.InsertionPoint(channels.body):
-                        cp = channels.induction_variable
-                        pair = kernels.apply(lambda d0, d1: d0 + d1, tap_pairs, cp)
-                        scf.YieldOp(step(mr, cp, True, list(channels.inner_iter_args), a_at, w_pair=pair))
-                    scf.YieldOp(list(channels.results))
-                return over_taps
-
             def row_loop(mr: int, lower: ir.Value, upper: ir.Value, stride: ir.Value, source: ir.Value) -> ir.Value:
                 loop = kernels.for_loop(lower, upper, stride, [source])
                 with ir.InsertionPoint(loop.body):
@@ -213,40 +178,38 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                         with ir.InsertionPoint(over_k.body):
                             scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
                                              [[row] for row in row_indices]))
-                    else:
-                        over_k = window_loop(mr, row_indices)
+                    else:  # per tap of the window, its channels: a pair of k is 2 channels of one tap
+                        over_k = window_k_loop(window, [window.pixel(row) for row in row_indices], PAIR,
+                                               [zero] * (mr * vectors), c,
+                                               lambda cp, accs, a_at, pair: step(mr, cp, True, accs, a_at, w_pair=pair))
                     final = list(over_k.results)
                     if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
                         final = step(mr, c_full, False, final, [[row] for row in row_indices])
-                    for r in range(mr):
-                        for v in range(vectors):
-                            value = stored(row_indices[r], v, final[r * vectors + v])
-                            current = kernels.write(value, current, [local[r], c(v * lanes)],
-                                                    in_bounds=columns_in_bounds)
-                    scf.YieldOp([current])
+                    scf.YieldOp([store_register_tile(current, final, row_indices, local, vectors, lanes, c, stored,
+                                                     columns_in_bounds)])
                 return loop.results[0]
 
-            full = row_loop(rows, c0, main, c_rows, tile)
-            rest = row_loop(1, main, nrows, c1, full)
-            kernels.insert_in_parallel(rest, out, [m0, n0], [nrows, ncols], [dynamic, dynamic],
-                                       [dynamic, dynamic], [1, 1])
+            fill_task(forall, task, rows, c, row_loop)
         func.ReturnOp([forall.results[0]])
     return function
 
 
 def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None,
-                  epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False) -> ir.Module:
+                  epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False,
+                  config: KernelConfig | None = None) -> ir.Module:
     """The kernel alone in a new module (in the current context): to read or test it, or
     for ``fuse_epilogue`` to complete."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, threads, window, epilogue, name, public=public)
+        build_kernel(m, n, k, threads, window, epilogue, name, public=public, config=config)
     return module
 
 
-def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int, window: Window | None = None) -> str:
+def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int, window: Window | None,
+            config: KernelConfig) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, threads, window), lambda: build_kernel(m, n, k, threads, window))
+    return add_kernel(module, kernel_name(m, n, k, threads, window, config),
+                      lambda: build_kernel(m, n, k, threads, window, config=config))
 
 
 def _attribute_pair(op: ir.Operation, name: str) -> tuple[int, int]:
@@ -290,32 +253,35 @@ def takes_kernel(op: ir.Operation) -> bool:
     return is_zero_fill(op.operands[2])
 
 
-def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int) -> None:
+def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int,
+                   configs: Mapping[str, KernelConfig] | None = None) -> None:
     """Replace ``op`` (``takes_kernel``) by a call of the bf16 kernel for its shape, its B
     operand's values ``weights`` (K x N, or a KHxKWxCxF filter, read as (KH*KW*C) x F;
     rounded to bf16 here) packed for it. A 1x1 stride-1 convolution's pixels are the rows:
     its input and result are viewed as (N*H*W, C) and (N*H*W, F) (``tensor.collapse_shape``
     / ``expand_shape``: no copy); another convolution's kernel reads the input itself at
-    each pixel's window, and its (N*OH*OW, F) result is expanded the same way."""
+    each pixel's window, and its (N*OH*OW, F) result is expanded the same way. ``configs``:
+    kernel configs by default kernel name (tuning records); a kernel not there takes the
+    default config."""
     conv = op.name != "linalg.matmul"
     window = conv_window(op) if conv and not _pointwise_conv(op) else None
     weights = weights.reshape(-1, weights.shape[-1])
     k, n = weights.shape
-    _, vectors = register_tile(n, VDPBF16PS.lanes)
+    lanes = VDPBF16PS.lanes
     with ir.InsertionPoint(op), op.location:
         if window is not None:
             a, m = op.operands[0], window.rows
         else:
             a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
             m = ir.RankedTensorType(a.type).shape[0]
-        name = _kernel(module, m, n, k, threads, window)
-        packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), vectors * VDPBF16PS.lanes), name="bf16_panels")
+        default = KernelConfig.default(m, n, lanes, threads)
+        config = kernel_config(m, n, lanes, threads, (configs or {}).get(kernel_name(m, n, k, threads, window)))
+        name = _kernel(module, m, n, k, threads, window, config)
+        packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), config.vectors * lanes),
+                               name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
         call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed])
-        settings = {"threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)}
-        if window is not None:
-            settings["window"] = ir.DenseI64ArrayAttr.get(window.as_list())
-        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get(settings)
+        call.attributes[KERNEL_ATTRIBUTE] = kernel_settings(threads, window, config, default)
         product = call.results[0]
         if conv:
             product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
@@ -349,17 +315,16 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     if options:
         raise PipelineError(f"{BF16_EPILOGUE_PASS} takes no options, got {sorted(options)}")
     for function in defined_functions(module):
-        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
             consumer = elementwise_consumer(call)
             if consumer is None:
                 continue
-            settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
-            threads = ir.IntegerAttr(settings["threads"]).value
-            window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
+            threads, window, config = settings_of(ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE]))
             m, k = (window.rows, window.depth) if window else ir.RankedTensorType(call.operands[0].type).shape
             n = ir.RankedTensorType(call.results[0].type).shape[1]
-            fuse_epilogue(module, call, consumer, m, n, kernel_name(m, n, k, threads, window),
-                          lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True),
+            fuse_epilogue(module, call, consumer, m, n, kernel_name(m, n, k, threads, window, config),
+                          lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True,
+                                                               config=config),
                           VDPBF16PS.lanes)
     erase_uncalled_kernels(module, KERNEL_PREFIX)

@@ -37,6 +37,7 @@ from ...errors import OptionError, PipelineError
 from ...ir.core import RESOURCE_THRESHOLD
 from ...ir.resources import is_resource_constant, resource_arrays
 from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, to_bf16_kernel
+from .register_tiles import CONFIGS_OPTION, KernelConfig, parse_kernel_configs
 from .int8_matmul import INT8_EPILOGUE_PASS
 from ..graph.even_channels import odd_channels, with_zero_channel
 from ..ir_queries import defined_functions, defining_op
@@ -86,11 +87,13 @@ def _weight_constants(function: ir.Operation) -> list[tuple[ir.Operation, int, i
     return found
 
 
-def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> int:
+def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0,
+                          configs: "Mapping[str, KernelConfig] | None" = None) -> int:
     """Rewrite the weights of ``function``'s contractions; returns how many were rewritten.
     ``kernel_threads`` > 0: plain matmuls and convolutions (``bf16_matmul.takes_kernel``)
     become calls of bf16 dot-product kernels split for
-    that many threads (bf16_matmul.py), the other contractions read widened weights."""
+    that many threads (bf16_matmul.py; ``configs``: their configs by default kernel name,
+    from tuning records), the other contractions read widened weights."""
     found = _weight_constants(function)
     if not found:
         return 0
@@ -104,7 +107,7 @@ def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0) -> in
             if op is None:
                 continue
         if kernel_threads and index == 1 and takes_kernel(op):
-            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads)
+            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads, configs)
             continue
         if id(constant) not in widened:
             with ir.InsertionPoint(constant), constant.location:
@@ -147,14 +150,17 @@ def _even_channels_for_kernel(op: ir.Operation, weights: np.ndarray, module: ir.
                              "widened to f32 where they are read (precision='bf16')",
                options={"kernels": "1: plain matmuls and convolutions become bf16 dot-product kernels (bf16_matmul.py; "
                                    "default 0)",
-                        "num-threads": "threads the kernels' parallel loops are split for (default 1)"})
+                        "num-threads": "threads the kernels' parallel loops are split for (default 1)",
+                        CONFIGS_OPTION: "kernel configs by default kernel name, <name>:<rows>.<vectors>.<task rows>, "
+                                        "comma-separated (tuning records: schedule/record_plan.py); default none"})
 def bf16_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     kernels = options.get("kernels", "0")
     if kernels not in ("0", "1"):
         raise PipelineError(f"{BF16_WEIGHTS}: kernels must be 0 or 1, got {kernels!r}")
     threads = positive_int_option("num-threads", options.get("num-threads", "1"))
+    configs = parse_kernel_configs(options.get(CONFIGS_OPTION, ""), BF16_WEIGHTS)
     for function in defined_functions(module):
-        store_weights_as_bf16(function, threads if kernels == "1" else 0)
+        store_weights_as_bf16(function, threads if kernels == "1" else 0, configs)
 
 
 def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kernels: bool | None = None) -> Pipeline:

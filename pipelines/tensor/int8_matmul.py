@@ -68,14 +68,16 @@ from ...ir.contraction import collapse, expand
 from ...ir.resources import literal_array
 from ..ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from ..passes import positive_int_option, register_pass
-from .register_tiles import (MATMUL_MAPS, DotInstruction, add_kernel, call_dot_instructions,
-                             pack_k_groups, register_tile, row_block)
+from .register_tiles import (CONFIGS_OPTION, MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid, add_kernel,
+                             call_dot_instructions, config_suffix, kernel_config, pack_k_groups,
+                             parse_kernel_configs)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
-# On a kernel call: {a_unsigned, threads}, what the epilogue pass needs to regenerate it.
-_KERNEL_ATTRIBUTE = "tilecraft.int8_kernel"
+# On a kernel call: {a_unsigned, threads[, window][, config]} (kernel_settings), what the epilogue
+# pass needs to regenerate it.
+KERNEL_ATTRIBUTE = "tilecraft.int8_kernel"
 GROUP = 4         # bytes of k one lane's dot product sums (register tile: register_tiles.py)
 _SIGN_FLIP = -2139062144  # 0x80808080: each byte's sign bit
 
@@ -167,14 +169,33 @@ class Window:
         return cls(tuple(values[0:4]), tuple(values[4:6]), tuple(values[6:8]), tuple(values[8:10]),
                    values[10], values[11])
 
+    def pixel(self, row: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """Row ``row``'s output pixel: (image, output row, output column)."""
+        out_h, out_w = self.out_h, self.out_w
+        return (kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_h * out_w), row),
+                kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w) % out_h, row),
+                kernels.apply(lambda d0: d0 % out_w, row))
+
+    def tap_at(self, pixel: tuple[ir.Value, ir.Value, ir.Value], tap: ir.Value) -> list[ir.Value]:
+        """The padded input's (image, row, column) that tap ``tap`` (kernel row * KW +
+        kernel column) of ``pixel``'s window reads."""
+        image, oh, ow = pixel
+        (sh, sw), (dh, dw), kw = self.strides, self.dilations, self.kernel[1]
+        ih = kernels.apply(lambda d0, d1: d0 * sh + ir.AffineExpr.get_floor_div(d1, kw) * dh, oh, tap)
+        iw = kernels.apply(lambda d0, d1: d0 * sw + (d1 % kw) * dw, ow, tap)
+        return [image, ih, iw]
+
     def suffix(self) -> str:
         return ("_conv" + "x".join(map(str, self.input_shape)) + f"_k{self.kernel[0]}x{self.kernel[1]}"
                 f"_s{self.strides[0]}x{self.strides[1]}_d{self.dilations[0]}x{self.dilations[1]}")
 
 
-def kernel_name(m: int, n: int, k: int, a_unsigned: bool, threads: int, window: Window | None = None) -> str:
+def kernel_name(m: int, n: int, k: int, a_unsigned: bool, threads: int, window: Window | None = None,
+                config: KernelConfig | None = None) -> str:
+    """The kernel's symbol: its shape, A's signedness, threads and window, and ``config``
+    unless it is the default."""
     return (f"{KERNEL_PREFIX}_{m}x{n}x{k}_{'u8' if a_unsigned else 's8'}_t{threads}"
-            + (window.suffix() if window else ""))
+            + (window.suffix() if window else "") + config_suffix(m, n, VPDPBUSD.lanes, threads, config))
 
 
 def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
@@ -213,12 +234,15 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
 
 def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                  epilogue: "Epilogue | None" = None, name: str | None = None,
-                 window: "Window | None" = None, *, public: bool = False) -> func.FuncOp:
+                 window: "Window | None" = None, *, public: bool = False,
+                 config: KernelConfig | None = None) -> func.FuncOp:
     """The kernel function (see the module docstring), built at the insertion point:
     ``(A: MxKxi8, B': packed, start: i32 per padded column[, the epilogue's operands]) ->
     MxN`` of i32, or of the epilogue's result type, whose vector function is declared just
     before it (its body is the epilogue pass's to fill in). ``public``: not private (while
-    the epilogue is inlined into it, so that symbol-dce keeps it).
+    the epilogue is inlined into it, so that symbol-dce keeps it). ``config``: the register
+    tile and task rows (register_tiles.KernelConfig; default: its ``default``); B' and the
+    start values must be packed for its columns.
 
     Per task (a block of rows by one column tile), per register tile of its rows: the
     accumulators start at the start values, take every group of k (a K that is not a
@@ -229,28 +253,21 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     as streaming B' from L2 for each register tile; and the epilogue can then work on the
     accumulators themselves."""
     lanes = VPDPBUSD.lanes
-    rows, vectors = register_tile(n, lanes)
-    columns = vectors * lanes
-    tiles, groups = -(-n // columns), -(-k // GROUP)
-    full_groups = k // GROUP
-    block_rows = row_block(m, tiles, rows, threads)
-    row_blocks = -(-m // block_rows)
-    name = name or kernel_name(m, n, k, a_unsigned, threads, window)
+    config = kernel_config(m, n, lanes, threads, config)
+    grid = TaskGrid.of(m, n, lanes, config)
+    rows, vectors, columns, tiles = config.rows, config.vectors, grid.columns, grid.tiles
+    groups, full_groups = -(-k // GROUP), k // GROUP
+    name = name or kernel_name(m, n, k, a_unsigned, threads, window, config)
     i8, i32 = ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
     result_element = ir.Type.parse(epilogue.result) if epilogue else i32
-    dynamic = ir.ShapedType.get_dynamic_size()
     a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], i8)
     c_type = ir.RankedTensorType.get([m, n], result_element)
-    tile_type = ir.RankedTensorType.get([dynamic, dynamic], result_element)
     acc = ir.VectorType.get([lanes], i32)
     group_i8, group_i32 = ir.VectorType.get([lanes, GROUP], i8), ir.VectorType.get([lanes, GROUP], i32)
-    extras = [] if epilogue is None else [
-        (index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
+    extras = epilogue_extras(epilogue)
     # Column tiles all whole: the accumulators' loads and stores need no mask.
     columns_in_bounds = n % columns == 0
-    if epilogue is not None:
-        kernels.declare_function(epilogue.function, [o.vector_type() for o in epilogue.operands],
-                                 [ir.VectorType.get([lanes], result_element)])
+    declare_epilogue(epilogue, lanes, result_element)
     inputs = [a_type, ir.RankedTensorType.get([tiles, groups, columns * GROUP], i8),
               ir.RankedTensorType.get([tiles * columns], i32)]
     inputs += [operand.tensor_type(m, n) for _, operand in extras]
@@ -261,30 +278,19 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     extra_args = dict(zip((i for i, _ in extras), list(function.arguments)[3:]))
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
-        c0, c1, c_rows, c_full = c(0), c(1), c(rows), c(full_groups)
-        if window:
-            c_taps, c_channel_groups = c(window.kernel[0] * window.kernel[1]), c(window.channels // GROUP)
+        c0, c1, _, c_full = c(0), c(1), c(rows), c(full_groups)  # the row loops' step, made first
+        if window:  # window_k_loop's bounds, made here (in this order) for every loop to share
+            c(window.kernel[0] * window.kernel[1]), c(window.channels // GROUP)
         i8_0, i32_0 = core.scalar_constant(0, i8), core.scalar_constant(0, i32)
         flip = arith.constant(acc, ir.DenseElementsAttr.get_splat(acc, ir.IntegerAttr.get(i32, _SIGN_FLIP)))
         for offset in sorted(({v * lanes * GROUP for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
-        pads, splats = {}, {}
-        for i, operand in extras:
-            pads[i] = core.scalar_constant(0, operand.element_type())
-            if operand.kind == "scalar":
-                splats[i] = vector.broadcast(operand.vector_type(), tensor.extract(extra_args[i], []))
+        pads, splats = epilogue_constants(extras, extra_args)
         empty = tensor.empty([m, n], result_element)
-        forall = scf.ForallOp([0, 0], [row_blocks, tiles], [1, 1], [empty])
+        forall = scf.ForallOp([0, 0], [grid.row_blocks, tiles], [1, 1], [empty])
         with ir.InsertionPoint(forall.body):
-            rb, t = forall.induction_variables
-            out = forall.inner_iter_args[0]
-            m0 = kernels.apply(lambda d0: d0 * block_rows, rb)
-            n0 = kernels.apply(lambda d0: d0 * columns, t)
-            nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(block_rows), m - d0 * block_rows], rb)
-            ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
-            tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
-                                        [dynamic, dynamic], [dynamic, dynamic], [1, 1])
-            main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+            task = task_tile(forall, m, n, config.task_rows, columns, rows, result_element)
+            t, m0, n0 = task.column_tile, task.m0, task.n0
             column_at, starts, column_values = [], [], {}
             for v in range(vectors):
                 column_at.append(kernels.apply(lambda d0: d0 + v * lanes, n0))
@@ -333,12 +339,8 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                     for r in range(mr):
                         local.append(kernels.apply(lambda d0: d0 + r, i))
                         row_at.append(kernels.apply(lambda d0, d1: d0 + d1 + r, m0, i))
-                        if window:  # the row's output pixel: image, output row, output column
-                            out_h, out_w = window.out_h, window.out_w
-                            pixels.append((
-                                kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_h * out_w), row_at[r]),
-                                kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w) % out_h, row_at[r]),
-                                kernels.apply(lambda d0: d0 % out_w, row_at[r])))
+                        if window:
+                            pixels.append(window.pixel(row_at[r]))
                     starts_all = [starts[v] for _ in range(mr) for v in range(vectors)]
                     if window is None:
                         over_k = kernels.for_loop(c0, c_full, c1, starts_all)
@@ -346,79 +348,77 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                             scf.YieldOp(step_body(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
                                                   [[row] for row in row_at]))
                     else:  # per tap of the window, its channels: a group of k is 4 channels of one tap
-                        kw = window.kernel[1]
-                        over_k = kernels.for_loop(c0, c_taps, c1, starts_all)
-                        with ir.InsertionPoint(over_k.body):
-                            tap = over_k.induction_variable
-                            a_at = []
-                            for r in range(mr):
-                                image, oh, ow = pixels[r]
-                                ih = kernels.apply(lambda d0, d1: d0 * window.strides[0]
-                                                   + ir.AffineExpr.get_floor_div(d1, kw) * window.dilations[0], oh, tap)
-                                iw = kernels.apply(lambda d0, d1: d0 * window.strides[1]
-                                                   + (d1 % kw) * window.dilations[1], ow, tap)
-                                a_at.append([image, ih, iw])
-                            tap_groups = kernels.apply(lambda d0: d0 * (window.channels // GROUP), tap)
-                            channels = kernels.for_loop(c0, c_channel_groups, c1, list(over_k.inner_iter_args))
-                            with ir.InsertionPoint(channels.body):
-                                cg = channels.induction_variable
-                                g = kernels.apply(lambda d0, d1: d0 + d1, tap_groups, cg)
-                                scf.YieldOp(step_body(mr, cg, True, list(channels.inner_iter_args), a_at, b_group=g))
-                            scf.YieldOp(list(channels.results))
+                        over_k = window_k_loop(window, pixels, GROUP, starts_all, c,
+                                               lambda cg, accs, a_at, g: step_body(mr, cg, True, accs, a_at, b_group=g))
                     final = list(over_k.results)
                     if k % GROUP:
                         final = step_body(mr, c_full, False, final, [[row] for row in row_at])
-                    for r in range(mr):
-                        for v in range(vectors):
-                            value = stored(row_at[r], v, final[r * vectors + v])
-                            current = kernels.write(value, current, [local[r], c(v * lanes)],
-                                                    in_bounds=columns_in_bounds)
-                    scf.YieldOp([current])
+                    scf.YieldOp([store_register_tile(current, final, row_at, local, vectors, lanes, c, stored,
+                                                     columns_in_bounds)])
                 return loop.results[0]
 
-            full = row_loop(rows, c0, main, c_rows, tile)
-            rest = row_loop(1, main, nrows, c1, full)
-            kernels.insert_in_parallel(rest, out, [m0, n0], [nrows, ncols], [dynamic, dynamic],
-                                       [dynamic, dynamic], [1, 1])
+            fill_task(forall, task, rows, c, row_loop)
         func.ReturnOp([forall.results[0]])
     return function
 
 
 def kernel_module(m: int, n: int, k: int, a_unsigned: bool, threads: int, epilogue: "Epilogue | None" = None,
-                  name: str | None = None, window: "Window | None" = None, *, public: bool = False) -> ir.Module:
+                  name: str | None = None, window: "Window | None" = None, *, public: bool = False,
+                  config: KernelConfig | None = None) -> ir.Module:
     """The kernel (and its epilogue's declaration) alone in a new module, in the current
     context: to read, test, or fill in the epilogue before it joins the model."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, a_unsigned, threads, epilogue, name, window, public=public)
+        build_kernel(m, n, k, a_unsigned, threads, epilogue, name, window, public=public, config=config)
     return module
 
 
 def _kernel(module: ir.Operation, m: int, n: int, k: int, a_unsigned: bool, threads: int,
-            window: Window | None) -> str:
+            window: Window | None, config: KernelConfig) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, a_unsigned, threads, window),
-                      lambda: build_kernel(m, n, k, a_unsigned, threads, window=window))
+    return add_kernel(module, kernel_name(m, n, k, a_unsigned, threads, window, config),
+                      lambda: build_kernel(m, n, k, a_unsigned, threads, window=window, config=config))
 
 
-def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_unsigned: bool, threads: int) -> None:
+def kernel_settings(threads: int, window: Window | None, config: KernelConfig, default: KernelConfig,
+                    **more: ir.Attribute) -> ir.DictAttr:
+    """The attribute a kernel call carries (``more``, threads, window, a config other than
+    ``default``): what an epilogue pass needs to build the kernel again."""
+    settings = {**more, "threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)}
+    if window:
+        settings["window"] = ir.DenseI64ArrayAttr.get(window.as_list())
+    if config != default:
+        settings["config"] = ir.DenseI64ArrayAttr.get(config.as_list())
+    return ir.DictAttr.get(settings)
+
+
+def settings_of(settings: ir.DictAttr) -> tuple[int, Window | None, KernelConfig | None]:
+    """(threads, window, config: ``None`` for the default) of a :func:`kernel_settings` attribute."""
+    threads = ir.IntegerAttr(settings["threads"]).value
+    window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
+    config = KernelConfig.from_list(list(ir.DenseI64ArrayAttr(settings["config"]))) if "config" in settings else None
+    return threads, window, config
+
+
+def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_unsigned: bool, threads: int,
+                    configs: Mapping[str, KernelConfig]) -> None:
+    """Replace ``op`` by a call of the VNNI kernel for its shape, with the config ``configs``
+    gives its default kernel name, if any."""
     a = op.operands[0]
     m, k = ir.RankedTensorType(a.type).shape
     n = b.shape[1]
-    _, vectors = register_tile(n, VPDPBUSD.lanes)
-    columns = vectors * VPDPBUSD.lanes
     windows = im2col_window(a)
     source, window = windows if windows else (a, None)
-    name = _kernel(module, m, n, k, a_unsigned, threads, window)
-    settings = {"a_unsigned": ir.BoolAttr.get(a_unsigned),
-                "threads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), threads)}
-    if window:
-        settings["window"] = ir.DenseI64ArrayAttr.get(window.as_list())
+    default = KernelConfig.default(m, n, VPDPBUSD.lanes, threads)
+    config = kernel_config(m, n, VPDPBUSD.lanes, threads, configs.get(kernel_name(m, n, k, a_unsigned, threads, window)))
+    columns = config.vectors * VPDPBUSD.lanes
+    name = _kernel(module, m, n, k, a_unsigned, threads, window, config)
+    settings = kernel_settings(threads, window, config, default, a_unsigned=ir.BoolAttr.get(a_unsigned))
     with ir.InsertionPoint(op), op.location:
         packed = core.constant(pack_weights(b, columns), name="vnni_weights")
         start = core.constant(accumulator_start(b, columns, a_unsigned), name="vnni_start")
         call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name), [source, packed, start])
-        call.attributes[_KERNEL_ATTRIBUTE] = ir.DictAttr.get(settings)
+        call.attributes[KERNEL_ATTRIBUTE] = settings
     op.results[0].replace_all_uses_with(call.results[0])
     op.erase()
     if window:  # the im2col copy, unless something else reads it
@@ -445,13 +445,16 @@ def _to_widened_matmul(op: ir.Operation, a_unsigned: bool, b_unsigned: bool) -> 
     "8-bit integer matmuls: u8 x s8 dot-product kernels (AVX-512 VNNI) for constant signed "
     "weights, else widened operands and an i32 linalg.matmul",
     options={"vnni": "1: the target has AVX-512 VNNI (default 0)",
-             "num-threads": "threads the kernels' parallel loops are split for (default 1)"},
+             "num-threads": "threads the kernels' parallel loops are split for (default 1)",
+             CONFIGS_OPTION: "kernel configs by default kernel name, <name>:<rows>.<vectors>.<task rows>, "
+                             "comma-separated (tuning records: schedule/record_plan.py); default none"},
 )
 def int8_matmul_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     vnni = options.get("vnni", "0")
     if vnni not in ("0", "1"):
         raise PipelineError(f"{INT8_MATMUL_PASS}: vnni must be 0 or 1, got {vnni!r}")
     threads = positive_int_option("num-threads", options.get("num-threads", "1"))
+    configs = parse_kernel_configs(options.get(CONFIGS_OPTION, ""), INT8_MATMUL_PASS)
     for function in defined_functions(module):
         products = [(op, integer_product_signedness(op)) for op in ops_where(function, lambda o: o.name == "linalg.generic")]
         for op, signedness in products:
@@ -463,7 +466,7 @@ def int8_matmul_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
             takes_kernel = vnni == "1" and static and not b_unsigned and is_zero_fill(init)
             weights = literal_array(b) if takes_kernel else None  # read only when it can be used
             if weights is not None:
-                _to_vnni_kernel(module, op, weights, a_unsigned, threads)
+                _to_vnni_kernel(module, op, weights, a_unsigned, threads, configs)
             else:
                 _to_widened_matmul(op, a_unsigned, b_unsigned)
 
@@ -548,6 +551,117 @@ def stored_value(epilogue: "Epilogue | None", value: ir.Value, row: ir.Value, v:
                        ir.FlatSymbolRefAttr.get(epilogue.function), arguments).results[0]
 
 
+# ---- what the int8 and bf16 kernel builders share (bf16_matmul.py) -----------------------
+
+
+def epilogue_extras(epilogue: "Epilogue | None") -> list[tuple[int, EpilogueOperand]]:
+    """(position, operand) of the epilogue's operands other than the accumulator: the
+    kernel's arguments after its own."""
+    if epilogue is None:
+        return []
+    return [(index, operand) for index, operand in enumerate(epilogue.operands) if index != epilogue.accumulator]
+
+
+def declare_epilogue(epilogue: "Epilogue | None", lanes: int, result_element: ir.Type) -> None:
+    """The epilogue's vector function, declared at the insertion point (before the kernel)
+    for ``fuse_epilogue`` to fill in; nothing without an epilogue."""
+    if epilogue is not None:
+        kernels.declare_function(epilogue.function, [o.vector_type() for o in epilogue.operands],
+                                 [ir.VectorType.get([lanes], result_element)])
+
+
+def epilogue_constants(extras: Sequence[tuple[int, EpilogueOperand]], extra_args: Mapping[int, ir.Value]
+                       ) -> tuple[dict[int, ir.Value], dict[int, ir.Value]]:
+    """(padding value per extra operand, its broadcast per scalar operand), made once at
+    the kernel's entry."""
+    pads, splats = {}, {}
+    for i, operand in extras:
+        pads[i] = core.scalar_constant(0, operand.element_type())
+        if operand.kind == "scalar":
+            splats[i] = vector.broadcast(operand.vector_type(), tensor.extract(extra_args[i], []))
+    return pads, splats
+
+
+@dataclass(frozen=True)
+class TaskTile:
+    """One task of a register-tile kernel inside its ``scf.forall`` (row block, column
+    tile): its first row ``m0`` and column ``n0``, its ``nrows`` x ``ncols`` (the last ones
+    partial), its slice ``tile`` of the result, and ``main``, its rows in whole register
+    tiles."""
+
+    column_tile: ir.Value
+    m0: ir.Value
+    n0: ir.Value
+    nrows: ir.Value
+    ncols: ir.Value
+    tile: ir.Value
+    main: ir.Value
+
+
+def task_tile(forall: scf.ForallOp, m: int, n: int, task_rows: int, columns: int, rows: int,
+              result_element: ir.Type) -> TaskTile:
+    """The task of ``forall``'s body (at its insertion point): ``task_rows`` rows by
+    ``columns`` columns of an M x N result, in register tiles of ``rows`` rows."""
+    rb, t = forall.induction_variables
+    out = forall.inner_iter_args[0]
+    m0 = kernels.apply(lambda d0: d0 * task_rows, rb)
+    n0 = kernels.apply(lambda d0: d0 * columns, t)
+    nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(task_rows), m - d0 * task_rows], rb)
+    ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    tile_type = ir.RankedTensorType.get([dynamic, dynamic], result_element)
+    tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
+                                [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+    main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
+    return TaskTile(t, m0, n0, nrows, ncols, tile, main)
+
+
+def store_register_tile(current: ir.Value, values: Sequence[ir.Value], rows: Sequence[ir.Value],
+                        local: Sequence[ir.Value], vectors: int, lanes: int, offsets: Callable[[int], ir.Value],
+                        stored: Callable[[ir.Value, int, ir.Value], ir.Value], in_bounds: bool) -> ir.Value:
+    """``current`` (the task's tile) with a register tile's accumulators ``values`` (row
+    major) written at its ``local`` rows, each through ``stored(row, vector, value)``."""
+    for r in range(len(local)):
+        for v in range(vectors):
+            value = stored(rows[r], v, values[r * vectors + v])
+            current = kernels.write(value, current, [local[r], offsets(v * lanes)], in_bounds=in_bounds)
+    return current
+
+
+def window_k_loop(window: Window, pixels: Sequence[tuple[ir.Value, ir.Value, ir.Value]], group: int,
+                  initial: Sequence[ir.Value], c: "kernels.IndexConstants",
+                  step: Callable[[ir.Value, list[ir.Value], list[list[ir.Value]], ir.Value], list[ir.Value]]
+                  ) -> scf.ForOp:
+    """k of a register tile of convolution rows (implicit GEMM): per tap of ``window``, its
+    channels in groups of ``group`` (a group of k lies in one tap), read from the padded
+    input at each row's pixel (``pixels``) moved by the tap. ``step(group in the tap,
+    accumulators, index prefix of each row's read, group of k)`` adds one group of k; the
+    loop carries the accumulators from ``initial``."""
+    over_taps = kernels.for_loop(c(0), c(window.kernel[0] * window.kernel[1]), c(1), list(initial))
+    with ir.InsertionPoint(over_taps.body):
+        tap = over_taps.induction_variable
+        a_at = [window.tap_at(pixel, tap) for pixel in pixels]
+        tap_groups = kernels.apply(lambda d0: d0 * (window.channels // group), tap)
+        channels = kernels.for_loop(c(0), c(window.channels // group), c(1), list(over_taps.inner_iter_args))
+        with ir.InsertionPoint(channels.body):
+            in_tap = channels.induction_variable
+            k_group = kernels.apply(lambda d0, d1: d0 + d1, tap_groups, in_tap)
+            scf.YieldOp(step(in_tap, list(channels.inner_iter_args), a_at, k_group))
+        scf.YieldOp(list(channels.results))
+    return over_taps
+
+
+def fill_task(forall: scf.ForallOp, task: TaskTile, rows: int, c: "kernels.IndexConstants",
+              row_loop: Callable[[int, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]) -> None:
+    """The task's rows: ``row_loop(mr, lower, upper, step, tile)`` over its whole register
+    tiles, then over its last rows one at a time; the tile goes back into the result."""
+    full = row_loop(rows, c(0), task.main, c(rows), task.tile)
+    rest = row_loop(1, task.main, task.nrows, c(1), full)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    kernels.insert_in_parallel(rest, forall.inner_iter_args[0], [task.m0, task.n0], [task.nrows, task.ncols],
+                               [dynamic, dynamic], [dynamic, dynamic], [1, 1])
+
+
 def _operand_kind(value: ir.AffineMap, rank: int, column_dims: list[int]) -> str | None:
     """How an epilogue operand is read, from its indexing map: ``full`` (identity),
     ``column`` (the dims N was expanded into, in order), ``scalar`` (none)."""
@@ -611,16 +725,16 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
                    reshape: ir.Operation | None, position: int) -> None:
     """Replace ``call`` and ``generic`` by a call of a kernel that applies the generic's body
     to its accumulators."""
-    settings = ir.DictAttr(call.attributes[_KERNEL_ATTRIBUTE])
+    settings = ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE])
     a_unsigned = ir.BoolAttr(settings["a_unsigned"]).value
-    threads = ir.IntegerAttr(settings["threads"]).value
-    window = Window.from_list(list(ir.DenseI64ArrayAttr(settings["window"]))) if "window" in settings else None
+    threads, window, config = settings_of(settings)
     a = call.operands[0]
     m, k = (window.rows, window.depth) if window else ir.RankedTensorType(a.type).shape
     n = ir.RankedTensorType(call.results[0].type).shape[1]
-    fuse_epilogue(module, call, (generic, reshape, position), m, n, kernel_name(m, n, k, a_unsigned, threads, window),
+    fuse_epilogue(module, call, (generic, reshape, position), m, n,
+                  kernel_name(m, n, k, a_unsigned, threads, window, config),
                   lambda epilogue, name: kernel_module(m, n, k, a_unsigned, threads, epilogue, name, window,
-                                                       public=True), VPDPBUSD.lanes)
+                                                       public=True, config=config), VPDPBUSD.lanes)
 
 
 def fuse_epilogue(module: ir.Operation, call: ir.Operation,
@@ -687,7 +801,7 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     Runs after elementwise fusion, so that the whole chain from the i32 sum to the next
     tensor is one generic."""
     for function in defined_functions(module):
-        calls = ops_where(function, lambda o: o.name == "func.call" and _KERNEL_ATTRIBUTE in o.attributes)
+        calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
             consumer = elementwise_consumer(call)
             if consumer is not None:

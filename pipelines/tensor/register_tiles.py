@@ -8,7 +8,9 @@ values) of 16 columns, split the work into (row block, column tile)
 tasks, and write each dot product as the portable ``vector.contract`` that a late pass
 turns into the instruction. Only the element types, the group of k and the instruction
 differ; they are the parameters here, so that a change to the tile's shape, the packing or
-the task split is made once for both.
+the task split is made once for both. The tile's shape and the task split are a
+:class:`KernelConfig`, tunable (tuning/kernel_tasks.py); the kernel passes take the configs
+of tuning records as their ``configs`` option.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import vector
 
+from ...errors import PipelineError
 from ...ir.maps import indexing_map_texts
 from ..ir_queries import defining_op, ops_where
 
@@ -59,6 +62,113 @@ def row_block(m: int, column_tiles: int, rows: int, threads: int) -> int:
     wanted = max(1, -(-2 * threads // column_tiles)) if threads > 1 else 1
     tiles = -(-m // rows)
     return rows * -(-tiles // min(wanted, tiles))
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The parameters a register-tile kernel is built with: ``rows`` (MR) x ``vectors``
+    (NV accumulator vectors of the instruction's lanes: NT = NV * lanes columns) per register
+    tile, and ``task_rows`` rows per task (a multiple of ``rows``; a task is ``task_rows``
+    rows by one column tile of NT columns). There is no K block: all of k stays in the
+    accumulators (int8_matmul.build_kernel says why).
+
+    :meth:`default` is the choice the builders made before the kernels were tunable; the
+    tuner (tuning/kernel_tasks.py) searches the others, and :meth:`check` refuses one the
+    kernel cannot be built with (a ``PipelineError``), so a bad config fails the build
+    instead of building a different kernel."""
+
+    rows: int
+    vectors: int
+    task_rows: int
+
+    @classmethod
+    def default(cls, m: int, n: int, lanes: int, threads: int) -> "KernelConfig":
+        """The register tile of :func:`register_tile` and about two tasks per thread."""
+        rows, vectors = register_tile(n, lanes)
+        return cls(rows, vectors, row_block(m, -(-n // (vectors * lanes)), rows, threads))
+
+    def check(self, m: int, n: int, lanes: int) -> "KernelConfig":
+        """This config, when an M x N kernel of ``lanes``-lane accumulators can take it."""
+        problems = []
+        if not 1 <= self.rows <= MAX_ROWS:
+            problems.append(f"rows {self.rows} not in 1..{MAX_ROWS}")
+        if not 1 <= self.vectors <= min(MAX_VECTORS, -(-n // lanes)):
+            problems.append(f"vectors {self.vectors} not in 1..{min(MAX_VECTORS, -(-n // lanes))} "
+                            f"(N = {n}, {lanes} lanes)")
+        if self.rows * self.vectors > ACCUMULATORS:
+            problems.append(f"{self.rows} x {self.vectors} accumulators, more than {ACCUMULATORS}")
+        if self.task_rows < 1 or self.rows < 1 or self.task_rows % self.rows:
+            problems.append(f"task_rows {self.task_rows} not a positive multiple of rows {self.rows}")
+        elif self.task_rows > self.rows * -(-m // self.rows):
+            problems.append(f"task_rows {self.task_rows} past M = {m} rounded up to whole register tiles")
+        if problems:
+            raise PipelineError(f"kernel config {self} for M = {m}, N = {n}: " + "; ".join(problems))
+        return self
+
+    def suffix(self) -> str:
+        """What a kernel built with this (non-default) config adds to its name."""
+        return f"_r{self.rows}v{self.vectors}b{self.task_rows}"
+
+    def as_list(self) -> list[int]:
+        return [self.rows, self.vectors, self.task_rows]
+
+    @classmethod
+    def from_list(cls, values: "list[int]") -> "KernelConfig":
+        rows, vectors, task_rows = values
+        return cls(rows, vectors, task_rows)
+
+
+@dataclass(frozen=True)
+class TaskGrid:
+    """How a kernel of ``config`` splits an M x N product: ``columns`` (NT) per column tile,
+    ``tiles`` column tiles, ``row_blocks`` blocks of ``config.task_rows`` rows; the
+    ``scf.forall`` runs over (row blocks, column tiles)."""
+
+    config: KernelConfig
+    columns: int
+    tiles: int
+    row_blocks: int
+
+    @classmethod
+    def of(cls, m: int, n: int, lanes: int, config: KernelConfig) -> "TaskGrid":
+        columns = config.vectors * lanes
+        return cls(config, columns, -(-n // columns), -(-m // config.task_rows))
+
+
+def kernel_config(m: int, n: int, lanes: int, threads: int, config: "KernelConfig | None") -> KernelConfig:
+    """``config`` checked for an M x N kernel, or the default one (``None``)."""
+    return (config or KernelConfig.default(m, n, lanes, threads)).check(m, n, lanes)
+
+
+def config_suffix(m: int, n: int, lanes: int, threads: int, config: "KernelConfig | None") -> str:
+    """The kernel name's config part: none for the default config (whose kernels keep the
+    names they had before configs), :meth:`KernelConfig.suffix` for another."""
+    if config is None or config == KernelConfig.default(m, n, lanes, threads):
+        return ""
+    return config.suffix()
+
+
+# The kernel passes' ``configs`` option: ``<default kernel name>:<rows>.<vectors>.<task rows>``,
+# comma-separated (no spaces or braces: it travels in a textual pass pipeline).
+CONFIGS_OPTION = "configs"
+
+
+def format_kernel_configs(configs: "dict[str, KernelConfig]") -> str:
+    """The ``configs`` option's value for ``configs`` (default kernel name -> config)."""
+    return ",".join(f"{name}:{'.'.join(map(str, config.as_list()))}" for name, config in sorted(configs.items()))
+
+
+def parse_kernel_configs(text: str, pass_name: str) -> "dict[str, KernelConfig]":
+    """The configs a ``configs`` option names (:func:`format_kernel_configs`'s form);
+    malformed text is a ``PipelineError`` naming ``pass_name``."""
+    configs = {}
+    for item in filter(None, text.split(",")):
+        name, _, values = item.partition(":")
+        parts = values.split(".")
+        if not name or len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise PipelineError(f"{pass_name}: configs item {item!r} is not <kernel>:<rows>.<vectors>.<task rows>")
+        configs[name] = KernelConfig.from_list([int(p) for p in parts])
+    return configs
 
 
 def add_kernel(module: ir.Operation, name: str, build: Callable[[], object]) -> str:
