@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..pipelines.graph.weight_panels import MATRIX_VECTOR_ROWS
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
 from .op_schedule import OpSchedule, largest_divisor, thread_chunk, vector_tile
@@ -223,8 +222,8 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
 
 
 # Matrix-vector products: rows (after unit loops) up to this many are planned by
-# ``plan_matrix_vector``, not GotoBLAS's blocking (the weight-panel pass leaves them alone).
-_GEMV_MAX_ROWS = MATRIX_VECTOR_ROWS
+# ``plan_matrix_vector``, not GotoBLAS's blocking.
+_GEMV_MAX_ROWS = 1
 # A matrix-vector register tile's width in bytes of a weight row: 32 f32 columns, two
 # AVX-512 vectors or four AVX2 ones. Measured (one thread, 1280 -> 1000, 768 -> 768 and
 # 1024 -> 4096): on AVX-512 two vectors beat four and eight; on AVX2 four beat two (1.25x)
@@ -240,15 +239,25 @@ _GEMV_ROW_BLOCK = 8
 def is_matrix_vector(nest: LoopNest) -> bool:
     """Whether ``nest`` (an f32 contraction) is a matrix-vector product: one output row
     (every row and batch loop of extent 1, at most ``_GEMV_MAX_ROWS`` rows) and a weight
-    ``B[k, n]`` read by columns, not stored as panels (graph/weight_panels.py leaves such
-    matmuls alone): the classifier heads of batch-1 CNNs, recurrent steps, decode
-    projections. Other element types keep the GotoBLAS plan (not measured)."""
+    ``B[k, n]`` (unit loops aside): the classifier heads of batch-1 CNNs (N = 1000),
+    decode projections. A constant B whose N is a multiple of 16 arrives as panels
+    (graph/weight_panels.py): those keep the panel plan, as LSTM steps' recurrent weights
+    do (read through the gates' reshape, which the block-major pass does not follow: the
+    row-major form here walked them 2.6x slower). Other element types keep the GotoBLAS
+    plan (not measured)."""
     batch, m_dims, n_dims, k_dims = nest.contraction
+    n_dims, k_dims = _wide(nest, n_dims), _wide(nest, k_dims)
     if len(n_dims) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 2:
         return False
     rows = math.prod(nest.ranges[d] for d in (*batch, *m_dims))
-    return (rows <= _GEMV_MAX_ROWS and nest.element_bits == 32
-            and nest.operand_dims[1] == (k_dims[0], n_dims[0]))
+    weight = tuple(d for d in nest.operand_dims[1] if d is None or nest.ranges[d] != 1)
+    return rows <= _GEMV_MAX_ROWS and nest.element_bits == 32 and weight == (k_dims[0], n_dims[0])
+
+
+def _wide(nest: LoopNest, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """``dims`` less those of extent 1: an LSTM step's recurrent matmul reaches the schedule
+    as ``[1, 256] x [256, 1, 1024]`` (its gates' reshape folded in)."""
+    return tuple(d for d in dims if nest.ranges[d] != 1)
 
 
 def plan_matrix_vector(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
@@ -271,7 +280,7 @@ def plan_matrix_vector(nest: LoopNest, tag: int, lanes: int, threads: int) -> Op
     walked 1280 rows 4000 bytes apart; it ran 1.6x onnxruntime's time alone, either layout
     here about 1.1x (docs/performance.md, "Matrix-vector products")."""
     _batch, _m_dims, n_dims, k_dims = nest.contraction
-    n, k = n_dims[0], k_dims[0]
+    n, k = _wide(nest, n_dims)[0], _wide(nest, k_dims)[0]
     n_loops = len(nest.ranges)
     register, reduction, thread = [0] * n_loops, [0] * n_loops, [0] * n_loops
     for d in nest.parallel_dims:

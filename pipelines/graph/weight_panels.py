@@ -22,8 +22,8 @@ nothing per call. The planner (schedule/matmul_plan.py, ``plan_contraction``) ti
 register tile's columns (``panel_register_tile``).
 
 Left alone: non-constant B (packing per call would cost a copy of B), dynamic or non-f32
-shapes, N not a multiple of P (or a single panel, where the layout is already the
-same), and matrix-vector products (``MATRIX_VECTOR_ROWS``).
+shapes, and N not a multiple of P (or a single panel, where the layout is already the
+same).
 """
 
 from __future__ import annotations
@@ -46,11 +46,6 @@ from .constant_folding import ConstantAnalysis
 # BERT's 768-multiples take 8 x 48 tiles, which 32-column panels cannot (docs/performance.md,
 # round 14).
 PANEL_COLUMNS = 16
-# Matmuls of at most this many rows are matrix-vector products, left row-major: their
-# schedule (schedule/matmul_plan.py, ``plan_matrix_vector``) reads B one register tile of
-# columns at a time, and the constants pass after it (tensor/blocked_constants.py) stores B
-# block-major by that tile, the peeled last tile included, which 16-column panels are not.
-MATRIX_VECTOR_ROWS = 1
 
 
 def plain_matmul(op: ir.Operation) -> bool:
@@ -70,7 +65,7 @@ def pack_weights(op: ir.Operation, panel: int) -> bool:
     a, b, init = op.operands
     k, n = ir.RankedTensorType(b.type).shape
     m = ir.RankedTensorType(init.type).shape[0]
-    if n % panel or n // panel < 2 or m <= MATRIX_VECTOR_ROWS:
+    if n % panel or n // panel < 2:
         return False
     panels = n // panel
     with ir.InsertionPoint(op), op.location:
