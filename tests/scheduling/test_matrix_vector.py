@@ -124,3 +124,24 @@ CHECK: vector.transfer_read {{.*}} : memref<32x1280x32xf32>, vector<1x32xf32>
 CHECK: vector.transfer_read %{{.*}}[%c31, %{{.*}}, %c0]{{.*}} : memref<32x1280x32xf32>, vector<1x8xf32>
 CHECK-NOT: memref<1280x1000xf32>, vector
 """)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n, k", [(1000, 1280), (1001, 37), (4096, 1024)])
+def test_the_tuning_space_holds_the_plan(threads, n, k):
+    """The matmul space of a matrix-vector task (schedule/space.py): its default point is
+    valid and renders this plan, peeled columns and the row-major K block included."""
+    from tilecraft.pipelines.target import Target
+    from tilecraft.schedule.plan import plan_default_schedule
+    from tilecraft.schedule.space import task_nest
+    from tilecraft.tuning import extract_tasks, space_for
+
+    target = Target(mcpu="znver4", num_threads=threads)
+    (task,) = extract_tasks(mt.matmul(1, n, k), target)
+    space = space_for(task, target)
+    default = space.default()
+    assert space.is_valid(default)
+    expected = plan_default_schedule(task_nest(task), 3, vector_bits=512, num_threads=threads,
+                                     caches=target.caches)
+    assert space.plan(space.validate(default), 3) == expected
+    assert expected.register_tiles[:2] == (1, 32)
