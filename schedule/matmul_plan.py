@@ -105,6 +105,8 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     matrix streamed from memory is read once per row block, not once per 64 rows), and
     register tiles of accumulators.
     """
+    if is_matrix_vector(nest):
+        return plan_matrix_vector(nest, tag, lanes, threads)
     batch, m_dims, n_dims, k_dims = nest.contraction
     m_dims = wide_rows(nest, m_dims)
     n_loops = len(nest.ranges)
@@ -217,6 +219,99 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True,
                       peeled_loops=((m,) if peeled else ()) + ((n,) if columns_peeled else ()))
+
+
+# Matrix-vector products: rows (after unit loops) up to this many are planned by
+# ``plan_matrix_vector``, not GotoBLAS's blocking.
+_GEMV_MAX_ROWS = 1
+# A matrix-vector register tile's width in bytes of a weight row: 32 f32 columns, two
+# AVX-512 vectors or four AVX2 ones. Measured (one thread, 1280 -> 1000, 768 -> 768 and
+# 1024 -> 4096): on AVX-512 two vectors beat four and eight; on AVX2 four beat two (1.25x)
+# and six (48 columns: LLVM's lowering of three-vector rows, ``accumulator_row``) ran 3x
+# slower.
+_GEMV_TILE_BYTES = 128
+# K block (weight rows) of a matrix-vector product whose weight stays row-major
+# (``plan_matrix_vector``): the tile loop inside it reads this many rows side by side,
+# each contiguously across the tiles. Blocks of 4, 16, 32 and 64 rows ran slower.
+_GEMV_ROW_BLOCK = 8
+
+
+def is_matrix_vector(nest: LoopNest) -> bool:
+    """Whether ``nest`` (an f32 contraction) is a matrix-vector product: one output row
+    (every row and batch loop of extent 1, at most ``_GEMV_MAX_ROWS`` rows) and a weight
+    ``B[k, n]`` (unit loops aside): the classifier heads of batch-1 CNNs (N = 1000),
+    decode projections. A constant B whose N is a multiple of 16 arrives as panels
+    (graph/weight_panels.py): those keep the panel plan, as LSTM steps' recurrent weights
+    do (read through the gates' reshape, which the block-major pass does not follow: the
+    row-major form here walked them 2.6x slower). Other element types keep the GotoBLAS
+    plan (not measured)."""
+    batch, m_dims, n_dims, k_dims = nest.contraction
+    n_dims, k_dims = _wide(nest, n_dims), _wide(nest, k_dims)
+    if len(n_dims) != 1 or len(k_dims) != 1 or len(nest.operand_dims) < 2:
+        return False
+    rows = math.prod(nest.ranges[d] for d in (*batch, *m_dims))
+    weight = tuple(d for d in nest.operand_dims[1] if d is None or nest.ranges[d] != 1)
+    return rows <= _GEMV_MAX_ROWS and nest.element_bits == 32 and weight == (k_dims[0], n_dims[0])
+
+
+def _wide(nest: LoopNest, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """``dims`` less those of extent 1: an LSTM step's recurrent matmul reaches the schedule
+    as ``[1, 256] x [256, 1, 1024]`` (its gates' reshape folded in)."""
+    return tuple(d for d in dims if nest.ranges[d] != 1)
+
+
+def plan_matrix_vector(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
+    """A matrix-vector product's schedule: no reuse of the weight to block for (each element
+    is read once), so the plan is about how the weight streams and how many FMA chains run.
+
+    Register tiles of one row x ``_GEMV_TILE_BYTES`` of columns, the last partial column
+    tile peeled; thread tasks split the columns; no column cache blocks. Two layouts:
+
+    - Every tile starts at a multiple of its width (one task, or tasks of whole tiles):
+      the weight's constant reads are then stored block-major by tile
+      (pipelines/tensor/blocked_constants.py, the peeled tile reading a prefix of the last
+      block), and each tile walks all of K down one contiguous stream: no K block.
+    - Otherwise (N = 1000 on two threads: tasks of 500) the weight stays row-major, and a K
+      block of ``_GEMV_ROW_BLOCK`` rows makes the tile loop read those rows contiguously,
+      each tile's short chain of FMAs overlapping the next tile's.
+
+    Why: the GotoBLAS plan gave MobileNetV2's classifier (1280 -> 1000) column blocks of
+    250 (a peeled 26-column vector per block: no block-major copy) and each 32-column tile
+    walked 1280 rows 4000 bytes apart; it ran 1.6x onnxruntime's time alone, either layout
+    here about 1.1x (docs/performance.md, "Matrix-vector products")."""
+    _batch, _m_dims, n_dims, k_dims = nest.contraction
+    n, k = _wide(nest, n_dims)[0], _wide(nest, k_dims)[0]
+    n_loops = len(nest.ranges)
+    register, reduction, thread = [0] * n_loops, [0] * n_loops, [0] * n_loops
+    for d in nest.parallel_dims:
+        register[d] = thread[d] = 1
+    reduction[k] = 1
+    columns = nest.ranges[n]
+    width = min(max(_GEMV_TILE_BYTES * 8 // nest.element_bits, lanes), columns)
+    # Tasks of whole tiles where N has such a divisor for every thread, else any even
+    # split of N (each task then peels its own partial tile).
+    task = largest_divisor(columns, -(-columns // threads), multiple_of=width)
+    if task % width or columns // task < min(threads, columns // width):
+        task = largest_divisor(columns, -(-columns // threads))
+    width = min(width, task)
+    if width > lanes:  # whole vectors; a tile within one register may be any width
+        width -= width % lanes
+    if task % width and columns % width == 0:
+        # The tasks' tiles would be peeled, N's not: plan.py drops the thread level of a
+        # small op, and peeling a loop with no partial tile fails. A tile dividing the task.
+        width = largest_divisor(task, width, multiple_of=lanes)
+    register[n] = width
+    thread[n] = task
+    aligned = task % width == 0 or task == columns
+    cache = None
+    if not aligned:
+        block = largest_divisor(nest.ranges[k], _GEMV_ROW_BLOCK)
+        if block > 1 and block < nest.ranges[k]:
+            cache = [0] * n_loops
+            cache[k] = block
+    return OpSchedule(tag, thread_tiles=tuple(thread), cache_tiles=tuple(cache) if cache else None,
+                      register_tiles=tuple(register), reduction_tiles=tuple(reduction), vectorize=True,
+                      peeled_loops=(n,) if task % width else ())
 
 
 def peels_columns(columns: int, lanes: int) -> bool:
@@ -349,6 +444,8 @@ def column_blocks(nest: LoopNest, plan: OpSchedule) -> OpSchedule:
     row tile. Without it, one thread's row tiles each streamed all of B's columns: BERT's
     768 x 3072 FFN weights, 4.7 MB per K block, from L3 once per 8 rows, and the layer ran
     well behind onnxruntime on one thread."""
+    if is_matrix_vector(nest):  # no weight reuse to block for (plan_matrix_vector)
+        return plan
     column = column_loop(nest)
     block = plan.thread_tiles[column]
     if not block or block >= nest.ranges[column]:

@@ -19,7 +19,12 @@ every use is a ``vector.transfer_read`` of its trailing dims (minor-identity map
 bounds) with the same last vector extent ``V`` at a last index that is provably a multiple
 of ``V`` (loop bounds, steps and affine offsets: ``_known_divisor``), it adds the blocked
 copy (computed here with numpy, once, at compile time) and rewrites each read to
-``W'[last / V, i0, ..., 0]``. The original constant is dropped when nothing else reads it.
+``W'[last / V, i0, ..., 0]``. ``V`` is the widest read's width; a narrower read is served
+when its last index is a constant multiple of ``V`` (a peeled last column tile, e.g. a
+matrix-vector product's 8 columns after 31 tiles of 32: schedule/matmul_plan.py
+``plan_matrix_vector``), reading a prefix of its (zero-padded) block. Without that, such a
+weight stayed row-major and each 32-column tile walked all K rows 4000 bytes apart.
+The original constant is dropped when nothing else reads it.
 A constant with any other use, a read whose offset may straddle two blocks, or a last dim
 of one block only is left alone. Matmul weights already arrive as panels
 (graph/weight_panels.py): their last dim is one block.
@@ -106,6 +111,14 @@ def _block_argument_divisor(value: ir.Value, depth: int) -> int:
     return 1
 
 
+def _constant_index(value: ir.Value) -> int | None:
+    """``value``'s integer if it is an ``arith.constant``, else None."""
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.IntegerAttr):
+        return None
+    return ir.IntegerAttr(op.attributes["value"]).value
+
+
 def _blockable_reads(value: ir.Value) -> tuple[int, list[ir.Operation]] | None:
     """(block width V, the reads) when every use of ``value`` (a constant, or a kernel's
     weight argument) is a vector read that a block-major copy serves (see the module
@@ -124,14 +137,16 @@ def _blockable_reads(value: ir.Value) -> tuple[int, list[ir.Operation]] | None:
             return None
         reads.append(read)
         widths.add(vector_type.shape[-1])
-    if len(widths) != 1:
+    if not widths:
         return None
-    width = widths.pop()
+    width = max(widths)
     if width < 2 or tensor_type.shape[-1] <= width:
         return None
     for read in reads:
         last_index = read.operands[rank]  # operands: source, indices..., padding
         if _known_divisor(last_index) % width:
+            return None
+        if ir.VectorType(read.results[0].type).shape[-1] != width and _constant_index(last_index) is None:
             return None
     return width, reads
 

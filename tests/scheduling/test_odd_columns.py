@@ -88,12 +88,13 @@ def test_the_scores_of_197_tokens_take_vector_columns():
 
 
 @pytest.mark.parametrize("vector_bits", [256, 512])
-@pytest.mark.parametrize("m, n, k", [(128, 64, 64), (197, 768, 2304), (1, 1000, 512), (100, 48, 37),
+@pytest.mark.parametrize("m, n, k", [(128, 64, 64), (197, 768, 2304), (2, 1000, 512), (100, 48, 37),
                                      (128, 3072, 768), (197, 64, 197), (7, 130, 9)])
 def test_plans_of_shapes_the_lanes_divide_peel_no_columns(vector_bits, m, n, k):
     """130 = 2 x 65 on AVX2 keeps its 2-lane parts: only an N with no multiple of the lanes
     that holds a vector or more gets peeled columns; the others keep a column tile that
-    divides N."""
+    divides N. (One row is a matrix-vector product, planned apart:
+    tests/scheduling/test_matrix_vector.py.)"""
     lanes = vector_bits // 32
     if peels_columns(n, lanes):
         pytest.skip("a peeled shape")

@@ -93,3 +93,45 @@ func.func @three_wide(%out: tensor<2x9xf32>) -> tensor<2x9xf32> {
   }
   return %r : tensor<2x9xf32>
 }
+
+// A peeled last column tile (schedule/matmul_plan.py, plan_matrix_vector): 4-wide reads at
+// 0 and a 2-wide read at the constant 4. The blocks are 4 wide, the last zero-padded, and
+// the narrow read takes the first 2 columns of block 1.
+// CHECK-LABEL: func.func @peeled_tail
+// CHECK: %[[W:.*]] = arith.constant dense<{{\[\[\[}}0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00], [6.000000e+00, 7.000000e+00, 8.000000e+00, 9.000000e+00]], {{\[\[}}4.000000e+00, 5.000000e+00, 0.000000e+00, 0.000000e+00], [1.000000e+01, 1.100000e+01, 0.000000e+00, 0.000000e+00]]]> : tensor<2x2x4xf32>
+// CHECK: vector.transfer_read %[[W]]{{.*}} : tensor<2x2x4xf32>, vector<2x4xf32>
+// CHECK: vector.transfer_read %[[W]]{{.*}} : tensor<2x2x4xf32>, vector<2x2xf32>
+// CHECK-NOT: tensor<2x6xf32>, vector
+func.func @peeled_tail(%out: tensor<2x6xf32>) -> tensor<2x6xf32> {
+  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0, 11.0]]> : tensor<2x6xf32>
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %pad = arith.constant 0.0 : f32
+  %v = vector.transfer_read %w[%c0, %c0], %pad {in_bounds = [true, true]} : tensor<2x6xf32>, vector<2x4xf32>
+  %n = vector.transfer_write %v, %out[%c0, %c0] {in_bounds = [true, true]} : vector<2x4xf32>, tensor<2x6xf32>
+  %t = vector.transfer_read %w[%c0, %c4], %pad {in_bounds = [true, true]} : tensor<2x6xf32>, vector<2x2xf32>
+  %r = vector.transfer_write %t, %n[%c0, %c4] {in_bounds = [true, true]} : vector<2x2xf32>, tensor<2x6xf32>
+  return %r : tensor<2x6xf32>
+}
+
+// A narrower read whose offset is not a constant (each task of a split peels its own tile
+// at a loop-dependent place) leaves the constant alone.
+// CHECK-LABEL: func.func @narrow_inside_a_loop
+// CHECK-NOT: tensor<2x2x4xf32>
+// CHECK: vector.transfer_read {{.*}} : tensor<2x8xf32>, vector<2x2xf32>
+func.func @narrow_inside_a_loop(%out: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0]]> : tensor<2x8xf32>
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %pad = arith.constant 0.0 : f32
+  %r = scf.for %j = %c0 to %c8 step %c4 iter_args(%acc = %out) -> tensor<2x8xf32> {
+    %v = vector.transfer_read %w[%c0, %j], %pad {in_bounds = [true, true]} : tensor<2x8xf32>, vector<2x4xf32>
+    %t = vector.transfer_read %w[%c0, %j], %pad {in_bounds = [true, true]} : tensor<2x8xf32>, vector<2x2xf32>
+    %s = arith.addf %v, %v : vector<2x4xf32>
+    %n = vector.transfer_write %s, %acc[%c0, %j] {in_bounds = [true, true]} : vector<2x4xf32>, tensor<2x8xf32>
+    %m = vector.transfer_write %t, %n[%c0, %j] {in_bounds = [true, true]} : vector<2x2xf32>, tensor<2x8xf32>
+    scf.yield %m : tensor<2x8xf32>
+  }
+  return %r : tensor<2x8xf32>
+}
