@@ -1,6 +1,6 @@
-"""``tilecraft-transpose-shuffles``: a ``vector.transpose`` of R rows of C lanes (R and C powers
-of two; any rank, the other dims of size 1) becomes log2 stages of two-source
-``vector.shuffle``s, each exchanging one bit of the row index with one bit of the lane index.
+"""``tilecraft-transpose-shuffles``: a ``vector.transpose`` of R rows of C lanes (any rank, the
+other dims of size 1) becomes log2 stages of two-source ``vector.shuffle``s, each exchanging
+one bit of the row index with one bit of the lane index.
 
 Why: the schedule reads a transpose's input as whole vectors along its contiguous dim and
 transposes a register tile (schedule/plan.py ``transposed_read_dim``). MLIR's default lowering
@@ -23,8 +23,11 @@ The stages, with row index r (bits r0 .. r(n-1)) and lane c (bits c0 .. c(m-1)):
 - R < C: each row of C lanes is split in halves, top lane bit first, the halves' bit
   going in above the swapped row bits, until rows hold R lanes.
 
-Transposes of other shapes (a peeled remainder of 5 rows, 3 channels) keep MLIR's lowering.
-The rewrite is exact: it only moves elements, for any element type.
+Extents that are not powers of two (a peeled remainder of 5 lanes, an image's 3 channels)
+are padded to the next ones: lanes by a shuffle whose extra lanes are poison, rows by poison
+rows; the result keeps its rows and lanes only. A transpose that keeps the lanes innermost
+moves whole rows and keeps MLIR's lowering. The rewrite is exact: it only moves elements,
+for any element type.
 """
 
 from __future__ import annotations
@@ -39,15 +42,18 @@ from ..passes import register_pass
 
 TRANSPOSE_SHUFFLES = "tilecraft-transpose-shuffles"
 
+# A shuffle mask's index for a lane whose value does not matter (MLIR's poison index).
+_POISON = -1
 
-def _power_of_two(n: int) -> bool:
-    return n >= 2 and n & (n - 1) == 0
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length()
 
 
 def _row_transpose(op: ir.Operation) -> tuple[int, int] | None:
     """(row dim of the source, row dim of the result) of a ``vector.transpose`` that moves
     R rows of C lanes (the source's last dim) to C rows of R lanes (the result's last dim),
-    all other dims of size 1, R and C powers of two; ``None`` for any other transpose."""
+    all other dims of size 1; ``None`` for any other transpose."""
     if op.name != "vector.transpose":
         return None
     source = ir.VectorType(op.operands[0].type)
@@ -57,8 +63,6 @@ def _row_transpose(op: ir.Operation) -> tuple[int, int] | None:
     permutation = [int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"])]
     wide = [d for d, size in enumerate(shape) if size > 1]
     if len(wide) != 2 or wide[1] != source.rank - 1 or permutation[-1] != wide[0]:
-        return None
-    if not all(_power_of_two(shape[d]) for d in wide):
         return None
     return wide[0], permutation.index(source.rank - 1)
 
@@ -111,13 +115,20 @@ def _shuffled_transpose(op: ir.Operation) -> ir.Value:
     source_dim, result_dim = _row_transpose(op)
     source = op.operands[0]
     source_type, result_type = ir.VectorType(source.type), ir.VectorType(op.results[0].type)
-    rows = [vector.extract(source, [], _position(source_type.rank, source_dim, r))
-            for r in range(source_type.shape[source_dim])]
-    lanes = source_type.shape[-1]
-    for _kind, entries in butterfly_masks(len(rows), lanes):
-        rows = [vector.shuffle(rows[a], rows[b], mask) for a, b, mask in entries]
+    rows, lanes = source_type.shape[source_dim], source_type.shape[-1]
+    padded_rows, padded_lanes = _next_power_of_two(rows), _next_power_of_two(lanes)
+    vectors = [vector.extract(source, [], _position(source_type.rank, source_dim, r)) for r in range(rows)]
+    if padded_lanes > lanes:
+        vectors = [vector.shuffle(v, v, list(range(lanes)) + [_POISON] * (padded_lanes - lanes)) for v in vectors]
+    if padded_rows > rows:
+        vectors += [ub.poison(ir.VectorType.get([padded_lanes], source_type.element_type))] * (padded_rows - rows)
+    for _kind, entries in butterfly_masks(padded_rows, padded_lanes):
+        vectors = [vector.shuffle(vectors[a], vectors[b], mask) for a, b, mask in entries]
+    vectors = vectors[:lanes]
+    if padded_rows > rows:
+        vectors = [vector.shuffle(v, v, list(range(rows))) for v in vectors]
     result = ub.poison(result_type)
-    for c, row in enumerate(rows):
+    for c, row in enumerate(vectors):
         result = vector.insert(row, result, [], _position(result_type.rank, result_dim, c))
     return result
 

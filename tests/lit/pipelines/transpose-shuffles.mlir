@@ -1,8 +1,8 @@
 // tilecraft-transpose-shuffles: a vector.transpose of R rows of C lanes (powers of two, the
 // other dims of size 1) becomes butterfly vector.shuffle stages: rows concatenated first
 // where R > C, log2(min(R, C)) stages exchanging one row bit with one lane bit, the rows
-// split last where R < C. Other shapes (a peeled remainder of 5 rows, a transpose that keeps
-// the lanes innermost) are left to MLIR's lowering.
+// split last where R < C. Other extents are padded to the next powers of two; a transpose
+// that keeps the lanes innermost is left to MLIR's lowering.
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-transpose-shuffles | FileCheck %s
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-transpose-shuffles --convert-vector-to-llvm --convert-to-llvm --reconcile-unrealized-casts | FileCheck %s --check-prefix=LLVM
 
@@ -65,16 +65,38 @@ func.func @wide_rows(%v: vector<2x8xi8>) -> vector<8x2xi8> {
 
 // -----
 
-// Left alone: 5 rows (a peeled remainder), and a transpose that keeps the lanes innermost.
+// Other extents are padded to powers of two: a peeled remainder's 5 lanes read as 8 (the
+// extra lanes poison), 16 x 8 shuffled, the first 5 result rows kept; 3 rows (an RGB
+// image's channels) get a poison fourth row and each result row keeps 3 lanes.
+// CHECK-LABEL: func.func @odd_lanes
+// CHECK-COUNT-16: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, -1, -1, -1] : vector<5xf32>, vector<5xf32>
+// CHECK: vector.insert %{{.*}}, %{{.*}} [4] : vector<16xf32> into vector<5x16xf32>
+// CHECK-NOT: vector.insert
+// CHECK-NOT: vector.transpose
 // CHECK-LABEL: func.func @odd_rows
-// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<5x16xf32> to vector<16x5xf32>
+// CHECK: %[[PAD:.*]] = ub.poison : vector<16xf32>
+// CHECK: vector.shuffle %{{.*}}, %[[PAD]]
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2] : vector<4xf32>, vector<4xf32>
+// CHECK: vector.insert %{{.*}}, %{{.*}} [15] : vector<3xf32> into vector<16x3xf32>
+// CHECK-NOT: vector.transpose
+// LLVM-LABEL: llvm.func @odd_lanes
+// LLVM-NOT: llvm.extractelement
 // LLVM-LABEL: llvm.func @odd_rows
+// LLVM-NOT: llvm.extractelement
+func.func @odd_lanes(%v: vector<16x5xf32>) -> vector<5x16xf32> {
+  %t = vector.transpose %v, [1, 0] : vector<16x5xf32> to vector<5x16xf32>
+  return %t : vector<5x16xf32>
+}
+func.func @odd_rows(%v: vector<3x16xf32>) -> vector<16x3xf32> {
+  %t = vector.transpose %v, [1, 0] : vector<3x16xf32> to vector<16x3xf32>
+  return %t : vector<16x3xf32>
+}
+
+// -----
+
+// Left alone: a transpose that keeps the lanes innermost (rows of the same lanes move).
 // CHECK-LABEL: func.func @lanes_kept
 // CHECK: vector.transpose %{{.*}}, [1, 0, 2] : vector<4x4x2xf32> to vector<4x4x2xf32>
-func.func @odd_rows(%v: vector<5x16xf32>) -> vector<16x5xf32> {
-  %t = vector.transpose %v, [1, 0] : vector<5x16xf32> to vector<16x5xf32>
-  return %t : vector<16x5xf32>
-}
 func.func @lanes_kept(%v: vector<4x4x2xf32>) -> vector<4x4x2xf32> {
   %t = vector.transpose %v, [1, 0, 2] : vector<4x4x2xf32> to vector<4x4x2xf32>
   return %t : vector<4x4x2xf32>
