@@ -34,6 +34,11 @@ layout is NHWC, the only one the option accepts.
   itself, so conversions stay only where a value enters or leaves the NHWC region: the
   function's arguments and results, and ops that do not propagate (reshapes other than
   the ones below, grouped ``conv_2d_ngchw_gfchw`` of dynamic shape: left NCHW, matmuls, ...).
+- *1-D convolutions*: the frontends give a Conv1d as a 2-D convolution over a unit row
+  between reshapes (NCW -> NC1W -> NCW, ir/conv.py). The conversions at those reshapes
+  become NCW <-> NWC ones (``unit_height_conversions``), and a second, rank-3 walk
+  propagates and cancels them as above through the ops between convolutions (GELU, group
+  norms, pads, the model's own final transpose to NWC).
 
 ``tilecraft-lower-layout-converts`` turns each remaining ``graph.layout_convert`` into a
 ``linalg.transpose``, or into a reshape when only unit dims move (ResNet's Flatten of the
@@ -42,7 +47,7 @@ only linalg and tensor ops.
 
 Left out, on purpose: grouped convolutions of dynamic shape (no NHWC named op the
 schedule decomposes: ``conv_2d_ngchw_gfchw`` stays NCHW; static ones arrive in NHWC already,
-one ``conv_2d_nhwc_hwcf`` per group between transposes this pass cancels, ir/conv.py), 1-D and 3-D
+one ``conv_2d_nhwc_hwcf`` per group between transposes this pass cancels, ir/conv.py), 3-D
 convolutions, dynamic shapes (left alone), generics whose body reads ``linalg.index``
 (renumbering loops would change what it reads).
 """
