@@ -5,14 +5,16 @@ and onnxruntime, one thread, process CPU time, builds alternating in blocks in o
     .venv/bin/python benchmarks/transposes.py --cases "1x64x56x56:0231,1x12x64x197:0132"
     .venv/bin/python benchmarks/transposes.py --cases "" --models wav2vec_frontend,vit_b16
 
-Builds (each checked against numpy's transpose first):
+Builds (each checked against numpy's transpose, or a model against onnxruntime, first):
 
-- ``former``: the tiles before the shuffles (schedule/plan.py's earlier ``_transpose_tile``:
-  the largest power-of-two divisor up to a vector where it is at least 4, else a divisor, no
-  peeling) and MLIR's own lowering of ``vector.transpose`` (the vector stage without
-  ``tilecraft-transpose-shuffles``);
-- ``elementwise``: today's tiles, MLIR's lowering;
-- ``default``: today's tiles and the butterfly shuffles (pipelines/vector/transpose_shuffles.py).
+- ``former``: the state before round 22: the earlier transpose tiles (the largest
+  power-of-two divisor up to a vector where it is at least 4, else a divisor, no peeling),
+  MLIR's own lowering of ``vector.transpose`` (the vector stage without
+  ``tilecraft-transpose-shuffles``) and no 1-D layout conversions (pipelines/graph/layout.py
+  ``unit_height_conversions`` returning 0);
+- ``elementwise`` (lone transposes): today's tiles, MLIR's lowering;
+- ``no_1d_layout`` (models): today's tiles and shuffles, no 1-D layout conversions;
+- ``default``: everything as it is.
 
 Also printed: the per-call cost of a 4 x 4 transpose in each runtime, the fixed cost of a
 call (argument checks, the result's allocation) that a lone small op carries and a model
@@ -35,6 +37,7 @@ import numpy as np  # noqa: E402
 
 import tilecraft  # noqa: E402
 from tilecraft.pipelines.cpu import cpu_pipeline  # noqa: E402
+from tilecraft.pipelines.graph import layout  # noqa: E402
 from tilecraft.pipelines.target import Target  # noqa: E402
 from tilecraft.pipelines.vector.transpose_shuffles import TRANSPOSE_SHUFFLES  # noqa: E402
 from tilecraft.schedule import plan  # noqa: E402
@@ -52,6 +55,11 @@ def _former_tiles(nest, vector_dim, transposed, lanes):
     return side(nest.ranges[vector_dim]), side(nest.ranges[transposed])
 
 
+def _no_unit_height(function, layout_name) -> int:
+    """The layout pass before 1-D convolutions' conversions propagated."""
+    return 0
+
+
 def transpose_model(shape: list[int], perm: list[int]):
     from onnx import TensorProto, helper
 
@@ -67,17 +75,23 @@ def _elementwise_pipeline():
     return pipeline.replace("vector", [p for p in pipeline.stage("vector").passes if p != TRANSPOSE_SHUFFLES])
 
 
-def builds(model) -> dict:
-    """``{label: compiled module}``; the former tile rule is patched in for its build only."""
-    default_tiles = plan._transpose_tiles
+def builds(model, *, layout_variants: bool = False) -> dict:
+    """``{label: compiled module}``; each variant's rules are patched in for its build only.
+    ``layout_variants``: also a build without the 1-D layout conversions (models)."""
+    default_tiles, default_unit_height = plan._transpose_tiles, layout.unit_height_conversions
+    variants = {"former": (_former_tiles, _no_unit_height, _elementwise_pipeline())}
+    if layout_variants:
+        variants["no_1d_layout"] = (default_tiles, _no_unit_height, None)
+    else:
+        variants["elementwise"] = (default_tiles, default_unit_height, _elementwise_pipeline())
+    variants["default"] = (default_tiles, default_unit_height, None)
     result = {}
-    try:
-        plan._transpose_tiles = _former_tiles
-        result["former"] = tilecraft.compile(model, cache=False, pipeline=_elementwise_pipeline())
-    finally:
-        plan._transpose_tiles = default_tiles
-    result["elementwise"] = tilecraft.compile(model, cache=False, pipeline=_elementwise_pipeline())
-    result["default"] = tilecraft.compile(model, cache=False)
+    for label, (tiles, unit_height, pipeline) in variants.items():
+        plan._transpose_tiles, layout.unit_height_conversions = tiles, unit_height
+        try:
+            result[label] = tilecraft.compile(model, cache=False, pipeline=pipeline)
+        finally:
+            plan._transpose_tiles, layout.unit_height_conversions = default_tiles, default_unit_height
     return result
 
 
@@ -105,7 +119,7 @@ def run_model(name: str, blocks: int) -> str:
     session = one_thread_session(model)
     expected = session.run(None, feeds)[0]
     calls = {}
-    for label, module in builds(model).items():
+    for label, module in builds(model, layout_variants=True).items():
         got = module(**feeds)
         got = got[0] if isinstance(got, (list, tuple)) else got
         scale = float(np.abs(expected).max()) or 1.0
