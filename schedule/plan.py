@@ -94,16 +94,17 @@ def generic_thread_dim(nest: LoopNest, peeled_loops: tuple[int, ...] = ()) -> in
 
 def _transpose_tile(extent: int, limit: int) -> int:
     """A transposed tile's side along one loop, at most ``limit``. The in-register transpose
-    is a butterfly of shuffles on power-of-two sides (pipelines/vector/transpose_shuffles.py;
-    other sides went element by element, 1.5-3x onnxruntime's time), so the side is, in
-    order of preference, where it is at least half of ``min(extent, limit)``:
+    is a butterfly of shuffles on power-of-two sides (pipelines/vector/transpose_shuffles.py
+    pads other sides, wasting up to half the shuffles), so the side is, in order of
+    preference, where it is at least half of ``min(extent, limit)``:
 
     1. the largest power of two that divides ``extent`` (56 pixels: 8);
     2. the largest power of two whose last, partial tile is a power of two too, peeled
        (``OpSchedule.peeled_loops``; 28: 8, three tiles and a 4);
-    3. the largest power of two from 4 up, its remainder peeled and transposed the slow way
-       (197 tokens: 16, twelve tiles and a 5; 3199 frames: 199 tiles and a 15), where a
-       divisor (197 is prime, 3199 = 7 x 457) had made 1- or 7-wide tiles, a column walk;
+    3. the largest power of two from 4 up, its remainder peeled (197 tokens: 16, twelve
+       tiles and a 5; 3199 frames: 199 tiles and a 15), where a divisor (197 is prime,
+       3199 = 7 x 457) had made 1- or 7-wide tiles, a column walk at 1.5-2.6x
+       onnxruntime's time (docs/performance.md, "Transposes as register shuffles");
     4. ``extent`` itself below 4 (an RGB image's 3 channels)."""
     if extent < 4:
         return extent
