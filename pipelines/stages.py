@@ -39,6 +39,7 @@ from .buffer.strided_copies import STRIDED_COPIES_TO_LINALG
 from .target import Target
 from .vector.vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
 from .vector.strided_gathers import UNIT_STRIDE_GATHERS
+from .vector.transpose_shuffles import TRANSPOSE_SHUFFLES
 from .vector.vector_math import APPROXIMATE_EXP, DIVIDE_BY_RECIPROCAL, REASSOCIATE_REDUCTIONS
 
 C_INTERFACE = "llvm.emit_c_interface"
@@ -210,7 +211,10 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               # VNNI_DOTS_PASS: the int8 kernels' dot products as vpdpbusd (int8_matmul.py).
               # DIVIDE_BY_RECIPROCAL: a vector divide is far slower than a multiply (QuantizeLinear).
               # UNIT_STRIDE_GATHERS: LLVM's lowering of a gather needs a unit innermost stride.
+              # TRANSPOSE_SHUFFLES: register-tile transposes as butterfly shuffles, before the
+              # transfers are unrolled (MLIR's lowering moved them element by element).
               ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (UNIT_STRIDE_GATHERS, DIVIDE_BY_RECIPROCAL,
+               TRANSPOSE_SHUFFLES,
                CANONICALIZE_UNIT_CONTRACTIONS,
                "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",

@@ -85,13 +85,50 @@ def transposed_read_dim(nest: LoopNest, vector_dim: int) -> int | None:
     return None
 
 
-def _transpose_tile(extent: int, lanes: int) -> int:
-    """A transposed tile's side along one loop: the largest power of two up to ``lanes`` that
-    divides ``extent``, where that is at least a quarter vector (the in-register transpose
-    shuffles power-of-two vectors: 56 pixels took 14-wide tiles, split and masked, and ran
-    1.7x onnxruntime's time, 8-wide ones ran faster), else one vector's worth of divisor."""
-    power = min(extent & -extent, lanes)
-    return power if power >= 4 else vector_tile(extent, lanes, 1)
+def generic_thread_dim(nest: LoopNest, peeled_loops: tuple[int, ...] = ()) -> int | None:
+    """The loop a generic op's tasks split: its outermost parallel loop of more than one
+    iteration that is not peeled. Why not a peeled one: tasks of whole register tiles keep
+    their shapes static, and a peeled loop's last task would hold the partial tile."""
+    return next((d for d in nest.parallel_dims if nest.ranges[d] > 1 and d not in peeled_loops), None)
+
+
+def _transpose_tile(extent: int, limit: int) -> int:
+    """A transposed tile's side along one loop, at most ``limit``. The in-register transpose
+    is a butterfly of shuffles on power-of-two sides (pipelines/vector/transpose_shuffles.py
+    pads other sides, wasting up to half the shuffles), so the side is, in order of
+    preference, where it is at least half of ``min(extent, limit)``:
+
+    1. the largest power of two that divides ``extent`` (56 pixels: 8);
+    2. the largest power of two whose last, partial tile is a power of two too, peeled
+       (``OpSchedule.peeled_loops``; 28: 8, three tiles and a 4);
+    3. the largest power of two from 4 up, its remainder peeled (197 tokens: 16, twelve
+       tiles and a 5; 3199 frames: 199 tiles and a 15), where a divisor (197 is prime,
+       3199 = 7 x 457) had made 1- or 7-wide tiles, a column walk at 1.5-2.6x
+       onnxruntime's time (docs/performance.md, "Transposes as register shuffles");
+    4. ``extent`` itself below 4 (an RGB image's 3 channels)."""
+    if extent < 4:
+        return extent
+    cap = min(extent, limit)
+    powers = [1 << k for k in range(cap.bit_length() - 1, 1, -1)]  # descending, >= 4
+    half = [p for p in powers if 2 * p >= cap]
+    for p in half:
+        if extent % p == 0:
+            return p
+    for p in half:
+        rest = extent % p
+        if rest >= 2 and rest & (rest - 1) == 0:
+            return p
+    return powers[0]
+
+
+def _transpose_tiles(nest: LoopNest, vector_dim: int, transposed: int, lanes: int) -> tuple[int, int]:
+    """(tile of ``vector_dim``, tile of ``transposed``): each side at most a vector, and
+    the tile at most half the register file (``vector_registers``), its input rows and
+    shuffled rows live at once: 16 x 16 f32 on AVX-512 and 8 x 8 on AVX2, but 64 x 16
+    for int8, whose 64 x 64 would spill."""
+    budget = vector_registers(lanes * max(nest.element_bits, 8)) // 2 * lanes
+    along = _transpose_tile(nest.ranges[vector_dim], lanes)
+    return along, _transpose_tile(nest.ranges[transposed], max(1, min(lanes, budget // along)))
 
 
 def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSchedule:
@@ -105,11 +142,12 @@ def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSched
     for d in range(n_loops):
         tiles = register if nest.parallel[d] else reduction
         tiles[d] = vector_tile(nest.ranges[d], lanes, _ELEMENTWISE_VECTORS) if d == vector_dim else 1
+    peeled: tuple[int, ...] = ()
     if transposed is not None:
-        register[vector_dim] = _transpose_tile(nest.ranges[vector_dim], lanes)
-        register[transposed] = _transpose_tile(nest.ranges[transposed], lanes)
+        register[vector_dim], register[transposed] = _transpose_tiles(nest, vector_dim, transposed, lanes)
+        peeled = tuple(sorted(d for d in (vector_dim, transposed) if nest.ranges[d] % register[d]))
     thread = None
-    outer = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
+    outer = generic_thread_dim(nest, peeled)
     if outer is not None:
         thread = [0] * n_loops
         thread[outer] = thread_chunk(nest.ranges[outer], max(register[outer], 1), threads)
@@ -123,6 +161,7 @@ def _plan_generic(nest: LoopNest, tag: int, lanes: int, threads: int) -> OpSched
         register_tiles=tuple(register) if any(register) else None,
         reduction_tiles=tuple(reduction) if any(reduction) else None,
         vectorize=not crashes_contract_lowering,
+        peeled_loops=peeled,
     )
 
 

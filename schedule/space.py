@@ -50,7 +50,7 @@ from .group import find_fusion_units
 from .conv_plan import channels_outer, conv_channel_dim
 from .matmul_plan import column_loop, weight_panel_dims
 from .op_schedule import OpSchedule
-from .plan import generic_vector_dim, plan_default_schedule, transposed_read_dim
+from .plan import generic_thread_dim, generic_vector_dim, plan_default_schedule, transposed_read_dim
 from .script import render_op_sequence
 from .task import Task
 
@@ -595,7 +595,11 @@ class GenericSpace(ScheduleSpace):
         transposed = transposed_read_dim(nest, self.inner)
         self.outer_dim = transposed if transposed is not None else next(
             (d for d in range(n - 1, -1, -1) if d != self.inner), None)
-        self.par_dim = next((d for d in nest.parallel_dims if nest.ranges[d] > 1), None)
+        # A transpose's odd extent keeps the default's power-of-two tile, its last tile
+        # peeled, and no task split on that loop (plan.py ``_transpose_tile``).
+        peeled = plan_default_schedule(nest, 0, vector_bits=target.vector_bits, num_threads=target.num_threads,
+                                       caches=target.caches).peeled_loops
+        self.par_dim = generic_thread_dim(nest, peeled)
         super().__init__(task, nest, target)
 
     def _tiles(self, plan: OpSchedule) -> list[int]:
@@ -616,12 +620,13 @@ class GenericSpace(ScheduleSpace):
     def _knobs(self) -> list[Knob]:
         r = self.nest.ranges
         d = self._default_values()
-        knobs = [Knob("vec", _divisors(r[self.inner], [self.lanes * f for f in (1, 2, 4, 8)]
-                                       + [1, 2, 4, 8], include=(d["vec"],)),
-                      "innermost tile (vector length after vectorization)")]
+        knobs = [Knob("vec", tuple(sorted({*_divisors(r[self.inner], [self.lanes * f for f in (1, 2, 4, 8)]
+                                                    + [1, 2, 4, 8]), d["vec"]})),
+                      "innermost tile (vector length after vectorization; the default's may "
+                      "leave a partial last tile, peeled)")]
         if self.outer_dim is not None:
-            knobs.append(Knob("reg_outer", _divisors(r[self.outer_dim], [1, 2, 4, 8],
-                                                     include=(d["reg_outer"],)),
+            knobs.append(Knob("reg_outer", tuple(sorted({*_divisors(r[self.outer_dim], [1, 2, 4, 8]),
+                                                         d["reg_outer"]})),
                               "tile of the loop outside the innermost one"))
         if self.par_dim is not None:
             knobs.append(Knob("par", _divisors(r[self.par_dim], [0, *_powers(r[self.par_dim])],
@@ -645,10 +650,11 @@ class GenericSpace(ScheduleSpace):
         if self.par_dim is not None and config["par"]:
             thread = [0] * n_loops
             thread[self.par_dim] = config["par"]
+        peeled = tuple(d for d in range(n_loops) if register[d] and self.nest.ranges[d] % register[d])
         return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
                           register_tiles=tuple(register) if any(register) else None,
                           reduction_tiles=tuple(reduction) if any(reduction) else None,
-                          vectorize=bool(config["vectorize"]))
+                          vectorize=bool(config["vectorize"]), peeled_loops=peeled)
 
 
 _SPACES: dict[str, type[ScheduleSpace]] = {

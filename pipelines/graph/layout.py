@@ -34,6 +34,11 @@ layout is NHWC, the only one the option accepts.
   itself, so conversions stay only where a value enters or leaves the NHWC region: the
   function's arguments and results, and ops that do not propagate (reshapes other than
   the ones below, grouped ``conv_2d_ngchw_gfchw`` of dynamic shape: left NCHW, matmuls, ...).
+- *1-D convolutions*: the frontends give a Conv1d as a 2-D convolution over a unit row
+  between reshapes (NCW -> NC1W -> NCW, ir/conv.py). The conversions at those reshapes
+  become NCW <-> NWC ones (``unit_height_conversions``), and a second, rank-3 walk
+  propagates and cancels them as above through the ops between convolutions (GELU, group
+  norms, pads, the model's own final transpose to NWC).
 
 ``tilecraft-lower-layout-converts`` turns each remaining ``graph.layout_convert`` into a
 ``linalg.transpose``, or into a reshape when only unit dims move (ResNet's Flatten of the
@@ -42,7 +47,7 @@ only linalg and tensor ops.
 
 Left out, on purpose: grouped convolutions of dynamic shape (no NHWC named op the
 schedule decomposes: ``conv_2d_ngchw_gfchw`` stays NCHW; static ones arrive in NHWC already,
-one ``conv_2d_nhwc_hwcf`` per group between transposes this pass cancels, ir/conv.py), 1-D and 3-D
+one ``conv_2d_nhwc_hwcf`` per group between transposes this pass cancels, ir/conv.py), 3-D
 convolutions, dynamic shapes (left alone), generics whose body reads ``linalg.index``
 (renumbering loops would change what it reads).
 """
@@ -132,12 +137,18 @@ def _constant_pad(op: ir.Operation) -> bool:
 
 
 class LayoutRewriter:
-    """One function's rewrite into ``layout`` (module docstring); values NCHW -> ``layout``
-    are cached, so one value gets one conversion whatever the number of its users."""
+    """One function's rewrite from ``source`` into ``layout`` (module docstring); values
+    ``source`` -> ``layout`` are cached, so one value gets one conversion whatever the number
+    of its users. ``source`` is NCHW, whose convolutions and pooling are the anchors, or NCW
+    (1-D convolutions' operands, :func:`unit_height_conversions`), where conversions only
+    propagate and cancel."""
 
-    def __init__(self, layout: str) -> None:
+    def __init__(self, layout: str, source: str = SOURCE_LAYOUT) -> None:
         self.layout = layout
-        self.to_layout = layout_permutation(SOURCE_LAYOUT, layout)
+        self.source = source
+        self.rank = len(source)
+        self.anchors = source == SOURCE_LAYOUT
+        self.to_layout = layout_permutation(source, layout)
         self._converted: dict[ir.Value, ir.Value] = {}
         self.rewritten = 0
 
@@ -147,12 +158,12 @@ class LayoutRewriter:
         """The ``layout`` value ``value`` was converted from, if it was."""
         owner = _owner(value)
         if owner is not None and owner.name == graph.LAYOUT_CONVERT \
-                and _convert_layouts(owner) == (self.layout, SOURCE_LAYOUT):
+                and _convert_layouts(owner) == (self.layout, self.source):
             return owner.operands[0]
         return None
 
     def in_layout(self, value: ir.Value, before: ir.Operation) -> ir.Value:
-        """``value`` (NCHW, rank 4) in ``layout``: the value it was converted from, a pad moved
+        """``value`` (``source``) in ``layout``: the value it was converted from, a pad moved
         to ``layout`` when ``before`` is its only user, or a new ``graph.layout_convert``."""
         source = self.converted_from(value)
         if source is not None:
@@ -164,7 +175,7 @@ class LayoutRewriter:
             result = self._pad(owner, self.in_layout(owner.operands[0], owner))
         else:
             with before.location:
-                result = graph.layout_convert(value, SOURCE_LAYOUT, self.layout,
+                result = graph.layout_convert(value, self.source, self.layout,
                                               _permuted_type(value, self.to_layout),
                                               ip=ir.InsertionPoint(before))
         self._converted[value] = result
@@ -190,7 +201,7 @@ class LayoutRewriter:
         return clone.results[0]
 
     def _replace(self, op: ir.Operation, new: ir.Value) -> None:
-        convert = graph.layout_convert(new, self.layout, SOURCE_LAYOUT, op.results[0].type,
+        convert = graph.layout_convert(new, self.layout, self.source, op.results[0].type,
                                        loc=op.location, ip=ir.InsertionPoint(op))
         op.results[0].replace_all_uses_with(convert)
         op.erase()
@@ -220,15 +231,16 @@ class LayoutRewriter:
         self._replace(op, self._pad(op, self.converted_from(op.operands[0])))
 
     def transpose_kind(self, op: ir.Operation) -> str | None:
-        """``"to"`` / ``"from"`` when ``op`` is a static rank-4 ``linalg.transpose`` from
-        NCHW to ``layout`` / back: a layout conversion written as a transpose (the int8
+        """``"to"`` / ``"from"`` when ``op`` is a static ``linalg.transpose`` from ``source``
+        to ``layout`` / back: a layout conversion written as a transpose (the int8
         convolutions, conv.integer_conv2d; a model's own NCHW <-> NHWC Transpose nodes)."""
-        if op.name != "linalg.transpose" or not _static([op.operands[0]]) or _ranked(op.operands[0]).rank != 4:
+        if op.name != "linalg.transpose" or not _static([op.operands[0]]) \
+                or _ranked(op.operands[0]).rank != self.rank:
             return None
         permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         if permutation == self.to_layout:
             return "to"
-        if permutation == layout_permutation(self.layout, SOURCE_LAYOUT):
+        if permutation == layout_permutation(self.layout, self.source):
             return "from"
         return None
 
@@ -311,7 +323,7 @@ class LayoutRewriter:
 
     def rewrite_generic(self, op: ir.Operation) -> None:
         """Operands converted from ``layout`` are read directly (map results permuted); other
-        full rank-4 operands are converted; a rank-4 output is produced in ``layout``, its
+        full-rank operands are converted; a full-rank output is produced in ``layout``, its
         loops renumbered so its map stays the identity it was."""
         maps = indexing_maps(op)
         iterators = list(op.attributes["iterator_types"])
@@ -325,7 +337,7 @@ class LayoutRewriter:
             if per_channel is not None:
                 operands[i], new_maps[i] = per_channel
                 continue
-            if shaped is None or shaped.rank != 4:
+            if shaped is None or shaped.rank != self.rank:
                 continue
             source = self.converted_from(value)
             if source is None and not affine_map.is_permutation:
@@ -334,7 +346,7 @@ class LayoutRewriter:
             new_maps[i] = self._permute_results(affine_map)
         out = operands[n_inputs]
         body = op.regions[0].blocks[0]
-        out_changed = _ranked(out) is not None and _ranked(out).rank == 4
+        out_changed = _ranked(out) is not None and _ranked(out).rank == self.rank
         if out_changed:
             reads_out = len(list(body.arguments[n_inputs].uses)) > 0
             if reads_out:
@@ -370,27 +382,28 @@ class LayoutRewriter:
 
     def visit(self, op: ir.Operation) -> None:
         name = op.name
-        if name in _CONVS and _static(list(op.operands) + list(op.results)) \
+        rank = self.rank
+        if self.anchors and name in _CONVS and _static(list(op.operands) + list(op.results)) \
                 and len(op.operands) == 3:
             self.rewrite_conv(op)
-        elif name in _POOLS and _static(list(op.operands) + list(op.results)):
+        elif self.anchors and name in _POOLS and _static(list(op.operands) + list(op.results)):
             self.rewrite_pool(op)
         elif (kind := self.transpose_kind(op)) is not None:
             self.rewrite_transpose(op, kind)
-        elif name == "tensor.pad" and _constant_pad(op) and _ranked(op.operands[0]).rank == 4 \
+        elif name == "tensor.pad" and _constant_pad(op) and _ranked(op.operands[0]).rank == rank \
                 and self._reads_converted(op, [0]):
             self.rewrite_pad(op)
         elif name == "tensor.concat" and _static(list(op.operands) + list(op.results)) \
-                and _ranked(op.results[0]).rank == 4 and self._reads_converted(op, range(len(op.operands))):
+                and _ranked(op.results[0]).rank == rank and self._reads_converted(op, range(len(op.operands))):
             self.rewrite_concat(op)
         elif name == "tensor.extract_slice" and len(op.operands) == 1 \
-                and _static([op.operands[0], op.results[0]]) and _ranked(op.operands[0]).rank == 4 \
-                and _ranked(op.results[0]).rank == 4 and self._reads_converted(op, [0]):
+                and _static([op.operands[0], op.results[0]]) and _ranked(op.operands[0]).rank == rank \
+                and _ranked(op.results[0]).rank == rank and self._reads_converted(op, [0]):
             self.rewrite_slice(op)
         elif name == "linalg.generic" and _plain_generic(op) \
                 and self._reads_converted(op, range(len(op.operands) - 1)):
             self.rewrite_generic(op)
-        elif (shuffle := self.channel_shuffle(op)) is not None:
+        elif self.anchors and (shuffle := self.channel_shuffle(op)) is not None:
             self.rewrite_channel_shuffle(op, *shuffle)
 
     def run(self, function: ir.Operation) -> int:
@@ -400,6 +413,59 @@ class LayoutRewriter:
                 self.visit(op)
         cancel_conversions(function)
         return self.rewritten
+
+
+# A 1-D convolution's operands as the 2-D ones the frontends give it: NCW with a unit H
+# inserted before W (ir/conv.py), i.e. [N, C, W] <-> [N, C, 1, W].
+_UNIT_HEIGHT = [[0], [1], [2, 3]]
+
+
+def unit_height_conversions(function: ir.Operation, layout: str) -> int:
+    """Rewrite the 2-D conversions around 1-D convolutions as 1-D ones (NCW <-> the layout
+    without H), so that the rank-3 ops between convolutions propagate and cancel them:
+    ``collapse(convert(x, layout -> NCHW))`` dropping a unit H becomes ``convert(collapse(x),
+    NWC -> NCW)``, and ``convert(expand(y), NCHW -> layout)`` inserting one becomes
+    ``expand(convert(y, NCW -> NWC))``. Returns how many were rewritten.
+
+    Why: a Conv1d is imported as a 2-D convolution between reshapes, which the 2-D
+    propagation stops at, so a wav2vec feature encoder transposed every convolution's output
+    to NCW for its GELU and back to NWC for the next convolution (two copies of each
+    activation)."""
+    flat = layout.replace("H", "")
+    source_1d = SOURCE_LAYOUT.replace("H", "")
+    height = layout.index("H")
+    # The layout's H merged with the dim after it (W in NHWC), the others kept.
+    merge = [[d] for d in range(height)] + [[height, height + 1]] + [[d] for d in range(height + 2, len(layout))]
+    block = function.regions[0].blocks[0]
+    rewritten = 0
+    for op in [o.operation for o in block.operations]:
+        if op.name == "tensor.collapse_shape" and _reassociation(op) == _UNIT_HEIGHT:
+            convert = _owner(op.operands[0])
+            shape = _ranked(op.operands[0]).shape
+            if convert is None or convert.name != graph.LAYOUT_CONVERT or shape[2] != 1 \
+                    or _convert_layouts(convert) != (layout, SOURCE_LAYOUT) or not _static([op.operands[0]]):
+                continue
+            x = convert.operands[0]
+            with op.location, ir.InsertionPoint(op):
+                collapsed = reshapes.collapse(x, merge)
+                new = graph.layout_convert(collapsed, flat, source_1d, op.results[0].type)
+            op.results[0].replace_all_uses_with(new)
+            op.erase()
+            rewritten += 1
+        elif op.name == graph.LAYOUT_CONVERT and _convert_layouts(op) == (SOURCE_LAYOUT, layout):
+            expand = _owner(op.operands[0])
+            if expand is None or expand.name != "tensor.expand_shape" or _reassociation(expand) != _UNIT_HEIGHT \
+                    or not _static([op.operands[0]]) or _ranked(op.operands[0]).shape[2] != 1:
+                continue
+            y = expand.operands[0]
+            permutation = layout_permutation(source_1d, flat)
+            with op.location, ir.InsertionPoint(op):
+                converted = graph.layout_convert(y, source_1d, flat, _permuted_type(y, permutation))
+                new = reshapes.expand(converted, merge, list(_ranked(op.results[0]).shape))
+            op.results[0].replace_all_uses_with(new)
+            op.erase()
+            rewritten += 1
+    return rewritten
 
 
 def _reassociation(op: ir.Operation) -> list[list[int]]:
@@ -524,6 +590,8 @@ def convert_layout_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     layout = parse_layout(options.get("layout", DEFAULT_LAYOUT))
     for function in defined_functions(module):
         LayoutRewriter(layout).run(function)
+        if unit_height_conversions(function, layout):
+            LayoutRewriter(layout.replace("H", ""), SOURCE_LAYOUT.replace("H", "")).run(function)
 
 
 @register_pass(

@@ -76,7 +76,10 @@ def test_unet_upsampling_and_skip_concat_stay_nhwc():
 
 def test_conv1d_stack_runs_as_nhwc_2d_convolutions():
     """1-D convolutions are 2-D ones over a unit row (ir/conv.py), so they run in
-    NHWC with the 2-D schedules: no 1-D linalg convolution is left."""
+    NHWC with the 2-D schedules: no 1-D linalg convolution is left. The Relu between them
+    runs NWC (layout.py ``unit_height_conversions``): only the model's NCW input and output
+    are transposed, where the reshapes around each convolution had kept a transpose to NCW
+    and back between every two."""
     x = np.random.default_rng(7).standard_normal((1, 8, 40)).astype(np.float32)
     model = graph_models.conv1d_net()
     compiled = tilecraft.compile(model, opt_level=3)
@@ -84,6 +87,7 @@ def test_conv1d_stack_runs_as_nhwc_2d_convolutions():
     text = compiled.ir("graph")
     assert text.count("linalg.conv_2d_nhwc_hwcf") == 2 and text.count("linalg.depthwise_conv_2d_nhwc_hwc") == 1
     assert "conv_1d" not in text and "linalg.conv_2d_nchw_fchw" not in text
+    assert text.count("linalg.transpose") == 2 and "graph.layout_convert" not in text
 
 
 @pytest.mark.parametrize("channels", [8, 16])

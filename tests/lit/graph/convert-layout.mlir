@@ -206,3 +206,42 @@ func.func @widened_row_slice(%x: tensor<1x4x13x14xf32>) -> tensor<1x4x13x13xf32>
   %s = tensor.extract_slice %p[0, 0, 0, 0] [1, 4, 13, 13] [1, 1, 1, 1] : tensor<1x4x13x14xf32> to tensor<1x4x13x13xf32>
   return %s : tensor<1x4x13x13xf32>
 }
+
+// -----
+
+// 1-D convolutions (2-D ones over a unit row between reshapes, as the frontends give a
+// Conv1d): the conversions at the reshapes become NCW <-> NWC ones and cancel across the
+// ReLU between the convolutions, which runs NWC; the argument and the result are converted
+// once each, as NCW <-> NWC.
+// CHECK-LABEL: func.func @conv1d_chain
+// CHECK: %[[X:.*]] = "graph.layout_convert"(%arg0) {dst_layout = #graph.layout<"NWC">, src_layout = #graph.layout<"NCW">} : (tensor<1x4x10xf32>) -> tensor<1x10x4xf32>
+// CHECK: %[[XE:.*]] = tensor.expand_shape %[[X]] {{\[\[}}0], [1, 2], [3]] output_shape [1, 1, 10, 4]
+// CHECK: %[[C:.*]] = linalg.conv_2d_nhwc_hwcf {{.*}} ins(%[[XE]],
+// CHECK: %[[CC:.*]] = tensor.collapse_shape %[[C]] {{\[\[}}0], [1, 2], [3]] : tensor<1x1x8x4xf32> into tensor<1x8x4xf32>
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[CC]] : tensor<1x8x4xf32>) outs(%{{.*}} : tensor<1x8x4xf32>)
+// CHECK: %[[RE:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0], [1, 2], [3]] output_shape [1, 1, 8, 4]
+// CHECK: %[[C2:.*]] = linalg.conv_2d_nhwc_hwcf {{.*}} ins(%[[RE]],
+// CHECK: %[[C2C:.*]] = tensor.collapse_shape %[[C2]]
+// CHECK: %[[Y:.*]] = "graph.layout_convert"(%[[C2C]]) {dst_layout = #graph.layout<"NCW">, src_layout = #graph.layout<"NWC">}
+// CHECK: return %[[Y]] : tensor<1x4x6xf32>
+
+func.func @conv1d_chain(%x: tensor<1x4x10xf32>, %w1: tensor<4x4x1x3xf32>, %w2: tensor<4x4x1x3xf32>) -> tensor<1x4x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.expand_shape %x [[0], [1], [2, 3]] output_shape [1, 4, 1, 10] : tensor<1x4x10xf32> into tensor<1x4x1x10xf32>
+  %i1 = tensor.empty() : tensor<1x4x1x8xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%i1 : tensor<1x4x1x8xf32>) -> tensor<1x4x1x8xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%e, %w1 : tensor<1x4x1x10xf32>, tensor<4x4x1x3xf32>) outs(%z1 : tensor<1x4x1x8xf32>) -> tensor<1x4x1x8xf32>
+  %f = tensor.collapse_shape %c [[0], [1], [2, 3]] : tensor<1x4x1x8xf32> into tensor<1x4x8xf32>
+  %ri = tensor.empty() : tensor<1x4x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%f : tensor<1x4x8xf32>) outs(%ri : tensor<1x4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x8xf32>
+  %e2 = tensor.expand_shape %r [[0], [1], [2, 3]] output_shape [1, 4, 1, 8] : tensor<1x4x8xf32> into tensor<1x4x1x8xf32>
+  %i2 = tensor.empty() : tensor<1x4x1x6xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%i2 : tensor<1x4x1x6xf32>) -> tensor<1x4x1x6xf32>
+  %c2 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%e2, %w2 : tensor<1x4x1x8xf32>, tensor<4x4x1x3xf32>) outs(%z2 : tensor<1x4x1x6xf32>) -> tensor<1x4x1x6xf32>
+  %f2 = tensor.collapse_shape %c2 [[0], [1], [2, 3]] : tensor<1x4x1x6xf32> into tensor<1x4x6xf32>
+  return %f2 : tensor<1x4x6xf32>
+}
