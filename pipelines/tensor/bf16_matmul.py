@@ -30,7 +30,12 @@ order of the flattened HWCF filter -- and each row's pair of k is read from the 
 padded) input at its window's tap (``int8_matmul.Window``, the VNNI kernels' form), so no
 im2col copy is made. A pair of channels then always lies in one tap. Convolutions with an
 odd channel count (a first RGB layer) keep the widened weights (bf16_weights.py). Epilogues
-(bias, activation) stay elementwise kernels after the call.
+(bias, activation, residual) move onto the accumulators (``tilecraft-bf16-epilogues``); where
+the epilogue's NHWC result is then only padded for the next convolution or pool, the kernel
+writes into the padded tensor itself (``PaddedResult``): a call returning its own M x N tensor
+left the entry a strided copy into the pad's interior, which no M x N view of it can avoid
+(``tilecraft-call-destinations`` serves kernels whose destination is an argument; this one's
+rows are not a slice of the padded tensor).
 
 The kernel is built with MLIR's Python builders (ir/kernels.py) once per shape: its loop
 structure is fixed, only its constants vary; its lane count is the instruction's.
@@ -156,8 +161,8 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     blocks of whole output rows of one image, about ``task_rows`` rows each."""
     if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
         raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
-    if into is not None and (into.pixels[0] * into.pixels[1] * into.pixels[2] != m
-                             or any(o < 0 or o + e > s for o, e, s in zip(into.offsets, (*into.pixels, n), into.shape))):
+    if into is not None and (into.pixels[0] * into.pixels[1] * into.pixels[2] != m or any(
+            o < 0 or o + e > s for o, e, s in zip(into.offsets, (*into.pixels, n), into.shape))):
         raise PipelineError(f"bf16 kernel: {m}x{n} result does not fit destination {into}")
     lanes = VDPBF16PS.lanes
     config = kernel_config(m, n, lanes, threads, config)
@@ -441,7 +446,8 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     into its tiles; without this a kernel wrote its product and an elementwise kernel read
     it back (BERT's 128 x 3072 feed-forward product is 1.5 MB). As
     ``tilecraft-int8-epilogues`` (int8_matmul.py, whose machinery this shares), after
-    elementwise fusion."""
+    elementwise fusion. A kernel whose epilogue's result only goes into a ``tensor.pad``
+    writes into the padded tensor (``PaddedResult``; the module docstring says why)."""
     if options:
         raise PipelineError(f"{BF16_EPILOGUE_PASS} takes no options, got {sorted(options)}")
     for function in defined_functions(module):

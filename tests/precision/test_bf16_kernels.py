@@ -171,8 +171,8 @@ def test_convolutions_take_the_kernel_odd_channels_with_a_zero_one(target_text):
                           ("50x18x180", "2x11x12x20_k3x3_s2x2"), ("18x32x162", "2x5x5x18_k3x3_s1x1"),
                           ("8x32x32", "2x3x3x32_k1x1_s2x2")):
         # A kernel whose result a padded convolution reads writes into the pad (``_into...``).
-        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1(_into[\dx]+_at[\dx]+)?_epilogue\d+\(",
-                         simplified), shape
+        into = r"(_into[\dx]+_at[\dx]+)?"
+        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1{into}_epilogue\d+\(", simplified), shape
     graph_ir = module.ir("graph")
     assert "3x3x3x16x" not in graph_ir  # no filter of 3 channels left, f32 or bf16
     # The channel joins the spatial padding: one pad of the input to 4 channels, none to 3.
@@ -283,7 +283,8 @@ def test_kernels_write_into_the_next_layers_padding_on_a_pinned_avx512_target():
     convolution, or the padded input of a max pool, writes it there (bf16_matmul.PaddedResult):
     two images of 9x10 pixels (tasks of whole output rows of one image, and a last block of
     fewer rows), 40 channels (a full and a partial column tile), the pool's stride-2 output
-    into a 1x1 convolution and that into a padded one. The entry function copies nothing; the result is the f32 build's to bf16's precision."""
+    into a 1x1 convolution and that into a padded one. The entry function copies nothing; the
+    result is the f32 build's to bf16's precision."""
     import dataclasses
     import sys
     from pathlib import Path
