@@ -323,3 +323,17 @@ def test_kernels_write_into_the_next_layers_padding_on_a_pinned_avx512_target():
     x = rng.standard_normal((2, 4, 9, 10)).astype(np.float32)
     expected = tilecraft.compile(model, target=target)(x)
     np.testing.assert_allclose(module(x), expected, rtol=0, atol=1e-2 * np.abs(expected).max())
+
+
+def test_a_padded_destination_the_result_does_not_fit_is_a_pipeline_error():
+    """A ``PaddedResult`` whose interior would run past the padded tensor, or whose pixels are
+    not the kernel's rows, is refused when the kernel is built, not written out of bounds."""
+    from tilecraft.pipelines.tensor.bf16_matmul import PaddedResult, kernel_module
+
+    with ir.Context(), ir.Location.unknown():
+        with pytest.raises(PipelineError, match="does not fit destination"):
+            kernel_module(64, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 3, 0), (1, 8, 8)))
+        with pytest.raises(PipelineError, match="does not fit destination"):
+            kernel_module(63, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 1, 0), (1, 8, 8)))
+        assert "_into1x10x10x16_at0x1x1x0" in str(
+            kernel_module(64, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 1, 0), (1, 8, 8))))
