@@ -785,14 +785,13 @@ def fuse_epilogue(module: ir.Operation, call: ir.Operation,
         if destination is None:
             flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
             fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [*call.operands, *extras])
-            result = expand(fused.results[0], [row_dims, column_dims], result_type.shape)
+            result, replaced = expand(fused.results[0], [row_dims, column_dims], result_type.shape), generic
         else:
             fused = func.CallOp([destination[0].type], ir.FlatSymbolRefAttr.get(name),
                                 [*call.operands, *extras, destination[0]])
-    if destination is None:
-        generic.results[0].replace_all_uses_with(result)
-    else:
-        destination[1].results[0].replace_all_uses_with(fused.results[0])
+            result, replaced = fused.results[0], destination[1]
+    replaced.results[0].replace_all_uses_with(result)
+    if destination is not None:
         destination[1].erase()
     generic.erase()
     if reshape is not None:
