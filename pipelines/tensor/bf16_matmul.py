@@ -459,14 +459,12 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             threads, window, config = settings_of(ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE]))
             m, k = (window.rows, window.depth) if window else ir.RankedTensorType(call.operands[0].type).shape
             n = ir.RankedTensorType(call.results[0].type).shape[1]
-            pad = _padded_consumer(consumer)
-            into = destination = None
-            if pad is not None:
-                into = _padded_result(pad)
-                destination = _border_of(pad, consumer[0])
+            pad = _padded_consumer(consumer)  # None: the kernel returns its own M x N tensor
+            into = _padded_result(pad) if pad is not None else None
+            destination = (_border_of(pad, consumer[0]), pad) if pad is not None else None
             fuse_epilogue(module, call, consumer, m, n,
                           kernel_name(m, n, k, threads, window, config) + (into.suffix() if into else ""),
                           lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True,
                                                                config=config, into=into),
-                          VDPBF16PS.lanes, destination=(destination, pad) if pad is not None else None)
+                          VDPBF16PS.lanes, destination=destination)
     erase_uncalled_kernels(module, KERNEL_PREFIX)
