@@ -739,13 +739,16 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
 
 def fuse_epilogue(module: ir.Operation, call: ir.Operation,
                   consumer: tuple[ir.Operation, ir.Operation | None, int], m: int, n: int, base: str,
-                  kernel_with: Callable[[Epilogue, str], ir.Module], lanes: int) -> None:
+                  kernel_with: Callable[[Epilogue, str], ir.Module], lanes: int,
+                  destination: tuple[ir.Value, ir.Operation] | None = None) -> None:
     """Replace ``call`` (of a dot-product kernel whose M x N result ``consumer``, from
     ``elementwise_consumer``, reads) and the consumer's generic by a call of the kernel
     regenerated with the generic's body applied to its accumulators: ``kernel_with(epilogue,
     name)`` builds it (public, in a module of its own) with ``lanes``-lane accumulators. The
     new call takes the old one's operands, then the epilogue's other operands. Shared by the
-    int8 and bf16 kernels (bf16_matmul.py)."""
+    int8 and bf16 kernels (bf16_matmul.py). ``destination`` (value, op): the kernel writes
+    into the value, its last operand, and returns it in place of the op's result (bf16's
+    ``PaddedResult``: the op is the pad the generic's result went into)."""
     generic, reshape, position = consumer
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
@@ -779,10 +782,17 @@ def fuse_epilogue(module: ir.Operation, call: ir.Operation,
             elif operand.kind == "column":  # to (N,)
                 value = collapse(value, [list(range(len(column_dims)))])
             extras.append(value)
-        flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
-        fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [*call.operands, *extras])
-        result = expand(fused.results[0], [row_dims, column_dims], result_type.shape)
-    generic.results[0].replace_all_uses_with(result)
+        if destination is None:
+            flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
+            fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [*call.operands, *extras])
+            result, replaced = expand(fused.results[0], [row_dims, column_dims], result_type.shape), generic
+        else:
+            fused = func.CallOp([destination[0].type], ir.FlatSymbolRefAttr.get(name),
+                                [*call.operands, *extras, destination[0]])
+            result, replaced = fused.results[0], destination[1]
+    replaced.results[0].replace_all_uses_with(result)
+    if destination is not None:
+        destination[1].erase()
     generic.erase()
     if reshape is not None:
         reshape.erase()

@@ -170,7 +170,9 @@ def test_convolutions_take_the_kernel_odd_channels_with_a_zero_one(target_text):
     for shape, window in (("180x16x36", "2x11x12x4_k3x3_s1x1"), ("180x20x216", "2x11x12x24_k3x3_s1x1"),
                           ("50x18x180", "2x11x12x20_k3x3_s2x2"), ("18x32x162", "2x5x5x18_k3x3_s1x1"),
                           ("8x32x32", "2x3x3x32_k1x1_s2x2")):
-        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1_epilogue\d+\(", simplified), shape
+        # A kernel whose result a padded convolution reads writes into the pad (``_into...``).
+        into = r"(_into[\dx]+_at[\dx]+)?"
+        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1{into}_epilogue\d+\(", simplified), shape
     graph_ir = module.ir("graph")
     assert "3x3x3x16x" not in graph_ir  # no filter of 3 channels left, f32 or bf16
     # The channel joins the spatial padding: one pad of the input to 4 channels, none to 3.
@@ -274,3 +276,64 @@ def test_an_encoder_layer_runs_its_projections_on_the_kernels():
         with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target).run(lowered)
         assert "llvm.x86.avx512bf16.dpbf16ps.512" in lowered.operation.get_asm(large_elements_limit=16,
                                                                                 large_resource_limit=16)
+
+
+def test_kernels_write_into_the_next_layers_padding_on_a_pinned_avx512_target():
+    """A kernel whose result (bias, ReLU applied) is the zero-padded input of the next 3x3
+    convolution, or the padded input of a max pool, writes it there (bf16_matmul.PaddedResult):
+    two images of 9x10 pixels (tasks of whole output rows of one image, and a last block of
+    fewer rows), 40 channels (a full and a partial column tile), the pool's stride-2 output
+    into a 1x1 convolution and that into a padded one. The entry function copies nothing; the
+    result is the f32 build's to bf16's precision."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pinned_targets import AVX512
+
+    rng = np.random.default_rng(7)
+    weights = {name: (rng.standard_normal(shape) * 0.2).astype(np.float32) for name, shape in
+               {"w0": (40, 4, 3, 3), "w1": (40, 40, 3, 3), "w2": (24, 40, 1, 1), "w3": (16, 24, 3, 3)}.items()}
+    conv = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4), helper.make_node("Relu", ["c0"], ["r0"]),
+            helper.make_node("Conv", ["r0", "w1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+            helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
+            helper.make_node("Conv", ["p1", "w2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]),
+            helper.make_node("Conv", ["r2", "w3"], ["y"], pads=[1] * 4)]
+    graph_proto = helper.make_graph(
+        conv, "padded_results", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 9, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 5, 5])],
+        [numpy_helper.from_array(a, name) for name, a in weights.items()])
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+    target = dataclasses.replace(Target.parse(AVX512), num_threads=2)
+    module = tilecraft.compile(model, target=target, pipeline=with_bf16_weights(
+        tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True))
+    simplified = module.ir("simplify")
+    # Into the second convolution's padding, the pool's (its right border trimmed: the stride-2
+    # windows never read a 12th column) and the last convolution's.
+    assert re.search(r"call @tilecraft_bf16_matmul_180x40x36_t2_conv2x11x12x4_\w+_into2x11x12x40_at0x1x1x0_epilogue",
+                     simplified)
+    assert re.search(r"call @tilecraft_bf16_matmul_180x40x360_t2_conv2x11x12x40_\w+_into2x11x11x40_at0x1x1x0_epilogue",
+                     simplified)
+    assert re.search(r"call @tilecraft_bf16_matmul_50x24x40_t2_into2x7x7x24_at0x1x1x0_epilogue", simplified)
+    entry = re.search(r"func\.func @main.*?\n  }\n", module.ir("bufferize"), re.S).group(0)
+    assert "memref.copy" not in entry  # (the input's transpose writes the first pad's interior)
+    if "avx512_bf16" not in host_cpu_flags():
+        pytest.skip("the kernels' vdpbf16ps needs AVX512-BF16; the IR was checked")
+    x = rng.standard_normal((2, 4, 9, 10)).astype(np.float32)
+    expected = tilecraft.compile(model, target=target)(x)
+    np.testing.assert_allclose(module(x), expected, rtol=0, atol=1e-2 * np.abs(expected).max())
+
+
+def test_a_padded_destination_the_result_does_not_fit_is_a_pipeline_error():
+    """A ``PaddedResult`` whose interior would run past the padded tensor, or whose pixels are
+    not the kernel's rows, is refused when the kernel is built, not written out of bounds."""
+    from tilecraft.pipelines.tensor.bf16_matmul import PaddedResult, kernel_module
+
+    with ir.Context(), ir.Location.unknown():
+        with pytest.raises(PipelineError, match="does not fit destination"):
+            kernel_module(64, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 3, 0), (1, 8, 8)))
+        with pytest.raises(PipelineError, match="does not fit destination"):
+            kernel_module(63, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 1, 0), (1, 8, 8)))
+        assert "_into1x10x10x16_at0x1x1x0" in str(
+            kernel_module(64, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 1, 0), (1, 8, 8))))
