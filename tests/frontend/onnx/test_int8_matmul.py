@@ -221,6 +221,8 @@ CONVS = [  # (input shape, filter shape, attributes)
     ((1, 16, 7, 7), (24, 16, 1, 1), {"strides": [2, 2]}),
     ((1, 4, 11, 11), (6, 4, 3, 3), {"dilations": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((2, 8, 9, 8), (70, 8, 3, 3), {"pads": [1, 2, 0, 1], "strides": [2, 1]}),
+    ((1, 3, 8, 8), (5, 3, 2, 2), {"strides": [2, 2]}),  # odd channels, no spatial pad to widen
+    ((1, 3, 23, 23), (16, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),  # an RGB stem
 ]
 
 
@@ -233,9 +235,12 @@ def test_conv_integer_with_a_constant_filter_is_an_exact_int8_matmul(x_shape, w_
     compiled = compiled_against_reference(model, {"x": x})
     schedule = compiled.ir("schedule")
     assert ("tilecraft_int8_matmul" in schedule) == HOST_VNNI
-    # Channels a multiple of 4: the kernel reads the windows in place (no im2col copy).
-    windowed = x_shape[1] % 4 == 0 and (w_shape[2:] != (1, 1) or attributes.get("strides", [1, 1]) != [1, 1])
+    # A window (not a 1x1 stride-1 matmul of pixels): the kernel reads it in place, no im2col
+    # copy; channels not a multiple of 4 are widened with zero-weight channels first.
+    windowed = w_shape[2:] != (1, 1) or attributes.get("strides", [1, 1]) != [1, 1]
     assert ("_conv" in schedule) == (HOST_VNNI and windowed)
+    if HOST_VNNI and windowed and x_shape[1] % 4:
+        assert f"x{-(-x_shape[1] // 4) * 4}_k" in schedule  # the kernel's input: C rounded up to 4
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
