@@ -292,6 +292,39 @@ def test_qdq_conv_becomes_an_integer_convolution(per_channel, bias):
     assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
 
 
+@pytest.mark.parametrize("indices", [False, True])
+@pytest.mark.parametrize("zero", [128, None])
+def test_max_pool_of_a_dequantized_tensor_pools_the_8_bit_values(indices, zero):
+    """MaxPool(DequantizeLinear(q)) pools q and dequantizes after (qdq.py): exact, padding
+    and the ceil-mode border window included; with the Indices output it stays float."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tilecraft.frontend.onnx.qdq import integer_qdq_matmuls
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "scale")]
+    if zero is not None:
+        inits.append(numpy_helper.from_array(np.array(zero, np.uint8), "zero"))
+    quant = ["x", "scale", *(["zero"] if zero is not None else [])]
+    outputs = ["y", "i"] if indices else ["y"]
+    nodes = [helper.make_node("QuantizeLinear", quant, ["q"]),
+             helper.make_node("DequantizeLinear", ["q", *quant[1:]], ["d"]),
+             helper.make_node("MaxPool", ["d"], outputs, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2],
+                              ceil_mode=1)]
+    graph = helper.make_graph(nodes, "qdq_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 6, 6]),
+                               *([helper.make_tensor_value_info("i", TensorProto.INT64, [1, 5, 6, 6])] if indices else [])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    pool = next(n for n in integer_qdq_matmuls(model).graph.node if n.op_type == "MaxPool")
+    assert (pool.input[0] == "q") == (not indices)
+    x = RNG.standard_normal((1, 5, 10, 10)).astype(np.float32) * 4
+    expected = reference_outputs(model, {"x": x})
+    got = tilecraft.compile(model)(x)
+    got = got if isinstance(got, (tuple, list)) else [got]
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(g), e)
+
+
 def test_a_package_for_a_vnni_cpu_requires_vnni_where_it_is_loaded():
     """A named CPU with VNNI, or +avx512vnni, puts the cpuinfo flag in the manifest's
     required flags, so loading on a CPU without it is refused instead of faulting."""
