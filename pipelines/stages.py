@@ -41,6 +41,7 @@ from .vector.vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
 from .vector.strided_gathers import UNIT_STRIDE_GATHERS
 from .vector.transpose_shuffles import TRANSPOSE_SHUFFLES
 from .vector.vector_math import APPROXIMATE_EXP, DIVIDE_BY_RECIPROCAL, REASSOCIATE_REDUCTIONS
+from .vector.integer_round_trips import FOLD_INTEGER_ROUND_TRIPS
 
 C_INTERFACE = "llvm.emit_c_interface"
 
@@ -209,12 +210,14 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               # CANONICALIZE_UNIT_CONTRACTIONS: it would lower a contraction over several
               # unit reduction dims (a reduction over [dir, hidden]) to scalar code.
               # VNNI_DOTS_PASS: the int8 kernels' dot products as vpdpbusd (int8_matmul.py).
+              # FOLD_INTEGER_ROUND_TRIPS: a QuantizeLinear + DequantizeLinear pair in one body
+              # converts a clamped integral float to u8 and back (integer_round_trips.py).
               # DIVIDE_BY_RECIPROCAL: a vector divide is far slower than a multiply (QuantizeLinear).
               # UNIT_STRIDE_GATHERS: LLVM's lowering of a gather needs a unit innermost stride.
               # TRANSPOSE_SHUFFLES: register-tile transposes as butterfly shuffles, before the
               # transfers are unrolled (MLIR's lowering moved them element by element).
-              ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (UNIT_STRIDE_GATHERS, DIVIDE_BY_RECIPROCAL,
-               TRANSPOSE_SHUFFLES,
+              ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (UNIT_STRIDE_GATHERS, FOLD_INTEGER_ROUND_TRIPS,
+               DIVIDE_BY_RECIPROCAL, TRANSPOSE_SHUFFLES,
                CANONICALIZE_UNIT_CONTRACTIONS,
                "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",

@@ -28,6 +28,8 @@ This pass decides how that product runs, once per matmul:
     window from the padded input itself (implicit GEMM, ``Window``): k runs over the taps,
     then over their channels, and the im2col copy (9 times the input for a 3x3 filter, in
     scalar loops: a sizeable share of an int8 ResNet-50, docs/performance.md) is gone.
+    Other channel counts (RGB's 3) get up to three more channels of zero weights, in the
+    input's padding copy (``widened_window``), and take the same kernel.
 
   The kernel reads its operands through the function's arguments, so the later passes
   that rewrite constant reads (blocked_constants.py) leave the packed layout alone.
@@ -202,6 +204,59 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
     """(padded NHWC input, its windows) when ``a`` is ``conv.integer_conv2d``'s im2col
     matrix: the (N*OH*OW, KH*KW*C) collapse of a copy generic reading
     ``x[n, oh * s0 + kh * d0, ow * s1 + kw * d1, c]``, with C a multiple of 4."""
+    windows = _im2col_source(a)
+    return windows if windows and windows[1].channels % GROUP == 0 else None
+
+
+def widened_window(a: ir.Value, b: np.ndarray) -> tuple[ir.Value, Window, np.ndarray] | None:
+    """(input, windows, filter) of an im2col matrix ``a`` whose channels are not a multiple
+    of 4 (a network's first layer on RGB: 3), made one: the padded NHWC input with up to
+    three more channels and ``b`` (KH*KW*C x N) with zero rows at their place, so that the
+    kernel reads the windows in place. Built at the insertion point; ``None`` when ``a`` is
+    no im2col matrix.
+
+    Why: im2col of C % 4 channels is a scalar byte copy of KH*KW times the input (ResNet-50's
+    7x7 stem: 1.8 MB a call, 0.4 ms of ~13, more than the stem's kernel), while the window
+    kernel needs each group of four k in one tap. The new channels' weights are zero, so
+    every sum is what it was whatever they hold; they hold the input's padding value, in
+    the same copy where the input is a ``tensor.pad`` of static amounts (the importer pads
+    a convolution's input so), else a new pad copies the (unpadded) input once. The
+    kernel's accumulator start (column sums of ``b``) is unchanged by zero rows."""
+    windows = _im2col_source(a)
+    if windows is None or windows[1].channels % GROUP == 0:
+        return None
+    source, window = windows
+    channels = window.channels
+    extra = -channels % GROUP
+    pad = defining_op(source)
+    fill = _constant_pad_value(pad) if pad is not None and pad.name == "tensor.pad" else None
+    if fill is not None:
+        low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+        high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
+        widened = core.pad_constant(pad.operands[0], low, [*high[:3], high[3] + extra], fill)
+    else:
+        widened = core.pad_constant(source, [0, 0, 0, 0], [0, 0, 0, extra], 0)
+    taps = window.kernel[0] * window.kernel[1]
+    filter_ = np.pad(b.reshape(taps, channels, b.shape[1]), [(0, 0), (0, extra), (0, 0)])
+    shape = (*window.input_shape[:3], channels + extra)
+    window = Window(shape, window.kernel, window.strides, window.dilations, window.out_h, window.out_w)
+    return widened, window, filter_.reshape(taps * (channels + extra), b.shape[1])
+
+
+def _constant_pad_value(pad: ir.Operation) -> int | None:
+    """The integer a ``tensor.pad`` of static amounts yields everywhere, else ``None``."""
+    if len(pad.operands) != 1:
+        return None
+    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    constant = defining_op(yielded)
+    if constant is None or constant.name != "arith.constant":
+        return None
+    value = constant.attributes["value"]
+    return ir.IntegerAttr(value).value if isinstance(value, ir.IntegerAttr) else None
+
+
+def _im2col_source(a: ir.Value) -> tuple[ir.Value, Window] | None:
+    """``im2col_window`` for any channel count."""
     collapse = defining_op(a)
     if collapse is None or collapse.name != "tensor.collapse_shape":
         return None
@@ -226,7 +281,7 @@ def im2col_window(a: ir.Value) -> tuple[ir.Value, Window] | None:
     height, width = forms[1], forms[2]
     if set(height) - {1, 3} or set(width) - {2, 4} or min(*height.values(), *width.values()) < 1:
         return None
-    if len(input_shape) != 4 or input_shape[0] != images or input_shape[3] != channels or channels % GROUP:
+    if len(input_shape) != 4 or input_shape[0] != images or input_shape[3] != channels:
         return None
     return source, Window(input_shape, (kh, kw), (height.get(1, 1), width.get(2, 1)),
                           (height.get(3, 1), width.get(4, 1)), out_h, out_w)
@@ -409,6 +464,12 @@ def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_uns
     n = b.shape[1]
     windows = im2col_window(a)
     source, window = windows if windows else (a, None)
+    if window is None:
+        with ir.InsertionPoint(op), op.location:
+            widened = widened_window(a, b)
+        if widened:
+            source, window, b = widened
+            k = window.depth
     default = KernelConfig.default(m, n, VPDPBUSD.lanes, threads)
     config = kernel_config(m, n, VPDPBUSD.lanes, threads, configs.get(kernel_name(m, n, k, a_unsigned, threads, window)))
     columns = config.vectors * VPDPBUSD.lanes
@@ -421,12 +482,16 @@ def _to_vnni_kernel(module: ir.Operation, op: ir.Operation, b: np.ndarray, a_uns
         call.attributes[KERNEL_ATTRIBUTE] = settings
     op.results[0].replace_all_uses_with(call.results[0])
     op.erase()
-    if window:  # the im2col copy, unless something else reads it
+    if window:  # the im2col copy (and a pad only it read), unless something else reads them
         collapse = defining_op(a)
         copy = defining_op(collapse.operands[0])
-        for dead in (collapse, copy):
-            if not list(dead.results[0].uses):
-                dead.erase()
+        image = defining_op(copy.operands[0])
+        for dead in (collapse, copy, image):
+            if dead is None or dead.name not in ("tensor.collapse_shape", "linalg.generic", "tensor.pad"):
+                break
+            if list(dead.results[0].uses):
+                break
+            dead.erase()
 
 
 def _to_widened_matmul(op: ir.Operation, a_unsigned: bool, b_unsigned: bool) -> None:

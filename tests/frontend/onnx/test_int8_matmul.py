@@ -221,6 +221,8 @@ CONVS = [  # (input shape, filter shape, attributes)
     ((1, 16, 7, 7), (24, 16, 1, 1), {"strides": [2, 2]}),
     ((1, 4, 11, 11), (6, 4, 3, 3), {"dilations": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((2, 8, 9, 8), (70, 8, 3, 3), {"pads": [1, 2, 0, 1], "strides": [2, 1]}),
+    ((1, 3, 8, 8), (5, 3, 2, 2), {"strides": [2, 2]}),  # odd channels, no spatial pad to widen
+    ((1, 3, 23, 23), (16, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),  # an RGB stem
 ]
 
 
@@ -233,9 +235,12 @@ def test_conv_integer_with_a_constant_filter_is_an_exact_int8_matmul(x_shape, w_
     compiled = compiled_against_reference(model, {"x": x})
     schedule = compiled.ir("schedule")
     assert ("tilecraft_int8_matmul" in schedule) == HOST_VNNI
-    # Channels a multiple of 4: the kernel reads the windows in place (no im2col copy).
-    windowed = x_shape[1] % 4 == 0 and (w_shape[2:] != (1, 1) or attributes.get("strides", [1, 1]) != [1, 1])
+    # A window (not a 1x1 stride-1 matmul of pixels): the kernel reads it in place, no im2col
+    # copy; channels not a multiple of 4 are widened with zero-weight channels first.
+    windowed = w_shape[2:] != (1, 1) or attributes.get("strides", [1, 1]) != [1, 1]
     assert ("_conv" in schedule) == (HOST_VNNI and windowed)
+    if HOST_VNNI and windowed and x_shape[1] % 4:
+        assert f"x{-(-x_shape[1] // 4) * 4}_k" in schedule  # the kernel's input: C rounded up to 4
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
@@ -285,6 +290,39 @@ def test_qdq_conv_becomes_an_integer_convolution(per_channel, bias):
     compiled = tilecraft.compile(model)
     np.testing.assert_allclose(compiled(x), expected, rtol=1e-5, atol=1e-5)
     assert ("tilecraft_int8_matmul" in compiled.ir("schedule")) == HOST_VNNI
+
+
+@pytest.mark.parametrize("indices", [False, True])
+@pytest.mark.parametrize("zero", [128, None])
+def test_max_pool_of_a_dequantized_tensor_pools_the_8_bit_values(indices, zero):
+    """MaxPool(DequantizeLinear(q)) pools q and dequantizes after (qdq.py): exact, padding
+    and the ceil-mode border window included; with the Indices output it stays float."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tilecraft.frontend.onnx.qdq import integer_qdq_matmuls
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "scale")]
+    if zero is not None:
+        inits.append(numpy_helper.from_array(np.array(zero, np.uint8), "zero"))
+    quant = ["x", "scale", *(["zero"] if zero is not None else [])]
+    outputs = ["y", "i"] if indices else ["y"]
+    nodes = [helper.make_node("QuantizeLinear", quant, ["q"]),
+             helper.make_node("DequantizeLinear", ["q", *quant[1:]], ["d"]),
+             helper.make_node("MaxPool", ["d"], outputs, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2],
+                              ceil_mode=1)]
+    graph = helper.make_graph(nodes, "qdq_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 6, 6]),
+                               *([helper.make_tensor_value_info("i", TensorProto.INT64, [1, 5, 6, 6])] if indices else [])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    pool = next(n for n in integer_qdq_matmuls(model).graph.node if n.op_type == "MaxPool")
+    assert (pool.input[0] == "q") == (not indices)
+    x = RNG.standard_normal((1, 5, 10, 10)).astype(np.float32) * 4
+    expected = reference_outputs(model, {"x": x})
+    got = tilecraft.compile(model)(x)
+    got = got if isinstance(got, (tuple, list)) else [got]
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(g), e)
 
 
 def test_a_package_for_a_vnni_cpu_requires_vnni_where_it_is_loaded():

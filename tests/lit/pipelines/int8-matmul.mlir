@@ -100,3 +100,52 @@ func.func @runtime_weights(%x: tensor<4x8xi8>, %w: tensor<8x16xi8>) -> tensor<4x
   } -> tensor<4x16xi32>
   return %y : tensor<4x16xi32>
 }
+
+// -----
+
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#window = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 + d3, d2 + d4, d5)>
+#rows = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>
+
+// A 3x3 convolution of 3 channels (RGB) as im2col + integer matmul: the kernel reads the
+// windows in place of the im2col copy on a fourth channel (zero weights), added to the
+// input's padding copy (same fill); K = 9 taps x 4 channels.
+// VNNI-LABEL: func.func @rgb_window
+// VNNI-NOT: linalg.generic
+// VNNI: %[[P:.*]] = tensor.pad %arg0 low[0, 1, 1, 0] high[0, 1, 1, 1]
+// VNNI: tensor.yield %{{.*}} : i8
+// VNNI-NOT: linalg.generic
+// VNNI: call @tilecraft_int8_matmul_16x5x36_u8_t2_conv1x6x6x4_k3x3_s1x1_d1x1(%[[P]], {{.*}}) {{.*}}: (tensor<1x6x6x4xi8>, tensor<1x9x64xi8>, tensor<16xi32>) -> tensor<16x5xi32>
+// VNNI-LABEL: func.func private @tilecraft_int8_matmul_16x5x36_u8_t2_conv1x6x6x4_k3x3_s1x1_d1x1
+// WIDE-LABEL: func.func @rgb_window
+// WIDE: linalg.matmul ins({{.*}} : tensor<16x27xi32>, tensor<27x5xi32>)
+func.func @rgb_window(%x: tensor<1x4x4x3xi8>) -> tensor<16x5xi32> {
+  %fill = arith.constant -128 : i8
+  %padded = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %fill : i8
+  } : tensor<1x4x4x3xi8> to tensor<1x6x6x3xi8>
+  %ce = tensor.empty() : tensor<1x4x4x3x3x3xi8>
+  %copy = linalg.generic {indexing_maps = [#window, #rows], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%padded : tensor<1x6x6x3xi8>) outs(%ce : tensor<1x4x4x3x3x3xi8>) {
+  ^bb0(%in: i8, %out: i8):
+    linalg.yield %in : i8
+  } -> tensor<1x4x4x3x3x3xi8>
+  %a = tensor.collapse_shape %copy [[0, 1, 2], [3, 4, 5]] : tensor<1x4x4x3x3x3xi8> into tensor<16x27xi8>
+  %zero = arith.constant 0 : i32
+  %w = arith.constant dense<3> : tensor<27x5xi8>
+  %e = tensor.empty() : tensor<16x5xi32>
+  %f = linalg.fill ins(%zero : i32) outs(%e : tensor<16x5xi32>) -> tensor<16x5xi32>
+  %y = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %w : tensor<16x27xi8>, tensor<27x5xi8>) outs(%f : tensor<16x5xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<16x5xi32>
+  return %y : tensor<16x5xi32>
+}
