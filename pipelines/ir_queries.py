@@ -91,6 +91,22 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return owner.operation if hasattr(owner, "operation") else owner
 
 
+def splat_float(value: ir.Value) -> float | None:
+    """The value of a float ``arith.constant`` that ``value`` is (a scalar or a splat
+    vector/tensor), else ``None``. Why here: the vector passes that fold by a constant
+    (vector_math.py's reciprocal of a divisor, integer_round_trips.py's clamp bounds) each
+    read it the same way."""
+    constant = defining_op(value)
+    if constant is None or constant.name != "arith.constant":
+        return None
+    attr = constant.attributes["value"]
+    if isinstance(attr, ir.DenseElementsAttr):
+        if not ir.DenseElementsAttr(attr).is_splat:
+            return None
+        attr = ir.DenseElementsAttr(attr).get_splat_value()
+    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else None
+
+
 def static_f32_tensors(values) -> bool:
     """Whether every value is a ranked tensor of static shape and f32 elements: the operands
     the graph rewrites that build their own loop structure (weight panels, Winograd) take."""

@@ -32,7 +32,7 @@ from typing import Mapping
 
 from mlir import ir
 
-from ..ir_queries import defining_op, replace_each
+from ..ir_queries import defining_op, replace_each, splat_float
 from ..passes import register_pass
 
 FOLD_INTEGER_ROUND_TRIPS = "tilecraft-fold-integer-round-trips"
@@ -46,21 +46,8 @@ def _element(value_type: ir.Type) -> ir.Type:
     return ir.ShapedType(value_type).element_type if isinstance(value_type, ir.ShapedType) else value_type
 
 
-def _constant_float(value: ir.Value) -> float | None:
-    """The value of a float ``arith.constant`` (scalar or splat), else ``None``."""
-    constant = defining_op(value)
-    if constant is None or constant.name != "arith.constant":
-        return None
-    attr = constant.attributes["value"]
-    if isinstance(attr, ir.DenseElementsAttr):
-        if not ir.DenseElementsAttr(attr).is_splat:
-            return None
-        attr = ir.DenseElementsAttr(attr).get_splat_value()
-    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else None
-
-
 def _integral_constant(value: ir.Value) -> float | None:
-    number = _constant_float(value)
+    number = splat_float(value)
     return number if number is not None and math.isfinite(number) and number == int(number) else None
 
 

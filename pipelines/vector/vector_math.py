@@ -41,7 +41,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ..ir_queries import defining_op, ops_where, replace_each
+from ..ir_queries import defining_op, ops_where, replace_each, splat_float
 from ..passes import register_pass
 
 APPROXIMATE_EXP = "tilecraft-approximate-exp"
@@ -189,17 +189,10 @@ def _reciprocal_of_constant(op: ir.Operation) -> tuple[np.ndarray, np.ndarray] |
     if isinstance(element, ir.VectorType):
         element = ir.VectorType(element).element_type
     dtype = _NUMPY_FLOATS.get(str(element))
-    constant = defining_op(op.operands[1])
-    if dtype is None or constant is None or constant.name != "arith.constant":
+    value = splat_float(op.operands[1])
+    if dtype is None or value is None:
         return None
-    attr = constant.attributes["value"]
-    if isinstance(attr, ir.DenseElementsAttr):
-        if not ir.DenseElementsAttr(attr).is_splat:
-            return None
-        attr = ir.DenseElementsAttr(attr).get_splat_value()
-    if not isinstance(attr, ir.FloatAttr):
-        return None
-    divisor = dtype(ir.FloatAttr(attr).value)
+    divisor = dtype(value)
     with np.errstate(all="ignore"):
         reciprocal = dtype(1) / divisor
     info = np.finfo(dtype)

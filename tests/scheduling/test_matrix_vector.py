@@ -6,7 +6,9 @@ against numpy (B an argument: the row-major form) and ONNX Gemms with constant, 
 transposed B against onnxruntime (the block-major form), on pinned targets, with any
 schedule failure (a fallback to scalar loops) an error."""
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ import mlir_text as mt
 import tilecraft
 from pinned_targets import AVX2, AVX512, needs_avx512_host
 from tilecraft.schedule.apply import plan_module
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import gemv as gemv_benchmark  # noqa: E402
 
 
 def _plan(text: str, vector_bits: int, threads: int = 1):
@@ -80,19 +85,9 @@ def test_odd_shapes_match_numpy(monkeypatch, rand, threads, n, k):
 
 
 def _gemm(k: int, n: int, trans_b: bool):
+    """benchmarks/gemv.py's one-node Gemm, checked."""
     onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(k * n)
-    weight = rng.standard_normal((n, k) if trans_b else (k, n), dtype=np.float32)
-    bias = rng.standard_normal(n, dtype=np.float32)
-    node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=int(trans_b))
-    graph = helper.make_graph(
-        [node], "gemv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])],
-        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = gemv_benchmark.gemm_model(k, n, trans_b)
     onnx.checker.check_model(model)
     return model
 
