@@ -21,7 +21,7 @@ from .vector.fast_math import FAST_MATH
 from .graph import graph_pass_elements
 from .offload import offload_element
 from .passes import positive_int_option, register_pipeline
-from .pipeline import Pipeline, Stage
+from .pipeline import Pipeline, Stage, with_pass_options
 from .stages import input_stage, lowering_stages, simplify_stage
 from .target import Target
 
@@ -129,8 +129,7 @@ def with_tuning_records(pipeline: Pipeline, records: "str | os.PathLike[str]", t
     passes = []
     for element in stage.passes:
         if element.startswith("tilecraft-schedule"):
-            element = (element[:-1] + f" {extra}}}" if element.endswith("}")
-                       else f"tilecraft-schedule{{{extra}}}")
+            element = with_pass_options(element, extra)
         passes.append(element)
     if passes == list(stage.passes):
         raise TuningError("tuning_records needs a pipeline whose schedule stage runs tilecraft-schedule")

@@ -81,6 +81,15 @@ def _element_name_and_options(element: str) -> tuple[str, str]:
     return name.strip(), rest[:-1] if brace else ""
 
 
+def with_pass_options(element: str, options: str) -> str:
+    """Pass element ``element`` (``pass`` or ``pass{a=1}``) with ``options`` (``b=2 c=3``)
+    appended to its options. Why one helper: the passes that take what a tuning run found
+    as options (``tilecraft-schedule``'s records, the kernel passes' configs) each spliced
+    the braces by hand."""
+    name, options_now = _element_name_and_options(element)
+    return f"{name}{{{options_now + ' ' if options_now else ''}{options}}}"
+
+
 def _python_pass_callback(
     tc_pass: TilecraftPass, options: dict[str, str], errors: list[BaseException]
 ) -> Callable[[ir.Operation, object], None]:

@@ -27,7 +27,7 @@ from mlir import ir
 from ..errors import KnobError, PipelineError
 from ..pipelines.cpu import with_tuning_records
 from ..pipelines.loop_nest import LoopNest
-from ..pipelines.pipeline import Pipeline
+from ..pipelines.pipeline import Pipeline, with_pass_options
 from ..pipelines.target import Target
 from ..pipelines.tensor.bf16_weights import BF16_WEIGHTS
 from ..pipelines.tensor.int8_matmul import INT8_MATMUL_PASS
@@ -119,13 +119,6 @@ def kernel_configs(best: Mapping[str, Record], target: "str | Target") -> dict[s
     return configs
 
 
-def _with_option(element: str, name: str, value: str) -> str:
-    """A pass element (``pass`` or ``pass{a=1}``) with option ``name=value`` added."""
-    if element.endswith("}"):
-        return f"{element[:-1]} {name}={value}}}"
-    return f"{element}{{{name}={value}}}"
-
-
 def with_kernel_configs(pipeline: Pipeline, configs: Mapping[str, Mapping[str, KernelConfig]]) -> Pipeline:
     """``pipeline`` whose kernel passes (``KERNEL_PASSES``) build their kernels with
     ``configs`` (per kind, by default kernel name); a pipeline without them, unchanged."""
@@ -134,7 +127,7 @@ def with_kernel_configs(pipeline: Pipeline, configs: Mapping[str, Mapping[str, K
             continue
         value = format_kernel_configs(dict(configs[kind]))
         for stage in pipeline.stages:
-            passes = [_with_option(p, CONFIGS_OPTION, value) if p.split("{")[0] == pass_name else p
+            passes = [with_pass_options(p, f"{CONFIGS_OPTION}={value}") if p.split("{")[0] == pass_name else p
                       for p in stage.passes]
             if passes != list(stage.passes):
                 pipeline = pipeline.replace(stage.name, passes)
