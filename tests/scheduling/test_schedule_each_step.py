@@ -9,33 +9,7 @@ import numpy as np
 import pytest
 
 import tilecraft.scheduling as tc
-
-
-
-def matmul():
-    A, B = tc.placeholder((64, 64), name="A"), tc.placeholder((64, 64), name="B")
-    k = tc.reduce_axis(64, "k")
-    return tc.compute((64, 64), lambda i, j: tc.sum(A[i, k] * B[k, j], axis=k), name="C")
-
-
-def chain():
-    """R = relu(X); C = R @ W; D = 2 * C + 1."""
-    X, W = tc.placeholder((64, 64), name="X"), tc.placeholder((64, 64), name="W")
-    R = tc.compute((64, 64), lambda i, j: tc.maximum(X[i, j], 0.0), name="R")
-    k = tc.reduce_axis(64, "k")
-    C = tc.compute((64, 64), lambda i, j: tc.sum(R[i, k] * W[k, j], axis=k), name="C")
-    D = tc.compute((64, 64), lambda i, j: C[i, j] * 2.0 + 1.0, name="D")
-    return [X, W, D]
-
-
-def check_matmul(sch, arrays):
-    a, b = arrays(64, 64), arrays(64, 64)
-    np.testing.assert_allclose(tc.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
-
-
-def check_chain(sch, arrays):
-    x, w = arrays(64, 64), arrays(64, 64)
-    np.testing.assert_allclose(tc.build(sch)(x, w), (np.maximum(x, 0) @ w) * 2 + 1, rtol=1e-4, atol=1e-4)
+from te_programs import chain, check_chain, check_matmul, matmul
 
 
 def _loops(sch, name="C"):
