@@ -33,6 +33,7 @@ for _path in (HERE, ONNX_HARNESS):
         sys.path.insert(0, _path)
 
 import opinfo_cases  # noqa: E402
+from onnx_conformance import expected as expectations  # noqa: E402
 
 EXPECTED_PATH = os.path.join(HERE, "expected_status.txt")
 DEFAULT_OUTPUT = os.path.join(REPO_ROOT, "build", "torch-opinfo", "results.json")
@@ -50,51 +51,18 @@ HEADER = """\
 
 
 def read_expected(path: str = EXPECTED_PATH) -> dict[str, str]:
-    expected: dict[str, str] = {}
-    with open(path) as stream:
-        for number, line in enumerate(stream, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split()
-            if len(parts) != 2 or parts[1] not in opinfo_cases.STATUSES:
-                raise ValueError(f"{path}:{number}: expected '<op> <status>', got {line!r}")
-            expected[parts[0]] = parts[1]
-    return expected
+    return expectations.read_expected(path, opinfo_cases.STATUSES)
 
 
 def write_expected(statuses: Mapping[str, str], path: str = EXPECTED_PATH) -> None:
-    with open(path, "w") as stream:
-        stream.write(HEADER.format(samples=CI_SAMPLES, statuses=", ".join(opinfo_cases.STATUSES)))
-        for name in sorted(statuses):
-            stream.write(f"{name} {statuses[name]}\n")
+    expectations.write_expected(statuses, path,
+                                HEADER.format(samples=CI_SAMPLES, statuses=", ".join(opinfo_cases.STATUSES)))
 
 
-def compare(expected: Mapping[str, str], actual: Mapping[str, str]) -> dict[str, list[str]]:
-    """Offending ops by kind: regressions, unexpected passes, added, removed."""
-    found: dict[str, list[str]] = defaultdict(list)
-    for name in sorted(set(expected) | set(actual)):
-        if name not in actual:
-            found["removed"].append(name)
-        elif name not in expected:
-            found["added"].append(name)
-        elif expected[name] == "pass" != actual[name]:
-            found["regressions"].append(name)
-        elif expected[name] != "pass" == actual[name]:
-            found["unexpected passes"].append(name)
-    return dict(found)
-
-
-def format_comparison(found: Mapping[str, list[str]], expected: Mapping[str, str],
-                      results: Mapping[str, Mapping[str, Any]]) -> str:
-    lines = []
-    for kind, names in found.items():
-        lines.append(f"{kind.upper()} ({len(names)}):")
-        for name in names:
-            record = results.get(name, {})
-            lines.append(f"  {name}: {expected.get(name, '(absent)')} -> {record.get('status', '(absent)')} "
-                         f"{record.get('message', '')}".rstrip())
-    return "\n".join(lines)
+# One comparison rule for both conformance suites (onnx_conformance/expected.py): regressions,
+# unexpected passes and a changed op set fail; a move between two failure kinds is reported.
+compare = expectations.compare
+format_comparison = expectations.format_comparison
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -225,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     actual = {name: record["status"] for name, record in results.items()}
     if args.check:
         expected = {n: s for n, s in read_expected().items() if n in actual or not args.filter}
-        found = compare(expected, actual)
-        print("\n" + (format_comparison(found, expected, results) or f"expected statuses: OK ({len(actual)} ops)"))
-        status = 1 if found else 0
+        comparison = compare(expected, actual)
+        print("\n" + (format_comparison(comparison, expected, results) or f"expected statuses: OK ({len(actual)} ops)"))
+        status = 0 if comparison.ok else 1
     if args.update_expected:
         merged = (read_expected() if os.path.exists(EXPECTED_PATH) and args.filter else {}) | actual
         write_expected(merged)
