@@ -4,6 +4,9 @@ model (MFCC frames -> bidirectional LSTM -> GRU -> per-frame classifier)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -13,6 +16,9 @@ from onnx.reference import ReferenceEvaluator
 
 import tilecraft
 from tilecraft.frontend.onnx import import_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from recurrent import speech_model  # noqa: E402  (the benchmark's model, checked here)
 
 RNG = np.random.default_rng(17)
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -110,30 +116,11 @@ def test_the_time_loop_is_a_loop_not_unrolled():
 
 
 def test_speech_style_model():
-    """40 frames of 13 MFCCs, batch 2 -> bidirectional LSTM(32) -> GRU(24) -> linear -> softmax."""
+    """40 frames of 13 MFCCs, batch 2 -> bidirectional LSTM(32) -> GRU(24) -> linear -> softmax
+    (benchmarks/recurrent.py's model), with the GRU's last state as a second output."""
     frames, batch, mfcc = 40, 2, 13
-    lstm = weights("LSTM", 2, 32, mfcc)
-    gru = weights("GRU", 1, 24, 64)
-    classifier = (RNG.standard_normal((24, 10)) * 0.2).astype(np.float32)
-    initializers = [onnx.numpy_helper.from_array(a, f"lstm_{n}") for n, a in lstm.items()]
-    initializers += [onnx.numpy_helper.from_array(a, f"gru_{n}") for n, a in gru.items()]
-    initializers += [onnx.numpy_helper.from_array(classifier, "fc"),
-                     onnx.numpy_helper.from_array(np.array([frames, batch, 64], np.int64), "merge")]
-    nodes = [
-        helper.make_node("LSTM", ["x", "lstm_W", "lstm_R", "lstm_B"], ["y1"], hidden_size=32, direction="bidirectional"),
-        helper.make_node("Transpose", ["y1"], ["y1t"], perm=[0, 2, 1, 3]),  # [T, B, 2, 32]
-        helper.make_node("Reshape", ["y1t", "merge"], ["y1m"]),
-        helper.make_node("GRU", ["y1m", "gru_W", "gru_R", "gru_B"], ["y2", "h2"], hidden_size=24),
-        helper.make_node("MatMul", ["y2", "fc"], ["logits"]),
-        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
-    ]
-    graph = helper.make_graph(
-        nodes, "speech", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [frames, batch, mfcc])],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("h2", TensorProto.FLOAT, None)],
-        initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model = speech_model(frames, batch, mfcc, seed=17)
+    model.graph.output.append(helper.make_tensor_value_info("h2", TensorProto.FLOAT, None))
     compare(model, {"x": RNG.standard_normal((frames, batch, mfcc)).astype(np.float32)})
 
 
