@@ -43,6 +43,7 @@ from ...pipelines.ir_queries import defined_functions, defining_op, ops_where
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
 from ...pipelines.stages import input_stage, simplify_stage
+from ...pipelines.tensor.loop_carried import LOOP_CARRIED_IN_PLACE
 from . import workspace
 
 C_OUT_PARAMS = "tilecraft-c-out-params"
@@ -642,10 +643,12 @@ def c_pipeline(*, opt_level: int = 0, openmp: bool = False) -> Pipeline:
         *((Stage("graph", tuple(graph_elements), "graph passes for opt_level"),) if graph_elements else ()),
         simplify_stage(runtime_checks=False),
         Stage("bufferize",
-              ("one-shot-bufferize{bufferize-function-boundaries "
+              (LOOP_CARRIED_IN_PLACE,
+               "one-shot-bufferize{bufferize-function-boundaries "
                "function-boundary-type-conversion=identity-layout-map}",
-               "canonicalize", C_OUT_PARAMS),
-              "tensors to buffers; results as output arguments"),
+               "canonicalize", "func.func(buffer-loop-hoisting)", C_OUT_PARAMS),
+              "a loop's carried tensors updated in their own buffers; tensors to buffers, those of "
+              "a loop's step allocated once outside it; results as output arguments"),
         Stage("loops",
               # scf.forall: the row bands of a grouped convolution (ir/conv.py) are built
               # as one; C runs them in order.

@@ -234,7 +234,7 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
             Stage("schedule", (gpu_schedule, "canonicalize"),
                   "GPU schedule: block/thread tiles, shared-memory staging, vectors"),
             Stage("bufferize",
-                  ("one-shot-bufferize{bufferize-function-boundaries "
+                  ("one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                    "function-boundary-type-conversion=identity-layout-map}",
                    "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref",
                    "canonicalize"),

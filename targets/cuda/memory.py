@@ -16,7 +16,12 @@ Inside each ``gpu.launch``, ``memref.alloc`` in ``#gpu.address_space<workgroup>`
 memory staged by the schedule) becomes a workgroup attribution of the launch, and other
 allocations (per-thread temporaries) become ``memref.alloca`` (registers / local memory).
 Host code that would still read or write a buffer raises :class:`GpuScheduleError`: the
-pointer is a device pointer there.
+pointer is a device pointer there. The one exception is the bookkeeping of MLIR's
+ownership-based deallocation (a loop that yields a fresh buffer each iteration, such as an
+LSTM's time loop, bufferizes with ``allow-return-allocs-from-loops``): small host arrays of
+pointers and ownership flags, filled with ``memref.store``, read by a private helper function
+that has no kernel. Such a buffer, which no kernel, copy or return ever reaches, stays in host
+memory (:func:`_host_only_allocations`), and so does the helper.
 """
 
 from __future__ import annotations
@@ -116,10 +121,39 @@ def _host_side_ops(func: ir.Operation) -> list[ir.Operation]:
     return ops
 
 
-def _move_host_buffers_to_device(func: ir.Operation) -> None:
+# Host ops through which a host-only buffer may flow: its views and metadata, scalar loads
+# and stores, its dealloc, and calls of kernel-free helper functions (the deallocation's).
+_HOST_ONLY_USES = _METADATA_OPS | frozenset({"memref.load", "memref.store", "memref.dealloc", "func.call"})
+
+
+def _host_only_allocations(host_ops: list[ir.Operation], helpers: set[str]) -> set[ir.Value]:
+    """The results of host ``memref.alloc``/``alloca`` ops that no kernel, copy, loop or return
+    reaches: every use, through views, is a scalar load or store, a dealloc, or an operand of a
+    call of one of ``helpers`` (functions without a kernel)."""
+
+    def host_only(value: ir.Value) -> bool:
+        for use in value.uses:
+            owner = use.owner if isinstance(use.owner, ir.Operation) else use.owner.operation
+            if owner.name not in _HOST_ONLY_USES or _inside_launch(owner):
+                return False
+            if owner.name == "func.call" and ir.FlatSymbolRefAttr(owner.attributes["callee"]).value not in helpers:
+                return False
+            if owner.name in _VIEW_OPS and not all(host_only(r) for r in owner.results if _is_memref(r)):
+                return False
+        return True
+
+    return {op.results[0] for op in host_ops
+            if op.name in ("memref.alloc", "memref.alloca") and host_only(op.results[0])}
+
+
+def _move_host_buffers_to_device(func: ir.Operation, helpers: set[str]) -> None:
     body = func.regions[0].blocks[0]
     host_ops = _host_side_ops(func)
+    host_roots = _host_only_allocations(host_ops, helpers)
     for op in host_ops:
+        scalar_access = op.name in ("memref.load", "memref.store")
+        if scalar_access and all(_root(v) in host_roots for v in op.operands if _is_memref(v)):
+            continue
         if (op.name in _TOUCHING_OPS and op.name != "memref.copy") or op.name.startswith(_TOUCHING_PREFIXES):
             raise GpuScheduleError(
                 f"{op.name} at {op.location} stays on the host but reads or writes a buffer "
@@ -146,7 +180,7 @@ def _move_host_buffers_to_device(func: ir.Operation) -> None:
             _replace_uses_except(result, device, _memcpy_after(device.owner))
             device_roots.add(device)
             copies_to_free.append(device)
-        elif op.name in ("memref.alloc", "memref.alloca"):
+        elif op.name in ("memref.alloc", "memref.alloca") and op.results[0] not in host_roots:
             memref_type = ir.MemRefType(op.results[0].type)
             with ir.InsertionPoint(op), op.location:
                 device = gpu.AllocOp(memref_type, None, [], list(op.operands), []).result
@@ -156,7 +190,12 @@ def _move_host_buffers_to_device(func: ir.Operation) -> None:
     for op in _host_side_ops(func):
         if op.name == "memref.dealloc":
             root = _root(op.operands[0])
-            if root not in device_roots:
+            defining = _defining_op(root)
+            if defining is not None and defining.name == "memref.extract_strided_metadata":
+                root = _root(defining.operands[0])  # the base buffer of a view: what it views
+            if root in host_roots:
+                continue
+            if root not in device_roots and not _loop_carried(root):
                 raise GpuScheduleError(f"memref.dealloc at {op.location} frees a buffer of unknown "
                                        "provenance on the host")
             with ir.InsertionPoint(op), op.location:
@@ -265,8 +304,50 @@ def gpu_host_memory_pass(module: ir.Operation, options: Mapping[str, str]) -> No
     module.walk(visit, ir.WalkOrder.PRE_ORDER)
     for launch in launches:
         _launch_buffers(launch)
+    # Private functions without a kernel are host helpers (the ownership-based deallocation's
+    # dealloc_helper): they work on host-only buffers and are left as they are.
+    helpers = {ir.StringAttr(f.attributes["sym_name"]).value for f in functions
+               if _is_private(f) and not _has_launch(f)}
     for func in functions:
-        _move_host_buffers_to_device(func)
+        if ir.StringAttr(func.attributes["sym_name"]).value not in helpers:
+            _move_host_buffers_to_device(func, helpers)
+
+
+def _is_private(func: ir.Operation) -> bool:
+    return "sym_visibility" in func.attributes and \
+        ir.StringAttr(func.attributes["sym_visibility"]).value == "private"
+
+
+def _has_launch(func: ir.Operation) -> bool:
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.launch":
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
+def _defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op whose result ``value`` is; None for a block argument."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner if isinstance(owner, ir.Operation) else owner.operation
+
+
+def _loop_carried(value: ir.Value) -> bool:
+    """Whether ``value`` is a buffer a loop carries or yields (what the ownership-based
+    deallocation frees after a loop that yields fresh buffers): the loop's buffers come from
+    allocations made device buffers above, so it is one too."""
+    op = _defining_op(value)
+    if op is None:
+        parent = value.owner.owner
+        return parent is not None and parent.name in ("scf.for", "scf.while")
+    return op.name in ("scf.for", "scf.while", "scf.if")
 
 
 # ---- accumulators in registers across a loop ----------------------------------------------

@@ -23,6 +23,8 @@ ort = pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no host C compiler")
 
 ROOT = Path(tilecraft.__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from recurrent import speech_model  # noqa: E402  (the benchmark's recurrent model)
 DIGITS = ROOT / "examples" / "digits_cnn.onnx"
 DIGITS_SHAPE = {"input": [1, 1, 16, 16]}
 
@@ -222,6 +224,20 @@ SMALL_MODELS = {
                [_vi("x", TensorProto.FLOAT, [5])], [_vi("w", TensorProto.FLOAT, [5])]),
         [_rng.random(5, dtype=np.float32) + 0.1]),
 }
+
+
+def test_recurrent_time_loops_keep_their_state_in_the_workspace():
+    """benchmarks/recurrent.py's speech model (bidirectional LSTM, GRU, classifier): each time
+    loop carries its state in one workspace buffer, updated in place after the step
+    (tilecraft-loop-carried-in-place), where bufferization had refused the fresh state each
+    step yields ('Yield operand #0 is not equivalent to the corresponding iter bbArg')."""
+    model = speech_model(frames=7, batch=2)
+    x = np.random.default_rng(5).standard_normal((7, 2, 13)).astype(np.float32)
+    compiled = tilecraft.compile(model, target="c")
+    assert "malloc(" not in compiled.sources["model.c"]
+    (got,) = compiled.run(x)
+    (want,) = reference(model, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_MODELS))

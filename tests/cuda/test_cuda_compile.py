@@ -3,6 +3,7 @@ errors. Execution on a GPU is in test_cuda_run.py (marked ``gpu``)."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -150,6 +151,58 @@ def test_padded_convolutions_in_a_row_stay_on_the_device(opt_level, tmp_path, rn
     x = rand((1, 8, 16, 16))
     expected = tilecraft.compile(model, target="llvm")(x)
     np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_recurrent_time_loop_keeps_its_bookkeeping_on_the_host(tmp_path, rng, rand):
+    """An LSTM's time loop yields a fresh state buffer each step: bufferization (with
+    ``allow-return-allocs-from-loops``) frees the loop's buffers through ownership flags and
+    pointer arrays that host code fills with memref.store and a private helper reads. Those
+    arrays stay in host memory; every buffer a kernel touches, the loop's included, is a
+    device buffer freed with gpu.dealloc (it was 'Yield operand #0 is not equivalent', then
+    'memref.store ... stays on the host')."""
+    hidden, inputs, steps = 8, 5, 6
+
+    def weights(name, shape):
+        values = ((rng.random(shape) - 0.5) * 0.8).astype(np.float32)
+        return helper.make_tensor(name, TensorProto.FLOAT, values.shape, values.ravel())
+
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "h"], hidden_size=hidden)]
+    model = onnx_model(nodes, [f32("x", [steps, 1, inputs])],
+                       [f32("y", [steps, 1, 1, hidden]), f32("h", [1, 1, hidden])],
+                       [weights("W", (1, 4 * hidden, inputs)), weights("R", (1, 4 * hidden, hidden)),
+                        weights("B", (1, 8 * hidden))])
+    module = tilecraft.compile(model, target="cuda -arch=sm_90")
+    check_ptxas(module, "sm_90", tmp_path)
+    mapped = module.ir("map")
+    assert "call @dealloc_helper" in mapped and "gpu.dealloc" in mapped
+    assert re.search(r"= memref\.alloc\(\) : memref<\d+xi1>", mapped)  # ownership flags, in host memory
+    assert not re.search(r"gpu\.alloc\s*\(\) : memref<\d+xi1>", mapped)
+    x = rand((steps, 1, inputs))
+    expected = tilecraft.compile(model, target="llvm")(x)
+    for got, want in zip(cpu_replay(module, model)(x), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_host_store_into_a_device_buffer_is_still_refused():
+    """The host-only exception covers bookkeeping buffers no kernel reaches, not a buffer a
+    kernel writes that host code then stores into."""
+    src = """
+    func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
+      %c0 = arith.constant 0 : index
+      %one = arith.constant 1.0 : f32
+      %empty = tensor.empty() : tensor<64xf32>
+      %y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                           iterator_types = ["parallel"]} ins(%x : tensor<64xf32>) outs(%empty : tensor<64xf32>) {
+        ^bb0(%in: f32, %out: f32):
+          %s = arith.addf %in, %one : f32
+          linalg.yield %s : f32
+      } -> tensor<64xf32>
+      %z = tensor.insert %one into %y[%c0] : tensor<64xf32>
+      return %z : tensor<64xf32>
+    }
+    """
+    with pytest.raises(GpuScheduleError, match="stays on the host"):
+        tilecraft.compile(src, target="cuda -arch=sm_80")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
