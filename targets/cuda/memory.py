@@ -32,7 +32,7 @@ from mlir import ir
 from mlir.dialects import gpu, memref
 
 from ...errors import GpuScheduleError
-from ...pipelines.ir_queries import identity_layout
+from ...pipelines.ir_queries import identity_layout, ops_where
 from ...pipelines.passes import register_pass
 
 # Host-side ops that only compute addresses or sizes: safe on device pointers.
@@ -319,16 +319,7 @@ def _is_private(func: ir.Operation) -> bool:
 
 
 def _has_launch(func: ir.Operation) -> bool:
-    found = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "gpu.launch":
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return bool(found)
+    return bool(ops_where(func, lambda op: op.name == "gpu.launch"))
 
 
 def _defining_op(value: ir.Value) -> ir.Operation | None:
