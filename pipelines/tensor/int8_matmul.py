@@ -74,6 +74,7 @@ from .register_tiles import (CONFIGS_OPTION, MATMUL_MAPS, DotInstruction, Kernel
                              call_dot_instructions, config_suffix, kernel_config, pack_k_groups,
                              parse_kernel_configs)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
+from .zero_channels import widened_channels
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
@@ -212,7 +213,8 @@ def widened_window(a: ir.Value, b: np.ndarray) -> tuple[ir.Value, Window, np.nda
     """(input, windows, filter) of an im2col matrix ``a`` whose channels are not a multiple
     of 4 (a network's first layer on RGB: 3), made one: the padded NHWC input with up to
     three more channels and ``b`` (KH*KW*C x N) with zero rows at their place, so that the
-    kernel reads the windows in place. Built at the insertion point; ``None`` when ``a`` is
+    kernel reads the windows in place (tensor/zero_channels.py's ``widened_channels``, which
+    widens bf16 kernels' inputs too). Built at the insertion point; ``None`` when ``a`` is
     no im2col matrix.
 
     Why: im2col of C % 4 channels is a scalar byte copy of KH*KW times the input (ResNet-50's
@@ -228,31 +230,12 @@ def widened_window(a: ir.Value, b: np.ndarray) -> tuple[ir.Value, Window, np.nda
     source, window = windows
     channels = window.channels
     extra = -channels % GROUP
-    pad = defining_op(source)
-    fill = _constant_pad_value(pad) if pad is not None and pad.name == "tensor.pad" else None
-    if fill is not None:
-        low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
-        high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
-        widened = core.pad_constant(pad.operands[0], low, [*high[:3], high[3] + extra], fill)
-    else:
-        widened = core.pad_constant(source, [0, 0, 0, 0], [0, 0, 0, extra], 0)
+    widened = widened_channels(source, GROUP)
     taps = window.kernel[0] * window.kernel[1]
     filter_ = np.pad(b.reshape(taps, channels, b.shape[1]), [(0, 0), (0, extra), (0, 0)])
     shape = (*window.input_shape[:3], channels + extra)
     window = Window(shape, window.kernel, window.strides, window.dilations, window.out_h, window.out_w)
     return widened, window, filter_.reshape(taps * (channels + extra), b.shape[1])
-
-
-def _constant_pad_value(pad: ir.Operation) -> int | None:
-    """The integer a ``tensor.pad`` of static amounts yields everywhere, else ``None``."""
-    if len(pad.operands) != 1:
-        return None
-    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    constant = defining_op(yielded)
-    if constant is None or constant.name != "arith.constant":
-        return None
-    value = constant.attributes["value"]
-    return ir.IntegerAttr(value).value if isinstance(value, ir.IntegerAttr) else None
 
 
 def _im2col_source(a: ir.Value) -> tuple[ir.Value, Window] | None:
