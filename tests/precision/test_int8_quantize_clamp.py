@@ -34,7 +34,8 @@ def test_quantize_linear_clamps_with_one_instruction_bounds(dtype, zero):
     assert "arith.maxnumf" in graph_ir and "arith.minnumf" in graph_ir
     assert "arith.maximumf" not in graph_ir and "arith.minimumf" not in graph_ir
     rng = np.random.default_rng(3)
-    x = np.concatenate([rng.uniform(-300, 300, 56), [-0.0, 0.0, -0.25, 0.25, 0.75, 1e9, -1e9, np.nan]]).astype(np.float32)
+    edges = [-0.0, 0.0, -0.25, 0.25, 0.75, 1e9, -1e9, np.nan]
+    x = np.concatenate([rng.uniform(-300, 300, 56), edges]).astype(np.float32)
     got = np.asarray(compiled(x=x))
     info = np.iinfo(dtype)
     expected = np.clip(np.rint(x[:-1] / np.float32(0.5)) + zero, info.min, info.max).astype(dtype)

@@ -43,7 +43,8 @@ def _bottleneck_tail(channels: int, mid: int, out: int, size: int, seed: int) ->
              helper.make_node("Add", ["c", "d"], ["s"]),
              helper.make_node("Relu", ["s"], ["y"])]
     outer = size // stride
-    graph = helper.make_graph(nodes, "tail", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+    graph = helper.make_graph(nodes, "tail",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, out, outer, outer])],
                               initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -71,7 +72,8 @@ def test_shortcut_products_stay_8_bit_and_match_onnxruntime(channels, mid, out, 
     simplified = tilecraft.compile(qdq, target=AVX512).ir("simplify")
     calls = re.findall(r"call @(tilecraft_int8_matmul_\w+)\(.*-> tensor<(\w+)>", simplified)
     assert len(calls) == 3, calls
-    assert all(name.rsplit("_", 1)[-1].startswith("epilogue") and not result.endswith("xi32") for name, result in calls), calls
+    assert all(name.rsplit("_", 1)[-1].startswith("epilogue") and not result.endswith("xi32")
+               for name, result in calls), calls
     shortcut = [line for line in simplified.splitlines() if "call @tilecraft_int8_matmul" in line
                 and re.search(rf"tensor<{(size // (2 - size % 2)) ** 2}x{out}xi8>,", line.split(":")[-1])]
     assert shortcut, "the shortcut's epilogue reads the other product as 8-bit values"
