@@ -15,7 +15,8 @@ channel, the same copy as before. Elsewhere a new pad copies the input once.
 
 Used by ``tilecraft-bf16-weights`` (tensor/bf16_weights.py) with kernels on, for the
 convolutions it is about to hand to a kernel: not a pass of its own, because in an f32 build
-the extra channel is only extra work.
+the extra channel is only extra work. The widening itself is tensor/zero_channels.py's, which
+the int8 window kernel uses too (channels to a multiple of 4).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mlir.dialects import linalg
 
 from ...ir import core
 from ..ir_queries import defining_op
+from ..tensor.zero_channels import widened_channels
 
 CONVOLUTION = "linalg.conv_2d_nhwc_hwcf"
 
@@ -54,35 +56,10 @@ def with_zero_channel(op: ir.Operation, weights: np.ndarray) -> tuple[ir.Operati
     and computing the same result; returns it and its filter's values. ``op`` itself is left
     in place: the caller replaces it (or erases the new one)."""
     with ir.InsertionPoint(op), op.location:
-        image = _padded_with_zero_channel(op.operands[0])
+        image = widened_channels(op.operands[0], 2)
         padded = np.pad(weights, [(0, 0), (0, 0), (0, 1), (0, 0)])
         attributes = {name: [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
                       for name in ("strides", "dilations") if name in op.attributes}
         result = linalg.conv_2d_nhwc_hwcf(image, core.constant(padded, name="even_filter"),
                                           outs=[op.operands[2]], **attributes)
     return defining_op(result), padded
-
-
-def _padded_with_zero_channel(image: ir.Value) -> ir.Value:
-    """``image`` (NHWC) with a zero channel after its last. When ``image`` is a zero
-    ``tensor.pad`` of static amounts, the pad of its source with that channel instead (one
-    copy, not two); the old pad goes when nothing else reads it."""
-    pad = defining_op(image)
-    if pad is not None and pad.name == "tensor.pad" and _zero_static_pad(pad):
-        low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
-        high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
-        return core.pad_constant(pad.operands[0], low, [*high[:3], high[3] + 1], 0.0)
-    return core.pad_constant(image, [0, 0, 0, 0], [0, 0, 0, 1], 0.0)
-
-
-def _zero_static_pad(pad: ir.Operation) -> bool:
-    """A ``tensor.pad`` of static amounts (no SSA low/high operands) yielding the constant 0.0."""
-    if len(pad.operands) != 1:
-        return False
-    block = pad.regions[0].blocks[0]
-    yielded = list(block.operations)[-1].operands[0]
-    constant = defining_op(yielded)
-    if constant is None or constant.name != "arith.constant":
-        return False
-    value = constant.attributes["value"]
-    return isinstance(value, ir.FloatAttr) and ir.FloatAttr(value).value == 0.0

@@ -41,7 +41,9 @@ This pass decides how that product runs, once per matmul:
   (``Epilogue``). The generic may see the product reshaped (M into N, H, W for a
   convolution; N into heads for attention): its operands are read as full (M x N),
   per-column or scalar. The i32 product, 4 bytes per output written and read back, is
-  never stored.
+  never stored. Where the generic adds another kernel's product, quantized first (a
+  projection shortcut in QDQ form), that product's quantization becomes its own kernel's
+  epilogue (``quantize_other_products``), so it too is stored in 8 bits, not as i32.
 * **Widened operands and ``linalg.matmul`` on i32** otherwise (no VNNI, an unsigned or
   run-time B, dynamic shapes): the form the default schedule vectorizes.
 
@@ -74,6 +76,7 @@ from .register_tiles import (CONFIGS_OPTION, MATMUL_MAPS, DotInstruction, Kernel
                              call_dot_instructions, config_suffix, kernel_config, pack_k_groups,
                              parse_kernel_configs)
 from .vector_bodies import clonable_body, define_vector_function, is_all_parallel, is_identity
+from .zero_channels import widened_channels
 
 INT8_MATMUL_PASS = "tilecraft-int8-matmul"
 KERNEL_PREFIX = "tilecraft_int8_matmul"
@@ -212,7 +215,8 @@ def widened_window(a: ir.Value, b: np.ndarray) -> tuple[ir.Value, Window, np.nda
     """(input, windows, filter) of an im2col matrix ``a`` whose channels are not a multiple
     of 4 (a network's first layer on RGB: 3), made one: the padded NHWC input with up to
     three more channels and ``b`` (KH*KW*C x N) with zero rows at their place, so that the
-    kernel reads the windows in place. Built at the insertion point; ``None`` when ``a`` is
+    kernel reads the windows in place (tensor/zero_channels.py's ``widened_channels``, which
+    widens bf16 kernels' inputs too). Built at the insertion point; ``None`` when ``a`` is
     no im2col matrix.
 
     Why: im2col of C % 4 channels is a scalar byte copy of KH*KW times the input (ResNet-50's
@@ -228,31 +232,12 @@ def widened_window(a: ir.Value, b: np.ndarray) -> tuple[ir.Value, Window, np.nda
     source, window = windows
     channels = window.channels
     extra = -channels % GROUP
-    pad = defining_op(source)
-    fill = _constant_pad_value(pad) if pad is not None and pad.name == "tensor.pad" else None
-    if fill is not None:
-        low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
-        high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
-        widened = core.pad_constant(pad.operands[0], low, [*high[:3], high[3] + extra], fill)
-    else:
-        widened = core.pad_constant(source, [0, 0, 0, 0], [0, 0, 0, extra], 0)
+    widened = widened_channels(source, GROUP)
     taps = window.kernel[0] * window.kernel[1]
     filter_ = np.pad(b.reshape(taps, channels, b.shape[1]), [(0, 0), (0, extra), (0, 0)])
     shape = (*window.input_shape[:3], channels + extra)
     window = Window(shape, window.kernel, window.strides, window.dilations, window.out_h, window.out_w)
     return widened, window, filter_.reshape(taps * (channels + extra), b.shape[1])
-
-
-def _constant_pad_value(pad: ir.Operation) -> int | None:
-    """The integer a ``tensor.pad`` of static amounts yields everywhere, else ``None``."""
-    if len(pad.operands) != 1:
-        return None
-    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    constant = defining_op(yielded)
-    if constant is None or constant.name != "arith.constant":
-        return None
-    value = constant.attributes["value"]
-    return ir.IntegerAttr(value).value if isinstance(value, ir.IntegerAttr) else None
 
 
 def _im2col_source(a: ir.Value) -> tuple[ir.Value, Window] | None:
@@ -864,6 +849,127 @@ def fuse_epilogue(module: ir.Operation, call: ir.Operation,
     call.erase()
 
 
+def _kernel_product(value: ir.Value) -> bool:
+    """``value`` is an int8 kernel call's i32 result, directly or through one
+    ``tensor.expand_shape``, read by nothing else."""
+    op = defining_op(value)
+    if op is not None and op.name == "tensor.expand_shape" and len(users(value)) == 1:
+        value, op = op.operands[0], defining_op(op.operands[0])
+    return (op is not None and op.name == "func.call" and KERNEL_ATTRIBUTE in op.attributes
+            and len(users(value)) == 1)
+
+
+def _quantized_slice(generic: ir.Operation, index: int) -> tuple[list[ir.Operation], ir.Value] | None:
+    """(ops, value) where the generic's body turns its input ``index`` into an 8-bit integer
+    ``value`` by ``ops`` (in body order, ``value``'s the last) that read no other full-size
+    input and that nothing else reads: QuantizeLinear of a product, as the QDQ form writes
+    it before an ``Add``. ``None`` when there is no such value."""
+    block = generic.regions[0].blocks[0]
+    argument = block.arguments[index]
+    body = [op.operation for op in block.operations][:-1]
+    rank = ir.RankedTensorType(generic.results[0].type).rank
+    full = {i for i, m in enumerate(indexing_maps(generic)[:-1]) if len(m.results) == rank and i != index}
+    for candidate in body:
+        result_type = candidate.results[0].type if len(candidate.results) == 1 else None
+        if not (isinstance(result_type, ir.IntegerType) and ir.IntegerType(result_type).width == 8):
+            continue
+        inside = [candidate]  # its backward slice within the body, in reverse body order
+        for op in reversed(body[:body.index(candidate)]):
+            if any(user in inside for result in op.results for user in users(result)):
+                inside.append(op)
+        ops = inside[::-1]
+        read = {operand.arg_number for op in ops for operand in op.operands
+                if isinstance(operand, ir.BlockArgument) and operand.owner == block}
+        if index not in read or read & full or len(block.arguments) - 1 in read:
+            continue
+        if not all(user in ops for user in users(argument)):
+            continue
+        if all(user in ops for op in ops[:-1] for result in op.results for user in users(result)):
+            return ops, candidate.results[0]
+    return None
+
+
+def quantize_other_products(generic: ir.Operation, position: int) -> bool:
+    """Give each other int8 kernel product that ``generic`` reads besides its accumulator
+    (input ``position``) a generic of its own that quantizes it to 8 bits, where the body
+    does so (``_quantized_slice``), and read that instead.
+
+    Why: a bottleneck block's projection shortcut adds two products, the last 1x1
+    convolution's and the downsample's, each quantized first (the QDQ form). Elementwise
+    fusion makes that one generic; one product becomes the kernel's accumulator and the
+    other was stored as i32 and read back (ResNet-50's first stage: 3136 x 256 x 4 bytes
+    each way). Quantized in a generic of its own, it becomes its own kernel's epilogue,
+    which stores 8 bits, and the shortcut's epilogue reads a quarter of the bytes. Exact:
+    the same ops on the same values, in two functions instead of one.
+
+    True when it moved any: then the inputs that only the moved ops read (the product's
+    scales) are dropped, which replaces ``generic``, so look the consumer up again."""
+    block = generic.regions[0].blocks[0]
+    maps = indexing_maps(generic)
+    rank = ir.RankedTensorType(generic.results[0].type).rank
+    inputs = list(generic.operands)[:-1]
+    i8 = ir.IntegerType.get_signless(8)
+    moved = False
+    for index, value in enumerate(inputs):
+        if index == position or not is_identity(maps[index]) or not _kernel_product(value):
+            continue
+        found = _quantized_slice(generic, index)
+        if found is None:
+            continue
+        ops, quantized = found
+        read = sorted({operand.arg_number for op in ops for operand in op.operands
+                       if isinstance(operand, ir.BlockArgument) and operand.owner == block} - {index})
+        with ir.InsertionPoint(generic), generic.location:
+            init = core.empty(ir.RankedTensorType(value.type).shape, i8)
+            own = linalg.GenericOp(
+                [init.type], [value, *(inputs[i] for i in read)], [init],
+                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (maps[index], *(maps[i] for i in read),
+                                                                     ir.AffineMap.get_identity(rank))]),
+                generic.attributes["iterator_types"])
+            own_block = own.regions[0].blocks.append(*(block.arguments[i].type for i in (index, *read)), i8)
+        renamed = list(zip([block.arguments[i] for i in (index, *read)], own_block.arguments))
+        with ir.InsertionPoint(own_block), generic.location:
+            for op in ops:
+                clone = op.clone()
+                for number, operand in enumerate(clone.operands):
+                    new = next((n for old, n in renamed if old == operand), None)
+                    if new is not None:
+                        clone.operands[number] = new
+                renamed.extend(zip(op.results, clone.results))
+            linalg.YieldOp([next(n for old, n in renamed if old == quantized)])
+        block.arguments[index].set_type(i8)
+        quantized.replace_all_uses_with(block.arguments[index])
+        for op in reversed(ops):
+            op.erase()
+        generic.operands[index] = own.results[0]
+        moved = True
+    if moved:
+        _drop_unread_inputs(generic)
+    return moved
+
+
+def _drop_unread_inputs(generic: ir.Operation) -> None:
+    """Replace ``generic`` by a generic like it without the inputs its body does not read
+    (its body moved over), if it has any."""
+    block = generic.regions[0].blocks[0]
+    inputs = list(generic.operands)[:-1]
+    kept = [i for i in range(len(inputs)) if list(block.arguments[i].uses)]
+    if len(kept) == len(inputs):
+        return
+    maps = indexing_maps(generic)
+    with ir.InsertionPoint(generic), generic.location:
+        new = linalg.GenericOp(
+            [generic.results[0].type], [inputs[i] for i in kept], [generic.operands[-1]],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(maps[i]) for i in (*kept, len(inputs))]),
+            generic.attributes["iterator_types"])
+    for i in reversed(range(len(inputs))):
+        if i not in kept:
+            block.erase_argument(i)
+    block.append_to(new.regions[0])
+    generic.results[0].replace_all_uses_with(new.results[0])
+    generic.erase()
+
+
 @register_pass(
     INT8_EPILOGUE_PASS,
     "An elementwise linalg.generic consuming an int8 kernel's i32 result (requantization: "
@@ -879,6 +985,8 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
         calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
             consumer = elementwise_consumer(call)
+            if consumer is not None and quantize_other_products(consumer[0], consumer[2]):
+                consumer = elementwise_consumer(call)
             if consumer is not None:
                 _fuse_epilogue(module, call, *consumer)
     erase_uncalled_kernels(module, KERNEL_PREFIX)

@@ -91,9 +91,15 @@ def _integer_range(dtype: np.dtype) -> tuple[int, int]:
 
 
 def _saturate_to_integer(value: ir.Value, dtype: np.dtype) -> ir.Value:
-    """A float already rounded to an integer value, clamped to ``dtype``'s range and converted."""
+    """A float already rounded to an integer value, clamped to ``dtype``'s range and converted.
+
+    ``maxnumf``/``minnumf`` against the constant bounds, as DynamicQuantizeLinear's clamp: each
+    is one ``vmaxps``/``vminps`` on x86, where ``maximumf``/``minimumf`` take six, and an int8
+    kernel's requantizing epilogue clamps once or twice per 16 outputs (docs/performance.md).
+    The integer is the same for every number (a ``-0.0`` the bound may keep converts to 0);
+    a NaN becomes the low bound instead of going through an undefined conversion."""
     low, high = _integer_range(dtype)
-    clamped = arith.minimumf(arith.maximumf(value, ew.like(float(low), value)), ew.like(float(high), value))
+    clamped = arith.minnumf(arith.maxnumf(value, ew.like(float(low), value)), ew.like(float(high), value))
     return ew.cast_dtypes(clamped, _numpy_of(clamped.type), dtype, core.element_type(dtype), saturate=True)
 
 

@@ -160,3 +160,120 @@ func.func @heads(%x: tensor<6x8xi8>) -> tensor<6x2x32xf32> {
   } -> tensor<6x2x32xf32>
   return %r : tensor<6x2x32xf32>
 }
+
+// -----
+
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Two products added, each quantized to 8 bits first (a projection shortcut's Add in QDQ
+// form): the second is quantized by a generic of its own, which becomes its kernel's
+// epilogue (an 8-bit result, no i32 stored); the first kernel's epilogue reads those bytes,
+// and no longer the second's column scale. A third product read as i32 (no 8-bit value in
+// between) stays an i32 operand.
+// CHECK-LABEL: func.func @shortcut
+// CHECK-NOT: linalg.generic
+// CHECK: %[[SIDE:.*]] = call @tilecraft_int8_matmul_6x64x8_u8_t1_epilogue{{.}}(%arg1, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<6x8xi8>, tensor<1x2x256xi8>, tensor<64xi32>, tensor<64xf32>) -> tensor<6x64xi8>
+// CHECK: call @tilecraft_int8_matmul_6x64x8_u8_t1_epilogue{{.}}(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SIDE]]) : (tensor<6x8xi8>, tensor<1x2x256xi8>, tensor<64xi32>, tensor<64xf32>, tensor<6x64xi8>) -> tensor<6x64xi8>
+// CHECK-LABEL: func.func @unquantized
+// CHECK: %[[P:.*]] = call @tilecraft_int8_matmul_6x64x8_u8_t1({{.*}}) {{.*}} -> tensor<6x64xi32>
+// CHECK: call @tilecraft_int8_matmul_6x64x8_u8_t1_epilogue{{.}}(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[P]]) : {{.*}}tensor<6x64xi32>) -> tensor<6x64xi8>
+func.func @shortcut(%x: tensor<6x8xi8>, %side: tensor<6x8xi8>) -> tensor<6x64xi8> {
+  %zero = arith.constant 0 : i32
+  %half = arith.constant 0.5 : f32
+  %low = arith.constant 0.0 : f32
+  %high = arith.constant 255.0 : f32
+  %w = arith.constant dense<3> : tensor<8x64xi8>
+  %v = arith.constant dense<-2> : tensor<8x64xi8>
+  %scale = arith.constant dense<0.25> : tensor<64xf32>
+  %side_scale = arith.constant dense<0.125> : tensor<64xf32>
+  %e = tensor.empty() : tensor<6x64xi32>
+  %f = linalg.fill ins(%zero : i32) outs(%e : tensor<6x64xi32>) -> tensor<6x64xi32>
+  %y = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<6x8xi8>, tensor<8x64xi8>) outs(%f : tensor<6x64xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<6x64xi32>
+  %z = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%side, %v : tensor<6x8xi8>, tensor<8x64xi8>) outs(%f : tensor<6x64xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<6x64xi32>
+  %o = tensor.empty() : tensor<6x64xi8>
+  %sum = linalg.generic {indexing_maps = [#id, #col, #id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %scale, %z, %side_scale : tensor<6x64xi32>, tensor<64xf32>, tensor<6x64xi32>, tensor<64xf32>)
+      outs(%o : tensor<6x64xi8>) {
+  ^bb0(%acc: i32, %cs: f32, %other: i32, %ss: f32, %out: i8):
+    %a = arith.sitofp %acc : i32 to f32
+    %b = arith.mulf %a, %cs : f32
+    %sa = arith.sitofp %other : i32 to f32
+    %sb = arith.mulf %sa, %ss : f32
+    %sr = math.roundeven %sb : f32
+    %sc = arith.maximumf %sr, %low : f32
+    %sd = arith.minimumf %sc, %high : f32
+    %si = arith.fptosi %sd : f32 to i32
+    %st = arith.trunci %si : i32 to i8
+    %sf = arith.uitofp %st : i8 to f32
+    %c = arith.addf %b, %sf : f32
+    %d = arith.divf %c, %half : f32
+    %n = math.roundeven %d : f32
+    %i = arith.fptosi %n : f32 to i32
+    %t = arith.trunci %i : i32 to i8
+    linalg.yield %t : i8
+  } -> tensor<6x64xi8>
+  return %sum : tensor<6x64xi8>
+}
+
+func.func @unquantized(%x: tensor<6x8xi8>, %side: tensor<6x8xi8>) -> tensor<6x64xi8> {
+  %zero = arith.constant 0 : i32
+  %half = arith.constant 0.5 : f32
+  %w = arith.constant dense<3> : tensor<8x64xi8>
+  %v = arith.constant dense<-2> : tensor<8x64xi8>
+  %scale = arith.constant dense<0.25> : tensor<64xf32>
+  %e = tensor.empty() : tensor<6x64xi32>
+  %f = linalg.fill ins(%zero : i32) outs(%e : tensor<6x64xi32>) -> tensor<6x64xi32>
+  %y = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<6x8xi8>, tensor<8x64xi8>) outs(%f : tensor<6x64xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<6x64xi32>
+  %z = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%side, %v : tensor<6x8xi8>, tensor<8x64xi8>) outs(%f : tensor<6x64xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<6x64xi32>
+  %o = tensor.empty() : tensor<6x64xi8>
+  %sum = linalg.generic {indexing_maps = [#id, #col, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %scale, %z : tensor<6x64xi32>, tensor<64xf32>, tensor<6x64xi32>) outs(%o : tensor<6x64xi8>) {
+  ^bb0(%acc: i32, %cs: f32, %other: i32, %out: i8):
+    %a = arith.sitofp %acc : i32 to f32
+    %b = arith.mulf %a, %cs : f32
+    %sa = arith.sitofp %other : i32 to f32
+    %c = arith.addf %b, %sa : f32
+    %d = arith.divf %c, %half : f32
+    %n = math.roundeven %d : f32
+    %i = arith.fptosi %n : f32 to i32
+    %t = arith.trunci %i : i32 to i8
+    linalg.yield %t : i8
+  } -> tensor<6x64xi8>
+  return %sum : tensor<6x64xi8>
+}
