@@ -47,6 +47,9 @@ class CompiledTorchModule:
         leaves = self._in_spec.num_leaves if self._in_spec is not None else -1
         self._positional = leaves if leaves >= 0 and (
             self._in_spec == pytree.tree_flatten((tuple(range(leaves)), {}))[1]) else -1
+        outputs = self._out_spec.num_leaves if self._out_spec is not None else 0
+        self._outputs_flat = self._out_spec is not None and (self._out_spec.is_leaf() or (
+            self._out_spec == pytree.tree_flatten(tuple(range(outputs)))[1]))
         # the module's buffers the program writes: arguments after the user inputs
         self._state = [_buffer(program, spec.target) for spec in state_inputs(program)]
         # where each written value goes: a user input's position, or a buffer tensor
@@ -93,8 +96,8 @@ class CompiledTorchModule:
                     target.copy_(value)
         if self._out_spec is None:
             return tensors
-        if self._out_spec.is_leaf():
-            return tensors[0]
+        if self._outputs_flat:  # a tensor, or a tuple of tensors: no pytree walk
+            return tensors[0] if self._out_spec.is_leaf() else tuple(tensors)
         return pytree.tree_unflatten(tensors, self._out_spec)
 
     def export_library(self, path: "str | os.PathLike[str]") -> Path:

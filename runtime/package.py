@@ -407,6 +407,8 @@ class Package:
         return [spec.name for spec in self.signature.arguments]
 
     def __call__(self, *args: Any, **kwargs: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
+        if not self._check_table:  # nothing to take after the call: one Python frame fewer
+            return self._frame.call(self._entry, args, kwargs)
         return self._call(self._entry, args, kwargs)
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
