@@ -223,9 +223,9 @@ class CallFrame:
         else:
             try:
                 self.signature.check_output_memory()
-                for plan_ in self._results:  # null until written: an early return adopts nothing
-                    buffer[plan_.word] = 0
-                    buffer[plan_.word + 1] = 0
+                for result in self._results:  # null until written: an early return adopts nothing
+                    buffer[result.word] = 0
+                    buffer[result.word + 1] = 0
                 entry(*frame.arguments)
                 return self._adopt(buffer, addresses)
             finally:
