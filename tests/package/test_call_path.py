@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import tilecraft  # noqa: E402
 from tilecraft.errors import ArgumentTypeError, ArgumentValueError, ResourceLimitError  # noqa: E402
@@ -122,6 +122,30 @@ def test_one_buffer_returned_twice_is_owned_once(packages):
         np.testing.assert_array_equal(s, a + b)
         np.testing.assert_array_equal(t, a + b)
         assert not np.shares_memory(s, t)
+
+
+def test_results_that_are_an_input_or_a_constant_are_the_caller_s_own(tmp_path):
+    """An Identity of the input and one of a weight, beside a sum: each result a fresh
+    array the caller may write, on the reused frames of the package and of the JIT."""
+    table = np.arange(16, dtype=np.float32).reshape(SHAPE)
+    nodes = [helper.make_node("Identity", ["x"], ["same"]), helper.make_node("Identity", ["c"], ["const"]),
+             helper.make_node("Add", ["x", "c"], ["sum"])]
+    graph = helper.make_graph(
+        nodes, "aliases", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, SHAPE) for n in ("same", "const", "sum")],
+        [numpy_helper.from_array(table, "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    tilecraft.compile(tilecraft.load(model), package_path=tmp_path / "aliases.tar")
+    x = _inputs(1)[0]
+    for module in (tilecraft.runtime.load(tmp_path / "aliases.tar"), tilecraft.compile(tilecraft.load(model))):
+        for _ in range(20):
+            same, const, total = module(x)
+            assert not np.shares_memory(same, x)
+            np.testing.assert_array_equal(same, x)
+            np.testing.assert_array_equal(const, table)
+            np.testing.assert_array_equal(total, x + table)
+            same += 1  # written by the caller: the next call's results are unchanged
+            const += 1
 
 
 @pytest.mark.parametrize("name", ["add", "jit"])
