@@ -50,8 +50,9 @@ three; each runner's timed calls follow one untimed call of its own, see ``alter
 outputs checked against onnxruntime's (rtol 1e-3, atol 1e-3 of the output's largest
 magnitude, as benchmarks/onnx_models.py does).
 
-Also printed: the per-call overhead of the Python entry on a one-Add model of four floats
-(argument checks, descriptors, output allocation: there is no work to hide it), numpy's
+Also printed: the per-call overhead of the Python entry on a one-Add model of [1, 16] floats
+(argument checks, descriptors, output allocation: there is no work to hide it; measured by
+benchmarks/call_overhead.py), numpy's
 1024^3 float32 GEMM (the OpenBLAS anchor; run through ``make bench``, which unsets
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE), and for the models in ``--kernels`` the heaviest
 kernels of tilecraft's profile (``compile(package_path=, profile=True)``, the
@@ -496,17 +497,6 @@ def embedding(tokens: int = 64, vocab: int = 8192, width: int = 256, hidden: int
     return Case("embedding", model, {"ids": rng.integers(0, vocab, tokens).astype(np.int64)})
 
 
-def tiny_add() -> onnx.ModelProto:
-    """One Add of four floats: what a call costs when the kernel costs nothing."""
-    spec = [4]
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["a", "b"], ["y"], name="add")], "tiny_add",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("a", "b")],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, spec)],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 # ---- measuring ----------------------------------------------------------------------------
 
 class PeakRss:
@@ -941,16 +931,16 @@ CASES: dict[str, Callable[[argparse.Namespace], Case]] = {
 DEFAULT_MODELS = ("resnet50", "bert", "mobilenetv2", "digits", "resnet50_b8")
 
 
-def call_overhead(ort: Any, repeat: int) -> str:
-    model = tiny_add()
-    compiled = tilecraft.compile(model, keep_ir=False)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    a, b = np.ones(4, np.float32), np.ones(4, np.float32)
-    feeds = {"a": a, "b": b}
-    medians = alternating({"tilecraft": lambda: compiled(a, b),
-                           "onnxruntime": lambda: session.run(None, feeds)}, repeat)
-    return (f"per-call overhead (one Add of 4 floats, median): tilecraft {medians['tilecraft'] * 1e6:.1f} us, "
-            f"onnxruntime {medians['onnxruntime'] * 1e6:.1f} us")
+def call_overhead(repeat: int) -> str:
+    """The per-call line: benchmarks/call_overhead.py's one-Add model in CPU time, blocks
+    alternating (that script prints the whole table: 8 inputs and 4 outputs, io binding)."""
+    import call_overhead as calls  # noqa: PLC0415 - beside this file
+
+    figures = calls.onnx_runners("add", 2000, max(repeat, 3))
+    medians = {name: statistics.median(values) for name, values in figures.items()}
+    return (f"per-call overhead (one Add of [1, 16] floats, CPU median): tilecraft package "
+            f"{medians['package(*arrays)']:.1f} us, CompiledModule {medians['CompiledModule(*arrays)']:.1f} us, "
+            f"onnxruntime {medians['ort run']:.1f} us")
 
 
 def checks_overhead(repeat: int) -> str:
@@ -1020,7 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tilecraft target llvm ({threads} thread(s)); onnxruntime {ort.__version__} "
           f"(CPUExecutionProvider); PyTorch {torch_version} eager; median of {args.repeat} alternating rounds")
     print(f"numpy 1024^3 float32 GEMM: {anchor:.1f} GFLOPS")
-    print(call_overhead(ort, args.repeat))
+    print(call_overhead(args.repeat))
     if args.checks_cost:
         print(checks_overhead(args.repeat))
     print()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -41,6 +41,15 @@ class CompiledTorchModule:
         self.program = program
         self._in_spec = program.call_spec.in_spec
         self._out_spec = program.call_spec.out_spec
+        # How many positional tensors a call flattens to itself: a call of that many plain
+        # tensors, no keywords, skips pytree's flattening (most of a small call's cost), as
+        # it would produce these leaves and the example's structure (-1: never).
+        leaves = self._in_spec.num_leaves if self._in_spec is not None else -1
+        self._positional = leaves if leaves >= 0 and (
+            self._in_spec == pytree.tree_flatten((tuple(range(leaves)), {}))[1]) else -1
+        outputs = self._out_spec.num_leaves if self._out_spec is not None else 0
+        self._outputs_flat = self._out_spec is not None and (self._out_spec.is_leaf() or (
+            self._out_spec == pytree.tree_flatten(tuple(range(outputs)))[1]))
         # the module's buffers the program writes: arguments after the user inputs
         self._state = [_buffer(program, spec.target) for spec in state_inputs(program)]
         # where each written value goes: a user input's position, or a buffer tensor
@@ -65,17 +74,14 @@ class CompiledTorchModule:
         return self.compiled.ir(stage)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        flat, spec = pytree.tree_flatten((args, kwargs))
-        if self._in_spec is not None and spec != self._in_spec:
-            raise ArgumentValueError(
-                f"the call's arguments are structured as {spec}, the example inputs as {self._in_spec}")
-        arrays = []
-        for position, value in enumerate(flat):
-            if not isinstance(value, torch.Tensor):
-                raise ArgumentTypeError(f"argument {position} is a {type(value).__name__}, not a torch.Tensor")
-            if value.device.type != "cpu":
-                raise ArgumentTypeError(f"argument {position} is on {value.device}; compiled code runs on the CPU")
-            arrays.append(tensor_view(value.detach().resolve_conj().resolve_neg()))
+        if not kwargs and len(args) == self._positional and all(type(value) is torch.Tensor for value in args):
+            flat: Sequence[Any] = args  # plain tensors in the example's order: their own flattening
+        else:
+            flat, spec = pytree.tree_flatten((args, kwargs))
+            if self._in_spec is not None and spec != self._in_spec:
+                raise ArgumentValueError(
+                    f"the call's arguments are structured as {spec}, the example inputs as {self._in_spec}")
+        arrays = [_array_view(position, value) for position, value in enumerate(flat)]
         arrays += [tensor_view(buffer.detach()) for buffer in self._state]
         results = self.compiled(*arrays)
         results = results if isinstance(results, tuple) else (results,)
@@ -88,7 +94,11 @@ class CompiledTorchModule:
                     if target.shape != value.shape:  # resize_: eager reshapes the caller's tensor
                         target.resize_(value.shape)
                     target.copy_(value)
-        return pytree.tree_unflatten(tensors, self._out_spec) if self._out_spec is not None else tensors
+        if self._out_spec is None:
+            return tensors
+        if self._outputs_flat:  # a tensor, or a tuple of tensors: no pytree walk
+            return tensors[0] if self._out_spec.is_leaf() else tuple(tensors)
+        return pytree.tree_unflatten(tensors, self._out_spec)
 
     def export_library(self, path: "str | os.PathLike[str]") -> Path:
         """Write the compiled program as a package (``CompiledModule.export_library``); the
@@ -103,6 +113,24 @@ class CompiledTorchModule:
 
     def __repr__(self) -> str:
         return f"<CompiledTorchModule {self.compiled.signature}>"
+
+
+def _array_view(position: int, value: Any) -> Any:
+    """A numpy view of argument ``value`` (its memory, read only by the compiled code);
+    :class:`ArgumentTypeError` for anything but a CPU tensor. Detached and with a pending
+    conjugate or negation resolved only when it has one (each of those calls costs as much
+    as the view itself)."""
+    if not isinstance(value, torch.Tensor):
+        raise ArgumentTypeError(f"argument {position} is a {type(value).__name__}, not a torch.Tensor")
+    if not value.is_cpu:
+        raise ArgumentTypeError(f"argument {position} is on {value.device}; compiled code runs on the CPU")
+    if value.requires_grad:
+        value = value.detach()
+    if value.is_conj():
+        value = value.resolve_conj()
+    if value.is_neg():
+        value = value.resolve_neg()
+    return tensor_view(value)
 
 
 def _buffer(program: ExportedProgram, name: str) -> torch.Tensor:

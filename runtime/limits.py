@@ -49,8 +49,22 @@ def parse_size(text: str, name: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
+def _environment(name: str) -> str:
+    """``os.environ.get(name, "")``. Why not that: for an absent name ``os.environ`` raises
+    and catches a ``KeyError``, and :func:`memory_budget` is read on every call of a
+    compiled model (on a small model that was a sixth of the call, docs/performance.md).
+    On POSIX CPython ``os.environ`` keeps its entries in ``_data``, keyed by the
+    file-system encoding of the name (what ``os.fsencode`` gives), and every write to
+    ``os.environ`` goes through it; elsewhere the plain lookup."""
+    data = getattr(os.environ, "_data", None)
+    if os.name == "posix" and type(data) is dict:
+        value = data.get(os.fsencode(name))
+        return "" if value is None else os.fsdecode(value)
+    return os.environ.get(name, "")
+
+
 def _env_size(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
+    text = _environment(name).strip()
     return parse_size(text, name) if text else default
 
 

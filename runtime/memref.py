@@ -13,14 +13,15 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
+import sys
 import weakref
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 from ..errors import InternalError
 
 if TYPE_CHECKING:
-    from .signature import EntrySignature
+    from .signature import EntrySignature, TensorSpec
 
 # The process's own ``free`` (the global symbol), not libc's by name: the compiled code's
 # ``malloc`` is whatever the dynamic linker binds, and an allocator loaded first (a sanitizer
@@ -79,22 +80,37 @@ def scalar_ctype(array: np.ndarray) -> ctypes._SimpleCData:
 
 
 class CallFrame:
-    """Where one call's memref descriptors live: laid out once per signature, in one
-    int64 buffer per call.
+    """Calls of one entry signature: its memref descriptors laid out once, its arguments
+    checked, its results adopted.
 
-    Why: building a ctypes structure, two ``ctypes.pointer`` objects and a cast per argument
-    cost more than the rest of a small call (docs/performance.md). Every field of a descriptor, every
-    pointer slot and every packed argument is an 8-byte word, so a call's whole frame is one
-    ctypes int64 array filled from one list. Layout, in words: result descriptors (the
-    struct the C interface writes results into: one descriptor, or one per result, no
-    padding), argument descriptors (a scalar: one word holding its bits), one pointer slot
-    per result struct and tensor argument, and the packed ``argv`` of the JIT's
-    ``_mlir_<entry>`` interface (each entry the address of one argument's value: a pointer
-    slot, or the scalar's word). Thread-safe: the layout is read-only, the buffer per call.
+    Layout, in 8-byte words (every field of a descriptor, every pointer slot and every
+    packed argument is one): result descriptors (the struct the C interface writes results
+    into: one descriptor, or one per result, no padding), argument descriptors (a scalar:
+    one word holding its bits), one pointer slot per result struct and tensor argument, and
+    the packed ``argv`` of the JIT's ``_mlir_<entry>`` interface (each entry the address of
+    one argument's value: a pointer slot, or the scalar's word).
+
+    Why a plan per signature (docs/performance.md, "What a call costs outside its
+    kernels"): on a small model the Python around the native call costs more than the
+    kernels. When every argument is a tensor of static shape, the frames are kept and
+    reused (:class:`_Frame`: sizes, strides, pointer slots and the entry's own arguments
+    written once), and a call of arrays of exactly the expected type, dtype, shape,
+    C-order strides and alignment only patches each argument's two data pointers in. Any
+    other call (keywords in another form, a view, another dtype, a wrong count) takes the
+    full path: :meth:`EntrySignature.bind` checks and names the problem, a fresh frame
+    describes the arrays as they are. Both paths check the outputs' memory budget.
+
+    ``packed``: the entry is the JIT's ``_mlir_<entry>(void **argv)``; otherwise the C
+    interface itself (``_mlir_ciface_<entry>``: result struct pointer, then descriptors by
+    pointer, scalars by value), as a package exports it.
+
+    Thread-safe and re-entrant: the layout is read-only; a call takes a frame from the
+    spare list (``list.pop``/``append`` are atomic) or makes one, and returns it after.
     """
 
-    def __init__(self, signature: "EntrySignature") -> None:
+    def __init__(self, signature: "EntrySignature", *, packed: bool = True) -> None:
         self.signature = signature
+        self.packed = packed
         words = 0
         self.result_offsets: list[int] = []
         for spec in signature.results:
@@ -120,9 +136,123 @@ class CallFrame:
         self.argv_offset = words + len(slot_targets)
         self._relative = [8 * word for word in slot_targets + argv_targets]
         self._buffer_type = ctypes.c_int64 * (self.argv_offset + len(argv_targets))
+        self._names = tuple(spec.name for spec in signature.arguments)
+        self._arguments = self._plan_arguments()
+        self._results = tuple(_ResultPlan(spec, offset) for spec, offset in
+                              zip(signature.results, self.result_offsets))
+        self._spare: list[_Frame] = []
+
+    # ---- the reused frames of well-formed calls ------------------------------------------
+
+    def _plan_arguments(self) -> "tuple[tuple[int, np.dtype, tuple[int, ...], tuple[int, ...], int], ...] | None":
+        """Per argument ``(descriptor word, dtype, shape, strides in bytes, alignment)`` when
+        every argument is a non-empty tensor of static shape (and the dimension relations
+        hold for those shapes, so checking each shape checks them); otherwise ``None``: every
+        call takes the full path."""
+        if _DATA_FIELD is None:  # no cheap read of an array's data pointer here
+            return None
+        plan = []
+        for spec, offset in zip(self.signature.arguments, self.argument_offsets):
+            if spec.is_scalar or spec.is_string or None in spec.shape or 0 in spec.shape:
+                return None
+            itemsize = spec.dtype.itemsize
+            strides = tuple(stride * itemsize for stride in _contiguous_strides(spec.shape))
+            plan.append((offset, spec.dtype, spec.shape, strides, spec.dtype.alignment))
+        for group in self.signature.equal_dims:
+            extents = {self.signature.arguments[arg].shape[axis] for arg, axis in group.members}
+            if len(extents) != 1 or (group.size is not None and extents != {group.size}):
+                return None
+        if any(spec.is_string for spec in self.signature.results):
+            return None
+        return tuple(plan)
+
+    def _new_frame(self) -> "_Frame":
+        """A frame whose static words (everything but the arguments' data pointers and the
+        results) are written."""
+        buffer = self._buffer_type()
+        base = ctypes.addressof(buffer)
+        for spec, offset in zip(self.signature.arguments, self.argument_offsets):
+            words = [0, 0, 0, *spec.shape, *_contiguous_strides(spec.shape)]
+            buffer[offset : offset + len(words)] = words
+        buffer[self.slots_offset :] = [offset + base for offset in self._relative]
+        if self.packed:
+            arguments: tuple[Any, ...] = (self.argv_address(base),)
+        else:
+            addresses = [base] if self.signature.results else []
+            addresses += [self.argument_address(base, index) for index in range(len(self._names))]
+            arguments = tuple(ctypes.c_void_p(address) for address in addresses)
+        return _Frame(buffer, arguments)
+
+    def call(self, entry: Callable[..., None], args: "Sequence[Any]", kwargs: "Mapping[str, Any]") -> Any:
+        """Check ``args``/``kwargs`` against the signature, call ``entry`` and return its
+        results as numpy arrays (one, or a tuple; ``()`` without results).
+
+        The caller takes the call's run-time check failure, if any, after this returns (the
+        results are then freed with their arrays)."""
+        plan = self._arguments
+        if plan is None:
+            return self._call_checked(entry, args, kwargs)
+        values = args
+        if kwargs:
+            if args or len(kwargs) != len(plan):
+                return self._call_checked(entry, args, kwargs)
+            try:
+                values = [kwargs[name] for name in self._names]
+            except KeyError:
+                return self._call_checked(entry, args, kwargs)
+        elif len(args) != len(plan):
+            return self._call_checked(entry, args, kwargs)
+        try:
+            frame = self._spare.pop()
+        except IndexError:
+            frame = self._new_frame()
+        buffer = frame.buffer
+        addresses: list[int] = []
+        read_pointer, data_field = _read_pointer, _DATA_FIELD
+        for (word, dtype, shape, strides, alignment), value in zip(plan, values):
+            # What TensorSpec.check's first test accepts, with C order read off the strides.
+            if (type(value) is not np.ndarray or value.dtype is not dtype or value.shape != shape
+                    or value.strides != strides):
+                break
+            address = read_pointer(id(value) + data_field).value  # the array's data pointer
+            if address % alignment:
+                break
+            buffer[word] = address
+            buffer[word + 1] = address
+            addresses.append(address)
+        else:
+            try:
+                self.signature.check_output_memory()
+                for result in self._results:  # null until written: an early return adopts nothing
+                    buffer[result.word] = 0
+                    buffer[result.word + 1] = 0
+                entry(*frame.arguments)
+                return self._adopt(buffer, addresses)
+            finally:
+                self._spare.append(frame)
+        self._spare.append(frame)
+        return self._call_checked(entry, args, kwargs)
+
+    # ---- the full path -------------------------------------------------------------------
+
+    def _call_checked(self, entry: Callable[..., None], args: "Sequence[Any]", kwargs: "Mapping[str, Any]") -> Any:
+        arrays = self.signature.bind(args, kwargs)
+        buffer, base, addresses = self.fill(arrays)
+        if self.packed:
+            entry(self.argv_address(base))
+        else:
+            # The C interface: results pointer first, descriptors by pointer, scalars by value.
+            pointers: list[Any] = [ctypes.c_void_p(base)] if self.signature.results else []
+            for index, (spec, array) in enumerate(zip(self.signature.arguments, arrays)):
+                if spec.is_scalar:
+                    pointers.append(scalar_ctype(array))
+                else:
+                    pointers.append(ctypes.c_void_p(self.argument_address(base, index)))
+            entry(*pointers)
+        return self.adopt_results(buffer, addresses) if self.signature.results else ()
 
     def fill(self, arrays: "Sequence[np.ndarray]") -> tuple[ctypes.Array, int, list[int]]:
-        """A frame describing checked, C-contiguous ``arrays``: ``(buffer, its address,
+        """A fresh frame describing checked, C-contiguous ``arrays``: ``(buffer, its address,
         the data addresses of the tensor arguments)``. Keep ``buffer`` and ``arrays``
         alive until the call returns."""
         words: list[int] = []
@@ -153,6 +283,33 @@ class CallFrame:
         """The address of argument ``index``'s descriptor (or scalar word) at ``base``."""
         return base + 8 * self.argument_offsets[index]
 
+    # ---- results -------------------------------------------------------------------------
+
+    def _adopt(self, buffer: ctypes.Array, foreign: "list[int]") -> Any:
+        """:meth:`adopt_results` by each result's plan. A result of static shape is read as
+        three words (allocated, aligned, offset): its sizes and strides are constants of
+        its type, which the C interface declares with the identity layout, so a view of
+        another layout cannot be returned there (the dynamic results' strides are checked
+        by :func:`adopt_result`)."""
+        outputs = []
+        for plan in self._results:
+            word = plan.word
+            allocated = buffer[word]
+            owned = bool(allocated) and allocated not in foreign
+            aligned = buffer[word + 1]
+            if plan.block is None or not aligned:
+                outputs.append(adopt_result(buffer[word : plan.end], plan.dtype, plan.rank, owned=owned))
+            elif owned:
+                block = plan.block.from_address(aligned + buffer[word + 2] * plan.itemsize)
+                block.allocated = allocated
+                outputs.append(np.ndarray(plan.shape, plan.dtype, block))
+            else:
+                start = aligned + buffer[word + 2] * plan.itemsize
+                outputs.append(np.ndarray(plan.shape, plan.dtype, plan.view.from_address(start)).copy())
+            if owned:
+                foreign.append(allocated)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
     def adopt_results(
         self, buffer: ctypes.Array, addresses: "list[int]"
     ) -> "np.ndarray | tuple[np.ndarray, ...]":
@@ -173,6 +330,77 @@ class CallFrame:
             if owned:
                 foreign.add(allocated)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class _Frame:
+    """One reusable call frame: its int64 buffer, and the arguments the entry is called
+    with (the packed ``argv``'s address, or the C interface's pointers), fixed by where
+    the buffer lies."""
+
+    __slots__ = ("buffer", "arguments")
+
+    def __init__(self, buffer: ctypes.Array, arguments: "tuple[Any, ...]") -> None:
+        self.buffer = buffer
+        self.arguments = arguments
+
+
+class _ResultPlan:
+    """How one result's descriptor is read: its words, and for a non-empty static shape
+    the byte-array types its data is wrapped in (owned, or viewed to be copied)."""
+
+    __slots__ = ("word", "end", "rank", "dtype", "itemsize", "shape", "block", "view")
+
+    def __init__(self, spec: "TensorSpec", word: int) -> None:
+        self.word = word
+        self.rank = len(spec.shape)
+        self.end = word + 3 + 2 * self.rank
+        self.dtype = spec.dtype
+        self.itemsize = spec.dtype.itemsize
+        self.shape = spec.shape
+        self.block: type | None = None
+        self.view: type | None = None
+        if None not in spec.shape and 0 not in spec.shape and not spec.is_string:
+            nbytes = math.prod(spec.shape) * self.itemsize
+            self.block = _owning_block(nbytes)
+            self.view = ctypes.c_char * nbytes
+
+
+def _owning_block(nbytes: int) -> type:
+    """A ctypes array type of ``nbytes`` whose instances free their ``allocated`` attribute
+    (the returned memref's allocated pointer) when collected. Why not :func:`adopt_result`'s
+    ``weakref.finalize``: registering a finalizer cost as much as the rest of adopting a
+    small result; ``__del__`` runs when the last numpy view of the block goes."""
+
+    class OwningBlock(ctypes.c_char * nbytes):  # type: ignore[misc, valid-type]
+        def __del__(self, free: Any = _LIBC.free) -> None:
+            free(self.allocated)
+
+    return OwningBlock
+
+
+def _data_field_offset() -> int | None:
+    """Where a numpy array object holds its data pointer: numpy's public
+    ``PyArrayObject_fields`` puts ``data`` right after CPython's object header. Checked here
+    against ``ndarray.ctypes.data`` on views at odd offsets; ``None`` on another
+    interpreter or layout."""
+    if sys.implementation.name != "cpython":
+        return None
+    offset = 2 * ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
+    base = np.arange(16, dtype=np.int64)
+    probes = [base, base[3:], base[5:].reshape(11, 1), np.zeros((2, 3), np.float32)[1]]
+    try:
+        if all(ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data for probe in probes):
+            return offset
+    except (ValueError, OverflowError):
+        pass
+    return None
+
+
+# Where an array object holds the address of its first element, read in place. Why not
+# ``array.ctypes.data``: it builds a helper object per read, as much time as the rest of
+# an argument's binding. Without it (another interpreter) every call takes the full path.
+_DATA_FIELD = _data_field_offset()
+_read_pointer = ctypes.c_void_p.from_address
 
 
 def scalar_bits(array: np.ndarray) -> int:

@@ -41,7 +41,7 @@ from ..errors import EntryPointError, PackageError, PackageSignatureError, Packa
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
-from .memref import CallFrame, scalar_ctype
+from .memref import CallFrame
 from .package_signing import SIGNATURE, check_signature, read_key
 from .signature import DimGroup, EntrySignature, TensorSpec
 from .timing import Timing, time_evaluator
@@ -316,7 +316,7 @@ class Package:
         else:
             self._load_archive(key)
         self.output_names = [entry["name"] for entry in self.manifest["outputs"]]
-        self._frame = CallFrame(self.signature)
+        self._frame = CallFrame(self.signature, packed=False)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
         self._check_table = _check_table(self.manifest, str(self.path))
         self._takes: dict[int, Any] = {}
@@ -407,21 +407,12 @@ class Package:
         return [spec.name for spec in self.signature.arguments]
 
     def __call__(self, *args: Any, **kwargs: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
+        if not self._check_table:  # nothing to take after the call: one Python frame fewer
+            return self._frame.call(self._entry, args, kwargs)
         return self._call(self._entry, args, kwargs)
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        arrays = self.signature.bind(args, kwargs)
-        frame = self._frame
-        buffer, base, addresses = frame.fill(arrays)
-        # The C interface: results pointer first, descriptors by pointer, scalars by value.
-        pointers: list[Any] = [ctypes.c_void_p(base)] if self.signature.results else []
-        for index, (spec, array) in enumerate(zip(self.signature.arguments, arrays)):
-            if spec.is_scalar:
-                pointers.append(scalar_ctype(array))
-            else:
-                pointers.append(ctypes.c_void_p(frame.argument_address(base, index)))
-        entry(*pointers)
-        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        outputs = self._frame.call(entry, args, kwargs)
         if self._check_table:
             failure = take_package_failure(self._take_failure(entry))
             if failure is not None:  # the outputs are freed with their arrays

@@ -206,7 +206,7 @@ class EntrySignature:
         if not kwargs and len(args) == expected:  # all positional: nothing to match by name
             arrays = [spec.check(value) for spec, value in zip(self.arguments, args)]
             self._check_equal_dims(arrays)
-            self._check_output_memory()
+            self.check_output_memory()
             return arrays
         if len(args) > expected:
             raise ArgumentValueError(
@@ -228,10 +228,10 @@ class EntrySignature:
             )
         arrays = [spec.check(bound[spec.name]) for spec in self.arguments]
         self._check_equal_dims(arrays)
-        self._check_output_memory()
+        self.check_output_memory()
         return arrays
 
-    def _check_output_memory(self) -> None:
+    def check_output_memory(self) -> None:
         """:class:`ResourceLimitError` when the outputs of static shape the call will allocate
         exceed the memory budget (runtime/limits.py), each named; outputs of dynamic shape
         are checked by the generated code's allocation checks."""

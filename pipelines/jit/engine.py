@@ -209,12 +209,8 @@ class JitFunction:
 
     def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
         self._ensure_engine()
-        arrays = self.signature.bind(args, kwargs)
-        frame = self._frame
-        buffer, base, addresses = frame.fill(arrays)
-        self._entry(frame.argv_address(base))
         # adopted first, so that results are freed also when a Python extern failed
-        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        outputs = self._frame.call(self._entry, args, kwargs)
         raise_pending_error()
         if self.check_table:
             failure = take_jit_failure()
@@ -269,11 +265,7 @@ class LibraryFunction:
         shutil.copyfile(self._object_file, path)
 
     def __call__(self, args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray | tuple[np.ndarray, ...]:
-        arrays = self.signature.bind(args, kwargs)
-        frame = self._frame
-        buffer, base, addresses = frame.fill(arrays)
-        self._entry(frame.argv_address(base))
-        outputs = frame.adopt_results(buffer, addresses) if self.signature.results else ()
+        outputs = self._frame.call(self._entry, args, kwargs)
         if self.check_table:
             failure = take_package_failure(self._take)
             if failure is not None:

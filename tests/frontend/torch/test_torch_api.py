@@ -126,6 +126,56 @@ def test_wrong_inputs_raise_typed_errors():
         compiled(torch.randn(2, 2, 6, 6), torch.randn(1))
 
 
+class Pairs(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return a + b, b * c
+
+
+def test_plain_tensor_calls_skip_pytree_and_keep_every_check(monkeypatch):
+    """A call of as many plain tensors as the example has leaves skips pytree's flattening
+    (compiler/torch_module.py); every other form is flattened and checked as before, after
+    warm plain calls. Counted, not timed: the flattenings of each call."""
+    from tilecraft.compiler import torch_module
+
+    a, b, c = (torch.randn(2, 3) for _ in range(3))
+    compiled = tilecraft.torch.compile(Pairs().eval(), (a, b, c))
+    flattened = [0]
+    flatten = torch_module.pytree.tree_flatten
+
+    def counting(*args, **kwargs):
+        flattened[0] += 1
+        return flatten(*args, **kwargs)
+
+    monkeypatch.setattr(torch_module.pytree, "tree_flatten", counting)
+    expected = (a + b, b * c)
+    for _ in range(3):
+        got = compiled(a, b, c)
+        assert isinstance(got, tuple) and all(torch.equal(g, e) for g, e in zip(got, expected))
+    assert flattened[0] == 0
+    # grad-tracking, conjugate-free negated and non-contiguous tensors: the values, as eager
+    tracked = a.clone().requires_grad_(True)
+    negated = torch._neg_view(b)
+    assert negated.is_neg()
+    strided = torch.randn(3, 2).t()
+    for args in [(tracked, b, c), (a, negated, c), (a, b, strided)]:
+        with torch.no_grad():
+            want = Pairs()(*(x.resolve_neg() for x in args))
+        for g, e in zip(compiled(*args), want):
+            assert torch.equal(g, e)
+    assert flattened[0] == 0
+    for error, call in [
+        (ArgumentValueError, lambda: compiled(a, b)),  # too few: flattened, refused by structure
+        (ArgumentValueError, lambda: compiled((a, b), c, c)),  # a tuple where a tensor was
+        (ArgumentTypeError, lambda: compiled(a, b, c.numpy())),
+        (ArgumentTypeError, lambda: compiled(a, b, c.double())),
+        (ArgumentValueError, lambda: compiled(a, b, torch.randn(2, 4))),
+    ]:
+        assert all(torch.equal(g, e) for g, e in zip(compiled(a, b, c), expected))
+        with pytest.raises(error):
+            call()
+    assert flattened[0] == 3  # the three calls not of three plain tensors
+
+
 def test_export_failure_is_a_typed_error():
     class DataDependent(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
