@@ -26,7 +26,9 @@ extraction alike. What stays out of a group's loop
 nest, with the per-op schedule: ops reached only through a reshape (``fuse_into_containing_op``
 cannot fuse through ``expand_shape``/``collapse_shape``), ops whose result is also used
 outside the group, groups whose anchor has no thread level (too little work to split, or
-one thread), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
+one thread) unless it is a convolution or pooling (then the group's loop is a sequential
+``scf.for`` over bands of rows, ``conv_plan.sequential_tiles``, or one band holding the
+whole output), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
 destination its source's producer writes into (``pipelines/tensor/pad_destinations.py``, at
 bufferization): the group reads its padded input in place. Fused per task, it copied each
 task's band of input rows (MobileNetV2 slower end to end; before that, with tasks over
@@ -300,9 +302,11 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
         return None
     sequential = not anchor_plan.thread_tiles
     if sequential:
-        # No thread level: the group is still one loop nest, a sequential one (scf.for).
+        # No thread level: the group is still one loop nest, a sequential one (scf.for),
+        # over bands of rows, or one band when the whole output fits (``_whole_band``).
         tiles = sequential_tiles(nests[anchor], caches, anchor_plan.register_tiles)
-        if tiles is None and _in_loop(anchor):
+        whole_band = tiles is None
+        if whole_band:
             tiles = _whole_band(nests[anchor])
         if tiles is None:
             return None
@@ -310,7 +314,7 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     order = _consumers_first([root, *unit.producers, *unit.reshapes])
     if root == anchor:
         root_tiles = anchor_plan.thread_tiles
-    elif sequential and _in_loop(anchor):
+    elif sequential and whole_band:
         # One band that is the whole output (``_whole_band``), carried onto the root.
         root_tiles = _carried_tiles(nests[anchor], nests[root], anchor_plan.thread_tiles)
     else:
@@ -344,19 +348,17 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
                          anchor_tag=tags[anchor] if accumulators else None)
 
 
-def _in_loop(op: ir.Operation) -> bool:
-    """Whether ``op`` sits in a loop body, not a function's: the group of a grouped
-    convolution's loop over groups (pipelines/graph/grouped_epilogues.py)."""
-    return op.parent is not None and op.parent.name != "func.func"
-
-
 def _whole_band(nest: LoopNest) -> tuple[int, ...] | None:
     """Sequential tiles of one band holding the whole output: the output rows tiled by
-    their extent. Why: a group's convolution inside a grouped convolution's loop is already
-    one band of rows and one group's channels, small enough for L2 (``sequential_tiles``
-    then has no band to cut), but the group's epilogue reaches its accumulators only as a
-    sequential group, whose register-tile loops sit in such a band loop
-    (conv_kernels.py)."""
+    their extent, for a convolution or pooling whose output fits the L2 share a band may
+    take (``sequential_tiles`` then has no band to cut: SqueezeNet's squeezes, every
+    convolution of a grouped convolution's loop over groups). Why a band at all: the group's
+    epilogue reaches the anchor's accumulators only as a sequential group, whose
+    register-tile loops sit in such a band loop (conv_kernels.py; the one-iteration loop
+    then folds away). Planned op by op instead, the conv wrote its result and a second loop
+    nest reread it for the bias and ReLU, and a padded consumer's interior could not be the
+    group's destination: at one thread SqueezeNet copied each squeeze out of its 3x3
+    expand's padded input and back (docs/performance.md, "Small groups on one thread")."""
     if not nest.convolution or not nest.convolution[1] or not nest.static:
         return None
     tiles = [0] * len(nest.ranges)

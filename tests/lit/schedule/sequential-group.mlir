@@ -132,3 +132,43 @@ func.func @filter_heavy_pointwise(%x: tensor<1x7x7x512xf32>, %w: tensor<1x1x512x
   } -> tensor<1x7x7x2048xf32>
   return %r : tensor<1x7x7x2048xf32>
 }
+
+// -----
+
+// A group whose whole output fits the quarter of L2 (SqueezeNet's squeeze 1x1 with bias and
+// ReLU; 13 x 13 x 16 floats): no band to cut, so the band is the whole image and its loop
+// folds away, but the group is still one loop nest with the epilogue on the accumulators
+// (13-pixel rows: an 8-pixel tile and the peeled 5), not a conv loop nest whose result a
+// second loop nest rereads. Written whole, a padded consumer's interior can be its
+// destination (pipelines/tensor/pad_destinations.py), not a copy of it.
+// CHECK-LABEL: func.func @small_squeeze_relu
+// CHECK-NOT: scf.forall
+// CHECK: {{^    %.* = scf.for %.* = %c0 to %c13 step %c1 iter_args}}
+// CHECK: vector.contract {{.*}} into vector<8x16xf32>
+// CHECK-NOT: vector.transfer_write
+// CHECK: arith.maximumf {{.*}} : vector<8x16xf32>
+// CHECK: vector.transfer_write
+// CHECK: vector.contract {{.*}} into vector<5x16xf32>
+// CHECK-NOT: vector.transfer_write
+// CHECK: arith.maximumf {{.*}} : vector<5x16xf32>
+// CHECK: vector.transfer_write
+// CHECK-NOT: {{^    %.* = scf.for}}
+// CHECK: return
+func.func @small_squeeze_relu(%x: tensor<1x13x13x64xf32>, %w: tensor<1x1x64x16xf32>, %b: tensor<16xf32>) -> tensor<1x13x13x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x13x13x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x13x13x16xf32>) -> tensor<1x13x13x16xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x13x13x64xf32>, tensor<1x1x64x16xf32>) outs(%init : tensor<1x13x13x16xf32>) -> tensor<1x13x13x16xf32>
+  %out = tensor.empty() : tensor<1x13x13x16xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c)>,
+                                        affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y, %b : tensor<1x13x13x16xf32>, tensor<16xf32>) outs(%out : tensor<1x13x13x16xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %a = arith.addf %v, %c : f32
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x13x13x16xf32>
+  return %r : tensor<1x13x13x16xf32>
+}
