@@ -66,7 +66,7 @@ def _users(op: ir.Operation) -> list[ir.Operation]:
     return [user for result in op.results for user in users(result)]
 
 
-def _fused_producers(root: ir.Operation, members: set[ir.Operation],
+def _fused_producers(root: ir.Operation, anchor: ir.Operation, members: set[ir.Operation],
                      nests: dict[ir.Operation, LoopNest]
                      ) -> tuple[list[ir.Operation], list[ir.Operation]] | None:
     """The group members the root depends on that can be fused into its loop, and the
@@ -74,13 +74,25 @@ def _fused_producers(root: ir.Operation, members: set[ir.Operation],
     :func:`~tilecraft.schedule.plan.render_group_sequence`). ``None`` when one of them
     is also needed outside (fusing would compute it twice) or cannot be computed by slices:
     an op whose output is indexed by more than loop dims (``(d0, 0)``) is not tileable, and
-    ``fuse_into_containing_op`` would then clone it whole into every task."""
+    ``fuse_into_containing_op`` would then clone it whole into every task.
+
+    A convolution or pooling anchor's inputs are not followed: it reads them through
+    windows (``2 * oh + kh``), so a band of output rows or a task has no slice of such a
+    producer to compute but the whole of it, again in every band. The NCHW -> NHWC
+    transpose of a model's input, fused into the stem's group, then failed to vectorize and
+    the group fell apart into one loop nest per op (fill, conv, bias + ReLU: SqueezeNet's
+    stem on one thread, docs/performance.md "Small groups on one thread"). Left out, the
+    producer runs before the group as an op of its own."""
     chosen: list[ir.Operation] = []
     reshapes: list[ir.Operation] = []
+    anchor_nest = nests.get(anchor)
+    windowed = anchor_nest is not None and bool(anchor_nest.convolution)
     stack = [root]
     while stack:
         consumer = stack.pop()
-        for operand in consumer.operands:
+        for index, operand in enumerate(consumer.operands):
+            if windowed and consumer == anchor and index < anchor_nest.num_inputs:
+                continue
             producer = defining_op(operand)
             if producer is None or producer not in members or producer in chosen or producer in reshapes:
                 continue
@@ -265,7 +277,7 @@ def _unit(members: list[ir.Operation], anchor: ir.Operation,
     if (root is None or any(u in member_set and u.name not in RESHAPE_OPS for u in _users(root))
             or None in nests[root].output_dims):
         return None
-    found = _fused_producers(root, member_set, nests)
+    found = _fused_producers(root, anchor, member_set, nests)
     if found is None or (root != anchor and anchor not in found[0]):
         return None
     producers, reshapes = found
