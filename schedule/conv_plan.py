@@ -269,7 +269,7 @@ def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy(),
         rows = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * row_bytes), 1)
         tiles[image[0]] = largest_divisor(nest.ranges[image[0]], rows)
     if all(tile in (0, extent) for tile, extent in zip(tiles, nest.ranges)):
-        return None  # one band would hold the whole output: it stays in L2 without fusion
+        return None  # one band would hold the whole output (group.py then takes one band)
     return tuple(tiles)
 
 

@@ -26,7 +26,9 @@ extraction alike. What stays out of a group's loop
 nest, with the per-op schedule: ops reached only through a reshape (``fuse_into_containing_op``
 cannot fuse through ``expand_shape``/``collapse_shape``), ops whose result is also used
 outside the group, groups whose anchor has no thread level (too little work to split, or
-one thread), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
+one thread) unless it is a convolution or pooling (then the group's loop is a sequential
+``scf.for`` over bands of rows, ``conv_plan.sequential_tiles``, or one band holding the
+whole output), and a convolution's or pooling's ``tensor.pad``. The pad becomes the
 destination its source's producer writes into (``pipelines/tensor/pad_destinations.py``, at
 bufferization): the group reads its padded input in place. Fused per task, it copied each
 task's band of input rows (MobileNetV2 slower end to end; before that, with tasks over
@@ -64,7 +66,7 @@ def _users(op: ir.Operation) -> list[ir.Operation]:
     return [user for result in op.results for user in users(result)]
 
 
-def _fused_producers(root: ir.Operation, members: set[ir.Operation],
+def _fused_producers(root: ir.Operation, anchor: ir.Operation, members: set[ir.Operation],
                      nests: dict[ir.Operation, LoopNest]
                      ) -> tuple[list[ir.Operation], list[ir.Operation]] | None:
     """The group members the root depends on that can be fused into its loop, and the
@@ -72,13 +74,25 @@ def _fused_producers(root: ir.Operation, members: set[ir.Operation],
     :func:`~tilecraft.schedule.plan.render_group_sequence`). ``None`` when one of them
     is also needed outside (fusing would compute it twice) or cannot be computed by slices:
     an op whose output is indexed by more than loop dims (``(d0, 0)``) is not tileable, and
-    ``fuse_into_containing_op`` would then clone it whole into every task."""
+    ``fuse_into_containing_op`` would then clone it whole into every task.
+
+    A convolution or pooling anchor's inputs are not followed: it reads them through
+    windows (``2 * oh + kh``), so a band of output rows or a task has no slice of such a
+    producer to compute but the whole of it, again in every band. The NCHW -> NHWC
+    transpose of a model's input, fused into the stem's group, then failed to vectorize and
+    the group fell apart into one loop nest per op (fill, conv, bias + ReLU: SqueezeNet's
+    stem on one thread, docs/performance.md "Small groups on one thread"). Left out, the
+    producer runs before the group as an op of its own."""
     chosen: list[ir.Operation] = []
     reshapes: list[ir.Operation] = []
+    anchor_nest = nests.get(anchor)
+    windowed = anchor_nest is not None and bool(anchor_nest.convolution)
     stack = [root]
     while stack:
         consumer = stack.pop()
-        for operand in consumer.operands:
+        for index, operand in enumerate(consumer.operands):
+            if windowed and consumer == anchor and index < anchor_nest.num_inputs:
+                continue
             producer = defining_op(operand)
             if producer is None or producer not in members or producer in chosen or producer in reshapes:
                 continue
@@ -263,7 +277,7 @@ def _unit(members: list[ir.Operation], anchor: ir.Operation,
     if (root is None or any(u in member_set and u.name not in RESHAPE_OPS for u in _users(root))
             or None in nests[root].output_dims):
         return None
-    found = _fused_producers(root, member_set, nests)
+    found = _fused_producers(root, anchor, member_set, nests)
     if found is None or (root != anchor and anchor not in found[0]):
         return None
     producers, reshapes = found
@@ -300,9 +314,11 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
         return None
     sequential = not anchor_plan.thread_tiles
     if sequential:
-        # No thread level: the group is still one loop nest, a sequential one (scf.for).
+        # No thread level: the group is still one loop nest, a sequential one (scf.for),
+        # over bands of rows, or one band when the whole output fits (``_whole_band``).
         tiles = sequential_tiles(nests[anchor], caches, anchor_plan.register_tiles)
-        if tiles is None and _in_loop(anchor):
+        whole_band = tiles is None
+        if whole_band:
             tiles = _whole_band(nests[anchor])
         if tiles is None:
             return None
@@ -310,7 +326,7 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
     order = _consumers_first([root, *unit.producers, *unit.reshapes])
     if root == anchor:
         root_tiles = anchor_plan.thread_tiles
-    elif sequential and _in_loop(anchor):
+    elif sequential and whole_band:
         # One band that is the whole output (``_whole_band``), carried onto the root.
         root_tiles = _carried_tiles(nests[anchor], nests[root], anchor_plan.thread_tiles)
     else:
@@ -344,19 +360,17 @@ def _plan_unit(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
                          anchor_tag=tags[anchor] if accumulators else None)
 
 
-def _in_loop(op: ir.Operation) -> bool:
-    """Whether ``op`` sits in a loop body, not a function's: the group of a grouped
-    convolution's loop over groups (pipelines/graph/grouped_epilogues.py)."""
-    return op.parent is not None and op.parent.name != "func.func"
-
-
 def _whole_band(nest: LoopNest) -> tuple[int, ...] | None:
     """Sequential tiles of one band holding the whole output: the output rows tiled by
-    their extent. Why: a group's convolution inside a grouped convolution's loop is already
-    one band of rows and one group's channels, small enough for L2 (``sequential_tiles``
-    then has no band to cut), but the group's epilogue reaches its accumulators only as a
-    sequential group, whose register-tile loops sit in such a band loop
-    (conv_kernels.py)."""
+    their extent, for a convolution or pooling whose output fits the L2 share a band may
+    take (``sequential_tiles`` then has no band to cut: SqueezeNet's squeezes, every
+    convolution of a grouped convolution's loop over groups). Why a band at all: the group's
+    epilogue reaches the anchor's accumulators only as a sequential group, whose
+    register-tile loops sit in such a band loop (conv_kernels.py; the one-iteration loop
+    then folds away). Planned op by op instead, the conv wrote its result and a second loop
+    nest reread it for the bias and ReLU, and a padded consumer's interior could not be the
+    group's destination: at one thread SqueezeNet copied each squeeze out of its 3x3
+    expand's padded input and back (docs/performance.md, "Small groups on one thread")."""
     if not nest.convolution or not nest.convolution[1] or not nest.static:
         return None
     tiles = [0] * len(nest.ranges)

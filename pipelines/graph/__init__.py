@@ -27,6 +27,9 @@ lowering of groups back to tagged linalg ops.
       packed by the folder: ``weight_panels.py``; left out when offload backends are named)
       and, after the folder, ``tilecraft-split-padded-taps`` (dilated convolutions split by
       the output rows / columns whose taps read the input, not padding: ``dilated_convs.py``)
+      and ``tilecraft-contiguous-reduction-loops`` (a reduction reading its input through a
+      permutation, such as an NHWC global pool iterated ``(n, c, h, w)``, runs its loops in
+      the input's order: ``reduction_order.py``)
 ====  ==================================================================================
 
 At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
@@ -38,7 +41,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 from __future__ import annotations
 
 from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
-from . import dilated_convs, weight_fills  # noqa: F401
+from . import dilated_convs, reduction_order, weight_fills  # noqa: F401
 from ...errors import OptionError
 
 OPT_LEVELS = (0, 1, 2, 3)
@@ -74,4 +77,6 @@ def graph_pass_elements(opt_level: int) -> list[str]:
                      "tilecraft-materialize-weight-fills", "canonicalize", "cse"]
     if opt_level >= 3:
         elements += ["tilecraft-split-padded-taps"]  # after folding: dilated_convs.py
+        # After the layout pass, whose NHWC pools iterate (n, c, h, w): reduction_order.py.
+        elements += ["tilecraft-contiguous-reduction-loops"]
     return elements

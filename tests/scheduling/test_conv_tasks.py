@@ -156,14 +156,18 @@ def test_the_tuning_space_holds_the_banded_default(source):
 
 def test_squeeze_bands_in_the_scheduled_ir(check, monkeypatch):
     """The 55x55 squeeze on two threads, AVX2: one ``scf.forall`` of 11 tasks over the
-    16-channel output, each a band of 5 rows whose 5-pixel x 16-channel register tiles contract."""
+    16-channel output, each a band of 5 rows whose 5-pixel x 16-channel register tiles
+    contract, bias and ReLU on the accumulators. The model input's transpose to NHWC runs
+    before it, in tasks of its own (not fused into the conv's group: schedule/group.py
+    ``_fused_producers``)."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "2")
     model, _ = _layer("pointwise", 55, 64, 16)
     compiled = tilecraft.compile(model, cache=False, keep_ir=True, target=AVX2)
     check(compiled.ir("schedule"), """
+CHECK: scf.forall (%{{.*}}) in (11) shared_outs(%{{.*}}) -> (tensor<1x55x55x64xf32>)
 CHECK: scf.forall (%{{.*}}) in (11) shared_outs(%{{.*}}) -> (tensor<1x55x55x16xf32>)
-CHECK: vector.contract {{.*}} : vector<1x5x1xf32>, vector<1x16xf32> into vector<1x5x16xf32>
-CHECK: arith.maximumf {{.*}} : vector<1x1x1x16xf32>
 CHECK: tensor<1x5x55x16xf32>
+CHECK: vector.contract {{.*}} : vector<5x1xf32>, vector<1x16xf32> into vector<5x16xf32>
+CHECK: arith.maximumf {{.*}} : vector<5x16xf32>
 CHECK: scf.forall.in_parallel
 """)

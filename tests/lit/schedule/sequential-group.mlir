@@ -132,3 +132,82 @@ func.func @filter_heavy_pointwise(%x: tensor<1x7x7x512xf32>, %w: tensor<1x1x512x
   } -> tensor<1x7x7x2048xf32>
   return %r : tensor<1x7x7x2048xf32>
 }
+
+// -----
+
+// A group whose whole output fits the quarter of L2 (SqueezeNet's squeeze 1x1 with bias and
+// ReLU; 13 x 13 x 16 floats): no band to cut, so the band is the whole image and its loop
+// folds away, but the group is still one loop nest with the epilogue on the accumulators
+// (13-pixel rows: an 8-pixel tile and the peeled 5), not a conv loop nest whose result a
+// second loop nest rereads. Written whole, a padded consumer's interior can be its
+// destination (pipelines/tensor/pad_destinations.py), not a copy of it.
+// CHECK-LABEL: func.func @small_squeeze_relu
+// CHECK-NOT: scf.forall
+// CHECK: {{^    %.* = scf.for %.* = %c0 to %c13 step %c1 iter_args}}
+// CHECK: vector.contract {{.*}} into vector<8x16xf32>
+// CHECK-NOT: vector.transfer_write
+// CHECK: arith.maximumf {{.*}} : vector<8x16xf32>
+// CHECK: vector.transfer_write
+// CHECK: vector.contract {{.*}} into vector<5x16xf32>
+// CHECK-NOT: vector.transfer_write
+// CHECK: arith.maximumf {{.*}} : vector<5x16xf32>
+// CHECK: vector.transfer_write
+// CHECK-NOT: {{^    %.* = scf.for}}
+// CHECK: return
+func.func @small_squeeze_relu(%x: tensor<1x13x13x64xf32>, %w: tensor<1x1x64x16xf32>, %b: tensor<16xf32>) -> tensor<1x13x13x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x13x13x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x13x13x16xf32>) -> tensor<1x13x13x16xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x13x13x64xf32>, tensor<1x1x64x16xf32>) outs(%init : tensor<1x13x13x16xf32>) -> tensor<1x13x13x16xf32>
+  %out = tensor.empty() : tensor<1x13x13x16xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c)>,
+                                        affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y, %b : tensor<1x13x13x16xf32>, tensor<16xf32>) outs(%out : tensor<1x13x13x16xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %a = arith.addf %v, %c : f32
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x13x13x16xf32>
+  return %r : tensor<1x13x13x16xf32>
+}
+
+// -----
+
+// A stem on an NCHW model input: the layout pass's transpose to NHWC is in the stem's
+// group, but the convolution reads it through windows (2 * oh + kh), so a band has no
+// slice of it to compute. It runs first, as an op of its own (one loop nest), and the
+// group is the conv's bands of 3 rows with bias + ReLU on the accumulators. Fused into the
+// band the transpose failed to vectorize and the group fell apart into one loop nest per
+// op (fill, conv, epilogue).
+// CHECK-LABEL: func.func @nchw_stem
+// CHECK-NOT: scf.forall
+// CHECK: {{^    %.* = scf.for %.* = %c0 to %c224 step %c1 iter_args.*tensor<1x224x224x3xf32>}}
+// CHECK: {{^    %.* = scf.for %.* = %c0 to %c111 step %c3 iter_args}}
+// CHECK-NOT: linalg.transpose
+// CHECK: vector.contract
+// CHECK-NOT: vector.transfer_write
+// CHECK: arith.maximumf {{.*}} : vector<8x32xf32>
+// CHECK-NOT: -> (tensor<1x111x111x64xf32>)
+// CHECK: return
+func.func @nchw_stem(%x: tensor<1x3x224x224xf32>, %w: tensor<3x3x3x64xf32>, %b: tensor<64xf32>) -> tensor<1x111x111x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %t0 = tensor.empty() : tensor<1x224x224x3xf32>
+  %t = linalg.transpose ins(%x : tensor<1x3x224x224xf32>) outs(%t0 : tensor<1x224x224x3xf32>) permutation = [0, 2, 3, 1]
+  %empty = tensor.empty() : tensor<1x111x111x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x111x111x64xf32>) -> tensor<1x111x111x64xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+       ins(%t, %w : tensor<1x224x224x3xf32>, tensor<3x3x3x64xf32>) outs(%init : tensor<1x111x111x64xf32>) -> tensor<1x111x111x64xf32>
+  %out = tensor.empty() : tensor<1x111x111x64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c)>,
+                                        affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y, %b : tensor<1x111x111x64xf32>, tensor<64xf32>) outs(%out : tensor<1x111x111x64xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %a = arith.addf %v, %c : f32
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x111x111x64xf32>
+  return %r : tensor<1x111x111x64xf32>
+}
