@@ -154,7 +154,9 @@ def store_bf16_activations(module: ir.Operation, function: ir.Operation) -> int:
     epilogues = []
     for call in calls:
         consumer = elementwise_consumer(call)
-        if consumer is not None:
+        # Two kernels' products may meet in one generic (a projection shortcut's residual
+        # add): it is the first one's epilogue; the second's product, an f32 operand of it.
+        if consumer is not None and not any(g == consumer[0] for g, _ in epilogues):
             epilogues.append((_operation(consumer[0]), consumer[2]))
     stored = 0
     for generic, _ in epilogues:
