@@ -163,8 +163,9 @@ def store_bf16_activations(module: ir.Operation, function: ir.Operation) -> int:
         readers = _bf16_readers(generic.results[0], epilogues)
         if readers is None:
             continue
-        _store_bf16(generic)
-        _read_as_bf16(module, readers)
+        with generic.location:  # (types are built with a location)
+            _store_bf16(generic)
+            _read_as_bf16(module, readers)
         stored += 1
     return stored
 

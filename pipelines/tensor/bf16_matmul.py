@@ -331,7 +331,8 @@ def read_bf16_input(module: ir.Operation, call: ir.Operation) -> None:
     m, n, k, threads, window, config, bf16_input = call_geometry(call)
     if not bf16_input:
         raise PipelineError(f"bf16 kernel call: A is {call.operands[0].type}, not bf16")
-    call.attributes["callee"] = ir.FlatSymbolRefAttr.get(_kernel(module, m, n, k, threads, window, config, True))
+    with call.location:
+        call.attributes["callee"] = ir.FlatSymbolRefAttr.get(_kernel(module, m, n, k, threads, window, config, True))
 
 
 def _attribute_pair(op: ir.Operation, name: str) -> tuple[int, int]:
