@@ -195,3 +195,31 @@ def test_a_call_whose_input_is_not_bf16_is_refused():
             bf16_activations_pass(module.operation, {"x": "1"})
         bf16_activations_pass(module.operation, {})  # no epilogue, nothing read by a kernel: unchanged
         assert "tensor<4x8xf32>" in str(call) and BF16_INPUT_SUFFIX not in str(module)
+
+
+def test_a_max_pool_keeps_the_stems_result_f32():
+    """Convolution, ReLU, a padded 3x3 stride-2 max pool, a 1x1 convolution (ResNet's stem):
+    the pool is no bf16 kernel, so the first kernel writes f32 into its padding (by -inf)
+    and the pool stores f32, which the next kernel rounds (a bf16 pool was measured: no
+    faster, docs/performance.md). The max of bf16-rounded values is the rounded max."""
+    rng = np.random.default_rng(5)
+    w0 = (rng.standard_normal((32, 4, 3, 3)) * 0.3).astype(np.float32)
+    w1 = (rng.standard_normal((16, 32, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4), helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
+             helper.make_node("Conv", ["p", "w1"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 5, 5])], {"w0": w0, "w1": w1})
+    module = _compile_bf16(model)
+    entry = _main(module.ir("simplify"))
+    assert re.search(r"linalg\.pooling_nhwc_max .*ins\(%\w+, %\w+ : tensor<1x11x11x32xf32>, tensor<3x3xf32>\) "
+                     r"outs\(%\w+ : tensor<1x5x5x32xf32>\)", entry)
+    assert re.search(r"call @tilecraft_bf16_matmul_100x32x36_t\d+_conv\w+_into1x11x11x32_at0x1x1x0_epilogue\d+\(.*"
+                     r"-> tensor<1x11x11x32xf32>", entry)
+    assert BF16_INPUT_SUFFIX not in entry
+    x = rng.standard_normal((1, 4, 10, 10)).astype(np.float32)
+    r0 = np.maximum(_conv(_bf16(x), _bf16(w0), np.zeros(32), pad=1), 0)
+    padded = np.pad(r0, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    pooled = np.max([padded[:, :, i:i + 10:2, j:j + 10:2] for i in range(3) for j in range(3)], axis=0)
+    expected = _conv(_bf16(pooled), _bf16(w1), np.zeros(16))
+    np.testing.assert_allclose(module(x), expected, rtol=1e-3, atol=1e-3 * np.abs(expected).max())
