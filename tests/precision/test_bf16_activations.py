@@ -112,7 +112,8 @@ def _bottleneck(rng, channels: int = 32, mid: int = 16, size: int = 9) -> tuple[
               "w3": (channels, mid, 1, 1), "w4": (8, channels, 1, 1)}
     arrays = {name: (rng.standard_normal(shape) * 0.3).astype(np.float32) for name, shape in shapes.items()}
     arrays.update({f"b{i}": (rng.standard_normal(shapes[f"w{i}"][0]) * 0.1).astype(np.float32) for i in range(5)})
-    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1] * 4), helper.make_node("Relu", ["c0"], ["r0"]),
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1] * 4),
+             helper.make_node("Relu", ["c0"], ["r0"]),
              helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4),
              helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"]),
