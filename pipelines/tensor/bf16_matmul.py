@@ -69,6 +69,8 @@ KERNEL_PREFIX = "tilecraft_bf16_matmul"
 # On a kernel call: {threads[, window][, config]} (int8_matmul.kernel_settings), what the epilogue pass needs to regenerate it.
 KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
+# What a kernel whose A operand is bf16 (bf16_activations.py) adds to its name.
+BF16_INPUT_SUFFIX = "_abf16"
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
                            "vector<32xbf16>", ("arith.extf", "arith.extf"))
@@ -139,15 +141,17 @@ def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
 
 
 def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = None,
-                config: KernelConfig | None = None) -> str:
-    """The kernel's symbol: its shape, threads and window, and ``config`` unless it is the default."""
+                config: KernelConfig | None = None, *, bf16_input: bool = False) -> str:
+    """The kernel's symbol: its shape, threads and window, ``config`` unless it is the
+    default, and whether A is bf16. (Tuning records name the kernel without the last.)"""
     return (f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
-            + config_suffix(m, n, VDPBF16PS.lanes, threads, config))
+            + config_suffix(m, n, VDPBF16PS.lanes, threads, config) + (BF16_INPUT_SUFFIX if bf16_input else ""))
 
 
 def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None,
                  epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False,
-                 config: KernelConfig | None = None, into: PaddedResult | None = None) -> func.FuncOp:
+                 config: KernelConfig | None = None, into: PaddedResult | None = None,
+                 bf16_input: bool = False) -> func.FuncOp:
     """The kernel function ``(A: MxKxf32, W': packed bf16[, the epilogue's operands]) -> MxN``
     f32, or of the epilogue's result type (module docstring), built at the insertion point.
     With ``window`` A is the padded NHWC input of a convolution whose channels are even,
@@ -158,7 +162,9 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     and task rows (register_tiles.KernelConfig; default: its ``default``); W' must be
     packed for its columns. ``into``: the kernel takes one more argument, the padded tensor
     its M = N*OH*OW rows are written into (``PaddedResult``), and returns it; its tasks are
-    blocks of whole output rows of one image, about ``task_rows`` rows each."""
+    blocks of whole output rows of one image, about ``task_rows`` rows each. ``bf16_input``:
+    A is bf16 (a bf16 kernel's stored result: bf16_activations.py); each pair of it is
+    broadcast as it is, with no rounding."""
     if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
         raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
     if into is not None and (into.pixels[0] * into.pixels[1] * into.pixels[2] != m or any(
@@ -174,10 +180,12 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     c_type = ir.RankedTensorType.get(list(into.shape) if into else [m, n], result_element)
     pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
     columns_in_bounds = n % columns == 0
-    a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], f32)
+    a_element = bf16 if bf16_input else f32
+    a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], a_element)
     extras = epilogue_extras(epilogue)
     declare_epilogue(epilogue, lanes, result_element)
-    name = name or kernel_name(m, n, k, threads, window, config) + (into.suffix() if into else "")
+    name = name or (kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input)
+                    + (into.suffix() if into else ""))
     function = kernels.private_function(name, [
         a_type, ir.RankedTensorType.get([grid.tiles, pairs, columns * PAIR], bf16),
         *(operand.tensor_type(m, n) for _, operand in extras), *([c_type] if into else [])], [c_type])
@@ -190,7 +198,8 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
         c0, c1, _, c_full = c(0), c(1), c(rows), c(full_pairs)  # the row loops' step, made first
         if window:  # window_k_loop's bounds, made here (in this order) for every loop to share
             c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
-        f0, bf0 = core.scalar_constant(0.0, f32), core.scalar_constant(0.0, bf16)
+        bf0 = core.scalar_constant(0.0, bf16)
+        a0 = bf0 if bf16_input else core.scalar_constant(0.0, f32)
         zero = kernels.zero_vector(lanes, f32)
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
@@ -224,7 +233,7 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                      a_at: list[list[ir.Value]], w_pair: ir.Value | None = None) -> list[ir.Value]:
                 """One pair of k: loads of W' (pair ``w_pair``, default ``pair``), A's pair
                 of each row (at k = 2 * ``pair`` of index prefix ``a_at``: the row, or its
-                window's tap) rounded to bf16 and broadcast, the dot products."""
+                window's tap) rounded to bf16 (unless A is bf16) and broadcast, the dot products."""
                 w_pair = w_pair or pair
                 k_at = kernels.apply(lambda d0: d0 * PAIR, pair)
                 weights = []
@@ -233,8 +242,8 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                     weights.append(arith.extf(pair_f32, vector.shape_cast(pair_bf16, loaded)))
                 new = []
                 for r in range(mr):
-                    pair_a = kernels.read(a, [*a_at[r], k_at], f0, PAIR, in_bounds=in_bounds)
-                    rounded = arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
+                    pair_a = kernels.read(a, [*a_at[r], k_at], a0, PAIR, in_bounds=in_bounds)
+                    rounded = pair_a if bf16_input else arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
                     as_word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), rounded))
                     spread = vector.broadcast(ir.VectorType.get([lanes], i32), as_word)
                     spread = vector.bitcast(ir.VectorType.get([lanes * PAIR], bf16), spread)
@@ -288,20 +297,42 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
 
 def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None,
                   epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False,
-                  config: KernelConfig | None = None, into: PaddedResult | None = None) -> ir.Module:
+                  config: KernelConfig | None = None, into: PaddedResult | None = None,
+                  bf16_input: bool = False) -> ir.Module:
     """The kernel alone in a new module (in the current context): to read or test it, or
     for ``fuse_epilogue`` to complete."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, threads, window, epilogue, name, public=public, config=config, into=into)
+        build_kernel(m, n, k, threads, window, epilogue, name, public=public, config=config, into=into,
+                     bf16_input=bf16_input)
     return module
 
 
 def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int, window: Window | None,
-            config: KernelConfig) -> str:
+            config: KernelConfig, bf16_input: bool = False) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, threads, window, config),
-                      lambda: build_kernel(m, n, k, threads, window, config=config))
+    return add_kernel(module, kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input),
+                      lambda: build_kernel(m, n, k, threads, window, config=config, bf16_input=bf16_input))
+
+
+def call_geometry(call: ir.Operation) -> tuple[int, int, int, int, Window | None, KernelConfig, bool]:
+    """(M, N, K, threads, window, config, whether A is bf16) of a bf16 kernel call
+    (``KERNEL_ATTRIBUTE``): what regenerating its kernel takes."""
+    threads, window, config = settings_of(ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE]))
+    a_type = ir.RankedTensorType(call.operands[0].type)
+    m, k = (window.rows, window.depth) if window else a_type.shape
+    n = ir.RankedTensorType(call.results[0].type).shape[1]
+    return m, n, k, threads, window, config, a_type.element_type == ir.BF16Type.get()
+
+
+def read_bf16_input(module: ir.Operation, call: ir.Operation) -> None:
+    """Point ``call``, whose A operand has just become bf16 (bf16_activations.py), at the
+    kernel that reads A as bf16 (added to ``module`` unless already there)."""
+    m, n, k, threads, window, config, bf16_input = call_geometry(call)
+    if not bf16_input:
+        raise PipelineError(f"bf16 kernel call: A is {call.operands[0].type}, not bf16")
+    with call.location:
+        call.attributes["callee"] = ir.FlatSymbolRefAttr.get(_kernel(module, m, n, k, threads, window, config, True))
 
 
 def _attribute_pair(op: ir.Operation, name: str) -> tuple[int, int]:
@@ -456,15 +487,14 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             consumer = elementwise_consumer(call)
             if consumer is None:
                 continue
-            threads, window, config = settings_of(ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE]))
-            m, k = (window.rows, window.depth) if window else ir.RankedTensorType(call.operands[0].type).shape
-            n = ir.RankedTensorType(call.results[0].type).shape[1]
+            m, n, k, threads, window, config, bf16_input = call_geometry(call)
             pad = _padded_consumer(consumer)  # None: the kernel returns its own M x N tensor
             into = _padded_result(pad) if pad is not None else None
             destination = (_border_of(pad, consumer[0]), pad) if pad is not None else None
             fuse_epilogue(module, call, consumer, m, n,
-                          kernel_name(m, n, k, threads, window, config) + (into.suffix() if into else ""),
+                          kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input)
+                          + (into.suffix() if into else ""),
                           lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True,
-                                                               config=config, into=into),
+                                                               config=config, into=into, bf16_input=bf16_input),
                           VDPBF16PS.lanes, destination=destination)
     erase_uncalled_kernels(module, KERNEL_PREFIX)

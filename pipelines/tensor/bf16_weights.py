@@ -36,6 +36,7 @@ from ...ir import core
 from ...errors import OptionError, PipelineError
 from ...ir.core import RESOURCE_THRESHOLD
 from ...ir.resources import is_resource_constant, resource_arrays
+from .bf16_activations import BF16_ACTIVATIONS_PASS
 from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, to_bf16_kernel
 from .register_tiles import CONFIGS_OPTION, KernelConfig, parse_kernel_configs
 from .int8_matmul import INT8_EPILOGUE_PASS
@@ -187,7 +188,8 @@ def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kerne
         raise OptionError("precision='bf16' needs a pipeline with a 'graph' or 'simplify' stage")
     if kernels and "simplify" in pipeline.stage_names and INT8_EPILOGUE_PASS in pipeline.stage("simplify").passes:
         passes = list(pipeline.stage("simplify").passes)
-        passes.insert(passes.index(INT8_EPILOGUE_PASS) + 1, BF16_EPILOGUE_PASS)
+        at = passes.index(INT8_EPILOGUE_PASS) + 1
+        passes[at:at] = [BF16_ACTIVATIONS_PASS, BF16_EPILOGUE_PASS]
         pipeline = pipeline.replace("simplify", passes)
     if kernels and target.has_avx512_bf16 and "vector" in pipeline.stage_names:
         pipeline = pipeline.replace("vector", [BF16_DOTS_PASS, *pipeline.stage("vector").passes])

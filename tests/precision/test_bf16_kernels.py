@@ -170,8 +170,9 @@ def test_convolutions_take_the_kernel_odd_channels_with_a_zero_one(target_text):
     for shape, window in (("180x16x36", "2x11x12x4_k3x3_s1x1"), ("180x20x216", "2x11x12x24_k3x3_s1x1"),
                           ("50x18x180", "2x11x12x20_k3x3_s2x2"), ("18x32x162", "2x5x5x18_k3x3_s1x1"),
                           ("8x32x32", "2x3x3x32_k1x1_s2x2")):
-        # A kernel whose result a padded convolution reads writes into the pad (``_into...``).
-        into = r"(_into[\dx]+_at[\dx]+)?"
+        # A kernel whose result a padded convolution reads writes into the pad (``_into...``);
+        # one whose input another kernel stored as bf16 reads it so (``_abf16``).
+        into = r"(_abf16)?(_into[\dx]+_at[\dx]+)?"
         assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1{into}_epilogue\d+\(", simplified), shape
     graph_ir = module.ir("graph")
     assert "3x3x3x16x" not in graph_ir  # no filter of 3 channels left, f32 or bf16
