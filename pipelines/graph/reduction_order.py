@@ -49,7 +49,7 @@ def loop_order(op: ir.Operation) -> list[int] | None:
     if op.name != "linalg.generic" or not _static(op):
         return None
     iterators = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if "parallel" in iterators[-1] or not any("reduction" in t for t in iterators):
+    if not iterators or "parallel" in iterators[-1] or not any("reduction" in t for t in iterators):
         return None
     if ops_where(op, lambda inner: inner.name == "linalg.index"):
         return None

@@ -136,3 +136,24 @@ def test_loop_order_only_for_permuted_reductions():
         generics = [op.operation for op in module.body.operations[0].regions[0].blocks[0].operations
                     if op.operation.name == "linalg.generic"]
         assert [loop_order(op) for op in generics] == [[0, 2, 3, 1], None, None]
+
+
+def test_zero_dimensional_generics_are_left_alone():
+    """A 0-d generic (DynamicQuantizeLinear's scale and zero point) has no loop to reorder;
+    it raised an IndexError on its empty iterator list."""
+    source = """
+    func.func @f(%x: tensor<f32>, %o: tensor<f32>) -> tensor<f32> {
+      %r = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
+          ins(%x : tensor<f32>) outs(%o : tensor<f32>) {
+      ^bb0(%v: f32, %a: f32):
+        %s = arith.mulf %v, %v : f32
+        linalg.yield %s : f32
+      } -> tensor<f32>
+      return %r : tensor<f32>
+    }
+    """
+    with ir.Context():
+        module = ir.Module.parse(source)
+        (generic,) = [op.operation for op in module.body.operations[0].regions[0].blocks[0].operations
+                      if op.operation.name == "linalg.generic"]
+        assert loop_order(generic) is None
