@@ -283,9 +283,9 @@ static void run_task(Task *task) {
  *
  * Between the loops of a model call the workers spin: the generated entry calls
  * tilecraftParallelCallBegin / tilecraftParallelCallEnd (tilecraft-mark-parallel-calls), and
- * a worker with no job spins while a call is in progress (at most TILECRAFT_CALL_SPIN_US
- * since its last job, default 1000, so a long serial stretch or a call that never ends does
- * not hold a core), otherwise TILECRAFT_SPIN_US, then sleeps. A call's begin wakes sleeping
+ * a worker with no job spins TILECRAFT_SPIN_US, then, while a call is in progress, on with
+ * sched_yield between checks (at most TILECRAFT_CALL_SPIN_US since its last job, default
+ * 1000, so a long serial stretch or a call that never ends does not hold a core), then sleeps. A call's begin wakes sleeping
  * workers, so their wake-up overlaps the call's first serial work instead of its first loop. */
 
 typedef void (*BlockFn)(void *, int64_t, int64_t);
@@ -387,7 +387,13 @@ static Task *next_work(void) {
     for (int i = 0; i < 64 && !job_published() && !queue_nonempty(NULL); ++i) cpu_relax();
     int64_t waited = now_ns() - start;
     if (waited < spin_ns) continue;
-    if (waited < call_spin_ns && __atomic_load_n(&calls_in_progress, __ATOMIC_RELAXED) > 0) continue;
+    if (waited < call_spin_ns && __atomic_load_n(&calls_in_progress, __ATOMIC_RELAXED) > 0) {
+      /* Past spin_ns, spin politely: on a loaded machine the caller may be waiting for
+       * this very core (a worker that spun without yielding held it from the call it
+       * waited for). On an idle core sched_yield returns at once. */
+      sched_yield();
+      continue;
+    }
     break;
   }
   pthread_mutex_lock(&pool_mu);
