@@ -272,10 +272,10 @@ static void run_task(Task *task) {
  * part w), then from the others'. Why parts and not one counter: the threads keep about the
  * same rows of every loop (the rows their previous loop wrote, where the layers split alike,
  * what the per-thread deques of the async path were for), and a thread's counter line moves
- * to the other core only when it steals. The caller then withdraws the job and waits until
- * no worker still holds it (each worker announces the job it joins in a hazard slot of its
- * own and checks the job is still published after that, so a worker never touches a job
- * whose caller has returned).
+ * to the other core only when it steals. The caller then withdraws the job and waits (spins
+ * up to TILECRAFT_SPIN_US, then sleeps until woken) until no worker still holds it (each
+ * worker announces the job it joins in a hazard slot of its own and checks the job is still
+ * published after that, so a worker never touches a job whose caller has returned).
  *
  * One job at a time: a loop that finds another job published (a nested loop inside a block,
  * or another thread calling a model at the same time) runs all its blocks on its own thread.
@@ -317,6 +317,10 @@ static Hazard hazards[MAX_WORKERS + 1];     /* the job worker w (1-based) holds,
 static __thread int worker_index;          /* 0 outside the pool */
 static int64_t calls_in_progress OWN_LINE; /* model calls between their begin and end */
 static int64_t calls_begun;                /* model calls begun (wakes sleeping workers) */
+/* A caller whose workers still hold its job past spin_ns sleeps on join_cv. */
+static pthread_mutex_t join_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t join_cv = PTHREAD_COND_INITIALIZER;
+static int64_t join_waiters OWN_LINE;
 static int64_t call_spin_ns = 1000 * 1000;
 
 /* Counts (relaxed, once per loop or per thread and loop): see tilecraftParallelForCounts. */
@@ -358,7 +362,14 @@ static bool join_job(void) {
       __atomic_fetch_add(&loops_joined, 1, __ATOMIC_RELAXED);
     }
   }
-  __atomic_store_n(&hazard->job, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&hazard->job, NULL, __ATOMIC_SEQ_CST);
+  /* Pairs with wait_for_workers: either the caller sees the hazard cleared, or this thread
+   * sees it waiting and wakes it (under join_mu, so not before it waits). */
+  if (__atomic_load_n(&join_waiters, __ATOMIC_SEQ_CST) > 0) {
+    pthread_mutex_lock(&join_mu);
+    pthread_cond_broadcast(&join_cv);
+    pthread_mutex_unlock(&join_mu);
+  }
   return true;
 }
 
@@ -449,6 +460,9 @@ static void after_fork_in_child(void) {
   deque_count = 1;
   current_job = NULL; /* a job of the parent's (only a block's fn could fork inside one) */
   memset(hazards, 0, sizeof hazards);
+  pthread_mutex_init(&join_mu, NULL);
+  pthread_cond_init(&join_cv, NULL);
+  join_waiters = 0;
   calls_in_progress = 0; /* the parent's other threads' calls */
   worker_index = 0;
   own_deque = 0;         /* the forking thread may have been a worker */
@@ -516,6 +530,33 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   }
 }
 
+static bool workers_hold(Job *job, int workers) {
+  for (int w = 1; w <= workers; ++w)
+    if (__atomic_load_n(&hazards[w].job, __ATOMIC_SEQ_CST) == job) return true;
+  return false;
+}
+
+/* Return once no worker holds `job` (withdrawn): spin up to spin_ns, then sleep until the
+ * last holder wakes this thread. Why sleep and not spin on: a worker holding a block may
+ * have lost its core to another process; on a loaded machine a caller spinning (even with
+ * sched_yield) kept that core from it, and the call's loops waited for whole time slices. */
+static void wait_for_workers(Job *job, int workers) {
+  int64_t deadline = 0;
+  for (int spins = 0; workers_hold(job, workers); ++spins) {
+    cpu_relax();
+    if ((spins & 63) != 63) continue;
+    int64_t now = now_ns();
+    if (!deadline) deadline = now + spin_ns;
+    if (now < deadline) continue;
+    pthread_mutex_lock(&join_mu);
+    __atomic_fetch_add(&join_waiters, 1, __ATOMIC_SEQ_CST);
+    while (workers_hold(job, workers)) pthread_cond_wait(&join_cv, &join_mu);
+    __atomic_fetch_sub(&join_waiters, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&join_mu);
+    return;
+  }
+}
+
 /* Run iterations [0, iterations) of a parallel loop: fn(ctx, begin, end) for blocks of them,
  * on this thread and the pool's workers (the flat parallel-for, see its section). Returns
  * when every block is done. */
@@ -555,16 +596,7 @@ RUNTIME_API void tilecraftParallelFor(BlockFn fn, void *ctx, int64_t iterations)
   /* Every block is taken: withdraw the job, then wait for the workers that still hold it
    * (their last blocks). Pairs with join_job's hazard store and second load. */
   __atomic_store_n(&current_job, NULL, __ATOMIC_SEQ_CST);
-  int workers = (int)(threads - 1);
-  for (int w = 1; w <= workers; ++w) {
-    for (int spins = 0; __atomic_load_n(&hazards[w].job, __ATOMIC_SEQ_CST) == &job; ++spins) {
-      cpu_relax();
-      if (spins >= 4096) {
-        sched_yield(); /* the worker's core may be taken by another process */
-        spins = 0;
-      }
-    }
-  }
+  wait_for_workers(&job, (int)(threads - 1));
 }
 
 /* The generated entry of a model with parallel loops calls these around its body
