@@ -21,7 +21,8 @@ bounds one-dimensional):
   function's entry block) and loaded back at the function's start; a memref travels as its
   LLVM descriptor through ``builtin.unrealized_conversion_cast``, which
   ``reconcile-unrealized-casts`` removes once ``convert-to-llvm`` has lowered both sides;
-  constants (and ``memref.get_global``) are recreated inside instead of captured;
+  constants are recreated inside instead of captured (weights, ``memref.get_global``, are
+  captured: an outlined kernel that names no global may be compiled in another process);
 - the loop becomes ``func.call @tilecraftParallelFor(%fn, %ctx, %iterations)`` with
   ``%fn = func.constant @parallel_compute_fn_<n>`` (a pointer once lowered).
 
@@ -53,8 +54,10 @@ PARALLEL_FOR = "tilecraft-parallel-for"
 RUNTIME_FUNCTION = "tilecraftParallelFor"
 BODY_PREFIX = "parallel_compute_fn"
 
-# Ops without operands that are cheaper to recreate in the body than to capture.
-_REMATERIALIZED = frozenset({"arith.constant", "memref.get_global", "ub.poison", "llvm.mlir.constant"})
+# Ops without operands that are cheaper to recreate in the body than to capture. Not
+# ``memref.get_global``: a weight travels in the context struct, so the outlined kernel
+# names no global and the JIT may compile it in another process (jit/function_split.py).
+_REMATERIALIZED = frozenset({"arith.constant", "ub.poison", "llvm.mlir.constant"})
 
 
 def _descriptor_type(memref_type: ir.MemRefType) -> ir.Type:
