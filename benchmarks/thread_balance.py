@@ -1,7 +1,7 @@
 """Thread balance of parallel loops (issue #43): how finely each parallel loop is split, and
 how much a reproducible disturbance of one core slows tilecraft against onnxruntime.
 
-    # the facts: tasks per parallel loop and the blocks async-parallel-for makes of them
+    # the facts: tasks per parallel loop and the blocks the runtime makes of them
     .venv/bin/python benchmarks/thread_balance.py facts --models regnet,shufflenet --threads 2
     # a suite model as ONNX, then packages of it from two trees (see package_ab.py)
     .venv/bin/python benchmarks/thread_balance.py export mobilenet_v2 -o /tmp/m.onnx
@@ -17,11 +17,11 @@ how much a reproducible disturbance of one core slows tilecraft against onnxrunt
 Why: the same build of a suite model moved by up to 2x between two quiet runs while
 onnxruntime's figures stayed put (docs/performance.md, "After round 19's merges"). A
 parallel loop's tasks are the planner's thread tiles (schedule/op_schedule.py);
-``async-parallel-for`` (pipelines/stages.py) groups them into at most ``8 x workers`` blocks
-for up to 4 workers (16 on two threads), each block one task of the runtime's shared queue
-(runtime/async_runtime.c), taken by whichever thread is free. So the blocks are dispatched
-dynamically, but a loop of 4 blocks on 2 threads hands a thread that stalls (another
-process, an interrupt) a quarter of the loop, which the other thread cannot take over.
+the flat parallel-for (pipelines/buffer/parallel_for.py, runtime/async_runtime.c) runs one
+block per task, up to 16 per thread, taken from counters by whichever thread is free. So the
+blocks are dispatched dynamically, but a loop of 4 blocks on 2 threads hands a thread that
+stalls (another process, an interrupt) a quarter of the loop, which the other thread cannot
+take over.
 
 ``facts`` compiles each model and reads every ``scf.forall`` of the IR after bufferization
 (the task grid the schedule made) and prints, per loop, its tasks, its blocks, the share of
@@ -54,17 +54,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # ---- the facts: tasks and blocks of each parallel loop ------------------------------------
 
 
-def async_parallel_for_blocks(tasks: int, workers: int) -> int:
-    """The blocks MLIR 22's ``async-parallel-for{num-workers=W min-task-size=1}`` makes of a
-    loop of ``tasks`` iterations: at most ``W x factor`` blocks (factor 8 up to 4 workers, then
-    4, 2, 1, 0.8, 0.6), each of ``ceil(tasks / max_blocks)`` iterations (AsyncParallelFor.cpp)."""
+def parallel_for_blocks(tasks: int, threads: int) -> int:
+    """The blocks the runtime's flat parallel-for (runtime/async_runtime.c,
+    ``tilecraftParallelFor``) makes of a loop of ``tasks`` iterations: one per task up to
+    ``BLOCKS_PER_THREAD`` (16) per thread, else that many blocks of ``ceil(tasks / (16 x
+    threads))`` tasks."""
     if tasks <= 0:
         return 0
-    factor = (8.0 if workers <= 4 else 4.0 if workers <= 8 else 2.0 if workers <= 16
-              else 1.0 if workers <= 32 else 0.8 if workers <= 64 else 0.6)
-    max_blocks = max(1, int(workers * factor))
-    block_size = min(tasks, max(-(-tasks // max_blocks), 1))
-    return -(-tasks // block_size)
+    most = 16 * threads
+    grain = 1 if tasks <= most else -(-tasks // most)
+    return -(-tasks // grain)
 
 
 def busy_share(blocks: int, threads: int) -> float:
@@ -110,7 +109,7 @@ def loop_facts(ir_text: str, threads: int) -> list[LoopFacts]:
     for tasks in forall_tasks(ir_text):
         if tasks is None or tasks < 1:
             continue
-        blocks = async_parallel_for_blocks(tasks, threads)
+        blocks = parallel_for_blocks(tasks, threads)
         facts.append(LoopFacts(tasks, blocks, busy_share(blocks, threads), 1.0 / blocks))
     return facts
 
@@ -152,15 +151,18 @@ def facts_main(args: argparse.Namespace) -> None:
         # worker ran (the rest ran on the calling thread, which computes each loop's first
         # block and runs queued blocks while it waits).
         compiled(*arrays)
-        before = parallel_runtime.task_counts()
+        before, tasks_before = parallel_runtime.loop_counts(), parallel_runtime.task_counts()
         for _ in range(args.calls):
             compiled(*arrays)
-        counts = parallel_runtime.task_counts() - before
-        blocks = counts.queued + sum(1 for f in facts if f.blocks > 0) * args.calls
+        counts = parallel_runtime.loop_counts() - before
+        sleeps = (parallel_runtime.task_counts() - tasks_before).worker_sleeps
+        blocks = counts.by_callers + counts.by_workers
         predicted = sum(f.blocks for f in facts) * args.calls
-        print(f"  run: {blocks / args.calls:.0f} blocks per call (from the IR: {predicted / args.calls:.0f}); "
-              f"the worker ran {counts.by_workers / max(blocks, 1):.1%} of them, the caller the rest; "
-              f"the worker slept {counts.worker_sleeps / args.calls:.1f} times per call")
+        print(f"  run: {counts.published / args.calls:.0f} loops published and {counts.serial / args.calls:.0f} "
+              f"run serially per call; {blocks / args.calls:.0f} blocks per call published (from the IR: "
+              f"{predicted / args.calls:.0f}); the workers ran {counts.by_workers / max(blocks, 1):.1%} of them "
+              f"and joined {counts.joined / max(counts.published, 1):.1%} of the loops; "
+              f"the worker slept {sleeps / args.calls:.1f} times per call")
 
 
 # ---- the disturbance ----------------------------------------------------------------------

@@ -57,7 +57,7 @@ BIONIC_LIBC_FUNCTIONS = (
     "pthread_cond_signal", "pthread_cond_broadcast", "pthread_atfork", "malloc", "calloc", "realloc",
     "free", "aligned_alloc", "posix_memalign", "abort", "getenv", "atol", "memcpy", "memmove", "memset",
     "memcmp", "strlen", "fprintf", "printf", "clock_gettime", "nanosleep", "sysconf", "getpid", "fork",
-    "getauxval", "__errno",
+    "getauxval", "__errno", "sched_yield",
 )
 BIONIC_LIBC_DATA = ("stderr", "stdout")
 # C99 <math.h> (float and double forms) from Android's libm.so: what math lowering may call.

@@ -26,6 +26,7 @@ from .tensor.int8_matmul import INT8_EPILOGUE_PASS, INT8_MATMUL_PASS, VNNI_DOTS_
 from .vector.merge_functions import MERGE_IDENTICAL_FUNCTIONS
 from .vector.entry_loops import KEEP_ENTRY_LOOPS_ROLLED
 from .buffer.parallel_loops import COLLAPSE_PARALLEL_LOOPS
+from .buffer.parallel_for import MARK_PARALLEL_CALLS, PARALLEL_FOR
 from .passes import register_pass
 from .tensor.runtime_checks import INSERT_CHECKS, LOWER_CHECKS
 from .vector.runtime_verification import GENERATE_VERIFICATION, ROUTE_VERIFICATION, VERIFY_VECTOR_ACCESSES
@@ -139,21 +140,23 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
 
 
 def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ...]:
-    """Scheduled linalg on tensors to the LLVM dialect: bufferize, loops (parallel loops on
-    the async runtime when ``target`` has several threads), vector, llvm. ``checked``: MLIR's
+    """Scheduled linalg on tensors to the LLVM dialect: bufferize, loops (parallel loops as
+    calls of the runtime's flat parallel-for when ``target`` has several threads), vector, llvm. ``checked``: MLIR's
     run-time verification of every memref access, failures reported as typed errors
     (pipelines/vector/runtime_verification.py)."""
     target = Target.parse(target)
     threads = target.num_threads
     async_lowering = (
         (
-            # min-task-size=1: each scf.forall iteration is already a task the planner
-            # sized (about 2 per thread). With the default (1000 iterations per task) a
-            # loop of fewer than 1000 iterations ran whole on the calling thread, so
-            # matmuls and convolutions never used a second core. Loops are collapsed to
-            # one dimension first (parallel_loops.py: async-parallel-for ran some blocks
-            # of multi-dimensional loops twice).
+            # Loops are collapsed to one dimension first (parallel_loops.py), then each
+            # becomes one call of the runtime's flat parallel-for on its outlined body
+            # (parallel_for.py). The loops it cannot take (reductions, dynamic
+            # multi-dimensional bounds, captured values of other types) go on to
+            # async-parallel-for. min-task-size=1: each scf.forall iteration is already a
+            # task the planner sized; with the default (1000 iterations per task) a loop of
+            # fewer than 1000 iterations ran whole on the calling thread.
             COLLAPSE_PARALLEL_LOOPS,
+            PARALLEL_FOR,
             f"async-parallel-for{{num-workers={threads} min-task-size=1}}",
             "async-to-async-runtime",
             "async-runtime-ref-counting",
@@ -199,7 +202,7 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
                "func.func(scf-forall-to-parallel)", *async_lowering),
               "next blocks of block-major constants prefetched; pads fill their borders only; "
               "remaining linalg to loops; i1 buffers as bytes; "
-              "parallel loops onto the async runtime"),
+              "parallel loops as flat parallel-for calls (async runtime for the rest)"),
         Stage("vector",
               # Why lower-vector-multi-reduction: vectorized reductions (sum, max,
               # softmax) leave vector.multi_reduction, which convert-vector-to-llvm does
@@ -228,6 +231,8 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               (LOWER_CHECKS, *((GENERATE_VERIFICATION, VERIFY_VECTOR_ACCESSES) if checked else ()),
                "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
                *((ROUTE_VERIFICATION,) if checked else ()),
+               # After every early return exists (failed checks): each ends the call.
+               *((MARK_PARALLEL_CALLS,) if threads > 1 else ()),
                "convert-vector-to-llvm{vector-contract-lowering=outerproduct}",
                # Again: lowering a dot-product vector.contract makes unflagged float sums.
                REASSOCIATE_REDUCTIONS,

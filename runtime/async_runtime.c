@@ -28,6 +28,7 @@
  */
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -256,35 +257,180 @@ static void run_task(Task *task) {
   resume(handle);
 }
 
-/* The next task for a worker: spin up to `spin_ns` for one, then sleep until one is queued.
- * Why the spin goes on after a lost race: a worker that saw a task but lost it to another
+/* ---- the flat parallel-for ------------------------------------------------------------
+ *
+ * Code lowered by tilecraft-parallel-for (pipelines/buffer/parallel_for.py) runs a parallel
+ * loop as ONE call, tilecraftParallelFor(fn, ctx, iterations): fn(ctx, begin, end) computes
+ * iterations [begin, end) of the loop's outlined body. Why, and not async-parallel-for's
+ * coroutines: those cost a coroutine frame, a token, a group entry and a malloc per block,
+ * queued and awaited one by one, for each of the ~30 loops of a 1-5 ms model call (issue #43).
+ *
+ * The caller publishes one Job in `current_job` (a stack object: nothing is allocated), the
+ * pool's workers join it, and every thread takes blocks from counters until none is left:
+ * the blocks are split into one contiguous part per thread, each part's counter on a line
+ * of its own, and a thread takes from its own part first (the caller the first, worker w
+ * part w), then from the others'. Why parts and not one counter: the threads keep about the
+ * same rows of every loop (the rows their previous loop wrote, where the layers split alike,
+ * what the per-thread deques of the async path were for), and a thread's counter line moves
+ * to the other core only when it steals. The caller then withdraws the job and waits (spins
+ * up to TILECRAFT_SPIN_US, then sleeps until woken) until no worker still holds it (each
+ * worker announces the job it joins in a hazard slot of its own and checks the job is still
+ * published after that, so a worker never touches a job whose caller has returned).
+ *
+ * One job at a time: a loop that finds another job published (a nested loop inside a block,
+ * or another thread calling a model at the same time) runs all its blocks on its own thread.
+ * That thread's core is busy either way, and it needs no lock.
+ *
+ * Between the loops of a model call the workers spin: the generated entry calls
+ * tilecraftParallelCallBegin / tilecraftParallelCallEnd (tilecraft-mark-parallel-calls), and
+ * a worker with no job spins TILECRAFT_SPIN_US, then, while a call is in progress, on with
+ * sched_yield between checks (at most TILECRAFT_CALL_SPIN_US since its last job, default
+ * 1000, so a long serial stretch or a call that never ends does not hold a core), then sleeps. A call's begin wakes sleeping
+ * workers, so their wake-up overlaps the call's first serial work instead of its first loop. */
+
+typedef void (*BlockFn)(void *, int64_t, int64_t);
+
+/* A contiguous range of blocks and the counter threads take them from. */
+typedef struct Part {
+  int64_t next; /* atomic: the next block to take (may run past `end`) */
+  int64_t end;
+} OWN_LINE Part;
+
+enum { MAX_PARTS = 16, MAX_WORKERS = 255 };
+
+typedef struct Job {
+  BlockFn fn;
+  void *ctx;
+  int64_t iterations, grain; /* block b: iterations [b * grain, min((b + 1) * grain, iterations)) */
+  int parts;
+  Part part[MAX_PARTS];
+} Job;
+
+/* Blocks per thread when a loop has more iterations than that: the planner makes a few tasks
+ * per thread (schedule/op_schedule.py), which run one block each; a larger loop (one the
+ * schedule did not split) is grouped into this many blocks per thread, enough to balance. */
+enum { BLOCKS_PER_THREAD = 16 };
+
+static Job *current_job OWN_LINE;          /* the published job, or NULL */
+typedef struct Hazard { Job *job; } OWN_LINE Hazard;
+static Hazard hazards[MAX_WORKERS + 1];     /* the job worker w (1-based) holds, or NULL */
+static __thread int worker_index;          /* 0 outside the pool */
+static int64_t calls_in_progress OWN_LINE; /* model calls between their begin and end */
+static int64_t calls_begun;                /* model calls begun (wakes sleeping workers) */
+/* A caller whose workers still hold its job past spin_ns sleeps on join_cv. */
+static pthread_mutex_t join_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t join_cv = PTHREAD_COND_INITIALIZER;
+static int64_t join_waiters OWN_LINE;
+static int64_t call_spin_ns = 1000 * 1000;
+
+/* Counts (relaxed, once per loop or per thread and loop): see tilecraftParallelForCounts. */
+static int64_t loops_published OWN_LINE;
+static int64_t loops_serial OWN_LINE;
+static int64_t blocks_by_callers OWN_LINE;
+static int64_t blocks_by_workers OWN_LINE;
+static int64_t loops_joined OWN_LINE;
+
+/* Run blocks of `job` until none is left, own part (`home`) first; how many ran. */
+static int64_t run_blocks(Job *job, int home) {
+  int64_t ran = 0;
+  for (int k = 0; k < job->parts; ++k) {
+    Part *part = &job->part[(home + k) % job->parts];
+    while (__atomic_load_n(&part->next, __ATOMIC_RELAXED) < part->end) {
+      int64_t block = __atomic_fetch_add(&part->next, 1, __ATOMIC_RELAXED);
+      if (block >= part->end) break;
+      int64_t begin = block * job->grain;
+      int64_t end = begin + job->grain < job->iterations ? begin + job->grain : job->iterations;
+      job->fn(job->ctx, begin, end);
+      ++ran;
+    }
+  }
+  return ran;
+}
+
+/* A worker joins the published job, if any, and runs blocks of it; whether it found one. */
+static bool join_job(void) {
+  Job *job = __atomic_load_n(&current_job, __ATOMIC_ACQUIRE);
+  if (!job) return false;
+  Hazard *hazard = &hazards[worker_index];
+  __atomic_store_n(&hazard->job, job, __ATOMIC_SEQ_CST);
+  /* Pairs with the caller's withdrawal: either this load sees the job withdrawn, or the
+   * caller sees the hazard and waits. Only after it may the job's fields be read. */
+  if (__atomic_load_n(&current_job, __ATOMIC_SEQ_CST) == job) {
+    int64_t ran = run_blocks(job, worker_index % job->parts);
+    if (ran) {
+      __atomic_fetch_add(&blocks_by_workers, ran, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&loops_joined, 1, __ATOMIC_RELAXED);
+    }
+  }
+  __atomic_store_n(&hazard->job, NULL, __ATOMIC_SEQ_CST);
+  /* Pairs with wait_for_workers: either the caller sees the hazard cleared, or this thread
+   * sees it waiting and wakes it (under join_mu, so not before it waits). */
+  if (__atomic_load_n(&join_waiters, __ATOMIC_SEQ_CST) > 0) {
+    pthread_mutex_lock(&join_mu);
+    pthread_cond_broadcast(&join_cv);
+    pthread_mutex_unlock(&join_mu);
+  }
+  return true;
+}
+
+static bool job_published(void) { return __atomic_load_n(&current_job, __ATOMIC_RELAXED) != NULL; }
+
+static void wake_sleepers(void) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with next_work's, see there */
+  if (__atomic_load_n(&sleeping_workers, __ATOMIC_RELAXED) > 0) {
+    pthread_mutex_lock(&pool_mu);
+    pthread_cond_broadcast(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+  }
+}
+
+/* A worker's next piece of work: a queued task (returned) or a published job (run here,
+ * then NULL is returned). Spins while a model call is in progress (up to call_spin_ns) or
+ * up to spin_ns, then sleeps until a task is queued, a job published or a call begins. Why
+ * the spin goes on after a lost race: a worker that saw a task but lost it to another
  * thread used to go straight to sleep, and stayed asleep until the next task was queued. */
-static Task *next_task(void) {
-  int64_t deadline = spin_ns > 0 ? now_ns() + spin_ns : 0;
+static Task *next_work(void) {
+  int64_t start = now_ns();
   for (;;) {
+    if (join_job()) return NULL;
     Task *task = try_pop();
     if (task) return task;
-    if (spin_ns <= 0 || now_ns() >= deadline) break;
-    for (int i = 0; i < 64 && !queue_nonempty(NULL); ++i) cpu_relax();
+    for (int i = 0; i < 64 && !job_published() && !queue_nonempty(NULL); ++i) cpu_relax();
+    int64_t waited = now_ns() - start;
+    if (waited < spin_ns) continue;
+    if (waited < call_spin_ns && __atomic_load_n(&calls_in_progress, __ATOMIC_RELAXED) > 0) {
+      /* Past spin_ns, spin politely: on a loaded machine the caller may be waiting for
+       * this very core (a worker that spun without yielding held it from the call it
+       * waited for). On an idle core sched_yield returns at once. */
+      sched_yield();
+      continue;
+    }
+    break;
   }
   pthread_mutex_lock(&pool_mu);
   __atomic_fetch_add(&worker_sleeps, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&sleeping_workers, sleeping_workers + 1, __ATOMIC_SEQ_CST);
-  Task *task;
-  /* The fence pairs with the one in mlirAsyncRuntimeExecute: either this thread sees the
-   * pushed task, or the pusher sees a sleeper and signals (under pool_mu, so not before this
-   * thread waits). */
+  /* The fence pairs with wake_sleepers': either this thread sees the pushed task, the
+   * published job or the begun call, or the other thread sees a sleeper and broadcasts
+   * (under pool_mu, so not before this thread waits). A call that begins wakes the workers
+   * once: they then spin for it, and sleep again only after call_spin_ns without a job. */
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  while (!(task = try_pop())) pthread_cond_wait(&pool_cv, &pool_mu);
+  int64_t began = __atomic_load_n(&calls_begun, __ATOMIC_SEQ_CST);
+  Task *task = NULL;
+  while (!job_published() && !(task = try_pop()) &&
+         !(__atomic_load_n(&calls_begun, __ATOMIC_SEQ_CST) != began))
+    pthread_cond_wait(&pool_cv, &pool_mu);
   __atomic_store_n(&sleeping_workers, sleeping_workers - 1, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&pool_mu);
   return task;
 }
 
 static void *worker(void *arg) {
-  own_deque = (int)(intptr_t)arg;
+  worker_index = (int)(intptr_t)arg;
+  own_deque = 1 + (worker_index - 1) % (MAX_DEQUES - 1);
   for (;;) {
-    Task *task = next_task();
+    Task *task = next_work();
+    if (!task) continue;
     __atomic_fetch_add(&tasks_run_by_workers, 1, __ATOMIC_RELAXED);
     run_task(task);
   }
@@ -312,6 +458,13 @@ static void after_fork_in_child(void) {
   reset_deques(); /* the parent's tasks: its workers run them */
   sleeping_workers = 0;
   deque_count = 1;
+  current_job = NULL; /* a job of the parent's (only a block's fn could fork inside one) */
+  memset(hazards, 0, sizeof hazards);
+  pthread_mutex_init(&join_mu, NULL);
+  pthread_cond_init(&join_cv, NULL);
+  join_waiters = 0;
+  calls_in_progress = 0; /* the parent's other threads' calls */
+  worker_index = 0;
   own_deque = 0;         /* the forking thread may have been a worker */
   pool_started = false;  /* the parent's workers: none of them is here */
 }
@@ -339,6 +492,8 @@ static void ensure_pool(void) {
   pool_threads = threads;
   const char *spin = getenv("TILECRAFT_SPIN_US");
   if (spin && *spin) spin_ns = atol(spin) > 0 ? atol(spin) * 1000 : 0;
+  const char *call_spin = getenv("TILECRAFT_CALL_SPIN_US");
+  if (call_spin && *call_spin) call_spin_ns = atol(call_spin) > 0 ? atol(call_spin) * 1000 : 0;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -346,12 +501,13 @@ static void ensure_pool(void) {
    * (wait_ready runs queued tasks). At least one, so that tasks whose continuation nobody
    * awaits with a blocking call still run. */
   long workers = threads > 1 ? threads - 1 : 1;
+  if (workers > MAX_WORKERS) workers = MAX_WORKERS; /* each has a hazard slot */
+  if (pool_threads > workers + 1) pool_threads = workers + 1;
   __atomic_store_n(&deque_count, (int)(workers + 1 < MAX_DEQUES ? workers + 1 : MAX_DEQUES),
                    __ATOMIC_RELEASE);
   for (long i = 0; i < workers; ++i) {
     pthread_t thread;
-    intptr_t deque = 1 + i % (MAX_DEQUES - 1);
-    if (pthread_create(&thread, &attr, worker, (void *)deque) != 0) die("cannot start a worker thread");
+    if (pthread_create(&thread, &attr, worker, (void *)(intptr_t)(i + 1)) != 0) die("cannot start a worker thread");
   }
   pthread_attr_destroy(&attr);
   __atomic_store_n(&pool_started, true, __ATOMIC_RELEASE);
@@ -366,12 +522,110 @@ RUNTIME_API void mlirAsyncRuntimeExecute(void *handle, CoroResume resume) {
   task->handle = handle;
   __atomic_fetch_add(&tasks_queued, 1, __ATOMIC_RELAXED);
   push_newest(&deques[own_deque], task);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with next_task's, see there */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with next_work's, see there */
   if (__atomic_load_n(&sleeping_workers, __ATOMIC_RELAXED) > 0) {
     pthread_mutex_lock(&pool_mu);
     pthread_cond_signal(&pool_cv);
     pthread_mutex_unlock(&pool_mu);
   }
+}
+
+static bool workers_hold(Job *job, int workers) {
+  for (int w = 1; w <= workers; ++w)
+    if (__atomic_load_n(&hazards[w].job, __ATOMIC_SEQ_CST) == job) return true;
+  return false;
+}
+
+/* Return once no worker holds `job` (withdrawn): spin up to spin_ns, then sleep until the
+ * last holder wakes this thread. Why sleep and not spin on: a worker holding a block may
+ * have lost its core to another process; on a loaded machine a caller spinning (even with
+ * sched_yield) kept that core from it, and the call's loops waited for whole time slices. */
+static void wait_for_workers(Job *job, int workers) {
+  int64_t deadline = 0;
+  for (int spins = 0; workers_hold(job, workers); ++spins) {
+    cpu_relax();
+    if ((spins & 63) != 63) continue;
+    int64_t now = now_ns();
+    if (!deadline) deadline = now + spin_ns;
+    if (now < deadline) continue;
+    pthread_mutex_lock(&join_mu);
+    __atomic_fetch_add(&join_waiters, 1, __ATOMIC_SEQ_CST);
+    while (workers_hold(job, workers)) pthread_cond_wait(&join_cv, &join_mu);
+    __atomic_fetch_sub(&join_waiters, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&join_mu);
+    return;
+  }
+}
+
+/* Run iterations [0, iterations) of a parallel loop: fn(ctx, begin, end) for blocks of them,
+ * on this thread and the pool's workers (the flat parallel-for, see its section). Returns
+ * when every block is done. */
+RUNTIME_API void tilecraftParallelFor(BlockFn fn, void *ctx, int64_t iterations) {
+  if (iterations <= 0) return;
+  ensure_pool();
+  int64_t threads = pool_threads;
+  int64_t blocks_wanted = threads * BLOCKS_PER_THREAD;
+  Job job;
+  job.grain = iterations <= blocks_wanted ? 1 : (iterations + blocks_wanted - 1) / blocks_wanted;
+  int64_t blocks = (iterations + job.grain - 1) / job.grain;
+  if (threads < 2 || blocks < 2 || __atomic_load_n(&current_job, __ATOMIC_RELAXED) != NULL) {
+    __atomic_fetch_add(&loops_serial, 1, __ATOMIC_RELAXED);
+    fn(ctx, 0, iterations);
+    return;
+  }
+  job.fn = fn;
+  job.ctx = ctx;
+  job.iterations = iterations;
+  job.parts = (int)(threads < blocks ? threads : blocks);
+  if (job.parts > MAX_PARTS) job.parts = MAX_PARTS;
+  for (int p = 0; p < job.parts; ++p) {
+    job.part[p].next = blocks * p / job.parts;
+    job.part[p].end = blocks * (p + 1) / job.parts;
+  }
+  Job *expected = NULL;
+  if (!__atomic_compare_exchange_n(&current_job, &expected, &job, false, __ATOMIC_RELEASE,
+                                   __ATOMIC_RELAXED)) {
+    __atomic_fetch_add(&loops_serial, 1, __ATOMIC_RELAXED); /* another job is published */
+    fn(ctx, 0, iterations);
+    return;
+  }
+  __atomic_fetch_add(&loops_published, 1, __ATOMIC_RELAXED);
+  wake_sleepers();
+  int64_t ran = run_blocks(&job, 0);
+  __atomic_fetch_add(&blocks_by_callers, ran, __ATOMIC_RELAXED);
+  /* Every block is taken: withdraw the job, then wait for the workers that still hold it
+   * (their last blocks). Pairs with join_job's hazard store and second load. */
+  __atomic_store_n(&current_job, NULL, __ATOMIC_SEQ_CST);
+  wait_for_workers(&job, (int)(threads - 1));
+}
+
+/* The generated entry of a model with parallel loops calls these around its body
+ * (tilecraft-mark-parallel-calls): the workers spin between the call's loops. */
+RUNTIME_API void tilecraftParallelCallBegin(void) {
+  ensure_pool();
+  __atomic_fetch_add(&calls_in_progress, 1, __ATOMIC_SEQ_CST);
+  if (pool_threads > 1) {
+    __atomic_fetch_add(&calls_begun, 1, __ATOMIC_SEQ_CST);
+    wake_sleepers();
+  }
+}
+
+RUNTIME_API void tilecraftParallelCallEnd(void) {
+  __atomic_fetch_sub(&calls_in_progress, 1, __ATOMIC_SEQ_CST);
+}
+
+/* counts[0..5] = loops published to the pool, loops run whole on their calling thread (one
+ * block, one thread, or another job published: a nested loop, another calling thread),
+ * blocks run by the calling threads, blocks run by workers, loops a worker ran blocks of,
+ * and model calls in progress now; since the process started (a fork()ed child inherits its
+ * parent's counts). */
+RUNTIME_API void tilecraftParallelForCounts(int64_t counts[6]) {
+  counts[0] = __atomic_load_n(&loops_published, __ATOMIC_RELAXED);
+  counts[1] = __atomic_load_n(&loops_serial, __ATOMIC_RELAXED);
+  counts[2] = __atomic_load_n(&blocks_by_callers, __ATOMIC_RELAXED);
+  counts[3] = __atomic_load_n(&blocks_by_workers, __ATOMIC_RELAXED);
+  counts[4] = __atomic_load_n(&loops_joined, __ATOMIC_RELAXED);
+  counts[5] = __atomic_load_n(&calls_in_progress, __ATOMIC_RELAXED);
 }
 
 /* counts[0..4] = tasks queued, run by workers, run by awaiting threads, worker sleeps and

@@ -1,8 +1,11 @@
 """The runtime of parallel loops in JIT-compiled code: runtime/async_runtime.c, built once and
 loaded process-wide.
 
-Code lowered with ``async-parallel-for`` calls the ``mlirAsyncRuntime*`` functions. Why this
-library and not MLIR's ``libmlir_async_runtime.so``:
+Parallel loops are calls of its flat parallel-for (``tilecraftParallelFor``, lowered by
+pipelines/buffer/parallel_for.py; the generated entry marks each call's begin and end, so the
+workers spin between its loops); the loops that lowering leaves to ``async-parallel-for``
+call the ``mlirAsyncRuntime*`` functions. Why this library and not MLIR's
+``libmlir_async_runtime.so``:
 
 - scheduling on few cores: MLIR's runtime runs a pool of one worker per core beside the
   thread that awaits each loop, so N + 1 threads computed on N cores; ours keeps N (the
@@ -66,3 +69,33 @@ def task_counts() -> TaskCounts:
     counts = (ctypes.c_int64 * 5)()
     load().tilecraftAsyncRuntimeCounts(counts)
     return TaskCounts(*counts)
+
+
+@dataclass(frozen=True)
+class LoopCounts:
+    """Loops of the flat parallel-for since the process started (async_runtime.c,
+    ``tilecraftParallelForCounts``): over calls of a model whose loops of B blocks ran,
+    ``published`` loops went to the pool and ``serial`` ran whole on their calling thread
+    (one block, one thread, or another loop already published: a nested loop or another
+    calling thread); the published loops' blocks ran ``by_callers`` on their calling
+    threads and ``by_workers`` on the pool's workers, who took part in ``joined`` loops."""
+
+    published: int
+    serial: int
+    by_callers: int
+    by_workers: int
+    joined: int
+    # Model calls between their begin and end now (not a difference: a level).
+    calls_in_progress: int = 0
+
+    def __sub__(self, earlier: "LoopCounts") -> "LoopCounts":
+        return LoopCounts(self.published - earlier.published, self.serial - earlier.serial,
+                          self.by_callers - earlier.by_callers, self.by_workers - earlier.by_workers,
+                          self.joined - earlier.joined, self.calls_in_progress)
+
+
+def loop_counts() -> LoopCounts:
+    """The JIT's flat parallel-for counts (a package links its own copy of the runtime)."""
+    counts = (ctypes.c_int64 * 6)()
+    load().tilecraftParallelForCounts(counts)
+    return LoopCounts(*counts)

@@ -120,17 +120,19 @@ def vector_tile(extent: int, lanes: int, max_vectors: int) -> int:
 
 
 # Tasks per thread that a parallel loop is split into where its extent allows. Why 4 and
-# not 2: async-parallel-for makes one block of each task (up to 16 blocks on two threads)
-# and the runtime hands blocks to whichever thread is free (runtime/async_runtime.c), but a
-# thread that stalls (another process on its core, an interrupt, a frequency dip) keeps the
-# block it holds. With 2 tasks per thread one stall held up a quarter of the loop, and the
+# not 2: the runtime's flat parallel-for runs one block per task (up to 16 per thread) and
+# hands blocks to whichever thread is free (runtime/async_runtime.c), but a thread that
+# stalls (another process on its core, an interrupt, a frequency dip) keeps the block it
+# holds. With 2 tasks per thread one stall held up a quarter of the loop, and the
 # suite's two-thread figures moved by up to 2x between quiet runs; with 4, an eighth
 # (benchmarks/thread_balance.py, docs/performance.md "Thread balance").
 TASKS_PER_THREAD = 4
 
-# At most this many tasks per thread: async-parallel-for makes at most 8 blocks per worker
-# (up to 4 workers), so more tasks than that are merged into unequal blocks (17 tasks on
-# two threads: 8 blocks of 2 and one of 1), and each task is an async dispatch.
+# At most this many tasks per thread. Set when async-parallel-for merged more than 8 tasks
+# per worker into unequal blocks and each task was an async dispatch; the flat parallel-for
+# takes up to 16 per thread as blocks of one task from a counter, so finer splits would now
+# cost little, but raising either constant changes every model's thread tiles and the
+# round-23 machine was too loaded to measure it (docs/performance.md, "The flat parallel-for").
 _MAX_TASKS_PER_THREAD = 8
 
 

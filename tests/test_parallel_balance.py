@@ -1,8 +1,8 @@
 """How parallel loops are split and shared (issue #43, benchmarks/thread_balance.py): the
-runtime's task counts (runtime/async_runtime.c ``tilecraftAsyncRuntimeCounts``) against the
-blocks the benchmark predicts from the IR (MLIR 22's async-parallel-for: at most 16 blocks
-on two threads, so 17 tasks are 9 blocks), and results of loops with odd task counts
-against numpy. Each case runs in a fresh process: the pool and its counts are per process."""
+runtime's loop counts (runtime/async_runtime.c ``tilecraftParallelForCounts``) against the
+blocks the benchmark predicts from the IR (the flat parallel-for: one block per task up to
+16 per thread, so 37 tasks on two threads are 19 blocks), and results of loops with odd task
+counts against numpy. Each case runs in a fresh process: the pool and its counts are per process."""
 
 import json
 import os
@@ -28,14 +28,14 @@ PROBE = textwrap.dedent("""
     rng = np.random.default_rng(0)
     args = [rng.random(shape, dtype=np.float32) for shape in json.loads(sys.argv[3])]
     m(*args)
-    before = parallel_runtime.task_counts()
+    before = parallel_runtime.loop_counts()
     calls = 10
     for _ in range(calls):
         m(*args)
-    counts = parallel_runtime.task_counts() - before
+    counts = parallel_runtime.loop_counts() - before
     print(json.dumps({"tasks": [f.tasks for f in facts], "blocks": [f.blocks for f in facts], "calls": calls,
-                      "queued": counts.queued, "workers": counts.by_workers, "waiters": counts.by_waiters,
-                      "stolen": counts.stolen}))
+                      "published": counts.published, "serial": counts.serial, "workers": counts.by_workers,
+                      "callers": counts.by_callers}))
 """)
 
 
@@ -54,20 +54,20 @@ def _add(shape) -> str:
 
 
 @pytest.mark.parametrize("text, shapes, tasks, blocks", [
-    # 17 rows (a prime): 17 one-row tasks, which async-parallel-for makes 9 blocks (8 of 2, 1 of 1)
-    (_add((17, 4096)), [(17, 4096), (17, 4096)], [17], [9]),
-    # 37 rows: 37 tasks, blocks of 3 (ceil(37 / 16)): 13 blocks, the last of 1 task
-    (_add((37, 4096)), [(37, 4096), (37, 4096)], [37], [13]),
+    # 17 rows (a prime): 17 one-row tasks, one block each (async-parallel-for made 9 blocks)
+    (_add((17, 4096)), [(17, 4096), (17, 4096)], [17], [17]),
+    # 37 rows: 37 tasks, more than 16 per thread: blocks of 2, 19 blocks, the last of 1 task
+    (_add((37, 4096)), [(37, 4096), (37, 4096)], [37], [19]),
     # 56 output rows: 8 bands of 7, one block each
     (mt.conv_nhwc(1, 58, 58, 64, 3, 3, 16), [(1, 58, 58, 64), (3, 3, 64, 16)], [8], [8]),
 ])
 def test_blocks_run_are_the_blocks_predicted(tmp_path, text, shapes, tasks, blocks):
     probe = _probe(tmp_path, text, shapes)
     assert probe["tasks"] == tasks and probe["blocks"] == blocks
-    # A loop of B blocks queues B - 1 tasks (the caller computes the first), each run once.
-    assert probe["queued"] == probe["calls"] * sum(b - 1 for b in blocks)
-    assert probe["workers"] + probe["waiters"] == probe["queued"]
-    assert 0 <= probe["stolen"] <= probe["queued"]
+    # Each loop is published once per call (or run whole on the calling thread), and each
+    # block of a published loop runs once, on the caller or a worker.
+    assert probe["published"] + probe["serial"] == probe["calls"] * len(blocks)
+    assert probe["workers"] + probe["callers"] == probe["published"] * blocks[0]
 
 
 @pytest.mark.parametrize("rows", [17, 13, 6, 14])

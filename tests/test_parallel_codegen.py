@@ -17,14 +17,17 @@ from tilecraft.runtime.libraries import llvm_tool
 
 
 def _conv_mlp(rng) -> onnx.ModelProto:
-    """Conv + ReLU + pooling + MatMul + Add: several outlined parallel kernels."""
+    """Conv + ReLU + Conv + pooling + MatMul + Add: several outlined parallel kernels."""
     w = (rng.random((16, 8, 3, 3)) - 0.5).astype(np.float32)
     b = (rng.random(16) - 0.5).astype(np.float32)
+    w2 = (rng.random((16, 16, 3, 3)) - 0.5).astype(np.float32)
     m = (rng.random((16, 10)) - 0.5).astype(np.float32)
     c = (rng.random(10) - 0.5).astype(np.float32)
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["y"], ["r"]),
+        helper.make_node("Relu", ["y"], ["r0"]),
+        # A second convolution: two parallel kernels, one per codegen worker.
+        helper.make_node("Conv", ["r0", "w2"], ["r"], pads=[1, 1, 1, 1]),
         helper.make_node("GlobalAveragePool", ["r"], ["p"]),
         helper.make_node("Flatten", ["p"], ["f"]),
         helper.make_node("MatMul", ["f", "m"], ["g"]),
@@ -33,7 +36,7 @@ def _conv_mlp(rng) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes, "conv_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 12, 12])],
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 10])],
-        [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (m, "m"), (c, "c"))])
+        [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (w2, "w2"), (m, "m"), (c, "c"))])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 

@@ -92,22 +92,25 @@ def test_the_c_runtime_runs_clean_under_asan_and_ubsan(tmp_path, monkeypatch):
 RUNTIME = Path(tilecraft.__file__).parent / "runtime" / "async_runtime.c"
 
 
+@pytest.mark.parametrize("driver", ["async_runtime_driver.c", "parallel_for_driver.c"])
 @pytest.mark.parametrize("threads, spin_us", [("2", "100"), ("4", "100"), ("3", "0")])
-def test_the_parallel_runtime_runs_clean_under_tsan(tmp_path, threads, spin_us):
+def test_the_parallel_runtime_runs_clean_under_tsan(tmp_path, threads, spin_us, driver):
     """The pool's deques, the sleeping workers' wake-ups and the tokens' lock-free state reads
     (runtime/async_runtime.c) under ThreadSanitizer, driven as async-parallel-for's code drives
-    them (async_runtime_driver.c) by three threads at once, with nested loops; with
-    TILECRAFT_SPIN_US=0 every idle worker sleeps, so the wake-up path runs on every loop."""
+    them (async_runtime_driver.c) and as the flat parallel-for's code does (parallel_for_driver.c:
+    published jobs, hazard slots, call begin/end, fork) by three threads at once, with nested
+    loops; with TILECRAFT_SPIN_US=0 (and the call spin off) every idle worker sleeps, so the
+    wake-up path runs on every loop."""
     compiler = os.environ.get("CC", "cc")
     found = subprocess.run([compiler, "-print-file-name=libtsan.so"], capture_output=True, text=True).stdout.strip()
     if not found or not Path(found).is_file():
         pytest.skip("the C compiler has no ThreadSanitizer runtime (libtsan.so)")
     binary = tmp_path / "driver"
     subprocess.run([compiler, "-fsanitize=thread", "-g", "-O1", "-pthread", "-Wno-tsan",
-                    str(Path(__file__).with_name("async_runtime_driver.c")), str(RUNTIME), "-o", str(binary)],
+                    str(Path(__file__).with_name(driver)), str(RUNTIME), "-o", str(binary)],
                    check=True, capture_output=True, text=True)
     environment = {**os.environ, "TILECRAFT_NUM_THREADS": threads, "TILECRAFT_SPIN_US": spin_us,
-                   "TSAN_OPTIONS": "halt_on_error=1"}
+                   "TILECRAFT_CALL_SPIN_US": spin_us, "TSAN_OPTIONS": "halt_on_error=1"}
     done = subprocess.run([str(binary), "3"], capture_output=True, text=True, timeout=600, env=environment)
     assert done.returncode == 0 and "ok: 3 callers" in done.stdout, done.stderr[-3000:]
     assert "ThreadSanitizer" not in done.stderr, done.stderr[-3000:]

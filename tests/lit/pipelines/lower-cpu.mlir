@@ -1,14 +1,18 @@
 // The whole CPU pipeline, as one named pipeline, ends in the LLVM dialect with 512-bit
-// vector arithmetic (whole zmm registers: 16 or 2 x 16 f32) and the async runtime.
+// vector arithmetic (whole zmm registers: 16 or 2 x 16 f32) and the parallel runtime's flat
+// parallel-for (one call per loop, the call's begin and end marked; no async tasks).
 // RUN: tilecraft-opt %s --tilecraft-lower-cpu="num-threads=2" | FileCheck %s
 // RUN: tilecraft-opt %s --tilecraft-lower-cpu="num-threads=1" | FileCheck %s --check-prefix=SERIAL
 // RUN: tilecraft-opt %s --tilecraft-lower-cpu="cpu=skylake-avx512 features=+avx512f num-threads=1" | FileCheck %s --check-prefix=TARGET
 
 // CHECK-LABEL: llvm.func @matmul_bias_relu(
+// CHECK: llvm.call @tilecraftParallelCallBegin()
+// CHECK: llvm.call @tilecraftParallelFor(
+// CHECK: llvm.call @tilecraftParallelCallEnd()
 // CHECK: llvm.func @_mlir_ciface_matmul_bias_relu
 // CHECK: llvm.func @parallel_compute_fn
 // CHECK: llvm.intr.fmuladd({{.*}}) : (vector<{{16|32}}xf32>
-// CHECK: llvm.call @mlirAsyncRuntime
+// CHECK-NOT: llvm.call @mlirAsyncRuntime
 // Nothing above the LLVM dialect survives.
 // RUN: tilecraft-opt %s --tilecraft-lower-cpu | FileCheck %s --check-prefix=LOWERED
 // LOWERED-NOT: {{(linalg|tensor|memref|vector|scf|affine|bufferization|async)\.[a-z]}}

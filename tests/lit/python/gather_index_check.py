@@ -25,11 +25,11 @@ compiled = tilecraft.compile(helper.make_model(graph, opset_imports=[helper.make
 # CHECK: arith.maxsi
 # CHECK: %[[OK:.*]] = arith.xori
 # CHECK: call @tilecraft_runtime_check(%[[OK]], {{.*}}) {tilecraft.check_kind = "index", tilecraft.check_message = "index {value} out of range for axis 0 of size {bound}"}
-# CHECK: call @async_dispatch_fn
+# CHECK: call @tilecraftParallelFor(
 # CHECK-LABEL: func.func private @parallel_compute_fn
 # CHECK-NOT: call
 # CHECK: arith.minsi
-# CHECK: memref.load %arg8
+# CHECK: memref.load %{{[0-9]+}}[{{.*}}] : memref<5x3xf32>
 # CHECK: return
 print(compiled.ir("vector"))
 
