@@ -13,7 +13,7 @@ constants again, of fixed random values: :func:`candidate_source`; a bf16 or int
 task through its build's pipeline, kernel_tasks.py), run on fixed random inputs,
 compared with the default schedule's output (the task's first measurement saves it), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
-``min_repeat_ms``; with ``flush_cache``, the caches are flushed and the inputs read again
+``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, the caches are flushed and the inputs read again
 before each call, which leaves the weights cold and the inputs warm, as in a model whose
 weights outgrow the last-level cache).
 """
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..runtime import kernel_timers
-from ..runtime.timing import measure
+from ..runtime.timing import get_clock, measure
 from .roles import MeasureInput, MeasureResult, Runner
 from ..errors import TuningError
 
@@ -72,7 +72,13 @@ class RunnerOptions:
         default): a profile of the model measures its kernels the same way, while the
         Python entry's per-call cost (argument checks, output allocation; tens of
         microseconds) swamped small kernels and made the tuner's time disagree with the
-        kernel's time in the model. ``False``: wall time per call, entry included.
+        kernel's time in the model. ``False``: time per call, entry included.
+      clock: ``"wall"`` or ``"thread_cpu"`` (runtime/timing.py): what a measurement reads,
+        the kernel timers included. ``"thread_cpu"``, the measuring thread's CPU time, is
+        steady on a machine shared with other jobs but counts only that thread's work: right
+        for one-thread builds (``TILECRAFT_NUM_THREADS=1``), wrong for parallel ones.
+        ``None`` (the default): :func:`tilecraft.tune` picks by the target's thread count
+        (``runtime.timing.default_clock``); a runner used directly takes ``None`` as wall.
     """
 
     timeout: float = 30.0
@@ -82,7 +88,12 @@ class RunnerOptions:
     flush_cache: bool | None = None
     startup_timeout: float = 120.0
     kernel_time: bool = True
+    clock: str | None = None
     hook: CandidateHook | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.clock is not None:
+            get_clock(self.clock)  # OptionError naming the clocks, before any worker starts
 
 
 def random_inputs(signature: Any, seed: int = 0) -> list[np.ndarray]:

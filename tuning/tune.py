@@ -41,6 +41,7 @@ from ..pipelines.target_registry import target_plugin
 from ..runtime.peak import fma_peak_gflops
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
+from ..runtime.timing import default_clock, get_clock
 from ..schedule.record_plan import with_records
 from ..schedule.records import Record, canonical_target
 from ..schedule.task import Task, extract_tasks
@@ -112,6 +113,7 @@ def tune(
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     if runner_options.flush_cache is None:
         runner_options = replace(runner_options, flush_cache=weights_outgrow_cache(found))
+    runner_options = replace(runner_options, clock=measurement_clock(runner_options.clock, target))
     with runner_for(search, runner_options) as runner, JsonLinesDatabase(records_path) as database:
         states = search_tasks(chosen, search, target_key=target_key, space_generator=generator,
                               runner=runner, database=database, prior=prior, warm=warm, peak_gflops=peak)
@@ -141,7 +143,7 @@ def tune(
         plot_report(JsonLinesDatabase(records_path).records(target), search.report)
     if not end_to_end:
         return TuningResult(records_path, results)
-    comparison = _end_to_end(model, options, records_path)
+    comparison = _end_to_end(model, options, records_path, runner_options.clock)
     if comparison is None:
         return TuningResult(records_path, results, unchanged=True)
     return TuningResult(records_path, results, comparison.baseline_seconds,
@@ -222,6 +224,20 @@ def _warn_unmeasured(states: list[TaskState], budget: int) -> None:
           f"({names}): give at least {len(states)} trials, more to search", file=sys.stderr)
 
 
+def measurement_clock(requested: str | None, target: Target) -> str:
+    """The clock of every measurement of a run (candidates, validation, the end-to-end
+    comparison): ``requested``, else the one that fits ``target``'s thread count
+    (runtime/timing.py: the measuring thread's CPU time for one thread, else wall time).
+    Thread CPU time for a parallel build is refused: it misses the other threads' work."""
+    if requested is None:
+        return default_clock(target.num_threads)
+    get_clock(requested)
+    if requested == "thread_cpu" and target.num_threads > 1:
+        raise TuningError(f"clock='thread_cpu' counts the measuring thread only, and this target runs "
+                          f"{target.num_threads} threads: use clock='wall', or TILECRAFT_NUM_THREADS=1")
+    return requested
+
+
 def runner_for(search: TuneOptions, options: RunnerOptions) -> Runner:
     """Where candidates are measured: this machine, a tilecraft server, or a Ray cluster."""
     if search.remote is not None:
@@ -293,10 +309,11 @@ def _lowered(model: Any, pipeline: Any, options: CompileOptions) -> tuple[str, C
                                    opt_level=options.opt_level)
 
 
-def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Comparison | None:
+def _end_to_end(model: Any, options: CompileOptions, records: Path, clock: str = "wall") -> Comparison | None:
     """The model with the default schedules against the model with ``records``: ``None``
     when both lower to the same IR (nothing to time: any ratio would be noise), else their
-    paired comparison over :data:`END_TO_END_ROUNDS` rounds on the same seeded inputs."""
+    paired comparison over :data:`END_TO_END_ROUNDS` rounds on the same seeded inputs, on
+    ``clock`` (runtime/timing.py's names)."""
     # The model as it will be compiled: offloaded ops are calls here too; a bf16 or int8
     # build's model and pipeline (without its f32 twin and accuracy report).
     if options.precision != "f32":
@@ -309,7 +326,7 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Compariso
         return None
     inputs = random_inputs(default)
     samples = paired_rounds({"default": lambda: default(**inputs), "tuned": lambda: tuned(**inputs)},
-                            END_TO_END_ROUNDS, min_sample_s=0.05)
+                            END_TO_END_ROUNDS, min_sample_s=0.05, clock=get_clock(clock))
     return compare(samples["default"], samples["tuned"])
 
 

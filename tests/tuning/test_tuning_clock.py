@@ -1,0 +1,97 @@
+"""Measurement that survives load (issue #44): one-thread builds are timed on the measuring
+thread's CPU time (runtime/timing.py's ``thread_cpu`` clock), in the tuner's worker, its kernel
+timers and the paired comparisons; the significance rule (runtime/significance.py) is the
+same under either clock. Identical builds never compare as faster or slower; a build slowed
+on purpose (a register tile of one row) compares slower."""
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import mlir_text
+import tilecraft
+from tilecraft.errors import OptionError, TuningError
+from tilecraft.pipelines.target import Target
+from tilecraft.runtime import kernel_timers
+from tilecraft.runtime.significance import compare, paired_rounds
+from tilecraft.schedule.records import canonical_target
+from tilecraft.runtime.timing import CLOCKS, default_clock, get_clock, measure
+from tilecraft.tuning import extract_tasks, space_for
+from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, candidate_records
+from tilecraft.tuning.tune import measurement_clock
+
+ONE_THREAD = replace(Target.parse("llvm"), num_threads=1)
+# A matmul large enough that its kernel, not the call, is the time (a few ms unoptimised).
+SIZE = 192
+
+
+def test_the_clock_follows_the_thread_count_and_bad_names_are_typed_errors():
+    assert default_clock(1) == "thread_cpu" and default_clock(2) == "wall"
+    assert get_clock("thread_cpu") is time.thread_time and get_clock("wall") is time.perf_counter
+    with pytest.raises(OptionError, match="thread_cpu"):
+        get_clock("cpu")
+    with pytest.raises(OptionError, match="wall"):
+        RunnerOptions(clock="process")
+    with pytest.raises(OptionError):
+        kernel_timers.use_clock("cycles")
+    assert measurement_clock(None, ONE_THREAD) == "thread_cpu"
+    assert measurement_clock(None, replace(ONE_THREAD, num_threads=2)) == "wall"
+    assert measurement_clock("wall", ONE_THREAD) == "wall"
+    # Thread CPU time of a parallel build would miss the other threads' work: refused.
+    with pytest.raises(TuningError, match="TILECRAFT_NUM_THREADS=1"):
+        measurement_clock("thread_cpu", replace(ONE_THREAD, num_threads=2))
+
+
+def test_thread_cpu_time_does_not_count_time_spent_off_the_core():
+    """The point of the clock: a thread that waits (here: sleeps; on a shared machine: is
+    descheduled for a neighbour) is not charged for the wait; wall time is."""
+    idle = lambda: time.sleep(0.01)  # noqa: E731
+    assert measure(idle, repeat=2, clock=CLOCKS["thread_cpu"]).max < 0.005
+    assert measure(idle, repeat=2).min >= 0.009
+
+
+def _builds(tmp_path):
+    """The default build twice (two compiles of one model) and a build with a register tile of
+    one row, all at one thread."""
+    source = mlir_text.matmul(SIZE, SIZE, SIZE)
+    (task,) = extract_tasks(source, ONE_THREAD)
+    slow = {**space_for(task, ONE_THREAD).default(), "reg_m": 1, "reg_n": 16}
+    records = candidate_records(MeasureInput(task.payload, task.describe(), slow, canonical_target(ONE_THREAD)),
+                                tmp_path)
+    rng = np.random.default_rng(0)
+    a, b = (rng.random((SIZE, SIZE), dtype=np.float32) for _ in range(2))
+    first = tilecraft.compile(source, target=ONE_THREAD, keep_ir=False)
+    again = tilecraft.compile(source, target=ONE_THREAD, keep_ir=False, cache=False)
+    slowed = tilecraft.compile(source, target=ONE_THREAD, keep_ir=False, tuning_records=records)
+    np.testing.assert_allclose(slowed(a, b), first(a, b), rtol=1e-4)
+    return {"default": lambda: first(a, b), "identical": lambda: again(a, b), "slowed": lambda: slowed(a, b)}
+
+
+@pytest.mark.parametrize("clock", ["thread_cpu", "wall"])
+def test_identical_builds_compare_equal_and_a_slowed_build_slower(tmp_path, clock):
+    runners = _builds(tmp_path)
+    samples = paired_rounds(runners, 9, min_sample_s=0.01, clock=get_clock(clock))
+    same = compare(samples["default"], samples["identical"])
+    assert not same.significant, same.describe()
+    slowed = compare(samples["default"], samples["slowed"])
+    assert slowed.slower, slowed.describe()
+
+
+def test_the_worker_times_one_thread_candidates_on_thread_cpu_time(monkeypatch):
+    """The tuner's worker (spawned, so it reads the thread count from the environment) times
+    the kernels on the thread clock: the slowed candidate measures slower than the default."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
+    source = mlir_text.matmul(SIZE, SIZE, SIZE)
+    (task,) = extract_tasks(source, ONE_THREAD)
+    space = space_for(task, ONE_THREAD)
+    slow = {**space.default(), "reg_m": 1, "reg_n": 16}
+    target = canonical_target(ONE_THREAD)
+    options = RunnerOptions(timeout=120, repeat=3, min_repeat_ms=5, clock="thread_cpu")
+    with LocalRunner(options) as runner:
+        reference = str(runner.scratch / "ref.npy")
+        default = runner.measure(MeasureInput(task.payload, task.describe(), None, target, save_output=reference))
+        candidate = runner.measure(MeasureInput(task.payload, task.describe(), slow, target, reference=reference))
+    assert default.ok and candidate.ok, (default.error, candidate.error)
+    assert min(candidate.costs) > 1.3 * max(default.costs), (default.costs, candidate.costs)
