@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..runtime import kernel_timers
-from ..runtime.timing import get_clock, measure
+from ..runtime.timing import default_clock, get_clock, measure
 from .roles import MeasureInput, MeasureResult, Runner
 from ..errors import TuningError
 
 if TYPE_CHECKING:
+    from ..pipelines.target import Target
     from ..schedule.task import Task
 
 # A test-only hook: ``hook(config)`` runs in the worker before the candidate is built.
@@ -94,6 +95,20 @@ class RunnerOptions:
     def __post_init__(self) -> None:
         if self.clock is not None:
             get_clock(self.clock)  # OptionError naming the clocks, before any worker starts
+
+
+def measurement_clock(requested: str | None, target: "Target") -> str:
+    """The clock of every measurement of a run (candidates, validation, the end-to-end
+    comparison): ``requested``, else the one that fits ``target``'s thread count
+    (runtime/timing.py: the measuring thread's CPU time for one thread, else wall time).
+    Thread CPU time for a parallel build is refused: it misses the other threads' work."""
+    if requested is None:
+        return default_clock(target.num_threads)
+    get_clock(requested)
+    if requested == "thread_cpu" and target.num_threads > 1:
+        raise TuningError(f"clock='thread_cpu' counts the measuring thread only, and this target runs "
+                          f"{target.num_threads} threads: use clock='wall', or TILECRAFT_NUM_THREADS=1")
+    return requested
 
 
 def random_inputs(signature: Any, seed: int = 0) -> list[np.ndarray]:

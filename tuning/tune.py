@@ -41,7 +41,7 @@ from ..pipelines.target_registry import target_plugin
 from ..runtime.peak import fma_peak_gflops
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
-from ..runtime.timing import default_clock, get_clock
+from ..runtime.timing import get_clock
 from ..schedule.record_plan import with_records
 from ..schedule.records import Record, canonical_target
 from ..schedule.task import Task, extract_tasks
@@ -49,7 +49,7 @@ from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
 from .in_model import confirm_in_model
 from .kernel_tasks import extract_kernel_tasks, reduced_build
-from .measure import LocalRunner, MeasureResult, RunnerOptions, weights_outgrow_cache
+from .measure import LocalRunner, MeasureResult, RunnerOptions, measurement_clock, weights_outgrow_cache
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
 from .options import TuneOptions
@@ -222,20 +222,6 @@ def _warn_unmeasured(states: list[TaskState], budget: int) -> None:
     print(f"warning: trials={budget} covers the default schedules of {budget} of {len(states)} "
           f"tasks only (one trial each, heaviest first); {len(left)} task(s) are not tuned "
           f"({names}): give at least {len(states)} trials, more to search", file=sys.stderr)
-
-
-def measurement_clock(requested: str | None, target: Target) -> str:
-    """The clock of every measurement of a run (candidates, validation, the end-to-end
-    comparison): ``requested``, else the one that fits ``target``'s thread count
-    (runtime/timing.py: the measuring thread's CPU time for one thread, else wall time).
-    Thread CPU time for a parallel build is refused: it misses the other threads' work."""
-    if requested is None:
-        return default_clock(target.num_threads)
-    get_clock(requested)
-    if requested == "thread_cpu" and target.num_threads > 1:
-        raise TuningError(f"clock='thread_cpu' counts the measuring thread only, and this target runs "
-                          f"{target.num_threads} threads: use clock='wall', or TILECRAFT_NUM_THREADS=1")
-    return requested
 
 
 def runner_for(search: TuneOptions, options: RunnerOptions) -> Runner:

@@ -20,7 +20,7 @@ from tilecraft.schedule.records import canonical_target
 from tilecraft.runtime.timing import CLOCKS, default_clock, get_clock, measure
 from tilecraft.tuning import extract_tasks, space_for
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, candidate_records
-from tilecraft.tuning.tune import measurement_clock
+from tilecraft.tuning.measure import measurement_clock
 
 ONE_THREAD = replace(Target.parse("llvm"), num_threads=1)
 # A matmul large enough that its kernel, not the call, is the time (a few ms unoptimised).
