@@ -314,16 +314,18 @@ def time_calls(call: Callable[[], Any], options: RunnerOptions,
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
     warm-up call, as runtime/timing.py's ``measure`` does. ``flush_cache``: caches flushed
     and ``arguments`` read again before each call (``kernel_time``: untimed), else before
-    each repeat."""
+    each repeat. The clock is ``options.clock``'s (``None``: wall), the kernel timers' too."""
     flush = _cache_flusher(arguments or []) if options.flush_cache else None
+    clock_name = options.clock or "wall"
     if not options.kernel_time:
         costs = []
         for _ in range(options.repeat):
             if flush is not None:
                 flush()
-            costs.append(measure(call, number=options.number, repeat=1,
-                                 min_repeat_ms=options.min_repeat_ms).per_call[0])
+            costs.append(measure(call, number=options.number, repeat=1, min_repeat_ms=options.min_repeat_ms,
+                                 clock=get_clock(clock_name)).per_call[0])
         return costs
+    kernel_timers.use_clock(clock_name)
     call()
     number, costs = options.number, []
     for _ in range(options.repeat):
