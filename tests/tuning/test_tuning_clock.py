@@ -128,3 +128,22 @@ def test_the_worker_times_one_thread_candidates_on_thread_cpu_time(monkeypatch):
         candidate = runner.measure(MeasureInput(task.payload, task.describe(), slow, target, reference=reference))
     assert default.ok and candidate.ok, (default.error, candidate.error)
     assert min(candidate.costs) > 1.3 * max(default.costs), (default.costs, candidate.costs)
+
+
+def test_a_profiling_package_times_its_kernels_on_the_clock_asked(tmp_path):
+    """The confirmation inside the model profiles packages (tuning/in_model.py): their own
+    copy of the kernel timers takes the clock too, and a bad name is a typed error."""
+    from tilecraft.errors import ArgumentValueError
+    from tilecraft.runtime.package import load
+
+    path = tmp_path / "m.tar"
+    tilecraft.compile(mlir_text.matmul(64, 64, 64), target=ONE_THREAD, package_path=path, profile=True,
+                      keep_ir=False)
+    package = load(path)
+    a = np.ones((64, 64), dtype=np.float32)
+    for clock in ("thread_cpu", "wall"):
+        package.use_profile_clock(clock)
+        kernels = package.profile(a, a)[1]
+        assert kernels and all(k.seconds > 0 for k in kernels)
+    with pytest.raises(ArgumentValueError, match="thread_cpu"):
+        package.use_profile_clock("cycles")
