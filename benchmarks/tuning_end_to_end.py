@@ -83,7 +83,8 @@ def tune(case: end_to_end.Case, tuner: str, args: argparse.Namespace, records: P
 
 
 def load_case(name: str, args: argparse.Namespace) -> end_to_end.Case:
-    """A model of benchmarks/end_to_end.py, else one of the public suite by its name there."""
+    """A model of benchmarks/end_to_end.py, else one of the public suite by its name there
+    (end_to_end.py's names win: its ``regnet`` and ``squeezenet`` are not the suite's)."""
     if name in end_to_end.CASES:
         return end_to_end.CASES[name](args)
     if name not in public_suite.ARCHITECTURES:
