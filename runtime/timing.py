@@ -4,14 +4,14 @@
 measurement lasts at least ``min_repeat_ms``) and reports the mean time per call. One warm-up
 call comes first, so JIT and first-touch page faults are not measured.
 
-Clocks (:data:`CLOCKS`, chosen by name with :func:`clock`):
+Clocks (:data:`CLOCKS`, chosen by name with :func:`get_clock`):
 
 - ``wall`` (``time.perf_counter``): what a user waits for. On a machine shared with other
   jobs it also counts the time the measuring thread waited for a core.
 - ``thread_cpu`` (``time.thread_time``, ``CLOCK_THREAD_CPUTIME_ID``): the CPU time of the
   measuring thread only. Right for **one-thread** code, whose work all runs on the calling
   thread: a neighbour that takes the core away for a while no longer lengthens the sample
-  (at load 10 on two cores, wall samples of one build spread by 10-50 %). Wrong for code that
+  (docs/tuning.md, "Which clock", has the figures). Wrong for code that
   runs on several threads: the other threads' work is not counted, so a build that splits
   its loops over two threads would look twice as fast as it is. :func:`default_clock` picks
   by thread count.
