@@ -2,6 +2,8 @@
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/tuning_auto_scheduler.py \\
         --trials 200 --out bench-auto
+    TILECRAFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
+        .venv/bin/python benchmarks/tuning_auto_scheduler.py --trials 200 --out bench-auto   # CPU time
 
 - ``matmul_add``: a user's TE compute C = A @ B + bias (1024^3 by default) through
   ``auto_scheduler.register_workload`` -> ``SearchTask`` -> ``tune`` -> ``apply_best``; then
@@ -29,7 +31,7 @@ import numpy as np
 import tilecraft
 from tilecraft import auto_scheduler
 from tilecraft.errors import TilecraftError
-from tilecraft.runtime.timing import measure
+from tilecraft.runtime.timing import default_clock, get_clock, measure
 from tilecraft.schedule import te
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,11 +68,14 @@ def load() -> str:
 
 def alternating(functions: dict[str, object], repeat: int) -> dict[str, list[float]]:
     """Seconds per call of each function, ``repeat`` rounds round-robin (a pause after each:
-    OpenBLAS's threads spin on after a call and slowed whatever ran next)."""
+    OpenBLAS's threads spin on after a call and slowed whatever ran next), on the clock of
+    the thread count (runtime/timing.py: at ``TILECRAFT_NUM_THREADS=1``, with
+    ``OPENBLAS_NUM_THREADS=1`` for numpy, the measuring thread's CPU time)."""
+    clock = get_clock(default_clock(tilecraft.CompileOptions().target.num_threads))
     samples: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(repeat):
         for name, fn in functions.items():
-            samples[name].append(measure(fn, repeat=1, min_repeat_ms=200).per_call[0])
+            samples[name].append(measure(fn, repeat=1, min_repeat_ms=200, clock=clock).per_call[0])
             time.sleep(0.2)
     return samples
 

@@ -14,6 +14,7 @@ import ctypes
 from functools import cache
 from pathlib import Path
 
+from ..errors import OptionError
 from .native import build_shared_library
 
 SOURCE = Path(__file__).with_name("profile_timer.c")
@@ -28,10 +29,21 @@ def library() -> ctypes.CDLL:
     path = build_shared_library("libtilecraft_profile_timer.so", [SOURCE], what="the kernel timer library")
     timers = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     timers.tilecraft_profile_reset.restype = None
+    timers.tilecraft_profile_use_thread_clock.restype = None
+    timers.tilecraft_profile_use_thread_clock.argtypes = [ctypes.c_int64]
     timers.tilecraft_profile_read.restype = None
     timers.tilecraft_profile_read.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_double),
                                               ctypes.POINTER(ctypes.c_int64)]
     return timers
+
+
+def use_clock(name: str) -> None:
+    """Time kernels from now on by ``name``: ``"wall"`` (the default) or ``"thread_cpu"``, the
+    calling thread's CPU time, right only when the kernels run on that thread alone (one
+    thread; runtime/timing.py). Seconds already summed are kept: :func:`reset` after."""
+    if name not in ("wall", "thread_cpu"):
+        raise OptionError(f"the kernel timers' clock must be 'wall' or 'thread_cpu', got {name!r}")
+    library().tilecraft_profile_use_thread_clock(1 if name == "thread_cpu" else 0)
 
 
 def reset() -> None:

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import EntryPointError, PackageError, PackageSignatureError, PackageTargetError
+from ..errors import ArgumentValueError, EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
@@ -73,6 +73,7 @@ BUNDLED_LIBRARY = re.compile(r"lib[A-Za-z0-9_.+-]+\.so(\.[0-9]+)*$")
 # Symbols of the profiling library's timer helper (runtime/profile_timer.c).
 PROFILE_RESET = "tilecraft_profile_reset"
 PROFILE_READ = "tilecraft_profile_read"
+PROFILE_CLOCK = "tilecraft_profile_use_thread_clock"
 
 
 # ---- manifest <-> signature ------------------------------------------------------------
@@ -452,6 +453,20 @@ class Package:
             read(index, ctypes.byref(seconds), ctypes.byref(calls))
             times.append(KernelTime(name, calls.value, seconds.value))
         return outputs, times
+
+    def use_profile_clock(self, name: str) -> None:
+        """Time :meth:`profile`'s kernels by ``name``: ``"wall"`` (the default) or
+        ``"thread_cpu"``, the calling thread's CPU time, which a busy machine does not
+        lengthen but which counts that thread's work only: right for one-thread builds
+        (runtime/timing.py)."""
+        if name not in ("wall", "thread_cpu"):
+            raise ArgumentValueError(f"the profile clock must be 'wall' or 'thread_cpu', got {name!r}")
+        if self._profile_library is None:
+            raise PackageError(f"{self.path}: compiled without the profiling variant")
+        choose = self._profile_library[PROFILE_CLOCK]
+        choose.restype = None
+        choose.argtypes = [ctypes.c_int64]
+        choose(1 if name == "thread_cpu" else 0)
 
     def time_evaluator(self, name: str | None = None, *, number: int = 10, repeat: int = 1,
                        min_repeat_ms: float = 0.0) -> "Callable[..., Timing]":

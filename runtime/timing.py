@@ -1,8 +1,20 @@
-"""Wall-clock measurement of a callable, the way TVM's time_evaluator does it.
+"""Measurement of a callable, the way TVM's time_evaluator does it, on a named clock.
 
 ``repeat`` measurements are taken; each runs the callable ``number`` times (raised until a
 measurement lasts at least ``min_repeat_ms``) and reports the mean time per call. One warm-up
 call comes first, so JIT and first-touch page faults are not measured.
+
+Clocks (:data:`CLOCKS`, chosen by name with :func:`get_clock`):
+
+- ``wall`` (``time.perf_counter``): what a user waits for. On a machine shared with other
+  jobs it also counts the time the measuring thread waited for a core.
+- ``thread_cpu`` (``time.thread_time``, ``CLOCK_THREAD_CPUTIME_ID``): the CPU time of the
+  measuring thread only. Right for **one-thread** code, whose work all runs on the calling
+  thread: a neighbour that takes the core away for a while no longer lengthens the sample
+  (docs/tuning.md, "Which clock", has the figures). Wrong for code that
+  runs on several threads: the other threads' work is not counted, so a build that splits
+  its loops over two threads would look twice as fast as it is. :func:`default_clock` picks
+  by thread count.
 """
 
 from __future__ import annotations
@@ -11,7 +23,25 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
 from ..errors import OptionError
+
+# The clocks a measurement may read, by name (see the module docstring for which fits when).
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread_cpu": time.thread_time}
+
+
+def get_clock(name: str) -> Callable[[], float]:
+    """The clock called ``name`` (a key of :data:`CLOCKS`)."""
+    try:
+        return CLOCKS[name]
+    except (KeyError, TypeError):
+        raise OptionError(f"clock must be one of {', '.join(CLOCKS)}, got {name!r}") from None
+
+
+def default_clock(num_threads: int) -> str:
+    """The clock that measures code run on ``num_threads`` threads: the measuring thread's CPU
+    time when that thread does all the work (one thread), else wall time."""
+    return "thread_cpu" if num_threads == 1 else "wall"
 
 
 @dataclass(frozen=True)
@@ -48,19 +78,22 @@ class Timing:
 
 
 def measure(
-    fn: Callable[[], object], *, number: int = 1, repeat: int = 5, min_repeat_ms: float = 0.0
+    fn: Callable[[], object], *, number: int = 1, repeat: int = 5, min_repeat_ms: float = 0.0,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
-    """Time ``fn()``; see the module docstring for the meaning of the parameters."""
+    """Time ``fn()``; see the module docstring for the meaning of the parameters. ``clock``:
+    wall time by default; ``CLOCKS["thread_cpu"]`` for one-thread code on a busy machine
+    (``min_repeat_ms`` then counts CPU milliseconds)."""
     if number < 1 or repeat < 1:
         raise OptionError(f"number and repeat must be >= 1, got {number} and {repeat}")
     fn()
     per_call = []
     for _ in range(repeat):
         while True:
-            start = time.perf_counter()
+            start = clock()
             for _ in range(number):
                 fn()
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             if elapsed * 1e3 >= min_repeat_ms or number >= 1 << 20:
                 break
             number *= 2
@@ -75,8 +108,10 @@ def alternating(runners: dict[str, Callable[[], Any]], repeat: int, min_sample_s
     A round runs each runner once untimed, then ``n`` times timed (``n`` from a warm-up, so a
     sample lasts ``min_sample_s``). Rounds alternate so that drift of a shared machine (its
     speed moves between runs) hits every runner alike: only ratios taken from one
-    call of this function carry. ``clock`` may be ``time.process_time`` (CPU time of all the
-    process's threads), steadier on a loaded machine. ``pause_s``: a sleep before each
+    call of this function carry. ``clock`` may be ``CLOCKS["thread_cpu"]`` (CPU time of the
+    calling thread: steady on a loaded machine, right for one-thread runners only; see the
+    module docstring) or ``time.process_time`` (CPU time of all the process's threads, which
+    counts spinning pool threads as work). ``pause_s``: a sleep before each
     runner's turn, for runtimes whose pool threads spin on after a call returns (OpenBLAS's
     spin for about 2^28 cycles: a tilecraft GEMM timed right after numpy's ran at a fraction
     of the rate it had when timed first in the round; docs/performance.md).

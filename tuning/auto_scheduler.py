@@ -57,6 +57,7 @@ from ..schedule.te import Tensor, create_func
 from ..schedule.te.window_conv import rewrite_window_convs, window_conv_refusals
 from ..schedule.te.window_taps import split_window_taps
 from ..runtime.significance import paired_rounds
+from ..runtime.timing import default_clock, get_clock
 from .options import TuneOptions
 from .results import TuningResult
 from .tune import tune
@@ -212,8 +213,8 @@ class SearchTask:
     def best_form(self, records: "str | os.PathLike[str]") -> str:
         """The form (:attr:`forms`) that runs fastest with the best schedules of ``records``:
         each form compiled with them and timed on random inputs in paired rounds in this
-        process (runtime/significance.py's ``paired_rounds``: the order flipped every round),
-        the winner the lowest median of its per-round time over the taps form's. Why time the
+        process (runtime/significance.py's ``paired_rounds``: the order flipped every round; on
+        one thread's CPU time at one thread, runtime/timing.py), the winner the lowest median of its per-round time over the taps form's. Why time the
         forms rather than add up their records: a record times one op alone, and a form's ops
         run a different number of times (the group convolution once per group). Measured once
         per records file; :attr:`form_seconds` keeps each form's median and
@@ -227,8 +228,10 @@ class SearchTask:
             rng = np.random.default_rng(0)
             signature = next(iter(compiled.values())).signature
             inputs = [rng.standard_normal(spec.shape).astype(spec.dtype) for spec in signature.arguments]
+            threads = CompileOptions(target=self.target).target.num_threads
             samples = paired_rounds({name: (lambda fn=fn: fn(*inputs)) for name, fn in compiled.items()},
-                                    FORM_TIMING_ROUNDS, min_sample_s=FORM_TIMING_S)
+                                    FORM_TIMING_ROUNDS, min_sample_s=FORM_TIMING_S,
+                                    clock=get_clock(default_clock(threads)))
             baseline = np.asarray(samples[TAPS])
             self.form_seconds[path] = {name: float(np.median(v)) for name, v in samples.items()}
             self.form_ratios[path] = {name: float(np.median(np.asarray(v) / baseline))

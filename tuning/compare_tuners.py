@@ -15,7 +15,7 @@ from ..pipelines.target import Target
 from ..schedule.records import canonical_target
 from ..schedule.task import Task
 from .database import JsonLinesDatabase
-from .measure import LocalRunner, RunnerOptions
+from .measure import LocalRunner, RunnerOptions, measurement_clock
 from .results import TaskResult
 from .session import MeasureSession, TaskState, measured_cost
 from .space_generators import space_generator_for
@@ -50,6 +50,7 @@ def compare_tuners(
             raise TunerNameError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
     target = Target.parse(target)
     options = RunnerOptions(**{**(runner or RunnerOptions()).__dict__, "timeout": float(timeout)})
+    options = RunnerOptions(**{**options.__dict__, "clock": measurement_clock(options.clock, target)})
     generator = space_generator_for(target, space)
     states = {name: TaskState(task, generator.generate(task), name, seed) for name in records}
     databases = {name: JsonLinesDatabase(path) for name, path in records.items()}

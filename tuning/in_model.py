@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from ..compiler.options import CompileOptions
 from ..runtime.package import load
 from ..runtime.run import random_inputs
+from ..runtime.timing import default_clock
 from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
@@ -81,7 +82,9 @@ def _profiling_package(model: Any, options: CompileOptions,
                        records: "str | os.PathLike[str] | None", path: Path) -> Any:
     """``model`` compiled with ``records`` into the profiling package at ``path``, loaded."""
     compile_model(model, options, tuning_records=records, package_path=path, profile=True, keep_ir=False)
-    return load(path)
+    package = load(path)
+    package.use_profile_clock(default_clock(options.target.num_threads))
+    return package
 
 
 def _add_kernel_totals(package: Any, inputs: dict[str, Any], samples: dict[str, list[float]]) -> None:
@@ -179,7 +182,8 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     """The ``top`` heaviest tuned tasks timed as the tuner times them and inside the model,
     in alternating rounds: each round profiles the model once (compiled with ``records``)
     and then measures each task's applied config once, exactly as a tuning worker does
-    (``measure.py``: the one-record build, kernel timers, the same cache flush).
+    (``measure.py``: the one-record build, kernel timers, the same cache flush, the same
+    clock: one thread's CPU time at one thread, else wall time).
 
     Why not :func:`in_model_times`: it sets the model's time today against the tuner's time
     from the search, minutes or hours earlier, and this machine's speed moved by tens of
@@ -195,7 +199,7 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     chosen = sorted((t for t in tasks if applied is None or t.key in applied),
                     key=lambda t: -t.flops * t.count)[:top]
     flush = weights_outgrow_cache(tasks) if flush_cache is None else flush_cache
-    runner = RunnerOptions(repeat=1, flush_cache=flush)
+    runner = RunnerOptions(repeat=1, flush_cache=flush, clock=default_clock(options.target.num_threads))
     target_key = canonical_target(options.target)
     with tempfile.TemporaryDirectory() as scratch:
         package = _profiling_package(model, options, records, Path(scratch) / "model.tar")

@@ -13,7 +13,7 @@ constants again, of fixed random values: :func:`candidate_source`; a bf16 or int
 task through its build's pipeline, kernel_tasks.py), run on fixed random inputs,
 compared with the default schedule's output (the task's first measurement saves it), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
-``min_repeat_ms``; with ``flush_cache``, the caches are flushed and the inputs read again
+``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, the caches are flushed and the inputs read again
 before each call, which leaves the weights cold and the inputs warm, as in a model whose
 weights outgrow the last-level cache).
 """
@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..runtime import kernel_timers
-from ..runtime.timing import measure
+from ..runtime.timing import default_clock, get_clock, measure
 from .roles import MeasureInput, MeasureResult, Runner
 from ..errors import TuningError
 
 if TYPE_CHECKING:
+    from ..pipelines.target import Target
     from ..schedule.task import Task
 
 # A test-only hook: ``hook(config)`` runs in the worker before the candidate is built.
@@ -72,7 +73,13 @@ class RunnerOptions:
         default): a profile of the model measures its kernels the same way, while the
         Python entry's per-call cost (argument checks, output allocation; tens of
         microseconds) swamped small kernels and made the tuner's time disagree with the
-        kernel's time in the model. ``False``: wall time per call, entry included.
+        kernel's time in the model. ``False``: time per call, entry included.
+      clock: ``"wall"`` or ``"thread_cpu"`` (runtime/timing.py): what a measurement reads,
+        the kernel timers included. ``"thread_cpu"``, the measuring thread's CPU time, is
+        steady on a machine shared with other jobs but counts only that thread's work: right
+        for one-thread builds (``TILECRAFT_NUM_THREADS=1``), wrong for parallel ones.
+        ``None`` (the default): :func:`tilecraft.tune` picks by the target's thread count
+        (``runtime.timing.default_clock``); a runner used directly takes ``None`` as wall.
     """
 
     timeout: float = 30.0
@@ -82,7 +89,26 @@ class RunnerOptions:
     flush_cache: bool | None = None
     startup_timeout: float = 120.0
     kernel_time: bool = True
+    clock: str | None = None
     hook: CandidateHook | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.clock is not None:
+            get_clock(self.clock)  # OptionError naming the clocks, before any worker starts
+
+
+def measurement_clock(requested: str | None, target: "Target") -> str:
+    """The clock of every measurement of a run (candidates, validation, the end-to-end
+    comparison): ``requested``, else the one that fits ``target``'s thread count
+    (runtime/timing.py: the measuring thread's CPU time for one thread, else wall time).
+    Thread CPU time for a parallel build is refused: it misses the other threads' work."""
+    if requested is None:
+        return default_clock(target.num_threads)
+    get_clock(requested)
+    if requested == "thread_cpu" and target.num_threads > 1:
+        raise TuningError(f"clock='thread_cpu' counts the measuring thread only, and this target runs "
+                          f"{target.num_threads} threads: use clock='wall', or TILECRAFT_NUM_THREADS=1")
+    return requested
 
 
 def random_inputs(signature: Any, seed: int = 0) -> list[np.ndarray]:
@@ -288,16 +314,18 @@ def time_calls(call: Callable[[], Any], options: RunnerOptions,
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
     warm-up call, as runtime/timing.py's ``measure`` does. ``flush_cache``: caches flushed
     and ``arguments`` read again before each call (``kernel_time``: untimed), else before
-    each repeat."""
+    each repeat. The clock is ``options.clock``'s (``None``: wall), the kernel timers' too."""
     flush = _cache_flusher(arguments or []) if options.flush_cache else None
+    clock_name = options.clock or "wall"
     if not options.kernel_time:
         costs = []
         for _ in range(options.repeat):
             if flush is not None:
                 flush()
-            costs.append(measure(call, number=options.number, repeat=1,
-                                 min_repeat_ms=options.min_repeat_ms).per_call[0])
+            costs.append(measure(call, number=options.number, repeat=1, min_repeat_ms=options.min_repeat_ms,
+                                 clock=get_clock(clock_name)).per_call[0])
         return costs
+    kernel_timers.use_clock(clock_name)
     call()
     number, costs = options.number, []
     for _ in range(options.repeat):

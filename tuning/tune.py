@@ -41,6 +41,7 @@ from ..pipelines.target_registry import target_plugin
 from ..runtime.peak import fma_peak_gflops
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
+from ..runtime.timing import get_clock
 from ..schedule.record_plan import with_records
 from ..schedule.records import Record, canonical_target
 from ..schedule.task import Task, extract_tasks
@@ -48,7 +49,7 @@ from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
 from .in_model import confirm_in_model
 from .kernel_tasks import extract_kernel_tasks, reduced_build
-from .measure import LocalRunner, MeasureResult, RunnerOptions, weights_outgrow_cache
+from .measure import LocalRunner, MeasureResult, RunnerOptions, measurement_clock, weights_outgrow_cache
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
 from .options import TuneOptions
@@ -112,6 +113,7 @@ def tune(
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     if runner_options.flush_cache is None:
         runner_options = replace(runner_options, flush_cache=weights_outgrow_cache(found))
+    runner_options = replace(runner_options, clock=measurement_clock(runner_options.clock, target))
     with runner_for(search, runner_options) as runner, JsonLinesDatabase(records_path) as database:
         states = search_tasks(chosen, search, target_key=target_key, space_generator=generator,
                               runner=runner, database=database, prior=prior, warm=warm, peak_gflops=peak)
@@ -141,7 +143,7 @@ def tune(
         plot_report(JsonLinesDatabase(records_path).records(target), search.report)
     if not end_to_end:
         return TuningResult(records_path, results)
-    comparison = _end_to_end(model, options, records_path)
+    comparison = _end_to_end(model, options, records_path, runner_options.clock)
     if comparison is None:
         return TuningResult(records_path, results, unchanged=True)
     return TuningResult(records_path, results, comparison.baseline_seconds,
@@ -293,10 +295,11 @@ def _lowered(model: Any, pipeline: Any, options: CompileOptions) -> tuple[str, C
                                    opt_level=options.opt_level)
 
 
-def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Comparison | None:
+def _end_to_end(model: Any, options: CompileOptions, records: Path, clock: str = "wall") -> Comparison | None:
     """The model with the default schedules against the model with ``records``: ``None``
     when both lower to the same IR (nothing to time: any ratio would be noise), else their
-    paired comparison over :data:`END_TO_END_ROUNDS` rounds on the same seeded inputs."""
+    paired comparison over :data:`END_TO_END_ROUNDS` rounds on the same seeded inputs, on
+    ``clock`` (runtime/timing.py's names)."""
     # The model as it will be compiled: offloaded ops are calls here too; a bf16 or int8
     # build's model and pipeline (without its f32 twin and accuracy report).
     if options.precision != "f32":
@@ -309,7 +312,7 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path) -> Compariso
         return None
     inputs = random_inputs(default)
     samples = paired_rounds({"default": lambda: default(**inputs), "tuned": lambda: tuned(**inputs)},
-                            END_TO_END_ROUNDS, min_sample_s=0.05)
+                            END_TO_END_ROUNDS, min_sample_s=0.05, clock=get_clock(clock))
     return compare(samples["default"], samples["tuned"])
 
 
