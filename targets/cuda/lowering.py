@@ -46,6 +46,7 @@ from ...pipelines.tensor.int8_matmul import INT8_MATMUL_PASS
 from ...pipelines.tensor.runtime_checks import INSERT_CHECKS
 from ...pipelines.target import Target
 from .archs import ptx_version
+from .serial_foralls import SERIAL_FORALLS
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
 
 PTX_ATTRIBUTE = "tilecraft.ptx"
@@ -237,8 +238,9 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                   ("one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                    "function-boundary-type-conversion=identity-layout-map}",
                    "canonicalize", "buffer-deallocation-pipeline", "convert-bufferization-to-memref",
-                   "canonicalize"),
-                  "tensors to buffers; results returned as fresh allocations"),
+                   "canonicalize", SERIAL_FORALLS),
+                  "tensors to buffers; results returned as fresh allocations; unmapped foralls (a "
+                  "frontend's parallel bands) as host loops"),
             Stage("map", ("tilecraft-gpu-map", "tilecraft-gpu-host-memory",
                           "loop-invariant-code-motion", "tilecraft-gpu-hoist-accumulators",
                           "func.func(gpu-eliminate-barriers)", "canonicalize", "cse"),

@@ -183,6 +183,27 @@ def test_recurrent_time_loop_keeps_its_bookkeeping_on_the_host(tmp_path, rng, ra
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("channels,filters,kernel,groups,size,pad", [(240, 240, 1, 3, 28, 0), (96, 256, 5, 2, 27, 2)])
+def test_grouped_convolution_bands_run_as_host_loops(channels, filters, kernel, groups, size, pad, tmp_path, rng, rand):
+    """A grouped convolution of many channels comes from the frontend as a forall over bands
+    of output rows (ir/conv.py), around each group's mapped kernels: that forall becomes host
+    loops (tilecraft-gpu-serial-foralls) launching them; it was 'could not find a unique
+    topLevel scf.forall' (the light zoo's AlexNet and ShuffleNet)."""
+    weight = (rng.random((filters, channels // groups, kernel, kernel)) - 0.5).astype(np.float32)
+    out = size + 2 * pad - kernel + 1
+    model = onnx_model([helper.make_node("Conv", ["x", "w"], ["y"], group=groups, pads=[pad] * 4)],
+                       [f32("x", [1, channels, size, size])], [f32("y", [1, filters, out, out])],
+                       [helper.make_tensor("w", TensorProto.FLOAT, weight.shape, weight.ravel())])
+    module = tilecraft.compile(model, target="cuda -arch=sm_90")
+    check_ptxas(module, "sm_90", tmp_path)
+    mapped = module.ir("map")
+    assert "scf.forall" not in mapped.split("gpu.launch")[0]  # no forall left on the host
+    assert re.search(r"scf\.for [^\n]*\n(.*\n)*?\s*gpu\.launch", mapped)
+    x = rand((1, channels, size, size))
+    expected = tilecraft.compile(model, target="llvm")(x)
+    np.testing.assert_allclose(cpu_replay(module, model)(x), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_host_store_into_a_device_buffer_is_still_refused():
     """The host-only exception covers bookkeeping buffers no kernel reaches, not a buffer a
     kernel writes that host code then stores into."""
