@@ -277,6 +277,13 @@ def verify(path: "str | os.PathLike[str]", directory: "str | os.PathLike[str]",
         raise PackageError(f"{path}: the archive has no {LIBRARY}")
     if sha256_file(library) != manifest["sha256"].get(LIBRARY):
         raise PackageError(f"{path}: {LIBRARY} is corrupted (its SHA-256 does not match the manifest)")
+    # Every file the manifest hashes must be there: an archive cut where one member ends and
+    # the next begins reads without a tar error (a package cut after model.so loaded and then
+    # could not profile).
+    missing = [str(name) for name in manifest["sha256"] if not (directory / str(name)).is_file()]
+    if missing:
+        raise PackageError(f"{path}: the archive is truncated or incomplete: the manifest lists "
+                           f"{', '.join(missing)}, which it lacks")
     libraries = manifest.get("libraries") or {}
     bundled = libraries.get("bundled", []) if isinstance(libraries, dict) else []
     for name in (*bundled, PROFILE_LIBRARY):

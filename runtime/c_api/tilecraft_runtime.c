@@ -1327,6 +1327,22 @@ static tilecraft_status open_directory(tilecraft_model *model, const char *direc
                   model->path, LIBRARY);
     goto done;
   }
+  /* Every file the manifest hashes must be there: an archive cut where one member ends and
+   * the next begins reads without a tar error. */
+  {
+    const tc_json *hashes = tc_json_get(model->manifest, "sha256");
+    for (size_t i = 0; hashes && i < hashes->count; i++) {
+      char *member = join(directory, hashes->keys[i]);
+      int present = member && is_file(member);
+      free(member);
+      if (!present) {
+        status = fail(error, TILECRAFT_ERROR_PACKAGE,
+                      "%s: the archive is truncated or incomplete: the manifest lists %s, which it lacks",
+                      model->path, hashes->keys[i]);
+        goto done;
+      }
+    }
+  }
   if (is_file(profile) && (!sha256_file(profile, hex) || strcmp(hex, sha256_of(model, PROFILE_LIBRARY)) != 0)) {
     status = fail(error, TILECRAFT_ERROR_PACKAGE, "%s: %s is corrupted (its SHA-256 does not match the manifest)",
                   model->path, PROFILE_LIBRARY);

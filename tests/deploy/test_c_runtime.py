@@ -215,6 +215,10 @@ def _format_edit(manifest):
     manifest["format_version"] = 99
 
 
+def _listed_member_edit(manifest):
+    manifest["sha256"]["libextra.so"] = "0" * 64
+
+
 BAD_PACKAGES = [
     ("truncated", _truncated, PACKAGE, "truncated", PackageError),
     ("garbage", _garbage, PACKAGE, "not a tilecraft package", PackageError),
@@ -228,6 +232,9 @@ BAD_PACKAGES = [
     ("missing cpu feature", lambda s, t: _edit_manifest(s, t, _cpu_flag_edit), TARGET,
      "no_such_cpu_feature, which this CPU lacks", PackageTargetError),
     ("format version", lambda s, t: _edit_manifest(s, t, _format_edit), PACKAGE, "package format 99", PackageError),
+    # a member the manifest hashes is absent (an archive cut at a member boundary reads as a tar)
+    ("incomplete", lambda s, t: _edit_manifest(s, t, _listed_member_edit), PACKAGE,
+     "truncated or incomplete: the manifest lists libextra.so", PackageError),
 ]
 
 

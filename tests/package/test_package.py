@@ -223,12 +223,20 @@ def test_not_a_package(tmp_path):
 def test_truncated_package(package_path, tmp_path):
     data = package_path.read_bytes()
     path = tmp_path / "truncated.tar"
-    # A third, not a half: with the flat parallel-for's smaller model.so, half of this archive
-    # ended exactly where profile.so's data begins, and that truncation loads (profile.so is
-    # read only when profiling; runtime/package.py does not check it at load).
-    path.write_bytes(data[: len(data) // 3])
-    with pytest.raises(PackageError, match="truncated|corrupted|could not read"):
-        tilecraft.runtime.load(path)
+    for cut in (len(data) // 3, len(data) // 2, 2 * len(data) // 3):
+        path.write_bytes(data[:cut])
+        with pytest.raises(PackageError, match="truncated|corrupted|could not read"):
+            tilecraft.runtime.load(path)
+
+
+def test_archive_missing_a_member_the_manifest_lists(package_path, tmp_path):
+    """A cut at a member boundary reads as a valid tar: the manifest's hash table says what
+    must be there (the profiling library here)."""
+    members = read_members(package_path)
+    assert fmt.PROFILE_LIBRARY in members
+    del members[fmt.PROFILE_LIBRARY]
+    with pytest.raises(PackageError, match="truncated or incomplete.*profile.so"):
+        tilecraft.runtime.load(write_members(tmp_path / "incomplete.tar", members))
 
 
 def test_corrupted_library(package_path, tmp_path):
