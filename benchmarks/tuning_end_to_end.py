@@ -7,9 +7,11 @@
     .venv/bin/python benchmarks/tuning_end_to_end.py --models resnet50 --reuse-records
     .venv/bin/python benchmarks/tuning_end_to_end.py --models digits --identical 20
     TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/tuning_end_to_end.py --models squeezenet --minutes 20
+    TILECRAFT_NUM_THREADS=1 .venv/bin/python benchmarks/tuning_end_to_end.py --models suite:regnet --minutes 20
 
 Per model (built as benchmarks/end_to_end.py builds them, or a model of
-benchmarks/public_suite.py by its name there: random weights, nothing downloaded)
+benchmarks/public_suite.py by its name there, ``suite:NAME`` where both have the name:
+random weights, nothing downloaded)
 and per tuner in ``--tuners``: ``tilecraft.tune`` with a time budget of ``--minutes`` (and at
 most ``--trials`` trials; at least ``--trials-per-task`` per task), records in ``--out``, an
 HTML report beside them (the model's estimated time against trials, per-task curves and
@@ -82,10 +84,16 @@ def tune(case: end_to_end.Case, tuner: str, args: argparse.Namespace, records: P
     return result
 
 
+SUITE_PREFIX = "suite:"
+
+
 def load_case(name: str, args: argparse.Namespace) -> end_to_end.Case:
-    """A model of benchmarks/end_to_end.py, else one of the public suite by its name there
-    (end_to_end.py's names win: its ``regnet`` and ``squeezenet`` are not the suite's)."""
-    if name in end_to_end.CASES:
+    """A model of benchmarks/end_to_end.py, else one of the public suite by its name there;
+    ``suite:NAME`` always names the suite's (end_to_end.py's ``regnet`` and ``squeezenet``
+    are other models than the suite's, and a bare name picks end_to_end.py's)."""
+    suite_only = name.startswith(SUITE_PREFIX)
+    name = name.removeprefix(SUITE_PREFIX)
+    if name in end_to_end.CASES and not suite_only:
         return end_to_end.CASES[name](args)
     if name not in public_suite.ARCHITECTURES:
         raise SystemExit(f"unknown model {name!r}: one of {', '.join(end_to_end.CASES)} or a suite model "
