@@ -44,6 +44,9 @@ This pass decides how that product runs, once per matmul:
   never stored. Where the generic adds another kernel's product, quantized first (a
   projection shortcut in QDQ form), that product's quantization becomes its own kernel's
   epilogue (``quantize_other_products``), so it too is stored in 8 bits, not as i32.
+  Where the epilogue's result is only padded for the next convolution or max pool, the
+  kernel writes into the padded tensor (kernel_destinations.py's ``PaddedResult``, as the
+  bf16 kernels do): the entry function copied each such result into the pad's interior.
 * **Widened operands and ``linalg.matmul`` on i32** otherwise (no VNNI, an unsigned or
   run-time B, dynamic shapes): the form the default schedule vectorizes.
 
@@ -935,7 +938,8 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     requantizing generic read back (a ResNet-50 layer's 3136 x 256 product is 3.2 MB, past
     L2); applied to the accumulators, the kernel writes the final, usually 8-bit, values.
     Runs after elementwise fusion, so that the whole chain from the i32 sum to the next
-    tensor is one generic."""
+    tensor is one generic. A kernel whose epilogue's result only goes into a ``tensor.pad``
+    writes into the padded tensor (``PaddedResult``: kernel_destinations.py says why)."""
     for function in defined_functions(module):
         calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
