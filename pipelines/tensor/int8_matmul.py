@@ -755,8 +755,9 @@ def fuse_epilogue(module: ir.Operation, call: ir.Operation,
     name)`` builds it (public, in a module of its own) with ``lanes``-lane accumulators. The
     new call takes the old one's operands, then the epilogue's other operands. Shared by the
     int8 and bf16 kernels (bf16_matmul.py). ``destination`` (value, op): the kernel writes
-    into the value, its last operand, and returns it in place of the op's result (bf16's
-    ``PaddedResult``: the op is the pad the generic's result went into)."""
+    into the value, its last operand, and returns it in place of the op's result
+    (kernel_destinations.padded_destination: the op is the pad the generic's result went
+    into)."""
     generic, reshape, position = consumer
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank

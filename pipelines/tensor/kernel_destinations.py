@@ -13,7 +13,7 @@ Why a padded destination: a call returning its own M x N tensor left the entry f
 strided copy into the pad's interior, which no M x N view of the padded tensor can avoid
 (its rows are not a slice of it), and ``tilecraft-call-destinations`` (call_destinations.py)
 serves only kernels whose destination is already a slice. ResNet-50 paid 17 such copies per
-inference in bf16 (10.8 MB) and 16 in int8 (about 2 MB); docs/performance.md.
+inference in bf16 (10.8 MB) and 17 in int8 (2.7 MB); docs/performance.md.
 
 The int8 and bf16 kernels share this module, so that both write every destination the
 same way; the epilogue passes (``tilecraft-int8-epilogues``, ``tilecraft-bf16-epilogues``)
