@@ -23,6 +23,7 @@ from tilecraft.ir import kernels as kernel_builders
 from tilecraft.pipelines.tensor import attention_kernel, bf16_matmul, int8_matmul
 from tilecraft.pipelines.tensor.attention_kernel import AttentionShape, Extra, OperandView
 from tilecraft.pipelines.tensor.int8_matmul import Epilogue, EpilogueOperand, Window
+from tilecraft.pipelines.tensor.kernel_destinations import PaddedResult
 from tilecraft.pipelines.tensor.register_tiles import KernelConfig
 
 BF16_SHAPES = [(64, 64, 64, 1), (100, 48, 37, 4), (7, 130, 9, 2), (1, 16, 2, 1), (49, 1000, 512, 8)]
@@ -108,6 +109,12 @@ def canonical_hash(source: str) -> str:
         text = module.operation.get_asm(print_generic_op_form=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+# Kernels writing into a padded destination (kernel_destinations.PaddedResult): (m, n, k,
+# threads, window, destination), a window convolution's and a 1x1 one's.
+_PADDED_WINDOW = Window((2, 11, 12, 4), (3, 3), (1, 1), (1, 1), 9, 10)
+PADDED = [(180, 40, 36, 2, _PADDED_WINDOW, PaddedResult((2, 11, 12, 40), (0, 1, 1, 0), (2, 9, 10))),
+          (50, 24, 40, 2, None, PaddedResult((2, 7, 7, 24), (0, 1, 1, 0), (2, 5, 5)))]
+
 
 def built(make, *arguments) -> str:
     """The text of the module ``make(*arguments)`` builds (a kernel_module function)."""
@@ -133,6 +140,11 @@ def kernels() -> list[tuple[str, str]]:
                       built(lambda: bf16_matmul.kernel_module(m, n, k, t, config=config))))
         found.append((f"int8 {m}x{n}x{k} u8 t{t}{config.suffix()}",
                       built(lambda: int8_matmul.kernel_module(m, n, k, True, t, config=config))))
+    for m, n, k, t, window, into in PADDED:
+        found.append((f"bf16 {m}x{n}x{k} t{t}{into.suffix()}",
+                      built(lambda: bf16_matmul.kernel_module(m, n, k, t, window, into=into))))
+        found.append((f"int8 {m}x{n}x{k} u8 t{t}{into.suffix()}",
+                      built(lambda: int8_matmul.kernel_module(m, n, k, True, t, window=window, into=into))))
     with ir.Context(), ir.Location.unknown():
         scratch = ir.Module.create()
         for i, (shape, extras, threads, scores, zeroing, q_view, v_view, ranged) in enumerate(attention_cases(scratch)):

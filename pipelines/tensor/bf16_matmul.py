@@ -32,10 +32,9 @@ im2col copy is made. A pair of channels then always lies in one tap. Convolution
 odd channel count (a first RGB layer) keep the widened weights (bf16_weights.py). Epilogues
 (bias, activation, residual) move onto the accumulators (``tilecraft-bf16-epilogues``); where
 the epilogue's NHWC result is then only padded for the next convolution or pool, the kernel
-writes into the padded tensor itself (``PaddedResult``): a call returning its own M x N tensor
-left the entry a strided copy into the pad's interior, which no M x N view of it can avoid
-(``tilecraft-call-destinations`` serves kernels whose destination is an argument; this one's
-rows are not a slice of the padded tensor).
+writes into the padded tensor itself (kernel_destinations.py's ``PaddedResult``, shared with
+the int8 kernels): a call returning its own M x N tensor left the entry a strided copy into
+the pad's interior, which no M x N view of it can avoid.
 
 The kernel is built with MLIR's Python builders (ir/kernels.py) once per shape: its loop
 structure is fixed, only its constants vary; its lane count is the instruction's.
@@ -43,13 +42,12 @@ structure is fixed, only its constants vary; its lane count is the instruction's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 import ml_dtypes
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, func, scf, tensor, vector
+from mlir.dialects import arith, func, scf, vector
 
 from ...ir.maps import has_indexing_maps, indexing_map_texts
 from ...errors import PipelineError
@@ -57,9 +55,11 @@ from ...ir import core, kernels
 from ...ir.contraction import collapse, expand
 from ..ir_queries import defined_functions, is_zero_fill, ops_where
 from ..passes import register_pass
-from .int8_matmul import (Epilogue, TaskTile, Window, declare_epilogue, elementwise_consumer, epilogue_constants,
-                          epilogue_extras, erase_uncalled_kernels, fill_task, fuse_epilogue, kernel_settings,
-                          settings_of, store_register_tile, stored_value, task_tile, window_k_loop)
+from .int8_matmul import (Epilogue, Window, declare_epilogue, elementwise_consumer, epilogue_constants,
+                          epilogue_extras, erase_uncalled_kernels, fuse_epilogue, kernel_settings, settings_of,
+                          stored_value, window_k_loop)
+from .kernel_destinations import (PaddedResult, fill_task, kernel_forall, padded_destination, store_register_tile,
+                                  task_tile)
 from .register_tiles import (MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid, add_kernel, call_dot_instructions,
                              config_suffix, kernel_config, pack_k_groups)
 
@@ -74,65 +74,6 @@ BF16_INPUT_SUFFIX = "_abf16"
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
                            "vector<32xbf16>", ("arith.extf", "arith.extf"))
-
-
-@dataclass(frozen=True)
-class PaddedResult:
-    """Where a convolution kernel writes its result instead of a tensor of its own: the
-    interior at ``offsets`` of the zero- (or constant-) padded NHWC tensor of ``shape`` that
-    the next convolution or pool reads, its ``pixels`` (N, OH, OW) the kernel's rows and its
-    columns the channels from ``offsets[3]``.
-
-    Why: a kernel's own result was copied into that interior by the entry function (the
-    pad's insert; a strided copy of every such output: ResNet-50 bf16, 17 per inference,
-    10.8 MB). With a ``PaddedResult`` the kernel takes the padded tensor (its border already
-    filled) as its destination and returns it; its tasks are then whole output rows of one
-    image, so each task's slice of the destination is rectangular."""
-
-    shape: tuple[int, int, int, int]
-    offsets: tuple[int, int, int, int]
-    pixels: tuple[int, int, int]
-
-    def suffix(self) -> str:
-        """What a kernel writing into this destination adds to its name."""
-        return f"_into{'x'.join(map(str, self.shape))}_at{'x'.join(map(str, self.offsets))}"
-
-    def image_rows(self, task_rows: int) -> int:
-        """Output rows of one image per task: about the config's ``task_rows`` rows, at least one."""
-        _, out_h, out_w = self.pixels
-        return max(1, min(out_h, round(task_rows / out_w)))
-
-
-def _padded_task(forall: scf.ForallOp, into: PaddedResult, task_rows: int, n: int, columns: int, rows: int
-                 ) -> tuple[TaskTile, tuple[list[ir.Value], list[ir.Value], list[int], list[int]]]:
-    """The task of ``forall``'s body writing into ``into``: (block of image rows, column
-    tile), its slice of the padded destination ``[1, rows of the block, OW, columns]``, and
-    that slice's dynamic offsets and sizes with their static lists (for the insert back)."""
-    block, t = forall.induction_variables
-    out = forall.inner_iter_args[0]
-    _, out_h, out_w = into.pixels
-    per_task = into.image_rows(task_rows)
-    blocks = -(-out_h // per_task)
-    top = kernels.apply(lambda d0: (d0 % blocks) * per_task, block)
-    m0 = kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, blocks) * (out_h * out_w)
-                       + (d0 % blocks) * (per_task * out_w), block)
-    n0 = kernels.apply(lambda d0: d0 * columns, t)
-    image_rows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(per_task), out_h - (d0 % blocks) * per_task],
-                                 block)
-    nrows = kernels.apply(lambda d0: d0 * out_w, image_rows)
-    ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
-    offsets = [kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, blocks) + into.offsets[0], block),
-               kernels.apply(lambda d0: d0 + into.offsets[1], top),
-               kernels.apply(lambda d0: d0 + into.offsets[3], n0)]
-    sizes = [image_rows, ncols]
-    dynamic = ir.ShapedType.get_dynamic_size()
-    static_offsets = [dynamic, dynamic, into.offsets[2], dynamic]
-    static_sizes = [1, dynamic, out_w, dynamic]
-    element = ir.RankedTensorType(out.type).element_type
-    tile = tensor.extract_slice(ir.RankedTensorType.get(static_sizes, element), out, offsets, sizes, [],
-                                static_offsets, static_sizes, [1, 1, 1, 1])
-    main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
-    return TaskTile(t, m0, n0, nrows, ncols, tile, main), (offsets, sizes, static_offsets, static_sizes)
 
 
 def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
@@ -167,9 +108,8 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     broadcast as it is, with no rounding."""
     if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
         raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
-    if into is not None and (into.pixels[0] * into.pixels[1] * into.pixels[2] != m or any(
-            o < 0 or o + e > s for o, e, s in zip(into.offsets, (*into.pixels, n), into.shape))):
-        raise PipelineError(f"bf16 kernel: {m}x{n} result does not fit destination {into}")
+    if into is not None:
+        into.check(m, n, "bf16 kernel")
     lanes = VDPBF16PS.lanes
     config = kernel_config(m, n, lanes, threads, config)
     grid = TaskGrid.of(m, n, lanes, config)
@@ -204,16 +144,10 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
         for offset in sorted(({v * PAIR * lanes for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
         pads, splats = epilogue_constants(extras, extra_args)
-        if into is None:
-            forall = scf.ForallOp([0, 0], [grid.row_blocks, grid.tiles], [1, 1], [tensor.empty([m, n], result_element)])
-        else:
-            blocks = into.pixels[0] * -(-into.pixels[1] // into.image_rows(config.task_rows))
-            forall = scf.ForallOp([0, 0], [blocks, grid.tiles], [1, 1], [list(function.arguments)[-1]])
+        forall = kernel_forall(grid, config.task_rows, m, n, result_element, into,
+                               list(function.arguments)[-1] if into else None)
         with ir.InsertionPoint(forall.body):
-            if into is None:
-                task = task_tile(forall, m, n, config.task_rows, columns, rows, result_element)
-            else:
-                task, destination_slice = _padded_task(forall, into, config.task_rows, n, columns, rows)
+            task = task_tile(forall, m, n, config.task_rows, columns, rows, result_element, into)
             t, m0, n0 = task.column_tile, task.m0, task.n0
             column_at, column_values = [], {}
             for v in range(vectors if epilogue else 0):
@@ -271,26 +205,11 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                     final = list(over_k.results)
                     if k % PAIR:  # the last k alone: A read masked (0 past K), W' zero-padded
                         final = step(mr, c_full, False, final, [[row] for row in row_indices])
-                    if into is None:
-                        scf.YieldOp([store_register_tile(current, final, row_indices, local, vectors, lanes, c, stored,
-                                                         columns_in_bounds)])
-                    else:  # the tile is [1, image rows, OW, columns]: its row r at (r / OW, r % OW)
-                        out_w = into.pixels[2]
-                        for r, row in enumerate(local):
-                            at = [c0, kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, out_w), row),
-                                  kernels.apply(lambda d0: d0 % out_w, row)]
-                            for v in range(vectors):
-                                current = kernels.write(stored(row_indices[r], v, final[r * vectors + v]), current,
-                                                        [*at, c(v * lanes)], in_bounds=columns_in_bounds)
-                        scf.YieldOp([current])
+                    scf.YieldOp([store_register_tile(current, final, row_indices, local, vectors, lanes, c, stored,
+                                                     columns_in_bounds, into)])
                 return loop.results[0]
 
-            if into is None:
-                fill_task(forall, task, rows, c, row_loop)
-            else:
-                full = row_loop(rows, c0, task.main, c(rows), task.tile)
-                rest = row_loop(1, task.main, task.nrows, c1, full)
-                kernels.insert_in_parallel(rest, forall.inner_iter_args[0], *destination_slice, [1, 1, 1, 1])
+            fill_task(forall, task, rows, c, row_loop)
         func.ReturnOp([forall.results[0]])
     return function
 
@@ -412,49 +331,6 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
     op.erase()
 
 
-def _padded_consumer(consumer: tuple[ir.Operation, ir.Operation | None, int]) -> ir.Operation | None:
-    """The ``tensor.pad`` a kernel's epilogue result goes into, when the kernel can write
-    straight into it (``PaddedResult``): the epilogue's NHWC result (the kernel's rows
-    expanded into N, OH, OW) has that one use, a static pad by a value from outside it."""
-    generic, reshape, _ = consumer
-    if reshape is None or _reassociation(reshape) != [[0, 1, 2], [3]]:
-        return None
-    uses = [getattr(use.owner, "operation", use.owner) for use in generic.results[0].uses]
-    if len(uses) != 1 or uses[0].name != "tensor.pad" or len(uses[0].operands) != 1:
-        return None
-    pad = uses[0]
-    body = pad.regions[0].blocks[0]
-    yielded = list(body.operations)[-1].operands[0]
-    if not ir.RankedTensorType(pad.results[0].type).has_static_shape or (
-            isinstance(yielded.owner, ir.Block) or yielded.owner.operation.parent.operation == pad):
-        return None
-    return pad
-
-
-def _reassociation(reshape: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(group)]
-            for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
-
-
-def _padded_result(pad: ir.Operation) -> PaddedResult:
-    """Where ``pad`` (``_padded_consumer``) puts its source."""
-    source = ir.RankedTensorType(pad.operands[0].type).shape
-    return PaddedResult(tuple(ir.RankedTensorType(pad.results[0].type).shape),
-                        tuple(ir.DenseI64ArrayAttr(pad.attributes["static_low"])), tuple(source[:3]))
-
-
-def _border_of(pad: ir.Operation, before: ir.Operation) -> ir.Value:
-    """``pad`` of an empty tensor, made before ``before``: the padded tensor whose border
-    is the pad's value and whose interior the kernel writes (pad_destinations.py then makes
-    it border fills alone)."""
-    with ir.InsertionPoint(before), pad.location:
-        empty = tensor.empty(ir.RankedTensorType(pad.operands[0].type).shape,
-                             ir.RankedTensorType(pad.operands[0].type).element_type)
-        border = pad.clone(ip=ir.InsertionPoint(before))
-    border.operands[0] = empty
-    return border.results[0]
-
-
 @register_pass(
     BF16_DOTS_PASS,
     "vector.contract ops meaning one bf16-pair dot product into 16 f32 lanes become vdpbf16ps "
@@ -488,9 +364,8 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             if consumer is None:
                 continue
             m, n, k, threads, window, config, bf16_input = call_geometry(call)
-            pad = _padded_consumer(consumer)  # None: the kernel returns its own M x N tensor
-            into = _padded_result(pad) if pad is not None else None
-            destination = (_border_of(pad, consumer[0]), pad) if pad is not None else None
+            padded = padded_destination(consumer)  # None: the kernel returns its own M x N tensor
+            into, destination = padded if padded else (None, None)
             fuse_epilogue(module, call, consumer, m, n,
                           kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input)
                           + (into.suffix() if into else ""),

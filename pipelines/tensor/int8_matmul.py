@@ -44,6 +44,9 @@ This pass decides how that product runs, once per matmul:
   never stored. Where the generic adds another kernel's product, quantized first (a
   projection shortcut in QDQ form), that product's quantization becomes its own kernel's
   epilogue (``quantize_other_products``), so it too is stored in 8 bits, not as i32.
+  Where the epilogue's result is only padded for the next convolution or max pool, the
+  kernel writes into the padded tensor (kernel_destinations.py's ``PaddedResult``, as the
+  bf16 kernels do): the entry function copied each such result into the pad's interior.
 * **Widened operands and ``linalg.matmul`` on i32** otherwise (no VNNI, an unsigned or
   run-time B, dynamic shapes): the form the default schedule vectorizes.
 
@@ -72,6 +75,8 @@ from ...ir.contraction import collapse, expand
 from ...ir.resources import literal_array
 from ..ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
 from ..passes import positive_int_option, register_pass
+from .kernel_destinations import (PaddedResult, fill_task, kernel_forall, padded_destination, store_register_tile,
+                                  task_tile)
 from .register_tiles import (CONFIGS_OPTION, MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid, add_kernel,
                              call_dot_instructions, config_suffix, kernel_config, pack_k_groups,
                              parse_kernel_configs)
@@ -275,14 +280,17 @@ def _im2col_source(a: ir.Value) -> tuple[ir.Value, Window] | None:
 def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                  epilogue: "Epilogue | None" = None, name: str | None = None,
                  window: "Window | None" = None, *, public: bool = False,
-                 config: KernelConfig | None = None) -> func.FuncOp:
+                 config: KernelConfig | None = None, into: PaddedResult | None = None) -> func.FuncOp:
     """The kernel function (see the module docstring), built at the insertion point:
     ``(A: MxKxi8, B': packed, start: i32 per padded column[, the epilogue's operands]) ->
     MxN`` of i32, or of the epilogue's result type, whose vector function is declared just
     before it (its body is the epilogue pass's to fill in). ``public``: not private (while
     the epilogue is inlined into it, so that symbol-dce keeps it). ``config``: the register
     tile and task rows (register_tiles.KernelConfig; default: its ``default``); B' and the
-    start values must be packed for its columns.
+    start values must be packed for its columns. ``into``: the kernel takes one more
+    argument, the padded tensor its M = N*OH*OW rows are written into
+    (kernel_destinations.PaddedResult), and returns it; its tasks are then blocks of whole
+    output rows of one image, about ``task_rows`` rows each.
 
     Per task (a block of rows by one column tile), per register tile of its rows: the
     accumulators start at the start values, take every group of k (a K that is not a
@@ -292,16 +300,18 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     first layers on one thread) went out of L1 and back once per block, which cost as much
     as streaming B' from L2 for each register tile; and the epilogue can then work on the
     accumulators themselves."""
+    if into is not None:
+        into.check(m, n, "int8 kernel")
     lanes = VPDPBUSD.lanes
     config = kernel_config(m, n, lanes, threads, config)
     grid = TaskGrid.of(m, n, lanes, config)
     rows, vectors, columns, tiles = config.rows, config.vectors, grid.columns, grid.tiles
     groups, full_groups = -(-k // GROUP), k // GROUP
-    name = name or kernel_name(m, n, k, a_unsigned, threads, window, config)
+    name = name or kernel_name(m, n, k, a_unsigned, threads, window, config) + (into.suffix() if into else "")
     i8, i32 = ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
     result_element = ir.Type.parse(epilogue.result) if epilogue else i32
     a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], i8)
-    c_type = ir.RankedTensorType.get([m, n], result_element)
+    c_type = ir.RankedTensorType.get(list(into.shape) if into else [m, n], result_element)
     acc = ir.VectorType.get([lanes], i32)
     group_i8, group_i32 = ir.VectorType.get([lanes, GROUP], i8), ir.VectorType.get([lanes, GROUP], i32)
     extras = epilogue_extras(epilogue)
@@ -311,6 +321,7 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
     inputs = [a_type, ir.RankedTensorType.get([tiles, groups, columns * GROUP], i8),
               ir.RankedTensorType.get([tiles * columns], i32)]
     inputs += [operand.tensor_type(m, n) for _, operand in extras]
+    inputs += [c_type] if into else []
     function = kernels.private_function(name, inputs, [c_type])
     if public:
         del function.attributes["sym_visibility"]
@@ -326,10 +337,10 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
         for offset in sorted(({v * lanes * GROUP for v in range(vectors)} | {v * lanes for v in range(vectors)}) - {0}):
             c(offset)
         pads, splats = epilogue_constants(extras, extra_args)
-        empty = tensor.empty([m, n], result_element)
-        forall = scf.ForallOp([0, 0], [grid.row_blocks, tiles], [1, 1], [empty])
+        forall = kernel_forall(grid, config.task_rows, m, n, result_element, into,
+                               list(function.arguments)[-1] if into else None)
         with ir.InsertionPoint(forall.body):
-            task = task_tile(forall, m, n, config.task_rows, columns, rows, result_element)
+            task = task_tile(forall, m, n, config.task_rows, columns, rows, result_element, into)
             t, m0, n0 = task.column_tile, task.m0, task.n0
             column_at, starts, column_values = [], [], {}
             for v in range(vectors):
@@ -394,7 +405,7 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
                     if k % GROUP:
                         final = step_body(mr, c_full, False, final, [[row] for row in row_at])
                     scf.YieldOp([store_register_tile(current, final, row_at, local, vectors, lanes, c, stored,
-                                                     columns_in_bounds)])
+                                                     columns_in_bounds, into)])
                 return loop.results[0]
 
             fill_task(forall, task, rows, c, row_loop)
@@ -404,12 +415,12 @@ def build_kernel(m: int, n: int, k: int, a_unsigned: bool, threads: int,
 
 def kernel_module(m: int, n: int, k: int, a_unsigned: bool, threads: int, epilogue: "Epilogue | None" = None,
                   name: str | None = None, window: "Window | None" = None, *, public: bool = False,
-                  config: KernelConfig | None = None) -> ir.Module:
+                  config: KernelConfig | None = None, into: PaddedResult | None = None) -> ir.Module:
     """The kernel (and its epilogue's declaration) alone in a new module, in the current
     context: to read, test, or fill in the epilogue before it joins the model."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
-        build_kernel(m, n, k, a_unsigned, threads, epilogue, name, window, public=public, config=config)
+        build_kernel(m, n, k, a_unsigned, threads, epilogue, name, window, public=public, config=config, into=into)
     return module
 
 
@@ -632,52 +643,6 @@ def epilogue_constants(extras: Sequence[tuple[int, EpilogueOperand]], extra_args
     return pads, splats
 
 
-@dataclass(frozen=True)
-class TaskTile:
-    """One task of a register-tile kernel inside its ``scf.forall`` (row block, column
-    tile): its first row ``m0`` and column ``n0``, its ``nrows`` x ``ncols`` (the last ones
-    partial), its slice ``tile`` of the result, and ``main``, its rows in whole register
-    tiles."""
-
-    column_tile: ir.Value
-    m0: ir.Value
-    n0: ir.Value
-    nrows: ir.Value
-    ncols: ir.Value
-    tile: ir.Value
-    main: ir.Value
-
-
-def task_tile(forall: scf.ForallOp, m: int, n: int, task_rows: int, columns: int, rows: int,
-              result_element: ir.Type) -> TaskTile:
-    """The task of ``forall``'s body (at its insertion point): ``task_rows`` rows by
-    ``columns`` columns of an M x N result, in register tiles of ``rows`` rows."""
-    rb, t = forall.induction_variables
-    out = forall.inner_iter_args[0]
-    m0 = kernels.apply(lambda d0: d0 * task_rows, rb)
-    n0 = kernels.apply(lambda d0: d0 * columns, t)
-    nrows = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(task_rows), m - d0 * task_rows], rb)
-    ncols = kernels.minimum(lambda d0: [ir.AffineConstantExpr.get(columns), n - d0 * columns], t)
-    dynamic = ir.ShapedType.get_dynamic_size()
-    tile_type = ir.RankedTensorType.get([dynamic, dynamic], result_element)
-    tile = tensor.extract_slice(tile_type, out, [m0, n0], [nrows, ncols], [],
-                                [dynamic, dynamic], [dynamic, dynamic], [1, 1])
-    main = kernels.apply(lambda d0: d0 - d0 % rows, nrows)
-    return TaskTile(t, m0, n0, nrows, ncols, tile, main)
-
-
-def store_register_tile(current: ir.Value, values: Sequence[ir.Value], rows: Sequence[ir.Value],
-                        local: Sequence[ir.Value], vectors: int, lanes: int, offsets: Callable[[int], ir.Value],
-                        stored: Callable[[ir.Value, int, ir.Value], ir.Value], in_bounds: bool) -> ir.Value:
-    """``current`` (the task's tile) with a register tile's accumulators ``values`` (row
-    major) written at its ``local`` rows, each through ``stored(row, vector, value)``."""
-    for r in range(len(local)):
-        for v in range(vectors):
-            value = stored(rows[r], v, values[r * vectors + v])
-            current = kernels.write(value, current, [local[r], offsets(v * lanes)], in_bounds=in_bounds)
-    return current
-
-
 def window_k_loop(window: Window, pixels: Sequence[tuple[ir.Value, ir.Value, ir.Value]], group: int,
                   initial: Sequence[ir.Value], c: "kernels.IndexConstants",
                   step: Callable[[ir.Value, list[ir.Value], list[list[ir.Value]], ir.Value], list[ir.Value]]
@@ -699,17 +664,6 @@ def window_k_loop(window: Window, pixels: Sequence[tuple[ir.Value, ir.Value, ir.
             scf.YieldOp(step(in_tap, list(channels.inner_iter_args), a_at, k_group))
         scf.YieldOp(list(channels.results))
     return over_taps
-
-
-def fill_task(forall: scf.ForallOp, task: TaskTile, rows: int, c: "kernels.IndexConstants",
-              row_loop: Callable[[int, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]) -> None:
-    """The task's rows: ``row_loop(mr, lower, upper, step, tile)`` over its whole register
-    tiles, then over its last rows one at a time; the tile goes back into the result."""
-    full = row_loop(rows, c(0), task.main, c(rows), task.tile)
-    rest = row_loop(1, task.main, task.nrows, c(1), full)
-    dynamic = ir.ShapedType.get_dynamic_size()
-    kernels.insert_in_parallel(rest, forall.inner_iter_args[0], [task.m0, task.n0], [task.nrows, task.ncols],
-                               [dynamic, dynamic], [dynamic, dynamic], [1, 1])
 
 
 def _operand_kind(value: ir.AffineMap, rank: int, column_dims: list[int]) -> str | None:
@@ -781,10 +735,14 @@ def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operati
     a = call.operands[0]
     m, k = (window.rows, window.depth) if window else ir.RankedTensorType(a.type).shape
     n = ir.RankedTensorType(call.results[0].type).shape[1]
-    fuse_epilogue(module, call, (generic, reshape, position), m, n,
-                  kernel_name(m, n, k, a_unsigned, threads, window, config),
+    consumer = (generic, reshape, position)
+    padded = padded_destination(consumer)  # None: the kernel returns its own M x N tensor
+    into, destination = padded if padded else (None, None)
+    fuse_epilogue(module, call, consumer, m, n,
+                  kernel_name(m, n, k, a_unsigned, threads, window, config) + (into.suffix() if into else ""),
                   lambda epilogue, name: kernel_module(m, n, k, a_unsigned, threads, epilogue, name, window,
-                                                       public=True, config=config), VPDPBUSD.lanes)
+                                                       public=True, config=config, into=into), VPDPBUSD.lanes,
+                  destination=destination)
 
 
 def fuse_epilogue(module: ir.Operation, call: ir.Operation,
@@ -797,8 +755,9 @@ def fuse_epilogue(module: ir.Operation, call: ir.Operation,
     name)`` builds it (public, in a module of its own) with ``lanes``-lane accumulators. The
     new call takes the old one's operands, then the epilogue's other operands. Shared by the
     int8 and bf16 kernels (bf16_matmul.py). ``destination`` (value, op): the kernel writes
-    into the value, its last operand, and returns it in place of the op's result (bf16's
-    ``PaddedResult``: the op is the pad the generic's result went into)."""
+    into the value, its last operand, and returns it in place of the op's result
+    (kernel_destinations.padded_destination: the op is the pad the generic's result went
+    into)."""
     generic, reshape, position = consumer
     inputs = list(generic.operands)[:-1]
     rank = ir.RankedTensorType(inputs[position].type).rank
@@ -980,7 +939,8 @@ def int8_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
     requantizing generic read back (a ResNet-50 layer's 3136 x 256 product is 3.2 MB, past
     L2); applied to the accumulators, the kernel writes the final, usually 8-bit, values.
     Runs after elementwise fusion, so that the whole chain from the i32 sum to the next
-    tensor is one generic."""
+    tensor is one generic. A kernel whose epilogue's result only goes into a ``tensor.pad``
+    writes into the padded tensor (``PaddedResult``: kernel_destinations.py says why)."""
     for function in defined_functions(module):
         calls = ops_where(function, lambda o: o.name == "func.call" and KERNEL_ATTRIBUTE in o.attributes)
         for call in calls:
