@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ from mlir import ir
 
 from ...pipelines.jit.compiled_module import CompiledModule
 from ...pipelines.jit.engine import JitFunction
+from ...runtime.cuda_errors import raise_pending
 from ...runtime.libraries import cuda_runtime_library
 from ...runtime.signature import EntrySignature
 
@@ -22,13 +24,19 @@ class CudaCompiledModule(CompiledModule):
     the CUDA driver: without one, calling raises :class:`DeviceUnavailableError` (creating
     the JIT anyway would abort the process on unresolved ``mgpu*`` symbols). The calling
     convention is the CPU one: numpy arrays in (copied to the device by the compiled host
-    code), fresh numpy arrays out (copied back).
+    code), fresh numpy arrays out (copied back); the weights go to the device on the first
+    call and stay there for the process (runtime/cuda_runtime.c). A failed driver call is a
+    :class:`~tilecraft.errors.CudaError` after the call.
     """
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
         """Deferred to the first call, with the CUDA runtime wrappers (class docstring)."""
         return JitFunction(llvm_module, signature, opt_level=opt_level,
                            extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
+
+    def _runtime(self) -> ctypes.CDLL:
+        """The runtime library the JIT loaded (the same handle: dlopen of the same path)."""
+        return ctypes.CDLL(cuda_runtime_library())
 
     def _binaries(self) -> dict[str, ir.Operation]:
         from .lowering import gpu_binaries
@@ -58,4 +66,6 @@ class CudaCompiledModule(CompiledModule):
         return cubins
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        return self._invoke(args, kwargs)
+        outputs = self._invoke(args, kwargs)
+        raise_pending(self._runtime(), "the CUDA module")
+        return outputs
