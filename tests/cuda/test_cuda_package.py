@@ -1,0 +1,251 @@
+"""CUDA packages (``tilecraft compile --target cuda -o m.tar``) on a machine without a GPU.
+
+What runs here: the package builds; its ``model.so`` needs no CUDA, LLVM or MLIR library;
+every ``mgpu*`` function the lowered host code calls is defined by tilecraft's runtime
+(runtime/cuda_runtime.c); loading, calling and the C API refuse with a typed error where no
+driver is. The call sequence (weights uploaded once, one copy per input and output per
+call, everything freed by the end of a call or by ``close``) is checked against a
+**recording stand-in for the CUDA driver** (tests/cuda/recording_driver.c, loaded through
+``TILECRAFT_CUDA_DRIVER``): it runs no kernel, so these tests check no numbers; the GPU check
+(benchmarks/cuda_device_check.py) does that where a GPU is lent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import tilecraft
+from tilecraft.compiler.package import _run, externalize_weights
+from tilecraft.errors import CudaError, DeviceUnavailableError, PackageError, TilecraftError
+from tilecraft.runtime import package as packages
+from tilecraft.runtime.libraries import CUDA_RUNTIME_SOURCE, mlir_package_dir
+from tilecraft.runtime.native import build_shared_library
+
+from cuda_testing import DEMO_CNN
+
+HERE = Path(__file__).resolve().parent
+RUNTIME_API = HERE.parents[1] / "runtime" / "c_api"
+SHAPES = {"input": [1, 1, 16, 16]}
+DEVICE_ERROR = 12  # TILECRAFT_ERROR_DEVICE (runtime/c_api/tilecraft_runtime.h)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo CNN compiled for sm_90 once: (the JIT module, its package path)."""
+    path = tmp_path_factory.mktemp("cuda-package") / "digits.tar"
+    module = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES, package_path=path)
+    return module, path
+
+
+@pytest.fixture(scope="module")
+def recording_driver() -> Path:
+    return build_shared_library("librecording_cuda.so", [HERE / "recording_driver.c"],
+                                what="the recording CUDA driver (tests)")
+
+
+class Recorder:
+    """The recording driver's counters (the same library the runtime dlopen'ed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.library = ctypes.CDLL(str(path))
+        self.library.recording_counter.restype = ctypes.c_int64
+        self.library.recording_counter.argtypes = [ctypes.c_char_p]
+
+    def __getitem__(self, name: str) -> int:
+        value = self.library.recording_counter(name.encode())
+        assert value >= 0, name
+        return value
+
+    def reset(self) -> None:
+        self.library.recording_reset()
+
+    def fail_next(self, function: str) -> None:
+        self.library.recording_fail(function.encode())
+
+
+@pytest.fixture
+def recorder(recording_driver, monkeypatch) -> Recorder:
+    monkeypatch.setenv("TILECRAFT_CUDA_DRIVER", str(recording_driver))
+    recorder = Recorder(recording_driver)
+    recorder.reset()
+    return recorder
+
+
+def _unpack(path: Path, directory: Path) -> Path:
+    with tarfile.open(path) as archive:
+        archive.extractall(directory, filter="data")
+    return directory
+
+
+def test_package_needs_no_cuda_library_to_link_or_load(demo, tmp_path):
+    _, path = demo
+    folder = _unpack(path, tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["target"] == "cuda -arch=sm_90"
+    assert manifest["device"] == {"kind": "cuda", "arch": "sm_90", "driver": "libcuda.so.1"}
+    assert manifest["weights"]["tensors"] > 0 and "device" in manifest["weights"]["stored"]
+    assert manifest["required_cpu_flags"] == []  # host code for a generic CPU of the machine
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("needs readelf")
+    dynamic = subprocess.run([readelf, "-d", str(folder / "model.so")], capture_output=True, text=True,
+                             check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+    assert needed, dynamic
+    assert not [name for name in needed if re.match(r"lib(cuda|cudart|LLVM|mlir)", name)], needed
+
+
+def _host_llvm_ir(module, directory: Path) -> str:
+    """The host code's LLVM IR as the package writer translates it (mlir-translate embeds
+    the kernels and adds the module-load calls)."""
+    host, _, _, _ = externalize_weights(module.llvm_module, directory)
+    with open(directory / "host.mlirbc", "wb") as stream:
+        host.operation.write_bytecode(stream)
+    _run([str(mlir_package_dir() / "bin" / "mlir-translate"), "--mlir-to-llvmir", str(directory / "host.mlirbc"),
+          "-o", str(directory / "host.ll")], "translating the host code")
+    return (directory / "host.ll").read_text()
+
+
+def _runtime_definitions(directory: Path) -> set[str]:
+    obj = directory / "cuda_runtime.o"
+    subprocess.run(["cc", "-c", "-O1", "-fPIC", str(CUDA_RUNTIME_SOURCE), "-o", str(obj)], check=True)
+    symbols = subprocess.run(["nm", "--defined-only", "-g", str(obj)], capture_output=True, text=True,
+                             check=True).stdout
+    return {line.split()[-1] for line in symbols.splitlines() if line.strip()}
+
+
+@pytest.mark.skipif(not shutil.which("nm") or not shutil.which("cc"), reason="needs cc and nm")
+@pytest.mark.parametrize("kernels", ["cubin", "ptx"])
+def test_runtime_defines_every_mgpu_function_the_host_code_calls(kernels, tmp_path, monkeypatch):
+    """Fails when MLIR's lowering starts to call an mgpu* function our runtime lacks (the
+    package would then fail to link with -z defs). PTX kernels load through mgpuModuleLoadJIT."""
+    if kernels == "ptx":
+        monkeypatch.setenv("TILECRAFT_PTXAS", str(tmp_path / "no-ptxas"))
+    elif not tilecraft.targets.cuda.find_ptxas():
+        pytest.skip("needs ptxas for cubin kernels")
+    module = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES)
+    text = _host_llvm_ir(module, tmp_path)
+    called = set(re.findall(r"^declare [^@]*@(mgpu\w+|tilecraft_cuda\w+)\(", text, re.MULTILINE))
+    assert {"mgpuLaunchKernel", "mgpuMemcpy", "tilecraft_cuda_resident"} <= called
+    assert ("mgpuModuleLoadJIT" if kernels == "ptx" else "mgpuModuleLoad") in called
+    missing = called - _runtime_definitions(tmp_path)
+    assert not missing, f"runtime/cuda_runtime.c lacks {sorted(missing)}"
+
+
+def test_weights_are_uploaded_once_not_copied_per_call(demo):
+    """The host code calls the runtime for each weight and frees none of them per call."""
+    module, _ = demo
+    host = module.ir("host")
+    uploads = host.count("llvm.call @tilecraft_cuda_resident(")
+    assert uploads >= 4  # two convolutions' and two matmuls' weights (biases too)
+    for line in host.splitlines():
+        if "llvm.call @mgpuMemcpy(" in line:  # what is left: the input in, the output out
+            assert "addressof" not in line
+    assert host.count("llvm.call @mgpuMemcpy(") == 2
+
+
+def test_loading_without_a_driver_raises_a_typed_error(demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_CUDA_DRIVER", str(tmp_path / "libcuda.so.1"))  # not there
+    _, path = demo
+    with pytest.raises(DeviceUnavailableError, match="no CUDA driver") as raised:
+        packages.load(path)
+    assert isinstance(raised.value, TilecraftError)
+
+
+@pytest.mark.skipif(not shutil.which("make"), reason="needs make")
+def test_c_api_refuses_a_cuda_package_without_a_driver(demo, tmp_path, monkeypatch):
+    made = subprocess.run(["make", "-C", str(RUNTIME_API), f"BUILD={tmp_path}"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv("TILECRAFT_CUDA_DRIVER", str(tmp_path / "libcuda.so.1"))
+    runtime = ctypes.CDLL(str(tmp_path / "libtilecraft_runtime.so"))
+
+    class Error(ctypes.Structure):
+        _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+
+    model, error = ctypes.c_void_p(), Error()
+    status = runtime.tilecraft_model_open(str(demo[1]).encode(), None, ctypes.byref(model), ctypes.byref(error))
+    assert status == DEVICE_ERROR and model.value is None
+    assert b"no CUDA driver" in error.message
+    runtime.tilecraft_status_name.restype = ctypes.c_char_p
+    assert runtime.tilecraft_status_name(DEVICE_ERROR) == b"device"
+
+
+def test_call_sequence_with_the_recording_driver(demo, recorder, rand):
+    """Weights: uploaded at the first call, kept across calls, freed by close. Per call: one
+    copy in per input, one out per output, every other device buffer freed."""
+    _, path = demo
+    package = packages.load(path)
+    kernels = recorder["module_load"]
+    assert kernels >= 7  # the kernels were loaded when model.so was opened
+    x = rand((1, 1, 16, 16))
+    package(x)
+    weights = recorder["live"]
+    first = (recorder["h2d"], recorder["h2d_bytes"])
+    assert weights >= 4 and first[0] == weights + 1
+    launches = recorder["launch"]
+    assert launches >= kernels
+    for _ in range(2):
+        recorder.reset()
+        package(x)
+        assert (recorder["h2d"], recorder["h2d_bytes"], recorder["d2h"]) == (1, x.nbytes, 1)
+        assert recorder["launch"] == launches
+        assert recorder["alloc"] == recorder["free"] and recorder["live"] == weights
+        assert recorder["stream_create"] == recorder["stream_destroy"]
+    assert first[1] > x.nbytes
+    package.close()
+    assert recorder["live"] == 0
+    package.close()  # twice: nothing left to free
+    recorder.reset()
+    with packages.load(path) as again:  # a fresh load (own runtime state) uploads anew
+        again(x)
+        assert recorder["h2d"] == first[0]
+    assert recorder["live"] == 0
+
+
+def test_a_failed_driver_call_raises_and_the_next_call_runs(demo, recorder, rand):
+    _, path = demo
+    package = packages.load(path)
+    x = rand((1, 1, 16, 16))
+    recorder.fail_next("cuLaunchKernel")
+    with pytest.raises(CudaError, match="cuLaunchKernel failed with CUresult 2 .CUDA_ERROR_OUT_OF_MEMORY"):
+        package(x)
+    assert package(x).shape == (1, 10)  # the error was taken; the runtime goes on
+    recorder.fail_next("cuMemAlloc")
+    with pytest.raises(CudaError, match="cuMemAlloc"):
+        package(x)
+    package.close()
+    assert recorder["live"] == 0  # frees ran despite the failure
+
+
+def test_cli_writes_a_cuda_package_or_kernel_files(tmp_path):
+    from tilecraft.tools.cli import run_cli
+
+    common = ["compile", str(DEMO_CNN), "--target", "cuda -arch=sm_90", "--input-shapes", "input:[1,1,16,16]"]
+    assert run_cli([*common, "-o", str(tmp_path / "m.tar")]) == 0
+    manifest = json.loads(tarfile.open(tmp_path / "m.tar").extractfile("manifest.json").read())
+    assert manifest["device"]["arch"] == "sm_90"
+    assert run_cli([*common, "-o", str(tmp_path / "kernels")]) == 0
+    assert list((tmp_path / "kernels").glob("*.ptx"))
+
+
+def test_profiled_cuda_packages_are_refused(tmp_path):
+    with pytest.raises(PackageError, match="asynchronously"):
+        tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES,
+                          package_path=tmp_path / "m.tar", profile=True)
+
+
+def test_shared_library_package_carries_the_runtime_too(tmp_path, monkeypatch):
+    path = tmp_path / "digits.so"
+    tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES, package_path=path)
+    monkeypatch.setenv("TILECRAFT_CUDA_DRIVER", str(tmp_path / "libcuda.so.1"))
+    with pytest.raises(DeviceUnavailableError, match="no CUDA driver"):
+        packages.load(path)
+
