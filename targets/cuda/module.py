@@ -36,7 +36,10 @@ class CudaCompiledModule(CompiledModule):
 
     def _runtime(self) -> ctypes.CDLL:
         """The runtime library the JIT loaded (the same handle: dlopen of the same path)."""
-        return ctypes.CDLL(cuda_runtime_library())
+        runtime = getattr(self, "_runtime_library", None)
+        if runtime is None:
+            runtime = self._runtime_library = ctypes.CDLL(cuda_runtime_library())
+        return runtime
 
     def _binaries(self) -> dict[str, ir.Operation]:
         from .lowering import gpu_binaries

@@ -249,3 +249,22 @@ def test_shared_library_package_carries_the_runtime_too(tmp_path, monkeypatch):
     with pytest.raises(DeviceUnavailableError, match="no CUDA driver"):
         packages.load(path)
 
+
+
+def test_jit_module_runs_on_the_same_runtime(recorder, monkeypatch, rand):
+    """The in-process module's JIT links runtime/cuda_runtime.c too (not MLIR's wrappers):
+    with the recording driver, its weights are uploaded at the first call only."""
+    from tilecraft.targets.cuda import module as cuda_module
+
+    runtime = build_shared_library("libtilecraft_cuda_runtime.so", [CUDA_RUNTIME_SOURCE], ["-pthread"],
+                                   what="tilecraft's CUDA runtime")
+    monkeypatch.setattr(cuda_module, "cuda_runtime_library", lambda: str(runtime))
+    compiled = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES)
+    x = rand((1, 1, 16, 16))
+    compiled(x)
+    assert recorder["module_load"] >= 7
+    uploaded = recorder["h2d"]
+    recorder.reset()
+    compiled(x)
+    assert recorder["h2d"] == 1 and uploaded > 1 and recorder["d2h"] == 1
+    assert recorder["alloc"] == recorder["free"]
