@@ -11,9 +11,9 @@ builds each public-suite architecture (benchmarks/public_suite.py, tiny variants
 (``model.tar``: host code with tilecraft's CUDA runtime linked in, the kernels as cubins,
 the weights), draws seeded inputs and computes onnxruntime's CPU outputs for them
 (``inputs.npz``, ``expected.npz``). That folder is what travels: the packages and the
-arrays, nothing else (no MLIR, no LLVM). It prints the folder's size and refuses one over
+arrays, nothing else (no MLIR, no LLVM). It prints the folder's size and keeps it under
 ``--limit-mib`` (default 48: the device tool carries 64 MiB with the working tree, which is
-about 9 MiB).
+about 9 MiB) by leaving the largest packages out, named, for a second folder and call.
 
 There (Python with numpy; torch with CUDA if it is installed, for the comparison)::
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -90,14 +91,32 @@ def prepare(args: argparse.Namespace) -> int:
         except (TilecraftError, RuntimeError, ValueError) as error:
             index["models"][name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
             print(f"{name:<20} FAILED  {index['models'][name]['error']}", flush=True)
+    built = [name for name, entry in index["models"].items() if "bytes" in entry]
+    left_out = _fit(folder, index, args.limit_mib * 2**20)
     (folder / "index.json").write_text(json.dumps(index, indent=2) + "\n")
     total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    built = sum("bytes" in entry for entry in index["models"].values())
-    print(f"{built} of {len(names)} packaged for {args.arch} in {folder}/: {total / 2**20:.1f} MiB to carry")
-    if total > args.limit_mib * 2**20:
-        print(f"over the {args.limit_mib} MiB limit: choose fewer models (--models)", file=sys.stderr)
-        return 1
-    return 0 if built == len(names) else 1
+    print(f"{len(built)} of {len(names)} packaged for {args.arch}; {len(built) - len(left_out)} in {folder}/: "
+          f"{total / 2**20:.1f} MiB to carry")
+    if left_out:
+        print(f"left out to stay under {args.limit_mib:g} MiB (largest first): {','.join(left_out)} "
+              "(a second call: prepare --models with those names into another folder)")
+    return 0 if len(built) == len(names) else 1
+
+
+def _fit(folder: Path, index: dict[str, Any], limit: float) -> list[str]:
+    """Drop the largest packaged models until the folder is under ``limit`` bytes (the device
+    tool's transfer limit); returns their names, marked ``left_out`` in ``index``."""
+    packaged = {name: entry["bytes"] for name, entry in index["models"].items() if "bytes" in entry}
+    total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    left_out = []
+    for name in sorted(packaged, key=packaged.get, reverse=True):
+        if total <= limit:
+            break
+        shutil.rmtree(folder / name)
+        total -= packaged[name]
+        index["models"][name] = {"left_out": f"{packaged[name] / 2**20:.1f} MiB: over the transfer limit"}
+        left_out.append(name)
+    return left_out
 
 
 # ---- there: run, compare, time ----------------------------------------------------------------
@@ -176,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
              "included); torch: eager CUDA on device tensors"]
     failed = 0
     for name, entry in index["models"].items():
-        if "error" in entry:
+        if "bytes" not in entry:  # failed to package, or left out for size
             continue
         if time.perf_counter() - started_all > args.budget_s:
             lines.append(f"{name:<20} not run: the {args.budget_s:.0f} s budget is spent")
