@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tilecraft
@@ -160,22 +163,67 @@ def test_loading_without_a_driver_raises_a_typed_error(demo, tmp_path, monkeypat
     assert isinstance(raised.value, TilecraftError)
 
 
-@pytest.mark.skipif(not shutil.which("make"), reason="needs make")
-def test_c_api_refuses_a_cuda_package_without_a_driver(demo, tmp_path, monkeypatch):
-    made = subprocess.run(["make", "-C", str(RUNTIME_API), f"BUILD={tmp_path}"], capture_output=True, text=True)
+class Error(ctypes.Structure):
+    """tilecraft_error (runtime/c_api/tilecraft_runtime.h)."""
+
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+
+
+class Tensor(ctypes.Structure):
+    """tilecraft_tensor (runtime/c_api/tilecraft_runtime.h)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("size_bytes", ctypes.c_size_t), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int32), ("shape", ctypes.c_int64 * 16)]
+
+
+def _tensor(array) -> Tensor:
+    tensor = Tensor(array.ctypes.data, array.nbytes, 1, array.ndim)  # 1: TILECRAFT_FLOAT32
+    tensor.shape[:array.ndim] = array.shape
+    return tensor
+
+
+@pytest.fixture(scope="module")
+def c_runtime(tmp_path_factory) -> ctypes.CDLL:
+    if not shutil.which("make"):
+        pytest.skip("needs make")
+    build = tmp_path_factory.mktemp("c-runtime")
+    made = subprocess.run(["make", "-C", str(RUNTIME_API), f"BUILD={build}"], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
+    return ctypes.CDLL(str(build / "libtilecraft_runtime.so"))
+
+
+def test_c_api_refuses_a_cuda_package_without_a_driver(demo, c_runtime, tmp_path, monkeypatch):
     monkeypatch.setenv("TILECRAFT_CUDA_DRIVER", str(tmp_path / "libcuda.so.1"))
-    runtime = ctypes.CDLL(str(tmp_path / "libtilecraft_runtime.so"))
-
-    class Error(ctypes.Structure):
-        _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 1024)]
-
     model, error = ctypes.c_void_p(), Error()
-    status = runtime.tilecraft_model_open(str(demo[1]).encode(), None, ctypes.byref(model), ctypes.byref(error))
+    status = c_runtime.tilecraft_model_open(str(demo[1]).encode(), None, ctypes.byref(model), ctypes.byref(error))
     assert status == DEVICE_ERROR and model.value is None
     assert b"no CUDA driver" in error.message
-    runtime.tilecraft_status_name.restype = ctypes.c_char_p
-    assert runtime.tilecraft_status_name(DEVICE_ERROR) == b"device"
+    c_runtime.tilecraft_status_name.restype = ctypes.c_char_p
+    assert c_runtime.tilecraft_status_name(DEVICE_ERROR) == b"device"
+
+
+def test_c_api_call_sequence_with_the_recording_driver(demo, c_runtime, recorder, rand):
+    """The C API runs a CUDA package like a CPU one: weights uploaded at the first run only,
+    freed by tilecraft_model_close; a failed driver call is TILECRAFT_ERROR_DEVICE."""
+    model, error = ctypes.c_void_p(), Error()
+    assert c_runtime.tilecraft_model_open(str(demo[1]).encode(), None, ctypes.byref(model),
+                                          ctypes.byref(error)) == 0, error.message
+    x, y = rand((1, 1, 16, 16)), np.empty((1, 10), np.float32)
+    inputs, outputs = _tensor(x), _tensor(y)
+
+    def run() -> int:
+        return c_runtime.tilecraft_model_run(model, ctypes.byref(inputs), ctypes.c_size_t(1), ctypes.byref(outputs),
+                                             ctypes.c_size_t(1), ctypes.byref(error))
+
+    assert run() == 0, error.message
+    weights = recorder["live"]
+    assert weights >= 4 and recorder["h2d"] == weights + 1
+    recorder.reset()
+    assert run() == 0 and (recorder["h2d"], recorder["d2h"]) == (1, 1)
+    recorder.fail_next("cuLaunchKernel")
+    assert run() == DEVICE_ERROR and b"cuLaunchKernel" in error.message
+    c_runtime.tilecraft_model_close(model)
+    assert recorder["live"] == 0
 
 
 def test_call_sequence_with_the_recording_driver(demo, recorder, rand):
@@ -268,3 +316,20 @@ def test_jit_module_runs_on_the_same_runtime(recorder, monkeypatch, rand):
     compiled(x)
     assert recorder["h2d"] == 1 and uploaded > 1 and recorder["d2h"] == 1
     assert recorder["alloc"] == recorder["free"]
+
+
+def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
+    """benchmarks/cuda_device_check.py: prepare here, then run (with the recording driver,
+    which computes nothing: the run completes and reports the mismatch, exit status 1)."""
+    script = HERE.parents[1] / "benchmarks" / "cuda_device_check.py"
+    environment = {**os.environ, "TILECRAFT_CUDA_DRIVER": str(recording_driver)}
+    prepared = subprocess.run([sys.executable, str(script), "prepare", "--models", "gpt2", "-o", str(tmp_path / "c")],
+                              capture_output=True, text=True, env=environment)
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    assert {p.name for p in (tmp_path / "c" / "gpt2").iterdir()} == {"model.tar", "inputs.npz", "expected.npz"}
+    ran = subprocess.run([sys.executable, str(script), "run", str(tmp_path / "c"), "--out", str(tmp_path / "out"),
+                          "--repeat", "2"], capture_output=True, text=True, env=environment)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    row = report["models"]["gpt2"]
+    assert "error" not in row and row["match"] is False and row["first_call_ms"] > 0
