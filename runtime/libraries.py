@@ -46,8 +46,8 @@ def cuda_driver_problem() -> str | None:
     """Why GPU code cannot run in this process, or ``None`` when a CUDA device is usable.
 
     Why ``cuInit`` and a device count, not only ``dlopen``: containers often ship
-    ``libcuda.so.1`` without a device behind it; MLIR's runtime wrappers then abort inside
-    the first launch instead of failing cleanly.
+    ``libcuda.so.1`` without a device behind it; the JIT is not even created then (its
+    constructors would load the kernels).
     """
     try:
         driver = ctypes.CDLL(CUDA_DRIVER_LIBRARY)

@@ -20,9 +20,9 @@ class CudaCompiledModule(CompiledModule):
 
     Compiling needs no GPU: the PTX (:meth:`ptx`) and, where ``ptxas`` is installed, the
     cubin (:meth:`cubin`) are in hand right away. The JIT is created on the first call, with
-    MLIR's CUDA runtime wrappers (``libmlir_cuda_runtime.so``), because those link against
-    the CUDA driver: without one, calling raises :class:`DeviceUnavailableError` (creating
-    the JIT anyway would abort the process on unresolved ``mgpu*`` symbols). The calling
+    tilecraft's CUDA runtime (runtime/cuda_runtime.c), because creating it runs the kernels'
+    module-load constructors: without a driver and GPU, calling raises
+    :class:`DeviceUnavailableError` before any of that. The calling
     convention is the CPU one: numpy arrays in (copied to the device by the compiled host
     code), fresh numpy arrays out (copied back); the weights go to the device on the first
     call and stay there for the process (runtime/cuda_runtime.c). A failed driver call is a
@@ -30,7 +30,7 @@ class CudaCompiledModule(CompiledModule):
     """
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
-        """Deferred to the first call, with the CUDA runtime wrappers (class docstring)."""
+        """Deferred to the first call, with tilecraft's CUDA runtime (class docstring)."""
         return JitFunction(llvm_module, signature, opt_level=opt_level,
                            extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
 
