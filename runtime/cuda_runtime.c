@@ -322,10 +322,15 @@ void *mgpuMemAlloc(uint64_t bytes, CUstream stream, _Bool host_shared) {
   return (void *)(uintptr_t)pointer;
 }
 
+/* The host code frees a buffer once its last kernel is *issued* on `stream` (gpu-to-llvm
+ * puts the frees before the stream's final synchronize). cuMemFree is not documented to
+ * wait for that stream, so the stream is synchronized first: at the end of a call it is
+ * idle after the first free, so the cost is one wait that the final synchronize would do. */
 void mgpuMemFree(void *pointer, CUstream stream) {
-  (void)stream;
   if (pointer == NULL || !enter(0))
     return;
+  if (stream != NULL)
+    check(cu.cuStreamSynchronize(stream), "mgpuMemFree", "cuStreamSynchronize");
   check(cu.cuMemFree((CUdeviceptr)(uintptr_t)pointer), "mgpuMemFree", "cuMemFree");
   leave();
 }
