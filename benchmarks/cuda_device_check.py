@@ -230,9 +230,10 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"{name:<20} FAILED  {row.get('error') or 'max error %.1e' % row['max_rel_error']}")
         else:
             torch_ms = torch_row.get("ms")
+            torch_text = f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f}" if torch_ms \
+                else torch_row.get("skipped", "-")
             lines.append(f"{name:<20} ok  max err {row['max_rel_error']:.1e}  first {row['first_call_ms']:8.2f} ms  "
-                         f"warm {row['ms']:8.3f} ms  torch {'%8.3f ms' % torch_ms if torch_ms else torch_row.get('skipped', '-')}"
-                         + ("" if torch_ms is None else f"  ratio {row['ms'] / torch_ms:5.2f}"))
+                         f"warm {row['ms']:8.3f} ms  torch {torch_text}")
         print(lines[-1], flush=True)
     ran = len(results["models"])
     lines.insert(1, f"device: {results.get('device', '?')} ({results.get('capability', '?')})")

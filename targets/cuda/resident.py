@@ -66,7 +66,10 @@ def _constant_global_address(value: ir.Value, constants: set[str]) -> bool:
         ir.FlatSymbolRefAttr(op.attributes["global_name"]).value in constants
 
 
-def _weight_uploads(func: ir.Operation, constants: set[str]) -> list[tuple[ir.Operation, ir.Operation, list[ir.Operation]]]:
+Upload = tuple[ir.Operation, ir.Operation, list[ir.Operation]]  # (alloc, memcpy, frees)
+
+
+def _weight_uploads(func: ir.Operation, constants: set[str]) -> list[Upload]:
     """(alloc, memcpy, frees) of each weight upload in ``func``."""
     found = []
     copies: list[ir.Operation] = []
