@@ -114,8 +114,14 @@ class GraphError(CompileError):
 
 
 class DeviceUnavailableError(TargetError):
-    """Code compiled for a GPU was called where it cannot run: no CUDA driver, no GPU, or MLIR's
-    CUDA runtime wrappers missing. Compiling for the GPU needs none of them."""
+    """Code compiled for a GPU was loaded or called where it cannot run: no CUDA driver (the
+    message says "no CUDA driver"), no GPU, or a driver without an entry point tilecraft's CUDA
+    runtime needs. Compiling for the GPU needs none of them."""
+
+
+class CudaError(TilecraftError, RuntimeError):
+    """A CUDA driver call failed while a CUDA module or package ran (out of device memory, a
+    kernel the driver could not load or launch); names the call and the CUresult."""
 
 
 class GpuScheduleError(CompileError):

@@ -6,6 +6,7 @@ each compiled for an sm_XX target, kernels assembled by ptxas where it is instal
     .venv/bin/python benchmarks/cuda_coverage.py --files model.onnx
     .venv/bin/python benchmarks/cuda_coverage.py --public            # benchmarks/public_suite.py's 23
     .venv/bin/python benchmarks/cuda_coverage.py --public swin,gpt2 --full
+    .venv/bin/python benchmarks/cuda_coverage.py --package              # and write each one's package
 
 Why: issue #47's floor is that every model the CPU path compiles also compiles for the GPU
 with no host fallback. Without a GPU this is the check that can run here: the compile
@@ -44,14 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true",
                         help="with --public: the full-size models (default: their tiny variants, "
                              "same op classes, smaller extents)")
+    parser.add_argument("--package", action="store_true",
+                        help="also write each model's CUDA package (model.so linked with tilecraft's CUDA "
+                             "runtime) and print its size")
     args = parser.parse_args(argv)
     if args.public:
         with tempfile.TemporaryDirectory() as scratch:
             paths = _export_public(args.public, args.full, scratch) + args.files
-            return _compile_all(paths, args.arch)
+            return _compile_all(paths, args.arch, args.package)
     paths = [p for p in sorted(glob.glob(os.path.join(LIGHT_ZOO, "*.onnx")))
              if not args.models or any(m in os.path.basename(p) for m in args.models)] + args.files
-    return _compile_all(paths, args.arch)
+    return _compile_all(paths, args.arch, args.package)
 
 
 def _export_public(names: str, full: bool, folder: str) -> list[str]:
@@ -82,17 +86,21 @@ def _resources(module, arch: str) -> str:
     return f", registers <= {max(r.registers for r in used)}, {spilling} spilling"
 
 
-def _compile_all(paths: list[str], arch: str) -> int:
+def _compile_all(paths: list[str], arch: str, package: bool = False) -> int:
     print(f"CUDA coverage for {arch}; ptxas: {find_ptxas() or 'not installed (PTX only)'}")
     failed = 0
     for path in paths:
         started = time.perf_counter()
         try:
-            module = tilecraft.compile(path, target=f"cuda -arch={arch}", keep_ir=False)
+            with tempfile.TemporaryDirectory() as scratch:
+                package_path = os.path.join(scratch, "model.tar") if package else None
+                module = tilecraft.compile(path, target=f"cuda -arch={arch}", keep_ir=False,
+                                           package_path=package_path)
+                size = f", package {os.path.getsize(package_path) / 2**20:.2f} MiB" if package else ""
             seconds = time.perf_counter() - started
             kernels = module.ptx().count(".entry")
             print(f"{os.path.basename(path):<32} ok      {seconds:7.1f} s  {kernels} kernels"
-                  f"{_resources(module, arch)}", flush=True)
+                  f"{_resources(module, arch)}{size}", flush=True)
         except TilecraftError as error:
             failed += 1
             first = str(error).splitlines()[0][:200]

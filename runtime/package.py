@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import ArgumentValueError, EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
+from . import cuda_errors
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame
@@ -328,6 +329,30 @@ class Package:
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
         self._check_table = _check_table(self.manifest, str(self.path))
         self._takes: dict[int, Any] = {}
+        self._device = self._check_device()
+
+    def _check_device(self) -> bool:
+        """Whether this is a device (CUDA) package; raises at load where its device cannot run
+        (no driver, no GPU: :class:`DeviceUnavailableError`, from runtime/cuda_runtime.c, whose
+        module-load constructors ran when model.so was opened)."""
+        carries = cuda_errors.has_cuda_runtime(self._library)
+        if "device" in self.manifest and not carries:
+            raise PackageError(f"{self.path}: the manifest names a device but {LIBRARY} has no device runtime")
+        if carries:
+            cuda_errors.raise_pending(self._library, str(self.path))
+        return carries
+
+    def close(self) -> None:
+        """Free what the package holds outside this process's memory: a CUDA package's
+        device-resident weights (a later call uploads them again). The library stays loaded."""
+        if getattr(self, "_device", False):
+            cuda_errors.release(self._library)
+
+    def __enter__(self) -> "Package":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     def _load_shared_library(self) -> None:
         """A package written as one ``.so`` (``export_library("f.so")``): its manifest is
@@ -415,12 +440,14 @@ class Package:
         return [spec.name for spec in self.signature.arguments]
 
     def __call__(self, *args: Any, **kwargs: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
-        if not self._check_table:  # nothing to take after the call: one Python frame fewer
+        if not self._check_table and not self._device:  # nothing to take after the call: one Python frame fewer
             return self._frame.call(self._entry, args, kwargs)
         return self._call(self._entry, args, kwargs)
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         outputs = self._frame.call(entry, args, kwargs)
+        if self._device:  # a failed driver call: the outputs are freed with their arrays
+            cuda_errors.raise_pending(self._library, str(self.path))
         if self._check_table:
             failure = take_package_failure(self._take_failure(entry))
             if failure is not None:  # the outputs are freed with their arrays

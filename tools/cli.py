@@ -351,17 +351,18 @@ def command_compile(args: argparse.Namespace) -> int:
         plugin.check_output(args.output)
     except TilecraftError as error:
         raise UsageError(str(error)) from None
+    package = plugin.is_package_output(args.output)
     start = time.perf_counter()
     # Given only when set: CompileOptions refuses --calibration or --max-error without a precision.
     reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration),
                                                 ("max_error", args.max_error)) if value not in (None, "f32")}
     compiled = tilecraft.compile(model, _compile_options(
-        args, package_path=args.output if plugin.writes_packages else None, profile=args.profile,
+        args, package_path=args.output if package else None, profile=args.profile,
         keep_ir=args.dump_ir is not None, **reduced))
     seconds = time.perf_counter() - start
     if getattr(compiled, "accuracy", None) is not None:
         print(compiled.accuracy)
-    if not plugin.writes_packages:
+    if not package:
         print(plugin.write_output(compiled, args.output))
     elif args.sign:
         from ..runtime.package_signing import sign_package

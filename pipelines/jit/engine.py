@@ -87,8 +87,8 @@ class JitFunction:
 
     Calls check every argument against ``signature`` before native code runs.
     ``extra_libraries`` names further shared libraries when the engine is created. With
-    ``lazy=True`` that happens on the first call (the CUDA runtime wrappers link against
-    the driver: creating the engine without one would abort on unresolved symbols).
+    ``lazy=True`` that happens on the first call (a CUDA module's engine runs constructors
+    that load its kernels onto the GPU: not created where there is none).
     ``codegen_workers``: processes that compile the module's kernels while this one compiles
     the entry (pipelines/jit/parallel_codegen.py; None: ``$TILECRAFT_CODEGEN_WORKERS`` or
     the CPUs, 0: all code here). Only for eager engines without extra libraries.

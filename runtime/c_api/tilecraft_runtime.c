@@ -49,6 +49,9 @@ static void set_descriptor_pointers(int64_t *descriptor, void *data) {
 #define CONTRACT_SYMBOL "tilecraft_contract"
 #define MANIFEST_SYMBOL "tilecraft_manifest"
 #define TAKE_SYMBOL "tilecraft_take_check_failure"
+/* A CUDA package's runtime (runtime/cuda_runtime.c): its pending error, its weights' release. */
+#define TAKE_DEVICE_ERROR_SYMBOL "tilecraft_cuda_take_error"
+#define RELEASE_DEVICE_SYMBOL "tilecraft_cuda_release"
 #define MAX_MEMBER_BYTES ((uint64_t)16 << 30)
 #define MIN_KEY_BYTES 16
 /* The longest argument list the entry can be called with (results pointer included). */
@@ -137,6 +140,7 @@ const char *tilecraft_status_name(tilecraft_status status) {
   case TILECRAFT_ERROR_BUFFER_TOO_SMALL: return "buffer too small";
   case TILECRAFT_ERROR_RUNTIME_CHECK: return "run-time check";
   case TILECRAFT_ERROR_OUT_OF_MEMORY: return "out of memory";
+  case TILECRAFT_ERROR_DEVICE: return "device";
   }
   return "unknown status";
 }
@@ -178,6 +182,8 @@ struct tilecraft_model {
   size_t num_dependencies;
   void *entry;
   int (*take_failure)(int64_t *);
+  int (*take_device_error)(char *, int64_t); /* CUDA packages only */
+  uint64_t (*release_device)(void);
   /* The call frame's layout in 8-byte words (as runtime/memref.py CallFrame). */
   size_t frame_words;
   size_t *result_offsets, *argument_offsets;
@@ -189,6 +195,8 @@ struct tilecraft_model {
 static void free_model(tilecraft_model *model) {
   if (!model)
     return;
+  if (model->release_device) /* the device-resident weights */
+    model->release_device();
   if (model->library)
     dlclose(model->library);
   for (size_t i = model->num_dependencies; i-- > 0;)
@@ -1261,6 +1269,14 @@ static tilecraft_status check_contract(tilecraft_model *model, tilecraft_error *
   return TILECRAFT_OK;
 }
 
+/* The CUDA runtime's pending error as TILECRAFT_ERROR_DEVICE (none: OK, or not a CUDA package). */
+static tilecraft_status take_device_error(const tilecraft_model *model, tilecraft_error *error) {
+  char message[TILECRAFT_MESSAGE_SIZE - 128];
+  if (!model->take_device_error || model->take_device_error(message, sizeof message) == 0)
+    return TILECRAFT_OK;
+  return fail(error, TILECRAFT_ERROR_DEVICE, "%s: cannot run CUDA code: %s", model->path, message);
+}
+
 static tilecraft_status bind_entry(tilecraft_model *model, tilecraft_error *error) {
   const char *symbol = tc_json_get(model->manifest, "symbol")->string;
   model->entry = dlsym(model->library, symbol);
@@ -1269,7 +1285,14 @@ static tilecraft_status bind_entry(tilecraft_model *model, tilecraft_error *erro
   *(void **)&model->take_failure = dlsym(model->library, TAKE_SYMBOL);
   if (!model->take_failure && model->num_checks)
     return fail(error, TILECRAFT_ERROR_PACKAGE, "%s: the library has no symbol %s", model->path, TAKE_SYMBOL);
-  return TILECRAFT_OK;
+  /* A CUDA package: its kernels were loaded by model.so's constructors when it was opened;
+   * without a driver or GPU that failed, and the package is refused here. */
+  *(void **)&model->take_device_error = dlsym(model->library, TAKE_DEVICE_ERROR_SYMBOL);
+  *(void **)&model->release_device = dlsym(model->library, RELEASE_DEVICE_SYMBOL);
+  if (tc_json_get(model->manifest, "device") && !model->take_device_error)
+    return fail(error, TILECRAFT_ERROR_PACKAGE, "%s: the manifest names a device but %s has no device runtime",
+                model->path, LIBRARY);
+  return take_device_error(model, error);
 }
 
 /* A package written as one .so: its manifest is the string under tilecraft_manifest. */
@@ -1751,6 +1774,8 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
   }
   if (frame != stack_frame)
     free(frame);
+  if (take_device_error(model, error) != TILECRAFT_OK) /* the outputs hold nothing valid */
+    return TILECRAFT_ERROR_DEVICE;
   if (failed)
     return check_failure(model, failure, error);
   return status == TILECRAFT_OK ? succeed(error) : status;

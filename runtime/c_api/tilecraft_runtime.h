@@ -78,7 +78,8 @@ typedef enum tilecraft_status {
   TILECRAFT_ERROR_ARGUMENT_VALUE = 8,   /* a wrong count of tensors, rank or shape; an unaligned buffer */
   TILECRAFT_ERROR_BUFFER_TOO_SMALL = 9, /* an input or output buffer smaller than its tensor */
   TILECRAFT_ERROR_RUNTIME_CHECK = 10,   /* a check in the model's code failed (index, shape, allocation) */
-  TILECRAFT_ERROR_OUT_OF_MEMORY = 11
+  TILECRAFT_ERROR_OUT_OF_MEMORY = 11,
+  TILECRAFT_ERROR_DEVICE = 12           /* a CUDA package where no driver or GPU is, or a failed driver call */
 } tilecraft_status;
 
 /* Element types, by the names numpy gives them in the manifest. */

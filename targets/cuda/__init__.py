@@ -1,5 +1,6 @@
 """The CUDA target (``target="cuda -arch=sm_80"``): NVVM lowering to PTX and cubin, a module
-that calls MLIR's CUDA runtime wrappers (module.py), its plugin (plugin.py). See docs/cuda.md;
+that calls tilecraft's CUDA runtime (module.py, runtime/cuda_runtime.c), weights kept on the
+device (resident.py), its plugin (plugin.py: packages too). See docs/cuda.md;
 compiling needs no GPU, running needs an NVIDIA driver. The GPU schedule
 (``tilecraft-gpu-schedule``) is ``tilecraft.targets.cuda.schedule``: the tuning space beside it uses it.
 """

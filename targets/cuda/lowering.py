@@ -12,7 +12,8 @@ Stages, as data like the CPU pipeline (``pipelines/cpu.py``):
   loops      vector multi-reductions and transfers to 1-D, remaining linalg to loops
   outline    kernel outlining into gpu.module, NVVM target attached (chip, PTX version)
   kernel     inside gpu.module: vector/memref/scf/arith to LLVM + NVVM intrinsics
-  host       async GPU ops on a stream, gpu-to-llvm (MLIR's mgpu* runtime calls), LLVM
+  host       async GPU ops on a stream, gpu-to-llvm (mgpu* runtime calls, runtime/cuda_runtime.c),
+             LLVM; weights uploaded once (tilecraft-gpu-resident-weights, resident.py)
   binary     gpu-module-to-binary{format=isa}: PTX from LLVM's NVPTX backend
   assemble   tilecraft-ptxas: ptxas turns the PTX into a cubin (kept as PTX without ptxas)
 
@@ -48,6 +49,7 @@ from ...pipelines.target import Target
 from .archs import ptx_version
 from .serial_foralls import SERIAL_FORALLS
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
+from .resident import RESIDENT_WEIGHTS
 
 PTX_ATTRIBUTE = "tilecraft.ptx"
 
@@ -270,8 +272,9 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
             Stage("host",
                   ("func.func(gpu-async-region)", "expand-strided-metadata", "lower-affine",
                    "convert-scf-to-cf", "gpu-to-llvm", "convert-to-llvm",
-                   "reconcile-unrealized-casts", "canonicalize"),
-                  "host code to LLVM: async copies and launches on a stream (mgpu* calls)"),
+                   "reconcile-unrealized-casts", "canonicalize", RESIDENT_WEIGHTS),
+                  "host code to LLVM: async copies and launches on a stream (mgpu* calls); "
+                  "weights uploaded once into device buffers kept by the runtime"),
             Stage("binary", ("gpu-module-to-binary{format=isa}",),
                   "PTX from LLVM's NVPTX backend"),
             Stage("assemble", (f"tilecraft-ptxas{{arch={target.arch}}}",),

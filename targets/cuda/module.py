@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ from mlir import ir
 
 from ...pipelines.jit.compiled_module import CompiledModule
 from ...pipelines.jit.engine import JitFunction
+from ...runtime.cuda_errors import raise_pending
 from ...runtime.libraries import cuda_runtime_library
 from ...runtime.signature import EntrySignature
 
@@ -18,17 +20,26 @@ class CudaCompiledModule(CompiledModule):
 
     Compiling needs no GPU: the PTX (:meth:`ptx`) and, where ``ptxas`` is installed, the
     cubin (:meth:`cubin`) are in hand right away. The JIT is created on the first call, with
-    MLIR's CUDA runtime wrappers (``libmlir_cuda_runtime.so``), because those link against
-    the CUDA driver: without one, calling raises :class:`DeviceUnavailableError` (creating
-    the JIT anyway would abort the process on unresolved ``mgpu*`` symbols). The calling
+    tilecraft's CUDA runtime (runtime/cuda_runtime.c), because creating it runs the kernels'
+    module-load constructors: without a driver and GPU, calling raises
+    :class:`DeviceUnavailableError` before any of that. The calling
     convention is the CPU one: numpy arrays in (copied to the device by the compiled host
-    code), fresh numpy arrays out (copied back).
+    code), fresh numpy arrays out (copied back); the weights go to the device on the first
+    call and stay there for the process (runtime/cuda_runtime.c). A failed driver call is a
+    :class:`~tilecraft.errors.CudaError` after the call.
     """
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
-        """Deferred to the first call, with the CUDA runtime wrappers (class docstring)."""
+        """Deferred to the first call, with tilecraft's CUDA runtime (class docstring)."""
         return JitFunction(llvm_module, signature, opt_level=opt_level,
                            extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
+
+    def _runtime(self) -> ctypes.CDLL:
+        """The runtime library the JIT loaded (the same handle: dlopen of the same path)."""
+        runtime = getattr(self, "_runtime_library", None)
+        if runtime is None:
+            runtime = self._runtime_library = ctypes.CDLL(cuda_runtime_library())
+        return runtime
 
     def _binaries(self) -> dict[str, ir.Operation]:
         from .lowering import gpu_binaries
@@ -58,4 +69,6 @@ class CudaCompiledModule(CompiledModule):
         return cubins
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        return self._invoke(args, kwargs)
+        outputs = self._invoke(args, kwargs)
+        raise_pending(self._runtime(), "the CUDA module")
+        return outputs

@@ -1,5 +1,7 @@
 """The ``cuda`` target's plugin: ``cuda [-arch=sm_XX]`` (TVM's spelling), NVVM lowering,
-a module whose JIT waits for the first call, and the kernels (PTX, cubin) as its CLI output."""
+a module whose JIT waits for the first call, deployable packages (``-o model.tar``: host
+code linked with tilecraft's CUDA runtime, the kernels inside) and the kernels (PTX, cubin)
+as files (``-o directory``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from ...compiler.options import CompileOptions
 from ...pipelines.pipeline import Pipeline
 from ...pipelines.target import Target
 from ...pipelines.target_registry import TargetPlugin
-from ...runtime.libraries import cuda_driver_available
+from ...runtime.libraries import CUDA_DRIVER_LIBRARY, CUDA_RUNTIME_SOURCE, cuda_driver_available
 from ...runtime.signature import EntrySignature
 from .space import gpu_space_for, require_cuda_device
 from ...schedule.te.builder import without_default_schedule
@@ -29,6 +31,7 @@ class CudaTarget(TargetPlugin):
 
     name = "cuda"
     usage = "'cuda -arch=sm_XX'"
+    writes_packages = True
 
     def parse(self, spec: str, options: Sequence[str]) -> Target:
         arch = DEFAULT_CUDA_ARCH
@@ -51,9 +54,19 @@ class CudaTarget(TargetPlugin):
     def check_options(self, options: CompileOptions) -> None:
         if options.offload:
             raise BackendError("offload backends run on CPU targets only")
-        if options.package_path is not None:
-            raise PackageError("deployable packages hold CPU code only; compile for 'llvm' to "
-                               "package, or call the CUDA module in-process")
+        if options.package_path is not None and options.profile:
+            raise PackageError("the profiling variant times host code around each kernel; CUDA "
+                               "kernels run asynchronously on the device: package without profile")
+
+    def package_runtime(self, target: Target) -> tuple[tuple[Path, ...], dict[str, Any]]:
+        """The ``mgpu*`` runtime over the driver API (runtime/cuda_runtime.c), linked into
+        model.so, which then loads ``libcuda.so.1`` at first use: no link-time CUDA dependency."""
+        return (CUDA_RUNTIME_SOURCE,), {"device": {"kind": "cuda", "arch": target.arch,
+                                                   "driver": CUDA_DRIVER_LIBRARY}}
+
+    def is_package_output(self, output: str) -> bool:
+        """``model.tar`` / ``model.so``: a package; anything else: a directory of kernel files."""
+        return output.endswith((".tar", ".so"))
 
     def pipeline(self, options: CompileOptions) -> Pipeline:
         return cuda_pipeline(options.target)
@@ -90,14 +103,13 @@ class CudaTarget(TargetPlugin):
         schedule.check_gpu()
 
     def check_output(self, output: str) -> None:
-        if output.endswith(".tar") or Path(output).is_file():
-            raise PackageError(
-                "packages hold CPU code only: for a CUDA target, -o names a directory that receives "
-                "the kernels' PTX and cubin files (run CUDA models in-process with tilecraft.compile)")
+        if not self.is_package_output(output) and Path(output).is_file():
+            raise PackageError(f"{output} is a file: -o names a package (model.tar) or a directory "
+                               "that receives the kernels' PTX and cubin files")
 
     def write_output(self, compiled: Any, output: str) -> str:
         """The kernels as files in the directory ``output``: ``<module>.ptx`` and, where
-        ptxas ran, ``.cubin`` (packages hold CPU code only)."""
+        ptxas ran, ``.cubin`` (a ``.tar`` output is a package instead)."""
         directory = Path(output)
         directory.mkdir(parents=True, exist_ok=True)
         cubins = compiled.cubin()

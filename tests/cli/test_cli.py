@@ -299,13 +299,14 @@ def test_run_needs_no_mlir(package, tmp_path):
 
 
 def test_compile_for_cuda_writes_the_kernels(tmp_path, capsys):
-    """No GPU is needed to compile: -o names a directory of PTX (and cubin where ptxas runs);
-    a .tar output is refused because packages hold CPU code only."""
+    """No GPU is needed to compile: -o names a directory of PTX (and cubin where ptxas runs),
+    or a package (.tar: tests/cuda/test_cuda_package.py); an existing other file is refused."""
     out = tmp_path / "kernels"
     assert run_cli(["compile", str(MODEL), "--target", "cuda -arch=sm_80", "--input-shapes",
                     "input:[4,1,16,16]", "-o", str(out)]) == 0
     ptx = sorted(out.glob("*.ptx"))
     assert ptx and all(".target sm_80" in p.read_text() for p in ptx)
     capsys.readouterr()
-    assert run_cli(["compile", str(MODEL), "--target", "cuda", "-o", str(tmp_path / "m.tar")]) == 2
-    assert "CPU code only" in _error_line(capsys)
+    (tmp_path / "notes.txt").write_text("")
+    assert run_cli(["compile", str(MODEL), "--target", "cuda", "-o", str(tmp_path / "notes.txt")]) == 2
+    assert "is a file" in _error_line(capsys)

@@ -256,9 +256,10 @@ def test_dynamic_shapes_are_rejected():
         tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_80")
 
 
-def test_packages_are_cpu_only(tmp_path):
-    with pytest.raises(PackageError, match="CPU code only"):
-        tilecraft.compile(vector_add(64), target="cuda", package_path=tmp_path / "m.tar")
+def test_packages_take_no_profiling_variant(tmp_path):
+    # CUDA packages themselves: tests/cuda/test_cuda_package.py.
+    with pytest.raises(PackageError, match="asynchronously"):
+        tilecraft.compile(vector_add(64), target="cuda", package_path=tmp_path / "m.tar", profile=True)
 
 
 @pytest.mark.skipif(cuda_driver_available(), reason="this machine has a CUDA driver")

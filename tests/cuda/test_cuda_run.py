@@ -55,3 +55,19 @@ def test_demo_cnn_runs(rand):
     expected = tilecraft.compile(str(DEMO_CNN), target="llvm", shape_dict=shapes)(x)
     module = tilecraft.compile(str(DEMO_CNN), target="cuda", shape_dict=shapes)
     np.testing.assert_allclose(module(x), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_demo_cnn_package_runs(rand, tmp_path):
+    """A CUDA package (model.so with runtime/cuda_runtime.c) on the GPU: the CPU model's
+    numbers, on every call (weights uploaded at the first, kept), and after close."""
+    from tilecraft.runtime import package
+
+    shapes = {"input": [1, 1, 16, 16]}
+    x = rand((1, 1, 16, 16))
+    expected = tilecraft.compile(str(DEMO_CNN), target="llvm", shape_dict=shapes)(x)
+    tilecraft.compile(str(DEMO_CNN), target="cuda", shape_dict=shapes, package_path=tmp_path / "m.tar")
+    with package.load(tmp_path / "m.tar") as model:
+        for _ in range(3):
+            np.testing.assert_allclose(model(x), expected, rtol=1e-4, atol=1e-5)
+        model.close()  # the weights go; the next call uploads them again
+        np.testing.assert_allclose(model(x), expected, rtol=1e-4, atol=1e-5)

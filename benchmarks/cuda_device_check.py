@@ -1,0 +1,266 @@
+"""The GPU check for a lent CUDA machine, in two halves: ``prepare`` here, ``run`` there.
+
+Here (with the project's venv; MLIR, LLVM and ptxas are needed to compile, no GPU)::
+
+    echo /.cuda_check/ >> .git/info/exclude
+    .venv/bin/python benchmarks/cuda_device_check.py prepare --arch sm_90 -o .cuda_check
+    .venv/bin/python benchmarks/cuda_device_check.py prepare --arch sm_90 --models resnet_basic,gpt2 -o .cuda_check
+
+builds each public-suite architecture (benchmarks/public_suite.py, tiny variants unless
+``--full``) as users export it, compiles a CUDA package of it for the lent GPU's ``--arch``
+(``model.tar``: host code with tilecraft's CUDA runtime linked in, the kernels as cubins,
+the weights), draws seeded inputs and computes onnxruntime's CPU outputs for them
+(``inputs.npz``, ``expected.npz``). That folder is what travels: the packages and the
+arrays, nothing else (no MLIR, no LLVM). It prints the folder's size and keeps it under
+``--limit-mib`` (default 48: the device tool carries 64 MiB with the working tree, which is
+about 9 MiB) by leaving the largest packages out, named, for a second folder and call.
+
+There (Python with numpy; torch with CUDA if it is installed, for the comparison)::
+
+    # run tool: carry [".cuda_check"], timeout_s 540
+    PYTHONUNBUFFERED=1 python3 benchmarks/cuda_device_check.py run .cuda_check --out $OUT
+
+loads each package with ``tilecraft.runtime.package`` (which imports no MLIR), so the
+kernels, the ``mgpu*`` runtime over the real driver, the weights kept on the device and the
+copies are all exercised; compares the outputs with onnxruntime's (rtol/atol 1e-3 of the
+output's largest magnitude, as the public suite); times the first call (weights uploaded)
+and the median of ``--repeat`` warm calls (numpy in, numpy out: the copies included); and,
+where ``torch.cuda.is_available()``, times the same architecture in PyTorch eager on the GPU
+(median of synchronized calls on device tensors: no copies; its weights are the same
+seeded ones, so its outputs are compared too, for information). Writes ``report.json``
+and ``report.txt`` to ``--out``; exit status 1 when a model failed or mismatched.
+It stops starting models after ``--budget-s`` (default 420 s) so the whole run ends well
+inside the device tool's 8-minute plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RTOL = 1e-3
+
+
+# ---- here: build what travels ---------------------------------------------------------------
+
+def prepare(args: argparse.Namespace) -> int:
+    import numpy as np
+    import onnxruntime
+
+    sys.path.insert(0, str(HERE))
+    import public_suite
+    import tilecraft
+    from tilecraft.errors import TilecraftError
+
+    names = list(public_suite.ARCHITECTURES) if args.models == "all" else args.models.split(",")
+    unknown = [name for name in names if name not in public_suite.ARCHITECTURES]
+    if unknown:
+        raise SystemExit(f"unknown architecture(s) {unknown}; choose from {', '.join(public_suite.ARCHITECTURES)}")
+    folder = Path(args.output)
+    folder.mkdir(parents=True, exist_ok=True)
+    index: dict[str, Any] = {"arch": args.arch, "full": args.full, "models": {}}
+    for name in names:
+        started = time.perf_counter()
+        try:
+            module, inputs = public_suite.build(name, tiny=not args.full)
+            onnx_bytes = public_suite.export_onnx(module, inputs)
+            feeds = {f"input{i}": x.detach().numpy() for i, x in enumerate(inputs)}
+            session = onnxruntime.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+            expected = session.run(None, feeds)
+            target = folder / name
+            target.mkdir(exist_ok=True)
+            with tempfile.NamedTemporaryFile(suffix=".onnx") as model_file:
+                model_file.write(onnx_bytes)
+                model_file.flush()
+                tilecraft.compile(model_file.name, target=f"cuda -arch={args.arch}",
+                                  package_path=target / "model.tar", keep_ir=False)
+            np.savez(target / "inputs.npz", **feeds)
+            np.savez(target / "expected.npz", *expected)
+            size = sum(f.stat().st_size for f in target.iterdir())
+            index["models"][name] = {"bytes": size}
+            print(f"{name:<20} ok      {time.perf_counter() - started:6.1f} s  {size / 2**20:6.2f} MiB", flush=True)
+        except (TilecraftError, RuntimeError, ValueError) as error:
+            index["models"][name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
+            print(f"{name:<20} FAILED  {index['models'][name]['error']}", flush=True)
+    built = [name for name, entry in index["models"].items() if "bytes" in entry]
+    left_out = _fit(folder, index, args.limit_mib * 2**20)
+    (folder / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    print(f"{len(built)} of {len(names)} packaged for {args.arch}; {len(built) - len(left_out)} in {folder}/: "
+          f"{total / 2**20:.1f} MiB to carry")
+    if left_out:
+        print(f"left out to stay under {args.limit_mib:g} MiB (largest first): {','.join(left_out)} "
+              "(a second call: prepare --models with those names into another folder)")
+    return 0 if len(built) == len(names) else 1
+
+
+def _fit(folder: Path, index: dict[str, Any], limit: float) -> list[str]:
+    """Drop the largest packaged models until the folder is under ``limit`` bytes (the device
+    tool's transfer limit); returns their names, marked ``left_out`` in ``index``."""
+    packaged = {name: entry["bytes"] for name, entry in index["models"].items() if "bytes" in entry}
+    total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    left_out = []
+    for name in sorted(packaged, key=packaged.get, reverse=True):
+        if total <= limit:
+            break
+        shutil.rmtree(folder / name)
+        total -= packaged[name]
+        index["models"][name] = {"left_out": f"{packaged[name] / 2**20:.1f} MiB: over the transfer limit"}
+        left_out.append(name)
+    return left_out
+
+
+# ---- there: run, compare, time ----------------------------------------------------------------
+
+def _import_tilecraft() -> Any:
+    """``tilecraft.runtime.package`` from this checkout, whatever its folder is called there
+    (the repository root is the ``tilecraft`` package), ahead of any installed tilecraft."""
+    shim = Path(tempfile.mkdtemp(prefix="tilecraft-shim-"))
+    (shim / "tilecraft").symlink_to(HERE.parent, target_is_directory=True)
+    sys.path.insert(0, str(shim))
+    from tilecraft.runtime import package
+
+    return package
+
+
+def _matches(got: Any, want: Any) -> tuple[bool, float]:
+    import numpy as np
+
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        return False, float("inf")
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    error = float(np.max(np.abs(got - want))) / scale if scale else 0.0
+    return bool(np.allclose(got, want, rtol=RTOL, atol=RTOL * scale)), error
+
+
+def _median_ms(function: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return 1e3 * statistics.median(times)
+
+
+def _torch_eager(name: str, feeds: dict[str, Any], full: bool, repeat: int) -> dict[str, Any]:
+    """PyTorch eager CUDA on the same seeded architecture: the median synchronized call on
+    device tensors, and its output (compared for information)."""
+    try:
+        import torch
+    except ImportError:
+        return {"skipped": "torch not installed"}
+    if not torch.cuda.is_available():
+        return {"skipped": "torch has no CUDA device"}
+    sys.path.insert(0, str(HERE))
+    import public_suite
+
+    module, _ = public_suite.build(name, tiny=not full)
+    module = module.cuda().eval()
+    inputs = [torch.from_numpy(feeds[key]).cuda() for key in sorted(feeds, key=lambda k: int(k[5:]))]
+
+    def call() -> Any:
+        with torch.no_grad():
+            out = module(*inputs)
+        torch.cuda.synchronize()
+        return out
+
+    for _ in range(3):
+        output = call()
+    first = output[0] if isinstance(output, (tuple, list)) else output
+    return {"ms": _median_ms(call, repeat), "output": first.float().cpu().numpy(),
+            "device": torch.cuda.get_device_name(0), "capability": "sm_%d%d" % torch.cuda.get_device_capability(0)}
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    package_module = _import_tilecraft()
+    folder = Path(args.folder)
+    index = json.loads((folder / "index.json").read_text())
+    out = Path(args.out or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    started_all = time.perf_counter()
+    results: dict[str, Any] = {"arch": index["arch"], "models": {}}
+    lines = [f"packages for {index['arch']}; tilecraft: median of {args.repeat} warm calls (numpy in/out, copies "
+             "included); torch: eager CUDA on device tensors"]
+    failed = 0
+    for name, entry in index["models"].items():
+        if "bytes" not in entry:  # failed to package, or left out for size
+            continue
+        if time.perf_counter() - started_all > args.budget_s:
+            lines.append(f"{name:<20} not run: the {args.budget_s:.0f} s budget is spent")
+            continue
+        row: dict[str, Any] = {}
+        try:
+            feeds = dict(np.load(folder / name / "inputs.npz"))
+            expected = list(np.load(folder / name / "expected.npz").values())
+            started = time.perf_counter()
+            package = package_module.load(folder / name / "model.tar")
+            row["load_ms"] = 1e3 * (time.perf_counter() - started)
+            started = time.perf_counter()
+            outputs = package(**feeds)
+            row["first_call_ms"] = 1e3 * (time.perf_counter() - started)
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            checks = [_matches(got, want) for got, want in zip(outputs, expected)]
+            row["match"] = all(ok for ok, _ in checks) and len(outputs) == len(expected)
+            row["max_rel_error"] = max(error for _, error in checks)
+            row["ms"] = _median_ms(lambda: package(**feeds), args.repeat)
+            package.close()
+        except Exception as error:  # report and go on: one model must not stop the check
+            row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+        torch_row = _torch_eager(name, feeds, index["full"], args.repeat) if "error" not in row else {}
+        if "output" in torch_row:
+            row["torch_matches_onnxruntime"] = _matches(torch_row.pop("output"), expected[0])[0]
+            results.setdefault("device", torch_row.pop("device"))
+            results.setdefault("capability", torch_row.pop("capability"))
+        row["torch"] = torch_row
+        results["models"][name] = row
+        if "error" in row or not row["match"]:
+            failed += 1
+            lines.append(f"{name:<20} FAILED  {row.get('error') or 'max error %.1e' % row['max_rel_error']}")
+        else:
+            torch_ms = torch_row.get("ms")
+            torch_text = f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f}" if torch_ms \
+                else torch_row.get("skipped", "-")
+            lines.append(f"{name:<20} ok  max err {row['max_rel_error']:.1e}  first {row['first_call_ms']:8.2f} ms  "
+                         f"warm {row['ms']:8.3f} ms  torch {torch_text}")
+        print(lines[-1], flush=True)
+    ran = len(results["models"])
+    lines.insert(1, f"device: {results.get('device', '?')} ({results.get('capability', '?')})")
+    lines.append(f"{ran - failed} of {ran} ran and matched onnxruntime in {time.perf_counter() - started_all:.0f} s")
+    print(lines[-1])
+    (out / "report.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "report.txt").write_text("\n".join(lines) + "\n")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="here: build the packages and reference outputs")
+    prep.add_argument("--arch", default="sm_90", help="the lent GPU's architecture (H100/H200: sm_90)")
+    prep.add_argument("--models", default="all", help="comma-separated public-suite names (default all)")
+    prep.add_argument("--full", action="store_true", help="full-size models (default: tiny variants)")
+    prep.add_argument("--limit-mib", type=float, default=48.0)
+    prep.add_argument("-o", "--output", required=True)
+    go = commands.add_parser("run", help="there: run the packages on the GPU, compare, time")
+    go.add_argument("folder")
+    go.add_argument("--out", default=os.environ.get("OUT"))
+    go.add_argument("--repeat", type=int, default=20)
+    go.add_argument("--budget-s", type=float, default=420.0)
+    args = parser.parse_args(argv)
+    return prepare(args) if args.command == "prepare" else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
