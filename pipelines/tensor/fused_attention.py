@@ -46,6 +46,10 @@ Q and V are read in place through the transposes (and batch merges) that made th
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
 padded V is still copied). K^T is read as it is, contiguous along the keys.
 
+With the option ``bf16`` (``precision="bf16"`` on 16-lane targets: ``with_bf16_products``,
+which bf16_weights.with_bf16_weights applies) the kernel's two products are bf16 dot
+products, its softmax f32 (attention_kernel.py's docstring); its name ends in ``_bf16``.
+
 The kernel, its tile choices (``AttentionShape``) and its operands' descriptions (``Extra``,
 ``OperandView``) are attention_kernel.py's; this module matches and rewrites.
 
