@@ -53,10 +53,19 @@ def _bf16(array: np.ndarray) -> np.ndarray:
 
 
 def _attention(heads: int, rows: int, keys: int, depth: int, value_depth: int, *, causal: bool = False,
-               transposed: bool = False) -> onnx.ModelProto:
+               transposed: bool = False, depth_major_q: bool = False) -> onnx.ModelProto:
     """softmax(Q K^T / sqrt(D) [+ causal mask]) V. ``transposed``: Q, K and V come as
-    exporters make them, [seq, heads, d] transposed (Q and V read in place by the kernel)."""
-    if transposed:
+    exporters make them, [seq, heads, d] transposed (Q and V read in place by the kernel).
+    ``depth_major_q``: Q comes as [heads, d, seq], transposed, so that the kernel reads it in
+    place with d not innermost (its bf16 packing then reads Q element by element)."""
+    if depth_major_q:
+        inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [heads, depth, rows]),
+                  helper.make_tensor_value_info("k", TensorProto.FLOAT, [heads, keys, depth]),
+                  helper.make_tensor_value_info("v", TensorProto.FLOAT, [heads, keys, value_depth])]
+        nodes = [helper.make_node("Transpose", ["q"], ["qh"], perm=[0, 2, 1]),
+                 helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1])]
+        q, v = "qh", "v"
+    elif transposed:
         inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [rows, heads, depth]),
                   helper.make_tensor_value_info("k", TensorProto.FLOAT, [keys, heads, depth]),
                   helper.make_tensor_value_info("v", TensorProto.FLOAT, [keys, heads, value_depth])]
@@ -91,8 +100,15 @@ def _feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
 
 
 def _compile_bf16(model: onnx.ModelProto):
-    compiled = tilecraft.compile(model, tilecraft.CompileOptions(keep_ir=True, cache=False, precision="bf16",
-                                                                 target=HOST_TARGET))
+    """``precision="bf16"`` where the host has AVX512-BF16; elsewhere the same pipeline with
+    the bf16 kernels asked for (``kernels=True``: their portable dot products)."""
+    if "-avx512bf16" in HOST_TARGET:
+        target = Target.parse(HOST_TARGET)
+        options = {"pipeline": with_bf16_weights(cpu_pipeline(target, opt_level=3), target, kernels=True)}
+    else:
+        options = {"precision": "bf16"}
+    compiled = tilecraft.compile(model, tilecraft.CompileOptions(keep_ir=True, cache=False, target=HOST_TARGET,
+                                                                 **options))
     assert f"{BF16_KERNEL}" in compiled.ir("simplify") and "_bf16_0(" in compiled.ir("simplify")
     assert ("llvm.x86.avx512bf16.dpbf16ps.512" in compiled.ir("vector")) == ("-avx512bf16" not in HOST_TARGET)
     return compiled
@@ -129,15 +145,17 @@ def test_bf16_products_match_their_emulation(heads, rows, keys, depth, value_dep
 
 
 @needs_avx512
-@pytest.mark.parametrize("heads, rows, keys, depth, value_depth, causal, transposed", [
-    (12, 128, 128, 64, 64, False, True),   # BERT-base's attention, Q and V read through their transposes
-    (2, 37, 100, 24, 40, True, False),     # causal: blocks skipped, keys padded, a partial tile of rows
-    (2, 64, 197, 64, 64, False, False),    # the ViT's 197 keys: 4 blocks, the last partial
+@pytest.mark.parametrize("heads, rows, keys, depth, value_depth, causal, transposed, depth_major_q", [
+    (12, 128, 128, 64, 64, False, True, False),   # BERT-base's attention, Q and V read through their transposes
+    (2, 37, 100, 24, 40, True, False, False),     # causal: blocks skipped, keys padded, a partial tile of rows
+    (2, 64, 197, 64, 64, False, False, False),    # the ViT's 197 keys: 4 blocks, the last partial
+    (3, 20, 64, 21, 16, False, False, True),      # Q read with d not innermost (odd D: 21)
 ])
-def test_bf16_attention_is_close_to_f32(heads, rows, keys, depth, value_depth, causal, transposed):
+def test_bf16_attention_is_close_to_f32(heads, rows, keys, depth, value_depth, causal, transposed, depth_major_q):
     import onnxruntime
 
-    model = _attention(heads, rows, keys, depth, value_depth, causal=causal, transposed=transposed)
+    model = _attention(heads, rows, keys, depth, value_depth, causal=causal, transposed=transposed,
+                       depth_major_q=depth_major_q)
     feeds = _feeds(model, 5)
     result = _first(_compile_bf16(model)(**feeds))
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -145,6 +163,31 @@ def test_bf16_attention_is_close_to_f32(heads, rows, keys, depth, value_depth, c
     scale = np.abs(expected).max()
     assert np.abs(result - expected).max() <= 2e-2 * scale
     assert np.abs(result - expected).mean() <= 6e-3 * scale
+
+
+@needs_avx512
+@pytest.mark.parametrize("causal", [0, 1])
+def test_bf16_attention_zeroes_fully_masked_rows(causal):
+    """ONNX's Attention with a bool mask that rules out every key of one row: its output
+    there is 0, not NaN, as in the f32 build (the kernel's row zeroing), and the rest within
+    the bf16 bound of the f32 build."""
+    rows, keys = 12, 40
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3, rows if name == "q" else keys, 16])
+              for name in "qkv"]
+    inputs.append(helper.make_tensor_value_info("mask", TensorProto.BOOL, [rows, keys]))
+    node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], is_causal=causal)
+    graph = helper.make_graph([node], "attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, rows, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    rng = np.random.default_rng(6)
+    feeds = {n: rng.standard_normal([2, 3, rows if n == "q" else keys, 16]).astype(np.float32) for n in "qkv"}
+    feeds["mask"] = rng.random((rows, keys)) > 0.3
+    feeds["mask"][5] = False
+    result = _first(_compile_bf16(model)(**feeds))
+    expected = _first(tilecraft.compile(model, target=HOST_TARGET)(**feeds))
+    assert not np.isnan(result).any() and not np.isnan(expected).any()
+    assert (result[:, :, 5] == 0).all() and (expected[:, :, 5] == 0).all()
+    assert np.abs(result - expected).max() <= 2e-2 * np.abs(expected).max()
 
 
 def test_bf16_pipelines_ask_for_bf16_products_where_the_lanes_allow():
