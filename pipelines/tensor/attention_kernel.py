@@ -192,6 +192,34 @@ def bf16_products_apply(shape: AttentionShape) -> bool:
     return shape.lanes == BF16_LANES and not shape.blocked
 
 
+def k_view_applies(shape: AttentionShape, k_view: OperandView) -> bool:
+    """Whether a bf16 kernel can pack K^T from ``k_view`` (``pack_keys_from_view``): D a
+    multiple of 32 (whole blocks of 16 pairs), no keys to pad, and D the innermost dim of
+    the view's source (K^T[b, d, key] read at its d1 = d: the 32 d of a key are one read)."""
+    return (shape.depth % (PAIR * BF16_LANES) == 0 and shape.padded_keys == shape.keys
+            and k_view.indices.results[-1] == ir.AffineDimExpr.get(1))
+
+
+def _transpose(rows: list[ir.Value]) -> list[ir.Value]:
+    """The square matrix whose rows are the 1-D vectors ``rows`` (as many as their lanes, a
+    power of two) transposed, as two-source shuffles: per bit b of the index, each pair of rows
+    i, i + b (bit b of i clear) trades the elements whose column has bit b set in one row and
+    clear in the other, which swaps bit b between row and column index; log2(n) rounds of n
+    shuffles (on AVX-512, each a vpermt2d or cheaper)."""
+    size = len(rows)
+    rows = list(rows)
+    bit = size // 2
+    while bit:
+        low = [c if c & bit == 0 else size + c - bit for c in range(size)]
+        high = [c + bit if c & bit == 0 else size + c for c in range(size)]
+        for i in range(size):
+            if i & bit == 0:
+                rows[i], rows[i + bit] = (vector.shuffle(rows[i], rows[i + bit], low),
+                                          vector.shuffle(rows[i], rows[i + bit], high))
+        bit //= 2
+    return rows
+
+
 def _row_block(shape: AttentionShape, threads: int) -> int:
     """Query rows per task: all of them when the batch alone gives two tasks per thread, else
     enough blocks for that (whole register tiles)."""
@@ -217,7 +245,7 @@ def value_columns(rows: int, out_vectors: int) -> int:
 def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
                  scores_function: str | None = None, zeroing: "str | Extra | None" = None,
                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
-                 ranged: bool = False, bf16: bool = False) -> func.FuncOp:
+                 ranged: bool = False, bf16: bool = False, k_view: "OperandView | None" = None) -> func.FuncOp:
     """The kernel (see the module docstring), built at the insertion point:
     ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv, extras...[, rows to zero][, key ranges]) -> BxMxDv``,
     all f32, Np the keys padded to whole blocks, vectors of ``shape.lanes`` f32.
@@ -242,7 +270,10 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     f32, i8, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
     dynamic = ir.ShapedType.get_dynamic_size()
     q_type = q_view.tensor_type if q_view else ir.RankedTensorType.get([b, m, d], f32)
-    kt_type = ir.RankedTensorType.get([b, d, np_], f32)
+    if k_view is not None and not (bf16 and k_view_applies(shape, k_view)):
+        raise ValueError("K read through its view needs bf16 products, D a multiple of 32, unpadded keys "
+                         "and D innermost in the view's source")
+    kt_type = k_view.tensor_type if k_view else ir.RankedTensorType.get([b, d, np_], f32)
     v_type = v_view.tensor_type if v_view else ir.RankedTensorType.get([b, np_, dv], f32)
     o_type = ir.RankedTensorType.get([b, m, dv], f32)
     ranges_type = ir.RankedTensorType.get([m, 2], i32)
@@ -343,6 +374,30 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                     scf.YieldOp([packed])
                 return over_rows.results[0]
 
+            def pack_keys_from_view() -> ir.Value:
+                """``pack_keys``'s result read from K in place (``k_view``: its source has D
+                innermost, [seq, heads, d] as a projection makes it): per block of 16 keys and
+                32 d, 16 reads of 32 d rounded to bf16 (16 pairs of d, one 32-bit word each),
+                then that 16 x 16 block of words transposed in registers (``_transpose``), so
+                that each pair of d has its 16 keys' words in one vector."""
+                packed = tensor.empty([d // PAIR, PAIR * np_], bf16_t)
+                over_keys = kernels.for_loop(c0, c_keys, c_lanes, [packed])
+                with ir.InsertionPoint(over_keys.body):
+                    key, packed = over_keys.induction_variable, over_keys.inner_iter_args[0]
+                    at_key = kernels.apply(lambda d0: d0 * PAIR, key)
+                    for chunk in range(d // (PAIR * lanes)):
+                        block = []
+                        for t in range(lanes):
+                            row = kernels.apply(lambda d0: d0 + t, key)
+                            at = kernels.apply_results(k_view.indices, [batch, core.index(chunk * PAIR * lanes), row])
+                            values = kernels.read(kt_arg, at, f0, PAIR * lanes)
+                            block.append(vector.bitcast(words, arith.truncf(flat_pairs, values)))
+                        for w, word_row in enumerate(_transpose(block)):
+                            packed = kernels.write(vector.bitcast(flat_pairs, word_row), packed,
+                                                   [core.index(chunk * lanes + w), at_key])
+                    scf.YieldOp([packed])
+                return over_keys.results[0]
+
             def pack_keys() -> ir.Value:
                 """K^T's rows in pairs, rounded to bf16: ``[D / 2, 2 Np]``, pair p's keys
                 interleaved (K^T[2p, key], K^T[2p + 1, key]); a last odd row paired with 0."""
@@ -387,7 +442,8 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 return over_pairs.results[0]
 
             if bf16:  # the task's operands rounded to bf16 and packed for the dot products
-                q_pairs, kt_pairs, v_pairs = pack_queries(), pack_keys(), pack_values()
+                q_pairs, v_pairs = pack_queries(), pack_values()
+                kt_pairs = pack_keys_from_view() if k_view else pack_keys()
 
             def extra_at(extra: Extra, row: ir.Value, key: ir.Value, results: int | None = None) -> list[ir.Value]:
                 """An extra's indices at (batch, ``row``, ``key``): its map's first ``results``."""
@@ -697,11 +753,11 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
 def kernel_module(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
                   scores_function: str | None = None, zeroing: "str | Extra | None" = None,
                   q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
-                  ranged: bool = False, bf16: bool = False) -> ir.Module:
+                  ranged: bool = False, bf16: bool = False, k_view: "OperandView | None" = None) -> ir.Module:
     """The kernel (and its scores function's declaration) alone in a new module, in the
     current context: to read, test or define the scores function in."""
     with ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            build_kernel(name, shape, extras, threads, scores_function, zeroing, q_view, v_view, ranged, bf16)
+            build_kernel(name, shape, extras, threads, scores_function, zeroing, q_view, v_view, ranged, bf16, k_view)
     return module

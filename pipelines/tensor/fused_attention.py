@@ -44,7 +44,10 @@ not.
 
 Q and V are read in place through the transposes (and batch merges) that made them from
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
-padded V is still copied). K^T is read as it is, contiguous along the keys.
+padded V is still copied). K^T is read as it is, contiguous along the keys, except by a
+bf16 kernel, which packs it anyway: it reads K in place too where D is a multiple of 32,
+the keys need no padding and d is the source's innermost dim (``k_view_applies``: BERT's
+[seq, heads, 64]), and transposes 16 x 16 blocks of bf16 pairs in registers.
 
 With the option ``bf16`` (``precision="bf16"`` on 16-lane targets: ``with_bf16_products``,
 which bf16_weights.with_bf16_weights applies) the kernel's two products are bf16 dot
@@ -77,7 +80,7 @@ from ...ir.resources import literal_array
 from ..ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
 from ..passes import bool_option, positive_int_option, register_pass
 from .attention_kernel import (BF16_LANES, KEY_BLOCKS, LANES, MAX_VALUE_DEPTH, AttentionShape, Extra, OperandView,
-                               bf16_products_apply, kernel_module)
+                               bf16_products_apply, k_view_applies, kernel_module)
 from .vector_bodies import clonable_body, clone_body, declared_function, is_all_parallel, is_identity
 
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
@@ -662,10 +665,14 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int, bf16
     if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys \
             or v_view.indices.results[-1] != ir.AffineDimExpr.get(2):
         v_view = None
+    # K^T in place only for a bf16 kernel, which packs it anyway (k_view_applies).
+    k_view = operand_view(site.scores.operands[1]) if bf16 else None
+    if k_view is not None and (k_view.source == site.scores.operands[1] or not k_view_applies(shape, k_view)):
+        k_view = None
     ranges = key_ranges(site)
     with module.context:
         kernel = kernel_module(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
-                               q_view, v_view, ranges is not None, bf16)
+                               q_view, v_view, ranges is not None, bf16, k_view)
     if scores_function:
         _define_scores_function(kernel, scores_function, site)
         PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
@@ -674,11 +681,12 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int, bf16
             clone = op.operation.clone()
             clone.attributes["sym_visibility"] = ir.StringAttr.get("private")
     q = q_view.source if q_view else site.scores.operands[0]
-    kt = site.scores.operands[1]
+    kt = k_view.source if k_view else site.scores.operands[1]
     v = v_view.source if v_view else site.context.operands[1]
     padding = shape.padded_keys - shape.keys
     with ir.InsertionPoint(site.context), site.context.location:
-        kt = core.pad_constant(kt, [0, 0, 0], [0, 0, padding], 0.0)
+        if k_view is None:
+            kt = core.pad_constant(kt, [0, 0, 0], [0, 0, padding], 0.0)
         if v_view is None:
             v = core.pad_constant(v, [0, 0, 0], [0, padding, 0], 0.0)
         rows = []
