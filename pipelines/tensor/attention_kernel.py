@@ -442,8 +442,9 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 return over_pairs.results[0]
 
             if bf16:  # the task's operands rounded to bf16 and packed for the dot products
-                q_pairs, v_pairs = pack_queries(), pack_values()
+                q_pairs = pack_queries()
                 kt_pairs = pack_keys_from_view() if k_view else pack_keys()
+                v_pairs = pack_values()
 
             def extra_at(extra: Extra, row: ir.Value, key: ir.Value, results: int | None = None) -> list[ir.Value]:
                 """An extra's indices at (batch, ``row``, ``key``): its map's first ``results``."""
