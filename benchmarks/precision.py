@@ -4,6 +4,7 @@ onnxruntime's f32 and its int8 model, times and errors from one run.
     .venv/bin/python benchmarks/precision.py [--models resnet50,bert] [--rounds 5]
         [--bert-layers 2] [--calibration 4] [--threads 1] [--agreement 1000]
     .venv/bin/python benchmarks/precision.py --layers all [--rounds 15] [--threads 1]
+    .venv/bin/python benchmarks/precision.py --models bert --profile 20 [--threads 1]
 
 Models: ResNet-50 (public_suite.py's, seeded random weights and BatchNorm statistics
 calibrated on random batches, so that its top-1 moves with the input: ``resnet50_case``;
@@ -35,6 +36,9 @@ alternating rounds (runtime/timing.py: drift of a shared machine hits every runn
 and ReLU or bias after it) as f32 and as bf16 builds and OpenVINO's default precision where
 it is installed, CPU time per call alternating, for the bf16 kernels' own speed (``all`` or
 a comma-separated list of ``LAYERS``' names).
+
+``--profile N``: instead of the timings, the bf16 build's per-kernel profile beside
+OpenVINO's per-node one (``PERF_COUNT``), over N calls (``profile``).
 
 Read the figures for what the host has (the first line printed says): without AVX512-BF16
 and VNNI (this script's first runs, on an AVX2 EPYC) int8 runs widened i32 matmuls and bf16
@@ -301,6 +305,66 @@ def layers(names: list[str], rounds: int, threads: int = 1) -> None:
         print(line, flush=True)
 
 
+def profile(case, calls: int, threads: int = 1, top: int = 15) -> None:
+    """Where the bf16 build's time goes beside OpenVINO's default precision: tilecraft's
+    per-kernel profile (a package built with ``profile=True``, each kernel timed on the calling
+    thread's CPU clock when ``threads`` is 1, else on the wall clock) and OpenVINO's
+    ``PERF_COUNT`` per (node type, implementation), its wall time per node (its ``cpu_time``
+    read 5x the call's CPU time on one thread here: not used); both summed over
+    ``calls`` calls after 3 untimed ones and printed per call, the ``top`` largest. Why:
+    precision.py's totals say how far apart the two are, not which ops make the difference
+    (docs/performance.md, "Attention in bf16", has a run)."""
+    import tempfile
+    from collections import defaultdict
+
+    import tilecraft
+    from tilecraft.runtime import package
+
+    feeds = case.feeds
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.tar")
+        tilecraft.compile(case.model, precision="bf16", package_path=path, profile=True)
+        loaded = package.load(path)
+        if threads == 1:
+            loaded.use_profile_clock("thread_cpu")
+        kernels: dict[str, float] = defaultdict(float)
+        for call in range(calls + 3):
+            _, times = loaded.profile(**feeds)
+            for kernel in times if call >= 3 else ():
+                kernels[kernel.name] += kernel.seconds
+    total = sum(kernels.values())
+    print(f"\n{case.name}: tilecraft bf16, {total / calls * 1e3:.3f} ms per call in kernels "
+          f"({'thread CPU' if threads == 1 else 'wall'} time, {calls} calls):")
+    for name, seconds in sorted(kernels.items(), key=lambda item: -item[1])[:top]:
+        print(f"  {seconds / calls * 1e3:8.3f} ms  {seconds / total:6.1%}  {name}")
+    try:
+        import openvino
+    except ImportError:
+        print("  openvino is not installed (pip install -e '.[peers]'): its profile is left out")
+        return
+    core = openvino.Core()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as stream:
+            stream.write(case.model.SerializeToString())
+        compiled = core.compile_model(core.read_model(path), "CPU",
+                                      {"INFERENCE_NUM_THREADS": threads, "PERF_COUNT": "YES"})
+    request = compiled.create_infer_request()
+    nodes: dict[tuple[str, str], float] = defaultdict(float)
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for call in range(calls + 3):
+        request.infer(feeds)
+        for info in request.get_profiling_info() if call >= 3 else ():
+            nodes[(info.node_type, info.exec_type)] += info.real_time.total_seconds()
+            counts[(info.node_type, info.exec_type)] += 1
+    total = sum(nodes.values())
+    print(f"{case.name}: OpenVINO default precision, {total / calls * 1e3:.3f} ms per call in nodes "
+          f"(PERF_COUNT's wall time, {calls} calls):")
+    for (node_type, exec_type), seconds in sorted(nodes.items(), key=lambda item: -item[1])[:top]:
+        print(f"  {seconds / calls * 1e3:8.3f} ms  {seconds / total:6.1%}  {node_type} x{counts[(node_type, exec_type)] // calls}"
+              f" ({exec_type})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="resnet50,bert")
@@ -311,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agreement", type=int, default=0,
                         help="also compare the reduced builds with f32 on this many random inputs (0: no)")
     parser.add_argument("--layers", default="", help=f"time single layers instead: 'all' or some of {sorted(LAYERS)}")
+    parser.add_argument("--profile", type=int, default=0,
+                        help="instead of timing, profile the bf16 build per kernel and OpenVINO per node over "
+                             "this many calls")
     args = parser.parse_args(argv)
     os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)  # read when the target is parsed, later
     if args.layers:
@@ -331,7 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models.split(","):
         if name not in cases:
             parser.error(f"unknown model {name!r}; models: {sorted(cases)}")
-        benchmark(cases[name](), args.rounds, args.calibration, args.threads, args.agreement)
+        if args.profile:
+            profile(cases[name](), args.profile, args.threads)
+        else:
+            benchmark(cases[name](), args.rounds, args.calibration, args.threads, args.agreement)
     return 0
 
 

@@ -74,6 +74,10 @@ NARROW_KEY_BLOCKS = (56, 48, 40, 32)
 # output vectors, the accumulators in registers or in the output tile) beat the unfused ops,
 # while at Dv = 64 the kernel does (docs/performance.md).
 MAX_VALUE_DEPTH = 64
+# bf16 products (``bf16_products``): vdpbf16ps's 16 f32 lanes, each summing a pair of bf16
+# products (bf16_matmul.py writes its kernels' dot products the same way).
+BF16_LANES = 16
+PAIR = 2
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,41 @@ class OperandView:
         return ir.RankedTensorType(self.source.type)
 
 
+def bf16_products_apply(shape: AttentionShape) -> bool:
+    """Whether the kernel for ``shape`` can form its two products as bf16 dot products: with
+    ``BF16_LANES`` f32 lanes (vdpbf16ps's; AVX512-BF16 targets have them) and the scores and
+    outputs in registers (a blocked kernel's are AVX2's, which has no bf16 dot product)."""
+    return shape.lanes == BF16_LANES and not shape.blocked
+
+
+def k_view_applies(shape: AttentionShape, k_view: OperandView) -> bool:
+    """Whether a bf16 kernel can pack K^T from ``k_view`` (``pack_keys_from_view``): D a
+    multiple of 32 (whole blocks of 16 pairs), no keys to pad, and D the innermost dim of
+    the view's source (K^T[b, d, key] read at its d1 = d: the 32 d of a key are one read)."""
+    return (shape.depth % (PAIR * BF16_LANES) == 0 and shape.padded_keys == shape.keys
+            and k_view.indices.results[-1] == ir.AffineDimExpr.get(1))
+
+
+def _transpose(rows: list[ir.Value]) -> list[ir.Value]:
+    """The square matrix whose rows are the 1-D vectors ``rows`` (as many as their lanes, a
+    power of two) transposed, as two-source shuffles: per bit b of the index, each pair of rows
+    i, i + b (bit b of i clear) trades the elements whose column has bit b set in one row and
+    clear in the other, which swaps bit b between row and column index; log2(n) rounds of n
+    shuffles (on AVX-512, each a vpermt2d or cheaper)."""
+    size = len(rows)
+    rows = list(rows)
+    bit = size // 2
+    while bit:
+        low = [c if c & bit == 0 else size + c - bit for c in range(size)]
+        high = [c + bit if c & bit == 0 else size + c for c in range(size)]
+        for i in range(size):
+            if i & bit == 0:
+                rows[i], rows[i + bit] = (vector.shuffle(rows[i], rows[i + bit], low),
+                                          vector.shuffle(rows[i], rows[i + bit], high))
+        bit //= 2
+    return rows
+
+
 def _row_block(shape: AttentionShape, threads: int) -> int:
     """Query rows per task: all of them when the batch alone gives two tasks per thread, else
     enough blocks for that (whole register tiles)."""
@@ -206,7 +245,7 @@ def value_columns(rows: int, out_vectors: int) -> int:
 def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
                  scores_function: str | None = None, zeroing: "str | Extra | None" = None,
                  q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
-                 ranged: bool = False) -> func.FuncOp:
+                 ranged: bool = False, bf16: bool = False, k_view: "OperandView | None" = None) -> func.FuncOp:
     """The kernel (see the module docstring), built at the insertion point:
     ``(Q: BxMxD, K^T: BxDxNp, V: BxNpxDv, extras...[, rows to zero][, key ranges]) -> BxMxDv``,
     all f32, Np the keys padded to whole blocks, vectors of ``shape.lanes`` f32.
@@ -216,7 +255,11 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     ``q_view`` / ``v_view``: Q and V read through their views (V's last index must be d2, its
     innermost dim) in place of the [B, M, D] and [B, Np, Dv] tensors. ``ranged``: a last
     argument, M x 2 i32, gives each row's [first, end) keys; a register tile loops over the
-    blocks that meet its rows' ranges."""
+    blocks that meet its rows' ranges. ``bf16``: Q K^T and p @ V as bf16 dot products
+    (``bf16_products``; 16 lanes, not blocked)."""
+    if bf16 and not bf16_products_apply(shape):
+        raise ValueError(f"bf16 products need {BF16_LANES}-lane vectors and a kernel that is not blocked, "
+                         f"got {shape.lanes} lanes")
     b, m, n, d, dv, lanes = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth, shape.lanes
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // lanes, -(-dv // lanes)
@@ -227,7 +270,10 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     f32, i8, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
     dynamic = ir.ShapedType.get_dynamic_size()
     q_type = q_view.tensor_type if q_view else ir.RankedTensorType.get([b, m, d], f32)
-    kt_type = ir.RankedTensorType.get([b, d, np_], f32)
+    if k_view is not None and not (bf16 and k_view_applies(shape, k_view)):
+        raise ValueError("K read through its view needs bf16 products, D a multiple of 32, unpadded keys "
+                         "and D innermost in the view's source")
+    kt_type = k_view.tensor_type if k_view else ir.RankedTensorType.get([b, d, np_], f32)
     v_type = v_view.tensor_type if v_view else ir.RankedTensorType.get([b, np_, dv], f32)
     o_type = ir.RankedTensorType.get([b, m, dv], f32)
     ranges_type = ir.RankedTensorType.get([m, 2], i32)
@@ -259,6 +305,12 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
             key_columns = [core.index(padded_dv + v * lanes) for v in range(key_vectors)]
             c_lanes, c_max, c_sum = core.index(lanes), core.index(padded_dv + kb), core.index(padded_dv + kb + 1)
             c_alpha = core.index(padded_dv + kb + 2)
+        if bf16:
+            bf16_t = ir.BF16Type.get()
+            bf0, c_pairs = core.scalar_constant(0.0, bf16_t), core.index(-(-d // PAIR))
+            c_lanes = core.index(lanes)
+            pair_type, pair_f32 = ir.VectorType.get([lanes, PAIR], bf16_t), ir.VectorType.get([lanes, PAIR], f32)
+            flat_pairs, words = ir.VectorType.get([lanes * PAIR], bf16_t), ir.VectorType.get([lanes], i32)
         pads = [core.scalar_constant(0, e.stored) for e in extras]
         i8_0_v = kernels.zero_vector(lanes, i8)
         empty = tensor.empty([b, m, dv], f32)
@@ -277,6 +329,122 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 stride = math.prod(batch_dims[k + 1:])
                 batch_indices.append(kernels.apply(
                     lambda d0: ir.AffineExpr.get_mod(ir.AffineExpr.get_floor_div(d0, stride), extent), batch))
+
+            def spread(word: ir.Value) -> ir.Value:
+                """A pair of bf16 values (an i32 ``word``) in every lane, widened: the
+                broadcast operand of a bf16 dot product (``kernels.dot_product``)."""
+                pairs = vector.shape_cast(pair_type, vector.bitcast(flat_pairs, vector.broadcast(words, word)))
+                return arith.extf(pair_f32, pairs)
+
+            def rounded_pairs(first: ir.Value, second: ir.Value) -> ir.Value:
+                """Two f32 vectors interleaved lane by lane and rounded to bf16: lane i's pair
+                is (first[i], second[i])."""
+                return arith.truncf(flat_pairs, vector.interleave(first, second))
+
+            def pack_queries() -> ir.Value:
+                """The task's Q rows rounded to bf16, ``[block_rows, D rounded up to whole
+                vectors]`` (zeros past D), so that a row's pair of d is one 4-byte broadcast.
+                Read a vector at a time where d is Q's innermost dim, else element by element."""
+                width = -(-d // lanes) * lanes
+                packed = tensor.empty([block_rows, width], bf16_t)
+                over_rows = kernels.for_loop(c0, nrows, c1, [packed])
+                with ir.InsertionPoint(over_rows.body):
+                    local, packed = over_rows.induction_variable, over_rows.inner_iter_args[0]
+                    row = kernels.apply(lambda d0, d1: d0 + d1, m0, local)
+
+                    def at(depth: ir.Value) -> list[ir.Value]:
+                        return kernels.apply_results(q_view.indices, [batch, row, depth]) if q_view else [batch, row, depth]
+
+                    if q_view is None or q_view.indices.results[-1] == ir.AffineDimExpr.get(2):
+                        for u in range(width // lanes):
+                            chunk = kernels.read(q_arg, at(core.index(u * lanes)), f0, lanes, in_bounds=d % lanes == 0)
+                            packed = kernels.write(arith.truncf(ir.VectorType.get([lanes], bf16_t), chunk), packed,
+                                                   [local, core.index(u * lanes)])
+                    else:
+                        if width != d:
+                            for u in range(d // lanes * lanes, width, lanes):
+                                packed = kernels.write(kernels.zero_vector(lanes, bf16_t), packed,
+                                                       [local, core.index(u)])
+                        over_depth = kernels.for_loop(c0, c_depth, c1, [packed])
+                        with ir.InsertionPoint(over_depth.body):
+                            depth, inner = over_depth.induction_variable, over_depth.inner_iter_args[0]
+                            value = arith.truncf(bf16_t, tensor.extract(q_arg, at(depth)))
+                            scf.YieldOp([tensor.insert(value, inner, [local, depth])])
+                        packed = over_depth.results[0]
+                    scf.YieldOp([packed])
+                return over_rows.results[0]
+
+            def pack_keys_from_view() -> ir.Value:
+                """``pack_keys``'s result read from K in place (``k_view``: its source has D
+                innermost, [seq, heads, d] as a projection makes it): per block of 16 keys and
+                32 d, 16 reads of 32 d rounded to bf16 (16 pairs of d, one 32-bit word each),
+                then that 16 x 16 block of words transposed in registers (``_transpose``), so
+                that each pair of d has its 16 keys' words in one vector."""
+                packed = tensor.empty([d // PAIR, PAIR * np_], bf16_t)
+                over_keys = kernels.for_loop(c0, c_keys, c_lanes, [packed])
+                with ir.InsertionPoint(over_keys.body):
+                    key, packed = over_keys.induction_variable, over_keys.inner_iter_args[0]
+                    at_key = kernels.apply(lambda d0: d0 * PAIR, key)
+                    for chunk in range(d // (PAIR * lanes)):
+                        block = []
+                        for t in range(lanes):
+                            row = kernels.apply(lambda d0: d0 + t, key)
+                            at = kernels.apply_results(k_view.indices, [batch, core.index(chunk * PAIR * lanes), row])
+                            values = kernels.read(kt_arg, at, f0, PAIR * lanes)
+                            block.append(vector.bitcast(words, arith.truncf(flat_pairs, values)))
+                        for w, word_row in enumerate(_transpose(block)):
+                            packed = kernels.write(vector.bitcast(flat_pairs, word_row), packed,
+                                                   [core.index(chunk * lanes + w), at_key])
+                    scf.YieldOp([packed])
+                return over_keys.results[0]
+
+            def pack_keys() -> ir.Value:
+                """K^T's rows in pairs, rounded to bf16: ``[D / 2, 2 Np]``, pair p's keys
+                interleaved (K^T[2p, key], K^T[2p + 1, key]); a last odd row paired with 0."""
+                packed = tensor.empty([-(-d // PAIR), PAIR * np_], bf16_t)
+
+                def pair_row(pair: ir.Value, packed: ir.Value, odd: bool) -> ir.Value:
+                    even_row = kernels.apply(lambda d0: d0 * PAIR, pair)
+                    odd_row = kernels.apply(lambda d0: d0 * PAIR + 1, pair)
+                    over_keys = kernels.for_loop(c0, c_keys, c_lanes, [packed])
+                    with ir.InsertionPoint(over_keys.body):
+                        key, inner = over_keys.induction_variable, over_keys.inner_iter_args[0]
+                        first = kernels.read(kt_arg, [batch, even_row, key], f0, lanes)
+                        second = zero_v if odd else kernels.read(kt_arg, [batch, odd_row, key], f0, lanes)
+                        at = kernels.apply(lambda d0: d0 * PAIR, key)
+                        scf.YieldOp([kernels.write(rounded_pairs(first, second), inner, [pair, at])])
+                    return over_keys.results[0]
+
+                over_pairs = kernels.for_loop(c0, core.index(d // PAIR), c1, [packed])
+                with ir.InsertionPoint(over_pairs.body):
+                    scf.YieldOp([pair_row(over_pairs.induction_variable, over_pairs.inner_iter_args[0], False)])
+                packed = over_pairs.results[0]
+                if d % PAIR:
+                    packed = pair_row(core.index(d // PAIR), packed, True)
+                return packed
+
+            def pack_values() -> ir.Value:
+                """V's rows (keys) in pairs, rounded to bf16: ``[Np / 2, 2 Dv rounded up to
+                whole vectors]``, pair t's columns interleaved (V[2t, c], V[2t + 1, c])."""
+                packed = tensor.empty([np_ // PAIR, PAIR * out_vectors * lanes], bf16_t)
+                over_pairs = kernels.for_loop(c0, core.index(np_ // PAIR), c1, [packed])
+                with ir.InsertionPoint(over_pairs.body):
+                    pair, packed = over_pairs.induction_variable, over_pairs.inner_iter_args[0]
+                    keys = [kernels.apply(lambda d0: d0 * PAIR + k, pair) for k in range(PAIR)]
+                    for u in range(out_vectors):
+                        halves = []
+                        for key in keys:
+                            at = kernels.apply_results(v_view.indices, [batch, key, columns[u]]) if v_view \
+                                else [batch, key, columns[u]]
+                            halves.append(kernels.read(v_arg, at, f0, lanes, in_bounds=dv_in_bounds))
+                        packed = kernels.write(rounded_pairs(*halves), packed, [pair, core.index(u * PAIR * lanes)])
+                    scf.YieldOp([packed])
+                return over_pairs.results[0]
+
+            if bf16:  # the task's operands rounded to bf16 and packed for the dot products
+                q_pairs = pack_queries()
+                kt_pairs = pack_keys_from_view() if k_view else pack_keys()
+                v_pairs = pack_values()
 
             def extra_at(extra: Extra, row: ir.Value, key: ir.Value, results: int | None = None) -> list[ir.Value]:
                 """An extra's indices at (batch, ``row``, ``key``): its map's first ``results``."""
@@ -371,16 +539,35 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 row and d, one load of each K^T vector shared by the rows), the chain, keys
                 past N at -inf."""
                 key_at = [kernels.apply(lambda d0: d0 + v * lanes, j) for v in range(key_vectors)]
-                over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (len(group) * key_vectors))
-                with ir.InsertionPoint(over_depth.body):
-                    depth, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
-                    keys = [kernels.read(kt_arg, [batch, depth, key_at[v]], f0, lanes) for v in range(key_vectors)]
-                    new = []
-                    for g, r in enumerate(group):
-                        at = kernels.apply_results(q_view.indices, [batch, rows[r], depth]) if q_view else [batch, rows[r], depth]
-                        query = vector.broadcast(vec, tensor.extract(q_arg, at))
-                        new += [vector.fma(query, keys[v], partial[g * key_vectors + v]) for v in range(key_vectors)]
-                    scf.YieldOp(new)
+                if bf16:  # per pair of d: one broadcast of Q's pair per row, one load of K^T's pairs per vector
+                    over_depth = kernels.for_loop(c0, c_pairs, c1, [zero_v] * (len(group) * key_vectors))
+                    with ir.InsertionPoint(over_depth.body):
+                        pair, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
+                        keys = [arith.extf(pair_f32, vector.shape_cast(pair_type, kernels.read(
+                                    kt_pairs, [pair, kernels.apply(lambda d0: d0 * PAIR, key_at[v])], bf0, PAIR * lanes)))
+                                for v in range(key_vectors)]
+                        depth = kernels.apply(lambda d0: d0 * PAIR, pair)
+                        new = []
+                        for g, r in enumerate(group):
+                            local = kernels.apply(lambda d0, d1: d0 - d1, rows[r], m0)
+                            word = vector.bitcast(ir.VectorType.get([1], i32),
+                                                  kernels.read(q_pairs, [local, depth], bf0, PAIR))
+                            query = spread(kernels.first_element(word))
+                            new += [kernels.dot_product(query, keys[v], partial[g * key_vectors + v])
+                                    for v in range(key_vectors)]
+                        scf.YieldOp(new)
+                else:
+                    over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (len(group) * key_vectors))
+                    with ir.InsertionPoint(over_depth.body):
+                        depth, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
+                        keys = [kernels.read(kt_arg, [batch, depth, key_at[v]], f0, lanes) for v in range(key_vectors)]
+                        new = []
+                        for g, r in enumerate(group):
+                            at = kernels.apply_results(q_view.indices, [batch, rows[r], depth]) if q_view \
+                                else [batch, rows[r], depth]
+                            query = vector.broadcast(vec, tensor.extract(q_arg, at))
+                            new += [vector.fma(query, keys[v], partial[g * key_vectors + v]) for v in range(key_vectors)]
+                        scf.YieldOp(new)
                 scores = list(over_depth.results)
                 if np_ != n:
                     valid = [vector.create_mask(ir.VectorType.get([lanes], ir.IntegerType.get_signless(1)),
@@ -445,6 +632,21 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                     new_sums.append(new_sum)
                     for u in range(out_vectors):
                         rescaled[(r, u)] = arith.mulf(accumulators[r * out_vectors + u], alpha_v)
+                if bf16:  # O += p @ V block, per pair of keys: one load of V's pairs per vector, p's pair broadcast
+                    for v in range(key_vectors):
+                        p_words = [vector.bitcast(ir.VectorType.get([lanes // PAIR], i32),
+                                                  arith.truncf(ir.VectorType.get([lanes], bf16_t), probabilities[(r, v)]))
+                                   for r in range(mr)]
+                        for k in range(lanes // PAIR):
+                            pair = kernels.apply(lambda d0: ir.AffineExpr.get_floor_div(d0, PAIR) + (v * lanes // PAIR + k), j)
+                            values = [arith.extf(pair_f32, vector.shape_cast(pair_type, kernels.read(
+                                          v_pairs, [pair, core.index(u * PAIR * lanes)], bf0, PAIR * lanes)))
+                                      for u in range(out_vectors)]
+                            for r in range(mr):
+                                p = spread(kernels.lane(p_words[r], k))
+                                for u in range(out_vectors):
+                                    rescaled[(r, u)] = kernels.dot_product(p, values[u], rescaled[(r, u)])
+                    return [*(rescaled[(r, u)] for r in range(mr) for u in range(out_vectors)), *new_maxima, *new_sums]
                 for v in range(key_vectors):  # O += p @ V block
                     for lane in range(lanes):
                         key = kernels.apply(lambda d0: d0 + (v * lanes + lane), j)
@@ -552,11 +754,11 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
 def kernel_module(name: str, shape: AttentionShape, extras: Sequence[Extra], threads: int,
                   scores_function: str | None = None, zeroing: "str | Extra | None" = None,
                   q_view: "OperandView | None" = None, v_view: "OperandView | None" = None,
-                  ranged: bool = False) -> ir.Module:
+                  ranged: bool = False, bf16: bool = False, k_view: "OperandView | None" = None) -> ir.Module:
     """The kernel (and its scores function's declaration) alone in a new module, in the
     current context: to read, test or define the scores function in."""
     with ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            build_kernel(name, shape, extras, threads, scores_function, zeroing, q_view, v_view, ranged)
+            build_kernel(name, shape, extras, threads, scores_function, zeroing, q_view, v_view, ranged, bf16, k_view)
     return module

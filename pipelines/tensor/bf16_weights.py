@@ -37,6 +37,7 @@ from ...errors import OptionError, PipelineError
 from ...ir.core import RESOURCE_THRESHOLD
 from ...ir.resources import is_resource_constant, resource_arrays
 from .bf16_activations import BF16_ACTIVATIONS_PASS
+from .fused_attention import with_bf16_products
 from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, to_bf16_kernel
 from .register_tiles import CONFIGS_OPTION, KernelConfig, parse_kernel_configs
 from .int8_matmul import INT8_EPILOGUE_PASS
@@ -190,7 +191,7 @@ def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kerne
         passes = list(pipeline.stage("simplify").passes)
         at = passes.index(INT8_EPILOGUE_PASS) + 1
         passes[at:at] = [BF16_ACTIVATIONS_PASS, BF16_EPILOGUE_PASS]
-        pipeline = pipeline.replace("simplify", passes)
+        pipeline = pipeline.replace("simplify", [with_bf16_products(p) for p in passes])
     if kernels and target.has_avx512_bf16 and "vector" in pipeline.stage_names:
         pipeline = pipeline.replace("vector", [BF16_DOTS_PASS, *pipeline.stage("vector").passes])
     return pipeline

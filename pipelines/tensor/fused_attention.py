@@ -44,7 +44,14 @@ not.
 
 Q and V are read in place through the transposes (and batch merges) that made them from
 a projection's [seq, heads, d] result (``OperandView``): those copies are not made (a
-padded V is still copied). K^T is read as it is, contiguous along the keys.
+padded V is still copied). K^T is read as it is, contiguous along the keys, except by a
+bf16 kernel, which packs it anyway: it reads K in place too where D is a multiple of 32,
+the keys need no padding and d is the source's innermost dim (``k_view_applies``: BERT's
+[seq, heads, 64]), and transposes 16 x 16 blocks of bf16 pairs in registers.
+
+With the option ``bf16`` (``precision="bf16"`` on 16-lane targets: ``with_bf16_products``,
+which bf16_weights.with_bf16_weights applies) the kernel's two products are bf16 dot
+products, its softmax f32 (attention_kernel.py's docstring); its name ends in ``_bf16``.
 
 The kernel, its tile choices (``AttentionShape``) and its operands' descriptions (``Extra``,
 ``OperandView``) are attention_kernel.py's; this module matches and rewrites.
@@ -71,12 +78,14 @@ from ...errors import PipelineError
 from ...ir import core
 from ...ir.resources import literal_array
 from ..ir_queries import defined_functions, defining_op, is_zero_fill, ops_where, users
-from ..passes import positive_int_option, register_pass
-from .attention_kernel import KEY_BLOCKS, LANES, MAX_VALUE_DEPTH, AttentionShape, Extra, OperandView, kernel_module
+from ..passes import bool_option, positive_int_option, register_pass
+from .attention_kernel import (BF16_LANES, KEY_BLOCKS, LANES, MAX_VALUE_DEPTH, AttentionShape, Extra, OperandView,
+                               bf16_products_apply, k_view_applies, kernel_module)
 from .vector_bodies import clonable_body, clone_body, declared_function, is_all_parallel, is_identity
 
 FUSE_ATTENTION_PASS = "tilecraft-fuse-attention"
 KERNEL_PREFIX = "tilecraft_attention"
+BF16_SUFFIX = "_bf16"  # what a kernel with bf16 products adds to its name
 _MAX_CHAIN = 8     # elementwise ops between the scores and the softmax
 
 
@@ -624,18 +633,21 @@ def _define_scores_function(kernel: ir.Module, name: str, site: AttentionSite) -
         func.ReturnOp([running])
 
 
-def _kernel_name(module: ir.Operation, shape: AttentionShape) -> str:
+def _kernel_name(module: ir.Operation, shape: AttentionShape, bf16: bool) -> str:
     existing = {ir.StringAttr(op.operation.attributes["sym_name"]).value
                 for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes}
-    base = (f"{KERNEL_PREFIX}_{shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}")
+    base = (f"{KERNEL_PREFIX}_{shape.batch}x{shape.rows}x{shape.keys}x{shape.depth}x{shape.value_depth}"
+            f"{BF16_SUFFIX if bf16 else ''}")
     return next(f"{base}_{i}" for i in range(len(existing) + 1) if f"{base}_{i}" not in existing)
 
 
-def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> None:
-    """Replace ``site``'s ops by a call of a kernel generated for it."""
+def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int, bf16: bool = False) -> None:
+    """Replace ``site``'s ops by a call of a kernel generated for it; with ``bf16``, one whose
+    two products are bf16 dot products where its shape allows (``bf16_products_apply``)."""
     shape = site.shape
     extras = _extras(site)
-    name = _kernel_name(module, shape)
+    bf16 = bf16 and bf16_products_apply(shape)
+    name = _kernel_name(module, shape, bf16)
     scores_function = f"{name}_scores" if site.chain else None
     zeroing = site.zeroing
     zero_rows: str | Extra | None = None
@@ -653,10 +665,14 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     if v_view.source == site.context.operands[1] or shape.padded_keys != shape.keys \
             or v_view.indices.results[-1] != ir.AffineDimExpr.get(2):
         v_view = None
+    # K^T in place only for a bf16 kernel, which packs it anyway (k_view_applies).
+    k_view = operand_view(site.scores.operands[1]) if bf16 else None
+    if k_view is not None and (k_view.source == site.scores.operands[1] or not k_view_applies(shape, k_view)):
+        k_view = None
     ranges = key_ranges(site)
     with module.context:
         kernel = kernel_module(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
-                               q_view, v_view, ranges is not None)
+                               q_view, v_view, ranges is not None, bf16, k_view)
     if scores_function:
         _define_scores_function(kernel, scores_function, site)
         PassManager.parse("builtin.module(inline, symbol-dce)", module.context).run(kernel.operation)
@@ -665,11 +681,12 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
             clone = op.operation.clone()
             clone.attributes["sym_visibility"] = ir.StringAttr.get("private")
     q = q_view.source if q_view else site.scores.operands[0]
-    kt = site.scores.operands[1]
+    kt = k_view.source if k_view else site.scores.operands[1]
     v = v_view.source if v_view else site.context.operands[1]
     padding = shape.padded_keys - shape.keys
     with ir.InsertionPoint(site.context), site.context.location:
-        kt = core.pad_constant(kt, [0, 0, 0], [0, 0, padding], 0.0)
+        if k_view is None:
+            kt = core.pad_constant(kt, [0, 0, 0], [0, 0, padding], 0.0)
         if v_view is None:
             v = core.pad_constant(v, [0, 0, 0], [0, padding, 0], 0.0)
         rows = []
@@ -698,11 +715,16 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int) -> N
     "batch_matmul(P, V) become one kernel with an online softmax over blocks of keys",
     options={"num-threads": "threads the kernels' parallel loops are split for (default 1)",
              "lanes": f"f32 lanes of the kernels' vectors, the target's (default {LANES}; a divisor of "
-                      f"{', '.join(map(str, KEY_BLOCKS))})"},
+                      f"{', '.join(map(str, KEY_BLOCKS))})",
+             "bf16": f"1: Q K^T and p @ V as bf16 dot products, softmax and sums in f32 (precision='bf16'; "
+                     f"needs lanes={BF16_LANES}); default 0"},
 )
 def fuse_attention_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     threads = positive_int_option("num-threads", options.get("num-threads", "1"))
     lanes = positive_int_option("lanes", options.get("lanes", str(LANES)))
+    bf16 = bool_option("bf16", options.get("bf16", "0"))
+    if bf16 and lanes != BF16_LANES:
+        raise PipelineError(f"{FUSE_ATTENTION_PASS}: bf16=1 needs lanes={BF16_LANES} (vdpbf16ps's), got {lanes}")
     blocks = AttentionShape(1, 1, 1, 1, 1, (1, 1, 1), lanes).key_blocks
     if any(block % lanes for block in blocks):
         raise PipelineError(f"{FUSE_ATTENTION_PASS}: lanes={lanes} does not divide the key blocks {blocks}")
@@ -710,4 +732,18 @@ def fuse_attention_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
         for op in ops_where(function, lambda o: o.name == "linalg.batch_matmul"):
             site = match_attention(op, lanes)
             if site is not None:
-                fuse_attention(module, site, threads)
+                fuse_attention(module, site, threads, bf16)
+
+
+def with_bf16_products(element: str) -> str:
+    """A pass-pipeline element of this pass with ``bf16=1`` added where its kernels' vectors
+    have ``BF16_LANES`` lanes (``precision="bf16"``: bf16_weights.with_bf16_weights); any other
+    element as it is."""
+    name, _, rest = element.partition("{")
+    if name != FUSE_ATTENTION_PASS:
+        return element
+    options = dict(item.partition("=")[::2] for item in rest.rstrip("}").split())
+    if options.get("lanes", str(LANES)) != str(BF16_LANES):
+        return element
+    options["bf16"] = "1"
+    return f"{FUSE_ATTENTION_PASS}{{{' '.join(f'{k}={v}' for k, v in options.items())}}}"
