@@ -135,7 +135,7 @@ def _read_as_bf16(module: ir.Operation, readers: list[tuple[ir.Operation, int]])
         else:
             if op.name == "tensor.pad":
                 # Beside the f32 constant, not at the pad: the epilogue pass clones the pad
-                # before the epilogue (bf16_matmul._border_of).
+                # before the epilogue (kernel_destinations.border_of).
                 padding = _padding_constant(op)
                 with ir.InsertionPoint(padding), op.location:
                     bf16 = ir.BF16Type.get()
