@@ -14,7 +14,8 @@ from typing import Callable
 
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
-from .op_schedule import MAX_TASKS_PER_THREAD, TASKS_PER_THREAD, OpSchedule, largest_divisor, thread_chunk, vector_tile
+from .op_schedule import (MAX_TASKS_PER_THREAD, TASKS_PER_THREAD, OpSchedule, largest_divisor, thread_chunk,
+                          vector_tile)
 
 # Matmul task columns (of the output) per thread, at most; the B block they make takes at
 # most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
