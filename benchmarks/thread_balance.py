@@ -11,6 +11,8 @@ how much a reproducible disturbance of one core slows tilecraft against onnxrunt
         --cpu 1 --spin-ms 2 --sleep-ms 2 --rounds 9
     # undisturbed: median, fastest and 10th-percentile call, CPU per call (the second core's cost)
     .venv/bin/python benchmarks/thread_balance.py calls /tmp/m.onnx old=/tmp/old.tar new=/tmp/new.tar
+    # packages compiled with --profile: per-kernel minima, alternating, summed per name prefix
+    .venv/bin/python benchmarks/thread_balance.py kernels /tmp/m.onnx old=/tmp/old-prof.tar new=/tmp/new-prof.tar
     # conv_chain: 12 small 1x1 convolutions, mostly the cost of their parallel loops
     .venv/bin/python benchmarks/thread_balance.py export conv_chain -o /tmp/chain.onnx
 
@@ -333,6 +335,55 @@ def calls_main(args: argparse.Namespace) -> None:
               f"{f.median_ms / first.median_ms:8.2f} {f.fastest_ms / first.fastest_ms:9.2f} {f.p10_ms / first.p10_ms:6.2f}")
 
 
+def kernel_prefix(name: str, depth: int) -> str:
+    """The first ``depth`` components of a kernel's name (``/blocks/blocks.3/mlp/...`` at
+    depth 2: ``/blocks/blocks.3``); names with fewer components: ``other``."""
+    parts = name.strip("/").split("/")
+    return "/" + "/".join(parts[:depth]) if len(parts) > depth else "other"
+
+
+def kernels_main(args: argparse.Namespace) -> None:
+    """Per-kernel minimum wall time of packages compiled with ``--profile``, their calls
+    alternating in one process, summed per name prefix. Why sums per prefix and not kernel
+    by kernel: a group is named after its root op, and the groups differ between builds (a
+    one-thread build leaves a matmul without a thread level out of its epilogue's group), so
+    one name can stand for different work in two packages. Why minima: on a loaded machine
+    the minimum of many calls of one kernel is the figure least moved by other processes."""
+    import numpy as np
+    import onnx
+
+    from tilecraft.runtime.package import load
+
+    model = onnx.load(args.model, load_external_data=False)
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.standard_normal([d.dim_value or 1 for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    packages = {}
+    for item in args.packages:
+        label, _, path = item.partition("=")
+        if not path:
+            raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
+        packages[label] = load(path)
+    best: dict[str, dict[int, tuple[float, str]]] = {label: {} for label in packages}
+    for _ in range(args.rounds):
+        for label, package in packages.items():
+            _, times = package.profile(**feeds)
+            for index, kernel in enumerate(times):
+                seconds = min(best[label].get(index, (math.inf, ""))[0], kernel.seconds)
+                best[label][index] = seconds, kernel.name
+    sums = {label: Counter() for label in packages}
+    for label, kernels in best.items():
+        for seconds, name in kernels.values():
+            sums[label][kernel_prefix(name, args.depth)] += seconds * 1e3
+    labels = list(packages)
+    print(f"{args.rounds} calls per package, alternating; ms, sum of per-kernel minima; "
+          + ", ".join(f"{label}: {len(best[label])} kernels" for label in labels))
+    print(f"{'prefix':<32}" + "".join(f"{label:>12}" for label in labels))
+    for prefix in sorted(set().union(*sums.values())):
+        print(f"{prefix[:32]:<32}" + "".join(f"{sums[label][prefix]:12.3f}" for label in labels))
+    print(f"{'total':<32}" + "".join(f"{sum(sums[label].values()):12.3f}" for label in labels))
+
+
 def conv_chain(layers: int = 12, channels: int = 16, size: int = 32) -> Any:
     """An ONNX model of ``layers`` 1x1 convolutions with ReLUs, ``channels`` x ``size`` x
     ``size``: each a few microseconds of work that the planner splits across threads, so a
@@ -393,8 +444,15 @@ def main(argv: list[str] | None = None) -> None:
     calls.add_argument("--sample-s", type=float, default=0.15, help="seconds per timed block")
     calls.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
                        help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
+    kernels = commands.add_parser("kernels", help="packages compiled with --profile: per-kernel minima, "
+                                                  "summed per name prefix")
+    kernels.add_argument("model", help="the ONNX model the packages were compiled from")
+    kernels.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
+    kernels.add_argument("--rounds", type=int, default=50, help="profiled calls per package, alternating")
+    kernels.add_argument("--depth", type=int, default=2, help="name components a sum is kept for")
     args = parser.parse_args(argv)
-    {"facts": facts_main, "export": export_main, "disturb": disturb_main, "calls": calls_main}[args.command](args)
+    {"facts": facts_main, "export": export_main, "disturb": disturb_main, "calls": calls_main,
+     "kernels": kernels_main}[args.command](args)
 
 
 if __name__ == "__main__":

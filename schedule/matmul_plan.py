@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Callable
 
 from ..pipelines.loop_nest import LoopNest
 from ..pipelines.target import CacheHierarchy
-from .op_schedule import OpSchedule, largest_divisor, thread_chunk, vector_tile
+from .op_schedule import (MAX_TASKS_PER_THREAD, TASKS_PER_THREAD, OpSchedule, largest_divisor, thread_chunk,
+                          vector_tile)
 
 # Matmul task columns (of the output) per thread, at most; the B block they make takes at
 # most 1/_MATMUL_PANEL_L2_FRACTION of L2 (below).
@@ -171,8 +173,12 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         thread[outer_n] = largest_divisor(nest.ranges[outer_n], max(col_unit, cols // nest.ranges[inner_n]),
                                           multiple_of=col_unit)
 
+    outer_rows = m_dims[:-1]
+
     def tasks() -> int:
-        return batch_tasks * (nest.ranges[m] // thread[m]) * (nest.ranges[col_loop] // thread[col_loop])
+        split_rows = math.prod(nest.ranges[d] // thread[d] for d in outer_rows if thread[d])
+        return (batch_tasks * split_rows * (nest.ranges[m] // thread[m])
+                * (nest.ranges[col_loop] // thread[col_loop]))
 
     # Too few tasks for the threads: more column tasks (each rereads only its rows of A,
     # not the weights), then more row tasks. A column task is cut into divisors of itself,
@@ -195,6 +201,8 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         thread[m] = whole_row_tasks(nest.ranges[m], thread_chunk(nest.ranges[m], unit, threads), register[m])
     if columns_peeled:
         narrow_columns()
+    if tasks() < 2 * threads:
+        split_outer_rows(nest, outer_rows, thread, tasks, threads)
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -219,6 +227,33 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True,
                       peeled_loops=((m,) if peeled else ()) + ((n,) if columns_peeled else ()))
+
+
+def split_outer_rows(nest: LoopNest, outer_rows: tuple[int, ...], thread: list[int],
+                     tasks: Callable[[], int], threads: int) -> None:
+    """Split a contraction's outer row loops (its rows as several loops, all but the
+    innermost, which the register tile takes) into tasks, outermost first, until there are
+    about ``TASKS_PER_THREAD`` per thread, and no further once there are two per thread
+    where the next loop's split would pass ``MAX_TASKS_PER_THREAD`` (a prime 7 after 4
+    tasks: 28); ``thread`` is updated in place, ``tasks()`` counts the plan's tasks.
+
+    Why: rows that arrive as several loops (Swin's window partition folded into its
+    projections: [8, 7, 8, 7] windows x tokens for 3136 rows) were split only along the
+    innermost row loop, 7 rows, one register tile: the whole matmul was one task, and the
+    qkv and MLP projections took as long on two threads as on one (docs/performance.md,
+    "Contractions with rows as several loops"). An outer row loop is split like a batch
+    loop: each task keeps whole inner rows, so register tiles and peeling are unchanged."""
+    target = TASKS_PER_THREAD * threads
+    for d in outer_rows:
+        have = tasks()
+        if have >= target:
+            return
+        extent = nest.ranges[d]
+        need = -(-target // have)
+        count = next((c for c in range(need, extent + 1) if extent % c == 0), extent)
+        if have >= 2 * threads and have * count > MAX_TASKS_PER_THREAD * threads:
+            return
+        thread[d] = extent // count
 
 
 # Matrix-vector products: rows (after unit loops) up to this many are planned by

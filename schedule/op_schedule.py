@@ -133,7 +133,7 @@ TASKS_PER_THREAD = 4
 # takes up to 16 per thread as blocks of one task from a counter, so finer splits would now
 # cost little, but raising either constant changes every model's thread tiles and the
 # round-23 machine was too loaded to measure it (docs/performance.md, "The flat parallel-for").
-_MAX_TASKS_PER_THREAD = 8
+MAX_TASKS_PER_THREAD = 8
 
 
 def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
@@ -152,12 +152,12 @@ def thread_chunk(extent: int, register_tile: int, num_threads: int) -> int:
 def balanced_chunk(extent: int, threads: int) -> int | None:
     """Tile size splitting ``extent`` into equal tasks, every thread as many: the fewest
     tasks that are at least ``TASKS_PER_THREAD`` per thread, else the most there are (at
-    most ``_MAX_TASKS_PER_THREAD`` per thread); ``None`` when no multiple of ``threads``
+    most ``MAX_TASKS_PER_THREAD`` per thread); ``None`` when no multiple of ``threads``
     divides it. Why not just 2 per thread: 14 rows on 2 threads were 2 tasks of 7, and a
     thread that stalled held up half the layer (``TASKS_PER_THREAD``)."""
     if threads < 2:
         return None
-    counts = [tasks for tasks in range(threads, min(extent, _MAX_TASKS_PER_THREAD * threads) + 1, threads)
+    counts = [tasks for tasks in range(threads, min(extent, MAX_TASKS_PER_THREAD * threads) + 1, threads)
               if extent % tasks == 0]
     if not counts:
         return None
@@ -175,10 +175,10 @@ def busy_share(tasks: int, threads: int) -> float:
 def busiest_chunk(extent: int, threads: int) -> int | None:
     """The divisor of ``extent`` whose equal tasks keep ``threads`` busiest (``busy_share``),
     among equals the fewest tasks that reach ``TASKS_PER_THREAD`` per thread (else the
-    most), at most ``_MAX_TASKS_PER_THREAD`` per thread; ``None`` when ``extent`` has fewer
+    most), at most ``MAX_TASKS_PER_THREAD`` per thread; ``None`` when ``extent`` has fewer
     units than threads. Why: 55 or 13 rows split neither in 2 nor in 4 (``balanced_chunk``),
     yet 11 tasks of 5 rows or 13 of 1 leave a thread idle for at most one task's time."""
-    candidates = [extent // tasks for tasks in range(threads, min(extent, _MAX_TASKS_PER_THREAD * threads) + 1)
+    candidates = [extent // tasks for tasks in range(threads, min(extent, MAX_TASKS_PER_THREAD * threads) + 1)
                   if extent % tasks == 0]
     if threads < 2 or not candidates:
         return None

@@ -90,3 +90,13 @@ def test_row_bands_of_a_conv_on_two_threads(rand, rows):
     x, w = rand((1, rows + 2, rows + 2, 16)), rand((3, 3, 16, 16))
     module = tilecraft.compile(mt.conv_nhwc(1, rows + 2, rows + 2, 16, 3, 3, 16), target=tilecraft.Target(num_threads=2))
     np.testing.assert_allclose(module(x, w), mt.ref_conv_nhwc(x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_kernel_sums_are_kept_per_name_prefix():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from thread_balance import kernel_prefix
+
+    assert kernel_prefix("/blocks/blocks.3/mlp/mlp.2/MatMul(MatMul)", 2) == "/blocks/blocks.3"
+    assert kernel_prefix("/blocks/blocks.3/Add_3(Add)", 2) == "/blocks/blocks.3"
+    assert kernel_prefix("/embed/Conv(Conv)", 2) == "other"
+    assert kernel_prefix("/stages/1/dw/Conv(Conv)", 3) == "/stages/1/dw"
