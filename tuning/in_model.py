@@ -208,7 +208,7 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         for task in chosen:
             job = MeasureInput(payload=task.payload, task=task.describe(),
                                config=applied[task.key].config if applied is not None else None,
-                               target=target_key)
+                               target=target_key, threads=options.target.num_threads)
             module = build_candidate(job, Path(scratch), kernel_time=True)
             candidates.append((module, task_inputs(module.signature)))
         package.profile(**inputs)  # first run: page faults, lazy binding
@@ -217,7 +217,8 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         for _ in range(rounds):
             _add_kernel_totals(package, inputs, model_samples)
             for samples, (module, arguments) in zip(tuner, candidates):
-                samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments)[0])
+                samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments,
+                                           options.target.num_threads)[0])
     times = model_times(tasks, {name: statistics.median(values) for name, values in model_samples.items()})
     return [KernelAgreement(task, statistics.median(samples), times[task.key])
             for task, samples in zip(chosen, tuner)]

@@ -108,18 +108,22 @@ class TaskState:
 
 
 class MeasureSession:
-    """A :class:`Runner` and the target's record key: measures candidates and commits the
-    record of each one to every database it is given, as soon as it arrives."""
+    """A :class:`Runner` and the target's record key (and thread count, which the key leaves
+    out): measures candidates and commits the record of each one to every database it is
+    given, as soon as it arrives."""
 
-    def __init__(self, runner: Runner, target_key: str) -> None:
+    def __init__(self, runner: Runner, target_key: str, threads: int | None = None) -> None:
         self.runner = runner
         self.target_key = target_key
+        # The tuned target's thread count, carried by every job (MeasureInput.threads).
+        self.threads = threads
 
     def _job(self, state: TaskState, config: dict[str, int] | None) -> MeasureInput:
         return MeasureInput(
             payload=state.task.payload, task=state.task.describe(), config=config,
             target=self.target_key, reference=state.reference,
             save_output=str(self._reference(state)) if config is None else None,
+            threads=self.threads,
         )
 
     def _record(self, state: TaskState, config: dict[str, int] | None, name: str,
@@ -192,7 +196,7 @@ class MeasureSession:
             for i, config in enumerate(candidates):
                 rounds[i].append(self.runner.measure(MeasureInput(
                     payload=state.task.payload, task=state.task.describe(), config=config,
-                    target=self.target_key, reference=state.reference)))
+                    target=self.target_key, reference=state.reference, threads=self.threads)))
         best_cost, best_config = math.inf, None
         round_costs: dict[int, list[float]] = {}
         for index, (config, results) in enumerate(zip(candidates, rounds)):

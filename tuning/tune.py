@@ -116,7 +116,8 @@ def tune(
     runner_options = replace(runner_options, clock=measurement_clock(runner_options.clock, target))
     with runner_for(search, runner_options) as runner, JsonLinesDatabase(records_path) as database:
         states = search_tasks(chosen, search, target_key=target_key, space_generator=generator,
-                              runner=runner, database=database, prior=prior, warm=warm, peak_gflops=peak)
+                              runner=runner, database=database, prior=prior, warm=warm, peak_gflops=peak,
+                              threads=target.num_threads)
     if search.transfer:
         _save_transfer(states, warm, records_path, search.progress)
     end_to_end = search.end_to_end and search.remote is None
@@ -154,7 +155,8 @@ def search_tasks(tasks: Sequence[Task], search: TuneOptions, *, target_key: str,
                  space_generator: SpaceGenerator, runner: Runner, database: Database,
                  prior: Sequence[Record] = (), warm: TransferModel | None = None,
                  peak_gflops: float | None = None,
-                 scheduler: "Callable[..., TaskScheduler]" = GradientTaskScheduler) -> list[TaskState]:
+                 scheduler: "Callable[..., TaskScheduler]" = GradientTaskScheduler,
+                 threads: int | None = None) -> list[TaskState]:
     """The search of :func:`tune`, wired from its roles; returns each task's final state.
 
     1. Defaults: each task's default point is measured first (heaviest task first): its
@@ -168,7 +170,7 @@ def search_tasks(tasks: Sequence[Task], search: TuneOptions, *, target_key: str,
                         peak_gflops) for task in tasks]
     budget = search.trials
     start = time.monotonic()
-    session = MeasureSession(runner, target_key)
+    session = MeasureSession(runner, target_key, threads)
 
     def run(state: TaskState, configs: list[dict[str, int]], name: str,
             on_result: Callable[[dict[str, int], MeasureResult], None]) -> None:
