@@ -260,7 +260,7 @@ def weights_outgrow_cache(tasks: "Sequence[Task]") -> bool:
     """Whether the constants a run of the model reads (every occurrence of every task) are
     more than the last-level cache holds: then each kernel reads its weights from memory,
     and candidates are timed with the caches flushed (``RunnerOptions.flush_cache``)."""
-    return sum(t.weight_bytes * t.count for t in tasks) > last_level_cache_bytes()
+    return sum(t.weight_bytes * t.executions for t in tasks) > last_level_cache_bytes()
 
 
 @functools.lru_cache(maxsize=1)
