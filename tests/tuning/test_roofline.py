@@ -130,3 +130,32 @@ def test_the_probe_measures_a_bandwidth(tmp_path, monkeypatch):
     monkeypatch.setattr(peak, "STREAM_BYTES", 64 << 20)  # short: the figure is not checked
     gbs = peak.measure_bandwidth(1, 256 << 10)
     assert gbs is not None and gbs > 0.1
+
+
+# ---- the spaces of the two op classes with real headroom contain the fast tiles ------------
+
+AVX512 = "llvm -mcpu=znver5"  # tests/pinned_targets.py's: the same space on any host
+
+
+def test_a_per_group_kernels_space_holds_whole_channel_vectors_and_wide_rows():
+    """RegNet's grouped 3x3 (16 channels per group): one 16-lane vector of output channels
+    per register row, rows of 7 or 14 columns (7 or 14 accumulators), the reduction over the
+    group's 16 input channels in one step or several."""
+    (task,) = [t for t in extract_tasks(_grouped_conv_model(64, 4, 14), AVX512) if t.kind == "conv2d"]
+    assert task.ranges[-1] == 16 and task.executions >= 4
+    space = space_for(task, AVX512)
+    for reg_ow in (7, 14):
+        for step_ic in (4, 16):
+            tile = {**space.default(), "reg_oc": 16, "reg_ow": reg_ow, "step_ic": step_ic}
+            assert space.is_valid(tile), tile
+
+
+def test_a_few_input_channel_1x1_space_holds_the_tiles_that_won_alone():
+    """EfficientNet's 112x112 1x1 convolution over 16 input channels: the tile that ran 1.19x
+    faster than the default alone (docs/performance.md, round 23: reg_ow 7, output-channel
+    blocks outermost, reg_oc 32, step_ic 4), and the whole reduction as one step."""
+    (task,) = extract_tasks(mlir_text.conv_nhwc(1, 112, 112, 16, 1, 1, 96), AVX512)
+    space = space_for(task, AVX512)
+    won = {**space.default(), "reg_ow": 7, "oc_outer": 1, "reg_oc": 32, "step_ic": 4}
+    assert space.is_valid(won) and space.is_valid({**won, "step_ic": 16})
+    assert space.is_valid({**won, "reg_oc": 48, "reg_ow": 8})  # 3 x 8 accumulators of 32
