@@ -77,6 +77,15 @@ class Task:
         is the anchor's, which no other task claims before this one.
       weight_bytes: bytes of the model's constants one occurrence reads (its
         ``tilecraft.weight`` arguments): whether a model's weights outgrow the caches.
+      moved_bytes: bytes of the payload's arguments and result, each read or written once:
+        the least one execution moves, which with ``flops`` gives its arithmetic intensity
+        and so its roofline bound (runtime/peak.py).
+      runs: per occurrence, how many times one call of the model executes its loop nest:
+        the product of the static trip counts of the loops around it at the schedule stage
+        (1 for an op at the top of its function). Why: the frontend computes a grouped
+        convolution as per-group kernels inside a loop over the groups (and bands of rows),
+        so RegNet's 14x14, 13-group 3x3 is one task of a 7-row, one-group nest run 26 times
+        per call; counted once, its in-model time made it look 26x slower than it is.
     """
 
     key: str
@@ -91,11 +100,25 @@ class Task:
     payload: str
     kernels: tuple[tuple[str, ...], ...] = ()
     weight_bytes: int = 0
+    moved_bytes: int = 0
+    runs: tuple[int, ...] = ()
 
     def merged(self, other: "Task") -> "Task":
         """This task with ``other``'s occurrences (same key) added."""
         return Task(**{**self.__dict__, "count": self.count + other.count,
-                       "kernels": self.kernels + other.kernels})
+                       "kernels": self.kernels + other.kernels,
+                       "runs": self.occurrence_runs + other.occurrence_runs})
+
+    @property
+    def occurrence_runs(self) -> tuple[int, ...]:
+        """:attr:`runs`, one per occurrence (1 each where it was not given)."""
+        return self.runs if len(self.runs) == self.count else (1,) * self.count
+
+    @property
+    def executions(self) -> int:
+        """How many times one call of the model executes this task's loop nest, all
+        occurrences together: what its time per execution is multiplied by in the model."""
+        return sum(self.occurrence_runs)
 
     def describe(self) -> dict[str, Any]:
         """The JSON-able summary stored in every record (everything but the payload)."""
@@ -259,6 +282,59 @@ def measured_module(payload: "str | ir.Module", context: ir.Context, seed: int =
     return module
 
 
+def _moved_bytes(payload: ir.Module) -> int:
+    """Bytes of ``payload``'s tensor arguments and results."""
+    function = next(op for op in payload.body.operations if op.operation.name == "func.func")
+    function_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    total = 0
+    for value_type in [*function_type.inputs, *function_type.results]:
+        if isinstance(value_type, ir.ShapedType) and value_type.has_static_shape:
+            shaped = value_type
+            width = getattr(shaped.element_type, "width", 64)
+            total += math.prod(shaped.shape) * max(width // 8, 1)
+    return total
+
+
+def _constant_index(value: ir.Value) -> int | None:
+    owner = value.owner  # an OpView, an Operation, or a Block (a block argument)
+    owner = getattr(owner, "operation", owner)
+    if isinstance(owner, ir.Operation) and owner.name == "arith.constant":
+        attribute = owner.attributes["value"]
+        if isinstance(attribute, ir.IntegerAttr):
+            return attribute.value
+    return None
+
+
+def _static_array(op: ir.Operation, name: str) -> list[int] | None:
+    if name not in op.attributes:
+        return None
+    values = list(ir.DenseI64ArrayAttr(op.attributes[name]))
+    return None if any(v == ir.ShapedType.get_dynamic_size() for v in values) else values
+
+
+def enclosing_runs(op: ir.Operation) -> int:
+    """How many times one call of the function executes ``op``: the product of the static
+    trip counts of the ``scf.for`` and ``scf.forall`` loops around it (a loop whose trip
+    count is not static counts once)."""
+    runs = 1
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.for":
+            bounds = [_constant_index(parent.operands[i]) for i in range(3)]
+            if None not in bounds and bounds[2] > 0:
+                runs *= max(-(-(bounds[1] - bounds[0]) // bounds[2]), 0)
+        elif parent.name == "scf.forall":
+            lower = _static_array(parent, "staticLowerBound")
+            upper = _static_array(parent, "staticUpperBound")
+            steps = _static_array(parent, "staticStep")
+            if lower is not None and upper is not None and steps is not None:
+                for low, high, step in zip(lower, upper, steps):
+                    if step > 0:
+                        runs *= max(-(-(high - low) // step), 0)
+        parent = parent.parent
+    return max(runs, 1)
+
+
 def _weight_bytes(payload: ir.Module) -> int:
     """Bytes of ``payload``'s ``tilecraft.weight`` arguments."""
     function = next(op for op in payload.body.operations if op.operation.name == "func.func")
@@ -372,7 +448,8 @@ def describe_unit(unit: FusionUnit, nests: Mapping[ir.Operation, LoopNest]) -> T
         key=task_key(payload), name=name, kind=kind, op_name=unit.anchor.name,
         ranges=anchor_nest.ranges, parallel=anchor_nest.parallel, element_type=element_type,
         flops=flops, count=1, payload=str(payload), kernels=(_kernel_names([unit.anchor, unit.root, *unit.ops]),),
-        weight_bytes=_weight_bytes(payload),
+        weight_bytes=_weight_bytes(payload), moved_bytes=_moved_bytes(payload),
+        runs=(enclosing_runs(unit.anchor),),
     )
 
 
@@ -389,6 +466,7 @@ def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
         key=task_key(payload), name=name, kind=kind, op_name=op.name, ranges=nest.ranges,
         parallel=nest.parallel, element_type=element_type, flops=_flops(op, nest, kind), count=1,
         payload=str(payload), kernels=(_kernel_names([op]),), weight_bytes=_weight_bytes(payload),
+        moved_bytes=_moved_bytes(payload), runs=(enclosing_runs(op),),
     )
 
 
@@ -422,7 +500,7 @@ def _read_once(model: Any, shape_dict: Any) -> tuple[Any, str | None]:
 def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
                   shape_dict: Any = None, opt_level: int = 3, offload: Sequence[str] = ()) -> list[Task]:
     """The distinct tunable kernels of ``model`` — fusion groups computed as one loop nest,
-    and the other ops — heaviest (flops x count) first.
+    and the other ops — heaviest (flops x executions) first.
 
     ``model`` is anything :func:`tilecraft.compile` accepts (MLIR text or bytecode, an
     ``mlir.ir.Module``, an ``onnx.ModelProto``, a path). ``opt_level`` must be the one the
@@ -457,4 +535,4 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
             "the model has no tunable op (static-shaped linalg ops other than fills); "
             "for a model with dynamic dims, fix them with shape_dict="
         )
-    return sorted(found.values(), key=lambda t: -t.flops * t.count)
+    return sorted(found.values(), key=lambda t: -t.flops * t.executions)

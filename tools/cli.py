@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--no-end-to-end", action="store_true",
                       help="skip compiling and timing the model default vs tuned after the search")
     tune.add_argument("--no-headroom", action="store_true",
-                      help="weigh tasks by their time alone, not by their gap to the machine's FMA peak")
+                      help="weigh tasks by their time alone, not by their gap to their roofline bound (FMA peak or bandwidth)")
     tune.add_argument("--tasks", type=parse_tasks, metavar="list|0,3-5",
                       help="'list' prints the tasks; indexes restrict tuning to them")
     tune.add_argument("--runner", default="local", metavar="local|remote://HOST:PORT|ray|ray://HOST:PORT",

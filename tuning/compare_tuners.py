@@ -57,7 +57,7 @@ def compare_tuners(
     start = time.perf_counter()
     try:
         with LocalRunner(options) as runner:
-            session = MeasureSession(runner, canonical_target(target))
+            session = MeasureSession(runner, canonical_target(target), target.num_threads)
             session.measure_default(list(states.values()), list(databases.values()))
             while any(s.reference and s.trials < trials and s.tuner.has_next()
                       for s in states.values()):

@@ -9,7 +9,7 @@ occurrence, the names of its ops), and an occurrence's time is the sum of the ke
 named (a kernel of another op named after one of them, such as a layout conversion at the
 model's input, is counted with it: the join is by name; an anchor's name belongs to its own
 task first). Each row gives the tuner's best time (the validated median where there is one),
-the kernel's median time per occurrence in the model, and their ratio.
+the kernel's median time per execution in the model, and their ratio.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .measure import random_inputs as task_inputs
 
 @dataclass(frozen=True)
 class KernelAgreement:
-    """One task: the tuner's seconds and the model's (per occurrence; ``None``: no kernel of
+    """One task: the tuner's seconds and the model's (per execution; ``None``: no kernel of
     the profile joined the task)."""
 
     task: Task
@@ -97,23 +97,26 @@ def _add_kernel_totals(package: Any, inputs: dict[str, Any], samples: dict[str, 
 
 
 def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, float | None]:
-    """Per task key, its kernels' mean time per occurrence in ``kernels`` (a profile), or
-    ``None`` when no kernel of the profile carries one of its names."""
-    chosen = sorted(tasks, key=lambda t: -t.flops * t.count)
+    """Per task key, its kernels' mean time per execution in ``kernels`` (a profile), or
+    ``None`` when no kernel of the profile carries one of its names. An occurrence inside
+    loops (a grouped convolution's per-group kernel, ``Task.runs``) executes several times
+    per model run, and the profile sums them: its time is divided by its runs, so that it
+    compares with the tuner's time of one execution."""
+    chosen = sorted(tasks, key=lambda t: -t.flops * t.executions)
     # An occurrence's anchor names its kernel first: no other task takes it, even one that
     # fused an op of the same name (a layout transpose carries its source op's name).
     claimed = {names[0] for task in chosen for names in task.kernels if names}
     result: dict[str, float | None] = {}
     for task in chosen:
         times = []
-        for names in task.kernels:
+        for names, runs in zip(task.kernels, task.occurrence_runs):
             # Every kernel named after one of the occurrence's ops: a group whose pad or
             # packing copy became a loop nest of its own is still one task.
             mine = [n for n in names[1:] if n in kernels and n not in claimed]
             claimed.update(mine)
             mine += names[:1] if names and names[0] in kernels else []
             if mine:
-                times.append(sum(kernels[n] for n in mine))
+                times.append(sum(kernels[n] for n in mine) / runs)
         result[task.key] = statistics.mean(times) if times else None
     return result
 
@@ -127,7 +130,7 @@ def join(tasks: Sequence[Task], kernels: dict[str, float],
     applied = best_records(loaded)
     alone = best_records([r for r in loaded if r.tuner != IN_MODEL
                           and r.key in applied and r.config == applied[r.key].config])
-    chosen = sorted((t for t in tasks if t.key in alone), key=lambda t: -t.flops * t.count)
+    chosen = sorted((t for t in tasks if t.key in alone), key=lambda t: -t.flops * t.executions)
     times = model_times(tasks, kernels)
     return [KernelAgreement(task, alone[task.key].cost, times[task.key]) for task in chosen]
 
@@ -197,7 +200,7 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     model's needs no tuning run)."""
     applied = best_records(load_records(records, target=options.target)) if records is not None else None
     chosen = sorted((t for t in tasks if applied is None or t.key in applied),
-                    key=lambda t: -t.flops * t.count)[:top]
+                    key=lambda t: -t.flops * t.executions)[:top]
     flush = weights_outgrow_cache(tasks) if flush_cache is None else flush_cache
     runner = RunnerOptions(repeat=1, flush_cache=flush, clock=default_clock(options.target.num_threads))
     target_key = canonical_target(options.target)
@@ -208,7 +211,7 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         for task in chosen:
             job = MeasureInput(payload=task.payload, task=task.describe(),
                                config=applied[task.key].config if applied is not None else None,
-                               target=target_key)
+                               target=target_key, threads=options.target.num_threads)
             module = build_candidate(job, Path(scratch), kernel_time=True)
             candidates.append((module, task_inputs(module.signature)))
         package.profile(**inputs)  # first run: page faults, lazy binding
@@ -217,7 +220,8 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         for _ in range(rounds):
             _add_kernel_totals(package, inputs, model_samples)
             for samples, (module, arguments) in zip(tuner, candidates):
-                samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments)[0])
+                samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments,
+                                           options.target.num_threads)[0])
     times = model_times(tasks, {name: statistics.median(values) for name, values in model_samples.items()})
     return [KernelAgreement(task, statistics.median(samples), times[task.key])
             for task, samples in zip(chosen, tuner)]

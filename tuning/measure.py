@@ -30,7 +30,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
@@ -77,7 +77,7 @@ class RunnerOptions:
       clock: ``"wall"`` or ``"thread_cpu"`` (runtime/timing.py): what a measurement reads,
         the kernel timers included. ``"thread_cpu"``, the measuring thread's CPU time, is
         steady on a machine shared with other jobs but counts only that thread's work: right
-        for one-thread builds (``TILECRAFT_NUM_THREADS=1``), wrong for parallel ones.
+        for one-thread builds (a target of ``num_threads=1``), wrong for parallel ones.
         ``None`` (the default): :func:`tilecraft.tune` picks by the target's thread count
         (``runtime.timing.default_clock``); a runner used directly takes ``None`` as wall.
     """
@@ -107,7 +107,7 @@ def measurement_clock(requested: str | None, target: "Target") -> str:
     get_clock(requested)
     if requested == "thread_cpu" and target.num_threads > 1:
         raise TuningError(f"clock='thread_cpu' counts the measuring thread only, and this target runs "
-                          f"{target.num_threads} threads: use clock='wall', or TILECRAFT_NUM_THREADS=1")
+                          f"{target.num_threads} threads: use clock='wall', or a target of num_threads=1")
     return requested
 
 
@@ -174,27 +174,37 @@ def candidate_source(job: MeasureInput) -> Any:
     return measured_module(job.payload, ir.Context())
 
 
+def job_target(job: MeasureInput) -> "Target":
+    """The target ``job`` is built for: its target string, with the thread count the tuned
+    :class:`Target` had (``job.threads``). Why not the string alone: it carries no thread
+    count, so a worker parsing it took its own default (``TILECRAFT_NUM_THREADS``, else
+    every core) and built a one-thread tuning run's candidates as parallel loops."""
+    from ..pipelines.target import Target
+
+    target = Target.parse(job.target)
+    return target if job.threads is None else replace(target, num_threads=job.threads)
+
+
 def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False) -> Any:
     """The candidate's module, built as a tuning worker builds it (``scratch`` holds its
     one-record file); ``kernel_time``: the profiling variant, timed by kernel timers."""
     from ..pipelines.jit.compiled_module import compile_ir
     from ..pipelines.cpu import cpu_pipeline
     from ..pipelines.profiling import profiling_pipeline
-    from ..pipelines.target import Target
     from ..schedule.record_plan import with_records
     from .kernel_tasks import is_kernel_task, kernel_pipeline
 
     if job.scheduled is not None:
         from ..schedule.te.builder import scheduled_pipeline
 
-        target = Target.parse(job.target)
+        target = job_target(job)
         pipeline = scheduled_pipeline(target)
         if kernel_time:
             pipeline = profiling_pipeline(pipeline)
         return compile_ir(job.payload, pipeline, target, entry=job.scheduled)
     records = candidate_records(job, scratch)
     with schedule_failures_raise():
-        target = Target.parse(job.target)
+        target = job_target(job)
         if is_kernel_task(job.task):  # a bf16 or int8 build's kernel (kernel_tasks.py)
             pipeline = kernel_pipeline(job.task["kind"], target)
         else:
@@ -223,7 +233,7 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
                                  elapsed=time.perf_counter() - start)
         if job.save_output is not None:
             np.save(job.save_output, output)
-        costs = time_calls(lambda: module(*arguments), options, arguments)
+        costs = time_calls(lambda: module(*arguments), options, arguments, job.threads)
     except Exception as error:  # noqa: BLE001
         return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
@@ -250,7 +260,7 @@ def weights_outgrow_cache(tasks: "Sequence[Task]") -> bool:
     """Whether the constants a run of the model reads (every occurrence of every task) are
     more than the last-level cache holds: then each kernel reads its weights from memory,
     and candidates are timed with the caches flushed (``RunnerOptions.flush_cache``)."""
-    return sum(t.weight_bytes * t.count for t in tasks) > last_level_cache_bytes()
+    return sum(t.weight_bytes * t.executions for t in tasks) > last_level_cache_bytes()
 
 
 @functools.lru_cache(maxsize=1)
@@ -267,9 +277,10 @@ def _eviction_buffer() -> np.ndarray:
 _WAKER_SHAPE = (32, 4096)
 
 
-@functools.lru_cache(maxsize=1)
-def _pool_waker() -> Callable[[], None]:
-    """A tiny parallel kernel (``x + x``), compiled once per worker process.
+@functools.lru_cache(maxsize=4)
+def _pool_waker(threads: int | None = None) -> Callable[[], None]:
+    """A tiny parallel kernel (``x + x``) split for ``threads`` threads (``None``: the
+    process's default), compiled once per worker process and thread count.
 
     Why: in a model the kernel before a candidate's just ended, so the parallel runtime's
     threads are running (they spin a while before they sleep, runtime/async_runtime.c)
@@ -286,36 +297,42 @@ def _pool_waker() -> Callable[[], None]:
     x = te.placeholder(_WAKER_SHAPE, name="x", dtype="float32")
     doubled = te.compute(_WAKER_SHAPE, lambda i, j: x[i, j] + x[i, j], name="doubled")
     target = Target.parse("llvm")
+    if threads is not None:
+        target = replace(target, num_threads=threads)
     module = compile_ir(te.create_func([x, doubled], "wake"), cpu_pipeline(target), target)
     argument = np.ones(_WAKER_SHAPE, dtype=np.float32)
     return lambda: module(argument)
 
 
-def _cache_flusher(arguments: "list[np.ndarray]") -> Callable[[], None]:
+def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None) -> Callable[[], None]:
     """Evicts every cache level, then brings ``arguments`` back in and wakes the parallel
     runtime's threads (:func:`_pool_waker`): a kernel as the model runs it, reading its
-    inputs warm (just written) and its weights cold, the pool's threads running."""
+    inputs warm (just written) and its weights cold, the pool's threads running. A build
+    for one thread (``threads == 1``) runs no parallel loop, so no pool is woken."""
     buffer = _eviction_buffer()
-    wake = _pool_waker()
+    wake = None if threads == 1 else _pool_waker(threads)
 
     def flush() -> None:
         buffer.sum()
         for argument in arguments:
             argument.sum()  # reads it into the caches again
-        wake()
+        if wake is not None:
+            wake()
 
     return flush
 
 
 def time_calls(call: Callable[[], Any], options: RunnerOptions,
-          arguments: "list[np.ndarray] | None" = None) -> list[float]:
+          arguments: "list[np.ndarray] | None" = None, threads: int | None = None) -> list[float]:
     """Seconds per call for each of ``options.repeat`` measurements: the kernels' time from
     the profiler's timers (``kernel_time``), else the wall time of the whole call. Each
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
     warm-up call, as runtime/timing.py's ``measure`` does. ``flush_cache``: caches flushed
     and ``arguments`` read again before each call (``kernel_time``: untimed), else before
-    each repeat. The clock is ``options.clock``'s (``None``: wall), the kernel timers' too."""
-    flush = _cache_flusher(arguments or []) if options.flush_cache else None
+    each repeat. The clock is ``options.clock``'s (``None``: wall), the kernel timers' too;
+    ``threads``: the candidate's thread count (:attr:`MeasureInput.threads`), for the flush's
+    pool waker."""
+    flush = _cache_flusher(arguments or [], threads) if options.flush_cache else None
     clock_name = options.clock or "wall"
     if not options.kernel_time:
         costs = []

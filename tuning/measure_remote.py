@@ -33,7 +33,8 @@ from ..runtime import remote
 from ..runtime.package import signature_from_manifest, verify
 from ..compiler.compile import compile as compile_model
 from .measure import (LocalRunner, MeasureInput, MeasureResult, RunnerOptions, candidate_records,
-                      candidate_source, outputs_match, random_inputs, schedule_failures_raise)
+                      candidate_source, job_target, outputs_match, random_inputs,
+                      schedule_failures_raise)
 
 
 
@@ -45,7 +46,7 @@ def _build_package(job: MeasureInput, scratch: Path) -> str:
     os.close(handle)
     path = Path(name)
     with schedule_failures_raise():
-        compile_model(candidate_source(job), target=job.target, opt_level=3, tuning_records=records,
+        compile_model(candidate_source(job), target=job_target(job), opt_level=3, tuning_records=records,
                       package_path=path)
     return str(path)
 

@@ -35,14 +35,24 @@ class TaskResult:
     # The machine's float32 FMA peak for the target's threads (GFLOPS); None where unknown or
     # where the task is no float32 contraction (its fraction of the peak would mean nothing).
     peak_gflops: float | None = None
+    # What the machine can attain for this task (runtime/peak.py's roofline: min(FMA peak,
+    # bandwidth x arithmetic intensity)); None where unknown.
+    bound_gflops: float | None = None
+
+    def _fraction(self, of: float | None) -> str:
+        if not of:
+            return "-"
+        if self.slower_in_model:
+            return f"{self.default_gflops / of:.0%}"
+        return f"{max(self.best_gflops, self.default_gflops) / of:.0%}"
 
     def peak_column(self) -> str:
         """The best schedule's fraction of the FMA peak, or ``-``."""
-        if self.peak_gflops is None or self.slower_in_model:
-            fraction = (self.default_gflops / self.peak_gflops) if self.peak_gflops else None
-        else:
-            fraction = max(self.best_gflops, self.default_gflops) / self.peak_gflops
-        return "-" if fraction is None else f"{fraction:.0%}"
+        return self._fraction(self.peak_gflops)
+
+    def bound_column(self) -> str:
+        """The best schedule's fraction of its roofline bound, or ``-``."""
+        return self._fraction(self.bound_gflops)
 
     def speedup_column(self) -> tuple[str, str]:
         """The summary's speedup cell and the note after the row: a ratio only where the
@@ -79,7 +89,7 @@ class TuningResult:
         row says why there is none (kept the default, no measurable change, not validated).
         A task whose default did not run says so, and one whose tuned config lost inside the
         model shows its default as its best."""
-        lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'peak':>5} {'speedup':>8} "
+        lines = [f"{'task':<40} {'default ms':>10} {'best ms':>10} {'peak':>5} {'bound':>5} {'speedup':>8} "
                  f"{'trials':>6} {'failed':>6}"]
         for r in self.tasks:
             head = f"{r.task.name[:40]:<40}"
@@ -92,7 +102,7 @@ class TuningResult:
             best = r.default_seconds if r.slower_in_model else min(r.best_seconds, r.default_seconds)
             speedup, note = r.speedup_column()
             lines.append(f"{head} {r.default_seconds * 1e3:>10.4f} {best * 1e3:>10.4f} "
-                         f"{r.peak_column():>5} {speedup:>8} {tail}{note}")
+                         f"{r.peak_column():>5} {r.bound_column():>5} {speedup:>8} {tail}{note}")
         if self.unchanged:
             lines.append("end to end: unchanged (all tasks kept the default: the tuned build is "
                          "the default build)")

@@ -50,6 +50,11 @@ class MeasureInput:
     # A template's candidate (template.py): ``payload`` is already scheduled; this names its
     # entry function, and it is compiled as ``schedule.te.build`` compiles a Schedule.
     scheduled: str | None = None
+    # The thread count the candidate is built for (the tuned Target's ``num_threads``): a
+    # target string has no thread count, and the spawned worker's own default
+    # (``TILECRAFT_NUM_THREADS``, else every core) need not be the one being tuned for.
+    # ``None``: that default.
+    threads: int | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ..runtime.peak import Roofline
 from ..runtime.significance import Comparison, compare
 from ..schedule.records import VALIDATED, Record
 from ..schedule.space import SearchSpace
@@ -74,11 +75,25 @@ class TaskState:
     strategy, reference output and trials."""
 
     def __init__(self, task: Task, space: SearchSpace, tuner: str, seed: int,
-                 prior: TransferModel | None = None, peak_gflops: float | None = None) -> None:
+                 prior: TransferModel | None = None, peak_gflops: float | None = None,
+                 roofline: Roofline | None = None) -> None:
         self.task = task
+        if roofline is not None:
+            peak_gflops = roofline.peak_gflops
+        f32 = task.element_type == "f32"
         # The FMA peak bounds this task only where it is a float32 contraction.
-        self.peak_gflops = peak_gflops if (task.kind in CONTRACTION_KINDS
-                                           and task.element_type == "f32") else None
+        self.peak_gflops = peak_gflops if (task.kind in CONTRACTION_KINDS and f32) else None
+        # What the machine can attain for it: with a roofline, the bandwidth of the level
+        # its bytes fit in times its arithmetic intensity, capped by the peak (any float32
+        # task: a pooling or a reduction is bound by its bytes alike); without one, the
+        # peak for contractions; None (unknown) otherwise.
+        self.bound_gflops: float | None = self.peak_gflops
+        if roofline is not None and f32 and task.moved_bytes > 0 and task.flops > 0:
+            self.bound_gflops = roofline.attainable(task.flops, task.moved_bytes)
+        # Which roof that is: "FMA peak", or the level whose bandwidth bounds it ("L2" ...).
+        self.bound_name = "FMA peak"
+        if roofline is not None and self.bound_gflops is not None and self.bound_gflops < roofline.peak_gflops:
+            self.bound_name = roofline.level_for(task.moved_bytes)[0]
         self.space = space
         self.tuner: SearchStrategy = make_tuner(tuner, self.space, seed, prior)
         self.reference: str | None = None
@@ -100,26 +115,31 @@ class TaskState:
         return self.task.flops / cost / 1e9 if math.isfinite(cost) and cost > 0 else 0.0
 
     def headroom(self) -> float:
-        """The fraction of its time a schedule at the FMA peak would save (1 where the peak
-        does not bound the task: no knowledge is no reason to skip it)."""
-        if self.peak_gflops is None:
+        """The fraction of its time a schedule at its attainable bound (:attr:`bound_gflops`:
+        the roofline's, else the FMA peak) would save; 1 where no bound is known (no
+        knowledge is no reason to skip it)."""
+        if not self.bound_gflops:
             return 1.0
-        return min(max(1.0 - self.gflops(self.best_cost) / self.peak_gflops, 0.0), 1.0)
+        return min(max(1.0 - self.gflops(self.best_cost) / self.bound_gflops, 0.0), 1.0)
 
 
 class MeasureSession:
-    """A :class:`Runner` and the target's record key: measures candidates and commits the
-    record of each one to every database it is given, as soon as it arrives."""
+    """A :class:`Runner` and the target's record key (and thread count, which the key leaves
+    out): measures candidates and commits the record of each one to every database it is
+    given, as soon as it arrives."""
 
-    def __init__(self, runner: Runner, target_key: str) -> None:
+    def __init__(self, runner: Runner, target_key: str, threads: int | None = None) -> None:
         self.runner = runner
         self.target_key = target_key
+        # The tuned target's thread count, carried by every job (MeasureInput.threads).
+        self.threads = threads
 
     def _job(self, state: TaskState, config: dict[str, int] | None) -> MeasureInput:
         return MeasureInput(
             payload=state.task.payload, task=state.task.describe(), config=config,
             target=self.target_key, reference=state.reference,
             save_output=str(self._reference(state)) if config is None else None,
+            threads=self.threads,
         )
 
     def _record(self, state: TaskState, config: dict[str, int] | None, name: str,
@@ -192,7 +212,7 @@ class MeasureSession:
             for i, config in enumerate(candidates):
                 rounds[i].append(self.runner.measure(MeasureInput(
                     payload=state.task.payload, task=state.task.describe(), config=config,
-                    target=self.target_key, reference=state.reference)))
+                    target=self.target_key, reference=state.reference, threads=self.threads)))
         best_cost, best_config = math.inf, None
         round_costs: dict[int, list[float]] = {}
         for index, (config, results) in enumerate(zip(candidates, rounds)):

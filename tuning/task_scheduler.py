@@ -14,7 +14,8 @@ from .options import TuneOptions
 from .roles import TaskScheduler
 from .session import VALIDATION_ROUNDS, TaskState, search_task
 
-# A task at or above this fraction of the FMA peak has little left for a schedule to find.
+# A task at or above this fraction of its attainable bound (the roofline's: the FMA peak, or
+# bandwidth x arithmetic intensity) has little left for a schedule to find.
 HEADROOM_FLOOR = 0.85
 # The share of the model's time that makes a task heavy for the no-headroom verdict.
 HEAVY_SHARE = 0.05
@@ -24,14 +25,16 @@ class GradientTaskScheduler(TaskScheduler):
     """Hands trials to tasks, as Ansor's task scheduler does (gradient-based allocation).
 
     A task's weight is its share of the model's time: the default schedule's time times the
-    number of times the model runs the task; its priority is that weight times its headroom,
-    the fraction of its time a schedule at the machine's FMA peak would save (1 where the peak
-    does not bound the task), so the budget goes where the gap to the peak times the share of
-    the model is largest. Each task first gets ``trials_per_task``, highest priority first;
+    number of times one call of the model executes the task (``Task.executions``: its
+    occurrences, each as often as the loops around it run); its priority is that weight times
+    its headroom, the fraction of its time a schedule at its attainable bound would save (the
+    roofline's ``min(FMA peak, bandwidth x arithmetic intensity)``, runtime/peak.py; 1 where
+    no bound is known), so the budget goes where the gap to the bound times the share of the
+    model is largest. Each task first gets ``trials_per_task``, highest priority first;
     then, one batch at a time, the task with the largest expected gain per trial gets the next
     batch: its weighted improvement over its last batch (the backward gradient) averaged with
     an optimistic forward one (its weighted time times its headroom over the trials it has
-    had, which favours tasks that are heavy, far from the peak and little searched). Tasks whose search stopped (early stopping,
+    had, which favours tasks that are heavy, far from their bound and little searched). Tasks whose search stopped (early stopping,
     space exhausted) drop out; the time budget ends the search between batches.
     """
 
@@ -45,8 +48,8 @@ class GradientTaskScheduler(TaskScheduler):
         self.weighted_history: dict[int, list[float]] = {id(s): [] for s in states}
 
     def weight(self, state: TaskState) -> float:
-        """The task's share of the model's time (default time x occurrences)."""
-        return state.default_cost * state.task.count
+        """The task's share of the model's time (default time x executions per call)."""
+        return state.default_cost * state.task.executions
 
     def priority(self, state: TaskState) -> float:
         """Where trials pay: the share of the model's time a schedule could still save."""
@@ -54,15 +57,17 @@ class GradientTaskScheduler(TaskScheduler):
 
     def no_headroom(self) -> str | None:
         """A line saying the model has little left for tuning, when every task of at least
-        :data:`HEAVY_SHARE` of its time is a float32 contraction above :data:`HEADROOM_FLOOR`
-        of the FMA peak; ``None`` otherwise."""
+        :data:`HEAVY_SHARE` of its time runs above :data:`HEADROOM_FLOOR` of its attainable
+        bound (the FMA peak, or its bandwidth bound); ``None`` otherwise, or when a heavy
+        task's bound is unknown."""
         total = sum(self.weight(s) for s in self.states if math.isfinite(self.weight(s))) or 1.0
         heavy = [s for s in self.states if self.weight(s) / total >= HEAVY_SHARE]
-        if not heavy or any(s.peak_gflops is None or s.headroom() > 1.0 - HEADROOM_FLOOR for s in heavy):
+        if not heavy or any(s.bound_gflops is None or s.headroom() > 1.0 - HEADROOM_FLOOR for s in heavy):
             return None
         low = min(1.0 - s.headroom() for s in heavy)
         return (f"no headroom: all {len(heavy)} heavy task(s) already run at {low:.0%} or more of "
-                f"the FMA peak ({heavy[0].peak_gflops:.0f} GFLOPS): tuning can gain little here")
+                f"their roofline bound (FMA peak or bandwidth x arithmetic intensity): "
+                f"tuning can gain little here")
 
     def plan(self, budget: int) -> str:
         """The plan printed before the search: tasks, weights, each one's minimum."""
@@ -76,9 +81,10 @@ class GradientTaskScheduler(TaskScheduler):
             lines.append(f"  the budget covers the minimum of the {budget // max(minimum, 1)} "
                          "heaviest task(s) only")
         for state, trials in self.planned(budget):
-            peak = ("" if state.peak_gflops is None else
+            peak = ("" if state.bound_gflops is None else
                     f"  {state.gflops(state.default_cost):6.1f} GFLOPS "
-                    f"{1.0 - state.headroom():4.0%} of peak")
+                    f"{1.0 - state.headroom():4.0%} of its bound ({state.bound_gflops:.0f}, "
+                    f"{state.bound_name})")
             lines.append(f"  {state.task.name[:48]:<48} weight {self.weight(state) / total:6.1%}"
                          f"{peak}  trials ~{trials}")
         if self.search.validate_top > 0:
@@ -123,13 +129,13 @@ class GradientTaskScheduler(TaskScheduler):
         done = search_task(state, trials, self.run_trial, index, len(self.states),
                        self.search.batch_size, self.search.early_stopping, self.search.tuner,
                        self.search.progress, self.deadline)
-        self.weighted_history[id(state)].append(state.best_cost * state.task.count)
+        self.weighted_history[id(state)].append(state.best_cost * state.task.executions)
         return done
 
     def gradient(self, state: TaskState) -> float:
         """Expected reduction of the model's time per trial given to ``state``."""
         history = self.weighted_history[id(state)]
-        now = state.best_cost * state.task.count
+        now = state.best_cost * state.task.executions
         if not math.isfinite(now):
             return 0.0
         before = history[-2] if len(history) >= 2 else self.weight(state)

@@ -38,7 +38,7 @@ from ..pipelines.jit.entry import entry_signature, find_entry
 from ..compiler.options import CompileOptions
 from ..pipelines.target import Target
 from ..pipelines.target_registry import target_plugin
-from ..runtime.peak import fma_peak_gflops
+from ..runtime.peak import Roofline, roofline
 from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
 from ..runtime.timing import get_clock
@@ -109,14 +109,16 @@ def tune(
     records_path = Path(search.tuning_records)
     generator = space_generator_for(target, search.space)
     warm = _warm_start(search, records_path, chosen, generator)
-    peak = fma_peak_gflops(target.num_threads) if search.headroom else None
+    roof = _roofline(target) if search.headroom else None
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     if runner_options.flush_cache is None:
         runner_options = replace(runner_options, flush_cache=weights_outgrow_cache(found))
     runner_options = replace(runner_options, clock=measurement_clock(runner_options.clock, target))
     with runner_for(search, runner_options) as runner, JsonLinesDatabase(records_path) as database:
         states = search_tasks(chosen, search, target_key=target_key, space_generator=generator,
-                              runner=runner, database=database, prior=prior, warm=warm, peak_gflops=peak)
+                              runner=runner, database=database, prior=prior, warm=warm,
+                              peak_gflops=roof.peak_gflops if roof is not None else None,
+                              roofline=roof, threads=target.num_threads)
     if search.transfer:
         _save_transfer(states, warm, records_path, search.progress)
     end_to_end = search.end_to_end and search.remote is None
@@ -134,7 +136,7 @@ def tune(
                    default_seconds=s.default_cost, best_seconds=s.best_cost, skipped=s.skipped,
                    slower_in_model=s.task.key in slower, comparison=s.comparison,
                    kept_default=s.tuner.best_config in (None, s.space.default()),
-                   peak_gflops=s.peak_gflops)
+                   peak_gflops=s.peak_gflops, bound_gflops=s.bound_gflops)
         for s in states
     ]
     if search.report is not None:
@@ -154,7 +156,8 @@ def search_tasks(tasks: Sequence[Task], search: TuneOptions, *, target_key: str,
                  space_generator: SpaceGenerator, runner: Runner, database: Database,
                  prior: Sequence[Record] = (), warm: TransferModel | None = None,
                  peak_gflops: float | None = None,
-                 scheduler: "Callable[..., TaskScheduler]" = GradientTaskScheduler) -> list[TaskState]:
+                 scheduler: "Callable[..., TaskScheduler]" = GradientTaskScheduler,
+                 threads: int | None = None, roofline: Roofline | None = None) -> list[TaskState]:
     """The search of :func:`tune`, wired from its roles; returns each task's final state.
 
     1. Defaults: each task's default point is measured first (heaviest task first): its
@@ -165,10 +168,10 @@ def search_tasks(tasks: Sequence[Task], search: TuneOptions, *, target_key: str,
     3. Validation: each task's best configs and its default re-measured side by side.
     """
     states = [TaskState(task, space_generator.generate(task), search.tuner, search.seed, warm,
-                        peak_gflops) for task in tasks]
+                        peak_gflops, roofline) for task in tasks]
     budget = search.trials
     start = time.monotonic()
-    session = MeasureSession(runner, target_key)
+    session = MeasureSession(runner, target_key, threads)
 
     def run(state: TaskState, configs: list[dict[str, int]], name: str,
             on_result: Callable[[dict[str, int], MeasureResult], None]) -> None:
@@ -222,6 +225,16 @@ def _warn_unmeasured(states: list[TaskState], budget: int) -> None:
     print(f"warning: trials={budget} covers the default schedules of {budget} of {len(states)} "
           f"tasks only (one trial each, heaviest first); {len(left)} task(s) are not tuned "
           f"({names}): give at least {len(states)} trials, more to search", file=sys.stderr)
+
+
+def _roofline(target: Target) -> Roofline | None:
+    """The machine's roofline for ``target``'s threads and caches (runtime/peak.py); ``None``
+    where it cannot be measured (no C compiler), or for a target that does not run here (its
+    caches are a named CPU's, its bandwidth not this machine's)."""
+    if not target.is_host:
+        return None
+    caches = target.caches
+    return roofline(target.num_threads, caches.l2, caches.l3)
 
 
 def runner_for(search: TuneOptions, options: RunnerOptions) -> Runner:

@@ -288,11 +288,11 @@ class _SpentTuner:
 
 class _SpentTask:
     def __init__(self) -> None:
-        self.name, self.count, self.task = "spent", 1, self
+        self.name, self.count, self.executions, self.task = "spent", 1, 1, self
         self.default_cost = self.best_cost = 1.0
         self.trials, self.failures, self.since_best, self.stopped = 0, 0, 0, False
         self.tuner = _SpentTuner()
-        self.peak_gflops = None
+        self.peak_gflops = self.bound_gflops = None
 
     def gflops(self, cost: float) -> float:
         return 1.0

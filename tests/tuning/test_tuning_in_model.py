@@ -173,7 +173,7 @@ def test_the_cache_flush_leaves_the_thread_pool_awake(monkeypatch):
     wake = measure._pool_waker()
     wake()  # a real compiled kernel; runs alone
     calls = []
-    monkeypatch.setattr(measure, "_pool_waker", lambda: lambda: calls.append("wake"))
+    monkeypatch.setattr(measure, "_pool_waker", lambda threads=None: lambda: calls.append("wake"))
     argument = np.ones(1024, np.float32)
     flush = measure._cache_flusher([argument])
     flush()

@@ -89,11 +89,11 @@ def test_missing_file_has_no_records(tmp_path):
 
 class _FakeTask:
     def __init__(self, name: str, seconds: float, count: int = 1) -> None:
-        self.name, self.count = name, count
+        self.name, self.count, self.executions = name, count, count
         self.default_cost = self.best_cost = seconds
         self.trials, self.stopped = 0, False
         self.task = self
-        self.peak_gflops = None  # no FMA peak bounds it: weighed by time alone
+        self.peak_gflops = self.bound_gflops = None  # no bound known: weighed by time alone
 
     def headroom(self) -> float:
         return 1.0

@@ -79,7 +79,7 @@ def test_a_task_searched_no_further_than_its_default_reports_no_speedup(tmp_path
     (task,) = result.tasks
     assert task.best_seconds == task.default_seconds and task.best_config == space_for(task.task, TARGET).default()
     row = result.summary().splitlines()[1]
-    assert row.split()[4] == "default" and row.endswith("(kept the default)")
+    assert row.split()[5] == "default" and row.endswith("(kept the default)")
 
 
 def test_compile_applies_the_best_record(tmp_path, matmul_64):
@@ -225,8 +225,8 @@ def test_a_task_whose_tuned_config_lost_in_the_model_shows_its_default(matmul_64
                      default_seconds=2e-3, best_seconds=1e-3,
                      comparison=compare([2e-3, 2.1e-3, 1.9e-3, 2e-3, 2.2e-3], [1e-3, 1.1e-3, 0.9e-3, 1e-3, 1e-3]))
     lines = TuningResult(Path("r.jsonl"), [lost, won]).summary().splitlines()
-    assert lines[1].split()[4] == "default" and "slower in the model: default kept" in lines[1]
-    assert lines[2].split()[4] == "2.00x" and "slower in the model" not in lines[2]
+    assert lines[1].split()[5] == "default" and "slower in the model: default kept" in lines[1]
+    assert lines[2].split()[5] == "2.00x" and "slower in the model" not in lines[2]
 
 
 def test_a_speedup_is_printed_only_with_evidence(matmul_64):
@@ -243,9 +243,9 @@ def test_a_speedup_is_printed_only_with_evidence(matmul_64):
 
     noisy = compare([1.0e-3, 1.3e-3, 0.9e-3, 1.2e-3, 1.0e-3], [1.1e-3, 1.0e-3, 1.2e-3, 0.95e-3, 1.05e-3])
     assert not noisy.significant
-    assert row(comparison=noisy).split()[4] == "none" and "no measurable change" in row(comparison=noisy)
-    assert row().split()[4] == "?" and "not validated" in row()
-    assert row(kept_default=True).split()[4] == "default"
+    assert row(comparison=noisy).split()[5] == "none" and "no measurable change" in row(comparison=noisy)
+    assert row().split()[5] == "?" and "not validated" in row()
+    assert row(kept_default=True).split()[5] == "default"
 
 
 def test_identical_builds_never_report_a_speedup(tmp_path, matmul_64):
@@ -285,7 +285,7 @@ def test_the_plan_weighs_tasks_by_their_gap_to_the_fma_peak(monkeypatch, capsys,
     assert by_time and planned[far.task.name] > planned[near.task.name]
     assert scheduler.no_headroom() is None  # the small task is heavy too, and far from the peak
     plan = scheduler.plan(20)
-    assert "GFLOPS" in plan and "of peak" in plan
+    assert "GFLOPS" in plan and "of its bound" in plan
 
     both_near = GradientTaskScheduler(states(100.0, 95.0, 90.0), search, None, None)
     assert both_near.no_headroom() is not None and "no headroom" in both_near.plan(20)
