@@ -47,6 +47,10 @@ This pass decides how that product runs, once per matmul:
   Where the epilogue's result is only padded for the next convolution or max pool, the
   kernel writes into the padded tensor (kernel_destinations.py's ``PaddedResult``, as the
   bf16 kernels do): the entry function copied each such result into the pad's interior.
+  In the epilogue, QuantizeLinear's division by a constant scale multiplies by the scale's
+  reciprocal (``requantize_by_reciprocals``: a rounding can move by one 8-bit step where the
+  quotient is within an ulp of a half-integer, as in onnxruntime's QLinearConv and
+  QLinearAdd), not the exact division's 8 vector ops.
 * **Widened operands and ``linalg.matmul`` on i32** otherwise (no VNNI, an unsigned or
   run-time B, dynamic shapes): the form the default schedule vectorizes.
 
@@ -73,7 +77,7 @@ from ...ir import core, kernels
 from ...ir.maps import indexing_map_texts, indexing_maps
 from ...ir.contraction import collapse, expand
 from ...ir.resources import literal_array
-from ..ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, users
+from ..ir_queries import defined_functions, defining_op, is_zero_fill, linear_form, ops_where, splat_float, users
 from ..passes import positive_int_option, register_pass
 from .kernel_destinations import (PaddedResult, fill_task, kernel_forall, padded_destination, store_register_tile,
                                   task_tile)
@@ -725,10 +729,55 @@ def elementwise_consumer(call: ir.Operation) -> tuple[ir.Operation, ir.Operation
     return generic, reshape, position
 
 
+def _reciprocal(divisor: float) -> np.float32 | None:
+    """The f32 reciprocal of ``divisor`` when both are finite and normal; else ``None``."""
+    if not np.isfinite(divisor) or divisor == 0:
+        return None
+    reciprocal = np.float32(1) / np.float32(divisor)
+    tiny = np.finfo(np.float32).tiny
+    return reciprocal if np.isfinite(reciprocal) and abs(reciprocal) >= tiny and abs(divisor) >= tiny else None
+
+
+def requantize_by_reciprocals(generic: ir.Operation) -> int:
+    """In an int8 epilogue's body, each division by a constant scale whose quotient is only
+    rounded to an integer (QuantizeLinear: ``roundeven(x / scale)``) becomes a multiplication
+    by the scale's f32 reciprocal; the number of divisions rewritten.
+
+    Why: tilecraft-divide-by-reciprocal keeps such a division exact with Markstein's
+    correction, 8 vector ops per 16 outputs where this is 1, and a residual block's epilogue
+    has two of them (its product's quantization before the Add and the sum's after): 16 of
+    its 35 ops (docs/performance.md, "int8 kernels write into the next layer's padding").
+    ``roundeven(x * (1/s))`` differs from ``roundeven(x / s)`` only where ``x / s`` lies
+    within about an ulp of a half-integer, by one 8-bit step: what onnxruntime's
+    QLinearConv and QLinearAdd do too (they requantize by a multiplier). A division by a
+    run-time scale (DynamicQuantizeLinear's) or one not followed by a rounding is left as
+    it is, so dynamic int8 and float epilogues do not change."""
+    rewritten = 0
+    for op in list(generic.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name != "arith.divf" or not isinstance(op.results[0].type, ir.F32Type):
+            continue
+        uses = users(op.results[0])
+        divisor = splat_float(op.operands[1])
+        reciprocal = None if divisor is None else _reciprocal(divisor)
+        if reciprocal is None or not uses or any(use.name != "math.roundeven" for use in uses):
+            continue
+        # The factor outside the body, as the divisor is: the body is cloned onto vectors.
+        with ir.InsertionPoint(generic), op.location:
+            factor = arith.ConstantOp(op.results[0].type, ir.FloatAttr.get(op.results[0].type, float(reciprocal)))
+        with ir.InsertionPoint(op), op.location:
+            product = arith.MulFOp(op.operands[0], factor.result)
+        op.results[0].replace_all_uses_with(product.result)
+        op.erase()
+        rewritten += 1
+    return rewritten
+
+
 def _fuse_epilogue(module: ir.Operation, call: ir.Operation, generic: ir.Operation,
                    reshape: ir.Operation | None, position: int) -> None:
     """Replace ``call`` and ``generic`` by a call of a kernel that applies the generic's body
-    to its accumulators."""
+    to its accumulators (its requantizations by reciprocals: ``requantize_by_reciprocals``)."""
+    requantize_by_reciprocals(generic)
     settings = ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE])
     a_unsigned = ir.BoolAttr(settings["a_unsigned"]).value
     threads, window, config = settings_of(settings)

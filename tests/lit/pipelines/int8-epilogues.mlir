@@ -2,7 +2,8 @@
 // (here through the expand_shape back to the model's shape) moves into a variant of the kernel,
 // which applies it to its accumulators and writes its 8-bit result: a per-column operand is
 // read per column tile, a same-shape operand (a residual) at each accumulator's place, a
-// scalar constant becomes a splat.
+// scalar constant becomes a splat. A division by a constant scale that only feeds a rounding
+// (QuantizeLinear's) becomes a multiplication by the scale's reciprocal (requantize_by_reciprocals).
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-int8-matmul="vnni=1" --tilecraft-int8-epilogues | FileCheck %s
 
 #a = affine_map<(d0, d1, d2) -> (d0, d2)>
@@ -20,12 +21,14 @@
 // CHECK-NOT: func.func private @tilecraft_int8_matmul_6x70x8_u8_t1(
 // CHECK-LABEL: func.func private @tilecraft_int8_matmul_6x70x8_u8_t1_epilogue0
 // CHECK-SAME: (%arg0: tensor<6x8xi8>, %arg1: tensor<2x2x256xi8>, %arg2: tensor<128xi32>, %arg3: tensor<70xf32>, %arg4: tensor<6x70xi8>) -> tensor<6x70xi8>
-// CHECK: %[[HALF:.*]] = arith.constant dense<5.000000e-01> : vector<16xf32>
+// CHECK: %[[TWO:.*]] = arith.constant dense<2.000000e+00> : vector<16xf32>
 // CHECK: scf.forall
 // CHECK: vector.contract
 // CHECK: arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK: arith.mulf
-// CHECK: arith.divf %{{.*}}, %[[HALF]] : vector<16xf32>
+// CHECK-NOT: arith.divf
+// CHECK: arith.mulf %{{.*}}, %[[TWO]] : vector<16xf32>
+// CHECK-NOT: arith.divf
 // CHECK: math.roundeven
 // CHECK: arith.trunci %{{.*}} : vector<16xi32> to vector<16xi8>
 // CHECK: vector.transfer_write %{{.*}} : vector<16xi8>, tensor<{{.*}}xi8>
@@ -276,4 +279,63 @@ func.func @unquantized(%x: tensor<6x8xi8>, %side: tensor<6x8xi8>) -> tensor<6x64
     linalg.yield %t : i8
   } -> tensor<6x64xi8>
   return %sum : tensor<6x64xi8>
+}
+
+// -----
+
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A division by a constant whose quotient is not only rounded (here: returned as f32) stays a
+// division: replacing it by a reciprocal would change the value, not only a rare rounding tie.
+// Rounded, a division by 3 becomes a multiplication by its f32 reciprocal.
+// CHECK-LABEL: func.func private @tilecraft_int8_matmul_4x16x4_u8_t1_epilogue0
+// CHECK: arith.divf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK-LABEL: func.func private @tilecraft_int8_matmul_4x16x4_u8_t1_epilogue1
+// CHECK-NOT: arith.divf
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK-NEXT: math.roundeven
+func.func @unrounded_division_kept(%x: tensor<4x4xi8>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %zero = arith.constant 0 : i32
+  %three = arith.constant 3.0 : f32
+  %w = arith.constant dense<1> : tensor<4x16xi8>
+  %e = tensor.empty() : tensor<4x16xi32>
+  %f = linalg.fill ins(%zero : i32) outs(%e : tensor<4x16xi32>) -> tensor<4x16xi32>
+  %o = tensor.empty() : tensor<4x16xf32>
+  %y = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<4x4xi8>, tensor<4x16xi8>) outs(%f : tensor<4x16xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<4x16xi32>
+  %d = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<4x16xi32>) outs(%o : tensor<4x16xf32>) {
+  ^bb0(%v: i32, %out: f32):
+    %vf = arith.sitofp %v : i32 to f32
+    %r = arith.divf %vf, %three : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16xf32>
+  %y2 = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<4x4xi8>, tensor<4x16xi8>) outs(%f : tensor<4x16xi32>) {
+  ^bb0(%p: i8, %q: i8, %acc: i32):
+    %pe = arith.extui %p : i8 to i32
+    %qe = arith.extsi %q : i8 to i32
+    %m = arith.muli %pe, %qe : i32
+    %s = arith.addi %acc, %m : i32
+    linalg.yield %s : i32
+  } -> tensor<4x16xi32>
+  %rounded = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y2 : tensor<4x16xi32>) outs(%o : tensor<4x16xf32>) {
+  ^bb0(%v: i32, %out: f32):
+    %vf = arith.sitofp %v : i32 to f32
+    %r = arith.divf %vf, %three : f32
+    %n = math.roundeven %r : f32
+    linalg.yield %n : f32
+  } -> tensor<4x16xf32>
+  return %d, %rounded : tensor<4x16xf32>, tensor<4x16xf32>
 }
