@@ -68,7 +68,8 @@ from .register_tiles import (MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 BF16_EPILOGUE_PASS = "tilecraft-bf16-epilogues"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
-# On a kernel call: {threads[, window][, config]} (int8_matmul.kernel_settings), what the epilogue pass needs to regenerate it.
+# On a kernel call: {threads[, window][, config][, row_span]} (int8_matmul.kernel_settings), what
+# the epilogue pass needs to regenerate it.
 KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
 # What a kernel whose A operand is bf16 (bf16_activations.py) adds to its name.
@@ -437,8 +438,10 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
             a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
             m = ir.RankedTensorType(a.type).shape[0]
         default = KernelConfig.default(m, n, lanes, threads)
-        config = kernel_config(m, n, lanes, threads,
-                               (configs or {}).get(kernel_name(m, n, k, threads, window, row_span=row_span)))
+        # Tuning records name a convolution's kernel by its window's KH*KW*C (tuning/kernel_tasks.py,
+        # which sees the call's window, not how the kernel reads it): a rows kernel is looked up so.
+        record_name = kernel_name(m, n, window.depth if row_span else k, threads, window)
+        config = kernel_config(m, n, lanes, threads, (configs or {}).get(record_name))
         name = _kernel(module, m, n, k, threads, window, config, row_span=row_span)
         packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), config.vectors * lanes),
                                name="bf16_panels")

@@ -173,7 +173,8 @@ def test_convolutions_take_the_kernel_odd_channels_by_rows(target_text):
         # A kernel whose result a padded convolution reads writes into the pad (``_into...``);
         # one whose input another kernel stored as bf16 reads it so (``_abf16``).
         into = r"(_abf16)?(_into[\dx]+_at[\dx]+)?"
-        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}{into}_epilogue\d+\(", simplified), shape
+        call = rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}{into}_epilogue\d+\("
+        assert re.search(call, simplified), shape
     # The rows kernel reads the padded input flat per row: (N, H, W*C), no fourth channel.
     assert "tensor<2x11x36xf32>" in simplified
     graph_ir = module.ir("graph")

@@ -8,6 +8,10 @@
 // changes but the bf16 filter.
 // RUN: tilecraft-opt %s --tilecraft-bf16-weights="kernels=1" | FileCheck %s
 // RUN: tilecraft-opt %s --tilecraft-bf16-weights | FileCheck %s --check-prefix=WIDE
+// A tuning record names a rows kernel as tuning/kernel_tasks.py sees its call, by the window's
+// K = KH*KW*C (27 here, not the kernel's 30), and its config applies:
+// RUN: tilecraft-opt %s '--tilecraft-bf16-weights=kernels=1 configs=tilecraft_bf16_matmul_36x8x27_t1_conv1x8x8x3_k3x3_s1x1_d1x1:2.1.12' | FileCheck %s --check-prefix=TUNED
+// TUNED: call @tilecraft_bf16_matmul_36x8x30_t1_conv1x8x8x3_k3x3_s1x1_d1x1_rows_r2v1b12({{.*}}config = array<i64: 2, 1, 12>, row_span
 
 // CHECK-LABEL: func.func @padded
 // CHECK: %[[P:.*]] = tensor.pad %arg0 low[0, 1, 1, 0] high[0, 1, 1, 0]
