@@ -254,7 +254,7 @@ def _dense_layer(m: int, k: int, n: int):
     return model, rng.standard_normal((m, k)).astype(np.float32), 2 * m * k * n
 
 
-# ResNet-50's RGB stem (3 channels: a zero fourth makes it a bf16 kernel), its 3x3
+# ResNet-50's RGB stem (3 channels: the bf16 kernel reads it by kernel rows), its 3x3
 # convolutions (one per stage, and a strided one), a bottleneck's 1x1 expansion, BERT-base's
 # projections on 128 tokens.
 LAYERS = {

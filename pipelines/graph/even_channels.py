@@ -15,7 +15,9 @@ channel, the same copy as before. Elsewhere a new pad copies the input once.
 
 Used by ``tilecraft-bf16-weights`` (tensor/bf16_weights.py) with kernels on, for the
 convolutions it is about to hand to a kernel: not a pass of its own, because in an f32 build
-the extra channel is only extra work. The widening itself is tensor/zero_channels.py's, which
+the extra channel is only extra work. Since round 24 only for convolutions dilated along the
+width: the others (the RGB stem among them) are read by kernel rows with no channel added
+(tensor/bf16_matmul.py's ``RowSpan``: fewer multiply-adds, no copy). The widening itself is tensor/zero_channels.py's, which
 the int8 window kernel uses too (channels to a multiple of 4).
 """
 

@@ -28,8 +28,10 @@ other NHWC convolution with an even number of input channels, as an implicit GEM
 the output pixel (image, oh, ow), k runs over (kernel row, kernel column, channel) -- the
 order of the flattened HWCF filter -- and each row's pair of k is read from the (already
 padded) input at its window's tap (``int8_matmul.Window``, the VNNI kernels' form), so no
-im2col copy is made. A pair of channels then always lies in one tap. Convolutions with an
-odd channel count (a first RGB layer) keep the widened weights (bf16_weights.py). Epilogues
+im2col copy is made. A pair of channels then always lies in one tap. A convolution of an
+odd channel count (a first RGB layer) at dilation 1 along the width reads its windows by
+kernel rows instead (``RowSpan``: a kernel row's KW*C values are consecutive in the input);
+a width-dilated one takes the kernel on a zero channel (graph/even_channels.py). Epilogues
 (bias, activation, residual) move onto the accumulators (``tilecraft-bf16-epilogues``); where
 the epilogue's NHWC result is then only padded for the next convolution or pool, the kernel
 writes into the padded tensor itself (kernel_destinations.py's ``PaddedResult``, shared with
@@ -42,7 +44,7 @@ structure is fixed, only its constants vary; its lane count is the instruction's
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import ml_dtypes
 import numpy as np
@@ -66,11 +68,14 @@ from .register_tiles import (MATMUL_MAPS, DotInstruction, KernelConfig, TaskGrid
 BF16_DOTS_PASS = "tilecraft-bf16-dot-products"
 BF16_EPILOGUE_PASS = "tilecraft-bf16-epilogues"
 KERNEL_PREFIX = "tilecraft_bf16_matmul"
-# On a kernel call: {threads[, window][, config]} (int8_matmul.kernel_settings), what the epilogue pass needs to regenerate it.
+# On a kernel call: {threads[, window][, config][, row_span]} (int8_matmul.kernel_settings), what
+# the epilogue pass needs to regenerate it.
 KERNEL_ATTRIBUTE = "tilecraft.bf16_kernel"
 PAIR = 2          # bf16 values of k one lane's dot product sums (register tile: register_tiles.py)
 # What a kernel whose A operand is bf16 (bf16_activations.py) adds to its name.
 BF16_INPUT_SUFFIX = "_abf16"
+# On a kernel call's KERNEL_ATTRIBUTE: the kernel reads its window by rows (``RowSpan``).
+ROW_SPAN_KEY = "row_span"
 # vdpbf16ps: acc[i] += sum_j a[i, j] * w[i, j] on (16 lanes, 2 bf16 values), the sums in f32.
 VDPBF16PS = DotInstruction("llvm.x86.avx512bf16.dpbf16ps.512", "vector<16xf32>", "vector<16x2xbf16>",
                            "vector<32xbf16>", ("arith.extf", "arith.extf"))
@@ -81,18 +86,63 @@ def pack_weights(w: np.ndarray, columns: int) -> np.ndarray:
     return pack_k_groups(w, columns, PAIR, ml_dtypes.bfloat16)
 
 
+class RowSpan:
+    """How a convolution of an odd channel count (an RGB stem) reads its windows by rows.
+
+    With C odd a pair of channels would straddle two taps. But at dilation 1 along the
+    width, one kernel row of a window -- its KW taps of C channels -- is KW*C consecutive
+    values of the padded NHWC input, which is (N, H, W*C) viewed with each row flat (a
+    ``tensor.collapse_shape``, no copy). So k runs over (kernel row, pair of that span), the
+    span padded to an even ``span`` with one zero row of the filter where KW*C is odd: the
+    last pair of a kernel row then reads its one value and a zero (not the next pixel's
+    value, which could be an inf: inf * 0 is NaN). That is KH*KW*C + KH multiply-adds where a
+    zero channel (graph/even_channels.py) made KH*KW*(C+1), and KW/2 times longer runs of
+    the inner loop (ResNet-50's stem: 154 k in 7 runs of 11 pairs, not 196 in 49 of 2)."""
+
+    @staticmethod
+    def fits(window: Window) -> bool:
+        """An odd channel count, read at dilation 1 along the width."""
+        return window.channels % PAIR == 1 and window.dilations[1] == 1
+
+    @staticmethod
+    def span(window: Window) -> int:
+        """One kernel row's values, KW*C, rounded up to whole pairs."""
+        return -(-window.kernel[1] * window.channels // PAIR) * PAIR
+
+    @classmethod
+    def depth(cls, window: Window) -> int:
+        """The kernel's K: a span per kernel row."""
+        return window.kernel[0] * cls.span(window)
+
+    @staticmethod
+    def input_shape(window: Window) -> list[int]:
+        """The padded input as the kernel reads it: (N, H, W*C)."""
+        n, h, w, c = window.input_shape
+        return [n, h, w * c]
+
+    @classmethod
+    def filter_rows(cls, weights: np.ndarray) -> np.ndarray:
+        """A KHxKWxCxF filter as the kernel's (KH*span) x F rows, each span zero-padded."""
+        kh, kw, c, f = weights.shape
+        rows = weights.reshape(kh, kw * c, f)
+        span = -(-kw * c // PAIR) * PAIR
+        return np.pad(rows, [(0, 0), (0, span - kw * c), (0, 0)]).reshape(kh * span, f)
+
+
 def kernel_name(m: int, n: int, k: int, threads: int, window: Window | None = None,
-                config: KernelConfig | None = None, *, bf16_input: bool = False) -> str:
-    """The kernel's symbol: its shape, threads and window, ``config`` unless it is the
-    default, and whether A is bf16. (Tuning records name the kernel without the last.)"""
+                config: KernelConfig | None = None, *, bf16_input: bool = False, row_span: bool = False) -> str:
+    """The kernel's symbol: its shape, threads and window (read by rows: ``RowSpan``),
+    ``config`` unless it is the default, and whether A is bf16. (Tuning records name the
+    kernel without the last.)"""
     return (f"{KERNEL_PREFIX}_{m}x{n}x{k}_t{threads}" + (window.suffix() if window else "")
+            + ("_rows" if row_span else "")
             + config_suffix(m, n, VDPBF16PS.lanes, threads, config) + (BF16_INPUT_SUFFIX if bf16_input else ""))
 
 
 def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = None,
                  epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False,
                  config: KernelConfig | None = None, into: PaddedResult | None = None,
-                 bf16_input: bool = False) -> func.FuncOp:
+                 bf16_input: bool = False, row_span: bool = False) -> func.FuncOp:
     """The kernel function ``(A: MxKxf32, W': packed bf16[, the epilogue's operands]) -> MxN``
     f32, or of the epilogue's result type (module docstring), built at the insertion point.
     With ``window`` A is the padded NHWC input of a convolution whose channels are even,
@@ -105,8 +155,12 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     its M = N*OH*OW rows are written into (``PaddedResult``), and returns it; its tasks are
     blocks of whole output rows of one image, about ``task_rows`` rows each. ``bf16_input``:
     A is bf16 (a bf16 kernel's stored result: bf16_activations.py); each pair of it is
-    broadcast as it is, with no rounding."""
-    if window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
+    broadcast as it is, with no rounding. ``row_span``: the window's channels are odd and A is
+    read by kernel rows (``RowSpan``: A is the padded input viewed as (N, H, W*C))."""
+    if row_span:
+        if window is None or not RowSpan.fits(window) or window.rows != m or RowSpan.depth(window) != k:
+            raise PipelineError(f"bf16 convolution kernel: window {window} cannot be read by rows as a {m}x{k} A")
+    elif window is not None and (window.channels % PAIR or window.rows != m or window.depth != k):
         raise PipelineError(f"bf16 convolution kernel: window {window} does not make a {m}x{k} A of whole pairs")
     if into is not None:
         into.check(m, n, "bf16 kernel")
@@ -121,10 +175,11 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     pair_f32, pair_bf16 = (ir.VectorType.get([lanes, PAIR], t) for t in (f32, bf16))
     columns_in_bounds = n % columns == 0
     a_element = bf16 if bf16_input else f32
-    a_type = ir.RankedTensorType.get(list(window.input_shape) if window else [m, k], a_element)
+    a_shape = RowSpan.input_shape(window) if row_span else list(window.input_shape) if window else [m, k]
+    a_type = ir.RankedTensorType.get(a_shape, a_element)
     extras = epilogue_extras(epilogue)
     declare_epilogue(epilogue, lanes, result_element)
-    name = name or (kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input)
+    name = name or (kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input, row_span=row_span)
                     + (into.suffix() if into else ""))
     function = kernels.private_function(name, [
         a_type, ir.RankedTensorType.get([grid.tiles, pairs, columns * PAIR], bf16),
@@ -136,7 +191,9 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     with ir.InsertionPoint(function.entry_block):
         c = kernels.IndexConstants()
         c0, c1, _, c_full = c(0), c(1), c(rows), c(full_pairs)  # the row loops' step, made first
-        if window:  # window_k_loop's bounds, made here (in this order) for every loop to share
+        if row_span:  # _row_span_k_loop's bounds, likewise
+            c(window.kernel[0]), c(window.kernel[1] * window.channels // PAIR), c(RowSpan.span(window) // PAIR)
+        elif window:  # window_k_loop's bounds, made here (in this order) for every loop to share
             c(window.kernel[0] * window.kernel[1]), c(window.channels // PAIR)
         bf0 = core.scalar_constant(0.0, bf16)
         a0 = bf0 if bf16_input else core.scalar_constant(0.0, f32)
@@ -164,19 +221,28 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                                     column_at=column_at, in_bounds=columns_in_bounds)
 
             def step(mr: int, pair: ir.Value, in_bounds: bool, accs: list[ir.Value],
-                     a_at: list[list[ir.Value]], w_pair: ir.Value | None = None) -> list[ir.Value]:
+                     a_at: list[list[ir.Value]], w_pair: ir.Value | None = None,
+                     bases: list[ir.Value] | None = None, half: bool = False) -> list[ir.Value]:
                 """One pair of k: loads of W' (pair ``w_pair``, default ``pair``), A's pair
                 of each row (at k = 2 * ``pair`` of index prefix ``a_at``: the row, or its
-                window's tap) rounded to bf16 (unless A is bf16) and broadcast, the dot products."""
+                window's tap; plus ``bases``' of the row where given: its span's start;
+                ``half``: its first value and a zero) rounded to bf16 (unless A is bf16) and
+                broadcast, the dot products."""
                 w_pair = w_pair or pair
                 k_at = kernels.apply(lambda d0: d0 * PAIR, pair)
+                k_of = ([kernels.apply(lambda d0, d1: d0 + d1 * PAIR, base, pair) for base in bases] if bases
+                        else [k_at] * mr)
                 weights = []
                 for v in range(vectors):
                     loaded = kernels.read(w, [t, w_pair, c(v * PAIR * lanes)], bf0, PAIR * lanes)
                     weights.append(arith.extf(pair_f32, vector.shape_cast(pair_bf16, loaded)))
                 new = []
                 for r in range(mr):
-                    pair_a = kernels.read(a, [*a_at[r], k_at], a0, PAIR, in_bounds=in_bounds)
+                    if half:
+                        pair_a = vector.from_elements(ir.VectorType.get([PAIR], a_element), [
+                            kernels.first_element(kernels.read(a, [*a_at[r], k_of[r]], a0, 1)), a0])
+                    else:
+                        pair_a = kernels.read(a, [*a_at[r], k_of[r]], a0, PAIR, in_bounds=in_bounds)
                     rounded = pair_a if bf16_input else arith.truncf(ir.VectorType.get([PAIR], bf16), pair_a)
                     as_word = kernels.first_element(vector.bitcast(ir.VectorType.get([1], i32), rounded))
                     spread = vector.broadcast(ir.VectorType.get([lanes], i32), as_word)
@@ -198,6 +264,11 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
                         with ir.InsertionPoint(over_k.body):
                             scf.YieldOp(step(mr, over_k.induction_variable, True, list(over_k.inner_iter_args),
                                              [[row] for row in row_indices]))
+                    elif row_span:  # per kernel row, the pairs of its span
+                        over_k = _row_span_k_loop(window, [window.pixel(row) for row in row_indices],
+                                                  [zero] * (mr * vectors), c,
+                                                  lambda p, accs, a_at, bases, pair, half: step(
+                                                      mr, p, True, accs, a_at, w_pair=pair, bases=bases, half=half))
                     else:  # per tap of the window, its channels: a pair of k is 2 channels of one tap
                         over_k = window_k_loop(window, [window.pixel(row) for row in row_indices], PAIR,
                                                [zero] * (mr * vectors), c,
@@ -214,44 +285,78 @@ def build_kernel(m: int, n: int, k: int, threads: int, window: Window | None = N
     return function
 
 
+def _row_span_k_loop(window: Window, pixels: list[tuple[ir.Value, ir.Value, ir.Value]], initial: list[ir.Value],
+                     c: "kernels.IndexConstants",
+                     step: Callable[[ir.Value, list[ir.Value], list[list[ir.Value]], list[ir.Value], ir.Value, bool],
+                                    list[ir.Value]]) -> scf.ForOp:
+    """k of a register tile of convolution rows read by kernel rows (``RowSpan``): per kernel
+    row, the whole pairs of its span, then (KW*C odd) its last value alone, each row's span
+    starting at its pixel's first column in the (N, H, W*C) input: every read lies inside
+    the window. ``step(pair in the span, accumulators, (image, input row) of each row, each
+    row's span start, pair of k, whether the pair is the last value alone)`` adds one pair;
+    the loop carries ``initial``."""
+    (sh, sw), dh, channels = window.strides, window.dilations[0], window.channels
+    pairs, whole = RowSpan.span(window) // PAIR, window.kernel[1] * channels // PAIR
+    bases = [kernels.apply(lambda d0: d0 * (sw * channels), ow) for _, _, ow in pixels]
+    over_rows = kernels.for_loop(c(0), c(window.kernel[0]), c(1), list(initial))
+    with ir.InsertionPoint(over_rows.body):
+        kernel_row = over_rows.induction_variable
+        a_at = [[image, kernels.apply(lambda d0, d1: d0 * sh + d1 * dh, oh, kernel_row)] for image, oh, _ in pixels]
+        row_pairs = kernels.apply(lambda d0: d0 * pairs, kernel_row)
+        in_span = kernels.for_loop(c(0), c(whole), c(1), list(over_rows.inner_iter_args))
+        with ir.InsertionPoint(in_span.body):
+            pair = in_span.induction_variable
+            k_pair = kernels.apply(lambda d0, d1: d0 + d1, row_pairs, pair)
+            scf.YieldOp(step(pair, list(in_span.inner_iter_args), a_at, bases, k_pair, False))
+        accs = list(in_span.results)
+        if whole < pairs:
+            accs = step(c(whole), accs, a_at, bases, kernels.apply(lambda d0: d0 + whole, row_pairs), True)
+        scf.YieldOp(accs)
+    return over_rows
+
+
 def kernel_module(m: int, n: int, k: int, threads: int, window: Window | None = None,
                   epilogue: Epilogue | None = None, name: str | None = None, *, public: bool = False,
                   config: KernelConfig | None = None, into: PaddedResult | None = None,
-                  bf16_input: bool = False) -> ir.Module:
+                  bf16_input: bool = False, row_span: bool = False) -> ir.Module:
     """The kernel alone in a new module (in the current context): to read or test it, or
     for ``fuse_epilogue`` to complete."""
     module = ir.Module.create()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
         build_kernel(m, n, k, threads, window, epilogue, name, public=public, config=config, into=into,
-                     bf16_input=bf16_input)
+                     bf16_input=bf16_input, row_span=row_span)
     return module
 
 
 def _kernel(module: ir.Operation, m: int, n: int, k: int, threads: int, window: Window | None,
-            config: KernelConfig, bf16_input: bool = False) -> str:
+            config: KernelConfig, bf16_input: bool = False, row_span: bool = False) -> str:
     """The kernel's symbol, its function added to ``module`` unless already there."""
-    return add_kernel(module, kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input),
-                      lambda: build_kernel(m, n, k, threads, window, config=config, bf16_input=bf16_input))
+    return add_kernel(module, kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input, row_span=row_span),
+                      lambda: build_kernel(m, n, k, threads, window, config=config, bf16_input=bf16_input,
+                                           row_span=row_span))
 
 
-def call_geometry(call: ir.Operation) -> tuple[int, int, int, int, Window | None, KernelConfig, bool]:
-    """(M, N, K, threads, window, config, whether A is bf16) of a bf16 kernel call
-    (``KERNEL_ATTRIBUTE``): what regenerating its kernel takes."""
-    threads, window, config = settings_of(ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE]))
+def call_geometry(call: ir.Operation) -> tuple[int, int, int, int, Window | None, KernelConfig, bool, bool]:
+    """(M, N, K, threads, window, config, whether A is bf16, whether the window is read by
+    rows) of a bf16 kernel call (``KERNEL_ATTRIBUTE``): what regenerating its kernel takes."""
+    settings = ir.DictAttr(call.attributes[KERNEL_ATTRIBUTE])
+    threads, window, config = settings_of(settings)
+    row_span = ROW_SPAN_KEY in settings
     a_type = ir.RankedTensorType(call.operands[0].type)
-    m, k = (window.rows, window.depth) if window else a_type.shape
+    m, k = (window.rows, RowSpan.depth(window) if row_span else window.depth) if window else a_type.shape
     n = ir.RankedTensorType(call.results[0].type).shape[1]
-    return m, n, k, threads, window, config, a_type.element_type == ir.BF16Type.get()
+    return m, n, k, threads, window, config, a_type.element_type == ir.BF16Type.get(), row_span
 
 
 def read_bf16_input(module: ir.Operation, call: ir.Operation) -> None:
     """Point ``call``, whose A operand has just become bf16 (bf16_activations.py), at the
     kernel that reads A as bf16 (added to ``module`` unless already there)."""
-    m, n, k, threads, window, config, bf16_input = call_geometry(call)
+    m, n, k, threads, window, config, bf16_input, row_span = call_geometry(call)
     if not bf16_input:
         raise PipelineError(f"bf16 kernel call: A is {call.operands[0].type}, not bf16")
     with call.location:
-        call.attributes["callee"] = ir.FlatSymbolRefAttr.get(_kernel(module, m, n, k, threads, window, config, True))
+        call.attributes["callee"] = ir.FlatSymbolRefAttr.get(_kernel(module, m, n, k, threads, window, config, True,
+                                                                     row_span))
 
 
 def _attribute_pair(op: ir.Operation, name: str) -> tuple[int, int]:
@@ -295,8 +400,19 @@ def takes_kernel(op: ir.Operation) -> bool:
     return is_zero_fill(op.operands[2])
 
 
+def takes_row_span_kernel(op: ir.Operation) -> bool:
+    """A windowed NHWC convolution of an odd channel count at dilation 1 along the width, of
+    static f32 shapes whose accumulator is a zero fill: the kernel reads it by rows (``RowSpan``)."""
+    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3 or _pointwise_conv(op):
+        return False
+    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    if not all(t.has_static_shape for t in types) or [str(t.element_type) for t in types] != ["f32"] * 3:
+        return False
+    return RowSpan.fits(conv_window(op)) and is_zero_fill(op.operands[2])
+
+
 def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, threads: int,
-                   configs: Mapping[str, KernelConfig] | None = None) -> None:
+                   configs: Mapping[str, KernelConfig] | None = None, *, row_span: bool = False) -> None:
     """Replace ``op`` (``takes_kernel``) by a call of the bf16 kernel for its shape, its B
     operand's values ``weights`` (K x N, or a KHxKWxCxF filter, read as (KH*KW*C) x F;
     rounded to bf16 here) packed for it. A 1x1 stride-1 convolution's pixels are the rows:
@@ -304,26 +420,35 @@ def to_bf16_kernel(module: ir.Operation, op: ir.Operation, weights: np.ndarray, 
     / ``expand_shape``: no copy); another convolution's kernel reads the input itself at
     each pixel's window, and its (N*OH*OW, F) result is expanded the same way. ``configs``:
     kernel configs by default kernel name (tuning records); a kernel not there takes the
-    default config."""
+    default config. ``row_span``: a convolution that ``takes_row_span_kernel``, its input viewed
+    as (N, H, W*C) and its filter's kernel rows padded to whole pairs (``RowSpan``)."""
     conv = op.name != "linalg.matmul"
     window = conv_window(op) if conv and not _pointwise_conv(op) else None
-    weights = weights.reshape(-1, weights.shape[-1])
+    if row_span and not (window is not None and takes_row_span_kernel(op)):
+        raise PipelineError(f"bf16 kernel: {op.name} cannot be read by rows")
+    weights = RowSpan.filter_rows(weights) if row_span else weights.reshape(-1, weights.shape[-1])
     k, n = weights.shape
     lanes = VDPBF16PS.lanes
     with ir.InsertionPoint(op), op.location:
-        if window is not None:
+        if row_span:
+            a, m = collapse(op.operands[0], [[0], [1], [2, 3]]), window.rows
+        elif window is not None:
             a, m = op.operands[0], window.rows
         else:
             a = collapse(op.operands[0], [[0, 1, 2], [3]]) if conv else op.operands[0]
             m = ir.RankedTensorType(a.type).shape[0]
         default = KernelConfig.default(m, n, lanes, threads)
-        config = kernel_config(m, n, lanes, threads, (configs or {}).get(kernel_name(m, n, k, threads, window)))
-        name = _kernel(module, m, n, k, threads, window, config)
+        # Tuning records name a convolution's kernel by its window's KH*KW*C (tuning/kernel_tasks.py,
+        # which sees the call's window, not how the kernel reads it): a rows kernel is looked up so.
+        record_name = kernel_name(m, n, window.depth if row_span else k, threads, window)
+        config = kernel_config(m, n, lanes, threads, (configs or {}).get(record_name))
+        name = _kernel(module, m, n, k, threads, window, config, row_span=row_span)
         packed = core.constant(pack_weights(weights.astype(ml_dtypes.bfloat16), config.vectors * lanes),
                                name="bf16_panels")
         result_type = ir.RankedTensorType.get([m, n], ir.F32Type.get())
         call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [a, packed])
-        call.attributes[KERNEL_ATTRIBUTE] = kernel_settings(threads, window, config, default)
+        call.attributes[KERNEL_ATTRIBUTE] = kernel_settings(
+            threads, window, config, default, **({ROW_SPAN_KEY: ir.UnitAttr.get()} if row_span else {}))
         product = call.results[0]
         if conv:
             product = expand(product, [[0, 1, 2], [3]], ir.RankedTensorType(op.results[0].type).shape)
@@ -363,13 +488,14 @@ def bf16_epilogues_pass(module: ir.Operation, options: Mapping[str, str]) -> Non
             consumer = elementwise_consumer(call)
             if consumer is None:
                 continue
-            m, n, k, threads, window, config, bf16_input = call_geometry(call)
+            m, n, k, threads, window, config, bf16_input, row_span = call_geometry(call)
             padded = padded_destination(consumer)  # None: the kernel returns its own M x N tensor
             into, destination = padded if padded else (None, None)
             fuse_epilogue(module, call, consumer, m, n,
-                          kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input)
+                          kernel_name(m, n, k, threads, window, config, bf16_input=bf16_input, row_span=row_span)
                           + (into.suffix() if into else ""),
                           lambda epilogue, name: kernel_module(m, n, k, threads, window, epilogue, name, public=True,
-                                                               config=config, into=into, bf16_input=bf16_input),
+                                                               config=config, into=into, bf16_input=bf16_input,
+                                                               row_span=row_span),
                           VDPBF16PS.lanes, destination=destination)
     erase_uncalled_kernels(module, KERNEL_PREFIX)

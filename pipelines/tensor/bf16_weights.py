@@ -16,8 +16,9 @@ With ``kernels=1`` (``with_bf16_weights`` sets it for AVX512-BF16 targets), plai
 NHWC convolutions (any window, even channel counts; 1x1 stride-1 ones with any) by such a
 constant become calls of bf16 dot-product kernels instead
 (bf16_matmul.py: ``vdpbf16ps``), which take the weights rounded to bf16 and packed for them.
-A windowed convolution of an odd channel count (3 or more: an RGB stem) takes them on one
-more channel of zeros in its input and filter (graph/even_channels.py).
+A windowed convolution of an odd channel count (an RGB stem) takes them reading its windows
+by kernel rows where its dilation along the width is 1 (bf16_matmul.RowSpan), else (3 or more
+channels) on one more channel of zeros in its input and filter (graph/even_channels.py).
 
 Left alone: non-constant operands, constants that are not f32, and small ones (at most
 ``RESOURCE_THRESHOLD`` elements, biases and scales: nothing to save).
@@ -38,7 +39,7 @@ from ...ir.core import RESOURCE_THRESHOLD
 from ...ir.resources import is_resource_constant, resource_arrays
 from .bf16_activations import BF16_ACTIVATIONS_PASS
 from .fused_attention import with_bf16_products
-from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, to_bf16_kernel
+from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, takes_row_span_kernel, to_bf16_kernel
 from .register_tiles import CONFIGS_OPTION, KernelConfig, parse_kernel_configs
 from .int8_matmul import INT8_EPILOGUE_PASS
 from ..graph.even_channels import odd_channels, with_zero_channel
@@ -104,6 +105,9 @@ def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0,
     widened: dict[int, ir.Value] = {}
     module = function.parent if kernel_threads else None
     for op, index, constant in found:
+        if kernel_threads and index == 1 and takes_row_span_kernel(op):
+            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads, configs, row_span=True)
+            continue
         if kernel_threads and index == 1 and odd_channels(op):
             op = _even_channels_for_kernel(op, np.asarray(arrays[id(constant)]), module, kernel_threads)
             if op is None:

@@ -147,13 +147,13 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilatio
 # This host's CPU (vdpbf16ps where it has AVX512-BF16), and an AVX2 one (the portable dot
 # products, as tests pass kernels=True: what an earlier, AVX2-only host ran).
 @pytest.mark.parametrize("target_text", ["llvm", "llvm -mcpu=znver3"])
-def test_convolutions_take_the_kernel_odd_channels_with_a_zero_one(target_text):
+def test_convolutions_take_the_kernel_odd_channels_by_rows(target_text):
     """A 1x1 stride-1 convolution is a matmul of the pixels (its NHWC input and result viewed
     as rows); a 3x3 padded, a strided 3x3, an unpadded 3x3 and a strided 1x1 one read each
     pixel's window from the input (implicit GEMM); the first, of 3 channels (odd: a pair
-    would straddle two taps), reads a fourth channel of zeros that its spatial zero padding
-    adds (graph/even_channels.py), and its filter one of zeros. Each result is the
-    convolution of the bf16-rounded operands to f32's precision."""
+    would straddle two taps), reads each kernel row's 3x3 = 9 consecutive values of its
+    input as pairs, the ninth alone (bf16_matmul.RowSpan: K = 3 rows x 10), with no channel
+    added. Each result is the convolution of the bf16-rounded operands to f32's precision."""
     rng = np.random.default_rng(4)
     shapes = {"w0": (16, 3, 3, 3), "w1": (24, 16, 1, 1), "w2": (20, 24, 3, 3), "w3": (18, 20, 3, 3),
               "w4": (32, 18, 3, 3), "w5": (32, 32, 1, 1)}
@@ -167,26 +167,29 @@ def test_convolutions_take_the_kernel_odd_channels_with_a_zero_one(target_text):
     simplified = module.ir("simplify")
     assert simplified.count("call @tilecraft_bf16_matmul") == 6
     assert simplified.count("call @tilecraft_bf16_matmul_180x24x16_t") == 1  # 2*9*10 pixels: the pointwise one
-    for shape, window in (("180x16x36", "2x11x12x4_k3x3_s1x1"), ("180x20x216", "2x11x12x24_k3x3_s1x1"),
-                          ("50x18x180", "2x11x12x20_k3x3_s2x2"), ("18x32x162", "2x5x5x18_k3x3_s1x1"),
-                          ("8x32x32", "2x3x3x32_k1x1_s2x2")):
+    for shape, window in (("180x16x30", "2x11x12x3_k3x3_s1x1_d1x1_rows"), ("180x20x216", "2x11x12x24_k3x3_s1x1_d1x1"),
+                          ("50x18x180", "2x11x12x20_k3x3_s2x2_d1x1"), ("18x32x162", "2x5x5x18_k3x3_s1x1_d1x1"),
+                          ("8x32x32", "2x3x3x32_k1x1_s2x2_d1x1")):
         # A kernel whose result a padded convolution reads writes into the pad (``_into...``);
         # one whose input another kernel stored as bf16 reads it so (``_abf16``).
         into = r"(_abf16)?(_into[\dx]+_at[\dx]+)?"
-        assert re.search(rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}_d1x1{into}_epilogue\d+\(", simplified), shape
+        call = rf"call @tilecraft_bf16_matmul_{shape}_t\d+_conv{window}{into}_epilogue\d+\("
+        assert re.search(call, simplified), shape
+    # The rows kernel reads the padded input flat per row: (N, H, W*C), no fourth channel.
+    assert "tensor<2x11x36xf32>" in simplified
     graph_ir = module.ir("graph")
     assert "3x3x3x16x" not in graph_ir  # no filter of 3 channels left, f32 or bf16
-    # The channel joins the spatial padding: one pad of the input to 4 channels, none to 3.
-    assert "tensor<2x11x12x4xf32>" in graph_ir and "tensor<2x11x12x3xf32>" not in graph_ir
+    assert "tensor<2x11x12x4xf32>" not in graph_ir
     assert ("llvm.x86.avx512bf16.dpbf16ps.512" in module.ir("vector")) == target.has_avx512_bf16
     x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
     _check_conv_chain(module, x, weights, layers, bias=("w1", b1))
 
 
 @pytest.mark.parametrize("target_text", ["llvm", "llvm -mcpu=znver3"])
-def test_odd_channels_without_a_spatial_pad_get_a_pad_of_their_own(target_text):
-    """An unpadded strided 3x3 convolution of 5 channels takes the kernel on a zero sixth
-    channel, a pad of its own; a dilated, padded one too."""
+def test_odd_channels_unpadded_by_rows_and_dilated_on_a_zero_channel(target_text):
+    """An unpadded strided 3x3 convolution of 5 channels takes the kernel reading by rows
+    (15 values a kernel row: 7 pairs and one alone), with no pad; a dilated, padded one
+    (its kernel rows' values are not consecutive) on a zero sixth channel."""
     rng = np.random.default_rng(5)
     weights = {"w0": (rng.standard_normal((8, 5, 3, 3)) * 0.3).astype(np.float32)}
     layers = [("w0", 2, 0, 1)]
@@ -195,8 +198,8 @@ def test_odd_channels_without_a_spatial_pad_get_a_pad_of_their_own(target_text):
     pipeline = with_bf16_weights(tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True)
     module = tilecraft.compile(model, target=target, pipeline=pipeline)
     simplified = module.ir("simplify")
-    assert re.search(r"call @tilecraft_bf16_matmul_20x8x54_t\d+_conv1x11x9x6_k3x3_s2x2_d1x1", simplified)
-    assert "tensor<1x11x9x6xf32>" in module.ir("graph")  # the input with its zero channel
+    assert re.search(r"call @tilecraft_bf16_matmul_20x8x48_t\d+_conv1x11x9x5_k3x3_s2x2_d1x1_rows", simplified)
+    assert "tensor<1x11x9x6xf32>" not in module.ir("graph")  # no zero channel
     x = rng.standard_normal((1, 5, 11, 9)).astype(np.float32)
     _check_conv_chain(module, x, weights, layers)
 
@@ -338,3 +341,29 @@ def test_a_padded_destination_the_result_does_not_fit_is_a_pipeline_error():
             kernel_module(63, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 1, 0), (1, 8, 8)))
         assert "_into1x10x10x16_at0x1x1x0" in str(
             kernel_module(64, 16, 16, 1, into=PaddedResult((1, 10, 10, 16), (0, 1, 1, 0), (1, 8, 8))))
+
+
+def test_a_row_span_kernel_reads_no_value_past_its_window():
+    """The rows kernel (bf16_matmul.RowSpan) on 3 channels: a kernel row's 9 values make 4
+    pairs and one value alone, read with a zero, not with the next pixel's first value (whose
+    filter row is zero: 0 * inf would be NaN). An inf in the input then reaches only the
+    outputs whose windows hold it; every other output is the convolution's, finite."""
+    rng = np.random.default_rng(6)
+    w = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+    graph_proto = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 7])], [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+    target = Target.parse("llvm")
+    module = tilecraft.compile(model, target=target, pipeline=with_bf16_weights(
+        tilecraft.cpu_pipeline(target, opt_level=3), target, kernels=True))
+    assert re.search(r"call @tilecraft_bf16_matmul_28x8x30_t\d+_conv1x6x9x3_k3x3_s1x1_d1x1_rows", module.ir("simplify"))
+    x = rng.standard_normal((1, 3, 6, 9)).astype(np.float32)
+    x[0, 0, 2, 4] = np.inf  # channel 0 of pixel (2, 4): the value just past the windows at column 1
+    with np.errstate(invalid="ignore"):
+        expected = _conv_reference(_bf16(x).astype(np.float64), _bf16(w), 1, 0)
+    got = module(x)
+    finite = np.isfinite(expected)
+    assert not finite.all() and finite[0, :, 0:3, 1].all()
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-3, atol=1e-3 * np.abs(expected[finite]).max())

@@ -1,30 +1,57 @@
-// graph/even_channels.py through tilecraft-bf16-weights with kernels=1: a windowed convolution
-// of an odd channel count (3 or more) takes the bf16 kernel on one more channel of zeros, in
-// its filter (packed for the kernel: no 3-channel filter is left) and its input. Where the
-// input is a zero tensor.pad (the spatial padding) that pad grows by the channel; elsewhere
-// a pad of its own adds it. Without kernels nothing changes but the bf16 filter.
+// Convolutions of an odd channel count through tilecraft-bf16-weights with kernels=1. At
+// dilation 1 along the width (bf16_matmul.RowSpan) the kernel reads each kernel row's KW*C
+// consecutive input values as pairs, its input viewed as (N, H, W*C) with no copy and no
+// channel added: K is KH x (KW*C rounded up to even), 3 x 10 for 3 channels, 3 x 16 for 5.
+// Dilated along the width, where a kernel row's values are not consecutive,
+// graph/even_channels.py adds one channel of zeros, in its filter (packed for the kernel: no
+// 3-channel filter is left) and its input: here a pad of its own. Without kernels nothing
+// changes but the bf16 filter.
 // RUN: tilecraft-opt %s --tilecraft-bf16-weights="kernels=1" | FileCheck %s
 // RUN: tilecraft-opt %s --tilecraft-bf16-weights | FileCheck %s --check-prefix=WIDE
+// A tuning record names a rows kernel as tuning/kernel_tasks.py sees its call, by the window's
+// K = KH*KW*C (27 here, not the kernel's 30), and its config applies:
+// RUN: tilecraft-opt %s '--tilecraft-bf16-weights=kernels=1 configs=tilecraft_bf16_matmul_36x8x27_t1_conv1x8x8x3_k3x3_s1x1_d1x1:2.1.12' | FileCheck %s --check-prefix=TUNED
+// TUNED: call @tilecraft_bf16_matmul_36x8x30_t1_conv1x8x8x3_k3x3_s1x1_d1x1_rows_r2v1b12({{.*}}config = array<i64: 2, 1, 12>, row_span
 
 // CHECK-LABEL: func.func @padded
-// CHECK: %[[P:.*]] = tensor.pad %arg0 low[0, 1, 1, 0] high[0, 1, 1, 1]
-// CHECK: tensor<1x6x6x3xf32> to tensor<1x8x8x4xf32>
+// CHECK: %[[P:.*]] = tensor.pad %arg0 low[0, 1, 1, 0] high[0, 1, 1, 0]
+// CHECK: tensor<1x6x6x3xf32> to tensor<1x8x8x3xf32>
 // CHECK-NOT: tensor.pad
-// CHECK: call @tilecraft_bf16_matmul_36x8x36_t1_conv1x8x8x4_k3x3_s1x1_d1x1(%[[P]], %{{.*}}) {{.*}}: (tensor<1x8x8x4xf32>, tensor<1x18x32xbf16>) -> tensor<36x8xf32>
+// CHECK: %[[R:.*]] = tensor.collapse_shape %[[P]] {{\[}}[0], [1], [2, 3]] : tensor<1x8x8x3xf32> into tensor<1x8x24xf32>
+// CHECK: call @tilecraft_bf16_matmul_36x8x30_t1_conv1x8x8x3_k3x3_s1x1_d1x1_rows(%[[R]], %{{.*}}) {tilecraft.bf16_kernel = {row_span, {{.*}}}} : (tensor<1x8x24xf32>, tensor<1x15x32xbf16>) -> tensor<36x8xf32>
 // CHECK-NOT: linalg.conv_2d_nhwc_hwcf
 // CHECK-NOT: 3x3x3x8x
 
 // CHECK-LABEL: func.func @unpadded
-// CHECK: %[[Q:.*]] = tensor.pad %arg0 low[0, 0, 0, 0] high[0, 0, 0, 1]
-// CHECK: tensor<1x7x7x5xf32> to tensor<1x7x7x6xf32>
-// CHECK: call @tilecraft_bf16_matmul_9x8x54_t1_conv1x7x7x6_k3x3_s2x2_d1x1(%[[Q]], %{{.*}})
+// CHECK-NOT: tensor.pad
+// CHECK: %[[Q:.*]] = tensor.collapse_shape %arg0 {{\[}}[0], [1], [2, 3]] : tensor<1x7x7x5xf32> into tensor<1x7x35xf32>
+// CHECK: call @tilecraft_bf16_matmul_9x8x48_t1_conv1x7x7x5_k3x3_s2x2_d1x1_rows(%[[Q]], %{{.*}}) {{.*}} : (tensor<1x7x35xf32>, tensor<1x24x32xbf16>)
 // CHECK-NOT: linalg.conv_2d_nhwc_hwcf
+
+// CHECK-LABEL: func.func @dilated
+// CHECK: %[[D:.*]] = tensor.pad %arg0 low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: tensor<1x7x7x3xf32> to tensor<1x7x7x4xf32>
+// CHECK: call @tilecraft_bf16_matmul_9x8x36_t1_conv1x7x7x4_k3x3_s1x1_d2x2(%[[D]], %{{.*}})
+// CHECK-NOT: linalg.conv_2d_nhwc_hwcf
+
+// The rows kernel: per kernel row (3), its 4 whole pairs at the row's span start plus 2 x the
+// pair, then the ninth value alone (one f32 read and a zero).
+// CHECK-LABEL: func.func private @tilecraft_bf16_matmul_36x8x30_t1_conv1x8x8x3_k3x3_s1x1_d1x1_rows(
+// CHECK-SAME: tensor<1x8x24xf32>
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
+// CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1
+// CHECK: vector.transfer_read {{.*}} {in_bounds = [true]} : tensor<1x8x24xf32>, vector<2xf32>
+// CHECK: scf.yield
+// CHECK: vector.transfer_read {{.*}} {in_bounds = [true]} : tensor<1x8x24xf32>, vector<1xf32>
+// CHECK: vector.from_elements %{{.*}}, %{{.*}} : vector<2xf32>
 
 // WIDE-LABEL: func.func @padded
 // WIDE: tensor<1x6x6x3xf32> to tensor<1x8x8x3xf32>
 // WIDE: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x8x8x3xf32>, tensor<3x3x3x8xf32>)
 // WIDE-LABEL: func.func @unpadded
 // WIDE: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%arg0, %{{.*}} : tensor<1x7x7x5xf32>, tensor<3x3x5x8xf32>)
+// WIDE-LABEL: func.func @dilated
+// WIDE: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%arg0, %{{.*}} : tensor<1x7x7x3xf32>, tensor<3x3x3x8xf32>)
 func.func @padded(%x: tensor<1x6x6x3xf32>) -> tensor<1x6x6x8xf32> {
   %zero = arith.constant 0.0 : f32
   %w = arith.constant dense_resource<w3> : tensor<3x3x3x8xf32>
@@ -46,6 +73,16 @@ func.func @unpadded(%x: tensor<1x7x7x5xf32>) -> tensor<1x3x3x8xf32> {
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x3x8xf32>) -> tensor<1x3x3x8xf32>
   %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
     ins(%x, %w : tensor<1x7x7x5xf32>, tensor<3x3x5x8xf32>) outs(%f : tensor<1x3x3x8xf32>) -> tensor<1x3x3x8xf32>
+  return %y : tensor<1x3x3x8xf32>
+}
+
+func.func @dilated(%x: tensor<1x7x7x3xf32>) -> tensor<1x3x3x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %w = arith.constant dense_resource<w3> : tensor<3x3x3x8xf32>
+  %e = tensor.empty() : tensor<1x3x3x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x3x8xf32>) -> tensor<1x3x3x8xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<2> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x7x7x3xf32>, tensor<3x3x3x8xf32>) outs(%f : tensor<1x3x3x8xf32>) -> tensor<1x3x3x8xf32>
   return %y : tensor<1x3x3x8xf32>
 }
 
