@@ -215,6 +215,26 @@ def disturbed_runners(runners: dict[str, Callable[[], Any]], disturbance: Distur
     return both
 
 
+def random_feeds(model: Any, seed: int = 0) -> "dict[str, Any]":
+    """One seeded random value for each input of the ONNX ``model``: floats from a normal
+    distribution, integers (token ids, positions) in [0, 100), which every suite model's
+    embedding table holds; an unnamed extent (a batch or sequence dimension) is 1."""
+    import numpy as np
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for value in model.graph.input:
+        tensor = value.type.tensor_type
+        shape = [d.dim_value or 1 for d in tensor.shape.dim]
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        if np.issubdtype(dtype, np.integer):
+            feeds[value.name] = rng.integers(0, 100, shape).astype(dtype)
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
 def package_runners(args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
     """onnxruntime (``args.threads`` threads, where installed) and each ``LABEL=PACKAGE`` of
     ``args.packages`` on one random input; each package's output is checked against
@@ -223,8 +243,11 @@ def package_runners(args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
 
     from tilecraft.runtime.package import load_module
 
+    import onnx
+
     runners: dict[str, Callable[[], Any]] = {}
     reference = None
+    feeds = random_feeds(onnx.load(args.model, load_external_data=False))
     try:
         import onnxruntime
     except ImportError:  # a machine with the packages' runtime only: the packages against each other
@@ -233,25 +256,19 @@ def package_runners(args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = args.threads
         session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
-        shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
-        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-        feed = {session.get_inputs()[0].name: x}
-        reference = session.run(None, feed)[0]
-        runners["onnxruntime"] = lambda: session.run(None, feed)
+        reference = session.run(None, feeds)[0]
+        runners["onnxruntime"] = lambda: session.run(None, feeds)
     for item in args.packages:
         label, _, path = item.partition("=")
         if not path:
             raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
         module = load_module(path)
-        if reference is None:
-            shape = module.input_shapes[0] if hasattr(module, "input_shapes") else args.shape
-            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-        out = module(x)
+        out = module(**feeds)
         out = np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
         if reference is None:
             reference = out
         print(f"{label}: largest difference from the reference {float(np.abs(out - reference).max()):.3g}")
-        runners[label] = lambda module=module, x=x: module(x)
+        runners[label] = lambda module=module: module(**feeds)
     return runners
 
 
@@ -355,9 +372,7 @@ def kernels_main(args: argparse.Namespace) -> None:
     from tilecraft.runtime.package import load
 
     model = onnx.load(args.model, load_external_data=False)
-    rng = np.random.default_rng(0)
-    feeds = {i.name: rng.standard_normal([d.dim_value or 1 for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-             for i in model.graph.input}
+    feeds = random_feeds(model)
     packages = {}
     for item in args.packages:
         label, _, path = item.partition("=")
@@ -434,16 +449,12 @@ def main(argv: list[str] | None = None) -> None:
     disturb.add_argument("--sleep-ms", type=float, default=2.0)
     disturb.add_argument("--rounds", type=int, default=9, help="alternating blocks per runtime and state")
     disturb.add_argument("--sample-s", type=float, default=0.1, help="seconds per timed block")
-    disturb.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
-                         help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
     calls = commands.add_parser("calls", help="packages and onnxruntime: median, fastest and 10th-percentile call")
     calls.add_argument("model", help="the ONNX model the packages were compiled from")
     calls.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
     calls.add_argument("--threads", type=int, default=2, help="onnxruntime's threads (the packages' are theirs)")
     calls.add_argument("--rounds", type=int, default=15, help="alternating blocks per runtime")
     calls.add_argument("--sample-s", type=float, default=0.15, help="seconds per timed block")
-    calls.add_argument("--shape", type=lambda text: [int(d) for d in text.split(",")], default=[1, 3, 224, 224],
-                       help="the input's shape where onnxruntime is not installed (default 1,3,224,224)")
     kernels = commands.add_parser("kernels", help="packages compiled with --profile: per-kernel minima, "
                                                   "summed per name prefix")
     kernels.add_argument("model", help="the ONNX model the packages were compiled from")

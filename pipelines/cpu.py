@@ -44,8 +44,8 @@ def cpu_pipeline(target: "Target | str" = "llvm", *, opt_level: int = 0,
     (``keep-kernels=0``); by default each distinct kernel stays one function through
     bufferization and LLVM (schedule/repeated_kernels.py).
     """
-    graph_elements = graph_pass_elements(opt_level)
     target = Target.parse(target)
+    graph_elements = graph_pass_elements(opt_level, lanes=target.vector_bits // 32)
     threads = target.num_threads
     if offload:
         # Backends match linalg.matmul and 1x1 convolutions: weights left in their layout,

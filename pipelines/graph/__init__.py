@@ -47,8 +47,9 @@ from ...errors import OptionError
 OPT_LEVELS = (0, 1, 2, 3)
 
 
-def graph_pass_elements(opt_level: int) -> list[str]:
-    """The graph stage's pass elements at ``opt_level`` (table in the module docstring)."""
+def graph_pass_elements(opt_level: int, lanes: int = 8) -> list[str]:
+    """The graph stage's pass elements at ``opt_level`` (table in the module docstring), for
+    a target of ``lanes`` f32 vector lanes (padded convolution filters: padded_extents.py)."""
     if opt_level not in OPT_LEVELS:
         raise OptionError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     elements: list[str] = []
@@ -66,7 +67,7 @@ def graph_pass_elements(opt_level: int) -> list[str]:
         elements += ["tilecraft-contraction-operand-layout"]
         # After the operand layout (B read (K, N)), before the panels (which then pack the
         # padded columns) and the folder (which pads constant weights).
-        elements += ["tilecraft-pad-matmul-extents"]
+        elements += [f"tilecraft-pad-matmul-extents{{lanes={lanes}}}"]
     if opt_level >= 3:
         # Constant weights as column panels, packed by the folder (weight_panels.py).
         elements += ["tilecraft-pack-weight-panels"]

@@ -42,7 +42,7 @@ from mlir.dialects import linalg, tensor
 from ...ir.maps import indexing_maps
 from ...ir import core
 from ..ir_queries import defined_functions, fresh_init, static_f32_tensors
-from ..passes import bool_option, register_pass
+from ..passes import bool_option, positive_int_option, register_pass
 from .constant_folding import ConstantAnalysis
 from .weight_panels import PANEL_COLUMNS, plain_matmul
 
@@ -109,15 +109,24 @@ def needs_column_padding(columns: int) -> bool:
     return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
 
 
-def padded_filters(filters: int) -> int:
-    """The output channels an NHWC convolution with ``filters`` constant filters computes:
-    ``filters`` where it is a multiple of 8 (whole 8-lane vectors) or at most 8, else the
-    next multiple of 16 (two-vector register tiles) or, where that costs more than
+def padded_filters(filters: int, lanes: int = 8) -> int:
+    """The output channels an NHWC convolution with ``filters`` constant filters computes
+    on a target of ``lanes`` f32 lanes: ``filters`` where it is a multiple of 8 (whole 8-lane
+    vectors) or at most 8; else, on 16 lanes, the next multiple of 16; else the next
+    multiple of 16 (two-vector register tiles) or, where that costs more than
     :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
     of the channels only (schedule/plan.py, ``conv_register_tile``): 71 filters (a prime)
-    took 1-lane tiles, and a 37 -> 71 3x3 layer ran far behind onnxruntime (round 17)."""
+    took 1-lane tiles, and a 37 -> 71 3x3 layer ran far behind onnxruntime (round 17).
+
+    Why 16 on 16 lanes whatever the padding costs in flops: an 8-lane FMA issues as one
+    instruction as a 16-lane one does, so a multiple of 16 never runs more vector FMAs
+    than a multiple of 8 (71 filters: 5 vectors of 16 against 9 of 8). Padded to 72, that
+    37 -> 71 layer ran on 8-lane vectors at about 60 % of onnxruntime's rate
+    (docs/performance.md, "Odd filter counts on 16 lanes")."""
     if filters <= 8 or filters % 8 == 0:
         return filters
+    if lanes >= 16:
+        return _round_up(filters, 16)
     for multiple in (16, 8):
         if _cheap(filters, multiple):
             return _round_up(filters, multiple)
@@ -175,8 +184,9 @@ def _operand_at(value: ir.Value, shape: list[int], padded: dict[ir.Value, Padded
 class _ExtentPadder:
     """One function's rewrite: padded stand-ins for original values, built in program order."""
 
-    def __init__(self, pad_rows: bool) -> None:
+    def __init__(self, pad_rows: bool, lanes: int) -> None:
         self.pad_rows = pad_rows
+        self.lanes = lanes
         self.padded: dict[ir.Value, Padded] = {}
         self.replaced: list[ir.Operation] = []
         self.constants = ConstantAnalysis()
@@ -224,7 +234,7 @@ class _ExtentPadder:
         if not static_f32_tensors(op.operands) or x in self.padded:
             return None
         filters = _shape(w)[3]
-        padded = padded_filters(filters)
+        padded = padded_filters(filters, self.lanes)
         if padded == filters or not self.constants.value_is_constant(w):
             return None
         with ir.InsertionPoint(op), op.location:
@@ -351,12 +361,14 @@ class _ExtentPadder:
     "tilecraft-pad-matmul-extents",
     "Matmuls whose rows (or, with constant weights, columns) have no good register tile "
     "computed on padded extents; the slice back moves past elementwise and row-wise ops",
-    options={"pad-rows": "pad rows too (default: PAD_ROWS, off: the schedule peels partial row tiles)"},
+    options={"pad-rows": "pad rows too (default: PAD_ROWS, off: the schedule peels partial row tiles)",
+             "lanes": "the target's f32 vector lanes, which choose a convolution's padded filters (default 8)"},
 )
 def pad_matmul_extents_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     pad_rows = bool_option("pad-rows", options["pad-rows"]) if "pad-rows" in options else PAD_ROWS
+    lanes = positive_int_option("lanes", options["lanes"]) if "lanes" in options else 8
     for function in defined_functions(module):
-        padder = _ExtentPadder(pad_rows)
+        padder = _ExtentPadder(pad_rows, lanes)
         for block in function.regions[0].blocks:
             for op in list(block.operations):
                 padder.visit(op.operation)

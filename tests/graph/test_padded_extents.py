@@ -139,11 +139,20 @@ def test_conv_filters_padded_to_whole_vectors(filters, computed):
     assert padded_filters(filters) == computed
 
 
+@pytest.mark.parametrize("filters,computed", [(71, 80), (37, 48), (131, 144), (1000, 1000), (72, 72),
+                                              (5, 5), (8, 8), (20, 32), (1001, 1008), (100, 112)])
+def test_conv_filters_on_16_lanes_padded_to_16(filters, computed):
+    # An 8-lane FMA is one instruction as a 16-lane one is: 71 filters as 5 vectors of 16,
+    # not 9 of 8, whatever the padding adds in flops. Multiples of 8 stay as they are.
+    assert padded_filters(filters, lanes=16) == computed
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_conv_chain_with_prime_channels_runs_on_padded_filters(monkeypatch, threads):
     """3 -> 37 -> 71 channels (primes) through Conv, BatchNormalization (folded into the
     padded filter) and ReLU, then a 3x3 conv reading the 71 real channels: each conv
-    computes whole vectors of filters (40, 72) and slices back after its epilogue."""
+    computes whole vectors of filters (40, 72 on AVX2's 8 lanes, 48, 80 on 16) and slices
+    back after its epilogue."""
     rng = np.random.default_rng(4)
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
              helper.make_node("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"]),
@@ -158,6 +167,7 @@ def test_conv_chain_with_prime_channels_runs_on_padded_filters(monkeypatch, thre
                     "var": rng.uniform(0.5, 2, 37).astype(np.float32),
                     "w2": (rng.standard_normal((71, 37, 3, 3)) / 18).astype(np.float32)})
     graph_ir = _check(model, {"x": rng.standard_normal((1, 3, 29, 29)).astype(np.float32)}, threads, monkeypatch)
-    assert "x40xf32>" in graph_ir and "x72xf32>" in graph_ir
+    lanes = tilecraft.Target.parse("llvm").vector_bits // 32
+    assert f"x{padded_filters(37, lanes)}xf32>" in graph_ir and f"x{padded_filters(71, lanes)}xf32>" in graph_ir
     # The batch norm folded into the padded filter: a bias add and two ReLUs are left.
     assert graph_ir.count("linalg.generic") == 3

@@ -2,7 +2,19 @@
 // have no whole vector (71, a prime) gets zero filters up to 72 (80 would add more than an
 // eighth); the bias add and ReLU run on the 72 channels and the slice back to 71 comes last.
 // An input filter (its padding would be a copy per call) and 64 or 5 filters are left alone.
+// On 16 lanes the 71 filters take 80 (5 vectors of 16, not 9 of 8: an 8-lane FMA is one
+// instruction as a 16-lane one is).
 // RUN: tilecraft-opt %s --tilecraft-pad-matmul-extents --canonicalize | FileCheck %s
+// RUN: tilecraft-opt %s --tilecraft-pad-matmul-extents="lanes=16" --canonicalize | FileCheck %s --check-prefix=LANES16
+// RUN: not tilecraft-opt %s --tilecraft-pad-matmul-extents="lanes=0" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// LANES16-LABEL: func.func @prime_filters
+// LANES16: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 0, 9]
+// LANES16: linalg.conv_2d_nhwc_hwcf {{.*}} outs(%{{.*}} : tensor<1x25x25x80xf32>)
+// LANES16: tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 25, 25, 71] [1, 1, 1, 1] : tensor<1x25x25x80xf32> to tensor<1x25x25x71xf32>
+// LANES16-LABEL: func.func @left
+// LANES16-NOT: tensor.pad
+// BAD: option lanes must be a positive integer
 
 // CHECK-LABEL: func.func @prime_filters
 // CHECK: %[[W:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 0, 1]
