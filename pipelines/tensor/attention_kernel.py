@@ -54,6 +54,7 @@ from mlir import ir
 from mlir.dialects import arith, func, scf, tensor, vector
 from mlir.dialects import math as mlir_math
 
+from ...errors import InternalError
 from ...ir import core, kernels
 
 # f32 lanes of the kernel's vectors unless the pass is told the target's (``lanes``): 16, a
@@ -258,7 +259,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     blocks that meet its rows' ranges. ``bf16``: Q K^T and p @ V as bf16 dot products
     (``bf16_products``; 16 lanes, not blocked)."""
     if bf16 and not bf16_products_apply(shape):
-        raise ValueError(f"bf16 products need {BF16_LANES}-lane vectors and a kernel that is not blocked, "
+        raise InternalError(f"bf16 products need {BF16_LANES}-lane vectors and a kernel that is not blocked, "
                          f"got {shape.lanes} lanes")
     b, m, n, d, dv, lanes = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth, shape.lanes
     kb, np_ = shape.key_block, shape.padded_keys
@@ -271,7 +272,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     dynamic = ir.ShapedType.get_dynamic_size()
     q_type = q_view.tensor_type if q_view else ir.RankedTensorType.get([b, m, d], f32)
     if k_view is not None and not (bf16 and k_view_applies(shape, k_view)):
-        raise ValueError("K read through its view needs bf16 products, D a multiple of 32, unpadded keys "
+        raise InternalError("K read through its view needs bf16 products, D a multiple of 32, unpadded keys "
                          "and D innermost in the view's source")
     kt_type = k_view.tensor_type if k_view else ir.RankedTensorType.get([b, d, np_], f32)
     v_type = v_view.tensor_type if v_view else ir.RankedTensorType.get([b, np_, dv], f32)
