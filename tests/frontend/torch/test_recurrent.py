@@ -1,0 +1,91 @@
+"""nn.LSTM, nn.GRU and nn.RNN through the torch route (frontend/torch/ops/recurrent.py: the
+ATen ops imported whole, as the ONNX route's time loop) against eager PyTorch: 1-2 layers,
+bidirectional, batch_first or not, with and without initial states and biases, dropout in
+eval mode; projections refused by name."""
+
+from __future__ import annotations
+
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.errors import TorchImportError
+from tilecraft.frontend.torch.export import export
+
+from torch_testing import check
+
+# torch.export warns that nn.RNNBase assigns its flat weights while tracing (its own code)
+pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes")
+
+LAYERS = {
+    "lstm": lambda **kw: torch.nn.LSTM(5, 6, **kw),
+    "gru": lambda **kw: torch.nn.GRU(5, 6, **kw),
+    "rnn_tanh": lambda **kw: torch.nn.RNN(5, 6, **kw),
+    "rnn_relu": lambda **kw: torch.nn.RNN(5, 6, nonlinearity="relu", **kw),
+}
+
+
+class WithStates(torch.nn.Module):
+    """The layer called with initial states (h0, and c0 for an LSTM), all its outputs returned."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor) -> tuple:
+        if isinstance(self.layer, torch.nn.LSTM):
+            y, (h, c) = self.layer(x, (h0, c0))
+            return y, h, c
+        y, h = self.layer(x, h0)
+        return y, h
+
+
+def _inputs(layers: int, directions: int, batch_first: bool, seq: int = 7, batch: int = 3) -> tuple:
+    torch.manual_seed(1)
+    x = torch.randn(batch, seq, 5) if batch_first else torch.randn(seq, batch, 5)
+    states = torch.randn(layers * directions, batch, 6), torch.randn(layers * directions, batch, 6)
+    return x, *states
+
+
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_one_layer_no_states_matches_eager(kind):
+    torch.manual_seed(0)
+    x, _, _ = _inputs(1, 1, batch_first=False)
+    check(LAYERS[kind](), x)
+
+
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_two_layers_bidirectional_batch_first_with_states_matches_eager(kind):
+    torch.manual_seed(0)
+    layer = LAYERS[kind](num_layers=2, bidirectional=True, batch_first=True)
+    check(WithStates(layer), *_inputs(2, 2, batch_first=True))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_no_biases_and_dropout_in_eval_mode(kind):
+    """Dropout between layers is off in eval mode: the result is eager's."""
+    torch.manual_seed(0)
+    x, _, _ = _inputs(2, 1, batch_first=False)
+    check(LAYERS[kind](num_layers=2, bias=False, dropout=0.4), x)
+
+
+def test_unbatched_input():
+    torch.manual_seed(0)
+    check(torch.nn.LSTM(5, 6, bidirectional=True), torch.randn(7, 5))
+
+
+def test_the_ops_are_kept_whole():
+    """No cell per step: the exported program calls aten.lstm once for two layers."""
+    torch.manual_seed(0)
+    program = export(torch.nn.LSTM(5, 6, num_layers=2).eval(), (torch.randn(30, 2, 5),))
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert targets.count("aten.lstm.input") == 1
+    assert not any("sigmoid" in t or "mm" in t for t in targets)
+
+
+def test_projection_is_refused_by_name():
+    torch.manual_seed(0)
+    module = torch.nn.LSTM(5, 6, proj_size=3).eval()
+    with pytest.raises(TorchImportError, match="proj_size"):
+        tilecraft.torch.compile(module, (torch.randn(7, 2, 5),))
