@@ -6,6 +6,7 @@ eval mode; projections refused by name."""
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,7 +14,7 @@ import tilecraft
 from tilecraft.errors import TorchImportError
 from tilecraft.frontend.torch.export import export
 
-from torch_testing import check
+from torch_testing import Lambda, check
 
 # torch.export warns that nn.RNNBase assigns its flat weights while tracing (its own code)
 pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes")
@@ -89,3 +90,56 @@ def test_projection_is_refused_by_name():
     module = torch.nn.LSTM(5, 6, proj_size=3).eval()
     with pytest.raises(TorchImportError, match="proj_size"):
         tilecraft.torch.compile(module, (torch.randn(7, 2, 5),))
+
+
+def test_weights_computed_at_run_time():
+    """Weights that are inputs, not parameters: the gate reordering runs in the compiled code."""
+    torch.manual_seed(0)
+    layer = torch.nn.GRU(5, 6)
+    weights = [p.detach().clone() for p in layer.parameters()]
+
+    def run(x, h0, *params):
+        return torch.gru(x, h0, list(params), True, 1, 0.0, False, False, False)
+
+    x, h0, _ = _inputs(1, 1, batch_first=False)
+    check(run, x, h0[:1], *weights)
+
+
+def test_dropout_in_training_mode_is_refused():
+    """aten.lstm with train=True draws dropout masks between layers: refused by name, not
+    computed without them."""
+    torch.manual_seed(0)
+    layer = torch.nn.LSTM(5, 6, num_layers=2)
+    weights = [p.detach() for p in layer.parameters()]
+    x, h0, c0 = _inputs(2, 1, batch_first=False)
+
+    def run(x, h0, c0):
+        return torch.lstm(x, (h0, c0), weights, True, 2, 0.5, True, False, False)[0]
+
+    with pytest.raises(TorchImportError, match="dropout"):
+        tilecraft.torch.compile(Lambda(run).eval(), (x, h0, c0))
+
+
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_onnx_export_of_the_same_layers_matches_onnxruntime(kind):
+    """The ONNX route on the same variants: torch.onnx's LSTM/GRU/RNN nodes (two layers,
+    both directions, batch first, initial states), compiled against onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    import io
+
+    torch.manual_seed(0)
+    module = WithStates(LAYERS[kind](num_layers=2, bidirectional=True, batch_first=True)).eval()
+    inputs = _inputs(2, 2, batch_first=True)
+    buffer = io.BytesIO()
+    torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version=17,
+                      input_names=["x", "h0", "c0"])
+    proto = onnx.load_from_string(buffer.getvalue())
+    feeds = {i.name: t.numpy() for i, t in zip(proto.graph.input, inputs)}
+    session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    got = tilecraft.compile(proto)(**feeds)
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
