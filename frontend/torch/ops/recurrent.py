@@ -59,6 +59,9 @@ def _recurrent(ctx: OpContext, op: str, activation: str | None, x: Any, states: 
         raise OperandError(f"{op} on {dtype} is not supported (float types only)")
     if len(_shape(x)) != 3:
         raise OperandError(f"{op} takes a 3-D input (batched), got rank {len(_shape(x))}")
+    if None in _shape(x):
+        raise OperandError(f"{op} on an input of dynamic shape {_shape(x)} is not supported: the time "
+                           "loop stacks per-step outputs of static extents")
     if train and dropout > 0:
         raise OperandError(f"{op} with dropout={dropout} in training mode is not supported (inference only)")
     directions = 2 if bidirectional else 1

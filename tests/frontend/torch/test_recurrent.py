@@ -143,3 +143,14 @@ def test_onnx_export_of_the_same_layers_matches_onnxruntime(kind):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_batch_is_refused_by_name():
+    """The time loop stacks per-step outputs of static extents: a dynamic batch is a typed
+    error naming the op (the decomposed cells crashed the MLIR bindings before)."""
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    module = torch.nn.LSTM(5, 6, batch_first=True).eval()
+    with pytest.raises(TorchImportError, match="LSTM on an input of dynamic shape"):
+        tilecraft.torch.compile(module, (torch.randn(2, 7, 5),), dynamic_shapes=({0: Dim("batch", min=2, max=8)},))
