@@ -3,8 +3,8 @@ layer is the time loop ONNX's LSTM/GRU/RNN import to (``frontend/recurrent.py``)
 GEMM over all steps and one ``scf.for`` over time per direction.
 
 Why whole (export.py keeps these ops out of the decomposition table): torch's decomposition
-unrolls ``nn.LSTM`` into one cell of small kernels per time step and layer, which compiled
-to 2.67x eager's time on the suite LSTM and took 20 s (docs/torch.md).
+unrolls ``nn.LSTM`` into one cell of small kernels per time step and layer: a long compile
+and slower code than eager (docs/performance.md, "Recurrent layers through the torch route").
 
 PyTorch's conventions become ONNX's here, as nodes the ONNX importer folds for constant
 weights: gate rows reordered (LSTM i f g o -> i o f c, GRU r z n -> z r h), each direction's
