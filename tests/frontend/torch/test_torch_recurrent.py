@@ -154,3 +154,21 @@ def test_dynamic_batch_is_refused_by_name():
     module = torch.nn.LSTM(5, 6, batch_first=True).eval()
     with pytest.raises(TorchImportError, match="LSTM on an input of dynamic shape"):
         tilecraft.torch.compile(module, (torch.randn(2, 7, 5),), dynamic_shapes=({0: Dim("batch", min=2, max=8)},))
+
+
+def test_a_saved_program_compiles_through_the_same_decomposition(tmp_path):
+    """A .pt2 file (frontend/loader.py) is decomposed as tilecraft.torch.compile does: the LSTM
+    stays one op (its IR names the loop's Scan), and the result is eager's."""
+    from tilecraft.frontend.loader import exported_program_bytecode
+
+    torch.manual_seed(0)
+    module = torch.nn.LSTM(5, 6, num_layers=2).eval()
+    x, _, _ = _inputs(2, 1, batch_first=False)
+    path = tmp_path / "lstm.pt2"
+    torch.export.save(torch.export.export(module, (x,)), str(path))
+    assert b"Scan" in exported_program_bytecode(torch.export.load(str(path)))
+    got = tilecraft.compile(str(path))(x.numpy())
+    with torch.no_grad():
+        want = module(x)
+    for g, w in zip(got, torch.utils._pytree.tree_leaves(want)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
