@@ -82,18 +82,20 @@ class GraphBuilder:
     def name(self, hint: str) -> str:
         return f"{self.prefix}{hint}_{next(_COUNTER)}"
 
-    def const(self, value, dtype=None) -> str:
+    def const(self, value: object, dtype: np.dtype | type | None = None) -> str:
         name = self.name("c")
         array = np.asarray(value, dtype=dtype or self.dtype)
         self.initializers.append(onnx.numpy_helper.from_array(array, name))
         return name
 
-    def op(self, op_type: str, inputs: list[str], outputs: int = 1, nodes=None, **attributes) -> list[str]:
+    def op(self, op_type: str, inputs: list[str], outputs: int = 1, nodes: list | None = None,
+           **attributes: object) -> list[str]:
+        """A node of ``op_type`` appended to ``nodes`` (a body graph's) or to the outer graph."""
         names = [self.name(op_type.lower()) for _ in range(outputs)]
         (self.nodes if nodes is None else nodes).append(helper.make_node(op_type, inputs, names, **attributes))
         return names
 
-    def one(self, op_type: str, inputs: list[str], nodes=None, **attributes) -> str:
+    def one(self, op_type: str, inputs: list[str], nodes: list | None = None, **attributes: object) -> str:
         return self.op(op_type, inputs, 1, nodes, **attributes)[0]
 
     def ints(self, values: list[int]) -> str:
@@ -109,7 +111,7 @@ class GraphBuilder:
                                  self.initializers)
 
 
-def _activation(b: GraphBuilder, nodes: list, name: str, alpha, beta, x: str) -> str:
+def _activation(b: GraphBuilder, nodes: list, name: str, alpha: float, beta: float, x: str) -> str:
     if name in _SIMPLE:
         return b.one(name, [x], nodes)
     if name in _WITH_ALPHA:
