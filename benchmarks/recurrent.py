@@ -1,6 +1,8 @@
-"""Recurrent ops against onnxruntime: a small speech-style model (issue #22).
+"""Recurrent ops against onnxruntime: a small speech-style model (issue #22); with
+``--torch``, the public suite's LSTM through ``tilecraft.torch.compile`` against eager (issue #43).
 
     .venv/bin/python benchmarks/recurrent.py [--frames 40] [--batch 2] [--rounds 60]
+    .venv/bin/python benchmarks/recurrent.py --torch [--threads 1] [--rounds 15]
 
 The model: ``frames`` x ``batch`` x 13 MFCC features -> bidirectional LSTM(32) -> GRU(24) ->
 MatMul(10) -> Softmax, random weights, built here in ONNX. tilecraft lowers LSTM/GRU to one
@@ -9,6 +11,12 @@ input projection over all time steps and a loop over time of the recurrent matmu
 median over alternating rounds of wall time (both runtimes with their default threads) and of
 CPU time with one thread each (TILECRAFT_NUM_THREADS=1 is set here; onnxruntime gets
 intra_op_num_threads=1), and the ratios tilecraft / onnxruntime.
+
+``--torch``: benchmarks/held_out.py's two-layer LSTM (batch 1, 50 frames, hidden 256), which
+``aten.lstm`` imports whole (frontend/torch/ops/recurrent.py): the compile's wall and CPU
+seconds, then eager and the compiled module timed in one process, calls alternating
+(runtime/timing.py's ``alternating``), with ``--threads`` threads each: CPU time of the
+calling thread at one thread, wall time at more.
 """
 
 from __future__ import annotations
@@ -58,6 +66,41 @@ def speech_model(frames: int, batch: int, mfcc: int = 13, seed: int = 0) -> onnx
     return model
 
 
+def torch_lstm(threads: int, rounds: int) -> None:
+    """The suite LSTM through the torch route against eager (see the module docstring)."""
+    import resource
+    import sys
+    import warnings
+    from pathlib import Path
+
+    import torch
+
+    from tilecraft.runtime.timing import CLOCKS, alternating
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from held_out import lstm  # noqa: E402  (the suite's model)
+
+    warnings.filterwarnings("ignore", message="The tensor attributes")  # nn.RNNBase's own, while tracing
+    torch.set_num_threads(threads)
+    module, inputs = lstm()
+    module.eval()
+    usage = lambda: sum(getattr(resource.getrusage(resource.RUSAGE_SELF), f) for f in ("ru_utime", "ru_stime"))  # noqa: E731
+    wall, cpu = time.perf_counter(), usage()
+    compiled = tilecraft.torch.compile(module, inputs, keep_ir=False, verbose=False)
+    wall, cpu = time.perf_counter() - wall, usage() - cpu
+    with torch.no_grad():
+        np.testing.assert_allclose(compiled(*inputs).numpy(), module(*inputs).numpy(), rtol=1e-4, atol=1e-5)
+        clock = CLOCKS["thread_cpu" if threads == 1 else "wall"]
+        times = alternating({"eager": lambda: module(*inputs), "tilecraft.torch": lambda: compiled(*inputs)},
+                            rounds, clock=clock)
+    print(f"suite LSTM (2 layers x 256, 50 frames, batch 1) through tilecraft.torch.compile, {threads} thread(s), "
+          f"outputs match eager; load average {os.getloadavg()[0]:.1f}")
+    print(f"  compile: {wall:.1f} s wall, {cpu:.1f} s CPU")
+    print(f"  {'thread CPU' if threads == 1 else 'wall'} per call: eager {times['eager'] * 1e3:.3f} ms, "
+          f"tilecraft.torch {times['tilecraft.torch'] * 1e3:.3f} ms, "
+          f"ratio {times['tilecraft.torch'] / times['eager']:.2f}")
+
+
 def main() -> None:
     # Here, not at import: tests import this module for its model builder, and the
     # setting would leak into every later test of their process. Read when the
@@ -67,7 +110,13 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=40)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--torch", action="store_true", help="the suite LSTM through tilecraft.torch against eager")
+    parser.add_argument("--threads", type=int, default=1, help="threads of each runtime (--torch)")
     args = parser.parse_args()
+    if args.torch:
+        os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)
+        torch_lstm(args.threads, args.rounds)
+        return
     model = speech_model(args.frames, args.batch)
     x = np.random.default_rng(1).standard_normal((args.frames, args.batch, 13)).astype(np.float32)
     options = onnxruntime.SessionOptions()

@@ -359,10 +359,13 @@ def read_exported_program(path: Path) -> Any:
 
 
 def exported_program_bytecode(program: Any) -> bytes:
-    """The MLIR bytecode of an exported program (imported in a context of its own)."""
+    """The MLIR bytecode of an exported program (imported in a context of its own),
+    decomposed as ``tilecraft.torch.compile`` decomposes (frontend/torch/export.py: the ops
+    the importer keeps whole, ``linear``, the random and recurrent ops, stay whole)."""
     from .torch import import_exported
+    from .torch.export import decompose
 
-    module = import_exported(program.run_decompositions())
+    module = import_exported(decompose(program))
     buffer = io.BytesIO()
     module.operation.write_bytecode(buffer)
     return buffer.getvalue()

@@ -73,7 +73,7 @@ SUB_BYTE_OPS = frozenset({
 class GraphImporter:
     """Imports one ONNX graph into a function of ``module``."""
 
-    def __init__(self, proto: onnx.ModelProto, module: ir.Module, source_name: str) -> None:
+    def __init__(self, proto: onnx.ModelProto, module: ir.Module | None, source_name: str) -> None:
         self.proto = proto
         self.graph = proto.graph
         self.module = module
@@ -308,6 +308,20 @@ class GraphImporter:
                 f"the node has {len(node.output)}"
             )
         return outputs
+
+
+def import_graph_here(graph: onnx.GraphProto, bindings: Mapping[str, object], *, opset: int,
+                      label: str) -> list:
+    """Import the nodes of ``graph`` (a synthesized ONNX graph at ``opset``) at the current
+    insertion point and return its outputs (SSA values or arrays).
+
+    ``bindings`` gives the values of the names the graph reads but does not define (SSA
+    tensors or arrays, which fold as a model's initializers do). Why: another frontend
+    reuses a computation written once as ONNX nodes: ``aten.lstm`` imports the same time
+    loop as ONNX's LSTM (frontend/recurrent.py). Errors are the ONNX importer's
+    (``ModelImportError`` naming ``label``)."""
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    return GraphImporter(model, module=None, source_name=label).import_subgraph(graph, bindings, label)
 
 
 def import_model(

@@ -86,13 +86,21 @@ def _random_ops_kept() -> Iterator[None]:
         yield
 
 
+# Recurrent layers the importer keeps whole (ops/recurrent.py); their packed-sequence
+# overloads (``.data``) are decomposed as before.
+_RECURRENT_OPS = (torch.ops.aten.lstm.input, torch.ops.aten.gru.input, torch.ops.aten.rnn_tanh.input,
+                  torch.ops.aten.rnn_relu.input)
+
+
 def _core_decompositions() -> Any:
     """torch's core ATen table without the random ops the importer keeps whole
     (frontend/torch/ops/random.py): a decomposition such as ``bernoulli`` -> ``rand_like(p) < p``
     draws another stream than the kernel eager runs, so seeds would no longer match eager;
-    and without ``linear``, imported as the ONNX exporter writes it (ops/nn.py says why)."""
+    without ``linear``, imported as the ONNX exporter writes it (ops/nn.py says why); and
+    without the recurrent layers, imported as one time loop each instead of one cell per
+    step (ops/recurrent.py says why)."""
     table = torch.export.default_decompositions()
-    for target in (*random_ops.overloads(), torch.ops.aten.linear.default):
+    for target in (*random_ops.overloads(), torch.ops.aten.linear.default, *_RECURRENT_OPS):
         if target in table:
             table.pop(target)
     return table

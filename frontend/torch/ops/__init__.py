@@ -9,6 +9,7 @@ from . import histogram  # noqa: F401  (histogram, histogramdd)
 from . import embedding_bag  # noqa: F401  (nn.functional.embedding_bag)
 from . import antialias, resize  # noqa: F401  (antialiased bilinear upsampling, resize_)
 from . import hashing  # noqa: F401  (hash_tensor)
+from . import recurrent  # noqa: F401  (lstm, gru, rnn_tanh, rnn_relu: one time loop each)
 from .table import ATEN_OPS
 
 __all__ = ["ATEN_OPS"]
