@@ -221,6 +221,32 @@ def _transpose(rows: list[ir.Value]) -> list[ir.Value]:
     return rows
 
 
+def _larger(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a > b ? a : b``: the max as one ``vmaxps`` / ``maxss``. Why not ``arith.maximumf``:
+    its NaN and signed-zero rules lowered to five dependent instructions per max (a mask
+    move, two blends, the max, an unordered compare), on the online softmax's critical path
+    between a key block's scores and its ``p @ V``. A NaN score still reaches the output:
+    the max may drop it, but ``exp(NaN - max)`` is NaN, and so are the row's sum and output,
+    as with the unfused softmax."""
+    return arith.select(arith.cmpf(arith.CmpFPredicate.OGT, a, b), a, b)
+
+
+def _butterfly(value: ir.Value, combine) -> ir.Value:
+    """Every lane of the 1-D vector ``value`` (a power of two lanes) set to ``combine`` of all
+    its lanes: log2(lanes) rounds, each combining the vector with itself shuffled so that lane
+    i meets lane i xor b. Why: ``vector.reduction``'s f32 add keeps the sequential order (16
+    dependent scalar adds at 16 lanes) and its max the NaN rules of ``maximumf``; a key
+    block's max and sum are on the path from its scores to its ``p @ V``, and 4 shuffles and
+    4 vector ops are a quarter of that latency. The sums' order differs from a sequential
+    sum's by rounding only."""
+    size = ir.VectorType(value.type).shape[0]
+    bit = size // 2
+    while bit:
+        value = combine(value, vector.shuffle(value, value, [i ^ bit for i in range(size)]))
+        bit //= 2
+    return value
+
+
 def _row_block(shape: AttentionShape, threads: int) -> int:
     """Query rows per task: all of them when the batch alone gives two tasks per thread, else
     enough blocks for that (whole register tiles)."""
@@ -600,9 +626,9 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 the new max, the new sum, alpha as a vector: what the row's output is scaled by)."""
                 peak = row_x[0]
                 for x in row_x[1:]:
-                    peak = arith.maximumf(peak, x)
-                block_max = kernels.reduce(vector.CombiningKind.MAXIMUMF, peak)
-                new_max = arith.maximumf(maximum, block_max)
+                    peak = _larger(peak, x)
+                block_max = kernels.first_element(_butterfly(peak, _larger))
+                new_max = _larger(block_max, maximum)
                 # A row all -inf so far shifts by 0: -inf - -inf would be NaN.
                 shift = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, new_max, ninf), f0, new_max)
                 shift_v = vector.broadcast(vec, shift)
@@ -612,7 +638,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 for x in row_x:
                     probabilities.append(mlir_math.exp(arith.subf(x, shift_v)))
                     row_total = probabilities[-1] if row_total is None else arith.addf(row_total, probabilities[-1])
-                row_sum = kernels.reduce(vector.CombiningKind.ADD, row_total)
+                row_sum = kernels.first_element(_butterfly(row_total, arith.addf))
                 return probabilities, new_max, arith.addf(arith.mulf(total, alpha), row_sum), alpha_v
 
             def key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
