@@ -50,6 +50,32 @@ def test_attention_with_a_tail_block_matches_onnxruntime(batch, heads, rows, key
     np.testing.assert_allclose(_first(compiled(**feeds)), _onnxruntime(model, feeds), rtol=1e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("tokens, depth", [(200, 16), (197, 64), (130, 32)])
+def test_8_lane_kernels_keep_whole_blocks(tokens, depth):
+    """AVX2's 8-lane kernels pad to whole blocks: their register tile's rows depend on the
+    block (with blocks of 56 at Dv = 16 one row would fit, not two, and the kernel would turn
+    blocked), so the pass sets no tail there; the numerics at such N against numpy."""
+    from test_attention_tiles import _model
+    from tilecraft import CompileOptions, compile
+    from tilecraft.pipelines.cpu import cpu_pipeline
+    from tilecraft.pipelines.tensor.fused_attention import FUSE_ATTENTION_PASS
+
+    pipeline = cpu_pipeline("llvm", opt_level=3)
+    passes = [f"{FUSE_ATTENTION_PASS}{{num-threads=2 lanes=8}}" if p.startswith(FUSE_ATTENTION_PASS) else p
+              for p in pipeline.stage("simplify").passes]
+    module = compile(_model(1, tokens, depth), CompileOptions(pipeline=pipeline.replace("simplify", passes),
+                                                              cache=False, keep_ir=True))
+    shape = AttentionShape(1, tokens, tokens, depth, depth, (1, tokens, tokens), 8)
+    assert f"tensor<1x{depth}x{shape.padded_keys}xf32>" in module.ir("simplify")
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, tokens, depth)).astype(np.float32) for _ in range(3))
+    scores = q @ k.transpose(0, 2, 1) * depth ** -0.5
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    got = module(q, k, v)
+    np.testing.assert_allclose(got[0] if isinstance(got, (list, tuple)) else got,
+                               (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5)
+
+
 def test_a_nan_score_makes_its_row_nan_as_the_unfused_softmax_does():
     """The max as compare-and-select may drop a NaN, but exp(NaN - max) is NaN: the row's sum
     and output are NaN, the other rows are not."""

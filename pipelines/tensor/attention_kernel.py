@@ -115,7 +115,8 @@ class AttentionShape:
     lanes: int = LANES       # f32 lanes of the kernel's vectors: the target's
     # Whether the keys past the last whole block of KEY_BLOCKS[0] form one narrower block
     # (``tail_vectors``) instead of padding N to whole blocks: set by the pass where the
-    # kernel allows it (registers, not blocked; no key ranges).
+    # kernel allows it (16-lane vectors, whose 4-row register tile does not depend on the
+    # block, and no key ranges).
     key_tail: bool = False
 
     @property
@@ -309,9 +310,9 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // lanes, -(-dv // lanes)
     tail_vectors = shape.tail_vectors
-    if tail_vectors and (shape.blocked or ranged):
-        raise InternalError(f"a tail block of keys needs a kernel that is neither blocked nor ranged, got "
-                            f"blocked={shape.blocked} ranged={ranged}")
+    if shape.key_tail and (lanes < LANES or ranged):
+        raise InternalError(f"a tail block of keys needs {LANES}-lane vectors and no key ranges, got "
+                            f"{lanes} lanes, ranged={ranged}")
     rank = len(shape.domain)
     tile_rows, blocked, score_rows = shape.tile_rows, shape.blocked, shape.score_rows
     block_rows = _row_block(shape, threads)

@@ -646,7 +646,9 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int, bf16
     two products are bf16 dot products where its shape allows (``bf16_products_apply``)."""
     shape = site.shape
     ranges = key_ranges(site)
-    if ranges is None and not shape.blocked:  # the keys past the whole blocks as one narrower block
+    # The keys past the whole blocks as one narrower block: with 16-lane vectors, whose register
+    # tile does not depend on the block (on AVX2 the block sets how many rows fit), no key ranges.
+    if ranges is None and shape.lanes >= LANES:
         shape = replace(shape, key_tail=True)
     extras = _extras(site)
     bf16 = bf16 and bf16_products_apply(shape)
