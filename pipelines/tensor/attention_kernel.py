@@ -113,6 +113,11 @@ class AttentionShape:
     value_depth: int  # Dv
     domain: tuple[int, ...]  # the chain's domain (batch dims..., M, N)
     lanes: int = LANES       # f32 lanes of the kernel's vectors: the target's
+    # Whether the keys past the last whole block of KEY_BLOCKS[0] form one narrower block
+    # (``tail_vectors``) instead of padding N to whole blocks: set by the pass where the
+    # kernel allows it (16-lane vectors, whose 4-row register tile does not depend on the
+    # block, and no key ranges).
+    key_tail: bool = False
 
     @property
     def key_blocks(self) -> tuple[int, ...]:
@@ -125,6 +130,8 @@ class AttentionShape:
         """Keys per block: the one of ``key_blocks`` (or all keys, rounded up to whole
         vectors, when fewer) that pads N least, the larger on a tie."""
         blocks = self.key_blocks
+        if self.key_tail:
+            return min(blocks[0], -(-self.keys // self.lanes) * self.lanes)
         if self.keys <= blocks[-1]:
             return -(-self.keys // self.lanes) * self.lanes
         return min(blocks, key=lambda kb: (-(-self.keys // kb) * kb, -kb))
@@ -166,8 +173,20 @@ class AttentionShape:
 
     @property
     def padded_keys(self) -> int:
+        """N padded to whole blocks, or with ``key_tail`` to whole vectors."""
+        if self.key_tail:
+            return -(-self.keys // self.lanes) * self.lanes
         kb = self.key_block
         return -(-self.keys // kb) * kb
+
+    @property
+    def tail_vectors(self) -> int:
+        """Vectors of keys in the block after the whole ones (0: none; only with ``key_tail``).
+        Why: a ViT's 197 keys padded to whole blocks of 32 (224) cost 14% more products and
+        exps, and blocks of 32 twice the online softmax's steps of blocks of 64; three blocks
+        of 64 and one of 16 compute 208 (docs/performance.md, "Attention: butterflies and
+        a tail block")."""
+        return self.padded_keys % self.key_block // self.lanes if self.key_tail else 0
 
 
 @dataclass(frozen=True)
@@ -221,6 +240,32 @@ def _transpose(rows: list[ir.Value]) -> list[ir.Value]:
     return rows
 
 
+def _larger(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a > b ? a : b``: the max as one ``vmaxps`` / ``maxss``. Why not ``arith.maximumf``:
+    its NaN and signed-zero rules lowered to five dependent instructions per max (a mask
+    move, two blends, the max, an unordered compare), on the online softmax's critical path
+    between a key block's scores and its ``p @ V``. A NaN score still reaches the output:
+    the max may drop it, but ``exp(NaN - max)`` is NaN, and so are the row's sum and output,
+    as with the unfused softmax."""
+    return arith.select(arith.cmpf(arith.CmpFPredicate.OGT, a, b), a, b)
+
+
+def _butterfly(value: ir.Value, combine) -> ir.Value:
+    """Every lane of the 1-D vector ``value`` (a power of two lanes) set to ``combine`` of all
+    its lanes: log2(lanes) rounds, each combining the vector with itself shuffled so that lane
+    i meets lane i xor b. Why: ``vector.reduction``'s f32 add keeps the sequential order (16
+    dependent scalar adds at 16 lanes) and its max the NaN rules of ``maximumf``; a key
+    block's max and sum are on the path from its scores to its ``p @ V``, and 4 shuffles and
+    4 vector ops are a quarter of that latency. The sums' order differs from a sequential
+    sum's by rounding only."""
+    size = ir.VectorType(value.type).shape[0]
+    bit = size // 2
+    while bit:
+        value = combine(value, vector.shuffle(value, value, [i ^ bit for i in range(size)]))
+        bit //= 2
+    return value
+
+
 def _row_block(shape: AttentionShape, threads: int) -> int:
     """Query rows per task: all of them when the batch alone gives two tasks per thread, else
     enough blocks for that (whole register tiles)."""
@@ -264,6 +309,10 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     b, m, n, d, dv, lanes = shape.batch, shape.rows, shape.keys, shape.depth, shape.value_depth, shape.lanes
     kb, np_ = shape.key_block, shape.padded_keys
     key_vectors, out_vectors = kb // lanes, -(-dv // lanes)
+    tail_vectors = shape.tail_vectors
+    if shape.key_tail and (lanes < LANES or ranged):
+        raise InternalError(f"a tail block of keys needs {LANES}-lane vectors and no key ranges, got "
+                            f"{lanes} lanes, ranged={ranged}")
     rank = len(shape.domain)
     tile_rows, blocked, score_rows = shape.tile_rows, shape.blocked, shape.score_rows
     block_rows = _row_block(shape, threads)
@@ -296,6 +345,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
     with ir.InsertionPoint(function.entry_block):
         # Every constant here, in this order (a canonical form's constants keep it).
         c0, c1, c_depth, c_keys, c_block, c_rows = (core.index(x) for x in (0, 1, d, np_, kb, tile_rows))
+        c_main = core.index(np_ - tail_vectors * lanes) if tail_vectors else None
         f0, one = core.scalar_constant(0.0, f32), core.scalar_constant(1.0, f32)
         ninf, i8_0 = core.scalar_constant(float("-inf"), f32), core.scalar_constant(0, i8)
         zero_v, ninf_v = kernels.zero_vector(lanes, f32), kernels.splat(float("-inf"), lanes, f32)
@@ -512,12 +562,14 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                                     for u in range(out_vectors)] for r in range(mr)]
                     else:
                         accumulators = [zero_v] * (mr * out_vectors)
-                        over_keys = kernels.for_loop(j_lower, j_upper, c_block,
+                        over_keys = kernels.for_loop(j_lower, c_main if tail_vectors else j_upper, c_block,
                                                      [*accumulators, *[ninf] * mr, *[f0] * mr])
                         with ir.InsertionPoint(over_keys.body):
                             scf.YieldOp(key_block(mr, over_keys.induction_variable, list(over_keys.inner_iter_args),
                                                   rows, row_values))
                         carried = list(over_keys.results)
+                        if tail_vectors:  # the keys past the whole blocks: one narrower block
+                            carried = key_block(mr, c_main, carried, rows, row_values, tail_vectors)
                         outputs = [carried[r * out_vectors:(r + 1) * out_vectors] for r in range(mr)]
                         maxima = carried[len(accumulators):len(accumulators) + mr]
                         sums = carried[len(accumulators) + mr:]
@@ -534,19 +586,19 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 return list(loop.results)
 
             def block_scores(group: Sequence[int], j: ir.Value, rows: list[ir.Value],
-                             row_values: dict) -> dict[tuple[int, int], ir.Value]:
+                             row_values: dict, vectors: int = key_vectors) -> dict[tuple[int, int], ir.Value]:
                 """X of the rows ``group`` (positions in ``rows``) at the block of keys from
-                ``j``, per (row, key vector): S = Q rows x K^T block (one broadcast of Q per
+                ``j``, per (row, key vector; ``vectors`` of them): S = Q rows x K^T block (one broadcast of Q per
                 row and d, one load of each K^T vector shared by the rows), the chain, keys
                 past N at -inf."""
-                key_at = [kernels.apply(lambda d0: d0 + v * lanes, j) for v in range(key_vectors)]
+                key_at = [kernels.apply(lambda d0: d0 + v * lanes, j) for v in range(vectors)]
                 if bf16:  # per pair of d: one broadcast of Q's pair per row, one load of K^T's pairs per vector
-                    over_depth = kernels.for_loop(c0, c_pairs, c1, [zero_v] * (len(group) * key_vectors))
+                    over_depth = kernels.for_loop(c0, c_pairs, c1, [zero_v] * (len(group) * vectors))
                     with ir.InsertionPoint(over_depth.body):
                         pair, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
                         keys = [arith.extf(pair_f32, vector.shape_cast(pair_type, kernels.read(
                                     kt_pairs, [pair, kernels.apply(lambda d0: d0 * PAIR, key_at[v])], bf0, PAIR * lanes)))
-                                for v in range(key_vectors)]
+                                for v in range(vectors)]
                         depth = kernels.apply(lambda d0: d0 * PAIR, pair)
                         new = []
                         for g, r in enumerate(group):
@@ -554,30 +606,32 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                             word = vector.bitcast(ir.VectorType.get([1], i32),
                                                   kernels.read(q_pairs, [local, depth], bf0, PAIR))
                             query = spread(kernels.first_element(word))
-                            new += [kernels.dot_product(query, keys[v], partial[g * key_vectors + v])
-                                    for v in range(key_vectors)]
+                            new += [kernels.dot_product(query, keys[v], partial[g * vectors + v])
+                                    for v in range(vectors)]
                         scf.YieldOp(new)
                 else:
-                    over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (len(group) * key_vectors))
+                    over_depth = kernels.for_loop(c0, c_depth, c1, [zero_v] * (len(group) * vectors))
                     with ir.InsertionPoint(over_depth.body):
                         depth, partial = over_depth.induction_variable, list(over_depth.inner_iter_args)
-                        keys = [kernels.read(kt_arg, [batch, depth, key_at[v]], f0, lanes) for v in range(key_vectors)]
+                        keys = [kernels.read(kt_arg, [batch, depth, key_at[v]], f0, lanes) for v in range(vectors)]
                         new = []
                         for g, r in enumerate(group):
                             at = kernels.apply_results(q_view.indices, [batch, rows[r], depth]) if q_view \
                                 else [batch, rows[r], depth]
                             query = vector.broadcast(vec, tensor.extract(q_arg, at))
-                            new += [vector.fma(query, keys[v], partial[g * key_vectors + v]) for v in range(key_vectors)]
+                            new += [vector.fma(query, keys[v], partial[g * vectors + v]) for v in range(vectors)]
                         scf.YieldOp(new)
                 scores = list(over_depth.results)
-                if np_ != n:
+                # Keys past N are in the last block: the tail where there is one.
+                masked = np_ != n and not (tail_vectors and vectors == key_vectors)
+                if masked:
                     valid = [vector.create_mask(ir.VectorType.get([lanes], ir.IntegerType.get_signless(1)),
                                                 [kernels.apply(lambda d0: n - d0 - v * lanes, j)])
-                             for v in range(key_vectors)]
+                             for v in range(vectors)]
                 xs = {}
                 for g, r in enumerate(group):
-                    for v in range(key_vectors):
-                        score = scores[g * key_vectors + v]
+                    for v in range(vectors):
+                        score = scores[g * vectors + v]
                         if scores_function:
                             values = [score]
                             for x, extra in enumerate(extras):
@@ -589,7 +643,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                                 else:
                                     values.append(row_values[(x, r)])
                             score = func.CallOp([vec], ir.FlatSymbolRefAttr.get(scores_function), values).results[0]
-                        if np_ != n:
+                        if masked:
                             score = arith.select(valid[v], score, ninf_v)
                         xs[(r, v)] = score
                 return xs
@@ -600,9 +654,9 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 the new max, the new sum, alpha as a vector: what the row's output is scaled by)."""
                 peak = row_x[0]
                 for x in row_x[1:]:
-                    peak = arith.maximumf(peak, x)
-                block_max = kernels.reduce(vector.CombiningKind.MAXIMUMF, peak)
-                new_max = arith.maximumf(maximum, block_max)
+                    peak = _larger(peak, x)
+                block_max = kernels.first_element(_butterfly(peak, _larger))
+                new_max = _larger(block_max, maximum)
                 # A row all -inf so far shifts by 0: -inf - -inf would be NaN.
                 shift = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, new_max, ninf), f0, new_max)
                 shift_v = vector.broadcast(vec, shift)
@@ -612,29 +666,29 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                 for x in row_x:
                     probabilities.append(mlir_math.exp(arith.subf(x, shift_v)))
                     row_total = probabilities[-1] if row_total is None else arith.addf(row_total, probabilities[-1])
-                row_sum = kernels.reduce(vector.CombiningKind.ADD, row_total)
+                row_sum = kernels.first_element(_butterfly(row_total, arith.addf))
                 return probabilities, new_max, arith.addf(arith.mulf(total, alpha), row_sum), alpha_v
 
             def key_block(mr: int, j: ir.Value, carried: list[ir.Value], rows: list[ir.Value],
-                          row_values: dict) -> list[ir.Value]:
+                          row_values: dict, vectors: int = key_vectors) -> list[ir.Value]:
                 """One block of keys from ``j`` for a register tile of ``mr`` rows (their
-                outputs carried in registers): the scores, the online softmax's update of
+                outputs carried in registers; ``vectors`` vectors of keys: fewer in the tail block): the scores, the online softmax's update of
                 each row's max and sum, O += p @ V; returns what the loop carries."""
                 accumulators = carried[:mr * out_vectors]
                 maxima, sums = carried[mr * out_vectors:mr * out_vectors + mr], carried[mr * out_vectors + mr:]
-                xs = block_scores(range(mr), j, rows, row_values)
+                xs = block_scores(range(mr), j, rows, row_values, vectors)
                 probabilities, new_maxima, new_sums, rescaled = {}, [], [], {}
                 for r in range(mr):
                     row_p, new_max, new_sum, alpha_v = online_softmax(
-                        [xs[(r, v)] for v in range(key_vectors)], maxima[r], sums[r])
-                    for v in range(key_vectors):
+                        [xs[(r, v)] for v in range(vectors)], maxima[r], sums[r])
+                    for v in range(vectors):
                         probabilities[(r, v)] = row_p[v]
                     new_maxima.append(new_max)
                     new_sums.append(new_sum)
                     for u in range(out_vectors):
                         rescaled[(r, u)] = arith.mulf(accumulators[r * out_vectors + u], alpha_v)
                 if bf16:  # O += p @ V block, per pair of keys: one load of V's pairs per vector, p's pair broadcast
-                    for v in range(key_vectors):
+                    for v in range(vectors):
                         p_words = [vector.bitcast(ir.VectorType.get([lanes // PAIR], i32),
                                                   arith.truncf(ir.VectorType.get([lanes], bf16_t), probabilities[(r, v)]))
                                    for r in range(mr)]
@@ -648,7 +702,7 @@ def build_kernel(name: str, shape: AttentionShape, extras: Sequence[Extra], thre
                                 for u in range(out_vectors):
                                     rescaled[(r, u)] = kernels.dot_product(p, values[u], rescaled[(r, u)])
                     return [*(rescaled[(r, u)] for r in range(mr) for u in range(out_vectors)), *new_maxima, *new_sums]
-                for v in range(key_vectors):  # O += p @ V block
+                for v in range(vectors):  # O += p @ V block
                     for lane in range(lanes):
                         key = kernels.apply(lambda d0: d0 + (v * lanes + lane), j)
                         values = []

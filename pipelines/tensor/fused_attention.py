@@ -65,7 +65,7 @@ users. Anything else keeps the unfused ops.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, NamedTuple
 
 import numpy as np
@@ -645,6 +645,11 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int, bf16
     """Replace ``site``'s ops by a call of a kernel generated for it; with ``bf16``, one whose
     two products are bf16 dot products where its shape allows (``bf16_products_apply``)."""
     shape = site.shape
+    ranges = key_ranges(site)
+    # The keys past the whole blocks as one narrower block: with 16-lane vectors, whose register
+    # tile does not depend on the block (on AVX2 the block sets how many rows fit), no key ranges.
+    if ranges is None and shape.lanes >= LANES:
+        shape = replace(shape, key_tail=True)
     extras = _extras(site)
     bf16 = bf16 and bf16_products_apply(shape)
     name = _kernel_name(module, shape, bf16)
@@ -669,7 +674,6 @@ def fuse_attention(module: ir.Operation, site: AttentionSite, threads: int, bf16
     k_view = operand_view(site.scores.operands[1]) if bf16 else None
     if k_view is not None and (k_view.source == site.scores.operands[1] or not k_view_applies(shape, k_view)):
         k_view = None
-    ranges = key_ranges(site)
     with module.context:
         kernel = kernel_module(name, shape, [e for _, e in extras], threads, scores_function, zero_rows,
                                q_view, v_view, ranges is not None, bf16, k_view)

@@ -28,9 +28,12 @@
 // The scores micro-kernel: 2 rows x 5 vectors of keys.
 // CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK: vector.fma
-// CHECK: vector.reduction <maximumf>
+// The row's max and sum: butterflies of 3 shuffles at 8 lanes, the max as compare and select.
+// CHECK-NOT: vector.reduction
+// CHECK: arith.cmpf ogt
+// CHECK: vector.shuffle %{{.*}} [4, 5, 6, 7, 0, 1, 2, 3]
 // CHECK: math.exp
-// CHECK: vector.reduction <add>
+// CHECK: vector.shuffle %{{.*}} [4, 5, 6, 7, 0, 1, 2, 3]
 // The row's max, sum and alpha, then its p; no p @ V in this loop.
 // CHECK: tensor.insert %{{.*}}[%[[PAIR]], %c104] : tensor<4x107xf32>
 // CHECK: tensor.insert %{{.*}}[%[[PAIR]], %c106] : tensor<4x107xf32>

@@ -25,9 +25,17 @@
 // CHECK: vector.fma
 // CHECK: arith.mulf
 // CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
-// CHECK: vector.reduction <maximumf>
+// The row max and sum as butterflies: max as compare and select (one vmaxps), 4 rounds of
+// shuffles at 16 lanes, no vector.reduction (its ordered add was 16 dependent scalar adds).
+// CHECK-NOT: vector.reduction
+// CHECK: %[[C:.*]] = arith.cmpf ogt, %[[A:.*]], %[[B:.*]] : vector<16xf32>
+// CHECK-NEXT: %[[M:.*]] = arith.select %[[C]], %[[A]], %[[B]] : vector<16xi1>, vector<16xf32>
+// CHECK-NEXT: vector.shuffle %[[M]], %[[M]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
+// CHECK-COUNT-3: vector.shuffle
 // CHECK: math.exp
-// CHECK: vector.reduction <add>
+// CHECK: %[[S:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK-NEXT: vector.shuffle %[[S]], %[[S]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
+// CHECK-NOT: vector.reduction
 // CHECK: vector.fma
 // CHECK: arith.divf
 // CHECK: vector.transfer_write
