@@ -21,16 +21,11 @@
 #include <omp.h>
 #endif
 
+#include "../runtime/async_loop.h"
+
 void tilecraftParallelFor(void (*)(void *, int64_t, int64_t), void *, int64_t);
 void tilecraftParallelCallBegin(void);
 void tilecraftParallelCallEnd(void);
-void mlirAsyncRuntimeDropRef(void *, int64_t);
-void *mlirAsyncRuntimeCreateToken(void);
-void *mlirAsyncRuntimeCreateGroup(int64_t);
-void mlirAsyncRuntimeEmplaceToken(void *);
-int64_t mlirAsyncRuntimeAddTokenToGroup(void *, void *);
-void mlirAsyncRuntimeAwaitAllInGroup(void *);
-void mlirAsyncRuntimeExecute(void *, void (*)(void *));
 
 static int work_units; /* 0: empty body; else iterations of a dependent multiply-add chain */
 static volatile double sink;
@@ -48,36 +43,12 @@ static void flat_fn(void *ctx, int64_t begin, int64_t end) {
 }
 static void flat_loop(int blocks) { tilecraftParallelFor(flat_fn, NULL, blocks); }
 
-/* ---- the async path, as async-parallel-for drives it ---- */
-typedef struct { void *group, *token; int start, end; } Task;
-static void dispatch(void *group, int start, int end);
-static void resume(void *h) {
-  Task *t = h;
-  dispatch(t->group, t->start, t->end);
-  void *token = t->token;
-  free(t);
-  mlirAsyncRuntimeEmplaceToken(token);
+/* ---- the async path, as async-parallel-for drives it (runtime/async_loop.h) ---- */
+static void async_block(int64_t block, void *context) {
+  (void)context;
+  body(block);
 }
-static void dispatch(void *group, int start, int end) {
-  while (end - start > 1) {
-    int mid = start + (end - start) / 2;
-    Task *t = malloc(sizeof(Task));
-    *t = (Task){group, mlirAsyncRuntimeCreateToken(), mid, end};
-    void *token = t->token;
-    mlirAsyncRuntimeExecute(t, resume);
-    mlirAsyncRuntimeAddTokenToGroup(token, group);
-    mlirAsyncRuntimeDropRef(token, 1);
-    end = mid;
-  }
-  body(start);
-}
-static void async_loop(int blocks) {
-  if (blocks == 1) { body(0); return; }
-  void *group = mlirAsyncRuntimeCreateGroup(blocks - 1);
-  dispatch(group, 0, blocks);
-  mlirAsyncRuntimeAwaitAllInGroup(group);
-  mlirAsyncRuntimeDropRef(group, 1);
-}
+static void async_loop(int blocks) { async_loop_run(blocks, async_block, NULL); }
 
 #ifdef _OPENMP
 static void omp_loop(int blocks) {

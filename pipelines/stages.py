@@ -162,6 +162,11 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
             "async-runtime-ref-counting",
             "async-runtime-ref-counting-opt",
             "convert-async-to-llvm",
+            # convert-async-to-llvm declares the whole async runtime API (22 functions)
+            # whatever the module calls: a module whose loops all became parallel-for calls
+            # (or that has none) then needed symbols it never calls (nm -u of its object).
+            # symbol-dce drops every private declaration nothing references.
+            "symbol-dce",
         )
         if threads > 1
         else ()

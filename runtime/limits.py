@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -49,16 +50,39 @@ def parse_size(text: str, name: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _environment(name: str) -> str:
-    """``os.environ.get(name, "")``. Why not that: for an absent name ``os.environ`` raises
-    and catches a ``KeyError``, and :func:`memory_budget` is read on every call of a
-    compiled model (on a small model that was a sixth of the call, docs/performance.md).
-    On POSIX CPython ``os.environ`` keeps its entries in ``_data``, keyed by the
-    file-system encoding of the name (what ``os.fsencode`` gives), and every write to
-    ``os.environ`` goes through it; elsewhere the plain lookup."""
+def _posix_environ_data() -> "dict[bytes, bytes] | None":
+    """``os.environ``'s own dict where reading it is known to be right, else ``None``.
+
+    Why read it at all: :func:`memory_budget` reads the environment on every call of a
+    compiled model, and ``os.environ.get`` of an absent name raises and catches a
+    ``KeyError`` inside ``Mapping.get``: several times a dict lookup (docs/performance.md,
+    "Reading an array's data pointer", has both). No public API reads one variable
+    without that: ``os.getenv`` is ``os.environ.get``, and ``posix.environ`` is a snapshot
+    taken at start-up that later writes do not change.
+
+    Where: CPython's os.py on POSIX keeps ``os.environ``'s entries in ``_data``, keyed by
+    ``os.fsencode`` of the name, and every write through ``os.environ`` (``putenv`` and
+    ``unsetenv`` too) goes through it. Checked here against ``os.environ`` itself; any other
+    interpreter, platform or layout gets ``None`` and the plain lookup: slower, never wrong."""
     data = getattr(os.environ, "_data", None)
-    if os.name == "posix" and type(data) is dict:
-        value = data.get(os.fsencode(name))
+    if sys.implementation.name != "cpython" or os.name != "posix" or type(data) is not dict:
+        return None
+    try:
+        agrees = len(data) == len(os.environ) and all(
+            data.get(os.fsencode(name)) == os.fsencode(value) for name, value in os.environ.items())
+    except (UnicodeError, TypeError):
+        return None
+    return data if agrees else None
+
+
+_ENVIRON_DATA = _posix_environ_data()
+
+
+def _environment(name: str) -> str:
+    """``os.environ.get(name, "")``, read from ``os.environ``'s dict where
+    :func:`_posix_environ_data` found it."""
+    if _ENVIRON_DATA is not None:
+        value = _ENVIRON_DATA.get(os.fsencode(name))
         return "" if value is None else os.fsdecode(value)
     return os.environ.get(name, "")
 

@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import math
 import sys
+import sysconfig
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -378,27 +379,45 @@ def _owning_block(nbytes: int) -> type:
     return OwningBlock
 
 
+# The interpreters and numpy versions whose array object layout the in-place read knows:
+# CPython with the GIL (a free-threaded build's object header is larger: ob_tid, ob_ref_local,
+# ob_ref_shared), numpy 1.x and 2.x (``PyArrayObject_fields``: ``data`` first after the header).
+_NUMPY_MAJORS = (1, 2)
+
+
 def _data_field_offset() -> int | None:
-    """Where a numpy array object holds its data pointer: numpy's public
-    ``PyArrayObject_fields`` puts ``data`` right after CPython's object header. Checked here
-    against ``ndarray.ctypes.data`` on views at odd offsets; ``None`` on another
-    interpreter or layout."""
-    if sys.implementation.name != "cpython":
+    """Where a numpy array object holds its data pointer, or ``None``: every call then takes
+    the full path, which reads it with ``ndarray.ctypes.data`` (public).
+
+    Why not a public API on the fast path: none reads the pointer without building an object
+    per read. ``ndarray.ctypes.data`` and ``__array_interface__`` build a helper object or a
+    dict; ``ctypes.c_char.from_buffer`` (the buffer protocol) refuses read-only arrays (a weight
+    bound with ``setflags(write=False)``, a view of bytes) and ``PyObject_GetBuffer`` /
+    ``PyBuffer_Release`` through ``ctypes.pythonapi`` are two foreign calls: each costs a few
+    to eight times the in-place read, per tensor argument of every call (docs/performance.md,
+    "Reading an array's data pointer"). numpy's C API reads the field with the ``PyArray_DATA``
+    macro, which ctypes cannot call.
+
+    Why it is safe: numpy's public ``PyArrayObject_fields`` (ndarraytypes.h) puts ``data``
+    right after CPython's object header (``ob_refcnt``, ``ob_type``) in numpy 1.x and 2.x, the
+    read stays inside the object, and the offset is used only where the version check passes
+    and the read agrees with ``ndarray.ctypes.data`` on views at odd offsets. Anything else
+    (another interpreter, a free-threaded build, a numpy this module does not know) takes the
+    public path: slower, never wrong, never a crash."""
+    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return None
+    if np.lib.NumpyVersion(np.__version__).major not in _NUMPY_MAJORS:
         return None
     offset = 2 * ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
     base = np.arange(16, dtype=np.int64)
     probes = [base, base[3:], base[5:].reshape(11, 1), np.zeros((2, 3), np.float32)[1]]
-    try:
-        if all(ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data for probe in probes):
-            return offset
-    except (ValueError, OverflowError):
-        pass
+    if all(ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data for probe in probes):
+        return offset
     return None
 
 
-# Where an array object holds the address of its first element, read in place. Why not
-# ``array.ctypes.data``: it builds a helper object per read, as much time as the rest of
-# an argument's binding. Without it (another interpreter) every call takes the full path.
+# Where an array object holds the address of its first element, read in place (see
+# _data_field_offset for why, and where it is ``None``).
 _DATA_FIELD = _data_field_offset()
 _read_pointer = ctypes.c_void_p.from_address
 

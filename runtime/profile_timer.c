@@ -1,6 +1,6 @@
 /* Timers for the profiling variant of a package (profile.so, `tilecraft run --profile`).
  *
- * The profiling pass (pipelines/package.py) brackets each top-level kernel of the entry
+ * The profiling pass (pipelines/profiling.py) brackets each top-level kernel of the entry
  * function with tilecraft_profile_begin(id) / tilecraft_profile_end(id); the loader reads
  * the accumulated seconds and call counts back with tilecraft_profile_read. Kernels are
  * entered from the calling thread only (their parallel loops run inside them), so plain

@@ -840,13 +840,18 @@ def fuse_epilogue(module: ir.Operation, call: ir.Operation,
             elif operand.kind == "column":  # to (N,)
                 value = collapse(value, [list(range(len(column_dims)))])
             extras.append(value)
+        # The product's location first, then the epilogue's: the call is still the product's
+        # kernel, and what names it (a profile's kernel, pipelines/profiling.py) takes a fused
+        # location's first name; the generic's alone named the stem's kernel after the
+        # QuantizeLinear that follows it.
+        at = ir.Location.fused([call.location, generic.location])
         if destination is None:
             flat_type = ir.RankedTensorType.get([m, n], result_type.element_type)
-            fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [*call.operands, *extras])
+            fused = func.CallOp([flat_type], ir.FlatSymbolRefAttr.get(name), [*call.operands, *extras], loc=at)
             result, replaced = expand(fused.results[0], [row_dims, column_dims], result_type.shape), generic
         else:
             fused = func.CallOp([destination[0].type], ir.FlatSymbolRefAttr.get(name),
-                                [*call.operands, *extras, destination[0]])
+                                [*call.operands, *extras, destination[0]], loc=at)
             result, replaced = fused.results[0], destination[1]
     replaced.results[0].replace_all_uses_with(result)
     if destination is not None:

@@ -85,6 +85,28 @@ def test_the_array_data_pointer_is_read_in_place_here():
     assert memref._read_pointer(id(x) + memref._DATA_FIELD).value == x.ctypes.data
 
 
+@pytest.mark.parametrize("patch", ["numpy 3", "free-threaded", "pypy"])
+def test_an_unknown_layout_takes_the_public_path(monkeypatch, patch):
+    """Where the version check does not know the array layout, no in-place read: ``None``."""
+    if patch == "numpy 3":
+        monkeypatch.setattr(memref.np, "__version__", "3.0.0")
+    elif patch == "free-threaded":
+        monkeypatch.setattr(memref.sysconfig, "get_config_var",
+                            lambda name: 1 if name == "Py_GIL_DISABLED" else None)
+    else:
+        monkeypatch.setattr(memref.sys, "implementation", type("Implementation", (), {"name": "pypy"})())
+    assert memref._data_field_offset() is None
+
+
+def test_without_the_in_place_read_every_call_takes_the_full_path_and_is_right(monkeypatch, binds):
+    monkeypatch.setattr(memref, "_DATA_FIELD", None)
+    module = tilecraft.compile(tilecraft.load(_model(2, 1)))
+    x = _inputs(2)
+    for _ in range(3):
+        np.testing.assert_array_equal(module(*x), x[0] + x[1])
+    assert binds[0] == 3
+
+
 @pytest.mark.parametrize("name", ["multi", "jit"])
 def test_well_formed_calls_reuse_one_frame_and_skip_the_full_check(packages, binds, name):
     module = packages[name]

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "each_once.h"
 #include <unistd.h>
 void tilecraftParallelFor(void (*)(void *, int64_t, int64_t), void *, int64_t);
 void tilecraftParallelCallBegin(void);
@@ -25,8 +27,7 @@ static void body(void *ctx, int64_t begin, int64_t end) {
     if (c->depth == 0 && i % 7 == 0) {
       int inner[9] = {0};
       loop(9, inner, 1);
-      for (int k = 0; k < 9; ++k)
-        if (inner[k] != 1) { fprintf(stderr, "nested iteration %d ran %d times\n", k, inner[k]); abort(); }
+      expect_each_once(inner, 9, "nested iteration");
     }
   }
 }
@@ -41,8 +42,7 @@ static void run(intptr_t id, int rounds) {
     if (it % 3 == 0) tilecraftParallelCallBegin();
     loop(n, done, 0);
     if (it % 3 == 0) tilecraftParallelCallEnd();
-    for (int i = 0; i < n; ++i)
-      if (done[i] != 1) { fprintf(stderr, "iteration %d of %d ran %d times\n", i, n, done[i]); abort(); }
+    expect_each_once(done, n, "iteration");
   }
 }
 static void *caller(void *arg) {

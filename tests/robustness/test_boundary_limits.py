@@ -4,11 +4,14 @@ memory) before anything is allocated, in the JIT and in packages alike."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import tilecraft
 from tilecraft.errors import AllocationLimitError, ResourceLimitError
+from tilecraft.runtime import limits
 from tilecraft.runtime.limits import memory_budget, physical_memory
 
 import mlir_text
@@ -83,3 +86,26 @@ def test_workspaces_of_run_time_size_are_held_to_the_budget_at_compile_time(monk
                                                    r"TILECRAFT_MEMORY_BUDGET at compile time\) allows 1048576"):
         small_budget(a, b)
     np.testing.assert_allclose(small_budget(a[:100], b[:, :100]), a[:100] @ b[:, :100], rtol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["setenv", "setitem"])
+def test_the_budget_follows_every_write_to_the_environment(monkeypatch, how):
+    """Read from os.environ's own dict where runtime/limits.py found it: writes through
+    os.environ (monkeypatch's too) and their removal are seen on the next read."""
+    monkeypatch.delenv("TILECRAFT_MEMORY_BUDGET", raising=False)
+    assert memory_budget() == physical_memory()
+    if how == "setenv":
+        monkeypatch.setenv("TILECRAFT_MEMORY_BUDGET", "3K")
+    else:
+        monkeypatch.setitem(os.environ, "TILECRAFT_MEMORY_BUDGET", "3K")
+    assert memory_budget() == 3 << 10
+    monkeypatch.delenv("TILECRAFT_MEMORY_BUDGET")
+    assert memory_budget() == physical_memory()
+
+
+def test_another_interpreter_reads_the_environment_the_public_way(monkeypatch):
+    monkeypatch.setattr(limits.sys, "implementation", type("Implementation", (), {"name": "pypy"})())
+    assert limits._posix_environ_data() is None
+    monkeypatch.setattr(limits, "_ENVIRON_DATA", None)
+    monkeypatch.setenv("TILECRAFT_MEMORY_BUDGET", "5K")
+    assert memory_budget() == 5 << 10
