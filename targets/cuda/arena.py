@@ -165,7 +165,7 @@ def _function_arena(func: ir.Operation, index: int, module_body: ir.Block) -> bo
     with ir.InsertionPoint(module_body.operations[0]), func.location:
         llvm.GlobalOp(slot_type, slot_name, ir.Attribute.parse("#llvm.linkage<internal>"),
                       value=ir.Attribute.parse("dense<0> : tensor<2xi64>"), alignment=16)
-    arena_type = ir.MemRefType.get([plan.size], ir.IntegerType.get_signless(8))
+    arena_type = ir.MemRefType.get([plan.size], ir.IntegerType.get_signless(8), loc=func.location)
     descriptor_type = ir.Type.parse("!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>")
     with ir.InsertionPoint(block.operations[0]), func.location:
         slot = llvm.AddressOfOp(ptr, slot_name).result
