@@ -544,6 +544,37 @@ EXPORT uint64_t tilecraft_cuda_resident_bytes(void) {
   return bytes;
 }
 
+/* ---- device arrays (runtime/device_array.py) ------------------------------------------ */
+
+/* Device memory a user's DeviceArray owns (freed by tilecraft_cuda_device_free). */
+EXPORT void *tilecraft_cuda_device_alloc(uint64_t bytes) {
+  CUdeviceptr pointer = 0;
+  if (bytes == 0 || !enter(1))
+    return NULL;
+  if (!check(cu.cuMemAlloc(&pointer, bytes), "tilecraft_cuda_device_alloc", "cuMemAlloc"))
+    pointer = 0;
+  leave();
+  return (void *)(uintptr_t)pointer;
+}
+
+EXPORT void tilecraft_cuda_device_free(void *pointer) {
+  if (pointer == NULL || !enter(0))
+    return;
+  check(cu.cuMemFree((CUdeviceptr)(uintptr_t)pointer), "tilecraft_cuda_device_free", "cuMemFree");
+  leave();
+}
+
+/* A copy the user asked for (to_numpy, device_array), complete when it returns. The driver
+ * infers the direction from the addresses (unified addressing). */
+EXPORT void tilecraft_cuda_copy(void *destination, const void *source, uint64_t bytes) {
+  if (bytes == 0 || destination == NULL || source == NULL || !enter(1))
+    return;
+  if (check(cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)destination, (CUdeviceptr)(uintptr_t)source, bytes, NULL),
+            "tilecraft_cuda_copy", "cuMemcpyAsync"))
+    check(cu.cuStreamSynchronize(NULL), "tilecraft_cuda_copy", "cuStreamSynchronize");
+  leave();
+}
+
 /* The pending error: 0 none, 1 a driver call failed (cleared by taking it), 2 no usable
  * driver or GPU (stays). The message goes to `buffer` (NUL-terminated, cut to `size`). */
 EXPORT int tilecraft_cuda_take_error(char *buffer, int64_t size) {

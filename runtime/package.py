@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import ArgumentValueError, EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from . import cuda_errors
+from .device_array import host_views
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame
@@ -442,6 +443,8 @@ class Package:
     def __call__(self, *args: Any, **kwargs: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
         if not self._check_table and not self._device:  # nothing to take after the call: one Python frame fewer
             return self._frame.call(self._entry, args, kwargs)
+        if self._device:  # DeviceArray arguments: their device addresses (runtime/device_array.py)
+            args, kwargs = host_views(args, kwargs)
         return self._call(self._entry, args, kwargs)
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:

@@ -12,6 +12,7 @@ from mlir import ir
 from ...pipelines.jit.compiled_module import CompiledModule
 from ...pipelines.jit.engine import JitFunction
 from ...runtime.cuda_errors import raise_pending
+from ...runtime.device_array import host_views
 from ...runtime.libraries import cuda_runtime_library
 from ...runtime.signature import EntrySignature
 from .resident import MODULE_RELEASE_FUNCTION
@@ -72,7 +73,10 @@ class CudaCompiledModule(CompiledModule):
         return cubins
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        outputs = self._invoke(args, kwargs)
+        """numpy arrays or :class:`~tilecraft.runtime.device_array.DeviceArray` (copied on the
+        device) in, numpy arrays out."""
+        args, kwargs = host_views(args, kwargs)
+        outputs = self._invoke(tuple(args), kwargs)
         if getattr(self, "_release", None) is None:
             self._release = _module_release(self, self._function.engine)
         raise_pending(self._runtime(), "the CUDA module")
