@@ -72,11 +72,12 @@ def _numpy_dtype(dtype: DLDataType) -> np.dtype:
     return np.dtype("?") if kind == "b" else np.dtype(f"{kind}{dtype.bits // 8}")
 
 
-def _runtime() -> ctypes.CDLL:
-    """tilecraft's CUDA runtime (the JIT's): device allocations and copies for device arrays.
-    A CUDA package's own copy of the runtime shares the process's primary context, so a
-    pointer from either is valid in both."""
-    library = ctypes.CDLL(cuda_runtime_library())
+def _runtime(library: ctypes.CDLL | None = None) -> ctypes.CDLL:
+    """A CUDA runtime for device allocations and copies: ``library`` (a CUDA package's
+    model.so, which carries one) or the JIT's (built from runtime/cuda_runtime.c with the C
+    compiler). Every copy of the runtime uses the process's primary context of device 0, so a
+    pointer from one is valid in all."""
+    library = library if library is not None else ctypes.CDLL(cuda_runtime_library())
     library.tilecraft_cuda_device_alloc.restype = ctypes.c_void_p
     library.tilecraft_cuda_device_alloc.argtypes = [ctypes.c_uint64]
     library.tilecraft_cuda_device_free.argtypes = [ctypes.c_void_p]
@@ -97,10 +98,12 @@ class DeviceArray:
 
     Build one with :func:`device_array` (upload) or :func:`from_dlpack` (no copy)."""
 
-    __slots__ = ("pointer", "shape", "dtype", "device", "_owner", "_finalizer", "__weakref__")
+    __slots__ = ("pointer", "shape", "dtype", "device", "_owner", "_finalizer", "_runtime", "__weakref__")
 
     def __init__(self, pointer: int, shape: Sequence[int], dtype: "np.dtype | str", *, device: int = DEVICE,
-                 owner: Any = None, release: Callable[[], None] | None = None) -> None:
+                 owner: Any = None, release: Callable[[], None] | None = None,
+                 runtime: ctypes.CDLL | None = None) -> None:
+        self._runtime = runtime  # the runtime that copies it (None: the JIT's)
         self.pointer = int(pointer)
         self.shape = tuple(int(extent) for extent in shape)
         self.dtype = np.dtype(dtype)
@@ -128,7 +131,7 @@ class DeviceArray:
     def to_numpy(self) -> np.ndarray:
         """A host copy (the one copy the user asked for)."""
         host = np.empty(self.shape, self.dtype)
-        library = _runtime()
+        library = _runtime(self._runtime)
         library.tilecraft_cuda_copy(host.ctypes.data, self.pointer, self.nbytes)
         _raise_pending(library, "DeviceArray.to_numpy")
         return host
@@ -264,17 +267,20 @@ def from_dlpack(tensor: Any) -> DeviceArray:
                        owner=tensor, release=release)
 
 
-def device_array(array: "np.ndarray | Sequence[Any]", dtype: Any = None) -> DeviceArray:
+def device_array(array: "np.ndarray | Sequence[Any]", dtype: Any = None, *,
+                 runtime: ctypes.CDLL | None = None) -> DeviceArray:
     """Upload ``array`` to CUDA device 0 (one host-to-device copy): a :class:`DeviceArray` whose
-    memory is freed when it is collected. Raises :class:`~tilecraft.errors.DeviceUnavailableError`
-    where there is no GPU."""
+    memory is freed when it is collected. ``runtime``: the CUDA runtime to use (a package's,
+    as :meth:`Package.device_array <tilecraft.runtime.package.Package.device_array>` passes;
+    default the JIT's). Raises :class:`~tilecraft.errors.DeviceUnavailableError` where there
+    is no GPU."""
     host = np.ascontiguousarray(array, dtype=dtype)
-    library = _runtime()
+    library = _runtime(runtime)
     pointer = library.tilecraft_cuda_device_alloc(max(host.nbytes, 1))
     _raise_pending(library, "device_array")
     library.tilecraft_cuda_copy(pointer, host.ctypes.data, host.nbytes)
     free = library.tilecraft_cuda_device_free
-    result = DeviceArray(pointer, host.shape, host.dtype, release=lambda: free(pointer))
+    result = DeviceArray(pointer, host.shape, host.dtype, release=lambda: free(pointer), runtime=library)
     _raise_pending(library, "device_array")
     return result
 

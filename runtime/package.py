@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import ArgumentValueError, EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from . import cuda_errors
-from .device_array import host_views
+from .device_array import DeviceArray, device_array, host_views
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame
@@ -348,6 +348,14 @@ class Package:
         device-resident weights (a later call uploads them again). The library stays loaded."""
         if getattr(self, "_device", False):
             cuda_errors.release(self._library)
+
+    def device_array(self, array: Any, dtype: Any = None) -> DeviceArray:
+        """``array`` uploaded to the device through this CUDA package's runtime (a
+        :class:`~tilecraft.runtime.device_array.DeviceArray` its calls take without host
+        copies); :class:`PackageError` for a CPU package."""
+        if not getattr(self, "_device", False):
+            raise PackageError(f"{self.path} is a CPU package: it takes numpy arrays")
+        return device_array(array, dtype, runtime=self._library)
 
     def __enter__(self) -> "Package":
         return self

@@ -139,7 +139,8 @@ def test_package_takes_device_arrays_without_host_copies(recorder, demo_package,
     x = rand((1, 1, 16, 16))
     with packages.load(demo_package) as package:
         package(x)  # the weights and the arena
-        dx = device_array(x)
+        dx = package.device_array(x)  # through the package's own runtime
+        assert np.array_equal(dx.to_numpy(), x)
         recorder.reset()
         for _ in range(2):
             y = package(dx)
@@ -166,3 +167,12 @@ def test_a_cpu_module_refuses_device_arrays(recorder, rand):
     module = tilecraft.compile(str(DEMO_CNN), target="llvm", shape_dict=SHAPES)
     with pytest.raises(ArgumentTypeError, match="DeviceArray"):
         module(device_array(rand((1, 1, 16, 16))))
+
+
+def test_a_cpu_package_has_no_device_arrays(tmp_path, rand):
+    from tilecraft.errors import PackageError
+
+    path = tmp_path / "cpu.tar"
+    tilecraft.compile(str(DEMO_CNN), target="llvm", shape_dict=SHAPES, package_path=path)
+    with pytest.raises(PackageError, match="CPU package"):
+        packages.load(path).device_array(rand((1, 1, 16, 16)))
