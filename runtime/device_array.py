@@ -160,6 +160,8 @@ class DeviceArray:
             raise BufferError(f"DeviceArray on cuda:{self.device} cannot be exported to device {dl_device}")
         if copy:
             raise BufferError("DeviceArray exports without copying (copy=True not supported)")
+        if self.dtype.kind not in _KINDS:
+            raise BufferError(f"DeviceArray of dtype {self.dtype} has no DLPack type")
         return _export(self)
 
 
@@ -201,8 +203,6 @@ _raw_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctype
 
 def _export(array: DeviceArray) -> Any:
     kind = array.dtype.kind
-    if kind not in _KINDS:
-        raise BufferError(f"DeviceArray of dtype {array.dtype} has no DLPack type")
     shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
     managed = DLManagedTensor()
     managed.dl_tensor = DLTensor(array.pointer, DLDevice(KDL_CUDA, array.device), array.ndim,
