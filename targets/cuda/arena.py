@@ -44,7 +44,7 @@ from mlir.dialects import arith, llvm, memref
 from ...pipelines.ir_queries import identity_layout
 from ...pipelines.passes import register_pass
 from ..c import workspace
-from .memory import _VIEW_OPS
+from .memory import VIEW_OPS
 
 PLAN_ARENA = "tilecraft-gpu-plan-arena"
 ACQUIRE_FUNCTION = "tilecraft_cuda_arena_acquire"
@@ -101,7 +101,7 @@ def _uses(value: ir.Value, func: ir.Operation, alloc: ir.Operation) -> list[ir.O
         owner = _owner(use)
         if _inside_launch(owner, func):
             found.append(_top_level(owner, func))
-        elif owner.name in _VIEW_OPS and owner.operands[0] == value:
+        elif owner.name in VIEW_OPS and owner.operands[0] == value:
             inner = _uses(owner.results[0], func, alloc)
             if inner is None:
                 return None
@@ -199,8 +199,13 @@ def _function_arena(func: ir.Operation, index: int, module_body: ir.Block) -> bo
     return True
 
 
-def _declare(module_body: ir.Block, name: str, spelling: str) -> None:
-    with ir.InsertionPoint(module_body.operations[0]), ir.Location.unknown():
+def declare_llvm_function(body: ir.Block, name: str, spelling: str) -> None:
+    """Declare the external ``llvm.func`` ``name`` of type ``spelling`` at the top of the
+    module ``body`` (once; resident.py declares its runtime functions through it too)."""
+    if any(op.operation.name == "llvm.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name
+           for op in body.operations):
+        return
+    with ir.InsertionPoint(body.operations[0]), ir.Location.unknown():
         # The Python bindings have no builder for !llvm.func types: parsed from its spelling.
         llvm.LLVMFuncOp(name, ir.TypeAttr.get(ir.Type.parse(spelling)))
 
@@ -216,5 +221,5 @@ def plan_arena_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         if _function_arena(func, planned, body):
             planned += 1
     if planned:
-        _declare(body, ACQUIRE_FUNCTION, "!llvm.func<ptr (ptr, i64)>")
-        _declare(body, RELEASE_FUNCTION, "!llvm.func<void (ptr, ptr)>")
+        declare_llvm_function(body, ACQUIRE_FUNCTION, "!llvm.func<ptr (ptr, i64)>")
+        declare_llvm_function(body, RELEASE_FUNCTION, "!llvm.func<void (ptr, ptr)>")

@@ -33,7 +33,7 @@ from mlir import ir
 from mlir.dialects import llvm
 
 from ...pipelines.passes import register_pass
-from .arena import ARENA_SLOT_PREFIX
+from .arena import ARENA_SLOT_PREFIX, declare_llvm_function
 
 RESIDENT_WEIGHTS = "tilecraft-gpu-resident-weights"
 RESIDENT_FUNCTION = "tilecraft_cuda_resident"
@@ -117,7 +117,7 @@ def resident_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> N
     i64 = ir.IntegerType.get_signless(64)
     first = body.operations[0]
     if uploads:
-        _declare(body, RESIDENT_FUNCTION, "!llvm.func<ptr (ptr, ptr, i64, ptr)>")
+        declare_llvm_function(body, RESIDENT_FUNCTION, "!llvm.func<ptr (ptr, ptr, i64, ptr)>")
     for index, (alloc, copy, frees) in enumerate(uploads):
         slot = f"{SLOT_PREFIX}{index}"
         with ir.InsertionPoint(first), copy.location:
@@ -135,15 +135,6 @@ def resident_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> N
     _module_release(body)
 
 
-def _declare(body: ir.Block, name: str, spelling: str) -> None:
-    if any(op.operation.name == "llvm.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name
-           for op in body.operations):
-        return
-    with ir.InsertionPoint(body.operations[0]), ir.Location.unknown():
-        # The Python bindings have no builder for !llvm.func types: parsed from its spelling.
-        llvm.LLVMFuncOp(name, ir.TypeAttr.get(ir.Type.parse(spelling)))
-
-
 def _module_release(body: ir.Block) -> None:
     """``__tilecraft_cuda_release_module()``: free this module's device weights and arenas.
 
@@ -155,7 +146,7 @@ def _module_release(body: ir.Block) -> None:
              and ir.StringAttr(op.operation.attributes["sym_name"]).value.startswith((SLOT_PREFIX, ARENA_SLOT_PREFIX))]
     if not slots:
         return
-    _declare(body, RELEASE_SLOT_FUNCTION, "!llvm.func<i64 (ptr)>")
+    declare_llvm_function(body, RELEASE_SLOT_FUNCTION, "!llvm.func<i64 (ptr)>")
     ptr = llvm.PointerType.get()
     i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint(body), ir.Location.unknown():
