@@ -15,7 +15,10 @@ This pass rewrites each such triple into one call of the runtime (runtime/cuda_r
 
 where ``@__tilecraft_resident_N`` is a private i64 slot of the module, 0 until the first
 call uploads the weight and stores its device pointer there. The runtime frees them all in
-``tilecraft_cuda_release`` (a package's ``close``).
+``tilecraft_cuda_release`` (a package's ``close``). The pass also emits
+``__tilecraft_cuda_release_module()``, which frees this module's slots only (its weights and
+its functions' activation arenas, arena.py): a JIT module's ``close``, where every module of
+the process shares one runtime.
 
 Why on the LLVM dialect, after ``gpu-to-llvm``: before it, a device pointer held in a module
 slot has no memref-level spelling (no op turns an integer back into a memref), while here a
