@@ -176,3 +176,20 @@ def test_a_cpu_package_has_no_device_arrays(tmp_path, rand):
     tilecraft.compile(str(DEMO_CNN), target="llvm", shape_dict=SHAPES, package_path=path)
     with pytest.raises(PackageError, match="CPU package"):
         packages.load(path).device_array(rand((1, 1, 16, 16)))
+
+
+def test_jit_module_takes_device_arrays(recorder, monkeypatch, rand):
+    """The in-process module too: its input copied device to device, then ``close``."""
+    from tilecraft.targets.cuda import module as cuda_module
+
+    monkeypatch.setattr(cuda_module, "cuda_runtime_library", device_arrays.cuda_runtime_library)
+    compiled = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES, opt_level=1)
+    x = rand((1, 1, 16, 16))
+    compiled(x)
+    dx = device_array(x)
+    recorder.reset()
+    assert compiled(dx).shape == (1, 10)
+    assert (recorder["h2d"], recorder["d2d"], recorder["d2h"], recorder["alloc"]) == (0, 1, 1, 0)
+    with pytest.raises(ArgumentValueError, match="shape"):
+        compiled(device_array(rand((1, 1, 8, 16))))
+    compiled.close()
