@@ -382,3 +382,31 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
     assert row["device_array_roundtrip"] and row["device_array_matches_host_call"] and row["device_array_ms"] > 0
     assert row["resident_bytes"] > 0 and row["arena_bytes"] > 0 and row["released_on_close"]
     assert row["dlpack"] == {"skipped": "torch has no CUDA device"}
+
+
+def test_kernel_free_outputs_are_right_through_the_arena(recorder, tmp_path):
+    """A model of reshapes only runs no kernel, so the recording driver computes it whole: the
+    inputs' device copies and the outputs' copies back go through the arena's views, and the
+    outputs are the inputs reshaped, call after call, with nothing allocated after the first."""
+    from onnx import TensorProto, helper, save
+
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [4, 6])
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"]), helper.make_node("Flatten", ["w"], ["z"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [5, 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 6])], [shape])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "reshapes.onnx")
+    compiled = tilecraft.compile(str(tmp_path / "reshapes.onnx"), target="cuda -arch=sm_90",
+                                 package_path=tmp_path / "reshapes.tar")
+    assert "memref.view" in compiled.ir("map") and "gpu.alloc" not in compiled.ir("map")
+    with packages.load(tmp_path / "reshapes.tar") as package:
+        for call in range(3):
+            recorder.reset()
+            x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) + call
+            w = np.arange(30, dtype=np.float32).reshape(5, 2, 3) * (call + 1)
+            y, z = package(x, w)
+            assert np.array_equal(y, x.reshape(4, 6)) and np.array_equal(z, w.reshape(5, 6))
+            assert recorder["alloc"] == (1 if call == 0 else 0)  # the arena, once
+    assert recorder["live"] == 0
