@@ -29,7 +29,7 @@ where ``torch.cuda.is_available()``, times the same architecture in PyTorch eage
 (median of synchronized calls on device tensors: no copies; its weights are the same
 seeded ones, so its outputs are compared too, for information). Then the device-memory
 items: the same call with device arrays (``Package.device_array``: inputs copied device to
-device) must match the host call, timed too; the runtime's resident weight and activation
+device) must equal the host call bit for bit, timed too; the runtime's resident weight and activation
 arena bytes are reported and must be 0 after ``close``; where torch has CUDA, CUDA tensors go
 in through ``from_dlpack`` and a device array comes out through ``torch.from_dlpack``
 (``dlpack`` in the report). Writes ``report.json``
