@@ -86,6 +86,32 @@ def _resources(module, arch: str) -> str:
     return f", registers <= {max(r.registers for r in used)}, {spilling} spilling"
 
 
+def _arena(module) -> str:
+    """The activation arena's size against the buffers it holds (tilecraft-gpu-plan-arena), and
+    the device allocations left in the host code (each runs every call: loops' buffers)."""
+    from mlir import ir
+
+    planned = total = left = 0
+    body = module.llvm_module.operation.regions[0].blocks[0]
+    for op in body.operations:
+        op = op.operation
+        if op.name != "llvm.func" or not op.regions[0].blocks:
+            continue
+        if "tilecraft.device_arena_bytes" in op.attributes:
+            planned += ir.IntegerAttr(op.attributes["tilecraft.device_arena_bytes"]).value
+            total += ir.IntegerAttr(op.attributes["tilecraft.device_buffer_bytes"]).value
+
+        def count(inner):
+            nonlocal left
+            if inner.name == "llvm.call" and "callee" in inner.attributes and \
+                    ir.FlatSymbolRefAttr(inner.attributes["callee"]).value == "mgpuMemAlloc":
+                left += 1
+            return ir.WalkResult.ADVANCE
+
+        op.walk(count)
+    return f", arena {planned / 1024:.0f} KiB for {total / 1024:.0f} KiB of buffers, {left} allocation site(s) left"
+
+
 def _compile_all(paths: list[str], arch: str, package: bool = False) -> int:
     print(f"CUDA coverage for {arch}; ptxas: {find_ptxas() or 'not installed (PTX only)'}")
     failed = 0
@@ -100,7 +126,7 @@ def _compile_all(paths: list[str], arch: str, package: bool = False) -> int:
             seconds = time.perf_counter() - started
             kernels = module.ptx().count(".entry")
             print(f"{os.path.basename(path):<32} ok      {seconds:7.1f} s  {kernels} kernels"
-                  f"{_resources(module, arch)}{size}", flush=True)
+                  f"{_resources(module, arch)}{_arena(module)}{size}", flush=True)
         except TilecraftError as error:
             failed += 1
             first = str(error).splitlines()[0][:200]

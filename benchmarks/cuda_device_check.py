@@ -27,7 +27,12 @@ output's largest magnitude, as the public suite); times the first call (weights 
 and the median of ``--repeat`` warm calls (numpy in, numpy out: the copies included); and,
 where ``torch.cuda.is_available()``, times the same architecture in PyTorch eager on the GPU
 (median of synchronized calls on device tensors: no copies; its weights are the same
-seeded ones, so its outputs are compared too, for information). Writes ``report.json``
+seeded ones, so its outputs are compared too, for information). Then the device-memory
+items: the same call with device arrays (``Package.device_array``: inputs copied device to
+device) must equal the host call bit for bit, timed too; the runtime's resident weight and activation
+arena bytes are reported and must be 0 after ``close``; where torch has CUDA, CUDA tensors go
+in through ``from_dlpack`` and a device array comes out through ``torch.from_dlpack``
+(``dlpack`` in the report). Writes ``report.json``
 and ``report.txt`` to ``--out``; exit status 1 when a model failed or mismatched.
 It stops starting models after ``--budget-s`` (default 420 s) so the whole run ends well
 inside the device tool's 8-minute plan.
@@ -181,6 +186,69 @@ def _torch_eager(name: str, feeds: dict[str, Any], full: bool, repeat: int) -> d
             "device": torch.cuda.get_device_name(0), "capability": "sm_%d%d" % torch.cuda.get_device_capability(0)}
 
 
+def _device_memory_checks(package: Any, feeds: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """Issue #47's device-memory items on the real driver: the call with device arrays
+    (``Package.device_array``: inputs copied device to device) against the host call, its warm
+    time, and the bytes the runtime holds (weights, the activation arena) before and after
+    ``close``."""
+    from tilecraft.runtime import cuda_errors
+
+    row: dict[str, Any] = {}
+    device_feeds = {name: package.device_array(value) for name, value in feeds.items()}
+    row["device_array_roundtrip"] = np_array_equal_all(device_feeds, feeds)
+    # Against a warm host call made right before it, bit for bit (with the test's stand-in driver,
+    # which runs no kernel, a first call's outputs differ from a warm one's).
+    outputs = package(**feeds)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    got = package(**device_feeds)
+    got = got if isinstance(got, tuple) else (got,)
+    row["device_array_matches_host_call"] = all(_identical(a, b) for a, b in zip(got, outputs))
+    row["device_array_ms"] = _median_ms(lambda: package(**device_feeds), repeat)
+    row["resident_bytes"] = cuda_errors.resident_bytes(package._library)
+    row["arena_bytes"] = cuda_errors.arena_bytes(package._library)
+    package.close()
+    row["released_on_close"] = (cuda_errors.resident_bytes(package._library),
+                                cuda_errors.arena_bytes(package._library)) == (0, 0)
+    return row
+
+
+def _identical(got: Any, want: Any) -> bool:
+    """The same values, bit for bit, NaN included: the same kernels ran on the same inputs."""
+    import numpy as np
+
+    got, want = np.asarray(got), np.asarray(want)
+    return got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+def np_array_equal_all(device_feeds: dict[str, Any], feeds: dict[str, Any]) -> bool:
+    import numpy as np
+
+    return all(np.array_equal(device_feeds[name].to_numpy(), feeds[name]) for name in feeds)
+
+
+def _torch_dlpack(package: Any, feeds: dict[str, Any], outputs: tuple[Any, ...]) -> dict[str, Any]:
+    """DLPack with PyTorch CUDA tensors both ways, where torch has CUDA: a CUDA tensor into a
+    call (``from_dlpack``, no copy) and a device array read by ``torch.from_dlpack``."""
+    try:
+        import torch
+    except ImportError:
+        return {"skipped": "torch not installed"}
+    if not torch.cuda.is_available():
+        return {"skipped": "torch has no CUDA device"}
+    from tilecraft.runtime.device_array import from_dlpack
+
+    try:
+        tensors = {name: torch.from_numpy(value).cuda() for name, value in feeds.items()}
+        got = package(**{name: from_dlpack(tensor) for name, tensor in tensors.items()})
+        got = got if isinstance(got, tuple) else (got,)
+        name, value = next(iter(feeds.items()))
+        back = torch.from_dlpack(package.device_array(value))
+        return {"torch_tensors_in_match": all(_matches(a, b)[0] for a, b in zip(got, outputs)),
+                "torch_from_dlpack_matches": bool(back.is_cuda and (back.cpu().numpy() == value).all())}
+    except Exception as error:  # reported, not fatal
+        return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"}
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -215,7 +283,8 @@ def run(args: argparse.Namespace) -> int:
             row["match"] = all(ok for ok, _ in checks) and len(outputs) == len(expected)
             row["max_rel_error"] = max(error for _, error in checks)
             row["ms"] = _median_ms(lambda: package(**feeds), args.repeat)
-            package.close()
+            row["dlpack"] = _torch_dlpack(package, feeds, outputs)
+            row.update(_device_memory_checks(package, feeds, args.repeat))
         except Exception as error:  # report and go on: one model must not stop the check
             row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
         torch_row = _torch_eager(name, feeds, index["full"], args.repeat) if "error" not in row else {}
@@ -225,6 +294,10 @@ def run(args: argparse.Namespace) -> int:
             results.setdefault("capability", torch_row.pop("capability"))
         row["torch"] = torch_row
         results["models"][name] = row
+        if "error" not in row and not (row["device_array_matches_host_call"] and row["device_array_roundtrip"]
+                                       and row["released_on_close"]):
+            row["error"] = "device arrays match the host call: %s, round trip: %s, released on close: %s" % (
+                row["device_array_matches_host_call"], row["device_array_roundtrip"], row["released_on_close"])
         if "error" in row or not row["match"]:
             failed += 1
             lines.append(f"{name:<20} FAILED  {row.get('error') or 'max error %.1e' % row['max_rel_error']}")
@@ -232,8 +305,11 @@ def run(args: argparse.Namespace) -> int:
             torch_ms = torch_row.get("ms")
             torch_text = f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f}" if torch_ms \
                 else torch_row.get("skipped", "-")
+            device = "device arrays %s %8.3f ms" % ("ok" if row["device_array_matches_host_call"] else "MISMATCH",
+                                                      row["device_array_ms"])
             lines.append(f"{name:<20} ok  max err {row['max_rel_error']:.1e}  first {row['first_call_ms']:8.2f} ms  "
-                         f"warm {row['ms']:8.3f} ms  torch {torch_text}")
+                         f"warm {row['ms']:8.3f} ms  {device}  arena {row['arena_bytes'] / 1024:.0f} KiB  "
+                         f"freed {row['released_on_close']}  torch {torch_text}")
         print(lines[-1], flush=True)
     ran = len(results["models"])
     lines.insert(1, f"device: {results.get('device', '?')} ({results.get('capability', '?')})")

@@ -15,6 +15,7 @@ from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import import_exported
 from ..frontend.torch.importer import from_numpy, mutations, state_inputs, tensor_view
 from ..pipelines.jit.compiled_module import CompiledModule
+from ..runtime.device_array import from_dlpack
 from ..runtime.timing import Timing, time_evaluator
 from .compile import compile as compile_mlir
 from .options import CompileOptions
@@ -81,11 +82,15 @@ class CompiledTorchModule:
             if self._in_spec is not None and spec != self._in_spec:
                 raise ArgumentValueError(
                     f"the call's arguments are structured as {spec}, the example inputs as {self._in_spec}")
-        arrays = [_array_view(position, value) for position, value in enumerate(flat)]
+        on_device = self.compiled.target.kind == "cuda"
+        arrays = [_array_view(position, value, on_device) for position, value in enumerate(flat)]
         arrays += [tensor_view(buffer.detach()) for buffer in self._state]
         results = self.compiled(*arrays)
         results = results if isinstance(results, tuple) else (results,)
         tensors = [from_numpy(r) for r in results]
+        device = _cuda_device(flat) if on_device else None
+        if device is not None:  # CUDA tensors in, CUDA tensors out (the outputs come back as host arrays)
+            tensors = [tensor.to(device) for tensor in tensors]
         if self._writes:
             tensors, written = tensors[:len(tensors) - len(self._writes)], tensors[len(tensors) - len(self._writes):]
             with torch.no_grad():  # eager's in-place update, outside autograd as the compiled code is
@@ -115,13 +120,20 @@ class CompiledTorchModule:
         return f"<CompiledTorchModule {self.compiled.signature}>"
 
 
-def _array_view(position: int, value: Any) -> Any:
+def _array_view(position: int, value: Any, on_device: bool = False) -> Any:
     """A numpy view of argument ``value`` (its memory, read only by the compiled code);
-    :class:`ArgumentTypeError` for anything but a CPU tensor. Detached and with a pending
-    conjugate or negation resolved only when it has one (each of those calls costs as much
-    as the view itself)."""
+    :class:`ArgumentTypeError` for anything but a CPU tensor, or, for a CUDA module
+    (``on_device``), a CUDA tensor, passed as a device array over its memory (DLPack, no copy;
+    runtime/device_array.py). Detached and with a pending conjugate or negation resolved only
+    when it has one (each of those calls costs as much as the view itself)."""
     if not isinstance(value, torch.Tensor):
         raise ArgumentTypeError(f"argument {position} is a {type(value).__name__}, not a torch.Tensor")
+    if on_device and value.device.type == "cuda":
+        value = value.detach().resolve_conj().resolve_neg().contiguous()
+        # The module's copies run on its own non-blocking stream: the tensor's producer
+        # (torch's current stream) must be done first.
+        torch.cuda.current_stream(value.device).synchronize()
+        return from_dlpack(value)
     if not value.is_cpu:
         raise ArgumentTypeError(f"argument {position} is on {value.device}; compiled code runs on the CPU")
     if value.requires_grad:
@@ -131,6 +143,12 @@ def _array_view(position: int, value: Any) -> Any:
     if value.is_neg():
         value = value.resolve_neg()
     return tensor_view(value)
+
+
+def _cuda_device(arguments: Sequence[Any]) -> "torch.device | None":
+    """The CUDA device of the first CUDA tensor among ``arguments`` (None: all on the CPU)."""
+    return next((value.device for value in arguments
+                 if isinstance(value, torch.Tensor) and value.device.type == "cuda"), None)
 
 
 def _buffer(program: ExportedProgram, name: str) -> torch.Tensor:

@@ -14,6 +14,7 @@ from ..errors import CudaError, DeviceUnavailableError
 TAKE_ERROR_SYMBOL = "tilecraft_cuda_take_error"
 RELEASE_SYMBOL = "tilecraft_cuda_release"
 RESIDENT_BYTES_SYMBOL = "tilecraft_cuda_resident_bytes"
+ARENA_BYTES_SYMBOL = "tilecraft_cuda_arena_bytes"
 # tilecraft_cuda_take_error's kinds.
 _CALL_FAILED, _NO_DEVICE = 1, 2
 
@@ -43,7 +44,8 @@ def raise_pending(library: ctypes.CDLL, where: str) -> None:
 
 
 def release(library: ctypes.CDLL) -> int:
-    """Free the device-resident weights of ``library``'s runtime; returns the bytes freed."""
+    """Free the device-resident weights and activation arenas of ``library``'s runtime;
+    returns the bytes freed."""
     function = getattr(library, RELEASE_SYMBOL)
     function.restype = ctypes.c_uint64
     function.argtypes = []
@@ -53,6 +55,14 @@ def release(library: ctypes.CDLL) -> int:
 def resident_bytes(library: ctypes.CDLL) -> int:
     """Bytes of weights ``library``'s runtime holds on the device."""
     function = getattr(library, RESIDENT_BYTES_SYMBOL)
+    function.restype = ctypes.c_uint64
+    function.argtypes = []
+    return int(function())
+
+
+def arena_bytes(library: ctypes.CDLL) -> int:
+    """Bytes of activation arenas (targets/cuda/arena.py) ``library``'s runtime holds."""
+    function = getattr(library, ARENA_BYTES_SYMBOL)
     function.restype = ctypes.c_uint64
     function.argtypes = []
     return int(function())

@@ -16,9 +16,12 @@
  *
  * Weights live on the device for the library's life: tilecraft_cuda_resident (called by the
  * host code where tilecraft-gpu-resident-weights replaced a per-call upload,
- * targets/cuda/resident.py) uploads a weight once into a slot of the module and
- * tilecraft_cuda_release frees them all (Package.close, tilecraft_model_close). Not at
- * unload: libraries are unloaded at process exit, when the driver may be gone already.
+ * targets/cuda/resident.py) uploads a weight once into a slot of the module. A function's
+ * intermediates live in one device arena (targets/cuda/arena.py), allocated by its first
+ * call and reused by the next (tilecraft_cuda_arena_acquire / _release). tilecraft_cuda_release
+ * frees them all (Package.close, tilecraft_model_close), tilecraft_cuda_release_slot one
+ * module's (a JIT module's close). Not at unload: libraries are unloaded at process exit,
+ * when the driver may be gone already.
  *
  * TILECRAFT_CUDA_DRIVER=path loads another library in place of libcuda.so.1: for tests
  * only (tests/cuda/recording_driver.c records the calls on a machine without a GPU).
@@ -359,16 +362,44 @@ void mgpuMemset16(void *destination, unsigned short value, size_t count, CUstrea
   leave();
 }
 
-/* ---- device-resident weights ---------------------------------------------------------- */
+/* ---- device-resident weights and activation arenas ------------------------------------ */
 
+/* What the runtime holds on the device between calls: a weight (its slot is the module's i64
+ * global holding the device copy) or an activation arena (its slot is the module's pair of
+ * i64: the arena's device address and whether a call is using it; targets/cuda/arena.py). */
+enum { WEIGHT = 0, ARENA = 1 };
 typedef struct {
-  uint64_t *slot; /* the module's global holding the device copy (0 until uploaded) */
+  uint64_t *slot; /* slot[0]: the device address (0 until allocated) */
   CUdeviceptr device;
-} resident_weight;
+  uint64_t bytes;
+  int kind;
+} held_buffer;
 
-static resident_weight *residents;
+static held_buffer *residents;
 static size_t resident_count, resident_capacity;
-static uint64_t resident_bytes;
+static uint64_t resident_bytes, arena_bytes;
+
+/* Room for one more held buffer (under lock); 0 when out of host memory. */
+static int reserve_held(void) {
+  if (resident_count < resident_capacity)
+    return 1;
+  size_t capacity = resident_capacity ? 2 * resident_capacity : 64;
+  held_buffer *grown = realloc(residents, capacity * sizeof *grown);
+  if (grown == NULL)
+    return 0;
+  residents = grown;
+  resident_capacity = capacity;
+  return 1;
+}
+
+static void hold(uint64_t *slot, CUdeviceptr device, uint64_t bytes, int kind) {
+  residents[resident_count++] = (held_buffer){slot, device, bytes, kind};
+  if (kind == WEIGHT)
+    resident_bytes += bytes;
+  else
+    arena_bytes += bytes;
+  __atomic_store_n(slot, (uint64_t)device, __ATOMIC_RELEASE);
+}
 
 /* The device copy of the weight at `host` (`bytes` long), uploaded on the first call and
  * kept in `*slot` until tilecraft_cuda_release. The copy completes before it returns, so
@@ -380,17 +411,11 @@ EXPORT void *tilecraft_cuda_resident(uint64_t *slot, const void *host, uint64_t 
     return NULL;
   pthread_mutex_lock(&lock); /* two threads' first calls upload once */
   CUdeviceptr device = (CUdeviceptr)*slot;
-  if (device == 0 && resident_count == resident_capacity) {
-    size_t capacity = resident_capacity ? 2 * resident_capacity : 64;
-    resident_weight *grown = realloc(residents, capacity * sizeof *grown);
-    if (grown == NULL) {
-      pthread_mutex_unlock(&lock);
-      record(CALL_FAILED, "tilecraft_cuda_resident: out of host memory");
-      leave();
-      return NULL;
-    }
-    residents = grown;
-    resident_capacity = capacity;
+  if (device == 0 && !reserve_held()) {
+    pthread_mutex_unlock(&lock);
+    record(CALL_FAILED, "tilecraft_cuda_resident: out of host memory");
+    leave();
+    return NULL;
   }
   if (device == 0 && cu.cuMemAlloc(&device, bytes) != 0)
     device = 0;
@@ -400,9 +425,7 @@ EXPORT void *tilecraft_cuda_resident(uint64_t *slot, const void *host, uint64_t 
       cu.cuMemFree(device);
       device = 0;
     } else {
-      residents[resident_count++] = (resident_weight){slot, device};
-      resident_bytes += bytes;
-      __atomic_store_n(slot, (uint64_t)device, __ATOMIC_RELEASE);
+      hold(slot, device, bytes, WEIGHT);
     }
   }
   pthread_mutex_unlock(&lock);
@@ -413,23 +436,104 @@ EXPORT void *tilecraft_cuda_resident(uint64_t *slot, const void *host, uint64_t 
   return (void *)(uintptr_t)device;
 }
 
-/* Free every device-resident weight (their slots read 0 again: a later call uploads anew).
- * Returns the bytes freed. */
-EXPORT uint64_t tilecraft_cuda_release(void) {
-  pthread_mutex_lock(&lock);
-  uint64_t freed = resident_bytes;
-  int entered = resident_count > 0 && driver_ready && cu.cuCtxPushCurrent(context) == 0;
-  for (size_t i = 0; i < resident_count; ++i) {
-    __atomic_store_n(residents[i].slot, 0, __ATOMIC_RELEASE);
-    if (entered)
-      cu.cuMemFree(residents[i].device);
+/* The device arena of one call of a function (`bytes`: its planned size; `slot`: the
+ * function's {address, in use} pair). The first call allocates it and later calls reuse it,
+ * so a call allocates no device memory. A call that finds it in use (another thread's call
+ * of the same function is running) gets a private arena of its own, freed by
+ * tilecraft_cuda_arena_release: correct, only not allocation-free. NULL (error recorded) on
+ * failure; the launches and copies of the call are then skipped. */
+EXPORT void *tilecraft_cuda_arena_acquire(uint64_t *slot, uint64_t bytes) {
+  if (bytes == 0 || !enter(1))
+    return NULL;
+  uint64_t idle = 0;
+  CUdeviceptr device = 0;
+  if (__atomic_compare_exchange_n(&slot[1], &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    device = (CUdeviceptr)__atomic_load_n(&slot[0], __ATOMIC_ACQUIRE);
+    /* This call owns the slot now: no other thread allocates it (record() takes the lock,
+     * so the allocation and its error are outside it). */
+    if (device == 0 && check(cu.cuMemAlloc(&device, bytes), "tilecraft_cuda_arena_acquire", "cuMemAlloc")) {
+      pthread_mutex_lock(&lock);
+      int held = reserve_held();
+      if (held)
+        hold(slot, device, bytes, ARENA);
+      pthread_mutex_unlock(&lock);
+      if (!held) {
+        cu.cuMemFree(device);
+        device = 0;
+        record(CALL_FAILED, "tilecraft_cuda_arena_acquire: out of host memory");
+      }
+    }
+    if (device == 0)
+      __atomic_store_n(&slot[1], 0, __ATOMIC_RELEASE);
+  } else if (!check(cu.cuMemAlloc(&device, bytes), "tilecraft_cuda_arena_acquire", "cuMemAlloc")) {
+    device = 0;
   }
+  leave();
+  return (void *)(uintptr_t)device;
+}
+
+/* The end of the call that acquired `pointer` (the host code synchronized its streams
+ * first: gpu-async-region waits before a host call). The function's arena becomes free for
+ * the next call; a private one is freed. */
+EXPORT void tilecraft_cuda_arena_release(uint64_t *slot, void *pointer) {
+  if (pointer == NULL)
+    return;
+  if ((uint64_t)(uintptr_t)pointer == __atomic_load_n(&slot[0], __ATOMIC_ACQUIRE)) {
+    __atomic_store_n(&slot[1], 0, __ATOMIC_RELEASE);
+    return;
+  }
+  if (!enter(0))
+    return;
+  check(cu.cuMemFree((CUdeviceptr)(uintptr_t)pointer), "tilecraft_cuda_arena_release", "cuMemFree");
+  leave();
+}
+
+/* Free the held buffers for which `matches(slot, owner)` holds (their slots read 0 again: a
+ * later call uploads or allocates anew). Returns the bytes freed. */
+static uint64_t release_where(int (*matches)(const uint64_t *, const void *), const void *owner) {
+  pthread_mutex_lock(&lock);
+  uint64_t freed = 0;
+  int entered = resident_count > 0 && driver_ready && cu.cuCtxPushCurrent(context) == 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < resident_count; ++i) {
+    held_buffer held = residents[i];
+    if (!matches(held.slot, owner)) {
+      residents[kept++] = held;
+      continue;
+    }
+    __atomic_store_n(held.slot, 0, __ATOMIC_RELEASE);
+    if (entered)
+      cu.cuMemFree(held.device);
+    freed += held.bytes;
+    if (held.kind == WEIGHT)
+      resident_bytes -= held.bytes;
+    else
+      arena_bytes -= held.bytes;
+  }
+  resident_count = kept;
   if (entered)
     leave();
-  resident_count = 0;
-  resident_bytes = 0;
   pthread_mutex_unlock(&lock);
   return freed;
+}
+
+static int any_slot(const uint64_t *slot, const void *owner) { (void)slot, (void)owner; return 1; }
+static int same_slot(const uint64_t *slot, const void *owner) { return slot == owner; }
+
+/* Free every device-resident weight and arena of this runtime (a package's close). */
+EXPORT uint64_t tilecraft_cuda_release(void) { return release_where(any_slot, NULL); }
+
+/* Free what one slot holds: a module's own release function (tilecraft-gpu-resident-weights
+ * emits __tilecraft_cuda_release_module, calling this for each of its slots) frees that
+ * module's weights and arenas only, where several modules share this runtime (the JIT). */
+EXPORT uint64_t tilecraft_cuda_release_slot(uint64_t *slot) { return release_where(same_slot, slot); }
+
+/* Bytes of activation arenas held on the device now. */
+EXPORT uint64_t tilecraft_cuda_arena_bytes(void) {
+  pthread_mutex_lock(&lock);
+  uint64_t bytes = arena_bytes;
+  pthread_mutex_unlock(&lock);
+  return bytes;
 }
 
 /* Bytes of weights held on the device now. */
@@ -438,6 +542,37 @@ EXPORT uint64_t tilecraft_cuda_resident_bytes(void) {
   uint64_t bytes = resident_bytes;
   pthread_mutex_unlock(&lock);
   return bytes;
+}
+
+/* ---- device arrays (runtime/device_array.py) ------------------------------------------ */
+
+/* Device memory a user's DeviceArray owns (freed by tilecraft_cuda_device_free). */
+EXPORT void *tilecraft_cuda_device_alloc(uint64_t bytes) {
+  CUdeviceptr pointer = 0;
+  if (bytes == 0 || !enter(1))
+    return NULL;
+  if (!check(cu.cuMemAlloc(&pointer, bytes), "tilecraft_cuda_device_alloc", "cuMemAlloc"))
+    pointer = 0;
+  leave();
+  return (void *)(uintptr_t)pointer;
+}
+
+EXPORT void tilecraft_cuda_device_free(void *pointer) {
+  if (pointer == NULL || !enter(0))
+    return;
+  check(cu.cuMemFree((CUdeviceptr)(uintptr_t)pointer), "tilecraft_cuda_device_free", "cuMemFree");
+  leave();
+}
+
+/* A copy the user asked for (to_numpy, device_array), complete when it returns. The driver
+ * infers the direction from the addresses (unified addressing). */
+EXPORT void tilecraft_cuda_copy(void *destination, const void *source, uint64_t bytes) {
+  if (bytes == 0 || destination == NULL || source == NULL || !enter(1))
+    return;
+  if (check(cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)destination, (CUdeviceptr)(uintptr_t)source, bytes, NULL),
+            "tilecraft_cuda_copy", "cuMemcpyAsync"))
+    check(cu.cuStreamSynchronize(NULL), "tilecraft_cuda_copy", "cuStreamSynchronize");
+  leave();
 }
 
 /* The pending error: 0 none, 1 a driver call failed (cleared by taking it), 2 no usable

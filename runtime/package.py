@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import ArgumentValueError, EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from . import cuda_errors
+from .device_array import DeviceArray, device_array, host_views
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame
@@ -348,6 +349,14 @@ class Package:
         if getattr(self, "_device", False):
             cuda_errors.release(self._library)
 
+    def device_array(self, array: Any, dtype: Any = None) -> DeviceArray:
+        """``array`` uploaded to the device through this CUDA package's runtime (a
+        :class:`~tilecraft.runtime.device_array.DeviceArray` its calls take without host
+        copies); :class:`PackageError` for a CPU package."""
+        if not getattr(self, "_device", False):
+            raise PackageError(f"{self.path} is a CPU package: it takes numpy arrays")
+        return device_array(array, dtype, runtime=self._library)
+
     def __enter__(self) -> "Package":
         return self
 
@@ -442,6 +451,8 @@ class Package:
     def __call__(self, *args: Any, **kwargs: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
         if not self._check_table and not self._device:  # nothing to take after the call: one Python frame fewer
             return self._frame.call(self._entry, args, kwargs)
+        if self._device:  # DeviceArray arguments: their device addresses (runtime/device_array.py)
+            args, kwargs = host_views(args, kwargs)
         return self._call(self._entry, args, kwargs)
 
     def _call(self, entry: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:

@@ -30,6 +30,7 @@ PROTOCOL_RAISES = {
     "__setstate__": {"TypeError"},
     "__bool__": {"TypeError", "ValueError"},
     "__array__": {"TypeError"},
+    "__dlpack__": {"BufferError"},  # the DLPack protocol's refusal (runtime/device_array.py)
 }
 
 # (file, function, exception): why the builtin is right there. Keep this list short.

@@ -8,7 +8,8 @@ Stages, as data like the CPU pipeline (``pipelines/cpu.py``):
   bufferize  one-shot-bufferize, ownership-based deallocation
   map        tilecraft-gpu-map (scf.forall -> gpu.launch, thread ids, barriers),
              tilecraft-gpu-host-memory (device buffers, host<->device copies, shared memory),
-             tilecraft-gpu-hoist-accumulators (a thread's C tile in registers across K)
+             tilecraft-gpu-hoist-accumulators (a thread's C tile in registers across K),
+             tilecraft-gpu-plan-arena (device buffers at planned offsets of one arena, arena.py)
   loops      vector multi-reductions and transfers to 1-D, remaining linalg to loops
   outline    kernel outlining into gpu.module, NVVM target attached (chip, PTX version)
   kernel     inside gpu.module: vector/memref/scf/arith to LLVM + NVVM intrinsics
@@ -49,6 +50,7 @@ from ...pipelines.target import Target
 from .archs import ptx_version
 from .serial_foralls import SERIAL_FORALLS
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
+from .arena import PLAN_ARENA
 from .resident import RESIDENT_WEIGHTS
 
 PTX_ATTRIBUTE = "tilecraft.ptx"
@@ -245,10 +247,11 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                   "frontend's parallel bands) as host loops"),
             Stage("map", ("tilecraft-gpu-map", "tilecraft-gpu-host-memory",
                           "loop-invariant-code-motion", "tilecraft-gpu-hoist-accumulators",
-                          "func.func(gpu-eliminate-barriers)", "canonicalize", "cse"),
+                          "func.func(gpu-eliminate-barriers)", "canonicalize", "cse", PLAN_ARENA),
                   "block loops to gpu.launch, thread loops to thread ids (+ barriers); device "
                   "buffers and host<->device copies; shared memory as workgroup attributions; "
-                  "accumulator tiles in registers across the staged K loop"),
+                  "accumulator tiles in registers across the staged K loop; device buffers "
+                  "planned into one arena per function"),
             Stage("loops",
                   ("func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                    # No canonicalize after tilecraft-gpu-lower-vectors: it folds insert

@@ -36,13 +36,13 @@ from ...pipelines.ir_queries import identity_layout, ops_where
 from ...pipelines.passes import register_pass
 
 # Host-side ops that only compute addresses or sizes: safe on device pointers.
-_VIEW_OPS = frozenset(
+VIEW_OPS = frozenset(
     {
         "memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
         "memref.reinterpret_cast", "memref.view", "memref.reshape", "memref.transpose",
     }
 )
-_METADATA_OPS = _VIEW_OPS | frozenset(
+_METADATA_OPS = VIEW_OPS | frozenset(
     {
         "memref.dim", "memref.rank", "memref.extract_strided_metadata",
         "memref.extract_aligned_pointer_as_index", "memref.assume_alignment",
@@ -72,7 +72,7 @@ def _root(value: ir.Value) -> ir.Value:
     """The allocation a view was taken of (through subview / reshape / cast)."""
     while not isinstance(value.owner, ir.Block):
         owner = value.owner if isinstance(value.owner, ir.Operation) else value.owner.operation
-        if owner.name not in _VIEW_OPS:
+        if owner.name not in VIEW_OPS:
             break
         value = owner.operands[0]
     return value
@@ -138,7 +138,7 @@ def _host_only_allocations(host_ops: list[ir.Operation], helpers: set[str]) -> s
                 return False
             if owner.name == "func.call" and ir.FlatSymbolRefAttr(owner.attributes["callee"]).value not in helpers:
                 return False
-            if owner.name in _VIEW_OPS and not all(host_only(r) for r in owner.results if _is_memref(r)):
+            if owner.name in VIEW_OPS and not all(host_only(r) for r in owner.results if _is_memref(r)):
                 return False
         return True
 

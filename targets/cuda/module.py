@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 import numpy as np
 from mlir import ir
@@ -11,8 +12,10 @@ from mlir import ir
 from ...pipelines.jit.compiled_module import CompiledModule
 from ...pipelines.jit.engine import JitFunction
 from ...runtime.cuda_errors import raise_pending
+from ...runtime.device_array import host_views
 from ...runtime.libraries import cuda_runtime_library
 from ...runtime.signature import EntrySignature
+from .resident import MODULE_RELEASE_FUNCTION
 
 
 class CudaCompiledModule(CompiledModule):
@@ -24,8 +27,9 @@ class CudaCompiledModule(CompiledModule):
     module-load constructors: without a driver and GPU, calling raises
     :class:`DeviceUnavailableError` before any of that. The calling
     convention is the CPU one: numpy arrays in (copied to the device by the compiled host
-    code), fresh numpy arrays out (copied back); the weights go to the device on the first
-    call and stay there for the process (runtime/cuda_runtime.c). A failed driver call is a
+    code), fresh numpy arrays out (copied back); the weights and the activation arena go to
+    the device on the first call and stay there until :meth:`close` (or the process's end).
+    A failed driver call is a
     :class:`~tilecraft.errors.CudaError` after the call.
     """
 
@@ -69,6 +73,44 @@ class CudaCompiledModule(CompiledModule):
         return cubins
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        outputs = self._invoke(args, kwargs)
+        """numpy arrays or :class:`~tilecraft.runtime.device_array.DeviceArray` (copied on the
+        device) in, numpy arrays out."""
+        args, kwargs = host_views(args, kwargs)
+        outputs = self._invoke(tuple(args), kwargs)
+        if getattr(self, "_release", None) is None:
+            self._release = _module_release(self, self._function.engine)
         raise_pending(self._runtime(), "the CUDA module")
         return outputs
+
+    def close(self) -> None:
+        """Free this module's device memory now: its resident weights and activation arena
+        (a later call uploads and allocates them again). Every JIT module of the process shares
+        one CUDA runtime, so this calls the module's own release function
+        (``__tilecraft_cuda_release_module``, targets/cuda/resident.py), which frees only this
+        module's slots. A module collected without ``close`` frees them then."""
+        release, self._release = getattr(self, "_release", None), None
+        if release is not None:
+            release()  # a later call registers it again
+
+    def __enter__(self) -> "CudaCompiledModule":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _module_release(module: CudaCompiledModule, engine: Any) -> "weakref.finalize | Callable[[], None]":
+    """A call of the module's release function (nothing where the module holds no device
+    memory across calls), also run when ``module`` is collected; not at interpreter exit,
+    when the driver may be gone. The finalizer holds the engine, whose globals are the slots."""
+    address = engine.raw_lookup(MODULE_RELEASE_FUNCTION)
+    if not address:
+        return lambda: None
+    finalizer = weakref.finalize(module, _release_slots, engine, address)
+    finalizer.atexit = False
+    return finalizer
+
+
+def _release_slots(engine: Any, address: int) -> None:
+    """Call ``__tilecraft_cuda_release_module`` at ``address`` (``engine`` keeps it alive)."""
+    ctypes.CFUNCTYPE(None)(address)()

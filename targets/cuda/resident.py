@@ -15,7 +15,10 @@ This pass rewrites each such triple into one call of the runtime (runtime/cuda_r
 
 where ``@__tilecraft_resident_N`` is a private i64 slot of the module, 0 until the first
 call uploads the weight and stores its device pointer there. The runtime frees them all in
-``tilecraft_cuda_release`` (a package's ``close``).
+``tilecraft_cuda_release`` (a package's ``close``). The pass also emits
+``__tilecraft_cuda_release_module()``, which frees this module's slots only (its weights and
+its functions' activation arenas, arena.py): a JIT module's ``close``, where every module of
+the process shares one runtime.
 
 Why on the LLVM dialect, after ``gpu-to-llvm``: before it, a device pointer held in a module
 slot has no memref-level spelling (no op turns an integer back into a memref), while here a
@@ -33,10 +36,14 @@ from mlir import ir
 from mlir.dialects import llvm
 
 from ...pipelines.passes import register_pass
+from .arena import ARENA_SLOT_PREFIX, declare_llvm_function
 
 RESIDENT_WEIGHTS = "tilecraft-gpu-resident-weights"
 RESIDENT_FUNCTION = "tilecraft_cuda_resident"
 SLOT_PREFIX = "__tilecraft_resident_"
+RELEASE_SLOT_FUNCTION = "tilecraft_cuda_release_slot"
+# Emitted into each module that holds device memory across calls (see _module_release).
+MODULE_RELEASE_FUNCTION = "__tilecraft_cuda_release_module"
 # Calls that write into a buffer: a weight's device copy must have none but its upload.
 _WRITERS = frozenset({"mgpuMemcpy", "mgpuMemset32", "mgpuMemset16"})
 
@@ -109,17 +116,11 @@ def resident_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> N
     functions = [op.operation for op in body.operations
                  if op.operation.name == "llvm.func" and op.operation.regions[0].blocks]
     uploads = [upload for func in functions for upload in _weight_uploads(func, constants)]
-    if not uploads:
-        return
     ptr = llvm.PointerType.get()
     i64 = ir.IntegerType.get_signless(64)
     first = body.operations[0]
-    with ir.InsertionPoint(first), module.location:
-        if not any(op.operation.name == "llvm.func" and
-                   ir.StringAttr(op.operation.attributes["sym_name"]).value == RESIDENT_FUNCTION
-                   for op in body.operations):
-            # The Python bindings have no builder for !llvm.func types: parsed from its spelling.
-            llvm.LLVMFuncOp(RESIDENT_FUNCTION, ir.TypeAttr.get(ir.Type.parse("!llvm.func<ptr (ptr, ptr, i64, ptr)>")))
+    if uploads:
+        declare_llvm_function(body, RESIDENT_FUNCTION, "!llvm.func<ptr (ptr, ptr, i64, ptr)>")
     for index, (alloc, copy, frees) in enumerate(uploads):
         slot = f"{SLOT_PREFIX}{index}"
         with ir.InsertionPoint(first), copy.location:
@@ -134,3 +135,28 @@ def resident_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> N
         copy.erase()
         alloc.results[0].replace_all_uses_with(device)
         alloc.erase()
+    _module_release(body)
+
+
+def _module_release(body: ir.Block) -> None:
+    """``__tilecraft_cuda_release_module()``: free this module's device weights and arenas.
+
+    Why per module: the JIT's modules share one CUDA runtime (runtime/libraries.py), so its
+    ``tilecraft_cuda_release`` would free every module's; a JIT module's ``close`` calls this
+    function instead, which releases its own slots (``tilecraft_cuda_release_slot``)."""
+    slots = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in body.operations
+             if op.operation.name == "llvm.mlir.global"
+             and ir.StringAttr(op.operation.attributes["sym_name"]).value.startswith((SLOT_PREFIX, ARENA_SLOT_PREFIX))]
+    if not slots:
+        return
+    declare_llvm_function(body, RELEASE_SLOT_FUNCTION, "!llvm.func<i64 (ptr)>")
+    ptr = llvm.PointerType.get()
+    i64 = ir.IntegerType.get_signless(64)
+    with ir.InsertionPoint(body), ir.Location.unknown():
+        function = llvm.LLVMFuncOp(MODULE_RELEASE_FUNCTION, ir.TypeAttr.get(ir.Type.parse("!llvm.func<void ()>")))
+        entry = function.body.blocks.append()
+        with ir.InsertionPoint(entry):
+            for slot in slots:
+                address = llvm.AddressOfOp(ptr, slot).result
+                llvm.CallOp(i64, [address], [], [], callee=ir.FlatSymbolRefAttr.get(RELEASE_SLOT_FUNCTION))
+            llvm.ReturnOp()

@@ -26,6 +26,7 @@ from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from ...pipelines.passes import register_pass
+from .arena import ALIGNMENT as ARENA_ALIGNMENT
 
 LOWER_VECTORS_SCRIPT = """module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
@@ -135,7 +136,8 @@ def multiple_of(value: ir.Value, depth: int = 0) -> int:
 
 
 def _device_buffer(memref: ir.Value) -> bool:
-    """A buffer the host allocated (``gpu.alloc``: 256-byte aligned) with identity layout."""
+    """A buffer the host allocated (``gpu.alloc`` or the arena: 256-byte aligned) with identity
+    layout."""
     memref_type = ir.MemRefType(memref.type)
     layout = memref_type.layout
     if not (memref_type.has_static_shape and isinstance(layout, ir.AffineMapAttr)
@@ -149,7 +151,16 @@ def _device_buffer(memref: ir.Value) -> bool:
     while owner is not None and owner.name in ("memref.expand_shape", "memref.collapse_shape",
                                                "memref.cast"):
         owner = _owner(owner.operands[0])
-    return owner is not None and owner.name == "gpu.alloc"
+    return owner is not None and (owner.name == "gpu.alloc" or _arena_view(owner))
+
+
+def _arena_view(view: ir.Operation) -> bool:
+    """A buffer of the call's device arena (arena.py): the arena comes from ``cuMemAlloc``
+    and each buffer sits at a constant offset that is a multiple of 256 bytes."""
+    if view.name != "memref.view" or multiple_of(view.operands[1]) % ARENA_ALIGNMENT != 0:
+        return False
+    source = _owner(view.operands[0])
+    return source is not None and source.name == "builtin.unrealized_conversion_cast"
 
 
 def _align_access(op: ir.Operation, memref: ir.Value, indices: list[ir.Value],

@@ -13,6 +13,7 @@ call, everything freed by the end of a call or by ``close``) is checked against 
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import re
@@ -216,10 +217,10 @@ def test_c_api_call_sequence_with_the_recording_driver(demo, c_runtime, recorder
                                              ctypes.c_size_t(1), ctypes.byref(error))
 
     assert run() == 0, error.message
-    weights = recorder["live"]
+    weights = recorder["live"] - 1  # and the activation arena
     assert weights >= 4 and recorder["h2d"] == weights + 1
     recorder.reset()
-    assert run() == 0 and (recorder["h2d"], recorder["d2h"]) == (1, 1)
+    assert run() == 0 and (recorder["h2d"], recorder["d2h"], recorder["alloc"]) == (1, 1, 0)
     recorder.fail_next("cuLaunchKernel")
     assert run() == DEVICE_ERROR and b"cuLaunchKernel" in error.message
     c_runtime.tilecraft_model_close(model)
@@ -235,9 +236,9 @@ def test_call_sequence_with_the_recording_driver(demo, recorder, rand):
     assert kernels >= 7  # the kernels were loaded when model.so was opened
     x = rand((1, 1, 16, 16))
     package(x)
-    weights = recorder["live"]
+    held = recorder["live"]  # the weights and one activation arena
     first = (recorder["h2d"], recorder["h2d_bytes"])
-    assert weights >= 4 and first[0] == weights + 1
+    assert held >= 5 and first[0] == held  # each weight and the input
     launches = recorder["launch"]
     assert launches >= kernels
     for _ in range(2):
@@ -245,7 +246,7 @@ def test_call_sequence_with_the_recording_driver(demo, recorder, rand):
         package(x)
         assert (recorder["h2d"], recorder["h2d_bytes"], recorder["d2h"]) == (1, x.nbytes, 1)
         assert recorder["launch"] == launches
-        assert recorder["alloc"] == recorder["free"] and recorder["live"] == weights
+        assert (recorder["alloc"], recorder["free"], recorder["live"]) == (0, 0, held)
         assert recorder["stream_create"] == recorder["stream_destroy"]
     assert first[1] > x.nbytes
     package.close()
@@ -266,9 +267,11 @@ def test_a_failed_driver_call_raises_and_the_next_call_runs(demo, recorder, rand
     with pytest.raises(CudaError, match="cuLaunchKernel failed with CUresult 2 .CUDA_ERROR_OUT_OF_MEMORY"):
         package(x)
     assert package(x).shape == (1, 10)  # the error was taken; the runtime goes on
+    package.close()  # the next call allocates its arena and uploads its weights again
     recorder.fail_next("cuMemAlloc")
     with pytest.raises(CudaError, match="cuMemAlloc"):
         package(x)
+    assert package(x).shape == (1, 10)
     package.close()
     assert recorder["live"] == 0  # frees ran despite the failure
 
@@ -299,14 +302,19 @@ def test_shared_library_package_carries_the_runtime_too(tmp_path, monkeypatch):
 
 
 
-def test_jit_module_runs_on_the_same_runtime(recorder, monkeypatch, rand):
-    """The in-process module's JIT links runtime/cuda_runtime.c too (not MLIR's wrappers):
-    with the recording driver, its weights are uploaded at the first call only."""
+@pytest.fixture
+def jit_runtime(recorder, monkeypatch) -> None:
+    """JIT modules on tilecraft's CUDA runtime built here (it loads the recording driver)."""
     from tilecraft.targets.cuda import module as cuda_module
 
     runtime = build_shared_library("libtilecraft_cuda_runtime.so", [CUDA_RUNTIME_SOURCE], ["-pthread"],
                                    what="tilecraft's CUDA runtime")
     monkeypatch.setattr(cuda_module, "cuda_runtime_library", lambda: str(runtime))
+
+
+def test_jit_module_runs_on_the_same_runtime(recorder, jit_runtime, rand):
+    """The in-process module's JIT links runtime/cuda_runtime.c too (not MLIR's wrappers):
+    with the recording driver, its weights are uploaded at the first call only."""
     compiled = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES)
     x = rand((1, 1, 16, 16))
     compiled(x)
@@ -315,7 +323,43 @@ def test_jit_module_runs_on_the_same_runtime(recorder, monkeypatch, rand):
     recorder.reset()
     compiled(x)
     assert recorder["h2d"] == 1 and uploaded > 1 and recorder["d2h"] == 1
-    assert recorder["alloc"] == recorder["free"]
+    assert recorder["alloc"] == recorder["free"] == 0
+
+
+def test_jit_module_close_frees_its_device_memory_only(recorder, jit_runtime, rand):
+    """A JIT module's close frees its own weights and arena (the JIT's modules share one
+    runtime: another module's stay); a later call uploads them again; a module collected
+    without close frees them then."""
+    gc.collect()  # earlier tests' modules free theirs
+    first = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES)
+    second = tilecraft.compile(str(DEMO_CNN), target="cuda -arch=sm_90", shape_dict=SHAPES,
+                               opt_level=2)  # not the compile cache's first module
+    x = rand((1, 1, 16, 16))
+    before = recorder["live"]  # earlier tests' JIT modules keep theirs until the process ends
+    first(x)
+    held = recorder["live"] - before
+    assert held >= 5  # 8 weights and one arena
+    second(x)
+    assert recorder["live"] == before + 2 * held
+    recorder.reset()
+    first.close()
+    assert recorder["free"] == held and recorder["live"] == before + held
+    first.close()  # nothing left to free
+    assert recorder["free"] == held
+    recorder.reset()
+    with second:
+        second(x)
+        assert recorder["alloc"] == 0  # its weights and arena stayed
+    assert recorder["live"] == before
+    recorder.reset()
+    first(x)  # uploads and allocates anew
+    assert recorder["alloc"] == held and recorder["h2d"] == held
+    first.close()
+    assert recorder["live"] == before
+    first(x)
+    del first
+    gc.collect()
+    assert recorder["live"] == before
 
 
 def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
@@ -333,3 +377,36 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     row = report["models"]["gpt2"]
     assert "error" not in row and row["match"] is False and row["first_call_ms"] > 0
+    # the device-memory items: device arrays in (their round trip is exact even here), the
+    # runtime's weights and arena held, then freed by close
+    assert row["device_array_roundtrip"] and row["device_array_matches_host_call"] and row["device_array_ms"] > 0
+    assert row["resident_bytes"] > 0 and row["arena_bytes"] > 0 and row["released_on_close"]
+    assert row["dlpack"] == {"skipped": "torch has no CUDA device"}
+
+
+def test_kernel_free_outputs_are_right_through_the_arena(recorder, tmp_path):
+    """A model of reshapes only runs no kernel, so the recording driver computes it whole: the
+    inputs' device copies and the outputs' copies back go through the arena's views, and the
+    outputs are the inputs reshaped, call after call, with nothing allocated after the first."""
+    from onnx import TensorProto, helper, save
+
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [4, 6])
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"]), helper.make_node("Flatten", ["w"], ["z"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [5, 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 6])], [shape])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "reshapes.onnx")
+    compiled = tilecraft.compile(str(tmp_path / "reshapes.onnx"), target="cuda -arch=sm_90",
+                                 package_path=tmp_path / "reshapes.tar")
+    assert "memref.view" in compiled.ir("map") and "gpu.alloc" not in compiled.ir("map")
+    with packages.load(tmp_path / "reshapes.tar") as package:
+        for call in range(3):
+            recorder.reset()
+            x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) + call
+            w = np.arange(30, dtype=np.float32).reshape(5, 2, 3) * (call + 1)
+            y, z = package(x, w)
+            assert np.array_equal(y, x.reshape(4, 6)) and np.array_equal(z, w.reshape(5, 6))
+            assert recorder["alloc"] == (1 if call == 0 else 0)  # the arena, once
+    assert recorder["live"] == 0

@@ -1,5 +1,6 @@
 # Host side of a CUDA module after the `map` stage: arguments copied to device buffers, one
-# gpu.launch per kernel, the result copied back into a host allocation, device buffers freed.
+# gpu.launch per kernel, the result copied back into a host allocation; the device buffers at
+# planned offsets of one arena that the runtime keeps across calls.
 # RUN: %PYTHON %s | FileCheck %s
 
 import tilecraft
@@ -12,17 +13,22 @@ print(module.ir("map"))
 
 # CHECK-LABEL: func.func @main(
 # CHECK-SAME: %[[A:[a-z0-9]+]]: memref<4096xf32> {{.*}}, %[[B:[a-z0-9]+]]: memref<4096xf32>
-# CHECK-DAG: %[[DA:.*]] = gpu.alloc () : memref<4096xf32>
+# CHECK-SAME: tilecraft.device_arena_bytes = 49152 : i64
+# The device buffers are views of the call's arena (tilecraft-gpu-plan-arena): all three live
+# at once, so none shares bytes.
+# CHECK: %[[SLOT:.*]] = llvm.mlir.addressof @__tilecraft_arena_0
+# CHECK: %[[BASE:.*]] = llvm.call @tilecraft_cuda_arena_acquire(%[[SLOT]]
+# CHECK: %[[ARENA:.*]] = builtin.unrealized_conversion_cast {{.*}} to memref<49152xi8>
+# CHECK-DAG: %[[DA:.*]] = memref.view %[[ARENA]][%{{.*}}][] : memref<49152xi8> to memref<4096xf32>
 # CHECK-DAG: gpu.memcpy  %[[DA]], %[[A]] : memref<4096xf32>, memref<4096xf32>
-# CHECK-DAG: %[[DB:.*]] = gpu.alloc () : memref<4096xf32>
+# CHECK-DAG: %[[DB:.*]] = memref.view %[[ARENA]][%{{.*}}][] : memref<49152xi8> to memref<4096xf32>
 # CHECK-DAG: gpu.memcpy  %[[DB]], %[[B]] : memref<4096xf32>, memref<4096xf32>
-# CHECK: %[[DC:.*]] = gpu.alloc () : memref<4096xf32>
+# CHECK: %[[DC:.*]] = memref.view %[[ARENA]]
 # CHECK: gpu.launch blocks
 # CHECK: gpu.thread_id  x
 # CHECK: gpu.terminator
 # CHECK: %[[HC:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4096xf32>
 # CHECK: gpu.memcpy  %[[HC]], %[[DC]]
-# CHECK-DAG: gpu.dealloc  %[[DC]]
-# CHECK-DAG: gpu.dealloc  %[[DA]]
-# CHECK-DAG: gpu.dealloc  %[[DB]]
+# CHECK-NOT: gpu.dealloc
+# CHECK: llvm.call @tilecraft_cuda_arena_release(%[[SLOT]], %[[BASE]])
 # CHECK: return %[[HC]]
