@@ -192,11 +192,6 @@ class JitFunction:
         self._ensure_engine()
         return self._engine
 
-    @property
-    def started(self) -> bool:
-        """Whether the engine exists (a lazy one waits for the first call)."""
-        return self._engine is not None
-
     def dump_object_file(self, path: "str | os.PathLike[str]") -> None:
         """The JIT-compiled machine code as an ELF object (weights are undefined symbols);
         code generated in parts is combined into one relocatable object."""
