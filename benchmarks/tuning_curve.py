@@ -98,7 +98,7 @@ def run_task(name: str, args: argparse.Namespace, out: Path) -> dict:
     failures = {tuner: sum(not r.ok for r in load_records(path)) for tuner, path in records.items()}
     level = curves["random"][-1]
     row = {"name": name, "task": task.name, "kind": task.kind, "default": curves["random"][0],
-           "random": level, "xgb": curves["xgb"][-1], "n": len(curves["random"]),
+           "random": level, "xgb": curves["xgb"][-1], "n": len(curves["random"]), "trials": args.trials + 1,
            "reach": trials_to_reach(curves["xgb"], level),
            "reach95": trials_to_reach(curves["xgb"], 0.95 * level),
            "failures": failures, "curves": curves, "seconds": time.perf_counter() - start}
@@ -119,7 +119,8 @@ def table(rows: list[dict]) -> str:
             f"{str(r['reach'] or '-'):>8} {str(r['reach95'] or '-'):>8} "
             f"{'yes' if r['reach'] and r['reach'] <= half else 'no':>6}  "
             f"{r['failures']['random']}/{r['failures']['xgb']}"
-            f"{'  (random found nothing above the default)' if r['random'] <= r['default'] else ''}")
+            f"{'  (random found nothing above the default)' if r['random'] <= r['default'] else ''}"
+            f"{'  (space exhausted: %d valid configs)' % r['n'] if r['n'] < r['trials'] else ''}")
     met = sum(bool(r["reach"] and r["reach"] <= r["n"] // 2) for r in rows)
     lines.append(f"xgb reached random's best in at most half the trials on {met} of {len(rows)} tasks "
                  "(GFLOPS: best so far; xgb@rnd: the trial, default measurement = 1)")
