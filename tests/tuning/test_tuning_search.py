@@ -5,7 +5,6 @@ over the space, and a comparison of tuners ends when a space runs out of valid c
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from types import SimpleNamespace
 from typing import Mapping
