@@ -113,7 +113,7 @@ def row_from_records(name: str, records: dict, task_name: str, kind: str, trials
     failures = {tuner: sum(not r.ok for r in rs) for tuner, rs in loaded.items()}
     level = curves["random"][-1]
     return {"name": name, "task": task_name, "kind": kind, "default": curves["random"][0],
-            "random": level, "xgb": curves["xgb"][-1], "n": len(curves["random"]), "trials": trials + 1,
+            "random": level, "xgb": curves["xgb"][-1], "n": len(curves["random"]), "trials": trials,
             "reach": trials_to_reach(curves["xgb"], level),
             "reach95": trials_to_reach(curves["xgb"], 0.95 * level),
             "reach_own": reach_on_own_scale(loaded["random"], loaded["xgb"]),
