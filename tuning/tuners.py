@@ -211,6 +211,7 @@ class XGBTuner(Tuner):
             return []
         pool = self._random_unvisited(count * self.fill_pool, set(exclude))
         if len(pool) <= count:
+            exclude.update(_frozen(config) for config in pool)
             return pool
         spans = {k.name: max(len(k.values) - 1, 1) for k in self.space.knobs}
         position = {k.name: {v: i / spans[k.name] for i, v in enumerate(k.values)}
