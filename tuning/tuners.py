@@ -115,7 +115,8 @@ class XGBTuner(Tuner):
                  epsilon: float = 0.1, sa_steps: int = 60, sa_walkers: int = 64,
                  model_config: CostModelConfig | None = None,
                  prior: "TransferModel | None" = None, model: CostModel | None = None,
-                 early_batch: int = 4, early_until: int = 24, diverse: bool = True) -> None:
+                 early_batch: int = 4, early_until: int = 24, diverse: bool = True,
+                 fill_pool: int = 16) -> None:
         super().__init__(space, seed)
         self.name = "xgb" if loss == "reg" else "xgb_rank"
         # Any CostModel ranks the annealing's candidates; XGBoost unless one is given. It
@@ -130,6 +131,8 @@ class XGBTuner(Tuner):
         self.early_batch = early_batch
         self.early_until = early_until
         self.diverse = diverse
+        # Random candidates per config the space-filling start chooses from (1: uniform draws).
+        self.fill_pool = fill_pool
         # A model trained on earlier runs (transfer.py): ranks candidates until ours has data.
         self.prior = prior if prior is not None and prior.trained else None
         self.epsilon = epsilon
@@ -194,18 +197,55 @@ class XGBTuner(Tuner):
                 taken.append(config)
         return taken + [c for c in ranked if c not in taken][: wanted - len(taken)]
 
+    def _space_filling(self, count: int, exclude: set) -> list[Config]:
+        """``count`` unvisited valid configs spread over the space: greedily, from a pool of
+        random ones, the config farthest from everything measured or taken (maximin).
+
+        Why: the proposals made before the model has data (and the exploration slots after)
+        are what the model learns the space from; uniform draws of a handful of configs
+        often repeat a knob's value (4 draws of an 8-valued knob repeat one with p = 0.6), so
+        the model never sees the other values' effect. The distance is the number of knobs
+        whose value differs (no pull towards the corners of the space, where tile products
+        are extreme), then how far apart their positions are as a tie-break."""
+        if count <= 0:
+            return []
+        pool = self._random_unvisited(count * self.fill_pool, set(exclude))
+        if len(pool) <= count:
+            exclude.update(_frozen(config) for config in pool)
+            return pool
+        spans = {k.name: max(len(k.values) - 1, 1) for k in self.space.knobs}
+        position = {k.name: {v: i / spans[k.name] for i, v in enumerate(k.values)}
+                    for k in self.space.knobs}
+
+        def distance(a: Config, b: Mapping[str, int]) -> float:
+            apart = [abs(position[k][a[k]] - position[k].get(b.get(k), 0.0)) for k in position]
+            return sum(d > 0 for d in apart) + sum(apart) / (len(apart) + 1)
+
+        anchors: list[Mapping[str, int]] = list(self.configs)
+        nearest = [min((distance(c, a) for a in anchors), default=math.inf) for c in pool]
+        taken: list[Config] = []
+        while len(taken) < count and pool:
+            index = max(range(len(pool)), key=lambda i: nearest[i])
+            chosen = pool.pop(index)
+            nearest.pop(index)
+            taken.append(chosen)
+            nearest = [min(n, distance(c, chosen)) for n, c in zip(nearest, pool)]
+        for config in taken:
+            exclude.add(_frozen(config))
+        return taken
+
     def next_batch(self, size: int) -> list[Config]:
         if len(self.costs) < self.early_until:
             size = min(size, self.early_batch)
         if not self.model.trained and self.prior is None:
-            return self._random_unvisited(size, set())
+            return self._space_filling(size, set())
         explore = sum(1 for _ in range(size) if self.rng.random() < self.epsilon)
         if self.diverse:
             batch = self._spread(self._anneal(4 * (size - explore)), size - explore)
         else:
             batch = self._anneal(size - explore)
         taken = {_frozen(c) for c in batch}
-        batch += self._random_unvisited(size - len(batch), taken)
+        batch += self._space_filling(size - len(batch), taken)
         return batch
 
 
