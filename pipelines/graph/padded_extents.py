@@ -60,6 +60,10 @@ ROW_MULTIPLE = 24
 COLUMN_MULTIPLE = PANEL_COLUMNS
 # Padding is skipped where it would add more than this fraction of the work.
 MAX_PADDING_FRACTION = 0.125
+# Zero filters a convolution on 16 lanes may gain to an even number of vectors
+# (``padded_filters``), at most, as a fraction of its filters: one vector in 32 or more
+# (512+ filters), where the padded vector is in the noise and no layer pays for the slice.
+PAIRED_VECTORS_FRACTION = 1 / 32
 
 
 def _round_up(extent: int, multiple: int) -> int:
@@ -122,11 +126,23 @@ def padded_filters(filters: int, lanes: int = 8) -> int:
     instruction as a 16-lane one does, so a multiple of 16 never runs more vector FMAs
     than a multiple of 8 (71 filters: 5 vectors of 16 against 9 of 8). Padded to 72, that
     37 -> 71 layer ran on 8-lane vectors at about 60 % of onnxruntime's rate
-    (docs/performance.md, "Odd filter counts on 16 lanes")."""
-    if filters <= 8 or filters % 8 == 0:
+    (docs/performance.md, "Odd filter counts on 16 lanes").
+
+    On 16 lanes, wide layers go on to a multiple of 32 (an even number of vectors) where
+    that adds at most :data:`PAIRED_VECTORS_FRACTION` of the filters: the register tile's
+    channel vectors must divide the filters (``conv_register_tile``), so an odd count of
+    vectors took 1-vector tiles, one broadcast load per FMA (load-bound). SqueezeNet's
+    classifier, 512 -> 1000 (1008 after the import's padding: 63 vectors) over 13 x 13, ran
+    8 x 1-vector tiles at 1.5x onnxruntime's time; on 1024 filters (+1.6 %) it takes
+    several vectors per tile (docs/performance.md, "Squeeze-excite and wide odd layers")."""
+    if filters <= 8:
         return filters
     if lanes >= 16:
-        return _round_up(filters, 16)
+        padded = filters if filters % 8 == 0 else _round_up(filters, 16)
+        paired = _round_up(filters, 32)
+        return paired if paired - filters <= PAIRED_VECTORS_FRACTION * filters else padded
+    if filters % 8 == 0:
+        return filters
     for multiple in (16, 8):
         if _cheap(filters, multiple):
             return _round_up(filters, multiple)

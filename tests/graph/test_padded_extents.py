@@ -139,11 +139,21 @@ def test_conv_filters_padded_to_whole_vectors(filters, computed):
     assert padded_filters(filters) == computed
 
 
-@pytest.mark.parametrize("filters,computed", [(71, 80), (37, 48), (131, 144), (1000, 1000), (72, 72),
-                                              (5, 5), (8, 8), (20, 32), (1001, 1008), (100, 112)])
+@pytest.mark.parametrize("filters,computed", [(71, 80), (37, 48), (131, 144), (72, 72), (144, 144), (240, 240),
+                                              (5, 5), (8, 8), (20, 32), (100, 112), (496, 496)])
 def test_conv_filters_on_16_lanes_padded_to_16(filters, computed):
     # An 8-lane FMA is one instruction as a 16-lane one is: 71 filters as 5 vectors of 16,
-    # not 9 of 8, whatever the padding adds in flops. Multiples of 8 stay as they are.
+    # not 9 of 8, whatever the padding adds in flops. Multiples of 8 stay as they are, and
+    # an odd count of vectors stays odd where one more is more than 1/32 of the work (9, 15
+    # and 31 vectors: 144, 240, 496).
+    assert padded_filters(filters, lanes=16) == computed
+
+
+@pytest.mark.parametrize("filters,computed", [(1000, 1024), (1001, 1024), (1008, 1024), (720, 736), (1024, 1024),
+                                              (528, 544), (1152, 1152)])
+def test_wide_conv_filters_on_16_lanes_padded_to_even_vectors(filters, computed):
+    # An odd count of 16-lane vectors (1008: 63) leaves the register tile one vector of
+    # channels; from 33 vectors on, one more is at most 1/32 of the work.
     assert padded_filters(filters, lanes=16) == computed
 
 
