@@ -113,12 +113,12 @@ def needs_column_padding(columns: int) -> bool:
     return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
 
 
-def padded_filters(filters: int, lanes: int = 8) -> int:
+def padded_filters(filters: int, lanes: int = 8, into_pad: bool = False) -> int:
     """The output channels an NHWC convolution with ``filters`` constant filters computes
-    on a target of ``lanes`` f32 lanes: ``filters`` where it is a multiple of 8 (whole 8-lane
-    vectors) or at most 8; else, on 16 lanes, the next multiple of 16; else the next
-    multiple of 16 (two-vector register tiles) or, where that costs more than
-    :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
+    on a target of ``lanes`` f32 lanes: ``filters`` where it is at most 8; on 16 lanes, the
+    next multiple of 16 (multiples of 8 included); else ``filters`` where it is a multiple
+    of 8 (whole 8-lane vectors), else the next multiple of 16 (two-vector register tiles)
+    or, where that costs more than :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
     of the channels only (schedule/plan.py, ``conv_register_tile``): 71 filters (a prime)
     took 1-lane tiles, and a 37 -> 71 3x3 layer ran far behind onnxruntime (round 17).
 
@@ -126,7 +126,14 @@ def padded_filters(filters: int, lanes: int = 8) -> int:
     instruction as a 16-lane one does, so a multiple of 16 never runs more vector FMAs
     than a multiple of 8 (71 filters: 5 vectors of 16 against 9 of 8). Padded to 72, that
     37 -> 71 layer ran on 8-lane vectors at about 60 % of onnxruntime's rate
-    (docs/performance.md, "Odd filter counts on 16 lanes").
+    (docs/performance.md, "Odd filter counts on 16 lanes"). The same holds for an odd
+    multiple of 8: MobileNetV2's and EfficientNet's 24-filter projections at 56 x 56 ran on
+    3 8-lane vectors per pixel, on 32 filters 2 16-lane ones, and a chain of two such
+    projections with their residual add took 0.73x the CPU time (docs/performance.md,
+    "Squeeze-excite and wide odd layers"). Not where the result is padded next
+    (``into_pad``: a 3x3 convolution's or a pool's input): sliced back, it is then copied
+    into the pad, where the convolution would otherwise write the pad's interior itself
+    (pipelines/tensor/pad_destinations.py); such multiples of 8 stay as they are.
 
     On 16 lanes, wide layers go on to a multiple of 32 (an even number of vectors) where
     that adds at most :data:`PAIRED_VECTORS_FRACTION` of the filters: the register tile's
@@ -138,7 +145,7 @@ def padded_filters(filters: int, lanes: int = 8) -> int:
     if filters <= 8:
         return filters
     if lanes >= 16:
-        padded = filters if filters % 8 == 0 else _round_up(filters, 16)
+        padded = filters if filters % 8 == 0 and into_pad else _round_up(filters, 16)
         paired = _round_up(filters, 32)
         return paired if paired - filters <= PAIRED_VECTORS_FRACTION * filters else padded
     if filters % 8 == 0:
@@ -147,6 +154,24 @@ def padded_filters(filters: int, lanes: int = 8) -> int:
         if _cheap(filters, multiple):
             return _round_up(filters, multiple)
     return filters
+
+
+# Elementwise ops between a convolution and a pad that ``_feeds_a_pad`` follows, at most.
+_PAD_SEARCH_DEPTH = 4
+
+
+def _feeds_a_pad(value: ir.Value, depth: int = _PAD_SEARCH_DEPTH) -> bool:
+    """Whether ``value``, or an all-parallel ``linalg.generic`` (bias, ReLU, residual add)
+    that reads it, directly or through others, is the source of a ``tensor.pad``."""
+    for use in value.uses:
+        user = getattr(use.owner, "operation", use.owner)
+        if user.name == "tensor.pad":
+            return True
+        if (depth > 0 and user.name == "linalg.generic"
+                and all("parallel" in str(t) for t in ir.ArrayAttr(user.attributes["iterator_types"]))
+                and any(_feeds_a_pad(result, depth - 1) for result in user.results)):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -250,7 +275,7 @@ class _ExtentPadder:
         if not static_f32_tensors(op.operands) or x in self.padded:
             return None
         filters = _shape(w)[3]
-        padded = padded_filters(filters, self.lanes)
+        padded = padded_filters(filters, self.lanes, into_pad=_feeds_a_pad(op.results[0]))
         if padded == filters or not self.constants.value_is_constant(w):
             return None
         with ir.InsertionPoint(op), op.location:
