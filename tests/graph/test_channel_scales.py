@@ -89,3 +89,18 @@ def test_se_projection_against_onnxruntime(channels, size, out_channels, kernel,
     # Where the rule applies, the gate scales the filter, not the activation.
     scales = _activation_scales(compiled.ir("graph"), batch, channels, size)
     assert scales == (0 if rewritten else 1), compiled.ir("graph")
+
+
+def test_bf16_weights_keep_the_gate_on_the_activation():
+    """At precision bf16 the projection's filter stays a constant (stored as bf16, its
+    kernel a bf16 dot product): the graph stage leaves the rule out."""
+    from tilecraft.pipelines.graph.channel_scales import SCALE_FILTERS_BY_CHANNEL
+    from tilecraft.pipelines.target import Target
+    from tilecraft.pipelines.tensor.bf16_weights import with_bf16_weights
+
+    target = Target.parse("llvm -mcpu=znver5")
+    f32 = tilecraft.cpu_pipeline(target, opt_level=3)
+    assert SCALE_FILTERS_BY_CHANNEL in f32.stage("graph").passes
+    for kernels in (True, False):
+        bf16 = with_bf16_weights(f32, target, kernels=kernels)
+        assert SCALE_FILTERS_BY_CHANNEL not in bf16.stage("graph").passes
