@@ -113,7 +113,7 @@ def needs_column_padding(columns: int) -> bool:
     return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
 
 
-def padded_filters(filters: int, lanes: int = 8, into_pad: bool = False) -> int:
+def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False) -> int:
     """The output channels an NHWC convolution with ``filters`` constant filters computes
     on a target of ``lanes`` f32 lanes: ``filters`` where it is at most 8; on 16 lanes, the
     next multiple of 16 (multiples of 8 included); else ``filters`` where it is a multiple
@@ -130,10 +130,12 @@ def padded_filters(filters: int, lanes: int = 8, into_pad: bool = False) -> int:
     multiple of 8: MobileNetV2's and EfficientNet's 24-filter projections at 56 x 56 ran on
     3 8-lane vectors per pixel, on 32 filters 2 16-lane ones, and a chain of two such
     projections with their residual add took 0.73x the CPU time (docs/performance.md,
-    "Squeeze-excite and wide odd layers"). Not where the result is padded next
-    (``into_pad``: a 3x3 convolution's or a pool's input): sliced back, it is then copied
-    into the pad, where the convolution would otherwise write the pad's interior itself
-    (pipelines/tensor/pad_destinations.py); such multiples of 8 stay as they are.
+    "Squeeze-excite and wide odd layers"). Not where the result is padded or
+    concatenated next (``into_destination``: a 3x3 convolution's or a pool's input, a
+    branch of a concat): sliced back, it is then copied there, where the convolution would
+    otherwise write the pad's interior or its part of the concat itself
+    (pipelines/tensor/pad_destinations.py, concat_destinations.py); such multiples of 8
+    stay as they are.
 
     On 16 lanes, wide layers go on to a multiple of 32 (an even number of vectors) where
     that adds at most :data:`PAIRED_VECTORS_FRACTION` of the filters: the register tile's
@@ -145,7 +147,7 @@ def padded_filters(filters: int, lanes: int = 8, into_pad: bool = False) -> int:
     if filters <= 8:
         return filters
     if lanes >= 16:
-        padded = filters if filters % 8 == 0 and into_pad else _round_up(filters, 16)
+        padded = filters if filters % 8 == 0 and into_destination else _round_up(filters, 16)
         paired = _round_up(filters, 32)
         return paired if paired - filters <= PAIRED_VECTORS_FRACTION * filters else padded
     if filters % 8 == 0:
@@ -156,20 +158,25 @@ def padded_filters(filters: int, lanes: int = 8, into_pad: bool = False) -> int:
     return filters
 
 
-# Elementwise ops between a convolution and a pad that ``_feeds_a_pad`` follows, at most.
-_PAD_SEARCH_DEPTH = 4
+# Elementwise ops between a convolution and a destination that ``_written_into_destination``
+# follows, at most.
+_DESTINATION_SEARCH_DEPTH = 4
+# Ops whose source operand a producer may write in place (pad_destinations.py,
+# concat_destinations.py).
+_DESTINATION_OPS = frozenset({"tensor.pad", "tensor.concat", "tensor.insert_slice"})
 
 
-def _feeds_a_pad(value: ir.Value, depth: int = _PAD_SEARCH_DEPTH) -> bool:
+def _written_into_destination(value: ir.Value, depth: int = _DESTINATION_SEARCH_DEPTH) -> bool:
     """Whether ``value``, or an all-parallel ``linalg.generic`` (bias, ReLU, residual add)
-    that reads it, directly or through others, is the source of a ``tensor.pad``."""
+    that reads it, directly or through others, is padded or concatenated (a source of
+    ``_DESTINATION_OPS``)."""
     for use in value.uses:
         user = getattr(use.owner, "operation", use.owner)
-        if user.name == "tensor.pad":
+        if user.name in _DESTINATION_OPS:
             return True
         if (depth > 0 and user.name == "linalg.generic"
                 and all("parallel" in str(t) for t in ir.ArrayAttr(user.attributes["iterator_types"]))
-                and any(_feeds_a_pad(result, depth - 1) for result in user.results)):
+                and any(_written_into_destination(result, depth - 1) for result in user.results)):
             return True
     return False
 
@@ -275,7 +282,7 @@ class _ExtentPadder:
         if not static_f32_tensors(op.operands) or x in self.padded:
             return None
         filters = _shape(w)[3]
-        padded = padded_filters(filters, self.lanes, into_pad=_feeds_a_pad(op.results[0]))
+        padded = padded_filters(filters, self.lanes, into_destination=_written_into_destination(op.results[0]))
         if padded == filters or not self.constants.value_is_constant(w):
             return None
         with ir.InsertionPoint(op), op.location:

@@ -151,10 +151,10 @@ def test_conv_filters_on_16_lanes_padded_to_16(filters, computed):
 
 
 @pytest.mark.parametrize("filters,computed", [(24, 24), (40, 40), (72, 72), (71, 80), (1000, 1024)])
-def test_filters_into_a_pad_stay_multiples_of_8_on_16_lanes(filters, computed):
-    # A result padded next (a 3x3 convolution's input) is written into the pad's interior;
-    # sliced back from padded filters it would be copied there.
-    assert padded_filters(filters, lanes=16, into_pad=True) == computed
+def test_filters_into_a_destination_stay_multiples_of_8_on_16_lanes(filters, computed):
+    # A result padded or concatenated next is written into the pad's interior or its part
+    # of the concat; sliced back from padded filters it would be copied there.
+    assert padded_filters(filters, lanes=16, into_destination=True) == computed
 
 
 @pytest.mark.parametrize("filters,computed", [(1000, 1024), (1001, 1024), (1008, 1024), (720, 736), (1024, 1024),

@@ -69,3 +69,21 @@ func.func @classifier(%x: tensor<1x13x13x512xf32>) -> tensor<1x13x13x1008xf32> {
   %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x13x13x512xf32>, tensor<1x1x512x1008xf32>) outs(%i : tensor<1x13x13x1008xf32>) -> tensor<1x13x13x1008xf32>
   return %c : tensor<1x13x13x1008xf32>
 }
+
+// -----
+
+// A branch of a concat (a Fire module's, an Inception's): written in place into the concat
+// destination, so its 24 filters stay.
+// CHECK-LABEL: func.func @into_concat
+// CHECK-NOT: high[0, 0, 0, 8]
+// CHECK: linalg.conv_2d_nhwc_hwcf {{.*}} tensor<1x1x144x24xf32>
+// CHECK: tensor.concat dim(3)
+func.func @into_concat(%x: tensor<1x28x28x144xf32>, %y: tensor<1x28x28x16xf32>) -> tensor<1x28x28x40xf32> {
+  %z = arith.constant 0.0 : f32
+  %w = arith.constant dense<0.5> : tensor<1x1x144x24xf32>
+  %e = tensor.empty() : tensor<1x28x28x24xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<1x28x28x24xf32>) -> tensor<1x28x28x24xf32>
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x28x28x144xf32>, tensor<1x1x144x24xf32>) outs(%i : tensor<1x28x28x24xf32>) -> tensor<1x28x28x24xf32>
+  %r = tensor.concat dim(3) %c, %y : (tensor<1x28x28x24xf32>, tensor<1x28x28x16xf32>) -> tensor<1x28x28x40xf32>
+  return %r : tensor<1x28x28x40xf32>
+}
