@@ -29,7 +29,9 @@ lowering of groups back to tagged linalg ops.
       the output rows / columns whose taps read the input, not padding: ``dilated_convs.py``)
       and ``tilecraft-contiguous-reduction-loops`` (a reduction reading its input through a
       permutation, such as an NHWC global pool iterated ``(n, c, h, w)``, runs its loops in
-      the input's order: ``reduction_order.py``)
+      the input's order: ``reduction_order.py``) and ``tilecraft-scale-filters-by-channel``
+      (a convolution reading its input scaled per channel, a squeeze-excite gate, scales its
+      filter instead where the filter is the smaller: ``channel_scales.py``)
 ====  ==================================================================================
 
 At opt_level 3 the CPU pipeline also partitions the graph into fusion groups, once:
@@ -41,7 +43,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 from __future__ import annotations
 
 from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
-from . import dilated_convs, reduction_order, weight_fills  # noqa: F401
+from . import channel_scales, dilated_convs, reduction_order, weight_fills  # noqa: F401
 from ...errors import OptionError
 
 OPT_LEVELS = (0, 1, 2, 3)
@@ -80,4 +82,6 @@ def graph_pass_elements(opt_level: int, lanes: int = 8) -> list[str]:
         elements += ["tilecraft-split-padded-taps"]  # after folding: dilated_convs.py
         # After the layout pass, whose NHWC pools iterate (n, c, h, w): reduction_order.py.
         elements += ["tilecraft-contiguous-reduction-loops"]
+        # After folding: the filter it scales has its batch norm folded in and is padded.
+        elements += ["tilecraft-scale-filters-by-channel"]
     return elements

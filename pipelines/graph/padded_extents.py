@@ -60,6 +60,10 @@ ROW_MULTIPLE = 24
 COLUMN_MULTIPLE = PANEL_COLUMNS
 # Padding is skipped where it would add more than this fraction of the work.
 MAX_PADDING_FRACTION = 0.125
+# Zero filters a convolution on 16 lanes may gain to an even number of vectors
+# (``padded_filters``), at most, as a fraction of its filters: one vector in 32 or more
+# (512+ filters), where the padded vector is in the noise and no layer pays for the slice.
+PAIRED_VECTORS_FRACTION = 1 / 32
 
 
 def _round_up(extent: int, multiple: int) -> int:
@@ -109,12 +113,12 @@ def needs_column_padding(columns: int) -> bool:
     return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
 
 
-def padded_filters(filters: int, lanes: int = 8) -> int:
+def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False) -> int:
     """The output channels an NHWC convolution with ``filters`` constant filters computes
-    on a target of ``lanes`` f32 lanes: ``filters`` where it is a multiple of 8 (whole 8-lane
-    vectors) or at most 8; else, on 16 lanes, the next multiple of 16; else the next
-    multiple of 16 (two-vector register tiles) or, where that costs more than
-    :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
+    on a target of ``lanes`` f32 lanes: ``filters`` where it is at most 8; on 16 lanes, the
+    next multiple of 16 (multiples of 8 included); else ``filters`` where it is a multiple
+    of 8 (whole 8-lane vectors), else the next multiple of 16 (two-vector register tiles)
+    or, where that costs more than :data:`MAX_PADDING_FRACTION`, of 8. The convolution's register tile takes whole vectors
     of the channels only (schedule/plan.py, ``conv_register_tile``): 71 filters (a prime)
     took 1-lane tiles, and a 37 -> 71 3x3 layer ran far behind onnxruntime (round 17).
 
@@ -122,15 +126,59 @@ def padded_filters(filters: int, lanes: int = 8) -> int:
     instruction as a 16-lane one does, so a multiple of 16 never runs more vector FMAs
     than a multiple of 8 (71 filters: 5 vectors of 16 against 9 of 8). Padded to 72, that
     37 -> 71 layer ran on 8-lane vectors at about 60 % of onnxruntime's rate
-    (docs/performance.md, "Odd filter counts on 16 lanes")."""
-    if filters <= 8 or filters % 8 == 0:
+    (docs/performance.md, "Odd filter counts on 16 lanes"). The same holds for an odd
+    multiple of 8: MobileNetV2's and EfficientNet's 24-filter projections at 56 x 56 ran on
+    3 8-lane vectors per pixel, on 32 filters 2 16-lane ones, and a chain of two such
+    projections with their residual add took 0.73x the CPU time (docs/performance.md,
+    "Squeeze-excite and wide odd layers"). Not where the result is padded or
+    concatenated next (``into_destination``: a 3x3 convolution's or a pool's input, a
+    branch of a concat): sliced back, it is then copied there, where the convolution would
+    otherwise write the pad's interior or its part of the concat itself
+    (pipelines/tensor/pad_destinations.py, concat_destinations.py); such multiples of 8
+    stay as they are.
+
+    On 16 lanes, wide layers go on to a multiple of 32 (an even number of vectors) where
+    that adds at most :data:`PAIRED_VECTORS_FRACTION` of the filters: the register tile's
+    channel vectors must divide the filters (``conv_register_tile``), so an odd count of
+    vectors took 1-vector tiles, one broadcast load per FMA (load-bound). SqueezeNet's
+    classifier, 512 -> 1000 (1008 after the import's padding: 63 vectors) over 13 x 13, ran
+    8 x 1-vector tiles at 1.5x onnxruntime's time; on 1024 filters (+1.6 %) it takes
+    several vectors per tile (docs/performance.md, "Squeeze-excite and wide odd layers")."""
+    if filters <= 8:
         return filters
     if lanes >= 16:
-        return _round_up(filters, 16)
+        padded = filters if filters % 8 == 0 and into_destination else _round_up(filters, 16)
+        paired = _round_up(filters, 32)
+        return paired if paired - filters <= PAIRED_VECTORS_FRACTION * filters else padded
+    if filters % 8 == 0:
+        return filters
     for multiple in (16, 8):
         if _cheap(filters, multiple):
             return _round_up(filters, multiple)
     return filters
+
+
+# Elementwise ops between a convolution and a destination that ``_written_into_destination``
+# follows, at most.
+_DESTINATION_SEARCH_DEPTH = 4
+# Ops whose source operand a producer may write in place (pad_destinations.py,
+# concat_destinations.py).
+_DESTINATION_OPS = frozenset({"tensor.pad", "tensor.concat", "tensor.insert_slice"})
+
+
+def _written_into_destination(value: ir.Value, depth: int = _DESTINATION_SEARCH_DEPTH) -> bool:
+    """Whether ``value``, or an all-parallel ``linalg.generic`` (bias, ReLU, residual add)
+    that reads it, directly or through others, is padded or concatenated (a source of
+    ``_DESTINATION_OPS``)."""
+    for use in value.uses:
+        user = getattr(use.owner, "operation", use.owner)
+        if user.name in _DESTINATION_OPS:
+            return True
+        if (depth > 0 and user.name == "linalg.generic"
+                and all("parallel" in str(t) for t in ir.ArrayAttr(user.attributes["iterator_types"]))
+                and any(_written_into_destination(result, depth - 1) for result in user.results)):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -234,7 +282,7 @@ class _ExtentPadder:
         if not static_f32_tensors(op.operands) or x in self.padded:
             return None
         filters = _shape(w)[3]
-        padded = padded_filters(filters, self.lanes)
+        padded = padded_filters(filters, self.lanes, into_destination=_written_into_destination(op.results[0]))
         if padded == filters or not self.constants.value_is_constant(w):
             return None
         with ir.InsertionPoint(op), op.location:

@@ -42,6 +42,7 @@ from .fused_attention import with_bf16_products
 from .bf16_matmul import BF16_DOTS_PASS, BF16_EPILOGUE_PASS, takes_kernel, takes_row_span_kernel, to_bf16_kernel
 from .register_tiles import CONFIGS_OPTION, KernelConfig, parse_kernel_configs
 from .int8_matmul import INT8_EPILOGUE_PASS
+from ..graph.channel_scales import SCALE_FILTERS_BY_CHANNEL
 from ..graph.even_channels import odd_channels, with_zero_channel
 from ..ir_queries import defined_functions, defining_op
 from ..passes import positive_int_option, register_pass
@@ -186,7 +187,10 @@ def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kerne
         return pipeline
     for stage_name, at_end in (("graph", True), ("simplify", False)):
         if stage_name in pipeline.stage_names:
-            passes = [p for p in pipeline.stage(stage_name).passes if not (kernels and p == PACK_WEIGHT_PANELS)]
+            # A squeeze-excite gate stays on the activation: scaled by it, the projection's
+            # filter would be computed per call, no constant to store as bf16 (graph/channel_scales.py).
+            passes = [p for p in pipeline.stage(stage_name).passes
+                      if not (kernels and p == PACK_WEIGHT_PANELS) and p != SCALE_FILTERS_BY_CHANNEL]
             pipeline = pipeline.replace(stage_name, [*passes, element] if at_end else [element, *passes])
             break
     else:

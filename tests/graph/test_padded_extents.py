@@ -139,11 +139,29 @@ def test_conv_filters_padded_to_whole_vectors(filters, computed):
     assert padded_filters(filters) == computed
 
 
-@pytest.mark.parametrize("filters,computed", [(71, 80), (37, 48), (131, 144), (1000, 1000), (72, 72),
-                                              (5, 5), (8, 8), (20, 32), (1001, 1008), (100, 112)])
+@pytest.mark.parametrize("filters,computed", [(71, 80), (37, 48), (131, 144), (72, 80), (24, 32), (40, 48),
+                                              (144, 144), (240, 240), (5, 5), (8, 8), (20, 32), (100, 112),
+                                              (496, 496)])
 def test_conv_filters_on_16_lanes_padded_to_16(filters, computed):
     # An 8-lane FMA is one instruction as a 16-lane one is: 71 filters as 5 vectors of 16,
-    # not 9 of 8, whatever the padding adds in flops. Multiples of 8 stay as they are.
+    # not 9 of 8, whatever the padding adds in flops; 24 as 2 vectors of 16, not 3 of 8. An
+    # odd count of 16-lane vectors stays odd where one more is more than 1/32 of the work
+    # (9, 15 and 31 vectors: 144, 240, 496).
+    assert padded_filters(filters, lanes=16) == computed
+
+
+@pytest.mark.parametrize("filters,computed", [(24, 24), (40, 40), (72, 72), (71, 80), (1000, 1024)])
+def test_filters_into_a_destination_stay_multiples_of_8_on_16_lanes(filters, computed):
+    # A result padded or concatenated next is written into the pad's interior or its part
+    # of the concat; sliced back from padded filters it would be copied there.
+    assert padded_filters(filters, lanes=16, into_destination=True) == computed
+
+
+@pytest.mark.parametrize("filters,computed", [(1000, 1024), (1001, 1024), (1008, 1024), (720, 736), (1024, 1024),
+                                              (528, 544), (1152, 1152)])
+def test_wide_conv_filters_on_16_lanes_padded_to_even_vectors(filters, computed):
+    # An odd count of 16-lane vectors (1008: 63) leaves the register tile one vector of
+    # channels; from 33 vectors on, one more is at most 1/32 of the work.
     assert padded_filters(filters, lanes=16) == computed
 
 
