@@ -86,11 +86,18 @@ def concat_as_destination(concat: ir.Operation) -> bool:
 
 def _concat_destination(value: ir.Value) -> ir.Operation | None:
     """The ``tensor.empty`` a rewritten concat's parts are inserted into, when ``value`` is
-    such a concat's result (a chain of ``tensor.insert_slice`` down to it)."""
+    such a concat's result (a chain of ``tensor.insert_slice`` down to it) and nothing else
+    uses that empty tensor but the chain and the slices an earlier concat of the chain was
+    made of (one shared with other ops stays theirs)."""
     op = defining_op(value)
     while op is not None and op.name == "tensor.insert_slice":
         op = defining_op(op.operands[1])
-    return op if op is not None and op.name == "tensor.empty" and at_function_level(op) else None
+    if op is None or op.name != "tensor.empty" or not at_function_level(op):
+        return None
+    users = [getattr(use.owner, "operation", use.owner).name for use in op.results[0].uses]
+    chained = users.count("tensor.insert_slice") == 1 and all(
+        name in ("tensor.insert_slice", "tensor.extract_slice") for name in users)
+    return op if chained else None
 
 
 @register_pass(
