@@ -28,6 +28,16 @@ one specialized copy (a network's repeated blocks pad alike). A slice only one c
 was before kernels were kept. A kernel left with no call of its own is erased. Only static
 slices with unit strides qualify, and only when the slice feeds nothing but the call and the call's result
 nothing but the insert, so the rewrite keeps every value as it was.
+
+The same holds for a slice a kernel only reads (a split as views): ShuffleNet's second half of
+each channel split fed its 1x1 convolution's kernel as ``tensor.extract_slice %shuffled[...,
+58] [..., 58]``, and the identity-layout boundary copied those channels into a buffer of their
+own before every call. A call whose input is such a slice, and whose kernel only reads that
+argument (transfer reads, slices, ``linalg`` inputs), takes the larger tensor, and a copy of
+the kernel, shared by the calls with the same kernel, argument and slice, extracts it on entry:
+bufferized, a strided view of the larger buffer, read where it lies. A source slice only one
+call reads is left as it was (a copy of the kernel for one call is no cheaper than the copy of
+the slice).
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from ..passes import register_pass
 
 CALL_DESTINATIONS = "tilecraft-call-destinations"
 SPECIALIZED_SUFFIX = "__into_"
+SOURCE_SUFFIX = "__from_"
 
 
 def _static_slice(op: ir.Operation | None, operands: int) -> bool:
@@ -81,6 +92,127 @@ def _destination_pair(call: ir.Operation) -> tuple[int, int, ir.Operation, ir.Op
                     and _same_slice(extract, insert)):
                 return index, number, extract, insert
     return None
+
+
+_READ_ONLY_USERS = ("vector.transfer_read", "tensor.extract", "tensor.dim")
+_VIEW_USERS = ("tensor.extract_slice", "tensor.expand_shape", "tensor.collapse_shape")
+
+
+def _only_read(value: ir.Value) -> bool:
+    """Every use of ``value`` (a kernel's argument) reads it: a transfer read, an element
+    read, a view that is itself only read, or an input (not an init) of a ``linalg`` op.
+    What writes it (an init, a loop's shared output) would make the larger tensor passed in
+    its place a value the kernel changes, and bufferization copy all of it."""
+    for use in value.uses:
+        owner = getattr(use.owner, "operation", use.owner)
+        if owner.name in _READ_ONLY_USERS:
+            continue
+        if owner.name in _VIEW_USERS and use.operand_number == 0:
+            if all(_only_read(result) for result in owner.results):
+                continue
+            return False
+        if owner.name.startswith("linalg.") and "operandSegmentSizes" in owner.attributes:
+            inputs = ir.DenseI32ArrayAttr(owner.attributes["operandSegmentSizes"])[0]
+            if use.operand_number < inputs:
+                continue
+        return False
+    return True
+
+
+def _source_slices(call: ir.Operation, function: ir.Operation) -> list[tuple[int, ir.Operation]]:
+    """(operand index, extract_slice) of each input of ``call`` that is a static slice of a
+    larger tensor and that ``function`` (its callee) only reads."""
+    arguments = function.regions[0].blocks[0].arguments
+    found = []
+    for index, operand in enumerate(call.operands):
+        extract = defining_op(operand)
+        if extract is None or extract.name != "tensor.extract_slice" or not _static_slice(extract, 1):
+            continue
+        if _only_read(arguments[index]):
+            found.append((index, extract))
+    return found
+
+
+def _source_key(call: ir.Operation, index: int, extract: ir.Operation) -> tuple:
+    """Which specialized copy serves the source slice ``extract`` at argument ``index``."""
+    return ("source", ir.FlatSymbolRefAttr(call.attributes["callee"]).value, index,
+            str(extract.operands[0].type),
+            *(str(extract.attributes[n]) for n in ("static_offsets", "static_sizes", "static_strides")))
+
+
+def _specialize_source(function: ir.Operation, name: str, index: int, extract: ir.Operation,
+                       larger: ir.Type) -> ir.Operation:
+    """A copy of ``function`` named ``name`` whose argument ``index`` is the larger tensor
+    that it extracts the slice from on entry."""
+    copy = function.clone(ip=ir.InsertionPoint(function))
+    copy.move_after(function)
+    copy.attributes["sym_name"] = ir.StringAttr.get(name)
+    body = copy.regions[0].blocks[0]
+    argument = body.arguments[index]
+    slice_op = extract.clone(ip=ir.InsertionPoint.at_block_begin(body))
+    argument.replace_all_uses_with(slice_op.results[0])
+    argument.set_type(larger)
+    slice_op.operands[0] = argument
+    old = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    inputs = list(old.inputs)
+    inputs[index] = larger
+    copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, list(old.results)))
+    return copy
+
+
+def call_sources(module: ir.Operation) -> int:
+    """Pass the larger tensor to every call that reads a static slice of it, where at least
+    two calls read the same slice through the same kernel (module docstring); returns how
+    many operands were rewritten."""
+    module_body = module.regions[0].blocks[0]
+    functions = _private_functions(module_body)
+    calls = ops_where(module, lambda op: op.name == "func.call"
+                      and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in functions)
+    found = {}
+    uses: dict[tuple, int] = {}
+    for call in calls:
+        callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        found[call] = _source_slices(call, functions[callee])
+        for index, extract in found[call]:
+            key = _source_key(call, index, extract)
+            uses[key] = uses.get(key, 0) + 1
+    specialized: dict[tuple, str] = {}
+    rewritten = 0
+    for call in calls:
+        # One slice per call: a second would need a copy of the copy (none of the models has
+        # a kernel reading two slices).
+        if not found[call]:
+            continue
+        index, extract = found[call][0]
+        key = _source_key(call, index, extract)
+        if uses[key] < 2:
+            continue
+        name = specialized.get(key)
+        if name is None:
+            name = f"{key[1]}{SOURCE_SUFFIX}{len(specialized)}"
+            functions[name] = _specialize_source(functions[key[1]], name, index, extract,
+                                                 extract.operands[0].type)
+            specialized[key] = name
+        call.operands[index] = extract.operands[0]
+        call.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
+        if not list(extract.results[0].uses):
+            extract.erase()
+        rewritten += 1
+    still_called = {ir.FlatSymbolRefAttr(call.attributes["callee"]).value for call in calls}
+    for callee in set(functions) - still_called:
+        if callee.startswith(KERNEL_FUNCTION_PREFIX) and callee not in specialized.values():
+            functions[callee].erase()
+    return rewritten
+
+
+def _private_functions(module_body: ir.Block) -> dict[str, ir.Operation]:
+    functions = {}
+    for op in module_body.operations:
+        op = op.operation
+        if (op.name == "func.func" and op.regions[0].blocks and "sym_visibility" in op.attributes
+                and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
+            functions[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    return functions
 
 
 def _specialize(function: ir.Operation, name: str, index: int, number: int,
@@ -194,7 +326,9 @@ def call_destinations(module: ir.Operation) -> int:
 @register_pass(
     CALL_DESTINATIONS,
     "A call that writes a static slice of a larger tensor takes the larger tensor (a copy of "
-    "its callee extracts and inserts the slice), so the kernel writes in place",
+    "its callee extracts and inserts the slice), so the kernel writes in place; a slice "
+    "that kernels only read is passed the same way, so it is read in place",
 )
 def call_destinations_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     call_destinations(module)
+    call_sources(module)
