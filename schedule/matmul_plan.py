@@ -243,11 +243,11 @@ def packed_operand(nest: LoopNest, batch: tuple[int, ...], m: int, n: int, k: in
     and a new page), while A gives one broadcast per row from a sliver that stays in
     L1d. Copying each K block x ``reg_n`` panel of B to a contiguous buffer makes that
     stream sequential; the M register loop then rereads the panel from L1d/L2. One
-    thread, CPU time: 1024^3 and 2048^3 ran 1.4x faster than with A's slivers packed on
-    AVX-512 (0.86-0.87x numpy's OpenBLAS, was 0.59-0.61x), 2.1x on AVX2's 6 x 16 tiles
-    (docs/performance.md, "Packing B instead of A").
-    Weights stored as panels (graph/weight_panels.py) are B packed ahead of time: those
-    keep packing A, as before (their B is never copied). A not laid out (batch, M, K),
+    thread, CPU time: 1024^3 and 2048^3 ran 1.3-1.4x faster than with A's slivers packed
+    on AVX-512 (0.95-0.97x numpy's OpenBLAS, was 0.68-0.72x), 2.1x on AVX2's 6 x 16 tiles
+    (docs/performance.md, "Packing B instead of A"). Weights stored as panels
+    (pipelines/graph/weight_panels.py) are B packed ahead of time: those keep packing A,
+    as before (their B is never copied). A not laid out (batch, M, K),
     e.g. transposed, is never packed."""
     if not fits or nest.ranges[k] * element_bytes % _L1_WAY_BYTES:
         return None
