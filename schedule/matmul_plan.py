@@ -207,26 +207,57 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
     if blocked:
         cache = [0] * n_loops
         cache[k_block_loop] = block_k
-    # Packing A: the M register loop moves outside, one sliver is copied per M step and read
-    # by every N register tile of the task. Only for A laid out (batch, M, K), the space's
-    # pack_a, and only where the sliver fits the L1d share and is reused, and where A's rows
-    # alias in L1d (K = 1024, 2048, 3072 f32): other slivers stay cached unpacked, and the
-    # copy cost time (K = 64, 128, 768).
     outer = None
     packed: tuple[tuple[int, int], ...] = ()
-    rows_alias = nest.ranges[k] * element_bytes % _L1_WAY_BYTES == 0
-    if (len(m_dims) == 1 and nest.operand_dims[:1] == ((*batch, m, k),) and rows_alias
-            and sliver_k <= sliver_limit and nest.ranges[m] > register[m]
-            and thread[n] >= 2 * register[n] and not columns_peeled):
+    operand = packed_operand(nest, batch, m, n, k,
+                             len(m_dims) == 1 and sliver_k <= sliver_limit and not columns_peeled,
+                             thread[m], register[m], thread[n], register[n], element_bytes)
+    if operand is not None:
+        # The packed operand's register loop moves outside the other's: one panel of B
+        # (sliver of A) is copied per step and read by every register tile of the task.
+        dim = n if operand == 1 else m
         outer = [0] * n_loops
-        outer[m], register[m] = register[m], 0
-        packed = ((0, len(batch) + 2),)
+        outer[dim], register[dim] = register[dim], 0
+        packed = ((operand, len(batch) + 2),)
     return OpSchedule(tag, thread_tiles=tuple(thread),
                       cache_tiles=tuple(cache) if cache else None,
                       outer_register_tiles=tuple(outer) if outer else None,
                       packed_operands=packed, register_tiles=tuple(register),
                       reduction_tiles=tuple(reduction), vectorize=True,
                       peeled_loops=((m,) if peeled else ()) + ((n,) if columns_peeled else ()))
+
+
+def packed_operand(nest: LoopNest, batch: tuple[int, ...], m: int, n: int, k: int, fits: bool,
+                   task_rows: int, register_rows: int, task_cols: int, register_cols: int,
+                   element_bytes: int) -> int | None:
+    """The operand a contraction's default plan packs (0: A, 1: B), or None: only where A's
+    rows alias in L1d (K x ``element_bytes`` a multiple of one L1d way, ``_L1_WAY_BYTES``:
+    K = 1024, 2048, 3072 f32), the plan ``fits`` (one row loop, the K block's A sliver
+    within its L1d share, no peeled columns), and the packed copy is reused (two register
+    tiles or more across the other dimension). B only where a task has more than one
+    column tile (a one-trip copy loop did not bufferize: ``MatmulSpace.is_valid``).
+
+    B, laid out (batch, K, N) row-major, is packed rather than A: the register tile reads
+    ``reg_n / lanes`` vectors of B per k step, the streamed operand, down a column block
+    whose rows lie N elements apart (4 KB for N = 1024: every row in the same L1d sets
+    and a new page), while A gives one broadcast per row from a sliver that stays in
+    L1d. Copying each K block x ``reg_n`` panel of B to a contiguous buffer makes that
+    stream sequential; the M register loop then rereads the panel from L1d/L2. One
+    thread, CPU time: 1024^3 and 2048^3 ran 1.3-1.4x faster than with A's slivers packed
+    on AVX-512 (0.95-0.97x numpy's OpenBLAS, was 0.68-0.72x), 2.1x on AVX2's 6 x 16 tiles
+    (docs/performance.md, "Packing B instead of A"). Weights stored as panels
+    (pipelines/graph/weight_panels.py) are B packed ahead of time: those keep packing A,
+    as before (their B is never copied). A not laid out (batch, M, K),
+    e.g. transposed, is never packed."""
+    if not fits or nest.ranges[k] * element_bytes % _L1_WAY_BYTES:
+        return None
+    operands = nest.operand_dims
+    if (len(operands) >= 2 and operands[1] == (*batch, k, n) and task_rows >= 2 * register_rows
+            and task_cols >= 2 * register_cols):
+        return 1
+    if operands[:1] == ((*batch, m, k),) and nest.ranges[m] > register_rows and task_cols >= 2 * register_cols:
+        return 0
+    return None
 
 
 def split_outer_rows(nest: LoopNest, outer_rows: tuple[int, ...], thread: list[int],

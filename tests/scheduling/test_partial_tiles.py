@@ -65,9 +65,10 @@ def test_odd_rows_match_numpy(monkeypatch, rand, threads, m):
 
 
 @pytest.mark.parametrize("m", [13, 130])
-def test_odd_rows_with_a_packed_a_sliver(monkeypatch, rand, m):
-    """K = 1024 f32: rows of A alias in L1d, so each sliver is packed; a partial tile's
-    sliver is copied into a zero-padded buffer of whole-tile rows."""
+def test_odd_rows_with_a_packed_operand(monkeypatch, rand, m):
+    """K = 1024 f32: rows alias in L1d, so an operand is packed (B's panels where a task
+    has two column tiles, matmul_plan.py ``packed_operand``) while the M loop peels its
+    partial last tile."""
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
     _run(m, 64, 1024, rand)
 

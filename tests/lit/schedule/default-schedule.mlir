@@ -35,19 +35,23 @@ func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x256xf32>) -> tensor<25
 
 // -----
 
-// K = 1024: a K cache block of 256 (the 8x256 sliver takes a quarter of L1d), and rows of A
-// 4 KB apart alias in L1d, so each sliver is packed (copied to a contiguous buffer) before
-// the 8 register tiles across N read it. The accumulators stay vector values carried by the
-// K loop: loaded before it, stored after it.
-// CHECK-LABEL: func.func @matmul_packed_a
+// K = 1024: a K cache block of 256 (the 8x256 sliver takes a quarter of L1d), and rows 4 KB
+// apart alias in L1d. B, the operand each k step streams (two vectors), is packed: every
+// 256x32 panel of the K block is copied to a contiguous buffer, then the register tiles
+// down M (8 of them) read it (matmul_plan.py packed_operand). The accumulators stay vector
+// values carried by the K loop: loaded before it, stored after it.
+// CHECK-LABEL: func.func @matmul_packed_b
 // CHECK: scf.forall ({{.*}}) in (4, 2)
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c1024 step %c256
-// CHECK: memref.alloc() : memref<8x256xf32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c128 step %c32
+// CHECK: memref.alloc() : memref<256x32xf32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c64 step %c8
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<8x32xf32>, vector<8x32xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<256x32xf32>, vector<1x32xf32>
 // CHECK: vector.contract {{.*}} : vector<8x1xf32>, vector<1x32xf32> into vector<8x32xf32>
 // CHECK: vector.transfer_write {{.*}} : vector<8x32xf32>
-func.func @matmul_packed_a(%a: tensor<256x1024xf32>, %b: tensor<1024x256xf32>) -> tensor<256x256xf32> {
+func.func @matmul_packed_b(%a: tensor<256x1024xf32>, %b: tensor<1024x256xf32>) -> tensor<256x256xf32> {
   %zero = arith.constant 0.0 : f32
   %empty = tensor.empty() : tensor<256x256xf32>
   %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32>
