@@ -130,6 +130,14 @@ def conv_channel_dim(nest: LoopNest) -> int | None:
     return last
 
 
+def depthwise_channel_dim(nest: LoopNest) -> int | None:
+    """The channel loop of an NHWC depthwise convolution (``conv_channel_dim``), ``None`` for
+    other ops, pooling included."""
+    if nest.op_name != "linalg.depthwise_conv_2d_nhwc_hwc":
+        return None
+    return conv_channel_dim(nest)
+
+
 def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registers: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
     channel = conv_channel_dim(nest)
