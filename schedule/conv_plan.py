@@ -130,6 +130,52 @@ def conv_channel_dim(nest: LoopNest) -> int | None:
     return last
 
 
+def depthwise_channel_dim(nest: LoopNest) -> int | None:
+    """The channel loop of an NHWC depthwise convolution (``conv_channel_dim``), ``None`` for
+    other ops, pooling included."""
+    if nest.op_name != "linalg.depthwise_conv_2d_nhwc_hwc":
+        return None
+    return conv_channel_dim(nest)
+
+
+# The stride a depthwise window's register budget allows for (``depthwise_window_fits``): the
+# planner sees loops, not strides; MobileNet/EfficientNet's depthwise layers take 1 or 2.
+_DEPTHWISE_WINDOW_STRIDE = 2
+
+
+def depthwise_window_fits(pixels: int, taps: int, registers: int) -> bool:
+    """Whether a depthwise register tile of ``pixels`` (one channel vector) can take a row's
+    whole window of ``taps`` (kw) in one reduction step: its accumulators, the input vectors
+    the window spans at stride 2 (``(pixels - 1) * 2 + taps``) and the ``taps`` filter
+    vectors fit the register file.
+
+    Why: a step of one tap loads an input vector per pixel for one FMA each (an 8 x 3x3
+    tile: 72 FMAs, 72 input loads, 9 filter loads), so the tile runs on its loads. With the
+    kw loop inside the step, linalg's depthwise vectorization reads the row once
+    (``vector<10x16xf32>`` at stride 1, ``vector<17x16xf32>`` at 2) and takes each tap's
+    pixels as a slice of it: 30 input loads per 72 FMAs at stride 1, the reuse along W of
+    MLAS's depthwise kernel. On AVX-512 (32 registers) 8 pixels of a 3x3 or 5x5 window fit;
+    on AVX2 (16) none does and the step stays one tap (LLVM folds each load into its FMA
+    instead of spilling a window it cannot hold). A dilated window spans more inputs than
+    this counts; LLVM then folds the loads it cannot keep, as before."""
+    window = (pixels - 1) * _DEPTHWISE_WINDOW_STRIDE + taps
+    return pixels + window + taps <= registers
+
+
+def depthwise_window_dim(nest: LoopNest, register_tiles: list[int] | tuple[int, ...], registers: int) -> int | None:
+    """The kw loop of an NHWC depthwise convolution whose register tile (``register_tiles``'
+    pixels) can take the whole window row in each reduction step (``depthwise_window_fits``;
+    its reduction tile is then 0, untiled); ``None`` otherwise. Shared by the default plan and
+    the tuner's space (schedule/space.py ``ConvSpace``), so the default is a point of it."""
+    if depthwise_channel_dim(nest) is None:
+        return None
+    _batch, image, _out_channel, filter_loop, _in_channel, _depth = nest.convolution
+    if not image or not filter_loop or not register_tiles[image[-1]]:
+        return None
+    kw = filter_loop[-1]
+    return kw if depthwise_window_fits(register_tiles[image[-1]], nest.ranges[kw], registers) else None
+
+
 def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registers: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
     channel = conv_channel_dim(nest)
@@ -180,6 +226,9 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
         reduction[d] = 1
     if in_channel:
         reduction[in_channel[-1]] = input_step or largest_divisor(nest.ranges[in_channel[-1]], _CONV_INPUT_STEP)
+    window = depthwise_window_dim(nest, register, registers)
+    if window is not None:
+        reduction[window] = 0
     thread = [0] * n_loops
     for d in batch:
         thread[d] = 1

@@ -49,7 +49,7 @@ from ..pipelines.ir_queries import KERNEL_FUNCTION_PREFIX, RESHAPE_OPS, defined_
 from ..pipelines.loop_nest import LoopNest, is_structured
 from ..pipelines.target import CacheHierarchy
 from .conv_kernels import epilogue_register_tiles
-from .conv_plan import sequential_tiles
+from .conv_plan import depthwise_channel_dim, sequential_tiles
 from .op_schedule import GroupSchedule, OpSchedule
 from .plan import plan_default_schedule
 
@@ -395,10 +395,18 @@ def _accumulator_epilogue(unit: FusionUnit, nests: dict[ir.Operation, LoopNest],
                           ) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
     """The root's register tiles when the group is a convolution followed by elementwise
     ops on its output's shape (bias, folded batch norm, residual add, ReLU): those ops then run
-    on the conv's accumulators (conv_kernels.py). ``None`` for other groups."""
+    on the conv's accumulators (conv_kernels.py). ``None`` for other groups.
+
+    A depthwise convolution (NHWC, ``depthwise_channel_dim``) too: its register tile is
+    pixels x one vector of channels, the same loops as the epilogue's. Left out, its group
+    wrote each task's result to a scratch tile (zero-filled first, read back as the first
+    accumulators) and a second loop nest reread it for the bias and ReLU6
+    (docs/performance.md, "Depthwise epilogues and windows"). Pooling keeps its own loop
+    nests."""
     anchor, root = unit.anchor, unit.root
     nest = nests[anchor]
-    if (root == anchor or unit.reshapes or not nest.convolution or not nest.convolution[2]
+    if (root == anchor or unit.reshapes or not nest.convolution
+            or not (nest.convolution[2] or depthwise_channel_dim(nest) is not None)
             or not anchor_plan.decompose or not anchor_plan.register_tiles
             or (anchor_plan.cache_tiles and any(anchor_plan.cache_tiles))):
         return None

@@ -47,9 +47,9 @@ from ..pipelines.tensor.bf16_matmul import VDPBF16PS
 from ..pipelines.tensor.int8_matmul import VPDPBUSD
 from ..pipelines.tensor.register_tiles import ACCUMULATORS, MAX_ROWS, MAX_VECTORS, KernelConfig
 from .group import find_fusion_units
-from .conv_plan import channels_outer, conv_channel_dim
+from .conv_plan import channels_outer, conv_channel_dim, depthwise_window_dim
 from .matmul_plan import column_loop, weight_panel_dims
-from .op_schedule import OpSchedule
+from .op_schedule import OpSchedule, vector_registers
 from .plan import generic_thread_dim, generic_vector_dim, plan_default_schedule, transposed_read_dim
 from .script import render_op_sequence
 from .task import Task
@@ -557,6 +557,9 @@ class ConvSpace(ScheduleSpace):
         reduction = [0] * n_loops
         for d in self.nest.reduction_dims:
             reduction[d] = 1
+        window = depthwise_window_dim(self.nest, register, vector_registers(self.vector_bits))
+        if window is not None:  # as in the default plan: the whole kw row per step
+            reduction[window] = 0
         cache = None
         if self.ic is not None:
             reduction[self.ic] = config["step_ic"]

@@ -6,17 +6,19 @@
 
 // Depthwise 3x3 with its zero pad: the pad stays before the loop (the buffer its source is
 // written into, at bufferization: pipelines/tensor/pad_destinations.py), tasks split the output
-// rows (14 bands of 2 rows: at least 4 tasks per thread, schedule/op_schedule.py) and read their band of it; a register tile is 8 pixels x one
-// 16-lane vector of channels, read once, carried through the kh and kw loops as FMAs with
-// a broadcast filter vector, written once.
+// rows (14 bands of 2 rows: at least 4 tasks per thread, schedule/op_schedule.py) and read their band of it; a register tile is 7 pixels x one
+// 16-lane vector of channels, read once, carried through the kh loop; each kh step reads the
+// 9 input pixels its kw taps span once and takes each tap's 7 as a slice (conv_plan.py
+// ``depthwise_window_fits``), FMAs with a broadcast filter vector; written once.
 // CHECK-LABEL: func.func @depthwise
 // CHECK: tensor.pad
 // CHECK: scf.forall ({{.*}}) in (14)
 // CHECK-NOT: tensor.pad
 // CHECK: %[[ACC:.*]] = vector.transfer_read {{.*}} : tensor<1x1x7x16xf32>, vector<1x7x16xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[ACC]]) -> ({{.*}}vector<1x7x16xf32>)
-// CHECK: scf.for {{.*}} -> ({{.*}}vector<1x7x16xf32>)
-// CHECK: vector.fma {{.*}} : vector<1x7x16xf32>
+// CHECK-NOT: scf.for
+// CHECK: vector.transfer_read {{.*}} vector<1x9x16xf32>
+// CHECK-COUNT-3: vector.fma {{.*}} : vector<1x7x16xf32>
 // CHECK-NOT: linalg.depthwise_conv
 // LLVM-LABEL: llvm.func @depthwise
 // LLVM-NOT: memrefCopy

@@ -60,7 +60,7 @@ func.func @expand_bn_relu6(%x: tensor<1x56x56x24xf32>, %w: tensor<1x1x24x144xf32
 // source is written into, at bufferization: pipelines/tensor/pad_destinations.py); two bands of 28
 // rows (28 x 56 x 32 floats fit the quarter of L2) read their rows plus the halo from it,
 // run the register tiles of 8 pixels x one 16-lane channel vector accumulated over the 3x3
-// window, then the clamp.
+// window (a kh loop, each step's 10 input pixels read once), then the clamp.
 // CHECK-LABEL: func.func @depthwise_relu6
 // CHECK-NOT: scf.forall
 // CHECK: %[[C28:.*]] = arith.constant 28 : index
@@ -68,7 +68,8 @@ func.func @expand_bn_relu6(%x: tensor<1x56x56x24xf32>, %w: tensor<1x1x24x144xf32
 // CHECK: {{^    %.* = scf.for %.* = %.* to %.* step }}%[[C28]] iter_args
 // CHECK-NOT: tensor.pad
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<1x8x16xf32>)
-// CHECK: vector.fma {{.*}} : vector<1x8x16xf32>
+// CHECK: vector.transfer_read {{.*}} vector<10x16xf32>
+// CHECK: vector.fma {{.*}} : vector<8x16xf32>
 // CHECK: arith.minimumf {{.*}} : vector<
 // CHECK: tensor.insert_slice {{.*}} into tensor<1x56x56x32xf32>
 // CHECK-NOT: {{^    %.* = scf.for}}
