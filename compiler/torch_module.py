@@ -15,6 +15,7 @@ from ..errors import ArgumentTypeError, ArgumentValueError
 from ..frontend.torch.export import import_exported
 from ..frontend.torch.importer import from_numpy, mutations, state_inputs, tensor_view
 from ..pipelines.jit.compiled_module import CompiledModule
+from ..pipelines.target_registry import target_plugin
 from ..runtime.device_array import from_dlpack
 from ..runtime.timing import Timing, time_evaluator
 from .compile import compile as compile_mlir
@@ -82,7 +83,7 @@ class CompiledTorchModule:
             if self._in_spec is not None and spec != self._in_spec:
                 raise ArgumentValueError(
                     f"the call's arguments are structured as {spec}, the example inputs as {self._in_spec}")
-        on_device = self.compiled.target.kind == "cuda"
+        on_device = target_plugin(self.compiled.target.kind).tensor_device == "cuda"
         arrays = [_array_view(position, value, on_device) for position, value in enumerate(flat)]
         arrays += [tensor_view(buffer.detach()) for buffer in self._state]
         results = self.compiled(*arrays)

@@ -59,6 +59,9 @@ class TargetPlugin(ABC):
         ``"bf16"``/``"int8"`` builds, compiler/precision.py, compare against an f32 build run here).
       tunable: whether ``tilecraft.tune`` and the auto-scheduler search its schedules
         (:meth:`check_tunable` says why not; :meth:`schedule_space` gives the space).
+      tensor_device: the PyTorch device type (``torch.device.type``) whose tensors its
+        compiled calls take without a host copy: ``"cpu"``, or ``"cuda"`` for a GPU target,
+        whose modules accept CUDA tensors over DLPack (compiler/torch_module.py).
     """
 
     name: str
@@ -68,6 +71,7 @@ class TargetPlugin(ABC):
     writes_packages: bool = False
     tunable: bool = False
     precisions: tuple[str, ...] = ("f32",)
+    tensor_device: str = "cpu"
 
     @abstractmethod
     def parse(self, spec: str, options: Sequence[str]) -> "Target":

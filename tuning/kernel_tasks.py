@@ -64,6 +64,23 @@ def kernel_pipeline(kind: str, target: "str | Target", *, opt_level: int = 3, of
     return with_bf16_weights(pipeline, target) if kind == "bf16_kernel" else pipeline
 
 
+def payload_pipeline(kind: str, target: "str | Target") -> Pipeline:
+    """The pipeline a task's stand-alone payload is measured with: :func:`kernel_pipeline`
+    without the graph stage's ``tilecraft-pad-matmul-extents``.
+
+    Why: a task's extents are its kernel's in the model, after that pass decided them (a
+    filter count it pads, or one it leaves as it is because a concat or pad reads the
+    result). Padding the payload again, with no such reader, would build another kernel
+    than the task names, and a record keyed by that name would never apply to it.
+    """
+    pipeline = kernel_pipeline(kind, target)
+    for stage in pipeline.stages:
+        kept = tuple(p for p in stage.passes if p.split("{")[0] != "tilecraft-pad-matmul-extents")
+        if len(kept) != len(stage.passes):
+            pipeline = pipeline.replace(stage.name, kept)
+    return pipeline
+
+
 def _through_kernel_pass(pipeline: Pipeline, pass_name: str) -> Pipeline:
     """The stages of ``pipeline`` up to its ``pass_name`` element, that one included."""
     for index, stage in enumerate(pipeline.stages):

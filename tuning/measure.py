@@ -192,7 +192,7 @@ def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False)
     from ..pipelines.cpu import cpu_pipeline
     from ..pipelines.profiling import profiling_pipeline
     from ..schedule.record_plan import with_records
-    from .kernel_tasks import is_kernel_task, kernel_pipeline
+    from .kernel_tasks import is_kernel_task, payload_pipeline
 
     if job.scheduled is not None:
         from ..schedule.te.builder import scheduled_pipeline
@@ -206,7 +206,7 @@ def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False)
     with schedule_failures_raise():
         target = job_target(job)
         if is_kernel_task(job.task):  # a bf16 or int8 build's kernel (kernel_tasks.py)
-            pipeline = kernel_pipeline(job.task["kind"], target)
+            pipeline = payload_pipeline(job.task["kind"], target)
         else:
             pipeline = cpu_pipeline(target, opt_level=3)  # what tilecraft.compile runs by default
         if records is not None:

@@ -6,7 +6,7 @@ fresh tensor each step. One-shot bufferization then finds the yielded buffer "no
 to the iter_arg" and refuses, unless told ``allow-return-allocs-from-loops``, which frees the
 loop's buffers through ownership flags at run time. The CPU and CUDA pipelines do that. The C
 target cannot: its buffers live at fixed offsets of one planned workspace
-(targets/c/workspace.py), with no allocation at run time.
+(pipelines/buffer/workspace.py), with no allocation at run time.
 
 Here each yielded tensor that is not the iter_arg itself is first written into the
 iter_arg's destination (``bufferization.materialize_in_destination``): the step computes

@@ -44,7 +44,7 @@ from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
 from ...pipelines.stages import input_stage, simplify_stage
 from ...pipelines.tensor.loop_carried import LOOP_CARRIED_IN_PLACE
-from . import workspace
+from ...pipelines.buffer import workspace
 
 C_OUT_PARAMS = "tilecraft-c-out-params"
 C_PLAN_WORKSPACE = "tilecraft-c-plan-workspace"

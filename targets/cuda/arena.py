@@ -4,7 +4,7 @@
 device copy and every output's device buffer its own ``gpu.alloc`` / ``gpu.dealloc``: a call
 of a ResNet made dozens of ``cuMemAlloc`` / ``cuMemFree`` pairs, and ``cuMemFree`` waits for
 the device. This pass plans those buffers as the C target plans its workspace, with the same
-planner (targets/c/workspace.py: lifetimes in the function's top-level op order, greedy by
+planner (pipelines/buffer/workspace.py: lifetimes in the function's top-level op order, greedy by
 size, buffers whose lifetimes do not overlap share bytes), and rewrites each into a
 ``memref.view`` of one arena at its planned offset. The arena comes from the CUDA runtime
 (runtime/cuda_runtime.c)::
@@ -43,7 +43,7 @@ from mlir.dialects import arith, llvm, memref
 
 from ...pipelines.ir_queries import identity_layout
 from ...pipelines.passes import register_pass
-from ..c import workspace
+from ...pipelines.buffer import workspace
 from .memory import VIEW_OPS
 
 PLAN_ARENA = "tilecraft-gpu-plan-arena"

@@ -32,6 +32,7 @@ class CudaTarget(TargetPlugin):
     name = "cuda"
     usage = "'cuda -arch=sm_XX'"
     writes_packages = True
+    tensor_device = "cuda"
 
     def parse(self, spec: str, options: Sequence[str]) -> Target:
         arch = DEFAULT_CUDA_ARCH

@@ -1,4 +1,4 @@
-"""The workspace planner (targets/c/workspace.py): no two live buffers share a byte,
+"""The workspace planner (pipelines/buffer/workspace.py): no two live buffers share a byte,
 and buffers whose lifetimes do not overlap do."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tilecraft.errors import InternalError
-from tilecraft.targets.c.workspace import Buffer, check, plan
+from tilecraft.pipelines.buffer.workspace import Buffer, check, plan
 
 
 def test_a_chain_reuses_two_slots():

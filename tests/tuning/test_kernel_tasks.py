@@ -34,7 +34,7 @@ from tilecraft.schedule.records import Record, best_records, canonical_target  #
 from tilecraft.schedule.space import KernelSpace, space_for  # noqa: E402
 from tilecraft.schedule.task import Task  # noqa: E402
 from tilecraft.tools.cli import run_cli  # noqa: E402
-from tilecraft.tuning.kernel_tasks import (extract_kernel_tasks, kernel_measured_module,  # noqa: E402
+from tilecraft.tuning.kernel_tasks import (extract_kernel_tasks, kernel_measured_module, payload_pipeline,  # noqa: E402
                                            kernel_pipeline)
 
 from pinned_targets import AVX2, AVX512  # noqa: E402
@@ -176,7 +176,7 @@ def test_payload_builds_the_tasks_kernel(kind, window, name):
     for configs, built in (({}, name), ({kind: {name: config}}, name + "_r3v1b9")):
         context = ir.Context()
         module = kernel_measured_module(task.payload, context)
-        pipeline = with_kernel_configs(kernel_pipeline(kind, target), configs)
+        pipeline = with_kernel_configs(payload_pipeline(kind, target), configs)
         simplify = pipeline.stages[: pipeline.stage_names.index("simplify") + 1]
         with context, ir.Location.unknown():
             type(pipeline)(simplify).run(module)

@@ -1,16 +1,20 @@
 """Static memory planning: every intermediate buffer gets an offset in one workspace.
 
-Why: a microcontroller has no heap worth the name, and the C target promises no ``malloc``.
-The caller hands ``tc_model_run`` one block of ``TC_MODEL_WORKSPACE_SIZE`` bytes; each buffer
-the model allocates lives at a fixed offset in it. Two buffers whose lifetimes do not overlap
-may share bytes, so the workspace is usually much smaller than the sum of all buffers.
+Why: a target whose buffers must not be allocated per call plans them once at compile time.
+The C target promises no ``malloc`` (a microcontroller has no heap worth the name): the
+caller hands ``tc_model_run`` one block of ``TC_MODEL_WORKSPACE_SIZE`` bytes. The CUDA target
+allocates one device arena per function instead of a ``cuMemAlloc`` per buffer and call
+(targets/cuda/arena.py). Each buffer lives at a fixed offset in the block; two buffers whose
+lifetimes do not overlap may share bytes, so the block is usually much smaller than the sum
+of all buffers.
 
 The algorithm is the "greedy by size" planner TFLite Micro and microTVM's USMP use: buffers
 are placed largest first, each at the lowest aligned offset where it overlaps no already
 placed buffer that is alive at the same time. Lifetimes are closed intervals of positions in
 the function's top-level op order (first writer .. last reader), so a buffer is never reused
-by an op that still reads it. This module knows nothing of MLIR: the pass that rewrites the
-IR (``lowering.py``) measures lifetimes and calls :func:`plan`.
+by an op that still reads it. This module knows nothing of MLIR: the targets' passes that
+rewrite the IR (targets/c/lowering.py, targets/cuda/arena.py) measure lifetimes and call
+:func:`plan`.
 """
 
 from __future__ import annotations
