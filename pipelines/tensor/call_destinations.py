@@ -219,26 +219,17 @@ def _specialize(function: ir.Operation, name: str, index: int, number: int,
                 extract: ir.Operation, insert: ir.Operation, larger: ir.Type) -> ir.Operation:
     """A copy of ``function`` named ``name`` whose argument ``index`` is the larger tensor:
     it extracts the slice on entry and returns its result ``number`` inserted back."""
-    copy = function.clone(ip=ir.InsertionPoint(function))
-    copy.move_after(function)
-    copy.attributes["sym_name"] = ir.StringAttr.get(name)
+    copy = _specialize_source(function, name, index, extract, larger)
     body = copy.regions[0].blocks[0]
-    argument = body.arguments[index]
-    slice_op = extract.clone(ip=ir.InsertionPoint.at_block_begin(body))
-    argument.replace_all_uses_with(slice_op.results[0])
-    argument.set_type(larger)
-    slice_op.operands[0] = argument
     terminator = list(body.operations)[-1]
     inserted = insert.clone(ip=ir.InsertionPoint(terminator))
     inserted.operands[0] = terminator.operands[number]
-    inserted.operands[1] = argument
+    inserted.operands[1] = body.arguments[index]
     terminator.operands[number] = inserted.results[0]
-    old = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
-    inputs = list(old.inputs)
-    inputs[index] = larger
-    outputs = list(old.results)
+    signature = ir.FunctionType(ir.TypeAttr(copy.attributes["function_type"]).value)
+    outputs = list(signature.results)
     outputs[number] = larger
-    copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, outputs))
+    copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(signature.inputs), outputs))
     return copy
 
 
