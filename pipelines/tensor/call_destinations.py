@@ -206,6 +206,7 @@ def call_sources(module: ir.Operation) -> int:
 
 
 def _private_functions(module_body: ir.Block) -> dict[str, ir.Operation]:
+    """The module's private functions with a body, by name: the kernels calls may be rewritten to."""
     functions = {}
     for op in module_body.operations:
         op = op.operation
@@ -259,12 +260,7 @@ def _inline(call: ir.Operation, function: ir.Operation) -> None:
 def call_destinations(module: ir.Operation) -> int:
     """Rewrite every qualifying call in ``module`` (module docstring); returns how many."""
     module_body = module.regions[0].blocks[0]
-    functions = {}
-    for op in module_body.operations:
-        op = op.operation
-        if (op.name == "func.func" and op.regions[0].blocks and "sym_visibility" in op.attributes
-                and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
-            functions[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    functions = _private_functions(module_body)
     calls = ops_where(module, lambda op: op.name == "func.call"
                       and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in functions)
     # A slice only one call writes (DenseNet's concat offsets: each layer its own) would get
