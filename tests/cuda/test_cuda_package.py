@@ -33,7 +33,7 @@ from tilecraft.runtime import package as packages
 from tilecraft.runtime.libraries import CUDA_RUNTIME_SOURCE, mlir_package_dir
 from tilecraft.runtime.native import build_shared_library
 
-from cuda_testing import DEMO_CNN
+from cuda_testing import DEMO_CNN, reshapes_model
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_API = HERE.parents[1] / "runtime" / "c_api"
@@ -94,7 +94,8 @@ def test_package_needs_no_cuda_library_to_link_or_load(demo, tmp_path):
     folder = _unpack(path, tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["target"] == "cuda -arch=sm_90"
-    assert manifest["device"] == {"kind": "cuda", "arch": "sm_90", "driver": "libcuda.so.1"}
+    assert manifest["device"] == {"kind": "cuda", "arch": "sm_90", "driver": "libcuda.so.1",
+                                  "output_arguments": True}
     assert manifest["weights"]["tensors"] > 0 and "device" in manifest["weights"]["stored"]
     assert manifest["required_cpu_flags"] == []  # host code for a generic CPU of the machine
     readelf = shutil.which("readelf")
@@ -388,16 +389,7 @@ def test_kernel_free_outputs_are_right_through_the_arena(recorder, tmp_path):
     """A model of reshapes only runs no kernel, so the recording driver computes it whole: the
     inputs' device copies and the outputs' copies back go through the arena's views, and the
     outputs are the inputs reshaped, call after call, with nothing allocated after the first."""
-    from onnx import TensorProto, helper, save
-
-    shape = helper.make_tensor("s", TensorProto.INT64, [2], [4, 6])
-    graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "s"], ["y"]), helper.make_node("Flatten", ["w"], ["z"], axis=1)], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
-         helper.make_tensor_value_info("w", TensorProto.FLOAT, [5, 2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6]),
-         helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 6])], [shape])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "reshapes.onnx")
+    reshapes_model(tmp_path / "reshapes.onnx")
     compiled = tilecraft.compile(str(tmp_path / "reshapes.onnx"), target="cuda -arch=sm_90",
                                  package_path=tmp_path / "reshapes.tar")
     assert "memref.view" in compiled.ir("map") and "gpu.alloc" not in compiled.ir("map")
