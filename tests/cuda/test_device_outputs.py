@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import shutil
+import subprocess
 import tarfile
 
 import numpy as np
@@ -25,7 +28,7 @@ from tilecraft.runtime import package as packages
 from tilecraft.runtime.device_array import DeviceArray, device_array, empty
 
 from cuda_testing import DEMO_CNN, reshapes_model
-from test_cuda_package import SHAPES
+from test_cuda_package import HERE, RUNTIME_API, SHAPES
 from test_device_array import recorder, recording_driver  # noqa: F401  (fixtures)
 
 
@@ -181,3 +184,26 @@ def test_the_device_entry_is_part_of_the_call_contract(recorder, reshapes, tmp_p
             archive.add(tmp_path / name, arcname=name)
     with pytest.raises(PackageError, match="call contract"):
         packages.load(edited)
+
+
+def test_c_program_runs_a_cuda_package_with_host_and_device_buffers(recording_driver, reshapes, tmp_path):
+    """A compiled C program (tests/cuda/c_api_device.c) runs the reshapes package through the
+    C API with the recording driver: host buffers get each result copied straight from the
+    device (no host copy in between), device buffers nothing through the host; values exact;
+    a failed driver call is TILECRAFT_ERROR_DEVICE. In a subprocess: a crash fails the test."""
+    if not (shutil.which("make") and shutil.which("cc")):
+        pytest.skip("needs make and a C compiler")
+    build = tmp_path / "build"
+    made = subprocess.run(["make", "-C", str(RUNTIME_API), f"BUILD={build}"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    program = tmp_path / "c_api_device"
+    compiled = subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_API}",
+                               str(HERE / "c_api_device.c"), str(build / "libtilecraft_runtime.so"), "-ldl",
+                               f"-Wl,-rpath,{build}", "-o", str(program)], capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    path, _ = reshapes
+    environment = {**os.environ, "TILECRAFT_CUDA_DRIVER": str(recording_driver)}
+    run = subprocess.run([str(program), str(path), str(recording_driver)], capture_output=True, text=True,
+                         timeout=120, env=environment)
+    assert run.returncode == 0 and run.stdout.rstrip().endswith("PASSED"), run.stdout + run.stderr
+    assert "FAILED" not in run.stdout
