@@ -29,10 +29,13 @@ where ``torch.cuda.is_available()``, times the same architecture in PyTorch eage
 (median of synchronized calls on device tensors: no copies; its weights are the same
 seeded ones, so its outputs are compared too, for information). Then the device-memory
 items: the same call with device arrays (``Package.device_array``: inputs copied device to
-device) must equal the host call bit for bit, timed too; the runtime's resident weight and activation
+device) must equal the host call bit for bit, timed too; so must the call with device
+outputs (``Package.device_call``: results copied device to device into preallocated device
+arrays, ``out=``, nothing to the host; timed, device arrays in and out); the runtime's
+resident weight and activation
 arena bytes are reported and must be 0 after ``close``; where torch has CUDA, CUDA tensors go
-in through ``from_dlpack`` and a device array comes out through ``torch.from_dlpack``
-(``dlpack`` in the report). Writes ``report.json``
+in through ``from_dlpack``, a device array comes out through ``torch.from_dlpack``, and a
+device call's outputs are read as torch CUDA tensors (``dlpack`` in the report). Writes ``report.json``
 and ``report.txt`` to ``--out``; exit status 1 when a model failed or mismatched.
 It stops starting models after ``--budget-s`` (default 420 s) so the whole run ends well
 inside the device tool's 8-minute plan.
@@ -204,6 +207,12 @@ def _device_memory_checks(package: Any, feeds: dict[str, Any], repeat: int) -> d
     got = got if isinstance(got, tuple) else (got,)
     row["device_array_matches_host_call"] = all(_identical(a, b) for a, b in zip(got, outputs))
     row["device_array_ms"] = _median_ms(lambda: package(**device_feeds), repeat)
+    # Device outputs: the same call leaving its results on the device, into arrays it reuses.
+    positional = [device_feeds[name] for name in package.input_names]
+    out = package.device_call(*positional)
+    out = out if isinstance(out, tuple) else (out,)
+    row["device_outputs_match_host_call"] = all(_identical(a.to_numpy(), b) for a, b in zip(out, outputs))
+    row["device_outputs_ms"] = _median_ms(lambda: package.device_call(*positional, out=list(out)), repeat)
     row["resident_bytes"] = cuda_errors.resident_bytes(package._library)
     row["arena_bytes"] = cuda_errors.arena_bytes(package._library)
     package.close()
@@ -243,8 +252,13 @@ def _torch_dlpack(package: Any, feeds: dict[str, Any], outputs: tuple[Any, ...])
         got = got if isinstance(got, tuple) else (got,)
         name, value = next(iter(feeds.items()))
         back = torch.from_dlpack(package.device_array(value))
+        on_device = package.device_call(*[from_dlpack(tensors[name]) for name in package.input_names])
+        on_device = on_device if isinstance(on_device, tuple) else (on_device,)
+        as_torch = [torch.from_dlpack(array) for array in on_device]
         return {"torch_tensors_in_match": all(_matches(a, b)[0] for a, b in zip(got, outputs)),
-                "torch_from_dlpack_matches": bool(back.is_cuda and (back.cpu().numpy() == value).all())}
+                "torch_from_dlpack_matches": bool(back.is_cuda and (back.cpu().numpy() == value).all()),
+                "device_outputs_as_torch_match": all(t.is_cuda and _matches(t.cpu().numpy(), b)[0]
+                                                     for t, b in zip(as_torch, outputs))}
     except Exception as error:  # reported, not fatal
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"}
 
@@ -295,9 +309,11 @@ def run(args: argparse.Namespace) -> int:
         row["torch"] = torch_row
         results["models"][name] = row
         if "error" not in row and not (row["device_array_matches_host_call"] and row["device_array_roundtrip"]
-                                       and row["released_on_close"]):
-            row["error"] = "device arrays match the host call: %s, round trip: %s, released on close: %s" % (
-                row["device_array_matches_host_call"], row["device_array_roundtrip"], row["released_on_close"])
+                                       and row["device_outputs_match_host_call"] and row["released_on_close"]):
+            row["error"] = ("device arrays match the host call: %s, round trip: %s, device outputs match: %s, "
+                            "released on close: %s") % (
+                row["device_array_matches_host_call"], row["device_array_roundtrip"],
+                row["device_outputs_match_host_call"], row["released_on_close"])
         if "error" in row or not row["match"]:
             failed += 1
             lines.append(f"{name:<20} FAILED  {row.get('error') or 'max error %.1e' % row['max_rel_error']}")
@@ -305,8 +321,9 @@ def run(args: argparse.Namespace) -> int:
             torch_ms = torch_row.get("ms")
             torch_text = f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f}" if torch_ms \
                 else torch_row.get("skipped", "-")
-            device = "device arrays %s %8.3f ms" % ("ok" if row["device_array_matches_host_call"] else "MISMATCH",
-                                                      row["device_array_ms"])
+            device = "device arrays %s %8.3f ms, device outputs %8.3f ms" % (
+                "ok" if row["device_array_matches_host_call"] else "MISMATCH", row["device_array_ms"],
+                row["device_outputs_ms"])
             lines.append(f"{name:<20} ok  max err {row['max_rel_error']:.1e}  first {row['first_call_ms']:8.2f} ms  "
                          f"warm {row['ms']:8.3f} ms  {device}  arena {row['arena_bytes'] / 1024:.0f} KiB  "
                          f"freed {row['released_on_close']}  torch {torch_text}")

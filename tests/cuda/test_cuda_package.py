@@ -381,6 +381,7 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
     # the device-memory items: device arrays in (their round trip is exact even here), the
     # runtime's weights and arena held, then freed by close
     assert row["device_array_roundtrip"] and row["device_array_matches_host_call"] and row["device_array_ms"] > 0
+    assert row["device_outputs_match_host_call"] and row["device_outputs_ms"] > 0  # device_call, out= reused
     assert row["resident_bytes"] > 0 and row["arena_bytes"] > 0 and row["released_on_close"]
     assert row["dlpack"] == {"skipped": "torch has no CUDA device"}
 
