@@ -118,6 +118,7 @@ class JitFunction:
         self.codegen_parts: parallel_codegen.CodegenParts | None = None
         # (symbol, array) of the weights bound by address; the compile cache links them in.
         self.weights: list[tuple[str, np.ndarray]] = []
+        self._output_arguments = output_arguments
         self._frame = CallFrame(signature, output_arguments=output_arguments)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
         # The messages of the run-time checks (pipelines/tensor/runtime_checks.py), by check id.
@@ -183,7 +184,8 @@ class JitFunction:
         other._extra_libraries = self._extra_libraries
         other._engine = self._engine
         other._entry = self._engine.lookup(signature.name)
-        other._frame = CallFrame(signature, output_arguments=bool(self._frame.destination_offsets))
+        other._output_arguments = self._output_arguments
+        other._frame = CallFrame(signature, output_arguments=self._output_arguments)
         other._first = self  # keeps the engine from being retired
         other.weights = self.weights
         other.codegen_parts = self.codegen_parts
