@@ -372,6 +372,7 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
                               capture_output=True, text=True, env=environment)
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr
     assert {p.name for p in (tmp_path / "c" / "gpt2").iterdir()} == {"model.tar", "inputs.npz", "expected.npz"}
+    assert [p.name for p in (tmp_path / "c" / "c_runtime").iterdir()] == ["libtilecraft_runtime.so"]
     ran = subprocess.run([sys.executable, str(script), "run", str(tmp_path / "c"), "--out", str(tmp_path / "out"),
                           "--repeat", "2"], capture_output=True, text=True, env=environment)
     assert ran.returncode == 1, ran.stdout + ran.stderr
@@ -384,6 +385,9 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
     assert row["device_outputs_match_host_call"] and row["device_outputs_ms"] > 0  # device_call, out= reused
     assert row["resident_bytes"] > 0 and row["arena_bytes"] > 0 and row["released_on_close"]
     assert row["dlpack"] == {"skipped": "torch has no CUDA device"}
+    # the C API ran the package with host and device buffers (the values equal the Python call's
+    # only where kernels run: reported here, required on a GPU)
+    assert row["c_api"]["device_matches_host"] is True and "host_matches_python" in row["c_api"], row["c_api"]
 
 
 def test_kernel_free_outputs_are_right_through_the_arena(recorder, tmp_path):
