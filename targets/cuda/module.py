@@ -78,9 +78,7 @@ class CudaCompiledModule(CompiledModule):
         device) in, numpy arrays out."""
         args, kwargs = host_views(args, kwargs)
         outputs = self._invoke(tuple(args), kwargs)
-        if getattr(self, "_release", None) is None:
-            self._release = _module_release(self, self._function.engine)
-        raise_pending(self._runtime(), "the CUDA module")
+        self._after_call()
         return outputs
 
     def device_call(self, *args: Any, out: "DeviceArray | list[DeviceArray] | None" = None,
@@ -92,10 +90,15 @@ class CudaCompiledModule(CompiledModule):
         outputs = output_arrays(self.signature, out, [*args, *kwargs.values()], runtime=self._runtime())
         views, named = host_views(args, kwargs)
         self._function.call_into(tuple(views), named, [array.pointer for array in outputs])
+        self._after_call()
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _after_call(self) -> None:
+        """Register the module's release (its device memory now exists) and raise a failed
+        driver call's :class:`~tilecraft.errors.CudaError`."""
         if getattr(self, "_release", None) is None:
             self._release = _module_release(self, self._function.engine)
         raise_pending(self._runtime(), "the CUDA module")
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def close(self) -> None:
         """Free this module's device memory now: its resident weights and activation arena
