@@ -26,6 +26,7 @@ numpy array), through tilecraft's CUDA runtime (runtime/cuda_runtime.c).
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -103,7 +104,7 @@ class DeviceArray:
 
     Build one with :func:`device_array` (upload) or :func:`from_dlpack` (no copy)."""
 
-    __slots__ = ("pointer", "shape", "dtype", "device", "_owner", "_finalizer", "_runtime", "__weakref__")
+    __slots__ = ("pointer", "shape", "dtype", "device", "size", "_owner", "_finalizer", "_runtime", "__weakref__")
 
     def __init__(self, pointer: int, shape: Sequence[int], dtype: "np.dtype | str", *, device: int = DEVICE,
                  owner: Any = None, release: Callable[[], None] | None = None,
@@ -111,6 +112,7 @@ class DeviceArray:
         self._runtime = runtime  # the runtime that copies it (None: the JIT's)
         self.pointer = int(pointer)
         self.shape = tuple(int(extent) for extent in shape)
+        self.size = math.prod(self.shape)  # read by every call's checks: once, not per read
         self.dtype = np.dtype(dtype)
         self.device = int(device)
         self._owner = owner
@@ -121,10 +123,6 @@ class DeviceArray:
     @property
     def ndim(self) -> int:
         return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
@@ -353,8 +351,9 @@ def output_arrays(signature: "EntrySignature", out: "DeviceArray | Sequence[Devi
         if array.device != DEVICE:
             raise ArgumentValueError(f"out= for output {spec.name!r} is on cuda:{array.device}; the CUDA runtime "
                                      f"runs on cuda:{DEVICE}")
+    device_inputs = [value for value in inputs if isinstance(value, DeviceArray)]
     for index, (spec, array) in enumerate(zip(results, given)):
-        for other in [value for value in inputs if isinstance(value, DeviceArray)]:
+        for other in device_inputs:
             if _overlap(array, other):
                 raise ArgumentValueError(f"out= for output {spec.name!r} overlaps an input's device memory: "
                                          "pass a separate array")
