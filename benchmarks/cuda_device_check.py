@@ -29,10 +29,16 @@ where ``torch.cuda.is_available()``, times the same architecture in PyTorch eage
 (median of synchronized calls on device tensors: no copies; its weights are the same
 seeded ones, so its outputs are compared too, for information). Then the device-memory
 items: the same call with device arrays (``Package.device_array``: inputs copied device to
-device) must equal the host call bit for bit, timed too; the runtime's resident weight and activation
+device) must equal the host call bit for bit, timed too; so must the call with device
+outputs (``Package.device_call``: results copied device to device into preallocated device
+arrays, ``out=``, nothing to the host; timed, device arrays in and out); the runtime's
+resident weight and activation
 arena bytes are reported and must be 0 after ``close``; where torch has CUDA, CUDA tensors go
-in through ``from_dlpack`` and a device array comes out through ``torch.from_dlpack``
-(``dlpack`` in the report). Writes ``report.json``
+in through ``from_dlpack``, a device array comes out through ``torch.from_dlpack``, and a
+device call's outputs are read as torch CUDA tensors (``dlpack`` in the report). The C API
+(``c_runtime/``, built by prepare) runs each package too: host buffers must give the Python
+call's outputs bit for bit, device buffers in and out the host-buffer run's (``c_api``).
+Writes ``report.json``
 and ``report.txt`` to ``--out``; exit status 1 when a model failed or mismatched.
 It stops starting models after ``--budget-s`` (default 420 s) so the whole run ends well
 inside the device tool's 8-minute plan.
@@ -41,9 +47,11 @@ inside the device tool's 8-minute plan.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -53,6 +61,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RTOL = 1e-3
+C_RUNTIME = "c_runtime/libtilecraft_runtime.so"  # in the folder: the C API, built by prepare
 
 
 # ---- here: build what travels ---------------------------------------------------------------
@@ -96,6 +105,7 @@ def prepare(args: argparse.Namespace) -> int:
         except (TilecraftError, RuntimeError, ValueError) as error:
             index["models"][name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
             print(f"{name:<20} FAILED  {index['models'][name]['error']}", flush=True)
+    index["c_runtime"] = _build_c_runtime(folder)
     built = [name for name, entry in index["models"].items() if "bytes" in entry]
     left_out = _fit(folder, index, args.limit_mib * 2**20)
     (folder / "index.json").write_text(json.dumps(index, indent=2) + "\n")
@@ -106,6 +116,24 @@ def prepare(args: argparse.Namespace) -> int:
         print(f"left out to stay under {args.limit_mib:g} MiB (largest first): {','.join(left_out)} "
               "(a second call: prepare --models with those names into another folder)")
     return 0 if len(built) == len(names) else 1
+
+
+def _build_c_runtime(folder: Path) -> str | None:
+    """The C API's shared library (runtime/c_api, libc only) in ``folder``, for the run's C API
+    check of each package; None (that check skipped) without make and a C compiler."""
+    if not (shutil.which("make") and shutil.which("cc")):
+        print("no make or cc: the C API check is skipped")
+        return None
+    build = folder / "c_runtime"
+    made = subprocess.run(["make", "-C", str(HERE.parent / "runtime" / "c_api"), f"BUILD={build}"],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        print(f"the C runtime did not build ({made.stderr.strip()[:300]}): the C API check is skipped")
+        return None
+    for built in build.iterdir():  # only the shared library travels
+        if built.name != Path(C_RUNTIME).name:
+            built.unlink()
+    return C_RUNTIME
 
 
 def _fit(folder: Path, index: dict[str, Any], limit: float) -> list[str]:
@@ -204,12 +232,100 @@ def _device_memory_checks(package: Any, feeds: dict[str, Any], repeat: int) -> d
     got = got if isinstance(got, tuple) else (got,)
     row["device_array_matches_host_call"] = all(_identical(a, b) for a, b in zip(got, outputs))
     row["device_array_ms"] = _median_ms(lambda: package(**device_feeds), repeat)
+    # Device outputs: the same call leaving its results on the device, into arrays it reuses.
+    positional = [device_feeds[name] for name in package.input_names]
+    out = package.device_call(*positional)
+    out = out if isinstance(out, tuple) else (out,)
+    row["device_outputs_match_host_call"] = all(_identical(a.to_numpy(), b) for a, b in zip(out, outputs))
+    row["device_outputs_ms"] = _median_ms(lambda: package.device_call(*positional, out=list(out)), repeat)
     row["resident_bytes"] = cuda_errors.resident_bytes(package._library)
     row["arena_bytes"] = cuda_errors.arena_bytes(package._library)
     package.close()
     row["released_on_close"] = (cuda_errors.resident_bytes(package._library),
                                 cuda_errors.arena_bytes(package._library)) == (0, 0)
     return row
+
+
+class _Error(ctypes.Structure):
+    """tilecraft_error (runtime/c_api/tilecraft_runtime.h)."""
+
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+
+
+class _Tensor(ctypes.Structure):
+    """tilecraft_tensor."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("size_bytes", ctypes.c_size_t), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int32), ("shape", ctypes.c_int64 * 16)]
+
+
+class _TensorInfo(ctypes.Structure):
+    """tilecraft_tensor_info."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("shape", ctypes.POINTER(ctypes.c_int64))]
+
+
+def _c_api_check(library: ctypes.CDLL, path: Path, package: Any, feeds: dict[str, Any],
+                 outputs: tuple[Any, ...]) -> dict[str, Any]:
+    """The package through the C API (issue #47's "loadable from the C API"): a run with host
+    buffers must equal the Python call bit for bit, and a run with device buffers in and out
+    (the package's entry copies each result straight into the caller's buffer) must equal the
+    host-buffer run. The device buffers come from the Python package's runtime: every copy of
+    tilecraft's CUDA runtime uses device 0's primary context, so its pointers are valid there."""
+    import numpy as np
+    from tilecraft.runtime.device_array import empty
+
+    library.tilecraft_model_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+                                             ctypes.POINTER(_Error)]
+    library.tilecraft_model_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.c_size_t,
+                                            ctypes.POINTER(_Tensor), ctypes.c_size_t, ctypes.POINTER(_Error)]
+    library.tilecraft_model_output.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_TensorInfo)]
+    library.tilecraft_model_input.argtypes = library.tilecraft_model_output.argtypes
+    library.tilecraft_model_close.argtypes = [ctypes.c_void_p]
+    model, error = ctypes.c_void_p(), _Error()
+    if library.tilecraft_model_open(str(path).encode(), None, ctypes.byref(model), ctypes.byref(error)) != 0:
+        return {"error": f"open: {error.message.decode(errors='replace')}"}
+    try:
+        def tensors(arrays: list[Any], infos: list[_TensorInfo]) -> Any:
+            row = (_Tensor * max(len(arrays), 1))()
+            for tensor, array, info in zip(row, arrays, infos):
+                pointer = array.pointer if hasattr(array, "pointer") else array.ctypes.data
+                tensor.data, tensor.size_bytes, tensor.dtype = pointer, array.nbytes, info.dtype
+                tensor.rank = len(array.shape)
+                tensor.shape[:len(array.shape)] = array.shape
+            return row
+
+        def infos(count: int, read: Any) -> list[_TensorInfo]:
+            found = [_TensorInfo() for _ in range(count)]
+            for index, info in enumerate(found):
+                read(model, index, ctypes.byref(info))
+            return found
+
+        inputs = [feeds[name] for name in package.input_names]
+        input_infos = infos(len(inputs), library.tilecraft_model_input)
+        output_infos = infos(len(outputs), library.tilecraft_model_output)
+
+        def run(arrays: list[Any], results: list[Any]) -> str | None:
+            status = library.tilecraft_model_run(model, tensors(arrays, input_infos), len(arrays),
+                                                 tensors(results, output_infos), len(results), ctypes.byref(error))
+            return None if status == 0 else error.message.decode(errors="replace")
+
+        host = [np.empty_like(np.asarray(output)) for output in outputs]
+        failure = run(inputs, host) or run(inputs, host)  # the second: weights and arena in place
+        if failure:
+            return {"error": f"run (host buffers): {failure}"}
+        row: dict[str, Any] = {"host_matches_python": all(_identical(a, b) for a, b in zip(host, outputs))}
+        device_inputs = [package.device_array(array) for array in inputs]
+        device_outputs = [empty(np.shape(output), np.asarray(output).dtype, runtime=package._library)
+                          for output in outputs]
+        failure = run(device_inputs, device_outputs)
+        if failure:
+            return {**row, "error": f"run (device buffers): {failure}"}
+        row["device_matches_host"] = all(_identical(a.to_numpy(), b) for a, b in zip(device_outputs, host))
+        return row
+    finally:
+        library.tilecraft_model_close(model)
 
 
 def _identical(got: Any, want: Any) -> bool:
@@ -243,8 +359,13 @@ def _torch_dlpack(package: Any, feeds: dict[str, Any], outputs: tuple[Any, ...])
         got = got if isinstance(got, tuple) else (got,)
         name, value = next(iter(feeds.items()))
         back = torch.from_dlpack(package.device_array(value))
+        on_device = package.device_call(*[from_dlpack(tensors[name]) for name in package.input_names])
+        on_device = on_device if isinstance(on_device, tuple) else (on_device,)
+        as_torch = [torch.from_dlpack(array) for array in on_device]
         return {"torch_tensors_in_match": all(_matches(a, b)[0] for a, b in zip(got, outputs)),
-                "torch_from_dlpack_matches": bool(back.is_cuda and (back.cpu().numpy() == value).all())}
+                "torch_from_dlpack_matches": bool(back.is_cuda and (back.cpu().numpy() == value).all()),
+                "device_outputs_as_torch_match": all(t.is_cuda and _matches(t.cpu().numpy(), b)[0]
+                                                     for t, b in zip(as_torch, outputs))}
     except Exception as error:  # reported, not fatal
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"}
 
@@ -262,6 +383,7 @@ def run(args: argparse.Namespace) -> int:
     lines = [f"packages for {index['arch']}; tilecraft: median of {args.repeat} warm calls (numpy in/out, copies "
              "included); torch: eager CUDA on device tensors"]
     failed = 0
+    c_runtime = ctypes.CDLL(str(folder / index["c_runtime"])) if index.get("c_runtime") else None
     for name, entry in index["models"].items():
         if "bytes" not in entry:  # failed to package, or left out for size
             continue
@@ -284,6 +406,8 @@ def run(args: argparse.Namespace) -> int:
             row["max_rel_error"] = max(error for _, error in checks)
             row["ms"] = _median_ms(lambda: package(**feeds), args.repeat)
             row["dlpack"] = _torch_dlpack(package, feeds, outputs)
+            if c_runtime is not None:
+                row["c_api"] = _c_api_check(c_runtime, folder / name / "model.tar", package, feeds, outputs)
             row.update(_device_memory_checks(package, feeds, args.repeat))
         except Exception as error:  # report and go on: one model must not stop the check
             row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
@@ -295,9 +419,17 @@ def run(args: argparse.Namespace) -> int:
         row["torch"] = torch_row
         results["models"][name] = row
         if "error" not in row and not (row["device_array_matches_host_call"] and row["device_array_roundtrip"]
-                                       and row["released_on_close"]):
-            row["error"] = "device arrays match the host call: %s, round trip: %s, released on close: %s" % (
-                row["device_array_matches_host_call"], row["device_array_roundtrip"], row["released_on_close"])
+                                       and row["device_outputs_match_host_call"] and row["released_on_close"]):
+            row["error"] = ("device arrays match the host call: %s, round trip: %s, device outputs match: %s, "
+                            "released on close: %s") % (
+                row["device_array_matches_host_call"], row["device_array_roundtrip"],
+                row["device_outputs_match_host_call"], row["released_on_close"])
+        # The C API must give the Python call's numbers where those are right (with a stand-in
+        # driver that runs no kernel they are not, and neither are the C API's: reported only).
+        c_api = row.get("c_api", {})
+        if "error" not in row and row.get("match") and c_api and not (
+                c_api.get("host_matches_python") and c_api.get("device_matches_host")):
+            row["error"] = f"C API: {c_api}"
         if "error" in row or not row["match"]:
             failed += 1
             lines.append(f"{name:<20} FAILED  {row.get('error') or 'max error %.1e' % row['max_rel_error']}")
@@ -305,8 +437,9 @@ def run(args: argparse.Namespace) -> int:
             torch_ms = torch_row.get("ms")
             torch_text = f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f}" if torch_ms \
                 else torch_row.get("skipped", "-")
-            device = "device arrays %s %8.3f ms" % ("ok" if row["device_array_matches_host_call"] else "MISMATCH",
-                                                      row["device_array_ms"])
+            device = "device arrays %s %8.3f ms, device outputs %8.3f ms" % (
+                "ok" if row["device_array_matches_host_call"] else "MISMATCH", row["device_array_ms"],
+                row["device_outputs_ms"])
             lines.append(f"{name:<20} ok  max err {row['max_rel_error']:.1e}  first {row['first_call_ms']:8.2f} ms  "
                          f"warm {row['ms']:8.3f} ms  {device}  arena {row['arena_bytes'] / 1024:.0f} KiB  "
                          f"freed {row['released_on_close']}  torch {torch_text}")

@@ -16,7 +16,7 @@ from ..frontend.torch.export import import_exported
 from ..frontend.torch.importer import from_numpy, mutations, state_inputs, tensor_view
 from ..pipelines.jit.compiled_module import CompiledModule
 from ..pipelines.target_registry import target_plugin
-from ..runtime.device_array import from_dlpack
+from ..runtime.device_array import KDL_CUDA, DeviceArray, from_dlpack
 from ..runtime.timing import Timing, time_evaluator
 from .compile import compile as compile_mlir
 from .options import CompileOptions
@@ -29,6 +29,13 @@ class CompiledTorchModule:
     made only for non-contiguous tensors); results are numpy arrays owned by the compiled
     code, wrapped by ``torch.from_numpy`` without copying (bfloat16 through int16: numpy
     has no bfloat16 that torch reads).
+
+    For a CUDA target, CUDA tensors (or other DLPack producers of CUDA memory: CuPy arrays,
+    tilecraft's ``DeviceArray``) go in without a copy through the host and the outputs stay on
+    the device (the module's ``device_call``): torch CUDA tensors over them (DLPack), or,
+    where this PyTorch has no CUDA, the ``DeviceArray`` results themselves (DLPack producers
+    too). Inputs on different devices (a CPU tensor beside a CUDA one) are refused, naming
+    both.
 
     A program that writes its inputs or buffers (``x.add_(1)``, ``batch_norm(training=True)``
     updating running statistics, a KV cache's ``index_copy_``) is compiled functionally: the
@@ -57,6 +64,7 @@ class CompiledTorchModule:
         # where each written value goes: a user input's position, or a buffer tensor
         positions = {spec.arg.name: position for position, spec in enumerate(
             s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT)}
+        self._names = [spec.name for spec in self.compiled.signature.arguments]
         self._writes: list[int | torch.Tensor] = [
             positions[spec.target] if spec.kind == OutputKind.USER_INPUT_MUTATION else _buffer(program, spec.target)
             for spec in mutations(program)]
@@ -84,14 +92,21 @@ class CompiledTorchModule:
                 raise ArgumentValueError(
                     f"the call's arguments are structured as {spec}, the example inputs as {self._in_spec}")
         on_device = target_plugin(self.compiled.target.kind).tensor_device == "cuda"
-        arrays = [_array_view(position, value, on_device) for position, value in enumerate(flat)]
-        arrays += [tensor_view(buffer.detach()) for buffer in self._state]
-        results = self.compiled(*arrays)
-        results = results if isinstance(results, tuple) else (results,)
-        tensors = [from_numpy(r) for r in results]
-        device = _cuda_device(flat) if on_device else None
-        if device is not None:  # CUDA tensors in, CUDA tensors out (the outputs come back as host arrays)
-            tensors = [tensor.to(device) for tensor in tensors]
+        if on_device and _on_cuda(self._names, flat):  # CUDA in, CUDA out: nothing through the host
+            arrays = [_array_view(position, value, on_device) for position, value in enumerate(flat)]
+            arrays += [tensor_view(buffer.detach()) for buffer in self._state]
+            results = self.compiled.device_call(*arrays)
+            results = results if isinstance(results, tuple) else (results,)
+            tensors = [torch.from_dlpack(r) for r in results] if torch.cuda.is_available() else list(results)
+            if self._writes and not torch.cuda.is_available():
+                raise ArgumentTypeError("this program writes its inputs or buffers: its CUDA results must become "
+                                        "torch CUDA tensors, and this PyTorch has no CUDA")
+        else:
+            arrays = [_array_view(position, value, on_device) for position, value in enumerate(flat)]
+            arrays += [tensor_view(buffer.detach()) for buffer in self._state]
+            results = self.compiled(*arrays)
+            results = results if isinstance(results, tuple) else (results,)
+            tensors = [from_numpy(r) for r in results]
         if self._writes:
             tensors, written = tensors[:len(tensors) - len(self._writes)], tensors[len(tensors) - len(self._writes):]
             with torch.no_grad():  # eager's in-place update, outside autograd as the compiled code is
@@ -127,6 +142,8 @@ def _array_view(position: int, value: Any, on_device: bool = False) -> Any:
     (``on_device``), a CUDA tensor, passed as a device array over its memory (DLPack, no copy;
     runtime/device_array.py). Detached and with a pending conjugate or negation resolved only
     when it has one (each of those calls costs as much as the view itself)."""
+    if on_device and not isinstance(value, torch.Tensor) and _dlpack_device(value) == KDL_CUDA:
+        return value if isinstance(value, DeviceArray) else from_dlpack(value)  # CuPy and the like
     if not isinstance(value, torch.Tensor):
         raise ArgumentTypeError(f"argument {position} is a {type(value).__name__}, not a torch.Tensor")
     if on_device and value.device.type == "cuda":
@@ -146,10 +163,35 @@ def _array_view(position: int, value: Any, on_device: bool = False) -> Any:
     return tensor_view(value)
 
 
-def _cuda_device(arguments: Sequence[Any]) -> "torch.device | None":
-    """The CUDA device of the first CUDA tensor among ``arguments`` (None: all on the CPU)."""
-    return next((value.device for value in arguments
-                 if isinstance(value, torch.Tensor) and value.device.type == "cuda"), None)
+def _dlpack_device(value: Any) -> int | None:
+    """The DLPack device type of a non-tensor ``value`` that speaks DLPack (None: it does not)."""
+    if not hasattr(value, "__dlpack_device__") or not hasattr(value, "__dlpack__"):
+        return None
+    return int(value.__dlpack_device__()[0])
+
+
+def _device_name(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return str(value.device)
+    return "cuda" if _dlpack_device(value) == KDL_CUDA else "cpu"
+
+
+def _on_cuda(names: Sequence[str], arguments: Sequence[Any]) -> bool:
+    """Whether the call's inputs are on the GPU: all of them (True) or none (False).
+    :class:`ArgumentValueError` naming two inputs on different devices otherwise: the compiled
+    code would copy the CPU one to the GPU behind the caller's back, and the outputs' device
+    would be a guess."""
+    devices = [_device_name(value) for value in arguments]
+    cuda = [position for position, device in enumerate(devices) if device.startswith("cuda")]
+    if not cuda or len(cuda) == len(devices):
+        return bool(cuda)
+    host = next(position for position, device in enumerate(devices) if not device.startswith("cuda"))
+
+    def name(position: int) -> str:
+        return f"argument {position} ({names[position]!r})" if position < len(names) else f"argument {position}"
+
+    raise ArgumentValueError(f"{name(cuda[0])} is on {devices[cuda[0]]} but {name(host)} is on {devices[host]}: "
+                             "pass every input on the same device")
 
 
 def _buffer(program: ExportedProgram, name: str) -> torch.Tensor:

@@ -5,9 +5,11 @@ should not have to bring it to the host to call a CUDA module. A :class:`DeviceA
 device pointer with a shape and dtype; a CUDA package or JIT module takes it wherever it takes
 a numpy array. Its compiled host code copies each argument into the call's device arena with
 ``cuMemcpyAsync``, which infers the direction from the addresses (unified addressing): a
-device array's copy is device-to-device, never through the host. The outputs come back as
-numpy arrays, one copy each, as before (returning device outputs needs an output-argument
-calling convention that is not built).
+device array's copy is device-to-device, never through the host. Outputs come back as numpy
+arrays (one copy each) from a plain call, or stay on the device from ``device_call`` (a
+package's or module's): the host code takes each result's destination as an argument
+(targets/cuda/memory.py ``OUTPUT_ARGUMENTS``), so the result is copied device to device into
+a :class:`DeviceArray` (the caller's ``out=``, or a fresh one), with no copy to the host.
 
 DLPack (the array-API standard's interchange): :func:`from_dlpack` takes any object with
 ``__dlpack__``/``__dlpack_device__`` on a CUDA device (``torch.Tensor`` on ``cuda:0``) without a
@@ -24,13 +26,17 @@ numpy array), through tilecraft's CUDA runtime (runtime/cuda_runtime.c).
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentTypeError, ArgumentValueError
 from .libraries import cuda_runtime_library
+
+if TYPE_CHECKING:
+    from .signature import EntrySignature
 
 # DLPack's device types (dlpack.h).
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -98,7 +104,7 @@ class DeviceArray:
 
     Build one with :func:`device_array` (upload) or :func:`from_dlpack` (no copy)."""
 
-    __slots__ = ("pointer", "shape", "dtype", "device", "_owner", "_finalizer", "_runtime", "__weakref__")
+    __slots__ = ("pointer", "shape", "dtype", "device", "size", "_owner", "_finalizer", "_runtime", "__weakref__")
 
     def __init__(self, pointer: int, shape: Sequence[int], dtype: "np.dtype | str", *, device: int = DEVICE,
                  owner: Any = None, release: Callable[[], None] | None = None,
@@ -106,6 +112,7 @@ class DeviceArray:
         self._runtime = runtime  # the runtime that copies it (None: the JIT's)
         self.pointer = int(pointer)
         self.shape = tuple(int(extent) for extent in shape)
+        self.size = math.prod(self.shape)  # read by every call's checks: once, not per read
         self.dtype = np.dtype(dtype)
         self.device = int(device)
         self._owner = owner
@@ -116,10 +123,6 @@ class DeviceArray:
     @property
     def ndim(self) -> int:
         return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
@@ -297,3 +300,64 @@ def host_views(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list[Any], 
         return value
 
     return [view(value) for value in args], {name: view(value) for name, value in kwargs.items()}
+
+
+def empty(shape: Sequence[int], dtype: Any, *, runtime: ctypes.CDLL | None = None) -> DeviceArray:
+    """An uninitialized :class:`DeviceArray` (one device allocation, freed when it is
+    collected; no copy). ``runtime`` as for :func:`device_array`."""
+    shape = tuple(int(extent) for extent in shape)
+    dtype = np.dtype(dtype)
+    library = _runtime(runtime)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    pointer = library.tilecraft_cuda_device_alloc(max(nbytes, 1))
+    _raise_pending(library, "device_array.empty")
+    free = library.tilecraft_cuda_device_free
+    return DeviceArray(pointer, shape, dtype, release=lambda: free(pointer), runtime=library)
+
+
+def _overlap(a: DeviceArray, b: DeviceArray) -> bool:
+    return a.nbytes > 0 and b.nbytes > 0 and a.pointer < b.pointer + b.nbytes and b.pointer < a.pointer + a.nbytes
+
+
+def output_arrays(signature: "EntrySignature", out: "DeviceArray | Sequence[DeviceArray] | None",
+                  inputs: Sequence[Any], *, runtime: ctypes.CDLL | None = None) -> list[DeviceArray]:
+    """The device arrays a ``device_call`` writes its results into: ``out`` checked against
+    ``signature``'s results, or fresh ones (:func:`empty`) where ``out`` is None.
+
+    Refused before any code runs: ``out`` of the wrong count or type
+    (:class:`~tilecraft.errors.ArgumentTypeError`), dtype (``ArgumentTypeError``), shape or
+    device (:class:`~tilecraft.errors.ArgumentValueError`), or overlapping one of ``inputs``'
+    device arrays or another output (``ArgumentValueError``: the call would read what it is
+    writing, or write two results to one place)."""
+    results = signature.results
+    for spec in results:
+        if spec.shape is None or None in spec.shape:
+            raise ArgumentValueError(f"output {spec.name!r} has a dynamic shape {spec.mlir_style}: device outputs "
+                                     "need static shapes")
+    if out is None:
+        return [empty(spec.shape, spec.dtype, runtime=runtime) for spec in results]
+    given = [out] if isinstance(out, DeviceArray) else list(out) if isinstance(out, (list, tuple)) else None
+    if given is None or not all(isinstance(array, DeviceArray) for array in given):
+        raise ArgumentTypeError(f"out= takes a DeviceArray or a list of {len(results)} DeviceArray(s), "
+                                f"got {type(out).__name__}")
+    if len(given) != len(results):
+        raise ArgumentTypeError(f"out= has {len(given)} array(s); @{signature.name} has {len(results)} output(s)")
+    for spec, array in zip(results, given):
+        if array.dtype != spec.dtype:
+            raise ArgumentTypeError(f"out= for output {spec.name!r}: expected dtype {spec.dtype}, got {array.dtype}")
+        if array.shape != tuple(spec.shape):
+            raise ArgumentValueError(f"out= for output {spec.name!r}: expected shape {tuple(spec.shape)}, "
+                                     f"got {array.shape}")
+        if array.device != DEVICE:
+            raise ArgumentValueError(f"out= for output {spec.name!r} is on cuda:{array.device}; the CUDA runtime "
+                                     f"runs on cuda:{DEVICE}")
+    device_inputs = [value for value in inputs if isinstance(value, DeviceArray)]
+    for index, (spec, array) in enumerate(zip(results, given)):
+        for other in device_inputs:
+            if _overlap(array, other):
+                raise ArgumentValueError(f"out= for output {spec.name!r} overlaps an input's device memory: "
+                                         "pass a separate array")
+        for other_spec, other in zip(results[:index], given[:index]):
+            if _overlap(array, other):
+                raise ArgumentValueError(f"out= for outputs {other_spec.name!r} and {spec.name!r} overlap")
+    return given

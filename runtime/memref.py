@@ -105,11 +105,16 @@ class CallFrame:
     interface itself (``_mlir_ciface_<entry>``: result struct pointer, then descriptors by
     pointer, scalars by value), as a package exports it.
 
+    ``output_arguments``: the entry also takes one destination descriptor per result after
+    its arguments (a CUDA module's host code: targets/cuda/memory.py ``OUTPUT_ARGUMENTS``).
+    :meth:`call` passes null destinations (the results come back in fresh host buffers, as
+    without them); :meth:`call_into` passes the caller's buffers.
+
     Thread-safe and re-entrant: the layout is read-only; a call takes a frame from the
     spare list (``list.pop``/``append`` are atomic) or makes one, and returns it after.
     """
 
-    def __init__(self, signature: "EntrySignature", *, packed: bool = True) -> None:
+    def __init__(self, signature: "EntrySignature", *, packed: bool = True, output_arguments: bool = False) -> None:
         self.signature = signature
         self.packed = packed
         words = 0
@@ -122,6 +127,10 @@ class CallFrame:
         for spec in signature.arguments:
             self.argument_offsets.append(words)
             words += 1 if spec.is_scalar else 3 + 2 * len(spec.shape)
+        self.destination_offsets: list[int] = []
+        for spec in signature.results if output_arguments else ():
+            self.destination_offsets.append(words)
+            words += 3 + 2 * len(spec.shape)
         slot_targets: list[int] = []  # the word each pointer slot points at
         argv_targets: list[int] = []  # the word each packed argument points at
         if signature.results:
@@ -133,6 +142,9 @@ class CallFrame:
             else:
                 argv_targets.append(words + len(slot_targets))
                 slot_targets.append(offset)
+        for offset in self.destination_offsets:
+            argv_targets.append(words + len(slot_targets))
+            slot_targets.append(offset)
         self.slots_offset = words
         self.argv_offset = words + len(slot_targets)
         self._relative = [8 * word for word in slot_targets + argv_targets]
@@ -175,12 +187,14 @@ class CallFrame:
         for spec, offset in zip(self.signature.arguments, self.argument_offsets):
             words = [0, 0, 0, *spec.shape, *_contiguous_strides(spec.shape)]
             buffer[offset : offset + len(words)] = words
+        buffer[self._destinations_start : self.slots_offset] = self._destination_words()
         buffer[self.slots_offset :] = [offset + base for offset in self._relative]
         if self.packed:
             arguments: tuple[Any, ...] = (self.argv_address(base),)
         else:
             addresses = [base] if self.signature.results else []
             addresses += [self.argument_address(base, index) for index in range(len(self._names))]
+            addresses += [base + 8 * offset for offset in self.destination_offsets]
             arguments = tuple(ctypes.c_void_p(address) for address in addresses)
         return _Frame(buffer, arguments)
 
@@ -239,6 +253,31 @@ class CallFrame:
     def _call_checked(self, entry: Callable[..., None], args: "Sequence[Any]", kwargs: "Mapping[str, Any]") -> Any:
         arrays = self.signature.bind(args, kwargs)
         buffer, base, addresses = self.fill(arrays)
+        self._invoke(entry, buffer, base, arrays)
+        return self.adopt_results(buffer, addresses) if self.signature.results else ()
+
+    def call_into(self, entry: Callable[..., None], args: "Sequence[Any]", kwargs: "Mapping[str, Any]",
+                  destinations: "Sequence[int]") -> None:
+        """Call ``entry`` with the results written to ``destinations`` (one buffer address per
+        result, checked by the caller: shape, dtype, room; ``output_arguments`` frames only).
+        Nothing is adopted: the caller owns the destinations. Raises :class:`InternalError`
+        when the code returned a result elsewhere (it would be a leak and a wrong answer)."""
+        if len(destinations) != len(self.destination_offsets) or not self.destination_offsets:
+            raise InternalError(f"call_into: {len(destinations)} destination(s) for an entry that takes "
+                                f"{len(self.destination_offsets)}")
+        arrays = self.signature.bind(args, kwargs)
+        buffer, base, _ = self.fill(arrays)
+        for offset, address in zip(self.destination_offsets, destinations):
+            buffer[offset] = buffer[offset + 1] = address
+        self.signature.check_output_memory()
+        self._invoke(entry, buffer, base, arrays)
+        for offset, address in zip(self.result_offsets, destinations):
+            if buffer[offset + 1] != address:
+                raise InternalError("the compiled code returned a result outside the destination it was given")
+
+    def _invoke(self, entry: Callable[..., None], buffer: ctypes.Array, base: int,
+                arrays: "Sequence[np.ndarray]") -> None:
+        """Call ``entry`` on the frame ``buffer`` (at ``base``) describing ``arrays``."""
         if self.packed:
             entry(self.argv_address(base))
         else:
@@ -249,8 +288,8 @@ class CallFrame:
                     pointers.append(scalar_ctype(array))
                 else:
                     pointers.append(ctypes.c_void_p(self.argument_address(base, index)))
+            pointers += [ctypes.c_void_p(base + 8 * offset) for offset in self.destination_offsets]
             entry(*pointers)
-        return self.adopt_results(buffer, addresses) if self.signature.results else ()
 
     def fill(self, arrays: "Sequence[np.ndarray]") -> tuple[ctypes.Array, int, list[int]]:
         """A fresh frame describing checked, C-contiguous ``arrays``: ``(buffer, its address,
@@ -272,9 +311,25 @@ class CallFrame:
                 words += [0] * array.ndim
         buffer = self._buffer_type()  # zeroed: result descriptors start null
         base = ctypes.addressof(buffer)
+        words += self._destination_words()
         buffer[self.arguments_offset : self.slots_offset] = words
         buffer[self.slots_offset :] = [offset + base for offset in self._relative]
         return buffer, base, addresses
+
+    @property
+    def _destinations_start(self) -> int:
+        return self.destination_offsets[0] if self.destination_offsets else self.slots_offset
+
+    def _destination_words(self) -> list[int]:
+        """The destination descriptors of a call with host results: null pointers, and the
+        results' static sizes and strides (a dynamic extent as 0: never read with a null
+        pointer)."""
+        words: list[int] = []
+        if self.destination_offsets:
+            for spec in self.signature.results:
+                shape = [extent or 0 for extent in spec.shape]
+                words += [0, 0, 0, *shape, *_contiguous_strides(tuple(shape))]
+        return words
 
     def argv_address(self, base: int) -> int:
         """The address of the packed ``argv`` in a frame at ``base``."""

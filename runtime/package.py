@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import ArgumentValueError, EntryPointError, PackageError, PackageSignatureError, PackageTargetError
 from .checks import TAKE_SYMBOL, check_error, decode_table, take_package_failure
 from . import cuda_errors
-from .device_array import DeviceArray, device_array, host_views
+from .device_array import DeviceArray, device_array, host_views, output_arrays
 from .host import host_cpu_flags
 from .malloc_policy import keep_freed_memory
 from .memref import CallFrame
@@ -66,6 +66,11 @@ CONTRACT_SYMBOL = "tilecraft_contract"
 MANIFEST_SYMBOL = "tilecraft_manifest"
 SHARED_LIBRARY_SUFFIX = ".so"
 CONTRACT_KEYS = ("entry", "symbol", "inputs", "outputs", "equal_dims", "runtime_checks")
+# Part of the contract where the manifest has it: a device package's ``device`` entry says how
+# its entry is called (``output_arguments``: the results' destinations as trailing arguments),
+# so an edited one would call the code with the wrong arguments. CPU packages have none, and
+# their contract is what it always was.
+OPTIONAL_CONTRACT_KEYS = ("device",)
 # Archive members larger than this are refused before extraction (a library of a large model
 # holds its weights; 16 GiB is far above any package this tilecraft writes for one CPU).
 MAX_MEMBER_BYTES = 16 << 30
@@ -223,7 +228,9 @@ def _extract(path: Path, directory: Path, trust: bytes | None = None) -> dict[st
 
 def contract_json(manifest: Mapping[str, Any]) -> bytes:
     """The canonical JSON of the manifest's call contract (:data:`CONTRACT_KEYS`)."""
-    return json.dumps({key: manifest.get(key) for key in CONTRACT_KEYS}, sort_keys=True).encode()
+    contract = {key: manifest.get(key) for key in CONTRACT_KEYS}
+    contract.update({key: manifest[key] for key in OPTIONAL_CONTRACT_KEYS if key in manifest})
+    return json.dumps(contract, sort_keys=True).encode()
 
 
 def check_manifest(manifest: Mapping[str, Any], where: str, machine: str | None = None) -> None:
@@ -331,6 +338,12 @@ class Package:
         self._check_table = _check_table(self.manifest, str(self.path))
         self._takes: dict[int, Any] = {}
         self._device = self._check_device()
+        # A device package's entry takes its results' destinations after its arguments
+        # (targets/cuda/memory.py OUTPUT_ARGUMENTS): null ones here, device arrays in device_call.
+        device = self.manifest.get("device")
+        self._output_arguments = isinstance(device, dict) and device.get("output_arguments") is True
+        if self._output_arguments:
+            self._frame = CallFrame(self.signature, packed=False, output_arguments=True)
 
     def _check_device(self) -> bool:
         """Whether this is a device (CUDA) package; raises at load where its device cannot run
@@ -356,6 +369,28 @@ class Package:
         if not getattr(self, "_device", False):
             raise PackageError(f"{self.path} is a CPU package: it takes numpy arrays")
         return device_array(array, dtype, runtime=self._library)
+
+    def device_call(self, *args: Any, out: "DeviceArray | Sequence[DeviceArray] | None" = None,
+                    **kwargs: Any) -> "DeviceArray | tuple[DeviceArray, ...]":
+        """Call a CUDA package with the outputs left on the device: :class:`DeviceArray`
+        results, copied device to device from the call's arena, none to the host. ``out``:
+        the arrays to write (one per output, of its shape and dtype, overlapping no input:
+        runtime/device_array.py ``output_arrays``), else fresh ones are allocated. Inputs as
+        for a plain call (numpy or device arrays); one called ``out`` goes by position.
+        :class:`PackageError` for a CPU package or one built before device outputs."""
+        if not getattr(self, "_device", False):
+            raise PackageError(f"{self.path} is a CPU package: its outputs are numpy arrays")
+        if not self._output_arguments:
+            raise PackageError(f"{self.path} was built without output arguments for device outputs: recompile it")
+        outputs = output_arrays(self.signature, out, [*args, *kwargs.values()], runtime=self._library)
+        views, named = host_views(args, kwargs)
+        self._frame.call_into(self._entry, views, named, [array.pointer for array in outputs])
+        cuda_errors.raise_pending(self._library, str(self.path))
+        if self._check_table:
+            failure = take_package_failure(self._take_failure(self._entry))
+            if failure is not None:
+                raise check_error(self._check_table, failure)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def __enter__(self) -> "Package":
         return self

@@ -92,6 +92,8 @@ class JitFunction:
     ``codegen_workers``: processes that compile the module's kernels while this one compiles
     the entry (pipelines/jit/parallel_codegen.py; None: ``$TILECRAFT_CODEGEN_WORKERS`` or
     the CPUs, 0: all code here). Only for eager engines without extra libraries.
+    ``output_arguments``: the entry takes its results' destinations as trailing arguments
+    (a CUDA module's host code; runtime/memref.py ``CallFrame``).
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class JitFunction:
         extra_libraries: Callable[[], Sequence[str]] = tuple,
         lazy: bool = False,
         codegen_workers: int | None = None,
+        output_arguments: bool = False,
     ) -> None:
         self.signature = signature
         self.module = llvm_module  # keeps the context alive as long as the engine
@@ -115,7 +118,8 @@ class JitFunction:
         self.codegen_parts: parallel_codegen.CodegenParts | None = None
         # (symbol, array) of the weights bound by address; the compile cache links them in.
         self.weights: list[tuple[str, np.ndarray]] = []
-        self._frame = CallFrame(signature)
+        self._output_arguments = output_arguments
+        self._frame = CallFrame(signature, output_arguments=output_arguments)
         keep_freed_memory()  # intermediates reused across calls, not page-faulted anew
         # The messages of the run-time checks (pipelines/tensor/runtime_checks.py), by check id.
         attributes = llvm_module.operation.attributes
@@ -180,7 +184,8 @@ class JitFunction:
         other._extra_libraries = self._extra_libraries
         other._engine = self._engine
         other._entry = self._engine.lookup(signature.name)
-        other._frame = CallFrame(signature)
+        other._output_arguments = self._output_arguments
+        other._frame = CallFrame(signature, output_arguments=self._output_arguments)
         other._first = self  # keeps the engine from being retired
         other.weights = self.weights
         other.codegen_parts = self.codegen_parts
@@ -217,6 +222,17 @@ class JitFunction:
             if failure is not None:  # the outputs are freed with their arrays
                 raise check_error(self.check_table, failure)
         return outputs
+
+    def call_into(self, args: Sequence[Any], kwargs: dict[str, Any], destinations: Sequence[int]) -> None:
+        """A call whose results go to ``destinations`` (``output_arguments`` entries only:
+        runtime/memref.py ``CallFrame.call_into``)."""
+        self._ensure_engine()
+        self._frame.call_into(self._entry, args, kwargs, destinations)
+        raise_pending_error()
+        if self.check_table:
+            failure = take_jit_failure()
+            if failure is not None:
+                raise check_error(self.check_table, failure)
 
 
 def _load_global(path: str) -> ctypes.CDLL:

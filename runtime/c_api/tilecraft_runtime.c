@@ -57,7 +57,10 @@ static void set_descriptor_pointers(int64_t *descriptor, void *data) {
 /* The longest argument list the entry can be called with (results pointer included). */
 #define MAX_CALL_ARGUMENTS 32
 
-static const char *const CONTRACT_KEYS[] = {"entry", "symbol", "inputs", "outputs", "equal_dims", "runtime_checks"};
+/* "device" is compared where present (a CUDA package: how its entry is called; runtime/package.py
+ * OPTIONAL_CONTRACT_KEYS); absent on both sides it compares equal, as CPU packages have it. */
+static const char *const CONTRACT_KEYS[] = {"entry", "symbol", "inputs", "outputs", "equal_dims", "runtime_checks",
+                                            "device"};
 
 /* ---- errors ---------------------------------------------------------------------- */
 
@@ -187,6 +190,10 @@ struct tilecraft_model {
   /* The call frame's layout in 8-byte words (as runtime/memref.py CallFrame). */
   size_t frame_words;
   size_t *result_offsets, *argument_offsets;
+  /* A CUDA package's entry takes each output's destination after its inputs
+   * (targets/cuda/memory.py OUTPUT_ARGUMENTS): the caller's buffers, host or device memory. */
+  int output_arguments;
+  size_t *destination_offsets;
 };
 
 /* The libraries are opened with RTLD_NODELETE: dlclose only drops the reference. Why: the
@@ -218,6 +225,7 @@ static void free_model(tilecraft_model *model) {
   free(model->checks);
   free(model->result_offsets);
   free(model->argument_offsets);
+  free(model->destination_offsets);
   tc_json_free(model->manifest);
   free(model->manifest_text);
   free(model->path);
@@ -1155,13 +1163,20 @@ static tilecraft_status parse_contract(tilecraft_model *model, tilecraft_error *
         return fail(error, TILECRAFT_ERROR_OUT_OF_MEMORY, "out of memory");
     }
   }
-  /* The call frame: result descriptors, then argument descriptors (runtime/memref.py). */
-  if ((model->num_outputs ? 1 : 0) + model->num_inputs > MAX_CALL_ARGUMENTS)
-    return fail(error, TILECRAFT_ERROR_UNSUPPORTED, "%s: %zu inputs; the C runtime calls entries of at most %d "
-                "arguments", model->path, model->num_inputs, MAX_CALL_ARGUMENTS - 1);
+  const tc_json *device = tc_json_get(manifest, "device");
+  const tc_json *destinations = device && device->kind == TC_JSON_OBJECT ? tc_json_get(device, "output_arguments")
+                                                                         : NULL;
+  model->output_arguments = destinations && destinations->kind == TC_JSON_BOOL && destinations->boolean;
+  /* The call frame: result descriptors, argument descriptors, destination descriptors
+   * (runtime/memref.py). */
+  size_t destination_count = model->output_arguments ? model->num_outputs : 0;
+  if ((model->num_outputs ? 1 : 0) + model->num_inputs + destination_count > MAX_CALL_ARGUMENTS)
+    return fail(error, TILECRAFT_ERROR_UNSUPPORTED, "%s: %zu inputs and %zu outputs; the C runtime calls entries of "
+                "at most %d arguments", model->path, model->num_inputs, model->num_outputs, MAX_CALL_ARGUMENTS);
   model->result_offsets = calloc(model->num_outputs + 1, sizeof(size_t));
   model->argument_offsets = calloc(model->num_inputs + 1, sizeof(size_t));
-  if (!model->result_offsets || !model->argument_offsets)
+  model->destination_offsets = calloc(model->num_outputs + 1, sizeof(size_t));
+  if (!model->result_offsets || !model->argument_offsets || !model->destination_offsets)
     return fail(error, TILECRAFT_ERROR_OUT_OF_MEMORY, "out of memory");
   size_t words = 0;
   for (size_t i = 0; i < model->num_outputs; ++i) {
@@ -1171,6 +1186,10 @@ static tilecraft_status parse_contract(tilecraft_model *model, tilecraft_error *
   for (size_t i = 0; i < model->num_inputs; ++i) {
     model->argument_offsets[i] = words;
     words += DESCRIPTOR_HEADER_WORDS + 1 + 2 * (size_t)model->inputs[i].rank;
+  }
+  for (size_t i = 0; i < destination_count; ++i) {
+    model->destination_offsets[i] = words;
+    words += DESCRIPTOR_HEADER_WORDS + 1 + 2 * (size_t)model->outputs[i].rank;
   }
   model->frame_words = words;
   return TILECRAFT_OK;
@@ -1724,6 +1743,23 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
     }
     arguments[count++] = descriptor;
   }
+  /* A CUDA package copies each result straight into the caller's buffer (device to device
+   * or device to host, as its address says): no host copy of the result in between. */
+  for (size_t i = 0; model->output_arguments && i < num_outputs; ++i) {
+    int64_t *descriptor = frame + model->destination_offsets[i];
+    int64_t *sizes = descriptor + DESCRIPTOR_HEADER_WORDS + 1;
+    const spec *expected = &model->outputs[i];
+    set_descriptor_pointers(descriptor, outputs[i].data);
+    descriptor[DESCRIPTOR_HEADER_WORDS] = 0;
+    int64_t stride = 1;
+    for (int32_t d = expected->rank; d-- > 0;) {
+      int64_t extent = expected->shape[d] < 0 ? 0 : expected->shape[d];
+      sizes[d] = extent;
+      sizes[expected->rank + d] = stride;
+      stride *= extent ? extent : 1;
+    }
+    arguments[count++] = descriptor;
+  }
   call_entry(model->entry, arguments, count);
   int64_t failure[3];
   int failed = model->take_failure && model->take_failure(failure);
@@ -1737,7 +1773,7 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
     void *allocated = descriptor_pointer(descriptor, 0);
     const char *aligned = descriptor_pointer(descriptor, 1);
     int32_t rank = expected->rank;
-    int owned = allocated != NULL;
+    int owned = allocated != NULL && !(model->output_arguments && allocated == outputs[i].data);
     for (size_t k = 0; owned && k < num_inputs; ++k)
       owned = allocated != inputs[k].data;
     for (size_t k = 0; owned && k < i; ++k)
@@ -1765,7 +1801,7 @@ tilecraft_status tilecraft_model_run(const tilecraft_model *model, const tilecra
         if (status == TILECRAFT_OK)
           status = fail(error, TILECRAFT_ERROR_PACKAGE, "%s: output '%s': the compiled code returned a strided "
                         "buffer", model->path, expected->name);
-      } else if (elements > 0 && aligned) {
+      } else if (elements > 0 && aligned && aligned + offset * (int64_t)item != outputs[i].data) {
         memcpy(outputs[i].data, aligned + offset * (int64_t)item, (size_t)elements * item);
       }
     }

@@ -38,7 +38,10 @@
  *
  * Memory: the model's outputs are allocated by its code for each call; run copies them
  * into the caller's output buffers and frees them before it returns. Nothing the library
- * allocates outlives tilecraft_model_close.
+ * allocates outlives tilecraft_model_close. A CUDA package instead copies each output from
+ * the device straight into the caller's buffer, and its input and output buffers may be
+ * device memory (cuMemAlloc'd in device 0's primary context): then nothing crosses to the
+ * host (docs/cuda.md).
  *
  * Link: -ltilecraft_runtime -ldl -lpthread (static) or the shared library alone.
  */

@@ -9,8 +9,13 @@ workgroup (shared) memory and registers for the kernels' own.
 - ``memref.get_global`` (weights) is copied to the device the same way;
 - host allocations (``memref.alloc``, intermediate tensors) become ``gpu.alloc`` and their
   ``memref.dealloc`` becomes ``gpu.dealloc``; ``memref.copy`` between them ``gpu.memcpy``;
-- each returned buffer is copied back into a host ``memref.alloc`` (the runtime hands it to
-  numpy, which frees it with ``free()``) and its device buffer is freed.
+- each returned buffer is copied into its *destination* and its device buffer is freed. A
+  public function takes one destination per memref result as a trailing argument (the
+  output-argument calling convention, :data:`OUTPUT_ARGUMENTS`): a buffer the caller owns,
+  in device or host memory (``cuMemcpyAsync`` infers the direction), which the function
+  also returns; or a null descriptor, and then the result is copied into a fresh host
+  ``memref.alloc`` (the runtime hands it to numpy, which frees it with ``free()``), as
+  before. Private functions keep the host return (their callers are host code).
 
 Inside each ``gpu.launch``, ``memref.alloc`` in ``#gpu.address_space<workgroup>`` (shared
 memory staged by the schedule) becomes a workgroup attribution of the launch, and other
@@ -29,11 +34,15 @@ from __future__ import annotations
 from typing import Mapping
 
 from mlir import ir
-from mlir.dialects import gpu, memref
+from mlir.dialects import arith, gpu, memref, scf
 
 from ...errors import GpuScheduleError
 from ...pipelines.ir_queries import identity_layout, ops_where
 from ...pipelines.passes import register_pass
+
+# A public function's attribute: how many trailing arguments are its results' destinations
+# (runtime/memref.py CallFrame(output_arguments=True) passes them; the C API likewise).
+OUTPUT_ARGUMENTS = "tilecraft.output_arguments"
 
 # Host-side ops that only compute addresses or sizes: safe on device pointers.
 VIEW_OPS = frozenset(
@@ -187,6 +196,7 @@ def _move_host_buffers_to_device(func: ir.Operation, helpers: set[str]) -> None:
             op.results[0].replace_all_uses_with(device)
             op.erase()
             device_roots.add(device)
+    destinations = None if _is_private(func) else _add_output_arguments(func)
     for op in _host_side_ops(func):
         if op.name == "memref.dealloc":
             root = _root(op.operands[0])
@@ -210,7 +220,7 @@ def _move_host_buffers_to_device(func: ir.Operation, helpers: set[str]) -> None:
                 gpu.MemcpyOp(None, [], op.operands[1], op.operands[0])
             op.erase()
         elif op.name == "func.return":
-            _return_to_host(op, device_roots, copies_to_free)
+            _return_to_host(op, device_roots, copies_to_free, destinations)
 
 
 def _next_op(op: ir.Operation) -> ir.Operation:
@@ -223,18 +233,55 @@ def _memcpy_after(alloc: ir.Operation) -> ir.Operation:
     return _next_op(alloc).operation
 
 
-def _return_to_host(ret: ir.Operation, device_roots: set[ir.Value],
-                    copies_to_free: list[ir.Value]) -> None:
+def _add_output_arguments(func: ir.Operation) -> list[ir.Value]:
+    """Append one argument per memref result of ``func``: its destination (module docstring).
+
+    Why an argument and not a returned allocation: a caller who keeps data on the GPU (a
+    device array, a PyTorch CUDA tensor) wants the result in device memory it owns, with no
+    trip through the host; the IREE and TVM runtimes pass output storage the same way."""
+    function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    body = func.regions[0].blocks[0]
+    destinations = [body.add_argument(result, func.location)
+                    for result in function_type.results if isinstance(result, ir.MemRefType)]
+    inputs = [*function_type.inputs, *(destination.type for destination in destinations)]
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, function_type.results))
+    if "arg_attrs" in func.attributes:
+        attributes = list(ir.ArrayAttr(func.attributes["arg_attrs"]))
+        attributes += [ir.DictAttr.get({})] * len(destinations)
+        func.attributes["arg_attrs"] = ir.ArrayAttr.get(attributes)
+    func.attributes[OUTPUT_ARGUMENTS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(destinations))
+    return destinations
+
+
+def _destination(value: ir.Value, given: ir.Value | None) -> ir.Value:
+    """Where result ``value`` is copied: ``given`` (the caller's buffer) unless its pointer is
+    null, else a fresh 64-byte aligned host allocation (without ``given``: always)."""
+    memref_type = ir.MemRefType(value.type)
+    alignment = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)
+    if given is None:
+        return memref.AllocOp(memref_type, _dynamic_sizes(value), [], alignment=alignment).result
+    pointer = memref.ExtractAlignedPointerAsIndexOp(given).result
+    null = arith.CmpIOp(arith.CmpIPredicate.eq, pointer, _index(0)).result
+    choice = scf.IfOp(null, [given.type], has_else=True)
+    with ir.InsertionPoint(choice.then_block):
+        host = memref.AllocOp(ir.MemRefType(given.type), _dynamic_sizes(given), [], alignment=alignment).result
+        scf.YieldOp([host])
+    with ir.InsertionPoint(choice.else_block):
+        scf.YieldOp([given])
+    return choice.results[0]
+
+
+def _return_to_host(ret: ir.Operation, device_roots: set[ir.Value], copies_to_free: list[ir.Value],
+                    destinations: list[ir.Value] | None) -> None:
     freed: list[ir.Value] = []
+    given = iter(destinations) if destinations is not None else None
     with ir.InsertionPoint(ret), ret.location:
         for index, value in enumerate(list(ret.operands)):
             if not _is_memref(value):
                 continue
-            memref_type = ir.MemRefType(value.type)
-            host = memref.AllocOp(memref_type, _dynamic_sizes(value), [],
-                                  alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
-            gpu.MemcpyOp(None, [], host, value)
-            ret.operands[index] = host
+            target = _destination(value, next(given) if given is not None else None)
+            gpu.MemcpyOp(None, [], target, value)
+            ret.operands[index] = target
             root = _root(value)
             if root in device_roots and root not in freed and root not in copies_to_free:
                 freed.append(root)

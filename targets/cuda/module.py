@@ -12,7 +12,7 @@ from mlir import ir
 from ...pipelines.jit.compiled_module import CompiledModule
 from ...pipelines.jit.engine import JitFunction
 from ...runtime.cuda_errors import raise_pending
-from ...runtime.device_array import host_views
+from ...runtime.device_array import DeviceArray, host_views, output_arrays
 from ...runtime.libraries import cuda_runtime_library
 from ...runtime.signature import EntrySignature
 from .resident import MODULE_RELEASE_FUNCTION
@@ -29,14 +29,15 @@ class CudaCompiledModule(CompiledModule):
     convention is the CPU one: numpy arrays in (copied to the device by the compiled host
     code), fresh numpy arrays out (copied back); the weights and the activation arena go to
     the device on the first call and stay there until :meth:`close` (or the process's end).
-    A failed driver call is a
+    :meth:`device_call` leaves the outputs on the device instead (device arrays, no copy to
+    the host). A failed driver call is a
     :class:`~tilecraft.errors.CudaError` after the call.
     """
 
     def _jit(self, llvm_module: ir.Module, signature: EntrySignature, opt_level: int) -> JitFunction:
         """Deferred to the first call, with tilecraft's CUDA runtime (class docstring)."""
         return JitFunction(llvm_module, signature, opt_level=opt_level,
-                           extra_libraries=lambda: [cuda_runtime_library()], lazy=True)
+                           extra_libraries=lambda: [cuda_runtime_library()], lazy=True, output_arguments=True)
 
     def _runtime(self) -> ctypes.CDLL:
         """The runtime library the JIT loaded (the same handle: dlopen of the same path)."""
@@ -77,10 +78,27 @@ class CudaCompiledModule(CompiledModule):
         device) in, numpy arrays out."""
         args, kwargs = host_views(args, kwargs)
         outputs = self._invoke(tuple(args), kwargs)
+        self._after_call()
+        return outputs
+
+    def device_call(self, *args: Any, out: "DeviceArray | list[DeviceArray] | None" = None,
+                    **kwargs: Any) -> "DeviceArray | tuple[DeviceArray, ...]":
+        """Call with the outputs left on the device: :class:`DeviceArray` results, each copied
+        device to device from the call's arena, none to the host. ``out``: the arrays to
+        write (one per output, of its shape and dtype, overlapping no input), else fresh
+        ones are allocated. An input called ``out`` must be passed by position."""
+        outputs = output_arrays(self.signature, out, [*args, *kwargs.values()], runtime=self._runtime())
+        views, named = host_views(args, kwargs)
+        self._function.call_into(tuple(views), named, [array.pointer for array in outputs])
+        self._after_call()
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _after_call(self) -> None:
+        """Register the module's release (its device memory now exists) and raise a failed
+        driver call's :class:`~tilecraft.errors.CudaError`."""
         if getattr(self, "_release", None) is None:
             self._release = _module_release(self, self._function.engine)
         raise_pending(self._runtime(), "the CUDA module")
-        return outputs
 
     def close(self) -> None:
         """Free this module's device memory now: its resident weights and activation arena

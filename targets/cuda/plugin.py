@@ -61,9 +61,11 @@ class CudaTarget(TargetPlugin):
 
     def package_runtime(self, target: Target) -> tuple[tuple[Path, ...], dict[str, Any]]:
         """The ``mgpu*`` runtime over the driver API (runtime/cuda_runtime.c), linked into
-        model.so, which then loads ``libcuda.so.1`` at first use: no link-time CUDA dependency."""
+        model.so, which then loads ``libcuda.so.1`` at first use: no link-time CUDA dependency.
+        ``output_arguments``: the entry takes its results' destinations after its arguments
+        (targets/cuda/memory.py ``OUTPUT_ARGUMENTS``; null ones give host results)."""
         return (CUDA_RUNTIME_SOURCE,), {"device": {"kind": "cuda", "arch": target.arch,
-                                                   "driver": CUDA_DRIVER_LIBRARY}}
+                                                   "driver": CUDA_DRIVER_LIBRARY, "output_arguments": True}}
 
     def is_package_output(self, output: str) -> bool:
         """``model.tar`` / ``model.so``: a package; anything else: a directory of kernel files."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, save
 
 from mlir import ir
 
@@ -122,3 +122,16 @@ def vector_add(n: int) -> str:
     B = placeholder((n,), name="B")
     C = compute((n,), lambda i: A[i] + B[i], name="C")
     return str(create_func([A, B, C], name="vector_add"))
+
+
+def reshapes_model(path: Path) -> Path:
+    """A model of reshapes only, saved at ``path``: ``x`` (2x3x4) -> ``y`` (4x6) and ``w``
+    (5x2x3) -> ``z`` (5x6). Compiled for CUDA it launches no kernel, so the recording driver
+    (recording_driver.c, whose device memory is host memory) runs it whole: its outputs are
+    exact without a GPU."""
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [4, 6])
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"]), helper.make_node("Flatten", ["w"], ["z"], axis=1)]
+    model = onnx_model(nodes, [f32("x", [2, 3, 4]), f32("w", [5, 2, 3])], [f32("y", [4, 6]), f32("z", [5, 6])],
+                       [shape])
+    save(model, path)
+    return path

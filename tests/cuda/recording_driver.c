@@ -9,7 +9,8 @@
  * recording_counter(name) reads a counter ("alloc", "free", "live", "h2d", "h2d_bytes",
  * "d2h", "launch", "module_load", "module_unload", "stream_create", "stream_destroy");
  * recording_reset() zeroes them (live allocations stay); recording_fail(name) makes the
- * next call of the cu* function `name` fail with CUDA_ERROR_OUT_OF_MEMORY (2).
+ * next call of the cu* function `name` (cuLaunchKernel, cuMemAlloc, cuMemcpyAsync) fail with
+ * CUDA_ERROR_OUT_OF_MEMORY (2).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -160,6 +161,8 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
 }
 EXPORT CUresult cuMemcpyAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, void *stream) {
   (void)stream;
+  if (fails("cuMemcpyAsync"))
+    return 2;
   void *to = (void *)(uintptr_t)destination, *from = (void *)(uintptr_t)source;
   int to_device = is_device(to), from_device = is_device(from);
   if (to_device && !from_device) {

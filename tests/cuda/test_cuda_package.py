@@ -33,7 +33,7 @@ from tilecraft.runtime import package as packages
 from tilecraft.runtime.libraries import CUDA_RUNTIME_SOURCE, mlir_package_dir
 from tilecraft.runtime.native import build_shared_library
 
-from cuda_testing import DEMO_CNN
+from cuda_testing import DEMO_CNN, reshapes_model
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_API = HERE.parents[1] / "runtime" / "c_api"
@@ -94,7 +94,8 @@ def test_package_needs_no_cuda_library_to_link_or_load(demo, tmp_path):
     folder = _unpack(path, tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["target"] == "cuda -arch=sm_90"
-    assert manifest["device"] == {"kind": "cuda", "arch": "sm_90", "driver": "libcuda.so.1"}
+    assert manifest["device"] == {"kind": "cuda", "arch": "sm_90", "driver": "libcuda.so.1",
+                                  "output_arguments": True}
     assert manifest["weights"]["tensors"] > 0 and "device" in manifest["weights"]["stored"]
     assert manifest["required_cpu_flags"] == []  # host code for a generic CPU of the machine
     readelf = shutil.which("readelf")
@@ -371,6 +372,7 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
                               capture_output=True, text=True, env=environment)
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr
     assert {p.name for p in (tmp_path / "c" / "gpt2").iterdir()} == {"model.tar", "inputs.npz", "expected.npz"}
+    assert [p.name for p in (tmp_path / "c" / "c_runtime").iterdir()] == ["libtilecraft_runtime.so"]
     ran = subprocess.run([sys.executable, str(script), "run", str(tmp_path / "c"), "--out", str(tmp_path / "out"),
                           "--repeat", "2"], capture_output=True, text=True, env=environment)
     assert ran.returncode == 1, ran.stdout + ran.stderr
@@ -380,24 +382,19 @@ def test_device_check_script_runs_end_to_end(recording_driver, tmp_path):
     # the device-memory items: device arrays in (their round trip is exact even here), the
     # runtime's weights and arena held, then freed by close
     assert row["device_array_roundtrip"] and row["device_array_matches_host_call"] and row["device_array_ms"] > 0
+    assert row["device_outputs_match_host_call"] and row["device_outputs_ms"] > 0  # device_call, out= reused
     assert row["resident_bytes"] > 0 and row["arena_bytes"] > 0 and row["released_on_close"]
     assert row["dlpack"] == {"skipped": "torch has no CUDA device"}
+    # the C API ran the package with host and device buffers (the values equal the Python call's
+    # only where kernels run: reported here, required on a GPU)
+    assert row["c_api"]["device_matches_host"] is True and "host_matches_python" in row["c_api"], row["c_api"]
 
 
 def test_kernel_free_outputs_are_right_through_the_arena(recorder, tmp_path):
     """A model of reshapes only runs no kernel, so the recording driver computes it whole: the
     inputs' device copies and the outputs' copies back go through the arena's views, and the
     outputs are the inputs reshaped, call after call, with nothing allocated after the first."""
-    from onnx import TensorProto, helper, save
-
-    shape = helper.make_tensor("s", TensorProto.INT64, [2], [4, 6])
-    graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "s"], ["y"]), helper.make_node("Flatten", ["w"], ["z"], axis=1)], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
-         helper.make_tensor_value_info("w", TensorProto.FLOAT, [5, 2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6]),
-         helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 6])], [shape])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "reshapes.onnx")
+    reshapes_model(tmp_path / "reshapes.onnx")
     compiled = tilecraft.compile(str(tmp_path / "reshapes.onnx"), target="cuda -arch=sm_90",
                                  package_path=tmp_path / "reshapes.tar")
     assert "memref.view" in compiled.ir("map") and "gpu.alloc" not in compiled.ir("map")
