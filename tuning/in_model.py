@@ -120,7 +120,7 @@ def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, f
             # input, which carries the convolution's name) belongs to the task that has no
             # other kernel: the convolution fused with its activation is named after the
             # activation, and adding the transpose to it made SqueezeNet's first squeeze
-            # convolution look 1.9x slower in the model than alone.
+            # convolution look far slower in the model than alone (docs/tuning.md).
             if names and names[0] in kernels and (anchors[names[0]] == 1 or not mine):
                 mine.append(names[0])
             if mine:

@@ -277,11 +277,11 @@ def cache_eviction(tasks: "Sequence[Task]") -> int:
 
     Why the footprint, not a yes/no on the weights alone: inside the model a kernel's
     weights are read again one run later, after every other byte of the run, so they are
-    in cache only where the run fits. MobileNetV2's weights (14 MB) fit the 32 MiB cache,
-    but with its activations the run does not, and measured back to back its heavy 1x1
-    convolutions ran 1.1-1.4x faster than in the model; after reading its footprint,
-    within 15 % (docs/tuning.md, "Faithful measurement: the model's footprint"). A model
-    whose run fits reads that much too: it evicts what the run would, no more."""
+    in cache only where the run fits. A model whose weights fit but whose run, with its
+    activations, does not (MobileNetV2) had its heavy convolutions timed back to back,
+    warm, and faster than they run in the model (docs/tuning.md, "Faithful measurement:
+    the model's footprint"). A model whose run fits reads that much too: it evicts what
+    the run would, no more."""
     return min(model_footprint_bytes(tasks), 2 * last_level_cache_bytes())
 
 
