@@ -375,9 +375,9 @@ def time_calls(call: Callable[[], Any], options: RunnerOptions,
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
     warm-up call, as runtime/timing.py's ``measure`` does. ``flush_cache``: its bytes read
     (:func:`eviction_bytes`) and ``arguments`` read again before each call (``kernel_time``:
-    untimed), else before each repeat. The clock is ``options.clock``'s (``None``: wall), the kernel timers' too;
-    ``threads``: the candidate's thread count (:attr:`MeasureInput.threads`), for the flush's
-    pool waker."""
+    untimed), else before each repeat. The clock is ``options.clock``'s (``None``: wall),
+    the kernel timers' too; ``threads``: the candidate's thread count
+    (:attr:`MeasureInput.threads`), for the flush's pool waker."""
     evicted = eviction_bytes(options.flush_cache)
     flush = _cache_flusher(arguments or [], threads, evicted) if evicted else None
     clock_name = options.clock or "wall"
