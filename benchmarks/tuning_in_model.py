@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/tuning_in_model.py --models resnet50,mobilenetv2
     .venv/bin/python benchmarks/tuning_in_model.py --models resnet50 --records build/tuning-e2e/resnet50.xgb.jsonl
+    .venv/bin/python benchmarks/tuning_in_model.py --models "" --onnx m.onnx   # any ONNX file
 
 Per model (built as benchmarks/end_to_end.py builds them: random weights, nothing
-downloaded): the ``--top`` heaviest tasks, each timed exactly as a tuning worker times a
-candidate (tuning/measure.py: the one-record build, the kernel timers, the cache flush
-``tilecraft.tune`` would choose for this model) and, in the same alternating rounds, as
+downloaded; or an ONNX file given with ``--onnx``, e.g. a suite model written by
+``benchmarks/thread_balance.py export MODEL -o m.onnx``): the ``--top`` heaviest tasks, each
+timed exactly as a tuning worker times a candidate (tuning/measure.py: the one-record build,
+the kernel timers, the bytes read before each call that ``tilecraft.tune`` would choose for
+this model, ``cache_eviction``) and, in the same alternating rounds, as
 kernels of the profiled model (``side_by_side_times``, tuning/in_model.py). Without
 ``--records`` both sides run the default schedules, so the check needs no tuning run; with
 it, each task's applied config. Printed: both times, their ratio (model / tuner), and how
@@ -27,10 +30,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import end_to_end  # noqa: E402  (the model builders)
+import onnx  # noqa: E402
 
 import tilecraft  # noqa: E402
 from tilecraft.tuning.in_model import agreement_table, side_by_side_times  # noqa: E402
-from tilecraft.tuning.measure import weights_outgrow_cache  # noqa: E402
+from tilecraft.tuning.measure import (cache_eviction, last_level_cache_bytes,  # noqa: E402
+                                      model_footprint_bytes)
 
 # The bound: a task's measured time within 15 % of its time inside the model.
 TOLERANCE = 0.15
@@ -41,15 +46,15 @@ def within(ratio: float | None) -> bool:
     return ratio is not None and 1 / (1 + TOLERANCE) <= ratio <= 1 + TOLERANCE
 
 
-def run_model(name: str, args: argparse.Namespace) -> None:
-    case = end_to_end.CASES[name](args)
+def run_model(name: str, model: object, args: argparse.Namespace) -> None:
     start = time.perf_counter()
-    tasks = tilecraft.extract_tasks(case.model)
-    flush = weights_outgrow_cache(tasks)
-    print(f"\n== {name}: {len(tasks)} tasks; caches flushed before each call: {flush} "
-          f"({'the weights outgrow' if flush else 'the weights fit in'} the last-level cache); "
-          f"{args.records or 'default schedules'}", flush=True)
-    rows = side_by_side_times(case.model, tilecraft.CompileOptions(), args.records, tasks,
+    tasks = tilecraft.extract_tasks(model)
+    weights = sum(t.weight_bytes * t.executions for t in tasks)
+    print(f"\n== {name}: {len(tasks)} tasks; weights {weights / 2**20:.1f} MiB, footprint of a run "
+          f"{model_footprint_bytes(tasks) / 2**20:.1f} MiB, last-level cache "
+          f"{last_level_cache_bytes() / 2**20:.0f} MiB: {cache_eviction(tasks) / 2**20:.1f} MiB read before "
+          f"each call; {args.records or 'default schedules'}", flush=True)
+    rows = side_by_side_times(model, tilecraft.CompileOptions(), args.records, tasks,
                               top=args.top, rounds=args.rounds)
     print("\n".join("  " + line for line in agreement_table(rows).splitlines()))
     agree = sum(within(row.ratio) for row in rows)
@@ -61,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="resnet50,mobilenetv2",
                         help=f"comma-separated: {', '.join(end_to_end.CASES)}")
+    parser.add_argument("--onnx", action="append", default=[], metavar="PATH",
+                        help="an ONNX file to check too (repeatable)")
     parser.add_argument("--records", help="tuning records to apply (default: the default schedules)")
     parser.add_argument("--top", type=int, default=5, help="heaviest tasks per model")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds")
@@ -68,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"tuner vs in-model time; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for name in [m for m in args.models.split(",") if m]:
-        run_model(name, args)
+        run_model(name, end_to_end.CASES[name](args).model, args)
+    for path in args.onnx:
+        run_model(path, onnx.load(path), args)
     return 0
 
 

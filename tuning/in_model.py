@@ -18,6 +18,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,7 +30,7 @@ from ..runtime.timing import default_clock
 from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
-from .measure import MeasureInput, RunnerOptions, build_candidate, time_calls, weights_outgrow_cache
+from .measure import MeasureInput, RunnerOptions, build_candidate, cache_eviction, time_calls
 from .measure import random_inputs as task_inputs
 
 
@@ -105,7 +106,8 @@ def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, f
     chosen = sorted(tasks, key=lambda t: -t.flops * t.executions)
     # An occurrence's anchor names its kernel first: no other task takes it, even one that
     # fused an op of the same name (a layout transpose carries its source op's name).
-    claimed = {names[0] for task in chosen for names in task.kernels if names}
+    anchors = Counter(names[0] for task in chosen for names in task.kernels if names)
+    claimed = set(anchors)
     result: dict[str, float | None] = {}
     for task in chosen:
         times = []
@@ -114,7 +116,13 @@ def model_times(tasks: Sequence[Task], kernels: dict[str, float]) -> dict[str, f
             # packing copy became a loop nest of its own is still one task.
             mine = [n for n in names[1:] if n in kernels and n not in claimed]
             claimed.update(mine)
-            mine += names[:1] if names and names[0] in kernels else []
+            # An anchor name two tasks share (a convolution and the layout transpose of its
+            # input, which carries the convolution's name) belongs to the task that has no
+            # other kernel: the convolution fused with its activation is named after the
+            # activation, and adding the transpose to it made SqueezeNet's first squeeze
+            # convolution look far slower in the model than alone (docs/tuning.md).
+            if names and names[0] in kernels and (anchors[names[0]] == 1 or not mine):
+                mine.append(names[0])
             if mine:
                 times.append(sum(kernels[n] for n in mine) / runs)
         result[task.key] = statistics.mean(times) if times else None
@@ -181,12 +189,15 @@ def in_model_times(model: Any, options: CompileOptions, records: "str | os.PathL
 
 def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.PathLike[str] | None",
                        tasks: Sequence[Task], top: int = 5, rounds: int = 7,
-                       flush_cache: bool | None = None) -> list[KernelAgreement]:
+                       flush_cache: bool | int | None = None) -> list[KernelAgreement]:
     """The ``top`` heaviest tuned tasks timed as the tuner times them and inside the model,
-    in alternating rounds: each round profiles the model once (compiled with ``records``)
-    and then measures each task's applied config once, exactly as a tuning worker does
-    (``measure.py``: the one-record build, kernel timers, the same cache flush, the same
-    clock: one thread's CPU time at one thread, else wall time).
+    in alternating rounds: each round runs the model twice, profiling the second run
+    (compiled with ``records``), and then measures each task's applied config once, exactly
+    as a tuning worker does (``measure.py``: the one-record build, kernel timers, the same
+    cache flush, the same clock: one thread's CPU time at one thread, else wall time). Why
+    the untimed run: the model column is the model run after itself, as a benchmark or a
+    server runs it, not after the tuner's flush, which would leave the model's weights as
+    cold as the flush leaves the candidate's and make the two agree by construction.
 
     Why not :func:`in_model_times`: it sets the model's time today against the tuner's time
     from the search, minutes or hours earlier, and this machine's speed moved by tens of
@@ -194,14 +205,14 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     check and 1.4-1.55 forty minutes later), so the ratio measured drift as much as the
     measurement. Side by side, drift hits both columns alike. ``flush_cache`` as in
     :class:`~tilecraft.tuning.measure.RunnerOptions`; ``None``: decided as ``tune`` does
-    (:func:`~tilecraft.tuning.measure.weights_outgrow_cache`). ``records`` ``None``: the
+    (:func:`~tilecraft.tuning.measure.cache_eviction`). ``records`` ``None``: the
     default schedules, the model compiled without records and each task's default measured
     as the search's first trial measures it (whether the tuner's clock agrees with the
     model's needs no tuning run)."""
     applied = best_records(load_records(records, target=options.target)) if records is not None else None
     chosen = sorted((t for t in tasks if applied is None or t.key in applied),
                     key=lambda t: -t.flops * t.executions)[:top]
-    flush = weights_outgrow_cache(tasks) if flush_cache is None else flush_cache
+    flush = cache_eviction(tasks) if flush_cache is None else flush_cache
     runner = RunnerOptions(repeat=1, flush_cache=flush, clock=default_clock(options.target.num_threads))
     target_key = canonical_target(options.target)
     with tempfile.TemporaryDirectory() as scratch:
@@ -218,6 +229,7 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         model_samples: dict[str, list[float]] = {}
         tuner: list[list[float]] = [[] for _ in chosen]
         for _ in range(rounds):
+            package.profile(**inputs)  # the model's caches as its previous run left them
             _add_kernel_totals(package, inputs, model_samples)
             for samples, (module, arguments) in zip(tuner, candidates):
                 samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments,

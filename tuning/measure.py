@@ -13,9 +13,10 @@ constants again, of fixed random values: :func:`candidate_source`; a bf16 or int
 task through its build's pipeline, kernel_tasks.py), run on fixed random inputs,
 compared with the default schedule's output (the task's first measurement saves it), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
-``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, the caches are flushed and the inputs read again
-before each call, which leaves the weights cold and the inputs warm, as in a model whose
-weights outgrow the last-level cache).
+``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, as many
+bytes as the model touches in one run are read and the inputs read again before each call,
+which leaves the weights as cold and the inputs as warm as the model leaves them:
+:func:`cache_eviction`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import numpy as np
 from ..runtime import kernel_timers
 from ..runtime.timing import default_clock, get_clock, measure
 from .roles import MeasureInput, MeasureResult, Runner
-from ..errors import TuningError
+from ..errors import OptionError, TuningError
 
 if TYPE_CHECKING:
     from ..pipelines.target import Target
@@ -58,15 +59,18 @@ class RunnerOptions:
       number: runs per measurement (raised until one lasts ``min_repeat_ms``).
       repeat: measurements per candidate; the record keeps each one's seconds per run.
       min_repeat_ms: minimum duration of one measurement.
-      flush_cache: read a buffer twice the size of the last-level cache before each
-        call, then read the inputs again (with ``kernel_time``, the flush is not timed;
-        without it, before each repeat). Why: inside a model whose weights outgrow the
-        last-level cache, a kernel reads its weights from memory, while its inputs were
-        just written by the kernel before it; run again and again alone, it finds both in
-        cache and looks faster than it is in the model (ResNet-50's convolutions;
-        docs/performance.md). ``None`` (the default): :func:`tilecraft.tune` decides per model,
-        flushing when the model's weights are larger than the last-level cache; a runner
-        used directly takes ``None`` as no flush.
+      flush_cache: before each call, read that many bytes of a buffer of the worker's
+        (``True``: twice the last-level cache, every level evicted; ``False`` or 0: nothing),
+        then read the inputs again (with ``kernel_time``, the flush is not timed; without
+        it, before each repeat). Why: inside a model, a kernel's weights were last read one
+        model run ago, after everything else the run touched, while its inputs were just
+        written by the kernel before it; run again and again alone, it finds its weights in
+        cache and looks faster than it is in the model. Reading the model's footprint
+        gives the weights the same reuse distance: cold where the run outgrows the
+        caches (ResNet-50; MobileNetV2, whose weights alone fit, docs/tuning.md), warm
+        where it does not. ``None`` (the default): :func:`tilecraft.tune` passes
+        :func:`cache_eviction` of the model's tasks; a runner used directly takes ``None``
+        as no flush.
       startup_timeout: seconds a fresh worker may take to import MLIR and report ready.
       kernel_time: time the candidate's kernels with the profiler's timers (the profiling
         variant, pipelines/profiling.py) instead of the whole call from Python. Why (the
@@ -86,7 +90,7 @@ class RunnerOptions:
     number: int = 1
     repeat: int = 3
     min_repeat_ms: float = 50.0
-    flush_cache: bool | None = None
+    flush_cache: bool | int | None = None
     startup_timeout: float = 120.0
     kernel_time: bool = True
     clock: str | None = None
@@ -95,6 +99,7 @@ class RunnerOptions:
     def __post_init__(self) -> None:
         if self.clock is not None:
             get_clock(self.clock)  # OptionError naming the clocks, before any worker starts
+        eviction_bytes(self.flush_cache)  # OptionError for a count that is no count
 
 
 def measurement_clock(requested: str | None, target: "Target") -> str:
@@ -256,19 +261,48 @@ def last_level_cache_bytes() -> int:
     return max(sizes, default=32 << 20)
 
 
-def weights_outgrow_cache(tasks: "Sequence[Task]") -> bool:
-    """Whether the constants a run of the model reads (every occurrence of every task) are
-    more than the last-level cache holds: then each kernel reads its weights from memory,
-    and candidates are timed with the caches flushed (``RunnerOptions.flush_cache``)."""
-    return sum(t.weight_bytes * t.executions for t in tasks) > last_level_cache_bytes()
+def model_footprint_bytes(tasks: "Sequence[Task]") -> int:
+    """The bytes one run of the model touches, from its tasks: every occurrence's constants,
+    plus half of the activation bytes each occurrence moves (an intermediate is written by
+    one kernel and read by the next: counted once). An upper bound on the activations'
+    share: it assumes no intermediate reuses another's memory, and the allocator does reuse
+    freed blocks. Ops that are no task (copies, unfused elementwise ops) are not counted."""
+    return sum((t.weight_bytes + max(t.moved_bytes - t.weight_bytes, 0) // 2) * t.executions for t in tasks)
+
+
+def cache_eviction(tasks: "Sequence[Task]") -> int:
+    """Bytes to read before each timed call of a candidate of this model
+    (``RunnerOptions.flush_cache``): the model's footprint (:func:`model_footprint_bytes`),
+    capped at twice the last-level cache, beyond which reading more evicts nothing more.
+
+    Why the footprint, not a yes/no on the weights alone: inside the model a kernel's
+    weights are read again one run later, after every other byte of the run, so they are
+    in cache only where the run fits. A model whose weights fit but whose run, with its
+    activations, does not (MobileNetV2) had its heavy convolutions timed back to back,
+    warm, and faster than they run in the model (docs/tuning.md, "Faithful measurement:
+    the model's footprint"). A model whose run fits reads that much too: it evicts what
+    the run would, no more."""
+    return min(model_footprint_bytes(tasks), 2 * last_level_cache_bytes())
+
+
+def eviction_bytes(flush_cache: "bool | int | None") -> int:
+    """The bytes ``RunnerOptions.flush_cache`` reads before each call (0: no flush)."""
+    if flush_cache is None or flush_cache is False:
+        return 0
+    if flush_cache is True:
+        return 2 * last_level_cache_bytes()
+    if not isinstance(flush_cache, int) or flush_cache < 0:
+        raise OptionError(f"flush_cache must be a bool or a byte count >= 0, got {flush_cache!r}")
+    return flush_cache
 
 
 @functools.lru_cache(maxsize=1)
 def _eviction_buffer() -> np.ndarray:
-    """Twice the last-level cache, allocated once per worker process. Read, not written:
-    written lines would still be in cache, dirty, and their write-backs would share the
-    memory bus with the kernel that evicts them. Filled, so that its pages are its own
-    (untouched zero pages all map one physical page)."""
+    """Twice the last-level cache, allocated once per worker process; a flush reads a
+    prefix of it. Read, not written: written lines would still be in cache, dirty, and
+    their write-backs would share the memory bus with the kernel that evicts them (dirty
+    lines measured no different from clean ones inside MobileNetV2, docs/tuning.md).
+    Filled, so that its pages are its own (untouched zero pages all map one physical page)."""
     return np.ones(2 * last_level_cache_bytes() // 8, dtype=np.int64)
 
 
@@ -304,16 +338,28 @@ def _pool_waker(threads: int | None = None) -> Callable[[], None]:
     return lambda: module(argument)
 
 
-def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None) -> Callable[[], None]:
-    """Evicts every cache level, then brings ``arguments`` back in and wakes the parallel
-    runtime's threads (:func:`_pool_waker`): a kernel as the model runs it, reading its
-    inputs warm (just written) and its weights cold, the pool's threads running. A build
-    for one thread (``threads == 1``) runs no parallel loop, so no pool is woken."""
+def _eviction_reader(nbytes: int) -> Callable[[], int]:
+    """Reads the first ``nbytes`` (rounded down to 8) of :func:`_eviction_buffer`, at most
+    all of it; the reader returns the sum of what it read (the buffer holds ones: the
+    number of 8-byte words read, which tests check)."""
     buffer = _eviction_buffer()
+    prefix = buffer[:min(nbytes // buffer.itemsize, buffer.size)]
+    return lambda: int(prefix.sum())
+
+
+def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
+                   nbytes: int | None = None) -> Callable[[], None]:
+    """Reads ``nbytes`` (``None``: twice the last-level cache, every level evicted), then
+    brings ``arguments`` back in and wakes the parallel runtime's threads
+    (:func:`_pool_waker`): a kernel as the model runs it, reading its inputs warm (just
+    written) and its weights as cold as the model's run leaves them, the pool's threads
+    running. A build for one thread (``threads == 1``) runs no parallel loop, so no pool
+    is woken."""
+    evict = _eviction_reader(2 * last_level_cache_bytes() if nbytes is None else nbytes)
     wake = None if threads == 1 else _pool_waker(threads)
 
     def flush() -> None:
-        buffer.sum()
+        evict()
         for argument in arguments:
             argument.sum()  # reads it into the caches again
         if wake is not None:
@@ -327,12 +373,13 @@ def time_calls(call: Callable[[], Any], options: RunnerOptions,
     """Seconds per call for each of ``options.repeat`` measurements: the kernels' time from
     the profiler's timers (``kernel_time``), else the wall time of the whole call. Each
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
-    warm-up call, as runtime/timing.py's ``measure`` does. ``flush_cache``: caches flushed
-    and ``arguments`` read again before each call (``kernel_time``: untimed), else before
-    each repeat. The clock is ``options.clock``'s (``None``: wall), the kernel timers' too;
-    ``threads``: the candidate's thread count (:attr:`MeasureInput.threads`), for the flush's
-    pool waker."""
-    flush = _cache_flusher(arguments or [], threads) if options.flush_cache else None
+    warm-up call, as runtime/timing.py's ``measure`` does. ``flush_cache``: its bytes read
+    (:func:`eviction_bytes`) and ``arguments`` read again before each call (``kernel_time``:
+    untimed), else before each repeat. The clock is ``options.clock``'s (``None``: wall),
+    the kernel timers' too; ``threads``: the candidate's thread count
+    (:attr:`MeasureInput.threads`), for the flush's pool waker."""
+    evicted = eviction_bytes(options.flush_cache)
+    flush = _cache_flusher(arguments or [], threads, evicted) if evicted else None
     clock_name = options.clock or "wall"
     if not options.kernel_time:
         costs = []

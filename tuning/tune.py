@@ -49,7 +49,7 @@ from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
 from .in_model import confirm_in_model
 from .kernel_tasks import extract_kernel_tasks, reduced_build
-from .measure import LocalRunner, MeasureResult, RunnerOptions, measurement_clock, weights_outgrow_cache
+from .measure import LocalRunner, MeasureResult, RunnerOptions, cache_eviction, measurement_clock
 from .measure_ray import RayRunner
 from .measure_remote import RemoteRunner
 from .options import TuneOptions
@@ -112,7 +112,7 @@ def tune(
     roof = _roofline(target) if search.headroom else None
     runner_options = RunnerOptions(**{**(search.runner or RunnerOptions()).__dict__, "timeout": float(search.timeout)})
     if runner_options.flush_cache is None:
-        runner_options = replace(runner_options, flush_cache=weights_outgrow_cache(found))
+        runner_options = replace(runner_options, flush_cache=cache_eviction(found))
     runner_options = replace(runner_options, clock=measurement_clock(runner_options.clock, target))
     with runner_for(search, runner_options) as runner, JsonLinesDatabase(records_path) as database:
         states = search_tasks(chosen, search, target_key=target_key, space_generator=generator,

@@ -1,7 +1,7 @@
 """Measurement that matches the model: candidates timed by the profiler's kernel timers (the
 same ones a profile of the model reads), built with the model's weights as constants (so the
-pipeline lays them out as in the model), with the caches flushed when the model's weights
-outgrow them, and each task's tuner time joined with its kernels' time in a profiled run of
+pipeline lays them out as in the model), with as many bytes read before each call as a
+run of the model touches, and each task's tuner time joined with its kernels' time in a profiled run of
 the tuned model (tuning/in_model.py)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tilecraft
 from tilecraft.schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from tilecraft.schedule.task import WEIGHT, measured_module
 from tilecraft.tuning.measure import LocalRunner, MeasureInput, RunnerOptions, last_level_cache_bytes
-from tilecraft.tuning.measure import weights_outgrow_cache
+from tilecraft.tuning.measure import cache_eviction
 from tilecraft.pipelines.pipeline import Pipeline
 from tilecraft.tuning.in_model import agreement_table, confirm_in_model, in_model_times, side_by_side_times
 from tilecraft.pipelines.jit.compiled_module import compile_ir
@@ -103,13 +103,14 @@ def test_a_candidate_reads_its_weights_as_the_model_does():
     assert str(measured) == str(again)
 
 
-def test_candidates_are_timed_cold_when_the_weights_outgrow_the_cache():
+def test_candidates_are_timed_cold_when_the_model_outgrows_the_cache():
     task = tilecraft.extract_tasks(_conv_model())[0]
-    assert not weights_outgrow_cache([task])
-    assert weights_outgrow_cache([replace(task, count=last_level_cache_bytes() // task.weight_bytes + 1)])
+    assert cache_eviction([task]) < last_level_cache_bytes()
+    many = replace(task, count=2 * last_level_cache_bytes() // task.weight_bytes + 1)
+    assert cache_eviction([many]) == 2 * last_level_cache_bytes()  # every level evicted
     digits = tilecraft.extract_tasks(DIGITS, "llvm", shape_dict=SHAPES)
-    assert not weights_outgrow_cache(digits)
-    options = RunnerOptions(timeout=120, repeat=2, min_repeat_ms=1, flush_cache=True)
+    assert cache_eviction(digits) < last_level_cache_bytes()
+    options = RunnerOptions(timeout=120, repeat=2, min_repeat_ms=1, flush_cache=cache_eviction([many]))
     job = MeasureInput(task.payload, task.describe(), None, canonical_target("llvm"))
     with LocalRunner(options) as runner:
         result = runner.measure(job)
