@@ -17,7 +17,8 @@ loop-invariant vector transfers. What differs is what the tiles mean:
   barriers come from ``map_nested_forall_to_threads`` (one after every thread loop);
 - *block-per-row reductions* (softmax, layer norm, ``reduce_*``): one block per output
   element, its threads each reduce a chunk (``tile_reduction_using_forall``) into a
-  partials buffer in workgroup memory that one thread combines.
+  partials buffer in workgroup memory that one thread combines; with ``warp-reduce=1`` the
+  threads combine their partials with warp shuffles instead (``warp_reduce.py``).
 
 After bufferization, :func:`gpu_map_pass` (``tilecraft-gpu-map``) turns each block loop into
 a ``gpu.launch`` (``map_forall_to_blocks``) and its thread loops into thread ids
@@ -45,6 +46,7 @@ from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_t
 from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
+from .warp_reduce import WARP_COMBINE, combine_with_warp_shuffles
 
 WORKGROUP = "#gpu.address_space<workgroup>"
 _AXES = ("x", "y", "z")
@@ -65,6 +67,10 @@ class GpuConfig:
       shared: stage contraction operand tiles in shared memory (off: threads read global).
       unroll: reduction steps per vectorized body (outer products unrolled per step).
       row_threads: threads cooperating on one row of a block-per-row reduction.
+      warp_reduce: combine a block-per-row reduction's partials with warp shuffles
+        (``gpu.all_reduce``, see ``warp_reduce.py``) instead of one thread reading them all.
+        Off by default until a GPU has checked its numbers (the order of the additions
+        changes, so results differ from the serial combination in the last bits).
     """
 
     max_threads: int = 256
@@ -77,6 +83,7 @@ class GpuConfig:
     shared: bool = True
     unroll: int = 4
     row_threads: int = 128
+    warp_reduce: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,8 @@ class GpuOpSchedule:
     tiled loop, in loop order. ``k_tiles`` is the block-level reduction loop (the slice staged
     in shared memory when ``promoted``); ``register_tiles`` / ``reduction_tiles`` are loops
     inside a thread. ``row_threads`` > 0 selects the block-per-row reduction: the threads
-    split the innermost (reduction) loop instead of parallel ones.
+    split the innermost (reduction) loop instead of parallel ones; ``warp_combine`` marks its
+    combination for the warp-shuffle rewrite (``warp_reduce.py``).
     """
 
     tag: int
@@ -110,6 +118,7 @@ class GpuOpSchedule:
     register_tiles: tuple[int, ...] | None = None
     reduction_tiles: tuple[int, ...] | None = None
     row_threads: int = 0
+    warp_combine: bool = False
     fused_init_tag: int | None = None
     init_thread_tiles: tuple[int, ...] = ()
     init_thread_mapping: tuple[str, ...] = ()
@@ -231,7 +240,9 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         # One partial per thread; the combination (parallel loops only, extent 1 in a block)
         # runs on one thread.
         w.tile_mapped(fill, (*([0] * (n_loops - 1)), 1), ("x",), "thread")
-        w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
+        combine, _ = w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
+        if plan.warp_combine:
+            w.lines.append(f'transform.annotate {combine} "{WARP_COMBINE}" : {w.ANY}')
         if plan.vectorize:
             w.vectorize(split)
         return named_sequence(plan.sequence_name, w)
@@ -402,7 +413,8 @@ def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSch
     if not rows:
         return None
     block = tuple(1 if d in rows else 0 for d in range(len(nest.ranges)))
-    return GpuOpSchedule(tag, "row_reduction", block, _axes_for(rows), row_threads=threads)
+    return GpuOpSchedule(tag, "row_reduction", block, _axes_for(rows), row_threads=threads,
+                         warp_combine=config.warp_reduce)
 
 
 def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
@@ -576,6 +588,8 @@ _CONFIG_OPTIONS = {
     "shared": "1: stage contraction operands in shared memory, 0: read global (default 1)",
     "unroll": "reduction steps per vectorized body (default 4)",
     "row-threads": "threads per row of a block-per-row reduction (default 128)",
+    "warp-reduce": "1: combine block-per-row partials with warp shuffles, 0: one thread "
+                   "combines them from shared memory (default 0)",
 }
 
 
@@ -588,10 +602,11 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
                             ("unroll", "unroll"), ("row-threads", "row_threads")):
         if key in options:
             values[field_name] = positive_int_option(key, options[key])
-    if "shared" in options:
-        if options["shared"] not in ("0", "1"):
-            raise GpuScheduleError(f"option shared must be 0 or 1, got {options['shared']!r}")
-        values["shared"] = options["shared"] == "1"
+    for key, field_name in (("shared", "shared"), ("warp-reduce", "warp_reduce")):
+        if key in options:
+            if options[key] not in ("0", "1"):
+                raise GpuScheduleError(f"option {key} must be 0 or 1, got {options[key]!r}")
+            values[field_name] = options[key] == "1"
     return GpuConfig(**values)
 
 
@@ -732,3 +747,4 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     except ValueError as error:
         raise GpuScheduleError(f"mapping loops onto the GPU grid failed: {error}") from None
     remove_tags(module)
+    combine_with_warp_shuffles(module)
