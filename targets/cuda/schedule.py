@@ -15,6 +15,10 @@ loop-invariant vector transfers. What differs is what the tiles mean:
   copied into workgroup memory (``pad`` + ``bufferize_to_allocation`` in
   ``#gpu.address_space<workgroup>``) by all threads of the block, then read by them; the
   barriers come from ``map_nested_forall_to_threads`` (one after every thread loop);
+- *warp tiles* (``tile_using_forall`` with ``#gpu.warp<linear_dim_*>``, the
+  ``tensor-cores=f16`` option): a contraction's block tile split over warps, each warp's tile one
+  ``vector.contract`` unrolled to the 16x8x16 shape of ``mma.sync``, which
+  ``tensor_cores.py`` turns into ``nvgpu.mma.sync`` after mapping;
 - *block-per-row reductions* (softmax, layer norm, ``reduce_*``): one block per output
   element, its threads each reduce a chunk (``tile_reduction_using_forall``) into a
   partials buffer in workgroup memory that one thread combines; with ``warp-reduce=1`` the
@@ -46,6 +50,7 @@ from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_t
 from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
+from .tensor_cores import TENSOR_CORE_LAUNCH, contractions_to_mma_sync
 from .warp_reduce import WARP_COMBINE, combine_with_warp_shuffles
 
 WORKGROUP = "#gpu.address_space<workgroup>"
@@ -71,6 +76,12 @@ class GpuConfig:
         (``gpu.all_reduce``, see ``warp_reduce.py``) instead of one thread reading them all.
         Off by default until a GPU has checked its numbers (the order of the additions
         changes, so results differ from the serial combination in the last bits).
+      tensor_cores: ``"f16"``: contractions of f16 inputs accumulating in f32 run on tensor
+        cores (``mma.sync.m16n8k16``, sm_80 and later); ``""``: none. (``bf16`` and ``tf32``
+        are refused with the reason.)
+        Off by default until a GPU has checked its numbers.
+      arch: the CUDA architecture compiled for (``"sm_90"``); the tensor-core option
+        refuses one below sm_80. ``""``: not checked (the pass run on its own).
     """
 
     max_threads: int = 256
@@ -84,6 +95,22 @@ class GpuConfig:
     unroll: int = 4
     row_threads: int = 128
     warp_reduce: bool = False
+    tensor_cores: str = ""
+    arch: str = ""
+
+
+# Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type they match.
+TENSOR_CORE_TYPES = {"f16": "f16"}
+# Types the option names but the conversion cannot take yet, and why.
+_TENSOR_CORES_NOT_BUILT = {
+    "bf16": "upstream's vector-to-nvgpu conversion has no bf16 ldmatrix/mma.sync fragments",
+    "tf32": "f32 contractions on tensor cores (mma.sync.m16n8k8.tf32) are not planned",
+}
+# The mma.sync shape (m, n, k) of 16-bit inputs with f32 accumulators, and a warp's lanes.
+MMA_SHAPE = (16, 8, 16)
+WARP_SIZE = 32
+# Upper bounds of a warp's output tile (several mma.sync per K step: fragment reuse).
+_WARP_TILE = (32, 32)
 
 
 @dataclass(frozen=True)
@@ -104,7 +131,9 @@ class GpuOpSchedule:
     in shared memory when ``promoted``); ``register_tiles`` / ``reduction_tiles`` are loops
     inside a thread. ``row_threads`` > 0 selects the block-per-row reduction: the threads
     split the innermost (reduction) loop instead of parallel ones; ``warp_combine`` marks its
-    combination for the warp-shuffle rewrite (``warp_reduce.py``).
+    combination for the warp-shuffle rewrite (``warp_reduce.py``). ``warp_tiles`` (with
+    ``warp_mapping``) are the per-warp output tiles of a tensor-core contraction
+    (``kind == "tensor_core"``), whose block has ``WARP_SIZE`` x warps threads.
     """
 
     tag: int
@@ -119,6 +148,8 @@ class GpuOpSchedule:
     reduction_tiles: tuple[int, ...] | None = None
     row_threads: int = 0
     warp_combine: bool = False
+    warp_tiles: tuple[int, ...] = ()
+    warp_mapping: tuple[str, ...] = ()
     fused_init_tag: int | None = None
     init_thread_tiles: tuple[int, ...] = ()
     init_thread_mapping: tuple[str, ...] = ()
@@ -135,6 +166,12 @@ class GpuOpSchedule:
         dims = [1, 1, 1]
         if self.row_threads:
             dims[0] = self.row_threads
+        if self.warp_tiles:
+            # Lanes on x, warps on y (the copies' and the init's thread loops fit in it).
+            warps = 1
+            for b, t in zip(self.block_tiles, self.warp_tiles):
+                warps *= b // t if t else 1
+            dims[0], dims[1] = WARP_SIZE, warps
         threads = [b // t for b, t in zip(self.block_tiles, self.thread_tiles) if t]
         for axis, count in zip(self.thread_mapping, threads):
             dims[_AXES.index(axis)] = max(dims[_AXES.index(axis)], count)
@@ -257,6 +294,23 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         op = tiled
         if plan.promoted:
             op = w.stage_in_shared_memory(op, k_loop, plan.promoted, n_loops)
+    if plan.warp_tiles:
+        op, warp = w.tile_mapped(op, plan.warp_tiles, plan.warp_mapping, "warp")
+        w.vectorize(op)
+        # One (M, N, K) contraction per warp tile: the vectorizer's broadcasts and transposes
+        # folded into its indexing maps, a batch matmul's unit batch dim dropped, its f16 ->
+        # f32 extensions folded into its operands
+        # (the mixed-precision form mma.sync takes); then unrolled to the mma.sync shape.
+        m, n, k = MMA_SHAPE
+        w.lines.append(f"transform.apply_patterns to {warp} {{\n"
+                       f"  transform.apply_patterns.vector.reduction_to_contract\n"
+                       f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
+                       f"  transform.apply_patterns.vector.fold_arith_extension\n"
+                       f"}} : {w.ANY}")
+        w.lines.append(f"transform.apply_patterns to {warp} {{\n"
+                       f"  transform.apply_patterns.gpu.unroll_vectors_subgroup_mma [{m}, {n}, {k}]\n"
+                       f"}} : {w.ANY}")
+        return named_sequence(plan.sequence_name, w)
     op, _ = w.tile_mapped(op, plan.thread_tiles, plan.thread_mapping, "thread")
     if plan.register_tiles and any(plan.register_tiles):
         op = w.tile_for(op, plan.register_tiles)
@@ -402,6 +456,76 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
     )
 
 
+def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | None,
+                          element_types: tuple[str, ...], config: GpuConfig) -> bool:
+    """Whether ``nest`` is a contraction ``mma.sync`` computes as planned: A[.., m, k] and
+    B[.., k, n] or B[.., n, k] of the chosen 16-bit type into an f32 C[.., m, n], one m, n
+    and k loop, and extents that are multiples of the mma shape."""
+    want = TENSOR_CORE_TYPES.get(config.tensor_cores)
+    if want is None or operand_maps is None or len(operand_maps) != 3 or nest.num_inputs != 2:
+        return False
+    if tuple(element_types) != (want, want, "f32"):
+        return False
+    batch, m_dims, n_dims, k_dims = nest.contraction
+    if len(m_dims) != 1 or len(n_dims) != 1 or len(k_dims) != 1:
+        return False
+    m, n, k = m_dims[0], n_dims[0], k_dims[0]
+    if any(nest.ranges[d] % size for d, size in zip((m, n, k), MMA_SHAPE)):
+        return False
+    dims = [[ir.AffineDimExpr(e).position for e in amap.results] for amap in operand_maps]
+    return (dims[0][-2:] == [m, k] and dims[1][-2:] in ([k, n], [n, k])
+            and dims[2][-2:] == [m, n])
+
+
+def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
+                      operand_maps: list[ir.AffineMap]) -> GpuOpSchedule:
+    """A contraction on tensor cores: block tile of C (batch on z), K staged through shared
+    memory in slices of 16 or 32, the block tile split into warp tiles of up to 32 x 32,
+    each warp's tile ``mma.sync`` steps of 16 x 8 x 16."""
+    batch, (m,), (n,), (k,) = nest.contraction
+    n_loops = len(nest.ranges)
+    mma_m, mma_n, mma_k = MMA_SHAPE
+    wm = largest_divisor(nest.ranges[m], _WARP_TILE[0], multiple_of=mma_m)
+    wn = largest_divisor(nest.ranges[n], _WARP_TILE[1], multiple_of=mma_n)
+    bm = largest_divisor(nest.ranges[m], config.block_m, multiple_of=wm)
+    bn = largest_divisor(nest.ranges[n], config.block_n, multiple_of=wn)
+    while (bm // wm) * (bn // wn) * WARP_SIZE > config.max_threads and bm > wm:
+        bm = largest_divisor(nest.ranges[m], bm // 2, multiple_of=wm)
+    while (bm // wm) * (bn // wn) * WARP_SIZE > config.max_threads and bn > wn:
+        bn = largest_divisor(nest.ranges[n], bn // 2, multiple_of=wn)
+    warps = (bm // wm) * (bn // wn)
+    block = [0] * n_loops
+    block[m], block[n] = bm, bn
+    warp = [0] * n_loops
+    warp[m], warp[n] = wm, wn
+    outer_batch = [d for d in batch if nest.ranges[d] > 1]
+    mapping = ("y", "x")
+    if outer_batch:
+        block[outer_batch[-1]] = 1
+        mapping = ("z", "y", "x")
+    for d in batch:
+        if block[d] == 0 and nest.ranges[d] > 1:
+            raise GpuScheduleError(f"{nest.op_name}: tensor cores take one batch loop, not "
+                                   f"{len(outer_batch)}")
+    kt = largest_divisor(nest.ranges[k], max(config.k_step, mma_k), multiple_of=mma_k)
+    k_tiles = tuple(kt if d == k else 0 for d in range(n_loops))
+    promotions = []
+    for operand, affine_map in enumerate(operand_maps[:2]):
+        shape = tuple(block[ir.AffineDimExpr(e).position] or k_tiles[ir.AffineDimExpr(e).position]
+                      or 1 for e in affine_map.results)
+        tiles, axes = _copy_distribution(shape, config, WARP_SIZE, warps)
+        promotions.append(Promotion(operand, (0,) * (len(shape) - len(tiles)) + tiles, axes))
+    # The thread tiles only shape the fused init fill (lanes on x, warps on y).
+    init_tiles, _ = _copy_distribution((bm, bn), config, WARP_SIZE, warps)
+    thread = [0] * n_loops
+    thread[m], thread[n] = init_tiles
+    return GpuOpSchedule(
+        tag, "tensor_core", tuple(block), mapping, tuple(thread), ("y", "x"),
+        k_tiles=k_tiles, promoted=tuple(promotions),
+        warp_tiles=tuple(warp), warp_mapping=("linear_dim_1", "linear_dim_0"),
+    )
+
+
 def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSchedule | None:
     """One block per output element, its threads splitting the innermost reduction loop."""
     rows = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
@@ -418,8 +542,12 @@ def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSch
 
 
 def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
-                operand_maps: list[ir.AffineMap] | None = None) -> GpuOpSchedule:
-    """The GPU plan of one op (raises :class:`GpuScheduleError` for what cannot be mapped)."""
+                operand_maps: list[ir.AffineMap] | None = None,
+                element_types: tuple[str, ...] = ()) -> GpuOpSchedule:
+    """The GPU plan of one op (raises :class:`GpuScheduleError` for what cannot be mapped).
+
+    ``element_types``: the element type of each operand (``"f16"``), which decides whether
+    a contraction goes to tensor cores (``config.tensor_cores``)."""
     if not nest.static:
         raise GpuScheduleError(
             f"{nest.op_name}: dynamic shapes are not supported by the CUDA schedule; give static "
@@ -430,6 +558,8 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
     if 0 in nest.ranges:
         raise GpuScheduleError(f"{nest.op_name}: zero-size loops have nothing to run on the GPU")
     if plans_as_contraction(nest):
+        if config.tensor_cores and _tensor_core_operands(nest, operand_maps, element_types, config):
+            return _plan_tensor_core(nest, tag, config, operand_maps)
         return _plan_contraction(nest, tag, config, operand_maps)
     if nest.convolution and nest.op_name in DECOMPOSABLE:
         return _plan_parallel(nest, tag, config, kind="convolution")
@@ -466,6 +596,11 @@ def operand_maps_of(module: ir.Operation) -> list[list[ir.AffineMap]]:
     return [indexing_maps(op) for op in structured_ops(twin)]
 
 
+def _element_types(op: ir.Operation) -> tuple[str, ...]:
+    return tuple(str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
+                 else str(v.type) for v in op.operands)
+
+
 def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> list[GpuOpSchedule]:
     """Tag every structured op of ``module`` (``tilecraft.op_id``) and plan it for the GPU."""
     analyzed = analyze_loop_nests(module)
@@ -479,7 +614,7 @@ def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> li
     for (op, nest), op_maps in zip(analyzed, maps):
         tag = tags[op]
         try:
-            plan = plan_gpu_op(nest, tag, config, op_maps)
+            plan = plan_gpu_op(nest, tag, config, op_maps, _element_types(op))
         except GpuScheduleError as error:
             raise GpuScheduleError(f"{error} (at {op.location})") from None
         fill = init_fill(op)
@@ -590,6 +725,9 @@ _CONFIG_OPTIONS = {
     "row-threads": "threads per row of a block-per-row reduction (default 128)",
     "warp-reduce": "1: combine block-per-row partials with warp shuffles, 0: one thread "
                    "combines them from shared memory (default 0)",
+    "tensor-cores": "f16: contractions of f16 inputs with f32 accumulation on tensor cores "
+                    "(mma.sync, sm_80 and later); empty: none (default)",
+    "arch": "the CUDA architecture (sm_XX) the tensor-core option is checked against",
 }
 
 
@@ -607,7 +745,29 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
             if options[key] not in ("0", "1"):
                 raise GpuScheduleError(f"option {key} must be 0 or 1, got {options[key]!r}")
             values[field_name] = options[key] == "1"
+    if options.get("tensor-cores"):
+        values["tensor_cores"] = _tensor_core_option(options["tensor-cores"], options.get("arch", ""))
+    if "arch" in options:
+        values["arch"] = options["arch"]
     return GpuConfig(**values)
+
+
+def _tensor_core_option(value: str, arch: str) -> str:
+    """``value`` of the ``tensor-cores`` option, checked: a known type, an arch with mma.sync."""
+    if value in _TENSOR_CORES_NOT_BUILT:
+        raise GpuScheduleError(f"tensor-cores={value} is not supported yet "
+                               f"({_TENSOR_CORES_NOT_BUILT[value]}); choose f16")
+    if value not in TENSOR_CORE_TYPES:
+        raise GpuScheduleError(f"option tensor-cores must be one of {', '.join(TENSOR_CORE_TYPES)}, "
+                               f"got {value!r}")
+    if arch:
+        digits = arch.removeprefix("sm_").rstrip("a")
+        if not digits.isdigit():
+            raise GpuScheduleError(f"option arch must be sm_XX, got {arch!r}")
+        if int(digits) < 80:
+            raise GpuScheduleError(f"tensor-cores={value} needs sm_80 or later (mma.sync.m16n8k16 "
+                                   f"with {value} inputs), the target is {arch}")
+    return value
 
 
 @register_pass(
@@ -694,6 +854,12 @@ def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "scf.forall" and "mapping" in op.attributes:
             mapping = [str(a) for a in ir.ArrayAttr(op.attributes["mapping"])]
+            if mapping and mapping[0].startswith("#gpu.warp"):
+                # Warps (linear ids): lanes on x, warps on y (the plan's block_dims).
+                warps = 1
+                for bound in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"]):
+                    warps *= int(bound)
+                dims[0], dims[1] = max(dims[0], WARP_SIZE), max(dims[1], warps)
             if mapping and mapping[0].startswith("#gpu.thread"):
                 bounds = [int(v) for v in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"])]
                 for attr, bound in zip(mapping, bounds):
@@ -703,6 +869,11 @@ def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
 
     forall.walk(visit, ir.WalkOrder.PRE_ORDER)
     return dims[0], dims[1], dims[2]
+
+
+def _has_warp_loops(forall: ir.Operation) -> bool:
+    return bool(ops_where(forall, lambda op: op.name == "scf.forall" and "mapping" in op.attributes
+                          and str(ir.ArrayAttr(op.attributes["mapping"])).startswith("[#gpu.warp")))
 
 
 @register_pass(
@@ -735,8 +906,11 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         launch = w.fresh("launch")
         w.lines.append(f"{launch} = transform.gpu.map_forall_to_blocks {handle} generate_gpu_launch"
                        f" : ({w.ANY}) -> {w.ANY}")
-        w.lines.append(f"{w.fresh('mapped')} = transform.gpu.map_nested_forall_to_threads {launch} "
+        mapped = w.fresh("mapped")
+        w.lines.append(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} "
                        f"block_dims = {list(dims)} : ({w.ANY}) -> {w.ANY}")
+        if _has_warp_loops(forall):
+            w.lines.append(f'transform.annotate {mapped} "{TENSOR_CORE_LAUNCH}" : {w.ANY}')
     script = ("module attributes {transform.with_named_sequence} {\n"
               + named_sequence("__transform_main", w) + "\n}\n")
     with module.context:
@@ -748,3 +922,4 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         raise GpuScheduleError(f"mapping loops onto the GPU grid failed: {error}") from None
     remove_tags(module)
     combine_with_warp_shuffles(module)
+    contractions_to_mma_sync(module)
