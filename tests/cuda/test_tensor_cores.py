@@ -133,3 +133,33 @@ def test_ptxas_accepts_the_kernels_without_spills(arch):
         for name, used in kernel_resources(ptx, arch).items():
             assert not used.spills, (name, used)
             assert used.shared_bytes >= 4096, (name, used)
+
+
+def test_thread_level_kernels_beside_tensor_cores_are_left_alone():
+    """An f16 matmul on tensor cores beside an f32 one on the FMA units: the conversion sees
+    the tensor-core launch alone (upstream's pass aborted the process on the f32 kernel's
+    register tiles when it saw the whole function), and the f32 kernel keeps its FMAs."""
+    source = """
+func.func @main(%a: tensor<128x64xf16>, %b: tensor<64x64xf16>, %x: tensor<128x64xf32>,
+                %y: tensor<64x64xf32>) -> (tensor<128x64xf32>, tensor<128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<128x64xf32>
+  %c1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<128x64xf16>, tensor<64x64xf16>)
+                     outs(%c1 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %e2 = tensor.empty() : tensor<128x64xf32>
+  %c2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %s = linalg.matmul ins(%x, %y : tensor<128x64xf32>, tensor<64x64xf32>)
+                     outs(%c2 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  return %r, %s : tensor<128x64xf32>, tensor<128x64xf32>
+}
+"""
+    module = _compile(source)
+    ptx = module.ptx()
+    assert ptx.count(MMA) == 8 and ptx.count("fma.rn.f32") >= 64
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((128, 64)).astype(np.float16), rng.standard_normal((64, 64)).astype(np.float16)
+    x, y = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    r, s = cpu_replay(module, source)(a, b, x, y)
+    np.testing.assert_allclose(r, _reference(a, b), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(s, x @ y, rtol=1e-4, atol=1e-3)
