@@ -16,7 +16,7 @@ loop-invariant vector transfers. What differs is what the tiles mean:
   ``#gpu.address_space<workgroup>``) by all threads of the block, then read by them; the
   barriers come from ``map_nested_forall_to_threads`` (one after every thread loop);
 - *warp tiles* (``tile_using_forall`` with ``#gpu.warp<linear_dim_*>``, the
-  ``tensor-cores=f16`` option): a contraction's block tile split over warps, each warp's tile one
+  ``tensor-cores=f16|tf32`` option): a contraction's block tile split over warps, each warp's tile one
   ``vector.contract`` unrolled to the 16x8x16 shape of ``mma.sync``, which
   ``tensor_cores.py`` turns into ``nvgpu.mma.sync`` after mapping;
 - *block-per-row reductions* (softmax, layer norm, ``reduce_*``): one block per output
@@ -77,9 +77,9 @@ class GpuConfig:
         Off by default until a GPU has checked its numbers (the order of the additions
         changes, so results differ from the serial combination in the last bits).
       tensor_cores: ``"f16"``: contractions of f16 inputs accumulating in f32 run on tensor
-        cores (``mma.sync.m16n8k16``, sm_80 and later); ``""``: none. (``bf16`` and ``tf32``
-        are refused with the reason.)
-        Off by default until a GPU has checked its numbers.
+        cores (``mma.sync.m16n8k16``, sm_80 and later); ``"tf32"``: f32 ones do, as TF32
+        (``m16n8k8``; only when asked: the inputs lose mantissa bits); ``""``: none
+        (``bf16`` is refused with the reason). Off by default until a GPU has checked it.
       arch: the CUDA architecture compiled for (``"sm_90"``); the tensor-core option
         refuses one below sm_80. ``""``: not checked (the pass run on its own).
     """
@@ -99,15 +99,14 @@ class GpuConfig:
     arch: str = ""
 
 
-# Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type they match.
-TENSOR_CORE_TYPES = {"f16": "f16"}
+# Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type of the
+# inputs they take (accumulating in f32) and the mma.sync shape (m, n, k) for it: f16 as is,
+# tf32 (f32 inputs rounded to 10-bit mantissas by the tensor cores: only when asked).
+TENSOR_CORE_TYPES = {"f16": ("f16", (16, 8, 16)), "tf32": ("f32", (16, 8, 8))}
 # Types the option names but the conversion cannot take yet, and why.
 _TENSOR_CORES_NOT_BUILT = {
     "bf16": "upstream's vector-to-nvgpu conversion has no bf16 ldmatrix/mma.sync fragments",
-    "tf32": "f32 contractions on tensor cores (mma.sync.m16n8k8.tf32) are not planned",
 }
-# The mma.sync shape (m, n, k) of 16-bit inputs with f32 accumulators, and a warp's lanes.
-MMA_SHAPE = (16, 8, 16)
 WARP_SIZE = 32
 # Upper bounds of a warp's output tile (several mma.sync per K step: fragment reuse).
 _WARP_TILE = (32, 32)
@@ -150,6 +149,7 @@ class GpuOpSchedule:
     warp_combine: bool = False
     warp_tiles: tuple[int, ...] = ()
     warp_mapping: tuple[str, ...] = ()
+    mma_shape: tuple[int, ...] = ()
     fused_init_tag: int | None = None
     init_thread_tiles: tuple[int, ...] = ()
     init_thread_mapping: tuple[str, ...] = ()
@@ -301,7 +301,7 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         # folded into its indexing maps, a batch matmul's unit batch dim dropped, its f16 ->
         # f32 extensions folded into its operands
         # (the mixed-precision form mma.sync takes); then unrolled to the mma.sync shape.
-        m, n, k = MMA_SHAPE
+        m, n, k = plan.mma_shape
         w.lines.append(f"transform.apply_patterns to {warp} {{\n"
                        f"  transform.apply_patterns.vector.reduction_to_contract\n"
                        f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
@@ -461,8 +461,10 @@ def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | Non
     """Whether ``nest`` is a contraction ``mma.sync`` computes as planned: A[.., m, k] and
     B[.., k, n] or B[.., n, k] of the chosen 16-bit type into an f32 C[.., m, n], one m, n
     and k loop, and extents that are multiples of the mma shape."""
-    want = TENSOR_CORE_TYPES.get(config.tensor_cores)
-    if want is None or operand_maps is None or len(operand_maps) != 3 or nest.num_inputs != 2:
+    if config.tensor_cores not in TENSOR_CORE_TYPES:
+        return False
+    want, mma_shape = TENSOR_CORE_TYPES[config.tensor_cores]
+    if operand_maps is None or len(operand_maps) != 3 or nest.num_inputs != 2:
         return False
     if tuple(element_types) != (want, want, "f32"):
         return False
@@ -470,7 +472,7 @@ def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | Non
     if len(m_dims) != 1 or len(n_dims) != 1 or len(k_dims) != 1:
         return False
     m, n, k = m_dims[0], n_dims[0], k_dims[0]
-    if any(nest.ranges[d] % size for d, size in zip((m, n, k), MMA_SHAPE)):
+    if any(nest.ranges[d] % size for d, size in zip((m, n, k), mma_shape)):
         return False
     dims = [[ir.AffineDimExpr(e).position for e in amap.results] for amap in operand_maps]
     return (dims[0][-2:] == [m, k] and dims[1][-2:] in ([k, n], [n, k])
@@ -484,7 +486,7 @@ def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
     each warp's tile ``mma.sync`` steps of 16 x 8 x 16."""
     batch, (m,), (n,), (k,) = nest.contraction
     n_loops = len(nest.ranges)
-    mma_m, mma_n, mma_k = MMA_SHAPE
+    mma_m, mma_n, mma_k = TENSOR_CORE_TYPES[config.tensor_cores][1]
     wm = largest_divisor(nest.ranges[m], _WARP_TILE[0], multiple_of=mma_m)
     wn = largest_divisor(nest.ranges[n], _WARP_TILE[1], multiple_of=mma_n)
     bm = largest_divisor(nest.ranges[m], config.block_m, multiple_of=wm)
@@ -523,6 +525,7 @@ def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
         tag, "tensor_core", tuple(block), mapping, tuple(thread), ("y", "x"),
         k_tiles=k_tiles, promoted=tuple(promotions),
         warp_tiles=tuple(warp), warp_mapping=("linear_dim_1", "linear_dim_0"),
+        mma_shape=(mma_m, mma_n, mma_k),
     )
 
 
@@ -725,8 +728,8 @@ _CONFIG_OPTIONS = {
     "row-threads": "threads per row of a block-per-row reduction (default 128)",
     "warp-reduce": "1: combine block-per-row partials with warp shuffles, 0: one thread "
                    "combines them from shared memory (default 0)",
-    "tensor-cores": "f16: contractions of f16 inputs with f32 accumulation on tensor cores "
-                    "(mma.sync, sm_80 and later); empty: none (default)",
+    "tensor-cores": "f16 (f16 inputs) or tf32 (f32 inputs as TF32): contractions accumulating "
+                    "in f32 on tensor cores (mma.sync, sm_80 and later); empty: none (default)",
     "arch": "the CUDA architecture (sm_XX) the tensor-core option is checked against",
 }
 
@@ -756,7 +759,7 @@ def _tensor_core_option(value: str, arch: str) -> str:
     """``value`` of the ``tensor-cores`` option, checked: a known type, an arch with mma.sync."""
     if value in _TENSOR_CORES_NOT_BUILT:
         raise GpuScheduleError(f"tensor-cores={value} is not supported yet "
-                               f"({_TENSOR_CORES_NOT_BUILT[value]}); choose f16")
+                               f"({_TENSOR_CORES_NOT_BUILT[value]}); choose f16 or tf32")
     if value not in TENSOR_CORE_TYPES:
         raise GpuScheduleError(f"option tensor-cores must be one of {', '.join(TENSOR_CORE_TYPES)}, "
                                f"got {value!r}")
@@ -765,8 +768,8 @@ def _tensor_core_option(value: str, arch: str) -> str:
         if not digits.isdigit():
             raise GpuScheduleError(f"option arch must be sm_XX, got {arch!r}")
         if int(digits) < 80:
-            raise GpuScheduleError(f"tensor-cores={value} needs sm_80 or later (mma.sync.m16n8k16 "
-                                   f"with {value} inputs), the target is {arch}")
+            raise GpuScheduleError(f"tensor-cores={value} needs sm_80 or later (mma.sync with "
+                               f"{value} inputs), the target is {arch}")
     return value
 
 

@@ -1,15 +1,17 @@
 """Warp-level contractions onto tensor cores: ``vector.contract`` -> ``nvgpu.mma.sync``.
 
-With the ``tensor-cores=f16`` schedule option, a contraction of f16 inputs into f32
-is planned with warp tiles (``schedule.py``, ``_plan_tensor_core``): the block's operand
-tiles are staged in shared memory K slice by K slice, and each warp's output tile becomes
-``vector.contract`` ops of the ``mma.sync.m16n8k16`` shape, executed by the warp as a whole.
+With the ``tensor-cores=f16`` schedule option, a contraction of f16 inputs into f32 (with
+``tensor-cores=tf32``, of f32 inputs) is planned with warp tiles (``schedule.py``,
+``_plan_tensor_core``): the block's operand tiles are staged in shared memory K slice by K
+slice, and each warp's output tile becomes ``vector.contract`` ops of the ``mma.sync`` shape
+(16x8x16 for f16, 16x8x8 for tf32), executed by the warp as a whole.
 After the loops are mapped (``tilecraft-gpu-map``), :func:`contractions_to_mma_sync` runs
 upstream's ``convert-vector-to-gpu{use-nvgpu=true}``, which distributes each such contraction
 over the warp's lanes: ``nvgpu.ldmatrix`` of the A and B fragments from shared memory (B
 transposed where it is stored K-major), per-lane loads and stores of the f32 accumulator
 fragment, and ``nvgpu.mma.sync``; ``convert-nvgpu-to-nvvm`` (the ``kernel`` stage) makes
-those ``ldmatrix.sync.aligned`` and ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``.
+those ``ldmatrix.sync.aligned`` and ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``
+(``m16n8k8...tf32.tf32.f32``, the f32 ``mma.sync`` marked ``tf32Enabled`` here).
 
 Why in isolation: the pass converts every contraction it can in a function, and a
 thread-level contraction (the FMA schedule's register tiles, one per thread) distributed over
@@ -139,6 +141,11 @@ def contractions_to_mma_sync(module: ir.Operation) -> int:
             raise GpuScheduleError(
                 f"tensor cores: a warp-level contraction was not converted to mma.sync (at "
                 f"{left[0].location})")
-        count += len(ops_where(launch, lambda op: op.name == "nvgpu.mma.sync"))
+        for mma in ops_where(launch, lambda op: op.name == "nvgpu.mma.sync"):
+            # f32 operands only come from tensor-cores=tf32 (the planner's choice): the tensor
+            # cores take them as TF32, which nvgpu asks to be said explicitly.
+            if isinstance(ir.VectorType(mma.operands[0].type).element_type, ir.F32Type):
+                mma.attributes["tf32Enabled"] = ir.UnitAttr.get()
+            count += 1
         del launch.attributes[TENSOR_CORE_LAUNCH]
     return count

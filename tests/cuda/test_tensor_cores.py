@@ -90,7 +90,7 @@ def test_a_k_major_b_is_read_without_transposing():
 
 
 @pytest.mark.parametrize("source, why", [
-    (matmul(256, 192, 128, "f32"), "f32 inputs (tf32 is not planned)"),
+    (matmul(256, 192, 128, "f32"), "f32 inputs (tf32 only when asked)"),
     (matmul(40, 64, 64), "M not a multiple of 16"),
     (matmul(64, 64, 40), "K not a multiple of 16"),
 ])
@@ -108,11 +108,10 @@ def test_off_by_default():
 
 def test_the_option_is_checked():
     assert config_from_options({"tensor-cores": "f16", "arch": "sm_80"}).tensor_cores == "f16"
-    with pytest.raises(GpuScheduleError, match="must be one of f16, got 'fp8'"):
+    with pytest.raises(GpuScheduleError, match="must be one of f16, tf32, got 'fp8'"):
         config_from_options({"tensor-cores": "fp8"})
-    for value in ("bf16", "tf32"):
-        with pytest.raises(GpuScheduleError, match=f"tensor-cores={value} is not supported yet"):
-            config_from_options({"tensor-cores": value})
+    with pytest.raises(GpuScheduleError, match="tensor-cores=bf16 is not supported yet"):
+        config_from_options({"tensor-cores": "bf16"})
     with pytest.raises(GpuScheduleError, match="needs sm_80 or later .* the target is sm_75"):
         _compile(matmul(64, 64, 64), arch="sm_75")
 
@@ -163,3 +162,17 @@ func.func @main(%a: tensor<128x64xf16>, %b: tensor<64x64xf16>, %x: tensor<128x64
     r, s = cpu_replay(module, source)(a, b, x, y)
     np.testing.assert_allclose(r, _reference(a, b), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(s, x @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_tf32_only_when_asked():
+    """tensor-cores=tf32: f32 contractions on tensor cores (m16n8k8, the inputs rounded to
+    TF32 by the hardware); f16 ones then stay on the FMA units, and without it f32 does."""
+    source = matmul(256, 192, 128, "f32")
+    module = _compile(source, options="tensor-cores=tf32")
+    ptx = module.ptx()
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+    assert "tf32Enabled" in module.ir("map")
+    assert "mma.sync" not in _compile(matmul(64, 64, 64), options="tensor-cores=tf32").ptx()
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((128, 192)).astype(np.float32)
+    np.testing.assert_allclose(cpu_replay(module, source)(a, b), a @ b, rtol=1e-4, atol=1e-3)
