@@ -221,8 +221,11 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
     target = Target.parse(target)
     if target.kind != "cuda":
         raise TargetError(f"cuda_pipeline needs a cuda target, got {target}")
-    # The schedule knows the arch: its tensor-core option refuses one without mma.sync.
-    gpu_schedule = f"tilecraft-gpu-schedule{{arch={target.arch} {schedule_options}}}".replace(" }", "}")
+    # The schedule knows the arch (its tensor-core option refuses one without mma.sync) and
+    # the target's -tensor-cores= (schedule_options may override it).
+    tensor_cores = f" tensor-cores={target.tensor_cores}" if target.tensor_cores else ""
+    gpu_schedule = (f"tilecraft-gpu-schedule{{arch={target.arch}{tensor_cores} "
+                    f"{schedule_options}}}").replace(" }", "}")
     return Pipeline(
         (
             # The run-time checks the emitters added are removed: the device code has no

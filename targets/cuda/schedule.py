@@ -755,21 +755,29 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
     return GpuConfig(**values)
 
 
-def _tensor_core_option(value: str, arch: str) -> str:
-    """``value`` of the ``tensor-cores`` option, checked: a known type, an arch with mma.sync."""
+def tensor_core_problem(value: str, arch: str) -> str | None:
+    """Why ``tensor-cores=<value>`` cannot be compiled for ``arch`` (``""``: any), or ``None``.
+    Shared by the schedule pass's option and the target's ``-tensor-cores=``."""
     if value in _TENSOR_CORES_NOT_BUILT:
-        raise GpuScheduleError(f"tensor-cores={value} is not supported yet "
-                               f"({_TENSOR_CORES_NOT_BUILT[value]}); choose f16 or tf32")
+        return (f"tensor-cores={value} is not supported yet ({_TENSOR_CORES_NOT_BUILT[value]}); "
+                f"choose {' or '.join(TENSOR_CORE_TYPES)}")
     if value not in TENSOR_CORE_TYPES:
-        raise GpuScheduleError(f"option tensor-cores must be one of {', '.join(TENSOR_CORE_TYPES)}, "
-                               f"got {value!r}")
+        return f"tensor-cores must be one of {', '.join(TENSOR_CORE_TYPES)}, got {value!r}"
     if arch:
         digits = arch.removeprefix("sm_").rstrip("a")
         if not digits.isdigit():
-            raise GpuScheduleError(f"option arch must be sm_XX, got {arch!r}")
+            return f"the arch must be sm_XX, got {arch!r}"
         if int(digits) < 80:
-            raise GpuScheduleError(f"tensor-cores={value} needs sm_80 or later (mma.sync with "
-                               f"{value} inputs), the target is {arch}")
+            return (f"tensor-cores={value} needs sm_80 or later (mma.sync with {value} inputs), "
+                    f"the target is {arch}")
+    return None
+
+
+def _tensor_core_option(value: str, arch: str) -> str:
+    """``value`` of the ``tensor-cores`` option, checked (:func:`tensor_core_problem`)."""
+    problem = tensor_core_problem(value, arch)
+    if problem is not None:
+        raise GpuScheduleError(f"option {problem}")
     return value
 
 

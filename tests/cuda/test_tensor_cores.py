@@ -11,7 +11,8 @@ import pytest
 from cuda_testing import cpu_replay, ptx_counts
 
 import tilecraft
-from tilecraft.errors import GpuScheduleError
+from tilecraft.errors import GpuScheduleError, TargetError
+from tilecraft.pipelines.target import Target
 from tilecraft.targets.cuda import cuda_pipeline, find_ptxas
 from tilecraft.targets.cuda import tensor_cores
 from tilecraft.targets.cuda.lowering import kernel_resources
@@ -176,3 +177,18 @@ def test_tf32_only_when_asked():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((128, 192)).astype(np.float32)
     np.testing.assert_allclose(cpu_replay(module, source)(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_the_target_option():
+    """``cuda -arch=sm_90 -tensor-cores=f16``: the same schedule without a custom pipeline;
+    a bad value or an arch without mma.sync is a TargetError when the target is parsed."""
+    module = tilecraft.compile(matmul(64, 64, 64), target="cuda -arch=sm_90 -tensor-cores=f16")
+    assert MMA in module.ptx()
+    assert Target.parse("cuda -tensor-cores=tf32").tensor_cores == "tf32"
+    assert str(Target.parse("cuda -arch=sm_90 -tensor-cores=f16")) == "cuda -arch=sm_90 -tensor-cores=f16"
+    for spec, message in (("cuda -arch=sm_75 -tensor-cores=f16", "needs sm_80 or later"),
+                          ("cuda -tensor-cores=bf16", "bf16 is not supported yet"),
+                          ("cuda -tensor-cores=fp8", "must be one of f16, tf32, got 'fp8'"),
+                          ("cuda -tensor-cores", "bad target option")):
+        with pytest.raises(TargetError, match=message):
+            Target.parse(spec)
