@@ -192,3 +192,19 @@ def test_the_target_option():
                           ("cuda -tensor-cores", "bad target option")):
         with pytest.raises(TargetError, match=message):
             Target.parse(spec)
+
+
+def test_an_onnx_f16_matmul_gets_tensor_cores():
+    """The ONNX frontend accumulates an f16 MatMul in f32 (then rounds to f16): that
+    contraction is the tensor cores' form; the rounding stays an elementwise kernel."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [64, 128]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT16, [128, 64])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT16, [64, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = tilecraft.compile(model, target="cuda -arch=sm_90 -tensor-cores=f16")
+    assert module.ptx().count(MMA) == 8
+    assert "mma.sync" not in tilecraft.compile(model, target="cuda -arch=sm_90").ptx()
