@@ -67,7 +67,7 @@ def _matches(reduce: ir.Operation) -> bool:
     if guard is None or guard.name != "scf.if" or len(guard.results) != 0:
         return False
     then_ops = list(guard.regions[0].blocks[0].operations)
-    if len(then_ops) != 2 or then_ops[0] != reduce:
+    if len(then_ops) != 2 or then_ops[0].operation != reduce.operation:
         return False
     if len(guard.regions[1].blocks) and len(list(guard.regions[1].blocks[0].operations)) > 1:
         return False
