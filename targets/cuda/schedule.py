@@ -459,8 +459,9 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
 def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | None,
                           element_types: tuple[str, ...], config: GpuConfig) -> bool:
     """Whether ``nest`` is a contraction ``mma.sync`` computes as planned: A[.., m, k] and
-    B[.., k, n] or B[.., n, k] of the chosen 16-bit type into an f32 C[.., m, n], one m, n
-    and k loop, and extents that are multiples of the mma shape."""
+    B[.., k, n] or B[.., n, k] of the chosen type into an f32 C[.., m, n], one m, n and k
+    loop, at most one batch loop longer than 1, and extents that are multiples of the mma
+    shape. Any other contraction keeps the FMA schedule."""
     if config.tensor_cores not in TENSOR_CORE_TYPES:
         return False
     want, mma_shape = TENSOR_CORE_TYPES[config.tensor_cores]
@@ -470,6 +471,8 @@ def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | Non
         return False
     batch, m_dims, n_dims, k_dims = nest.contraction
     if len(m_dims) != 1 or len(n_dims) != 1 or len(k_dims) != 1:
+        return False
+    if sum(1 for d in batch if nest.ranges[d] > 1) > 1:   # one batch loop, on blocks' z
         return False
     m, n, k = m_dims[0], n_dims[0], k_dims[0]
     if any(nest.ranges[d] % size for d, size in zip((m, n, k), mma_shape)):
@@ -505,10 +508,6 @@ def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
     if outer_batch:
         block[outer_batch[-1]] = 1
         mapping = ("z", "y", "x")
-    for d in batch:
-        if block[d] == 0 and nest.ranges[d] > 1:
-            raise GpuScheduleError(f"{nest.op_name}: tensor cores take one batch loop, not "
-                                   f"{len(outer_batch)}")
     kt = largest_divisor(nest.ranges[k], max(config.k_step, mma_k), multiple_of=mma_k)
     k_tiles = tuple(kt if d == k else 0 for d in range(n_loops))
     promotions = []

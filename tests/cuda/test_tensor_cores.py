@@ -208,3 +208,30 @@ def test_an_onnx_f16_matmul_gets_tensor_cores():
     module = tilecraft.compile(model, target="cuda -arch=sm_90 -tensor-cores=f16")
     assert module.ptx().count(MMA) == 8
     assert "mma.sync" not in tilecraft.compile(model, target="cuda -arch=sm_90").ptx()
+
+
+def test_two_batch_loops_keep_the_fma_schedule():
+    """Attention's [batch, heads, m, k] x [batch, heads, k, n]: one batch loop maps to the
+    blocks' z, two do not, so it stays on the FMA units instead of failing to compile."""
+    a, b, c = "tensor<2x4x32x32xf16>", "tensor<2x4x32x32xf16>", "tensor<2x4x32x32xf32>"
+    maps = ("affine_map<(p, q, m, n, k) -> (p, q, m, k)>, affine_map<(p, q, m, n, k) -> (p, q, k, n)>, "
+            "affine_map<(p, q, m, n, k) -> (p, q, m, n)>")
+    source = f"""
+func.func @main(%a: {a}, %b: {b}) -> {c} {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : {c}
+  %init = linalg.fill ins(%zero : f32) outs(%e : {c}) -> {c}
+  %r = linalg.generic {{indexing_maps = [{maps}],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}}
+      ins(%a, %b : {a}, {b}) outs(%init : {c}) {{
+  ^bb0(%x: f16, %y: f16, %acc: f32):
+    %xf = arith.extf %x : f16 to f32
+    %yf = arith.extf %y : f16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }} -> {c}
+  return %r : {c}
+}}
+"""
+    assert "mma.sync" not in _compile(source).ptx()
