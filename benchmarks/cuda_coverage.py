@@ -7,12 +7,14 @@ each compiled for an sm_XX target, kernels assembled by ptxas where it is instal
     .venv/bin/python benchmarks/cuda_coverage.py --public            # benchmarks/public_suite.py's 23
     .venv/bin/python benchmarks/cuda_coverage.py --public swin,gpt2 --full
     .venv/bin/python benchmarks/cuda_coverage.py --package              # and write each one's package
+    .venv/bin/python benchmarks/cuda_coverage.py --schedule-options "warp-reduce=1"
 
 Why: issue #47's floor is that every model the CPU path compiles also compiles for the GPU
 with no host fallback. Without a GPU this is the check that can run here: the compile
 reaches PTX and ptxas accepts every kernel (a GPU run checks the numbers: docs/cuda.md).
-Prints one line per model (ok with seconds, kernel count, the most registers a kernel uses and
-how many kernels spill, from ``ptxas -v``; or the error) and a summary.
+Prints one line per model (ok with seconds, kernel count, how many kernels use warp shuffles,
+the most registers a kernel uses and how many kernels spill, from ``ptxas -v``; or the error)
+and a summary.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import onnx
 
 import tilecraft
 from tilecraft.errors import TilecraftError
-from tilecraft.targets.cuda import find_ptxas
+from tilecraft.targets.cuda import cuda_pipeline, find_ptxas
 from tilecraft.targets.cuda.lowering import kernel_resources
 
 LIGHT_ZOO = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
@@ -48,14 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", action="store_true",
                         help="also write each model's CUDA package (model.so linked with tilecraft's CUDA "
                              "runtime) and print its size")
+    parser.add_argument("--schedule-options", default="", metavar="OPTIONS",
+                        help='tilecraft-gpu-schedule options, e.g. "warp-reduce=1" (docs/cuda.md, '
+                             "Knobs and the tuner)")
     args = parser.parse_args(argv)
     if args.public:
         with tempfile.TemporaryDirectory() as scratch:
             paths = _export_public(args.public, args.full, scratch) + args.files
-            return _compile_all(paths, args.arch, args.package)
+            return _compile_all(paths, args.arch, args.package, args.schedule_options)
     paths = [p for p in sorted(glob.glob(os.path.join(LIGHT_ZOO, "*.onnx")))
              if not args.models or any(m in os.path.basename(p) for m in args.models)] + args.files
-    return _compile_all(paths, args.arch, args.package)
+    return _compile_all(paths, args.arch, args.package, args.schedule_options)
 
 
 def _export_public(names: str, full: bool, folder: str) -> list[str]:
@@ -75,6 +80,11 @@ def _export_public(names: str, full: bool, folder: str) -> list[str]:
             stream.write(public_suite.export_onnx(module, inputs))
         paths.append(path)
     return paths
+
+
+def _kernels(ptx: str, instruction: str) -> int:
+    """How many kernels of one PTX module use ``instruction`` (entries split the text)."""
+    return sum(instruction in body for body in ptx.split(".entry")[1:])
 
 
 def _resources(module, arch: str) -> str:
@@ -112,20 +122,27 @@ def _arena(module) -> str:
     return f", arena {planned / 1024:.0f} KiB for {total / 1024:.0f} KiB of buffers, {left} allocation site(s) left"
 
 
-def _compile_all(paths: list[str], arch: str, package: bool = False) -> int:
-    print(f"CUDA coverage for {arch}; ptxas: {find_ptxas() or 'not installed (PTX only)'}")
+def _compile_all(paths: list[str], arch: str, package: bool = False,
+                 schedule_options: str = "") -> int:
+    target = f"cuda -arch={arch}"
+    print(f"CUDA coverage for {arch}"
+          f"{f' (schedule: {schedule_options})' if schedule_options else ''}; "
+          f"ptxas: {find_ptxas() or 'not installed (PTX only)'}")
     failed = 0
     for path in paths:
         started = time.perf_counter()
         try:
             with tempfile.TemporaryDirectory() as scratch:
                 package_path = os.path.join(scratch, "model.tar") if package else None
-                module = tilecraft.compile(path, target=f"cuda -arch={arch}", keep_ir=False,
-                                           package_path=package_path)
+                module = tilecraft.compile(path, target=target, keep_ir=False,
+                                           package_path=package_path,
+                                           pipeline=cuda_pipeline(target, schedule_options=schedule_options))
                 size = f", package {os.path.getsize(package_path) / 2**20:.2f} MiB" if package else ""
             seconds = time.perf_counter() - started
             kernels = module.ptx().count(".entry")
-            print(f"{os.path.basename(path):<32} ok      {seconds:7.1f} s  {kernels} kernels"
+            shuffling = sum(_kernels(ptx, "shfl.sync") for ptx in module.ptx_modules().values())
+            print(f"{os.path.basename(path):<32} ok      {seconds:7.1f} s  {kernels} kernels "
+                  f"({shuffling} with warp shuffles)"
                   f"{_resources(module, arch)}{_arena(module)}{size}", flush=True)
         except TilecraftError as error:
             failed += 1

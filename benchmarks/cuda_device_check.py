@@ -5,6 +5,8 @@ Here (with the project's venv; MLIR, LLVM and ptxas are needed to compile, no GP
     echo /.cuda_check/ >> .git/info/exclude
     .venv/bin/python benchmarks/cuda_device_check.py prepare --arch sm_90 -o .cuda_check
     .venv/bin/python benchmarks/cuda_device_check.py prepare --arch sm_90 --models resnet_basic,gpt2 -o .cuda_check
+    .venv/bin/python benchmarks/cuda_device_check.py prepare --models bert,vit,swin \
+        --schedule-options "warp-reduce=1" -o .cuda_check      # a schedule option's numbers
 
 builds each public-suite architecture (benchmarks/public_suite.py, tiny variants unless
 ``--full``) as users export it, compiles a CUDA package of it for the lent GPU's ``--arch``
@@ -74,6 +76,7 @@ def prepare(args: argparse.Namespace) -> int:
     import public_suite
     import tilecraft
     from tilecraft.errors import TilecraftError
+    from tilecraft.targets.cuda import cuda_pipeline
 
     names = list(public_suite.ARCHITECTURES) if args.models == "all" else args.models.split(",")
     unknown = [name for name in names if name not in public_suite.ARCHITECTURES]
@@ -81,7 +84,10 @@ def prepare(args: argparse.Namespace) -> int:
         raise SystemExit(f"unknown architecture(s) {unknown}; choose from {', '.join(public_suite.ARCHITECTURES)}")
     folder = Path(args.output)
     folder.mkdir(parents=True, exist_ok=True)
-    index: dict[str, Any] = {"arch": args.arch, "full": args.full, "models": {}}
+    index: dict[str, Any] = {"arch": args.arch, "full": args.full, "models": {},
+                             "schedule_options": args.schedule_options}
+    target_spec = f"cuda -arch={args.arch}"
+    pipeline = cuda_pipeline(target_spec, schedule_options=args.schedule_options)
     for name in names:
         started = time.perf_counter()
         try:
@@ -95,7 +101,7 @@ def prepare(args: argparse.Namespace) -> int:
             with tempfile.NamedTemporaryFile(suffix=".onnx") as model_file:
                 model_file.write(onnx_bytes)
                 model_file.flush()
-                tilecraft.compile(model_file.name, target=f"cuda -arch={args.arch}",
+                tilecraft.compile(model_file.name, target=target_spec, pipeline=pipeline,
                                   package_path=target / "model.tar", keep_ir=False)
             np.savez(target / "inputs.npz", **feeds)
             np.savez(target / "expected.npz", *expected)
@@ -461,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--models", default="all", help="comma-separated public-suite names (default all)")
     prep.add_argument("--full", action="store_true", help="full-size models (default: tiny variants)")
     prep.add_argument("--limit-mib", type=float, default=48.0)
+    prep.add_argument("--schedule-options", default="",
+                      help='tilecraft-gpu-schedule options the packages are built with, e.g. '
+                           '"warp-reduce=1" (docs/cuda.md, Knobs and the tuner)')
     prep.add_argument("-o", "--output", required=True)
     go = commands.add_parser("run", help="there: run the packages on the GPU, compare, time")
     go.add_argument("folder")

@@ -329,6 +329,8 @@ class Target:
       mtriple: target triple, ``None`` for the host.
       num_threads: how many threads parallel loops are split for.
       arch: for ``kind == "cuda"``, the GPU architecture (``"sm_80"``); ``None`` otherwise.
+      tensor_cores: for ``kind == "cuda"``, the input type whose contractions run on tensor
+        cores (``-tensor-cores=f16|tf32``, docs/cuda.md); ``None``: none.
       cache_override: cache sizes given in the target string (``-l1d= -l2= -l3=``), complete
         (the CPU's own sizes fill the levels not given); ``None``: the CPU's, see
         :attr:`caches`.
@@ -342,6 +344,7 @@ class Target:
     mtriple: str | None = None
     num_threads: int = field(default_factory=default_num_threads)
     arch: str | None = None
+    tensor_cores: str | None = None
     cache_override: CacheHierarchy | None = None
     mabi: str | None = None
 

@@ -49,6 +49,7 @@ from ...pipelines.tensor.runtime_checks import INSERT_CHECKS
 from ...pipelines.target import Target
 from .archs import ptx_version
 from .serial_foralls import SERIAL_FORALLS
+from .shared_alignment import ALIGN_SHARED
 from . import memory, vectors  # noqa: F401  (register tilecraft-gpu-* passes)
 from .arena import PLAN_ARENA
 from .resident import RESIDENT_WEIGHTS
@@ -220,8 +221,11 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
     target = Target.parse(target)
     if target.kind != "cuda":
         raise TargetError(f"cuda_pipeline needs a cuda target, got {target}")
-    gpu_schedule = f"tilecraft-gpu-schedule{{{schedule_options}}}" if schedule_options \
-        else "tilecraft-gpu-schedule"
+    # The schedule knows the arch (its tensor-core option refuses one without mma.sync) and
+    # the target's -tensor-cores= (schedule_options may override it).
+    tensor_cores = f" tensor-cores={target.tensor_cores}" if target.tensor_cores else ""
+    gpu_schedule = (f"tilecraft-gpu-schedule{{arch={target.arch}{tensor_cores} "
+                    f"{schedule_options}}}").replace(" }", "}")
     return Pipeline(
         (
             # The run-time checks the emitters added are removed: the device code has no
@@ -265,13 +269,15 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
                   "leftover linalg to loops; vectors to loads, stores and FMAs; 128-bit "
                   "accesses marked aligned where provable; i1 buffers as bytes"),
             Stage("outline",
-                  ("gpu-launch-sink-index-computations", "gpu-kernel-outlining",
+                  ("gpu-launch-sink-index-computations", "gpu-kernel-outlining", ALIGN_SHARED,
                    f"nvvm-attach-target{{chip={target.arch} features=+{ptx_version(target)} O=3}}"),
-                  "kernels into a gpu.module with the NVVM target"),
+                  "kernels into a gpu.module with the NVVM target; shared buffers 16-byte aligned"),
             Stage("kernel",
                   ("gpu.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, "
-                   "convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts)",),
-                  "kernels to LLVM + NVVM intrinsics (thread ids, barriers, shared memory)"),
+                   "convert-nvgpu-to-nvvm, convert-gpu-to-nvvm, canonicalize, cse, "
+                   "reconcile-unrealized-casts)",),
+                  "kernels to LLVM + NVVM intrinsics (thread ids, barriers, shared memory, "
+                  "tensor-core ldmatrix/mma.sync)"),
             Stage("host",
                   ("func.func(gpu-async-region)", "expand-strided-metadata", "lower-affine",
                    "convert-scf-to-cf", "gpu-to-llvm", "convert-to-llvm",

@@ -23,6 +23,7 @@ from ...schedule.te.builder import without_default_schedule
 from ...schedule.te.errors import ScheduleError
 from .archs import CUDA_ARCHS, DEFAULT_CUDA_ARCH
 from .lowering import cuda_pipeline
+from .schedule import tensor_core_problem
 from .module import CudaCompiledModule
 
 
@@ -30,24 +31,31 @@ class CudaTarget(TargetPlugin):
     """NVIDIA GPUs (docs/cuda.md): compiles anywhere, runs where a CUDA driver is."""
 
     name = "cuda"
-    usage = "'cuda -arch=sm_XX'"
+    usage = "'cuda -arch=sm_XX [-tensor-cores=f16|tf32]'"
     writes_packages = True
     tensor_device = "cuda"
 
     def parse(self, spec: str, options: Sequence[str]) -> Target:
-        arch = DEFAULT_CUDA_ARCH
+        arch, tensor_cores = DEFAULT_CUDA_ARCH, None
         for option in options:
             key, sep, value = option.lstrip("-").partition("=")
-            if not option.startswith("-") or key != "arch" or not sep:
-                raise TargetError(f"bad target option {option!r} in {spec!r}; expected -arch=sm_XX")
-            if value not in CUDA_ARCHS:
+            if not option.startswith("-") or key not in ("arch", "tensor-cores") or not sep:
+                raise TargetError(f"bad target option {option!r} in {spec!r}; expected -arch=sm_XX "
+                                  "or -tensor-cores=f16|tf32")
+            if key == "tensor-cores":
+                tensor_cores = value
+            elif value not in CUDA_ARCHS:
                 raise TargetError(
                     f"unknown CUDA architecture {value!r} in {spec!r}; supported: " + ", ".join(CUDA_ARCHS))
-            arch = value
-        return Target(kind=self.name, arch=arch)
+            else:
+                arch = value
+        if tensor_cores is not None and (problem := tensor_core_problem(tensor_cores, arch)):
+            raise TargetError(f"{problem} (in {spec!r})")
+        return Target(kind=self.name, arch=arch, tensor_cores=tensor_cores)
 
     def spec(self, target: Target) -> str:
-        return f"cuda -arch={target.arch}"
+        tensor_cores = f" -tensor-cores={target.tensor_cores}" if target.tensor_cores else ""
+        return f"cuda -arch={target.arch}{tensor_cores}"
 
     def can_run_here(self, target: Target) -> bool:
         return cuda_driver_available()

@@ -15,9 +15,14 @@ loop-invariant vector transfers. What differs is what the tiles mean:
   copied into workgroup memory (``pad`` + ``bufferize_to_allocation`` in
   ``#gpu.address_space<workgroup>``) by all threads of the block, then read by them; the
   barriers come from ``map_nested_forall_to_threads`` (one after every thread loop);
+- *warp tiles* (``tile_using_forall`` with ``#gpu.warp<linear_dim_*>``, the
+  ``tensor-cores=f16|tf32`` option): a contraction's block tile split over warps, each warp's tile one
+  ``vector.contract`` unrolled to the 16x8x16 shape of ``mma.sync``, which
+  ``tensor_cores.py`` turns into ``nvgpu.mma.sync`` after mapping;
 - *block-per-row reductions* (softmax, layer norm, ``reduce_*``): one block per output
   element, its threads each reduce a chunk (``tile_reduction_using_forall``) into a
-  partials buffer in workgroup memory that one thread combines.
+  partials buffer in workgroup memory that one thread combines; with ``warp-reduce=1`` the
+  threads combine their partials with warp shuffles instead (``warp_reduce.py``).
 
 After bufferization, :func:`gpu_map_pass` (``tilecraft-gpu-map``) turns each block loop into
 a ``gpu.launch`` (``map_forall_to_blocks``) and its thread loops into thread ids
@@ -45,6 +50,8 @@ from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_t
 from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
+from .tensor_cores import TENSOR_CORE_LAUNCH, contractions_to_mma_sync
+from .warp_reduce import WARP_COMBINE, combine_with_warp_shuffles
 
 WORKGROUP = "#gpu.address_space<workgroup>"
 _AXES = ("x", "y", "z")
@@ -65,6 +72,16 @@ class GpuConfig:
       shared: stage contraction operand tiles in shared memory (off: threads read global).
       unroll: reduction steps per vectorized body (outer products unrolled per step).
       row_threads: threads cooperating on one row of a block-per-row reduction.
+      warp_reduce: combine a block-per-row reduction's partials with warp shuffles
+        (``gpu.all_reduce``, see ``warp_reduce.py``) instead of one thread reading them all.
+        Off by default until a GPU has checked its numbers (the order of the additions
+        changes, so results differ from the serial combination in the last bits).
+      tensor_cores: ``"f16"``: contractions of f16 inputs accumulating in f32 run on tensor
+        cores (``mma.sync.m16n8k16``, sm_80 and later); ``"tf32"``: f32 ones do, as TF32
+        (``m16n8k8``; only when asked: the inputs lose mantissa bits); ``""``: none
+        (``bf16`` is refused with the reason). Off by default until a GPU has checked it.
+      arch: the CUDA architecture compiled for (``"sm_90"``); the tensor-core option
+        refuses one below sm_80. ``""``: not checked (the pass run on its own).
     """
 
     max_threads: int = 256
@@ -77,6 +94,22 @@ class GpuConfig:
     shared: bool = True
     unroll: int = 4
     row_threads: int = 128
+    warp_reduce: bool = False
+    tensor_cores: str = ""
+    arch: str = ""
+
+
+# Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type of the
+# inputs they take (accumulating in f32) and the mma.sync shape (m, n, k) for it: f16 as is,
+# tf32 (f32 inputs rounded to 10-bit mantissas by the tensor cores: only when asked).
+TENSOR_CORE_TYPES = {"f16": ("f16", (16, 8, 16)), "tf32": ("f32", (16, 8, 8))}
+# Types the option names but the conversion cannot take yet, and why.
+_TENSOR_CORES_NOT_BUILT = {
+    "bf16": "upstream's vector-to-nvgpu conversion has no bf16 ldmatrix/mma.sync fragments",
+}
+WARP_SIZE = 32
+# Upper bounds of a warp's output tile (several mma.sync per K step: fragment reuse).
+_WARP_TILE = (32, 32)
 
 
 @dataclass(frozen=True)
@@ -96,7 +129,10 @@ class GpuOpSchedule:
     tiled loop, in loop order. ``k_tiles`` is the block-level reduction loop (the slice staged
     in shared memory when ``promoted``); ``register_tiles`` / ``reduction_tiles`` are loops
     inside a thread. ``row_threads`` > 0 selects the block-per-row reduction: the threads
-    split the innermost (reduction) loop instead of parallel ones.
+    split the innermost (reduction) loop instead of parallel ones; ``warp_combine`` marks its
+    combination for the warp-shuffle rewrite (``warp_reduce.py``). ``warp_tiles`` (with
+    ``warp_mapping``) are the per-warp output tiles of a tensor-core contraction
+    (``kind == "tensor_core"``), whose block has ``WARP_SIZE`` x warps threads.
     """
 
     tag: int
@@ -110,6 +146,10 @@ class GpuOpSchedule:
     register_tiles: tuple[int, ...] | None = None
     reduction_tiles: tuple[int, ...] | None = None
     row_threads: int = 0
+    warp_combine: bool = False
+    warp_tiles: tuple[int, ...] = ()
+    warp_mapping: tuple[str, ...] = ()
+    mma_shape: tuple[int, ...] = ()
     fused_init_tag: int | None = None
     init_thread_tiles: tuple[int, ...] = ()
     init_thread_mapping: tuple[str, ...] = ()
@@ -126,6 +166,12 @@ class GpuOpSchedule:
         dims = [1, 1, 1]
         if self.row_threads:
             dims[0] = self.row_threads
+        if self.warp_tiles:
+            # Lanes on x, warps on y (the copies' and the init's thread loops fit in it).
+            warps = 1
+            for b, t in zip(self.block_tiles, self.warp_tiles):
+                warps *= b // t if t else 1
+            dims[0], dims[1] = WARP_SIZE, warps
         threads = [b // t for b, t in zip(self.block_tiles, self.thread_tiles) if t]
         for axis, count in zip(self.thread_mapping, threads):
             dims[_AXES.index(axis)] = max(dims[_AXES.index(axis)], count)
@@ -231,7 +277,9 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         # One partial per thread; the combination (parallel loops only, extent 1 in a block)
         # runs on one thread.
         w.tile_mapped(fill, (*([0] * (n_loops - 1)), 1), ("x",), "thread")
-        w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
+        combine, _ = w.tile_mapped(combine, (1,) + (0,) * (n_loops - 2), ("x",), "thread")
+        if plan.warp_combine:
+            w.lines.append(f'transform.annotate {combine} "{WARP_COMBINE}" : {w.ANY}')
         if plan.vectorize:
             w.vectorize(split)
         return named_sequence(plan.sequence_name, w)
@@ -246,6 +294,23 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         op = tiled
         if plan.promoted:
             op = w.stage_in_shared_memory(op, k_loop, plan.promoted, n_loops)
+    if plan.warp_tiles:
+        op, warp = w.tile_mapped(op, plan.warp_tiles, plan.warp_mapping, "warp")
+        w.vectorize(op)
+        # One (M, N, K) contraction per warp tile: the vectorizer's broadcasts and transposes
+        # folded into its indexing maps, a batch matmul's unit batch dim dropped, its f16 ->
+        # f32 extensions folded into its operands
+        # (the mixed-precision form mma.sync takes); then unrolled to the mma.sync shape.
+        m, n, k = plan.mma_shape
+        w.lines.append(f"transform.apply_patterns to {warp} {{\n"
+                       f"  transform.apply_patterns.vector.reduction_to_contract\n"
+                       f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
+                       f"  transform.apply_patterns.vector.fold_arith_extension\n"
+                       f"}} : {w.ANY}")
+        w.lines.append(f"transform.apply_patterns to {warp} {{\n"
+                       f"  transform.apply_patterns.gpu.unroll_vectors_subgroup_mma [{m}, {n}, {k}]\n"
+                       f"}} : {w.ANY}")
+        return named_sequence(plan.sequence_name, w)
     op, _ = w.tile_mapped(op, plan.thread_tiles, plan.thread_mapping, "thread")
     if plan.register_tiles and any(plan.register_tiles):
         op = w.tile_for(op, plan.register_tiles)
@@ -391,6 +456,78 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
     )
 
 
+def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | None,
+                          element_types: tuple[str, ...], config: GpuConfig) -> bool:
+    """Whether ``nest`` is a contraction ``mma.sync`` computes as planned: A[.., m, k] and
+    B[.., k, n] or B[.., n, k] of the chosen type into an f32 C[.., m, n], one m, n and k
+    loop, at most one batch loop longer than 1, and extents that are multiples of the mma
+    shape. Any other contraction keeps the FMA schedule."""
+    if config.tensor_cores not in TENSOR_CORE_TYPES:
+        return False
+    want, mma_shape = TENSOR_CORE_TYPES[config.tensor_cores]
+    if operand_maps is None or len(operand_maps) != 3 or nest.num_inputs != 2:
+        return False
+    if tuple(element_types) != (want, want, "f32"):
+        return False
+    batch, m_dims, n_dims, k_dims = nest.contraction
+    if len(m_dims) != 1 or len(n_dims) != 1 or len(k_dims) != 1:
+        return False
+    if sum(1 for d in batch if nest.ranges[d] > 1) > 1:   # one batch loop, on blocks' z
+        return False
+    m, n, k = m_dims[0], n_dims[0], k_dims[0]
+    if any(nest.ranges[d] % size for d, size in zip((m, n, k), mma_shape)):
+        return False
+    dims = [[ir.AffineDimExpr(e).position for e in amap.results] for amap in operand_maps]
+    return (dims[0][-2:] == [m, k] and dims[1][-2:] in ([k, n], [n, k])
+            and dims[2][-2:] == [m, n])
+
+
+def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
+                      operand_maps: list[ir.AffineMap]) -> GpuOpSchedule:
+    """A contraction on tensor cores: block tile of C (batch on z), K staged through shared
+    memory in slices of 16 or 32, the block tile split into warp tiles of up to 32 x 32,
+    each warp's tile ``mma.sync`` steps of 16 x 8 x 16."""
+    batch, (m,), (n,), (k,) = nest.contraction
+    n_loops = len(nest.ranges)
+    mma_m, mma_n, mma_k = TENSOR_CORE_TYPES[config.tensor_cores][1]
+    wm = largest_divisor(nest.ranges[m], _WARP_TILE[0], multiple_of=mma_m)
+    wn = largest_divisor(nest.ranges[n], _WARP_TILE[1], multiple_of=mma_n)
+    bm = largest_divisor(nest.ranges[m], config.block_m, multiple_of=wm)
+    bn = largest_divisor(nest.ranges[n], config.block_n, multiple_of=wn)
+    while (bm // wm) * (bn // wn) * WARP_SIZE > config.max_threads and bm > wm:
+        bm = largest_divisor(nest.ranges[m], bm // 2, multiple_of=wm)
+    while (bm // wm) * (bn // wn) * WARP_SIZE > config.max_threads and bn > wn:
+        bn = largest_divisor(nest.ranges[n], bn // 2, multiple_of=wn)
+    warps = (bm // wm) * (bn // wn)
+    block = [0] * n_loops
+    block[m], block[n] = bm, bn
+    warp = [0] * n_loops
+    warp[m], warp[n] = wm, wn
+    outer_batch = [d for d in batch if nest.ranges[d] > 1]
+    mapping = ("y", "x")
+    if outer_batch:
+        block[outer_batch[-1]] = 1
+        mapping = ("z", "y", "x")
+    kt = largest_divisor(nest.ranges[k], max(config.k_step, mma_k), multiple_of=mma_k)
+    k_tiles = tuple(kt if d == k else 0 for d in range(n_loops))
+    promotions = []
+    for operand, affine_map in enumerate(operand_maps[:2]):
+        shape = tuple(block[ir.AffineDimExpr(e).position] or k_tiles[ir.AffineDimExpr(e).position]
+                      or 1 for e in affine_map.results)
+        tiles, axes = _copy_distribution(shape, config, WARP_SIZE, warps)
+        promotions.append(Promotion(operand, (0,) * (len(shape) - len(tiles)) + tiles, axes))
+    # The thread tiles only shape the fused init fill (lanes on x, warps on y).
+    init_tiles, _ = _copy_distribution((bm, bn), config, WARP_SIZE, warps)
+    thread = [0] * n_loops
+    thread[m], thread[n] = init_tiles
+    return GpuOpSchedule(
+        tag, "tensor_core", tuple(block), mapping, tuple(thread), ("y", "x"),
+        k_tiles=k_tiles, promoted=tuple(promotions),
+        warp_tiles=tuple(warp), warp_mapping=("linear_dim_1", "linear_dim_0"),
+        mma_shape=(mma_m, mma_n, mma_k),
+    )
+
+
 def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSchedule | None:
     """One block per output element, its threads splitting the innermost reduction loop."""
     rows = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
@@ -402,12 +539,17 @@ def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSch
     if not rows:
         return None
     block = tuple(1 if d in rows else 0 for d in range(len(nest.ranges)))
-    return GpuOpSchedule(tag, "row_reduction", block, _axes_for(rows), row_threads=threads)
+    return GpuOpSchedule(tag, "row_reduction", block, _axes_for(rows), row_threads=threads,
+                         warp_combine=config.warp_reduce)
 
 
 def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
-                operand_maps: list[ir.AffineMap] | None = None) -> GpuOpSchedule:
-    """The GPU plan of one op (raises :class:`GpuScheduleError` for what cannot be mapped)."""
+                operand_maps: list[ir.AffineMap] | None = None,
+                element_types: tuple[str, ...] = ()) -> GpuOpSchedule:
+    """The GPU plan of one op (raises :class:`GpuScheduleError` for what cannot be mapped).
+
+    ``element_types``: the element type of each operand (``"f16"``), which decides whether
+    a contraction goes to tensor cores (``config.tensor_cores``)."""
     if not nest.static:
         raise GpuScheduleError(
             f"{nest.op_name}: dynamic shapes are not supported by the CUDA schedule; give static "
@@ -418,6 +560,8 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
     if 0 in nest.ranges:
         raise GpuScheduleError(f"{nest.op_name}: zero-size loops have nothing to run on the GPU")
     if plans_as_contraction(nest):
+        if config.tensor_cores and _tensor_core_operands(nest, operand_maps, element_types, config):
+            return _plan_tensor_core(nest, tag, config, operand_maps)
         return _plan_contraction(nest, tag, config, operand_maps)
     if nest.convolution and nest.op_name in DECOMPOSABLE:
         return _plan_parallel(nest, tag, config, kind="convolution")
@@ -454,6 +598,11 @@ def operand_maps_of(module: ir.Operation) -> list[list[ir.AffineMap]]:
     return [indexing_maps(op) for op in structured_ops(twin)]
 
 
+def _element_types(op: ir.Operation) -> tuple[str, ...]:
+    return tuple(str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
+                 else str(v.type) for v in op.operands)
+
+
 def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> list[GpuOpSchedule]:
     """Tag every structured op of ``module`` (``tilecraft.op_id``) and plan it for the GPU."""
     analyzed = analyze_loop_nests(module)
@@ -467,7 +616,7 @@ def plan_gpu_module(module: ir.Operation, config: GpuConfig = GpuConfig()) -> li
     for (op, nest), op_maps in zip(analyzed, maps):
         tag = tags[op]
         try:
-            plan = plan_gpu_op(nest, tag, config, op_maps)
+            plan = plan_gpu_op(nest, tag, config, op_maps, _element_types(op))
         except GpuScheduleError as error:
             raise GpuScheduleError(f"{error} (at {op.location})") from None
         fill = init_fill(op)
@@ -576,6 +725,11 @@ _CONFIG_OPTIONS = {
     "shared": "1: stage contraction operands in shared memory, 0: read global (default 1)",
     "unroll": "reduction steps per vectorized body (default 4)",
     "row-threads": "threads per row of a block-per-row reduction (default 128)",
+    "warp-reduce": "1: combine block-per-row partials with warp shuffles, 0: one thread "
+                   "combines them from shared memory (default 0)",
+    "tensor-cores": "f16 (f16 inputs) or tf32 (f32 inputs as TF32): contractions accumulating "
+                    "in f32 on tensor cores (mma.sync, sm_80 and later); empty: none (default)",
+    "arch": "the CUDA architecture (sm_XX) the tensor-core option is checked against",
 }
 
 
@@ -588,11 +742,42 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
                             ("unroll", "unroll"), ("row-threads", "row_threads")):
         if key in options:
             values[field_name] = positive_int_option(key, options[key])
-    if "shared" in options:
-        if options["shared"] not in ("0", "1"):
-            raise GpuScheduleError(f"option shared must be 0 or 1, got {options['shared']!r}")
-        values["shared"] = options["shared"] == "1"
+    for key, field_name in (("shared", "shared"), ("warp-reduce", "warp_reduce")):
+        if key in options:
+            if options[key] not in ("0", "1"):
+                raise GpuScheduleError(f"option {key} must be 0 or 1, got {options[key]!r}")
+            values[field_name] = options[key] == "1"
+    if options.get("tensor-cores"):
+        values["tensor_cores"] = _tensor_core_option(options["tensor-cores"], options.get("arch", ""))
+    if "arch" in options:
+        values["arch"] = options["arch"]
     return GpuConfig(**values)
+
+
+def tensor_core_problem(value: str, arch: str) -> str | None:
+    """Why ``tensor-cores=<value>`` cannot be compiled for ``arch`` (``""``: any), or ``None``.
+    Shared by the schedule pass's option and the target's ``-tensor-cores=``."""
+    if value in _TENSOR_CORES_NOT_BUILT:
+        return (f"tensor-cores={value} is not supported yet ({_TENSOR_CORES_NOT_BUILT[value]}); "
+                f"choose {' or '.join(TENSOR_CORE_TYPES)}")
+    if value not in TENSOR_CORE_TYPES:
+        return f"tensor-cores must be one of {', '.join(TENSOR_CORE_TYPES)}, got {value!r}"
+    if arch:
+        digits = arch.removeprefix("sm_").rstrip("a")
+        if not digits.isdigit():
+            return f"the arch must be sm_XX, got {arch!r}"
+        if int(digits) < 80:
+            return (f"tensor-cores={value} needs sm_80 or later (mma.sync with {value} inputs), "
+                    f"the target is {arch}")
+    return None
+
+
+def _tensor_core_option(value: str, arch: str) -> str:
+    """``value`` of the ``tensor-cores`` option, checked (:func:`tensor_core_problem`)."""
+    problem = tensor_core_problem(value, arch)
+    if problem is not None:
+        raise GpuScheduleError(f"option {problem}")
+    return value
 
 
 @register_pass(
@@ -679,6 +864,12 @@ def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "scf.forall" and "mapping" in op.attributes:
             mapping = [str(a) for a in ir.ArrayAttr(op.attributes["mapping"])]
+            if mapping and mapping[0].startswith("#gpu.warp"):
+                # Warps (linear ids): lanes on x, warps on y (the plan's block_dims).
+                warps = 1
+                for bound in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"]):
+                    warps *= int(bound)
+                dims[0], dims[1] = max(dims[0], WARP_SIZE), max(dims[1], warps)
             if mapping and mapping[0].startswith("#gpu.thread"):
                 bounds = [int(v) for v in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"])]
                 for attr, bound in zip(mapping, bounds):
@@ -688,6 +879,11 @@ def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
 
     forall.walk(visit, ir.WalkOrder.PRE_ORDER)
     return dims[0], dims[1], dims[2]
+
+
+def _has_warp_loops(forall: ir.Operation) -> bool:
+    return bool(ops_where(forall, lambda op: op.name == "scf.forall" and "mapping" in op.attributes
+                          and str(ir.ArrayAttr(op.attributes["mapping"])).startswith("[#gpu.warp")))
 
 
 @register_pass(
@@ -720,8 +916,11 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         launch = w.fresh("launch")
         w.lines.append(f"{launch} = transform.gpu.map_forall_to_blocks {handle} generate_gpu_launch"
                        f" : ({w.ANY}) -> {w.ANY}")
-        w.lines.append(f"{w.fresh('mapped')} = transform.gpu.map_nested_forall_to_threads {launch} "
+        mapped = w.fresh("mapped")
+        w.lines.append(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} "
                        f"block_dims = {list(dims)} : ({w.ANY}) -> {w.ANY}")
+        if _has_warp_loops(forall):
+            w.lines.append(f'transform.annotate {mapped} "{TENSOR_CORE_LAUNCH}" : {w.ANY}')
     script = ("module attributes {transform.with_named_sequence} {\n"
               + named_sequence("__transform_main", w) + "\n}\n")
     with module.context:
@@ -732,3 +931,5 @@ def gpu_map_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     except ValueError as error:
         raise GpuScheduleError(f"mapping loops onto the GPU grid failed: {error}") from None
     remove_tags(module)
+    combine_with_warp_shuffles(module)
+    contractions_to_mma_sync(module)

@@ -8,7 +8,8 @@ config becomes a plan through the same planner the default GPU schedule uses
 - ``contraction``: block tile (``block_m`` x ``block_n``), thread tile (``thread_m`` x
   ``thread_n`` register accumulators), shared-memory staging on/off (``shared``), the
   staged K slice (``k_step``) and the reduction steps per vectorized body (``unroll``);
-- ``row_reduction`` (softmax, norms): threads per row (``row_threads``);
+- ``row_reduction`` (softmax, norms): threads per row (``row_threads``) and how their
+  partials combine (``warp_reduce``: warp shuffles, or one thread reading shared memory);
 - everything else: threads per block (``max_threads``) and elements per thread (``vector``).
 
 Measuring a config needs a GPU: :func:`require_cuda_device` raises
@@ -47,6 +48,7 @@ _KNOBS: dict[str, tuple[Knob, ...]] = {
     ),
     "row_reduction": (
         Knob("row_threads", (32, 64, 128, 256, 512), "threads reducing one row"),
+        Knob("warp_reduce", (0, 1), "combine the threads' partials with warp shuffles"),
     ),
     "elementwise": (
         Knob("max_threads", (64, 128, 256, 512, 1024), "threads per block"),
@@ -84,8 +86,9 @@ class GpuScheduleSpace(SearchSpace):
 
     def gpu_config(self, config: Mapping[str, int]) -> GpuConfig:
         values = dict(self.validate(config))
-        if "shared" in values:
-            values["shared"] = bool(values["shared"])
+        for flag in ("shared", "warp_reduce"):
+            if flag in values:
+                values[flag] = bool(values[flag])
         return GpuConfig(**values)
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> GpuOpSchedule:

@@ -29,12 +29,18 @@ def generated(tmp_path_factory):
 
 def test_launches_match_the_kernel_parameters(generated):
     cases = json.loads((generated / "cases.json").read_text())
-    assert {c["name"] for c in cases} >= {"vadd_bind", "matmul_bind", "matmul_default_512x384x256"}
+    assert {c["name"] for c in cases} >= {"vadd_bind", "matmul_bind", "matmul_default_512x384x256",
+                                          "matmul_tensor_cores_f16_512x384x256"}
     for case in cases:
         ptx = (generated / case["ptx"]).read_text()
         entry = ptx[ptx.index(".entry main_kernel("):]
         params = re.findall(r"\.param \.u64", entry[:entry.index(")")])
         assert len(params) == sum(3 + 2 * len(shape) for shape in case["shapes"]), case["name"]
+        if case.get("dtype") == "float16":  # tensor cores; the f32 output named for the runner
+            assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx, case["name"]
+            out = case["shapes"][case["out"]]
+            a, b = [shape for i, shape in enumerate(case["shapes"]) if i != case["out"]]
+            assert [a[0], b[1]] == out and a[1] == b[0] or [b[0], a[1]] == out and b[1] == a[0]
         block = case["block"][0] * case["block"][1] * case["block"][2]
         assert f".maxntid {case['block'][0]}, {case['block'][1]}, {case['block'][2]}" in ptx or block <= 1024
 

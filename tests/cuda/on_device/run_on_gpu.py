@@ -1,7 +1,8 @@
 """Runs tilecraft-generated PTX on the GPU with CuPy, through the memref-descriptor ABI of
 MLIR's gpu lowering (per memref: allocated ptr, aligned ptr, offset, sizes, strides), and
 checks each output against numpy. Which argument is the output is not recorded in the PTX:
-each assignment of roles that fits the shapes is tried, the output prefilled with NaN."""
+each assignment of roles that fits the shapes is tried, the output prefilled with NaN (a case
+with f16 inputs names its f32 output, ``out``, and its inputs' ``dtype``)."""
 import itertools, json, sys, time
 import numpy as np, cupy as cp
 
@@ -26,14 +27,16 @@ for case in json.load(open(FOLDER + "/cases.json")):
     shapes = [tuple(s) for s in case["shapes"]]
     rng = np.random.default_rng(0)
     verdict = "MISMATCH for every assignment of roles"
+    dtype = np.dtype(case.get("dtype", "float32"))
     for out, x, y in itertools.permutations(range(3)):
-        if not fits(case["kind"], shapes, out, x, y):
+        if not fits(case["kind"], shapes, out, x, y) or case.get("out", out) != out:
             continue
-        host = {x: rng.random(shapes[x], dtype=np.float32), y: rng.random(shapes[y], dtype=np.float32)}
+        host = {i: rng.random(shapes[i], dtype=np.float32).astype(dtype) for i in (x, y)}
         arrays = [cp.full(shapes[i], np.nan, np.float32) if i == out else cp.asarray(host[i]) for i in range(3)]
         launch(case, kernel, arrays)
         got = cp.asnumpy(arrays[out])
-        want = host[x] + host[y] if case["kind"] == "add" else host[x] @ host[y]
+        want = host[x] + host[y] if case["kind"] == "add" else \
+            host[x].astype(np.float32) @ host[y].astype(np.float32)
         if np.allclose(got, want, rtol=1e-4, atol=1e-3):
             reps = 50
             start = time.perf_counter()

@@ -1,0 +1,237 @@
+"""Tensor-core contractions (schedule option ``tensor-cores=f16``; targets/cuda/tensor_cores.py,
+schedule.py's ``_plan_tensor_core``): which contractions get warp tiles and ``mma.sync``, the
+option's refusals, the scheduled program's numbers (replayed on the CPU), ptxas on the
+kernels, and the guard that no thread-level contraction is distributed over a warp. The
+kernels' numbers on a GPU: benchmarks/cuda_device_check.py where one is lent."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cuda_testing import cpu_replay, ptx_counts
+
+import tilecraft
+from tilecraft.errors import GpuScheduleError, TargetError
+from tilecraft.pipelines.target import Target
+from tilecraft.targets.cuda import cuda_pipeline, find_ptxas
+from tilecraft.targets.cuda import tensor_cores
+from tilecraft.targets.cuda.lowering import kernel_resources
+from tilecraft.targets.cuda.schedule import config_from_options
+
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+
+
+def matmul(m: int, n: int, k: int, dtype: str = "f16", *, transpose_b: bool = False,
+           batch: int = 0) -> str:
+    """C[(b,) m, n] (f32) = A[(b,) m, k] @ B[(b,) k, n] (or B[n, k] with ``transpose_b``)."""
+    lead = f"{batch}x" if batch else ""
+    op = "linalg.batch_matmul" if batch else ("linalg.matmul_transpose_b" if transpose_b else "linalg.matmul")
+    b_shape = f"{lead}{n}x{k}" if transpose_b else f"{lead}{k}x{n}"
+    if transpose_b:
+        op = "linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, " \
+             "affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]"
+    return f"""
+func.func @matmul(%a: tensor<{lead}{m}x{k}x{dtype}>, %b: tensor<{b_shape}x{dtype}>) -> tensor<{lead}{m}x{n}xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<{lead}{m}x{n}xf32>
+  %c = linalg.fill ins(%zero : f32) outs(%empty : tensor<{lead}{m}x{n}xf32>) -> tensor<{lead}{m}x{n}xf32>
+  %r = {op} ins(%a, %b : tensor<{lead}{m}x{k}x{dtype}>, tensor<{b_shape}x{dtype}>)
+                     outs(%c : tensor<{lead}{m}x{n}xf32>) -> tensor<{lead}{m}x{n}xf32>
+  return %r : tensor<{lead}{m}x{n}xf32>
+}}
+"""
+
+
+def _compile(source: str, options: str = "tensor-cores=f16", arch: str = "sm_90"):
+    target = f"cuda -arch={arch}"
+    return tilecraft.compile(source, target=target,
+                             pipeline=cuda_pipeline(target, schedule_options=options))
+
+
+def _reference(a, b, transpose_b=False):
+    b = np.swapaxes(b, -1, -2) if transpose_b else b
+    return a.astype(np.float32) @ b.astype(np.float32)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_an_f16_matmul_runs_on_tensor_cores(arch):
+    module = _compile(matmul(256, 192, 128), arch=arch)
+    ptx = module.ptx()
+    # 64 x 64 block tiles, 4 warps of 32 x 32 (lanes on x, warps on y), each warp 2 x 4
+    # mma.sync per K slice of 16 staged in shared memory (16-byte aligned for ldmatrix).
+    assert ".maxntid 32, 4, 1" in ptx
+    assert ptx.count(MMA) == 8
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2        # A fragments
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 4  # B, K-major
+    assert ptx.count(".shared .align 16 .b8") == 2
+    assert ptx_counts(ptx)["bar.sync"] >= 2
+    assert "fma.rn.f32" not in ptx
+
+
+@pytest.mark.parametrize("source, shapes, transpose_b", [
+    (matmul(256, 192, 128), ((256, 128), (128, 192)), False),
+    (matmul(64, 64, 64, transpose_b=True), ((64, 64), (64, 64)), True),
+    (matmul(32, 48, 32, batch=3), ((3, 32, 32), (3, 32, 48)), False),
+])
+def test_the_scheduled_program_computes_the_product(source, shapes, transpose_b):
+    """The warp tiles, the staging and the 16 x 8 x 16 unrolled contractions, compiled for the
+    CPU (the lane distribution of mma.sync is upstream's; a GPU checks it)."""
+    module = _compile(source)
+    assert "nvgpu.mma.sync" in module.ir("map")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in shapes)
+    np.testing.assert_allclose(cpu_replay(module, source)(a, b), _reference(a, b, transpose_b),
+                               rtol=1e-4, atol=1e-3)
+
+
+def test_a_k_major_b_is_read_without_transposing():
+    ptx = _compile(matmul(64, 64, 64, transpose_b=True)).ptx()
+    assert MMA in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx and ".trans" not in ptx
+
+
+@pytest.mark.parametrize("source, why", [
+    (matmul(256, 192, 128, "f32"), "f32 inputs (tf32 only when asked)"),
+    (matmul(40, 64, 64), "M not a multiple of 16"),
+    (matmul(64, 64, 40), "K not a multiple of 16"),
+])
+def test_other_contractions_keep_the_fma_schedule(source, why):
+    module = _compile(source)
+    ptx = module.ptx()
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx, why
+    assert "fma.rn.f32" in ptx or "mul.rn.f32" in ptx, why   # the FMA units
+
+
+def test_off_by_default():
+    ptx = _compile(matmul(256, 192, 128), options="").ptx()
+    assert "mma.sync" not in ptx
+
+
+def test_the_option_is_checked():
+    assert config_from_options({"tensor-cores": "f16", "arch": "sm_80"}).tensor_cores == "f16"
+    with pytest.raises(GpuScheduleError, match="must be one of f16, tf32, got 'fp8'"):
+        config_from_options({"tensor-cores": "fp8"})
+    with pytest.raises(GpuScheduleError, match="tensor-cores=bf16 is not supported yet"):
+        config_from_options({"tensor-cores": "bf16"})
+    with pytest.raises(GpuScheduleError, match="needs sm_80 or later .* the target is sm_75"):
+        _compile(matmul(64, 64, 64), arch="sm_75")
+
+
+def test_a_contraction_left_unconverted_is_an_error(monkeypatch):
+    """The guard: if the conversion leaves a warp's contraction (here: a pass that converts
+    nothing), compiling fails instead of running it per lane."""
+    monkeypatch.setattr(tensor_cores, "_CONVERT", "builtin.module(canonicalize)")
+    with pytest.raises(GpuScheduleError, match="not converted to mma.sync"):
+        _compile(matmul(64, 64, 64))
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptxas_accepts_the_kernels_without_spills(arch):
+    module = _compile(matmul(256, 192, 128), arch=arch)
+    for ptx in module.ptx_modules().values():
+        for name, used in kernel_resources(ptx, arch).items():
+            assert not used.spills, (name, used)
+            assert used.shared_bytes >= 4096, (name, used)
+
+
+def test_thread_level_kernels_beside_tensor_cores_are_left_alone():
+    """An f16 matmul on tensor cores beside an f32 one on the FMA units: the conversion sees
+    the tensor-core launch alone (upstream's pass aborted the process on the f32 kernel's
+    register tiles when it saw the whole function), and the f32 kernel keeps its FMAs."""
+    source = """
+func.func @main(%a: tensor<128x64xf16>, %b: tensor<64x64xf16>, %x: tensor<128x64xf32>,
+                %y: tensor<64x64xf32>) -> (tensor<128x64xf32>, tensor<128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<128x64xf32>
+  %c1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<128x64xf16>, tensor<64x64xf16>)
+                     outs(%c1 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %e2 = tensor.empty() : tensor<128x64xf32>
+  %c2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %s = linalg.matmul ins(%x, %y : tensor<128x64xf32>, tensor<64x64xf32>)
+                     outs(%c2 : tensor<128x64xf32>) -> tensor<128x64xf32>
+  return %r, %s : tensor<128x64xf32>, tensor<128x64xf32>
+}
+"""
+    module = _compile(source)
+    ptx = module.ptx()
+    assert ptx.count(MMA) == 8 and ptx.count("fma.rn.f32") >= 64
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((128, 64)).astype(np.float16), rng.standard_normal((64, 64)).astype(np.float16)
+    x, y = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    r, s = cpu_replay(module, source)(a, b, x, y)
+    np.testing.assert_allclose(r, _reference(a, b), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(s, x @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_tf32_only_when_asked():
+    """tensor-cores=tf32: f32 contractions on tensor cores (m16n8k8, the inputs rounded to
+    TF32 by the hardware); f16 ones then stay on the FMA units, and without it f32 does."""
+    source = matmul(256, 192, 128, "f32")
+    module = _compile(source, options="tensor-cores=tf32")
+    ptx = module.ptx()
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+    assert "tf32Enabled" in module.ir("map")
+    assert "mma.sync" not in _compile(matmul(64, 64, 64), options="tensor-cores=tf32").ptx()
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((128, 192)).astype(np.float32)
+    np.testing.assert_allclose(cpu_replay(module, source)(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_the_target_option():
+    """``cuda -arch=sm_90 -tensor-cores=f16``: the same schedule without a custom pipeline;
+    a bad value or an arch without mma.sync is a TargetError when the target is parsed."""
+    module = tilecraft.compile(matmul(64, 64, 64), target="cuda -arch=sm_90 -tensor-cores=f16")
+    assert MMA in module.ptx()
+    assert Target.parse("cuda -tensor-cores=tf32").tensor_cores == "tf32"
+    assert str(Target.parse("cuda -arch=sm_90 -tensor-cores=f16")) == "cuda -arch=sm_90 -tensor-cores=f16"
+    for spec, message in (("cuda -arch=sm_75 -tensor-cores=f16", "needs sm_80 or later"),
+                          ("cuda -tensor-cores=bf16", "bf16 is not supported yet"),
+                          ("cuda -tensor-cores=fp8", "must be one of f16, tf32, got 'fp8'"),
+                          ("cuda -tensor-cores", "bad target option")):
+        with pytest.raises(TargetError, match=message):
+            Target.parse(spec)
+
+
+def test_an_onnx_f16_matmul_gets_tensor_cores():
+    """The ONNX frontend accumulates an f16 MatMul in f32 (then rounds to f16): that
+    contraction is the tensor cores' form; the rounding stays an elementwise kernel."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [64, 128]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT16, [128, 64])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT16, [64, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = tilecraft.compile(model, target="cuda -arch=sm_90 -tensor-cores=f16")
+    assert module.ptx().count(MMA) == 8
+    assert "mma.sync" not in tilecraft.compile(model, target="cuda -arch=sm_90").ptx()
+
+
+def test_two_batch_loops_keep_the_fma_schedule():
+    """Attention's [batch, heads, m, k] x [batch, heads, k, n]: one batch loop maps to the
+    blocks' z, two do not, so it stays on the FMA units instead of failing to compile."""
+    a, b, c = "tensor<2x4x32x32xf16>", "tensor<2x4x32x32xf16>", "tensor<2x4x32x32xf32>"
+    maps = ("affine_map<(p, q, m, n, k) -> (p, q, m, k)>, affine_map<(p, q, m, n, k) -> (p, q, k, n)>, "
+            "affine_map<(p, q, m, n, k) -> (p, q, m, n)>")
+    source = f"""
+func.func @main(%a: {a}, %b: {b}) -> {c} {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : {c}
+  %init = linalg.fill ins(%zero : f32) outs(%e : {c}) -> {c}
+  %r = linalg.generic {{indexing_maps = [{maps}],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}}
+      ins(%a, %b : {a}, {b}) outs(%init : {c}) {{
+  ^bb0(%x: f16, %y: f16, %acc: f32):
+    %xf = arith.extf %x : f16 to f32
+    %yf = arith.extf %y : f16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }} -> {c}
+  return %r : {c}
+}}
+"""
+    assert "mma.sync" not in _compile(source).ptx()
