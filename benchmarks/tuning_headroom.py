@@ -86,18 +86,22 @@ def headroom_rows(name: str, runs: int, roof: Roofline | None) -> list[dict[str,
         gflops = task.flops / seconds / 1e9 if seconds > 0 else 0.0
         flops, moved = float(task.flops), float(task.moved_bytes)
         bounded = peak is not None and task.kind in CONTRACTION_KINDS and task.element_type == "f32"
+        share = seconds * task.executions / total if total else 0.0
         if shared:
             timed = [a for a in anchors[index] if kernels.get(a)]
             gflops = (sum(kernel_flops[a] for a in timed) / sum(kernels[a] for a in timed) / 1e9
                       if timed else 0.0)
             flops, moved = sum(kernel_flops[a] for a in timed), sum(kernel_bytes[a] for a in timed)
+            # The kernel's share, once: each of its tasks' time x executions counted the
+            # kernel's whole time per execution of every task (shares above 100 % in all).
+            share = sum(kernels[a] for a in timed) / total if total else 0.0
         bound = level = None
         if roof is not None and task.element_type == "f32" and flops > 0 and moved > 0:
             bound = roof.attainable(flops, moved)
             level = roof.level_for(moved)[0] if bound < roof.peak_gflops else "peak"
         rows.append({"model": name, "task": task.name, "kind": task.kind, "count": task.count,
                      "executions": task.executions, "ms": seconds * 1e3,
-                     "share": seconds * task.executions / total if total else 0.0,
+                     "share": share,
                      "gflops": gflops, "intensity": flops / moved if moved else None,
                      "peak_fraction": gflops / peak if bounded else None,
                      "bound_gflops": bound, "bound_level": level,
