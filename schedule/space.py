@@ -20,8 +20,10 @@ and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan 
 - ``elementwise`` / ``reduction``: the thread tile of the outer parallel dim (``par``), the
   innermost vector tile (``vec``) and the tile of the next loop out (``reg_outer``).
 
-Every tile divides its loop (tiles stay static, so they vectorize); configs breaking a rule
-are *invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
+Every tile divides its loop (tiles stay static, so they vectorize), except the peeled ones
+(a convolution's column tile, a matmul's column tile where no vector multiple divides N: the
+partial last tile is peeled, as the default plan peels it); configs breaking a rule are
+*invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
 
 The bf16 and int8 dot-product kernels of a reduced-precision build are not scheduled by a
 script: :class:`KernelSpace` searches the parameters their builders take (register tile,
