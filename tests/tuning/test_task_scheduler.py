@@ -2,8 +2,8 @@
 gap to the bound times the task's share of the model is largest").
 
 ``GradientTaskScheduler.run`` is driven with a stand-in for ``search_task`` that measures
-nothing (each batch finds no better config, or a given improvement), so the allocation is the
-scheduler's rule alone: no worker, no timings. The plan's estimate (``planned``) is tested in
+nothing (no batch finds a better config), so the allocation is the scheduler's rule alone:
+no worker, no timings. The plan's estimate (``planned``) is tested in
 test_tuning_tune.py and test_roofline.py; these tests check what ``run`` hands out.
 """
 
@@ -32,31 +32,22 @@ def _state(m: int, fraction_of_peak: float) -> TaskState:
     return state
 
 
-def _fake_search(gains: dict[int, float] | None = None):
-    """A ``search_task`` that counts ``share`` trials and, per batch, multiplies the task's best
-    time by ``gains[id(state)]`` (1: nothing found)."""
-    gains = gains or {}
-
-    def search(state: TaskState, share: int, run, index, count, batch_size, early_stopping,
-               tuner, progress, deadline=None) -> int:
-        state.trials += share
-        gain = gains.get(id(state), 1.0)
-        if gain != 1.0:  # a faster config found: the tuner's best, so best_cost, drops
-            state.tuner = SimpleNamespace(best_cost=state.best_cost * gain, has_next=lambda: True)
-        return share
-
-    return search
+def _fake_search(state: TaskState, share: int, run, index, count, batch_size, early_stopping,
+                 tuner, progress, deadline=None) -> int:
+    """A ``search_task`` that counts ``share`` trials and finds nothing faster."""
+    state.trials += share
+    return share
 
 
-def _run(states: list[TaskState], budget: int, monkeypatch, gains=None, **search) -> list[int]:
-    monkeypatch.setattr(task_scheduler, "search_task", _fake_search(gains))
-    options = TuneOptions(trials=budget, progress=False, **{"trials_per_task": 4, "batch_size": 4, **search})
+def _run(states: list[TaskState], budget: int, monkeypatch) -> list[int]:
+    monkeypatch.setattr(task_scheduler, "search_task", _fake_search)
+    options = TuneOptions(trials=budget, progress=False, trials_per_task=4, batch_size=4)
     GradientTaskScheduler(states, options, None, None).run(budget)
     return [state.trials for state in states]
 
 
 def test_the_budget_goes_to_the_task_far_from_its_bound_not_the_heaviest(monkeypatch):
-    """A task at 95 % of the peak with twice the share of one at 30 % gets fewer trials: the
+    """A task at 95 % of the peak with more than twice the share of one at 30 % gets fewer trials: the
     priority is share x gap to the bound. With the bound unknown (no roofline: headroom 1 for
     both), the same two tasks are weighed by time alone and the heavy one gets more."""
     near, far = _state(512, 0.95), _state(64, 0.30)
@@ -99,7 +90,7 @@ def test_a_task_whose_last_batch_improved_comes_first(monkeypatch):
 
 def test_the_time_budget_ends_the_search_between_batches(monkeypatch):
     states = [_state(128, 0.5), _state(64, 0.5)]
-    monkeypatch.setattr(task_scheduler, "search_task", _fake_search())
+    monkeypatch.setattr(task_scheduler, "search_task", _fake_search)
     scheduler = GradientTaskScheduler(states, TuneOptions(trials=100, progress=False), None, deadline=0.0)
     scheduler.run(100)
     assert all(state.trials == 0 for state in states)
