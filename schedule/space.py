@@ -20,8 +20,10 @@ and the default schedule is :meth:`ScheduleSpace.default`, the point whose plan 
 - ``elementwise`` / ``reduction``: the thread tile of the outer parallel dim (``par``), the
   innermost vector tile (``vec``) and the tile of the next loop out (``reg_outer``).
 
-Every tile divides its loop (tiles stay static, so they vectorize); configs breaking a rule
-are *invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
+Every tile divides its loop (tiles stay static, so they vectorize), except the peeled ones
+(a convolution's column tile, a matmul's column tile where no vector multiple divides N: the
+partial last tile is peeled, as the default plan peels it); configs breaking a rule are
+*invalid* and never measured (:meth:`ScheduleSpace.is_valid`).
 
 The bf16 and int8 dot-product kernels of a reduced-precision build are not scheduled by a
 script: :class:`KernelSpace` searches the parameters their builders take (register tile,
@@ -534,8 +536,7 @@ class ConvSpace(ScheduleSpace):
                                                  include=(d["reg_c"],)),
                               "channels per register tile (depthwise/pooling)"))
         if self.ow is not None:
-            knobs.append(Knob("reg_ow", tuple(sorted({*_divisors(r[self.ow], [1, 2, 4, 7, 8, 14, 16, 28, 32]),
-                                                      d["reg_ow"]})),
+            knobs.append(Knob("reg_ow", self._pixel_tiles(r[self.ow], d["reg_ow"]),
                               "output columns per register tile (the default's may leave a partial "
                               "last tile, peeled)"))
         if self.ic is not None:
@@ -545,6 +546,24 @@ class ConvSpace(ScheduleSpace):
                                                    include=(d["step_ic"],)),
                               "input channels per reduction step"))
         return knobs
+
+    # Column tiles with a partial last tile, offered where the default plan itself peels the
+    # columns (a row of 13 or 25 pixels has no divisor that fills the registers).
+    PEELED_COLUMNS = (4, 6, 8, 12, 16)
+    # The widest column tile taken from the row's own divisors.
+    MAX_COLUMNS = 32
+
+    def _pixel_tiles(self, extent: int, default: int) -> tuple[int, ...]:
+        """``reg_ow``'s values: the usual tiles that divide the row, every other divisor of
+        the row up to :data:`MAX_COLUMNS` (5 and 25 for a 25-pixel row, 13 for 13: such rows
+        had only 1 and the default's peeled 8), and, where the default's tile already leaves
+        a peeled partial tile, other peeled tiles (:data:`PEELED_COLUMNS`) narrower than the
+        row. Derived from the extent alone, so every convolution with such rows gets them."""
+        tiles = {*_divisors(extent, [1, 2, 4, 7, 8, 14, 16, 28, 32]),
+                 *_divisors(extent, range(1, self.MAX_COLUMNS + 1)), default}
+        if extent % default:
+            tiles |= {c for c in self.PEELED_COLUMNS if c < extent}
+        return tuple(sorted(tiles))
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> OpSchedule:
         n_loops = len(self.nest.ranges)
