@@ -135,7 +135,8 @@ def test_split_parts_read_their_filters_block_major(case):
     from pinned_targets import AVX2
 
     model, x = _conv_model(case.pop("channels"), case.pop("filters"), **case)
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})[0]
     compiled = tilecraft.compile(model, cache=False, keep_ir=True, target=AVX2)
     np.testing.assert_allclose(compiled(x=x), expected, rtol=1e-4, atol=1e-4)
     assert compiled.ir("graph").count(CONV + " ") > 1
