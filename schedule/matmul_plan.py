@@ -172,6 +172,15 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         col_loop, col_unit = outer_n, register[outer_n]
         thread[outer_n] = largest_divisor(nest.ranges[outer_n], max(col_unit, cols // nest.ranges[inner_n]),
                                           multiple_of=col_unit)
+    # Rows as several loops (a Linear on windows or on a channels-last image) take their
+    # thread tasks from the rows first (split_outer_rows), each task with all the columns:
+    # that is the task shape Swin's window projections were measured with on two threads
+    # (docs/performance.md, "Contractions with rows as several loops"), from before their
+    # weight panels were seen here; column tasks for them are unmeasured. One thread keeps
+    # the column block (column_blocks: B's L2 block).
+    rows_first = len(m_dims) > 1 and threads > 1
+    if rows_first:
+        thread[col_loop] = nest.ranges[col_loop]
 
     outer_rows = m_dims[:-1]
 
@@ -193,7 +202,7 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
 
     # Peeled columns split rows first: each column task peels its own partial tile, and
     # narrow ones ran slower (peeled_column_block).
-    if not columns_peeled:
+    if not columns_peeled and not rows_first:
         narrow_columns()
     if tasks() < 2 * threads:
         # thread_chunk's tasks are multiples of its unit, which must divide M.
@@ -203,6 +212,8 @@ def plan_contraction(nest: LoopNest, tag: int, lanes: int, threads: int,
         narrow_columns()
     if tasks() < 2 * threads:
         split_outer_rows(nest, outer_rows, thread, tasks, threads)
+    if rows_first:
+        narrow_columns()
     cache = None
     if blocked:
         cache = [0] * n_loops
@@ -492,7 +503,11 @@ def weight_panel_dims(nest: LoopNest) -> tuple[int, int] | None:
     if not nest.contraction:
         return None
     _batch, m_dims, n_dims, k_dims = nest.contraction
-    if len(n_dims) != 2 or len(wide_rows(nest, m_dims)) != 1 or len(nest.operand_dims) < 3:
+    # Rows may be several loops (a Linear on a channels-last image: ConvNeXt's MLP reads
+    # [1, 28, 28, C]); they used to be excluded, and such matmuls were planned one 16-column
+    # panel per register tile (7 x 16 accumulators on AVX-512), about 10 % behind
+    # onnxruntime's one-thread GEMM (docs/performance.md, "Channels-last MLPs").
+    if len(n_dims) != 2 or len(nest.operand_dims) < 3:
         return None
     outer_n, inner_n = n_dims
     # K may be several loops (``reduction_block``): B'[nb, kb, kj, j] when A is itself a

@@ -29,8 +29,9 @@ whose width has no 4-8 pixel register tile is cut in two that have (``tile_frien
 Each part writes its slice of the original accumulator (``tensor.extract_slice`` /
 ``tensor.insert_slice`` on one destination, so bufferization computes every part in place;
 a zero accumulator is filled per part, so the fill joins the part's register tiles); an
-output run that no tap reaches keeps the accumulator's value, as the convolution would. The
-filter slices are views of the constant.
+output run that no tap reaches keeps the accumulator's value, as the convolution would. A
+part's filter (its taps) is a constant of its own, so that its kernel reads it block-major
+like an unsplit convolution's (``_FilterParts``).
 
 Which convolutions: NHWC ``linalg.conv_2d_nhwc_hwcf`` and ``linalg.depthwise_conv_2d_nhwc_hwc``
 (what ``tilecraft-convert-layout`` makes of ONNX and PyTorch convolutions) with static shapes,
@@ -46,11 +47,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
 from ...ir import core, movement
 from ...ir.conv import narrow_pixel_tiles
+from ...ir.resources import literal_array
 from ..ir_queries import defined_functions, defining_op, int_list_attribute, is_zero_fill, ops_where
 from ..passes import register_pass
 
@@ -212,6 +215,7 @@ def split_convolution(op: ir.Operation, plan: SplitPlan) -> None:
             low[1] = 0
             columns = [(0, out_shape[2], 0, kernel_w - 1)]
         batch, _h, _w, channels = ir.RankedTensorType(source.type).shape
+        filters = _FilterParts(w)
         # A zero accumulator is filled per part, inside the part's register tiles; any other
         # is carried through (a part that no tap reaches keeps it).
         zero = is_zero_fill(init)
@@ -230,23 +234,58 @@ def split_convolution(op: ir.Operation, plan: SplitPlan) -> None:
                     reach = [(r[1] - r[0] - 1) * s + (t - 1) * d + 1
                              for r, s, d, t in zip(runs, strides, dilations, taps)]
                     x_part = movement.extract_slice(source, [0, *first_input, 0], [batch, *reach, channels])
-                    w_part = movement.extract_slice(w, [rows[2], cols[2], *[0] * len(filter_rest)],
-                                                    [*taps, *filter_rest])
+                    w_part = filters.part(rows[2], cols[2], taps)
                     part = builder(x_part, w_part, outs=[part], strides=strides, dilations=dilations)
                 elif not zero:
                     continue  # no tap reaches the input: the accumulator as it is
                 result = tensor.insert_slice(part, result, [], [], [], offsets, sizes, [1, 1, 1, 1])
-    dead = [defining_op(op.operands[0]), defining_op(init)]  # the padded copy, the whole zero fill
+    # The padded copy, the whole zero fill, and the filter when every part has its own.
+    dead = [defining_op(op.operands[0]), defining_op(init), defining_op(w)]
     op.results[0].replace_all_uses_with(result)
     op.erase()
     for producer in dead:
         _erase_if_unused(producer)
 
 
+class _FilterParts:
+    """The filter of each part: the taps ``[first_row, first_row + taps[0])`` x
+    ``[first_col, first_col + taps[1])`` of the convolution's filter ``w``.
+
+    Why a constant of its own and not a view (``tensor.extract_slice``) of the filter: the
+    kernels read their constant filters block-major (pipelines/tensor/blocked_constants.py
+    rewrites a constant, or a kernel's weight argument, only where every use is a vector
+    read, and a slice is neither). With views, every part of a split convolution and the
+    whole filter they slice stayed row-major (3x3x256x256: rows 1 KB apart), and on the Zen 5
+    the parts of deeplab_aspp's dilated convolutions ran slower than the unsplit convolution
+    they replace (docs/performance.md, "Split dilated convolutions with blocked filters").
+    The price is the parts' filters beside the whole one in the package (rows split: 2 x 2/3
+    of the filter more). A filter that is not a constant (a PyTorch module's parameter
+    passed at run time) is still sliced as a view."""
+
+    def __init__(self, w: ir.Value) -> None:
+        self.w = w
+        self.array = literal_array(w)
+        self.parts: dict[tuple[int, int, int, int], ir.Value] = {}
+
+    def part(self, first_row: int, first_col: int, taps: list[int]) -> ir.Value:
+        shape = ir.RankedTensorType(self.w.type).shape
+        if [first_row, first_col] == [0, 0] and taps == shape[:2]:
+            return self.w
+        rest = shape[2:]
+        if self.array is None:
+            return movement.extract_slice(self.w, [first_row, first_col, *[0] * len(rest)], [*taps, *rest])
+        key = (first_row, first_col, *taps)
+        if key not in self.parts:
+            taps_array = self.array[first_row:first_row + taps[0], first_col:first_col + taps[1]]
+            self.parts[key] = core.constant(np.ascontiguousarray(taps_array), name="filter_taps")
+        return self.parts[key]
+
+
 def _erase_if_unused(op: ir.Operation | None) -> None:
     """Erase ``op`` when nothing uses its result, then its producers that this leaves unused
     (a fill's ``tensor.empty``)."""
-    if op is None or op.name not in ("tensor.pad", "linalg.fill", "tensor.empty") or list(op.results[0].uses):
+    if (op is None or op.name not in ("tensor.pad", "linalg.fill", "tensor.empty", "arith.constant")
+            or list(op.results[0].uses)):
         return
     producers = [defining_op(operand) for operand in op.operands]
     op.erase()

@@ -5,6 +5,8 @@ the window reaches; batches), the convolutions it leaves alone, and the pass lis
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,29 @@ def test_the_pass_runs_after_folding_at_opt_level_3_only():
     elements = graph_pass_elements(3)
     assert elements.index(PASS) > elements.index("tilecraft-fold-constants")
     assert all(PASS not in graph_pass_elements(level) for level in (0, 1, 2))
+
+
+@pytest.mark.parametrize("case", [
+    dict(channels=13, filters=40, size=29, dilation=6),   # odd channels and map, rows only
+    dict(channels=24, filters=64, size=31, dilation=18),  # rows x columns
+    dict(channels=32, filters=48, size=19, dilation=4, stride=2),
+], ids=["odd-rows", "odd-rows-and-columns", "strided"])
+def test_split_parts_read_their_filters_block_major(case):
+    """Each part's taps are a constant of its own, so the kernels read every filter
+    block-major (pipelines/tensor/blocked_constants.py) as they read an unsplit
+    convolution's: no vector read of a filter in its ``KH x KW x C x F`` layout remains.
+    With the parts' filters as views of the whole one, none of them was blocked and the
+    split convolutions ran slower than unsplit on the Zen 5 (docs/performance.md). The
+    target is pinned (AVX2 code runs on every host the tests run on)."""
+    from pinned_targets import AVX2
+
+    model, x = _conv_model(case.pop("channels"), case.pop("filters"), **case)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})[0]
+    compiled = tilecraft.compile(model, cache=False, keep_ir=True, target=AVX2)
+    np.testing.assert_allclose(compiled(x=x), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.ir("graph").count(CONV + " ") > 1
+    channels, filters = model.graph.initializer[0].dims[1], model.graph.initializer[0].dims[0]
+    buffers = compiled.ir("bufferize")
+    row_major = re.findall(rf"vector\.transfer_read [^\n]*memref<[123]x[123]x{channels}x{filters}xf32[,>]", buffers)
+    assert not row_major, row_major[:2]

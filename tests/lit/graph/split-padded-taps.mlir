@@ -100,3 +100,30 @@ func.func @padded_with_ones(%x: tensor<1x8x8x4xf32>, %w: tensor<3x3x4x8xf32>, %b
     ins(%padded, %w : tensor<1x20x20x4xf32>, tensor<3x3x4x8xf32>) outs(%b : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
   return %y : tensor<1x8x8x8xf32>
 }
+
+// -----
+
+// A constant filter: each part's taps are a constant of their own (so that its kernel reads
+// them block-major, pipelines/tensor/blocked_constants.py), not a view of the filter; the
+// middle rows read all taps, the filter itself. 16 x 16 at dilation 6: rows only, as above.
+// CHECK-LABEL: func.func @constant_filter
+// CHECK: %[[W:.*]] = arith.constant dense<{{\[\[\[\[}}0.000000e+00, 1.000000e+00]]{{.*}}> : tensor<3x3x1x2xf32>
+// CHECK-NOT: tensor.extract_slice %[[W]]
+// CHECK: %[[WT:.*]] = arith.constant dense<{{\[\[\[\[}}6.000000e+00, 7.000000e+00]]{{.*}}1.600000e+01, 1.700000e+01]]]]> : tensor<2x3x1x2xf32>
+// CHECK: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%{{.*}}, %[[WT]] : tensor<1x12x28x1xf32>, tensor<2x3x1x2xf32>)
+// CHECK: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%{{.*}}, %[[W]] : tensor<1x16x28x1xf32>, tensor<3x3x1x2xf32>)
+// CHECK: %[[WB:.*]] = arith.constant dense<{{\[\[\[\[}}0.000000e+00, 1.000000e+00]]{{.*}}1.000000e+01, 1.100000e+01]]]]> : tensor<2x3x1x2xf32>
+// CHECK: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%{{.*}}, %[[WB]] : tensor<1x12x28x1xf32>, tensor<2x3x1x2xf32>)
+// CHECK-NOT: linalg.conv_2d_nhwc_hwcf
+func.func @constant_filter(%x: tensor<1x16x16x1xf32>, %b: tensor<1x16x16x2xf32>) -> tensor<1x16x16x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %w = arith.constant dense<[[[[0.0, 1.0]], [[2.0, 3.0]], [[4.0, 5.0]]], [[[6.0, 7.0]], [[8.0, 9.0]], [[10.0, 11.0]]],
+                             [[[12.0, 13.0]], [[14.0, 15.0]], [[16.0, 17.0]]]]> : tensor<3x3x1x2xf32>
+  %padded = tensor.pad %x low[0, 6, 6, 0] high[0, 6, 6, 0] {
+  ^bb0(%a: index, %c: index, %d: index, %e: index):
+    tensor.yield %zero : f32
+  } : tensor<1x16x16x1xf32> to tensor<1x28x28x1xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<6> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+    ins(%padded, %w : tensor<1x28x28x1xf32>, tensor<3x3x1x2xf32>) outs(%b : tensor<1x16x16x2xf32>) -> tensor<1x16x16x2xf32>
+  return %y : tensor<1x16x16x2xf32>
+}

@@ -8,16 +8,17 @@
 // RUN: tilecraft-opt %s --tilecraft-schedule="vector-bits=512 num-threads=1" | FileCheck %s --check-prefix=ONE
 
 // Two threads: 8 tasks, one per outer window row, each all its 7 x 2 x 7 tokens and 96
-// columns; 7-row register tiles of 16 columns.
+// columns; 7-row register tiles of three 16-column weight panels (one panel, 7 x 16, before
+// weight_panel_dims took rows as several loops).
 // CHECK-LABEL: func.func @window_rows
 // CHECK: scf.forall (%{{.*}}) in (8)
 // CHECK-NOT: scf.forall
-// CHECK: vector.contract {{.*}} into vector<1x1x1x1x7x1x16xf32>
+// CHECK: vector.contract {{.*}} into vector<1x1x1x1x7x3x16xf32>
 // CHECK: return
 // One thread: no thread level, the same register tile.
 // ONE-LABEL: func.func @window_rows
 // ONE-NOT: scf.forall
-// ONE: vector.contract {{.*}} into vector<1x1x1x1x7x1x16xf32>
+// ONE: vector.contract {{.*}} into vector<1x1x1x1x7x3x16xf32>
 // ONE: return
 func.func @window_rows(%a: tensor<1x8x7x2x7x64xf32>, %b: tensor<6x64x16xf32>) -> tensor<1x8x7x2x7x6x16xf32> {
   %z = arith.constant 0.0 : f32
