@@ -203,6 +203,20 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def checkpoints(rows: list[dict], step: int = 8) -> str:
+    """Both tuners' best GFLOPS after every ``step`` trials (random / xgb), one row per task."""
+    longest = max(len(c) for r in rows for c in r["curves"].values())
+    marks = list(range(step, longest + 1, step)) or [longest]
+    lines = [f"{'best after N trials (random/xgb)':34}" + "".join(f"{n:>14}" for n in marks)]
+    for r in rows:
+        cells = []
+        for n in marks:
+            values = [r["curves"][t][min(n, len(r["curves"][t])) - 1] for t in ("random", "xgb")]
+            cells.append(f"{values[0]:>6.1f}/{values[1]:<6.1f}"[:13].rjust(14))
+        lines.append(f"{r['name']:34}" + "".join(cells))
+    return "\n".join(lines)
+
+
 def curve_text(rows: list[dict]) -> str:
     out = []
     for r in rows:
@@ -263,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"N={args.trials} trials per tuner, space {args.space}, batches of {args.batch}, "
           f"load average {open('/proc/loadavg').read().split()[:3]}", flush=True)
     rows = [run_task(name, args, out) for name in names]
-    text = table(rows)
+    text = table(rows) + "\n\n" + checkpoints(rows)
     print("\n" + text)
     (out / "curve.txt").write_text(text + "\n\n" + curve_text(rows) + "\n")
     drawn = plot(rows, out / "curve.png")
