@@ -106,11 +106,11 @@ def te_task(workload, *args) -> Task:
     return max(tasks, key=lambda t: t.flops * t.count)
 
 
-# Each task's default schedule is far from what its space holds: below half the FMA peak
-# (about 260 GFLOPS at one thread on the Zen 5), and a random-search probe of 16-24 trials
-# found configs above the default on every one but the depthwise 5x5 left out (probe
-# figures and why each is in: docs/tuning.md, "The ten tasks"). HELD_OUT: kept out of the
-# work on the search (checked with the final curve only).
+# Each task's default runs below about half the FMA peak (some 260 GFLOPS at one thread on
+# the Zen 5), and a random-search probe of 16-24 trials per candidate found configs above the
+# default on each (barely, on the batched matmul). Why each is in, the probe's figures and
+# the candidates left out: docs/tuning.md, "The tuner curve's ten tasks". HELD_OUT: kept out
+# of the work on the search, looked at in the final curves only.
 TASKS: dict[str, Callable[[], Task]] = {
     "depthwise3x3_64x56": lambda: onnx_task(conv(64, 56, 64, 3, group=64)),
     "depthwise3x3_dilated2_96x28": lambda: onnx_task(conv(96, 28, 96, 3, group=96, dilation=2)),
