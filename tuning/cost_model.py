@@ -4,6 +4,12 @@ Labels are normalized per task (best cost / cost, so 1.0 is the fastest seen and
 candidate is 0), which makes a model trained on one task's scale meaningful and lets the
 rank loss and the regression loss share the data. The model is retrained from scratch on all
 measurements of the task each time new ones arrive (a few hundred rows: milliseconds).
+
+Every XGBoost call runs on one thread, the data's conversion included (``DMatrix(nthread=1)``,
+``inplace_predict``, ``nthread`` 1 in the booster's parameters). Why: by default XGBoost
+converts a matrix with one OpenMP thread per core, and on a loaded machine (load 18 on 2
+cores) each conversion of the annealing's 64 candidates then took 0.22 s of wall time for
+milliseconds of work, 13 s per proposed batch, more than measuring the batch.
 xgboost is imported on first use, so ``import tilecraft`` never loads it.
 """
 
@@ -74,7 +80,7 @@ class XGBCostModel(CostModel):
         import xgboost
 
         matrix = xgboost.DMatrix(np.asarray(features, dtype=np.float32),
-                                 label=np.asarray(labels, dtype=np.float32))
+                                 label=np.asarray(labels, dtype=np.float32), nthread=1)
         if self.config.loss == "rank":
             matrix.set_group([len(labels)])
         params = {
@@ -101,6 +107,4 @@ class XGBCostModel(CostModel):
         """Scores (higher = predicted faster); zeros before the first training."""
         if self._booster is None:
             return np.zeros(len(features), dtype=np.float32)
-        import xgboost
-
-        return self._booster.predict(xgboost.DMatrix(np.asarray(features, dtype=np.float32)))
+        return self._booster.inplace_predict(np.asarray(features, dtype=np.float32))
