@@ -60,7 +60,6 @@ def test_branches_write_into_the_concatenation_and_match_onnxruntime(size, axis,
     np.testing.assert_allclose(unchanged(x), expected, rtol=1e-4, atol=1e-5)
     # Without the pass every part is copied into the concat; with it, at least the 3x3
     # expand (a fusion group writing its own output) stores in place.
-    assert _copies_into_padded(unchanged, size, 24)
     assert _copies(compiled) < _copies(unchanged)
 
 
