@@ -29,6 +29,15 @@ was before kernels were kept. A kernel left with no call of its own is erased. O
 slices with unit strides qualify, and only when the slice feeds nothing but the call and the call's result
 nothing but the insert, so the rewrite keeps every value as it was.
 
+A call's result may also be carried on before it is inserted: a max pool's -inf fill is a
+kernel of its own at one thread, and the pool accumulates into its result before that is
+inserted into the padded buffer (Inception's pools: 6 copies per call, the interior copied
+out for the fill and back after the pool). When the larger tensor has no user but the slice
+and that later insert, the call takes the larger tensor as above, what used its result reads
+the slice of the call's new result, and the insert goes into that result (equal to the larger
+tensor outside the slice, since the kernel's copy inserts nothing else), so the fill, the
+accumulation and the insert are all in place.
+
 The same holds for a slice a kernel only reads (a split as views): ShuffleNet's second half of
 each channel split fed its 1x1 convolution's kernel as ``tensor.extract_slice %shuffled[...,
 58] [..., 58]``, and the identity-layout boundary copied those channels into a buffer of their
@@ -91,6 +100,27 @@ def _destination_pair(call: ir.Operation) -> tuple[int, int, ir.Operation, ir.Op
                     and insert.operands[0] == result and insert.operands[1] == larger
                     and _same_slice(extract, insert)):
                 return index, number, extract, insert
+        if (insert := _later_insert(call, extract)) is not None and len(call.results) == 1:
+            return index, 0, extract, insert
+    return None
+
+
+def _later_insert(call: ir.Operation, extract: ir.Operation) -> ir.Operation | None:
+    """The ``tensor.insert_slice`` after ``call`` that puts something back into the slice
+    ``extract`` took, when the larger tensor has no other user: a kernel whose result is
+    carried on by loops before it is inserted (an -inf fill, then the max pool that
+    accumulates into it: Inception's pools into padded buffers, at one thread)."""
+    larger = extract.operands[0]
+    others = [user for user in _users(larger) if user != extract]
+    if len(others) != 1:
+        return None
+    insert = others[0]
+    if (insert.name == "tensor.insert_slice" and _static_slice(insert, 2)
+            and insert.operands[1] == larger and insert.operands[0] != larger
+            and insert.operands[0] not in list(call.results)  # read elsewhere too: left alone
+            and _same_slice(extract, insert) and insert.block == call.block
+            and call.is_before_in_block(insert)):
+        return insert
     return None
 
 
@@ -294,11 +324,22 @@ def call_destinations(module: ir.Operation) -> int:
                 functions[name] = _specialize(functions[callee], name, index, number,
                                               extract, insert, extract.operands[0].type)
                 specialized[key] = name
+            result = call.results[number]
+            direct = insert.operands[0] == result
             call.operands[index] = extract.operands[0]
-            call.results[number].set_type(extract.operands[0].type)
-            insert.results[0].replace_all_uses_with(call.results[number])
+            result.set_type(extract.operands[0].type)
             call.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
-            insert.erase()
+            if direct:
+                insert.results[0].replace_all_uses_with(result)
+                insert.erase()
+            else:
+                # Carried on before it is inserted: what used the slice reads it from the
+                # whole result, and the insert goes into that result, which equals the
+                # larger tensor outside the slice (the copy of the kernel inserts nothing else).
+                view = extract.clone(ip=ir.InsertionPoint.after(call)).operation
+                view.operands[0] = result
+                result.replace_all_uses_except(view.results[0], view)
+                insert.operands[1] = result
             extract.erase()
             rewritten += 1
     # A kernel all of whose calls now go to its copies, or were inlined, is not lowered and

@@ -24,6 +24,16 @@ A concat whose part is an earlier concat (DenseNet's growing feature list, each 
 the concat of all before it) builds that earlier concat in its slice: the block's concats
 become one buffer, the last one's, whose channel prefixes the layers read, and nothing is
 copied from one concat into the next (DenseNet-121's first two blocks copied 18 MB per call).
+
+A concat inserted whole into a larger tensor, a pad's interior (pad_destinations.py runs
+first), is built in that tensor: its parts are inserted at the interior's offsets and its
+other readers read ``tensor.extract_slice`` of the interior. Inception's concats are padded
+for a 3x3 max pool and read whole by 1x1 convs: eliminate-empty-tensors put the concat in
+the padded buffer only when its first part's producer had not already taken another buffer,
+and the kernels reading the concat got the strided interior copied out for them (9 copies per
+call at two threads, 15 at one: 28x28x256 to 7x7x832). The larger tensor's ops (the pad's
+empty tensor and border fills) are moved before the concat, which keeps every value: they are
+pure and read nothing the concat computes.
 """
 
 from __future__ import annotations
@@ -51,19 +61,33 @@ def concat_as_destination(concat: ir.Operation) -> bool:
         return False
     dim = ir.IntegerAttr(concat.attributes["dim"]).value
     shape = list(result_type.shape)
+    enclosing = _enclosing_insert(concat)
     with ir.InsertionPoint(concat), concat.location:
-        empty = tensor.EmptyOp(shape, result_type.element_type)
-        result = empty.result
+        if enclosing is not None:
+            # Built where it is inserted whole (a pad's interior): the parts go straight into
+            # the larger tensor, and the concat's other readers read that interior as a view.
+            destination, origin = enclosing.operands[1], _offsets(enclosing)
+            empty = None
+        else:
+            empty = tensor.EmptyOp(shape, result_type.element_type)
+            destination, origin = empty.result, [0] * len(shape)
+        result = destination
         offset = 0
         earlier = []
         for part in parts:
             size = ir.RankedTensorType(part.type).shape[dim]
             offsets, sizes = slab(shape, dim, offset, size)
+            offsets = [o + base for o, base in zip(offsets, origin)]
             result = insert_static(part, result, offsets)
             if (base := _concat_destination(part)) is not None:
                 earlier.append((base, offsets, sizes))
             offset += size
-    concat.results[0].replace_all_uses_with(result)
+        others = enclosing is not None and len(list(concat.results[0].uses)) > 1
+        view = extract_static(result, origin, shape) if others else result
+    if enclosing is not None:
+        enclosing.results[0].replace_all_uses_with(result)
+        enclosing.erase()
+    concat.results[0].replace_all_uses_with(view)
     concat.erase()
     if len(earlier) == 1:
         # A concat of an earlier concat (DenseNet's growing feature list): the earlier one is
@@ -72,16 +96,78 @@ def concat_as_destination(concat: ir.Operation) -> bool:
         # eliminate-empty-tensors would do the same, but it rewrites the inserts in program
         # order, so the second concat's result took the first one's slice while the first
         # kept its own buffer, and so on every other layer. Here each concat, rewritten in
-        # order, moves its empty tensor before the earlier one's and replaces that one by a
+        # order, moves its destination before the earlier one's and replaces that one by a
         # slice of it: the chain ends as slices of the block's last concat. (Replacing a
         # tensor.empty, whose contents are undefined, by any tensor keeps every value.)
         base, offsets, sizes = earlier[0]
-        empty.operation.move_before(base)
-        with ir.InsertionPoint(base), base.location:
-            view = extract_static(empty.result, offsets, sizes)
-        base.results[0].replace_all_uses_with(view)
-        base.erase()
+        if empty is not None:
+            empty.operation.move_before(base)
+        if empty is not None or _hoist_before(destination, base):
+            with ir.InsertionPoint(base), base.location:
+                slice_ = extract_static(destination, offsets, sizes)
+            base.results[0].replace_all_uses_with(slice_)
+            base.erase()
     return True
+
+
+# What a concat's enclosing destination may be built of: a pad's fresh tensor and its border
+# fills (pad_destinations.py). Each is pure, so moving it earlier keeps every value.
+_MOVABLE = ("tensor.empty", "tensor.extract_slice", "tensor.insert_slice", "linalg.fill", "arith.constant")
+
+
+def _offsets(op: ir.Operation) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+
+
+def _enclosing_insert(concat: ir.Operation) -> ir.Operation | None:
+    """The ``tensor.insert_slice`` that puts all of ``concat``'s result into a larger tensor
+    (a pad's interior, after pad_destinations.py), when that larger tensor can be defined
+    before the concat (``_hoist_before``, which then moves it there); else None.
+
+    Why: Inception's concats are padded for a 3x3 max pool and read whole by 1x1 convs. Built
+    in a buffer of its own, the concat was copied into the padded buffer, or, once
+    eliminate-empty-tensors had put it in the padded buffer's interior, that strided interior
+    was copied out again for the kernels that read it (9 copies per call). Built in the padded
+    tensor, one buffer serves both."""
+    result = concat.results[0]
+    for use in result.uses:
+        owner = getattr(use.owner, "operation", use.owner)
+        if (owner.name == "tensor.insert_slice" and use.operand_number == 0
+                and len(owner.operands) == 2 and owner.block == concat.block
+                and all(stride == 1 for stride in ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
+                and list(ir.DenseI64ArrayAttr(owner.attributes["static_sizes"]))
+                == list(ir.RankedTensorType(result.type).shape)
+                and _hoist_before(owner.operands[1], concat)):
+            return owner
+    return None
+
+
+def _hoist_before(value: ir.Value, anchor: ir.Operation) -> bool:
+    """Make ``value`` defined before ``anchor`` by moving the ops of its block that compute it
+    (only the pure ones of ``_MOVABLE``) ahead of ``anchor``, in their order; False, with
+    nothing moved, when an op it needs is of another kind or in another block."""
+    block = anchor.block
+    needed: list[ir.Operation] = []
+    pending = [value]
+    seen = set()
+    while pending:
+        op = defining_op(pending.pop())
+        # A block argument, or defined before anchor or in an enclosing block: in place.
+        if op is None or op.block != block or op.is_before_in_block(anchor) or op in seen:
+            continue
+        if op == anchor or op.name not in _MOVABLE:
+            return False
+        seen.add(op)
+        needed.append(op)
+        pending.extend(op.operands)
+    for op in sorted(needed, key=_position(block)):
+        op.move_before(anchor)
+    return True
+
+
+def _position(block: ir.Block):
+    order = {op.operation: index for index, op in enumerate(block.operations)}
+    return lambda op: order[op]
 
 
 def _concat_destination(value: ir.Value) -> ir.Operation | None:

@@ -21,6 +21,16 @@ at: the producer stores its results straight into the padded buffer's interior a
 consumer reads the padded buffer with no copy. When the source has no such producer (a
 function argument, a constant) the insert is one copy into the interior, as before.
 
+A source that something besides the pad reads (SqueezeNet's squeeze output: a 3x3 expand
+reads it padded, a 1x1 expand whole; ResNet's block output: the next 3x3 conv padded, the
+shortcut whole; an Inception concat: a 3x3 max pool padded, 1x1 convs whole) gets its padded
+buffer built right after its producer, and those readers read ``tensor.extract_slice`` of the
+interior instead. The producer writes into the interior either way; before, a kernel reading
+the source whole got the strided interior copied into a buffer of its own at the call
+boundary (SqueezeNet 1.1: 8 copies per call at one thread, the suite's resnet_basic: 7), and now it is a
+slice that tilecraft-call-destinations passes as the larger tensor (call_destinations.py,
+"call sources").
+
 Only the borders are filled (the corners twice: they are few), so no element is written
 twice. Fusion groups leave pads out (schedule/group.py), and this pass runs after the
 schedule, so every pad it meets is at function level.
@@ -78,7 +88,9 @@ def pad_as_destination(pad: ir.Operation) -> bool:
     if any(amount < 0 for amount in (*low, *high)):
         return False  # a negative pad crops: not a destination
     shape = list(result_type.shape)
-    with ir.InsertionPoint(pad), pad.location:
+    producer = _shared_producer(pad, value)
+    where = ir.InsertionPoint(pad) if producer is None else ir.InsertionPoint.after(producer)
+    with where, pad.location:
         padded = tensor.EmptyOp(shape, result_type.element_type).result
         for dim in range(len(shape)):
             for start, size in ((0, low[dim]), (low[dim] + source_type.shape[dim], high[dim])):
@@ -88,9 +100,29 @@ def pad_as_destination(pad: ir.Operation) -> bool:
                 filled = linalg.fill(value, outs=[extract_static(padded, offsets, sizes)])
                 padded = insert_static(filled, padded, offsets)
         inserted = insert_static(source, padded, low)
+        if producer is not None:
+            # The source's other readers read the padded buffer's interior (module docstring).
+            interior = extract_static(inserted, low, source_type.shape)
+            source.replace_all_uses_except(interior, defining_op(inserted))
     pad.results[0].replace_all_uses_with(inserted)
     pad.erase()
     return True
+
+
+def _shared_producer(pad: ir.Operation, value: ir.Value) -> ir.Operation | None:
+    """The op at function level that computes the pad's source, when something besides the
+    pad reads the source and the padding value is defined before that op: the padded
+    buffer is then built right after it, and its readers read the interior."""
+    source = pad.operands[0]
+    producer = defining_op(source)
+    if producer is None or producer.block != pad.block:
+        return None  # a function argument: inserting it is a copy, its readers keep it
+    if not any(getattr(use.owner, "operation", use.owner) != pad for use in source.uses):
+        return None
+    defined = defining_op(value)
+    if defined is not None and defined.block == pad.block and not defined.is_before_in_block(producer):
+        return None
+    return producer
 
 
 @register_pass(

@@ -122,3 +122,48 @@ func.func @dense_block(%x: tensor<1x4x4x4xf32>) -> tensor<1x4x4x32xf32> {
   %c3 = tensor.concat dim(3) %c2, %f3 : (tensor<1x4x4x16xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x32xf32>
   return %c3 : tensor<1x4x4x32xf32>
 }
+
+// An Inception concat: padded for a 3x3 max pool and read whole by a 1x1 conv (here a map).
+// After the pad pass the concat is inserted whole into the padded tensor; it is then built
+// there: its parts go into the padded tensor's interior (the pad's empty tensor and border
+// fills moved before the concat), and the whole reader reads that interior as a slice. One
+// buffer serves the pad and the reader, and no part or concat is copied.
+// RUN: tilecraft-opt %s --pass-pipeline='builtin.module(tilecraft-pads-as-destinations,tilecraft-concats-as-destinations)' | FileCheck %s --check-prefix=PAD
+// RUN: tilecraft-opt %s --pass-pipeline='builtin.module(tilecraft-pads-as-destinations,tilecraft-concats-as-destinations,eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops},cse,canonicalize)' | FileCheck %s --check-prefix=PADBUF
+
+// PAD-LABEL: func.func @padded_and_read_whole
+// PAD-NOT: tensor.concat
+// PAD: tensor.empty() : tensor<1x6x6x24xf32>
+// PAD-COUNT-4: linalg.fill
+// PAD: %[[A:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// PAD: %[[B:.*]] = tensor.insert_slice %{{.*}} into %[[A]][0, 1, 1, 8] [1, 4, 4, 16] [1, 1, 1, 1]
+// PAD-NOT: tensor.insert_slice
+// PAD: %[[VIEW:.*]] = tensor.extract_slice %[[B]][0, 1, 1, 0] [1, 4, 4, 24] [1, 1, 1, 1]
+// PAD: linalg.map { math.absf } ins(%[[VIEW]]
+// PAD: return %[[B]]
+
+// PADBUF-LABEL: func.func @padded_and_read_whole
+// PADBUF: %[[ALLOC:.*]] = memref.alloc() {{.*}} : memref<1x6x6x24xf32>
+// PADBUF: %[[FIRST:.*]] = memref.subview %[[ALLOC]][0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// PADBUF: linalg.map { math.exp } ins(%arg0 {{.*}} outs(%[[FIRST]]
+// PADBUF: %[[SECOND:.*]] = memref.subview %[[ALLOC]][0, 1, 1, 8] [1, 4, 4, 16] [1, 1, 1, 1]
+// PADBUF: linalg.map { math.exp } ins(%arg1 {{.*}} outs(%[[SECOND]]
+// PADBUF: %[[INTERIOR:.*]] = memref.subview %[[ALLOC]][0, 1, 1, 0] [1, 4, 4, 24] [1, 1, 1, 1]
+// PADBUF: linalg.map { math.absf } ins(%[[INTERIOR]]
+// PADBUF-NOT: memref.copy
+// PADBUF: return %[[ALLOC]]
+func.func @padded_and_read_whole(%x: tensor<1x4x4x8xf32>, %y: tensor<1x4x4x16xf32>) -> (tensor<1x6x6x24xf32>, tensor<1x4x4x24xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %e1 = tensor.empty() : tensor<1x4x4x8xf32>
+  %a = linalg.map { math.exp } ins(%x : tensor<1x4x4x8xf32>) outs(%e1 : tensor<1x4x4x8xf32>)
+  %e2 = tensor.empty() : tensor<1x4x4x16xf32>
+  %b = linalg.map { math.exp } ins(%y : tensor<1x4x4x16xf32>) outs(%e2 : tensor<1x4x4x16xf32>)
+  %c = tensor.concat dim(3) %a, %b : (tensor<1x4x4x8xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x24xf32>
+  %e3 = tensor.empty() : tensor<1x4x4x24xf32>
+  %r = linalg.map { math.absf } ins(%c : tensor<1x4x4x24xf32>) outs(%e3 : tensor<1x4x4x24xf32>)
+  %p = tensor.pad %c low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x4x4x24xf32> to tensor<1x6x6x24xf32>
+  return %p, %r : tensor<1x6x6x24xf32>, tensor<1x4x4x24xf32>
+}

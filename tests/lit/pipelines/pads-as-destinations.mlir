@@ -94,3 +94,35 @@ func.func @left_alone(%x: tensor<2x8x8xf32>) -> (tensor<2x10x10xf32>, tensor<10x
   } : tensor<8x8xf32> to tensor<10x10xf32>
   return %r, %q : tensor<2x10x10xf32>, tensor<10x10xf32>
 }
+
+// A source that an op besides the pad reads (SqueezeNet's squeeze output, read padded by the
+// 3x3 expand and whole by the 1x1 expand): the padded tensor is built right after the
+// producer, and the other reader, even one placed before the pad, reads the interior as a
+// slice of it. Bufferized, one buffer serves both and nothing is copied.
+// CHECK-LABEL: func.func @shared_source
+// CHECK: %[[R:.*]] = linalg.map { math.exp }
+// CHECK-NEXT: tensor.empty() : tensor<1x10x18x4xf32>
+// CHECK: %[[IN:.*]] = tensor.insert_slice %[[R]] into %{{.*}}[0, 1, 1, 0] [1, 8, 16, 4] [1, 1, 1, 1]
+// CHECK-NEXT: %[[VIEW:.*]] = tensor.extract_slice %[[IN]][0, 1, 1, 0] [1, 8, 16, 4] [1, 1, 1, 1]
+// CHECK: linalg.map { math.absf } ins(%[[VIEW]]
+// CHECK: return %[[IN]]
+
+// BUF-LABEL: func.func @shared_source
+// BUF: %[[ALLOC:.*]] = memref.alloc() {{.*}} : memref<1x10x18x4xf32>
+// BUF: %[[INTERIOR:.*]] = memref.subview %[[ALLOC]][0, 1, 1, 0] [1, 8, 16, 4] [1, 1, 1, 1]
+// BUF: linalg.map { math.exp } ins(%arg0 {{.*}} outs(%[[INTERIOR]]
+// BUF: linalg.map { math.absf } ins(%[[INTERIOR]]
+// BUF-NOT: memref.copy
+// BUF: return %[[ALLOC]]
+func.func @shared_source(%x: tensor<1x8x16x4xf32>) -> (tensor<1x10x18x4xf32>, tensor<1x8x16x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x8x16x4xf32>
+  %r = linalg.map { math.exp } ins(%x : tensor<1x8x16x4xf32>) outs(%e : tensor<1x8x16x4xf32>)
+  %e2 = tensor.empty() : tensor<1x8x16x4xf32>
+  %w = linalg.map { math.absf } ins(%r : tensor<1x8x16x4xf32>) outs(%e2 : tensor<1x8x16x4xf32>)
+  %p = tensor.pad %r low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %zero : f32
+  } : tensor<1x8x16x4xf32> to tensor<1x10x18x4xf32>
+  return %p, %w : tensor<1x10x18x4xf32>, tensor<1x8x16x4xf32>
+}
