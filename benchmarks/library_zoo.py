@@ -274,11 +274,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model's process")
     parser.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    parser.add_argument("--table", metavar="FILE", help="print the table of a --json file and exit")
     parser.add_argument("--one", metavar="NAME", help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args(argv)
     if args.list:
         for m in MODELS.values():
             print(f"{m.name:<16} {m.family:<7} {m.summary}")
+        return 0
+    if args.table:
+        with open(args.table) as stream:
+            print(table(json.load(stream)))
         return 0
     if args.one:
         print(json.dumps(measure_one(args.one, args.repeat, args.threads, tiny=args.tiny)))
@@ -309,12 +314,14 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 results.append({"model": name, "crashed": f"over {args.timeout:.0f} s"})
             row = results[-1]
-            status = "; ".join(f"{key}: {row[key]}" for key in ("failed", "torch_failed", "crashed") if key in row)
-            print(f"  {name}: done ({time.strftime('%H:%M:%S')}) {status or 'compiled'}", file=sys.stderr, flush=True)
+            status = [f"{key}: {row[key]}" for key in ("failed", "torch_failed", "crashed") if key in row]
+            status += [f"{key} MISMATCH" for key in ("ok", "torch_ok") if row.get(key) is False]
+            print(f"  {name}: done ({time.strftime('%H:%M:%S')}) {'; '.join(status) or 'matches'}",
+                  file=sys.stderr, flush=True)
+            if args.json:  # after every model: a run cut short keeps what it measured
+                with open(args.json, "w") as stream:
+                    json.dump(results, stream, indent=1)
     print(table(results))
-    if args.json:
-        with open(args.json, "w") as stream:
-            json.dump(results, stream, indent=1)
     return 0
 
 
