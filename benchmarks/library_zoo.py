@@ -4,7 +4,8 @@ them (``XModel(XConfig(...))``), against onnxruntime and PyTorch eager, measured
     .venv/bin/python benchmarks/library_zoo.py                     # every model
     .venv/bin/python benchmarks/library_zoo.py --models bert,vit --repeat 15
     .venv/bin/python benchmarks/library_zoo.py --list
-    .venv/bin/python benchmarks/library_zoo.py --tiny --repeat 1   # every model at a tiny config
+    .venv/bin/python benchmarks/library_zoo.py --tiny --repeat 0   # every model at a tiny config, untimed
+    .venv/bin/python benchmarks/library_zoo.py --dynamic --models bert  # symbolic batch/length axes
 
 Needs the ``zoo`` extra (``pip install -e '.[zoo]'``: transformers, pinned). Models are built
 from their library's default config, or the base-sized config where the default is a large
@@ -190,19 +191,24 @@ def build(name: str, tiny: bool = False, seed: int = 0) -> tuple[Any, tuple]:
     return calibrate_batch_norm(module, inputs, seed=seed), inputs
 
 
-def export_onnx(module: Any, inputs: tuple) -> bytes:
-    """The TorchScript exporter's ONNX (opset 17, constants folded)."""
+def export_onnx(module: Any, inputs: tuple, dynamic: bool = False) -> bytes:
+    """The TorchScript exporter's ONNX (opset 17, constants folded). ``dynamic``: the batch
+    axis of every input symbolic, and the second axis too for token ids and waveforms (the
+    ``dynamic_axes`` users pass to serve any batch and length)."""
     import torch
 
+    names = [f"input{i}" for i in range(len(inputs))]
+    axes = None
+    if dynamic:
+        axes = {name: ({0: "batch", 1: "length"} if x.dim() == 2 else {0: "batch"}) for name, x in zip(names, inputs)}
     buffer = io.BytesIO()
     with torch.no_grad():
-        torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version=17,
-                          input_names=[f"input{i}" for i in range(len(inputs))], output_names=["output"],
-                          do_constant_folding=True)
+        torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version=17, input_names=names,
+                          output_names=["output"], do_constant_folding=True, dynamic_axes=axes)
     return buffer.getvalue()
 
 
-def measure_one(name: str, repeat: int, threads: int, tiny: bool = False) -> dict[str, Any]:
+def measure_one(name: str, repeat: int, threads: int, tiny: bool = False, dynamic: bool = False) -> dict[str, Any]:
     """Everything the table shows for ``name``, measured in this process."""
     os.environ["TILECRAFT_NUM_THREADS"] = str(threads)
     import onnx
@@ -218,7 +224,7 @@ def measure_one(name: str, repeat: int, threads: int, tiny: bool = False) -> dic
     module, inputs = build(name, tiny=tiny)
     started = time.perf_counter()
     try:
-        proto = onnx.load_from_string(export_onnx(module, inputs))
+        proto = onnx.load_from_string(export_onnx(module, inputs, dynamic))
     except Exception as error:  # noqa: BLE001 (the exporter's refusal is the row's finding)
         result["failed"] = "export: " + _first_line(error)
         proto = None
@@ -270,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated names (default: all; --list shows them)")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--tiny", action="store_true", help="the tests' tiny configs (a quick check of every model)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="export with a symbolic batch (and token/sample) axis, as served models are")
     parser.add_argument("--repeat", type=int, default=9, help="timed blocks per runtime (median; 0: no timing)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model's process")
@@ -286,14 +294,15 @@ def main(argv: list[str] | None = None) -> int:
             print(table(json.load(stream)))
         return 0
     if args.one:
-        print(json.dumps(measure_one(args.one, args.repeat, args.threads, tiny=args.tiny)))
+        print(json.dumps(measure_one(args.one, args.repeat, args.threads, tiny=args.tiny, dynamic=args.dynamic)))
         return 0
     names = args.models.split(",") if args.models else list(MODELS)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; --list shows them")
     load = os.getloadavg()
-    print(f"library zoo (transformers): {len(names)} models{' (tiny configs)' if args.tiny else ''}, "
+    print(f"library zoo (transformers): {len(names)} models{' (tiny configs)' if args.tiny else ''}"
+          f"{' (dynamic axes)' if args.dynamic else ''}, "
           f"{args.threads} thread(s) per runtime, median of {args.repeat} blocks; "
           f"load average before {load[0]:.2f} on {os.cpu_count()} cores", flush=True)
     results = []
@@ -302,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         environment.pop("TILECRAFT_COMPILE_CACHE", None)
         for name in names:
             command = [sys.executable, os.path.abspath(__file__), "--one", name, "--repeat", str(args.repeat),
-                       "--threads", str(args.threads)] + (["--tiny"] if args.tiny else [])
+                       "--threads", str(args.threads)]
+            command += [flag for flag, on in (("--tiny", args.tiny), ("--dynamic", args.dynamic)) if on]
             try:
                 child = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=environment)
                 lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
