@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(INSTALLED): pyproject.toml setup.py | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,onnx,torch,tuning,cross,blas,distributed,keras,tflite,tflite-test,train]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,onnx,torch,tuning,cross,blas,distributed,keras,tflite,tflite-test,train,zoo]'
 	touch $@
 
 demo: $(INSTALLED)

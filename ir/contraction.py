@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from . import core
+from . import core, reshapes
 from ..errors import OperandError
 
 Extent = "int | ir.Value"
@@ -106,14 +106,11 @@ def collapse(value: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
 
 def expand(value: ir.Value, groups: Sequence[Sequence[int]], extents: Sequence[Extent]) -> ir.Value:
     """``tensor.expand_shape``: dim ``i`` of ``value`` becomes the dims ``groups[i]``,
-    whose extents (ints or index values) are ``extents``."""
+    whose extents (ints or index values) are ``extents`` (no op when no group splits; a
+    group with two dynamic extents is a ``tensor.reshape``: see ``reshapes.expand``)."""
     if all(len(g) == 1 for g in groups):
         return value
-    dynamic = ir.ShapedType.get_dynamic_size()
-    result = core.shape_type(extents, core.tensor_type(value).element_type)
-    dynamic_values = [e for e in extents if not isinstance(e, int)]
-    static = [e if isinstance(e, int) else dynamic for e in extents]
-    return tensor.expand_shape(result, value, [list(g) for g in groups], dynamic_values, static)
+    return reshapes.expand(value, groups, extents)
 
 
 def broadcast_to(value: ir.Value, extents: Sequence[Extent]) -> ir.Value:

@@ -146,8 +146,12 @@ def collapse(value: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
 def expand(value: ir.Value, groups: Sequence[Sequence[int]], extents: Sequence[int | ir.Value]) -> ir.Value:
     """``tensor.expand_shape`` splitting dim ``i`` into ``extents[groups[i]]``.
 
-    Each group may hold at most one dynamic extent (the memref lowering asserts otherwise).
+    A group with more than one dynamic extent (``?`` into ``?x?``: a (batch, tokens) model
+    exported with both axes dynamic) becomes ``tensor.reshape`` instead: the op verifies,
+    but expand-strided-metadata's memref lowering asserts on it and aborts the process.
     """
+    if any(sum(not isinstance(extents[d], int) for d in group) > 1 for group in groups):
+        return reshape_by_shape_tensor(value, extents)
     result_type = core.shape_type(extents, core.tensor_type(value).element_type)
     dynamic = [e for e in extents if not isinstance(e, int)]
     static = [e if isinstance(e, int) else DYNAMIC() for e in extents]
@@ -230,6 +234,12 @@ def reshape(value: ir.Value, extents: Sequence[int | ir.Value]) -> ir.Value:
     grouped = reshape_by_groups(value, extents)
     if grouped is not None:
         return grouped
+    return reshape_by_shape_tensor(value, extents)
+
+
+def reshape_by_shape_tensor(value: ir.Value, extents: Sequence[int | ir.Value]) -> ir.Value:
+    """``tensor.reshape`` to ``extents`` (ints or index values) from a shape tensor: the form
+    for any row-major reshape, a view of an identity-layout buffer after bufferization."""
     i64 = ir.IntegerType.get_signless(64)
     target = [
         e if isinstance(e, int) else arith.index_cast(i64, e) for e in extents
