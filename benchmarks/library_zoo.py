@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from public_suite import _first_line, _matches, calibrate_batch_norm, table  # noqa: E402
+from public_suite import _first_line, _matches, calibrate_batch_norm, compile_torch_route, table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -260,15 +260,7 @@ def measure_one(name: str, repeat: int, threads: int, tiny: bool = False, dynami
         except tilecraft.TilecraftError as error:
             result["failed"] = _first_line(error)
 
-    try:
-        started = time.perf_counter()
-        through_torch = tilecraft.torch.compile(module, inputs, keep_ir=False, verbose=False)
-        result["torch_compile_s"] = time.perf_counter() - started
-        with torch.no_grad():
-            result["torch_ok"], result["torch_error"] = _matches(through_torch(*inputs).numpy(), eager_out.numpy())
-        runners["tilecraft.torch"] = lambda: through_torch(*inputs)
-    except tilecraft.TilecraftError as error:
-        result["torch_failed"] = _first_line(error)
+    compile_torch_route(module, inputs, eager_out, result, runners)
 
     if repeat > 0:
         with torch.no_grad():

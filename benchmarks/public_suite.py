@@ -890,6 +890,27 @@ def _first_line(error: BaseException) -> str:
     return (text[0] if text else type(error).__name__)[:140]
 
 
+def compile_torch_route(module: Any, inputs: tuple, eager_out: Any, result: dict[str, Any],
+                        runners: dict[str, Callable[[], Any]]) -> None:
+    """The model through ``tilecraft.torch.compile``: its compile time and check against
+    eager go into ``result``, its call into ``runners`` (a refusal is recorded, not raised,
+    so the other runtimes are still timed)."""
+    import torch
+
+    import tilecraft
+    import tilecraft.torch
+
+    try:
+        started = time.perf_counter()
+        through_torch = tilecraft.torch.compile(module, inputs, keep_ir=False, verbose=False)
+        result["torch_compile_s"] = time.perf_counter() - started
+        with torch.no_grad():
+            result["torch_ok"], result["torch_error"] = _matches(through_torch(*inputs).numpy(), eager_out.numpy())
+        runners["tilecraft.torch"] = lambda: through_torch(*inputs)
+    except tilecraft.TilecraftError as error:
+        result["torch_failed"] = _first_line(error)
+
+
 def measure_one(name: str, repeat: int, threads: int) -> dict[str, Any]:
     """Everything the table shows for ``name``, measured in this process."""
     os.environ["TILECRAFT_NUM_THREADS"] = str(threads)
@@ -938,15 +959,7 @@ def measure_one(name: str, repeat: int, threads: int) -> dict[str, Any]:
     except tilecraft.TilecraftError as error:
         result["failed"] = _first_line(error)
 
-    try:
-        started = time.perf_counter()
-        through_torch = tilecraft.torch.compile(module, inputs, keep_ir=False, verbose=False)
-        result["torch_compile_s"] = time.perf_counter() - started
-        with torch.no_grad():
-            result["torch_ok"], result["torch_error"] = _matches(through_torch(*inputs).numpy(), eager_out.numpy())
-        runners["tilecraft.torch"] = lambda: through_torch(*inputs)
-    except tilecraft.TilecraftError as error:
-        result["torch_failed"] = _first_line(error)
+    compile_torch_route(module, inputs, eager_out, result, runners)
 
     with torch.no_grad():
         medians = alternating(runners, repeat, min_sample_s=0.05, pause_s=RUNNER_PAUSE_S)
