@@ -37,7 +37,6 @@ import io
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +45,7 @@ from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from public_suite import _first_line, _matches, calibrate_batch_norm, compile_torch_route, table  # noqa: E402
+from public_suite import _first_line, _matches, calibrate_batch_norm, compile_torch_route, run_child, table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -312,16 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, os.path.abspath(__file__), "--one", name, "--repeat", str(args.repeat),
                        "--threads", str(args.threads)]
             command += [flag for flag, on in (("--tiny", args.tiny), ("--dynamic", args.dynamic)) if on]
-            try:
-                child = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=environment)
-                lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
-                if child.returncode == 0 and lines:
-                    results.append(json.loads(lines[-1]))
-                else:
-                    tail = (child.stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
-                    results.append({"model": name, "crashed": tail[:160]})
-            except subprocess.TimeoutExpired:
-                results.append({"model": name, "crashed": f"over {args.timeout:.0f} s"})
+            results.append(run_child(name, command, args.timeout, environment))
             row = results[-1]
             status = [f"{key}: {row[key]}" for key in ("failed", "torch_failed", "crashed") if key in row]
             status += [f"{key} MISMATCH" for key in ("ok", "torch_ok") if row.get(key) is False]

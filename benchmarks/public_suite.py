@@ -1016,6 +1016,21 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def run_child(name: str, command: list[str], timeout: float, environment: dict[str, str]) -> dict[str, Any]:
+    """One model measured in a process of its own (``command``, a ``--one`` run): the JSON row
+    it prints last, or a row saying how it crashed or that it ran past ``timeout`` seconds,
+    so that one model's abort or hang never loses the others' results."""
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+    except subprocess.TimeoutExpired:
+        return {"model": name, "crashed": f"over {timeout:.0f} s"}
+    lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
+    if child.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    tail = (child.stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
+    return {"model": name, "crashed": tail[:160]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", help="comma-separated names (default: all; --list shows them)")
@@ -1058,16 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             command = [sys.executable, os.path.abspath(__file__), "--one", name, "--repeat", str(args.repeat),
                        "--threads", str(args.threads)]
-            try:
-                child = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=environment)
-                lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
-                if child.returncode == 0 and lines:
-                    results.append(json.loads(lines[-1]))
-                else:
-                    tail = (child.stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
-                    results.append({"model": name, "crashed": tail[:160]})
-            except subprocess.TimeoutExpired:
-                results.append({"model": name, "crashed": f"over {args.timeout:.0f} s"})
+            results.append(run_child(name, command, args.timeout, environment))
             print(f"  {name}: done ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
     print(table(results))
     if args.json:
