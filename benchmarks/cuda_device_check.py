@@ -130,7 +130,7 @@ def _build_c_runtime(folder: Path) -> str | None:
     if not (shutil.which("make") and shutil.which("cc")):
         print("no make or cc: the C API check is skipped")
         return None
-    build = folder / "c_runtime"
+    build = (folder / "c_runtime").resolve()  # make -C runs in runtime/c_api: an absolute path
     made = subprocess.run(["make", "-C", str(HERE.parent / "runtime" / "c_api"), f"BUILD={build}"],
                           capture_output=True, text=True)
     if made.returncode != 0:

@@ -4,8 +4,11 @@ LLVM are 800 MB; the runner needs numpy and CuPy): TE schedules with bind (vecto
 matmul), the default CUDA schedule of matmuls (shared-memory staging), and f16 matmuls
 accumulating in f32 on tensor cores (schedule option tensor-cores=f16: ldmatrix + mma.sync).
 
-    python tests/cuda/on_device/generate.py FOLDER     # here
-    python tests/cuda/on_device/run_on_gpu.py FOLDER   # there, with FOLDER copied
+    python tests/cuda/on_device/generate.py FOLDER [--large]   # here
+    python tests/cuda/on_device/run_on_gpu.py FOLDER             # there, with FOLDER copied
+
+``--large`` adds the 4096^3 matmuls of issue #47's goal (f16 on tensor cores in several block
+shapes, TF32, the default f32 schedule); the runner times those against PyTorch's cuBLAS.
 """
 import json
 import re
@@ -19,7 +22,9 @@ import matmul_gpu  # noqa: E402
 import vector_add_gpu  # noqa: E402
 from tilecraft.scheduling import build  # noqa: E402
 from tilecraft.targets.cuda import cuda_pipeline  # noqa: E402
-out = (sys.argv[1] if len(sys.argv) > 1 else ".gpucheck").rstrip("/") + "/"
+arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
+LARGE = "--large" in sys.argv[1:]
+out = (arguments[0] if arguments else ".gpucheck").rstrip("/") + "/"
 cases = []
 
 def add(name, kind, module, launch=None):
@@ -52,13 +57,33 @@ def add_compiled(name, module):
 for m_, n_, k_ in ((256, 256, 256), (512, 384, 256), (128, 1024, 768)):
     add_compiled(f"matmul_default_{m_}x{n_}x{k_}",
                  tilecraft.compile(mt.matmul(m_, n_, k_), target="cuda -arch=sm_90", keep_ir=True))
+
+
+def mixed_matmul(m_, n_, k_, dtype):
+    """``dtype`` inputs accumulated into an f32 result."""
+    a, b, c = f"tensor<{m_}x{k_}x{dtype}>", f"tensor<{k_}x{n_}x{dtype}>", f"tensor<{m_}x{n_}xf32>"
+    return (f"func.func @main(%a: {a}, %b: {b}) -> {c} {{\n" + mt.filled("acc", (m_, n_), "0.0")
+            + f"  %r = linalg.matmul ins(%a, %b : {a}, {b}) outs(%acc : {c}) -> {c}\n"
+            f"  return %r : {c}\n}}\n")
+
+
+def add_scheduled(name, source, options):
+    pipeline = cuda_pipeline("cuda -arch=sm_90", schedule_options=options)
+    add_compiled(name, tilecraft.compile(source, target="cuda -arch=sm_90", pipeline=pipeline, keep_ir=True))
+
+
 for m_, n_, k_ in ((256, 256, 256), (512, 384, 256)):
-    a, b, c = f"tensor<{m_}x{k_}xf16>", f"tensor<{k_}x{n_}xf16>", f"tensor<{m_}x{n_}xf32>"
-    source = (f"func.func @main(%a: {a}, %b: {b}) -> {c} {{\n" + mt.filled("acc", (m_, n_), "0.0")
-              + f"  %r = linalg.matmul ins(%a, %b : {a}, {b}) outs(%acc : {c}) -> {c}\n"
-              f"  return %r : {c}\n}}\n")
-    pipeline = cuda_pipeline("cuda -arch=sm_90", schedule_options="tensor-cores=f16")
-    add_compiled(f"matmul_tensor_cores_f16_{m_}x{n_}x{k_}",
-                 tilecraft.compile(source, target="cuda -arch=sm_90", pipeline=pipeline, keep_ir=True))
+    add_scheduled(f"matmul_tensor_cores_f16_{m_}x{n_}x{k_}", mixed_matmul(m_, n_, k_, "f16"), "tensor-cores=f16")
+if LARGE:
+    big = 4096
+    for label, options in (("", ""), ("_b128x128_k32", " block-m=128 block-n=128 k-step=32 max-threads=512"),
+                           ("_b128x64_k32", " block-m=128 block-n=64 k-step=32"),
+                           ("_b64x64_k32", " k-step=32")):
+        add_scheduled(f"matmul_tensor_cores_f16_{big}{label}", mixed_matmul(big, big, big, "f16"),
+                      "tensor-cores=f16" + options)
+    add_scheduled(f"matmul_tensor_cores_tf32_{big}", mixed_matmul(big, big, big, "f32"), "tensor-cores=tf32")
+    cases[-1]["rtol"] = 5e-3  # TF32 operands carry 10 mantissa bits
+    add_compiled(f"matmul_default_{big}", tilecraft.compile(mt.matmul(big, big, big), target="cuda -arch=sm_90",
+                                                            keep_ir=True))
 json.dump(cases, open(out + "cases.json", "w"), indent=1)
 for c in cases: print(c["name"], c["grid"], c["block"], c["shapes"])
