@@ -66,6 +66,78 @@ RTOL = 1e-3
 C_RUNTIME = "c_runtime/libtilecraft_runtime.so"  # in the folder: the C API, built by prepare
 
 
+# ---- the models -----------------------------------------------------------------------------
+
+#: Issue #47's goal models, full size: ResNet-50 (batch 1, 224x224) and a BERT-base encoder
+#: (12 layers, width 768, 12 heads, 128 tokens). Their weights are drawn from four levels
+#: (+-1, +-1/2 times the initializer's scale: a valid random network, not a degenerate one) so
+#: that the package compresses about 10x with xz and fits the device tool's transfer; a GPU's
+#: kernel times do not depend on the values.
+GOAL_MODELS = ("resnet50", "bert_base")
+ZOO_PREFIX = "zoo:"  # the onnx wheel's light model zoo: zoo:light_resnet50 ...
+
+
+def _goal_builder(name: str) -> Any:
+    sys.path.insert(0, str(HERE))
+    import public_suite
+
+    if name == "resnet50":
+        return lambda: public_suite.resnet50(tiny=False)
+    return lambda: public_suite._transformer(False, tokens=128, dim=768, heads=12, layers=12, causal=False,
+                                             vocab=30522, post_norm=True)
+
+
+def _four_level_weights(module: Any, seed: int) -> None:
+    """Every floating-point parameter replaced, in place, by a random choice of
+    (-1, -1/2, 1/2, 1) times its initial standard deviation (norm scales keep their value)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    levels = torch.tensor([-1.0, -0.5, 0.5, 1.0])
+    with torch.no_grad():
+        for parameter in module.parameters():
+            scale = float(parameter.std()) if parameter.numel() > 1 else 0.0
+            if scale == 0.0:  # constant initializers (norm weights 1, biases 0) stay as they are
+                continue
+            picks = torch.randint(0, 4, parameter.shape, generator=generator)
+            parameter.copy_(levels[picks] * scale)
+
+
+def build_model(name: str, full: bool) -> tuple[Any, tuple]:
+    """The torch module and example inputs of a suite architecture or a goal model, built
+    the same way here (prepare) and on the GPU machine (PyTorch's side of the comparison)."""
+    sys.path.insert(0, str(HERE))
+    import public_suite
+    import torch
+
+    if name in GOAL_MODELS:
+        torch.manual_seed(0)
+        module, inputs = _goal_builder(name)()
+        _four_level_weights(module, seed=0)
+        return public_suite.calibrate_batch_norm(module, inputs, seed=0), inputs
+    return public_suite.build(name, tiny=not full)
+
+
+def _zoo_model(name: str) -> tuple[bytes, dict[str, Any]]:
+    """A light-zoo model's ONNX bytes and seeded inputs for its graph inputs."""
+    import numpy as np
+    import onnx
+
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"{name[len(ZOO_PREFIX):]}.onnx"
+    if not path.exists():
+        raise SystemExit(f"no light-zoo model {name!r} ({path})")
+    model = onnx.load(str(path))
+    initialized = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for graph_input in model.graph.input:
+        if graph_input.name in initialized:
+            continue
+        shape = [d.dim_value or 1 for d in graph_input.type.tensor_type.shape.dim]
+        feeds[graph_input.name] = rng.standard_normal(shape).astype(np.float32)
+    return path.read_bytes(), feeds
+
+
 # ---- here: build what travels ---------------------------------------------------------------
 
 def prepare(args: argparse.Namespace) -> int:
@@ -79,9 +151,16 @@ def prepare(args: argparse.Namespace) -> int:
     from tilecraft.targets.cuda import cuda_pipeline
 
     names = list(public_suite.ARCHITECTURES) if args.models == "all" else args.models.split(",")
-    unknown = [name for name in names if name not in public_suite.ARCHITECTURES]
+    if args.models == "zoo":
+        import onnx
+
+        light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+        names = sorted(ZOO_PREFIX + path.stem for path in light.glob("*.onnx"))
+    unknown = [name for name in names if name not in public_suite.ARCHITECTURES and name not in GOAL_MODELS
+               and not name.startswith(ZOO_PREFIX)]
     if unknown:
-        raise SystemExit(f"unknown architecture(s) {unknown}; choose from {', '.join(public_suite.ARCHITECTURES)}")
+        raise SystemExit(f"unknown architecture(s) {unknown}; choose from {', '.join(public_suite.ARCHITECTURES)}, "
+                         f"{', '.join(GOAL_MODELS)}, zoo or {ZOO_PREFIX}<light-zoo model>")
     folder = Path(args.output)
     folder.mkdir(parents=True, exist_ok=True)
     index: dict[str, Any] = {"arch": args.arch, "full": args.full, "models": {},
@@ -91,9 +170,12 @@ def prepare(args: argparse.Namespace) -> int:
     for name in names:
         started = time.perf_counter()
         try:
-            module, inputs = public_suite.build(name, tiny=not args.full)
-            onnx_bytes = public_suite.export_onnx(module, inputs)
-            feeds = {f"input{i}": x.detach().numpy() for i, x in enumerate(inputs)}
+            if name.startswith(ZOO_PREFIX):
+                onnx_bytes, feeds = _zoo_model(name)
+            else:
+                module, inputs = build_model(name, args.full)
+                onnx_bytes = public_suite.export_onnx(module, inputs)
+                feeds = {f"input{i}": x.detach().numpy() for i, x in enumerate(inputs)}
             session = onnxruntime.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
             expected = session.run(None, feeds)
             target = folder / name
@@ -103,10 +185,12 @@ def prepare(args: argparse.Namespace) -> int:
                 model_file.flush()
                 tilecraft.compile(model_file.name, target=target_spec, pipeline=pipeline,
                                   package_path=target / "model.tar", keep_ir=False)
+            if name in GOAL_MODELS:  # four-level weights: xz brings them under the transfer limit
+                _compress(target / "model.tar")
             np.savez(target / "inputs.npz", **feeds)
             np.savez(target / "expected.npz", *expected)
             size = sum(f.stat().st_size for f in target.iterdir())
-            index["models"][name] = {"bytes": size}
+            index["models"][name] = {"bytes": size, "full": args.full or name in GOAL_MODELS}
             print(f"{name:<20} ok      {time.perf_counter() - started:6.1f} s  {size / 2**20:6.2f} MiB", flush=True)
         except (TilecraftError, RuntimeError, ValueError) as error:
             index["models"][name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
@@ -122,6 +206,27 @@ def prepare(args: argparse.Namespace) -> int:
         print(f"left out to stay under {args.limit_mib:g} MiB (largest first): {','.join(left_out)} "
               "(a second call: prepare --models with those names into another folder)")
     return 0 if len(built) == len(names) else 1
+
+
+def _compress(path: Path) -> None:
+    """``path`` as ``path.xz`` (LZMA2 with 4-byte literal positions: f32 weights), ``path`` removed."""
+    import lzma
+
+    filters = [{"id": lzma.FILTER_LZMA2, "preset": 6, "lp": 2, "lc": 0, "pb": 2}]
+    with open(path, "rb") as source, lzma.open(f"{path}.xz", "wb", format=lzma.FORMAT_XZ, filters=filters) as sink:
+        shutil.copyfileobj(source, sink, 1 << 24)
+    path.unlink()
+
+
+def _package_path(folder: Path) -> Path:
+    """The model's package in ``folder``, decompressed first where it travelled as ``.xz``."""
+    import lzma
+
+    path = folder / "model.tar"
+    if not path.exists() and (folder / "model.tar.xz").exists():
+        with lzma.open(folder / "model.tar.xz") as source, open(path, "wb") as sink:
+            shutil.copyfileobj(source, sink, 1 << 24)
+    return path
 
 
 def _build_c_runtime(folder: Path) -> str | None:
@@ -191,19 +296,19 @@ def _median_ms(function: Any, repeat: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-def _torch_eager(name: str, feeds: dict[str, Any], full: bool, repeat: int) -> dict[str, Any]:
+def _torch_eager(name: str, feeds: dict[str, Any], full: bool, repeat: int, inductor: bool = False) -> dict[str, Any]:
     """PyTorch eager CUDA on the same seeded architecture: the median synchronized call on
-    device tensors, and its output (compared for information)."""
+    device tensors, and its output (compared for information); with ``inductor``, also
+    ``torch.compile``'s (default mode) median and its compile time."""
     try:
         import torch
     except ImportError:
         return {"skipped": "torch not installed"}
     if not torch.cuda.is_available():
         return {"skipped": "torch has no CUDA device"}
-    sys.path.insert(0, str(HERE))
-    import public_suite
-
-    module, _ = public_suite.build(name, tiny=not full)
+    if name.startswith(ZOO_PREFIX):
+        return {"skipped": "a light-zoo ONNX model has no PyTorch module"}
+    module, _ = build_model(name, full)
     module = module.cuda().eval()
     inputs = [torch.from_numpy(feeds[key]).cuda() for key in sorted(feeds, key=lambda k: int(k[5:]))]
 
@@ -216,8 +321,38 @@ def _torch_eager(name: str, feeds: dict[str, Any], full: bool, repeat: int) -> d
     for _ in range(3):
         output = call()
     first = output[0] if isinstance(output, (tuple, list)) else output
-    return {"ms": _median_ms(call, repeat), "output": first.float().cpu().numpy(),
-            "device": torch.cuda.get_device_name(0), "capability": "sm_%d%d" % torch.cuda.get_device_capability(0)}
+    row = {"ms": _median_ms(call, repeat), "output": first.float().cpu().numpy(),
+           "device": torch.cuda.get_device_name(0), "capability": "sm_%d%d" % torch.cuda.get_device_capability(0)}
+    # PyTorch's default runs convolutions in TF32 (cudnn.allow_tf32); tilecraft's kernels are
+    # f32: the eager time with TF32 off too, the like-for-like comparison.
+    convolutions_tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        call()
+        row["ms_f32"] = _median_ms(call, repeat)
+    finally:
+        torch.backends.cudnn.allow_tf32 = convolutions_tf32
+    if inductor:
+        try:
+            compiled = torch.compile(module)
+            started = time.perf_counter()
+            with torch.no_grad():
+                compiled(*inputs)
+            torch.cuda.synchronize()
+            row["inductor_compile_s"] = time.perf_counter() - started
+
+            def compiled_call() -> Any:
+                with torch.no_grad():
+                    out = compiled(*inputs)
+                torch.cuda.synchronize()
+                return out
+
+            for _ in range(3):
+                compiled_call()
+            row["inductor_ms"] = _median_ms(compiled_call, repeat)
+        except Exception as error:  # reported, not fatal
+            row["inductor_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+    return row
 
 
 def _device_memory_checks(package: Any, feeds: dict[str, Any], repeat: int) -> dict[str, Any]:
@@ -401,7 +536,8 @@ def run(args: argparse.Namespace) -> int:
             feeds = dict(np.load(folder / name / "inputs.npz"))
             expected = list(np.load(folder / name / "expected.npz").values())
             started = time.perf_counter()
-            package = package_module.load(folder / name / "model.tar")
+            path = _package_path(folder / name)
+            package = package_module.load(path)
             row["load_ms"] = 1e3 * (time.perf_counter() - started)
             started = time.perf_counter()
             outputs = package(**feeds)
@@ -413,11 +549,12 @@ def run(args: argparse.Namespace) -> int:
             row["ms"] = _median_ms(lambda: package(**feeds), args.repeat)
             row["dlpack"] = _torch_dlpack(package, feeds, outputs)
             if c_runtime is not None:
-                row["c_api"] = _c_api_check(c_runtime, folder / name / "model.tar", package, feeds, outputs)
+                row["c_api"] = _c_api_check(c_runtime, path, package, feeds, outputs)
             row.update(_device_memory_checks(package, feeds, args.repeat))
         except Exception as error:  # report and go on: one model must not stop the check
             row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
-        torch_row = _torch_eager(name, feeds, index["full"], args.repeat) if "error" not in row else {}
+        torch_row = _torch_eager(name, feeds, entry.get("full", index["full"]), args.repeat,
+                                 inductor=name in args.inductor.split(",")) if "error" not in row else {}
         if "output" in torch_row:
             row["torch_matches_onnxruntime"] = _matches(torch_row.pop("output"), expected[0])[0]
             results.setdefault("device", torch_row.pop("device"))
@@ -441,8 +578,13 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"{name:<20} FAILED  {row.get('error') or 'max error %.1e' % row['max_rel_error']}")
         else:
             torch_ms = torch_row.get("ms")
-            torch_text = f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f}" if torch_ms \
-                else torch_row.get("skipped", "-")
+            torch_text = (f"{torch_ms:8.3f} ms  ratio {row['ms'] / torch_ms:5.2f} (TF32 off {torch_row['ms_f32']:8.3f} "
+                          f"ms)") if torch_ms else torch_row.get("skipped", "-")
+            if "inductor_ms" in torch_row:
+                torch_text += (f"  inductor {torch_row['inductor_ms']:8.3f} ms (compiled in "
+                               f"{torch_row['inductor_compile_s']:.0f} s)")
+            elif "inductor_error" in torch_row:
+                torch_text += f"  inductor failed: {torch_row['inductor_error']}"
             device = "device arrays %s %8.3f ms, device outputs %8.3f ms" % (
                 "ok" if row["device_array_matches_host_call"] else "MISMATCH", row["device_array_ms"],
                 row["device_outputs_ms"])
@@ -459,12 +601,29 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def call(args: argparse.Namespace) -> int:
+    """Load one model's package and call it ``--calls`` times: a process for a kernel profiler
+    (``ncu --clock-control none --csv ... python3 cuda_device_check.py call FOLDER/NAME``)."""
+    import numpy as np
+
+    package_module = _import_tilecraft()
+    folder = Path(args.model)
+    feeds = dict(np.load(folder / "inputs.npz"))
+    with package_module.load(_package_path(folder)) as package:
+        for _ in range(args.calls):
+            package(**feeds)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser("prepare", help="here: build the packages and reference outputs")
     prep.add_argument("--arch", default="sm_90", help="the lent GPU's architecture (H100/H200: sm_90)")
-    prep.add_argument("--models", default="all", help="comma-separated public-suite names (default all)")
+    prep.add_argument("--models", default="all",
+                      help="comma-separated public-suite names (default all), the goal models "
+                           f"{', '.join(GOAL_MODELS)} (full size, four-level weights, xz), 'zoo' (the onnx "
+                           f"wheel's light model zoo) or {ZOO_PREFIX}NAME")
     prep.add_argument("--full", action="store_true", help="full-size models (default: tiny variants)")
     prep.add_argument("--limit-mib", type=float, default=48.0)
     prep.add_argument("--schedule-options", default="",
@@ -476,8 +635,13 @@ def main(argv: list[str] | None = None) -> int:
     go.add_argument("--out", default=os.environ.get("OUT"))
     go.add_argument("--repeat", type=int, default=20)
     go.add_argument("--budget-s", type=float, default=420.0)
+    go.add_argument("--inductor", default="", metavar="NAMES",
+                    help="comma-separated models also timed through torch.compile (inductor)")
+    once = commands.add_parser("call", help="there: call one model's package (for a kernel profiler)")
+    once.add_argument("model", help="the model's folder (FOLDER/NAME)")
+    once.add_argument("--calls", type=int, default=2)
     args = parser.parse_args(argv)
-    return prepare(args) if args.command == "prepare" else run(args)
+    return {"prepare": prepare, "run": run, "call": call}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ there is no scalar fallback, since host code cannot touch device memory.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, replace
 from typing import Mapping
 
@@ -403,10 +405,22 @@ def _copy_distribution(shape: tuple[int, ...], config: GpuConfig, threads_x: int
     return (shape[-2] // rows, shape[-1] // columns), ("y", "x")
 
 
+#: Static shared memory one block may use without the per-kernel opt-in (every architecture
+#: since sm_20; ptxas refuses a kernel over it).
+SHARED_MEMORY_BYTES = 48 * 1024
+
+_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f64": 8, "i64": 8, "i8": 1, "i16": 2}
+
+
+def _shared_bytes(shapes: list[tuple[int, ...]], element_bytes: int) -> int:
+    return sum(math.prod(shape) for shape in shapes) * element_bytes
+
+
 def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
-                      operand_maps: list[ir.AffineMap] | None) -> GpuOpSchedule:
+                      operand_maps: list[ir.AffineMap] | None, element_bytes: int = 4) -> GpuOpSchedule:
     """Matmul-like ops: block tile of C, thread tile of C (register accumulators), K staged
-    through shared memory in ``k_step`` slices when ``config.shared``."""
+    through shared memory in ``k_step`` slices when ``config.shared`` (``element_bytes``: the
+    widest operand element, for the shared-memory budget)."""
     batch, m_dims, n_dims, k_dims = nest.contraction
     n_loops = len(nest.ranges)
     m, n, k = m_dims[-1], n_dims[-1], k_dims[-1]
@@ -427,24 +441,35 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
         mapped.insert(0, outer_batch[-1])
     register = [1 if (p and block[d] == 0 and nest.ranges[d] > 1) else 0
                 for d, p in enumerate(nest.parallel)]
+    def staged_shapes(kt: int) -> list[tuple[int, ...]]:
+        """Each staged operand tile's shape for a ``kt`` slice of K: the block's m/n tiles, the
+        slice, and the whole extent of a dim neither tiles (a second m or n dim)."""
+        k_tiles = [kt if d == k else (1 if d in k_dims else 0) for d in range(n_loops)]
+        return [tuple(block[d] or k_tiles[d] or nest.ranges[d]
+                      for d in (ir.AffineDimExpr(e).position for e in affine_map.results))
+                for affine_map in (operand_maps or [])[:2]]
+
+    shared = config.shared
     kt = largest_divisor(nest.ranges[k], config.k_step)
-    step = largest_divisor(kt if config.shared else nest.ranges[k], config.unroll)
+    # Halve the slice until the staged tiles fit a block's static shared memory (ptxas refuses
+    # more); a contraction with an untiled second m or n dim (an attention projection into
+    # [heads, head_dim]) can be over it even at one K step: it reads global memory instead.
+    while shared and _shared_bytes(staged_shapes(kt), element_bytes) > SHARED_MEMORY_BYTES:
+        if kt == 1:
+            shared = False
+        kt = largest_divisor(nest.ranges[k], kt // 2) if kt > 1 else kt
+    step = largest_divisor(kt if shared else nest.ranges[k], config.unroll)
     reduction = [0] * n_loops
     for d in k_dims:
         reduction[d] = 1
     reduction[k] = step
     k_tiles = None
     promoted: tuple[Promotion, ...] = ()
-    if config.shared:
+    if shared:
         k_tiles = tuple(kt if d == k else (1 if d in k_dims else 0) for d in range(n_loops))
         promotions = []
-        for operand, affine_map in enumerate((operand_maps or [])[:2]):
-            shape = []
-            for expr in affine_map.results:
-                d = ir.AffineDimExpr(expr).position
-                tile = block[d] or (k_tiles[d] if k_tiles[d] else nest.ranges[d])
-                shape.append(tile)
-            tiles, axes = _copy_distribution(tuple(shape), config, bn // tn, bm // tm)
+        for operand, shape in enumerate(staged_shapes(kt)):
+            tiles, axes = _copy_distribution(shape, config, bn // tn, bm // tm)
             full = (0,) * (len(shape) - len(tiles)) + tiles
             promotions.append(Promotion(operand, full, axes))
         promoted = tuple(promotions)
@@ -562,7 +587,8 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
     if plans_as_contraction(nest):
         if config.tensor_cores and _tensor_core_operands(nest, operand_maps, element_types, config):
             return _plan_tensor_core(nest, tag, config, operand_maps)
-        return _plan_contraction(nest, tag, config, operand_maps)
+        element_bytes = max((_ELEMENT_BYTES.get(t, 4) for t in element_types[:2]), default=4)
+        return _plan_contraction(nest, tag, config, operand_maps, element_bytes)
     if nest.convolution and nest.op_name in DECOMPOSABLE:
         return _plan_parallel(nest, tag, config, kind="convolution")
     if nest.reduction_dims and nest.ranges[-1] >= 64:
