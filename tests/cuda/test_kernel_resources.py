@@ -100,3 +100,37 @@ def test_a_projection_into_heads_stages_within_static_shared_memory():
     x, w = rng.standard_normal((128, 768), dtype=np.float32), rng.standard_normal((768, 12, 64), dtype=np.float32)
     np.testing.assert_allclose(cpu_replay(module, PROJECTION_INTO_HEADS)(x, w), np.einsum("mk,knh->mnh", x, w),
                                rtol=1e-4, atol=1e-3)
+
+
+POOL_OVER_TWO_LOOPS = """
+#x = affine_map<(n, c, h, w) -> (n, c, h, w)>
+#y = affine_map<(n, c, h, w) -> (n, c)>
+func.func @main(%x: tensor<1x32x112x112xf32>) -> tensor<1x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x32xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x32xf32>) -> tensor<1x32xf32>
+  %r = linalg.generic {indexing_maps = [#x, #y],
+                       iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%x : tensor<1x32x112x112xf32>) outs(%acc : tensor<1x32xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    %s = arith.addf %c, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<1x32xf32>
+  return %r : tensor<1x32xf32>
+}
+"""
+
+
+def test_a_sum_over_two_long_loops_compiles():
+    """A global average pool over h and w as one generic (EfficientNet's first squeeze-and-
+    excitation at 112x112): the block-per-row plan splits only the innermost reduction loop,
+    and upstream's tile_reduction_using_forall aborted the process on the second one. Such an
+    op keeps the thread-per-output plan; the sums are right."""
+    import numpy as np
+    from cuda_testing import cpu_replay
+
+    module = tilecraft.compile(POOL_OVER_TWO_LOOPS, target="cuda -arch=sm_90", keep_ir=False)
+    assert all(not used.spills for ptx in module.ptx_modules().values()
+               for used in kernel_resources(ptx, "sm_90").values())
+    x = np.random.default_rng(0).standard_normal((1, 32, 112, 112), dtype=np.float32)
+    np.testing.assert_allclose(cpu_replay(module, POOL_OVER_TWO_LOOPS)(x), x.sum(axis=(2, 3)), rtol=1e-4, atol=1e-3)
