@@ -291,3 +291,108 @@ func.func @main(%a: {a}, %b: {b}) -> {c} {{
 }}
 """
     assert "mma.sync" not in _compile(source).ptx()
+
+
+# ---- the kernel rewrites on their own (IR in, IR out) -------------------------------------
+
+_FRAGMENT_LOOP = """
+func.func @f(%c: memref<64x64xf32>, %other: memref<64x64xf32>, %i: index, %j: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant dense<1.0> : vector<16x8xf32>
+  scf.for %k = %c0 to %c8 step %c1 {
+    %acc = vector.transfer_read %c[%i, %j], %zero {in_bounds = [true, true]} : memref<64x64xf32>, vector<16x8xf32>
+    %sum = arith.addf %acc, %one : vector<16x8xf32>
+    vector.transfer_write %sum, %c[%i, %j] {in_bounds = [true, true]} : vector<16x8xf32>, memref<64x64xf32>
+    EXTRA
+  }
+  return
+}
+"""
+
+
+def _parse(text: str):
+    from mlir import ir
+    context = ir.Context()
+    return context, ir.Module.parse(text, context)
+
+
+@pytest.mark.parametrize("extra, hoisted", [
+    ("", 1),
+    # Another access of the buffer in the loop: the fragment must go through memory.
+    ("%x = memref.load %c[%c0, %c0] : memref<64x64xf32>", 0),
+    # An access of another buffer does not matter.
+    ("%x = memref.load %other[%c0, %c0] : memref<64x64xf32>", 1),
+])
+def test_accumulator_fragments_ride_in_registers_only_when_alone(extra, hoisted):
+    from tilecraft.pipelines.ir_queries import ops_where
+
+    context, module = _parse(_FRAGMENT_LOOP.replace("EXTRA", extra))
+    with context:
+        loop = ops_where(module.operation, lambda op: op.name == "scf.for")[0]
+        assert tensor_cores.hoist_accumulator_fragments(loop) == hoisted
+        module.operation.verify()
+        text = str(module)
+    if hoisted:
+        # read before the loop, the value carried, written after it
+        assert re.search(r"vector.transfer_read .*\n\s*%\S+ = scf.for .* iter_args", text)
+        assert re.search(r"scf.yield .*\n\s*}\n\s*vector.transfer_write", text)
+    else:
+        assert "iter_args" not in text
+
+
+@pytest.mark.parametrize("shape, use, padded", [
+    ("32x128xf16", "read", "32x136xf16"),    # 256-byte rows: 8-way ldmatrix conflicts
+    ("128x32xf16", "read", "128x40xf16"),    # 64-byte rows: 4-way
+    ("128x16xf32", "read", "128x20xf32"),
+    ("64x8xf16", "read", None),              # 16-byte rows: conflict-free already
+    ("32x128xf16", "subview", None),         # a view of it would keep the old strides
+])
+def test_shared_rows_are_padded_against_bank_conflicts(shape, use, padded):
+    element = shape.split("x")[-1]
+    tile = f"memref<{shape}, #gpu.address_space<workgroup>>"
+    body = (f"%v = vector.transfer_read %t[%c0, %c0], %pad {{in_bounds = [true, true]}} : {tile}, vector<8x8x{element}>"
+            if use == "read" else
+            f"%v = memref.subview %t[0, 0] [8, 8] [1, 1] : {tile} to memref<8x8x{element}, strided<[{shape.split('x')[1]}, 1]>, #gpu.address_space<workgroup>>")
+    context, module = _parse(f"""
+func.func @f() {{
+  %c0 = arith.constant 0 : index
+  %pad = arith.constant 0.0 : {element}
+  %t = memref.alloc() : {tile}
+  {body}
+  return
+}}""")
+    with context:
+        assert tensor_cores.pad_shared_rows(module.operation) == (1 if padded else 0)
+        module.operation.verify()
+    assert f"memref<{padded or shape}, #gpu.address_space<workgroup>>" in str(module)
+
+
+def test_only_the_barrier_between_two_staging_copies_goes():
+    tile = "memref<16x16xf16, #gpu.address_space<workgroup>>"
+    copy = ("%{n} = vector.transfer_read %g[%c0, %c0], %pad {{in_bounds = [true, true]}} : memref<64x64xf16>, vector<16x16xf16>\n"
+            "  vector.transfer_write %{n}, %{t}[%c0, %c0] {{in_bounds = [true, true]}} : vector<16x16xf16>, " + tile)
+    context, module = _parse(f"""
+func.func @f(%g: memref<64x64xf16>) {{
+  %c0 = arith.constant 0 : index
+  %pad = arith.constant 0.0 : f16
+  %a = memref.alloc() : {tile}
+  %b = memref.alloc() : {tile}
+  {copy.format(n="x", t="a")}
+  gpu.barrier
+  {copy.format(n="y", t="b")}
+  gpu.barrier
+  %r = vector.transfer_read %a[%c0, %c0], %pad {{in_bounds = [true, true]}} : {tile}, vector<16x16xf16>
+  vector.transfer_write %r, %b[%c0, %c0] {{in_bounds = [true, true]}} : vector<16x16xf16>, {tile}
+  gpu.barrier
+  {copy.format(n="z", t="b")}
+  return
+}}""")
+    with context:
+        # The first barrier only separates two fills of different tiles; the second orders
+        # the fills before a read of shared memory, the third that read before a refill.
+        assert tensor_cores.drop_barriers_between_copies(module.operation) == 1
+        assert tensor_cores.drop_barriers_between_copies(module.operation) == 0
+    assert str(module).count("gpu.barrier") == 2
