@@ -34,7 +34,6 @@ there is no scalar fallback, since host code cannot touch device memory.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, replace
 from typing import Mapping
 
@@ -52,6 +51,7 @@ from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_t
 from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
+from .async_copies import STAGES
 from .tensor_cores import TENSOR_CORE_LAUNCH, contractions_to_mma_sync
 from .warp_reduce import WARP_COMBINE, combine_with_warp_shuffles
 
@@ -84,6 +84,14 @@ class GpuConfig:
         (``bf16`` is refused with the reason). Off by default until a GPU has checked it.
       arch: the CUDA architecture compiled for (``"sm_90"``); the tensor-core option
         refuses one below sm_80. ``""``: not checked (the pass run on its own).
+      mma_block_m, mma_block_n, mma_k_step: a tensor-core contraction's block tile and
+        staged K slice (its own defaults: a tensor-core kernel wants far larger tiles than
+        the FMA schedule's, see docs/cuda.md's tensor-core section).
+      warp_m, warp_n: a tensor-core contraction's output tile per warp (its ``mma.sync``
+        accumulators live in the warp's registers: 64 x 64 is 128 f32 per lane).
+      mma_stages: shared buffers a tensor-core contraction's staged K slices rotate through:
+        2 copies the next slice with ``cp.async`` while the warps compute on this one
+        (``async_copies.py``), 1 copies and computes in turn.
     """
 
     max_threads: int = 256
@@ -99,6 +107,12 @@ class GpuConfig:
     warp_reduce: bool = False
     tensor_cores: str = ""
     arch: str = ""
+    mma_block_m: int = 128
+    mma_block_n: int = 128
+    mma_k_step: int = 32
+    warp_m: int = 64
+    warp_n: int = 32
+    mma_stages: int = 2
 
 
 # Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type of the
@@ -110,8 +124,12 @@ _TENSOR_CORES_NOT_BUILT = {
     "bf16": "upstream's vector-to-nvgpu conversion has no bf16 ldmatrix/mma.sync fragments",
 }
 WARP_SIZE = 32
-# Upper bounds of a warp's output tile (several mma.sync per K step: fragment reuse).
-_WARP_TILE = (32, 32)
+# Bytes one thread moves per access of a tensor-core operand copy (ld.global.v4 /
+# st.shared.v4: 8 f16 or 4 f32).
+_COPY_BYTES = 16
+# Static shared memory a block may declare (larger needs the dynamic kind, opted into at
+# launch); every architecture from sm_80 on.
+_STATIC_SHARED_BYTES = 48 * 1024
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,7 @@ class GpuOpSchedule:
     warp_tiles: tuple[int, ...] = ()
     warp_mapping: tuple[str, ...] = ()
     mma_shape: tuple[int, ...] = ()
+    mma_stages: int = 1
     fused_init_tag: int | None = None
     init_thread_tiles: tuple[int, ...] = ()
     init_thread_mapping: tuple[str, ...] = ()
@@ -296,6 +315,13 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         op = tiled
         if plan.promoted:
             op = w.stage_in_shared_memory(op, k_loop, plan.promoted, n_loops)
+        if plan.mma_stages > 1:
+            # Read after mapping by tensor_cores.py (async_copies.py double-buffers the loop).
+            stages = w.fresh("stages")
+            w.lines.append(f"{stages} = transform.param.constant {plan.mma_stages} : i64 -> "
+                           f"!transform.param<i64>")
+            w.lines.append(f'transform.annotate {k_loop} "{STAGES}" = {stages} : {w.ANY}, '
+                           f"!transform.param<i64>")
     if plan.warp_tiles:
         op, warp = w.tile_mapped(op, plan.warp_tiles, plan.warp_mapping, "warp")
         w.vectorize(op)
@@ -405,10 +431,6 @@ def _copy_distribution(shape: tuple[int, ...], config: GpuConfig, threads_x: int
     return (shape[-2] // rows, shape[-1] // columns), ("y", "x")
 
 
-#: Static shared memory one block may use without the per-kernel opt-in (every architecture
-#: since sm_20; ptxas refuses a kernel over it).
-SHARED_MEMORY_BYTES = 48 * 1024
-
 _ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f64": 8, "i64": 8, "i8": 1, "i16": 2}
 
 
@@ -454,7 +476,7 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
     # Halve the slice until the staged tiles fit a block's static shared memory (ptxas refuses
     # more); a contraction with an untiled second m or n dim (an attention projection into
     # [heads, head_dim]) can be over it even at one K step: it reads global memory instead.
-    while shared and _shared_bytes(staged_shapes(kt), element_bytes) > SHARED_MEMORY_BYTES:
+    while shared and _shared_bytes(staged_shapes(kt), element_bytes) > _STATIC_SHARED_BYTES:
         if kt == 1:
             shared = False
         kt = largest_divisor(nest.ranges[k], kt // 2) if kt > 1 else kt
@@ -507,22 +529,56 @@ def _tensor_core_operands(nest: LoopNest, operand_maps: list[ir.AffineMap] | Non
             and dims[2][-2:] == [m, n])
 
 
+def _tensor_core_copy(shape: tuple[int, ...], element_bytes: int,
+                      threads: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Thread tiles of the block's copy of a ``shape`` operand tile into shared memory:
+    16 bytes per access (``ld.global.v4``, ``st.shared.v4``) and every thread of the block,
+    lanes over linear thread ids (the 32 lanes of a warp cover consecutive 16-byte chunks of
+    a row, then the next rows: whole 32-byte sectors of global memory).
+
+    Where the row is not a multiple of 16 bytes, narrower accesses (the copy stays right,
+    only slower)."""
+    rows, columns = (shape[-2] if len(shape) > 1 else 1), shape[-1]
+    lanes = largest_divisor(columns, max(1, _COPY_BYTES // element_bytes))
+    column_threads = largest_divisor(columns // lanes, threads)
+    row_threads = largest_divisor(rows, threads // column_threads)
+    if len(shape) == 1:
+        return (columns // column_threads,), ("linear_dim_0",)
+    # Leading dims (the batch of a batch matmul) are 1 inside a block tile: left untiled.
+    return ((rows // row_threads, columns // column_threads), ("linear_dim_1", "linear_dim_0"))
+
+
+def _power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
 def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
                       operand_maps: list[ir.AffineMap]) -> GpuOpSchedule:
     """A contraction on tensor cores: block tile of C (batch on z), K staged through shared
-    memory in slices of 16 or 32, the block tile split into warp tiles of up to 32 x 32,
-    each warp's tile ``mma.sync`` steps of 16 x 8 x 16."""
+    memory in slices (``mma_k_step``) copied by all the block's threads 16 bytes at a time,
+    the block tile split into warp tiles (``warp_m`` x ``warp_n``), each warp's tile
+    ``mma.sync`` steps of 16 x 8 x 16 (16 x 8 x 8 for TF32) whose accumulators stay in the
+    warp's registers across the K loop (``tensor_cores.py``)."""
     batch, (m,), (n,), (k,) = nest.contraction
     n_loops = len(nest.ranges)
-    mma_m, mma_n, mma_k = TENSOR_CORE_TYPES[config.tensor_cores][1]
-    wm = largest_divisor(nest.ranges[m], _WARP_TILE[0], multiple_of=mma_m)
-    wn = largest_divisor(nest.ranges[n], _WARP_TILE[1], multiple_of=mma_n)
-    bm = largest_divisor(nest.ranges[m], config.block_m, multiple_of=wm)
-    bn = largest_divisor(nest.ranges[n], config.block_n, multiple_of=wn)
+    input_type, (mma_m, mma_n, mma_k) = TENSOR_CORE_TYPES[config.tensor_cores]
+    element_bytes = 2 if input_type == "f16" else 4
+    wm = largest_divisor(nest.ranges[m], config.warp_m, multiple_of=mma_m)
+    wn = largest_divisor(nest.ranges[n], config.warp_n, multiple_of=mma_n)
+    bm = largest_divisor(nest.ranges[m], config.mma_block_m, multiple_of=wm)
+    bn = largest_divisor(nest.ranges[n], config.mma_block_n, multiple_of=wn)
     while (bm // wm) * (bn // wn) * WARP_SIZE > config.max_threads and bm > wm:
         bm = largest_divisor(nest.ranges[m], bm // 2, multiple_of=wm)
     while (bm // wm) * (bn // wn) * WARP_SIZE > config.max_threads and bn > wn:
         bn = largest_divisor(nest.ranges[n], bn // 2, multiple_of=wn)
+    # A power of two of warps: the operand copies (power-of-two tiles) then give every
+    # thread the same share, with no thread left out behind a guard (which would also keep
+    # the copies from being double-buffered, async_copies.py).
+    while not _power_of_two((bm // wm) * (bn // wn)):
+        if bn // wn > 1 and not _power_of_two(bn // wn):
+            bn = largest_divisor(nest.ranges[n], bn - wn, multiple_of=wn)
+        else:
+            bm = largest_divisor(nest.ranges[m], bm - wm, multiple_of=wm)
     warps = (bm // wm) * (bn // wn)
     block = [0] * n_loops
     block[m], block[n] = bm, bn
@@ -533,13 +589,28 @@ def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
     if outer_batch:
         block[outer_batch[-1]] = 1
         mapping = ("z", "y", "x")
-    kt = largest_divisor(nest.ranges[k], max(config.k_step, mma_k), multiple_of=mma_k)
+    kt = largest_divisor(nest.ranges[k], max(config.mma_k_step, mma_k), multiple_of=mma_k)
+    stages = config.mma_stages
+
+    def operand_tiles(kt: int) -> list[tuple[int, ...]]:
+        return [tuple(block[ir.AffineDimExpr(e).position] or (kt if ir.AffineDimExpr(e).position == k
+                                                              else 1)
+                      for e in affine_map.results) for affine_map in operand_maps[:2]]
+
+    # Static shared memory is 48 KiB a block: a smaller K slice, then one buffer, if the
+    # tiles (rows padded by 16 bytes, tensor_cores.pad_shared_rows) would not fit.
+    def shared_bytes(kt: int, stages: int) -> int:
+        return stages * sum(math.prod(t[:-1]) * (t[-1] * element_bytes + 16)
+                            for t in operand_tiles(kt))
+
+    while shared_bytes(kt, stages) > _STATIC_SHARED_BYTES and kt > mma_k:
+        kt = largest_divisor(nest.ranges[k], kt // 2, multiple_of=mma_k)
+    if shared_bytes(kt, stages) > _STATIC_SHARED_BYTES:
+        stages = 1
     k_tiles = tuple(kt if d == k else 0 for d in range(n_loops))
     promotions = []
-    for operand, affine_map in enumerate(operand_maps[:2]):
-        shape = tuple(block[ir.AffineDimExpr(e).position] or k_tiles[ir.AffineDimExpr(e).position]
-                      or 1 for e in affine_map.results)
-        tiles, axes = _copy_distribution(shape, config, WARP_SIZE, warps)
+    for operand, shape in enumerate(operand_tiles(kt)):
+        tiles, axes = _tensor_core_copy(shape, element_bytes, warps * WARP_SIZE)
         promotions.append(Promotion(operand, (0,) * (len(shape) - len(tiles)) + tiles, axes))
     # The thread tiles only shape the fused init fill (lanes on x, warps on y).
     init_tiles, _ = _copy_distribution((bm, bn), config, WARP_SIZE, warps)
@@ -549,7 +620,7 @@ def _plan_tensor_core(nest: LoopNest, tag: int, config: GpuConfig,
         tag, "tensor_core", tuple(block), mapping, tuple(thread), ("y", "x"),
         k_tiles=k_tiles, promoted=tuple(promotions),
         warp_tiles=tuple(warp), warp_mapping=("linear_dim_1", "linear_dim_0"),
-        mma_shape=(mma_m, mma_n, mma_k),
+        mma_shape=(mma_m, mma_n, mma_k), mma_stages=stages,
     )
 
 
@@ -761,6 +832,13 @@ _CONFIG_OPTIONS = {
     "tensor-cores": "f16 (f16 inputs) or tf32 (f32 inputs as TF32): contractions accumulating "
                     "in f32 on tensor cores (mma.sync, sm_80 and later); empty: none (default)",
     "arch": "the CUDA architecture (sm_XX) the tensor-core option is checked against",
+    "mma-block-m": "tensor-core contraction rows per block (default 128)",
+    "mma-block-n": "tensor-core contraction columns per block (default 128)",
+    "mma-k-step": "tensor-core reduction slice staged in shared memory (default 32)",
+    "warp-m": "tensor-core contraction rows per warp (default 64)",
+    "warp-n": "tensor-core contraction columns per warp (default 32)",
+    "mma-stages": "tensor-core K slices in flight: 2 double-buffers the shared tiles with "
+                  "cp.async, 1 copies then computes (default 2)",
 }
 
 
@@ -770,7 +848,10 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
     for key, field_name in (("max-threads", "max_threads"), ("vector", "vector"), ("block-m", "block_m"),
                             ("block-n", "block_n"), ("thread-m", "thread_m"),
                             ("thread-n", "thread_n"), ("k-step", "k_step"),
-                            ("unroll", "unroll"), ("row-threads", "row_threads")):
+                            ("unroll", "unroll"), ("row-threads", "row_threads"),
+                            ("mma-block-m", "mma_block_m"), ("mma-block-n", "mma_block_n"),
+                            ("mma-k-step", "mma_k_step"), ("warp-m", "warp_m"),
+                            ("warp-n", "warp_n"), ("mma-stages", "mma_stages")):
         if key in options:
             values[field_name] = positive_int_option(key, options[key])
     for key, field_name in (("shared", "shared"), ("warp-reduce", "warp_reduce")):
@@ -778,6 +859,8 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
             if options[key] not in ("0", "1"):
                 raise GpuScheduleError(f"option {key} must be 0 or 1, got {options[key]!r}")
             values[field_name] = options[key] == "1"
+    if values.get("mma_stages", 1) > 2:
+        raise GpuScheduleError(f"option mma-stages must be 1 or 2, got {options['mma-stages']!r}")
     if options.get("tensor-cores"):
         values["tensor_cores"] = _tensor_core_option(options["tensor-cores"], options.get("arch", ""))
     if "arch" in options:
@@ -901,6 +984,10 @@ def _forall_block_dims(forall: ir.Operation) -> tuple[int, int, int]:
                 for bound in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"]):
                     warps *= int(bound)
                 dims[0], dims[1] = max(dims[0], WARP_SIZE), max(dims[1], warps)
+            if mapping and mapping[0].startswith("#gpu.thread<linear"):
+                # Linear thread ids (a tensor-core kernel's operand copies): sized by the plan
+                # to the threads its warp loop already needs.
+                return ir.WalkResult.ADVANCE
             if mapping and mapping[0].startswith("#gpu.thread"):
                 bounds = [int(v) for v in ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"])]
                 for attr, bound in zip(mapping, bounds):

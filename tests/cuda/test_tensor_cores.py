@@ -6,6 +6,8 @@ kernels' numbers on a GPU: benchmarks/cuda_device_check.py where one is lent."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from cuda_testing import cpu_replay, ptx_counts
@@ -19,6 +21,7 @@ from tilecraft.targets.cuda.lowering import kernel_resources
 from tilecraft.targets.cuda.schedule import config_from_options
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+ASYNC_COPY = "cp.async.cg.shared.global"   # 16-byte pieces, past L1
 
 
 def matmul(m: int, n: int, k: int, dtype: str = "f16", *, transpose_b: bool = False,
@@ -53,19 +56,69 @@ def _reference(a, b, transpose_b=False):
     return a.astype(np.float32) @ b.astype(np.float32)
 
 
+def _k_loop(ptx: str) -> str:
+    """The PTX of the kernel's K loop: from its label to the branch back to it."""
+    loops = [body for label, body in re.findall(r"(\$L__BB\d+_\d+):\n(.*?)\n\s*@%p\d+ bra\s+\1;",
+                                                ptx, re.DOTALL) if "mma.sync" in body]
+    assert len(loops) == 1, loops
+    return loops[0]
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_an_f16_matmul_runs_on_tensor_cores(arch):
     module = _compile(matmul(256, 192, 128), arch=arch)
     ptx = module.ptx()
-    # 64 x 64 block tiles, 4 warps of 32 x 32 (lanes on x, warps on y), each warp 2 x 4
-    # mma.sync per K slice of 16 staged in shared memory (16-byte aligned for ldmatrix).
+    # 128 x 64 block tiles (192 columns: 64, for a power of two of warps), 2 x 2 warps of
+    # 64 x 32 (lanes on x, warps on y); per K slice of 32 and warp 4 x 4 x 2 mma.sync, fed by
+    # 8 ldmatrix.x4 (A) and 8 ldmatrix.x2.trans (B, K-major).
     assert ".maxntid 32, 4, 1" in ptx
-    assert ptx.count(MMA) == 8
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2        # A fragments
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 4  # B, K-major
-    assert ptx.count(".shared .align 16 .b8") == 2
-    assert ptx_counts(ptx)["bar.sync"] >= 2
+    loop = _k_loop(ptx)
+    assert loop.count(MMA) == ptx.count(MMA) == 32
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 8
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 8
+    # The accumulators stay in registers across the K loop: no global access in it but the
+    # copies of the next K slice, 16 bytes each with cp.async into the other of two shared
+    # buffers (A 2 x 128 x 32, B 2 x 32 x 64 f16, rows padded by 16 bytes: 80 and 144).
+    assert "ld.global" not in loop and "st.global" not in loop
+    assert loop.count(ASYNC_COPY) == 6 and ptx.count(ASYNC_COPY) == 12
+    assert loop.count("cp.async.commit_group") == 1 and "cp.async.wait_group \t1;" in loop
+    assert ptx_counts(loop)["bar.sync"] == 2
+    assert ".shared .align 16 .b8 __wg_matmul_kernel_0[20480];" in ptx   # 2 x 128 x 40 x 2 B
+    assert ".shared .align 16 .b8 __wg_matmul_kernel_1[9216];" in ptx    # 2 x 32 x 72 x 2 B
     assert "fma.rn.f32" not in ptx
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
+def test_the_default_4096_kernel():
+    """The issue's 4096^3 f16 GEMM with the default tensor-core tiles: 128 x 128 blocks of
+    8 warps, 64 x 32 each (64 f32 accumulators a lane), K slices of 32 double-buffered. What
+    the K loop does per step and warp: 32 mma.sync, 8 + 8 ldmatrix, 4 cp.async of 16 bytes a
+    thread, one commit, one wait, two barriers, nothing else touching global memory; ptxas
+    keeps it in at most 128 registers (two blocks of 256 threads an SM) without spilling."""
+    module = _compile(matmul(4096, 4096, 4096))
+    ptx = module.ptx()
+    assert ".maxntid 32, 8, 1" in ptx
+    loop = _k_loop(ptx)
+    counts = ptx_counts(loop)
+    assert loop.count(MMA) == 32 and counts["bar.sync"] == 2
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 8
+    assert loop.count(ASYNC_COPY) == 4 and "ld.global" not in loop and "st.global" not in loop
+    assert "ld.shared" not in loop and "st.shared" not in loop and "local" not in ptx
+    for used in kernel_resources(ptx, "sm_90").values():
+        assert not used.spills and used.stack_bytes == 0, used
+        assert used.registers <= 128, used
+        assert used.shared_bytes == 2 * (128 * 40 + 32 * 136) * 2, used
+
+
+def test_one_stage_copies_through_registers_16_bytes_at_a_time():
+    """mma-stages=1: the K slices are copied with 16-byte loads and stores by all the block's
+    threads (8 f16 each), then computed on, with no cp.async."""
+    ptx = _compile(matmul(256, 192, 128), options="tensor-cores=f16 mma-stages=1").ptx()
+    loop = _k_loop(ptx)
+    assert "cp.async" not in ptx
+    assert loop.count("ld.global.v4.b32") == loop.count("st.shared.v4.b32") == 6
+    assert "ld.global.v2" not in loop and "st.global" not in loop
+    assert loop.count(MMA) == 32
 
 
 @pytest.mark.parametrize("source, shapes, transpose_b", [
@@ -113,6 +166,9 @@ def test_the_option_is_checked():
         config_from_options({"tensor-cores": "fp8"})
     with pytest.raises(GpuScheduleError, match="tensor-cores=bf16 is not supported yet"):
         config_from_options({"tensor-cores": "bf16"})
+    assert config_from_options({"mma-stages": "1", "warp-m": "32"}).mma_stages == 1
+    with pytest.raises(GpuScheduleError, match="mma-stages must be 1 or 2, got '3'"):
+        config_from_options({"mma-stages": "3"})
     with pytest.raises(GpuScheduleError, match="needs sm_80 or later .* the target is sm_75"):
         _compile(matmul(64, 64, 64), arch="sm_75")
 
@@ -156,7 +212,7 @@ func.func @main(%a: tensor<128x64xf16>, %b: tensor<64x64xf16>, %x: tensor<128x64
 """
     module = _compile(source)
     ptx = module.ptx()
-    assert ptx.count(MMA) == 8 and ptx.count("fma.rn.f32") >= 64
+    assert ptx.count(MMA) == 32 and ptx.count("fma.rn.f32") >= 64
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((128, 64)).astype(np.float16), rng.standard_normal((64, 64)).astype(np.float16)
     x, y = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
@@ -171,7 +227,7 @@ def test_tf32_only_when_asked():
     source = matmul(256, 192, 128, "f32")
     module = _compile(source, options="tensor-cores=tf32")
     ptx = module.ptx()
-    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 32   # K slices of 16
     assert "tf32Enabled" in module.ir("map")
     assert "mma.sync" not in _compile(matmul(64, 64, 64), options="tensor-cores=tf32").ptx()
     rng = np.random.default_rng(2)
@@ -206,7 +262,7 @@ def test_an_onnx_f16_matmul_gets_tensor_cores():
         [helper.make_tensor_value_info("c", TensorProto.FLOAT16, [64, 64])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     module = tilecraft.compile(model, target="cuda -arch=sm_90 -tensor-cores=f16")
-    assert module.ptx().count(MMA) == 8
+    assert module.ptx().count(MMA) == 32
     assert "mma.sync" not in tilecraft.compile(model, target="cuda -arch=sm_90").ptx()
 
 
@@ -235,3 +291,122 @@ func.func @main(%a: {a}, %b: {b}) -> {c} {{
 }}
 """
     assert "mma.sync" not in _compile(source).ptx()
+
+
+# ---- the kernel rewrites on their own (IR in, IR out) -------------------------------------
+
+_FRAGMENT_LOOP = """
+func.func @f(%c: memref<64x64xf32>, %other: memref<64x64xf32>, %i: index, %j: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant dense<1.0> : vector<16x8xf32>
+  scf.for %k = %c0 to %c8 step %c1 {
+    %acc = vector.transfer_read %c[%i, %j], %zero {in_bounds = [true, true]} : memref<64x64xf32>, vector<16x8xf32>
+    %sum = arith.addf %acc, %one : vector<16x8xf32>
+    vector.transfer_write %sum, %c[%i, %j] {in_bounds = [true, true]} : vector<16x8xf32>, memref<64x64xf32>
+    EXTRA
+  }
+  return
+}
+"""
+
+
+def _parse(text: str):
+    from mlir import ir
+    context = ir.Context()
+    return context, ir.Module.parse(text, context)
+
+
+@pytest.mark.parametrize("extra, hoisted", [
+    ("", 1),
+    # Another access of the buffer in the loop: the fragment must go through memory.
+    ("%x = memref.load %c[%c0, %c0] : memref<64x64xf32>", 0),
+    # An access of another buffer does not matter.
+    ("%x = memref.load %other[%c0, %c0] : memref<64x64xf32>", 1),
+])
+def test_accumulator_fragments_ride_in_registers_only_when_alone(extra, hoisted):
+    from tilecraft.pipelines.ir_queries import ops_where
+
+    context, module = _parse(_FRAGMENT_LOOP.replace("EXTRA", extra))
+    with context:
+        loop = ops_where(module.operation, lambda op: op.name == "scf.for")[0]
+        assert tensor_cores.hoist_accumulator_fragments(loop) == hoisted
+        module.operation.verify()
+        text = str(module)
+    if hoisted:
+        # read before the loop, the value carried, written after it
+        assert re.search(r"vector.transfer_read .*\n\s*%\S+ = scf.for .* iter_args", text)
+        assert re.search(r"scf.yield .*\n\s*}\n\s*vector.transfer_write", text)
+    else:
+        assert "iter_args" not in text
+
+
+@pytest.mark.parametrize("shape, use, padded", [
+    ("32x128xf16", "read", "32x136xf16"),    # 256-byte rows: 8-way ldmatrix conflicts
+    ("128x32xf16", "read", "128x40xf16"),    # 64-byte rows: 4-way
+    ("128x16xf32", "read", "128x20xf32"),
+    ("64x8xf16", "read", None),              # 16-byte rows: conflict-free already
+    ("32x128xf16", "subview", None),         # a view of it would keep the old strides
+])
+def test_shared_rows_are_padded_against_bank_conflicts(shape, use, padded):
+    element = shape.split("x")[-1]
+    tile = f"memref<{shape}, #gpu.address_space<workgroup>>"
+    body = (f"%v = vector.transfer_read %t[%c0, %c0], %pad {{in_bounds = [true, true]}} : {tile}, vector<8x8x{element}>"
+            if use == "read" else
+            f"%v = memref.subview %t[0, 0] [8, 8] [1, 1] : {tile} to memref<8x8x{element}, strided<[{shape.split('x')[1]}, 1]>, #gpu.address_space<workgroup>>")
+    context, module = _parse(f"""
+func.func @f() {{
+  %c0 = arith.constant 0 : index
+  %pad = arith.constant 0.0 : {element}
+  %t = memref.alloc() : {tile}
+  {body}
+  return
+}}""")
+    with context:
+        assert tensor_cores.pad_shared_rows(module.operation) == (1 if padded else 0)
+        module.operation.verify()
+    assert f"memref<{padded or shape}, #gpu.address_space<workgroup>>" in str(module)
+
+
+def test_only_the_barrier_between_two_staging_copies_goes():
+    tile = "memref<16x16xf16, #gpu.address_space<workgroup>>"
+    copy = ("%{n} = vector.transfer_read %g[%c0, %c0], %pad {{in_bounds = [true, true]}} : memref<64x64xf16>, vector<16x16xf16>\n"
+            "  vector.transfer_write %{n}, %{t}[%c0, %c0] {{in_bounds = [true, true]}} : vector<16x16xf16>, " + tile)
+    context, module = _parse(f"""
+func.func @f(%g: memref<64x64xf16>) {{
+  %c0 = arith.constant 0 : index
+  %pad = arith.constant 0.0 : f16
+  %a = memref.alloc() : {tile}
+  %b = memref.alloc() : {tile}
+  {copy.format(n="x", t="a")}
+  gpu.barrier
+  {copy.format(n="y", t="b")}
+  gpu.barrier
+  %r = vector.transfer_read %a[%c0, %c0], %pad {{in_bounds = [true, true]}} : {tile}, vector<16x16xf16>
+  vector.transfer_write %r, %b[%c0, %c0] {{in_bounds = [true, true]}} : vector<16x16xf16>, {tile}
+  gpu.barrier
+  {copy.format(n="z", t="b")}
+  return
+}}""")
+    with context:
+        # The first barrier only separates two fills of different tiles; the second orders
+        # the fills before a read of shared memory, the third that read before a refill.
+        assert tensor_cores.drop_barriers_between_copies(module.operation) == 1
+        assert tensor_cores.drop_barriers_between_copies(module.operation) == 0
+    assert str(module).count("gpu.barrier") == 2
+
+
+def test_a_guarded_copy_keeps_the_single_buffer():
+    """48 x 24 x 48: B's 16 x 24 slice has 48 pieces of 16 bytes for 32 threads, so its copy
+    sits behind a thread guard, which the double buffering does not take: the loop keeps
+    its plain copies (and barriers) and still computes on tensor cores."""
+    source = matmul(48, 24, 48)
+    module = _compile(source)
+    ptx = module.ptx()
+    assert "cp.async" not in ptx
+    assert ptx.count(MMA) == 9 and "st.shared" in _k_loop(ptx)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((48, 48)).astype(np.float16), rng.standard_normal((48, 24)).astype(np.float16)
+    np.testing.assert_allclose(cpu_replay(module, source)(a, b), _reference(a, b), rtol=1e-4, atol=1e-3)

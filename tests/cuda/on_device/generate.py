@@ -7,8 +7,9 @@ accumulating in f32 on tensor cores (schedule option tensor-cores=f16: ldmatrix 
     python tests/cuda/on_device/generate.py FOLDER [--large]   # here
     python tests/cuda/on_device/run_on_gpu.py FOLDER             # there, with FOLDER copied
 
-``--large`` adds the 4096^3 matmuls of issue #47's goal (f16 on tensor cores in several block
-shapes, TF32, the default f32 schedule); the runner times those against PyTorch's cuBLAS.
+``--large`` adds the 4096^3 matmuls of issue #47's goal (f16 on tensor cores with the default
+tiles and variants, TF32, the default f32 schedule); the runner times those against PyTorch's
+cuBLAS.
 """
 import json
 import re
@@ -75,10 +76,19 @@ def add_scheduled(name, source, options):
 for m_, n_, k_ in ((256, 256, 256), (512, 384, 256)):
     add_scheduled(f"matmul_tensor_cores_f16_{m_}x{n_}x{k_}", mixed_matmul(m_, n_, k_, "f16"), "tensor-cores=f16")
 if LARGE:
+    # Issue #47's 4096^3 GEMM (at most 8 large cases, each compiling in about a second): the
+    # default tensor-core kernel (128 x 128 blocks, 8 warps of 64 x 32, K slices of 32,
+    # cp.async double buffering), tile variants around it, the same without double buffering,
+    # the old 64 x 64 / 32 x 32 / k16 tiles (with the other fixes), TF32, and the f32 FMA
+    # schedule. docs/cuda.md (tensor cores) says what each is meant to show.
     big = 4096
-    for label, options in (("", ""), ("_b128x128_k32", " block-m=128 block-n=128 k-step=32 max-threads=512"),
-                           ("_b128x64_k32", " block-m=128 block-n=64 k-step=32"),
-                           ("_b64x64_k32", " k-step=32")):
+    for label, options in (("", ""),
+                           ("_w64x64", " warp-n=64"),
+                           ("_b128x256_w64x64", " mma-block-n=256 warp-n=64"),
+                           ("_w32x64", " warp-m=32 warp-n=64"),
+                           ("_stages1", " mma-stages=1"),
+                           ("_b64x64_w32x32_k16", " mma-block-m=64 mma-block-n=64 warp-m=32 warp-n=32"
+                                                  " mma-k-step=16")):
         add_scheduled(f"matmul_tensor_cores_f16_{big}{label}", mixed_matmul(big, big, big, "f16"),
                       "tensor-cores=f16" + options)
     add_scheduled(f"matmul_tensor_cores_tf32_{big}", mixed_matmul(big, big, big, "f32"), "tensor-cores=tf32")
