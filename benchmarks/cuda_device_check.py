@@ -351,7 +351,9 @@ def _torch_eager(name: str, feeds: dict[str, Any], full: bool, repeat: int, indu
                 compiled_call()
             row["inductor_ms"] = _median_ms(compiled_call, repeat)
         except Exception as error:  # reported, not fatal
-            row["inductor_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            row["inductor_error"] = f"{type(error).__name__}: " + " ... ".join(
+                line.strip()[:200] for line in (lines[:1] + lines[-2:] if len(lines) > 3 else lines))
     return row
 
 
