@@ -41,6 +41,7 @@ from mlir import ir
 from ...errors import GpuScheduleError, TargetError, ToolchainError
 from ...ir.lapack import refuse_calls
 from ...pipelines.tensor.extern import refuse_python_calls
+from ...pipelines.tensor.fusion_barrier import DROP_BARRIERS, INSERT_BARRIERS
 from ...pipelines.buffer.bool_memory import WIDEN_BOOL_MEMORY
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
@@ -232,10 +233,14 @@ def cuda_pipeline(target: "Target | str" = "cuda", *, schedule_options: str = ""
             # status to report them through yet (docs/robustness.md).
             Stage("input", ("tilecraft-prepare-entry", REFUSE_LAPACK, f"{INSERT_CHECKS}{{enabled=0}}"),
                   "C interface on public functions; arguments read-only; no run-time checks"),
-            Stage("simplify", ("canonicalize", "cse", INT8_MATMUL_PASS,
-                               "func.func(linalg-fuse-elementwise-ops)", "canonicalize"),
+            # The fusion barriers as on the CPU (pipelines/tensor/fusion_barrier.py): without
+            # them a GELU moved into the next matmul's body (recomputed per column, and the
+            # op no longer planned as a contraction: BERT-base's FFN ran 2 ms a layer), and a
+            # reshape folded into a projection gave it an untiled heads dim (2 blocks).
+            Stage("simplify", ("canonicalize", "cse", INT8_MATMUL_PASS, INSERT_BARRIERS,
+                               "func.func(linalg-fuse-elementwise-ops)", DROP_BARRIERS, "canonicalize"),
                   "fold constants; 8-bit matmuls as i32 matmuls; fuse elementwise producers "
-                  "into consumers"),
+                  "into consumers where that duplicates no work"),
             # No CSE here: two pads of one shape have identical zero-filled destinations, and
             # merged into one, one-shot bufferization must copy a strided interior out of
             # place, on the host (a ResNet basic block's two padded convolutions). The map

@@ -89,6 +89,9 @@ class GpuConfig:
         the FMA schedule's, see docs/cuda.md's tensor-core section).
       warp_m, warp_n: a tensor-core contraction's output tile per warp (its ``mma.sync``
         accumulators live in the warp's registers: 64 x 64 is 128 f32 per lane).
+      fill_blocks: blocks an FMA contraction's tiles are halved toward (down to 32 x 32)
+        when its default tiles give fewer: 264 is two per multiprocessor of an H100/H200
+        (132); BERT-base's 128-token projections had 24 blocks of 64 x 64.
       mma_stages: shared buffers a tensor-core contraction's staged K slices rotate through:
         2 copies the next slice with ``cp.async`` while the warps compute on this one
         (``async_copies.py``), 1 copies and computes in turn.
@@ -104,6 +107,7 @@ class GpuConfig:
     shared: bool = True
     unroll: int = 4
     row_threads: int = 128
+    fill_blocks: int = 264
     warp_reduce: bool = False
     tensor_cores: str = ""
     arch: str = ""
@@ -452,15 +456,34 @@ def _plan_contraction(nest: LoopNest, tag: int, config: GpuConfig,
     bn = largest_divisor(nest.ranges[n], config.block_n, multiple_of=tn)
     while (bm // tm) * (bn // tn) > config.max_threads:
         bm = largest_divisor(nest.ranges[m], bm // 2, multiple_of=tm)
+    # One more parallel dim on the grid's z: a batch dim, or else a second m or n dim (a
+    # projection into [heads, head_dim] whose reshape folded in); the largest, with the
+    # others serial inside each thread.
+    outer = [d for d in (*batch, *m_dims[:-1], *n_dims[:-1]) if nest.ranges[d] > 1]
+    z_dim = max(outer, key=lambda d: nest.ranges[d]) if outer else None
+    z_blocks = nest.ranges[z_dim] if z_dim is not None else 1
+
+    def blocks(bm: int, bn: int) -> int:
+        return -(-nest.ranges[m] // bm) * -(-nest.ranges[n] // bn) * z_blocks
+
+    # Few blocks leave most multiprocessors idle: halve the larger tile (never below 32 x 32:
+    # two warps of 4 x 4 thread tiles) until the grid fills the GPU.
+    while blocks(bm, bn) < config.fill_blocks:
+        wider = bn >= bm
+        smaller = largest_divisor(nest.ranges[n] if wider else nest.ranges[m], (bn if wider else bm) // 2,
+                                  multiple_of=tn if wider else tm)
+        if smaller < 32 or smaller == (bn if wider else bm):
+            break
+        bm, bn = (bm, smaller) if wider else (smaller, bn)
     block = [0] * n_loops
     thread = [0] * n_loops
     block[m], block[n] = bm, bn
     thread[m], thread[n] = tm, tn
     mapped = [m, n]
-    outer_batch = [d for d in batch if nest.ranges[d] > 1]
+    outer_batch = [z_dim] if z_dim is not None else []
     if outer_batch:
-        block[outer_batch[-1]] = 1
-        mapped.insert(0, outer_batch[-1])
+        block[z_dim] = 1
+        mapped.insert(0, z_dim)
     register = [1 if (p and block[d] == 0 and nest.ranges[d] > 1) else 0
                 for d, p in enumerate(nest.parallel)]
     def staged_shapes(kt: int) -> list[tuple[int, ...]]:
@@ -827,6 +850,7 @@ _CONFIG_OPTIONS = {
     "shared": "1: stage contraction operands in shared memory, 0: read global (default 1)",
     "unroll": "reduction steps per vectorized body (default 4)",
     "row-threads": "threads per row of a block-per-row reduction (default 128)",
+    "fill-blocks": "blocks an FMA contraction's tiles are halved toward, down to 32 x 32 (default 264)",
     "warp-reduce": "1: combine block-per-row partials with warp shuffles, 0: one thread "
                    "combines them from shared memory (default 0)",
     "tensor-cores": "f16 (f16 inputs) or tf32 (f32 inputs as TF32): contractions accumulating "
@@ -849,6 +873,7 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
                             ("block-n", "block_n"), ("thread-m", "thread_m"),
                             ("thread-n", "thread_n"), ("k-step", "k_step"),
                             ("unroll", "unroll"), ("row-threads", "row_threads"),
+                            ("fill-blocks", "fill_blocks"),
                             ("mma-block-m", "mma_block_m"), ("mma-block-n", "mma_block_n"),
                             ("mma-k-step", "mma_k_step"), ("warp-m", "warp_m"),
                             ("warp-n", "warp_n"), ("mma-stages", "mma_stages")):

@@ -89,7 +89,9 @@ class GpuScheduleSpace(SearchSpace):
         for flag in ("shared", "warp_reduce"):
             if flag in values:
                 values[flag] = bool(values[flag])
-        return GpuConfig(**values)
+        # A config's tiles are used as given: the default plan's shrinking toward a full grid
+        # (GpuConfig.fill_blocks) would turn two configs into one plan.
+        return GpuConfig(**values, fill_blocks=1)
 
     def plan(self, config: Mapping[str, int], tag: int = 0) -> GpuOpSchedule:
         return plan_gpu_op(self.nest, tag, self.gpu_config(config), self.operand_maps)
@@ -117,8 +119,8 @@ class GpuScheduleSpace(SearchSpace):
         """``tilecraft-gpu-schedule`` options for ``config`` (``cuda_pipeline(schedule_options=)``)."""
         chosen = self.gpu_config(config)
         names = {f.name for f in fields(GpuConfig)}
-        return " ".join(f"{name.replace('_', '-')}={int(getattr(chosen, name))}"
-                        for name in (k.name for k in self.knobs) if name in names)
+        return " ".join([f"{name.replace('_', '-')}={int(getattr(chosen, name))}"
+                         for name in (k.name for k in self.knobs) if name in names] + ["fill-blocks=1"])
 
     def script(self, config: Mapping[str, int], tag: int = 0) -> str:
         """The transform script of ``config``'s plan (what ``tilecraft-opt`` would replay)."""

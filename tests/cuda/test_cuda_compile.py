@@ -71,7 +71,9 @@ def test_vector_add_default_schedule_vectorizes_global_loads(tmp_path):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_matmul_shared_memory(arch, tmp_path, rand):
-    module = tilecraft.compile(matmul_mlir(256, 192, 128), target=f"cuda -arch={arch}")
+    # The 64 x 64 block tile (fill-blocks=1: not shrunk to fill the GPU, see below).
+    pipeline = cuda_pipeline(f"cuda -arch={arch}", schedule_options="fill-blocks=1")
+    module = tilecraft.compile(matmul_mlir(256, 192, 128), target=f"cuda -arch={arch}", pipeline=pipeline)
     ptx = module.ptx()
     counts = ptx_counts(ptx)
     # Operand tiles staged in shared memory by all threads, barriers around the reads,
@@ -85,6 +87,17 @@ def test_matmul_shared_memory(arch, tmp_path, rand):
     a, b = rand((256, 128)), rand((128, 192))
     np.testing.assert_allclose(cpu_replay(module, matmul_mlir(256, 192, 128))(a, b), a @ b,
                                rtol=1e-5, atol=1e-4)
+
+
+def test_a_small_matmul_shrinks_its_tiles_to_fill_the_gpu(tmp_path, rand):
+    """256 x 192 in 64 x 64 tiles is 12 blocks on a 132-multiprocessor GPU: the tiles halve
+    (down to 32 x 32) until the grid has fill-blocks (264) or they cannot shrink further."""
+    module = tilecraft.compile(matmul_mlir(256, 192, 128), target="cuda -arch=sm_90", keep_ir=True)
+    launch = next(line for line in module.ir("outline").splitlines() if "gpu.launch_func" in line)
+    assert "blocks in (%c6, %c8, %c1)" in launch and "threads in (%c8, %c8, %c1)" in launch, launch
+    check_ptxas(module, "sm_90", tmp_path)
+    a, b = rand((256, 128)), rand((128, 192))
+    np.testing.assert_allclose(cpu_replay(module, matmul_mlir(256, 192, 128))(a, b), a @ b, rtol=1e-5, atol=1e-4)
 
 
 def test_matmul_without_shared_memory(tmp_path, rand):

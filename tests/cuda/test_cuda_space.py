@@ -32,7 +32,7 @@ def test_matmul_knobs_and_default():
                        "k_step": 16, "unroll": 4}
     assert space.is_valid(default)
     assert space.pass_options(default) == ("block-m=64 block-n=64 thread-m=4 thread-n=4 "
-                                           "shared=1 k-step=16 unroll=4")
+                                           "shared=1 k-step=16 unroll=4 fill-blocks=1")
     assert "tile_using_forall" in space.script(default)
 
 

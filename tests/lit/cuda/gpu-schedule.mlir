@@ -1,10 +1,14 @@
 // The GPU schedule on tensors: block loops, thread loops, shared-memory staging, vectors.
-// RUN: tilecraft-opt %s --split-input-file --tilecraft-gpu-schedule | FileCheck %s
-// RUN: tilecraft-opt %s --split-input-file --tilecraft-gpu-schedule="shared=0" | FileCheck %s --check-prefix=NOSHARED
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-gpu-schedule="fill-blocks=1" | FileCheck %s
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-gpu-schedule="shared=0 fill-blocks=1" | FileCheck %s --check-prefix=NOSHARED
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-gpu-schedule | FileCheck %s --check-prefix=FILL
 
 // A matmul: 64x64 output tiles per block, 4x4 per thread (16x16 threads), K staged through
 // shared memory 16 at a time, copied by the block's threads with vector transfers; the 4x4
 // accumulators are a vector carried through the inner reduction loop (registers).
+// By default (FILL) 12 blocks are too few for the GPU: the tiles halve to 32 x 32, 48 blocks.
+// FILL-LABEL: func.func @matmul
+// FILL: scf.forall ({{.*}}) in (8, 6)
 // CHECK-LABEL: func.func @matmul
 // CHECK: scf.forall ({{.*}}) in (4, 3)
 // CHECK: scf.for

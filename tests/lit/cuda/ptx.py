@@ -68,7 +68,8 @@ func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x192xf32>) -> tensor<25
 """
 
 # Operand tiles staged in shared memory: two .shared arrays, stored with 128-bit
-# st.shared, a barrier, 128-bit ld.shared feeding FMAs, a barrier before the next K slice.
+# st.shared, a barrier, 128-bit ld.shared feeding FMAs, a barrier before the next K slice
+# (the 64 x 64 block tile: fill-blocks=1 keeps it from shrinking toward a full grid).
 # CHECK-LABEL: TEST: matmul_shared_memory
 # CHECK: .maxntid 16, 16, 1
 # CHECK-DAG: .shared .align {{[0-9]+}} .b8 {{.*}}[4096];
@@ -81,7 +82,8 @@ func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x192xf32>) -> tensor<25
 # CHECK: bar.sync 0;
 @run
 def matmul_shared_memory():
-    print(tilecraft.compile(MATMUL, target=TARGET).ptx())
+    pipeline = cuda_pipeline(TARGET, schedule_options="fill-blocks=1")
+    print(tilecraft.compile(MATMUL, target=TARGET, pipeline=pipeline).ptx())
 
 
 # Without staging: no shared memory, FMAs on global loads.
