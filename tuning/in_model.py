@@ -222,7 +222,8 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         for task in chosen:
             job = MeasureInput(payload=task.payload, task=task.describe(),
                                config=applied[task.key].config if applied is not None else None,
-                               target=target_key, threads=options.target.num_threads)
+                               target=target_key, threads=options.target.num_threads,
+                               placement=task.placement)
             module = build_candidate(job, Path(scratch), kernel_time=True)
             candidates.append((module, task_inputs(module.signature)))
         package.profile(**inputs)  # first run: page faults, lazy binding
