@@ -29,14 +29,17 @@ The attribute is left out of the key, so records keep matching.
 Where the model writes an occurrence's result into a slice of a larger tensor (the interior
 of the next convolution's ``tensor.pad``, its part of a ``tensor.concat``, a
 ``tensor.insert_slice``), the task records that :class:`Placement` (:attr:`Task.placement`),
-and the module the tuner measures writes its result into that slice of a fresh tensor of the
-larger shape (:func:`measured_module`, :func:`place_result`). Why: the model's kernel is built for that destination and the bare
-payload's is not. The graph stage keeps a convolution's filters at a multiple of 8 when its
-result is padded or concatenated next (pipelines/graph/padded_extents.py,
-``into_destination``) and rounds them up to 16 lanes otherwise: ShuffleNet's 7x7, 232 -> 232
-convolutions, all written into a pad or a concat, ran on 8-lane vectors in the model (58 us
-at one thread) and on 16-lane ones in the tuner (31 us). Their stores are strided too (a row
-of the padded or concatenated tensor). The placement is not part of the key: a record
+and the module the tuner measures writes its result into that slice of a fresh tensor of
+the larger shape (:func:`measured_module`, :func:`place_result`). Why: the model's kernel is
+built for that destination and the bare payload's was not. The graph stage keeps a
+convolution's filters at a multiple of 8 when its result is padded or concatenated next
+(pipelines/graph/padded_extents.py, ``into_destination``) and rounds them up to 16 lanes
+otherwise: ShuffleNet's 7x7, 232 -> 232 convolutions, all written into a pad or a concat,
+ran on 8-lane vectors in the model and on 16-lane ones, twice as fast, in the tuner. And the
+stores differ: MobileNetV2's 112x112, 16 -> 96 expansion writes the next depthwise layer's
+pad interior, 114-pixel rows of a fresh 5 MB buffer, and measured faster writing a
+contiguous tensor of its own (docs/tuning.md, "Faithful measurement: the kernel's
+destination"). The placement is not part of the key: a record
 applies to every occurrence, wherever it writes.
 """
 
