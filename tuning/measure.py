@@ -9,9 +9,11 @@ so one bad candidate cannot stop a batch.
 
 A candidate is compiled as ``tilecraft.compile(payload, tuning_records=...)`` would
 compile it (a one-record file in the worker's scratch folder; the model's weights are
-constants again, of fixed random values: :func:`candidate_source`; a bf16 or int8 kernel's
-task through its build's pipeline, kernel_tasks.py), run on fixed random inputs,
-compared with the default schedule's output (the task's first measurement saves it), then
+constants again, of fixed random values, and its result written into the slice of a larger
+tensor where the model writes it so, ``MeasureInput.placement``: :func:`candidate_source`; a
+bf16 or int8 kernel's task through its build's pipeline, kernel_tasks.py), run on fixed
+random inputs, compared with the default schedule's output (the task's first measurement
+saves it; of a placed result, its slice: :func:`result_region`), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
 ``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, as many
 bytes as the model touches in one run are read and the inputs read again before each call,
