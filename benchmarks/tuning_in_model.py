@@ -9,7 +9,8 @@ downloaded; or an ONNX file given with ``--onnx``, e.g. a suite model written by
 ``benchmarks/thread_balance.py export MODEL -o m.onnx``): the ``--top`` heaviest tasks, each
 timed exactly as a tuning worker times a candidate (tuning/measure.py: the one-record build,
 the kernel timers, the bytes read before each call that ``tilecraft.tune`` would choose for
-this model, ``cache_eviction``) and, in the same alternating rounds, as
+this model, ``cache_eviction``, the result written into the pad or concat the model writes
+it into, ``Task.placement``) and, in the same alternating rounds, as
 kernels of the profiled model (``side_by_side_times``, tuning/in_model.py). Without
 ``--records`` both sides run the default schedules, so the check needs no tuning run; with
 it, each task's applied config. Printed: both times, their ratio (model / tuner), and how
@@ -57,6 +58,9 @@ def run_model(name: str, model: object, args: argparse.Namespace) -> None:
     rows = side_by_side_times(model, tilecraft.CompileOptions(), args.records, tasks,
                               top=args.top, rounds=args.rounds)
     print("\n".join("  " + line for line in agreement_table(rows).splitlines()))
+    placed = [row.task.name for row in rows if row.task.placement is not None]
+    if placed:  # measured writing into the model's pad or concat (schedule/task.py, Placement)
+        print(f"  written where the model writes them (a pad's interior, a concat's part): {', '.join(placed)}")
     agree = sum(within(row.ratio) for row in rows)
     print(f"  within 15 %: {agree}/{len(rows)}; {time.perf_counter() - start:.0f} s; "
           f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}", flush=True)

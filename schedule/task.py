@@ -25,18 +25,35 @@ column blocks block-major (pipelines/tensor/blocked_constants.py). A candidate c
 filters as arguments ran a different loop nest than the model's, 2 to 6 times slower on
 ResNet-50's convolutions, and the tuner ranked schedules by a kernel the model never runs.
 The attribute is left out of the key, so records keep matching.
+
+Where the model writes an occurrence's result into a slice of a larger tensor (the interior
+of the next convolution's ``tensor.pad``, its part of a ``tensor.concat``, a
+``tensor.insert_slice``), the task records that :class:`Placement` (:attr:`Task.placement`),
+and the module the tuner measures writes its result into that slice of a fresh tensor of
+the larger shape (:func:`measured_module`, :func:`place_result`). Why: the model's kernel is
+built for that destination and the bare payload's was not. The graph stage keeps a
+convolution's filters at a multiple of 8 when its result is padded or concatenated next
+(pipelines/graph/padded_extents.py, ``into_destination``) and rounds them up to 16 lanes
+otherwise: ShuffleNet's 7x7, 232 -> 232 convolutions, all written into a pad or a concat,
+ran on 8-lane vectors in the model and on 16-lane ones, twice as fast, in the tuner. And the
+stores differ: MobileNetV2's 112x112, 16 -> 96 expansion writes the next depthwise layer's
+pad interior, 114-pixel rows of a fresh 5 MB buffer, and measured faster writing a
+contiguous tensor of its own (docs/tuning.md, "Faithful measurement: the kernel's
+destination"). The placement is not part of the key: a record
+applies to every occurrence, wherever it writes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from mlir import ir, passmanager
-from mlir.dialects import arith, func
+from mlir.dialects import arith, func, tensor
 
 from ..errors import TaskExtractionError
 from ..frontend.loader import Model, is_onnx_source, load_module
@@ -47,12 +64,29 @@ from ..pipelines.pipeline import Pipeline
 from ..pipelines.profiling import kernel_name
 from ..pipelines.scratch import scratch_copy
 from ..pipelines.target import Target
+from ..pipelines.tensor.static_slices import insert_static
 from .group import FusionUnit, find_fusion_units, prepare_groups
 from .matmul_plan import plans_as_contraction
 from .op_schedule import DECOMPOSABLE
 
 ENTRY = "task"
 WEIGHT = "tilecraft.weight"  # a payload argument that is a constant in the model
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the model writes a task occurrence's result: the slice at ``offsets`` of size
+    ``sizes`` (the result's shape; unit strides) of a tensor of ``shape``, the destination a
+    padding or concatenation passes to its producer (pipelines/tensor/pad_destinations.py,
+    concat_destinations.py)."""
+
+    shape: tuple[int, ...]
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+    def region(self) -> tuple[slice, ...]:
+        """The result's slice of the destination, for numpy."""
+        return tuple(slice(o, o + n) for o, n in zip(self.offsets, self.sizes))
 
 
 @dataclass(frozen=True)
@@ -86,6 +120,9 @@ class Task:
         convolution as per-group kernels inside a loop over the groups (and bands of rows),
         so RegNet's 14x14, 13-group 3x3 is one task of a 7-row, one-group nest run 26 times
         per call; counted once, its in-model time made it look 26x slower than it is.
+      placements: per occurrence, where the model writes its result (:class:`Placement`),
+        ``None`` where it is a tensor of its own: what a candidate's measured module
+        reproduces (:attr:`placement`, :func:`measured_module`).
     """
 
     key: str
@@ -102,12 +139,28 @@ class Task:
     weight_bytes: int = 0
     moved_bytes: int = 0
     runs: tuple[int, ...] = ()
+    placements: tuple[Placement | None, ...] = ()
 
     def merged(self, other: "Task") -> "Task":
         """This task with ``other``'s occurrences (same key) added."""
         return Task(**{**self.__dict__, "count": self.count + other.count,
                        "kernels": self.kernels + other.kernels,
-                       "runs": self.occurrence_runs + other.occurrence_runs})
+                       "runs": self.occurrence_runs + other.occurrence_runs,
+                       "placements": self.occurrence_placements + other.occurrence_placements})
+
+    @property
+    def occurrence_placements(self) -> tuple[Placement | None, ...]:
+        """:attr:`placements`, one per occurrence (``None`` each where they were not given)."""
+        return self.placements if len(self.placements) == self.count else (None,) * self.count
+
+    @property
+    def placement(self) -> Placement | None:
+        """The destination the tuner measures the task with: the one most of its executions
+        write (ties: the first occurrence's), ``None`` (a tensor of its own) included."""
+        executions: Counter[Placement | None] = Counter()
+        for placement, runs in zip(self.occurrence_placements, self.occurrence_runs):
+            executions[placement] += runs
+        return executions.most_common(1)[0][0] if executions else None
 
     @property
     def occurrence_runs(self) -> tuple[int, ...]:
@@ -247,19 +300,29 @@ def _is_weight(producer: ir.Operation | None) -> bool:
             and isinstance(producer.results[0].type, ir.RankedTensorType))
 
 
-def measured_module(payload: "str | ir.Module", context: ir.Context, seed: int = 1) -> ir.Module:
+def measured_module(payload: "str | ir.Module", context: ir.Context, seed: int = 1,
+                    placement: Placement | None = None) -> ir.Module:
     """The payload as a candidate is compiled and measured: a module in ``context`` whose
     ``tilecraft.weight`` arguments are constants again (uniform in [-1, 1), or integers in
     [0, 8), from ``seed``: the same in every worker, so outputs compare), the others left
     as arguments. The model's weight values are not kept in the task; only their being
-    constants changes the code the pipeline builds."""
+    constants changes the code the pipeline builds. ``placement``: the result is written
+    into that slice of a larger tensor, as in the model (:func:`place_result`)."""
     if isinstance(payload, ir.Module):
         payload = str(payload)
     module = ir.Module.parse(payload, context=context)
     function = next(op for op in module.body.operations
                     if op.operation.name == "func.func" and op.sym_name.value == ENTRY)
-    if "arg_attrs" not in function.attributes:
-        return module
+    if "arg_attrs" in function.attributes:
+        _weights_as_constants(function, context, seed)
+    if placement is not None:
+        place_result(module, placement)
+    return module
+
+
+def _weights_as_constants(function: Any, context: ir.Context, seed: int) -> None:
+    """``function``'s ``tilecraft.weight`` arguments replaced by constants of random values
+    drawn from ``seed`` (:func:`measured_module`)."""
     rng = np.random.default_rng(seed)
     entry = function.regions[0].blocks[0]
     values = [_random_values(rng, ir.RankedTensorType(argument.type))
@@ -279,7 +342,69 @@ def measured_module(payload: "str | ir.Module", context: ir.Context, seed: int =
             [old_type.inputs[i] for i in kept], old_type.results))
         arg_attrs = list(function.attributes["arg_attrs"])
         function.attributes["arg_attrs"] = ir.ArrayAttr.get([arg_attrs[i] for i in kept])
-    return module
+
+
+def place_result(module: ir.Module, placement: Placement) -> None:
+    """Rewrite ``module``'s ``@task`` to write its result where the model does: into the
+    slice at ``placement.offsets`` of a fresh tensor of ``placement.shape``
+    (``tensor.empty`` + ``tensor.insert_slice``), which it returns. Bufferized, the kernel
+    stores straight into that slice (``eliminate-empty-tensors``), as the model's kernel
+    stores into the pad or concat its result is destined for (module docstring). Outside
+    the slice the result is uninitialized: compare :meth:`Placement.region` only.
+    Its ``sizes`` must be the result's."""
+    function = next(op for op in module.body.operations
+                    if op.operation.name == "func.func" and op.sym_name.value == ENTRY)
+    terminator = list(function.regions[0].blocks[0].operations)[-1]
+    with module.context, ir.Location.unknown(), ir.InsertionPoint(terminator):
+        result = terminator.operands[0]
+        element = ir.RankedTensorType(result.type).element_type
+        destination = tensor.EmptyOp(list(placement.shape), element).result
+        terminator.operands[0] = insert_static(result, destination, placement.offsets)
+        old_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+        function.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(old_type.inputs, [destination.type]))
+
+
+def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
+    value_type = ir.RankedTensorType(value.type) if isinstance(value.type, ir.RankedTensorType) else None
+    return tuple(value_type.shape) if value_type is not None and value_type.has_static_shape else None
+
+
+def result_placement(result: ir.Value) -> Placement | None:
+    """Where the model writes ``result`` (a fusion group's or op's only result): the slice of
+    the ``tensor.pad``, ``tensor.concat`` or ``tensor.insert_slice`` (static, unit strides)
+    that is its only user, else ``None``. One user only: a result read elsewhere too is
+    not written in place (pad_destinations.py, concat_destinations.py)."""
+    uses = list(result.uses)
+    shape = _static_shape(result)
+    if len(uses) != 1 or shape is None:
+        return None
+    user = uses[0].owner
+    user = getattr(user, "operation", user)
+    larger = _static_shape(user.results[0]) if len(user.results) == 1 else None
+    if larger is None or len(larger) != len(shape):
+        return None
+    if user.name == "tensor.pad" and len(user.operands) == 1:
+        low = _static_array(user, "static_low")
+        return Placement(larger, tuple(low), shape) if low is not None else None
+    if user.name == "tensor.concat":
+        dim = ir.IntegerAttr(user.attributes["dim"]).value
+        before = 0
+        for operand in user.operands:
+            if operand == result:
+                return Placement(larger, tuple(before if d == dim else 0 for d in range(len(shape))), shape)
+            part = _static_shape(operand)
+            if part is None:
+                return None
+            before += part[dim]
+        return None
+    if user.name == "tensor.insert_slice" and user.operands[0] == result and len(user.operands) == 2:
+        offsets = _static_array(user, "static_offsets")
+        strides = _static_array(user, "static_strides")
+        sizes = _static_array(user, "static_sizes")
+        if offsets is not None and strides == [1] * len(shape) and sizes == list(shape):
+            return Placement(larger, tuple(offsets), shape)
+    return None
 
 
 def _moved_bytes(payload: ir.Module) -> int:
@@ -449,7 +574,7 @@ def describe_unit(unit: FusionUnit, nests: Mapping[ir.Operation, LoopNest]) -> T
         ranges=anchor_nest.ranges, parallel=anchor_nest.parallel, element_type=element_type,
         flops=flops, count=1, payload=str(payload), kernels=(_kernel_names([unit.anchor, unit.root, *unit.ops]),),
         weight_bytes=_weight_bytes(payload), moved_bytes=_moved_bytes(payload),
-        runs=(enclosing_runs(unit.anchor),),
+        runs=(enclosing_runs(unit.anchor),), placements=(result_placement(unit.root.results[0]),),
     )
 
 
@@ -467,6 +592,7 @@ def describe_op(op: ir.Operation, nest: LoopNest) -> Task | None:
         parallel=nest.parallel, element_type=element_type, flops=_flops(op, nest, kind), count=1,
         payload=str(payload), kernels=(_kernel_names([op]),), weight_bytes=_weight_bytes(payload),
         moved_bytes=_moved_bytes(payload), runs=(enclosing_runs(op),),
+        placements=(result_placement(op.results[0]),),
     )
 
 

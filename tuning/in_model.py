@@ -193,8 +193,9 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
     """The ``top`` heaviest tuned tasks timed as the tuner times them and inside the model,
     in alternating rounds: each round runs the model twice, profiling the second run
     (compiled with ``records``), and then measures each task's applied config once, exactly
-    as a tuning worker does (``measure.py``: the one-record build, kernel timers, the same
-    cache flush, the same clock: one thread's CPU time at one thread, else wall time). Why
+    as a tuning worker does (``measure.py``: the one-record build writing its result where
+    the model does, ``Task.placement``, kernel timers, the same cache flush, the same clock:
+    one thread's CPU time at one thread, else wall time). Why
     the untimed run: the model column is the model run after itself, as a benchmark or a
     server runs it, not after the tuner's flush, which would leave the model's weights as
     cold as the flush leaves the candidate's and make the two agree by construction.
@@ -222,7 +223,8 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
         for task in chosen:
             job = MeasureInput(payload=task.payload, task=task.describe(),
                                config=applied[task.key].config if applied is not None else None,
-                               target=target_key, threads=options.target.num_threads)
+                               target=target_key, threads=options.target.num_threads,
+                               placement=task.placement)
             module = build_candidate(job, Path(scratch), kernel_time=True)
             candidates.append((module, task_inputs(module.signature)))
         package.profile(**inputs)  # first run: page faults, lazy binding

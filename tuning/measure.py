@@ -9,9 +9,11 @@ so one bad candidate cannot stop a batch.
 
 A candidate is compiled as ``tilecraft.compile(payload, tuning_records=...)`` would
 compile it (a one-record file in the worker's scratch folder; the model's weights are
-constants again, of fixed random values: :func:`candidate_source`; a bf16 or int8 kernel's
-task through its build's pipeline, kernel_tasks.py), run on fixed random inputs,
-compared with the default schedule's output (the task's first measurement saves it), then
+constants again, of fixed random values, and its result written into the slice of a larger
+tensor where the model writes it so, ``MeasureInput.placement``: :func:`candidate_source`; a
+bf16 or int8 kernel's task through its build's pipeline, kernel_tasks.py), run on fixed
+random inputs, compared with the default schedule's output (the task's first measurement
+saves it; of a placed result, its slice: :func:`result_region`), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
 ``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, as many
 bytes as the model touches in one run are read and the inputs read again before each call,
@@ -168,7 +170,9 @@ def schedule_failures_raise() -> Iterator[None]:
 def candidate_source(job: MeasureInput) -> Any:
     """What a candidate compiles: the payload with the model's weights as constants again
     (schedule/task.py's ``measured_module``: the pipeline pads and blocks constant filters,
-    so the candidate runs the loop nest the model runs)."""
+    so the candidate runs the loop nest the model runs), its result written into the slice
+    of a larger tensor where the model writes it so (``job.placement``: the graph stage
+    chooses a convolution's filter padding by it, and the stores are the model's)."""
     from mlir import ir
 
     from ..schedule.task import measured_module
@@ -176,7 +180,7 @@ def candidate_source(job: MeasureInput) -> Any:
 
     if is_kernel_task(job.task):
         return kernel_measured_module(job.payload, ir.Context())
-    return measured_module(job.payload, ir.Context())
+    return measured_module(job.payload, ir.Context(), placement=job.placement)
 
 
 def job_target(job: MeasureInput) -> "Target":
@@ -221,6 +225,17 @@ def build_candidate(job: MeasureInput, scratch: Path, kernel_time: bool = False)
         return compile_ir(candidate_source(job), pipeline, target)
 
 
+def result_region(output: np.ndarray, job: MeasureInput) -> np.ndarray:
+    """The part of a candidate's ``output`` its task computes: all of it, or where
+    ``job.placement`` puts the result in the larger tensor it returns (the rest of which is
+    never written, so it compares as noise)."""
+    from .kernel_tasks import is_kernel_task
+
+    if job.placement is None or is_kernel_task(job.task):
+        return output
+    return output[job.placement.region()]
+
+
 def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> MeasureResult:
     start = time.perf_counter()
     if options.hook is not None:
@@ -232,7 +247,7 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
                              elapsed=time.perf_counter() - start)
     try:
         arguments = random_inputs(module.signature)
-        output = module(*arguments)
+        output = result_region(module(*arguments), job)
         if job.reference is not None and not outputs_match(output, np.load(job.reference)):
             return MeasureResult("wrong", error="output differs from the default schedule's",
                                  elapsed=time.perf_counter() - start)

@@ -33,7 +33,7 @@ from ..runtime import remote
 from ..runtime.package import signature_from_manifest, verify
 from ..compiler.compile import compile as compile_model
 from .measure import (LocalRunner, MeasureInput, MeasureResult, RunnerOptions, candidate_records,
-                      candidate_source, job_target, outputs_match, random_inputs,
+                      candidate_source, job_target, outputs_match, random_inputs, result_region,
                       schedule_failures_raise)
 
 
@@ -117,7 +117,7 @@ class RemoteRunner(LocalRunner):
             return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
                                  elapsed=time.perf_counter() - start)
         outputs = list(result.outputs.values())
-        output = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        output = result_region(outputs[0], job) if len(outputs) == 1 else tuple(outputs)
         if job.reference is not None and not outputs_match(output, np.load(job.reference)):
             return MeasureResult("wrong", error="output differs from the default schedule's",
                                  elapsed=time.perf_counter() - start)

@@ -33,6 +33,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..schedule.records import Record
+    from ..schedule.task import Placement
     from ..schedule.space import Config, SearchSpace
 
 
@@ -55,6 +56,10 @@ class MeasureInput:
     # (``TILECRAFT_NUM_THREADS``, else every core) need not be the one being tuned for.
     # ``None``: that default.
     threads: int | None = None
+    # Where the model writes the task's result (``Task.placement``): the candidate writes it
+    # into that slice of a larger tensor, as the model's kernel does, and only that slice of
+    # its output is checked (schedule/task.py's ``place_result``). ``None``: a tensor of its own.
+    placement: "Placement | None" = None
 
 
 @dataclass(frozen=True)

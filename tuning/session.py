@@ -139,7 +139,7 @@ class MeasureSession:
             payload=state.task.payload, task=state.task.describe(), config=config,
             target=self.target_key, reference=state.reference,
             save_output=str(self._reference(state)) if config is None else None,
-            threads=self.threads,
+            threads=self.threads, placement=state.task.placement,
         )
 
     def _record(self, state: TaskState, config: dict[str, int] | None, name: str,
@@ -212,7 +212,8 @@ class MeasureSession:
             for i, config in enumerate(candidates):
                 rounds[i].append(self.runner.measure(MeasureInput(
                     payload=state.task.payload, task=state.task.describe(), config=config,
-                    target=self.target_key, reference=state.reference, threads=self.threads)))
+                    target=self.target_key, reference=state.reference, threads=self.threads,
+                    placement=state.task.placement)))
         best_cost, best_config = math.inf, None
         round_costs: dict[int, list[float]] = {}
         for index, (config, results) in enumerate(zip(candidates, rounds)):
