@@ -1,7 +1,7 @@
-"""One-vector convolution register tiles: as wide as the register file holds (the default,
-schedule/conv_plan.py ``one_vector_row_tile``) against the former bound of 8 pixels, one
-thread, process CPU time, builds alternating in blocks in one process, onnxruntime (one
-thread) in the same blocks.
+"""One-vector convolution register tiles on odd rows: up to half the register file (the
+default, schedule/conv_plan.py ``one_vector_row_tile``) against the former bound of 8
+pixels, one thread, process CPU time, builds alternating in blocks in one process,
+onnxruntime (one thread) in the same blocks.
 
     .venv/bin/python benchmarks/one_vector_tiles.py                     # single convolutions
     .venv/bin/python benchmarks/one_vector_tiles.py --convs "" --models odd_extents,mobilenet_v2
