@@ -20,7 +20,11 @@ from .op_schedule import (DECOMPOSABLE, OpSchedule, balanced_chunk, busiest_chun
 # most: 2 for every such convolution, 4 for a filter-heavy 1x1 (filter_heavy), as far as the
 # register file holds them (conv_register_tile).
 _CONV_VECTORS, _HEAVY_CONV_VECTORS = 2, 4
-# Output pixels (along the row) in a convolution's register tile, at most.
+# Output pixels (along the row) in a convolution's register tile, at most, where its
+# channels allow tiles of several vectors, and in a depthwise one (whose wider tiles would
+# lose the window row per step, ``depthwise_window_fits``); a tile of the only vector the
+# channels allow takes up to half the register file where this bound leaves a partial last
+# tile (``one_vector_row_tile``).
 _CONV_REGISTER_PIXELS = 8
 # Input channels per step of a convolution's reduction, at most. 4, not 8: once the tuner
 # measured kernels with their weights cold, as a model whose weights outgrow the last-level
@@ -61,16 +65,46 @@ def tile_row_cycles(width: int, pixels: int, vectors: int, depthwise: bool = Fal
     return total / vectors
 
 
-def register_row_tile(width: int, vectors: int, registers: int, depthwise: bool = False) -> int:
+def register_row_tile(width: int, vectors: int, registers: int, depthwise: bool = False,
+                      max_pixels: int = _CONV_REGISTER_PIXELS) -> int:
     """The pixels of a register tile of ``vectors`` channel vectors along a row of ``width``:
     at most what the register file holds beside one reduction step's filter vectors and a
-    broadcast (``pixels * vectors + vectors + 1``), and at most ``_CONV_REGISTER_PIXELS``;
-    the fastest in ``tile_row_cycles``' model, whole tiles (a divisor) where one is as
-    fast, then the most accumulators. The count need not divide the row: the last tile is
-    then peeled (``plan_convolution`` sets ``peeled_loops``)."""
-    cap = min(_CONV_REGISTER_PIXELS, width, max((registers - 1 - vectors) // vectors, 1))
+    broadcast (``pixels * vectors + vectors + 1``), and at most ``max_pixels``; the fastest
+    in ``tile_row_cycles``' model, whole tiles (a divisor) where one is as fast, then the
+    most accumulators. The count need not divide the row: the last tile is then peeled
+    (``plan_convolution`` sets ``peeled_loops``)."""
+    cap = min(max_pixels, width, max((registers - 1 - vectors) // vectors, 1))
     return min(range(1, cap + 1),
                key=lambda p: (tile_row_cycles(width, p, vectors, depthwise), width % p != 0, -p))
+
+
+def one_vector_row_tile(width: int, registers: int) -> int:
+    """The pixels of a convolution's register tile where its output channels allow one
+    vector only (80 or 144 filters: 5 or 9 vectors of 16, whose two-vector tiles would not
+    divide them; 24: one 8-lane vector), on a row that the ``_CONV_REGISTER_PIXELS`` bound
+    leaves with a partial last tile (13, 25, 27, 55 pixels): up to half the register file as
+    accumulators (16 pixels on AVX-512's 32 registers; 8 on AVX2's 16, as before), ranked
+    by ``register_row_tile``'s model. A row that such a tile divides (7, 14, 28, 56) keeps it.
+
+    Why wider than 8 pixels on such rows: one vector covers the FMA latency only from about
+    ten accumulators (``_ACCUMULATOR_LATENCY`` x ``_FMA_PORTS``), so an 8-pixel tile waits on
+    them, and the row ends in a short peeled tile that costs a whole tile's latency (25
+    pixels: 8 + 8 + 8 + 1). On the Zen 5, odd_extents' 3x3 layers on rows of 25 and 13
+    pixels (80 and 144 filters) took 16 + 9 and 13 pixels and ran 1.20-1.25x faster alone
+    (the whole model 1.10x), as the tuner had found (docs/tuning.md, "What the spaces lacked").
+
+    Why not on rows that divide, nor the whole register file: the model ranks 14 pixels
+    above 7 + 7 on 14 or 28 rows, and single layers agreed (1.04-1.16x), but in a fusion
+    group with SiLU on the accumulators (EfficientNet's 56x56 1x1 layers, 144 filters) a
+    14-pixel tile ran 1.2x slower: the epilogue's temporaries no longer fit beside the
+    accumulators, which the model does not see; 19 and 28 pixels ran 1.13-1.18x slower in
+    MobileNetV2's with ReLU6 (docs/performance.md, "Odd rows"). Where a two-vector tile
+    exists the 8-pixel bound stays too (``conv_register_tile``): it halves the loads per
+    FMA; 13 x 1 and 27 x 1 measured 4-5 % slower than 8 x 2 and 7 x 2."""
+    pixels = register_row_tile(width, 1, registers)
+    if width % pixels == 0:
+        return pixels
+    return register_row_tile(width, 1, registers, max_pixels=registers // 2)
 
 
 def conv_register_tile(width: int, out_channels: int, in_channels: int | None, lanes: int,
@@ -100,7 +134,9 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
     candidates = [v for v in (4, 2, 1) if v <= (_HEAVY_CONV_VECTORS if heavy_pointwise else _CONV_VECTORS)
                   and out_channels % (v * lanes) == 0 and v + v + 1 <= registers]
     if candidates:
-        tiles = [(register_row_tile(width, v, registers), v) for v in candidates]
+        only_one = candidates == [1]  # one vector of filters, or an odd count (5, 9): no two-vector tile
+        tiles = [(one_vector_row_tile(width, registers) if only_one else register_row_tile(width, v, registers), v)
+                 for v in candidates]
         # Ties: whole tiles, then the most pixels, then the most vectors: where the row's
         # divisor was as fast, the former tile stays (AVX-512's 8 x 2 vectors for a
         # filter-heavy 1x1 layer on 8-pixel rows, not 4 x 4; 5 x 4 on 5-pixel rows).
@@ -114,9 +150,15 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
         return pixels, vectors * lanes, step
     # No whole vector of channels: narrower vectors (24 channels: 8-lane ones, not 12-lane
     # ones, whose odd width LLVM lowers to masked or split operations), as many pixels as
-    # for one vector.
+    # for one vector where the tile is one register (a power of two lanes); a 12-lane tile
+    # may take two, so it keeps the narrower bound.
     part = min(lanes, out_channels & -out_channels)
-    return register_row_tile(width, 1, registers), vector_tile(out_channels, part, lanes // part), step
+    channels = vector_tile(out_channels, part, lanes // part)
+    one_register = channels & (channels - 1) == 0
+    pixels = one_vector_row_tile(width, registers) if one_register else register_row_tile(width, 1, registers)
+    if step is not None and pixels + step + 1 > registers:
+        step = 1
+    return pixels, channels, step
 
 
 def conv_channel_dim(nest: LoopNest) -> int | None:

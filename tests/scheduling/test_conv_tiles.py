@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import mlir_text as mt
 import tilecraft
 from pinned_targets import AVX2, AVX512, needs_avx512_host
-from tilecraft.schedule.conv_plan import conv_register_tile, register_row_tile, row_tiles
+from tilecraft.schedule.conv_plan import conv_register_tile, register_row_tile, row_tiles, tile_row_cycles
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
 import graph_models  # noqa: E402
@@ -55,6 +55,48 @@ def test_avx2_tiles_fill_the_register_file(width, heavy, expected):
 def test_avx512_keeps_dividing_tiles(width, out_channels, heavy, expected):
     """AVX-512: 32 registers of 16 lanes; where the former divisor was as fast it is kept."""
     assert conv_register_tile(width, out_channels, 256, 16, 32, heavy) == expected
+
+
+@pytest.mark.parametrize("width, expected", [
+    (25, (16, 16, 1)),   # 16 + 9 peeled (13.5 cycles per step in the model), not 8 + 8 + 8 + 1 (20)
+    (13, (13, 16, 1)),   # the whole row (7), not 8 + 5 (10)
+    (27, (16, 16, 1)),   # 16 + 11, not 8 + 8 + 8 + 3
+    (55, (15, 16, 1)),   # 3 x 15 + 10, not 6 x 8 + 7
+    (97, (14, 16, 1)),   # 6 x 14 + 13, not 12 x 8 + 1
+    (7, (7, 16, 1)),     # rows that the 8-pixel bound divides keep their tiles:
+    (14, (7, 16, 1)),    # wider ones ran slower there with SiLU on the accumulators
+    (28, (7, 16, 1)),
+    (49, (7, 16, 1)),
+    (56, (8, 16, 1)),
+])
+def test_avx512_one_vector_tiles_on_odd_rows_take_half_the_register_file(width, expected):
+    """AVX-512, 37 -> 80 filters (odd_extents' 3x3 over 25x25 outputs): 5 vectors of 16, so
+    no two-vector tile divides the filters and every tile has one vector. On a row that
+    8-pixel tiles do not divide it may hold up to 16 pixels (half of the 32 registers as
+    accumulators): an 8-pixel one-vector tile waits on its accumulators' latency and ends
+    the row in a short peeled tile."""
+    pixels, channels, step = conv_register_tile(width, 80, 37, 16, 32, False)
+    assert (pixels, channels, step) == expected
+    assert pixels + step + 1 <= 32
+    former = register_row_tile(width, 1, 32)  # the 8-pixel bound
+    assert (pixels == former) == (width % former == 0)
+    assert tile_row_cycles(width, pixels, 1) <= tile_row_cycles(width, former, 1)
+    # 144 filters (9 vectors) tile alike; 24 (one 8-lane vector) takes as many pixels.
+    assert conv_register_tile(width, 144, 71, 16, 32, False)[0] == pixels
+    assert conv_register_tile(width, 24, 64, 16, 32, False)[:2] == (pixels, 8)
+
+
+@pytest.mark.parametrize("width", [7, 13, 14, 25, 27, 28, 55, 56])
+def test_two_vector_tiles_and_avx2_keep_the_eight_pixel_bound(width):
+    """Where the filters make two-vector tiles (256 on AVX-512), the wider one-vector tile is
+    not offered (13 x 1 and 27 x 1 measured slower than 8 x 2 and 7 x 2); on AVX2 half the
+    register file is 8 pixels, the bound as before: these tiles are what they were."""
+    assert conv_register_tile(width, 256, 256, 16, 32, False)[0] <= 8
+    assert conv_register_tile(width, 256, 256, 16, 32, False)[1] == 32
+    for filters in (24, 72, 256):  # one 8-lane vector, 9 (odd) and 32 vectors of 8
+        pixels, channels, step = conv_register_tile(width, filters, 64, 8, 16, False)
+        assert pixels <= 8
+        assert pixels * (channels // 8) + step * (channels // 8) + 1 <= 16
 
 
 @pytest.mark.parametrize("width, pixels", [(65, 8), (33, 8), (56, 8), (28, 7), (14, 7), (7, 7), (13, 8)])
@@ -109,6 +151,15 @@ def _compare(model, feeds):
 def test_odd_widths_match_onnxruntime(kind, width, monkeypatch):
     monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
     _compare(*_conv_model(kind, width))
+
+
+@pytest.mark.parametrize("width", [7, 13, 14, 25, 27, 28, 55, 56])
+@pytest.mark.parametrize("kind", ["bn_relu", "pointwise"])
+def test_one_vector_filters_on_odd_widths_match_onnxruntime(kind, width, monkeypatch):
+    """80 filters (5 vectors of 16 on AVX-512: one-vector tiles of up to 16 pixels, peeled
+    where they do not divide the row; 10 of 8 on AVX2), on the host, two rows."""
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
+    _compare(*_conv_model(kind, width, channels=80, rows=2))
 
 
 # ---- the schedule's partial tiles on linalg (no frontend widening) -----------------------------
@@ -233,4 +284,30 @@ def test_the_tuning_space_holds_the_peeled_default(source):
     assert space.is_valid(default)
     expected = plan_default_schedule(task_nest(task), 3, vector_bits=256, num_threads=1, caches=target.caches)
     assert expected.peeled_loops
+    assert space.plan(space.validate(default), 3) == expected
+
+
+@pytest.mark.parametrize("target, source, reg_ow, peeled", [
+    (AVX512, mt.conv_nhwc(1, 27, 27, 37, 3, 3, 80), 16, True),   # 16 + 9: the one-vector tile, peeled
+    (AVX512, mt.conv_nhwc(1, 15, 15, 64, 3, 3, 144), 13, False),  # the whole 13-pixel row
+    (AVX2, mt.conv_nhwc(1, 27, 27, 37, 3, 3, 80), 5, False),      # 10 vectors of 8: 5 x 2, as before
+])
+def test_the_tuning_space_holds_the_one_vector_default(target, source, reg_ow, peeled):
+    """The tuner's convolution space plans the default point as the default schedule does
+    where the filters allow one vector only (80 = 5 x 16, 144 = 9 x 16 on AVX-512), its
+    wider pixel tile and peeled remainder included, so tuning starts from the default."""
+    from tilecraft.pipelines.target import Target
+    from tilecraft.schedule.plan import plan_default_schedule
+    from tilecraft.schedule.space import task_nest
+    from tilecraft.tuning import extract_tasks, space_for
+
+    pinned = Target.parse(target)
+    pinned = Target(mcpu=pinned.mcpu, num_threads=1)
+    (task,) = [t for t in extract_tasks(source, pinned) if t.kind.startswith("conv")]
+    space = space_for(task, pinned)
+    default = space.default()
+    assert default["reg_ow"] == reg_ow and space.is_valid(default)
+    expected = plan_default_schedule(task_nest(task), 3, vector_bits=pinned.vector_bits, num_threads=1,
+                                     caches=pinned.caches)
+    assert bool(expected.peeled_loops) == peeled
     assert space.plan(space.validate(default), 3) == expected

@@ -139,20 +139,18 @@ func.func @filter_heavy_pointwise(%x: tensor<1x7x7x512xf32>, %w: tensor<1x1x512x
 // A group whose whole output fits the quarter of L2 (SqueezeNet's squeeze 1x1 with bias and
 // ReLU; 13 x 13 x 16 floats): no band to cut, so the band is the whole image and its loop
 // folds away, but the group is still one loop nest with the epilogue on the accumulators
-// (13-pixel rows: an 8-pixel tile and the peeled 5), not a conv loop nest whose result a
-// second loop nest rereads. Written whole, a padded consumer's interior can be its
-// destination (pipelines/tensor/pad_destinations.py), not a copy of it.
+// (13-pixel rows of one 16-channel vector: the whole row as one tile, schedule/conv_plan.py
+// ``one_vector_row_tile``), not a conv loop nest whose result a second loop nest rereads.
+// Written whole, a padded consumer's interior can be its destination
+// (pipelines/tensor/pad_destinations.py), not a copy of it.
 // CHECK-LABEL: func.func @small_squeeze_relu
 // CHECK-NOT: scf.forall
 // CHECK: {{^    %.* = scf.for %.* = %c0 to %c13 step %c1 iter_args}}
-// CHECK: vector.contract {{.*}} into vector<8x16xf32>
+// CHECK: vector.contract {{.*}} into vector<13x16xf32>
 // CHECK-NOT: vector.transfer_write
-// CHECK: arith.maximumf {{.*}} : vector<8x16xf32>
+// CHECK: arith.maximumf {{.*}} : vector<13x16xf32>
 // CHECK: vector.transfer_write
-// CHECK: vector.contract {{.*}} into vector<5x16xf32>
-// CHECK-NOT: vector.transfer_write
-// CHECK: arith.maximumf {{.*}} : vector<5x16xf32>
-// CHECK: vector.transfer_write
+// CHECK-NOT: vector.contract
 // CHECK-NOT: {{^    %.* = scf.for}}
 // CHECK: return
 func.func @small_squeeze_relu(%x: tensor<1x13x13x64xf32>, %w: tensor<1x1x64x16xf32>, %b: tensor<16xf32>) -> tensor<1x13x13x16xf32> {
