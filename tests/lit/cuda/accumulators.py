@@ -1,9 +1,11 @@
 # A staged matmul keeps each thread's 4x4 accumulator tile in registers across the K loop:
 # loaded once before it, carried as an iter_arg through the copies, barriers and FMAs,
-# stored once after it.
+# stored once after it (fill-blocks=1: the 64 x 64 block tile of 4 x 4 thread tiles, not
+# shrunk toward a full grid).
 # RUN: %PYTHON %s | FileCheck %s
 
 import tilecraft
+from tilecraft.targets.cuda import cuda_pipeline
 
 MATMUL = """
 func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x192xf32>) -> tensor<256x192xf32> {
@@ -15,7 +17,8 @@ func.func @matmul(%a: tensor<256x128xf32>, %b: tensor<128x192xf32>) -> tensor<25
   return %r : tensor<256x192xf32>
 }
 """
-print(tilecraft.compile(MATMUL, target="cuda -arch=sm_80").ir("map"))
+PIPELINE = cuda_pipeline("cuda -arch=sm_80", schedule_options="fill-blocks=1")
+print(tilecraft.compile(MATMUL, target="cuda -arch=sm_80", pipeline=PIPELINE).ir("map"))
 
 # CHECK: gpu.launch
 # CHECK: %[[C:.*]] = memref.subview {{.*}} to memref<4x4xf32
