@@ -660,10 +660,11 @@ def _plan_row_reduction(nest: LoopNest, tag: int, config: GpuConfig) -> GpuOpSch
     rows = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
     if len(rows) > 3 or nest.parallel[-1] or not nest.projected:
         return None
-    # One reduction loop longer than 1: upstream's tile_reduction_using_forall aborts the
-    # process (an assertion) on an op that reduces over two (a global average pool over h
-    # and w as one generic); such an op keeps the thread-per-output plan.
-    if sum(1 for d in nest.reduction_dims if nest.ranges[d] > 1) > 1:
+    # One reduction loop: upstream's tile_reduction_using_forall aborts the process (an
+    # assertion) on an op with a second one, even of extent 1 (a global average pool over h
+    # and w as one generic; Llama's grouped-query attention scores); such an op keeps the
+    # thread-per-output plan.
+    if len(nest.reduction_dims) > 1:
         return None
     threads = largest_divisor(nest.ranges[-1], config.row_threads)
     if threads < 32:

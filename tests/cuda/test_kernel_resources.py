@@ -121,16 +121,19 @@ func.func @main(%x: tensor<1x32x112x112xf32>) -> tensor<1x32xf32> {
 """
 
 
-def test_a_sum_over_two_long_loops_compiles():
+@pytest.mark.parametrize("height, width", [(112, 112), (1, 128)])
+def test_a_sum_over_two_reduction_loops_compiles(height, width):
     """A global average pool over h and w as one generic (EfficientNet's first squeeze-and-
-    excitation at 112x112): the block-per-row plan splits only the innermost reduction loop,
-    and upstream's tile_reduction_using_forall aborted the process on the second one. Such an
-    op keeps the thread-per-output plan; the sums are right."""
+    excitation at 112x112; a unit second reduction loop, as in Llama's grouped-query attention
+    scores): the block-per-row plan splits only the innermost reduction loop, and upstream's
+    tile_reduction_using_forall aborted the process on the second one. Such an op keeps the
+    thread-per-output plan; the sums are right."""
     import numpy as np
     from cuda_testing import cpu_replay
 
-    module = tilecraft.compile(POOL_OVER_TWO_LOOPS, target="cuda -arch=sm_90", keep_ir=False)
+    source = POOL_OVER_TWO_LOOPS.replace("112x112", f"{height}x{width}")
+    module = tilecraft.compile(source, target="cuda -arch=sm_90", keep_ir=False)
     assert all(not used.spills for ptx in module.ptx_modules().values()
                for used in kernel_resources(ptx, "sm_90").values())
-    x = np.random.default_rng(0).standard_normal((1, 32, 112, 112), dtype=np.float32)
-    np.testing.assert_allclose(cpu_replay(module, POOL_OVER_TWO_LOOPS)(x), x.sum(axis=(2, 3)), rtol=1e-4, atol=1e-3)
+    x = np.random.default_rng(0).standard_normal((1, 32, height, width), dtype=np.float32)
+    np.testing.assert_allclose(cpu_replay(module, source)(x), x.sum(axis=(2, 3)), rtol=1e-4, atol=1e-3)
