@@ -314,10 +314,11 @@ def float_power_by_multiplication(base: ir.Value, exponent: int) -> ir.Value:
     Why: ``math.powf`` has no vector instruction. LLVM scalarizes a vector ``powf`` into one
     libm ``powf`` call per lane, so the tanh-GELU of GPT-2 and ALBERT (``0.5 x (1 + tanh(c (x
     + 0.044715 x**3)))``, exported as ONNX ``Pow(x, 3)``) made the GEMM kernel it was fused
-    into 3.8x as slow as the same-size GEMM without it (docs/performance.md, round 27). onnxruntime's Pow and
-    MLIR's algebraic simplification patterns make the same rewrite. The results agree with
-    ``powf`` to within 2 ulp (two roundings instead of one); infinities, NaNs and signed
-    zeros come out as ``powf`` gives them. f16/bf16 multiply in f32 and round once.
+    into 3.8x as slow as the same-size GEMM without it (docs/performance.md, round 27).
+    onnxruntime's Pow and MLIR's algebraic simplification patterns make the same rewrite.
+    The results agree with ``powf`` to within 2 ulp (two roundings instead of one);
+    infinities, NaNs and signed zeros come out as ``powf`` gives them. f16/bf16 multiply in
+    f32 and round once.
     """
     if exponent not in SMALL_INTEGER_EXPONENTS:
         raise InternalError(f"no multiplication form for the exponent {exponent!r}")
