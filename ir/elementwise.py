@@ -291,6 +291,49 @@ def _integer_power(base: ir.Value, exponent: ir.Value, *, exponent_unsigned: boo
     return arith.select(negative, fraction, result)
 
 
+# Constant exponents whose power is cheaper as multiplications than as ``math.powf``.
+SMALL_INTEGER_EXPONENTS = (1, 2, 3, 4)
+
+
+def small_integer_exponent(exponent: "np.ndarray | float | int") -> int | None:
+    """The exponent as an int when it is one value (any shape holding one element) in
+    :data:`SMALL_INTEGER_EXPONENTS`, else None."""
+    values = np.asarray(exponent)
+    if values.size != 1 or values.dtype.kind not in "iuf":
+        return None
+    value = values.reshape(-1)[0].item()
+    if not pymath.isfinite(value) or value != int(value) or int(value) not in SMALL_INTEGER_EXPONENTS:
+        return None
+    return int(value)
+
+
+def float_power_by_multiplication(base: ir.Value, exponent: int) -> ir.Value:
+    """``base ** exponent`` for a float ``base`` and one of :data:`SMALL_INTEGER_EXPONENTS`,
+    by multiplications (``x * x * x``; 4 as a squared square).
+
+    Why: ``math.powf`` has no vector instruction. LLVM scalarizes a vector ``powf`` into one
+    libm ``powf`` call per lane, so the tanh-GELU of GPT-2 and ALBERT (``0.5 x (1 + tanh(c (x
+    + 0.044715 x**3)))``, exported as ONNX ``Pow(x, 3)``) made the GEMM kernel it was fused
+    into 3.8x as slow as the same-size GEMM without it (docs/performance.md, round 27).
+    onnxruntime's Pow and MLIR's algebraic simplification patterns make the same rewrite.
+    The results agree with ``powf`` to within 2 ulp (two roundings instead of one);
+    infinities, NaNs and signed zeros come out as ``powf`` gives them. f16/bf16 multiply in
+    f32 and round once.
+    """
+    if exponent not in SMALL_INTEGER_EXPONENTS:
+        raise InternalError(f"no multiplication form for the exponent {exponent!r}")
+
+    def multiply(x: ir.Value) -> ir.Value:
+        if exponent == 1:
+            return x
+        square = arith.mulf(x, x)
+        if exponent == 2:
+            return square
+        return arith.mulf(square, x) if exponent == 3 else arith.mulf(square, square)
+
+    return widened(multiply)(base)
+
+
 def power(
     base: ir.Value,
     exponent: ir.Value,

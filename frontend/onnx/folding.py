@@ -85,7 +85,13 @@ def fold(
     node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int
 ) -> list[np.ndarray | None] | None:
     """Evaluate ``node`` on constant ``inputs`` (one entry per node output, None where the
-    output name is empty); ``None`` if the reference implementation cannot."""
+    output name is empty); ``None`` if the reference implementation cannot.
+
+    Identity passes its array on (the reference copies it): the importer materializes one
+    constant per array (importer.py's ``materialize``), and exporters name a weight shared
+    by several layers through Identity nodes."""
+    if node.op_type == "Identity" and len(inputs) == 1 and len(node.output) == 1:
+        return [inputs[0]]
     names = [name if value is not None else "" for name, value in zip(node.input, inputs)]
     graph_inputs = [
         onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)

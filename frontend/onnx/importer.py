@@ -82,6 +82,9 @@ class GraphImporter:
         self.infos = value_infos(self.graph)
         self.domain_opsets = {entry.domain: entry.version for entry in proto.opset_import}
         self.values: dict[str, ir.Value | np.ndarray] = {}
+        # id(array) -> (array, its constant in the entry block): see materialize
+        self._constants: dict[int, tuple[np.ndarray, ir.Value]] = {}
+        self._entry: ir.Block | None = None
         # Bytes constant folding has made so far; past TILECRAFT_MAX_TOTAL nothing more is
         # folded (the nodes are emitted), so folding cannot exhaust memory however many nodes.
         self.folded_bytes = 0
@@ -93,7 +96,27 @@ class GraphImporter:
         self.values[name] = value
 
     def materialize(self, array: np.ndarray, name: str) -> ir.Value:
-        """An SSA constant for ``array`` (a weight becomes a dense_resource blob)."""
+        """An SSA constant for ``array`` (a weight becomes a dense_resource blob), made once
+        in the function's entry block: every later reader there gets the same constant.
+
+        Why: a weight several nodes read (ALBERT's one layer applied 12 times, tied
+        embeddings; the exporter writes one initializer and Identity nodes naming it) was
+        materialized once per reader, each a blob of its own that the graph stage then packed
+        again; the compiled library held ALBERT's layer weights 12 times (docs/performance.md,
+        round 27). Only in the function's entry block, which lives as long as the import:
+        a constant made in an If/Loop body would not dominate the rest of the function, and
+        such bodies are built in placeholder blocks that are erased afterwards.
+        """
+        if self._entry is None or ir.InsertionPoint.current.block != self._entry:
+            return self._constant(array, name)
+        cached = self._constants.get(id(array))
+        if cached is None or cached[0] is not array:
+            # The entry keeps the array alive, so its id cannot be reused by another one.
+            cached = self._constants[id(array)] = (array, self._constant(array, name))
+        return cached[1]
+
+    @staticmethod
+    def _constant(array: np.ndarray, name: str) -> ir.Value:
         return core.constant(array, name=name.replace("/", "_").replace(":", "_") or "constant")
 
     def _input_type(self, value: onnx.ValueInfoProto) -> ir.RankedTensorType:
@@ -117,6 +140,7 @@ class GraphImporter:
                 [self._boundary_attributes(v.name, name=True) for v in graph_inputs]
             )
             entry = function.add_entry_block()
+        self._entry = entry
         for name, array in weights.items():
             self.bind(name, array)
         for value, argument in zip(graph_inputs, entry.arguments):
@@ -168,7 +192,8 @@ class GraphImporter:
                 f"graph output {name!r} is a {type(value).__name__}: only tensors cross the "
                 "function boundary"
             )
-        return self.materialize(value, name) if isinstance(value, np.ndarray) else value
+        # A fresh constant per output: two results must not share one buffer.
+        return self._constant(value, name) if isinstance(value, np.ndarray) else value
 
     def _import_node(self, node: onnx.NodeProto, label: str) -> None:
         inputs: list[ir.Value | np.ndarray | None] = []

@@ -76,7 +76,9 @@ def graph_pass_elements(opt_level: int, lanes: int = 8) -> list[str]:
     if opt_level >= 2:
         # The folder makes a splat result a fill again (ir/core.constant): weight fills are
         # materialized after it, in the layout the kernels read (weight_fills.py).
-        elements += ["loop-invariant-code-motion", "tilecraft-fold-constants",
+        # cse first: a weight several ops read (ALBERT's shared layer) is then packed once,
+        # one folded constant for all its readers (frontend/onnx/importer.py, materialize).
+        elements += ["loop-invariant-code-motion", "cse", "tilecraft-fold-constants",
                      "tilecraft-materialize-weight-fills", "canonicalize", "cse"]
     if opt_level >= 3:
         elements += ["tilecraft-split-padded-taps"]  # after folding: dilated_convs.py

@@ -238,8 +238,16 @@ def mod(ctx: NodeContext) -> list[ir.Value]:
 
 @onnx_op("Pow", since=7)
 def pow_(ctx: NodeContext) -> list[ir.Value]:
-    """The result has the base's type; base and exponent may differ (opset 12+)."""
-    base, exponent = ctx.value(0), ctx.value(1)
+    """The result has the base's type; base and exponent may differ (opset 12+). A float
+    base raised to a constant 1, 2, 3 or 4 is multiplied out (``ew.float_power_by_multiplication``
+    says why): the tanh form of GELU is ``Pow(x, 3)``."""
+    base = ctx.value(0)
+    exponent_value = ctx.const(1)
+    small = None if exponent_value is None else ew.small_integer_exponent(exponent_value)
+    if (small is not None and core.is_float(_element(base))
+            and exponent_value.ndim <= core.tensor_type(base).rank):  # no broadcast by the exponent
+        return _map([base], _element(base), lambda b: ew.float_power_by_multiplication(b, small))
+    exponent = ctx.value(1)
     base_unsigned, exponent_unsigned = ctx.is_unsigned(0), ctx.is_unsigned(1)
     return _map(
         [base, exponent], _element(base),

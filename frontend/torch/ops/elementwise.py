@@ -227,8 +227,9 @@ def remainder(ctx: OpContext, a: Any, b: Any) -> ir.Value:
 @table.aten("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
 def pow_(ctx: OpContext, a: Any, b: Any) -> ir.Value:
     dtype = ctx.result_dtype()
-    if isinstance(b, (int, float)) and float(b) == 2.0 and dtype.kind == "f":
-        return table.map_(ctx, [a], dtype, lambda x: arith.mulf(x, x))
+    small = elementwise.small_integer_exponent(b) if isinstance(b, (int, float)) else None
+    if small is not None and dtype.kind == "f":
+        return table.map_(ctx, [a], dtype, lambda x: elementwise.float_power_by_multiplication(x, small))
     if isinstance(b, (int, float)) and float(b) == 0.5 and dtype.kind == "f":
         return table.map_(ctx, [a], dtype, math.sqrt)
     return table.map_(ctx, [a, b], dtype, lambda x, y: elementwise.power(x, y))
