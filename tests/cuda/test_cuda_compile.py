@@ -91,11 +91,10 @@ def test_matmul_shared_memory(arch, tmp_path, rand):
 
 def test_a_small_matmul_shrinks_its_tiles_to_fill_the_gpu(tmp_path, rand):
     """256 x 192 in 64 x 64 tiles is 12 blocks on a 132-multiprocessor GPU: the tiles halve
-    (down to 32 x 32) until the grid has fill-blocks (264) or they cannot shrink further, then
-    the thread tiles (4 x 4 to 2 x 2: 256 threads a block instead of 64)."""
+    (down to 32 x 32) until the grid has fill-blocks (264) or they cannot shrink further."""
     module = tilecraft.compile(matmul_mlir(256, 192, 128), target="cuda -arch=sm_90", keep_ir=True)
     launch = next(line for line in module.ir("outline").splitlines() if "gpu.launch_func" in line)
-    assert "blocks in (%c6, %c8, %c1)" in launch and "threads in (%c16, %c16, %c1)" in launch, launch
+    assert "blocks in (%c6, %c8, %c1)" in launch and "threads in (%c8, %c8, %c1)" in launch, launch
     check_ptxas(module, "sm_90", tmp_path)
     a, b = rand((256, 128)), rand((128, 192))
     np.testing.assert_allclose(cpu_replay(module, matmul_mlir(256, 192, 128))(a, b), a @ b, rtol=1e-5, atol=1e-4)
