@@ -52,6 +52,7 @@ from ...schedule.apply import apply_if_valid, find_sequence, init_fill, remove_t
 from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
+from .split_reduction import SplitReduction, render_split_reduction, split_reduction_plan
 from .tensor_cores import TENSOR_CORE_LAUNCH, contractions_to_mma_sync
 from .warp_reduce import WARP_COMBINE, combine_with_warp_shuffles
 
@@ -84,6 +85,10 @@ class GpuConfig:
         (``bf16`` is refused with the reason). Off by default until a GPU has checked it.
       arch: the CUDA architecture compiled for (``"sm_90"``); the tensor-core option
         refuses one below sm_80. ``""``: not checked (the pass run on its own).
+      split_below: a convolution or contraction whose output points (over the points one
+        thread takes) are fewer than this many threads splits its reduction over the threads
+        of a block (``split_reduction.py``). The default, 4 x 132 SMs x 256 threads, fills an
+        H100/H200; 0 turns the split off.
     """
 
     max_threads: int = 256
@@ -99,6 +104,7 @@ class GpuConfig:
     warp_reduce: bool = False
     tensor_cores: str = ""
     arch: str = ""
+    split_below: int = 4 * 132 * 256
 
 
 # Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type of the
@@ -134,7 +140,9 @@ class GpuOpSchedule:
     split the innermost (reduction) loop instead of parallel ones; ``warp_combine`` marks its
     combination for the warp-shuffle rewrite (``warp_reduce.py``). ``warp_tiles`` (with
     ``warp_mapping``) are the per-warp output tiles of a tensor-core contraction
-    (``kind == "tensor_core"``), whose block has ``WARP_SIZE`` x warps threads.
+    (``kind == "tensor_core"``), whose block has ``WARP_SIZE`` x warps threads. ``split``
+    splits a reduction loop over the block's threads (``kind == "split_reduction"``,
+    ``split_reduction.py``).
     """
 
     tag: int
@@ -157,6 +165,7 @@ class GpuOpSchedule:
     init_thread_mapping: tuple[str, ...] = ()
     decompose: bool = False
     vectorize: bool = True
+    split: SplitReduction | None = None
 
     @property
     def sequence_name(self) -> str:
@@ -168,6 +177,8 @@ class GpuOpSchedule:
         dims = [1, 1, 1]
         if self.row_threads:
             dims[0] = self.row_threads
+        if self.split is not None:
+            dims[0] = self.split.threads
         if self.warp_tiles:
             # Lanes on x, warps on y (the copies' and the init's thread loops fit in it).
             warps = 1
@@ -274,6 +285,10 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         init, block = w.fuse_into(w.match_tag(plan.fused_init_tag), block)
         init, _ = w.tile_mapped(init, plan.init_thread_tiles, plan.init_thread_mapping, "thread")
         w.vectorize(init)
+    if plan.split is not None:
+        render_split_reduction(w, op, n_loops, plan.split, workgroup=WORKGROUP,
+                               vectorize=plan.vectorize)
+        return named_sequence(plan.sequence_name, w)
     if plan.row_threads:
         fill, split, combine = w.tile_reduction_to_threads(op, n_loops, plan.row_threads)
         # One partial per thread; the combination (parallel loops only, extent 1 in a block)
@@ -354,13 +369,31 @@ def _vector_lanes(extent: int, nest: LoopNest, config: GpuConfig) -> int:
     return config.vector if extent % config.vector == 0 else 1
 
 
+def _plan_split(nest: LoopNest, tag: int, config: GpuConfig, *, kind: str) -> GpuOpSchedule | None:
+    """A convolution or contraction with too few output points to fill the GPU, its
+    reduction split over a block's threads (``split_reduction.py``); ``None`` elsewhere."""
+    if not config.split_below:
+        return None
+    split = split_reduction_plan(nest, kind=kind, max_threads=config.max_threads,
+                                 vector=config.vector, split_below=config.split_below)
+    if split is None:
+        return None
+    return GpuOpSchedule(tag, "split_reduction", split.block_tiles, split.block_mapping,
+                         split=split.split)
+
+
 def _plan_parallel(nest: LoopNest, tag: int, config: GpuConfig, *, kind: str) -> GpuOpSchedule:
     """Elementwise ops, pooling, convolutions, small reductions: threads over output points.
 
     The innermost three parallel loops longer than 1 map to x/y/z (1-D for a vector);
     the innermost thread tile is a vector where the loop is innermost and divisible.
-    Remaining parallel loops and all reduction loops run inside each thread.
+    Remaining parallel loops and all reduction loops run inside each thread. A convolution
+    with too few output points splits its reduction instead (:func:`_plan_split`).
     """
+    if kind == "convolution":
+        split = _plan_split(nest, tag, config, kind=kind)
+        if split is not None:
+            return split
     n_loops = len(nest.ranges)
     candidates = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
     if not candidates:
@@ -587,6 +620,9 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
     if plans_as_contraction(nest):
         if config.tensor_cores and _tensor_core_operands(nest, operand_maps, element_types, config):
             return _plan_tensor_core(nest, tag, config, operand_maps)
+        split = _plan_split(nest, tag, config, kind="contraction")
+        if split is not None:
+            return split
         element_bytes = max((_ELEMENT_BYTES.get(t, 4) for t in element_types[:2]), default=4)
         return _plan_contraction(nest, tag, config, operand_maps, element_bytes)
     if nest.convolution and nest.op_name in DECOMPOSABLE:
@@ -756,6 +792,9 @@ _CONFIG_OPTIONS = {
     "tensor-cores": "f16 (f16 inputs) or tf32 (f32 inputs as TF32): contractions accumulating "
                     "in f32 on tensor cores (mma.sync, sm_80 and later); empty: none (default)",
     "arch": "the CUDA architecture (sm_XX) the tensor-core option is checked against",
+    "split-below": "split the reduction of a convolution or contraction with fewer output "
+                   "points than this many threads over a block's threads; 0: never "
+                   "(default 135168: an H100/H200 full)",
 }
 
 
@@ -773,6 +812,12 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
             if options[key] not in ("0", "1"):
                 raise GpuScheduleError(f"option {key} must be 0 or 1, got {options[key]!r}")
             values[field_name] = options[key] == "1"
+    if "split-below" in options:
+        value = options["split-below"]
+        if not value.isdigit():
+            raise GpuScheduleError(f"option split-below must be a count of threads (0: never), "
+                                   f"got {value!r}")
+        values["split_below"] = int(value)
     if options.get("tensor-cores"):
         values["tensor_cores"] = _tensor_core_option(options["tensor-cores"], options.get("arch", ""))
     if "arch" in options:
