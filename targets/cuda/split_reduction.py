@@ -26,9 +26,11 @@ The transform steps (rendered by :func:`render_split_reduction` into the op's se
 4. inside a thread, the rest of the reduction (``kh``, ``kw``) as register-tiled loops,
    a convolution decomposed to 1-D and vectorized along ``ow`` as in the parallel plan.
 
-Planned only where it pays (:func:`split_reduction_plan`): the op's output points over the
-points a thread takes are fewer than ``GpuConfig.split_below`` threads, and the split loop
-gives every thread at least ``MIN_CHUNK`` steps.
+Planned only where it pays (:func:`split_reduction_plan`): the parallel plan would launch
+fewer than ``GpuConfig.split_below`` threads, every thread of the split keeps at least
+``MIN_CHAIN`` reduction steps, and a contraction has at most
+``MAX_SPLIT_ROWS`` rows (a matrix-vector product: larger ones keep the shared-memory tiles
+of the contraction plan, whose split over K — across blocks — is not built yet).
 """
 
 from __future__ import annotations
@@ -38,12 +40,19 @@ from dataclasses import dataclass
 from ...pipelines.loop_nest import LoopNest
 from ...schedule.op_schedule import largest_divisor
 
-# The fewest split-loop steps a thread keeps (below, the combination costs more than it saves).
+# Split-loop steps per thread the thread count aims at (more threads only while each keeps
+# this many).
 MIN_CHUNK = 4
 # The fewest threads worth a split (one warp), and the most output points a block's thread
 # accumulates at once (registers: a vector of this many f32 per reduction step).
 MIN_SPLIT_THREADS = 32
 MAX_POINTS_PER_THREAD = 16
+# The fewest reduction steps (split-loop chunk x the other reduction loops) a thread keeps:
+# below, the partials' round trip through shared memory costs more than the split saves.
+MIN_CHAIN = 8
+# The most rows (M) a contraction may have to be split (a batch-1 Linear has 1; a few more
+# are a matrix-vector product per row, the weights read from L2 once per row).
+MAX_SPLIT_ROWS = 8
 # Partial sums a combining thread loads as one vector (more would take as many registers).
 COMBINE_VECTOR = 32
 
@@ -82,11 +91,13 @@ class SplitPlan:
     split: SplitReduction
 
 
-def _points_per_thread(extent: int, vector: int) -> int:
-    """Output points along the innermost output loop a thread accumulates: the whole loop when
-    short (a 7- or 14-wide row), else a vector's worth where it divides, else one."""
-    if extent <= MAX_POINTS_PER_THREAD:
-        return extent
+def _points_per_thread(extent: int, vector: int, kind: str) -> int:
+    """Output points along the innermost output loop a thread accumulates. A convolution: the
+    longest piece of its row up to ``MAX_POINTS_PER_THREAD`` (7, 14, 14 of 56: each input
+    row read is shared by the points along it); a contraction: one vector (its weight
+    rows are read 128 bits at a time)."""
+    if kind == "convolution":
+        return largest_divisor(extent, MAX_POINTS_PER_THREAD)
     return vector if extent % vector == 0 else 1
 
 
@@ -115,23 +126,36 @@ def split_reduction_plan(nest: LoopNest, *, kind: str, max_threads: int, vector:
         if not nest.contraction:
             return None
         k_dims = [d for d in nest.contraction[3] if nest.ranges[d] > 1]
-        if len(k_dims) != 1:
+        rows = 1
+        for d in nest.contraction[1]:
+            rows *= nest.ranges[d]
+        # Only matrix-vector-like products: with more rows the contraction plan's staged
+        # tiles reuse each operand slice across a block, which a split per point gives up.
+        if len(k_dims) != 1 or rows > MAX_SPLIT_ROWS:
             return None
         dim = k_dims[0]
         inner = parallel[-1]
     points = 1
     for d in nest.parallel_dims:
         points *= nest.ranges[d]
-    per_thread = _points_per_thread(nest.ranges[inner], vector) if inner in parallel else 1
-    if points // per_thread >= split_below:
+    # The threads the parallel plans launch: one per point, or per vector along the
+    # innermost loop (the contraction plan's 4 x 4 tiles count as 16 points).
+    unsplit = points // (16 if kind == "contraction" else
+                         vector if nest.ranges[inner] % vector == 0 else 1)
+    if unsplit >= split_below:
         return None
+    per_thread = _points_per_thread(nest.ranges[inner], vector, kind) if inner in parallel else 1
     blocks = points // per_thread
     # Fewest threads (a multiple of a warp where the loop allows) that fill the GPU, each
-    # keeping at least MIN_CHUNK steps of the split loop.
+    # keeping MIN_CHUNK steps of the split loop and MIN_CHAIN steps in all.
     extent = nest.ranges[dim]
-    wanted = min(max_threads, -(-split_below // blocks), extent // MIN_CHUNK)
+    rest = 1
+    for d in nest.reduction_dims:
+        rest *= nest.ranges[d] if d != dim else 1
+    wanted = min(max_threads, -(-split_below // blocks), extent // MIN_CHUNK,
+                 extent * rest // MIN_CHAIN)
     threads = largest_divisor(extent, max(wanted, MIN_SPLIT_THREADS))
-    if threads < MIN_SPLIT_THREADS or extent // threads < MIN_CHUNK // 2:
+    if threads < MIN_SPLIT_THREADS or (extent // threads) * rest < MIN_CHAIN:
         return None
     # One thread's points per block: the inner loop's tile, every other output loop 1;
     # the (at most three) output loops longer than 1 map to the grid, innermost on x.
