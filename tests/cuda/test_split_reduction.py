@@ -149,3 +149,25 @@ def test_the_split_below_option():
     with pytest.raises(GpuScheduleError, match="split-below"):
         tilecraft.compile(source, target="cuda -arch=sm_90",
                           pipeline=cuda_pipeline("cuda -arch=sm_90", schedule_options="split-below=many"))
+
+
+NHWC_CONV = """
+func.func @conv(%x: tensor<1x9x9x256xf32>, %w: tensor<3x3x256x128xf32>) -> tensor<1x7x7x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x7x7x128xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<1x7x7x128xf32>) -> tensor<1x7x7x128xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+     ins(%x, %w : tensor<1x9x9x256xf32>, tensor<3x3x256x128xf32>) outs(%acc : tensor<1x7x7x128xf32>) -> tensor<1x7x7x128xf32>
+  return %y : tensor<1x7x7x128xf32>
+}"""
+
+
+def test_a_channels_last_convolution_splits_too(rand):
+    """NHWC: the split channels are the contiguous dim of the input (adjacent threads read
+    adjacent channel chunks)."""
+    module = tilecraft.compile(NHWC_CONV, target="cuda -arch=sm_90", keep_ir=True)
+    assert launches(module) == [((128, 1, 7), (64, 1, 1))]
+    check_resources(module, "sm_90")
+    x, w = rand((1, 9, 9, 256)) - 0.5, rand((3, 3, 256, 128)) - 0.5
+    expected = tilecraft.compile(NHWC_CONV, target="llvm")(x, w)
+    np.testing.assert_allclose(cpu_replay(module, NHWC_CONV)(x, w), expected, rtol=1e-4, atol=1e-4)
