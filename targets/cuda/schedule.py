@@ -85,9 +85,9 @@ class GpuConfig:
         (``bf16`` is refused with the reason). Off by default until a GPU has checked it.
       arch: the CUDA architecture compiled for (``"sm_90"``); the tensor-core option
         refuses one below sm_80. ``""``: not checked (the pass run on its own).
-      split_below: a convolution or contraction whose output points (over the points one
-        thread takes) are fewer than this many threads splits its reduction over the threads
-        of a block (``split_reduction.py``). The default, 4 x 132 SMs x 256 threads, fills an
+      split_below: a convolution or matrix-vector product whose parallel plan would launch
+        fewer threads than this splits its reduction over the threads of a block
+        (``split_reduction.py``). The default, 4 x 132 SMs x 256 threads, fills an
         H100/H200; 0 turns the split off.
     """
 
