@@ -19,8 +19,10 @@ from tilecraft.errors import GpuScheduleError
 from tilecraft.pipelines.loop_nest import analyze_loop_nests
 from tilecraft.targets.cuda import cuda_pipeline, find_ptxas
 from tilecraft.targets.cuda.lowering import kernel_resources
-from tilecraft.targets.cuda.schedule import GpuConfig, SHARED_MEMORY_BYTES, plan_gpu_module
+from tilecraft.targets.cuda.schedule import GpuConfig, plan_gpu_module
 
+# Static shared memory a block may declare without the opt-in (ptxas refuses more).
+STATIC_SHARED_BYTES = 48 * 1024
 LAUNCH = re.compile(r"gpu\.launch_func .*blocks in \(%c(\d+), %c(\d+), %c(\d+)\) "
                     r"threads in \(%c(\d+), %c(\d+), %c(\d+)\)")
 
@@ -43,7 +45,7 @@ def check_resources(module, arch: str) -> None:
     for ptx in module.ptx_modules().values():
         for name, used in kernel_resources(ptx, arch).items():
             assert not used.spills, (name, used)
-            assert used.shared_bytes <= SHARED_MEMORY_BYTES, (name, used)
+            assert used.shared_bytes <= STATIC_SHARED_BYTES, (name, used)
 
 
 def conv_model(rng, channels: int, filters: int, size: int, kernel: int, stride: int = 1):
