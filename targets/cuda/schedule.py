@@ -52,6 +52,7 @@ from ...schedule.matmul_plan import plans_as_contraction
 from ...schedule.op_schedule import DECOMPOSABLE, TAG, largest_divisor
 from ...schedule.script import ScriptWriter, named_sequence, render_script
 from .async_copies import STAGES
+from .split_reduction import SplitReduction, render_split_reduction, split_reduction_plan
 from .tensor_cores import TENSOR_CORE_LAUNCH, contractions_to_mma_sync
 from .warp_reduce import WARP_COMBINE, combine_with_warp_shuffles
 
@@ -95,6 +96,10 @@ class GpuConfig:
       mma_stages: shared buffers a tensor-core contraction's staged K slices rotate through:
         2 copies the next slice with ``cp.async`` while the warps compute on this one
         (``async_copies.py``), 1 copies and computes in turn.
+      split_below: a convolution or matrix-vector product whose parallel plan would launch
+        fewer threads than this splits its reduction over the threads of a block
+        (``split_reduction.py``). The default, 4 x 132 SMs x 256 threads, fills an
+        H100/H200; 0 turns the split off.
     """
 
     max_threads: int = 256
@@ -117,6 +122,7 @@ class GpuConfig:
     warp_m: int = 64
     warp_n: int = 32
     mma_stages: int = 2
+    split_below: int = 4 * 132 * 256
 
 
 # Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type of the
@@ -156,7 +162,9 @@ class GpuOpSchedule:
     split the innermost (reduction) loop instead of parallel ones; ``warp_combine`` marks its
     combination for the warp-shuffle rewrite (``warp_reduce.py``). ``warp_tiles`` (with
     ``warp_mapping``) are the per-warp output tiles of a tensor-core contraction
-    (``kind == "tensor_core"``), whose block has ``WARP_SIZE`` x warps threads.
+    (``kind == "tensor_core"``), whose block has ``WARP_SIZE`` x warps threads. ``split``
+    splits a reduction loop over the block's threads (``kind == "split_reduction"``,
+    ``split_reduction.py``).
     """
 
     tag: int
@@ -180,6 +188,7 @@ class GpuOpSchedule:
     init_thread_mapping: tuple[str, ...] = ()
     decompose: bool = False
     vectorize: bool = True
+    split: SplitReduction | None = None
 
     @property
     def sequence_name(self) -> str:
@@ -191,6 +200,8 @@ class GpuOpSchedule:
         dims = [1, 1, 1]
         if self.row_threads:
             dims[0] = self.row_threads
+        if self.split is not None:
+            dims[0] = self.split.threads
         if self.warp_tiles:
             # Lanes on x, warps on y (the copies' and the init's thread loops fit in it).
             warps = 1
@@ -297,6 +308,10 @@ def render_gpu_op_sequence(plan: GpuOpSchedule) -> str:
         init, block = w.fuse_into(w.match_tag(plan.fused_init_tag), block)
         init, _ = w.tile_mapped(init, plan.init_thread_tiles, plan.init_thread_mapping, "thread")
         w.vectorize(init)
+    if plan.split is not None:
+        render_split_reduction(w, op, n_loops, plan.split, workgroup=WORKGROUP,
+                               vectorize=plan.vectorize)
+        return named_sequence(plan.sequence_name, w)
     if plan.row_threads:
         fill, split, combine = w.tile_reduction_to_threads(op, n_loops, plan.row_threads)
         # One partial per thread; the combination (parallel loops only, extent 1 in a block)
@@ -384,13 +399,31 @@ def _vector_lanes(extent: int, nest: LoopNest, config: GpuConfig) -> int:
     return config.vector if extent % config.vector == 0 else 1
 
 
+def _plan_split(nest: LoopNest, tag: int, config: GpuConfig, *, kind: str) -> GpuOpSchedule | None:
+    """A convolution or contraction with too few output points to fill the GPU, its
+    reduction split over a block's threads (``split_reduction.py``); ``None`` elsewhere."""
+    if not config.split_below:
+        return None
+    split = split_reduction_plan(nest, kind=kind, max_threads=config.max_threads,
+                                 vector=config.vector, split_below=config.split_below)
+    if split is None:
+        return None
+    return GpuOpSchedule(tag, "split_reduction", split.block_tiles, split.block_mapping,
+                         split=split.split)
+
+
 def _plan_parallel(nest: LoopNest, tag: int, config: GpuConfig, *, kind: str) -> GpuOpSchedule:
     """Elementwise ops, pooling, convolutions, small reductions: threads over output points.
 
     The innermost three parallel loops longer than 1 map to x/y/z (1-D for a vector);
     the innermost thread tile is a vector where the loop is innermost and divisible.
-    Remaining parallel loops and all reduction loops run inside each thread.
+    Remaining parallel loops and all reduction loops run inside each thread. A convolution
+    with too few output points splits its reduction instead (:func:`_plan_split`).
     """
+    if kind == "convolution":
+        split = _plan_split(nest, tag, config, kind=kind)
+        if split is not None:
+            return split
     n_loops = len(nest.ranges)
     candidates = [d for d in nest.parallel_dims if nest.ranges[d] > 1]
     if not candidates:
@@ -689,6 +722,9 @@ def plan_gpu_op(nest: LoopNest, tag: int, config: GpuConfig = GpuConfig(),
     if plans_as_contraction(nest):
         if config.tensor_cores and _tensor_core_operands(nest, operand_maps, element_types, config):
             return _plan_tensor_core(nest, tag, config, operand_maps)
+        split = _plan_split(nest, tag, config, kind="contraction")
+        if split is not None:
+            return split
         element_bytes = max((_ELEMENT_BYTES.get(t, 4) for t in element_types[:2]), default=4)
         return _plan_contraction(nest, tag, config, operand_maps, element_bytes)
     if nest.convolution and nest.op_name in DECOMPOSABLE:
@@ -866,6 +902,9 @@ _CONFIG_OPTIONS = {
     "warp-n": "tensor-core contraction columns per warp (default 32)",
     "mma-stages": "tensor-core K slices in flight: 2 double-buffers the shared tiles with "
                   "cp.async, 1 copies then computes (default 2)",
+    "split-below": "split the reduction of a convolution or contraction with fewer output "
+                   "points than this many threads over a block's threads; 0: never "
+                   "(default 135168: an H100/H200 full)",
 }
 
 
@@ -889,6 +928,12 @@ def config_from_options(options: Mapping[str, str]) -> GpuConfig:
             values[field_name] = options[key] == "1"
     if values.get("mma_stages", 1) > 2:
         raise GpuScheduleError(f"option mma-stages must be 1 or 2, got {options['mma-stages']!r}")
+    if "split-below" in options:
+        value = options["split-below"]
+        if not value.isdigit():
+            raise GpuScheduleError(f"option split-below must be a count of threads (0: never), "
+                                   f"got {value!r}")
+        values["split_below"] = int(value)
     if options.get("tensor-cores"):
         values["tensor_cores"] = _tensor_core_option(options["tensor-cores"], options.get("arch", ""))
     if "arch" in options:
