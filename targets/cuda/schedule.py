@@ -98,8 +98,9 @@ class GpuConfig:
         (``async_copies.py``), 1 copies and computes in turn.
       split_below: a convolution or matrix-vector product whose parallel plan would launch
         fewer threads than this splits its reduction over the threads of a block
-        (``split_reduction.py``). The default, 4 x 132 SMs x 256 threads, fills an
-        H100/H200; 0 turns the split off.
+        (``split_reduction.py``); 0, the default, never. 135168 (4 x 132 SMs x 256 threads)
+        made full-size ResNet-50 3.4x slower on an H200 (docs/cuda.md, Split reductions):
+        off until a faster form of the split is measured.
     """
 
     max_threads: int = 256
@@ -122,7 +123,7 @@ class GpuConfig:
     warp_m: int = 64
     warp_n: int = 32
     mma_stages: int = 2
-    split_below: int = 4 * 132 * 256
+    split_below: int = 0
 
 
 # Tensor-core input types (the ``tensor-cores`` option) -> the MLIR element type of the
@@ -904,7 +905,7 @@ _CONFIG_OPTIONS = {
                   "cp.async, 1 copies then computes (default 2)",
     "split-below": "split the reduction of a convolution or contraction with fewer output "
                    "points than this many threads over a block's threads; 0: never "
-                   "(default 135168: an H100/H200 full)",
+                   "(default 0; 135168 fills an H100/H200 but measured slower)",
 }
 
 

@@ -58,7 +58,18 @@ def conv_model(rng, channels: int, filters: int, size: int, kernel: int, stride:
                        helper.make_tensor("b", TensorProto.FLOAT, bias.shape, bias)])
 
 
-def plan_kinds(source: str, config: GpuConfig = GpuConfig()) -> dict[str, str]:
+#: The split is off by default (measured slower on an H200); these tests ask for it at the
+#: threshold that fills an H100/H200 (4 x 132 SMs x 256 threads).
+SPLIT = "split-below=135168"
+SPLIT_CONFIG = GpuConfig(split_below=4 * 132 * 256)
+
+
+def split_compile(source, arch: str = "sm_90"):
+    return tilecraft.compile(source, target=f"cuda -arch={arch}", keep_ir=True,
+                             pipeline=cuda_pipeline(f"cuda -arch={arch}", schedule_options=SPLIT))
+
+
+def plan_kinds(source: str, config: GpuConfig = SPLIT_CONFIG) -> dict[str, str]:
     """The GPU plan kind of each structured op of ``source`` (MLIR), by op name."""
     context = ir.Context()
     with context:
@@ -74,7 +85,7 @@ def test_a_7x7_convolution_splits_its_input_channels(arch, rng, rand):
     output row (7 points a thread): 896 blocks; 64 threads each (the most that keep 4 channels
     each, toward the 135 K threads that fill an H200) reducing 4 channels x 3 x 3."""
     model = conv_model(rng, 256, 128, 7, 3)
-    module = tilecraft.compile(model, target=f"cuda -arch={arch}", keep_ir=True)
+    module = split_compile(model, arch)
     assert ((1, 7, 128), (64, 1, 1)) in launches(module)
     assert "#gpu.address_space<workgroup>" in module.ir("outline")
     check_resources(module, arch)
@@ -90,7 +101,7 @@ def test_a_7x7_convolution_splits_its_input_channels(arch, rng, rand):
 ])
 def test_split_convolutions_match_the_cpu(channels, filters, size, kernel, stride, rng, rand):
     model = conv_model(rng, channels, filters, size, kernel, stride)
-    module = tilecraft.compile(model, target="cuda -arch=sm_90", keep_ir=True)
+    module = split_compile(model)
     assert any(block[0] >= 32 and block[1:] == (1, 1) for _, block in launches(module))
     check_resources(module, "sm_90")
     x = rand((1, channels, size, size))
@@ -108,7 +119,7 @@ def test_a_batch_one_classifier_splits_k(rand):
                        [f32("x", [1, 2048])], [f32("y", [1, 1000])],
                        [helper.make_tensor("w", TensorProto.FLOAT, weight.shape, weight.ravel()),
                         helper.make_tensor("b", TensorProto.FLOAT, bias.shape, bias)])
-    module = tilecraft.compile(model, target="cuda -arch=sm_90", keep_ir=True)
+    module = split_compile(model)
     assert ((250, 1, 1), (256, 1, 1)) in launches(module)
     check_resources(module, "sm_90")
     x = rand((1, 2048)) - 0.5
@@ -131,7 +142,7 @@ func.func @conv(%x: tensor<1x{c}x{p}x{p}xf32>, %w: tensor<{f}x{c}x{k}x{k}xf32>) 
      ins(%x, %w : tensor<1x{c}x{p}x{p}xf32>, tensor<{f}x{c}x{k}x{k}xf32>) outs(%acc : tensor<1x{f}x{s}x{s}xf32>) -> tensor<1x{f}x{s}x{s}xf32>
   return %y : tensor<1x{f}x{s}x{s}xf32>
 }}"""
-    def kind(c, f, s, k, config=GpuConfig()):
+    def kind(c, f, s, k, config=SPLIT_CONFIG):
         return plan_kinds(conv.format(c=c, f=f, s=s, k=k, p=s + k - 1), config)["linalg.conv_2d_nchw_fchw"]
     assert kind(512, 512, 7, 3) == "split_reduction"
     assert kind(256, 1024, 14, 1) == "convolution"       # 200,704 threads already
@@ -143,7 +154,7 @@ func.func @conv(%x: tensor<1x{c}x{p}x{p}xf32>, %w: tensor<{f}x{c}x{k}x{k}xf32>) 
 
 def test_the_split_below_option():
     source = matmul_mlir(1, 1000, 2048)
-    split = tilecraft.compile(source, target="cuda -arch=sm_90", keep_ir=True)
+    split = split_compile(source)
     unsplit = tilecraft.compile(source, target="cuda -arch=sm_90", keep_ir=True,
                                 pipeline=cuda_pipeline("cuda -arch=sm_90", schedule_options="split-below=0"))
     assert [block for _, block in launches(split)] == [(256, 1, 1)]
@@ -167,7 +178,7 @@ func.func @conv(%x: tensor<1x9x9x256xf32>, %w: tensor<3x3x256x128xf32>) -> tenso
 def test_a_channels_last_convolution_splits_too(rand):
     """NHWC: the split channels are the contiguous dim of the input (adjacent threads read
     adjacent channel chunks)."""
-    module = tilecraft.compile(NHWC_CONV, target="cuda -arch=sm_90", keep_ir=True)
+    module = split_compile(NHWC_CONV)
     assert launches(module) == [((128, 1, 7), (64, 1, 1))]
     check_resources(module, "sm_90")
     x, w = rand((1, 9, 9, 256)) - 0.5, rand((3, 3, 256, 128)) - 0.5
