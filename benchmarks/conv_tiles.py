@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from tilecraft.schedule import conv_plan  # noqa: E402
 from tilecraft.schedule.op_schedule import largest_divisor, vector_tile  # noqa: E402
-from rule_builds import builds_under_rules, one_thread_session  # noqa: E402
+from rule_builds import builds_under_rules, checked_calls, one_thread_session  # noqa: E402
 
 
 def _divisor_conv_register_tile(width, out_channels, in_channels, lanes, registers, heavy_pointwise):
@@ -101,15 +101,7 @@ def _cpu_ms(fn, calls: int) -> float:
 
 def run(name: str, model, feeds: dict, flops: int, labels: list[str], blocks: int, calls: int) -> str:
     builds = builds_under_rules(model, {label: RULES[label] for label in labels}, _rules, NEW)
-    session = one_thread_session(model)
-    expected = session.run(None, feeds)[0]
-    for label, module in builds.items():
-        got = module(**feeds)
-        got = got[0] if isinstance(got, (list, tuple)) else got
-        scale = float(np.abs(expected).max()) or 1.0
-        np.testing.assert_allclose(got, expected, rtol=2e-3, atol=2e-3 * scale, err_msg=label)
-    calls_of = {label: (lambda m=module: m(**feeds)) for label, module in builds.items()}
-    calls_of["onnxruntime"] = lambda: session.run(None, feeds)
+    calls_of = checked_calls(builds, one_thread_session(model), feeds)
     times: dict[str, list[float]] = {label: [] for label in calls_of}
     for _ in range(blocks):
         for label, fn in calls_of.items():

@@ -30,7 +30,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 from tilecraft.schedule import conv_plan  # noqa: E402
-from rule_builds import builds_under_rules, one_thread_session  # noqa: E402
+from rule_builds import builds_under_rules, checked_calls, one_thread_session  # noqa: E402
 
 DEFAULT = conv_plan.one_vector_row_tile
 RULES = {"eight": lambda width, registers: conv_plan.register_row_tile(width, 1, registers), "default": DEFAULT}
@@ -84,15 +84,7 @@ def _cpu_ms(fn, calls: int) -> float:
 
 def run(name: str, model, feeds: dict, blocks: int) -> str:
     builds = builds_under_rules(model, RULES, _rules, DEFAULT)
-    session = one_thread_session(model)
-    expected = session.run(None, feeds)[0]
-    for label, module in builds.items():
-        got = module(**feeds)
-        got = got[0] if isinstance(got, (list, tuple)) else got
-        scale = float(np.abs(expected).max()) or 1.0
-        np.testing.assert_allclose(got, expected, rtol=2e-3, atol=2e-3 * scale, err_msg=label)
-    calls_of = {label: (lambda m=module: m(**feeds)) for label, module in builds.items()}
-    calls_of["onnxruntime"] = lambda: session.run(None, feeds)
+    calls_of = checked_calls(builds, one_thread_session(model), feeds)
     # About 20 ms of calls per block and build.
     counts = {label: max(1, int(20 / max(_cpu_ms(fn, 2), 1e-3))) for label, fn in calls_of.items()}
     times: dict[str, list[float]] = {label: [] for label in calls_of}
