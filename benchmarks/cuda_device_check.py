@@ -123,7 +123,9 @@ def _zoo_model(name: str) -> tuple[bytes, dict[str, Any]]:
     import numpy as np
     import onnx
 
-    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"{name[len(ZOO_PREFIX):]}.onnx"
+    from cuda_coverage import LIGHT_ZOO
+
+    path = Path(LIGHT_ZOO) / f"{name[len(ZOO_PREFIX):]}.onnx"
     if not path.exists():
         raise SystemExit(f"no light-zoo model {name!r} ({path})")
     model = onnx.load(str(path))
@@ -152,10 +154,9 @@ def prepare(args: argparse.Namespace) -> int:
 
     names = list(public_suite.ARCHITECTURES) if args.models == "all" else args.models.split(",")
     if args.models == "zoo":
-        import onnx
+        from cuda_coverage import LIGHT_ZOO
 
-        light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-        names = sorted(ZOO_PREFIX + path.stem for path in light.glob("*.onnx"))
+        names = sorted(ZOO_PREFIX + path.stem for path in Path(LIGHT_ZOO).glob("*.onnx"))
     unknown = [name for name in names if name not in public_suite.ARCHITECTURES and name not in GOAL_MODELS
                and not name.startswith(ZOO_PREFIX)]
     if unknown:

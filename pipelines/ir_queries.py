@@ -187,3 +187,15 @@ def at_function_level(op: ir.Operation) -> bool:
     where a destination-passing rewrite of a pad or concat may place a fresh tensor."""
     parent = op.parent
     return parent is not None and getattr(parent, "operation", parent).name == "func.func"
+
+
+def remap_operands(root: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
+    """Replace, in ``root`` and every op nested in it, each operand found in ``mapping`` by its
+    image: a cloned region rewired to new values (outlined bodies, cloned producers)."""
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for index, operand in enumerate(op.operands):
+            if operand in mapping:
+                op.operands[index] = mapping[operand]
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)

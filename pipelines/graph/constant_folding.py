@@ -36,7 +36,7 @@ from ...dialects import graph
 from ...ir import core, reshapes
 from ...ir.resources import NUMPY_TYPES, is_resource_constant, resource_arrays
 from ..jit.entry import entry_signature
-from ..ir_queries import defined_functions, is_zero_fill
+from ..ir_queries import defined_functions, is_zero_fill, remap_operands
 from ..jit.engine import JitFunction
 from ..loop_nest import is_structured
 from ..passes import register_pass
@@ -306,14 +306,7 @@ def _evaluate(slices: list[tuple[list[ir.Operation], list[ir.Value]]], context: 
                     if op.results and op.results[0] in mapping:
                         continue
                     clone = op.clone()
-
-                    def rewire(inner: ir.Operation) -> ir.WalkResult:
-                        for n, value in enumerate(inner.operands):
-                            if value in mapping:
-                                inner.operands[n] = mapping[value]
-                        return ir.WalkResult.ADVANCE
-
-                    clone.walk(rewire, ir.WalkOrder.PRE_ORDER)
+                    remap_operands(clone, mapping)
                     mapping.update(zip(op.results, clone.results))
                 func.ReturnOp([mapping[v] for v in leaves])
         payload = io.BytesIO()

@@ -39,7 +39,7 @@ from mlir.dialects import linalg
 from ...ir.maps import indexing_maps, set_indexing_maps
 from ...errors import CTargetShapeError, CTargetUnsupportedOpError
 from ...pipelines.graph import graph_pass_elements
-from ...pipelines.ir_queries import defined_functions, defining_op, ops_where
+from ...pipelines.ir_queries import defined_functions, defining_op, ops_where, remap_operands
 from ...pipelines.passes import register_pass, register_pipeline
 from ...pipelines.pipeline import Pipeline, Stage
 from ...pipelines.stages import input_stage, simplify_stage
@@ -428,10 +428,7 @@ def outline_nests_pass(module: ir.Operation, options: Mapping[str, str]) -> None
         with ir.InsertionPoint(body), op.location:
             clone = op.clone()
             ir.Operation.create("func.return")
-        for nested in ops_where(clone, lambda _: True):
-            for index, value in enumerate(nested.operands):
-                if value in mapping:
-                    nested.operands[index] = mapping[value]
+        remap_operands(clone, mapping)
         with ir.InsertionPoint(op), op.location:
             ir.Operation.create("func.call", operands=params,
                                 attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
@@ -568,10 +565,7 @@ def _outline_body(loop: ir.Operation, name: str, before: ir.Operation) -> None:
     with ir.InsertionPoint(entry), loop.location:
         for op in body:
             clone = op.clone()
-            for nested in ops_where(clone, lambda _: True):
-                for index, value in enumerate(nested.operands):
-                    if value in mapping:
-                        nested.operands[index] = mapping[value]
+            remap_operands(clone, mapping)
             mapping.update(zip(op.results, clone.results))
         ir.Operation.create("func.return")
     with ir.InsertionPoint(terminator), loop.location:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from mlir import ir, passmanager
 
 from ...errors import GpuScheduleError
-from ...pipelines.ir_queries import ops_where
+from ...pipelines.ir_queries import ops_where, remap_operands
 from .async_copies import STAGES, pipeline_staging_copies
 
 # Discardable attribute on a gpu.launch whose warp loops hold tensor-core contractions.
@@ -72,16 +72,6 @@ def _inside(value: ir.Value, launch: ir.Operation) -> bool:
     return False
 
 
-def _replace_operands(root: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        for i, operand in enumerate(op.operands):
-            if operand in mapping:
-                op.operands[i] = mapping[operand]
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-
-
 def _convert_alone(launch: ir.Operation) -> ir.Operation:
     """``launch`` with its contractions converted to ``mma.sync``, the pass having seen
     nothing else (module docstring); returns the launch that replaced it."""
@@ -114,7 +104,7 @@ def _convert_alone(launch: ir.Operation) -> ir.Operation:
                     inside[value] = owner.clone().results[0]
             alone = launch.clone()
             func.ReturnOp([])
-        _replace_operands(alone, inside)
+        remap_operands(alone, inside)
         try:
             passmanager.PassManager.parse(_NORMALIZE).run(scratch.operation)
             for loop in ops_where(scratch.operation, lambda op: op.name == "scf.for"):
@@ -145,11 +135,11 @@ def _convert_alone(launch: ir.Operation) -> ir.Operation:
             elif op.name != "func.return":
                 with ir.InsertionPoint(launch):
                     hoisted = op.clone()
-                _replace_operands(hoisted, mapping)
+                remap_operands(hoisted, mapping)
                 mapping.update(zip(op.results, hoisted.results))
         with ir.InsertionPoint(launch):
             replacement = converted.clone()
-        _replace_operands(replacement, mapping)
+        remap_operands(replacement, mapping)
     launch.erase()
     return replacement
 
