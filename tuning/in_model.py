@@ -30,7 +30,7 @@ from ..runtime.timing import default_clock
 from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
-from .measure import MeasureInput, RunnerOptions, build_candidate, cache_eviction, time_calls
+from .measure import MeasureInput, RunnerOptions, build_candidate, cache_eviction, result_bytes, time_calls
 from .measure import random_inputs as task_inputs
 
 
@@ -235,7 +235,7 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
             _add_kernel_totals(package, inputs, model_samples)
             for samples, (module, arguments) in zip(tuner, candidates):
                 samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments,
-                                           options.target.num_threads)[0])
+                                           options.target.num_threads, result_bytes(module.signature))[0])
     times = model_times(tasks, {name: statistics.median(values) for name, values in model_samples.items()})
     return [KernelAgreement(task, statistics.median(samples), times[task.key])
             for task, samples in zip(chosen, tuner)]

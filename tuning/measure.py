@@ -253,7 +253,8 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
                                  elapsed=time.perf_counter() - start)
         if job.save_output is not None:
             np.save(job.save_output, output)
-        costs = time_calls(lambda: module(*arguments), options, arguments, job.threads)
+        costs = time_calls(lambda: module(*arguments), options, arguments, job.threads,
+                           result_bytes(module.signature))
     except Exception as error:  # noqa: BLE001
         return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
@@ -362,19 +363,58 @@ def _eviction_reader(nbytes: int) -> Callable[[], int]:
     return lambda: int(prefix.sum())
 
 
+def result_bytes(signature: Any) -> list[int]:
+    """Bytes of each result of static shape a call of ``signature`` allocates (the blocks
+    :func:`_cache_flusher` warms before each call); results of dynamic shape are left out."""
+    sizes = []
+    for spec in signature.results:
+        shape = spec.shape
+        if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
+            sizes.append(int(np.prod(shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize)
+    return sizes
+
+
+# Bytes a warmed block exceeds the result it stands in for: the kernel's aligned allocation
+# asks a little more than the result's size, and a freed block too small for it would not be
+# reused (glibc then takes fresh memory from the heap's top).
+_WARM_SLACK_BYTES = 4096
+
+
+def _result_warmer(results: "Sequence[int]") -> Callable[[], None]:
+    """Writes and frees a block of each size in ``results``, so that the call's result
+    allocations, served from the blocks just freed, land in memory that is in cache.
+
+    Why: in a model a kernel stores its result into a block the allocator has just taken
+    back from an intermediate the kernels before it freed (runtime/malloc_policy.py keeps
+    freed blocks in the process), memory touched moments before. A candidate's result
+    block is the one its previous call freed, and the flush had evicted it: its stores
+    missed to memory. EfficientNet's 112x112x96 expansion (a 4.8 MB result) measured 0.74x
+    of its time in the model with a cold result, 1.04x warm (docs/tuning.md, "Faithful
+    measurement: where the result lands")."""
+    def warm() -> None:
+        for nbytes in results:
+            block = np.ones((nbytes + _WARM_SLACK_BYTES) // 8, dtype=np.int64)
+            del block
+
+    return warm
+
+
 def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
-                   nbytes: int | None = None) -> Callable[[], None]:
-    """Reads ``nbytes`` (``None``: twice the last-level cache, every level evicted), then
-    brings ``arguments`` back in and wakes the parallel runtime's threads
-    (:func:`_pool_waker`): a kernel as the model runs it, reading its inputs warm (just
-    written) and its weights as cold as the model's run leaves them, the pool's threads
-    running. A build for one thread (``threads == 1``) runs no parallel loop, so no pool
-    is woken."""
+                   nbytes: int | None = None, results: "Sequence[int]" = ()) -> Callable[[], None]:
+    """Reads ``nbytes`` (``None``: twice the last-level cache, every level evicted), warms
+    the blocks the call's ``results`` (their byte sizes) will be allocated in
+    (:func:`_result_warmer`), then brings ``arguments`` back in and wakes the parallel
+    runtime's threads (:func:`_pool_waker`): a kernel as the model runs it, reading its
+    inputs warm (just written), storing into recently freed memory, its weights as cold as
+    the model's run leaves them, the pool's threads running. A build for one thread
+    (``threads == 1``) runs no parallel loop, so no pool is woken."""
     evict = _eviction_reader(2 * last_level_cache_bytes() if nbytes is None else nbytes)
+    warm = _result_warmer(results)
     wake = None if threads == 1 else _pool_waker(threads)
 
     def flush() -> None:
         evict()
+        warm()
         for argument in arguments:
             argument.sum()  # reads it into the caches again
         if wake is not None:
@@ -384,7 +424,8 @@ def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
 
 
 def time_calls(call: Callable[[], Any], options: RunnerOptions,
-          arguments: "list[np.ndarray] | None" = None, threads: int | None = None) -> list[float]:
+               arguments: "list[np.ndarray] | None" = None, threads: int | None = None,
+               results: "Sequence[int]" = ()) -> list[float]:
     """Seconds per call for each of ``options.repeat`` measurements: the kernels' time from
     the profiler's timers (``kernel_time``), else the wall time of the whole call. Each
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
@@ -392,9 +433,10 @@ def time_calls(call: Callable[[], Any], options: RunnerOptions,
     (:func:`eviction_bytes`) and ``arguments`` read again before each call (``kernel_time``:
     untimed), else before each repeat. The clock is ``options.clock``'s (``None``: wall),
     the kernel timers' too; ``threads``: the candidate's thread count
-    (:attr:`MeasureInput.threads`), for the flush's pool waker."""
+    (:attr:`MeasureInput.threads`), for the flush's pool waker; ``results``: the byte sizes
+    of the results a call allocates (:func:`result_bytes`), warmed by the flush."""
     evicted = eviction_bytes(options.flush_cache)
-    flush = _cache_flusher(arguments or [], threads, evicted) if evicted else None
+    flush = _cache_flusher(arguments or [], threads, evicted, results) if evicted else None
     clock_name = options.clock or "wall"
     if not options.kernel_time:
         costs = []

@@ -64,7 +64,7 @@ def test_the_eviction_reads_the_bytes_it_says():
 def test_time_calls_reads_the_options_bytes_before_each_call(monkeypatch):
     seen = []
 
-    def flusher(arguments, threads=None, nbytes=None):
+    def flusher(arguments, threads=None, nbytes=None, results=()):
         seen.append(nbytes)
         return lambda: seen.append("flush")
 
@@ -76,3 +76,51 @@ def test_time_calls_reads_the_options_bytes_before_each_call(monkeypatch):
     seen.clear()
     time_calls(lambda: calls.append(1), replace(options, flush_cache=False), [], threads=1)
     assert seen == []
+
+
+def test_the_flush_warms_the_result_blocks_before_it_reads_the_inputs(monkeypatch):
+    """Order inside the flush: evict, warm the blocks the results will land in, read the
+    inputs (the most recently touched, as a producer just wrote them), wake the pool."""
+    steps = []
+    monkeypatch.setattr(measure, "_eviction_reader", lambda nbytes: lambda: steps.append(("evict", nbytes)))
+    monkeypatch.setattr(measure, "_result_warmer", lambda results: lambda: steps.append(("warm", tuple(results))))
+
+    class Input:
+        def sum(self):
+            steps.append(("read",))
+
+    flush = measure._cache_flusher([Input()], threads=1, nbytes=5 * MIB, results=[3 * MIB])
+    flush()
+    assert steps == [("evict", 5 * MIB), ("warm", (3 * MIB,)), ("read",)]
+
+
+def test_a_call_stores_its_result_in_the_block_the_flush_warmed():
+    """The premise of warming result blocks: with freed memory kept in the process
+    (runtime/malloc_policy.py), a compiled call's result is allocated in the block of its
+    size that was freed just before, so the flush's writes leave that memory in cache."""
+    import numpy as np
+
+    from tilecraft.pipelines.cpu import cpu_pipeline
+    from tilecraft.pipelines.jit.compiled_module import compile_ir
+    from tilecraft.pipelines.target import Target
+    from tilecraft.runtime.malloc_policy import keep_freed_memory
+    from tilecraft.schedule import te
+
+    if not keep_freed_memory():
+        pytest.skip("the C library keeps no freed blocks here (not glibc, or tuned by the user)")
+    shape = (512, 1024)
+    x = te.placeholder(shape, name="x")
+    doubled = te.compute(shape, lambda i, j: x[i, j] * 2.0, name="doubled")
+    target = Target.parse("llvm")
+    module = compile_ir(te.create_func([x, doubled], "double"), cpu_pipeline(target), target)
+    sizes = measure.result_bytes(module.signature)
+    assert sizes == [512 * 1024 * 4]
+    argument = np.ones(shape, np.float32)
+    module(argument)  # the first call's result, freed at once as a tuning worker frees it
+    for _ in range(3):
+        block = np.ones((sizes[0] + measure._WARM_SLACK_BYTES) // 8, np.int64)  # as _result_warmer
+        start, end = block.ctypes.data, block.ctypes.data + block.nbytes
+        del block
+        result = module(argument)
+        assert start <= result.ctypes.data and result.ctypes.data + result.nbytes <= end
+        del result
