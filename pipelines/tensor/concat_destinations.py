@@ -34,6 +34,15 @@ and the kernels reading the concat got the strided interior copied out for them 
 call at two threads, 15 at one: 28x28x256 to 7x7x832). The larger tensor's ops (the pad's
 empty tensor and border fills) are moved before the concat, which keeps every value: they are
 pure and read nothing the concat computes.
+
+A part that is a reshape of a producer's result (a transpose's 5-D result collapsed to the
+channels: ShuffleNet's pass-through half, a shuffle of the channels it keeps after
+pipelines/graph/channel_shuffles.py; a flatten before a detection head's concat) has that
+producer's fresh destination (a ``tensor.empty`` of the producer's shape that only it reads)
+replaced by the inverse reshape of a fresh tensor of the part's shape. eliminate-empty-tensors
+follows reshapes, which alias their source, but replaces only a ``tensor.empty`` of the
+inserted slice's own type: the producer wrote a buffer of its own, which was then copied into
+the concat (ShuffleNet: one copy of half the channels per unit).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import tensor
 
+from ...ir import reshapes
 from ..ir_queries import at_function_level, defining_op, ops_where
 from ..passes import register_pass
 from .static_slices import extract_static, insert_static, slab
@@ -72,16 +82,26 @@ def concat_as_destination(concat: ir.Operation) -> bool:
             empty = tensor.EmptyOp(shape, result_type.element_type)
             destination, origin = empty.result, [0] * len(shape)
         result = destination
+        slabs = []
         offset = 0
-        earlier = []
         for part in parts:
             size = ir.RankedTensorType(part.type).shape[dim]
             offsets, sizes = slab(shape, dim, offset, size)
-            offsets = [o + base for o, base in zip(offsets, origin)]
+            slabs.append((part, [o + base for o, base in zip(offsets, origin)], sizes))
+            offset += size
+        if empty is not None:
+            # A reshaped part in its slice (module docstring), inserted first: bufferization
+            # then sees the slice it writes and the one inserted into the fresh tensor as one.
+            # Only one: a second would be a slice of the tensor before the first's insert.
+            reshaped = next((i for i, (part, offsets, _) in enumerate(slabs)
+                             if _reshaped_part_destination(part, empty.operation, offsets)), None)
+            if reshaped is not None:
+                slabs.insert(0, slabs.pop(reshaped))
+        earlier = []
+        for part, offsets, sizes in slabs:
             result = insert_static(part, result, offsets)
             if (base := _concat_destination(part)) is not None:
                 earlier.append((base, offsets, sizes))
-            offset += size
         others = enclosing is not None and len(list(concat.results[0].uses)) > 1
         view = extract_static(result, origin, shape) if others else result
     if enclosing is not None:
@@ -107,6 +127,43 @@ def concat_as_destination(concat: ir.Operation) -> bool:
                 slice_ = extract_static(destination, offsets, sizes)
             base.results[0].replace_all_uses_with(slice_)
             base.erase()
+    return True
+
+
+def _reshaped_part_destination(part: ir.Value, empty: ir.Operation, offsets: list[int]) -> bool:
+    """Put a part that is a static reshape of a producer's result in its slice of the
+    concat's fresh tensor ``empty`` at ``offsets`` (module docstring): the producer's one
+    ``tensor.empty`` of its result's type that nothing else reads becomes the inverse reshape
+    of that slice, and ``empty`` moves before it (it reads nothing). False, with nothing
+    changed, when ``part`` is no such reshape, something else reads the producer's result, or
+    the producer has no such destination or several."""
+    reshape = defining_op(part)
+    if reshape is None or reshape.name not in ("tensor.collapse_shape", "tensor.expand_shape") \
+            or len(reshape.operands) != 1:
+        return False
+    inner = reshape.operands[0]
+    producer = defining_op(inner)
+    if producer is None or len(list(inner.uses)) != 1 or producer.block != empty.block:
+        return False
+    if not all(ir.RankedTensorType(v.type).has_static_shape for v in (inner, part)):
+        return False
+    inits = [operand for operand in producer.operands
+             if (op := defining_op(operand)) is not None and op.name == "tensor.empty"
+             and operand.type == inner.type and len(list(operand.uses)) == 1]
+    if len(inits) != 1 or defining_op(inits[0]).block != empty.block:
+        return False
+    old = defining_op(inits[0])
+    groups = [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
+              for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
+    empty.move_before(old)
+    with ir.InsertionPoint(old), old.location:
+        part_slice = extract_static(empty.results[0], offsets, ir.RankedTensorType(part.type).shape)
+        if reshape.name == "tensor.collapse_shape":
+            destination = reshapes.expand(part_slice, groups, list(ir.RankedTensorType(inner.type).shape))
+        else:
+            destination = reshapes.collapse(part_slice, groups)
+    old.results[0].replace_all_uses_with(destination)
+    old.erase()
     return True
 
 
