@@ -29,6 +29,12 @@ was before kernels were kept. A kernel left with no call of its own is erased. O
 slices with unit strides qualify, and only when the slice feeds nothing but the call and the call's result
 nothing but the insert, so the rewrite keeps every value as it was.
 
+The slice may reach the call expanded and its result be collapsed back before the insert
+(``expand_shape`` of the slice, ``collapse_shape`` of the result, one reassociation): a 5-D
+transpose writing its part of a concat (concat_destinations.py, a reshaped part). The copy of
+the kernel then expands the slice on entry and collapses its result before the insert; without
+it the identity-layout boundary copied the strided expanded view in and out.
+
 A call's result may also be carried on before it is inserted: a max pool's -inf fill is a
 kernel of its own at one thread, and the pool accumulates into its result before that is
 inserted into the padded buffer (Inception's pools: 6 copies per call, the interior copied

@@ -37,12 +37,15 @@ pure and read nothing the concat computes.
 
 A part that is a reshape of a producer's result (a transpose's 5-D result collapsed to the
 channels: ShuffleNet's pass-through half, a shuffle of the channels it keeps after
-pipelines/graph/channel_shuffles.py; a flatten before a detection head's concat) has that
-producer's fresh destination (a ``tensor.empty`` of the producer's shape that only it reads)
-replaced by the inverse reshape of a fresh tensor of the part's shape. eliminate-empty-tensors
-follows reshapes, which alias their source, but replaces only a ``tensor.empty`` of the
-inserted slice's own type: the producer wrote a buffer of its own, which was then copied into
-the concat (ShuffleNet: one copy of half the channels per unit).
+pipelines/graph/channel_shuffles.py; a flatten before a detection head's concat) is written in
+its slice too: the producer's fresh destination (a ``tensor.empty`` of its result's shape that
+only it reads) becomes the inverse reshape of the part's slice of the concat's tensor, and
+that part is inserted first (bufferization then sees the slice the producer writes and the
+one inserted as the same; inserted later, into the tensor holding the earlier parts, it was
+copied). eliminate-empty-tensors does not do this itself: it does not follow reshapes, so the
+producer wrote a buffer of its own that was then copied into the concat (ShuffleNet: half the
+channels of every unit). A kernel call writing such a part takes the whole concat
+(call_destinations.py). One reshaped part per concat; others are copied as before.
 """
 
 from __future__ import annotations
