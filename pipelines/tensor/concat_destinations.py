@@ -123,7 +123,8 @@ def concat_as_destination(concat: ir.Operation) -> bool:
         # slice of it: the chain ends as slices of the block's last concat. (Replacing a
         # tensor.empty, whose contents are undefined, by any tensor keeps every value.)
         base, offsets, sizes = earlier[0]
-        if empty is not None:
+        if empty is not None and not empty.operation.is_before_in_block(base):
+            # (Already before it when a reshaped part's destination moved it up.)
             empty.operation.move_before(base)
         if empty is not None or _hoist_before(destination, base):
             with ir.InsertionPoint(base), base.location:
