@@ -109,3 +109,20 @@ def test_chained_units_match_onnxruntime(monkeypatch, threads, head, splits, gro
     aligned = all(keep % g == 0 for (keep, _), g in zip(splits[1:], groups))
     last = 1 if head == "relu" else 0
     assert _whole_shuffle_transposes(compiled.ir("graph"), total) == (last if aligned else len(groups) - 1 + last)
+
+
+def test_shufflenet_units_on_avx2_and_avx512_targets(monkeypatch):
+    """The same IR facts and numerics whatever the host: ShuffleNet's halves with its final
+    1x1 convolution, compiled for the pinned AVX2 target (8 lanes: 232 filters stay 232) and,
+    where the host runs it, the AVX-512 one (16 lanes: 240, copied into the concat)."""
+    from pinned_targets import AVX2, AVX512, HOST_HAS_AVX512
+
+    monkeypatch.setenv("TILECRAFT_NUM_THREADS", "1")
+    model, x = _units([(232, 232), (232, 232)], [2, 2], "conv")
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for target, filters in ((AVX2, 232), *(((AVX512, 240),) if HOST_HAS_AVX512 else ())):
+        compiled = tilecraft.compile(model, cache=False, keep_ir=True, target=target)
+        np.testing.assert_allclose(compiled(x), expected, rtol=2e-4, atol=2e-4)
+        graph_ir = compiled.ir("graph")
+        assert _whole_shuffle_transposes(graph_ir, 464) == 0
+        assert f"tensor<1x1x232x{filters}xf32>" in graph_ir
