@@ -9,7 +9,8 @@ again: the first half is the next unit's pass-through, concatenated once more, t
 the next branch's input. So the whole shuffled tensor was written by the transpose, and its
 first half then copied into the next concat (pipelines/tensor/concat_destinations.py puts a
 part's *producer* in its slice of the concat, and a slice of the transpose's result has no
-producer of its own): each unit moved its channels one and a half times.
+producer of its own): each unit moved its channels one and a half times, besides the
+branch's own output.
 
 Here, where every reader of a shuffle is such a split, each split becomes a shuffle of the
 channels it keeps: with the shuffled channels ``c' = j * g + i`` (``i < g``, ``j < C / g``),
@@ -18,7 +19,9 @@ the slice ``[a, a + n)`` with ``a`` and ``n`` multiples of ``g`` is ``j`` in
 ``(g, [a / g, (a + n) / g))``. The pass-through half is then a transpose of its own, which
 the concat puts straight into its slice of the next unit's concatenation, and the branch's
 half one into a buffer of its own for the 1x1 convolution that reads it: every channel is
-moved once per unit.
+moved once per unit (the reshaped part: concat_destinations.py). Measured in
+docs/performance.md, "Round 28: ShuffleNet": the half-shuffles cost a little more than the
+whole one did, the copies they remove much more.
 
 A convolution reading the whole shuffle (ShuffleNet's last unit feeds its final 1x1
 convolution) reads the source instead, with its constant filter's input channels put in the
