@@ -22,7 +22,9 @@ lowering of groups back to tagged linalg ops.
       splat: ``weight_fills.py``)
 3     + ``tilecraft-convert-layout`` and ``tilecraft-lower-layout-converts`` (NCHW
       convolutions and pooling in NHWC, conversions only at the model's boundaries; before
-      the folder, which packs the transposed filters), and ``tilecraft-pack-weight-panels``
+      the folder, which packs the transposed filters), ``tilecraft-slice-channel-shuffles``
+      (a channel shuffle read only by channel splits becomes one shuffle per split, of the
+      channels it keeps: ``channel_shuffles.py``), and ``tilecraft-pack-weight-panels``
       (matmuls with constant weights read them as column panels ``B'[n/16, k, n%16]``,
       packed by the folder: ``weight_panels.py``; left out when offload backends are named)
       and, after the folder, ``tilecraft-split-padded-taps`` (dilated convolutions split by
@@ -43,7 +45,7 @@ after the elementwise fusion that replaces ops, and the schedule reads the tags.
 from __future__ import annotations
 
 from . import combine, constant_folding, fusion, layout, operand_layout, padded_extents, weight_panels, winograd  # noqa: F401  (their decorators register passes)
-from . import channel_scales, dilated_convs, reduction_order, weight_fills  # noqa: F401
+from . import channel_scales, channel_shuffles, dilated_convs, reduction_order, weight_fills  # noqa: F401
 from ...errors import OptionError
 
 OPT_LEVELS = (0, 1, 2, 3)
@@ -64,6 +66,9 @@ def graph_pass_elements(opt_level: int, lanes: int = 8) -> list[str]:
         # Before folding: the transposed filters are constants the folder evaluates, and
         # batch norms fold into the NHWC convolutions as they would into NCHW ones.
         elements += ["tilecraft-convert-layout", "tilecraft-lower-layout-converts"]
+        # After the layout pass, which leaves a channel shuffle one NHWC transpose: the
+        # splits of a shuffle shuffle the channels they keep (channel_shuffles.py).
+        elements += ["tilecraft-slice-channel-shuffles"]
     if opt_level >= 2:
         # Operand layout before folding: a transposed constant B is transposed back once.
         elements += ["tilecraft-contraction-operand-layout"]

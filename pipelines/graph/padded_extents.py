@@ -64,6 +64,14 @@ MAX_PADDING_FRACTION = 0.125
 # (``padded_filters``), at most, as a fraction of its filters: one vector in 32 or more
 # (512+ filters), where the padded vector is in the noise and no layer pays for the slice.
 PAIRED_VECTORS_FRACTION = 1 / 32
+# What a result computed on padded filters and copied into its destination (a pad's interior,
+# its part of a concat) pays for the copy, per 16-lane vector of a pixel's channels, in FMA
+# issue slots (``destination_padding_pays``). Set between the two cases measured or kept:
+# ShuffleNet's 232 -> 232 1x1 layers (reduction 232: 29 one-vector 8-lane FMAs per pixel and
+# input channel in place against 15 16-lane ones padded) ran 437 -> 266 us padded and copied
+# (the whole model 0.91x: docs/tuning.md, "A finding for the model"), and a 144 -> 24
+# projection into a pad (3 against 2) stays in place as round 24 chose it.
+DESTINATION_COPY_FMAS = 128
 
 
 def _round_up(extent: int, multiple: int) -> int:
@@ -113,7 +121,8 @@ def needs_column_padding(columns: int) -> bool:
     return columns > COLUMN_MULTIPLE and columns % 8 != 0 and _cheap(columns, COLUMN_MULTIPLE)
 
 
-def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False) -> int:
+def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False,
+                   reduction: int | None = None) -> int:
     """The output channels an NHWC convolution with ``filters`` constant filters computes
     on a target of ``lanes`` f32 lanes: ``filters`` where it is at most 8; on 16 lanes, the
     next multiple of 16 (multiples of 8 included); else ``filters`` where it is a multiple
@@ -135,7 +144,9 @@ def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False)
     branch of a concat): sliced back, it is then copied there, where the convolution would
     otherwise write the pad's interior or its part of the concat itself
     (pipelines/tensor/pad_destinations.py, concat_destinations.py); such multiples of 8
-    stay as they are.
+    stay as they are unless the convolution's ``reduction`` (input channels x taps) makes
+    the 8-lane FMAs cost more than the copy (``destination_padding_pays``: ShuffleNet's
+    232 filters, 29 8-lane vectors against 15 16-lane ones, over 232 input channels).
 
     On 16 lanes, wide layers go on to a multiple of 32 (an even number of vectors) where
     that adds at most :data:`PAIRED_VECTORS_FRACTION` of the filters: the register tile's
@@ -147,7 +158,9 @@ def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False)
     if filters <= 8:
         return filters
     if lanes >= 16:
-        padded = filters if filters % 8 == 0 and into_destination else _round_up(filters, 16)
+        in_place = into_destination and not (reduction is not None
+                                             and destination_padding_pays(filters, reduction))
+        padded = filters if filters % 8 == 0 and in_place else _round_up(filters, 16)
         paired = _round_up(filters, 32)
         return paired if paired - filters <= PAIRED_VECTORS_FRACTION * filters else padded
     if filters % 8 == 0:
@@ -156,6 +169,27 @@ def padded_filters(filters: int, lanes: int = 8, into_destination: bool = False)
         if _cheap(filters, multiple):
             return _round_up(filters, multiple)
     return filters
+
+
+def destination_padding_pays(filters: int, reduction: int) -> bool:
+    """Whether a convolution of ``filters`` output channels (a multiple of 8) over
+    ``reduction`` input channels x taps, whose result is written into a destination, runs
+    faster on filters padded to 16 lanes and copied there than unpadded and written in place,
+    on a 16-lane target: the FMA issue slots padding saves per pixel, ``reduction`` x (8-lane
+    vectors - 16-lane vectors), against the copy's, :data:`DESTINATION_COPY_FMAS` per 16-lane
+    vector.
+
+    Why a cost and not a rule: an odd multiple of 8 has no 16-lane vector in place, so the
+    register tile takes one 8-lane vector (schedule/conv_plan.py, ``conv_register_tile``):
+    half the lanes per FMA and a broadcast load per FMA. Over few vectors and a short
+    reduction that is less than the copy (a 144 -> 24 projection: 3 FMAs against 2, kept in
+    place), over many it is most of the layer (ShuffleNet's 232 -> 232: 29 against 15; its
+    eight such kernels ran 1.6x faster padded, copy included)."""
+    if filters % 16 == 0:
+        return False
+    narrow = -(-filters // 8)
+    wide = _round_up(filters, 16) // 16
+    return reduction * (narrow - wide) > DESTINATION_COPY_FMAS * wide
 
 
 # Elementwise ops between a convolution and a destination that ``_written_into_destination``
@@ -282,7 +316,9 @@ class _ExtentPadder:
         if not static_f32_tensors(op.operands) or x in self.padded:
             return None
         filters = _shape(w)[3]
-        padded = padded_filters(filters, self.lanes, into_destination=_written_into_destination(op.results[0]))
+        kh, kw, channels = _shape(w)[:3]
+        padded = padded_filters(filters, self.lanes, into_destination=_written_into_destination(op.results[0]),
+                                reduction=kh * kw * channels)
         if padded == filters or not self.constants.value_is_constant(w):
             return None
         with ir.InsertionPoint(op), op.location:

@@ -29,6 +29,12 @@ was before kernels were kept. A kernel left with no call of its own is erased. O
 slices with unit strides qualify, and only when the slice feeds nothing but the call and the call's result
 nothing but the insert, so the rewrite keeps every value as it was.
 
+The slice may reach the call expanded and its result be collapsed back before the insert
+(``expand_shape`` of the slice, ``collapse_shape`` of the result, one reassociation): a 5-D
+transpose writing its part of a concat (concat_destinations.py, a reshaped part). The copy of
+the kernel then expands the slice on entry and collapses its result before the insert; without
+it the identity-layout boundary copied the strided expanded view in and out.
+
 A call's result may also be carried on before it is inserted: a max pool's -inf fill is a
 kernel of its own at one thread, and the pool accumulates into its result before that is
 inserted into the padded buffer (Inception's pools: 6 copies per call, the interior copied
@@ -81,27 +87,45 @@ def _users(value: ir.Value) -> list[ir.Operation]:
     return [getattr(use.owner, "operation", use.owner) for use in value.uses]
 
 
-def _destination_pair(call: ir.Operation) -> tuple[int, int, ir.Operation, ir.Operation] | None:
-    """(operand index, result index, extract_slice, insert_slice) of the first slice of a
-    larger tensor that ``call`` writes and that is inserted back where it was taken."""
+def _destination_pair(call: ir.Operation) -> tuple | None:
+    """(operand index, result index, extract_slice, insert_slice, expand_shape, collapse_shape)
+    of the first slice of a larger tensor that ``call`` writes and that is inserted back where
+    it was taken; the two reshapes are None, or the slice reaches the call expanded and its
+    result is collapsed back before the insert (a transpose's 5-D destination in a concat:
+    concat_destinations.py, "reshape of a producer's result")."""
     for index, operand in enumerate(call.operands):
-        extract = defining_op(operand)
+        view = defining_op(operand)
+        expand = None
+        if view is not None and view.name == "tensor.expand_shape" and len(view.operands) == 1:
+            if _users(operand) != [call]:
+                continue
+            expand, operand = view, view.operands[0]
+            view = defining_op(operand)
+        extract = view
         if extract is None or extract.name != "tensor.extract_slice" or not _static_slice(extract, 1):
             continue
-        if _users(operand) != [call]:
+        if _users(operand) != [expand if expand is not None else call]:
             continue
         larger = extract.operands[0]
         for number, result in enumerate(call.results):
             users = _users(result)
             if len(users) != 1:
                 continue
-            insert = users[0]
+            insert, collapse, inserted = users[0], None, result
+            if expand is not None:
+                collapse = insert
+                if (collapse.name != "tensor.collapse_shape"
+                        or str(collapse.attributes["reassociation"]) != str(expand.attributes["reassociation"])
+                        or len(_users(collapse.results[0])) != 1):
+                    continue
+                inserted = collapse.results[0]
+                insert = _users(inserted)[0]
             if (insert.name == "tensor.insert_slice" and _static_slice(insert, 2)
-                    and insert.operands[0] == result and insert.operands[1] == larger
+                    and insert.operands[0] == inserted and insert.operands[1] == larger
                     and _same_slice(extract, insert)):
-                return index, number, extract, insert
-        if (insert := _later_insert(call, extract)) is not None and len(call.results) == 1:
-            return index, 0, extract, insert
+                return index, number, extract, insert, expand, collapse
+        if expand is None and (insert := _later_insert(call, extract)) is not None and len(call.results) == 1:
+            return index, 0, extract, insert, None, None
     return None
 
 
@@ -171,16 +195,20 @@ def _source_key(call: ir.Operation, index: int, extract: ir.Operation) -> tuple:
 
 
 def _specialize_source(function: ir.Operation, name: str, index: int, extract: ir.Operation,
-                       larger: ir.Type) -> ir.Operation:
+                       larger: ir.Type, expand: ir.Operation | None = None) -> ir.Operation:
     """A copy of ``function`` named ``name`` whose argument ``index`` is the larger tensor
-    that it extracts the slice from on entry."""
+    that it extracts the slice from on entry (and expands, with ``expand``'s reassociation)."""
     copy = function.clone(ip=ir.InsertionPoint(function))
     copy.move_after(function)
     copy.attributes["sym_name"] = ir.StringAttr.get(name)
     body = copy.regions[0].blocks[0]
     argument = body.arguments[index]
     slice_op = extract.clone(ip=ir.InsertionPoint.at_block_begin(body))
-    argument.replace_all_uses_with(slice_op.results[0])
+    entry = slice_op
+    if expand is not None:
+        entry = expand.clone(ip=ir.InsertionPoint.after(slice_op))
+        entry.operands[0] = slice_op.results[0]
+    argument.replace_all_uses_with(entry.results[0])
     argument.set_type(larger)
     slice_op.operands[0] = argument
     old = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
@@ -247,14 +275,21 @@ def _private_functions(module_body: ir.Block) -> dict[str, ir.Operation]:
 
 
 def _specialize(function: ir.Operation, name: str, index: int, number: int,
-                extract: ir.Operation, insert: ir.Operation, larger: ir.Type) -> ir.Operation:
+                extract: ir.Operation, insert: ir.Operation, larger: ir.Type,
+                expand: ir.Operation | None = None, collapse: ir.Operation | None = None) -> ir.Operation:
     """A copy of ``function`` named ``name`` whose argument ``index`` is the larger tensor:
-    it extracts the slice on entry and returns its result ``number`` inserted back."""
-    copy = _specialize_source(function, name, index, extract, larger)
+    it extracts (and expands) the slice on entry and returns its result ``number``
+    (collapsed and) inserted back."""
+    copy = _specialize_source(function, name, index, extract, larger, expand)
     body = copy.regions[0].blocks[0]
     terminator = list(body.operations)[-1]
+    value = terminator.operands[number]
+    if collapse is not None:
+        collapsed = collapse.clone(ip=ir.InsertionPoint(terminator))
+        collapsed.operands[0] = value
+        value = collapsed.results[0]
     inserted = insert.clone(ip=ir.InsertionPoint(terminator))
-    inserted.operands[0] = terminator.operands[number]
+    inserted.operands[0] = value
     inserted.operands[1] = body.arguments[index]
     terminator.operands[number] = inserted.results[0]
     signature = ir.FunctionType(ir.TypeAttr(copy.attributes["function_type"]).value)
@@ -266,10 +301,11 @@ def _specialize(function: ir.Operation, name: str, index: int, number: int,
 
 def _key(call: ir.Operation, pair: tuple[int, int, ir.Operation, ir.Operation]) -> tuple:
     """Which specialized copy serves ``pair`` of ``call``: kernel, argument, result, slice."""
-    index, number, extract, _insert = pair
+    index, number, extract, _insert, expand, _collapse = pair
     return (ir.FlatSymbolRefAttr(call.attributes["callee"]).value, index, number,
             str(extract.operands[0].type),
-            *(str(extract.attributes[n]) for n in ("static_offsets", "static_sizes", "static_strides")))
+            *(str(extract.attributes[n]) for n in ("static_offsets", "static_sizes", "static_strides")),
+            None if expand is None else str(expand.attributes["reassociation"]))
 
 
 def _inline(call: ir.Operation, function: ir.Operation) -> None:
@@ -315,23 +351,26 @@ def call_destinations(module: ir.Operation) -> int:
             continue
         kept.append(call)
         while (pair := _destination_pair(call)) is not None:
-            index, number, extract, insert = pair
+            index, number, extract, insert, expand, collapse = pair
             key = _key(call, pair)
             name = specialized.get(key)
             if name is None:
                 callee = key[0]
                 name = f"{callee}{SPECIALIZED_SUFFIX}{len(specialized)}"
                 functions[name] = _specialize(functions[callee], name, index, number,
-                                              extract, insert, extract.operands[0].type)
+                                              extract, insert, extract.operands[0].type, expand, collapse)
                 specialized[key] = name
             result = call.results[number]
-            direct = insert.operands[0] == result
+            direct = insert.operands[0] == result or collapse is not None
             call.operands[index] = extract.operands[0]
             result.set_type(extract.operands[0].type)
             call.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
             if direct:
                 insert.results[0].replace_all_uses_with(result)
                 insert.erase()
+                if collapse is not None:
+                    collapse.erase()
+                    expand.erase()
             else:
                 # Carried on before it is inserted: what used the slice reads it from the
                 # whole result, and the insert goes into that result, which equals the

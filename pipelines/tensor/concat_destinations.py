@@ -34,6 +34,18 @@ and the kernels reading the concat got the strided interior copied out for them 
 call at two threads, 15 at one: 28x28x256 to 7x7x832). The larger tensor's ops (the pad's
 empty tensor and border fills) are moved before the concat, which keeps every value: they are
 pure and read nothing the concat computes.
+
+A part that is a reshape of a producer's result (a transpose's 5-D result collapsed to the
+channels: ShuffleNet's pass-through half, a shuffle of the channels it keeps after
+pipelines/graph/channel_shuffles.py; a flatten before a detection head's concat) is written in
+its slice too: the producer's fresh destination (a ``tensor.empty`` of its result's shape that
+only it reads) becomes the inverse reshape of the part's slice of the concat's tensor, and
+that part is inserted first (bufferization then sees the slice the producer writes and the
+one inserted as the same; inserted later, into the tensor holding the earlier parts, it was
+copied). eliminate-empty-tensors does not do this itself: it does not follow reshapes, so the
+producer wrote a buffer of its own that was then copied into the concat (ShuffleNet: half the
+channels of every unit). A kernel call writing such a part takes the whole concat
+(call_destinations.py). One reshaped part per concat; others are copied as before.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ from typing import Mapping
 from mlir import ir
 from mlir.dialects import tensor
 
+from ...ir import reshapes
 from ..ir_queries import at_function_level, defining_op, ops_where
 from ..passes import register_pass
 from .static_slices import extract_static, insert_static, slab
@@ -72,16 +85,26 @@ def concat_as_destination(concat: ir.Operation) -> bool:
             empty = tensor.EmptyOp(shape, result_type.element_type)
             destination, origin = empty.result, [0] * len(shape)
         result = destination
+        slabs = []
         offset = 0
-        earlier = []
         for part in parts:
             size = ir.RankedTensorType(part.type).shape[dim]
             offsets, sizes = slab(shape, dim, offset, size)
-            offsets = [o + base for o, base in zip(offsets, origin)]
+            slabs.append((part, [o + base for o, base in zip(offsets, origin)], sizes))
+            offset += size
+        if empty is not None:
+            # A reshaped part in its slice (module docstring), inserted first: bufferization
+            # then sees the slice it writes and the one inserted into the fresh tensor as one.
+            # Only one: a second would be a slice of the tensor before the first's insert.
+            reshaped = next((i for i, (part, offsets, _) in enumerate(slabs)
+                             if _reshaped_part_destination(part, empty.operation, offsets)), None)
+            if reshaped is not None:
+                slabs.insert(0, slabs.pop(reshaped))
+        earlier = []
+        for part, offsets, sizes in slabs:
             result = insert_static(part, result, offsets)
             if (base := _concat_destination(part)) is not None:
                 earlier.append((base, offsets, sizes))
-            offset += size
         others = enclosing is not None and len(list(concat.results[0].uses)) > 1
         view = extract_static(result, origin, shape) if others else result
     if enclosing is not None:
@@ -100,13 +123,51 @@ def concat_as_destination(concat: ir.Operation) -> bool:
         # slice of it: the chain ends as slices of the block's last concat. (Replacing a
         # tensor.empty, whose contents are undefined, by any tensor keeps every value.)
         base, offsets, sizes = earlier[0]
-        if empty is not None:
+        if empty is not None and not empty.operation.is_before_in_block(base):
+            # (Already before it when a reshaped part's destination moved it up.)
             empty.operation.move_before(base)
         if empty is not None or _hoist_before(destination, base):
             with ir.InsertionPoint(base), base.location:
                 slice_ = extract_static(destination, offsets, sizes)
             base.results[0].replace_all_uses_with(slice_)
             base.erase()
+    return True
+
+
+def _reshaped_part_destination(part: ir.Value, empty: ir.Operation, offsets: list[int]) -> bool:
+    """Put a part that is a static reshape of a producer's result in its slice of the
+    concat's fresh tensor ``empty`` at ``offsets`` (module docstring): the producer's one
+    ``tensor.empty`` of its result's type that nothing else reads becomes the inverse reshape
+    of that slice, and ``empty`` moves before it (it reads nothing). False, with nothing
+    changed, when ``part`` is no such reshape, something else reads the producer's result, or
+    the producer has no such destination or several."""
+    reshape = defining_op(part)
+    if reshape is None or reshape.name not in ("tensor.collapse_shape", "tensor.expand_shape") \
+            or len(reshape.operands) != 1:
+        return False
+    inner = reshape.operands[0]
+    producer = defining_op(inner)
+    if producer is None or len(list(inner.uses)) != 1 or producer.block != empty.block:
+        return False
+    if not all(ir.RankedTensorType(v.type).has_static_shape for v in (inner, part)):
+        return False
+    inits = [operand for operand in producer.operands
+             if (op := defining_op(operand)) is not None and op.name == "tensor.empty"
+             and operand.type == inner.type and len(list(operand.uses)) == 1]
+    if len(inits) != 1 or defining_op(inits[0]).block != empty.block:
+        return False
+    old = defining_op(inits[0])
+    groups = [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
+              for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
+    empty.move_before(old)
+    with ir.InsertionPoint(old), old.location:
+        part_slice = extract_static(empty.results[0], offsets, ir.RankedTensorType(part.type).shape)
+        if reshape.name == "tensor.collapse_shape":
+            destination = reshapes.expand(part_slice, groups, list(ir.RankedTensorType(inner.type).shape))
+        else:
+            destination = reshapes.collapse(part_slice, groups)
+    old.results[0].replace_all_uses_with(destination)
+    old.erase()
     return True
 
 

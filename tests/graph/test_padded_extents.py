@@ -157,6 +157,31 @@ def test_filters_into_a_destination_stay_multiples_of_8_on_16_lanes(filters, com
     assert padded_filters(filters, lanes=16, into_destination=True) == computed
 
 
+@pytest.mark.parametrize("filters,reduction,computed", [
+    (232, 232, 240),   # ShuffleNet's 232 -> 232 1x1: 29 8-lane FMAs against 15 16-lane ones
+    (232, 9, 232),     # a short reduction: the copy costs more than the FMAs saved
+    (24, 144, 24),     # a 144 -> 24 projection: 3 against 2, kept in place
+    (24, 27, 24),      # ShuffleNet's stem, 3 channels x 3 x 3
+    (40, 1152, 48),    # 5 against 3 over 128 channels x 3 x 3
+    (72, 232, 80),     # 9 against 5
+    (80, 4096, 80),    # whole 16-lane vectors: nothing to save
+    (1000, 8, 1024),   # even vectors of 32 whatever the destination (1/32 of the filters)
+])
+def test_filters_into_a_destination_padded_where_the_fmas_saved_outweigh_the_copy(filters, reduction, computed):
+    assert padded_filters(filters, lanes=16, into_destination=True, reduction=reduction) == computed
+    # Not into a destination, the reduction does not matter; on 8 lanes nothing changes.
+    assert padded_filters(filters, lanes=16, reduction=reduction) == padded_filters(filters, lanes=16)
+    assert padded_filters(filters, into_destination=True, reduction=reduction) == padded_filters(filters)
+
+
+def test_destination_padding_weighs_the_fmas_saved_against_the_copy():
+    # reduction x (8-lane vectors - 16-lane vectors) against the copy's cost per 16-lane vector.
+    copy = padded_extents.DESTINATION_COPY_FMAS
+    assert not padded_extents.destination_padding_pays(24, 2 * copy)       # 2 x 128 x 1 = 128 x 2
+    assert padded_extents.destination_padding_pays(24, 2 * copy + 1)
+    assert not padded_extents.destination_padding_pays(48, 10 ** 6)        # 3 vectors of 16: none saved
+
+
 @pytest.mark.parametrize("filters,computed", [(1000, 1024), (1001, 1024), (1008, 1024), (720, 736), (1024, 1024),
                                               (528, 544), (1152, 1152)])
 def test_wide_conv_filters_on_16_lanes_padded_to_even_vectors(filters, computed):
@@ -189,3 +214,46 @@ def test_conv_chain_with_prime_channels_runs_on_padded_filters(monkeypatch, thre
     assert f"x{padded_filters(37, lanes)}xf32>" in graph_ir and f"x{padded_filters(71, lanes)}xf32>" in graph_ir
     # The batch norm folded into the padded filter: a bias add and two ReLUs are left.
     assert graph_ir.count("linalg.generic") == 3
+
+
+def _shufflenet_unit(rng, channels: int, groups: int):
+    """A ShuffleNet V2 unit of ``2 * channels`` channels: the input split in halves, the second
+    through 1x1 conv + ReLU, 3x3 depthwise, 1x1 conv + ReLU (the first conv's result is padded
+    for the depthwise one, the last one's concatenated: both write into a destination), the
+    halves concatenated and shuffled in ``groups`` groups (reshape, transpose, reshape)."""
+    total = 2 * channels
+    nodes = [helper.make_node("Split", ["x", "halves"], ["x1", "x2"], axis=1),
+             helper.make_node("Conv", ["x2", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "wd"], ["d"], pads=[1, 1, 1, 1], group=channels),
+             helper.make_node("Conv", ["d", "w2", "b2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Concat", ["x1", "r2"], ["cat"], axis=1),
+             helper.make_node("Reshape", ["cat", "grouped"], ["g"]),
+             helper.make_node("Transpose", ["g"], ["t"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "flat"], ["y"])]
+    initializers = {"halves": np.array([channels, channels], np.int64),
+                    "w1": _weights(rng, channels, channels, 1, 1), "b1": rng.standard_normal(channels).astype(np.float32),
+                    "wd": (rng.standard_normal((channels, 1, 3, 3)) / 3).astype(np.float32),
+                    "w2": _weights(rng, channels, channels, 1, 1), "b2": rng.standard_normal(channels).astype(np.float32),
+                    "grouped": np.array([1, groups, total // groups, 7, 7], np.int64),
+                    "flat": np.array([1, total, 7, 7], np.int64)}
+    return _model(nodes, [("x", [1, total, 7, 7])], "y", [1, total, 7, 7], initializers)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("channels,groups", [(232, 2), (232, 29), (40, 5)])
+def test_shufflenet_unit_with_branch_filters_into_destinations(monkeypatch, threads, channels, groups):
+    """ShuffleNet's 232-channel units (and 40: 5 8-lane vectors over a short reduction),
+    odd group counts included: the branch convs write into the depthwise conv's pad and into
+    the concat; on 16 lanes 232 -> 232 computes 240 filters and copies the slice there, as
+    ``destination_padding_pays`` weighs it, and 40 -> 40 stays in place (40 x 2 < 128 x 3)."""
+    rng = np.random.default_rng(7)
+    model = _shufflenet_unit(rng, channels, groups)
+    graph_ir = _check(model, {"x": rng.standard_normal((1, 2 * channels, 7, 7)).astype(np.float32)},
+                      threads, monkeypatch)
+    lanes = tilecraft.Target.parse("llvm").vector_bits // 32
+    computed = padded_filters(channels, lanes, into_destination=True, reduction=channels)
+    assert f"x1x{channels}x{computed}xf32>" in graph_ir
+    if lanes >= 16:
+        assert computed == (240 if channels == 232 else 40)

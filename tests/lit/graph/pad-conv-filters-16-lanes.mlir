@@ -2,7 +2,9 @@
 // an odd multiple of 8 filters computes a multiple of 16 (24 -> 32: 2 16-lane FMAs per pixel,
 // not 3 8-lane ones) unless the result is padded next (a 3x3 convolution's input, written
 // into the pad's interior); wide layers with an odd count of vectors take an even one where
-// that adds at most 1/32 (1008 -> 1024). On 8 lanes the three are left as they are.
+// that adds at most 1/32 (1008 -> 1024). Into a destination too where the 8-lane FMAs cost
+// more than the copy (destination_padding_pays: ShuffleNet's 232 -> 232 into its concat,
+// 240). On 8 lanes they are left as they are.
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-pad-matmul-extents="lanes=16" --canonicalize | FileCheck %s
 // RUN: tilecraft-opt %s --split-input-file --tilecraft-pad-matmul-extents --canonicalize | FileCheck %s --check-prefix=LANES8
 
@@ -86,4 +88,27 @@ func.func @into_concat(%x: tensor<1x28x28x144xf32>, %y: tensor<1x28x28x16xf32>) 
   %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x28x28x144xf32>, tensor<1x1x144x24xf32>) outs(%i : tensor<1x28x28x24xf32>) -> tensor<1x28x28x24xf32>
   %r = tensor.concat dim(3) %c, %y : (tensor<1x28x28x24xf32>, tensor<1x28x28x16xf32>) -> tensor<1x28x28x40xf32>
   return %r : tensor<1x28x28x40xf32>
+}
+
+// -----
+
+// ShuffleNet's branch, 232 -> 232 into the unit's concat: 29 one-vector 8-lane FMAs per
+// pixel and input channel in place against 15 16-lane ones, over 232 input channels: padded
+// to 240 and sliced, whatever the copy into the concat costs.
+// CHECK-LABEL: func.func @wide_into_concat
+// CHECK: %[[W:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 0, 8]
+// CHECK: linalg.conv_2d_nhwc_hwcf {{.*}} ins(%arg0, %[[W]] : tensor<1x7x7x232xf32>, tensor<1x1x232x240xf32>) outs(%{{.*}} : tensor<1x7x7x240xf32>)
+// CHECK: tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 7, 7, 232] [1, 1, 1, 1] : tensor<1x7x7x240xf32> to tensor<1x7x7x232xf32>
+// CHECK: tensor.concat dim(3)
+// LANES8-LABEL: func.func @wide_into_concat
+// LANES8-NOT: tensor.pad
+// LANES8: linalg.conv_2d_nhwc_hwcf {{.*}} tensor<1x1x232x232xf32>
+func.func @wide_into_concat(%x: tensor<1x7x7x232xf32>, %y: tensor<1x7x7x232xf32>) -> tensor<1x7x7x464xf32> {
+  %z = arith.constant 0.0 : f32
+  %w = arith.constant dense<0.5> : tensor<1x1x232x232xf32>
+  %e = tensor.empty() : tensor<1x7x7x232xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<1x7x7x232xf32>) -> tensor<1x7x7x232xf32>
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x7x7x232xf32>, tensor<1x1x232x232xf32>) outs(%i : tensor<1x7x7x232xf32>) -> tensor<1x7x7x232xf32>
+  %r = tensor.concat dim(3) %y, %c : (tensor<1x7x7x232xf32>, tensor<1x7x7x232xf32>) -> tensor<1x7x7x464xf32>
+  return %r : tensor<1x7x7x464xf32>
 }

@@ -142,3 +142,57 @@ func.func @carried_on(%x: tensor<1x4x4x8xf32>, %y: tensor<1x4x4x8xf32>) -> (tens
   %p2 = tensor.insert_slice %m2 into %d2[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
   return %p, %p2 : tensor<1x6x6x8xf32>, tensor<1x6x6x8xf32>
 }
+
+// A kernel writing a 5-D transpose whose destination is an expanded slice of a concat, its
+// result collapsed back before the insert (concat_destinations.py's reshaped part: ShuffleNet's
+// pass-through half): the copy of the kernel takes the concat, extracts and expands the slice
+// on entry, collapses and inserts its result on return; bufferized, it transposes into the
+// expanded view of the concat's channels, with no copy in or out.
+func.func private @shuffle_half(%x: tensor<1x4x4x2x4xf32>, %out: tensor<1x4x4x4x2xf32>) -> tensor<1x4x4x4x2xf32> {
+  %t = linalg.transpose ins(%x : tensor<1x4x4x2x4xf32>) outs(%out : tensor<1x4x4x4x2xf32>) permutation = [0, 1, 2, 4, 3]
+  return %t : tensor<1x4x4x4x2xf32>
+}
+
+// CHECK-LABEL: func.func private @shuffle_half__into_{{[0-9]+}}(
+// CHECK-SAME: %[[X:.*]]: tensor<1x4x4x2x4xf32>, %[[BIG:.*]]: tensor<1x4x4x24xf32>) -> tensor<1x4x4x24xf32>
+// CHECK: %[[SLICE:.*]] = tensor.extract_slice %[[BIG]][0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1]
+// CHECK: %[[VIEW:.*]] = tensor.expand_shape %[[SLICE]] {{\[}}[0], [1], [2], [3, 4]] output_shape [1, 4, 4, 4, 2]
+// CHECK: %[[T:.*]] = linalg.transpose ins(%[[X]] : tensor<1x4x4x2x4xf32>) outs(%[[VIEW]] : tensor<1x4x4x4x2xf32>)
+// CHECK: %[[FLAT:.*]] = tensor.collapse_shape %[[T]] {{\[}}[0], [1], [2], [3, 4]]
+// CHECK: %[[IN:.*]] = tensor.insert_slice %[[FLAT]] into %[[BIG]][0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1]
+// CHECK: return %[[IN]]
+
+// CHECK-LABEL: func.func @expanded_twice
+// CHECK: %[[P:.*]] = call @shuffle_half__into_{{[0-9]+}}(%arg0, %{{.*}}) : (tensor<1x4x4x2x4xf32>, tensor<1x4x4x24xf32>) -> tensor<1x4x4x24xf32>
+// CHECK: %[[Q:.*]] = call @shuffle_half__into_{{[0-9]+}}(%arg1, %{{.*}})
+// CHECK-NOT: tensor.collapse_shape
+// CHECK: return %[[P]], %[[Q]]
+
+// BUF-LABEL: func.func private @shuffle_half__into_{{[0-9]+}}(
+// BUF-SAME: memref<1x4x4x2x4xf32>, %[[BIG:.*]]: memref<1x4x4x24xf32>) {
+// BUF: %[[PART:.*]] = memref.subview %[[BIG]][0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1]
+// BUF: %[[VIEW:.*]] = memref.expand_shape %[[PART]]
+// BUF: linalg.transpose ins(%{{.*}}) outs(%[[VIEW]]
+// BUF-NOT: memref.copy
+// BUF: return
+// BUF-LABEL: func.func @expanded_twice
+// BUF-NOT: memref.copy
+// BUF: return
+func.func @expanded_twice(%x: tensor<1x4x4x2x4xf32>, %y: tensor<1x4x4x2x4xf32>) -> (tensor<1x4x4x24xf32>, tensor<1x4x4x24xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x4x4x24xf32>
+  %d = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x4x24xf32>) -> tensor<1x4x4x24xf32>
+  %s = tensor.extract_slice %d[0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x24xf32> to tensor<1x4x4x8xf32>
+  %v = tensor.expand_shape %s [[0], [1], [2], [3, 4]] output_shape [1, 4, 4, 4, 2] : tensor<1x4x4x8xf32> into tensor<1x4x4x4x2xf32>
+  %r = func.call @shuffle_half(%x, %v) : (tensor<1x4x4x2x4xf32>, tensor<1x4x4x4x2xf32>) -> tensor<1x4x4x4x2xf32>
+  %c = tensor.collapse_shape %r [[0], [1], [2], [3, 4]] : tensor<1x4x4x4x2xf32> into tensor<1x4x4x8xf32>
+  %p = tensor.insert_slice %c into %d[0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x4x4x24xf32>
+  %f = tensor.empty() : tensor<1x4x4x24xf32>
+  %g = linalg.fill ins(%zero : f32) outs(%f : tensor<1x4x4x24xf32>) -> tensor<1x4x4x24xf32>
+  %t = tensor.extract_slice %g[0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x24xf32> to tensor<1x4x4x8xf32>
+  %w = tensor.expand_shape %t [[0], [1], [2], [3, 4]] output_shape [1, 4, 4, 4, 2] : tensor<1x4x4x8xf32> into tensor<1x4x4x4x2xf32>
+  %u = func.call @shuffle_half(%y, %w) : (tensor<1x4x4x2x4xf32>, tensor<1x4x4x4x2xf32>) -> tensor<1x4x4x4x2xf32>
+  %k = tensor.collapse_shape %u [[0], [1], [2], [3, 4]] : tensor<1x4x4x4x2xf32> into tensor<1x4x4x8xf32>
+  %q = tensor.insert_slice %k into %g[0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x4x4x24xf32>
+  return %p, %q : tensor<1x4x4x24xf32>, tensor<1x4x4x24xf32>
+}

@@ -167,3 +167,40 @@ func.func @padded_and_read_whole(%x: tensor<1x4x4x8xf32>, %y: tensor<1x4x4x16xf3
   } : tensor<1x4x4x24xf32> to tensor<1x6x6x24xf32>
   return %p, %r : tensor<1x6x6x24xf32>, tensor<1x4x4x24xf32>
 }
+
+// A part that is a reshape of a producer's result (ShuffleNet's pass-through half: a
+// transpose of (2, 4) channel factors to (4, 2), collapsed to 8 channels), here the second
+// part: the producer's 5-D destination becomes the expanded slice of the concat's tensor,
+// inserted first, so the transpose writes its channels of the concatenation through an
+// expanded view and nothing is copied (eliminate-empty-tensors does not follow reshapes).
+// CHECK-LABEL: func.func @reshaped_part
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<1x4x4x24xf32>
+// CHECK: %[[SLICE:.*]] = tensor.extract_slice %[[EMPTY]][0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1]
+// CHECK: %[[DEST:.*]] = tensor.expand_shape %[[SLICE]] {{\[}}[0], [1], [2], [3, 4]] output_shape [1, 4, 4, 4, 2]
+// CHECK: %[[T:.*]] = linalg.transpose ins(%{{.*}} : tensor<1x4x4x2x4xf32>) outs(%[[DEST]] : tensor<1x4x4x4x2xf32>)
+// CHECK: %[[A:.*]] = tensor.collapse_shape %[[T]]
+// CHECK: %[[FIRST:.*]] = tensor.insert_slice %[[A]] into %[[EMPTY]][0, 0, 0, 16] [1, 4, 4, 8]
+// CHECK: tensor.insert_slice %{{.*}} into %[[FIRST]][0, 0, 0, 0] [1, 4, 4, 16]
+
+// BUF-LABEL: func.func @reshaped_part
+// BUF: %[[ALLOC:.*]] = memref.alloc() {{.*}} : memref<1x4x4x24xf32>
+// BUF: %[[PART:.*]] = memref.subview %[[ALLOC]][0, 0, 0, 16] [1, 4, 4, 8] [1, 1, 1, 1]
+// BUF: %[[VIEW:.*]] = memref.expand_shape %[[PART]]
+// BUF: linalg.transpose ins(%{{.*}}) outs(%[[VIEW]]
+// BUF-NOT: memref.copy
+// BUF: return %[[ALLOC]]
+func.func @reshaped_part(%x: tensor<1x4x4x2x4xf32>, %y: tensor<1x4x4x16xf32>) -> tensor<1x4x4x24xf32> {
+  %one = arith.constant 1.0 : f32
+  %e1 = tensor.empty() : tensor<1x4x4x4x2xf32>
+  %e2 = tensor.empty() : tensor<1x4x4x16xf32>
+  %t = linalg.transpose ins(%x : tensor<1x4x4x2x4xf32>) outs(%e1 : tensor<1x4x4x4x2xf32>) permutation = [0, 1, 2, 4, 3]
+  %a = tensor.collapse_shape %t [[0], [1], [2], [3, 4]] : tensor<1x4x4x4x2xf32> into tensor<1x4x4x8xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y : tensor<1x4x4x16xf32>) outs(%e2 : tensor<1x4x4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %in, %one : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x4x16xf32>
+  %c = tensor.concat dim(3) %b, %a : (tensor<1x4x4x16xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x24xf32>
+  return %c : tensor<1x4x4x24xf32>
+}
