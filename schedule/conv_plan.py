@@ -161,6 +161,43 @@ def conv_register_tile(width: int, out_channels: int, in_channels: int | None, l
     return pixels, channels, step
 
 
+# Multiply-adds per output (filter taps x input channels) a convolution needs for
+# ``paired_vector_tile``: below, the tile's epilogue weighs more than its reduction, and
+# EfficientNet's 1x1 expansions (24 -> 144, 40 -> 240, batch norm and SiLU on the
+# accumulators) ran 1.26-1.33x slower in the model on two-vector tiles, where its 1x1
+# projections (240 -> 80, 480 -> 112) ran 0.84-0.88x (docs/performance.md, round 28).
+_PAIRED_MIN_REDUCTION = 128
+
+
+def paired_vector_tile(width: int, out_channels: int, lanes: int, registers: int,
+                       reduction: int = _PAIRED_MIN_REDUCTION) -> int | None:
+    """The pixels of a two-vector register tile for a convolution whose filters make an odd
+    number of vectors, 3 or more (112, 208 filters: 7 and 13 vectors of 16 on AVX-512; 24: 3
+    of 8 on AVX2), whose last channel tile, one vector, is peeled (``plan_convolution`` sets
+    ``peeled_loops``); ``None`` where one-vector tiles stay: an even count (two-vector tiles
+    divide it), a row the two-vector tile's pixels do not divide (a fusion group peels one
+    loop, conv_kernels.py), where ``tile_row_cycles``' model does not rank the pairs faster,
+    or where the reduction per output (``reduction``: filter taps x input channels) is
+    shorter than ``_PAIRED_MIN_REDUCTION``.
+
+    Why: ``conv_register_tile`` takes only channel tiles that divide the filters, so an odd
+    count took one-vector tiles, one broadcast load per FMA and too few accumulators to
+    cover the FMA latency (7 x 1 on a 14-pixel row: 5 cycles per 7 FMAs in the model, where
+    7 x 2 takes 7 per 14). Inception's 96 -> 208 3x3 layer at 14 x 14 and 512 -> 112 1x1
+    one ran 1.12-1.14x onnxruntime's CPU time on such tiles (docs/performance.md, round 28).
+    The padding to an even count (pipelines/graph/padded_extents.py) stops at 1/32 of the
+    filters and at results written into a concat, as Inception's branches are."""
+    vectors, rest = divmod(out_channels, lanes)
+    if rest or vectors < 3 or vectors % 2 == 0 or reduction < _PAIRED_MIN_REDUCTION:
+        return None
+    pixels = register_row_tile(width, 2, registers)
+    if width % pixels:
+        return None
+    single = one_vector_row_tile(width, registers)
+    paired = (vectors - 1) * tile_row_cycles(width, pixels, 2) + tile_row_cycles(width, pixels, 1)
+    return pixels if paired < vectors * tile_row_cycles(width, single, 1) else None
+
+
 def conv_channel_dim(nest: LoopNest) -> int | None:
     """The channel loop of a depthwise convolution or a pooling op, when it indexes the
     output's contiguous (last) dim as in NHWC; ``None`` otherwise and for convolutions with
@@ -218,6 +255,13 @@ def depthwise_window_dim(nest: LoopNest, register_tiles: list[int] | tuple[int, 
     return kw if depthwise_window_fits(register_tiles[image[-1]], nest.ranges[kw], registers) else None
 
 
+def _rows_split(nest: LoopNest, batch: tuple[int, ...], image: tuple[int, ...], threads: int) -> bool:
+    """Whether ``plan_convolution``'s tasks can split images or equal bands of rows, so that
+    no task needs to split the output channels."""
+    images = math.prod(nest.ranges[d] for d in batch)
+    return images % threads == 0 or (bool(image) and balanced_chunk(nest.ranges[image[0]], threads) is not None)
+
+
 def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registers: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
     channel = conv_channel_dim(nest)
@@ -239,6 +283,14 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
             pixels, register[oc], input_step = conv_register_tile(
                 nest.ranges[image[-1]], nest.ranges[oc], nest.ranges[in_channel[-1]] if in_channel else None,
                 lanes, registers, heavy and pointwise)
+            per_output = math.prod(nest.ranges[d] for d in (*filter_loop, *in_channel))
+            paired = paired_vector_tile(nest.ranges[image[-1]], nest.ranges[oc], lanes, registers, per_output)
+            if paired is not None and register[oc] == lanes and _rows_split(nest, batch, image, threads):
+                # Tasks then split images or rows: channel tasks must divide the filters
+                # in whole register tiles, which a peeled channel tile does not.
+                pixels, register[oc] = paired, 2 * lanes
+                if input_step is not None and pixels * 2 + input_step * 2 + 1 > registers:
+                    input_step = 1
             register[image[-1]] = pixels
         else:
             register[oc] = largest_divisor(nest.ranges[oc], lanes)
@@ -280,7 +332,7 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
     rows = balanced_chunk(nest.ranges[image[0]], threads) if image else None
     if images % threads == 0:
         pass  # one task per image already keeps every thread busy
-    elif out_channel and filter_heavy(nest):
+    elif out_channel and filter_heavy(nest) and nest.ranges[out_channel[-1]] % register[out_channel[-1]] == 0:
         # Tasks split by output channels each read the whole input and their slice of the
         # filter; tasks split by rows each read their band of the input and the whole
         # filter. Where the filter outweighs the image (ResNet-50's 28x28 3x3 layers and
@@ -312,6 +364,10 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
     # A pixel tile that does not divide its row (``register_row_tile``): the last tile is
     # peeled off (script.py ``peel_partial_tiles``; in a fusion group, conv_kernels.py).
     peeled = (image[-1],) if image and nest.ranges[image[-1]] % register[image[-1]] else ()
+    if out_channel and nest.ranges[out_channel[-1]] % register[out_channel[-1]]:
+        # A two-vector tile over an odd count of channel vectors (``paired_vector_tile``;
+        # its pixels divide the row, so this is the one peeled loop).
+        peeled = (out_channel[-1],)
     return OpSchedule(tag, thread_tiles=tuple(thread), register_tiles=tuple(register),
                       register_interchange=interchange, reduction_tiles=tuple(reduction),
                       decompose=True, vectorize=True, peeled_loops=peeled)
@@ -351,7 +407,10 @@ def sequential_tiles(nest: LoopNest, caches: CacheHierarchy = CacheHierarchy(),
         image_bytes = element_bytes * math.prod(nest.ranges[d] for d in image)
         width = register_tiles[oc] if register_tiles and register_tiles[oc] else 1
         channels = max(caches.l2 // (_SEQUENTIAL_TILE_L2_FRACTION * image_bytes), width)
-        tiles[oc] = largest_divisor(nest.ranges[oc], channels, multiple_of=width)
+        # A register tile that does not divide the channels (``paired_vector_tile``: its
+        # last tile peeled) has no band of whole tiles: one band of all of them.
+        tiles[oc] = (largest_divisor(nest.ranges[oc], channels, multiple_of=width)
+                     if nest.ranges[oc] % width == 0 else nest.ranges[oc])
     else:
         row_bytes = element_bytes
         for d in nest.output_dims:

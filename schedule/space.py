@@ -526,8 +526,10 @@ class ConvSpace(ScheduleSpace):
         if self.images > 1:
             knobs.append(Knob("par_images", (0, 1), "one task per image of the batch"))
         if self.oc is not None:
-            knobs.append(Knob("reg_oc", _divisors(r[self.oc], [1, 2, 4, 8, 16, 32, 64],
-                                                  include=(d["reg_oc"],)),
+            # The default's tile may not divide the channels: a two-vector tile over an odd
+            # count of vectors, its last tile peeled (conv_plan.paired_vector_tile).
+            knobs.append(Knob("reg_oc", tuple(sorted({*_divisors(r[self.oc], [1, 2, 4, 8, 16, 32, 64]),
+                                                      d["reg_oc"]})),
                               "output channels per register tile"))
             knobs.append(Knob("oc_outer", (0, 1),
                               "output-channel loop outside the image loops (filter reuse)"))
@@ -599,6 +601,8 @@ class ConvSpace(ScheduleSpace):
         # A pixel tile that does not divide the row has its last tile peeled, as in the
         # default plan (conv_plan.py, ``register_row_tile``).
         peeled = (self.ow,) if self.ow is not None and self.nest.ranges[self.ow] % register[self.ow] else ()
+        if not peeled and self.oc is not None and self.nest.ranges[self.oc] % register[self.oc]:
+            peeled = (self.oc,)  # a two-vector tile over an odd count of vectors (conv_plan.paired_vector_tile)
         return OpSchedule(tag, thread_tiles=tuple(thread) if thread else None,
                           cache_tiles=tuple(cache) if cache else None,
                           register_tiles=tuple(register), register_interchange=interchange,

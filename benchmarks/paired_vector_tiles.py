@@ -1,0 +1,88 @@
+"""Two-vector convolution tiles over an odd count of filter vectors, the last channel tile
+peeled (the default, schedule/conv_plan.py ``paired_vector_tile``), against the former
+one-vector tiles; builds alternating in blocks in one process, process CPU time,
+onnxruntime in the same blocks. One thread unless ``TILECRAFT_NUM_THREADS`` says otherwise
+(onnxruntime then takes as many, without spinning).
+
+    .venv/bin/python benchmarks/paired_vector_tiles.py                   # single convolutions
+    .venv/bin/python benchmarks/paired_vector_tiles.py --convs "" --models inception,efficientnet
+
+The "one" build patches ``conv_plan.paired_vector_tile`` to ``None`` in this process (the
+former plan: one-vector tiles, channel tasks for filter-heavy layers), no other change.
+Every build skips the compile cache and is checked against onnxruntime first. Printed per
+case: the median CPU ms per call of each build and onnxruntime, and the median of the
+per-block ratios paired/one with their range. No thresholds: the figures go into
+docs/performance.md ("Round 28").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+os.environ.setdefault("TILECRAFT_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tilecraft.schedule import conv_plan  # noqa: E402
+from one_vector_tiles import _cpu_ms, conv_model, suite_model  # noqa: E402
+from rule_builds import builds_under_rules, checked_calls  # noqa: E402
+
+DEFAULT = conv_plan.paired_vector_tile
+RULES = {"one": lambda *arguments: None, "paired": DEFAULT}
+
+
+def _rules(rule) -> None:
+    conv_plan.paired_vector_tile = rule
+
+
+def session(model, threads: int):
+    """An onnxruntime CPU session of ``model`` on ``threads`` threads that do not spin
+    between calls (a spinning pool would take the CPU time measured here)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def run(name: str, model, feeds: dict, blocks: int) -> str:
+    builds = builds_under_rules(model, RULES, _rules, DEFAULT)
+    calls_of = checked_calls(builds, session(model, int(os.environ["TILECRAFT_NUM_THREADS"])), feeds)
+    # About 20 ms of calls per block and build.
+    counts = {label: max(1, int(20 / max(_cpu_ms(fn, 2), 1e-3))) for label, fn in calls_of.items()}
+    times: dict[str, list[float]] = {label: [] for label in calls_of}
+    for block in range(blocks):
+        order = list(calls_of) if block % 2 == 0 else list(reversed(calls_of))
+        for label in order:
+            times[label].append(_cpu_ms(calls_of[label], counts[label]))
+    ratios = [p / o for p, o in zip(times["paired"], times["one"])]
+    cells = [f"{label} {statistics.median(t):.4f} ms" for label, t in times.items()]
+    return (f"{name}: " + "; ".join(cells)
+            + f"; paired/one {statistics.median(ratios):.3f} (blocks {min(ratios):.3f}-{max(ratios):.3f})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--convs", default="14x96x208x3s1,14x512x112x1s1,28x96x208x3s1,28x32x48x3s1,"
+                                           "55x24x144x1s1silu,14x80x112x1s1silu,27x40x240x1s1silu",
+                        help="single convs SIZExCINxCOUTxKERNELsSTRIDE[silu] (SIZE: output rows and columns; "
+                             "silu: SiLU instead of ReLU after the bias)")
+    parser.add_argument("--models", default="", help="public_suite models, comma-separated")
+    parser.add_argument("--blocks", type=int, default=9)
+    args = parser.parse_args(argv)
+    for case in [c for c in args.convs.split(",") if c]:
+        act = "silu" if case.endswith("silu") else "relu"
+        shape, stride = case.removesuffix("silu").split("s")
+        size, cin, cout, kernel = map(int, shape.split("x"))
+        print(run(f"{kernel}x{kernel} {size}x{size} {cin}->{cout} stride {stride} {act}",
+                  *conv_model(size, cin, cout, kernel, int(stride), act), args.blocks), flush=True)
+    for name in [m for m in args.models.split(",") if m]:
+        print(run(name, *suite_model(name), args.blocks), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
