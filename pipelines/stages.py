@@ -131,7 +131,7 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
     return Stage("simplify",
                  ("canonicalize", "cse",
                   # a roll over several dims copied once, not once per dim (concat_slices.py)
-                  SLICE_CONCAT_PARTS, "canonicalize",
+                  SLICE_CONCAT_PARTS,
                   *((f"{FUSE_ATTENTION_PASS}{{num-threads={num_threads} lanes={attention_lanes}}}",) if fused_attention else ()),
                   f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
                   INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",

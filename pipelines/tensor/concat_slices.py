@@ -102,6 +102,16 @@ def slice_concat_parts(concat: ir.Operation) -> bool:
         reader.results[0].replace_all_uses_with(joined.result)
         reader.erase()
     concat.erase()
+    # The parts' own slices, read by the concat only, are dead now: dropped here, so the
+    # stage needs no canonicalize after this pass (one there changed models it left alone).
+    dead: list[ir.Operation] = []
+    for part in parts:
+        producer = defining_op(part)
+        if (producer is not None and producer.name == "tensor.extract_slice" and not users(part)
+                and producer not in dead):  # a part may be given twice (concat(a, a))
+            dead.append(producer)
+    for producer in dead:
+        producer.erase()
     return True
 
 

@@ -5,8 +5,8 @@
 // concats of four blocks of the source (concats-as-destinations then builds them in one
 // buffer: one copy). A concat with another reader, or a slice that cuts the concat's dim
 // (a channel split), is left alone.
-// RUN: tilecraft-opt %s --split-input-file --tilecraft-slice-concat-parts --canonicalize | FileCheck %s
-// RUN: tilecraft-opt %s --split-input-file --pass-pipeline='builtin.module(tilecraft-slice-concat-parts,canonicalize,tilecraft-concats-as-destinations,eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries},cse,canonicalize)' | FileCheck %s --check-prefix=BUF
+// RUN: tilecraft-opt %s --split-input-file --tilecraft-slice-concat-parts | FileCheck %s
+// RUN: tilecraft-opt %s --split-input-file --pass-pipeline='builtin.module(tilecraft-slice-concat-parts,tilecraft-concats-as-destinations,eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries},cse,canonicalize)' | FileCheck %s --check-prefix=BUF
 
 // A roll by (3, 2) of a 8 x 9 map (odd sizes, unequal shifts).
 // CHECK-LABEL: func.func @roll_two_dims
@@ -66,4 +66,21 @@ func.func @channel_split(%x: tensor<1x4x4x3xf32>, %y: tensor<1x4x4x5xf32>) -> te
   %j = tensor.concat dim(3) %x, %y : (tensor<1x4x4x3xf32>, tensor<1x4x4x5xf32>) -> tensor<1x4x4x8xf32>
   %s = tensor.extract_slice %j[0, 0, 0, 2] [1, 4, 4, 4] [1, 1, 1, 1] : tensor<1x4x4x8xf32> to tensor<1x4x4x4xf32>
   return %s : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// One part given twice (a repeat along a dim: concat(a, a)):
+// its slices are taken once per use, and the dead part is dropped once.
+// CHECK-LABEL: func.func @same_part_twice
+// CHECK-SAME: (%[[X:.*]]: tensor<1x4x6x2xf32>)
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[X]][0, 2, 1, 0] [1, 2, 5, 2] [1, 1, 1, 1]
+// CHECK: %[[T:.*]] = tensor.extract_slice %[[X]][0, 2, 1, 0] [1, 2, 5, 2] [1, 1, 1, 1]
+// CHECK: %[[J:.*]] = tensor.concat dim(1) %[[S]], %[[T]]
+// CHECK: return %[[J]]
+func.func @same_part_twice(%x: tensor<1x4x6x2xf32>) -> tensor<1x4x5x2xf32> {
+  %a = tensor.extract_slice %x[0, 2, 0, 0] [1, 2, 6, 2] [1, 1, 1, 1] : tensor<1x4x6x2xf32> to tensor<1x2x6x2xf32>
+  %j = tensor.concat dim(1) %a, %a : (tensor<1x2x6x2xf32>, tensor<1x2x6x2xf32>) -> tensor<1x4x6x2xf32>
+  %s = tensor.extract_slice %j[0, 0, 1, 0] [1, 4, 5, 2] [1, 1, 1, 1] : tensor<1x4x6x2xf32> to tensor<1x4x5x2xf32>
+  return %s : tensor<1x4x5x2xf32>
 }
