@@ -21,6 +21,7 @@ onnxruntime = pytest.importorskip("onnxruntime")
 
 import tilecraft  # noqa: E402
 import tilecraft.torch  # noqa: E402
+from pinned_targets import AVX2, AVX512, needs_avx512_host  # noqa: E402
 
 
 class Roll(torch.nn.Module):
@@ -72,14 +73,15 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("target", [AVX2, pytest.param(AVX512, marks=needs_avx512_host)], ids=["avx2", "avx512"])
 @pytest.mark.parametrize("module, shape", CASES)
-def test_rolls_match_onnxruntime(module, shape):
+def test_rolls_match_onnxruntime(module, shape, target):
     torch.manual_seed(0)
     x = torch.randn(*shape)
     model = _export(module, x)
     expected = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
         None, {"x": x.numpy()})[0]
-    compiled = tilecraft.compile(onnx.load_from_string(model), cache=False, keep_ir=True)
+    compiled = tilecraft.compile(onnx.load_from_string(model), target=target, cache=False)
     got = _first(compiled(x=x.numpy()))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * float(np.abs(expected).max()))
 
