@@ -45,11 +45,13 @@ class ShiftedWindows(torch.nn.Module):
     def forward(self, x):
         b, h, w, c = x.shape
         ws = self.window
-        y = torch.roll(self.norm(x), (-self.shift, -self.shift), (1, 2))
+        y = self.norm(x)
+        if self.shift:
+            y = torch.roll(y, (-self.shift, -self.shift), (1, 2))
         y = y.view(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c)
         y = self.proj(y).softmax(1)
         y = y.view(b, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c)
-        return x + torch.roll(y, (self.shift, self.shift), (1, 2))
+        return x + (torch.roll(y, (self.shift, self.shift), (1, 2)) if self.shift else y)
 
 
 def _export(module: torch.nn.Module, x: torch.Tensor) -> bytes:
@@ -70,6 +72,7 @@ CASES = [
     pytest.param(Roll((5,), (2,)), (1, 4, 11, 3), id="one-dim"),
     pytest.param(ShiftedWindows(5, 2, 12), (1, 15, 15, 12), id="window-5-shift-2"),
     pytest.param(ShiftedWindows(7, 3, 16), (1, 14, 14, 16), id="window-7-shift-3"),
+    pytest.param(ShiftedWindows(5, 0, 12), (1, 15, 10, 12), id="window-5-unshifted"),
 ]
 
 
@@ -105,3 +108,17 @@ def test_torch_route_rolls_match_eager():
         expected = module(x).numpy()
     compiled = tilecraft.torch.compile(module, (x,))
     np.testing.assert_allclose(_first(compiled(x)), expected, rtol=1e-5, atol=1e-5 * float(np.abs(expected).max()))
+
+
+def test_window_reverse_is_the_residual_adds_read():
+    """An unshifted block's window reverse ([1, nh, nw, ws, ws, C] -> [1, nh, ws, nw, ws, C])
+    is read by the residual add through a permuted map (tilecraft-transposes-as-reads,
+    pipelines/tensor/transpose_reads.py): no transpose of that permutation is left after
+    simplification, while the partition's (read by the Linear, not elementwise) stays."""
+    x = torch.randn(1, 15, 10, 12)
+    compiled = tilecraft.compile(onnx.load_from_string(_export(ShiftedWindows(5, 0, 12), x)),
+                                 cache=False, keep_ir=True)
+    simplified = compiled.ir("simplify")
+    transposes = [line for line in simplified.splitlines() if "linalg.transpose" in line]
+    assert not any("tensor<1x3x2x5x5x12xf32>) outs" in line and "tensor<1x3x5x2x5x12xf32>)" in line
+                   for line in transposes), transposes
