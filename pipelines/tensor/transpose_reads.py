@@ -91,9 +91,8 @@ def transpose_as_read(transpose: ir.Operation) -> bool:
         block = generic.regions[0].blocks.append(element, element)
         with ir.InsertionPoint(block):
             linalg.YieldOp([block.arguments[0]])
-    for name in ("tilecraft.group",):
-        if name in transpose.attributes:
-            generic.operation.attributes[name] = transpose.attributes[name]
+    if "tilecraft.group" in transpose.attributes:  # tagged IR (tilecraft-opt runs on any)
+        generic.operation.attributes["tilecraft.group"] = transpose.attributes["tilecraft.group"]
     transpose.results[0].replace_all_uses_with(generic.results[0])
     transpose.erase()
     return True
