@@ -34,6 +34,8 @@ from .pipeline import Stage
 from .buffer.pad_borders import FILL_PAD_BORDERS
 from .tensor.call_destinations import CALL_DESTINATIONS
 from .tensor.concat_destinations import CONCATS_AS_DESTINATIONS
+from .tensor.concat_slices import SLICE_CONCAT_PARTS
+from .tensor.transpose_reads import TRANSPOSES_AS_READS
 from .tensor.pad_destinations import PADS_AS_DESTINATIONS
 from .buffer.prefetch_blocks import PREFETCH_NEXT_BLOCKS
 from .buffer.strided_copies import STRIDED_COPIES_TO_LINALG
@@ -129,12 +131,15 @@ def simplify_stage(*, mark_groups: bool = False, runtime_checks: bool = True, vn
     checks = (f"{INSERT_CHECKS}{{enabled={int(runtime_checks)}}}", "resolve-ranked-shaped-type-result-dims")
     return Stage("simplify",
                  ("canonicalize", "cse",
+                  # a roll over several dims copied once, not once per dim (concat_slices.py)
+                  SLICE_CONCAT_PARTS,
                   *((f"{FUSE_ATTENTION_PASS}{{num-threads={num_threads} lanes={attention_lanes}}}",) if fused_attention else ()),
                   f"{INT8_MATMUL_PASS}{{vnni={int(vnni)} num-threads={num_threads}}}",
-                  INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
+                  # a transpose only an elementwise op reads becomes that op's read (transpose_reads.py)
+                  TRANSPOSES_AS_READS, INSERT_BARRIERS, "func.func(linalg-fuse-elementwise-ops)",
                   DROP_BARRIERS, INT8_EPILOGUE_PASS, DROP_INNER_UNIT_DIMS, *checks, "canonicalize",
                   *(("tilecraft-mark-groups",) if mark_groups else ())),
-                 "fold constants; " + ("attention as one kernel; " if fused_attention else "") + "8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
+                 "fold constants; slices of concats from their parts; " + ("attention as one kernel; " if fused_attention else "") + "8-bit matmuls as dot-product kernels or i32 matmuls; fuse "
                  "elementwise producers into consumers; no unit dim innermost; run-time checks"
                  + ("; tag fusion groups" if mark_groups else ""))
 

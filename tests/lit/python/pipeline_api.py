@@ -23,7 +23,7 @@ def print_stages():
 
 
 # CHECK-LABEL: TEST: edit_and_serialize
-# CHECK: builtin.module(tilecraft-prepare-entry,tilecraft-lower-externs,canonicalize,cse,tilecraft-int8-matmul{vnni={{[01]}} num-threads=1},tilecraft-fusion-barriers,func.func(linalg-fuse-elementwise-ops),tilecraft-drop-fusion-barriers,tilecraft-int8-epilogues,tilecraft-drop-inner-unit-dims,tilecraft-insert-runtime-checks{enabled=1},resolve-ranked-shaped-type-result-dims,canonicalize,canonicalize,tilecraft-pads-as-destinations,tilecraft-concats-as-destinations,eliminate-empty-tensors,tilecraft-call-destinations,one-shot-bufferize
+# CHECK: builtin.module(tilecraft-prepare-entry,tilecraft-lower-externs,canonicalize,cse,tilecraft-slice-concat-parts,tilecraft-int8-matmul{vnni={{[01]}} num-threads=1},tilecraft-transposes-as-reads,tilecraft-fusion-barriers,func.func(linalg-fuse-elementwise-ops),tilecraft-drop-fusion-barriers,tilecraft-int8-epilogues,tilecraft-drop-inner-unit-dims,tilecraft-insert-runtime-checks{enabled=1},resolve-ranked-shaped-type-result-dims,canonicalize,canonicalize,tilecraft-pads-as-destinations,tilecraft-concats-as-destinations,eliminate-empty-tensors,tilecraft-call-destinations,one-shot-bufferize
 # CHECK-NOT: tilecraft-schedule
 # CHECK: ['input', 'simplify', 'schedule', 'bufferize', 'loops', 'vector', 'llvm']
 @run
