@@ -82,20 +82,26 @@ def _cpu_ms(fn, calls: int) -> float:
     return (time.process_time() - start) / calls * 1e3
 
 
-def run(name: str, model, feeds: dict, blocks: int) -> str:
-    builds = builds_under_rules(model, RULES, _rules, DEFAULT)
-    calls_of = checked_calls(builds, one_thread_session(model), feeds)
-    # About 20 ms of calls per block and build.
+def alternating_blocks(name: str, calls_of: dict, blocks: int, new: str, old: str) -> str:
+    """CPU ms per call of each build in ``blocks`` blocks of about 20 ms, the order reversed
+    every other block; the line names each build's median and ``new``/``old``'s per-block
+    ratio (median and range)."""
     counts = {label: max(1, int(20 / max(_cpu_ms(fn, 2), 1e-3))) for label, fn in calls_of.items()}
     times: dict[str, list[float]] = {label: [] for label in calls_of}
     for block in range(blocks):
         order = list(calls_of) if block % 2 == 0 else list(reversed(calls_of))
         for label in order:
             times[label].append(_cpu_ms(calls_of[label], counts[label]))
-    ratios = [d / e for d, e in zip(times["default"], times["eight"])]
+    ratios = [n / o for n, o in zip(times[new], times[old])]
     cells = [f"{label} {statistics.median(t):.4f} ms" for label, t in times.items()]
     return (f"{name}: " + "; ".join(cells)
-            + f"; default/eight {statistics.median(ratios):.3f} (blocks {min(ratios):.3f}-{max(ratios):.3f})")
+            + f"; {new}/{old} {statistics.median(ratios):.3f} (blocks {min(ratios):.3f}-{max(ratios):.3f})")
+
+
+def run(name: str, model, feeds: dict, blocks: int) -> str:
+    builds = builds_under_rules(model, RULES, _rules, DEFAULT)
+    return alternating_blocks(name, checked_calls(builds, one_thread_session(model), feeds), blocks,
+                              "default", "eight")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 
 os.environ.setdefault("TILECRAFT_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tilecraft.schedule import conv_plan  # noqa: E402
-from one_vector_tiles import _cpu_ms, conv_model, suite_model  # noqa: E402
+from one_vector_tiles import alternating_blocks, conv_model, suite_model  # noqa: E402
 from rule_builds import builds_under_rules, checked_calls  # noqa: E402
 
 DEFAULT = conv_plan.paired_vector_tile
@@ -51,17 +50,7 @@ def session(model, threads: int):
 def run(name: str, model, feeds: dict, blocks: int) -> str:
     builds = builds_under_rules(model, RULES, _rules, DEFAULT)
     calls_of = checked_calls(builds, session(model, int(os.environ["TILECRAFT_NUM_THREADS"])), feeds)
-    # About 20 ms of calls per block and build.
-    counts = {label: max(1, int(20 / max(_cpu_ms(fn, 2), 1e-3))) for label, fn in calls_of.items()}
-    times: dict[str, list[float]] = {label: [] for label in calls_of}
-    for block in range(blocks):
-        order = list(calls_of) if block % 2 == 0 else list(reversed(calls_of))
-        for label in order:
-            times[label].append(_cpu_ms(calls_of[label], counts[label]))
-    ratios = [p / o for p, o in zip(times["paired"], times["one"])]
-    cells = [f"{label} {statistics.median(t):.4f} ms" for label, t in times.items()]
-    return (f"{name}: " + "; ".join(cells)
-            + f"; paired/one {statistics.median(ratios):.3f} (blocks {min(ratios):.3f}-{max(ratios):.3f})")
+    return alternating_blocks(name, calls_of, blocks, "paired", "one")
 
 
 def main(argv: list[str] | None = None) -> int:
