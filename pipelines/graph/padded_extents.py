@@ -266,9 +266,13 @@ def _operand_at(value: ir.Value, shape: list[int], padded: dict[ir.Value, Padded
 class _ExtentPadder:
     """One function's rewrite: padded stand-ins for original values, built in program order."""
 
-    def __init__(self, pad_rows: bool, lanes: int) -> None:
+    def __init__(self, pad_rows: bool, lanes: int, weigh_destination_padding: bool = True) -> None:
         self.pad_rows = pad_rows
         self.lanes = lanes
+        # Whether a multiple of 8 filters written into a destination may be padded where that
+        # pays (destination_padding_pays): the f32 register tile's cost; bf16 kernels tile
+        # their filters themselves and keep writing the destination in place.
+        self.weigh_destination_padding = weigh_destination_padding
         self.padded: dict[ir.Value, Padded] = {}
         self.replaced: list[ir.Operation] = []
         self.constants = ConstantAnalysis()
@@ -318,7 +322,7 @@ class _ExtentPadder:
         filters = _shape(w)[3]
         kh, kw, channels = _shape(w)[:3]
         padded = padded_filters(filters, self.lanes, into_destination=_written_into_destination(op.results[0]),
-                                reduction=kh * kw * channels)
+                                reduction=kh * kw * channels if self.weigh_destination_padding else None)
         if padded == filters or not self.constants.value_is_constant(w):
             return None
         with ir.InsertionPoint(op), op.location:
@@ -446,13 +450,18 @@ class _ExtentPadder:
     "Matmuls whose rows (or, with constant weights, columns) have no good register tile "
     "computed on padded extents; the slice back moves past elementwise and row-wise ops",
     options={"pad-rows": "pad rows too (default: PAD_ROWS, off: the schedule peels partial row tiles)",
-             "lanes": "the target's f32 vector lanes, which choose a convolution's padded filters (default 8)"},
+             "lanes": "the target's f32 vector lanes, which choose a convolution's padded filters (default 8)",
+             "destination-padding": "pad a multiple of 8 filters written into a pad or concat where "
+                                    "destination_padding_pays (default 1; 0 for bf16 kernels, which tile "
+                                    "their own filters)"},
 )
 def pad_matmul_extents_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
     pad_rows = bool_option("pad-rows", options["pad-rows"]) if "pad-rows" in options else PAD_ROWS
     lanes = positive_int_option("lanes", options["lanes"]) if "lanes" in options else 8
+    weigh = (bool_option("destination-padding", options["destination-padding"])
+             if "destination-padding" in options else True)
     for function in defined_functions(module):
-        padder = _ExtentPadder(pad_rows, lanes)
+        padder = _ExtentPadder(pad_rows, lanes, weigh)
         for block in function.regions[0].blocks:
             for op in list(block.operations):
                 padder.visit(op.operation)

@@ -51,6 +51,8 @@ from ..target import Target
 
 # graph/weight_panels.py's pass: packs constant matmul weights for the f32 schedule.
 PACK_WEIGHT_PANELS = "tilecraft-pack-weight-panels"
+# graph/padded_extents.py's pass: its cost for padding filters written in place is the f32 tile's.
+PAD_MATMUL_EXTENTS = "tilecraft-pad-matmul-extents"
 
 BF16_WEIGHTS = "tilecraft-bf16-weights"
 
@@ -170,6 +172,18 @@ def bf16_weights_pass(module: ir.Operation, options: Mapping[str, str]) -> None:
         store_weights_as_bf16(function, threads if kernels == "1" else 0, configs)
 
 
+def _without_destination_padding(element: str) -> str:
+    """``element`` with ``destination-padding=0`` when it is the matmul-extents padding pass
+    (pipelines/graph/padded_extents.py): its cost for padding filters written into a pad or
+    concat is the f32 register tile's, and bf16 dot-product kernels would compute the padded
+    filters and then copy the result where they write it in place otherwise."""
+    name, _, rest = element.partition("{")
+    if name != PAD_MATMUL_EXTENTS:
+        return element
+    options = rest.rstrip("}").strip()
+    return f"{name}{{{options + ' ' if options else ''}destination-padding=0}}"
+
+
 def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kernels: bool | None = None) -> Pipeline:
     """``pipeline`` at ``precision="bf16"``: ``tilecraft-bf16-weights`` at the end of its
     graph stage (after constant folding), or first in its simplify stage when it has no
@@ -191,6 +205,8 @@ def with_bf16_weights(pipeline: Pipeline, target: Target | None = None, *, kerne
             # filter would be computed per call, no constant to store as bf16 (graph/channel_scales.py).
             passes = [p for p in pipeline.stage(stage_name).passes
                       if not (kernels and p == PACK_WEIGHT_PANELS) and p != SCALE_FILTERS_BY_CHANNEL]
+            if kernels:  # the kernels tile their own filters: padding one written in place only adds its copy
+                passes = [_without_destination_padding(p) for p in passes]
             pipeline = pipeline.replace(stage_name, [*passes, element] if at_end else [element, *passes])
             break
     else:

@@ -373,3 +373,33 @@ def test_a_row_span_kernel_reads_no_value_past_its_window():
     finite = np.isfinite(expected)
     assert not finite.all() and finite[0, :, 0:3, 1].all()
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-3, atol=1e-3 * np.abs(expected[finite]).max())
+
+
+def test_bf16_kernels_keep_filters_written_in_place_unpadded():
+    """The graph stage pads an odd multiple of 8 filters written into a pad or concat where
+    the f32 register tile gains more than the copy costs (padded_extents.py,
+    destination_padding_pays); bf16 kernels tile their own filters, so their pipeline turns
+    that off and the kernel keeps writing the destination in place. A bad value is a typed
+    error naming the option."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    from tilecraft.errors import TilecraftError
+    from tilecraft.pipelines.tensor.bf16_weights import PAD_MATMUL_EXTENTS
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pinned_targets import AVX512
+
+    target = dataclasses.replace(Target.parse(AVX512), num_threads=2)
+    f32 = tilecraft.cpu_pipeline(target, opt_level=3)
+    bf16 = with_bf16_weights(f32, target, kernels=True)
+    element = next(p for p in bf16.stage("graph").passes if p.startswith(PAD_MATMUL_EXTENTS))
+    assert element == f"{PAD_MATMUL_EXTENTS}{{lanes=16 destination-padding=0}}"
+    assert all("destination-padding" not in p for p in with_bf16_weights(f32, target, kernels=False).stage("graph").passes)
+    x = np.zeros((1, 4, 4, 4), np.float32)
+    source = ("func.func @f(%x: tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32> {\n"
+              "  return %x : tensor<1x4x4x4xf32>\n}")
+    with pytest.raises(TilecraftError, match="destination-padding must be 0 or 1"):
+        tilecraft.compile(source, target=target, cache=False,
+                          pipeline=f32.replace("graph", [f"{PAD_MATMUL_EXTENTS}{{destination-padding=maybe}}"]))(x)
