@@ -104,10 +104,11 @@ def run(name: str, model, feeds: dict, blocks: int) -> str:
                               "default", "eight")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--convs", default="25x37x71x3s2,13x71x131x3s2,13x131x131x1s1,25x64x80x1s1,55x64x16x1s1,"
-                                           "27x64x48x3s1,55x24x144x1s1silu,27x40x240x1s1silu,14x64x16x3s1",
+def run_cases(argv: "list[str] | None", description: str, default_convs: str, run) -> int:
+    """The command line both tile A/Bs share: ``--convs`` single convolutions
+    (SIZExCINxCOUTxKERNELsSTRIDE[silu]) and ``--models`` suite models, each printed by ``run``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--convs", default=default_convs,
                         help="single convs SIZExCINxCOUTxKERNELsSTRIDE[silu] (SIZE: output rows and columns; "
                              "silu: SiLU instead of ReLU after the bias)")
     parser.add_argument("--models", default="", help="public_suite models, comma-separated")
@@ -122,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in [m for m in args.models.split(",") if m]:
         print(run(name, *suite_model(name), args.blocks), flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cases(argv, __doc__, "25x37x71x3s2,13x71x131x3s2,13x131x131x1s1,25x64x80x1s1,55x64x16x1s1,"
+                                    "27x64x48x3s1,55x24x144x1s1silu,27x40x240x1s1silu,14x64x16x3s1", run)
 
 
 if __name__ == "__main__":

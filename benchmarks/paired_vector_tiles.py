@@ -17,7 +17,6 @@ docs/performance.md ("Round 28").
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -25,7 +24,7 @@ os.environ.setdefault("TILECRAFT_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tilecraft.schedule import conv_plan  # noqa: E402
-from one_vector_tiles import alternating_blocks, conv_model, suite_model  # noqa: E402
+from one_vector_tiles import alternating_blocks, run_cases  # noqa: E402
 from rule_builds import builds_under_rules, checked_calls  # noqa: E402
 
 DEFAULT = conv_plan.paired_vector_tile
@@ -54,23 +53,8 @@ def run(name: str, model, feeds: dict, blocks: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--convs", default="14x96x208x3s1,14x512x112x1s1,28x96x208x3s1,28x32x48x3s1,"
-                                           "55x24x144x1s1silu,14x80x112x1s1silu,27x40x240x1s1silu",
-                        help="single convs SIZExCINxCOUTxKERNELsSTRIDE[silu] (SIZE: output rows and columns; "
-                             "silu: SiLU instead of ReLU after the bias)")
-    parser.add_argument("--models", default="", help="public_suite models, comma-separated")
-    parser.add_argument("--blocks", type=int, default=9)
-    args = parser.parse_args(argv)
-    for case in [c for c in args.convs.split(",") if c]:
-        act = "silu" if case.endswith("silu") else "relu"
-        shape, stride = case.removesuffix("silu").split("s")
-        size, cin, cout, kernel = map(int, shape.split("x"))
-        print(run(f"{kernel}x{kernel} {size}x{size} {cin}->{cout} stride {stride} {act}",
-                  *conv_model(size, cin, cout, kernel, int(stride), act), args.blocks), flush=True)
-    for name in [m for m in args.models.split(",") if m]:
-        print(run(name, *suite_model(name), args.blocks), flush=True)
-    return 0
+    return run_cases(argv, __doc__, "14x96x208x3s1,14x512x112x1s1,28x96x208x3s1,28x32x48x3s1,"
+                                    "55x24x144x1s1silu,14x80x112x1s1silu,27x40x240x1s1silu", run)
 
 
 if __name__ == "__main__":
