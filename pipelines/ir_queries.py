@@ -199,3 +199,10 @@ def remap_operands(root: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> Non
         return ir.WalkResult.ADVANCE
 
     root.walk(visit, ir.WalkOrder.PRE_ORDER)
+
+
+def reassociation_groups(reshape: ir.Operation) -> list[list[int]]:
+    """A ``tensor.expand_shape``'s or ``tensor.collapse_shape``'s reassociation: per dim of
+    the collapsed side, the dims of the expanded side it spans."""
+    return [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
+            for group in ir.ArrayAttr(reshape.attributes["reassociation"])]

@@ -44,17 +44,12 @@ from typing import Mapping
 from mlir import ir
 
 from ...ir import core, reshapes
-from ..ir_queries import defining_op, ops_where
+from ..ir_queries import defining_op, ops_where, reassociation_groups
 from ..passes import register_pass
 from ..tensor.static_slices import extract_static
 from .constant_folding import ConstantAnalysis
 
 SLICE_CHANNEL_SHUFFLES = "tilecraft-slice-channel-shuffles"
-
-
-def _reassociation(op: ir.Operation) -> list[list[int]]:
-    return [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
-            for group in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _static_shape(value: ir.Value) -> list[int] | None:
@@ -83,8 +78,8 @@ def channel_shuffle(collapse: ir.Operation) -> tuple[ir.Operation, ir.Operation,
         return None
     if any(_static_shape(v) is None for v in (expand.operands[0], expand.results[0], collapse.results[0])):
         return None
-    groups = _reassociation(expand)
-    if _reassociation(collapse) != groups:
+    groups = reassociation_groups(expand)
+    if reassociation_groups(collapse) != groups:
         return None
     split = [d for d, group in enumerate(groups) if len(group) > 1]
     if len(split) != 1:
@@ -154,7 +149,7 @@ def slice_channel_shuffle(collapse: ir.Operation, constants: ConstantAnalysis | 
     shape = _static_shape(shuffled)
     expanded = _static_shape(expand.results[0])
     permutation = _attribute_ints(transpose, "permutation")
-    factors = _reassociation(expand)[dim]
+    factors = reassociation_groups(expand)[dim]
     # The shuffled channels are the transposed factors' linear index: a slice aligned to the
     # product of all but the first is a slice of the first, source factor ``outer``.
     outer = permutation[factors[0]]
@@ -176,7 +171,7 @@ def slice_channel_shuffle(collapse: ir.Operation, constants: ConstantAnalysis | 
             sizes = [size // inner if d == outer else extent for d, extent in enumerate(expanded)]
             kept = extract_static(expand.results[0], offsets, sizes)
             moved = core.transpose(kept, permutation)
-            new = reshapes.collapse(moved, _reassociation(collapse))
+            new = reshapes.collapse(moved, reassociation_groups(collapse))
         user.results[0].replace_all_uses_with(new)
         user.erase()
     collapse.erase()

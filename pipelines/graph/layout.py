@@ -63,7 +63,7 @@ from ...ir.maps import indexing_maps, set_indexing_maps
 from ...dialects import graph
 from ...errors import GraphError, PipelineError
 from ...ir import core, reshapes
-from ..ir_queries import defined_functions, fresh_init
+from ..ir_queries import defined_functions, fresh_init, reassociation_groups
 from ..passes import register_pass
 
 SOURCE_LAYOUT = "NCHW"
@@ -285,7 +285,7 @@ class LayoutRewriter:
         rank = _ranked(expand.results[0]).rank
         split = list(range(1, rank - 2))
         channel_groups = [[0], split, [rank - 2], [rank - 1]]
-        if _reassociation(expand) != channel_groups or _reassociation(op) != channel_groups:
+        if reassociation_groups(expand) != channel_groups or reassociation_groups(op) != channel_groups:
             return None
         permutation = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
         if permutation[:1] + permutation[-2:] != [0, rank - 2, rank - 1] or sorted(permutation[1:-2]) != split:
@@ -439,7 +439,7 @@ def unit_height_conversions(function: ir.Operation, layout: str) -> int:
     block = function.regions[0].blocks[0]
     rewritten = 0
     for op in [o.operation for o in block.operations]:
-        if op.name == "tensor.collapse_shape" and _reassociation(op) == _UNIT_HEIGHT:
+        if op.name == "tensor.collapse_shape" and reassociation_groups(op) == _UNIT_HEIGHT:
             convert = _owner(op.operands[0])
             shape = _ranked(op.operands[0]).shape
             if convert is None or convert.name != graph.LAYOUT_CONVERT or shape[2] != 1 \
@@ -454,7 +454,7 @@ def unit_height_conversions(function: ir.Operation, layout: str) -> int:
             rewritten += 1
         elif op.name == graph.LAYOUT_CONVERT and _convert_layouts(op) == (SOURCE_LAYOUT, layout):
             expand = _owner(op.operands[0])
-            if expand is None or expand.name != "tensor.expand_shape" or _reassociation(expand) != _UNIT_HEIGHT \
+            if expand is None or expand.name != "tensor.expand_shape" or reassociation_groups(expand) != _UNIT_HEIGHT \
                     or not _static([op.operands[0]]) or _ranked(op.operands[0]).shape[2] != 1:
                 continue
             y = expand.operands[0]
@@ -466,11 +466,6 @@ def unit_height_conversions(function: ir.Operation, layout: str) -> int:
             op.erase()
             rewritten += 1
     return rewritten
-
-
-def _reassociation(op: ir.Operation) -> list[list[int]]:
-    return [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
-            for group in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _per_channel_vector(value: ir.Value, affine_map: ir.AffineMap, op: ir.Operation

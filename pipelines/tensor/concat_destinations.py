@@ -56,7 +56,7 @@ from mlir import ir
 from mlir.dialects import tensor
 
 from ...ir import reshapes
-from ..ir_queries import at_function_level, defining_op, ops_where
+from ..ir_queries import at_function_level, defining_op, ops_where, reassociation_groups
 from ..passes import register_pass
 from .static_slices import extract_static, insert_static, slab
 
@@ -157,8 +157,7 @@ def _reshaped_part_destination(part: ir.Value, empty: ir.Operation, offsets: lis
     if len(inits) != 1 or defining_op(inits[0]).block != empty.block:
         return False
     old = defining_op(inits[0])
-    groups = [[int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(group)]
-              for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
+    groups = reassociation_groups(reshape)
     empty.move_before(old)
     with ir.InsertionPoint(old), old.location:
         part_slice = extract_static(empty.results[0], offsets, ir.RankedTensorType(part.type).shape)

@@ -32,7 +32,7 @@ from mlir.dialects import scf, tensor
 
 from ...errors import PipelineError
 from ...ir import kernels
-from ..ir_queries import users
+from ..ir_queries import reassociation_groups, users
 from .register_tiles import TaskGrid
 
 # The epilogue consumer of a kernel call, as int8_matmul.elementwise_consumer finds it:
@@ -193,17 +193,12 @@ def fill_task(forall: scf.ForallOp, task: TaskTile, rows: int, c: "kernels.Index
 # ---- the padded destination, in the epilogue passes ---------------------------------------
 
 
-def _reassociation(reshape: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(group)]
-            for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
-
-
 def padded_consumer(consumer: Consumer) -> ir.Operation | None:
     """The ``tensor.pad`` a kernel's epilogue result goes into, when the kernel can write
     straight into it (``PaddedResult``): the epilogue's NHWC result (the kernel's rows
     expanded into N, OH, OW) has that one use, a static pad by a value from outside it."""
     generic, reshape, _ = consumer
-    if reshape is None or _reassociation(reshape) != [[0, 1, 2], [3]]:
+    if reshape is None or reassociation_groups(reshape) != [[0, 1, 2], [3]]:
         return None
     uses = users(generic.results[0])
     if len(uses) != 1 or uses[0].name != "tensor.pad" or len(uses[0].operands) != 1:
