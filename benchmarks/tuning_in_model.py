@@ -23,6 +23,7 @@ both columns move with the load, though side by side they move together.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -50,6 +51,8 @@ def within(ratio: float | None) -> bool:
 def run_model(name: str, model: object, args: argparse.Namespace) -> None:
     start = time.perf_counter()
     tasks = tilecraft.extract_tasks(model)
+    if args.without_producers:  # the inputs read back into the caches instead (the A/B)
+        tasks = [dataclasses.replace(task, producers=()) for task in tasks]
     weights = sum(t.weight_bytes * t.executions for t in tasks)
     print(f"\n== {name}: {len(tasks)} tasks; weights {weights / 2**20:.1f} MiB, footprint of a run "
           f"{model_footprint_bytes(tasks) / 2**20:.1f} MiB, last-level cache "
@@ -76,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=5, help="heaviest tasks per model")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds")
     parser.add_argument("--bert-layers", type=int, default=2)
+    parser.add_argument("--without-producers", action="store_true",
+                        help="do not run each task's producer before its timed calls (Task.producer_cycle): "
+                             "its inputs are read back into the caches instead, as before")
     args = parser.parse_args(argv)
     print(f"tuner vs in-model time; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for name in [m for m in args.models.split(",") if m]:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -70,6 +70,9 @@ from .matmul_plan import plans_as_contraction
 from .op_schedule import DECOMPOSABLE
 
 ENTRY = "task"
+# The most distinct producers a task's measurement runs (Task.producer_cycle): each is one
+# more build in the tuning worker.
+PRODUCERS_MEASURED = 4
 WEIGHT = "tilecraft.weight"  # a payload argument that is a constant in the model
 
 
@@ -87,6 +90,26 @@ class Placement:
     def region(self) -> tuple[slice, ...]:
         """The result's slice of the destination, for numpy."""
         return tuple(slice(o, o + n) for o, n in zip(self.offsets, self.sizes))
+
+
+@dataclass(frozen=True)
+class Producer:
+    """The kernel that writes what a task occurrence reads: the producing task's ``payload``
+    (measured with its default schedule, its result written into a tensor of its own) and
+    the index of the candidate's argument its result is, among the measured module's
+    arguments (weights are constants there, :func:`measured_module`). Its result may reach
+    the argument through reshapes (the same elements, another shape).
+
+    Why: a tuning worker runs the producer before each timed call of a candidate
+    (tuning/measure.py), so the candidate reads its input as the model's kernel does, just
+    written, its lines in the caches of the cores that wrote them in the split the
+    producer's parallel loop made. Read again by one thread after the cache flush, the
+    input sat in the reading core's cache: a small two-thread 1x1 expansion ran 13-26 %
+    faster in the tuner than in the model (docs/tuning.md, "Faithful measurement: the
+    producer before the call")."""
+
+    payload: str
+    argument: int
 
 
 @dataclass(frozen=True)
@@ -123,6 +146,10 @@ class Task:
       placements: per occurrence, where the model writes its result (:class:`Placement`),
         ``None`` where it is a tensor of its own: what a candidate's measured module
         reproduces (:attr:`placement`, :func:`measured_module`).
+      producers: per occurrence, the task whose result it reads (:class:`Producer`),
+        ``None`` where no task's result reaches it through reshapes alone (a model input,
+        a pad's or concat's result): what the tuner runs before each timed call
+        (:attr:`producer_cycle`).
     """
 
     key: str
@@ -140,13 +167,15 @@ class Task:
     moved_bytes: int = 0
     runs: tuple[int, ...] = ()
     placements: tuple[Placement | None, ...] = ()
+    producers: tuple[Producer | None, ...] = ()
 
     def merged(self, other: "Task") -> "Task":
         """This task with ``other``'s occurrences (same key) added."""
         return Task(**{**self.__dict__, "count": self.count + other.count,
                        "kernels": self.kernels + other.kernels,
                        "runs": self.occurrence_runs + other.occurrence_runs,
-                       "placements": self.occurrence_placements + other.occurrence_placements})
+                       "placements": self.occurrence_placements + other.occurrence_placements,
+                       "producers": self.occurrence_producers + other.occurrence_producers})
 
     @property
     def occurrence_placements(self) -> tuple[Placement | None, ...]:
@@ -161,6 +190,27 @@ class Task:
         for placement, runs in zip(self.occurrence_placements, self.occurrence_runs):
             executions[placement] += runs
         return executions.most_common(1)[0][0] if executions else None
+
+    @property
+    def occurrence_producers(self) -> tuple[Producer | None, ...]:
+        """:attr:`producers`, one per occurrence (``None`` each where they were not given)."""
+        return self.producers if len(self.producers) == self.count else (None,) * self.count
+
+    @property
+    def producer_cycle(self) -> tuple[Producer, ...]:
+        """The producers the tuner runs in turn, one before each timed call: each
+        occurrence's, repeated by its runs, from the (at most :data:`PRODUCERS_MEASURED`)
+        producers most executions read; empty when most executions read no task's result
+        (their arguments are then read back into the caches instead)."""
+        executions: Counter[Producer | None] = Counter()
+        for producer, runs in zip(self.occurrence_producers, self.occurrence_runs):
+            executions[producer] += runs
+        if 2 * (self.executions - executions[None]) <= self.executions:
+            return ()
+        kept = {p for p, _ in Counter({p: n for p, n in executions.items() if p is not None})
+                .most_common(PRODUCERS_MEASURED)}
+        return tuple(producer for producer, runs in zip(self.occurrence_producers, self.occurrence_runs)
+                     if producer in kept for _ in range(runs))
 
     @property
     def occurrence_runs(self) -> tuple[int, ...]:
@@ -230,18 +280,8 @@ def build_payload(ops: "list[ir.Operation]", results: "list[ir.Value]") -> ir.Mo
     """A new module whose ``@task`` function computes ``ops`` (of one block, in any order)
     and returns ``results``. Values from outside become arguments in first-use order, except
     shape-only inits and scalar constants, which are copied (:func:`_copyable`)."""
-    parent = ops[0].parent
-    block = getattr(parent, "operation", parent).regions[0].blocks[0]
-    position = {op.operation: index for index, op in enumerate(block.operations)}
-    ops = sorted(ops, key=position.__getitem__)
-    inside = set(ops)
-    outside: list[ir.Value] = []
-    for op in ops:
-        for value in [*op.operands, *_captured_values(op)]:
-            producer = defining_op(value)
-            if producer in inside or _copyable(producer) or any(value == v for v in outside):
-                continue
-            outside.append(value)
+    ops = _in_block_order(ops)
+    outside = payload_arguments(ops)
     with ops[0].context, ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
@@ -279,6 +319,61 @@ def build_payload(ops: "list[ir.Operation]", results: "list[ir.Value]") -> ir.Mo
                 mapping.extend(zip(op.results, twin.results))
             func.ReturnOp([mapped(r) for r in results])
         return module
+
+
+def _block_positions(op: ir.Operation) -> dict[ir.Operation, int]:
+    """Each op of ``op``'s block -> its index in the block."""
+    parent = op.parent
+    block = getattr(parent, "operation", parent).regions[0].blocks[0]
+    return {inner.operation: index for index, inner in enumerate(block.operations)}
+
+
+def _in_block_order(ops: "list[ir.Operation]") -> "list[ir.Operation]":
+    """``ops`` (of one block) in the block's order."""
+    return sorted(ops, key=_block_positions(ops[0]).__getitem__)
+
+
+def payload_arguments(ops: "list[ir.Operation]") -> list[ir.Value]:
+    """The values from outside ``ops`` (of one block) that their payload takes as arguments,
+    in first-use order (the order of the payload's ``@task`` arguments): all but shape-only
+    inits and scalar constants (:func:`_copyable`)."""
+    ops = _in_block_order(ops)
+    inside = set(ops)
+    outside: list[ir.Value] = []
+    for op in ops:
+        for value in [*op.operands, *_captured_values(op)]:
+            producer = defining_op(value)
+            if producer in inside or _copyable(producer) or any(value == v for v in outside):
+                continue
+            outside.append(value)
+    return outside
+
+
+# Ops whose result holds their operand's elements, in the same order, in another shape: a
+# producer's result reaches a task's argument through them unchanged (:func:`data_producer`).
+_RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
+
+
+def data_producer(ops: "list[ir.Operation]", produced: "Mapping[ir.Operation, str]") -> Producer | None:
+    """The :class:`Producer` of the argument of the payload of ``ops`` that the model
+    computes last before them: the one the result of an op in ``produced`` (a task's root
+    op -> that task's payload) reaches through reshapes alone, written by the latest such op
+    of their block. Why the latest: that kernel runs just before this one, and its result is
+    what sits in the cores' caches as it wrote it (a residual block's skip tensor, also an
+    argument, was written kernels earlier). ``None`` when no argument is produced so
+    (weights, model inputs, results that pass a pad or a concat first)."""
+    position = _block_positions(ops[0])
+    arguments = [v for v in payload_arguments(ops) if not _is_weight(defining_op(v))]
+    latest: tuple[int, Producer] | None = None
+    for index, value in enumerate(arguments):
+        owner = defining_op(value)
+        while owner is not None and owner.name in _RESHAPES:
+            owner = defining_op(owner.operands[0])
+        if owner is None or owner not in produced or owner not in position:
+            continue
+        if latest is None or position[owner] > latest[0]:
+            latest = (position[owner], Producer(produced[owner], index))
+    return latest[1] if latest is not None else None
 
 
 def _copyable(producer: ir.Operation | None) -> bool:
@@ -649,11 +744,14 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
         units = find_fusion_units(module.operation, nests) if fuse_groups else []
         in_units = {op for unit in units for op in unit.ops}
         found: dict[str, Task] = {}
-        described = [describe_unit(unit, nests) for unit in units] + [
-            describe_op(op, nest) for op, nest in analyzed if op not in in_units]
-        for task in described:
+        described = [(unit.ops, unit.root, describe_unit(unit, nests)) for unit in units] + [
+            ([op], op, describe_op(op, nest)) for op, nest in analyzed if op not in in_units]
+        produced = {getattr(root, "operation", root): task.payload
+                    for _, root, task in described if task is not None}
+        for ops, _, task in described:
             if task is None:
                 continue
+            task = replace(task, producers=(data_producer(list(ops), produced),))
             previous = found.get(task.key)
             found[task.key] = task if previous is None else previous.merged(task)
     if not found:

@@ -30,7 +30,7 @@ from ..runtime.timing import default_clock
 from ..schedule.records import IN_MODEL, RecordWriter, best_records, canonical_target, load_records
 from ..schedule.task import Task
 from ..compiler.compile import compile as compile_model
-from .measure import MeasureInput, RunnerOptions, build_candidate, cache_eviction, result_bytes, time_calls
+from .measure import MeasureInput, RunnerOptions, build_candidate, cache_eviction, producer_feed, time_calls
 from .measure import random_inputs as task_inputs
 
 
@@ -224,18 +224,19 @@ def side_by_side_times(model: Any, options: CompileOptions, records: "str | os.P
             job = MeasureInput(payload=task.payload, task=task.describe(),
                                config=applied[task.key].config if applied is not None else None,
                                target=target_key, threads=options.target.num_threads,
-                               placement=task.placement)
+                               placement=task.placement, producers=task.producer_cycle)
             module = build_candidate(job, Path(scratch), kernel_time=True)
-            candidates.append((module, task_inputs(module.signature)))
+            arguments = task_inputs(module.signature)
+            candidates.append((module, arguments, producer_feed(job, arguments)))
         package.profile(**inputs)  # first run: page faults, lazy binding
         model_samples: dict[str, list[float]] = {}
         tuner: list[list[float]] = [[] for _ in chosen]
         for _ in range(rounds):
             package.profile(**inputs)  # the model's caches as its previous run left them
             _add_kernel_totals(package, inputs, model_samples)
-            for samples, (module, arguments) in zip(tuner, candidates):
+            for samples, (module, arguments, feed) in zip(tuner, candidates):
                 samples.append(time_calls(lambda m=module, a=arguments: m(*a), runner, arguments,
-                                           options.target.num_threads, result_bytes(module.signature))[0])
+                                           options.target.num_threads, feed)[0])
     times = model_times(tasks, {name: statistics.median(values) for name, values in model_samples.items()})
     return [KernelAgreement(task, statistics.median(samples), times[task.key])
             for task, samples in zip(chosen, tuner)]

@@ -16,9 +16,10 @@ random inputs, compared with the default schedule's output (the task's first mea
 saves it; of a placed result, its slice: :func:`result_region`), then
 timed with :func:`tilecraft.runtime.timing.measure` (``number``, ``repeat``,
 ``min_repeat_ms``, on the clock ``RunnerOptions.clock`` names; with ``flush_cache``, as many
-bytes as the model touches in one run are read and the inputs read again before each call,
-which leaves the weights as cold and the inputs as warm as the model leaves them:
-:func:`cache_eviction`).
+bytes as the model touches in one run are read and then the task's producer run (the kernel
+that writes its input in the model, ``MeasureInput.producers``) or the inputs read again
+before each call, which leaves the weights as cold and the inputs as warm as the model
+leaves them: :func:`cache_eviction`, :func:`producer_feed`).
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ def _run_job(job: MeasureInput, options: RunnerOptions, scratch: Path) -> Measur
         if job.save_output is not None:
             np.save(job.save_output, output)
         costs = time_calls(lambda: module(*arguments), options, arguments, job.threads,
-                           result_bytes(module.signature))
+                           producer_feed(job, arguments))
     except Exception as error:  # noqa: BLE001
         return MeasureResult("run_error", error=f"{type(error).__name__}: {error}"[:2000],
                              elapsed=time.perf_counter() - start)
@@ -363,58 +364,99 @@ def _eviction_reader(nbytes: int) -> Callable[[], int]:
     return lambda: int(prefix.sum())
 
 
-def result_bytes(signature: Any) -> list[int]:
-    """Bytes of each result of static shape a call of ``signature`` allocates (the blocks
-    :func:`_cache_flusher` warms before each call); results of dynamic shape are left out."""
-    sizes = []
-    for spec in signature.results:
-        shape = spec.shape
-        if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
-            sizes.append(int(np.prod(shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize)
-    return sizes
+@dataclass
+class ProducerFeed:
+    """Runs a candidate's producers (:class:`~tilecraft.schedule.task.Producer`), one per
+    call in turn, each making its result, reshaped, the candidate's argument it feeds (an
+    element of the ``arguments`` list the timed call reads). In turn: a task whose
+    occurrences read different producers (ShuffleNet's 1x1 convolutions read a channel
+    shuffle's transpose in one branch, a depthwise convolution in the other) has in the
+    model the mean time over them."""
+
+    steps: "list[tuple[Any, list[np.ndarray], int]]"  # (compiled producer, its inputs, argument fed)
+    arguments: "list[np.ndarray]"  # the candidate's arguments
+    position: int = 0
+
+    @property
+    def index(self) -> int:
+        """The argument the next call's producer writes."""
+        return self.steps[self.position % len(self.steps)][2]
+
+    def __call__(self) -> None:
+        module, inputs, index = self.steps[self.position % len(self.steps)]
+        self.position += 1
+        shape = self.arguments[index].shape
+        self.arguments[index] = None  # type: ignore[call-overload]  # its block freed first
+        self.arguments[index] = module(*inputs).reshape(shape)
 
 
-# Bytes a warmed block exceeds the result it stands in for: the kernel's aligned allocation
-# asks a little more than the result's size, and a freed block too small for it would not be
-# reused (glibc then takes fresh memory from the heap's top).
-_WARM_SLACK_BYTES = 4096
+@functools.lru_cache(maxsize=8)
+def _producer_module(payload: str, target: str, threads: int | None) -> Any:
+    """A producer's default build in this worker, once per payload and target: no records
+    (the default is what the model runs unless that task was tuned too), no kernel timers
+    (its time is not the candidate's)."""
+    from mlir import ir
+
+    from ..pipelines.cpu import cpu_pipeline
+    from ..pipelines.jit.compiled_module import compile_ir
+    from ..schedule.task import measured_module
+
+    built_for = job_target(MeasureInput("", {}, None, target, threads=threads))
+    return compile_ir(measured_module(payload, ir.Context()), cpu_pipeline(built_for, opt_level=3), built_for)
 
 
-def _result_warmer(results: "Sequence[int]") -> Callable[[], None]:
-    """Writes and frees a block of each size in ``results``, so that the call's result
-    allocations, served from the blocks just freed, land in memory that is in cache.
-
-    Why: in a model a kernel stores its result into a block the allocator has just taken
-    back from an intermediate the kernels before it freed (runtime/malloc_policy.py keeps
-    freed blocks in the process), memory touched moments before. A candidate's result
-    block is the one its previous call freed, and the flush had evicted it: its stores
-    missed to memory. EfficientNet's 112x112x96 expansion (a 4.8 MB result) measured 0.74x
-    of its time in the model with a cold result, 1.04x warm (docs/tuning.md, "Faithful
-    measurement: where the result lands")."""
-    def warm() -> None:
-        for nbytes in results:
-            block = np.ones((nbytes + _WARM_SLACK_BYTES) // 8, dtype=np.int64)
-            del block
-
-    return warm
+def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerFeed | None:
+    """The feed of ``job.producers`` into ``arguments`` (the candidate's); ``None`` when the
+    job has none. A producer whose result does not fit the argument it names (another
+    element count or type) is left out, and with none left the arguments are read back into
+    the caches as without producers."""
+    steps: list[tuple[Any, list[np.ndarray], int]] = []
+    fitting: dict[str, tuple[Any, list[np.ndarray]] | None] = {}
+    for producer in job.producers:
+        if producer.payload not in fitting:
+            module = _producer_module(producer.payload, job.target, job.threads)
+            inputs = random_inputs(module.signature, seed=2)
+            sample = module(*inputs)
+            fits = (0 <= producer.argument < len(arguments) and isinstance(sample, np.ndarray)
+                    and sample.size == arguments[producer.argument].size
+                    and sample.dtype == arguments[producer.argument].dtype)
+            fitting[producer.payload] = (module, inputs) if fits else None
+        built = fitting[producer.payload]
+        if built is not None:
+            steps.append((built[0], built[1], producer.argument))
+    return ProducerFeed(steps, arguments) if steps else None
 
 
 def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
-                   nbytes: int | None = None, results: "Sequence[int]" = ()) -> Callable[[], None]:
-    """Reads ``nbytes`` (``None``: twice the last-level cache, every level evicted), warms
-    the blocks the call's ``results`` (their byte sizes) will be allocated in
-    (:func:`_result_warmer`), then brings ``arguments`` back in and wakes the parallel
-    runtime's threads (:func:`_pool_waker`): a kernel as the model runs it, reading its
-    inputs warm (just written), storing into recently freed memory, its weights as cold as
-    the model's run leaves them, the pool's threads running. A build for one thread
-    (``threads == 1``) runs no parallel loop, so no pool is woken."""
+                   nbytes: int | None = None, feed: ProducerFeed | None = None) -> Callable[[], None]:
+    """Reads ``nbytes`` (``None``: twice the last-level cache, every level evicted), then
+    brings ``arguments`` back in and wakes the parallel runtime's threads
+    (:func:`_pool_waker`): a kernel as the model runs it, reading its inputs warm (just
+    written), its weights as cold as the model's run leaves them, the pool's threads
+    running. A build for one thread (``threads == 1``) runs no parallel loop, so no pool is
+    woken.
+
+    With a ``feed``, the next producer writes the argument it feeds instead, after the
+    others are read, and no pool is woken (the producer's parallel loop just ended, as in
+    the model).
+
+    The call's result block is left as the eviction leaves it. Tried and taken out: writing
+    and freeing a block of each result's size first, so that the result landed in cached
+    memory; at one thread it made the tuner 12-28 % faster than the model on MobileNetV2's
+    placed expansions (20 of 30 within 15 % against 30 of 30 without, docs/tuning.md,
+    "Faithful measurement: the producer before the call")."""
     evict = _eviction_reader(2 * last_level_cache_bytes() if nbytes is None else nbytes)
-    warm = _result_warmer(results)
-    wake = None if threads == 1 else _pool_waker(threads)
+    wake = None if threads == 1 or feed is not None else _pool_waker(threads)
 
     def flush() -> None:
         evict()
-        warm()
+        if feed is not None:
+            fed = feed.index
+            for index, argument in enumerate(arguments):
+                if index != fed:
+                    argument.sum()
+            feed()
+            return
         for argument in arguments:
             argument.sum()  # reads it into the caches again
         if wake is not None:
@@ -425,7 +467,7 @@ def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
 
 def time_calls(call: Callable[[], Any], options: RunnerOptions,
                arguments: "list[np.ndarray] | None" = None, threads: int | None = None,
-               results: "Sequence[int]" = ()) -> list[float]:
+               feed: ProducerFeed | None = None) -> list[float]:
     """Seconds per call for each of ``options.repeat`` measurements: the kernels' time from
     the profiler's timers (``kernel_time``), else the wall time of the whole call. Each
     measurement runs ``number`` calls, doubled until it lasts ``min_repeat_ms``, after a
@@ -433,10 +475,11 @@ def time_calls(call: Callable[[], Any], options: RunnerOptions,
     (:func:`eviction_bytes`) and ``arguments`` read again before each call (``kernel_time``:
     untimed), else before each repeat. The clock is ``options.clock``'s (``None``: wall),
     the kernel timers' too; ``threads``: the candidate's thread count
-    (:attr:`MeasureInput.threads`), for the flush's pool waker; ``results``: the byte sizes
-    of the results a call allocates (:func:`result_bytes`), warmed by the flush."""
+    (:attr:`MeasureInput.threads`), for the flush's pool waker; ``feed``: the candidate's
+    producers, run by the flush (:func:`producer_feed`), so ``call`` must read
+    ``arguments`` when it runs."""
     evicted = eviction_bytes(options.flush_cache)
-    flush = _cache_flusher(arguments or [], threads, evicted, results) if evicted else None
+    flush = _cache_flusher(arguments or [], threads, evicted, feed) if evicted else None
     clock_name = options.clock or "wall"
     if not options.kernel_time:
         costs = []

@@ -33,7 +33,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..schedule.records import Record
-    from ..schedule.task import Placement
+    from ..schedule.task import Placement, Producer
     from ..schedule.space import Config, SearchSpace
 
 
@@ -60,6 +60,11 @@ class MeasureInput:
     # into that slice of a larger tensor, as the model's kernel does, and only that slice of
     # its output is checked (schedule/task.py's ``place_result``). ``None``: a tensor of its own.
     placement: "Placement | None" = None
+    # The kernels whose results the candidate reads (``Task.producer_cycle``): before each
+    # timed call the next one runs, its result becoming the argument it feeds
+    # (tuning/measure.py, ``producer_feed``), as the model's kernel reads its input just
+    # written by the kernel before it. Empty: the arguments are read back into the caches.
+    producers: "tuple[Producer, ...]" = ()
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ class MeasureSession:
             payload=state.task.payload, task=state.task.describe(), config=config,
             target=self.target_key, reference=state.reference,
             save_output=str(self._reference(state)) if config is None else None,
-            threads=self.threads, placement=state.task.placement,
+            threads=self.threads, placement=state.task.placement, producers=state.task.producer_cycle,
         )
 
     def _record(self, state: TaskState, config: dict[str, int] | None, name: str,
@@ -213,7 +213,7 @@ class MeasureSession:
                 rounds[i].append(self.runner.measure(MeasureInput(
                     payload=state.task.payload, task=state.task.describe(), config=config,
                     target=self.target_key, reference=state.reference, threads=self.threads,
-                    placement=state.task.placement)))
+                    placement=state.task.placement, producers=state.task.producer_cycle)))
         best_cost, best_config = math.inf, None
         round_costs: dict[int, list[float]] = {}
         for index, (config, results) in enumerate(zip(candidates, rounds)):

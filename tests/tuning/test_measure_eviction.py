@@ -64,7 +64,7 @@ def test_the_eviction_reads_the_bytes_it_says():
 def test_time_calls_reads_the_options_bytes_before_each_call(monkeypatch):
     seen = []
 
-    def flusher(arguments, threads=None, nbytes=None, results=()):
+    def flusher(arguments, threads=None, nbytes=None, feed=None):
         seen.append(nbytes)
         return lambda: seen.append("flush")
 
@@ -78,49 +78,56 @@ def test_time_calls_reads_the_options_bytes_before_each_call(monkeypatch):
     assert seen == []
 
 
-def test_the_flush_warms_the_result_blocks_before_it_reads_the_inputs(monkeypatch):
-    """Order inside the flush: evict, warm the blocks the results will land in, read the
-    inputs (the most recently touched, as a producer just wrote them), wake the pool."""
+class _Input:
+    """An argument that logs being read back into the caches."""
+
+    def __init__(self, name: str, steps: list) -> None:
+        self.name, self.steps = name, steps
+
+    def sum(self) -> None:
+        self.steps.append(("read", self.name))
+
+
+def test_the_flush_evicts_then_reads_the_inputs(monkeypatch):
+    """Order inside the flush: evict, then read the inputs (the most recently touched, as a
+    producer just wrote them); nothing is written into the result's future block."""
     steps = []
     monkeypatch.setattr(measure, "_eviction_reader", lambda nbytes: lambda: steps.append(("evict", nbytes)))
-    monkeypatch.setattr(measure, "_result_warmer", lambda results: lambda: steps.append(("warm", tuple(results))))
-
-    class Input:
-        def sum(self):
-            steps.append(("read",))
-
-    flush = measure._cache_flusher([Input()], threads=1, nbytes=5 * MIB, results=[3 * MIB])
+    flush = measure._cache_flusher([_Input("a", steps), _Input("b", steps)], threads=1, nbytes=5 * MIB)
     flush()
-    assert steps == [("evict", 5 * MIB), ("warm", (3 * MIB,)), ("read",)]
+    assert steps == [("evict", 5 * MIB), ("read", "a"), ("read", "b")]
 
 
-def test_a_call_stores_its_result_in_the_block_the_flush_warmed():
-    """The premise of warming result blocks: with freed memory kept in the process
-    (runtime/malloc_policy.py), a compiled call's result is allocated in the block of its
-    size that was freed just before, so the flush's writes leave that memory in cache."""
-    import numpy as np
+def test_with_a_feed_the_producer_writes_its_argument_last_and_in_turn(monkeypatch):
+    """With producers, the flush reads the other arguments, then the next producer in the
+    cycle writes the argument it feeds: the one the timed call reads last-written."""
+    steps = []
+    monkeypatch.setattr(measure, "_eviction_reader", lambda nbytes: lambda: steps.append(("evict", nbytes)))
 
-    from tilecraft.pipelines.cpu import cpu_pipeline
-    from tilecraft.pipelines.jit.compiled_module import compile_ir
-    from tilecraft.pipelines.target import Target
-    from tilecraft.runtime.malloc_policy import keep_freed_memory
-    from tilecraft.schedule import te
+    class Producer:
+        def __init__(self, name: str) -> None:
+            self.name = name
 
-    if not keep_freed_memory():
-        pytest.skip("the C library keeps no freed blocks here (not glibc, or tuned by the user)")
-    shape = (512, 1024)
-    x = te.placeholder(shape, name="x")
-    doubled = te.compute(shape, lambda i, j: x[i, j] * 2.0, name="doubled")
-    target = Target.parse("llvm")
-    module = compile_ir(te.create_func([x, doubled], "double"), cpu_pipeline(target), target)
-    sizes = measure.result_bytes(module.signature)
-    assert sizes == [512 * 1024 * 4]
-    argument = np.ones(shape, np.float32)
-    module(argument)  # the first call's result, freed at once as a tuning worker frees it
-    for _ in range(3):
-        block = np.ones((sizes[0] + measure._WARM_SLACK_BYTES) // 8, np.int64)  # as _result_warmer
-        start, end = block.ctypes.data, block.ctypes.data + block.nbytes
-        del block
-        result = module(argument)
-        assert start <= result.ctypes.data and result.ctypes.data + result.nbytes <= end
-        del result
+        def __call__(self) -> "Produced":
+            steps.append(("produce", self.name))
+            return Produced(self.name)
+
+    class Produced(_Input):
+        def __init__(self, name: str) -> None:
+            super().__init__(f"from {name}", steps)
+
+        def reshape(self, shape):
+            return self
+
+    arguments = [_Input("a", steps), _Input("b", steps)]
+    for argument in arguments:
+        argument.shape = (1,)
+    feed = measure.ProducerFeed([(Producer("p"), [], 0), (Producer("q"), [], 1)], arguments)
+    flush = measure._cache_flusher(arguments, threads=2, nbytes=MIB, feed=feed)
+    flush()
+    assert steps == [("evict", MIB), ("read", "b"), ("produce", "p")]
+    assert arguments[0].name == "from p"
+    steps.clear()
+    flush()
+    assert steps == [("evict", MIB), ("read", "from p"), ("produce", "q")]  # the cycle's next
+    assert arguments[1].name == "from q"
