@@ -262,6 +262,23 @@ def _rows_split(nest: LoopNest, batch: tuple[int, ...], image: tuple[int, ...], 
     return images % threads == 0 or (bool(image) and balanced_chunk(nest.ranges[image[0]], threads) is not None)
 
 
+def _pooling_rows(nest: LoopNest) -> bool:
+    """Whether an op's tasks take bands of output rows even where its rows split neither in 2
+    nor in 4 and a channel split would keep the threads as busy: pooling ops (NHWC).
+
+    Why: a pooling op does one compare or add per input element loaded, so it runs at the
+    speed its input streams in, and a task over a slice of the channels reads one 64-byte
+    line of every input pixel, a stride of the whole pixel apart (512 bytes at 128 channels),
+    where a band of rows reads its rows' pixels whole, contiguous. SqueezeNet's three 3x3/2
+    max pools (55, 27 and 13 output rows) took 8-16 channel tasks and ran at 2.4-2.6x
+    onnxruntime's time on two threads, hardly faster than on one; as bands of rows
+    (``busiest_chunk``: 11 x 5, 9 x 3, 13 x 1) 1.4-1.9x, their sum 0.24 -> 0.15 ms
+    (docs/performance.md, "Round 29: pooling at two threads"). Depthwise convolutions,
+    which also load an input vector per multiply-add, were not measured and keep the rule
+    of ``plan_convolution``."""
+    return nest.op_name.startswith("linalg.pooling")
+
+
 def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registers: int) -> OpSchedule:
     batch, image, out_channel, filter_loop, in_channel, depth = nest.convolution
     channel = conv_channel_dim(nest)
@@ -347,11 +364,12 @@ def plan_convolution(nest: LoopNest, tag: int, lanes: int, threads: int, registe
         thread[image[0]] = rows
     elif out_channel or channel is not None:
         # Rows that do not split evenly (7x7 layers, global pooling): split the channels,
-        # unless their tasks leave a thread idler than equal bands of rows would.
+        # unless their tasks leave a thread idler than equal bands of rows would, or the op
+        # is a pooling one (``_pooling_rows``).
         d = out_channel[-1] if out_channel else channel
         thread[d] = thread_chunk(nest.ranges[d], register[d], threads)
         band = busiest_chunk(nest.ranges[image[0]], threads) if len(image) > 1 else None
-        if band is not None and (busy_share(nest.ranges[image[0]] // band, threads)
+        if band is not None and (_pooling_rows(nest) or busy_share(nest.ranges[image[0]] // band, threads)
                                  > busy_share(nest.ranges[d] // thread[d], threads)):
             # SqueezeNet's 1x1 squeeze to 16 channels at 55x55 was one task (one 16-channel
             # register tile): 11 bands of 5 rows on 2 threads; 48 channels (3 tasks of 16)
