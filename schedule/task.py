@@ -197,20 +197,23 @@ class Task:
         return self.producers if len(self.producers) == self.count else (None,) * self.count
 
     @property
-    def producer_cycle(self) -> tuple[Producer, ...]:
-        """The producers the tuner runs in turn, one before each timed call: each
-        occurrence's, repeated by its runs, from the (at most :data:`PRODUCERS_MEASURED`)
-        producers most executions read; empty when most executions read no task's result
-        (their arguments are then read back into the caches instead)."""
-        executions: Counter[Producer | None] = Counter()
+    def producer_cycle(self) -> tuple[Producer | None, ...]:
+        """What the tuner runs before its timed calls, one entry per call in turn: each
+        occurrence's producer, repeated by its runs, ``None`` for an execution that reads no
+        task's result (its arguments are read back into the caches instead) and for
+        producers beyond the :data:`PRODUCERS_MEASURED` most executions read. Empty when no
+        occurrence has a producer. Why in turn: the task's time in the model is the mean
+        over its executions, whatever each one reads."""
+        executions: Counter[Producer] = Counter()
         for producer, runs in zip(self.occurrence_producers, self.occurrence_runs):
-            executions[producer] += runs
-        if 2 * (self.executions - executions[None]) <= self.executions:
+            if producer is not None:
+                executions[producer] += runs
+        kept = {producer for producer, _ in executions.most_common(PRODUCERS_MEASURED)}
+        if not kept:
             return ()
-        kept = {p for p, _ in Counter({p: n for p, n in executions.items() if p is not None})
-                .most_common(PRODUCERS_MEASURED)}
-        return tuple(producer for producer, runs in zip(self.occurrence_producers, self.occurrence_runs)
-                     if producer in kept for _ in range(runs))
+        return tuple(producer if producer in kept else None
+                     for producer, runs in zip(self.occurrence_producers, self.occurrence_runs)
+                     for _ in range(runs))
 
     @property
     def occurrence_runs(self) -> tuple[int, ...]:
@@ -354,17 +357,33 @@ def payload_arguments(ops: "list[ir.Operation]") -> list[ir.Value]:
 _RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
 
 
-def data_producer(ops: "list[ir.Operation]", produced: "Mapping[ir.Operation, str]") -> Producer | None:
+def moves_data_only(op: ir.Operation) -> bool:
+    """A transpose or copy: a ``linalg.transpose``/``linalg.copy``, or a ``linalg.generic``
+    whose body yields one of its block arguments unchanged."""
+    if op.name in ("linalg.transpose", "linalg.copy"):
+        return True
+    if op.name != "linalg.generic":
+        return False
+    body = list(op.regions[0].blocks[0].operations)
+    return (len(body) == 1 and len(body[0].operands) == 1
+            and isinstance(body[0].operands[0], ir.BlockArgument))
+
+
+def data_producer(ops: "list[ir.Operation]", produced: "Mapping[ir.Operation, str | None]") -> Producer | None:
     """The :class:`Producer` of the argument of the payload of ``ops`` that the model
     computes last before them: the one the result of an op in ``produced`` (a task's root
     op -> that task's payload) reaches through reshapes alone, written by the latest such op
     of their block. Why the latest: that kernel runs just before this one, and its result is
     what sits in the cores' caches as it wrote it (a residual block's skip tensor, also an
     argument, was written kernels earlier). ``None`` when no argument is produced so
-    (weights, model inputs, results that pass a pad or a concat first)."""
+    (weights, model inputs, results that pass a pad or a concat first), or when the latest
+    writer's payload is ``None`` in ``produced``: a transpose or copy
+    (:func:`moves_data_only`), which the stages after the schedule often fold into the
+    kernel before it (ShuffleNet's channel shuffles: its compiled model has no transpose
+    kernel), so running it would not be the model's order."""
     position = _block_positions(ops[0])
     arguments = [v for v in payload_arguments(ops) if not _is_weight(defining_op(v))]
-    latest: tuple[int, Producer] | None = None
+    latest: tuple[int, Producer | None] | None = None
     for index, value in enumerate(arguments):
         owner = defining_op(value)
         while owner is not None and owner.name in _RESHAPES:
@@ -372,7 +391,8 @@ def data_producer(ops: "list[ir.Operation]", produced: "Mapping[ir.Operation, st
         if owner is None or owner not in produced or owner not in position:
             continue
         if latest is None or position[owner] > latest[0]:
-            latest = (position[owner], Producer(produced[owner], index))
+            payload = produced[owner]
+            latest = (position[owner], Producer(payload, index) if payload is not None else None)
     return latest[1] if latest is not None else None
 
 
@@ -746,8 +766,8 @@ def extract_tasks(model: Any, target: "str | Target" = "llvm", *,
         found: dict[str, Task] = {}
         described = [(unit.ops, unit.root, describe_unit(unit, nests)) for unit in units] + [
             ([op], op, describe_op(op, nest)) for op, nest in analyzed if op not in in_units]
-        produced = {getattr(root, "operation", root): task.payload
-                    for _, root, task in described if task is not None}
+        roots = {getattr(root, "operation", root): task for _, root, task in described if task is not None}
+        produced = {root: None if moves_data_only(root) else task.payload for root, task in roots.items()}
         for ops, _, task in described:
             if task is None:
                 continue

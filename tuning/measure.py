@@ -366,25 +366,30 @@ def _eviction_reader(nbytes: int) -> Callable[[], int]:
 
 @dataclass
 class ProducerFeed:
-    """Runs a candidate's producers (:class:`~tilecraft.schedule.task.Producer`), one per
-    call in turn, each making its result, reshaped, the candidate's argument it feeds (an
-    element of the ``arguments`` list the timed call reads). In turn: a task whose
-    occurrences read different producers (ShuffleNet's 1x1 convolutions read a channel
-    shuffle's transpose in one branch, a depthwise convolution in the other) has in the
-    model the mean time over them."""
+    """Runs a candidate's producers (:class:`~tilecraft.schedule.task.Producer`), one step
+    per call in turn, each making its result, reshaped, the candidate's argument it feeds
+    (an element of the ``arguments`` list the timed call reads); a ``None`` step runs
+    nothing (that call's arguments are read back, as for an execution in the model that
+    reads no kernel's result). In turn: a task's time in the model is the mean over its
+    executions, and they may read different producers (ShuffleNet's 1x1 convolutions read a
+    depthwise convolution's result in one branch, a channel split in the other)."""
 
-    steps: "list[tuple[Any, list[np.ndarray], int]]"  # (compiled producer, its inputs, argument fed)
+    steps: "list[tuple[Any, list[np.ndarray], int] | None]"  # (compiled producer, its inputs, argument fed)
     arguments: "list[np.ndarray]"  # the candidate's arguments
     position: int = 0
 
     @property
-    def index(self) -> int:
-        """The argument the next call's producer writes."""
-        return self.steps[self.position % len(self.steps)][2]
+    def index(self) -> int | None:
+        """The argument the next step's producer writes; ``None`` for a read-back step."""
+        step = self.steps[self.position % len(self.steps)]
+        return step[2] if step is not None else None
 
     def __call__(self) -> None:
-        module, inputs, index = self.steps[self.position % len(self.steps)]
+        step = self.steps[self.position % len(self.steps)]
         self.position += 1
+        if step is None:
+            return
+        module, inputs, index = step
         shape = self.arguments[index].shape
         self.arguments[index] = None  # type: ignore[call-overload]  # its block freed first
         self.arguments[index] = module(*inputs).reshape(shape)
@@ -406,13 +411,15 @@ def _producer_module(payload: str, target: str, threads: int | None) -> Any:
 
 
 def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerFeed | None:
-    """The feed of ``job.producers`` into ``arguments`` (the candidate's); ``None`` when the
-    job has none. A producer whose result does not fit the argument it names (another
-    element count or type) is left out, and with none left the arguments are read back into
-    the caches as without producers."""
-    steps: list[tuple[Any, list[np.ndarray], int]] = []
+    """The feed of ``job.producers`` into ``arguments`` (the candidate's); ``None`` when no
+    producer is left. A producer whose result does not fit the argument it names (another
+    element count or type) becomes a read-back step."""
+    steps: list[tuple[Any, list[np.ndarray], int] | None] = []
     fitting: dict[str, tuple[Any, list[np.ndarray]] | None] = {}
     for producer in job.producers:
+        if producer is None:
+            steps.append(None)
+            continue
         if producer.payload not in fitting:
             module = _producer_module(producer.payload, job.target, job.threads)
             inputs = random_inputs(module.signature, seed=2)
@@ -422,9 +429,8 @@ def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerF
                     and sample.dtype == arguments[producer.argument].dtype)
             fitting[producer.payload] = (module, inputs) if fits else None
         built = fitting[producer.payload]
-        if built is not None:
-            steps.append((built[0], built[1], producer.argument))
-    return ProducerFeed(steps, arguments) if steps else None
+        steps.append((built[0], built[1], producer.argument) if built is not None else None)
+    return ProducerFeed(steps, arguments) if any(step is not None for step in steps) else None
 
 
 def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
@@ -436,9 +442,9 @@ def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
     running. A build for one thread (``threads == 1``) runs no parallel loop, so no pool is
     woken.
 
-    With a ``feed``, the next producer writes the argument it feeds instead, after the
-    others are read, and no pool is woken (the producer's parallel loop just ended, as in
-    the model).
+    With a ``feed``, the next step's producer writes the argument it feeds instead, after
+    the others are read, and no pool is woken (the producer's parallel loop just ended, as
+    in the model); a read-back step of the feed flushes as without one.
 
     The call's result block is left as the eviction leaves it. Tried and taken out: writing
     and freeing a block of each result's size first, so that the result landed in cached
@@ -446,20 +452,17 @@ def _cache_flusher(arguments: "list[np.ndarray]", threads: int | None = None,
     placed expansions (20 of 30 within 15 % against 30 of 30 without, docs/tuning.md,
     "Faithful measurement: the producer before the call")."""
     evict = _eviction_reader(2 * last_level_cache_bytes() if nbytes is None else nbytes)
-    wake = None if threads == 1 or feed is not None else _pool_waker(threads)
+    wake = None if threads == 1 else _pool_waker(threads)
 
     def flush() -> None:
         evict()
+        fed = feed.index if feed is not None else None
+        for index, argument in enumerate(arguments):
+            if index != fed:
+                argument.sum()  # reads it into the caches again
         if feed is not None:
-            fed = feed.index
-            for index, argument in enumerate(arguments):
-                if index != fed:
-                    argument.sum()
-            feed()
-            return
-        for argument in arguments:
-            argument.sum()  # reads it into the caches again
-        if wake is not None:
+            feed()  # the next step: a producer writes argument ``fed``, or nothing
+        if fed is None and wake is not None:
             wake()
 
     return flush

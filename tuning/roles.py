@@ -63,8 +63,9 @@ class MeasureInput:
     # The kernels whose results the candidate reads (``Task.producer_cycle``): before each
     # timed call the next one runs, its result becoming the argument it feeds
     # (tuning/measure.py, ``producer_feed``), as the model's kernel reads its input just
-    # written by the kernel before it. Empty: the arguments are read back into the caches.
-    producers: "tuple[Producer, ...]" = ()
+    # written by the kernel before it; a ``None`` entry reads the arguments back into the
+    # caches for that call. Empty: every call reads them back.
+    producers: "tuple[Producer | None, ...]" = ()
 
 
 @dataclass(frozen=True)
