@@ -413,7 +413,8 @@ def _producer_module(payload: str, target: str, threads: int | None) -> Any:
 def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerFeed | None:
     """The feed of ``job.producers`` into ``arguments`` (the candidate's); ``None`` when no
     producer is left. A producer whose result does not fit the argument it names (another
-    element count or type) becomes a read-back step."""
+    element count or type), or that fails to build or run (a warning says why: it only sets
+    the cache state, so the candidate's measurement goes on), becomes a read-back step."""
     steps: list[tuple[Any, list[np.ndarray], int] | None] = []
     fitting: dict[str, tuple[Any, list[np.ndarray]] | None] = {}
     for producer in job.producers:
@@ -421,9 +422,17 @@ def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerF
             steps.append(None)
             continue
         if producer.payload not in fitting:
-            module = _producer_module(producer.payload, job.target, job.threads)
-            inputs = random_inputs(module.signature, seed=2)
-            sample = module(*inputs)
+            try:
+                module = _producer_module(producer.payload, job.target, job.threads)
+                inputs = random_inputs(module.signature, seed=2)
+                sample = module(*inputs)
+            except Exception as error:  # noqa: BLE001 - the producer only sets the cache state
+                warnings.warn(f"the producer of {job.task.get('name', 'a task')} did not build or run "
+                              f"({type(error).__name__}: {error}); its input is read back instead",
+                              RuntimeWarning, stacklevel=2)
+                fitting[producer.payload] = None
+                steps.append(None)
+                continue
             fits = (0 <= producer.argument < len(arguments) and isinstance(sample, np.ndarray)
                     and sample.size == arguments[producer.argument].size
                     and sample.dtype == arguments[producer.argument].dtype)

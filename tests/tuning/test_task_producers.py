@@ -164,6 +164,9 @@ def test_a_producer_that_does_not_fit_is_left_out(tasks):
     assert producer_feed(_job(consumer, (wrong_size, out_of_range)), arguments) is None
     assert producer_feed(_job(consumer, ()), arguments) is None
     assert producer_feed(_job(consumer, (None, None)), arguments) is None
+    broken = Producer("module { func.func @task( }", 0)  # a payload that does not parse
+    with pytest.warns(RuntimeWarning, match="did not build or run"):
+        assert producer_feed(_job(consumer, (broken,)), arguments) is None
 
 
 def test_a_worker_times_a_candidate_after_its_producer(tasks, tmp_path: Path):
