@@ -35,6 +35,9 @@ import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from thread_balance import add_package_arguments, labelled_packages, random_feeds  # noqa: E402
 
 # (name, op, channels, size, attributes): the pooling class in the suite and in unseen models.
 # Each entry is a 1x1 convolution to ``channels`` over a ``size`` x ``size`` map, its ReLU, the
@@ -113,18 +116,12 @@ def kernels_main(args: argparse.Namespace) -> None:
     import onnx
     import onnxruntime
 
-    sys.path.insert(0, HERE)
-    from thread_balance import random_feeds  # noqa: E402
-
     from tilecraft.runtime.package import load
 
     model = onnx.load(args.model, load_external_data=False)
     feeds = random_feeds(model)
     packages = {}
-    for item in args.packages:
-        label, _, path = item.partition("=")
-        if not path:
-            raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
+    for label, path in labelled_packages(args.packages):
         packages[label] = load(path)
         if args.clock != "wall":
             packages[label].use_profile_clock(args.clock)
@@ -195,9 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     export = commands.add_parser("export", help="the pooling-class model as ONNX")
     export.add_argument("-o", "--output", required=True)
     kernels = commands.add_parser("kernels", help="per-kernel minima of --profile packages beside onnxruntime's")
-    kernels.add_argument("model", help="the ONNX model the packages were compiled from")
-    kernels.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
-    kernels.add_argument("--threads", type=int, default=2, help="onnxruntime's intra-op threads")
+    add_package_arguments(kernels, "onnxruntime's intra-op threads")
     kernels.add_argument("--rounds", type=int, default=31, help="profiled calls per runtime, alternating")
     kernels.add_argument("--pause-s", type=float, default=0.02, help="pause before each call")
     kernels.add_argument("--match", default="Pool", help="kernels whose name holds this are listed")

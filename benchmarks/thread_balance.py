@@ -258,10 +258,7 @@ def package_runners(args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
         session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
         reference = session.run(None, feeds)[0]
         runners["onnxruntime"] = lambda: session.run(None, feeds)
-    for item in args.packages:
-        label, _, path = item.partition("=")
-        if not path:
-            raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
+    for label, path in labelled_packages(args.packages):
         module = load_module(path)
         out = module(**feeds)
         out = np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
@@ -352,6 +349,25 @@ def calls_main(args: argparse.Namespace) -> None:
               f"{f.median_ms / first.median_ms:8.2f} {f.fastest_ms / first.fastest_ms:9.2f} {f.p10_ms / first.p10_ms:6.2f}")
 
 
+def add_package_arguments(command: argparse.ArgumentParser, threads_help: str) -> None:
+    """The model, its ``LABEL=PACKAGE`` packages and onnxruntime's thread count: the
+    arguments every command comparing packages beside onnxruntime takes."""
+    command.add_argument("model", help="the ONNX model the packages were compiled from")
+    command.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
+    command.add_argument("--threads", type=int, default=2, help=threads_help)
+
+
+def labelled_packages(items: list[str]) -> list[tuple[str, str]]:
+    """``LABEL=PACKAGE`` command-line items as (label, path) pairs; exits naming a malformed one."""
+    pairs = []
+    for item in items:
+        label, _, path = item.partition("=")
+        if not path:
+            raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
+        pairs.append((label, path))
+    return pairs
+
+
 def kernel_prefix(name: str, depth: int) -> str:
     """The first ``depth`` components of a kernel's name (``/blocks/blocks.3/mlp/...`` at
     depth 2: ``/blocks/blocks.3``); names with fewer components: ``other``."""
@@ -374,10 +390,7 @@ def kernels_main(args: argparse.Namespace) -> None:
     model = onnx.load(args.model, load_external_data=False)
     feeds = random_feeds(model)
     packages = {}
-    for item in args.packages:
-        label, _, path = item.partition("=")
-        if not path:
-            raise SystemExit(f"expected LABEL=PACKAGE, got {item!r}")
+    for label, path in labelled_packages(args.packages):
         packages[label] = load(path)
     best: dict[str, dict[int, tuple[float, str]]] = {label: {} for label in packages}
     for _ in range(args.rounds):
@@ -441,18 +454,14 @@ def main(argv: list[str] | None = None) -> None:
                                      "parallel loops)")
     export.add_argument("-o", "--output", required=True)
     disturb = commands.add_parser("disturb", help="packages and onnxruntime, quiet and disturbed")
-    disturb.add_argument("model", help="the ONNX model the packages were compiled from")
-    disturb.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
-    disturb.add_argument("--threads", type=int, default=2, help="onnxruntime's threads (the packages' are theirs)")
+    add_package_arguments(disturb, "onnxruntime's threads (the packages' are theirs)")
     disturb.add_argument("--cpu", type=int, default=1, help="the core the disturbance is pinned to")
     disturb.add_argument("--spin-ms", type=float, default=2.0)
     disturb.add_argument("--sleep-ms", type=float, default=2.0)
     disturb.add_argument("--rounds", type=int, default=9, help="alternating blocks per runtime and state")
     disturb.add_argument("--sample-s", type=float, default=0.1, help="seconds per timed block")
     calls = commands.add_parser("calls", help="packages and onnxruntime: median, fastest and 10th-percentile call")
-    calls.add_argument("model", help="the ONNX model the packages were compiled from")
-    calls.add_argument("packages", nargs="+", metavar="LABEL=PACKAGE")
-    calls.add_argument("--threads", type=int, default=2, help="onnxruntime's threads (the packages' are theirs)")
+    add_package_arguments(calls, "onnxruntime's threads (the packages' are theirs)")
     calls.add_argument("--rounds", type=int, default=15, help="alternating blocks per runtime")
     calls.add_argument("--sample-s", type=float, default=0.15, help="seconds per timed block")
     kernels = commands.add_parser("kernels", help="packages compiled with --profile: per-kernel minima, "
