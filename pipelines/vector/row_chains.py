@@ -42,6 +42,8 @@ ELEMENTWISE_BY_ROWS = "tilecraft-elementwise-by-rows"
 # Dialects whose vector ops (other than those in _NOT_ELEMENTWISE) apply lane by lane.
 _ELEMENTWISE_DIALECTS = ("arith", "math")
 _NOT_ELEMENTWISE = frozenset({"arith.constant"})
+# Ops a run may hold that stay where they are (splats, row broadcasts: _is_movable_source).
+_MOVABLE = frozenset({"arith.constant", "vector.broadcast"})
 
 
 def _vector_shape(value: ir.Value) -> tuple[int, ...] | None:
@@ -83,7 +85,7 @@ def _runs(block: ir.Block) -> list[list[ir.Operation]]:
     shape: tuple[int, ...] | None = None
 
     def close() -> None:
-        if sum(1 for op in current if op.name not in ("arith.constant", "vector.broadcast")) >= 2:
+        if sum(1 for op in current if op.name not in _MOVABLE) >= 2:
             runs.append(list(current))
         current.clear()
 
@@ -107,24 +109,29 @@ def _row_type(value: ir.Value) -> ir.Type:
 
 
 def _rewrite(run: Sequence[ir.Operation]) -> None:
+    """Emit ``run`` (from :func:`_runs`) row by row after its last op and replace its
+    results' uses after it by the rows put back together."""
     shape = _vector_shape(run[0].results[0])
     in_run = {op.results[0]: op for op in run}
     last = run[-1]
     rows: dict[ir.Value, list[ir.Value]] = {}
     positions = list(itertools.product(*(range(n) for n in shape[:-1])))
+    computed = [op for op in run if op.name not in _MOVABLE]
     with ir.InsertionPoint.after(last), last.location:
         for index, position in enumerate(positions):
-            for op in run:
-                if op.name in ("arith.constant", "vector.broadcast"):
-                    continue
+            outside: dict[ir.Value, ir.Value] = {}  # this row of each operand from outside the chain
+            for op in computed:
                 operands = []
                 for operand in op.operands:
                     if operand in rows:
                         operands.append(rows[operand][index])
-                    else:
-                        operands.append(vector.extract(operand, [], list(position)))
+                        continue
+                    if operand not in outside:
+                        outside[operand] = vector.extract(operand, [], list(position))
+                    operands.append(outside[operand])
+                attributes = {name: op.attributes[name] for name in op.attributes}
                 new = ir.Operation.create(op.name, results=[_row_type(op.results[0])], operands=operands,
-                                          attributes={name: op.attributes[name] for name in op.attributes}, loc=op.location)
+                                          attributes=attributes, loc=op.location)
                 rows.setdefault(op.results[0], []).append(new.results[0])
         for op in run:
             result = op.results[0]
