@@ -98,7 +98,8 @@ def pipeline(rows: bool) -> Pipeline:
     return default.replace("vector", [p for p in default.stage("vector").passes if p != ELEMENTWISE_BY_ROWS])
 
 
-def compile_variant(name: str, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+def compile_variant(name: str, x: torch.Tensor) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.nn.Module]:
+    """The variant compiled (no compile cache), and its PyTorch model."""
     activation, sigmoid, rows = VARIANTS[name]
     torch.manual_seed(0)
     model = Conv1x1(activation()).eval()
