@@ -43,6 +43,7 @@ from .target import Target
 from .vector.vector_contract import CANONICALIZE_UNIT_CONTRACTIONS
 from .vector.strided_gathers import UNIT_STRIDE_GATHERS
 from .vector.transpose_shuffles import TRANSPOSE_SHUFFLES
+from .vector.row_chains import ELEMENTWISE_BY_ROWS
 from .vector.vector_math import APPROXIMATE_EXP, DIVIDE_BY_RECIPROCAL, REASSOCIATE_REDUCTIONS
 from .vector.integer_round_trips import FOLD_INTEGER_ROUND_TRIPS
 
@@ -229,12 +230,14 @@ def lowering_stages(target: Target, *, checked: bool = False) -> tuple[Stage, ..
               # UNIT_STRIDE_GATHERS: LLVM's lowering of a gather needs a unit innermost stride.
               # TRANSPOSE_SHUFFLES: register-tile transposes as butterfly shuffles, before the
               # transfers are unrolled (MLIR's lowering moved them element by element).
+              # ELEMENTWISE_BY_ROWS: a register tile's epilogue (after the exp's expansion) row
+              # by row; op by op, every row's intermediates were live at once (row_chains.py).
               ((VNNI_DOTS_PASS,) if target.has_avx512_vnni else ()) + (UNIT_STRIDE_GATHERS, FOLD_INTEGER_ROUND_TRIPS,
                DIVIDE_BY_RECIPROCAL, TRANSPOSE_SHUFFLES,
                CANONICALIZE_UNIT_CONTRACTIONS,
                "func.func(lower-vector-multi-reduction{lowering-strategy=inner-reduction})",
                REASSOCIATE_REDUCTIONS, "convert-vector-to-scf{full-unroll=true}",
-               APPROXIMATE_EXP, "canonicalize"),
+               APPROXIMATE_EXP, ELEMENTWISE_BY_ROWS, "canonicalize"),
               "multi-reductions to 1-D reductions (lanes summed as a tree); unroll vector "
               "transfers to 1-D (no alloca in loops); vector exp as a polynomial"),
         Stage("llvm",
