@@ -331,16 +331,19 @@ def _block_positions(op: ir.Operation) -> dict[ir.Operation, int]:
     return {inner.operation: index for index, inner in enumerate(block.operations)}
 
 
-def _in_block_order(ops: "list[ir.Operation]") -> "list[ir.Operation]":
-    """``ops`` (of one block) in the block's order."""
-    return sorted(ops, key=_block_positions(ops[0]).__getitem__)
+def _in_block_order(ops: "list[ir.Operation]",
+                    position: "Mapping[ir.Operation, int] | None" = None) -> "list[ir.Operation]":
+    """``ops`` (of one block) in the block's order (``position``: the block's
+    :func:`_block_positions`, when the caller has them)."""
+    return sorted(ops, key=(position or _block_positions(ops[0])).__getitem__)
 
 
-def payload_arguments(ops: "list[ir.Operation]") -> list[ir.Value]:
+def payload_arguments(ops: "list[ir.Operation]",
+                      position: "Mapping[ir.Operation, int] | None" = None) -> list[ir.Value]:
     """The values from outside ``ops`` (of one block) that their payload takes as arguments,
     in first-use order (the order of the payload's ``@task`` arguments): all but shape-only
     inits and scalar constants (:func:`_copyable`)."""
-    ops = _in_block_order(ops)
+    ops = _in_block_order(ops, position)
     inside = set(ops)
     outside: list[ir.Value] = []
     for op in ops:
@@ -382,7 +385,7 @@ def data_producer(ops: "list[ir.Operation]", produced: "Mapping[ir.Operation, st
     kernel before it (ShuffleNet's channel shuffles: its compiled model has no transpose
     kernel), so running it would not be the model's order."""
     position = _block_positions(ops[0])
-    arguments = [v for v in payload_arguments(ops) if not _is_weight(defining_op(v))]
+    arguments = [v for v in payload_arguments(ops, position) if not _is_weight(defining_op(v))]
     latest: tuple[int, Producer | None] | None = None
     for index, value in enumerate(arguments):
         owner = defining_op(value)

@@ -396,18 +396,17 @@ class ProducerFeed:
 
 
 @functools.lru_cache(maxsize=8)
-def _producer_module(payload: str, target: str, threads: int | None) -> Any:
-    """A producer's default build in this worker, once per payload and target: no records
-    (the default is what the model runs unless that task was tuned too), no kernel timers
-    (its time is not the candidate's)."""
+def _producer_module(payload: str, target: "Target") -> Any:
+    """A producer's default build in this worker, once per payload and target (the
+    candidate's, :func:`job_target`): no records (the default is what the model runs unless
+    that task was tuned too), no kernel timers (its time is not the candidate's)."""
     from mlir import ir
 
     from ..pipelines.cpu import cpu_pipeline
     from ..pipelines.jit.compiled_module import compile_ir
     from ..schedule.task import measured_module
 
-    built_for = job_target(MeasureInput("", {}, None, target, threads=threads))
-    return compile_ir(measured_module(payload, ir.Context()), cpu_pipeline(built_for, opt_level=3), built_for)
+    return compile_ir(measured_module(payload, ir.Context()), cpu_pipeline(target, opt_level=3), target)
 
 
 def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerFeed | None:
@@ -423,7 +422,7 @@ def producer_feed(job: MeasureInput, arguments: "list[np.ndarray]") -> ProducerF
             continue
         if producer.payload not in fitting:
             try:
-                module = _producer_module(producer.payload, job.target, job.threads)
+                module = _producer_module(producer.payload, job_target(job))
                 inputs = random_inputs(module.signature, seed=2)
                 sample = module(*inputs)
             except Exception as error:  # noqa: BLE001 - the producer only sets the cache state
