@@ -10,8 +10,9 @@ The emitters pick the *named* linalg op for the case (``linalg.conv_2d_nchw_fchw
 schedule decomposes and vectorizes named convolutions. A grouped 2-D convolution of static
 shape is a loop over its groups of one ``linalg.conv_2d_nhwc_hwcf`` each (the named op the
 schedule vectorizes; there is none for groups); of dynamic shape it is
-``linalg.conv_2d_ngchw_gfchw`` (scalar loops), and grouped 3-D convolutions, which have no
-named op, a ``linalg.generic``.
+``linalg.conv_2d_ngchw_gfchw`` (scalar loops). A 3-D convolution of static shape, grouped
+or not, is a sum over its depth taps of 2-D ones (``_conv_3d_as_2d``); of dynamic shape,
+grouped, it has no named op and is a ``linalg.generic``.
 The input is padded once with ``tensor.pad`` and the accumulator is a ``linalg.fill``
 (which the schedule fuses into each task); bias and rounding are one elementwise op.
 """
@@ -453,33 +454,45 @@ def _conv_1d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
 
 def _conv_3d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: Sequence[int],
                    padding_low: Sequence[int], padding_high: Sequence[int],
-                   dilations: Sequence[int]) -> ir.Value:
+                   dilations: Sequence[int], groups: int) -> ir.Value:
     """A 3-D convolution as a sum over the filter's depth taps of 2-D ones, each over the
     frames it reads stacked as images: with x in NDHWC (one transpose), tap t reads frames
     t * dilation + stride * d, a slice whose (N * D_out) images feed a 2-D convolution that
     accumulates into the previous tap's result. The 2-D convolutions sit between NCHW <->
     NHWC transposes that the layout pass cancels, so they run in NHWC with the 2-D
     schedules. Why: linalg's 3-D convolutions have no decomposition to vectorize and ran as
-    scalar loops (a C3D-style net far behind onnxruntime, docs/performance.md, round 15)."""
+    scalar loops (a C3D-style net far behind onnxruntime, docs/performance.md, round 15).
+
+    Grouped and depthwise filters take the same taps: each tap is the 2-D convolution
+    :func:`_unbiased_conv` emits for its groups (one NHWC convolution per group, or the
+    depthwise named op), and the taps' results are added (the fusion pass makes each add
+    the next tap's epilogue). Why: they had no named op and ran as one scalar
+    ``linalg.generic``, 10-13x onnxruntime's time for a video net's depthwise 3x3x3 or
+    grouped 1x3x3 (docs/performance.md, "Grouped and depthwise 3-D convolutions")."""
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
-    filters, channels, depth_taps, *kernel = core.static_shape(w)
+    filters, group_channels, depth_taps, *kernel = core.static_shape(w)
     x = core.pad_constant(x, [0, 0, *padding_low], [0, 0, *padding_high], 0)
-    n, _, depth, height, width = core.static_shape(x)
+    n, channels, depth, height, width = core.static_shape(x)
     out_depth = window_output_extent(depth, 0, 0, depth_taps, strides[0], dilations[0])
     out_height = window_output_extent(height, 0, 0, kernel[0], strides[1], dilations[1])
     out_width = window_output_extent(width, 0, 0, kernel[1], strides[2], dilations[2])
     frames = core.transpose(x, [0, 2, 3, 4, 1])  # N, D, H, W, C
     frame_type = ir.RankedTensorType.get([n, out_depth, height, width, channels], element)
-    result = core.filled([n * out_depth, filters, out_height, out_width], 0, accumulator)
     windows = {"strides": list(strides[1:]), "dilations": list(dilations[1:])}
+    result = core.filled([n * out_depth, filters, out_height, out_width], 0, accumulator) if groups == 1 else None
     for tap in range(depth_taps):
         taps = tensor.extract_slice(frame_type, frames, [], [], [], [0, tap * dilations[0], 0, 0, 0],
                                     [n, out_depth, height, width, channels], [1, strides[0], 1, 1, 1])
         images = core.transpose(collapse(taps, [[0, 1], [2], [3], [4]]), [0, 3, 1, 2])  # NCHW view
-        w_tap = tensor.extract_slice(ir.RankedTensorType.get([filters, channels, *kernel], element), w, [], [], [],
-                                     [0, 0, tap, 0, 0], [filters, channels, 1, *kernel], [1, 1, 1, 1, 1])
-        result = _CONV[2](images, w_tap, outs=[result], **windows)
+        w_tap = tensor.extract_slice(ir.RankedTensorType.get([filters, group_channels, *kernel], element), w, [], [],
+                                     [], [0, 0, tap, 0, 0], [filters, group_channels, 1, *kernel], [1, 1, 1, 1, 1])
+        if groups == 1:
+            result = _CONV[2](images, w_tap, outs=[result], **windows)
+            continue
+        tap_result = _unbiased_conv(images, w_tap, padding_low=[0, 0], padding_high=[0, 0], groups=groups,
+                                    **windows)
+        result = tap_result if result is None else _sum(result, tap_result)
     nhwc = core.transpose(result, [0, 2, 3, 1])
     volume = expand(nhwc, [[0, 1], [2], [3], [4]], [n, out_depth, out_height, out_width, filters])
     return _add_bias(core.transpose(volume, [0, 4, 1, 2, 3]), bias, element)
@@ -512,9 +525,28 @@ def conv(
     if spatial == 1:
         return _conv_1d_as_2d(x, w, bias, strides=strides, padding_low=padding_low,
                               padding_high=padding_high, dilations=dilations, groups=groups)
-    if spatial == 3 and groups == 1 and None not in core.static_shape(x):
+    if spatial == 3 and None not in core.static_shape(x):
         return _conv_3d_as_2d(x, w, bias, strides=strides, padding_low=padding_low,
-                              padding_high=padding_high, dilations=dilations)
+                              padding_high=padding_high, dilations=dilations, groups=groups)
+    element = core.tensor_type(x).element_type
+    return _add_bias(_unbiased_conv(x, w, strides=strides, padding_low=padding_low, padding_high=padding_high,
+                                    dilations=dilations, groups=groups), bias, element)
+
+
+def _sum(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a + b`` elementwise, in their (accumulator) element type."""
+    element = core.tensor_type(a).element_type
+    add = arith.addf if core.is_float(element) else arith.addi
+    return core.elementwise([a, b], element, add, extents=core.sizes(a))
+
+
+def _unbiased_conv(x: ir.Value, w: ir.Value, *, strides: Sequence[int], padding_low: Sequence[int],
+                   padding_high: Sequence[int], dilations: Sequence[int], groups: int) -> ir.Value:
+    """The convolution of :func:`conv` without its bias, in the accumulator type: the op the
+    case calls for (a matmul for pointwise filters, a named op, one NHWC convolution per
+    group, or a generic where linalg has no named op)."""
+    spatial = core.tensor_type(x).rank - 2
+    filters, group_channels, *kernel = core.static_shape(w)
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
     x = _with_static_channels(x, group_channels * groups)
@@ -561,7 +593,7 @@ def conv(
         else:
             grouped = _grouped_generic(xg, wg, init, strides, dilations)
         result = collapse(grouped, x_groups)
-    return _add_bias(result, bias, element)
+    return result
 
 
 # --- 8-bit integer convolution -------------------------------------------------------------

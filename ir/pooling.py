@@ -125,6 +125,8 @@ def _named_pool(
     rows = _named_pool(planes, kind, kernel[1:], strides[1:], dilations[1:],
                        out[1:], fill, accumulator)
     rows = expand(rows, [[0], [1, 2], [3], [4]], [n, c, d, *out[1:]])
+    if kernel[0] == 1 and strides[0] == 1:
+        return rows  # a window one plane deep (a video net's (1, k, k) pool): nothing to pool over depth
     columns = collapse(rows, [[0], [1], [2], [3, 4]])
     flat = core.sizes(columns)[3]
     depth = _named_pool(columns, kind, [kernel[0], 1], [strides[0], 1], [dilations[0], 1],

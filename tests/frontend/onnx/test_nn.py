@@ -240,6 +240,14 @@ def test_einsum_bad_equation():
         ((1, 2, 5, 6, 5), (3, 2, 3, 3, 2), {"pads": [1, 0, 1, 1, 0, 0]}),
         ((2, 3, 7, 6, 5), (4, 3, 3, 2, 3), {"strides": [2, 1, 2], "dilations": [2, 1, 1], "pads": [1, 0, 1, 0, 1, 1]}),
         pytest.param((1, 4, 5, 5, 5), (4, 2, 3, 3, 3), {"group": 2}, marks=SCALAR_FALLBACK),
+        # Grouped and depthwise 3-D: the same depth taps, each a grouped or depthwise 2-D
+        # convolution, the taps' results added.
+        ((1, 8, 5, 9, 9), (8, 1, 3, 3, 3), {"group": 8, "pads": [1, 1, 1, 1, 1, 1], "strides": [1, 2, 2]}),
+        ((1, 32, 4, 8, 8), (32, 8, 1, 3, 3), {"group": 4, "pads": [0, 1, 1, 0, 1, 1]}),
+        ((2, 32, 7, 6, 6), (32, 8, 3, 3, 3), {"group": 4, "strides": [2, 1, 1], "dilations": [2, 1, 1],
+                                              "pads": [2, 1, 1, 2, 1, 1]}),
+        pytest.param((1, 4, 4, 6, 6), (8, 1, 3, 3, 3), {"group": 4, "pads": [1] * 6},
+                     marks=SCALAR_FALLBACK),  # multiplier 2
     ],
 )
 def test_conv(x_shape, w_shape, attributes):
@@ -255,6 +263,27 @@ def test_conv_dtypes_runtime_filter_dynamic_batch(dtype, opset):
     check_node("Conv", {"x": rand(2, 3, 7, 7, dtype=dtype), "w": rand(4, 3, 3, 3, dtype=dtype),
                         "b": rand(4, dtype=dtype)},
                attributes={"pads": [1, 1, 1, 1]}, dynamic=["x"], opset=opset, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("channels, w_shape, group", [(8, (8, 1, 3, 3, 3), 8), (32, (32, 8, 1, 3, 3), 4)])
+def test_grouped_conv_3d_is_2d_convolutions_per_depth_tap(channels, w_shape, group):
+    """Depthwise and grouped 3-D filters take the depth taps of plain ones: 2-D convolutions
+    over stacked frames (a depthwise named op, or one NHWC convolution per group), never a
+    generic reducing over the 3-D window, which ran as scalar loops without a warning."""
+    model = make_model("Conv", {"x": rand(1, channels, 4, 8, 8)}, constants={"w": rand(*w_shape)},
+                       attributes={"group": group, "pads": [1, 1, 1, 1, 1, 1]})
+    simplified = tilecraft.compile(model, cache=False, keep_ir=True).ir("simplify")
+    window_reductions = [line for line in simplified.splitlines()
+                         if "linalg.generic" in line and line.count('"reduction"') >= 3]
+    assert not window_reductions, window_reductions
+    assert ("linalg.depthwise_conv_2d_nhwc_hwc" if group == channels else "linalg.conv_2d_nhwc_hwcf") in simplified
+
+
+def test_grouped_conv_3d_dynamic_batch():
+    """A grouped 3-D convolution whose batch is known only at the call keeps the generic
+    (no static frames to stack) and is still right."""
+    check_node("Conv", {"x": rand(2, 8, 4, 5, 5)}, constants={"w": rand(8, 2, 3, 3, 3), "b": rand(8)},
+               attributes={"group": 4, "pads": [1] * 6}, dynamic=["x"], rtol=1e-4, atol=1e-4)
 
 
 def test_conv_resnet50_3x3():
@@ -383,6 +412,9 @@ POOL_CASES = [
     ((1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [1, 0, 1, 0, 1, 1]}),
     ((1, 1, 6, 6, 6), {"kernel_shape": [2, 2, 2], "dilations": [2, 2, 2], "ceil_mode": 1,
                        "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1]}),
+    # One plane deep (a video net's spatial pool): no pool over depth at all, or a strided one.
+    ((1, 3, 4, 7, 7), {"kernel_shape": [1, 3, 3], "strides": [1, 2, 2], "pads": [0, 1, 1, 0, 1, 1]}),
+    ((1, 2, 5, 6, 6), {"kernel_shape": [1, 2, 2], "strides": [2, 2, 2]}),
 ]
 
 
