@@ -201,5 +201,93 @@ def mlp_mixer(tiny: bool = False):
     return Mixer(), (torch.randn(1, 3, size, size),)
 
 
+def pointnet(tiny: bool = False):
+    """A PointNet classifier: shared per-point MLPs as 1x1 Conv1d with BatchNorm1d over 1024
+    points, a max over the points, a 3-layer head to 40 classes."""
+    torch, nn, F = _torch()
+    points = 64 if tiny else 1024
+
+    class PointNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv1d(3, 64, 1), nn.BatchNorm1d(64), nn.ReLU(),
+                                          nn.Conv1d(64, 128, 1), nn.BatchNorm1d(128), nn.ReLU(),
+                                          nn.Conv1d(128, 1024, 1), nn.BatchNorm1d(1024))
+            self.head = nn.Sequential(nn.Linear(1024, 512), nn.BatchNorm1d(512), nn.ReLU(),
+                                      nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 40))
+
+        def forward(self, x):
+            return self.head(torch.max(self.features(x), dim=2)[0])
+
+    return PointNet(), (torch.randn(1, 3, points),)
+
+
+def tcn(tiny: bool = False):
+    """A temporal convolutional network: causal dilated Conv1d (dilations 1-32, left padding)
+    with residual connections over 1000 steps, a 1x1 head."""
+    torch, nn, F = _torch()
+    channels, steps = (16, 64) if tiny else (64, 1000)
+
+    class TCN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Conv1d(16, channels, 1)
+            self.convs = nn.ModuleList(nn.Conv1d(channels, channels, 3, dilation=2 ** i) for i in range(6))
+            self.out = nn.Conv1d(channels, 10, 1)
+
+        def forward(self, x):
+            h = self.inp(x)
+            for conv in self.convs:
+                h = h + F.relu(conv(F.pad(h, (2 * conv.dilation[0], 0))))
+            return self.out(h)
+
+    return TCN(), (torch.randn(1, 16, steps),)
+
+
+def transformer_decoder(tiny: bool = False):
+    """A transformer decoder: causal self-attention, cross-attention to 60 encoder frames,
+    post-norm, ReLU FFN (nn.TransformerDecoder), 2 layers, 40 target tokens, width 256."""
+    torch, nn, F = _torch()
+    dim, heads = (32, 4) if tiny else (256, 8)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.TransformerDecoder(
+                nn.TransformerDecoderLayer(dim, heads, 4 * dim, batch_first=True, dropout=0.0), 2)
+
+        def forward(self, target, memory):
+            tokens = target.shape[1]
+            mask = torch.triu(torch.full((tokens, tokens), float("-inf")), 1)
+            return self.layers(target, memory, tgt_mask=mask)
+
+    return Decoder(), (torch.randn(1, 8 if tiny else 40, dim), torch.randn(1, 12 if tiny else 60, dim))
+
+
+def conformer_conv(tiny: bool = False):
+    """Conformer convolution modules: LayerNorm, pointwise Conv1d + GLU, depthwise Conv1d of
+    kernel 31, BatchNorm1d, SiLU, pointwise Conv1d, residual; 3 modules over 200 frames."""
+    torch, nn, F = _torch()
+    dim, frames = (32, 40) if tiny else (144, 200)
+
+    class Module(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(dim)
+            self.pointwise1, self.pointwise2 = nn.Conv1d(dim, 2 * dim, 1), nn.Conv1d(dim, dim, 1)
+            self.depthwise = nn.Conv1d(dim, dim, 31, padding=15, groups=dim)
+            self.batch_norm = nn.BatchNorm1d(dim)
+
+        def forward(self, x):
+            y = F.glu(self.pointwise1(self.norm(x).transpose(1, 2)), dim=1)
+            y = self.pointwise2(F.silu(self.batch_norm(self.depthwise(y))))
+            return x + y.transpose(1, 2)
+
+    return nn.Sequential(Module(), Module(), Module()), (torch.randn(1, frames, dim),)
+
+
 BUILDERS = {"unet": unet, "yolo": yolo, "wav2vec_frontend": wav2vec_frontend, "lstm": lstm,
-            "diffusion_resblocks": diffusion_resblocks, "mlp_mixer": mlp_mixer}
+            "diffusion_resblocks": diffusion_resblocks, "mlp_mixer": mlp_mixer,
+            # Added 2026-12-01 (round 30), checked once before any change was made for them.
+            "pointnet": pointnet, "tcn": tcn, "transformer_decoder": transformer_decoder,
+            "conformer_conv": conformer_conv}
