@@ -158,6 +158,59 @@ def test_top_k_ties_keep_lower_index_first(largest, axis):
     np.testing.assert_array_equal(np.signbit(values), np.signbit(expected))
 
 
+def _numpy_top_k(x: np.ndarray, k: int, axis: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """numpy's order: stable on ties, NaN above every number (first when largest, last
+    otherwise): a stable sort on the values, then a stable one on NaN-or-not."""
+    if x.dtype.kind == "f":
+        nan = np.isnan(x)
+        order = np.argsort(np.where(nan, 0, -x if largest else x), axis=axis, kind="stable")
+        group = np.take_along_axis(nan != largest, order, axis=axis)  # NaNs: group 0 when largest
+        order = np.take_along_axis(order, np.argsort(group, axis=axis, kind="stable"), axis=axis)
+    else:
+        order = np.argsort(-x.astype(np.int64) if largest else x, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, indices, axis=axis), indices
+
+
+@pytest.mark.parametrize("k", [1, 5, 16, 17])  # 17: past the selection passes, ranked instead
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype, axis", [(np.float32, -1), (np.float32, 1), (np.int32, -1), (np.uint8, 0)])
+def test_top_k_matches_numpy_order(k, largest, dtype, axis):
+    """Every k up to SELECTION_PASSES_AT_MOST is selected pass by pass (ir/reduction.py,
+    _top_k_by_passes), beyond it ranked: both orders agree with numpy's stable sort on ties,
+    NaN, infinities and integer extremes, on any axis."""
+    rng = np.random.default_rng(k)
+    if np.dtype(dtype).kind == "f":
+        x = rng.integers(-5, 5, size=(3, 40, 20)).astype(dtype)  # many ties
+        x[0, :6, 0] = [np.nan, np.inf, -np.inf, np.nan, 0.0, -0.0]
+        x[1, 3:9, 1] = np.nan
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, int(info.max) + 1, size=(20, 3, 24), dtype=dtype)
+        x[0, 0, :4] = [info.min, info.max, info.min, info.max]
+    extent = x.shape[axis]
+    options = dict(constants={"k": np.array([min(k, extent)], np.int64)},
+                   attributes={"axis": axis, "largest": largest}, opset=11, num_outputs=2)
+    compiled = tilecraft.compile(make_model("TopK", {"x": x}, **options))
+    values, indices = compiled(x=x)
+    expected_values, expected_indices = _numpy_top_k(x, min(k, extent), axis, bool(largest))
+    np.testing.assert_array_equal(indices, expected_indices)
+    np.testing.assert_array_equal(values, expected_values)
+
+
+def test_top_k_passes_over_an_axis_known_at_the_call():
+    x = np.random.default_rng(7).integers(-3, 3, size=(30, 4)).astype(np.float32)
+    x[2, 1] = np.nan
+    options = dict(constants={"k": np.array([4], np.int64)}, attributes={"axis": 0, "largest": 0},
+                   opset=11, num_outputs=2)
+    compiled = tilecraft.compile(make_model("TopK", {"x": x}, dynamic=["x"], **options))
+    for rows in (30, 9):
+        values, indices = compiled(x=x[:rows])
+        expected_values, expected_indices = _numpy_top_k(x[:rows], 4, 0, False)
+        np.testing.assert_array_equal(indices, expected_indices)
+        np.testing.assert_array_equal(values, expected_values)
+
+
 def test_top_k_old_opset_and_runtime_k():
     x = rand((3, 7), np.int32)
     check_node("TopK", {"x": x}, attributes={"k": 2}, opset=9, num_outputs=2)
