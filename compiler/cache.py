@@ -84,8 +84,9 @@ ENABLE_ENV = "TILECRAFT_COMPILE_CACHE"
 _NOT_KEYED = frozenset({"TILECRAFT_CACHE_DIR", SIZE_ENV, ENABLE_ENV})
 # The run-time check reporter every entry links (the same file packages link).
 _CHECKS_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "runtime_checks.c"
-# Source folders whose content decides the code (a digest of them is part of the key).
-_CODE_FOLDERS = ("compiler", "dialects", "frontend", "pipelines", "runtime", "schedule")
+# Folders of the checkout that are not the compiler: an edit there changes no compiled code
+# (a digest of every other source file is part of the key).
+_NOT_CODE_FOLDERS = frozenset({"tests", "benchmarks", "examples", "docs"})
 _CODE_SUFFIXES = (".py", ".c", ".mlir", ".json")
 
 
@@ -127,15 +128,24 @@ def cacheable(options: CompileOptions) -> bool:
 
 # ---- the key -----------------------------------------------------------------------------
 
+def code_files() -> list[Path]:
+    """tilecraft's own source files whose content decides compiled code: the top-level
+    modules and every subpackage (a folder with ``__init__.py``) but tests and benchmarks.
+    Why every subpackage: a hand-picked list missed ``ir/`` (the emitters every frontend
+    calls), so an edited emitter was served the old machine code from the cache."""
+    root = Path(__file__).resolve().parent.parent
+    files = sorted(p for p in root.glob("*.py") if p.name != "setup.py")
+    for folder in sorted(d for d in root.iterdir() if (d / "__init__.py").is_file() and d.name not in _NOT_CODE_FOLDERS):
+        files += sorted(p for p in folder.rglob("*") if p.suffix in _CODE_SUFFIXES and p.is_file())
+    return files
+
+
 @cache
 def _code_digest() -> str:
-    """SHA-256 over tilecraft's own source files (read once per process)."""
+    """SHA-256 over :func:`code_files` (read once per process)."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    files = [root / "__init__.py", root / "errors.py"]
-    for folder in _CODE_FOLDERS:
-        files += sorted(p for p in (root / folder).rglob("*") if p.suffix in _CODE_SUFFIXES and p.is_file())
-    for path in files:
+    for path in code_files():
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -161,6 +161,19 @@ def test_each_changed_input_misses(cache_folder, model_file, tmp_path, monkeypat
     assert compile_cache.cache_key(digest, base) != key
 
 
+def test_the_code_digest_covers_every_compiler_package():
+    """An edit to any module that shapes compiled code misses the cache: the emitters (ir/),
+    targets, TOPI and the builder included (ir/ was once left out and an edited emitter
+    was served stale code); tests and benchmarks are not code of the compiler."""
+    root = Path(compile_cache.__file__).resolve().parent.parent
+    names = {str(p.relative_to(root)) for p in compile_cache.code_files()}
+    for module in ("ir/conv.py", "ir/reduction.py", "frontend/onnx/ops/nn.py", "pipelines/vector/row_chains.py",
+                   "schedule/conv_plan.py", "targets/__init__.py", "topi/__init__.py", "runtime/async_runtime.c",
+                   "__init__.py", "errors.py"):
+        assert module in names, module
+    assert not any(name.startswith(("tests/", "benchmarks/", "examples/", ".venv/")) for name in names)
+
+
 @pytest.mark.parametrize("damage", ["library", "object", "entry", "truncated"])
 def test_a_corrupt_entry_is_recompiled(cache_folder, model_file, x, damage):
     tilecraft.compile(str(model_file), cache=True)
