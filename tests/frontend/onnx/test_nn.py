@@ -366,6 +366,12 @@ def test_conv_bad_attributes():
         ((2, 3, 4, 5), (3, 4, 2, 2), {"strides": [2, 2]}),
         ((1, 3, 4, 5), (3, 2, 3, 2), {"strides": [3, 2]}),
         ((1, 3, 5), (3, 2, 4), {"strides": [4]}),
+        # Strided 2-D: one matmul of the pixels by the taps, then the blocks overlap-added.
+        ((1, 8, 5, 6), (8, 4, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # DCGAN/VAE upsampling
+        ((2, 5, 4, 4), (5, 3, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+        ((1, 6, 5, 5), (6, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+        ((1, 4, 4, 3), (4, 5, 5, 4), {"strides": [3, 2], "pads": [2, 0, 1, 3]}),
+        ((1, 4, 3, 3), (4, 2, 1, 1), {"strides": [2, 2]}),  # kernel smaller than the stride
     ],
 )
 def test_conv_transpose(x_shape, w_shape, attributes):
