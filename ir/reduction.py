@@ -578,7 +578,41 @@ def cumulative(
     (``j < i`` when ``exclusive``; ``j >= i`` / ``j > i`` when ``reverse``)."""
     if kind not in ("sum", "prod"):
         raise OperandError(f"cumulative {kind!r}: expected 'sum' or 'prod'")
-    return _cumulative(x, axis, kind, exclusive, reverse)
+    return _blocked_cumulative(x, axis, kind, exclusive, reverse)
+
+
+# Scan lengths up to this are one triangular reduction (n^2 along the axis); longer ones are
+# scanned in blocks of SCAN_BLOCK (:func:`_blocked_cumulative`).
+SCAN_TRIANGLE_AT_MOST = 32
+SCAN_BLOCK = 4
+
+
+def _blocked_cumulative(x: ir.Value, axis: int, kind: str, exclusive: bool, reverse: bool) -> ir.Value:
+    """A scan of a long static axis in blocks: the axis (padded with the identity to whole
+    blocks) viewed as (blocks, SCAN_BLOCK); each block scanned alone (triangular, O(n * B)),
+    each block's total combined, the totals scanned exclusively (recursively, so O(n * B)
+    over all levels), and every element combined with its block's prefix. Why: the single
+    triangular reduction is O(n^2): a running mean over 2048 steps took 94 ms against
+    onnxruntime's 0.06. A short or dynamic axis keeps the single reduction."""
+    extent = core.static_shape(x)[axis]
+    if extent is None or extent <= SCAN_TRIANGLE_AT_MOST:
+        return _cumulative(x, axis, kind, exclusive, reverse)
+    element = core.tensor_type(x).element_type
+    rank = core.tensor_type(x).rank
+    blocks = -(-extent // SCAN_BLOCK)
+    identity_value = 0 if kind == "sum" else 1
+    padded = core.pad_constant(x, [0] * rank, [blocks * SCAN_BLOCK - extent if d == axis else 0 for d in range(rank)],
+                               identity_value)
+    sizes = core.sizes(padded)
+    groups = [[d] for d in range(axis)] + [[axis, axis + 1]] + [[d + 1] for d in range(axis + 1, rank)]
+    blocked = reshapes.expand(padded, groups, [*sizes[:axis], blocks, SCAN_BLOCK, *sizes[axis + 1:]])
+    within = _cumulative(blocked, axis + 1, kind, exclusive, reverse)
+    totals = reduce(blocked, [axis + 1], kind)                                # ..., blocks, ...
+    before = _blocked_cumulative(totals, axis, kind, True, reverse)           # the other blocks' part
+    before = reshapes.expand(before, groups, [*sizes[:axis], blocks, 1, *sizes[axis + 1:]])
+    combined = core.elementwise([within, before], element, lambda w, b: combine(kind, w, b),
+                                extents=core.sizes(within))
+    return movement.slice_axis(reshapes.collapse(combined, groups), axis, 0, extent)
 
 
 def _cumulative(x: ir.Value, axis: int, kind: str, exclusive: bool, reverse: bool) -> ir.Value:
