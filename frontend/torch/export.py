@@ -36,6 +36,33 @@ def _training_submodules(module: torch.nn.Module) -> list[str]:
             if m.training and not isinstance(m, _RANDOM_IN_TRAINING)]
 
 
+_TRANSFORMER = torch.nn.modules.transformer
+_PATCH_LOCK = threading.Lock()
+
+
+def _causal_only_when_told(mask: "torch.Tensor | None", is_causal: "bool | None" = None,
+                           size: "int | None" = None) -> bool:
+    """``nn.Transformer*``'s causal-mask detection without looking at the mask's values."""
+    return is_causal is True
+
+
+@contextlib.contextmanager
+def _no_causal_mask_detection() -> Iterator[None]:
+    """During export, ``nn.TransformerEncoder``/``Decoder`` do not compare a given mask with a
+    causal one. Why: the comparison (``bool((mask == causal).all())``) branches on tensor
+    values, which ``torch.export`` cannot trace ("could not guard on data-dependent
+    expression"), so every model built from PyTorch's own transformer layers with a mask was
+    refused. The detection only lets eager pick a causal kernel in place of the mask; the
+    mask is still applied, so the numbers are the same."""
+    with _PATCH_LOCK:
+        detect = _TRANSFORMER._detect_is_causal_mask
+        _TRANSFORMER._detect_is_causal_mask = _causal_only_when_told
+        try:
+            yield
+        finally:
+            _TRANSFORMER._detect_is_causal_mask = detect
+
+
 def export(
     module: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor] | torch.Tensor,
@@ -59,7 +86,8 @@ def export(
             "call module.eval() first")
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     try:
-        program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
+        with _no_causal_mask_detection():
+            program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
         return decompose(program)
     except (torch._dynamo.exc.UserError, torch._dynamo.exc.Unsupported, RuntimeError, TypeError,
             ValueError, AssertionError, IndexError) as error:  # IndexError: a dim out of range
