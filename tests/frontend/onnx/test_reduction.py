@@ -198,6 +198,23 @@ def test_top_k_matches_numpy_order(k, largest, dtype, axis):
     np.testing.assert_array_equal(values, expected_values)
 
 
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype, k", [(np.float32, 40), (np.int32, 30)])
+def test_top_k_of_a_larger_k_selects_in_a_loop(largest, dtype, k):
+    """k past SELECTION_PASSES_AT_MOST but at most a quarter of the axis: the same slots in
+    an scf.for (_top_k_by_loop), in numpy's order."""
+    x = np.random.default_rng(k).integers(-50, 50, size=(3, 200)).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[0, [3, 9]] = np.nan
+        x[1, :3] = [np.inf, -np.inf, -0.0]
+    options = dict(constants={"k": np.array([k], np.int64)}, attributes={"axis": -1, "largest": largest},
+                   opset=11, num_outputs=2)
+    values, indices = tilecraft.compile(make_model("TopK", {"x": x}, **options))(x=x)
+    expected_values, expected_indices = _numpy_top_k(x, k, -1, bool(largest))
+    np.testing.assert_array_equal(indices, expected_indices)
+    np.testing.assert_array_equal(values, expected_values)
+
+
 def test_top_k_passes_over_an_axis_known_at_the_call():
     x = np.random.default_rng(7).integers(-3, 3, size=(30, 4)).astype(np.float32)
     x[2, 1] = np.nan
