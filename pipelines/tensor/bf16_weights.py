@@ -93,6 +93,13 @@ def _weight_constants(function: ir.Operation) -> list[tuple[ir.Operation, int, i
     return found
 
 
+def _key(op: ir.Operation) -> ir.Operation:
+    """One key per operation whichever Python wrapper reaches it: each read of an operand's
+    owner makes a new wrapper (``id()`` differs), while ``ir.Operation`` compares and hashes
+    by the operation itself."""
+    return op.operation
+
+
 def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0,
                           configs: "Mapping[str, KernelConfig] | None" = None) -> int:
     """Rewrite the weights of ``function``'s contractions; returns how many were rewritten.
@@ -103,28 +110,31 @@ def store_weights_as_bf16(function: ir.Operation, kernel_threads: int = 0,
     found = _weight_constants(function)
     if not found:
         return 0
-    constants = list({id(c): c for _, _, c in found}.values())
-    arrays = dict(zip(map(id, constants), resource_arrays(constants)))
-    widened: dict[int, ir.Value] = {}
+    # Keyed by the operation, not by the Python object: two reads of one constant come back
+    # as two wrappers of it, and erasing it twice crashed the process (CBAM's shared MLP,
+    # applied to its average- and its max-pooled features).
+    constants = list({_key(c): c for _, _, c in found}.values())
+    arrays = dict(zip(map(_key, constants), resource_arrays(constants)))
+    widened: dict[ir.Operation, ir.Value] = {}
     module = function.parent if kernel_threads else None
     for op, index, constant in found:
         if kernel_threads and index == 1 and takes_row_span_kernel(op):
-            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads, configs, row_span=True)
+            to_bf16_kernel(module, op, np.asarray(arrays[_key(constant)]), kernel_threads, configs, row_span=True)
             continue
         if kernel_threads and index == 1 and odd_channels(op):
-            op = _even_channels_for_kernel(op, np.asarray(arrays[id(constant)]), module, kernel_threads)
+            op = _even_channels_for_kernel(op, np.asarray(arrays[_key(constant)]), module, kernel_threads)
             if op is None:
                 continue
         if kernel_threads and index == 1 and takes_kernel(op):
-            to_bf16_kernel(module, op, np.asarray(arrays[id(constant)]), kernel_threads, configs)
+            to_bf16_kernel(module, op, np.asarray(arrays[_key(constant)]), kernel_threads, configs)
             continue
-        if id(constant) not in widened:
+        if _key(constant) not in widened:
             with ir.InsertionPoint(constant), constant.location:
-                narrow = core.constant(np.asarray(arrays[id(constant)]).astype(ml_dtypes.bfloat16),
+                narrow = core.constant(np.asarray(arrays[_key(constant)]).astype(ml_dtypes.bfloat16),
                                        name="bf16_weight")
                 f32 = ir.F32Type.get()
-                widened[id(constant)] = core.elementwise([narrow], f32, lambda x: arith.extf(f32, x))
-        op.operands[index] = widened[id(constant)]
+                widened[_key(constant)] = core.elementwise([narrow], f32, lambda x: arith.extf(f32, x))
+        op.operands[index] = widened[_key(constant)]
     for constant in constants:
         if not list(constant.results[0].uses):
             constant.erase()

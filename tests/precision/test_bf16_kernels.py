@@ -403,3 +403,23 @@ def test_bf16_kernels_keep_filters_written_in_place_unpadded():
     with pytest.raises(TilecraftError, match="destination-padding must be 0 or 1"):
         tilecraft.compile(source, target=target, cache=False,
                           pipeline=f32.replace("graph", [f"{PAD_MATMUL_EXTENTS}{{destination-padding=maybe}}"]))(x)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64-v3"])  # bf16 kernels where the host has them; widened weights
+def test_one_weight_read_by_two_matmuls_is_stored_once(target):
+    """A weight shared by two contractions (CBAM's channel MLP, applied to the average- and
+    the max-pooled features): its constant is met twice, through two Python wrappers of one
+    operation, and was erased twice (a segmentation fault). Both products stay right."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("MatMul", ["b", "w"], ["q"]),
+             helper.make_node("Add", ["p", "q"], ["y"])]
+    graph_ = helper.make_graph(nodes, "shared",
+                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, [8, 64]) for n in ("a", "b")],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 48])],
+                               initializer=[numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph_, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    a, b = rng.standard_normal((2, 8, 64)).astype(np.float32)
+    compiled = tilecraft.compile(model, precision="bf16", target=target, cache=False)
+    expected = (a + b) @ w.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(compiled(a=a, b=b), expected, rtol=2e-2, atol=2e-2 * np.abs(expected).max())
