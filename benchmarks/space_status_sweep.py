@@ -117,6 +117,14 @@ def broadcast_gate() -> Any:
     return _onnx(nodes, {"x": (1, 37, 13, 13), "s": (1, 37, 1, 1)}, {"b": (1, 1, 13, 1)})
 
 
+def _layer_norm(shape: tuple[int, ...]) -> Any:
+    """LayerNormalization over the last axis (a reduction, then a broadcast elementwise)."""
+    from onnx import helper
+
+    return _onnx([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5)],
+                 {"x": shape}, {"g": shape[-1:], "b": shape[-1:]})
+
+
 def te_case(func: str, args: tuple[int, ...]) -> Callable[[], Any]:
     """A user's TE compute, registered as tests/tuning/test_tuning_op_classes.py registers it."""
     def build() -> Any:
@@ -179,6 +187,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "batch_matmul_197_tokens": matmul((3, 197, 64), (3, 64, 197)),
     "gemv_256x71": matmul((1, 256), (256, 71), constant_b=True),
     "matmul_37x53x71": matmul((37, 53), (53, 71), constant_b=True),
+    "gemm_transposed_b": one_op("Gemm", {"a": (37, 96), "b": (128, 96)}, transB=1),
+    "layernorm_49x71": lambda: _layer_norm((3, 49, 71)),
     "reduce_mean_rows": one_op("ReduceMean", {"x": (37, 101)}, axes=[1], keepdims=0),
     "reduce_max_columns": one_op("ReduceMax", {"x": (71, 37)}, axes=[0], keepdims=1),
     "softmax_197": one_op("Softmax", {"x": (3, 197, 197)}, axis=-1),
@@ -239,12 +249,13 @@ def sample_points(space: Any, count: int, rng: random.Random) -> list[dict[str, 
 
 def spaces_for(task: Any, names: list[str], target: Any) -> list[tuple[str, Any]]:
     """The spaces of ``task`` a run can search, by name, without duplicates (``generated``
-    is the hand space for matmul and conv2d)."""
+    is the hand space for matmul and conv2d, the sketch space for the other kinds)."""
     from tilecraft.tuning.space_generators import GeneratedSpaceGenerator, space_generator_for
 
     chosen = []
     for name in names:
-        if name == "generated" and "hand" in names and task.kind in GeneratedSpaceGenerator.HAND_KINDS:
+        same = "hand" if task.kind in GeneratedSpaceGenerator.HAND_KINDS else "sketch"
+        if name == "generated" and same in names:
             continue
         chosen.append((name, space_generator_for(target, name).generate(task)))
     return chosen

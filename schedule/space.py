@@ -357,12 +357,10 @@ class MatmulSpace(ScheduleSpace):
                  "has none that divides it, the last partial tile is peeled)"),
             Knob("step_k", _divisors(K, [1, 2, 4], include=(d["step_k"],)),
                  "reduction step: outer products per loop iteration"),
-            Knob("pack_a", (0, 1) if self._packable(0, self.m) else (0,),
-                 "copy each reg_m x cache_k sliver of A to a contiguous buffer (A indexed by "
-                 "other loops too: never)"),
-            Knob("pack_b", (0, 1) if self._packable(1, self.n) and not self.panels else (0,),
+            Knob("pack_a", (0, 1), "copy each reg_m x cache_k sliver of A to a contiguous buffer"),
+            Knob("pack_b", (0,) if self.panels else (0, 1),
                  "copy each cache_k x reg_n panel of B to a contiguous buffer (weights already "
-                 "in panels, or B indexed by other loops: never)"),
+                 "in panels: never)"),
             Knob("n_outer", (0, 1), "loop order of the register tiles: N outside M (1) or M "
                  "outside N (0); with pack_b, N is always outside, with pack_a M"),
         ] + ([Knob("par_nb", _divisors(self.nest.ranges[self.panels[0]],
@@ -373,19 +371,6 @@ class MatmulSpace(ScheduleSpace):
                                           include=(d["reg_nb"],)),
                       "weight panels side by side in the register tile (its columns: reg_nb x reg_n)"),
                  ] if self.panels else [])
-
-    def _packable(self, operand: int, dim: int) -> bool:
-        """Whether the script can pack operand ``operand`` (0: A, 1: B): it is indexed by the
-        batch loops, ``dim`` (the register tile's M or N loop) and K, and no other loop, in
-        any order. Why: the packing copies the operand's tile row by row, tiling the copy
-        to ``len(batch) + 2`` dims (script.py ``pack_operands``); an operand indexed by
-        more loops (rows as several loops: a windowed or tap-split convolution's input
-        ``x[b, y, x, g, c]``, Swin's window partition folded into a projection) made a copy
-        of higher rank that did not vectorize, and every such point was a build error."""
-        dims = self.nest.operand_dims
-        if operand >= len(dims) or len(dims[operand]) != len(self.batch) + 2:
-            return False
-        return set(dims[operand]) == {*self.batch, dim, self.k}
 
     def _column_tiles(self, N: int, lanes: int, default: int) -> tuple[int, ...]:
         """``reg_n``'s values: the multiples of the lanes (1-4 vectors) that divide N; where
@@ -448,7 +433,13 @@ class MatmulSpace(ScheduleSpace):
                 outer = [0] * n_loops
                 outer[dim] = register[dim]
                 register[dim] = 0
-                packed = ((index, len(self.batch) + 2),)  # A: batch, M, K; B: batch, K, N
+                # The operand's own rank: its copy is tiled to single rows of it (script.py
+                # ``pack_operands``). A: batch, M, K and B: batch, K, N where the rows are one
+                # loop; an operand indexed by more loops (rows as several loops; a windowed
+                # convolution's input x[b, y, x, g, c]) has more, and tiled as
+                # len(batch) + 2 dims, its copy kept the register tile's rows: dynamic in a
+                # peeled partial tile, where it did not vectorize (a build error).
+                packed = ((index, len(self.nest.operand_dims[index])),)
         return OpSchedule(
             tag, thread_tiles=tuple(thread) if thread else None,
             cache_tiles=tuple(cache) if cache else None,
