@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from dataclasses import replace
 
 import mlir_text
 import numpy as np
@@ -15,10 +16,11 @@ import pytest
 
 import tilecraft
 from tilecraft import auto_scheduler
+from tilecraft.pipelines.target import Target
 from tilecraft.schedule import te
 from tilecraft.schedule.records import Record, RecordWriter, canonical_target
 from tilecraft.tuning import extract_tasks
-from tilecraft.tuning.space_generators import HandSpaceGenerator
+from tilecraft.tuning.space_generators import HandSpaceGenerator, SketchSpaceGenerator
 
 TARGET = "llvm"
 RNG = np.random.default_rng(5)
@@ -56,17 +58,17 @@ def broadcast_matmul_model(a_shape: tuple[int, ...], b_shape: tuple[int, ...]):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def apply_config(model, task, config, tmp_path):
+def apply_config(model, task, config, tmp_path, target=TARGET):
     """``model`` compiled with ``config`` as the record of ``task``; a schedule that fails
     to apply raises (it would fall back to scalar loops with a warning). A file per config:
     a records file is appended to, and the first of equal costs would win."""
     records = tmp_path / f"point-{abs(hash(str(sorted(config.items()))))}.jsonl"
     with RecordWriter(records) as writer:
         writer.write(Record(task=task.describe(), config=config, status="ok", costs=[1e-3], gflops=1.0,
-                            target=canonical_target(TARGET)))
+                            target=canonical_target(target)))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        return tilecraft.compile(model, target=TARGET, tuning_records=records)
+        warnings.simplefilter("error", RuntimeWarning)  # also "tuning record ... ignored"
+        return tilecraft.compile(model, target=target, tuning_records=records)
 
 
 def test_packing_rows_that_come_as_two_loops_with_a_partial_row_tile(tmp_path):
@@ -105,4 +107,30 @@ def test_every_point_of_a_tap_split_grouped_conv_builds_and_matches_numpy(tmp_pa
     expected = grouped_reference(x, w, 3, 2, 11, 11)
     for config in points:
         np.testing.assert_allclose(apply_config(model, task, config, tmp_path)(x, w), expected,
+                                   rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+@pytest.mark.parametrize("generator", [HandSpaceGenerator, SketchSpaceGenerator], ids=["hand", "sketch"])
+def test_a_one_thread_build_plans_its_records_in_the_one_thread_space(tmp_path, generator):
+    """Records tuned for one thread, applied in a one-thread build: the schedule pass
+    rebuilds each record's space for the build's thread count (its ``num-threads``), not
+    the process's (every core). In a two-thread space a value only the one-thread space
+    holds (the one-thread default's 32-channel tile of 48 channels) was ignored with a
+    warning, and sketch points were planned on the two-thread default's levels, several
+    of which failed to vectorize. The sketch space's default point (a 32-channel tile of
+    48, peeled) was no point of its space and was refused too."""
+    one = replace(Target.parse(TARGET), num_threads=1)
+    model = mlir_text.conv_nhwc(1, 3, 3, 32, 3, 3, 48)  # one output pixel, 48 channels
+    (task,) = extract_tasks(model, one)
+    space = generator(one).generate(task)
+    two = generator(replace(one, num_threads=2)).generate(task)
+    assert space.default() != two.default()  # the thread count changes the space itself
+    assert space.validate(space.default()) == space.default()  # a peeled default tile is a point too
+    x = RNG.standard_normal((1, 3, 3, 32)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 32, 48)).astype(np.float32)
+    expected = mlir_text.ref_conv_nhwc(x, w)
+    rng = random.Random(3)
+    points = [space.default()] + [space.random(rng) for _ in range(5)]
+    for config in points:
+        np.testing.assert_allclose(apply_config(model, task, config, tmp_path, target=one)(x, w), expected,
                                    rtol=1e-4, atol=1e-4, err_msg=str(config))
