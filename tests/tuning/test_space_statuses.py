@@ -134,3 +134,17 @@ def test_a_one_thread_build_plans_its_records_in_the_one_thread_space(tmp_path, 
     for config in points:
         np.testing.assert_allclose(apply_config(model, task, config, tmp_path, target=one)(x, w), expected,
                                    rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+def test_a_candidate_whose_record_is_refused_is_a_build_error(tmp_path):
+    """A config its space does not hold is refused when applied (the default schedule is
+    built instead, with a warning): as a tuning candidate it must fail its build, not be
+    timed as the default under the candidate's name."""
+    from tilecraft.errors import CompileError
+    from tilecraft.tuning.measure import MeasureInput, build_candidate
+
+    (task,) = extract_tasks(mlir_text.matmul(48, 64, 32), TARGET)
+    config = {**HandSpaceGenerator(TARGET).generate(task).default(), "reg_m": 5}  # 5 rows: no knob value
+    job = MeasureInput(payload=task.payload, task=task.describe(), config=config, target=canonical_target(TARGET))
+    with pytest.raises(CompileError, match="tuning record for .* ignored"):
+        build_candidate(job, tmp_path)
