@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/space_status_sweep.py                       # single ops + models
     .venv/bin/python benchmarks/space_status_sweep.py --points 6 --models odd_extents,resnext
-    .venv/bin/python benchmarks/space_status_sweep.py --cases conv_groups_5,pool_max_ceil --models ''
+    .venv/bin/python benchmarks/space_status_sweep.py --cases conv_groups_5,maxpool_3x3_s2_ceil --models ''
     .venv/bin/python benchmarks/space_status_sweep.py --list
 
 Why: the tuner applies only ``ok`` records, so a bad point costs a trial, not a wrong answer;
@@ -43,7 +43,7 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -348,8 +348,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.list:
         print("\n".join(CASES))
         return
-
-    from dataclasses import replace
 
     from tilecraft.pipelines.target import Target
     from tilecraft.schedule.records import canonical_target
