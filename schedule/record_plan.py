@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import replace
 from typing import Mapping
 
 from mlir import ir
@@ -27,8 +28,9 @@ from mlir import ir
 from ..errors import KnobError, PipelineError
 from ..pipelines.cpu import with_tuning_records
 from ..pipelines.loop_nest import LoopNest
+from ..pipelines.passes import positive_int_option
 from ..pipelines.pipeline import Pipeline, with_pass_options
-from ..pipelines.target import Target
+from ..pipelines.target import CacheHierarchy, Target
 from ..pipelines.tensor.bf16_weights import BF16_WEIGHTS
 from ..pipelines.tensor.int8_matmul import INT8_MATMUL_PASS
 from ..pipelines.tensor.register_tiles import CONFIGS_OPTION, KernelConfig, format_kernel_configs
@@ -68,7 +70,17 @@ class RecordPlanner:
             spec += f" -mcpu={options['cpu']}"
         if options.get("features"):
             spec += f" -mattr={options['features']}"
-        return cls.from_file(path, spec)
+        target = Target.parse(spec)
+        # A record is validated and planned in the space it was tuned in, whose knob values
+        # and default tiles follow the thread count and the caches: the ones this pass plans
+        # its defaults for (parsed as default_schedule_pass parses them). Why: the target string alone took the process's thread count
+        # (every core), and a one-thread build's records (a one-thread tuning run's
+        # candidates) were checked in a two-thread space: a knob value only the one-thread
+        # space holds was ignored with a warning (the default measured in its place), and
+        # a sketch point was planned on the other default's levels.
+        target = replace(target, num_threads=positive_int_option("num-threads", options.get("num-threads", "1")),
+                         cache_override=CacheHierarchy().with_sizes(options, what="option of tilecraft-schedule"))
+        return cls(best_records(load_records(path, target=target)), target)
 
     def __call__(self, op: ir.Operation, nest: LoopNest, tag: int,
                  unit: FusionUnit | None = None) -> OpSchedule | None:

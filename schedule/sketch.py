@@ -111,23 +111,28 @@ class SketchSpace(ScheduleSpace):
     def _knobs(self) -> list[Knob]:
         r = self.nest.ranges
         default = self._default_values()
+
+        def values(d: int, sizes: list[int], name: str) -> tuple[int, ...]:
+            # The tiles that divide the loop, and the default's, which may not: a tile the
+            # default plan peels (32 of 48 channels: a two-vector tile over three vectors).
+            # Why: dropped, the default point was no point of its space, and its record
+            # (every tuning run commits the default's) was refused when applied.
+            return tuple(sorted({*_divisors(r[d], sizes), default[name]}))
+
         knobs = []
         for d in self.thread_loops:
             name = f"{PREFIX}par_d{d}"
-            knobs.append(Knob(name, _divisors(r[d], [0, *_powers(r[d])], include=(default[name],)),
-                              f"thread tile of loop {d} (0: no forall)"))
+            knobs.append(Knob(name, values(d, [0, *_powers(r[d])], name), f"thread tile of loop {d} (0: no forall)"))
         for d in self.step_loops:
             name = f"{PREFIX}kc_d{d}"
-            knobs.append(Knob(name, _divisors(r[d], [0, 16, 32, 64, 128, 256], include=(default[name],)),
+            knobs.append(Knob(name, values(d, [0, 16, 32, 64, 128, 256], name),
                               f"cache block of reduction loop {d} (0: none)"))
         for d in self.register_loops:
             name = f"{PREFIX}reg_d{d}"
-            knobs.append(Knob(name, _divisors(r[d], self._inner_sizes(d), include=(default[name],)),
-                              f"register tile of parallel loop {d}"))
+            knobs.append(Knob(name, values(d, self._inner_sizes(d), name), f"register tile of parallel loop {d}"))
         for d in self.step_loops:
             name = f"{PREFIX}step_d{d}"
-            knobs.append(Knob(name, _divisors(r[d], self._inner_sizes(d), include=(default[name],)),
-                              f"step of reduction loop {d}"))
+            knobs.append(Knob(name, values(d, self._inner_sizes(d), name), f"step of reduction loop {d}"))
         name = f"{PREFIX}vectorize"
         knobs.append(Knob(name, (default[name],), "vectorize the innermost tiles (as the default)"))
         return knobs

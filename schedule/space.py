@@ -433,7 +433,13 @@ class MatmulSpace(ScheduleSpace):
                 outer = [0] * n_loops
                 outer[dim] = register[dim]
                 register[dim] = 0
-                packed = ((index, len(self.batch) + 2),)  # A: batch, M, K; B: batch, K, N
+                # The operand's own rank: its copy is tiled to single rows of it (script.py
+                # ``pack_operands``). A: batch, M, K and B: batch, K, N where the rows are one
+                # loop; an operand indexed by more loops (rows as several loops; a windowed
+                # convolution's input x[b, y, x, g, c]) has more, and tiled as
+                # len(batch) + 2 dims, its copy kept the register tile's rows: dynamic in a
+                # peeled partial tile, where it did not vectorize (a build error).
+                packed = ((index, len(self.nest.operand_dims[index])),)
         return OpSchedule(
             tag, thread_tiles=tuple(thread) if thread else None,
             cache_tiles=tuple(cache) if cache else None,
