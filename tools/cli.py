@@ -31,6 +31,7 @@ from ..errors import TilecraftError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a process Ctrl-C ended
 TUNERS = ("xgb", "xgb_rank", "random", "grid")
 ANCHORS = ("onnxruntime", "torch")
 _SHAPE_ENTRY = re.compile(r"\s*([^\s:,\[\]]+)\s*:\s*\[([^\]]*)\]\s*,?")
@@ -482,19 +483,36 @@ def _runner_options(runner: str, key: str | None) -> dict[str, Any]:
     return {"remote": runner, "remote_key": key}
 
 
+def _require_static_inputs(model: Any) -> None:
+    """Tuning times kernels of fixed sizes: an input left dynamic (and not fixed by
+    ``--input-shapes``) is a usage error naming the flag and its value for this model, not
+    the API's "no tunable op ... shape_dict=" deep in task extraction."""
+    dynamic = [(info.name, info.shape) for info in model.inputs
+               if info.shape is not None and any(d is None for d in info.shape)]
+    if not dynamic:
+        return
+    shown = ", ".join(f"{name} [{','.join('?' if d is None else str(d) for d in shape)}]" for name, shape in dynamic)
+    example = " ".join(f"{name}:[{','.join('1' if d is None else str(d) for d in shape)}]"
+                       for name, shape in dynamic)
+    raise UsageError(f"tune: input(s) with dynamic dimensions: {shown}; tuning needs the sizes the "
+                     f"model will run at: give them with --input-shapes, e.g. --input-shapes \"{example}\"")
+
+
 def command_tune(args: argparse.Namespace) -> int:
     import tilecraft
 
     tuning = _tuning_api()
     model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
+    _require_static_inputs(model)
     selected = None
     # Given only when set: CompileOptions refuses a calibration without a reduced precision.
     reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration))
                if value not in (None, "f32")}
     options = _compile_options(args, shape_dict=model.shape_dict, **reduced)
     if args.tasks is not None:
-        tasks = (tuning.extract_kernel_tasks(model.source, options) if args.precision != "f32"
-                 else tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict))
+        # The tasks tune itself finds (offloaded ops left out, a reduced precision's kernels):
+        # the indexes printed are the indexes tuned.
+        tasks = tuning.model_tasks(model.source, options)
         if args.tasks == "list":
             width = max(len("task"), *(len(task.name) for task in tasks))
             print(f"{'index':>5}  {'task':<{width}} {'kind':<18} {'count':>5} {'MFLOP':>12}")
@@ -515,7 +533,13 @@ def command_tune(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
         end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
         transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
-    result = tuning.tune(model.source, options, search)
+    try:
+        result = tuning.tune(model.source, options, search)
+    except KeyboardInterrupt:
+        # Every measurement is on disk as it ends: say how to go on from them.
+        print(f"tilecraft: interrupted; the measurements so far are in {args.output}: the same "
+              "command resumes from them", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(result.summary())
     print(f"tuning records written to {args.output}")
     return 0
@@ -656,7 +680,7 @@ def main() -> None:
         sys.exit(0)
     except KeyboardInterrupt:
         print("tilecraft: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ Progress is printed as TVM prints it, with a progress bar:
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import sys
 import time
 from dataclasses import fields, replace
@@ -43,7 +45,7 @@ from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
 from ..runtime.timing import get_clock
 from ..schedule.record_plan import with_records
-from ..schedule.records import Record, canonical_target
+from ..schedule.records import Record, canonical_target, is_remeasurement
 from ..schedule.task import Task, extract_tasks
 from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
@@ -61,7 +63,7 @@ from .task_scheduler import GradientTaskScheduler
 from .transfer import TransferModel, beside
 
 __all__ = ["TaskResult", "TuneOptions", "TuningResult", "VALIDATION_ROUNDS", "compare_tuners",
-           "runner_for", "search_tasks", "tune"]
+           "model_tasks", "runner_for", "search_tasks", "tune"]
 
 
 def tune(
@@ -105,8 +107,9 @@ def tune(
     if reduced:  # the cross-task model's features are the f32 spaces' (tuning/transfer.py)
         search = replace(search, transfer=False)
     found, chosen = _resolve_tasks(model, options, search.tasks)
-    prior = JsonLinesDatabase(search.prior_records).records(target) if search.prior_records is not None else []
     records_path = Path(search.tuning_records)
+    _check_writable(records_path)
+    prior = _prior_records(search, records_path, target, chosen)
     generator = space_generator_for(target, search.space)
     warm = _warm_start(search, records_path, chosen, generator)
     roof = _roofline(target) if search.headroom else None
@@ -199,11 +202,57 @@ def search_tasks(tasks: Sequence[Task], search: TuneOptions, *, target_key: str,
     return states
 
 
+def _prior_records(search: TuneOptions, records: Path, target: Target, tasks: Sequence[Task]) -> list[Record]:
+    """The search measurements an earlier run left: ``prior_records`` and the records file
+    itself. Why the records file: a killed ``tilecraft tune`` run again with the same command
+    must continue its search, not measure its candidates a second time (with the same seed
+    the strategy proposes the very same configs). Re-measurements (validation, in-model) are
+    no trials; every task's default is measured again (it is the run's reference output)."""
+    sources = [Path(search.prior_records)] if search.prior_records is not None else []
+    if records.is_file() and all(records.resolve() != s.resolve() for s in sources):
+        sources.append(records)
+    keys = {task.key for task in tasks}
+    prior: list[Record] = []
+    seen: set[tuple[str, str]] = set()  # two runs that wrote one file may share configs
+    for source in sources:
+        for record in JsonLinesDatabase(source).records(target):
+            config = json.dumps(record.config, sort_keys=True)
+            if record.key in keys and record.tuner != "default" and not is_remeasurement(record) \
+                    and (record.key, config) not in seen:
+                seen.add((record.key, config))
+                prior.append(record)
+    if prior and search.progress:
+        named = len({r.key for r in prior})
+        print(f"resuming: {len(prior)} measurement(s) of {named} task(s) from "
+              f"{', '.join(str(s) for s in sources)} are not measured again", file=sys.stderr)
+    return prior
+
+
+def _check_writable(records: Path) -> None:
+    """Refuse a records path that cannot be appended to before any work: a run must not
+    measure for an hour and then fail at its first record. Its folder is made now; the file
+    itself on the first commit, so a run that measures nothing leaves none."""
+    if records.is_dir():
+        raise TuningError(f"tuning_records {records} is a directory, not a file")
+    if records.exists():
+        if not os.access(records, os.W_OK):
+            raise TuningError(f"tuning_records {records}: no permission to write to it")
+        return
+    folder = records.absolute().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TuningError(f"tuning_records {records}: cannot make its folder ({error.strerror}: "
+                          f"{error.filename})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise TuningError(f"tuning_records {records}: no permission to create files in {folder}")
+
+
 def _resume(state: TaskState, prior: Sequence[Record]) -> None:
     """Feed ``state``'s strategy the search records of an earlier run: those configs are not
     measured again and count toward the task's trials (a config the space rejects is skipped)."""
     for record in prior:
-        if record.key == state.task.key and record.tuner != "default":
+        if record.key == state.task.key and record.tuner != "default" and not is_remeasurement(record):
             try:
                 config = state.space.validate(record.config)
             except TuningError:
@@ -329,13 +378,19 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path, clock: str =
     return compare(samples["default"], samples["tuned"])
 
 
-def _resolve_tasks(model: Any, options: CompileOptions, tasks: Any) -> tuple[list[Task], list[Task]]:
-    """(every task of the model compiled with ``options``, the ones ``tasks`` chooses): its
-    ops' tasks, or at a reduced precision its dot-product kernels' (kernel_tasks.py)."""
+def model_tasks(model: Any, options: CompileOptions) -> list[Task]:
+    """The tasks :func:`tune` finds in ``model`` compiled with ``options``, in its order:
+    its ops' tasks (offloaded ops are none), or at a reduced precision its dot-product
+    kernels' (kernel_tasks.py). ``tilecraft tune --tasks list`` prints these, so the
+    indexes a user picks are the tasks tuned."""
     if options.precision != "f32":
-        found = extract_kernel_tasks(model, options)
-    else:
-        found = extract_tasks(model, options.target, shape_dict=options.shape_dict, offload=options.offload)
+        return extract_kernel_tasks(model, options)
+    return extract_tasks(model, options.target, shape_dict=options.shape_dict, offload=options.offload)
+
+
+def _resolve_tasks(model: Any, options: CompileOptions, tasks: Any) -> tuple[list[Task], list[Task]]:
+    """(every task of the model compiled with ``options``, the ones ``tasks`` chooses)."""
+    found = model_tasks(model, options)
     if tasks is None:
         return found, found
     wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]
