@@ -18,6 +18,7 @@ works where only numpy is installed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -503,17 +504,28 @@ def command_tune(args: argparse.Namespace) -> int:
 
     tuning = _tuning_api()
     model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
-    _require_static_inputs(model)
-    selected = None
     # Given only when set: CompileOptions refuses a calibration without a reduced precision.
     reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration))
                if value not in (None, "f32")}
     options = _compile_options(args, shape_dict=model.shape_dict, **reduced)
+    search = None
+    if args.tasks != "list":  # the flags checked first: they cost nothing, the tasks a lowering
+        if args.output is None:
+            raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
+        search = tuning.TuneOptions(
+            trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
+            tuning_records=args.output, tuner=args.tuner,
+            early_stopping=args.early_stopping, prior_records=args.prior_records,
+            timeout=args.timeout, cost_model=args.cost_model,
+            batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
+            end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
+            transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
+    _require_static_inputs(model)
     if args.tasks is not None:
         # The tasks tune itself finds (offloaded ops left out, a reduced precision's kernels):
         # the indexes printed are the indexes tuned.
         tasks = tuning.model_tasks(model.source, options)
-        if args.tasks == "list":
+        if search is None:
             width = max(len("task"), *(len(task.name) for task in tasks))
             print(f"{'index':>5}  {'task':<{width}} {'kind':<18} {'count':>5} {'MFLOP':>12}")
             for index, task in enumerate(tasks):
@@ -522,17 +534,7 @@ def command_tune(args: argparse.Namespace) -> int:
         beyond = [i for i in args.tasks if i >= len(tasks)]
         if beyond:
             raise UsageError(f"--tasks: no task {beyond[0]}; the model has {len(tasks)} (0-{len(tasks) - 1}), see --tasks list")
-        selected = [tasks[i] for i in args.tasks]
-    if args.output is None:
-        raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
-    search = tuning.TuneOptions(
-        trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
-        tuning_records=args.output, tuner=args.tuner,
-        early_stopping=args.early_stopping, prior_records=args.prior_records,
-        timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
-        batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
-        end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
-        transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
+        search = dataclasses.replace(search, tasks=[tasks[i] for i in args.tasks])
     try:
         result = tuning.tune(model.source, options, search)
     except KeyboardInterrupt:

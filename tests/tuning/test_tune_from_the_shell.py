@@ -1,0 +1,122 @@
+"""`tilecraft tune` as a new user runs it (benchmarks/tune_sweep.py's matrix): a killed run
+rerun with the same command resumes, a tuned build that kept every default is the default
+build, records survive a file cut short, and bad input is one line naming the flag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnx")
+
+import tilecraft  # noqa: E402
+from tilecraft.compiler.options import CompileOptions  # noqa: E402
+from tilecraft.schedule.records import Record, RecordWriter, canonical_target, load_records  # noqa: E402
+from tilecraft.tools.cli import EXIT_INTERRUPTED, run_cli  # noqa: E402
+from tilecraft.tuning import extract_tasks, space_for  # noqa: E402
+from tilecraft.tuning.tune import _end_to_end  # noqa: E402
+
+TARGET = "llvm"
+MODEL = Path(tilecraft.__file__).resolve().parent / "examples" / "digits_cnn.onnx"
+SHAPES = {"input": [4, 1, 16, 16]}
+SHAPES_FLAG = "input:[4,1,16,16]"
+
+
+def _search_configs(records: Path) -> list[str]:
+    return [json.dumps(r.config, sort_keys=True) for r in load_records(records, target=TARGET)
+            if r.tuner == "random"]
+
+
+def test_a_rerun_into_the_same_records_resumes_without_measuring_a_config_twice(tmp_path, capsys, matmul_64):
+    """The same command again (no prior_records) continues the search: with one seed, a fresh
+    random search would propose the very configs already measured. Validation records are
+    re-measurements, not trials: they must not count as the resumed run's trials."""
+    records = tmp_path / "r.jsonl"
+    settings = dict(tuning_records=records, tuner="random", timeout=60, batch_size=2,
+                    end_to_end=False, transfer=False)
+    first = tilecraft.tune(matmul_64, TARGET, trials=4, validate_top=2, **settings)
+    assert first.tasks[0].trials == 4
+    assert any(r.tuner == "final" for r in load_records(records, target=TARGET))
+    capsys.readouterr()
+    again = tilecraft.tune(matmul_64, TARGET, trials=4, validate_top=0, **settings)
+    assert "resuming: 3 measurement(s) of 1 task(s)" in capsys.readouterr().err
+    configs = _search_configs(records)
+    assert len(configs) == 6 and len(set(configs)) == 6
+    # Its default again (the run's reference output), the 3 resumed, 3 new.
+    assert again.tasks[0].trials == 1 + 3 + 3
+
+
+def test_a_record_of_the_default_point_builds_the_default(tmp_path):
+    """A task whose default won (in the model, or in validation) is recorded with its default
+    config; compiled with it, the model must be the default build (its IR, byte for byte),
+    so that tune says "unchanged" rather than timing two equal builds. The fusion group with
+    the im2col producer planned its default point as a different schedule (the batch not
+    split over the threads)."""
+    options = CompileOptions(target=TARGET, shape_dict=SHAPES)
+    records = tmp_path / "defaults.jsonl"
+    with RecordWriter(records) as writer:
+        for task in extract_tasks(str(MODEL), TARGET, shape_dict=SHAPES):
+            writer.write(Record(task=task.describe(), config=space_for(task, TARGET).default(), status="ok",
+                                costs=[1e-3], gflops=1.0, target=canonical_target(TARGET), tuner="in_model"))
+    assert _end_to_end(tilecraft.load(str(MODEL), shape_dict=SHAPES).source, options, records) is None
+
+
+def test_a_record_appended_to_a_file_cut_inside_a_line_is_kept(tmp_path, matmul_64):
+    records = tmp_path / "cut.jsonl"
+    (task,) = extract_tasks(matmul_64, TARGET)
+    record = Record(task=task.describe(), config=space_for(task, TARGET).default(), status="ok",
+                    costs=[1e-3], gflops=1.0, target=canonical_target(TARGET), tuner="random")
+    records.write_text(record.to_json() + "\n" + record.to_json()[:40])  # a copy cut short
+    with RecordWriter(records) as writer:
+        writer.write(record)
+    with pytest.warns(RuntimeWarning, match="skipped 1 corrupt line"):
+        assert len(load_records(records, target=TARGET)) == 2
+
+
+# ---- the command line -----------------------------------------------------------------
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("tilecraft: error: "), err
+    return err[-1]
+
+
+def test_a_dynamic_input_names_the_flag_that_fixes_it(tmp_path, capsys):
+    assert run_cli(["tune", str(MODEL), "-o", str(tmp_path / "r.jsonl")]) == 2
+    line = _error_line(capsys)
+    assert "input [?,1,16,16]" in line and '--input-shapes "input:[1,1,16,16]"' in line
+
+
+@pytest.mark.parametrize("output, message", [
+    (".", "is a directory, not a file"),
+    ("a_file/r.jsonl", "cannot make its folder"),
+])
+def test_an_unusable_records_path_is_refused_before_any_measurement(output, message, tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("")
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES_FLAG, "-o", output, "--trials", "2"]) == 1
+    assert message in _error_line(capsys)
+
+
+def test_the_task_list_is_the_tasks_tuned(capsys):
+    """With --offload the listing leaves out what the backend takes, as tune does: its
+    indexes are the ones --tasks 0,3-5 selects."""
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES_FLAG, "--offload", "blas", "--tasks", "list"]) == 0
+    listed = [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]]
+    options = CompileOptions(target=TARGET, shape_dict=SHAPES, offload=("blas",))
+    assert listed == [t.name for t in tilecraft.tuning.model_tasks(str(MODEL), options)]
+    assert listed != [t.name for t in extract_tasks(str(MODEL), TARGET, shape_dict=SHAPES)]
+
+
+def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tilecraft.tuning, "tune", interrupted)
+    records = tmp_path / "r.jsonl"
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES_FLAG, "-o", str(records)]) == EXIT_INTERRUPTED
+    assert f"interrupted; the measurements so far are in {records}: the same command resumes" \
+        in capsys.readouterr().err
