@@ -628,12 +628,21 @@ def command_bench(args: argparse.Namespace) -> int:
     for name, times in samples.items():
         print(f"{name:<14} {median_ms(times):12.3f} {min(times) * 1e3:10.3f}")
     for anchor in anchors:
-        result = compare(samples[anchor], samples["tilecraft"])
-        verdict = ("level: no measurable difference" if not result.significant else
-                   f"tilecraft {result.verdict()} than {anchor}")
-        print(f"ratio tilecraft / {anchor}: {1.0 / result.ratio:.2f} ({verdict}; "
-              f"{result.interval()}; below 1: tilecraft is faster)")
+        print(comparison_line(anchor, compare(samples[anchor], samples["tilecraft"])))
     return 0
+
+
+def comparison_line(anchor: str, result: Any) -> str:
+    """``bench``'s verdict on tilecraft against ``anchor`` (a :class:`Comparison` of the
+    anchor's time over tilecraft's): the ratio of tilecraft's time to the anchor's with the
+    interval *of that ratio* (the comparison's, inverted), or, where the interval does not
+    clear the noise floor, "no measurable difference" and the interval alone: a ratio there
+    would be noise presented as a result (issue #44's rule for tune's speedups)."""
+    interval = (f"{result.confidence:.0%} interval {1.0 / result.high:.2f}-{1.0 / result.low:.2f}, "
+                f"{result.rounds} paired rounds; below 1: tilecraft is faster")
+    if not result.significant:
+        return f"ratio tilecraft / {anchor}: no measurable difference ({interval})"
+    return f"ratio tilecraft / {anchor}: {1.0 / result.ratio:.2f} (tilecraft {result.verdict()} than {anchor}; {interval})"
 
 
 # ---- entry point ------------------------------------------------------------------------

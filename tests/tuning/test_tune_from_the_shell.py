@@ -5,6 +5,7 @@ build, records survive a file cut short, and bad input is one line naming the fl
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,20 @@ def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
     assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES_FLAG, "-o", str(records)]) == EXIT_INTERRUPTED
     assert f"interrupted; the measurements so far are in {records}: the same command resumes" \
         in capsys.readouterr().err
+
+
+def test_bench_prints_a_ratio_only_beyond_noise_and_its_interval_bounds_it():
+    """Identical timings: no ratio at all. A build at twice the anchor's time: the ratio and an
+    interval around it in the same direction (tilecraft's time over the anchor's; the
+    comparison's own interval is the inverse)."""
+    from tilecraft.runtime.significance import compare
+    from tilecraft.tools.cli import comparison_line
+
+    equal = [1.0e-3, 1.1e-3, 0.9e-3, 1.05e-3, 1.0e-3, 0.95e-3]
+    line = comparison_line("onnxruntime", compare(equal, list(reversed(equal))))
+    assert "no measurable difference" in line and not re.search(r": \d\.\d\d \(", line)
+    slowed = [2 * t for t in equal]
+    line = comparison_line("onnxruntime", compare(equal, slowed))
+    ratio, low, high = (float(v) for v in re.search(r": ([\d.]+) \(.*interval ([\d.]+)-([\d.]+),", line).groups())
+    assert ratio == pytest.approx(2.0, rel=0.05) and low <= ratio <= high
+    assert "tilecraft 2.00x slower than onnxruntime" in line
