@@ -23,6 +23,7 @@ import json
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -655,6 +656,14 @@ def _one_line(error: BaseException) -> str:
     return text
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: str | None = None) -> None:
+    """A warning as the CLI prints it: ``tilecraft: warning: ...`` (not Python's two lines
+    naming the source file and line of the ``warnings.warn`` call, which read as a crash)."""
+    print(f"tilecraft: warning: {_one_line(message if isinstance(message, Warning) else Warning(message))}",
+          file=sys.stderr)
+
+
 def run_cli(argv: Sequence[str]) -> int:
     """Parse ``argv`` and run the subcommand; returns the exit code (no ``sys.exit``)."""
     parser = build_parser()
@@ -668,7 +677,9 @@ def run_cli(argv: Sequence[str]) -> int:
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return args.handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            return args.handler(args)
     except (UsageError, UnavailableError) as error:
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -99,6 +99,12 @@ def tune(
     search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
     target = options.target
     target_plugin(target.kind).check_tunable(target)
+    if search.remote is None and search.ray is None and not target.is_host:
+        # Every candidate would fail to run ("which this machine cannot run") and the run
+        # would end with no task tuned and exit status 0.
+        raise TuningError(f"target '{target}' does not run on this machine, and tuning runs every candidate: "
+                          f"measure on a machine that runs it (remote='HOST:PORT' with `tilecraft serve` there, "
+                          f"--runner remote://HOST:PORT; or a Ray cluster of such machines)")
     target_key = canonical_target(target)
     reduced = options.precision != "f32"
     if reduced and search.space != "hand":

@@ -138,3 +138,24 @@ def test_bench_prints_a_ratio_only_beyond_noise_and_its_interval_bounds_it():
     ratio, low, high = (float(v) for v in re.search(r": ([\d.]+) \(.*interval ([\d.]+)-([\d.]+),", line).groups())
     assert ratio == pytest.approx(2.0, rel=0.05) and low <= ratio <= high
     assert "tilecraft 2.00x slower than onnxruntime" in line
+
+
+def test_a_target_this_machine_cannot_run_is_refused_before_any_measurement(tmp_path, capsys):
+    """Every candidate would fail to run here; the run ended with exit 0 and no task tuned."""
+    records = tmp_path / "arm.jsonl"
+    assert run_cli(["tune", str(MODEL), "--input-shapes", SHAPES_FLAG, "-o", str(records), "--trials", "2",
+                    "--target", "llvm -mtriple=riscv64-linux-gnu"]) == 1
+    assert "does not run on this machine" in _error_line(capsys)
+    assert not records.exists()
+
+
+def test_the_cli_prints_a_warning_as_one_line(tmp_path, capsys):
+    """A corrupt records line is skipped with a warning: one line saying so, not Python's two
+    lines naming the source file of the warnings.warn call."""
+    records = tmp_path / "corrupt.jsonl"
+    records.write_text("{not json\n")
+    assert run_cli(["compile", str(MODEL), "--input-shapes", SHAPES_FLAG, "--tuning-records", str(records),
+                    "-o", str(tmp_path / "m.tar")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("tilecraft: warning: ") and "skipped 1 corrupt line" in line for line in err), err
+    assert not any(".py:" in line for line in err), err
