@@ -125,9 +125,13 @@ def _interrupted(case: str, argv: list[str], records: Path, lines: int, timeout:
         out, err = child.communicate()
         code = None
     outcome = Outcome(case, "tilecraft " + " ".join(argv) + "  (SIGINT)", code, time.monotonic() - start, out, err)
-    left = subprocess.run(["pgrep", "-g", str(child.pid)], capture_output=True, text=True).stdout.split()
+    time.sleep(2.0)  # the workers' exit; a zombie is reaped by init, not left behind
+    table = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True).stdout.split("\n")
+    left = [row for row in table if row.split() and row.split()[0] == str(child.pid) and "Z" not in row.split()[1]]
     if left:
         outcome.notes.append(f"{len(left)} process(es) left in its group")
+    if "the same command resumes" not in err:
+        outcome.notes.append("no resume hint")
     return outcome
 
 

@@ -540,7 +540,8 @@ def command_tune(args: argparse.Namespace) -> int:
         result = tuning.tune(model.source, options, search)
     except KeyboardInterrupt:
         # Every measurement is on disk as it ends: say how to go on from them.
-        print(f"tilecraft: interrupted; the measurements so far are in {args.output}: the same "
+        # On a line of its own: the progress bar's line is left open.
+        print(f"\ntilecraft: interrupted; the measurements so far are in {args.output}: the same "
               "command resumes from them", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(result.summary())
