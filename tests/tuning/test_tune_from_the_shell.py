@@ -159,3 +159,30 @@ def test_the_cli_prints_a_warning_as_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("tilecraft: warning: ") and "skipped 1 corrupt line" in line for line in err), err
     assert not any(".py:" in line for line in err), err
+
+
+def test_a_default_that_timed_out_once_is_measured_again(tmp_path, matmul_64):
+    """On a loaded (or paused) machine a default of microseconds timed out, and its task was
+    not tuned at all; one timeout of the compiler's own build is the machine's."""
+    from tilecraft.tuning.measure import MeasureResult
+    from tilecraft.tuning.options import TuneOptions
+    from tilecraft.tuning.space_generators import space_generator_for
+    from tilecraft.tuning.tune import search_tasks
+    from test_tuning_roles import ListDatabase, ToyRunner
+
+    (task,) = extract_tasks(matmul_64, TARGET)
+    generator = space_generator_for(TARGET)
+
+    class PausedOnce(ToyRunner):
+        def measure(self, job):
+            if job.config is None and not any(j.config is None for j in self.jobs):
+                self.jobs.append(job)
+                return MeasureResult("timeout", error="no result within 10 s")
+            return super().measure(job)
+
+    database = ListDatabase()
+    (state,) = search_tasks([task], TuneOptions(trials=4, tuner="random", validate_top=0, progress=False),
+                            target_key=canonical_target(TARGET), space_generator=generator,
+                            runner=PausedOnce(tmp_path, generator.generate(task)), database=database)
+    assert state.reference is not None and state.trials > 2
+    assert [r.status for r in database.committed if r.tuner == "default"] == ["timeout", "ok"]
