@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -159,27 +159,27 @@ def export_model(name: str, work: Path) -> Path:
     return path
 
 
-def models_cases(args: argparse.Namespace, work: Path) -> list[Outcome]:
-    rows = []
+def models_cases(args: argparse.Namespace, work: Path) -> Iterator[Outcome]:
+    """Per model: tune with each tuner, then compile and bench with the first tuner's records
+    (each row printed as it ends: a model's rows take minutes)."""
     for name in args.models.split(","):
         try:
             model = export_model(name, work)
         except subprocess.CalledProcessError as error:
-            rows.append(Outcome(f"{name}: export", "thread_balance.py export", error.returncode, 0.0,
-                                notes=[_text(error.stderr).strip().splitlines()[-1][:120]]))
+            yield Outcome(f"{name}: export", "thread_balance.py export", error.returncode, 0.0,
+                          notes=[_text(error.stderr).strip().splitlines()[-1][:120]])
             continue
         for tuner in args.tuners.split(","):
             records = work / f"{name}-{tuner}.jsonl"
             records.unlink(missing_ok=True)
-            rows.append(tilecraft(f"{name}: tune {tuner}", ["tune", str(model), "-o", str(records),
-                                  "--trials", str(args.trials), "--tuner", tuner], args.timeout, work))
+            yield tilecraft(f"{name}: tune {tuner}", ["tune", str(model), "-o", str(records),
+                            "--trials", str(args.trials), "--tuner", tuner], args.timeout, work)
         records = work / f"{name}-{args.tuners.split(',')[0]}.jsonl"
         if records.is_file():
-            rows.append(tilecraft(f"{name}: compile", ["compile", str(model), "--tuning-records", str(records),
-                                  "-o", str(work / f"{name}.tar")], args.timeout, work))
-            rows.append(tilecraft(f"{name}: bench", ["bench", str(model), "--tuning-records", str(records),
-                                  "--repeat", "5"], args.timeout, work))
-    return rows
+            yield tilecraft(f"{name}: compile", ["compile", str(model), "--tuning-records", str(records),
+                            "-o", str(work / f"{name}.tar")], args.timeout, work)
+            yield tilecraft(f"{name}: bench", ["bench", str(model), "--tuning-records", str(records),
+                            "--repeat", "5"], args.timeout, work)
 
 
 def frontends_cases(args: argparse.Namespace, work: Path) -> list[Outcome]:
@@ -290,7 +290,7 @@ def resume_cases(args: argparse.Namespace, work: Path) -> list[Outcome]:
     return rows
 
 
-GROUPS: dict[str, Callable[[argparse.Namespace, Path], list[Outcome]]] = {
+GROUPS: dict[str, Callable[[argparse.Namespace, Path], Iterable[Outcome]]] = {
     "flags": flags_cases, "records": records_cases, "resume": resume_cases,
     "frontends": frontends_cases, "models": models_cases,
 }
