@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -45,7 +46,7 @@ from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
 from ..runtime.timing import get_clock
 from ..schedule.record_plan import with_records
-from ..schedule.records import Record, canonical_target, is_remeasurement
+from ..schedule.records import Record, best_records, canonical_target, is_remeasurement, load_records
 from ..schedule.task import Task, extract_tasks
 from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
@@ -154,7 +155,9 @@ def tune(
         plot_report(JsonLinesDatabase(records_path).records(target), search.report)
     if not end_to_end:
         return TuningResult(records_path, results)
-    comparison = _end_to_end(model, options, records_path, runner_options.clock)
+    comparison = None
+    if not _only_defaults(records_path, target, found, generator):
+        comparison = _end_to_end(model, options, records_path, runner_options.clock)
     if comparison is None:
         return TuningResult(records_path, results, unchanged=True)
     return TuningResult(records_path, results, comparison.baseline_seconds,
@@ -361,6 +364,21 @@ def _lowered(model: Any, pipeline: Any, options: CompileOptions) -> tuple[str, C
         fingerprint = hashlib.sha256(module.operation.get_asm(binary=True)).hexdigest()
     return fingerprint, jit_module(module, signature, pipeline, options.target,
                                    opt_level=options.opt_level)
+
+
+def _only_defaults(records: Path, target: Target, tasks: Sequence[Task], generator: SpaceGenerator) -> bool:
+    """Whether the best record ``compile`` would apply to each of ``tasks`` is its default
+    config (or it has none): then the tuned build is the default build (record_plan.py plans
+    a default config as the default schedule), and timing the two would report noise. Why
+    not only the lowered IR's fingerprint: a process that has extracted tasks lowers the same
+    model to IR whose constants come in another order from one lowering to the next (YOLO:
+    two default lowerings differed), so equal builds were timed and reported as "default
+    16.0 ms, tuned 16.5 ms"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # corrupt lines were reported when the run read the file
+        best = best_records(load_records(records, target=target))
+    return all(task.key not in best or best[task.key].config == generator.generate(task).default()
+               for task in tasks)
 
 
 def _end_to_end(model: Any, options: CompileOptions, records: Path, clock: str = "wall") -> Comparison | None:
