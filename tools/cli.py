@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "`tilecraft compile --tuning-records` applies.")
     model_options(tune)
     tune.add_argument("-o", "--output", metavar="FILE",
-                      help="records file (.jsonl); required unless --tasks list")
+                      help="records file (.jsonl), appended to; a run resumes from the measurements "
+                           "already in it (a killed run: the same command again); required unless --tasks list")
     tune.add_argument("--precision", choices=("f32", "bf16", "int8"), default="f32",
                       help="bf16 or int8: tune the dot-product kernels of that build (their register tile "
                            "and task split; docs/tuning.md) instead of the f32 build's ops")
@@ -269,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy (default xgb)")
     tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
                       help="stop a task after N trials without improvement")
-    tune.add_argument("--prior-records", metavar="FILE", help="records to start from")
+    tune.add_argument("--prior-records", metavar="FILE",
+                      help="another records file to resume from (its configs are not measured again)")
     tune.add_argument("--cost-model", metavar="FILE",
                       help="warm-start from the cost model another run saved (<records>.costmodel.npz; "
                            "default: the one beside -o, if any)")
