@@ -659,12 +659,21 @@ def _one_line(error: BaseException) -> str:
     return text
 
 
-def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                      file: Any = None, line: str | None = None) -> None:
-    """A warning as the CLI prints it: ``tilecraft: warning: ...`` (not Python's two lines
-    naming the source file and line of the ``warnings.warn`` call, which read as a crash)."""
-    print(f"tilecraft: warning: {_one_line(message if isinstance(message, Warning) else Warning(message))}",
-          file=sys.stderr)
+def _one_line_warnings() -> Callable[..., None]:
+    """``warnings.showwarning`` for the CLI: ``tilecraft: warning: ...`` on one line (not
+    Python's two lines naming the source file and line of the ``warnings.warn`` call, which
+    read as a crash), each text once per command (a records file with a corrupt line is read
+    by several steps of one ``tune``, and said so each time)."""
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        text = _one_line(message if isinstance(message, Warning) else Warning(message))
+        if text not in shown:
+            shown.add(text)
+            print(f"tilecraft: warning: {text}", file=sys.stderr)
+
+    return show
 
 
 def run_cli(argv: Sequence[str]) -> int:
@@ -681,7 +690,7 @@ def run_cli(argv: Sequence[str]) -> int:
         return EXIT_USAGE
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = _one_line_warning
+            warnings.showwarning = _one_line_warnings()
             return args.handler(args)
     except (UsageError, UnavailableError) as error:
         print(f"tilecraft: error: {error}", file=sys.stderr)
