@@ -101,7 +101,15 @@ class RecordPlanner:
         space = (SketchSpace(task, nest, self.target) if is_sketch_config(record.config)
                  else make_space(task, nest, self.target))
         try:
-            plan = space.plan(space.validate(record.config), tag)
+            config = space.validate(record.config)
+            # The default point is the default plan, not the space's rendering of it: a
+            # fusion group's default (plan_groups) is more than its anchor's plan, and a
+            # task whose default won (in the model, or in validation) must build exactly
+            # as without records, so that a tuned build that kept every default *is* the
+            # default build (tilecraft tune's "unchanged").
+            if config == space.default():
+                return None
+            plan = space.plan(config, tag)
         except KnobError as error:
             warnings.warn(f"tuning record for {task.name} ignored: {error}", RuntimeWarning,
                           stacklevel=2)

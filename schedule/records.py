@@ -117,7 +117,8 @@ class RecordWriter:
     def __init__(self, path: "str | os.PathLike[str]") -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # Read access too: write() looks at the file's last byte.
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, record: Record) -> None:
         if self._fd is None:
@@ -125,6 +126,11 @@ class RecordWriter:
         data = (record.to_json() + "\n").encode("utf-8")
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
+            # A file cut short (a copy, a full disk) ends inside a line: the record must start
+            # a line of its own, or it would be lost with that line's remains.
+            size = os.fstat(self._fd).st_size
+            if size and os.pread(self._fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view):]

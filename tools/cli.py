@@ -18,10 +18,12 @@ works where only numpy is installed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -31,6 +33,7 @@ from ..errors import TilecraftError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a process Ctrl-C ended
 TUNERS = ("xgb", "xgb_rank", "random", "grid")
 ANCHORS = ("onnxruntime", "torch")
 _SHAPE_ENTRY = re.compile(r"\s*([^\s:,\[\]]+)\s*:\s*\[([^\]]*)\]\s*,?")
@@ -249,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "`tilecraft compile --tuning-records` applies.")
     model_options(tune)
     tune.add_argument("-o", "--output", metavar="FILE",
-                      help="records file (.jsonl); required unless --tasks list")
+                      help="records file (.jsonl), appended to; a run resumes from the measurements "
+                           "already in it (a killed run: the same command again); required unless --tasks list")
     tune.add_argument("--precision", choices=("f32", "bf16", "int8"), default="f32",
                       help="bf16 or int8: tune the dot-product kernels of that build (their register tile "
                            "and task split; docs/tuning.md) instead of the f32 build's ops")
@@ -266,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy (default xgb)")
     tune.add_argument("--early-stopping", type=_positive("--early-stopping"), metavar="N",
                       help="stop a task after N trials without improvement")
-    tune.add_argument("--prior-records", metavar="FILE", help="records to start from")
+    tune.add_argument("--prior-records", metavar="FILE",
+                      help="another records file to resume from (its configs are not measured again)")
     tune.add_argument("--cost-model", metavar="FILE",
                       help="warm-start from the cost model another run saved (<records>.costmodel.npz; "
                            "default: the one beside -o, if any)")
@@ -482,20 +487,48 @@ def _runner_options(runner: str, key: str | None) -> dict[str, Any]:
     return {"remote": runner, "remote_key": key}
 
 
+def _require_static_inputs(model: Any) -> None:
+    """Tuning times kernels of fixed sizes: an input left dynamic (and not fixed by
+    ``--input-shapes``) is a usage error naming the flag and its value for this model, not
+    the API's "no tunable op ... shape_dict=" deep in task extraction."""
+    dynamic = [(info.name, info.shape) for info in model.inputs
+               if info.shape is not None and any(d is None for d in info.shape)]
+    if not dynamic:
+        return
+    shown = ", ".join(f"{name} [{','.join('?' if d is None else str(d) for d in shape)}]" for name, shape in dynamic)
+    example = " ".join(f"{name}:[{','.join('1' if d is None else str(d) for d in shape)}]"
+                       for name, shape in dynamic)
+    raise UsageError(f"tune: input(s) with dynamic dimensions: {shown}; tuning needs the sizes the "
+                     f"model will run at: give them with --input-shapes, e.g. --input-shapes \"{example}\"")
+
+
 def command_tune(args: argparse.Namespace) -> int:
     import tilecraft
 
     tuning = _tuning_api()
     model = tilecraft.load(args.model, shape_dict=args.input_shapes, model_format=args.model_format)
-    selected = None
     # Given only when set: CompileOptions refuses a calibration without a reduced precision.
     reduced = {name: value for name, value in (("precision", args.precision), ("calibration", args.calibration))
                if value not in (None, "f32")}
     options = _compile_options(args, shape_dict=model.shape_dict, **reduced)
+    search = None
+    if args.tasks != "list":  # the flags checked first: they cost nothing, the tasks a lowering
+        if args.output is None:
+            raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
+        search = tuning.TuneOptions(
+            trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
+            tuning_records=args.output, tuner=args.tuner,
+            early_stopping=args.early_stopping, prior_records=args.prior_records,
+            timeout=args.timeout, cost_model=args.cost_model,
+            batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
+            end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
+            transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
+    _require_static_inputs(model)
     if args.tasks is not None:
-        tasks = (tuning.extract_kernel_tasks(model.source, options) if args.precision != "f32"
-                 else tuning.extract_tasks(model.source, args.target, shape_dict=model.shape_dict))
-        if args.tasks == "list":
+        # The tasks tune itself finds (offloaded ops left out, a reduced precision's kernels):
+        # the indexes printed are the indexes tuned.
+        tasks = tuning.model_tasks(model.source, options)
+        if search is None:
             width = max(len("task"), *(len(task.name) for task in tasks))
             print(f"{'index':>5}  {'task':<{width}} {'kind':<18} {'count':>5} {'MFLOP':>12}")
             for index, task in enumerate(tasks):
@@ -504,18 +537,15 @@ def command_tune(args: argparse.Namespace) -> int:
         beyond = [i for i in args.tasks if i >= len(tasks)]
         if beyond:
             raise UsageError(f"--tasks: no task {beyond[0]}; the model has {len(tasks)} (0-{len(tasks) - 1}), see --tasks list")
-        selected = [tasks[i] for i in args.tasks]
-    if args.output is None:
-        raise UsageError("tune: -o/--output FILE is required (the records file), except with --tasks list")
-    search = tuning.TuneOptions(
-        trials=args.trials, trials_per_task=args.trials_per_task, time_budget=args.time_budget,
-        tuning_records=args.output, tuner=args.tuner,
-        early_stopping=args.early_stopping, prior_records=args.prior_records,
-        timeout=args.timeout, tasks=selected, cost_model=args.cost_model,
-        batch_size=args.batch_size, validate_top=args.validate_top, seed=args.seed,
-        end_to_end=not args.no_end_to_end, headroom=not args.no_headroom,
-        transfer=not args.no_transfer, report=args.report, **_runner_options(args.runner, args.key))
-    result = tuning.tune(model.source, options, search)
+        search = dataclasses.replace(search, tasks=[tasks[i] for i in args.tasks])
+    try:
+        result = tuning.tune(model.source, options, search)
+    except KeyboardInterrupt:
+        # Every measurement is on disk as it ends: say how to go on from them.
+        # On a line of its own: the progress bar's line is left open.
+        print(f"\ntilecraft: interrupted; the measurements so far are in {args.output}: the same "
+              "command resumes from them", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(result.summary())
     print(f"tuning records written to {args.output}")
     return 0
@@ -602,12 +632,21 @@ def command_bench(args: argparse.Namespace) -> int:
     for name, times in samples.items():
         print(f"{name:<14} {median_ms(times):12.3f} {min(times) * 1e3:10.3f}")
     for anchor in anchors:
-        result = compare(samples[anchor], samples["tilecraft"])
-        verdict = ("level: no measurable difference" if not result.significant else
-                   f"tilecraft {result.verdict()} than {anchor}")
-        print(f"ratio tilecraft / {anchor}: {1.0 / result.ratio:.2f} ({verdict}; "
-              f"{result.interval()}; below 1: tilecraft is faster)")
+        print(comparison_line(anchor, compare(samples[anchor], samples["tilecraft"])))
     return 0
+
+
+def comparison_line(anchor: str, result: Any) -> str:
+    """``bench``'s verdict on tilecraft against ``anchor`` (a :class:`Comparison` of the
+    anchor's time over tilecraft's): the ratio of tilecraft's time to the anchor's with the
+    interval *of that ratio* (the comparison's, inverted), or, where the interval does not
+    clear the noise floor, "no measurable difference" and the interval alone: a ratio there
+    would be noise presented as a result (issue #44's rule for tune's speedups)."""
+    interval = (f"{result.confidence:.0%} interval {1.0 / result.high:.2f}-{1.0 / result.low:.2f}, "
+                f"{result.rounds} paired rounds; below 1: tilecraft is faster")
+    if not result.significant:
+        return f"ratio tilecraft / {anchor}: no measurable difference ({interval})"
+    return f"ratio tilecraft / {anchor}: {1.0 / result.ratio:.2f} (tilecraft {result.verdict()} than {anchor}; {interval})"
 
 
 # ---- entry point ------------------------------------------------------------------------
@@ -618,6 +657,23 @@ def _one_line(error: BaseException) -> str:
     if len(lines) > 1:
         text += f" (+{len(lines) - 1} more lines; rerun with --verbose)"
     return text
+
+
+def _one_line_warnings() -> Callable[..., None]:
+    """``warnings.showwarning`` for the CLI: ``tilecraft: warning: ...`` on one line (not
+    Python's two lines naming the source file and line of the ``warnings.warn`` call, which
+    read as a crash), each text once per command (a records file with a corrupt line is read
+    by several steps of one ``tune``, and said so each time)."""
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        text = _one_line(message if isinstance(message, Warning) else Warning(message))
+        if text not in shown:
+            shown.add(text)
+            print(f"tilecraft: warning: {text}", file=sys.stderr)
+
+    return show
 
 
 def run_cli(argv: Sequence[str]) -> int:
@@ -633,7 +689,9 @@ def run_cli(argv: Sequence[str]) -> int:
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return args.handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings()
+            return args.handler(args)
     except (UsageError, UnavailableError) as error:
         print(f"tilecraft: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -656,7 +714,7 @@ def main() -> None:
         sys.exit(0)
     except KeyboardInterrupt:
         print("tilecraft: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

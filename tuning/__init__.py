@@ -28,7 +28,7 @@ from .results import TaskResult, TuningResult
 from .roles import CostModel, Database, Runner, SearchStrategy, SpaceGenerator
 from .space_generators import space_generator_for
 from .task_scheduler import GradientTaskScheduler
-from .tune import tune
+from .tune import model_tasks, tune
 from .template_tune import TemplateTuningResult, tune_template
 from .templates import (
     ConfigEntity,
@@ -51,5 +51,5 @@ __all__ = [
     "ConfigEntity", "ConfigSpace", "Knob", "Record", "ScheduleSpace", "TUNERS", "Task",
     "TaskResult", "TaskScheduler", "TemplateTask", "TemplateTuningResult", "TuneOptions",
     "TuningResult", "apply_history_best", "best_records", "extract_kernel_tasks", "extract_tasks", "get_config",
-    "load_records", "make_tuner", "space_for", "task", "template", "tune", "tune_template",
+    "load_records", "make_tuner", "model_tasks", "space_for", "task", "template", "tune", "tune_template",
 ]

@@ -181,6 +181,11 @@ class MeasureSession:
         """Measure the default schedule once for ``states`` (one task, perhaps several tuners)."""
         first = states[0]
         result = self.measure(first, None, "default", databases)
+        if result.status == "timeout":
+            # The compiler's own build, which the model runs: a timeout is the machine's (a
+            # loaded or paused one: the sweep saw a 20 us default time out at 10 s), rarely
+            # the schedule's; once more before the whole task is given up.
+            result = self.measure(first, None, "default", databases)
         if not result.ok:
             print(f"warning: the default schedule of {first.task.name} failed "
                   f"({result.status}: {result.error[:200]}); task not tuned", file=sys.stderr)

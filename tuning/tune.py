@@ -22,8 +22,11 @@ Progress is printed as TVM prints it, with a progress bar:
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import sys
 import time
+import warnings
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -43,7 +46,7 @@ from ..runtime.run import random_inputs
 from ..runtime.significance import Comparison, compare, paired_rounds
 from ..runtime.timing import get_clock
 from ..schedule.record_plan import with_records
-from ..schedule.records import Record, canonical_target
+from ..schedule.records import Record, best_records, canonical_target, is_remeasurement, load_records
 from ..schedule.task import Task, extract_tasks
 from .compare_tuners import compare_tuners
 from .database import JsonLinesDatabase
@@ -61,7 +64,7 @@ from .task_scheduler import GradientTaskScheduler
 from .transfer import TransferModel, beside
 
 __all__ = ["TaskResult", "TuneOptions", "TuningResult", "VALIDATION_ROUNDS", "compare_tuners",
-           "runner_for", "search_tasks", "tune"]
+           "model_tasks", "runner_for", "search_tasks", "tune"]
 
 
 def tune(
@@ -97,6 +100,12 @@ def tune(
     search = replace(search or TuneOptions(), **{k: v for k, v in overrides.items() if k in search_fields})
     target = options.target
     target_plugin(target.kind).check_tunable(target)
+    if search.remote is None and search.ray is None and not target.is_host:
+        # Every candidate would fail to run ("which this machine cannot run") and the run
+        # would end with no task tuned and exit status 0.
+        raise TuningError(f"target '{target}' does not run on this machine, and tuning runs every candidate: "
+                          f"measure on a machine that runs it (remote='HOST:PORT' with `tilecraft serve` there, "
+                          f"--runner remote://HOST:PORT; or a Ray cluster of such machines)")
     target_key = canonical_target(target)
     reduced = options.precision != "f32"
     if reduced and search.space != "hand":
@@ -105,8 +114,9 @@ def tune(
     if reduced:  # the cross-task model's features are the f32 spaces' (tuning/transfer.py)
         search = replace(search, transfer=False)
     found, chosen = _resolve_tasks(model, options, search.tasks)
-    prior = JsonLinesDatabase(search.prior_records).records(target) if search.prior_records is not None else []
     records_path = Path(search.tuning_records)
+    _check_writable(records_path)
+    prior = _prior_records(search, records_path, target, chosen)
     generator = space_generator_for(target, search.space)
     warm = _warm_start(search, records_path, chosen, generator)
     roof = _roofline(target) if search.headroom else None
@@ -145,7 +155,9 @@ def tune(
         plot_report(JsonLinesDatabase(records_path).records(target), search.report)
     if not end_to_end:
         return TuningResult(records_path, results)
-    comparison = _end_to_end(model, options, records_path, runner_options.clock)
+    comparison = None
+    if not _only_defaults(records_path, target, found, generator):
+        comparison = _end_to_end(model, options, records_path, runner_options.clock)
     if comparison is None:
         return TuningResult(records_path, results, unchanged=True)
     return TuningResult(records_path, results, comparison.baseline_seconds,
@@ -199,11 +211,57 @@ def search_tasks(tasks: Sequence[Task], search: TuneOptions, *, target_key: str,
     return states
 
 
+def _prior_records(search: TuneOptions, records: Path, target: Target, tasks: Sequence[Task]) -> list[Record]:
+    """The search measurements an earlier run left: ``prior_records`` and the records file
+    itself. Why the records file: a killed ``tilecraft tune`` run again with the same command
+    must continue its search, not measure its candidates a second time (with the same seed
+    the strategy proposes the very same configs). Re-measurements (validation, in-model) are
+    no trials; every task's default is measured again (it is the run's reference output)."""
+    sources = [Path(search.prior_records)] if search.prior_records is not None else []
+    if records.is_file() and all(records.resolve() != s.resolve() for s in sources):
+        sources.append(records)
+    keys = {task.key for task in tasks}
+    prior: list[Record] = []
+    seen: set[tuple[str, str]] = set()  # two runs that wrote one file may share configs
+    for source in sources:
+        for record in JsonLinesDatabase(source).records(target):
+            config = json.dumps(record.config, sort_keys=True)
+            if record.key in keys and record.tuner != "default" and not is_remeasurement(record) \
+                    and (record.key, config) not in seen:
+                seen.add((record.key, config))
+                prior.append(record)
+    if prior and search.progress:
+        named = len({r.key for r in prior})
+        print(f"resuming: {len(prior)} measurement(s) of {named} task(s) from "
+              f"{', '.join(str(s) for s in sources)} are not measured again", file=sys.stderr)
+    return prior
+
+
+def _check_writable(records: Path) -> None:
+    """Refuse a records path that cannot be appended to before any work: a run must not
+    measure for an hour and then fail at its first record. Its folder is made now; the file
+    itself on the first commit, so a run that measures nothing leaves none."""
+    if records.is_dir():
+        raise TuningError(f"tuning_records {records} is a directory, not a file")
+    if records.exists():
+        if not os.access(records, os.W_OK):
+            raise TuningError(f"tuning_records {records}: no permission to write to it")
+        return
+    folder = records.absolute().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TuningError(f"tuning_records {records}: cannot make its folder ({error.strerror}: "
+                          f"{error.filename})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise TuningError(f"tuning_records {records}: no permission to create files in {folder}")
+
+
 def _resume(state: TaskState, prior: Sequence[Record]) -> None:
     """Feed ``state``'s strategy the search records of an earlier run: those configs are not
     measured again and count toward the task's trials (a config the space rejects is skipped)."""
     for record in prior:
-        if record.key == state.task.key and record.tuner != "default":
+        if record.key == state.task.key and record.tuner != "default" and not is_remeasurement(record):
             try:
                 config = state.space.validate(record.config)
             except TuningError:
@@ -308,6 +366,21 @@ def _lowered(model: Any, pipeline: Any, options: CompileOptions) -> tuple[str, C
                                    opt_level=options.opt_level)
 
 
+def _only_defaults(records: Path, target: Target, tasks: Sequence[Task], generator: SpaceGenerator) -> bool:
+    """Whether the best record ``compile`` would apply to each of ``tasks`` is its default
+    config (or it has none): then the tuned build is the default build (record_plan.py plans
+    a default config as the default schedule), and timing the two would report noise. Why
+    not only the lowered IR's fingerprint: a process that has extracted tasks lowers the same
+    model to IR whose constants come in another order from one lowering to the next (YOLO:
+    two default lowerings differed), so equal builds were timed and reported as "default
+    16.0 ms, tuned 16.5 ms"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # corrupt lines were reported when the run read the file
+        best = best_records(load_records(records, target=target))
+    return all(task.key not in best or best[task.key].config == generator.generate(task).default()
+               for task in tasks)
+
+
 def _end_to_end(model: Any, options: CompileOptions, records: Path, clock: str = "wall") -> Comparison | None:
     """The model with the default schedules against the model with ``records``: ``None``
     when both lower to the same IR (nothing to time: any ratio would be noise), else their
@@ -329,13 +402,19 @@ def _end_to_end(model: Any, options: CompileOptions, records: Path, clock: str =
     return compare(samples["default"], samples["tuned"])
 
 
-def _resolve_tasks(model: Any, options: CompileOptions, tasks: Any) -> tuple[list[Task], list[Task]]:
-    """(every task of the model compiled with ``options``, the ones ``tasks`` chooses): its
-    ops' tasks, or at a reduced precision its dot-product kernels' (kernel_tasks.py)."""
+def model_tasks(model: Any, options: CompileOptions) -> list[Task]:
+    """The tasks :func:`tune` finds in ``model`` compiled with ``options``, in its order:
+    its ops' tasks (offloaded ops are none), or at a reduced precision its dot-product
+    kernels' (kernel_tasks.py). ``tilecraft tune --tasks list`` prints these, so the
+    indexes a user picks are the tasks tuned."""
     if options.precision != "f32":
-        found = extract_kernel_tasks(model, options)
-    else:
-        found = extract_tasks(model, options.target, shape_dict=options.shape_dict, offload=options.offload)
+        return extract_kernel_tasks(model, options)
+    return extract_tasks(model, options.target, shape_dict=options.shape_dict, offload=options.offload)
+
+
+def _resolve_tasks(model: Any, options: CompileOptions, tasks: Any) -> tuple[list[Task], list[Task]]:
+    """(every task of the model compiled with ``options``, the ones ``tasks`` chooses)."""
+    found = model_tasks(model, options)
     if tasks is None:
         return found, found
     wanted = [t.key if isinstance(t, Task) else str(t) for t in tasks]
