@@ -30,7 +30,6 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 
 import numpy as np
 import torch

@@ -467,7 +467,7 @@ def _conv_3d_as_2d(x: ir.Value, w: ir.Value, bias: ir.Value | None, *, strides: 
     :func:`_unbiased_conv` emits for its groups (one NHWC convolution per group, or the
     depthwise named op), and the taps' results are added (the fusion pass makes each add
     the next tap's epilogue). Why: they had no named op and ran as one scalar
-    ``linalg.generic``, 10-13x onnxruntime's time for a video net's depthwise 3x3x3 or
+    ``linalg.generic``, 13-18x onnxruntime's time for a video net's depthwise 3x3x3 or
     grouped 1x3x3 (docs/performance.md, "Grouped and depthwise 3-D convolutions")."""
     element = core.tensor_type(x).element_type
     accumulator = accumulator_type(element)
@@ -797,13 +797,16 @@ def _dilate_and_pad(x: ir.Value, strides: Sequence[int], low: Sequence[int], hig
     )
 
 
-def _pixel_blocks(x: ir.Value, w: np.ndarray) -> ir.Value:
-    """Each input pixel's k x k block of output contributions, as one contraction:
+def _tiles_from_pixels(x: ir.Value, w: np.ndarray) -> ir.Value:
+    """A transposed convolution whose kernel equals its stride (a U-Net's 2x2 stride-2
+    upsampling), unpadded: each input pixel makes its own k x k block of output pixels,
 
-        blocks[n, h, a, w, b, f] = sum_c x[n, h, w, c] * W[c, f, a, b]
+        y[n, h*kh + a, w*kw + b, f] = sum_c x[n, h, w, c] * W[c, f, a, b],
 
-    a (N, H, kh, W, kw, F) tensor in the accumulator type (N, *(in_i, k_i), F for any
-    number of spatial dims), x read in NHWC (a transpose the layout pass cancels)."""
+    one contraction written into a (N, H, kh, W, kw, F) tensor that is the NHWC output
+    (a collapse, no copy), between NCHW <-> NHWC transposes that the layout pass cancels
+    against its conversions. The general lowering (zeros between input pixels, then a
+    convolution) multiplies kh * kw times as many zeros as products."""
     spatial = len(w.shape) - 2
     channels, filters, *kernel = w.shape
     element = core.tensor_type(x).element_type
@@ -825,24 +828,13 @@ def _pixel_blocks(x: ir.Value, w: np.ndarray) -> ir.Value:
     for i in range(spatial):
         out_extents += [extents[1 + i], kernel[i]]
     init = core.filled([*out_extents, filters], 0, accumulator)
-    return generic_op([pixels, taps], init, maps, loops - 1, 1, _multiply_accumulate(accumulator))
-
-
-def _tiles_from_pixels(x: ir.Value, w: np.ndarray) -> ir.Value:
-    """A transposed convolution whose kernel equals its stride (a U-Net's 2x2 stride-2
-    upsampling), unpadded: each input pixel makes its own k x k block of output pixels
-    (:func:`_pixel_blocks`), one contraction written into a (N, H, kh, W, kw, F) tensor that
-    is the NHWC output (a collapse, no copy), between NCHW <-> NHWC transposes that the
-    layout pass cancels against its conversions. The general lowering (zeros between input
-    pixels, then a convolution) multiplies kh * kw times as many zeros as products."""
-    spatial = len(w.shape) - 2
-    blocks = _pixel_blocks(x, w)
-    loops = 3 + 2 * spatial
+    body = _multiply_accumulate(accumulator)
+    blocks = generic_op([pixels, taps], init, maps, loops - 1, 1, body)
     image = collapse(blocks, [[0], *[[1 + 2 * i, 2 + 2 * i] for i in range(spatial)], [loops - 2]])
     return core.transpose(image, [0, spatial + 1, *range(1, spatial + 1)])
 
 
-def overlapping_tiles_apply(strides: Sequence[int], dilations: Sequence[int], groups: int,
+def _overlapping_tiles_apply(strides: Sequence[int], dilations: Sequence[int], groups: int,
                             x_shape: Sequence[int | None], w: "ir.Value | np.ndarray") -> bool:
     """Whether :func:`_overlapping_tiles` lowers this transposed convolution: a 2-D one of
     static shape and constant filter, ungrouped, undilated, every stride at least 2 (at
@@ -854,18 +846,19 @@ def overlapping_tiles_apply(strides: Sequence[int], dilations: Sequence[int], gr
 def _overlapping_tiles(x: ir.Value, w: np.ndarray, strides: Sequence[int], padding_low: Sequence[int],
                        padding_high: Sequence[int], output_padding: Sequence[int]) -> ir.Value:
     """A strided transposed convolution as GEMM + overlap-add (col2im, as onnxruntime does):
-    each input pixel's block of contributions (:func:`_pixel_blocks`, the filter's taps
-    zero-padded to m * stride per dim), then every output pixel sums the m x m blocks that
-    cover it, one windowed sum:
+    each input pixel's block of contributions, one matmul of the NHWC pixels (N*H*W, C) by
+    the taps (C, kh * kw * F), framed by one pad (m - 1 empty blocks around the pixels, the
+    taps zero-padded to m * stride, m = ceil(k / stride)), then every output pixel sums the
+    m x m blocks that cover it, one windowed sum:
 
         y[n, hh, r, ww, u, f] = sum_{q, t} blocks[n, hh - q, ww - t, q * s + r, t * s + u, f]
 
     (output row ``hh * s + r``), cropped by the padding. Why: the general lowering inserts
     s - 1 zeros between input pixels and convolves, so at stride 2 three of every four
     multiply-adds read a zero; a VAE decoder's 4x4 stride-2 upsamplings ran 1.7-3.4x
-    onnxruntime's time (docs/performance.md, "Transposed convolutions")."""
+    onnxruntime's time (docs/performance.md, round 30's second probe)."""
     channels, filters, *kernel = w.shape
-    (mh, mw) = multiples = [-(-k // s) for k, s in zip(kernel, strides)]
+    mh, mw = (-(-k // s) for k, s in zip(kernel, strides))
     sh, sw = strides
     kh, kw = kernel
     element = core.tensor_type(x).element_type
@@ -935,7 +928,7 @@ def conv_transpose(
             and not any(padding_low) and not any(padding_high) and not any(output_padding)
             and all(d == 1 for d in dilations)):
         return _add_bias(_tiles_from_pixels(x, w), bias, core.tensor_type(x).element_type)
-    if overlapping_tiles_apply(strides, dilations, groups, core.static_shape(x), w):
+    if _overlapping_tiles_apply(strides, dilations, groups, core.static_shape(x), w):
         return _add_bias(_overlapping_tiles(x, w, strides, padding_low, padding_high, output_padding), bias,
                          core.tensor_type(x).element_type)
     if isinstance(w, np.ndarray):

@@ -649,15 +649,16 @@ SELECTION_LOOP_SHARE = 4
 
 def _before_every_element(extents: Sequence, element: ir.Type, *, largest: bool,
                           unsigned: bool) -> tuple[ir.Value, ir.Value]:
-    """A (value, position) that every element comes after in the order: NaN (largest) or
-    -inf (smallest) for floats, the type's extreme for integers, at position -1."""
-    if core.is_float(element):
-        start: float | int = np.nan if largest else -np.inf
-    elif unsigned:
-        start = -1 if largest else 0  # -1: all bits set
+    """A (value, position) that every element comes after in the order, at position -1: the
+    type's top (largest first) or bottom, as the min/max reductions' identities, except NaN
+    in place of +inf (NaN sorts above it)."""
+    i64 = ir.IntegerType.get_signless(64)
+    if largest and core.is_float(element):
+        start = core.filled(extents, np.nan, element)
     else:
-        start = (1 << (element.width - 1)) - 1 if largest else -(1 << (element.width - 1))
-    return core.filled(extents, start, element), core.filled(extents, -1, ir.IntegerType.get_signless(64))
+        start = linalg.fill(identity("min" if largest else "max", element, unsigned=unsigned),
+                            outs=[core.empty(extents, element)])
+    return start, core.filled(extents, -1, i64)
 
 
 def _next_slot(x: ir.Value, axis: int, previous: ir.Value, previous_at: ir.Value, *, largest: bool,
